@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+#
+# install-deps.sh: installs every Debian package that tide's build, tests,
+# demo and benchmarks need. Idempotent and non-interactive; runs as root (or
+# through sudo) on a fresh Debian 12 machine, and returns at once when every
+# package is already there.
+set -euo pipefail
+
+packages=(
+    build-essential cmake ninja-build pkg-config
+    clang libclang-rt-14-dev          # libFuzzer and sanitizer runtimes
+    libgrpc-dev                       # gRPC C core
+    libprotobuf-c-dev protobuf-c-compiler
+    libev-dev
+    libcmocka-dev
+    libopenblas-dev
+    zlib1g-dev
+    libsystemd-dev systemd
+    dataset-fashion-mnist             # demo and accuracy checks
+)
+
+missing=()
+for p in "${packages[@]}"; do
+    if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q '^install ok installed$'; then
+        missing+=("$p")
+    fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+    echo "install-deps: all ${#packages[@]} packages present"
+    exit 0
+fi
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+    SUDO="sudo"
+fi
+
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+echo "install-deps: done"

@@ -1,0 +1,25 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * graph-impl.h: declarations shared by the files of graph/ only.
+ * The infer functions named in ops.def live in infer.c.
+ */
+#ifndef TIDE_GRAPH_IMPL_H
+#define TIDE_GRAPH_IMPL_H
+
+#include "graph/graph.h"
+
+#define TIDE_OP(ID, NAME, MIN_IN, MAX_IN, N_OUT, DTYPE, INFER, GRAD, FLAGS)                 \
+    enum tide_status tide__infer_##INFER(struct tide_graph *graph, struct tide_node *node, \
+                                         struct tide_error *err);
+#include "graph/ops.def"
+#undef TIDE_OP
+
+/* Sets output k of node to dtype and shape, computing nbytes; checks limits. */
+enum tide_status tide__set_output(struct tide_graph *graph, struct tide_node *node, uint32_t k,
+                                  enum tide_dtype dtype, const struct tide_shape *shape,
+                                  struct tide_error *err);
+
+/* The limits of the tide_graph_infer call in progress (set by it). */
+extern _Thread_local const struct tide_graph_limits *tide__infer_limits;
+
+#endif /* TIDE_GRAPH_IMPL_H */

@@ -1,0 +1,3 @@
+/* SPDX-License-Identifier: MIT */
+/* import.c: placeholder until import lands. */
+#include "graph/import.h"
