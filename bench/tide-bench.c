@@ -1,0 +1,7 @@
+/* SPDX-License-Identifier: MIT */
+#include <stdio.h>
+int main(void)
+{
+    fprintf(stderr, "tide-bench: not built yet\n");
+    return 1;
+}

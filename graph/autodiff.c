@@ -1,0 +1,3 @@
+/* SPDX-License-Identifier: MIT */
+/* Placeholder until this module lands. */
+typedef int tide__placeholder_autodiff;

@@ -1,0 +1,92 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * kernels.h: the interface between the executor and the kernels of a backend.
+ *
+ * One kernel per compute op of graph/ops.def, in a table indexed by enum
+ * tide_op and generated from ops.def, so no op can be forgotten: a missing
+ * kernel is a link error. Source ops (Placeholder, Variable, Const) and the
+ * memory ops (Fetch, WriteBack, SwapOut, SwapIn) have no kernel: the executor
+ * implements them as copies, and their table entries are NULL.
+ *
+ * A kernel reads its inputs and writes its outputs through tensor views that
+ * point into the job's arena (device memory of the backend: host memory on the
+ * CPU backend). It never allocates: scratch space comes from the workspace the
+ * memory planner reserved, workspace_bytes() of the same table saying how much.
+ * UPDATE ops (ApplySGD, ApplyMomentum, ApplyAdam) write inputs[0] (and their
+ * optimizer state inputs) in place.
+ *
+ * CPU kernels are the reference: plain C, OpenBLAS for GEMM, deterministic —
+ * the same inputs give the same bits whatever the thread count.
+ *
+ * Example usage (what the CPU backend does for one node):
+ *
+ *     tide_kernel_fn fn = tide_cpu_kernels.fn[node->op];
+ *     enum tide_status st = fn(&args, &err);
+ */
+#ifndef TIDE_KERNELS_KERNELS_H
+#define TIDE_KERNELS_KERNELS_H
+
+#include <stdint.h>
+
+#include "graph/graph.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* A tensor as a kernel sees it: data in the backend's device memory. */
+struct tide_tensor_view {
+    void *data;
+    enum tide_dtype dtype;
+    struct tide_shape shape;
+    uint64_t nbytes;
+};
+
+struct tide_kernel_args {
+    const struct tide_node *node; /* op and attributes (after tide_graph_infer) */
+    uint32_t n_inputs;
+    const struct tide_tensor_view *inputs;
+    uint32_t n_outputs;
+    const struct tide_tensor_view *outputs;
+    void *workspace; /* workspace_bytes(node) bytes, or NULL when 0 */
+    uint64_t workspace_bytes;
+    /* The executor's 1-based step counter, read when the kernel runs (Adam). */
+    const uint64_t *step;
+};
+
+typedef enum tide_status (*tide_kernel_fn)(const struct tide_kernel_args *args,
+                                           struct tide_error *err);
+
+struct tide_kernel_table {
+    const char *name;
+    tide_kernel_fn fn[TIDE_OP_COUNT];
+    /* Scratch bytes a node's kernel needs (im2col buffers, ...); 0 for most. */
+    uint64_t (*workspace_bytes)(const struct tide_graph *graph, const struct tide_node *node);
+};
+
+/* The CPU kernels (kernels/cpu). */
+extern const struct tide_kernel_table tide_cpu_kernels;
+
+/*
+ * Fills a Variable's initial value into dst (host memory, node's output 0
+ * nbytes), from its init/scale/seed/value attributes and the job's seed.
+ * Deterministic: a counter-based generator keyed by (job seed, the node's
+ * seed attribute, the node's name), independent of threads and order.
+ *   zeros, ones, constant (= scale), value (the value attribute),
+ *   normal (mean 0, stddev scale), uniform ([-scale, scale)),
+ *   glorot_uniform (uniform with limit scale*sqrt(6/(fan_in+fan_out))),
+ *   he_normal (normal with stddev scale*sqrt(2/fan_in)).
+ * fan_in/fan_out: rank 2 [in, out]; rank 4 [K, C, R, S]: fan_in = C*R*S,
+ * fan_out = K*R*S; rank 1: fan_in = fan_out = dims[0].
+ */
+enum tide_status tide_variable_init(const struct tide_node *node, uint64_t job_seed, void *dst,
+                                    struct tide_error *err);
+
+/* Sets the number of threads OpenBLAS may use (0: its default). */
+void tide_cpu_kernels_set_threads(int threads);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TIDE_KERNELS_KERNELS_H */

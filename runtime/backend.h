@@ -1,0 +1,177 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * backend.h: the interface every device backend implements (CPU, CUDA).
+ *
+ * A backend is a const table of function pointers next to a context pointer,
+ * as in ggml-backend. The public wrappers below check their arguments, then
+ * dispatch. Entries marked optional may be NULL; the wrapper then does the
+ * documented fallback or returns TIDE_UNSUPPORTED.
+ *
+ * Semantics follow CUDA streams and events, so one executor drives every
+ * backend:
+ *  - Work enqueued on one stream runs in order; streams run concurrently.
+ *  - event_record(ev, s) marks the point in s reached by work enqueued so far;
+ *    event_wait(s, ev) makes later work on s wait until that point is reached;
+ *    an event may be recorded again (it then refers to the new point).
+ *  - Enqueue calls return at once; a failure of enqueued work (a kernel error)
+ *    is sticky on the stream and returned by stream_sync, with its message.
+ *  - Memory: one device arena per job (arena_alloc), pinned host memory from
+ *    host_alloc. Pointers into the arena are device pointers.
+ *
+ * Ownership: the caller frees what it creates (streams, events, arenas, host
+ * buffers) with the matching _free before tide_backend_free. The kernel args
+ * passed to launch must stay valid until the stream has run the launch.
+ *
+ * Example usage:
+ *
+ *     struct tide_backend *b;
+ *     tide_backend_create("cpu", &(struct tide_backend_options){.device_bytes = 1 << 30}, &b, &err);
+ *     struct tide_stream *s; tide_backend_stream_new(b, &s, &err);
+ *     tide_backend_launch(b, s, &args);
+ *     tide_backend_stream_sync(b, s, &err);
+ *     tide_backend_stream_free(b, s);
+ *     tide_backend_free(b);
+ */
+#ifndef TIDE_RUNTIME_BACKEND_H
+#define TIDE_RUNTIME_BACKEND_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "common/status.h"
+#include "kernels/kernels.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct tide_stream;
+struct tide_event;
+
+struct tide_backend_iface {
+    const char *name; /* "cpu", "cuda" */
+    void (*free)(void *context);
+
+    /* The device's name and the bytes it offers jobs. */
+    void (*device_info)(void *context, char *name, size_t name_size, uint64_t *total_bytes);
+
+    enum tide_status (*arena_alloc)(void *context, uint64_t bytes, void **base,
+                                    struct tide_error *err);
+    void (*arena_free)(void *context, void *base);
+    /* Pinned host memory (CPU: plain aligned memory). */
+    enum tide_status (*host_alloc)(void *context, uint64_t bytes, void **ptr,
+                                   struct tide_error *err);
+    void (*host_free)(void *context, void *ptr);
+
+    enum tide_status (*stream_new)(void *context, struct tide_stream **stream,
+                                   struct tide_error *err);
+    void (*stream_free)(void *context, struct tide_stream *stream);
+    /* Waits for all work on the stream; returns (and clears) its sticky error. */
+    enum tide_status (*stream_sync)(void *context, struct tide_stream *stream,
+                                    struct tide_error *err);
+
+    enum tide_status (*event_new)(void *context, struct tide_event **event,
+                                  struct tide_error *err);
+    void (*event_free)(void *context, struct tide_event *event);
+    enum tide_status (*event_record)(void *context, struct tide_event *event,
+                                     struct tide_stream *stream);
+    enum tide_status (*event_wait)(void *context, struct tide_stream *stream,
+                                   struct tide_event *event);
+    /* *done = whether the recorded point has been reached. */
+    enum tide_status (*event_query)(void *context, struct tide_event *event, bool *done);
+    enum tide_status (*event_sync)(void *context, struct tide_event *event);
+    /* Optional: milliseconds between two reached events. */
+    enum tide_status (*event_elapsed)(void *context, struct tide_event *start,
+                                      struct tide_event *end, double *ms);
+
+    enum tide_status (*copy_h2d)(void *context, void *dst_device, const void *src_host,
+                                 uint64_t bytes, struct tide_stream *stream);
+    enum tide_status (*copy_d2h)(void *context, void *dst_host, const void *src_device,
+                                 uint64_t bytes, struct tide_stream *stream);
+    enum tide_status (*copy_d2d)(void *context, void *dst_device, const void *src_device,
+                                 uint64_t bytes, struct tide_stream *stream);
+    /* Optional: fill device bytes with a repeated 32-bit pattern (poison mode). */
+    enum tide_status (*fill32)(void *context, void *dst_device, uint32_t pattern, uint64_t bytes,
+                               struct tide_stream *stream);
+
+    /* Runs the node's kernel on the stream. */
+    enum tide_status (*launch)(void *context, struct tide_stream *stream,
+                               const struct tide_kernel_args *args);
+    /* Scratch bytes the node's kernel needs on this backend. */
+    uint64_t (*workspace_bytes)(void *context, const struct tide_graph *graph,
+                                const struct tide_node *node);
+};
+
+struct tide_backend {
+    const struct tide_backend_iface *iface;
+    void *context;
+};
+
+struct tide_backend_options {
+    /* CPU: the emulated device's memory (0: 4 GiB). CUDA: ignored (the GPU's). */
+    uint64_t device_bytes;
+    /* CPU: threads for GEMM (0: OpenBLAS default). */
+    int threads;
+    /* CUDA: device ordinal. */
+    int device;
+};
+
+/*
+ * Creates a backend by name: "cpu", "cuda", or "auto" (CUDA when it is built
+ * and a GPU is present, else CPU). Returns TIDE_UNSUPPORTED for "cuda" in a
+ * build without it, TIDE_DEVICE when no GPU can be used, with the reason.
+ */
+enum tide_status tide_backend_create(const char *name, const struct tide_backend_options *options,
+                                     struct tide_backend **out, struct tide_error *err);
+/* Frees the backend. NULL is a no-op. */
+void tide_backend_free(struct tide_backend *backend);
+
+/* The registry's entry points for each backend (CUDA only in CUDA builds). */
+enum tide_status tide_backend_cpu_new(const struct tide_backend_options *options,
+                                      struct tide_backend **out, struct tide_error *err);
+
+/* Thin checked wrappers over the iface, one per entry. */
+const char *tide_backend_name(const struct tide_backend *backend);
+void tide_backend_device_info(struct tide_backend *backend, char *name, size_t name_size,
+                              uint64_t *total_bytes);
+enum tide_status tide_backend_arena_alloc(struct tide_backend *backend, uint64_t bytes, void **base,
+                                          struct tide_error *err);
+void tide_backend_arena_free(struct tide_backend *backend, void *base);
+enum tide_status tide_backend_host_alloc(struct tide_backend *backend, uint64_t bytes, void **ptr,
+                                         struct tide_error *err);
+void tide_backend_host_free(struct tide_backend *backend, void *ptr);
+enum tide_status tide_backend_stream_new(struct tide_backend *backend, struct tide_stream **stream,
+                                         struct tide_error *err);
+void tide_backend_stream_free(struct tide_backend *backend, struct tide_stream *stream);
+enum tide_status tide_backend_stream_sync(struct tide_backend *backend, struct tide_stream *stream,
+                                          struct tide_error *err);
+enum tide_status tide_backend_event_new(struct tide_backend *backend, struct tide_event **event,
+                                        struct tide_error *err);
+void tide_backend_event_free(struct tide_backend *backend, struct tide_event *event);
+enum tide_status tide_backend_event_record(struct tide_backend *backend, struct tide_event *event,
+                                           struct tide_stream *stream);
+enum tide_status tide_backend_event_wait(struct tide_backend *backend, struct tide_stream *stream,
+                                         struct tide_event *event);
+enum tide_status tide_backend_event_query(struct tide_backend *backend, struct tide_event *event,
+                                          bool *done);
+enum tide_status tide_backend_event_sync(struct tide_backend *backend, struct tide_event *event);
+enum tide_status tide_backend_event_elapsed(struct tide_backend *backend, struct tide_event *start,
+                                            struct tide_event *end, double *ms);
+enum tide_status tide_backend_copy_h2d(struct tide_backend *backend, void *dst, const void *src,
+                                       uint64_t bytes, struct tide_stream *stream);
+enum tide_status tide_backend_copy_d2h(struct tide_backend *backend, void *dst, const void *src,
+                                       uint64_t bytes, struct tide_stream *stream);
+enum tide_status tide_backend_copy_d2d(struct tide_backend *backend, void *dst, const void *src,
+                                       uint64_t bytes, struct tide_stream *stream);
+enum tide_status tide_backend_fill32(struct tide_backend *backend, void *dst, uint32_t pattern,
+                                     uint64_t bytes, struct tide_stream *stream);
+enum tide_status tide_backend_launch(struct tide_backend *backend, struct tide_stream *stream,
+                                     const struct tide_kernel_args *args);
+uint64_t tide_backend_workspace_bytes(struct tide_backend *backend, const struct tide_graph *graph,
+                                      const struct tide_node *node);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TIDE_RUNTIME_BACKEND_H */

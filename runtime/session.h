@@ -1,0 +1,95 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * session.h: one job's whole in-process path, from graph to steps.
+ *
+ * A session runs the same pipeline as the daemon: import (validation and
+ * shape inference), autodiff when training, the depth-first order, stream
+ * assignment, the memory plan, then an executor on a backend. tide-bench,
+ * the tests and the daemon's job manager all go through it, so the
+ * in-process path and the remote path are one path from the graph on.
+ *
+ * Example usage:
+ *
+ *     struct tide_session_options o = tide_session_options_default();
+ *     o.train = &train;  o.budget_bytes = 256 << 20;
+ *     o.fetches = (const char *[]){"logits"};  o.n_fetches = 1;
+ *     struct tide_session *s;
+ *     if (tide_session_new(bytes, len, &o, &s, &err) != TIDE_OK) ...;
+ *     tide_session_feed(s, "x", images, nbytes, &err);
+ *     tide_session_feed(s, "labels", labels, nbytes, &err);
+ *     tide_session_step(s, &stats, &err);
+ *     tide_session_fetch(s, "loss", &loss, sizeof(loss), &err);
+ *     tide_session_free(s);
+ */
+#ifndef TIDE_RUNTIME_SESSION_H
+#define TIDE_RUNTIME_SESSION_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "graph/autodiff.h"
+#include "graph/graph.h"
+#include "memplan/memplan.h"
+#include "runtime/backend.h"
+#include "runtime/executor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct tide_session;
+
+struct tide_session_options {
+    /* The backend to run on; NULL: the session creates one by backend_name. */
+    struct tide_backend *backend;
+    const char *backend_name; /* "cpu" (default), "cuda", "auto" */
+    /* The job's device budget; 0: the plan's peak (no limit). */
+    uint64_t budget_bytes;
+    uint64_t seed;
+    bool poison;
+    bool profile;
+    /* Training: NULL runs the forward graph only. */
+    const struct tide_train_options *train;
+    /* Outputs ("node" or "node:k") readable after every step. The loss is always. */
+    const char *const *fetches;
+    uint32_t n_fetches;
+    const struct tide_graph_limits *limits; /* NULL: defaults */
+};
+
+struct tide_session_options tide_session_options_default(void);
+
+/* A session from serialized tide.v1.Graph bytes. */
+enum tide_status tide_session_new(const void *graph_bytes, size_t len,
+                                  const struct tide_session_options *options,
+                                  struct tide_session **out, struct tide_error *err);
+/* A session that takes ownership of an already-imported graph. */
+enum tide_status tide_session_new_graph(struct tide_graph *graph,
+                                        const struct tide_session_options *options,
+                                        struct tide_session **out, struct tide_error *err);
+void tide_session_free(struct tide_session *session);
+
+/* Stages a Placeholder's value for the next step, by name; the byte count must match. */
+enum tide_status tide_session_feed(struct tide_session *session, const char *placeholder,
+                                   const void *data, uint64_t bytes, struct tide_error *err);
+enum tide_status tide_session_step(struct tide_session *session, struct tide_step_stats *stats,
+                                   struct tide_error *err);
+/*
+ * Runs the forward part only — the nodes the fetches depend on — with the
+ * current variables: no gradients, no updates, the step count unchanged.
+ */
+enum tide_status tide_session_eval(struct tide_session *session, struct tide_step_stats *stats,
+                                   struct tide_error *err);
+/* Copies a fetched output (or a Variable, by name) after a step. */
+enum tide_status tide_session_fetch(struct tide_session *session, const char *name, void *dst,
+                                    uint64_t bytes, struct tide_error *err);
+
+/* The planned graph, its memory plan and the autodiff result (owned by the session). */
+const struct tide_graph *tide_session_graph(const struct tide_session *session);
+const struct tide_memplan *tide_session_memplan(const struct tide_session *session);
+const struct tide_autodiff_result *tide_session_training(const struct tide_session *session);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TIDE_RUNTIME_SESSION_H */
