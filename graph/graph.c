@@ -128,6 +128,54 @@ void tide_graph_free(struct tide_graph *graph)
     free(graph);
 }
 
+struct tide_graph *tide_graph_clone(const struct tide_graph *graph)
+{
+    struct tide_graph *g = tide_graph_new();
+    if (!g)
+        return NULL;
+    g->version = graph->version;
+    g->nodes = malloc(((size_t)graph->n_nodes + 1) * sizeof(*g->nodes));
+    g->index = malloc((size_t)(graph->index_cap ? graph->index_cap : 1) * sizeof(*g->index));
+    if (!g->nodes || !g->index)
+        goto oom;
+    g->cap_nodes = graph->n_nodes + 1;
+    g->index_cap = graph->index_cap;
+    if (graph->index_cap)
+        memcpy(g->index, graph->index, (size_t)graph->index_cap * sizeof(*g->index));
+    struct tide_arena *a = g->arena;
+    for (uint32_t v = 0; v < graph->n_nodes; v++) {
+        const struct tide_node *src = &graph->nodes[v];
+        const struct tide_op_info *info = tide_op_info(src->op);
+        struct tide_node *dst = &g->nodes[v];
+        *dst = *src;
+        dst->name = tide_arena_strdup(a, src->name);
+        dst->device = tide_arena_strdup(a, src->device);
+        dst->inputs = tide_arena_calloc(a, src->n_inputs + 1, sizeof(*dst->inputs));
+        dst->controls = tide_arena_calloc(a, src->n_controls + 1, sizeof(*dst->controls));
+        dst->outputs = tide_arena_calloc(a, src->n_outputs + 1, sizeof(*dst->outputs));
+        dst->attrs = tide_arena_calloc(a, info->n_attrs + 1, sizeof(*dst->attrs));
+        if (!dst->name || !dst->device || !dst->inputs || !dst->controls || !dst->outputs ||
+            !dst->attrs)
+            goto oom;
+        memcpy(dst->inputs, src->inputs, src->n_inputs * sizeof(*dst->inputs));
+        memcpy(dst->controls, src->controls, src->n_controls * sizeof(*dst->controls));
+        memcpy(dst->outputs, src->outputs, src->n_outputs * sizeof(*dst->outputs));
+        memcpy(dst->attrs, src->attrs, info->n_attrs * sizeof(*dst->attrs));
+        for (uint32_t k = 0; k < info->n_attrs; k++) {
+            if (info->attrs[k].type == TIDE_ATTR_TYPE_STRING && src->attrs[k].s) {
+                dst->attrs[k].s = tide_arena_strdup(a, src->attrs[k].s);
+                if (!dst->attrs[k].s)
+                    goto oom;
+            }
+        }
+        g->n_nodes++;
+    }
+    return g;
+oom:
+    tide_graph_free(g);
+    return NULL;
+}
+
 bool tide_graph_name_valid(const char *name, size_t len)
 {
     if (len == 0 || len > TIDE_MAX_NAME)

@@ -208,7 +208,7 @@ enum tide_home {
 };
 
 /* Which of a job's three streams runs a node. */
-enum tide_stream {
+enum tide_stream_id {
     TIDE_STREAM_COMPUTE = 0,
     TIDE_STREAM_H2D = 1,
     TIDE_STREAM_D2H = 2,
@@ -241,7 +241,7 @@ struct tide_node {
     const char *device;            /* "" = the job's device */
     /* Annotations of the compile passes. */
     int32_t partition; /* -1 until partitioned */
-    uint8_t stream;    /* enum tide_stream */
+    uint8_t stream;    /* enum tide_stream_id */
     uint32_t subject;  /* memory ops: the node whose output they move; else TIDE_NO_NODE */
 };
 
@@ -269,6 +269,14 @@ struct tide_graph_limits tide_graph_limits_default(void);
 struct tide_graph *tide_graph_new(void);
 /* Frees the graph, its arena and everything in it. NULL is a no-op. */
 void tide_graph_free(struct tide_graph *graph);
+
+/*
+ * Returns a deep copy of the graph (nodes, edges, attributes, annotations),
+ * except that constant tensor values (Const values, Variable initial values)
+ * are shared with the source: the clone must not outlive it. For planning
+ * passes that try a policy on a copy (autotune). NULL on OOM.
+ */
+struct tide_graph *tide_graph_clone(const struct tide_graph *graph);
 
 /* Checks a node name: 1..256 bytes of [A-Za-z0-9_./-]. */
 bool tide_graph_name_valid(const char *name, size_t len);

@@ -272,13 +272,41 @@ static void test_long_chain(void **state)
     tide_graph_free(g);
 }
 
+static void test_clone(void **state)
+{
+    (void)state;
+    struct tide_graph *g = diamond();
+    tide_attr_set_string(g, tide_graph_find(g, "w"), TIDE_ATTR_VARIABLE_init, "zeros");
+    tide_graph_add_control(g, tide_graph_find(g, "out"), tide_graph_find(g, "x"), NULL);
+    struct tide_graph *c = tide_graph_clone(g);
+    assert_non_null(c);
+    assert_int_equal(c->n_nodes, g->n_nodes);
+    for (uint32_t v = 0; v < g->n_nodes; v++) {
+        assert_string_equal(c->nodes[v].name, g->nodes[v].name);
+        assert_ptr_not_equal(c->nodes[v].name, g->nodes[v].name);
+        assert_int_equal(c->nodes[v].op, g->nodes[v].op);
+        assert_int_equal(c->nodes[v].n_inputs, g->nodes[v].n_inputs);
+        assert_int_equal(c->nodes[v].n_controls, g->nodes[v].n_controls);
+        assert_int_equal(tide_graph_find(c, g->nodes[v].name), v);
+    }
+    assert_string_equal(c->nodes[tide_graph_find(c, "w")].attrs[TIDE_ATTR_VARIABLE_init].s, "zeros");
+    /* The clone grows on its own: adding a node leaves the source alone. */
+    uint32_t id;
+    assert_int_equal(tide_graph_add_node(c, TIDE_OP_RELU, "extra", &id, NULL), TIDE_OK);
+    assert_int_equal(tide_graph_find(g, "extra"), TIDE_NO_NODE);
+    assert_int_equal(tide_graph_find(c, "extra"), id);
+    tide_graph_free(g);
+    assert_string_equal(c->nodes[0].name, "x"); /* no sharing of names */
+    tide_graph_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_names_and_lookup), cmocka_unit_test(test_op_table),
         cmocka_unit_test(test_attr_defaults),    cmocka_unit_test(test_shapes),
         cmocka_unit_test(test_orders),           cmocka_unit_test(test_users),
-        cmocka_unit_test(test_cycles),           cmocka_unit_test(test_long_chain),
+        cmocka_unit_test(test_cycles),           cmocka_unit_test(test_long_chain), cmocka_unit_test(test_clone),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
