@@ -142,8 +142,7 @@ static bool attr_to_proto(const struct tide_attr_value *v, enum tide_attr_type t
 }
 
 /* Formats one input string ("name", "name:k" or "^name") into the arena. */
-static char *input_string(const char *name, uint32_t output, bool control,
-                          struct tide_arena *arena)
+static char *input_string(const char *name, uint32_t output, bool control, struct tide_arena *arena)
 {
     char suffix[16] = "";
     if (!control && output > 0)

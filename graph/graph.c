@@ -501,13 +501,15 @@ static enum tide_status check_structure(const struct tide_graph *graph, uint32_t
         (info->max_inputs >= 0 && (int64_t)node->n_inputs > info->max_inputs)) {
         if (info->max_inputs < 0)
             return tide_node_error(err, TIDE_INVALID, node,
-                                   "has %u data inputs, wants at least %d", node->n_inputs,
-                                   info->min_inputs);
+                                   "has %u data input%s, wants at least %d", node->n_inputs,
+                                   node->n_inputs == 1 ? "" : "s", info->min_inputs);
         if (info->min_inputs == info->max_inputs)
-            return tide_node_error(err, TIDE_INVALID, node, "has %u data inputs, wants %d",
-                                   node->n_inputs, info->min_inputs);
-        return tide_node_error(err, TIDE_INVALID, node, "has %u data inputs, wants %d to %d",
-                               node->n_inputs, info->min_inputs, info->max_inputs);
+            return tide_node_error(err, TIDE_INVALID, node, "has %u data input%s, wants %d",
+                                   node->n_inputs, node->n_inputs == 1 ? "" : "s",
+                                   info->min_inputs);
+        return tide_node_error(err, TIDE_INVALID, node, "has %u data input%s, wants %d to %d",
+                               node->n_inputs, node->n_inputs == 1 ? "" : "s", info->min_inputs,
+                               info->max_inputs);
     }
     for (uint32_t i = 0; i < node->n_inputs; i++) {
         const struct tide_edge *e = &node->inputs[i];

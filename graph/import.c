@@ -119,8 +119,8 @@ static enum tide_status shape_from_proto(const Tide__V1__TensorShape *msg,
         return tide_node_error(err, TIDE_INVALID, node, "%s has rank %zu, the limit is %d", what,
                                rank, TIDE_MAX_RANK);
     if (rank && !msg->dims)
-        return tide_node_error(err, TIDE_INVALID, node, "%s has %zu dimensions but no values",
-                               what, rank);
+        return tide_node_error(err, TIDE_INVALID, node, "%s has %zu dimensions but no values", what,
+                               rank);
     out->rank = (int32_t)rank;
     for (size_t i = 0; i < rank; i++)
         out->dims[i] = msg->dims[i];
@@ -162,18 +162,17 @@ enum tide_status tide_tensor_from_proto(const Tide__V1__Tensor *msg, struct tide
         return tide_error_set(err, TIDE_INVALID, "%s: tensor has rank %zu, the limit is %d", what,
                               rank, TIDE_MAX_RANK);
     if (rank && !msg->shape->dims)
-        return tide_error_set(err, TIDE_INVALID, "%s: tensor shape has %zu dimensions but no values",
-                              what, rank);
+        return tide_error_set(err, TIDE_INVALID,
+                              "%s: tensor shape has %zu dimensions but no values", what, rank);
     struct tide_shape shape = {.rank = (int32_t)rank};
     for (size_t i = 0; i < rank; i++)
         shape.dims[i] = msg->shape->dims[i];
     for (size_t i = 0; i < rank; i++) {
         if (shape.dims[i] < 0)
-            return tide_error_set(err, TIDE_INVALID,
-                                  "%s: tensor shape %s has negative dimension %" PRId64
-                                  " at index %zu",
-                                  what, tide_shape_format(&shape, buf, sizeof(buf)), shape.dims[i],
-                                  i);
+            return tide_error_set(
+                err, TIDE_INVALID,
+                "%s: tensor shape %s has negative dimension %" PRId64 " at index %zu", what,
+                tide_shape_format(&shape, buf, sizeof(buf)), shape.dims[i], i);
     }
 
     int64_t numel = tide_shape_numel(&shape);
@@ -183,10 +182,10 @@ enum tide_status tide_tensor_from_proto(const Tide__V1__Tensor *msg, struct tide
                               tide_dtype_name(dtype));
     uint64_t nbytes = (uint64_t)numel * esize;
     if ((uint64_t)msg->data.len != nbytes)
-        return tide_error_set(err, TIDE_INVALID, "%s: tensor of shape %s %s needs %" PRIu64
-                                                 " bytes, got %zu",
-                              what, tide_shape_format(&shape, buf, sizeof(buf)),
-                              tide_dtype_name(dtype), nbytes, msg->data.len);
+        return tide_error_set(err, TIDE_INVALID,
+                              "%s: tensor of shape %s %s needs %" PRIu64 " bytes, got %zu", what,
+                              tide_shape_format(&shape, buf, sizeof(buf)), tide_dtype_name(dtype),
+                              nbytes, msg->data.len);
     if (nbytes && !msg->data.data)
         return tide_error_set(err, TIDE_INVALID, "%s: tensor has %zu bytes but no data", what,
                               msg->data.len);
@@ -509,9 +508,8 @@ static enum tide_status resolve_inputs(struct importer *im, uint32_t id)
                                    j, shown(s, buf, sizeof(buf)));
         uint32_t src = find_prefix(g, s, name_len);
         if (src == TIDE_NO_NODE)
-            return tide_node_error(err, TIDE_INVALID, node,
-                                   "input %zu \"%s\" does not name a node", j,
-                                   shown(s, buf, sizeof(buf)));
+            return tide_node_error(err, TIDE_INVALID, node, "input %zu \"%s\" does not name a node",
+                                   j, shown(s, buf, sizeof(buf)));
         const struct tide_node *producer = &g->nodes[src];
         if (output >= producer->n_outputs)
             return tide_node_error(err, TIDE_INVALID, node,
