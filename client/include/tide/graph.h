@@ -1,0 +1,328 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * tide/graph.h: libtide's graph builder, the public C API for writing
+ * tide.v1.Graph messages without touching protobuf.
+ *
+ * A builder collects nodes — sources (Placeholder, Variable, Const) and ops —
+ * and serializes them into the bytes of a tide.v1.Graph that the daemon (or
+ * an in-process session) imports. Op and attribute names are exactly those of
+ * tide's op table (graph/ops.def), so what the builder writes is what the
+ * daemon reads.
+ *
+ * Nodes are referred to by a small value type, tide_ref: the node's id in the
+ * builder and which of its outputs is meant. Only BatchNorm has more than one
+ * output; tide_builder_output() picks the others.
+ *
+ * Names. Every op function takes a name. NULL asks for an automatic name, the
+ * function's op stem and a counter ("matmul_0", "matmul_1", "conv2d_0"); a
+ * given name is used as it is. Either way the current name scope is put in
+ * front ("block1/conv/matmul_0"). Names must be unique in the graph and made
+ * of 1 to 256 bytes of [A-Za-z0-9_./-], scope included.
+ *
+ * Shapes. The builder infers the dtype and shape of every output with the
+ * same rules as the daemon, so a mistake (a matmul whose inner dimensions
+ * differ, a convolution whose kernel is larger than its input) is reported
+ * where it is made, naming the node and the numbers, and models can ask for
+ * a shape (tide_builder_shape) to size their layers. Every dimension is
+ * known: tide graphs are static.
+ *
+ * Errors are sticky, as in a stream: the first failure records a message,
+ * and from then on every function that adds a node does nothing and returns
+ * TIDE_REF_NONE (id -1), so a model can be written as a straight list of
+ * calls and checked once at the end with tide_builder_error(). Passing a bad
+ * argument (a NULL pointer, a ref that names no node, a negative dimension)
+ * is such a failure, never a crash.
+ *
+ * Ownership. tide_builder_new() returns a builder that the caller frees with
+ * tide_builder_free(). Every string and array passed in is copied before the
+ * call returns, so the caller may free or reuse it at once. Strings returned
+ * by the builder (names, the error message) stay valid until the builder is
+ * freed. tide_builder_serialize() returns a malloc'd buffer that the caller
+ * frees with free(). A builder belongs to one thread at a time.
+ *
+ * Example usage:
+ *
+ *     tide_builder *b = tide_builder_new();
+ *     int64_t x_dims[] = {64, 784}, w_dims[] = {784, 10}, b_dims[] = {10};
+ *     tide_ref x = tide_builder_placeholder(b, "x", TIDE_DT_FLOAT32, 2, x_dims);
+ *     tide_ref y = tide_builder_placeholder(b, "y", TIDE_DT_INT32, 1, x_dims);
+ *     tide_builder_push_scope(b, "fc");
+ *     tide_ref w = tide_builder_variable(b, "w", 2, w_dims, "glorot_uniform", 1.0f, true);
+ *     tide_ref bias = tide_builder_variable(b, "b", 1, b_dims, "zeros", 1.0f, true);
+ *     tide_ref h = tide_builder_matmul(b, NULL, x, w, false, false);   // "fc/matmul_0"
+ *     tide_builder_pop_scope(b);
+ *     tide_ref logits = tide_builder_bias_add(b, "logits", h, bias);
+ *     tide_ref xent = tide_builder_softmax_cross_entropy(b, NULL, logits, y);
+ *     tide_builder_reduce_mean(b, "loss", xent, NULL, 0, false);
+ *
+ *     uint8_t *bytes;
+ *     size_t len;
+ *     if (tide_builder_serialize(b, &bytes, &len) != 0)
+ *         fprintf(stderr, "graph: %s\n", tide_builder_error(b));
+ *     else
+ *         submit(bytes, len), free(bytes);
+ *     tide_builder_free(b);
+ */
+#ifndef TIDE_GRAPH_H
+#define TIDE_GRAPH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ============================================================================
+ * Types
+ * ========================================================================== */
+
+/* A graph under construction. Opaque; see tide_builder_new(). */
+typedef struct tide_builder tide_builder;
+
+/*
+ * A reference to one output of one node: the node's id (its index in the
+ * order nodes were added, 0 for the first) and the output's index. An id of
+ * -1 means "no node": the call that returned it failed, and the builder's
+ * error says why.
+ */
+typedef struct tide_ref {
+    int32_t id;     /* node id, or -1 after an error */
+    int32_t output; /* output index; 0 for every op but BatchNorm's statistics */
+} tide_ref;
+
+/* The ref that failed calls return. */
+#define TIDE_REF_NONE ((tide_ref){-1, 0})
+
+/* The most dimensions a tensor may have; also the longest axes/begin/size list. */
+#define TIDE_BUILDER_MAX_RANK 8
+
+/* The longest node name, in bytes, scope included. */
+#define TIDE_BUILDER_MAX_NAME 256
+
+/* Element types of tensors; the numbers are tide.v1.DataType's. */
+enum tide_data_type {
+    TIDE_DT_FLOAT32 = 1, /* IEEE 754 single precision */
+    TIDE_DT_INT32 = 2,   /* two's complement 32-bit integers (labels) */
+};
+
+/* ============================================================================
+ * The builder
+ * ========================================================================== */
+
+/* Creates an empty builder, or returns NULL when out of memory. Free it with tide_builder_free. */
+tide_builder *tide_builder_new(void);
+
+/* Frees a builder and everything it allocated. NULL is a no-op. */
+void tide_builder_free(tide_builder *b);
+
+/*
+ * Returns the first error the builder met, as a message that names the node,
+ * the input or attribute and the numbers; NULL while there has been none.
+ * The string belongs to the builder. A NULL builder reports that it is NULL.
+ */
+const char *tide_builder_error(const tide_builder *b);
+
+/* Returns the number of nodes added so far (0 for a NULL builder). */
+int32_t tide_builder_node_count(const tide_builder *b);
+
+/*
+ * Returns the number of parameters: the total element count of every
+ * trainable Variable. Models are checked against it.
+ */
+int64_t tide_builder_parameter_count(const tide_builder *b);
+
+/*
+ * Writes the graph as the bytes of a tide.v1.Graph into a malloc'd buffer
+ * that the caller frees with free(); *len gets its length. Returns 0, or -1
+ * when the builder holds an error (then *bytes is NULL and *len 0) or runs
+ * out of memory (which becomes the builder's error). The builder is unchanged
+ * and may be serialized again after adding more nodes.
+ */
+int tide_builder_serialize(tide_builder *b, uint8_t **bytes, size_t *len);
+
+/* ============================================================================
+ * Names and lookups
+ * ========================================================================== */
+
+/*
+ * Opens a name scope: until the matching pop, every new node's name starts
+ * with the scopes opened so far, joined with '/' ("layer1/conv/w"). scope
+ * may itself hold '/' ("layer1/conv"). Returns 0, or -1 (and records an
+ * error) for a NULL, empty or invalid scope or when the prefix grows past
+ * TIDE_BUILDER_MAX_NAME bytes.
+ */
+int tide_builder_push_scope(tide_builder *b, const char *scope);
+
+/* Closes the innermost open scope. Popping with none open records an error and returns -1. */
+int tide_builder_pop_scope(tide_builder *b);
+
+/*
+ * Returns a ref to output `output` of the node that ref names; for
+ * BatchNorm's batch mean (1) and inverse standard deviation (2). Records an
+ * error for a ref that names no node or an output the node does not have.
+ */
+tide_ref tide_builder_output(tide_builder *b, tide_ref ref, int32_t output);
+
+/* Returns a ref to output 0 of the node called name (scopes are not applied), or TIDE_REF_NONE. */
+tide_ref tide_builder_find(const tide_builder *b, const char *name);
+
+/* Returns the full name of the node that ref names, or NULL when ref names no node. */
+const char *tide_builder_name(const tide_builder *b, tide_ref ref);
+
+/* Returns the op of the node that ref names ("Conv2D"), or NULL when ref names no node. */
+const char *tide_builder_op(const tide_builder *b, tide_ref ref);
+
+/*
+ * Copies the shape of the output that ref names into dims (room for
+ * TIDE_BUILDER_MAX_RANK entries) and its rank into *rank. Returns 0, or -1
+ * when ref names no output (the builder's error is not touched).
+ */
+int tide_builder_shape(const tide_builder *b, tide_ref ref, int64_t dims[TIDE_BUILDER_MAX_RANK],
+                       int32_t *rank);
+
+/* Returns the dtype of the output that ref names, or 0 when ref names no output. */
+enum tide_data_type tide_builder_dtype(const tide_builder *b, tide_ref ref);
+
+/* ============================================================================
+ * Sources
+ * ========================================================================== */
+
+/*
+ * A Placeholder: a tensor that the client feeds on every step (images,
+ * labels). dtype is float32 or int32; dims holds rank entries, each >= 0.
+ */
+tide_ref tide_builder_placeholder(tide_builder *b, const char *name, enum tide_data_type dtype,
+                                  int32_t rank, const int64_t *dims);
+
+/*
+ * A float32 Variable, initialised by the daemon. init is one of "zeros",
+ * "ones", "constant" (every element is scale), "normal", "uniform",
+ * "glorot_uniform" or "he_normal"; scale multiplies the random initialisers.
+ * Only trainable variables are updated by the optimizer and counted as
+ * parameters.
+ */
+tide_ref tide_builder_variable(tide_builder *b, const char *name, int32_t rank, const int64_t *dims,
+                               const char *init, float scale, bool trainable);
+
+/*
+ * A trainable float32 Variable whose initial value is given: data holds the
+ * product of dims elements, row-major, and is copied.
+ */
+tide_ref tide_builder_variable_value(tide_builder *b, const char *name, int32_t rank,
+                                     const int64_t *dims, const float *data);
+
+/*
+ * A Const of dtype float32 or int32 and shape dims; data holds the product
+ * of dims elements, row-major, and is copied.
+ */
+tide_ref tide_builder_constant(tide_builder *b, const char *name, enum tide_data_type dtype,
+                               int32_t rank, const int64_t *dims, const void *data);
+
+/* ============================================================================
+ * Ops
+ *
+ * Every op function takes the builder, the node's name (NULL: automatic),
+ * then its inputs and attributes, and returns a ref to output 0. Inputs are
+ * float32 unless said otherwise.
+ * ========================================================================== */
+
+/* MatMul: [M, K] x [K, N] -> [M, N]; ta and tb transpose a and b first. */
+tide_ref tide_builder_matmul(tide_builder *b, const char *name, tide_ref a, tide_ref bm, bool ta,
+                             bool tb);
+
+/* Element-wise x + y, x - y, x * y with NumPy broadcasting. */
+tide_ref tide_builder_add(tide_builder *b, const char *name, tide_ref x, tide_ref y);
+tide_ref tide_builder_sub(tide_builder *b, const char *name, tide_ref x, tide_ref y);
+tide_ref tide_builder_mul(tide_builder *b, const char *name, tide_ref x, tide_ref y);
+
+/* BiasAdd: adds bias [C] along axis 1 of x [N, C, ...]. */
+tide_ref tide_builder_bias_add(tide_builder *b, const char *name, tide_ref x, tide_ref bias);
+
+/* Element-wise activations; the output has x's shape. */
+tide_ref tide_builder_relu(tide_builder *b, const char *name, tide_ref x);
+tide_ref tide_builder_sigmoid(tide_builder *b, const char *name, tide_ref x);
+tide_ref tide_builder_tanh(tide_builder *b, const char *name, tide_ref x);
+
+/* Identity: x itself, of any dtype (a named alias, or a point to hang control edges on). */
+tide_ref tide_builder_identity(tide_builder *b, const char *name, tide_ref x);
+
+/* Softmax along axis (negative counts from the end: -1 is the last axis). */
+tide_ref tide_builder_softmax(tide_builder *b, const char *name, tide_ref x, int64_t axis);
+
+/*
+ * SoftmaxCrossEntropy: logits [N, C] float32 and labels [N] int32 (class
+ * indices) -> the loss of each row, [N].
+ */
+tide_ref tide_builder_softmax_cross_entropy(tide_builder *b, const char *name, tide_ref logits,
+                                            tide_ref labels);
+
+/*
+ * ReduceSum and ReduceMean over the n_axes axes listed (negative counts from
+ * the end; n_axes 0 reduces every axis, to a scalar). keep_dims keeps each
+ * reduced axis as a 1.
+ */
+tide_ref tide_builder_reduce_sum(tide_builder *b, const char *name, tide_ref x, const int64_t *axes,
+                                 int32_t n_axes, bool keep_dims);
+tide_ref tide_builder_reduce_mean(tide_builder *b, const char *name, tide_ref x,
+                                  const int64_t *axes, int32_t n_axes, bool keep_dims);
+
+/* Reshape to dims (rank entries); one entry may be -1, inferred from x's element count. */
+tide_ref tide_builder_reshape(tide_builder *b, const char *name, tide_ref x, int32_t rank,
+                              const int64_t *dims);
+
+/* Concat: joins the n inputs xs along axis; they must agree on every other axis. */
+tide_ref tide_builder_concat(tide_builder *b, const char *name, const tide_ref *xs, int32_t n,
+                             int64_t axis);
+
+/*
+ * Slice: the window of x starting at begin with extent size (rank entries
+ * each, rank being x's); a size of -1 runs to the end of that axis.
+ */
+tide_ref tide_builder_slice(tide_builder *b, const char *name, tide_ref x, const int64_t *begin,
+                            const int64_t *size, int32_t rank);
+
+/*
+ * Conv2D: x [N, C, H, W] with filter w [K, C, R, S] -> [N, K, OH, OW], where
+ * OH = (H + 2 * pad_h - R) / stride_h + 1 (and alike for W). No bias: add one
+ * with tide_builder_bias_add.
+ */
+tide_ref tide_builder_conv2d(tide_builder *b, const char *name, tide_ref x, tide_ref w,
+                             int64_t stride_h, int64_t stride_w, int64_t pad_h, int64_t pad_w);
+
+/*
+ * MaxPool2D and AvgPool2D over [N, C, H, W] with a kh x kw window, strides
+ * sh, sw and symmetric pads ph, pw (each less than the window); OH = (H + 2 *
+ * ph - kh) / sh + 1. AvgPool2D does not count padding cells.
+ */
+tide_ref tide_builder_max_pool2d(tide_builder *b, const char *name, tide_ref x, int64_t kh,
+                                 int64_t kw, int64_t sh, int64_t sw, int64_t ph, int64_t pw);
+tide_ref tide_builder_avg_pool2d(tide_builder *b, const char *name, tide_ref x, int64_t kh,
+                                 int64_t kw, int64_t sh, int64_t sw, int64_t ph, int64_t pw);
+
+/* GlobalAvgPool: [N, C, H, W] -> [N, C], the mean of each channel. */
+tide_ref tide_builder_global_avg_pool(tide_builder *b, const char *name, tide_ref x);
+
+/*
+ * BatchNorm in training mode over x [N, C, H, W] or [N, C] with gamma and
+ * beta [C]: normalises with the batch's statistics. Returns output 0, y (x's
+ * shape); tide_builder_output(b, ref, 1) and (.., 2) are the batch mean [C]
+ * and 1 / sqrt(var + epsilon) [C]. epsilon must be finite and > 0.
+ */
+tide_ref tide_builder_batch_norm(tide_builder *b, const char *name, tide_ref x, tide_ref gamma,
+                                 tide_ref beta, float epsilon);
+
+/*
+ * Adds a control edge: the node that `node` names runs after the node that
+ * `after` names, reading nothing from it ("^after" among its inputs). Adding
+ * an edge twice is a no-op; an edge from a node to itself, or one that would
+ * close a cycle, is an error. Returns 0, or -1 with the builder's error set.
+ */
+int tide_builder_control_edge(tide_builder *b, tide_ref node, tide_ref after);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TIDE_GRAPH_H */
