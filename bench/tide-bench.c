@@ -1,7 +1,519 @@
 /* SPDX-License-Identifier: MIT */
+/*
+ * tide-bench: in-process benchmarks of tide's runtime.
+ *
+ * It links the runtime and goes through the same path as the daemon from the
+ * graph on: the client's model builders produce tide.v1.Graph bytes, and a
+ * session imports them (validation, shape inference), differentiates,
+ * orders, plans memory and executes on a backend. Figures go to stdout; with
+ * --json the last line of stdout is one JSON object, and progress goes to
+ * stderr.
+ *
+ *   tide-bench train --model mlp|cnn|resnet [--depth D] [--batch B]
+ *                    [--steps S | --epochs E] [--dataset fashion-mnist|synthetic]
+ *                    [--seed S] [--optimizer sgd|momentum|adam] [--lr X]
+ *                    [--budget BYTES] [--backend cpu|cuda|auto] [--threads N] [--json]
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
-int main(void)
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "runtime/session.h"
+#include "tide/dataset.h"
+#include "tide/graph.h"
+#include "tide/models.h"
+
+/* ============================================================================
+ * Options
+ * ========================================================================== */
+
+struct bench_options {
+    const char *model;
+    int32_t depth; /* ResNet layers: 3 * (10 + n) + 2 */
+    int64_t width; /* ResNet base width */
+    int64_t image_size; /* ResNet on synthetic images */
+    int64_t batch;
+    int64_t steps;
+    int64_t epochs;
+    const char *dataset;
+    uint64_t seed;
+    const char *optimizer;
+    double lr;
+    uint64_t budget;
+    const char *backend;
+    int threads;
+    bool json;
+    bool poison;
+};
+
+static void usage(FILE *out)
 {
-    fprintf(stderr, "tide-bench: not built yet\n");
-    return 1;
+    fprintf(out,
+            "usage: tide-bench train [options]\n"
+            "\n"
+            "Trains a model in-process (the daemon's path from the graph on) and prints\n"
+            "loss, test accuracy and step time.\n"
+            "\n"
+            "  --model mlp|cnn|resnet   the model (default cnn)\n"
+            "  --depth D                ResNet layers, 3*(10+n)+2 for n >= 1 (default 38)\n"
+            "  --width W                ResNet base width (default 16)\n"
+            "  --image-size S           ResNet image size on the synthetic dataset (default 32)\n"
+            "  --batch B                batch size (default 64)\n"
+            "  --steps S                train S steps (default 100)\n"
+            "  --epochs E               train E epochs (instead of --steps)\n"
+            "  --dataset NAME           fashion-mnist (default) or synthetic\n"
+            "  --seed S                 seed for initialisation and shuffling (default 1)\n"
+            "  --optimizer NAME         sgd, momentum (default) or adam\n"
+            "  --lr X                   learning rate (default 0.05 sgd, 0.02 momentum, 0.001 adam)\n"
+            "  --budget BYTES           device budget, K/M/G suffixes allowed (default: the plan's peak)\n"
+            "  --backend NAME           cpu (default), cuda or auto\n"
+            "  --threads N              CPU GEMM threads (default: all cores)\n"
+            "  --poison                 poison dead regions (debug)\n"
+            "  --json                   end with one JSON line on stdout\n"
+            "  -h, --help               this text\n");
+}
+
+static int parse_u64(const char *text, const char *flag, uint64_t *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(text, &end);
+    uint64_t scale = 1;
+    if (*end == 'K' || *end == 'k')
+        scale = 1ull << 10, end++;
+    else if (*end == 'M' || *end == 'm')
+        scale = 1ull << 20, end++;
+    else if (*end == 'G' || *end == 'g')
+        scale = 1ull << 30, end++;
+    if (errno || end == text || *end || v < 0 || v * (double)scale > 1.8e19) {
+        fprintf(stderr, "tide-bench: %s wants a non-negative number, got \"%s\"\n", flag, text);
+        return -1;
+    }
+    *out = (uint64_t)(v * (double)scale);
+    return 0;
+}
+
+static int parse_i64(const char *text, const char *flag, int64_t min, int64_t *out)
+{
+    uint64_t v;
+    if (parse_u64(text, flag, &v) != 0)
+        return -1;
+    if ((int64_t)v < min || v > INT32_MAX) {
+        fprintf(stderr, "tide-bench: %s must be between %" PRId64 " and %d, got %s\n", flag, min,
+                INT32_MAX, text);
+        return -1;
+    }
+    *out = (int64_t)v;
+    return 0;
+}
+
+static int parse_options(int argc, char **argv, struct bench_options *o)
+{
+    enum { O_DEPTH = 256, O_WIDTH, O_IMAGE, O_DATASET, O_SEED, O_OPT, O_LR, O_BUDGET, O_BACKEND,
+           O_THREADS, O_JSON, O_POISON, O_STEPS, O_EPOCHS };
+    static const struct option longs[] = {
+        {"model", required_argument, 0, 'm'},   {"depth", required_argument, 0, O_DEPTH},
+        {"width", required_argument, 0, O_WIDTH}, {"image-size", required_argument, 0, O_IMAGE},
+        {"batch", required_argument, 0, 'b'},   {"steps", required_argument, 0, O_STEPS},
+        {"epochs", required_argument, 0, O_EPOCHS}, {"dataset", required_argument, 0, O_DATASET},
+        {"seed", required_argument, 0, O_SEED}, {"optimizer", required_argument, 0, O_OPT},
+        {"lr", required_argument, 0, O_LR},     {"budget", required_argument, 0, O_BUDGET},
+        {"backend", required_argument, 0, O_BACKEND}, {"threads", required_argument, 0, O_THREADS},
+        {"json", no_argument, 0, O_JSON},       {"poison", no_argument, 0, O_POISON},
+        {"help", no_argument, 0, 'h'},          {0, 0, 0, 0},
+    };
+    int64_t v;
+    uint64_t u;
+    int c;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, "hm:b:", longs, NULL)) != -1) {
+        switch (c) {
+        case 'm':
+            o->model = optarg;
+            break;
+        case 'b':
+            if (parse_i64(optarg, "--batch", 1, &o->batch))
+                return -1;
+            break;
+        case O_DEPTH:
+            if (parse_i64(optarg, "--depth", 35, &v))
+                return -1;
+            o->depth = (int32_t)v;
+            break;
+        case O_WIDTH:
+            if (parse_i64(optarg, "--width", 1, &o->width))
+                return -1;
+            break;
+        case O_IMAGE:
+            if (parse_i64(optarg, "--image-size", 8, &o->image_size))
+                return -1;
+            break;
+        case O_STEPS:
+            if (parse_i64(optarg, "--steps", 1, &o->steps))
+                return -1;
+            break;
+        case O_EPOCHS:
+            if (parse_i64(optarg, "--epochs", 1, &o->epochs))
+                return -1;
+            break;
+        case O_DATASET:
+            o->dataset = optarg;
+            break;
+        case O_SEED:
+            if (parse_u64(optarg, "--seed", &o->seed))
+                return -1;
+            break;
+        case O_OPT:
+            o->optimizer = optarg;
+            break;
+        case O_LR: {
+            char *end;
+            o->lr = strtod(optarg, &end);
+            if (end == optarg || *end || !(o->lr > 0) || !isfinite(o->lr)) {
+                fprintf(stderr, "tide-bench: --lr wants a positive number, got \"%s\"\n", optarg);
+                return -1;
+            }
+            break;
+        }
+        case O_BUDGET:
+            if (parse_u64(optarg, "--budget", &u))
+                return -1;
+            o->budget = u;
+            break;
+        case O_BACKEND:
+            o->backend = optarg;
+            break;
+        case O_THREADS:
+            if (parse_i64(optarg, "--threads", 1, &v))
+                return -1;
+            o->threads = (int)v;
+            break;
+        case O_JSON:
+            o->json = true;
+            break;
+        case O_POISON:
+            o->poison = true;
+            break;
+        case 'h':
+            usage(stdout);
+            exit(0);
+        default:
+            fprintf(stderr, "tide-bench: unknown or incomplete option \"%s\" (see --help)\n",
+                    argv[optind - 1]);
+            return -1;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "tide-bench: unexpected argument \"%s\" (see --help)\n", argv[optind]);
+        return -1;
+    }
+    if (strcmp(o->model, "mlp") && strcmp(o->model, "cnn") && strcmp(o->model, "resnet")) {
+        fprintf(stderr, "tide-bench: --model must be mlp, cnn or resnet, got \"%s\"\n", o->model);
+        return -1;
+    }
+    if (strcmp(o->dataset, "fashion-mnist") && strcmp(o->dataset, "synthetic")) {
+        fprintf(stderr, "tide-bench: --dataset must be fashion-mnist or synthetic, got \"%s\"\n",
+                o->dataset);
+        return -1;
+    }
+    if ((o->depth - 2) % 3 != 0 || (o->depth - 2) / 3 - 10 < 1) {
+        int32_t n = (o->depth - 2) / 3 - 10;
+        if (n < 1)
+            n = 1;
+        fprintf(stderr,
+                "tide-bench: --depth must be 3*(10+n)+2 for n >= 1 (35, 38, 41, ...); "
+                "%d is not: try %d or %d\n",
+                o->depth, tide_model_resnet_depth(n), tide_model_resnet_depth(n + 1));
+        return -1;
+    }
+    return 0;
+}
+
+/* ============================================================================
+ * Training
+ * ========================================================================== */
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static int open_split(const struct bench_options *o, const char *split, int64_t channels,
+                      int64_t size, tide_dataset **out)
+{
+    char err[512];
+    int rc;
+    if (strcmp(o->dataset, "synthetic") == 0) {
+        struct tide_synthetic_options s = {.channels = channels, .height = size, .width = size,
+                                           .seed = o->seed};
+        rc = tide_dataset_open_synthetic(&s, split, out, err, sizeof(err));
+    } else {
+        rc = tide_dataset_open(o->dataset, NULL, split, out, err, sizeof(err));
+    }
+    if (rc != 0)
+        fprintf(stderr, "tide-bench: %s\n", err);
+    return rc;
+}
+
+/* Builds the model; returns the serialized graph or NULL with a message. */
+static uint8_t *build_model(const struct bench_options *o, const tide_dataset *ds, size_t *len)
+{
+    tide_builder *b = tide_builder_new();
+    if (!b)
+        return NULL;
+    int64_t c = tide_dataset_channels(ds), h = tide_dataset_height(ds), w = tide_dataset_width(ds);
+    int32_t classes = tide_dataset_classes(ds);
+    tide_ref logits;
+    if (strcmp(o->model, "mlp") == 0) {
+        int64_t hidden[2] = {256, 128};
+        logits = tide_model_mlp(b, o->batch, c * h * w, hidden, 2, classes);
+    } else if (strcmp(o->model, "cnn") == 0) {
+        logits = tide_model_cnn(b, o->batch, c, h, w, classes);
+    } else {
+        logits = tide_model_resnet(b, o->batch, c, h, classes, (o->depth - 2) / 3 - 10, o->width);
+    }
+    uint8_t *bytes = NULL;
+    if (logits.id < 0 || tide_builder_serialize(b, &bytes, len) != 0) {
+        fprintf(stderr, "tide-bench: building %s: %s\n", o->model, tide_builder_error(b));
+        bytes = NULL;
+    }
+    tide_builder_free(b);
+    return bytes;
+}
+
+static int64_t argmax(const float *row, int32_t n)
+{
+    int64_t best = 0;
+    for (int32_t i = 1; i < n; i++) {
+        if (row[i] > row[best])
+            best = i;
+    }
+    return best;
+}
+
+/* Accuracy over the whole test split with the session's current variables. */
+static int evaluate(struct tide_session *s, const struct bench_options *o, tide_dataset *test,
+                    float *images, int32_t *labels, float *logits, double *accuracy)
+{
+    char err_text[512];
+    tide_dataset_iter *it;
+    if (tide_dataset_iter_new(test, o->batch, 0, TIDE_DATASET_KEEP_LAST, &it, err_text,
+                              sizeof(err_text)) != 0) {
+        fprintf(stderr, "tide-bench: %s\n", err_text);
+        return -1;
+    }
+    int32_t classes = tide_dataset_classes(test);
+    uint64_t image_bytes = (uint64_t)o->batch * (uint64_t)(tide_dataset_channels(test) *
+                           tide_dataset_height(test) * tide_dataset_width(test)) * sizeof(float);
+    int64_t correct = 0, seen = 0, real;
+    struct tide_error err = {0};
+    while ((real = tide_dataset_iter_next(it, images, labels)) > 0) {
+        struct tide_step_stats stats;
+        if (tide_session_feed(s, TIDE_MODEL_IMAGES, images, image_bytes, &err) != TIDE_OK ||
+            tide_session_feed(s, TIDE_MODEL_LABELS, labels, (uint64_t)o->batch * 4, &err) != TIDE_OK ||
+            tide_session_eval(s, &stats, &err) != TIDE_OK ||
+            tide_session_fetch(s, TIDE_MODEL_LOGITS, logits,
+                               (uint64_t)o->batch * (uint64_t)classes * 4, &err) != TIDE_OK) {
+            fprintf(stderr, "tide-bench: evaluation: %s\n", err.message);
+            tide_dataset_iter_free(it);
+            return -1;
+        }
+        for (int64_t i = 0; i < real; i++)
+            correct += argmax(logits + i * classes, classes) == labels[i];
+        seen += real;
+        if (tide_dataset_iter_epoch(it) > 0)
+            break;
+    }
+    tide_dataset_iter_free(it);
+    *accuracy = seen ? (double)correct / (double)seen : 0;
+    return 0;
+}
+
+static int cmd_train(const struct bench_options *o)
+{
+    tide_dataset *train = NULL, *test = NULL;
+    int64_t size = strcmp(o->model, "resnet") == 0 ? o->image_size : 28;
+    if (open_split(o, "train", 3, size, &train) != 0)
+        return 1;
+    if (open_split(o, "test", 3, size, &test) != 0) {
+        tide_dataset_free(train);
+        return 1;
+    }
+    int rc = 1;
+    struct tide_session *s = NULL;
+    tide_dataset_iter *it = NULL;
+    float *images = NULL, *logits = NULL;
+    int32_t *labels = NULL;
+    size_t len;
+    uint8_t *bytes = build_model(o, train, &len);
+    if (!bytes)
+        goto out;
+
+    struct tide_train_options train_opts = {.loss = TIDE_MODEL_LOSS,
+                                            .learning_rate = (float)o->lr};
+    if (strcmp(o->optimizer, "sgd") == 0)
+        train_opts.optimizer = TIDE_OPTIMIZER_SGD;
+    else if (strcmp(o->optimizer, "momentum") == 0)
+        train_opts.optimizer = TIDE_OPTIMIZER_MOMENTUM, train_opts.momentum = 0.9f;
+    else if (strcmp(o->optimizer, "adam") == 0)
+        train_opts.optimizer = TIDE_OPTIMIZER_ADAM;
+    else {
+        fprintf(stderr, "tide-bench: --optimizer must be sgd, momentum or adam, got \"%s\"\n",
+                o->optimizer);
+        goto out;
+    }
+    if (o->lr == 0) {
+        static const float default_lr[] = {[TIDE_OPTIMIZER_SGD] = 0.05f,
+                                           [TIDE_OPTIMIZER_MOMENTUM] = 0.02f,
+                                           [TIDE_OPTIMIZER_ADAM] = 0.001f};
+        train_opts.learning_rate = default_lr[train_opts.optimizer];
+    }
+
+    const char *fetches[] = {TIDE_MODEL_LOGITS};
+    struct tide_session_options so = tide_session_options_default();
+    so.backend_name = o->backend;
+    so.budget_bytes = o->budget;
+    so.seed = o->seed;
+    so.poison = o->poison;
+    so.train = &train_opts;
+    so.fetches = fetches;
+    so.n_fetches = 1;
+    struct tide_error err = {0};
+    double t0 = now_ms();
+    if (tide_session_new(bytes, len, &so, &s, &err) != TIDE_OK) {
+        fprintf(stderr, "tide-bench: %s\n", err.message);
+        goto out;
+    }
+    double compile_ms = now_ms() - t0;
+    const struct tide_memplan *plan = tide_session_memplan(s);
+    const struct tide_graph *graph = tide_session_graph(s);
+
+    int64_t per_example = tide_dataset_channels(train) * tide_dataset_height(train) *
+                          tide_dataset_width(train);
+    int32_t classes = tide_dataset_classes(train);
+    images = malloc((size_t)(o->batch * per_example) * sizeof(float));
+    labels = malloc((size_t)o->batch * sizeof(int32_t));
+    logits = malloc((size_t)(o->batch * classes) * sizeof(float));
+    if (!images || !labels || !logits) {
+        fprintf(stderr, "tide-bench: out of memory for batch buffers\n");
+        goto out;
+    }
+    char err_text[512];
+    if (tide_dataset_iter_new(train, o->batch, o->seed, TIDE_DATASET_SHUFFLE, &it, err_text,
+                              sizeof(err_text)) != 0) {
+        fprintf(stderr, "tide-bench: %s\n", err_text);
+        goto out;
+    }
+    int64_t per_epoch = tide_dataset_count(train) / o->batch;
+    int64_t steps = o->epochs ? o->epochs * per_epoch : o->steps;
+    fprintf(stderr,
+            "tide-bench: %s on %s, batch %" PRId64 ", %" PRId64 " steps (%.2f epochs), %u nodes, "
+            "predicted peak %.1f MiB, compiled in %.0f ms\n",
+            o->model, o->dataset, o->batch, steps, (double)steps / (double)per_epoch,
+            graph->n_nodes, (double)plan->peak_bytes / (1 << 20), compile_ms);
+
+    uint64_t image_bytes = (uint64_t)(o->batch * per_example) * sizeof(float);
+    double step_ms_sum = 0, loss_sum = 0, train_start = now_ms();
+    float loss = NAN;
+    uint64_t high_water = 0;
+    int64_t window = 0;
+    for (int64_t step = 0; step < steps; step++) {
+        if (tide_dataset_iter_next(it, images, labels) == 0)
+            tide_dataset_iter_next(it, images, labels); /* the next epoch starts */
+        struct tide_step_stats stats;
+        if (tide_session_feed(s, TIDE_MODEL_IMAGES, images, image_bytes, &err) != TIDE_OK ||
+            tide_session_feed(s, TIDE_MODEL_LABELS, labels, (uint64_t)o->batch * 4, &err) != TIDE_OK ||
+            tide_session_step(s, &stats, &err) != TIDE_OK ||
+            tide_session_fetch(s, TIDE_MODEL_LOSS, &loss, sizeof(loss), &err) != TIDE_OK) {
+            fprintf(stderr, "\ntide-bench: step %" PRId64 ": %s\n", step + 1, err.message);
+            goto out;
+        }
+        if (!isfinite(loss)) {
+            fprintf(stderr, "\ntide-bench: step %" PRId64 ": loss is %f; lower --lr\n", step + 1,
+                    (double)loss);
+            goto out;
+        }
+        step_ms_sum += stats.step_ms;
+        if (stats.high_water_bytes > high_water)
+            high_water = stats.high_water_bytes;
+        loss_sum += loss;
+        window++;
+        if ((step + 1) % 50 == 0 || step + 1 == steps) {
+            double elapsed = (now_ms() - train_start) / 1e3;
+            double eta = elapsed / (double)(step + 1) * (double)(steps - step - 1);
+            fprintf(stderr,
+                    "\rstep %6" PRId64 "/%" PRId64 "  loss %.4f  %.1f ms/step  %.0f s elapsed, "
+                    "%.0f s left   ",
+                    step + 1, steps, loss_sum / (double)window, step_ms_sum / (double)(step + 1),
+                    elapsed, eta);
+            loss_sum = 0;
+            window = 0;
+        }
+    }
+    fprintf(stderr, "\n");
+    double train_s = (now_ms() - train_start) / 1e3;
+    double accuracy = 0;
+    double eval_start = now_ms();
+    if (evaluate(s, o, test, images, labels, logits, &accuracy) != 0)
+        goto out;
+    double eval_s = (now_ms() - eval_start) / 1e3;
+    char device[128];
+    uint64_t device_total;
+    tide_backend_device_info(NULL, device, sizeof(device), &device_total);
+    printf("model %s, dataset %s, batch %" PRId64 ", steps %" PRId64 "\n", o->model, o->dataset,
+           o->batch, steps);
+    printf("loss %.4f, test accuracy %.4f\n", (double)loss, accuracy);
+    printf("step %.2f ms mean, train %.1f s, eval %.1f s\n", step_ms_sum / (double)steps, train_s,
+           eval_s);
+    printf("device high-water %" PRIu64 " bytes, predicted peak %" PRIu64 " bytes\n", high_water,
+           plan->peak_bytes);
+    if (o->json)
+        printf("{\"model\": \"%s\", \"dataset\": \"%s\", \"batch\": %" PRId64
+               ", \"steps\": %" PRId64 ", \"loss\": %.6f, \"test_accuracy\": %.6f, "
+               "\"step_ms_mean\": %.3f, \"train_seconds\": %.2f, \"compile_ms\": %.1f, "
+               "\"nodes\": %u, \"device_high_water_bytes\": %" PRIu64
+               ", \"predicted_peak_bytes\": %" PRIu64 "}\n",
+               o->model, o->dataset, o->batch, steps, (double)loss, accuracy,
+               step_ms_sum / (double)steps, train_s, compile_ms, graph->n_nodes, high_water,
+               plan->peak_bytes);
+    rc = 0;
+out:
+    tide_dataset_iter_free(it);
+    tide_session_free(s);
+    free(bytes);
+    free(images);
+    free(labels);
+    free(logits);
+    tide_dataset_free(train);
+    tide_dataset_free(test);
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0) {
+        usage(argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    struct bench_options o = {.model = "cnn", .depth = 38, .width = 16, .image_size = 32,
+                              .batch = 64, .steps = 100, .dataset = "fashion-mnist", .seed = 1,
+                              .optimizer = "momentum", .backend = "cpu"};
+    const char *cmd = argv[1];
+    if (strcmp(cmd, "train") == 0) {
+        if (parse_options(argc - 1, argv + 1, &o) != 0)
+            return 2;
+        if (o.threads)
+            tide_cpu_kernels_set_threads(o.threads);
+        return cmd_train(&o);
+    }
+    fprintf(stderr, "tide-bench: unknown command \"%s\"; commands: train (see --help)\n", cmd);
+    return 2;
 }

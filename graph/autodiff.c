@@ -1,3 +1,1466 @@
 /* SPDX-License-Identifier: MIT */
-/* Placeholder until this module lands. */
-typedef int tide__placeholder_autodiff;
+/*
+ * autodiff.c: reverse-mode differentiation of a graph, and the optimizer's
+ * update nodes (see autodiff.h).
+ *
+ * DESIGN
+ *
+ * Gradients are graph nodes: autodiff appends them to the forward graph with
+ * the ordinary IR API, so the memory passes and the executor see one graph and
+ * plan forward and backward tensors together. Nothing here runs a kernel.
+ *
+ * The work happens in two passes over the forward nodes, in topological order
+ * (tide_graph_topo_order) and its reverse.
+ *
+ *  1. Analysis, which appends nothing, so that a refused graph is left as it
+ *     was. Each output ("slot") learns whether it depends on an edge we
+ *     differentiate with respect to ("wrt"), through float32 edges only; each
+ *     node learns whether it reaches the loss. A node on a path — it reaches
+ *     the loss and has a float input that depends on a wrt edge — will run its
+ *     gradient function; each such input is one gradient contribution to the
+ *     slot it reads, so every slot knows how many contributions it will get.
+ *     An op without a gradient function on a path, or a gradient arriving at
+ *     an output that its op cannot differentiate (BatchNorm's mean and
+ *     inv_std), is refused here, naming the node.
+ *
+ *  2. Emission, in reverse topological order, so that a node's consumers have
+ *     all contributed before it runs. A slot's gradient is its one
+ *     contribution, or AddN of several in the order they were made (reverse
+ *     topological order, then input order: deterministic). The loss slot's
+ *     one contribution is the seed, Const 1.0. Each node on a path calls
+ *     tide__grad_<GRAD> from ops.def with the gradients of its outputs and
+ *     gets back one gradient edge per input that wants one.
+ *
+ * Names: every node made for forward node v is called "grad/<v>/<role>"; the
+ * sum of several contributions to output k of u is "grad/<u>" ("grad/<u>/outK"
+ * for k > 0). The gradient of a wrt edge always ends in a node with that name,
+ * reserved during analysis so that no other gradient node takes it: when the
+ * slot gets one contribution, the gradient function names its last node so
+ * (no copy); only when the contribution is an existing edge (a pass-through,
+ * as in Add) or an output of a multi-output node (BatchNormGrad) does an
+ * Identity carry the name. Every name is made unique ("_1", "_2", ...) against
+ * the graph, and names too long for the IR are shortened with a hash.
+ *
+ * Infer normalises attributes (sorted reduce axes, explicit strides and pads,
+ * Slice sizes); autodiff runs it first and reads the normalised values. The
+ * shapes of appended nodes are unknown until the final infer, so gradient
+ * functions take every shape from the forward graph: the gradient of an output
+ * has that output's shape.
+ *
+ * Failure: everything a user can get wrong is refused before the first node
+ * is appended. After that only an out-of-memory or the final infer can fail
+ * and the graph then holds some gradient nodes; the caller discards it.
+ */
+#include "graph/autodiff.h"
+
+#include <assert.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ============================================================================
+ * State
+ * ========================================================================== */
+
+/* A set of strings (the reserved names), open addressing, FNV-1a. */
+struct name_set {
+    const char **slots;
+    uint32_t cap; /* a power of two, or 0 */
+};
+
+struct autodiff {
+    struct tide_graph *graph;
+    struct tide_error *err;
+    uint32_t n_forward; /* nodes before autodiff appended any */
+    struct tide_edge loss;
+    const char *loss_text; /* "name" or "name:k", for messages */
+    const struct tide_edge *wrt;
+    uint32_t n_wrt;
+
+    uint32_t *order;     /* the forward nodes, topologically */
+    uint32_t *slot_base; /* per forward node + 1: the slot of its output 0 */
+    uint32_t n_slots;
+    uint32_t *dep;    /* per slot: 1 + the first wrt index it depends on; 0: none */
+    uint8_t *reaches; /* per node: reaches the loss along data edges */
+    uint8_t *on_path; /* per node: runs its gradient function */
+    uint32_t *count;  /* per slot: gradient contributions it will get */
+    uint32_t *first;  /* per slot + 1: where its contributions start in contribs */
+    uint32_t *filled; /* per slot: contributions made so far */
+    struct tide_edge *contribs;
+    struct tide_edge *sum; /* per slot: its gradient once summed; node TIDE_NO_NODE before */
+    uint8_t *summed;       /* per slot */
+    char **final_name;     /* per slot: the reserved name of a wrt edge's gradient, or NULL */
+    struct name_set reserved;
+
+    /* Scratch for one node's gradient function, sized for the widest node. */
+    uint8_t *wanted;
+    struct tide_edge *dx;
+    const char **hint;
+};
+
+struct grad_ctx {
+    struct autodiff *ad;
+    uint32_t id;                /* the forward node */
+    const struct tide_edge *dy; /* per output; node TIDE_NO_NODE where no gradient arrives */
+    const uint8_t *wanted;      /* per input: whether it wants a gradient */
+    struct tide_edge *dx;       /* per input: the gradient, set for each wanted input */
+    const char *const *hint;    /* per input: the name of the node that makes dx[i], or NULL */
+};
+
+/*
+ * A gradient function: reads c->dy and the forward node, appends nodes, and
+ * sets c->dx[i] for every input i with c->wanted[i].
+ */
+typedef enum tide_status (*grad_fn)(struct grad_ctx *c);
+
+static const struct tide_edge no_edge = {TIDE_NO_NODE, 0};
+
+static uint32_t hash_name(const char *s)
+{
+    uint32_t h = 2166136261u;
+    for (; *s; s++) {
+        h ^= (unsigned char)*s;
+        h *= 16777619u;
+    }
+    return h;
+}
+
+static bool name_set_contains(const struct name_set *set, const char *name)
+{
+    if (set->cap == 0)
+        return false;
+    uint32_t mask = set->cap - 1;
+    for (uint32_t i = hash_name(name) & mask; set->slots[i]; i = (i + 1) & mask) {
+        if (strcmp(set->slots[i], name) == 0)
+            return true;
+    }
+    return false;
+}
+
+/* The set never holds more than cap / 2 names: its capacity is fixed by its first user. */
+static void name_set_insert(struct name_set *set, const char *name)
+{
+    uint32_t mask = set->cap - 1;
+    uint32_t i = hash_name(name) & mask;
+    while (set->slots[i])
+        i = (i + 1) & mask;
+    set->slots[i] = name;
+}
+
+static uint32_t slot_of(const struct autodiff *ad, struct tide_edge e)
+{
+    assert(e.node < ad->n_forward);
+    return ad->slot_base[e.node] + e.output;
+}
+
+/* The shape of a forward output (copied: adding nodes may move the node array). */
+static struct tide_shape forward_shape(const struct autodiff *ad, struct tide_edge e)
+{
+    return ad->graph->nodes[e.node].outputs[e.output].shape;
+}
+
+/* Whether input i of forward node v is float32 and depends on a wrt edge. */
+static bool input_wanted(const struct autodiff *ad, uint32_t v, uint32_t i)
+{
+    struct tide_edge e = ad->graph->nodes[v].inputs[i];
+    return ad->graph->nodes[e.node].outputs[e.output].dtype == TIDE_DTYPE_FLOAT32 &&
+           ad->dep[slot_of(ad, e)] != 0;
+}
+
+/* ============================================================================
+ * Names
+ * ========================================================================== */
+
+/*
+ * Formats a node name into out (TIDE_MAX_NAME + 1 bytes) and makes it free:
+ * too long, it is cut and a hash of the whole appended; taken (by a node, or
+ * reserved for a wrt gradient unless exact is set and it is free of nodes),
+ * "_1", "_2", ... is appended.
+ */
+static enum tide_status make_name(struct autodiff *ad, char *out, const char *format, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static enum tide_status make_name(struct autodiff *ad, char *out, const char *format, ...)
+{
+    char full[2 * TIDE_MAX_NAME + 64];
+    va_list args;
+    va_start(args, format);
+    vsnprintf(full, sizeof(full), format, args);
+    va_end(args);
+
+    /* Room for "-hhhhhhhh" and "_nnnnnnnnnn". */
+    const size_t keep = TIDE_MAX_NAME - 9 - 11;
+    char base[TIDE_MAX_NAME + 1];
+    size_t len = strlen(full);
+    if (len > keep)
+        snprintf(base, sizeof(base), "%.*s-%08" PRIx32, (int)keep, full, hash_name(full));
+    else
+        memcpy(base, full, len + 1);
+
+    /* base is at most TIDE_MAX_NAME - 11 bytes, so each candidate fits in a name. */
+    char candidate[TIDE_MAX_NAME + 32];
+    snprintf(candidate, sizeof(candidate), "%s", base);
+    for (uint32_t n = 1; tide_graph_find(ad->graph, candidate) != TIDE_NO_NODE ||
+                         name_set_contains(&ad->reserved, candidate);
+         n++) {
+        if (n == UINT32_MAX)
+            return tide_error_set(ad->err, TIDE_INTERNAL, "no free name for \"%s\"", base);
+        snprintf(candidate, sizeof(candidate), "%s_%" PRIu32, base, n);
+    }
+    assert(strlen(candidate) <= TIDE_MAX_NAME);
+    memcpy(out, candidate, strlen(candidate) + 1);
+    return TIDE_OK;
+}
+
+/* Appends a node of op called name (which must be free) reading in[0..n). */
+static enum tide_status append(struct autodiff *ad, enum tide_op op, const char *name,
+                               const struct tide_edge *in, uint32_t n, uint32_t *id)
+{
+    enum tide_status st = tide_graph_add_node(ad->graph, op, name, id, ad->err);
+    if (st == TIDE_OK && n)
+        st = tide_graph_set_inputs(ad->graph, *id, in, n, ad->err);
+    return st;
+}
+
+/* "grad/<u>" for output 0 of u, "grad/<u>/outK" for output K: the name of a slot's gradient. */
+static enum tide_status slot_name(struct autodiff *ad, struct tide_edge e, char *out)
+{
+    const char *u = ad->graph->nodes[e.node].name;
+    if (e.output == 0)
+        return make_name(ad, out, "grad/%s", u);
+    return make_name(ad, out, "grad/%s/out%" PRIu32, u, e.output);
+}
+
+/* ============================================================================
+ * Gradient helpers
+ * ========================================================================== */
+
+static const struct tide_node *fwd(const struct grad_ctx *c)
+{
+    return &c->ad->graph->nodes[c->id];
+}
+
+static struct tide_edge in_edge(const struct grad_ctx *c, uint32_t i)
+{
+    return fwd(c)->inputs[i];
+}
+
+static struct tide_shape in_shape(const struct grad_ctx *c, uint32_t i)
+{
+    return forward_shape(c->ad, in_edge(c, i));
+}
+
+static struct tide_shape out_shape(const struct grad_ctx *c, uint32_t k)
+{
+    return forward_shape(c->ad, (struct tide_edge){c->id, k});
+}
+
+static const struct tide_attr_value *fwd_attr(const struct grad_ctx *c, int k)
+{
+    return &fwd(c)->attrs[k];
+}
+
+/*
+ * Appends a gradient node of op reading in[0..n). With for_input >= 0 it is
+ * the node that makes dx[for_input] and takes that input's hint as its name
+ * when there is one; otherwise it is "grad/<forward node>/<role>", unique.
+ */
+static enum tide_status emit(struct grad_ctx *c, enum tide_op op, int for_input, const char *role,
+                             const struct tide_edge *in, uint32_t n, uint32_t *id)
+{
+    char name[TIDE_MAX_NAME + 1];
+    if (for_input >= 0 && c->hint[for_input]) {
+        snprintf(name, sizeof(name), "%s", c->hint[for_input]);
+    } else {
+        enum tide_status st = make_name(c->ad, name, "grad/%s/%s", fwd(c)->name, role);
+        if (st != TIDE_OK)
+            return st;
+    }
+    return append(c->ad, op, name, in, n, id);
+}
+
+static enum tide_status emit1(struct grad_ctx *c, enum tide_op op, int for_input, const char *role,
+                              struct tide_edge x, uint32_t *id)
+{
+    return emit(c, op, for_input, role, &x, 1, id);
+}
+
+static enum tide_status emit2(struct grad_ctx *c, enum tide_op op, int for_input, const char *role,
+                              struct tide_edge a, struct tide_edge b, uint32_t *id)
+{
+    struct tide_edge in[2] = {a, b};
+    return emit(c, op, for_input, role, in, 2, id);
+}
+
+static struct tide_edge out0(uint32_t id)
+{
+    return (struct tide_edge){id, 0};
+}
+
+static void set_shape_ints(struct tide_graph *graph, uint32_t id, int k,
+                           const struct tide_shape *shape)
+{
+    tide_attr_set_ints(graph, id, k, shape->dims, shape->rank);
+}
+
+static void copy_ints(struct tide_graph *graph, uint32_t id, int k,
+                      const struct tide_attr_value *from)
+{
+    tide_attr_set_ints(graph, id, k, from->ints.v, from->ints.n);
+}
+
+/* Whether input i of a broadcasting op has a different shape from the output. */
+static bool was_broadcast(const struct grad_ctx *c, uint32_t i)
+{
+    struct tide_shape x = in_shape(c, i), y = out_shape(c, 0);
+    return !tide_shape_equal(&x, &y);
+}
+
+/*
+ * dx[i] from e, a tensor of the output's shape: SumToShape(e) to input i's
+ * shape where input i was broadcast, else e itself. The SumToShape node is
+ * tagged for input i when last is set; role names it otherwise.
+ */
+static enum tide_status sum_to_input(struct grad_ctx *c, uint32_t i, struct tide_edge e, bool last,
+                                     const char *role, struct tide_edge *out)
+{
+    if (!was_broadcast(c, i)) {
+        *out = e;
+        return TIDE_OK;
+    }
+    uint32_t id;
+    enum tide_status st = emit1(c, TIDE_OP_SUM_TO_SHAPE, last ? (int)i : -1, role, e, &id);
+    if (st != TIDE_OK)
+        return st;
+    struct tide_shape x = in_shape(c, i);
+    tide_attr_set_shape(c->ad->graph, id, TIDE_ATTR_SUM_TO_SHAPE_shape, &x);
+    *out = out0(id);
+    return TIDE_OK;
+}
+
+/* dx[0] = op(dy) for the element-wise backward ops that read the forward output: f'(x) from y. */
+static enum tide_status grad_from_output(struct grad_ctx *c, enum tide_op op, uint32_t *id)
+{
+    enum tide_status st = emit2(c, op, 0, "x", c->dy[0], out0(c->id), id);
+    if (st == TIDE_OK)
+        c->dx[0] = out0(*id);
+    return st;
+}
+
+/* ============================================================================
+ * Gradient functions (tide__grad_<GRAD> of ops.def)
+ * ========================================================================== */
+
+/* Identity, Fetch, SwapOut, SwapIn: the gradient passes through. */
+static enum tide_status tide__grad_identity(struct grad_ctx *c)
+{
+    c->dx[0] = c->dy[0];
+    return TIDE_OK;
+}
+
+static enum tide_status tide__grad_add(struct grad_ctx *c)
+{
+    static const char *const roles[2] = {"a", "b"};
+    enum tide_status st = TIDE_OK;
+    for (uint32_t i = 0; st == TIDE_OK && i < 2; i++) {
+        if (c->wanted[i])
+            st = sum_to_input(c, i, c->dy[0], true, roles[i], &c->dx[i]);
+    }
+    return st;
+}
+
+static enum tide_status tide__grad_sub(struct grad_ctx *c)
+{
+    enum tide_status st = TIDE_OK;
+    if (c->wanted[0])
+        st = sum_to_input(c, 0, c->dy[0], true, "a", &c->dx[0]);
+    if (st == TIDE_OK && c->wanted[1]) {
+        /* Sum first, then negate: the smaller tensor. */
+        struct tide_edge summed;
+        uint32_t id;
+        st = sum_to_input(c, 1, c->dy[0], false, "b_sum", &summed);
+        if (st == TIDE_OK)
+            st = emit1(c, TIDE_OP_NEG, 1, "b", summed, &id);
+        if (st == TIDE_OK)
+            c->dx[1] = out0(id);
+    }
+    return st;
+}
+
+static enum tide_status tide__grad_mul(struct grad_ctx *c)
+{
+    static const char *const roles[2] = {"a", "b"};
+    static const char *const full_roles[2] = {"a_full", "b_full"};
+    enum tide_status st = TIDE_OK;
+    for (uint32_t i = 0; st == TIDE_OK && i < 2; i++) {
+        if (!c->wanted[i])
+            continue;
+        bool reduce = was_broadcast(c, i);
+        uint32_t id;
+        st = emit2(c, TIDE_OP_MUL, reduce ? -1 : (int)i, reduce ? full_roles[i] : roles[i],
+                   c->dy[0], in_edge(c, 1 - i), &id);
+        if (st == TIDE_OK)
+            st = sum_to_input(c, i, out0(id), true, roles[i], &c->dx[i]);
+    }
+    return st;
+}
+
+/* dx[i] = MatMul(first, second; transpose_a = ta, transpose_b = tb). */
+static enum tide_status matmul_into(struct grad_ctx *c, uint32_t i, const char *role,
+                                    struct tide_edge first, struct tide_edge second, bool ta,
+                                    bool tb)
+{
+    uint32_t id;
+    enum tide_status st = emit2(c, TIDE_OP_MATMUL, (int)i, role, first, second, &id);
+    if (st != TIDE_OK)
+        return st;
+    if (ta)
+        tide_attr_set_bool(c->ad->graph, id, TIDE_ATTR_MATMUL_transpose_a, true);
+    if (tb)
+        tide_attr_set_bool(c->ad->graph, id, TIDE_ATTR_MATMUL_transpose_b, true);
+    c->dx[i] = out0(id);
+    return TIDE_OK;
+}
+
+/*
+ * C = op(A) op(B), where op transposes when the flag is set:
+ *   A B:      dA = dC B^T         dB = A^T dC
+ *   A B^T:    dA = dC B           dB = dC^T A
+ *   A^T B:    dA = B dC^T         dB = A dC
+ *   A^T B^T:  dA = B^T dC^T       dB = dC^T A^T
+ */
+static enum tide_status tide__grad_matmul(struct grad_ctx *c)
+{
+    bool ta = fwd_attr(c, TIDE_ATTR_MATMUL_transpose_a)->b;
+    bool tb = fwd_attr(c, TIDE_ATTR_MATMUL_transpose_b)->b;
+    struct tide_edge a = in_edge(c, 0), b = in_edge(c, 1), dy = c->dy[0];
+    enum tide_status st = TIDE_OK;
+    if (c->wanted[0]) {
+        if (!ta)
+            st = matmul_into(c, 0, "a", dy, b, false, !tb);
+        else if (!tb)
+            st = matmul_into(c, 0, "a", b, dy, false, true);
+        else
+            st = matmul_into(c, 0, "a", b, dy, true, true);
+    }
+    if (st == TIDE_OK && c->wanted[1]) {
+        if (!tb)
+            st = ta ? matmul_into(c, 1, "b", a, dy, false, false)
+                    : matmul_into(c, 1, "b", a, dy, true, false);
+        else
+            st = ta ? matmul_into(c, 1, "b", dy, a, true, true)
+                    : matmul_into(c, 1, "b", dy, a, true, false);
+    }
+    return st;
+}
+
+static enum tide_status tide__grad_bias_add(struct grad_ctx *c)
+{
+    if (c->wanted[0])
+        c->dx[0] = c->dy[0];
+    if (!c->wanted[1])
+        return TIDE_OK;
+    uint32_t id;
+    enum tide_status st = emit1(c, TIDE_OP_BIAS_ADD_GRAD, 1, "bias", c->dy[0], &id);
+    if (st == TIDE_OK)
+        c->dx[1] = out0(id);
+    return st;
+}
+
+static enum tide_status tide__grad_relu(struct grad_ctx *c)
+{
+    uint32_t id;
+    return grad_from_output(c, TIDE_OP_RELU_GRAD, &id);
+}
+
+static enum tide_status tide__grad_sigmoid(struct grad_ctx *c)
+{
+    uint32_t id;
+    return grad_from_output(c, TIDE_OP_SIGMOID_GRAD, &id);
+}
+
+static enum tide_status tide__grad_tanh(struct grad_ctx *c)
+{
+    uint32_t id;
+    return grad_from_output(c, TIDE_OP_TANH_GRAD, &id);
+}
+
+static enum tide_status tide__grad_softmax(struct grad_ctx *c)
+{
+    uint32_t id;
+    int64_t axis = fwd_attr(c, TIDE_ATTR_SOFTMAX_axis)->i; /* normalised by infer */
+    enum tide_status st = grad_from_output(c, TIDE_OP_SOFTMAX_GRAD, &id);
+    if (st == TIDE_OK)
+        tide_attr_set_int(c->ad->graph, id, TIDE_ATTR_SOFTMAX_GRAD_axis, axis);
+    return st;
+}
+
+/* Labels are int32, so only the logits ever want a gradient. */
+static enum tide_status tide__grad_softmax_xent(struct grad_ctx *c)
+{
+    struct tide_edge in[3] = {in_edge(c, 0), in_edge(c, 1), c->dy[0]};
+    uint32_t id;
+    enum tide_status st = emit(c, TIDE_OP_SOFTMAX_CROSS_ENTROPY_GRAD, 0, "logits", in, 3, &id);
+    if (st == TIDE_OK)
+        c->dx[0] = out0(id);
+    return st;
+}
+
+/*
+ * ReduceSum and ReduceMean: dy is reshaped to the input's shape with the
+ * reduced axes kept as 1, then broadcast to the input's shape; the mean
+ * scales by 1 / (elements per output) first, on the smaller tensor. Steps that
+ * would change nothing are left out; the last one made is tagged for input 0.
+ */
+static enum tide_status grad_reduce(struct grad_ctx *c, bool mean)
+{
+    const struct tide_attr_value *axes =
+        fwd_attr(c, mean ? TIDE_ATTR_REDUCE_MEAN_axes : TIDE_ATTR_REDUCE_SUM_axes);
+    struct tide_shape x = in_shape(c, 0), y = out_shape(c, 0), kept = x;
+    double count = 1;
+    for (int32_t j = 0; j < axes->ints.n; j++) { /* sorted and non-negative after infer */
+        count *= (double)x.dims[axes->ints.v[j]];
+        kept.dims[axes->ints.v[j]] = 1;
+    }
+    bool scale = mean && count != 1;
+    bool reshape = !tide_shape_equal(&y, &kept);
+    bool broadcast = !tide_shape_equal(&kept, &x);
+    struct tide_graph *graph = c->ad->graph;
+    struct tide_edge e = c->dy[0];
+    uint32_t id;
+    enum tide_status st = TIDE_OK;
+    if (scale) {
+        st = emit1(c, TIDE_OP_SCALE, reshape || broadcast ? -1 : 0, "x_scaled", e, &id);
+        if (st != TIDE_OK)
+            return st;
+        /* An empty reduction has no elements to scale; 0 keeps the attribute finite. */
+        tide_attr_set_float(graph, id, TIDE_ATTR_SCALE_scale, count > 0 ? 1.0 / count : 0.0);
+        e = out0(id);
+    }
+    if (reshape) {
+        st = emit1(c, TIDE_OP_RESHAPE, broadcast ? -1 : 0, "x_kept", e, &id);
+        if (st != TIDE_OK)
+            return st;
+        set_shape_ints(graph, id, TIDE_ATTR_RESHAPE_shape, &kept);
+        e = out0(id);
+    }
+    if (broadcast) {
+        st = emit1(c, TIDE_OP_BROADCAST_TO, 0, "x", e, &id);
+        if (st != TIDE_OK)
+            return st;
+        tide_attr_set_shape(graph, id, TIDE_ATTR_BROADCAST_TO_shape, &x);
+        e = out0(id);
+    }
+    c->dx[0] = e;
+    return TIDE_OK;
+}
+
+static enum tide_status tide__grad_reduce_sum(struct grad_ctx *c)
+{
+    return grad_reduce(c, false);
+}
+
+static enum tide_status tide__grad_reduce_mean(struct grad_ctx *c)
+{
+    return grad_reduce(c, true);
+}
+
+static enum tide_status tide__grad_reshape(struct grad_ctx *c)
+{
+    struct tide_shape x = in_shape(c, 0);
+    uint32_t id;
+    enum tide_status st = emit1(c, TIDE_OP_RESHAPE, 0, "x", c->dy[0], &id);
+    if (st != TIDE_OK)
+        return st;
+    set_shape_ints(c->ad->graph, id, TIDE_ATTR_RESHAPE_shape, &x);
+    c->dx[0] = out0(id);
+    return TIDE_OK;
+}
+
+/* Input i's gradient is the slice of dy that input i filled. */
+static enum tide_status tide__grad_concat(struct grad_ctx *c)
+{
+    int64_t axis = fwd_attr(c, TIDE_ATTR_CONCAT_axis)->i; /* normalised by infer */
+    int64_t offset = 0;
+    uint32_t n = fwd(c)->n_inputs;
+    for (uint32_t i = 0; i < n; i++) {
+        struct tide_shape x = in_shape(c, i);
+        if (c->wanted[i]) {
+            int64_t begin[TIDE_MAX_RANK] = {0};
+            begin[axis] = offset;
+            char role[32];
+            snprintf(role, sizeof(role), "x%" PRIu32, i);
+            uint32_t id;
+            enum tide_status st = emit1(c, TIDE_OP_SLICE, (int)i, role, c->dy[0], &id);
+            if (st != TIDE_OK)
+                return st;
+            tide_attr_set_ints(c->ad->graph, id, TIDE_ATTR_SLICE_begin, begin, x.rank);
+            set_shape_ints(c->ad->graph, id, TIDE_ATTR_SLICE_size, &x);
+            c->dx[i] = out0(id);
+        }
+        offset += x.dims[axis];
+    }
+    return TIDE_OK;
+}
+
+static enum tide_status tide__grad_slice(struct grad_ctx *c)
+{
+    struct tide_shape x = in_shape(c, 0);
+    const struct tide_attr_value *begin = fwd_attr(c, TIDE_ATTR_SLICE_begin);
+    uint32_t id;
+    enum tide_status st = emit1(c, TIDE_OP_SLICE_GRAD, 0, "x", c->dy[0], &id);
+    if (st != TIDE_OK)
+        return st;
+    copy_ints(c->ad->graph, id, TIDE_ATTR_SLICE_GRAD_begin, begin);
+    tide_attr_set_shape(c->ad->graph, id, TIDE_ATTR_SLICE_GRAD_shape, &x);
+    c->dx[0] = out0(id);
+    return TIDE_OK;
+}
+
+static enum tide_status tide__grad_conv2d(struct grad_ctx *c)
+{
+    struct tide_graph *graph = c->ad->graph;
+    struct tide_attr_value strides = *fwd_attr(c, TIDE_ATTR_CONV2D_strides); /* explicit */
+    struct tide_attr_value pads = *fwd_attr(c, TIDE_ATTR_CONV2D_pads);
+    uint32_t id;
+    enum tide_status st = TIDE_OK;
+    if (c->wanted[0]) {
+        struct tide_shape x = in_shape(c, 0);
+        st = emit2(c, TIDE_OP_CONV2D_BACKPROP_INPUT, 0, "x", c->dy[0], in_edge(c, 1), &id);
+        if (st != TIDE_OK)
+            return st;
+        copy_ints(graph, id, TIDE_ATTR_CONV2D_BACKPROP_INPUT_strides, &strides);
+        copy_ints(graph, id, TIDE_ATTR_CONV2D_BACKPROP_INPUT_pads, &pads);
+        tide_attr_set_shape(graph, id, TIDE_ATTR_CONV2D_BACKPROP_INPUT_input_shape, &x);
+        c->dx[0] = out0(id);
+    }
+    if (c->wanted[1]) {
+        struct tide_shape w = in_shape(c, 1);
+        st = emit2(c, TIDE_OP_CONV2D_BACKPROP_FILTER, 1, "w", in_edge(c, 0), c->dy[0], &id);
+        if (st != TIDE_OK)
+            return st;
+        copy_ints(graph, id, TIDE_ATTR_CONV2D_BACKPROP_FILTER_strides, &strides);
+        copy_ints(graph, id, TIDE_ATTR_CONV2D_BACKPROP_FILTER_pads, &pads);
+        tide_attr_set_shape(graph, id, TIDE_ATTR_CONV2D_BACKPROP_FILTER_filter_shape, &w);
+        c->dx[1] = out0(id);
+    }
+    return st;
+}
+
+static enum tide_status tide__grad_max_pool2d(struct grad_ctx *c)
+{
+    struct tide_graph *graph = c->ad->graph;
+    struct tide_attr_value ksize = *fwd_attr(c, TIDE_ATTR_MAX_POOL2D_ksize);
+    struct tide_attr_value strides = *fwd_attr(c, TIDE_ATTR_MAX_POOL2D_strides);
+    struct tide_attr_value pads = *fwd_attr(c, TIDE_ATTR_MAX_POOL2D_pads);
+    uint32_t id;
+    enum tide_status st = emit2(c, TIDE_OP_MAX_POOL2D_GRAD, 0, "x", in_edge(c, 0), c->dy[0], &id);
+    if (st != TIDE_OK)
+        return st;
+    copy_ints(graph, id, TIDE_ATTR_MAX_POOL2D_GRAD_ksize, &ksize);
+    copy_ints(graph, id, TIDE_ATTR_MAX_POOL2D_GRAD_strides, &strides);
+    copy_ints(graph, id, TIDE_ATTR_MAX_POOL2D_GRAD_pads, &pads);
+    c->dx[0] = out0(id);
+    return TIDE_OK;
+}
+
+static enum tide_status tide__grad_avg_pool2d(struct grad_ctx *c)
+{
+    struct tide_graph *graph = c->ad->graph;
+    struct tide_attr_value ksize = *fwd_attr(c, TIDE_ATTR_AVG_POOL2D_ksize);
+    struct tide_attr_value strides = *fwd_attr(c, TIDE_ATTR_AVG_POOL2D_strides);
+    struct tide_attr_value pads = *fwd_attr(c, TIDE_ATTR_AVG_POOL2D_pads);
+    struct tide_shape x = in_shape(c, 0);
+    uint32_t id;
+    enum tide_status st = emit1(c, TIDE_OP_AVG_POOL2D_GRAD, 0, "x", c->dy[0], &id);
+    if (st != TIDE_OK)
+        return st;
+    copy_ints(graph, id, TIDE_ATTR_AVG_POOL2D_GRAD_ksize, &ksize);
+    copy_ints(graph, id, TIDE_ATTR_AVG_POOL2D_GRAD_strides, &strides);
+    copy_ints(graph, id, TIDE_ATTR_AVG_POOL2D_GRAD_pads, &pads);
+    tide_attr_set_shape(graph, id, TIDE_ATTR_AVG_POOL2D_GRAD_input_shape, &x);
+    c->dx[0] = out0(id);
+    return TIDE_OK;
+}
+
+static enum tide_status tide__grad_global_avg_pool(struct grad_ctx *c)
+{
+    struct tide_shape x = in_shape(c, 0);
+    uint32_t id;
+    enum tide_status st = emit1(c, TIDE_OP_GLOBAL_AVG_POOL_GRAD, 0, "x", c->dy[0], &id);
+    if (st != TIDE_OK)
+        return st;
+    tide_attr_set_shape(c->ad->graph, id, TIDE_ATTR_GLOBAL_AVG_POOL_GRAD_input_shape, &x);
+    c->dx[0] = out0(id);
+    return TIDE_OK;
+}
+
+/*
+ * BatchNorm(x, gamma, beta) -> y, mean, inv_std. Only y is differentiable:
+ * analysis refuses a gradient at mean or inv_std, so dy[1] and dy[2] are
+ * empty here. BatchNormGrad reuses the forward statistics.
+ */
+static enum tide_status tide__grad_batch_norm(struct grad_ctx *c)
+{
+    double epsilon = fwd_attr(c, TIDE_ATTR_BATCH_NORM_epsilon)->f;
+    struct tide_edge in[5] = {c->dy[0], in_edge(c, 0), in_edge(c, 1), {c->id, 1}, {c->id, 2}};
+    uint32_t id;
+    assert(c->dy[1].node == TIDE_NO_NODE && c->dy[2].node == TIDE_NO_NODE);
+    enum tide_status st = emit(c, TIDE_OP_BATCH_NORM_GRAD, -1, "backprop", in, 5, &id);
+    if (st != TIDE_OK)
+        return st;
+    tide_attr_set_float(c->ad->graph, id, TIDE_ATTR_BATCH_NORM_GRAD_epsilon, epsilon);
+    for (uint32_t i = 0; i < 3; i++)
+        c->dx[i] = (struct tide_edge){id, i};
+    return TIDE_OK;
+}
+
+static enum tide_status tide__grad_neg(struct grad_ctx *c)
+{
+    uint32_t id;
+    enum tide_status st = emit1(c, TIDE_OP_NEG, 0, "x", c->dy[0], &id);
+    if (st == TIDE_OK)
+        c->dx[0] = out0(id);
+    return st;
+}
+
+static enum tide_status tide__grad_scale(struct grad_ctx *c)
+{
+    double scale = fwd_attr(c, TIDE_ATTR_SCALE_scale)->f;
+    uint32_t id;
+    enum tide_status st = emit1(c, TIDE_OP_SCALE, 0, "x", c->dy[0], &id);
+    if (st != TIDE_OK)
+        return st;
+    tide_attr_set_float(c->ad->graph, id, TIDE_ATTR_SCALE_scale, scale);
+    c->dx[0] = out0(id);
+    return TIDE_OK;
+}
+
+static enum tide_status tide__grad_add_n(struct grad_ctx *c)
+{
+    uint32_t n = fwd(c)->n_inputs;
+    for (uint32_t i = 0; i < n; i++)
+        c->dx[i] = c->dy[0];
+    return TIDE_OK;
+}
+
+/* The GRAD column of ops.def; `none` (not differentiable) becomes NULL. */
+#define tide__grad_none NULL
+static const grad_fn grad_table[TIDE_OP_COUNT] = {
+#define TIDE_OP(ID, NAME, MIN_IN, MAX_IN, N_OUT, DTYPE, INFER, GRAD, FLAGS)                        \
+    [TIDE_OP_##ID] = tide__grad_##GRAD,
+#include "graph/ops.def"
+#undef TIDE_OP
+};
+#undef tide__grad_none
+
+/* ============================================================================
+ * Analysis
+ * ========================================================================== */
+
+static void autodiff_release(struct autodiff *ad)
+{
+    free(ad->order);
+    free(ad->slot_base);
+    free(ad->dep);
+    free(ad->reaches);
+    free(ad->on_path);
+    free(ad->count);
+    free(ad->first);
+    free(ad->filled);
+    free(ad->contribs);
+    free(ad->sum);
+    free(ad->summed);
+    if (ad->final_name) {
+        for (uint32_t s = 0; s < ad->n_slots; s++)
+            free(ad->final_name[s]);
+    }
+    free(ad->final_name);
+    free(ad->reserved.slots);
+    free(ad->wanted);
+    free(ad->dx);
+    free(ad->hint);
+}
+
+static enum tide_status nomem(struct autodiff *ad)
+{
+    return tide_error_set(ad->err, TIDE_NOMEM, "out of memory differentiating %u nodes",
+                          ad->n_forward);
+}
+
+static const char *wrt_name(const struct autodiff *ad, uint32_t dep)
+{
+    return ad->graph->nodes[ad->wrt[dep - 1].node].name;
+}
+
+/*
+ * Sets up ad for differentiating loss with respect to wrt[0..n_wrt) (edges
+ * already checked) and runs the analysis described at the top of the file.
+ */
+static enum tide_status analyse(struct autodiff *ad)
+{
+    struct tide_graph *graph = ad->graph;
+    uint32_t n = ad->n_forward;
+    size_t n1 = (size_t)n + 1;
+    ad->order = malloc(n1 * sizeof(*ad->order));
+    ad->slot_base = calloc(n1, sizeof(*ad->slot_base));
+    ad->reaches = calloc(n1, 1);
+    ad->on_path = calloc(n1, 1);
+    if (!ad->order || !ad->slot_base || !ad->reaches || !ad->on_path)
+        return nomem(ad);
+    uint32_t max_inputs = 1;
+    for (uint32_t v = 0; v < n; v++) {
+        ad->slot_base[v + 1] = ad->slot_base[v] + graph->nodes[v].n_outputs;
+        if (graph->nodes[v].n_inputs > max_inputs)
+            max_inputs = graph->nodes[v].n_inputs;
+    }
+    ad->n_slots = ad->slot_base[n];
+    size_t s1 = (size_t)ad->n_slots + 1;
+    ad->dep = calloc(s1, sizeof(*ad->dep));
+    ad->count = calloc(s1, sizeof(*ad->count));
+    ad->first = calloc(s1, sizeof(*ad->first));
+    ad->filled = calloc(s1, sizeof(*ad->filled));
+    ad->sum = malloc(s1 * sizeof(*ad->sum));
+    ad->summed = calloc(s1, 1);
+    ad->final_name = calloc(s1, sizeof(*ad->final_name));
+    ad->wanted = calloc(max_inputs, 1);
+    ad->dx = calloc(max_inputs, sizeof(*ad->dx));
+    ad->hint = calloc(max_inputs, sizeof(*ad->hint));
+    if (!ad->dep || !ad->count || !ad->first || !ad->filled || !ad->sum || !ad->summed ||
+        !ad->final_name || !ad->wanted || !ad->dx || !ad->hint)
+        return nomem(ad);
+    for (uint32_t s = 0; s < ad->n_slots; s++)
+        ad->sum[s] = no_edge;
+
+    enum tide_status st = tide_graph_topo_order(graph, ad->order, ad->err);
+    if (st != TIDE_OK)
+        return st;
+
+    /* Which slots depend on which wrt edge (the first, for messages). */
+    for (uint32_t i = 0; i < ad->n_wrt; i++) {
+        uint32_t s = slot_of(ad, ad->wrt[i]);
+        if (ad->dep[s] == 0)
+            ad->dep[s] = i + 1;
+    }
+    for (uint32_t j = 0; j < n; j++) {
+        uint32_t v = ad->order[j];
+        const struct tide_node *node = &graph->nodes[v];
+        uint32_t d = 0;
+        for (uint32_t i = 0; i < node->n_inputs; i++) {
+            if (input_wanted(ad, v, i)) {
+                uint32_t di = ad->dep[slot_of(ad, node->inputs[i])];
+                if (d == 0 || di < d)
+                    d = di;
+            }
+        }
+        for (uint32_t k = 0; d && k < node->n_outputs; k++) {
+            uint32_t s = ad->slot_base[v] + k;
+            if (node->outputs[k].dtype == TIDE_DTYPE_FLOAT32 && (ad->dep[s] == 0 || d < ad->dep[s]))
+                ad->dep[s] = d;
+        }
+    }
+
+    /* Which nodes reach the loss; which run their gradient; how many contributions per slot. */
+    ad->reaches[ad->loss.node] = 1;
+    for (uint32_t j = n; j-- > 0;) {
+        uint32_t v = ad->order[j];
+        const struct tide_node *node = &graph->nodes[v];
+        if (!ad->reaches[v])
+            continue;
+        for (uint32_t i = 0; i < node->n_inputs; i++)
+            ad->reaches[node->inputs[i].node] = 1;
+        for (uint32_t i = 0; i < node->n_inputs; i++) {
+            if (input_wanted(ad, v, i)) {
+                ad->on_path[v] = 1;
+                ad->count[slot_of(ad, node->inputs[i])]++;
+            }
+        }
+    }
+    ad->count[slot_of(ad, ad->loss)]++; /* the seed */
+
+    /* Refusals: an op without a gradient, a gradient where its op has none. */
+    for (uint32_t j = n; j-- > 0;) {
+        uint32_t v = ad->order[j];
+        const struct tide_node *node = &graph->nodes[v];
+        if (!ad->on_path[v])
+            continue;
+        uint32_t d = 0;
+        for (uint32_t i = 0; i < node->n_inputs && !d; i++) {
+            if (input_wanted(ad, v, i))
+                d = ad->dep[slot_of(ad, node->inputs[i])];
+        }
+        if (!grad_table[node->op])
+            return tide_node_error(ad->err, TIDE_UNSUPPORTED, node,
+                                   "has no gradient, but lies on a path from \"%s\" to the loss "
+                                   "\"%s\"",
+                                   wrt_name(ad, d), ad->loss_text);
+        if (node->op == TIDE_OP_BATCH_NORM) {
+            static const char *const outputs[3] = {"y", "mean", "inv_std"};
+            for (uint32_t k = 1; k < 3; k++) {
+                if (ad->count[ad->slot_base[v] + k])
+                    return tide_node_error(ad->err, TIDE_UNSUPPORTED, node,
+                                           "the loss \"%s\" depends on output %" PRIu32
+                                           " (%s), which has no gradient; only output 0 (y) "
+                                           "is differentiable",
+                                           ad->loss_text, k, outputs[k]);
+            }
+        }
+    }
+
+    /* Where each slot's contributions go. */
+    for (uint32_t s = 0; s < ad->n_slots; s++)
+        ad->first[s + 1] = ad->first[s] + ad->count[s];
+    ad->contribs = malloc(((size_t)ad->first[ad->n_slots] + 1) * sizeof(*ad->contribs));
+    if (!ad->contribs)
+        return nomem(ad);
+
+    /* Reserve the name of each reachable wrt edge's gradient. */
+    uint32_t cap = 16;
+    while (cap < 2 * ad->n_wrt + 2)
+        cap *= 2;
+    ad->reserved.slots = calloc(cap, sizeof(*ad->reserved.slots));
+    if (!ad->reserved.slots)
+        return nomem(ad);
+    ad->reserved.cap = cap;
+    for (uint32_t i = 0; i < ad->n_wrt; i++) {
+        uint32_t s = slot_of(ad, ad->wrt[i]);
+        if (ad->final_name[s] || ad->count[s] == 0)
+            continue;
+        char name[TIDE_MAX_NAME + 1];
+        st = slot_name(ad, ad->wrt[i], name);
+        if (st != TIDE_OK)
+            return st;
+        ad->final_name[s] = strdup(name);
+        if (!ad->final_name[s])
+            return nomem(ad);
+        name_set_insert(&ad->reserved, ad->final_name[s]);
+    }
+    return TIDE_OK;
+}
+
+/* ============================================================================
+ * Emission
+ * ========================================================================== */
+
+static enum tide_status contribute(struct autodiff *ad, struct tide_edge target,
+                                   struct tide_edge gradient)
+{
+    uint32_t s = slot_of(ad, target);
+    if (ad->filled[s] >= ad->count[s])
+        return tide_error_set(ad->err, TIDE_INTERNAL,
+                              "gradient of \"%s\" output %" PRIu32 " got more contributions than "
+                              "the %" PRIu32 " expected",
+                              ad->graph->nodes[target.node].name, target.output, ad->count[s]);
+    ad->contribs[ad->first[s] + ad->filled[s]++] = gradient;
+    return TIDE_OK;
+}
+
+/*
+ * The gradient of a slot, summed once its contributions are all in: none,
+ * the one contribution, or AddN of them. A wrt slot's gradient is a node
+ * with its reserved name; an Identity carries the name when the one
+ * contribution is not already such a node.
+ */
+static enum tide_status slot_gradient(struct autodiff *ad, struct tide_edge e,
+                                      struct tide_edge *out)
+{
+    uint32_t s = slot_of(ad, e);
+    if (ad->summed[s]) {
+        *out = ad->sum[s];
+        return TIDE_OK;
+    }
+    uint32_t n = ad->filled[s];
+    const char *reserved = ad->final_name[s];
+    struct tide_edge g = no_edge;
+    enum tide_status st = TIDE_OK;
+    if (n == 1) {
+        g = ad->contribs[ad->first[s]];
+        if (reserved && (g.output != 0 || strcmp(ad->graph->nodes[g.node].name, reserved) != 0)) {
+            uint32_t id;
+            st = append(ad, TIDE_OP_IDENTITY, reserved, &g, 1, &id);
+            g = out0(id);
+        }
+    } else if (n > 1) {
+        char name[TIDE_MAX_NAME + 1];
+        if (reserved)
+            snprintf(name, sizeof(name), "%s", reserved);
+        else
+            st = slot_name(ad, e, name);
+        uint32_t id = TIDE_NO_NODE;
+        if (st == TIDE_OK)
+            st = append(ad, TIDE_OP_ADD_N, name, &ad->contribs[ad->first[s]], n, &id);
+        g = out0(id);
+    }
+    if (st != TIDE_OK)
+        return st;
+    ad->sum[s] = g;
+    ad->summed[s] = 1;
+    *out = g;
+    return TIDE_OK;
+}
+
+/* Makes the seed, dL/dL = 1, and contributes it to the loss slot. */
+static enum tide_status seed(struct autodiff *ad)
+{
+    uint32_t s = slot_of(ad, ad->loss);
+    char name[TIDE_MAX_NAME + 1];
+    enum tide_status st = TIDE_OK;
+    if (ad->final_name[s] && ad->count[s] == 1)
+        snprintf(name, sizeof(name), "%s", ad->final_name[s]);
+    else
+        st = make_name(ad, name, "grad/%s/seed", ad->graph->nodes[ad->loss.node].name);
+    uint32_t id;
+    if (st == TIDE_OK)
+        st = append(ad, TIDE_OP_CONST, name, NULL, 0, &id);
+    if (st != TIDE_OK)
+        return st;
+    const float one = 1.0f;
+    const struct tide_shape scalar = {0};
+    if (tide_attr_set_tensor(ad->graph, id, TIDE_ATTR_CONST_value, TIDE_DTYPE_FLOAT32, &scalar,
+                             &one, sizeof(one)) != TIDE_OK)
+        return nomem(ad);
+    return contribute(ad, ad->loss, out0(id));
+}
+
+/* Runs forward node v's gradient function and hands its results to the slots it read. */
+static enum tide_status backprop_node(struct autodiff *ad, uint32_t v)
+{
+    uint32_t n_inputs = ad->graph->nodes[v].n_inputs;
+    uint32_t n_outputs = ad->graph->nodes[v].n_outputs;
+    bool any = false;
+    for (uint32_t k = 0; k < n_outputs; k++) {
+        struct tide_edge dy;
+        enum tide_status st = slot_gradient(ad, (struct tide_edge){v, k}, &dy);
+        if (st != TIDE_OK)
+            return st;
+        any = any || dy.node != TIDE_NO_NODE;
+    }
+    if (!any)
+        return TIDE_OK;
+    for (uint32_t i = 0; i < n_inputs; i++) {
+        struct tide_edge e = ad->graph->nodes[v].inputs[i];
+        uint32_t s = slot_of(ad, e);
+        ad->wanted[i] = input_wanted(ad, v, i);
+        ad->dx[i] = no_edge;
+        /* Only the one contribution of a wrt slot may take its reserved name. */
+        ad->hint[i] = ad->wanted[i] && ad->count[s] == 1 ? ad->final_name[s] : NULL;
+    }
+    struct grad_ctx c = {
+        .ad = ad,
+        .id = v,
+        .dy = &ad->sum[ad->slot_base[v]],
+        .wanted = ad->wanted,
+        .dx = ad->dx,
+        .hint = ad->hint,
+    };
+    enum tide_status st = grad_table[ad->graph->nodes[v].op](&c);
+    for (uint32_t i = 0; st == TIDE_OK && i < n_inputs; i++) {
+        if (!ad->wanted[i])
+            continue;
+        if (ad->dx[i].node == TIDE_NO_NODE)
+            return tide_node_error(ad->err, TIDE_INTERNAL, &ad->graph->nodes[v],
+                                   "gradient function made no gradient for input %" PRIu32, i);
+        st = contribute(ad, ad->graph->nodes[v].inputs[i], ad->dx[i]);
+    }
+    return st;
+}
+
+/*
+ * Differentiates ad->loss with respect to ad->wrt: grads[i] gets wrt[i]'s
+ * gradient, or node TIDE_NO_NODE when wrt[i] does not reach the loss. The
+ * caller has set graph, err, n_forward, loss, loss_text, wrt and n_wrt, and
+ * releases ad. Does not re-infer.
+ */
+static enum tide_status differentiate(struct autodiff *ad, struct tide_edge *grads,
+                                      uint32_t *n_reached)
+{
+    enum tide_status st = analyse(ad);
+    if (st != TIDE_OK)
+        return st;
+    *n_reached = 0;
+    for (uint32_t i = 0; i < ad->n_wrt; i++) {
+        if (ad->count[slot_of(ad, ad->wrt[i])])
+            (*n_reached)++;
+    }
+    if (*n_reached == 0)
+        return TIDE_OK;
+
+    st = seed(ad);
+    for (uint32_t j = ad->n_forward; st == TIDE_OK && j-- > 0;) {
+        uint32_t v = ad->order[j];
+        if (ad->on_path[v])
+            st = backprop_node(ad, v);
+    }
+    for (uint32_t i = 0; st == TIDE_OK && i < ad->n_wrt; i++)
+        st = slot_gradient(ad, ad->wrt[i], &grads[i]);
+    return st;
+}
+
+/* ============================================================================
+ * Entry points
+ * ========================================================================== */
+
+/* Resolves "node" or "node:k" to an edge, checking that it is a float32 scalar. */
+static enum tide_status resolve_loss(struct tide_graph *graph, const char *text,
+                                     struct tide_edge *out, struct tide_error *err)
+{
+    char name[TIDE_MAX_NAME + 1];
+    const char *colon = strrchr(text, ':');
+    size_t len = colon ? (size_t)(colon - text) : strlen(text);
+    uint32_t k = 0;
+    if (colon) {
+        char *end;
+        unsigned long long v = strtoull(colon + 1, &end, 10);
+        if (colon[1] < '0' || colon[1] > '9' || *end != '\0' || v > UINT32_MAX)
+            return tide_error_set(err, TIDE_INVALID,
+                                  "loss \"%.300s\": the output index after ':' is not a number",
+                                  text);
+        k = (uint32_t)v;
+    }
+    uint32_t id = TIDE_NO_NODE;
+    if (len <= TIDE_MAX_NAME) {
+        memcpy(name, text, len);
+        name[len] = '\0';
+        id = tide_graph_find(graph, name);
+    }
+    if (id == TIDE_NO_NODE)
+        return tide_error_set(err, TIDE_NOT_FOUND, "loss \"%.300s\" is not a node of the graph",
+                              text);
+    const struct tide_node *node = &graph->nodes[id];
+    if (k >= node->n_outputs)
+        return tide_node_error(err, TIDE_INVALID, node,
+                               "the loss \"%.300s\" names output %" PRIu32
+                               ", but the node has %" PRIu32 " output%s",
+                               text, k, node->n_outputs, node->n_outputs == 1 ? "" : "s");
+    const struct tide_output *o = &node->outputs[k];
+    if (o->dtype != TIDE_DTYPE_FLOAT32 || o->shape.rank != 0) {
+        char shape[160];
+        return tide_node_error(err, TIDE_INVALID, node,
+                               "the loss \"%.300s\" is %s of shape %s, wants a float32 scalar "
+                               "(shape [])",
+                               text, tide_dtype_name(o->dtype),
+                               tide_shape_format(&o->shape, shape, sizeof(shape)));
+    }
+    *out = (struct tide_edge){id, k};
+    return TIDE_OK;
+}
+
+enum tide_status tide_autodiff_gradients(struct tide_graph *graph, struct tide_edge loss,
+                                         const struct tide_edge *wrt, uint32_t n,
+                                         struct tide_edge *grads, struct tide_error *err)
+{
+    if (!graph || (n && (!wrt || !grads)))
+        return tide_error_set(err, TIDE_INVALID, "tide_autodiff_gradients: missing argument");
+    enum tide_status st = tide_graph_infer(graph, NULL, err);
+    if (st != TIDE_OK)
+        return st;
+    if (loss.node >= graph->n_nodes || loss.output >= graph->nodes[loss.node].n_outputs)
+        return tide_error_set(err, TIDE_INVALID,
+                              "loss edge (node %" PRIu32 ", output %" PRIu32
+                              ") is not an output of the graph",
+                              loss.node, loss.output);
+    char loss_text[TIDE_MAX_NAME + 16];
+    snprintf(loss_text, sizeof(loss_text), "%s:%" PRIu32, graph->nodes[loss.node].name,
+             loss.output);
+    struct tide_edge checked;
+    st = resolve_loss(graph, loss_text, &checked, err);
+    if (st != TIDE_OK)
+        return st;
+    for (uint32_t i = 0; i < n; i++) {
+        grads[i] = no_edge;
+        if (wrt[i].node >= graph->n_nodes || wrt[i].output >= graph->nodes[wrt[i].node].n_outputs)
+            return tide_error_set(err, TIDE_INVALID,
+                                  "wrt %" PRIu32 " (node %" PRIu32 ", output %" PRIu32
+                                  ") is not an output of the graph",
+                                  i, wrt[i].node, wrt[i].output);
+        const struct tide_output *o = &graph->nodes[wrt[i].node].outputs[wrt[i].output];
+        if (o->dtype != TIDE_DTYPE_FLOAT32)
+            return tide_node_error(err, TIDE_INVALID, &graph->nodes[wrt[i].node],
+                                   "output %" PRIu32 " is %s; only float32 has a gradient",
+                                   wrt[i].output, tide_dtype_name(o->dtype));
+    }
+    struct autodiff ad = {
+        .graph = graph,
+        .err = err,
+        .n_forward = graph->n_nodes,
+        .loss = loss,
+        .loss_text = loss_text,
+        .wrt = wrt,
+        .n_wrt = n,
+    };
+    uint32_t reached = 0;
+    st = differentiate(&ad, grads, &reached);
+    autodiff_release(&ad);
+    if (st == TIDE_OK && reached == 0)
+        st = tide_error_set(err, TIDE_INVALID,
+                            "loss \"%s\" does not depend on any of the %" PRIu32 " given outputs",
+                            loss_text, n);
+    if (st == TIDE_OK)
+        st = tide_graph_infer(graph, NULL, err);
+    return st;
+}
+
+/* Checks the optimizer's numbers before anything is appended. */
+static enum tide_status check_options(const struct tide_train_options *o, struct tide_error *err)
+{
+    if (!isfinite(o->learning_rate) || o->learning_rate <= 0)
+        return tide_error_set(err, TIDE_INVALID, "learning_rate is %g, wants a finite value > 0",
+                              (double)o->learning_rate);
+    switch (o->optimizer) {
+    case TIDE_OPTIMIZER_SGD:
+        return TIDE_OK;
+    case TIDE_OPTIMIZER_MOMENTUM:
+        if (!isfinite(o->momentum) || o->momentum < 0)
+            return tide_error_set(err, TIDE_INVALID, "momentum is %g, wants a finite value >= 0",
+                                  (double)o->momentum);
+        return TIDE_OK;
+    case TIDE_OPTIMIZER_ADAM:
+        if (!(o->beta1 >= 0 && o->beta1 < 1) || !(o->beta2 >= 0 && o->beta2 < 1))
+            return tide_error_set(err, TIDE_INVALID,
+                                  "Adam betas are %g and %g, want [0, 1) (0: the default)",
+                                  (double)o->beta1, (double)o->beta2);
+        if (!isfinite(o->epsilon) || o->epsilon < 0)
+            return tide_error_set(err, TIDE_INVALID,
+                                  "Adam epsilon is %g, wants a finite value >= 0 (0: 1e-8)",
+                                  (double)o->epsilon);
+        return TIDE_OK;
+    }
+    return tide_error_set(err, TIDE_INVALID, "unknown optimizer %d", (int)o->optimizer);
+}
+
+/*
+ * The Variables to train: the named ones (each must be a trainable Variable;
+ * a repeat is dropped), or every trainable Variable, in id order. *out is
+ * malloc'd.
+ */
+static enum tide_status select_variables(struct tide_graph *graph,
+                                         const struct tide_train_options *o, struct tide_edge **out,
+                                         uint32_t *n_out, struct tide_error *err)
+{
+    uint32_t cap = o->n_variables ? o->n_variables : graph->n_nodes;
+    struct tide_edge *vars = malloc(((size_t)cap + 1) * sizeof(*vars));
+    if (!vars)
+        return tide_error_set(err, TIDE_NOMEM, "out of memory selecting variables");
+    uint32_t n = 0;
+    if (o->n_variables == 0) {
+        for (uint32_t v = 0; v < graph->n_nodes; v++) {
+            const struct tide_node *node = &graph->nodes[v];
+            if (node->op == TIDE_OP_VARIABLE && node->attrs[TIDE_ATTR_VARIABLE_trainable].b)
+                vars[n++] = out0(v);
+        }
+    }
+    for (uint32_t i = 0; i < o->n_variables; i++) {
+        const char *name = o->variables ? o->variables[i] : NULL;
+        uint32_t id = name ? tide_graph_find(graph, name) : TIDE_NO_NODE;
+        if (id == TIDE_NO_NODE) {
+            free(vars);
+            return tide_error_set(err, TIDE_NOT_FOUND,
+                                  "variable \"%.300s\" to train is not a node of the graph",
+                                  name ? name : "(null)");
+        }
+        const struct tide_node *node = &graph->nodes[id];
+        enum tide_status st = TIDE_OK;
+        if (node->op != TIDE_OP_VARIABLE)
+            st = tide_node_error(err, TIDE_INVALID, node,
+                                 "is named as a variable to train, but is not a Variable");
+        else if (!node->attrs[TIDE_ATTR_VARIABLE_trainable].b)
+            st = tide_node_error(err, TIDE_INVALID, node,
+                                 "is named as a variable to train, but its attribute "
+                                 "\"trainable\" is false");
+        if (st != TIDE_OK) {
+            free(vars);
+            return st;
+        }
+        bool repeat = false;
+        for (uint32_t j = 0; j < n && !repeat; j++)
+            repeat = vars[j].node == id;
+        if (!repeat)
+            vars[n++] = out0(id);
+    }
+    *out = vars;
+    *n_out = n;
+    return TIDE_OK;
+}
+
+/* Appends a zero-initialised, untrainable Variable shaped like var: optimizer state. */
+static enum tide_status add_state(struct tide_graph *graph, uint32_t var, const char *prefix,
+                                  uint32_t *id, struct tide_error *err)
+{
+    char name[TIDE_MAX_NAME + 1];
+    struct autodiff names = {.graph = graph, .err = err};
+    enum tide_status st = make_name(&names, name, "%s/%s", prefix, graph->nodes[var].name);
+    if (st == TIDE_OK)
+        st = tide_graph_add_node(graph, TIDE_OP_VARIABLE, name, id, err);
+    if (st != TIDE_OK)
+        return st;
+    struct tide_shape shape = graph->nodes[var].outputs[0].shape;
+    tide_attr_set_dtype(graph, *id, TIDE_ATTR_VARIABLE_dtype, TIDE_DTYPE_FLOAT32);
+    tide_attr_set_shape(graph, *id, TIDE_ATTR_VARIABLE_shape, &shape);
+    tide_attr_set_bool(graph, *id, TIDE_ATTR_VARIABLE_trainable, false);
+    if (tide_attr_set_string(graph, *id, TIDE_ATTR_VARIABLE_init, "zeros") != TIDE_OK)
+        return tide_error_set(err, TIDE_NOMEM, "out of memory adding \"%s\"", name);
+    return TIDE_OK;
+}
+
+/* Appends var's update node (and its optimizer state). */
+static enum tide_status add_update(struct tide_graph *graph, const struct tide_train_options *o,
+                                   uint32_t var, struct tide_edge grad, uint32_t *update,
+                                   struct tide_error *err)
+{
+    static const char *const prefixes[3] = {"sgd", "momentum", "adam"};
+    static const enum tide_op ops[3] = {TIDE_OP_APPLY_SGD, TIDE_OP_APPLY_MOMENTUM,
+                                        TIDE_OP_APPLY_ADAM};
+    struct tide_edge in[4] = {out0(var)};
+    uint32_t n = 1;
+    enum tide_status st = TIDE_OK;
+    if (o->optimizer == TIDE_OPTIMIZER_MOMENTUM) {
+        uint32_t accum;
+        st = add_state(graph, var, "momentum/accum", &accum, err);
+        in[n++] = out0(accum);
+    } else if (o->optimizer == TIDE_OPTIMIZER_ADAM) {
+        uint32_t m, v = TIDE_NO_NODE;
+        st = add_state(graph, var, "adam/m", &m, err);
+        if (st == TIDE_OK)
+            st = add_state(graph, var, "adam/v", &v, err);
+        in[n++] = out0(m);
+        in[n++] = out0(v);
+    }
+    if (st != TIDE_OK)
+        return st;
+    in[n++] = grad;
+
+    char name[TIDE_MAX_NAME + 1];
+    char prefix[32];
+    snprintf(prefix, sizeof(prefix), "%s/update", prefixes[o->optimizer]);
+    struct autodiff names = {.graph = graph, .err = err};
+    st = make_name(&names, name, "%s/%s", prefix, graph->nodes[var].name);
+    if (st == TIDE_OK)
+        st = append(&names, ops[o->optimizer], name, in, n, update);
+    if (st != TIDE_OK)
+        return st;
+    switch (o->optimizer) {
+    case TIDE_OPTIMIZER_SGD:
+        tide_attr_set_float(graph, *update, TIDE_ATTR_APPLY_SGD_learning_rate, o->learning_rate);
+        break;
+    case TIDE_OPTIMIZER_MOMENTUM:
+        tide_attr_set_float(graph, *update, TIDE_ATTR_APPLY_MOMENTUM_learning_rate,
+                            o->learning_rate);
+        tide_attr_set_float(graph, *update, TIDE_ATTR_APPLY_MOMENTUM_momentum, o->momentum);
+        tide_attr_set_bool(graph, *update, TIDE_ATTR_APPLY_MOMENTUM_nesterov, o->nesterov);
+        break;
+    case TIDE_OPTIMIZER_ADAM:
+        tide_attr_set_float(graph, *update, TIDE_ATTR_APPLY_ADAM_learning_rate, o->learning_rate);
+        tide_attr_set_float(graph, *update, TIDE_ATTR_APPLY_ADAM_beta1,
+                            o->beta1 != 0 ? o->beta1 : 0.9);
+        tide_attr_set_float(graph, *update, TIDE_ATTR_APPLY_ADAM_beta2,
+                            o->beta2 != 0 ? o->beta2 : 0.999);
+        tide_attr_set_float(graph, *update, TIDE_ATTR_APPLY_ADAM_epsilon,
+                            o->epsilon != 0 ? o->epsilon : 1e-8);
+        break;
+    }
+    return TIDE_OK;
+}
+
+/*
+ * Each update runs after every other node that reads its Variable (forward
+ * and gradient nodes alike), so the in-place write never races a read.
+ */
+static enum tide_status order_updates(struct tide_graph *graph,
+                                      const struct tide_autodiff_result *r, struct tide_error *err)
+{
+    struct tide_graph_users users;
+    if (tide_graph_users_build(graph, &users) != TIDE_OK)
+        return tide_error_set(err, TIDE_NOMEM, "out of memory listing readers");
+    enum tide_status st = TIDE_OK;
+    for (uint32_t t = 0; st == TIDE_OK && t < r->n_trained; t++) {
+        uint32_t var = r->trained[t].variable, update = r->trained[t].update;
+        for (uint32_t u = users.offsets[var]; st == TIDE_OK && u < users.offsets[var + 1]; u++) {
+            uint32_t reader = users.users[u];
+            const struct tide_node *node = &graph->nodes[reader];
+            bool reads_data = false;
+            for (uint32_t i = 0; i < node->n_inputs && !reads_data; i++)
+                reads_data = node->inputs[i].node == var;
+            if (reader != update && reads_data)
+                st = tide_graph_add_control(graph, update, reader, err);
+        }
+    }
+    tide_graph_users_free(&users);
+    return st;
+}
+
+enum tide_status tide_autodiff(struct tide_graph *graph, const struct tide_train_options *options,
+                               struct tide_autodiff_result *out, struct tide_error *err)
+{
+    if (out)
+        memset(out, 0, sizeof(*out));
+    if (!graph || !options || !out || !options->loss)
+        return tide_error_set(err, TIDE_INVALID, "tide_autodiff: missing argument");
+    enum tide_status st = check_options(options, err);
+    if (st == TIDE_OK)
+        st = tide_graph_infer(graph, NULL, err);
+    struct tide_edge loss;
+    if (st == TIDE_OK)
+        st = resolve_loss(graph, options->loss, &loss, err);
+    struct tide_edge *vars = NULL;
+    uint32_t n_vars = 0;
+    if (st == TIDE_OK)
+        st = select_variables(graph, options, &vars, &n_vars, err);
+    if (st != TIDE_OK)
+        return st;
+
+    struct tide_edge *grads = malloc(((size_t)n_vars + 1) * sizeof(*grads));
+    out->trained = calloc((size_t)n_vars + 1, sizeof(*out->trained));
+    if (!grads || !out->trained) {
+        st = tide_error_set(err, TIDE_NOMEM, "out of memory differentiating");
+        goto done;
+    }
+    struct autodiff ad = {
+        .graph = graph,
+        .err = err,
+        .n_forward = graph->n_nodes,
+        .loss = loss,
+        .loss_text = options->loss,
+        .wrt = vars,
+        .n_wrt = n_vars,
+    };
+    uint32_t reached = 0;
+    st = differentiate(&ad, grads, &reached);
+    autodiff_release(&ad);
+    if (st == TIDE_OK && reached == 0)
+        st = tide_error_set(err, TIDE_INVALID,
+                            "loss \"%s\" does not depend on any trainable "
+                            "Variable",
+                            options->loss);
+
+    /* A Variable the loss does not reach has a zero gradient: it is left alone. */
+    for (uint32_t i = 0; st == TIDE_OK && i < n_vars; i++) {
+        if (grads[i].node == TIDE_NO_NODE)
+            continue;
+        struct tide_autodiff_trained *t = &out->trained[out->n_trained++];
+        t->variable = vars[i].node;
+        t->gradient = grads[i];
+        st = add_update(graph, options, t->variable, t->gradient, &t->update, err);
+    }
+    if (st == TIDE_OK)
+        st = order_updates(graph, out, err);
+    if (st == TIDE_OK)
+        st = tide_graph_infer(graph, NULL, err);
+    out->loss = loss;
+done:
+    free(vars);
+    free(grads);
+    if (st != TIDE_OK)
+        tide_autodiff_result_release(out);
+    return st;
+}
+
+void tide_autodiff_result_release(struct tide_autodiff_result *result)
+{
+    if (!result)
+        return;
+    free(result->trained);
+    memset(result, 0, sizeof(*result));
+}

@@ -82,7 +82,13 @@ extern const struct tide_kernel_table tide_cpu_kernels;
 enum tide_status tide_variable_init(const struct tide_node *node, uint64_t job_seed, void *dst,
                                     struct tide_error *err);
 
-/* Sets the number of threads OpenBLAS may use (0: its default). */
+/*
+ * Sets the number of threads of the CPU kernels' pool (0: the number of
+ * cores). OpenBLAS itself always runs on one thread, because its threaded
+ * sgemm gives different bits at different thread counts; the pool splits
+ * work at boundaries that depend only on tensor shapes, so the thread count
+ * changes speed, never results. Safe to call at any time.
+ */
 void tide_cpu_kernels_set_threads(int threads);
 
 #ifdef __cplusplus

@@ -110,7 +110,7 @@ struct tide_backend {
 struct tide_backend_options {
     /* CPU: the emulated device's memory (0: 4 GiB). CUDA: ignored (the GPU's). */
     uint64_t device_bytes;
-    /* CPU: threads for GEMM (0: OpenBLAS default). */
+    /* CPU: threads of the kernels' pool (0: one per core). */
     int threads;
     /* CUDA: device ordinal. */
     int device;

@@ -1,3 +1,328 @@
 /* SPDX-License-Identifier: MIT */
-/* Placeholder until this module lands. */
-typedef int tide__placeholder_session;
+/*
+ * session.c: one job's in-process pipeline, from graph bytes to steps.
+ *
+ * A session strings together the stages the daemon runs for a job: import
+ * (validation, shape inference), autodiff when training, the depth-first
+ * order, the annotations (streams; every tensor homed on the device for
+ * now), the memory plan with the backend's workspace sizes, and an executor
+ * on a backend. It then maps names to node ids for feeds and fetches, and
+ * keeps the evaluation mask: the nodes the fetches depend on.
+ *
+ * What can be fetched: the fetches named at creation, the loss when
+ * training, and every Variable. They are pinned in the memory plan (alive
+ * across steps), so reading them after a step reads that step's values.
+ *
+ * Threads: like the executor, a session is driven by one thread at a time.
+ *
+ * Ownership: the session owns its graph (also when tide_session_new_graph
+ * fails: it frees the graph then), the plan, the executor, the autodiff
+ * result, and the backend unless the caller passed one in options.
+ */
+#include "runtime/session.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "graph/import.h"
+
+struct tide_session {
+    struct tide_graph *graph;
+    struct tide_backend *backend;
+    bool owns_backend;
+    struct tide_memplan plan;
+    struct tide_executor *executor;
+    bool training;
+    struct tide_autodiff_result trained; /* valid when training */
+    struct tide_edge *fetches;           /* the named fetches, then the loss */
+    uint32_t n_fetches;
+    uint8_t *eval_mask; /* per node id: an ancestor of a fetch */
+};
+
+struct tide_session_options tide_session_options_default(void)
+{
+    return (struct tide_session_options){.backend_name = "cpu"};
+}
+
+/* ============================================================================
+ * Names
+ * ========================================================================== */
+
+/*
+ * Resolves "node" or "node:k" to an edge. Node names cannot contain ':', so
+ * the last ':' followed by digits always separates an output index.
+ */
+static enum tide_status resolve(const struct tide_graph *graph, const char *name, const char *what,
+                                struct tide_edge *edge, struct tide_error *err)
+{
+    if (!name)
+        return tide_error_set(err, TIDE_INVALID, "%s: the name is NULL", what);
+    char base[TIDE_MAX_NAME + 1];
+    uint32_t output = 0;
+    const char *colon = strrchr(name, ':');
+    size_t len = colon ? (size_t)(colon - name) : strlen(name);
+    if (colon) {
+        const char *digits = colon + 1;
+        if (*digits == '\0' || strspn(digits, "0123456789") != strlen(digits) || strlen(digits) > 9)
+            return tide_error_set(err, TIDE_INVALID, "%s \"%s\": want \"node\" or \"node:k\"", what,
+                                  name);
+        output = (uint32_t)strtoul(digits, NULL, 10);
+    }
+    if (len == 0 || len > TIDE_MAX_NAME)
+        return tide_error_set(err, TIDE_NOT_FOUND, "%s \"%s\": no such node", what, name);
+    memcpy(base, name, len);
+    base[len] = '\0';
+    uint32_t id = tide_graph_find(graph, base);
+    if (id == TIDE_NO_NODE)
+        return tide_error_set(err, TIDE_NOT_FOUND, "%s \"%s\": no node is called \"%s\"", what,
+                              name, base);
+    const struct tide_node *node = &graph->nodes[id];
+    if (output >= node->n_outputs)
+        return tide_error_set(err, TIDE_NOT_FOUND, "%s \"%s\": node \"%s\" (%s) has %u output%s",
+                              what, name, base, tide_op_info(node->op)->name, node->n_outputs,
+                              node->n_outputs == 1 ? "" : "s");
+    *edge = (struct tide_edge){id, output};
+    return TIDE_OK;
+}
+
+/* ============================================================================
+ * Creation
+ * ========================================================================== */
+
+static uint64_t backend_workspace(void *ctx, const struct tide_graph *graph,
+                                  const struct tide_node *node)
+{
+    return tide_backend_workspace_bytes(ctx, graph, node);
+}
+
+/*
+ * Marks the evaluation mask: the fetches and their ancestors along data and
+ * control inputs, never an update node. Control inputs count because
+ * besides autodiff's (on update nodes only, which no fetch depends on) they
+ * are memplan's reuse edges: a producer that takes over a region must still
+ * wait for the previous occupant's last reader, so that reader has to run.
+ * Update nodes are left out even then: an evaluation must not train.
+ */
+static enum tide_status build_eval_mask(struct tide_session *s, struct tide_error *err)
+{
+    const struct tide_graph *g = s->graph;
+    s->eval_mask = calloc((size_t)g->n_nodes + 1, 1);
+    uint32_t *stack = malloc(((size_t)g->n_nodes + 1) * sizeof(*stack));
+    if (!s->eval_mask || !stack) {
+        free(stack);
+        return tide_error_set(err, TIDE_NOMEM, "session: out of memory");
+    }
+    uint32_t depth = 0;
+    for (uint32_t i = 0; i < s->n_fetches; i++) {
+        uint32_t v = s->fetches[i].node;
+        if (!s->eval_mask[v]) {
+            s->eval_mask[v] = 1;
+            stack[depth++] = v;
+        }
+    }
+    while (depth) {
+        const struct tide_node *node = &g->nodes[stack[--depth]];
+        for (uint32_t i = 0; i < node->n_inputs + node->n_controls; i++) {
+            uint32_t u =
+                i < node->n_inputs ? node->inputs[i].node : node->controls[i - node->n_inputs];
+            if (s->eval_mask[u] || (tide_op_info(g->nodes[u].op)->flags & TIDE_OP_F_UPDATE))
+                continue;
+            s->eval_mask[u] = 1;
+            stack[depth++] = u;
+        }
+    }
+    free(stack);
+    return TIDE_OK;
+}
+
+static enum tide_status setup(struct tide_session *s, const struct tide_session_options *o,
+                              struct tide_error *err)
+{
+    struct tide_graph *g = s->graph;
+    enum tide_status st;
+
+    if (o->train) {
+        st = tide_autodiff(g, o->train, &s->trained, err);
+        if (st != TIDE_OK)
+            return st;
+        s->training = true;
+    }
+
+    /* Fetches: the named ones, then the loss. */
+    s->fetches = calloc((size_t)o->n_fetches + 1, sizeof(*s->fetches));
+    if (!s->fetches)
+        return tide_error_set(err, TIDE_NOMEM, "session: out of memory");
+    if (o->n_fetches && !o->fetches)
+        return tide_error_set(err, TIDE_INVALID, "session: n_fetches is %u but fetches is NULL",
+                              o->n_fetches);
+    for (uint32_t i = 0; i < o->n_fetches; i++) {
+        st = resolve(g, o->fetches[i], "fetch", &s->fetches[s->n_fetches++], err);
+        if (st != TIDE_OK)
+            return st;
+    }
+    if (s->training)
+        s->fetches[s->n_fetches++] = s->trained.loss;
+
+    /* Annotations: order, streams, homes, pins. */
+    uint32_t n = g->n_nodes;
+    uint32_t *order = malloc(((size_t)n + 1) * sizeof(*order));
+    uint8_t *pinned = calloc((size_t)n + 1, 1);
+    if (!order || !pinned) {
+        free(order);
+        free(pinned);
+        return tide_error_set(err, TIDE_NOMEM, "session: out of memory for %u nodes", n);
+    }
+    st = tide_graph_dfs_order(g, order, err);
+    for (uint32_t v = 0; v < n; v++) {
+        struct tide_node *node = &g->nodes[v];
+        node->stream = node->op == TIDE_OP_PLACEHOLDER ? TIDE_STREAM_H2D : TIDE_STREAM_COMPUTE;
+        for (uint32_t k = 0; k < node->n_outputs; k++)
+            node->outputs[k].home = TIDE_HOME_DEVICE;
+    }
+    for (uint32_t i = 0; i < s->n_fetches; i++)
+        pinned[s->fetches[i].node] = 1;
+
+    /* The backend, whose kernels say how much workspace each node needs. */
+    if (st == TIDE_OK && o->backend) {
+        s->backend = o->backend;
+    } else if (st == TIDE_OK) {
+        struct tide_backend_options bo = {.device_bytes = o->budget_bytes};
+        st = tide_backend_create(o->backend_name ? o->backend_name : "cpu", &bo, &s->backend, err);
+        s->owns_backend = st == TIDE_OK;
+    }
+    if (st == TIDE_OK) {
+        struct tide_memplan_options mo = {
+            .workspace_bytes = backend_workspace, .workspace_ctx = s->backend, .pinned = pinned};
+        st = tide_memplan_build(g, order, n, &mo, &s->plan, err);
+    }
+    free(order);
+    free(pinned);
+    if (st != TIDE_OK)
+        return st;
+
+    struct tide_executor_options eo = {
+        .budget_bytes = o->budget_bytes ? o->budget_bytes : s->plan.peak_bytes,
+        .seed = o->seed,
+        .poison = o->poison,
+        .profile = o->profile,
+    };
+    st = tide_executor_new(g, &s->plan, s->backend, &eo, &s->executor, err);
+    if (st != TIDE_OK)
+        return st;
+    return build_eval_mask(s, err);
+}
+
+enum tide_status tide_session_new_graph(struct tide_graph *graph,
+                                        const struct tide_session_options *options,
+                                        struct tide_session **out, struct tide_error *err)
+{
+    *out = NULL;
+    if (!graph)
+        return tide_error_set(err, TIDE_INVALID, "session: the graph is NULL");
+    struct tide_session *s = calloc(1, sizeof(*s));
+    if (!s) {
+        tide_graph_free(graph);
+        return tide_error_set(err, TIDE_NOMEM, "session: out of memory");
+    }
+    s->graph = graph;
+    struct tide_session_options defaults = tide_session_options_default();
+    enum tide_status st = setup(s, options ? options : &defaults, err);
+    if (st != TIDE_OK) {
+        tide_session_free(s);
+        return st;
+    }
+    *out = s;
+    return TIDE_OK;
+}
+
+enum tide_status tide_session_new(const void *graph_bytes, size_t len,
+                                  const struct tide_session_options *options,
+                                  struct tide_session **out, struct tide_error *err)
+{
+    *out = NULL;
+    struct tide_graph *graph = NULL;
+    enum tide_status st =
+        tide_graph_import(graph_bytes, len, options ? options->limits : NULL, &graph, err);
+    if (st != TIDE_OK)
+        return st;
+    return tide_session_new_graph(graph, options, out, err);
+}
+
+void tide_session_free(struct tide_session *session)
+{
+    if (!session)
+        return;
+    tide_executor_free(session->executor);
+    tide_memplan_release(&session->plan);
+    if (session->owns_backend)
+        tide_backend_free(session->backend);
+    if (session->training)
+        tide_autodiff_result_release(&session->trained);
+    tide_graph_free(session->graph);
+    free(session->fetches);
+    free(session->eval_mask);
+    free(session);
+}
+
+/* ============================================================================
+ * Steps, feeds and fetches
+ * ========================================================================== */
+
+enum tide_status tide_session_feed(struct tide_session *session, const char *placeholder,
+                                   const void *data, uint64_t bytes, struct tide_error *err)
+{
+    if (!placeholder)
+        return tide_error_set(err, TIDE_INVALID, "feed: the placeholder's name is NULL");
+    uint32_t id = tide_graph_find(session->graph, placeholder);
+    if (id == TIDE_NO_NODE)
+        return tide_error_set(err, TIDE_NOT_FOUND, "feed: no placeholder is called \"%s\"",
+                              placeholder);
+    return tide_executor_feed(session->executor, id, data, bytes, err);
+}
+
+enum tide_status tide_session_step(struct tide_session *session, struct tide_step_stats *stats,
+                                   struct tide_error *err)
+{
+    return tide_executor_step(session->executor, stats, err);
+}
+
+enum tide_status tide_session_eval(struct tide_session *session, struct tide_step_stats *stats,
+                                   struct tide_error *err)
+{
+    return tide_executor_step_masked(session->executor, session->eval_mask, stats, err);
+}
+
+enum tide_status tide_session_fetch(struct tide_session *session, const char *name, void *dst,
+                                    uint64_t bytes, struct tide_error *err)
+{
+    struct tide_edge edge;
+    enum tide_status st = resolve(session->graph, name, "fetch", &edge, err);
+    if (st != TIDE_OK)
+        return st;
+    bool fetchable = session->graph->nodes[edge.node].op == TIDE_OP_VARIABLE;
+    /* Every output of a fetched node is pinned, so any of them can be read. */
+    for (uint32_t i = 0; i < session->n_fetches && !fetchable; i++)
+        fetchable = session->fetches[i].node == edge.node;
+    if (!fetchable)
+        return tide_error_set(err, TIDE_NOT_FOUND,
+                              "fetch \"%s\": not among the session's fetches (nor the loss, nor "
+                              "a Variable); name it in the options' fetches",
+                              name);
+    return tide_executor_read(session->executor, edge, dst, bytes, err);
+}
+
+const struct tide_graph *tide_session_graph(const struct tide_session *session)
+{
+    return session->graph;
+}
+
+const struct tide_memplan *tide_session_memplan(const struct tide_session *session)
+{
+    return &session->plan;
+}
+
+const struct tide_autodiff_result *tide_session_training(const struct tide_session *session)
+{
+    return session->training ? &session->trained : NULL;
+}

@@ -1,0 +1,451 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * conv.c: CPU kernels for Conv2D and its gradients Conv2DBackpropInput and
+ * Conv2DBackpropFilter, NCHW input x [N, C, H, W], KCRS filter w [K, C, R, S],
+ * output y [N, K, OH, OW], symmetric zero padding.
+ *
+ * Each image is lowered to a GEMM through im2col: its [C*R*S, OH*OW] matrix
+ * of input patches is built in the workspace, then
+ *   Conv2D:               y_n  = w [K, CRS] x cols_n
+ *   Conv2DBackpropInput:  cols = w^T [CRS, K] x dy_n, scattered back by col2im
+ *   Conv2DBackpropFilter: dw   = sum over n of dy_n [K, OH*OW] x cols_n^T
+ * A 1x1 filter with stride 1 and no padding needs no lowering: the image is
+ * its own patch matrix, and needs no im2col workspace.
+ *
+ * Threads and determinism: the images are the tasks of a parallel job
+ * (parallel.c), each with a single-threaded sgemm and the im2col matrix of
+ * the worker that runs it; the workspace holds one matrix per thread of the
+ * pool when the plan was made (fewer threads work at once if the pool grew
+ * since). The filter gradient sums over images, so its tasks are fixed
+ * groups of images (FILTER_GROUPS, whatever the thread count): each group
+ * sums its images in order into its own partial (group 0 straight into dw,
+ * the others in the workspace), and the partials are then added in group
+ * order. im2col and col2im visit elements in a fixed order. So the result
+ * depends on the shapes and the data only.
+ */
+#include "kernels/cpu/cpu-impl.h"
+
+#include <cblas.h>
+#include <string.h>
+
+/* The geometry of one convolution. */
+struct conv {
+    int64_t n, c, h, w;          /* x */
+    int64_t k;                   /* filters */
+    int64_t oh, ow;              /* y's spatial dims */
+    struct tide__cpu_window win; /* kh, kw: the filter's R and S */
+    int64_t crs, ohw;            /* GEMM dims: C*R*S and OH*OW */
+    bool pointwise;              /* 1x1 filter, stride 1, no padding: no im2col */
+};
+
+/*
+ * Reads the strides and pads of a convolution node and checks x, w and y
+ * against each other and the output size formula.
+ */
+static enum tide_status conv_setup(const struct tide_node *node, const struct tide_shape *x,
+                                   const struct tide_shape *w, const struct tide_shape *y,
+                                   struct conv *cv, struct tide_error *err)
+{
+    static const int64_t ones[2] = {1, 1}, zeros[2] = {0, 0};
+    int strides_k, pads_k;
+    switch (node->op) {
+    case TIDE_OP_CONV2D:
+        strides_k = TIDE_ATTR_CONV2D_strides;
+        pads_k = TIDE_ATTR_CONV2D_pads;
+        break;
+    case TIDE_OP_CONV2D_BACKPROP_INPUT:
+        strides_k = TIDE_ATTR_CONV2D_BACKPROP_INPUT_strides;
+        pads_k = TIDE_ATTR_CONV2D_BACKPROP_INPUT_pads;
+        break;
+    case TIDE_OP_CONV2D_BACKPROP_FILTER:
+        strides_k = TIDE_ATTR_CONV2D_BACKPROP_FILTER_strides;
+        pads_k = TIDE_ATTR_CONV2D_BACKPROP_FILTER_pads;
+        break;
+    default:
+        return tide_node_error(err, TIDE_INVALID, node, "is not a convolution");
+    }
+    int64_t strides[2], pads[2];
+    enum tide_status st = tide__cpu_read_pair(node, strides_k, "strides", ones, 1, strides, err);
+    if (st == TIDE_OK)
+        st = tide__cpu_read_pair(node, pads_k, "pads", zeros, 0, pads, err);
+    if (st != TIDE_OK)
+        return st;
+    if (x->rank != 4 || w->rank != 4 || y->rank != 4 || x->dims[1] != w->dims[1] ||
+        w->dims[2] < 1 || w->dims[3] < 1)
+        return tide_node_error(err, TIDE_INVALID, node,
+                               "wants x [N, C, H, W], w [K, C, R, S] and y [N, K, OH, OW]");
+    *cv = (struct conv){
+        .n = x->dims[0],
+        .c = x->dims[1],
+        .h = x->dims[2],
+        .w = x->dims[3],
+        .k = w->dims[0],
+        .win = {.kh = w->dims[2],
+                .kw = w->dims[3],
+                .sh = strides[0],
+                .sw = strides[1],
+                .ph = pads[0],
+                .pw = pads[1]},
+    };
+    if (!tide__cpu_window_output(&cv->win, cv->h, cv->w, &cv->oh, &cv->ow) || y->dims[0] != cv->n ||
+        y->dims[1] != cv->k || y->dims[2] != cv->oh || y->dims[3] != cv->ow)
+        return tide_node_error(err, TIDE_INVALID, node,
+                               "the shapes of x, w and y do not agree with the strides and pads");
+    cv->crs = cv->c * cv->win.kh * cv->win.kw;
+    cv->ohw = cv->oh * cv->ow;
+    if (!tide__cpu_fits_blas_int(cv->k, cv->crs, cv->ohw))
+        return tide_node_error(err, TIDE_LIMIT, node,
+                               "a GEMM dimension exceeds what cblas_sgemm can index");
+    cv->pointwise = cv->win.kh == 1 && cv->win.kw == 1 && cv->win.sh == 1 && cv->win.sw == 1 &&
+                    cv->win.ph == 0 && cv->win.pw == 0;
+    return TIDE_OK;
+}
+
+/* How many images one task of Conv2DBackpropFilter sums; the group partials are added in order. */
+#define FILTER_GROUPS 8
+
+static uint64_t conv_cols_bytes(const struct conv *cv)
+{
+    return cv->pointwise ? 0 : (uint64_t)cv->crs * (uint64_t)cv->ohw * sizeof(float);
+}
+
+/* Tasks of a convolution: one per image, or for the filter gradient one per group of images. */
+static int64_t conv_tasks(const struct conv *cv, enum tide_op op)
+{
+    if (op != TIDE_OP_CONV2D_BACKPROP_FILTER)
+        return cv->n;
+    return cv->n < FILTER_GROUPS ? cv->n : FILTER_GROUPS;
+}
+
+/* The filter gradient's partial sums of groups 1.. (group 0 sums into the output). */
+static uint64_t conv_partial_bytes(const struct conv *cv, enum tide_op op)
+{
+    int64_t groups = conv_tasks(cv, op);
+    if (op != TIDE_OP_CONV2D_BACKPROP_FILTER || groups < 2)
+        return 0;
+    return (uint64_t)(groups - 1) * (uint64_t)cv->k * (uint64_t)cv->crs * sizeof(float);
+}
+
+/*
+ * The workspace: the filter gradient's partial sums, then one im2col matrix
+ * per thread that can work at once (the pool's size when the plan is made).
+ */
+static uint64_t conv_workspace_bytes(const struct conv *cv, enum tide_op op)
+{
+    int64_t slots = conv_tasks(cv, op);
+    if (slots > tide__cpu_workers())
+        slots = tide__cpu_workers();
+    if (slots < 1)
+        slots = 1;
+    return conv_partial_bytes(cv, op) + (uint64_t)slots * conv_cols_bytes(cv);
+}
+
+/*
+ * Checks the workspace (the partial sums and at least one im2col matrix)
+ * and returns how many threads it lets work at once.
+ */
+static enum tide_status conv_slots(const struct tide_kernel_args *args, const struct conv *cv,
+                                   int *max_workers, struct tide_error *err)
+{
+    uint64_t partial = conv_partial_bytes(cv, args->node->op), cols = conv_cols_bytes(cv);
+    enum tide_status st = tide__cpu_expect_workspace(args, partial + cols, err);
+    if (st != TIDE_OK)
+        return st;
+    int workers = tide__cpu_workers();
+    if (cols > 0 && (args->workspace_bytes - partial) / cols < (uint64_t)workers)
+        workers = (int)((args->workspace_bytes - partial) / cols);
+    *max_workers = workers;
+    return TIDE_OK;
+}
+
+uint64_t tide__cpu_conv_workspace(const struct tide_graph *graph, const struct tide_node *node)
+{
+    if (!node->outputs || node->n_outputs < 1 || node->n_inputs < 2)
+        return 0;
+    const struct tide_shape *x, *w, *y;
+    switch (node->op) {
+    case TIDE_OP_CONV2D:
+        x = &tide_graph_input(graph, node, 0)->shape;
+        w = &tide_graph_input(graph, node, 1)->shape;
+        y = &node->outputs[0].shape;
+        break;
+    case TIDE_OP_CONV2D_BACKPROP_INPUT:
+        x = &node->outputs[0].shape;
+        w = &tide_graph_input(graph, node, 1)->shape;
+        y = &tide_graph_input(graph, node, 0)->shape;
+        break;
+    case TIDE_OP_CONV2D_BACKPROP_FILTER:
+        x = &tide_graph_input(graph, node, 0)->shape;
+        w = &node->outputs[0].shape;
+        y = &tide_graph_input(graph, node, 1)->shape;
+        break;
+    default:
+        return 0;
+    }
+    struct conv cv;
+    if (conv_setup(node, x, w, y, &cv, NULL) != TIDE_OK)
+        return 0; /* the kernel reports the fault when it runs */
+    return conv_workspace_bytes(&cv, node->op);
+}
+
+/*
+ * The output positions o in [*lo, *hi) of an axis of out_len positions for
+ * which o * stride + offset lies inside [0, in_len): the positions whose
+ * input is not padding. offset is the kernel tap minus the pad.
+ */
+static void valid_range(int64_t offset, int64_t stride, int64_t in_len, int64_t out_len,
+                        int64_t *lo, int64_t *hi)
+{
+    int64_t l = offset >= 0 ? 0 : (-offset + stride - 1) / stride;
+    int64_t last = in_len - 1 - offset; /* o * stride <= last */
+    int64_t h = last >= 0 ? last / stride + 1 : 0;
+    if (h > out_len)
+        h = out_len;
+    if (l > h)
+        l = h;
+    *lo = l;
+    *hi = h;
+}
+
+/* Builds one image's patch matrix cols [C*R*S, OH*OW] from x_n [C, H, W]; padding reads as 0. */
+static void im2col(const float *x, const struct conv *cv, float *cols)
+{
+    const struct tide__cpu_window *win = &cv->win;
+    for (int64_t c = 0; c < cv->c; c++) {
+        const float *plane = x + c * cv->h * cv->w;
+        for (int64_t r = 0; r < win->kh; r++) {
+            for (int64_t s = 0; s < win->kw; s++) {
+                float *row = cols + ((c * win->kh + r) * win->kw + s) * cv->ohw;
+                int64_t off = s - win->pw, lo, hi;
+                valid_range(off, win->sw, cv->w, cv->ow, &lo, &hi);
+                for (int64_t oh = 0; oh < cv->oh; oh++) {
+                    float *dst = row + oh * cv->ow;
+                    int64_t ih = oh * win->sh - win->ph + r;
+                    if (ih < 0 || ih >= cv->h) {
+                        memset(dst, 0, (size_t)cv->ow * sizeof(float));
+                        continue;
+                    }
+                    const float *src = plane + ih * cv->w;
+                    for (int64_t ow = 0; ow < lo; ow++)
+                        dst[ow] = 0.0f;
+                    if (win->sw == 1) {
+                        if (hi > lo)
+                            memcpy(dst + lo, src + lo + off, (size_t)(hi - lo) * sizeof(float));
+                    } else {
+                        for (int64_t ow = lo; ow < hi; ow++)
+                            dst[ow] = src[ow * win->sw + off];
+                    }
+                    for (int64_t ow = hi; ow < cv->ow; ow++)
+                        dst[ow] = 0.0f;
+                }
+            }
+        }
+    }
+}
+
+/* Adds one image's patch matrix cols back into dx_n [C, H, W]; entries over padding are dropped. */
+static void col2im(const float *cols, const struct conv *cv, float *dx)
+{
+    const struct tide__cpu_window *win = &cv->win;
+    for (int64_t c = 0; c < cv->c; c++) {
+        float *plane = dx + c * cv->h * cv->w;
+        for (int64_t r = 0; r < win->kh; r++) {
+            for (int64_t s = 0; s < win->kw; s++) {
+                const float *row = cols + ((c * win->kh + r) * win->kw + s) * cv->ohw;
+                int64_t off = s - win->pw, lo, hi;
+                valid_range(off, win->sw, cv->w, cv->ow, &lo, &hi);
+                for (int64_t oh = 0; oh < cv->oh; oh++) {
+                    int64_t ih = oh * win->sh - win->ph + r;
+                    if (ih < 0 || ih >= cv->h)
+                        continue;
+                    const float *src = row + oh * cv->ow;
+                    float *dst = plane + ih * cv->w;
+                    if (win->sw == 1) {
+                        for (int64_t ow = lo; ow < hi; ow++)
+                            dst[ow + off] += src[ow];
+                    } else {
+                        for (int64_t ow = lo; ow < hi; ow++)
+                            dst[ow * win->sw + off] += src[ow];
+                    }
+                }
+            }
+        }
+    }
+}
+
+/* One convolution's operands, shared by its tasks. */
+struct conv_job {
+    const struct conv *cv;
+    const float *x, *w, *dy;
+    float *y, *dx, *dw;
+    float *partials; /* Conv2DBackpropFilter: groups 1.. */
+    float *cols;     /* one im2col matrix per worker */
+};
+
+/* The im2col matrix of worker, in the workspace after the partial sums. */
+static float *worker_cols(const struct conv_job *j, int worker)
+{
+    return j->cols + (size_t)worker * (size_t)(j->cv->crs * j->cv->ohw);
+}
+
+/* Conv2D of image n: y_n = w [K, CRS] x cols_n. */
+static void conv_forward_image(void *ctx, int64_t n, int worker)
+{
+    const struct conv_job *j = ctx;
+    const struct conv *cv = j->cv;
+    const float *xn = j->x + n * cv->c * cv->h * cv->w;
+    const float *cols = xn;
+    if (!cv->pointwise) {
+        im2col(xn, cv, worker_cols(j, worker));
+        cols = worker_cols(j, worker);
+    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)cv->k, (int)cv->ohw, (int)cv->crs,
+                1.0f, j->w, (int)cv->crs, cols, (int)cv->ohw, 0.0f, j->y + n * cv->k * cv->ohw,
+                (int)cv->ohw);
+}
+
+/* Conv2DBackpropInput of image n: cols = w^T [CRS, K] x dy_n, then col2im into dx_n. */
+static void conv_input_grad_image(void *ctx, int64_t n, int worker)
+{
+    const struct conv_job *j = ctx;
+    const struct conv *cv = j->cv;
+    int64_t image = cv->c * cv->h * cv->w;
+    float *dxn = j->dx + n * image;
+    /* With a pointwise filter the patch matrix is dx_n itself, and every entry is written. */
+    float *cols = cv->pointwise ? dxn : worker_cols(j, worker);
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)cv->crs, (int)cv->ohw, (int)cv->k,
+                1.0f, j->w, (int)cv->crs, j->dy + n * cv->k * cv->ohw, (int)cv->ohw, 0.0f, cols,
+                (int)cv->ohw);
+    if (!cv->pointwise) {
+        memset(dxn, 0, (size_t)image * sizeof(float));
+        col2im(cols, cv, dxn);
+    }
+}
+
+/*
+ * Conv2DBackpropFilter of group g of images: the sum over its images, in
+ * order, of dy_n [K, OH*OW] x cols_n^T, into the output (g = 0) or partial
+ * g - 1.
+ */
+static void conv_filter_grad_group(void *ctx, int64_t g, int worker)
+{
+    const struct conv_job *j = ctx;
+    const struct conv *cv = j->cv;
+    int64_t groups = conv_tasks(cv, TIDE_OP_CONV2D_BACKPROP_FILTER);
+    int64_t first = g * cv->n / groups, last = (g + 1) * cv->n / groups;
+    float *out = g == 0 ? j->dw : j->partials + (g - 1) * cv->k * cv->crs;
+    for (int64_t n = first; n < last; n++) {
+        const float *xn = j->x + n * cv->c * cv->h * cv->w;
+        const float *cols = xn;
+        if (!cv->pointwise) {
+            im2col(xn, cv, worker_cols(j, worker));
+            cols = worker_cols(j, worker);
+        }
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)cv->k, (int)cv->crs, (int)cv->ohw,
+                    1.0f, j->dy + n * cv->k * cv->ohw, (int)cv->ohw, cols, (int)cv->ohw,
+                    n == first ? 0.0f : 1.0f, out, (int)cv->crs);
+    }
+}
+
+/* Conv2D(x, w) -> y, one task per image. */
+enum tide_status tide__cpu_CONV2D(const struct tide_kernel_args *args, struct tide_error *err)
+{
+    struct conv cv;
+    int workers;
+    enum tide_status st = conv_setup(args->node, &args->inputs[0].shape, &args->inputs[1].shape,
+                                     &args->outputs[0].shape, &cv, err);
+    if (st == TIDE_OK)
+        st = conv_slots(args, &cv, &workers, err);
+    if (st != TIDE_OK)
+        return st;
+    struct conv_job job = {
+        .cv = &cv,
+        .x = tide__cpu_in(args, 0),
+        .w = tide__cpu_in(args, 1),
+        .y = tide__cpu_out(args, 0),
+        .cols = args->workspace,
+    };
+    if (cv.n == 0 || cv.k == 0 || cv.ohw == 0)
+        return TIDE_OK;
+    if (cv.crs == 0) {
+        memset(job.y, 0, (size_t)(cv.n * cv.k * cv.ohw) * sizeof(float));
+        return TIDE_OK;
+    }
+    tide__cpu_blas_init();
+    tide__cpu_parallel(cv.n, workers, conv_forward_image, &job);
+    return TIDE_OK;
+}
+
+/* Conv2DBackpropInput(dy, w; input_shape) -> dx, one task per image. */
+enum tide_status tide__cpu_CONV2D_BACKPROP_INPUT(const struct tide_kernel_args *args,
+                                                 struct tide_error *err)
+{
+    struct conv cv;
+    int workers;
+    enum tide_status st = conv_setup(args->node, &args->outputs[0].shape, &args->inputs[1].shape,
+                                     &args->inputs[0].shape, &cv, err);
+    if (st == TIDE_OK)
+        st = conv_slots(args, &cv, &workers, err);
+    if (st != TIDE_OK)
+        return st;
+    struct conv_job job = {
+        .cv = &cv,
+        .dy = tide__cpu_in(args, 0),
+        .w = tide__cpu_in(args, 1),
+        .dx = tide__cpu_out(args, 0),
+        .cols = args->workspace,
+    };
+    int64_t image = cv.c * cv.h * cv.w;
+    if (cv.n == 0 || image == 0)
+        return TIDE_OK;
+    if (cv.k == 0 || cv.ohw == 0) {
+        memset(job.dx, 0, (size_t)(cv.n * image) * sizeof(float));
+        return TIDE_OK;
+    }
+    tide__cpu_blas_init();
+    tide__cpu_parallel(cv.n, workers, conv_input_grad_image, &job);
+    return TIDE_OK;
+}
+
+/*
+ * Conv2DBackpropFilter(x, dy; filter_shape) -> dw = sum over images of
+ * dy_n x cols_n^T: one task per fixed group of images, then the group sums
+ * added in group order.
+ */
+enum tide_status tide__cpu_CONV2D_BACKPROP_FILTER(const struct tide_kernel_args *args,
+                                                  struct tide_error *err)
+{
+    struct conv cv;
+    int workers;
+    enum tide_status st = conv_setup(args->node, &args->inputs[0].shape, &args->outputs[0].shape,
+                                     &args->inputs[1].shape, &cv, err);
+    if (st == TIDE_OK)
+        st = conv_slots(args, &cv, &workers, err);
+    if (st != TIDE_OK)
+        return st;
+    uint64_t partial = conv_partial_bytes(&cv, TIDE_OP_CONV2D_BACKPROP_FILTER);
+    struct conv_job job = {
+        .cv = &cv,
+        .x = tide__cpu_in(args, 0),
+        .dy = tide__cpu_in(args, 1),
+        .dw = tide__cpu_out(args, 0),
+        .partials = args->workspace,
+        .cols = args->workspace ? (float *)((char *)args->workspace + partial) : NULL,
+    };
+    int64_t size = cv.k * cv.crs;
+    if (size == 0)
+        return TIDE_OK;
+    if (cv.n == 0 || cv.ohw == 0) {
+        memset(job.dw, 0, (size_t)size * sizeof(float));
+        return TIDE_OK;
+    }
+    int64_t groups = conv_tasks(&cv, TIDE_OP_CONV2D_BACKPROP_FILTER);
+    tide__cpu_blas_init();
+    tide__cpu_parallel(groups, workers, conv_filter_grad_group, &job);
+    for (int64_t g = 1; g < groups; g++) {
+        const float *p = job.partials + (g - 1) * size;
+        for (int64_t i = 0; i < size; i++)
+            job.dw[i] += p[i];
+    }
+    return TIDE_OK;
+}

@@ -1,0 +1,166 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * cpu-impl.h: declarations shared by the CPU kernels (kernels/cpu/ *.c) only.
+ *
+ * Every compute op of graph/ops.def has a kernel named tide__cpu_<ID>, where
+ * <ID> is the op's enum suffix (tide__cpu_MATMUL for TIDE_OP_MATMUL). The
+ * declarations are generated below from the op table, and table.c collects
+ * the definitions into tide_cpu_kernels the same way, so an op added to
+ * ops.def without a CPU kernel is a link error rather than a NULL pointer
+ * found at run time.
+ *
+ * The helpers here serve several kernel files: typed access to tensor views,
+ * defensive attribute readers (infer normalised every attribute, but a kernel
+ * must refuse a value it cannot use with TIDE_INVALID instead of running off
+ * the end of a buffer), the geometry of 2-D windows for convolution and
+ * pooling, and a deterministic row sum. Files keep their own private helpers
+ * (broadcasting in elementwise.c, axis reduction in reduce.c) static.
+ *
+ * Determinism: every kernel visits its elements in a fixed order and
+ * accumulates sums in double, so the same inputs give the same bits on every
+ * run. The GEMM-based kernels split their work into tasks whose boundaries
+ * depend on shapes only and run them on the pool of parallel.c; OpenBLAS
+ * itself runs single-threaded, since its threaded GEMM is not reproducible
+ * across thread counts (see parallel.c).
+ */
+#ifndef TIDE_KERNELS_CPU_IMPL_H
+#define TIDE_KERNELS_CPU_IMPL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "kernels/kernels.h"
+
+/* One kernel per op; source and memory ops are declared too but never defined or referenced. */
+#define TIDE_OP(ID, NAME, MIN_IN, MAX_IN, N_OUT, DTYPE, INFER, GRAD, FLAGS)                        \
+    enum tide_status tide__cpu_##ID(const struct tide_kernel_args *args, struct tide_error *err);
+#include "graph/ops.def"
+#undef TIDE_OP
+
+/* ============================================================================
+ * Views
+ * ========================================================================== */
+
+/* Input i of a kernel as float32 data. */
+static inline const float *tide__cpu_in(const struct tide_kernel_args *args, uint32_t i)
+{
+    return (const float *)args->inputs[i].data;
+}
+
+/* Output i of a kernel as float32 data. */
+static inline float *tide__cpu_out(const struct tide_kernel_args *args, uint32_t i)
+{
+    return (float *)args->outputs[i].data;
+}
+
+/* Elements of a view (its shape was validated by infer, so the product does not overflow). */
+static inline int64_t tide__cpu_numel(const struct tide_tensor_view *view)
+{
+    return tide_shape_numel(&view->shape);
+}
+
+/*
+ * Refuses the call unless input i holds as many bytes as output 0: the cheap
+ * guard of element-wise kernels against a view that would make them read or
+ * write out of bounds.
+ */
+enum tide_status tide__cpu_expect_same_size(const struct tide_kernel_args *args, uint32_t i,
+                                            struct tide_error *err);
+
+/* Refuses the call unless the workspace holds at least `need` bytes. */
+enum tide_status tide__cpu_expect_workspace(const struct tide_kernel_args *args, uint64_t need,
+                                            struct tide_error *err);
+
+/* Whether every value fits the int that cblas_sgemm takes for dimensions and strides. */
+bool tide__cpu_fits_blas_int(int64_t a, int64_t b, int64_t c);
+
+/* ============================================================================
+ * Arithmetic
+ * ========================================================================== */
+
+/*
+ * Sum of x[0..n) in double, with four partial sums combined in a fixed way:
+ * deterministic, and about four times faster than one dependent chain.
+ */
+double tide__cpu_sum_row(const float *x, int64_t n);
+
+/*
+ * Splits shape around axis: outer is the product of the dims before it, len
+ * the axis's dim, inner the product of the dims after it.
+ */
+void tide__cpu_split_axis(const struct tide_shape *shape, int32_t axis, int64_t *outer,
+                          int64_t *len, int64_t *inner);
+
+/*
+ * Maps a possibly negative axis attribute onto 0..rank-1 of shape; refuses
+ * one out of range (naming attr_name) with TIDE_INVALID.
+ */
+enum tide_status tide__cpu_axis(const struct tide_kernel_args *args, const char *attr_name,
+                                int64_t axis, const struct tide_shape *shape, int32_t *out,
+                                struct tide_error *err);
+
+/* ============================================================================
+ * 2-D windows (Conv2D and the pools)
+ * ========================================================================== */
+
+/* A window slid over the H and W axes of an NCHW tensor. */
+struct tide__cpu_window {
+    int64_t kh, kw; /* window (kernel) height and width */
+    int64_t sh, sw; /* strides */
+    int64_t ph, pw; /* symmetric zero padding */
+};
+
+/*
+ * Reads the [h, w] INTS attribute k of node into out. An empty list takes
+ * def (what infer would have written); otherwise it must hold two entries,
+ * each at least min. Refusals name the attribute.
+ */
+enum tide_status tide__cpu_read_pair(const struct tide_node *node, int k, const char *name,
+                                     const int64_t def[2], int64_t min, int64_t out[2],
+                                     struct tide_error *err);
+
+/*
+ * The output height and width of win over an input of h x w:
+ * (in + 2 * pad - k) / stride + 1. Returns false when the padded input is
+ * smaller than the window or the numbers overflow.
+ */
+bool tide__cpu_window_output(const struct tide__cpu_window *win, int64_t h, int64_t w, int64_t *oh,
+                             int64_t *ow);
+
+/* ============================================================================
+ * Threads (parallel.c)
+ * ========================================================================== */
+
+/* One task of a parallel job; worker is 0 .. max_workers-1 (e.g. a workspace slot). */
+typedef void (*tide__cpu_task_fn)(void *ctx, int64_t task, int worker);
+
+/*
+ * Runs fn(ctx, task, worker) for every task in 0..n_tasks-1, spread over at
+ * most max_workers threads of the pool (the caller is worker 0), and returns
+ * when all are done. Tasks must write disjoint memory; which worker runs a
+ * task must not change its result. Runs everything on the caller when the
+ * pool has no workers or another kernel is using it.
+ */
+void tide__cpu_parallel(int64_t n_tasks, int max_workers, tide__cpu_task_fn fn, void *ctx);
+
+/* Threads a parallel job may use, the caller included (1 until set_threads starts workers). */
+int tide__cpu_workers(void);
+
+/*
+ * Pins OpenBLAS to one thread (its threaded GEMM is not reproducible across
+ * thread counts); every kernel that calls OpenBLAS calls this first. Cheap
+ * after the first call.
+ */
+void tide__cpu_blas_init(void);
+
+/* ============================================================================
+ * Workspace sizes (table.c dispatches to these)
+ * ========================================================================== */
+
+/* Conv2D and its two gradients: one image's im2col matrix, or 0 for a 1x1 pointwise filter. */
+uint64_t tide__cpu_conv_workspace(const struct tide_graph *graph, const struct tide_node *node);
+
+/* ReduceSum, ReduceMean, SumToShape, BiasAddGrad: one double accumulator per output element. */
+uint64_t tide__cpu_reduce_workspace(const struct tide_graph *graph, const struct tide_node *node);
+
+#endif /* TIDE_KERNELS_CPU_IMPL_H */

@@ -1,0 +1,352 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * elementwise.c: CPU kernels that compute each output element from the
+ * matching input elements: Add, Sub and Mul with NumPy broadcasting,
+ * BroadcastTo, AddN, BiasAdd, the activations (Relu, Sigmoid, Tanh), Neg,
+ * Scale, and the activation gradients.
+ *
+ * Broadcasting merges adjacent axes that broadcast the same way and drops
+ * axes of size 1, so that the common cases ([N, C] + [C], [N, C, H, W] +
+ * [C, 1, 1], equal shapes) become a loop over contiguous rows in which each
+ * input either advances (stride 1) or stays put (stride 0); the row loops are
+ * written per stride pattern so the compiler can vectorise them.
+ */
+#include "kernels/cpu/cpu-impl.h"
+
+#include <math.h>
+#include <string.h>
+
+/* ============================================================================
+ * Broadcasting
+ * ========================================================================== */
+
+/*
+ * A traversal of an output in row-major order together with up to two inputs
+ * broadcast to it. After merging, the last axis is the row: along it each
+ * input's stride is 0 or 1.
+ */
+struct broadcast {
+    int32_t rank; /* merged axes; 0: the output has a single element */
+    int64_t dims[TIDE_MAX_RANK];
+    int64_t strides[2][TIDE_MAX_RANK]; /* element strides of each input; 0 along broadcast axes */
+};
+
+/*
+ * Plans the traversal of out with inputs ins[0..n_in). Returns false if an
+ * input does not broadcast to out (NumPy rules, trailing axes aligned).
+ */
+static bool broadcast_plan(struct broadcast *plan, const struct tide_shape *out,
+                           const struct tide_shape *const *ins, int n_in)
+{
+    int32_t rank = out->rank;
+    int64_t full[2][TIDE_MAX_RANK];
+    for (int k = 0; k < n_in; k++) {
+        const struct tide_shape *in = ins[k];
+        if (in->rank > rank)
+            return false;
+        int64_t stride = 1;
+        for (int32_t d = rank - 1; d >= 0; d--) {
+            int32_t src = d - (rank - in->rank);
+            int64_t dim = src >= 0 ? in->dims[src] : 1;
+            if (dim != 1 && dim != out->dims[d])
+                return false;
+            full[k][d] = dim == 1 ? 0 : stride;
+            stride *= dim;
+        }
+    }
+    plan->rank = 0;
+    for (int32_t d = 0; d < rank; d++) {
+        int64_t dim = out->dims[d];
+        if (dim == 1)
+            continue;
+        int32_t r = plan->rank;
+        bool merge = r > 0;
+        for (int k = 0; merge && k < n_in; k++)
+            merge = plan->strides[k][r - 1] == full[k][d] * dim;
+        if (merge) {
+            plan->dims[r - 1] *= dim;
+            for (int k = 0; k < n_in; k++)
+                plan->strides[k][r - 1] = full[k][d];
+        } else {
+            plan->dims[r] = dim;
+            for (int k = 0; k < n_in; k++)
+                plan->strides[k][r] = full[k][d];
+            plan->rank++;
+        }
+    }
+    for (int k = n_in; k < 2; k++)
+        memset(plan->strides[k], 0, sizeof(plan->strides[k]));
+    return true;
+}
+
+/*
+ * Advances the per-input offsets to the next row: an odometer over the
+ * merged axes before the last.
+ */
+static void broadcast_next_row(const struct broadcast *plan, int64_t *index, int64_t offset[2])
+{
+    for (int32_t d = plan->rank - 2; d >= 0; d--) {
+        offset[0] += plan->strides[0][d];
+        offset[1] += plan->strides[1][d];
+        if (++index[d] < plan->dims[d])
+            return;
+        index[d] = 0;
+        offset[0] -= plan->strides[0][d] * plan->dims[d];
+        offset[1] -= plan->strides[1][d] * plan->dims[d];
+    }
+}
+
+enum binary_op { BINARY_ADD, BINARY_SUB, BINARY_MUL };
+
+/* One row loop per stride pattern of the two inputs, so each is a plain vectorisable loop. */
+#define BINARY_ROW(EXPR)                                                                           \
+    do {                                                                                           \
+        if (sa && sb) {                                                                            \
+            for (int64_t j = 0; j < n; j++) {                                                      \
+                float x = a[j], y = b[j];                                                          \
+                z[j] = (EXPR);                                                                     \
+            }                                                                                      \
+        } else if (sa) {                                                                           \
+            float y = b[0];                                                                        \
+            for (int64_t j = 0; j < n; j++) {                                                      \
+                float x = a[j];                                                                    \
+                z[j] = (EXPR);                                                                     \
+            }                                                                                      \
+        } else if (sb) {                                                                           \
+            float x = a[0];                                                                        \
+            for (int64_t j = 0; j < n; j++) {                                                      \
+                float y = b[j];                                                                    \
+                z[j] = (EXPR);                                                                     \
+            }                                                                                      \
+        } else {                                                                                   \
+            float x = a[0], y = b[0], v = (EXPR);                                                  \
+            for (int64_t j = 0; j < n; j++)                                                        \
+                z[j] = v;                                                                          \
+        }                                                                                          \
+    } while (0)
+
+static void binary_row(enum binary_op op, const float *a, int64_t sa, const float *b, int64_t sb,
+                       float *z, int64_t n)
+{
+    switch (op) {
+    case BINARY_ADD:
+        BINARY_ROW(x + y);
+        break;
+    case BINARY_SUB:
+        BINARY_ROW(x - y);
+        break;
+    case BINARY_MUL:
+        BINARY_ROW(x * y);
+        break;
+    }
+}
+
+static enum tide_status binary(const struct tide_kernel_args *args, enum binary_op op,
+                               struct tide_error *err)
+{
+    const struct tide_tensor_view *out = &args->outputs[0];
+    const struct tide_shape *ins[2] = {&args->inputs[0].shape, &args->inputs[1].shape};
+    const float *a = tide__cpu_in(args, 0), *b = tide__cpu_in(args, 1);
+    float *z = tide__cpu_out(args, 0);
+    int64_t total = tide__cpu_numel(out);
+    if (total == 0)
+        return TIDE_OK;
+
+    /* The common case needs no plan: equal shapes are one contiguous row. */
+    if (tide_shape_equal(ins[0], &out->shape) && tide_shape_equal(ins[1], &out->shape)) {
+        binary_row(op, a, 1, b, 1, z, total);
+        return TIDE_OK;
+    }
+    struct broadcast plan;
+    if (!broadcast_plan(&plan, &out->shape, ins, 2))
+        return tide_node_error(err, TIDE_INVALID, args->node,
+                               "the input shapes do not broadcast to the output shape");
+    if (plan.rank == 0) {
+        binary_row(op, a, 0, b, 0, z, 1);
+        return TIDE_OK;
+    }
+    int64_t n = plan.dims[plan.rank - 1];
+    int64_t sa = plan.strides[0][plan.rank - 1], sb = plan.strides[1][plan.rank - 1];
+    int64_t index[TIDE_MAX_RANK] = {0}, offset[2] = {0, 0};
+    for (int64_t row = 0; row < total / n; row++) {
+        binary_row(op, a + offset[0], sa, b + offset[1], sb, z + row * n, n);
+        broadcast_next_row(&plan, index, offset);
+    }
+    return TIDE_OK;
+}
+
+enum tide_status tide__cpu_ADD(const struct tide_kernel_args *args, struct tide_error *err)
+{
+    return binary(args, BINARY_ADD, err);
+}
+
+enum tide_status tide__cpu_SUB(const struct tide_kernel_args *args, struct tide_error *err)
+{
+    return binary(args, BINARY_SUB, err);
+}
+
+enum tide_status tide__cpu_MUL(const struct tide_kernel_args *args, struct tide_error *err)
+{
+    return binary(args, BINARY_MUL, err);
+}
+
+/* BroadcastTo(x; shape): the output view's shape is the attribute, as infer set it. */
+enum tide_status tide__cpu_BROADCAST_TO(const struct tide_kernel_args *args, struct tide_error *err)
+{
+    const struct tide_tensor_view *out = &args->outputs[0];
+    const struct tide_shape *ins[1] = {&args->inputs[0].shape};
+    const float *x = tide__cpu_in(args, 0);
+    float *y = tide__cpu_out(args, 0);
+    int64_t total = tide__cpu_numel(out);
+    if (total == 0)
+        return TIDE_OK;
+    struct broadcast plan;
+    if (!broadcast_plan(&plan, &out->shape, ins, 1))
+        return tide_node_error(err, TIDE_INVALID, args->node,
+                               "input 0 does not broadcast to the output shape");
+    if (plan.rank == 0) {
+        y[0] = x[0];
+        return TIDE_OK;
+    }
+    int64_t n = plan.dims[plan.rank - 1];
+    int64_t sx = plan.strides[0][plan.rank - 1];
+    int64_t index[TIDE_MAX_RANK] = {0}, offset[2] = {0, 0};
+    for (int64_t row = 0; row < total / n; row++) {
+        float *dst = y + row * n;
+        if (sx) {
+            memcpy(dst, x + offset[0], (size_t)n * sizeof(float));
+        } else {
+            float v = x[offset[0]];
+            for (int64_t j = 0; j < n; j++)
+                dst[j] = v;
+        }
+        broadcast_next_row(&plan, index, offset);
+    }
+    return TIDE_OK;
+}
+
+/* ============================================================================
+ * AddN and BiasAdd
+ * ========================================================================== */
+
+/* The terms are added in input order, ((x0 + x1) + x2) + ..., so the result is reproducible. */
+enum tide_status tide__cpu_ADD_N(const struct tide_kernel_args *args, struct tide_error *err)
+{
+    for (uint32_t i = 0; i < args->n_inputs; i++) {
+        enum tide_status st = tide__cpu_expect_same_size(args, i, err);
+        if (st != TIDE_OK)
+            return st;
+    }
+    float *y = tide__cpu_out(args, 0);
+    int64_t n = tide__cpu_numel(&args->outputs[0]);
+    if (n == 0)
+        return TIDE_OK;
+    memcpy(y, tide__cpu_in(args, 0), (size_t)n * sizeof(float));
+    for (uint32_t i = 1; i < args->n_inputs; i++) {
+        const float *x = tide__cpu_in(args, i);
+        for (int64_t j = 0; j < n; j++)
+            y[j] += x[j];
+    }
+    return TIDE_OK;
+}
+
+/* BiasAdd(x [N, C, ...], bias [C]): bias[c] is added to every element of channel c. */
+enum tide_status tide__cpu_BIAS_ADD(const struct tide_kernel_args *args, struct tide_error *err)
+{
+    const struct tide_shape *xs = &args->inputs[0].shape;
+    enum tide_status st = tide__cpu_expect_same_size(args, 0, err);
+    if (st != TIDE_OK)
+        return st;
+    if (xs->rank < 2 || tide__cpu_numel(&args->inputs[1]) != xs->dims[1])
+        return tide_node_error(err, TIDE_INVALID, args->node,
+                               "bias does not hold one value per channel (axis 1) of x");
+    int64_t outer, channels, inner;
+    tide__cpu_split_axis(xs, 1, &outer, &channels, &inner);
+    const float *x = tide__cpu_in(args, 0), *bias = tide__cpu_in(args, 1);
+    float *y = tide__cpu_out(args, 0);
+    if (inner == 1) {
+        for (int64_t n = 0; n < outer; n++) {
+            const float *xr = x + n * channels;
+            float *yr = y + n * channels;
+            for (int64_t c = 0; c < channels; c++)
+                yr[c] = xr[c] + bias[c];
+        }
+        return TIDE_OK;
+    }
+    for (int64_t n = 0; n < outer; n++) {
+        for (int64_t c = 0; c < channels; c++) {
+            int64_t base = (n * channels + c) * inner;
+            float b = bias[c];
+            for (int64_t j = 0; j < inner; j++)
+                y[base + j] = x[base + j] + b;
+        }
+    }
+    return TIDE_OK;
+}
+
+/* ============================================================================
+ * Unary ops and the activation gradients
+ * ========================================================================== */
+
+/* Defines a kernel out[i] = EXPR, where x is element i of input 0. */
+#define UNARY_KERNEL(ID, EXPR)                                                                     \
+    enum tide_status tide__cpu_##ID(const struct tide_kernel_args *args, struct tide_error *err)   \
+    {                                                                                              \
+        enum tide_status st = tide__cpu_expect_same_size(args, 0, err);                            \
+        if (st != TIDE_OK)                                                                         \
+            return st;                                                                             \
+        const float *in = tide__cpu_in(args, 0);                                                   \
+        float *out = tide__cpu_out(args, 0);                                                       \
+        int64_t n = tide__cpu_numel(&args->outputs[0]);                                            \
+        for (int64_t i = 0; i < n; i++) {                                                          \
+            float x = in[i];                                                                       \
+            out[i] = (EXPR);                                                                       \
+        }                                                                                          \
+        return TIDE_OK;                                                                            \
+    }
+
+/* Defines a gradient kernel out[i] = EXPR of dy (input 0) and y, the forward output (input 1). */
+#define GRAD_KERNEL(ID, EXPR)                                                                      \
+    enum tide_status tide__cpu_##ID(const struct tide_kernel_args *args, struct tide_error *err)   \
+    {                                                                                              \
+        enum tide_status st = tide__cpu_expect_same_size(args, 0, err);                            \
+        if (st == TIDE_OK)                                                                         \
+            st = tide__cpu_expect_same_size(args, 1, err);                                         \
+        if (st != TIDE_OK)                                                                         \
+            return st;                                                                             \
+        const float *dy_in = tide__cpu_in(args, 0), *y_in = tide__cpu_in(args, 1);                 \
+        float *out = tide__cpu_out(args, 0);                                                       \
+        int64_t n = tide__cpu_numel(&args->outputs[0]);                                            \
+        for (int64_t i = 0; i < n; i++) {                                                          \
+            float dy = dy_in[i], y = y_in[i];                                                      \
+            out[i] = (EXPR);                                                                       \
+        }                                                                                          \
+        return TIDE_OK;                                                                            \
+    }
+
+/* clang-format would take the expressions below for pointer declarations. */
+/* clang-format off */
+UNARY_KERNEL(RELU, x > 0.0f ? x : 0.0f)
+UNARY_KERNEL(SIGMOID, 1.0f / (1.0f + expf(-x)))
+UNARY_KERNEL(TANH, tanhf(x))
+UNARY_KERNEL(NEG, -x)
+
+GRAD_KERNEL(RELU_GRAD, y > 0.0f ? dy : 0.0f)
+GRAD_KERNEL(SIGMOID_GRAD, dy * y * (1.0f - y))
+GRAD_KERNEL(TANH_GRAD, dy * (1.0f - y * y))
+/* clang-format on */
+
+/* Scale(x; scale): the double attribute is rounded to float once, as every kernel does. */
+enum tide_status tide__cpu_SCALE(const struct tide_kernel_args *args, struct tide_error *err)
+{
+    enum tide_status st = tide__cpu_expect_same_size(args, 0, err);
+    if (st != TIDE_OK)
+        return st;
+    const float scale = (float)args->node->attrs[TIDE_ATTR_SCALE_scale].f;
+    const float *x = tide__cpu_in(args, 0);
+    float *y = tide__cpu_out(args, 0);
+    int64_t n = tide__cpu_numel(&args->outputs[0]);
+    for (int64_t i = 0; i < n; i++)
+        y[i] = x[i] * scale;
+    return TIDE_OK;
+}

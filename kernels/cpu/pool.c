@@ -1,0 +1,320 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * pool.c: CPU kernels for MaxPool2D, AvgPool2D and GlobalAvgPool over NCHW
+ * tensors, and their gradients.
+ *
+ * A window is clipped to the input before it is visited, so padding cells
+ * are never read: for max pooling they never win (as if they held -inf), and
+ * for average pooling they are not counted in the divisor. Infer keeps pads
+ * below the window size, so every clipped window holds at least one cell;
+ * the kernels check that again rather than divide by zero.
+ *
+ * The gradients accumulate into a zeroed dx in the same fixed window order
+ * as the forward pass, so overlapping windows give the same bits every run.
+ * Planes ([H, W] of one image and channel) are independent: the pooling ops
+ * spread them over the pool of parallel.c, which cannot change a result.
+ * MaxPool2DGrad routes each dy to the first maximum of its window in
+ * row-major order, the cell the forward pass's strict comparison keeps.
+ */
+#include "kernels/cpu/cpu-impl.h"
+
+#include <math.h>
+#include <string.h>
+
+/* The geometry of one pooling op over x [N, C, H, W] with output [N, C, OH, OW]. */
+struct pool {
+    int64_t planes; /* N * C */
+    int64_t h, w, oh, ow;
+    struct tide__cpu_window win;
+};
+
+/* A window clipped to the input: rows [h0, h1), columns [w0, w1). */
+struct clip {
+    int64_t h0, h1, w0, w1;
+};
+
+static enum tide_status pool_setup(const struct tide_node *node, const struct tide_shape *x,
+                                   const struct tide_shape *y, struct pool *p,
+                                   struct tide_error *err)
+{
+    int ksize_k, strides_k, pads_k;
+    switch (node->op) {
+    case TIDE_OP_MAX_POOL2D:
+        ksize_k = TIDE_ATTR_MAX_POOL2D_ksize;
+        strides_k = TIDE_ATTR_MAX_POOL2D_strides;
+        pads_k = TIDE_ATTR_MAX_POOL2D_pads;
+        break;
+    case TIDE_OP_AVG_POOL2D:
+        ksize_k = TIDE_ATTR_AVG_POOL2D_ksize;
+        strides_k = TIDE_ATTR_AVG_POOL2D_strides;
+        pads_k = TIDE_ATTR_AVG_POOL2D_pads;
+        break;
+    case TIDE_OP_MAX_POOL2D_GRAD:
+        ksize_k = TIDE_ATTR_MAX_POOL2D_GRAD_ksize;
+        strides_k = TIDE_ATTR_MAX_POOL2D_GRAD_strides;
+        pads_k = TIDE_ATTR_MAX_POOL2D_GRAD_pads;
+        break;
+    case TIDE_OP_AVG_POOL2D_GRAD:
+        ksize_k = TIDE_ATTR_AVG_POOL2D_GRAD_ksize;
+        strides_k = TIDE_ATTR_AVG_POOL2D_GRAD_strides;
+        pads_k = TIDE_ATTR_AVG_POOL2D_GRAD_pads;
+        break;
+    default:
+        return tide_node_error(err, TIDE_INVALID, node, "is not a 2-D pool");
+    }
+    static const int64_t zeros[2] = {0, 0};
+    int64_t ksize[2], strides[2], pads[2];
+    enum tide_status st = tide__cpu_read_pair(node, ksize_k, "ksize", NULL, 1, ksize, err);
+    if (st == TIDE_OK)
+        st = tide__cpu_read_pair(node, strides_k, "strides", ksize, 1, strides, err);
+    if (st == TIDE_OK)
+        st = tide__cpu_read_pair(node, pads_k, "pads", zeros, 0, pads, err);
+    if (st != TIDE_OK)
+        return st;
+    if (pads[0] >= ksize[0] || pads[1] >= ksize[1])
+        return tide_node_error(err, TIDE_INVALID, node,
+                               "attribute \"pads\" must be less than \"ksize\" on each axis");
+    if (x->rank != 4 || y->rank != 4 || x->dims[0] != y->dims[0] || x->dims[1] != y->dims[1])
+        return tide_node_error(err, TIDE_INVALID, node,
+                               "wants x [N, C, H, W] and y [N, C, OH, OW]");
+    *p = (struct pool){
+        .planes = x->dims[0] * x->dims[1],
+        .h = x->dims[2],
+        .w = x->dims[3],
+        .win = {.kh = ksize[0],
+                .kw = ksize[1],
+                .sh = strides[0],
+                .sw = strides[1],
+                .ph = pads[0],
+                .pw = pads[1]},
+    };
+    if (!tide__cpu_window_output(&p->win, p->h, p->w, &p->oh, &p->ow) || y->dims[2] != p->oh ||
+        y->dims[3] != p->ow)
+        return tide_node_error(err, TIDE_INVALID, node,
+                               "the shapes of x and y do not agree with ksize, strides and pads");
+    return TIDE_OK;
+}
+
+/* The window of output (oh, ow), clipped to the input. */
+static struct clip pool_clip(const struct pool *p, int64_t oh, int64_t ow)
+{
+    int64_t h = oh * p->win.sh - p->win.ph, w = ow * p->win.sw - p->win.pw;
+    struct clip c = {h, h + p->win.kh, w, w + p->win.kw};
+    c.h0 = c.h0 < 0 ? 0 : c.h0;
+    c.w0 = c.w0 < 0 ? 0 : c.w0;
+    c.h1 = c.h1 > p->h ? p->h : c.h1;
+    c.w1 = c.w1 > p->w ? p->w : c.w1;
+    return c;
+}
+
+/* Index (in the plane) of the first maximum of a clipped window, in row-major order. */
+static int64_t window_argmax(const float *plane, int64_t width, const struct clip *c)
+{
+    int64_t best_i = c->h0 * width + c->w0;
+    float best = plane[best_i];
+    for (int64_t h = c->h0; h < c->h1; h++) {
+        for (int64_t w = c->w0; w < c->w1; w++) {
+            float v = plane[h * width + w];
+            if (v > best) {
+                best = v;
+                best_i = h * width + w;
+            }
+        }
+    }
+    return best_i;
+}
+
+/* One pooling op's operands, shared by its tasks; plane computes one [H, W] plane. */
+struct pool_job {
+    struct pool p;
+    const float *x, *dy;
+    float *y, *dx;
+    void (*plane)(const struct pool_job *job, int64_t plane);
+};
+
+/* Planes per task: planes are independent, so the split changes nothing but the speed. */
+#define PLANES_PER_TASK 16
+
+static void pool_task(void *ctx, int64_t task, int worker)
+{
+    (void)worker;
+    const struct pool_job *job = ctx;
+    int64_t last = (task + 1) * PLANES_PER_TASK;
+    if (last > job->p.planes)
+        last = job->p.planes;
+    for (int64_t pl = task * PLANES_PER_TASK; pl < last; pl++)
+        job->plane(job, pl);
+}
+
+/* Runs job->plane on every plane, spread over the pool. */
+static void pool_run(struct pool_job *job)
+{
+    int64_t tasks = (job->p.planes + PLANES_PER_TASK - 1) / PLANES_PER_TASK;
+    tide__cpu_parallel(tasks, tide__cpu_workers(), pool_task, job);
+}
+
+static void max_pool_plane(const struct pool_job *job, int64_t pl)
+{
+    const struct pool *p = &job->p;
+    const float *xp = job->x + pl * p->h * p->w;
+    float *yp = job->y + pl * p->oh * p->ow;
+    for (int64_t oh = 0; oh < p->oh; oh++) {
+        for (int64_t ow = 0; ow < p->ow; ow++) {
+            struct clip c = pool_clip(p, oh, ow);
+            float m = -INFINITY;
+            for (int64_t h = c.h0; h < c.h1; h++) {
+                const float *row = xp + h * p->w;
+                for (int64_t w = c.w0; w < c.w1; w++)
+                    m = row[w] > m ? row[w] : m;
+            }
+            yp[oh * p->ow + ow] = m;
+        }
+    }
+}
+
+enum tide_status tide__cpu_MAX_POOL2D(const struct tide_kernel_args *args, struct tide_error *err)
+{
+    struct pool_job job = {
+        .x = tide__cpu_in(args, 0), .y = tide__cpu_out(args, 0), .plane = max_pool_plane};
+    enum tide_status st =
+        pool_setup(args->node, &args->inputs[0].shape, &args->outputs[0].shape, &job.p, err);
+    if (st != TIDE_OK)
+        return st;
+    pool_run(&job);
+    return TIDE_OK;
+}
+
+/* The divisor counts only the cells inside the input. */
+static void avg_pool_plane(const struct pool_job *job, int64_t pl)
+{
+    const struct pool *p = &job->p;
+    const float *xp = job->x + pl * p->h * p->w;
+    float *yp = job->y + pl * p->oh * p->ow;
+    for (int64_t oh = 0; oh < p->oh; oh++) {
+        for (int64_t ow = 0; ow < p->ow; ow++) {
+            struct clip c = pool_clip(p, oh, ow);
+            double sum = 0;
+            for (int64_t h = c.h0; h < c.h1; h++) {
+                const float *row = xp + h * p->w;
+                for (int64_t w = c.w0; w < c.w1; w++)
+                    sum += row[w];
+            }
+            yp[oh * p->ow + ow] = (float)(sum / (double)((c.h1 - c.h0) * (c.w1 - c.w0)));
+        }
+    }
+}
+
+enum tide_status tide__cpu_AVG_POOL2D(const struct tide_kernel_args *args, struct tide_error *err)
+{
+    struct pool_job job = {
+        .x = tide__cpu_in(args, 0), .y = tide__cpu_out(args, 0), .plane = avg_pool_plane};
+    enum tide_status st =
+        pool_setup(args->node, &args->inputs[0].shape, &args->outputs[0].shape, &job.p, err);
+    if (st != TIDE_OK)
+        return st;
+    pool_run(&job);
+    return TIDE_OK;
+}
+
+/* Each dy goes to the first maximum of its window; overlapping windows add up in window order. */
+static void max_pool_grad_plane(const struct pool_job *job, int64_t pl)
+{
+    const struct pool *p = &job->p;
+    const float *xp = job->x + pl * p->h * p->w;
+    const float *dyp = job->dy + pl * p->oh * p->ow;
+    float *dxp = job->dx + pl * p->h * p->w;
+    memset(dxp, 0, (size_t)(p->h * p->w) * sizeof(float));
+    for (int64_t oh = 0; oh < p->oh; oh++) {
+        for (int64_t ow = 0; ow < p->ow; ow++) {
+            struct clip c = pool_clip(p, oh, ow);
+            dxp[window_argmax(xp, p->w, &c)] += dyp[oh * p->ow + ow];
+        }
+    }
+}
+
+/* MaxPool2DGrad(x, dy) -> dx. */
+enum tide_status tide__cpu_MAX_POOL2D_GRAD(const struct tide_kernel_args *args,
+                                           struct tide_error *err)
+{
+    struct pool_job job = {.x = tide__cpu_in(args, 0),
+                           .dy = tide__cpu_in(args, 1),
+                           .dx = tide__cpu_out(args, 0),
+                           .plane = max_pool_grad_plane};
+    enum tide_status st =
+        pool_setup(args->node, &args->inputs[0].shape, &args->inputs[1].shape, &job.p, err);
+    if (st == TIDE_OK)
+        st = tide__cpu_expect_same_size(args, 0, err);
+    if (st != TIDE_OK)
+        return st;
+    pool_run(&job);
+    return TIDE_OK;
+}
+
+/* Each dy is spread evenly over the real cells of its window. */
+static void avg_pool_grad_plane(const struct pool_job *job, int64_t pl)
+{
+    const struct pool *p = &job->p;
+    const float *dyp = job->dy + pl * p->oh * p->ow;
+    float *dxp = job->dx + pl * p->h * p->w;
+    memset(dxp, 0, (size_t)(p->h * p->w) * sizeof(float));
+    for (int64_t oh = 0; oh < p->oh; oh++) {
+        for (int64_t ow = 0; ow < p->ow; ow++) {
+            struct clip c = pool_clip(p, oh, ow);
+            float g = dyp[oh * p->ow + ow] / (float)((c.h1 - c.h0) * (c.w1 - c.w0));
+            for (int64_t h = c.h0; h < c.h1; h++) {
+                float *row = dxp + h * p->w;
+                for (int64_t w = c.w0; w < c.w1; w++)
+                    row[w] += g;
+            }
+        }
+    }
+}
+
+/* AvgPool2DGrad(dy; input_shape) -> dx. */
+enum tide_status tide__cpu_AVG_POOL2D_GRAD(const struct tide_kernel_args *args,
+                                           struct tide_error *err)
+{
+    struct pool_job job = {
+        .dy = tide__cpu_in(args, 0), .dx = tide__cpu_out(args, 0), .plane = avg_pool_grad_plane};
+    enum tide_status st =
+        pool_setup(args->node, &args->outputs[0].shape, &args->inputs[0].shape, &job.p, err);
+    if (st != TIDE_OK)
+        return st;
+    pool_run(&job);
+    return TIDE_OK;
+}
+
+/* GlobalAvgPool(x [N, C, H, W]) -> [N, C]: the mean of each plane. */
+enum tide_status tide__cpu_GLOBAL_AVG_POOL(const struct tide_kernel_args *args,
+                                           struct tide_error *err)
+{
+    const struct tide_shape *xs = &args->inputs[0].shape;
+    if (xs->rank != 4 || tide__cpu_numel(&args->outputs[0]) != xs->dims[0] * xs->dims[1])
+        return tide_node_error(err, TIDE_INVALID, args->node, "wants x [N, C, H, W] and y [N, C]");
+    int64_t planes = xs->dims[0] * xs->dims[1], hw = xs->dims[2] * xs->dims[3];
+    const float *x = tide__cpu_in(args, 0);
+    float *y = tide__cpu_out(args, 0);
+    for (int64_t pl = 0; pl < planes; pl++)
+        y[pl] = (float)(tide__cpu_sum_row(x + pl * hw, hw) / (double)hw);
+    return TIDE_OK;
+}
+
+/* GlobalAvgPoolGrad(dy [N, C]; input_shape) -> dx [N, C, H, W] = dy / (H * W) on every cell. */
+enum tide_status tide__cpu_GLOBAL_AVG_POOL_GRAD(const struct tide_kernel_args *args,
+                                                struct tide_error *err)
+{
+    const struct tide_shape *xs = &args->outputs[0].shape;
+    if (xs->rank != 4 || tide__cpu_numel(&args->inputs[0]) != xs->dims[0] * xs->dims[1])
+        return tide_node_error(err, TIDE_INVALID, args->node,
+                               "wants dy [N, C] and dx [N, C, H, W]");
+    int64_t planes = xs->dims[0] * xs->dims[1], hw = xs->dims[2] * xs->dims[3];
+    const float *dy = tide__cpu_in(args, 0);
+    float *dx = tide__cpu_out(args, 0);
+    for (int64_t pl = 0; pl < planes; pl++) {
+        float g = dy[pl] / (float)hw;
+        float *row = dx + pl * hw;
+        for (int64_t j = 0; j < hw; j++)
+            row[j] = g;
+    }
+    return TIDE_OK;
+}

@@ -1,0 +1,48 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * table.c: the CPU kernel table and its workspace sizes.
+ *
+ * The table is generated from graph/ops.def: entry TIDE_OP_<ID> is
+ * tide__cpu_<ID>. The seven ops the executor implements itself (the sources
+ * and the memory ops) are mapped to NULL by the macros below before the table
+ * is expanded; every other op must have a kernel or the link fails.
+ */
+#include "kernels/cpu/cpu-impl.h"
+
+/* Ops without a kernel: the executor copies, initialises or moves their data. */
+#define tide__cpu_PLACEHOLDER NULL
+#define tide__cpu_VARIABLE    NULL
+#define tide__cpu_CONST       NULL
+#define tide__cpu_FETCH       NULL
+#define tide__cpu_WRITE_BACK  NULL
+#define tide__cpu_SWAP_OUT    NULL
+#define tide__cpu_SWAP_IN     NULL
+
+static uint64_t cpu_workspace_bytes(const struct tide_graph *graph, const struct tide_node *node)
+{
+    switch (node->op) {
+    case TIDE_OP_CONV2D:
+    case TIDE_OP_CONV2D_BACKPROP_INPUT:
+    case TIDE_OP_CONV2D_BACKPROP_FILTER:
+        return tide__cpu_conv_workspace(graph, node);
+    case TIDE_OP_REDUCE_SUM:
+    case TIDE_OP_REDUCE_MEAN:
+    case TIDE_OP_SUM_TO_SHAPE:
+    case TIDE_OP_BIAS_ADD_GRAD:
+        return tide__cpu_reduce_workspace(graph, node);
+    default:
+        return 0;
+    }
+}
+
+const struct tide_kernel_table tide_cpu_kernels = {
+    .name = "cpu",
+    .fn =
+        {
+#define TIDE_OP(ID, NAME, MIN_IN, MAX_IN, N_OUT, DTYPE, INFER, GRAD, FLAGS)                        \
+    [TIDE_OP_##ID] = tide__cpu_##ID,
+#include "graph/ops.def"
+#undef TIDE_OP
+        },
+    .workspace_bytes = cpu_workspace_bytes,
+};
