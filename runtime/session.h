@@ -32,6 +32,7 @@
 #include "memplan/memplan.h"
 #include "runtime/backend.h"
 #include "runtime/executor.h"
+#include "swapper/swapper.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -45,6 +46,12 @@ struct tide_session_options {
     const char *backend_name; /* "cpu" (default), "cuda", "auto" */
     /* The job's device budget; 0: the plan's peak (no limit). */
     uint64_t budget_bytes;
+    /*
+     * The memory policy (budget_bytes above overrides its budget when set).
+     * NULL: everything resident on the device (swap off, vars on device),
+     * ordered depth-first, as before the memory passes.
+     */
+    const struct tide_memory_policy *memory;
     uint64_t seed;
     bool poison;
     bool profile;
@@ -87,6 +94,8 @@ enum tide_status tide_session_fetch(struct tide_session *session, const char *na
 const struct tide_graph *tide_session_graph(const struct tide_session *session);
 const struct tide_memplan *tide_session_memplan(const struct tide_session *session);
 const struct tide_autodiff_result *tide_session_training(const struct tide_session *session);
+/* The plan report (partitions, bytes moved, peak, fits); NULL without a memory policy. */
+const struct tide_plan_report *tide_session_plan_report(const struct tide_session *session);
 
 #ifdef __cplusplus
 }

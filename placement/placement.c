@@ -1,0 +1,3 @@
+/* SPDX-License-Identifier: MIT */
+/* Placeholder until placement lands. */
+typedef int tide__placeholder_placement;

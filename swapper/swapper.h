@@ -1,0 +1,153 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * swapper.h: the memory pipeline — from a training graph to a plan that fits
+ * the job's device budget.
+ *
+ *   partitioner  depth-first order, partitions of partition_size nodes
+ *   placement    Variables, Consts and optimizer state homed on the host or
+ *                the device (vars_home); Fetch before use, WriteBack after update
+ *   swapper      SwapOut after the producer and SwapIn prefetch_distance
+ *                partitions before the consumer, for every feature map whose
+ *                next use is more than swap_threshold partitions away
+ *   memplan      arena offsets and the predicted peak
+ *
+ * With swap auto and autotune, tide_plan_memory searches (threshold,
+ * prefetch, vars_home) by running the passes on clones of the graph and
+ * memplan — nothing executes — and keeps the plan that fits the budget with
+ * the fewest bytes moved (Le et al.'s simulation-based tuning). The chosen
+ * plan is then applied to the graph itself.
+ *
+ * Annotations the executor relies on (the contract between the passes and
+ * runtime/executor.c):
+ *  - order: every node exactly once, topological; inserted memory ops sit at
+ *    their positions (a SwapIn or Fetch at the start of the partition
+ *    prefetch_distance before its first consumer; a SwapOut right after its
+ *    producer; a WriteBack right after the update it follows).
+ *  - node->partition for every node; node->stream: COMPUTE for kernels and
+ *    sources, H2D for Placeholders, Fetch and SwapIn, D2H for SwapOut and
+ *    WriteBack.
+ *  - outputs[k].home: HOST for host-homed Variables and Consts and for SwapOut
+ *    outputs; DEVICE for everything else (offsets from memplan).
+ *  - Fetch(v): input 0 is a host-homed Variable or Const; output on device.
+ *    Consumers in its partition group read the Fetch output instead of v.
+ *    An update (Apply*) writes the Fetch output in place; WriteBack(fetch)
+ *    with node->subject = v copies it back to v's host home.
+ *  - SwapOut(t): input 0 a device tensor; output homed on the host.
+ *    SwapIn(s): input 0 a SwapOut output; output on device; consumers of t in
+ *    its group read the SwapIn output. node->subject = t's producer for both.
+ *  - Control edges keep the in-place update order valid: a Fetch of v that
+ *    follows an update of v runs after that update's WriteBack.
+ *
+ * Example usage:
+ *
+ *     struct tide_memory_policy p = tide_memory_policy_default();
+ *     p.budget_bytes = 256 << 20;
+ *     struct tide_memory_plan plan;
+ *     if (tide_plan_memory(graph, &p, &env, &plan, &err) != TIDE_OK)
+ *         ... err names the node that cannot fit, and the numbers ...
+ *     executor uses plan.memplan;
+ *     tide_memory_plan_release(&plan);
+ */
+#ifndef TIDE_SWAPPER_SWAPPER_H
+#define TIDE_SWAPPER_SWAPPER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "graph/graph.h"
+#include "memplan/memplan.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Values match tide.v1.SwapMode and tide.v1.VarsHome. */
+enum tide_swap_mode {
+    TIDE_SWAP_AUTO = 0,
+    TIDE_SWAP_ON = 1,
+    TIDE_SWAP_OFF = 2,
+};
+
+enum tide_vars_home {
+    TIDE_VARS_HOME_AUTO = 0,
+    TIDE_VARS_HOME_HOST = 1,
+    TIDE_VARS_HOME_DEVICE = 2,
+};
+
+struct tide_memory_policy {
+    uint64_t budget_bytes;      /* 0: no limit (everything resident, report only) */
+    uint32_t partition_size;    /* nodes per partition; 0: 64 */
+    enum tide_swap_mode swap;
+    uint32_t swap_threshold;    /* swap when the next use is more than this many partitions away */
+    uint32_t prefetch_distance; /* SwapIn/Fetch this many partitions before the consumer */
+    enum tide_vars_home vars_home;
+    bool autotune;              /* with swap auto: search threshold and prefetch */
+};
+
+/* partition_size 64, swap auto, threshold 1, prefetch 1, vars auto, autotune on. */
+struct tide_memory_policy tide_memory_policy_default(void);
+
+/* What the passes need from the backend. */
+struct tide_plan_env {
+    uint64_t alignment; /* 0: 256 */
+    uint64_t (*workspace_bytes)(void *ctx, const struct tide_graph *graph,
+                                const struct tide_node *node);
+    void *workspace_ctx;
+    const uint8_t *pinned; /* per node id of the input graph (fetches); may be NULL */
+};
+
+struct tide_partition_report {
+    uint32_t nodes;
+    uint64_t resident_bytes; /* most arena bytes live at any position of the partition */
+    uint64_t swap_in_bytes;
+    uint64_t swap_out_bytes;
+    uint64_t fetch_bytes;
+    uint64_t write_back_bytes;
+    uint32_t peak_node; /* the node at the partition's most-live position */
+};
+
+struct tide_plan_report {
+    uint32_t n_partitions;
+    struct tide_partition_report *partitions; /* malloc'd */
+    uint32_t nodes;           /* after the memory passes */
+    uint64_t budget_bytes;
+    uint64_t predicted_peak_bytes;
+    bool fits;
+    uint64_t min_budget_bytes; /* the smallest peak any policy reached (most swapping) */
+    uint32_t min_budget_node;  /* the node live at that plan's peak (its working set sets it) */
+    uint64_t swap_in_bytes;
+    uint64_t swap_out_bytes;
+    uint64_t fetch_bytes;
+    uint64_t write_back_bytes;
+    uint64_t host_bytes;      /* host homes and swap space */
+    struct tide_memory_policy chosen; /* after autotune */
+    uint32_t trials;          /* plans simulated by autotune */
+    double plan_ms;
+    char message[256];        /* why it does not fit, when fits is false */
+};
+
+struct tide_memory_plan {
+    struct tide_memplan memplan; /* order, regions, offsets, peak */
+    struct tide_plan_report report;
+};
+
+/*
+ * Runs the pipeline on graph (a validated training or forward graph) under
+ * policy, rewriting and annotating it in place. Returns TIDE_OK with
+ * report.fits true when the plan fits the budget; TIDE_DOES_NOT_FIT when no
+ * policy tried fits, with report filled (min budget, node) and err naming
+ * the node and the numbers — admission control refuses such a job before it
+ * runs. A node whose own inputs + outputs + workspace exceed the budget is
+ * named first ("node \"conv1\" (Conv2D) needs 300 MiB by itself ...").
+ */
+enum tide_status tide_plan_memory(struct tide_graph *graph, const struct tide_memory_policy *policy,
+                                  const struct tide_plan_env *env, struct tide_memory_plan *out,
+                                  struct tide_error *err);
+
+void tide_memory_plan_release(struct tide_memory_plan *plan);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TIDE_SWAPPER_SWAPPER_H */
