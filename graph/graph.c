@@ -157,10 +157,15 @@ struct tide_graph *tide_graph_clone(const struct tide_graph *graph)
         if (!dst->name || !dst->device || !dst->inputs || !dst->controls || !dst->outputs ||
             !dst->attrs)
             goto oom;
-        memcpy(dst->inputs, src->inputs, src->n_inputs * sizeof(*dst->inputs));
-        memcpy(dst->controls, src->controls, src->n_controls * sizeof(*dst->controls));
-        memcpy(dst->outputs, src->outputs, src->n_outputs * sizeof(*dst->outputs));
-        memcpy(dst->attrs, src->attrs, info->n_attrs * sizeof(*dst->attrs));
+        /* Empty arrays may be NULL in the source, and memcpy must not see NULL. */
+        if (src->n_inputs)
+            memcpy(dst->inputs, src->inputs, src->n_inputs * sizeof(*dst->inputs));
+        if (src->n_controls)
+            memcpy(dst->controls, src->controls, src->n_controls * sizeof(*dst->controls));
+        if (src->n_outputs)
+            memcpy(dst->outputs, src->outputs, src->n_outputs * sizeof(*dst->outputs));
+        if (info->n_attrs)
+            memcpy(dst->attrs, src->attrs, info->n_attrs * sizeof(*dst->attrs));
         for (uint32_t k = 0; k < info->n_attrs; k++) {
             if (info->attrs[k].type == TIDE_ATTR_TYPE_STRING && src->attrs[k].s) {
                 dst->attrs[k].s = tide_arena_strdup(a, src->attrs[k].s);

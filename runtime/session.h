@@ -90,6 +90,14 @@ enum tide_status tide_session_eval(struct tide_session *session, struct tide_ste
 enum tide_status tide_session_fetch(struct tide_session *session, const char *name, void *dst,
                                     uint64_t bytes, struct tide_error *err);
 
+/*
+ * Overwrites a Variable's value by name (checkpoint restore), between steps;
+ * the byte count must match. Optimizer state Variables too.
+ */
+enum tide_status tide_session_write_variable(struct tide_session *session, const char *name,
+                                             const void *data, uint64_t bytes,
+                                             struct tide_error *err);
+
 /* The planned graph, its memory plan and the autodiff result (owned by the session). */
 const struct tide_graph *tide_session_graph(const struct tide_session *session);
 const struct tide_memplan *tide_session_memplan(const struct tide_session *session);
