@@ -13,6 +13,9 @@
  *                    [--steps S | --epochs E] [--dataset fashion-mnist|synthetic]
  *                    [--seed S] [--optimizer sgd|momentum|adam] [--lr X]
  *                    [--budget BYTES] [--backend cpu|cuda|auto] [--threads N] [--json]
+ *   tide-bench plan  --model M [--depth D] [--batch B] --budget BYTES
+ *                    [--partition-size K] [--swap auto|on|off] [--json]
+ *   tide-bench depth [--budget BYTES] [--batch B] [--width W] [--image-size S] [--json]
  */
 #include <errno.h>
 #include <getopt.h>
@@ -24,6 +27,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench/bench.h"
+#include "graph/import.h"
 #include "runtime/session.h"
 #include "tide/dataset.h"
 #include "tide/graph.h"
@@ -33,32 +38,22 @@
  * Options
  * ========================================================================== */
 
-struct bench_options {
-    const char *model;
-    int32_t depth; /* ResNet layers: 3 * (10 + n) + 2 */
-    int64_t width; /* ResNet base width */
-    int64_t image_size; /* ResNet on synthetic images */
-    int64_t batch;
-    int64_t steps;
-    int64_t epochs;
-    const char *dataset;
-    uint64_t seed;
-    const char *optimizer;
-    double lr;
-    uint64_t budget;
-    const char *backend;
-    int threads;
-    bool json;
-    bool poison;
-};
 
 static void usage(FILE *out)
 {
     fprintf(out,
             "usage: tide-bench train [options]\n"
+            "       tide-bench plan --budget BYTES [options]\n"
+            "       tide-bench depth [options]\n"
             "\n"
-            "Trains a model in-process (the daemon's path from the graph on) and prints\n"
-            "loss, test accuracy and step time.\n"
+            "train  trains a model in-process (the daemon's path from the graph on) and\n"
+            "       prints loss, test accuracy and step time.\n"
+            "plan   compiles the training graph under a memory policy and prints the plan\n"
+            "       (partitions, bytes moved, predicted peak, whether it fits) without\n"
+            "       running anything.\n"
+            "depth  finds the deepest ResNet whose plan fits the budget with swap off and\n"
+            "       with swap auto (binary search), then trains one step at the swap-auto\n"
+            "       maximum to confirm it runs within the budget.\n"
             "\n"
             "  --model mlp|cnn|resnet   the model (default cnn)\n"
             "  --depth D                ResNet layers, 3*(10+n)+2 for n >= 1 (default 38)\n"
@@ -75,6 +70,10 @@ static void usage(FILE *out)
             "  --backend NAME           cpu (default), cuda or auto\n"
             "  --threads N              CPU GEMM threads (default: all cores)\n"
             "  --poison                 poison dead regions (debug)\n"
+            "  --partition-size K       plan/depth: nodes per partition (default 64)\n"
+            "  --swap auto|on|off       plan: swap policy (default auto, with autotune)\n"
+            "  --swap-threshold T       plan: swap when the next use is > T partitions away\n"
+            "  --prefetch P             plan: swap in P partitions before the use\n"
             "  --json                   end with one JSON line on stdout\n"
             "  -h, --help               this text\n");
 }
@@ -116,7 +115,8 @@ static int parse_i64(const char *text, const char *flag, int64_t min, int64_t *o
 static int parse_options(int argc, char **argv, struct bench_options *o)
 {
     enum { O_DEPTH = 256, O_WIDTH, O_IMAGE, O_DATASET, O_SEED, O_OPT, O_LR, O_BUDGET, O_BACKEND,
-           O_THREADS, O_JSON, O_POISON, O_STEPS, O_EPOCHS };
+           O_THREADS, O_JSON, O_POISON, O_STEPS, O_EPOCHS, O_PARTITION, O_SWAP, O_THRESHOLD,
+           O_PREFETCH };
     static const struct option longs[] = {
         {"model", required_argument, 0, 'm'},   {"depth", required_argument, 0, O_DEPTH},
         {"width", required_argument, 0, O_WIDTH}, {"image-size", required_argument, 0, O_IMAGE},
@@ -126,6 +126,9 @@ static int parse_options(int argc, char **argv, struct bench_options *o)
         {"lr", required_argument, 0, O_LR},     {"budget", required_argument, 0, O_BUDGET},
         {"backend", required_argument, 0, O_BACKEND}, {"threads", required_argument, 0, O_THREADS},
         {"json", no_argument, 0, O_JSON},       {"poison", no_argument, 0, O_POISON},
+        {"partition-size", required_argument, 0, O_PARTITION},
+        {"swap", required_argument, 0, O_SWAP}, {"swap-threshold", required_argument, 0, O_THRESHOLD},
+        {"prefetch", required_argument, 0, O_PREFETCH},
         {"help", no_argument, 0, 'h'},          {0, 0, 0, 0},
     };
     int64_t v;
@@ -197,6 +200,26 @@ static int parse_options(int argc, char **argv, struct bench_options *o)
         case O_JSON:
             o->json = true;
             break;
+        case O_PARTITION:
+            if (parse_i64(optarg, "--partition-size", 1, &v))
+                return -1;
+            o->partition_size = (uint32_t)v;
+            break;
+        case O_SWAP:
+            if (strcmp(optarg, "auto") && strcmp(optarg, "on") && strcmp(optarg, "off")) {
+                fprintf(stderr, "tide-bench: --swap must be auto, on or off, got \"%s\"\n", optarg);
+                return -1;
+            }
+            o->swap = optarg;
+            break;
+        case O_THRESHOLD:
+            if (parse_i64(optarg, "--swap-threshold", 0, &o->swap_threshold))
+                return -1;
+            break;
+        case O_PREFETCH:
+            if (parse_i64(optarg, "--prefetch", 0, &o->prefetch))
+                return -1;
+            break;
         case O_POISON:
             o->poison = true;
             break;
@@ -263,30 +286,35 @@ static int open_split(const struct bench_options *o, const char *split, int64_t 
     return rc;
 }
 
-/* Builds the model; returns the serialized graph or NULL with a message. */
-static uint8_t *build_model(const struct bench_options *o, const tide_dataset *ds, size_t *len)
+uint8_t *tide_bench_build_model(const char *model, int64_t batch, int64_t c, int64_t h, int64_t w,
+                                int32_t classes, int32_t depth, int64_t width, size_t *len)
 {
     tide_builder *b = tide_builder_new();
     if (!b)
         return NULL;
-    int64_t c = tide_dataset_channels(ds), h = tide_dataset_height(ds), w = tide_dataset_width(ds);
-    int32_t classes = tide_dataset_classes(ds);
     tide_ref logits;
-    if (strcmp(o->model, "mlp") == 0) {
+    if (strcmp(model, "mlp") == 0) {
         int64_t hidden[2] = {256, 128};
-        logits = tide_model_mlp(b, o->batch, c * h * w, hidden, 2, classes);
-    } else if (strcmp(o->model, "cnn") == 0) {
-        logits = tide_model_cnn(b, o->batch, c, h, w, classes);
+        logits = tide_model_mlp(b, batch, c * h * w, hidden, 2, classes);
+    } else if (strcmp(model, "cnn") == 0) {
+        logits = tide_model_cnn(b, batch, c, h, w, classes);
     } else {
-        logits = tide_model_resnet(b, o->batch, c, h, classes, (o->depth - 2) / 3 - 10, o->width);
+        logits = tide_model_resnet(b, batch, c, h, classes, (depth - 2) / 3 - 10, width);
     }
     uint8_t *bytes = NULL;
     if (logits.id < 0 || tide_builder_serialize(b, &bytes, len) != 0) {
-        fprintf(stderr, "tide-bench: building %s: %s\n", o->model, tide_builder_error(b));
+        fprintf(stderr, "tide-bench: building %s: %s\n", model, tide_builder_error(b));
         bytes = NULL;
     }
     tide_builder_free(b);
     return bytes;
+}
+
+static uint8_t *build_model(const struct bench_options *o, const tide_dataset *ds, size_t *len)
+{
+    return tide_bench_build_model(o->model, o->batch, tide_dataset_channels(ds),
+                                  tide_dataset_height(ds), tide_dataset_width(ds),
+                                  tide_dataset_classes(ds), o->depth, o->width, len);
 }
 
 static int64_t argmax(const float *row, int32_t n)
@@ -337,6 +365,161 @@ static int evaluate(struct tide_session *s, const struct bench_options *o, tide_
     return 0;
 }
 
+int tide_bench_train_options(const char *optimizer, double lr, struct tide_train_options *out)
+{
+    static const float default_lr[] = {[TIDE_OPTIMIZER_SGD] = 0.05f,
+                                       [TIDE_OPTIMIZER_MOMENTUM] = 0.02f,
+                                       [TIDE_OPTIMIZER_ADAM] = 0.001f};
+    memset(out, 0, sizeof(*out));
+    out->loss = TIDE_MODEL_LOSS;
+    if (strcmp(optimizer, "sgd") == 0) {
+        out->optimizer = TIDE_OPTIMIZER_SGD;
+    } else if (strcmp(optimizer, "momentum") == 0) {
+        out->optimizer = TIDE_OPTIMIZER_MOMENTUM;
+        out->momentum = 0.9f;
+    } else if (strcmp(optimizer, "adam") == 0) {
+        out->optimizer = TIDE_OPTIMIZER_ADAM;
+    } else {
+        fprintf(stderr, "tide-bench: --optimizer must be sgd, momentum or adam, got \"%s\"\n",
+                optimizer);
+        return -1;
+    }
+    out->learning_rate = lr > 0 ? (float)lr : default_lr[out->optimizer];
+    return 0;
+}
+
+static struct tide_memory_policy memory_policy(const struct bench_options *o)
+{
+    struct tide_memory_policy p = tide_memory_policy_default();
+    p.budget_bytes = o->budget;
+    if (o->partition_size)
+        p.partition_size = o->partition_size;
+    if (o->swap && strcmp(o->swap, "on") == 0)
+        p.swap = TIDE_SWAP_ON;
+    else if (o->swap && strcmp(o->swap, "off") == 0)
+        p.swap = TIDE_SWAP_OFF;
+    if (o->swap_threshold >= 0)
+        p.swap_threshold = (uint32_t)o->swap_threshold;
+    if (o->prefetch >= 0)
+        p.prefetch_distance = (uint32_t)o->prefetch;
+    /* An explicit threshold or prefetch means: use these, do not search. */
+    if (o->swap_threshold >= 0 || o->prefetch >= 0)
+        p.autotune = false;
+    return p;
+}
+
+enum tide_status tide_bench_plan(const uint8_t *bytes, size_t len,
+                                 const struct tide_train_options *train,
+                                 const struct tide_memory_policy *policy,
+                                 struct tide_backend *backend, struct tide_graph **graph,
+                                 struct tide_memory_plan *plan, struct tide_error *err)
+{
+    struct tide_autodiff_result ad = {0};
+    enum tide_status st = tide_graph_import(bytes, len, NULL, graph, err);
+    if (st == TIDE_OK)
+        st = tide_autodiff(*graph, train, &ad, err);
+    tide_autodiff_result_release(&ad);
+    if (st != TIDE_OK)
+        return st;
+    struct tide_plan_env env = {.workspace_bytes = tide_bench_workspace, .workspace_ctx = backend};
+    return tide_plan_memory(*graph, policy, &env, plan, err);
+}
+
+uint64_t tide_bench_workspace(void *ctx, const struct tide_graph *graph,
+                              const struct tide_node *node)
+{
+    return tide_backend_workspace_bytes(ctx, graph, node);
+}
+
+static void print_plan(const struct bench_options *o, const struct tide_plan_report *r)
+{
+    const double mib = 1 << 20;
+    printf("%-9s %7s %12s %12s %12s %12s\n", "partition", "nodes", "resident MiB", "swap-in MiB",
+           "swap-out MiB", "fetch MiB");
+    for (uint32_t p = 0; p < r->n_partitions; p++) {
+        const struct tide_partition_report *q = &r->partitions[p];
+        /* Long plans: the first and last few partitions and every tenth. */
+        if (r->n_partitions > 40 && p >= 5 && p + 5 < r->n_partitions && p % 10)
+            continue;
+        printf("%-9u %7u %12.2f %12.2f %12.2f %12.2f\n", p, q->nodes,
+               (double)q->resident_bytes / mib, (double)q->swap_in_bytes / mib,
+               (double)q->swap_out_bytes / mib, (double)q->fetch_bytes / mib);
+    }
+    printf("%u nodes in %u partitions of %u; swap %s, threshold %u, prefetch %u, vars on %s "
+           "(%u plans tried, %.0f ms)\n",
+           r->nodes, r->n_partitions, r->chosen.partition_size,
+           r->chosen.swap == TIDE_SWAP_OFF ? "off" : r->chosen.swap == TIDE_SWAP_ON ? "on" : "auto",
+           r->chosen.swap_threshold, r->chosen.prefetch_distance,
+           r->chosen.vars_home == TIDE_VARS_HOME_HOST ? "host" : "device", r->trials, r->plan_ms);
+    printf("per step: swap-in %.1f MiB, swap-out %.1f MiB, fetch %.1f MiB, write-back %.1f MiB; "
+           "host %.1f MiB\n",
+           (double)r->swap_in_bytes / mib, (double)r->swap_out_bytes / mib,
+           (double)r->fetch_bytes / mib, (double)r->write_back_bytes / mib,
+           (double)r->host_bytes / mib);
+    printf("predicted peak %.2f MiB of a %.2f MiB budget: %s\n",
+           (double)r->predicted_peak_bytes / mib, (double)r->budget_bytes / mib,
+           r->fits ? "fits" : "does NOT fit");
+    if (!r->fits)
+        printf("smallest budget that fits: %.2f MiB (%s)\n", (double)r->min_budget_bytes / mib,
+               r->message);
+    if (o->json)
+        printf("{\"model\": \"%s\", \"batch\": %" PRId64 ", \"fits\": %s, "
+               "\"predicted_peak_bytes\": %" PRIu64 ", \"budget_bytes\": %" PRIu64
+               ", \"swap_out_bytes\": %" PRIu64 ", \"swap_in_bytes\": %" PRIu64
+               ", \"fetch_bytes\": %" PRIu64 ", \"write_back_bytes\": %" PRIu64
+               ", \"partitions\": %u, \"nodes\": %u, \"min_budget_bytes\": %" PRIu64
+               ", \"host_bytes\": %" PRIu64 ", \"swap_threshold\": %u, \"prefetch_distance\": %u"
+               ", \"trials\": %u, \"plan_ms\": %.1f}\n",
+               o->model, o->batch, r->fits ? "true" : "false", r->predicted_peak_bytes,
+               r->budget_bytes, r->swap_out_bytes, r->swap_in_bytes, r->fetch_bytes,
+               r->write_back_bytes, r->n_partitions, r->nodes, r->min_budget_bytes, r->host_bytes,
+               r->chosen.swap_threshold, r->chosen.prefetch_distance, r->trials, r->plan_ms);
+}
+
+static int cmd_plan(const struct bench_options *o)
+{
+    if (!o->budget) {
+        fprintf(stderr, "tide-bench plan: --budget BYTES is required (e.g. --budget 64M)\n");
+        return 2;
+    }
+    bool resnet = strcmp(o->model, "resnet") == 0;
+    int64_t c = resnet ? 3 : 1, size = resnet ? o->image_size : 28;
+    size_t len;
+    uint8_t *bytes = tide_bench_build_model(o->model, o->batch, c, size, size, 10, o->depth,
+                                            o->width, &len);
+    if (!bytes)
+        return 1;
+    struct tide_train_options train;
+    struct tide_memory_policy policy = memory_policy(o);
+    struct tide_backend *backend = NULL;
+    struct tide_graph *graph = NULL;
+    struct tide_memory_plan plan = {0};
+    struct tide_error err = {0};
+    int rc = 1;
+    if (tide_bench_train_options(o->optimizer, o->lr, &train) != 0)
+        goto out;
+    if (tide_backend_create(o->backend, &(struct tide_backend_options){0}, &backend, &err) !=
+        TIDE_OK) {
+        fprintf(stderr, "tide-bench: %s\n", err.message);
+        goto out;
+    }
+    enum tide_status st = tide_bench_plan(bytes, len, &train, &policy, backend, &graph, &plan, &err);
+    if (st != TIDE_OK && st != TIDE_DOES_NOT_FIT) {
+        fprintf(stderr, "tide-bench: %s\n", err.message);
+        goto out;
+    }
+    print_plan(o, &plan.report);
+    if (st == TIDE_DOES_NOT_FIT)
+        fprintf(stderr, "tide-bench: %s\n", err.message);
+    rc = st == TIDE_OK ? 0 : 1;
+out:
+    tide_memory_plan_release(&plan);
+    tide_graph_free(graph);
+    tide_backend_free(backend);
+    free(bytes);
+    return rc;
+}
+
 static int cmd_train(const struct bench_options *o)
 {
     tide_dataset *train = NULL, *test = NULL;
@@ -357,25 +540,10 @@ static int cmd_train(const struct bench_options *o)
     if (!bytes)
         goto out;
 
-    struct tide_train_options train_opts = {.loss = TIDE_MODEL_LOSS,
-                                            .learning_rate = (float)o->lr};
-    if (strcmp(o->optimizer, "sgd") == 0)
-        train_opts.optimizer = TIDE_OPTIMIZER_SGD;
-    else if (strcmp(o->optimizer, "momentum") == 0)
-        train_opts.optimizer = TIDE_OPTIMIZER_MOMENTUM, train_opts.momentum = 0.9f;
-    else if (strcmp(o->optimizer, "adam") == 0)
-        train_opts.optimizer = TIDE_OPTIMIZER_ADAM;
-    else {
-        fprintf(stderr, "tide-bench: --optimizer must be sgd, momentum or adam, got \"%s\"\n",
-                o->optimizer);
+    struct tide_train_options train_opts;
+    if (tide_bench_train_options(o->optimizer, o->lr, &train_opts) != 0)
         goto out;
-    }
-    if (o->lr == 0) {
-        static const float default_lr[] = {[TIDE_OPTIMIZER_SGD] = 0.05f,
-                                           [TIDE_OPTIMIZER_MOMENTUM] = 0.02f,
-                                           [TIDE_OPTIMIZER_ADAM] = 0.001f};
-        train_opts.learning_rate = default_lr[train_opts.optimizer];
-    }
+    struct tide_memory_policy policy = memory_policy(o);
 
     const char *fetches[] = {TIDE_MODEL_LOGITS};
     struct tide_session_options so = tide_session_options_default();
@@ -384,6 +552,9 @@ static int cmd_train(const struct bench_options *o)
     so.seed = o->seed;
     so.poison = o->poison;
     so.train = &train_opts;
+    /* A budget or a swap policy plans memory; otherwise everything is resident. */
+    if (o->budget || o->swap)
+        so.memory = &policy;
     so.fetches = fetches;
     so.n_fetches = 1;
     struct tide_error err = {0};
@@ -505,15 +676,26 @@ int main(int argc, char **argv)
     }
     struct bench_options o = {.model = "cnn", .depth = 38, .width = 16, .image_size = 32,
                               .batch = 64, .steps = 100, .dataset = "fashion-mnist", .seed = 1,
-                              .optimizer = "momentum", .backend = "cpu"};
+                              .optimizer = "momentum", .backend = "cpu", .swap_threshold = -1,
+                              .prefetch = -1};
     const char *cmd = argv[1];
+    int (*run)(const struct bench_options *) = NULL;
     if (strcmp(cmd, "train") == 0) {
-        if (parse_options(argc - 1, argv + 1, &o) != 0)
-            return 2;
-        if (o.threads)
-            tide_cpu_kernels_set_threads(o.threads);
-        return cmd_train(&o);
+        run = cmd_train;
+    } else if (strcmp(cmd, "plan") == 0) {
+        run = cmd_plan;
+    } else if (strcmp(cmd, "depth") == 0) {
+        o.model = "resnet";
+        o.batch = 16;
+        o.budget = 256ull << 20;
+        run = tide_bench_depth;
+    } else {
+        fprintf(stderr, "tide-bench: unknown command \"%s\"; commands: train, plan, depth\n", cmd);
+        return 2;
     }
-    fprintf(stderr, "tide-bench: unknown command \"%s\"; commands: train (see --help)\n", cmd);
-    return 2;
+    if (parse_options(argc - 1, argv + 1, &o) != 0)
+        return 2;
+    if (o.threads)
+        tide_cpu_kernels_set_threads(o.threads);
+    return run(&o);
 }

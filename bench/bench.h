@@ -1,0 +1,61 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * bench.h: what the subcommands of tide-bench share (tide-bench.c, depth.c).
+ */
+#ifndef TIDE_BENCH_BENCH_H
+#define TIDE_BENCH_BENCH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "graph/autodiff.h"
+#include "runtime/backend.h"
+#include "swapper/swapper.h"
+
+struct bench_options {
+    const char *model;
+    int32_t depth; /* ResNet layers: 3 * (10 + n) + 2 */
+    int64_t width; /* ResNet base width */
+    int64_t image_size; /* ResNet on synthetic images */
+    int64_t batch;
+    int64_t steps;
+    int64_t epochs;
+    const char *dataset;
+    uint64_t seed;
+    const char *optimizer;
+    double lr;
+    uint64_t budget;
+    const char *backend;
+    int threads;
+    bool json;
+    bool poison;
+    /* plan and depth */
+    uint32_t partition_size;
+    const char *swap;
+    int64_t swap_threshold; /* -1: the policy default */
+    int64_t prefetch;       /* -1: the policy default */
+};
+
+/* Serialized tide.v1.Graph of a model (mlp, cnn, resnet of `depth` layers); NULL with a message. */
+uint8_t *tide_bench_build_model(const char *model, int64_t batch, int64_t c, int64_t h, int64_t w,
+                                int32_t classes, int32_t depth, int64_t width, size_t *len);
+
+/* Training options for an optimizer name; lr 0 takes its default. -1 with a message. */
+int tide_bench_train_options(const char *optimizer, double lr, struct tide_train_options *out);
+
+/* Import, autodiff and the memory pipeline, as the daemon does; nothing runs. */
+enum tide_status tide_bench_plan(const uint8_t *bytes, size_t len,
+                                 const struct tide_train_options *train,
+                                 const struct tide_memory_policy *policy,
+                                 struct tide_backend *backend, struct tide_graph **graph,
+                                 struct tide_memory_plan *plan, struct tide_error *err);
+
+/* The backend's workspace bytes, in the memplan callback's shape (ctx: the backend). */
+uint64_t tide_bench_workspace(void *ctx, const struct tide_graph *graph,
+                              const struct tide_node *node);
+
+/* tide-bench depth (depth.c). */
+int tide_bench_depth(const struct bench_options *o);
+
+#endif /* TIDE_BENCH_BENCH_H */
