@@ -1133,6 +1133,10 @@ static enum tide_status check_update(struct tide_graph *graph, struct tide_node 
     const struct tide_shape *var = input_shape(graph, node, 0);
     for (uint32_t i = 0; i < node->n_inputs; i++) {
         const struct tide_node *src = &graph->nodes[node->inputs[i].node];
+        /* After placement, an update reads the device copy a Fetch made of its Variable. */
+        if (i < n_state && src->op == TIDE_OP_FETCH && src->n_inputs == 1 &&
+            graph->nodes[src->inputs[0].node].op == TIDE_OP_VARIABLE)
+            src = &graph->nodes[src->inputs[0].node];
         if (i < n_state && src->op != TIDE_OP_VARIABLE)
             return tide_node_error(err, TIDE_INVALID, node,
                                    "input %u (%s) must be a Variable, but \"%s\" is a %s", i,

@@ -1,0 +1,141 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * estimate.c: a memory policy simulated on the partitioning alone.
+ *
+ * Le et al. (LMS) tune swap parameters by simulating the rewritten graph's
+ * execution rather than running it. Our plans are static, so a simulation
+ * can be exact: tide__estimate derives, for one choice, the same intervals
+ * that tide__apply + memplan would place — from the same use groups
+ * (tide_place_group_uses) — without cloning or rewriting anything, in time
+ * linear in the graph. Positions are keys (placement.h): the node at
+ * position p of the depth-first order is 4p + 1, a load at the start of the
+ * partition starting at p is 4p, a SwapOut or WriteBack after p is 4p + 2.
+ * The final order sorts by key, so an interval in keys covers exactly the
+ * nodes its memplan region covers in positions.
+ *
+ *  - persistent (device-homed Variables and Consts, pinned tensors): alive
+ *    everywhere;
+ *  - a tensor that stays put: from its producer to its last use (or only at
+ *    its producer when nothing reads it);
+ *  - a swapped tensor: from its producer to its last near use or its
+ *    SwapOut, whichever is later; each far group's SwapIn output from the
+ *    SwapIn to the group's last use;
+ *  - a host-homed source: each Fetch output from the Fetch to its group's
+ *    last use, or to the WriteBack right after it;
+ *  - a kernel's workspace: at the kernel only (inserted memory ops are taken
+ *    to need none).
+ *
+ * The largest sum over keys is the most bytes the plan holds at once; at
+ * that point its regions are pairwise disjoint in memplan's arena, so it
+ * bounds memplan's peak from below, and the search uses it to discard a
+ * choice without building it (tests check it against memplan).
+ */
+#include "swapper/swapper-impl.h"
+
+#include <string.h>
+
+static inline void add_interval(int64_t *delta, uint64_t first, uint64_t last, uint64_t bytes)
+{
+    delta[first] += (int64_t)bytes;
+    delta[last + 1] -= (int64_t)bytes;
+}
+
+/* True if a use in group g writes the source in place (so a WriteBack follows it). */
+static bool group_writes(const struct tide_graph *graph, const struct tide_tensor_life *life,
+                         const struct tide_use_group *g)
+{
+    for (uint32_t u = g->first; u < g->first + g->n_uses; u++) {
+        const struct tide_node *node = &graph->nodes[life->uses[u]];
+        for (uint32_t i = 0; i < node->n_inputs; i++) {
+            if (node->inputs[i].node == life->tensor.node &&
+                node->inputs[i].output == life->tensor.output && tide_place_input_written(node, i))
+                return true;
+        }
+    }
+    return false;
+}
+
+void tide__estimate(struct tide__planner *pl, const struct tide__choice *choice,
+                    struct tide__estimate *out)
+{
+    const struct tide_partitioning *p = &pl->part;
+    const struct tide_graph *graph = pl->graph;
+    uint32_t n = p->n_order;
+    uint32_t size = p->partition_size;
+    int64_t *delta = pl->delta;
+    struct tide_use_group *groups = pl->groups;
+    uint64_t persistent = 0;
+    memset(out, 0, sizeof(*out));
+    memset(delta, 0, ((size_t)n * 4 + 4) * sizeof(*delta));
+
+    for (uint32_t i = 0; i < n; i++) {
+        uint64_t ws = tide__align(pl, pl->workspace[p->order[i]]);
+        if (ws)
+            add_interval(delta, tide_place_key_at(i), tide_place_key_at(i), ws);
+    }
+    for (uint32_t t = 0; t < p->n_tensors; t++) {
+        const struct tide_tensor_life *life = &p->tensors[t];
+        uint64_t raw = graph->nodes[life->tensor.node].outputs[life->tensor.output].nbytes;
+        uint64_t bytes = tide__align(pl, raw);
+        uint32_t made = p->position[life->tensor.node];
+        uint32_t last = life->n_uses ? p->position[life->uses[life->n_uses - 1]] : made;
+        uint32_t n_groups;
+        switch (pl->kinds[t]) {
+        case TIDE__TENSOR_HOST:
+            break;
+        case TIDE__TENSOR_PERSISTENT:
+            persistent += bytes;
+            break;
+        case TIDE__TENSOR_STATE:
+            if (!choice->vars_host) {
+                persistent += bytes;
+                break;
+            }
+            n_groups =
+                tide_place_group_uses(life, choice->var_threshold, choice->prefetch, false, groups);
+            for (uint32_t g = 0; g < n_groups; g++) {
+                uint32_t end = p->position[life->uses[groups[g].first + groups[g].n_uses - 1]];
+                bool writes = group_writes(graph, life, &groups[g]);
+                add_interval(delta, tide_place_key_before(groups[g].load_partition * size),
+                             writes ? tide_place_key_after(end) : tide_place_key_at(end), bytes);
+                out->moved.fetch += raw;
+                out->moved.write_back += writes ? raw : 0;
+            }
+            break;
+        case TIDE__TENSOR_FEATURE:
+            n_groups = choice->swap_threshold == TIDE__NEVER
+                           ? 1
+                           : tide_place_group_uses(life, choice->swap_threshold, choice->prefetch,
+                                                   true, groups);
+            if (n_groups > 1) {
+                uint64_t near_end = tide_place_key_after(made);
+                if (groups[0].n_uses) {
+                    uint32_t near_last = p->position[life->uses[groups[0].n_uses - 1]];
+                    if (tide_place_key_at(near_last) > near_end)
+                        near_end = tide_place_key_at(near_last);
+                }
+                add_interval(delta, tide_place_key_at(made), near_end, bytes);
+                out->moved.swap_out += raw;
+                for (uint32_t g = 1; g < n_groups; g++) {
+                    uint32_t end = p->position[life->uses[groups[g].first + groups[g].n_uses - 1]];
+                    add_interval(delta, tide_place_key_before(groups[g].load_partition * size),
+                                 tide_place_key_at(end), bytes);
+                    out->moved.swap_in += raw;
+                }
+                break;
+            }
+            add_interval(delta, tide_place_key_at(made), tide_place_key_at(last), bytes);
+            break;
+        default: /* TIDE__TENSOR_FIXED */
+            add_interval(delta, tide_place_key_at(made), tide_place_key_at(last), bytes);
+            break;
+        }
+    }
+    int64_t live = 0, most = 0;
+    for (size_t k = 0; k < (size_t)n * 4 + 3; k++) {
+        live += delta[k];
+        if (live > most)
+            most = live;
+    }
+    out->live_bytes = persistent + (uint64_t)most;
+}
