@@ -17,11 +17,14 @@
  *     of its input), each at the lowest aligned offset that does not overlap
  *     a placed region alive at an overlapping time.
  *  3. Reuse edges. A region that takes over addresses of a region that died
- *     earlier must not be written before the old occupant's last reader has
- *     finished. On one stream the stream's order guarantees it; across
- *     streams we add a control edge (old last reader -> new producer), one
- *     per other stream: from the latest such reader, which follows all the
- *     others on its stream.
+ *     earlier must not be written before every reader of the old occupant
+ *     has finished — on every stream, not only the last reader by position:
+ *     a tensor read by kernels on compute and by a SwapOut on d2h dies after
+ *     whichever comes last in the order, but the other may still run. On
+ *     the new producer's own stream the stream's order guarantees it; for
+ *     each other stream we add one control edge (reader -> new producer)
+ *     from the latest reader on that stream of any earlier occupant, which
+ *     follows all the others there.
  *  4. Death lists: per position, the regions whose last reader it is, so
  *     the executor can account (and poison) regions as it goes.
  *
@@ -466,47 +469,92 @@ static enum tide_status place(struct tide_memplan *plan, struct tide_error *err)
  * Pass 3: reuse edges
  * ========================================================================== */
 
-static uint32_t last_reader(const struct tide_memplan *plan, const struct tide_memplan_region *r)
+enum { N_STREAMS = 3 };
+
+/*
+ * The accesses that a new occupant of a region's addresses must wait for:
+ * per stream, 1 + the latest position of a reader of the region on that
+ * stream (0: none). A region nobody reads (an unread output, a workspace) is
+ * accessed by its producer alone, at its only position. Readers on several
+ * streams are common once memory ops exist: a SwapOut on d2h reads a tensor
+ * that kernels on compute read too, and the last reader by position need not
+ * be the last one to finish.
+ */
+static enum tide_status collect_accesses(const struct tide_graph *graph,
+                                         const struct tide_memplan *plan,
+                                         const uint32_t *first_region, uint32_t **out)
 {
-    return plan->order[r->last];
+    uint32_t *access = calloc((size_t)plan->n_regions * N_STREAMS + 1, sizeof(*access));
+    if (!access)
+        return TIDE_NOMEM;
+    for (uint32_t p = 0; p < plan->n_order; p++) {
+        const struct tide_node *node = &graph->nodes[plan->order[p]];
+        if (node->stream >= N_STREAMS)
+            continue;
+        for (uint32_t i = 0; i < node->n_inputs; i++) {
+            const struct tide_edge *e = &node->inputs[i];
+            const struct tide_node *src = &graph->nodes[e->node];
+            if (src->outputs[e->output].home != TIDE_HOME_DEVICE)
+                continue;
+            uint32_t r = first_region[e->node];
+            for (uint32_t k = 0; k < e->output; k++)
+                r += src->outputs[k].home == TIDE_HOME_DEVICE;
+            access[(size_t)r * N_STREAMS + node->stream] = p + 1;
+        }
+    }
+    for (uint32_t r = 0; r < plan->n_regions; r++) {
+        uint32_t *a = &access[(size_t)r * N_STREAMS];
+        if (a[0] || a[1] || a[2])
+            continue;
+        uint8_t s = graph->nodes[plan->order[plan->regions[r].last]].stream;
+        if (s < N_STREAMS)
+            a[s] = plan->regions[r].last + 1;
+    }
+    *out = access;
+    return TIDE_OK;
 }
 
 /*
  * A region R that takes over addresses of earlier-dying regions must not be
- * written before their last readers finished. A last reader on R's
- * producer's stream comes earlier on that stream, so the stream's order
- * holds. For the last readers on another stream s, one control edge is
- * enough: from the one that runs latest on s (the earlier occupant with the
- * largest last position), since s runs its work in order and every other
- * such reader precedes it there. Candidates are grouped by their last
- * reader's stream and sorted by offset, so R scans only the other streams'
- * groups, and only up to its own end.
+ * written before every access to them has finished. Accesses on R's
+ * producer's stream come earlier on that stream, so the stream's order
+ * holds. For the accesses on another stream s, one control edge is enough:
+ * from the one that runs latest on s, over every earlier occupant of R's
+ * addresses (not only each occupant's last reader by position), since s
+ * runs its work in order and every other such access precedes it there.
+ * Candidates are grouped by the streams they are accessed on (a region may
+ * sit in several groups) and sorted by offset, so R scans only the other
+ * streams' groups, and only up to its own end.
  */
 static enum tide_status add_reuse_edges(struct tide_graph *graph, struct tide_memplan *plan,
-                                        struct tide_error *err)
+                                        const uint32_t *first_region, struct tide_error *err)
 {
-    enum { N_STREAMS = 3 };
     uint32_t n_regions = plan->n_regions;
     const struct tide_memplan_region *regions = plan->regions;
-    struct sort_key *groups = malloc(((size_t)n_regions + 1) * sizeof(*groups));
+    uint32_t *access = NULL;
+    struct sort_key *groups = malloc(((size_t)n_regions * N_STREAMS + 1) * sizeof(*groups));
     uint32_t group_start[N_STREAMS + 1] = {0};
-    if (!groups)
+    if (!groups || collect_accesses(graph, plan, first_region, &access) != TIDE_OK) {
+        free(groups);
         return tide_error_set(err, TIDE_NOMEM, "memplan: out of memory for reuse edges");
+    }
 
-    /* Counting sort by the last reader's stream, then each group by offset. */
+    /* Counting sort by the accessing stream, then each group by offset. */
     for (uint32_t r = 0; r < n_regions; r++) {
-        uint8_t s = graph->nodes[last_reader(plan, &regions[r])].stream;
-        if (!regions[r].persistent && regions[r].bytes && s < N_STREAMS)
-            group_start[s + 1]++;
+        for (int s = 0; s < N_STREAMS; s++) {
+            if (!regions[r].persistent && regions[r].bytes && access[(size_t)r * N_STREAMS + s])
+                group_start[s + 1]++;
+        }
     }
     for (int s = 0; s < N_STREAMS; s++)
         group_start[s + 1] += group_start[s];
     uint32_t fill[N_STREAMS];
     memcpy(fill, group_start, sizeof(fill));
     for (uint32_t r = 0; r < n_regions; r++) {
-        uint8_t s = graph->nodes[last_reader(plan, &regions[r])].stream;
-        if (!regions[r].persistent && regions[r].bytes && s < N_STREAMS)
-            groups[fill[s]++] = key_of(regions, r);
+        for (int s = 0; s < N_STREAMS; s++) {
+            if (!regions[r].persistent && regions[r].bytes && access[(size_t)r * N_STREAMS + s])
+                groups[fill[s]++] = key_of(regions, r);
+        }
     }
     for (int s = 0; s < N_STREAMS; s++)
         qsort(groups + group_start[s], group_start[s + 1] - group_start[s], sizeof(*groups),
@@ -521,18 +569,19 @@ static enum tide_status add_reuse_edges(struct tide_graph *graph, struct tide_me
         for (int s = 0; s < N_STREAMS && st == TIDE_OK; s++) {
             if (s == graph->nodes[producer].stream)
                 continue;
-            const struct tide_memplan_region *latest = NULL;
+            uint32_t latest = 0; /* 1 + position */
             for (uint32_t j = group_start[s]; j < group_start[s + 1]; j++) {
-                const struct tide_memplan_region *q = &regions[groups[j].region];
+                uint32_t x = groups[j].region;
+                const struct tide_memplan_region *q = &regions[x];
                 if (q->offset >= r->offset + r->bytes)
                     break;
-                if (q->offset + q->bytes > r->offset && q->last < r->first &&
-                    (!latest || q->last > latest->last))
-                    latest = q;
+                uint32_t at = access[(size_t)x * N_STREAMS + s];
+                if (q->offset + q->bytes > r->offset && q->last < r->first && at > latest)
+                    latest = at;
             }
             if (!latest)
                 continue;
-            uint32_t reader = last_reader(plan, latest);
+            uint32_t reader = plan->order[latest - 1];
             const struct tide_node *pn = &graph->nodes[producer];
             bool present = false;
             for (uint32_t c = 0; c < pn->n_controls && !present; c++)
@@ -544,6 +593,7 @@ static enum tide_status add_reuse_edges(struct tide_graph *graph, struct tide_me
                 plan->reuse_edges++;
         }
     }
+    free(access);
     free(groups);
     return st;
 }
@@ -613,7 +663,7 @@ enum tide_status tide_memplan_build(struct tide_graph *graph, const uint32_t *or
     extend_to_readers(graph, plan, first_region);
     st = place(plan, err);
     if (st == TIDE_OK)
-        st = add_reuse_edges(graph, plan, err);
+        st = add_reuse_edges(graph, plan, first_region, err);
     if (st == TIDE_OK)
         st = build_deaths(plan, err);
     if (st != TIDE_OK)

@@ -15,9 +15,9 @@
  * across steps: their interval is the whole order, and they are placed first.
  *
  * Reuse edges: when a tensor's region overlaps an earlier occupant's, the new
- * producer must not start before the old occupant's last reader finished. On
+ * producer must not start before every reader of the old occupant finished. On
  * one stream that holds by order; across streams memplan adds a control edge
- * (last reader -> new producer) to the graph, which the executor turns into an
+ * from each other stream's latest reader to the new producer, which the executor turns into an
  * event. Offsets are written into graph->nodes[v].outputs[k].offset.
  *
  * Example usage:

@@ -3,10 +3,10 @@
  * executor.c: runs a planned graph once per step on a backend's streams.
  *
  * The executor is the last stage of the pipeline: everything it does was
- * decided by the passes before it (each node's stream, each tensor's arena
- * offset, the order, the reuse edges), so a step is one walk over the order
- * that enqueues work and never decides, allocates or waits for the device
- * until the end.
+ * decided by the passes before it (each node's stream, each tensor's home
+ * and arena offset, the order, the memory ops, the reuse edges), so a step is
+ * one walk over the order that enqueues work and never decides, allocates or
+ * waits for the device until the end.
  *
  * DESIGN
  * ------
@@ -16,49 +16,96 @@
  * threads must not call into one executor at once. The backend runs the work
  * on its own threads (the CPU backend: one worker per stream; CUDA: the
  * device). The executor's state is touched by the host thread only, except:
- *  - the arena, the kernel arguments and the placeholders' staging buffers,
- *    which the backend's workers read (and the arena, write) while a step
- *    runs. The host thread writes the staging buffers (feed) and kernel
- *    arguments (creation) only while no step is in flight: every step ends
- *    with all streams synchronised.
+ *  - the arena, the kernel arguments, the placeholders' staging buffers and
+ *    the host buffers (homes of host-homed Variables and Consts, swapped-out
+ *    copies), which the backend's workers read and write while a step runs.
+ *    The host thread writes staging buffers (feed), host homes
+ *    (write_variable) and kernel arguments (creation) only while no step is
+ *    in flight: every step ends with all streams synchronised.
  *  - the step counter, which kernels read through args.step (Adam's bias
  *    correction). The host thread changes it only between steps.
  *
  * Streams. Each executor owns three backend streams: compute, h2d and d2h
- * (enum tide_stream). A node runs on the stream its annotation names
- * (node->stream); the session puts Placeholders on h2d and everything else
- * on compute. Work on one stream runs in the order it was enqueued, which is
- * the plan's order, so a dependency between two nodes of one stream needs
- * nothing.
+ * (enum tide_stream_id). A node runs on the stream its annotation names
+ * (node->stream): the memory passes put Placeholders, Fetch and SwapIn on
+ * h2d, SwapOut and WriteBack on d2h and everything else on compute (without
+ * them, the session puts Placeholders on h2d and the rest on compute). Work
+ * on one stream runs in the order it was enqueued, which is the plan's
+ * order, so a dependency between two nodes of one stream needs nothing.
+ *
+ * Memory ops (swapper/swapper.h is the contract). Host-homed outputs —
+ * Variables and Consts with home HOST, SwapOut outputs — get a host buffer
+ * each from tide_backend_host_alloc, once, at creation; host-homed Variables
+ * are initialised there and Consts copied there. Every memory op is one
+ * async copy on its stream:
+ *  - Fetch(v):      h2d, v's host home -> the Fetch's output region;
+ *  - SwapIn(s):     h2d, the SwapOut's host buffer -> the SwapIn's region;
+ *  - SwapOut(t):    d2h, t's region -> the SwapOut's host buffer;
+ *  - WriteBack(f):  d2h, f's region -> the host home of node->subject.
+ * A kernel never reads host memory: an input homed on the host is refused at
+ * creation (a missing Fetch or SwapIn is a planner bug). A WriteBack also
+ * waits for every update (Apply*) that reads its tensor, so the copy can
+ * never overtake the in-place update it writes back, whether or not the
+ * planner drew that control edge.
+ *
+ * Pipelining falls out of the order and the streams: a Fetch or SwapIn sits
+ * at the start of the partition `prefetch` before its consumer, so the h2d
+ * stream copies it while compute still works on the partitions in between;
+ * a SwapOut right after its producer copies out on d2h while compute goes
+ * on. The host thread only enqueues; nothing in a step blocks it until the
+ * final synchronisation.
  *
  * Events. A dependency that crosses streams (a data or control input whose
- * producer runs on another stream) is an event: the producer records it on
- * its stream right after its work, and the consumer's stream waits on it
- * right before the consumer's work. Each producer with at least one
- * cross-stream user owns one event, created once and re-recorded every step
- * (a wait refers to the latest record, which in a step always precedes the
- * wait since producers come first in the order). Memplan's reuse edges are
- * control edges like any other, so a region taken over across streams is
- * ordered the same way.
+ * producer runs on another stream) is an event: the producer records its
+ * event on its stream right after its work, and the consumer's stream waits
+ * on it right before the consumer's work. Most such waits are implied by
+ * others, and a full step issues only the needed ones: at creation the
+ * executor replays the order with a vector clock per stream (for stream S
+ * and stream T, the latest position of T known complete at S's current
+ * point, through waits and through what T itself had waited for at that
+ * point). A consumer then waits at most once per other stream, on the latest
+ * producer it needs there, and only if S's clock does not already cover it;
+ * only the producers so named record their events. In practice that is a
+ * few waits per partition rather than one per edge: the first kernel of a
+ * partition waits for the copies prefetched for it, the next ones mostly
+ * need nothing (the CNN of tide_model_cnn with Variables on the host and
+ * swapping at partition size 7: 48 waits and events per step for 162
+ * cross-stream edges). Events are
+ * created once and re-recorded every step (a wait refers to the latest
+ * record, which in a step always precedes the wait since producers come
+ * first in the order). Memplan's reuse edges are control edges like any
+ * other, so a region taken over across streams is ordered the same way.
+ *
+ * A masked step (evaluation) runs a subset, so a wait that a full step
+ * leaves out because a later point of the same stream covers it may be
+ * needed there (that later point may not run). Masked steps therefore keep
+ * every cross-stream dependency, record the events of every node that runs,
+ * and skip at run time only the waits that an earlier wait of the same step
+ * on the same stream already covers.
  *
  * Ordering within one position of the order, for node v on stream s:
  *  1. v's output regions and workspace become alive (accounting, below);
- *  2. s waits on the events of v's cross-stream inputs;
- *  3. v's work is enqueued on s (a kernel, or a Placeholder's h2d copy);
- *  4. the regions whose last reader is v die; in poison mode each is filled
- *     with a NaN pattern on s, right behind v;
+ *  2. s waits on the events of v's cross-stream dependencies;
+ *  3. v's work is enqueued on s (a kernel or a copy);
+ *  4. the regions whose last reader is v die; in poison mode, s first waits
+ *     for the readers of those regions on the other streams (a region read
+ *     by a SwapOut on d2h and by kernels on compute has readers on both,
+ *     and the last one by position is not the last one to finish), then
+ *     each is filled with a NaN pattern on s, right behind v;
  *  5. v's event, if it has one, is recorded on s.
  * Recording after the poison fills matters: a producer on another stream
- * that takes over a dead region waits on that event, so it cannot start
- * before the fill has finished and overwrite its fresh data with poison.
+ * that takes over a dead region waits on the event of the region's latest
+ * reader on each stream but its own (memplan's reuse edges, one per stream),
+ * so it cannot start before the fill has finished and overwrite its fresh
+ * data with poison.
  *
  * Step boundaries. A step ends by synchronising the three streams, so the
- * next step starts from an idle device, feeds may be restaged, and no event
- * from one step is waited on in the next. A kernel failure is sticky on its
- * stream (the backend skips that stream's later work) and comes back from
- * the sync; the step fails with the kernel's message (which names the node)
- * prefixed by the step number, and the executor stays usable: the next
- * step runs normally.
+ * next step starts from an idle device, feeds may be restaged, host homes
+ * may be read and written, and no event from one step is waited on in the
+ * next. A kernel failure is sticky on its stream (the backend skips that
+ * stream's later work) and comes back from the sync; the step fails with the
+ * kernel's message (which names the node) prefixed by the step number, and
+ * the executor stays usable: the next step runs normally.
  *
  * Accounting. As the walk enqueues, it replays the plan's lifetimes: a region
  * becomes alive at its producer and dies after its last reader's position.
@@ -66,12 +113,23 @@
  * per region, so a step allocates nothing); inserting a region that overlaps
  * a live one is a planner bug and fails the step with TIDE_INTERNAL naming
  * both. The largest live offset + size is the step's measured high-water
- * mark, which must equal the plan's peak. Persistent regions (Variables,
- * Consts, pinned outputs) are alive from creation on.
+ * mark, which must equal the plan's peak. Persistent regions (device-homed
+ * Variables and Consts, pinned outputs) are alive from creation on.
+ * Host-homed tensors take no arena space.
+ *
+ * Statistics. h2d_bytes and d2h_bytes count the copies a step ran
+ * (Placeholders, Fetch and SwapIn; SwapOut and WriteBack). stall_ms is
+ * measured in profile mode only, and is 0 otherwise (timing needs two more
+ * events per waiting position): before the waits of a compute-stream
+ * position the executor records one more event, and the time from it to
+ * the event recorded after the waits is the time compute sat blocked on the
+ * copy streams, since every cross-stream dependency of a compute node is a
+ * copy. Waits before poison fills are not counted.
  *
  * Ownership: the executor borrows the graph (kernel arguments point at its
  * nodes) and the backend, which must outlive it; it copies what it needs of
- * the plan. It owns its arena, streams, events and staging buffers.
+ * the plan. It owns its arena, host buffers, streams, events and staging
+ * buffers.
  */
 #include "runtime/executor.h"
 
@@ -88,20 +146,36 @@
 
 /* What a position of the order does in a step. */
 enum exec_kind {
-    EXEC_NOTHING = 0, /* Variable, Const: persistent, nothing to run */
+    EXEC_NOTHING = 0, /* Variable, Const: persistent (in the arena or the host), nothing to run */
     EXEC_COPY_IN = 1, /* Placeholder: h2d copy from its staging buffer */
     EXEC_KERNEL = 2,  /* a compute op */
+    EXEC_H2D = 3,     /* Fetch, SwapIn: h2d copy from a host buffer into the arena */
+    EXEC_D2H = 4,     /* SwapOut, WriteBack: d2h copy from the arena into a host buffer */
+};
+
+/* A run of node ids in ex->deps or ex->waits. */
+struct span {
+    uint32_t begin;
+    uint32_t count;
 };
 
 struct exec_position {
     uint32_t node;
-    uint8_t kind;   /* enum exec_kind */
-    uint8_t stream; /* enum tide_stream */
+    uint8_t kind;        /* enum exec_kind */
+    uint8_t stream;      /* enum tide_stream_id */
+    uint8_t record_full; /* a full step records the node's event: a reduced wait names it */
     struct tide_kernel_args args;
-    uint32_t wait_begin; /* into ex->waits: producer ids of cross-stream inputs */
-    uint32_t wait_count;
-    uint32_t birth_begin; /* into ex->births: regions that become alive here */
-    uint32_t birth_count;
+    /* Copies (COPY_IN, H2D, D2H). */
+    void *copy_dst;
+    const void *copy_src;
+    uint64_t copy_bytes;
+    /* Every cross-stream dependency, for masked steps (into ex->deps). */
+    struct span deps_before; /* producers of inputs, control inputs, updates (WriteBack) */
+    struct span deps_poison; /* other-stream readers of the regions poisoned here */
+    /* The waits a full step issues (into ex->waits), at most one per other stream each. */
+    struct span waits_before;
+    struct span waits_poison;
+    struct span births; /* into ex->births: regions that become alive here */
 };
 
 struct tide_executor {
@@ -122,19 +196,21 @@ struct tide_executor {
     /* Device state. */
     uint8_t *arena; /* budget_bytes of device memory (NULL when 0) */
     struct tide_stream *streams[N_STREAMS];
-    struct tide_event **events; /* per node id; NULL: no cross-stream user */
+    struct tide_event **events; /* per node id; NULL: no cross-stream dependant */
 
     /* The step program, built once. */
     struct exec_position *positions; /* n_order */
-    uint32_t *waits;
+    uint32_t *deps;                  /* node ids, see struct exec_position */
+    uint32_t *waits;                 /* node ids, see struct exec_position */
     uint32_t *births;
     struct tide_tensor_view *views; /* every position's inputs, then outputs */
-    uint32_t *output_region;        /* per (node, output): region index or NIL */
+    uint32_t *output_region;        /* per (node, output): region index or NIL (host-homed) */
     uint32_t *output_region_base;   /* per node id: index into output_region */
     uint32_t *position;             /* per node id: position, or NIL */
 
-    /* Placeholders. */
-    void **staging;    /* per node id: host buffer, for Placeholders in the plan */
+    /* Host memory. */
+    void **staging;    /* per node id: the feed buffer, for Placeholders in the plan */
+    void **host_home;  /* per node id: output 0's host buffer, for host-homed outputs */
     uint8_t *fed;      /* per node id */
     uint8_t *produced; /* per node id: ran in a completed step */
 
@@ -149,9 +225,13 @@ struct tide_executor {
     uint64_t persistent_top;
     uint64_t high_water;
 
-    /* Profiling (options.profile): two events per position and the results. */
+    /*
+     * Profiling (options.profile): events around each position's work, one
+     * more before a compute position's waits (stall), and the results.
+     */
     struct tide_event **profile_start;
     struct tide_event **profile_end;
+    struct tide_event **profile_wait;
     double *node_ms; /* per node id */
 
     uint64_t step; /* 1-based count of steps run; kernels read it */
@@ -322,6 +402,75 @@ static void accounting_reset(struct tide_executor *ex)
  * Creation
  * ========================================================================== */
 
+/* The region of output k of node v, or NIL when it is homed on the host. */
+static uint32_t region_of(const struct tide_executor *ex, uint32_t v, uint32_t k)
+{
+    return ex->output_region[ex->output_region_base[v] + k];
+}
+
+/* Whether input i of node reads a host-homed tensor. */
+static bool input_on_host(const struct tide_executor *ex, const struct tide_node *node, uint32_t i)
+{
+    return region_of(ex, node->inputs[i].node, node->inputs[i].output) == NIL;
+}
+
+/* Checks a memory op's input and what it copies; sets the position's kind. */
+static enum tide_status classify_memory_op(struct tide_executor *ex, const struct tide_node *node,
+                                           struct exec_position *pos, struct tide_error *err)
+{
+    const struct tide_graph *g = ex->graph;
+    if (node->n_inputs != 1)
+        return tide_node_error(err, TIDE_INVALID, node, "has %u inputs; a memory op copies one",
+                               node->n_inputs);
+    const struct tide_node *src = &g->nodes[node->inputs[0].node];
+    uint64_t in_bytes = tide_graph_input(g, node, 0)->nbytes;
+    uint64_t out_bytes = node->n_outputs ? node->outputs[0].nbytes : in_bytes;
+    switch (node->op) {
+    case TIDE_OP_FETCH:
+        if ((src->op != TIDE_OP_VARIABLE && src->op != TIDE_OP_CONST) ||
+            !input_on_host(ex, node, 0))
+            return tide_node_error(err, TIDE_INVALID, node,
+                                   "input \"%s\" (%s) is not a host-homed Variable or Const: "
+                                   "there is nothing to fetch",
+                                   src->name, tide_op_info(src->op)->name);
+        pos->kind = EXEC_H2D;
+        break;
+    case TIDE_OP_SWAP_IN:
+        if (src->op != TIDE_OP_SWAP_OUT)
+            return tide_node_error(err, TIDE_INVALID, node,
+                                   "input \"%s\" (%s) is not a SwapOut: there is nothing to "
+                                   "swap in",
+                                   src->name, tide_op_info(src->op)->name);
+        pos->kind = EXEC_H2D;
+        break;
+    case TIDE_OP_SWAP_OUT:
+    case TIDE_OP_WRITE_BACK:
+        if (input_on_host(ex, node, 0))
+            return tide_node_error(err, TIDE_INVALID, node,
+                                   "input \"%s\" is homed in host memory: there is nothing to copy "
+                                   "out",
+                                   src->name);
+        pos->kind = EXEC_D2H;
+        break;
+    default:
+        return tide_node_error(err, TIDE_INTERNAL, node, "is not a memory op");
+    }
+    if (node->op == TIDE_OP_WRITE_BACK) {
+        uint32_t subject = node->subject;
+        if (subject >= g->n_nodes || g->nodes[subject].op != TIDE_OP_VARIABLE ||
+            ex->position[subject] == NIL || region_of(ex, subject, 0) != NIL)
+            return tide_node_error(err, TIDE_INVALID, node,
+                                   "its subject is not a host-homed Variable of the plan: there "
+                                   "is nowhere to write back to");
+        out_bytes = g->nodes[subject].outputs[0].nbytes;
+    }
+    if (in_bytes != out_bytes)
+        return tide_node_error(err, TIDE_INVALID, node,
+                               "copies %" PRIu64 " bytes into %" PRIu64 " bytes", in_bytes,
+                               out_bytes);
+    return TIDE_OK;
+}
+
 /* Checks that the executor can run node v, and what it does. */
 static enum tide_status classify(struct tide_executor *ex, uint32_t v, struct tide_error *err)
 {
@@ -332,17 +481,6 @@ static enum tide_status classify(struct tide_executor *ex, uint32_t v, struct ti
     if (node->stream >= N_STREAMS)
         return tide_node_error(err, TIDE_INVALID, node, "has stream %u; there are %d", node->stream,
                                N_STREAMS);
-    if (info->flags & TIDE_OP_F_MEMORY)
-        return tide_node_error(err, TIDE_UNSUPPORTED, node,
-                               "memory ops are not supported by this executor yet");
-    for (uint32_t k = 0; k < node->n_outputs; k++) {
-        if (ex->output_region[ex->output_region_base[v] + k] == NIL)
-            return tide_node_error(err, TIDE_UNSUPPORTED, node,
-                                   "output %u is not in device memory (home %s); host-homed "
-                                   "tensors need Fetch/WriteBack, which this executor does not "
-                                   "run yet",
-                                   k, node->outputs[k].home == TIDE_HOME_HOST ? "host" : "?");
-    }
     for (uint32_t i = 0; i < node->n_inputs; i++) {
         const struct tide_edge *e = &node->inputs[i];
         if (e->node >= g->n_nodes || ex->position[e->node] == NIL ||
@@ -350,14 +488,47 @@ static enum tide_status classify(struct tide_executor *ex, uint32_t v, struct ti
             return tide_node_error(err, TIDE_INVALID, node,
                                    "input %u is not produced earlier in the plan", i);
     }
+    /* Only persistent sources and swapped-out copies live in host memory. */
+    bool may_be_host =
+        node->op == TIDE_OP_VARIABLE || node->op == TIDE_OP_CONST || node->op == TIDE_OP_SWAP_OUT;
+    for (uint32_t k = 0; k < node->n_outputs; k++) {
+        uint32_t r = region_of(ex, v, k);
+        if (r == NIL && node->outputs[k].home != TIDE_HOME_HOST)
+            return tide_node_error(err, TIDE_INVALID, node,
+                                   "output %u is homed on the device but has no region in the "
+                                   "memory plan",
+                                   k);
+        if (r == NIL && !may_be_host)
+            return tide_node_error(err, TIDE_INVALID, node,
+                                   "output %u is homed in host memory; only Variables, Consts "
+                                   "and SwapOut outputs can be",
+                                   k);
+        if (r != NIL && node->op == TIDE_OP_SWAP_OUT)
+            return tide_node_error(err, TIDE_INVALID, node,
+                                   "output %u is homed on the device; a SwapOut's output is its "
+                                   "host copy",
+                                   k);
+    }
     pos->node = v;
     pos->stream = node->stream;
-    if (node->op == TIDE_OP_VARIABLE || node->op == TIDE_OP_CONST)
+    if (node->op == TIDE_OP_VARIABLE || node->op == TIDE_OP_CONST) {
         pos->kind = EXEC_NOTHING;
-    else if (node->op == TIDE_OP_PLACEHOLDER)
+        return TIDE_OK;
+    }
+    if (node->op == TIDE_OP_PLACEHOLDER) {
         pos->kind = EXEC_COPY_IN;
-    else
-        pos->kind = EXEC_KERNEL;
+        return TIDE_OK;
+    }
+    if (info->flags & TIDE_OP_F_MEMORY)
+        return classify_memory_op(ex, node, pos, err);
+    for (uint32_t i = 0; i < node->n_inputs; i++) {
+        if (input_on_host(ex, node, i))
+            return tide_node_error(err, TIDE_INVALID, node,
+                                   "input %u (\"%s\") is homed in host memory: a kernel reads "
+                                   "device memory only (is a Fetch or SwapIn missing?)",
+                                   i, g->nodes[node->inputs[i].node].name);
+    }
+    pos->kind = EXEC_KERNEL;
     return TIDE_OK;
 }
 
@@ -365,8 +536,11 @@ static void view_of(const struct tide_executor *ex, uint32_t v, uint32_t k,
                     struct tide_tensor_view *view)
 {
     const struct tide_output *out = &ex->graph->nodes[v].outputs[k];
-    uint32_t r = ex->output_region[ex->output_region_base[v] + k];
-    view->data = ex->arena ? ex->arena + ex->regions[r].offset : NULL;
+    uint32_t r = region_of(ex, v, k);
+    if (r == NIL)
+        view->data = ex->host_home[v];
+    else
+        view->data = ex->arena ? ex->arena + ex->regions[r].offset : NULL;
     view->dtype = out->dtype;
     view->shape = out->shape;
     view->nbytes = out->nbytes;
@@ -415,25 +589,171 @@ static enum tide_status map_regions(struct tide_executor *ex, const struct tide_
     return TIDE_OK;
 }
 
-/* Builds every position's kernel arguments, waits and births. */
+/* Allocates the staging buffers of Placeholders and the host homes, once. */
+static enum tide_status alloc_host(struct tide_executor *ex, struct tide_error *err)
+{
+    const struct tide_graph *g = ex->graph;
+    for (uint32_t p = 0; p < ex->n_order; p++) {
+        uint32_t v = ex->positions[p].node;
+        const struct tide_node *node = &g->nodes[v];
+        uint64_t nbytes = node->n_outputs ? node->outputs[0].nbytes : 0;
+        enum tide_status st = TIDE_OK;
+        if (ex->positions[p].kind == EXEC_COPY_IN)
+            st = tide_backend_host_alloc(ex->backend, nbytes ? nbytes : 1, &ex->staging[v], err);
+        else if (node->n_outputs == 1 && region_of(ex, v, 0) == NIL)
+            st = tide_backend_host_alloc(ex->backend, nbytes ? nbytes : 1, &ex->host_home[v], err);
+        if (st != TIDE_OK)
+            return st;
+    }
+    return TIDE_OK;
+}
+
+/* A growable array of node ids, for building the step program at creation. */
+struct id_list {
+    uint32_t *ids;
+    size_t n;
+    size_t cap;
+};
+
+static bool id_list_push(struct id_list *list, uint32_t id)
+{
+    if (list->n == list->cap) {
+        size_t cap = list->cap ? list->cap * 2 : 256;
+        uint32_t *ids = realloc(list->ids, cap * sizeof(*ids));
+        if (!ids)
+            return false;
+        list->ids = ids;
+        list->cap = cap;
+    }
+    list->ids[list->n++] = id;
+    return true;
+}
+
+/*
+ * Adds u to position p's dependencies when it does work on another stream;
+ * tag dedupes within one list (seen[u] == tag: already in it).
+ */
+static bool add_dep(const struct tide_executor *ex, struct id_list *deps, uint32_t *seen,
+                    uint32_t tag, uint32_t p, uint32_t u)
+{
+    const struct exec_position *from = &ex->positions[ex->position[u]];
+    if (from->kind == EXEC_NOTHING || from->stream == ex->positions[p].stream || seen[u] == tag)
+        return true;
+    seen[u] = tag;
+    return id_list_push(deps, u);
+}
+
+/*
+ * The waits a full step needs for one dependency list of a position on
+ * stream s (see DESIGN): per other stream, the latest dependency there, if
+ * s's clock does not cover it already, and not if the other candidate's
+ * clock covers it. Merges the waited points' clocks into s's clock and marks
+ * their producers as recording in full steps.
+ */
+static enum tide_status reduce_waits(struct tide_executor *ex, struct span deps, uint8_t s,
+                                     uint32_t clock[N_STREAMS],
+                                     const uint32_t (*snapshot)[N_STREAMS], struct id_list *waits,
+                                     struct span *out)
+{
+    uint32_t best[N_STREAMS] = {0}; /* 1 + the latest needed position, per stream */
+    for (uint32_t i = 0; i < deps.count; i++) {
+        uint32_t q = ex->position[ex->deps[deps.begin + i]];
+        uint8_t t = ex->positions[q].stream;
+        if (q + 1 > clock[t] && q + 1 > best[t])
+            best[t] = q + 1;
+    }
+    for (int t = 0; t < N_STREAMS; t++) {
+        for (int other = 0; other < N_STREAMS && best[t]; other++) {
+            if (other != t && best[other] && snapshot[best[other] - 1][t] >= best[t])
+                best[t] = 0;
+        }
+    }
+    out->begin = (uint32_t)waits->n;
+    for (int t = 0; t < N_STREAMS; t++) {
+        if (!best[t] || t == s)
+            continue;
+        uint32_t q = best[t] - 1;
+        if (!id_list_push(waits, ex->positions[q].node))
+            return TIDE_NOMEM;
+        ex->positions[q].record_full = 1;
+        for (int k = 0; k < N_STREAMS; k++) {
+            if (snapshot[q][k] > clock[k])
+                clock[k] = snapshot[q][k];
+        }
+    }
+    out->count = (uint32_t)(waits->n - out->begin);
+    return TIDE_OK;
+}
+
+/*
+ * Poison mode: for each region, its readers in order of position (CSR over
+ * regions), so that a position can wait for the other streams' readers of
+ * the regions it poisons.
+ */
+static enum tide_status build_readers(const struct tide_executor *ex, uint32_t **offsets_out,
+                                      uint32_t **readers_out)
+{
+    const struct tide_graph *g = ex->graph;
+    uint32_t *offsets = xcalloc((size_t)ex->n_regions + 2, sizeof(*offsets));
+    size_t total = 0;
+    for (uint32_t p = 0; p < ex->n_order; p++)
+        total += g->nodes[ex->positions[p].node].n_inputs;
+    uint32_t *readers = xcalloc(total, sizeof(*readers));
+    uint32_t *fill = xcalloc((size_t)ex->n_regions + 1, sizeof(*fill));
+    if (!offsets || !readers || !fill) {
+        free(offsets);
+        free(readers);
+        free(fill);
+        return TIDE_NOMEM;
+    }
+    for (uint32_t p = 0; p < ex->n_order; p++) {
+        const struct tide_node *node = &g->nodes[ex->positions[p].node];
+        for (uint32_t i = 0; i < node->n_inputs; i++) {
+            uint32_t r = region_of(ex, node->inputs[i].node, node->inputs[i].output);
+            if (r != NIL)
+                offsets[r + 1]++;
+        }
+    }
+    for (uint32_t r = 0; r < ex->n_regions; r++)
+        offsets[r + 1] += offsets[r];
+    memcpy(fill, offsets, (size_t)ex->n_regions * sizeof(*fill));
+    for (uint32_t p = 0; p < ex->n_order; p++) {
+        const struct tide_node *node = &g->nodes[ex->positions[p].node];
+        for (uint32_t i = 0; i < node->n_inputs; i++) {
+            uint32_t r = region_of(ex, node->inputs[i].node, node->inputs[i].output);
+            if (r != NIL)
+                readers[fill[r]++] = p;
+        }
+    }
+    free(fill);
+    *offsets_out = offsets;
+    *readers_out = readers;
+    return TIDE_OK;
+}
+
+/* Builds every position's kernel arguments, copies, dependencies, waits and births. */
 static enum tide_status build_program(struct tide_executor *ex, const struct tide_memplan *plan,
                                       struct tide_error *err)
 {
     struct tide_graph *g = ex->graph;
-    uint64_t n_views = 0, n_waits = 0;
+    uint64_t n_views = 0;
     for (uint32_t p = 0; p < ex->n_order; p++) {
         const struct tide_node *node = &g->nodes[plan->order[p]];
         n_views += node->n_inputs + node->n_outputs;
-        n_waits += node->n_inputs + node->n_controls;
     }
+    struct id_list deps = {0}, waits = {0};
+    struct tide_graph_users users = {0};
+    uint32_t *reader_offsets = NULL, *readers = NULL;
     ex->views = xcalloc(n_views, sizeof(*ex->views));
-    ex->waits = xcalloc(n_waits, sizeof(*ex->waits));
     ex->births = xcalloc(ex->n_regions, sizeof(*ex->births));
     ex->events = xcalloc(g->n_nodes, sizeof(*ex->events));
     uint32_t *seen = xcalloc(g->n_nodes, sizeof(*seen));
     uint32_t *birth_count = xcalloc((size_t)ex->n_order + 1, sizeof(*birth_count));
+    uint32_t(*snapshot)[N_STREAMS] = xcalloc(ex->n_order, sizeof(*snapshot));
     enum tide_status st = TIDE_OK;
-    if (!ex->views || !ex->waits || !ex->births || !ex->events || !seen || !birth_count) {
+    if (!ex->views || !ex->births || !ex->events || !seen || !birth_count || !snapshot ||
+        tide_graph_users_build(g, &users) != TIDE_OK ||
+        (ex->options.poison && build_readers(ex, &reader_offsets, &readers) != TIDE_OK)) {
         st = tide_error_set(err, TIDE_NOMEM, "executor: out of memory");
         goto out;
     }
@@ -445,18 +765,19 @@ static enum tide_status build_program(struct tide_executor *ex, const struct tid
     }
     uint32_t next = 0;
     for (uint32_t p = 0; p < ex->n_order; p++) {
-        ex->positions[p].birth_begin = next;
+        ex->positions[p].births.begin = next;
         next += birth_count[p];
     }
     for (uint32_t r = 0; r < ex->n_regions; r++) {
         if (ex->regions[r].persistent)
             continue;
         struct exec_position *pos = &ex->positions[ex->regions[r].first];
-        ex->births[pos->birth_begin + pos->birth_count++] = r;
+        ex->births[pos->births.begin + pos->births.count++] = r;
     }
 
-    size_t view = 0, wait = 0;
-    for (uint32_t p = 0; p < ex->n_order; p++) {
+    /* Kernel arguments, copies and dependency lists. */
+    size_t view = 0;
+    for (uint32_t p = 0; p < ex->n_order && st == TIDE_OK; p++) {
         struct exec_position *pos = &ex->positions[p];
         uint32_t v = pos->node;
         const struct tide_node *node = &g->nodes[v];
@@ -474,9 +795,20 @@ static enum tide_status build_program(struct tide_executor *ex, const struct tid
         args->workspace =
             args->workspace_bytes && ex->arena ? ex->arena + plan->workspace_offset[v] : NULL;
         args->step = &ex->step;
+        if (pos->kind == EXEC_COPY_IN) {
+            pos->copy_src = ex->staging[v];
+            pos->copy_dst = args->outputs[0].data;
+            pos->copy_bytes = args->outputs[0].nbytes;
+        } else if (pos->kind == EXEC_H2D || pos->kind == EXEC_D2H) {
+            pos->copy_src = args->inputs[0].data;
+            pos->copy_dst = node->op == TIDE_OP_WRITE_BACK ? ex->host_home[node->subject]
+                                                           : args->outputs[0].data;
+            pos->copy_bytes = args->inputs[0].nbytes;
+        }
 
-        /* Cross-stream inputs, once each; sources that run nothing need no wait. */
-        pos->wait_begin = (uint32_t)wait;
+        /* Cross-stream inputs and control inputs, once each. */
+        pos->deps_before.begin = (uint32_t)deps.n;
+        uint32_t tag = 2 * p + 1;
         for (uint32_t i = 0; i < node->n_inputs + node->n_controls; i++) {
             uint32_t u =
                 i < node->n_inputs ? node->inputs[i].node : node->controls[i - node->n_inputs];
@@ -486,42 +818,100 @@ static enum tide_status build_program(struct tide_executor *ex, const struct tid
                                      i - node->n_inputs);
                 goto out;
             }
-            const struct exec_position *from = &ex->positions[ex->position[u]];
-            if (from->kind == EXEC_NOTHING || from->stream == pos->stream || seen[u] == p + 1)
-                continue;
-            seen[u] = p + 1;
-            ex->waits[wait++] = u;
-            if (!ex->events[u]) {
-                st = tide_backend_event_new(ex->backend, &ex->events[u], err);
-                if (st != TIDE_OK)
-                    goto out;
+            if (!add_dep(ex, &deps, seen, tag, p, u))
+                st = TIDE_NOMEM;
+        }
+        /* A WriteBack runs after every earlier update of the tensor it copies. */
+        if (node->op == TIDE_OP_WRITE_BACK) {
+            uint32_t f = node->inputs[0].node;
+            for (uint32_t i = users.offsets[f]; i < users.offsets[f + 1] && st == TIDE_OK; i++) {
+                uint32_t w = users.users[i];
+                if ((tide_op_info(g->nodes[w].op)->flags & TIDE_OP_F_UPDATE) &&
+                    ex->position[w] != NIL && ex->position[w] < p &&
+                    !add_dep(ex, &deps, seen, tag, p, w))
+                    st = TIDE_NOMEM;
             }
         }
-        pos->wait_count = (uint32_t)(wait - pos->wait_begin);
+        pos->deps_before.count = (uint32_t)(deps.n - pos->deps_before.begin);
+
+        /* Poison mode: the other streams' readers of the regions that die here. */
+        pos->deps_poison.begin = (uint32_t)deps.n;
+        for (uint32_t i = plan->death_offsets[p];
+             ex->options.poison && i < plan->death_offsets[p + 1] && st == TIDE_OK; i++) {
+            uint32_t r = ex->deaths[i];
+            if (ex->regions[r].bytes == 0)
+                continue;
+            /* Latest first: in a masked step the first reader that ran covers the rest. */
+            for (uint32_t j = reader_offsets[r + 1]; j-- > reader_offsets[r] && st == TIDE_OK;) {
+                if (!add_dep(ex, &deps, seen, tag + 1, p, ex->positions[readers[j]].node))
+                    st = TIDE_NOMEM;
+            }
+        }
+        pos->deps_poison.count = (uint32_t)(deps.n - pos->deps_poison.begin);
+    }
+    if (st == TIDE_NOMEM)
+        tide_error_set(err, st, "executor: out of memory for the dependency lists");
+    if (st != TIDE_OK)
+        goto out;
+    ex->deps = deps.ids;
+    deps.ids = NULL;
+
+    /* Replay the order with a vector clock per stream to find the waits a full step needs. */
+    uint32_t clock[N_STREAMS][N_STREAMS] = {{0}};
+    for (uint32_t p = 0; p < ex->n_order && st == TIDE_OK; p++) {
+        struct exec_position *pos = &ex->positions[p];
+        if (pos->kind == EXEC_NOTHING)
+            continue;
+        uint8_t s = pos->stream;
+        st = reduce_waits(ex, pos->deps_before, s, clock[s], (const uint32_t(*)[N_STREAMS])snapshot,
+                          &waits, &pos->waits_before);
+        clock[s][s] = p + 1;
+        if (st == TIDE_OK)
+            st = reduce_waits(ex, pos->deps_poison, s, clock[s],
+                              (const uint32_t(*)[N_STREAMS])snapshot, &waits, &pos->waits_poison);
+        memcpy(snapshot[p], clock[s], sizeof(snapshot[p]));
+    }
+    if (st != TIDE_OK) {
+        st = tide_error_set(err, st, "executor: out of memory for the wait lists");
+        goto out;
+    }
+    ex->waits = waits.ids;
+    waits.ids = NULL;
+
+    /* One event per node that some dependency names. */
+    for (size_t i = 0; i < deps.n && st == TIDE_OK; i++) {
+        uint32_t u = ex->deps[i];
+        if (!ex->events[u])
+            st = tide_backend_event_new(ex->backend, &ex->events[u], err);
     }
 out:
+    free(deps.ids);
+    free(waits.ids);
+    tide_graph_users_free(&users);
+    free(reader_offsets);
+    free(readers);
     free(seen);
     free(birth_count);
+    free(snapshot);
     return st;
 }
 
-/* Copies Consts and initial Variable values into their regions. */
+/* Copies Consts and initial Variable values into their homes, in the arena or on the host. */
 static enum tide_status init_persistent(struct tide_executor *ex, struct tide_error *err)
 {
     struct tide_graph *g = ex->graph;
     uint64_t largest = 0;
     for (uint32_t p = 0; p < ex->n_order; p++) {
-        const struct tide_node *node = &g->nodes[ex->positions[p].node];
-        if ((node->op == TIDE_OP_VARIABLE || node->op == TIDE_OP_CONST) &&
+        uint32_t v = ex->positions[p].node;
+        const struct tide_node *node = &g->nodes[v];
+        if ((node->op == TIDE_OP_VARIABLE || node->op == TIDE_OP_CONST) && !ex->host_home[v] &&
             node->outputs[0].nbytes > largest)
             largest = node->outputs[0].nbytes;
     }
-    if (largest == 0)
-        return TIDE_OK;
     void *scratch = NULL;
-    enum tide_status st = tide_backend_host_alloc(ex->backend, largest, &scratch, err);
-    if (st != TIDE_OK)
-        return st;
+    enum tide_status st = TIDE_OK;
+    if (largest)
+        st = tide_backend_host_alloc(ex->backend, largest, &scratch, err);
     struct tide_stream *h2d = ex->streams[TIDE_STREAM_H2D];
     for (uint32_t p = 0; p < ex->n_order && st == TIDE_OK; p++) {
         uint32_t v = ex->positions[p].node;
@@ -529,8 +919,10 @@ static enum tide_status init_persistent(struct tide_executor *ex, struct tide_er
         uint64_t nbytes = node->outputs[0].nbytes;
         if ((node->op != TIDE_OP_VARIABLE && node->op != TIDE_OP_CONST) || nbytes == 0)
             continue;
+        /* A host-homed value is written in place; a device-homed one goes through scratch. */
+        void *dst = ex->host_home[v] ? ex->host_home[v] : scratch;
         if (node->op == TIDE_OP_VARIABLE) {
-            st = tide_variable_init(node, ex->options.seed, scratch, err);
+            st = tide_variable_init(node, ex->options.seed, dst, err);
         } else {
             const struct tide_const_tensor *t = node->attrs[TIDE_ATTR_CONST_value].tensor;
             if (!t || t->nbytes != nbytes)
@@ -538,11 +930,11 @@ static enum tide_status init_persistent(struct tide_executor *ex, struct tide_er
                                      "value has %" PRIu64 " bytes, the output %" PRIu64,
                                      t ? t->nbytes : 0, nbytes);
             else
-                memcpy(scratch, t->data, nbytes);
+                memcpy(dst, t->data, nbytes);
         }
-        if (st != TIDE_OK)
-            break;
-        uint32_t r = ex->output_region[ex->output_region_base[v]];
+        if (st != TIDE_OK || ex->host_home[v])
+            continue;
+        uint32_t r = region_of(ex, v, 0);
         st = tide_backend_copy_h2d(ex->backend, ex->arena + ex->regions[r].offset, scratch, nbytes,
                                    h2d);
         /* The scratch buffer is reused: wait for the copy before refilling it. */
@@ -552,7 +944,31 @@ static enum tide_status init_persistent(struct tide_executor *ex, struct tide_er
         else
             tide_node_error(err, st, node, "copying the initial value to the device failed");
     }
-    tide_backend_host_free(ex->backend, scratch);
+    if (scratch)
+        tide_backend_host_free(ex->backend, scratch);
+    return st;
+}
+
+/* Profiling events: around each position's work, and before a compute position's waits. */
+static enum tide_status create_profile_events(struct tide_executor *ex, struct tide_error *err)
+{
+    ex->profile_start = xcalloc(ex->n_order, sizeof(*ex->profile_start));
+    ex->profile_end = xcalloc(ex->n_order, sizeof(*ex->profile_end));
+    ex->profile_wait = xcalloc(ex->n_order, sizeof(*ex->profile_wait));
+    ex->node_ms = xcalloc(ex->n_nodes, sizeof(*ex->node_ms));
+    if (!ex->profile_start || !ex->profile_end || !ex->profile_wait || !ex->node_ms)
+        return tide_error_set(err, TIDE_NOMEM, "executor: out of memory for profiling");
+    enum tide_status st = TIDE_OK;
+    for (uint32_t p = 0; p < ex->n_order && st == TIDE_OK; p++) {
+        const struct exec_position *pos = &ex->positions[p];
+        if (pos->kind == EXEC_NOTHING)
+            continue;
+        st = tide_backend_event_new(ex->backend, &ex->profile_start[p], err);
+        if (st == TIDE_OK)
+            st = tide_backend_event_new(ex->backend, &ex->profile_end[p], err);
+        if (st == TIDE_OK && pos->stream == TIDE_STREAM_COMPUTE && pos->deps_before.count)
+            st = tide_backend_event_new(ex->backend, &ex->profile_wait[p], err);
+    }
     return st;
 }
 
@@ -587,6 +1003,7 @@ static enum tide_status create(struct tide_executor *ex, const struct tide_mempl
     ex->position = xcalloc(n, sizeof(*ex->position));
     ex->output_region_base = xcalloc(n, sizeof(*ex->output_region_base));
     ex->staging = xcalloc(n, sizeof(*ex->staging));
+    ex->host_home = xcalloc(n, sizeof(*ex->host_home));
     ex->fed = xcalloc(n, 1);
     ex->produced = xcalloc(n, 1);
     ex->treap_left = xcalloc(plan->n_regions, sizeof(*ex->treap_left));
@@ -595,8 +1012,8 @@ static enum tide_status create(struct tide_executor *ex, const struct tide_mempl
     ex->alive = xcalloc(plan->n_regions, 1);
     ex->persistent = xcalloc(plan->n_regions, sizeof(*ex->persistent));
     if (!ex->regions || !ex->death_offsets || !ex->deaths || !ex->positions || !ex->position ||
-        !ex->output_region_base || !ex->staging || !ex->fed || !ex->produced || !ex->treap_left ||
-        !ex->treap_right || !ex->treap_priority || !ex->alive || !ex->persistent)
+        !ex->output_region_base || !ex->staging || !ex->host_home || !ex->fed || !ex->produced ||
+        !ex->treap_left || !ex->treap_right || !ex->treap_priority || !ex->alive || !ex->persistent)
         return tide_error_set(err, TIDE_NOMEM, "executor: out of memory for %u nodes", n);
     if (plan->n_regions)
         memcpy(ex->regions, plan->regions, plan->n_regions * sizeof(*ex->regions));
@@ -609,6 +1026,11 @@ static enum tide_status create(struct tide_executor *ex, const struct tide_mempl
     for (uint32_t i = 0; i < plan->death_offsets[plan->n_order]; i++) {
         if (ex->deaths[i] >= plan->n_regions)
             return tide_error_set(err, TIDE_INVALID, "executor: a death list is invalid");
+    }
+    for (uint32_t p = 0; p < plan->n_order; p++) {
+        if (plan->death_offsets[p] > plan->death_offsets[p + 1])
+            return tide_error_set(err, TIDE_INVALID,
+                                  "executor: the plan's death lists are invalid");
     }
     for (uint32_t v = 0; v < n; v++)
         ex->position[v] = NIL;
@@ -641,7 +1063,7 @@ static enum tide_status create(struct tide_executor *ex, const struct tide_mempl
             return st;
     }
 
-    /* Device resources. */
+    /* Device and host resources, then the program that uses them. */
     if (ex->options.budget_bytes) {
         void *base = NULL;
         st = tide_backend_arena_alloc(ex->backend, ex->options.budget_bytes, &base, err);
@@ -654,35 +1076,13 @@ static enum tide_status create(struct tide_executor *ex, const struct tide_mempl
         if (st != TIDE_OK)
             return st;
     }
-    st = build_program(ex, plan, err);
+    st = alloc_host(ex, err);
+    if (st == TIDE_OK)
+        st = build_program(ex, plan, err);
+    if (st == TIDE_OK && ex->options.profile)
+        st = create_profile_events(ex, err);
     if (st != TIDE_OK)
         return st;
-    for (uint32_t p = 0; p < ex->n_order; p++) {
-        const struct exec_position *pos = &ex->positions[p];
-        if (pos->kind != EXEC_COPY_IN)
-            continue;
-        uint64_t nbytes = g->nodes[pos->node].outputs[0].nbytes;
-        st =
-            tide_backend_host_alloc(ex->backend, nbytes ? nbytes : 1, &ex->staging[pos->node], err);
-        if (st != TIDE_OK)
-            return st;
-    }
-    if (ex->options.profile) {
-        ex->profile_start = xcalloc(ex->n_order, sizeof(*ex->profile_start));
-        ex->profile_end = xcalloc(ex->n_order, sizeof(*ex->profile_end));
-        ex->node_ms = xcalloc(n, sizeof(*ex->node_ms));
-        if (!ex->profile_start || !ex->profile_end || !ex->node_ms)
-            return tide_error_set(err, TIDE_NOMEM, "executor: out of memory for profiling");
-        for (uint32_t p = 0; p < ex->n_order; p++) {
-            if (ex->positions[p].kind == EXEC_NOTHING)
-                continue;
-            st = tide_backend_event_new(ex->backend, &ex->profile_start[p], err);
-            if (st == TIDE_OK)
-                st = tide_backend_event_new(ex->backend, &ex->profile_end[p], err);
-            if (st != TIDE_OK)
-                return st;
-        }
-    }
     return init_persistent(ex, err);
 }
 
@@ -734,12 +1134,14 @@ void tide_executor_free(struct tide_executor *ex)
             tide_backend_event_free(b, ex->profile_start[p]);
         if (ex->profile_end && ex->profile_end[p])
             tide_backend_event_free(b, ex->profile_end[p]);
+        if (ex->profile_wait && ex->profile_wait[p])
+            tide_backend_event_free(b, ex->profile_wait[p]);
     }
-    if (ex->staging) {
-        for (uint32_t v = 0; v < ex->n_nodes; v++) {
-            if (ex->staging[v])
-                tide_backend_host_free(b, ex->staging[v]);
-        }
+    for (uint32_t v = 0; v < ex->n_nodes; v++) {
+        if (ex->staging && ex->staging[v])
+            tide_backend_host_free(b, ex->staging[v]);
+        if (ex->host_home && ex->host_home[v])
+            tide_backend_host_free(b, ex->host_home[v]);
     }
     for (int s = 0; s < N_STREAMS; s++) {
         if (ex->streams[s])
@@ -752,6 +1154,7 @@ void tide_executor_free(struct tide_executor *ex)
     free(ex->deaths);
     free(ex->events);
     free(ex->positions);
+    free(ex->deps);
     free(ex->waits);
     free(ex->births);
     free(ex->views);
@@ -759,6 +1162,7 @@ void tide_executor_free(struct tide_executor *ex)
     free(ex->output_region_base);
     free(ex->position);
     free(ex->staging);
+    free(ex->host_home);
     free(ex->fed);
     free(ex->produced);
     free(ex->treap_left);
@@ -768,6 +1172,7 @@ void tide_executor_free(struct tide_executor *ex)
     free(ex->persistent);
     free(ex->profile_start);
     free(ex->profile_end);
+    free(ex->profile_wait);
     free(ex->node_ms);
     free(ex);
 }
@@ -837,23 +1242,60 @@ static enum tide_status enqueue_check(enum tide_status st, const struct tide_nod
     return tide_node_error(err, st, node, "%s failed: %s", what, tide_strerror(st));
 }
 
-/* Enqueues position p's work on its stream, between the accounting steps. */
+/* Enqueues a position's work on its stream, between the accounting steps. */
 static enum tide_status enqueue(struct tide_executor *ex, const struct exec_position *pos,
-                                uint64_t *h2d_bytes, struct tide_error *err)
+                                struct tide_error *err)
 {
     struct tide_stream *stream = ex->streams[pos->stream];
     const struct tide_node *node = pos->args.node;
-    enum tide_status st = TIDE_OK;
-    if (pos->kind == EXEC_COPY_IN) {
-        const struct tide_tensor_view *out = &pos->args.outputs[0];
-        if (out->nbytes)
-            st = tide_backend_copy_h2d(ex->backend, out->data, ex->staging[pos->node], out->nbytes,
-                                       stream);
-        *h2d_bytes += out->nbytes;
-    } else {
-        st = tide_backend_launch(ex->backend, stream, &pos->args);
+    switch (pos->kind) {
+    case EXEC_COPY_IN:
+    case EXEC_H2D:
+        if (!pos->copy_bytes)
+            return TIDE_OK;
+        return enqueue_check(tide_backend_copy_h2d(ex->backend, pos->copy_dst, pos->copy_src,
+                                                   pos->copy_bytes, stream),
+                             node, "the h2d copy", err);
+    case EXEC_D2H:
+        if (!pos->copy_bytes)
+            return TIDE_OK;
+        return enqueue_check(tide_backend_copy_d2h(ex->backend, pos->copy_dst, pos->copy_src,
+                                                   pos->copy_bytes, stream),
+                             node, "the d2h copy", err);
+    default:
+        return enqueue_check(tide_backend_launch(ex->backend, stream, &pos->args), node,
+                             "the launch", err);
     }
-    return enqueue_check(st, node, pos->kind == EXEC_COPY_IN ? "the h2d copy" : "the launch", err);
+}
+
+/*
+ * Makes a position's stream wait for its cross-stream dependencies: in a
+ * full step, the reduced waits; in a masked step, every dependency that ran
+ * and that no earlier wait of the step on this stream covers (waited[t]:
+ * 1 + the latest position of stream t waited for).
+ */
+static enum tide_status issue_waits(struct tide_executor *ex, const struct exec_position *pos,
+                                    const uint8_t *mask, struct span deps, struct span waits,
+                                    uint32_t waited[N_STREAMS], struct tide_error *err)
+{
+    struct tide_backend *b = ex->backend;
+    struct tide_stream *stream = ex->streams[pos->stream];
+    enum tide_status st = TIDE_OK;
+    if (!mask) {
+        for (uint32_t i = 0; i < waits.count && st == TIDE_OK; i++)
+            st = tide_backend_event_wait(b, stream, ex->events[ex->waits[waits.begin + i]]);
+    } else {
+        for (uint32_t i = 0; i < deps.count && st == TIDE_OK; i++) {
+            uint32_t u = ex->deps[deps.begin + i];
+            uint32_t q = ex->position[u];
+            uint8_t t = ex->positions[q].stream;
+            if (!mask[u] || waited[t] > q)
+                continue;
+            st = tide_backend_event_wait(b, stream, ex->events[u]);
+            waited[t] = q + 1;
+        }
+    }
+    return enqueue_check(st, pos->args.node, "waiting for an event", err);
 }
 
 /* Syncs every stream; returns the first sticky error. */
@@ -872,6 +1314,37 @@ static enum tide_status sync_all(struct tide_executor *ex, struct tide_error *er
     return first;
 }
 
+/* Whether a compute position recorded its stall event in this step (see create_profile_events). */
+static bool stall_recorded(const struct tide_executor *ex, const struct exec_position *pos,
+                           uint32_t p, bool runs, const uint8_t *mask)
+{
+    return runs && ex->profile_wait && ex->profile_wait[p] &&
+           (mask ? pos->deps_before.count : pos->waits_before.count) > 0;
+}
+
+/* Per-node times and the compute stream's stall, after a completed profiled step. */
+static double collect_profile(struct tide_executor *ex, const uint8_t *mask)
+{
+    struct tide_backend *b = ex->backend;
+    double stall = 0;
+    for (uint32_t p = 0; p < ex->n_order; p++) {
+        const struct exec_position *pos = &ex->positions[p];
+        uint32_t v = pos->node;
+        bool runs = pos->kind != EXEC_NOTHING && (!mask || mask[v]);
+        double ms = 0;
+        if (runs && ex->profile_start[p] &&
+            tide_backend_event_elapsed(b, ex->profile_start[p], ex->profile_end[p], &ms) != TIDE_OK)
+            ms = 0;
+        ex->node_ms[v] = ms;
+        double blocked = 0;
+        if (stall_recorded(ex, pos, p, runs, mask) &&
+            tide_backend_event_elapsed(b, ex->profile_wait[p], ex->profile_start[p], &blocked) ==
+                TIDE_OK)
+            stall += blocked;
+    }
+    return stall;
+}
+
 static enum tide_status run_step(struct tide_executor *ex, const uint8_t *mask,
                                  struct tide_step_stats *stats, struct tide_error *err)
 {
@@ -882,7 +1355,8 @@ static enum tide_status run_step(struct tide_executor *ex, const uint8_t *mask,
     if (!mask)
         ex->step++;
     accounting_reset(ex);
-    uint64_t h2d_bytes = 0;
+    uint64_t h2d_bytes = 0, d2h_bytes = 0;
+    uint32_t waited[N_STREAMS][N_STREAMS] = {{0}}; /* masked steps only */
     struct tide_backend *b = ex->backend;
     uint32_t p = 0;
     for (; p < ex->n_order && st == TIDE_OK; p++) {
@@ -892,26 +1366,33 @@ static enum tide_status run_step(struct tide_executor *ex, const uint8_t *mask,
         bool runs = pos->kind != EXEC_NOTHING && (!mask || mask[v]);
         const struct tide_node *node = &ex->graph->nodes[v];
         if (runs) {
-            for (uint32_t i = 0; i < pos->birth_count && st == TIDE_OK; i++)
-                st = region_born(ex, ex->births[pos->birth_begin + i], p, err);
-            for (uint32_t i = 0; i < pos->wait_count && st == TIDE_OK; i++) {
-                uint32_t u = ex->waits[pos->wait_begin + i];
-                if (!mask || mask[u])
-                    st = enqueue_check(tide_backend_event_wait(b, stream, ex->events[u]), node,
-                                       "waiting for an event", err);
-            }
+            for (uint32_t i = 0; i < pos->births.count && st == TIDE_OK; i++)
+                st = region_born(ex, ex->births[pos->births.begin + i], p, err);
+            if (st == TIDE_OK && stall_recorded(ex, pos, p, runs, mask))
+                st = enqueue_check(tide_backend_event_record(b, ex->profile_wait[p], stream), node,
+                                   "recording a profiling event", err);
+            if (st == TIDE_OK)
+                st = issue_waits(ex, pos, mask, pos->deps_before, pos->waits_before,
+                                 waited[pos->stream], err);
             if (st == TIDE_OK && ex->profile_start)
                 st = enqueue_check(tide_backend_event_record(b, ex->profile_start[p], stream), node,
                                    "recording a profiling event", err);
             if (st == TIDE_OK)
-                st = enqueue(ex, pos, &h2d_bytes, err);
+                st = enqueue(ex, pos, err);
             if (st == TIDE_OK && ex->profile_end)
                 st = enqueue_check(tide_backend_event_record(b, ex->profile_end[p], stream), node,
                                    "recording a profiling event", err);
+            if (pos->kind == EXEC_D2H)
+                d2h_bytes += pos->copy_bytes;
+            else if (pos->kind != EXEC_KERNEL)
+                h2d_bytes += pos->copy_bytes;
         }
         /* Regions whose last reader is this position die, even when it did not run. */
-        for (uint32_t i = ex->death_offsets[p]; i < ex->death_offsets[p + 1] && st == TIDE_OK;
-             i++) {
+        uint32_t deaths_begin = ex->death_offsets[p], deaths_end = ex->death_offsets[p + 1];
+        if (ex->options.poison && deaths_begin < deaths_end && st == TIDE_OK)
+            st = issue_waits(ex, pos, mask, pos->deps_poison, pos->waits_poison,
+                             waited[pos->stream], err);
+        for (uint32_t i = deaths_begin; i < deaths_end && st == TIDE_OK; i++) {
             uint32_t r = ex->deaths[i];
             if (!ex->alive[r])
                 continue;
@@ -925,7 +1406,7 @@ static enum tide_status run_step(struct tide_executor *ex, const uint8_t *mask,
                                                        ex->regions[r].bytes & ~(uint64_t)3, stream),
                                    node, "poisoning a dead region", err);
         }
-        if (runs && st == TIDE_OK && ex->events[v])
+        if (runs && st == TIDE_OK && ex->events[v] && (mask || pos->record_full))
             st = enqueue_check(tide_backend_event_record(b, ex->events[v], stream), node,
                                "recording its event", err);
     }
@@ -949,25 +1430,17 @@ static enum tide_status run_step(struct tide_executor *ex, const uint8_t *mask,
         if (!mask || mask[v])
             ex->produced[v] = 1;
     }
-    if (ex->options.profile && ex->node_ms) {
-        for (p = 0; p < ex->n_order; p++) {
-            uint32_t v = ex->positions[p].node;
-            double ms = 0;
-            if (ex->profile_start[p] && (!mask || mask[v]) &&
-                tide_backend_event_elapsed(b, ex->profile_start[p], ex->profile_end[p], &ms) !=
-                    TIDE_OK)
-                ms = 0;
-            ex->node_ms[v] = ms;
-        }
-    }
+    double stall_ms = 0;
+    if (ex->options.profile && ex->node_ms)
+        stall_ms = collect_profile(ex, mask);
     if (stats) {
         memset(stats, 0, sizeof(*stats));
         stats->step = ex->step;
         stats->step_ms = now_ms() - t0;
         stats->high_water_bytes = ex->high_water;
         stats->h2d_bytes = h2d_bytes;
-        stats->d2h_bytes = 0;
-        stats->stall_ms = 0;
+        stats->d2h_bytes = d2h_bytes;
+        stats->stall_ms = stall_ms;
         stats->node_ms = ex->options.profile && b->iface->event_elapsed ? ex->node_ms : NULL;
     }
     return TIDE_OK;
@@ -991,6 +1464,14 @@ enum tide_status tide_executor_step_masked(struct tide_executor *ex, const uint8
  * Reading and writing tensors between steps
  * ========================================================================== */
 
+/* Whether output k of node v is a host-homed Variable or Const (its home outlives steps). */
+static bool host_persistent(const struct tide_executor *ex, uint32_t v, uint32_t k)
+{
+    const struct tide_node *node = &ex->graph->nodes[v];
+    return ex->position[v] != NIL && k == 0 && ex->host_home[v] &&
+           (node->op == TIDE_OP_VARIABLE || node->op == TIDE_OP_CONST);
+}
+
 enum tide_status tide_executor_read(struct tide_executor *ex, struct tide_edge output, void *dst,
                                     uint64_t bytes, struct tide_error *err)
 {
@@ -1001,10 +1482,9 @@ enum tide_status tide_executor_read(struct tide_executor *ex, struct tide_edge o
     const struct tide_node *node = &g->nodes[output.node];
     if (output.output >= node->n_outputs)
         return tide_node_error(err, TIDE_INVALID, node, "read: it has no output %u", output.output);
-    uint32_t r = ex->position[output.node] == NIL
-                     ? NIL
-                     : ex->output_region[ex->output_region_base[output.node] + output.output];
-    if (r == NIL || !ex->regions[r].persistent)
+    bool on_host = host_persistent(ex, output.node, output.output);
+    uint32_t r = ex->position[output.node] == NIL ? NIL : region_of(ex, output.node, output.output);
+    if (!on_host && (r == NIL || !ex->regions[r].persistent))
         return tide_node_error(err, TIDE_STATE, node,
                                "output %u is not kept after a step (only Variables, Consts and "
                                "pinned outputs are): fetch it to read it",
@@ -1021,6 +1501,11 @@ enum tide_status tide_executor_read(struct tide_executor *ex, struct tide_edge o
     }
     if (nbytes == 0)
         return TIDE_OK;
+    /* No step is in flight, so a host home holds the value the last step wrote back. */
+    if (on_host) {
+        memcpy(dst, ex->host_home[output.node], nbytes);
+        return TIDE_OK;
+    }
     struct tide_stream *d2h = ex->streams[TIDE_STREAM_D2H];
     enum tide_status st =
         tide_backend_copy_d2h(ex->backend, dst, ex->arena + ex->regions[r].offset, nbytes, d2h);
@@ -1052,7 +1537,12 @@ enum tide_status tide_executor_write_variable(struct tide_executor *ex, uint32_t
     }
     if (nbytes == 0)
         return TIDE_OK;
-    uint32_t r = ex->output_region[ex->output_region_base[variable]];
+    /* A host-homed Variable is fetched from its home at its next use: write the home. */
+    if (host_persistent(ex, variable, 0)) {
+        memcpy(ex->host_home[variable], src, nbytes);
+        return TIDE_OK;
+    }
+    uint32_t r = region_of(ex, variable, 0);
     struct tide_stream *h2d = ex->streams[TIDE_STREAM_H2D];
     enum tide_status st =
         tide_backend_copy_h2d(ex->backend, ex->arena + ex->regions[r].offset, src, nbytes, h2d);

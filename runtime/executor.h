@@ -4,9 +4,11 @@
  *
  * The executor needs nothing but the annotated graph (each node's stream,
  * each output's home and offset) and the memory plan (order, workspaces,
- * lifetimes). At creation it allocates the job's arena (exactly the budget),
- * copies Consts in, initialises Variables (tide_variable_init, seeded), and
- * builds every node's kernel arguments once: nothing is allocated per step.
+ * lifetimes). At creation it allocates the job's arena (exactly the budget)
+ * and a host buffer for each host-homed tensor (swapper/swapper.h), copies
+ * Consts in, initialises Variables (tide_variable_init, seeded) in their
+ * homes, and builds every node's kernel arguments once: nothing is allocated
+ * per step.
  *
  * Each step enqueues the plan in order: Placeholders are copied from the
  * staged feeds on the h2d stream, kernels run on the compute stream, memory
@@ -15,8 +17,9 @@
  * its producer is enqueued and dies after its last reader; the executor
  * checks that no two live regions overlap and records the high-water mark
  * (largest live offset + bytes). In poison mode a dead region is filled with
- * a NaN pattern on the stream that last read it, so a read-after-free breaks
- * results instead of passing by luck.
+ * a NaN pattern on the stream of its last reader, once its readers on the
+ * other streams have finished too, so a read-after-free breaks results
+ * instead of passing by luck.
  *
  * Threads: one thread (the caller's) drives an executor; backend streams do
  * the work. Not thread-safe.

@@ -3,15 +3,31 @@
  * session.c: one job's in-process pipeline, from graph bytes to steps.
  *
  * A session strings together the stages the daemon runs for a job: import
- * (validation, shape inference), autodiff when training, the depth-first
- * order, the annotations (streams; every tensor homed on the device for
- * now), the memory plan with the backend's workspace sizes, and an executor
- * on a backend. It then maps names to node ids for feeds and fetches, and
- * keeps the evaluation mask: the nodes the fetches depend on.
+ * (validation, shape inference), autodiff when training, then the memory
+ * pipeline, and an executor on a backend. It then maps names to node ids for
+ * feeds and fetches, and keeps the evaluation mask: the nodes the fetches
+ * depend on.
+ *
+ * The memory pipeline has two forms:
+ *  - With a memory policy (options->memory), tide_plan_memory
+ *    (swapper/swapper.h) partitions the graph, homes Variables, Consts and
+ *    optimizer state on the host or the device, inserts Fetch, WriteBack,
+ *    SwapOut and SwapIn, annotates streams and homes and plans the arena
+ *    under the policy's budget (options->budget_bytes overrides it when
+ *    set), with the backend's workspace sizes and the fetches pinned. A plan
+ *    that cannot fit fails creation with TIDE_DOES_NOT_FIT and the planner's
+ *    message, which names the node and the numbers: that is admission
+ *    control. The executor's arena is the policy's budget, or the plan's
+ *    peak when the budget is 0 (no limit).
+ *  - Without one, everything is resident on the device: the depth-first
+ *    order, Placeholders on the h2d stream and everything else on compute,
+ *    every tensor homed on the device, and memplan directly.
  *
  * What can be fetched: the fetches named at creation, the loss when
  * training, and every Variable. They are pinned in the memory plan (alive
- * across steps), so reading them after a step reads that step's values.
+ * across steps), so reading them after a step reads that step's values; a
+ * Variable homed on the host is read from its home, which the step's
+ * WriteBack has brought up to date.
  *
  * Threads: like the executor, a session is driven by one thread at a time.
  *
@@ -31,7 +47,10 @@ struct tide_session {
     struct tide_graph *graph;
     struct tide_backend *backend;
     bool owns_backend;
-    struct tide_memplan plan;
+    struct tide_memplan plan;       /* without a memory policy */
+    struct tide_memory_plan memory; /* with one: its memplan and report */
+    bool has_memory_plan;
+    const struct tide_memplan *memplan; /* the one the executor runs */
     struct tide_executor *executor;
     bool training;
     struct tide_autodiff_result trained; /* valid when training */
@@ -136,6 +155,57 @@ static enum tide_status build_eval_mask(struct tide_session *s, struct tide_erro
     return TIDE_OK;
 }
 
+/*
+ * Everything resident: the depth-first order, Placeholders on the h2d
+ * stream and everything else on compute, every output homed on the device.
+ */
+static enum tide_status plan_resident(struct tide_session *s, const uint8_t *pinned,
+                                      struct tide_error *err)
+{
+    struct tide_graph *g = s->graph;
+    uint32_t n = g->n_nodes;
+    uint32_t *order = malloc(((size_t)n + 1) * sizeof(*order));
+    if (!order)
+        return tide_error_set(err, TIDE_NOMEM, "session: out of memory for %u nodes", n);
+    enum tide_status st = tide_graph_dfs_order(g, order, err);
+    for (uint32_t v = 0; v < n; v++) {
+        struct tide_node *node = &g->nodes[v];
+        node->stream = node->op == TIDE_OP_PLACEHOLDER ? TIDE_STREAM_H2D : TIDE_STREAM_COMPUTE;
+        for (uint32_t k = 0; k < node->n_outputs; k++)
+            node->outputs[k].home = TIDE_HOME_DEVICE;
+    }
+    if (st == TIDE_OK) {
+        struct tide_memplan_options mo = {
+            .workspace_bytes = backend_workspace, .workspace_ctx = s->backend, .pinned = pinned};
+        st = tide_memplan_build(g, order, n, &mo, &s->plan, err);
+    }
+    free(order);
+    if (st == TIDE_OK)
+        s->memplan = &s->plan;
+    return st;
+}
+
+/*
+ * The memory pipeline under the caller's policy, with budget (0: no limit)
+ * in place of the policy's. The planner's refusal (TIDE_DOES_NOT_FIT, with
+ * the node and the numbers) is the session's.
+ */
+static enum tide_status plan_with_policy(struct tide_session *s,
+                                         const struct tide_session_options *o, uint64_t budget,
+                                         const uint8_t *pinned, struct tide_error *err)
+{
+    struct tide_memory_policy policy = *o->memory;
+    policy.budget_bytes = budget;
+    struct tide_plan_env env = {
+        .workspace_bytes = backend_workspace, .workspace_ctx = s->backend, .pinned = pinned};
+    enum tide_status st = tide_plan_memory(s->graph, &policy, &env, &s->memory, err);
+    /* Released with the session, also when refused (a refused plan still has its report). */
+    s->has_memory_plan = true;
+    if (st == TIDE_OK)
+        s->memplan = &s->memory.memplan;
+    return st;
+}
+
 static enum tide_status setup(struct tide_session *s, const struct tide_session_options *o,
                               struct tide_error *err)
 {
@@ -164,50 +234,41 @@ static enum tide_status setup(struct tide_session *s, const struct tide_session_
     if (s->training)
         s->fetches[s->n_fetches++] = s->trained.loss;
 
-    /* Annotations: order, streams, homes, pins. */
+    /* The fetches are pinned: alive across steps, so they can be read after one. */
     uint32_t n = g->n_nodes;
-    uint32_t *order = malloc(((size_t)n + 1) * sizeof(*order));
     uint8_t *pinned = calloc((size_t)n + 1, 1);
-    if (!order || !pinned) {
-        free(order);
-        free(pinned);
+    if (!pinned)
         return tide_error_set(err, TIDE_NOMEM, "session: out of memory for %u nodes", n);
-    }
-    st = tide_graph_dfs_order(g, order, err);
-    for (uint32_t v = 0; v < n; v++) {
-        struct tide_node *node = &g->nodes[v];
-        node->stream = node->op == TIDE_OP_PLACEHOLDER ? TIDE_STREAM_H2D : TIDE_STREAM_COMPUTE;
-        for (uint32_t k = 0; k < node->n_outputs; k++)
-            node->outputs[k].home = TIDE_HOME_DEVICE;
-    }
     for (uint32_t i = 0; i < s->n_fetches; i++)
         pinned[s->fetches[i].node] = 1;
 
     /* The backend, whose kernels say how much workspace each node needs. */
-    if (st == TIDE_OK && o->backend) {
+    uint64_t budget = o->budget_bytes;
+    if (!budget && o->memory)
+        budget = o->memory->budget_bytes;
+    st = TIDE_OK;
+    if (o->backend) {
         s->backend = o->backend;
-    } else if (st == TIDE_OK) {
-        struct tide_backend_options bo = {.device_bytes = o->budget_bytes};
+    } else {
+        struct tide_backend_options bo = {.device_bytes = budget};
         st = tide_backend_create(o->backend_name ? o->backend_name : "cpu", &bo, &s->backend, err);
         s->owns_backend = st == TIDE_OK;
     }
-    if (st == TIDE_OK) {
-        struct tide_memplan_options mo = {
-            .workspace_bytes = backend_workspace, .workspace_ctx = s->backend, .pinned = pinned};
-        st = tide_memplan_build(g, order, n, &mo, &s->plan, err);
-    }
-    free(order);
+    if (st == TIDE_OK && o->memory)
+        st = plan_with_policy(s, o, budget, pinned, err);
+    else if (st == TIDE_OK)
+        st = plan_resident(s, pinned, err);
     free(pinned);
     if (st != TIDE_OK)
         return st;
 
     struct tide_executor_options eo = {
-        .budget_bytes = o->budget_bytes ? o->budget_bytes : s->plan.peak_bytes,
+        .budget_bytes = budget ? budget : s->memplan->peak_bytes,
         .seed = o->seed,
         .poison = o->poison,
         .profile = o->profile,
     };
-    st = tide_executor_new(g, &s->plan, s->backend, &eo, &s->executor, err);
+    st = tide_executor_new(g, s->memplan, s->backend, &eo, &s->executor, err);
     if (st != TIDE_OK)
         return st;
     return build_eval_mask(s, err);
@@ -255,6 +316,8 @@ void tide_session_free(struct tide_session *session)
         return;
     tide_executor_free(session->executor);
     tide_memplan_release(&session->plan);
+    if (session->has_memory_plan)
+        tide_memory_plan_release(&session->memory);
     if (session->owns_backend)
         tide_backend_free(session->backend);
     if (session->training)
@@ -312,6 +375,17 @@ enum tide_status tide_session_fetch(struct tide_session *session, const char *na
     return tide_executor_read(session->executor, edge, dst, bytes, err);
 }
 
+enum tide_status tide_session_write_variable(struct tide_session *session, const char *name,
+                                             const void *data, uint64_t bytes,
+                                             struct tide_error *err)
+{
+    uint32_t id = tide_graph_find(session->graph, name);
+    if (id == TIDE_NO_NODE || session->graph->nodes[id].op != TIDE_OP_VARIABLE)
+        return tide_error_set(err, TIDE_NOT_FOUND, "write variable \"%s\": %s", name,
+                              id == TIDE_NO_NODE ? "no such node" : "not a Variable");
+    return tide_executor_write_variable(session->executor, id, data, bytes, err);
+}
+
 const struct tide_graph *tide_session_graph(const struct tide_session *session)
 {
     return session->graph;
@@ -319,10 +393,15 @@ const struct tide_graph *tide_session_graph(const struct tide_session *session)
 
 const struct tide_memplan *tide_session_memplan(const struct tide_session *session)
 {
-    return &session->plan;
+    return session->memplan;
 }
 
 const struct tide_autodiff_result *tide_session_training(const struct tide_session *session)
 {
     return session->training ? &session->trained : NULL;
+}
+
+const struct tide_plan_report *tide_session_plan_report(const struct tide_session *session)
+{
+    return session->has_memory_plan ? &session->memory.report : NULL;
 }

@@ -21,9 +21,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <time.h>
+
 #include "graph/graph.h"
 #include "memplan/memplan.h"
 #include "runtime/backend.h"
+#include "runtime/cpu/backend_cpu.h"
 #include "runtime/executor.h"
 
 #define BATCH   4
@@ -583,6 +586,396 @@ static void test_profile(void **state)
     mlp_free(&m);
 }
 
+/* ============================================================================
+ * Memory ops
+ * ========================================================================== */
+
+/* Like assert_float_equal, but a NaN fails (cmocka's passes it: NaN compares false). */
+#define assert_close(a, b, tolerance)                                                              \
+    do {                                                                                           \
+        double a_ = (a), b_ = (b);                                                                 \
+        if (!(fabs(a_ - b_) <= (tolerance)))                                                       \
+            fail_msg("%s is %.9g, want %.9g", #a, a_, b_);                                         \
+    } while (0)
+
+/* Appends a memory op reading edge in, shaped like it, on a stream, with a home. */
+static uint32_t memory_op(struct tide_graph *g, enum tide_op op, const char *name,
+                          struct tide_edge in, uint8_t stream, uint8_t home, uint32_t subject)
+{
+    uint32_t id;
+    struct tide_error err = {0};
+    check(tide_graph_add_node(g, op, name, &id, &err), &err);
+    check(tide_graph_set_inputs(g, id, &in, 1, &err), &err);
+    struct tide_node *n = &g->nodes[id];
+    const struct tide_output *src = &g->nodes[in.node].outputs[in.output];
+    for (uint32_t k = 0; k < n->n_outputs; k++) {
+        n->outputs[k].dtype = src->dtype;
+        n->outputs[k].shape = src->shape;
+        n->outputs[k].nbytes = src->nbytes;
+        n->outputs[k].home = home;
+    }
+    n->stream = stream;
+    n->subject = subject;
+    return id;
+}
+
+/* Makes every data input of the nodes before `before` that reads from read to instead. */
+static void rewire(struct tide_graph *g, uint32_t before, uint32_t from, uint32_t to)
+{
+    for (uint32_t v = 0; v < before; v++) {
+        for (uint32_t i = 0; i < g->nodes[v].n_inputs; i++) {
+            if (g->nodes[v].inputs[i].node == from)
+                g->nodes[v].inputs[i] = (struct tide_edge){to, 0};
+        }
+    }
+}
+
+/*
+ * The MLP as the memory passes would leave it: every Variable homed on the
+ * host and read through a Fetch on the h2d stream, and relu1 swapped out on
+ * d2h and back in on h2d before mm2 reads it.
+ */
+static void mlp_memory_graph(struct mlp *m)
+{
+    mlp_graph(m);
+    struct tide_graph *g = m->graph;
+    uint32_t vars[4] = {m->w1, m->b1, m->w2, m->w3};
+    for (int i = 0; i < 4; i++) {
+        char name[64];
+        snprintf(name, sizeof(name), "fetch/%s", g->nodes[vars[i]].name);
+        g->nodes[vars[i]].outputs[0].home = TIDE_HOME_HOST;
+        uint32_t f = memory_op(g, TIDE_OP_FETCH, name, (struct tide_edge){vars[i], 0},
+                               TIDE_STREAM_H2D, TIDE_HOME_DEVICE, vars[i]);
+        rewire(g, f, vars[i], f);
+    }
+    uint32_t so = memory_op(g, TIDE_OP_SWAP_OUT, "swap_out/relu1", (struct tide_edge){m->relu, 0},
+                            TIDE_STREAM_D2H, TIDE_HOME_HOST, m->relu);
+    uint32_t si = memory_op(g, TIDE_OP_SWAP_IN, "swap_in/relu1", (struct tide_edge){so, 0},
+                            TIDE_STREAM_H2D, TIDE_HOME_DEVICE, m->relu);
+    rewire(g, so, m->relu, si);
+    /* No tide_graph_infer from here on: it would reset the homes. */
+}
+
+static void mlp_memory_new(struct mlp *m, bool poison, bool profile)
+{
+    memset(m, 0, sizeof(*m));
+    mlp_memory_graph(m);
+    mlp_plan(m);
+    struct tide_executor_options o = {
+        .budget_bytes = m->plan.peak_bytes, .seed = 42, .poison = poison, .profile = profile};
+    struct tide_error err = {0};
+    check(tide_executor_new(m->graph, &m->plan, m->backend, &o, &m->ex, &err), &err);
+}
+
+/* Fetched Variables and a swapped feature map: the reference results, the planned copies. */
+static void test_memory_ops_match_reference(void **state)
+{
+    (void)state;
+    float out[2][3][BATCH * CLASSES + 1];
+    for (int poison = 0; poison < 2; poison++) {
+        struct mlp m;
+        mlp_memory_new(&m, poison, false);
+        /* Host homes take no arena space: only feature maps, fetched copies and pins. */
+        for (uint32_t r = 0; r < m.plan.n_regions; r++)
+            assert_int_not_equal(m.graph->nodes[m.plan.regions[r].node].op, TIDE_OP_VARIABLE);
+        struct tide_error err = {0};
+        for (int s = 0; s < 3; s++) {
+            float x[BATCH * IN];
+            int32_t labels[BATCH];
+            batch(s, x, labels);
+            feed(&m, x, labels);
+            struct tide_step_stats stats;
+            check(tide_executor_step(m.ex, &stats, &err), &err);
+            assert_int_equal(stats.high_water_bytes, m.plan.peak_bytes);
+            uint64_t weights = (IN * HIDDEN + HIDDEN + HIDDEN * HIDDEN + HIDDEN * CLASSES) * 4;
+            uint64_t relu = BATCH * HIDDEN * 4;
+            assert_int_equal(stats.h2d_bytes, sizeof(x) + sizeof(labels) + weights + relu);
+            assert_int_equal(stats.d2h_bytes, relu);
+            float *logits = out[poison][s];
+            check(tide_executor_read(m.ex, (struct tide_edge){m.logits, 0}, logits,
+                                     BATCH * CLASSES * sizeof(float), &err),
+                  &err);
+            check(tide_executor_read(m.ex, (struct tide_edge){m.loss, 0}, &logits[BATCH * CLASSES],
+                                     sizeof(float), &err),
+                  &err);
+            double want_logits[BATCH * CLASSES], want_loss;
+            reference(&m, x, labels, want_logits, &want_loss);
+            for (int i = 0; i < BATCH * CLASSES; i++)
+                assert_close(logits[i], want_logits[i], 1e-5);
+            assert_close(logits[BATCH * CLASSES], want_loss, 1e-5);
+        }
+        mlp_free(&m);
+    }
+    assert_memory_equal(out[0], out[1], sizeof(out[0]));
+}
+
+/* Host-homed Variables are read and written in their homes, and a step fetches the new value. */
+static void test_memory_ops_host_variables(void **state)
+{
+    (void)state;
+    struct mlp m;
+    mlp_memory_new(&m, true, false);
+    struct tide_error err = {0};
+    float w3[HIDDEN * CLASSES], back[HIDDEN * CLASSES];
+    for (int i = 0; i < HIDDEN * CLASSES; i++)
+        w3[i] = 0.125f * (float)i - 0.5f;
+    check(tide_executor_write_variable(m.ex, m.w3, w3, sizeof(w3), &err), &err);
+    read_var(&m, m.w3, back, HIDDEN * CLASSES);
+    assert_memory_equal(w3, back, sizeof(w3));
+    /* A swapped-out copy is not kept: it cannot be read. */
+    uint32_t so = tide_graph_find(m.graph, "swap_out/relu1");
+    float relu[BATCH * HIDDEN];
+    assert_int_equal(tide_executor_read(m.ex, (struct tide_edge){so, 0}, relu, sizeof(relu), &err),
+                     TIDE_STATE);
+
+    float x[BATCH * IN];
+    int32_t labels[BATCH];
+    batch(4, x, labels);
+    feed(&m, x, labels);
+    check(tide_executor_step(m.ex, NULL, &err), &err);
+    float logits[BATCH * CLASSES];
+    check(tide_executor_read(m.ex, (struct tide_edge){m.logits, 0}, logits, sizeof(logits), &err),
+          &err);
+    double want_logits[BATCH * CLASSES], want_loss;
+    reference(&m, x, labels, want_logits, &want_loss);
+    for (int i = 0; i < BATCH * CLASSES; i++)
+        assert_close(logits[i], want_logits[i], 1e-5);
+
+    /* A masked step (the forward pass to the logits) runs its Fetches and swaps too. */
+    uint8_t *mask = calloc(m.graph->n_nodes, 1);
+    const char *names[] = {"x",
+                           "mm1",
+                           "h1",
+                           "relu1",
+                           "mm2",
+                           "tanh2",
+                           "logits",
+                           "fetch/w1",
+                           "fetch/b1",
+                           "fetch/w2",
+                           "fetch/w3",
+                           "swap_out/relu1",
+                           "swap_in/relu1"};
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+        mask[tide_graph_find(m.graph, names[i])] = 1;
+    batch(5, x, labels);
+    check(tide_executor_feed(m.ex, m.x, x, sizeof(x), &err), &err);
+    struct tide_step_stats stats;
+    check(tide_executor_step_masked(m.ex, mask, &stats, &err), &err);
+    assert_int_equal(stats.d2h_bytes, BATCH * HIDDEN * 4);
+    check(tide_executor_read(m.ex, (struct tide_edge){m.logits, 0}, logits, sizeof(logits), &err),
+          &err);
+    reference(&m, x, labels, want_logits, &want_loss);
+    for (int i = 0; i < BATCH * CLASSES; i++)
+        assert_close(logits[i], want_logits[i], 1e-5);
+    free(mask);
+    mlp_free(&m);
+}
+
+/* Profiling times memory ops like kernels, and reports the compute stream's stall. */
+static void test_memory_ops_profile(void **state)
+{
+    (void)state;
+    struct mlp m;
+    mlp_memory_new(&m, false, true);
+    struct tide_error err = {0};
+    float x[BATCH * IN];
+    int32_t labels[BATCH];
+    batch(0, x, labels);
+    feed(&m, x, labels);
+    struct tide_step_stats stats;
+    check(tide_executor_step(m.ex, &stats, &err), &err);
+    assert_non_null(stats.node_ms);
+    assert_true(stats.stall_ms >= 0);
+    assert_true(stats.node_ms[tide_graph_find(m.graph, "swap_in/relu1")] >= 0);
+    mlp_free(&m);
+}
+
+/* What the executor refuses: kernels reading host memory, memory ops on the wrong tensors. */
+static void test_memory_ops_refused(void **state)
+{
+    (void)state;
+    struct tide_error err = {0};
+    for (int c = 0; c < 4; c++) {
+        struct mlp m;
+        memset(&m, 0, sizeof(m));
+        mlp_memory_graph(&m);
+        struct tide_graph *g = m.graph;
+        uint32_t f1 = tide_graph_find(g, "fetch/w1");
+        uint32_t so = tide_graph_find(g, "swap_out/relu1");
+        uint32_t si = tide_graph_find(g, "swap_in/relu1");
+        const char *want = NULL;
+        if (c == 0) {
+            /* mm1 reads the host-homed w1 directly: a Fetch is missing. */
+            g->nodes[tide_graph_find(g, "mm1")].inputs[1] = (struct tide_edge){m.w1, 0};
+            want = "\"mm1\"";
+        } else if (c == 1) {
+            /* A Fetch of a device tensor. */
+            g->nodes[f1].inputs[0] = (struct tide_edge){m.x, 0};
+            want = "\"fetch/w1\"";
+        } else if (c == 2) {
+            /* A SwapIn of something that was not swapped out. */
+            g->nodes[si].inputs[0] = (struct tide_edge){m.relu, 0};
+            want = "\"swap_in/relu1\"";
+        } else {
+            /* A SwapOut whose output is on the device. */
+            g->nodes[so].outputs[0].home = TIDE_HOME_DEVICE;
+            want = "\"swap_out/relu1\"";
+        }
+        mlp_plan(&m);
+        struct tide_executor_options o = {.budget_bytes = m.plan.peak_bytes};
+        assert_int_equal(tide_executor_new(g, &m.plan, m.backend, &o, &m.ex, &err), TIDE_INVALID);
+        assert_non_null(strstr(err.message, want));
+        mlp_free(&m);
+    }
+}
+
+/* ============================================================================
+ * Orderings, with a slow kernel
+ * ========================================================================== */
+
+#define SLOW_MS 60
+
+static struct tide_kernel_table slow_kernels;
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* ApplySGD and Tanh as usual, but only after SLOW_MS. */
+static enum tide_status slow_apply_sgd(const struct tide_kernel_args *args, struct tide_error *err)
+{
+    sleep_ms(SLOW_MS);
+    return tide_cpu_kernels.fn[TIDE_OP_APPLY_SGD](args, err);
+}
+
+static enum tide_status slow_tanh(const struct tide_kernel_args *args, struct tide_error *err)
+{
+    sleep_ms(SLOW_MS);
+    return tide_cpu_kernels.fn[TIDE_OP_TANH](args, err);
+}
+
+static struct tide_backend *slow_backend(void)
+{
+    slow_kernels = tide_cpu_kernels;
+    slow_kernels.name = "slow";
+    slow_kernels.fn[TIDE_OP_APPLY_SGD] = slow_apply_sgd;
+    slow_kernels.fn[TIDE_OP_TANH] = slow_tanh;
+    struct tide_backend *b;
+    struct tide_error err = {0};
+    check(tide__backend_cpu_new_with_kernels(NULL, &slow_kernels, &b, &err), &err);
+    return b;
+}
+
+/* Plans g in id order (which the tests below build topologically) and runs one step. */
+static struct tide_executor *run_in_id_order(struct tide_graph *g, struct tide_backend *b,
+                                             struct tide_memplan *plan, const uint8_t *pinned,
+                                             bool poison)
+{
+    uint32_t order[16];
+    for (uint32_t v = 0; v < g->n_nodes; v++)
+        order[v] = v;
+    struct tide_error err = {0};
+    struct tide_memplan_options mo = {.pinned = pinned};
+    check(tide_memplan_build(g, order, g->n_nodes, &mo, plan, &err), &err);
+    struct tide_executor *ex;
+    struct tide_executor_options o = {
+        .budget_bytes = plan->peak_bytes, .seed = 3, .poison = poison};
+    check(tide_executor_new(g, plan, b, &o, &ex, &err), &err);
+    return ex;
+}
+
+/*
+ * w is homed on the host; f = Fetch(w) on h2d; a slow ApplySGD updates f in
+ * place on compute; WriteBack(f) on d2h copies it home. No control edge
+ * orders the WriteBack after the update — it reads only f — yet it must not
+ * copy before the update has written: the executor orders a WriteBack after
+ * every update of its tensor.
+ */
+static void test_write_back_waits_for_update(void **state)
+{
+    (void)state;
+    struct tide_graph *g = tide_graph_new();
+    uint32_t w = variable(g, "w", 2, 3, 2, "glorot_uniform");
+    uint32_t grad = placeholder(g, "grad", TIDE_DTYPE_FLOAT32, 2, 3, 2);
+    struct tide_error err = {0};
+    check(tide_graph_infer(g, NULL, &err), &err);
+    g->nodes[w].outputs[0].home = TIDE_HOME_HOST;
+    g->nodes[grad].stream = TIDE_STREAM_H2D;
+    uint32_t f = memory_op(g, TIDE_OP_FETCH, "fetch/w", (struct tide_edge){w, 0}, TIDE_STREAM_H2D,
+                           TIDE_HOME_DEVICE, w);
+    uint32_t update = node(g, TIDE_OP_APPLY_SGD, "update", 2, (uint32_t[]){f, grad});
+    tide_attr_set_float(g, update, TIDE_ATTR_APPLY_SGD_learning_rate, 1.0);
+    uint32_t wb = memory_op(g, TIDE_OP_WRITE_BACK, "write_back/w", (struct tide_edge){f, 0},
+                            TIDE_STREAM_D2H, TIDE_HOME_DEVICE, w);
+    assert_int_equal(g->nodes[wb].n_controls, 0);
+
+    struct tide_backend *b = slow_backend();
+    struct tide_memplan plan;
+    struct tide_executor *ex = run_in_id_order(g, b, &plan, NULL, true);
+    float before[6], after[6], gradient[6] = {1, 2, 3, 4, 5, 6};
+    check(tide_executor_read(ex, (struct tide_edge){w, 0}, before, sizeof(before), &err), &err);
+    check(tide_executor_feed(ex, grad, gradient, sizeof(gradient), &err), &err);
+    struct tide_step_stats stats;
+    check(tide_executor_step(ex, &stats, &err), &err);
+    assert_int_equal(stats.h2d_bytes, 2 * sizeof(gradient));
+    assert_int_equal(stats.d2h_bytes, sizeof(gradient));
+    check(tide_executor_read(ex, (struct tide_edge){w, 0}, after, sizeof(after), &err), &err);
+    for (int i = 0; i < 6; i++)
+        assert_true(after[i] == before[i] - gradient[i]);
+    tide_executor_free(ex);
+    tide_memplan_release(&plan);
+    tide_backend_free(b);
+    tide_graph_free(g);
+}
+
+/*
+ * t = Relu(x) is read by a slow Tanh on compute and then, last by position,
+ * by a SwapOut on d2h. In poison mode t dies at the SwapOut, on d2h, which
+ * reaches that point long before the Tanh has read t: the poison must wait
+ * for the other stream's reader, or the Tanh reads NaN. (Nothing swaps t
+ * back in here: a SwapIn taking over t's old addresses would refill them
+ * with the very same bytes and hide the poison.)
+ */
+static void test_poison_waits_for_every_reader(void **state)
+{
+    (void)state;
+    struct tide_graph *g = tide_graph_new();
+    uint32_t x = placeholder(g, "x", TIDE_DTYPE_FLOAT32, 2, BATCH, HIDDEN);
+    uint32_t t = node(g, TIDE_OP_RELU, "t", 1, &x);
+    uint32_t slow = node(g, TIDE_OP_TANH, "slow", 1, &t);
+    struct tide_error err = {0};
+    check(tide_graph_infer(g, NULL, &err), &err);
+    g->nodes[x].stream = TIDE_STREAM_H2D;
+    uint32_t so = memory_op(g, TIDE_OP_SWAP_OUT, "swap_out/t", (struct tide_edge){t, 0},
+                            TIDE_STREAM_D2H, TIDE_HOME_HOST, t);
+    uint8_t pinned[8] = {0};
+    pinned[slow] = 1;
+
+    struct tide_backend *b = slow_backend();
+    struct tide_memplan plan;
+    struct tide_executor *ex = run_in_id_order(g, b, &plan, pinned, true);
+    /* t's last reader by position is the SwapOut, on d2h. */
+    assert_int_equal(plan.regions[1].node, t);
+    assert_int_equal(plan.order[plan.regions[1].last], so);
+    float in[BATCH * HIDDEN], out[BATCH * HIDDEN];
+    for (int i = 0; i < BATCH * HIDDEN; i++)
+        in[i] = 0.1f * (float)(i - 7);
+    check(tide_executor_feed(ex, x, in, sizeof(in), &err), &err);
+    struct tide_step_stats stats;
+    check(tide_executor_step(ex, &stats, &err), &err);
+    assert_int_equal(stats.d2h_bytes, sizeof(in));
+    check(tide_executor_read(ex, (struct tide_edge){slow, 0}, out, sizeof(out), &err), &err);
+    for (int i = 0; i < BATCH * HIDDEN; i++)
+        assert_close(out[i], tanhf(in[i] > 0 ? in[i] : 0), 1e-6);
+    tide_executor_free(ex);
+    tide_memplan_release(&plan);
+    tide_backend_free(b);
+    tide_graph_free(g);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -597,6 +990,12 @@ int main(void)
         cmocka_unit_test(test_masked_step),
         cmocka_unit_test(test_planner_bug_detected),
         cmocka_unit_test(test_profile),
+        cmocka_unit_test(test_memory_ops_match_reference),
+        cmocka_unit_test(test_memory_ops_host_variables),
+        cmocka_unit_test(test_memory_ops_profile),
+        cmocka_unit_test(test_memory_ops_refused),
+        cmocka_unit_test(test_write_back_waits_for_update),
+        cmocka_unit_test(test_poison_waits_for_every_reader),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -288,6 +288,56 @@ static void test_reuse_edges_across_streams_only(void **state)
     }
 }
 
+/*
+ * t is read by a SwapOut on d2h and, later, by a kernel on compute; y, on
+ * compute, takes t's addresses after that kernel. The compute stream orders
+ * y after the kernel, but the SwapOut may still be copying t out: y needs a
+ * reuse edge from it, although it is not t's last reader by position.
+ */
+static void test_reuse_waits_for_every_stream(void **state)
+{
+    (void)state;
+    struct tide_graph *g = tide_graph_new();
+    uint32_t src = add(g, TIDE_OP_PLACEHOLDER, "src", 1024, 0, NULL);
+    uint32_t t = add(g, TIDE_OP_RELU, "t", 1024, 1, &src);
+    uint32_t so = add(g, TIDE_OP_SWAP_OUT, "so", 1024, 1, &t);
+    g->nodes[so].stream = TIDE_STREAM_D2H;
+    g->nodes[so].outputs[0].home = TIDE_HOME_HOST;
+    uint32_t c = add(g, TIDE_OP_RELU, "c", 1024, 1, &t);
+    uint32_t y = add(g, TIDE_OP_RELU, "y", 1024, 1, &c);
+    struct tide_memplan plan;
+    plan_in_id_order(g, NULL, &plan);
+    assert_int_equal(region_of(&plan, t, 0)->last, 3);
+    assert_int_equal(region_of(&plan, y, 0)->offset, region_of(&plan, t, 0)->offset);
+    assert_null(region_of(&plan, so, 0));
+    assert_int_equal(plan.reuse_edges, 1);
+    assert_true(has_control(g, y, so));
+    assert_false(has_control(g, y, c));
+    tide_memplan_release(&plan);
+
+    /* With y on h2d, it waits for both: the kernel on compute and the SwapOut on d2h. */
+    tide_graph_free(g);
+    g = tide_graph_new();
+    src = add(g, TIDE_OP_PLACEHOLDER, "src", 1024, 0, NULL);
+    t = add(g, TIDE_OP_RELU, "t", 1024, 1, &src);
+    so = add(g, TIDE_OP_SWAP_OUT, "so", 1024, 1, &t);
+    g->nodes[so].stream = TIDE_STREAM_D2H;
+    g->nodes[so].outputs[0].home = TIDE_HOME_HOST;
+    c = add(g, TIDE_OP_RELU, "c", 1024, 1, &t);
+    uint32_t in[1] = {c};
+    uint32_t p2 = add(g, TIDE_OP_PLACEHOLDER, "p2", 1024, 0, NULL);
+    g->nodes[p2].stream = TIDE_STREAM_H2D;
+    uint32_t in2[2] = {in[0], p2};
+    add(g, TIDE_OP_ADD, "sum", 1024, 2, in2);
+    plan_in_id_order(g, NULL, &plan);
+    assert_int_equal(region_of(&plan, p2, 0)->offset, region_of(&plan, t, 0)->offset);
+    assert_true(has_control(g, p2, so));
+    assert_true(has_control(g, p2, c));
+    assert_int_equal(plan.reuse_edges, 2);
+    tide_memplan_release(&plan);
+    tide_graph_free(g);
+}
+
 static void test_bad_order(void **state)
 {
     (void)state;
@@ -377,6 +427,29 @@ static struct tide_graph *random_graph(uint8_t *pinned)
     return g;
 }
 
+/*
+ * The nodes that touch region r's addresses while it lives: the readers of
+ * its output (data inputs), or, when nobody reads it (and for a workspace),
+ * the node at its only position.
+ */
+static uint32_t accesses_of(const struct tide_graph *g, const struct tide_memplan *plan,
+                            const struct tide_memplan_region *r, uint32_t *out)
+{
+    uint32_t n = 0;
+    for (uint32_t p = r->first; r->output != UINT32_MAX && p <= r->last; p++) {
+        const struct tide_node *reader = &g->nodes[plan->order[p]];
+        for (uint32_t i = 0; i < reader->n_inputs; i++) {
+            if (reader->inputs[i].node == r->node && reader->inputs[i].output == r->output) {
+                out[n++] = plan->order[p];
+                break;
+            }
+        }
+    }
+    if (n == 0)
+        out[n++] = plan->order[r->last];
+    return n;
+}
+
 struct graph_copy {
     uint32_t n_controls[128];
     uint32_t controls[128][64];
@@ -460,12 +533,23 @@ static void check_plan(const struct tide_graph *g, const struct tide_memplan *pl
                 fail_msg("regions %u and %u overlap in time and space", i, j);
             if (!space || time)
                 continue;
-            /* Address reuse: the later producer waits for the earlier last reader. */
+            /*
+             * Address reuse: the later producer waits for every access to the
+             * earlier occupant on another stream — each reader, or the
+             * producer of an unread region — not only the last by position.
+             */
             const struct tide_memplan_region *early = a->last < b->first ? a : b;
             const struct tide_memplan_region *late = early == a ? b : a;
-            uint32_t reader = plan->order[early->last];
-            if (g->nodes[reader].stream != g->nodes[late->node].stream)
-                assert_true(ordered_after(g, plan, late->node, reader));
+            uint32_t accesses[128];
+            uint32_t n_accesses = accesses_of(g, plan, early, accesses);
+            for (uint32_t k = 0; k < n_accesses; k++) {
+                if (g->nodes[accesses[k]].stream != g->nodes[late->node].stream &&
+                    !ordered_after(g, plan, late->node, accesses[k]))
+                    fail_msg("\"%s\" reuses the addresses of \"%s\" without waiting for "
+                             "its reader \"%s\"",
+                             g->nodes[late->node].name, g->nodes[early->node].name,
+                             g->nodes[accesses[k]].name);
+            }
         }
     }
     assert_int_equal(deaths_seen, non_persistent);
@@ -549,6 +633,7 @@ int main(void)
         cmocka_unit_test(test_persistent_first_never_reused),
         cmocka_unit_test(test_host_outputs_and_sinks),
         cmocka_unit_test(test_reuse_edges_across_streams_only),
+        cmocka_unit_test(test_reuse_waits_for_every_stream),
         cmocka_unit_test(test_bad_order),
         cmocka_unit_test(test_random_dags),
     };
