@@ -1,0 +1,676 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * config.c: the option table and everything it drives — the configuration
+ * file parser, the flags, the defaults, --help and SIGHUP reload.
+ *
+ * One row per setting, as Redis's config.c has it: adding a setting is one
+ * row and one field of struct tided_config. A value is always parsed by its
+ * row's type, whether it comes from the default text, the file or a flag, so
+ * the three cannot disagree.
+ */
+#include "daemon/config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/log.h"
+
+#define TIDED_DEFAULT_CONFIG_FILE "/etc/tide/tided.conf"
+#define TIDED_VERSION_STRING "0.1.0"
+
+/* ============================================================================
+ * The table
+ * ========================================================================== */
+
+enum option_type {
+    OPTION_STRING, /* any text ("" allowed) */
+    OPTION_PATH,   /* a non-empty path */
+    OPTION_CHOICE, /* one of choices[] */
+    OPTION_BYTES,  /* bytes with an optional K/M/G/T suffix, within [min, max] */
+    OPTION_UINT,   /* a decimal integer within [min, max] */
+    OPTION_FLAG,   /* a flag without a value (command line only) */
+};
+
+enum option_flags {
+    OPTION_RELOAD = 1u << 0,    /* re-read on SIGHUP */
+    OPTION_FLAG_ONLY = 1u << 1, /* command line only (not a file key) */
+};
+
+struct option {
+    const char *name;  /* the file key and the flag (--name) */
+    enum option_type type;
+    const char *arg;   /* the value's name in --help */
+    const char *def;   /* the default, as text parsed by the type; NULL: none */
+    uint64_t min, max; /* bounds of BYTES and UINT */
+    const char *const *choices;
+    size_t offset;     /* of the field in struct tided_config */
+    unsigned flags;
+    const char *help;
+};
+
+#define KIB (UINT64_C(1) << 10)
+#define MIB (UINT64_C(1) << 20)
+#define GIB (UINT64_C(1) << 30)
+#define TIB (UINT64_C(1) << 40)
+#define FIELD(f) offsetof(struct tided_config, f)
+
+static const char *const backend_choices[] = {"cpu", "cuda", "auto", NULL};
+static const char *const level_choices[] = {"error", "warn", "info", "debug", NULL};
+
+static const struct option options[] = {
+    {"config", OPTION_PATH, "FILE", NULL, 0, 0, NULL, FIELD(config_file), OPTION_FLAG_ONLY,
+     "Read settings from FILE. Without this flag tided reads " TIDED_DEFAULT_CONFIG_FILE
+     " when it exists; a FILE named here must exist. Flags override the file."},
+    {"socket", OPTION_PATH, "PATH", "/run/tide/tided.sock", 0, 0, NULL, FIELD(socket), 0,
+     "The Unix socket clients connect to. tided creates it with mode 0660 (a stale socket is "
+     "removed; a live one, of another tided, is an error) and identifies each client by the uid "
+     "the kernel reports for the connection (SO_PEERCRED)."},
+    {"socket-group", OPTION_STRING, "GROUP", "", 0, 0, NULL, FIELD(socket_group), 0,
+     "Give the socket to GROUP, so that its members (the GPU users) can connect. Empty: the "
+     "daemon's own group."},
+    {"state-dir", OPTION_PATH, "DIR", "/var/lib/tide", 0, 0, NULL, FIELD(state_dir), 0,
+     "Where jobs are kept: DIR/jobs/ID/ holds spec.pb (the submitted JobSpec), info.pb (the "
+     "job's last known state) and checkpoint.pb (its variables). Jobs found here at start are "
+     "listed as finished, and their checkpoints can be resumed from."},
+    {"backend", OPTION_CHOICE, "NAME", "auto", 0, 0, backend_choices, FIELD(backend), 0,
+     "The device: cpu (an emulated device of --device-memory bytes), cuda (the first GPU), or "
+     "auto (cuda when this build has it and a GPU is present, else cpu)."},
+    {"device-memory", OPTION_BYTES, "BYTES", "4G", 16 * MIB, 64 * TIB, NULL,
+     FIELD(device_memory), 0,
+     "Size of the CPU backend's emulated device memory. Ignored by cuda, which offers the GPU's "
+     "memory."},
+    {"default-budget", OPTION_BYTES, "BYTES", "1G", 1 * MIB, 64 * TIB, NULL, FIELD(default_budget),
+     0, "Device memory budget of a job whose MemoryPolicy.device_budget_bytes is 0."},
+    {"max-budget", OPTION_BYTES, "BYTES", "0", 0, 64 * TIB, NULL, FIELD(max_budget), 0,
+     "The largest budget one job may ask for; 0 means the whole device. Jobs asking for more are "
+     "refused with RESOURCE_EXHAUSTED, as are jobs whose budget does not fit in what the device "
+     "has left (the sum of admitted budgets never exceeds the device)."},
+    {"host-pool", OPTION_BYTES, "BYTES", "0", 0, 64 * TIB, NULL, FIELD(host_pool), 0,
+     "Host memory the plans of all live jobs may use together (homes of variables, swap space); "
+     "0 means no limit."},
+    {"threads", OPTION_UINT, "N", "0", 0, 1024, NULL, FIELD(threads), 0,
+     "Threads of the CPU backend's kernels; 0 means one per core."},
+    {"max-message", OPTION_BYTES, "BYTES", "256M", 1 * MIB, 2 * GIB - 1, NULL, FIELD(max_message),
+     0,
+     "The largest gRPC message tided accepts (a graph, a batch); larger ones are refused by gRPC "
+     "with RESOURCE_EXHAUSTED."},
+    {"max-graph-nodes", OPTION_UINT, "N", "1000000", 1, UINT32_MAX, NULL, FIELD(max_graph_nodes), 0,
+     "The most nodes a submitted graph may have."},
+    {"max-tensor-bytes", OPTION_BYTES, "BYTES", "16G", 1 * KIB, 64 * TIB, NULL,
+     FIELD(max_tensor_bytes), 0, "The largest tensor a submitted graph may declare."},
+    {"admin-group", OPTION_STRING, "GROUP", "", 0, 0, NULL, FIELD(admin_group), 0,
+     "Members of GROUP (primary or supplementary) may see, watch, read, checkpoint and cancel "
+     "every user's jobs, and list them all. root always may. Empty: root only."},
+    {"listen", OPTION_STRING, "HOST:PORT", "", 0, 0, NULL, FIELD(listen), 0,
+     "Also serve TCP on HOST:PORT, with TLS (--tls-cert, --tls-key) and bearer tokens (--tokens). "
+     "Empty: Unix socket only."},
+    {"tls-cert", OPTION_STRING, "FILE", "", 0, 0, NULL, FIELD(tls_cert), 0,
+     "PEM certificate chain for --listen."},
+    {"tls-key", OPTION_STRING, "FILE", "", 0, 0, NULL, FIELD(tls_key), 0,
+     "PEM private key for --listen."},
+    {"tokens", OPTION_STRING, "FILE", "", 0, 0, NULL, FIELD(tokens), OPTION_RELOAD,
+     "Bearer tokens of TCP clients, one per line: \"TOKEN submit|monitor [UID]\" (# starts a "
+     "comment). submit may do what a local user may, as UID (default: the daemon's uid); monitor "
+     "may only get, list and watch every job and read the daemon's status. Re-read on SIGHUP."},
+    {"log-level", OPTION_CHOICE, "LEVEL", "info", 0, 0, level_choices, FIELD(log_level),
+     OPTION_RELOAD, "error, warn, info or debug. Re-read on SIGHUP."},
+    {"stall-timeout", OPTION_UINT, "SECONDS", "600", 10, 86400, NULL, FIELD(stall_timeout), 0,
+     "Under a systemd watchdog (WatchdogSec=), stop the WATCHDOG=1 pings when one device task (a "
+     "step, a compilation) has run longer than this, so that systemd restarts a hung daemon."},
+    {"foreground", OPTION_FLAG, NULL, NULL, 0, 0, NULL, FIELD(foreground), OPTION_FLAG_ONLY,
+     "Run in the foreground. This is the only mode: tided never forks, logs to stderr and tells "
+     "systemd when it is ready (Type=notify)."},
+};
+
+#define N_OPTIONS (sizeof(options) / sizeof(options[0]))
+
+/* ============================================================================
+ * Values
+ * ========================================================================== */
+
+int tided_parse_bytes(const char *text, uint64_t *bytes)
+{
+    const char *p = text;
+    if (!isdigit((unsigned char)*p))
+        return -1;
+    uint64_t value = 0;
+    for (; isdigit((unsigned char)*p); p++) {
+        unsigned d = (unsigned)(*p - '0');
+        if (value > (UINT64_MAX - d) / 10)
+            return -1;
+        value = value * 10 + d;
+    }
+    uint64_t unit = 1;
+    switch (toupper((unsigned char)*p)) {
+    case 'K': unit = KIB; p++; break;
+    case 'M': unit = MIB; p++; break;
+    case 'G': unit = GIB; p++; break;
+    case 'T': unit = TIB; p++; break;
+    default: break;
+    }
+    /* Accept "G", "GB" and "GiB" alike: all binary. */
+    if (unit != 1 && (p[0] == 'i' || p[0] == 'I') && (p[1] == 'B' || p[1] == 'b'))
+        p += 2;
+    else if (*p == 'B' || *p == 'b')
+        p++;
+    if (*p != '\0')
+        return -1;
+    if (value > UINT64_MAX / unit)
+        return -1;
+    *bytes = value * unit;
+    return 0;
+}
+
+const char *tided_format_bytes(uint64_t bytes, char *buf, size_t size)
+{
+    static const char *const units[] = {"TiB", "GiB", "MiB", "KiB"};
+    static const uint64_t scale[] = {TIB, GIB, MIB, KIB};
+    for (int i = 0; i < 4; i++) {
+        if (bytes >= scale[i] && bytes % scale[i] == 0) {
+            snprintf(buf, size, "%" PRIu64 " %s", bytes / scale[i], units[i]);
+            return buf;
+        }
+        if (bytes >= scale[i]) {
+            snprintf(buf, size, "%.1f %s", (double)bytes / (double)scale[i], units[i]);
+            return buf;
+        }
+    }
+    snprintf(buf, size, "%" PRIu64 " bytes", bytes);
+    return buf;
+}
+
+/* The allowed values of a row, for error messages: "bytes between 1M and 1T ...". */
+static void describe_allowed(const struct option *o, char *buf, size_t size)
+{
+    char lo[32], hi[32];
+    switch (o->type) {
+    case OPTION_STRING:
+        snprintf(buf, size, "any text");
+        break;
+    case OPTION_PATH:
+        snprintf(buf, size, "a non-empty path");
+        break;
+    case OPTION_CHOICE: {
+        size_t n = (size_t)snprintf(buf, size, "one of");
+        for (const char *const *c = o->choices; *c && n < size; c++)
+            n += (size_t)snprintf(buf + n, size - n, "%s %s", c == o->choices ? "" : ",", *c);
+        break;
+    }
+    case OPTION_BYTES:
+        snprintf(buf, size,
+                 "bytes between %s and %s, with an optional K, M, G or T suffix (binary)",
+                 tided_format_bytes(o->min, lo, sizeof(lo)),
+                 tided_format_bytes(o->max, hi, sizeof(hi)));
+        break;
+    case OPTION_UINT:
+        snprintf(buf, size, "an integer between %" PRIu64 " and %" PRIu64, o->min, o->max);
+        break;
+    case OPTION_FLAG:
+        snprintf(buf, size, "no value");
+        break;
+    }
+}
+
+/* Where a value came from, for error messages: "FILE:LINE: " or "--flag: ". */
+struct origin {
+    const char *file; /* NULL: the command line */
+    int line;
+};
+
+static enum tided_config_result fail(char *error, size_t size, const struct origin *from,
+                                     const char *format, ...) __attribute__((format(printf, 4, 5)));
+
+static enum tided_config_result fail(char *error, size_t size, const struct origin *from,
+                                     const char *format, ...)
+{
+    size_t n = 0;
+    if (from && from->file)
+        n = (size_t)snprintf(error, size, "%s:%d: ", from->file, from->line);
+    if (n >= size)
+        n = size - 1;
+    va_list args;
+    va_start(args, format);
+    vsnprintf(error + n, size - n, format, args);
+    va_end(args);
+    return TIDED_CONFIG_ERROR;
+}
+
+/* Parses text by o's type into config; on a bad value names the key and what is allowed. */
+static enum tided_config_result set_value(const struct option *o, const char *text,
+                                          struct tided_config *config, const struct origin *from,
+                                          char *error, size_t size)
+{
+    char allowed[256];
+    char *field = (char *)config + o->offset;
+    const char *how = from && from->file ? "" : "--";
+    switch (o->type) {
+    case OPTION_PATH:
+        if (text[0] == '\0')
+            break;
+        /* fall through */
+    case OPTION_STRING: {
+        char *copy = strdup(text);
+        if (!copy)
+            return fail(error, size, from, "out of memory");
+        free(*(char **)field);
+        *(char **)field = copy;
+        return TIDED_CONFIG_OK;
+    }
+    case OPTION_CHOICE:
+        for (const char *const *c = o->choices; *c; c++) {
+            if (strcmp(*c, text) == 0) {
+                free(*(char **)field);
+                *(char **)field = strdup(text);
+                return *(char **)field ? TIDED_CONFIG_OK
+                                       : fail(error, size, from, "out of memory");
+            }
+        }
+        break;
+    case OPTION_BYTES: {
+        uint64_t v;
+        if (tided_parse_bytes(text, &v) == 0 && v >= o->min && v <= o->max) {
+            *(uint64_t *)field = v;
+            return TIDED_CONFIG_OK;
+        }
+        break;
+    }
+    case OPTION_UINT: {
+        char *end = NULL;
+        errno = 0;
+        unsigned long long v = strtoull(text, &end, 10);
+        if (isdigit((unsigned char)text[0]) && end && *end == '\0' && errno == 0 && v >= o->min &&
+            v <= o->max) {
+            *(uint64_t *)field = v;
+            return TIDED_CONFIG_OK;
+        }
+        break;
+    }
+    case OPTION_FLAG:
+        *(bool *)field = true;
+        return TIDED_CONFIG_OK;
+    }
+    describe_allowed(o, allowed, sizeof(allowed));
+    return fail(error, size, from, "%s%s: want %s, got \"%s\"", how, o->name, allowed, text);
+}
+
+static const struct option *find_option(const char *name, size_t len)
+{
+    for (size_t i = 0; i < N_OPTIONS; i++) {
+        if (strlen(options[i].name) == len && strncmp(options[i].name, name, len) == 0)
+            return &options[i];
+    }
+    return NULL;
+}
+
+void tided_config_release(struct tided_config *config)
+{
+    if (!config)
+        return;
+    for (size_t i = 0; i < N_OPTIONS; i++) {
+        if (options[i].type == OPTION_STRING || options[i].type == OPTION_PATH ||
+            options[i].type == OPTION_CHOICE) {
+            char **field = (char **)((char *)config + options[i].offset);
+            free(*field);
+            *field = NULL;
+        }
+    }
+}
+
+static enum tided_config_result set_defaults(struct tided_config *config, char *error, size_t size)
+{
+    memset(config, 0, sizeof(*config));
+    config->foreground = true;
+    for (size_t i = 0; i < N_OPTIONS; i++) {
+        if (!options[i].def)
+            continue;
+        enum tided_config_result r =
+            set_value(&options[i], options[i].def, config, NULL, error, size);
+        if (r != TIDED_CONFIG_OK)
+            return r; /* a bad default is our bug; it shows in the first run */
+    }
+    return TIDED_CONFIG_OK;
+}
+
+/* ============================================================================
+ * The file
+ * ========================================================================== */
+
+static char *trim(char *s)
+{
+    while (isspace((unsigned char)*s))
+        s++;
+    size_t n = strlen(s);
+    while (n > 0 && isspace((unsigned char)s[n - 1]))
+        s[--n] = '\0';
+    return s;
+}
+
+static enum tided_config_result parse_file(const char *path, struct tided_config *config,
+                                           char *error, size_t size)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return fail(error, size, NULL, "%s: cannot open the configuration file: %s", path,
+                    strerror(errno));
+    char line[4096];
+    struct origin from = {path, 0};
+    enum tided_config_result r = TIDED_CONFIG_OK;
+    while (r == TIDED_CONFIG_OK && fgets(line, sizeof(line), f)) {
+        from.line++;
+        if (!strchr(line, '\n') && !feof(f)) {
+            r = fail(error, size, &from, "line longer than %zu bytes", sizeof(line) - 2);
+            break;
+        }
+        char *hash = strchr(line, '#');
+        if (hash)
+            *hash = '\0';
+        char *text = trim(line);
+        if (*text == '\0')
+            continue;
+        char *eq = strchr(text, '=');
+        if (!eq) {
+            r = fail(error, size, &from, "want \"key = value\", got \"%s\"", text);
+            break;
+        }
+        *eq = '\0';
+        char *key = trim(text);
+        char *value = trim(eq + 1);
+        /* Quotes are optional around values ("" gives an empty string). */
+        size_t vlen = strlen(value);
+        if (vlen >= 2 && value[0] == '"' && value[vlen - 1] == '"') {
+            value[vlen - 1] = '\0';
+            value++;
+        }
+        const struct option *o = find_option(key, strlen(key));
+        if (!o || (o->flags & OPTION_FLAG_ONLY)) {
+            r = fail(error, size, &from, "unknown key \"%s\" (tided --help lists the keys)", key);
+            break;
+        }
+        r = set_value(o, value, config, &from, error, size);
+    }
+    if (r == TIDED_CONFIG_OK && ferror(f))
+        r = fail(error, size, NULL, "%s: read error: %s", path, strerror(errno));
+    fclose(f);
+    return r;
+}
+
+/* ============================================================================
+ * Flags, checks and loading
+ * ========================================================================== */
+
+/*
+ * Walks argv. With apply false it only finds --config, --help and --version
+ * (the file must be read before the flags override it); with apply true it
+ * sets every other flag.
+ */
+static enum tided_config_result parse_flags(int argc, char **argv, bool apply,
+                                            struct tided_config *config, const char **config_file,
+                                            char *error, size_t size)
+{
+    for (int i = 1; i < argc; i++) {
+        const char *arg = argv[i];
+        if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0) {
+            if (!apply)
+                tided_config_usage(stdout);
+            return TIDED_CONFIG_EXIT;
+        }
+        if (strcmp(arg, "--version") == 0) {
+            if (!apply)
+                printf("tided %s\n", TIDED_VERSION_STRING);
+            return TIDED_CONFIG_EXIT;
+        }
+        if (strncmp(arg, "--", 2) != 0)
+            return fail(error, size, NULL, "unexpected argument \"%s\" (tided --help lists the "
+                                           "options)", arg);
+        const char *name = arg + 2;
+        const char *eq = strchr(name, '=');
+        size_t len = eq ? (size_t)(eq - name) : strlen(name);
+        const struct option *o = find_option(name, len);
+        if (!o)
+            return fail(error, size, NULL, "unknown option \"%.*s\" (tided --help lists the "
+                                           "options)", (int)(len + 2), arg);
+        const char *value = NULL;
+        if (o->type == OPTION_FLAG) {
+            if (eq)
+                return fail(error, size, NULL, "--%s takes no value", o->name);
+        } else if (eq) {
+            value = eq + 1;
+        } else if (i + 1 < argc) {
+            value = argv[++i];
+        } else {
+            return fail(error, size, NULL, "--%s needs a value (%s)", o->name,
+                        o->arg ? o->arg : "VALUE");
+        }
+        if (strcmp(o->name, "config") == 0) {
+            if (!apply)
+                *config_file = value;
+            continue;
+        }
+        if (apply) {
+            enum tided_config_result r = set_value(o, value, config, NULL, error, size);
+            if (r != TIDED_CONFIG_OK)
+                return r;
+        }
+    }
+    return TIDED_CONFIG_OK;
+}
+
+static enum tided_config_result check(struct tided_config *config, char *error, size_t size)
+{
+    char a[32], b[32];
+    if (config->max_budget && config->default_budget > config->max_budget)
+        return fail(error, size, NULL, "default-budget (%s) is larger than max-budget (%s)",
+                    tided_format_bytes(config->default_budget, a, sizeof(a)),
+                    tided_format_bytes(config->max_budget, b, sizeof(b)));
+    if (config->listen[0]) {
+        if (!config->tls_cert[0] || !config->tls_key[0])
+            return fail(error, size, NULL, "listen = %s needs tls-cert and tls-key: tided serves "
+                                           "TCP only with TLS", config->listen);
+        if (!config->tokens[0])
+            return fail(error, size, NULL, "listen = %s needs tokens: TCP clients authenticate "
+                                           "with bearer tokens", config->listen);
+    }
+    if (strlen(config->socket) >= 108)
+        return fail(error, size, NULL, "socket: the path \"%s\" is longer than the 107 bytes a "
+                                       "Unix socket address holds", config->socket);
+    return TIDED_CONFIG_OK;
+}
+
+enum tided_config_result tided_config_load(int argc, char **argv, struct tided_config *config,
+                                           char *error, size_t error_size)
+{
+    const char *file = NULL;
+    enum tided_config_result r = parse_flags(argc, argv, false, NULL, &file, error, error_size);
+    if (r != TIDED_CONFIG_OK)
+        return r;
+    r = set_defaults(config, error, error_size);
+    if (r == TIDED_CONFIG_OK) {
+        bool explicit_file = file != NULL;
+        if (!file)
+            file = TIDED_DEFAULT_CONFIG_FILE;
+        FILE *probe = explicit_file ? NULL : fopen(file, "r");
+        if (explicit_file || probe) {
+            if (probe)
+                fclose(probe);
+            config->config_file = strdup(file);
+            r = config->config_file ? parse_file(file, config, error, error_size)
+                                    : fail(error, error_size, NULL, "out of memory");
+        }
+    }
+    if (r == TIDED_CONFIG_OK)
+        r = parse_flags(argc, argv, true, config, NULL, error, error_size);
+    if (r == TIDED_CONFIG_OK)
+        r = check(config, error, error_size);
+    if (r != TIDED_CONFIG_OK)
+        tided_config_release(config);
+    return r;
+}
+
+enum tided_config_result tided_config_reload(int argc, char **argv, struct tided_config *config,
+                                             char *error, size_t error_size)
+{
+    struct tided_config fresh;
+    enum tided_config_result r = tided_config_load(argc, argv, &fresh, error, error_size);
+    if (r != TIDED_CONFIG_OK)
+        return r;
+    for (size_t i = 0; i < N_OPTIONS; i++) {
+        const struct option *o = &options[i];
+        void *old = (char *)config + o->offset;
+        void *new = (char *)&fresh + o->offset;
+        bool changed;
+        switch (o->type) {
+        case OPTION_BYTES:
+        case OPTION_UINT:
+            changed = *(uint64_t *)old != *(uint64_t *)new;
+            break;
+        case OPTION_FLAG:
+            changed = *(bool *)old != *(bool *)new;
+            break;
+        default: {
+            const char *s = *(char **)old, *t = *(char **)new;
+            changed = (s == NULL) != (t == NULL) || (s && strcmp(s, t) != 0);
+            break;
+        }
+        }
+        if (!changed)
+            continue;
+        if (!(o->flags & OPTION_RELOAD)) {
+            TIDE_LOG_WARN("reload: %s changed; restart tided to apply it", o->name);
+            continue;
+        }
+        /* Reloadable rows are all strings: swap them. */
+        char *tmp = *(char **)old;
+        *(char **)old = *(char **)new;
+        *(char **)new = tmp;
+        TIDE_LOG_INFO("reload: %s is now \"%s\"", o->name, *(char **)old);
+    }
+    tided_config_release(&fresh);
+    return TIDED_CONFIG_OK;
+}
+
+/* ============================================================================
+ * --help
+ * ========================================================================== */
+
+/* Writes text wrapped at 78 columns, each line indented by indent spaces. */
+static void wrap(FILE *out, int indent, const char *text)
+{
+    const int width = 78;
+    int col = 0;
+    const char *p = text;
+    while (*p) {
+        while (*p == ' ')
+            p++;
+        const char *word = p;
+        while (*p && *p != ' ')
+            p++;
+        int len = (int)(p - word);
+        if (len == 0)
+            break;
+        if (col > 0 && col + 1 + len > width) {
+            fputc('\n', out);
+            col = 0;
+        }
+        if (col == 0) {
+            fprintf(out, "%*s", indent, "");
+            col = indent;
+        } else {
+            fputc(' ', out);
+            col++;
+        }
+        fwrite(word, 1, (size_t)len, out);
+        col += len;
+    }
+    if (col > 0)
+        fputc('\n', out);
+}
+
+void tided_config_usage(FILE *out)
+{
+    fprintf(out, "NAME\n");
+    wrap(out, 7, "tided - the tide training daemon: owns a GPU and trains the graphs users "
+                 "submit over gRPC");
+    fprintf(out, "\nSYNOPSIS\n");
+    wrap(out, 7, "tided [--config FILE] [--socket PATH] [--state-dir DIR] "
+                 "[--backend cpu|cuda|auto] [--OPTION VALUE]...");
+    wrap(out, 7, "tided --help | --version");
+    fprintf(out, "\nDESCRIPTION\n");
+    wrap(out, 7,
+         "tided serves the tide.v1.Jobs, tide.v1.Daemon and grpc.health.v1.Health services on a "
+         "Unix socket. Users submit jobs (a graph, what to minimise, a memory policy); tided "
+         "compiles each into a plan that fits the job's device-memory budget and runs one step "
+         "per batch the client streams in, interleaving the jobs step by step. A job belongs to "
+         "the uid that submitted it; only that user and the admin group may see or control it.");
+    fputc('\n', out);
+    wrap(out, 7,
+         "tided runs in the foreground, logs to stderr and notifies systemd (Type=notify: READY, "
+         "STATUS, WATCHDOG). It needs no root privileges of its own.");
+    fprintf(out, "\nOPTIONS\n");
+    wrap(out, 7,
+         "Every option except --config and --foreground can also be set in the configuration "
+         "file as \"name = value\" (one per line, # starts a comment, quotes are optional). "
+         "Flags override the file; both accept --name VALUE and --name=VALUE. Sizes take K, M, G "
+         "or T suffixes (binary).");
+    for (size_t i = 0; i < N_OPTIONS; i++) {
+        const struct option *o = &options[i];
+        char allowed[256], line[512];
+        fputc('\n', out);
+        if (o->arg)
+            fprintf(out, "       --%s %s\n", o->name, o->arg);
+        else
+            fprintf(out, "       --%s\n", o->name);
+        wrap(out, 11, o->help);
+        if (o->type == OPTION_BYTES || o->type == OPTION_UINT || o->type == OPTION_CHOICE) {
+            describe_allowed(o, allowed, sizeof(allowed));
+            snprintf(line, sizeof(line), "Allowed: %s.", allowed);
+            wrap(out, 11, line);
+        }
+        if (o->def) {
+            snprintf(line, sizeof(line), "Default: %s%s%s.", o->def[0] ? "" : "\"",
+                     o->def, o->def[0] ? "" : "\" (none)");
+            wrap(out, 11, line);
+        }
+    }
+    fprintf(out, "\n       -h, --help\n");
+    wrap(out, 11, "Print this page and exit.");
+    fprintf(out, "\n       --version\n");
+    wrap(out, 11, "Print the version and exit.");
+    fprintf(out, "\nSIGNALS\n");
+    fprintf(out, "       SIGTERM, SIGINT\n");
+    wrap(out, 11,
+         "Graceful stop: new calls get UNAVAILABLE, every running step finishes, every live job "
+         "is checkpointed (and listed as DONE after a restart, ready for resume_from), open "
+         "streams end with UNAVAILABLE, then tided exits 0. A second signal exits at once "
+         "with status 1.");
+    fprintf(out, "       SIGHUP\n");
+    wrap(out, 11,
+         "Re-read the configuration file and apply the reloadable settings: log-level and "
+         "tokens (the token file is read again). Other changed settings are logged and need a "
+         "restart.");
+    fprintf(out, "       SIGPIPE\n");
+    wrap(out, 11, "Ignored.");
+    fprintf(out, "\nFILES\n");
+    fprintf(out, "       %s\n", TIDED_DEFAULT_CONFIG_FILE);
+    wrap(out, 11, "The configuration file read when --config is not given (optional).");
+    fprintf(out, "       /run/tide/tided.sock\n");
+    wrap(out, 11, "The default socket.");
+    fprintf(out, "       /var/lib/tide/jobs/ID/spec.pb, info.pb, checkpoint.pb\n");
+    wrap(out, 11,
+         "Per job: the submitted tide.v1.JobSpec, the last known tide.v1.JobInfo, and the last "
+         "checkpoint (a tide.v1.ReadVariablesResponse with every variable, optimizer state "
+         "included), each written atomically.");
+    fprintf(out, "\nENVIRONMENT\n");
+    fprintf(out, "       NOTIFY_SOCKET, WATCHDOG_USEC, WATCHDOG_PID\n");
+    wrap(out, 11, "Set by systemd: where READY=1, STATUS=, RELOADING=1, STOPPING=1 and "
+                  "WATCHDOG=1 go, and how often the watchdog wants a ping. Without them tided "
+                  "runs the same, silently.");
+    fprintf(out, "\nEXIT STATUS\n");
+    fprintf(out, "       0      clean shutdown, or --help / --version\n");
+    fprintf(out, "       1      a fatal error at start or run time: the socket, the "
+                 "device,\n              the state directory, the TLS or token files\n");
+    fprintf(out, "       2      a bad flag or configuration file\n");
+}

@@ -1,0 +1,122 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * config.h: tided's configuration — one table of option descriptors.
+ *
+ * Every setting of the daemon is one row of a table (config.c): its name,
+ * type, bounds, default, the field it fills and a help text. The same rows
+ * drive the configuration file parser ("key = value" lines, # comments), the
+ * command-line flags ("--key VALUE" or "--key=VALUE"), the defaults, the
+ * --help page and SIGHUP reload (rows marked reloadable: the log level and
+ * the token file). Precedence: defaults, then the file, then the flags.
+ *
+ * Errors name where the value came from (the file and line, or the flag),
+ * the key and what is allowed ("device-memory: want bytes between 1M and
+ * 1T, with an optional K, M, G or T suffix, got \"5Q\"").
+ *
+ * Ownership: tided_config_load fills a struct whose strings are malloc'd;
+ * tided_config_release frees them. Nothing here is thread-safe: the main
+ * thread loads and reloads before or between libev callbacks.
+ *
+ * Example usage:
+ *
+ *     struct tided_config config;
+ *     char error[512];
+ *     switch (tided_config_load(argc, argv, &config, error, sizeof(error))) {
+ *     case TIDED_CONFIG_OK: break;
+ *     case TIDED_CONFIG_EXIT: return 0;            // --help or --version was printed
+ *     default: fprintf(stderr, "tided: %s\n", error); return TIDED_EXIT_USAGE;
+ *     }
+ *     ...
+ *     tided_config_release(&config);
+ */
+#ifndef TIDE_DAEMON_CONFIG_H
+#define TIDE_DAEMON_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Exit statuses of tided, also listed by --help. */
+enum {
+    TIDED_EXIT_OK = 0,      /* clean shutdown, or --help / --version */
+    TIDED_EXIT_FAILURE = 1, /* a fatal error: socket, device, state directory, TLS or tokens */
+    TIDED_EXIT_USAGE = 2,   /* a bad flag or configuration file */
+};
+
+/* The daemon's settings; see the table in config.c for meanings and defaults. */
+struct tided_config {
+    /* Files and sockets. */
+    char *config_file;   /* the file read (NULL when the default file does not exist) */
+    char *socket;        /* the Unix socket clients connect to */
+    char *socket_group;  /* group owning the socket ("" keeps the daemon's group) */
+    char *state_dir;     /* jobs/<id>/{spec.pb,info.pb,checkpoint.pb} live here */
+    /* Device and memory. */
+    char *backend;           /* "cpu", "cuda" or "auto" */
+    uint64_t device_memory;  /* the CPU backend's emulated device size */
+    uint64_t default_budget; /* a job's budget when its spec sets none */
+    uint64_t max_budget;     /* the largest budget a job may ask for (0: the device's size) */
+    uint64_t host_pool;      /* host bytes jobs' plans may use together (0: no limit) */
+    uint64_t threads;        /* CPU kernel threads (0: one per core) */
+    /* Limits on what clients send. */
+    uint64_t max_message;     /* largest gRPC message received, in bytes */
+    uint64_t max_graph_nodes; /* nodes per graph */
+    uint64_t max_tensor_bytes;
+    /* Access. */
+    char *admin_group; /* members may see and control every job ("" : root only) */
+    char *listen;      /* optional HOST:PORT for TCP with TLS */
+    char *tls_cert;
+    char *tls_key;
+    char *tokens;      /* bearer token file for TCP clients */
+    /* Operation. */
+    char *log_level;        /* "error", "warn", "info" or "debug" */
+    uint64_t stall_timeout; /* seconds one device task may take before watchdog pings stop */
+    bool foreground;        /* always true: tided never forks (systemd Type=notify) */
+};
+
+enum tided_config_result {
+    TIDED_CONFIG_OK = 0,
+    TIDED_CONFIG_EXIT = 1,  /* --help or --version printed: exit 0 */
+    TIDED_CONFIG_ERROR = -1,
+};
+
+/*
+ * Fills config from the defaults, the configuration file (--config FILE, or
+ * /etc/tide/tided.conf when it exists) and the flags in argv, then checks
+ * the settings together (default budget <= max budget, TLS files with
+ * --listen). On an error, error holds a message naming the file and line or
+ * the flag, the key and the allowed values; config holds nothing to free.
+ */
+enum tided_config_result tided_config_load(int argc, char **argv, struct tided_config *config,
+                                           char *error, size_t error_size);
+
+/* Frees the strings of a config filled by tided_config_load. NULL is a no-op. */
+void tided_config_release(struct tided_config *config);
+
+/*
+ * For SIGHUP: loads the configuration again from the same file and flags
+ * into fresh, then copies the reloadable settings (log level, token file)
+ * into config. Settings that changed but need a restart are logged as
+ * warnings. On an error config is left as it was.
+ */
+enum tided_config_result tided_config_reload(int argc, char **argv, struct tided_config *config,
+                                             char *error, size_t error_size);
+
+/* Writes the --help page (synopsis, options with defaults, signals, files, exit codes). */
+void tided_config_usage(FILE *out);
+
+/* Parses "4G", "512M", "4GiB" or "1024" into bytes (binary multiples); -1 if malformed. */
+int tided_parse_bytes(const char *text, uint64_t *bytes);
+
+/* Formats bytes as "4 GiB", "992.1 MiB" or "123 bytes" (exact when the unit divides it). */
+const char *tided_format_bytes(uint64_t bytes, char *buf, size_t size);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TIDE_DAEMON_CONFIG_H */

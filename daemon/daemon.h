@@ -1,0 +1,94 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * daemon.h: tided's one server struct and what the daemon's modules share.
+ *
+ * The daemon is four modules around one libev loop on the main thread:
+ *
+ *   config.c  the option table: file, flags, --help, SIGHUP reload
+ *   server.c  gRPC C core plumbing: the method table, calls, the Unix socket
+ *             and peer identity, TLS and tokens, the completion-queue thread,
+ *             grpc.health.v1.Health
+ *   jobs.c    the job manager and the tide.v1.Jobs / tide.v1.Daemon RPCs:
+ *             admission, the state machine, Train streams, Watch, checkpoints
+ *   worker.c  the executor thread: every session call (compile, step, eval,
+ *             read variables, checkpoint) and all disk writes
+ *   store.c   atomic files under the state directory
+ *   main.c    start-up, signals, sd_notify, the watchdog, graceful shutdown
+ *
+ * Threads (see each file's DESIGN section): the main thread owns the loop,
+ * every job, every call and every grpc_call_start_batch; the completion-
+ * queue thread and the worker thread talk to it only through a locked queue
+ * plus ev_async_send (STYLE.md rule 8).
+ *
+ * Example usage (what every module does with the one daemon struct):
+ *
+ *     void tided_rpc_status(struct tided_daemon *d, struct tided_call *call, ...)
+ *     {
+ *         st.device_total_bytes = d->device_bytes;
+ *         st.default_job_budget_bytes = d->config.default_budget;
+ *         if (d->phase != TIDED_SERVING) ...
+ *     }
+ */
+#ifndef TIDE_DAEMON_DAEMON_H
+#define TIDE_DAEMON_DAEMON_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "daemon/config.h"
+#include "graph/graph.h"
+#include "runtime/backend.h"
+
+struct ev_loop;
+struct tided_server;
+struct tided_worker;
+struct tided_jobs;
+
+#define TIDED_VERSION "0.1.0"
+
+/* Where the daemon is in its life; only the main thread reads or writes it. */
+enum tided_phase {
+    TIDED_SERVING = 0,  /* normal operation */
+    TIDED_DRAINING = 1, /* SIGTERM: no new work; steps finish, jobs are checkpointed */
+    TIDED_STOPPING = 2, /* jobs are quiet: gRPC is shutting down */
+};
+
+struct tided_daemon {
+    /* ---- configuration ---- */
+    struct tided_config config; /* loaded at start; SIGHUP swaps reloadable fields */
+    int argc;                   /* kept for SIGHUP reload */
+    char **argv;
+
+    /* ---- the event loop (main thread) ---- */
+    struct ev_loop *loop; /* libev's default loop */
+
+    /* ---- the device ---- */
+    struct tide_backend *backend; /* one per daemon, shared by every job's session */
+    char device_name[128];
+    uint64_t device_bytes;            /* what the device offers jobs */
+    struct tide_graph_limits limits;  /* from max-graph-nodes, max-tensor-bytes */
+
+    /* ---- modules ---- */
+    struct tided_server *server;
+    struct tided_worker *worker;
+    struct tided_jobs *jobs;
+
+    /* ---- lifecycle ---- */
+    enum tided_phase phase;
+    int64_t started_us; /* Unix time in microseconds */
+    int exit_code;
+};
+
+/* Unix time in microseconds. */
+int64_t tided_now_us(void);
+
+/* Called by the jobs module when the last job task finished during DRAINING. */
+void tided_daemon_jobs_quiet(struct tided_daemon *daemon);
+
+/* Called by the server when gRPC has shut down completely: the loop may end. */
+void tided_daemon_server_finished(struct tided_daemon *daemon);
+
+/* Refreshes systemd's STATUS= line (no-op outside systemd). */
+void tided_daemon_notify_status(struct tided_daemon *daemon);
+
+#endif /* TIDE_DAEMON_DAEMON_H */

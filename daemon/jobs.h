@@ -1,0 +1,62 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * jobs.h: the job manager — admission, the state machine, Train streams,
+ * Watch, checkpoints and the state directory.
+ *
+ *   SUBMITTED -> COMPILING -> READY <-> RUNNING -> DONE | FAILED | CANCELLED
+ *
+ * A job is admitted when its budget is at most the largest job budget and
+ * fits in what the device has left (the sum of admitted budgets never
+ * exceeds the device); the worker then compiles it. It is RUNNING while a
+ * Train stream is attached and READY between streams, so a job trains over
+ * as many streams as its client likes, the step count going on: a stream
+ * the client half-closes ends OK after its last step, a client that goes
+ * away ends it too. The job keeps its budget until it is cancelled (or
+ * fails). A graceful shutdown checkpoints it and lists it as DONE, so that
+ * a job submitted after the restart can resume_from it. A failed step fails
+ * only its own job.
+ *
+ * Threads: main thread only (the RPC handlers are declared in server.h;
+ * worker results arrive through tided_jobs_task_done). See jobs.c.
+ *
+ * Example usage (main.c):
+ *
+ *     d->jobs = tided_jobs_new(d, error, sizeof(error));      // lists earlier runs' jobs
+ *     d->worker = tided_worker_new(d->loop, tided_jobs_task_done, d, error, sizeof(error));
+ *     ...
+ *     tided_jobs_drain(d);        // on SIGTERM; tided_daemon_jobs_quiet follows
+ *     ...
+ *     tided_worker_free(d->worker);
+ *     tided_jobs_free(d->jobs);
+ */
+#ifndef TIDE_DAEMON_JOBS_H
+#define TIDE_DAEMON_JOBS_H
+
+#include <stddef.h>
+
+#include "daemon/daemon.h"
+#include "daemon/worker.h"
+
+/*
+ * Creates the job manager: makes <state-dir>/jobs and lists the jobs found
+ * there (from a previous run) as finished. NULL with error filled on failure.
+ */
+struct tided_jobs *tided_jobs_new(struct tided_daemon *daemon, char *error, size_t error_size);
+
+/* Frees every job; after the worker stopped. NULL is a no-op. */
+void tided_jobs_free(struct tided_jobs *jobs);
+
+/* The worker's done callback (context: the daemon). */
+void tided_jobs_task_done(void *context, struct tided_task *task);
+
+/*
+ * SIGTERM: refuses new compilations, stops reading Train streams, lets the
+ * running steps finish, then checkpoints every live job and marks it DONE.
+ * tided_daemon_jobs_quiet runs once no task is left.
+ */
+void tided_jobs_drain(struct tided_daemon *daemon);
+
+/* A one-line summary for systemd's STATUS=. */
+void tided_jobs_summary(struct tided_daemon *daemon, char *buf, size_t size);
+
+#endif /* TIDE_DAEMON_JOBS_H */

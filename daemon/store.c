@@ -1,0 +1,256 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * store.c: atomic files under the state directory (see store.h).
+ */
+#include "daemon/store.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+char *tided_path_join(const char *dir, const char *name)
+{
+    size_t a = strlen(dir), b = strlen(name);
+    char *path = malloc(a + b + 2);
+    if (!path)
+        return NULL;
+    memcpy(path, dir, a);
+    path[a] = '/';
+    memcpy(path + a + 1, name, b + 1);
+    return path;
+}
+
+enum tide_status tided_store_mkdirs(const char *dir, struct tide_error *err)
+{
+    char *path = strdup(dir);
+    if (!path)
+        return tide_error_set(err, TIDE_NOMEM, "out of memory");
+    enum tide_status st = TIDE_OK;
+    for (char *p = path + 1;; p++) {
+        if (*p != '/' && *p != '\0')
+            continue;
+        char saved = *p;
+        *p = '\0';
+        if (mkdir(path, 0700) != 0 && errno != EEXIST) {
+            st = tide_error_set(err, TIDE_IO, "cannot create the directory %s: %s", path,
+                                strerror(errno));
+            break;
+        }
+        *p = saved;
+        if (saved == '\0')
+            break;
+    }
+    struct stat sb;
+    if (st == TIDE_OK && (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode)))
+        st = tide_error_set(err, TIDE_IO, "%s is not a directory", dir);
+    free(path);
+    return st;
+}
+
+/* A ProtobufCBuffer that writes to a file descriptor, remembering the first error. */
+struct fd_buffer {
+    ProtobufCBuffer base;
+    int fd;
+    int error; /* errno of the first failed write, 0 if none */
+    uint64_t bytes;
+};
+
+static void fd_buffer_append(ProtobufCBuffer *buffer, size_t len, const uint8_t *data)
+{
+    struct fd_buffer *b = (struct fd_buffer *)buffer;
+    while (len > 0 && b->error == 0) {
+        ssize_t n = write(b->fd, data, len);
+        if (n < 0) {
+            if (errno != EINTR)
+                b->error = errno;
+            continue;
+        }
+        data += n;
+        len -= (size_t)n;
+        b->bytes += (uint64_t)n;
+    }
+}
+
+/* Writes through fill(), then fsync, rename and directory fsync. */
+static enum tide_status write_atomically(const char *dir, const char *name,
+                                         void (*fill)(struct fd_buffer *, const void *),
+                                         const void *arg, uint64_t *bytes, struct tide_error *err)
+{
+    char *path = tided_path_join(dir, name);
+    size_t n = path ? strlen(path) + 5 : 0;
+    char *tmp = path ? malloc(n) : NULL;
+    if (!path || !tmp) {
+        free(path);
+        return tide_error_set(err, TIDE_NOMEM, "out of memory");
+    }
+    snprintf(tmp, n, "%s.tmp", path);
+    enum tide_status st = TIDE_OK;
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        st = tide_error_set(err, TIDE_IO, "cannot create %s: %s", tmp, strerror(errno));
+        goto out;
+    }
+    struct fd_buffer buffer = {.base = {.append = fd_buffer_append}, .fd = fd};
+    fill(&buffer, arg);
+    if (buffer.error == 0 && fsync(fd) != 0)
+        buffer.error = errno;
+    if (close(fd) != 0 && buffer.error == 0)
+        buffer.error = errno;
+    if (buffer.error != 0) {
+        st = tide_error_set(err, TIDE_IO, "cannot write %s: %s", tmp, strerror(buffer.error));
+        unlink(tmp);
+        goto out;
+    }
+    if (rename(tmp, path) != 0) {
+        st = tide_error_set(err, TIDE_IO, "cannot rename %s to %s: %s", tmp, path,
+                            strerror(errno));
+        unlink(tmp);
+        goto out;
+    }
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd >= 0) {
+        if (fsync(dfd) != 0)
+            st = tide_error_set(err, TIDE_IO, "cannot fsync the directory %s: %s", dir,
+                                strerror(errno));
+        close(dfd);
+    }
+    if (bytes)
+        *bytes = buffer.bytes;
+out:
+    free(tmp);
+    free(path);
+    return st;
+}
+
+struct raw {
+    const void *data;
+    size_t len;
+};
+
+static void fill_raw(struct fd_buffer *b, const void *arg)
+{
+    const struct raw *raw = arg;
+    fd_buffer_append(&b->base, raw->len, raw->data);
+}
+
+static void fill_message(struct fd_buffer *b, const void *arg)
+{
+    protobuf_c_message_pack_to_buffer(arg, &b->base);
+}
+
+enum tide_status tided_store_write(const char *dir, const char *name, const void *data, size_t len,
+                                   struct tide_error *err)
+{
+    struct raw raw = {data, len};
+    return write_atomically(dir, name, fill_raw, &raw, NULL, err);
+}
+
+enum tide_status tided_store_write_message(const char *dir, const char *name,
+                                           const ProtobufCMessage *message, uint64_t *bytes,
+                                           struct tide_error *err)
+{
+    return write_atomically(dir, name, fill_message, message, bytes, err);
+}
+
+enum tide_status tided_store_read(const char *path, uint8_t **data, size_t *len,
+                                  struct tide_error *err)
+{
+    *data = NULL;
+    *len = 0;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return tide_error_set(err, errno == ENOENT ? TIDE_NOT_FOUND : TIDE_IO, "cannot open %s: %s",
+                              path, strerror(errno));
+    struct stat sb;
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        close(fd);
+        return tide_error_set(err, TIDE_IO, "%s is not a regular file", path);
+    }
+    size_t size = (size_t)sb.st_size;
+    uint8_t *buf = malloc(size ? size : 1);
+    if (!buf) {
+        close(fd);
+        return tide_error_set(err, TIDE_NOMEM, "out of memory for %s (%zu bytes)", path, size);
+    }
+    size_t got = 0;
+    while (got < size) {
+        ssize_t n = read(fd, buf + got, size - got);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            int e = n < 0 ? errno : EIO;
+            free(buf);
+            close(fd);
+            return tide_error_set(err, TIDE_IO, "cannot read %s: %s", path, strerror(e));
+        }
+        got += (size_t)n;
+    }
+    close(fd);
+    *data = buf;
+    *len = size;
+    return TIDE_OK;
+}
+
+ProtobufCMessage *tided_store_read_message(const char *path,
+                                           const ProtobufCMessageDescriptor *descriptor,
+                                           struct tide_error *err)
+{
+    uint8_t *data;
+    size_t len;
+    if (tided_store_read(path, &data, &len, err) != TIDE_OK)
+        return NULL;
+    ProtobufCMessage *m = protobuf_c_message_unpack(descriptor, NULL, len, data);
+    free(data);
+    if (!m)
+        tide_error_set(err, TIDE_INVALID, "%s is not a valid %s", path, descriptor->name);
+    return m;
+}
+
+int tided_store_peek_step(const char *path, uint64_t *step)
+{
+    uint8_t buf[16];
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    ssize_t n = read(fd, buf, sizeof(buf));
+    close(fd);
+    *step = 0;
+    if (n <= 0)
+        return n == 0 ? 0 : -1; /* an empty message: step 0 */
+    if (buf[0] != 0x08)          /* field 1, varint: absent means step 0 */
+        return 0;
+    uint64_t v = 0;
+    for (ssize_t i = 1; i < n && i < 11; i++) {
+        v |= (uint64_t)(buf[i] & 0x7f) << (7 * (i - 1));
+        if (!(buf[i] & 0x80)) {
+            *step = v;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+enum tide_status tided_store_remove_dir(const char *dir, struct tide_error *err)
+{
+    static const char *const names[] = {"spec.pb", "info.pb", "checkpoint.pb", "spec.pb.tmp",
+                                        "info.pb.tmp", "checkpoint.pb.tmp"};
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        char *path = tided_path_join(dir, names[i]);
+        if (!path)
+            return tide_error_set(err, TIDE_NOMEM, "out of memory");
+        if (unlink(path) != 0 && errno != ENOENT) {
+            tide_error_set(err, TIDE_IO, "cannot remove %s: %s", path, strerror(errno));
+            free(path);
+            return TIDE_IO;
+        }
+        free(path);
+    }
+    if (rmdir(dir) != 0 && errno != ENOENT)
+        return tide_error_set(err, TIDE_IO, "cannot remove the directory %s: %s", dir,
+                              strerror(errno));
+    return TIDE_OK;
+}

@@ -1,0 +1,66 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * store.h: files under the state directory, written atomically.
+ *
+ * A job's files (spec.pb, info.pb, checkpoint.pb) are replaced, never edited:
+ * the new content goes to NAME.tmp, is fsync'd, renamed over NAME, and the
+ * directory is fsync'd, so a crash at any point leaves either the old file or
+ * the new one. Messages are packed straight into the file through a
+ * ProtobufCBuffer, so a checkpoint never needs a second copy in memory.
+ *
+ * Threads: the functions keep no state; the worker thread calls them for
+ * every write, the main thread reads at start-up.
+ *
+ * Example usage:
+ *
+ *     uint64_t bytes;
+ *     if (tided_store_write_message(dir, "checkpoint.pb", &msg.base, &bytes, &err) != TIDE_OK)
+ *         TIDE_LOG_ERROR("%s", err.message);
+ */
+#ifndef TIDE_DAEMON_STORE_H
+#define TIDE_DAEMON_STORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <protobuf-c/protobuf-c.h>
+
+#include "common/status.h"
+
+/* Creates dir and its missing parents with mode 0700 (existing ones are kept). */
+enum tide_status tided_store_mkdirs(const char *dir, struct tide_error *err);
+
+/* Replaces dir/name with data atomically (see above). */
+enum tide_status tided_store_write(const char *dir, const char *name, const void *data, size_t len,
+                                   struct tide_error *err);
+
+/* Replaces dir/name with the packed message atomically; *bytes gets its size (may be NULL). */
+enum tide_status tided_store_write_message(const char *dir, const char *name,
+                                           const ProtobufCMessage *message, uint64_t *bytes,
+                                           struct tide_error *err);
+
+/*
+ * Reads a whole file into a malloc'd buffer (*data, freed by the caller).
+ * TIDE_NOT_FOUND when it does not exist, with a message naming the path.
+ */
+enum tide_status tided_store_read(const char *path, uint8_t **data, size_t *len,
+                                  struct tide_error *err);
+
+/* Reads and unpacks a message; NULL with err set when missing or malformed. */
+ProtobufCMessage *tided_store_read_message(const char *path,
+                                           const ProtobufCMessageDescriptor *descriptor,
+                                           struct tide_error *err);
+
+/*
+ * The step field (1) of a checkpoint file without reading the rest: packed
+ * messages start with their lowest field. Returns -1 when unreadable.
+ */
+int tided_store_peek_step(const char *path, uint64_t *step);
+
+/* Deletes a job directory: its known files (and their .tmp), then the directory. */
+enum tide_status tided_store_remove_dir(const char *dir, struct tide_error *err);
+
+/* Joins dir and name into a malloc'd path; NULL on OOM. */
+char *tided_path_join(const char *dir, const char *name);
+
+#endif /* TIDE_DAEMON_STORE_H */

@@ -1,0 +1,195 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * worker.h: the executor thread — the one thread that drives sessions.
+ *
+ * Every call into a job's session (create it from a JobSpec, feed and step
+ * it, evaluate, read its variables, checkpoint, free it) and every write to
+ * the state directory is a task. The main thread fills a task's inputs and
+ * submits it; the worker runs tasks one at a time in submission order and
+ * hands each back, outputs filled, through a locked queue and ev_async_send;
+ * the done callback then runs on the main thread. Because the main thread
+ * submits at most one step per job and submits a job's next step only when
+ * the previous one came back, FIFO order is round-robin between the jobs
+ * that have a batch ready, at step granularity.
+ *
+ * Ownership: a task belongs to the main thread until tided_worker_submit,
+ * to the worker until it comes back, and to the main thread again after;
+ * tided_task_free frees it and everything it owns (the request message,
+ * outputs) but never a session. Inputs marked "borrowed" must stay valid and
+ * unchanged until the task comes back.
+ *
+ * Example usage:
+ *
+ *     struct tided_task *t = tided_task_new(TIDED_TASK_STEP, job);
+ *     t->session = job->session;  t->step.batch = batch;  ...
+ *     tided_worker_submit(worker, t);
+ *     ...   // later, on the main thread: done(ctx, t); tided_task_free(t);
+ */
+#ifndef TIDE_DAEMON_WORKER_H
+#define TIDE_DAEMON_WORKER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "common/status.h"
+#include "graph/graph.h"
+#include "runtime/session.h"
+#include "tide/v1/tide.pb-c.h"
+
+struct ev_loop;
+struct tided_call;
+struct tided_worker;
+
+enum tided_task_kind {
+    TIDED_TASK_COMPILE,         /* JobSpec -> session (and restore a checkpoint) */
+    TIDED_TASK_PLAN,            /* JobSpec -> packed PlanReport, nothing kept */
+    TIDED_TASK_STEP,            /* feed a batch, step or eval, read the loss and fetches */
+    TIDED_TASK_READ_VARIABLES,  /* packed ReadVariablesResponse, from a session or a file */
+    TIDED_TASK_CHECKPOINT,      /* every Variable to checkpoint.pb */
+    TIDED_TASK_PERSIST,         /* write bytes to a file atomically */
+    TIDED_TASK_FREE,            /* tide_session_free */
+    TIDED_TASK_REMOVE,          /* delete a job's directory (persist.dir) */
+};
+
+/* A named tensor's type, as the job's placeholders and fetches have it. */
+struct tided_tensor_spec {
+    char *name;
+    enum tide_dtype dtype;
+    struct tide_shape shape;
+    uint64_t nbytes;
+};
+
+struct tided_task {
+    enum tided_task_kind kind;
+    struct tided_task *next; /* the link of whichever queue holds it */
+
+    /* Main thread only; the worker never reads these. */
+    void *job;               /* the job the task is for (NULL for Plan) */
+    struct tided_call *call; /* the RPC waiting for the result, NULL if none or gone */
+
+    /* The result. */
+    enum tide_status status;
+    struct tide_error err;
+
+    /* COMPILE out; STEP, READ_VARIABLES, CHECKPOINT and FREE in. */
+    struct tide_session *session;
+
+    union {
+        struct {
+            /* In. */
+            ProtobufCMessage *request;      /* owned: a SubmitRequest or PlanRequest */
+            const Tide__V1__JobSpec *spec;  /* inside request */
+            struct tide_backend *backend;   /* borrowed */
+            struct tide_graph_limits limits;
+            uint64_t budget;
+            char *dir;            /* owned: the job's directory (COMPILE); spec.pb goes there */
+            char *restore_path;   /* owned: checkpoint.pb to restore, or NULL */
+            ProtobufCBinaryData info; /* owned: packed JobInfo for info.pb (COMPILE) */
+            /* Out (COMPILE). */
+            char *loss;           /* NULL: a forward-only job */
+            uint32_t n_feeds;
+            struct tided_tensor_spec *feeds;
+            uint32_t n_fetches;
+            struct tided_tensor_spec *fetches;
+            uint32_t n_user_variables; /* the spec graph's Variables (optimizer state excluded) */
+            char **user_variables;
+            Tide__V1__PlanReport *plan; /* free with tided_plan_report_free */
+            uint64_t restored_step;
+            uint32_t restored_variables;
+            /* Out (PLAN). */
+            ProtobufCBinaryData packed;
+        } compile; /* COMPILE and PLAN */
+        struct {
+            /* In. */
+            Tide__V1__TrainRequest *batch; /* owned: holds the feeds' bytes */
+            uint32_t n_feeds;
+            const char **feed_names;  /* owned array; strings borrowed */
+            const void **feed_data;   /* owned array; data inside batch */
+            uint64_t *feed_bytes;     /* owned */
+            bool eval;
+            const char *loss;         /* borrowed; NULL: no loss */
+            uint32_t n_fetches;
+            const struct tided_tensor_spec *fetches; /* borrowed */
+            /* Out. */
+            struct tide_step_stats stats;
+            float loss_value;
+            void **fetch_data;        /* owned: n_fetches buffers */
+        } step;
+        struct {
+            /* In: session, or (when NULL) checkpoint_path. */
+            char *checkpoint_path;       /* owned */
+            char *spec_path;             /* owned: spec.pb, for default names without defaults */
+            uint32_t n_names;            /* requested; 0: the defaults */
+            char **names;                /* owned */
+            uint32_t n_defaults;
+            char *const *defaults;       /* borrowed: the job's user variables, may be NULL */
+            uint64_t step;
+            /* Out. */
+            ProtobufCBinaryData packed;  /* owned: a ReadVariablesResponse */
+        } read;
+        struct {
+            /* In. */
+            char *dir;     /* owned */
+            uint64_t step;
+            /* Out. */
+            char *path;    /* owned */
+            uint64_t bytes;
+        } checkpoint;
+        struct {
+            char *dir;     /* owned */
+            char *name;    /* owned (PERSIST only) */
+            ProtobufCBinaryData data; /* owned (PERSIST only) */
+        } persist; /* PERSIST and REMOVE */
+    };
+};
+
+/* A NamedTensor with its Tensor and TensorShape in one block, for building messages. */
+struct tided_named_tensor {
+    Tide__V1__NamedTensor named;
+    Tide__V1__Tensor tensor;
+    Tide__V1__TensorShape shape;
+    int64_t dims[TIDE_MAX_RANK];
+};
+
+/* Points nt at name and data (borrowed: they must outlive the message's packing). */
+void tided_named_tensor_fill(struct tided_named_tensor *nt, const char *name, enum tide_dtype dtype,
+                             const struct tide_shape *shape, const void *data, uint64_t nbytes);
+
+/* Called on the main thread for each task that came back; the callee frees the task. */
+typedef void (*tided_task_done_fn)(void *context, struct tided_task *task);
+
+/* A zeroed task of kind for job (may be NULL); NULL on OOM. */
+struct tided_task *tided_task_new(enum tided_task_kind kind, void *job);
+/* Frees the task and what it owns (never the session). NULL is a no-op. */
+void tided_task_free(struct tided_task *task);
+/* Frees a PlanReport built by the worker. NULL is a no-op. */
+void tided_plan_report_free(Tide__V1__PlanReport *report);
+void tided_tensor_specs_free(struct tided_tensor_spec *specs, uint32_t n);
+
+/*
+ * Starts the worker thread. Call on the main thread, with the loop, before
+ * any task is submitted. Returns NULL with error filled on failure.
+ */
+struct tided_worker *tided_worker_new(struct ev_loop *loop, tided_task_done_fn done,
+                                      void *context, char *error, size_t error_size);
+
+/* Queues a task (main thread). */
+void tided_worker_submit(struct tided_worker *worker, struct tided_task *task);
+
+/* From now on COMPILE and PLAN tasks come back UNAVAILABLE without running. */
+void tided_worker_refuse_compiles(struct tided_worker *worker);
+
+/*
+ * Whether the worker is making progress: idle, or busy with one task for
+ * less than stall_us. For the systemd watchdog. Any thread.
+ */
+bool tided_worker_healthy(struct tided_worker *worker, int64_t stall_us);
+
+/*
+ * Lets the thread finish every queued task, joins it, hands back what came
+ * back (done callbacks run here, on the calling main thread) and frees the
+ * worker. NULL is a no-op.
+ */
+void tided_worker_free(struct tided_worker *worker);
+
+#endif /* TIDE_DAEMON_WORKER_H */
