@@ -872,6 +872,9 @@ static tide_ref finish(struct call *c, const struct output *outs, int32_t n_outp
             n *= o->dims[i];
         }
     }
+    /* Copy the outputs first: outs may point into b->nodes, which the growth below moves. */
+    struct node node = {.op = c->op, .n_outputs = n_outputs};
+    memcpy(node.out, outs, (size_t)n_outputs * sizeof(outs[0]));
     if (b->n_nodes == INT32_MAX - 1)
         return fail(c, "the builder already holds %d nodes, the most it can", b->n_nodes);
     if (b->n_nodes == b->cap_nodes) {
@@ -885,8 +888,6 @@ static tide_ref finish(struct call *c, const struct output *outs, int32_t n_outp
         b->cap_nodes = cap;
     }
 
-    struct node node = {.op = c->op, .n_outputs = n_outputs};
-    memcpy(node.out, outs, (size_t)n_outputs * sizeof(outs[0]));
     node.name = tide_arena_strdup(b->arena, c->name);
     node.cap_inputs = c->n_edges;
     node.n_inputs = c->n_edges;

@@ -17,6 +17,7 @@ packages=(
     libopenblas-dev
     zlib1g-dev
     libsystemd-dev systemd
+    openssl                           # test certificates for tided's TLS listener
     dataset-fashion-mnist             # demo and accuracy checks
 )
 

@@ -18,6 +18,7 @@
 #ifndef TIDE_TIDE_H
 #define TIDE_TIDE_H
 
+#include "tide/client.h"
 #include "tide/dataset.h"
 #include "tide/graph.h"
 #include "tide/models.h"

@@ -1,0 +1,2019 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_daemon.c: integration tests of the real tided, driven over a real
+ * Unix socket by libtide (tide/client.h) and, for a few cases, by tidectl.
+ *
+ * The tests start build/bin/tided (TIDE_BINARY_DIR, set by ctest) with the
+ * CPU backend on a socket and state directory in a fresh temporary
+ * directory, and check what DESIGN.md and the daemon's contract promise:
+ * submit, plan, train (MLP and CNN on synthetic data, with swapping under a
+ * small budget), eval-only steps, read variables, watch, cancel, checkpoint;
+ * the gRPC codes of bad graphs (naming the node), malformed and oversized
+ * messages, unknown jobs and other users' jobs; two clients training at once
+ * within their budgets; a client killed mid-stream; and jobs resumed from
+ * their last checkpoint after a graceful (SIGTERM) and a hard (SIGKILL)
+ * restart. The systemd unit is checked with systemd-analyze verify.
+ *
+ * Other users: tests run as root in CI, so "another user" is a child that
+ * drops to uid/gid 65534 and execs this very binary in a helper mode (or
+ * tidectl). Children that talk gRPC always exec: gRPC is not fork-safe.
+ * Without root those cases skip.
+ *
+ * Threads: the two-client and other-user cases train from extra threads,
+ * each with its own client; those threads only record what they saw, and
+ * the main thread asserts (cmocka's asserts must stay on the main thread).
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <math.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <grpc/byte_buffer.h>
+#include <grpc/byte_buffer_reader.h>
+#include <grpc/grpc.h>
+#include <grpc/support/alloc.h>
+#include <grpc/support/time.h>
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wstrict-prototypes"
+#include <grpc/grpc_security.h>
+#pragma GCC diagnostic pop
+
+#include "tide/client.h"
+#include "tide/dataset.h"
+#include "tide/graph.h"
+#include "tide/models.h"
+#include "tide/v1/tide.pb-c.h"
+
+/* The uid and gid of "another user". */
+#define OTHER_UID 65534
+#define OTHER_GID 65534
+
+/* The daemon's settings in these tests. */
+#define DEVICE_MEMORY "1G"
+#define MAX_BUDGET    (UINT64_C(96) << 20)
+#define JOB_BUDGET    (UINT64_C(16) << 20)
+#define MAX_MESSAGE   (UINT64_C(4) << 20)
+
+/* The small models: images of 1 x 8 x 8 (MLP) or 1 x 28 x 28 (CNN), in 4 classes. */
+#define MLP_SIDE 8
+#define CNN_SIDE 28
+#define CLASSES  4
+
+/* ============================================================================
+ * Paths and the daemon process
+ * ========================================================================== */
+
+static char binary_dir[PATH_MAX - 64];
+static char tided_path[PATH_MAX];
+static char tidectl_path[PATH_MAX];
+static char self_path[PATH_MAX];
+static char temp_dir[256];
+static char socket_path[512];
+static char state_dir[512];
+static char log_path[512];
+static char target[PATH_MAX + 8];
+static pid_t daemon_pid = -1;
+static bool have_tided;
+/* TCP with TLS and tokens, when openssl could make a certificate. */
+static bool have_tls;
+static int tls_port;
+static char tls_cert[512], tls_key[512], tokens_path[512], tls_target[64];
+#define SUBMIT_TOKEN  "test-submit-token-1f3a"
+#define MONITOR_TOKEN "test-monitor-token-9c2e"
+
+static void print_log_tail(void)
+{
+    FILE *f = fopen(log_path, "r");
+    if (!f)
+        return;
+    fseek(f, 0, SEEK_END);
+    long size = ftell(f);
+    fseek(f, size > 4000 ? size - 4000 : 0, SEEK_SET);
+    char buf[4001];
+    size_t n = fread(buf, 1, 4000, f);
+    buf[n] = '\0';
+    fclose(f);
+    fprintf(stderr, "---- tail of %s ----\n%s\n---- end ----\n", log_path, buf);
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* Connects a client to the test daemon; NULL (with a message) when it cannot. */
+static tide_client *connect_client(uint32_t connect_timeout_ms)
+{
+    struct tide_client_options o = {.connect_timeout_ms = connect_timeout_ms,
+                                    .call_timeout_ms = 120000,
+                                    .stream_timeout_ms = 120000};
+    tide_client *c = NULL;
+    if (tide_client_connect(target, &o, &c) != 0) {
+        if (connect_timeout_ms > 1000)
+            fprintf(stderr, "connect %s: %s\n", target, tide_client_error_message(c));
+        tide_client_free(c);
+        return NULL;
+    }
+    return c;
+}
+
+/* Starts tided and waits until it answers; false (with its log) when it does not. */
+static bool daemon_start(void)
+{
+    pid_t pid = fork();
+    if (pid < 0)
+        return false;
+    if (pid == 0) {
+        int fd = open(log_path, O_WRONLY | O_CREAT | O_APPEND, 0644);
+        if (fd >= 0) {
+            dup2(fd, STDOUT_FILENO);
+            dup2(fd, STDERR_FILENO);
+            close(fd);
+        }
+        char listen[32];
+        snprintf(listen, sizeof(listen), "127.0.0.1:%d", tls_port);
+        char *argv[32] = {tided_path,    "--socket",         socket_path, "--state-dir",
+                          state_dir,     "--backend",        "cpu",       "--device-memory",
+                          DEVICE_MEMORY, "--default-budget", "16M",       "--max-budget",
+                          "96M",         "--max-message",    "4M",        "--log-level",
+                          "debug"};
+        int n = 17;
+        if (have_tls) {
+            argv[n++] = "--listen", argv[n++] = listen;
+            argv[n++] = "--tls-cert", argv[n++] = tls_cert;
+            argv[n++] = "--tls-key", argv[n++] = tls_key;
+            argv[n++] = "--tokens", argv[n++] = tokens_path;
+        }
+        argv[n] = NULL;
+        execv(tided_path, argv);
+        _exit(127);
+    }
+    daemon_pid = pid;
+    double deadline = now_s() + 60;
+    while (now_s() < deadline) {
+        int status;
+        if (waitpid(pid, &status, WNOHANG) == pid) {
+            fprintf(stderr, "tided exited at start-up (status 0x%x)\n", status);
+            print_log_tail();
+            daemon_pid = -1;
+            return false;
+        }
+        struct stat st;
+        if (stat(socket_path, &st) == 0 && S_ISSOCK(st.st_mode)) {
+            tide_client *c = connect_client(1000);
+            if (c) {
+                struct tide_daemon_status s;
+                int code = tide_client_status(c, &s, NULL, NULL);
+                tide_client_free(c);
+                if (code == 0) {
+                    /* Let "another user" reach the socket too. */
+                    chmod(socket_path, 0666);
+                    return true;
+                }
+            }
+        }
+        sleep_ms(100);
+    }
+    fprintf(stderr, "tided did not answer within 60 s\n");
+    print_log_tail();
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    daemon_pid = -1;
+    return false;
+}
+
+/* Sends sig to tided and waits for it to exit; returns its wait status, or -1 on timeout. */
+static int daemon_stop(int sig, double timeout_s)
+{
+    if (daemon_pid <= 0)
+        return -1;
+    kill(daemon_pid, sig);
+    double deadline = now_s() + timeout_s;
+    int status = -1;
+    while (now_s() < deadline) {
+        pid_t r = waitpid(daemon_pid, &status, WNOHANG);
+        if (r == daemon_pid) {
+            daemon_pid = -1;
+            return status;
+        }
+        sleep_ms(50);
+    }
+    fprintf(stderr, "tided did not exit within %.0f s of signal %d\n", timeout_s, sig);
+    print_log_tail();
+    kill(daemon_pid, SIGKILL);
+    waitpid(daemon_pid, &status, 0);
+    daemon_pid = -1;
+    return -1;
+}
+
+/* Skips the test (with the reason) when there is no daemon to test. */
+#define NEED_DAEMON()                                                                              \
+    do {                                                                                           \
+        if (!have_tided) {                                                                         \
+            fprintf(stderr, "skipped: %s was not built\n", tided_path);                            \
+            skip();                                                                                \
+        }                                                                                          \
+        if (daemon_pid <= 0) {                                                                     \
+            fprintf(stderr, "skipped: tided is not running (see the log above)\n");                \
+            skip();                                                                                \
+        }                                                                                          \
+    } while (0)
+
+static void remove_tree(const char *path)
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        execlp("rm", "rm", "-rf", path, (char *)NULL);
+        _exit(127);
+    }
+    if (pid > 0)
+        waitpid(pid, NULL, 0);
+}
+
+/* A free TCP port on the loopback interface (free now; tided binds it a moment later). */
+static int free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof(a);
+    int port = -1;
+    if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
+        getsockname(fd, (struct sockaddr *)&a, &len) == 0)
+        port = ntohs(a.sin_port);
+    if (fd >= 0)
+        close(fd);
+    return port;
+}
+
+/* Makes a self-signed certificate for localhost and a token file; false without openssl. */
+static bool make_tls_files(void)
+{
+    snprintf(tls_cert, sizeof(tls_cert), "%s/cert.pem", temp_dir);
+    snprintf(tls_key, sizeof(tls_key), "%s/key.pem", temp_dir);
+    snprintf(tokens_path, sizeof(tokens_path), "%s/tokens", temp_dir);
+    pid_t pid = fork();
+    if (pid == 0) {
+        int null = open("/dev/null", O_WRONLY);
+        dup2(null, STDOUT_FILENO);
+        dup2(null, STDERR_FILENO);
+        execlp("openssl", "openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout",
+               tls_key, "-out", tls_cert, "-days", "2", "-subj", "/CN=localhost", "-addext",
+               "subjectAltName=DNS:localhost,IP:127.0.0.1", (char *)NULL);
+        _exit(127);
+    }
+    int status;
+    if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status) ||
+        WEXITSTATUS(status) != 0)
+        return false;
+    FILE *f = fopen(tokens_path, "w");
+    if (!f)
+        return false;
+    fprintf(f, "# test tokens\n%s submit\n%s monitor\n", SUBMIT_TOKEN, MONITOR_TOKEN);
+    fclose(f);
+    chmod(tls_key, 0600);
+    chmod(tokens_path, 0600);
+    tls_port = free_port();
+    snprintf(tls_target, sizeof(tls_target), "127.0.0.1:%d", tls_port);
+    return tls_port > 0;
+}
+
+static int group_setup(void **state)
+{
+    (void)state;
+    const char *dir = getenv("TIDE_BINARY_DIR");
+    if (dir && *dir) {
+        snprintf(binary_dir, sizeof(binary_dir), "%s", dir);
+    } else {
+        /* Run by hand: this binary lives in <build>/bin. */
+        char *slash = strrchr(self_path, '/');
+        snprintf(binary_dir, sizeof(binary_dir), "%.*s/..", slash ? (int)(slash - self_path) : 1,
+                 slash ? self_path : ".");
+    }
+    snprintf(tided_path, sizeof(tided_path), "%s/bin/tided", binary_dir);
+    snprintf(tidectl_path, sizeof(tidectl_path), "%s/bin/tidectl", binary_dir);
+    have_tided = access(tided_path, X_OK) == 0;
+
+    snprintf(temp_dir, sizeof(temp_dir), "/tmp/tide-test-daemon-XXXXXX");
+    if (!mkdtemp(temp_dir))
+        return -1;
+    chmod(temp_dir, 0755); /* "another user" must reach the socket */
+    snprintf(socket_path, sizeof(socket_path), "%s/tided.sock", temp_dir);
+    snprintf(state_dir, sizeof(state_dir), "%s/state", temp_dir);
+    snprintf(log_path, sizeof(log_path), "%s/tided.log", temp_dir);
+    snprintf(target, sizeof(target), "unix:%s", socket_path);
+    have_tls = make_tls_files();
+    if (have_tided)
+        daemon_start();
+    return 0;
+}
+
+static int group_teardown(void **state)
+{
+    (void)state;
+    if (daemon_pid > 0) {
+        int status = daemon_stop(SIGTERM, 120);
+        if (status == -1 || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+            fprintf(stderr, "tided did not stop cleanly on SIGTERM (status 0x%x)\n", status);
+    }
+    if (getenv("TIDE_KEEP_TEST_DIR"))
+        fprintf(stderr, "kept %s\n", temp_dir);
+    else if (temp_dir[0])
+        remove_tree(temp_dir);
+    return 0;
+}
+
+/* ============================================================================
+ * Models, specs and feeding
+ * ========================================================================== */
+
+struct graph {
+    int64_t side; /* images are 1 x side x side */
+    uint8_t *bytes;
+    size_t len;
+    int64_t image_dims[TIDE_BUILDER_MAX_RANK];
+    int32_t image_rank;
+};
+
+/* Builds a small MLP (1 x 8 x 8 images) or CNN (1 x 28 x 28) for batch examples of 4 classes. */
+static void build_graph(bool cnn, int64_t batch, struct graph *g)
+{
+    memset(g, 0, sizeof(*g));
+    g->side = cnn ? CNN_SIDE : MLP_SIDE;
+    tide_builder *b = tide_builder_new();
+    assert_non_null(b);
+    tide_ref logits;
+    if (cnn) {
+        logits = tide_model_cnn(b, batch, 1, CNN_SIDE, CNN_SIDE, CLASSES);
+    } else {
+        int64_t hidden[1] = {16};
+        logits = tide_model_mlp(b, batch, MLP_SIDE * MLP_SIDE, hidden, 1, CLASSES);
+    }
+    if (logits.id < 0)
+        fail_msg("building the model: %s", tide_builder_error(b));
+    tide_ref images = tide_builder_find(b, TIDE_MODEL_IMAGES);
+    assert_int_equal(tide_builder_shape(b, images, g->image_dims, &g->image_rank), 0);
+    assert_int_equal(tide_builder_serialize(b, &g->bytes, &g->len), 0);
+    tide_builder_free(b);
+}
+
+static const char *const logits_fetch[] = {TIDE_MODEL_LOGITS};
+
+static void make_spec(const struct graph *g, const char *name, uint64_t budget,
+                      struct tide_job_spec *spec)
+{
+    tide_job_spec_init(spec);
+    spec->name = name;
+    spec->graph = g->bytes;
+    spec->graph_len = g->len;
+    spec->budget_bytes = budget;
+    spec->optimizer = TIDE_JOB_OPTIMIZER_SGD;
+    spec->learning_rate = 0.1f;
+    spec->fetches = logits_fetch;
+    spec->n_fetches = 1;
+    spec->seed = 7;
+}
+
+/* Asserts that call returned 0, printing the client's error otherwise. */
+#define CHECK_OK(c, call)                                                                          \
+    do {                                                                                           \
+        int code_ = (call);                                                                        \
+        if (code_ != 0)                                                                            \
+            fail_msg("%s: %s: %s", #call, tide_code_name(code_), tide_client_error_message(c));    \
+    } while (0)
+
+/* Asserts that call failed with code want, and that the message holds needle (if any). */
+#define CHECK_CODE(c, call, want, needle)                                                          \
+    do {                                                                                           \
+        int code_ = (call);                                                                        \
+        if (code_ != (want))                                                                       \
+            fail_msg("%s: want %s, got %s: %s", #call, tide_code_name(want),                       \
+                     tide_code_name(code_), tide_client_error_message(c));                         \
+        assert_int_equal(tide_client_error_code(c), (want));                                       \
+        const char *needle_ = (needle);                                                            \
+        if (needle_ && !strstr(tide_client_error_message(c), needle_))                             \
+            fail_msg("%s: the message \"%s\" does not mention \"%s\"", #call,                      \
+                     tide_client_error_message(c), needle_);                                       \
+    } while (0)
+
+/*
+ * A feeder: batches of a synthetic dataset, until steps_left runs out or
+ * stop is set; records what the step results said. Safe to run on another
+ * thread: it never asserts.
+ */
+struct feeder {
+    const struct graph *g;
+    tide_dataset *ds;
+    tide_dataset_iter *it;
+    int64_t batch;
+    int64_t steps_left; /* < 0: until stop */
+    _Atomic int *stop;
+    bool eval_only;
+    /* results (read by the main thread while a trainer thread runs) */
+    _Atomic int64_t results;
+    uint64_t first_step, last_step;
+    float last_loss;
+    bool bad_loss; /* a NaN or infinite loss */
+    bool steps_not_increasing;
+    bool eval_flag_wrong;
+    uint64_t max_high_water;
+    bool logits_missing;
+    FILE *report; /* helper mode: a line per step goes here */
+};
+
+static void feeder_init(struct feeder *f, const struct graph *g, int64_t batch, int64_t steps,
+                        uint64_t seed)
+{
+    memset(f, 0, sizeof(*f));
+    f->g = g;
+    f->batch = batch;
+    f->steps_left = steps;
+    struct tide_synthetic_options o = {.count = 512,
+                                       .channels = 1,
+                                       .height = g->side,
+                                       .width = g->side,
+                                       .classes = CLASSES,
+                                       .seed = seed};
+    char err[256];
+    if (tide_dataset_open_synthetic(&o, "train", &f->ds, err, sizeof(err)) != 0 ||
+        tide_dataset_iter_new(f->ds, batch, seed, TIDE_DATASET_SHUFFLE, &f->it, err, sizeof(err)) !=
+            0) {
+        fprintf(stderr, "synthetic dataset: %s\n", err);
+        abort();
+    }
+}
+
+/* Forgets the steps seen so far, before the feeder trains another job. */
+static void feeder_restart(struct feeder *f)
+{
+    f->results = 0;
+    f->first_step = f->last_step = 0;
+}
+
+static void feeder_free(struct feeder *f)
+{
+    tide_dataset_iter_free(f->it);
+    tide_dataset_free(f->ds);
+}
+
+static int feeder_feed(void *user, tide_feeds *feeds)
+{
+    struct feeder *f = user;
+    if (f->stop && *f->stop)
+        return 0;
+    if (f->steps_left == 0)
+        return 0;
+    if (f->steps_left > 0)
+        f->steps_left--;
+    float *images = tide_feeds_buffer(feeds, TIDE_MODEL_IMAGES, TIDE_DT_FLOAT32, f->g->image_rank,
+                                      f->g->image_dims);
+    int32_t labels[256];
+    if (!images || f->batch > 256)
+        return -1;
+    if (tide_dataset_iter_next(f->it, images, labels) == 0)
+        tide_dataset_iter_next(f->it, images, labels); /* the next epoch */
+    int64_t dims[1] = {f->batch};
+    if (tide_feeds_set(feeds, TIDE_MODEL_LABELS, TIDE_DT_INT32, 1, dims, labels) != 0)
+        return -1;
+    tide_feeds_set_eval_only(feeds, f->eval_only);
+    return 1;
+}
+
+static int feeder_step(void *user, const struct tide_step_result *r)
+{
+    struct feeder *f = user;
+    if (f->results == 0)
+        f->first_step = r->step;
+    else if (!f->eval_only && r->step <= f->last_step)
+        f->steps_not_increasing = true;
+    f->results++;
+    f->last_step = r->step;
+    f->last_loss = r->loss;
+    if (!isfinite(r->loss))
+        f->bad_loss = true;
+    if (r->eval_only != f->eval_only)
+        f->eval_flag_wrong = true;
+    if (r->device_high_water_bytes > f->max_high_water)
+        f->max_high_water = r->device_high_water_bytes;
+    const struct tide_tensor *logits = tide_step_result_fetch(r, TIDE_MODEL_LOGITS);
+    if (!logits || logits->bytes != (size_t)f->batch * CLASSES * sizeof(float))
+        f->logits_missing = true;
+    if (f->report) {
+        fprintf(f->report, "step %" PRIu64 "\n", r->step);
+        fflush(f->report);
+    }
+    return 0;
+}
+
+/* Submits spec and returns the job's id in id (TIDE_JOB_ID_MAX bytes). */
+static void submit(tide_client *c, const struct tide_job_spec *spec, char *id)
+{
+    struct tide_job_info job;
+    CHECK_OK(c, tide_client_submit(c, spec, &job));
+    assert_true(job.id[0] != '\0');
+    snprintf(id, TIDE_JOB_ID_MAX, "%s", job.id);
+}
+
+/* Trains job id for steps steps from the feeder f, asserting a clean run. */
+static void train_steps(tide_client *c, const char *id, struct feeder *f, int64_t steps)
+{
+    f->steps_left = steps;
+    int64_t before = f->results;
+    CHECK_OK(c, tide_client_train(c, id, feeder_feed, feeder_step, f));
+    assert_int_equal(f->results - before, steps);
+    assert_false(f->bad_loss);
+    assert_false(f->steps_not_increasing);
+    assert_false(f->logits_missing);
+}
+
+/* Reads every variable of job id; the caller frees the set. */
+static tide_variables *read_all(tide_client *c, const char *id)
+{
+    tide_variables *v = NULL;
+    CHECK_OK(c, tide_client_read_variables(c, id, NULL, 0, &v));
+    assert_non_null(v);
+    assert_true(tide_variables_count(v) > 0);
+    return v;
+}
+
+/* Asserts that two sets of variables hold the same names and the same bytes. */
+static void assert_same_variables(const tide_variables *a, const tide_variables *b)
+{
+    assert_int_equal(tide_variables_count(a), tide_variables_count(b));
+    for (size_t i = 0; i < tide_variables_count(a); i++) {
+        const struct tide_tensor *x = tide_variables_at(a, i);
+        const struct tide_tensor *y = tide_variables_find(b, x->name);
+        if (!y)
+            fail_msg("variable %s is missing", x->name);
+        assert_int_equal(x->bytes, y->bytes);
+        if (memcmp(x->data, y->data, x->bytes) != 0)
+            fail_msg("variable %s differs", x->name);
+    }
+}
+
+static bool variables_equal(const tide_variables *a, const tide_variables *b)
+{
+    if (tide_variables_count(a) != tide_variables_count(b))
+        return false;
+    for (size_t i = 0; i < tide_variables_count(a); i++) {
+        const struct tide_tensor *x = tide_variables_at(a, i);
+        const struct tide_tensor *y = tide_variables_find(b, x->name);
+        if (!y || x->bytes != y->bytes || memcmp(x->data, y->data, x->bytes) != 0)
+            return false;
+    }
+    return true;
+}
+
+/* ============================================================================
+ * Child processes: tidectl, and this binary in a helper mode
+ * ========================================================================== */
+
+struct run_result {
+    int exit_code;   /* -1: killed or not run */
+    char out[65536]; /* stdout */
+    char err[16384]; /* stderr */
+};
+
+/* Reads both pipes to the end. */
+static void drain_pipes(int out_fd, int err_fd, struct run_result *r)
+{
+    size_t n_out = 0, n_err = 0;
+    struct pollfd p[2] = {{.fd = out_fd, .events = POLLIN}, {.fd = err_fd, .events = POLLIN}};
+    int open_fds = 2;
+    while (open_fds > 0) {
+        if (poll(p, 2, -1) < 0 && errno != EINTR)
+            break;
+        for (int i = 0; i < 2; i++) {
+            if (p[i].fd < 0 || !(p[i].revents & (POLLIN | POLLHUP | POLLERR)))
+                continue;
+            char buf[4096];
+            ssize_t k = read(p[i].fd, buf, sizeof(buf));
+            if (k <= 0) {
+                close(p[i].fd);
+                p[i].fd = -1;
+                open_fds--;
+                continue;
+            }
+            char *dst = i == 0 ? r->out : r->err;
+            size_t cap = i == 0 ? sizeof(r->out) : sizeof(r->err);
+            size_t *len = i == 0 ? &n_out : &n_err;
+            size_t take = (size_t)k < cap - 1 - *len ? (size_t)k : cap - 1 - *len;
+            memcpy(dst + *len, buf, take);
+            *len += take;
+            dst[*len] = '\0';
+        }
+    }
+}
+
+/*
+ * Runs argv (argv[0] a path) as uid/gid (or as we are, for uid < 0) and
+ * collects its output and exit code.
+ */
+static void run_program(char *const argv[], int uid, struct run_result *r)
+{
+    memset(r, 0, sizeof(*r));
+    r->exit_code = -1;
+    int out[2], err[2];
+    assert_int_equal(pipe(out), 0);
+    assert_int_equal(pipe(err), 0);
+    fflush(NULL);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        dup2(out[1], STDOUT_FILENO);
+        dup2(err[1], STDERR_FILENO);
+        close(out[0]), close(out[1]), close(err[0]), close(err[1]);
+        if (uid >= 0) {
+            if (setgroups(0, NULL) != 0 || setgid(OTHER_GID) != 0 || setuid((uid_t)uid) != 0) {
+                perror("dropping privileges");
+                _exit(126);
+            }
+        }
+        unsetenv("TIDE_SOCKET");
+        execv(argv[0], argv);
+        perror(argv[0]);
+        _exit(127);
+    }
+    close(out[1]);
+    close(err[1]);
+    drain_pipes(out[0], err[0], r);
+    int status;
+    waitpid(pid, &status, 0);
+    r->exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+/* Runs tidectl with the test socket and args (NULL-terminated). */
+static void run_tidectl(struct run_result *r, int uid, ...)
+{
+    char *argv[32];
+    int n = 0;
+    argv[n++] = tidectl_path;
+    argv[n++] = (char *)"--socket";
+    argv[n++] = socket_path;
+    va_list args;
+    va_start(args, uid);
+    for (char *a; n < 31 && (a = va_arg(args, char *)) != NULL;)
+        argv[n++] = a;
+    va_end(args);
+    argv[n] = NULL;
+    run_program(argv, uid, r);
+}
+
+/* ============================================================================
+ * Raw gRPC calls: what libtide would never send
+ * ========================================================================== */
+
+/*
+ * Sends payload as the request of the unary method, bypassing protobuf;
+ * returns the status code and fills message.
+ */
+static int raw_unary(const char *method, const void *payload, size_t len, char *message,
+                     size_t message_size)
+{
+    grpc_init();
+    grpc_channel_credentials *creds = grpc_insecure_credentials_create();
+    grpc_arg arg = {.type = GRPC_ARG_INTEGER,
+                    .key = (char *)GRPC_ARG_MAX_SEND_MESSAGE_LENGTH,
+                    .value.integer = -1};
+    grpc_channel_args args = {.num_args = 1, .args = &arg};
+    grpc_channel *channel = grpc_channel_create(target, creds, &args);
+    grpc_channel_credentials_release(creds);
+    grpc_completion_queue *cq = grpc_completion_queue_create_for_pluck(NULL);
+    gpr_timespec deadline =
+        gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC), gpr_time_from_millis(60000, GPR_TIMESPAN));
+    grpc_slice path = grpc_slice_from_static_string(method);
+    grpc_call *call = grpc_channel_create_call(channel, NULL, GRPC_PROPAGATE_DEFAULTS, cq, path,
+                                               NULL, deadline, NULL);
+    grpc_slice_unref(path);
+    grpc_slice slice = grpc_slice_from_copied_buffer(payload, len);
+    grpc_byte_buffer *request = grpc_raw_byte_buffer_create(&slice, 1);
+    grpc_slice_unref(slice);
+    grpc_byte_buffer *response = NULL;
+    grpc_metadata_array initial, trailing;
+    grpc_metadata_array_init(&initial);
+    grpc_metadata_array_init(&trailing);
+    grpc_status_code status = GRPC_STATUS_UNKNOWN;
+    grpc_slice details = grpc_empty_slice();
+    grpc_op ops[6];
+    memset(ops, 0, sizeof(ops));
+    ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
+    ops[1].op = GRPC_OP_SEND_MESSAGE;
+    ops[1].data.send_message.send_message = request;
+    ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
+    ops[3].op = GRPC_OP_RECV_INITIAL_METADATA;
+    ops[3].data.recv_initial_metadata.recv_initial_metadata = &initial;
+    ops[4].op = GRPC_OP_RECV_MESSAGE;
+    ops[4].data.recv_message.recv_message = &response;
+    ops[5].op = GRPC_OP_RECV_STATUS_ON_CLIENT;
+    ops[5].data.recv_status_on_client.trailing_metadata = &trailing;
+    ops[5].data.recv_status_on_client.status = &status;
+    ops[5].data.recv_status_on_client.status_details = &details;
+    void *tag = (void *)1;
+    if (grpc_call_start_batch(call, ops, 6, tag, NULL) == GRPC_CALL_OK)
+        grpc_completion_queue_pluck(cq, tag, gpr_inf_future(GPR_CLOCK_MONOTONIC), NULL);
+    char *text = grpc_slice_to_c_string(details);
+    snprintf(message, message_size, "%s", text ? text : "");
+    gpr_free(text);
+    grpc_slice_unref(details);
+    if (response)
+        grpc_byte_buffer_destroy(response);
+    grpc_byte_buffer_destroy(request);
+    grpc_metadata_array_destroy(&initial);
+    grpc_metadata_array_destroy(&trailing);
+    grpc_call_unref(call);
+    grpc_completion_queue_shutdown(cq);
+    grpc_completion_queue_destroy(cq);
+    grpc_channel_destroy(channel);
+    grpc_shutdown();
+    return (int)status;
+}
+
+/* ============================================================================
+ * Tests: the system unit
+ * ========================================================================== */
+
+/* systemd/tided.service passes systemd-analyze verify, with ExecStart at the built tided. */
+static void test_systemd_unit_verifies(void **state)
+{
+    (void)state;
+    if (access("/usr/bin/systemd-analyze", X_OK) != 0 &&
+        access("/bin/systemd-analyze", X_OK) != 0) {
+        fprintf(stderr, "skipped: systemd-analyze is not installed\n");
+        skip();
+    }
+    if (!have_tided) {
+        fprintf(stderr, "skipped: %s was not built, and the unit's ExecStart must exist\n",
+                tided_path);
+        skip();
+    }
+    const char *source = getenv("TIDE_SOURCE_DIR");
+    char unit_in[PATH_MAX], unit_out[PATH_MAX], dir[512];
+    snprintf(unit_in, sizeof(unit_in), "%s/systemd/tided.service", source ? source : "..");
+    snprintf(dir, sizeof(dir), "%s/systemd", temp_dir);
+    mkdir(dir, 0755);
+    snprintf(unit_out, sizeof(unit_out), "%s/tided.service", dir);
+    FILE *in = fopen(unit_in, "r");
+    if (!in)
+        fail_msg("cannot read %s", unit_in);
+    FILE *out = fopen(unit_out, "w");
+    assert_non_null(out);
+    char line[1024];
+    int exec_lines = 0;
+    while (fgets(line, sizeof(line), in)) {
+        char *tided = strstr(line, "/tided");
+        if (strncmp(line, "ExecStart=/", 11) == 0 && tided) {
+            /* ExecStart=/usr/sbin/tided ARGS: the built binary, the same ARGS. */
+            fprintf(out, "ExecStart=%s%s", tided_path, tided + 6);
+            exec_lines++;
+        } else {
+            fputs(line, out);
+        }
+    }
+    fclose(in);
+    fclose(out);
+    assert_int_equal(exec_lines, 1);
+    char *argv[] = {(char *)"/usr/bin/systemd-analyze", (char *)"verify", unit_out, NULL};
+    if (access(argv[0], X_OK) != 0)
+        argv[0] = (char *)"/bin/systemd-analyze";
+    struct run_result *r = malloc(sizeof(*r));
+    assert_non_null(r);
+    run_program(argv, -1, r);
+    if (r->exit_code != 0)
+        fail_msg("systemd-analyze verify %s: exit %d\n%s%s", unit_out, r->exit_code, r->out,
+                 r->err);
+    /* Warnings count too: the unit must verify silently. */
+    if (strstr(r->err, "tided.service"))
+        fail_msg("systemd-analyze verify warned:\n%s", r->err);
+    free(r);
+}
+
+/* ============================================================================
+ * Tests: jobs over libtide
+ * ========================================================================== */
+
+static void test_status(void **state)
+{
+    (void)state;
+    NEED_DAEMON();
+    tide_client *c = connect_client(5000);
+    assert_non_null(c);
+    struct tide_daemon_status s;
+    CHECK_OK(c, tide_client_status(c, &s, NULL, NULL));
+    assert_string_equal(s.backend, "cpu");
+    assert_true(s.version[0] != '\0');
+    assert_int_equal(s.device_total_bytes, UINT64_C(1) << 30);
+    assert_int_equal(s.max_job_budget_bytes, MAX_BUDGET);
+    assert_int_equal(s.default_job_budget_bytes, JOB_BUDGET);
+    assert_int_equal(tide_client_error_code(c), 0);
+    assert_string_equal(tide_client_error_message(c), "");
+    tide_client_free(c);
+}
+
+/* Connecting where nothing listens fails fast with UNAVAILABLE and a helpful message. */
+static void test_connect_failure(void **state)
+{
+    (void)state;
+    char missing[PATH_MAX + 16];
+    snprintf(missing, sizeof(missing), "unix:%s/nobody-here.sock", temp_dir);
+    tide_client *c = NULL;
+    double t0 = now_s();
+    int code = tide_client_connect(missing, NULL, &c);
+    assert_int_equal(code, TIDE_CODE_UNAVAILABLE);
+    assert_non_null(c);
+    assert_int_equal(tide_client_error_code(c), TIDE_CODE_UNAVAILABLE);
+    assert_non_null(strstr(tide_client_error_message(c), "tided"));
+    assert_true(now_s() - t0 < 5);
+    tide_client_free(c);
+    tide_client_free(NULL);
+}
+
+/* Plan, submit, train an MLP a few steps, get and list it. */
+static void test_submit_plan_train(void **state)
+{
+    (void)state;
+    NEED_DAEMON();
+    tide_client *c = connect_client(5000);
+    assert_non_null(c);
+    struct graph g;
+    build_graph(false, 16, &g);
+    struct tide_job_spec spec;
+    make_spec(&g, "mlp", JOB_BUDGET, &spec);
+
+    struct tide_plan_report plan;
+    CHECK_OK(c, tide_client_plan(c, &spec, &plan));
+    assert_true(plan.fits);
+    assert_true(plan.predicted_peak_bytes > 0);
+    assert_true(plan.predicted_peak_bytes <= JOB_BUDGET);
+    assert_true(plan.nodes > 0);
+    tide_plan_report_clear(&plan);
+    assert_null(plan.partitions);
+
+    char id[TIDE_JOB_ID_MAX];
+    submit(c, &spec, id);
+    struct feeder f;
+    feeder_init(&f, &g, 16, 0, 1);
+    train_steps(c, id, &f, 5);
+    assert_int_equal(f.last_step, f.first_step + 4);
+    assert_true(f.max_high_water <= JOB_BUDGET);
+
+    struct tide_job_info job;
+    CHECK_OK(c, tide_client_get(c, id, &job));
+    assert_string_equal(job.id, id);
+    assert_string_equal(job.name, "mlp");
+    assert_int_equal(job.steps, 5);
+    assert_int_equal(job.owner_uid, (uint32_t)getuid());
+    assert_int_equal(job.device_budget_bytes, JOB_BUDGET);
+    assert_true(job.state == TIDE_JOB_READY || job.state == TIDE_JOB_RUNNING ||
+                job.state == TIDE_JOB_DONE);
+    assert_true(isfinite(job.last_loss));
+
+    struct tide_job_info *jobs;
+    size_t n;
+    CHECK_OK(c, tide_client_list(c, false, &jobs, &n));
+    bool found = false;
+    for (size_t i = 0; i < n; i++)
+        found |= strcmp(jobs[i].id, id) == 0;
+    assert_true(found);
+    free(jobs);
+
+    /* More steps on the same job continue its step count. */
+    train_steps(c, id, &f, 3);
+    CHECK_OK(c, tide_client_get(c, id, &job));
+    assert_int_equal(job.steps, 8);
+
+    feeder_free(&f);
+    free(g.bytes);
+    tide_client_free(c);
+}
+
+/*
+ * The CNN's memory plans: the resident peak (swap off, variables on the
+ * device), and the smallest budget the swapper can fit with partitions of 4
+ * nodes — below the resident peak, since the plan swaps.
+ */
+static void cnn_plans(tide_client *c, struct tide_job_spec *spec, uint64_t *resident_peak,
+                      uint64_t *min_budget)
+{
+    spec->swap = TIDE_JOB_SWAP_OFF;
+    spec->vars_home = TIDE_JOB_VARS_HOME_DEVICE;
+    struct tide_plan_report p;
+    CHECK_OK(c, tide_client_plan(c, spec, &p));
+    assert_true(p.fits);
+    *resident_peak = p.predicted_peak_bytes;
+    assert_true(*resident_peak > 0);
+    tide_plan_report_clear(&p);
+
+    /* A third of the peak: too little for the CNN's largest node, so it reports the minimum. */
+    spec->swap = TIDE_JOB_SWAP_AUTO;
+    spec->vars_home = TIDE_JOB_VARS_HOME_AUTO;
+    spec->partition_size = 4;
+    spec->budget_bytes = *resident_peak / 3;
+    CHECK_OK(c, tide_client_plan(c, spec, &p));
+    assert_false(p.fits);
+    assert_true(p.message[0] != '\0');
+    assert_true(p.min_budget_node[0] != '\0');
+    assert_true(p.min_budget_bytes > spec->budget_bytes);
+    *min_budget = p.min_budget_bytes;
+    tide_plan_report_clear(&p);
+}
+
+/* A CNN under a budget below its resident peak trains by swapping, within the budget. */
+static void test_cnn_swaps_within_budget(void **state)
+{
+    (void)state;
+    NEED_DAEMON();
+    tide_client *c = connect_client(5000);
+    assert_non_null(c);
+    struct graph g;
+    build_graph(true, 8, &g);
+    struct tide_job_spec spec;
+    make_spec(&g, "cnn", JOB_BUDGET, &spec);
+    uint64_t peak, min_budget;
+    cnn_plans(c, &spec, &peak, &min_budget);
+    assert_true(min_budget < peak);
+
+    /* Halfway between the minimum and the resident peak: swapping makes up the rest. */
+    spec.budget_bytes = min_budget + (peak - min_budget) / 2;
+    struct tide_plan_report plan;
+    CHECK_OK(c, tide_client_plan(c, &spec, &plan));
+    if (!plan.fits)
+        fail_msg("the CNN does not fit %" PRIu64 " bytes: %s", spec.budget_bytes, plan.message);
+    assert_true(plan.predicted_peak_bytes <= spec.budget_bytes);
+    assert_true(plan.swap_out_bytes > 0);
+    assert_true(plan.swap_in_bytes > 0);
+    assert_true(plan.n_partitions > 1);
+    uint64_t budget = spec.budget_bytes;
+    tide_plan_report_clear(&plan);
+
+    char id[TIDE_JOB_ID_MAX];
+    submit(c, &spec, id);
+    struct feeder f;
+    feeder_init(&f, &g, 8, 0, 2);
+    train_steps(c, id, &f, 4);
+    assert_true(f.max_high_water > 0);
+    assert_true(f.max_high_water <= budget);
+    struct tide_job_info job;
+    CHECK_OK(c, tide_client_get(c, id, &job));
+    assert_true(job.h2d_bytes_total > 0 && job.d2h_bytes_total > 0);
+    feeder_free(&f);
+    free(g.bytes);
+    tide_client_free(c);
+}
+
+/* A plan asked for exactly the min_budget_bytes a plan reported fits. */
+static void test_min_budget_fits(void **state)
+{
+    (void)state;
+    NEED_DAEMON();
+    tide_client *c = connect_client(5000);
+    assert_non_null(c);
+    struct graph g;
+    build_graph(true, 8, &g);
+    struct tide_job_spec spec;
+    make_spec(&g, "cnn-min", JOB_BUDGET, &spec);
+    uint64_t peak, min_budget;
+    cnn_plans(c, &spec, &peak, &min_budget);
+    spec.budget_bytes = min_budget;
+    struct tide_plan_report plan;
+    CHECK_OK(c, tide_client_plan(c, &spec, &plan));
+    if (!plan.fits)
+        fail_msg("the plan does not fit the min_budget_bytes (%" PRIu64 ") it reported: %s",
+                 min_budget, plan.message);
+    assert_true(plan.predicted_peak_bytes <= min_budget);
+    tide_plan_report_clear(&plan);
+    free(g.bytes);
+    tide_client_free(c);
+}
+
+/* Eval-only steps change no variable and no step count; ReadVariables sees the model. */
+static void test_eval_only_and_read_variables(void **state)
+{
+    (void)state;
+    NEED_DAEMON();
+    tide_client *c = connect_client(5000);
+    assert_non_null(c);
+    struct graph g;
+    build_graph(false, 16, &g);
+    struct tide_job_spec spec;
+    make_spec(&g, "eval", JOB_BUDGET, &spec);
+    char id[TIDE_JOB_ID_MAX];
+    submit(c, &spec, id);
+    struct feeder f;
+    feeder_init(&f, &g, 16, 0, 3);
+    train_steps(c, id, &f, 2);
+
+    tide_variables *before = read_all(c, id);
+    const struct tide_tensor *w = tide_variables_find(before, "fc1/w");
+    assert_non_null(w);
+    assert_int_equal(w->dtype, TIDE_DT_FLOAT32);
+    assert_int_equal(w->rank, 2);
+    assert_int_equal(w->dims[0], MLP_SIDE * MLP_SIDE);
+    assert_int_equal(w->dims[1], 16);
+    assert_int_equal(w->bytes, MLP_SIDE * MLP_SIDE * 16 * sizeof(float));
+
+    /* Only the names asked for. */
+    const char *names[] = {"fc1/w"};
+    tide_variables *one = NULL;
+    CHECK_OK(c, tide_client_read_variables(c, id, names, 1, &one));
+    assert_int_equal(tide_variables_count(one), 1);
+    assert_string_equal(tide_variables_at(one, 0)->name, "fc1/w");
+    tide_variables_free(one);
+
+    f.eval_only = true;
+    int64_t results = f.results;
+    f.steps_left = 3;
+    CHECK_OK(c, tide_client_train(c, id, feeder_feed, feeder_step, &f));
+    assert_int_equal(f.results - results, 3);
+    assert_false(f.eval_flag_wrong);
+    assert_false(f.logits_missing);
+    tide_variables *after = read_all(c, id);
+    assert_same_variables(before, after);
+    struct tide_job_info job;
+    CHECK_OK(c, tide_client_get(c, id, &job));
+    assert_int_equal(job.steps, 2);
+
+    /* A training step does change them. */
+    f.eval_only = false;
+    train_steps(c, id, &f, 1);
+    tide_variables *trained = read_all(c, id);
+    assert_false(variables_equal(before, trained));
+    tide_variables_free(before);
+    tide_variables_free(after);
+    tide_variables_free(trained);
+    feeder_free(&f);
+    free(g.bytes);
+    tide_client_free(c);
+}
+
+/* A watcher on another thread sees the job's steps while it trains. */
+struct watcher {
+    char id[TIDE_JOB_ID_MAX];
+    _Atomic int code;
+    char message[512];
+    _Atomic int steps_seen;
+    _Atomic int events;
+    _Atomic int wrong_job;
+};
+
+static int watcher_event(void *user, const struct tide_job_event *e)
+{
+    struct watcher *w = user;
+    w->events++;
+    if (strcmp(e->job->id, w->id) != 0)
+        w->wrong_job++;
+    if (e->kind == TIDE_EVENT_STEP && e->step)
+        w->steps_seen++;
+    return w->steps_seen >= 2; /* enough: stop watching */
+}
+
+static void *watcher_thread(void *arg)
+{
+    struct watcher *w = arg;
+    tide_client *c = connect_client(5000);
+    if (!c) {
+        w->code = -1;
+        return NULL;
+    }
+    w->code = tide_client_watch(c, w->id, 0, watcher_event, w);
+    snprintf(w->message, sizeof(w->message), "%s", tide_client_error_message(c));
+    tide_client_free(c);
+    return NULL;
+}
+
+static void test_watch(void **state)
+{
+    (void)state;
+    NEED_DAEMON();
+    tide_client *c = connect_client(5000);
+    assert_non_null(c);
+    struct graph g;
+    build_graph(false, 16, &g);
+    struct tide_job_spec spec;
+    make_spec(&g, "watched", JOB_BUDGET, &spec);
+    struct watcher w;
+    memset(&w, 0, sizeof(w));
+    submit(c, &spec, w.id);
+
+    pthread_t thread;
+    assert_int_equal(pthread_create(&thread, NULL, watcher_thread, &w), 0);
+    struct feeder f;
+    feeder_init(&f, &g, 16, 0, 4);
+    /* Train until the watcher has seen two steps (it may subscribe late). */
+    double deadline = now_s() + 60;
+    while (w.steps_seen < 2 && w.code == 0 && now_s() < deadline)
+        train_steps(c, w.id, &f, 2);
+    pthread_join(thread, NULL);
+    if (w.code != 0)
+        fail_msg("watch: %s: %s", tide_code_name(w.code), w.message);
+    assert_true(w.steps_seen >= 2);
+    assert_int_equal(w.wrong_job, 0);
+
+    /* Watching an unknown job is NOT_FOUND. */
+    CHECK_CODE(c, tide_client_watch(c, "no-such-job", 0, watcher_event, &w), TIDE_CODE_NOT_FOUND,
+               NULL);
+    feeder_free(&f);
+    free(g.bytes);
+    tide_client_free(c);
+}
+
+/* A cancelled job says so and cannot train. */
+static void test_cancel(void **state)
+{
+    (void)state;
+    NEED_DAEMON();
+    tide_client *c = connect_client(5000);
+    assert_non_null(c);
+    struct graph g;
+    build_graph(false, 16, &g);
+    struct tide_job_spec spec;
+    make_spec(&g, "cancelled", JOB_BUDGET, &spec);
+    char id[TIDE_JOB_ID_MAX];
+    submit(c, &spec, id);
+    struct feeder f;
+    feeder_init(&f, &g, 16, 0, 5);
+    train_steps(c, id, &f, 1);
+
+    struct tide_job_info job;
+    CHECK_OK(c, tide_client_cancel(c, id, &job));
+    assert_int_equal(job.state, TIDE_JOB_CANCELLED);
+    CHECK_OK(c, tide_client_get(c, id, &job));
+    assert_int_equal(job.state, TIDE_JOB_CANCELLED);
+    f.steps_left = 2;
+    CHECK_CODE(c, tide_client_train(c, id, feeder_feed, feeder_step, &f),
+               TIDE_CODE_FAILED_PRECONDITION, NULL);
+    feeder_free(&f);
+    free(g.bytes);
+    tide_client_free(c);
+}
+
+/* A checkpoint lands under <state-dir>/jobs/<id>/ and the job remembers its step. */
+static void test_checkpoint(void **state)
+{
+    (void)state;
+    NEED_DAEMON();
+    tide_client *c = connect_client(5000);
+    assert_non_null(c);
+    struct graph g;
+    build_graph(false, 16, &g);
+    struct tide_job_spec spec;
+    make_spec(&g, "checkpointed", JOB_BUDGET, &spec);
+    char id[TIDE_JOB_ID_MAX];
+    submit(c, &spec, id);
+    struct feeder f;
+    feeder_init(&f, &g, 16, 0, 6);
+    train_steps(c, id, &f, 3);
+
+    struct tide_checkpoint_info k;
+    CHECK_OK(c, tide_client_checkpoint(c, id, &k));
+    assert_int_equal(k.step, 3);
+    assert_true(k.bytes > 0);
+    char dir[PATH_MAX + TIDE_JOB_ID_MAX];
+    snprintf(dir, sizeof(dir), "%s/jobs/%s/", state_dir, id);
+    if (strncmp(k.path, dir, strlen(dir)) != 0)
+        fail_msg("checkpoint path %s is not under %s", k.path, dir);
+    struct stat st;
+    assert_int_equal(stat(k.path, &st), 0);
+    assert_true(st.st_size > 0);
+    struct tide_job_info job;
+    CHECK_OK(c, tide_client_get(c, id, &job));
+    assert_int_equal(job.last_checkpoint_step, 3);
+    feeder_free(&f);
+    free(g.bytes);
+    tide_client_free(c);
+}
+
+/* Over TCP: TLS verified against the CA, a submit token trains, a monitor token only looks. */
+static void test_tcp_tls_tokens(void **state)
+{
+    (void)state;
+    NEED_DAEMON();
+    if (!have_tls) {
+        fprintf(stderr, "skipped: openssl could not make a certificate (apt install openssl)\n");
+        skip();
+    }
+    struct tide_client_options o = {.ca_file = tls_cert,
+                                    .token = SUBMIT_TOKEN,
+                                    .connect_timeout_ms = 10000,
+                                    .call_timeout_ms = 60000};
+    tide_client *c = NULL;
+    if (tide_client_connect(tls_target, &o, &c) != 0)
+        fail_msg("connect %s: %s", tls_target, tide_client_error_message(c));
+    struct tide_daemon_status s;
+    CHECK_OK(c, tide_client_status(c, &s, NULL, NULL));
+    struct graph g;
+    build_graph(false, 16, &g);
+    struct tide_job_spec spec;
+    make_spec(&g, "over-tcp", JOB_BUDGET, &spec);
+    char id[TIDE_JOB_ID_MAX];
+    submit(c, &spec, id);
+    struct feeder f;
+    feeder_init(&f, &g, 16, 0, 16);
+    train_steps(c, id, &f, 2);
+    tide_client_free(c);
+
+    /* A monitor may look at every job but not submit. */
+    o.token = MONITOR_TOKEN;
+    CHECK_OK(c, tide_client_connect(tls_target, &o, &c));
+    struct tide_job_info job;
+    CHECK_OK(c, tide_client_get(c, id, &job));
+    assert_int_equal(job.steps, 2);
+    struct tide_job_info *jobs;
+    size_t n;
+    CHECK_OK(c, tide_client_list(c, true, &jobs, &n));
+    assert_true(n >= 1);
+    free(jobs);
+    CHECK_CODE(c, tide_client_submit(c, &spec, NULL), TIDE_CODE_PERMISSION_DENIED, NULL);
+    CHECK_CODE(c, tide_client_cancel(c, id, NULL), TIDE_CODE_PERMISSION_DENIED, NULL);
+    tide_client_free(c);
+
+    /* A wrong token is refused before any job code runs. */
+    o.token = "not-a-token";
+    c = NULL;
+    int code = tide_client_connect(tls_target, &o, &c);
+    if (code == 0)
+        CHECK_CODE(c, tide_client_status(c, &s, NULL, NULL), TIDE_CODE_UNAUTHENTICATED, NULL);
+    else
+        assert_int_equal(code, TIDE_CODE_UNAUTHENTICATED);
+    tide_client_free(c);
+
+    /* Without the CA the daemon's certificate is not trusted: no connection. */
+    o.token = SUBMIT_TOKEN;
+    o.ca_file = NULL;
+    o.connect_timeout_ms = 3000;
+    c = NULL;
+    assert_int_equal(tide_client_connect(tls_target, &o, &c), TIDE_CODE_UNAVAILABLE);
+    tide_client_free(c);
+
+    /* A token is never sent in the clear. */
+    o.insecure = true;
+    c = NULL;
+    assert_int_equal(tide_client_connect(tls_target, &o, &c), TIDE_CODE_INVALID_ARGUMENT);
+    tide_client_free(c);
+
+    /* tidectl --connect. */
+    struct run_result *r = malloc(sizeof(*r));
+    assert_non_null(r);
+    char *argv[] = {tidectl_path,
+                    (char *)"--connect",
+                    tls_target,
+                    (char *)"--token",
+                    (char *)SUBMIT_TOKEN,
+                    (char *)"--ca",
+                    tls_cert,
+                    (char *)"--json",
+                    (char *)"get",
+                    id,
+                    NULL};
+    run_program(argv, -1, r);
+    if (r->exit_code != 0)
+        fail_msg("tidectl --connect: exit %d\n%s", r->exit_code, r->err);
+    assert_non_null(strstr(r->out, id));
+    free(r);
+    feeder_free(&f);
+    free(g.bytes);
+}
+
+/* ============================================================================
+ * Tests: errors and their codes
+ * ========================================================================== */
+
+/* A graph whose MatMul reads a node that does not exist: INVALID_ARGUMENT naming the node. */
+static void test_bad_graph_names_node(void **state)
+{
+    (void)state;
+    NEED_DAEMON();
+    tide_client *c = connect_client(5000);
+    assert_non_null(c);
+    tide_builder *b = tide_builder_new();
+    int64_t x_dims[] = {4, 8}, w_dims[] = {8, 3};
+    tide_ref x = tide_builder_placeholder(b, "x", TIDE_DT_FLOAT32, 2, x_dims);
+    tide_ref w = tide_builder_variable(b, "w", 2, w_dims, "glorot_uniform", 1.0f, true);
+    tide_ref m = tide_builder_matmul(b, "bad_matmul", x, w, false, false);
+    tide_builder_reduce_mean(b, "loss", m, NULL, 0, false);
+    uint8_t *bytes;
+    size_t len;
+    assert_int_equal(tide_builder_serialize(b, &bytes, &len), 0);
+    tide_builder_free(b);
+
+    /* Rewire bad_matmul's second input to a node nobody defined. */
+    Tide__V1__Graph *graph = tide__v1__graph__unpack(NULL, len, bytes);
+    assert_non_null(graph);
+    free(bytes);
+    bool rewired = false;
+    for (size_t i = 0; i < graph->n_nodes; i++) {
+        Tide__V1__Node *node = graph->nodes[i];
+        if (strcmp(node->name, "bad_matmul") == 0 && node->n_inputs == 2) {
+            free(node->inputs[1]);
+            node->inputs[1] = strdup("no_such_input");
+            rewired = true;
+        }
+    }
+    assert_true(rewired);
+    len = tide__v1__graph__get_packed_size(graph);
+    bytes = malloc(len);
+    tide__v1__graph__pack(graph, bytes);
+    tide__v1__graph__free_unpacked(graph, NULL);
+
+    struct tide_job_spec spec;
+    tide_job_spec_init(&spec);
+    spec.graph = bytes;
+    spec.graph_len = len;
+    static const char *const feeds[] = {"x"};
+    spec.feeds = feeds;
+    spec.n_feeds = 1;
+    spec.budget_bytes = JOB_BUDGET;
+    CHECK_CODE(c, tide_client_submit(c, &spec, NULL), TIDE_CODE_INVALID_ARGUMENT, "bad_matmul");
+    struct tide_plan_report plan;
+    CHECK_CODE(c, tide_client_plan(c, &spec, &plan), TIDE_CODE_INVALID_ARGUMENT, "bad_matmul");
+    free(bytes);
+
+    /* A spec without a graph never leaves the client. */
+    tide_job_spec_init(&spec);
+    CHECK_CODE(c, tide_client_submit(c, &spec, NULL), TIDE_CODE_INVALID_ARGUMENT, "libtide:");
+    tide_client_free(c);
+}
+
+/* Bytes that are no protobuf message: INVALID_ARGUMENT, and the daemon keeps serving. */
+static void test_malformed_message(void **state)
+{
+    (void)state;
+    NEED_DAEMON();
+    /* A length-delimited field 1 claiming 2^28 bytes, then garbage. */
+    static const uint8_t garbage[] = {0x0a, 0xff, 0xff, 0xff, 0x7f, 0x01, 0x02, 0x03, 0xff, 0xff};
+    char message[512];
+    int code =
+        raw_unary("/tide.v1.Jobs/Submit", garbage, sizeof(garbage), message, sizeof(message));
+    if (code != TIDE_CODE_INVALID_ARGUMENT)
+        fail_msg("Submit(garbage): want INVALID_ARGUMENT, got %s: %s", tide_code_name(code),
+                 message);
+    code = raw_unary("/tide.v1.Jobs/Get", garbage, sizeof(garbage), message, sizeof(message));
+    if (code != TIDE_CODE_INVALID_ARGUMENT)
+        fail_msg("Get(garbage): want INVALID_ARGUMENT, got %s: %s", tide_code_name(code), message);
+    /* An unknown method is UNIMPLEMENTED, not a hang. */
+    code = raw_unary("/tide.v1.Jobs/NoSuchMethod", garbage, 0, message, sizeof(message));
+    assert_int_equal(code, TIDE_CODE_UNIMPLEMENTED);
+
+    tide_client *c = connect_client(5000);
+    assert_non_null(c);
+    struct tide_daemon_status s;
+    CHECK_OK(c, tide_client_status(c, &s, NULL, NULL));
+    tide_client_free(c);
+}
+
+/* A message over --max-message, and a budget over --max-budget: RESOURCE_EXHAUSTED. */
+static void test_oversized(void **state)
+{
+    (void)state;
+    NEED_DAEMON();
+    size_t len = (size_t)MAX_MESSAGE + (UINT64_C(1) << 20);
+    uint8_t *big = calloc(1, len);
+    assert_non_null(big);
+    char message[512];
+    int code = raw_unary("/tide.v1.Jobs/Submit", big, len, message, sizeof(message));
+    free(big);
+    if (code != TIDE_CODE_RESOURCE_EXHAUSTED)
+        fail_msg("Submit(5 MiB): want RESOURCE_EXHAUSTED, got %s: %s", tide_code_name(code),
+                 message);
+
+    tide_client *c = connect_client(5000);
+    assert_non_null(c);
+    struct graph g;
+    build_graph(false, 16, &g);
+    struct tide_job_spec spec;
+    make_spec(&g, "greedy", MAX_BUDGET + (UINT64_C(1) << 20), &spec);
+    CHECK_CODE(c, tide_client_submit(c, &spec, NULL), TIDE_CODE_RESOURCE_EXHAUSTED, NULL);
+    free(g.bytes);
+    tide_client_free(c);
+}
+
+/* Every call on a job id the daemon never handed out: NOT_FOUND. */
+static void test_unknown_job(void **state)
+{
+    (void)state;
+    NEED_DAEMON();
+    tide_client *c = connect_client(5000);
+    assert_non_null(c);
+    const char *id = "no-such-job";
+    struct tide_job_info job;
+    CHECK_CODE(c, tide_client_get(c, id, &job), TIDE_CODE_NOT_FOUND, NULL);
+    CHECK_CODE(c, tide_client_cancel(c, id, &job), TIDE_CODE_NOT_FOUND, NULL);
+    CHECK_CODE(c, tide_client_checkpoint(c, id, NULL), TIDE_CODE_NOT_FOUND, NULL);
+    tide_variables *v = NULL;
+    CHECK_CODE(c, tide_client_read_variables(c, id, NULL, 0, &v), TIDE_CODE_NOT_FOUND, NULL);
+    assert_null(v);
+    struct graph g;
+    build_graph(false, 16, &g);
+    struct feeder f;
+    feeder_init(&f, &g, 16, 2, 7);
+    CHECK_CODE(c, tide_client_train(c, id, feeder_feed, feeder_step, &f), TIDE_CODE_NOT_FOUND,
+               NULL);
+    /* The error goes away with the next good call. */
+    struct tide_daemon_status s;
+    CHECK_OK(c, tide_client_status(c, &s, NULL, NULL));
+    assert_int_equal(tide_client_error_code(c), 0);
+    /* Local checks. */
+    CHECK_CODE(c, tide_client_get(c, "", &job), TIDE_CODE_INVALID_ARGUMENT, "libtide:");
+    feeder_free(&f);
+    free(g.bytes);
+    tide_client_free(c);
+}
+
+/* ============================================================================
+ * Tests: concurrency
+ * ========================================================================== */
+
+struct trainer {
+    const struct graph *g;
+    char id[TIDE_JOB_ID_MAX];
+    int64_t steps; /* < 0: until stop */
+    _Atomic int stop;
+    uint64_t seed;
+    _Atomic int code;
+    char message[512];
+    struct feeder f; /* set up by trainer_start before the thread starts */
+};
+
+static void *trainer_thread(void *arg)
+{
+    struct trainer *t = arg;
+    tide_client *c = connect_client(5000);
+    if (!c) {
+        t->code = -1;
+        snprintf(t->message, sizeof(t->message), "cannot connect");
+        return NULL;
+    }
+    t->code = tide_client_train(c, t->id, feeder_feed, feeder_step, &t->f);
+    snprintf(t->message, sizeof(t->message), "%s", tide_client_error_message(c));
+    tide_client_free(c);
+    return NULL;
+}
+
+/* Sets up t's feeder and starts its thread. */
+static void trainer_start(struct trainer *t, pthread_t *thread)
+{
+    feeder_init(&t->f, t->g, 16, t->steps, t->seed);
+    t->f.stop = &t->stop;
+    assert_int_equal(pthread_create(thread, NULL, trainer_thread, t), 0);
+}
+
+static void check_trainer(const struct trainer *t, int64_t min_steps, uint64_t budget)
+{
+    if (t->code != 0)
+        fail_msg("trainer of %s: %s: %s", t->id, tide_code_name(t->code), t->message);
+    assert_true(t->f.results >= min_steps);
+    assert_false(t->f.bad_loss);
+    assert_false(t->f.steps_not_increasing);
+    assert_true(t->f.max_high_water <= budget);
+}
+
+/* Two clients train two jobs at once, each within its own budget. */
+static void test_two_clients_at_once(void **state)
+{
+    (void)state;
+    NEED_DAEMON();
+    tide_client *c = connect_client(5000);
+    assert_non_null(c);
+    struct graph mlp, cnn;
+    build_graph(false, 16, &mlp);
+    build_graph(true, 16, &cnn);
+    struct trainer a = {.g = &mlp, .steps = 12, .seed = 11};
+    struct trainer b = {.g = &cnn, .steps = 6, .seed = 12};
+    struct tide_job_spec spec;
+    make_spec(&mlp, "pair-a", JOB_BUDGET, &spec);
+    submit(c, &spec, a.id);
+    make_spec(&cnn, "pair-b", 2 * JOB_BUDGET, &spec);
+    submit(c, &spec, b.id);
+
+    struct tide_daemon_status s;
+    CHECK_OK(c, tide_client_status(c, &s, NULL, NULL));
+    assert_true(s.device_reserved_bytes >= 3 * JOB_BUDGET);
+    assert_true(s.device_reserved_bytes <= s.device_total_bytes);
+
+    pthread_t ta, tb;
+    trainer_start(&a, &ta);
+    trainer_start(&b, &tb);
+    pthread_join(ta, NULL);
+    pthread_join(tb, NULL);
+    check_trainer(&a, 12, JOB_BUDGET);
+    check_trainer(&b, 6, 2 * JOB_BUDGET);
+    feeder_free(&a.f);
+    feeder_free(&b.f);
+
+    struct tide_job_info job;
+    CHECK_OK(c, tide_client_get(c, a.id, &job));
+    assert_int_equal(job.steps, 12);
+    assert_true(job.device_high_water_bytes <= JOB_BUDGET);
+    CHECK_OK(c, tide_client_get(c, b.id, &job));
+    assert_int_equal(job.steps, 6);
+    free(mlp.bytes);
+    free(cnn.bytes);
+    tide_client_free(c);
+}
+
+/* Another user can neither see nor touch a job, while it keeps training. */
+static void test_other_user_denied(void **state)
+{
+    (void)state;
+    NEED_DAEMON();
+    if (geteuid() != 0) {
+        fprintf(stderr, "skipped: acting as another user (uid %d) needs root\n", OTHER_UID);
+        skip();
+    }
+    tide_client *c = connect_client(5000);
+    assert_non_null(c);
+    struct graph g;
+    build_graph(false, 16, &g);
+    struct tide_job_spec spec;
+    make_spec(&g, "private", JOB_BUDGET, &spec);
+    struct trainer t = {.g = &g, .steps = -1, .seed = 13};
+    submit(c, &spec, t.id);
+    pthread_t thread;
+    trainer_start(&t, &thread);
+    while (t.f.results < 2 && t.code == 0)
+        sleep_ms(20);
+
+    /* libtide as uid 65534: every call on the job is PERMISSION_DENIED. */
+    struct run_result *r = malloc(sizeof(*r));
+    assert_non_null(r);
+    char *helper[] = {self_path, (char *)"--helper-other-user", socket_path, t.id, NULL};
+    run_program(helper, OTHER_UID, r);
+    int64_t steps_during = t.f.results;
+    if (r->exit_code != 0)
+        fail_msg("as uid %d: exit %d\n%s%s", OTHER_UID, r->exit_code, r->out, r->err);
+
+    /* tidectl as uid 65534: exit 1, naming the code. */
+    run_tidectl(r, OTHER_UID, "--json", "cancel", t.id, (char *)NULL);
+    assert_int_equal(r->exit_code, 1);
+    assert_non_null(strstr(r->out, "\"PERMISSION_DENIED\""));
+    assert_non_null(strstr(r->err, "PERMISSION_DENIED"));
+
+    /* The job trained on, untouched. */
+    int64_t floor_steps = t.f.results + 2;
+    double deadline = now_s() + 60;
+    while (t.f.results < floor_steps && t.code == 0 && now_s() < deadline)
+        sleep_ms(20);
+    t.stop = 1;
+    pthread_join(thread, NULL);
+    check_trainer(&t, 2, JOB_BUDGET);
+    assert_true(t.f.results > steps_during);
+    struct tide_job_info job;
+    CHECK_OK(c, tide_client_get(c, t.id, &job));
+    assert_int_not_equal(job.state, TIDE_JOB_CANCELLED);
+    assert_int_not_equal(job.state, TIDE_JOB_FAILED);
+    feeder_free(&t.f);
+    free(r);
+    free(g.bytes);
+    tide_client_free(c);
+}
+
+/* A client killed mid-stream (SIGKILL) leaves the daemon serving and the job trainable. */
+static void test_client_killed_mid_stream(void **state)
+{
+    (void)state;
+    NEED_DAEMON();
+    tide_client *c = connect_client(5000);
+    assert_non_null(c);
+    struct graph g;
+    build_graph(false, 16, &g);
+    struct tide_job_spec spec;
+    make_spec(&g, "orphaned", JOB_BUDGET, &spec);
+    char id[TIDE_JOB_ID_MAX];
+    submit(c, &spec, id);
+
+    int out[2];
+    assert_int_equal(pipe(out), 0);
+    fflush(NULL);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        dup2(out[1], STDOUT_FILENO);
+        close(out[0]);
+        close(out[1]);
+        execl(self_path, self_path, "--helper-train-forever", socket_path, id, (char *)NULL);
+        _exit(127);
+    }
+    close(out[1]);
+    /* Wait for its third step, then kill it without warning. */
+    FILE *from = fdopen(out[0], "r");
+    char line[128];
+    int steps = 0;
+    while (steps < 3 && fgets(line, sizeof(line), from))
+        steps += strncmp(line, "step ", 5) == 0;
+    kill(pid, SIGKILL);
+    int status;
+    waitpid(pid, &status, 0);
+    fclose(from);
+    assert_int_equal(steps, 3);
+
+    /* The daemon still answers, and the job trains again once it noticed. */
+    struct tide_daemon_status s;
+    CHECK_OK(c, tide_client_status(c, &s, NULL, NULL));
+    struct feeder f;
+    feeder_init(&f, &g, 16, 0, 8);
+    double deadline = now_s() + 30;
+    int code;
+    for (;;) {
+        f.steps_left = 3;
+        int64_t before = f.results;
+        code = tide_client_train(c, id, feeder_feed, feeder_step, &f);
+        if (code == 0) {
+            assert_int_equal(f.results - before, 3);
+            break;
+        }
+        if (code != TIDE_CODE_FAILED_PRECONDITION || now_s() > deadline)
+            fail_msg("training after the client died: %s: %s", tide_code_name(code),
+                     tide_client_error_message(c));
+        sleep_ms(200);
+    }
+    assert_true(f.first_step > 3);
+    struct tide_job_info job;
+    CHECK_OK(c, tide_client_get(c, id, &job));
+    assert_true(job.steps >= 6);
+    feeder_free(&f);
+    free(g.bytes);
+    tide_client_free(c);
+}
+
+/* ============================================================================
+ * Tests: tidectl
+ * ========================================================================== */
+
+static void test_tidectl(void **state)
+{
+    (void)state;
+    NEED_DAEMON();
+    if (access(tidectl_path, X_OK) != 0)
+        fail_msg("%s was not built", tidectl_path);
+    struct run_result *r = malloc(sizeof(*r));
+    assert_non_null(r);
+
+    run_tidectl(r, -1, "--json", "status", (char *)NULL);
+    if (r->exit_code != 0)
+        fail_msg("tidectl status: exit %d\n%s", r->exit_code, r->err);
+    assert_non_null(strstr(r->out, "\"backend\":\"cpu\""));
+    assert_int_equal(strchr(r->out, '\n') - r->out + 1, (long)strlen(r->out)); /* one line */
+
+    run_tidectl(r, -1, "status", (char *)NULL);
+    assert_int_equal(r->exit_code, 0);
+    assert_non_null(strstr(r->out, "backend"));
+
+    run_tidectl(r, -1, "--json", "plan", "--model", "mlp", "--dataset", "synthetic", "--batch",
+                "32", (char *)NULL);
+    if (r->exit_code != 0)
+        fail_msg("tidectl plan: exit %d\n%s", r->exit_code, r->err);
+    assert_non_null(strstr(r->out, "\"predicted_peak_bytes\":"));
+    assert_non_null(strstr(r->out, "\"fits\":true"));
+
+    run_tidectl(r, -1, "--json", "train", "--model", "mlp", "--dataset", "synthetic", "--steps",
+                "5", "--batch", "200", "--budget", "16M", "--lr", "0.05", "--checkpoint-every", "2",
+                (char *)NULL);
+    if (r->exit_code != 0)
+        fail_msg("tidectl train: exit %d\n%s\n%s", r->exit_code, r->out, r->err);
+    char *done = strstr(r->out, "{\"event\":\"done\"");
+    assert_non_null(done);
+    assert_non_null(strstr(done, "\"steps\":5"));
+    assert_non_null(strstr(done, "\"test_accuracy\":"));
+    assert_null(strstr(done, "\"test_accuracy\":null"));
+    char *job = strstr(r->out, "{\"event\":\"submitted\",\"job\":{\"id\":\"");
+    assert_non_null(job);
+    job += strlen("{\"event\":\"submitted\",\"job\":{\"id\":\"");
+    char id[TIDE_JOB_ID_MAX];
+    size_t n = strcspn(job, "\"");
+    assert_true(n > 0 && n < sizeof(id));
+    memcpy(id, job, n);
+    id[n] = '\0';
+
+    run_tidectl(r, -1, "--json", "get", id, (char *)NULL);
+    assert_int_equal(r->exit_code, 0);
+    assert_non_null(strstr(r->out, "\"steps\":5"));
+    assert_non_null(strstr(r->out, "\"last_checkpoint_step\":4"));
+
+    run_tidectl(r, -1, "--json", "checkpoint", id, (char *)NULL);
+    if (r->exit_code != 0)
+        fail_msg("tidectl checkpoint: exit %d\n%s", r->exit_code, r->err);
+    assert_non_null(strstr(r->out, "\"step\":5"));
+
+    run_tidectl(r, -1, "--json", "jobs", (char *)NULL);
+    assert_int_equal(r->exit_code, 0);
+    assert_non_null(strstr(r->out, id));
+
+    run_tidectl(r, -1, "top", "--once", (char *)NULL);
+    assert_int_equal(r->exit_code, 0);
+    assert_non_null(strstr(r->out, id));
+    run_tidectl(r, -1, "--json", "top", "--once", (char *)NULL);
+    assert_int_equal(r->exit_code, 0);
+    assert_non_null(strstr(r->out, "\"swap_mb_per_step\""));
+
+    run_tidectl(r, -1, "cancel", id, (char *)NULL);
+    assert_int_equal(r->exit_code, 0);
+    assert_non_null(strstr(r->out, "cancelled"));
+
+    /* Watching an ended job: where it stands, then the end of the stream. */
+    run_tidectl(r, -1, "--json", "watch", id, (char *)NULL);
+    assert_int_equal(r->exit_code, 0);
+    assert_non_null(strstr(r->out, "{\"event\":\"state\""));
+    assert_non_null(strstr(r->out, "\"state\":\"cancelled\""));
+
+    /* A new job from the cancelled one's last checkpoint (step 5). */
+    run_tidectl(r, -1, "--json", "train", "--model", "mlp", "--dataset", "synthetic", "--steps",
+                "2", "--batch", "200", "--budget", "16M", "--resume", id, "--no-eval",
+                (char *)NULL);
+    if (r->exit_code != 0)
+        fail_msg("tidectl train --resume: exit %d\n%s", r->exit_code, r->err);
+    assert_non_null(strstr(r->out, "{\"event\":\"step\",\"job\":"));
+    assert_non_null(strstr(r->out, "\"result\":{\"step\":7,"));
+
+    /* Errors: the daemon's (1), usage (2), no daemon (3). */
+    run_tidectl(r, -1, "get", "no-such-job", (char *)NULL);
+    assert_int_equal(r->exit_code, 1);
+    assert_non_null(strstr(r->err, "NOT_FOUND"));
+    run_tidectl(r, -1, "train", "--model", "transformer", (char *)NULL);
+    assert_int_equal(r->exit_code, 2);
+    run_tidectl(r, -1, "frobnicate", (char *)NULL);
+    assert_int_equal(r->exit_code, 2);
+    run_tidectl(r, -1, "jobs", "--stride", "2", (char *)NULL);
+    assert_int_equal(r->exit_code, 2);
+    char *argv[] = {tidectl_path, (char *)"--socket", (char *)"/nonexistent/tided.sock",
+                    (char *)"status", NULL};
+    run_program(argv, -1, r);
+    assert_int_equal(r->exit_code, 3);
+    assert_non_null(strstr(r->err, "tided"));
+    assert_non_null(strstr(r->err, "socket"));
+
+    /* Help for every command. */
+    static const char *const commands[] = {"status", "plan",   "train",      "jobs", "get",
+                                           "watch",  "cancel", "checkpoint", "top"};
+    for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
+        run_tidectl(r, -1, (char *)commands[i], "--help", (char *)NULL);
+        assert_int_equal(r->exit_code, 0);
+        assert_non_null(strstr(r->out, "SYNOPSIS"));
+        assert_non_null(strstr(r->out, commands[i]));
+    }
+    free(r);
+}
+
+/* ============================================================================
+ * Tests: restarts (last: they restart the daemon)
+ * ========================================================================== */
+
+/* Submits a job resuming from `from` and returns its variables before any step. */
+static tide_variables *resumed_variables(tide_client *c, const struct graph *g, const char *from,
+                                         char *new_id)
+{
+    struct tide_job_spec spec;
+    make_spec(g, "resumed", JOB_BUDGET, &spec);
+    spec.resume_from = from;
+    submit(c, &spec, new_id);
+    return read_all(c, new_id);
+}
+
+/* SIGTERM checkpoints every job and exits 0; a new job resumes from where the old one was. */
+static void test_restart_after_sigterm(void **state)
+{
+    (void)state;
+    NEED_DAEMON();
+    tide_client *c = connect_client(5000);
+    assert_non_null(c);
+    struct graph g;
+    build_graph(false, 16, &g);
+    struct tide_job_spec spec;
+    make_spec(&g, "survivor", JOB_BUDGET, &spec);
+    char id[TIDE_JOB_ID_MAX];
+    submit(c, &spec, id);
+    struct feeder f;
+    feeder_init(&f, &g, 16, 0, 9);
+    train_steps(c, id, &f, 3);
+    tide_variables *before = read_all(c, id);
+    tide_client_free(c);
+
+    int status = daemon_stop(SIGTERM, 120);
+    if (status == -1 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        print_log_tail();
+        fail_msg("tided did not exit 0 on SIGTERM (status 0x%x)", status);
+    }
+    char path[PATH_MAX + TIDE_JOB_ID_MAX + 32];
+    snprintf(path, sizeof(path), "%s/jobs/%s/checkpoint.pb", state_dir, id);
+    struct stat st;
+    if (stat(path, &st) != 0)
+        fail_msg("no checkpoint at %s after SIGTERM", path);
+
+    assert_true(daemon_start());
+    c = connect_client(5000);
+    assert_non_null(c);
+    struct tide_job_info job;
+    CHECK_OK(c, tide_client_get(c, id, &job));
+    assert_int_equal(job.last_checkpoint_step, 3);
+    char new_id[TIDE_JOB_ID_MAX];
+    tide_variables *after = resumed_variables(c, &g, id, new_id);
+    assert_string_not_equal(new_id, id);
+    assert_same_variables(before, after);
+    /* And it trains on from there, counting on from the checkpoint's step. */
+    feeder_restart(&f);
+    train_steps(c, new_id, &f, 2);
+    assert_int_equal(f.first_step, 4);
+    tide_variables_free(before);
+    tide_variables_free(after);
+    feeder_free(&f);
+    free(g.bytes);
+    tide_client_free(c);
+}
+
+/* SIGKILL loses the steps after the last checkpoint, never the checkpoint. */
+static void test_restart_after_sigkill(void **state)
+{
+    (void)state;
+    NEED_DAEMON();
+    tide_client *c = connect_client(5000);
+    assert_non_null(c);
+    struct graph g;
+    build_graph(false, 16, &g);
+    struct tide_job_spec spec;
+    make_spec(&g, "crashed", JOB_BUDGET, &spec);
+    char id[TIDE_JOB_ID_MAX];
+    submit(c, &spec, id);
+    struct feeder f;
+    feeder_init(&f, &g, 16, 0, 10);
+    train_steps(c, id, &f, 2);
+    struct tide_checkpoint_info k;
+    CHECK_OK(c, tide_client_checkpoint(c, id, &k));
+    assert_int_equal(k.step, 2);
+    tide_variables *at_checkpoint = read_all(c, id);
+    train_steps(c, id, &f, 2);
+    tide_variables *later = read_all(c, id);
+    assert_false(variables_equal(at_checkpoint, later));
+    tide_client_free(c);
+
+    int status = daemon_stop(SIGKILL, 30);
+    assert_true(status != -1 && WIFSIGNALED(status));
+    assert_true(daemon_start());
+    c = connect_client(5000);
+    assert_non_null(c);
+    char new_id[TIDE_JOB_ID_MAX];
+    tide_variables *after = resumed_variables(c, &g, id, new_id);
+    assert_same_variables(at_checkpoint, after);
+    feeder_restart(&f);
+    train_steps(c, new_id, &f, 1);
+    assert_int_equal(f.first_step, 3);
+    tide_variables_free(at_checkpoint);
+    tide_variables_free(later);
+    tide_variables_free(after);
+    feeder_free(&f);
+    free(g.bytes);
+    tide_client_free(c);
+}
+
+/* ============================================================================
+ * Helper modes: this binary run as a child
+ * ========================================================================== */
+
+/* As another user: every call on job_id must be PERMISSION_DENIED. Exit 0 if so. */
+static int helper_other_user(const char *socket, const char *job_id)
+{
+    snprintf(target, sizeof(target), "unix:%s", socket);
+    tide_client *c = connect_client(5000);
+    if (!c)
+        return 3;
+    int failures = 0;
+#define DENIED(call)                                                                               \
+    do {                                                                                           \
+        int code_ = (call);                                                                        \
+        if (code_ != TIDE_CODE_PERMISSION_DENIED) {                                                \
+            printf("%s: want PERMISSION_DENIED, got %s: %s\n", #call, tide_code_name(code_),       \
+                   tide_client_error_message(c));                                                  \
+            failures++;                                                                            \
+        }                                                                                          \
+    } while (0)
+    struct tide_job_info job;
+    DENIED(tide_client_get(c, job_id, &job));
+    DENIED(tide_client_cancel(c, job_id, &job));
+    DENIED(tide_client_checkpoint(c, job_id, NULL));
+    tide_variables *v = NULL;
+    DENIED(tide_client_read_variables(c, job_id, NULL, 0, &v));
+    tide_variables_free(v);
+    struct graph g;
+    build_graph(false, 16, &g);
+    struct feeder f;
+    feeder_init(&f, &g, 16, 2, 14);
+    DENIED(tide_client_train(c, job_id, feeder_feed, feeder_step, &f));
+    if (f.results != 0) {
+        printf("train ran %" PRId64 " steps of another user's job\n", f.results);
+        failures++;
+    }
+    struct watcher w;
+    memset(&w, 0, sizeof(w));
+    DENIED(tide_client_watch(c, job_id, 0, watcher_event, &w));
+    /* Its own list does not show the job. */
+    struct tide_job_info *jobs;
+    size_t n;
+    if (tide_client_list(c, false, &jobs, &n) != 0) {
+        printf("list: %s\n", tide_client_error_message(c));
+        failures++;
+    } else {
+        for (size_t i = 0; i < n; i++)
+            if (strcmp(jobs[i].id, job_id) == 0) {
+                printf("list shows another user's job\n");
+                failures++;
+            }
+        free(jobs);
+    }
+#undef DENIED
+    feeder_free(&f);
+    free(g.bytes);
+    tide_client_free(c);
+    return failures ? 1 : 0;
+}
+
+/* Trains job_id until killed, printing "step N" per step on stdout. */
+static int helper_train_forever(const char *socket, const char *job_id)
+{
+    snprintf(target, sizeof(target), "unix:%s", socket);
+    tide_client *c = connect_client(5000);
+    if (!c)
+        return 3;
+    struct graph g;
+    build_graph(false, 16, &g);
+    struct feeder f;
+    feeder_init(&f, &g, 16, -1, 15);
+    f.report = stdout;
+    int code = tide_client_train(c, job_id, feeder_feed, feeder_step, &f);
+    fprintf(stderr, "train ended: %s: %s\n", tide_code_name(code), tide_client_error_message(c));
+    return 1;
+}
+
+int main(int argc, char **argv)
+{
+    ssize_t n = readlink("/proc/self/exe", self_path, sizeof(self_path) - 1);
+    self_path[n > 0 ? n : 0] = '\0';
+    if (argc == 4 && strcmp(argv[1], "--helper-other-user") == 0)
+        return helper_other_user(argv[2], argv[3]);
+    if (argc == 4 && strcmp(argv[1], "--helper-train-forever") == 0)
+        return helper_train_forever(argv[2], argv[3]);
+    signal(SIGPIPE, SIG_IGN);
+    /* The TLS cases fail handshakes on purpose; gRPC would log each one. */
+    setenv("GRPC_VERBOSITY", "NONE", 0);
+    /*
+     * Hold one reference on gRPC for the whole run, so that the many short
+     * clients here do not each start and stop its threads.
+     */
+    grpc_init();
+
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_systemd_unit_verifies),
+        cmocka_unit_test(test_connect_failure),
+        cmocka_unit_test(test_status),
+        cmocka_unit_test(test_submit_plan_train),
+        cmocka_unit_test(test_cnn_swaps_within_budget),
+        cmocka_unit_test(test_min_budget_fits),
+        cmocka_unit_test(test_eval_only_and_read_variables),
+        cmocka_unit_test(test_watch),
+        cmocka_unit_test(test_cancel),
+        cmocka_unit_test(test_checkpoint),
+        cmocka_unit_test(test_tcp_tls_tokens),
+        cmocka_unit_test(test_bad_graph_names_node),
+        cmocka_unit_test(test_malformed_message),
+        cmocka_unit_test(test_oversized),
+        cmocka_unit_test(test_unknown_job),
+        cmocka_unit_test(test_two_clients_at_once),
+        cmocka_unit_test(test_other_user_denied),
+        cmocka_unit_test(test_client_killed_mid_stream),
+        cmocka_unit_test(test_tidectl),
+        cmocka_unit_test(test_restart_after_sigterm),
+        cmocka_unit_test(test_restart_after_sigkill),
+    };
+    /* TIDE_TEST_FILTER=test_cancel (a glob) runs only the matching tests. */
+    if (getenv("TIDE_TEST_FILTER"))
+        cmocka_set_test_filter(getenv("TIDE_TEST_FILTER"));
+    int failed = cmocka_run_group_tests(tests, group_setup, group_teardown);
+    grpc_shutdown();
+    return failed;
+}
