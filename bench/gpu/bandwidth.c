@@ -30,8 +30,8 @@
 #include "kernels/cuda/kernels_cuda.h"
 #include "runtime/backend.h"
 
-#define MIB (UINT64_C(1) << 20)
-#define GIB (UINT64_C(1) << 30)
+#define MIB       (UINT64_C(1) << 20)
+#define GIB       (UINT64_C(1) << 30)
 #define MAX_SIZES 64
 
 struct options {
@@ -216,8 +216,8 @@ static enum tide_status cuda_path_new(const struct options *o, struct cuda_path 
     if (st == TIDE_OK)
         st = TIDE_CUDA_CHECK(err, cudaEventCreate(&c->end));
     if (st == TIDE_OK)
-        st = TIDE_CUDA_CHECK(err, cudaHostAlloc(&c->host, (size_t)o->max_bytes,
-                                                cudaHostAllocDefault));
+        st = TIDE_CUDA_CHECK(err,
+                             cudaHostAlloc(&c->host, (size_t)o->max_bytes, cudaHostAllocDefault));
     if (st == TIDE_OK)
         st = TIDE_CUDA_CHECK(err, cudaMalloc(&c->device, (size_t)o->max_bytes));
     return st;
@@ -268,8 +268,8 @@ static enum tide_status check_round_trip(struct tide_path *t, struct cuda_path *
         st = tide_path_time(t, false, bytes, 1, &ms, err);
     }
     if (st == TIDE_OK && memcmp(t->host, want, (size_t)bytes) != 0)
-        st = tide_error_set(err, TIDE_INTERNAL, "tide's round trip of %" PRIu64
-                            " bytes changed the data", bytes);
+        st = tide_error_set(err, TIDE_INTERNAL,
+                            "tide's round trip of %" PRIu64 " bytes changed the data", bytes);
     if (st == TIDE_OK) {
         memcpy(c->host, want, (size_t)bytes);
         st = cuda_path_time(c, true, bytes, 1, &ms, err);
@@ -279,8 +279,8 @@ static enum tide_status check_round_trip(struct tide_path *t, struct cuda_path *
         st = cuda_path_time(c, false, bytes, 1, &ms, err);
     }
     if (st == TIDE_OK && memcmp(c->host, want, (size_t)bytes) != 0)
-        st = tide_error_set(err, TIDE_INTERNAL, "CUDA's round trip of %" PRIu64
-                            " bytes changed the data", bytes);
+        st = tide_error_set(err, TIDE_INTERNAL,
+                            "CUDA's round trip of %" PRIu64 " bytes changed the data", bytes);
     free(want);
     return st;
 }

@@ -1,0 +1,182 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+#
+# run.sh — on the GPU machine: tide's GPU checks and benchmarks, with logs and
+# JSON under $OUT.
+#
+#   bench/gpu/run.sh [BUNDLE_DIR]
+#
+# Run from the repository root with the bundle bench/gpu/prepare.sh made on
+# the build machine (default .device-bundle; BUNDLE_DIR.tar.xz is unpacked
+# when only it is there). The GPU machine has no package registry: everything
+# comes from the bundle, and the CUDA libraries from the machine (env.sh).
+#
+# Steps, each with a time limit, each logged to $OUT/<step>.log:
+#   device          nvidia-smi -L and the GPU's name, driver, memory
+#   backend_ops     test_backend_ops: every op, CPU vs CUDA, and determinism;
+#                   on a GPU machine any skipped test is a failure
+#   backend         test_backend and test_executor (the registry picks CUDA
+#                   for "auto" now; their CPU tests still run)
+#   bandwidth       tide-bandwidth --json: tide's copy path vs cudaMemcpyAsync
+#   train_*         tide-bench train on CUDA (and a CPU baseline), --json
+#   determinism     the same CUDA training twice: the losses must be equal
+#   swap            CUDA training under a budget below the plan's peak (swaps):
+#                   its loss must equal the resident run's (swap transparency)
+#
+# $OUT gets device.txt, <step>.log, bandwidth.json, train.jsonl (one line per
+# run, each with the device) and summary.json. Exit status: 0 when every
+# check passed; 1 otherwise. Benchmark figures are recorded, never judged;
+# compare them only with runs on the same kind of device (device.txt).
+set -uo pipefail
+
+bundle=${1:-.device-bundle}
+out=${OUT:-$PWD/gpu-results}
+mkdir -p "$out"
+log() { printf '[run.sh %s] %s\n' "$(date +%H:%M:%S)" "$*" | tee -a "$out/run.log"; }
+
+# ---- the bundle -------------------------------------------------------------
+if [[ ! -d $bundle && -f $bundle.tar.xz ]]; then
+  log "unpacking $bundle.tar.xz"
+  tar -xJf "$bundle.tar.xz" || { log "cannot unpack $bundle.tar.xz"; exit 1; }
+fi
+if [[ ! -f $bundle/env.sh ]]; then
+  log "no bundle at $bundle (make one with bench/gpu/prepare.sh on the build machine)"
+  exit 1
+fi
+# shellcheck disable=SC1091
+. "$bundle/env.sh"
+log "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
+
+# ---- the device -------------------------------------------------------------
+{
+  nvidia-smi -L
+  nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap --format=csv
+} > "$out/device.txt" 2>&1
+device=$(nvidia-smi -L 2>/dev/null | head -n 1)
+[[ -n $device ]] || device="unknown (nvidia-smi -L printed nothing)"
+log "device: $device"
+cat "$out/device.txt"
+
+# ---- steps ------------------------------------------------------------------
+declare -a step_names step_rcs step_secs
+failed=0
+
+# step NAME LIMIT_SECONDS KIND COMMAND...: runs COMMAND with a time limit, logs it; KIND is
+# "check" (a failure fails the run) or "bench" (recorded only).
+step() {
+  local name=$1 limit=$2 kind=$3; shift 3
+  log "$name: $*"
+  local t0=$SECONDS rc
+  timeout --kill-after=10 "$limit" "$@" > "$out/$name.log" 2>&1
+  rc=$?
+  step_names+=("$name"); step_rcs+=("$rc"); step_secs+=("$((SECONDS - t0))")
+  if (( rc != 0 )); then
+    log "$name: exit status $rc (last lines follow)"
+    tail -n 15 "$out/$name.log" | sed 's/^/    /'
+    [[ $kind == check ]] && failed=1
+  else
+    log "$name: ok in $((SECONDS - t0)) s"
+  fi
+  return "$rc"
+}
+
+# The last line of a step's log, when it is a JSON object.
+last_json() { tail -n 1 "$out/$1.log" | grep -E '^\{.*\}$' || true; }
+
+# Appends a train run's JSON line, with the device and the step's name, to train.jsonl.
+record_train() {
+  local json
+  json=$(last_json "$1")
+  [[ -n $json ]] || return 0
+  printf '{"step": "%s", "device": "%s", "result": %s}\n' "$1" "${device//\"/}" "$json" \
+    >> "$out/train.jsonl"
+}
+
+# A field of a step's JSON line, by python3 (there with PyTorch); empty if absent.
+json_field() {
+  local json
+  json=$(last_json "$1")
+  [[ -n $json ]] || return 0
+  python3 -c 'import json, sys
+v = json.loads(sys.argv[1]).get(sys.argv[2])
+print("" if v is None else v)' "$json" "$2" 2>/dev/null || true
+}
+
+: > "$out/train.jsonl"
+
+# Correctness first.
+step backend_ops 600 check test_backend_ops
+if grep -q 'SKIPPED' "$out/backend_ops.log"; then
+  log "backend_ops: tests were skipped on a GPU machine:"
+  grep -E 'no CUDA device|SKIPPED' "$out/backend_ops.log" | head -n 5 | sed 's/^/    /'
+  failed=1
+fi
+step backend 300 check test_backend
+step executor 300 check test_executor
+
+# Copy bandwidth, tide's path against plain CUDA.
+step bandwidth 600 bench tide-bandwidth --json
+last_json bandwidth > "$out/bandwidth.json"
+
+# Training throughput on CUDA, and a CPU baseline for the small models.
+for model in mlp cnn; do
+  step "train_${model}_cuda" 600 bench tide-bench train --model "$model" --dataset synthetic \
+    --batch 64 --steps 200 --backend cuda --json && record_train "train_${model}_cuda"
+  step "train_${model}_cpu" 600 bench tide-bench train --model "$model" --dataset synthetic \
+    --batch 64 --steps 50 --backend cpu --json && record_train "train_${model}_cpu"
+done
+step train_resnet_cuda 600 bench tide-bench train --model resnet --dataset synthetic \
+  --batch 64 --steps 50 --backend cuda --json && record_train train_resnet_cuda
+
+# Determinism of a whole training run on the GPU: same loss, to the printed digit.
+step determinism_a 600 check tide-bench train --model cnn --dataset synthetic --batch 32 \
+  --steps 30 --backend cuda --json && record_train determinism_a
+step determinism_b 600 check tide-bench train --model cnn --dataset synthetic --batch 32 \
+  --steps 30 --backend cuda --json && record_train determinism_b
+loss_a=$(json_field determinism_a loss)
+loss_b=$(json_field determinism_b loss)
+if [[ -z $loss_a || $loss_a != "$loss_b" ]]; then
+  log "determinism: the losses differ or are missing: '$loss_a' vs '$loss_b'"
+  failed=1
+else
+  log "determinism: both runs end with loss $loss_a"
+fi
+
+# Swap transparency on the GPU: a budget below the resident peak, the same loss.
+# The budget lies halfway between the smallest plan that fits and the resident peak.
+peak=$(json_field determinism_a predicted_peak_bytes)
+min_budget=""
+if [[ -n $peak ]] && (( peak > 0 )); then
+  step swap_plan 300 bench tide-bench plan --model cnn --batch 32 --budget "$peak" --json
+  min_budget=$(json_field swap_plan min_budget_bytes)
+fi
+if [[ -n $min_budget ]] && (( min_budget > 0 && min_budget < peak )); then
+  budget=$(( (min_budget + peak) / 2 ))
+  if step swap 600 check tide-bench train --model cnn --dataset synthetic --batch 32 \
+       --steps 30 --backend cuda --budget "$budget" --json; then
+    record_train swap
+    loss_swap=$(json_field swap loss)
+    if [[ $loss_swap != "$loss_a" ]]; then
+      log "swap: loss $loss_swap under a budget of $budget bytes, $loss_a resident"
+      failed=1
+    else
+      log "swap: loss $loss_swap under a budget of $budget bytes (peak $peak), as resident"
+    fi
+  fi
+else
+  log "swap: no budget below the peak fits (peak '$peak', smallest '$min_budget'); skipped"
+fi
+
+# ---- summary ----------------------------------------------------------------
+{
+  printf '{"device": "%s", "failed": %s, "steps": [' "${device//\"/}" \
+    "$([[ $failed == 0 ]] && echo false || echo true)"
+  for i in "${!step_names[@]}"; do
+    (( i > 0 )) && printf ', '
+    printf '{"name": "%s", "rc": %s, "seconds": %s}' "${step_names[$i]}" "${step_rcs[$i]}" \
+      "${step_secs[$i]}"
+  done
+  printf ']}\n'
+} > "$out/summary.json"
+log "summary: $(cat "$out/summary.json")"
+exit "$failed"

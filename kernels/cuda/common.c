@@ -1,0 +1,306 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * common.c: what the CUDA kernels share: the launch context bound to the
+ * calling thread, the check functions behind TIDE_CUDA_CHECK and its
+ * siblings, guards on views and attributes (the same refusals, in the same
+ * words, as the CPU kernels'), and the broadcast and reduction plans that the
+ * device half walks.
+ *
+ * Threads: the binding is thread-local, so the executor's threads may launch
+ * on different streams at once; everything else here is pure.
+ */
+#include "kernels/cuda/cuda-impl.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "common/log.h"
+
+/* ============================================================================
+ * The launch context
+ * ========================================================================== */
+
+static _Thread_local struct tide_cuda_launch *bound_launch;
+
+void tide_cuda_kernels_bind(struct tide_cuda_launch *launch)
+{
+    bound_launch = launch;
+}
+
+struct tide_cuda_launch *tide__cuda_bound(void)
+{
+    return bound_launch;
+}
+
+enum tide_status tide__cuda_context(const struct tide_kernel_args *args,
+                                    struct tide_cuda_launch **launch, struct tide_error *err)
+{
+    *launch = bound_launch;
+    if (*launch)
+        return TIDE_OK;
+    return tide_node_error(
+        err, TIDE_STATE, args->node,
+        "a CUDA kernel was called with no stream bound (tide_cuda_kernels_bind)");
+}
+
+/* ============================================================================
+ * Check functions
+ * ========================================================================== */
+
+/* The file's base name: messages say "conv.c:120", not the build machine's paths. */
+static const char *base_name(const char *file)
+{
+    const char *slash = strrchr(file, '/');
+    return slash ? slash + 1 : file;
+}
+
+/* Logs and records one failed call; returns status. */
+static enum tide_status report(enum tide_status status, const char *library_error, const char *call,
+                               const char *file, int line, struct tide_error *err)
+{
+    tide_log_write(TIDE_LOG_ERROR, file, line, "%s failed: %s", call, library_error);
+    return tide_error_set(err, status, "%s failed at %s:%d: %s", call, base_name(file), line,
+                          library_error);
+}
+
+enum tide_status tide__cuda_status(cudaError_t rc)
+{
+    switch (rc) {
+    case cudaSuccess:
+        return TIDE_OK;
+    case cudaErrorMemoryAllocation:
+        return TIDE_NOMEM;
+    case cudaErrorInvalidValue:
+    case cudaErrorInvalidConfiguration:
+        return TIDE_INVALID;
+    case cudaErrorNotReady:
+        return TIDE_UNAVAILABLE;
+    case cudaErrorNotSupported:
+        return TIDE_UNSUPPORTED;
+    default:
+        return TIDE_DEVICE;
+    }
+}
+
+enum tide_status tide__cuda_check(cudaError_t rc, const char *call, const char *file, int line,
+                                  struct tide_error *err)
+{
+    if (rc == cudaSuccess)
+        return TIDE_OK;
+    /*
+     * Reset the thread's last error, which the runtime also set: otherwise
+     * the next launcher's cudaGetLastError() would blame its kernel for this
+     * failure. An error that corrupts the context stays, as it must.
+     */
+    (void)cudaGetLastError();
+    char text[160];
+    snprintf(text, sizeof(text), "%s (%s)", cudaGetErrorString(rc), cudaGetErrorName(rc));
+    return report(tide__cuda_status(rc), text, call, file, line, err);
+}
+
+enum tide_status tide__cublas_check(cublasStatus_t rc, const char *call, const char *file, int line,
+                                    struct tide_error *err)
+{
+    if (rc == CUBLAS_STATUS_SUCCESS)
+        return TIDE_OK;
+    enum tide_status st = TIDE_DEVICE;
+    if (rc == CUBLAS_STATUS_ALLOC_FAILED)
+        st = TIDE_NOMEM;
+    else if (rc == CUBLAS_STATUS_NOT_SUPPORTED || rc == CUBLAS_STATUS_ARCH_MISMATCH)
+        st = TIDE_UNSUPPORTED;
+    else if (rc == CUBLAS_STATUS_INVALID_VALUE)
+        st = TIDE_INVALID;
+    char text[160];
+    snprintf(text, sizeof(text), "%s (%s)", cublasGetStatusString(rc), cublasGetStatusName(rc));
+    return report(st, text, call, file, line, err);
+}
+
+enum tide_status tide__cudnn_check(cudnnStatus_t rc, const char *call, const char *file, int line,
+                                   struct tide_error *err)
+{
+    if (rc == CUDNN_STATUS_SUCCESS)
+        return TIDE_OK;
+    enum tide_status st = TIDE_DEVICE;
+    if (rc == CUDNN_STATUS_ALLOC_FAILED)
+        st = TIDE_NOMEM;
+    else if (rc == CUDNN_STATUS_NOT_SUPPORTED)
+        st = TIDE_UNSUPPORTED;
+    else if (rc == CUDNN_STATUS_BAD_PARAM)
+        st = TIDE_INVALID;
+    return report(st, cudnnGetErrorString(rc), call, file, line, err);
+}
+
+/* ============================================================================
+ * Guards and attributes
+ * ========================================================================== */
+
+enum tide_status tide__cuda_expect_same_size(const struct tide_kernel_args *args, uint32_t i,
+                                             struct tide_error *err)
+{
+    if (args->inputs[i].nbytes == args->outputs[0].nbytes)
+        return TIDE_OK;
+    return tide_node_error(err, TIDE_INVALID, args->node,
+                           "input %u holds %" PRIu64 " bytes, but output 0 holds %" PRIu64, i,
+                           args->inputs[i].nbytes, args->outputs[0].nbytes);
+}
+
+enum tide_status tide__cuda_expect_workspace(const struct tide_kernel_args *args, uint64_t need,
+                                             struct tide_error *err)
+{
+    if (need == 0 || (args->workspace && args->workspace_bytes >= need))
+        return TIDE_OK;
+    return tide_node_error(err, TIDE_INVALID, args->node,
+                           "the kernel needs %" PRIu64 " bytes of workspace, but got %" PRIu64,
+                           need, args->workspace ? args->workspace_bytes : 0);
+}
+
+enum tide_status tide__cuda_axis(const struct tide_kernel_args *args, const char *attr_name,
+                                 int64_t axis, const struct tide_shape *shape, int32_t *out,
+                                 struct tide_error *err)
+{
+    int64_t rank = shape->rank;
+    int64_t a = axis < 0 ? axis + rank : axis;
+    if (rank == 0 || a < 0 || a >= rank)
+        return tide_node_error(err, TIDE_INVALID, args->node,
+                               "attribute \"%s\" is %" PRId64 ", out of range for rank %" PRId64,
+                               attr_name, axis, rank);
+    *out = (int32_t)a;
+    return TIDE_OK;
+}
+
+void tide__cuda_split_axis(const struct tide_shape *shape, int32_t axis, int64_t *outer,
+                           int64_t *len, int64_t *inner)
+{
+    int64_t o = 1, i = 1;
+    for (int32_t d = 0; d < axis; d++)
+        o *= shape->dims[d];
+    for (int32_t d = axis + 1; d < shape->rank; d++)
+        i *= shape->dims[d];
+    *outer = o;
+    *len = shape->dims[axis];
+    *inner = i;
+}
+
+enum tide_status tide__cuda_read_pair(const struct tide_node *node, int k, const char *name,
+                                      const int64_t def[2], int64_t min, int64_t out[2],
+                                      struct tide_error *err)
+{
+    const struct tide_attr_value *a = &node->attrs[k];
+    if (a->ints.n == 0 && def) {
+        out[0] = def[0];
+        out[1] = def[1];
+        return TIDE_OK;
+    }
+    if (a->ints.n != 2)
+        return tide_node_error(err, TIDE_INVALID, node,
+                               "attribute \"%s\" has %d entries, wants 2 ([height, width])", name,
+                               a->ints.n);
+    for (int i = 0; i < 2; i++) {
+        if (a->ints.v[i] < min || a->ints.v[i] > INT32_MAX)
+            return tide_node_error(err, TIDE_INVALID, node,
+                                   "attribute \"%s\" has %" PRId64 " at index %d, wants %" PRId64
+                                   " to %" PRId32,
+                                   name, a->ints.v[i], i, min, INT32_MAX);
+        out[i] = a->ints.v[i];
+    }
+    return TIDE_OK;
+}
+
+bool tide__cuda_window_axis(int64_t in, int64_t k, int64_t stride, int64_t pad, int64_t *out)
+{
+    if (in < 0 || k < 1 || stride < 1 || pad < 0 || pad > INT32_MAX || in > INT64_MAX / 4)
+        return false;
+    int64_t padded = in + 2 * pad;
+    if (padded < k)
+        return false;
+    *out = (padded - k) / stride + 1;
+    return true;
+}
+
+/* ============================================================================
+ * Plans
+ * ========================================================================== */
+
+bool tide__cuda_broadcast_plan(struct tide__cuda_broadcast *plan, const struct tide_shape *out,
+                               const struct tide_shape *const *ins, int n_in)
+{
+    int32_t rank = out->rank;
+    int64_t full[2][TIDE_MAX_RANK];
+    memset(plan, 0, sizeof(*plan));
+    for (int k = 0; k < n_in; k++) {
+        const struct tide_shape *in = ins[k];
+        if (in->rank > rank)
+            return false;
+        int64_t stride = 1;
+        for (int32_t d = rank - 1; d >= 0; d--) {
+            int32_t src = d - (rank - in->rank);
+            int64_t dim = src >= 0 ? in->dims[src] : 1;
+            if (dim != 1 && dim != out->dims[d])
+                return false;
+            full[k][d] = dim == 1 ? 0 : stride;
+            stride *= dim;
+        }
+    }
+    /* Drop axes of size 1; merge an axis into the previous one where every input allows it. */
+    for (int32_t d = 0; d < rank; d++) {
+        int64_t dim = out->dims[d];
+        if (dim == 1)
+            continue;
+        int32_t r = plan->rank;
+        bool merge = r > 0;
+        for (int k = 0; merge && k < n_in; k++)
+            merge = plan->strides[k][r - 1] == full[k][d] * dim;
+        if (merge) {
+            plan->dims[r - 1] *= dim;
+            for (int k = 0; k < n_in; k++)
+                plan->strides[k][r - 1] = full[k][d];
+        } else {
+            plan->dims[r] = dim;
+            for (int k = 0; k < n_in; k++)
+                plan->strides[k][r] = full[k][d];
+            plan->rank++;
+        }
+    }
+    return true;
+}
+
+void tide__cuda_reduce_plan(struct tide__cuda_reduce *plan, const struct tide_shape *xs,
+                            const bool *reduced)
+{
+    /* Merge runs of neighbouring axes of one kind; an axis's stride is its inner neighbour's. */
+    int64_t dims[TIDE_MAX_RANK], strides[TIDE_MAX_RANK];
+    bool red[TIDE_MAX_RANK];
+    int32_t rank = 0;
+    for (int32_t d = 0; d < xs->rank; d++) {
+        if (xs->dims[d] == 1)
+            continue;
+        if (rank > 0 && red[rank - 1] == reduced[d]) {
+            dims[rank - 1] *= xs->dims[d];
+        } else {
+            dims[rank] = xs->dims[d];
+            red[rank] = reduced[d];
+            rank++;
+        }
+    }
+    int64_t stride = 1;
+    for (int32_t d = rank - 1; d >= 0; d--) {
+        strides[d] = stride;
+        stride *= dims[d];
+    }
+    memset(plan, 0, sizeof(*plan));
+    plan->n_out = 1;
+    plan->n_reduced = 1;
+    for (int32_t d = 0; d < rank; d++) {
+        if (red[d]) {
+            plan->reduced_dims[plan->reduced_rank] = dims[d];
+            plan->reduced_strides[plan->reduced_rank++] = strides[d];
+            plan->n_reduced *= dims[d];
+        } else {
+            plan->kept_dims[plan->kept_rank] = dims[d];
+            plan->kept_strides[plan->kept_rank++] = strides[d];
+            plan->n_out *= dims[d];
+        }
+    }
+    /* A dim of 0 is never dropped, so an empty input gives n_out or n_reduced 0 as it should. */
+}

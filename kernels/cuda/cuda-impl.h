@@ -1,0 +1,269 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * cuda-impl.h: declarations shared by the CUDA kernels (kernels/cuda) only.
+ *
+ * The kernels come in two halves. The host half (the .c files, plain C)
+ * checks the views and attributes exactly as the CPU kernels do, computes the
+ * geometry, calls cuBLAS and cuDNN, and calls the device half through the
+ * launchers declared below. The device half (the .cu files) holds the
+ * __global__ functions and one extern "C" launcher each, which takes plain
+ * numbers and pointers, enqueues on the given stream and returns
+ * cudaGetLastError(); the host half checks that with TIDE_CUDA_CHECK. So
+ * every check and every message lives in C compiled with the project's
+ * warnings, and nvcc compiles only device code.
+ *
+ * Every compute op of graph/ops.def has a host kernel tide__cuda_<ID>; the
+ * declarations are generated below and table.c collects the definitions into
+ * tide_cuda_kernels, so an op added to ops.def without a CUDA kernel is a
+ * link error.
+ *
+ * Determinism: no kernel adds floats with atomics. A sum is either one
+ * thread's loop in a fixed order or a tree over a block whose size depends
+ * on the shapes only, accumulated in double as on the CPU. cuBLAS runs with
+ * a fixed workspace per stream and no atomics; cuDNN runs with fixed
+ * deterministic algorithms and FMA math (no TF32). So the same inputs give
+ * the same bits on every run on the same GPU model and library versions.
+ */
+#ifndef TIDE_KERNELS_CUDA_IMPL_H
+#define TIDE_KERNELS_CUDA_IMPL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "kernels/cuda/kernels_cuda.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ============================================================================
+ * Plain structs passed by value to the device half
+ * ========================================================================== */
+
+#define TIDE_CUDA_MAX_RANK 8
+
+/*
+ * A row-major traversal of an output of `rank` merged axes with up to two
+ * inputs broadcast to it: element strides of each input, 0 along broadcast
+ * axes. rank 0 is a single element.
+ */
+struct tide__cuda_broadcast {
+    int32_t rank;
+    int64_t dims[TIDE_CUDA_MAX_RANK];
+    int64_t strides[2][TIDE_CUDA_MAX_RANK];
+};
+
+/*
+ * A sum over some axes of a row-major input: output element o (row-major
+ * over the kept axes) sums, over every index r of the reduced axes (row-major),
+ * the input element at kept_offset(o) + reduced_offset(r). Adjacent axes of
+ * the same kind are merged and axes of size 1 dropped.
+ */
+struct tide__cuda_reduce {
+    int32_t kept_rank, reduced_rank;
+    int64_t kept_dims[TIDE_CUDA_MAX_RANK], kept_strides[TIDE_CUDA_MAX_RANK];
+    int64_t reduced_dims[TIDE_CUDA_MAX_RANK], reduced_strides[TIDE_CUDA_MAX_RANK];
+    int64_t n_out;     /* product of the kept dims */
+    int64_t n_reduced; /* product of the reduced dims */
+};
+
+/* A 2-D window slid over planes [h, w] (NCHW with planes = N*C); pads are symmetric. */
+struct tide__cuda_pool {
+    int64_t planes, h, w, oh, ow;
+    int64_t kh, kw, sh, sw, ph, pw;
+};
+
+/* A box of box[d] elements copied from src at src_begin to dst at dst_begin. */
+struct tide__cuda_box {
+    int32_t rank;
+    int64_t box[TIDE_CUDA_MAX_RANK];
+    int64_t src_dims[TIDE_CUDA_MAX_RANK], src_begin[TIDE_CUDA_MAX_RANK];
+    int64_t dst_dims[TIDE_CUDA_MAX_RANK], dst_begin[TIDE_CUDA_MAX_RANK];
+};
+
+enum tide__cuda_binary_op {
+    TIDE__CUDA_ADD,
+    TIDE__CUDA_SUB,
+    TIDE__CUDA_MUL,
+    TIDE__CUDA_COPY_A, /* BroadcastTo: y = a */
+};
+
+enum tide__cuda_unary_op {
+    TIDE__CUDA_RELU,
+    TIDE__CUDA_SIGMOID,
+    TIDE__CUDA_TANH,
+    TIDE__CUDA_NEG,
+    TIDE__CUDA_SCALE,
+    TIDE__CUDA_RELU_GRAD, /* gradients read dy (x) and the forward output (y) */
+    TIDE__CUDA_SIGMOID_GRAD,
+    TIDE__CUDA_TANH_GRAD,
+};
+
+/* AddN adds this many inputs per launch (the pointers travel as a kernel parameter). */
+#define TIDE_CUDA_ADD_N_CHUNK 16
+
+struct tide__cuda_pointers {
+    const float *p[TIDE_CUDA_ADD_N_CHUNK];
+};
+
+/* ============================================================================
+ * Launchers (the .cu files): each enqueues on stream and returns cudaGetLastError()
+ * ========================================================================== */
+
+/* elementwise.cu */
+cudaError_t tide__cuda_launch_binary(cudaStream_t stream, enum tide__cuda_binary_op op,
+                                     const float *a, const float *b, float *y, int64_t n,
+                                     const struct tide__cuda_broadcast *plan);
+cudaError_t tide__cuda_launch_unary(cudaStream_t stream, enum tide__cuda_unary_op op,
+                                    const float *x, const float *y_forward, float *out, int64_t n,
+                                    float scale);
+/* y = (first ? 0 : y) + xs.p[0] + ... + xs.p[count - 1], added left to right. */
+cudaError_t tide__cuda_launch_add_n(cudaStream_t stream, struct tide__cuda_pointers xs, int count,
+                                    bool first, float *y, int64_t n);
+cudaError_t tide__cuda_launch_bias_add(cudaStream_t stream, const float *x, const float *bias,
+                                       float *y, int64_t outer, int64_t channels, int64_t inner);
+/* dx[plane * hw + j] = dy[plane] / (float)hw. */
+cudaError_t tide__cuda_launch_spread(cudaStream_t stream, const float *dy, float *dx,
+                                     int64_t planes, int64_t hw);
+cudaError_t tide__cuda_launch_sgd(cudaStream_t stream, float *var, const float *grad, int64_t n,
+                                  float lr);
+cudaError_t tide__cuda_launch_momentum(cudaStream_t stream, float *var, float *accum,
+                                       const float *grad, int64_t n, float lr, float momentum,
+                                       bool nesterov);
+cudaError_t tide__cuda_launch_adam(cudaStream_t stream, float *var, float *m, float *v,
+                                   const float *grad, int64_t n, float lr, float beta1, float beta2,
+                                   float one_minus_b1, float one_minus_b2, float inv_correction1,
+                                   float inv_correction2, float eps);
+
+/* reduce.cu: y[o] = (float)(sum / divisor), or (float)sum when divisor is 0. */
+cudaError_t tide__cuda_launch_reduce(cudaStream_t stream, const float *x, float *y,
+                                     const struct tide__cuda_reduce *plan, double divisor);
+cudaError_t tide__cuda_launch_batch_norm(cudaStream_t stream, const float *x, const float *gamma,
+                                         const float *beta, float *y, float *mean, float *inv_std,
+                                         int64_t n, int64_t c, int64_t hw, double epsilon);
+cudaError_t tide__cuda_launch_batch_norm_grad(cudaStream_t stream, const float *dy, const float *x,
+                                              const float *gamma, const float *mean,
+                                              const float *inv_std, float *dx, float *dgamma,
+                                              float *dbeta, int64_t n, int64_t c, int64_t hw);
+
+/* softmax.cu */
+cudaError_t tide__cuda_launch_softmax(cudaStream_t stream, const float *x, float *y, int64_t outer,
+                                      int64_t len, int64_t inner);
+cudaError_t tide__cuda_launch_softmax_grad(cudaStream_t stream, const float *dy, const float *y,
+                                           float *dx, int64_t outer, int64_t len, int64_t inner);
+/* Writes the first label outside [0, c) into *fault (if it is clear) with tag. */
+cudaError_t tide__cuda_launch_check_labels(cudaStream_t stream, const int32_t *labels, int64_t n,
+                                           int64_t c, struct tide_cuda_fault *fault, uint32_t tag);
+cudaError_t tide__cuda_launch_softmax_xent(cudaStream_t stream, const float *logits,
+                                           const int32_t *labels, float *loss, int64_t n,
+                                           int64_t c);
+cudaError_t tide__cuda_launch_softmax_xent_grad(cudaStream_t stream, const float *logits,
+                                                const int32_t *labels, const float *dloss,
+                                                float *dx, int64_t n, int64_t c);
+
+/* pool.cu; argmax is a workspace of one int32 per element of dy. */
+cudaError_t tide__cuda_launch_max_pool(cudaStream_t stream, const struct tide__cuda_pool *p,
+                                       const float *x, float *y);
+cudaError_t tide__cuda_launch_avg_pool(cudaStream_t stream, const struct tide__cuda_pool *p,
+                                       const float *x, float *y);
+cudaError_t tide__cuda_launch_max_pool_grad(cudaStream_t stream, const struct tide__cuda_pool *p,
+                                            const float *x, const float *dy, float *dx,
+                                            int32_t *argmax);
+cudaError_t tide__cuda_launch_avg_pool_grad(cudaStream_t stream, const struct tide__cuda_pool *p,
+                                            const float *dy, float *dx);
+
+/* shape.cu: copies a box of elements of esize bytes (1, 2, 4 or 8). */
+cudaError_t tide__cuda_launch_copy_box(cudaStream_t stream, void *dst, const void *src,
+                                       const struct tide__cuda_box *box, size_t esize);
+
+/* ============================================================================
+ * Host kernels and helpers (the .c files)
+ * ========================================================================== */
+
+/* One kernel per op; source and memory ops are declared too but never defined or referenced. */
+#define TIDE_OP(ID, NAME, MIN_IN, MAX_IN, N_OUT, DTYPE, INFER, GRAD, FLAGS)                        \
+    enum tide_status tide__cuda_##ID(const struct tide_kernel_args *args, struct tide_error *err);
+#include "graph/ops.def"
+#undef TIDE_OP
+
+/*
+ * The launch context bound to this thread, or NULL. tide__cuda_context
+ * refuses a call with nothing bound (TIDE_STATE, naming the node).
+ */
+struct tide_cuda_launch *tide__cuda_bound(void);
+enum tide_status tide__cuda_context(const struct tide_kernel_args *args,
+                                    struct tide_cuda_launch **launch, struct tide_error *err);
+
+/* Input i and output i as float32 device pointers. */
+static inline const float *tide__cuda_in(const struct tide_kernel_args *args, uint32_t i)
+{
+    return (const float *)args->inputs[i].data;
+}
+
+static inline float *tide__cuda_out(const struct tide_kernel_args *args, uint32_t i)
+{
+    return (float *)args->outputs[i].data;
+}
+
+static inline int64_t tide__cuda_numel(const struct tide_tensor_view *view)
+{
+    return tide_shape_numel(&view->shape);
+}
+
+/* Refuses the call unless input i holds as many bytes as output 0. */
+enum tide_status tide__cuda_expect_same_size(const struct tide_kernel_args *args, uint32_t i,
+                                             struct tide_error *err);
+
+/* Refuses the call unless the workspace holds at least need bytes. */
+enum tide_status tide__cuda_expect_workspace(const struct tide_kernel_args *args, uint64_t need,
+                                             struct tide_error *err);
+
+/* Maps a possibly negative axis onto 0..rank-1 of shape; refuses one out of range. */
+enum tide_status tide__cuda_axis(const struct tide_kernel_args *args, const char *attr_name,
+                                 int64_t axis, const struct tide_shape *shape, int32_t *out,
+                                 struct tide_error *err);
+
+/* outer: product of the dims before axis; len: its dim; inner: product of the dims after. */
+void tide__cuda_split_axis(const struct tide_shape *shape, int32_t axis, int64_t *outer,
+                           int64_t *len, int64_t *inner);
+
+/*
+ * Reads the [h, w] INTS attribute k of node into out: an empty list takes
+ * def (NULL: required), otherwise two entries, each in [min, INT32_MAX].
+ */
+enum tide_status tide__cuda_read_pair(const struct tide_node *node, int k, const char *name,
+                                      const int64_t def[2], int64_t min, int64_t out[2],
+                                      struct tide_error *err);
+
+/*
+ * The output extent of a window of k with stride and pad over in:
+ * (in + 2 * pad - k) / stride + 1; false when the padded input is smaller
+ * than the window or the numbers are out of range.
+ */
+bool tide__cuda_window_axis(int64_t in, int64_t k, int64_t stride, int64_t pad, int64_t *out);
+
+/*
+ * Plans the traversal of out with inputs ins[0..n_in) (n_in is 1 or 2) by
+ * NumPy rules; false if an input does not broadcast to out.
+ */
+bool tide__cuda_broadcast_plan(struct tide__cuda_broadcast *plan, const struct tide_shape *out,
+                               const struct tide_shape *const *ins, int n_in);
+
+/*
+ * Plans a sum of x (shape xs) over the axes marked in reduced; false if a
+ * merged rank exceeds TIDE_CUDA_MAX_RANK (it cannot).
+ */
+void tide__cuda_reduce_plan(struct tide__cuda_reduce *plan, const struct tide_shape *xs,
+                            const bool *reduced);
+
+/* Conv2D and its gradients (conv.c): the cuDNN workspace of the node's algorithm. */
+uint64_t tide__cuda_conv_workspace(const struct tide_graph *graph, const struct tide_node *node);
+
+/* MaxPool2DGrad (pool.c): one int32 per element of dy. */
+uint64_t tide__cuda_pool_workspace(const struct tide_graph *graph, const struct tide_node *node);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TIDE_KERNELS_CUDA_IMPL_H */

@@ -1,0 +1,151 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * pool.c: the host half of MaxPool2D, AvgPool2D and their gradients on CUDA
+ * (device half and the reasons for custom kernels: pool.cu). The geometry
+ * and its refusals are the CPU kernels' (kernels/cpu/pool.c).
+ */
+#include "kernels/cuda/cuda-impl.h"
+
+#include <inttypes.h>
+
+static enum tide_status pool_setup(const struct tide_node *node, const struct tide_shape *x,
+                                   const struct tide_shape *y, struct tide__cuda_pool *p,
+                                   struct tide_error *err)
+{
+    int ksize_k, strides_k, pads_k;
+    switch (node->op) {
+    case TIDE_OP_MAX_POOL2D:
+        ksize_k = TIDE_ATTR_MAX_POOL2D_ksize;
+        strides_k = TIDE_ATTR_MAX_POOL2D_strides;
+        pads_k = TIDE_ATTR_MAX_POOL2D_pads;
+        break;
+    case TIDE_OP_AVG_POOL2D:
+        ksize_k = TIDE_ATTR_AVG_POOL2D_ksize;
+        strides_k = TIDE_ATTR_AVG_POOL2D_strides;
+        pads_k = TIDE_ATTR_AVG_POOL2D_pads;
+        break;
+    case TIDE_OP_MAX_POOL2D_GRAD:
+        ksize_k = TIDE_ATTR_MAX_POOL2D_GRAD_ksize;
+        strides_k = TIDE_ATTR_MAX_POOL2D_GRAD_strides;
+        pads_k = TIDE_ATTR_MAX_POOL2D_GRAD_pads;
+        break;
+    case TIDE_OP_AVG_POOL2D_GRAD:
+        ksize_k = TIDE_ATTR_AVG_POOL2D_GRAD_ksize;
+        strides_k = TIDE_ATTR_AVG_POOL2D_GRAD_strides;
+        pads_k = TIDE_ATTR_AVG_POOL2D_GRAD_pads;
+        break;
+    default:
+        return tide_node_error(err, TIDE_INVALID, node, "is not a 2-D pool");
+    }
+    static const int64_t zeros[2] = {0, 0};
+    int64_t ksize[2], strides[2], pads[2];
+    enum tide_status st = tide__cuda_read_pair(node, ksize_k, "ksize", NULL, 1, ksize, err);
+    if (st == TIDE_OK)
+        st = tide__cuda_read_pair(node, strides_k, "strides", ksize, 1, strides, err);
+    if (st == TIDE_OK)
+        st = tide__cuda_read_pair(node, pads_k, "pads", zeros, 0, pads, err);
+    if (st != TIDE_OK)
+        return st;
+    if (pads[0] >= ksize[0] || pads[1] >= ksize[1])
+        return tide_node_error(err, TIDE_INVALID, node,
+                               "attribute \"pads\" must be less than \"ksize\" on each axis");
+    if (x->rank != 4 || y->rank != 4 || x->dims[0] != y->dims[0] || x->dims[1] != y->dims[1])
+        return tide_node_error(err, TIDE_INVALID, node,
+                               "wants x [N, C, H, W] and y [N, C, OH, OW]");
+    *p = (struct tide__cuda_pool){
+        .planes = x->dims[0] * x->dims[1],
+        .h = x->dims[2],
+        .w = x->dims[3],
+        .kh = ksize[0],
+        .kw = ksize[1],
+        .sh = strides[0],
+        .sw = strides[1],
+        .ph = pads[0],
+        .pw = pads[1],
+    };
+    if (!tide__cuda_window_axis(p->h, p->kh, p->sh, p->ph, &p->oh) ||
+        !tide__cuda_window_axis(p->w, p->kw, p->sw, p->pw, &p->ow) || y->dims[2] != p->oh ||
+        y->dims[3] != p->ow)
+        return tide_node_error(err, TIDE_INVALID, node,
+                               "the shapes of x and y do not agree with ksize, strides and pads");
+    return TIDE_OK;
+}
+
+enum tide_status tide__cuda_MAX_POOL2D(const struct tide_kernel_args *args, struct tide_error *err)
+{
+    struct tide_cuda_launch *launch;
+    struct tide__cuda_pool p;
+    enum tide_status st = tide__cuda_context(args, &launch, err);
+    if (st == TIDE_OK)
+        st = pool_setup(args->node, &args->inputs[0].shape, &args->outputs[0].shape, &p, err);
+    if (st != TIDE_OK)
+        return st;
+    return TIDE_CUDA_CHECK(err,
+                           tide__cuda_launch_max_pool(launch->stream, &p, tide__cuda_in(args, 0),
+                                                      tide__cuda_out(args, 0)));
+}
+
+enum tide_status tide__cuda_AVG_POOL2D(const struct tide_kernel_args *args, struct tide_error *err)
+{
+    struct tide_cuda_launch *launch;
+    struct tide__cuda_pool p;
+    enum tide_status st = tide__cuda_context(args, &launch, err);
+    if (st == TIDE_OK)
+        st = pool_setup(args->node, &args->inputs[0].shape, &args->outputs[0].shape, &p, err);
+    if (st != TIDE_OK)
+        return st;
+    return TIDE_CUDA_CHECK(err,
+                           tide__cuda_launch_avg_pool(launch->stream, &p, tide__cuda_in(args, 0),
+                                                      tide__cuda_out(args, 0)));
+}
+
+/* One int32 argmax per element of dy (input 1), the window's index into its plane. */
+uint64_t tide__cuda_pool_workspace(const struct tide_graph *graph, const struct tide_node *node)
+{
+    if (node->op != TIDE_OP_MAX_POOL2D_GRAD || node->n_inputs < 2)
+        return 0;
+    int64_t n = tide_shape_numel(&tide_graph_input(graph, node, 1)->shape);
+    return n > 0 ? (uint64_t)n * sizeof(int32_t) : 0;
+}
+
+/* MaxPool2DGrad(x, dy) -> dx. */
+enum tide_status tide__cuda_MAX_POOL2D_GRAD(const struct tide_kernel_args *args,
+                                            struct tide_error *err)
+{
+    struct tide_cuda_launch *launch;
+    struct tide__cuda_pool p;
+    enum tide_status st = tide__cuda_context(args, &launch, err);
+    if (st == TIDE_OK)
+        st = pool_setup(args->node, &args->inputs[0].shape, &args->inputs[1].shape, &p, err);
+    if (st == TIDE_OK)
+        st = tide__cuda_expect_same_size(args, 0, err);
+    if (st == TIDE_OK && p.h * p.w > INT32_MAX)
+        st = tide_node_error(err, TIDE_LIMIT, args->node,
+                             "planes of %" PRId64 " x %" PRId64 " cells exceed the int32 argmax",
+                             p.h, p.w);
+    if (st == TIDE_OK)
+        st = tide__cuda_expect_workspace(args, (uint64_t)(p.planes * p.oh * p.ow) * sizeof(int32_t),
+                                         err);
+    if (st != TIDE_OK)
+        return st;
+    return TIDE_CUDA_CHECK(
+        err, tide__cuda_launch_max_pool_grad(launch->stream, &p, tide__cuda_in(args, 0),
+                                             tide__cuda_in(args, 1), tide__cuda_out(args, 0),
+                                             args->workspace));
+}
+
+/* AvgPool2DGrad(dy; input_shape) -> dx. */
+enum tide_status tide__cuda_AVG_POOL2D_GRAD(const struct tide_kernel_args *args,
+                                            struct tide_error *err)
+{
+    struct tide_cuda_launch *launch;
+    struct tide__cuda_pool p;
+    enum tide_status st = tide__cuda_context(args, &launch, err);
+    if (st == TIDE_OK)
+        st = pool_setup(args->node, &args->outputs[0].shape, &args->inputs[0].shape, &p, err);
+    if (st != TIDE_OK)
+        return st;
+    return TIDE_CUDA_CHECK(err, tide__cuda_launch_avg_pool_grad(launch->stream, &p,
+                                                                tide__cuda_in(args, 0),
+                                                                tide__cuda_out(args, 0)));
+}

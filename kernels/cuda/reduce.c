@@ -1,0 +1,185 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * reduce.c: the host half of the CUDA kernels that sum over a set of axes:
+ * ReduceSum, ReduceMean, SumToShape and BiasAddGrad. Each works out which
+ * axes it reduces with the CPU kernels' rules and refusals
+ * (kernels/cpu/reduce.c), then hands one plan (common.c) to the device half
+ * (reduce.cu), which sums in double in a fixed order.
+ */
+#include "kernels/cuda/cuda-impl.h"
+
+#include <inttypes.h>
+
+/* A float NaN, what the CPU's NAN is: the mean of no elements. */
+#define NAN_BITS 0x7fc00000u
+
+/*
+ * Sums input 0 over the axes marked in reduced into output 0, divided by
+ * divisor unless it is 0, after checking that the output has one element per
+ * combination of kept dims.
+ */
+static enum tide_status reduce_into_output(const struct tide_kernel_args *args, const bool *reduced,
+                                           double divisor, struct tide_error *err)
+{
+    struct tide_cuda_launch *launch;
+    enum tide_status st = tide__cuda_context(args, &launch, err);
+    if (st != TIDE_OK)
+        return st;
+    const struct tide_shape *xs = &args->inputs[0].shape;
+    int64_t kept = 1;
+    for (int32_t d = 0; d < xs->rank; d++) {
+        if (!reduced[d])
+            kept *= xs->dims[d];
+    }
+    int64_t n_out = tide__cuda_numel(&args->outputs[0]);
+    if (n_out != kept)
+        return tide_node_error(err, TIDE_INVALID, args->node,
+                               "output 0 has %" PRId64 " elements, but the kept axes of input 0 "
+                               "give %" PRId64,
+                               n_out, kept);
+    struct tide__cuda_reduce plan;
+    tide__cuda_reduce_plan(&plan, xs, reduced);
+    return TIDE_CUDA_CHECK(err, tide__cuda_launch_reduce(launch->stream, tide__cuda_in(args, 0),
+                                                         tide__cuda_out(args, 0), &plan, divisor));
+}
+
+/*
+ * The reduced axes of ReduceSum / ReduceMean from the axes attribute: empty
+ * means every axis; negative axes count from the end; a repeated or
+ * out-of-range axis is refused.
+ */
+static enum tide_status reduce_mask(const struct tide_kernel_args *args, int k, bool *reduced,
+                                    double *count, struct tide_error *err)
+{
+    const struct tide_shape *xs = &args->inputs[0].shape;
+    const struct tide_attr_value *axes = &args->node->attrs[k];
+    if (axes->ints.n < 0 || axes->ints.n > TIDE_MAX_LIST)
+        return tide_node_error(err, TIDE_INVALID, args->node,
+                               "attribute \"axes\" has %d entries, wants 0 to %d", axes->ints.n,
+                               TIDE_MAX_LIST);
+    for (int32_t d = 0; d < xs->rank; d++)
+        reduced[d] = axes->ints.n == 0;
+    for (int32_t i = 0; i < axes->ints.n; i++) {
+        int32_t axis;
+        enum tide_status st = tide__cuda_axis(args, "axes", axes->ints.v[i], xs, &axis, err);
+        if (st != TIDE_OK)
+            return st;
+        if (reduced[axis])
+            return tide_node_error(err, TIDE_INVALID, args->node,
+                                   "attribute \"axes\" names axis %d twice", axis);
+        reduced[axis] = true;
+    }
+    *count = 1;
+    for (int32_t d = 0; d < xs->rank; d++) {
+        if (reduced[d])
+            *count *= (double)xs->dims[d];
+    }
+    return TIDE_OK;
+}
+
+enum tide_status tide__cuda_REDUCE_SUM(const struct tide_kernel_args *args, struct tide_error *err)
+{
+    bool reduced[TIDE_MAX_RANK];
+    double count;
+    enum tide_status st = reduce_mask(args, TIDE_ATTR_REDUCE_SUM_axes, reduced, &count, err);
+    if (st != TIDE_OK)
+        return st;
+    return reduce_into_output(args, reduced, 0, err);
+}
+
+/* The mean of no elements is 0 / 0, NaN, as in NumPy and on the CPU. */
+enum tide_status tide__cuda_REDUCE_MEAN(const struct tide_kernel_args *args, struct tide_error *err)
+{
+    bool reduced[TIDE_MAX_RANK];
+    double count;
+    enum tide_status st = reduce_mask(args, TIDE_ATTR_REDUCE_MEAN_axes, reduced, &count, err);
+    if (st != TIDE_OK)
+        return st;
+    if (count == 0) {
+        struct tide_cuda_launch *launch;
+        st = tide__cuda_context(args, &launch, err);
+        if (st != TIDE_OK)
+            return st;
+        int64_t n = tide__cuda_numel(&args->outputs[0]);
+        return TIDE_CUDA_CHECK(
+            err, tide_cuda_fill32(args->outputs[0].data, NAN_BITS, (uint64_t)n, launch->stream));
+    }
+    return reduce_into_output(args, reduced, count, err);
+}
+
+/*
+ * SumToShape(x; shape): sums x over the axes along which shape (the output,
+ * its trailing axes aligned with x's) was broadcast.
+ */
+enum tide_status tide__cuda_SUM_TO_SHAPE(const struct tide_kernel_args *args,
+                                         struct tide_error *err)
+{
+    const struct tide_shape *xs = &args->inputs[0].shape, *ts = &args->outputs[0].shape;
+    bool reduced[TIDE_MAX_RANK];
+    if (ts->rank > xs->rank)
+        return tide_node_error(err, TIDE_INVALID, args->node,
+                               "the output has rank %d, more than input 0's %d", ts->rank,
+                               xs->rank);
+    for (int32_t d = 0; d < xs->rank; d++) {
+        int32_t t = d - (xs->rank - ts->rank);
+        int64_t dim = t >= 0 ? ts->dims[t] : 1;
+        if (dim != xs->dims[d] && dim != 1)
+            return tide_node_error(err, TIDE_INVALID, args->node,
+                                   "the output shape does not broadcast to input 0 at axis %d", d);
+        reduced[d] = dim != xs->dims[d];
+    }
+    return reduce_into_output(args, reduced, 0, err);
+}
+
+/* BiasAddGrad(dy [N, C, ...]) -> [C]: the sum over every axis but 1. */
+enum tide_status tide__cuda_BIAS_ADD_GRAD(const struct tide_kernel_args *args,
+                                          struct tide_error *err)
+{
+    const struct tide_shape *xs = &args->inputs[0].shape;
+    if (xs->rank < 2)
+        return tide_node_error(err, TIDE_INVALID, args->node,
+                               "input 0 (dy) has rank %d, wants 2 or more [N, C, ...]", xs->rank);
+    bool reduced[TIDE_MAX_RANK];
+    for (int32_t d = 0; d < xs->rank; d++)
+        reduced[d] = d != 1;
+    return reduce_into_output(args, reduced, 0, err);
+}
+
+/* GlobalAvgPool(x [N, C, H, W]) -> [N, C]: the mean of each plane, a sum over H and W. */
+enum tide_status tide__cuda_GLOBAL_AVG_POOL(const struct tide_kernel_args *args,
+                                            struct tide_error *err)
+{
+    const struct tide_shape *xs = &args->inputs[0].shape;
+    if (xs->rank != 4 || tide__cuda_numel(&args->outputs[0]) != xs->dims[0] * xs->dims[1])
+        return tide_node_error(err, TIDE_INVALID, args->node, "wants x [N, C, H, W] and y [N, C]");
+    int64_t hw = xs->dims[2] * xs->dims[3];
+    if (hw == 0) {
+        /* The mean of an empty plane: 0 / 0 on the CPU too. */
+        struct tide_cuda_launch *launch;
+        enum tide_status st = tide__cuda_context(args, &launch, err);
+        if (st != TIDE_OK)
+            return st;
+        return TIDE_CUDA_CHECK(err, tide_cuda_fill32(args->outputs[0].data, NAN_BITS,
+                                                     (uint64_t)(xs->dims[0] * xs->dims[1]),
+                                                     launch->stream));
+    }
+    static const bool reduced[4] = {false, false, true, true};
+    return reduce_into_output(args, reduced, (double)hw, err);
+}
+
+/* GlobalAvgPoolGrad(dy [N, C]; input_shape) -> dx [N, C, H, W] = dy / (H * W) on every cell. */
+enum tide_status tide__cuda_GLOBAL_AVG_POOL_GRAD(const struct tide_kernel_args *args,
+                                                 struct tide_error *err)
+{
+    struct tide_cuda_launch *launch;
+    enum tide_status st = tide__cuda_context(args, &launch, err);
+    if (st != TIDE_OK)
+        return st;
+    const struct tide_shape *xs = &args->outputs[0].shape;
+    if (xs->rank != 4 || tide__cuda_numel(&args->inputs[0]) != xs->dims[0] * xs->dims[1])
+        return tide_node_error(err, TIDE_INVALID, args->node,
+                               "wants dy [N, C] and dx [N, C, H, W]");
+    return TIDE_CUDA_CHECK(err, tide__cuda_launch_spread(
+                                    launch->stream, tide__cuda_in(args, 0), tide__cuda_out(args, 0),
+                                    xs->dims[0] * xs->dims[1], xs->dims[2] * xs->dims[3]));
+}
