@@ -22,8 +22,8 @@
 #include "tide/dataset.h"
 #include "tide/models.h"
 
-/* The deepest n we try: 3*(10+n)+2 = 24,608 layers. */
-#define DEPTH_N_MAX 8192
+/* The deepest n we try: 3*(10+n)+2 = 3,104 layers (planning time grows with depth). */
+#define DEPTH_N_MAX 1024
 
 struct search {
     const struct bench_options *o;

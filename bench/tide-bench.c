@@ -523,10 +523,12 @@ out:
 static int cmd_train(const struct bench_options *o)
 {
     tide_dataset *train = NULL, *test = NULL;
-    int64_t size = strcmp(o->model, "resnet") == 0 ? o->image_size : 28;
-    if (open_split(o, "train", 3, size, &train) != 0)
+    /* Synthetic data takes the shape of the model's usual input: RGB for ResNet. */
+    bool resnet = strcmp(o->model, "resnet") == 0;
+    int64_t size = resnet ? o->image_size : 28, channels = resnet ? 3 : 1;
+    if (open_split(o, "train", channels, size, &train) != 0)
         return 1;
-    if (open_split(o, "test", 3, size, &test) != 0) {
+    if (open_split(o, "test", channels, size, &test) != 0) {
         tide_dataset_free(train);
         return 1;
     }
