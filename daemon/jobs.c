@@ -26,9 +26,12 @@
  * watcher the same way.
  *
  * Files: <state-dir>/jobs/<id>/spec.pb at submission, info.pb (a JobInfo
- * without the plan) at each state change and checkpoint, checkpoint.pb on
- * request, every CheckpointPolicy.every_steps steps and at shutdown. All
- * are written by the worker, in order with the steps.
+ * without the plan) at each state change and checkpoint, and a checkpoint on
+ * request, every CheckpointPolicy.every_steps steps and at shutdown: it is
+ * written as checkpoint-<step>.pb, checkpoint.pb becomes the same file (the
+ * one resume_from and ReadVariables read), and the oldest checkpoint-*.pb
+ * beyond CheckpointPolicy.keep are deleted. All are written by the worker,
+ * in order with the steps.
  */
 #include "daemon/jobs.h"
 
@@ -99,6 +102,7 @@ struct job {
     Tide__V1__PlanReport *plan;
     uint64_t host_bytes;
     uint64_t every_steps;         /* CheckpointPolicy.every_steps */
+    uint32_t keep_checkpoints;    /* CheckpointPolicy.keep (0 means 1) */
 
     /* ---- progress ---- */
     uint64_t steps;      /* training steps done, those of the resumed checkpoint included */
@@ -357,6 +361,7 @@ static void release_session(struct tided_daemon *d, struct job *j, bool checkpoi
         if (t && (t->checkpoint.dir = strdup(j->dir))) {
             t->session = j->session;
             t->checkpoint.step = j->dispatched;
+            t->checkpoint.keep = j->keep_checkpoints;
             submit_task(d, t);
         } else {
             tided_task_free(t);
@@ -854,6 +859,7 @@ void tided_rpc_submit(struct tided_daemon *d, struct tided_call *call, ProtobufC
     j->reserved = true;
     jobs->reserved += budget;
     j->every_steps = spec->checkpoint ? spec->checkpoint->every_steps : 0;
+    j->keep_checkpoints = spec->checkpoint ? spec->checkpoint->keep : 0;
     j->state = STATE(SUBMITTED);
     TIDE_LOG_INFO("job %s \"%s\" submitted by %s, budget %s", j->id,
                   shown(spec->name, buf, sizeof(buf)), who->peer,
@@ -1340,6 +1346,7 @@ static void step_done(struct tided_daemon *d, struct tided_task *t)
         if (c && (c->checkpoint.dir = strdup(j->dir))) {
             c->session = j->session;
             c->checkpoint.step = j->dispatched;
+            c->checkpoint.keep = j->keep_checkpoints;
             submit_task(d, c);
         } else {
             tided_task_free(c);
@@ -1620,6 +1627,7 @@ void tided_rpc_checkpoint(struct tided_daemon *d, struct tided_call *call,
         }
         t->session = j->session;
         t->checkpoint.step = j->dispatched;
+        t->checkpoint.keep = j->keep_checkpoints;
         wait_for_task(t, call);
         submit_task(d, t);
     } else if (terminal(j) && j->has_checkpoint) {

@@ -4,12 +4,16 @@
  */
 #include "daemon/store.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/types.h>
 #include <unistd.h>
 
 char *tided_path_join(const char *dir, const char *name)
@@ -234,6 +238,125 @@ int tided_store_peek_step(const char *path, uint64_t *step)
     return -1;
 }
 
+static enum tide_status fsync_dir(const char *dir, struct tide_error *err)
+{
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0)
+        return TIDE_OK; /* as write_atomically: a directory that cannot be opened is not fatal */
+    enum tide_status st = TIDE_OK;
+    if (fsync(dfd) != 0)
+        st = tide_error_set(err, TIDE_IO, "cannot fsync the directory %s: %s", dir,
+                            strerror(errno));
+    close(dfd);
+    return st;
+}
+
+enum tide_status tided_store_link(const char *dir, const char *target, const char *name,
+                                  struct tide_error *err)
+{
+    char *from = tided_path_join(dir, target);
+    char *path = tided_path_join(dir, name);
+    size_t n = path ? strlen(path) + 5 : 0;
+    char *tmp = path ? malloc(n) : NULL;
+    enum tide_status st = TIDE_OK;
+    if (!from || !path || !tmp) {
+        st = tide_error_set(err, TIDE_NOMEM, "out of memory");
+        goto out;
+    }
+    snprintf(tmp, n, "%s.tmp", path);
+    unlink(tmp); /* a leftover of a crash would make link fail */
+    if (link(from, tmp) != 0) {
+        int e = errno;
+        st = tide_error_set(err,
+                            e == EPERM || e == ENOTSUP || e == EXDEV || e == EMLINK
+                                ? TIDE_UNSUPPORTED
+                                : TIDE_IO,
+                            "cannot link %s to %s: %s", tmp, from, strerror(e));
+        goto out;
+    }
+    if (rename(tmp, path) != 0) {
+        st = tide_error_set(err, TIDE_IO, "cannot rename %s to %s: %s", tmp, path,
+                            strerror(errno));
+        unlink(tmp);
+        goto out;
+    }
+    st = fsync_dir(dir, err);
+out:
+    free(tmp);
+    free(path);
+    free(from);
+    return st;
+}
+
+/* The step of a checkpoint-<step>.pb name; false for any other name (a .tmp included). */
+static bool checkpoint_step(const char *name, uint64_t *step)
+{
+    static const char prefix[] = "checkpoint-";
+    size_t len = strlen(name);
+    if (strncmp(name, prefix, sizeof(prefix) - 1) != 0 || len < sizeof(prefix) - 1 + 4 ||
+        strcmp(name + len - 3, ".pb") != 0)
+        return false;
+    const char *digits = name + sizeof(prefix) - 1;
+    size_t n = len - (sizeof(prefix) - 1) - 3;
+    if (n == 0 || n > 19 || strspn(digits, "0123456789") != n)
+        return false;
+    *step = strtoull(digits, NULL, 10);
+    return true;
+}
+
+static int by_step_descending(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? 1 : x > y ? -1 : 0;
+}
+
+enum tide_status tided_store_prune_checkpoints(const char *dir, uint32_t keep,
+                                               struct tide_error *err)
+{
+    if (keep == 0)
+        keep = 1;
+    DIR *d = opendir(dir);
+    if (!d)
+        return tide_error_set(err, TIDE_IO, "cannot open the directory %s: %s", dir,
+                              strerror(errno));
+    uint64_t *steps = NULL;
+    size_t n = 0, cap = 0;
+    enum tide_status st = TIDE_OK;
+    for (struct dirent *e = readdir(d); e && st == TIDE_OK; e = readdir(d)) {
+        uint64_t step;
+        if (!checkpoint_step(e->d_name, &step))
+            continue;
+        if (n == cap) {
+            cap = cap ? 2 * cap : 16;
+            uint64_t *grown = realloc(steps, cap * sizeof(*steps));
+            if (!grown) {
+                st = tide_error_set(err, TIDE_NOMEM, "out of memory");
+                break;
+            }
+            steps = grown;
+        }
+        steps[n++] = step;
+    }
+    closedir(d);
+    if (st == TIDE_OK && n > keep) {
+        qsort(steps, n, sizeof(*steps), by_step_descending);
+        for (size_t i = keep; i < n && st == TIDE_OK; i++) {
+            char name[64];
+            snprintf(name, sizeof(name), "checkpoint-%" PRIu64 ".pb", steps[i]);
+            char *path = tided_path_join(dir, name);
+            if (!path)
+                st = tide_error_set(err, TIDE_NOMEM, "out of memory");
+            else if (unlink(path) != 0 && errno != ENOENT)
+                st = tide_error_set(err, TIDE_IO, "cannot remove %s: %s", path, strerror(errno));
+            free(path);
+        }
+        if (st == TIDE_OK)
+            st = fsync_dir(dir, err);
+    }
+    free(steps);
+    return st;
+}
+
 enum tide_status tided_store_remove_dir(const char *dir, struct tide_error *err)
 {
     static const char *const names[] = {"spec.pb", "info.pb", "checkpoint.pb", "spec.pb.tmp",
@@ -249,6 +372,26 @@ enum tide_status tided_store_remove_dir(const char *dir, struct tide_error *err)
         }
         free(path);
     }
+    /* Every checkpoint-<step>.pb, and the .tmp of one a crash left behind. */
+    DIR *d = opendir(dir);
+    for (struct dirent *e = d ? readdir(d) : NULL; e; e = readdir(d)) {
+        if (strncmp(e->d_name, "checkpoint-", 11) != 0)
+            continue;
+        char *path = tided_path_join(dir, e->d_name);
+        if (!path) {
+            closedir(d);
+            return tide_error_set(err, TIDE_NOMEM, "out of memory");
+        }
+        if (unlink(path) != 0 && errno != ENOENT) {
+            tide_error_set(err, TIDE_IO, "cannot remove %s: %s", path, strerror(errno));
+            free(path);
+            closedir(d);
+            return TIDE_IO;
+        }
+        free(path);
+    }
+    if (d)
+        closedir(d);
     if (rmdir(dir) != 0 && errno != ENOENT)
         return tide_error_set(err, TIDE_IO, "cannot remove the directory %s: %s", dir,
                               strerror(errno));

@@ -2,7 +2,7 @@
 /*
  * store.h: files under the state directory, written atomically.
  *
- * A job's files (spec.pb, info.pb, checkpoint.pb) are replaced, never edited:
+ * A job's files (spec.pb, info.pb, checkpoint.pb, checkpoint-<step>.pb) are replaced, never edited:
  * the new content goes to NAME.tmp, is fsync'd, renamed over NAME, and the
  * directory is fsync'd, so a crash at any point leaves either the old file or
  * the new one. Messages are packed straight into the file through a
@@ -40,6 +40,22 @@ enum tide_status tided_store_write_message(const char *dir, const char *name,
                                            struct tide_error *err);
 
 /*
+ * Replaces dir/name with a hard link to dir/target atomically: the link is
+ * made as name.tmp and renamed over name, then the directory is fsync'd.
+ * TIDE_UNSUPPORTED when the file system cannot make hard links, so that the
+ * caller can write a copy instead.
+ */
+enum tide_status tided_store_link(const char *dir, const char *target, const char *name,
+                                  struct tide_error *err);
+
+/*
+ * Deletes the oldest checkpoint-<step>.pb files of dir so that at most keep
+ * remain (0 counts as 1); the newest steps are kept.
+ */
+enum tide_status tided_store_prune_checkpoints(const char *dir, uint32_t keep,
+                                               struct tide_error *err);
+
+/*
  * Reads a whole file into a malloc'd buffer (*data, freed by the caller).
  * TIDE_NOT_FOUND when it does not exist, with a message naming the path.
  */
@@ -57,7 +73,10 @@ ProtobufCMessage *tided_store_read_message(const char *path,
  */
 int tided_store_peek_step(const char *path, uint64_t *step);
 
-/* Deletes a job directory: its known files (and their .tmp), then the directory. */
+/*
+ * Deletes a job directory: its known files (and their .tmp), every
+ * checkpoint-<step>.pb, then the directory.
+ */
 enum tide_status tided_store_remove_dir(const char *dir, struct tide_error *err);
 
 /* Joins dir and name into a malloc'd path; NULL on OOM. */

@@ -25,10 +25,13 @@
  * after a step frees the session once the step is done, and a compilation
  * submitted after a FREE finds the freed arena back on the device.
  *
- * Entry points of the runtime that land with another change
- * (tide_session_plan_report, tide_session_write_variable) are weak
- * references: until they exist the daemon plans with the memory plan's peak
- * and refuses resume_from with UNIMPLEMENTED, instead of failing to link.
+ * Plan runs the session plan-only (tide_session_options.plan_only): the
+ * memory passes without an executor, so a dry run allocates no arena and
+ * works however full the device is.
+ *
+ * resume_from restores every Variable the checkpoint holds, optimizer state
+ * included, once the session exists, then sets the session's step count to
+ * the checkpoint's step so that Adam's bias correction continues.
  */
 #include "daemon/worker.h"
 
@@ -46,9 +49,6 @@
 #include "daemon/store.h"
 #include "graph/import.h"
 #include "swapper/swapper.h"
-
-#pragma weak tide_session_plan_report
-#pragma weak tide_session_write_variable
 
 struct tided_worker {
     pthread_t thread;
@@ -415,24 +415,14 @@ static Tide__V1__PlanReport *report_from_plan(const struct tide_plan_report *r,
     return p;
 }
 
-/* A report from the session: the planner's when it has one, else the memory plan's peak. */
-static Tide__V1__PlanReport *report_from_session(const struct tide_session *s, uint64_t budget,
-                                                 const struct tide_memory_policy *policy)
+/*
+ * The planner's report from the session. The daemon always plans under a
+ * memory policy, so the session has one; NULL only when out of memory.
+ */
+static Tide__V1__PlanReport *report_from_session(const struct tide_session *s)
 {
-    const struct tide_plan_report *r =
-        tide_session_plan_report ? tide_session_plan_report(s) : NULL;
-    const struct tide_graph *g = tide_session_graph(s);
-    if (r)
-        return report_from_plan(r, g);
-    const struct tide_memplan *mp = tide_session_memplan(s);
-    struct tide_plan_report fallback = {
-        .nodes = g->n_nodes,
-        .budget_bytes = budget,
-        .predicted_peak_bytes = mp->peak_bytes,
-        .fits = budget == 0 || mp->peak_bytes <= budget,
-        .chosen = *policy,
-    };
-    return report_from_plan(&fallback, g);
+    const struct tide_plan_report *r = tide_session_plan_report(s);
+    return r ? report_from_plan(r, tide_session_graph(s)) : NULL;
 }
 
 /*
@@ -575,35 +565,6 @@ static uint32_t find_variable(const struct tide_graph *g, const char *name)
     return id != TIDE_NO_NODE && g->nodes[id].op == TIDE_OP_VARIABLE ? id : TIDE_NO_NODE;
 }
 
-/*
- * Before the session exists: makes every Variable of the forward graph that
- * the checkpoint holds start from the checkpoint's value (init "value"). The
- * path for runtimes without tide_session_write_variable; optimizer state,
- * which only autodiff creates, cannot be restored this way.
- */
-static enum tide_status preset_variables(struct tide_graph *g,
-                                         const Tide__V1__ReadVariablesResponse *ck,
-                                         uint32_t *restored, struct tide_error *err)
-{
-    for (size_t i = 0; i < ck->n_variables; i++) {
-        const Tide__V1__NamedTensor *nt = ck->variables[i];
-        uint32_t id = find_variable(g, nt->name);
-        if (id == TIDE_NO_NODE)
-            continue; /* optimizer state, or a variable this graph dropped */
-        struct tide_const_tensor value;
-        enum tide_status st = check_restored(g, id, nt, &value, err);
-        if (st == TIDE_OK)
-            st = tide_attr_set_string(g, id, TIDE_ATTR_VARIABLE_init, "value");
-        if (st == TIDE_OK)
-            st = tide_attr_set_tensor(g, id, TIDE_ATTR_VARIABLE_value, value.dtype, &value.shape,
-                                      value.data, value.nbytes);
-        if (st != TIDE_OK)
-            return st == TIDE_NOMEM ? tide_error_set(err, st, "resume_from: out of memory") : st;
-        (*restored)++;
-    }
-    return TIDE_OK;
-}
-
 /* After the session exists: overwrites every Variable the checkpoint holds, optimizer state too. */
 static enum tide_status write_variables(struct tide_session *s,
                                         const Tide__V1__ReadVariablesResponse *ck,
@@ -669,8 +630,6 @@ static void run_compile(struct tided_task *t)
         if (!ck)
             st = tide_error_set(err, e.status == TIDE_NOT_FOUND ? TIDE_NOT_FOUND : TIDE_INTERNAL,
                                 "resume_from: %s", e.message);
-        else if (!tide_session_write_variable)
-            st = preset_variables(g, ck, &t->compile.restored_variables, err);
     }
     if (st != TIDE_OK) {
         tide_graph_free(g);
@@ -715,20 +674,17 @@ static void run_compile(struct tided_task *t)
             st = tide_error_set(err, TIDE_NOMEM, "out of memory");
     }
     if (st == TIDE_OK) {
-        t->compile.plan = report_from_session(t->session, t->compile.budget, &setup.policy);
+        t->compile.plan = report_from_session(t->session);
         if (!t->compile.plan)
             st = tide_error_set(err, TIDE_NOMEM, "out of memory for the plan report");
     }
     if (st == TIDE_OK && ck) {
-        if (tide_session_write_variable) {
-            st = write_variables(t->session, ck, &t->compile.restored_variables, err);
-        } else if (t->compile.restored_variables < ck->n_variables) {
-            TIDE_LOG_WARN("resume_from %s: %zu variable(s) (optimizer state) not restored: this "
-                          "runtime lacks tide_session_write_variable",
-                          t->compile.restore_path,
-                          ck->n_variables - (size_t)t->compile.restored_variables);
-        }
-        t->compile.restored_step = ck->step;
+        st = write_variables(t->session, ck, &t->compile.restored_variables, err);
+        /* The step count continues from the checkpoint's, for Adam's bias correction. */
+        if (st == TIDE_OK)
+            st = tide_session_set_step(t->session, ck->step, err);
+        if (st == TIDE_OK)
+            t->compile.restored_step = ck->step;
     }
     if (ck)
         tide__v1__read_variables_response__free_unpacked(ck, NULL);
@@ -766,11 +722,12 @@ static void run_plan(struct tided_task *t)
     o.fetches = (const char *const *)spec->fetches;
     o.n_fetches = (uint32_t)spec->n_fetches;
     o.limits = &t->compile.limits;
+    o.plan_only = true; /* no executor: a dry run must not allocate the arena */
     struct tide_session *s = NULL;
     Tide__V1__PlanReport *report = NULL;
     st = tide_session_new_graph(g, &o, &s, err);
     if (st == TIDE_OK) {
-        report = report_from_session(s, t->compile.budget, &setup.policy);
+        report = report_from_session(s);
         tide_session_free(s);
     } else if (st == TIDE_DOES_NOT_FIT) {
         /* Not an error for a dry run: the report says why, with the planner's numbers. */
@@ -893,6 +850,36 @@ static enum tide_status variables_read(struct tide_session *s, const uint32_t *i
     return TIDE_OK;
 }
 
+/*
+ * Writes checkpoint-<step>.pb atomically, makes checkpoint.pb (what resume
+ * and ReadVariables read) the same file by an atomic hard link, or a second
+ * copy where the file system has no hard links, then deletes the oldest
+ * checkpoint-<step>.pb beyond the policy's keep. A crash at any point leaves
+ * checkpoint.pb whole: the previous one or the new one.
+ */
+static enum tide_status write_checkpoint(struct tided_task *t, const ProtobufCMessage *msg)
+{
+    const char *dir = t->checkpoint.dir;
+    char name[64];
+    snprintf(name, sizeof(name), "checkpoint-%" PRIu64 ".pb", t->checkpoint.step);
+    enum tide_status st = tided_store_write_message(dir, name, msg, &t->checkpoint.bytes, &t->err);
+    if (st != TIDE_OK)
+        return st;
+    st = tided_store_link(dir, name, "checkpoint.pb", &t->err);
+    if (st == TIDE_UNSUPPORTED) {
+        TIDE_LOG_DEBUG("%s; writing a copy instead", t->err.message);
+        tide_error_clear(&t->err);
+        st = tided_store_write_message(dir, "checkpoint.pb", msg, NULL, &t->err);
+    }
+    if (st != TIDE_OK)
+        return st;
+    /* The checkpoint is safe by now: failing to delete old ones only costs disk. */
+    struct tide_error e = {0};
+    if (tided_store_prune_checkpoints(dir, t->checkpoint.keep, &e) != TIDE_OK)
+        TIDE_LOG_WARN("cannot delete old checkpoints: %s", e.message);
+    return TIDE_OK;
+}
+
 static void run_checkpoint(struct tided_task *t)
 {
     const struct tide_graph *g = tide_session_graph(t->session);
@@ -914,8 +901,7 @@ static void run_checkpoint(struct tided_task *t)
         msg.step = t->checkpoint.step;
         msg.n_variables = vars.n;
         msg.variables = vars.ptrs;
-        st = tided_store_write_message(t->checkpoint.dir, "checkpoint.pb", &msg.base,
-                                       &t->checkpoint.bytes, &t->err);
+        st = write_checkpoint(t, &msg.base);
         variables_release(&vars);
     }
     if (st == TIDE_OK) {

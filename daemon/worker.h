@@ -45,7 +45,7 @@ enum tided_task_kind {
     TIDED_TASK_PLAN,            /* JobSpec -> packed PlanReport, nothing kept */
     TIDED_TASK_STEP,            /* feed a batch, step or eval, read the loss and fetches */
     TIDED_TASK_READ_VARIABLES,  /* packed ReadVariablesResponse, from a session or a file */
-    TIDED_TASK_CHECKPOINT,      /* every Variable to checkpoint.pb */
+    TIDED_TASK_CHECKPOINT,      /* every Variable to checkpoint-<step>.pb and checkpoint.pb */
     TIDED_TASK_PERSIST,         /* write bytes to a file atomically */
     TIDED_TASK_FREE,            /* tide_session_free */
     TIDED_TASK_REMOVE,          /* delete a job's directory (persist.dir) */
@@ -131,6 +131,7 @@ struct tided_task {
             /* In. */
             char *dir;     /* owned */
             uint64_t step;
+            uint32_t keep; /* checkpoint-<step>.pb files to keep; 0 means 1 */
             /* Out. */
             char *path;    /* owned */
             uint64_t bytes;

@@ -1556,3 +1556,14 @@ uint64_t tide_executor_steps(const struct tide_executor *ex)
 {
     return ex->step;
 }
+
+enum tide_status tide_executor_set_step(struct tide_executor *ex, uint64_t steps,
+                                        struct tide_error *err)
+{
+    if (steps == UINT64_MAX)
+        return tide_error_set(err, TIDE_INVALID, "set step: %" PRIu64 " leaves no next step",
+                              steps);
+    /* No step is in flight: each one ends with every stream synchronised. */
+    ex->step = steps;
+    return TIDE_OK;
+}

@@ -109,6 +109,17 @@ enum tide_status tide_executor_write_variable(struct tide_executor *ex, uint32_t
 /* The steps run so far. */
 uint64_t tide_executor_steps(const struct tide_executor *ex);
 
+/*
+ * Sets the count of steps already run, for resuming from a checkpoint taken
+ * after that many steps: the next step is number steps + 1, and kernels that
+ * read the step (Adam's bias correction) continue where the checkpoint left
+ * off instead of starting over. Like every call, it runs between steps (the
+ * executor is driven by one thread and each step runs to completion).
+ * TIDE_INVALID when steps is UINT64_MAX, which leaves no next step.
+ */
+enum tide_status tide_executor_set_step(struct tide_executor *ex, uint64_t steps,
+                                        struct tide_error *err);
+
 #ifdef __cplusplus
 }
 #endif

@@ -23,6 +23,10 @@
  *    order, Placeholders on the h2d stream and everything else on compute,
  *    every tensor homed on the device, and memplan directly.
  *
+ * A plan-only session (options->plan_only) stops after the memory pipeline:
+ * it has no executor, so it holds no device arena, and everything that runs
+ * or touches tensors refuses with TIDE_STATE.
+ *
  * What can be fetched: the fetches named at creation, the loss when
  * training, and every Variable. They are pinned in the memory plan (alive
  * across steps), so reading them after a step reads that step's values; a
@@ -57,6 +61,7 @@ struct tide_session {
     struct tide_edge *fetches;           /* the named fetches, then the loss */
     uint32_t n_fetches;
     uint8_t *eval_mask; /* per node id: an ancestor of a fetch */
+    bool plan_only;     /* no executor: see tide_session_options.plan_only */
 };
 
 struct tide_session_options tide_session_options_default(void)
@@ -261,6 +266,9 @@ static enum tide_status setup(struct tide_session *s, const struct tide_session_
     free(pinned);
     if (st != TIDE_OK)
         return st;
+    s->plan_only = o->plan_only;
+    if (s->plan_only)
+        return TIDE_OK;
 
     struct tide_executor_options eo = {
         .budget_bytes = budget ? budget : s->memplan->peak_bytes,
@@ -332,9 +340,22 @@ void tide_session_free(struct tide_session *session)
  * Steps, feeds and fetches
  * ========================================================================== */
 
+/* TIDE_STATE for a call that needs the executor when the session is plan-only. */
+static enum tide_status check_runnable(const struct tide_session *session, const char *what,
+                                       struct tide_error *err)
+{
+    if (!session->plan_only)
+        return TIDE_OK;
+    return tide_error_set(err, TIDE_STATE,
+                          "%s: the session was created plan-only, so it has no executor", what);
+}
+
 enum tide_status tide_session_feed(struct tide_session *session, const char *placeholder,
                                    const void *data, uint64_t bytes, struct tide_error *err)
 {
+    enum tide_status st = check_runnable(session, "feed", err);
+    if (st != TIDE_OK)
+        return st;
     if (!placeholder)
         return tide_error_set(err, TIDE_INVALID, "feed: the placeholder's name is NULL");
     uint32_t id = tide_graph_find(session->graph, placeholder);
@@ -347,20 +368,26 @@ enum tide_status tide_session_feed(struct tide_session *session, const char *pla
 enum tide_status tide_session_step(struct tide_session *session, struct tide_step_stats *stats,
                                    struct tide_error *err)
 {
-    return tide_executor_step(session->executor, stats, err);
+    enum tide_status st = check_runnable(session, "step", err);
+    return st != TIDE_OK ? st : tide_executor_step(session->executor, stats, err);
 }
 
 enum tide_status tide_session_eval(struct tide_session *session, struct tide_step_stats *stats,
                                    struct tide_error *err)
 {
-    return tide_executor_step_masked(session->executor, session->eval_mask, stats, err);
+    enum tide_status st = check_runnable(session, "eval", err);
+    return st != TIDE_OK ? st
+                         : tide_executor_step_masked(session->executor, session->eval_mask, stats,
+                                                     err);
 }
 
 enum tide_status tide_session_fetch(struct tide_session *session, const char *name, void *dst,
                                     uint64_t bytes, struct tide_error *err)
 {
     struct tide_edge edge;
-    enum tide_status st = resolve(session->graph, name, "fetch", &edge, err);
+    enum tide_status st = check_runnable(session, "fetch", err);
+    if (st == TIDE_OK)
+        st = resolve(session->graph, name, "fetch", &edge, err);
     if (st != TIDE_OK)
         return st;
     bool fetchable = session->graph->nodes[edge.node].op == TIDE_OP_VARIABLE;
@@ -379,11 +406,21 @@ enum tide_status tide_session_write_variable(struct tide_session *session, const
                                              const void *data, uint64_t bytes,
                                              struct tide_error *err)
 {
+    enum tide_status st = check_runnable(session, "write variable", err);
+    if (st != TIDE_OK)
+        return st;
     uint32_t id = tide_graph_find(session->graph, name);
     if (id == TIDE_NO_NODE || session->graph->nodes[id].op != TIDE_OP_VARIABLE)
         return tide_error_set(err, TIDE_NOT_FOUND, "write variable \"%s\": %s", name,
                               id == TIDE_NO_NODE ? "no such node" : "not a Variable");
     return tide_executor_write_variable(session->executor, id, data, bytes, err);
+}
+
+enum tide_status tide_session_set_step(struct tide_session *session, uint64_t steps,
+                                       struct tide_error *err)
+{
+    enum tide_status st = check_runnable(session, "set step", err);
+    return st != TIDE_OK ? st : tide_executor_set_step(session->executor, steps, err);
 }
 
 const struct tide_graph *tide_session_graph(const struct tide_session *session)

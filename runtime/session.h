@@ -61,6 +61,14 @@ struct tide_session_options {
     const char *const *fetches;
     uint32_t n_fetches;
     const struct tide_graph_limits *limits; /* NULL: defaults */
+    /*
+     * Plan only: import, autodiff and the memory plan run as usual (a plan
+     * that does not fit still fails creation with TIDE_DOES_NOT_FIT), but no
+     * executor is created, so no device arena is allocated and no Variable is
+     * initialised. Such a session answers the graph, plan and report queries;
+     * feed, step, eval, fetch, write_variable and set_step return TIDE_STATE.
+     */
+    bool plan_only;
 };
 
 struct tide_session_options tide_session_options_default(void);
@@ -97,6 +105,14 @@ enum tide_status tide_session_fetch(struct tide_session *session, const char *na
 enum tide_status tide_session_write_variable(struct tide_session *session, const char *name,
                                              const void *data, uint64_t bytes,
                                              struct tide_error *err);
+
+/*
+ * Sets the count of steps already run, after restoring a checkpoint taken at
+ * that step, so that the next step is number steps + 1 and Adam's bias
+ * correction continues instead of starting over. Call it between steps.
+ */
+enum tide_status tide_session_set_step(struct tide_session *session, uint64_t steps,
+                                       struct tide_error *err);
 
 /* The planned graph, its memory plan and the autodiff result (owned by the session). */
 const struct tide_graph *tide_session_graph(const struct tide_session *session);

@@ -34,6 +34,7 @@
 #include <grp.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <dirent.h>
 #include <math.h>
 #include <poll.h>
 #include <pthread.h>
@@ -1212,6 +1213,123 @@ static void test_checkpoint(void **state)
     tide_client_free(c);
 }
 
+/* The checkpoint-<step>.pb files in a job's directory. */
+static int count_checkpoints(const char *id, bool *has_latest)
+{
+    char dir[PATH_MAX + TIDE_JOB_ID_MAX];
+    snprintf(dir, sizeof(dir), "%s/jobs/%s", state_dir, id);
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    int n = 0;
+    *has_latest = false;
+    for (struct dirent *e = readdir(d); e; e = readdir(d)) {
+        size_t len = strlen(e->d_name);
+        if (strncmp(e->d_name, "checkpoint-", 11) == 0 && len > 3 &&
+            strcmp(e->d_name + len - 3, ".pb") == 0)
+            n++;
+        if (strcmp(e->d_name, "checkpoint.pb") == 0)
+            *has_latest = true;
+    }
+    closedir(d);
+    return n;
+}
+
+/* CheckpointPolicy.keep: a checkpoint every step keeps only the newest two files. */
+static void test_checkpoint_keep(void **state)
+{
+    (void)state;
+    NEED_DAEMON();
+    tide_client *c = connect_client(5000);
+    assert_non_null(c);
+    struct graph g;
+    build_graph(false, 16, &g);
+    struct tide_job_spec spec;
+    make_spec(&g, "kept", JOB_BUDGET, &spec);
+    spec.checkpoint_every = 1;
+    spec.checkpoint_keep = 2;
+    char id[TIDE_JOB_ID_MAX];
+    submit(c, &spec, id);
+    struct feeder f;
+    feeder_init(&f, &g, 16, 0, 8);
+    train_steps(c, id, &f, 4);
+    /* Runs after the periodic checkpoints in the worker's order, so they are on disk. */
+    struct tide_checkpoint_info k;
+    CHECK_OK(c, tide_client_checkpoint(c, id, &k));
+    assert_int_equal(k.step, 4);
+    bool has_latest;
+    assert_int_equal(count_checkpoints(id, &has_latest), 2);
+    assert_true(has_latest);
+    /* checkpoint.pb is the newest one. */
+    char latest[PATH_MAX + TIDE_JOB_ID_MAX + 32], newest[PATH_MAX + TIDE_JOB_ID_MAX + 32];
+    snprintf(latest, sizeof(latest), "%s/jobs/%s/checkpoint.pb", state_dir, id);
+    snprintf(newest, sizeof(newest), "%s/jobs/%s/checkpoint-4.pb", state_dir, id);
+    struct stat a, b;
+    assert_int_equal(stat(latest, &a), 0);
+    assert_int_equal(stat(newest, &b), 0);
+    assert_int_equal(a.st_size, b.st_size);
+    struct tide_job_info job;
+    CHECK_OK(c, tide_client_cancel(c, id, &job));
+    feeder_free(&f);
+    free(g.bytes);
+    tide_client_free(c);
+}
+
+/*
+ * Adam resumed from a checkpoint continues its step count, so one step after
+ * the resume gives the variables that an uninterrupted run has at that step.
+ */
+static void test_adam_resume_matches_uninterrupted(void **state)
+{
+    (void)state;
+    NEED_DAEMON();
+    tide_client *c = connect_client(5000);
+    assert_non_null(c);
+    struct graph g;
+    build_graph(false, 16, &g);
+    struct tide_job_spec spec;
+    make_spec(&g, "adam", JOB_BUDGET, &spec);
+    spec.optimizer = TIDE_JOB_OPTIMIZER_ADAM;
+    spec.learning_rate = 0.01f;
+    char id[TIDE_JOB_ID_MAX];
+    submit(c, &spec, id);
+    struct feeder f;
+    feeder_init(&f, &g, 16, 0, 11);
+    train_steps(c, id, &f, 3);
+    struct tide_checkpoint_info k;
+    CHECK_OK(c, tide_client_checkpoint(c, id, &k));
+    assert_int_equal(k.step, 3);
+    train_steps(c, id, &f, 1);
+    tide_variables *uninterrupted = read_all(c, id);
+
+    /* The same spec resumed at step 3, fed the same fourth batch. */
+    spec.name = "adam-resumed";
+    spec.resume_from = id;
+    char new_id[TIDE_JOB_ID_MAX];
+    submit(c, &spec, new_id);
+    struct feeder r;
+    feeder_init(&r, &g, 16, 0, 11);
+    size_t image_count = (size_t)16 * MLP_SIDE * MLP_SIDE;
+    float *images = malloc(image_count * sizeof(float));
+    int32_t labels[16];
+    assert_non_null(images);
+    for (int i = 0; i < 3; i++)
+        assert_true(tide_dataset_iter_next(r.it, images, labels) > 0);
+    free(images);
+    train_steps(c, new_id, &r, 1);
+    assert_int_equal(r.first_step, 4);
+    tide_variables *resumed = read_all(c, new_id);
+    assert_same_variables(uninterrupted, resumed);
+    tide_variables_free(uninterrupted);
+    tide_variables_free(resumed);
+    struct tide_job_info job;
+    CHECK_OK(c, tide_client_cancel(c, id, &job));
+    CHECK_OK(c, tide_client_cancel(c, new_id, &job));
+    feeder_free(&f);
+    feeder_free(&r);
+    free(g.bytes);
+    tide_client_free(c);
+}
+
 /* Over TCP: TLS verified against the CA, a submit token trains, a monitor token only looks. */
 static void test_tcp_tls_tokens(void **state)
 {
@@ -1998,6 +2116,8 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_watch),
         cmocka_unit_test(test_cancel),
         cmocka_unit_test(test_checkpoint),
+        cmocka_unit_test(test_checkpoint_keep),
+        cmocka_unit_test(test_adam_resume_matches_uninterrupted),
         cmocka_unit_test(test_tcp_tls_tokens),
         cmocka_unit_test(test_bad_graph_names_node),
         cmocka_unit_test(test_malformed_message),

@@ -492,6 +492,29 @@ static void test_write_variable(void **state)
     mlp_free(&m);
 }
 
+/* set_step continues the count: the next step is one past it, as after a resume. */
+static void test_set_step(void **state)
+{
+    (void)state;
+    struct mlp m;
+    mlp_new(&m, false, 0);
+    struct tide_error err = {0};
+    check(tide_executor_set_step(m.ex, 5, &err), &err);
+    assert_int_equal(tide_executor_steps(m.ex), 5);
+    float x[BATCH * IN];
+    int32_t labels[BATCH];
+    batch(4, x, labels);
+    feed(&m, x, labels);
+    struct tide_step_stats stats;
+    check(tide_executor_step(m.ex, &stats, &err), &err);
+    assert_int_equal(stats.step, 6);
+    assert_int_equal(tide_executor_steps(m.ex), 6);
+    /* A count with no next step is refused and changes nothing. */
+    assert_int_equal(tide_executor_set_step(m.ex, UINT64_MAX, &err), TIDE_INVALID);
+    assert_int_equal(tide_executor_steps(m.ex), 6);
+    mlp_free(&m);
+}
+
 /* A masked step runs the ancestors of logits only: no labels needed, no step counted. */
 static void test_masked_step(void **state)
 {
@@ -987,6 +1010,7 @@ int main(void)
         cmocka_unit_test(test_kernel_error_then_recovery),
         cmocka_unit_test(test_read_rules),
         cmocka_unit_test(test_write_variable),
+        cmocka_unit_test(test_set_step),
         cmocka_unit_test(test_masked_step),
         cmocka_unit_test(test_planner_bug_detected),
         cmocka_unit_test(test_profile),

@@ -30,6 +30,7 @@
 #include "graph/autodiff.h"
 #include "runtime/backend.h"
 #include "runtime/session.h"
+#include "swapper/swapper.h"
 #include "tide/dataset.h"
 #include "tide/models.h"
 
@@ -274,12 +275,54 @@ static void test_mlp_learns_synthetic(void **state)
     tide_dataset_free(ds);
 }
 
+/*
+ * A plan-only session plans memory like any other, but has no executor:
+ * whatever would run or touch tensors refuses with TIDE_STATE, saying why.
+ */
+static void test_plan_only(void **state)
+{
+    (void)state;
+    tide_builder *b = tide_builder_new();
+    const int64_t hidden[1] = {16};
+    uint8_t *bytes = NULL;
+    size_t len;
+    if (tide_model_mlp(b, 4, 64, hidden, 1, 10).id < 0 || tide_builder_serialize(b, &bytes, &len))
+        fail_msg("mlp: %s", tide_builder_error(b));
+    tide_builder_free(b);
+    struct tide_train_options adam = {
+        .loss = TIDE_MODEL_LOSS, .optimizer = TIDE_OPTIMIZER_ADAM, .learning_rate = 0.01f};
+    struct tide_memory_policy policy = tide_memory_policy_default();
+    struct tide_session_options o = tide_session_options_default();
+    o.train = &adam;
+    o.memory = &policy;
+    o.plan_only = true;
+    struct tide_error err = {0};
+    struct tide_session *s;
+    check(tide_session_new(bytes, len, &o, &s, &err), &err);
+    assert_non_null(tide_session_memplan(s));
+    assert_true(tide_session_memplan(s)->peak_bytes > 0);
+    assert_non_null(tide_session_plan_report(s));
+    float x[4 * 64];
+    memset(x, 0, sizeof(x));
+    assert_int_equal(tide_session_feed(s, TIDE_MODEL_IMAGES, x, sizeof(x), &err), TIDE_STATE);
+    assert_non_null(strstr(err.message, "plan-only"));
+    assert_int_equal(tide_session_step(s, NULL, &err), TIDE_STATE);
+    assert_int_equal(tide_session_eval(s, NULL, &err), TIDE_STATE);
+    float loss;
+    assert_int_equal(tide_session_fetch(s, TIDE_MODEL_LOSS, &loss, sizeof(loss), &err),
+                     TIDE_STATE);
+    assert_int_equal(tide_session_set_step(s, 3, &err), TIDE_STATE);
+    tide_session_free(s);
+    free(bytes);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cnn_learns_fashion_mnist),
         cmocka_unit_test(test_deterministic_across_runs_and_threads),
         cmocka_unit_test(test_mlp_learns_synthetic),
+        cmocka_unit_test(test_plan_only),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
