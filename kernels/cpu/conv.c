@@ -65,9 +65,9 @@ static enum tide_status conv_setup(const struct tide_node *node, const struct ti
         return tide_node_error(err, TIDE_INVALID, node, "is not a convolution");
     }
     int64_t strides[2], pads[2];
-    enum tide_status st = tide__cpu_read_pair(node, strides_k, "strides", ones, 1, strides, err);
+    enum tide_status st = tide__kernel_read_pair(node, strides_k, "strides", ones, 1, strides, err);
     if (st == TIDE_OK)
-        st = tide__cpu_read_pair(node, pads_k, "pads", zeros, 0, pads, err);
+        st = tide__kernel_read_pair(node, pads_k, "pads", zeros, 0, pads, err);
     if (st != TIDE_OK)
         return st;
     if (x->rank != 4 || w->rank != 4 || y->rank != 4 || x->dims[1] != w->dims[1] ||

@@ -29,6 +29,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "kernels/check.h"
 #include "kernels/kernels.h"
 
 /* One kernel per op; source and memory ops are declared too but never defined or referenced. */
@@ -84,20 +85,7 @@ bool tide__cpu_fits_blas_int(int64_t a, int64_t b, int64_t c);
  */
 double tide__cpu_sum_row(const float *x, int64_t n);
 
-/*
- * Splits shape around axis: outer is the product of the dims before it, len
- * the axis's dim, inner the product of the dims after it.
- */
-void tide__cpu_split_axis(const struct tide_shape *shape, int32_t axis, int64_t *outer,
-                          int64_t *len, int64_t *inner);
 
-/*
- * Maps a possibly negative axis attribute onto 0..rank-1 of shape; refuses
- * one out of range (naming attr_name) with TIDE_INVALID.
- */
-enum tide_status tide__cpu_axis(const struct tide_kernel_args *args, const char *attr_name,
-                                int64_t axis, const struct tide_shape *shape, int32_t *out,
-                                struct tide_error *err);
 
 /* ============================================================================
  * 2-D windows (Conv2D and the pools)
@@ -110,14 +98,6 @@ struct tide__cpu_window {
     int64_t ph, pw; /* symmetric zero padding */
 };
 
-/*
- * Reads the [h, w] INTS attribute k of node into out. An empty list takes
- * def (what infer would have written); otherwise it must hold two entries,
- * each at least min. Refusals name the attribute.
- */
-enum tide_status tide__cpu_read_pair(const struct tide_node *node, int k, const char *name,
-                                     const int64_t def[2], int64_t min, int64_t out[2],
-                                     struct tide_error *err);
 
 /*
  * The output height and width of win over an input of h x w:

@@ -261,7 +261,7 @@ enum tide_status tide__cpu_BIAS_ADD(const struct tide_kernel_args *args, struct 
         return tide_node_error(err, TIDE_INVALID, args->node,
                                "bias does not hold one value per channel (axis 1) of x");
     int64_t outer, channels, inner;
-    tide__cpu_split_axis(xs, 1, &outer, &channels, &inner);
+    tide__kernel_split_axis(xs, 1, &outer, &channels, &inner);
     const float *x = tide__cpu_in(args, 0), *bias = tide__cpu_in(args, 1);
     float *y = tide__cpu_out(args, 0);
     if (inner == 1) {

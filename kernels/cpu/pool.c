@@ -21,85 +21,17 @@
 #include <math.h>
 #include <string.h>
 
-/* The geometry of one pooling op over x [N, C, H, W] with output [N, C, OH, OW]. */
-struct pool {
-    int64_t planes; /* N * C */
-    int64_t h, w, oh, ow;
-    struct tide__cpu_window win;
-};
 
 /* A window clipped to the input: rows [h0, h1), columns [w0, w1). */
 struct clip {
     int64_t h0, h1, w0, w1;
 };
 
-static enum tide_status pool_setup(const struct tide_node *node, const struct tide_shape *x,
-                                   const struct tide_shape *y, struct pool *p,
-                                   struct tide_error *err)
-{
-    int ksize_k, strides_k, pads_k;
-    switch (node->op) {
-    case TIDE_OP_MAX_POOL2D:
-        ksize_k = TIDE_ATTR_MAX_POOL2D_ksize;
-        strides_k = TIDE_ATTR_MAX_POOL2D_strides;
-        pads_k = TIDE_ATTR_MAX_POOL2D_pads;
-        break;
-    case TIDE_OP_AVG_POOL2D:
-        ksize_k = TIDE_ATTR_AVG_POOL2D_ksize;
-        strides_k = TIDE_ATTR_AVG_POOL2D_strides;
-        pads_k = TIDE_ATTR_AVG_POOL2D_pads;
-        break;
-    case TIDE_OP_MAX_POOL2D_GRAD:
-        ksize_k = TIDE_ATTR_MAX_POOL2D_GRAD_ksize;
-        strides_k = TIDE_ATTR_MAX_POOL2D_GRAD_strides;
-        pads_k = TIDE_ATTR_MAX_POOL2D_GRAD_pads;
-        break;
-    case TIDE_OP_AVG_POOL2D_GRAD:
-        ksize_k = TIDE_ATTR_AVG_POOL2D_GRAD_ksize;
-        strides_k = TIDE_ATTR_AVG_POOL2D_GRAD_strides;
-        pads_k = TIDE_ATTR_AVG_POOL2D_GRAD_pads;
-        break;
-    default:
-        return tide_node_error(err, TIDE_INVALID, node, "is not a 2-D pool");
-    }
-    static const int64_t zeros[2] = {0, 0};
-    int64_t ksize[2], strides[2], pads[2];
-    enum tide_status st = tide__cpu_read_pair(node, ksize_k, "ksize", NULL, 1, ksize, err);
-    if (st == TIDE_OK)
-        st = tide__cpu_read_pair(node, strides_k, "strides", ksize, 1, strides, err);
-    if (st == TIDE_OK)
-        st = tide__cpu_read_pair(node, pads_k, "pads", zeros, 0, pads, err);
-    if (st != TIDE_OK)
-        return st;
-    if (pads[0] >= ksize[0] || pads[1] >= ksize[1])
-        return tide_node_error(err, TIDE_INVALID, node,
-                               "attribute \"pads\" must be less than \"ksize\" on each axis");
-    if (x->rank != 4 || y->rank != 4 || x->dims[0] != y->dims[0] || x->dims[1] != y->dims[1])
-        return tide_node_error(err, TIDE_INVALID, node,
-                               "wants x [N, C, H, W] and y [N, C, OH, OW]");
-    *p = (struct pool){
-        .planes = x->dims[0] * x->dims[1],
-        .h = x->dims[2],
-        .w = x->dims[3],
-        .win = {.kh = ksize[0],
-                .kw = ksize[1],
-                .sh = strides[0],
-                .sw = strides[1],
-                .ph = pads[0],
-                .pw = pads[1]},
-    };
-    if (!tide__cpu_window_output(&p->win, p->h, p->w, &p->oh, &p->ow) || y->dims[2] != p->oh ||
-        y->dims[3] != p->ow)
-        return tide_node_error(err, TIDE_INVALID, node,
-                               "the shapes of x and y do not agree with ksize, strides and pads");
-    return TIDE_OK;
-}
-
 /* The window of output (oh, ow), clipped to the input. */
-static struct clip pool_clip(const struct pool *p, int64_t oh, int64_t ow)
+static struct clip pool_clip(const struct tide__kernel_pool *p, int64_t oh, int64_t ow)
 {
-    int64_t h = oh * p->win.sh - p->win.ph, w = ow * p->win.sw - p->win.pw;
-    struct clip c = {h, h + p->win.kh, w, w + p->win.kw};
+    int64_t h = oh * p->sh - p->ph, w = ow * p->sw - p->pw;
+    struct clip c = {h, h + p->kh, w, w + p->kw};
     c.h0 = c.h0 < 0 ? 0 : c.h0;
     c.w0 = c.w0 < 0 ? 0 : c.w0;
     c.h1 = c.h1 > p->h ? p->h : c.h1;
@@ -126,7 +58,7 @@ static int64_t window_argmax(const float *plane, int64_t width, const struct cli
 
 /* One pooling op's operands, shared by its tasks; plane computes one [H, W] plane. */
 struct pool_job {
-    struct pool p;
+    struct tide__kernel_pool p;
     const float *x, *dy;
     float *y, *dx;
     void (*plane)(const struct pool_job *job, int64_t plane);
@@ -155,7 +87,7 @@ static void pool_run(struct pool_job *job)
 
 static void max_pool_plane(const struct pool_job *job, int64_t pl)
 {
-    const struct pool *p = &job->p;
+    const struct tide__kernel_pool *p = &job->p;
     const float *xp = job->x + pl * p->h * p->w;
     float *yp = job->y + pl * p->oh * p->ow;
     for (int64_t oh = 0; oh < p->oh; oh++) {
@@ -177,7 +109,7 @@ enum tide_status tide__cpu_MAX_POOL2D(const struct tide_kernel_args *args, struc
     struct pool_job job = {
         .x = tide__cpu_in(args, 0), .y = tide__cpu_out(args, 0), .plane = max_pool_plane};
     enum tide_status st =
-        pool_setup(args->node, &args->inputs[0].shape, &args->outputs[0].shape, &job.p, err);
+        tide__kernel_pool_setup(args->node, &args->inputs[0].shape, &args->outputs[0].shape, &job.p, err);
     if (st != TIDE_OK)
         return st;
     pool_run(&job);
@@ -187,7 +119,7 @@ enum tide_status tide__cpu_MAX_POOL2D(const struct tide_kernel_args *args, struc
 /* The divisor counts only the cells inside the input. */
 static void avg_pool_plane(const struct pool_job *job, int64_t pl)
 {
-    const struct pool *p = &job->p;
+    const struct tide__kernel_pool *p = &job->p;
     const float *xp = job->x + pl * p->h * p->w;
     float *yp = job->y + pl * p->oh * p->ow;
     for (int64_t oh = 0; oh < p->oh; oh++) {
@@ -209,7 +141,7 @@ enum tide_status tide__cpu_AVG_POOL2D(const struct tide_kernel_args *args, struc
     struct pool_job job = {
         .x = tide__cpu_in(args, 0), .y = tide__cpu_out(args, 0), .plane = avg_pool_plane};
     enum tide_status st =
-        pool_setup(args->node, &args->inputs[0].shape, &args->outputs[0].shape, &job.p, err);
+        tide__kernel_pool_setup(args->node, &args->inputs[0].shape, &args->outputs[0].shape, &job.p, err);
     if (st != TIDE_OK)
         return st;
     pool_run(&job);
@@ -219,7 +151,7 @@ enum tide_status tide__cpu_AVG_POOL2D(const struct tide_kernel_args *args, struc
 /* Each dy goes to the first maximum of its window; overlapping windows add up in window order. */
 static void max_pool_grad_plane(const struct pool_job *job, int64_t pl)
 {
-    const struct pool *p = &job->p;
+    const struct tide__kernel_pool *p = &job->p;
     const float *xp = job->x + pl * p->h * p->w;
     const float *dyp = job->dy + pl * p->oh * p->ow;
     float *dxp = job->dx + pl * p->h * p->w;
@@ -241,7 +173,7 @@ enum tide_status tide__cpu_MAX_POOL2D_GRAD(const struct tide_kernel_args *args,
                            .dx = tide__cpu_out(args, 0),
                            .plane = max_pool_grad_plane};
     enum tide_status st =
-        pool_setup(args->node, &args->inputs[0].shape, &args->inputs[1].shape, &job.p, err);
+        tide__kernel_pool_setup(args->node, &args->inputs[0].shape, &args->inputs[1].shape, &job.p, err);
     if (st == TIDE_OK)
         st = tide__cpu_expect_same_size(args, 0, err);
     if (st != TIDE_OK)
@@ -253,7 +185,7 @@ enum tide_status tide__cpu_MAX_POOL2D_GRAD(const struct tide_kernel_args *args,
 /* Each dy is spread evenly over the real cells of its window. */
 static void avg_pool_grad_plane(const struct pool_job *job, int64_t pl)
 {
-    const struct pool *p = &job->p;
+    const struct tide__kernel_pool *p = &job->p;
     const float *dyp = job->dy + pl * p->oh * p->ow;
     float *dxp = job->dx + pl * p->h * p->w;
     memset(dxp, 0, (size_t)(p->h * p->w) * sizeof(float));
@@ -277,7 +209,7 @@ enum tide_status tide__cpu_AVG_POOL2D_GRAD(const struct tide_kernel_args *args,
     struct pool_job job = {
         .dy = tide__cpu_in(args, 0), .dx = tide__cpu_out(args, 0), .plane = avg_pool_grad_plane};
     enum tide_status st =
-        pool_setup(args->node, &args->outputs[0].shape, &args->inputs[0].shape, &job.p, err);
+        tide__kernel_pool_setup(args->node, &args->outputs[0].shape, &args->inputs[0].shape, &job.p, err);
     if (st != TIDE_OK)
         return st;
     pool_run(&job);

@@ -56,12 +56,12 @@ enum tide_status tide__cpu_CONCAT(const struct tide_kernel_args *args, struct ti
     int32_t axis;
     enum tide_status st = element_size(args, &esize, err);
     if (st == TIDE_OK)
-        st = tide__cpu_axis(args, "axis", args->node->attrs[TIDE_ATTR_CONCAT_axis].i, ys, &axis,
+        st = tide__kernel_axis(args, "axis", args->node->attrs[TIDE_ATTR_CONCAT_axis].i, ys, &axis,
                             err);
     if (st != TIDE_OK)
         return st;
     int64_t outer, len, inner;
-    tide__cpu_split_axis(ys, axis, &outer, &len, &inner);
+    tide__kernel_split_axis(ys, axis, &outer, &len, &inner);
 
     /* Each input must match the output except along axis, and the lengths must add up. */
     int64_t sum = 0;

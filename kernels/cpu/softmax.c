@@ -50,12 +50,12 @@ enum tide_status tide__cpu_SOFTMAX(const struct tide_kernel_args *args, struct t
     int32_t axis;
     enum tide_status st = tide__cpu_expect_same_size(args, 0, err);
     if (st == TIDE_OK)
-        st = tide__cpu_axis(args, "axis", args->node->attrs[TIDE_ATTR_SOFTMAX_axis].i, xs, &axis,
+        st = tide__kernel_axis(args, "axis", args->node->attrs[TIDE_ATTR_SOFTMAX_axis].i, xs, &axis,
                             err);
     if (st != TIDE_OK)
         return st;
     int64_t outer, len, inner;
-    tide__cpu_split_axis(xs, axis, &outer, &len, &inner);
+    tide__kernel_split_axis(xs, axis, &outer, &len, &inner);
     const float *x = tide__cpu_in(args, 0);
     float *y = tide__cpu_out(args, 0);
     for (int64_t o = 0; o < outer; o++) {
@@ -76,12 +76,12 @@ enum tide_status tide__cpu_SOFTMAX_GRAD(const struct tide_kernel_args *args, str
     if (st == TIDE_OK)
         st = tide__cpu_expect_same_size(args, 1, err);
     if (st == TIDE_OK)
-        st = tide__cpu_axis(args, "axis", args->node->attrs[TIDE_ATTR_SOFTMAX_GRAD_axis].i, ys,
+        st = tide__kernel_axis(args, "axis", args->node->attrs[TIDE_ATTR_SOFTMAX_GRAD_axis].i, ys,
                             &axis, err);
     if (st != TIDE_OK)
         return st;
     int64_t outer, len, inner;
-    tide__cpu_split_axis(ys, axis, &outer, &len, &inner);
+    tide__kernel_split_axis(ys, axis, &outer, &len, &inner);
     const float *dy = tide__cpu_in(args, 0), *y = tide__cpu_in(args, 1);
     float *dx = tide__cpu_out(args, 0);
     for (int64_t o = 0; o < outer; o++) {

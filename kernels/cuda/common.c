@@ -155,69 +155,6 @@ enum tide_status tide__cuda_expect_workspace(const struct tide_kernel_args *args
                            need, args->workspace ? args->workspace_bytes : 0);
 }
 
-enum tide_status tide__cuda_axis(const struct tide_kernel_args *args, const char *attr_name,
-                                 int64_t axis, const struct tide_shape *shape, int32_t *out,
-                                 struct tide_error *err)
-{
-    int64_t rank = shape->rank;
-    int64_t a = axis < 0 ? axis + rank : axis;
-    if (rank == 0 || a < 0 || a >= rank)
-        return tide_node_error(err, TIDE_INVALID, args->node,
-                               "attribute \"%s\" is %" PRId64 ", out of range for rank %" PRId64,
-                               attr_name, axis, rank);
-    *out = (int32_t)a;
-    return TIDE_OK;
-}
-
-void tide__cuda_split_axis(const struct tide_shape *shape, int32_t axis, int64_t *outer,
-                           int64_t *len, int64_t *inner)
-{
-    int64_t o = 1, i = 1;
-    for (int32_t d = 0; d < axis; d++)
-        o *= shape->dims[d];
-    for (int32_t d = axis + 1; d < shape->rank; d++)
-        i *= shape->dims[d];
-    *outer = o;
-    *len = shape->dims[axis];
-    *inner = i;
-}
-
-enum tide_status tide__cuda_read_pair(const struct tide_node *node, int k, const char *name,
-                                      const int64_t def[2], int64_t min, int64_t out[2],
-                                      struct tide_error *err)
-{
-    const struct tide_attr_value *a = &node->attrs[k];
-    if (a->ints.n == 0 && def) {
-        out[0] = def[0];
-        out[1] = def[1];
-        return TIDE_OK;
-    }
-    if (a->ints.n != 2)
-        return tide_node_error(err, TIDE_INVALID, node,
-                               "attribute \"%s\" has %d entries, wants 2 ([height, width])", name,
-                               a->ints.n);
-    for (int i = 0; i < 2; i++) {
-        if (a->ints.v[i] < min || a->ints.v[i] > INT32_MAX)
-            return tide_node_error(err, TIDE_INVALID, node,
-                                   "attribute \"%s\" has %" PRId64 " at index %d, wants %" PRId64
-                                   " to %" PRId32,
-                                   name, a->ints.v[i], i, min, INT32_MAX);
-        out[i] = a->ints.v[i];
-    }
-    return TIDE_OK;
-}
-
-bool tide__cuda_window_axis(int64_t in, int64_t k, int64_t stride, int64_t pad, int64_t *out)
-{
-    if (in < 0 || k < 1 || stride < 1 || pad < 0 || pad > INT32_MAX || in > INT64_MAX / 4)
-        return false;
-    int64_t padded = in + 2 * pad;
-    if (padded < k)
-        return false;
-    *out = (padded - k) / stride + 1;
-    return true;
-}
-
 /* ============================================================================
  * Plans
  * ========================================================================== */

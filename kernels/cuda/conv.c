@@ -56,9 +56,9 @@ static enum tide_status conv_setup(const struct tide_node *node, const struct ti
         return tide_node_error(err, TIDE_INVALID, node, "is not a convolution");
     }
     int64_t strides[2], pads[2];
-    enum tide_status st = tide__cuda_read_pair(node, strides_k, "strides", ones, 1, strides, err);
+    enum tide_status st = tide__kernel_read_pair(node, strides_k, "strides", ones, 1, strides, err);
     if (st == TIDE_OK)
-        st = tide__cuda_read_pair(node, pads_k, "pads", zeros, 0, pads, err);
+        st = tide__kernel_read_pair(node, pads_k, "pads", zeros, 0, pads, err);
     if (st != TIDE_OK)
         return st;
     if (x->rank != 4 || w->rank != 4 || y->rank != 4 || x->dims[1] != w->dims[1] ||
@@ -78,8 +78,8 @@ static enum tide_status conv_setup(const struct tide_node *node, const struct ti
         .ph = pads[0],
         .pw = pads[1],
     };
-    if (!tide__cuda_window_axis(cv->h, cv->r, cv->sh, cv->ph, &cv->oh) ||
-        !tide__cuda_window_axis(cv->w, cv->s, cv->sw, cv->pw, &cv->ow) || y->dims[0] != cv->n ||
+    if (!tide__kernel_window_axis(cv->h, cv->r, cv->sh, cv->ph, &cv->oh) ||
+        !tide__kernel_window_axis(cv->w, cv->s, cv->sw, cv->pw, &cv->ow) || y->dims[0] != cv->n ||
         y->dims[1] != cv->k || y->dims[2] != cv->oh || y->dims[3] != cv->ow)
         return tide_node_error(err, TIDE_INVALID, node,
                                "the shapes of x, w and y do not agree with the strides and pads");

@@ -30,6 +30,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "kernels/check.h"
 #include "kernels/cuda/kernels_cuda.h"
 
 #ifdef __cplusplus
@@ -217,30 +218,6 @@ enum tide_status tide__cuda_expect_same_size(const struct tide_kernel_args *args
 /* Refuses the call unless the workspace holds at least need bytes. */
 enum tide_status tide__cuda_expect_workspace(const struct tide_kernel_args *args, uint64_t need,
                                              struct tide_error *err);
-
-/* Maps a possibly negative axis onto 0..rank-1 of shape; refuses one out of range. */
-enum tide_status tide__cuda_axis(const struct tide_kernel_args *args, const char *attr_name,
-                                 int64_t axis, const struct tide_shape *shape, int32_t *out,
-                                 struct tide_error *err);
-
-/* outer: product of the dims before axis; len: its dim; inner: product of the dims after. */
-void tide__cuda_split_axis(const struct tide_shape *shape, int32_t axis, int64_t *outer,
-                           int64_t *len, int64_t *inner);
-
-/*
- * Reads the [h, w] INTS attribute k of node into out: an empty list takes
- * def (NULL: required), otherwise two entries, each in [min, INT32_MAX].
- */
-enum tide_status tide__cuda_read_pair(const struct tide_node *node, int k, const char *name,
-                                      const int64_t def[2], int64_t min, int64_t out[2],
-                                      struct tide_error *err);
-
-/*
- * The output extent of a window of k with stride and pad over in:
- * (in + 2 * pad - k) / stride + 1; false when the padded input is smaller
- * than the window or the numbers are out of range.
- */
-bool tide__cuda_window_axis(int64_t in, int64_t k, int64_t stride, int64_t pad, int64_t *out);
 
 /*
  * Plans the traversal of out with inputs ins[0..n_in) (n_in is 1 or 2) by

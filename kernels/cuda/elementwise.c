@@ -126,7 +126,7 @@ enum tide_status tide__cuda_BIAS_ADD(const struct tide_kernel_args *args, struct
         return tide_node_error(err, TIDE_INVALID, args->node,
                                "bias does not hold one value per channel (axis 1) of x");
     int64_t outer, channels, inner;
-    tide__cuda_split_axis(xs, 1, &outer, &channels, &inner);
+    tide__kernel_split_axis(xs, 1, &outer, &channels, &inner);
     return TIDE_CUDA_CHECK(err, tide__cuda_launch_bias_add(
                                     launch->stream, tide__cuda_in(args, 0), tide__cuda_in(args, 1),
                                     tide__cuda_out(args, 0), outer, channels, inner));

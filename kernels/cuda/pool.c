@@ -8,67 +8,18 @@
 
 #include <inttypes.h>
 
+/* The shared geometry and its refusals (kernels/check.c), in the device launchers' struct. */
 static enum tide_status pool_setup(const struct tide_node *node, const struct tide_shape *x,
                                    const struct tide_shape *y, struct tide__cuda_pool *p,
                                    struct tide_error *err)
 {
-    int ksize_k, strides_k, pads_k;
-    switch (node->op) {
-    case TIDE_OP_MAX_POOL2D:
-        ksize_k = TIDE_ATTR_MAX_POOL2D_ksize;
-        strides_k = TIDE_ATTR_MAX_POOL2D_strides;
-        pads_k = TIDE_ATTR_MAX_POOL2D_pads;
-        break;
-    case TIDE_OP_AVG_POOL2D:
-        ksize_k = TIDE_ATTR_AVG_POOL2D_ksize;
-        strides_k = TIDE_ATTR_AVG_POOL2D_strides;
-        pads_k = TIDE_ATTR_AVG_POOL2D_pads;
-        break;
-    case TIDE_OP_MAX_POOL2D_GRAD:
-        ksize_k = TIDE_ATTR_MAX_POOL2D_GRAD_ksize;
-        strides_k = TIDE_ATTR_MAX_POOL2D_GRAD_strides;
-        pads_k = TIDE_ATTR_MAX_POOL2D_GRAD_pads;
-        break;
-    case TIDE_OP_AVG_POOL2D_GRAD:
-        ksize_k = TIDE_ATTR_AVG_POOL2D_GRAD_ksize;
-        strides_k = TIDE_ATTR_AVG_POOL2D_GRAD_strides;
-        pads_k = TIDE_ATTR_AVG_POOL2D_GRAD_pads;
-        break;
-    default:
-        return tide_node_error(err, TIDE_INVALID, node, "is not a 2-D pool");
-    }
-    static const int64_t zeros[2] = {0, 0};
-    int64_t ksize[2], strides[2], pads[2];
-    enum tide_status st = tide__cuda_read_pair(node, ksize_k, "ksize", NULL, 1, ksize, err);
+    struct tide__kernel_pool g;
+    enum tide_status st = tide__kernel_pool_setup(node, x, y, &g, err);
     if (st == TIDE_OK)
-        st = tide__cuda_read_pair(node, strides_k, "strides", ksize, 1, strides, err);
-    if (st == TIDE_OK)
-        st = tide__cuda_read_pair(node, pads_k, "pads", zeros, 0, pads, err);
-    if (st != TIDE_OK)
-        return st;
-    if (pads[0] >= ksize[0] || pads[1] >= ksize[1])
-        return tide_node_error(err, TIDE_INVALID, node,
-                               "attribute \"pads\" must be less than \"ksize\" on each axis");
-    if (x->rank != 4 || y->rank != 4 || x->dims[0] != y->dims[0] || x->dims[1] != y->dims[1])
-        return tide_node_error(err, TIDE_INVALID, node,
-                               "wants x [N, C, H, W] and y [N, C, OH, OW]");
-    *p = (struct tide__cuda_pool){
-        .planes = x->dims[0] * x->dims[1],
-        .h = x->dims[2],
-        .w = x->dims[3],
-        .kh = ksize[0],
-        .kw = ksize[1],
-        .sh = strides[0],
-        .sw = strides[1],
-        .ph = pads[0],
-        .pw = pads[1],
-    };
-    if (!tide__cuda_window_axis(p->h, p->kh, p->sh, p->ph, &p->oh) ||
-        !tide__cuda_window_axis(p->w, p->kw, p->sw, p->pw, &p->ow) || y->dims[2] != p->oh ||
-        y->dims[3] != p->ow)
-        return tide_node_error(err, TIDE_INVALID, node,
-                               "the shapes of x and y do not agree with ksize, strides and pads");
-    return TIDE_OK;
+        *p = (struct tide__cuda_pool){.planes = g.planes, .h = g.h, .w = g.w, .oh = g.oh,
+                                      .ow = g.ow, .kh = g.kh, .kw = g.kw, .sh = g.sh,
+                                      .sw = g.sw, .ph = g.ph, .pw = g.pw};
+    return st;
 }
 
 enum tide_status tide__cuda_MAX_POOL2D(const struct tide_kernel_args *args, struct tide_error *err)

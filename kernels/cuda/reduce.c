@@ -43,45 +43,12 @@ static enum tide_status reduce_into_output(const struct tide_kernel_args *args, 
                                                          tide__cuda_out(args, 0), &plan, divisor));
 }
 
-/*
- * The reduced axes of ReduceSum / ReduceMean from the axes attribute: empty
- * means every axis; negative axes count from the end; a repeated or
- * out-of-range axis is refused.
- */
-static enum tide_status reduce_mask(const struct tide_kernel_args *args, int k, bool *reduced,
-                                    double *count, struct tide_error *err)
-{
-    const struct tide_shape *xs = &args->inputs[0].shape;
-    const struct tide_attr_value *axes = &args->node->attrs[k];
-    if (axes->ints.n < 0 || axes->ints.n > TIDE_MAX_LIST)
-        return tide_node_error(err, TIDE_INVALID, args->node,
-                               "attribute \"axes\" has %d entries, wants 0 to %d", axes->ints.n,
-                               TIDE_MAX_LIST);
-    for (int32_t d = 0; d < xs->rank; d++)
-        reduced[d] = axes->ints.n == 0;
-    for (int32_t i = 0; i < axes->ints.n; i++) {
-        int32_t axis;
-        enum tide_status st = tide__cuda_axis(args, "axes", axes->ints.v[i], xs, &axis, err);
-        if (st != TIDE_OK)
-            return st;
-        if (reduced[axis])
-            return tide_node_error(err, TIDE_INVALID, args->node,
-                                   "attribute \"axes\" names axis %d twice", axis);
-        reduced[axis] = true;
-    }
-    *count = 1;
-    for (int32_t d = 0; d < xs->rank; d++) {
-        if (reduced[d])
-            *count *= (double)xs->dims[d];
-    }
-    return TIDE_OK;
-}
 
 enum tide_status tide__cuda_REDUCE_SUM(const struct tide_kernel_args *args, struct tide_error *err)
 {
     bool reduced[TIDE_MAX_RANK];
     double count;
-    enum tide_status st = reduce_mask(args, TIDE_ATTR_REDUCE_SUM_axes, reduced, &count, err);
+    enum tide_status st = tide__kernel_reduce_mask(args, TIDE_ATTR_REDUCE_SUM_axes, reduced, &count, err);
     if (st != TIDE_OK)
         return st;
     return reduce_into_output(args, reduced, 0, err);
@@ -92,7 +59,7 @@ enum tide_status tide__cuda_REDUCE_MEAN(const struct tide_kernel_args *args, str
 {
     bool reduced[TIDE_MAX_RANK];
     double count;
-    enum tide_status st = reduce_mask(args, TIDE_ATTR_REDUCE_MEAN_axes, reduced, &count, err);
+    enum tide_status st = tide__kernel_reduce_mask(args, TIDE_ATTR_REDUCE_MEAN_axes, reduced, &count, err);
     if (st != TIDE_OK)
         return st;
     if (count == 0) {

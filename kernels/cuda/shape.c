@@ -83,12 +83,12 @@ enum tide_status tide__cuda_CONCAT(const struct tide_kernel_args *args, struct t
     if (st == TIDE_OK)
         st = element_size(args, &esize, err);
     if (st == TIDE_OK)
-        st = tide__cuda_axis(args, "axis", args->node->attrs[TIDE_ATTR_CONCAT_axis].i, ys, &axis,
+        st = tide__kernel_axis(args, "axis", args->node->attrs[TIDE_ATTR_CONCAT_axis].i, ys, &axis,
                              err);
     if (st != TIDE_OK)
         return st;
     int64_t outer, len, inner;
-    tide__cuda_split_axis(ys, axis, &outer, &len, &inner);
+    tide__kernel_split_axis(ys, axis, &outer, &len, &inner);
 
     int64_t sum = 0;
     for (uint32_t i = 0; i < args->n_inputs; i++) {

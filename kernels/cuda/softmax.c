@@ -20,12 +20,12 @@ enum tide_status tide__cuda_SOFTMAX(const struct tide_kernel_args *args, struct 
     if (st == TIDE_OK)
         st = tide__cuda_expect_same_size(args, 0, err);
     if (st == TIDE_OK)
-        st = tide__cuda_axis(args, "axis", args->node->attrs[TIDE_ATTR_SOFTMAX_axis].i, xs, &axis,
+        st = tide__kernel_axis(args, "axis", args->node->attrs[TIDE_ATTR_SOFTMAX_axis].i, xs, &axis,
                              err);
     if (st != TIDE_OK)
         return st;
     int64_t outer, len, inner;
-    tide__cuda_split_axis(xs, axis, &outer, &len, &inner);
+    tide__kernel_split_axis(xs, axis, &outer, &len, &inner);
     return TIDE_CUDA_CHECK(err,
                            tide__cuda_launch_softmax(launch->stream, tide__cuda_in(args, 0),
                                                      tide__cuda_out(args, 0), outer, len, inner));
@@ -44,12 +44,12 @@ enum tide_status tide__cuda_SOFTMAX_GRAD(const struct tide_kernel_args *args,
     if (st == TIDE_OK)
         st = tide__cuda_expect_same_size(args, 1, err);
     if (st == TIDE_OK)
-        st = tide__cuda_axis(args, "axis", args->node->attrs[TIDE_ATTR_SOFTMAX_GRAD_axis].i, ys,
+        st = tide__kernel_axis(args, "axis", args->node->attrs[TIDE_ATTR_SOFTMAX_GRAD_axis].i, ys,
                              &axis, err);
     if (st != TIDE_OK)
         return st;
     int64_t outer, len, inner;
-    tide__cuda_split_axis(ys, axis, &outer, &len, &inner);
+    tide__kernel_split_axis(ys, axis, &outer, &len, &inner);
     return TIDE_CUDA_CHECK(err, tide__cuda_launch_softmax_grad(
                                     launch->stream, tide__cuda_in(args, 0), tide__cuda_in(args, 1),
                                     tide__cuda_out(args, 0), outer, len, inner));
