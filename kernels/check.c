@@ -130,6 +130,59 @@ enum tide_status tide__kernel_pool_setup(const struct tide_node *node, const str
     return TIDE_OK;
 }
 
+enum tide_status tide__kernel_conv_setup(const struct tide_node *node, const struct tide_shape *x,
+                                         const struct tide_shape *w, const struct tide_shape *y,
+                                         struct tide__kernel_conv *cv, struct tide_error *err)
+{
+    static const int64_t ones[2] = {1, 1}, zeros[2] = {0, 0};
+    int strides_k, pads_k;
+    switch (node->op) {
+    case TIDE_OP_CONV2D:
+        strides_k = TIDE_ATTR_CONV2D_strides;
+        pads_k = TIDE_ATTR_CONV2D_pads;
+        break;
+    case TIDE_OP_CONV2D_BACKPROP_INPUT:
+        strides_k = TIDE_ATTR_CONV2D_BACKPROP_INPUT_strides;
+        pads_k = TIDE_ATTR_CONV2D_BACKPROP_INPUT_pads;
+        break;
+    case TIDE_OP_CONV2D_BACKPROP_FILTER:
+        strides_k = TIDE_ATTR_CONV2D_BACKPROP_FILTER_strides;
+        pads_k = TIDE_ATTR_CONV2D_BACKPROP_FILTER_pads;
+        break;
+    default:
+        return tide_node_error(err, TIDE_INVALID, node, "is not a convolution");
+    }
+    int64_t strides[2], pads[2];
+    enum tide_status st = tide__kernel_read_pair(node, strides_k, "strides", ones, 1, strides, err);
+    if (st == TIDE_OK)
+        st = tide__kernel_read_pair(node, pads_k, "pads", zeros, 0, pads, err);
+    if (st != TIDE_OK)
+        return st;
+    if (x->rank != 4 || w->rank != 4 || y->rank != 4 || x->dims[1] != w->dims[1] ||
+        w->dims[2] < 1 || w->dims[3] < 1)
+        return tide_node_error(err, TIDE_INVALID, node,
+                               "wants x [N, C, H, W], w [K, C, R, S] and y [N, K, OH, OW]");
+    *cv = (struct tide__kernel_conv){
+        .n = x->dims[0],
+        .c = x->dims[1],
+        .h = x->dims[2],
+        .w = x->dims[3],
+        .k = w->dims[0],
+        .r = w->dims[2],
+        .s = w->dims[3],
+        .sh = strides[0],
+        .sw = strides[1],
+        .ph = pads[0],
+        .pw = pads[1],
+    };
+    if (!tide__kernel_window_axis(cv->h, cv->r, cv->sh, cv->ph, &cv->oh) ||
+        !tide__kernel_window_axis(cv->w, cv->s, cv->sw, cv->pw, &cv->ow) || y->dims[0] != cv->n ||
+        y->dims[1] != cv->k || y->dims[2] != cv->oh || y->dims[3] != cv->ow)
+        return tide_node_error(err, TIDE_INVALID, node,
+                               "the shapes of x, w and y do not agree with the strides and pads");
+    return TIDE_OK;
+}
+
 enum tide_status tide__kernel_reduce_mask(const struct tide_kernel_args *args, int k, bool *reduced,
                                           double *count, struct tide_error *err)
 {

@@ -67,6 +67,23 @@ enum tide_status tide__kernel_pool_setup(const struct tide_node *node, const str
                                          const struct tide_shape *y, struct tide__kernel_pool *p,
                                          struct tide_error *err);
 
+/* A 2-D convolution's geometry: x [N, C, H, W], w [K, C, R, S], y [N, K, OH, OW]. */
+struct tide__kernel_conv {
+    int64_t n, c, h, w;
+    int64_t k, r, s;
+    int64_t oh, ow;
+    int64_t sh, sw, ph, pw;
+};
+
+/*
+ * The geometry of Conv2D or its two gradients, from the node's strides and
+ * pads (defaults as infer writes them) and the three shapes; refuses
+ * attributes and shapes that do not agree with the output size formula.
+ */
+enum tide_status tide__kernel_conv_setup(const struct tide_node *node, const struct tide_shape *x,
+                                         const struct tide_shape *w, const struct tide_shape *y,
+                                         struct tide__kernel_conv *g, struct tide_error *err);
+
 /*
  * The axes ReduceSum / ReduceMean reduce, from attribute k (axes) of the
  * node: reduced[d] for each axis of input 0, and *count the number of

@@ -46,51 +46,20 @@ static enum tide_status conv_setup(const struct tide_node *node, const struct ti
                                    const struct tide_shape *w, const struct tide_shape *y,
                                    struct conv *cv, struct tide_error *err)
 {
-    static const int64_t ones[2] = {1, 1}, zeros[2] = {0, 0};
-    int strides_k, pads_k;
-    switch (node->op) {
-    case TIDE_OP_CONV2D:
-        strides_k = TIDE_ATTR_CONV2D_strides;
-        pads_k = TIDE_ATTR_CONV2D_pads;
-        break;
-    case TIDE_OP_CONV2D_BACKPROP_INPUT:
-        strides_k = TIDE_ATTR_CONV2D_BACKPROP_INPUT_strides;
-        pads_k = TIDE_ATTR_CONV2D_BACKPROP_INPUT_pads;
-        break;
-    case TIDE_OP_CONV2D_BACKPROP_FILTER:
-        strides_k = TIDE_ATTR_CONV2D_BACKPROP_FILTER_strides;
-        pads_k = TIDE_ATTR_CONV2D_BACKPROP_FILTER_pads;
-        break;
-    default:
-        return tide_node_error(err, TIDE_INVALID, node, "is not a convolution");
-    }
-    int64_t strides[2], pads[2];
-    enum tide_status st = tide__kernel_read_pair(node, strides_k, "strides", ones, 1, strides, err);
-    if (st == TIDE_OK)
-        st = tide__kernel_read_pair(node, pads_k, "pads", zeros, 0, pads, err);
+    struct tide__kernel_conv g;
+    enum tide_status st = tide__kernel_conv_setup(node, x, w, y, &g, err);
     if (st != TIDE_OK)
         return st;
-    if (x->rank != 4 || w->rank != 4 || y->rank != 4 || x->dims[1] != w->dims[1] ||
-        w->dims[2] < 1 || w->dims[3] < 1)
-        return tide_node_error(err, TIDE_INVALID, node,
-                               "wants x [N, C, H, W], w [K, C, R, S] and y [N, K, OH, OW]");
     *cv = (struct conv){
-        .n = x->dims[0],
-        .c = x->dims[1],
-        .h = x->dims[2],
-        .w = x->dims[3],
-        .k = w->dims[0],
-        .win = {.kh = w->dims[2],
-                .kw = w->dims[3],
-                .sh = strides[0],
-                .sw = strides[1],
-                .ph = pads[0],
-                .pw = pads[1]},
+        .n = g.n,
+        .c = g.c,
+        .h = g.h,
+        .w = g.w,
+        .k = g.k,
+        .oh = g.oh,
+        .ow = g.ow,
+        .win = {.kh = g.r, .kw = g.s, .sh = g.sh, .sw = g.sw, .ph = g.ph, .pw = g.pw},
     };
-    if (!tide__cpu_window_output(&cv->win, cv->h, cv->w, &cv->oh, &cv->ow) || y->dims[0] != cv->n ||
-        y->dims[1] != cv->k || y->dims[2] != cv->oh || y->dims[3] != cv->ow)
-        return tide_node_error(err, TIDE_INVALID, node,
-                               "the shapes of x, w and y do not agree with the strides and pads");
     cv->crs = cv->c * cv->win.kh * cv->win.kw;
     cv->ohw = cv->oh * cv->ow;
     if (!tide__cpu_fits_blas_int(cv->k, cv->crs, cv->ohw))

@@ -25,64 +25,14 @@
 #include <inttypes.h>
 #include <limits.h>
 
-/* The geometry of one convolution, checked as the CPU kernel checks it (kernels/cpu/conv.c). */
-struct conv {
-    int64_t n, c, h, w; /* x */
-    int64_t k, r, s;    /* w: filters and the window */
-    int64_t oh, ow;     /* y's spatial dims */
-    int64_t sh, sw, ph, pw;
-};
-
+/* The shared geometry (kernels/check.c) plus cuDNN's own limits. */
 static enum tide_status conv_setup(const struct tide_node *node, const struct tide_shape *x,
                                    const struct tide_shape *w, const struct tide_shape *y,
-                                   struct conv *cv, struct tide_error *err)
+                                   struct tide__kernel_conv *cv, struct tide_error *err)
 {
-    static const int64_t ones[2] = {1, 1}, zeros[2] = {0, 0};
-    int strides_k, pads_k;
-    switch (node->op) {
-    case TIDE_OP_CONV2D:
-        strides_k = TIDE_ATTR_CONV2D_strides;
-        pads_k = TIDE_ATTR_CONV2D_pads;
-        break;
-    case TIDE_OP_CONV2D_BACKPROP_INPUT:
-        strides_k = TIDE_ATTR_CONV2D_BACKPROP_INPUT_strides;
-        pads_k = TIDE_ATTR_CONV2D_BACKPROP_INPUT_pads;
-        break;
-    case TIDE_OP_CONV2D_BACKPROP_FILTER:
-        strides_k = TIDE_ATTR_CONV2D_BACKPROP_FILTER_strides;
-        pads_k = TIDE_ATTR_CONV2D_BACKPROP_FILTER_pads;
-        break;
-    default:
-        return tide_node_error(err, TIDE_INVALID, node, "is not a convolution");
-    }
-    int64_t strides[2], pads[2];
-    enum tide_status st = tide__kernel_read_pair(node, strides_k, "strides", ones, 1, strides, err);
-    if (st == TIDE_OK)
-        st = tide__kernel_read_pair(node, pads_k, "pads", zeros, 0, pads, err);
+    enum tide_status st = tide__kernel_conv_setup(node, x, w, y, cv, err);
     if (st != TIDE_OK)
         return st;
-    if (x->rank != 4 || w->rank != 4 || y->rank != 4 || x->dims[1] != w->dims[1] ||
-        w->dims[2] < 1 || w->dims[3] < 1)
-        return tide_node_error(err, TIDE_INVALID, node,
-                               "wants x [N, C, H, W], w [K, C, R, S] and y [N, K, OH, OW]");
-    *cv = (struct conv){
-        .n = x->dims[0],
-        .c = x->dims[1],
-        .h = x->dims[2],
-        .w = x->dims[3],
-        .k = w->dims[0],
-        .r = w->dims[2],
-        .s = w->dims[3],
-        .sh = strides[0],
-        .sw = strides[1],
-        .ph = pads[0],
-        .pw = pads[1],
-    };
-    if (!tide__kernel_window_axis(cv->h, cv->r, cv->sh, cv->ph, &cv->oh) ||
-        !tide__kernel_window_axis(cv->w, cv->s, cv->sw, cv->pw, &cv->ow) || y->dims[0] != cv->n ||
-        y->dims[1] != cv->k || y->dims[2] != cv->oh || y->dims[3] != cv->ow)
-        return tide_node_error(err, TIDE_INVALID, node,
-                               "the shapes of x, w and y do not agree with the strides and pads");
     /* cuDNN's legacy API takes int dims and indexes each tensor with 32 bits. */
     int64_t nx = tide_shape_numel(x), nw = tide_shape_numel(w), ny = tide_shape_numel(y);
     if (nx > INT_MAX || nw > INT_MAX || ny > INT_MAX)
@@ -94,7 +44,7 @@ static enum tide_status conv_setup(const struct tide_node *node, const struct ti
 }
 
 /* Whether the convolution has no work for cuDNN (an empty tensor: the callers handle it). */
-static bool conv_empty(const struct conv *cv)
+static bool conv_empty(const struct tide__kernel_conv *cv)
 {
     return cv->n == 0 || cv->c == 0 || cv->h == 0 || cv->w == 0 || cv->k == 0 || cv->oh == 0 ||
            cv->ow == 0;
@@ -124,7 +74,7 @@ static void conv_desc_destroy(struct conv_desc *d)
 }
 
 /* Describes a non-empty convolution; on failure, destroys what it made. */
-static enum tide_status conv_desc_make(const struct conv *cv, struct conv_desc *d,
+static enum tide_status conv_desc_make(const struct tide__kernel_conv *cv, struct conv_desc *d,
                                        struct tide_error *err)
 {
     *d = (struct conv_desc){0};
@@ -256,7 +206,7 @@ uint64_t tide__cuda_conv_workspace(const struct tide_graph *graph, const struct 
 {
     struct tide_cuda_launch *launch = tide__cuda_bound();
     const struct tide_shape *x, *w, *y;
-    struct conv cv;
+    struct tide__kernel_conv cv;
     if (!launch || !launch->cudnn || !conv_shapes(graph, node, &x, &w, &y) ||
         conv_setup(node, x, w, y, &cv, NULL) != TIDE_OK || conv_empty(&cv))
         return 0; /* the kernel reports the fault when it runs */
@@ -280,9 +230,9 @@ uint64_t tide__cuda_conv_workspace(const struct tide_graph *graph, const struct 
  * tensors by role (inputs or outputs, depending on the op).
  */
 static enum tide_status conv_run(const struct tide_kernel_args *args,
-                                 struct tide_cuda_launch *launch, const struct conv *cv,
-                                 const void *x, const void *w, const void *y, void *out,
-                                 struct tide_error *err)
+                                 struct tide_cuda_launch *launch,
+                                 const struct tide__kernel_conv *cv, const void *x, const void *w,
+                                 const void *y, void *out, struct tide_error *err)
 {
     struct conv_desc d;
     enum tide_status st = conv_desc_make(cv, &d, err);
@@ -332,7 +282,7 @@ static enum tide_status zero_output(const struct tide_kernel_args *args,
 enum tide_status tide__cuda_CONV2D(const struct tide_kernel_args *args, struct tide_error *err)
 {
     struct tide_cuda_launch *launch;
-    struct conv cv;
+    struct tide__kernel_conv cv;
     enum tide_status st = tide__cuda_context(args, &launch, err);
     if (st == TIDE_OK)
         st = conv_setup(args->node, &args->inputs[0].shape, &args->inputs[1].shape,
@@ -350,7 +300,7 @@ enum tide_status tide__cuda_CONV2D_BACKPROP_INPUT(const struct tide_kernel_args 
                                                   struct tide_error *err)
 {
     struct tide_cuda_launch *launch;
-    struct conv cv;
+    struct tide__kernel_conv cv;
     enum tide_status st = tide__cuda_context(args, &launch, err);
     if (st == TIDE_OK)
         st = conv_setup(args->node, &args->outputs[0].shape, &args->inputs[1].shape,
@@ -368,7 +318,7 @@ enum tide_status tide__cuda_CONV2D_BACKPROP_FILTER(const struct tide_kernel_args
                                                    struct tide_error *err)
 {
     struct tide_cuda_launch *launch;
-    struct conv cv;
+    struct tide__kernel_conv cv;
     enum tide_status st = tide__cuda_context(args, &launch, err);
     if (st == TIDE_OK)
         st = conv_setup(args->node, &args->inputs[0].shape, &args->outputs[0].shape,

@@ -16,9 +16,17 @@ static enum tide_status pool_setup(const struct tide_node *node, const struct ti
     struct tide__kernel_pool g;
     enum tide_status st = tide__kernel_pool_setup(node, x, y, &g, err);
     if (st == TIDE_OK)
-        *p = (struct tide__cuda_pool){.planes = g.planes, .h = g.h, .w = g.w, .oh = g.oh,
-                                      .ow = g.ow, .kh = g.kh, .kw = g.kw, .sh = g.sh,
-                                      .sw = g.sw, .ph = g.ph, .pw = g.pw};
+        *p = (struct tide__cuda_pool){.planes = g.planes,
+                                      .h = g.h,
+                                      .w = g.w,
+                                      .oh = g.oh,
+                                      .ow = g.ow,
+                                      .kh = g.kh,
+                                      .kw = g.kw,
+                                      .sh = g.sh,
+                                      .sw = g.sw,
+                                      .ph = g.ph,
+                                      .pw = g.pw};
     return st;
 }
 
