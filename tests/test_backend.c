@@ -302,6 +302,8 @@ static void test_cuda_unsupported(void **state)
     if (st == TIDE_OK || st == TIDE_DEVICE) {
         /* A CUDA build: the registry has the entry, with or without a GPU. */
         tide_backend_free(b);
+        print_message("skipped: this build has the CUDA backend (%s)\n",
+                      st == TIDE_OK ? "a GPU is present" : err.message);
         skip();
     }
     assert_int_equal(st, TIDE_UNSUPPORTED);

@@ -24,7 +24,7 @@
  * streams and homes annotated), then runs memplan; it exercises the
  * executor and memplan now, and keeps doing so as an independent reference.
  * The real one, tide_plan_memory, runs through the session with a memory
- * policy; those tests skip while it is not implemented (TIDE_UNSUPPORTED).
+ * policy.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -685,19 +685,6 @@ static void run_planned(const struct model *m, const struct batches *d,
     tide_session_free(s);
 }
 
-/* Skips the test while tide_plan_memory is a placeholder. */
-static void skip_without_planner(const struct planned *r, struct variables *want, struct batches *d,
-                                 struct model *m)
-{
-    if (r->status != TIDE_UNSUPPORTED)
-        return;
-    print_message("skipped: %s\n", r->err.message);
-    free(want->data);
-    batches_free(d);
-    model_free(m);
-    skip();
-}
-
 static const char *swap_name(enum tide_swap_mode swap)
 {
     return swap == TIDE_SWAP_ON ? "on" : swap == TIDE_SWAP_OFF ? "off" : "auto";
@@ -735,7 +722,6 @@ static void planner_transparency(struct model *m)
                     struct variables got;
                     struct planned r;
                     run_planned(m, &d, &policy, &got, &r);
-                    skip_without_planner(&r, &want, &d, m);
                     for (int eighths = 6; tight && r.status == TIDE_DOES_NOT_FIT && eighths <= 8;
                          eighths++) {
                         policy.budget_bytes = resident_peak / 8 * (uint64_t)eighths;
@@ -802,7 +788,6 @@ static void test_planner_quarter_budget_and_admission(void **state)
     policy.partition_size = 1;
     struct planned r;
     run_planned(&m, &d, &policy, &got, &r);
-    skip_without_planner(&r, &want, &d, &m);
     check(r.status, &r.err);
     print_message("  resident peak %.1f KiB, budget %.1f KiB: planned peak %.1f KiB, "
                   "partition size %u, threshold %u, prefetch %u, vars %s, %u trials\n",
