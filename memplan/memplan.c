@@ -556,9 +556,14 @@ static enum tide_status add_reuse_edges(struct tide_graph *graph, struct tide_me
                 groups[fill[s]++] = key_of(regions, r);
         }
     }
-    for (int s = 0; s < N_STREAMS; s++)
+    /* The largest region of each group bounds how far below an offset an overlap can start. */
+    uint64_t max_bytes[N_STREAMS] = {0};
+    for (int s = 0; s < N_STREAMS; s++) {
         qsort(groups + group_start[s], group_start[s + 1] - group_start[s], sizeof(*groups),
               compare_by_offset);
+        for (uint32_t j = group_start[s]; j < group_start[s + 1]; j++)
+            max_bytes[s] = groups[j].bytes > max_bytes[s] ? groups[j].bytes : max_bytes[s];
+    }
 
     enum tide_status st = TIDE_OK;
     for (uint32_t i = 0; i < n_regions && st == TIDE_OK; i++) {
@@ -570,7 +575,21 @@ static enum tide_status add_reuse_edges(struct tide_graph *graph, struct tide_me
             if (s == graph->nodes[producer].stream)
                 continue;
             uint32_t latest = 0; /* 1 + position */
-            for (uint32_t j = group_start[s]; j < group_start[s + 1]; j++) {
+            /*
+             * Skip by binary search the regions that end before r starts: a
+             * region at an offset below r->offset - max_bytes[s] cannot reach
+             * it. This keeps deep plans from scanning every group from 0.
+             */
+            uint64_t low = r->offset > max_bytes[s] ? r->offset - max_bytes[s] : 0;
+            uint32_t lo = group_start[s], hi = group_start[s + 1];
+            while (lo < hi) {
+                uint32_t mid = lo + (hi - lo) / 2;
+                if (groups[mid].offset < low)
+                    lo = mid + 1;
+                else
+                    hi = mid;
+            }
+            for (uint32_t j = lo; j < group_start[s + 1]; j++) {
                 uint32_t x = groups[j].region;
                 const struct tide_memplan_region *q = &regions[x];
                 if (q->offset >= r->offset + r->bytes)
