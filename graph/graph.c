@@ -4,6 +4,8 @@
  *
  * Names are indexed in an open-addressing hash table of node ids (FNV-1a),
  * grown at half load, so import and builders find inputs in O(1).
+ * tide_graph_parse_ref is the one parser of "node:k" output references, for
+ * import, autodiff's loss, the session's feeds and fetches and the daemon.
  * tide_graph_infer is the one entry point that validates a graph; it runs the
  * structural checks here, then the per-op infer functions (infer.c) in
  * topological order.
@@ -241,6 +243,47 @@ uint32_t tide_graph_find(const struct tide_graph *graph, const char *name)
         if (strcmp(graph->nodes[id].name, name) == 0)
             return id;
     }
+}
+
+enum tide_status tide_graph_parse_ref(const char *text, char name[TIDE_MAX_NAME + 1],
+                                      uint32_t *output, struct tide_error *err)
+{
+    name[0] = '\0';
+    *output = 0;
+    if (!text)
+        return tide_error_set(err, TIDE_INVALID, "the reference is NULL");
+    const char *colon = strchr(text, ':');
+    size_t len = colon ? (size_t)(colon - text) : strlen(text);
+    if (len == 0)
+        return tide_error_set(err, TIDE_INVALID, "\"%.300s\" has an empty node name", text);
+    if (len > TIDE_MAX_NAME)
+        return tide_error_set(err, TIDE_INVALID,
+                              "\"%.64s...\" has a node name of %zu bytes, the limit is %d", text,
+                              len, TIDE_MAX_NAME);
+    uint64_t k = 0;
+    if (colon) {
+        const char *digits = colon + 1;
+        if (*digits == '\0')
+            return tide_error_set(err, TIDE_INVALID, "\"%.300s\" has no output index after ':'",
+                                  text);
+        for (const char *d = digits; *d; d++) {
+            if (*d < '0' || *d > '9')
+                return tide_error_set(err, TIDE_INVALID,
+                                      "\"%.300s\": the output index \"%.64s\" is not a "
+                                      "number (want decimal digits)",
+                                      text, digits);
+            k = k * 10 + (uint64_t)(*d - '0');
+            if (k > UINT32_MAX)
+                return tide_error_set(err, TIDE_INVALID,
+                                      "\"%.300s\": the output index \"%.64s\" is over "
+                                      "%" PRIu32,
+                                      text, digits, UINT32_MAX);
+        }
+    }
+    memcpy(name, text, len);
+    name[len] = '\0';
+    *output = (uint32_t)k;
+    return TIDE_OK;
 }
 
 static void attr_fill_default(struct tide_attr_value *v, const struct tide_attr_spec *spec)
