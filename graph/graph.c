@@ -8,7 +8,8 @@
  * import, autodiff's loss, the session's feeds and fetches and the daemon.
  * tide_graph_infer is the one entry point that validates a graph; it runs the
  * structural checks here, then the per-op infer functions (infer.c) in
- * topological order.
+ * topological order; tide_graph_infer_node runs the same checks on one node,
+ * for builders that check each node as it is added (libtide's).
  */
 #include "graph/graph-impl.h"
 
@@ -605,6 +606,25 @@ static enum tide_status check_dtypes(const struct tide_graph *graph, const struc
     return TIDE_OK;
 }
 
+/*
+ * Infers one node whose structure is checked and whose inputs are inferred:
+ * the dtype rule, then the op's infer function. tide__infer_limits must be set.
+ */
+static enum tide_status infer_one(struct tide_graph *graph, struct tide_node *node,
+                                  struct tide_error *err)
+{
+    for (uint32_t k = 0; k < node->n_outputs; k++)
+        memset(&node->outputs[k], 0, sizeof(node->outputs[k]));
+    enum tide_status st = check_dtypes(graph, node, err);
+    if (st == TIDE_OK)
+        st = tide_op_info(node->op)->infer(graph, node, err);
+    for (uint32_t k = 0; st == TIDE_OK && k < node->n_outputs; k++) {
+        /* An infer function that forgets an output is our bug, not the user's. */
+        assert(node->outputs[k].dtype != TIDE_DTYPE_INVALID);
+    }
+    return st;
+}
+
 enum tide_status tide_graph_infer(struct tide_graph *graph, const struct tide_graph_limits *limits,
                                   struct tide_error *err)
 {
@@ -624,19 +644,30 @@ enum tide_status tide_graph_infer(struct tide_graph *graph, const struct tide_gr
         return tide_error_set(err, TIDE_NOMEM, "out of memory ordering %u nodes", graph->n_nodes);
     enum tide_status st = tide_graph_topo_order(graph, order, err);
     tide__infer_limits = limits;
-    for (uint32_t i = 0; st == TIDE_OK && i < graph->n_nodes; i++) {
-        struct tide_node *node = &graph->nodes[order[i]];
-        for (uint32_t k = 0; k < node->n_outputs; k++)
-            memset(&node->outputs[k], 0, sizeof(node->outputs[k]));
-        st = check_dtypes(graph, node, err);
-        if (st == TIDE_OK)
-            st = tide_op_info(node->op)->infer(graph, node, err);
-        for (uint32_t k = 0; st == TIDE_OK && k < node->n_outputs; k++) {
-            /* An infer function that forgets an output is our bug, not the user's. */
-            assert(node->outputs[k].dtype != TIDE_DTYPE_INVALID);
-        }
-    }
+    for (uint32_t i = 0; st == TIDE_OK && i < graph->n_nodes; i++)
+        st = infer_one(graph, &graph->nodes[order[i]], err);
     tide__infer_limits = NULL;
     free(order);
+    return st;
+}
+
+enum tide_status tide_graph_infer_node(struct tide_graph *graph, uint32_t id,
+                                       const struct tide_graph_limits *limits,
+                                       struct tide_error *err)
+{
+    struct tide_graph_limits defaults = tide_graph_limits_default();
+    if (!limits)
+        limits = &defaults;
+    if (id >= graph->n_nodes)
+        return tide_error_set(err, TIDE_INVALID, "node id %u of %u", id, graph->n_nodes);
+    enum tide_status st = check_structure(graph, id, err);
+    /* The inputs must be inferred already: their producers come earlier in the graph. */
+    for (uint32_t i = 0; st == TIDE_OK && i < graph->nodes[id].n_inputs; i++)
+        assert(tide_graph_input(graph, &graph->nodes[id], i)->dtype != TIDE_DTYPE_INVALID);
+    if (st != TIDE_OK)
+        return st;
+    tide__infer_limits = limits;
+    st = infer_one(graph, &graph->nodes[id], err);
+    tide__infer_limits = NULL;
     return st;
 }

@@ -350,6 +350,17 @@ enum tide_status tide_attr_set_tensor(struct tide_graph *graph, uint32_t id, int
 enum tide_status tide_graph_infer(struct tide_graph *graph, const struct tide_graph_limits *limits,
                                   struct tide_error *err);
 
+/*
+ * Validates and infers one node, id, exactly as tide_graph_infer does in its
+ * walk (arity, edge targets, required attributes, dtype rules, the op's shape
+ * rules, the limits; NULL: defaults), with the same messages. Every input's
+ * producer must be inferred already. For builders that check each node as it
+ * is added, so that their users see the daemon's words before anything is sent.
+ */
+enum tide_status tide_graph_infer_node(struct tide_graph *graph, uint32_t id,
+                                       const struct tide_graph_limits *limits,
+                                       struct tide_error *err);
+
 /* Fills err with "node \"NAME\" (Op): " + the formatted text; returns status. */
 enum tide_status tide_node_error(struct tide_error *err, enum tide_status status,
                                  const struct tide_node *node, const char *format, ...)
