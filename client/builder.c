@@ -14,14 +14,25 @@
  *   1. begin(): the sticky error check, then the node's full name (given or
  *      automatic, with the scope in front), checked for validity and
  *      uniqueness so that every later message can name the node;
- *   2. the op's own code: its inputs resolved (input()), their dtypes and
- *      shapes checked and the output shape inferred with the daemon's rules
- *      (graph/infer.c), its attributes added (attr_*());
- *   3. finish(): the node appended and its name registered.
+ *   2. the op's own code: its inputs resolved (input()) and its attributes
+ *      added (attr_*()), after checks of what only the C API can get wrong
+ *      (a ref that names no node, a NULL pointer, more dims than a shape
+ *      holds);
+ *   3. finish(): the node checked and its outputs inferred by the daemon's
+ *      own code, then appended and its name registered.
+ *
+ * One rule per fact: the builder keeps a graph IR (graph/graph.h) beside
+ * its protobuf nodes, node for node, with the same attributes as the wire
+ * message carries, and finish() runs tide_graph_infer_node (graph/graph.c,
+ * graph/infer.c) on each new node. Every shape, dtype and attribute rule is
+ * the daemon's, and so is every message, word for word: a graph that the
+ * builder accepts is one that import accepts, and a node that import would
+ * refuse is refused here, before anything is sent, with import's words.
  *
  * A failure in any step records the first error and returns TIDE_REF_NONE;
- * the half-built node is dropped (what it took from the arena is only
- * reclaimed with the builder, which is fine: errors are terminal).
+ * the half-built node is dropped (what it took from the arena, and the IR
+ * node it may have added, are only reclaimed with the builder, which is
+ * fine: errors are terminal).
  *
  * Names are found through a small open-addressing hash table, as are the
  * counters behind automatic names ("relu_3"), so building is linear in the
@@ -29,8 +40,8 @@
  */
 #include "tide/graph.h"
 
+#include <assert.h>
 #include <inttypes.h>
-#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,6 +49,7 @@
 
 #include "client/builder-impl.h"
 #include "common/arena.h"
+#include "graph/graph.h"
 #include "tide/v1/tide.pb-c.h"
 
 /* Messages are cut to this many bytes. */
@@ -46,12 +58,27 @@
 #define SHAPE_TEXT_MAX 200
 /* Most attributes any op the builder writes takes (Variable). */
 #define MAX_ATTRS 8
-/* Most outputs of any op the builder writes (BatchNorm). */
-#define MAX_OUTPUTS 3
 /* Scopes nest at most this deep: each takes at least two bytes of the prefix. */
 #define MAX_SCOPES (TIDE_BUILDER_MAX_NAME / 2 + 1)
-/* A tensor may hold at most this many elements, so that byte sizes never overflow. */
+/* A tensor may hold at most this many elements, so that byte sizes and counts never overflow. */
 #define MAX_NUMEL (INT64_C(1) << 56)
+
+_Static_assert(TIDE_BUILDER_MAX_RANK == TIDE_MAX_RANK, "a builder shape is a graph shape");
+_Static_assert(TIDE_BUILDER_MAX_NAME == TIDE_MAX_NAME, "a builder name is a graph name");
+_Static_assert((int)TIDE_DT_FLOAT32 == (int)TIDE_DTYPE_FLOAT32 &&
+                   (int)TIDE_DT_INT32 == (int)TIDE_DTYPE_INT32,
+               "the builder's dtypes are the graph's");
+
+/*
+ * The limits under which the builder infers: no node count (the daemon's is
+ * its own configuration), and MAX_NUMEL 4-byte elements per tensor, the
+ * builder's own bound. The daemon applies its configured, smaller limits at
+ * submission.
+ */
+static const struct tide_graph_limits builder_limits = {
+    .max_nodes = UINT32_MAX,
+    .max_tensor_bytes = (uint64_t)MAX_NUMEL * 4,
+};
 
 /* ============================================================================
  * The ops the builder writes
@@ -84,54 +111,48 @@ enum op_id {
     OP_BATCH_NORM,
 };
 
-/* An op: its wire name (graph/ops.def) and the stem of its automatic names. */
+/* An op: its graph op (graph/ops.def, which gives its wire name) and its automatic names' stem. */
 struct op_spec {
-    const char *wire;
+    enum tide_op op;
     const char *stem;
 };
 
 static const struct op_spec op_specs[] = {
-    [OP_PLACEHOLDER] = {"Placeholder", "placeholder"},
-    [OP_VARIABLE] = {"Variable", "variable"},
-    [OP_CONST] = {"Const", "constant"},
-    [OP_IDENTITY] = {"Identity", "identity"},
-    [OP_MATMUL] = {"MatMul", "matmul"},
-    [OP_ADD] = {"Add", "add"},
-    [OP_SUB] = {"Sub", "sub"},
-    [OP_MUL] = {"Mul", "mul"},
-    [OP_BIAS_ADD] = {"BiasAdd", "bias_add"},
-    [OP_RELU] = {"Relu", "relu"},
-    [OP_SIGMOID] = {"Sigmoid", "sigmoid"},
-    [OP_TANH] = {"Tanh", "tanh"},
-    [OP_SOFTMAX] = {"Softmax", "softmax"},
-    [OP_SOFTMAX_CROSS_ENTROPY] = {"SoftmaxCrossEntropy", "softmax_cross_entropy"},
-    [OP_REDUCE_SUM] = {"ReduceSum", "reduce_sum"},
-    [OP_REDUCE_MEAN] = {"ReduceMean", "reduce_mean"},
-    [OP_RESHAPE] = {"Reshape", "reshape"},
-    [OP_CONCAT] = {"Concat", "concat"},
-    [OP_SLICE] = {"Slice", "slice"},
-    [OP_CONV2D] = {"Conv2D", "conv2d"},
-    [OP_MAX_POOL2D] = {"MaxPool2D", "max_pool2d"},
-    [OP_AVG_POOL2D] = {"AvgPool2D", "avg_pool2d"},
-    [OP_GLOBAL_AVG_POOL] = {"GlobalAvgPool", "global_avg_pool"},
-    [OP_BATCH_NORM] = {"BatchNorm", "batch_norm"},
+    [OP_PLACEHOLDER] = {TIDE_OP_PLACEHOLDER, "placeholder"},
+    [OP_VARIABLE] = {TIDE_OP_VARIABLE, "variable"},
+    [OP_CONST] = {TIDE_OP_CONST, "constant"},
+    [OP_IDENTITY] = {TIDE_OP_IDENTITY, "identity"},
+    [OP_MATMUL] = {TIDE_OP_MATMUL, "matmul"},
+    [OP_ADD] = {TIDE_OP_ADD, "add"},
+    [OP_SUB] = {TIDE_OP_SUB, "sub"},
+    [OP_MUL] = {TIDE_OP_MUL, "mul"},
+    [OP_BIAS_ADD] = {TIDE_OP_BIAS_ADD, "bias_add"},
+    [OP_RELU] = {TIDE_OP_RELU, "relu"},
+    [OP_SIGMOID] = {TIDE_OP_SIGMOID, "sigmoid"},
+    [OP_TANH] = {TIDE_OP_TANH, "tanh"},
+    [OP_SOFTMAX] = {TIDE_OP_SOFTMAX, "softmax"},
+    [OP_SOFTMAX_CROSS_ENTROPY] = {TIDE_OP_SOFTMAX_CROSS_ENTROPY, "softmax_cross_entropy"},
+    [OP_REDUCE_SUM] = {TIDE_OP_REDUCE_SUM, "reduce_sum"},
+    [OP_REDUCE_MEAN] = {TIDE_OP_REDUCE_MEAN, "reduce_mean"},
+    [OP_RESHAPE] = {TIDE_OP_RESHAPE, "reshape"},
+    [OP_CONCAT] = {TIDE_OP_CONCAT, "concat"},
+    [OP_SLICE] = {TIDE_OP_SLICE, "slice"},
+    [OP_CONV2D] = {TIDE_OP_CONV2D, "conv2d"},
+    [OP_MAX_POOL2D] = {TIDE_OP_MAX_POOL2D, "max_pool2d"},
+    [OP_AVG_POOL2D] = {TIDE_OP_AVG_POOL2D, "avg_pool2d"},
+    [OP_GLOBAL_AVG_POOL] = {TIDE_OP_GLOBAL_AVG_POOL, "global_avg_pool"},
+    [OP_BATCH_NORM] = {TIDE_OP_BATCH_NORM, "batch_norm"},
 };
 
-/* The initialisers a Variable accepts by name (graph/infer.c keeps the same list). */
-static const char *const variable_inits[] = {
-    "zeros", "ones", "constant", "normal", "uniform", "glorot_uniform", "he_normal",
-};
+/* The wire name of op ("MatMul"). */
+static const char *wire_name(enum op_id op)
+{
+    return tide_op_info(op_specs[op].op)->name;
+}
 
 /* ============================================================================
  * Types
  * ========================================================================== */
-
-/* The dtype and shape of one output. */
-struct output {
-    enum tide_data_type dtype;
-    int32_t rank;
-    int64_t dims[TIDE_BUILDER_MAX_RANK];
-};
 
 /* One input of a node: the producer's id and output, or a control edge. */
 struct edge {
@@ -148,8 +169,6 @@ struct node {
     int32_t cap_inputs;                 /* room in edges and inputs */
     Tide__V1__Node__AttrsEntry **attrs; /* arena */
     int32_t n_attrs;                    /* entries in attrs */
-    int32_t n_outputs;                  /* entries in out */
-    struct output out[MAX_OUTPUTS];     /* inferred dtype and shape of each output */
     bool trainable;                     /* a Variable the optimizer updates */
 };
 
@@ -166,6 +185,7 @@ struct tide_builder {
     struct node *nodes;       /* malloc'd, grows by doubling */
     int32_t n_nodes;          /* nodes added */
     int32_t cap_nodes;        /* room in nodes */
+    struct tide_graph *ir;    /* the same nodes as graph IR, with inferred outputs; same ids */
     struct name_map names;    /* node name -> id */
     struct name_map counters; /* automatic-name prefix -> next number */
 
@@ -184,6 +204,7 @@ struct tide_builder {
 struct call {
     tide_builder *b;
     enum op_id op;
+    uint32_t ir_id;                               /* the node's id in b->ir (set by begin()) */
     char name[TIDE_BUILDER_MAX_NAME + 1];         /* the node's full name */
     char auto_prefix[TIDE_BUILDER_MAX_NAME + 2];  /* for automatic names: scope + stem + "_" */
     int32_t auto_number;                          /* for automatic names: the number taken */
@@ -227,7 +248,10 @@ void tide__builder_set_error(tide_builder *b, const char *format, ...)
     va_end(args);
 }
 
-/* Records an error about call c's node, prefixed with its op and name; returns TIDE_REF_NONE. */
+/*
+ * Records an error about call c's node, prefixed as graph/ import and infer
+ * prefix theirs (tide_node_error): "node \"NAME\" (Op): ". Returns TIDE_REF_NONE.
+ */
 static tide_ref fail(struct call *c, const char *format, ...) __attribute__((format(printf, 2, 3)));
 
 static tide_ref fail(struct call *c, const char *format, ...)
@@ -237,7 +261,7 @@ static tide_ref fail(struct call *c, const char *format, ...)
     va_start(args, format);
     vsnprintf(message, sizeof(message), format, args);
     va_end(args);
-    set_error(c->b, "%s \"%s\": %s", op_specs[c->op].wire, c->name, message);
+    set_error(c->b, "node \"%s\" (%s): %s", c->name, wire_name(c->op), message);
     return TIDE_REF_NONE;
 }
 
@@ -257,22 +281,6 @@ static struct text ints_text(const int64_t *v, int32_t n)
     if (used < sizeof(t.s) - 1)
         snprintf(t.s + used, sizeof(t.s) - used, "]");
     return t;
-}
-
-static struct text shape_text(const struct output *o)
-{
-    return ints_text(o->dims, o->rank);
-}
-
-static const char *dtype_name(enum tide_data_type dtype)
-{
-    switch (dtype) {
-    case TIDE_DT_FLOAT32:
-        return "float32";
-    case TIDE_DT_INT32:
-        return "int32";
-    }
-    return "invalid";
 }
 
 /* ============================================================================
@@ -356,7 +364,10 @@ tide_builder *tide_builder_new(void)
     if (!b)
         return NULL;
     b->arena = tide_arena_new(0);
-    if (!b->arena) {
+    b->ir = tide_graph_new();
+    if (!b->arena || !b->ir) {
+        tide_arena_free(b->arena);
+        tide_graph_free(b->ir);
         free(b);
         return NULL;
     }
@@ -370,6 +381,7 @@ void tide_builder_free(tide_builder *b)
     map_free(&b->names);
     map_free(&b->counters);
     free(b->nodes);
+    tide_graph_free(b->ir);
     tide_arena_free(b->arena);
     free(b);
 }
@@ -386,20 +398,12 @@ int32_t tide_builder_node_count(const tide_builder *b)
     return b ? b->n_nodes : 0;
 }
 
-static int64_t numel(const struct output *o)
-{
-    int64_t n = 1;
-    for (int32_t i = 0; i < o->rank; i++)
-        n *= o->dims[i]; /* bounded by MAX_NUMEL when the node was added */
-    return n;
-}
-
 int64_t tide_builder_parameter_count(const tide_builder *b)
 {
     int64_t total = 0;
     for (int32_t i = 0; b && i < b->n_nodes; i++) {
-        if (b->nodes[i].trainable)
-            total += numel(&b->nodes[i].out[0]);
+        if (b->nodes[i].trainable) /* each bounded by MAX_NUMEL when the node was added */
+            total += tide_shape_numel(&b->ir->nodes[i].outputs[0].shape);
     }
     return total;
 }
@@ -432,7 +436,7 @@ int tide_builder_serialize(tide_builder *b, uint8_t **bytes, size_t *len)
         const struct node *node = &b->nodes[i];
         tide__v1__node__init(&msgs[i]);
         msgs[i].name = node->name;
-        msgs[i].op = (char *)op_specs[node->op].wire; /* pack only reads it */
+        msgs[i].op = (char *)wire_name(node->op); /* pack only reads it */
         msgs[i].n_inputs = (size_t)node->n_inputs;
         msgs[i].inputs = node->inputs;
         msgs[i].n_attrs = (size_t)node->n_attrs;
@@ -518,15 +522,26 @@ int tide_builder_pop_scope(tide_builder *b)
     return 0;
 }
 
+/* The number of outputs of builder node id (which must exist), as the op table says. */
+static int32_t n_outputs(const tide_builder *b, int32_t id)
+{
+    return (int32_t)b->ir->nodes[id].n_outputs;
+}
+
 /* The node that ref names, or NULL; also checks ref's output. */
 static const struct node *ref_node(const tide_builder *b, tide_ref ref)
 {
     if (!b || ref.id < 0 || ref.id >= b->n_nodes)
         return NULL;
-    const struct node *node = &b->nodes[ref.id];
-    if (ref.output < 0 || ref.output >= node->n_outputs)
+    if (ref.output < 0 || ref.output >= n_outputs(b, ref.id))
         return NULL;
-    return node;
+    return &b->nodes[ref.id];
+}
+
+/* The inferred dtype and shape of the output that ref names; ref must pass ref_node. */
+static const struct tide_output *ref_output(const tide_builder *b, tide_ref ref)
+{
+    return &b->ir->nodes[ref.id].outputs[ref.output];
 }
 
 tide_ref tide_builder_output(tide_builder *b, tide_ref ref, int32_t output)
@@ -539,10 +554,10 @@ tide_ref tide_builder_output(tide_builder *b, tide_ref ref, int32_t output)
         return TIDE_REF_NONE;
     }
     const struct node *node = &b->nodes[ref.id];
-    if (output < 0 || output >= node->n_outputs) {
+    int32_t n = n_outputs(b, ref.id);
+    if (output < 0 || output >= n) {
         set_error(b, "tide_builder_output: %s \"%s\" has %d output%s, so output %d does not exist",
-                  op_specs[node->op].wire, node->name, node->n_outputs,
-                  node->n_outputs == 1 ? "" : "s", output);
+                  wire_name(node->op), node->name, n, n == 1 ? "" : "s", output);
         return TIDE_REF_NONE;
     }
     return (tide_ref){ref.id, output};
@@ -565,7 +580,7 @@ const char *tide_builder_name(const tide_builder *b, tide_ref ref)
 const char *tide_builder_op(const tide_builder *b, tide_ref ref)
 {
     const struct node *node = ref_node(b, ref);
-    return node ? op_specs[node->op].wire : NULL;
+    return node ? wire_name(node->op) : NULL;
 }
 
 int tide_builder_shape(const tide_builder *b, tide_ref ref, int64_t dims[TIDE_BUILDER_MAX_RANK],
@@ -574,16 +589,16 @@ int tide_builder_shape(const tide_builder *b, tide_ref ref, int64_t dims[TIDE_BU
     const struct node *node = ref_node(b, ref);
     if (!node || !dims || !rank)
         return -1;
-    const struct output *o = &node->out[ref.output];
-    memcpy(dims, o->dims, (size_t)o->rank * sizeof(dims[0]));
-    *rank = o->rank;
+    const struct tide_shape *shape = &ref_output(b, ref)->shape;
+    memcpy(dims, shape->dims, (size_t)shape->rank * sizeof(dims[0]));
+    *rank = shape->rank;
     return 0;
 }
 
 enum tide_data_type tide_builder_dtype(const tide_builder *b, tide_ref ref)
 {
     const struct node *node = ref_node(b, ref);
-    return node ? node->out[ref.output].dtype : (enum tide_data_type)0;
+    return node ? (enum tide_data_type)ref_output(b, ref)->dtype : (enum tide_data_type)0;
 }
 
 /* ============================================================================
@@ -591,18 +606,13 @@ enum tide_data_type tide_builder_dtype(const tide_builder *b, tide_ref ref)
  * ========================================================================== */
 
 /*
- * Starts a call for op: checks the sticky error and works out the node's
- * full name (scope + given name, or scope + stem + "_" + the next free
- * number). Returns false, with the error recorded, when the call must stop.
+ * Works out call c's full name (scope + given name, or scope + stem + "_" +
+ * the next free number). Returns false, with the error recorded, when the
+ * call must stop.
  */
-static bool begin(tide_builder *b, struct call *c, enum op_id op, const char *name)
+static bool name_node(tide_builder *b, struct call *c, enum op_id op, const char *name)
 {
-    if (!b || b->failed)
-        return false;
-    memset(c, 0, sizeof(*c));
-    c->b = b;
-    c->op = op;
-    const char *wire = op_specs[op].wire;
+    const char *wire = wire_name(op);
 
     if (!name) {
         int n =
@@ -647,49 +657,64 @@ static bool begin(tide_builder *b, struct call *c, enum op_id op, const char *na
     int32_t other = map_get(&b->names, c->name);
     if (other >= 0) {
         set_error(b, "%s: duplicate node name \"%s\" (node %d, a %s, has it)", wire, c->name, other,
-                  op_specs[b->nodes[other].op].wire);
+                  wire_name(b->nodes[other].op));
         return false;
     }
     return true;
 }
 
 /*
- * Resolves data input i (role names it, "x") of the call from ref and checks
- * its dtype when want_dtype is not 0. Returns its output, or NULL with the
- * error recorded.
+ * Starts a call for op: checks the sticky error, names the node and adds it
+ * to the IR with default attributes. Returns false, with the error recorded,
+ * when the call must stop.
  */
-static const struct output *input(struct call *c, int32_t i, const char *role, tide_ref ref,
-                                  enum tide_data_type want_dtype)
+static bool begin(tide_builder *b, struct call *c, enum op_id op, const char *name)
+{
+    if (!b || b->failed)
+        return false;
+    memset(c, 0, sizeof(*c));
+    c->b = b;
+    c->op = op;
+    if (!name_node(b, c, op, name))
+        return false;
+    struct tide_error err;
+    if (tide_graph_add_node(b->ir, op_specs[op].op, c->name, &c->ir_id, &err) != TIDE_OK) {
+        set_error(b, "%s", err.message);
+        return false;
+    }
+    return true;
+}
+
+/*
+ * Resolves data input i (role names it, "x") of the call from ref. Returns
+ * false, with the error recorded, when ref names no output; dtypes and
+ * shapes are infer's to check, in finish().
+ */
+static bool input(struct call *c, int32_t i, const char *role, tide_ref ref)
 {
     tide_builder *b = c->b;
     if (b->failed)
-        return NULL;
+        return false;
     if (ref.id < 0 || ref.id >= b->n_nodes) {
         fail(c,
              "input %d (%s) is ref {id %d, output %d}, which names no node (the builder has "
              "%d)%s",
              i, role, ref.id, ref.output, b->n_nodes,
              ref.id == -1 ? "; the call that made it failed or it was never set" : "");
-        return NULL;
+        return false;
     }
     const struct node *node = &b->nodes[ref.id];
-    if (ref.output < 0 || ref.output >= node->n_outputs) {
+    int32_t n = n_outputs(b, ref.id);
+    if (ref.output < 0 || ref.output >= n) {
         fail(c, "input %d (%s) names output %d of %s \"%s\", which has %d output%s", i, role,
-             ref.output, op_specs[node->op].wire, node->name, node->n_outputs,
-             node->n_outputs == 1 ? "" : "s");
-        return NULL;
-    }
-    const struct output *o = &node->out[ref.output];
-    if (want_dtype && o->dtype != want_dtype) {
-        fail(c, "input %d (%s) \"%s\" is %s, wants %s", i, role, node->name, dtype_name(o->dtype),
-             dtype_name(want_dtype));
-        return NULL;
+             ref.output, wire_name(node->op), node->name, n, n == 1 ? "" : "s");
+        return false;
     }
     struct edge *edges = c->many_edges ? c->many_edges : c->edges;
     edges[i] = (struct edge){ref.id, ref.output};
     if (i + 1 > c->n_edges)
         c->n_edges = i + 1;
-    return o;
+    return true;
 }
 
 /* Allocates n zeroed bytes from the builder's arena, recording an error when out of memory. */
@@ -701,7 +726,19 @@ static void *alloc(struct call *c, size_t n)
     return p;
 }
 
-/* Adds attribute key with a fresh value whose oneof case is value_case; NULL when out of memory. */
+/* The index of attribute key in the IR node of call c; key is one of ours, never the user's. */
+static int ir_attr(const struct call *c, const char *key)
+{
+    int k = tide_op_attr_index(op_specs[c->op].op, key);
+    assert(k >= 0);
+    return k;
+}
+
+/*
+ * Adds attribute key with a fresh value whose oneof case is value_case;
+ * NULL when out of memory. The attr_*() helpers below set the same value in
+ * the IR node, as import would from the wire message.
+ */
 static Tide__V1__AttrValue *attr(struct call *c, const char *key,
                                  Tide__V1__AttrValue__ValueCase value_case)
 {
@@ -723,22 +760,28 @@ static Tide__V1__AttrValue *attr(struct call *c, const char *key,
 static void attr_int(struct call *c, const char *key, int64_t v)
 {
     Tide__V1__AttrValue *a = attr(c, key, TIDE__V1__ATTR_VALUE__VALUE_I);
-    if (a)
+    if (a) {
         a->i = v;
+        tide_attr_set_int(c->b->ir, c->ir_id, ir_attr(c, key), v);
+    }
 }
 
 static void attr_float(struct call *c, const char *key, float v)
 {
     Tide__V1__AttrValue *a = attr(c, key, TIDE__V1__ATTR_VALUE__VALUE_F);
-    if (a)
+    if (a) {
         a->f = v;
+        tide_attr_set_float(c->b->ir, c->ir_id, ir_attr(c, key), v);
+    }
 }
 
 static void attr_bool(struct call *c, const char *key, bool v)
 {
     Tide__V1__AttrValue *a = attr(c, key, TIDE__V1__ATTR_VALUE__VALUE_B);
-    if (a)
+    if (a) {
         a->b = v;
+        tide_attr_set_bool(c->b->ir, c->ir_id, ir_attr(c, key), v);
+    }
 }
 
 static void attr_string(struct call *c, const char *key, const char *v)
@@ -746,7 +789,7 @@ static void attr_string(struct call *c, const char *key, const char *v)
     Tide__V1__AttrValue *a = attr(c, key, TIDE__V1__ATTR_VALUE__VALUE_S);
     if (a) {
         a->s = tide_arena_strdup(c->b->arena, v);
-        if (!a->s)
+        if (!a->s || tide_attr_set_string(c->b->ir, c->ir_id, ir_attr(c, key), v) != TIDE_OK)
             fail(c, "out of memory copying attribute \"%s\"", key);
     }
 }
@@ -754,8 +797,10 @@ static void attr_string(struct call *c, const char *key, const char *v)
 static void attr_dtype(struct call *c, const char *key, enum tide_data_type v)
 {
     Tide__V1__AttrValue *a = attr(c, key, TIDE__V1__ATTR_VALUE__VALUE_DTYPE);
-    if (a)
+    if (a) {
         a->dtype = (Tide__V1__DataType)v;
+        tide_attr_set_dtype(c->b->ir, c->ir_id, ir_attr(c, key), (enum tide_dtype)v);
+    }
 }
 
 /* A TensorShape message holding a copy of dims; NULL when out of memory. */
@@ -773,13 +818,18 @@ static Tide__V1__TensorShape *shape_message(struct call *c, int32_t rank, const 
     return shape;
 }
 
+/* rank must be in 0..TIDE_BUILDER_MAX_RANK (check_dims). */
 static void attr_shape(struct call *c, const char *key, int32_t rank, const int64_t *dims)
 {
     Tide__V1__AttrValue *a = attr(c, key, TIDE__V1__ATTR_VALUE__VALUE_SHAPE);
-    if (a)
+    if (a) {
         a->shape = shape_message(c, rank, dims);
+        struct tide_shape shape = tide_shape_make(rank, dims);
+        tide_attr_set_shape(c->b->ir, c->ir_id, ir_attr(c, key), &shape);
+    }
 }
 
+/* n must be in 0..TIDE_MAX_LIST. */
 static void attr_ints(struct call *c, const char *key, int32_t n, const int64_t *v)
 {
     Tide__V1__AttrValue *a = attr(c, key, TIDE__V1__ATTR_VALUE__VALUE_INTS);
@@ -795,6 +845,7 @@ static void attr_ints(struct call *c, const char *key, int32_t n, const int64_t 
     list->n_values = (size_t)n;
     list->values = copy;
     a->ints = list;
+    tide_attr_set_ints(c->b->ir, c->ir_id, ir_attr(c, key), copy, n);
 }
 
 /* Whether this machine stores integers little-endian, as the wire format wants. */
@@ -806,7 +857,12 @@ static bool host_little_endian(void)
     return first == 1;
 }
 
-/* A tensor attribute of count 4-byte elements copied from data, little-endian on the wire. */
+/*
+ * A tensor attribute of count 4-byte elements copied from data, little-endian
+ * on the wire. A count below 0 (a shape with a negative dimension, or one too
+ * large) copies nothing, and infer refuses the tensor in the daemon's words.
+ * The IR tensor shares the wire bytes, which live as long as the builder.
+ */
 static void attr_tensor(struct call *c, const char *key, enum tide_data_type dtype, int32_t rank,
                         const int64_t *dims, const void *data, int64_t count)
 {
@@ -814,10 +870,11 @@ static void attr_tensor(struct call *c, const char *key, enum tide_data_type dty
     if (!a)
         return;
     Tide__V1__Tensor *t = alloc(c, sizeof(*t));
-    size_t nbytes = (size_t)count * 4;
+    size_t nbytes = count > 0 ? (size_t)count * 4 : 0;
     uint8_t *bytes = alloc(c, nbytes);
     Tide__V1__TensorShape *shape = shape_message(c, rank, dims);
-    if (!t || !bytes || !shape)
+    struct tide_const_tensor *ir = alloc(c, sizeof(*ir));
+    if (!t || !bytes || !shape || !ir)
         return;
     tide__v1__tensor__init(t);
     if (nbytes)
@@ -834,6 +891,13 @@ static void attr_tensor(struct call *c, const char *key, enum tide_data_type dty
     t->data.len = nbytes;
     t->data.data = bytes;
     a->tensor = t;
+    *ir = (struct tide_const_tensor){.dtype = (enum tide_dtype)dtype,
+                                     .shape = tide_shape_make(rank, dims),
+                                     .nbytes = nbytes,
+                                     .data = bytes};
+    struct tide_attr_value *value = &c->b->ir->nodes[c->ir_id].attrs[ir_attr(c, key)];
+    value->present = true;
+    value->tensor = ir;
 }
 
 /* The wire form of an input: "name", "name:k" or "^name". NULL when out of memory. */
@@ -854,27 +918,35 @@ static char *input_string(struct call *c, struct edge e)
 }
 
 /*
- * Appends the node of call c with its n_outputs outputs outs, registers its
- * name and returns a ref to output 0; TIDE_REF_NONE when an error was
- * recorded on the way.
+ * Checks the node of call c and infers its outputs with the daemon's code
+ * (tide_graph_infer_node), then appends it, registers its name and returns a
+ * ref to output 0; TIDE_REF_NONE when an error was recorded on the way.
  */
-static tide_ref finish(struct call *c, const struct output *outs, int32_t n_outputs)
+static tide_ref finish(struct call *c)
 {
     tide_builder *b = c->b;
     if (b->failed)
         return TIDE_REF_NONE;
-    for (int32_t k = 0; k < n_outputs; k++) {
-        const struct output *o = &outs[k];
-        int64_t n = 1;
-        for (int32_t i = 0; i < o->rank; i++) {
-            if (o->dims[i] != 0 && n > MAX_NUMEL / o->dims[i])
-                return fail(c, "output %d %s has more than 2^56 elements", k, shape_text(o).s);
-            n *= o->dims[i];
-        }
+    /* The IR holds exactly the builder's nodes until a failure, which is terminal. */
+    assert(c->ir_id == (uint32_t)b->n_nodes);
+    const struct edge *edges = c->many_edges ? c->many_edges : c->edges;
+    struct tide_edge *ir_edges = malloc(((size_t)c->n_edges + 1) * sizeof(*ir_edges));
+    if (!ir_edges)
+        return fail(c, "out of memory");
+    for (int32_t i = 0; i < c->n_edges; i++)
+        ir_edges[i] = (struct tide_edge){(uint32_t)edges[i].id, (uint32_t)edges[i].output};
+    struct tide_error err;
+    enum tide_status st =
+        tide_graph_set_inputs(b->ir, c->ir_id, ir_edges, (uint32_t)c->n_edges, &err);
+    free(ir_edges);
+    if (st == TIDE_OK)
+        st = tide_graph_infer_node(b->ir, c->ir_id, &builder_limits, &err);
+    if (st != TIDE_OK) {
+        set_error(b, "%s", err.message);
+        return TIDE_REF_NONE;
     }
-    /* Copy the outputs first: outs may point into b->nodes, which the growth below moves. */
-    struct node node = {.op = c->op, .n_outputs = n_outputs};
-    memcpy(node.out, outs, (size_t)n_outputs * sizeof(outs[0]));
+
+    struct node node = {.op = c->op};
     if (b->n_nodes == INT32_MAX - 1)
         return fail(c, "the builder already holds %d nodes, the most it can", b->n_nodes);
     if (b->n_nodes == b->cap_nodes) {
@@ -896,7 +968,6 @@ static tide_ref finish(struct call *c, const struct output *outs, int32_t n_outp
     node.attrs = alloc(c, (size_t)c->n_attrs * sizeof(*node.attrs));
     if (!node.name || b->failed)
         return fail(c, "out of memory");
-    const struct edge *edges = c->many_edges ? c->many_edges : c->edges;
     for (int32_t i = 0; i < c->n_edges; i++) {
         node.edges[i] = edges[i];
         node.inputs[i] = input_string(c, edges[i]);
@@ -919,10 +990,15 @@ static tide_ref finish(struct call *c, const struct output *outs, int32_t n_outp
 }
 
 /* ============================================================================
- * Shape helpers
+ * Argument checks: what only the C API can get wrong
+ *
+ * Shapes, dtypes and attribute values are infer's to check (finish()); the
+ * checks here guard what the wire form cannot even hold: more dims or list
+ * entries than a shape has room for, NULL pointers, and element counts that
+ * would overflow a copy.
  * ========================================================================== */
 
-/* Checks a user-given shape (role names it): rank 0..8, dims non-NULL when rank > 0, each >= 0. */
+/* Checks a user-given shape (role names it): rank 0..8, and dims non-NULL when rank > 0. */
 static bool check_dims(struct call *c, const char *role, int32_t rank, const int64_t *dims)
 {
     if (rank < 0 || rank > TIDE_BUILDER_MAX_RANK) {
@@ -933,56 +1009,18 @@ static bool check_dims(struct call *c, const char *role, int32_t rank, const int
         fail(c, "%s has rank %d but its dims pointer is NULL", role, rank);
         return false;
     }
-    for (int32_t i = 0; i < rank; i++) {
-        if (dims[i] < 0) {
-            fail(c, "%s %s has negative dimension %" PRId64 " at axis %d", role,
-                 ints_text(dims, rank).s, dims[i], i);
-            return false;
-        }
-    }
     return true;
 }
 
-static struct output make_output(enum tide_data_type dtype, int32_t rank, const int64_t *dims)
+/* Checks a list argument (role names it) of n entries: 0..TIDE_MAX_LIST, non-NULL when n > 0. */
+static bool check_list(struct call *c, const char *role, int32_t n, const int64_t *v)
 {
-    struct output o = {.dtype = dtype, .rank = rank};
-    if (rank > 0)
-        memcpy(o.dims, dims, (size_t)rank * sizeof(int64_t));
-    return o;
-}
-
-/* Requires x (role names it) to have a rank in min..max; layout says what is wanted. */
-static bool require_rank(struct call *c, const char *role, const struct output *x, int32_t min,
-                         int32_t max, const char *layout)
-{
-    if (x->rank >= min && x->rank <= max)
+    if (n >= 0 && n <= TIDE_MAX_LIST && (n == 0 || v))
         return true;
-    if (min == max)
-        fail(c, "%s has shape %s, wants rank %d %s", role, shape_text(x).s, min, layout);
-    else
-        fail(c, "%s has shape %s, wants rank %d to %d %s", role, shape_text(x).s, min, max, layout);
+    fail(c, "%s has %d entries%s, wants 0 to %d", role, n,
+         n > 0 && !v ? " but its pointer is NULL" : "", TIDE_MAX_LIST);
     return false;
 }
-
-/* Maps axis (negative counts from the end) of x into 0..rank-1; name is the attribute. */
-static bool normalise_axis(struct call *c, const char *name, int64_t axis, const struct output *x,
-                           int64_t *out)
-{
-    int64_t rank = x->rank;
-    if (axis < -rank || axis >= rank || rank == 0) {
-        fail(c,
-             "attribute \"%s\" names axis %" PRId64 ", out of range for input 0 %s (wants %" PRId64
-             " to %" PRId64 ")",
-             name, axis, shape_text(x).s, -rank, rank - 1);
-        return false;
-    }
-    *out = axis < 0 ? axis + rank : axis;
-    return true;
-}
-
-/* ============================================================================
- * Sources
- * ========================================================================== */
 
 /* Requires a float32 or int32 dtype. */
 static bool check_dtype(struct call *c, enum tide_data_type dtype)
@@ -993,19 +1031,24 @@ static bool check_dtype(struct call *c, enum tide_data_type dtype)
     return false;
 }
 
-/* The element count of a shape already checked by check_dims, or -1 past MAX_NUMEL. */
-static int64_t dims_numel(struct call *c, const char *role, int32_t rank, const int64_t *dims)
+/*
+ * The element count of a shape checked by check_dims, or -1 when a dimension
+ * is negative or the count passes MAX_NUMEL (infer then refuses the shape).
+ */
+static int64_t dims_numel(int32_t rank, const int64_t *dims)
 {
     int64_t n = 1;
     for (int32_t i = 0; i < rank; i++) {
-        if (dims[i] != 0 && n > MAX_NUMEL / dims[i]) {
-            fail(c, "%s %s has more than 2^56 elements", role, ints_text(dims, rank).s);
+        if (dims[i] < 0 || (dims[i] != 0 && n > MAX_NUMEL / dims[i]))
             return -1;
-        }
         n *= dims[i];
     }
     return n;
 }
+
+/* ============================================================================
+ * Sources
+ * ========================================================================== */
 
 tide_ref tide_builder_placeholder(tide_builder *b, const char *name, enum tide_data_type dtype,
                                   int32_t rank, const int64_t *dims)
@@ -1017,8 +1060,7 @@ tide_ref tide_builder_placeholder(tide_builder *b, const char *name, enum tide_d
         return TIDE_REF_NONE;
     attr_dtype(&c, "dtype", dtype);
     attr_shape(&c, "shape", rank, dims);
-    struct output out = make_output(dtype, rank, dims);
-    return finish(&c, &out, 1);
+    return finish(&c);
 }
 
 tide_ref tide_builder_variable(tide_builder *b, const char *name, int32_t rank, const int64_t *dims,
@@ -1029,23 +1071,14 @@ tide_ref tide_builder_variable(tide_builder *b, const char *name, int32_t rank, 
         return TIDE_REF_NONE;
     if (!check_dims(&c, "shape", rank, dims))
         return TIDE_REF_NONE;
-    size_t n_inits = sizeof(variable_inits) / sizeof(variable_inits[0]), k = 0;
-    while (init && k < n_inits && strcmp(init, variable_inits[k]) != 0)
-        k++;
-    if (!init || k == n_inits)
-        return fail(&c,
-                    "init \"%.64s\" is unknown, wants one of zeros, ones, constant, normal, "
-                    "uniform, glorot_uniform, he_normal (tide_builder_variable_value for a value)",
-                    init ? init : "(NULL)");
-    if (!isfinite(scale))
-        return fail(&c, "scale is %g, wants a finite value", (double)scale);
+    if (!init)
+        return fail(&c, "init is NULL, wants the name of an initialiser");
     attr_dtype(&c, "dtype", TIDE_DT_FLOAT32);
     attr_shape(&c, "shape", rank, dims);
     attr_string(&c, "init", init);
     attr_float(&c, "scale", scale);
     attr_bool(&c, "trainable", trainable);
-    struct output out = make_output(TIDE_DT_FLOAT32, rank, dims);
-    tide_ref ref = finish(&c, &out, 1);
+    tide_ref ref = finish(&c);
     if (ref.id >= 0)
         b->nodes[ref.id].trainable = trainable;
     return ref;
@@ -1059,9 +1092,7 @@ tide_ref tide_builder_variable_value(tide_builder *b, const char *name, int32_t 
         return TIDE_REF_NONE;
     if (!check_dims(&c, "shape", rank, dims))
         return TIDE_REF_NONE;
-    int64_t count = dims_numel(&c, "shape", rank, dims);
-    if (count < 0)
-        return TIDE_REF_NONE;
+    int64_t count = dims_numel(rank, dims);
     if (count > 0 && !data)
         return fail(&c, "data is NULL, but shape %s needs %" PRId64 " floats",
                     ints_text(dims, rank).s, count);
@@ -1070,8 +1101,7 @@ tide_ref tide_builder_variable_value(tide_builder *b, const char *name, int32_t 
     attr_string(&c, "init", "value");
     attr_bool(&c, "trainable", true);
     attr_tensor(&c, "value", TIDE_DT_FLOAT32, rank, dims, data, count);
-    struct output out = make_output(TIDE_DT_FLOAT32, rank, dims);
-    tide_ref ref = finish(&c, &out, 1);
+    tide_ref ref = finish(&c);
     if (ref.id >= 0)
         b->nodes[ref.id].trainable = true;
     return ref;
@@ -1085,31 +1115,25 @@ tide_ref tide_builder_constant(tide_builder *b, const char *name, enum tide_data
         return TIDE_REF_NONE;
     if (!check_dtype(&c, dtype) || !check_dims(&c, "shape", rank, dims))
         return TIDE_REF_NONE;
-    int64_t count = dims_numel(&c, "shape", rank, dims);
-    if (count < 0)
-        return TIDE_REF_NONE;
+    int64_t count = dims_numel(rank, dims);
     if (count > 0 && !data)
         return fail(&c, "data is NULL, but shape %s needs %" PRId64 " elements",
                     ints_text(dims, rank).s, count);
     attr_tensor(&c, "value", dtype, rank, dims, data, count);
-    struct output out = make_output(dtype, rank, dims);
-    return finish(&c, &out, 1);
+    return finish(&c);
 }
 
 /* ============================================================================
  * Element-wise ops
  * ========================================================================== */
 
-/* An op of one float32 input whose output has the input's shape. */
+/* An op of one input (role "x") and no attributes. */
 static tide_ref unary(tide_builder *b, enum op_id op, const char *name, tide_ref x)
 {
     struct call c;
-    if (!begin(b, &c, op, name))
+    if (!begin(b, &c, op, name) || !input(&c, 0, "x", x))
         return TIDE_REF_NONE;
-    const struct output *in = input(&c, 0, "x", x, TIDE_DT_FLOAT32);
-    if (!in)
-        return TIDE_REF_NONE;
-    return finish(&c, in, 1);
+    return finish(&c);
 }
 
 tide_ref tide_builder_relu(tide_builder *b, const char *name, tide_ref x)
@@ -1129,71 +1153,37 @@ tide_ref tide_builder_tanh(tide_builder *b, const char *name, tide_ref x)
 
 tide_ref tide_builder_identity(tide_builder *b, const char *name, tide_ref x)
 {
-    struct call c;
-    if (!begin(b, &c, OP_IDENTITY, name))
-        return TIDE_REF_NONE;
-    const struct output *in = input(&c, 0, "x", x, 0);
-    if (!in)
-        return TIDE_REF_NONE;
-    return finish(&c, in, 1);
+    return unary(b, OP_IDENTITY, name, x);
 }
 
-/* Add, Sub, Mul: NumPy broadcasting (trailing axes aligned, each pair equal or holding a 1). */
-static tide_ref broadcast(tide_builder *b, enum op_id op, const char *name, tide_ref x, tide_ref y)
+/* An op of two inputs, roles r0 and r1, and no attributes: Add, Sub, Mul, BiasAdd, ... */
+static tide_ref binary(tide_builder *b, enum op_id op, const char *name, const char *r0, tide_ref x,
+                       const char *r1, tide_ref y)
 {
     struct call c;
-    if (!begin(b, &c, op, name))
+    if (!begin(b, &c, op, name) || !input(&c, 0, r0, x) || !input(&c, 1, r1, y))
         return TIDE_REF_NONE;
-    const struct output *l = input(&c, 0, "x", x, TIDE_DT_FLOAT32);
-    const struct output *r = input(&c, 1, "y", y, TIDE_DT_FLOAT32);
-    if (!l || !r)
-        return TIDE_REF_NONE;
-    struct output out = {.dtype = TIDE_DT_FLOAT32, .rank = l->rank > r->rank ? l->rank : r->rank};
-    for (int32_t i = 0; i < out.rank; i++) { /* i counts from the end */
-        int64_t dl = i < l->rank ? l->dims[l->rank - 1 - i] : 1;
-        int64_t dr = i < r->rank ? r->dims[r->rank - 1 - i] : 1;
-        if (dl != dr && dl != 1 && dr != 1)
-            return fail(&c,
-                        "input shapes %s and %s do not broadcast: dimensions %" PRId64
-                        " and %" PRId64 " differ and neither is 1",
-                        shape_text(l).s, shape_text(r).s, dl, dr);
-        out.dims[out.rank - 1 - i] = dl == 1 ? dr : dl;
-    }
-    return finish(&c, &out, 1);
+    return finish(&c);
 }
 
 tide_ref tide_builder_add(tide_builder *b, const char *name, tide_ref x, tide_ref y)
 {
-    return broadcast(b, OP_ADD, name, x, y);
+    return binary(b, OP_ADD, name, "x", x, "y", y);
 }
 
 tide_ref tide_builder_sub(tide_builder *b, const char *name, tide_ref x, tide_ref y)
 {
-    return broadcast(b, OP_SUB, name, x, y);
+    return binary(b, OP_SUB, name, "x", x, "y", y);
 }
 
 tide_ref tide_builder_mul(tide_builder *b, const char *name, tide_ref x, tide_ref y)
 {
-    return broadcast(b, OP_MUL, name, x, y);
+    return binary(b, OP_MUL, name, "x", x, "y", y);
 }
 
 tide_ref tide_builder_bias_add(tide_builder *b, const char *name, tide_ref x, tide_ref bias)
 {
-    struct call c;
-    if (!begin(b, &c, OP_BIAS_ADD, name))
-        return TIDE_REF_NONE;
-    const struct output *in = input(&c, 0, "x", x, TIDE_DT_FLOAT32);
-    const struct output *bv = input(&c, 1, "bias", bias, TIDE_DT_FLOAT32);
-    if (!in || !bv)
-        return TIDE_REF_NONE;
-    if (!require_rank(&c, "input 0 (x)", in, 2, TIDE_BUILDER_MAX_RANK, "[N, C, ...]"))
-        return TIDE_REF_NONE;
-    if (bv->rank != 1 || bv->dims[0] != in->dims[1])
-        return fail(&c,
-                    "input 1 (bias) has shape %s, wants [%" PRId64
-                    "] (one per channel, axis 1 of input 0 (x) %s)",
-                    shape_text(bv).s, in->dims[1], shape_text(in).s);
-    return finish(&c, in, 1);
+    return binary(b, OP_BIAS_ADD, name, "x", x, "bias", bias);
 }
 
 /* ============================================================================
@@ -1204,62 +1194,26 @@ tide_ref tide_builder_matmul(tide_builder *b, const char *name, tide_ref a, tide
                              bool tb)
 {
     struct call c;
-    if (!begin(b, &c, OP_MATMUL, name))
+    if (!begin(b, &c, OP_MATMUL, name) || !input(&c, 0, "a", a) || !input(&c, 1, "b", bm))
         return TIDE_REF_NONE;
-    const struct output *l = input(&c, 0, "a", a, TIDE_DT_FLOAT32);
-    const struct output *r = input(&c, 1, "b", bm, TIDE_DT_FLOAT32);
-    if (!l || !r)
-        return TIDE_REF_NONE;
-    if (!require_rank(&c, "input 0 (a)", l, 2, 2, "[M, K]") ||
-        !require_rank(&c, "input 1 (b)", r, 2, 2, "[K, N]"))
-        return TIDE_REF_NONE;
-    int64_t m = l->dims[ta ? 1 : 0], ka = l->dims[ta ? 0 : 1];
-    int64_t kb = r->dims[tb ? 1 : 0], n = r->dims[tb ? 0 : 1];
-    if (ka != kb)
-        return fail(
-            &c, "inner dimensions %" PRId64 " and %" PRId64 " differ (a is %s%s, b is %s%s)", ka,
-            kb, shape_text(l).s, ta ? " transposed" : "", shape_text(r).s, tb ? " transposed" : "");
     attr_bool(&c, "transpose_a", ta);
     attr_bool(&c, "transpose_b", tb);
-    int64_t dims[2] = {m, n};
-    struct output out = make_output(TIDE_DT_FLOAT32, 2, dims);
-    return finish(&c, &out, 1);
+    return finish(&c);
 }
 
 tide_ref tide_builder_softmax(tide_builder *b, const char *name, tide_ref x, int64_t axis)
 {
     struct call c;
-    if (!begin(b, &c, OP_SOFTMAX, name))
-        return TIDE_REF_NONE;
-    const struct output *in = input(&c, 0, "x", x, TIDE_DT_FLOAT32);
-    int64_t normalised;
-    if (!in || !normalise_axis(&c, "axis", axis, in, &normalised))
+    if (!begin(b, &c, OP_SOFTMAX, name) || !input(&c, 0, "x", x))
         return TIDE_REF_NONE;
     attr_int(&c, "axis", axis);
-    return finish(&c, in, 1);
+    return finish(&c);
 }
 
 tide_ref tide_builder_softmax_cross_entropy(tide_builder *b, const char *name, tide_ref logits,
                                             tide_ref labels)
 {
-    struct call c;
-    if (!begin(b, &c, OP_SOFTMAX_CROSS_ENTROPY, name))
-        return TIDE_REF_NONE;
-    const struct output *l = input(&c, 0, "logits", logits, TIDE_DT_FLOAT32);
-    const struct output *y = input(&c, 1, "labels", labels, TIDE_DT_INT32);
-    if (!l || !y)
-        return TIDE_REF_NONE;
-    if (!require_rank(&c, "input 0 (logits)", l, 2, 2, "[N, C]"))
-        return TIDE_REF_NONE;
-    if (l->dims[1] == 0)
-        return fail(&c, "input 0 (logits) %s has no classes (C is 0)", shape_text(l).s);
-    if (y->rank != 1 || y->dims[0] != l->dims[0])
-        return fail(&c,
-                    "input 1 (labels) has shape %s, wants [%" PRId64
-                    "] (one class index per row of input 0 (logits) %s)",
-                    shape_text(y).s, l->dims[0], shape_text(l).s);
-    struct output out = make_output(TIDE_DT_FLOAT32, 1, l->dims);
-    return finish(&c, &out, 1);
+    return binary(b, OP_SOFTMAX_CROSS_ENTROPY, name, "logits", logits, "labels", labels);
 }
 
 /* ReduceSum and ReduceMean. */
@@ -1267,36 +1221,11 @@ static tide_ref reduce(tide_builder *b, enum op_id op, const char *name, tide_re
                        const int64_t *axes, int32_t n_axes, bool keep_dims)
 {
     struct call c;
-    if (!begin(b, &c, op, name))
+    if (!begin(b, &c, op, name) || !input(&c, 0, "x", x) || !check_list(&c, "axes", n_axes, axes))
         return TIDE_REF_NONE;
-    const struct output *in = input(&c, 0, "x", x, TIDE_DT_FLOAT32);
-    if (!in)
-        return TIDE_REF_NONE;
-    if (n_axes < 0 || n_axes > TIDE_BUILDER_MAX_RANK || (n_axes > 0 && !axes))
-        return fail(&c, "axes has %d entries%s, wants 0 to %d", n_axes,
-                    n_axes > 0 && !axes ? " but its pointer is NULL" : "", TIDE_BUILDER_MAX_RANK);
-    bool reduced[TIDE_BUILDER_MAX_RANK] = {false};
-    for (int32_t i = 0; i < in->rank && n_axes == 0; i++)
-        reduced[i] = true;
-    for (int32_t i = 0; i < n_axes; i++) {
-        int64_t axis;
-        if (!normalise_axis(&c, "axes", axes[i], in, &axis))
-            return TIDE_REF_NONE;
-        if (reduced[axis])
-            return fail(&c, "attribute \"axes\" %s names axis %" PRId64 " twice (input 0 is %s)",
-                        ints_text(axes, n_axes).s, axis, shape_text(in).s);
-        reduced[axis] = true;
-    }
-    struct output out = {.dtype = TIDE_DT_FLOAT32};
-    for (int32_t i = 0; i < in->rank; i++) {
-        if (!reduced[i])
-            out.dims[out.rank++] = in->dims[i];
-        else if (keep_dims)
-            out.dims[out.rank++] = 1;
-    }
     attr_ints(&c, "axes", n_axes, axes);
     attr_bool(&c, "keep_dims", keep_dims);
-    return finish(&c, &out, 1);
+    return finish(&c);
 }
 
 tide_ref tide_builder_reduce_sum(tide_builder *b, const char *name, tide_ref x, const int64_t *axes,
@@ -1319,47 +1248,11 @@ tide_ref tide_builder_reshape(tide_builder *b, const char *name, tide_ref x, int
                               const int64_t *dims)
 {
     struct call c;
-    if (!begin(b, &c, OP_RESHAPE, name))
+    if (!begin(b, &c, OP_RESHAPE, name) || !input(&c, 0, "x", x) ||
+        !check_list(&c, "shape", rank, dims))
         return TIDE_REF_NONE;
-    const struct output *in = input(&c, 0, "x", x, 0);
-    if (!in)
-        return TIDE_REF_NONE;
-    if (rank < 0 || rank > TIDE_BUILDER_MAX_RANK || (rank > 0 && !dims))
-        return fail(&c, "shape has rank %d%s, wants 0 to %d", rank,
-                    rank > 0 && !dims ? " but its pointer is NULL" : "", TIDE_BUILDER_MAX_RANK);
-    int64_t count = numel(in);
-    struct output out = make_output(in->dtype, rank, dims);
-    int32_t inferred = -1;
-    int64_t known = 1; /* the product of the entries other than -1 */
-    for (int32_t i = 0; i < rank; i++) {
-        int64_t d = dims[i];
-        if (d == -1 && inferred >= 0)
-            return fail(&c, "shape %s has more than one -1", ints_text(dims, rank).s);
-        if (d == -1) {
-            inferred = i;
-            continue;
-        }
-        if (d < 0)
-            return fail(&c, "shape %s has %" PRId64 " at index %d, wants a dimension >= 0 or -1",
-                        ints_text(dims, rank).s, d, i);
-        if (d != 0 && known > MAX_NUMEL / d)
-            return fail(&c, "shape %s has more elements than input 0 %s (%" PRId64 ")",
-                        ints_text(dims, rank).s, shape_text(in).s, count);
-        known *= d;
-    }
-    if (inferred >= 0) {
-        if (known == 0 || count % known != 0)
-            return fail(&c,
-                        "shape %s: input 0 %s has %" PRId64
-                        " elements, which the other dimensions (%" PRId64 ") do not divide",
-                        ints_text(dims, rank).s, shape_text(in).s, count, known);
-        out.dims[inferred] = count / known;
-    } else if (known != count) {
-        return fail(&c, "shape %s has %" PRId64 " elements, but input 0 %s has %" PRId64,
-                    ints_text(dims, rank).s, known, shape_text(in).s, count);
-    }
     attr_ints(&c, "shape", rank, dims);
-    return finish(&c, &out, 1);
+    return finish(&c);
 }
 
 tide_ref tide_builder_concat(tide_builder *b, const char *name, const tide_ref *xs, int32_t n,
@@ -1375,131 +1268,40 @@ tide_ref tide_builder_concat(tide_builder *b, const char *name, const tide_ref *
         if (!c.many_edges)
             return TIDE_REF_NONE;
     }
-    const struct output *first = input(&c, 0, "x", xs[0], 0);
-    int64_t ax;
-    if (!first || !normalise_axis(&c, "axis", axis, first, &ax))
-        return TIDE_REF_NONE;
-    struct output out = *first;
-    for (int32_t i = 1; i < n; i++) {
-        const struct output *in = input(&c, i, "x", xs[i], first->dtype);
-        if (!in)
+    for (int32_t i = 0; i < n; i++) {
+        if (!input(&c, i, "x", xs[i]))
             return TIDE_REF_NONE;
-        bool fits = in->rank == out.rank;
-        for (int32_t d = 0; fits && d < out.rank; d++)
-            fits = d == ax || in->dims[d] == out.dims[d];
-        if (!fits)
-            return fail(&c,
-                        "input %d has shape %s, wants the shape of input 0 %s except along "
-                        "axis %" PRId64,
-                        i, shape_text(in).s, shape_text(first).s, ax);
-        if (out.dims[ax] > MAX_NUMEL - in->dims[ax])
-            return fail(&c, "the length of axis %" PRId64 " overflows at input %d %s", ax, i,
-                        shape_text(in).s);
-        out.dims[ax] += in->dims[ax];
     }
     attr_int(&c, "axis", axis);
-    return finish(&c, &out, 1);
+    return finish(&c);
 }
 
 tide_ref tide_builder_slice(tide_builder *b, const char *name, tide_ref x, const int64_t *begin_at,
                             const int64_t *size, int32_t rank)
 {
     struct call c;
-    if (!begin(b, &c, OP_SLICE, name))
+    if (!begin(b, &c, OP_SLICE, name) || !input(&c, 0, "x", x) ||
+        !check_list(&c, "begin", rank, begin_at) || !check_list(&c, "size", rank, size))
         return TIDE_REF_NONE;
-    const struct output *in = input(&c, 0, "x", x, 0);
-    if (!in)
-        return TIDE_REF_NONE;
-    if (rank != in->rank || (rank > 0 && (!begin_at || !size)))
-        return fail(&c, "begin and size have %d entries%s, want %d (one per axis of input 0 %s)",
-                    rank, rank > 0 && (!begin_at || !size) ? " but a NULL pointer" : "", in->rank,
-                    shape_text(in).s);
-    struct output out = *in;
-    for (int32_t i = 0; i < rank; i++) {
-        int64_t dim = in->dims[i], s = size[i];
-        if (begin_at[i] < 0 || begin_at[i] > dim)
-            return fail(
-                &c, "begin %s has %" PRId64 " at axis %d, wants 0 to %" PRId64 " (input 0 is %s)",
-                ints_text(begin_at, rank).s, begin_at[i], i, dim, shape_text(in).s);
-        if (s == -1)
-            s = dim - begin_at[i];
-        if (s < 0 || s > dim - begin_at[i])
-            return fail(&c,
-                        "begin %" PRId64 " + size %" PRId64 " exceeds dimension %" PRId64
-                        " at axis %d of input 0 %s",
-                        begin_at[i], s, dim, i, shape_text(in).s);
-        out.dims[i] = s;
-    }
     attr_ints(&c, "begin", rank, begin_at);
     attr_ints(&c, "size", rank, size);
-    return finish(&c, &out, 1);
+    return finish(&c);
 }
 
 /* ============================================================================
  * Convolution and pooling
  * ========================================================================== */
 
-static const char *const hw_name[2] = {"height", "width"};
-
-/*
- * The output of a window (kernel k, stride s, pad p, each [h, w]) slid over
- * x [N, C, H, W] with `channels` output channels: O = (I + 2p - k) / s + 1.
- */
-static bool window_output(struct call *c, const struct output *x, const int64_t k[2],
-                          const int64_t s[2], const int64_t p[2], int64_t channels,
-                          struct output *y)
-{
-    int64_t dims[4] = {x->dims[0], channels, 0, 0};
-    for (int i = 0; i < 2; i++) {
-        if (s[i] < 1) {
-            fail(c, "stride %s is %" PRId64 ", wants 1 or more", hw_name[i], s[i]);
-            return false;
-        }
-        if (p[i] < 0 || p[i] > MAX_NUMEL) {
-            fail(c, "pad %s is %" PRId64 ", wants 0 or more", hw_name[i], p[i]);
-            return false;
-        }
-        int64_t padded = x->dims[2 + i] + 2 * p[i];
-        if (padded < k[i]) {
-            fail(c,
-                 "kernel %s %" PRId64 " is larger than the padded input %s %" PRId64
-                 " + 2 * %" PRId64 " = %" PRId64 " (input 0 is %s)",
-                 hw_name[i], k[i], hw_name[i], x->dims[2 + i], p[i], padded, shape_text(x).s);
-            return false;
-        }
-        dims[2 + i] = (padded - k[i]) / s[i] + 1;
-    }
-    *y = make_output(TIDE_DT_FLOAT32, 4, dims);
-    return true;
-}
-
 tide_ref tide_builder_conv2d(tide_builder *b, const char *name, tide_ref x, tide_ref w,
                              int64_t stride_h, int64_t stride_w, int64_t pad_h, int64_t pad_w)
 {
     struct call c;
-    if (!begin(b, &c, OP_CONV2D, name))
+    if (!begin(b, &c, OP_CONV2D, name) || !input(&c, 0, "x", x) || !input(&c, 1, "w", w))
         return TIDE_REF_NONE;
-    const struct output *in = input(&c, 0, "x", x, TIDE_DT_FLOAT32);
-    const struct output *filter = input(&c, 1, "w", w, TIDE_DT_FLOAT32);
-    if (!in || !filter)
-        return TIDE_REF_NONE;
-    if (!require_rank(&c, "input 0 (x)", in, 4, 4, "[N, C, H, W]") ||
-        !require_rank(&c, "input 1 (w)", filter, 4, 4, "[K, C, R, S]"))
-        return TIDE_REF_NONE;
-    if (in->dims[1] != filter->dims[1])
-        return fail(&c,
-                    "input 0 (x) %s has %" PRId64 " channels, but input 1 (w) %s wants %" PRId64,
-                    shape_text(in).s, in->dims[1], shape_text(filter).s, filter->dims[1]);
-    if (filter->dims[2] < 1 || filter->dims[3] < 1)
-        return fail(&c, "input 1 (w) %s has an empty kernel window", shape_text(filter).s);
-    const int64_t k[2] = {filter->dims[2], filter->dims[3]};
     const int64_t s[2] = {stride_h, stride_w}, p[2] = {pad_h, pad_w};
-    struct output out;
-    if (!window_output(&c, in, k, s, p, filter->dims[0], &out))
-        return TIDE_REF_NONE;
     attr_ints(&c, "strides", 2, s);
     attr_ints(&c, "pads", 2, p);
-    return finish(&c, &out, 1);
+    return finish(&c);
 }
 
 /* MaxPool2D and AvgPool2D. */
@@ -1507,26 +1309,13 @@ static tide_ref pool2d(tide_builder *b, enum op_id op, const char *name, tide_re
                        int64_t kw, int64_t sh, int64_t sw, int64_t ph, int64_t pw)
 {
     struct call c;
-    if (!begin(b, &c, op, name))
-        return TIDE_REF_NONE;
-    const struct output *in = input(&c, 0, "x", x, TIDE_DT_FLOAT32);
-    if (!in || !require_rank(&c, "input 0 (x)", in, 4, 4, "[N, C, H, W]"))
+    if (!begin(b, &c, op, name) || !input(&c, 0, "x", x))
         return TIDE_REF_NONE;
     const int64_t k[2] = {kh, kw}, s[2] = {sh, sw}, p[2] = {ph, pw};
-    for (int i = 0; i < 2; i++) {
-        if (k[i] < 1)
-            return fail(&c, "kernel %s is %" PRId64 ", wants 1 or more", hw_name[i], k[i]);
-        if (p[i] >= k[i])
-            return fail(&c, "pad %s is %" PRId64 ", wants less than the kernel %s %" PRId64,
-                        hw_name[i], p[i], hw_name[i], k[i]);
-    }
-    struct output out;
-    if (!window_output(&c, in, k, s, p, in->dims[1], &out))
-        return TIDE_REF_NONE;
     attr_ints(&c, "ksize", 2, k);
     attr_ints(&c, "strides", 2, s);
     attr_ints(&c, "pads", 2, p);
-    return finish(&c, &out, 1);
+    return finish(&c);
 }
 
 tide_ref tide_builder_max_pool2d(tide_builder *b, const char *name, tide_ref x, int64_t kh,
@@ -1543,46 +1332,18 @@ tide_ref tide_builder_avg_pool2d(tide_builder *b, const char *name, tide_ref x, 
 
 tide_ref tide_builder_global_avg_pool(tide_builder *b, const char *name, tide_ref x)
 {
-    struct call c;
-    if (!begin(b, &c, OP_GLOBAL_AVG_POOL, name))
-        return TIDE_REF_NONE;
-    const struct output *in = input(&c, 0, "x", x, TIDE_DT_FLOAT32);
-    if (!in || !require_rank(&c, "input 0 (x)", in, 4, 4, "[N, C, H, W]"))
-        return TIDE_REF_NONE;
-    struct output out = make_output(TIDE_DT_FLOAT32, 2, in->dims);
-    return finish(&c, &out, 1);
+    return unary(b, OP_GLOBAL_AVG_POOL, name, x);
 }
 
 tide_ref tide_builder_batch_norm(tide_builder *b, const char *name, tide_ref x, tide_ref gamma,
                                  tide_ref beta, float epsilon)
 {
     struct call c;
-    if (!begin(b, &c, OP_BATCH_NORM, name))
+    if (!begin(b, &c, OP_BATCH_NORM, name) || !input(&c, 0, "x", x) ||
+        !input(&c, 1, "gamma", gamma) || !input(&c, 2, "beta", beta))
         return TIDE_REF_NONE;
-    const struct output *in = input(&c, 0, "x", x, TIDE_DT_FLOAT32);
-    const struct output *g = input(&c, 1, "gamma", gamma, TIDE_DT_FLOAT32);
-    const struct output *bt = input(&c, 2, "beta", beta, TIDE_DT_FLOAT32);
-    if (!in || !g || !bt)
-        return TIDE_REF_NONE;
-    if (in->rank != 4 && in->rank != 2)
-        return fail(&c, "input 0 (x) has shape %s, wants rank 4 [N, C, H, W] or rank 2 [N, C]",
-                    shape_text(in).s);
-    const struct output *per_channel[2] = {g, bt};
-    static const char *const roles[2] = {"gamma", "beta"};
-    for (int i = 0; i < 2; i++) {
-        if (per_channel[i]->rank != 1 || per_channel[i]->dims[0] != in->dims[1])
-            return fail(&c,
-                        "input %d (%s) has shape %s, wants [%" PRId64
-                        "] (one per channel of input 0 (x) %s)",
-                        i + 1, roles[i], shape_text(per_channel[i]).s, in->dims[1],
-                        shape_text(in).s);
-    }
-    if (!isfinite(epsilon) || epsilon <= 0)
-        return fail(&c, "epsilon is %g, wants a finite value > 0", (double)epsilon);
     attr_float(&c, "epsilon", epsilon);
-    struct output outs[3] = {*in, make_output(TIDE_DT_FLOAT32, 1, &in->dims[1]),
-                             make_output(TIDE_DT_FLOAT32, 1, &in->dims[1])};
-    return finish(&c, outs, 3);
+    return finish(&c);
 }
 
 /* ============================================================================
@@ -1671,6 +1432,11 @@ int tide_builder_control_edge(tide_builder *b, tide_ref node, tide_ref after)
     char *s = input_string(&c, e);
     if (!s)
         return -1;
+    struct tide_error err;
+    if (tide_graph_add_control(b->ir, (uint32_t)node.id, (uint32_t)after.id, &err) != TIDE_OK) {
+        set_error(b, "tide_builder_control_edge: %s", err.message);
+        return -1;
+    }
     n->edges[n->n_inputs] = e;
     n->inputs[n->n_inputs] = s;
     n->n_inputs++;

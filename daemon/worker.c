@@ -184,26 +184,16 @@ static char *xstrdup(const char *s)
     return strdup(s ? s : "");
 }
 
-/* Resolves "node" or "node:k" in graph; NOT_FOUND / INVALID with a message naming it. */
+/* Resolves "node" or "node:k" (tide_graph_parse_ref's rule) in graph; INVALID naming it. */
 static enum tide_status resolve_output(const struct tide_graph *g, const char *name,
                                        const char *what, struct tide_edge *edge,
                                        struct tide_error *err)
 {
     char base[TIDE_MAX_NAME + 1];
-    const char *colon = strrchr(name, ':');
-    size_t len = colon ? (size_t)(colon - name) : strlen(name);
-    uint32_t output = 0;
-    if (colon) {
-        const char *d = colon + 1;
-        if (*d == '\0' || strspn(d, "0123456789") != strlen(d) || strlen(d) > 9)
-            return tide_error_set(err, TIDE_INVALID, "%s \"%s\": want \"node\" or \"node:k\"",
-                                  what, name);
-        output = (uint32_t)strtoul(d, NULL, 10);
-    }
-    if (len == 0 || len > TIDE_MAX_NAME)
-        return tide_error_set(err, TIDE_INVALID, "%s \"%s\": no such node", what, name);
-    memcpy(base, name, len);
-    base[len] = '\0';
+    uint32_t output;
+    struct tide_error perr;
+    if (tide_graph_parse_ref(name, base, &output, &perr) != TIDE_OK)
+        return tide_error_set(err, TIDE_INVALID, "%s %s", what, perr.message);
     uint32_t id = tide_graph_find(g, base);
     if (id == TIDE_NO_NODE)
         return tide_error_set(err, TIDE_INVALID, "%s \"%s\": no node is called \"%s\"", what,

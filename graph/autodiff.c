@@ -1108,24 +1108,15 @@ static enum tide_status resolve_loss(struct tide_graph *graph, const char *text,
                                      struct tide_edge *out, struct tide_error *err)
 {
     char name[TIDE_MAX_NAME + 1];
-    const char *colon = strrchr(text, ':');
-    size_t len = colon ? (size_t)(colon - text) : strlen(text);
-    uint32_t k = 0;
-    if (colon) {
-        char *end;
-        unsigned long long v = strtoull(colon + 1, &end, 10);
-        if (colon[1] < '0' || colon[1] > '9' || *end != '\0' || v > UINT32_MAX)
-            return tide_error_set(err, TIDE_INVALID,
-                                  "loss \"%.300s\": the output index after ':' is not a number",
+    uint32_t k;
+    struct tide_error perr;
+    if (tide_graph_parse_ref(text, name, &k, &perr) != TIDE_OK) {
+        if (!strchr(text, ':')) /* an empty or too long name: no node has it */
+            return tide_error_set(err, TIDE_NOT_FOUND, "loss \"%.300s\" is not a node of the graph",
                                   text);
-        k = (uint32_t)v;
+        return tide_error_set(err, TIDE_INVALID, "loss %s", perr.message);
     }
-    uint32_t id = TIDE_NO_NODE;
-    if (len <= TIDE_MAX_NAME) {
-        memcpy(name, text, len);
-        name[len] = '\0';
-        id = tide_graph_find(graph, name);
-    }
+    uint32_t id = tide_graph_find(graph, name);
     if (id == TIDE_NO_NODE)
         return tide_error_set(err, TIDE_NOT_FOUND, "loss \"%.300s\" is not a node of the graph",
                               text);

@@ -4,9 +4,12 @@
  *
  * Names are indexed in an open-addressing hash table of node ids (FNV-1a),
  * grown at half load, so import and builders find inputs in O(1).
+ * tide_graph_parse_ref is the one parser of "node:k" output references, for
+ * import, autodiff's loss, the session's feeds and fetches and the daemon.
  * tide_graph_infer is the one entry point that validates a graph; it runs the
  * structural checks here, then the per-op infer functions (infer.c) in
- * topological order.
+ * topological order; tide_graph_infer_node runs the same checks on one node,
+ * for builders that check each node as it is added (libtide's).
  */
 #include "graph/graph-impl.h"
 
@@ -241,6 +244,47 @@ uint32_t tide_graph_find(const struct tide_graph *graph, const char *name)
         if (strcmp(graph->nodes[id].name, name) == 0)
             return id;
     }
+}
+
+enum tide_status tide_graph_parse_ref(const char *text, char name[TIDE_MAX_NAME + 1],
+                                      uint32_t *output, struct tide_error *err)
+{
+    name[0] = '\0';
+    *output = 0;
+    if (!text)
+        return tide_error_set(err, TIDE_INVALID, "the reference is NULL");
+    const char *colon = strchr(text, ':');
+    size_t len = colon ? (size_t)(colon - text) : strlen(text);
+    if (len == 0)
+        return tide_error_set(err, TIDE_INVALID, "\"%.300s\" has an empty node name", text);
+    if (len > TIDE_MAX_NAME)
+        return tide_error_set(err, TIDE_INVALID,
+                              "\"%.64s...\" has a node name of %zu bytes, the limit is %d", text,
+                              len, TIDE_MAX_NAME);
+    uint64_t k = 0;
+    if (colon) {
+        const char *digits = colon + 1;
+        if (*digits == '\0')
+            return tide_error_set(err, TIDE_INVALID, "\"%.300s\" has no output index after ':'",
+                                  text);
+        for (const char *d = digits; *d; d++) {
+            if (*d < '0' || *d > '9')
+                return tide_error_set(err, TIDE_INVALID,
+                                      "\"%.300s\": the output index \"%.64s\" is not a "
+                                      "number (want decimal digits)",
+                                      text, digits);
+            k = k * 10 + (uint64_t)(*d - '0');
+            if (k > UINT32_MAX)
+                return tide_error_set(err, TIDE_INVALID,
+                                      "\"%.300s\": the output index \"%.64s\" is over "
+                                      "%" PRIu32,
+                                      text, digits, UINT32_MAX);
+        }
+    }
+    memcpy(name, text, len);
+    name[len] = '\0';
+    *output = (uint32_t)k;
+    return TIDE_OK;
 }
 
 static void attr_fill_default(struct tide_attr_value *v, const struct tide_attr_spec *spec)
@@ -562,6 +606,25 @@ static enum tide_status check_dtypes(const struct tide_graph *graph, const struc
     return TIDE_OK;
 }
 
+/*
+ * Infers one node whose structure is checked and whose inputs are inferred:
+ * the dtype rule, then the op's infer function. tide__infer_limits must be set.
+ */
+static enum tide_status infer_one(struct tide_graph *graph, struct tide_node *node,
+                                  struct tide_error *err)
+{
+    for (uint32_t k = 0; k < node->n_outputs; k++)
+        memset(&node->outputs[k], 0, sizeof(node->outputs[k]));
+    enum tide_status st = check_dtypes(graph, node, err);
+    if (st == TIDE_OK)
+        st = tide_op_info(node->op)->infer(graph, node, err);
+    for (uint32_t k = 0; st == TIDE_OK && k < node->n_outputs; k++) {
+        /* An infer function that forgets an output is our bug, not the user's. */
+        assert(node->outputs[k].dtype != TIDE_DTYPE_INVALID);
+    }
+    return st;
+}
+
 enum tide_status tide_graph_infer(struct tide_graph *graph, const struct tide_graph_limits *limits,
                                   struct tide_error *err)
 {
@@ -581,19 +644,30 @@ enum tide_status tide_graph_infer(struct tide_graph *graph, const struct tide_gr
         return tide_error_set(err, TIDE_NOMEM, "out of memory ordering %u nodes", graph->n_nodes);
     enum tide_status st = tide_graph_topo_order(graph, order, err);
     tide__infer_limits = limits;
-    for (uint32_t i = 0; st == TIDE_OK && i < graph->n_nodes; i++) {
-        struct tide_node *node = &graph->nodes[order[i]];
-        for (uint32_t k = 0; k < node->n_outputs; k++)
-            memset(&node->outputs[k], 0, sizeof(node->outputs[k]));
-        st = check_dtypes(graph, node, err);
-        if (st == TIDE_OK)
-            st = tide_op_info(node->op)->infer(graph, node, err);
-        for (uint32_t k = 0; st == TIDE_OK && k < node->n_outputs; k++) {
-            /* An infer function that forgets an output is our bug, not the user's. */
-            assert(node->outputs[k].dtype != TIDE_DTYPE_INVALID);
-        }
-    }
+    for (uint32_t i = 0; st == TIDE_OK && i < graph->n_nodes; i++)
+        st = infer_one(graph, &graph->nodes[order[i]], err);
     tide__infer_limits = NULL;
     free(order);
+    return st;
+}
+
+enum tide_status tide_graph_infer_node(struct tide_graph *graph, uint32_t id,
+                                       const struct tide_graph_limits *limits,
+                                       struct tide_error *err)
+{
+    struct tide_graph_limits defaults = tide_graph_limits_default();
+    if (!limits)
+        limits = &defaults;
+    if (id >= graph->n_nodes)
+        return tide_error_set(err, TIDE_INVALID, "node id %u of %u", id, graph->n_nodes);
+    enum tide_status st = check_structure(graph, id, err);
+    /* The inputs must be inferred already: their producers come earlier in the graph. */
+    for (uint32_t i = 0; st == TIDE_OK && i < graph->nodes[id].n_inputs; i++)
+        assert(tide_graph_input(graph, &graph->nodes[id], i)->dtype != TIDE_DTYPE_INVALID);
+    if (st != TIDE_OK)
+        return st;
+    tide__infer_limits = limits;
+    st = infer_one(graph, &graph->nodes[id], err);
+    tide__infer_limits = NULL;
     return st;
 }

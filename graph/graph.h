@@ -300,6 +300,19 @@ enum tide_status tide_graph_add_control(struct tide_graph *graph, uint32_t id, u
 /* Returns the id of the node called name, or TIDE_NO_NODE. */
 uint32_t tide_graph_find(const struct tide_graph *graph, const char *name);
 
+/*
+ * Parses an output reference, the one rule for every "node:k" in tide:
+ * "node" is output 0 of node, "node:k" output k, where k is one or more
+ * decimal digits (no sign, no spaces) worth at most UINT32_MAX. Names cannot contain
+ * ':', so a second ':' is an error. Writes the node name (1 to TIDE_MAX_NAME
+ * bytes, NUL-terminated) into name and k into *output; it does not look the
+ * name up. Returns TIDE_INVALID with a message quoting text when it is NULL,
+ * has an empty or too long name, or a missing, non-numeric or overflowing
+ * index.
+ */
+enum tide_status tide_graph_parse_ref(const char *text, char name[TIDE_MAX_NAME + 1],
+                                      uint32_t *output, struct tide_error *err);
+
 /* The output that input i of node reads. */
 static inline const struct tide_output *tide_graph_input(const struct tide_graph *graph,
                                                          const struct tide_node *node, uint32_t i)
@@ -336,6 +349,17 @@ enum tide_status tide_attr_set_tensor(struct tide_graph *graph, uint32_t id, int
  */
 enum tide_status tide_graph_infer(struct tide_graph *graph, const struct tide_graph_limits *limits,
                                   struct tide_error *err);
+
+/*
+ * Validates and infers one node, id, exactly as tide_graph_infer does in its
+ * walk (arity, edge targets, required attributes, dtype rules, the op's shape
+ * rules, the limits; NULL: defaults), with the same messages. Every input's
+ * producer must be inferred already. For builders that check each node as it
+ * is added, so that their users see the daemon's words before anything is sent.
+ */
+enum tide_status tide_graph_infer_node(struct tide_graph *graph, uint32_t id,
+                                       const struct tide_graph_limits *limits,
+                                       struct tide_error *err);
 
 /* Fills err with "node \"NAME\" (Op): " + the formatted text; returns status. */
 enum tide_status tide_node_error(struct tide_error *err, enum tide_status status,

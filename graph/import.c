@@ -15,8 +15,9 @@
  *
  *   1. nodes: name, op, device and attributes, each checked against the op
  *      table (graph/ops.def) and stored with the tide_attr_set_* setters;
- *   2. edges: each input string parsed ("node", "node:k", "^node") and
- *      resolved by name to a producer id and output index.
+ *   2. edges: each input string parsed ("node", "node:k" with
+ *      tide_graph_parse_ref, "^node") and resolved by name to a producer id
+ *      and output index.
  *
  * Then tide_graph_infer checks what needs the whole graph (arity, cycles,
  * required attributes, dtypes, shapes, the limits). The work per message is
@@ -406,26 +407,6 @@ static enum tide_status import_node(struct importer *im, uint32_t i)
  * Pass 2: inputs
  * ========================================================================== */
 
-/*
- * Parses a decimal output index: digits only, no sign, no overflow past
- * UINT32_MAX. Returns false on anything else, including an empty string.
- */
-static bool parse_index(const char *s, uint32_t *out)
-{
-    uint64_t v = 0;
-    if (!*s)
-        return false;
-    for (; *s; s++) {
-        if (*s < '0' || *s > '9')
-            return false;
-        v = v * 10 + (uint64_t)(*s - '0');
-        if (v > UINT32_MAX)
-            return false;
-    }
-    *out = (uint32_t)v;
-    return true;
-}
-
 /* Looks up a node by the first len bytes of s; TIDE_NO_NODE if they name none. */
 static uint32_t find_prefix(const struct tide_graph *g, const char *s, size_t len)
 {
@@ -498,15 +479,14 @@ static enum tide_status resolve_inputs(struct importer *im, uint32_t id)
                                    "input %zu \"%s\" is a data input after a control input; data "
                                    "inputs come first",
                                    j, shown(s, buf, sizeof(buf)));
-        const char *colon = strchr(s, ':');
-        size_t name_len = colon ? (size_t)(colon - s) : strlen(s);
-        uint32_t output = 0;
-        if (name_len == 0 || (colon && !parse_index(colon + 1, &output)))
+        char name[TIDE_MAX_NAME + 1];
+        uint32_t output;
+        if (tide_graph_parse_ref(s, name, &output, NULL) != TIDE_OK)
             return tide_node_error(err, TIDE_INVALID, node,
                                    "input %zu \"%s\" is malformed: want \"node\", \"node:k\" "
                                    "(k a decimal output index) or \"^node\"",
                                    j, shown(s, buf, sizeof(buf)));
-        uint32_t src = find_prefix(g, s, name_len);
+        uint32_t src = tide_graph_find(g, name);
         if (src == TIDE_NO_NODE)
             return tide_node_error(err, TIDE_INVALID, node, "input %zu \"%s\" does not name a node",
                                    j, shown(s, buf, sizeof(buf)));

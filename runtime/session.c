@@ -73,30 +73,17 @@ struct tide_session_options tide_session_options_default(void)
  * Names
  * ========================================================================== */
 
-/*
- * Resolves "node" or "node:k" to an edge. Node names cannot contain ':', so
- * the last ':' followed by digits always separates an output index.
- */
+/* Resolves "node" or "node:k" (tide_graph_parse_ref's rule) to an edge. */
 static enum tide_status resolve(const struct tide_graph *graph, const char *name, const char *what,
                                 struct tide_edge *edge, struct tide_error *err)
 {
     if (!name)
         return tide_error_set(err, TIDE_INVALID, "%s: the name is NULL", what);
     char base[TIDE_MAX_NAME + 1];
-    uint32_t output = 0;
-    const char *colon = strrchr(name, ':');
-    size_t len = colon ? (size_t)(colon - name) : strlen(name);
-    if (colon) {
-        const char *digits = colon + 1;
-        if (*digits == '\0' || strspn(digits, "0123456789") != strlen(digits) || strlen(digits) > 9)
-            return tide_error_set(err, TIDE_INVALID, "%s \"%s\": want \"node\" or \"node:k\"", what,
-                                  name);
-        output = (uint32_t)strtoul(digits, NULL, 10);
-    }
-    if (len == 0 || len > TIDE_MAX_NAME)
-        return tide_error_set(err, TIDE_NOT_FOUND, "%s \"%s\": no such node", what, name);
-    memcpy(base, name, len);
-    base[len] = '\0';
+    uint32_t output;
+    struct tide_error perr;
+    if (tide_graph_parse_ref(name, base, &output, &perr) != TIDE_OK)
+        return tide_error_set(err, TIDE_INVALID, "%s %s", what, perr.message);
     uint32_t id = tide_graph_find(graph, base);
     if (id == TIDE_NO_NODE)
         return tide_error_set(err, TIDE_NOT_FOUND, "%s \"%s\": no node is called \"%s\"", what,

@@ -6,8 +6,11 @@
  * node of every graph here is checked against tide's op table (graph/ops.def,
  * included as an X-macro: the table, not the graph library) — op names,
  * arity, attribute names, types and required attributes — so the builder
- * cannot drift from what the daemon imports. Models are checked for exact
- * node and parameter counts (ResNet-50 against the published 25,557,032).
+ * cannot drift from what the daemon imports. A sample of bad nodes is built
+ * both with the builder and as a wire message for the daemon's import
+ * (graph/import.c), and the two errors must be equal word for word. Models
+ * are checked for exact node and parameter counts (ResNet-50 against the
+ * published 25,557,032).
  * Dataset tests read the real Fashion-MNIST files and skip when the package
  * is not installed; the files are also read raw here to cross-check.
  */
@@ -25,6 +28,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "graph/import.h"
 #include "tide/tide.h"
 #include "tide/v1/tide.pb-c.h"
 
@@ -446,8 +450,8 @@ static void test_builder_errors_are_sticky(void **state)
     tide_ref y = tide_builder_placeholder(b, "y", TIDE_DT_FLOAT32, 2, bad);
     assert_int_equal(y.id, -1);
     const char *first = tide_builder_error(b);
-    assert_contains(first, "Placeholder \"y\"");
-    assert_contains(first, "negative dimension -3 at axis 1");
+    assert_string_equal(first, "node \"y\" (Placeholder): attribute \"shape\" [2, -3] has negative "
+                               "dimension -3 at axis 1");
 
     /* Later calls do nothing and keep the first message. */
     char copy[512];
@@ -469,7 +473,8 @@ static void test_builder_errors_are_sticky(void **state)
     b = tide_builder_new();
     x = tide_builder_placeholder(b, "x", TIDE_DT_FLOAT32, 2, good);
     assert_int_equal(tide_builder_add(b, "sum", x, (tide_ref){42, 0}).id, -1);
-    assert_contains(tide_builder_error(b), "Add \"sum\": input 1 (y) is ref {id 42, output 0}");
+    assert_contains(tide_builder_error(b),
+                    "node \"sum\" (Add): input 1 (y) is ref {id 42, output 0}");
     assert_contains(tide_builder_error(b), "names no node (the builder has 1)");
     tide_builder_free(b);
 
@@ -490,40 +495,50 @@ static void test_builder_errors_are_sticky(void **state)
     x = tide_builder_placeholder(b, "x", TIDE_DT_FLOAT32, 2, good);
     tide_ref w = tide_builder_variable(b, "w", 2, (int64_t[]){4, 5}, "zeros", 1, true);
     assert_int_equal(tide_builder_matmul(b, "mm", x, w, false, false).id, -1);
-    assert_contains(tide_builder_error(b),
-                    "MatMul \"mm\": inner dimensions 3 and 4 differ (a is [2, 3], b is [4, 5])");
+    assert_string_equal(tide_builder_error(b), "node \"mm\" (MatMul): inner dimensions 3 and 4 "
+                                               "differ (a is [2, 3], b is [4, 5])");
     tide_builder_free(b);
     b = tide_builder_new();
     tide_ref labels = tide_builder_placeholder(b, "l", TIDE_DT_INT32, 1, (int64_t[]){2});
     assert_int_equal(tide_builder_relu(b, "r", labels).id, -1);
-    assert_contains(tide_builder_error(b), "input 0 (x) \"l\" is int32, wants float32");
+    assert_string_equal(tide_builder_error(b),
+                        "node \"r\" (Relu): input 0 (\"l\") is int32, wants float32");
     tide_builder_free(b);
     b = tide_builder_new();
     x = tide_builder_placeholder(b, "x", TIDE_DT_FLOAT32, 4, (int64_t[]){1, 1, 2, 2});
     w = tide_builder_variable(b, "w", 4, (int64_t[]){1, 1, 3, 3}, "zeros", 1, true);
     assert_int_equal(tide_builder_conv2d(b, "c", x, w, 1, 1, 0, 0).id, -1);
-    assert_contains(tide_builder_error(b), "kernel height 3 is larger than the padded input");
+    assert_string_equal(tide_builder_error(b),
+                        "node \"c\" (Conv2D): kernel height 3 is larger than the padded input "
+                        "height 2 + 2 * 0 = 2 (input 0 (x) is [1, 1, 2, 2])");
     tide_builder_free(b);
     b = tide_builder_new();
     x = tide_builder_placeholder(b, "x", TIDE_DT_FLOAT32, 2, good);
     assert_int_equal(tide_builder_reshape(b, "r", x, 2, (int64_t[]){4, -1}).id, -1);
-    assert_contains(tide_builder_error(b), "input 0 [2, 3] has 6 elements");
+    assert_string_equal(tide_builder_error(b),
+                        "node \"r\" (Reshape): attribute \"shape\" [4, -1]: input 0 [2, 3] has 6 "
+                        "elements, not a multiple of 4");
     tide_builder_free(b);
     b = tide_builder_new();
     assert_int_equal(tide_builder_variable(b, "v", 1, good, "gaussian", 1, true).id, -1);
-    assert_contains(tide_builder_error(b), "init \"gaussian\" is unknown");
+    assert_string_equal(tide_builder_error(b),
+                        "node \"v\" (Variable): attribute \"init\" is \"gaussian\", wants one of "
+                        "zeros, ones, constant, normal, uniform, glorot_uniform, he_normal, value");
     tide_builder_free(b);
     b = tide_builder_new();
     assert_int_equal(tide_builder_placeholder(b, "p", (enum tide_data_type)7, 0, NULL).id, -1);
-    assert_contains(tide_builder_error(b), "dtype is 7");
+    assert_string_equal(tide_builder_error(b), "node \"p\" (Placeholder): dtype is 7, wants "
+                                               "TIDE_DT_FLOAT32 (1) or TIDE_DT_INT32 (2)");
     tide_builder_free(b);
     b = tide_builder_new();
     assert_int_equal(tide_builder_placeholder(b, "p", TIDE_DT_FLOAT32, 9, good).id, -1);
-    assert_contains(tide_builder_error(b), "rank 9, wants 0 to 8");
+    assert_string_equal(tide_builder_error(b),
+                        "node \"p\" (Placeholder): shape has rank 9, wants 0 to 8");
     tide_builder_free(b);
     b = tide_builder_new();
     assert_int_equal(tide_builder_placeholder(b, "p", TIDE_DT_FLOAT32, 2, NULL).id, -1);
-    assert_contains(tide_builder_error(b), "dims pointer is NULL");
+    assert_string_equal(tide_builder_error(b),
+                        "node \"p\" (Placeholder): shape has rank 2 but its dims pointer is NULL");
     tide_builder_free(b);
 
     /* A NULL builder never crashes. */
@@ -1186,6 +1201,221 @@ static void test_synthetic_dataset_is_learnable(void **state)
     tide_dataset_free(test);
 }
 
+/* The two examples: the builder reports the daemon's infer words. */
+static void test_builder_reports_the_daemons_words(void **state)
+{
+    (void)state;
+    tide_builder *b = tide_builder_new();
+    tide_ref a = tide_builder_placeholder(b, "a", TIDE_DT_FLOAT32, 2, (int64_t[]){4, 3});
+    tide_ref m = tide_builder_placeholder(b, "m", TIDE_DT_FLOAT32, 2, (int64_t[]){2, 2});
+    assert_int_equal(tide_builder_matmul(b, "mm", a, m, false, false).id, -1);
+    assert_contains(tide_builder_error(b), "node \"mm\" (MatMul): inner dimensions 3 and 2 differ "
+                                           "(a is [4, 3], b is [2, 2])");
+    tide_builder_free(b);
+
+    b = tide_builder_new();
+    tide_ref x = tide_builder_placeholder(b, "x", TIDE_DT_FLOAT32, 4, (int64_t[]){1, 1, 2, 2});
+    tide_ref w = tide_builder_variable(b, "w", 4, (int64_t[]){1, 1, 5, 5}, "zeros", 1, true);
+    assert_int_equal(tide_builder_conv2d(b, "cv", x, w, 1, 1, 0, 0).id, -1);
+    assert_contains(tide_builder_error(b), "node \"cv\" (Conv2D): kernel height 5 is larger than "
+                                           "the padded input height 2 + 2 * 0 = 2");
+    /* Nothing can be sent after it. */
+    uint8_t *bytes = NULL;
+    size_t len = 0;
+    assert_int_equal(tide_builder_serialize(b, &bytes, &len), -1);
+    tide_builder_free(b);
+}
+
+/* One attribute of a hand-written wire node: 'i' int, 'b' bool, 'f' float, 'l' int list. */
+struct wire_attr {
+    const char *key;
+    char type;
+    int32_t n;
+    int64_t v[4];
+    float f;
+};
+
+/* A bad node, written by hand as the daemon would receive it. */
+struct bad_node {
+    const char *name;
+    const char *op;
+    const char *inputs[3];
+    struct wire_attr attrs[3];
+};
+
+/* The placeholders every bad node reads: name, dtype, shape. */
+static tide_builder *bad_node_sources(void)
+{
+    static const struct {
+        const char *name;
+        enum tide_data_type dtype;
+        int32_t rank;
+        int64_t dims[4];
+    } src[] = {
+        {"a", TIDE_DT_FLOAT32, 2, {4, 3}},
+        {"m", TIDE_DT_FLOAT32, 2, {2, 2}},
+        {"x4", TIDE_DT_FLOAT32, 4, {1, 1, 2, 2}},
+        {"w5", TIDE_DT_FLOAT32, 4, {1, 1, 5, 5}},
+        {"x", TIDE_DT_FLOAT32, 2, {2, 3}},
+        {"y", TIDE_DT_FLOAT32, 1, {4}},
+        {"l", TIDE_DT_INT32, 1, {2}},
+        {"fl", TIDE_DT_FLOAT32, 1, {2}},
+        {"x44", TIDE_DT_FLOAT32, 4, {1, 1, 4, 4}},
+        {"g", TIDE_DT_FLOAT32, 1, {3}},
+        {"g4", TIDE_DT_FLOAT32, 1, {4}},
+    };
+    tide_builder *b = tide_builder_new();
+    for (size_t i = 0; i < sizeof(src) / sizeof(src[0]); i++)
+        tide_builder_placeholder(b, src[i].name, src[i].dtype, src[i].rank, src[i].dims);
+    assert_null(tide_builder_error(b));
+    return b;
+}
+
+static const struct bad_node bad_nodes[] = {
+    {"mm",
+     "MatMul",
+     {"a", "m"},
+     {{"transpose_a", 'b', 0, {0}, 0}, {"transpose_b", 'b', 0, {0}, 0}}},
+    {"cv", "Conv2D", {"x4", "w5"}, {{"strides", 'l', 2, {1, 1}, 0}, {"pads", 'l', 2, {0, 0}, 0}}},
+    {"sum", "Add", {"x", "y"}, {{NULL, 0, 0, {0}, 0}}},
+    {"r", "Relu", {"l"}, {{NULL, 0, 0, {0}, 0}}},
+    {"rs", "Reshape", {"x"}, {{"shape", 'l', 2, {4, -1}, 0}}},
+    {"sm", "Softmax", {"x"}, {{"axis", 'i', 0, {2}, 0}}},
+    {"mp",
+     "MaxPool2D",
+     {"x44"},
+     {{"ksize", 'l', 2, {2, 2}, 0}, {"strides", 'l', 2, {1, 1}, 0}, {"pads", 'l', 2, {2, 0}, 0}}},
+    {"bn", "BatchNorm", {"x", "g", "g4"}, {{"epsilon", 'f', 0, {0}, 1e-5f}}},
+    {"bn0", "BatchNorm", {"x", "g", "g"}, {{"epsilon", 'f', 0, {0}, 0}}},
+    {"xent", "SoftmaxCrossEntropy", {"x", "fl"}, {{NULL, 0, 0, {0}, 0}}},
+    {"sl", "Slice", {"x"}, {{"begin", 'l', 2, {1, 0}, 0}, {"size", 'l', 2, {2, 3}, 0}}},
+    {"cat", "Concat", {"x", "a"}, {{"axis", 'i', 0, {1}, 0}}},
+    {"bias", "BiasAdd", {"x", "y"}, {{NULL, 0, 0, {0}, 0}}},
+};
+
+/* Adds bad_nodes[i] to b with the builder's API. */
+static tide_ref add_bad_node(tide_builder *b, size_t i)
+{
+    const struct bad_node *n = &bad_nodes[i];
+    tide_ref in[3];
+    for (int k = 0; k < 3; k++)
+        in[k] = n->inputs[k] ? tide_builder_find(b, n->inputs[k]) : TIDE_REF_NONE;
+    const int64_t *l0 = n->attrs[0].v, *l1 = n->attrs[1].v, *l2 = n->attrs[2].v;
+    if (strcmp(n->op, "MatMul") == 0)
+        return tide_builder_matmul(b, n->name, in[0], in[1], false, false);
+    if (strcmp(n->op, "Conv2D") == 0)
+        return tide_builder_conv2d(b, n->name, in[0], in[1], l0[0], l0[1], l1[0], l1[1]);
+    if (strcmp(n->op, "Add") == 0)
+        return tide_builder_add(b, n->name, in[0], in[1]);
+    if (strcmp(n->op, "Relu") == 0)
+        return tide_builder_relu(b, n->name, in[0]);
+    if (strcmp(n->op, "Reshape") == 0)
+        return tide_builder_reshape(b, n->name, in[0], n->attrs[0].n, l0);
+    if (strcmp(n->op, "Softmax") == 0)
+        return tide_builder_softmax(b, n->name, in[0], l0[0]);
+    if (strcmp(n->op, "MaxPool2D") == 0)
+        return tide_builder_max_pool2d(b, n->name, in[0], l0[0], l0[1], l1[0], l1[1], l2[0], l2[1]);
+    if (strcmp(n->op, "BatchNorm") == 0)
+        return tide_builder_batch_norm(b, n->name, in[0], in[1], in[2], n->attrs[0].f);
+    if (strcmp(n->op, "SoftmaxCrossEntropy") == 0)
+        return tide_builder_softmax_cross_entropy(b, n->name, in[0], in[1]);
+    if (strcmp(n->op, "Slice") == 0)
+        return tide_builder_slice(b, n->name, in[0], l0, l1, n->attrs[0].n);
+    if (strcmp(n->op, "Concat") == 0)
+        return tide_builder_concat(b, n->name, in, 2, l0[0]);
+    if (strcmp(n->op, "BiasAdd") == 0)
+        return tide_builder_bias_add(b, n->name, in[0], in[1]);
+    fail_msg("no builder call for %s", n->op);
+    return TIDE_REF_NONE;
+}
+
+/*
+ * The daemon's import error for graph g plus bad_nodes[i] written by hand,
+ * copied into out.
+ */
+static void import_error_with(const Tide__V1__Graph *g, size_t i, char *out, size_t size)
+{
+    const struct bad_node *n = &bad_nodes[i];
+    Tide__V1__Node node = TIDE__V1__NODE__INIT;
+    Tide__V1__Node__AttrsEntry entries[3], *entry_ptrs[3];
+    Tide__V1__AttrValue values[3];
+    Tide__V1__AttrValue__IntList lists[3];
+    node.name = (char *)n->name;
+    node.op = (char *)n->op;
+    node.inputs = (char **)n->inputs;
+    while (node.n_inputs < 3 && n->inputs[node.n_inputs])
+        node.n_inputs++;
+    for (size_t k = 0; k < 3 && n->attrs[k].key; k++) {
+        const struct wire_attr *a = &n->attrs[k];
+        tide__v1__node__attrs_entry__init(&entries[k]);
+        tide__v1__attr_value__init(&values[k]);
+        entries[k].key = (char *)a->key;
+        entries[k].value = &values[k];
+        switch (a->type) {
+        case 'i':
+            values[k].value_case = TIDE__V1__ATTR_VALUE__VALUE_I;
+            values[k].i = a->v[0];
+            break;
+        case 'b':
+            values[k].value_case = TIDE__V1__ATTR_VALUE__VALUE_B;
+            values[k].b = a->v[0] != 0;
+            break;
+        case 'f':
+            values[k].value_case = TIDE__V1__ATTR_VALUE__VALUE_F;
+            values[k].f = a->f;
+            break;
+        default:
+            tide__v1__attr_value__int_list__init(&lists[k]);
+            lists[k].n_values = (size_t)a->n;
+            lists[k].values = (int64_t *)a->v;
+            values[k].value_case = TIDE__V1__ATTR_VALUE__VALUE_INTS;
+            values[k].ints = &lists[k];
+        }
+        entry_ptrs[k] = &entries[k];
+        node.n_attrs = k + 1;
+    }
+    node.attrs = entry_ptrs;
+
+    Tide__V1__Node **nodes = calloc(g->n_nodes + 1, sizeof(*nodes));
+    assert_non_null(nodes);
+    memcpy(nodes, g->nodes, g->n_nodes * sizeof(*nodes));
+    nodes[g->n_nodes] = &node;
+    Tide__V1__Graph with = *g;
+    with.n_nodes = g->n_nodes + 1;
+    with.nodes = nodes;
+    struct tide_graph *imported = NULL;
+    struct tide_error err = {0};
+    enum tide_status st = tide_graph_import_message(&with, NULL, &imported, &err);
+    free(nodes);
+    if (st == TIDE_OK)
+        fail_msg("import accepted bad node %s", n->name);
+    snprintf(out, size, "%s", err.message);
+}
+
+/* For each bad node, the builder's error equals the daemon's import error of the same graph. */
+static void test_builder_errors_equal_import_errors(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < sizeof(bad_nodes) / sizeof(bad_nodes[0]); i++) {
+        tide_builder *b = bad_node_sources();
+        Tide__V1__Graph *g = roundtrip(b);
+        char daemon[512];
+        import_error_with(g, i, daemon, sizeof(daemon));
+        tide__v1__graph__free_unpacked(g, NULL);
+
+        assert_int_equal(add_bad_node(b, i).id, -1);
+        const char *builder = tide_builder_error(b);
+        if (!builder || strcmp(builder, daemon) != 0)
+            fail_msg("%s:\n  builder: %s\n  import:  %s", bad_nodes[i].name,
+                     builder ? builder : "(none)", daemon);
+        /* The error is the node's own, not a by-product of the test's setup. */
+        char prefix[64];
+        snprintf(prefix, sizeof(prefix), "node \"%s\" (%s): ", bad_nodes[i].name, bad_nodes[i].op);
+        assert_int_equal(strncmp(builder, prefix, strlen(prefix)), 0);
+        tide_builder_free(b);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1193,6 +1423,8 @@ int main(void)
         cmocka_unit_test(test_builder_writes_window_attrs_outputs_and_control_edges),
         cmocka_unit_test(test_builder_writes_values_and_shape_ops),
         cmocka_unit_test(test_builder_errors_are_sticky),
+        cmocka_unit_test(test_builder_reports_the_daemons_words),
+        cmocka_unit_test(test_builder_errors_equal_import_errors),
         cmocka_unit_test(test_builder_names_and_scopes),
         cmocka_unit_test(test_builder_tracks_shapes),
         cmocka_unit_test(test_model_mlp),

@@ -300,6 +300,63 @@ static void test_clone(void **state)
     tide_graph_free(c);
 }
 
+/* One parser for every "node:k": valid forms, then each way to be malformed. */
+static void test_parse_ref(void **state)
+{
+    (void)state;
+    char name[TIDE_MAX_NAME + 1];
+    uint32_t k = 99;
+    struct tide_error err = {0};
+    assert_int_equal(tide_graph_parse_ref("conv1/w", name, &k, &err), TIDE_OK);
+    assert_string_equal(name, "conv1/w");
+    assert_int_equal(k, 0);
+    assert_int_equal(tide_graph_parse_ref("bn:2", name, &k, &err), TIDE_OK);
+    assert_string_equal(name, "bn");
+    assert_int_equal(k, 2);
+    assert_int_equal(tide_graph_parse_ref("x:007", name, &k, &err), TIDE_OK);
+    assert_int_equal(k, 7);
+    assert_int_equal(tide_graph_parse_ref("x:4294967295", name, &k, &err), TIDE_OK);
+    assert_int_equal(k, UINT32_MAX);
+
+    /* Missing index. */
+    assert_int_equal(tide_graph_parse_ref("x:", name, &k, &err), TIDE_INVALID);
+    assert_string_equal(err.message, "\"x:\" has no output index after ':'");
+    /* Non-numeric, signed, spaced, or a second ':' (names cannot hold one). */
+    assert_int_equal(tide_graph_parse_ref("x:1a", name, &k, &err), TIDE_INVALID);
+    assert_string_equal(err.message,
+                        "\"x:1a\": the output index \"1a\" is not a number (want decimal digits)");
+    assert_int_equal(tide_graph_parse_ref("x:-1", name, &k, &err), TIDE_INVALID);
+    assert_int_equal(tide_graph_parse_ref("x:+1", name, &k, &err), TIDE_INVALID);
+    assert_int_equal(tide_graph_parse_ref("x: 1", name, &k, &err), TIDE_INVALID);
+    assert_int_equal(tide_graph_parse_ref("a:b:1", name, &k, &err), TIDE_INVALID);
+    assert_string_equal(err.message,
+                        "\"a:b:1\": the output index \"b:1\" is not a number (want decimal "
+                        "digits)");
+    /* Overflow past UINT32_MAX, however many digits. */
+    assert_int_equal(tide_graph_parse_ref("x:4294967296", name, &k, &err), TIDE_INVALID);
+    assert_string_equal(err.message, "\"x:4294967296\": the output index \"4294967296\" is over "
+                                     "4294967295");
+    assert_int_equal(tide_graph_parse_ref("x:99999999999999999999999", name, &k, &err),
+                     TIDE_INVALID);
+    /* Empty name, with or without an index; a name over TIDE_MAX_NAME bytes; NULL. */
+    assert_int_equal(tide_graph_parse_ref("", name, &k, &err), TIDE_INVALID);
+    assert_string_equal(err.message, "\"\" has an empty node name");
+    assert_int_equal(tide_graph_parse_ref(":1", name, &k, &err), TIDE_INVALID);
+    assert_string_equal(err.message, "\":1\" has an empty node name");
+    char long_ref[TIDE_MAX_NAME + 8];
+    memset(long_ref, 'a', TIDE_MAX_NAME + 1);
+    strcpy(long_ref + TIDE_MAX_NAME + 1, ":1");
+    assert_int_equal(tide_graph_parse_ref(long_ref, name, &k, &err), TIDE_INVALID);
+    assert_non_null(strstr(err.message, "has a node name of 257 bytes, the limit is 256"));
+    long_ref[TIDE_MAX_NAME] = '\0'; /* exactly the limit is fine */
+    assert_int_equal(tide_graph_parse_ref(long_ref, name, &k, &err), TIDE_OK);
+    assert_int_equal(strlen(name), TIDE_MAX_NAME);
+    assert_int_equal(tide_graph_parse_ref(NULL, name, &k, &err), TIDE_INVALID);
+    assert_string_equal(err.message, "the reference is NULL");
+    /* A NULL error is allowed: callers that word their own message pass it. */
+    assert_int_equal(tide_graph_parse_ref("x:y", name, &k, NULL), TIDE_INVALID);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -307,6 +364,7 @@ int main(void)
         cmocka_unit_test(test_attr_defaults),    cmocka_unit_test(test_shapes),
         cmocka_unit_test(test_orders),           cmocka_unit_test(test_users),
         cmocka_unit_test(test_cycles),           cmocka_unit_test(test_long_chain), cmocka_unit_test(test_clone),
+        cmocka_unit_test(test_parse_ref),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * test_infer.c: shape and dtype inference of every op (graph/infer.c), driven
- * through tide_graph_infer.
+ * through tide_graph_infer (and tide_graph_infer_node, one node at a time).
  *
  * Each test builds small graphs with the IR builder API: placeholders of given
  * shapes feeding the op under test. Passing cases check the exact dtype and
@@ -1307,6 +1307,54 @@ static void test_infer_twice(void **state)
     }
 }
 
+/*
+ * tide_graph_infer_node checks one node as tide_graph_infer does in its walk,
+ * with the same messages: a node at a time, as libtide's builder adds them.
+ */
+static void test_infer_node(void **state)
+{
+    (void)state;
+    struct tide_error one = {0}, whole = {0};
+    uint32_t a = ph("a", SHAPE(4, 3));
+    uint32_t b = ph("b", SHAPE(2, 2));
+    assert_int_equal(tide_graph_infer_node(g, a, NULL, &one), TIDE_OK);
+    assert_int_equal(tide_graph_infer_node(g, b, NULL, &one), TIDE_OK);
+    assert_int_equal(g->nodes[a].outputs[0].dtype, TIDE_DTYPE_FLOAT32);
+    assert_int_equal(g->nodes[a].outputs[0].nbytes, 48);
+
+    /* A shape fault: the same message as the whole-graph walk. */
+    uint32_t mm = OP(TIDE_OP_MATMUL, "mm", a, b);
+    assert_int_equal(tide_graph_infer_node(g, mm, NULL, &one), TIDE_INVALID);
+    assert_string_equal(one.message, "node \"mm\" (MatMul): inner dimensions 3 and 2 differ (a is "
+                                     "[4, 3], b is [2, 2])");
+    assert_int_equal(tide_graph_infer(g, NULL, &whole), TIDE_INVALID);
+    assert_string_equal(one.message, whole.message);
+
+    /* Structure (arity) and dtype rules are checked too. */
+    reset();
+    uint32_t x = ph("x", SHAPE(2, 3));
+    uint32_t l = placeholder_of("l", TIDE_DTYPE_INT32, SHAPE(2));
+    assert_int_equal(tide_graph_infer_node(g, x, NULL, &one), TIDE_OK);
+    assert_int_equal(tide_graph_infer_node(g, l, NULL, &one), TIDE_OK);
+    uint32_t r = add_node(TIDE_OP_RELU, "r");
+    assert_int_equal(tide_graph_infer_node(g, r, NULL, &one), TIDE_INVALID);
+    assert_string_equal(one.message, "node \"r\" (Relu): has 0 data inputs, wants 1");
+    set_edges(r, &(struct tide_edge){l, 0}, 1);
+    assert_int_equal(tide_graph_infer_node(g, r, NULL, &one), TIDE_INVALID);
+    assert_string_equal(one.message, "node \"r\" (Relu): input 0 (\"l\") is int32, wants float32");
+    set_edges(r, &(struct tide_edge){x, 0}, 1);
+    assert_int_equal(tide_graph_infer_node(g, r, NULL, &one), TIDE_OK);
+    assert_int_equal(g->nodes[r].outputs[0].shape.dims[1], 3);
+
+    /* The limits apply, and an id out of range is refused. */
+    struct tide_graph_limits small = {.max_nodes = 100, .max_tensor_bytes = 16};
+    uint32_t big = ph("big", SHAPE(5));
+    assert_int_equal(tide_graph_infer_node(g, big, &small, &one), TIDE_LIMIT);
+    assert_non_null(strstr(one.message, "node \"big\" (Placeholder): output 0 of shape [5] is 20 "
+                                        "bytes, over the limit of 16 bytes per tensor"));
+    assert_int_equal(tide_graph_infer_node(g, g->n_nodes, NULL, &one), TIDE_INVALID);
+}
+
 static void test_every_op_covered(void **state)
 {
     (void)state;
@@ -1357,6 +1405,7 @@ int main(void)
         TEST(test_apply),
         TEST(test_small_cnn),
         TEST(test_infer_twice),
+        TEST(test_infer_node),
         /* Last: relies on the cases above having run. */
         TEST(test_every_op_covered),
     };
