@@ -25,9 +25,10 @@
  * after a step frees the session once the step is done, and a compilation
  * submitted after a FREE finds the freed arena back on the device.
  *
- * Plan runs the session plan-only (tide_session_options.plan_only): the
- * memory passes without an executor, so a dry run allocates no arena and
- * works however full the device is.
+ * Plan runs the session plan-only (tide_session_plan_graph): the memory
+ * passes without an executor, so a dry run allocates no arena and works
+ * however full the device is; a plan that does not fit still comes back
+ * with the session's report.
  *
  * resume_from restores every Variable the checkpoint holds, optimizer state
  * included, once the session exists, then sets the session's step count to
@@ -357,11 +358,6 @@ static enum tide_status build_setup(const Tide__V1__JobSpec *spec, uint64_t budg
     return TIDE_OK;
 }
 
-static uint64_t backend_workspace(void *ctx, const struct tide_graph *g, const struct tide_node *n)
-{
-    return tide_backend_workspace_bytes(ctx, g, n);
-}
-
 static const char *node_name(const struct tide_graph *g, uint32_t id)
 {
     return g && id < g->n_nodes ? g->nodes[id].name : "";
@@ -423,58 +419,6 @@ static Tide__V1__PlanReport *report_from_session(const struct tide_session *s)
 {
     const struct tide_plan_report *r = tide_session_plan_report(s);
     return r ? report_from_plan(r, tide_session_graph(s)) : NULL;
-}
-
-/*
- * The report of a plan that does not fit: runs import, autodiff and the
- * memory passes without an executor, for the planner's numbers (smallest
- * budget, the node that sets it). NULL when the passes cannot say more.
- */
-static Tide__V1__PlanReport *report_not_fitting(const Tide__V1__JobSpec *spec,
-                                                const struct setup *setup,
-                                                struct tide_backend *backend,
-                                                const struct tide_graph_limits *limits)
-{
-    struct tide_error err = {0};
-    struct tide_graph *g = NULL;
-    Tide__V1__PlanReport *p = NULL;
-    if (tide_graph_import_message(spec->graph, limits, &g, &err) != TIDE_OK)
-        return NULL;
-    struct tide_autodiff_result ad = {0};
-    bool trained = false;
-    if (setup->training) {
-        if (tide_autodiff(g, &setup->train, &ad, &err) != TIDE_OK)
-            goto out;
-        trained = true;
-    }
-    /* Pinned as the session pins them: the fetches and the loss live across steps. */
-    uint8_t *pinned = calloc((size_t)g->n_nodes + 1, 1);
-    if (!pinned)
-        goto out;
-    for (size_t i = 0; i < spec->n_fetches; i++) {
-        struct tide_edge e;
-        if (resolve_output(g, spec->fetches[i], "fetch", &e, &err) != TIDE_OK) {
-            free(pinned);
-            goto out;
-        }
-        pinned[e.node] = 1;
-    }
-    if (trained)
-        pinned[ad.loss.node] = 1;
-    struct tide_plan_env env = {
-        .workspace_bytes = backend_workspace, .workspace_ctx = backend, .pinned = pinned};
-    struct tide_memory_plan mp;
-    memset(&mp, 0, sizeof(mp));
-    enum tide_status st = tide_plan_memory(g, &setup->policy, &env, &mp, &err);
-    if (st == TIDE_OK || st == TIDE_DOES_NOT_FIT)
-        p = report_from_plan(&mp.report, g);
-    tide_memory_plan_release(&mp);
-    free(pinned);
-out:
-    if (trained)
-        tide_autodiff_result_release(&ad);
-    tide_graph_free(g);
-    return p;
 }
 
 /* Checks the spec's feeds against the graph's Placeholders; fills the feed specs. */
@@ -722,33 +666,26 @@ static void run_plan(struct tided_task *t)
     o.fetches = (const char *const *)spec->fetches;
     o.n_fetches = (uint32_t)spec->n_fetches;
     o.limits = &t->compile.limits;
-    o.plan_only = true; /* no executor: a dry run must not allocate the arena */
+    /* Plan-only: a dry run must not allocate the arena; a refused plan still has its report. */
     struct tide_session *s = NULL;
-    Tide__V1__PlanReport *report = NULL;
-    st = tide_session_new_graph(g, &o, &s, err);
-    if (st == TIDE_OK) {
-        report = report_from_session(s);
-        tide_session_free(s);
-    } else if (st == TIDE_DOES_NOT_FIT) {
-        /* Not an error for a dry run: the report says why, with the planner's numbers. */
-        report = report_not_fitting(spec, &setup, t->compile.backend, &t->compile.limits);
-        if (!report) {
-            struct tide_plan_report bare = {.budget_bytes = t->compile.budget,
-                                            .chosen = setup.policy};
-            report = report_from_plan(&bare, NULL);
-        }
-        if (report) {
-            report->fits = false;
-            if (report->message != protobuf_c_empty_string)
-                free(report->message);
-            report->message = xstrdup(err->message);
-        }
-        tide_error_clear(err);
-        st = TIDE_OK;
-    } else {
+    st = tide_session_plan_graph(g, &o, &s, err);
+    if (st != TIDE_OK && st != TIDE_DOES_NOT_FIT) {
         t->status = st == TIDE_NOT_FOUND ? TIDE_INVALID : st;
         return;
     }
+    const struct tide_plan_report *r = tide_session_plan_report(s);
+    struct tide_plan_report bare = {.budget_bytes = t->compile.budget, .chosen = setup.policy};
+    Tide__V1__PlanReport *report = r ? report_from_plan(r, tide_session_graph(s))
+                                     : report_from_plan(&bare, NULL);
+    if (report && st == TIDE_DOES_NOT_FIT) {
+        /* Not an error for a dry run: the report says why, in the planner's full words. */
+        report->fits = false;
+        if (report->message != protobuf_c_empty_string)
+            free(report->message);
+        report->message = xstrdup(err->message);
+    }
+    tide_error_clear(err);
+    tide_session_free(s);
     if (!report) {
         t->status = tide_error_set(err, TIDE_NOMEM, "out of memory for the plan report");
         return;
