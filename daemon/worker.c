@@ -38,7 +38,6 @@
 
 #include <ev.h>
 #include <inttypes.h>
-#include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -47,6 +46,7 @@
 #include <time.h>
 
 #include "common/log.h"
+#include "daemon/spec.h"
 #include "daemon/store.h"
 #include "graph/import.h"
 #include "swapper/swapper.h"
@@ -86,32 +86,6 @@ struct tided_task *tided_task_new(enum tided_task_kind kind, void *job)
         t->job = job;
     }
     return t;
-}
-
-void tided_tensor_specs_free(struct tided_tensor_spec *specs, uint32_t n)
-{
-    if (!specs)
-        return;
-    for (uint32_t i = 0; i < n; i++)
-        free(specs[i].name);
-    free(specs);
-}
-
-void tided_plan_report_free(Tide__V1__PlanReport *report)
-{
-    if (!report)
-        return;
-    for (size_t i = 0; i < report->n_partitions; i++) {
-        if (report->partitions[i]->peak_node != protobuf_c_empty_string)
-            free(report->partitions[i]->peak_node);
-        free(report->partitions[i]);
-    }
-    free(report->partitions);
-    if (report->min_budget_node != protobuf_c_empty_string)
-        free(report->min_budget_node);
-    if (report->message != protobuf_c_empty_string)
-        free(report->message);
-    free(report);
 }
 
 static void free_strings(char **v, uint32_t n)
@@ -180,55 +154,6 @@ void tided_task_free(struct tided_task *t)
  * Helpers: names, tensors, packing
  * ========================================================================== */
 
-static char *xstrdup(const char *s)
-{
-    return strdup(s ? s : "");
-}
-
-/* Resolves "node" or "node:k" in graph; NOT_FOUND / INVALID with a message naming it. */
-static enum tide_status resolve_output(const struct tide_graph *g, const char *name,
-                                       const char *what, struct tide_edge *edge,
-                                       struct tide_error *err)
-{
-    char base[TIDE_MAX_NAME + 1];
-    const char *colon = strrchr(name, ':');
-    size_t len = colon ? (size_t)(colon - name) : strlen(name);
-    uint32_t output = 0;
-    if (colon) {
-        const char *d = colon + 1;
-        if (*d == '\0' || strspn(d, "0123456789") != strlen(d) || strlen(d) > 9)
-            return tide_error_set(err, TIDE_INVALID, "%s \"%s\": want \"node\" or \"node:k\"",
-                                  what, name);
-        output = (uint32_t)strtoul(d, NULL, 10);
-    }
-    if (len == 0 || len > TIDE_MAX_NAME)
-        return tide_error_set(err, TIDE_INVALID, "%s \"%s\": no such node", what, name);
-    memcpy(base, name, len);
-    base[len] = '\0';
-    uint32_t id = tide_graph_find(g, base);
-    if (id == TIDE_NO_NODE)
-        return tide_error_set(err, TIDE_INVALID, "%s \"%s\": no node is called \"%s\"", what,
-                              name, base);
-    if (output >= g->nodes[id].n_outputs)
-        return tide_error_set(err, TIDE_INVALID, "%s \"%s\": node \"%s\" (%s) has %u output(s)",
-                              what, name, base, tide_op_info(g->nodes[id].op)->name,
-                              g->nodes[id].n_outputs);
-    *edge = (struct tide_edge){id, output};
-    return TIDE_OK;
-}
-
-static enum tide_status spec_from_output(const struct tide_graph *g, const char *name,
-                                         struct tide_edge e, struct tided_tensor_spec *out,
-                                         struct tide_error *err)
-{
-    const struct tide_output *o = &g->nodes[e.node].outputs[e.output];
-    out->name = strdup(name);
-    out->dtype = o->dtype;
-    out->shape = o->shape;
-    out->nbytes = o->nbytes;
-    return out->name ? TIDE_OK : tide_error_set(err, TIDE_NOMEM, "out of memory");
-}
-
 void tided_named_tensor_fill(struct tided_named_tensor *nt, const char *name, enum tide_dtype dtype,
                              const struct tide_shape *shape, const void *data, uint64_t nbytes)
 {
@@ -262,155 +187,6 @@ static enum tide_status pack(const ProtobufCMessage *m, ProtobufCBinaryData *out
  * Compile and plan
  * ========================================================================== */
 
-/* What a JobSpec becomes for tide_session_new_graph. */
-struct setup {
-    bool training;
-    struct tide_train_options train;
-    struct tide_memory_policy policy;
-};
-
-static enum tide_status check_rate(float lr, const char *field, struct tide_error *err)
-{
-    if (!(isfinite(lr) && lr > 0.0f))
-        return tide_error_set(err, TIDE_INVALID, "%s must be a positive number, got %g", field,
-                              (double)lr);
-    return TIDE_OK;
-}
-
-static enum tide_status build_setup(const Tide__V1__JobSpec *spec, uint64_t budget,
-                                    struct setup *s, struct tide_error *err)
-{
-    memset(s, 0, sizeof(*s));
-    const Tide__V1__TrainSpec *t = spec->train;
-    if (t && t->loss && t->loss[0]) {
-        s->training = true;
-        s->train.loss = t->loss;
-        s->train.variables = (const char *const *)t->variables;
-        s->train.n_variables = (uint32_t)t->n_variables;
-        enum tide_status st = TIDE_OK;
-        switch (t->optimizer_case) {
-        case TIDE__V1__TRAIN_SPEC__OPTIMIZER_SGD:
-            s->train.optimizer = TIDE_OPTIMIZER_SGD;
-            s->train.learning_rate = t->sgd->learning_rate;
-            st = check_rate(t->sgd->learning_rate, "train.sgd.learning_rate", err);
-            break;
-        case TIDE__V1__TRAIN_SPEC__OPTIMIZER_MOMENTUM:
-            s->train.optimizer = TIDE_OPTIMIZER_MOMENTUM;
-            s->train.learning_rate = t->momentum->learning_rate;
-            s->train.momentum = t->momentum->momentum;
-            s->train.nesterov = t->momentum->nesterov;
-            st = check_rate(t->momentum->learning_rate, "train.momentum.learning_rate", err);
-            if (st == TIDE_OK && !(t->momentum->momentum >= 0.0f && t->momentum->momentum < 1.0f))
-                st = tide_error_set(err, TIDE_INVALID,
-                                    "train.momentum.momentum must be in [0, 1), got %g",
-                                    (double)t->momentum->momentum);
-            break;
-        case TIDE__V1__TRAIN_SPEC__OPTIMIZER_ADAM:
-            s->train.optimizer = TIDE_OPTIMIZER_ADAM;
-            s->train.learning_rate = t->adam->learning_rate;
-            s->train.beta1 = t->adam->beta1;
-            s->train.beta2 = t->adam->beta2;
-            s->train.epsilon = t->adam->epsilon;
-            st = check_rate(t->adam->learning_rate, "train.adam.learning_rate", err);
-            break;
-        default:
-            st = tide_error_set(err, TIDE_INVALID,
-                                "train.optimizer: none is set; set one of sgd, momentum or adam");
-            break;
-        }
-        if (st != TIDE_OK)
-            return st;
-        if (t->clip_norm != 0.0f)
-            return tide_error_set(err, TIDE_UNSUPPORTED,
-                                  "train.clip_norm (%g): gradient clipping is not supported yet; "
-                                  "leave it 0",
-                                  (double)t->clip_norm);
-    } else if (t && t->optimizer_case != TIDE__V1__TRAIN_SPEC__OPTIMIZER__NOT_SET) {
-        return tide_error_set(err, TIDE_INVALID,
-                              "train.loss: empty, but an optimizer is set; name the node to "
-                              "minimise");
-    }
-
-    s->policy = tide_memory_policy_default();
-    s->policy.budget_bytes = budget;
-    const Tide__V1__MemoryPolicy *m = spec->memory;
-    if (m) {
-        if ((unsigned)m->swap > 2)
-            return tide_error_set(err, TIDE_INVALID,
-                                  "memory.swap: unknown mode %d (want SWAP_AUTO, SWAP_ON or "
-                                  "SWAP_OFF)",
-                                  (int)m->swap);
-        if ((unsigned)m->vars_home > 2)
-            return tide_error_set(err, TIDE_INVALID,
-                                  "memory.vars_home: unknown value %d (want VARS_HOME_AUTO, "
-                                  "VARS_HOME_HOST or VARS_HOME_DEVICE)",
-                                  (int)m->vars_home);
-        if (m->partition_size)
-            s->policy.partition_size = m->partition_size;
-        s->policy.swap = (enum tide_swap_mode)m->swap;
-        if (m->swap_threshold)
-            s->policy.swap_threshold = m->swap_threshold;
-        if (m->prefetch_distance)
-            s->policy.prefetch_distance = m->prefetch_distance;
-        s->policy.vars_home = (enum tide_vars_home)m->vars_home;
-        s->policy.autotune = m->autotune;
-    }
-    return TIDE_OK;
-}
-
-static const char *node_name(const struct tide_graph *g, uint32_t id)
-{
-    return g && id < g->n_nodes ? g->nodes[id].name : "";
-}
-
-/* Builds the wire PlanReport from the planner's report; node names from g. */
-static Tide__V1__PlanReport *report_from_plan(const struct tide_plan_report *r,
-                                              const struct tide_graph *g)
-{
-    Tide__V1__PlanReport *p = calloc(1, sizeof(*p));
-    if (!p)
-        return NULL;
-    tide__v1__plan_report__init(p);
-    p->partitions = calloc(r->n_partitions ? r->n_partitions : 1, sizeof(*p->partitions));
-    if (!p->partitions) {
-        free(p);
-        return NULL;
-    }
-    for (uint32_t i = 0; i < r->n_partitions; i++) {
-        Tide__V1__PartitionReport *q = calloc(1, sizeof(*q));
-        if (!q)
-            break;
-        tide__v1__partition_report__init(q);
-        const struct tide_partition_report *src = &r->partitions[i];
-        q->index = i;
-        q->nodes = src->nodes;
-        q->resident_bytes = src->resident_bytes;
-        q->swap_in_bytes = src->swap_in_bytes;
-        q->swap_out_bytes = src->swap_out_bytes;
-        q->fetch_bytes = src->fetch_bytes;
-        q->write_back_bytes = src->write_back_bytes;
-        q->peak_node = xstrdup(node_name(g, src->peak_node));
-        p->partitions[p->n_partitions++] = q;
-    }
-    p->nodes = r->nodes;
-    p->budget_bytes = r->budget_bytes;
-    p->predicted_peak_bytes = r->predicted_peak_bytes;
-    p->fits = r->fits;
-    p->min_budget_bytes = r->min_budget_bytes;
-    p->min_budget_node = xstrdup(r->fits ? "" : node_name(g, r->min_budget_node));
-    p->swap_in_bytes = r->swap_in_bytes;
-    p->swap_out_bytes = r->swap_out_bytes;
-    p->fetch_bytes = r->fetch_bytes;
-    p->write_back_bytes = r->write_back_bytes;
-    p->partition_size = r->chosen.partition_size;
-    p->swap_threshold = r->chosen.swap_threshold;
-    p->prefetch_distance = r->chosen.prefetch_distance;
-    p->host_bytes = r->host_bytes;
-    p->plan_us = (uint64_t)(r->plan_ms * 1000.0);
-    p->message = xstrdup(r->message);
-    return p;
-}
-
 /*
  * The planner's report from the session. The daemon always plans under a
  * memory policy, so the session has one; NULL only when out of memory.
@@ -418,68 +194,7 @@ static Tide__V1__PlanReport *report_from_plan(const struct tide_plan_report *r,
 static Tide__V1__PlanReport *report_from_session(const struct tide_session *s)
 {
     const struct tide_plan_report *r = tide_session_plan_report(s);
-    return r ? report_from_plan(r, tide_session_graph(s)) : NULL;
-}
-
-/* Checks the spec's feeds against the graph's Placeholders; fills the feed specs. */
-static enum tide_status check_feeds(const Tide__V1__JobSpec *spec, const struct tide_graph *g,
-                                    struct tided_task *t, struct tide_error *err)
-{
-    t->compile.feeds = calloc(spec->n_feeds ? spec->n_feeds : 1, sizeof(*t->compile.feeds));
-    if (!t->compile.feeds)
-        return tide_error_set(err, TIDE_NOMEM, "out of memory");
-    for (size_t i = 0; i < spec->n_feeds; i++) {
-        const char *name = spec->feeds[i];
-        uint32_t id = tide_graph_find(g, name);
-        if (id == TIDE_NO_NODE)
-            return tide_error_set(err, TIDE_INVALID, "feeds[%zu] \"%s\": no node is called that",
-                                  i, name);
-        if (g->nodes[id].op != TIDE_OP_PLACEHOLDER)
-            return tide_error_set(err, TIDE_INVALID,
-                                  "feeds[%zu] \"%s\": node \"%s\" is a %s, not a Placeholder", i,
-                                  name, name, tide_op_info(g->nodes[id].op)->name);
-        for (size_t j = 0; j < i; j++) {
-            if (strcmp(spec->feeds[j], name) == 0)
-                return tide_error_set(err, TIDE_INVALID, "feeds[%zu] \"%s\": listed twice", i,
-                                      name);
-        }
-        enum tide_status st = spec_from_output(g, name, (struct tide_edge){id, 0},
-                                               &t->compile.feeds[t->compile.n_feeds], err);
-        if (st != TIDE_OK)
-            return st;
-        t->compile.n_feeds++;
-    }
-    for (uint32_t v = 0; v < g->n_nodes; v++) {
-        if (g->nodes[v].op != TIDE_OP_PLACEHOLDER)
-            continue;
-        bool fed = false;
-        for (size_t i = 0; i < spec->n_feeds && !fed; i++)
-            fed = strcmp(spec->feeds[i], g->nodes[v].name) == 0;
-        if (!fed)
-            return tide_node_error(err, TIDE_INVALID, &g->nodes[v],
-                                   "is not fed: list it in spec.feeds");
-    }
-    return TIDE_OK;
-}
-
-static enum tide_status collect_user_variables(const struct tide_graph *g, struct tided_task *t,
-                                               struct tide_error *err)
-{
-    uint32_t n = 0;
-    for (uint32_t v = 0; v < g->n_nodes; v++)
-        n += g->nodes[v].op == TIDE_OP_VARIABLE;
-    t->compile.user_variables = calloc(n ? n : 1, sizeof(char *));
-    if (!t->compile.user_variables)
-        return tide_error_set(err, TIDE_NOMEM, "out of memory");
-    for (uint32_t v = 0; v < g->n_nodes; v++) {
-        if (g->nodes[v].op != TIDE_OP_VARIABLE)
-            continue;
-        char *name = strdup(g->nodes[v].name);
-        if (!name)
-            return tide_error_set(err, TIDE_NOMEM, "out of memory");
-        t->compile.user_variables[t->compile.n_user_variables++] = name;
-    }
-    return TIDE_OK;
+    return r ? tided_spec_plan_report(r, tide_session_graph(s)) : NULL;
 }
 
 /* Checks a checkpoint's tensor against a Variable of the graph; value gets the bytes. */
@@ -554,17 +269,17 @@ static void run_compile(struct tided_task *t)
     }
 
     /* The graph first: a bad graph is the error a client most needs to hear about. */
-    struct setup setup;
+    struct tided_spec_setup setup;
     struct tide_graph *g = NULL;
     Tide__V1__ReadVariablesResponse *ck = NULL;
-    st = spec->graph ? tide_graph_import_message(spec->graph, &t->compile.limits, &g, err)
-                     : tide_error_set(err, TIDE_INVALID, "spec.graph: missing");
+    st = tided_spec_import(spec, &t->compile.limits, &g, err);
     if (st == TIDE_OK)
-        st = build_setup(spec, t->compile.budget, &setup, err);
+        st = tided_spec_setup(spec, t->compile.budget, &setup, err);
     if (st == TIDE_OK)
-        st = check_feeds(spec, g, t, err);
+        st = tided_spec_check_feeds(spec, g, &t->compile.feeds, &t->compile.n_feeds, err);
     if (st == TIDE_OK)
-        st = collect_user_variables(g, t, err);
+        st = tided_spec_user_variables(g, &t->compile.user_variables,
+                                       &t->compile.n_user_variables, err);
     if (st != TIDE_OK)
         st = st == TIDE_NOMEM || st == TIDE_UNSUPPORTED ? st : TIDE_INVALID;
     if (st == TIDE_OK && t->compile.restore_path) {
@@ -583,15 +298,8 @@ static void run_compile(struct tided_task *t)
         return;
     }
 
-    struct tide_session_options o = tide_session_options_default();
-    o.backend = t->compile.backend;
-    o.budget_bytes = t->compile.budget;
-    o.memory = &setup.policy;
-    o.seed = spec->seed;
-    o.train = setup.training ? &setup.train : NULL;
-    o.fetches = (const char *const *)spec->fetches;
-    o.n_fetches = (uint32_t)spec->n_fetches;
-    o.limits = &t->compile.limits;
+    struct tide_session_options o = tided_spec_session_options(
+        spec, &setup, t->compile.backend, t->compile.budget, &t->compile.limits);
     st = tide_session_new_graph(g, &o, &t->session, err); /* takes g, also on failure */
     if (st != TIDE_OK) {
         if (ck)
@@ -602,16 +310,7 @@ static void run_compile(struct tided_task *t)
     }
     const struct tide_graph *sg = tide_session_graph(t->session);
 
-    t->compile.fetches = calloc(spec->n_fetches ? spec->n_fetches : 1, sizeof(*t->compile.fetches));
-    st = t->compile.fetches ? TIDE_OK : tide_error_set(err, TIDE_NOMEM, "out of memory");
-    for (size_t i = 0; i < spec->n_fetches && st == TIDE_OK; i++) {
-        struct tide_edge e;
-        st = resolve_output(sg, spec->fetches[i], "fetch", &e, err);
-        if (st == TIDE_OK)
-            st = spec_from_output(sg, spec->fetches[i], e, &t->compile.fetches[i], err);
-        if (st == TIDE_OK)
-            t->compile.n_fetches++;
-    }
+    st = tided_spec_fetches(spec, sg, &t->compile.fetches, &t->compile.n_fetches, err);
     if (st == TIDE_OK && setup.training) {
         t->compile.loss = strdup(setup.train.loss);
         if (!t->compile.loss)
@@ -643,29 +342,20 @@ static void run_plan(struct tided_task *t)
 {
     const Tide__V1__JobSpec *spec = t->compile.spec;
     struct tide_error *err = &t->err;
-    struct setup setup;
+    struct tided_spec_setup setup;
     struct tide_graph *g = NULL;
-    enum tide_status st =
-        spec->graph ? tide_graph_import_message(spec->graph, &t->compile.limits, &g, err)
-                    : tide_error_set(err, TIDE_INVALID, "spec.graph: missing");
+    enum tide_status st = tided_spec_import(spec, &t->compile.limits, &g, err);
     if (st == TIDE_OK)
-        st = build_setup(spec, t->compile.budget, &setup, err);
+        st = tided_spec_setup(spec, t->compile.budget, &setup, err);
     if (st == TIDE_OK)
-        st = check_feeds(spec, g, t, err);
+        st = tided_spec_check_feeds(spec, g, &t->compile.feeds, &t->compile.n_feeds, err);
     if (st != TIDE_OK) {
         tide_graph_free(g);
         t->status = st == TIDE_NOMEM || st == TIDE_UNSUPPORTED ? st : TIDE_INVALID;
         return;
     }
-    struct tide_session_options o = tide_session_options_default();
-    o.backend = t->compile.backend;
-    o.budget_bytes = t->compile.budget;
-    o.memory = &setup.policy;
-    o.seed = spec->seed;
-    o.train = setup.training ? &setup.train : NULL;
-    o.fetches = (const char *const *)spec->fetches;
-    o.n_fetches = (uint32_t)spec->n_fetches;
-    o.limits = &t->compile.limits;
+    struct tide_session_options o = tided_spec_session_options(
+        spec, &setup, t->compile.backend, t->compile.budget, &t->compile.limits);
     /* Plan-only: a dry run must not allocate the arena; a refused plan still has its report. */
     struct tide_session *s = NULL;
     st = tide_session_plan_graph(g, &o, &s, err);
@@ -675,14 +365,14 @@ static void run_plan(struct tided_task *t)
     }
     const struct tide_plan_report *r = tide_session_plan_report(s);
     struct tide_plan_report bare = {.budget_bytes = t->compile.budget, .chosen = setup.policy};
-    Tide__V1__PlanReport *report = r ? report_from_plan(r, tide_session_graph(s))
-                                     : report_from_plan(&bare, NULL);
+    Tide__V1__PlanReport *report = r ? tided_spec_plan_report(r, tide_session_graph(s))
+                                     : tided_spec_plan_report(&bare, NULL);
     if (report && st == TIDE_DOES_NOT_FIT) {
         /* Not an error for a dry run: the report says why, in the planner's full words. */
         report->fits = false;
         if (report->message != protobuf_c_empty_string)
             free(report->message);
-        report->message = xstrdup(err->message);
+        report->message = strdup(err->message);
     }
     tide_error_clear(err);
     tide_session_free(s);
