@@ -2,6 +2,9 @@
 /*
  * worker.c: the executor thread (see worker.h).
  *
+ * It holds the thread and the task run functions; what a JobSpec becomes
+ * for the session, and the PlanReport a plan becomes, are in spec.c.
+ *
  * DESIGN
  *
  * Threads and what each touches:
@@ -249,6 +252,31 @@ static enum tide_status write_variables(struct tide_session *s,
     return TIDE_OK;
 }
 
+/*
+ * What Compile and Plan both do before the session (spec.c): import the
+ * graph, then the spec's setup and feeds, and for Compile the names of the
+ * user's Variables. The graph first: a bad graph is the error a client most
+ * needs to hear about. Every refusal is a bad argument, unless out of memory
+ * or unsupported; *graph is the caller's to free, also on failure.
+ */
+static enum tide_status prepare(struct tided_task *t, struct tided_spec_setup *setup,
+                                struct tide_graph **graph)
+{
+    const Tide__V1__JobSpec *spec = t->compile.spec;
+    struct tide_error *err = &t->err;
+    enum tide_status st = tided_spec_import(spec, &t->compile.limits, graph, err);
+    if (st == TIDE_OK)
+        st = tided_spec_setup(spec, t->compile.budget, setup, err);
+    if (st == TIDE_OK)
+        st = tided_spec_check_feeds(spec, *graph, &t->compile.feeds, &t->compile.n_feeds, err);
+    if (st == TIDE_OK && t->kind == TIDED_TASK_COMPILE)
+        st = tided_spec_user_variables(*graph, &t->compile.user_variables,
+                                       &t->compile.n_user_variables, err);
+    if (st != TIDE_OK)
+        st = st == TIDE_NOMEM || st == TIDE_UNSUPPORTED ? st : TIDE_INVALID;
+    return st;
+}
+
 static void run_compile(struct tided_task *t)
 {
     const Tide__V1__JobSpec *spec = t->compile.spec;
@@ -268,20 +296,10 @@ static void run_compile(struct tided_task *t)
         return;
     }
 
-    /* The graph first: a bad graph is the error a client most needs to hear about. */
     struct tided_spec_setup setup;
     struct tide_graph *g = NULL;
     Tide__V1__ReadVariablesResponse *ck = NULL;
-    st = tided_spec_import(spec, &t->compile.limits, &g, err);
-    if (st == TIDE_OK)
-        st = tided_spec_setup(spec, t->compile.budget, &setup, err);
-    if (st == TIDE_OK)
-        st = tided_spec_check_feeds(spec, g, &t->compile.feeds, &t->compile.n_feeds, err);
-    if (st == TIDE_OK)
-        st = tided_spec_user_variables(g, &t->compile.user_variables,
-                                       &t->compile.n_user_variables, err);
-    if (st != TIDE_OK)
-        st = st == TIDE_NOMEM || st == TIDE_UNSUPPORTED ? st : TIDE_INVALID;
+    st = prepare(t, &setup, &g);
     if (st == TIDE_OK && t->compile.restore_path) {
         struct tide_error e = {0};
         ck = (Tide__V1__ReadVariablesResponse *)tided_store_read_message(
@@ -344,14 +362,10 @@ static void run_plan(struct tided_task *t)
     struct tide_error *err = &t->err;
     struct tided_spec_setup setup;
     struct tide_graph *g = NULL;
-    enum tide_status st = tided_spec_import(spec, &t->compile.limits, &g, err);
-    if (st == TIDE_OK)
-        st = tided_spec_setup(spec, t->compile.budget, &setup, err);
-    if (st == TIDE_OK)
-        st = tided_spec_check_feeds(spec, g, &t->compile.feeds, &t->compile.n_feeds, err);
+    enum tide_status st = prepare(t, &setup, &g);
     if (st != TIDE_OK) {
         tide_graph_free(g);
-        t->status = st == TIDE_NOMEM || st == TIDE_UNSUPPORTED ? st : TIDE_INVALID;
+        t->status = st;
         return;
     }
     struct tide_session_options o = tided_spec_session_options(
