@@ -11,6 +11,7 @@
 
 #include "graph/autodiff.h"
 #include "runtime/backend.h"
+#include "runtime/session.h"
 #include "swapper/swapper.h"
 
 struct bench_options {
@@ -44,16 +45,16 @@ uint8_t *tide_bench_build_model(const char *model, int64_t batch, int64_t c, int
 /* Training options for an optimizer name; lr 0 takes its default. -1 with a message. */
 int tide_bench_train_options(const char *optimizer, double lr, struct tide_train_options *out);
 
-/* Import, autodiff and the memory pipeline, as the daemon does; nothing runs. */
+/*
+ * A plan-only session of the model under train and policy (the daemon's dry
+ * run: tide_session_plan); nothing runs. TIDE_OK or TIDE_DOES_NOT_FIT with
+ * *session holding the report either way; any other status: NULL.
+ */
 enum tide_status tide_bench_plan(const uint8_t *bytes, size_t len,
                                  const struct tide_train_options *train,
                                  const struct tide_memory_policy *policy,
-                                 struct tide_backend *backend, struct tide_graph **graph,
-                                 struct tide_memory_plan *plan, struct tide_error *err);
-
-/* The backend's workspace bytes, in the memplan callback's shape (ctx: the backend). */
-uint64_t tide_bench_workspace(void *ctx, const struct tide_graph *graph,
-                              const struct tide_node *node);
+                                 struct tide_backend *backend, struct tide_session **session,
+                                 struct tide_error *err);
 
 /* tide-bench depth (depth.c). */
 int tide_bench_depth(const struct bench_options *o);

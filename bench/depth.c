@@ -42,21 +42,20 @@ static int fits(struct search *s, int32_t n)
                                             s->o->width, &len);
     if (!bytes)
         return -1;
-    struct tide_graph *graph = NULL;
-    struct tide_memory_plan plan = {0};
+    struct tide_session *session = NULL;
     struct tide_error err = {0};
-    enum tide_status st = tide_bench_plan(bytes, len, &s->train, &s->policy, s->backend, &graph,
-                                          &plan, &err);
+    enum tide_status st =
+        tide_bench_plan(bytes, len, &s->train, &s->policy, s->backend, &session, &err);
     s->plans++;
     fprintf(stderr, "  depth %5d (n %4d): %s", tide_model_resnet_depth(n), n,
             st == TIDE_OK ? "fits" : st == TIDE_DOES_NOT_FIT ? "does not fit" : "error");
-    if (st == TIDE_OK || st == TIDE_DOES_NOT_FIT)
+    const struct tide_plan_report *r = session ? tide_session_plan_report(session) : NULL;
+    if (r)
         fprintf(stderr, ", peak %.1f MiB, planned in %.0f ms\n",
-                (double)plan.report.predicted_peak_bytes / (1 << 20), plan.report.plan_ms);
+                (double)r->predicted_peak_bytes / (1 << 20), r->plan_ms);
     else
         fprintf(stderr, ": %s\n", err.message);
-    tide_memory_plan_release(&plan);
-    tide_graph_free(graph);
+    tide_session_free(session);
     free(bytes);
     return st == TIDE_OK ? 1 : st == TIDE_DOES_NOT_FIT ? 0 : -1;
 }

@@ -411,24 +411,14 @@ static struct tide_memory_policy memory_policy(const struct bench_options *o)
 enum tide_status tide_bench_plan(const uint8_t *bytes, size_t len,
                                  const struct tide_train_options *train,
                                  const struct tide_memory_policy *policy,
-                                 struct tide_backend *backend, struct tide_graph **graph,
-                                 struct tide_memory_plan *plan, struct tide_error *err)
+                                 struct tide_backend *backend, struct tide_session **session,
+                                 struct tide_error *err)
 {
-    struct tide_autodiff_result ad = {0};
-    enum tide_status st = tide_graph_import(bytes, len, NULL, graph, err);
-    if (st == TIDE_OK)
-        st = tide_autodiff(*graph, train, &ad, err);
-    tide_autodiff_result_release(&ad);
-    if (st != TIDE_OK)
-        return st;
-    struct tide_plan_env env = {.workspace_bytes = tide_bench_workspace, .workspace_ctx = backend};
-    return tide_plan_memory(*graph, policy, &env, plan, err);
-}
-
-uint64_t tide_bench_workspace(void *ctx, const struct tide_graph *graph,
-                              const struct tide_node *node)
-{
-    return tide_backend_workspace_bytes(ctx, graph, node);
+    struct tide_session_options so = tide_session_options_default();
+    so.backend = backend;
+    so.memory = policy;
+    so.train = train;
+    return tide_session_plan(bytes, len, &so, session, err);
 }
 
 static void print_plan(const struct bench_options *o, const struct tide_plan_report *r)
@@ -492,8 +482,7 @@ static int cmd_plan(const struct bench_options *o)
     struct tide_train_options train;
     struct tide_memory_policy policy = memory_policy(o);
     struct tide_backend *backend = NULL;
-    struct tide_graph *graph = NULL;
-    struct tide_memory_plan plan = {0};
+    struct tide_session *session = NULL;
     struct tide_error err = {0};
     int rc = 1;
     if (tide_bench_train_options(o->optimizer, o->lr, &train) != 0)
@@ -503,18 +492,17 @@ static int cmd_plan(const struct bench_options *o)
         fprintf(stderr, "tide-bench: %s\n", err.message);
         goto out;
     }
-    enum tide_status st = tide_bench_plan(bytes, len, &train, &policy, backend, &graph, &plan, &err);
+    enum tide_status st = tide_bench_plan(bytes, len, &train, &policy, backend, &session, &err);
     if (st != TIDE_OK && st != TIDE_DOES_NOT_FIT) {
         fprintf(stderr, "tide-bench: %s\n", err.message);
         goto out;
     }
-    print_plan(o, &plan.report);
+    print_plan(o, tide_session_plan_report(session));
     if (st == TIDE_DOES_NOT_FIT)
         fprintf(stderr, "tide-bench: %s\n", err.message);
     rc = st == TIDE_OK ? 0 : 1;
 out:
-    tide_memory_plan_release(&plan);
-    tide_graph_free(graph);
+    tide_session_free(session); /* before the backend it borrows */
     tide_backend_free(backend);
     free(bytes);
     return rc;

@@ -2,6 +2,9 @@
 /*
  * worker.c: the executor thread (see worker.h).
  *
+ * It holds the thread and the task run functions; what a JobSpec becomes
+ * for the session, and the PlanReport a plan becomes, are in spec.c.
+ *
  * DESIGN
  *
  * Threads and what each touches:
@@ -25,9 +28,10 @@
  * after a step frees the session once the step is done, and a compilation
  * submitted after a FREE finds the freed arena back on the device.
  *
- * Plan runs the session plan-only (tide_session_options.plan_only): the
- * memory passes without an executor, so a dry run allocates no arena and
- * works however full the device is.
+ * Plan runs the session plan-only (tide_session_plan_graph): the memory
+ * passes without an executor, so a dry run allocates no arena and works
+ * however full the device is; a plan that does not fit still comes back
+ * with the session's report.
  *
  * resume_from restores every Variable the checkpoint holds, optimizer state
  * included, once the session exists, then sets the session's step count to
@@ -37,7 +41,6 @@
 
 #include <ev.h>
 #include <inttypes.h>
-#include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -46,6 +49,7 @@
 #include <time.h>
 
 #include "common/log.h"
+#include "daemon/spec.h"
 #include "daemon/store.h"
 #include "graph/import.h"
 #include "swapper/swapper.h"
@@ -85,32 +89,6 @@ struct tided_task *tided_task_new(enum tided_task_kind kind, void *job)
         t->job = job;
     }
     return t;
-}
-
-void tided_tensor_specs_free(struct tided_tensor_spec *specs, uint32_t n)
-{
-    if (!specs)
-        return;
-    for (uint32_t i = 0; i < n; i++)
-        free(specs[i].name);
-    free(specs);
-}
-
-void tided_plan_report_free(Tide__V1__PlanReport *report)
-{
-    if (!report)
-        return;
-    for (size_t i = 0; i < report->n_partitions; i++) {
-        if (report->partitions[i]->peak_node != protobuf_c_empty_string)
-            free(report->partitions[i]->peak_node);
-        free(report->partitions[i]);
-    }
-    free(report->partitions);
-    if (report->min_budget_node != protobuf_c_empty_string)
-        free(report->min_budget_node);
-    if (report->message != protobuf_c_empty_string)
-        free(report->message);
-    free(report);
 }
 
 static void free_strings(char **v, uint32_t n)
@@ -179,45 +157,6 @@ void tided_task_free(struct tided_task *t)
  * Helpers: names, tensors, packing
  * ========================================================================== */
 
-static char *xstrdup(const char *s)
-{
-    return strdup(s ? s : "");
-}
-
-/* Resolves "node" or "node:k" (tide_graph_parse_ref's rule) in graph; INVALID naming it. */
-static enum tide_status resolve_output(const struct tide_graph *g, const char *name,
-                                       const char *what, struct tide_edge *edge,
-                                       struct tide_error *err)
-{
-    char base[TIDE_MAX_NAME + 1];
-    uint32_t output;
-    struct tide_error perr;
-    if (tide_graph_parse_ref(name, base, &output, &perr) != TIDE_OK)
-        return tide_error_set(err, TIDE_INVALID, "%s %s", what, perr.message);
-    uint32_t id = tide_graph_find(g, base);
-    if (id == TIDE_NO_NODE)
-        return tide_error_set(err, TIDE_INVALID, "%s \"%s\": no node is called \"%s\"", what,
-                              name, base);
-    if (output >= g->nodes[id].n_outputs)
-        return tide_error_set(err, TIDE_INVALID, "%s \"%s\": node \"%s\" (%s) has %u output(s)",
-                              what, name, base, tide_op_info(g->nodes[id].op)->name,
-                              g->nodes[id].n_outputs);
-    *edge = (struct tide_edge){id, output};
-    return TIDE_OK;
-}
-
-static enum tide_status spec_from_output(const struct tide_graph *g, const char *name,
-                                         struct tide_edge e, struct tided_tensor_spec *out,
-                                         struct tide_error *err)
-{
-    const struct tide_output *o = &g->nodes[e.node].outputs[e.output];
-    out->name = strdup(name);
-    out->dtype = o->dtype;
-    out->shape = o->shape;
-    out->nbytes = o->nbytes;
-    return out->name ? TIDE_OK : tide_error_set(err, TIDE_NOMEM, "out of memory");
-}
-
 void tided_named_tensor_fill(struct tided_named_tensor *nt, const char *name, enum tide_dtype dtype,
                              const struct tide_shape *shape, const void *data, uint64_t nbytes)
 {
@@ -251,160 +190,6 @@ static enum tide_status pack(const ProtobufCMessage *m, ProtobufCBinaryData *out
  * Compile and plan
  * ========================================================================== */
 
-/* What a JobSpec becomes for tide_session_new_graph. */
-struct setup {
-    bool training;
-    struct tide_train_options train;
-    struct tide_memory_policy policy;
-};
-
-static enum tide_status check_rate(float lr, const char *field, struct tide_error *err)
-{
-    if (!(isfinite(lr) && lr > 0.0f))
-        return tide_error_set(err, TIDE_INVALID, "%s must be a positive number, got %g", field,
-                              (double)lr);
-    return TIDE_OK;
-}
-
-static enum tide_status build_setup(const Tide__V1__JobSpec *spec, uint64_t budget,
-                                    struct setup *s, struct tide_error *err)
-{
-    memset(s, 0, sizeof(*s));
-    const Tide__V1__TrainSpec *t = spec->train;
-    if (t && t->loss && t->loss[0]) {
-        s->training = true;
-        s->train.loss = t->loss;
-        s->train.variables = (const char *const *)t->variables;
-        s->train.n_variables = (uint32_t)t->n_variables;
-        enum tide_status st = TIDE_OK;
-        switch (t->optimizer_case) {
-        case TIDE__V1__TRAIN_SPEC__OPTIMIZER_SGD:
-            s->train.optimizer = TIDE_OPTIMIZER_SGD;
-            s->train.learning_rate = t->sgd->learning_rate;
-            st = check_rate(t->sgd->learning_rate, "train.sgd.learning_rate", err);
-            break;
-        case TIDE__V1__TRAIN_SPEC__OPTIMIZER_MOMENTUM:
-            s->train.optimizer = TIDE_OPTIMIZER_MOMENTUM;
-            s->train.learning_rate = t->momentum->learning_rate;
-            s->train.momentum = t->momentum->momentum;
-            s->train.nesterov = t->momentum->nesterov;
-            st = check_rate(t->momentum->learning_rate, "train.momentum.learning_rate", err);
-            if (st == TIDE_OK && !(t->momentum->momentum >= 0.0f && t->momentum->momentum < 1.0f))
-                st = tide_error_set(err, TIDE_INVALID,
-                                    "train.momentum.momentum must be in [0, 1), got %g",
-                                    (double)t->momentum->momentum);
-            break;
-        case TIDE__V1__TRAIN_SPEC__OPTIMIZER_ADAM:
-            s->train.optimizer = TIDE_OPTIMIZER_ADAM;
-            s->train.learning_rate = t->adam->learning_rate;
-            s->train.beta1 = t->adam->beta1;
-            s->train.beta2 = t->adam->beta2;
-            s->train.epsilon = t->adam->epsilon;
-            st = check_rate(t->adam->learning_rate, "train.adam.learning_rate", err);
-            break;
-        default:
-            st = tide_error_set(err, TIDE_INVALID,
-                                "train.optimizer: none is set; set one of sgd, momentum or adam");
-            break;
-        }
-        if (st != TIDE_OK)
-            return st;
-        if (t->clip_norm != 0.0f)
-            return tide_error_set(err, TIDE_UNSUPPORTED,
-                                  "train.clip_norm (%g): gradient clipping is not supported yet; "
-                                  "leave it 0",
-                                  (double)t->clip_norm);
-    } else if (t && t->optimizer_case != TIDE__V1__TRAIN_SPEC__OPTIMIZER__NOT_SET) {
-        return tide_error_set(err, TIDE_INVALID,
-                              "train.loss: empty, but an optimizer is set; name the node to "
-                              "minimise");
-    }
-
-    s->policy = tide_memory_policy_default();
-    s->policy.budget_bytes = budget;
-    const Tide__V1__MemoryPolicy *m = spec->memory;
-    if (m) {
-        if ((unsigned)m->swap > 2)
-            return tide_error_set(err, TIDE_INVALID,
-                                  "memory.swap: unknown mode %d (want SWAP_AUTO, SWAP_ON or "
-                                  "SWAP_OFF)",
-                                  (int)m->swap);
-        if ((unsigned)m->vars_home > 2)
-            return tide_error_set(err, TIDE_INVALID,
-                                  "memory.vars_home: unknown value %d (want VARS_HOME_AUTO, "
-                                  "VARS_HOME_HOST or VARS_HOME_DEVICE)",
-                                  (int)m->vars_home);
-        if (m->partition_size)
-            s->policy.partition_size = m->partition_size;
-        s->policy.swap = (enum tide_swap_mode)m->swap;
-        if (m->swap_threshold)
-            s->policy.swap_threshold = m->swap_threshold;
-        if (m->prefetch_distance)
-            s->policy.prefetch_distance = m->prefetch_distance;
-        s->policy.vars_home = (enum tide_vars_home)m->vars_home;
-        s->policy.autotune = m->autotune;
-    }
-    return TIDE_OK;
-}
-
-static uint64_t backend_workspace(void *ctx, const struct tide_graph *g, const struct tide_node *n)
-{
-    return tide_backend_workspace_bytes(ctx, g, n);
-}
-
-static const char *node_name(const struct tide_graph *g, uint32_t id)
-{
-    return g && id < g->n_nodes ? g->nodes[id].name : "";
-}
-
-/* Builds the wire PlanReport from the planner's report; node names from g. */
-static Tide__V1__PlanReport *report_from_plan(const struct tide_plan_report *r,
-                                              const struct tide_graph *g)
-{
-    Tide__V1__PlanReport *p = calloc(1, sizeof(*p));
-    if (!p)
-        return NULL;
-    tide__v1__plan_report__init(p);
-    p->partitions = calloc(r->n_partitions ? r->n_partitions : 1, sizeof(*p->partitions));
-    if (!p->partitions) {
-        free(p);
-        return NULL;
-    }
-    for (uint32_t i = 0; i < r->n_partitions; i++) {
-        Tide__V1__PartitionReport *q = calloc(1, sizeof(*q));
-        if (!q)
-            break;
-        tide__v1__partition_report__init(q);
-        const struct tide_partition_report *src = &r->partitions[i];
-        q->index = i;
-        q->nodes = src->nodes;
-        q->resident_bytes = src->resident_bytes;
-        q->swap_in_bytes = src->swap_in_bytes;
-        q->swap_out_bytes = src->swap_out_bytes;
-        q->fetch_bytes = src->fetch_bytes;
-        q->write_back_bytes = src->write_back_bytes;
-        q->peak_node = xstrdup(node_name(g, src->peak_node));
-        p->partitions[p->n_partitions++] = q;
-    }
-    p->nodes = r->nodes;
-    p->budget_bytes = r->budget_bytes;
-    p->predicted_peak_bytes = r->predicted_peak_bytes;
-    p->fits = r->fits;
-    p->min_budget_bytes = r->min_budget_bytes;
-    p->min_budget_node = xstrdup(r->fits ? "" : node_name(g, r->min_budget_node));
-    p->swap_in_bytes = r->swap_in_bytes;
-    p->swap_out_bytes = r->swap_out_bytes;
-    p->fetch_bytes = r->fetch_bytes;
-    p->write_back_bytes = r->write_back_bytes;
-    p->partition_size = r->chosen.partition_size;
-    p->swap_threshold = r->chosen.swap_threshold;
-    p->prefetch_distance = r->chosen.prefetch_distance;
-    p->host_bytes = r->host_bytes;
-    p->plan_us = (uint64_t)(r->plan_ms * 1000.0);
-    p->message = xstrdup(r->message);
-    return p;
-}
-
 /*
  * The planner's report from the session. The daemon always plans under a
  * memory policy, so the session has one; NULL only when out of memory.
@@ -412,120 +197,7 @@ static Tide__V1__PlanReport *report_from_plan(const struct tide_plan_report *r,
 static Tide__V1__PlanReport *report_from_session(const struct tide_session *s)
 {
     const struct tide_plan_report *r = tide_session_plan_report(s);
-    return r ? report_from_plan(r, tide_session_graph(s)) : NULL;
-}
-
-/*
- * The report of a plan that does not fit: runs import, autodiff and the
- * memory passes without an executor, for the planner's numbers (smallest
- * budget, the node that sets it). NULL when the passes cannot say more.
- */
-static Tide__V1__PlanReport *report_not_fitting(const Tide__V1__JobSpec *spec,
-                                                const struct setup *setup,
-                                                struct tide_backend *backend,
-                                                const struct tide_graph_limits *limits)
-{
-    struct tide_error err = {0};
-    struct tide_graph *g = NULL;
-    Tide__V1__PlanReport *p = NULL;
-    if (tide_graph_import_message(spec->graph, limits, &g, &err) != TIDE_OK)
-        return NULL;
-    struct tide_autodiff_result ad = {0};
-    bool trained = false;
-    if (setup->training) {
-        if (tide_autodiff(g, &setup->train, &ad, &err) != TIDE_OK)
-            goto out;
-        trained = true;
-    }
-    /* Pinned as the session pins them: the fetches and the loss live across steps. */
-    uint8_t *pinned = calloc((size_t)g->n_nodes + 1, 1);
-    if (!pinned)
-        goto out;
-    for (size_t i = 0; i < spec->n_fetches; i++) {
-        struct tide_edge e;
-        if (resolve_output(g, spec->fetches[i], "fetch", &e, &err) != TIDE_OK) {
-            free(pinned);
-            goto out;
-        }
-        pinned[e.node] = 1;
-    }
-    if (trained)
-        pinned[ad.loss.node] = 1;
-    struct tide_plan_env env = {
-        .workspace_bytes = backend_workspace, .workspace_ctx = backend, .pinned = pinned};
-    struct tide_memory_plan mp;
-    memset(&mp, 0, sizeof(mp));
-    enum tide_status st = tide_plan_memory(g, &setup->policy, &env, &mp, &err);
-    if (st == TIDE_OK || st == TIDE_DOES_NOT_FIT)
-        p = report_from_plan(&mp.report, g);
-    tide_memory_plan_release(&mp);
-    free(pinned);
-out:
-    if (trained)
-        tide_autodiff_result_release(&ad);
-    tide_graph_free(g);
-    return p;
-}
-
-/* Checks the spec's feeds against the graph's Placeholders; fills the feed specs. */
-static enum tide_status check_feeds(const Tide__V1__JobSpec *spec, const struct tide_graph *g,
-                                    struct tided_task *t, struct tide_error *err)
-{
-    t->compile.feeds = calloc(spec->n_feeds ? spec->n_feeds : 1, sizeof(*t->compile.feeds));
-    if (!t->compile.feeds)
-        return tide_error_set(err, TIDE_NOMEM, "out of memory");
-    for (size_t i = 0; i < spec->n_feeds; i++) {
-        const char *name = spec->feeds[i];
-        uint32_t id = tide_graph_find(g, name);
-        if (id == TIDE_NO_NODE)
-            return tide_error_set(err, TIDE_INVALID, "feeds[%zu] \"%s\": no node is called that",
-                                  i, name);
-        if (g->nodes[id].op != TIDE_OP_PLACEHOLDER)
-            return tide_error_set(err, TIDE_INVALID,
-                                  "feeds[%zu] \"%s\": node \"%s\" is a %s, not a Placeholder", i,
-                                  name, name, tide_op_info(g->nodes[id].op)->name);
-        for (size_t j = 0; j < i; j++) {
-            if (strcmp(spec->feeds[j], name) == 0)
-                return tide_error_set(err, TIDE_INVALID, "feeds[%zu] \"%s\": listed twice", i,
-                                      name);
-        }
-        enum tide_status st = spec_from_output(g, name, (struct tide_edge){id, 0},
-                                               &t->compile.feeds[t->compile.n_feeds], err);
-        if (st != TIDE_OK)
-            return st;
-        t->compile.n_feeds++;
-    }
-    for (uint32_t v = 0; v < g->n_nodes; v++) {
-        if (g->nodes[v].op != TIDE_OP_PLACEHOLDER)
-            continue;
-        bool fed = false;
-        for (size_t i = 0; i < spec->n_feeds && !fed; i++)
-            fed = strcmp(spec->feeds[i], g->nodes[v].name) == 0;
-        if (!fed)
-            return tide_node_error(err, TIDE_INVALID, &g->nodes[v],
-                                   "is not fed: list it in spec.feeds");
-    }
-    return TIDE_OK;
-}
-
-static enum tide_status collect_user_variables(const struct tide_graph *g, struct tided_task *t,
-                                               struct tide_error *err)
-{
-    uint32_t n = 0;
-    for (uint32_t v = 0; v < g->n_nodes; v++)
-        n += g->nodes[v].op == TIDE_OP_VARIABLE;
-    t->compile.user_variables = calloc(n ? n : 1, sizeof(char *));
-    if (!t->compile.user_variables)
-        return tide_error_set(err, TIDE_NOMEM, "out of memory");
-    for (uint32_t v = 0; v < g->n_nodes; v++) {
-        if (g->nodes[v].op != TIDE_OP_VARIABLE)
-            continue;
-        char *name = strdup(g->nodes[v].name);
-        if (!name)
-            return tide_error_set(err, TIDE_NOMEM, "out of memory");
-        t->compile.user_variables[t->compile.n_user_variables++] = name;
-    }
-    return TIDE_OK;
+    return r ? tided_spec_plan_report(r, tide_session_graph(s)) : NULL;
 }
 
 /* Checks a checkpoint's tensor against a Variable of the graph; value gets the bytes. */
@@ -580,6 +252,31 @@ static enum tide_status write_variables(struct tide_session *s,
     return TIDE_OK;
 }
 
+/*
+ * What Compile and Plan both do before the session (spec.c): import the
+ * graph, then the spec's setup and feeds, and for Compile the names of the
+ * user's Variables. The graph first: a bad graph is the error a client most
+ * needs to hear about. Every refusal is a bad argument, unless out of memory
+ * or unsupported; *graph is the caller's to free, also on failure.
+ */
+static enum tide_status prepare(struct tided_task *t, struct tided_spec_setup *setup,
+                                struct tide_graph **graph)
+{
+    const Tide__V1__JobSpec *spec = t->compile.spec;
+    struct tide_error *err = &t->err;
+    enum tide_status st = tided_spec_import(spec, &t->compile.limits, graph, err);
+    if (st == TIDE_OK)
+        st = tided_spec_setup(spec, t->compile.budget, setup, err);
+    if (st == TIDE_OK)
+        st = tided_spec_check_feeds(spec, *graph, &t->compile.feeds, &t->compile.n_feeds, err);
+    if (st == TIDE_OK && t->kind == TIDED_TASK_COMPILE)
+        st = tided_spec_user_variables(*graph, &t->compile.user_variables,
+                                       &t->compile.n_user_variables, err);
+    if (st != TIDE_OK)
+        st = st == TIDE_NOMEM || st == TIDE_UNSUPPORTED ? st : TIDE_INVALID;
+    return st;
+}
+
 static void run_compile(struct tided_task *t)
 {
     const Tide__V1__JobSpec *spec = t->compile.spec;
@@ -599,20 +296,10 @@ static void run_compile(struct tided_task *t)
         return;
     }
 
-    /* The graph first: a bad graph is the error a client most needs to hear about. */
-    struct setup setup;
+    struct tided_spec_setup setup;
     struct tide_graph *g = NULL;
     Tide__V1__ReadVariablesResponse *ck = NULL;
-    st = spec->graph ? tide_graph_import_message(spec->graph, &t->compile.limits, &g, err)
-                     : tide_error_set(err, TIDE_INVALID, "spec.graph: missing");
-    if (st == TIDE_OK)
-        st = build_setup(spec, t->compile.budget, &setup, err);
-    if (st == TIDE_OK)
-        st = check_feeds(spec, g, t, err);
-    if (st == TIDE_OK)
-        st = collect_user_variables(g, t, err);
-    if (st != TIDE_OK)
-        st = st == TIDE_NOMEM || st == TIDE_UNSUPPORTED ? st : TIDE_INVALID;
+    st = prepare(t, &setup, &g);
     if (st == TIDE_OK && t->compile.restore_path) {
         struct tide_error e = {0};
         ck = (Tide__V1__ReadVariablesResponse *)tided_store_read_message(
@@ -629,15 +316,8 @@ static void run_compile(struct tided_task *t)
         return;
     }
 
-    struct tide_session_options o = tide_session_options_default();
-    o.backend = t->compile.backend;
-    o.budget_bytes = t->compile.budget;
-    o.memory = &setup.policy;
-    o.seed = spec->seed;
-    o.train = setup.training ? &setup.train : NULL;
-    o.fetches = (const char *const *)spec->fetches;
-    o.n_fetches = (uint32_t)spec->n_fetches;
-    o.limits = &t->compile.limits;
+    struct tide_session_options o = tided_spec_session_options(
+        spec, &setup, t->compile.backend, t->compile.budget, &t->compile.limits);
     st = tide_session_new_graph(g, &o, &t->session, err); /* takes g, also on failure */
     if (st != TIDE_OK) {
         if (ck)
@@ -648,16 +328,7 @@ static void run_compile(struct tided_task *t)
     }
     const struct tide_graph *sg = tide_session_graph(t->session);
 
-    t->compile.fetches = calloc(spec->n_fetches ? spec->n_fetches : 1, sizeof(*t->compile.fetches));
-    st = t->compile.fetches ? TIDE_OK : tide_error_set(err, TIDE_NOMEM, "out of memory");
-    for (size_t i = 0; i < spec->n_fetches && st == TIDE_OK; i++) {
-        struct tide_edge e;
-        st = resolve_output(sg, spec->fetches[i], "fetch", &e, err);
-        if (st == TIDE_OK)
-            st = spec_from_output(sg, spec->fetches[i], e, &t->compile.fetches[i], err);
-        if (st == TIDE_OK)
-            t->compile.n_fetches++;
-    }
+    st = tided_spec_fetches(spec, sg, &t->compile.fetches, &t->compile.n_fetches, err);
     if (st == TIDE_OK && setup.training) {
         t->compile.loss = strdup(setup.train.loss);
         if (!t->compile.loss)
@@ -689,56 +360,36 @@ static void run_plan(struct tided_task *t)
 {
     const Tide__V1__JobSpec *spec = t->compile.spec;
     struct tide_error *err = &t->err;
-    struct setup setup;
+    struct tided_spec_setup setup;
     struct tide_graph *g = NULL;
-    enum tide_status st =
-        spec->graph ? tide_graph_import_message(spec->graph, &t->compile.limits, &g, err)
-                    : tide_error_set(err, TIDE_INVALID, "spec.graph: missing");
-    if (st == TIDE_OK)
-        st = build_setup(spec, t->compile.budget, &setup, err);
-    if (st == TIDE_OK)
-        st = check_feeds(spec, g, t, err);
+    enum tide_status st = prepare(t, &setup, &g);
     if (st != TIDE_OK) {
         tide_graph_free(g);
-        t->status = st == TIDE_NOMEM || st == TIDE_UNSUPPORTED ? st : TIDE_INVALID;
+        t->status = st;
         return;
     }
-    struct tide_session_options o = tide_session_options_default();
-    o.backend = t->compile.backend;
-    o.budget_bytes = t->compile.budget;
-    o.memory = &setup.policy;
-    o.seed = spec->seed;
-    o.train = setup.training ? &setup.train : NULL;
-    o.fetches = (const char *const *)spec->fetches;
-    o.n_fetches = (uint32_t)spec->n_fetches;
-    o.limits = &t->compile.limits;
-    o.plan_only = true; /* no executor: a dry run must not allocate the arena */
+    struct tide_session_options o = tided_spec_session_options(
+        spec, &setup, t->compile.backend, t->compile.budget, &t->compile.limits);
+    /* Plan-only: a dry run must not allocate the arena; a refused plan still has its report. */
     struct tide_session *s = NULL;
-    Tide__V1__PlanReport *report = NULL;
-    st = tide_session_new_graph(g, &o, &s, err);
-    if (st == TIDE_OK) {
-        report = report_from_session(s);
-        tide_session_free(s);
-    } else if (st == TIDE_DOES_NOT_FIT) {
-        /* Not an error for a dry run: the report says why, with the planner's numbers. */
-        report = report_not_fitting(spec, &setup, t->compile.backend, &t->compile.limits);
-        if (!report) {
-            struct tide_plan_report bare = {.budget_bytes = t->compile.budget,
-                                            .chosen = setup.policy};
-            report = report_from_plan(&bare, NULL);
-        }
-        if (report) {
-            report->fits = false;
-            if (report->message != protobuf_c_empty_string)
-                free(report->message);
-            report->message = xstrdup(err->message);
-        }
-        tide_error_clear(err);
-        st = TIDE_OK;
-    } else {
+    st = tide_session_plan_graph(g, &o, &s, err);
+    if (st != TIDE_OK && st != TIDE_DOES_NOT_FIT) {
         t->status = st == TIDE_NOT_FOUND ? TIDE_INVALID : st;
         return;
     }
+    const struct tide_plan_report *r = tide_session_plan_report(s);
+    struct tide_plan_report bare = {.budget_bytes = t->compile.budget, .chosen = setup.policy};
+    Tide__V1__PlanReport *report = r ? tided_spec_plan_report(r, tide_session_graph(s))
+                                     : tided_spec_plan_report(&bare, NULL);
+    if (report && st == TIDE_DOES_NOT_FIT) {
+        /* Not an error for a dry run: the report says why, in the planner's full words. */
+        report->fits = false;
+        if (report->message != protobuf_c_empty_string)
+            free(report->message);
+        report->message = strdup(err->message);
+    }
+    tide_error_clear(err);
+    tide_session_free(s);
     if (!report) {
         t->status = tide_error_set(err, TIDE_NOMEM, "out of memory for the plan report");
         return;

@@ -25,7 +25,10 @@
  *
  * A plan-only session (options->plan_only) stops after the memory pipeline:
  * it has no executor, so it holds no device arena, and everything that runs
- * or touches tensors refuses with TIDE_STATE.
+ * or touches tensors refuses with TIDE_STATE. tide_session_plan makes one
+ * and hands it out also when the plan does not fit, so that the caller reads
+ * the refused plan's report from the one pipeline instead of running the
+ * stages again for it.
  *
  * What can be fetched: the fetches named at creation, the loss when
  * training, and every Variable. They are pinned in the memory plan (alive
@@ -246,16 +249,14 @@ static enum tide_status setup(struct tide_session *s, const struct tide_session_
         st = tide_backend_create(o->backend_name ? o->backend_name : "cpu", &bo, &s->backend, err);
         s->owns_backend = st == TIDE_OK;
     }
+    s->plan_only = o->plan_only;
     if (st == TIDE_OK && o->memory)
         st = plan_with_policy(s, o, budget, pinned, err);
     else if (st == TIDE_OK)
         st = plan_resident(s, pinned, err);
     free(pinned);
-    if (st != TIDE_OK)
+    if (st != TIDE_OK || s->plan_only)
         return st;
-    s->plan_only = o->plan_only;
-    if (s->plan_only)
-        return TIDE_OK;
 
     struct tide_executor_options eo = {
         .budget_bytes = budget ? budget : s->memplan->peak_bytes,
@@ -269,9 +270,13 @@ static enum tide_status setup(struct tide_session *s, const struct tide_session_
     return build_eval_mask(s, err);
 }
 
-enum tide_status tide_session_new_graph(struct tide_graph *graph,
-                                        const struct tide_session_options *options,
-                                        struct tide_session **out, struct tide_error *err)
+/*
+ * Creates a session on graph (taken, also on failure). keep_refused: hand
+ * the session out also when its plan does not fit (tide_session_plan).
+ */
+static enum tide_status create(struct tide_graph *graph, const struct tide_session_options *options,
+                               bool keep_refused, struct tide_session **out,
+                               struct tide_error *err)
 {
     *out = NULL;
     if (!graph)
@@ -282,14 +287,23 @@ enum tide_status tide_session_new_graph(struct tide_graph *graph,
         return tide_error_set(err, TIDE_NOMEM, "session: out of memory");
     }
     s->graph = graph;
-    struct tide_session_options defaults = tide_session_options_default();
-    enum tide_status st = setup(s, options ? options : &defaults, err);
-    if (st != TIDE_OK) {
+    struct tide_session_options o = options ? *options : tide_session_options_default();
+    if (keep_refused)
+        o.plan_only = true;
+    enum tide_status st = setup(s, &o, err);
+    if (st != TIDE_OK && !(keep_refused && st == TIDE_DOES_NOT_FIT)) {
         tide_session_free(s);
         return st;
     }
     *out = s;
-    return TIDE_OK;
+    return st;
+}
+
+enum tide_status tide_session_new_graph(struct tide_graph *graph,
+                                        const struct tide_session_options *options,
+                                        struct tide_session **out, struct tide_error *err)
+{
+    return create(graph, options, false, out, err);
 }
 
 enum tide_status tide_session_new(const void *graph_bytes, size_t len,
@@ -302,7 +316,27 @@ enum tide_status tide_session_new(const void *graph_bytes, size_t len,
         tide_graph_import(graph_bytes, len, options ? options->limits : NULL, &graph, err);
     if (st != TIDE_OK)
         return st;
-    return tide_session_new_graph(graph, options, out, err);
+    return create(graph, options, false, out, err);
+}
+
+enum tide_status tide_session_plan_graph(struct tide_graph *graph,
+                                         const struct tide_session_options *options,
+                                         struct tide_session **out, struct tide_error *err)
+{
+    return create(graph, options, true, out, err);
+}
+
+enum tide_status tide_session_plan(const void *graph_bytes, size_t len,
+                                   const struct tide_session_options *options,
+                                   struct tide_session **out, struct tide_error *err)
+{
+    *out = NULL;
+    struct tide_graph *graph = NULL;
+    enum tide_status st =
+        tide_graph_import(graph_bytes, len, options ? options->limits : NULL, &graph, err);
+    if (st != TIDE_OK)
+        return st;
+    return create(graph, options, true, out, err);
 }
 
 void tide_session_free(struct tide_session *session)

@@ -20,6 +20,11 @@
  *     tide_session_step(s, &stats, &err);
  *     tide_session_fetch(s, "loss", &loss, sizeof(loss), &err);
  *     tide_session_free(s);
+ *
+ *     // A dry run: the report, whether or not the plan fits.
+ *     enum tide_status st = tide_session_plan(bytes, len, &o, &s, &err);
+ *     if (st == TIDE_OK || st == TIDE_DOES_NOT_FIT)
+ *         print(tide_session_plan_report(s)), tide_session_free(s);
  */
 #ifndef TIDE_RUNTIME_SESSION_H
 #define TIDE_RUNTIME_SESSION_H
@@ -63,10 +68,11 @@ struct tide_session_options {
     const struct tide_graph_limits *limits; /* NULL: defaults */
     /*
      * Plan only: import, autodiff and the memory plan run as usual (a plan
-     * that does not fit still fails creation with TIDE_DOES_NOT_FIT), but no
-     * executor is created, so no device arena is allocated and no Variable is
-     * initialised. Such a session answers the graph, plan and report queries;
-     * feed, step, eval, fetch, write_variable and set_step return TIDE_STATE.
+     * that does not fit fails tide_session_new with TIDE_DOES_NOT_FIT; use
+     * tide_session_plan to get its report), but no executor is created, so
+     * no device arena is allocated and no Variable is initialised. Such a
+     * session answers the graph, plan and report queries; feed, step, eval,
+     * fetch, write_variable and set_step return TIDE_STATE.
      */
     bool plan_only;
 };
@@ -82,6 +88,27 @@ enum tide_status tide_session_new_graph(struct tide_graph *graph,
                                         const struct tide_session_options *options,
                                         struct tide_session **out, struct tide_error *err);
 void tide_session_free(struct tide_session *session);
+
+/*
+ * Plans a job without running it, and reports also when the plan does not
+ * fit: the one entry point for dry runs and admission reports (the daemon's
+ * Plan, tide-bench plan and depth). It runs what tide_session_new runs, as a
+ * plan-only session (options->plan_only is taken as true), and returns
+ * TIDE_OK when the plan fits or TIDE_DOES_NOT_FIT when it does not. In both
+ * cases *out is the plan-only session, which the caller frees:
+ * tide_session_plan_report gives the planner's report (fits, the smallest
+ * budget that fits and the node that sets it) and tide_session_graph the
+ * planned graph whose nodes it names; when it does not fit, err holds the
+ * planner's full message and tide_session_memplan is NULL. Any other status
+ * leaves *out NULL, with err saying why.
+ */
+enum tide_status tide_session_plan(const void *graph_bytes, size_t len,
+                                   const struct tide_session_options *options,
+                                   struct tide_session **out, struct tide_error *err);
+/* tide_session_plan for an already-imported graph, whose ownership it takes (also on failure). */
+enum tide_status tide_session_plan_graph(struct tide_graph *graph,
+                                         const struct tide_session_options *options,
+                                         struct tide_session **out, struct tide_error *err);
 
 /* Stages a Placeholder's value for the next step, by name; the byte count must match. */
 enum tide_status tide_session_feed(struct tide_session *session, const char *placeholder,
@@ -114,7 +141,11 @@ enum tide_status tide_session_write_variable(struct tide_session *session, const
 enum tide_status tide_session_set_step(struct tide_session *session, uint64_t steps,
                                        struct tide_error *err);
 
-/* The planned graph, its memory plan and the autodiff result (owned by the session). */
+/*
+ * The planned graph, its memory plan and the autodiff result (owned by the
+ * session). The memory plan is NULL for a session from tide_session_plan
+ * whose plan does not fit.
+ */
 const struct tide_graph *tide_session_graph(const struct tide_session *session);
 const struct tide_memplan *tide_session_memplan(const struct tide_session *session);
 const struct tide_autodiff_result *tide_session_training(const struct tide_session *session);

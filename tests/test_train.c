@@ -316,6 +316,69 @@ static void test_plan_only(void **state)
     free(bytes);
 }
 
+/*
+ * tide_session_plan reports whether or not the plan fits: under a budget
+ * too small it returns TIDE_DOES_NOT_FIT with the session still handed out,
+ * its report not fitting with the smallest budget that fits, the node that
+ * sets it (a node of the planned graph) and the planner's message, which is
+ * also err's; and with that smallest budget the same call fits. tide_session_new
+ * under the small budget is refused with the same message and no session.
+ */
+static void test_plan_reports_when_not_fitting(void **state)
+{
+    (void)state;
+    tide_builder *b = tide_builder_new();
+    const int64_t hidden[1] = {256};
+    uint8_t *bytes = NULL;
+    size_t len;
+    if (tide_model_mlp(b, 32, 256, hidden, 1, 10).id < 0 ||
+        tide_builder_serialize(b, &bytes, &len))
+        fail_msg("mlp: %s", tide_builder_error(b));
+    tide_builder_free(b);
+    struct tide_train_options adam = {
+        .loss = TIDE_MODEL_LOSS, .optimizer = TIDE_OPTIMIZER_ADAM, .learning_rate = 0.01f};
+    struct tide_memory_policy policy = tide_memory_policy_default();
+    struct tide_session_options o = tide_session_options_default();
+    o.train = &adam;
+    o.memory = &policy;
+    o.budget_bytes = 4096;
+    struct tide_error err = {0};
+    struct tide_session *s = NULL;
+    assert_int_equal(tide_session_plan(bytes, len, &o, &s, &err), TIDE_DOES_NOT_FIT);
+    assert_non_null(s);
+    assert_null(tide_session_memplan(s));
+    const struct tide_plan_report *r = tide_session_plan_report(s);
+    assert_non_null(r);
+    assert_false(r->fits);
+    assert_int_equal(r->budget_bytes, 4096);
+    assert_true(r->min_budget_bytes > 4096);
+    assert_true(r->min_budget_node < tide_session_graph(s)->n_nodes);
+    assert_true(r->message[0] != '\0');
+    assert_int_equal(strncmp(r->message, err.message, strlen(r->message)), 0);
+    char message[sizeof(err.message)];
+    memcpy(message, err.message, sizeof(message));
+    uint64_t min_budget = r->min_budget_bytes;
+    float x[32 * 256];
+    memset(x, 0, sizeof(x));
+    assert_int_equal(tide_session_feed(s, TIDE_MODEL_IMAGES, x, sizeof(x), &err), TIDE_STATE);
+    tide_session_free(s);
+
+    struct tide_error refused = {0};
+    s = (struct tide_session *)&refused; /* overwritten with NULL */
+    assert_int_equal(tide_session_new(bytes, len, &o, &s, &refused), TIDE_DOES_NOT_FIT);
+    assert_null(s);
+    assert_string_equal(refused.message, message);
+
+    o.budget_bytes = min_budget;
+    check(tide_session_plan(bytes, len, &o, &s, &err), &err);
+    assert_non_null(s);
+    assert_true(tide_session_plan_report(s)->fits);
+    assert_non_null(tide_session_memplan(s));
+    assert_true(tide_session_memplan(s)->peak_bytes <= min_budget);
+    tide_session_free(s);
+    free(bytes);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -323,6 +386,7 @@ int main(void)
         cmocka_unit_test(test_deterministic_across_runs_and_threads),
         cmocka_unit_test(test_mlp_learns_synthetic),
         cmocka_unit_test(test_plan_only),
+        cmocka_unit_test(test_plan_reports_when_not_fitting),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
