@@ -15,11 +15,10 @@
  *
  *  - persistent (device-homed Variables and Consts, pinned tensors): alive
  *    everywhere;
- *  - a tensor that stays put: from its producer to its last use (or only at
- *    its producer when nothing reads it);
- *  - a swapped tensor: from its producer to its last near use or its
- *    SwapOut, whichever is later; each far group's SwapIn output from the
- *    SwapIn to the group's last use;
+ *  - a feature map: what the memory action that claims it says
+ *    (tide__action_pick; KEEP in actions.c: from its producer to its last
+ *    use, or only at its producer when nothing reads it; SWAP in swap.c);
+ *  - a tensor that may not move (FIXED): as KEEP says;
  *  - a host-homed source: each Fetch output from the Fetch to its group's
  *    last use, or to the WriteBack right after it;
  *  - a kernel's workspace: at the kernel only (inserted memory ops are taken
@@ -33,12 +32,6 @@
 #include "swapper/swapper-impl.h"
 
 #include <string.h>
-
-static inline void add_interval(int64_t *delta, uint64_t first, uint64_t last, uint64_t bytes)
-{
-    delta[first] += (int64_t)bytes;
-    delta[last + 1] -= (int64_t)bytes;
-}
 
 /* True if a use in group g writes the source in place (so a WriteBack follows it). */
 static bool group_writes(const struct tide_graph *graph, const struct tide_tensor_life *life,
@@ -63,6 +56,7 @@ void tide__estimate(struct tide__planner *pl, const struct tide__choice *choice,
     uint32_t n = p->n_order;
     uint32_t size = p->partition_size;
     int64_t *delta = pl->delta;
+    struct tide__live intervals = {delta};
     struct tide_use_group *groups = pl->groups;
     uint64_t persistent = 0;
     memset(out, 0, sizeof(*out));
@@ -71,14 +65,12 @@ void tide__estimate(struct tide__planner *pl, const struct tide__choice *choice,
     for (uint32_t i = 0; i < n; i++) {
         uint64_t ws = tide__align(pl, pl->workspace[p->order[i]]);
         if (ws)
-            add_interval(delta, tide_place_key_at(i), tide_place_key_at(i), ws);
+            tide__live_add(&intervals, tide_place_key_at(i), tide_place_key_at(i), ws);
     }
     for (uint32_t t = 0; t < p->n_tensors; t++) {
         const struct tide_tensor_life *life = &p->tensors[t];
         uint64_t raw = graph->nodes[life->tensor.node].outputs[life->tensor.output].nbytes;
         uint64_t bytes = tide__align(pl, raw);
-        uint32_t made = p->position[life->tensor.node];
-        uint32_t last = life->n_uses ? p->position[life->uses[life->n_uses - 1]] : made;
         uint32_t n_groups;
         switch (pl->kinds[t]) {
         case TIDE__TENSOR_HOST:
@@ -96,39 +88,25 @@ void tide__estimate(struct tide__planner *pl, const struct tide__choice *choice,
             for (uint32_t g = 0; g < n_groups; g++) {
                 uint32_t end = p->position[life->uses[groups[g].first + groups[g].n_uses - 1]];
                 bool writes = group_writes(graph, life, &groups[g]);
-                add_interval(delta, tide_place_key_before(groups[g].load_partition * size),
-                             writes ? tide_place_key_after(end) : tide_place_key_at(end), bytes);
+                tide__live_add(&intervals, tide_place_key_before(groups[g].load_partition * size),
+                               writes ? tide_place_key_after(end) : tide_place_key_at(end), bytes);
                 out->moved.fetch += raw;
                 out->moved.write_back += writes ? raw : 0;
             }
             break;
-        case TIDE__TENSOR_FEATURE:
-            n_groups = choice->swap_threshold == TIDE__NEVER
-                           ? 1
-                           : tide_place_group_uses(life, choice->swap_threshold, choice->prefetch,
-                                                   true, groups);
-            if (n_groups > 1) {
-                uint64_t near_end = tide_place_key_after(made);
-                if (groups[0].n_uses) {
-                    uint32_t near_last = p->position[life->uses[groups[0].n_uses - 1]];
-                    if (tide_place_key_at(near_last) > near_end)
-                        near_end = tide_place_key_at(near_last);
-                }
-                add_interval(delta, tide_place_key_at(made), near_end, bytes);
-                out->moved.swap_out += raw;
-                for (uint32_t g = 1; g < n_groups; g++) {
-                    uint32_t end = p->position[life->uses[groups[g].first + groups[g].n_uses - 1]];
-                    add_interval(delta, tide_place_key_before(groups[g].load_partition * size),
-                                 tide_place_key_at(end), bytes);
-                    out->moved.swap_in += raw;
-                }
-                break;
-            }
-            add_interval(delta, tide_place_key_at(made), tide_place_key_at(last), bytes);
+        case TIDE__TENSOR_FEATURE: {
+            struct tide__action_tensor at;
+            tide__action_tensor_init(&at, pl, choice, t, groups);
+            enum tide__action_id a = tide__action_pick(&at);
+            tide__memory_actions[a]->estimate(&at, &intervals, &out->moved.actions[a]);
             break;
-        default: /* TIDE__TENSOR_FIXED */
-            add_interval(delta, tide_place_key_at(made), tide_place_key_at(last), bytes);
+        }
+        default: { /* TIDE__TENSOR_FIXED: on the device from producer to last use */
+            struct tide__action_tensor at;
+            tide__action_tensor_init(&at, pl, choice, t, NULL);
+            tide__action_keep.estimate(&at, &intervals, &out->moved.actions[TIDE__ACTION_KEEP]);
             break;
+        }
         }
     }
     int64_t live = 0, most = 0;

@@ -7,7 +7,9 @@
  *
  *  1. placement (placement/placement.h): homes of Variables and Consts,
  *     Fetch and WriteBack;
- *  2. swap (swap.c): SwapOut and SwapIn for far uses of feature maps;
+ *  2. the memory actions (actions.c): each feature map handed to the action
+ *     that claims it — SwapOut and SwapIn for far uses (swap.c), nothing
+ *     for a tensor that stays put;
  *  3. the final order: the partitioner's depth-first order, kept as it is,
  *     with the inserted nodes merged in by key (a load at the start of its
  *     partition, a SwapOut or WriteBack right after the node it follows;
@@ -258,7 +260,7 @@ enum tide_status tide__rewrite(const struct tide__planner *pl, struct tide_graph
     moved->fetch = placed.fetch_bytes;
     moved->write_back = placed.write_back_bytes;
     if (st == TIDE_OK)
-        st = tide__swap(graph, pl, choice->swap_threshold, choice->prefetch, &inserted, moved, err);
+        st = tide__actions_rewrite(graph, pl, choice, &inserted, moved, err);
     if (st == TIDE_OK) {
         *order = malloc(((size_t)graph->n_nodes + 1) * sizeof(**order));
         if (!*order)

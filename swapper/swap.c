@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * swap.c: SwapOut and SwapIn for feature maps used far from where they are
- * made.
+ * swap.c: the SWAP memory action — SwapOut and SwapIn for feature maps used
+ * far from where they are made (an entry of actions.def).
  *
  * Wei et al. ("TensorFlowMem"): a partition may produce a tensor that a
  * partition many steps later consumes; the tensor is offloaded to host
@@ -19,11 +19,11 @@
  *
  * Only feature maps move (tide__tensor_kind FEATURE): not Variables or
  * Consts (placement's), not outputs of memory ops, not what the caller
- * pinned, not a tensor an update writes in place, not an empty tensor.
+ * pinned, not a tensor an update writes in place, not an empty tensor. SWAP
+ * claims every feature map with a far group; the driver (actions.c) offers
+ * it only feature maps.
  */
 #include "swapper/swapper-impl.h"
-
-#include <stdlib.h>
 
 /* Points the uses of group g at the SwapIn output instead of the original tensor. */
 static void rewire(struct tide_graph *graph, const struct tide_tensor_life *life,
@@ -38,58 +38,74 @@ static void rewire(struct tide_graph *graph, const struct tide_tensor_life *life
     }
 }
 
-enum tide_status tide__swap(struct tide_graph *graph, const struct tide__planner *pl,
-                            uint32_t threshold, uint32_t prefetch,
-                            struct tide_place_insertions *inserted, struct tide__moved *moved,
-                            struct tide_error *err)
+static bool swap_claims(const struct tide__action_tensor *t)
 {
-    const struct tide_partitioning *p = &pl->part;
-    if (threshold == TIDE__NEVER)
-        return TIDE_OK;
-    uint32_t most_uses = 0;
-    for (uint32_t t = 0; t < p->n_tensors; t++) {
-        if (pl->kinds[t] == TIDE__TENSOR_FEATURE && p->tensors[t].n_uses > most_uses)
-            most_uses = p->tensors[t].n_uses;
-    }
-    struct tide_use_group *groups = malloc(((size_t)most_uses + 1) * sizeof(*groups));
-    if (!groups)
-        return tide_error_set(err, TIDE_NOMEM, "swapper: out of memory");
-
-    enum tide_status st = TIDE_OK;
-    /* Tensors in order of production, so that ids and names are the same on every run. */
-    for (uint32_t t = 0; st == TIDE_OK && t < p->n_tensors; t++) {
-        if (pl->kinds[t] != TIDE__TENSOR_FEATURE)
-            continue;
-        const struct tide_tensor_life *life = &p->tensors[t];
-        uint32_t n_groups = tide_place_group_uses(life, threshold, prefetch, true, groups);
-        if (n_groups < 2)
-            continue;
-        struct tide_edge tensor = life->tensor;
-        uint64_t bytes = graph->nodes[tensor.node].outputs[tensor.output].nbytes;
-        uint32_t swap_out;
-        st = tide_place_add_memory_node(graph, TIDE_OP_SWAP_OUT, "swapout", tensor, tensor, -1,
-                                        &swap_out, err);
-        if (st == TIDE_OK)
-            st = tide_place_insertions_push(inserted, swap_out, life->produced,
-                                            tide_place_key_after(p->position[tensor.node]), err);
-        if (st != TIDE_OK)
-            break;
-        moved->swap_out += bytes;
-        for (uint32_t g = 1; st == TIDE_OK && g < n_groups; g++) {
-            uint32_t swap_in;
-            uint32_t load = groups[g].load_partition;
-            st = tide_place_add_memory_node(graph, TIDE_OP_SWAP_IN, "swapin",
-                                            (struct tide_edge){swap_out, 0}, tensor, g, &swap_in,
-                                            err);
-            if (st == TIDE_OK)
-                st = tide_place_insertions_push(
-                    inserted, swap_in, load, tide_place_key_before(load * p->partition_size), err);
-            if (st != TIDE_OK)
-                break;
-            rewire(graph, life, &groups[g], tensor, swap_in);
-            moved->swap_in += bytes;
-        }
-    }
-    free(groups);
-    return st;
+    return t->n_groups >= 2;
 }
+
+/*
+ * The tensor from its producer to its last near use or its SwapOut,
+ * whichever is later; each far group's SwapIn output from the SwapIn to the
+ * group's last use.
+ */
+static void swap_estimate(const struct tide__action_tensor *t, struct tide__live *live,
+                          struct tide__action_cost *cost)
+{
+    const struct tide_partitioning *p = &t->pl->part;
+    const struct tide_tensor_life *life = t->life;
+    const struct tide_use_group *groups = t->groups;
+    uint64_t near_end = tide_place_key_after(t->made);
+    if (groups[0].n_uses) {
+        uint32_t near_last = p->position[life->uses[groups[0].n_uses - 1]];
+        if (tide_place_key_at(near_last) > near_end)
+            near_end = tide_place_key_at(near_last);
+    }
+    tide__live_add(live, tide_place_key_at(t->made), near_end, t->aligned);
+    cost->to_host += t->bytes;
+    for (uint32_t g = 1; g < t->n_groups; g++) {
+        uint32_t end = p->position[life->uses[groups[g].first + groups[g].n_uses - 1]];
+        tide__live_add(live, tide_place_key_before(groups[g].load_partition * p->partition_size),
+                       tide_place_key_at(end), t->aligned);
+        cost->to_device += t->bytes;
+    }
+}
+
+/* One SwapOut after the producer; one SwapIn per far group, at its load partition. */
+static enum tide_status swap_rewrite(const struct tide__action_tensor *t, struct tide_graph *graph,
+                                     struct tide_place_insertions *inserted,
+                                     struct tide__action_cost *cost, struct tide_error *err)
+{
+    const struct tide_partitioning *p = &t->pl->part;
+    const struct tide_tensor_life *life = t->life;
+    struct tide_edge tensor = life->tensor;
+    uint32_t swap_out;
+    enum tide_status st = tide_place_add_memory_node(graph, TIDE_OP_SWAP_OUT, "swapout", tensor,
+                                                     tensor, -1, &swap_out, err);
+    if (st == TIDE_OK)
+        st = tide_place_insertions_push(inserted, swap_out, life->produced,
+                                        tide_place_key_after(p->position[tensor.node]), err);
+    if (st != TIDE_OK)
+        return st;
+    cost->to_host += t->bytes;
+    for (uint32_t g = 1; g < t->n_groups; g++) {
+        uint32_t swap_in;
+        uint32_t load = t->groups[g].load_partition;
+        st = tide_place_add_memory_node(graph, TIDE_OP_SWAP_IN, "swapin",
+                                        (struct tide_edge){swap_out, 0}, tensor, g, &swap_in, err);
+        if (st == TIDE_OK)
+            st = tide_place_insertions_push(inserted, swap_in, load,
+                                            tide_place_key_before(load * p->partition_size), err);
+        if (st != TIDE_OK)
+            return st;
+        rewire(graph, life, &t->groups[g], tensor, swap_in);
+        cost->to_device += t->bytes;
+    }
+    return TIDE_OK;
+}
+
+const struct tide__memory_action tide__action_swap = {
+    .name = "swap",
+    .claims = swap_claims,
+    .estimate = swap_estimate,
+    .rewrite = swap_rewrite,
+};

@@ -2,7 +2,10 @@
 /*
  * swapper-impl.h: what the files of swapper/ share.
  *
- *   swap.c      the swap pass: SwapOut and SwapIn for far uses of feature maps
+ *   actions.def the memory actions, one line each (keep, swap)
+ *   actions.c   the action table, and the driver that gives every feature
+ *               map to the first action that claims it (KEEP: stay put)
+ *   swap.c      the SWAP action: SwapOut and SwapIn for far uses of feature maps
  *   pipeline.c  one policy applied to a graph: placement, swap, the final
  *               order, streams and homes, memplan; and the report
  *   estimate.c  the same policy simulated without touching a graph: the
@@ -37,21 +40,54 @@ enum tide__tensor_kind {
 struct tide__choice {
     bool vars_host;
     uint32_t var_threshold;  /* splits Fetch groups */
-    uint32_t swap_threshold; /* splits feature maps' uses; TIDE__NEVER: no swapping */
+    uint32_t swap_threshold; /* splits feature maps' uses into near and far groups, which a
+                                memory action (swap) may take; TIDE__NEVER: none is far */
     uint32_t prefetch;
 };
 
-/* Bytes a plan moves per step. */
+/* Memory actions, generated from actions.def: TIDE__ACTION_KEEP, TIDE__ACTION_SWAP, ... */
+enum tide__action_id {
+#define TIDE_MEMORY_ACTION(ID, name) TIDE__ACTION_##ID,
+#include "swapper/actions.def"
+#undef TIDE_MEMORY_ACTION
+    TIDE__ACTION_COUNT
+};
+
+/*
+ * What one action costs per step, summed over the tensors it handles:
+ * bytes copied each way between device and host, and bytes of outputs made
+ * again by kernels run a second time (what a recompute action pays in
+ * compute instead of copies; keep and swap leave it 0).
+ */
+struct tide__action_cost {
+    uint64_t to_device;
+    uint64_t to_host;
+    uint64_t remade;
+};
+
+/* What a plan costs per step: each action's, and placement's Fetch and WriteBack. */
 struct tide__moved {
-    uint64_t swap_in;
-    uint64_t swap_out;
+    struct tide__action_cost actions[TIDE__ACTION_COUNT];
     uint64_t fetch;
     uint64_t write_back;
 };
 
+/* Bytes copied between host and device per step, over every action and placement. */
 static inline uint64_t tide__moved_total(const struct tide__moved *m)
 {
-    return m->swap_in + m->swap_out + m->fetch + m->write_back;
+    uint64_t sum = m->fetch + m->write_back;
+    for (int a = 0; a < TIDE__ACTION_COUNT; a++)
+        sum += m->actions[a].to_device + m->actions[a].to_host;
+    return sum;
+}
+
+/* Bytes made again by kernels per step, over every action. */
+static inline uint64_t tide__moved_remade(const struct tide__moved *m)
+{
+    uint64_t sum = 0;
+    for (int a = 0; a < TIDE__ACTION_COUNT; a++)
+        sum += m->actions[a].remade;
+    return sum;
 }
 
 struct tide__planner {
@@ -82,17 +118,7 @@ void tide__planner_release(struct tide__planner *pl);
 uint64_t tide__align(const struct tide__planner *pl, uint64_t bytes);
 
 /*
- * The swap pass on graph (the planner's graph or a clone of it, with
- * placement already applied): SwapOut/SwapIn for every feature map with a
- * use more than threshold partitions after the previous one.
- */
-enum tide_status tide__swap(struct tide_graph *graph, const struct tide__planner *pl,
-                            uint32_t threshold, uint32_t prefetch,
-                            struct tide_place_insertions *inserted, struct tide__moved *moved,
-                            struct tide_error *err);
-
-/*
- * Placement, swap, the final order, streams and homes for one choice on
+ * Placement, the memory actions, the final order, streams and homes for one choice on
  * graph (the planner's graph or a clone of it); *order gets the final order
  * (malloc'd, graph->n_nodes ids). moved may be NULL.
  */
@@ -145,5 +171,112 @@ struct tide__estimate {
  */
 void tide__estimate(struct tide__planner *pl, const struct tide__choice *choice,
                     struct tide__estimate *out);
+
+/* ============================================================================
+ * Memory actions
+ *
+ * A memory action is what the planner does with one feature map (an output
+ * the classification above calls TIDE__TENSOR_FEATURE): keep it on the
+ * device from its producer to its last use, swap it out and back in for its
+ * far uses, and — next — recompute it from its producer's inputs before its
+ * far uses. Each is one line of actions.def and one struct tide__memory_action
+ * (tide__action_<name>), which says everything the planner needs:
+ *
+ *   claims    whether it takes the tensor under a choice. The table is asked
+ *             in the order of actions.def and the first action that claims a
+ *             tensor gets it; KEEP, last, claims everything.
+ *   estimate  its effect on liveness — the device intervals, in keys
+ *             (placement.h), of the tensor and of whatever the action adds
+ *             (a SwapIn's output, a recomputed copy) — and its cost per step,
+ *             for the simulation (estimate.c) that scores every candidate.
+ *   rewrite   its nodes in the graph: what to insert, where (a key of the
+ *             final order), and which consumers read the new nodes. NULL
+ *             when the action inserts nothing (KEEP).
+ *
+ * estimate and rewrite must agree exactly: the same intervals that memplan
+ * places for the rewritten graph, the same cost (test_swapper checks both
+ * for every action on every choice it tries).
+ * ========================================================================== */
+
+/* One feature map under one choice: everything an action may read about it. */
+struct tide__action_tensor {
+    const struct tide__planner *pl; /* graph, partitioning, workspaces, kinds */
+    const struct tide__choice *choice;
+    uint32_t tensor;                     /* index into pl->part.tensors */
+    const struct tide_tensor_life *life; /* producer (life->tensor), uses and their partitions */
+    uint32_t made;                       /* position of the producer in pl->part.order */
+    uint64_t bytes;                      /* nbytes, as copies move it */
+    uint64_t aligned;                    /* nbytes rounded as memplan places it */
+    /*
+     * The uses split at choice->swap_threshold, the producer first
+     * (tide_place_group_uses): group 0 is near the producer, every later
+     * group is far. n_groups is 1 when no use is far (or the threshold is
+     * TIDE__NEVER, groups then left unset).
+     */
+    const struct tide_use_group *groups;
+    uint32_t n_groups;
+};
+
+/* The device intervals of a simulated plan, in keys (estimate.c owns the array). */
+struct tide__live {
+    int64_t *delta; /* 4 * n_order + 4 entries: += bytes at first, -= bytes after last */
+};
+
+/* Adds bytes live from key first to key last, both included. */
+static inline void tide__live_add(struct tide__live *live, uint64_t first, uint64_t last,
+                                  uint64_t bytes)
+{
+    live->delta[first] += (int64_t)bytes;
+    live->delta[last + 1] -= (int64_t)bytes;
+}
+
+struct tide__memory_action {
+    const char *name; /* lower case, as in actions.def */
+    bool (*claims)(const struct tide__action_tensor *t);
+    void (*estimate)(const struct tide__action_tensor *t, struct tide__live *live,
+                     struct tide__action_cost *cost);
+    /* May be NULL: the action inserts nothing. */
+    enum tide_status (*rewrite)(const struct tide__action_tensor *t, struct tide_graph *graph,
+                                struct tide_place_insertions *inserted,
+                                struct tide__action_cost *cost, struct tide_error *err);
+};
+
+/* Each action's entry, defined in the file that implements it (see actions.def). */
+#define TIDE_MEMORY_ACTION(ID, name) extern const struct tide__memory_action tide__action_##name;
+#include "swapper/actions.def"
+#undef TIDE_MEMORY_ACTION
+
+/* The table, indexed by enum tide__action_id. */
+extern const struct tide__memory_action *const tide__memory_actions[TIDE__ACTION_COUNT];
+
+/*
+ * Describes tensor `tensor` of the planner under choice: groups is scratch
+ * of at least n_uses + 1 entries that the split is written to (NULL: no
+ * split, n_groups 1 — enough for KEEP).
+ */
+void tide__action_tensor_init(struct tide__action_tensor *t, const struct tide__planner *pl,
+                              const struct tide__choice *choice, uint32_t tensor,
+                              struct tide_use_group *groups);
+
+/* The action that handles t: the first in the table that claims it. */
+enum tide__action_id tide__action_pick(const struct tide__action_tensor *t);
+
+/*
+ * The life of input i of t's producer (NULL past its inputs): what an action
+ * that runs the producer again must keep, or bring back, until then.
+ */
+const struct tide_tensor_life *tide__action_input_life(const struct tide__action_tensor *t,
+                                                       uint32_t i);
+
+/*
+ * The memory actions on graph (the planner's or a clone, placement already
+ * applied): each feature map, in order of production, is handed to the
+ * action that claims it, which inserts its nodes; their costs are added to
+ * moved.
+ */
+enum tide_status tide__actions_rewrite(struct tide_graph *graph, const struct tide__planner *pl,
+                                       const struct tide__choice *choice,
+                                       struct tide_place_insertions *inserted,
+                                       struct tide__moved *moved, struct tide_error *err);
 
 #endif /* TIDE_SWAPPER_SWAPPER_IMPL_H */

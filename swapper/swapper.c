@@ -7,7 +7,10 @@
  *
  * A choice (swapper-impl.h) says where Variables and Consts live and which
  * feature maps move: vars on the device or the host, the threshold that
- * splits use groups, the prefetch distance. Planning is:
+ * splits use groups, the prefetch distance. What happens to a feature map
+ * with far uses is the business of the memory actions (actions.def,
+ * actions.c): the search here knows none of them, it ranks the costs that
+ * the simulation sums over them. Planning is:
  *
  *  1. Partition once (the passes never reorder original nodes, so every
  *     trial shares the partitioning) and size every kernel's workspace once.
@@ -23,6 +26,7 @@
  *                  {0, 1, 2, 4, ..., n_partitions, never} × prefetch
  *                  {0, 1, 2}, sorted by bytes moved per step (fewest first:
  *                  nothing moved comes first and wins when it fits), then
+ *                  bytes made again by recomputing actions, then
  *                  the larger prefetch (prefetch moves no bytes, it only
  *                  buys overlap of copies with compute, so among equal
  *                  traffic the most overlap that fits is the best plan),
@@ -194,13 +198,20 @@ static bool candidates_push(struct candidates *list, bool vars_host, uint32_t va
     return true;
 }
 
-/* Fewest bytes moved; then the larger prefetch; then the lower peak; then a fixed order. */
+/*
+ * Fewest bytes moved; then the fewest bytes made again; then the larger
+ * prefetch; then the lower peak; then a fixed order.
+ */
 static int compare_candidates(const void *a, const void *b)
 {
     const struct candidate *x = a, *y = b;
     uint64_t mx = tide__moved_total(&x->estimate.moved), my = tide__moved_total(&y->estimate.moved);
     if (mx != my)
         return mx < my ? -1 : 1;
+    uint64_t rx = tide__moved_remade(&x->estimate.moved);
+    uint64_t ry = tide__moved_remade(&y->estimate.moved);
+    if (rx != ry)
+        return rx < ry ? -1 : 1;
     if (x->choice.prefetch != y->choice.prefetch)
         return x->choice.prefetch > y->choice.prefetch ? -1 : 1;
     if (x->estimate.live_bytes != y->estimate.live_bytes)

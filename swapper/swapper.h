@@ -6,9 +6,11 @@
  *   partitioner  depth-first order, partitions of partition_size nodes
  *   placement    Variables, Consts and optimizer state homed on the host or
  *                the device (vars_home); Fetch before use, WriteBack after update
- *   swapper      SwapOut after the producer and SwapIn prefetch_distance
- *                partitions before the consumer, for every feature map whose
- *                next use is more than swap_threshold partitions away
+ *   actions      a memory action for every feature map (swapper/actions.def):
+ *                KEEP it on the device, or SWAP it — SwapOut after the
+ *                producer and SwapIn prefetch_distance partitions before the
+ *                consumer — when its next use is more than swap_threshold
+ *                partitions away
  *   memplan      arena offsets and the predicted peak
  *
  * With swap auto and autotune, tide_plan_memory searches (threshold,
@@ -37,6 +39,38 @@
  *    its group read the SwapIn output. node->subject = t's producer for both.
  *  - Control edges keep the in-place update order valid: a Fetch of v that
  *    follows an update of v runs after that update's WriteBack.
+ *
+ * Adding a memory action (RECOMPUTE, say: run a producer whose op is cheap
+ * to recompute again before its far consumers instead of swapping its
+ * output). The passes, the simulation and the search iterate the action
+ * table, so an action is one entry, in at most four files:
+ *
+ *  1. swapper/actions.def: one line, TIDE_MEMORY_ACTION(RECOMPUTE,
+ *     recompute), placed before SWAP so that it claims the tensors it wants
+ *     first (the first action that claims a tensor gets it; KEEP stays last).
+ *  2. swapper/recompute.c (swapper/CMakeLists.txt globs *.c): defines
+ *     const struct tide__memory_action tide__action_recompute
+ *     (swapper/swapper-impl.h, "Memory actions") with
+ *       claims    the tensor has a far group (t->n_groups >= 2), its
+ *                 producer's op has TIDE_OP_F_CHEAP (graph/ops.def), and its
+ *                 inputs stay on the device until the far group
+ *                 (tide__action_input_life, tide__action_pick, pl->kinds);
+ *       estimate  its effect on liveness: the near interval, one copy per
+ *                 far group from the recompute to the group's last use, the
+ *                 copy's workspace (pl->workspace of the producer), and the
+ *                 inputs' lives stretched to the recompute; its cost:
+ *                 cost->remade += the bytes made again, nothing copied;
+ *       rewrite   its nodes: a copy of the producer on the same inputs
+ *                 (tide_graph_add_node), pushed into inserted at the far
+ *                 group's load partition (tide_place_key_before), and the
+ *                 group's uses rewired to it.
+ *  3. graph/ops.def: the "cheap to recompute" flag, TIDE_OP_F_CHEAP, is there
+ *     already; only an op whose flag changes is touched.
+ *  4. tests/test_swapper.c: a case; test_estimate_is_exact already checks
+ *     every action's estimate against memplan and its rewrite's cost.
+ *
+ * The search (swapper.c) needs nothing new: candidates are ranked by bytes
+ * copied, then by bytes made again, so a recompute that saves copies wins.
  *
  * Example usage:
  *

@@ -9,7 +9,9 @@
  * admission and DOES_NOT_FIT with the smallest budget; the client's CNN and
  * ResNet training graphs planned under a quarter of their resident peak with
  * every contract invariant checked; determinism; the simulation that drives
- * autotune checked against memplan on many choices; and planned sessions
+ * autotune checked against memplan on many choices; the memory-action table
+ * (complete entries, KEEP last) and its driver (which action takes which
+ * feature map, what the rewrite inserts, whose cost it is); and planned sessions
  * trained end to end, bit-identical to the resident run (tests/test_swap.c
  * covers execution in depth).
  */
@@ -861,6 +863,149 @@ static void test_estimate_is_exact(void **state)
 }
 
 /* ============================================================================
+ * Memory actions: the table and the driver
+ * ========================================================================== */
+
+/* Every entry is complete, names are unique, and KEEP is the last, claiming anything. */
+static void test_action_table(void **state)
+{
+    (void)state;
+    assert_int_equal(TIDE__ACTION_COUNT, 2);
+    assert_ptr_equal(tide__memory_actions[TIDE__ACTION_KEEP], &tide__action_keep);
+    assert_ptr_equal(tide__memory_actions[TIDE__ACTION_SWAP], &tide__action_swap);
+    assert_string_equal(tide__action_keep.name, "keep");
+    assert_string_equal(tide__action_swap.name, "swap");
+    for (int a = 0; a < TIDE__ACTION_COUNT; a++) {
+        const struct tide__memory_action *action = tide__memory_actions[a];
+        assert_non_null(action);
+        assert_non_null(action->claims);
+        assert_non_null(action->estimate);
+        assert_true(action->name && action->name[0]);
+        for (int b = 0; b < a; b++)
+            assert_string_not_equal(tide__memory_actions[b]->name, action->name);
+    }
+    assert_int_equal(TIDE__ACTION_KEEP, TIDE__ACTION_COUNT - 1);
+    assert_null(tide__action_keep.rewrite);
+    assert_non_null(tide__action_swap.rewrite);
+}
+
+/*
+ * Which action takes each feature map, and what the rewrite does with it:
+ * with no far use (threshold never) everything is kept; with threshold 0
+ * SWAP takes exactly the feature maps with a far group, the rewrite inserts
+ * one SwapOut per such tensor and one SwapIn per far group, and the costs
+ * land on SWAP's line, never on KEEP's.
+ */
+static void test_actions_pick_and_rewrite(void **state)
+{
+    (void)state;
+    struct tide_plan_env env = cpu_env();
+    struct tide_graph *g = model_graph(MODEL_CNN, TIDE_OPTIMIZER_MOMENTUM);
+    struct tide__planner pl;
+    struct tide_error err = {0};
+    assert_int_equal(tide__planner_init(&pl, g, 4, &env, &err), TIDE_OK);
+    uint32_t most_uses = 0;
+    for (uint32_t t = 0; t < pl.part.n_tensors; t++)
+        most_uses = pl.part.tensors[t].n_uses > most_uses ? pl.part.tensors[t].n_uses : most_uses;
+    struct tide_use_group *groups = calloc((size_t)most_uses + 1, sizeof(*groups));
+    assert_non_null(groups);
+
+    struct tide__choice never = {false, 1, TIDE__NEVER, 1};
+    struct tide__choice all = {false, 1, 0, 0};
+    uint32_t features = 0, swapped = 0, far_groups = 0;
+    uint64_t swapped_bytes = 0, far_bytes = 0;
+    for (uint32_t t = 0; t < pl.part.n_tensors; t++) {
+        if (pl.kinds[t] != TIDE__TENSOR_FEATURE)
+            continue;
+        features++;
+        struct tide__action_tensor at;
+        tide__action_tensor_init(&at, &pl, &never, t, groups);
+        assert_int_equal(at.n_groups, 1);
+        assert_int_equal(tide__action_pick(&at), TIDE__ACTION_KEEP);
+        tide__action_tensor_init(&at, &pl, &all, t, groups);
+        enum tide__action_id a = tide__action_pick(&at);
+        assert_int_equal(a, at.n_groups >= 2 ? TIDE__ACTION_SWAP : TIDE__ACTION_KEEP);
+        if (a == TIDE__ACTION_SWAP) {
+            swapped++;
+            swapped_bytes += at.bytes;
+            far_groups += at.n_groups - 1;
+            far_bytes += (uint64_t)(at.n_groups - 1) * at.bytes;
+        }
+    }
+    assert_true(features > 0);
+    assert_true(swapped > 0 && swapped < features);
+
+    struct tide_graph *clone = tide_graph_clone(g);
+    struct tide_memplan mp;
+    struct tide__moved moved;
+    if (tide__apply(&pl, clone, &all, &mp, &moved, &err) != TIDE_OK)
+        fail_msg("%s", err.message);
+    uint32_t swap_outs = 0, swap_ins = 0;
+    for (uint32_t v = pl.n_original; v < clone->n_nodes; v++) {
+        swap_outs += clone->nodes[v].op == TIDE_OP_SWAP_OUT;
+        swap_ins += clone->nodes[v].op == TIDE_OP_SWAP_IN;
+    }
+    assert_int_equal(swap_outs, swapped);
+    assert_int_equal(swap_ins, far_groups);
+    assert_true(moved.actions[TIDE__ACTION_SWAP].to_host == swapped_bytes);
+    assert_true(moved.actions[TIDE__ACTION_SWAP].to_device == far_bytes);
+    assert_true(moved.actions[TIDE__ACTION_SWAP].remade == 0);
+    struct tide__action_cost zero = {0};
+    assert_memory_equal(&moved.actions[TIDE__ACTION_KEEP], &zero, sizeof(zero));
+    tide_memplan_release(&mp);
+    tide_graph_free(clone);
+
+    /* Nothing far: nothing inserted by any action, nothing copied by any. */
+    clone = tide_graph_clone(g);
+    if (tide__apply(&pl, clone, &never, &mp, &moved, &err) != TIDE_OK)
+        fail_msg("%s", err.message);
+    for (uint32_t v = pl.n_original; v < clone->n_nodes; v++)
+        assert_true(clone->nodes[v].op != TIDE_OP_SWAP_OUT &&
+                    clone->nodes[v].op != TIDE_OP_SWAP_IN);
+    for (int a = 0; a < TIDE__ACTION_COUNT; a++)
+        assert_memory_equal(&moved.actions[a], &zero, sizeof(zero));
+    tide_memplan_release(&mp);
+    tide_graph_free(clone);
+
+    free(groups);
+    tide__planner_release(&pl);
+    tide_graph_free(g);
+}
+
+/* An action sees its producer's inputs' lives: input i's tensor, NULL past the last input. */
+static void test_action_input_life(void **state)
+{
+    (void)state;
+    struct tide_plan_env env = cpu_env();
+    struct tide_graph *g = model_graph(MODEL_CNN, TIDE_OPTIMIZER_SGD);
+    struct tide__planner pl;
+    struct tide_error err = {0};
+    assert_int_equal(tide__planner_init(&pl, g, 4, &env, &err), TIDE_OK);
+    struct tide__choice c = {false, 1, 1, 1};
+    uint32_t checked = 0;
+    for (uint32_t t = 0; t < pl.part.n_tensors; t++) {
+        if (pl.kinds[t] != TIDE__TENSOR_FEATURE)
+            continue;
+        struct tide__action_tensor at;
+        tide__action_tensor_init(&at, &pl, &c, t, NULL);
+        assert_int_equal(at.n_groups, 1);
+        const struct tide_node *producer = &g->nodes[at.life->tensor.node];
+        assert_int_equal(at.made, pl.part.position[at.life->tensor.node]);
+        for (uint32_t i = 0; i < producer->n_inputs; i++) {
+            const struct tide_tensor_life *in = tide__action_input_life(&at, i);
+            assert_non_null(in);
+            assert_int_equal(in->tensor.node, producer->inputs[i].node);
+            assert_int_equal(in->tensor.output, producer->inputs[i].output);
+            checked++;
+        }
+        assert_null(tide__action_input_life(&at, producer->n_inputs));
+    }
+    assert_true(checked > 0);
+    tide__planner_release(&pl);
+    tide_graph_free(g);
+}
+
+/* ============================================================================
  * End to end
  * ========================================================================== */
 
@@ -988,6 +1133,9 @@ int main(void)
         cmocka_unit_test(test_deterministic),
         cmocka_unit_test(test_policy_refusals),
         cmocka_unit_test(test_estimate_is_exact),
+        cmocka_unit_test(test_action_table),
+        cmocka_unit_test(test_actions_pick_and_rewrite),
+        cmocka_unit_test(test_action_input_life),
         cmocka_unit_test(test_session_end_to_end),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
