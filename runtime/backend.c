@@ -17,7 +17,7 @@
  * handle (malloc) and its context; tide_backend_free frees the context
  * through iface->free, then the handle.
  */
-#include "runtime/backend.h"
+#include "runtime/backend-impl.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -292,6 +292,16 @@ enum tide_status tide_backend_fill32(struct tide_backend *backend, void *dst, ui
     if (bytes == 0)
         return TIDE_OK;
     return backend->iface->fill32(backend->context, dst, pattern, bytes, stream);
+}
+
+bool tide_backend_has_fill32(const struct tide_backend *backend)
+{
+    return backend && backend->iface->fill32;
+}
+
+bool tide_backend_has_event_elapsed(const struct tide_backend *backend)
+{
+    return backend && backend->iface->event_elapsed;
 }
 
 enum tide_status tide_backend_launch(struct tide_backend *backend, struct tide_stream *stream,

@@ -987,7 +987,7 @@ static enum tide_status create(struct tide_executor *ex, const struct tide_mempl
                               "the memory plan needs %" PRIu64 " bytes of device memory, the "
                               "budget is %" PRIu64 " bytes",
                               plan->peak_bytes, ex->options.budget_bytes);
-    if (ex->options.poison && !ex->backend->iface->fill32)
+    if (ex->options.poison && !tide_backend_has_fill32(ex->backend))
         return tide_error_set(err, TIDE_UNSUPPORTED, "poison mode: the %s backend cannot fill",
                               tide_backend_name(ex->backend));
 
@@ -1441,7 +1441,7 @@ static enum tide_status run_step(struct tide_executor *ex, const uint8_t *mask,
         stats->h2d_bytes = h2d_bytes;
         stats->d2h_bytes = d2h_bytes;
         stats->stall_ms = stall_ms;
-        stats->node_ms = ex->options.profile && b->iface->event_elapsed ? ex->node_ms : NULL;
+        stats->node_ms = ex->options.profile && tide_backend_has_event_elapsed(b) ? ex->node_ms : NULL;
     }
     return TIDE_OK;
 }

@@ -25,7 +25,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "runtime/backend.h"
+#include "runtime/backend-impl.h" /* test_optional_entries strips entries */
 #include "runtime/cpu/backend_cpu.h"
 
 #define MIB (UINT64_C(1) << 20)
@@ -380,11 +380,16 @@ static void test_invalid_arguments(void **state)
 static void test_optional_entries(void **state)
 {
     struct tide_backend *b = new_cpu(MIB);
+    assert_true(tide_backend_has_fill32(b));
+    assert_true(tide_backend_has_event_elapsed(b));
     struct tide_backend_iface stripped = *b->iface;
     stripped.event_elapsed = NULL;
     stripped.fill32 = NULL;
     const struct tide_backend_iface *saved = b->iface;
     b->iface = &stripped;
+    assert_false(tide_backend_has_fill32(b));
+    assert_false(tide_backend_has_event_elapsed(b));
+    assert_false(tide_backend_has_fill32(NULL));
 
     struct tide_stream *s = new_stream(b);
     struct tide_event *e = new_event(b);

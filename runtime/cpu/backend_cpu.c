@@ -99,6 +99,7 @@
 #include <time.h>
 
 #include "common/log.h"
+#include "runtime/backend-impl.h"
 
 _Static_assert(SIZE_MAX >= UINT64_MAX, "the CPU backend needs a 64-bit size_t");
 

@@ -68,6 +68,7 @@
 #include <string.h>
 
 #include "common/log.h"
+#include "runtime/backend-impl.h"
 #include "kernels/cuda/kernels_cuda.h"
 
 /* What the backend keeps out of the offer: cuBLAS workspaces, library buffers. */
