@@ -86,6 +86,15 @@ struct tide_backend_iface {
     /* Runs the node's kernel on the stream. */
     enum tide_status (*launch)(void *context, struct tide_stream *stream,
                                const struct tide_kernel_args *args);
+    /*
+     * Whether the backend can run the node: a kernel for its op, or an op
+     * the executor implements itself with copies (sources and memory ops).
+     * Asked for every node when a job is compiled, so that a graph with an
+     * op the backend lacks is refused then, naming the op, not at its
+     * first step.
+     */
+    bool (*supports_op)(void *context, const struct tide_graph *graph,
+                        const struct tide_node *node);
     /* Scratch bytes the node's kernel needs on this backend. */
     uint64_t (*workspace_bytes)(void *context, const struct tide_graph *graph,
                                 const struct tide_node *node);

@@ -124,6 +124,24 @@ bool tide_backend_has_fill32(const struct tide_backend *backend);
 bool tide_backend_has_event_elapsed(const struct tide_backend *backend);
 enum tide_status tide_backend_launch(struct tide_backend *backend, struct tide_stream *stream,
                                      const struct tide_kernel_args *args);
+/*
+ * Whether the backend can run node of graph: it has a kernel for the node's
+ * op, or the op is one the executor implements with copies (the sources and
+ * the memory ops). False for a NULL backend or node, or an op out of range.
+ */
+bool tide_backend_supports_op(struct tide_backend *backend, const struct tide_graph *graph,
+                              const struct tide_node *node);
+
+/*
+ * Refuses a graph with a node the backend cannot run: TIDE_UNSUPPORTED, and
+ * err names the first such node, its op and the backend ("node \"x\" (Foo):
+ * the cuda backend has no kernel for Foo"). The session and the executor
+ * call it when they compile a job, so that the refusal comes before any
+ * memory is planned or allocated, not at the first step.
+ */
+enum tide_status tide_backend_check_graph(struct tide_backend *backend,
+                                          const struct tide_graph *graph, struct tide_error *err);
+
 uint64_t tide_backend_workspace_bytes(struct tide_backend *backend, const struct tide_graph *graph,
                                       const struct tide_node *node);
 

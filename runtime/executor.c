@@ -1094,6 +1094,10 @@ enum tide_status tide_executor_new(struct tide_graph *graph, const struct tide_m
     *out = NULL;
     if (!graph || !plan || !backend)
         return tide_error_set(err, TIDE_INVALID, "executor: graph, plan and backend are needed");
+    /* A node the backend cannot run is refused now, naming its op, not at the first step. */
+    enum tide_status st = tide_backend_check_graph(backend, graph, err);
+    if (st != TIDE_OK)
+        return st;
     struct tide_executor *ex = calloc(1, sizeof(*ex));
     if (!ex)
         return tide_error_set(err, TIDE_NOMEM, "executor: out of memory");
@@ -1104,7 +1108,7 @@ enum tide_status tide_executor_new(struct tide_graph *graph, const struct tide_m
     else
         ex->options.budget_bytes = plan->peak_bytes;
     ex->treap_root = NIL;
-    enum tide_status st = create(ex, plan, err);
+    st = create(ex, plan, err);
     if (st != TIDE_OK) {
         tide_executor_free(ex);
         return st;

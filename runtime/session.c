@@ -259,6 +259,9 @@ static enum tide_status setup(struct tide_session *s, const struct tide_session_
         st = tide_backend_create(o->backend_name ? o->backend_name : "cpu", &bo, &s->backend, err);
         s->owns_backend = st == TIDE_OK;
     }
+    /* An op the backend lacks is refused at compile, before any planning. */
+    if (st == TIDE_OK)
+        st = tide_backend_check_graph(s->backend, g, err);
     if (st == TIDE_OK && o->memory)
         st = plan_with_policy(s, o, budget, pinned, err);
     else if (st == TIDE_OK)

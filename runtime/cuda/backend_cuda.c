@@ -622,6 +622,15 @@ static enum tide_status cuda_launch(void *context, struct tide_stream *stream,
     return stream_enqueued(stream, st, &err);
 }
 
+/* The sources and the memory ops are the executor's copies; every other op needs a kernel. */
+static bool cuda_supports_op(void *context, const struct tide_graph *graph,
+                             const struct tide_node *node)
+{
+    if (tide_op_info(node->op)->flags & (TIDE_OP_F_SOURCE | TIDE_OP_F_MEMORY))
+        return true;
+    return tide_cuda_kernels.fn[node->op] != NULL;
+}
+
 /*
  * Workspace sizes come from the kernel table; cuDNN's need a handle, so the
  * backend binds its planning handle (no stream) for the query.
@@ -686,6 +695,7 @@ static const struct tide_backend_iface cuda_iface = {
     .copy_d2d = cuda_copy_d2d,
     .fill32 = cuda_fill32,
     .launch = cuda_launch,
+    .supports_op = cuda_supports_op,
     .workspace_bytes = cuda_workspace_bytes,
 };
 
