@@ -189,7 +189,8 @@ static enum tide_status kernel_fail_silent(const struct tide_kernel_args *args,
     return TIDE_INTERNAL;
 }
 
-static uint64_t test_workspace_bytes(const struct tide_graph *graph, const struct tide_node *node)
+static uint64_t test_workspace_bytes(void *stream, const struct tide_graph *graph,
+                                     const struct tide_node *node)
 {
     return node->op == TIDE_OP_CONV2D ? 123 : 0;
 }

@@ -154,7 +154,7 @@ static enum tide_status run_step(struct test_node *t, const struct tide_tensor_v
     assert_non_null(fn);
     if (plan_threads)
         tide_cpu_kernels_set_threads(plan_threads);
-    uint64_t ws_bytes = tide_cpu_kernels.workspace_bytes(&graph, &t->node);
+    uint64_t ws_bytes = tide_cpu_kernels.workspace_bytes(NULL, &graph, &t->node);
     if (plan_threads)
         tide_cpu_kernels_set_threads(run_threads);
     void *ws = NULL;
@@ -1683,7 +1683,7 @@ static void test_graph_normalised_attrs(void **state)
         }
         out = view(node->outputs[0].dtype, data[id], node->outputs[0].shape.rank,
                    node->outputs[0].shape.dims);
-        uint64_t ws_bytes = tide_cpu_kernels.workspace_bytes(g, node);
+        uint64_t ws_bytes = tide_cpu_kernels.workspace_bytes(NULL, g, node);
         void *ws = ws_bytes ? malloc(ws_bytes) : NULL;
         struct tide_kernel_args args = {.node = node,
                                         .n_inputs = node->n_inputs,

@@ -202,9 +202,9 @@ static bool conv_shapes(const struct tide_graph *graph, const struct tide_node *
     }
 }
 
-uint64_t tide__cuda_conv_workspace(const struct tide_graph *graph, const struct tide_node *node)
+uint64_t tide__cuda_conv_workspace(struct tide_cuda_launch *launch, const struct tide_graph *graph,
+                                   const struct tide_node *node)
 {
-    struct tide_cuda_launch *launch = tide__cuda_bound();
     const struct tide_shape *x, *w, *y;
     struct tide__kernel_conv cv;
     if (!launch || !launch->cudnn || !conv_shapes(graph, node, &x, &w, &y) ||

@@ -188,10 +188,9 @@ cudaError_t tide__cuda_launch_copy_box(cudaStream_t stream, void *dst, const voi
 #undef TIDE_OP
 
 /*
- * The launch context bound to this thread, or NULL. tide__cuda_context
- * refuses a call with nothing bound (TIDE_STATE, naming the node).
+ * The launch context of args (args->stream, set by the CUDA backend's
+ * launch); refuses a call without one (TIDE_STATE, naming the node).
  */
-struct tide_cuda_launch *tide__cuda_bound(void);
 enum tide_status tide__cuda_context(const struct tide_kernel_args *args,
                                     struct tide_cuda_launch **launch, struct tide_error *err);
 
@@ -234,7 +233,8 @@ void tide__cuda_reduce_plan(struct tide__cuda_reduce *plan, const struct tide_sh
                             const bool *reduced);
 
 /* Conv2D and its gradients (conv.c): the cuDNN workspace of the node's algorithm. */
-uint64_t tide__cuda_conv_workspace(const struct tide_graph *graph, const struct tide_node *node);
+uint64_t tide__cuda_conv_workspace(struct tide_cuda_launch *launch, const struct tide_graph *graph,
+                                   const struct tide_node *node);
 
 /* MaxPool2DGrad (pool.c): one int32 per element of dy. */
 uint64_t tide__cuda_pool_workspace(const struct tide_graph *graph, const struct tide_node *node);

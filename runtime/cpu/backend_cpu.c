@@ -755,7 +755,7 @@ static uint64_t cpu_workspace_bytes(void *context, const struct tide_graph *grap
     struct cpu_backend *cpu = context;
     if (!cpu->kernels->workspace_bytes)
         return 0;
-    return cpu->kernels->workspace_bytes(graph, node);
+    return cpu->kernels->workspace_bytes(NULL, graph, node);
 }
 
 /* ============================================================================
