@@ -7,8 +7,8 @@
  * or dispatches to a backend: runtime/backend.c (the registry and the
  * wrappers), runtime/cpu and runtime/cuda (the two backends), and tests that
  * build a backend of their own. Nothing else includes it, so a change to the
- * table is a change to those files only, as ggml keeps ggml-backend-impl.h
- * apart from ggml-backend.h.
+ * table is a change to those files only, as ggml keeps its backend table in
+ * a private header apart from its public one.
  *
  * The semantics of each entry (streams, events, sticky errors, ownership)
  * are those documented for its wrapper in runtime/backend.h.

@@ -5,7 +5,7 @@
  * A backend is a const table of function pointers next to a context pointer,
  * as in ggml-backend; the table lives in the private runtime/backend-impl.h,
  * which only runtime/backend.c and the backends themselves (runtime/cpu,
- * runtime/cuda) include, as ggml keeps ggml-backend-impl.h. Everyone else
+ * runtime/cuda) include, as ggml keeps its backend table private. Everyone else
  * (the executor, the session, the daemon, tests, benchmarks) holds an opaque
  * struct tide_backend and calls the checked wrappers below, which check
  * their arguments, then dispatch. Entries marked optional may be NULL; the
