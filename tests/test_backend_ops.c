@@ -1082,6 +1082,22 @@ static struct tide_event *new_event(struct tide_backend *b)
     return e;
 }
 
+/*
+ * The CUDA backend runs every op of graph/ops.def (a kernel, or the
+ * executor's copies for sources and memory ops), as the CPU backend does
+ * (test_backend.c), so no graph is refused at compile on it for lack of one.
+ */
+static void test_cuda_supports_every_op(void **state)
+{
+    (void)state;
+    REQUIRE_CUDA();
+    for (int op = 0; op < TIDE_OP_COUNT; op++) {
+        struct tide_node node = {.name = "n", .op = (enum tide_op)op};
+        if (!tide_backend_supports_op(cuda_backend, NULL, &node))
+            fail_msg("the cuda backend does not support %s", tide_op_info(node.op)->name);
+    }
+}
+
 static void test_cuda_device(void **state)
 {
     (void)state;
@@ -1260,6 +1276,7 @@ int main(void)
         cmocka_unit_test(test_pools),
         cmocka_unit_test(test_batch_norm),
         cmocka_unit_test(test_optimizers),
+        cmocka_unit_test(test_cuda_supports_every_op),
         cmocka_unit_test(test_cuda_device),
         cmocka_unit_test(test_cuda_out_of_memory),
         cmocka_unit_test(test_cuda_streams_and_events),
