@@ -1,21 +1,19 @@
 /* SPDX-License-Identifier: MIT */
-/* check.c: argument checks and geometry shared by the CPU and CUDA kernels (see check.h). */
+/*
+ * check.c: what the CPU and CUDA kernels assume about their arguments, and
+ * their shared geometry (see check.h). Every assert here restates a rule of
+ * graph/infer.c or a promise of the executor; none can fail on a validated
+ * graph.
+ */
 #include "kernels/check.h"
 
-#include <inttypes.h>
+#include <assert.h>
 
-enum tide_status tide__kernel_axis(const struct tide_kernel_args *args, const char *attr_name,
-                                   int64_t axis, const struct tide_shape *shape, int32_t *out,
-                                   struct tide_error *err)
+int32_t tide__kernel_axis(int64_t axis, const struct tide_shape *shape)
 {
-    int64_t rank = shape->rank;
-    int64_t a = axis < 0 ? axis + rank : axis;
-    if (rank == 0 || a < 0 || a >= rank)
-        return tide_node_error(err, TIDE_INVALID, args->node,
-                               "attribute \"%s\" is %" PRId64 ", out of range for rank %" PRId64,
-                               attr_name, axis, rank);
-    *out = (int32_t)a;
-    return TIDE_OK;
+    int64_t a = axis < 0 ? axis + shape->rank : axis;
+    assert(a >= 0 && a < shape->rank);
+    return (int32_t)a;
 }
 
 void tide__kernel_split_axis(const struct tide_shape *shape, int32_t axis, int64_t *outer,
@@ -31,29 +29,33 @@ void tide__kernel_split_axis(const struct tide_shape *shape, int32_t axis, int64
     *inner = i;
 }
 
-enum tide_status tide__kernel_read_pair(const struct tide_node *node, int k, const char *name,
-                                        const int64_t def[2], int64_t min, int64_t out[2],
-                                        struct tide_error *err)
+void tide__kernel_same_size(const struct tide_kernel_args *args, uint32_t i)
+{
+    assert(i < args->n_inputs && args->n_outputs > 0);
+    assert(args->inputs[i].nbytes == args->outputs[0].nbytes);
+    (void)args;
+    (void)i;
+}
+
+size_t tide__kernel_element_size(const struct tide_kernel_args *args)
+{
+    size_t size = tide_dtype_size(args->outputs[0].dtype);
+    assert(size > 0);
+    return size;
+}
+
+void tide__kernel_read_pair(const struct tide_node *node, int k, const int64_t def[2],
+                            int64_t out[2])
 {
     const struct tide_attr_value *a = &node->attrs[k];
     if (a->ints.n == 0 && def) {
         out[0] = def[0];
         out[1] = def[1];
-        return TIDE_OK;
+        return;
     }
-    if (a->ints.n != 2)
-        return tide_node_error(err, TIDE_INVALID, node,
-                               "attribute \"%s\" has %d entries, wants 2 ([height, width])", name,
-                               a->ints.n);
-    for (int i = 0; i < 2; i++) {
-        if (a->ints.v[i] < min || a->ints.v[i] > INT32_MAX)
-            return tide_node_error(err, TIDE_INVALID, node,
-                                   "attribute \"%s\" has %" PRId64 " at index %d, wants %" PRId64
-                                   " to %" PRId32,
-                                   name, a->ints.v[i], i, min, INT32_MAX);
-        out[i] = a->ints.v[i];
-    }
-    return TIDE_OK;
+    assert(a->ints.n == 2);
+    out[0] = a->ints.v[0];
+    out[1] = a->ints.v[1];
 }
 
 bool tide__kernel_window_axis(int64_t in, int64_t k, int64_t stride, int64_t pad, int64_t *out)
@@ -67,9 +69,8 @@ bool tide__kernel_window_axis(int64_t in, int64_t k, int64_t stride, int64_t pad
     return true;
 }
 
-enum tide_status tide__kernel_pool_setup(const struct tide_node *node, const struct tide_shape *x,
-                                         const struct tide_shape *y, struct tide__kernel_pool *p,
-                                         struct tide_error *err)
+void tide__kernel_pool_setup(const struct tide_node *node, const struct tide_shape *x,
+                             const struct tide_shape *y, struct tide__kernel_pool *p)
 {
     int ksize_k, strides_k, pads_k;
     switch (node->op) {
@@ -88,33 +89,25 @@ enum tide_status tide__kernel_pool_setup(const struct tide_node *node, const str
         strides_k = TIDE_ATTR_MAX_POOL2D_GRAD_strides;
         pads_k = TIDE_ATTR_MAX_POOL2D_GRAD_pads;
         break;
-    case TIDE_OP_AVG_POOL2D_GRAD:
+    default:
+        assert(node->op == TIDE_OP_AVG_POOL2D_GRAD);
         ksize_k = TIDE_ATTR_AVG_POOL2D_GRAD_ksize;
         strides_k = TIDE_ATTR_AVG_POOL2D_GRAD_strides;
         pads_k = TIDE_ATTR_AVG_POOL2D_GRAD_pads;
         break;
-    default:
-        return tide_node_error(err, TIDE_INVALID, node, "is not a 2-D pool");
     }
     static const int64_t zeros[2] = {0, 0};
     int64_t ksize[2], strides[2], pads[2];
-    enum tide_status st = tide__kernel_read_pair(node, ksize_k, "ksize", NULL, 1, ksize, err);
-    if (st == TIDE_OK)
-        st = tide__kernel_read_pair(node, strides_k, "strides", ksize, 1, strides, err);
-    if (st == TIDE_OK)
-        st = tide__kernel_read_pair(node, pads_k, "pads", zeros, 0, pads, err);
-    if (st != TIDE_OK)
-        return st;
-    if (pads[0] >= ksize[0] || pads[1] >= ksize[1])
-        return tide_node_error(err, TIDE_INVALID, node,
-                               "attribute \"pads\" must be less than \"ksize\" on each axis");
-    if (x->rank != 4 || y->rank != 4 || x->dims[0] != y->dims[0] || x->dims[1] != y->dims[1])
-        return tide_node_error(err, TIDE_INVALID, node,
-                               "wants x [N, C, H, W] and y [N, C, OH, OW]");
+    tide__kernel_read_pair(node, ksize_k, NULL, ksize);
+    tide__kernel_read_pair(node, strides_k, ksize, strides);
+    tide__kernel_read_pair(node, pads_k, zeros, pads);
+    assert(x->rank == 4 && y->rank == 4 && x->dims[0] == y->dims[0] && x->dims[1] == y->dims[1]);
     *p = (struct tide__kernel_pool){
         .planes = x->dims[0] * x->dims[1],
         .h = x->dims[2],
         .w = x->dims[3],
+        .oh = y->dims[2],
+        .ow = y->dims[3],
         .kh = ksize[0],
         .kw = ksize[1],
         .sh = strides[0],
@@ -122,17 +115,17 @@ enum tide_status tide__kernel_pool_setup(const struct tide_node *node, const str
         .ph = pads[0],
         .pw = pads[1],
     };
-    if (!tide__kernel_window_axis(p->h, p->kh, p->sh, p->ph, &p->oh) ||
-        !tide__kernel_window_axis(p->w, p->kw, p->sw, p->pw, &p->ow) || y->dims[2] != p->oh ||
-        y->dims[3] != p->ow)
-        return tide_node_error(err, TIDE_INVALID, node,
-                               "the shapes of x and y do not agree with ksize, strides and pads");
-    return TIDE_OK;
+#ifndef NDEBUG
+    int64_t oh = -1, ow = -1;
+    assert(p->ph < p->kh && p->pw < p->kw);
+    assert(tide__kernel_window_axis(p->h, p->kh, p->sh, p->ph, &oh) && oh == p->oh);
+    assert(tide__kernel_window_axis(p->w, p->kw, p->sw, p->pw, &ow) && ow == p->ow);
+#endif
 }
 
-enum tide_status tide__kernel_conv_setup(const struct tide_node *node, const struct tide_shape *x,
-                                         const struct tide_shape *w, const struct tide_shape *y,
-                                         struct tide__kernel_conv *cv, struct tide_error *err)
+void tide__kernel_conv_setup(const struct tide_node *node, const struct tide_shape *x,
+                             const struct tide_shape *w, const struct tide_shape *y,
+                             struct tide__kernel_conv *cv)
 {
     static const int64_t ones[2] = {1, 1}, zeros[2] = {0, 0};
     int strides_k, pads_k;
@@ -145,23 +138,16 @@ enum tide_status tide__kernel_conv_setup(const struct tide_node *node, const str
         strides_k = TIDE_ATTR_CONV2D_BACKPROP_INPUT_strides;
         pads_k = TIDE_ATTR_CONV2D_BACKPROP_INPUT_pads;
         break;
-    case TIDE_OP_CONV2D_BACKPROP_FILTER:
+    default:
+        assert(node->op == TIDE_OP_CONV2D_BACKPROP_FILTER);
         strides_k = TIDE_ATTR_CONV2D_BACKPROP_FILTER_strides;
         pads_k = TIDE_ATTR_CONV2D_BACKPROP_FILTER_pads;
         break;
-    default:
-        return tide_node_error(err, TIDE_INVALID, node, "is not a convolution");
     }
     int64_t strides[2], pads[2];
-    enum tide_status st = tide__kernel_read_pair(node, strides_k, "strides", ones, 1, strides, err);
-    if (st == TIDE_OK)
-        st = tide__kernel_read_pair(node, pads_k, "pads", zeros, 0, pads, err);
-    if (st != TIDE_OK)
-        return st;
-    if (x->rank != 4 || w->rank != 4 || y->rank != 4 || x->dims[1] != w->dims[1] ||
-        w->dims[2] < 1 || w->dims[3] < 1)
-        return tide_node_error(err, TIDE_INVALID, node,
-                               "wants x [N, C, H, W], w [K, C, R, S] and y [N, K, OH, OW]");
+    tide__kernel_read_pair(node, strides_k, ones, strides);
+    tide__kernel_read_pair(node, pads_k, zeros, pads);
+    assert(x->rank == 4 && w->rank == 4 && y->rank == 4 && x->dims[1] == w->dims[1]);
     *cv = (struct tide__kernel_conv){
         .n = x->dims[0],
         .c = x->dims[1],
@@ -170,44 +156,123 @@ enum tide_status tide__kernel_conv_setup(const struct tide_node *node, const str
         .k = w->dims[0],
         .r = w->dims[2],
         .s = w->dims[3],
+        .oh = y->dims[2],
+        .ow = y->dims[3],
         .sh = strides[0],
         .sw = strides[1],
         .ph = pads[0],
         .pw = pads[1],
     };
-    if (!tide__kernel_window_axis(cv->h, cv->r, cv->sh, cv->ph, &cv->oh) ||
-        !tide__kernel_window_axis(cv->w, cv->s, cv->sw, cv->pw, &cv->ow) || y->dims[0] != cv->n ||
-        y->dims[1] != cv->k || y->dims[2] != cv->oh || y->dims[3] != cv->ow)
-        return tide_node_error(err, TIDE_INVALID, node,
-                               "the shapes of x, w and y do not agree with the strides and pads");
-    return TIDE_OK;
+#ifndef NDEBUG
+    int64_t oh = -1, ow = -1;
+    assert(y->dims[0] == cv->n && y->dims[1] == cv->k);
+    assert(tide__kernel_window_axis(cv->h, cv->r, cv->sh, cv->ph, &oh) && oh == cv->oh);
+    assert(tide__kernel_window_axis(cv->w, cv->s, cv->sw, cv->pw, &ow) && ow == cv->ow);
+#endif
 }
 
-enum tide_status tide__kernel_reduce_mask(const struct tide_kernel_args *args, int k, bool *reduced,
-                                          double *count, struct tide_error *err)
+double tide__kernel_reduce_mask(const struct tide_kernel_args *args, int k, bool *reduced)
 {
     const struct tide_shape *xs = &args->inputs[0].shape;
     const struct tide_attr_value *axes = &args->node->attrs[k];
-    if (axes->ints.n < 0 || axes->ints.n > TIDE_MAX_LIST)
-        return tide_node_error(err, TIDE_INVALID, args->node,
-                               "attribute \"axes\" has %d entries, wants 0 to %d", axes->ints.n,
-                               TIDE_MAX_LIST);
+    assert(axes->ints.n >= 0 && axes->ints.n <= TIDE_MAX_LIST);
     for (int32_t d = 0; d < xs->rank; d++)
         reduced[d] = axes->ints.n == 0;
     for (int32_t i = 0; i < axes->ints.n; i++) {
-        int32_t axis;
-        enum tide_status st = tide__kernel_axis(args, "axes", axes->ints.v[i], xs, &axis, err);
-        if (st != TIDE_OK)
-            return st;
-        if (reduced[axis])
-            return tide_node_error(err, TIDE_INVALID, args->node,
-                                   "attribute \"axes\" names axis %d twice", axis);
+        int32_t axis = tide__kernel_axis(axes->ints.v[i], xs);
+        assert(!reduced[axis]);
         reduced[axis] = true;
     }
-    *count = 1;
+    double count = 1;
     for (int32_t d = 0; d < xs->rank; d++) {
         if (reduced[d])
-            *count *= (double)xs->dims[d];
+            count *= (double)xs->dims[d];
     }
-    return TIDE_OK;
+    return count;
+}
+
+void tide__kernel_sum_to_shape_mask(const struct tide_kernel_args *args, bool *reduced)
+{
+    const struct tide_shape *xs = &args->inputs[0].shape, *ts = &args->outputs[0].shape;
+    assert(ts->rank <= xs->rank);
+    for (int32_t d = 0; d < xs->rank; d++) {
+        int32_t t = d - (xs->rank - ts->rank);
+        int64_t dim = t >= 0 ? ts->dims[t] : 1;
+        assert(dim == xs->dims[d] || dim == 1);
+        reduced[d] = dim != xs->dims[d];
+    }
+}
+
+int64_t tide__kernel_reduce_output(const struct tide_kernel_args *args, const bool *reduced)
+{
+    const struct tide_shape *xs = &args->inputs[0].shape;
+    int64_t kept = 1;
+    for (int32_t d = 0; d < xs->rank; d++) {
+        if (!reduced[d])
+            kept *= xs->dims[d];
+    }
+    int64_t n_out = tide_shape_numel(&args->outputs[0].shape);
+    assert(n_out == kept);
+    (void)kept;
+    return n_out;
+}
+
+int32_t tide__kernel_concat_axis(const struct tide_kernel_args *args)
+{
+    const struct tide_shape *ys = &args->outputs[0].shape;
+    int32_t axis = tide__kernel_axis(args->node->attrs[TIDE_ATTR_CONCAT_axis].i, ys);
+#ifndef NDEBUG
+    int64_t sum = 0;
+    for (uint32_t i = 0; i < args->n_inputs; i++) {
+        const struct tide_shape *xs = &args->inputs[i].shape;
+        assert(xs->rank == ys->rank);
+        for (int32_t d = 0; d < ys->rank; d++)
+            assert(d == axis || xs->dims[d] == ys->dims[d]);
+        sum += xs->dims[axis];
+    }
+    assert(sum == ys->dims[axis]);
+#endif
+    return axis;
+}
+
+void tide__kernel_check_box(const struct tide_kernel_args *args, int k,
+                            const struct tide_shape *outer, const struct tide_shape *inner)
+{
+#ifndef NDEBUG
+    const struct tide_attr_value *begin = &args->node->attrs[k];
+    assert(begin->ints.n == outer->rank && inner->rank == outer->rank);
+    for (int32_t d = 0; d < outer->rank; d++) {
+        int64_t b = begin->ints.v[d];
+        assert(b >= 0 && b <= outer->dims[d] && inner->dims[d] <= outer->dims[d] - b);
+    }
+#else
+    (void)args;
+    (void)k;
+    (void)outer;
+    (void)inner;
+#endif
+}
+
+void tide__kernel_batch_setup(const struct tide_kernel_args *args, uint32_t x_index,
+                              struct tide__kernel_batch *b)
+{
+    const struct tide_shape *xs = &args->inputs[x_index].shape;
+    assert(xs->rank == 4 || xs->rank == 2);
+    b->n = xs->dims[0];
+    b->c = xs->dims[1];
+    b->hw = xs->rank == 4 ? xs->dims[2] * xs->dims[3] : 1;
+#ifndef NDEBUG
+    for (uint32_t i = 0; i < args->n_inputs; i++)
+        assert(tide_shape_numel(&args->inputs[i].shape) == b->c ||
+               args->inputs[i].nbytes == args->inputs[x_index].nbytes);
+    for (uint32_t i = 0; i < args->n_outputs; i++)
+        assert(tide_shape_numel(&args->outputs[i].shape) == (i == 0 ? b->n * b->c * b->hw : b->c));
+#endif
+}
+
+void tide__kernel_like_variable(const struct tide_kernel_args *args)
+{
+    for (uint32_t i = 1; i < args->n_inputs; i++)
+        assert(args->inputs[i].nbytes == args->inputs[0].nbytes);
+    (void)args;
 }

@@ -1,18 +1,30 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * check.h: argument checks and geometry shared by every backend's kernels.
+ * check.h: what every backend's kernels assume about their arguments, and
+ * the geometry they share.
  *
- * A kernel re-checks its attributes and shapes against each other before it
- * touches memory, and refuses what does not agree with a message naming the
- * node. These checks do not depend on where the data lives, so the CPU
+ * A kernel runs only on a node of a graph that graph/infer.c has validated,
+ * with views the executor built from that node's inferred shapes. So a
+ * kernel does not re-derive the shape rules: what infer guarantees (ranks,
+ * matching dims, axes in range, windows that fit, output sizes) and what
+ * the executor guarantees (views of the inferred sizes, the planned
+ * workspace) is asserted, once, by the helpers here, and a kernel returns an
+ * error only for what only it can see (data such as a label out of range,
+ * a library failure). The asserts cost little and catch a bug in the
+ * executor or in infer in debug builds; nothing from the wire reaches them,
+ * since infer refuses it first with a message naming the node.
+ *
+ * The helpers still accept the attribute forms infer normalises away
+ * (negative axes, absent strides and pads, empty reduce axes), so a kernel
+ * may be called on a hand-built node, as the kernel tests do. The CPU
  * kernels (kernels/cpu) and the host halves of the CUDA kernels
- * (kernels/cuda) call the same functions here: one set of rules, one set of
- * messages.
+ * (kernels/cuda) call the same functions here: one copy of each rule.
  */
 #ifndef TIDE_KERNELS_CHECK_H
 #define TIDE_KERNELS_CHECK_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "kernels/kernels.h"
@@ -21,13 +33,8 @@
 extern "C" {
 #endif
 
-/*
- * Maps a possibly negative axis attribute onto 0..rank-1 of shape; refuses
- * one out of range (naming attr_name) with TIDE_INVALID.
- */
-enum tide_status tide__kernel_axis(const struct tide_kernel_args *args, const char *attr_name,
-                                   int64_t axis, const struct tide_shape *shape, int32_t *out,
-                                   struct tide_error *err);
+/* Maps a possibly negative axis onto 0..rank-1 of shape; infer guarantees it is in range. */
+int32_t tide__kernel_axis(int64_t axis, const struct tide_shape *shape);
 
 /*
  * Splits shape around axis: outer is the product of the dims before it, len
@@ -36,14 +43,18 @@ enum tide_status tide__kernel_axis(const struct tide_kernel_args *args, const ch
 void tide__kernel_split_axis(const struct tide_shape *shape, int32_t axis, int64_t *outer,
                              int64_t *len, int64_t *inner);
 
+/* Asserts that input i holds as many bytes as output 0 (element-wise kernels). */
+void tide__kernel_same_size(const struct tide_kernel_args *args, uint32_t i);
+
+/* The element size of output 0's dtype (never 0 for an inferred node). */
+size_t tide__kernel_element_size(const struct tide_kernel_args *args);
+
 /*
- * Reads the [h, w] INTS attribute k of node into out. An empty list takes
- * def (what infer would have written; NULL: required); otherwise it must hold
- * two entries, each in [min, INT32_MAX]. Refusals name the attribute.
+ * Reads the [h, w] INTS attribute k of node into out; an empty list takes
+ * def (what infer would have written). Infer guarantees two entries.
  */
-enum tide_status tide__kernel_read_pair(const struct tide_node *node, int k, const char *name,
-                                        const int64_t def[2], int64_t min, int64_t out[2],
-                                        struct tide_error *err);
+void tide__kernel_read_pair(const struct tide_node *node, int k, const int64_t def[2],
+                            int64_t out[2]);
 
 /*
  * The output extent of a window of k with stride and pad over in:
@@ -61,11 +72,10 @@ struct tide__kernel_pool {
 /*
  * The geometry of MaxPool2D, AvgPool2D or their gradients, from the node's
  * ksize/strides/pads (defaults as infer writes them) and x [N, C, H, W],
- * y [N, C, OH, OW]; refuses attributes and shapes that do not agree.
+ * y [N, C, OH, OW], which infer made agree.
  */
-enum tide_status tide__kernel_pool_setup(const struct tide_node *node, const struct tide_shape *x,
-                                         const struct tide_shape *y, struct tide__kernel_pool *p,
-                                         struct tide_error *err);
+void tide__kernel_pool_setup(const struct tide_node *node, const struct tide_shape *x,
+                             const struct tide_shape *y, struct tide__kernel_pool *p);
 
 /* A 2-D convolution's geometry: x [N, C, H, W], w [K, C, R, S], y [N, K, OH, OW]. */
 struct tide__kernel_conv {
@@ -77,21 +87,61 @@ struct tide__kernel_conv {
 
 /*
  * The geometry of Conv2D or its two gradients, from the node's strides and
- * pads (defaults as infer writes them) and the three shapes; refuses
- * attributes and shapes that do not agree with the output size formula.
+ * pads (defaults as infer writes them) and the three shapes, which infer
+ * made agree with the output size formula.
  */
-enum tide_status tide__kernel_conv_setup(const struct tide_node *node, const struct tide_shape *x,
-                                         const struct tide_shape *w, const struct tide_shape *y,
-                                         struct tide__kernel_conv *g, struct tide_error *err);
+void tide__kernel_conv_setup(const struct tide_node *node, const struct tide_shape *x,
+                             const struct tide_shape *w, const struct tide_shape *y,
+                             struct tide__kernel_conv *cv);
 
 /*
  * The axes ReduceSum / ReduceMean reduce, from attribute k (axes) of the
- * node: reduced[d] for each axis of input 0, and *count the number of
- * elements summed into each output. Empty axes mean every axis; negative
- * axes count from the end; a repeated or out-of-range axis is refused.
+ * node: reduced[d] for each axis of input 0; returns the number of elements
+ * summed into each output. Empty axes mean every axis; negative axes count
+ * from the end (infer writes them sorted and non-negative, each once).
  */
-enum tide_status tide__kernel_reduce_mask(const struct tide_kernel_args *args, int k, bool *reduced,
-                                          double *count, struct tide_error *err);
+double tide__kernel_reduce_mask(const struct tide_kernel_args *args, int k, bool *reduced);
+
+/*
+ * The axes SumToShape reduces: those along which its output (trailing axes
+ * aligned with input 0's) was broadcast to input 0.
+ */
+void tide__kernel_sum_to_shape_mask(const struct tide_kernel_args *args, bool *reduced);
+
+/*
+ * The elements of output 0 of a reduction over the axes marked in reduced,
+ * asserted to be the product of input 0's kept dims.
+ */
+int64_t tide__kernel_reduce_output(const struct tide_kernel_args *args, const bool *reduced);
+
+/*
+ * Concat's axis, normalised, after asserting that every input matches the
+ * output except along it and that their lengths add up to the output's.
+ */
+int32_t tide__kernel_concat_axis(const struct tide_kernel_args *args);
+
+/*
+ * Slice and SliceGrad: asserts that begin (the INTS attribute k) has one
+ * entry per axis of outer, and that the box of inner's dims placed at begin
+ * lies inside outer.
+ */
+void tide__kernel_check_box(const struct tide_kernel_args *args, int k,
+                            const struct tide_shape *outer, const struct tide_shape *inner);
+
+/* A batch-norm input x [N, C, H, W] or [N, C]: N runs of hw values per channel. */
+struct tide__kernel_batch {
+    int64_t n, c, hw;
+};
+
+/*
+ * BatchNorm and BatchNormGrad: the batch geometry of input x_index (x),
+ * asserting that every other input and output is [C] or x's shape.
+ */
+void tide__kernel_batch_setup(const struct tide_kernel_args *args, uint32_t x_index,
+                              struct tide__kernel_batch *b);
+
+/* The optimizer updates: asserts that every input holds as many bytes as the variable (input 0). */
+void tide__kernel_like_variable(const struct tide_kernel_args *args);
 
 #ifdef __cplusplus
 }

@@ -12,6 +12,9 @@
  * point into the job's arena (device memory of the backend: host memory on the
  * CPU backend). It never allocates: scratch space comes from the workspace the
  * memory planner reserved, workspace_bytes() of the same table saying how much.
+ * What a kernel needs from its backend besides memory (the stream to enqueue
+ * on, library handles) comes in args->stream, never from global or
+ * thread-local state, so any thread may launch on any stream.
  * UPDATE ops (ApplySGD, ApplyMomentum, ApplyAdam) write inputs[0] (and their
  * optimizer state inputs) in place.
  *
@@ -21,7 +24,7 @@
  * Example usage (what the CPU backend does for one node):
  *
  *     tide_kernel_fn fn = tide_cpu_kernels.fn[node->op];
- *     enum tide_status st = fn(&args, &err);
+ *     enum tide_status st = fn(&args, &err); // args.stream is NULL on the CPU
  */
 #ifndef TIDE_KERNELS_KERNELS_H
 #define TIDE_KERNELS_KERNELS_H
@@ -50,6 +53,14 @@ struct tide_kernel_args {
     const struct tide_tensor_view *outputs;
     void *workspace; /* workspace_bytes(node) bytes, or NULL when 0 */
     uint64_t workspace_bytes;
+    /*
+     * The backend's stream for this launch, opaque to the executor: the
+     * backend's launch sets it on its own copy of the args before it calls
+     * the kernel. CPU: NULL (the kernels' pool is process-wide). CUDA: a
+     * struct tide_cuda_launch (kernels/cuda/kernels_cuda.h), the cudaStream_t
+     * with the cuBLAS and cuDNN handles bound to it.
+     */
+    void *stream;
     /* The executor's 1-based step counter, read when the kernel runs (Adam). */
     const uint64_t *step;
 };
@@ -60,8 +71,13 @@ typedef enum tide_status (*tide_kernel_fn)(const struct tide_kernel_args *args,
 struct tide_kernel_table {
     const char *name;
     tide_kernel_fn fn[TIDE_OP_COUNT];
-    /* Scratch bytes a node's kernel needs (im2col buffers, ...); 0 for most. */
-    uint64_t (*workspace_bytes)(const struct tide_graph *graph, const struct tide_node *node);
+    /*
+     * Scratch bytes a node's kernel needs (im2col buffers, ...); 0 for most.
+     * stream is what args->stream would be (CUDA: a struct tide_cuda_launch
+     * whose cuDNN handle sizes the convolutions; CPU: NULL).
+     */
+    uint64_t (*workspace_bytes)(void *stream, const struct tide_graph *graph,
+                                const struct tide_node *node);
 };
 
 /* The CPU kernels (kernels/cpu). */

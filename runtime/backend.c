@@ -17,7 +17,7 @@
  * handle (malloc) and its context; tide_backend_free frees the context
  * through iface->free, then the handle.
  */
-#include "runtime/backend.h"
+#include "runtime/backend-impl.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -294,6 +294,16 @@ enum tide_status tide_backend_fill32(struct tide_backend *backend, void *dst, ui
     return backend->iface->fill32(backend->context, dst, pattern, bytes, stream);
 }
 
+bool tide_backend_has_fill32(const struct tide_backend *backend)
+{
+    return backend && backend->iface->fill32;
+}
+
+bool tide_backend_has_event_elapsed(const struct tide_backend *backend)
+{
+    return backend && backend->iface->event_elapsed;
+}
+
 enum tide_status tide_backend_launch(struct tide_backend *backend, struct tide_stream *stream,
                                      const struct tide_kernel_args *args)
 {
@@ -306,6 +316,31 @@ enum tide_status tide_backend_launch(struct tide_backend *backend, struct tide_s
     if (args->workspace_bytes > 0 && !args->workspace)
         return TIDE_INVALID;
     return backend->iface->launch(backend->context, stream, args);
+}
+
+bool tide_backend_supports_op(struct tide_backend *backend, const struct tide_graph *graph,
+                              const struct tide_node *node)
+{
+    if (!backend || !node || (unsigned)node->op >= TIDE_OP_COUNT)
+        return false;
+    return backend->iface->supports_op(backend->context, graph, node);
+}
+
+enum tide_status tide_backend_check_graph(struct tide_backend *backend,
+                                          const struct tide_graph *graph, struct tide_error *err)
+{
+    if (!backend || !graph)
+        return tide_error_set(err, TIDE_INVALID, "check_graph: backend and graph must not be NULL");
+    for (uint32_t v = 0; v < graph->n_nodes; v++) {
+        const struct tide_node *node = &graph->nodes[v];
+        if (!tide_backend_supports_op(backend, graph, node)) {
+            const char *op =
+                (unsigned)node->op < TIDE_OP_COUNT ? tide_op_info(node->op)->name : "an unknown op";
+            return tide_node_error(err, TIDE_UNSUPPORTED, node,
+                                   "the %s backend has no kernel for %s", backend->iface->name, op);
+        }
+    }
+    return TIDE_OK;
 }
 
 uint64_t tide_backend_workspace_bytes(struct tide_backend *backend, const struct tide_graph *graph,

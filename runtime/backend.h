@@ -1,11 +1,16 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * backend.h: the interface every device backend implements (CPU, CUDA).
+ * backend.h: the public face of a device backend (CPU, CUDA).
  *
  * A backend is a const table of function pointers next to a context pointer,
- * as in ggml-backend. The public wrappers below check their arguments, then
- * dispatch. Entries marked optional may be NULL; the wrapper then does the
- * documented fallback or returns TIDE_UNSUPPORTED.
+ * as in ggml-backend; the table lives in the private runtime/backend-impl.h,
+ * which only runtime/backend.c and the backends themselves (runtime/cpu,
+ * runtime/cuda) include, as ggml keeps its backend table private. Everyone else
+ * (the executor, the session, the daemon, tests, benchmarks) holds an opaque
+ * struct tide_backend and calls the checked wrappers below, which check
+ * their arguments, then dispatch. Entries marked optional may be NULL; the
+ * wrapper then does the documented fallback or returns TIDE_UNSUPPORTED, and
+ * tide_backend_has_* says beforehand whether a backend has one.
  *
  * Semantics follow CUDA streams and events, so one executor drives every
  * backend:
@@ -48,64 +53,12 @@ extern "C" {
 struct tide_stream;
 struct tide_event;
 
-struct tide_backend_iface {
-    const char *name; /* "cpu", "cuda" */
-    void (*free)(void *context);
-
-    /* The device's name and the bytes it offers jobs. */
-    void (*device_info)(void *context, char *name, size_t name_size, uint64_t *total_bytes);
-
-    enum tide_status (*arena_alloc)(void *context, uint64_t bytes, void **base,
-                                    struct tide_error *err);
-    void (*arena_free)(void *context, void *base);
-    /* Pinned host memory (CPU: plain aligned memory). */
-    enum tide_status (*host_alloc)(void *context, uint64_t bytes, void **ptr,
-                                   struct tide_error *err);
-    void (*host_free)(void *context, void *ptr);
-
-    enum tide_status (*stream_new)(void *context, struct tide_stream **stream,
-                                   struct tide_error *err);
-    void (*stream_free)(void *context, struct tide_stream *stream);
-    /* Waits for all work on the stream; returns (and clears) its sticky error. */
-    enum tide_status (*stream_sync)(void *context, struct tide_stream *stream,
-                                    struct tide_error *err);
-
-    enum tide_status (*event_new)(void *context, struct tide_event **event,
-                                  struct tide_error *err);
-    void (*event_free)(void *context, struct tide_event *event);
-    enum tide_status (*event_record)(void *context, struct tide_event *event,
-                                     struct tide_stream *stream);
-    enum tide_status (*event_wait)(void *context, struct tide_stream *stream,
-                                   struct tide_event *event);
-    /* *done = whether the recorded point has been reached. */
-    enum tide_status (*event_query)(void *context, struct tide_event *event, bool *done);
-    enum tide_status (*event_sync)(void *context, struct tide_event *event);
-    /* Optional: milliseconds between two reached events. */
-    enum tide_status (*event_elapsed)(void *context, struct tide_event *start,
-                                      struct tide_event *end, double *ms);
-
-    enum tide_status (*copy_h2d)(void *context, void *dst_device, const void *src_host,
-                                 uint64_t bytes, struct tide_stream *stream);
-    enum tide_status (*copy_d2h)(void *context, void *dst_host, const void *src_device,
-                                 uint64_t bytes, struct tide_stream *stream);
-    enum tide_status (*copy_d2d)(void *context, void *dst_device, const void *src_device,
-                                 uint64_t bytes, struct tide_stream *stream);
-    /* Optional: fill device bytes with a repeated 32-bit pattern (poison mode). */
-    enum tide_status (*fill32)(void *context, void *dst_device, uint32_t pattern, uint64_t bytes,
-                               struct tide_stream *stream);
-
-    /* Runs the node's kernel on the stream. */
-    enum tide_status (*launch)(void *context, struct tide_stream *stream,
-                               const struct tide_kernel_args *args);
-    /* Scratch bytes the node's kernel needs on this backend. */
-    uint64_t (*workspace_bytes)(void *context, const struct tide_graph *graph,
-                                const struct tide_node *node);
-};
-
-struct tide_backend {
-    const struct tide_backend_iface *iface;
-    void *context;
-};
+/*
+ * A backend: opaque outside runtime/backend.c and the backend implementations,
+ * which see its vtable in runtime/backend-impl.h. Everything else goes
+ * through the checked wrappers below.
+ */
+struct tide_backend;
 
 struct tide_backend_options {
     /* CPU: the emulated device's memory (0: 4 GiB). CUDA: ignored (the GPU's). */
@@ -165,8 +118,30 @@ enum tide_status tide_backend_copy_d2d(struct tide_backend *backend, void *dst, 
                                        uint64_t bytes, struct tide_stream *stream);
 enum tide_status tide_backend_fill32(struct tide_backend *backend, void *dst, uint32_t pattern,
                                      uint64_t bytes, struct tide_stream *stream);
+/* Whether the backend implements the optional fill32 (poison mode needs it). */
+bool tide_backend_has_fill32(const struct tide_backend *backend);
+/* Whether the backend implements the optional event_elapsed (profiling needs it). */
+bool tide_backend_has_event_elapsed(const struct tide_backend *backend);
 enum tide_status tide_backend_launch(struct tide_backend *backend, struct tide_stream *stream,
                                      const struct tide_kernel_args *args);
+/*
+ * Whether the backend can run node of graph: it has a kernel for the node's
+ * op, or the op is one the executor implements with copies (the sources and
+ * the memory ops). False for a NULL backend or node, or an op out of range.
+ */
+bool tide_backend_supports_op(struct tide_backend *backend, const struct tide_graph *graph,
+                              const struct tide_node *node);
+
+/*
+ * Refuses a graph with a node the backend cannot run: TIDE_UNSUPPORTED, and
+ * err names the first such node, its op and the backend ("node \"x\" (Foo):
+ * the cuda backend has no kernel for Foo"). The session and the executor
+ * call it when they compile a job, so that the refusal comes before any
+ * memory is planned or allocated, not at the first step.
+ */
+enum tide_status tide_backend_check_graph(struct tide_backend *backend,
+                                          const struct tide_graph *graph, struct tide_error *err);
+
 uint64_t tide_backend_workspace_bytes(struct tide_backend *backend, const struct tide_graph *graph,
                                       const struct tide_node *node);
 

@@ -987,7 +987,7 @@ static enum tide_status create(struct tide_executor *ex, const struct tide_mempl
                               "the memory plan needs %" PRIu64 " bytes of device memory, the "
                               "budget is %" PRIu64 " bytes",
                               plan->peak_bytes, ex->options.budget_bytes);
-    if (ex->options.poison && !ex->backend->iface->fill32)
+    if (ex->options.poison && !tide_backend_has_fill32(ex->backend))
         return tide_error_set(err, TIDE_UNSUPPORTED, "poison mode: the %s backend cannot fill",
                               tide_backend_name(ex->backend));
 
@@ -1094,6 +1094,10 @@ enum tide_status tide_executor_new(struct tide_graph *graph, const struct tide_m
     *out = NULL;
     if (!graph || !plan || !backend)
         return tide_error_set(err, TIDE_INVALID, "executor: graph, plan and backend are needed");
+    /* A node the backend cannot run is refused now, naming its op, not at the first step. */
+    enum tide_status st = tide_backend_check_graph(backend, graph, err);
+    if (st != TIDE_OK)
+        return st;
     struct tide_executor *ex = calloc(1, sizeof(*ex));
     if (!ex)
         return tide_error_set(err, TIDE_NOMEM, "executor: out of memory");
@@ -1104,7 +1108,7 @@ enum tide_status tide_executor_new(struct tide_graph *graph, const struct tide_m
     else
         ex->options.budget_bytes = plan->peak_bytes;
     ex->treap_root = NIL;
-    enum tide_status st = create(ex, plan, err);
+    st = create(ex, plan, err);
     if (st != TIDE_OK) {
         tide_executor_free(ex);
         return st;
@@ -1441,7 +1445,7 @@ static enum tide_status run_step(struct tide_executor *ex, const uint8_t *mask,
         stats->h2d_bytes = h2d_bytes;
         stats->d2h_bytes = d2h_bytes;
         stats->stall_ms = stall_ms;
-        stats->node_ms = ex->options.profile && b->iface->event_elapsed ? ex->node_ms : NULL;
+        stats->node_ms = ex->options.profile && tide_backend_has_event_elapsed(b) ? ex->node_ms : NULL;
     }
     return TIDE_OK;
 }

@@ -250,6 +250,9 @@ static enum tide_status setup(struct tide_session *s, const struct tide_session_
         s->owns_backend = st == TIDE_OK;
     }
     s->plan_only = o->plan_only;
+    /* An op the backend lacks is refused at compile, before any planning. */
+    if (st == TIDE_OK)
+        st = tide_backend_check_graph(s->backend, g, err);
     if (st == TIDE_OK && o->memory)
         st = plan_with_policy(s, o, budget, pinned, err);
     else if (st == TIDE_OK)

@@ -10,6 +10,8 @@
  * backend over a small kernel table of their own with
  * tide__backend_cpu_new_with_kernels. Run under ThreadSanitizer, the
  * cross-stream tests also prove that events order memory, not just time.
+ * The last tests check supports_op: a graph with an op the backend lacks is
+ * refused when the executor or the session is created, not at a step.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -25,8 +27,10 @@
 #include <string.h>
 #include <time.h>
 
-#include "runtime/backend.h"
+#include "runtime/backend-impl.h" /* test_optional_entries strips entries */
 #include "runtime/cpu/backend_cpu.h"
+#include "runtime/executor.h"
+#include "runtime/session.h"
 
 #define MIB (UINT64_C(1) << 20)
 
@@ -185,7 +189,8 @@ static enum tide_status kernel_fail_silent(const struct tide_kernel_args *args,
     return TIDE_INTERNAL;
 }
 
-static uint64_t test_workspace_bytes(const struct tide_graph *graph, const struct tide_node *node)
+static uint64_t test_workspace_bytes(void *stream, const struct tide_graph *graph,
+                                     const struct tide_node *node)
 {
     return node->op == TIDE_OP_CONV2D ? 123 : 0;
 }
@@ -380,11 +385,16 @@ static void test_invalid_arguments(void **state)
 static void test_optional_entries(void **state)
 {
     struct tide_backend *b = new_cpu(MIB);
+    assert_true(tide_backend_has_fill32(b));
+    assert_true(tide_backend_has_event_elapsed(b));
     struct tide_backend_iface stripped = *b->iface;
     stripped.event_elapsed = NULL;
     stripped.fill32 = NULL;
     const struct tide_backend_iface *saved = b->iface;
     b->iface = &stripped;
+    assert_false(tide_backend_has_fill32(b));
+    assert_false(tide_backend_has_event_elapsed(b));
+    assert_false(tide_backend_has_fill32(NULL));
 
     struct tide_stream *s = new_stream(b);
     struct tide_event *e = new_event(b);
@@ -941,6 +951,132 @@ static void test_many_streams(void **state)
     tide_backend_free(b);
 }
 
+/* ============================================================================
+ * supports_op: a graph with an op the backend lacks is refused at compile
+ * ========================================================================== */
+
+/* The CPU backend runs every op of graph/ops.def: a kernel, or the executor's copies. */
+static void test_cpu_supports_every_op(void **state)
+{
+    struct tide_backend *b = new_cpu(MIB);
+    for (int op = 0; op < TIDE_OP_COUNT; op++) {
+        struct tide_node n = {.name = "n", .op = (enum tide_op)op};
+        if (!tide_backend_supports_op(b, NULL, &n))
+            fail_msg("the cpu backend does not support %s", tide_op_info(n.op)->name);
+    }
+    struct tide_node bad = {.name = "bad", .op = TIDE_OP_COUNT};
+    assert_false(tide_backend_supports_op(b, NULL, &bad));
+    assert_false(tide_backend_supports_op(b, NULL, NULL));
+    assert_false(tide_backend_supports_op(NULL, NULL, &bad));
+    tide_backend_free(b);
+}
+
+/* A CPU backend over the test table: memory and source ops yes, an op without a kernel no. */
+static void test_supports_op_follows_the_kernel_table(void **state)
+{
+    struct tide_backend *b = new_test_cpu();
+    struct tide_node add = {.name = "a", .op = TIDE_OP_ADD};
+    struct tide_node swap_in = {.name = "s", .op = TIDE_OP_SWAP_IN};
+    struct tide_node var = {.name = "v", .op = TIDE_OP_VARIABLE};
+    struct tide_node matmul = {.name = "m", .op = TIDE_OP_MATMUL};
+    assert_true(tide_backend_supports_op(b, NULL, &add));
+    assert_true(tide_backend_supports_op(b, NULL, &swap_in));
+    assert_true(tide_backend_supports_op(b, NULL, &var));
+    assert_false(tide_backend_supports_op(b, NULL, &matmul));
+    tide_backend_free(b);
+}
+
+/* x [2, 3] -> op "y"; inferred, as the session wants it. */
+static struct tide_graph *unary_graph(enum tide_op op)
+{
+    struct tide_graph *g = tide_graph_new();
+    assert_non_null(g);
+    struct tide_error err = {0};
+    uint32_t x, y;
+    assert_int_equal(tide_graph_add_node(g, TIDE_OP_PLACEHOLDER, "x", &x, &err), TIDE_OK);
+    struct tide_shape shape = tide_shape_make(2, (int64_t[]){2, 3});
+    tide_attr_set_dtype(g, x, TIDE_ATTR_PLACEHOLDER_dtype, TIDE_DTYPE_FLOAT32);
+    tide_attr_set_shape(g, x, TIDE_ATTR_PLACEHOLDER_shape, &shape);
+    assert_int_equal(tide_graph_add_node(g, op, "y", &y, &err), TIDE_OK);
+    assert_int_equal(tide_graph_set_inputs(g, y, &(struct tide_edge){x, 0}, 1, &err), TIDE_OK);
+    assert_int_equal(tide_graph_infer(g, NULL, &err), TIDE_OK);
+    return g;
+}
+
+/* Everything but Tanh, through the vtable entry a backend implements. */
+static bool supports_all_but_tanh(void *context, const struct tide_graph *graph,
+                                  const struct tide_node *node)
+{
+    return node->op != TIDE_OP_TANH;
+}
+
+/*
+ * A backend whose supports_op says no to Tanh (the CPU backend under
+ * another name): check_graph, the executor and the session (also plan-only)
+ * refuse a graph with a Tanh when they are created, naming the node, the op
+ * and the backend; a graph without one goes through.
+ */
+static void test_compile_refuses_unsupported_op(void **state)
+{
+    struct tide_backend *b = new_cpu(MIB);
+    struct tide_backend_iface limited = *b->iface;
+    limited.name = "limited";
+    limited.supports_op = supports_all_but_tanh;
+    const struct tide_backend_iface *saved = b->iface;
+    b->iface = &limited;
+    const char *want = "node \"y\" (Tanh): the limited backend has no kernel for Tanh";
+
+    struct tide_graph *g = unary_graph(TIDE_OP_TANH);
+    struct tide_error err = {0};
+    assert_int_equal(tide_backend_check_graph(b, g, &err), TIDE_UNSUPPORTED);
+    assert_string_equal(err.message, want);
+
+    /* The executor refuses before it reads the plan. */
+    struct tide_memplan plan = {0};
+    struct tide_executor *ex = NULL;
+    err = (struct tide_error){0};
+    assert_int_equal(tide_executor_new(g, &plan, b, NULL, &ex, &err), TIDE_UNSUPPORTED);
+    assert_null(ex);
+    assert_string_equal(err.message, want);
+    tide_graph_free(g);
+
+    for (int plan_only = 0; plan_only < 2; plan_only++) {
+        struct tide_session_options o = tide_session_options_default();
+        o.backend = b;
+        o.plan_only = plan_only;
+        struct tide_session *session = NULL;
+        err = (struct tide_error){0};
+        assert_int_equal(tide_session_new_graph(unary_graph(TIDE_OP_TANH), &o, &session, &err),
+                         TIDE_UNSUPPORTED);
+        assert_null(session);
+        assert_string_equal(err.message, want);
+
+        err = (struct tide_error){0};
+        enum tide_status st = tide_session_new_graph(unary_graph(TIDE_OP_RELU), &o, &session, &err);
+        if (st != TIDE_OK)
+            fail_msg("session with Relu: %s: %s", tide_status_name(st), err.message);
+        tide_session_free(session);
+    }
+
+    b->iface = saved;
+    tide_backend_free(b);
+}
+
+/* The CPU backend over a table without Sigmoid says so in the same words. */
+static void test_check_graph_names_the_cpu_backend(void **state)
+{
+    struct tide_backend *b = new_test_cpu();
+    struct tide_graph *g = unary_graph(TIDE_OP_SIGMOID);
+    struct tide_error err = {0};
+    assert_int_equal(tide_backend_check_graph(b, g, &err), TIDE_UNSUPPORTED);
+    assert_string_equal(err.message,
+                        "node \"y\" (Sigmoid): the cpu backend has no kernel for Sigmoid");
+    tide_graph_free(g);
+    err = (struct tide_error){0};
+    assert_int_equal(tide_backend_check_graph(NULL, NULL, &err), TIDE_INVALID);
+    tide_backend_free(b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -964,6 +1100,10 @@ int main(void)
         cmocka_unit_test(test_sticky_error_kernel_fails),
         cmocka_unit_test(test_sticky_error_messages),
         cmocka_unit_test(test_many_streams),
+        cmocka_unit_test(test_cpu_supports_every_op),
+        cmocka_unit_test(test_supports_op_follows_the_kernel_table),
+        cmocka_unit_test(test_compile_refuses_unsupported_op),
+        cmocka_unit_test(test_check_graph_names_the_cpu_backend),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

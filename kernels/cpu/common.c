@@ -1,23 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * common.c: helpers shared by the CPU kernels: guards on views and the
- * workspace, attribute readers, window geometry and a deterministic row sum.
+ * common.c: helpers shared by the CPU kernels: the workspace guard, the BLAS
+ * index limit and a deterministic row sum.
  * See cpu-impl.h for what each one promises.
  */
 #include "kernels/cpu/cpu-impl.h"
 
 #include <inttypes.h>
 #include <limits.h>
-
-enum tide_status tide__cpu_expect_same_size(const struct tide_kernel_args *args, uint32_t i,
-                                            struct tide_error *err)
-{
-    if (args->inputs[i].nbytes == args->outputs[0].nbytes)
-        return TIDE_OK;
-    return tide_node_error(err, TIDE_INVALID, args->node,
-                           "input %u holds %" PRIu64 " bytes, but output 0 holds %" PRIu64, i,
-                           args->inputs[i].nbytes, args->outputs[0].nbytes);
-}
 
 enum tide_status tide__cpu_expect_workspace(const struct tide_kernel_args *args, uint64_t need,
                                             struct tide_error *err)
@@ -47,15 +37,4 @@ double tide__cpu_sum_row(const float *x, int64_t n)
     for (; j < n; j++)
         s0 += x[j];
     return (s0 + s1) + (s2 + s3);
-}
-
-
-
-
-
-bool tide__cpu_window_output(const struct tide__cpu_window *win, int64_t h, int64_t w, int64_t *oh,
-                             int64_t *ow)
-{
-    return tide__kernel_window_axis(h, win->kh, win->sh, win->ph, oh) &&
-           tide__kernel_window_axis(w, win->kw, win->sw, win->pw, ow);
 }

@@ -10,11 +10,11 @@
  * found at run time.
  *
  * The helpers here serve several kernel files: typed access to tensor views,
- * defensive attribute readers (infer normalised every attribute, but a kernel
- * must refuse a value it cannot use with TIDE_INVALID instead of running off
- * the end of a buffer), the geometry of 2-D windows for convolution and
- * pooling, and a deterministic row sum. Files keep their own private helpers
- * (broadcasting in elementwise.c, axis reduction in reduce.c) static.
+ * the workspace guard, the 2-D window of convolution, and a deterministic row
+ * sum. What infer guarantees about shapes and attributes is not re-derived
+ * here: kernels/check.h asserts it, for the CPU and CUDA kernels alike.
+ * Files keep their own private helpers (broadcasting in elementwise.c, axis
+ * reduction in reduce.c) static.
  *
  * Determinism: every kernel visits its elements in a fixed order and
  * accumulates sums in double, so the same inputs give the same bits on every
@@ -61,14 +61,10 @@ static inline int64_t tide__cpu_numel(const struct tide_tensor_view *view)
 }
 
 /*
- * Refuses the call unless input i holds as many bytes as output 0: the cheap
- * guard of element-wise kernels against a view that would make them read or
- * write out of bounds.
+ * Refuses the call unless the workspace holds at least `need` bytes: the
+ * executor passes what the plan reserved, which a caller outside the
+ * executor may not.
  */
-enum tide_status tide__cpu_expect_same_size(const struct tide_kernel_args *args, uint32_t i,
-                                            struct tide_error *err);
-
-/* Refuses the call unless the workspace holds at least `need` bytes. */
 enum tide_status tide__cpu_expect_workspace(const struct tide_kernel_args *args, uint64_t need,
                                             struct tide_error *err);
 
@@ -85,8 +81,6 @@ bool tide__cpu_fits_blas_int(int64_t a, int64_t b, int64_t c);
  */
 double tide__cpu_sum_row(const float *x, int64_t n);
 
-
-
 /* ============================================================================
  * 2-D windows (Conv2D and the pools)
  * ========================================================================== */
@@ -97,15 +91,6 @@ struct tide__cpu_window {
     int64_t sh, sw; /* strides */
     int64_t ph, pw; /* symmetric zero padding */
 };
-
-
-/*
- * The output height and width of win over an input of h x w:
- * (in + 2 * pad - k) / stride + 1. Returns false when the padded input is
- * smaller than the window or the numbers overflow.
- */
-bool tide__cpu_window_output(const struct tide__cpu_window *win, int64_t h, int64_t w, int64_t *oh,
-                             int64_t *ow);
 
 /* ============================================================================
  * Threads (parallel.c)

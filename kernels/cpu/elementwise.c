@@ -13,6 +13,7 @@
  */
 #include "kernels/cpu/cpu-impl.h"
 
+#include <assert.h>
 #include <math.h>
 #include <string.h>
 
@@ -158,9 +159,9 @@ static enum tide_status binary(const struct tide_kernel_args *args, enum binary_
         return TIDE_OK;
     }
     struct broadcast plan;
-    if (!broadcast_plan(&plan, &out->shape, ins, 2))
-        return tide_node_error(err, TIDE_INVALID, args->node,
-                               "the input shapes do not broadcast to the output shape");
+    bool broadcasts = broadcast_plan(&plan, &out->shape, ins, 2);
+    assert(broadcasts); /* infer made the output the inputs' broadcast shape */
+    (void)broadcasts;
     if (plan.rank == 0) {
         binary_row(op, a, 0, b, 0, z, 1);
         return TIDE_OK;
@@ -201,9 +202,9 @@ enum tide_status tide__cpu_BROADCAST_TO(const struct tide_kernel_args *args, str
     if (total == 0)
         return TIDE_OK;
     struct broadcast plan;
-    if (!broadcast_plan(&plan, &out->shape, ins, 1))
-        return tide_node_error(err, TIDE_INVALID, args->node,
-                               "input 0 does not broadcast to the output shape");
+    bool broadcasts = broadcast_plan(&plan, &out->shape, ins, 1);
+    assert(broadcasts); /* infer checked that input 0 broadcasts to the shape */
+    (void)broadcasts;
     if (plan.rank == 0) {
         y[0] = x[0];
         return TIDE_OK;
@@ -232,11 +233,8 @@ enum tide_status tide__cpu_BROADCAST_TO(const struct tide_kernel_args *args, str
 /* The terms are added in input order, ((x0 + x1) + x2) + ..., so the result is reproducible. */
 enum tide_status tide__cpu_ADD_N(const struct tide_kernel_args *args, struct tide_error *err)
 {
-    for (uint32_t i = 0; i < args->n_inputs; i++) {
-        enum tide_status st = tide__cpu_expect_same_size(args, i, err);
-        if (st != TIDE_OK)
-            return st;
-    }
+    for (uint32_t i = 0; i < args->n_inputs; i++)
+        tide__kernel_same_size(args, i);
     float *y = tide__cpu_out(args, 0);
     int64_t n = tide__cpu_numel(&args->outputs[0]);
     if (n == 0)
@@ -254,12 +252,8 @@ enum tide_status tide__cpu_ADD_N(const struct tide_kernel_args *args, struct tid
 enum tide_status tide__cpu_BIAS_ADD(const struct tide_kernel_args *args, struct tide_error *err)
 {
     const struct tide_shape *xs = &args->inputs[0].shape;
-    enum tide_status st = tide__cpu_expect_same_size(args, 0, err);
-    if (st != TIDE_OK)
-        return st;
-    if (xs->rank < 2 || tide__cpu_numel(&args->inputs[1]) != xs->dims[1])
-        return tide_node_error(err, TIDE_INVALID, args->node,
-                               "bias does not hold one value per channel (axis 1) of x");
+    tide__kernel_same_size(args, 0);
+    assert(xs->rank >= 2 && tide__cpu_numel(&args->inputs[1]) == xs->dims[1]);
     int64_t outer, channels, inner;
     tide__kernel_split_axis(xs, 1, &outer, &channels, &inner);
     const float *x = tide__cpu_in(args, 0), *bias = tide__cpu_in(args, 1);
@@ -292,9 +286,7 @@ enum tide_status tide__cpu_BIAS_ADD(const struct tide_kernel_args *args, struct 
 #define UNARY_KERNEL(ID, EXPR)                                                                     \
     enum tide_status tide__cpu_##ID(const struct tide_kernel_args *args, struct tide_error *err)   \
     {                                                                                              \
-        enum tide_status st = tide__cpu_expect_same_size(args, 0, err);                            \
-        if (st != TIDE_OK)                                                                         \
-            return st;                                                                             \
+        tide__kernel_same_size(args, 0);                                                           \
         const float *in = tide__cpu_in(args, 0);                                                   \
         float *out = tide__cpu_out(args, 0);                                                       \
         int64_t n = tide__cpu_numel(&args->outputs[0]);                                            \
@@ -309,11 +301,8 @@ enum tide_status tide__cpu_BIAS_ADD(const struct tide_kernel_args *args, struct 
 #define GRAD_KERNEL(ID, EXPR)                                                                      \
     enum tide_status tide__cpu_##ID(const struct tide_kernel_args *args, struct tide_error *err)   \
     {                                                                                              \
-        enum tide_status st = tide__cpu_expect_same_size(args, 0, err);                            \
-        if (st == TIDE_OK)                                                                         \
-            st = tide__cpu_expect_same_size(args, 1, err);                                         \
-        if (st != TIDE_OK)                                                                         \
-            return st;                                                                             \
+        tide__kernel_same_size(args, 0);                                                           \
+        tide__kernel_same_size(args, 1);                                                           \
         const float *dy_in = tide__cpu_in(args, 0), *y_in = tide__cpu_in(args, 1);                 \
         float *out = tide__cpu_out(args, 0);                                                       \
         int64_t n = tide__cpu_numel(&args->outputs[0]);                                            \
@@ -339,9 +328,7 @@ GRAD_KERNEL(TANH_GRAD, dy * (1.0f - y * y))
 /* Scale(x; scale): the double attribute is rounded to float once, as every kernel does. */
 enum tide_status tide__cpu_SCALE(const struct tide_kernel_args *args, struct tide_error *err)
 {
-    enum tide_status st = tide__cpu_expect_same_size(args, 0, err);
-    if (st != TIDE_OK)
-        return st;
+    tide__kernel_same_size(args, 0);
     const float scale = (float)args->node->attrs[TIDE_ATTR_SCALE_scale].f;
     const float *x = tide__cpu_in(args, 0);
     float *y = tide__cpu_out(args, 0);

@@ -13,38 +13,6 @@
 
 #include <math.h>
 
-/* The shape of a batch-norm input: N runs of hw values per channel. */
-struct batch {
-    int64_t n, c, hw;
-};
-
-static enum tide_status batch_setup(const struct tide_kernel_args *args, uint32_t x_index,
-                                    struct batch *b, struct tide_error *err)
-{
-    const struct tide_shape *xs = &args->inputs[x_index].shape;
-    if (xs->rank != 4 && xs->rank != 2)
-        return tide_node_error(err, TIDE_INVALID, args->node,
-                               "input %u (x) has rank %d, wants [N, C, H, W] or [N, C]", x_index,
-                               xs->rank);
-    b->n = xs->dims[0];
-    b->c = xs->dims[1];
-    b->hw = xs->rank == 4 ? xs->dims[2] * xs->dims[3] : 1;
-    /* Every other input is [C] or x's shape; every output too. */
-    for (uint32_t i = 0; i < args->n_inputs; i++) {
-        int64_t n = tide__cpu_numel(&args->inputs[i]);
-        if (n != b->c && args->inputs[i].nbytes != args->inputs[x_index].nbytes)
-            return tide_node_error(err, TIDE_INVALID, args->node,
-                                   "input %u is neither one value per channel nor x's shape", i);
-    }
-    for (uint32_t i = 0; i < args->n_outputs; i++) {
-        int64_t n = tide__cpu_numel(&args->outputs[i]);
-        if (n != (i == 0 ? b->n * b->c * b->hw : b->c))
-            return tide_node_error(err, TIDE_INVALID, args->node, "output %u has the wrong size",
-                                   i);
-    }
-    return TIDE_OK;
-}
-
 /* Sum of (x[j] - mean)^2 over a run, in double with four partial sums. */
 static double sum_sq_dev(const float *x, int64_t n, double mean)
 {
@@ -83,10 +51,8 @@ static double sum_dy_dev(const float *dy, const float *x, int64_t n, double mean
 /* BatchNorm(x, gamma, beta; epsilon) -> y, mean [C], inv_std [C]. */
 enum tide_status tide__cpu_BATCH_NORM(const struct tide_kernel_args *args, struct tide_error *err)
 {
-    struct batch b;
-    enum tide_status st = batch_setup(args, 0, &b, err);
-    if (st != TIDE_OK)
-        return st;
+    struct tide__kernel_batch b;
+    tide__kernel_batch_setup(args, 0, &b);
     const double eps = args->node->attrs[TIDE_ATTR_BATCH_NORM_epsilon].f;
     const float *x = tide__cpu_in(args, 0), *gamma = tide__cpu_in(args, 1);
     const float *beta = tide__cpu_in(args, 2);
@@ -125,10 +91,8 @@ enum tide_status tide__cpu_BATCH_NORM(const struct tide_kernel_args *args, struc
 enum tide_status tide__cpu_BATCH_NORM_GRAD(const struct tide_kernel_args *args,
                                            struct tide_error *err)
 {
-    struct batch b;
-    enum tide_status st = batch_setup(args, 1, &b, err);
-    if (st != TIDE_OK)
-        return st;
+    struct tide__kernel_batch b;
+    tide__kernel_batch_setup(args, 1, &b);
     const float *dy = tide__cpu_in(args, 0), *x = tide__cpu_in(args, 1);
     const float *gamma = tide__cpu_in(args, 2), *mean_in = tide__cpu_in(args, 3);
     const float *inv_in = tide__cpu_in(args, 4);

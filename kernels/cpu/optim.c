@@ -15,24 +15,10 @@
 #include <inttypes.h>
 #include <math.h>
 
-/* Checks that every input holds as many bytes as the variable (input 0). */
-static enum tide_status expect_like_var(const struct tide_kernel_args *args, struct tide_error *err)
-{
-    for (uint32_t i = 1; i < args->n_inputs; i++) {
-        if (args->inputs[i].nbytes != args->inputs[0].nbytes)
-            return tide_node_error(err, TIDE_INVALID, args->node,
-                                   "input %u holds %" PRIu64 " bytes, the variable %" PRIu64, i,
-                                   args->inputs[i].nbytes, args->inputs[0].nbytes);
-    }
-    return TIDE_OK;
-}
-
 /* var -= lr * grad. */
 enum tide_status tide__cpu_APPLY_SGD(const struct tide_kernel_args *args, struct tide_error *err)
 {
-    enum tide_status st = expect_like_var(args, err);
-    if (st != TIDE_OK)
-        return st;
+    tide__kernel_like_variable(args);
     const float lr = (float)args->node->attrs[TIDE_ATTR_APPLY_SGD_learning_rate].f;
     float *var = args->inputs[0].data;
     const float *grad = tide__cpu_in(args, 1);
@@ -46,9 +32,7 @@ enum tide_status tide__cpu_APPLY_SGD(const struct tide_kernel_args *args, struct
 enum tide_status tide__cpu_APPLY_MOMENTUM(const struct tide_kernel_args *args,
                                           struct tide_error *err)
 {
-    enum tide_status st = expect_like_var(args, err);
-    if (st != TIDE_OK)
-        return st;
+    tide__kernel_like_variable(args);
     const struct tide_attr_value *attrs = args->node->attrs;
     const float lr = (float)attrs[TIDE_ATTR_APPLY_MOMENTUM_learning_rate].f;
     const float momentum = (float)attrs[TIDE_ATTR_APPLY_MOMENTUM_momentum].f;
@@ -79,9 +63,7 @@ enum tide_status tide__cpu_APPLY_MOMENTUM(const struct tide_kernel_args *args,
  */
 enum tide_status tide__cpu_APPLY_ADAM(const struct tide_kernel_args *args, struct tide_error *err)
 {
-    enum tide_status st = expect_like_var(args, err);
-    if (st != TIDE_OK)
-        return st;
+    tide__kernel_like_variable(args);
     if (!args->step || *args->step == 0)
         return tide_node_error(err, TIDE_INVALID, args->node,
                                "needs the executor's 1-based step counter, got %s",

@@ -18,6 +18,7 @@
  */
 #include "kernels/cpu/cpu-impl.h"
 
+#include <assert.h>
 #include <math.h>
 #include <string.h>
 
@@ -108,10 +109,7 @@ enum tide_status tide__cpu_MAX_POOL2D(const struct tide_kernel_args *args, struc
 {
     struct pool_job job = {
         .x = tide__cpu_in(args, 0), .y = tide__cpu_out(args, 0), .plane = max_pool_plane};
-    enum tide_status st =
-        tide__kernel_pool_setup(args->node, &args->inputs[0].shape, &args->outputs[0].shape, &job.p, err);
-    if (st != TIDE_OK)
-        return st;
+    tide__kernel_pool_setup(args->node, &args->inputs[0].shape, &args->outputs[0].shape, &job.p);
     pool_run(&job);
     return TIDE_OK;
 }
@@ -140,10 +138,7 @@ enum tide_status tide__cpu_AVG_POOL2D(const struct tide_kernel_args *args, struc
 {
     struct pool_job job = {
         .x = tide__cpu_in(args, 0), .y = tide__cpu_out(args, 0), .plane = avg_pool_plane};
-    enum tide_status st =
-        tide__kernel_pool_setup(args->node, &args->inputs[0].shape, &args->outputs[0].shape, &job.p, err);
-    if (st != TIDE_OK)
-        return st;
+    tide__kernel_pool_setup(args->node, &args->inputs[0].shape, &args->outputs[0].shape, &job.p);
     pool_run(&job);
     return TIDE_OK;
 }
@@ -172,12 +167,8 @@ enum tide_status tide__cpu_MAX_POOL2D_GRAD(const struct tide_kernel_args *args,
                            .dy = tide__cpu_in(args, 1),
                            .dx = tide__cpu_out(args, 0),
                            .plane = max_pool_grad_plane};
-    enum tide_status st =
-        tide__kernel_pool_setup(args->node, &args->inputs[0].shape, &args->inputs[1].shape, &job.p, err);
-    if (st == TIDE_OK)
-        st = tide__cpu_expect_same_size(args, 0, err);
-    if (st != TIDE_OK)
-        return st;
+    tide__kernel_pool_setup(args->node, &args->inputs[0].shape, &args->inputs[1].shape, &job.p);
+    tide__kernel_same_size(args, 0);
     pool_run(&job);
     return TIDE_OK;
 }
@@ -208,10 +199,7 @@ enum tide_status tide__cpu_AVG_POOL2D_GRAD(const struct tide_kernel_args *args,
 {
     struct pool_job job = {
         .dy = tide__cpu_in(args, 0), .dx = tide__cpu_out(args, 0), .plane = avg_pool_grad_plane};
-    enum tide_status st =
-        tide__kernel_pool_setup(args->node, &args->outputs[0].shape, &args->inputs[0].shape, &job.p, err);
-    if (st != TIDE_OK)
-        return st;
+    tide__kernel_pool_setup(args->node, &args->outputs[0].shape, &args->inputs[0].shape, &job.p);
     pool_run(&job);
     return TIDE_OK;
 }
@@ -221,8 +209,7 @@ enum tide_status tide__cpu_GLOBAL_AVG_POOL(const struct tide_kernel_args *args,
                                            struct tide_error *err)
 {
     const struct tide_shape *xs = &args->inputs[0].shape;
-    if (xs->rank != 4 || tide__cpu_numel(&args->outputs[0]) != xs->dims[0] * xs->dims[1])
-        return tide_node_error(err, TIDE_INVALID, args->node, "wants x [N, C, H, W] and y [N, C]");
+    assert(xs->rank == 4 && tide__cpu_numel(&args->outputs[0]) == xs->dims[0] * xs->dims[1]);
     int64_t planes = xs->dims[0] * xs->dims[1], hw = xs->dims[2] * xs->dims[3];
     const float *x = tide__cpu_in(args, 0);
     float *y = tide__cpu_out(args, 0);
@@ -236,9 +223,7 @@ enum tide_status tide__cpu_GLOBAL_AVG_POOL_GRAD(const struct tide_kernel_args *a
                                                 struct tide_error *err)
 {
     const struct tide_shape *xs = &args->outputs[0].shape;
-    if (xs->rank != 4 || tide__cpu_numel(&args->inputs[0]) != xs->dims[0] * xs->dims[1])
-        return tide_node_error(err, TIDE_INVALID, args->node,
-                               "wants dy [N, C] and dx [N, C, H, W]");
+    assert(xs->rank == 4 && tide__cpu_numel(&args->inputs[0]) == xs->dims[0] * xs->dims[1]);
     int64_t planes = xs->dims[0] * xs->dims[1], hw = xs->dims[2] * xs->dims[3];
     const float *dy = tide__cpu_in(args, 0);
     float *dx = tide__cpu_out(args, 0);

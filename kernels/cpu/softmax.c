@@ -15,6 +15,7 @@
  */
 #include "kernels/cpu/cpu-impl.h"
 
+#include <assert.h>
 #include <inttypes.h>
 #include <math.h>
 
@@ -47,13 +48,8 @@ static void softmax_lane(const float *x, float *y, int64_t len, int64_t stride)
 enum tide_status tide__cpu_SOFTMAX(const struct tide_kernel_args *args, struct tide_error *err)
 {
     const struct tide_shape *xs = &args->inputs[0].shape;
-    int32_t axis;
-    enum tide_status st = tide__cpu_expect_same_size(args, 0, err);
-    if (st == TIDE_OK)
-        st = tide__kernel_axis(args, "axis", args->node->attrs[TIDE_ATTR_SOFTMAX_axis].i, xs, &axis,
-                            err);
-    if (st != TIDE_OK)
-        return st;
+    tide__kernel_same_size(args, 0);
+    int32_t axis = tide__kernel_axis(args->node->attrs[TIDE_ATTR_SOFTMAX_axis].i, xs);
     int64_t outer, len, inner;
     tide__kernel_split_axis(xs, axis, &outer, &len, &inner);
     const float *x = tide__cpu_in(args, 0);
@@ -71,15 +67,9 @@ enum tide_status tide__cpu_SOFTMAX(const struct tide_kernel_args *args, struct t
 enum tide_status tide__cpu_SOFTMAX_GRAD(const struct tide_kernel_args *args, struct tide_error *err)
 {
     const struct tide_shape *ys = &args->inputs[1].shape;
-    int32_t axis;
-    enum tide_status st = tide__cpu_expect_same_size(args, 0, err);
-    if (st == TIDE_OK)
-        st = tide__cpu_expect_same_size(args, 1, err);
-    if (st == TIDE_OK)
-        st = tide__kernel_axis(args, "axis", args->node->attrs[TIDE_ATTR_SOFTMAX_GRAD_axis].i, ys,
-                            &axis, err);
-    if (st != TIDE_OK)
-        return st;
+    tide__kernel_same_size(args, 0);
+    tide__kernel_same_size(args, 1);
+    int32_t axis = tide__kernel_axis(args->node->attrs[TIDE_ATTR_SOFTMAX_GRAD_axis].i, ys);
     int64_t outer, len, inner;
     tide__kernel_split_axis(ys, axis, &outer, &len, &inner);
     const float *dy = tide__cpu_in(args, 0), *y = tide__cpu_in(args, 1);
@@ -108,10 +98,9 @@ static enum tide_status check_labels(const struct tide_kernel_args *args, int64_
                                      struct tide_error *err)
 {
     const struct tide_shape *ls = &args->inputs[0].shape;
-    if (ls->rank != 2 || args->inputs[1].dtype != TIDE_DTYPE_INT32 ||
-        tide__cpu_numel(&args->inputs[1]) != ls->dims[0])
-        return tide_node_error(err, TIDE_INVALID, args->node,
-                               "wants logits [N, C] and int32 labels [N]");
+    /* Infer guarantees logits [N, C] and int32 labels [N]; only the labels' values are data. */
+    assert(ls->rank == 2 && args->inputs[1].dtype == TIDE_DTYPE_INT32 &&
+           tide__cpu_numel(&args->inputs[1]) == ls->dims[0]);
     *n = ls->dims[0];
     *c = ls->dims[1];
     const int32_t *labels = args->inputs[1].data;
@@ -156,13 +145,10 @@ enum tide_status tide__cpu_SOFTMAX_CROSS_ENTROPY_GRAD(const struct tide_kernel_a
 {
     int64_t n, c;
     enum tide_status st = check_labels(args, &n, &c, err);
-    if (st == TIDE_OK)
-        st = tide__cpu_expect_same_size(args, 0, err);
     if (st != TIDE_OK)
         return st;
-    if (tide__cpu_numel(&args->inputs[2]) != n)
-        return tide_node_error(err, TIDE_INVALID, args->node,
-                               "input 2 (dloss) does not hold one value per example");
+    tide__kernel_same_size(args, 0);
+    assert(tide__cpu_numel(&args->inputs[2]) == n);
     const float *logits = tide__cpu_in(args, 0), *dloss = tide__cpu_in(args, 2);
     const int32_t *labels = args->inputs[1].data;
     float *dx = tide__cpu_out(args, 0);

@@ -18,7 +18,8 @@
 #define tide__cpu_SWAP_OUT    NULL
 #define tide__cpu_SWAP_IN     NULL
 
-static uint64_t cpu_workspace_bytes(const struct tide_graph *graph, const struct tide_node *node)
+static uint64_t cpu_workspace_bytes(void *stream, const struct tide_graph *graph,
+                                    const struct tide_node *node)
 {
     switch (node->op) {
     case TIDE_OP_CONV2D:

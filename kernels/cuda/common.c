@@ -1,13 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * common.c: what the CUDA kernels share: the launch context bound to the
- * calling thread, the check functions behind TIDE_CUDA_CHECK and its
- * siblings, guards on views and attributes (the same refusals, in the same
- * words, as the CPU kernels'), and the broadcast and reduction plans that the
- * device half walks.
+ * common.c: what the CUDA kernels share: the launch context read from the
+ * kernel's args, the check functions behind TIDE_CUDA_CHECK and its
+ * siblings, the workspace guard (cuDNN may want more than a failed query
+ * planned), and the broadcast and reduction plans that the device half walks.
+ * What infer guarantees is asserted by kernels/check.c, as on the CPU.
  *
- * Threads: the binding is thread-local, so the executor's threads may launch
- * on different streams at once; everything else here is pure.
+ * Threads: everything here is pure; a kernel's stream and handles come in
+ * its args, so the executor's threads may launch on different streams at once.
  */
 #include "kernels/cuda/cuda-impl.h"
 
@@ -21,27 +21,14 @@
  * The launch context
  * ========================================================================== */
 
-static _Thread_local struct tide_cuda_launch *bound_launch;
-
-void tide_cuda_kernels_bind(struct tide_cuda_launch *launch)
-{
-    bound_launch = launch;
-}
-
-struct tide_cuda_launch *tide__cuda_bound(void)
-{
-    return bound_launch;
-}
-
 enum tide_status tide__cuda_context(const struct tide_kernel_args *args,
                                     struct tide_cuda_launch **launch, struct tide_error *err)
 {
-    *launch = bound_launch;
+    *launch = args->stream;
     if (*launch)
         return TIDE_OK;
-    return tide_node_error(
-        err, TIDE_STATE, args->node,
-        "a CUDA kernel was called with no stream bound (tide_cuda_kernels_bind)");
+    return tide_node_error(err, TIDE_STATE, args->node,
+                           "a CUDA kernel was called without its stream (args->stream is NULL)");
 }
 
 /* ============================================================================
@@ -132,18 +119,8 @@ enum tide_status tide__cudnn_check(cudnnStatus_t rc, const char *call, const cha
 }
 
 /* ============================================================================
- * Guards and attributes
+ * The workspace guard
  * ========================================================================== */
-
-enum tide_status tide__cuda_expect_same_size(const struct tide_kernel_args *args, uint32_t i,
-                                             struct tide_error *err)
-{
-    if (args->inputs[i].nbytes == args->outputs[0].nbytes)
-        return TIDE_OK;
-    return tide_node_error(err, TIDE_INVALID, args->node,
-                           "input %u holds %" PRIu64 " bytes, but output 0 holds %" PRIu64, i,
-                           args->inputs[i].nbytes, args->outputs[0].nbytes);
-}
 
 enum tide_status tide__cuda_expect_workspace(const struct tide_kernel_args *args, uint64_t need,
                                              struct tide_error *err)

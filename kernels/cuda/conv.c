@@ -30,9 +30,7 @@ static enum tide_status conv_setup(const struct tide_node *node, const struct ti
                                    const struct tide_shape *w, const struct tide_shape *y,
                                    struct tide__kernel_conv *cv, struct tide_error *err)
 {
-    enum tide_status st = tide__kernel_conv_setup(node, x, w, y, cv, err);
-    if (st != TIDE_OK)
-        return st;
+    tide__kernel_conv_setup(node, x, w, y, cv);
     /* cuDNN's legacy API takes int dims and indexes each tensor with 32 bits. */
     int64_t nx = tide_shape_numel(x), nw = tide_shape_numel(w), ny = tide_shape_numel(y);
     if (nx > INT_MAX || nw > INT_MAX || ny > INT_MAX)
@@ -202,9 +200,9 @@ static bool conv_shapes(const struct tide_graph *graph, const struct tide_node *
     }
 }
 
-uint64_t tide__cuda_conv_workspace(const struct tide_graph *graph, const struct tide_node *node)
+uint64_t tide__cuda_conv_workspace(struct tide_cuda_launch *launch, const struct tide_graph *graph,
+                                   const struct tide_node *node)
 {
-    struct tide_cuda_launch *launch = tide__cuda_bound();
     const struct tide_shape *x, *w, *y;
     struct tide__kernel_conv cv;
     if (!launch || !launch->cudnn || !conv_shapes(graph, node, &x, &w, &y) ||

@@ -3,9 +3,10 @@
  * cuda-impl.h: declarations shared by the CUDA kernels (kernels/cuda) only.
  *
  * The kernels come in two halves. The host half (the .c files, plain C)
- * checks the views and attributes exactly as the CPU kernels do, computes the
- * geometry, calls cuBLAS and cuDNN, and calls the device half through the
- * launchers declared below. The device half (the .cu files) holds the
+ * asserts what infer guarantees about views and attributes with the CPU
+ * kernels' helpers (kernels/check.h), computes the geometry, calls cuBLAS
+ * and cuDNN, and calls the device half through the launchers declared
+ * below. The device half (the .cu files) holds the
  * __global__ functions and one extern "C" launcher each, which takes plain
  * numbers and pointers, enqueues on the given stream and returns
  * cudaGetLastError(); the host half checks that with TIDE_CUDA_CHECK. So
@@ -188,10 +189,9 @@ cudaError_t tide__cuda_launch_copy_box(cudaStream_t stream, void *dst, const voi
 #undef TIDE_OP
 
 /*
- * The launch context bound to this thread, or NULL. tide__cuda_context
- * refuses a call with nothing bound (TIDE_STATE, naming the node).
+ * The launch context of args (args->stream, set by the CUDA backend's
+ * launch); refuses a call without one (TIDE_STATE, naming the node).
  */
-struct tide_cuda_launch *tide__cuda_bound(void);
 enum tide_status tide__cuda_context(const struct tide_kernel_args *args,
                                     struct tide_cuda_launch **launch, struct tide_error *err);
 
@@ -210,10 +210,6 @@ static inline int64_t tide__cuda_numel(const struct tide_tensor_view *view)
 {
     return tide_shape_numel(&view->shape);
 }
-
-/* Refuses the call unless input i holds as many bytes as output 0. */
-enum tide_status tide__cuda_expect_same_size(const struct tide_kernel_args *args, uint32_t i,
-                                             struct tide_error *err);
 
 /* Refuses the call unless the workspace holds at least need bytes. */
 enum tide_status tide__cuda_expect_workspace(const struct tide_kernel_args *args, uint64_t need,
@@ -234,7 +230,8 @@ void tide__cuda_reduce_plan(struct tide__cuda_reduce *plan, const struct tide_sh
                             const bool *reduced);
 
 /* Conv2D and its gradients (conv.c): the cuDNN workspace of the node's algorithm. */
-uint64_t tide__cuda_conv_workspace(const struct tide_graph *graph, const struct tide_node *node);
+uint64_t tide__cuda_conv_workspace(struct tide_cuda_launch *launch, const struct tide_graph *graph,
+                                   const struct tide_node *node);
 
 /* MaxPool2DGrad (pool.c): one int32 per element of dy. */
 uint64_t tide__cuda_pool_workspace(const struct tide_graph *graph, const struct tide_node *node);

@@ -10,6 +10,8 @@
  */
 #include "kernels/cuda/cuda-impl.h"
 
+#include <assert.h>
+
 /* ============================================================================
  * Broadcasting binary ops
  * ========================================================================== */
@@ -32,9 +34,9 @@ static enum tide_status binary(const struct tide_kernel_args *args, enum tide__c
         return TIDE_CUDA_CHECK(err,
                                tide__cuda_launch_binary(launch->stream, op, a, b, y, total, NULL));
     struct tide__cuda_broadcast plan;
-    if (!tide__cuda_broadcast_plan(&plan, &out->shape, ins, 2))
-        return tide_node_error(err, TIDE_INVALID, args->node,
-                               "the input shapes do not broadcast to the output shape");
+    bool broadcasts = tide__cuda_broadcast_plan(&plan, &out->shape, ins, 2);
+    assert(broadcasts); /* infer made the output the inputs' broadcast shape */
+    (void)broadcasts;
     return TIDE_CUDA_CHECK(err,
                            tide__cuda_launch_binary(launch->stream, op, a, b, y, total, &plan));
 }
@@ -68,9 +70,9 @@ enum tide_status tide__cuda_BROADCAST_TO(const struct tide_kernel_args *args,
     if (total == 0)
         return TIDE_OK;
     struct tide__cuda_broadcast plan;
-    if (!tide__cuda_broadcast_plan(&plan, &out->shape, ins, 1))
-        return tide_node_error(err, TIDE_INVALID, args->node,
-                               "input 0 does not broadcast to the output shape");
+    bool broadcasts = tide__cuda_broadcast_plan(&plan, &out->shape, ins, 1);
+    assert(broadcasts); /* infer checked that input 0 broadcasts to the shape */
+    (void)broadcasts;
     const struct tide__cuda_broadcast *p = tide_shape_equal(ins[0], &out->shape) ? NULL : &plan;
     return TIDE_CUDA_CHECK(err, tide__cuda_launch_binary(launch->stream, TIDE__CUDA_COPY_A,
                                                          tide__cuda_in(args, 0), NULL,
@@ -90,10 +92,10 @@ enum tide_status tide__cuda_ADD_N(const struct tide_kernel_args *args, struct ti
 {
     struct tide_cuda_launch *launch;
     enum tide_status st = tide__cuda_context(args, &launch, err);
-    for (uint32_t i = 0; st == TIDE_OK && i < args->n_inputs; i++)
-        st = tide__cuda_expect_same_size(args, i, err);
     if (st != TIDE_OK)
         return st;
+    for (uint32_t i = 0; i < args->n_inputs; i++)
+        tide__kernel_same_size(args, i);
     int64_t n = tide__cuda_numel(&args->outputs[0]);
     if (n == 0)
         return TIDE_OK;
@@ -117,14 +119,11 @@ enum tide_status tide__cuda_BIAS_ADD(const struct tide_kernel_args *args, struct
 {
     struct tide_cuda_launch *launch;
     enum tide_status st = tide__cuda_context(args, &launch, err);
-    if (st == TIDE_OK)
-        st = tide__cuda_expect_same_size(args, 0, err);
     if (st != TIDE_OK)
         return st;
+    tide__kernel_same_size(args, 0);
     const struct tide_shape *xs = &args->inputs[0].shape;
-    if (xs->rank < 2 || tide__cuda_numel(&args->inputs[1]) != xs->dims[1])
-        return tide_node_error(err, TIDE_INVALID, args->node,
-                               "bias does not hold one value per channel (axis 1) of x");
+    assert(xs->rank >= 2 && tide__cuda_numel(&args->inputs[1]) == xs->dims[1]);
     int64_t outer, channels, inner;
     tide__kernel_split_axis(xs, 1, &outer, &channels, &inner);
     return TIDE_CUDA_CHECK(err, tide__cuda_launch_bias_add(
@@ -142,12 +141,11 @@ static enum tide_status unary(const struct tide_kernel_args *args, enum tide__cu
 {
     struct tide_cuda_launch *launch;
     enum tide_status st = tide__cuda_context(args, &launch, err);
-    if (st == TIDE_OK)
-        st = tide__cuda_expect_same_size(args, 0, err);
-    if (st == TIDE_OK && gradient)
-        st = tide__cuda_expect_same_size(args, 1, err);
     if (st != TIDE_OK)
         return st;
+    tide__kernel_same_size(args, 0);
+    if (gradient)
+        tide__kernel_same_size(args, 1);
     const float *y_forward = gradient ? tide__cuda_in(args, 1) : NULL;
     return TIDE_CUDA_CHECK(err,
                            tide__cuda_launch_unary(launch->stream, op, tide__cuda_in(args, 0),

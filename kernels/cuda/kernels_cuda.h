@@ -7,12 +7,14 @@
  * generated from graph/ops.def the same way, with the same NULL entries for
  * the source and memory ops. A CUDA kernel needs more than its arguments: the
  * stream to enqueue on and the cuBLAS and cuDNN handles bound to that stream.
- * The backend binds them to the calling thread for the duration of one call
- * (tide_cuda_kernels_bind), as cublasSetStream binds a stream to a handle,
+ * The backend passes them in a struct tide_cuda_launch as args->stream (the
+ * field kernels.h keeps opaque), on its own copy of the executor's args,
  * then calls the table's function, which enqueues its work and returns; it
- * never waits for the device. Called with nothing bound, a kernel fails with
- * TIDE_STATE, and workspace_bytes answers 0 for the ops whose workspace only
- * cuDNN can size (the launch then fails with the numbers).
+ * never waits for the device. There is no thread-local state: two threads
+ * may launch on two streams at once. Called with args->stream NULL, a kernel
+ * fails with TIDE_STATE; workspace_bytes takes the same context as its first
+ * argument and answers 0 without one for the ops whose workspace only cuDNN
+ * can size (the launch then fails with the numbers).
  *
  * Data faults. Some faults can only be seen on the device, where the data is:
  * a label outside [0, C) in SoftmaxCrossEntropy. A kernel that checks such a
@@ -37,9 +39,9 @@
  *
  *     struct tide_cuda_launch launch = {.stream = s, .cublas = b, .cudnn = d,
  *                                       .fault = fault, .tag = tag};
- *     tide_cuda_kernels_bind(&launch);
- *     enum tide_status st = tide_cuda_kernels.fn[node->op](&args, &err);
- *     tide_cuda_kernels_bind(NULL);
+ *     struct tide_kernel_args with_stream = *args;
+ *     with_stream.stream = &launch;
+ *     enum tide_status st = tide_cuda_kernels.fn[node->op](&with_stream, &err);
  *
  *     st = TIDE_CUDA_CHECK(&err, cudaMemcpyAsync(dst, src, n, cudaMemcpyHostToDevice, s));
  */
@@ -85,7 +87,10 @@ struct tide_cuda_fault {
     int64_t limit;
 };
 
-/* What a kernel needs besides its arguments; the backend owns every member. */
+/*
+ * What a CUDA kernel needs besides its tensors, passed as args->stream; the
+ * backend owns every member and the struct lives for the one launch call.
+ */
 struct tide_cuda_launch {
     cudaStream_t stream;           /* where the kernel enqueues its work */
     cublasHandle_t cublas;         /* bound to stream */
@@ -94,13 +99,6 @@ struct tide_cuda_launch {
     uint32_t tag;                  /* this launch's tag, for the fault record */
     bool fault_armed;              /* set by a kernel that may write the fault record */
 };
-
-/*
- * Binds launch to the calling thread until the next call (NULL unbinds).
- * The kernels of tide_cuda_kernels, and its workspace_bytes, use the bound
- * context; launch must stay valid while it is bound.
- */
-void tide_cuda_kernels_bind(struct tide_cuda_launch *launch);
 
 /*
  * Enqueues a fill of words 32-bit words at dst (device memory, 4-byte

@@ -15,20 +15,14 @@
 #include <inttypes.h>
 #include <math.h>
 
-/* Binds the context and checks that every input holds as many bytes as the variable. */
+/* The launch context; every input holds as many bytes as the variable (infer made it so). */
 static enum tide_status optim_setup(const struct tide_kernel_args *args,
                                     struct tide_cuda_launch **launch, struct tide_error *err)
 {
     enum tide_status st = tide__cuda_context(args, launch, err);
-    if (st != TIDE_OK)
-        return st;
-    for (uint32_t i = 1; i < args->n_inputs; i++) {
-        if (args->inputs[i].nbytes != args->inputs[0].nbytes)
-            return tide_node_error(err, TIDE_INVALID, args->node,
-                                   "input %u holds %" PRIu64 " bytes, the variable %" PRIu64, i,
-                                   args->inputs[i].nbytes, args->inputs[0].nbytes);
-    }
-    return TIDE_OK;
+    if (st == TIDE_OK)
+        tide__kernel_like_variable(args);
+    return st;
 }
 
 /* var -= lr * grad. */

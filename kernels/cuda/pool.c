@@ -2,32 +2,29 @@
 /*
  * pool.c: the host half of MaxPool2D, AvgPool2D and their gradients on CUDA
  * (device half and the reasons for custom kernels: pool.cu). The geometry
- * and its refusals are the CPU kernels' (kernels/cpu/pool.c).
+ * is the CPU kernels' (kernels/check.c).
  */
 #include "kernels/cuda/cuda-impl.h"
 
 #include <inttypes.h>
 
-/* The shared geometry and its refusals (kernels/check.c), in the device launchers' struct. */
-static enum tide_status pool_setup(const struct tide_node *node, const struct tide_shape *x,
-                                   const struct tide_shape *y, struct tide__cuda_pool *p,
-                                   struct tide_error *err)
+/* The shared geometry (kernels/check.c), in the device launchers' struct. */
+static void pool_setup(const struct tide_node *node, const struct tide_shape *x,
+                       const struct tide_shape *y, struct tide__cuda_pool *p)
 {
     struct tide__kernel_pool g;
-    enum tide_status st = tide__kernel_pool_setup(node, x, y, &g, err);
-    if (st == TIDE_OK)
-        *p = (struct tide__cuda_pool){.planes = g.planes,
-                                      .h = g.h,
-                                      .w = g.w,
-                                      .oh = g.oh,
-                                      .ow = g.ow,
-                                      .kh = g.kh,
-                                      .kw = g.kw,
-                                      .sh = g.sh,
-                                      .sw = g.sw,
-                                      .ph = g.ph,
-                                      .pw = g.pw};
-    return st;
+    tide__kernel_pool_setup(node, x, y, &g);
+    *p = (struct tide__cuda_pool){.planes = g.planes,
+                                  .h = g.h,
+                                  .w = g.w,
+                                  .oh = g.oh,
+                                  .ow = g.ow,
+                                  .kh = g.kh,
+                                  .kw = g.kw,
+                                  .sh = g.sh,
+                                  .sw = g.sw,
+                                  .ph = g.ph,
+                                  .pw = g.pw};
 }
 
 enum tide_status tide__cuda_MAX_POOL2D(const struct tide_kernel_args *args, struct tide_error *err)
@@ -35,10 +32,9 @@ enum tide_status tide__cuda_MAX_POOL2D(const struct tide_kernel_args *args, stru
     struct tide_cuda_launch *launch;
     struct tide__cuda_pool p;
     enum tide_status st = tide__cuda_context(args, &launch, err);
-    if (st == TIDE_OK)
-        st = pool_setup(args->node, &args->inputs[0].shape, &args->outputs[0].shape, &p, err);
     if (st != TIDE_OK)
         return st;
+    pool_setup(args->node, &args->inputs[0].shape, &args->outputs[0].shape, &p);
     return TIDE_CUDA_CHECK(err,
                            tide__cuda_launch_max_pool(launch->stream, &p, tide__cuda_in(args, 0),
                                                       tide__cuda_out(args, 0)));
@@ -49,10 +45,9 @@ enum tide_status tide__cuda_AVG_POOL2D(const struct tide_kernel_args *args, stru
     struct tide_cuda_launch *launch;
     struct tide__cuda_pool p;
     enum tide_status st = tide__cuda_context(args, &launch, err);
-    if (st == TIDE_OK)
-        st = pool_setup(args->node, &args->inputs[0].shape, &args->outputs[0].shape, &p, err);
     if (st != TIDE_OK)
         return st;
+    pool_setup(args->node, &args->inputs[0].shape, &args->outputs[0].shape, &p);
     return TIDE_CUDA_CHECK(err,
                            tide__cuda_launch_avg_pool(launch->stream, &p, tide__cuda_in(args, 0),
                                                       tide__cuda_out(args, 0)));
@@ -74,11 +69,11 @@ enum tide_status tide__cuda_MAX_POOL2D_GRAD(const struct tide_kernel_args *args,
     struct tide_cuda_launch *launch;
     struct tide__cuda_pool p;
     enum tide_status st = tide__cuda_context(args, &launch, err);
-    if (st == TIDE_OK)
-        st = pool_setup(args->node, &args->inputs[0].shape, &args->inputs[1].shape, &p, err);
-    if (st == TIDE_OK)
-        st = tide__cuda_expect_same_size(args, 0, err);
-    if (st == TIDE_OK && p.h * p.w > INT32_MAX)
+    if (st != TIDE_OK)
+        return st;
+    pool_setup(args->node, &args->inputs[0].shape, &args->inputs[1].shape, &p);
+    tide__kernel_same_size(args, 0);
+    if (p.h * p.w > INT32_MAX)
         st = tide_node_error(err, TIDE_LIMIT, args->node,
                              "planes of %" PRId64 " x %" PRId64 " cells exceed the int32 argmax",
                              p.h, p.w);
@@ -100,10 +95,9 @@ enum tide_status tide__cuda_AVG_POOL2D_GRAD(const struct tide_kernel_args *args,
     struct tide_cuda_launch *launch;
     struct tide__cuda_pool p;
     enum tide_status st = tide__cuda_context(args, &launch, err);
-    if (st == TIDE_OK)
-        st = pool_setup(args->node, &args->outputs[0].shape, &args->inputs[0].shape, &p, err);
     if (st != TIDE_OK)
         return st;
+    pool_setup(args->node, &args->outputs[0].shape, &args->inputs[0].shape, &p);
     return TIDE_CUDA_CHECK(err, tide__cuda_launch_avg_pool_grad(launch->stream, &p,
                                                                 tide__cuda_in(args, 0),
                                                                 tide__cuda_out(args, 0)));

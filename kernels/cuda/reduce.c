@@ -2,12 +2,13 @@
 /*
  * reduce.c: the host half of the CUDA kernels that sum over a set of axes:
  * ReduceSum, ReduceMean, SumToShape and BiasAddGrad. Each works out which
- * axes it reduces with the CPU kernels' rules and refusals
- * (kernels/cpu/reduce.c), then hands one plan (common.c) to the device half
+ * axes it reduces with the helpers the CPU kernels use (kernels/check.c),
+ * then hands one plan (common.c) to the device half
  * (reduce.cu), which sums in double in a fixed order.
  */
 #include "kernels/cuda/cuda-impl.h"
 
+#include <assert.h>
 #include <inttypes.h>
 
 /* A float NaN, what the CPU's NAN is: the mean of no elements. */
@@ -15,8 +16,8 @@
 
 /*
  * Sums input 0 over the axes marked in reduced into output 0, divided by
- * divisor unless it is 0, after checking that the output has one element per
- * combination of kept dims.
+ * divisor unless it is 0; infer made the output one element per combination
+ * of kept dims.
  */
 static enum tide_status reduce_into_output(const struct tide_kernel_args *args, const bool *reduced,
                                            double divisor, struct tide_error *err)
@@ -26,17 +27,7 @@ static enum tide_status reduce_into_output(const struct tide_kernel_args *args, 
     if (st != TIDE_OK)
         return st;
     const struct tide_shape *xs = &args->inputs[0].shape;
-    int64_t kept = 1;
-    for (int32_t d = 0; d < xs->rank; d++) {
-        if (!reduced[d])
-            kept *= xs->dims[d];
-    }
-    int64_t n_out = tide__cuda_numel(&args->outputs[0]);
-    if (n_out != kept)
-        return tide_node_error(err, TIDE_INVALID, args->node,
-                               "output 0 has %" PRId64 " elements, but the kept axes of input 0 "
-                               "give %" PRId64,
-                               n_out, kept);
+    (void)tide__kernel_reduce_output(args, reduced);
     struct tide__cuda_reduce plan;
     tide__cuda_reduce_plan(&plan, xs, reduced);
     return TIDE_CUDA_CHECK(err, tide__cuda_launch_reduce(launch->stream, tide__cuda_in(args, 0),
@@ -47,10 +38,7 @@ static enum tide_status reduce_into_output(const struct tide_kernel_args *args, 
 enum tide_status tide__cuda_REDUCE_SUM(const struct tide_kernel_args *args, struct tide_error *err)
 {
     bool reduced[TIDE_MAX_RANK];
-    double count;
-    enum tide_status st = tide__kernel_reduce_mask(args, TIDE_ATTR_REDUCE_SUM_axes, reduced, &count, err);
-    if (st != TIDE_OK)
-        return st;
+    (void)tide__kernel_reduce_mask(args, TIDE_ATTR_REDUCE_SUM_axes, reduced);
     return reduce_into_output(args, reduced, 0, err);
 }
 
@@ -58,13 +46,10 @@ enum tide_status tide__cuda_REDUCE_SUM(const struct tide_kernel_args *args, stru
 enum tide_status tide__cuda_REDUCE_MEAN(const struct tide_kernel_args *args, struct tide_error *err)
 {
     bool reduced[TIDE_MAX_RANK];
-    double count;
-    enum tide_status st = tide__kernel_reduce_mask(args, TIDE_ATTR_REDUCE_MEAN_axes, reduced, &count, err);
-    if (st != TIDE_OK)
-        return st;
+    double count = tide__kernel_reduce_mask(args, TIDE_ATTR_REDUCE_MEAN_axes, reduced);
     if (count == 0) {
         struct tide_cuda_launch *launch;
-        st = tide__cuda_context(args, &launch, err);
+        enum tide_status st = tide__cuda_context(args, &launch, err);
         if (st != TIDE_OK)
             return st;
         int64_t n = tide__cuda_numel(&args->outputs[0]);
@@ -81,20 +66,8 @@ enum tide_status tide__cuda_REDUCE_MEAN(const struct tide_kernel_args *args, str
 enum tide_status tide__cuda_SUM_TO_SHAPE(const struct tide_kernel_args *args,
                                          struct tide_error *err)
 {
-    const struct tide_shape *xs = &args->inputs[0].shape, *ts = &args->outputs[0].shape;
     bool reduced[TIDE_MAX_RANK];
-    if (ts->rank > xs->rank)
-        return tide_node_error(err, TIDE_INVALID, args->node,
-                               "the output has rank %d, more than input 0's %d", ts->rank,
-                               xs->rank);
-    for (int32_t d = 0; d < xs->rank; d++) {
-        int32_t t = d - (xs->rank - ts->rank);
-        int64_t dim = t >= 0 ? ts->dims[t] : 1;
-        if (dim != xs->dims[d] && dim != 1)
-            return tide_node_error(err, TIDE_INVALID, args->node,
-                                   "the output shape does not broadcast to input 0 at axis %d", d);
-        reduced[d] = dim != xs->dims[d];
-    }
+    tide__kernel_sum_to_shape_mask(args, reduced);
     return reduce_into_output(args, reduced, 0, err);
 }
 
@@ -103,9 +76,7 @@ enum tide_status tide__cuda_BIAS_ADD_GRAD(const struct tide_kernel_args *args,
                                           struct tide_error *err)
 {
     const struct tide_shape *xs = &args->inputs[0].shape;
-    if (xs->rank < 2)
-        return tide_node_error(err, TIDE_INVALID, args->node,
-                               "input 0 (dy) has rank %d, wants 2 or more [N, C, ...]", xs->rank);
+    assert(xs->rank >= 2);
     bool reduced[TIDE_MAX_RANK];
     for (int32_t d = 0; d < xs->rank; d++)
         reduced[d] = d != 1;
@@ -117,8 +88,7 @@ enum tide_status tide__cuda_GLOBAL_AVG_POOL(const struct tide_kernel_args *args,
                                             struct tide_error *err)
 {
     const struct tide_shape *xs = &args->inputs[0].shape;
-    if (xs->rank != 4 || tide__cuda_numel(&args->outputs[0]) != xs->dims[0] * xs->dims[1])
-        return tide_node_error(err, TIDE_INVALID, args->node, "wants x [N, C, H, W] and y [N, C]");
+    assert(xs->rank == 4 && tide__cuda_numel(&args->outputs[0]) == xs->dims[0] * xs->dims[1]);
     int64_t hw = xs->dims[2] * xs->dims[3];
     if (hw == 0) {
         /* The mean of an empty plane: 0 / 0 on the CPU too. */
@@ -143,9 +113,7 @@ enum tide_status tide__cuda_GLOBAL_AVG_POOL_GRAD(const struct tide_kernel_args *
     if (st != TIDE_OK)
         return st;
     const struct tide_shape *xs = &args->outputs[0].shape;
-    if (xs->rank != 4 || tide__cuda_numel(&args->inputs[0]) != xs->dims[0] * xs->dims[1])
-        return tide_node_error(err, TIDE_INVALID, args->node,
-                               "wants dy [N, C] and dx [N, C, H, W]");
+    assert(xs->rank == 4 && tide__cuda_numel(&args->inputs[0]) == xs->dims[0] * xs->dims[1]);
     return TIDE_CUDA_CHECK(err, tide__cuda_launch_spread(
                                     launch->stream, tide__cuda_in(args, 0), tide__cuda_out(args, 0),
                                     xs->dims[0] * xs->dims[1], xs->dims[2] * xs->dims[3]));

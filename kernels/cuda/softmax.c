@@ -11,19 +11,17 @@
  */
 #include "kernels/cuda/cuda-impl.h"
 
+#include <assert.h>
+
 enum tide_status tide__cuda_SOFTMAX(const struct tide_kernel_args *args, struct tide_error *err)
 {
     struct tide_cuda_launch *launch;
     const struct tide_shape *xs = &args->inputs[0].shape;
-    int32_t axis;
     enum tide_status st = tide__cuda_context(args, &launch, err);
-    if (st == TIDE_OK)
-        st = tide__cuda_expect_same_size(args, 0, err);
-    if (st == TIDE_OK)
-        st = tide__kernel_axis(args, "axis", args->node->attrs[TIDE_ATTR_SOFTMAX_axis].i, xs, &axis,
-                             err);
     if (st != TIDE_OK)
         return st;
+    tide__kernel_same_size(args, 0);
+    int32_t axis = tide__kernel_axis(args->node->attrs[TIDE_ATTR_SOFTMAX_axis].i, xs);
     int64_t outer, len, inner;
     tide__kernel_split_axis(xs, axis, &outer, &len, &inner);
     return TIDE_CUDA_CHECK(err,
@@ -37,17 +35,12 @@ enum tide_status tide__cuda_SOFTMAX_GRAD(const struct tide_kernel_args *args,
 {
     struct tide_cuda_launch *launch;
     const struct tide_shape *ys = &args->inputs[1].shape;
-    int32_t axis;
     enum tide_status st = tide__cuda_context(args, &launch, err);
-    if (st == TIDE_OK)
-        st = tide__cuda_expect_same_size(args, 0, err);
-    if (st == TIDE_OK)
-        st = tide__cuda_expect_same_size(args, 1, err);
-    if (st == TIDE_OK)
-        st = tide__kernel_axis(args, "axis", args->node->attrs[TIDE_ATTR_SOFTMAX_GRAD_axis].i, ys,
-                             &axis, err);
     if (st != TIDE_OK)
         return st;
+    tide__kernel_same_size(args, 0);
+    tide__kernel_same_size(args, 1);
+    int32_t axis = tide__kernel_axis(args->node->attrs[TIDE_ATTR_SOFTMAX_GRAD_axis].i, ys);
     int64_t outer, len, inner;
     tide__kernel_split_axis(ys, axis, &outer, &len, &inner);
     return TIDE_CUDA_CHECK(err, tide__cuda_launch_softmax_grad(
@@ -55,18 +48,14 @@ enum tide_status tide__cuda_SOFTMAX_GRAD(const struct tide_kernel_args *args,
                                     tide__cuda_out(args, 0), outer, len, inner));
 }
 
-/* Checks logits [N, C] against labels [N]; sets n and c. */
-static enum tide_status labels_shape(const struct tide_kernel_args *args, int64_t *n, int64_t *c,
-                                     struct tide_error *err)
+/* Logits [N, C] and int32 labels [N], as infer guarantees; sets n and c. */
+static void labels_shape(const struct tide_kernel_args *args, int64_t *n, int64_t *c)
 {
     const struct tide_shape *ls = &args->inputs[0].shape;
-    if (ls->rank != 2 || args->inputs[1].dtype != TIDE_DTYPE_INT32 ||
-        tide__cuda_numel(&args->inputs[1]) != ls->dims[0])
-        return tide_node_error(err, TIDE_INVALID, args->node,
-                               "wants logits [N, C] and int32 labels [N]");
+    assert(ls->rank == 2 && args->inputs[1].dtype == TIDE_DTYPE_INT32 &&
+           tide__cuda_numel(&args->inputs[1]) == ls->dims[0]);
     *n = ls->dims[0];
     *c = ls->dims[1];
-    return TIDE_OK;
 }
 
 /* Enqueues the check of every label against [0, c) into the stream's fault record. */
@@ -91,10 +80,10 @@ enum tide_status tide__cuda_SOFTMAX_CROSS_ENTROPY(const struct tide_kernel_args 
     struct tide_cuda_launch *launch;
     int64_t n, c;
     enum tide_status st = tide__cuda_context(args, &launch, err);
-    if (st == TIDE_OK)
-        st = labels_shape(args, &n, &c, err);
-    if (st == TIDE_OK)
-        st = labels_check(args, launch, n, c, err);
+    if (st != TIDE_OK)
+        return st;
+    labels_shape(args, &n, &c);
+    st = labels_check(args, launch, n, c, err);
     if (st != TIDE_OK)
         return st;
     return TIDE_CUDA_CHECK(
@@ -112,15 +101,12 @@ enum tide_status tide__cuda_SOFTMAX_CROSS_ENTROPY_GRAD(const struct tide_kernel_
     struct tide_cuda_launch *launch;
     int64_t n, c;
     enum tide_status st = tide__cuda_context(args, &launch, err);
-    if (st == TIDE_OK)
-        st = labels_shape(args, &n, &c, err);
-    if (st == TIDE_OK)
-        st = tide__cuda_expect_same_size(args, 0, err);
-    if (st == TIDE_OK && tide__cuda_numel(&args->inputs[2]) != n)
-        st = tide_node_error(err, TIDE_INVALID, args->node,
-                             "input 2 (dloss) does not hold one value per example");
-    if (st == TIDE_OK)
-        st = labels_check(args, launch, n, c, err);
+    if (st != TIDE_OK)
+        return st;
+    labels_shape(args, &n, &c);
+    tide__kernel_same_size(args, 0);
+    assert(tide__cuda_numel(&args->inputs[2]) == n);
+    st = labels_check(args, launch, n, c, err);
     if (st != TIDE_OK)
         return st;
     return TIDE_CUDA_CHECK(err, tide__cuda_launch_softmax_xent_grad(

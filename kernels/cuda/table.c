@@ -9,7 +9,8 @@
  * fails.
  *
  * Workspaces: Conv2D and its gradients need what cuDNN says their
- * algorithm needs (computed with the cuDNN handle bound by the backend);
+ * algorithm needs (computed with the cuDNN handle of the launch context the
+ * backend passes in);
  * MaxPool2DGrad needs one int32 per element of dy for the windows' argmax.
  * The reductions need none: their partial sums live in registers and shared
  * memory.
@@ -25,13 +26,14 @@
 #define tide__cuda_SWAP_OUT    NULL
 #define tide__cuda_SWAP_IN     NULL
 
-static uint64_t cuda_workspace_bytes(const struct tide_graph *graph, const struct tide_node *node)
+static uint64_t cuda_workspace_bytes(void *stream, const struct tide_graph *graph,
+                                     const struct tide_node *node)
 {
     switch (node->op) {
     case TIDE_OP_CONV2D:
     case TIDE_OP_CONV2D_BACKPROP_INPUT:
     case TIDE_OP_CONV2D_BACKPROP_FILTER:
-        return tide__cuda_conv_workspace(graph, node);
+        return tide__cuda_conv_workspace(stream, graph, node);
     case TIDE_OP_MAX_POOL2D_GRAD:
         return tide__cuda_pool_workspace(graph, node);
     default:

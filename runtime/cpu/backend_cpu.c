@@ -99,6 +99,7 @@
 #include <time.h>
 
 #include "common/log.h"
+#include "runtime/backend-impl.h"
 
 _Static_assert(SIZE_MAX >= UINT64_MAX, "the CPU backend needs a 64-bit size_t");
 
@@ -738,13 +739,23 @@ static enum tide_status cpu_launch(void *context, struct tide_stream *stream,
     return stream_push(stream, &(struct cpu_item){.kind = CPU_ITEM_LAUNCH, .args = args});
 }
 
+/* The sources and the memory ops are the executor's copies; every other op needs a kernel. */
+static bool cpu_supports_op(void *context, const struct tide_graph *graph,
+                            const struct tide_node *node)
+{
+    struct cpu_backend *cpu = context;
+    if (tide_op_info(node->op)->flags & (TIDE_OP_F_SOURCE | TIDE_OP_F_MEMORY))
+        return true;
+    return cpu->kernels->fn[node->op] != NULL;
+}
+
 static uint64_t cpu_workspace_bytes(void *context, const struct tide_graph *graph,
                                     const struct tide_node *node)
 {
     struct cpu_backend *cpu = context;
     if (!cpu->kernels->workspace_bytes)
         return 0;
-    return cpu->kernels->workspace_bytes(graph, node);
+    return cpu->kernels->workspace_bytes(NULL, graph, node);
 }
 
 /* ============================================================================
@@ -788,6 +799,7 @@ static const struct tide_backend_iface cpu_iface = {
     .copy_d2d = cpu_copy_d2d,
     .fill32 = cpu_fill32,
     .launch = cpu_launch,
+    .supports_op = cpu_supports_op,
     .workspace_bytes = cpu_workspace_bytes,
 };
 

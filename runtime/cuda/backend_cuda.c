@@ -23,10 +23,11 @@
  * (cublasSetWorkspace; 32 MiB on Hopper and later, 4 MiB before, NVIDIA's
  * recommendation), the default FP32 math mode (no TF32) and no atomics, so
  * its GEMMs are reproducible bit for bit without CUBLAS_WORKSPACE_CONFIG.
- * Launch binds the stream, the handles and the stream's fault record to the
- * calling thread (tide_cuda_kernels_bind), calls the kernel of
- * tide_cuda_kernels, which enqueues its work, and unbinds: a launch returns
- * as soon as the work is enqueued, like every enqueue call here.
+ * Launch passes the stream, the handles and the stream's fault record to the
+ * kernel of tide_cuda_kernels in its args (args->stream, a struct
+ * tide_cuda_launch on the launch's own copy of the args), and the kernel
+ * enqueues its work: a launch returns as soon as the work is enqueued, like
+ * every enqueue call here.
  *
  * Events are CUDA events with timing, so they order streams
  * (cudaStreamWaitEvent) and time them (cudaEventElapsedTime). An event that
@@ -51,7 +52,8 @@
  * Threads, and what each touches:
  *  - Host threads call the iface. The caller serialises calls on one stream
  *    (as on the CPU backend), so a stream's own fields (its error, fault
- *    sites, handles) need no lock; the kernels' binding is thread-local.
+ *    sites, handles) need no lock; kernels get them in their args, so
+ *    nothing is thread-local.
  *  - The backend's mutex guards the arena list and the planning cuDNN handle
  *    (workspace queries may come from any thread).
  *  - Every entry that calls CUDA first makes the backend's device current
@@ -68,6 +70,7 @@
 #include <string.h>
 
 #include "common/log.h"
+#include "runtime/backend-impl.h"
 #include "kernels/cuda/kernels_cuda.h"
 
 /* What the backend keeps out of the offer: cuBLAS workspaces, library buffers. */
@@ -600,9 +603,9 @@ static enum tide_status cuda_launch(void *context, struct tide_stream *stream,
             .fault = stream->fault_device,
             .tag = stream->n_sites,
         };
-        tide_cuda_kernels_bind(&launch);
-        st = fn(args, &err);
-        tide_cuda_kernels_bind(NULL);
+        struct tide_kernel_args with_stream = *args;
+        with_stream.stream = &launch;
+        st = fn(&with_stream, &err);
         /* Even a launch that failed after arming may have enqueued its check. */
         if (launch.fault_armed) {
             enum tide_status site = stream_add_site(stream, node, &err);
@@ -621,9 +624,18 @@ static enum tide_status cuda_launch(void *context, struct tide_stream *stream,
     return stream_enqueued(stream, st, &err);
 }
 
+/* The sources and the memory ops are the executor's copies; every other op needs a kernel. */
+static bool cuda_supports_op(void *context, const struct tide_graph *graph,
+                             const struct tide_node *node)
+{
+    if (tide_op_info(node->op)->flags & (TIDE_OP_F_SOURCE | TIDE_OP_F_MEMORY))
+        return true;
+    return tide_cuda_kernels.fn[node->op] != NULL;
+}
+
 /*
  * Workspace sizes come from the kernel table; cuDNN's need a handle, so the
- * backend binds its planning handle (no stream) for the query.
+ * backend passes its planning handle (no stream) for the query.
  */
 static uint64_t cuda_workspace_bytes(void *context, const struct tide_graph *graph,
                                      const struct tide_node *node)
@@ -633,9 +645,7 @@ static uint64_t cuda_workspace_bytes(void *context, const struct tide_graph *gra
     pthread_mutex_lock(&cuda->mutex);
     if (cuda_enter(cuda, NULL) == TIDE_OK) {
         struct tide_cuda_launch launch = {.cudnn = cuda->planning};
-        tide_cuda_kernels_bind(&launch);
-        bytes = tide_cuda_kernels.workspace_bytes(graph, node);
-        tide_cuda_kernels_bind(NULL);
+        bytes = tide_cuda_kernels.workspace_bytes(&launch, graph, node);
     }
     pthread_mutex_unlock(&cuda->mutex);
     return bytes;
@@ -685,6 +695,7 @@ static const struct tide_backend_iface cuda_iface = {
     .copy_d2d = cuda_copy_d2d,
     .fill32 = cuda_fill32,
     .launch = cuda_launch,
+    .supports_op = cuda_supports_op,
     .workspace_bytes = cuda_workspace_bytes,
 };
 
