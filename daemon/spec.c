@@ -52,26 +52,15 @@ static char *xstrdup(const char *s)
     return strdup(s ? s : "");
 }
 
-/* Resolves "node" or "node:k" (tide_graph_parse_ref's rule) in graph; INVALID naming it. */
+/* Resolves a fetch (graph.h's rule); an unknown one is an invalid field of the spec. */
 static enum tide_status resolve_output(const struct tide_graph *g, const char *name,
                                        const char *what, struct tide_edge *edge,
                                        struct tide_error *err)
 {
-    char base[TIDE_MAX_NAME + 1];
-    uint32_t output;
-    struct tide_error perr;
-    if (tide_graph_parse_ref(name, base, &output, &perr) != TIDE_OK)
-        return tide_error_set(err, TIDE_INVALID, "%s %s", what, perr.message);
-    uint32_t id = tide_graph_find(g, base);
-    if (id == TIDE_NO_NODE)
-        return tide_error_set(err, TIDE_INVALID, "%s \"%s\": no node is called \"%s\"", what,
-                              name, base);
-    if (output >= g->nodes[id].n_outputs)
-        return tide_error_set(err, TIDE_INVALID, "%s \"%s\": node \"%s\" (%s) has %u output(s)",
-                              what, name, base, tide_op_info(g->nodes[id].op)->name,
-                              g->nodes[id].n_outputs);
-    *edge = (struct tide_edge){id, output};
-    return TIDE_OK;
+    enum tide_status st = tide_graph_resolve_ref(g, name, what, edge, err);
+    if (st == TIDE_NOT_FOUND && err)
+        err->status = TIDE_INVALID;
+    return st == TIDE_NOT_FOUND ? TIDE_INVALID : st;
 }
 
 static enum tide_status spec_from_output(const struct tide_graph *g, const char *name,

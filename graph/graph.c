@@ -287,6 +287,28 @@ enum tide_status tide_graph_parse_ref(const char *text, char name[TIDE_MAX_NAME 
     return TIDE_OK;
 }
 
+enum tide_status tide_graph_resolve_ref(const struct tide_graph *graph, const char *text,
+                                        const char *what, struct tide_edge *edge,
+                                        struct tide_error *err)
+{
+    char base[TIDE_MAX_NAME + 1];
+    uint32_t output;
+    struct tide_error perr;
+    if (tide_graph_parse_ref(text, base, &output, &perr) != TIDE_OK)
+        return tide_error_set(err, TIDE_INVALID, "%s %s", what, perr.message);
+    uint32_t id = tide_graph_find(graph, base);
+    if (id == TIDE_NO_NODE)
+        return tide_error_set(err, TIDE_NOT_FOUND, "%s \"%s\": no node is called \"%s\"", what,
+                              text, base);
+    const struct tide_node *node = &graph->nodes[id];
+    if (output >= node->n_outputs)
+        return tide_error_set(err, TIDE_NOT_FOUND, "%s \"%s\": node \"%s\" (%s) has %u output%s",
+                              what, text, base, tide_op_info(node->op)->name, node->n_outputs,
+                              node->n_outputs == 1 ? "" : "s");
+    *edge = (struct tide_edge){id, output};
+    return TIDE_OK;
+}
+
 static void attr_fill_default(struct tide_attr_value *v, const struct tide_attr_spec *spec)
 {
     memset(v, 0, sizeof(*v));

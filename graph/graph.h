@@ -313,6 +313,16 @@ uint32_t tide_graph_find(const struct tide_graph *graph, const char *name);
 enum tide_status tide_graph_parse_ref(const char *text, char name[TIDE_MAX_NAME + 1],
                                       uint32_t *output, struct tide_error *err);
 
+/*
+ * Resolves an output reference (tide_graph_parse_ref's rule) in graph to an
+ * edge. what names the reference in messages ("fetch", "feed"). Returns
+ * TIDE_INVALID when the text is malformed, TIDE_NOT_FOUND when no node has
+ * the name or the node has no such output, with a message quoting the text.
+ */
+enum tide_status tide_graph_resolve_ref(const struct tide_graph *graph, const char *text,
+                                        const char *what, struct tide_edge *edge,
+                                        struct tide_error *err);
+
 /* The output that input i of node reads. */
 static inline const struct tide_output *tide_graph_input(const struct tide_graph *graph,
                                                          const struct tide_node *node, uint32_t i)

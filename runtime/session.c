@@ -73,34 +73,6 @@ struct tide_session_options tide_session_options_default(void)
 }
 
 /* ============================================================================
- * Names
- * ========================================================================== */
-
-/* Resolves "node" or "node:k" (tide_graph_parse_ref's rule) to an edge. */
-static enum tide_status resolve(const struct tide_graph *graph, const char *name, const char *what,
-                                struct tide_edge *edge, struct tide_error *err)
-{
-    if (!name)
-        return tide_error_set(err, TIDE_INVALID, "%s: the name is NULL", what);
-    char base[TIDE_MAX_NAME + 1];
-    uint32_t output;
-    struct tide_error perr;
-    if (tide_graph_parse_ref(name, base, &output, &perr) != TIDE_OK)
-        return tide_error_set(err, TIDE_INVALID, "%s %s", what, perr.message);
-    uint32_t id = tide_graph_find(graph, base);
-    if (id == TIDE_NO_NODE)
-        return tide_error_set(err, TIDE_NOT_FOUND, "%s \"%s\": no node is called \"%s\"", what,
-                              name, base);
-    const struct tide_node *node = &graph->nodes[id];
-    if (output >= node->n_outputs)
-        return tide_error_set(err, TIDE_NOT_FOUND, "%s \"%s\": node \"%s\" (%s) has %u output%s",
-                              what, name, base, tide_op_info(node->op)->name, node->n_outputs,
-                              node->n_outputs == 1 ? "" : "s");
-    *edge = (struct tide_edge){id, output};
-    return TIDE_OK;
-}
-
-/* ============================================================================
  * Creation
  * ========================================================================== */
 
@@ -222,7 +194,7 @@ static enum tide_status setup(struct tide_session *s, const struct tide_session_
         return tide_error_set(err, TIDE_INVALID, "session: n_fetches is %u but fetches is NULL",
                               o->n_fetches);
     for (uint32_t i = 0; i < o->n_fetches; i++) {
-        st = resolve(g, o->fetches[i], "fetch", &s->fetches[s->n_fetches++], err);
+        st = tide_graph_resolve_ref(g, o->fetches[i], "fetch", &s->fetches[s->n_fetches++], err);
         if (st != TIDE_OK)
             return st;
     }
@@ -411,7 +383,7 @@ enum tide_status tide_session_fetch(struct tide_session *session, const char *na
     struct tide_edge edge;
     enum tide_status st = check_runnable(session, "fetch", err);
     if (st == TIDE_OK)
-        st = resolve(session->graph, name, "fetch", &edge, err);
+        st = tide_graph_resolve_ref(session->graph, name, "fetch", &edge, err);
     if (st != TIDE_OK)
         return st;
     bool fetchable = session->graph->nodes[edge.node].op == TIDE_OP_VARIABLE;
