@@ -27,6 +27,11 @@
  *     follows all the others there.
  *  4. Death lists: per position, the regions whose last reader it is, so
  *     the executor can account (and poison) regions as it goes.
+ *  5. The host arena: in order of position, each host-homed output's home
+ *     and each Placeholder's staging buffer, then the scratch buffer for
+ *     initial values (as large as the largest device-homed Variable or
+ *     Const), packed back to back at TIDE_MEMPLAN_HOST_ALIGNMENT. Nothing
+ *     shares host addresses: every host buffer lives for the whole job.
  *
  * Placement is the hot part. The placed regions are kept sorted by offset in
  * a list of fixed-size chunks (insertion moves at most one chunk), and each
@@ -265,6 +270,7 @@ void tide_memplan_release(struct tide_memplan *plan)
     free(plan->workspace_bytes);
     free(plan->death_offsets);
     free(plan->deaths);
+    free(plan->host_buffers);
     memset(plan, 0, sizeof(*plan));
 }
 
@@ -618,7 +624,7 @@ static enum tide_status add_reuse_edges(struct tide_graph *graph, struct tide_me
 }
 
 /* ============================================================================
- * Pass 4: death lists, and the entry point
+ * Pass 4: death lists
  * ========================================================================== */
 
 static enum tide_status build_deaths(struct tide_memplan *plan, struct tide_error *err)
@@ -644,6 +650,61 @@ static enum tide_status build_deaths(struct tide_memplan *plan, struct tide_erro
     }
     free(fill);
     return TIDE_OK;
+}
+
+/* ============================================================================
+ * Pass 5: the host arena, and the entry point
+ * ========================================================================== */
+
+/* Appends a host buffer of at least nbytes (and at least one alignment unit) at the top. */
+static enum tide_status host_push(struct tide_memplan *plan, uint32_t node, uint32_t output,
+                                  uint64_t nbytes, struct tide_error *err)
+{
+    uint64_t bytes;
+    if (!round_up(nbytes ? nbytes : 1, TIDE_MEMPLAN_HOST_ALIGNMENT, &bytes) ||
+        plan->host_bytes > UINT64_MAX - bytes)
+        return tide_error_set(err, TIDE_LIMIT, "memplan: the host arena overflows 64 bits");
+    plan->host_buffers[plan->n_host_buffers++] = (struct tide_memplan_host_buffer){
+        .node = node, .output = output, .offset = plan->host_bytes, .bytes = bytes};
+    plan->host_bytes += bytes;
+    return TIDE_OK;
+}
+
+static enum tide_status plan_host(const struct tide_graph *graph, struct tide_memplan *plan,
+                                  struct tide_error *err)
+{
+    uint64_t count = 1; /* the scratch buffer */
+    uint64_t scratch = 0;
+    for (uint32_t p = 0; p < plan->n_order; p++) {
+        const struct tide_node *node = &graph->nodes[plan->order[p]];
+        count += node->op == TIDE_OP_PLACEHOLDER;
+        for (uint32_t k = 0; k < node->n_outputs; k++)
+            count += node->outputs[k].home == TIDE_HOME_HOST;
+        if (is_persistent_op(node->op) && node->n_outputs &&
+            node->outputs[0].home == TIDE_HOME_DEVICE && node->outputs[0].nbytes > scratch)
+            scratch = node->outputs[0].nbytes;
+    }
+    plan->host_buffers = calloc(count, sizeof(*plan->host_buffers));
+    if (!plan->host_buffers)
+        return tide_error_set(err, TIDE_NOMEM,
+                              "memplan: out of memory for %" PRIu64 " host buffers", count);
+    enum tide_status st = TIDE_OK;
+    for (uint32_t p = 0; p < plan->n_order && st == TIDE_OK; p++) {
+        uint32_t v = plan->order[p];
+        const struct tide_node *node = &graph->nodes[v];
+        for (uint32_t k = 0; k < node->n_outputs && st == TIDE_OK; k++) {
+            if (node->outputs[k].home != TIDE_HOME_HOST)
+                continue;
+            plan->host_home_bytes += node->outputs[k].nbytes;
+            st = host_push(plan, v, k, node->outputs[k].nbytes, err);
+        }
+        if (st == TIDE_OK && node->op == TIDE_OP_PLACEHOLDER)
+            st = host_push(plan, v, TIDE_MEMPLAN_STAGING,
+                           node->n_outputs ? node->outputs[0].nbytes : 0, err);
+    }
+    if (st == TIDE_OK && scratch)
+        st = host_push(plan, TIDE_MEMPLAN_SCRATCH, 0, scratch, err);
+    return st;
 }
 
 enum tide_status tide_memplan_build(struct tide_graph *graph, const uint32_t *order, uint32_t n,
@@ -685,6 +746,8 @@ enum tide_status tide_memplan_build(struct tide_graph *graph, const uint32_t *or
         st = add_reuse_edges(graph, plan, first_region, err);
     if (st == TIDE_OK)
         st = build_deaths(plan, err);
+    if (st == TIDE_OK)
+        st = plan_host(graph, plan, err);
     if (st != TIDE_OK)
         goto fail;
 

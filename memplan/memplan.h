@@ -14,6 +14,18 @@
  * Persistent tensors (Variables, Consts, and anything the caller pins) live
  * across steps: their interval is the whole order, and they are placed first.
  *
+ * The host arena: memplan also lays out the job's one host buffer, which the
+ * executor allocates once (pinned on CUDA) and never again. It holds the
+ * homes of host-homed outputs (Variables, Consts and optimizer state homed on
+ * the host, and SwapOut outputs: the swap slots), a staging buffer per
+ * Placeholder (the feed is copied there, then to the device), and one scratch
+ * buffer through which device-homed Variables and Consts get their initial
+ * values. Host buffers live for the whole job, so they are packed back to
+ * back in order of position (scratch last), each aligned, and never share
+ * addresses: a swap slot is written on the d2h stream and read on the h2d
+ * stream, so sharing slots by lifetime would need the reuse edges above for
+ * host memory too.
+ *
  * Reuse edges: when a tensor's region overlaps an earlier occupant's, the new
  * producer must not start before every reader of the old occupant finished. On
  * one stream that holds by order; across streams memplan adds a control edge
@@ -41,6 +53,14 @@ extern "C" {
 
 #define TIDE_NO_OFFSET UINT64_MAX
 
+/* Every host buffer's offset and size in the host arena is a multiple of this. */
+#define TIDE_MEMPLAN_HOST_ALIGNMENT 64
+
+/* struct tide_memplan_host_buffer.output of a Placeholder's staging buffer. */
+#define TIDE_MEMPLAN_STAGING UINT32_MAX
+/* struct tide_memplan_host_buffer.node of the initial values' scratch buffer. */
+#define TIDE_MEMPLAN_SCRATCH UINT32_MAX
+
 struct tide_memplan_options {
     /* Offsets and sizes are rounded up to this (0: 256, CUDA-friendly). */
     uint64_t alignment;
@@ -63,6 +83,14 @@ struct tide_memplan_region {
     uint8_t persistent;
 };
 
+/* One buffer of the host arena. */
+struct tide_memplan_host_buffer {
+    uint32_t node;   /* the owner, or TIDE_MEMPLAN_SCRATCH */
+    uint32_t output; /* the host-homed output, or TIDE_MEMPLAN_STAGING */
+    uint64_t offset; /* in the host arena */
+    uint64_t bytes;  /* rounded to TIDE_MEMPLAN_HOST_ALIGNMENT, at least one alignment */
+};
+
 struct tide_memplan {
     uint64_t peak_bytes; /* max offset + bytes: the arena needed */
     uint64_t persistent_bytes;
@@ -77,17 +105,25 @@ struct tide_memplan {
     uint32_t *death_offsets; /* n_order + 1 */
     uint32_t *deaths;        /* region indices */
     uint32_t reuse_edges;    /* control edges added */
+    /* The host arena (see the top of this file). */
+    uint64_t host_bytes;      /* the host arena's size: the one host allocation of the job */
+    uint64_t host_home_bytes; /* the host-homed outputs' own bytes, unaligned: homes and swap */
+    uint32_t n_host_buffers;
+    struct tide_memplan_host_buffer *host_buffers; /* in order of offset */
 };
 
 /*
  * Plans the graph in the given order (every node once, topological). Writes
  * offsets into the graph's outputs whose home is TIDE_HOME_DEVICE and adds
- * cross-stream reuse edges. The result is freed with tide_memplan_release.
+ * cross-stream reuse edges; lays out the host arena (plan->host_buffers),
+ * whose offsets stay in the plan. The result is freed with
+ * tide_memplan_release.
  */
 enum tide_status tide_memplan_build(struct tide_graph *graph, const uint32_t *order, uint32_t n,
                                     const struct tide_memplan_options *options,
                                     struct tide_memplan *out, struct tide_error *err);
 
+/* Frees what tide_memplan_build allocated and zeroes the plan. NULL is a no-op. */
 void tide_memplan_release(struct tide_memplan *plan);
 
 #ifdef __cplusplus

@@ -19,6 +19,7 @@
  */
 #include "runtime/backend-impl.h"
 
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -143,6 +144,17 @@ void tide_backend_arena_free(struct tide_backend *backend, void *base)
         backend->iface->arena_free(backend->context, base);
 }
 
+/* Successful host allocations and their bytes, process-wide (tide_backend_host_alloc_count). */
+static _Atomic uint64_t host_allocs;
+static _Atomic uint64_t host_alloc_bytes;
+
+uint64_t tide_backend_host_alloc_count(uint64_t *bytes)
+{
+    if (bytes)
+        *bytes = atomic_load_explicit(&host_alloc_bytes, memory_order_relaxed);
+    return atomic_load_explicit(&host_allocs, memory_order_relaxed);
+}
+
 enum tide_status tide_backend_host_alloc(struct tide_backend *backend, uint64_t bytes, void **ptr,
                                          struct tide_error *err)
 {
@@ -151,7 +163,12 @@ enum tide_status tide_backend_host_alloc(struct tide_backend *backend, uint64_t 
     *ptr = NULL;
     if (bytes == 0)
         return tide_error_set(err, TIDE_INVALID, "host_alloc: a buffer of 0 bytes");
-    return backend->iface->host_alloc(backend->context, bytes, ptr, err);
+    enum tide_status st = backend->iface->host_alloc(backend->context, bytes, ptr, err);
+    if (st == TIDE_OK) {
+        atomic_fetch_add_explicit(&host_allocs, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&host_alloc_bytes, bytes, memory_order_relaxed);
+    }
+    return st;
 }
 
 void tide_backend_host_free(struct tide_backend *backend, void *ptr)

@@ -93,6 +93,13 @@ void tide_backend_arena_free(struct tide_backend *backend, void *base);
 enum tide_status tide_backend_host_alloc(struct tide_backend *backend, uint64_t bytes, void **ptr,
                                          struct tide_error *err);
 void tide_backend_host_free(struct tide_backend *backend, void *ptr);
+/*
+ * The successful tide_backend_host_alloc calls of this process so far, on
+ * every backend, and (when bytes is not NULL) the bytes they asked for,
+ * frees not subtracted: tests read it around creation and steps to check
+ * that a job allocates its host memory once.
+ */
+uint64_t tide_backend_host_alloc_count(uint64_t *bytes);
 enum tide_status tide_backend_stream_new(struct tide_backend *backend, struct tide_stream **stream,
                                          struct tide_error *err);
 void tide_backend_stream_free(struct tide_backend *backend, struct tide_stream *stream);

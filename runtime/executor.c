@@ -33,11 +33,16 @@
  * on one stream runs in the order it was enqueued, which is the plan's
  * order, so a dependency between two nodes of one stream needs nothing.
  *
+ * Host memory. The job's host memory is one arena that memplan laid out
+ * (memplan/memplan.h: homes of host-homed outputs, Placeholders' staging
+ * buffers, the scratch for initial values), allocated with one
+ * tide_backend_host_alloc at creation (pinned on CUDA) and freed with the
+ * executor: no step allocates host memory.
+ *
  * Memory ops (swapper/swapper.h is the contract). Host-homed outputs —
- * Variables and Consts with home HOST, SwapOut outputs — get a host buffer
- * each from tide_backend_host_alloc, once, at creation; host-homed Variables
- * are initialised there and Consts copied there. Every memory op is one
- * async copy on its stream:
+ * Variables and Consts with home HOST, SwapOut outputs — have their home in
+ * the host arena; host-homed Variables are initialised there and Consts
+ * copied there. Every memory op is one async copy on its stream:
  *  - Fetch(v):      h2d, v's host home -> the Fetch's output region;
  *  - SwapIn(s):     h2d, the SwapOut's host buffer -> the SwapIn's region;
  *  - SwapOut(t):    d2h, t's region -> the SwapOut's host buffer;
@@ -128,8 +133,7 @@
  *
  * Ownership: the executor borrows the graph (kernel arguments point at its
  * nodes) and the backend, which must outlive it; it copies what it needs of
- * the plan. It owns its arena, host buffers, streams, events and staging
- * buffers.
+ * the plan. It owns its arena, its host arena, streams and events.
  */
 #include "runtime/executor.h"
 
@@ -208,11 +212,13 @@ struct tide_executor {
     uint32_t *output_region_base;   /* per node id: index into output_region */
     uint32_t *position;             /* per node id: position, or NIL */
 
-    /* Host memory. */
-    void **staging;    /* per node id: the feed buffer, for Placeholders in the plan */
-    void **host_home;  /* per node id: output 0's host buffer, for host-homed outputs */
-    uint8_t *fed;      /* per node id */
-    uint8_t *produced; /* per node id: ran in a completed step */
+    /* Host memory: one arena, laid out by memplan; the pointers below point into it. */
+    uint8_t *host_arena; /* the plan's host_bytes (NULL when 0) */
+    uint8_t *scratch;    /* initial values of device-homed Variables and Consts, or NULL */
+    void **staging;      /* per node id: the feed buffer, for Placeholders in the plan */
+    void **host_home;    /* per node id: output 0's host buffer, for host-homed outputs */
+    uint8_t *fed;        /* per node id */
+    uint8_t *produced;   /* per node id: ran in a completed step */
 
     /* Accounting: a treap of live regions keyed by offset. */
     uint32_t *treap_left;
@@ -589,22 +595,86 @@ static enum tide_status map_regions(struct tide_executor *ex, const struct tide_
     return TIDE_OK;
 }
 
-/* Allocates the staging buffers of Placeholders and the host homes, once. */
-static enum tide_status alloc_host(struct tide_executor *ex, struct tide_error *err)
+/* The largest initial value that goes to the device through the scratch buffer. */
+static uint64_t scratch_needed(const struct tide_executor *ex)
+{
+    uint64_t largest = 0;
+    for (uint32_t p = 0; p < ex->n_order; p++) {
+        uint32_t v = ex->positions[p].node;
+        const struct tide_node *node = &ex->graph->nodes[v];
+        if ((node->op == TIDE_OP_VARIABLE || node->op == TIDE_OP_CONST) &&
+            region_of(ex, v, 0) != NIL && node->outputs[0].nbytes > largest)
+            largest = node->outputs[0].nbytes;
+    }
+    return largest;
+}
+
+/*
+ * Allocates the host arena, once, and points the staging buffers of
+ * Placeholders, the host homes and the scratch buffer into it, checking each
+ * buffer of the plan against the graph.
+ */
+static enum tide_status alloc_host(struct tide_executor *ex, const struct tide_memplan *plan,
+                                   struct tide_error *err)
 {
     const struct tide_graph *g = ex->graph;
+    if (plan->host_bytes) {
+        void *base = NULL;
+        enum tide_status st = tide_backend_host_alloc(ex->backend, plan->host_bytes, &base, err);
+        if (st != TIDE_OK)
+            return st;
+        ex->host_arena = base;
+    }
+    uint64_t scratch_bytes = 0;
+    for (uint32_t i = 0; i < plan->n_host_buffers; i++) {
+        const struct tide_memplan_host_buffer *b = &plan->host_buffers[i];
+        if (b->offset > plan->host_bytes || b->bytes > plan->host_bytes - b->offset)
+            return tide_error_set(err, TIDE_INVALID,
+                                  "executor: host buffer %u of the plan (%" PRIu64
+                                  " bytes at %" PRIu64 ") lies outside its host arena of %" PRIu64
+                                  " bytes",
+                                  i, b->bytes, b->offset, plan->host_bytes);
+        if (b->node == TIDE_MEMPLAN_SCRATCH) {
+            ex->scratch = ex->host_arena + b->offset;
+            scratch_bytes = b->bytes;
+            continue;
+        }
+        if (b->node >= g->n_nodes || ex->position[b->node] == NIL)
+            return tide_error_set(err, TIDE_INVALID,
+                                  "executor: host buffer %u of the plan names node id %u, which "
+                                  "is not in the plan",
+                                  i, b->node);
+        const struct tide_node *node = &g->nodes[b->node];
+        /* Only output 0 of a node can be read as a host home (classify checks who has one). */
+        if (b->output != TIDE_MEMPLAN_STAGING && b->output != 0)
+            continue;
+        if (node->n_outputs == 0 || b->bytes < node->outputs[0].nbytes)
+            return tide_node_error(err, TIDE_INVALID, node,
+                                   "has a host buffer of %" PRIu64 " bytes in the memory plan, "
+                                   "less than its output's %" PRIu64,
+                                   b->bytes, node->n_outputs ? node->outputs[0].nbytes : 0);
+        if (b->output == TIDE_MEMPLAN_STAGING)
+            ex->staging[b->node] = ex->host_arena + b->offset;
+        else
+            ex->host_home[b->node] = ex->host_arena + b->offset;
+    }
     for (uint32_t p = 0; p < ex->n_order; p++) {
         uint32_t v = ex->positions[p].node;
         const struct tide_node *node = &g->nodes[v];
-        uint64_t nbytes = node->n_outputs ? node->outputs[0].nbytes : 0;
-        enum tide_status st = TIDE_OK;
-        if (ex->positions[p].kind == EXEC_COPY_IN)
-            st = tide_backend_host_alloc(ex->backend, nbytes ? nbytes : 1, &ex->staging[v], err);
-        else if (node->n_outputs == 1 && region_of(ex, v, 0) == NIL)
-            st = tide_backend_host_alloc(ex->backend, nbytes ? nbytes : 1, &ex->host_home[v], err);
-        if (st != TIDE_OK)
-            return st;
+        if (ex->positions[p].kind == EXEC_COPY_IN && !ex->staging[v])
+            return tide_node_error(err, TIDE_INVALID, node,
+                                   "has no staging buffer in the memory plan's host arena");
+        if (node->n_outputs == 1 && region_of(ex, v, 0) == NIL && !ex->host_home[v])
+            return tide_node_error(err, TIDE_INVALID, node,
+                                   "is homed in host memory but has no home in the memory "
+                                   "plan's host arena");
     }
+    uint64_t needed = scratch_needed(ex);
+    if (needed > scratch_bytes)
+        return tide_error_set(err, TIDE_INVALID,
+                              "executor: the memory plan's scratch buffer has %" PRIu64
+                              " bytes; initial values need %" PRIu64,
+                              scratch_bytes, needed);
     return TIDE_OK;
 }
 
@@ -900,18 +970,8 @@ out:
 static enum tide_status init_persistent(struct tide_executor *ex, struct tide_error *err)
 {
     struct tide_graph *g = ex->graph;
-    uint64_t largest = 0;
-    for (uint32_t p = 0; p < ex->n_order; p++) {
-        uint32_t v = ex->positions[p].node;
-        const struct tide_node *node = &g->nodes[v];
-        if ((node->op == TIDE_OP_VARIABLE || node->op == TIDE_OP_CONST) && !ex->host_home[v] &&
-            node->outputs[0].nbytes > largest)
-            largest = node->outputs[0].nbytes;
-    }
-    void *scratch = NULL;
+    uint8_t *scratch = ex->scratch; /* in the host arena: alloc_host checked its size */
     enum tide_status st = TIDE_OK;
-    if (largest)
-        st = tide_backend_host_alloc(ex->backend, largest, &scratch, err);
     struct tide_stream *h2d = ex->streams[TIDE_STREAM_H2D];
     for (uint32_t p = 0; p < ex->n_order && st == TIDE_OK; p++) {
         uint32_t v = ex->positions[p].node;
@@ -944,8 +1004,6 @@ static enum tide_status init_persistent(struct tide_executor *ex, struct tide_er
         else
             tide_node_error(err, st, node, "copying the initial value to the device failed");
     }
-    if (scratch)
-        tide_backend_host_free(ex->backend, scratch);
     return st;
 }
 
@@ -1076,7 +1134,7 @@ static enum tide_status create(struct tide_executor *ex, const struct tide_mempl
         if (st != TIDE_OK)
             return st;
     }
-    st = alloc_host(ex, err);
+    st = alloc_host(ex, plan, err);
     if (st == TIDE_OK)
         st = build_program(ex, plan, err);
     if (st == TIDE_OK && ex->options.profile)
@@ -1141,12 +1199,8 @@ void tide_executor_free(struct tide_executor *ex)
         if (ex->profile_wait && ex->profile_wait[p])
             tide_backend_event_free(b, ex->profile_wait[p]);
     }
-    for (uint32_t v = 0; v < ex->n_nodes; v++) {
-        if (ex->staging && ex->staging[v])
-            tide_backend_host_free(b, ex->staging[v]);
-        if (ex->host_home && ex->host_home[v])
-            tide_backend_host_free(b, ex->host_home[v]);
-    }
+    if (ex->host_arena)
+        tide_backend_host_free(b, ex->host_arena);
     for (int s = 0; s < N_STREAMS; s++) {
         if (ex->streams[s])
             tide_backend_stream_free(b, ex->streams[s]);

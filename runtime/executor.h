@@ -5,10 +5,12 @@
  * The executor needs nothing but the annotated graph (each node's stream,
  * each output's home and offset) and the memory plan (order, workspaces,
  * lifetimes). At creation it allocates the job's arena (exactly the budget)
- * and a host buffer for each host-homed tensor (swapper/swapper.h), copies
- * Consts in, initialises Variables (tide_variable_init, seeded) in their
- * homes, and builds every node's kernel arguments once: nothing is allocated
- * per step.
+ * and its host arena (exactly the plan's host_bytes, in one
+ * tide_backend_host_alloc: the homes of host-homed tensors, see
+ * swapper/swapper.h, the Placeholders' staging buffers and a scratch buffer,
+ * laid out by memplan/memplan.h), copies Consts in, initialises Variables
+ * (tide_variable_init, seeded) in their homes, and builds every node's kernel
+ * arguments once: nothing is allocated per step.
  *
  * Each step enqueues the plan in order: Placeholders are copied from the
  * staged feeds on the h2d stream, kernels run on the compute stream, memory

@@ -432,13 +432,8 @@ enum tide_status tide__report_fill(const struct tide__planner *pl, const struct 
         report->fetch_bytes += report->partitions[i].fetch_bytes;
         report->write_back_bytes += report->partitions[i].write_back_bytes;
     }
-    for (uint32_t v = 0; v < graph->n_nodes; v++) {
-        const struct tide_node *node = &graph->nodes[v];
-        for (uint32_t k = 0; k < node->n_outputs; k++) {
-            if (node->outputs[k].home == TIDE_HOME_HOST)
-                report->host_bytes += node->outputs[k].nbytes;
-        }
-    }
+    /* memplan's host plan: the homes of host-homed outputs, swap slots included. */
+    report->host_bytes = plan->host_home_bytes;
     free(live);
     return TIDE_OK;
 }

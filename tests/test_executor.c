@@ -795,6 +795,50 @@ static void test_memory_ops_host_variables(void **state)
     mlp_free(&m);
 }
 
+/*
+ * The host arena: creation makes exactly one host allocation, of the plan's
+ * host_bytes, and holds every host home, staging buffer and swap slot of the
+ * plan in it; steps (full and masked) and feeds allocate no host memory.
+ */
+static void test_host_arena_allocated_once(void **state)
+{
+    (void)state;
+    struct mlp m;
+    memset(&m, 0, sizeof(m));
+    mlp_memory_graph(&m);
+    mlp_plan(&m);
+    /* Homes of w1, b1, w2, w3 and the swap slot of relu1, staging of x and labels. */
+    assert_int_equal(m.plan.n_host_buffers, 7);
+    uint64_t homes = (IN * HIDDEN + HIDDEN + HIDDEN * HIDDEN + HIDDEN * CLASSES) * 4;
+    assert_int_equal(m.plan.host_home_bytes, homes + BATCH * HIDDEN * 4);
+    uint64_t bytes0, bytes1, bytes;
+    uint64_t count0 = tide_backend_host_alloc_count(&bytes0);
+    struct tide_executor_options o = {.budget_bytes = m.plan.peak_bytes, .seed = 42};
+    struct tide_error err = {0};
+    check(tide_executor_new(m.graph, &m.plan, m.backend, &o, &m.ex, &err), &err);
+    uint64_t count1 = tide_backend_host_alloc_count(&bytes1);
+    assert_int_equal(count1 - count0, 1);
+    assert_int_equal(bytes1 - bytes0, m.plan.host_bytes);
+    for (int s = 0; s < 4; s++) {
+        float x[BATCH * IN];
+        int32_t labels[BATCH];
+        batch(s, x, labels);
+        feed(&m, x, labels);
+        struct tide_step_stats stats;
+        check(tide_executor_step(m.ex, &stats, &err), &err);
+        assert_int_equal(stats.high_water_bytes, m.plan.peak_bytes);
+        assert_int_equal(tide_backend_host_alloc_count(&bytes), count1);
+        assert_int_equal(bytes, bytes1);
+    }
+    uint8_t *mask = calloc(m.graph->n_nodes, 1);
+    assert_non_null(mask);
+    memset(mask, 1, m.graph->n_nodes);
+    check(tide_executor_step_masked(m.ex, mask, NULL, &err), &err);
+    free(mask);
+    assert_int_equal(tide_backend_host_alloc_count(NULL), count1);
+    mlp_free(&m);
+}
+
 /* Profiling times memory ops like kernels, and reports the compute stream's stall. */
 static void test_memory_ops_profile(void **state)
 {
@@ -1017,6 +1061,7 @@ int main(void)
         cmocka_unit_test(test_memory_ops_match_reference),
         cmocka_unit_test(test_memory_ops_host_variables),
         cmocka_unit_test(test_memory_ops_profile),
+        cmocka_unit_test(test_host_arena_allocated_once),
         cmocka_unit_test(test_memory_ops_refused),
         cmocka_unit_test(test_write_back_waits_for_update),
         cmocka_unit_test(test_poison_waits_for_every_reader),

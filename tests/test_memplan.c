@@ -254,6 +254,63 @@ static void test_host_outputs_and_sinks(void **state)
 }
 
 /*
+ * The host arena, in order of position: w's home (1000 bytes, 1024 aligned),
+ * x's staging buffer, the SwapOut's slot, e's staging buffer (0 bytes: one
+ * alignment unit), then the scratch buffer for the largest device-homed
+ * Variable or Const (v2, 300 bytes). The device-homed ones have no host home.
+ */
+static void test_host_arena(void **state)
+{
+    (void)state;
+    struct tide_graph *g = tide_graph_new();
+    uint32_t w = add(g, TIDE_OP_VARIABLE, "w", 1000, 0, NULL);
+    g->nodes[w].outputs[0].home = TIDE_HOME_HOST;
+    add(g, TIDE_OP_CONST, "c", 100, 0, NULL);
+    add(g, TIDE_OP_VARIABLE, "v2", 300, 0, NULL);
+    uint32_t x = add(g, TIDE_OP_PLACEHOLDER, "x", 10, 0, NULL);
+    g->nodes[x].stream = TIDE_STREAM_H2D;
+    uint32_t r = add(g, TIDE_OP_RELU, "r", 10, 1, &x);
+    uint32_t so = add(g, TIDE_OP_SWAP_OUT, "so", 10, 1, &r);
+    g->nodes[so].stream = TIDE_STREAM_D2H;
+    g->nodes[so].outputs[0].home = TIDE_HOME_HOST;
+    uint32_t e = add(g, TIDE_OP_PLACEHOLDER, "e", 0, 0, NULL);
+    g->nodes[e].stream = TIDE_STREAM_H2D;
+    struct tide_memplan plan;
+    plan_in_id_order(g, NULL, &plan);
+    static const struct tide_memplan_host_buffer want[5] = {
+        {0, 0, 0, 1024},
+        {3, TIDE_MEMPLAN_STAGING, 1024, 64},
+        {5, 0, 1088, 64},
+        {6, TIDE_MEMPLAN_STAGING, 1152, 64},
+        {TIDE_MEMPLAN_SCRATCH, 0, 1216, 320},
+    };
+    assert_int_equal(plan.n_host_buffers, 5);
+    for (int i = 0; i < 5; i++) {
+        assert_int_equal(plan.host_buffers[i].node, want[i].node);
+        assert_int_equal(plan.host_buffers[i].output, want[i].output);
+        assert_int_equal(plan.host_buffers[i].offset, want[i].offset);
+        assert_int_equal(plan.host_buffers[i].bytes, want[i].bytes);
+    }
+    assert_int_equal(plan.host_bytes, 1536);
+    assert_int_equal(plan.host_home_bytes, 1010);
+    /* The device arena is untouched by the host plan: c, v2 persistent, r, x. */
+    assert_int_equal(plan.persistent_bytes, 256 + 512);
+    tide_memplan_release(&plan);
+
+    /* No host-homed output, no Placeholder, no initial value to copy: no host arena. */
+    tide_graph_free(g);
+    g = tide_graph_new();
+    uint32_t a = add(g, TIDE_OP_CONST, "a", 0, 0, NULL);
+    add(g, TIDE_OP_RELU, "b", 64, 1, &a);
+    plan_in_id_order(g, NULL, &plan);
+    assert_int_equal(plan.n_host_buffers, 0);
+    assert_int_equal(plan.host_bytes, 0);
+    assert_int_equal(plan.host_home_bytes, 0);
+    tide_memplan_release(&plan);
+    tide_graph_free(g);
+}
+
+/*
  * p1 (h2d) -> r1 -> r2 <- p2 (h2d): p2 takes p1's slot after p1's last reader
  * r1, which runs on the compute stream: one reuse edge r1 -> p2. With every
  * node on one stream, no edge.
@@ -450,6 +507,53 @@ static uint32_t accesses_of(const struct tide_graph *g, const struct tide_mempla
     return n;
 }
 
+/*
+ * The host arena: every host-homed output has its home and every
+ * Placeholder its staging buffer, packed back to back in order of position
+ * and aligned, then a scratch buffer as large as the largest device-homed
+ * Variable or Const; host_bytes is the arena's end, host_home_bytes the
+ * host-homed outputs' own bytes.
+ */
+static void check_host_plan(const struct tide_graph *g, const struct tide_memplan *plan)
+{
+    uint32_t i = 0;
+    uint64_t top = 0, homes = 0, scratch = 0;
+    for (uint32_t p = 0; p < plan->n_order; p++) {
+        uint32_t v = plan->order[p];
+        const struct tide_node *node = &g->nodes[v];
+        for (uint32_t k = 0; k <= node->n_outputs; k++) {
+            bool staging = k == node->n_outputs;
+            if (staging ? node->op != TIDE_OP_PLACEHOLDER : node->outputs[k].home != TIDE_HOME_HOST)
+                continue;
+            uint64_t nbytes = node->n_outputs ? node->outputs[staging ? 0 : k].nbytes : 0;
+            homes += staging ? 0 : nbytes;
+            assert_true(i < plan->n_host_buffers);
+            const struct tide_memplan_host_buffer *b = &plan->host_buffers[i++];
+            assert_int_equal(b->node, v);
+            assert_int_equal(b->output, staging ? TIDE_MEMPLAN_STAGING : k);
+            assert_int_equal(b->offset, top);
+            assert_true(b->bytes >= nbytes && b->bytes > 0);
+            assert_true(b->bytes < nbytes + 2 * TIDE_MEMPLAN_HOST_ALIGNMENT);
+            assert_int_equal(b->bytes % TIDE_MEMPLAN_HOST_ALIGNMENT, 0);
+            top += b->bytes;
+        }
+        if ((node->op == TIDE_OP_VARIABLE || node->op == TIDE_OP_CONST) &&
+            node->outputs[0].home == TIDE_HOME_DEVICE && node->outputs[0].nbytes > scratch)
+            scratch = node->outputs[0].nbytes;
+    }
+    if (scratch) {
+        assert_true(i < plan->n_host_buffers);
+        const struct tide_memplan_host_buffer *b = &plan->host_buffers[i++];
+        assert_int_equal(b->node, TIDE_MEMPLAN_SCRATCH);
+        assert_int_equal(b->offset, top);
+        assert_true(b->bytes >= scratch && b->bytes < scratch + TIDE_MEMPLAN_HOST_ALIGNMENT);
+        top += b->bytes;
+    }
+    assert_int_equal(plan->n_host_buffers, i);
+    assert_int_equal(plan->host_bytes, top);
+    assert_int_equal(plan->host_home_bytes, homes);
+}
+
 struct graph_copy {
     uint32_t n_controls[128];
     uint32_t controls[128][64];
@@ -500,6 +604,7 @@ static void check_plan(const struct tide_graph *g, const struct tide_memplan *pl
             assert_int_equal(plan->workspace_offset[v], TIDE_NO_OFFSET);
     }
     assert_int_equal(plan->n_regions, expected_regions);
+    check_host_plan(g, plan);
 
     uint32_t deaths_seen = 0;
     for (uint32_t p = 0; p < n; p++) {
@@ -632,6 +737,7 @@ int main(void)
         cmocka_unit_test(test_workspace_counted),
         cmocka_unit_test(test_persistent_first_never_reused),
         cmocka_unit_test(test_host_outputs_and_sinks),
+        cmocka_unit_test(test_host_arena),
         cmocka_unit_test(test_reuse_edges_across_streams_only),
         cmocka_unit_test(test_reuse_waits_for_every_stream),
         cmocka_unit_test(test_bad_order),

@@ -810,6 +810,71 @@ static void test_planner_quarter_budget_and_admission(void **state)
     model_free(&m);
 }
 
+/*
+ * The host pool: a swapping training job (the CNN, Variables on the host,
+ * swap on, partition size 7) makes exactly one host allocation, at creation,
+ * of memplan's host_bytes; its steps make none (the count after step 1
+ * equals the count after the last); and the plan report's host_bytes is
+ * memplan's host plan (homes and swap slots), with a host buffer for every
+ * SwapOut.
+ */
+static void test_host_arena_once_per_job(void **state)
+{
+    (void)state;
+    struct model m;
+    model_cnn(&m);
+    struct batches d;
+    batches_new(&m, &d);
+    struct tide_memory_policy policy = tide_memory_policy_default();
+    policy.partition_size = 7;
+    policy.swap = TIDE_SWAP_ON;
+    policy.vars_home = TIDE_VARS_HOME_HOST;
+    struct tide_session_options o = tide_session_options_default();
+    o.train = &m.train;
+    o.seed = SEED;
+    o.memory = &policy;
+    struct tide_session *s;
+    struct tide_error err = {0};
+    uint64_t bytes0, bytes1, bytes;
+    uint64_t count0 = tide_backend_host_alloc_count(&bytes0);
+    check(tide_session_new(m.bytes, m.len, &o, &s, &err), &err);
+    uint64_t count1 = tide_backend_host_alloc_count(&bytes1);
+    const struct tide_memplan *plan = tide_session_memplan(s);
+    const struct tide_plan_report *report = tide_session_plan_report(s);
+    const struct tide_graph *g = tide_session_graph(s);
+    assert_int_equal(count1 - count0, 1);
+    assert_int_equal(bytes1 - bytes0, plan->host_bytes);
+    assert_int_equal(report->host_bytes, plan->host_home_bytes);
+    assert_true(report->swap_out_bytes > 0);
+    uint32_t swap_outs = 0, slots = 0;
+    for (uint32_t v = 0; v < g->n_nodes; v++)
+        swap_outs += g->nodes[v].op == TIDE_OP_SWAP_OUT;
+    for (uint32_t i = 0; i < plan->n_host_buffers; i++) {
+        const struct tide_memplan_host_buffer *b = &plan->host_buffers[i];
+        slots += b->node != TIDE_MEMPLAN_SCRATCH && g->nodes[b->node].op == TIDE_OP_SWAP_OUT;
+        assert_true(b->offset + b->bytes <= plan->host_bytes);
+    }
+    assert_true(swap_outs > 0);
+    assert_int_equal(slots, swap_outs);
+    uint64_t after_first = 0;
+    for (int step = 0; step < STEPS; step++) {
+        check(tide_session_feed(s, TIDE_MODEL_IMAGES, d.images[step], d.image_bytes, &err), &err);
+        check(tide_session_feed(s, TIDE_MODEL_LABELS, d.labels[step], d.label_bytes, &err), &err);
+        struct tide_step_stats stats;
+        check(tide_session_step(s, &stats, &err), &err);
+        assert_int_equal(stats.high_water_bytes, plan->peak_bytes);
+        assert_true(stats.d2h_bytes > 0);
+        if (step == 0)
+            after_first = tide_backend_host_alloc_count(NULL);
+    }
+    assert_int_equal(after_first, count1);
+    assert_int_equal(tide_backend_host_alloc_count(&bytes), after_first);
+    assert_int_equal(bytes, bytes1);
+    tide_session_free(s);
+    batches_free(&d);
+    model_free(&m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -819,6 +884,7 @@ int main(void)
         cmocka_unit_test(test_planner_transparency_cnn),
         cmocka_unit_test(test_planner_transparency_resnet),
         cmocka_unit_test(test_planner_quarter_budget_and_admission),
+        cmocka_unit_test(test_host_arena_once_per_job),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
