@@ -97,7 +97,6 @@ enum tide_op_flags {
     TIDE_OP_F_SOURCE = 1u << 1,   /* no inputs: Placeholder, Variable, Const */
     TIDE_OP_F_MEMORY = 1u << 2,   /* Fetch, WriteBack, SwapOut, SwapIn */
     TIDE_OP_F_UPDATE = 1u << 3,   /* writes input 0 in place (optimizer updates) */
-    TIDE_OP_F_STATEFUL = 1u << 4, /* holds state across steps (Variable) */
 };
 
 enum tide_dtype_rule {
@@ -400,7 +399,6 @@ void tide_graph_users_free(struct tide_graph_users *users);
  * cycle if there is one.
  *
  * topo:   Kahn's algorithm, FIFO from the sources in id order.
- * rpo:    reverse post-order of a depth-first search along users.
  * dfs:    the partitioner's order: a post-order depth-first search along
  *         inputs from each sink in id order, so every node comes right after
  *         its last input and each subtree finishes before the next starts
@@ -409,8 +407,6 @@ void tide_graph_users_free(struct tide_graph_users *users);
  */
 enum tide_status tide_graph_topo_order(const struct tide_graph *graph, uint32_t *order,
                                        struct tide_error *err);
-enum tide_status tide_graph_rpo_order(const struct tide_graph *graph, uint32_t *order,
-                                      struct tide_error *err);
 enum tide_status tide_graph_dfs_order(const struct tide_graph *graph, uint32_t *order,
                                       struct tide_error *err);
 

@@ -2,11 +2,10 @@
 /*
  * topo.c: orders of a graph's nodes and cycle detection.
  *
- * All three orders are topological (every node after its data and control
+ * Both orders are topological (every node after its data and control
  * inputs); they differ in what they optimise:
  *  - topo: Kahn's algorithm, FIFO from the sources in id order. Used by
  *    validation because it needs no recursion and finds every node.
- *  - rpo: reverse post-order of a depth-first search along users.
  *  - dfs: the partitioner's order. A post-order depth-first search along
  *    inputs, started from each sink in id order: a node is emitted right
  *    after the last of its inputs, so a Variable or a Placeholder comes just
@@ -175,48 +174,6 @@ enum tide_status tide_graph_topo_order(const struct tide_graph *graph, uint32_t 
     if (tail != n)
         return cycle_error(graph, err);
     return TIDE_OK;
-}
-
-enum tide_status tide_graph_rpo_order(const struct tide_graph *graph, uint32_t *order,
-                                      struct tide_error *err)
-{
-    uint32_t n = graph->n_nodes;
-    if (tide_graph_find_cycle(graph) != TIDE_NO_NODE)
-        return cycle_error(graph, err);
-    struct tide_graph_users users;
-    uint8_t *seen = calloc((size_t)n + 1, 1);
-    struct frame *stack = malloc(((size_t)n + 1) * sizeof(*stack));
-    if (!seen || !stack || tide_graph_users_build(graph, &users) != TIDE_OK) {
-        free(seen);
-        free(stack);
-        return tide_error_set(err, TIDE_NOMEM, "out of memory ordering %u nodes", n);
-    }
-    uint32_t emitted = n; /* post-order written from the back gives reverse post-order */
-    for (uint32_t root = 0; root < n; root++) {
-        if (seen[root] || n_preds(&graph->nodes[root]) != 0)
-            continue;
-        uint32_t depth = 0;
-        stack[depth++] = (struct frame){root, users.offsets[root]};
-        seen[root] = 1;
-        while (depth) {
-            struct frame *f = &stack[depth - 1];
-            if (f->next == users.offsets[f->node + 1]) {
-                order[--emitted] = f->node;
-                depth--;
-                continue;
-            }
-            uint32_t w = users.users[f->next++];
-            if (!seen[w]) {
-                seen[w] = 1;
-                stack[depth++] = (struct frame){w, users.offsets[w]};
-            }
-        }
-    }
-    free(seen);
-    free(stack);
-    tide_graph_users_free(&users);
-    /* An acyclic graph reaches every node from some source. */
-    return emitted == 0 ? TIDE_OK : cycle_error(graph, err);
 }
 
 enum tide_status tide_graph_dfs_order(const struct tide_graph *graph, uint32_t *order,
