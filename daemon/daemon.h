@@ -2,12 +2,13 @@
 /*
  * daemon.h: tided's one server struct and what the daemon's modules share.
  *
- * The daemon is four modules around one libev loop on the main thread:
+ * The daemon is these modules around one libev loop on the main thread:
  *
  *   config.c  the option table: file, flags, --help, SIGHUP reload
- *   server.c  gRPC C core plumbing: the method table, calls, the Unix socket
- *             and peer identity, TLS and tokens, the completion-queue thread,
- *             grpc.health.v1.Health
+ *   server.c  gRPC C core plumbing: the method table, calls, the
+ *             completion-queue thread (with auth.c: peer identity, TLS and
+ *             tokens; listen.c: the Unix socket; health.c:
+ *             grpc.health.v1.Health; their shared structs in server-impl.h)
  *   jobs.c    the job manager and the tide.v1.Jobs / tide.v1.Daemon RPCs:
  *             admission, the state machine, Train streams, Watch, checkpoints
  *   worker.c  the executor thread: every session call (compile, step, eval,
