@@ -354,8 +354,10 @@ int tided__tcp_port_add(struct tided_server *s, char *error, size_t size)
     int port = grpc_server_add_http2_port(s->server, cfg->listen, creds);
     grpc_server_credentials_release(creds);
     if (port == 0) {
-        snprintf(error, size, "listen = %s: cannot bind it (gRPC gives no reason; is the port in "
-                              "use, or the address wrong?)", cfg->listen);
+        snprintf(error, size,
+                 "listen = %s: cannot bind it (gRPC gives no reason; is the port in "
+                 "use, or the address wrong?)",
+                 cfg->listen);
         return -1;
     }
     TIDE_LOG_INFO("serving TCP with TLS and bearer tokens on %s (port %d)", cfg->listen, port);

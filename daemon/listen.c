@@ -74,8 +74,7 @@ void tided__accept_cb(struct ev_loop *loop, ev_io *w, int revents)
             if (errno == EINTR)
                 continue;
             if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
-                TIDE_LOG_WARN("accept: %s; pausing new connections for a second",
-                              strerror(errno));
+                TIDE_LOG_WARN("accept: %s; pausing new connections for a second", strerror(errno));
                 ev_io_stop(loop, &s->accept_io);
                 ev_timer_set(&s->accept_pause, 1.0, 0.0);
                 ev_timer_start(loop, &s->accept_pause);

@@ -71,7 +71,7 @@ struct tided_call {
     gpr_timespec deadline;
     grpc_metadata_array request_metadata;
     grpc_call_details details; /* generic requests only */
-    grpc_byte_buffer *payload;  /* unary and server-streaming requests */
+    grpc_byte_buffer *payload; /* unary and server-streaming requests */
     struct tag tag_new, tag_close, tag_recv, tag_send, tag_status;
 
     int refs;          /* batches (and the request) in flight */
@@ -154,7 +154,7 @@ struct tided_server {
     int listen_fd;
     bool socket_created;
     ev_io accept_io;
-    ev_timer accept_pause; /* after EMFILE: retry later instead of spinning */
+    ev_timer accept_pause;    /* after EMFILE: retry later instead of spinning */
     struct connection *conns; /* indexed by fd */
     size_t n_conns;
     gid_t admin_gid;
