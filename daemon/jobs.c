@@ -563,6 +563,36 @@ Tide__V1__JobInfo **tided__jobs_visible(struct tided_daemon *d, const struct tid
     return ptrs;
 }
 
+static void persist_done(struct tided_daemon *d, struct tided_task *t)
+{
+    (void)d;
+    const struct job *j = t->job;
+    if (t->status != TIDE_OK)
+        TIDE_LOG_ERROR("job %s: cannot save its state: %s", j ? j->id : "?", t->err.message);
+}
+
+static void remove_done(struct tided_daemon *d, struct tided_task *t)
+{
+    (void)d;
+    if (t->status != TIDE_OK)
+        TIDE_LOG_WARN("%s", t->err.message);
+}
+
+/*
+ * The main thread's side of each task kind: what its result does (NULL:
+ * nothing). The worker's side is the same kind's row in worker.c's table.
+ */
+static void (*const task_done[TIDED_TASK_KINDS])(struct tided_daemon *d, struct tided_task *t) = {
+    [TIDED_TASK_COMPILE] = tided__compile_done,
+    [TIDED_TASK_PLAN] = tided__plan_done,
+    [TIDED_TASK_STEP] = tided__step_done,
+    [TIDED_TASK_READ_VARIABLES] = tided__read_done,
+    [TIDED_TASK_CHECKPOINT] = tided__checkpoint_done,
+    [TIDED_TASK_PERSIST] = persist_done,
+    [TIDED_TASK_FREE] = NULL,
+    [TIDED_TASK_REMOVE] = remove_done,
+};
+
 void tided_jobs_task_done(void *context, struct tided_task *t)
 {
     struct tided_daemon *d = context;
@@ -570,33 +600,8 @@ void tided_jobs_task_done(void *context, struct tided_task *t)
     if (j)
         j->tasks--;
     d->jobs->tasks--;
-    switch (t->kind) {
-    case TIDED_TASK_COMPILE:
-        tided__compile_done(d, t);
-        break;
-    case TIDED_TASK_PLAN:
-        tided__plan_done(d, t);
-        break;
-    case TIDED_TASK_STEP:
-        tided__step_done(d, t);
-        break;
-    case TIDED_TASK_READ_VARIABLES:
-        tided__read_done(d, t);
-        break;
-    case TIDED_TASK_CHECKPOINT:
-        tided__checkpoint_done(d, t);
-        break;
-    case TIDED_TASK_PERSIST:
-        if (t->status != TIDE_OK)
-            TIDE_LOG_ERROR("job %s: cannot save its state: %s", j ? j->id : "?", t->err.message);
-        break;
-    case TIDED_TASK_REMOVE:
-        if (t->status != TIDE_OK)
-            TIDE_LOG_WARN("%s", t->err.message);
-        break;
-    case TIDED_TASK_FREE:
-        break;
-    }
+    if (task_done[t->kind])
+        task_done[t->kind](d, t);
     if (t->call) /* a result nobody took: answer rather than leave the client waiting */
         tided_call_fail(tided__task_take_call(t), GRPC_STATUS_INTERNAL,
                         "tided lost this call's result");
