@@ -205,9 +205,20 @@ void tided__task_wait(struct tided_task *t, struct tided_call *call);
 /* Takes call back from t to answer it now. */
 struct tided_call *tided__task_take_call(struct tided_task *t);
 
-/* The budget a spec asks for, checked against the largest job budget. */
-bool tided__job_budget_for(struct tided_daemon *d, struct tided_call *call,
-                           const Tide__V1__JobSpec *spec, uint64_t *budget);
+/*
+ * Admission, step 1: the budget of a job that asks for asked bytes (0: the
+ * default budget), checked against the largest job budget; TIDE_DOES_NOT_FIT
+ * with err saying both numbers when it is larger.
+ */
+enum tide_status tided__job_budget(struct tided_daemon *d, uint64_t asked, uint64_t *budget,
+                                   struct tide_error *err);
+
+/*
+ * Admission, step 2: whether budget fits in what the device has left;
+ * TIDE_DOES_NOT_FIT with err saying what is reserved, by how many jobs, and
+ * what is free.
+ */
+enum tide_status tided__jobs_admit(struct tided_daemon *d, uint64_t budget, struct tide_error *err);
 
 /* JobInfos of the jobs who may see (all of them, or the caller's own). */
 Tide__V1__JobInfo **tided__jobs_visible(struct tided_daemon *d, const struct tided_identity *who,

@@ -519,23 +519,53 @@ struct tided_call *tided__task_take_call(struct tided_task *t)
     return c;
 }
 
-/* The budget a spec asks for, checked against the largest job budget. */
-bool tided__job_budget_for(struct tided_daemon *d, struct tided_call *call,
-                           const Tide__V1__JobSpec *spec, uint64_t *budget)
+/*
+ * Admission, step 1: the budget of a job that asks for asked bytes (0: the
+ * default budget), checked against the largest job budget.
+ */
+enum tide_status tided__job_budget(struct tided_daemon *d, uint64_t asked, uint64_t *budget,
+                                   struct tide_error *err)
 {
     char a[32], b[32];
-    *budget = spec->memory && spec->memory->device_budget_bytes ? spec->memory->device_budget_bytes
-                                                                : d->config.default_budget;
+    *budget = asked ? asked : d->config.default_budget;
     uint64_t max = d->config.max_budget ? d->config.max_budget : d->device_bytes;
-    if (*budget > max) {
-        tided_call_fail(call, GRPC_STATUS_RESOURCE_EXHAUSTED,
-                        "memory.device_budget_bytes: %" PRIu64 " bytes (%s) is more than the "
-                        "largest job budget, %" PRIu64 " bytes (%s)",
-                        *budget, tided_format_bytes(*budget, a, sizeof(a)), max,
-                        tided_format_bytes(max, b, sizeof(b)));
-        return false;
-    }
-    return true;
+    if (*budget > max)
+        return tide_error_set(err, TIDE_DOES_NOT_FIT,
+                              "memory.device_budget_bytes: %" PRIu64 " bytes (%s) is more than the "
+                              "largest job budget, %" PRIu64 " bytes (%s)",
+                              *budget, tided_format_bytes(*budget, a, sizeof(a)), max,
+                              tided_format_bytes(max, b, sizeof(b)));
+    return TIDE_OK;
+}
+
+/* The jobs holding a reservation. */
+static uint32_t live_jobs(struct tided_jobs *jobs)
+{
+    uint32_t n = 0;
+    for (size_t i = 0; i < jobs->n_jobs; i++)
+        n += jobs->jobs[i]->reserved;
+    return n;
+}
+
+/*
+ * Admission, step 2: whether budget fits in what the device has left (the
+ * sum of admitted budgets never exceeds the device).
+ */
+enum tide_status tided__jobs_admit(struct tided_daemon *d, uint64_t budget, struct tide_error *err)
+{
+    struct tided_jobs *jobs = d->jobs;
+    char a[32], b[32], c[32], buf[80];
+    if (budget <= d->device_bytes - jobs->reserved)
+        return TIDE_OK;
+    return tide_error_set(err, TIDE_DOES_NOT_FIT,
+                          "the job's budget of %" PRIu64 " bytes (%s) does not fit on the device: "
+                          "%" PRIu64 " of %" PRIu64 " bytes (%s of %s) are reserved by %u job(s), "
+                          "%" PRIu64 " bytes (%s) are free",
+                          budget, tided_format_bytes(budget, a, sizeof(a)), jobs->reserved,
+                          d->device_bytes, tided_format_bytes(jobs->reserved, b, sizeof(b)),
+                          tided_format_bytes(d->device_bytes, c, sizeof(c)), live_jobs(jobs),
+                          d->device_bytes - jobs->reserved,
+                          tided_format_bytes(d->device_bytes - jobs->reserved, buf, sizeof(buf)));
 }
 
 /* JobInfos of the jobs who may see (all of them, or the caller's own). */

@@ -18,13 +18,17 @@ void tided_rpc_plan(struct tided_daemon *d, struct tided_call *call, ProtobufCMe
 {
     Tide__V1__PlanRequest *req = (Tide__V1__PlanRequest *)request;
     uint64_t budget;
+    struct tide_error err = {0};
     if (tided_call_identity(call)->read_only) {
         tided_call_fail(call, GRPC_STATUS_PERMISSION_DENIED,
                         "a monitor token may only get, list and watch jobs");
     } else if (!req->spec || !req->spec->graph) {
         tided_call_fail(call, GRPC_STATUS_INVALID_ARGUMENT, "PlanRequest.spec%s: missing",
                         req->spec ? ".graph" : "");
-    } else if (tided__job_budget_for(d, call, req->spec, &budget)) {
+    } else if (tided__job_budget(d, req->spec->memory ? req->spec->memory->device_budget_bytes : 0,
+                                 &budget, &err) != TIDE_OK) {
+        tided_call_fail(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "%s", err.message);
+    } else {
         struct tided_task *t = tided_task_new(TIDED_TASK_PLAN, NULL);
         if (!t) {
             tided_call_fail(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");

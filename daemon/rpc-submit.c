@@ -16,24 +16,17 @@
 #include "daemon/jobs-impl.h"
 #include "daemon/store.h"
 
-static uint32_t live_jobs(struct tided_jobs *jobs)
-{
-    uint32_t n = 0;
-    for (size_t i = 0; i < jobs->n_jobs; i++)
-        n += jobs->jobs[i]->reserved;
-    return n;
-}
-
 void tided_rpc_submit(struct tided_daemon *d, struct tided_call *call, ProtobufCMessage *request)
 {
     Tide__V1__SubmitRequest *req = (Tide__V1__SubmitRequest *)request;
     const struct tided_identity *who = tided_call_identity(call);
     struct tided_jobs *jobs = d->jobs;
-    char a[32], b[32], c[32], buf[80];
+    char a[32], buf[80];
     const Tide__V1__JobSpec *spec = req->spec;
     struct tided_task *t = NULL;
     char *restore_path = NULL;
     uint64_t budget;
+    struct tide_error err = {0};
 
     if (who->read_only) {
         tided_call_fail(call, GRPC_STATUS_PERMISSION_DENIED,
@@ -50,18 +43,10 @@ void tided_rpc_submit(struct tided_daemon *d, struct tided_call *call, ProtobufC
         tided_call_fail(call, GRPC_STATUS_INVALID_ARGUMENT, "spec.name: longer than 256 bytes");
         goto out;
     }
-    if (!tided__job_budget_for(d, call, spec, &budget))
-        goto out;
-    if (budget > d->device_bytes - jobs->reserved) {
-        tided_call_fail(call, GRPC_STATUS_RESOURCE_EXHAUSTED,
-                        "the job's budget of %" PRIu64 " bytes (%s) does not fit on the device: "
-                        "%" PRIu64 " of %" PRIu64 " bytes (%s of %s) are reserved by %u job(s), "
-                        "%" PRIu64 " bytes (%s) are free",
-                        budget, tided_format_bytes(budget, a, sizeof(a)), jobs->reserved,
-                        d->device_bytes, tided_format_bytes(jobs->reserved, b, sizeof(b)),
-                        tided_format_bytes(d->device_bytes, c, sizeof(c)), live_jobs(jobs),
-                        d->device_bytes - jobs->reserved,
-                        tided_format_bytes(d->device_bytes - jobs->reserved, buf, sizeof(buf)));
+    if (tided__job_budget(d, spec->memory ? spec->memory->device_budget_bytes : 0, &budget, &err) !=
+            TIDE_OK ||
+        tided__jobs_admit(d, budget, &err) != TIDE_OK) {
+        tided_call_fail(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "%s", err.message);
         goto out;
     }
     if (spec->resume_from && spec->resume_from[0]) {

@@ -437,10 +437,9 @@ void tided__store_load_job(struct tided_jobs *jobs, const char *id)
     char *info_path = dir ? tided_path_join(dir, "info.pb") : NULL;
     char *ck_path = dir ? tided_path_join(dir, "checkpoint.pb") : NULL;
     struct tide_error err = {0};
-    Tide__V1__JobInfo *info =
-        info_path ? (Tide__V1__JobInfo *)tided_store_read_message(
-                        info_path, &tide__v1__job_info__descriptor, &err)
-                  : NULL;
+    Tide__V1__JobInfo *info = info_path ? (Tide__V1__JobInfo *)tided_store_read_message(
+                                              info_path, &tide__v1__job_info__descriptor, &err)
+                                        : NULL;
     if (!info) {
         TIDE_LOG_WARN("state: skipping %s: %s", dir ? dir : id, err.message);
         goto out;
@@ -517,7 +516,8 @@ void tided__store_forget_old_jobs(struct tided_daemon *d)
     size_t keep = 0;
     for (size_t i = 0; i < jobs->n_jobs; i++) {
         struct job *j = jobs->jobs[i];
-        if (ended > ENDED_JOBS_KEPT && tided__job_terminal(j) && !j->has_checkpoint && j->tasks == 0) {
+        if (ended > ENDED_JOBS_KEPT && tided__job_terminal(j) && !j->has_checkpoint &&
+            j->tasks == 0) {
             TIDE_LOG_DEBUG("job %s: forgotten (%zu ended jobs are kept)", j->id,
                            (size_t)ENDED_JOBS_KEPT);
             if (!j->no_files)
