@@ -2,17 +2,19 @@
 /*
  * daemon.h: tided's one server struct and what the daemon's modules share.
  *
- * The daemon is four modules around one libev loop on the main thread:
+ * The daemon is these modules around one libev loop on the main thread:
  *
  *   config.c  the option table: file, flags, --help, SIGHUP reload
- *   server.c  gRPC C core plumbing: the method table, calls, the Unix socket
- *             and peer identity, TLS and tokens, the completion-queue thread,
- *             grpc.health.v1.Health
- *   jobs.c    the job manager and the tide.v1.Jobs / tide.v1.Daemon RPCs:
- *             admission, the state machine, Train streams, Watch, checkpoints
+ *   server.c  gRPC C core plumbing: the method table, calls, the
+ *             completion-queue thread (with auth.c: peer identity, TLS and
+ *             tokens; listen.c: the Unix socket; health.c:
+ *             grpc.health.v1.Health; their shared structs in server-impl.h)
+ *   jobs.c    the job manager: admission, the state machine, watchers, the
+ *             task table; the tide.v1.Jobs / tide.v1.Daemon RPCs are one file
+ *             per verb (rpc-<verb>.c); their shared structs in jobs-impl.h
  *   worker.c  the executor thread: every session call (compile, step, eval,
  *             read variables, checkpoint) and all disk writes
- *   store.c   atomic files under the state directory
+ *   store.c   atomic files under the state directory, and job records
  *   main.c    start-up, signals, sd_notify, the watchdog, graceful shutdown
  *
  * Threads (see each file's DESIGN section): the main thread owns the loop,

@@ -16,8 +16,12 @@
  * a job submitted after the restart can resume_from it. A failed step fails
  * only its own job.
  *
- * Threads: main thread only (the RPC handlers are declared in server.h;
- * worker results arrive through tided_jobs_task_done). See jobs.c.
+ * Files: jobs.c holds the state machine, admission, watchers and the task
+ * table; each RPC is in rpc-<verb>.c (declared in server.h); job records
+ * are in store.c; jobs-impl.h has the structs they share.
+ *
+ * Threads: main thread only (worker results arrive through
+ * tided_jobs_task_done). See jobs.c.
  *
  * Example usage (main.c):
  *

@@ -1,13 +1,16 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * server.c: gRPC C core, served from the libev loop (see server.h).
+ * server.c: gRPC C core, served from the libev loop (see server.h): the
+ * method table, call contexts, the completion-queue thread, start and
+ * shutdown. Identity and tokens are in auth.c, the Unix socket in listen.c,
+ * grpc.health.v1.Health in health.c (their shared structs: server-impl.h).
  *
  * gRPC's C core has no code generator in Debian, so the services are wired
  * by hand: a table gives each method its kind (protoc-c's service
  * descriptors do not record which methods stream) and handler, and is
  * checked against the descriptors at start, so that a method added to the
  * proto without a row here stops the daemon instead of hanging its callers.
- * The rules of /work/shared/notes/grpc-c-core.md are followed exactly:
+ * The rules of gRPC's C core are followed exactly:
  * several request_registered_call outstanding per method, a generic
  * request_call answered UNIMPLEMENTED, SEND_INITIAL_METADATA before or with
  * every status, at most one op of each type in flight per call, and the
@@ -43,6 +46,7 @@
  * the new connection's entry replaces the old one.
  */
 #include "daemon/server.h"
+#include "daemon/server-impl.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -128,9 +132,6 @@ enum method_kind {
 
 static const char *const kind_names[] = {"unary", "server-streaming", "bidirectional"};
 
-static void health_check(struct tided_daemon *d, struct tided_call *call, ProtobufCMessage *req);
-static void health_watch(struct tided_daemon *d, struct tided_call *call, ProtobufCMessage *req);
-
 struct method_row {
     const ProtobufCServiceDescriptor *service;
     const char *name;
@@ -150,11 +151,12 @@ static const struct method_row method_table[] = {
     {&tide__v1__jobs__descriptor, "ReadVariables", KIND_UNARY, tided_rpc_read_variables},
     {&tide__v1__jobs__descriptor, "Checkpoint", KIND_UNARY, tided_rpc_checkpoint},
     {&tide__v1__daemon__descriptor, "Status", KIND_UNARY, tided_rpc_status},
-    {&grpc__health__v1__health__descriptor, "Check", KIND_UNARY, health_check},
-    {&grpc__health__v1__health__descriptor, "Watch", KIND_SERVER_STREAM, health_watch},
+    {&grpc__health__v1__health__descriptor, "Check", KIND_UNARY, tided__health_check},
+    {&grpc__health__v1__health__descriptor, "Watch", KIND_SERVER_STREAM, tided__health_watch},
 };
 
 #define N_METHODS (sizeof(method_table) / sizeof(method_table[0]))
+_Static_assert(N_METHODS == TIDED__SERVER_METHODS, "server-impl.h: TIDED__SERVER_METHODS");
 
 static const ProtobufCServiceDescriptor *const services[] = {
     &tide__v1__jobs__descriptor,
@@ -162,136 +164,6 @@ static const ProtobufCServiceDescriptor *const services[] = {
     &grpc__health__v1__health__descriptor,
 };
 
-struct method {
-    const struct method_row *row;
-    const ProtobufCMessageDescriptor *input;
-    char path[128];
-    void *registered; /* grpc_server_register_method's handle */
-};
-
-enum tag_op {
-    OP_NEW_CALL,
-    OP_RECV_CLOSE,
-    OP_RECV,
-    OP_SEND,
-    OP_STATUS,
-    OP_SHUTDOWN,
-};
-
-struct tag {
-    struct tided_call *call; /* NULL for the server's shutdown tag */
-    enum tag_op op;
-};
-
-struct out_message {
-    struct out_message *next;
-    grpc_byte_buffer *buffer;
-    const void *key;
-};
-
-struct tided_call {
-    struct tided_server *server;
-    struct method *method; /* NULL: the generic request (unknown methods) */
-    struct tided_call *prev, *next;
-
-    grpc_call *call;
-    gpr_timespec deadline;
-    grpc_metadata_array request_metadata;
-    grpc_call_details details; /* generic requests only */
-    grpc_byte_buffer *payload;  /* unary and server-streaming requests */
-    struct tag tag_new, tag_close, tag_recv, tag_send, tag_status;
-
-    int refs;          /* batches (and the request) in flight */
-    bool started;      /* the request came back: a live call */
-    bool closed;       /* RECV_CLOSE_ON_SERVER came back: the call is over */
-    int cancelled;     /* RECV_CLOSE_ON_SERVER's out-parameter */
-    bool initial_sent; /* SEND_INITIAL_METADATA was in a batch */
-    bool finishing;    /* a status is decided; no more writes */
-    bool status_posted;
-    bool recv_posted;
-    bool first_recv; /* the first RECV_MESSAGE of a bidi call: goes to the handler */
-    grpc_byte_buffer *recv_buffer;
-
-    struct out_message *head, *tail;
-    size_t queued;
-    bool send_in_flight;
-    grpc_byte_buffer *sending;      /* the buffer of the write in flight */
-    grpc_byte_buffer *reply_buffer; /* a unary reply, sent with the status */
-    grpc_status_code code;
-    grpc_slice status_details;
-    bool have_details;
-
-    const struct tided_call_ops *ops;
-    void *owner;
-    struct tided_identity identity;
-    bool identified;
-    char path[160];
-
-    /* grpc.health.v1.Health/Watch */
-    bool health_watch;
-    char *health_service;
-    int health_sent; /* the status last sent, -1 none */
-};
-
-struct event {
-    void *tag;
-    int ok;
-};
-
-struct connection {
-    bool used;
-    struct tided_identity identity;
-};
-
-struct token {
-    char *token;
-    bool monitor;
-    uint32_t uid;
-};
-
-struct tided_server {
-    struct tided_daemon *daemon;
-
-    /* ---- gRPC ---- */
-    grpc_server *server;
-    grpc_completion_queue *cq;
-    grpc_server_credentials *insecure; /* for channels from accepted fds */
-    struct method methods[N_METHODS];
-    bool grpc_started;
-
-    /* ---- the completion-queue thread's hand-off (mutex) ---- */
-    pthread_t cq_thread;
-    bool cq_thread_running;
-    pthread_mutex_t mutex;
-    struct event *events;
-    size_t n_events, cap_events;
-    ev_async async;
-
-    /* ---- calls (main thread) ---- */
-    struct tided_call *calls; /* every context: outstanding requests and live calls */
-    size_t n_calls;
-    bool shutting_down;
-    bool shutdown_tag_seen;
-    bool cq_shutdown_requested;
-    bool finished;
-    struct tag shutdown_tag;
-    ev_timer cancel_timer;
-
-    /* ---- the Unix socket (main thread) ---- */
-    int listen_fd;
-    bool socket_created;
-    ev_io accept_io;
-    ev_timer accept_pause; /* after EMFILE: retry later instead of spinning */
-    struct connection *conns; /* indexed by fd */
-    size_t n_conns;
-    gid_t admin_gid;
-    bool have_admin_gid;
-
-    /* ---- TCP tokens (token_mutex: read by gRPC's auth threads) ---- */
-    pthread_mutex_t token_mutex;
-    struct token *tokens;
-    size_t n_tokens;
-};
 
 /* ============================================================================
  * Buffers and messages
@@ -621,88 +493,6 @@ void tided_call_abort(struct tided_call *c, grpc_status_code code, const char *m
 }
 
 /* ============================================================================
- * Identity
- * ========================================================================== */
-
-static bool in_admin_group(struct tided_server *s, uid_t uid, gid_t gid)
-{
-    if (uid == 0)
-        return true;
-    if (!s->have_admin_gid)
-        return false;
-    if (gid == s->admin_gid)
-        return true;
-    struct passwd pw, *found = NULL;
-    char buf[4096];
-    if (getpwuid_r(uid, &pw, buf, sizeof(buf), &found) != 0 || !found)
-        return false;
-    int n = 64;
-    gid_t *groups = malloc((size_t)n * sizeof(gid_t));
-    if (groups && getgrouplist(found->pw_name, found->pw_gid, groups, &n) < 0) {
-        gid_t *more = realloc(groups, (size_t)n * sizeof(gid_t));
-        if (!more) {
-            free(groups);
-            return false;
-        }
-        groups = more;
-        if (getgrouplist(found->pw_name, found->pw_gid, groups, &n) < 0)
-            n = 0;
-    }
-    bool member = false;
-    for (int i = 0; groups && i < n && !member; i++)
-        member = groups[i] == s->admin_gid;
-    free(groups);
-    return member;
-}
-
-static bool auth_property(grpc_auth_context *ctx, const char *name, char *out, size_t size)
-{
-    grpc_auth_property_iterator it = grpc_auth_context_find_properties_by_name(ctx, name);
-    const grpc_auth_property *p = grpc_auth_property_iterator_next(&it);
-    if (!p || p->value_length >= size)
-        return false;
-    memcpy(out, p->value, p->value_length);
-    out[p->value_length] = '\0';
-    return true;
-}
-
-static void identify(struct tided_server *s, struct tided_call *c)
-{
-    char *peer = grpc_call_get_peer(c->call);
-    c->identified = false;
-    if (peer && strncmp(peer, "fd:", 3) == 0) {
-        char *end = NULL;
-        long fd = strtol(peer + 3, &end, 10);
-        if (end && *end == '\0' && fd >= 0 && (size_t)fd < s->n_conns && s->conns[fd].used) {
-            c->identity = s->conns[fd].identity;
-            c->identified = true;
-        }
-    } else if (peer) {
-        grpc_auth_context *ctx = grpc_call_auth_context(c->call);
-        char role[16], uid[16];
-        if (ctx && auth_property(ctx, "tide.role", role, sizeof(role)) &&
-            auth_property(ctx, "tide.uid", uid, sizeof(uid))) {
-            bool monitor = strcmp(role, "monitor") == 0;
-            c->identity = (struct tided_identity){
-                .uid = (uint32_t)strtoul(uid, NULL, 10),
-                .gid = UINT32_MAX,
-                .pid = -1,
-                .admin = monitor,
-                .read_only = monitor,
-                .remote = true,
-            };
-            snprintf(c->identity.peer, sizeof(c->identity.peer), "%.40s (%s)", peer, role);
-            c->identified = true;
-        }
-        if (ctx)
-            grpc_auth_context_release(ctx);
-    }
-    if (!c->identified)
-        snprintf(c->identity.peer, sizeof(c->identity.peer), "%.48s", peer ? peer : "unknown");
-    gpr_free(peer);
-}
-
-/* ============================================================================
  * Completions (main thread)
  * ========================================================================== */
 
@@ -719,7 +509,7 @@ static void start_call(struct tided_server *s, struct tided_call *c)
         snprintf(c->path, sizeof(c->path), "%s", method ? method : "?");
         gpr_free(method);
     }
-    identify(s, c);
+    tided__call_identify(s, c);
 
     /* The cancellation watch, posted first on every call. */
     grpc_op close_op;
@@ -948,457 +738,10 @@ static void request_call(struct tided_server *s, struct method *m)
 }
 
 /* ============================================================================
- * grpc.health.v1.Health
- * ========================================================================== */
-
-static int health_status(struct tided_server *s, const char *service)
-{
-    static const char *const known[] = {"", "tide.v1.Jobs", "tide.v1.Daemon",
-                                        "grpc.health.v1.Health"};
-    for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++) {
-        if (strcmp(service, known[i]) == 0)
-            return s->daemon->phase == TIDED_SERVING && !s->shutting_down
-                       ? GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__SERVING
-                       : GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__NOT_SERVING;
-    }
-    return GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__SERVICE_UNKNOWN;
-}
-
-static void health_check(struct tided_daemon *d, struct tided_call *call, ProtobufCMessage *req)
-{
-    Grpc__Health__V1__HealthCheckRequest *r = (Grpc__Health__V1__HealthCheckRequest *)req;
-    int status = health_status(d->server, r->service);
-    if (status == GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__SERVICE_UNKNOWN) {
-        tided_call_fail(call, GRPC_STATUS_NOT_FOUND, "unknown service \"%s\"", r->service);
-    } else {
-        Grpc__Health__V1__HealthCheckResponse resp = GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__INIT;
-        resp.status = (Grpc__Health__V1__HealthCheckResponse__ServingStatus)status;
-        tided_call_reply(call, &resp.base);
-    }
-    protobuf_c_message_free_unpacked(req, NULL);
-}
-
-/* Sends a health watcher its service's status when it changed. */
-static void health_notify(struct tided_server *s, struct tided_call *c)
-{
-    int status = health_status(s, c->health_service);
-    if (status == c->health_sent)
-        return;
-    Grpc__Health__V1__HealthCheckResponse resp = GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__INIT;
-    resp.status = (Grpc__Health__V1__HealthCheckResponse__ServingStatus)status;
-    if (tided_call_write(c, &resp.base, c))
-        c->health_sent = status;
-}
-
-static void health_watch(struct tided_daemon *d, struct tided_call *call, ProtobufCMessage *req)
-{
-    Grpc__Health__V1__HealthCheckRequest *r = (Grpc__Health__V1__HealthCheckRequest *)req;
-    call->health_service = strdup(r->service);
-    protobuf_c_message_free_unpacked(req, NULL);
-    if (!call->health_service) {
-        tided_call_fail(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
-        return;
-    }
-    call->health_watch = true; /* until the call is over; the server's call list holds it */
-    health_notify(d->server, call);
-}
-
-static void health_changed(struct tided_server *s)
-{
-    for (struct tided_call *c = s->calls; c; c = c->next) {
-        if (c->health_watch && !c->closed && !c->finishing)
-            health_notify(s, c);
-    }
-}
-
-/* ============================================================================
- * Tokens (TCP)
- * ========================================================================== */
-
-static void tokens_free(struct token *tokens, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        if (tokens[i].token) {
-            memset(tokens[i].token, 0, strlen(tokens[i].token));
-            free(tokens[i].token);
-        }
-    }
-    free(tokens);
-}
-
-/* Parses "TOKEN submit|monitor [UID|USER]" lines; # comments, blank lines. */
-static int tokens_load(const char *path, struct token **out, size_t *n_out, char *error,
-                       size_t size)
-{
-    *out = NULL;
-    *n_out = 0;
-    FILE *f = fopen(path, "r");
-    if (!f) {
-        snprintf(error, size, "%s: cannot open the token file: %s", path, strerror(errno));
-        return -1;
-    }
-    struct stat sb;
-    if (fstat(fileno(f), &sb) == 0 && (sb.st_mode & 0004))
-        TIDE_LOG_WARN("%s: the token file is readable by everyone; chmod o-r it", path);
-    struct token *tokens = NULL;
-    size_t n = 0, cap = 0;
-    char line[1024];
-    int lineno = 0, rc = 0;
-    while (fgets(line, sizeof(line), f)) {
-        lineno++;
-        char *hash = strchr(line, '#');
-        if (hash)
-            *hash = '\0';
-        char *save = NULL;
-        char *token = strtok_r(line, " \t\r\n", &save);
-        if (!token)
-            continue;
-        char *role = strtok_r(NULL, " \t\r\n", &save);
-        char *who = strtok_r(NULL, " \t\r\n", &save);
-        char *extra = strtok_r(NULL, " \t\r\n", &save);
-        if (!role || extra || (strcmp(role, "submit") != 0 && strcmp(role, "monitor") != 0)) {
-            snprintf(error, size, "%s:%d: want \"TOKEN submit|monitor [UID]\"", path, lineno);
-            rc = -1;
-            break;
-        }
-        if (strlen(token) < 16) {
-            snprintf(error, size, "%s:%d: a token must have at least 16 characters", path, lineno);
-            rc = -1;
-            break;
-        }
-        uint32_t uid = (uint32_t)getuid();
-        if (who) {
-            char *end = NULL;
-            unsigned long v = strtoul(who, &end, 10);
-            if (isdigit((unsigned char)who[0]) && end && *end == '\0' && v < UINT32_MAX) {
-                uid = (uint32_t)v;
-            } else {
-                struct passwd *pw = getpwnam(who);
-                if (!pw) {
-                    snprintf(error, size, "%s:%d: no user \"%s\"", path, lineno, who);
-                    rc = -1;
-                    break;
-                }
-                uid = (uint32_t)pw->pw_uid;
-            }
-        }
-        if (n == cap) {
-            cap = cap ? cap * 2 : 8;
-            struct token *grown = realloc(tokens, cap * sizeof(*grown));
-            if (!grown) {
-                snprintf(error, size, "out of memory");
-                rc = -1;
-                break;
-            }
-            tokens = grown;
-        }
-        tokens[n].token = strdup(token);
-        tokens[n].monitor = strcmp(role, "monitor") == 0;
-        tokens[n].uid = uid;
-        if (!tokens[n].token) {
-            snprintf(error, size, "out of memory");
-            rc = -1;
-            break;
-        }
-        n++;
-    }
-    memset(line, 0, sizeof(line));
-    fclose(f);
-    if (rc != 0) {
-        tokens_free(tokens, n);
-        return rc;
-    }
-    *out = tokens;
-    *n_out = n;
-    return 0;
-}
-
-/* Compares in time independent of where the strings differ. */
-static bool token_equal(const char *a, size_t alen, const char *b)
-{
-    size_t blen = strlen(b);
-    unsigned char diff = (unsigned char)(alen != blen);
-    for (size_t i = 0; i < alen; i++)
-        diff |= (unsigned char)(a[i] ^ b[i % (blen ? blen : 1)]);
-    return diff == 0;
-}
-
-/* The auth metadata processor: runs on a gRPC thread, must not block. */
-static void auth_process(void *state, grpc_auth_context *context, const grpc_metadata *md,
-                         size_t n_md, grpc_process_auth_metadata_done_cb cb, void *user_data)
-{
-    struct tided_server *s = state;
-    const grpc_metadata *auth = NULL;
-    for (size_t i = 0; i < n_md && !auth; i++) {
-        if (grpc_slice_str_cmp(md[i].key, "authorization") == 0)
-            auth = &md[i];
-    }
-    if (!auth) {
-        cb(user_data, NULL, 0, NULL, 0, GRPC_STATUS_UNAUTHENTICATED,
-           "tided wants an \"authorization: Bearer TOKEN\" header");
-        return;
-    }
-    const char *value = (const char *)GRPC_SLICE_START_PTR(auth->value);
-    size_t len = GRPC_SLICE_LENGTH(auth->value);
-    static const char bearer[] = "Bearer ";
-    if (len < sizeof(bearer) - 1 || strncmp(value, bearer, sizeof(bearer) - 1) != 0) {
-        cb(user_data, NULL, 0, NULL, 0, GRPC_STATUS_UNAUTHENTICATED,
-           "the authorization header is not \"Bearer TOKEN\"");
-        return;
-    }
-    value += sizeof(bearer) - 1;
-    len -= sizeof(bearer) - 1;
-    bool found = false, monitor = false;
-    uint32_t uid = 0;
-    pthread_mutex_lock(&s->token_mutex);
-    for (size_t i = 0; i < s->n_tokens; i++) {
-        if (token_equal(value, len, s->tokens[i].token) && !found) {
-            found = true;
-            monitor = s->tokens[i].monitor;
-            uid = s->tokens[i].uid;
-        }
-    }
-    pthread_mutex_unlock(&s->token_mutex);
-    if (!found) {
-        cb(user_data, NULL, 0, NULL, 0, GRPC_STATUS_UNAUTHENTICATED, "unknown bearer token");
-        return;
-    }
-    char uid_text[16];
-    snprintf(uid_text, sizeof(uid_text), "%" PRIu32, uid);
-    grpc_auth_context_add_cstring_property(context, "tide.role", monitor ? "monitor" : "submit");
-    grpc_auth_context_add_cstring_property(context, "tide.uid", uid_text);
-    cb(user_data, auth, 1, NULL, 0, GRPC_STATUS_OK, NULL);
-}
-
-int tided_server_reload_tokens(struct tided_server *s, char *error, size_t size)
-{
-    const char *path = s->daemon->config.tokens;
-    if (!path || !path[0])
-        return 0;
-    struct token *tokens;
-    size_t n;
-    if (tokens_load(path, &tokens, &n, error, size) != 0)
-        return -1;
-    pthread_mutex_lock(&s->token_mutex);
-    struct token *old = s->tokens;
-    size_t n_old = s->n_tokens;
-    s->tokens = tokens;
-    s->n_tokens = n;
-    pthread_mutex_unlock(&s->token_mutex);
-    tokens_free(old, n_old);
-    TIDE_LOG_INFO("%s: %zu token(s) loaded", path, n);
-    return 0;
-}
-
-static char *read_text_file(const char *path, char *error, size_t size)
-{
-    FILE *f = fopen(path, "r");
-    if (!f) {
-        snprintf(error, size, "%s: %s", path, strerror(errno));
-        return NULL;
-    }
-    size_t cap = 4096, n = 0;
-    char *text = malloc(cap);
-    while (text) {
-        if (n + 1 >= cap) {
-            char *grown = cap < (16u << 20) ? realloc(text, cap * 2) : NULL;
-            if (!grown) {
-                free(text);
-                text = NULL;
-                snprintf(error, size, "%s: too large or out of memory", path);
-                break;
-            }
-            text = grown;
-            cap *= 2;
-        }
-        size_t got = fread(text + n, 1, cap - n - 1, f);
-        n += got;
-        if (got == 0)
-            break;
-    }
-    if (text)
-        text[n] = '\0';
-    fclose(f);
-    return text;
-}
-
-static int add_tcp_port(struct tided_server *s, char *error, size_t size)
-{
-    const struct tided_config *cfg = &s->daemon->config;
-    if (tided_server_reload_tokens(s, error, size) != 0)
-        return -1;
-    char *cert = read_text_file(cfg->tls_cert, error, size);
-    char *key = cert ? read_text_file(cfg->tls_key, error, size) : NULL;
-    if (!cert || !key) {
-        free(cert);
-        return -1;
-    }
-    grpc_ssl_pem_key_cert_pair pair = {.private_key = key, .cert_chain = cert};
-    grpc_server_credentials *creds = grpc_ssl_server_credentials_create_ex(
-        NULL, &pair, 1, GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE, NULL);
-    size_t keylen = strlen(key);
-    memset(key, 0, keylen);
-    free(key);
-    free(cert);
-    if (!creds) {
-        snprintf(error, size, "tls-cert %s / tls-key %s: gRPC refused them", cfg->tls_cert,
-                 cfg->tls_key);
-        return -1;
-    }
-    grpc_auth_metadata_processor processor = {.process = auth_process, .state = s};
-    grpc_server_credentials_set_auth_metadata_processor(creds, processor);
-    int port = grpc_server_add_http2_port(s->server, cfg->listen, creds);
-    grpc_server_credentials_release(creds);
-    if (port == 0) {
-        snprintf(error, size, "listen = %s: cannot bind it (gRPC gives no reason; is the port in "
-                              "use, or the address wrong?)", cfg->listen);
-        return -1;
-    }
-    TIDE_LOG_INFO("serving TCP with TLS and bearer tokens on %s (port %d)", cfg->listen, port);
-    return 0;
-}
-
-/* ============================================================================
- * The Unix socket
- * ========================================================================== */
-
-static void accept_cb(struct ev_loop *loop, ev_io *w, int revents);
-static void cancel_timer_cb(struct ev_loop *loop, ev_timer *w, int revents);
-
-static void accept_resume_cb(struct ev_loop *loop, ev_timer *w, int revents)
-{
-    (void)revents;
-    struct tided_server *s = w->data;
-    if (!s->shutting_down && s->listen_fd >= 0)
-        ev_io_start(loop, &s->accept_io);
-}
-
-static int remember_connection(struct tided_server *s, int fd, const struct ucred *cred)
-{
-    if ((size_t)fd >= s->n_conns) {
-        size_t n = s->n_conns ? s->n_conns : 64;
-        while (n <= (size_t)fd)
-            n *= 2;
-        struct connection *grown = realloc(s->conns, n * sizeof(*grown));
-        if (!grown)
-            return -1;
-        memset(grown + s->n_conns, 0, (n - s->n_conns) * sizeof(*grown));
-        s->conns = grown;
-        s->n_conns = n;
-    }
-    struct connection *c = &s->conns[fd];
-    c->used = true;
-    c->identity = (struct tided_identity){
-        .uid = (uint32_t)cred->uid,
-        .gid = (uint32_t)cred->gid,
-        .pid = (int32_t)cred->pid,
-        .admin = in_admin_group(s, cred->uid, cred->gid),
-    };
-    snprintf(c->identity.peer, sizeof(c->identity.peer), "uid %u pid %d%s", (unsigned)cred->uid,
-             (int)cred->pid, c->identity.admin ? " (admin)" : "");
-    return 0;
-}
-
-static void accept_cb(struct ev_loop *loop, ev_io *w, int revents)
-{
-    (void)revents;
-    struct tided_server *s = w->data;
-    for (;;) {
-        int fd = accept4(s->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-        if (fd < 0) {
-            if (errno == EINTR)
-                continue;
-            if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
-                TIDE_LOG_WARN("accept: %s; pausing new connections for a second",
-                              strerror(errno));
-                ev_io_stop(loop, &s->accept_io);
-                ev_timer_set(&s->accept_pause, 1.0, 0.0);
-                ev_timer_start(loop, &s->accept_pause);
-            } else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != ECONNABORTED) {
-                TIDE_LOG_WARN("accept: %s", strerror(errno));
-            }
-            return;
-        }
-        struct ucred cred;
-        socklen_t len = sizeof(cred);
-        if (s->shutting_down || getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 ||
-            remember_connection(s, fd, &cred) != 0) {
-            if (!s->shutting_down)
-                TIDE_LOG_WARN("dropping a connection: cannot read or keep its credentials");
-            close(fd);
-            continue;
-        }
-        TIDE_LOG_DEBUG("connection fd %d: %s", fd, s->conns[fd].identity.peer);
-        grpc_server_add_channel_from_fd(s->server, fd, s->insecure);
-    }
-}
-
-static int open_socket(struct tided_server *s, char *error, size_t size)
-{
-    const struct tided_config *cfg = &s->daemon->config;
-    const char *path = cfg->socket;
-    struct sockaddr_un addr = {.sun_family = AF_UNIX};
-    snprintf(addr.sun_path, sizeof(addr.sun_path), "%s", path);
-
-    struct stat sb;
-    if (lstat(path, &sb) == 0) {
-        if (!S_ISSOCK(sb.st_mode)) {
-            snprintf(error, size, "socket %s: exists and is not a socket; not touching it", path);
-            return -1;
-        }
-        int probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        if (probe >= 0 && connect(probe, (struct sockaddr *)&addr, sizeof(addr)) == 0) {
-            close(probe);
-            snprintf(error, size, "socket %s: another tided is listening on it", path);
-            return -1;
-        }
-        if (probe >= 0)
-            close(probe);
-        if (unlink(path) != 0) {
-            snprintf(error, size, "socket %s: cannot remove the stale socket: %s", path,
-                     strerror(errno));
-            return -1;
-        }
-        TIDE_LOG_INFO("removed the stale socket %s", path);
-    }
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd < 0) {
-        snprintf(error, size, "socket: %s", strerror(errno));
-        return -1;
-    }
-    mode_t old = umask(0117); /* the socket is born 0660 */
-    int rc = bind(fd, (struct sockaddr *)&addr, sizeof(addr));
-    int bind_errno = errno;
-    umask(old);
-    if (rc != 0) {
-        snprintf(error, size, "socket %s: cannot bind: %s", path, strerror(bind_errno));
-        close(fd);
-        return -1;
-    }
-    s->socket_created = true;
-    if (chmod(path, 0660) != 0)
-        TIDE_LOG_WARN("socket %s: chmod 0660: %s", path, strerror(errno));
-    if (cfg->socket_group[0]) {
-        struct group *g = getgrnam(cfg->socket_group);
-        if (!g || chown(path, (uid_t)-1, g->gr_gid) != 0) {
-            snprintf(error, size, "socket %s: cannot give it to group \"%s\": %s", path,
-                     cfg->socket_group, g ? strerror(errno) : "no such group");
-            close(fd);
-            return -1;
-        }
-    }
-    if (listen(fd, 128) != 0) {
-        snprintf(error, size, "socket %s: listen: %s", path, strerror(errno));
-        close(fd);
-        return -1;
-    }
-    s->listen_fd = fd;
-    return 0;
-}
-
-/* ============================================================================
  * Life cycle
  * ========================================================================== */
+
+static void cancel_timer_cb(struct ev_loop *loop, ev_timer *w, int revents);
 
 struct tided_server *tided_server_new(struct tided_daemon *d, char *error, size_t size)
 {
@@ -1416,10 +759,10 @@ struct tided_server *tided_server_new(struct tided_daemon *d, char *error, size_
     s->async.data = s;
     ev_set_priority(&s->async, EV_MAXPRI);
     ev_async_start(d->loop, &s->async); /* before the completion-queue thread exists */
-    ev_io_init(&s->accept_io, accept_cb, -1, EV_READ);
+    ev_io_init(&s->accept_io, tided__accept_cb, -1, EV_READ);
     s->accept_io.data = s;
     ev_set_priority(&s->accept_io, EV_MINPRI);
-    ev_timer_init(&s->accept_pause, accept_resume_cb, 1.0, 0.0);
+    ev_timer_init(&s->accept_pause, tided__accept_resume_cb, 1.0, 0.0);
     s->accept_pause.data = s;
     ev_timer_init(&s->cancel_timer, cancel_timer_cb, SHUTDOWN_GRACE_SECONDS, 0.0);
     s->cancel_timer.data = s;
@@ -1506,9 +849,9 @@ int tided_server_start(struct tided_server *s, char *error, size_t size)
         TIDE_LOG_DEBUG("method %s (%s)", m->path, kind_names[m->row->kind]);
     }
     s->insecure = grpc_insecure_server_credentials_create();
-    if (d->config.listen[0] && add_tcp_port(s, error, size) != 0)
+    if (d->config.listen[0] && tided__tcp_port_add(s, error, size) != 0)
         return -1;
-    if (open_socket(s, error, size) != 0)
+    if (tided__socket_open(s, error, size) != 0)
         return -1;
 
     grpc_server_start(s->server);
@@ -1544,7 +887,7 @@ void tided_server_stop_accepting(struct tided_server *s)
         unlink(s->daemon->config.socket);
         s->socket_created = false;
     }
-    health_changed(s);
+    tided__health_changed(s);
 }
 
 static void check_finished(struct tided_server *s)
@@ -1625,7 +968,7 @@ void tided_server_free(struct tided_server *s)
         grpc_server_credentials_release(s->insecure);
     free(s->events);
     free(s->conns);
-    tokens_free(s->tokens, s->n_tokens);
+    tided__tokens_free(s->tokens, s->n_tokens);
     pthread_mutex_destroy(&s->mutex);
     pthread_mutex_destroy(&s->token_mutex);
     free(s);

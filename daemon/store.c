@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * store.c: atomic files under the state directory (see store.h).
+ * store.c: atomic files under the state directory (see store.h), and the
+ * job records kept there: info.pb, listing earlier runs' jobs at start,
+ * deleting and forgetting ended jobs (declared in jobs-impl.h).
  */
 #include "daemon/store.h"
 
@@ -15,6 +17,9 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <unistd.h>
+
+#include "common/log.h"
+#include "daemon/jobs-impl.h"
 
 char *tided_path_join(const char *dir, const char *name)
 {
@@ -396,4 +401,132 @@ enum tide_status tided_store_remove_dir(const char *dir, struct tide_error *err)
         return tide_error_set(err, TIDE_IO, "cannot remove the directory %s: %s", dir,
                               strerror(errno));
     return TIDE_OK;
+}
+
+/* ============================================================================
+ * Job records (main thread: the writes themselves go through the worker)
+ * ========================================================================== */
+
+/* Writes info.pb through the worker (in order with the job's other tasks). */
+void tided__store_persist_job(struct tided_daemon *d, struct job *j)
+{
+    if (j->no_files)
+        return;
+    Tide__V1__JobInfo info;
+    tided__job_info(j, &info, false);
+    struct tided_task *t = tided_task_new(TIDED_TASK_PERSIST, j);
+    if (t) {
+        t->persist.dir = strdup(j->dir);
+        t->persist.name = strdup("info.pb");
+        size_t n = tide__v1__job_info__get_packed_size(&info);
+        t->persist.data.data = malloc(n ? n : 1);
+        if (t->persist.dir && t->persist.name && t->persist.data.data) {
+            t->persist.data.len = tide__v1__job_info__pack(&info, t->persist.data.data);
+            tided__task_submit(d, t);
+            return;
+        }
+        tided_task_free(t);
+    }
+    TIDE_LOG_ERROR("job %s: out of memory saving its state", j->id);
+}
+
+/* Lists one job of a previous run from its info.pb. */
+void tided__store_load_job(struct tided_jobs *jobs, const char *id)
+{
+    char *dir = tided_path_join(jobs->jobs_dir, id);
+    char *info_path = dir ? tided_path_join(dir, "info.pb") : NULL;
+    char *ck_path = dir ? tided_path_join(dir, "checkpoint.pb") : NULL;
+    struct tide_error err = {0};
+    Tide__V1__JobInfo *info = info_path ? (Tide__V1__JobInfo *)tided_store_read_message(
+                                              info_path, &tide__v1__job_info__descriptor, &err)
+                                        : NULL;
+    if (!info) {
+        TIDE_LOG_WARN("state: skipping %s: %s", dir ? dir : id, err.message);
+        goto out;
+    }
+    struct job *j = tided__job_add(jobs, id);
+    if (!j) {
+        TIDE_LOG_ERROR("state: out of memory listing %s", id);
+        goto out;
+    }
+    j->name = strdup(info->name ? info->name : "");
+    j->owner = info->owner_uid;
+    j->created_us = info->created_us;
+    j->updated_us = info->updated_us;
+    j->budget = info->device_budget_bytes;
+    j->steps = j->dispatched = info->steps;
+    j->last_loss = info->last_loss;
+    j->high_water = info->device_high_water_bytes;
+    j->host_bytes = info->host_bytes;
+    j->h2d_total = info->h2d_bytes_total;
+    j->d2h_total = info->d2h_bytes_total;
+    snprintf(j->message, sizeof(j->message), "%s", info->message ? info->message : "");
+    uint64_t step = 0;
+    struct stat sb;
+    if (ck_path && stat(ck_path, &sb) == 0 && tided_store_peek_step(ck_path, &step) == 0) {
+        j->has_checkpoint = true;
+        j->last_checkpoint_step = step;
+    }
+    j->state = info->state;
+    if (!tided__job_terminal(j)) {
+        /* The daemon died under it (kill -9, power): what is on disk is what is left. */
+        j->state = STATE(FAILED);
+        if (j->has_checkpoint)
+            snprintf(j->message, sizeof(j->message),
+                     "tided stopped while the job was %s; its last checkpoint is at step %" PRIu64
+                     " (resume it with resume_from)",
+                     tided__job_state_name(info->state), step);
+        else
+            snprintf(j->message, sizeof(j->message),
+                     "tided stopped while the job was %s; it has no checkpoint",
+                     tided__job_state_name(info->state));
+    }
+    TIDE_LOG_DEBUG("state: job %s (%s, uid %u, %s%s)", j->id, j->name, j->owner,
+                   tided__job_state_name(j->state), j->has_checkpoint ? ", checkpoint" : "");
+out:
+    if (info)
+        tide__v1__job_info__free_unpacked(info, NULL);
+    free(ck_path);
+    free(info_path);
+    free(dir);
+}
+
+/* Deletes a job's directory through the worker; the job writes nothing more. */
+void tided__store_remove_job(struct tided_daemon *d, struct job *j)
+{
+    struct tided_task *t = tided_task_new(TIDED_TASK_REMOVE, NULL);
+    if (t && (t->persist.dir = strdup(j->dir))) {
+        tided__task_submit(d, t);
+        j->no_files = true;
+    } else {
+        tided_task_free(t);
+    }
+}
+
+/*
+ * Forgets the oldest ended jobs without a checkpoint beyond ENDED_JOBS_KEPT.
+ * Called when a job is submitted, when no caller holds a job pointer.
+ */
+void tided__store_forget_old_jobs(struct tided_daemon *d)
+{
+    struct tided_jobs *jobs = d->jobs;
+    size_t ended = 0;
+    for (size_t i = 0; i < jobs->n_jobs; i++)
+        ended += tided__job_terminal(jobs->jobs[i]) && !jobs->jobs[i]->has_checkpoint;
+    size_t keep = 0;
+    for (size_t i = 0; i < jobs->n_jobs; i++) {
+        struct job *j = jobs->jobs[i];
+        if (ended > ENDED_JOBS_KEPT && tided__job_terminal(j) && !j->has_checkpoint &&
+            j->tasks == 0) {
+            TIDE_LOG_DEBUG("job %s: forgotten (%zu ended jobs are kept)", j->id,
+                           (size_t)ENDED_JOBS_KEPT);
+            if (!j->no_files)
+                tided__store_remove_job(d, j);
+            tided__job_free(j);
+            ended--;
+            continue;
+        }
+        jobs->jobs[keep++] = j;
+    }
+    jobs->n_jobs = keep;
 }

@@ -8,6 +8,10 @@
  * the new one. Messages are packed straight into the file through a
  * ProtobufCBuffer, so a checkpoint never needs a second copy in memory.
  *
+ * store.c also keeps the job records (info.pb through the worker, listing
+ * earlier runs' jobs at start, removing and forgetting ended jobs); those
+ * need the job structs and are declared in jobs-impl.h.
+ *
  * Threads: the functions keep no state; the worker thread calls them for
  * every write, the main thread reads at start-up.
  *

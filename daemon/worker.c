@@ -100,57 +100,59 @@ static void free_strings(char **v, uint32_t n)
     free(v);
 }
 
-void tided_task_free(struct tided_task *t)
+/* What a COMPILE or PLAN task owns. */
+static void free_compile(struct tided_task *t)
 {
-    if (!t)
-        return;
-    switch (t->kind) {
-    case TIDED_TASK_COMPILE:
-    case TIDED_TASK_PLAN:
-        if (t->compile.request)
-            protobuf_c_message_free_unpacked(t->compile.request, NULL);
-        free(t->compile.dir);
-        free(t->compile.restore_path);
-        free(t->compile.info.data);
-        free(t->compile.loss);
-        tided_tensor_specs_free(t->compile.feeds, t->compile.n_feeds);
-        tided_tensor_specs_free(t->compile.fetches, t->compile.n_fetches);
-        free_strings(t->compile.user_variables, t->compile.n_user_variables);
-        tided_plan_report_free(t->compile.plan);
-        free(t->compile.packed.data);
-        break;
-    case TIDED_TASK_STEP:
-        if (t->step.batch)
-            protobuf_c_message_free_unpacked(&t->step.batch->base, NULL);
-        free(t->step.feed_names);
-        free(t->step.feed_data);
-        free(t->step.feed_bytes);
-        if (t->step.fetch_data) {
-            for (uint32_t i = 0; i < t->step.n_fetches; i++)
-                free(t->step.fetch_data[i]);
-            free(t->step.fetch_data);
-        }
-        break;
-    case TIDED_TASK_READ_VARIABLES:
-        free(t->read.checkpoint_path);
-        free(t->read.spec_path);
-        free_strings(t->read.names, t->read.n_names);
-        free(t->read.packed.data);
-        break;
-    case TIDED_TASK_CHECKPOINT:
-        free(t->checkpoint.dir);
-        free(t->checkpoint.path);
-        break;
-    case TIDED_TASK_PERSIST:
-    case TIDED_TASK_REMOVE:
-        free(t->persist.dir);
-        free(t->persist.name);
-        free(t->persist.data.data);
-        break;
-    case TIDED_TASK_FREE:
-        break;
+    if (t->compile.request)
+        protobuf_c_message_free_unpacked(t->compile.request, NULL);
+    free(t->compile.dir);
+    free(t->compile.restore_path);
+    free(t->compile.info.data);
+    free(t->compile.loss);
+    tided_tensor_specs_free(t->compile.feeds, t->compile.n_feeds);
+    tided_tensor_specs_free(t->compile.fetches, t->compile.n_fetches);
+    free_strings(t->compile.user_variables, t->compile.n_user_variables);
+    tided_plan_report_free(t->compile.plan);
+    free(t->compile.packed.data);
+}
+
+/* What a STEP task owns. */
+static void free_step(struct tided_task *t)
+{
+    if (t->step.batch)
+        protobuf_c_message_free_unpacked(&t->step.batch->base, NULL);
+    free(t->step.feed_names);
+    free(t->step.feed_data);
+    free(t->step.feed_bytes);
+    if (t->step.fetch_data) {
+        for (uint32_t i = 0; i < t->step.n_fetches; i++)
+            free(t->step.fetch_data[i]);
+        free(t->step.fetch_data);
     }
-    free(t);
+}
+
+/* What a READ_VARIABLES task owns. */
+static void free_read(struct tided_task *t)
+{
+    free(t->read.checkpoint_path);
+    free(t->read.spec_path);
+    free_strings(t->read.names, t->read.n_names);
+    free(t->read.packed.data);
+}
+
+/* What a CHECKPOINT task owns. */
+static void free_checkpoint(struct tided_task *t)
+{
+    free(t->checkpoint.dir);
+    free(t->checkpoint.path);
+}
+
+/* What a PERSIST or REMOVE task owns. */
+static void free_persist(struct tided_task *t)
+{
+    free(t->persist.dir);
+    free(t->persist.name);
+    free(t->persist.data.data);
 }
 
 /* ============================================================================
@@ -668,47 +670,102 @@ static void read_from_checkpoint(struct tided_task *t)
  * The thread
  * ========================================================================== */
 
+/* COMPILE and PLAN come back UNAVAILABLE once the daemon drains. */
+static bool refused(struct tided_worker *w, struct tided_task *t)
+{
+    if (!atomic_load(&w->refuse_compiles))
+        return false;
+    t->status = tide_error_set(&t->err, TIDE_UNAVAILABLE, "tided is shutting down");
+    return true;
+}
+
+static void run_compile_task(struct tided_worker *w, struct tided_task *t)
+{
+    if (!refused(w, t))
+        run_compile(t);
+}
+
+static void run_plan_task(struct tided_worker *w, struct tided_task *t)
+{
+    if (!refused(w, t))
+        run_plan(t);
+}
+
+static void run_step_task(struct tided_worker *w, struct tided_task *t)
+{
+    (void)w;
+    run_step(t);
+}
+
+static void run_read_task(struct tided_worker *w, struct tided_task *t)
+{
+    (void)w;
+    if (t->session)
+        read_from_session(t);
+    else
+        read_from_checkpoint(t);
+}
+
+static void run_checkpoint_task(struct tided_worker *w, struct tided_task *t)
+{
+    (void)w;
+    run_checkpoint(t);
+}
+
+static void run_persist_task(struct tided_worker *w, struct tided_task *t)
+{
+    (void)w;
+    t->status = tided_store_mkdirs(t->persist.dir, &t->err);
+    if (t->status == TIDE_OK)
+        t->status = tided_store_write(t->persist.dir, t->persist.name, t->persist.data.data,
+                                      t->persist.data.len, &t->err);
+}
+
+static void run_free_task(struct tided_worker *w, struct tided_task *t)
+{
+    (void)w;
+    tide_session_free(t->session);
+    t->session = NULL;
+}
+
+static void run_remove_task(struct tided_worker *w, struct tided_task *t)
+{
+    (void)w;
+    t->status = tided_store_remove_dir(t->persist.dir, &t->err);
+}
+
+/*
+ * The worker's side of each task kind: run it (worker thread) and free what
+ * the task owns for it (NULL: nothing). What the main thread does with the
+ * result is the same kind's row in jobs.c's table. A kind is one row in each.
+ */
+static const struct {
+    void (*run)(struct tided_worker *w, struct tided_task *t);
+    void (*free)(struct tided_task *t);
+} task_kinds[TIDED_TASK_KINDS] = {
+    [TIDED_TASK_COMPILE] = {run_compile_task, free_compile},
+    [TIDED_TASK_PLAN] = {run_plan_task, free_compile},
+    [TIDED_TASK_STEP] = {run_step_task, free_step},
+    [TIDED_TASK_READ_VARIABLES] = {run_read_task, free_read},
+    [TIDED_TASK_CHECKPOINT] = {run_checkpoint_task, free_checkpoint},
+    [TIDED_TASK_PERSIST] = {run_persist_task, free_persist},
+    [TIDED_TASK_FREE] = {run_free_task, NULL},
+    [TIDED_TASK_REMOVE] = {run_remove_task, free_persist},
+};
+
+void tided_task_free(struct tided_task *t)
+{
+    if (!t)
+        return;
+    if (task_kinds[t->kind].free)
+        task_kinds[t->kind].free(t);
+    free(t);
+}
+
 static void run(struct tided_worker *w, struct tided_task *t)
 {
     t->status = TIDE_OK;
-    switch (t->kind) {
-    case TIDED_TASK_COMPILE:
-    case TIDED_TASK_PLAN:
-        if (atomic_load(&w->refuse_compiles)) {
-            t->status = tide_error_set(&t->err, TIDE_UNAVAILABLE, "tided is shutting down");
-            break;
-        }
-        if (t->kind == TIDED_TASK_COMPILE)
-            run_compile(t);
-        else
-            run_plan(t);
-        break;
-    case TIDED_TASK_STEP:
-        run_step(t);
-        break;
-    case TIDED_TASK_READ_VARIABLES:
-        if (t->session)
-            read_from_session(t);
-        else
-            read_from_checkpoint(t);
-        break;
-    case TIDED_TASK_CHECKPOINT:
-        run_checkpoint(t);
-        break;
-    case TIDED_TASK_PERSIST:
-        t->status = tided_store_mkdirs(t->persist.dir, &t->err);
-        if (t->status == TIDE_OK)
-            t->status = tided_store_write(t->persist.dir, t->persist.name, t->persist.data.data,
-                                          t->persist.data.len, &t->err);
-        break;
-    case TIDED_TASK_FREE:
-        tide_session_free(t->session);
-        t->session = NULL;
-        break;
-    case TIDED_TASK_REMOVE:
-        t->status = tided_store_remove_dir(t->persist.dir, &t->err);
-        break;
-    }
+    task_kinds[t->kind].run(w, t);
 }
 
 static void *worker_main(void *arg)

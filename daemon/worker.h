@@ -49,7 +49,15 @@ enum tided_task_kind {
     TIDED_TASK_PERSIST,         /* write bytes to a file atomically */
     TIDED_TASK_FREE,            /* tide_session_free */
     TIDED_TASK_REMOVE,          /* delete a job's directory (persist.dir) */
+    TIDED_TASK_KINDS            /* the number of kinds: the rows of the task tables */
 };
+
+/*
+ * A task kind is one row in worker.c's table (run it on the worker thread,
+ * free what the task owns for it) and one in jobs.c's (what the main thread
+ * does with the result); adding a kind is an enum line, the two rows and the
+ * union member it needs below.
+ */
 
 /* A named tensor's type, as the job's placeholders and fetches have it. */
 struct tided_tensor_spec {

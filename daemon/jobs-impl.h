@@ -1,0 +1,261 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * jobs-impl.h: the job manager's structs and the internal functions that
+ * its files share; only the daemon's job files include it.
+ *
+ *   jobs.c               the state machine, admission, watchers, the task
+ *                        table (which function takes each task kind's result)
+ *   store.c              job records: info.pb, listing earlier runs' jobs,
+ *                        deleting and forgetting ended jobs
+ *   rpc-<verb>.c         one file per RPC of tide.v1.Jobs and tide.v1.Daemon:
+ *                        decode and check the request, call the job layer,
+ *                        encode the answer (and take the worker's result)
+ *
+ * Threads: main thread only (see jobs.c's DESIGN section).
+ *
+ * Example usage (an RPC handler):
+ *
+ *     struct job *j = tided__job_for_call(d, call, req->job_id, true);
+ *     if (j && tided__job_live(j)) { ... tided__task_wait(t, call); tided__task_submit(d, t); }
+ */
+#ifndef TIDE_DAEMON_JOBS_IMPL_H
+#define TIDE_DAEMON_JOBS_IMPL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "daemon/daemon.h"
+#include "daemon/server.h"
+#include "daemon/worker.h"
+#include "tide/v1/tide.pb-c.h"
+
+/* A Watch whose client has this many events waiting is cut off. */
+#define WATCH_QUEUE_MAX 1024
+/* Results waiting to be written before a job's next step is held back. */
+#define TRAIN_RESULTS_MAX 2
+/*
+ * Ended jobs without a checkpoint kept in memory for Get and List; older
+ * ones are forgotten (with their files) as new jobs come, so that a user
+ * submitting bad graphs in a loop cannot grow the daemon without bound.
+ */
+#define ENDED_JOBS_KEPT 1000
+
+#define STATE(x) TIDE__V1__JOB_STATE__JOB_##x
+
+/* A batch received and checked, in JobSpec.feeds order; the message holds the bytes. */
+struct batch {
+    Tide__V1__TrainRequest *message;
+    bool eval;
+    const char **names;
+    const void **data;
+    uint64_t *bytes;
+};
+
+struct job {
+    struct tided_daemon *daemon; /* for call callbacks, whose owner is the job */
+    char id[24];                 /* "j-" + 16 hex digits */
+    char *name;
+    uint32_t owner;
+    Tide__V1__JobState state;
+    char message[512]; /* why it failed, was cancelled or stopped */
+    int64_t created_us, updated_us;
+    char *dir; /* <state-dir>/jobs/<id> */
+
+    /* ---- admission ---- */
+    uint64_t budget;
+    bool reserved; /* budget counted in jobs->reserved */
+
+    /* ---- compiled (lent to worker tasks; unchanged until freed at exit) ---- */
+    struct tide_session *session; /* NULL before compilation and after release */
+    char *loss;                   /* NULL: a forward-only job */
+    uint32_t n_feeds;
+    struct tided_tensor_spec *feeds;
+    uint32_t n_fetches;
+    struct tided_tensor_spec *fetches;
+    uint32_t n_user_variables;
+    char **user_variables; /* NULL for jobs of a previous run */
+    Tide__V1__PlanReport *plan;
+    uint64_t host_bytes;
+    uint64_t every_steps;      /* CheckpointPolicy.every_steps */
+    uint32_t keep_checkpoints; /* CheckpointPolicy.keep (0 means 1) */
+
+    /* ---- progress ---- */
+    uint64_t steps;      /* training steps done, those of the resumed checkpoint included */
+    uint64_t dispatched; /* training steps handed to the worker (steps + the one running) */
+    float last_loss;
+    uint64_t high_water, h2d_total, d2h_total;
+    double steps_per_second;
+    int64_t last_step_us;
+    bool has_checkpoint;
+    uint64_t last_checkpoint_step;
+    bool no_files; /* its directory was removed: nothing more is written */
+
+    /* ---- calls and the Train stream ---- */
+    struct tided_call *train; /* the attached stream, NULL if none */
+    struct batch *staged;     /* the next batch */
+    bool step_in_flight;
+    bool reading;     /* a RECV_MESSAGE is posted */
+    bool half_closed; /* the client said it sent its last batch */
+    uint32_t tasks;   /* worker tasks in flight for this job */
+};
+
+struct watcher {
+    struct tided_daemon *daemon;
+    struct watcher *prev, *next;
+    struct tided_call *call;
+    struct job *job; /* NULL: every job the caller may see */
+    uint32_t stride; /* STEP events when step % stride == 0 */
+    struct tided_identity who;
+};
+
+struct tided_jobs {
+    struct tided_daemon *daemon;
+    struct job **jobs; /* in creation order */
+    size_t n_jobs, cap_jobs;
+    struct watcher *watchers;
+    uint64_t reserved; /* sum of admitted budgets */
+    uint32_t tasks;    /* worker tasks in flight, all jobs and plans */
+    bool quiet_reported;
+    char *jobs_dir;
+};
+
+/* ---- jobs.c ---- */
+
+/* The state's name without the enum prefix ("READY"). */
+const char *tided__job_state_name(Tide__V1__JobState s);
+
+/* Whether the job has ended: DONE, FAILED or CANCELLED. */
+bool tided__job_terminal(const struct job *j);
+
+/* Ready or running, with a session: the job can step, read and checkpoint. */
+bool tided__job_live(const struct job *j);
+
+/* Copies a wire string for quoting: printable ASCII only, cut at 64 bytes. */
+const char *tided__shown(const char *s, char *buf, size_t size);
+
+/* Points info at the job's fields (borrowed); the plan only when with_plan. */
+void tided__job_info(const struct job *j, Tide__V1__JobInfo *info, bool with_plan);
+
+/* Whether who may get, list and watch the job: its owner or an admin. */
+bool tided__job_may_see(const struct tided_identity *who, const struct job *j);
+
+/* Whether who may train, cancel, read or checkpoint the job (not a monitor). */
+bool tided__job_may_control(const struct tided_identity *who, const struct job *j);
+
+/* Unlinks and frees a watcher (its call is the caller's to end). */
+void tided__watcher_remove(struct tided_jobs *jobs, struct watcher *w);
+
+/* Sends an event about job to every watcher that may see it. */
+void tided__job_emit(struct tided_daemon *d, struct job *j, Tide__V1__JobEvent__Kind kind,
+                     const Tide__V1__StepResult *step, const char *message);
+
+/* Hands a task to the worker, counting it for the job and for the drain. */
+void tided__task_submit(struct tided_daemon *d, struct tided_task *t);
+
+/*
+ * Moves the job to state (message from format when not NULL), tells the
+ * watchers and saves info.pb unless it is a READY <-> RUNNING flip.
+ */
+void tided__job_set_state(struct tided_daemon *d, struct job *j, Tide__V1__JobState state,
+                          const char *format, ...) __attribute__((format(printf, 4, 5)));
+
+/*
+ * Hands the session back: optionally a checkpoint first, then FREE, both
+ * queued behind the job's step in flight. The budget is released at once:
+ * a compilation submitted from now on runs after the FREE.
+ */
+void tided__job_release_session(struct tided_daemon *d, struct job *j, bool checkpoint);
+
+/* Frees a staged batch and its message. NULL is a no-op. */
+void tided__batch_free(struct batch *b);
+
+/* Ends the job's Train stream (if any) with a status and forgets it. */
+void tided__job_detach_train(struct job *j, grpc_status_code code, const char *message);
+
+/* Fails the job: ends its stream, releases its session, FAILED with message. */
+void tided__job_fail(struct tided_daemon *d, struct job *j, enum tide_status status,
+                     const char *message);
+
+/* SIGTERM: a final checkpoint, then DONE with a note for resume_from. */
+void tided__job_stop_for_shutdown(struct tided_daemon *d, struct job *j);
+
+/* The job with id, or NULL. */
+struct job *tided__job_find(struct tided_jobs *jobs, const char *id);
+
+/* Whether id has the form of a job id: "j-" and 16 lower-case hex digits. */
+bool tided__job_id_valid(const char *id);
+
+/* Appends a zeroed job with id and its directory path; NULL on OOM. */
+struct job *tided__job_add(struct tided_jobs *jobs, const char *id);
+
+/* Frees a job and what it owns (its session too: the worker is gone). */
+void tided__job_free(struct job *j);
+
+/* A fresh random job id not in use; -1 when none could be made. */
+int tided__job_new_id(struct tided_jobs *jobs, char id[24]);
+
+/* Finds the job a call names and checks the caller may act on it; fails the call if not. */
+struct job *tided__job_for_call(struct tided_daemon *d, struct tided_call *call, const char *id,
+                                bool control);
+
+/* Ties call to t: the result answers it, unless the client left first. */
+void tided__task_wait(struct tided_task *t, struct tided_call *call);
+
+/* Takes call back from t to answer it now. */
+struct tided_call *tided__task_take_call(struct tided_task *t);
+
+/*
+ * Admission, step 1: the budget of a job that asks for asked bytes (0: the
+ * default budget), checked against the largest job budget; TIDE_DOES_NOT_FIT
+ * with err saying both numbers when it is larger.
+ */
+enum tide_status tided__job_budget(struct tided_daemon *d, uint64_t asked, uint64_t *budget,
+                                   struct tide_error *err);
+
+/*
+ * Admission, step 2: whether budget fits in what the device has left;
+ * TIDE_DOES_NOT_FIT with err saying what is reserved, by how many jobs, and
+ * what is free.
+ */
+enum tide_status tided__jobs_admit(struct tided_daemon *d, uint64_t budget, struct tide_error *err);
+
+/* JobInfos of the jobs who may see (all of them, or the caller's own). */
+Tide__V1__JobInfo **tided__jobs_visible(struct tided_daemon *d, const struct tided_identity *who,
+                                        bool all, size_t *n, Tide__V1__JobInfo **storage);
+
+/* ---- store.c (job records) ---- */
+
+/* Writes info.pb through the worker (in order with the job's other tasks). */
+void tided__store_persist_job(struct tided_daemon *d, struct job *j);
+
+/* Lists one job of a previous run from its info.pb. */
+void tided__store_load_job(struct tided_jobs *jobs, const char *id);
+
+/* Deletes a job's directory through the worker; the job writes nothing more. */
+void tided__store_remove_job(struct tided_daemon *d, struct job *j);
+
+/*
+ * Forgets the oldest ended jobs without a checkpoint beyond ENDED_JOBS_KEPT.
+ * Called when a job is submitted, when no caller holds a job pointer.
+ */
+void tided__store_forget_old_jobs(struct tided_daemon *d);
+
+/* ---- rpc-<verb>.c: what each task kind's result does (jobs.c's task table) ---- */
+
+/* rpc-submit.c: a COMPILE task came back. */
+void tided__compile_done(struct tided_daemon *d, struct tided_task *t);
+
+/* rpc-plan.c: a PLAN task came back. */
+void tided__plan_done(struct tided_daemon *d, struct tided_task *t);
+
+/* rpc-train.c: a STEP task came back. */
+void tided__step_done(struct tided_daemon *d, struct tided_task *t);
+
+/* rpc-read-variables.c: a READ_VARIABLES task came back. */
+void tided__read_done(struct tided_daemon *d, struct tided_task *t);
+
+/* rpc-checkpoint.c: a CHECKPOINT task came back (requested or periodic). */
+void tided__checkpoint_done(struct tided_daemon *d, struct tided_task *t);
+
+#endif /* TIDE_DAEMON_JOBS_IMPL_H */

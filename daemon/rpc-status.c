@@ -1,0 +1,52 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * rpc-status.c: tide.v1.Daemon/Status: the device, the reservations, the host pool and the
+ * jobs the caller may see.
+ *
+ * Threads: main thread only (jobs.c's DESIGN section).
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "common/log.h"
+#include "daemon/jobs-impl.h"
+#include "daemon/store.h"
+
+void tided_rpc_status(struct tided_daemon *d, struct tided_call *call, ProtobufCMessage *request)
+{
+    const struct tided_identity *who = tided_call_identity(call);
+    struct tided_jobs *jobs = d->jobs;
+    Tide__V1__DaemonStatus st = TIDE__V1__DAEMON_STATUS__INIT;
+    st.version = (char *)TIDED_VERSION;
+    st.backend = (char *)tide_backend_name(d->backend);
+    st.device_name = d->device_name;
+    st.device_total_bytes = d->device_bytes;
+    for (size_t i = 0; i < jobs->n_jobs; i++) {
+        const struct job *j = jobs->jobs[i];
+        if (j->session) {
+            st.device_used_bytes += j->high_water;
+            st.host_pool_used_bytes += j->host_bytes;
+        }
+    }
+    st.device_reserved_bytes = jobs->reserved;
+    st.host_pool_bytes = d->config.host_pool;
+    st.started_us = d->started_us;
+    st.max_job_budget_bytes = d->config.max_budget ? d->config.max_budget : d->device_bytes;
+    st.default_job_budget_bytes = d->config.default_budget;
+    Tide__V1__JobInfo *storage;
+    size_t n;
+    Tide__V1__JobInfo **ptrs = tided__jobs_visible(d, who, true, &n, &storage);
+    if (!ptrs) {
+        tided_call_fail(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
+    } else {
+        st.n_jobs = n;
+        st.jobs = ptrs;
+        tided_call_reply(call, &st.base);
+    }
+    free(ptrs);
+    free(storage);
+    protobuf_c_message_free_unpacked(request, NULL);
+}

@@ -1,0 +1,228 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * rpc-submit.c: tide.v1.Jobs/Submit: admission (the budget against the largest job budget and
+ * what the device has left, resume_from), then the COMPILE task; its result
+ * makes the job READY or FAILED and answers the call.
+ *
+ * Threads: main thread only (jobs.c's DESIGN section).
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "common/log.h"
+#include "daemon/jobs-impl.h"
+#include "daemon/store.h"
+
+void tided_rpc_submit(struct tided_daemon *d, struct tided_call *call, ProtobufCMessage *request)
+{
+    Tide__V1__SubmitRequest *req = (Tide__V1__SubmitRequest *)request;
+    const struct tided_identity *who = tided_call_identity(call);
+    struct tided_jobs *jobs = d->jobs;
+    char a[32], buf[80];
+    const Tide__V1__JobSpec *spec = req->spec;
+    struct tided_task *t = NULL;
+    char *restore_path = NULL;
+    uint64_t budget;
+    struct tide_error err = {0};
+
+    if (who->read_only) {
+        tided_call_fail(call, GRPC_STATUS_PERMISSION_DENIED,
+                        "a monitor token may only get, list and watch jobs");
+        goto out;
+    }
+    tided__store_forget_old_jobs(d);
+    if (!spec || !spec->graph) {
+        tided_call_fail(call, GRPC_STATUS_INVALID_ARGUMENT, "SubmitRequest.spec%s: missing",
+                        spec ? ".graph" : "");
+        goto out;
+    }
+    if (strlen(spec->name) > 256) {
+        tided_call_fail(call, GRPC_STATUS_INVALID_ARGUMENT, "spec.name: longer than 256 bytes");
+        goto out;
+    }
+    if (tided__job_budget(d, spec->memory ? spec->memory->device_budget_bytes : 0, &budget, &err) !=
+            TIDE_OK ||
+        tided__jobs_admit(d, budget, &err) != TIDE_OK) {
+        tided_call_fail(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "%s", err.message);
+        goto out;
+    }
+    if (spec->resume_from && spec->resume_from[0]) {
+        const char *rid = spec->resume_from;
+        if (!tided__job_id_valid(rid)) {
+            tided_call_fail(call, GRPC_STATUS_INVALID_ARGUMENT,
+                            "resume_from: \"%s\" is not a job id (j-<16 hex digits>)",
+                            tided__shown(rid, buf, sizeof(buf)));
+            goto out;
+        }
+        struct job *from = tided__job_find(jobs, rid);
+        char *dir = tided_path_join(jobs->jobs_dir, rid);
+        restore_path = dir ? tided_path_join(dir, "checkpoint.pb") : NULL;
+        free(dir);
+        if (!restore_path) {
+            tided_call_fail(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
+            goto out;
+        }
+        if (from && !tided__job_may_control(who, from)) {
+            tided_call_fail(call, GRPC_STATUS_PERMISSION_DENIED,
+                            "resume_from: job %s belongs to uid %u", from->id, from->owner);
+            goto out;
+        }
+        struct stat sb;
+        if (!from || stat(restore_path, &sb) != 0) {
+            tided_call_fail(call, GRPC_STATUS_NOT_FOUND, "resume_from %s: no checkpoint at %s", rid,
+                            restore_path);
+            goto out;
+        }
+    }
+
+    char id[24];
+    struct job *j = NULL;
+    if (tided__job_new_id(jobs, id) != 0 || !(j = tided__job_add(jobs, id))) {
+        tided_call_fail(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "cannot create a job: %s",
+                        j ? "out of memory" : "no random id");
+        goto out;
+    }
+    j->name = strdup(spec->name);
+    j->owner = who->uid;
+    j->created_us = j->updated_us = tided_now_us();
+    j->budget = budget;
+    j->reserved = true;
+    jobs->reserved += budget;
+    j->every_steps = spec->checkpoint ? spec->checkpoint->every_steps : 0;
+    j->keep_checkpoints = spec->checkpoint ? spec->checkpoint->keep : 0;
+    j->state = STATE(SUBMITTED);
+    TIDE_LOG_INFO("job %s \"%s\" submitted by %s, budget %s", j->id,
+                  tided__shown(spec->name, buf, sizeof(buf)), who->peer,
+                  tided_format_bytes(budget, a, sizeof(a)));
+
+    t = tided_task_new(TIDED_TASK_COMPILE, j);
+    if (!t || !j->name || !(t->compile.dir = strdup(j->dir))) {
+        tided_task_free(t);
+        t = NULL;
+        tided__store_remove_job(d, j);
+        tided__job_fail(d, j, TIDE_NOMEM, "out of memory");
+        tided_call_fail(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
+        goto out;
+    }
+    t->compile.request = request;
+    request = NULL; /* the task owns it now */
+    t->compile.spec = spec;
+    t->compile.backend = d->backend;
+    t->compile.limits = d->limits;
+    t->compile.budget = budget;
+    t->compile.restore_path = restore_path;
+    restore_path = NULL;
+    j->state = STATE(COMPILING);
+    Tide__V1__JobInfo info;
+    tided__job_info(j, &info, false);
+    size_t n = tide__v1__job_info__get_packed_size(&info);
+    t->compile.info.data = malloc(n ? n : 1);
+    if (t->compile.info.data)
+        t->compile.info.len = tide__v1__job_info__pack(&info, t->compile.info.data);
+    tided__job_emit(d, j, TIDE__V1__JOB_EVENT__KIND__STATE, NULL, NULL);
+    tided__task_wait(t, call);
+    tided__task_submit(d, t);
+    tided_daemon_notify_status(d);
+out:
+    free(restore_path);
+    if (request)
+        protobuf_c_message_free_unpacked(request, NULL);
+}
+
+void tided__compile_done(struct tided_daemon *d, struct tided_task *t)
+{
+    struct job *j = t->job;
+    struct tided_call *call = tided__task_take_call(t);
+    char a[32], b[32];
+
+    if (j->state == STATE(CANCELLED)) {
+        if (t->session) {
+            j->session = t->session;
+            t->session = NULL;
+        }
+        tided__job_release_session(d, j, false);
+        if (call)
+            tided_call_fail(call, GRPC_STATUS_CANCELLED, "job %s was cancelled while compiling",
+                            j->id);
+        return;
+    }
+    if (t->status != TIDE_OK) {
+        char text[600];
+        snprintf(text, sizeof(text), "%s",
+                 t->err.message[0] ? t->err.message : tide_strerror(t->status));
+        /* It never ran: nothing on disk is worth keeping (the spec may be large). */
+        tided__store_remove_job(d, j);
+        tided__job_fail(d, j, t->status, text);
+        if (call)
+            tided_call_fail_status(call, t->status, text);
+        return;
+    }
+    /* Keep what the job needs from the compilation; the spec goes with the task. */
+    j->session = t->session;
+    t->session = NULL;
+    j->loss = t->compile.loss;
+    t->compile.loss = NULL;
+    j->n_feeds = t->compile.n_feeds;
+    j->feeds = t->compile.feeds;
+    t->compile.feeds = NULL;
+    j->n_fetches = t->compile.n_fetches;
+    j->fetches = t->compile.fetches;
+    t->compile.fetches = NULL;
+    j->n_user_variables = t->compile.n_user_variables;
+    j->user_variables = t->compile.user_variables;
+    t->compile.user_variables = NULL;
+    j->plan = t->compile.plan;
+    t->compile.plan = NULL;
+    j->host_bytes = j->plan ? j->plan->host_bytes : 0;
+    j->steps = j->dispatched = t->compile.restored_step;
+
+    if (d->phase != TIDED_SERVING) {
+        tided__job_release_session(d, j, false);
+        tided__store_remove_job(d, j);
+        tided__job_set_state(d, j, STATE(FAILED),
+                             "tided shut down before the job could start; submit it "
+                             "again");
+        if (call)
+            tided_call_fail(call, GRPC_STATUS_UNAVAILABLE, "tided is shutting down");
+        return;
+    }
+    if (d->config.host_pool) {
+        uint64_t used = 0;
+        for (size_t i = 0; i < d->jobs->n_jobs; i++) {
+            const struct job *o = d->jobs->jobs[i];
+            if (o != j && o->session)
+                used += o->host_bytes;
+        }
+        if (used + j->host_bytes > d->config.host_pool) {
+            char text[300];
+            snprintf(text, sizeof(text),
+                     "the plan needs %" PRIu64 " bytes of host memory; the host pool has %" PRIu64
+                     " of %" PRIu64 " bytes (%s) left",
+                     j->host_bytes, d->config.host_pool - (used < d->config.host_pool ? used : 0),
+                     d->config.host_pool, tided_format_bytes(d->config.host_pool, a, sizeof(a)));
+            tided__store_remove_job(d, j);
+            tided__job_fail(d, j, TIDE_DOES_NOT_FIT, text);
+            if (call)
+                tided_call_fail(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "%s", text);
+            return;
+        }
+    }
+    if (t->compile.restore_path)
+        TIDE_LOG_INFO("job %s: restored %u variable(s) at step %" PRIu64 " from %s", j->id,
+                      t->compile.restored_variables, t->compile.restored_step,
+                      t->compile.restore_path);
+    TIDE_LOG_INFO("job %s: planned: peak %s of a %s budget", j->id,
+                  tided_format_bytes(j->plan ? j->plan->predicted_peak_bytes : 0, a, sizeof(a)),
+                  tided_format_bytes(j->budget, b, sizeof(b)));
+    tided__job_set_state(d, j, STATE(READY), NULL);
+    if (call) {
+        Tide__V1__JobInfo info;
+        tided__job_info(j, &info, true);
+        Tide__V1__SubmitResponse resp = TIDE__V1__SUBMIT_RESPONSE__INIT;
+        resp.job = &info;
+        tided_call_reply(call, &resp.base);
+    }
+}
