@@ -14,6 +14,8 @@
  *             per verb (rpc-<verb>.c); their shared structs in jobs-impl.h
  *   worker.c  the executor thread: every session call (compile, step, eval,
  *             read variables, checkpoint) and all disk writes
+ *   spec.c    a JobSpec checked and turned into session options, feed and
+ *             fetch specs, and the wire's plan report
  *   store.c   atomic files under the state directory, and job records
  *   main.c    start-up, signals, sd_notify, the watchdog, graceful shutdown
  *

@@ -359,11 +359,6 @@ const struct tided_identity *tided_call_identity(const struct tided_call *c)
     return &c->identity;
 }
 
-const char *tided_call_path(const struct tided_call *c)
-{
-    return c->path;
-}
-
 void tided_call_set_owner(struct tided_call *c, const struct tided_call_ops *ops, void *owner)
 {
     c->ops = ops;

@@ -84,8 +84,6 @@ struct tided_call_ops {
 grpc_status_code tided_grpc_code(enum tide_status status);
 
 const struct tided_identity *tided_call_identity(const struct tided_call *call);
-/* "/tide.v1.Jobs/Submit" */
-const char *tided_call_path(const struct tided_call *call);
 
 /* Sets (or with ops NULL clears) who receives the call's events. */
 void tided_call_set_owner(struct tided_call *call, const struct tided_call_ops *ops, void *owner);
