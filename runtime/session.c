@@ -274,6 +274,21 @@ static enum tide_status create(struct tide_graph *graph, const struct tide_sessi
     return st;
 }
 
+/* Imports serialized tide.v1.Graph bytes, then creates as create() does. */
+static enum tide_status import_and_create(const void *graph_bytes, size_t len,
+                                          const struct tide_session_options *options,
+                                          bool plan, struct tide_session **out,
+                                          struct tide_error *err)
+{
+    *out = NULL;
+    struct tide_graph *graph = NULL;
+    enum tide_status st =
+        tide_graph_import(graph_bytes, len, options ? options->limits : NULL, &graph, err);
+    if (st != TIDE_OK)
+        return st;
+    return create(graph, options, plan, out, err);
+}
+
 enum tide_status tide_session_new_graph(struct tide_graph *graph,
                                         const struct tide_session_options *options,
                                         struct tide_session **out, struct tide_error *err)
@@ -285,13 +300,7 @@ enum tide_status tide_session_new(const void *graph_bytes, size_t len,
                                   const struct tide_session_options *options,
                                   struct tide_session **out, struct tide_error *err)
 {
-    *out = NULL;
-    struct tide_graph *graph = NULL;
-    enum tide_status st =
-        tide_graph_import(graph_bytes, len, options ? options->limits : NULL, &graph, err);
-    if (st != TIDE_OK)
-        return st;
-    return create(graph, options, false, out, err);
+    return import_and_create(graph_bytes, len, options, false, out, err);
 }
 
 enum tide_status tide_session_plan_graph(struct tide_graph *graph,
@@ -305,13 +314,7 @@ enum tide_status tide_session_plan(const void *graph_bytes, size_t len,
                                    const struct tide_session_options *options,
                                    struct tide_session **out, struct tide_error *err)
 {
-    *out = NULL;
-    struct tide_graph *graph = NULL;
-    enum tide_status st =
-        tide_graph_import(graph_bytes, len, options ? options->limits : NULL, &graph, err);
-    if (st != TIDE_OK)
-        return st;
-    return create(graph, options, true, out, err);
+    return import_and_create(graph_bytes, len, options, true, out, err);
 }
 
 void tide_session_free(struct tide_session *session)
