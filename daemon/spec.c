@@ -121,7 +121,7 @@ Tide__V1__PlanReport *tided_spec_plan_report(const struct tide_plan_report *r,
     p->partition_size = r->chosen.partition_size;
     p->swap_threshold = r->chosen.swap_threshold;
     p->prefetch_distance = r->chosen.prefetch_distance;
-    p->host_bytes = r->host_bytes;
+    p->host_bytes = r->host_arena_bytes; /* what the job allocates: staging included */
     p->plan_us = (uint64_t)(r->plan_ms * 1000.0);
     p->message = xstrdup(r->message);
     return p;

@@ -434,6 +434,7 @@ enum tide_status tide__report_fill(const struct tide__planner *pl, const struct 
     }
     /* memplan's host plan: the homes of host-homed outputs, swap slots included. */
     report->host_bytes = plan->host_home_bytes;
+    report->host_arena_bytes = plan->host_bytes;
     free(live);
     return TIDE_OK;
 }

@@ -154,6 +154,12 @@ struct tide_plan_report {
     uint64_t fetch_bytes;
     uint64_t write_back_bytes;
     uint64_t host_bytes;      /* host homes and swap space */
+    /*
+     * The job's host arena (memplan's host_bytes): host homes, swap slots,
+     * Placeholder staging, the initialisation scratch buffer and alignment;
+     * what the executor allocates, and what host-pool admission counts.
+     */
+    uint64_t host_arena_bytes;
     struct tide_memory_policy chosen; /* after autotune */
     uint32_t trials;          /* plans simulated by autotune */
     double plan_ms;

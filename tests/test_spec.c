@@ -375,7 +375,7 @@ static void check_report(struct fixture *f, uint64_t budget, enum tide_status wa
     assert_int_equal(p->predicted_peak_bytes, r->predicted_peak_bytes);
     assert_int_equal(p->min_budget_bytes, r->min_budget_bytes);
     assert_int_equal(p->nodes, r->nodes);
-    assert_int_equal(p->host_bytes, r->host_bytes);
+    assert_int_equal(p->host_bytes, r->host_arena_bytes);
     assert_int_equal(p->n_partitions, r->n_partitions);
     assert_true(p->n_partitions > 0);
     for (size_t i = 0; i < p->n_partitions; i++) {

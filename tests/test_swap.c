@@ -845,6 +845,7 @@ static void test_host_arena_once_per_job(void **state)
     assert_int_equal(count1 - count0, 1);
     assert_int_equal(bytes1 - bytes0, plan->host_bytes);
     assert_int_equal(report->host_bytes, plan->host_home_bytes);
+    assert_int_equal(report->host_arena_bytes, plan->host_bytes);
     assert_true(report->swap_out_bytes > 0);
     uint32_t swap_outs = 0, slots = 0;
     for (uint32_t v = 0; v < g->n_nodes; v++)
