@@ -605,7 +605,7 @@ static void json_double(FILE *out, double v)
 }
 
 /* Writes the fields of a plan report (without braces). */
-static void json_plan_fields(FILE *out, const struct tide_plan_report *p, bool partitions)
+static void json_plan_fields(FILE *out, const struct tide_job_plan_report *p, bool partitions)
 {
     fprintf(out,
             "\"nodes\":%" PRIu32 ",\"budget_bytes\":%" PRIu64 ",\"predicted_peak_bytes\":%" PRIu64
@@ -625,7 +625,7 @@ static void json_plan_fields(FILE *out, const struct tide_plan_report *p, bool p
         return;
     fprintf(out, ",\"n_partitions\":%" PRIu32 ",\"partitions\":[", p->n_partitions);
     for (uint32_t i = 0; i < p->n_partitions; i++) {
-        const struct tide_partition_report *q = &p->partitions[i];
+        const struct tide_job_partition_report *q = &p->partitions[i];
         fprintf(out,
                 "%s{\"index\":%" PRIu32 ",\"nodes\":%" PRIu32 ",\"resident_bytes\":%" PRIu64
                 ",\"swap_in_bytes\":%" PRIu64 ",\"swap_out_bytes\":%" PRIu64
@@ -957,7 +957,7 @@ static int dataset_shape(const struct options *o, int64_t *c, int64_t *h, int64_
     return EXIT_OK;
 }
 
-static void print_plan(const struct tide_plan_report *p, bool partitions)
+static void print_plan(const struct tide_job_plan_report *p, bool partitions)
 {
     char b1[32], b2[32], b3[32], b4[32];
     printf("  budget          %s\n", fmt_bytes(p->budget_bytes, b1, sizeof(b1)));
@@ -982,7 +982,7 @@ static void print_plan(const struct tide_plan_report *p, bool partitions)
     printf("\n  %5s %6s %11s %11s %11s %11s %11s  %s\n", "PART", "NODES", "RESIDENT", "SWAP-IN",
            "SWAP-OUT", "FETCH", "WRITE-BACK", "PEAK NODE");
     for (uint32_t i = 0; i < p->n_partitions; i++) {
-        const struct tide_partition_report *q = &p->partitions[i];
+        const struct tide_job_partition_report *q = &p->partitions[i];
         char c1[32], c2[32], c3[32], c4[32], c5[32];
         printf("  %5" PRIu32 " %6" PRIu32 " %11s %11s %11s %11s %11s  %s\n", q->index, q->nodes,
                fmt_bytes(q->resident_bytes, c1, sizeof(c1)),
@@ -1010,7 +1010,7 @@ static int cmd_plan(const struct command *cmd, struct options *o)
     struct tide_job_spec spec;
     char name[TIDE_JOB_NAME_MAX];
     make_spec(o, &m, name, sizeof(name), &spec);
-    struct tide_plan_report p;
+    struct tide_job_plan_report p;
     if (tide_client_plan(c, &spec, &p) != 0) {
         rc = client_error(c, cmd->name, EXIT_RUNTIME);
     } else if (o->json) {
@@ -1032,7 +1032,7 @@ static int cmd_plan(const struct command *cmd, struct options *o)
                                              : "off");
         print_plan(&p, o->partitions);
     }
-    tide_plan_report_clear(&p);
+    tide_job_plan_report_clear(&p);
     free(m.graph);
     tide_client_free(c);
     return rc;
