@@ -719,7 +719,7 @@ void tide_client_free(tide_client *c)
  * From tide.v1 messages to the public structs
  * ========================================================================== */
 
-static void plan_from_proto(const Tide__V1__PlanReport *p, struct tide_plan_report *out,
+static void plan_from_proto(const Tide__V1__PlanReport *p, struct tide_job_plan_report *out,
                             bool with_partitions)
 {
     memset(out, 0, sizeof(*out));
@@ -749,7 +749,7 @@ static void plan_from_proto(const Tide__V1__PlanReport *p, struct tide_plan_repo
     out->n_partitions = (uint32_t)p->n_partitions;
     for (size_t i = 0; i < p->n_partitions; i++) {
         const Tide__V1__PartitionReport *q = p->partitions[i];
-        struct tide_partition_report *d = &out->partitions[i];
+        struct tide_job_partition_report *d = &out->partitions[i];
         d->index = q->index;
         d->nodes = q->nodes;
         d->resident_bytes = q->resident_bytes;
@@ -1025,7 +1025,7 @@ int tide_client_submit(tide_client *c, const struct tide_job_spec *spec, struct 
 }
 
 int tide_client_plan_bytes(tide_client *c, const void *job_spec, size_t len,
-                           struct tide_plan_report *report)
+                           struct tide_job_plan_report *report)
 {
     CHECK_CLIENT(c);
     if (!report)
@@ -1042,7 +1042,7 @@ int tide_client_plan_bytes(tide_client *c, const void *job_spec, size_t len,
 }
 
 int tide_client_plan(tide_client *c, const struct tide_job_spec *spec,
-                     struct tide_plan_report *report)
+                     struct tide_job_plan_report *report)
 {
     CHECK_CLIENT(c);
     struct bytes b = {0};
@@ -1053,7 +1053,7 @@ int tide_client_plan(tide_client *c, const struct tide_job_spec *spec,
     return code;
 }
 
-void tide_plan_report_clear(struct tide_plan_report *report)
+void tide_job_plan_report_clear(struct tide_job_plan_report *report)
 {
     if (!report)
         return;

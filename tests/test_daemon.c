@@ -870,13 +870,13 @@ static void test_submit_plan_train(void **state)
     struct tide_job_spec spec;
     make_spec(&g, "mlp", JOB_BUDGET, &spec);
 
-    struct tide_plan_report plan;
+    struct tide_job_plan_report plan;
     CHECK_OK(c, tide_client_plan(c, &spec, &plan));
     assert_true(plan.fits);
     assert_true(plan.predicted_peak_bytes > 0);
     assert_true(plan.predicted_peak_bytes <= JOB_BUDGET);
     assert_true(plan.nodes > 0);
-    tide_plan_report_clear(&plan);
+    tide_job_plan_report_clear(&plan);
     assert_null(plan.partitions);
 
     char id[TIDE_JOB_ID_MAX];
@@ -927,12 +927,12 @@ static void cnn_plans(tide_client *c, struct tide_job_spec *spec, uint64_t *resi
 {
     spec->swap = TIDE_JOB_SWAP_OFF;
     spec->vars_home = TIDE_JOB_VARS_HOME_DEVICE;
-    struct tide_plan_report p;
+    struct tide_job_plan_report p;
     CHECK_OK(c, tide_client_plan(c, spec, &p));
     assert_true(p.fits);
     *resident_peak = p.predicted_peak_bytes;
     assert_true(*resident_peak > 0);
-    tide_plan_report_clear(&p);
+    tide_job_plan_report_clear(&p);
 
     /* A third of the peak: too little for the CNN's largest node, so it reports the minimum. */
     spec->swap = TIDE_JOB_SWAP_AUTO;
@@ -945,7 +945,7 @@ static void cnn_plans(tide_client *c, struct tide_job_spec *spec, uint64_t *resi
     assert_true(p.min_budget_node[0] != '\0');
     assert_true(p.min_budget_bytes > spec->budget_bytes);
     *min_budget = p.min_budget_bytes;
-    tide_plan_report_clear(&p);
+    tide_job_plan_report_clear(&p);
 }
 
 /* A CNN under a budget below its resident peak trains by swapping, within the budget. */
@@ -965,7 +965,7 @@ static void test_cnn_swaps_within_budget(void **state)
 
     /* Halfway between the minimum and the resident peak: swapping makes up the rest. */
     spec.budget_bytes = min_budget + (peak - min_budget) / 2;
-    struct tide_plan_report plan;
+    struct tide_job_plan_report plan;
     CHECK_OK(c, tide_client_plan(c, &spec, &plan));
     if (!plan.fits)
         fail_msg("the CNN does not fit %" PRIu64 " bytes: %s", spec.budget_bytes, plan.message);
@@ -974,7 +974,7 @@ static void test_cnn_swaps_within_budget(void **state)
     assert_true(plan.swap_in_bytes > 0);
     assert_true(plan.n_partitions > 1);
     uint64_t budget = spec.budget_bytes;
-    tide_plan_report_clear(&plan);
+    tide_job_plan_report_clear(&plan);
 
     char id[TIDE_JOB_ID_MAX];
     submit(c, &spec, id);
@@ -1005,13 +1005,13 @@ static void test_min_budget_fits(void **state)
     uint64_t peak, min_budget;
     cnn_plans(c, &spec, &peak, &min_budget);
     spec.budget_bytes = min_budget;
-    struct tide_plan_report plan;
+    struct tide_job_plan_report plan;
     CHECK_OK(c, tide_client_plan(c, &spec, &plan));
     if (!plan.fits)
         fail_msg("the plan does not fit the min_budget_bytes (%" PRIu64 ") it reported: %s",
                  min_budget, plan.message);
     assert_true(plan.predicted_peak_bytes <= min_budget);
-    tide_plan_report_clear(&plan);
+    tide_job_plan_report_clear(&plan);
     free(g.bytes);
     tide_client_free(c);
 }
@@ -1471,7 +1471,7 @@ static void test_bad_graph_names_node(void **state)
     spec.n_feeds = 1;
     spec.budget_bytes = JOB_BUDGET;
     CHECK_CODE(c, tide_client_submit(c, &spec, NULL), TIDE_CODE_INVALID_ARGUMENT, "bad_matmul");
-    struct tide_plan_report plan;
+    struct tide_job_plan_report plan;
     CHECK_CODE(c, tide_client_plan(c, &spec, &plan), TIDE_CODE_INVALID_ARGUMENT, "bad_matmul");
     free(bytes);
 

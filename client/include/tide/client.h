@@ -48,7 +48,7 @@
  * tide_client_free(); every free function accepts NULL. Strings and arrays
  * passed in are only read during the call. Structs filled in for the caller
  * (job info, status, checkpoint) hold no pointers and need no freeing, except
- * a plan report's partition list (tide_plan_report_clear()). Arrays returned
+ * a plan report's partition list (tide_job_plan_report_clear()). Arrays returned
  * through pointer arguments (job lists) are malloc'd and freed with free().
  * Pointers passed to callbacks (step results, events, their tensors and
  * strings) are valid only until the callback returns: copy what you keep.
@@ -250,7 +250,7 @@ struct tide_job_spec {
 };
 
 /* One partition of a plan (tide.v1.PartitionReport). */
-struct tide_partition_report {
+struct tide_job_partition_report {
     uint32_t index;
     uint32_t nodes;
     uint64_t resident_bytes; /* live in the arena while the partition runs */
@@ -264,9 +264,9 @@ struct tide_partition_report {
 /*
  * A job's memory plan (tide.v1.PlanReport). partitions is filled by
  * tide_client_plan() only (NULL in job info) and freed by
- * tide_plan_report_clear().
+ * tide_job_plan_report_clear().
  */
-struct tide_plan_report {
+struct tide_job_plan_report {
     uint32_t nodes; /* after the memory passes */
     uint64_t budget_bytes;
     uint64_t predicted_peak_bytes;
@@ -284,7 +284,7 @@ struct tide_plan_report {
     uint64_t plan_us;                   /* planning time, autotune included */
     char message[TIDE_JOB_MESSAGE_MAX]; /* why it does not fit */
     uint32_t n_partitions;
-    struct tide_partition_report *partitions;
+    struct tide_job_partition_report *partitions;
 };
 
 /* What the daemon knows about a job (tide.v1.JobInfo). */
@@ -306,7 +306,7 @@ struct tide_job_info {
     char message[TIDE_JOB_MESSAGE_MAX]; /* why the job failed or was cancelled */
     uint64_t last_checkpoint_step;
     bool has_plan; /* plan holds the job's plan (without partitions) */
-    struct tide_plan_report plan;
+    struct tide_job_plan_report plan;
 };
 
 /* A tensor handed to a callback or read from a job. */
@@ -453,17 +453,17 @@ int tide_client_submit_bytes(tide_client *c, const void *job_spec, size_t len,
  * Compiles spec without running it and fills *report with the plan:
  * predicted peak, bytes swapped per step, the partitions, and whether it
  * fits the budget (a plan that does not fit is a result, not an error).
- * Free the report's partitions with tide_plan_report_clear().
+ * Free the report's partitions with tide_job_plan_report_clear().
  */
 int tide_client_plan(tide_client *c, const struct tide_job_spec *spec,
-                     struct tide_plan_report *report);
+                     struct tide_job_plan_report *report);
 
 /* As tide_client_plan(), from the bytes of a tide.v1.JobSpec. */
 int tide_client_plan_bytes(tide_client *c, const void *job_spec, size_t len,
-                           struct tide_plan_report *report);
+                           struct tide_job_plan_report *report);
 
 /* Frees a plan report's partition list and zeroes the report. NULL is a no-op. */
-void tide_plan_report_clear(struct tide_plan_report *report);
+void tide_job_plan_report_clear(struct tide_job_plan_report *report);
 
 /*
  * Trains job_id: opens the Train stream, then calls feed for each step's

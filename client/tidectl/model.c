@@ -1,0 +1,129 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * client/tidectl/model.c: the model options turned into what `plan` and
+ * `train` send: the network built with libtide's builders (tide/models.h),
+ * the job spec around it, and the dataset it is fed from (or, for `plan`,
+ * only the dataset's image shape, without reading it).
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tide/models.h"
+#include "tidectl.h"
+
+/* The bottleneck blocks of a ResNet of depth layers: depth = 3 * (10 + blocks) + 2. */
+static int32_t resnet_blocks(int32_t depth)
+{
+    return (depth - 2) / 3 - 10;
+}
+
+int tidectl_build_model(const struct tidectl_options *o, int64_t c, int64_t h, int64_t w,
+                        int32_t classes, struct tidectl_model *m)
+{
+    memset(m, 0, sizeof(*m));
+    tide_builder *b = tide_builder_new();
+    if (!b) {
+        fprintf(stderr, "tidectl: out of memory\n");
+        return TIDECTL_EXIT_RUNTIME;
+    }
+    tide_ref logits;
+    if (strcmp(o->model, "mlp") == 0) {
+        int64_t hidden[2] = {256, 128};
+        logits = tide_model_mlp(b, o->batch, c * h * w, hidden, 2, classes);
+    } else if (strcmp(o->model, "cnn") == 0) {
+        logits = tide_model_cnn(b, o->batch, c, h, w, classes);
+    } else {
+        if (h != w) {
+            tide_builder_free(b);
+            return tidectl_usage_error(NULL,
+                                       "--model resnet wants square images, the dataset's are "
+                                       "%" PRId64 "x%" PRId64,
+                                       h, w);
+        }
+        logits = tide_model_resnet(b, o->batch, c, h, classes, resnet_blocks(o->depth), o->width);
+    }
+    tide_ref images = tide_builder_find(b, TIDE_MODEL_IMAGES);
+    int rc = TIDECTL_EXIT_OK;
+    if (logits.id < 0 || images.id < 0 ||
+        tide_builder_shape(b, images, m->image_dims, &m->image_rank) != 0 ||
+        tide_builder_serialize(b, &m->graph, &m->graph_len) != 0) {
+        fprintf(stderr, "tidectl: building the %s model: %s\n", o->model, tide_builder_error(b));
+        rc = TIDECTL_EXIT_RUNTIME;
+    } else {
+        m->image_elements = 1;
+        for (int32_t i = 0; i < m->image_rank; i++)
+            m->image_elements *= m->image_dims[i];
+        m->classes = classes;
+        m->parameters = tide_builder_parameter_count(b);
+    }
+    tide_builder_free(b);
+    return rc;
+}
+
+static const char *const model_fetches[] = {TIDE_MODEL_LOGITS};
+
+void tidectl_make_spec(const struct tidectl_options *o, const struct tidectl_model *m, char *name,
+                       size_t name_size, struct tide_job_spec *spec)
+{
+    tide_job_spec_init(spec);
+    if (o->name)
+        snprintf(name, name_size, "%s", o->name);
+    else
+        snprintf(name, name_size, "tidectl-%s", o->model);
+    spec->name = name;
+    spec->graph = m->graph;
+    spec->graph_len = m->graph_len;
+    spec->optimizer = o->optimizer;
+    double lr = o->lr;
+    if (lr == 0)
+        lr = o->optimizer == TIDE_JOB_OPTIMIZER_SGD        ? 0.05
+             : o->optimizer == TIDE_JOB_OPTIMIZER_MOMENTUM ? 0.02
+                                                           : 0.001;
+    spec->learning_rate = (float)lr;
+    spec->fetches = model_fetches;
+    spec->n_fetches = 1;
+    spec->budget_bytes = o->budget;
+    spec->partition_size = o->partition_size;
+    spec->swap = o->swap;
+    spec->vars_home = o->vars_home;
+    spec->autotune = o->swap == TIDE_JOB_SWAP_AUTO;
+    spec->checkpoint_every = o->checkpoint_every;
+    spec->resume_from = o->resume;
+    spec->seed = o->seed;
+}
+
+int tidectl_open_dataset(const struct tidectl_options *o, const char *split, tide_dataset **out)
+{
+    char err[512];
+    int rc;
+    if (strcmp(o->dataset, "synthetic") == 0) {
+        struct tide_synthetic_options s = {.seed = o->seed};
+        if (strcmp(o->model, "resnet") == 0)
+            s.height = s.width = 32, s.channels = 3;
+        if (strcmp(split, "train") == 0)
+            s.count = 60000;
+        rc = tide_dataset_open_synthetic(&s, split, out, err, sizeof(err));
+    } else {
+        rc = tide_dataset_open(o->dataset, o->data_dir, split, out, err, sizeof(err));
+    }
+    if (rc != 0) {
+        fprintf(stderr, "tidectl: dataset %s (%s): %s\n", o->dataset, split, err);
+        if (tidectl_json) {
+            printf("{\"error\":{\"code\":\"DATASET\",\"message\":");
+            tidectl_json_string(stdout, err);
+            printf(",\"exit\":1}}\n");
+        }
+        return TIDECTL_EXIT_RUNTIME;
+    }
+    return TIDECTL_EXIT_OK;
+}
+
+void tidectl_dataset_shape(const struct tidectl_options *o, int64_t *c, int64_t *h, int64_t *w,
+                           int32_t *classes)
+{
+    *c = 1, *h = 28, *w = 28, *classes = 10;
+    if (strcmp(o->dataset, "synthetic") == 0 && strcmp(o->model, "resnet") == 0)
+        *c = 3, *h = 32, *w = 32;
+}

@@ -1,0 +1,392 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * client/tidectl/options.c: tidectl's command line. Every long option of
+ * every command is in one table; tidectl_parse_options() reads the whole
+ * command line in one pass (global and command options may come in any
+ * order), refuses an option the command does not accept, and checks each
+ * value where it is read: counts, seconds, byte sizes with K/M/G/T
+ * suffixes, and the named choices (--model, --swap, ...). A bad value is a
+ * usage error (exit 2) that names the option and what it wants.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tidectl.h"
+
+/* Every option of tidectl; getopt_long() returns the enum tidectl_option_id of each. */
+static const struct option long_options[] = {
+    {"help", no_argument, 0, TIDECTL_OPT_HELP},
+    {"socket", required_argument, 0, TIDECTL_OPT_SOCKET},
+    {"connect", required_argument, 0, TIDECTL_OPT_CONNECT},
+    {"token", required_argument, 0, TIDECTL_OPT_TOKEN},
+    {"ca", required_argument, 0, TIDECTL_OPT_CA},
+    {"server-name", required_argument, 0, TIDECTL_OPT_SERVER_NAME},
+    {"json", no_argument, 0, TIDECTL_OPT_JSON},
+    {"timeout", required_argument, 0, TIDECTL_OPT_TIMEOUT},
+    {"version", no_argument, 0, TIDECTL_OPT_VERSION},
+    {"model", required_argument, 0, TIDECTL_OPT_MODEL},
+    {"depth", required_argument, 0, TIDECTL_OPT_DEPTH},
+    {"width", required_argument, 0, TIDECTL_OPT_WIDTH},
+    {"dataset", required_argument, 0, TIDECTL_OPT_DATASET},
+    {"data-dir", required_argument, 0, TIDECTL_OPT_DATA_DIR},
+    {"batch", required_argument, 0, TIDECTL_OPT_BATCH},
+    {"budget", required_argument, 0, TIDECTL_OPT_BUDGET},
+    {"swap", required_argument, 0, TIDECTL_OPT_SWAP},
+    {"partition-size", required_argument, 0, TIDECTL_OPT_PARTITION_SIZE},
+    {"vars-home", required_argument, 0, TIDECTL_OPT_VARS_HOME},
+    {"optimizer", required_argument, 0, TIDECTL_OPT_OPTIMIZER},
+    {"lr", required_argument, 0, TIDECTL_OPT_LR},
+    {"seed", required_argument, 0, TIDECTL_OPT_SEED},
+    {"name", required_argument, 0, TIDECTL_OPT_NAME},
+    {"steps", required_argument, 0, TIDECTL_OPT_STEPS},
+    {"epochs", required_argument, 0, TIDECTL_OPT_EPOCHS},
+    {"checkpoint-every", required_argument, 0, TIDECTL_OPT_CHECKPOINT_EVERY},
+    {"resume", required_argument, 0, TIDECTL_OPT_RESUME},
+    {"no-eval", no_argument, 0, TIDECTL_OPT_NO_EVAL},
+    {"partitions", no_argument, 0, TIDECTL_OPT_PARTITIONS},
+    {"all", no_argument, 0, TIDECTL_OPT_ALL},
+    {"stride", required_argument, 0, TIDECTL_OPT_STRIDE},
+    {"once", no_argument, 0, TIDECTL_OPT_ONCE},
+    {"interval", required_argument, 0, TIDECTL_OPT_INTERVAL},
+    {0, 0, 0, 0},
+};
+
+/* The options every command accepts, besides those its verb lists. */
+static const int global_options[] = {TIDECTL_OPT_HELP,        TIDECTL_OPT_SOCKET,
+                                     TIDECTL_OPT_CONNECT,     TIDECTL_OPT_TOKEN,
+                                     TIDECTL_OPT_CA,          TIDECTL_OPT_JSON,
+                                     TIDECTL_OPT_SERVER_NAME, TIDECTL_OPT_TIMEOUT,
+                                     TIDECTL_OPT_VERSION,     0};
+
+const char *const tidectl_swap_names[] = {"auto", "on", "off", NULL};
+
+/* ============================================================================
+ * Numbers and sizes
+ * ========================================================================== */
+
+/* Parses bytes with an optional K/M/G/T suffix (binary), "KiB"/"KB"/"B" spellings too. */
+static int parse_bytes(const char *text, uint64_t *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(text, &end);
+    if (end == text || errno || !(v >= 0) || !isfinite(v))
+        return -1;
+    uint64_t scale = 1;
+    switch (*end) {
+    case 'K':
+    case 'k':
+        scale = UINT64_C(1) << 10;
+        end++;
+        break;
+    case 'M':
+    case 'm':
+        scale = UINT64_C(1) << 20;
+        end++;
+        break;
+    case 'G':
+    case 'g':
+        scale = UINT64_C(1) << 30;
+        end++;
+        break;
+    case 'T':
+    case 't':
+        scale = UINT64_C(1) << 40;
+        end++;
+        break;
+    default:
+        break;
+    }
+    if (scale > 1 && *end == 'i')
+        end++;
+    if (*end == 'B' || *end == 'b')
+        end++;
+    if (*end || v * (double)scale >= 1.8e19)
+        return -1;
+    *out = (uint64_t)(v * (double)scale);
+    return 0;
+}
+
+static int parse_int(const char *text, int64_t min, int64_t max, int64_t *out)
+{
+    char *end;
+    errno = 0;
+    long long v = strtoll(text, &end, 10);
+    if (end == text || *end || errno || v < min || v > max)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+static int parse_double(const char *text, double min, double *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(text, &end);
+    if (end == text || *end || errno || !isfinite(v) || !(v > min))
+        return -1;
+    *out = v;
+    return 0;
+}
+
+/* ============================================================================
+ * Parsing
+ * ========================================================================== */
+
+/* Whether the 0-terminated list (NULL: empty) names option id. */
+static bool accepts(const int *list, int id)
+{
+    for (; list && *list; list++)
+        if (*list == id)
+            return true;
+    return false;
+}
+
+static const char *option_name(int id)
+{
+    for (const struct option *p = long_options; p->name; p++)
+        if (p->val == id)
+            return p->name;
+    return "?";
+}
+
+const struct tidectl_verb *tidectl_scan_verb(int argc, char **argv, int *index)
+{
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--") == 0)
+            break;
+        if (a[0] == '-' && a[1]) {
+            if (a[1] == '-' && !strchr(a, '=')) {
+                for (const struct option *p = long_options; p->name; p++)
+                    if (strcmp(a + 2, p->name) == 0 && p->has_arg == required_argument)
+                        i++;
+            }
+            continue;
+        }
+        *index = i;
+        return tidectl_find_verb(a);
+    }
+    *index = -1;
+    return NULL;
+}
+
+/*
+ * Sets *out to the index of value among the NULL-terminated choices of
+ * --flag; otherwise says which choices there are and returns -1.
+ */
+static int parse_enum(const char *command, const char *flag, const char *value,
+                      const char *const *choices, int *out)
+{
+    for (int i = 0; choices[i]; i++) {
+        if (strcmp(value, choices[i]) == 0) {
+            *out = i;
+            return 0;
+        }
+    }
+    char list[128] = "";
+    for (int i = 0; choices[i]; i++) {
+        strncat(list, i ? ", " : "", sizeof(list) - strlen(list) - 1);
+        strncat(list, choices[i], sizeof(list) - strlen(list) - 1);
+    }
+    tidectl_usage_error(command, "--%s must be one of %s, got \"%s\"", flag, list, value);
+    return -1;
+}
+
+/* Reads the value of --flag as a count from 1 to max, or says what --flag wants. */
+static int parse_count(const char *command, const char *flag, const char *value, int64_t max,
+                       int64_t *out)
+{
+    if (parse_int(value, 1, max, out))
+        return tidectl_usage_error(command, "--%s wants a positive count, got \"%s\"", flag, value);
+    return TIDECTL_EXIT_OK;
+}
+
+int tidectl_parse_options(int argc, char **argv, const struct tidectl_verb *verb,
+                          struct tidectl_options *o)
+{
+    const char *name = verb ? verb->name : NULL;
+    int64_t v;
+    uint64_t u;
+    int e;
+    int c;
+    opterr = 0;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, ":h", long_options, NULL)) != -1) {
+        if (c == '?')
+            return tidectl_usage_error(name, "unknown option \"%s\"", argv[optind - 1]);
+        if (c == ':')
+            return tidectl_usage_error(name, "option \"%s\" needs a value", argv[optind - 1]);
+        if (!accepts(global_options, c) && !(verb && accepts(verb->accepts, c)))
+            return tidectl_usage_error(name, "option --%s does not apply to %s", option_name(c),
+                                       verb ? verb->name : "tidectl without a command");
+        switch (c) {
+        case TIDECTL_OPT_HELP:
+            if (verb)
+                tidectl_usage_verb(stdout, verb);
+            else
+                tidectl_usage_main(stdout);
+            exit(TIDECTL_EXIT_OK);
+        case TIDECTL_OPT_VERSION:
+            printf("tidectl %s\n", TIDECTL_VERSION);
+            exit(TIDECTL_EXIT_OK);
+        case TIDECTL_OPT_SOCKET:
+            o->socket = optarg;
+            o->socket_given = true;
+            break;
+        case TIDECTL_OPT_CONNECT:
+            o->connect = optarg;
+            break;
+        case TIDECTL_OPT_TOKEN:
+            o->token = optarg;
+            break;
+        case TIDECTL_OPT_CA:
+            o->ca = optarg;
+            break;
+        case TIDECTL_OPT_SERVER_NAME:
+            o->server_name = optarg;
+            break;
+        case TIDECTL_OPT_JSON:
+            o->json = true;
+            break;
+        case TIDECTL_OPT_TIMEOUT:
+            if (parse_double(optarg, 0, &o->timeout_s) || o->timeout_s > 86400)
+                return tidectl_usage_error(name, "--timeout wants seconds (0 to 86400), got \"%s\"",
+                                           optarg);
+            break;
+        case TIDECTL_OPT_MODEL: {
+            static const char *const models[] = {"mlp", "cnn", "resnet", NULL};
+            if (parse_enum(name, "model", optarg, models, &e))
+                return TIDECTL_EXIT_USAGE;
+            o->model = models[e];
+            break;
+        }
+        case TIDECTL_OPT_DEPTH:
+            if (parse_int(optarg, 35, 3 * (10 + 1000) + 2, &v) || (v - 2) % 3 != 0)
+                return tidectl_usage_error(name,
+                                           "--depth must be 3*(10+n)+2 for n >= 1 (35, 38, 41, "
+                                           "..., 50 for ResNet-50), got \"%s\"",
+                                           optarg);
+            o->depth = (int32_t)v;
+            break;
+        case TIDECTL_OPT_WIDTH:
+            if (parse_int(optarg, 1, 4096, &o->width))
+                return tidectl_usage_error(name, "--width wants 1 to 4096, got \"%s\"", optarg);
+            break;
+        case TIDECTL_OPT_DATASET: {
+            static const char *const sets[] = {"fashion-mnist", "synthetic", NULL};
+            if (parse_enum(name, "dataset", optarg, sets, &e))
+                return TIDECTL_EXIT_USAGE;
+            o->dataset = sets[e];
+            break;
+        }
+        case TIDECTL_OPT_DATA_DIR:
+            o->data_dir = optarg;
+            break;
+        case TIDECTL_OPT_BATCH:
+            if (parse_int(optarg, 1, 1 << 20, &o->batch))
+                return tidectl_usage_error(name, "--batch wants 1 to 1048576, got \"%s\"", optarg);
+            break;
+        case TIDECTL_OPT_BUDGET:
+            if (parse_bytes(optarg, &o->budget) || o->budget == 0)
+                return tidectl_usage_error(name, "--budget wants bytes (e.g. 512M, 2G), got \"%s\"",
+                                           optarg);
+            break;
+        case TIDECTL_OPT_SWAP: {
+            if (parse_enum(name, "swap", optarg, tidectl_swap_names, &e))
+                return TIDECTL_EXIT_USAGE;
+            o->swap = (enum tide_job_swap)e; /* the same order as tide_job_swap */
+            break;
+        }
+        case TIDECTL_OPT_PARTITION_SIZE:
+            if (parse_count(name, "partition-size", optarg, UINT32_MAX, &v))
+                return TIDECTL_EXIT_USAGE;
+            o->partition_size = (uint32_t)v;
+            break;
+        case TIDECTL_OPT_VARS_HOME: {
+            static const char *const homes[] = {"auto", "host", "device", NULL};
+            if (parse_enum(name, "vars-home", optarg, homes, &e))
+                return TIDECTL_EXIT_USAGE;
+            o->vars_home = (enum tide_job_vars_home)e;
+            break;
+        }
+        case TIDECTL_OPT_OPTIMIZER: {
+            static const char *const opts[] = {"sgd", "momentum", "adam", NULL};
+            if (parse_enum(name, "optimizer", optarg, opts, &e))
+                return TIDECTL_EXIT_USAGE;
+            o->optimizer = (enum tide_job_optimizer)e;
+            break;
+        }
+        case TIDECTL_OPT_LR:
+            if (parse_double(optarg, 0, &o->lr))
+                return tidectl_usage_error(name, "--lr wants a positive number, got \"%s\"",
+                                           optarg);
+            break;
+        case TIDECTL_OPT_SEED:
+            if (parse_bytes(optarg, &u) || strpbrk(optarg, "KkMmGgTtBb."))
+                return tidectl_usage_error(name, "--seed wants a non-negative integer, got \"%s\"",
+                                           optarg);
+            o->seed = u;
+            break;
+        case TIDECTL_OPT_NAME:
+            o->name = optarg;
+            break;
+        case TIDECTL_OPT_STEPS:
+            if (parse_count(name, "steps", optarg, INT64_C(1) << 40, &o->steps))
+                return TIDECTL_EXIT_USAGE;
+            break;
+        case TIDECTL_OPT_EPOCHS:
+            if (parse_count(name, "epochs", optarg, 1 << 20, &o->epochs))
+                return TIDECTL_EXIT_USAGE;
+            break;
+        case TIDECTL_OPT_CHECKPOINT_EVERY:
+            if (parse_count(name, "checkpoint-every", optarg, INT64_C(1) << 40, &v))
+                return TIDECTL_EXIT_USAGE;
+            o->checkpoint_every = (uint64_t)v;
+            break;
+        case TIDECTL_OPT_RESUME:
+            o->resume = optarg;
+            break;
+        case TIDECTL_OPT_NO_EVAL:
+            o->no_eval = true;
+            break;
+        case TIDECTL_OPT_PARTITIONS:
+            o->partitions = true;
+            break;
+        case TIDECTL_OPT_ALL:
+            o->all = true;
+            break;
+        case TIDECTL_OPT_STRIDE:
+            if (parse_count(name, "stride", optarg, UINT32_MAX, &v))
+                return TIDECTL_EXIT_USAGE;
+            o->stride = (uint32_t)v;
+            break;
+        case TIDECTL_OPT_ONCE:
+            o->once = true;
+            break;
+        case TIDECTL_OPT_INTERVAL:
+            if (parse_double(optarg, 0.05, &o->interval_s) || o->interval_s > 3600)
+                return tidectl_usage_error(
+                    name, "--interval wants seconds (0.05 to 3600), got \"%s\"", optarg);
+            break;
+        default:
+            return tidectl_usage_error(name, "unhandled option");
+        }
+    }
+    if (o->connect && o->socket_given)
+        return tidectl_usage_error(name, "--socket and --connect exclude each other");
+    if (!o->connect && (o->ca || o->server_name))
+        return tidectl_usage_error(name, "--ca and --server-name need --connect");
+    if (o->steps && o->epochs)
+        return tidectl_usage_error(name, "--steps and --epochs exclude each other");
+    if (o->depth && strcmp(o->model, "resnet") != 0)
+        return tidectl_usage_error(name, "--depth applies to --model resnet only");
+    /* Positional arguments: the command itself first. */
+    o->args = argv + optind;
+    o->n_args = argc - optind;
+    return TIDECTL_EXIT_OK;
+}

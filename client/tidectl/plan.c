@@ -1,0 +1,76 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * client/tidectl/plan.c: `tidectl plan`: builds the model as `train` would
+ * and asks the daemon for its memory plan under the job's budget, without
+ * submitting anything; prints the report (and the partitions with
+ * --partitions).
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "tidectl.h"
+
+static int run_plan(const struct tidectl_verb *verb, struct tidectl_options *o, tide_client *client)
+{
+    (void)client;
+    int64_t ch, h, w;
+    int32_t classes;
+    tidectl_dataset_shape(o, &ch, &h, &w, &classes);
+    struct tidectl_model m;
+    int rc = tidectl_build_model(o, ch, h, w, classes, &m);
+    if (rc != TIDECTL_EXIT_OK)
+        return rc;
+    tide_client *c = tidectl_connect(o, &rc);
+    if (!c) {
+        free(m.graph);
+        return rc;
+    }
+    struct tide_job_spec spec;
+    char name[TIDE_JOB_NAME_MAX];
+    tidectl_make_spec(o, &m, name, sizeof(name), &spec);
+    struct tide_job_plan_report p;
+    if (tide_client_plan(c, &spec, &p) != 0) {
+        rc = tidectl_client_error(c, verb->name, TIDECTL_EXIT_RUNTIME);
+    } else if (o->json) {
+        printf("{\"model\":");
+        tidectl_json_string(stdout, o->model);
+        printf(",\"batch\":%" PRId64 ",\"parameters\":%" PRId64 ",\"swap\":\"%s\",", o->batch,
+               m.parameters, tidectl_swap_names[o->swap]);
+        tidectl_json_plan_fields(stdout, &p, true);
+        putchar('}');
+        tidectl_json_end_line();
+    } else {
+        printf("plan of %s (%" PRId64 " parameters), batch %" PRId64 ", swap %s:\n", o->model,
+               m.parameters, o->batch, tidectl_swap_names[o->swap]);
+        tidectl_print_plan(&p, o->partitions);
+    }
+    tide_job_plan_report_clear(&p);
+    free(m.graph);
+    tide_client_free(c);
+    return rc;
+}
+
+static const int accepts[] = {TIDECTL_MODEL_OPTIONS, TIDECTL_OPT_PARTITIONS, 0};
+
+const struct tidectl_verb tidectl_verb_plan = {
+    .name = "plan",
+    .run = run_plan,
+    .accepts = accepts,
+    .min_args = 0,
+    .max_args = 0,
+    .synopsis = "plan [MODEL OPTIONS] [--partitions]",
+    .summary = "show the memory plan of a model for a budget, without running it",
+    .help = "DESCRIPTION\n"
+            "  Builds the model as `train` would and asks the daemon to compile it for the\n"
+            "  budget: the predicted device peak, whether it fits, the smallest budget that\n"
+            "  would fit (and the node that sets it), the bytes swapped in and out and\n"
+            "  fetched and written back per step, and the partitioning the swapper settled\n"
+            "  on. Use it to choose --budget: a budget below the peak of --swap off forces\n"
+            "  swapping. Nothing is submitted.\n"
+            "\n"
+            "OPTIONS\n"
+            "  --partitions             Also list every partition: nodes, resident bytes, bytes\n"
+            "                           moved, and its peak node.\n"
+            "\n" TIDECTL_MODEL_HELP,
+};

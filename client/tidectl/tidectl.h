@@ -1,0 +1,374 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * client/tidectl/tidectl.h: what the commands of tidectl share.
+ *
+ * tidectl is the command line of tide, on libtide (tide/client.h). One
+ * process, one command: it connects to tided (a Unix socket, or TCP with
+ * TLS and a token), does what the command says and exits with
+ *
+ *   0  success
+ *   1  the daemon refused or failed (the message carries the gRPC code name)
+ *   2  a usage error (a bad flag, command or value)
+ *   3  no daemon could be reached at the socket or address
+ *
+ * Output. Human-readable text on stdout (progress on stderr); with --json,
+ * exactly one JSON object per line on stdout instead — one per result for
+ * single answers, one per event or step for streams — and errors also as a
+ * {"error": ...} line, so scripts can read stdout line by line.
+ *
+ * Layout (one file per command, the shared code in one place, as systemd
+ * keeps systemctl):
+ *
+ *   main.c        the verb table, `--help` texts of tidectl itself, main()
+ *   options.c     every long option, the one-pass parser, number and size parsing
+ *   common.c      connecting, error reports, formatting, signals
+ *   output.c      JSON writers and the text tables more than one command prints
+ *   model.c       the model, job spec and dataset that `plan` and `train` share
+ *   <verb>.c      one command: its struct tidectl_verb (help text included) and run
+ *
+ * Options are parsed in one pass over the whole command line (global and
+ * command options may come in any order); each command accepts the global
+ * options and those its verb's accepts list names, and refuses the rest.
+ *
+ * Adding a command `frob`:
+ *
+ *   1. Write client/tidectl/frob.c: a run function and
+ *      `const struct tidectl_verb tidectl_verb_frob = {...}` with its name,
+ *      the options it accepts (a 0-terminated list of enum tidectl_option_id),
+ *      its positional argument counts, synopsis, one-line summary and help
+ *      text. Set connects to have main() connect to the daemon before run
+ *      (and free the client after); leave it false to connect yourself, as
+ *      `plan` and `train` do after building the model, or not at all.
+ *   2. Declare tidectl_verb_frob below, and add &tidectl_verb_frob to the
+ *      verb table in main.c where `tidectl --help` should list it.
+ *   3. Add frob.c to tidectl's sources in client/CMakeLists.txt.
+ *   4. A new option: a TIDECTL_OPT_* id below, a field in struct
+ *      tidectl_options, a line in options.c's long option table and a case
+ *      in tidectl_parse_options() (with its default in main() if not zero).
+ *   5. Drive it from tests/test_daemon.c, which runs the real tidectl
+ *      against the real daemon.
+ *
+ * Threads: one. Signals: SIGINT and SIGTERM raise tidectl_interrupts, which
+ * `train` reads between steps (the first stops feeding and lets the steps in
+ * flight finish; the second abandons the stream) and `top` between frames.
+ */
+#ifndef TIDE_CLIENT_TIDECTL_H
+#define TIDE_CLIENT_TIDECTL_H
+
+#include <signal.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "tide/client.h"
+#include "tide/dataset.h"
+#include "tide/graph.h"
+
+/* Exit statuses, as the header comment above and `tidectl --help` list them. */
+#define TIDECTL_EXIT_OK      0
+#define TIDECTL_EXIT_RUNTIME 1
+#define TIDECTL_EXIT_USAGE   2
+#define TIDECTL_EXIT_CONNECT 3
+
+#define TIDECTL_DEFAULT_SOCKET "/run/tide/tided.sock"
+#define TIDECTL_VERSION        "0.1.0"
+
+/* ============================================================================
+ * Options
+ * ========================================================================== */
+
+/* Every long option of every command; each verb says which it accepts. */
+enum tidectl_option_id {
+    TIDECTL_OPT_HELP = 'h',
+    TIDECTL_OPT_SOCKET = 256,
+    TIDECTL_OPT_CONNECT,
+    TIDECTL_OPT_TOKEN,
+    TIDECTL_OPT_CA,
+    TIDECTL_OPT_SERVER_NAME,
+    TIDECTL_OPT_JSON,
+    TIDECTL_OPT_TIMEOUT,
+    TIDECTL_OPT_VERSION,
+    /* model and job */
+    TIDECTL_OPT_MODEL,
+    TIDECTL_OPT_DEPTH,
+    TIDECTL_OPT_WIDTH,
+    TIDECTL_OPT_DATASET,
+    TIDECTL_OPT_DATA_DIR,
+    TIDECTL_OPT_BATCH,
+    TIDECTL_OPT_BUDGET,
+    TIDECTL_OPT_SWAP,
+    TIDECTL_OPT_PARTITION_SIZE,
+    TIDECTL_OPT_VARS_HOME,
+    TIDECTL_OPT_OPTIMIZER,
+    TIDECTL_OPT_LR,
+    TIDECTL_OPT_SEED,
+    TIDECTL_OPT_NAME,
+    /* train */
+    TIDECTL_OPT_STEPS,
+    TIDECTL_OPT_EPOCHS,
+    TIDECTL_OPT_CHECKPOINT_EVERY,
+    TIDECTL_OPT_RESUME,
+    TIDECTL_OPT_NO_EVAL,
+    /* plan */
+    TIDECTL_OPT_PARTITIONS,
+    /* jobs, watch, top */
+    TIDECTL_OPT_ALL,
+    TIDECTL_OPT_STRIDE,
+    TIDECTL_OPT_ONCE,
+    TIDECTL_OPT_INTERVAL,
+};
+
+/* The options every model-building command (plan, train) accepts, for its accepts list. */
+#define TIDECTL_MODEL_OPTIONS                                                                      \
+    TIDECTL_OPT_MODEL, TIDECTL_OPT_DEPTH, TIDECTL_OPT_WIDTH, TIDECTL_OPT_DATASET,                  \
+        TIDECTL_OPT_DATA_DIR, TIDECTL_OPT_BATCH, TIDECTL_OPT_BUDGET, TIDECTL_OPT_SWAP,             \
+        TIDECTL_OPT_PARTITION_SIZE, TIDECTL_OPT_VARS_HOME, TIDECTL_OPT_OPTIMIZER, TIDECTL_OPT_LR,  \
+        TIDECTL_OPT_SEED, TIDECTL_OPT_NAME
+
+/* The help of TIDECTL_MODEL_OPTIONS, appended to a verb's help text. */
+#define TIDECTL_MODEL_HELP                                                                         \
+    "MODEL OPTIONS\n"                                                                              \
+    "  --model mlp|cnn|resnet   The network (default cnn). mlp: dense layers of 256 and 128\n"     \
+    "                           units; cnn: two 3x3 convolutions with pooling and a dense\n"       \
+    "                           layer of 128 (206,922 parameters on 28x28 images); resnet:\n"      \
+    "                           bottleneck ResNet of --depth layers and --width base width.\n"     \
+    "  --depth D                ResNet layers, 3*(10+n)+2 for n >= 1: 35, 38 (default), 41, ...\n" \
+    "                           50 is ResNet-50.\n"                                                \
+    "  --width W                ResNet base width (default 16; 64 in the papers).\n"               \
+    "  --dataset NAME           fashion-mnist (default; Debian's dataset-fashion-mnist) or\n"      \
+    "                           synthetic (random images with learnable labels, any size).\n"      \
+    "  --data-dir DIR           Where the Fashion-MNIST files are\n"                               \
+    "                           (default /usr/share/datasets/fashion-mnist).\n"                    \
+    "  --batch B                Examples per step (default 64).\n"                                 \
+    "  --budget BYTES           The job's device memory budget, with an optional K, M or G\n"      \
+    "                           suffix (binary); the daemon swaps feature maps to host memory\n"   \
+    "                           to fit it. Default: the daemon's default budget.\n"                \
+    "  --swap auto|on|off       auto (default) swaps only what the budget needs, tuned by\n"       \
+    "                           simulation; on swaps every distant tensor; off keeps\n"            \
+    "                           everything resident.\n"                                            \
+    "  --partition-size K       Nodes per partition (default: the daemon's).\n"                    \
+    "  --vars-home auto|host|device\n"                                                             \
+    "                           Where Variables live between uses (default auto).\n"               \
+    "  --optimizer NAME         sgd, momentum (default, 0.9) or adam.\n"                           \
+    "  --lr X                   Learning rate (default 0.05 sgd, 0.02 momentum, 0.001 adam).\n"    \
+    "  --seed S                 Seed of the initialisers and the shuffling (default 1).\n"         \
+    "  --name NAME              The job's name in listings (default tidectl-MODEL).\n"
+
+/* What the command line said: the global options, every command's, and the arguments. */
+struct tidectl_options {
+    /* global */
+    const char *socket;
+    bool socket_given;
+    const char *connect;
+    const char *token;
+    const char *ca;
+    const char *server_name;
+    bool json;
+    double timeout_s;
+    /* model and job */
+    const char *model;
+    int32_t depth;
+    int64_t width;
+    const char *dataset;
+    const char *data_dir;
+    int64_t batch;
+    uint64_t budget;
+    enum tide_job_swap swap;
+    uint32_t partition_size;
+    enum tide_job_vars_home vars_home;
+    enum tide_job_optimizer optimizer;
+    double lr; /* 0: the optimizer's default */
+    uint64_t seed;
+    const char *name;
+    /* train */
+    int64_t steps;
+    int64_t epochs;
+    uint64_t checkpoint_every;
+    const char *resume;
+    bool no_eval;
+    /* plan */
+    bool partitions;
+    /* jobs, watch, top */
+    bool all;
+    uint32_t stride;
+    bool once;
+    double interval_s;
+    /* positional arguments after the command */
+    char **args;
+    int n_args;
+};
+
+/* The spellings of --swap, in the order of enum tide_job_swap, NULL-terminated. */
+extern const char *const tidectl_swap_names[];
+
+/*
+ * Parses argv (every option of tidectl and of verb, which may be NULL when
+ * no command was named) into *o, which holds the defaults. Answers --help
+ * and --version itself (and exits 0). Returns TIDECTL_EXIT_OK, or
+ * TIDECTL_EXIT_USAGE after saying what is wrong on stderr.
+ */
+struct tidectl_verb;
+int tidectl_parse_options(int argc, char **argv, const struct tidectl_verb *verb,
+                          struct tidectl_options *o);
+
+/*
+ * Finds the command word in argv: the first argument that is neither an
+ * option nor an option's value. Sets *index to its place in argv (-1 when
+ * there is none) and returns its verb, or NULL when there is none or the
+ * word names no command.
+ */
+const struct tidectl_verb *tidectl_scan_verb(int argc, char **argv, int *index);
+
+/* ============================================================================
+ * Verbs
+ * ========================================================================== */
+
+/*
+ * One command. run gets the client when connects is set (main() connected
+ * as the global options say, and frees the client after run), NULL
+ * otherwise; it returns the exit status.
+ */
+struct tidectl_verb {
+    const char *name;
+    int (*run)(const struct tidectl_verb *verb, struct tidectl_options *o, tide_client *c);
+    bool connects;
+    const int *accepts;     /* its own options, 0-terminated (the global ones always apply) */
+    int min_args, max_args; /* positional arguments */
+    const char *synopsis;
+    const char *summary;
+    const char *help; /* DESCRIPTION and OPTIONS, man-page style */
+};
+
+/* The commands, each defined in the file of its name. */
+extern const struct tidectl_verb tidectl_verb_status;
+extern const struct tidectl_verb tidectl_verb_plan;
+extern const struct tidectl_verb tidectl_verb_train;
+extern const struct tidectl_verb tidectl_verb_jobs;
+extern const struct tidectl_verb tidectl_verb_get;
+extern const struct tidectl_verb tidectl_verb_watch;
+extern const struct tidectl_verb tidectl_verb_cancel;
+extern const struct tidectl_verb tidectl_verb_checkpoint;
+extern const struct tidectl_verb tidectl_verb_top;
+extern const struct tidectl_verb tidectl_verb_help;
+
+/* The verb called name, or NULL. */
+const struct tidectl_verb *tidectl_find_verb(const char *name);
+
+/* Prints `tidectl --help`: every command and the global options. */
+void tidectl_usage_main(FILE *out);
+
+/* Prints `tidectl VERB --help`. */
+void tidectl_usage_verb(FILE *out, const struct tidectl_verb *verb);
+
+/* ============================================================================
+ * Errors and connecting
+ * ========================================================================== */
+
+/* --json was given: errors are also written to stdout as {"error": ...} lines. */
+extern bool tidectl_json;
+
+/*
+ * Says on stderr "tidectl: COMMAND: what is wrong (see tidectl COMMAND
+ * --help)" (command may be NULL) and returns TIDECTL_EXIT_USAGE.
+ */
+int tidectl_usage_error(const char *command, const char *format, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* Reports a failed call of c: "tidectl: what: CODE: message"; returns exit_code. */
+int tidectl_client_error(tide_client *c, const char *what, int exit_code);
+
+/*
+ * Connects as the global options say. On failure reports why, sets *rc to
+ * the exit code (3, or 2 for a bad target or TLS option) and returns NULL.
+ * The caller frees the client with tide_client_free().
+ */
+tide_client *tidectl_connect(const struct tidectl_options *o, int *rc);
+
+/* ============================================================================
+ * Formatting, time and signals
+ * ========================================================================== */
+
+/* Formats bytes as "7.9 MiB", into buf; returns buf. */
+const char *tidectl_fmt_bytes(uint64_t bytes, char *buf, size_t size);
+
+/* Formats seconds as "1h02m", "3m05s" or "12s" ("--" for none); returns buf. */
+const char *tidectl_fmt_duration(double seconds, char *buf, size_t size);
+
+/* Formats a Unix time in microseconds as local "YYYY-MM-DD HH:MM:SS" ("-" for none). */
+const char *tidectl_fmt_time_us(int64_t us, char *buf, size_t size);
+
+/* Seconds on the monotonic clock. */
+double tidectl_now_s(void);
+
+/* SIGINT and SIGTERM seen since tidectl_install_signals(). */
+extern volatile sig_atomic_t tidectl_interrupts;
+
+/* Counts SIGINT and SIGTERM in tidectl_interrupts instead of dying of them. */
+void tidectl_install_signals(void);
+
+/* ============================================================================
+ * Output: JSON lines and shared text tables
+ * ========================================================================== */
+
+/* Writes s as a JSON string (NULL as ""). */
+void tidectl_json_string(FILE *out, const char *s);
+
+/* Writes a JSON number; NaN and infinities (a diverged loss) become null. */
+void tidectl_json_double(FILE *out, double v);
+
+/* Writes the fields of a plan report (without braces), its partitions if asked. */
+void tidectl_json_plan_fields(FILE *out, const struct tide_job_plan_report *p, bool partitions);
+
+/* Writes a job as a JSON object. */
+void tidectl_json_job(FILE *out, const struct tide_job_info *j);
+
+/* Writes a step result as a JSON object (fetches by name and shape only). */
+void tidectl_json_step(FILE *out, const struct tide_step_result *r);
+
+/* Ends a JSON line on stdout and flushes it. */
+void tidectl_json_end_line(void);
+
+/* Prints a plan report as indented text, with the partition table if asked. */
+void tidectl_print_plan(const struct tide_job_plan_report *p, bool partitions);
+
+/* Prints the table of jobs that `status` and `jobs` show ("no jobs" for none). */
+void tidectl_print_jobs_table(const struct tide_job_info *jobs, size_t n);
+
+/* ============================================================================
+ * Models, job specs and datasets (plan, train)
+ * ========================================================================== */
+
+/* What a built model needs to be fed: the images' placeholder shape and the classes. */
+struct tidectl_model {
+    uint8_t *graph; /* serialized tide.v1.Graph, malloc'd: free() it */
+    size_t graph_len;
+    int64_t image_dims[TIDE_BUILDER_MAX_RANK];
+    int32_t image_rank;
+    int64_t image_elements; /* per batch */
+    int32_t classes;
+    int64_t parameters;
+};
+
+/*
+ * Builds the model the options name for images of c x h x w and classes
+ * into *m; prints why not on failure and returns the exit status.
+ */
+int tidectl_build_model(const struct tidectl_options *o, int64_t c, int64_t h, int64_t w,
+                        int32_t classes, struct tidectl_model *m);
+
+/*
+ * Fills *spec for a built model under the model options; the job's name is
+ * written into name, which spec points to (as it does to m's graph).
+ */
+void tidectl_make_spec(const struct tidectl_options *o, const struct tidectl_model *m, char *name,
+                       size_t name_size, struct tide_job_spec *spec);
+
+/* Opens split ("train" or "test") of the dataset the options name; prints why not on failure. */
+int tidectl_open_dataset(const struct tidectl_options *o, const char *split, tide_dataset **out);
+
+/* The image shape and classes of the dataset the options name, without reading it. */
+void tidectl_dataset_shape(const struct tidectl_options *o, int64_t *c, int64_t *h, int64_t *w,
+                           int32_t *classes);
+
+#endif /* TIDE_CLIENT_TIDECTL_H */

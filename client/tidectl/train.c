@@ -1,0 +1,395 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * client/tidectl/train.c: `tidectl train`: the one long-running command.
+ * Builds a model with libtide's builders, submits it, streams batches from a
+ * dataset into the job (tide_client_train() keeps one batch in flight each
+ * way), draws a progress bar on stderr, then scores the test split with
+ * forward-only steps.
+ *
+ * The labels of the batches in flight wait in a small ring, since results
+ * come back in the order batches went out. SIGINT/SIGTERM (counted in
+ * tidectl_interrupts): the first stops feeding and lets the steps in flight
+ * finish, the second abandons the stream.
+ */
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "tide/models.h"
+#include "tidectl.h"
+
+/* Labels of the batches in flight: results come back in the order batches went out. */
+#define RING 4
+
+struct train_state {
+    const struct tidectl_options *o;
+    const struct tidectl_model *m;
+    struct tide_job_info job;
+    tide_dataset_iter *train_it, *test_it;
+    int64_t total_steps;    /* training steps to send */
+    int64_t sent_train;     /* training batches sent */
+    int64_t sent, received; /* all batches, for the ring */
+    int32_t *labels[RING];  /* the labels of batch k are in labels[k % RING] */
+    int64_t real[RING];     /* real examples of batch k (eval's last batch is short) */
+    bool eval_phase, eval_done;
+    /* progress */
+    double start_s, last_draw_s, window_start_s;
+    int64_t window_start_step;
+    double rate;        /* training steps per second, over a recent window */
+    int64_t done_train; /* training results received */
+    struct tide_step_result last;
+    double last_accuracy;
+    uint64_t max_high_water;
+    uint64_t copy_bytes_total;
+    bool tty;
+    bool bar_drawn;
+    /* evaluation */
+    int64_t eval_correct, eval_seen;
+    double eval_loss_sum;
+    int64_t eval_steps;
+};
+
+static int64_t argmax_row(const float *row, int32_t n)
+{
+    int64_t best = 0;
+    for (int32_t i = 1; i < n; i++)
+        if (row[i] > row[best])
+            best = i;
+    return best;
+}
+
+/* Counts the correct predictions among the first n rows of the step's logits, or -1. */
+static int64_t count_correct(const struct train_state *t, const struct tide_step_result *r,
+                             const int32_t *labels, int64_t n)
+{
+    const struct tide_tensor *logits = tide_step_result_fetch(r, TIDE_MODEL_LOGITS);
+    size_t want = (size_t)t->o->batch * (size_t)t->m->classes * sizeof(float);
+    if (!logits || logits->dtype != TIDE_DT_FLOAT32 || logits->bytes != want)
+        return -1;
+    const float *rows = logits->data;
+    int64_t correct = 0;
+    for (int64_t i = 0; i < n; i++)
+        correct += argmax_row(rows + i * t->m->classes, t->m->classes) == labels[i];
+    return correct;
+}
+
+static void draw_progress(struct train_state *t, bool final)
+{
+    double now = tidectl_now_s();
+    if (!final && now - t->last_draw_s < (t->tty ? 0.1 : 10.0))
+        return;
+    t->last_draw_s = now;
+    const struct tide_step_result *r = &t->last;
+    int64_t step = t->done_train;
+    double frac = t->total_steps ? (double)step / (double)t->total_steps : 0;
+    char bar[32];
+    int width = 20, filled = (int)(frac * width + 0.5);
+    for (int i = 0; i < width; i++)
+        bar[i] = i < filled ? '=' : ' ';
+    if (filled > 0 && filled < width)
+        bar[filled - 1] = '>';
+    bar[width] = '\0';
+    char hw[32], budget[32], eta[32];
+    double mb_per_step = (double)(r->h2d_bytes + r->d2h_bytes) / 1e6;
+    double left = t->rate > 0 ? (double)(t->total_steps - step) / t->rate : NAN;
+    fprintf(stderr,
+            "%s[%s] %" PRId64 "/%" PRId64 " loss %.4f acc %.3f | dev %s/%s | swap %.1f MB/step | "
+            "%.1f step/s | ETA %s%s",
+            t->tty ? "\r\033[K" : "", bar, step, t->total_steps, (double)r->loss, t->last_accuracy,
+            tidectl_fmt_bytes(r->device_high_water_bytes, hw, sizeof(hw)),
+            tidectl_fmt_bytes(t->job.device_budget_bytes, budget, sizeof(budget)), mb_per_step,
+            t->rate, tidectl_fmt_duration(left, eta, sizeof(eta)), t->tty ? "" : "\n");
+    t->bar_drawn = t->tty;
+    if (final && t->tty) {
+        fputc('\n', stderr);
+        t->bar_drawn = false;
+    }
+    fflush(stderr);
+}
+
+static int train_feed(void *user, tide_feeds *feeds)
+{
+    struct train_state *t = user;
+    if (tidectl_interrupts > 1)
+        return -1; /* abandon the stream */
+    if (tidectl_interrupts == 1)
+        return 0; /* let the steps in flight finish; no evaluation either */
+    int32_t *labels = t->labels[t->sent % RING];
+    int64_t label_dims[1] = {t->o->batch};
+    float *images;
+    if (!t->eval_phase && t->sent_train >= t->total_steps) {
+        if (t->o->no_eval || !t->test_it)
+            return 0;
+        t->eval_phase = true;
+    }
+    images = tide_feeds_buffer(feeds, TIDE_MODEL_IMAGES, TIDE_DT_FLOAT32, t->m->image_rank,
+                               t->m->image_dims);
+    if (!images)
+        return -1;
+    int64_t n;
+    if (!t->eval_phase) {
+        n = tide_dataset_iter_next(t->train_it, images, labels);
+        if (n == 0) /* a new epoch */
+            n = tide_dataset_iter_next(t->train_it, images, labels);
+        t->sent_train++;
+    } else {
+        n = tide_dataset_iter_next(t->test_it, images, labels);
+        if (n <= 0) {
+            t->eval_done = true;
+            return 0;
+        }
+        tide_feeds_set_eval_only(feeds, true);
+    }
+    if (n <= 0)
+        return -1;
+    if (tide_feeds_set(feeds, TIDE_MODEL_LABELS, TIDE_DT_INT32, 1, label_dims, labels) != 0)
+        return -1;
+    t->real[t->sent % RING] = n;
+    t->sent++;
+    return 1;
+}
+
+static int train_step(void *user, const struct tide_step_result *r)
+{
+    struct train_state *t = user;
+    int64_t k = t->received++;
+    const int32_t *labels = t->labels[k % RING];
+    int64_t n = t->real[k % RING];
+    int64_t correct = count_correct(t, r, labels, n);
+    if (r->eval_only) {
+        t->eval_steps++;
+        t->eval_loss_sum += (double)r->loss * (double)n;
+        if (correct >= 0) {
+            t->eval_correct += correct;
+            t->eval_seen += n;
+        }
+    } else {
+        t->done_train++;
+        t->last = *r;
+        t->last.fetches = NULL;
+        t->last.n_fetches = 0;
+        t->last_accuracy = correct >= 0 && n > 0 ? (double)correct / (double)n : NAN;
+        if (r->device_high_water_bytes > t->max_high_water)
+            t->max_high_water = r->device_high_water_bytes;
+        t->copy_bytes_total += r->h2d_bytes + r->d2h_bytes;
+        /*
+         * Steps per second over a window of the last few seconds, so that
+         * the rate follows changes (another job starting) without jitter.
+         */
+        double now = tidectl_now_s();
+        double dt = now - t->window_start_s;
+        if (dt > 0 && (dt >= 0.5 || t->rate == 0) && t->done_train > t->window_start_step)
+            t->rate = (double)(t->done_train - t->window_start_step) / dt;
+        if (dt >= 5.0) {
+            t->window_start_s = now;
+            t->window_start_step = t->done_train;
+        }
+    }
+    if (t->o->json) {
+        printf("{\"event\":\"step\",\"job\":");
+        tidectl_json_string(stdout, t->job.id);
+        printf(",\"result\":");
+        tidectl_json_step(stdout, r);
+        printf(",\"batch_accuracy\":");
+        tidectl_json_double(stdout, correct >= 0 && n > 0 ? (double)correct / (double)n : NAN);
+        putchar('}');
+        tidectl_json_end_line();
+    }
+    if (!r->eval_only && (t->tty || !t->o->json))
+        draw_progress(t, t->done_train == t->total_steps);
+    if (r->eval_only && t->tty && !t->o->json) {
+        fprintf(stderr, "\r\033[Kevaluating: %" PRId64 " test batches", t->eval_steps);
+        fflush(stderr);
+    }
+    return 0;
+}
+
+static int run_train(const struct tidectl_verb *verb, struct tidectl_options *o,
+                     tide_client *client)
+{
+    (void)client;
+    tide_dataset *train = NULL, *test = NULL;
+    int rc = tidectl_open_dataset(o, "train", &train);
+    if (rc == TIDECTL_EXIT_OK && !o->no_eval)
+        rc = tidectl_open_dataset(o, "test", &test);
+    if (rc != TIDECTL_EXIT_OK) {
+        tide_dataset_free(train);
+        return rc;
+    }
+    struct tidectl_model m;
+    rc = tidectl_build_model(o, tide_dataset_channels(train), tide_dataset_height(train),
+                             tide_dataset_width(train), tide_dataset_classes(train), &m);
+    if (rc != TIDECTL_EXIT_OK) {
+        tide_dataset_free(train);
+        tide_dataset_free(test);
+        return rc;
+    }
+    struct train_state t;
+    memset(&t, 0, sizeof(t));
+    t.o = o;
+    t.m = &m;
+    t.tty = isatty(STDERR_FILENO);
+    char err[512];
+    int64_t per_epoch = tide_dataset_count(train) / o->batch;
+    if (per_epoch < 1) {
+        rc = tidectl_usage_error(
+            verb->name, "--batch %" PRId64 " is larger than the dataset (%" PRId64 " examples)",
+            o->batch, tide_dataset_count(train));
+        goto out;
+    }
+    t.total_steps = o->steps ? o->steps : (o->epochs ? o->epochs : 1) * per_epoch;
+    if (tide_dataset_iter_new(train, o->batch, o->seed, TIDE_DATASET_SHUFFLE, &t.train_it, err,
+                              sizeof(err)) != 0 ||
+        (test && tide_dataset_iter_new(test, o->batch, 0, TIDE_DATASET_KEEP_LAST, &t.test_it, err,
+                                       sizeof(err)) != 0)) {
+        fprintf(stderr, "tidectl: train: %s\n", err);
+        rc = TIDECTL_EXIT_RUNTIME;
+        goto out;
+    }
+    for (int i = 0; i < RING; i++) {
+        t.labels[i] = calloc((size_t)o->batch, sizeof(int32_t));
+        if (!t.labels[i]) {
+            fprintf(stderr, "tidectl: out of memory\n");
+            rc = TIDECTL_EXIT_RUNTIME;
+            goto out;
+        }
+    }
+
+    tide_client *c = tidectl_connect(o, &rc);
+    if (!c)
+        goto out;
+    struct tide_job_spec spec;
+    char name[TIDE_JOB_NAME_MAX];
+    tidectl_make_spec(o, &m, name, sizeof(name), &spec);
+    if (tide_client_submit(c, &spec, &t.job) != 0) {
+        rc = tidectl_client_error(c, "train: submit", TIDECTL_EXIT_RUNTIME);
+        tide_client_free(c);
+        goto out;
+    }
+    char b1[32], b2[32], b3[32], b4[32];
+    if (o->json) {
+        printf("{\"event\":\"submitted\",\"job\":");
+        tidectl_json_job(stdout, &t.job);
+        printf(",\"model\":");
+        tidectl_json_string(stdout, o->model);
+        printf(",\"parameters\":%" PRId64 ",\"batch\":%" PRId64 ",\"total_steps\":%" PRId64 "}",
+               m.parameters, o->batch, t.total_steps);
+        tidectl_json_end_line();
+    }
+    if (!o->json || t.tty) {
+        fprintf(stderr,
+                "job %s: %s, %" PRId64 " parameters, batch %" PRId64 ", %" PRId64 " steps on %s\n",
+                t.job.id, o->model, m.parameters, o->batch, t.total_steps, o->dataset);
+        if (t.job.has_plan)
+            fprintf(stderr,
+                    "plan: budget %s, predicted peak %s, per step swap %s in / %s out, "
+                    "%" PRIu32 " nodes\n",
+                    tidectl_fmt_bytes(t.job.plan.budget_bytes, b1, sizeof(b1)),
+                    tidectl_fmt_bytes(t.job.plan.predicted_peak_bytes, b2, sizeof(b2)),
+                    tidectl_fmt_bytes(t.job.plan.swap_in_bytes, b3, sizeof(b3)),
+                    tidectl_fmt_bytes(t.job.plan.swap_out_bytes, b4, sizeof(b4)), t.job.plan.nodes);
+    }
+
+    tidectl_install_signals();
+    t.start_s = t.window_start_s = tidectl_now_s();
+    int code = tide_client_train(c, t.job.id, train_feed, train_step, &t);
+    double elapsed = tidectl_now_s() - t.start_s;
+    if (t.bar_drawn)
+        fputc('\n', stderr);
+    if (code != 0) {
+        rc = tidectl_client_error(c, "train", TIDECTL_EXIT_RUNTIME);
+        tide_client_free(c);
+        goto out;
+    }
+    double test_accuracy = t.eval_seen ? (double)t.eval_correct / (double)t.eval_seen : NAN;
+    double test_loss = t.eval_seen ? t.eval_loss_sum / (double)t.eval_seen : NAN;
+    struct tide_job_info after;
+    bool have_after = tide_client_get(c, t.job.id, &after) == 0;
+    if (o->json) {
+        printf("{\"event\":\"done\",\"job\":");
+        tidectl_json_string(stdout, t.job.id);
+        printf(",\"steps\":%" PRId64 ",\"interrupted\":%s,\"seconds\":", t.done_train,
+               tidectl_interrupts ? "true" : "false");
+        tidectl_json_double(stdout, elapsed);
+        printf(",\"final_loss\":");
+        tidectl_json_double(stdout, t.done_train ? (double)t.last.loss : NAN);
+        printf(",\"test_examples\":%" PRId64 ",\"test_accuracy\":", t.eval_seen);
+        tidectl_json_double(stdout, test_accuracy);
+        printf(",\"test_loss\":");
+        tidectl_json_double(stdout, test_loss);
+        printf(",\"device_high_water_bytes\":%" PRIu64 ",\"copy_bytes_total\":%" PRIu64,
+               t.max_high_water, t.copy_bytes_total);
+        if (have_after) {
+            printf(",\"state\":");
+            tidectl_json_string(stdout, tide_job_state_name(after.state));
+        }
+        putchar('}');
+        tidectl_json_end_line();
+    } else {
+        if (t.eval_steps && t.tty)
+            fputc('\n', stderr);
+        printf("job %s: %" PRId64 " steps in %s%s, final loss %.4f\n", t.job.id, t.done_train,
+               tidectl_fmt_duration(elapsed, b1, sizeof(b1)),
+               tidectl_interrupts ? " (interrupted)" : "", (double)t.last.loss);
+        printf("device memory high water %s of a %s budget; %.1f MB copied host<->device per "
+               "step\n",
+               tidectl_fmt_bytes(t.max_high_water, b2, sizeof(b2)),
+               tidectl_fmt_bytes(t.job.device_budget_bytes, b3, sizeof(b3)),
+               t.done_train ? (double)t.copy_bytes_total / 1e6 / (double)t.done_train : 0.0);
+        if (t.eval_seen)
+            printf("test accuracy %.4f (%" PRId64 " examples), test loss %.4f\n", test_accuracy,
+                   t.eval_seen, test_loss);
+    }
+    tide_client_free(c);
+out:
+    for (int i = 0; i < RING; i++)
+        free(t.labels[i]);
+    tide_dataset_iter_free(t.train_it);
+    tide_dataset_iter_free(t.test_it);
+    tide_dataset_free(train);
+    tide_dataset_free(test);
+    free(m.graph);
+    return rc;
+}
+
+static const int accepts[] = {TIDECTL_MODEL_OPTIONS,
+                              TIDECTL_OPT_STEPS,
+                              TIDECTL_OPT_EPOCHS,
+                              TIDECTL_OPT_CHECKPOINT_EVERY,
+                              TIDECTL_OPT_RESUME,
+                              TIDECTL_OPT_NO_EVAL,
+                              0};
+
+const struct tidectl_verb tidectl_verb_train = {
+    .name = "train",
+    .run = run_train,
+    .accepts = accepts,
+    .min_args = 0,
+    .max_args = 0,
+    .synopsis =
+        "train [MODEL OPTIONS] [--epochs E | --steps S] [--checkpoint-every N] [--resume JOB]",
+    .summary = "submit a model and train it on a dataset, with a progress bar",
+    .help = "DESCRIPTION\n"
+            "  Builds the model with libtide's builders, submits it as a job, and streams\n"
+            "  batches of the dataset's train split into it. A progress bar on stderr shows\n"
+            "  step/total, the loss and accuracy of the latest training batch (from the\n"
+            "  fetched logits), the device memory high water against the budget, the swap\n"
+            "  traffic (bytes copied between host and device) per step, steps per second and\n"
+            "  the time left. Then the test split is scored with forward-only steps and the\n"
+            "  test accuracy printed. The job stays on the daemon (see `jobs`, `get`).\n"
+            "  Ctrl-C once stops after the steps in flight (the job keeps its variables; a\n"
+            "  checkpoint can be taken with `checkpoint`); twice abandons the stream.\n"
+            "  With --json, stdout gets a \"submitted\" line, one \"step\" line per step and a\n"
+            "  \"done\" line.\n"
+            "\n"
+            "OPTIONS\n"
+            "  --epochs E               Train E passes over the train split (default 1).\n"
+            "  --steps S                Train S steps instead.\n"
+            "  --checkpoint-every N     Have the daemon checkpoint every N steps.\n"
+            "  --resume JOB             Start from the last checkpoint of job JOB (same model).\n"
+            "  --no-eval                Skip the test split.\n"
+            "\n" TIDECTL_MODEL_HELP,
+};
