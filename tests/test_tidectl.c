@@ -1,0 +1,332 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Tests of tidectl's command line (client/tidectl/) that need no daemon:
+ * the verb table and each verb's --help, usage errors with their exact
+ * words and exit status 2, and the connect failure (exit 3) that every
+ * verb which talks to the daemon reports the same way, in text and as a
+ * JSON line. What tidectl does with a running daemon is tested in
+ * tests/test_daemon.c.
+ *
+ * The tests run build/bin/tidectl (TIDE_BINARY_DIR, set by ctest; run by
+ * hand, the bin/ folder this test lives in) as a child process.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <poll.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+static char tidectl_path[PATH_MAX];
+
+/* The verbs in the order `tidectl --help` lists them. */
+static const char *const verbs[] = {"status", "plan",   "train",      "jobs", "get",
+                                    "watch",  "cancel", "checkpoint", "top",  "help"};
+
+#define N_VERBS (sizeof(verbs) / sizeof(verbs[0]))
+
+/* A socket path where no daemon listens. */
+#define NO_SOCKET "/nonexistent/tide-test-tidectl.sock"
+
+struct run_result {
+    int exit_code; /* -1: killed or not run */
+    char out[65536];
+    char err[16384];
+};
+
+/* Reads both pipes to the end into r. */
+static void drain_pipes(int out_fd, int err_fd, struct run_result *r)
+{
+    size_t n_out = 0, n_err = 0;
+    struct pollfd p[2] = {{.fd = out_fd, .events = POLLIN}, {.fd = err_fd, .events = POLLIN}};
+    int open_fds = 2;
+    while (open_fds > 0) {
+        if (poll(p, 2, -1) < 0 && errno != EINTR)
+            break;
+        for (int i = 0; i < 2; i++) {
+            if (p[i].fd < 0 || !(p[i].revents & (POLLIN | POLLHUP | POLLERR)))
+                continue;
+            char buf[4096];
+            ssize_t k = read(p[i].fd, buf, sizeof(buf));
+            if (k <= 0) {
+                close(p[i].fd);
+                p[i].fd = -1;
+                open_fds--;
+                continue;
+            }
+            char *dst = i == 0 ? r->out : r->err;
+            size_t cap = i == 0 ? sizeof(r->out) : sizeof(r->err);
+            size_t *len = i == 0 ? &n_out : &n_err;
+            size_t take = (size_t)k < cap - 1 - *len ? (size_t)k : cap - 1 - *len;
+            memcpy(dst + *len, buf, take);
+            *len += take;
+            dst[*len] = '\0';
+        }
+    }
+}
+
+/* Runs tidectl with args (NULL-terminated) and no $TIDE_SOCKET or $TIDE_TOKEN. */
+static void run_tidectl_argv(struct run_result *r, char *const args[])
+{
+    char *argv[32];
+    int n = 0;
+    argv[n++] = tidectl_path;
+    for (; n < 31 && args[n - 1]; n++)
+        argv[n] = args[n - 1];
+    argv[n] = NULL;
+
+    memset(r, 0, sizeof(*r));
+    r->exit_code = -1;
+    int out[2], err[2];
+    assert_int_equal(pipe(out), 0);
+    assert_int_equal(pipe(err), 0);
+    fflush(NULL);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        dup2(out[1], STDOUT_FILENO);
+        dup2(err[1], STDERR_FILENO);
+        close(out[0]), close(out[1]), close(err[0]), close(err[1]);
+        unsetenv("TIDE_SOCKET");
+        unsetenv("TIDE_TOKEN");
+        execv(argv[0], argv);
+        perror(argv[0]);
+        _exit(127);
+    }
+    close(out[1]);
+    close(err[1]);
+    drain_pipes(out[0], err[0], r);
+    int status;
+    waitpid(pid, &status, 0);
+    r->exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+/* As run_tidectl_argv(), with the arguments as a NULL-terminated list. */
+static void run_tidectl(struct run_result *r, ...)
+{
+    char *args[32];
+    int n = 0;
+    va_list list;
+    va_start(list, r);
+    for (char *a; n < 31 && (a = va_arg(list, char *)) != NULL;)
+        args[n++] = a;
+    va_end(list);
+    args[n] = NULL;
+    run_tidectl_argv(r, args);
+}
+
+static int group_setup(void **state)
+{
+    (void)state;
+    const char *dir = getenv("TIDE_BINARY_DIR");
+    char self[PATH_MAX];
+    if (dir && *dir) {
+        snprintf(tidectl_path, sizeof(tidectl_path), "%.*s/bin/tidectl", PATH_MAX - 16, dir);
+    } else {
+        ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+        if (n <= 0)
+            return -1;
+        self[n] = '\0';
+        char *slash = strrchr(self, '/');
+        *slash = '\0';
+        snprintf(tidectl_path, sizeof(tidectl_path), "%.*s/tidectl", PATH_MAX - 16, self);
+    }
+    if (access(tidectl_path, X_OK) != 0) {
+        fprintf(stderr, "%s was not built\n", tidectl_path);
+        return -1;
+    }
+    return 0;
+}
+
+/* ============================================================================
+ * Help
+ * ========================================================================== */
+
+/* `tidectl --help` lists every verb, in the table's order, each with its summary. */
+static void test_main_help(void **state)
+{
+    (void)state;
+    struct run_result *r = malloc(sizeof(*r));
+    assert_non_null(r);
+    run_tidectl(r, "--help", (char *)NULL);
+    assert_int_equal(r->exit_code, 0);
+    assert_string_equal(r->err, "");
+    assert_non_null(strstr(r->out, "NAME\n  tidectl - control the tide training daemon\n"));
+    const char *at = strstr(r->out, "COMMANDS\n");
+    assert_non_null(at);
+    for (size_t i = 0; i < N_VERBS; i++) {
+        char line[64];
+        snprintf(line, sizeof(line), "\n  %-11s ", verbs[i]);
+        const char *next = strstr(at, line);
+        if (!next)
+            fail_msg("`tidectl --help` does not list %s after the previous verb", verbs[i]);
+        at = next + 1;
+    }
+    /* `help` and `-h` say the same; no command at all says it on stderr, exit 2. */
+    struct run_result *same = malloc(sizeof(*same));
+    assert_non_null(same);
+    run_tidectl(same, "help", (char *)NULL);
+    assert_int_equal(same->exit_code, 0);
+    assert_string_equal(same->out, r->out);
+    run_tidectl(same, "-h", (char *)NULL);
+    assert_int_equal(same->exit_code, 0);
+    assert_string_equal(same->out, r->out);
+    run_tidectl(same, (char *)NULL);
+    assert_int_equal(same->exit_code, 2);
+    assert_string_equal(same->out, "");
+    assert_string_equal(same->err, r->out);
+    free(same);
+    free(r);
+}
+
+/* Each verb's --help names it, and `tidectl help VERB` prints the same text. */
+static void test_verb_help(void **state)
+{
+    (void)state;
+    struct run_result *a = malloc(sizeof(*a)), *b = malloc(sizeof(*b));
+    assert_non_null(a);
+    assert_non_null(b);
+    for (size_t i = 0; i < N_VERBS; i++) {
+        run_tidectl(a, verbs[i], "--help", (char *)NULL);
+        if (a->exit_code != 0)
+            fail_msg("tidectl %s --help: exit %d\n%s", verbs[i], a->exit_code, a->err);
+        char name[64];
+        snprintf(name, sizeof(name), "NAME\n  tidectl %s - ", verbs[i]);
+        assert_memory_equal(a->out, name, strlen(name));
+        assert_non_null(strstr(a->out, "\nDESCRIPTION\n"));
+        assert_non_null(strstr(a->out, "\nEXIT STATUS\n  0 success; 1 daemon error; 2 usage "
+                                       "error; 3 cannot connect.\n"));
+        run_tidectl(b, "help", verbs[i], (char *)NULL);
+        assert_int_equal(b->exit_code, 0);
+        assert_string_equal(b->out, a->out);
+    }
+    /* The model options' help is part of both commands that build a model. */
+    run_tidectl(a, "plan", "--help", (char *)NULL);
+    assert_non_null(strstr(a->out, "MODEL OPTIONS\n  --model mlp|cnn|resnet"));
+    run_tidectl(a, "train", "--help", (char *)NULL);
+    assert_non_null(strstr(a->out, "MODEL OPTIONS\n  --model mlp|cnn|resnet"));
+    run_tidectl(a, "--version", (char *)NULL);
+    assert_int_equal(a->exit_code, 0);
+    assert_string_equal(a->out, "tidectl 0.1.0\n");
+    free(a);
+    free(b);
+}
+
+/* ============================================================================
+ * Usage errors: exit 2, one line on stderr that names the command and the option
+ * ========================================================================== */
+
+/*
+ * Runs tidectl with the arguments (NULL-terminated) and wants exit 2, the
+ * line expected on stderr and nothing on stdout.
+ */
+static void expect_usage_error(const char *expected, ...)
+{
+    char *args[16];
+    int n = 0;
+    va_list list;
+    va_start(list, expected);
+    for (char *a; n < 15 && (a = va_arg(list, char *)) != NULL;)
+        args[n++] = a;
+    va_end(list);
+    args[n] = NULL;
+    struct run_result *r = malloc(sizeof(*r));
+    assert_non_null(r);
+    run_tidectl_argv(r, args);
+    if (r->exit_code != 2 || strcmp(r->err, expected) != 0)
+        fail_msg("tidectl %s ...: exit %d, stderr\n%s\nwanted exit 2 and\n%s", args[0],
+                 r->exit_code, r->err, expected);
+    assert_string_equal(r->out, "");
+    free(r);
+}
+
+static void test_usage_errors(void **state)
+{
+    (void)state;
+    expect_usage_error("tidectl: no command \"frob\" (see tidectl --help)\n", "frob", (char *)NULL);
+    expect_usage_error("tidectl: no command \"frob\" (see tidectl --help)\n", "help", "frob",
+                       (char *)NULL);
+    expect_usage_error("tidectl: status: option --all does not apply to status (see tidectl "
+                       "status --help)\n",
+                       "status", "--all", (char *)NULL);
+    expect_usage_error("tidectl: get: missing argument: tidectl get JOB (see tidectl get --help)\n",
+                       "get", (char *)NULL);
+    expect_usage_error("tidectl: cancel: unexpected argument \"b\" (see tidectl cancel --help)\n",
+                       "cancel", "a", "b", (char *)NULL);
+    expect_usage_error("tidectl: train: --steps wants a positive count, got \"0\" (see tidectl "
+                       "train --help)\n",
+                       "train", "--steps", "0", (char *)NULL);
+    expect_usage_error("tidectl: watch: --stride wants a positive count, got \"x\" (see tidectl "
+                       "watch --help)\n",
+                       "watch", "--stride", "x", (char *)NULL);
+    expect_usage_error("tidectl: train: --steps and --epochs exclude each other (see tidectl "
+                       "train --help)\n",
+                       "train", "--steps", "3", "--epochs", "2", (char *)NULL);
+    expect_usage_error("tidectl: plan: --swap must be one of auto, on, off, got \"maybe\" (see "
+                       "tidectl plan --help)\n",
+                       "plan", "--swap", "maybe", (char *)NULL);
+    expect_usage_error("tidectl: plan: --budget wants bytes (e.g. 512M, 2G), got \"12Q\" (see "
+                       "tidectl plan --help)\n",
+                       "plan", "--budget", "12Q", (char *)NULL);
+    expect_usage_error("tidectl: status: --socket and --connect exclude each other (see tidectl "
+                       "status --help)\n",
+                       "--socket", "/x", "--connect", "a:1", "status", (char *)NULL);
+}
+
+/* ============================================================================
+ * No daemon: exit 3, the same report from every verb that connects
+ * ========================================================================== */
+
+static void test_no_daemon(void **state)
+{
+    (void)state;
+    static const char *const connecting[][2] = {
+        {"status", NULL}, {"jobs", NULL},       {"get", "j1"}, {"watch", NULL},
+        {"cancel", "j1"}, {"checkpoint", "j1"}, {"top", NULL},
+    };
+    struct run_result *r = malloc(sizeof(*r));
+    assert_non_null(r);
+    const char *hint = "tidectl: hint: check that tided runs (systemctl status tided) and that "
+                       "--socket or $TIDE_SOCKET names its socket (now " NO_SOCKET ")\n";
+    for (size_t i = 0; i < sizeof(connecting) / sizeof(connecting[0]); i++) {
+        const char *verb = connecting[i][0], *arg = connecting[i][1];
+        run_tidectl(r, "--socket", NO_SOCKET, verb, arg, (char *)NULL);
+        if (r->exit_code != 3)
+            fail_msg("tidectl %s without a daemon: exit %d\n%s", verb, r->exit_code, r->err);
+        assert_string_equal(r->out, "");
+        assert_memory_equal(r->err, "tidectl: connect: UNAVAILABLE: ", 31);
+        size_t len = strlen(r->err), hint_len = strlen(hint);
+        assert_true(len > hint_len);
+        assert_string_equal(r->err + len - hint_len, hint);
+
+        /* With --json, the error is also one JSON line on stdout. */
+        run_tidectl(r, "--json", "--socket", NO_SOCKET, verb, arg, (char *)NULL);
+        assert_int_equal(r->exit_code, 3);
+        const char *head = "{\"error\":{\"code\":\"UNAVAILABLE\",\"code_number\":14,";
+        const char *tail = ",\"exit\":3}}\n";
+        len = strlen(r->out);
+        assert_true(len > strlen(head) + strlen(tail));
+        assert_memory_equal(r->out, head, strlen(head));
+        assert_string_equal(r->out + len - strlen(tail), tail);
+        assert_ptr_equal(strchr(r->out, '\n'), r->out + len - 1); /* one line */
+    }
+    free(r);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_main_help),
+        cmocka_unit_test(test_verb_help),
+        cmocka_unit_test(test_usage_errors),
+        cmocka_unit_test(test_no_daemon),
+    };
+    return cmocka_run_group_tests(tests, group_setup, NULL);
+}
