@@ -7,7 +7,7 @@
  * the client's channel with a method path ("/tide.v1.Jobs/Submit"), and the
  * ops started in batches on a completion queue of the call's own, which this
  * thread then plucks. The rules that keep a call from hanging
- * (../shared/notes/grpc-c-core.md) hold throughout:
+ * (docs/grpc-c-core.md) hold throughout:
  *
  *   - every call posts exactly one RECV_INITIAL_METADATA: unary calls in
  *     their one batch, streams with their first RECV_MESSAGE (so that a

@@ -10,7 +10,7 @@
  * descriptors do not record which methods stream) and handler, and is
  * checked against the descriptors at start, so that a method added to the
  * proto without a row here stops the daemon instead of hanging its callers.
- * The rules of gRPC's C core are followed exactly:
+ * The rules of gRPC's C core (docs/grpc-c-core.md) are followed exactly:
  * several request_registered_call outstanding per method, a generic
  * request_call answered UNIMPLEMENTED, SEND_INITIAL_METADATA before or with
  * every status, at most one op of each type in flight per call, and the
