@@ -31,12 +31,10 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <grp.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <dirent.h>
 #include <math.h>
-#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -51,6 +49,8 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "child.h"
 
 #include <grpc/byte_buffer.h>
 #include <grpc/byte_buffer_reader.h>
@@ -599,82 +599,14 @@ static bool variables_equal(const tide_variables *a, const tide_variables *b)
  * Child processes: tidectl, and this binary in a helper mode
  * ========================================================================== */
 
-struct run_result {
-    int exit_code;   /* -1: killed or not run */
-    char out[65536]; /* stdout */
-    char err[16384]; /* stderr */
-};
-
-/* Reads both pipes to the end. */
-static void drain_pipes(int out_fd, int err_fd, struct run_result *r)
+/* Runs argv as uid (with OTHER_GID), or as we are for uid < 0: child.h. */
+static void run_program(char *const argv[], int uid, struct tide_test_run *r)
 {
-    size_t n_out = 0, n_err = 0;
-    struct pollfd p[2] = {{.fd = out_fd, .events = POLLIN}, {.fd = err_fd, .events = POLLIN}};
-    int open_fds = 2;
-    while (open_fds > 0) {
-        if (poll(p, 2, -1) < 0 && errno != EINTR)
-            break;
-        for (int i = 0; i < 2; i++) {
-            if (p[i].fd < 0 || !(p[i].revents & (POLLIN | POLLHUP | POLLERR)))
-                continue;
-            char buf[4096];
-            ssize_t k = read(p[i].fd, buf, sizeof(buf));
-            if (k <= 0) {
-                close(p[i].fd);
-                p[i].fd = -1;
-                open_fds--;
-                continue;
-            }
-            char *dst = i == 0 ? r->out : r->err;
-            size_t cap = i == 0 ? sizeof(r->out) : sizeof(r->err);
-            size_t *len = i == 0 ? &n_out : &n_err;
-            size_t take = (size_t)k < cap - 1 - *len ? (size_t)k : cap - 1 - *len;
-            memcpy(dst + *len, buf, take);
-            *len += take;
-            dst[*len] = '\0';
-        }
-    }
-}
-
-/*
- * Runs argv (argv[0] a path) as uid/gid (or as we are, for uid < 0) and
- * collects its output and exit code.
- */
-static void run_program(char *const argv[], int uid, struct run_result *r)
-{
-    memset(r, 0, sizeof(*r));
-    r->exit_code = -1;
-    int out[2], err[2];
-    assert_int_equal(pipe(out), 0);
-    assert_int_equal(pipe(err), 0);
-    fflush(NULL);
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        dup2(out[1], STDOUT_FILENO);
-        dup2(err[1], STDERR_FILENO);
-        close(out[0]), close(out[1]), close(err[0]), close(err[1]);
-        if (uid >= 0) {
-            if (setgroups(0, NULL) != 0 || setgid(OTHER_GID) != 0 || setuid((uid_t)uid) != 0) {
-                perror("dropping privileges");
-                _exit(126);
-            }
-        }
-        unsetenv("TIDE_SOCKET");
-        execv(argv[0], argv);
-        perror(argv[0]);
-        _exit(127);
-    }
-    close(out[1]);
-    close(err[1]);
-    drain_pipes(out[0], err[0], r);
-    int status;
-    waitpid(pid, &status, 0);
-    r->exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    tide_test_run_program(argv, uid, OTHER_GID, r);
 }
 
 /* Runs tidectl with the test socket and args (NULL-terminated). */
-static void run_tidectl(struct run_result *r, int uid, ...)
+static void run_tidectl(struct tide_test_run *r, int uid, ...)
 {
     char *argv[32];
     int n = 0;
@@ -806,7 +738,7 @@ static void test_systemd_unit_verifies(void **state)
     char *argv[] = {(char *)"/usr/bin/systemd-analyze", (char *)"verify", unit_out, NULL};
     if (access(argv[0], X_OK) != 0)
         argv[0] = (char *)"/bin/systemd-analyze";
-    struct run_result *r = malloc(sizeof(*r));
+    struct tide_test_run *r = malloc(sizeof(*r));
     assert_non_null(r);
     run_program(argv, -1, r);
     if (r->exit_code != 0)
@@ -1399,7 +1331,7 @@ static void test_tcp_tls_tokens(void **state)
     tide_client_free(c);
 
     /* tidectl --connect. */
-    struct run_result *r = malloc(sizeof(*r));
+    struct tide_test_run *r = malloc(sizeof(*r));
     assert_non_null(r);
     char *argv[] = {tidectl_path,
                     (char *)"--connect",
@@ -1681,7 +1613,7 @@ static void test_other_user_denied(void **state)
         sleep_ms(20);
 
     /* libtide as uid 65534: every call on the job is PERMISSION_DENIED. */
-    struct run_result *r = malloc(sizeof(*r));
+    struct tide_test_run *r = malloc(sizeof(*r));
     assert_non_null(r);
     char *helper[] = {self_path, (char *)"--helper-other-user", socket_path, t.id, NULL};
     run_program(helper, OTHER_UID, r);
@@ -1792,7 +1724,7 @@ static void test_tidectl(void **state)
     NEED_DAEMON();
     if (access(tidectl_path, X_OK) != 0)
         fail_msg("%s was not built", tidectl_path);
-    struct run_result *r = malloc(sizeof(*r));
+    struct tide_test_run *r = malloc(sizeof(*r));
     assert_non_null(r);
 
     run_tidectl(r, -1, "--json", "status", (char *)NULL);

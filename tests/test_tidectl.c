@@ -12,7 +12,6 @@
  */
 #include <errno.h>
 #include <limits.h>
-#include <poll.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -23,6 +22,8 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+
+#include "child.h"
 
 static char tidectl_path[PATH_MAX];
 
@@ -35,45 +36,8 @@ static const char *const verbs[] = {"status", "plan",   "train",      "jobs", "g
 /* A socket path where no daemon listens. */
 #define NO_SOCKET "/nonexistent/tide-test-tidectl.sock"
 
-struct run_result {
-    int exit_code; /* -1: killed or not run */
-    char out[65536];
-    char err[16384];
-};
-
-/* Reads both pipes to the end into r. */
-static void drain_pipes(int out_fd, int err_fd, struct run_result *r)
-{
-    size_t n_out = 0, n_err = 0;
-    struct pollfd p[2] = {{.fd = out_fd, .events = POLLIN}, {.fd = err_fd, .events = POLLIN}};
-    int open_fds = 2;
-    while (open_fds > 0) {
-        if (poll(p, 2, -1) < 0 && errno != EINTR)
-            break;
-        for (int i = 0; i < 2; i++) {
-            if (p[i].fd < 0 || !(p[i].revents & (POLLIN | POLLHUP | POLLERR)))
-                continue;
-            char buf[4096];
-            ssize_t k = read(p[i].fd, buf, sizeof(buf));
-            if (k <= 0) {
-                close(p[i].fd);
-                p[i].fd = -1;
-                open_fds--;
-                continue;
-            }
-            char *dst = i == 0 ? r->out : r->err;
-            size_t cap = i == 0 ? sizeof(r->out) : sizeof(r->err);
-            size_t *len = i == 0 ? &n_out : &n_err;
-            size_t take = (size_t)k < cap - 1 - *len ? (size_t)k : cap - 1 - *len;
-            memcpy(dst + *len, buf, take);
-            *len += take;
-            dst[*len] = '\0';
-        }
-    }
-}
-
 /* Runs tidectl with args (NULL-terminated) and no $TIDE_SOCKET or $TIDE_TOKEN. */
-static void run_tidectl_argv(struct run_result *r, char *const args[])
+static void run_tidectl_argv(struct tide_test_run *r, char *const args[])
 {
     char *argv[32];
     int n = 0;
@@ -82,34 +46,11 @@ static void run_tidectl_argv(struct run_result *r, char *const args[])
         argv[n] = args[n - 1];
     argv[n] = NULL;
 
-    memset(r, 0, sizeof(*r));
-    r->exit_code = -1;
-    int out[2], err[2];
-    assert_int_equal(pipe(out), 0);
-    assert_int_equal(pipe(err), 0);
-    fflush(NULL);
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        dup2(out[1], STDOUT_FILENO);
-        dup2(err[1], STDERR_FILENO);
-        close(out[0]), close(out[1]), close(err[0]), close(err[1]);
-        unsetenv("TIDE_SOCKET");
-        unsetenv("TIDE_TOKEN");
-        execv(argv[0], argv);
-        perror(argv[0]);
-        _exit(127);
-    }
-    close(out[1]);
-    close(err[1]);
-    drain_pipes(out[0], err[0], r);
-    int status;
-    waitpid(pid, &status, 0);
-    r->exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    tide_test_run_program(argv, -1, -1, r);
 }
 
 /* As run_tidectl_argv(), with the arguments as a NULL-terminated list. */
-static void run_tidectl(struct run_result *r, ...)
+static void run_tidectl(struct tide_test_run *r, ...)
 {
     char *args[32];
     int n = 0;
@@ -153,7 +94,7 @@ static int group_setup(void **state)
 static void test_main_help(void **state)
 {
     (void)state;
-    struct run_result *r = malloc(sizeof(*r));
+    struct tide_test_run *r = malloc(sizeof(*r));
     assert_non_null(r);
     run_tidectl(r, "--help", (char *)NULL);
     assert_int_equal(r->exit_code, 0);
@@ -170,7 +111,7 @@ static void test_main_help(void **state)
         at = next + 1;
     }
     /* `help` and `-h` say the same; no command at all says it on stderr, exit 2. */
-    struct run_result *same = malloc(sizeof(*same));
+    struct tide_test_run *same = malloc(sizeof(*same));
     assert_non_null(same);
     run_tidectl(same, "help", (char *)NULL);
     assert_int_equal(same->exit_code, 0);
@@ -190,7 +131,7 @@ static void test_main_help(void **state)
 static void test_verb_help(void **state)
 {
     (void)state;
-    struct run_result *a = malloc(sizeof(*a)), *b = malloc(sizeof(*b));
+    struct tide_test_run *a = malloc(sizeof(*a)), *b = malloc(sizeof(*b));
     assert_non_null(a);
     assert_non_null(b);
     for (size_t i = 0; i < N_VERBS; i++) {
@@ -237,7 +178,7 @@ static void expect_usage_error(const char *expected, ...)
         args[n++] = a;
     va_end(list);
     args[n] = NULL;
-    struct run_result *r = malloc(sizeof(*r));
+    struct tide_test_run *r = malloc(sizeof(*r));
     assert_non_null(r);
     run_tidectl_argv(r, args);
     if (r->exit_code != 2 || strcmp(r->err, expected) != 0)
@@ -291,7 +232,7 @@ static void test_no_daemon(void **state)
         {"status", NULL}, {"jobs", NULL},       {"get", "j1"}, {"watch", NULL},
         {"cancel", "j1"}, {"checkpoint", "j1"}, {"top", NULL},
     };
-    struct run_result *r = malloc(sizeof(*r));
+    struct tide_test_run *r = malloc(sizeof(*r));
     assert_non_null(r);
     const char *hint = "tidectl: hint: check that tided runs (systemctl status tided) and that "
                        "--socket or $TIDE_SOCKET names its socket (now " NO_SOCKET ")\n";
