@@ -19,6 +19,11 @@ packages=(
     libsystemd-dev systemd
     openssl                           # test certificates for tided's TLS listener
     dataset-fashion-mnist             # demo and accuracy checks
+    libjson-c-dev                     # JSON out: tidectl/tide-bench --json, traces, dashboard API
+    libcairo2-dev                     # memory pictures (cairo's SVG surface)
+    libmicrohttpd-dev                 # tided's /metrics and dashboard listener
+    chromium                          # the dashboard's headless-browser test
+    python3 python3-prometheus-client # a real Prometheus parser for the metrics test
 )
 
 missing=()
