@@ -118,6 +118,7 @@ struct tided_jobs {
     uint32_t tasks;    /* worker tasks in flight, all jobs and plans */
     bool quiet_reported;
     char *jobs_dir;
+    int lock_fd; /* tided_store_lock's hold on the state directory */
 };
 
 /* ---- jobs.c ---- */

@@ -48,6 +48,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "common/log.h"
 #include "daemon/jobs-impl.h"
@@ -430,9 +431,17 @@ struct tided_jobs *tided_jobs_new(struct tided_daemon *d, char *error, size_t si
         free(jobs);
         return NULL;
     }
+    /* Before reading any job: a second daemon must not mark the first's jobs FAILED. */
+    jobs->lock_fd = tided_store_lock(d->config.state_dir, error, size);
+    if (jobs->lock_fd < 0) {
+        free(jobs->jobs_dir);
+        free(jobs);
+        return NULL;
+    }
     DIR *dir = opendir(jobs->jobs_dir);
     if (!dir) {
         snprintf(error, size, "state-dir: cannot list %s: %s", jobs->jobs_dir, strerror(errno));
+        close(jobs->lock_fd);
         free(jobs->jobs_dir);
         free(jobs);
         return NULL;
@@ -460,6 +469,8 @@ void tided_jobs_free(struct tided_jobs *jobs)
         tided__job_free(jobs->jobs[i]);
     free(jobs->jobs);
     free(jobs->jobs_dir);
+    if (jobs->lock_fd >= 0)
+        close(jobs->lock_fd);
     free(jobs);
 }
 

@@ -14,12 +14,55 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <unistd.h>
 
 #include "common/log.h"
 #include "daemon/jobs-impl.h"
+
+int tided_store_lock(const char *dir, char *error, size_t size)
+{
+    char *path = tided_path_join(dir, "tided.lock");
+    if (!path) {
+        snprintf(error, size, "out of memory");
+        return -1;
+    }
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        snprintf(error, size, "state-dir: cannot open %s: %s", path, strerror(errno));
+        free(path);
+        return -1;
+    }
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        int e = errno;
+        char pid[32] = "";
+        ssize_t n = e == EWOULDBLOCK ? pread(fd, pid, sizeof(pid) - 1, 0) : -1;
+        pid[n > 0 ? n : 0] = '\0';
+        pid[strcspn(pid, "\n")] = '\0';
+        if (e == EWOULDBLOCK)
+            snprintf(error, size,
+                     "state-dir %s is in use by another tided (pid %s, holding %s); stop it "
+                     "or give this one another --state-dir",
+                     dir, pid[0] ? pid : "unknown", path);
+        else
+            snprintf(error, size, "state-dir: cannot lock %s: %s", path, strerror(e));
+        close(fd);
+        free(path);
+        return -1;
+    }
+    char pid[32];
+    int len = snprintf(pid, sizeof(pid), "%ld\n", (long)getpid());
+    if (ftruncate(fd, 0) != 0 || pwrite(fd, pid, (size_t)len, 0) != len) {
+        snprintf(error, size, "state-dir: cannot write the pid to %s: %s", path, strerror(errno));
+        close(fd);
+        free(path);
+        return -1;
+    }
+    free(path);
+    return fd;
+}
 
 char *tided_path_join(const char *dir, const char *name)
 {

@@ -83,6 +83,17 @@ int tided_store_peek_step(const char *path, uint64_t *step);
  */
 enum tide_status tided_store_remove_dir(const char *dir, struct tide_error *err);
 
+/*
+ * Takes the state directory for this process: an exclusive, non-blocking
+ * flock on dir/tided.lock (created 0600), which then holds this process's pid.
+ * Returns the open descriptor (>= 0), kept until exit so the lock lasts as
+ * long as the daemon; the kernel releases it when the process ends, however
+ * it ends. When another process holds it, returns -1 with a message naming
+ * the holder's pid as the file records it, so that a second tided on the same
+ * state directory exits instead of marking the live daemon's jobs FAILED.
+ */
+int tided_store_lock(const char *dir, char *error, size_t size);
+
 /* Joins dir and name into a malloc'd path; NULL on OOM. */
 char *tided_path_join(const char *dir, const char *name);
 

@@ -1466,6 +1466,31 @@ static void test_oversized(void **state)
     tide_client_free(c);
 }
 
+/* A second tided on the live daemon's state directory exits at once, naming the first's pid. */
+static void test_second_daemon_refused(void **state)
+{
+    (void)state;
+    NEED_DAEMON();
+    char other_socket[600], pid[32];
+    snprintf(other_socket, sizeof(other_socket), "%s.second", socket_path);
+    snprintf(pid, sizeof(pid), "pid %ld", (long)daemon_pid);
+    struct tide_test_run *r = malloc(sizeof(*r));
+    assert_non_null(r);
+    run_program((char *[]){tided_path, "--socket", other_socket, "--state-dir", state_dir,
+                           "--backend", "cpu", "--device-memory", DEVICE_MEMORY, NULL},
+                -1, r);
+    assert_int_not_equal(r->exit_code, 0);
+    assert_non_null(strstr(r->err, "is in use by another tided"));
+    assert_non_null(strstr(r->err, pid));
+    free(r);
+    /* The first daemon's jobs are untouched and it still answers. */
+    tide_client *c = connect_client(2000);
+    assert_non_null(c);
+    struct tide_daemon_status s;
+    assert_int_equal(tide_client_status(c, &s, NULL, NULL), 0);
+    tide_client_free(c);
+}
+
 /* Every call on a job id the daemon never handed out: NOT_FOUND. */
 static void test_unknown_job(void **state)
 {
@@ -2055,6 +2080,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_malformed_message),
         cmocka_unit_test(test_oversized),
         cmocka_unit_test(test_unknown_job),
+        cmocka_unit_test(test_second_daemon_refused),
         cmocka_unit_test(test_two_clients_at_once),
         cmocka_unit_test(test_other_user_denied),
         cmocka_unit_test(test_client_killed_mid_stream),

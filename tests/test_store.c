@@ -3,7 +3,8 @@
  * test_store.c: the state directory (daemon/store.c) — atomic writes that
  * leave no temporary file, message round trips, missing, corrupt and
  * truncated files reported by path, checkpoint rotation, directory removal,
- * and the job records that tided lists at start (tided_jobs_new).
+ * the job records that tided lists at start (tided_jobs_new), and the lock
+ * that keeps a second daemon off a state directory in use.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -318,6 +319,47 @@ static void test_job_records(void **state)
     free(jobs_dir);
 }
 
+/* One holder at a time; the refusal names the holder's pid; a closed hold frees the directory. */
+static void test_state_dir_lock(void **state)
+{
+    const char *dir = *state;
+    char error[512] = "";
+    int fd = tided_store_lock(dir, error, sizeof(error));
+    assert_true(fd >= 0);
+
+    char *path = tided_path_join(dir, "tided.lock");
+    char content[32] = "", expected[64];
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    assert_non_null(fgets(content, sizeof(content), f));
+    fclose(f);
+    snprintf(expected, sizeof(expected), "%ld\n", (long)getpid());
+    assert_string_equal(content, expected);
+
+    /* flock conflicts between open file descriptions, also within one process. */
+    assert_int_equal(tided_store_lock(dir, error, sizeof(error)), -1);
+    snprintf(expected, sizeof(expected), "is in use by another tided (pid %ld, holding %s)",
+             (long)getpid(), path);
+    assert_non_null(strstr(error, expected));
+
+    /* The job layer takes the lock before it reads any job record. */
+    struct tided_daemon d = {0};
+    d.config.state_dir = (char *)dir;
+    error[0] = '\0';
+    assert_null(tided_jobs_new(&d, error, sizeof(error)));
+    assert_non_null(strstr(error, "is in use by another tided"));
+
+    close(fd);
+    struct tided_jobs *jobs = tided_jobs_new(&d, error, sizeof(error));
+    assert_non_null(jobs);
+    assert_int_equal(tided_store_lock(dir, error, sizeof(error)), -1);
+    tided_jobs_free(jobs); /* releases the directory */
+    fd = tided_store_lock(dir, error, sizeof(error));
+    assert_true(fd >= 0);
+    close(fd);
+    free(path);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -328,6 +370,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_checkpoint_rotation, setup_dir, teardown_dir),
         cmocka_unit_test_setup_teardown(test_remove_dir, setup_dir, teardown_dir),
         cmocka_unit_test_setup_teardown(test_job_records, setup_dir, teardown_dir),
+        cmocka_unit_test_setup_teardown(test_state_dir_lock, setup_dir, teardown_dir),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
