@@ -136,8 +136,12 @@ enum tide_status tided_spec_import(const Tide__V1__JobSpec *spec,
                                    struct tide_graph **graph, struct tide_error *err)
 {
     *graph = NULL;
-    return spec->graph ? tide_graph_import_message(spec->graph, limits, graph, err)
-                       : tide_error_set(err, TIDE_INVALID, "spec.graph: missing");
+    if (!spec->graph)
+        return tide_error_set(err, TIDE_INVALID, "spec.graph: missing");
+    if (spec->graph->n_nodes == 0)
+        return tide_error_set(err, TIDE_INVALID,
+                              "spec.graph: has no nodes; a job needs a graph to run");
+    return tide_graph_import_message(spec->graph, limits, graph, err);
 }
 
 static enum tide_status check_rate(float lr, const char *field, struct tide_error *err)

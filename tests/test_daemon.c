@@ -1410,6 +1410,31 @@ static void test_bad_graph_names_node(void **state)
     /* A spec without a graph never leaves the client. */
     tide_job_spec_init(&spec);
     CHECK_CODE(c, tide_client_submit(c, &spec, NULL), TIDE_CODE_INVALID_ARGUMENT, "libtide:");
+
+    /* A graph with no nodes (only its version set) is no job. */
+    static uint8_t empty_graph[] = {0x10, 0x01}; /* Graph{version: 1} */
+    spec.graph = empty_graph;
+    spec.graph_len = sizeof(empty_graph);
+    CHECK_CODE(c, tide_client_submit(c, &spec, NULL), TIDE_CODE_INVALID_ARGUMENT,
+               "spec.graph: has no nodes");
+
+    /* A loss that no trainable Variable reaches is refused at Submit, not at the first step. */
+    b = tide_builder_new();
+    x = tide_builder_placeholder(b, "x", TIDE_DT_FLOAT32, 2, x_dims);
+    w = tide_builder_variable(b, "w", 2, w_dims, "glorot_uniform", 1.0f, false);
+    m = tide_builder_matmul(b, "mm", x, w, false, false);
+    tide_builder_reduce_mean(b, "loss", m, NULL, 0, false);
+    assert_int_equal(tide_builder_serialize(b, &bytes, &len), 0);
+    tide_builder_free(b);
+    tide_job_spec_init(&spec);
+    spec.graph = bytes;
+    spec.graph_len = len;
+    spec.feeds = feeds;
+    spec.n_feeds = 1;
+    spec.budget_bytes = JOB_BUDGET;
+    CHECK_CODE(c, tide_client_submit(c, &spec, NULL), TIDE_CODE_INVALID_ARGUMENT,
+               "loss \"loss\" does not depend on any trainable Variable");
+    free(bytes);
     tide_client_free(c);
 }
 

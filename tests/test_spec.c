@@ -345,6 +345,14 @@ static void test_bad_feeds_and_graph(void **state)
     assert_int_equal(tided_spec_import(&f->spec, &f->limits, &g, &err), TIDE_INVALID);
     assert_null(g);
     assert_string_equal(err.message, "spec.graph: missing");
+
+    Tide__V1__Graph empty;
+    tide__v1__graph__init(&empty);
+    f->spec.graph = &empty;
+    assert_int_equal(tided_spec_import(&f->spec, &f->limits, &g, &err), TIDE_INVALID);
+    assert_null(g);
+    assert_string_equal(err.message, "spec.graph: has no nodes; a job needs a graph to run");
+    f->spec.graph = f->graph; /* the teardown frees it */
 }
 
 /* ============================================================================
