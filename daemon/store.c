@@ -19,8 +19,11 @@
 #include <sys/types.h>
 #include <unistd.h>
 
+#include <xxhash.h>
+
 #include "common/log.h"
 #include "daemon/jobs-impl.h"
+#include "graph/import.h"
 
 int tided_store_lock(const char *dir, char *error, size_t size)
 {
@@ -208,6 +211,192 @@ enum tide_status tided_store_write_message(const char *dir, const char *name,
     return write_atomically(dir, name, fill_message, message, bytes, err);
 }
 
+/* ============================================================================
+ * Checkpoints: a header, then the packed ReadVariablesResponse
+ * ========================================================================== */
+
+static void put_u32(uint8_t *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static void put_u64(uint8_t *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint32_t get_u32(const uint8_t *p)
+{
+    uint32_t v = 0;
+    for (int i = 3; i >= 0; i--)
+        v = v << 8 | p[i];
+    return v;
+}
+
+static uint64_t get_u64(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--)
+        v = v << 8 | p[i];
+    return v;
+}
+
+/* The header's fields, decoded (see store.h for the layout). */
+struct checkpoint_header {
+    uint32_t version;
+    uint64_t step;
+    uint64_t payload_bytes;
+    uint64_t checksum;
+};
+
+/* A ProtobufCBuffer that hashes what it passes on to the file. */
+struct hashing_buffer {
+    ProtobufCBuffer base;
+    struct fd_buffer *file;
+    XXH64_state_t *state;
+    uint64_t bytes;
+};
+
+static void hashing_buffer_append(ProtobufCBuffer *buffer, size_t len, const uint8_t *data)
+{
+    struct hashing_buffer *h = (struct hashing_buffer *)buffer;
+    XXH64_update(h->state, data, len);
+    h->bytes += len;
+    fd_buffer_append(&h->file->base, len, data);
+}
+
+struct checkpoint_fill {
+    const Tide__V1__ReadVariablesResponse *message;
+    XXH64_state_t *state;
+};
+
+/* A zeroed header, the payload hashed on its way out, then the header written in place. */
+static void fill_checkpoint(struct fd_buffer *b, const void *arg)
+{
+    const struct checkpoint_fill *c = arg;
+    uint8_t header[TIDED_CHECKPOINT_HEADER_BYTES] = {0};
+    fd_buffer_append(&b->base, sizeof(header), header);
+    XXH64_reset(c->state, 0);
+    struct hashing_buffer h = {.base = {.append = hashing_buffer_append}, .file = b,
+                               .state = c->state};
+    protobuf_c_message_pack_to_buffer(&c->message->base, &h.base);
+    if (b->error)
+        return;
+    memcpy(header, TIDED_CHECKPOINT_MAGIC, 8);
+    put_u32(header + 8, TIDED_CHECKPOINT_VERSION);
+    put_u32(header + 12, 0);
+    put_u64(header + 16, c->message->step);
+    put_u64(header + 24, h.bytes);
+    put_u64(header + 32, XXH64_digest(c->state));
+    if (pwrite(b->fd, header, sizeof(header), 0) != (ssize_t)sizeof(header))
+        b->error = errno ? errno : EIO;
+}
+
+enum tide_status tided_store_write_checkpoint(const char *dir, const char *name,
+                                              const Tide__V1__ReadVariablesResponse *message,
+                                              uint64_t *bytes, struct tide_error *err)
+{
+    struct checkpoint_fill c = {.message = message, .state = XXH64_createState()};
+    if (!c.state)
+        return tide_error_set(err, TIDE_NOMEM, "out of memory");
+    enum tide_status st = write_atomically(dir, name, fill_checkpoint, &c, bytes, err);
+    XXH64_freeState(c.state);
+    return st;
+}
+
+/* Decodes and checks the header of a file of file_bytes bytes; the message names path. */
+static enum tide_status checkpoint_header_parse(const char *path, const uint8_t *data,
+                                                uint64_t file_bytes,
+                                                struct checkpoint_header *h,
+                                                struct tide_error *err)
+{
+    if (file_bytes == 0)
+        return tide_error_set(err, TIDE_INVALID, "checkpoint %s is empty (0 bytes)", path);
+    size_t magic_bytes = file_bytes < 8 ? (size_t)file_bytes : 8;
+    if (memcmp(data, TIDED_CHECKPOINT_MAGIC, magic_bytes) != 0)
+        return tide_error_set(err, TIDE_INVALID,
+                              "%s is not a tide checkpoint: it does not start with \"%s\"", path,
+                              TIDED_CHECKPOINT_MAGIC);
+    if (file_bytes < TIDED_CHECKPOINT_HEADER_BYTES)
+        return tide_error_set(err, TIDE_INVALID,
+                              "checkpoint %s is truncated: %" PRIu64
+                              " bytes, shorter than its %d-byte header",
+                              path, file_bytes, TIDED_CHECKPOINT_HEADER_BYTES);
+    h->version = get_u32(data + 8);
+    h->step = get_u64(data + 16);
+    h->payload_bytes = get_u64(data + 24);
+    h->checksum = get_u64(data + 32);
+    if (h->version != TIDED_CHECKPOINT_VERSION)
+        return tide_error_set(err, TIDE_UNSUPPORTED,
+                              "checkpoint %s has format version %" PRIu32
+                              "; this tided reads version %d",
+                              path, h->version, TIDED_CHECKPOINT_VERSION);
+    uint64_t have = file_bytes - TIDED_CHECKPOINT_HEADER_BYTES;
+    if (have != h->payload_bytes)
+        return tide_error_set(err, TIDE_INVALID,
+                              "checkpoint %s is %s: its header promises %" PRIu64
+                              " bytes of variables, the file holds %" PRIu64,
+                              path, have < h->payload_bytes ? "truncated" : "longer than written",
+                              h->payload_bytes, have);
+    return TIDE_OK;
+}
+
+Tide__V1__ReadVariablesResponse *tided_store_read_checkpoint(const char *path,
+                                                             struct tide_error *err)
+{
+    uint8_t *data;
+    size_t len;
+    if (tided_store_read(path, &data, &len, err) != TIDE_OK)
+        return NULL;
+    struct checkpoint_header h;
+    Tide__V1__ReadVariablesResponse *m = NULL;
+    if (checkpoint_header_parse(path, data, len, &h, err) != TIDE_OK)
+        goto out;
+    const uint8_t *payload = data + TIDED_CHECKPOINT_HEADER_BYTES;
+    uint64_t sum = XXH64(payload, (size_t)h.payload_bytes, 0);
+    if (sum != h.checksum) {
+        tide_error_set(err, TIDE_INVALID,
+                       "checkpoint %s is corrupted: its variables hash to %016" PRIx64
+                       " (xxHash64), the header recorded %016" PRIx64,
+                       path, sum, h.checksum);
+        goto out;
+    }
+    m = tide__v1__read_variables_response__unpack(NULL, (size_t)h.payload_bytes, payload);
+    if (!m) {
+        tide_error_set(err, TIDE_INVALID,
+                       "checkpoint %s: its checksum matches but its variables are not a valid "
+                       "tide.v1.ReadVariablesResponse",
+                       path);
+        goto out;
+    }
+    enum tide_status st = TIDE_OK;
+    if (m->step != h.step)
+        st = tide_error_set(err, TIDE_INVALID,
+                            "checkpoint %s: the header says step %" PRIu64 ", the variables step %" PRIu64,
+                            path, h.step, m->step);
+    for (size_t i = 0; st == TIDE_OK && i < m->n_variables; i++) {
+        const Tide__V1__NamedTensor *nt = m->variables[i];
+        struct tide_const_tensor value;
+        char what[160];
+        snprintf(what, sizeof(what), "checkpoint %s: variable \"%.64s\"", path,
+                 nt->name ? nt->name : "");
+        if (!nt->name || !nt->name[0])
+            st = tide_error_set(err, TIDE_INVALID, "checkpoint %s: variable %zu has no name", path,
+                                i);
+        else
+            st = tide_tensor_from_proto(nt->tensor, NULL, &value, what, err);
+    }
+    if (st != TIDE_OK) {
+        tide__v1__read_variables_response__free_unpacked(m, NULL);
+        m = NULL;
+    }
+out:
+    free(data);
+    return m;
+}
+
 enum tide_status tided_store_read(const char *path, uint8_t **data, size_t *len,
                                   struct tide_error *err)
 {
@@ -264,26 +453,21 @@ ProtobufCMessage *tided_store_read_message(const char *path,
 
 int tided_store_peek_step(const char *path, uint64_t *step)
 {
-    uint8_t buf[16];
+    uint8_t buf[TIDED_CHECKPOINT_HEADER_BYTES];
+    *step = 0;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return -1;
-    ssize_t n = read(fd, buf, sizeof(buf));
+    struct stat sb;
+    ssize_t n = fstat(fd, &sb) == 0 ? pread(fd, buf, sizeof(buf), 0) : -1;
     close(fd);
-    *step = 0;
-    if (n <= 0)
-        return n == 0 ? 0 : -1; /* an empty message: step 0 */
-    if (buf[0] != 0x08)          /* field 1, varint: absent means step 0 */
-        return 0;
-    uint64_t v = 0;
-    for (ssize_t i = 1; i < n && i < 11; i++) {
-        v |= (uint64_t)(buf[i] & 0x7f) << (7 * (i - 1));
-        if (!(buf[i] & 0x80)) {
-            *step = v;
-            return 0;
-        }
-    }
-    return -1;
+    struct checkpoint_header h;
+    struct tide_error err = {0};
+    if (n != (ssize_t)sizeof(buf) ||
+        checkpoint_header_parse(path, buf, (uint64_t)sb.st_size, &h, &err) != TIDE_OK)
+        return -1;
+    *step = h.step;
+    return 0;
 }
 
 static enum tide_status fsync_dir(const char *dir, struct tide_error *err)
@@ -362,7 +546,7 @@ enum tide_status tided_store_prune_checkpoints(const char *dir, uint32_t keep,
                                                struct tide_error *err)
 {
     if (keep == 0)
-        keep = 1;
+        keep = 2; /* the newest and the one before it */
     DIR *d = opendir(dir);
     if (!d)
         return tide_error_set(err, TIDE_IO, "cannot open the directory %s: %s", dir,

@@ -30,6 +30,7 @@
 #include <protobuf-c/protobuf-c.h>
 
 #include "common/status.h"
+#include "tide/v1/tide.pb-c.h"
 
 /* Creates dir and its missing parents with mode 0700 (existing ones are kept). */
 enum tide_status tided_store_mkdirs(const char *dir, struct tide_error *err);
@@ -54,7 +55,8 @@ enum tide_status tided_store_link(const char *dir, const char *target, const cha
 
 /*
  * Deletes the oldest checkpoint-<step>.pb files of dir so that at most keep
- * remain (0 counts as 1); the newest steps are kept.
+ * remain (0 counts as 2: the newest and the one before it, so that a damaged
+ * newest checkpoint leaves a good one); the newest steps are kept.
  */
 enum tide_status tided_store_prune_checkpoints(const char *dir, uint32_t keep,
                                                struct tide_error *err);
@@ -72,8 +74,45 @@ ProtobufCMessage *tided_store_read_message(const char *path,
                                            struct tide_error *err);
 
 /*
- * The step field (1) of a checkpoint file without reading the rest: packed
- * messages start with their lowest field. Returns -1 when unreadable.
+ * Checkpoints. A checkpoint file is a 40-byte header, then the variables as
+ * a packed tide.v1.ReadVariablesResponse (the payload):
+ *
+ *   offset  0  8 bytes  magic "TIDECKPT"
+ *           8  u32      format version (TIDED_CHECKPOINT_VERSION)
+ *          12  u32      flags, 0
+ *          16  u64      step (the payload's step, readable without it)
+ *          24  u64      payload bytes
+ *          32  u64      xxHash64 (seed 0) of the payload
+ *
+ * integers little-endian. It is written like every file here (temporary
+ * file, fsync, rename, directory fsync), so a crash leaves the old file or
+ * the new one; the header is what tells a whole file from an empty,
+ * truncated or corrupted one, which reading refuses, naming the file and
+ * the problem.
+ */
+#define TIDED_CHECKPOINT_MAGIC "TIDECKPT"
+#define TIDED_CHECKPOINT_VERSION 1
+#define TIDED_CHECKPOINT_HEADER_BYTES 40
+
+/* Writes dir/name as a checkpoint of message (header + payload); *bytes gets the file's size. */
+enum tide_status tided_store_write_checkpoint(const char *dir, const char *name,
+                                              const Tide__V1__ReadVariablesResponse *message,
+                                              uint64_t *bytes, struct tide_error *err);
+
+/*
+ * Reads a checkpoint and checks everything before anything is used: the
+ * magic, the version, the payload's length and checksum, the header's step
+ * against the payload's, and every variable's name and byte length against
+ * its shape and dtype. NULL with err set (TIDE_NOT_FOUND when the file does
+ * not exist) otherwise. Freed with tide__v1__read_variables_response__free_unpacked.
+ */
+Tide__V1__ReadVariablesResponse *tided_store_read_checkpoint(const char *path,
+                                                             struct tide_error *err);
+
+/*
+ * The step of a checkpoint from its header, without reading the rest; -1
+ * when the file is missing or its header is not whole and valid (its length
+ * included; the checksum is checked by tided_store_read_checkpoint).
  */
 int tided_store_peek_step(const char *path, uint64_t *step);
 

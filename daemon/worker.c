@@ -304,8 +304,7 @@ static void run_compile(struct tided_task *t)
     st = prepare(t, &setup, &g);
     if (st == TIDE_OK && t->compile.restore_path) {
         struct tide_error e = {0};
-        ck = (Tide__V1__ReadVariablesResponse *)tided_store_read_message(
-            t->compile.restore_path, &tide__v1__read_variables_response__descriptor, &e);
+        ck = tided_store_read_checkpoint(t->compile.restore_path, &e);
         if (!ck)
             st = tide_error_set(err, e.status == TIDE_NOT_FOUND ? TIDE_NOT_FOUND : TIDE_INTERNAL,
                                 "resume_from: %s", e.message);
@@ -500,19 +499,21 @@ static enum tide_status variables_read(struct tide_session *s, const uint32_t *i
  * checkpoint-<step>.pb beyond the policy's keep. A crash at any point leaves
  * checkpoint.pb whole: the previous one or the new one.
  */
-static enum tide_status write_checkpoint(struct tided_task *t, const ProtobufCMessage *msg)
+static enum tide_status write_checkpoint(struct tided_task *t,
+                                        const Tide__V1__ReadVariablesResponse *msg)
 {
     const char *dir = t->checkpoint.dir;
     char name[64];
     snprintf(name, sizeof(name), "checkpoint-%" PRIu64 ".pb", t->checkpoint.step);
-    enum tide_status st = tided_store_write_message(dir, name, msg, &t->checkpoint.bytes, &t->err);
+    enum tide_status st =
+        tided_store_write_checkpoint(dir, name, msg, &t->checkpoint.bytes, &t->err);
     if (st != TIDE_OK)
         return st;
     st = tided_store_link(dir, name, "checkpoint.pb", &t->err);
     if (st == TIDE_UNSUPPORTED) {
         TIDE_LOG_DEBUG("%s; writing a copy instead", t->err.message);
         tide_error_clear(&t->err);
-        st = tided_store_write_message(dir, "checkpoint.pb", msg, NULL, &t->err);
+        st = tided_store_write_checkpoint(dir, "checkpoint.pb", msg, NULL, &t->err);
     }
     if (st != TIDE_OK)
         return st;
@@ -544,7 +545,7 @@ static void run_checkpoint(struct tided_task *t)
         msg.step = t->checkpoint.step;
         msg.n_variables = vars.n;
         msg.variables = vars.ptrs;
-        st = write_checkpoint(t, &msg.base);
+        st = write_checkpoint(t, &msg);
         variables_release(&vars);
     }
     if (st == TIDE_OK) {
@@ -612,9 +613,7 @@ static void read_from_session(struct tided_task *t)
 static void read_from_checkpoint(struct tided_task *t)
 {
     struct tide_error e = {0};
-    Tide__V1__ReadVariablesResponse *ck = (Tide__V1__ReadVariablesResponse *)
-        tided_store_read_message(t->read.checkpoint_path,
-                                 &tide__v1__read_variables_response__descriptor, &e);
+    Tide__V1__ReadVariablesResponse *ck = tided_store_read_checkpoint(t->read.checkpoint_path, &e);
     if (!ck) {
         t->status = tide_error_set(&t->err, e.status == TIDE_NOT_FOUND ? TIDE_NOT_FOUND
                                                                        : TIDE_INTERNAL,

@@ -22,6 +22,7 @@ packages=(
     libjson-c-dev                     # JSON out: tidectl/tide-bench --json, traces, dashboard API
     libcairo2-dev                     # memory pictures (cairo's SVG surface)
     libmicrohttpd-dev                 # tided's /metrics and dashboard listener
+    libxxhash-dev                     # checkpoint checksums (xxHash64)
     chromium                          # the dashboard's headless-browser test
     python3 python3-prometheus-client # a real Prometheus parser for the metrics test
 )

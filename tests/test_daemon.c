@@ -1140,6 +1140,24 @@ static void test_checkpoint(void **state)
     struct tide_job_info job;
     CHECK_OK(c, tide_client_get(c, id, &job));
     assert_int_equal(job.last_checkpoint_step, 3);
+
+    /* Once the job has ended, its variables come from checkpoint.pb: whole, or an error. */
+    CHECK_OK(c, tide_client_cancel(c, id, &job));
+    tide_variables *vars = NULL;
+    CHECK_OK(c, tide_client_read_variables(c, id, NULL, 0, &vars));
+    assert_true(tide_variables_count(vars) > 0);
+    tide_variables_free(vars);
+    char latest[PATH_MAX + 64];
+    snprintf(latest, sizeof(latest), "%s/jobs/%s/checkpoint.pb", state_dir, id);
+    assert_int_equal(truncate(latest, st.st_size - 7), 0);
+    vars = NULL;
+    CHECK_CODE(c, tide_client_read_variables(c, id, NULL, 0, &vars), TIDE_CODE_INTERNAL,
+               "is truncated: its header promises");
+    assert_non_null(strstr(tide_client_error_message(c), latest));
+    tide_variables_free(vars);
+    assert_int_equal(truncate(latest, 0), 0);
+    spec.resume_from = id;
+    CHECK_CODE(c, tide_client_submit(c, &spec, NULL), TIDE_CODE_INTERNAL, "is empty (0 bytes)");
     feeder_free(&f);
     free(g.bytes);
     tide_client_free(c);

@@ -13,6 +13,7 @@
 #include <cmocka.h>
 
 #include <dirent.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -204,11 +205,126 @@ static void write_checkpoint(const char *dir, uint64_t step)
     Tide__V1__ReadVariablesResponse ck = TIDE__V1__READ_VARIABLES_RESPONSE__INIT;
     ck.step = step;
     snprintf(name, sizeof(name), "checkpoint-%llu.pb", (unsigned long long)step);
-    assert_int_equal(tided_store_write_message(dir, name, &ck.base, NULL, &err), TIDE_OK);
+    assert_int_equal(tided_store_write_checkpoint(dir, name, &ck, NULL, &err), TIDE_OK);
     enum tide_status st = tided_store_link(dir, name, "checkpoint.pb", &err);
     if (st == TIDE_UNSUPPORTED)
-        st = tided_store_write_message(dir, "checkpoint.pb", &ck.base, NULL, &err);
+        st = tided_store_write_checkpoint(dir, "checkpoint.pb", &ck, NULL, &err);
     assert_int_equal(st, TIDE_OK);
+}
+
+/* A checkpoint of one variable, w = {1, 2, 3} as float32 [3], with data_bytes of data. */
+static void write_one_variable(const char *dir, const char *name, uint64_t step, size_t data_bytes)
+{
+    static const float values[4] = {1, 2, 3, 4};
+    int64_t dims[1] = {3};
+    Tide__V1__TensorShape shape = TIDE__V1__TENSOR_SHAPE__INIT;
+    shape.n_dims = 1;
+    shape.dims = dims;
+    Tide__V1__Tensor tensor = TIDE__V1__TENSOR__INIT;
+    tensor.dtype = TIDE__V1__DATA_TYPE__DT_FLOAT32;
+    tensor.shape = &shape;
+    tensor.data.data = (uint8_t *)values;
+    tensor.data.len = data_bytes;
+    Tide__V1__NamedTensor nt = TIDE__V1__NAMED_TENSOR__INIT;
+    nt.name = (char *)"w";
+    nt.tensor = &tensor;
+    Tide__V1__NamedTensor *vars[1] = {&nt};
+    Tide__V1__ReadVariablesResponse ck = TIDE__V1__READ_VARIABLES_RESPONSE__INIT;
+    ck.step = step;
+    ck.n_variables = 1;
+    ck.variables = vars;
+    struct tide_error err = {0};
+    uint64_t bytes = 0;
+    assert_int_equal(tided_store_write_checkpoint(dir, name, &ck, &bytes, &err), TIDE_OK);
+    assert_int_equal(bytes, TIDED_CHECKPOINT_HEADER_BYTES +
+                                tide__v1__read_variables_response__get_packed_size(&ck));
+}
+
+/*
+ * Reading path must fail with a message containing text (and the path);
+ * header_whole says whether the header alone passes (tided_store_peek_step).
+ */
+static void expect_bad_checkpoint(const char *path, const char *text, bool header_whole)
+{
+    struct tide_error err = {0};
+    Tide__V1__ReadVariablesResponse *ck = tided_store_read_checkpoint(path, &err);
+    if (ck)
+        fail_msg("%s was read although it should fail with \"%s\"", path, text);
+    if (!strstr(err.message, text) || !strstr(err.message, path))
+        fail_msg("want \"%s\" and the path in \"%s\"", text, err.message);
+    uint64_t step;
+    assert_int_equal(tided_store_peek_step(path, &step), header_whole ? 0 : -1);
+}
+
+/*
+ * The checkpoint format: a round trip, then every way a file can be damaged
+ * is refused naming the file and the problem — never read as "0 variables".
+ */
+static void test_checkpoint_format(void **state)
+{
+    const char *dir = *state;
+    struct tide_error err = {0};
+    write_one_variable(dir, "good.pb", 7, 12);
+    char *path = tided_path_join(dir, "good.pb");
+    Tide__V1__ReadVariablesResponse *ck = tided_store_read_checkpoint(path, &err);
+    assert_non_null(ck);
+    assert_int_equal(ck->step, 7);
+    assert_int_equal(ck->n_variables, 1);
+    assert_string_equal(ck->variables[0]->name, "w");
+    assert_int_equal(ck->variables[0]->tensor->data.len, 12);
+    assert_memory_equal(ck->variables[0]->tensor->data.data, ((float[]){1, 2, 3}), 12);
+    tide__v1__read_variables_response__free_unpacked(ck, NULL);
+    uint64_t step = 0;
+    assert_int_equal(tided_store_peek_step(path, &step), 0);
+    assert_int_equal(step, 7);
+
+    uint8_t *good = NULL;
+    size_t len = 0;
+    assert_int_equal(tided_store_read(path, &good, &len, &err), TIDE_OK);
+    assert_memory_equal(good, "TIDECKPT", 8);
+    char *bad = tided_path_join(dir, "bad.pb");
+
+    write_raw(bad, "", 0);
+    expect_bad_checkpoint(bad, "is empty (0 bytes)", false);
+    write_raw(bad, good, 20);
+    expect_bad_checkpoint(bad, "is truncated: 20 bytes, shorter than its 40-byte header", false);
+    write_raw(bad, good, len - 5);
+    char text[160];
+    snprintf(text, sizeof(text), "is truncated: its header promises %zu bytes of variables, the "
+                                 "file holds %zu",
+             len - 40, len - 45);
+    expect_bad_checkpoint(bad, text, false);
+
+    uint8_t *copy = malloc(len + 1);
+    assert_non_null(copy);
+    memcpy(copy, good, len);
+    copy[len] = 0;
+    write_raw(bad, copy, len + 1);
+    expect_bad_checkpoint(bad, "is longer than written", false);
+
+    copy[len - 3] ^= 0x40; /* a flipped bit inside w's data */
+    write_raw(bad, copy, len);
+    expect_bad_checkpoint(bad, "is corrupted: its variables hash to", true);
+    copy[len - 3] ^= 0x40;
+
+    copy[8] = 9; /* format version 9 */
+    write_raw(bad, copy, len);
+    expect_bad_checkpoint(bad, "has format version 9; this tided reads version 1", false);
+    copy[8] = 1;
+
+    /* What tided wrote before the header existed: a bare message. */
+    write_raw(bad, copy + 40, len - 40);
+    expect_bad_checkpoint(bad, "is not a tide checkpoint: it does not start with \"TIDECKPT\"", false);
+    free(copy);
+
+    /* Whole and checksummed, but the tensor's bytes do not match its shape. */
+    write_one_variable(dir, "bad.pb", 7, 16);
+    expect_bad_checkpoint(bad, "variable \"w\": tensor of shape [3] float32 needs 12 bytes, "
+                               "got 16", true);
+
+    free(bad);
+    free(good);
+    free(path);
 }
 
 /* checkpoint.pb follows the newest checkpoint-<step>.pb; rotation keeps the newest `keep`. */
@@ -227,9 +343,12 @@ static void test_checkpoint_rotation(void **state)
     assert_int_equal(tided_store_prune_checkpoints(dir, 2, &err), TIDE_OK);
     assert_string_equal(listing(dir, buf, sizeof(buf)),
                         "checkpoint-40.pb checkpoint-50.pb checkpoint.pb");
-    /* keep = 0 counts as 1; other files are left alone. */
+    /* keep = 0 counts as 2 (the previous good one stays); other files are left alone. */
     assert_int_equal(tided_store_write(dir, "info.pb", "x", 1, &err), TIDE_OK);
     assert_int_equal(tided_store_prune_checkpoints(dir, 0, &err), TIDE_OK);
+    assert_string_equal(listing(dir, buf, sizeof(buf)),
+                        "checkpoint-40.pb checkpoint-50.pb checkpoint.pb info.pb");
+    assert_int_equal(tided_store_prune_checkpoints(dir, 1, &err), TIDE_OK);
     assert_string_equal(listing(dir, buf, sizeof(buf)), "checkpoint-50.pb checkpoint.pb info.pb");
     assert_int_equal(tided_store_peek_step(latest, &step), 0);
     assert_int_equal(step, 50);
@@ -367,6 +486,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_mkdirs, setup_dir, teardown_dir),
         cmocka_unit_test_setup_teardown(test_message_round_trip, setup_dir, teardown_dir),
         cmocka_unit_test_setup_teardown(test_corrupt_and_truncated, setup_dir, teardown_dir),
+        cmocka_unit_test_setup_teardown(test_checkpoint_format, setup_dir, teardown_dir),
         cmocka_unit_test_setup_teardown(test_checkpoint_rotation, setup_dir, teardown_dir),
         cmocka_unit_test_setup_teardown(test_remove_dir, setup_dir, teardown_dir),
         cmocka_unit_test_setup_teardown(test_job_records, setup_dir, teardown_dir),

@@ -244,7 +244,7 @@ struct tide_job_spec {
     bool autotune; /* search threshold and prefetch by simulation; default true */
 
     uint64_t checkpoint_every; /* write a checkpoint every N steps; 0: only when asked */
-    uint32_t checkpoint_keep;  /* checkpoints kept per job; 0: 1 */
+    uint32_t checkpoint_keep;  /* checkpoints kept per job; 0: 2 (the newest and the one before) */
     const char *resume_from;   /* a job id whose last checkpoint initialises the variables */
     uint64_t seed;             /* seed of the variable initialisers */
 };
