@@ -1663,6 +1663,33 @@ int tide_client_train(tide_client *c, const char *job_id, tide_feed_fn feed, tid
     return code;
 }
 
+int tide_client_finish(tide_client *c, const char *job_id)
+{
+    CHECK_CLIENT(c);
+    CHECK_JOB_ID(c, job_id);
+    struct train_stream t;
+    memset(&t, 0, sizeof(t));
+    int code = rpc_open(&t.rpc, c, TIDE__RPC_TRAIN, 0);
+    if (code != TIDE_CODE_OK) {
+        rpc_close(&t.rpc);
+        return code;
+    }
+    /* One message, no batch: the job's last word. */
+    Tide__V1__TrainRequest last = TIDE__V1__TRAIN_REQUEST__INIT;
+    last.job_id = (char *)job_id;
+    last.finish = true;
+    grpc_byte_buffer *buffer = pack_message(&last.base);
+    bool sent = buffer && train_post_send(&t, buffer, true) && train_collect_send(&t);
+    if (sent)
+        train_close(&t);
+    code = rpc_finish(&t.rpc, TIDE__RPC_TRAIN);
+    if (code == TIDE_CODE_OK && !sent)
+        code = tide__client_fail(c, TIDE_CODE_INTERNAL,
+                                 "Train: the finish message for %s could not be sent", job_id);
+    rpc_close(&t.rpc);
+    return code;
+}
+
 /* ============================================================================
  * Watch: the server stream
  * ========================================================================== */

@@ -97,6 +97,7 @@ struct job {
     bool step_in_flight;
     bool reading;     /* a RECV_MESSAGE is posted */
     bool half_closed; /* the client said it sent its last batch */
+    bool finishing;   /* ... with TrainRequest.finish: the job ends after its last step */
     uint32_t tasks;   /* worker tasks in flight for this job */
 };
 

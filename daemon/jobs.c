@@ -287,6 +287,7 @@ void tided__job_detach_train(struct job *j, grpc_status_code code, const char *m
     j->staged = NULL;
     j->reading = false;
     j->half_closed = false;
+    j->finishing = false;
     if (!j->train)
         return;
     struct tided_call *c = j->train;

@@ -23,6 +23,23 @@ static void end_train(struct tided_daemon *d, struct job *j)
     tided__job_set_state(d, j, STATE(READY), NULL);
 }
 
+/*
+ * TrainRequest.finish, and every step ran: a final checkpoint, the session
+ * and the budget released, DONE; the stream ends OK. The checkpoint task is
+ * queued before anything that can read it (the worker runs tasks in order).
+ */
+static void finish_job(struct tided_daemon *d, struct job *j)
+{
+    uint64_t step = j->dispatched;
+    TIDE_LOG_INFO("job %s: finished by its client at step %" PRIu64, j->id, step);
+    tided__job_detach_train(j, GRPC_STATUS_OK, NULL);
+    tided__job_release_session(d, j, true);
+    tided__job_set_state(d, j, STATE(DONE),
+                         "finished by its client at step %" PRIu64
+                         "; its checkpoint keeps the variables (resume_from continues it)",
+                         step);
+}
+
 static void pump_train(struct tided_daemon *d, struct job *j);
 
 /* Checks a TrainRequest's feeds against the job's placeholders; NULL and error if wrong. */
@@ -134,8 +151,21 @@ static void pump_train(struct tided_daemon *d, struct job *j)
         j->reading = true;
         tided_call_read(j->train);
     }
-    if (j->half_closed && !j->staged && !j->step_in_flight)
-        end_train(d, j);
+    if (j->half_closed && !j->staged && !j->step_in_flight) {
+        if (j->finishing)
+            finish_job(d, j);
+        else
+            end_train(d, j);
+    }
+}
+
+/* A TrainRequest with finish set is the stream's last: read no more. */
+static void note_finish(struct job *j, const Tide__V1__TrainRequest *m)
+{
+    if (m->finish) {
+        j->finishing = true;
+        j->half_closed = true;
+    }
 }
 
 static void train_message(void *owner, struct tided_call *call, ProtobufCMessage *message)
@@ -156,6 +186,9 @@ static void train_message(void *owner, struct tided_call *call, ProtobufCMessage
                  tided__shown(m->job_id, buf, sizeof(buf)), j->id);
         tide__v1__train_request__free_unpacked(m, NULL);
         tided__job_detach_train(j, GRPC_STATUS_INVALID_ARGUMENT, error);
+    } else if (m->finish && m->n_feeds == 0) {
+        note_finish(j, m);
+        tide__v1__train_request__free_unpacked(m, NULL);
     } else {
         struct batch *bt = batch_new(j, m, error, sizeof(error));
         if (!bt) {
@@ -163,6 +196,7 @@ static void train_message(void *owner, struct tided_call *call, ProtobufCMessage
             tided__job_detach_train(j, GRPC_STATUS_INVALID_ARGUMENT, error);
         } else {
             j->staged = bt;
+            note_finish(j, m); /* m lives on in the batch */
         }
     }
     if (!j->train && !j->step_in_flight && j->state == STATE(RUNNING))
@@ -189,6 +223,7 @@ static void train_done(void *owner, struct tided_call *call, bool cancelled)
     j->staged = NULL;
     j->reading = false;
     j->half_closed = false;
+    j->finishing = false;
     if (j->state == STATE(RUNNING) && !j->step_in_flight)
         tided__job_set_state(d, j, STATE(READY), NULL);
 }
@@ -242,6 +277,7 @@ void tided_rpc_train(struct tided_daemon *d, struct tided_call *call, ProtobufCM
     }
     j->train = call;
     j->half_closed = false;
+    j->finishing = false;
     j->reading = false;
     j->last_step_us = 0; /* the time between streams is no step's */
     tided_call_set_owner(call, &train_ops, j);
@@ -258,7 +294,9 @@ void tided_rpc_train(struct tided_daemon *d, struct tided_call *call, ProtobufCM
             return;
         }
         j->staged = bt;
+        note_finish(j, m);
     } else {
+        note_finish(j, m);
         tide__v1__train_request__free_unpacked(m, NULL);
     }
     pump_train(d, j);

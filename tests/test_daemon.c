@@ -1786,6 +1786,61 @@ static void test_client_killed_mid_stream(void **state)
  * Tests: tidectl
  * ========================================================================== */
 
+/* The reserved device bytes that `tidectl --json status` reports. */
+static uint64_t reserved_bytes(struct tide_test_run *r)
+{
+    run_tidectl(r, -1, "--json", "status", (char *)NULL);
+    if (r->exit_code != 0)
+        fail_msg("tidectl status: exit %d\n%s", r->exit_code, r->err);
+    const char *field = strstr(r->out, "\"device_reserved_bytes\":");
+    assert_non_null(field);
+    return strtoull(field + strlen("\"device_reserved_bytes\":"), NULL, 10);
+}
+
+/*
+ * tidectl train finishes its job: three in a row leave nothing reserved,
+ * each job is DONE with a final checkpoint whose variables can still be read.
+ */
+static void test_train_finishes_job(void **state)
+{
+    (void)state;
+    NEED_DAEMON();
+    struct tide_test_run *r = malloc(sizeof(*r));
+    assert_non_null(r);
+    uint64_t before = reserved_bytes(r);
+    char id[TIDE_JOB_ID_MAX] = "";
+    for (int i = 0; i < 3; i++) {
+        run_tidectl(r, -1, "--json", "train", "--model", "mlp", "--dataset", "synthetic",
+                    "--steps", "5", "--batch", "64", "--budget", "96M", "--no-eval", (char *)NULL);
+        if (r->exit_code != 0)
+            fail_msg("tidectl train #%d: exit %d\n%s\n%s", i + 1, r->exit_code, r->out, r->err);
+        const char *prefix = "{\"event\":\"submitted\",\"job\":{\"id\":\"";
+        const char *job = strstr(r->out, prefix);
+        assert_non_null(job);
+        job += strlen(prefix);
+        size_t n = strcspn(job, "\"");
+        assert_true(n > 0 && n < sizeof(id));
+        memcpy(id, job, n);
+        id[n] = '\0';
+        assert_int_equal(reserved_bytes(r), before);
+    }
+    tide_client *c = connect_client(5000);
+    assert_non_null(c);
+    struct tide_job_info job;
+    CHECK_OK(c, tide_client_get(c, id, &job));
+    assert_int_equal(job.state, TIDE_JOB_DONE);
+    assert_non_null(strstr(job.message, "finished by its client at step 5"));
+    tide_variables *vars = NULL;
+    CHECK_OK(c, tide_client_read_variables(c, id, NULL, 0, &vars));
+    assert_int_equal(tide_variables_step(vars), 5);
+    assert_true(tide_variables_count(vars) > 0);
+    tide_variables_free(vars);
+    /* An ended job takes no more Train streams, finish included. */
+    CHECK_CODE(c, tide_client_finish(c, id), TIDE_CODE_FAILED_PRECONDITION, "has ended");
+    tide_client_free(c);
+    free(r);
+}
+
 static void test_tidectl(void **state)
 {
     (void)state;
@@ -1814,7 +1869,7 @@ static void test_tidectl(void **state)
 
     run_tidectl(r, -1, "--json", "train", "--model", "mlp", "--dataset", "synthetic", "--steps",
                 "5", "--batch", "200", "--budget", "16M", "--lr", "0.05", "--checkpoint-every", "2",
-                (char *)NULL);
+                "--keep", (char *)NULL);
     if (r->exit_code != 0)
         fail_msg("tidectl train: exit %d\n%s\n%s", r->exit_code, r->out, r->err);
     char *done = strstr(r->out, "{\"event\":\"done\"");
@@ -2128,6 +2183,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_other_user_denied),
         cmocka_unit_test(test_client_killed_mid_stream),
         cmocka_unit_test(test_tidectl),
+        cmocka_unit_test(test_train_finishes_job),
         cmocka_unit_test(test_restart_after_sigterm),
         cmocka_unit_test(test_restart_after_sigkill),
     };

@@ -47,6 +47,7 @@ static const struct option long_options[] = {
     {"checkpoint-every", required_argument, 0, TIDECTL_OPT_CHECKPOINT_EVERY},
     {"resume", required_argument, 0, TIDECTL_OPT_RESUME},
     {"no-eval", no_argument, 0, TIDECTL_OPT_NO_EVAL},
+    {"keep", no_argument, 0, TIDECTL_OPT_KEEP},
     {"partitions", no_argument, 0, TIDECTL_OPT_PARTITIONS},
     {"all", no_argument, 0, TIDECTL_OPT_ALL},
     {"stride", required_argument, 0, TIDECTL_OPT_STRIDE},
@@ -353,6 +354,9 @@ int tidectl_parse_options(int argc, char **argv, const struct tidectl_verb *verb
             break;
         case TIDECTL_OPT_NO_EVAL:
             o->no_eval = true;
+            break;
+        case TIDECTL_OPT_KEEP:
+            o->keep = true;
             break;
         case TIDECTL_OPT_PARTITIONS:
             o->partitions = true;

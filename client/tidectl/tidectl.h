@@ -110,6 +110,7 @@ enum tidectl_option_id {
     TIDECTL_OPT_CHECKPOINT_EVERY,
     TIDECTL_OPT_RESUME,
     TIDECTL_OPT_NO_EVAL,
+    TIDECTL_OPT_KEEP,
     /* plan */
     TIDECTL_OPT_PARTITIONS,
     /* jobs, watch, top */
@@ -187,6 +188,7 @@ struct tidectl_options {
     uint64_t checkpoint_every;
     const char *resume;
     bool no_eval;
+    bool keep; /* train: leave the job READY instead of finishing it */
     /* plan */
     bool partitions;
     /* jobs, watch, top */

@@ -304,6 +304,12 @@ static int run_train(const struct tidectl_verb *verb, struct tidectl_options *o,
         tide_client_free(c);
         goto out;
     }
+    /* Training is over: the daemon checkpoints the job and gives its budget back. */
+    if (!o->keep && tide_client_finish(c, t.job.id) != 0) {
+        rc = tidectl_client_error(c, "train: finishing the job", TIDECTL_EXIT_RUNTIME);
+        tide_client_free(c);
+        goto out;
+    }
     double test_accuracy = t.eval_seen ? (double)t.eval_correct / (double)t.eval_seen : NAN;
     double test_loss = t.eval_seen ? t.eval_loss_sum / (double)t.eval_seen : NAN;
     struct tide_job_info after;
@@ -361,6 +367,7 @@ static const int accepts[] = {TIDECTL_MODEL_OPTIONS,
                               TIDECTL_OPT_CHECKPOINT_EVERY,
                               TIDECTL_OPT_RESUME,
                               TIDECTL_OPT_NO_EVAL,
+                              TIDECTL_OPT_KEEP,
                               0};
 
 const struct tidectl_verb tidectl_verb_train = {
@@ -370,7 +377,8 @@ const struct tidectl_verb tidectl_verb_train = {
     .min_args = 0,
     .max_args = 0,
     .synopsis =
-        "train [MODEL OPTIONS] [--epochs E | --steps S] [--checkpoint-every N] [--resume JOB]",
+        "train [MODEL OPTIONS] [--epochs E | --steps S] [--checkpoint-every N] [--resume JOB] "
+        "[--keep]",
     .summary = "submit a model and train it on a dataset, with a progress bar",
     .help = "DESCRIPTION\n"
             "  Builds the model with libtide's builders, submits it as a job, and streams\n"
@@ -379,9 +387,11 @@ const struct tidectl_verb tidectl_verb_train = {
             "  fetched logits), the device memory high water against the budget, the swap\n"
             "  traffic (bytes copied between host and device) per step, steps per second and\n"
             "  the time left. Then the test split is scored with forward-only steps and the\n"
-            "  test accuracy printed. The job stays on the daemon (see `jobs`, `get`).\n"
-            "  Ctrl-C once stops after the steps in flight (the job keeps its variables; a\n"
-            "  checkpoint can be taken with `checkpoint`); twice abandons the stream.\n"
+            "  test accuracy printed. Then the job is finished: the daemon checkpoints it,\n"
+            "  gives its device budget back and marks it DONE; `get` still shows it and\n"
+            "  --resume JOB continues from its checkpoint. --keep leaves it READY instead.\n"
+            "  Ctrl-C once stops after the steps in flight (the job is finished as above,\n"
+            "  unless --keep); twice abandons the stream and leaves the job READY.\n"
             "  With --json, stdout gets a \"submitted\" line, one \"step\" line per step and a\n"
             "  \"done\" line.\n"
             "\n"
@@ -391,5 +401,7 @@ const struct tidectl_verb tidectl_verb_train = {
             "  --checkpoint-every N     Have the daemon checkpoint every N steps.\n"
             "  --resume JOB             Start from the last checkpoint of job JOB (same model).\n"
             "  --no-eval                Skip the test split.\n"
+            "  --keep                   Leave the job READY, holding its budget, for more\n"
+            "                           Train streams (default: finish it).\n"
             "\n" TIDECTL_MODEL_HELP,
 };

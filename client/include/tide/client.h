@@ -478,6 +478,17 @@ int tide_client_train(tide_client *c, const char *job_id, tide_feed_fn feed, tid
                       void *user);
 
 /*
+ * Finishes job_id: the daemon writes a final checkpoint, releases the job's
+ * device budget and marks it DONE (TrainRequest.finish). Its variables stay
+ * readable with tide_client_read_variables(), and a new job with
+ * resume_from set to job_id continues from them. Call it when training is
+ * over; a job that is only left alone stays READY and holds its budget.
+ * Returns 0, or FAILED_PRECONDITION when the job is compiling, being
+ * trained by another stream, or has ended already.
+ */
+int tide_client_finish(tide_client *c, const char *job_id);
+
+/*
  * Sets the feed called name for the step being filled: a tensor of dtype
  * with rank dims, whose product(dims) elements are copied from data.
  * Returns 0, or -1 for a bad argument or no memory (the train call then
