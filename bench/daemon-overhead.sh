@@ -31,8 +31,10 @@ t2=$(date +%s.%N)
 
 calc() { awk "BEGIN { printf \"%.6f\", $1 }"; }
 daemon_s=$(calc "$t1 - $t0")
-# In-process: the training loop alone (tide-bench also evaluates the test split).
-bench_s=$(tail -n 1 "$tmp/bench.json" | sed -n 's/.*"train_seconds": \([0-9.]*\).*/\1/p')
+# In-process: the training loop alone (tide-bench also evaluates the test split), read
+# from its JSON line by a JSON parser.
+bench_s=$(tail -n 1 "$tmp/bench.json" |
+    python3 -c 'import json, sys; print(json.load(sys.stdin)["train_seconds"])')
 daemon_sps=$(calc "$steps / $daemon_s")
 bench_sps=$(calc "$steps / $bench_s")
 overhead_ms=$(calc "($daemon_s - $bench_s) * 1000 / $steps")
@@ -40,5 +42,11 @@ printf 'model %s, batch 64, %d steps, CPU backend\n' "$model" "$steps"
 printf 'through tided (tidectl, Unix socket, submit and compile included): %.1f steps/s\n' "$daemon_sps"
 printf 'in-process (tide-bench, training loop only):                      %.1f steps/s\n' "$bench_sps"
 printf 'daemon overhead: %.2f ms per step\n' "$overhead_ms"
-printf '{"model": "%s", "steps": %d, "daemon_steps_per_s": %.2f, "inprocess_steps_per_s": %.2f, "overhead_ms_per_step": %.3f}\n' \
+# The JSON line, by Python's json module (which escapes the model's name).
+python3 -c 'import json, sys
+model, steps, daemon, inprocess, overhead = sys.argv[1:]
+print(json.dumps({"model": model, "steps": int(steps),
+                  "daemon_steps_per_s": round(float(daemon), 2),
+                  "inprocess_steps_per_s": round(float(inprocess), 2),
+                  "overhead_ms_per_step": round(float(overhead), 3)}))' \
     "$model" "$steps" "$daemon_sps" "$bench_sps" "$overhead_ms"

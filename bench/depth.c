@@ -17,6 +17,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench/bench-json.h"
 #include "bench/bench.h"
 #include "runtime/session.h"
 #include "tide/dataset.h"
@@ -198,15 +199,23 @@ int tide_bench_depth(const struct bench_options *o)
     printf("confirmed: one step at %d layers took %.0f ms, high-water %" PRIu64
            " bytes (plan %" PRIu64 ", budget %" PRIu64 "); %d plans searched\n",
            depth_auto, step_ms, high_water, peak, o->budget, s.plans);
-    if (o->json)
-        printf("{\"depth_swap_off\": %d, \"depth_swap_auto\": %d, \"ratio\": %.3f, "
-               "\"budget_bytes\": %" PRIu64 ", \"confirmed_high_water_bytes\": %" PRIu64
-               ", \"predicted_peak_bytes\": %" PRIu64 ", \"batch\": %" PRId64
-               ", \"image_size\": %" PRId64 ", \"width\": %" PRId64 ", \"confirm_step_ms\": %.1f"
-               ", \"capped\": %s}\n",
-               depth_off, depth_auto, ratio, o->budget, high_water, peak, o->batch, o->image_size,
-               o->width, step_ms, n_auto == DEPTH_N_MAX ? "true" : "false");
     rc = high_water <= o->budget ? 0 : 1;
+    if (o->json) {
+        struct json_object *line = tide_bench_json_object();
+        tide_bench_json_set_int(line, "depth_swap_off", depth_off);
+        tide_bench_json_set_int(line, "depth_swap_auto", depth_auto);
+        tide_bench_json_set_fixed(line, "ratio", ratio, 3);
+        tide_bench_json_set_uint(line, "budget_bytes", o->budget);
+        tide_bench_json_set_uint(line, "confirmed_high_water_bytes", high_water);
+        tide_bench_json_set_uint(line, "predicted_peak_bytes", peak);
+        tide_bench_json_set_int(line, "batch", o->batch);
+        tide_bench_json_set_int(line, "image_size", o->image_size);
+        tide_bench_json_set_int(line, "width", o->width);
+        tide_bench_json_set_fixed(line, "confirm_step_ms", step_ms, 1);
+        tide_bench_json_set_bool(line, "capped", n_auto == DEPTH_N_MAX);
+        if (tide_bench_json_print_line(line) != 0)
+            rc = 1;
+    }
 out:
     tide_backend_free(s.backend);
     return rc;

@@ -27,6 +27,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench/bench-json.h"
 #include "bench/bench.h"
 #include "graph/import.h"
 #include "runtime/session.h"
@@ -421,7 +422,8 @@ enum tide_status tide_bench_plan(const uint8_t *bytes, size_t len,
     return tide_session_plan(bytes, len, &so, session, err);
 }
 
-static void print_plan(const struct bench_options *o, const struct tide_plan_report *r)
+/* Prints the plan report, and its JSON line under --json; 0, or 1 when that line failed. */
+static int print_plan(const struct bench_options *o, const struct tide_plan_report *r)
 {
     const double mib = 1 << 20;
     printf("%-9s %7s %12s %12s %12s %12s\n", "partition", "nodes", "resident MiB", "swap-in MiB",
@@ -452,18 +454,27 @@ static void print_plan(const struct bench_options *o, const struct tide_plan_rep
     if (!r->fits)
         printf("smallest budget that fits: %.2f MiB (%s)\n", (double)r->min_budget_bytes / mib,
                r->message);
-    if (o->json)
-        printf("{\"model\": \"%s\", \"batch\": %" PRId64 ", \"fits\": %s, "
-               "\"predicted_peak_bytes\": %" PRIu64 ", \"budget_bytes\": %" PRIu64
-               ", \"swap_out_bytes\": %" PRIu64 ", \"swap_in_bytes\": %" PRIu64
-               ", \"fetch_bytes\": %" PRIu64 ", \"write_back_bytes\": %" PRIu64
-               ", \"partitions\": %u, \"nodes\": %u, \"min_budget_bytes\": %" PRIu64
-               ", \"host_bytes\": %" PRIu64 ", \"swap_threshold\": %u, \"prefetch_distance\": %u"
-               ", \"trials\": %u, \"plan_ms\": %.1f}\n",
-               o->model, o->batch, r->fits ? "true" : "false", r->predicted_peak_bytes,
-               r->budget_bytes, r->swap_out_bytes, r->swap_in_bytes, r->fetch_bytes,
-               r->write_back_bytes, r->n_partitions, r->nodes, r->min_budget_bytes, r->host_bytes,
-               r->chosen.swap_threshold, r->chosen.prefetch_distance, r->trials, r->plan_ms);
+    if (!o->json)
+        return 0;
+    struct json_object *line = tide_bench_json_object();
+    tide_bench_json_set_string(line, "model", o->model);
+    tide_bench_json_set_int(line, "batch", o->batch);
+    tide_bench_json_set_bool(line, "fits", r->fits);
+    tide_bench_json_set_uint(line, "predicted_peak_bytes", r->predicted_peak_bytes);
+    tide_bench_json_set_uint(line, "budget_bytes", r->budget_bytes);
+    tide_bench_json_set_uint(line, "swap_out_bytes", r->swap_out_bytes);
+    tide_bench_json_set_uint(line, "swap_in_bytes", r->swap_in_bytes);
+    tide_bench_json_set_uint(line, "fetch_bytes", r->fetch_bytes);
+    tide_bench_json_set_uint(line, "write_back_bytes", r->write_back_bytes);
+    tide_bench_json_set_uint(line, "partitions", r->n_partitions);
+    tide_bench_json_set_uint(line, "nodes", r->nodes);
+    tide_bench_json_set_uint(line, "min_budget_bytes", r->min_budget_bytes);
+    tide_bench_json_set_uint(line, "host_bytes", r->host_bytes);
+    tide_bench_json_set_uint(line, "swap_threshold", r->chosen.swap_threshold);
+    tide_bench_json_set_uint(line, "prefetch_distance", r->chosen.prefetch_distance);
+    tide_bench_json_set_uint(line, "trials", r->trials);
+    tide_bench_json_set_fixed(line, "plan_ms", r->plan_ms, 1);
+    return tide_bench_json_print_line(line);
 }
 
 static int cmd_plan(const struct bench_options *o)
@@ -497,10 +508,10 @@ static int cmd_plan(const struct bench_options *o)
         fprintf(stderr, "tide-bench: %s\n", err.message);
         goto out;
     }
-    print_plan(o, tide_session_plan_report(session));
+    int printed = print_plan(o, tide_session_plan_report(session));
     if (st == TIDE_DOES_NOT_FIT)
         fprintf(stderr, "tide-bench: %s\n", err.message);
-    rc = st == TIDE_OK ? 0 : 1;
+    rc = st == TIDE_OK && printed == 0 ? 0 : 1;
 out:
     tide_session_free(session); /* before the backend it borrows */
     tide_backend_free(backend);
@@ -636,16 +647,23 @@ static int cmd_train(const struct bench_options *o)
            eval_s);
     printf("device high-water %" PRIu64 " bytes, predicted peak %" PRIu64 " bytes\n", high_water,
            plan->peak_bytes);
-    if (o->json)
-        printf("{\"model\": \"%s\", \"dataset\": \"%s\", \"batch\": %" PRId64
-               ", \"steps\": %" PRId64 ", \"loss\": %.6f, \"test_accuracy\": %.6f, "
-               "\"step_ms_mean\": %.3f, \"train_seconds\": %.2f, \"compile_ms\": %.1f, "
-               "\"nodes\": %u, \"device_high_water_bytes\": %" PRIu64
-               ", \"predicted_peak_bytes\": %" PRIu64 "}\n",
-               o->model, o->dataset, o->batch, steps, (double)loss, accuracy,
-               step_ms_sum / (double)steps, train_s, compile_ms, graph->n_nodes, high_water,
-               plan->peak_bytes);
     rc = 0;
+    if (o->json) {
+        struct json_object *line = tide_bench_json_object();
+        tide_bench_json_set_string(line, "model", o->model);
+        tide_bench_json_set_string(line, "dataset", o->dataset);
+        tide_bench_json_set_int(line, "batch", o->batch);
+        tide_bench_json_set_int(line, "steps", steps);
+        tide_bench_json_set_fixed(line, "loss", (double)loss, 6);
+        tide_bench_json_set_fixed(line, "test_accuracy", accuracy, 6);
+        tide_bench_json_set_fixed(line, "step_ms_mean", step_ms_sum / (double)steps, 3);
+        tide_bench_json_set_fixed(line, "train_seconds", train_s, 2);
+        tide_bench_json_set_fixed(line, "compile_ms", compile_ms, 1);
+        tide_bench_json_set_uint(line, "nodes", graph->n_nodes);
+        tide_bench_json_set_uint(line, "device_high_water_bytes", high_water);
+        tide_bench_json_set_uint(line, "predicted_peak_bytes", plan->peak_bytes);
+        rc = tide_bench_json_print_line(line);
+    }
 out:
     tide_dataset_iter_free(it);
     tide_session_free(s);

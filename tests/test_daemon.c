@@ -13,6 +13,8 @@
  * within their budgets; a client killed mid-stream; and jobs resumed from
  * their last checkpoint after a graceful (SIGTERM) and a hard (SIGKILL)
  * restart. The systemd unit is checked with systemd-analyze verify.
+ * tidectl's --json lines are read back with json-c (tests/json-lines.h) and
+ * compared field by field with what libtide reports.
  *
  * Other users: tests run as root in CI, so "another user" is a child that
  * drops to uid/gid 65534 and execs this very binary in a helper mode (or
@@ -51,6 +53,7 @@
 #include <unistd.h>
 
 #include "child.h"
+#include "json-lines.h"
 
 #include <grpc/byte_buffer.h>
 #include <grpc/byte_buffer_reader.h>
@@ -1956,6 +1959,462 @@ static void test_tidectl(void **state)
 }
 
 /* ============================================================================
+ * Tests: tidectl --json, read back with json-c
+ * ========================================================================== */
+
+/*
+ * A job name that JSON must escape (quote, backslash, control characters),
+ * may leave alone (slash, DEL) and must pass through byte for byte (UTF-8:
+ * é, 日本, a rocket outside the BMP).
+ */
+static const char json_job_name[] = "q\"uote back\\slash /slash \t\n\r\b\f \x01\x1f\x7f "
+                                    "\xc3\xa9 \xe6\x97\xa5\xe6\x9c\xac \xf0\x9f\x9a\x80";
+
+/* The fields of tidectl's JSON objects, in the order tidectl writes them. */
+#define JOB_KEYS                                                                                   \
+    "id", "name", "owner_uid", "state", "steps", "last_loss", "device_budget_bytes",               \
+        "device_high_water_bytes", "host_bytes", "h2d_bytes_total", "d2h_bytes_total",             \
+        "steps_per_second", "created_us", "updated_us", "message", "last_checkpoint_step"
+#define PLAN_KEYS                                                                                  \
+    "nodes", "budget_bytes", "predicted_peak_bytes", "fits", "min_budget_bytes",                   \
+        "min_budget_node", "swap_in_bytes", "swap_out_bytes", "fetch_bytes", "write_back_bytes",   \
+        "partition_size", "swap_threshold", "prefetch_distance", "host_bytes", "plan_us",          \
+        "message"
+static const char *const job_keys[] = {JOB_KEYS, NULL};
+static const char *const job_keys_with_plan[] = {JOB_KEYS, "plan", NULL};
+static const char *const job_plan_keys[] = {PLAN_KEYS, NULL};
+static const char *const plan_line_keys[] = {"model",   "batch",        "parameters", "swap",
+                                             PLAN_KEYS, "n_partitions", "partitions", NULL};
+static const char *const partition_keys[] = {"index",
+                                             "nodes",
+                                             "resident_bytes",
+                                             "swap_in_bytes",
+                                             "swap_out_bytes",
+                                             "fetch_bytes",
+                                             "write_back_bytes",
+                                             "peak_node",
+                                             NULL};
+static const char *const step_keys[] = {
+    "step",     "loss",      "step_us", "device_high_water_bytes", "h2d_bytes", "d2h_bytes",
+    "stall_us", "eval_only", NULL};
+
+/* Runs tidectl --json with args (NULL-terminated), wants exit, and returns its stdout's lines. */
+static struct json_object *tidectl_json_lines(struct tide_test_run *r, int exit, size_t *n,
+                                              char *const args[])
+{
+    char *argv[32];
+    int k = 0;
+    argv[k++] = tidectl_path;
+    argv[k++] = (char *)"--socket";
+    argv[k++] = socket_path;
+    argv[k++] = (char *)"--json";
+    for (; k < 31 && args[k - 4]; k++)
+        argv[k] = args[k - 4];
+    argv[k] = NULL;
+    run_program(argv, -1, r);
+    if (r->exit_code != exit)
+        fail_msg("tidectl --json %s: exit %d, wanted %d\n%s\n%s", args[0], r->exit_code, exit,
+                 r->out, r->err);
+    return tide_test_json_lines(r->out, n);
+}
+
+/* Checks a plan report's JSON fields against the libtide struct, field by field. */
+static void expect_plan_equals(struct json_object *o, const struct tide_job_plan_report *p)
+{
+    assert_int_equal(tide_test_json_uint(o, "nodes"), p->nodes);
+    assert_int_equal(tide_test_json_uint(o, "budget_bytes"), p->budget_bytes);
+    assert_int_equal(tide_test_json_uint(o, "predicted_peak_bytes"), p->predicted_peak_bytes);
+    assert_int_equal(tide_test_json_bool(o, "fits"), p->fits);
+    assert_int_equal(tide_test_json_uint(o, "min_budget_bytes"), p->min_budget_bytes);
+    assert_string_equal(tide_test_json_string(o, "min_budget_node"), p->min_budget_node);
+    assert_int_equal(tide_test_json_uint(o, "swap_in_bytes"), p->swap_in_bytes);
+    assert_int_equal(tide_test_json_uint(o, "swap_out_bytes"), p->swap_out_bytes);
+    assert_int_equal(tide_test_json_uint(o, "fetch_bytes"), p->fetch_bytes);
+    assert_int_equal(tide_test_json_uint(o, "write_back_bytes"), p->write_back_bytes);
+    assert_int_equal(tide_test_json_uint(o, "partition_size"), p->partition_size);
+    assert_int_equal(tide_test_json_uint(o, "swap_threshold"), p->swap_threshold);
+    assert_int_equal(tide_test_json_uint(o, "prefetch_distance"), p->prefetch_distance);
+    assert_int_equal(tide_test_json_uint(o, "host_bytes"), p->host_bytes);
+    assert_int_equal(tide_test_json_uint(o, "plan_us"), p->plan_us);
+    assert_string_equal(tide_test_json_string(o, "message"), p->message);
+}
+
+/*
+ * Checks a job's JSON object against what libtide reports for it, field by
+ * field: the strings exactly, the loss as the same float (nine significant
+ * digits bring a float back bit for bit).
+ */
+static void expect_job_equals(struct json_object *o, const struct tide_job_info *j)
+{
+    tide_test_json_keys(o, j->has_plan ? job_keys_with_plan : job_keys);
+    assert_string_equal(tide_test_json_string(o, "id"), j->id);
+    assert_string_equal(tide_test_json_string(o, "name"), j->name);
+    assert_int_equal(tide_test_json_uint(o, "owner_uid"), j->owner_uid);
+    assert_string_equal(tide_test_json_string(o, "state"), tide_job_state_name(j->state));
+    assert_int_equal(tide_test_json_uint(o, "steps"), j->steps);
+    assert_true((float)tide_test_json_number(o, "last_loss") == j->last_loss);
+    assert_int_equal(tide_test_json_uint(o, "device_budget_bytes"), j->device_budget_bytes);
+    assert_int_equal(tide_test_json_uint(o, "device_high_water_bytes"), j->device_high_water_bytes);
+    assert_int_equal(tide_test_json_uint(o, "host_bytes"), j->host_bytes);
+    assert_int_equal(tide_test_json_uint(o, "h2d_bytes_total"), j->h2d_bytes_total);
+    assert_int_equal(tide_test_json_uint(o, "d2h_bytes_total"), j->d2h_bytes_total);
+    assert_true(fabs(tide_test_json_number(o, "steps_per_second") - j->steps_per_second) <=
+                1e-8 * fabs(j->steps_per_second));
+    assert_int_equal(tide_test_json_int(o, "created_us"), j->created_us);
+    assert_int_equal(tide_test_json_int(o, "updated_us"), j->updated_us);
+    assert_string_equal(tide_test_json_string(o, "message"), j->message);
+    assert_int_equal(tide_test_json_uint(o, "last_checkpoint_step"), j->last_checkpoint_step);
+    if (j->has_plan) {
+        struct json_object *plan = tide_test_json_object(o, "plan");
+        tide_test_json_keys(plan, job_plan_keys);
+        expect_plan_equals(plan, &j->plan);
+    }
+}
+
+/* Job id as libtide's List sees it (without its plan, as List, Status and Cancel send jobs). */
+static void listed_job(tide_client *c, const char *id, struct tide_job_info *out)
+{
+    struct tide_job_info *jobs;
+    size_t n;
+    CHECK_OK(c, tide_client_list(c, false, &jobs, &n));
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(jobs[i].id, id) == 0) {
+            *out = jobs[i];
+            free(jobs);
+            assert_false(out->has_plan);
+            return;
+        }
+    free(jobs);
+    fail_msg("libtide does not list job %s", id);
+}
+
+/* The job with this id among a JSON array of jobs (or of {"job": ...} rows when in_row). */
+static struct json_object *find_job(struct json_object *jobs, const char *id, bool in_row)
+{
+    for (size_t i = 0; i < json_object_array_length(jobs); i++) {
+        struct json_object *job = json_object_array_get_idx(jobs, i);
+        if (in_row)
+            job = tide_test_json_object(job, "job");
+        if (strcmp(tide_test_json_string(job, "id"), id) == 0)
+            return json_object_array_get_idx(jobs, i);
+    }
+    fail_msg("no job %s in %s", id, json_object_to_json_string(jobs));
+    return NULL;
+}
+
+/* `tidectl --json plan`, one that fits and one that does not, every field. */
+static void test_tidectl_json_plan(void **state)
+{
+    (void)state;
+    NEED_DAEMON();
+    struct tide_test_run *r = malloc(sizeof(*r));
+    assert_non_null(r);
+    size_t n;
+    struct json_object *lines = tidectl_json_lines(
+        r, 0, &n,
+        (char *[]){"plan", "--model", "mlp", "--dataset", "synthetic", "--batch", "32", "--budget",
+                   "16M", "--partition-size", "8", "--partitions", NULL});
+    assert_int_equal(n, 1);
+    struct json_object *p = tide_test_json_line(lines, 0);
+    tide_test_json_keys(p, plan_line_keys);
+    assert_string_equal(tide_test_json_string(p, "model"), "mlp");
+    assert_int_equal(tide_test_json_int(p, "batch"), 32);
+    /* tidectl's MLP on 28x28 images: 784*256+256 + 256*128+128 + 128*10+10 parameters. */
+    assert_int_equal(tide_test_json_int(p, "parameters"), 235146);
+    assert_string_equal(tide_test_json_string(p, "swap"), "auto");
+    assert_int_equal(tide_test_json_uint(p, "budget_bytes"), UINT64_C(16) << 20);
+    assert_true(tide_test_json_bool(p, "fits"));
+    assert_true(tide_test_json_uint(p, "predicted_peak_bytes") <= UINT64_C(16) << 20);
+    assert_string_equal(tide_test_json_string(p, "min_budget_node"), "");
+    assert_string_equal(tide_test_json_string(p, "message"), "");
+    assert_int_equal(tide_test_json_uint(p, "partition_size"), 8);
+    /* Every partition, in order; together they hold every node. */
+    struct json_object *parts = tide_test_json_array(p, "partitions");
+    size_t n_parts = json_object_array_length(parts);
+    assert_int_equal(tide_test_json_uint(p, "n_partitions"), n_parts);
+    assert_true(n_parts > 1);
+    uint64_t nodes = 0;
+    for (size_t i = 0; i < n_parts; i++) {
+        struct json_object *q = json_object_array_get_idx(parts, i);
+        tide_test_json_keys(q, partition_keys);
+        assert_int_equal(tide_test_json_uint(q, "index"), i);
+        uint64_t k = tide_test_json_uint(q, "nodes");
+        assert_true(k >= 1 && k <= 8);
+        nodes += k;
+        assert_true(tide_test_json_string(q, "peak_node")[0] != '\0');
+    }
+    assert_int_equal(nodes, tide_test_json_uint(p, "nodes"));
+    json_object_put(lines);
+
+    /*
+     * A budget below the largest node's working set: fits false, and the
+     * node and the message (quotes and slashes in them) exactly as the text
+     * report prints them.
+     */
+    char *const cnn[] = {"plan", "--model", "cnn", "--budget", "1M", NULL};
+    lines = tidectl_json_lines(r, 0, &n, cnn);
+    assert_int_equal(n, 1);
+    p = tide_test_json_line(lines, 0);
+    tide_test_json_keys(p, plan_line_keys);
+    assert_string_equal(tide_test_json_string(p, "model"), "cnn");
+    assert_int_equal(tide_test_json_int(p, "batch"), 64);
+    assert_false(tide_test_json_bool(p, "fits"));
+    assert_int_equal(tide_test_json_uint(p, "budget_bytes"), UINT64_C(1) << 20);
+    assert_true(tide_test_json_uint(p, "min_budget_bytes") > UINT64_C(1) << 20);
+    assert_int_equal(tide_test_json_uint(p, "n_partitions"),
+                     json_object_array_length(tide_test_json_array(p, "partitions")));
+    char why[2048], set_by[512];
+    snprintf(why, sizeof(why), "  why             %s\n", tide_test_json_string(p, "message"));
+    snprintf(set_by, sizeof(set_by), ", set by %s\n", tide_test_json_string(p, "min_budget_node"));
+    assert_non_null(strchr(why, '"'));
+    assert_non_null(strchr(set_by, '/'));
+    run_tidectl(r, -1, "plan", "--model", "cnn", "--budget", "1M", (char *)NULL);
+    assert_int_equal(r->exit_code, 0);
+    if (!strstr(r->out, why) || !strstr(r->out, set_by))
+        fail_msg("the text report differs from the JSON line:\n%s%s%s", r->out, why, set_by);
+    json_object_put(lines);
+    free(r);
+}
+
+/*
+ * A job whose name needs escaping, trained by `tidectl --json train`, then
+ * seen by every other --json command: each line is strict JSON, every field
+ * is there in order, and every value is libtide's (the name byte for byte).
+ */
+static void test_tidectl_json_job(void **state)
+{
+    (void)state;
+    NEED_DAEMON();
+    struct tide_test_run *r = malloc(sizeof(*r));
+    assert_non_null(r);
+    tide_client *c = connect_client(5000);
+    assert_non_null(c);
+    size_t n;
+
+    /* train: "submitted", a "step" per step, "done". */
+    struct json_object *lines =
+        tidectl_json_lines(r, 0, &n,
+                           (char *[]){"train", "--model", "mlp", "--dataset", "synthetic",
+                                      "--steps", "3", "--batch", "64", "--budget", "16M", "--lr",
+                                      "0.05", "--no-eval", "--keep", "--name",
+                                      (char *)json_job_name, NULL});
+    assert_int_equal(n, 5);
+    static const char *const submitted_keys[] = {"event", "job",         "model", "parameters",
+                                                 "batch", "total_steps", NULL};
+    struct json_object *submitted = tide_test_json_line(lines, 0);
+    tide_test_json_keys(submitted, submitted_keys);
+    assert_string_equal(tide_test_json_string(submitted, "event"), "submitted");
+    struct json_object *job = tide_test_json_object(submitted, "job");
+    tide_test_json_keys(job, job_keys_with_plan);
+    char id[TIDE_JOB_ID_MAX];
+    snprintf(id, sizeof(id), "%s", tide_test_json_string(job, "id"));
+    assert_memory_equal(id, "j-", 2);
+    assert_string_equal(tide_test_json_string(job, "name"), json_job_name);
+    assert_int_equal(tide_test_json_uint(job, "owner_uid"), getuid());
+    assert_int_equal(tide_test_json_uint(job, "steps"), 0);
+    assert_int_equal(tide_test_json_uint(job, "device_budget_bytes"), UINT64_C(16) << 20);
+    assert_int_equal(tide_test_json_uint(tide_test_json_object(job, "plan"), "budget_bytes"),
+                     UINT64_C(16) << 20);
+    assert_string_equal(tide_test_json_string(submitted, "model"), "mlp");
+    assert_int_equal(tide_test_json_int(submitted, "parameters"), 235146);
+    assert_int_equal(tide_test_json_int(submitted, "batch"), 64);
+    assert_int_equal(tide_test_json_int(submitted, "total_steps"), 3);
+
+    static const char *const step_line_keys[] = {"event", "job", "result", "batch_accuracy", NULL};
+    uint64_t copies = 0, high_water = 0;
+    double loss = 0;
+    for (size_t i = 1; i <= 3; i++) {
+        struct json_object *line = tide_test_json_line(lines, i);
+        tide_test_json_keys(line, step_line_keys);
+        assert_string_equal(tide_test_json_string(line, "event"), "step");
+        assert_string_equal(tide_test_json_string(line, "job"), id);
+        double accuracy = tide_test_json_number(line, "batch_accuracy");
+        assert_true(accuracy >= 0 && accuracy <= 1);
+        struct json_object *result = tide_test_json_object(line, "result");
+        tide_test_json_keys(result, step_keys);
+        assert_int_equal(tide_test_json_uint(result, "step"), i);
+        assert_false(tide_test_json_bool(result, "eval_only"));
+        loss = tide_test_json_number(result, "loss");
+        assert_true(loss > 0 && loss < 10);
+        uint64_t hw = tide_test_json_uint(result, "device_high_water_bytes");
+        assert_true(hw > 0 && hw <= UINT64_C(16) << 20);
+        high_water = hw > high_water ? hw : high_water;
+        copies +=
+            tide_test_json_uint(result, "h2d_bytes") + tide_test_json_uint(result, "d2h_bytes");
+        tide_test_json_uint(result, "step_us");
+        tide_test_json_uint(result, "stall_us");
+    }
+
+    /* done: without evaluation, the test figures are NaN, written as null. */
+    static const char *const done_keys[] = {"event",
+                                            "job",
+                                            "steps",
+                                            "interrupted",
+                                            "seconds",
+                                            "final_loss",
+                                            "test_examples",
+                                            "test_accuracy",
+                                            "test_loss",
+                                            "device_high_water_bytes",
+                                            "copy_bytes_total",
+                                            "state",
+                                            NULL};
+    struct json_object *done = tide_test_json_line(lines, 4);
+    tide_test_json_keys(done, done_keys);
+    assert_string_equal(tide_test_json_string(done, "event"), "done");
+    assert_string_equal(tide_test_json_string(done, "job"), id);
+    assert_int_equal(tide_test_json_int(done, "steps"), 3);
+    assert_false(tide_test_json_bool(done, "interrupted"));
+    assert_true(tide_test_json_number(done, "seconds") > 0);
+    assert_true(tide_test_json_number(done, "final_loss") == loss);
+    assert_int_equal(tide_test_json_int(done, "test_examples"), 0);
+    assert_true(tide_test_json_is_null(done, "test_accuracy"));
+    assert_true(tide_test_json_is_null(done, "test_loss"));
+    assert_int_equal(tide_test_json_uint(done, "device_high_water_bytes"), high_water);
+    assert_int_equal(tide_test_json_uint(done, "copy_bytes_total"), copies);
+    struct tide_job_info info;
+    CHECK_OK(c, tide_client_get(c, id, &info));
+    assert_string_equal(tide_test_json_string(done, "state"), tide_job_state_name(info.state));
+    json_object_put(lines);
+
+    /* get: the job as libtide sees it, field by field. */
+    lines = tidectl_json_lines(r, 0, &n, (char *[]){"get", id, NULL});
+    assert_int_equal(n, 1);
+    CHECK_OK(c, tide_client_get(c, id, &info));
+    assert_true(info.has_plan);
+    assert_string_equal(info.name, json_job_name);
+    assert_int_equal(info.steps, 3);
+    assert_true((float)loss == info.last_loss);
+    /* Without evaluation, the job's copies are exactly the training steps'. */
+    assert_int_equal(info.h2d_bytes_total + info.d2h_bytes_total, copies);
+    expect_job_equals(tide_test_json_line(lines, 0), &info);
+    /* The raw line: slashes as they are, UTF-8 as it is, control characters escaped. */
+    assert_non_null(strstr(r->out, "\"name\":\"q\\\"uote back\\\\slash /slash \\t\\n\\r\\b\\f "
+                                   "\\u0001\\u001f\x7f \xc3\xa9 \xe6\x97\xa5\xe6\x9c\xac "
+                                   "\xf0\x9f\x9a\x80\""));
+    json_object_put(lines);
+
+    /* jobs: one line per job; ours as libtide lists it. */
+    lines = tidectl_json_lines(r, 0, &n, (char *[]){"jobs", NULL});
+    listed_job(c, id, &info);
+    assert_true(n >= 1);
+    bool seen = false;
+    for (size_t i = 0; i < n; i++) {
+        struct json_object *line = tide_test_json_line(lines, i);
+        if (strcmp(tide_test_json_string(line, "id"), id) == 0) {
+            expect_job_equals(line, &info);
+            seen = true;
+        }
+    }
+    assert_true(seen);
+    json_object_put(lines);
+
+    /* status: the daemon's figures, and the job among its jobs. */
+    static const char *const status_keys[] = {"version",
+                                              "backend",
+                                              "device_name",
+                                              "device_total_bytes",
+                                              "device_used_bytes",
+                                              "device_reserved_bytes",
+                                              "host_pool_bytes",
+                                              "host_pool_used_bytes",
+                                              "started_us",
+                                              "max_job_budget_bytes",
+                                              "default_job_budget_bytes",
+                                              "jobs",
+                                              NULL};
+    lines = tidectl_json_lines(r, 0, &n, (char *[]){"status", NULL});
+    assert_int_equal(n, 1);
+    struct json_object *status = tide_test_json_line(lines, 0);
+    tide_test_json_keys(status, status_keys);
+    struct tide_daemon_status s;
+    CHECK_OK(c, tide_client_status(c, &s, NULL, NULL));
+    assert_string_equal(tide_test_json_string(status, "version"), s.version);
+    assert_string_equal(tide_test_json_string(status, "backend"), "cpu");
+    assert_string_equal(tide_test_json_string(status, "device_name"), s.device_name);
+    assert_int_equal(tide_test_json_uint(status, "device_total_bytes"), UINT64_C(1) << 30);
+    assert_int_equal(tide_test_json_int(status, "started_us"), s.started_us);
+    assert_int_equal(tide_test_json_uint(status, "max_job_budget_bytes"), MAX_BUDGET);
+    assert_int_equal(tide_test_json_uint(status, "default_job_budget_bytes"),
+                     s.default_job_budget_bytes);
+    expect_job_equals(find_job(tide_test_json_array(status, "jobs"), id, false), &info);
+    json_object_put(lines);
+
+    /* checkpoint: the step, and a path and size that are the file's. */
+    static const char *const checkpoint_keys[] = {"job", "step", "path", "bytes", NULL};
+    lines = tidectl_json_lines(r, 0, &n, (char *[]){"checkpoint", id, NULL});
+    assert_int_equal(n, 1);
+    struct json_object *k = tide_test_json_line(lines, 0);
+    tide_test_json_keys(k, checkpoint_keys);
+    assert_string_equal(tide_test_json_string(k, "job"), id);
+    assert_int_equal(tide_test_json_uint(k, "step"), 3);
+    const char *path = tide_test_json_string(k, "path");
+    assert_memory_equal(path, state_dir, strlen(state_dir));
+    assert_non_null(strstr(r->out, path)); /* written without "\/" */
+    struct stat st;
+    assert_int_equal(stat(path, &st), 0);
+    assert_int_equal(tide_test_json_uint(k, "bytes"), (uint64_t)st.st_size);
+    json_object_put(lines);
+    listed_job(c, id, &info);
+
+    /* top --once: one frame; no previous frame, so no rate per second (null). */
+    static const char *const top_keys[] = {
+        "time_us", "backend", "device_total_bytes", "device_used_bytes", "device_reserved_bytes",
+        "jobs",    NULL};
+    static const char *const top_row_keys[] = {"job", "step_rate", "swap_mb_per_step",
+                                               "swap_mb_per_second", NULL};
+    lines = tidectl_json_lines(r, 0, &n, (char *[]){"top", "--once", NULL});
+    assert_int_equal(n, 1);
+    struct json_object *top = tide_test_json_line(lines, 0);
+    tide_test_json_keys(top, top_keys);
+    assert_string_equal(tide_test_json_string(top, "backend"), "cpu");
+    assert_int_equal(tide_test_json_uint(top, "device_total_bytes"), UINT64_C(1) << 30);
+    struct json_object *row = find_job(tide_test_json_array(top, "jobs"), id, true);
+    tide_test_json_keys(row, top_row_keys);
+    expect_job_equals(tide_test_json_object(row, "job"), &info);
+    assert_true(tide_test_json_number(row, "step_rate") == info.steps_per_second);
+    double per_step = (double)copies / 1e6 / 3;
+    assert_true(fabs(tide_test_json_number(row, "swap_mb_per_step") - per_step) <= 1e-8 * per_step);
+    assert_true(tide_test_json_is_null(row, "swap_mb_per_second"));
+    json_object_put(lines);
+
+    /* cancel: the job in its end state. */
+    lines = tidectl_json_lines(r, 0, &n, (char *[]){"cancel", id, NULL});
+    assert_int_equal(n, 1);
+    listed_job(c, id, &info);
+    assert_int_equal(info.state, TIDE_JOB_CANCELLED);
+    expect_job_equals(tide_test_json_line(lines, 0), &info);
+    json_object_put(lines);
+
+    /* watch an ended job: a state event, then the end of the stream. */
+    static const char *const event_keys[] = {"event", "time_us", "message", "job", NULL};
+    lines = tidectl_json_lines(r, 0, &n, (char *[]){"watch", id, NULL});
+    assert_int_equal(n, 1);
+    struct json_object *event = tide_test_json_line(lines, 0);
+    tide_test_json_keys(event, event_keys);
+    assert_string_equal(tide_test_json_string(event, "event"), "state");
+    assert_true(tide_test_json_int(event, "time_us") > 0);
+    tide_test_json_string(event, "message");
+    expect_job_equals(tide_test_json_object(event, "job"), &info);
+    json_object_put(lines);
+
+    /* The daemon's error: the gRPC code, its number, the message with its quotes. */
+    static const char *const error_keys[] = {"code", "code_number", "message", "exit", NULL};
+    lines = tidectl_json_lines(r, 1, &n, (char *[]){"get", "no-such-job", NULL});
+    assert_int_equal(n, 1);
+    struct json_object *error = tide_test_json_object(tide_test_json_line(lines, 0), "error");
+    tide_test_json_keys(error, error_keys);
+    assert_string_equal(tide_test_json_string(error, "code"), "NOT_FOUND");
+    assert_int_equal(tide_test_json_int(error, "code_number"), TIDE_CODE_NOT_FOUND);
+    assert_string_equal(tide_test_json_string(error, "message"), "no job \"no-such-job\"");
+    assert_int_equal(tide_test_json_int(error, "exit"), 1);
+    json_object_put(lines);
+
+    tide_client_free(c);
+    free(r);
+}
+
+/* ============================================================================
  * Tests: restarts (last: they restart the daemon)
  * ========================================================================== */
 
@@ -2184,6 +2643,8 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_client_killed_mid_stream),
         cmocka_unit_test(test_tidectl),
         cmocka_unit_test(test_train_finishes_job),
+        cmocka_unit_test(test_tidectl_json_plan),
+        cmocka_unit_test(test_tidectl_json_job),
         cmocka_unit_test(test_restart_after_sigterm),
         cmocka_unit_test(test_restart_after_sigkill),
     };

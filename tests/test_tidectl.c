@@ -4,8 +4,9 @@
  * the verb table and each verb's --help, usage errors with their exact
  * words and exit status 2, and the connect failure (exit 3) that every
  * verb which talks to the daemon reports the same way, in text and as a
- * JSON line. What tidectl does with a running daemon is tested in
- * tests/test_daemon.c.
+ * JSON line; the JSON lines tidectl writes without a daemon, read back
+ * with json-c (tests/json-lines.h). What tidectl does with a running
+ * daemon is tested in tests/test_daemon.c.
  *
  * The tests run build/bin/tidectl (TIDE_BINARY_DIR, set by ctest; run by
  * hand, the bin/ folder this test lives in) as a child process.
@@ -24,6 +25,7 @@
 #include <cmocka.h>
 
 #include "child.h"
+#include "json-lines.h"
 
 static char tidectl_path[PATH_MAX];
 
@@ -225,6 +227,34 @@ static void test_usage_errors(void **state)
  * No daemon: exit 3, the same report from every verb that connects
  * ========================================================================== */
 
+/* The keys of tidectl's {"error": {...}} line, for a gRPC code and for an error of its own. */
+static const char *const error_line_keys[] = {"error", NULL};
+static const char *const grpc_error_keys[] = {"code", "code_number", "message", "exit", NULL};
+static const char *const own_error_keys[] = {"code", "message", "exit", NULL};
+
+/*
+ * Reads out as exactly one {"error": ...} line of a connect failure to
+ * NO_SOCKET and checks every field.
+ */
+static void expect_no_daemon_line(const char *verb, const char *out)
+{
+    size_t n;
+    struct json_object *lines = tide_test_json_lines(out, &n);
+    if (n != 1)
+        fail_msg("tidectl --json %s without a daemon: %zu lines on stdout, wanted 1", verb, n);
+    struct json_object *line = tide_test_json_line(lines, 0);
+    tide_test_json_keys(line, error_line_keys);
+    struct json_object *error = tide_test_json_object(line, "error");
+    tide_test_json_keys(error, grpc_error_keys);
+    assert_string_equal(tide_test_json_string(error, "code"), "UNAVAILABLE");
+    assert_int_equal(tide_test_json_int(error, "code_number"), 14);
+    assert_int_equal(tide_test_json_int(error, "exit"), 3);
+    /* The message names the socket, and the line spells its slashes as they are. */
+    assert_non_null(strstr(tide_test_json_string(error, "message"), NO_SOCKET));
+    assert_non_null(strstr(out, NO_SOCKET));
+    json_object_put(lines);
+}
+
 static void test_no_daemon(void **state)
 {
     (void)state;
@@ -257,8 +287,72 @@ static void test_no_daemon(void **state)
         assert_memory_equal(r->out, head, strlen(head));
         assert_string_equal(r->out + len - strlen(tail), tail);
         assert_ptr_equal(strchr(r->out, '\n'), r->out + len - 1); /* one line */
+        expect_no_daemon_line(verb, r->out);
     }
+
+    /* plan and train build the model (and open the dataset) first, then connect. */
+    run_tidectl(r, "--json", "--socket", NO_SOCKET, "plan", "--model", "mlp", "--dataset",
+                "synthetic", (char *)NULL);
+    assert_int_equal(r->exit_code, 3);
+    expect_no_daemon_line("plan", r->out);
+    run_tidectl(r, "--json", "--socket", NO_SOCKET, "train", "--model", "mlp", "--dataset",
+                "synthetic", "--steps", "1", "--no-eval", (char *)NULL);
+    assert_int_equal(r->exit_code, 3);
+    expect_no_daemon_line("train", r->out);
     free(r);
+}
+
+/* ============================================================================
+ * JSON lines without a daemon: tidectl's own errors
+ * ========================================================================== */
+
+/* A dataset that cannot be opened: exit 1 and an error line without a gRPC code number. */
+static void test_json_dataset_error(void **state)
+{
+    (void)state;
+    struct tide_test_run *r = malloc(sizeof(*r));
+    assert_non_null(r);
+    const char *dir = "/nonexistent/tide-test-data";
+    run_tidectl(r, "--json", "--socket", NO_SOCKET, "train", "--model", "mlp", "--dataset",
+                "fashion-mnist", "--data-dir", dir, "--steps", "1", (char *)NULL);
+    if (r->exit_code != 1)
+        fail_msg("tidectl train with a missing dataset: exit %d\n%s", r->exit_code, r->err);
+    size_t n;
+    struct json_object *lines = tide_test_json_lines(r->out, &n);
+    assert_int_equal(n, 1);
+    struct json_object *line = tide_test_json_line(lines, 0);
+    tide_test_json_keys(line, error_line_keys);
+    struct json_object *error = tide_test_json_object(line, "error");
+    tide_test_json_keys(error, own_error_keys);
+    assert_string_equal(tide_test_json_string(error, "code"), "DATASET");
+    assert_int_equal(tide_test_json_int(error, "exit"), 1);
+    assert_non_null(strstr(tide_test_json_string(error, "message"), dir));
+    assert_non_null(strstr(r->out, dir)); /* no "\/" */
+    /* The same message as on stderr. */
+    assert_non_null(strstr(r->err, tide_test_json_string(error, "message")));
+    json_object_put(lines);
+    free(r);
+}
+
+/*
+ * Usage errors under --json: exit 2, the message on stderr and nothing on
+ * stdout. No usage error writes a JSON line (the option parser reports
+ * errors before it knows whether --json comes later on the command line),
+ * so a script sees an empty stdout, whether the error is found while
+ * parsing or after.
+ */
+static void test_json_usage_errors(void **state)
+{
+    (void)state;
+    expect_usage_error("tidectl: get: missing argument: tidectl get JOB (see tidectl get --help)\n",
+                       "--json", "get", (char *)NULL);
+    expect_usage_error("tidectl: plan: --swap must be one of auto, on, off, got \"maybe\" (see "
+                       "tidectl plan --help)\n",
+                       "--json", "plan", "--swap", "maybe", (char *)NULL);
+    expect_usage_error("tidectl: train: --batch 100000 is larger than the dataset (60000 "
+                       "examples) (see tidectl train --help)\n",
+                       "--json", "--socket", NO_SOCKET, "train", "--model", "mlp", "--dataset",
+                       "synthetic", "--batch", "100000", "--no-eval", (char *)NULL);
 }
 
 int main(void)
@@ -268,6 +362,8 @@ int main(void)
         cmocka_unit_test(test_verb_help),
         cmocka_unit_test(test_usage_errors),
         cmocka_unit_test(test_no_daemon),
+        cmocka_unit_test(test_json_dataset_error),
+        cmocka_unit_test(test_json_usage_errors),
     };
     return cmocka_run_group_tests(tests, group_setup, NULL);
 }

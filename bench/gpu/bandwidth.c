@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench/bench-json.h"
 #include "kernels/cuda/kernels_cuda.h"
 #include "runtime/backend.h"
 
@@ -285,19 +286,26 @@ static enum tide_status check_round_trip(struct tide_path *t, struct cuda_path *
     return st;
 }
 
-static void print_json(const char *device, const struct result *r, int n)
+/* The JSON line: the device, then one object per size; 0, or 1 when it could not be built. */
+static int print_json(const char *device, const struct result *r, int n)
 {
-    printf("{\"benchmark\": \"bandwidth\", \"device\": \"");
-    for (const char *p = device; *p; p++)
-        if (*p != '"' && *p != '\\')
-            putchar(*p);
-    printf("\", \"unit\": \"GB/s\", \"results\": [");
-    for (int i = 0; i < n; i++)
-        printf("%s{\"bytes\": %" PRIu64 ", \"iters\": %d, \"tide_h2d\": %.3f, "
-               "\"tide_d2h\": %.3f, \"cuda_h2d\": %.3f, \"cuda_d2h\": %.3f}",
-               i ? ", " : "", r[i].bytes, r[i].iters, r[i].tide_h2d, r[i].tide_d2h, r[i].cuda_h2d,
-               r[i].cuda_d2h);
-    printf("]}\n");
+    struct json_object *line = tide_bench_json_object();
+    tide_bench_json_set_string(line, "benchmark", "bandwidth");
+    tide_bench_json_set_string(line, "device", device);
+    tide_bench_json_set_string(line, "unit", "GB/s");
+    struct json_object *results = tide_bench_json_array();
+    for (int i = 0; i < n; i++) {
+        struct json_object *size = tide_bench_json_object();
+        tide_bench_json_set_uint(size, "bytes", r[i].bytes);
+        tide_bench_json_set_int(size, "iters", r[i].iters);
+        tide_bench_json_set_fixed(size, "tide_h2d", r[i].tide_h2d, 3);
+        tide_bench_json_set_fixed(size, "tide_d2h", r[i].tide_d2h, 3);
+        tide_bench_json_set_fixed(size, "cuda_h2d", r[i].cuda_h2d, 3);
+        tide_bench_json_set_fixed(size, "cuda_d2h", r[i].cuda_d2h, 3);
+        tide_bench_json_append(results, size);
+    }
+    tide_bench_json_set(line, "results", results);
+    return tide_bench_json_print_line(line);
 }
 
 int main(int argc, char **argv)
@@ -348,9 +356,8 @@ int main(int argc, char **argv)
     }
     if (st != TIDE_OK)
         fprintf(stderr, "tide-bandwidth: %s: %s\n", tide_strerror(st), err.message);
-    if (o.json && n > 0)
-        print_json(device, results, n);
+    int printed = o.json && n > 0 ? print_json(device, results, n) : 0;
     cuda_path_free(&c);
     tide_path_free(&t);
-    return st == TIDE_OK ? 0 : 1;
+    return st == TIDE_OK && printed == 0 ? 0 : 1;
 }

@@ -83,13 +83,16 @@ step() {
 # The last line of a step's log, when it is a JSON object.
 last_json() { tail -n 1 "$out/$1.log" | grep -E '^\{.*\}$' || true; }
 
-# Appends a train run's JSON line, with the device and the step's name, to train.jsonl.
+# Appends a train run's JSON line, with the device and the step's name, to train.jsonl
+# (built by python3's json module: the device's name may hold any character).
 record_train() {
   local json
   json=$(last_json "$1")
   [[ -n $json ]] || return 0
-  printf '{"step": "%s", "device": "%s", "result": %s}\n' "$1" "${device//\"/}" "$json" \
-    >> "$out/train.jsonl"
+  python3 -c 'import json, sys
+print(json.dumps({"step": sys.argv[1], "device": sys.argv[2], "result": json.loads(sys.argv[3])}))' \
+    "$1" "$device" "$json" >> "$out/train.jsonl" 2>/dev/null ||
+    log "$1: its last line is not JSON: $json"
 }
 
 # A field of a step's JSON line, by python3 (there with PyTorch); empty if absent.
@@ -168,15 +171,16 @@ else
 fi
 
 # ---- summary ----------------------------------------------------------------
-{
-  printf '{"device": "%s", "failed": %s, "steps": [' "${device//\"/}" \
-    "$([[ $failed == 0 ]] && echo false || echo true)"
-  for i in "${!step_names[@]}"; do
-    (( i > 0 )) && printf ', '
-    printf '{"name": "%s", "rc": %s, "seconds": %s}' "${step_names[$i]}" "${step_rcs[$i]}" \
-      "${step_secs[$i]}"
-  done
-  printf ']}\n'
-} > "$out/summary.json"
+# By python3's json module, as train.jsonl: NAME RC SECONDS per step after the device.
+summary_args=()
+for i in "${!step_names[@]}"; do
+  summary_args+=("${step_names[$i]}" "${step_rcs[$i]}" "${step_secs[$i]}")
+done
+python3 -c 'import json, sys
+device, failed, rest = sys.argv[1], sys.argv[2] != "0", sys.argv[3:]
+steps = [{"name": rest[i], "rc": int(rest[i + 1]), "seconds": int(rest[i + 2])}
+         for i in range(0, len(rest), 3)]
+print(json.dumps({"device": device, "failed": failed, "steps": steps}))' \
+  "$device" "$failed" "${summary_args[@]}" > "$out/summary.json"
 log "summary: $(cat "$out/summary.json")"
 exit "$failed"

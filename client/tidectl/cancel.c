@@ -15,8 +15,7 @@ static int run_cancel(const struct tidectl_verb *verb, struct tidectl_options *o
     if (tide_client_cancel(c, o->args[0], &j) != 0) {
         rc = tidectl_client_error(c, verb->name, TIDECTL_EXIT_RUNTIME);
     } else if (o->json) {
-        tidectl_json_job(stdout, &j);
-        tidectl_json_end_line();
+        rc = tidectl_json_print_line(tidectl_json_job(&j));
     } else {
         printf("job %s: %s after %" PRIu64 " steps\n", j.id, tide_job_state_name(j.state), j.steps);
     }

@@ -17,12 +17,12 @@ static int run_checkpoint(const struct tidectl_verb *verb, struct tidectl_option
     if (tide_client_checkpoint(c, o->args[0], &k) != 0) {
         rc = tidectl_client_error(c, verb->name, TIDECTL_EXIT_RUNTIME);
     } else if (o->json) {
-        printf("{\"job\":");
-        tidectl_json_string(stdout, o->args[0]);
-        printf(",\"step\":%" PRIu64 ",\"path\":", k.step);
-        tidectl_json_string(stdout, k.path);
-        printf(",\"bytes\":%" PRIu64 "}", k.bytes);
-        tidectl_json_end_line();
+        struct json_object *line = tidectl_json_object();
+        tidectl_json_set_string(line, "job", o->args[0]);
+        tidectl_json_set_uint(line, "step", k.step);
+        tidectl_json_set_string(line, "path", k.path);
+        tidectl_json_set_uint(line, "bytes", k.bytes);
+        rc = tidectl_json_print_line(line);
     } else {
         char b[32];
         printf("job %s: checkpoint of step %" PRIu64 " written to %s (%s)\n", o->args[0], k.step,

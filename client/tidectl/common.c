@@ -40,14 +40,8 @@ int tidectl_client_error(tide_client *c, const char *what, int exit_code)
     int code = tide_client_error_code(c);
     const char *message = tide_client_error_message(c);
     fprintf(stderr, "tidectl: %s: %s: %s\n", what, tide_code_name(code), message);
-    if (tidectl_json) {
-        printf("{\"error\":{\"code\":");
-        tidectl_json_string(stdout, tide_code_name(code));
-        printf(",\"code_number\":%d,\"message\":", code);
-        tidectl_json_string(stdout, message);
-        printf(",\"exit\":%d}}\n", exit_code);
-        fflush(stdout);
-    }
+    if (tidectl_json)
+        tidectl_json_print_error(tide_code_name(code), code, message, exit_code);
     return exit_code;
 }
 

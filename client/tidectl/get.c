@@ -42,8 +42,7 @@ static int run_get(const struct tidectl_verb *verb, struct tidectl_options *o, t
     if (tide_client_get(c, o->args[0], &j) != 0) {
         rc = tidectl_client_error(c, verb->name, TIDECTL_EXIT_RUNTIME);
     } else if (o->json) {
-        tidectl_json_job(stdout, &j);
-        tidectl_json_end_line();
+        rc = tidectl_json_print_line(tidectl_json_job(&j));
     } else {
         print_job(&j);
     }

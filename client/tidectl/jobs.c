@@ -16,10 +16,9 @@ static int run_jobs(const struct tidectl_verb *verb, struct tidectl_options *o, 
     if (tide_client_list(c, o->all, &jobs, &n) != 0) {
         rc = tidectl_client_error(c, verb->name, TIDECTL_EXIT_RUNTIME);
     } else if (o->json) {
-        for (size_t i = 0; i < n; i++) {
-            tidectl_json_job(stdout, &jobs[i]);
-            tidectl_json_end_line();
-        }
+        for (size_t i = 0; i < n; i++)
+            if (tidectl_json_print_line(tidectl_json_job(&jobs[i])) != TIDECTL_EXIT_OK)
+                rc = TIDECTL_EXIT_RUNTIME;
         free(jobs);
     } else {
         tidectl_print_jobs_table(jobs, n);

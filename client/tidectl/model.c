@@ -110,11 +110,8 @@ int tidectl_open_dataset(const struct tidectl_options *o, const char *split, tid
     }
     if (rc != 0) {
         fprintf(stderr, "tidectl: dataset %s (%s): %s\n", o->dataset, split, err);
-        if (tidectl_json) {
-            printf("{\"error\":{\"code\":\"DATASET\",\"message\":");
-            tidectl_json_string(stdout, err);
-            printf(",\"exit\":1}}\n");
-        }
+        if (tidectl_json)
+            tidectl_json_print_error("DATASET", -1, err, TIDECTL_EXIT_RUNTIME);
         return TIDECTL_EXIT_RUNTIME;
     }
     return TIDECTL_EXIT_OK;

@@ -2,137 +2,217 @@
 /*
  * client/tidectl/output.c: how tidectl writes what more than one command
  * shows. JSON: one object per line on stdout under --json, so that scripts
- * can read stdout line by line (a string escaper, numbers with NaN as null,
- * a job, a step result and a plan report). Text: the plan report that
- * `plan` and `get` print and the job table of `status` and `jobs`.
+ * can read stdout line by line. Every line is a json-c object serialised by
+ * json-c (escaping is json-c's, never ours); the typed setters here hold
+ * the rules for numbers (NaN and infinities as null, doubles to nine
+ * significant digits), and the builders the shapes of a job, a step result,
+ * a plan report and an error. Text: the plan report that `plan` and `get`
+ * print and the job table of `status` and `jobs`.
  */
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 
+#include <json.h>
+
 #include "tidectl.h"
 
 /* ============================================================================
- * JSON output: one object per line
+ * JSON output: json-c objects, one per line
  * ========================================================================== */
 
-void tidectl_json_string(FILE *out, const char *s)
+/*
+ * Set when an allocation failed while an object was being built, so that
+ * tidectl_json_print_line() prints nothing rather than an object with a
+ * field missing or null. tidectl has one thread; it is reset by every print.
+ */
+static bool json_out_of_memory;
+
+/* Adds value (owned) under key; a NULL value stands for JSON null only when null_ok. */
+static void json_put(json_object *o, const char *key, json_object *value, bool null_ok)
 {
-    fputc('"', out);
-    for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
-        switch (*p) {
-        case '"':
-            fputs("\\\"", out);
-            break;
-        case '\\':
-            fputs("\\\\", out);
-            break;
-        case '\n':
-            fputs("\\n", out);
-            break;
-        case '\r':
-            fputs("\\r", out);
-            break;
-        case '\t':
-            fputs("\\t", out);
-            break;
-        default:
-            if (*p < 0x20)
-                fprintf(out, "\\u%04x", *p);
-            else
-                fputc(*p, out);
-        }
+    if (!o || (!value && !null_ok) || json_object_object_add(o, key, value) != 0) {
+        json_object_put(value);
+        json_out_of_memory = true;
     }
-    fputc('"', out);
 }
 
-void tidectl_json_double(FILE *out, double v)
+json_object *tidectl_json_object(void)
 {
-    if (isfinite(v))
-        fprintf(out, "%.9g", v);
-    else
-        fputs("null", out);
+    json_object *o = json_object_new_object();
+    if (!o)
+        json_out_of_memory = true;
+    return o;
 }
 
-void tidectl_json_plan_fields(FILE *out, const struct tide_job_plan_report *p, bool partitions)
+json_object *tidectl_json_array(void)
 {
-    fprintf(out,
-            "\"nodes\":%" PRIu32 ",\"budget_bytes\":%" PRIu64 ",\"predicted_peak_bytes\":%" PRIu64
-            ",\"fits\":%s,\"min_budget_bytes\":%" PRIu64 ",\"min_budget_node\":",
-            p->nodes, p->budget_bytes, p->predicted_peak_bytes, p->fits ? "true" : "false",
-            p->min_budget_bytes);
-    tidectl_json_string(out, p->min_budget_node);
-    fprintf(out,
-            ",\"swap_in_bytes\":%" PRIu64 ",\"swap_out_bytes\":%" PRIu64 ",\"fetch_bytes\":%" PRIu64
-            ",\"write_back_bytes\":%" PRIu64 ",\"partition_size\":%" PRIu32
-            ",\"swap_threshold\":%" PRIu32 ",\"prefetch_distance\":%" PRIu32
-            ",\"host_bytes\":%" PRIu64 ",\"plan_us\":%" PRIu64 ",\"message\":",
-            p->swap_in_bytes, p->swap_out_bytes, p->fetch_bytes, p->write_back_bytes,
-            p->partition_size, p->swap_threshold, p->prefetch_distance, p->host_bytes, p->plan_us);
-    tidectl_json_string(out, p->message);
+    json_object *a = json_object_new_array();
+    if (!a)
+        json_out_of_memory = true;
+    return a;
+}
+
+void tidectl_json_set(json_object *o, const char *key, json_object *value)
+{
+    json_put(o, key, value, false);
+}
+
+void tidectl_json_append(json_object *array, json_object *value)
+{
+    if (!array || !value || json_object_array_add(array, value) != 0) {
+        json_object_put(value);
+        json_out_of_memory = true;
+    }
+}
+
+void tidectl_json_set_string(json_object *o, const char *key, const char *s)
+{
+    json_put(o, key, json_object_new_string(s ? s : ""), false);
+}
+
+void tidectl_json_set_int(json_object *o, const char *key, int64_t v)
+{
+    json_put(o, key, json_object_new_int64(v), false);
+}
+
+void tidectl_json_set_uint(json_object *o, const char *key, uint64_t v)
+{
+    json_put(o, key, json_object_new_uint64(v), false);
+}
+
+void tidectl_json_set_bool(json_object *o, const char *key, bool v)
+{
+    json_put(o, key, json_object_new_boolean(v), false);
+}
+
+void tidectl_json_set_double(json_object *o, const char *key, double v)
+{
+    /*
+     * JSON has no NaN or infinity (json-c would write NaN and Infinity,
+     * which no strict parser reads): they become null, as they always have
+     * in tidectl's output. Finite values keep nine significant digits, as
+     * many as a float needs to come back bit for bit, instead of json-c's
+     * %.17g noise ("0.10000000000000001").
+     */
+    if (!isfinite(v)) {
+        json_put(o, key, NULL, true);
+        return;
+    }
+    char text[32];
+    snprintf(text, sizeof(text), "%.9g", v);
+    json_put(o, key, json_object_new_double_s(v, text), false);
+}
+
+void tidectl_json_add_plan(json_object *o, const struct tide_job_plan_report *p, bool partitions)
+{
+    tidectl_json_set_uint(o, "nodes", p->nodes);
+    tidectl_json_set_uint(o, "budget_bytes", p->budget_bytes);
+    tidectl_json_set_uint(o, "predicted_peak_bytes", p->predicted_peak_bytes);
+    tidectl_json_set_bool(o, "fits", p->fits);
+    tidectl_json_set_uint(o, "min_budget_bytes", p->min_budget_bytes);
+    tidectl_json_set_string(o, "min_budget_node", p->min_budget_node);
+    tidectl_json_set_uint(o, "swap_in_bytes", p->swap_in_bytes);
+    tidectl_json_set_uint(o, "swap_out_bytes", p->swap_out_bytes);
+    tidectl_json_set_uint(o, "fetch_bytes", p->fetch_bytes);
+    tidectl_json_set_uint(o, "write_back_bytes", p->write_back_bytes);
+    tidectl_json_set_uint(o, "partition_size", p->partition_size);
+    tidectl_json_set_uint(o, "swap_threshold", p->swap_threshold);
+    tidectl_json_set_uint(o, "prefetch_distance", p->prefetch_distance);
+    tidectl_json_set_uint(o, "host_bytes", p->host_bytes);
+    tidectl_json_set_uint(o, "plan_us", p->plan_us);
+    tidectl_json_set_string(o, "message", p->message);
     if (!partitions)
         return;
-    fprintf(out, ",\"n_partitions\":%" PRIu32 ",\"partitions\":[", p->n_partitions);
+    tidectl_json_set_uint(o, "n_partitions", p->n_partitions);
+    json_object *list = tidectl_json_array();
     for (uint32_t i = 0; i < p->n_partitions; i++) {
         const struct tide_job_partition_report *q = &p->partitions[i];
-        fprintf(out,
-                "%s{\"index\":%" PRIu32 ",\"nodes\":%" PRIu32 ",\"resident_bytes\":%" PRIu64
-                ",\"swap_in_bytes\":%" PRIu64 ",\"swap_out_bytes\":%" PRIu64
-                ",\"fetch_bytes\":%" PRIu64 ",\"write_back_bytes\":%" PRIu64 ",\"peak_node\":",
-                i ? "," : "", q->index, q->nodes, q->resident_bytes, q->swap_in_bytes,
-                q->swap_out_bytes, q->fetch_bytes, q->write_back_bytes);
-        tidectl_json_string(out, q->peak_node);
-        fputc('}', out);
+        json_object *part = tidectl_json_object();
+        tidectl_json_set_uint(part, "index", q->index);
+        tidectl_json_set_uint(part, "nodes", q->nodes);
+        tidectl_json_set_uint(part, "resident_bytes", q->resident_bytes);
+        tidectl_json_set_uint(part, "swap_in_bytes", q->swap_in_bytes);
+        tidectl_json_set_uint(part, "swap_out_bytes", q->swap_out_bytes);
+        tidectl_json_set_uint(part, "fetch_bytes", q->fetch_bytes);
+        tidectl_json_set_uint(part, "write_back_bytes", q->write_back_bytes);
+        tidectl_json_set_string(part, "peak_node", q->peak_node);
+        tidectl_json_append(list, part);
     }
-    fputc(']', out);
+    tidectl_json_set(o, "partitions", list);
 }
 
-void tidectl_json_job(FILE *out, const struct tide_job_info *j)
+json_object *tidectl_json_job(const struct tide_job_info *j)
 {
-    fputs("{\"id\":", out);
-    tidectl_json_string(out, j->id);
-    fputs(",\"name\":", out);
-    tidectl_json_string(out, j->name);
-    fprintf(out, ",\"owner_uid\":%" PRIu32 ",\"state\":", j->owner_uid);
-    tidectl_json_string(out, tide_job_state_name(j->state));
-    fprintf(out, ",\"steps\":%" PRIu64 ",\"last_loss\":", j->steps);
-    tidectl_json_double(out, j->last_loss);
-    fprintf(out,
-            ",\"device_budget_bytes\":%" PRIu64 ",\"device_high_water_bytes\":%" PRIu64
-            ",\"host_bytes\":%" PRIu64 ",\"h2d_bytes_total\":%" PRIu64
-            ",\"d2h_bytes_total\":%" PRIu64 ",\"steps_per_second\":",
-            j->device_budget_bytes, j->device_high_water_bytes, j->host_bytes, j->h2d_bytes_total,
-            j->d2h_bytes_total);
-    tidectl_json_double(out, j->steps_per_second);
-    fprintf(out,
-            ",\"created_us\":%" PRId64 ",\"updated_us\":%" PRId64 ",\"message\":", j->created_us,
-            j->updated_us);
-    tidectl_json_string(out, j->message);
-    fprintf(out, ",\"last_checkpoint_step\":%" PRIu64, j->last_checkpoint_step);
+    json_object *o = tidectl_json_object();
+    tidectl_json_set_string(o, "id", j->id);
+    tidectl_json_set_string(o, "name", j->name);
+    tidectl_json_set_uint(o, "owner_uid", j->owner_uid);
+    tidectl_json_set_string(o, "state", tide_job_state_name(j->state));
+    tidectl_json_set_uint(o, "steps", j->steps);
+    tidectl_json_set_double(o, "last_loss", j->last_loss);
+    tidectl_json_set_uint(o, "device_budget_bytes", j->device_budget_bytes);
+    tidectl_json_set_uint(o, "device_high_water_bytes", j->device_high_water_bytes);
+    tidectl_json_set_uint(o, "host_bytes", j->host_bytes);
+    tidectl_json_set_uint(o, "h2d_bytes_total", j->h2d_bytes_total);
+    tidectl_json_set_uint(o, "d2h_bytes_total", j->d2h_bytes_total);
+    tidectl_json_set_double(o, "steps_per_second", j->steps_per_second);
+    tidectl_json_set_int(o, "created_us", j->created_us);
+    tidectl_json_set_int(o, "updated_us", j->updated_us);
+    tidectl_json_set_string(o, "message", j->message);
+    tidectl_json_set_uint(o, "last_checkpoint_step", j->last_checkpoint_step);
     if (j->has_plan) {
-        fputs(",\"plan\":{", out);
-        tidectl_json_plan_fields(out, &j->plan, false);
-        fputc('}', out);
+        json_object *plan = tidectl_json_object();
+        tidectl_json_add_plan(plan, &j->plan, false);
+        tidectl_json_set(o, "plan", plan);
     }
-    fputc('}', out);
+    return o;
 }
 
-void tidectl_json_step(FILE *out, const struct tide_step_result *r)
+json_object *tidectl_json_step(const struct tide_step_result *r)
 {
-    fprintf(out, "{\"step\":%" PRIu64 ",\"loss\":", r->step);
-    tidectl_json_double(out, r->loss);
-    fprintf(out,
-            ",\"step_us\":%" PRIu64 ",\"device_high_water_bytes\":%" PRIu64
-            ",\"h2d_bytes\":%" PRIu64 ",\"d2h_bytes\":%" PRIu64 ",\"stall_us\":%" PRIu64
-            ",\"eval_only\":%s}",
-            r->step_us, r->device_high_water_bytes, r->h2d_bytes, r->d2h_bytes, r->stall_us,
-            r->eval_only ? "true" : "false");
+    json_object *o = tidectl_json_object();
+    tidectl_json_set_uint(o, "step", r->step);
+    tidectl_json_set_double(o, "loss", r->loss);
+    tidectl_json_set_uint(o, "step_us", r->step_us);
+    tidectl_json_set_uint(o, "device_high_water_bytes", r->device_high_water_bytes);
+    tidectl_json_set_uint(o, "h2d_bytes", r->h2d_bytes);
+    tidectl_json_set_uint(o, "d2h_bytes", r->d2h_bytes);
+    tidectl_json_set_uint(o, "stall_us", r->stall_us);
+    tidectl_json_set_bool(o, "eval_only", r->eval_only);
+    return o;
 }
 
-void tidectl_json_end_line(void)
+int tidectl_json_print_error(const char *code, int code_number, const char *message, int exit_code)
 {
-    fputc('\n', stdout);
-    fflush(stdout);
+    json_object *error = tidectl_json_object();
+    tidectl_json_set_string(error, "code", code);
+    if (code_number >= 0)
+        tidectl_json_set_int(error, "code_number", code_number);
+    tidectl_json_set_string(error, "message", message);
+    tidectl_json_set_int(error, "exit", exit_code);
+    json_object *line = tidectl_json_object();
+    tidectl_json_set(line, "error", error);
+    return tidectl_json_print_line(line);
+}
+
+int tidectl_json_print_line(json_object *o)
+{
+    /* One line, no spaces; paths keep their slashes ("/" needs no escape in JSON). */
+    const int flags = JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE;
+    const char *text = o && !json_out_of_memory ? json_object_to_json_string_ext(o, flags) : NULL;
+    int rc = TIDECTL_EXIT_OK;
+    if (text) {
+        fputs(text, stdout);
+        fputc('\n', stdout);
+        fflush(stdout);
+    } else {
+        fprintf(stderr, "tidectl: out of memory writing a JSON line\n");
+        rc = TIDECTL_EXIT_RUNTIME;
+    }
+    json_out_of_memory = false;
+    json_object_put(o);
+    return rc;
 }
 
 /* ============================================================================

@@ -33,13 +33,13 @@ static int run_plan(const struct tidectl_verb *verb, struct tidectl_options *o, 
     if (tide_client_plan(c, &spec, &p) != 0) {
         rc = tidectl_client_error(c, verb->name, TIDECTL_EXIT_RUNTIME);
     } else if (o->json) {
-        printf("{\"model\":");
-        tidectl_json_string(stdout, o->model);
-        printf(",\"batch\":%" PRId64 ",\"parameters\":%" PRId64 ",\"swap\":\"%s\",", o->batch,
-               m.parameters, tidectl_swap_names[o->swap]);
-        tidectl_json_plan_fields(stdout, &p, true);
-        putchar('}');
-        tidectl_json_end_line();
+        struct json_object *line = tidectl_json_object();
+        tidectl_json_set_string(line, "model", o->model);
+        tidectl_json_set_int(line, "batch", o->batch);
+        tidectl_json_set_int(line, "parameters", m.parameters);
+        tidectl_json_set_string(line, "swap", tidectl_swap_names[o->swap]);
+        tidectl_json_add_plan(line, &p, true);
+        rc = tidectl_json_print_line(line);
     } else {
         printf("plan of %s (%" PRId64 " parameters), batch %" PRId64 ", swap %s:\n", o->model,
                m.parameters, o->batch, tidectl_swap_names[o->swap]);

@@ -19,27 +19,23 @@ static int run_status(const struct tidectl_verb *verb, struct tidectl_options *o
     if (tide_client_status(c, &s, &jobs, &n) != 0) {
         rc = tidectl_client_error(c, verb->name, TIDECTL_EXIT_RUNTIME);
     } else if (o->json) {
-        printf("{\"version\":");
-        tidectl_json_string(stdout, s.version);
-        printf(",\"backend\":");
-        tidectl_json_string(stdout, s.backend);
-        printf(",\"device_name\":");
-        tidectl_json_string(stdout, s.device_name);
-        printf(",\"device_total_bytes\":%" PRIu64 ",\"device_used_bytes\":%" PRIu64
-               ",\"device_reserved_bytes\":%" PRIu64 ",\"host_pool_bytes\":%" PRIu64
-               ",\"host_pool_used_bytes\":%" PRIu64 ",\"started_us\":%" PRId64
-               ",\"max_job_budget_bytes\":%" PRIu64 ",\"default_job_budget_bytes\":%" PRIu64
-               ",\"jobs\":[",
-               s.device_total_bytes, s.device_used_bytes, s.device_reserved_bytes,
-               s.host_pool_bytes, s.host_pool_used_bytes, s.started_us, s.max_job_budget_bytes,
-               s.default_job_budget_bytes);
-        for (size_t i = 0; i < n; i++) {
-            if (i)
-                putchar(',');
-            tidectl_json_job(stdout, &jobs[i]);
-        }
-        printf("]}");
-        tidectl_json_end_line();
+        struct json_object *line = tidectl_json_object();
+        tidectl_json_set_string(line, "version", s.version);
+        tidectl_json_set_string(line, "backend", s.backend);
+        tidectl_json_set_string(line, "device_name", s.device_name);
+        tidectl_json_set_uint(line, "device_total_bytes", s.device_total_bytes);
+        tidectl_json_set_uint(line, "device_used_bytes", s.device_used_bytes);
+        tidectl_json_set_uint(line, "device_reserved_bytes", s.device_reserved_bytes);
+        tidectl_json_set_uint(line, "host_pool_bytes", s.host_pool_bytes);
+        tidectl_json_set_uint(line, "host_pool_used_bytes", s.host_pool_used_bytes);
+        tidectl_json_set_int(line, "started_us", s.started_us);
+        tidectl_json_set_uint(line, "max_job_budget_bytes", s.max_job_budget_bytes);
+        tidectl_json_set_uint(line, "default_job_budget_bytes", s.default_job_budget_bytes);
+        struct json_object *list = tidectl_json_array();
+        for (size_t i = 0; i < n; i++)
+            tidectl_json_append(list, tidectl_json_job(&jobs[i]));
+        tidectl_json_set(line, "jobs", list);
+        rc = tidectl_json_print_line(line);
     } else {
         char b1[32], b2[32], b3[32], b4[32], b5[32], t[64];
         printf("tided %s on %s\n", s.version, tide_client_target(c));

@@ -22,7 +22,7 @@
  *   main.c        the verb table, `--help` texts of tidectl itself, main()
  *   options.c     every long option, the one-pass parser, number and size parsing
  *   common.c      connecting, error reports, formatting, signals
- *   output.c      JSON writers and the text tables more than one command prints
+ *   output.c      JSON lines (json-c) and the text tables more than one command prints
  *   model.c       the model, job spec and dataset that `plan` and `train` share
  *   <verb>.c      one command: its struct tidectl_verb (help text included) and run
  *
@@ -313,23 +313,70 @@ void tidectl_install_signals(void);
  * Output: JSON lines and shared text tables
  * ========================================================================== */
 
-/* Writes s as a JSON string (NULL as ""). */
-void tidectl_json_string(FILE *out, const char *s);
+/*
+ * JSON lines are json-c objects (struct json_object, from <json.h>) built
+ * with the functions below and written by tidectl_json_print_line(), which
+ * owns and frees the object. The setters and builders take a NULL object
+ * (a failed allocation) and remember the failure, so a command builds its
+ * line without checking each call, and the print reports it instead.
+ *
+ * Example usage:
+ *
+ *     struct json_object *line = tidectl_json_object();
+ *     tidectl_json_set_string(line, "job", id);
+ *     tidectl_json_set_uint(line, "bytes", bytes);
+ *     tidectl_json_set(line, "result", tidectl_json_step(r));
+ *     return tidectl_json_print_line(line);
+ */
+struct json_object;
 
-/* Writes a JSON number; NaN and infinities (a diverged loss) become null. */
-void tidectl_json_double(FILE *out, double v);
+/* A new, empty JSON object or array; the caller owns it (until it is set or appended). */
+struct json_object *tidectl_json_object(void);
+struct json_object *tidectl_json_array(void);
 
-/* Writes the fields of a plan report (without braces), its partitions if asked. */
-void tidectl_json_plan_fields(FILE *out, const struct tide_job_plan_report *p, bool partitions);
+/* Sets key of o to value, taking ownership of value (an object, array or any json-c value). */
+void tidectl_json_set(struct json_object *o, const char *key, struct json_object *value);
 
-/* Writes a job as a JSON object. */
-void tidectl_json_job(FILE *out, const struct tide_job_info *j);
+/* Appends value to array, taking ownership of value. */
+void tidectl_json_append(struct json_object *array, struct json_object *value);
 
-/* Writes a step result as a JSON object (fetches by name and shape only). */
-void tidectl_json_step(FILE *out, const struct tide_step_result *r);
+/* Sets key of o to a string (NULL as ""), an integer or a boolean. */
+void tidectl_json_set_string(struct json_object *o, const char *key, const char *s);
+void tidectl_json_set_int(struct json_object *o, const char *key, int64_t v);
+void tidectl_json_set_uint(struct json_object *o, const char *key, uint64_t v);
+void tidectl_json_set_bool(struct json_object *o, const char *key, bool v);
 
-/* Ends a JSON line on stdout and flushes it. */
-void tidectl_json_end_line(void);
+/*
+ * Sets key of o to a number with nine significant digits (enough for a
+ * float to round-trip); NaN and infinities (a diverged loss, no test
+ * examples) become null, since JSON has no spelling for them.
+ */
+void tidectl_json_set_double(struct json_object *o, const char *key, double v);
+
+/* Adds the fields of a plan report to o, and its partitions as an array if asked. */
+void tidectl_json_add_plan(struct json_object *o, const struct tide_job_plan_report *p,
+                           bool partitions);
+
+/* A job as a new JSON object, with its plan (without partitions) when it has one. */
+struct json_object *tidectl_json_job(const struct tide_job_info *j);
+
+/* A step result as a new JSON object (the fetches are not included). */
+struct json_object *tidectl_json_step(const struct tide_step_result *r);
+
+/*
+ * Prints {"error":{"code":...,"code_number":...,"message":...,"exit":...}}
+ * as a line on stdout; code_number < 0 leaves that field out (an error that
+ * is not a gRPC code). Returns tidectl_json_print_line()'s result.
+ */
+int tidectl_json_print_error(const char *code, int code_number, const char *message, int exit_code);
+
+/*
+ * Writes o as one line on stdout (json-c's plain form, slashes unescaped),
+ * flushes it and frees o. Returns TIDECTL_EXIT_OK, or TIDECTL_EXIT_RUNTIME
+ * after saying so on stderr, and printing nothing, when building o ran out
+ * of memory.
+ */
+int tidectl_json_print_line(struct json_object *o);
 
 /* Prints a plan report as indented text, with the partition table if asked. */
 void tidectl_print_plan(const struct tide_job_plan_report *p, bool partitions);

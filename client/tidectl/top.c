@@ -48,12 +48,15 @@ static int top_frame(tide_client *c, const struct tidectl_options *o, struct top
         return tidectl_client_error(c, "top", TIDECTL_EXIT_RUNTIME);
     double now = tidectl_now_s();
     double dt = s->prev ? now - s->prev_s : 0;
+    struct json_object *line = NULL, *list = NULL;
     if (o->json) {
-        printf("{\"time_us\":%" PRId64 ",\"backend\":", (int64_t)time(NULL) * 1000000);
-        tidectl_json_string(stdout, st.backend);
-        printf(",\"device_total_bytes\":%" PRIu64 ",\"device_used_bytes\":%" PRIu64
-               ",\"device_reserved_bytes\":%" PRIu64 ",\"jobs\":[",
-               st.device_total_bytes, st.device_used_bytes, st.device_reserved_bytes);
+        line = tidectl_json_object();
+        tidectl_json_set_int(line, "time_us", (int64_t)time(NULL) * 1000000);
+        tidectl_json_set_string(line, "backend", st.backend);
+        tidectl_json_set_uint(line, "device_total_bytes", st.device_total_bytes);
+        tidectl_json_set_uint(line, "device_used_bytes", st.device_used_bytes);
+        tidectl_json_set_uint(line, "device_reserved_bytes", st.device_reserved_bytes);
+        list = tidectl_json_array();
     } else {
         char b1[32], b2[32], b3[32];
         if (clear)
@@ -87,17 +90,12 @@ static int top_frame(tide_client *c, const struct tidectl_options *o, struct top
             next[i].copy_bytes = copies;
         }
         if (o->json) {
-            if (i)
-                putchar(',');
-            printf("{\"job\":");
-            tidectl_json_job(stdout, j);
-            printf(",\"step_rate\":");
-            tidectl_json_double(stdout, rate);
-            printf(",\"swap_mb_per_step\":");
-            tidectl_json_double(stdout, per_step);
-            printf(",\"swap_mb_per_second\":");
-            tidectl_json_double(stdout, per_s);
-            putchar('}');
+            struct json_object *row = tidectl_json_object();
+            tidectl_json_set(row, "job", tidectl_json_job(j));
+            tidectl_json_set_double(row, "step_rate", rate);
+            tidectl_json_set_double(row, "swap_mb_per_step", per_step);
+            tidectl_json_set_double(row, "swap_mb_per_second", per_s);
+            tidectl_json_append(list, row);
         } else {
             char b1[32], b2[32], dev[48], c1[16], c2[16];
             snprintf(dev, sizeof(dev), "%s/%s",
@@ -116,9 +114,10 @@ static int top_frame(tide_client *c, const struct tidectl_options *o, struct top
                    (double)j->last_loss, dev, c1, c2);
         }
     }
+    int rc = TIDECTL_EXIT_OK;
     if (o->json) {
-        printf("]}");
-        tidectl_json_end_line();
+        tidectl_json_set(line, "jobs", list);
+        rc = tidectl_json_print_line(line);
     } else {
         if (!o->once)
             printf("\nq or Ctrl-C quits; refreshed every %.1f s\n", o->interval_s);
@@ -129,7 +128,7 @@ static int top_frame(tide_client *c, const struct tidectl_options *o, struct top
     s->n_prev = next ? n : 0;
     s->prev_s = now;
     free(jobs);
-    return TIDECTL_EXIT_OK;
+    return rc;
 }
 
 static int run_top(const struct tidectl_verb *verb, struct tidectl_options *o, tide_client *c)

@@ -46,6 +46,7 @@ struct train_state {
     uint64_t copy_bytes_total;
     bool tty;
     bool bar_drawn;
+    bool json_failed; /* a --json line could not be written: exit 1 at the end */
     /* evaluation */
     int64_t eval_correct, eval_seen;
     double eval_loss_sum;
@@ -189,14 +190,14 @@ static int train_step(void *user, const struct tide_step_result *r)
         }
     }
     if (t->o->json) {
-        printf("{\"event\":\"step\",\"job\":");
-        tidectl_json_string(stdout, t->job.id);
-        printf(",\"result\":");
-        tidectl_json_step(stdout, r);
-        printf(",\"batch_accuracy\":");
-        tidectl_json_double(stdout, correct >= 0 && n > 0 ? (double)correct / (double)n : NAN);
-        putchar('}');
-        tidectl_json_end_line();
+        struct json_object *line = tidectl_json_object();
+        tidectl_json_set_string(line, "event", "step");
+        tidectl_json_set_string(line, "job", t->job.id);
+        tidectl_json_set(line, "result", tidectl_json_step(r));
+        tidectl_json_set_double(line, "batch_accuracy",
+                                correct >= 0 && n > 0 ? (double)correct / (double)n : NAN);
+        if (tidectl_json_print_line(line) != TIDECTL_EXIT_OK)
+            t->json_failed = true;
     }
     if (!r->eval_only && (t->tty || !t->o->json))
         draw_progress(t, t->done_train == t->total_steps);
@@ -271,13 +272,15 @@ static int run_train(const struct tidectl_verb *verb, struct tidectl_options *o,
     }
     char b1[32], b2[32], b3[32], b4[32];
     if (o->json) {
-        printf("{\"event\":\"submitted\",\"job\":");
-        tidectl_json_job(stdout, &t.job);
-        printf(",\"model\":");
-        tidectl_json_string(stdout, o->model);
-        printf(",\"parameters\":%" PRId64 ",\"batch\":%" PRId64 ",\"total_steps\":%" PRId64 "}",
-               m.parameters, o->batch, t.total_steps);
-        tidectl_json_end_line();
+        struct json_object *line = tidectl_json_object();
+        tidectl_json_set_string(line, "event", "submitted");
+        tidectl_json_set(line, "job", tidectl_json_job(&t.job));
+        tidectl_json_set_string(line, "model", o->model);
+        tidectl_json_set_int(line, "parameters", m.parameters);
+        tidectl_json_set_int(line, "batch", o->batch);
+        tidectl_json_set_int(line, "total_steps", t.total_steps);
+        if (tidectl_json_print_line(line) != TIDECTL_EXIT_OK)
+            t.json_failed = true;
     }
     if (!o->json || t.tty) {
         fprintf(stderr,
@@ -315,25 +318,22 @@ static int run_train(const struct tidectl_verb *verb, struct tidectl_options *o,
     struct tide_job_info after;
     bool have_after = tide_client_get(c, t.job.id, &after) == 0;
     if (o->json) {
-        printf("{\"event\":\"done\",\"job\":");
-        tidectl_json_string(stdout, t.job.id);
-        printf(",\"steps\":%" PRId64 ",\"interrupted\":%s,\"seconds\":", t.done_train,
-               tidectl_interrupts ? "true" : "false");
-        tidectl_json_double(stdout, elapsed);
-        printf(",\"final_loss\":");
-        tidectl_json_double(stdout, t.done_train ? (double)t.last.loss : NAN);
-        printf(",\"test_examples\":%" PRId64 ",\"test_accuracy\":", t.eval_seen);
-        tidectl_json_double(stdout, test_accuracy);
-        printf(",\"test_loss\":");
-        tidectl_json_double(stdout, test_loss);
-        printf(",\"device_high_water_bytes\":%" PRIu64 ",\"copy_bytes_total\":%" PRIu64,
-               t.max_high_water, t.copy_bytes_total);
-        if (have_after) {
-            printf(",\"state\":");
-            tidectl_json_string(stdout, tide_job_state_name(after.state));
-        }
-        putchar('}');
-        tidectl_json_end_line();
+        struct json_object *line = tidectl_json_object();
+        tidectl_json_set_string(line, "event", "done");
+        tidectl_json_set_string(line, "job", t.job.id);
+        tidectl_json_set_int(line, "steps", t.done_train);
+        tidectl_json_set_bool(line, "interrupted", tidectl_interrupts != 0);
+        tidectl_json_set_double(line, "seconds", elapsed);
+        tidectl_json_set_double(line, "final_loss", t.done_train ? (double)t.last.loss : NAN);
+        tidectl_json_set_int(line, "test_examples", t.eval_seen);
+        tidectl_json_set_double(line, "test_accuracy", test_accuracy);
+        tidectl_json_set_double(line, "test_loss", test_loss);
+        tidectl_json_set_uint(line, "device_high_water_bytes", t.max_high_water);
+        tidectl_json_set_uint(line, "copy_bytes_total", t.copy_bytes_total);
+        if (have_after)
+            tidectl_json_set_string(line, "state", tide_job_state_name(after.state));
+        if (tidectl_json_print_line(line) != TIDECTL_EXIT_OK)
+            t.json_failed = true;
     } else {
         if (t.eval_steps && t.tty)
             fputc('\n', stderr);
@@ -349,6 +349,8 @@ static int run_train(const struct tidectl_verb *verb, struct tidectl_options *o,
             printf("test accuracy %.4f (%" PRId64 " examples), test loss %.4f\n", test_accuracy,
                    t.eval_seen, test_loss);
     }
+    if (t.json_failed)
+        rc = TIDECTL_EXIT_RUNTIME;
     tide_client_free(c);
 out:
     for (int i = 0; i < RING; i++)

@@ -28,18 +28,14 @@ static int watch_event(void *user, const struct tide_job_event *e)
 {
     const struct tidectl_options *o = user;
     if (o->json) {
-        printf("{\"event\":");
-        tidectl_json_string(stdout, event_kind_name(e->kind));
-        printf(",\"time_us\":%" PRId64 ",\"message\":", e->time_us);
-        tidectl_json_string(stdout, e->message);
-        printf(",\"job\":");
-        tidectl_json_job(stdout, e->job);
-        if (e->step) {
-            printf(",\"step\":");
-            tidectl_json_step(stdout, e->step);
-        }
-        putchar('}');
-        tidectl_json_end_line();
+        struct json_object *line = tidectl_json_object();
+        tidectl_json_set_string(line, "event", event_kind_name(e->kind));
+        tidectl_json_set_int(line, "time_us", e->time_us);
+        tidectl_json_set_string(line, "message", e->message);
+        tidectl_json_set(line, "job", tidectl_json_job(e->job));
+        if (e->step)
+            tidectl_json_set(line, "step", tidectl_json_step(e->step));
+        tidectl_json_print_line(line);
         return 0;
     }
     char t[64], b1[32];

@@ -1,0 +1,244 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Tests of tide-bench's --json line (bench/bench-json.c): `plan` on a model
+ * that fits and one that does not, and a short `train`, run as a child
+ * process. The last line of stdout must be one strict JSON object (read
+ * with json-c, tests/json-lines.h) with every field, in order, of its type,
+ * and its figures must be the ones the text report above it prints.
+ *
+ * The tests run build/bin/tide-bench (TIDE_BINARY_DIR, set by ctest; run by
+ * hand, the bin/ folder this test lives in).
+ */
+#include <inttypes.h>
+#include <limits.h>
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "child.h"
+#include "json-lines.h"
+
+static char bench_path[PATH_MAX];
+
+static int group_setup(void **state)
+{
+    (void)state;
+    const char *dir = getenv("TIDE_BINARY_DIR");
+    char self[PATH_MAX];
+    if (dir && *dir) {
+        snprintf(bench_path, sizeof(bench_path), "%.*s/bin/tide-bench", PATH_MAX - 32, dir);
+    } else {
+        ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+        if (n <= 0)
+            return -1;
+        self[n] = '\0';
+        *strrchr(self, '/') = '\0';
+        snprintf(bench_path, sizeof(bench_path), "%.*s/tide-bench", PATH_MAX - 32, self);
+    }
+    if (access(bench_path, X_OK) != 0) {
+        fprintf(stderr, "%s was not built\n", bench_path);
+        return -1;
+    }
+    return 0;
+}
+
+/*
+ * Runs tide-bench with args (NULL-terminated), wants exit status `exit`,
+ * and returns the last line of its stdout parsed (the caller puts it).
+ */
+static struct json_object *run_bench(struct tide_test_run *r, int exit, char *const args[])
+{
+    char *argv[32];
+    int n = 0;
+    argv[n++] = bench_path;
+    for (; n < 31 && args[n - 1]; n++)
+        argv[n] = args[n - 1];
+    argv[n] = NULL;
+    tide_test_run_program(argv, -1, -1, r);
+    if (r->exit_code != exit)
+        fail_msg("tide-bench %s: exit %d, wanted %d\n%s", args[0], r->exit_code, exit, r->err);
+    size_t len = strlen(r->out);
+    if (len < 2 || r->out[len - 1] != '\n')
+        fail_msg("tide-bench %s: stdout does not end in a line:\n%s", args[0], r->out);
+    const char *last = r->out + len - 1;
+    while (last > r->out && last[-1] != '\n')
+        last--;
+    size_t lines;
+    struct json_object *all = tide_test_json_lines(last, &lines);
+    assert_int_equal(lines, 1);
+    struct json_object *line = json_object_get(tide_test_json_line(all, 0));
+    json_object_put(all);
+    return line;
+}
+
+/* Fails unless text holds what format makes of the value (one %.Nf or %u conversion). */
+static void expect_in_report(const char *text, const char *format, ...)
+{
+    char want[256];
+    va_list args;
+    va_start(args, format);
+    vsnprintf(want, sizeof(want), format, args);
+    va_end(args);
+    if (!strstr(text, want))
+        fail_msg("the text report does not say \"%s\" as the JSON line does:\n%s", want, text);
+}
+
+static const char *const plan_keys[] = {"model",
+                                        "batch",
+                                        "fits",
+                                        "predicted_peak_bytes",
+                                        "budget_bytes",
+                                        "swap_out_bytes",
+                                        "swap_in_bytes",
+                                        "fetch_bytes",
+                                        "write_back_bytes",
+                                        "partitions",
+                                        "nodes",
+                                        "min_budget_bytes",
+                                        "host_bytes",
+                                        "swap_threshold",
+                                        "prefetch_distance",
+                                        "trials",
+                                        "plan_ms",
+                                        NULL};
+
+/* The figures of a plan line that the text report prints too. */
+static void expect_plan_report(const char *text, struct json_object *line)
+{
+    const double mib = 1 << 20;
+    expect_in_report(text, "predicted peak %.2f MiB of a %.2f MiB budget: %s",
+                     (double)tide_test_json_uint(line, "predicted_peak_bytes") / mib,
+                     (double)tide_test_json_uint(line, "budget_bytes") / mib,
+                     tide_test_json_bool(line, "fits") ? "fits" : "does NOT fit");
+    expect_in_report(text, "%" PRIu64 " nodes in %" PRIu64 " partitions of ",
+                     tide_test_json_uint(line, "nodes"), tide_test_json_uint(line, "partitions"));
+    expect_in_report(text, "threshold %" PRIu64 ", prefetch %" PRIu64 ",",
+                     tide_test_json_uint(line, "swap_threshold"),
+                     tide_test_json_uint(line, "prefetch_distance"));
+    expect_in_report(text,
+                     "per step: swap-in %.1f MiB, swap-out %.1f MiB, fetch %.1f MiB, write-back "
+                     "%.1f MiB; host %.1f MiB",
+                     (double)tide_test_json_uint(line, "swap_in_bytes") / mib,
+                     (double)tide_test_json_uint(line, "swap_out_bytes") / mib,
+                     (double)tide_test_json_uint(line, "fetch_bytes") / mib,
+                     (double)tide_test_json_uint(line, "write_back_bytes") / mib,
+                     (double)tide_test_json_uint(line, "host_bytes") / mib);
+    expect_in_report(text, "(%" PRIu64 " plans tried, ", tide_test_json_uint(line, "trials"));
+    assert_true(tide_test_json_number(line, "plan_ms") >= 0);
+}
+
+/* `plan` of an MLP that fits in 64 MiB: exit 0, the line says so in every field. */
+static void test_plan_fits(void **state)
+{
+    (void)state;
+    struct tide_test_run *r = malloc(sizeof(*r));
+    assert_non_null(r);
+    struct json_object *line = run_bench(
+        r, 0,
+        (char *[]){"plan", "--model", "mlp", "--batch", "16", "--budget", "64M", "--json", NULL});
+    tide_test_json_keys(line, plan_keys);
+    assert_string_equal(tide_test_json_string(line, "model"), "mlp");
+    assert_int_equal(tide_test_json_int(line, "batch"), 16);
+    assert_true(tide_test_json_bool(line, "fits"));
+    assert_int_equal(tide_test_json_uint(line, "budget_bytes"), UINT64_C(64) << 20);
+    uint64_t peak = tide_test_json_uint(line, "predicted_peak_bytes");
+    assert_true(peak > 0 && peak <= UINT64_C(64) << 20);
+    assert_true(tide_test_json_uint(line, "min_budget_bytes") <= peak);
+    assert_true(tide_test_json_uint(line, "partitions") >= 1);
+    expect_plan_report(r->out, line);
+    json_object_put(line);
+    free(r);
+}
+
+/* `plan` of a CNN in 1 MiB: exit 1, fits false, and the smallest budget above the given one. */
+static void test_plan_does_not_fit(void **state)
+{
+    (void)state;
+    struct tide_test_run *r = malloc(sizeof(*r));
+    assert_non_null(r);
+    struct json_object *line = run_bench(
+        r, 1,
+        (char *[]){"plan", "--model", "cnn", "--batch", "32", "--budget", "1M", "--json", NULL});
+    tide_test_json_keys(line, plan_keys);
+    assert_string_equal(tide_test_json_string(line, "model"), "cnn");
+    assert_int_equal(tide_test_json_int(line, "batch"), 32);
+    assert_false(tide_test_json_bool(line, "fits"));
+    assert_int_equal(tide_test_json_uint(line, "budget_bytes"), UINT64_C(1) << 20);
+    uint64_t min_budget = tide_test_json_uint(line, "min_budget_bytes");
+    assert_true(min_budget > UINT64_C(1) << 20);
+    assert_true(tide_test_json_uint(line, "predicted_peak_bytes") > UINT64_C(1) << 20);
+    expect_in_report(r->out, "smallest budget that fits: %.2f MiB (",
+                     (double)min_budget / (1 << 20));
+    expect_plan_report(r->out, line);
+    json_object_put(line);
+    free(r);
+}
+
+/* A short `train` on synthetic data: every field, and the figures of the text report. */
+static void test_train(void **state)
+{
+    (void)state;
+    static const char *const keys[] = {"model",
+                                       "dataset",
+                                       "batch",
+                                       "steps",
+                                       "loss",
+                                       "test_accuracy",
+                                       "step_ms_mean",
+                                       "train_seconds",
+                                       "compile_ms",
+                                       "nodes",
+                                       "device_high_water_bytes",
+                                       "predicted_peak_bytes",
+                                       NULL};
+    struct tide_test_run *r = malloc(sizeof(*r));
+    assert_non_null(r);
+    struct json_object *line =
+        run_bench(r, 0,
+                  (char *[]){"train", "--model", "mlp", "--dataset", "synthetic", "--batch", "32",
+                             "--steps", "3", "--optimizer", "sgd", "--json", NULL});
+    tide_test_json_keys(line, keys);
+    assert_string_equal(tide_test_json_string(line, "model"), "mlp");
+    assert_string_equal(tide_test_json_string(line, "dataset"), "synthetic");
+    assert_int_equal(tide_test_json_int(line, "batch"), 32);
+    assert_int_equal(tide_test_json_int(line, "steps"), 3);
+    double loss = tide_test_json_number(line, "loss");
+    double accuracy = tide_test_json_number(line, "test_accuracy");
+    assert_true(loss > 0 && loss < 10);
+    assert_true(accuracy >= 0 && accuracy <= 1);
+    assert_true(tide_test_json_number(line, "step_ms_mean") > 0);
+    assert_true(tide_test_json_number(line, "train_seconds") >= 0);
+    assert_true(tide_test_json_number(line, "compile_ms") >= 0);
+    assert_true(tide_test_json_uint(line, "nodes") > 0);
+    /* The executor's measured high water is the plan's peak, and the text report says both. */
+    uint64_t high_water = tide_test_json_uint(line, "device_high_water_bytes");
+    assert_int_equal(high_water, tide_test_json_uint(line, "predicted_peak_bytes"));
+    expect_in_report(r->out, "device high-water %" PRIu64 " bytes, predicted peak %" PRIu64,
+                     high_water, high_water);
+    /* The text has four decimals of the loss and accuracy, the line six. */
+    float text_loss, text_accuracy;
+    const char *at = strstr(r->out, "\nloss ");
+    assert_non_null(at);
+    assert_int_equal(sscanf(at, "\nloss %f, test accuracy %f", &text_loss, &text_accuracy), 2);
+    assert_true(fabs(loss - text_loss) <= 0.00005 + 1e-6);
+    assert_true(fabs(accuracy - text_accuracy) <= 0.00005 + 1e-6);
+    json_object_put(line);
+    free(r);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_plan_fits),
+        cmocka_unit_test(test_plan_does_not_fit),
+        cmocka_unit_test(test_train),
+    };
+    return cmocka_run_group_tests(tests, group_setup, NULL);
+}
