@@ -40,12 +40,14 @@
 #include "tide/client.h"
 
 #include <errno.h>
+#include <grp.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <grpc/byte_buffer_reader.h>
 #include <grpc/grpc.h>
@@ -594,6 +596,20 @@ static int parse_target(tide_client *c)
             return tide__client_fail(c, TIDE_CODE_UNAVAILABLE,
                                      "cannot connect to %s: not a socket; check the socket path",
                                      path);
+        /* Connecting needs write permission on the socket; say so, not "is tided running". */
+        if (access(path, W_OK) != 0 && errno == EACCES) {
+            struct group *g = getgrgid(st.st_gid);
+            char group[64];
+            if (g)
+                snprintf(group, sizeof(group), "%s", g->gr_name);
+            else
+                snprintf(group, sizeof(group), "%u", (unsigned)st.st_gid);
+            return tide__client_fail(c, TIDE_CODE_PERMISSION_DENIED,
+                                     "permission denied on %s: the socket is for group %s "
+                                     "(mode %03o); join the group (sudo usermod -aG %s $USER, "
+                                     "then log in again)",
+                                     path, group, (unsigned)(st.st_mode & 0777), group);
+        }
     }
     if (!c->grpc_target)
         return tide__client_fail(c, TIDE_CODE_RESOURCE_EXHAUSTED, "libtide: out of memory");

@@ -1844,6 +1844,58 @@ static void test_train_finishes_job(void **state)
     free(r);
 }
 
+/*
+ * Ctrl-C during tidectl train: the steps in flight finish, the job is
+ * finished as usual, and tidectl exits 130 so that the shell knows.
+ */
+static void test_tidectl_ctrl_c(void **state)
+{
+    (void)state;
+    NEED_DAEMON();
+    char out_path[600];
+    snprintf(out_path, sizeof(out_path), "%s/ctrl-c.out", temp_dir);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        int fd = open(out_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        int null = open("/dev/null", O_WRONLY);
+        if (fd < 0 || null < 0)
+            _exit(126);
+        dup2(fd, STDOUT_FILENO);
+        dup2(null, STDERR_FILENO);
+        execl(tidectl_path, tidectl_path, "--socket", socket_path, "--json", "train", "--model",
+              "mlp", "--dataset", "synthetic", "--steps", "100000", "--batch", "64", "--budget",
+              "16M", "--no-eval", (char *)NULL);
+        _exit(127);
+    }
+    /* Wait for the first step line, then press Ctrl-C. */
+    bool stepped = false;
+    for (double deadline = now_s() + 60; !stepped && now_s() < deadline; sleep_ms(20)) {
+        FILE *f = fopen(out_path, "r");
+        char line[4096];
+        while (f && !stepped && fgets(line, sizeof(line), f))
+            stepped = strstr(line, "\"event\":\"step\"") != NULL;
+        if (f)
+            fclose(f);
+    }
+    kill(pid, SIGINT);
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(stepped);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 130);
+
+    FILE *f = fopen(out_path, "r");
+    assert_non_null(f);
+    char line[4096], done[4096] = "";
+    while (fgets(line, sizeof(line), f))
+        if (strstr(line, "\"event\":\"done\""))
+            snprintf(done, sizeof(done), "%s", line);
+    fclose(f);
+    assert_non_null(strstr(done, "\"interrupted\":true"));
+    assert_non_null(strstr(done, "\"state\":\"done\""));
+}
+
 static void test_tidectl(void **state)
 {
     (void)state;
@@ -2643,6 +2695,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_client_killed_mid_stream),
         cmocka_unit_test(test_tidectl),
         cmocka_unit_test(test_train_finishes_job),
+        cmocka_unit_test(test_tidectl_ctrl_c),
         cmocka_unit_test(test_tidectl_json_plan),
         cmocka_unit_test(test_tidectl_json_job),
         cmocka_unit_test(test_restart_after_sigterm),

@@ -19,6 +19,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -145,7 +148,7 @@ static void test_verb_help(void **state)
         assert_memory_equal(a->out, name, strlen(name));
         assert_non_null(strstr(a->out, "\nDESCRIPTION\n"));
         assert_non_null(strstr(a->out, "\nEXIT STATUS\n  0 success; 1 daemon error; 2 usage "
-                                       "error; 3 cannot connect.\n"));
+                                       "error; 3 cannot connect; 130 Ctrl-C.\n"));
         run_tidectl(b, "help", verbs[i], (char *)NULL);
         assert_int_equal(b->exit_code, 0);
         assert_string_equal(b->out, a->out);
@@ -302,6 +305,48 @@ static void test_no_daemon(void **state)
     free(r);
 }
 
+/*
+ * A socket the user may not write to: the error says permission denied and
+ * names the group to join, instead of asking whether tided runs.
+ */
+static void test_socket_permission_denied(void **state)
+{
+    (void)state;
+    if (geteuid() != 0) {
+        fprintf(stderr, "skipped: acting as another user (uid 65534) needs root\n");
+        skip();
+    }
+    char dir[] = "/tmp/test_tidectl_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    assert_int_equal(chmod(dir, 0755), 0);
+    struct sockaddr_un addr = {.sun_family = AF_UNIX};
+    snprintf(addr.sun_path, sizeof(addr.sun_path), "%s/tided.sock", dir);
+    int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    assert_true(fd >= 0);
+    assert_int_equal(bind(fd, (struct sockaddr *)&addr, sizeof(addr)), 0);
+    assert_int_equal(listen(fd, 1), 0);
+    assert_int_equal(chmod(addr.sun_path, 0660), 0); /* root's group only */
+
+    struct tide_test_run *r = malloc(sizeof(*r));
+    assert_non_null(r);
+    tide_test_run_program((char *[]){tidectl_path, "--socket", addr.sun_path, "status", NULL},
+                          65534, 65534, r);
+    char expected[256];
+    snprintf(expected, sizeof(expected),
+             "tidectl: connect: PERMISSION_DENIED: permission denied on %s: the socket is for "
+             "group root (mode 660); join the group (sudo usermod -aG root $USER, then log in "
+             "again)\n",
+             addr.sun_path);
+    if (r->exit_code == 0 || strncmp(r->err, expected, strlen(expected)) != 0)
+        fail_msg("exit %d, stderr:\n%s\nwanted it to start with:\n%s", r->exit_code, r->err,
+                 expected);
+    assert_null(strstr(r->err, "tided runs"));
+    free(r);
+    close(fd);
+    unlink(addr.sun_path);
+    rmdir(dir);
+}
+
 /* ============================================================================
  * JSON lines without a daemon: tidectl's own errors
  * ========================================================================== */
@@ -362,6 +407,7 @@ int main(void)
         cmocka_unit_test(test_verb_help),
         cmocka_unit_test(test_usage_errors),
         cmocka_unit_test(test_no_daemon),
+        cmocka_unit_test(test_socket_permission_denied),
         cmocka_unit_test(test_json_dataset_error),
         cmocka_unit_test(test_json_usage_errors),
     };

@@ -76,7 +76,7 @@ tide_client *tidectl_connect(const struct tidectl_options *o, int *rc)
             *rc = tidectl_client_error(c, "connect", TIDECTL_EXIT_USAGE);
         } else {
             tidectl_client_error(c, "connect", TIDECTL_EXIT_CONNECT);
-            if (!o->connect)
+            if (!o->connect && code != TIDE_CODE_PERMISSION_DENIED)
                 fprintf(stderr,
                         "tidectl: hint: check that tided runs (systemctl status tided) and that "
                         "--socket or $TIDE_SOCKET names its socket (now %s)\n",
@@ -148,11 +148,12 @@ const char *tidectl_fmt_time_us(int64_t us, char *buf, size_t size)
  * ========================================================================== */
 
 volatile sig_atomic_t tidectl_interrupts;
+volatile sig_atomic_t tidectl_last_signal;
 
 static void on_signal(int sig)
 {
-    (void)sig;
     tidectl_interrupts++;
+    tidectl_last_signal = sig;
 }
 
 void tidectl_install_signals(void)

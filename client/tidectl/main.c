@@ -67,7 +67,8 @@ void tidectl_usage_main(FILE *out)
             "\n"
             "EXIT STATUS\n"
             "  0 success; 1 the daemon refused or failed (the message names the gRPC code);\n"
-            "  2 usage error; 3 cannot connect to the daemon.\n"
+            "  2 usage error; 3 cannot connect to the daemon; 130 interrupted by Ctrl-C\n"
+            "  (143 by SIGTERM) after a clean stop.\n"
             "\n"
             "ENVIRONMENT\n"
             "  TIDE_SOCKET, TIDE_TOKEN  Defaults of --socket and --token.\n"
@@ -86,7 +87,7 @@ void tidectl_usage_verb(FILE *out, const struct tidectl_verb *verb)
             "NAME\n  tidectl %s - %s\n\nSYNOPSIS\n  tidectl [GLOBAL OPTIONS] %s\n\n%s\n"
             "GLOBAL OPTIONS\n  --socket PATH, --connect HOST:PORT, --token T, --ca FILE, --json,\n"
             "  --timeout SECONDS: see `tidectl --help`.\n\n"
-            "EXIT STATUS\n  0 success; 1 daemon error; 2 usage error; 3 cannot connect.\n",
+            "EXIT STATUS\n  0 success; 1 daemon error; 2 usage error; 3 cannot connect; 130 Ctrl-C.\n",
             verb->name, verb->summary, verb->synopsis, verb->help);
 }
 
@@ -140,12 +141,21 @@ int main(int argc, char **argv)
                                    o.args[verb->max_args]);
     if (strcmp(o.model, "resnet") == 0 && o.depth == 0)
         o.depth = 38;
-    if (!verb->connects)
-        return verb->run(verb, &o, NULL);
-    tide_client *c = tidectl_connect(&o, &rc);
-    if (!c)
-        return rc;
-    rc = verb->run(verb, &o, c);
-    tide_client_free(c);
+    if (!verb->connects) {
+        rc = verb->run(verb, &o, NULL);
+    } else {
+        tide_client *c = tidectl_connect(&o, &rc);
+        if (!c)
+            return rc;
+        rc = verb->run(verb, &o, c);
+        tide_client_free(c);
+    }
+    /*
+     * A verb that caught Ctrl-C (train, watch, top) stopped cleanly, but the
+     * shell must still learn it was interrupted: 128 + the signal, as if it
+     * had died of it (130 for SIGINT).
+     */
+    if (rc == TIDECTL_EXIT_OK && tidectl_interrupts)
+        rc = 128 + tidectl_last_signal;
     return rc;
 }

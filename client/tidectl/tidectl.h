@@ -303,8 +303,9 @@ const char *tidectl_fmt_time_us(int64_t us, char *buf, size_t size);
 /* Seconds on the monotonic clock. */
 double tidectl_now_s(void);
 
-/* SIGINT and SIGTERM seen since tidectl_install_signals(). */
+/* SIGINT and SIGTERM seen since tidectl_install_signals(), and the last of them (0: none). */
 extern volatile sig_atomic_t tidectl_interrupts;
+extern volatile sig_atomic_t tidectl_last_signal;
 
 /* Counts SIGINT and SIGTERM in tidectl_interrupts instead of dying of them. */
 void tidectl_install_signals(void);
