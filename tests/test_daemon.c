@@ -38,6 +38,7 @@
 #include <dirent.h>
 #include <math.h>
 #include <pthread.h>
+#include <pwd.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -1954,6 +1955,21 @@ static void test_tidectl(void **state)
     run_tidectl(r, -1, "--json", "jobs", (char *)NULL);
     assert_int_equal(r->exit_code, 0);
     assert_non_null(strstr(r->out, id));
+
+    /* The table names the owner by user name (the daemon is local). */
+    run_tidectl(r, -1, "jobs", (char *)NULL);
+    assert_int_equal(r->exit_code, 0);
+    const struct passwd *me = getpwuid(getuid());
+    assert_non_null(me);
+    char *row = strstr(r->out, id);
+    assert_non_null(row);
+    char *row_end = strchr(row, '\n');
+    assert_non_null(row_end);
+    *row_end = '\0';
+    char owner[64];
+    snprintf(owner, sizeof(owner), " %.8s ", me->pw_name);
+    if (!strstr(row, owner))
+        fail_msg("the jobs row \"%s\" does not name the owner %s", row, me->pw_name);
 
     run_tidectl(r, -1, "top", "--once", (char *)NULL);
     assert_int_equal(r->exit_code, 0);

@@ -8,6 +8,7 @@
  */
 #include <inttypes.h>
 #include <math.h>
+#include <pwd.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -121,6 +122,20 @@ const char *tidectl_fmt_duration(double seconds, char *buf, size_t size)
         snprintf(buf, size, "%" PRIu64 "m%02" PRIu64 "s", s / 60, s % 60);
     else
         snprintf(buf, size, "%" PRIu64 "s", s);
+    return buf;
+}
+
+bool tidectl_local_daemon;
+
+const char *tidectl_fmt_user(uint32_t uid, char *buf, size_t size)
+{
+    struct passwd pw, *found = NULL;
+    char scratch[1024];
+    if (tidectl_local_daemon && getpwuid_r((uid_t)uid, &pw, scratch, sizeof(scratch), &found) == 0 &&
+        found)
+        snprintf(buf, size, "%s", found->pw_name);
+    else
+        snprintf(buf, size, "%" PRIu32, uid);
     return buf;
 }
 

@@ -13,7 +13,9 @@ static void print_job(const struct tide_job_info *j)
     char b1[32], b2[32], t1[64], t2[64];
     printf("job %s\n", j->id);
     printf("  name              %s\n", j->name);
-    printf("  owner uid         %" PRIu32 "\n", j->owner_uid);
+    char user[64];
+    printf("  owner             %s (uid %" PRIu32 ")\n",
+           tidectl_fmt_user(j->owner_uid, user, sizeof(user)), j->owner_uid);
     printf("  state             %s%s%s\n", tide_job_state_name(j->state), j->message[0] ? ": " : "",
            j->message);
     printf("  steps             %" PRIu64 " (last checkpoint at step %" PRIu64 ")\n", j->steps,

@@ -125,6 +125,7 @@ int main(int argc, char **argv)
     if (rc != TIDECTL_EXIT_OK)
         return rc;
     tidectl_json = o.json;
+    tidectl_local_daemon = o.connect == NULL;
     if (!verb) {
         tidectl_usage_main(stderr);
         return TIDECTL_EXIT_USAGE;

@@ -262,13 +262,14 @@ void tidectl_print_jobs_table(const struct tide_job_info *jobs, size_t n)
         printf("no jobs\n");
         return;
     }
-    printf("%-20s %-18s %6s %-10s %8s %9s %10s %10s %10s %7s\n", "ID", "NAME", "OWNER", "STATE",
+    printf("%-20s %-18s %-8s %-10s %8s %9s %10s %10s %10s %7s\n", "ID", "NAME", "OWNER", "STATE",
            "STEPS", "LOSS", "BUDGET", "HIGH-WATER", "H2D+D2H", "STEP/S");
     for (size_t i = 0; i < n; i++) {
         const struct tide_job_info *j = &jobs[i];
-        char b1[32], b2[32], b3[32];
-        printf("%-20s %-18.18s %6" PRIu32 " %-10s %8" PRIu64 " %9.4f %10s %10s %10s %7.2f\n", j->id,
-               j->name, j->owner_uid, tide_job_state_name(j->state), j->steps, (double)j->last_loss,
+        char b1[32], b2[32], b3[32], user[64];
+        printf("%-20s %-18.18s %-8.8s %-10s %8" PRIu64 " %9.4f %10s %10s %10s %7.2f\n", j->id,
+               j->name, tidectl_fmt_user(j->owner_uid, user, sizeof(user)),
+               tide_job_state_name(j->state), j->steps, (double)j->last_loss,
                tidectl_fmt_bytes(j->device_budget_bytes, b1, sizeof(b1)),
                tidectl_fmt_bytes(j->device_high_water_bytes, b2, sizeof(b2)),
                tidectl_fmt_bytes(j->h2d_bytes_total + j->d2h_bytes_total, b3, sizeof(b3)),

@@ -271,6 +271,15 @@ void tidectl_usage_verb(FILE *out, const struct tidectl_verb *verb);
 extern bool tidectl_json;
 
 /*
+ * The daemon is on this machine (a Unix socket, not --connect): its uids are
+ * this machine's, so tables can show user names.
+ */
+extern bool tidectl_local_daemon;
+
+/* A job owner's user name where tidectl_local_daemon and the uid has one, else the number. */
+const char *tidectl_fmt_user(uint32_t uid, char *buf, size_t size);
+
+/*
  * Says on stderr "tidectl: COMMAND: what is wrong (see tidectl COMMAND
  * --help)" (command may be NULL) and returns TIDECTL_EXIT_USAGE.
  */

@@ -65,7 +65,7 @@ static int top_frame(tide_client *c, const struct tidectl_options *o, struct top
                st.backend, st.device_name, tidectl_fmt_bytes(st.device_total_bytes, b1, sizeof(b1)),
                tidectl_fmt_bytes(st.device_reserved_bytes, b2, sizeof(b2)),
                tidectl_fmt_bytes(st.device_used_bytes, b3, sizeof(b3)), n, n == 1 ? "" : "s");
-        printf("\n%-20s %-16s %6s %-10s %8s %7s %9s %21s %12s %10s\n", "ID", "NAME", "OWNER",
+        printf("\n%-20s %-16s %-8s %-10s %8s %7s %9s %21s %12s %10s\n", "ID", "NAME", "OWNER",
                "STATE", "STEPS", "STEP/S", "LOSS", "DEVICE (HW/BUDGET)", "SWAP MB/STEP",
                "SWAP MB/S");
     }
@@ -109,8 +109,10 @@ static int top_frame(tide_client *c, const struct tidectl_options *o, struct top
                 snprintf(c2, sizeof(c2), "%.1f", per_s);
             else
                 snprintf(c2, sizeof(c2), "-");
-            printf("%-20s %-16.16s %6" PRIu32 " %-10s %8" PRIu64 " %7.2f %9.4f %21s %12s %10s\n",
-                   j->id, j->name, j->owner_uid, tide_job_state_name(j->state), j->steps, rate,
+            char user[64];
+            printf("%-20s %-16.16s %-8.8s %-10s %8" PRIu64 " %7.2f %9.4f %21s %12s %10s\n",
+                   j->id, j->name, tidectl_fmt_user(j->owner_uid, user, sizeof(user)),
+                   tide_job_state_name(j->state), j->steps, rate,
                    (double)j->last_loss, dev, c1, c2);
         }
     }
