@@ -13,6 +13,7 @@
  *                    [--steps S | --epochs E] [--dataset fashion-mnist|synthetic]
  *                    [--seed S] [--optimizer sgd|momentum|adam] [--lr X]
  *                    [--budget BYTES] [--backend cpu|cuda|auto] [--threads N] [--json]
+ *                    [--trace FILE]
  *   tide-bench plan  --model M [--depth D] [--batch B] --budget BYTES
  *                    [--partition-size K] [--swap auto|on|off] [--json]
  *   tide-bench depth [--budget BYTES] [--batch B] [--width W] [--image-size S] [--json]
@@ -71,6 +72,8 @@ static void usage(FILE *out)
             "  --backend NAME           cpu (default), cuda or auto\n"
             "  --threads N              CPU GEMM threads (default: all cores)\n"
             "  --poison                 poison dead regions (debug)\n"
+            "  --trace FILE             train: write a Chrome trace (ui.perfetto.dev) of every\n"
+            "                           training step, not of the evaluation after them\n"
             "  --partition-size K       plan/depth: nodes per partition (default 64)\n"
             "  --swap auto|on|off       plan: swap policy (default auto, with autotune)\n"
             "  --swap-threshold T       plan: swap when the next use is > T partitions away\n"
@@ -117,7 +120,7 @@ static int parse_options(int argc, char **argv, struct bench_options *o)
 {
     enum { O_DEPTH = 256, O_WIDTH, O_IMAGE, O_DATASET, O_SEED, O_OPT, O_LR, O_BUDGET, O_BACKEND,
            O_THREADS, O_JSON, O_POISON, O_STEPS, O_EPOCHS, O_PARTITION, O_SWAP, O_THRESHOLD,
-           O_PREFETCH };
+           O_PREFETCH, O_TRACE };
     static const struct option longs[] = {
         {"model", required_argument, 0, 'm'},   {"depth", required_argument, 0, O_DEPTH},
         {"width", required_argument, 0, O_WIDTH}, {"image-size", required_argument, 0, O_IMAGE},
@@ -130,6 +133,7 @@ static int parse_options(int argc, char **argv, struct bench_options *o)
         {"partition-size", required_argument, 0, O_PARTITION},
         {"swap", required_argument, 0, O_SWAP}, {"swap-threshold", required_argument, 0, O_THRESHOLD},
         {"prefetch", required_argument, 0, O_PREFETCH},
+        {"trace", required_argument, 0, O_TRACE},
         {"help", no_argument, 0, 'h'},          {0, 0, 0, 0},
     };
     int64_t v;
@@ -223,6 +227,9 @@ static int parse_options(int argc, char **argv, struct bench_options *o)
             break;
         case O_POISON:
             o->poison = true;
+            break;
+        case O_TRACE:
+            o->trace = optarg;
             break;
         case 'h':
             usage(stdout);
@@ -592,6 +599,10 @@ static int cmd_train(const struct bench_options *o)
             o->model, o->dataset, o->batch, steps, (double)steps / (double)per_epoch,
             graph->n_nodes, (double)plan->peak_bytes / (1 << 20), compile_ms);
 
+    if (o->trace && tide_session_trace_start(s, &err) != TIDE_OK) {
+        fprintf(stderr, "tide-bench: --trace: %s\n", err.message);
+        goto out;
+    }
     uint64_t image_bytes = (uint64_t)(o->batch * per_example) * sizeof(float);
     double step_ms_sum = 0, loss_sum = 0, train_start = now_ms();
     float loss = NAN;
@@ -632,6 +643,21 @@ static int cmd_train(const struct bench_options *o)
     }
     fprintf(stderr, "\n");
     double train_s = (now_ms() - train_start) / 1e3;
+    if (o->trace) {
+        /* Only the training steps: the evaluation below is not traced. */
+        tide_session_trace_stop(s);
+        const struct tide_trace *trace = tide_session_trace(s);
+        size_t slices, flows, counters;
+        tide_trace_counts(trace, &slices, &flows, &counters);
+        if (tide_trace_write_file(trace, o->trace, &err) != TIDE_OK) {
+            fprintf(stderr, "tide-bench: --trace: %s\n", err.message);
+            goto out;
+        }
+        fprintf(stderr,
+                "tide-bench: trace of %u steps (%zu slices, %zu flows, %zu counter samples) "
+                "written to %s\n",
+                tide_trace_steps(trace, NULL), slices, flows, counters, o->trace);
+    }
     double accuracy = 0;
     double eval_start = now_ms();
     if (evaluate(s, o, test, images, labels, logits, &accuracy) != 0)
@@ -703,6 +729,10 @@ int main(int argc, char **argv)
     }
     if (parse_options(argc - 1, argv + 1, &o) != 0)
         return 2;
+    if (o.trace && run != cmd_train) {
+        fprintf(stderr, "tide-bench: --trace applies to train only, not to %s\n", cmd);
+        return 2;
+    }
     if (o.threads)
         tide_cpu_kernels_set_threads(o.threads);
     return run(&o);

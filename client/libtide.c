@@ -1173,6 +1173,49 @@ int tide_client_checkpoint(tide_client *c, const char *job_id,
     return TIDE_CODE_OK;
 }
 
+int tide_client_trace(tide_client *c, const char *job_id, uint32_t steps,
+                      struct tide_job_trace *trace)
+{
+    CHECK_CLIENT(c);
+    CHECK_JOB_ID(c, job_id);
+    if (!trace)
+        return tide__client_fail(c, TIDE_CODE_INVALID_ARGUMENT, "libtide: trace needs trace");
+    memset(trace, 0, sizeof(*trace));
+    Tide__V1__TraceRequest req = TIDE__V1__TRACE_REQUEST__INIT;
+    req.job_id = (char *)job_id;
+    req.steps = steps;
+    ProtobufCMessage *reply;
+    int code = rpc_unary(c, TIDE__RPC_TRACE, pack_message(&req.base),
+                         &tide__v1__trace_reply__descriptor, &reply);
+    if (code != TIDE_CODE_OK)
+        return code;
+    const Tide__V1__TraceReply *r = (const Tide__V1__TraceReply *)reply;
+    trace->json = malloc(r->trace_json.len + 1);
+    if (!trace->json) {
+        protobuf_c_message_free_unpacked(reply, NULL);
+        return tide__client_fail(c, TIDE_CODE_RESOURCE_EXHAUSTED,
+                                 "libtide: out of memory for a trace of %zu bytes",
+                                 r->trace_json.len);
+    }
+    if (r->trace_json.len)
+        memcpy(trace->json, r->trace_json.data, r->trace_json.len);
+    trace->json[r->trace_json.len] = '\0';
+    trace->json_len = r->trace_json.len;
+    trace->steps = r->steps;
+    trace->first_step = r->first_step;
+    trace->last_step = r->last_step;
+    protobuf_c_message_free_unpacked(reply, NULL);
+    return TIDE_CODE_OK;
+}
+
+void tide_job_trace_clear(struct tide_job_trace *trace)
+{
+    if (!trace)
+        return;
+    free(trace->json);
+    memset(trace, 0, sizeof(*trace));
+}
+
 int tide_client_status(tide_client *c, struct tide_daemon_status *status,
                        struct tide_job_info **jobs, size_t *n_jobs)
 {

@@ -33,6 +33,7 @@
 #define TIDE__RPC_WATCH          "/tide.v1.Jobs/Watch"
 #define TIDE__RPC_READ_VARIABLES "/tide.v1.Jobs/ReadVariables"
 #define TIDE__RPC_CHECKPOINT     "/tide.v1.Jobs/Checkpoint"
+#define TIDE__RPC_TRACE          "/tide.v1.Jobs/Trace"
 #define TIDE__RPC_STATUS         "/tide.v1.Daemon/Status"
 
 /* Default time limits, in milliseconds. */

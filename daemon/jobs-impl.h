@@ -40,6 +40,12 @@
  * submitting bad graphs in a loop cannot grow the daemon without bound.
  */
 #define ENDED_JOBS_KEPT 1000
+/*
+ * Jobs.Trace: the most training steps one trace covers, and the largest
+ * trace JSON the worker writes (a bigger one fails the call with LIMIT).
+ */
+#define TRACE_STEPS_MAX 100
+#define TRACE_BYTES_MAX (UINT64_C(256) << 20)
 
 #define STATE(x) TIDE__V1__JOB_STATE__JOB_##x
 
@@ -99,6 +105,16 @@ struct job {
     bool half_closed; /* the client said it sent its last batch */
     bool finishing;   /* ... with TrainRequest.finish: the job ends after its last step */
     uint32_t tasks;   /* worker tasks in flight for this job */
+
+    /* ---- tracing (rpc-trace.c) ---- */
+    struct tided_call *trace_call; /* the Trace call waiting for its steps, NULL if none */
+    uint32_t trace_asked;          /* the training steps it asked for */
+    uint32_t trace_left;           /* of those, not handed to the worker yet; 0: none armed */
+    bool trace_started;            /* a traced step went to the worker: the next ones append */
+    uint64_t trace_first_step;     /* the job's number of the first traced step, 0 before it */
+    char *trace_json;              /* the latest trace (tided_jobs_trace), NULL if none */
+    size_t trace_len;
+    uint64_t trace_json_first, trace_json_last; /* its first and last training step */
 };
 
 struct watcher {
@@ -259,5 +275,16 @@ void tided__read_done(struct tided_daemon *d, struct tided_task *t);
 
 /* rpc-checkpoint.c: a CHECKPOINT task came back (requested or periodic). */
 void tided__checkpoint_done(struct tided_daemon *d, struct tided_task *t);
+
+/* ---- rpc-trace.c: tracing rides on STEP tasks ---- */
+
+/* Marks a STEP task about to go to the worker as traced, if a trace is armed (after dispatched++). */
+void tided__trace_dispatch(struct job *j, struct tided_task *t);
+
+/* A successful STEP task came back: keeps a finished trace and answers the Trace call. */
+void tided__trace_step_done(struct tided_daemon *d, struct job *j, struct tided_task *t);
+
+/* The job ended: fails a waiting Trace call (ABORTED, saying why) and drops its trace. */
+void tided__trace_job_ended(struct job *j);
 
 #endif /* TIDE_DAEMON_JOBS_IMPL_H */

@@ -214,6 +214,8 @@ void tided__job_set_state(struct tided_daemon *d, struct job *j, Tide__V1__JobSt
     }
     j->state = state;
     j->updated_us = tided_now_us();
+    if (tided__job_terminal(j))
+        tided__trace_job_ended(j);
     TIDE_LOG_INFO("job %s: %s -> %s%s%s", j->id, tided__job_state_name(old),
                   tided__job_state_name(state), j->message[0] && format ? ": " : "",
                   format ? j->message : "");
@@ -394,6 +396,7 @@ void tided__job_free(struct job *j)
         free(j->user_variables);
     }
     tided_plan_report_free(j->plan);
+    free(j->trace_json);
     free(j);
 }
 

@@ -37,6 +37,7 @@
 #define TIDE_DAEMON_JOBS_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "daemon/daemon.h"
 #include "daemon/worker.h"
@@ -62,5 +63,16 @@ void tided_jobs_drain(struct tided_daemon *daemon);
 
 /* A one-line summary for systemd's STATUS=. */
 void tided_jobs_summary(struct tided_daemon *daemon, char *buf, size_t size);
+
+/*
+ * The latest trace that Jobs.Trace recorded of job_id: Chrome Trace Event
+ * JSON of *len bytes, owned by the job and valid until the job's next trace
+ * completes or the job ends (a job's trace is dropped when it ends, so that
+ * ended jobs hold no traces); *first_step and *last_step (either may be
+ * NULL) get the job's numbers of its first and last training step. NULL
+ * when there is no such job or it has no trace. Main thread only.
+ */
+const char *tided_jobs_trace(struct tided_daemon *daemon, const char *job_id, size_t *len,
+                             uint64_t *first_step, uint64_t *last_step);
 
 #endif /* TIDE_DAEMON_JOBS_H */

@@ -134,6 +134,7 @@ static void dispatch_step(struct tided_daemon *d, struct job *j)
     free(bt);
     if (!t->step.eval)
         j->dispatched++;
+    tided__trace_dispatch(j, t);
     j->step_in_flight = true;
     tided__task_submit(d, t);
 }
@@ -366,6 +367,7 @@ void tided__step_done(struct tided_daemon *d, struct tided_task *t)
         free(ptrs);
     }
 
+    tided__trace_step_done(d, j, t);
     if (!t->step.eval && j->every_steps && j->steps % j->every_steps == 0) {
         struct tided_task *c = tided_task_new(TIDED_TASK_CHECKPOINT, j);
         if (c && (c->checkpoint.dir = strdup(j->dir))) {

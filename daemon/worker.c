@@ -129,6 +129,7 @@ static void free_step(struct tided_task *t)
             free(t->step.fetch_data[i]);
         free(t->step.fetch_data);
     }
+    free(t->step.trace_json);
 }
 
 /* What a READ_VARIABLES task owns. */
@@ -403,10 +404,35 @@ static void run_plan(struct tided_task *t)
  * Steps
  * ========================================================================== */
 
+/*
+ * Tracing rides on steps (the job layer arms it, rpc-trace.c): a traced step
+ * starts a recording or appends to it, an untraced one stops it, and the
+ * last traced step writes it out. A tracing failure is the trace's, not the
+ * step's: the step runs untraced.
+ */
+static void trace_before_step(struct tided_task *t)
+{
+    if (!t->step.trace)
+        tide_session_trace_stop(t->session);
+    else if (t->step.trace_begin)
+        t->step.trace_status = tide_session_trace_start(t->session, &t->step.trace_err);
+}
+
+static void trace_after_step(struct tided_task *t)
+{
+    if (!t->step.trace || !t->step.trace_end || t->step.trace_status != TIDE_OK)
+        return;
+    tide_session_trace_stop(t->session);
+    t->step.trace_status =
+        tide_trace_json(tide_session_trace(t->session), t->step.trace_max_bytes,
+                        &t->step.trace_json, &t->step.trace_len, &t->step.trace_err);
+}
+
 static void run_step(struct tided_task *t)
 {
     struct tide_error *err = &t->err;
     enum tide_status st = TIDE_OK;
+    trace_before_step(t);
     for (uint32_t i = 0; i < t->step.n_feeds && st == TIDE_OK; i++)
         st = tide_session_feed(t->session, t->step.feed_names[i], t->step.feed_data[i],
                                t->step.feed_bytes[i], err);
@@ -414,6 +440,8 @@ static void run_step(struct tided_task *t)
         st = t->step.eval ? tide_session_eval(t->session, &t->step.stats, err)
                           : tide_session_step(t->session, &t->step.stats, err);
     t->step.stats.node_ms = NULL; /* valid only until the next step */
+    if (st == TIDE_OK)
+        trace_after_step(t);
     if (st == TIDE_OK && t->step.loss)
         st = tide_session_fetch(t->session, t->step.loss, &t->step.loss_value,
                                 sizeof(t->step.loss_value), err);

@@ -118,10 +118,18 @@ struct tided_task {
             const char *loss;         /* borrowed; NULL: no loss */
             uint32_t n_fetches;
             const struct tided_tensor_spec *fetches; /* borrowed */
+            bool trace;               /* record this step in the session's trace; false: stop */
+            bool trace_begin;         /* in a new recording: the first step of a trace */
+            bool trace_end;           /* then stop and write the recording out as JSON */
+            uint64_t trace_max_bytes; /* the largest JSON to write */
             /* Out. */
             struct tide_step_stats stats;
             float loss_value;
             void **fetch_data;        /* owned: n_fetches buffers */
+            enum tide_status trace_status; /* why tracing failed (the step still ran), or OK */
+            struct tide_error trace_err;
+            char *trace_json;              /* owned: the trace, when trace_end */
+            size_t trace_len;
         } step;
         struct {
             /* In: session, or (when NULL) checkpoint_path. */

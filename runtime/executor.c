@@ -131,6 +131,23 @@
  * copy streams, since every cross-stream dependency of a compute node is a
  * copy. Waits before poison fills are not counted.
  *
+ * Tracing (runtime/trace.h). While a recording is set
+ * (tide_executor_trace_start), a step records the profiling events too
+ * (profile mode's: around each position's work, and before a waiting compute
+ * position's waits) plus one base event per stream before anything else,
+ * and the walk notes, after each position's births, the device bytes in use
+ * (the live region with the largest offset ends highest, since live regions
+ * never overlap: the right spine of the treap). After the final
+ * synchronisation it reads every event's time against the base events and
+ * appends the step to the recording: a slice per position that ran, a wait
+ * slice where compute was blocked, a flow from each Fetch and SwapIn to its
+ * first consumer, and a sample of device and host bytes in use per position.
+ * Each birth enlarges the largest end at most to itself, so the samples'
+ * maximum is exactly the step's high-water mark. The first start creates
+ * the profiling events if profile mode did not, the base events and a few
+ * per-position arrays (first consumers, swap slot bytes), once; a step with
+ * tracing off tests one pointer and records nothing.
+ *
  * Ownership: the executor borrows the graph (kernel arguments point at its
  * nodes) and the backend, which must outlive it; it copies what it needs of
  * the plan. It owns its arena, its host arena, streams and events.
@@ -138,10 +155,13 @@
 #include "runtime/executor.h"
 
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+#include "runtime/trace.h"
 
 #define N_STREAMS 3
 /* A quiet NaN with a payload: what a read-after-free reads in poison mode. */
@@ -240,6 +260,21 @@ struct tide_executor {
     struct tide_event **profile_wait;
     double *node_ms; /* per node id */
 
+    /*
+     * Tracing (see DESIGN): the recording steps append to (NULL: off), and
+     * what the first start built, kept for later ones.
+     */
+    struct tide_trace *trace;
+    bool trace_prepared;
+    struct tide_event *trace_base[N_STREAMS]; /* recorded first on each stream of a traced step */
+    uint64_t *trace_device;    /* per position: device bytes in use after its births */
+    uint32_t *trace_slice;     /* per position: its slice in the step being recorded, or NIL */
+    uint32_t *trace_flow_to;   /* per position: a Fetch's or SwapIn's first consumer, or NIL */
+    int64_t *trace_host_delta; /* per position: + the slot a SwapOut fills, - the slot freed after
+                                  its last SwapIn */
+    uint64_t trace_host_base;  /* host homes and staging buffers: live all step */
+    uint64_t trace_device_end; /* device bytes in use after the last position */
+
     uint64_t step; /* 1-based count of steps run; kernels read it */
 };
 
@@ -247,11 +282,12 @@ struct tide_executor {
  * Small helpers
  * ========================================================================== */
 
-static double now_ms(void)
+/* The host's monotonic clock, in nanoseconds (the time base of traces, too). */
+static int64_t now_ns(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
 static void *xcalloc(size_t n, size_t size)
@@ -358,6 +394,15 @@ static bool treap_insert(struct tide_executor *ex, uint32_t r, uint32_t *clash)
     if (end > ex->high_water)
         ex->high_water = end;
     return true;
+}
+
+/* The largest live offset + bytes: live regions never overlap, so the rightmost ends last. */
+static uint64_t treap_top(const struct tide_executor *ex)
+{
+    uint32_t last = NIL;
+    for (uint32_t t = ex->treap_root; t != NIL; t = ex->treap_right[t])
+        last = t;
+    return last == NIL ? 0 : ex->regions[last].offset + ex->regions[last].bytes;
 }
 
 static void treap_erase(struct tide_executor *ex, uint32_t r)
@@ -1030,6 +1075,26 @@ static enum tide_status create_profile_events(struct tide_executor *ex, struct t
     return st;
 }
 
+/* Frees the profiling events and their arrays (at the end, or when creating them failed). */
+static void free_profile_events(struct tide_executor *ex)
+{
+    struct tide_backend *b = ex->backend;
+    for (uint32_t p = 0; p < ex->n_order; p++) {
+        if (ex->profile_start && ex->profile_start[p])
+            tide_backend_event_free(b, ex->profile_start[p]);
+        if (ex->profile_end && ex->profile_end[p])
+            tide_backend_event_free(b, ex->profile_end[p]);
+        if (ex->profile_wait && ex->profile_wait[p])
+            tide_backend_event_free(b, ex->profile_wait[p]);
+    }
+    free(ex->profile_start);
+    free(ex->profile_end);
+    free(ex->profile_wait);
+    free(ex->node_ms);
+    ex->profile_start = ex->profile_end = ex->profile_wait = NULL;
+    ex->node_ms = NULL;
+}
+
 static enum tide_status create(struct tide_executor *ex, const struct tide_memplan *plan,
                                struct tide_error *err)
 {
@@ -1191,13 +1256,10 @@ void tide_executor_free(struct tide_executor *ex)
                 tide_backend_event_free(b, ex->events[v]);
         }
     }
-    for (uint32_t p = 0; p < ex->n_order; p++) {
-        if (ex->profile_start && ex->profile_start[p])
-            tide_backend_event_free(b, ex->profile_start[p]);
-        if (ex->profile_end && ex->profile_end[p])
-            tide_backend_event_free(b, ex->profile_end[p]);
-        if (ex->profile_wait && ex->profile_wait[p])
-            tide_backend_event_free(b, ex->profile_wait[p]);
+    free_profile_events(ex);
+    for (int s = 0; s < N_STREAMS; s++) {
+        if (ex->trace_base[s])
+            tide_backend_event_free(b, ex->trace_base[s]);
     }
     if (ex->host_arena)
         tide_backend_host_free(b, ex->host_arena);
@@ -1228,10 +1290,10 @@ void tide_executor_free(struct tide_executor *ex)
     free(ex->treap_priority);
     free(ex->alive);
     free(ex->persistent);
-    free(ex->profile_start);
-    free(ex->profile_end);
-    free(ex->profile_wait);
-    free(ex->node_ms);
+    free(ex->trace_device);
+    free(ex->trace_slice);
+    free(ex->trace_flow_to);
+    free(ex->trace_host_delta);
     free(ex);
 }
 
@@ -1372,11 +1434,17 @@ static enum tide_status sync_all(struct tide_executor *ex, struct tide_error *er
     return first;
 }
 
+/* Whether a step records the profiling events: in profile mode, and while tracing. */
+static bool timed(const struct tide_executor *ex)
+{
+    return ex->options.profile || ex->trace;
+}
+
 /* Whether a compute position recorded its stall event in this step (see create_profile_events). */
 static bool stall_recorded(const struct tide_executor *ex, const struct exec_position *pos,
                            uint32_t p, bool runs, const uint8_t *mask)
 {
-    return runs && ex->profile_wait && ex->profile_wait[p] &&
+    return runs && timed(ex) && ex->profile_wait && ex->profile_wait[p] &&
            (mask ? pos->deps_before.count : pos->waits_before.count) > 0;
 }
 
@@ -1403,19 +1471,217 @@ static double collect_profile(struct tide_executor *ex, const uint8_t *mask)
     return stall;
 }
 
+/* ============================================================================
+ * Tracing (see DESIGN)
+ * ========================================================================== */
+
+/*
+ * What tracing needs beyond profile mode, built at the first start: the
+ * profiling events (unless profile mode made them), one base event per
+ * stream, each Fetch's and SwapIn's first consumer, and the host bytes that
+ * each position makes live or frees.
+ */
+static enum tide_status trace_prepare(struct tide_executor *ex, struct tide_error *err)
+{
+    if (ex->trace_prepared)
+        return TIDE_OK;
+    const struct tide_graph *g = ex->graph;
+    uint32_t n = ex->n_order;
+    enum tide_status st = TIDE_OK;
+    if (!ex->profile_start) {
+        st = create_profile_events(ex, err);
+        if (st != TIDE_OK) {
+            free_profile_events(ex);
+            return st;
+        }
+    }
+    for (int s = 0; s < N_STREAMS && st == TIDE_OK; s++) {
+        if (!ex->trace_base[s])
+            st = tide_backend_event_new(ex->backend, &ex->trace_base[s], err);
+    }
+    if (st != TIDE_OK)
+        return st;
+    if (!ex->trace_device) {
+        ex->trace_device = xcalloc(n, sizeof(*ex->trace_device));
+        ex->trace_slice = xcalloc(n, sizeof(*ex->trace_slice));
+        ex->trace_flow_to = xcalloc(n, sizeof(*ex->trace_flow_to));
+        ex->trace_host_delta = xcalloc(n, sizeof(*ex->trace_host_delta));
+    }
+    uint32_t *first_use = xcalloc(ex->n_nodes, sizeof(*first_use));
+    uint32_t *last_swap_in = xcalloc(ex->n_nodes, sizeof(*last_swap_in));
+    if (!ex->trace_device || !ex->trace_slice || !ex->trace_flow_to || !ex->trace_host_delta ||
+        !first_use || !last_swap_in) {
+        free(first_use);
+        free(last_swap_in);
+        return tide_error_set(err, TIDE_NOMEM, "executor: out of memory for tracing %u positions",
+                              n);
+    }
+    memset(first_use, 0xff, ex->n_nodes * sizeof(*first_use));
+    memset(last_swap_in, 0xff, ex->n_nodes * sizeof(*last_swap_in));
+    for (uint32_t p = 0; p < n; p++) {
+        const struct tide_node *node = &g->nodes[ex->positions[p].node];
+        for (uint32_t i = 0; i < node->n_inputs; i++) {
+            uint32_t u = node->inputs[i].node;
+            if (first_use[u] == NIL)
+                first_use[u] = p;
+            if (node->op == TIDE_OP_SWAP_IN)
+                last_swap_in[u] = p;
+        }
+    }
+    ex->trace_host_base = 0;
+    memset(ex->trace_host_delta, 0, n * sizeof(*ex->trace_host_delta));
+    for (uint32_t p = 0; p < n; p++) {
+        uint32_t v = ex->positions[p].node;
+        const struct tide_node *node = &g->nodes[v];
+        uint64_t bytes = node->n_outputs ? node->outputs[0].nbytes : 0;
+        bool copies_in = node->op == TIDE_OP_FETCH || node->op == TIDE_OP_SWAP_IN;
+        ex->trace_flow_to[p] = copies_in ? first_use[v] : NIL;
+        if ((node->op == TIDE_OP_VARIABLE || node->op == TIDE_OP_CONST) && ex->host_home[v])
+            ex->trace_host_base += bytes;
+        else if (node->op == TIDE_OP_PLACEHOLDER && ex->staging[v])
+            ex->trace_host_base += bytes;
+        else if (node->op == TIDE_OP_SWAP_OUT) {
+            ex->trace_host_delta[p] += (int64_t)bytes;
+            if (last_swap_in[v] != NIL)
+                ex->trace_host_delta[last_swap_in[v]] -= (int64_t)bytes;
+        }
+    }
+    free(first_use);
+    free(last_swap_in);
+    ex->trace_prepared = true;
+    return TIDE_OK;
+}
+
+enum tide_status tide_executor_trace_start(struct tide_executor *ex, struct tide_trace *trace,
+                                           struct tide_error *err)
+{
+    if (!trace)
+        return tide_error_set(err, TIDE_INVALID, "trace: the recording is NULL");
+    if (tide_trace_graph(trace) != ex->graph)
+        return tide_error_set(err, TIDE_INVALID,
+                              "trace: the recording was made for another graph than the "
+                              "executor's");
+    if (!tide_backend_has_event_elapsed(ex->backend))
+        return tide_error_set(err, TIDE_UNSUPPORTED,
+                              "trace: the %s backend cannot time its events (no event_elapsed), "
+                              "so its steps cannot be traced",
+                              tide_backend_name(ex->backend));
+    enum tide_status st = trace_prepare(ex, err);
+    if (st != TIDE_OK)
+        return st;
+    ex->trace = trace;
+    return TIDE_OK;
+}
+
+void tide_executor_trace_stop(struct tide_executor *ex)
+{
+    ex->trace = NULL;
+}
+
+/*
+ * The time of a reached event in the step's device time: nanoseconds since
+ * the earliest base event (first_ms: its time from base event 0), clamped
+ * to the step's host span; -1 when the backend cannot say.
+ */
+static int64_t device_ns(struct tide_executor *ex, struct tide_event *event, double first_ms,
+                         int64_t span_ns)
+{
+    double ms;
+    if (!event ||
+        tide_backend_event_elapsed(ex->backend, ex->trace_base[0], event, &ms) != TIDE_OK)
+        return -1;
+    int64_t ns = llround((ms - first_ms) * 1e6);
+    return ns < 0 ? 0 : ns > span_ns ? span_ns : ns;
+}
+
+/* Appends a completed step to the recording (see DESIGN); begin and end are host times. */
+static void collect_trace(struct tide_executor *ex, const uint8_t *mask, int64_t begin_ns,
+                          int64_t end_ns)
+{
+    struct tide_trace *trace = ex->trace;
+    int64_t span = end_ns - begin_ns;
+    double first = 0;
+    for (int s = 1; s < N_STREAMS; s++) {
+        double ms;
+        if (tide_backend_event_elapsed(ex->backend, ex->trace_base[0], ex->trace_base[s], &ms) ==
+                TIDE_OK &&
+            ms < first)
+            first = ms;
+    }
+    tide_trace_step_begin(trace, ex->step, mask != NULL, begin_ns);
+    uint64_t host = ex->trace_host_base;
+    int64_t last_ts = 0;
+    for (uint32_t p = 0; p < ex->n_order; p++) {
+        const struct exec_position *pos = &ex->positions[p];
+        ex->trace_slice[p] = NIL;
+        if (pos->kind == EXEC_NOTHING || (mask && !mask[pos->node]))
+            continue;
+        int64_t start = device_ns(ex, ex->profile_start[p], first, span);
+        int64_t end = device_ns(ex, ex->profile_end[p], first, span);
+        if (start >= 0 && end >= start) {
+            if (stall_recorded(ex, pos, p, true, mask)) {
+                int64_t wait = device_ns(ex, ex->profile_wait[p], first, span);
+                if (wait >= 0 && wait < start)
+                    tide_trace_add_slice(trace, &(struct tide_trace_slice){
+                                                    .node = pos->node,
+                                                    .stream = pos->stream,
+                                                    .kind = TIDE_TRACE_WAIT,
+                                                    .start_ns = wait,
+                                                    .dur_ns = start - wait,
+                                                });
+            }
+            ex->trace_slice[p] = tide_trace_add_slice(
+                trace, &(struct tide_trace_slice){
+                           .node = pos->node,
+                           .stream = pos->stream,
+                           .kind = TIDE_TRACE_WORK,
+                           .start_ns = start,
+                           .dur_ns = end - start,
+                           .bytes = pos->kind == EXEC_KERNEL ? 0 : pos->copy_bytes,
+                       });
+            if (start > last_ts)
+                last_ts = start;
+        }
+        int64_t delta = ex->trace_host_delta[p];
+        if (delta > 0)
+            host += (uint64_t)delta;
+        tide_trace_add_counter(trace, last_ts, ex->trace_device[p], host);
+        if (delta < 0)
+            host -= (uint64_t)-delta;
+    }
+    for (uint32_t p = 0; p < ex->n_order; p++) {
+        uint32_t q = ex->trace_flow_to[p];
+        if (q != NIL && ex->trace_slice[p] != NIL && ex->trace_slice[q] != NIL)
+            tide_trace_add_flow(trace, ex->trace_slice[p], ex->trace_slice[q]);
+    }
+    tide_trace_add_counter(trace, span > last_ts ? span : last_ts, ex->trace_device_end, host);
+    tide_trace_step_end(trace, end_ns);
+}
+
+/* ============================================================================
+ * Running a step
+ * ========================================================================== */
+
 static enum tide_status run_step(struct tide_executor *ex, const uint8_t *mask,
                                  struct tide_step_stats *stats, struct tide_error *err)
 {
     enum tide_status st = check_step(ex, mask, err);
     if (st != TIDE_OK)
         return st;
-    double t0 = now_ms();
+    int64_t t0 = now_ns();
     if (!mask)
         ex->step++;
     accounting_reset(ex);
     uint64_t h2d_bytes = 0, d2h_bytes = 0;
     uint32_t waited[N_STREAMS][N_STREAMS] = {{0}}; /* masked steps only */
     struct tide_backend *b = ex->backend;
+    bool timing = timed(ex);
+    for (int s = 0; s < N_STREAMS && ex->trace && st == TIDE_OK; s++) {
+        st = tide_backend_event_record(b, ex->trace_base[s], ex->streams[s]);
+        if (st != TIDE_OK)
+            tide_error_set(err, st, "recording the trace's base event on stream %d failed: %s", s,
+                           tide_strerror(st));
+    }
     uint32_t p = 0;
     for (; p < ex->n_order && st == TIDE_OK; p++) {
         const struct exec_position *pos = &ex->positions[p];
@@ -1426,18 +1692,20 @@ static enum tide_status run_step(struct tide_executor *ex, const uint8_t *mask,
         if (runs) {
             for (uint32_t i = 0; i < pos->births.count && st == TIDE_OK; i++)
                 st = region_born(ex, ex->births[pos->births.begin + i], p, err);
+            if (ex->trace)
+                ex->trace_device[p] = treap_top(ex);
             if (st == TIDE_OK && stall_recorded(ex, pos, p, runs, mask))
                 st = enqueue_check(tide_backend_event_record(b, ex->profile_wait[p], stream), node,
                                    "recording a profiling event", err);
             if (st == TIDE_OK)
                 st = issue_waits(ex, pos, mask, pos->deps_before, pos->waits_before,
                                  waited[pos->stream], err);
-            if (st == TIDE_OK && ex->profile_start)
+            if (st == TIDE_OK && timing)
                 st = enqueue_check(tide_backend_event_record(b, ex->profile_start[p], stream), node,
                                    "recording a profiling event", err);
             if (st == TIDE_OK)
                 st = enqueue(ex, pos, err);
-            if (st == TIDE_OK && ex->profile_end)
+            if (st == TIDE_OK && timing)
                 st = enqueue_check(tide_backend_event_record(b, ex->profile_end[p], stream), node,
                                    "recording a profiling event", err);
             if (pos->kind == EXEC_D2H)
@@ -1468,6 +1736,8 @@ static enum tide_status run_step(struct tide_executor *ex, const uint8_t *mask,
             st = enqueue_check(tide_backend_event_record(b, ex->events[v], stream), node,
                                "recording its event", err);
     }
+    if (ex->trace)
+        ex->trace_device_end = treap_top(ex);
     /* Always drain the streams: work in flight uses the arena and the arguments. */
     struct tide_error sync_err = {0};
     enum tide_status sync = sync_all(ex, &sync_err);
@@ -1491,10 +1761,13 @@ static enum tide_status run_step(struct tide_executor *ex, const uint8_t *mask,
     double stall_ms = 0;
     if (ex->options.profile && ex->node_ms)
         stall_ms = collect_profile(ex, mask);
+    /* The step's time includes reading the events, so that what tracing costs shows. */
+    if (ex->trace)
+        collect_trace(ex, mask, t0, now_ns());
     if (stats) {
         memset(stats, 0, sizeof(*stats));
         stats->step = ex->step;
-        stats->step_ms = now_ms() - t0;
+        stats->step_ms = (double)(now_ns() - t0) / 1e6;
         stats->high_water_bytes = ex->high_water;
         stats->h2d_bytes = h2d_bytes;
         stats->d2h_bytes = d2h_bytes;

@@ -111,6 +111,28 @@ enum tide_status tide_executor_write_variable(struct tide_executor *ex, uint32_t
 /* The steps run so far. */
 uint64_t tide_executor_steps(const struct tide_executor *ex);
 
+/* A recording of traced steps (runtime/trace.h). */
+struct tide_trace;
+
+/*
+ * Turns step tracing on: from the next step on, every step (full and
+ * masked) appends its slices, flows and memory counters to trace, until
+ * tide_executor_trace_stop. The caller owns trace, made for this
+ * executor's graph, and keeps it until tracing stops or the executor is
+ * freed. Call it between steps, as often as wanted; a second start switches
+ * to the new recording. Positions are timed with profile mode's events: the
+ * first start creates them (and a few arrays), once, if profile mode has
+ * not; tracing never allocates host memory through the backend. While it
+ * is off, steps record nothing and cost what they cost before.
+ * TIDE_UNSUPPORTED when the backend cannot time events (event_elapsed);
+ * TIDE_INVALID when trace records another graph.
+ */
+enum tide_status tide_executor_trace_start(struct tide_executor *ex, struct tide_trace *trace,
+                                           struct tide_error *err);
+
+/* Turns step tracing off; the recording keeps what it has. A no-op when it is off. */
+void tide_executor_trace_stop(struct tide_executor *ex);
+
 /*
  * Sets the count of steps already run, for resuming from a checkpoint taken
  * after that many steps: the next step is number steps + 1, and kernels that

@@ -40,7 +40,8 @@
  *
  * Ownership: the session owns its graph (also when tide_session_new_graph
  * fails: it frees the graph then), the plan, the executor, the autodiff
- * result, and the backend unless the caller passed one in options.
+ * result, its trace recording, and the backend unless the caller passed one
+ * in options.
  */
 #include "runtime/session.h"
 
@@ -65,6 +66,7 @@ struct tide_session {
     uint32_t n_fetches;
     uint8_t *eval_mask; /* per node id: an ancestor of a fetch */
     bool plan_only;     /* no executor: see tide_session_options.plan_only */
+    struct tide_trace *trace; /* the latest recording, NULL before the first trace */
 };
 
 struct tide_session_options tide_session_options_default(void)
@@ -322,6 +324,7 @@ void tide_session_free(struct tide_session *session)
     if (!session)
         return;
     tide_executor_free(session->executor);
+    tide_trace_free(session->trace); /* after the executor that records into it */
     tide_memplan_release(&session->plan);
     if (session->has_memory_plan)
         tide_memory_plan_release(&session->memory);
@@ -420,6 +423,33 @@ enum tide_status tide_session_set_step(struct tide_session *session, uint64_t st
 {
     enum tide_status st = check_runnable(session, "set step", err);
     return st != TIDE_OK ? st : tide_executor_set_step(session->executor, steps, err);
+}
+
+enum tide_status tide_session_trace_start(struct tide_session *session, struct tide_error *err)
+{
+    enum tide_status st = check_runnable(session, "trace", err);
+    if (st != TIDE_OK)
+        return st;
+    if (session->trace) {
+        tide_executor_trace_stop(session->executor);
+        tide_trace_clear(session->trace);
+    } else {
+        st = tide_trace_new(session->graph, &session->trace, err);
+        if (st != TIDE_OK)
+            return st;
+    }
+    return tide_executor_trace_start(session->executor, session->trace, err);
+}
+
+void tide_session_trace_stop(struct tide_session *session)
+{
+    if (session->executor)
+        tide_executor_trace_stop(session->executor);
+}
+
+const struct tide_trace *tide_session_trace(const struct tide_session *session)
+{
+    return session->trace;
 }
 
 const struct tide_graph *tide_session_graph(const struct tide_session *session)

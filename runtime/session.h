@@ -21,6 +21,12 @@
  *     tide_session_fetch(s, "loss", &loss, sizeof(loss), &err);
  *     tide_session_free(s);
  *
+ *     // A trace of the next steps (runtime/trace.h).
+ *     tide_session_trace_start(s, &err);
+ *     tide_session_step(s, &stats, &err);
+ *     tide_session_trace_stop(s);
+ *     tide_trace_write_file(tide_session_trace(s), "trace.json", &err);
+ *
  *     // A dry run: the report, whether or not the plan fits.
  *     enum tide_status st = tide_session_plan(bytes, len, &o, &s, &err);
  *     if (st == TIDE_OK || st == TIDE_DOES_NOT_FIT)
@@ -37,6 +43,7 @@
 #include "memplan/memplan.h"
 #include "runtime/backend.h"
 #include "runtime/executor.h"
+#include "runtime/trace.h"
 #include "swapper/swapper.h"
 
 #ifdef __cplusplus
@@ -140,6 +147,19 @@ enum tide_status tide_session_write_variable(struct tide_session *session, const
  */
 enum tide_status tide_session_set_step(struct tide_session *session, uint64_t steps,
                                        struct tide_error *err);
+
+/*
+ * Step tracing (runtime/trace.h). tide_session_trace_start begins a new
+ * recording, owned by the session (the previous one is emptied): every step
+ * and evaluation from then on appends to it until tide_session_trace_stop.
+ * Either may be called between any two steps. TIDE_UNSUPPORTED when the
+ * backend cannot time its events, TIDE_STATE for a plan-only session.
+ */
+enum tide_status tide_session_trace_start(struct tide_session *session, struct tide_error *err);
+/* Stops recording; the recording keeps what it has. A no-op when not tracing. */
+void tide_session_trace_stop(struct tide_session *session);
+/* The latest recording (valid until the next start or the session is freed), or NULL if none. */
+const struct tide_trace *tide_session_trace(const struct tide_session *session);
 
 /*
  * The planned graph, its memory plan and the autodiff result (owned by the

@@ -7,7 +7,8 @@
  * CPU backend on a socket and state directory in a fresh temporary
  * directory, and check what DESIGN.md and the daemon's contract promise:
  * submit, plan, train (MLP and CNN on synthetic data, with swapping under a
- * small budget), eval-only steps, read variables, watch, cancel, checkpoint;
+ * small budget), eval-only steps, read variables, watch, cancel, checkpoint,
+ * trace (the JSON read back with json-c);
  * the gRPC codes of bad graphs (naming the node), malformed and oversized
  * messages, unknown jobs and other users' jobs; two clients training at once
  * within their budgets; a client killed mid-stream; and jobs resumed from
@@ -56,6 +57,7 @@
 #include "child.h"
 #include "json-lines.h"
 
+#include <json-c/json.h>
 #include <grpc/byte_buffer.h>
 #include <grpc/byte_buffer_reader.h>
 #include <grpc/grpc.h>
@@ -1787,6 +1789,264 @@ static void test_client_killed_mid_stream(void **state)
 }
 
 /* ============================================================================
+ * Tests: tracing (Jobs.Trace, tidectl trace)
+ * ========================================================================== */
+
+/* A client whose unary calls have a deadline of call_timeout_ms; NULL if it cannot connect. */
+static tide_client *connect_with_deadline(uint32_t call_timeout_ms)
+{
+    struct tide_client_options o = {.connect_timeout_ms = 5000, .call_timeout_ms = call_timeout_ms};
+    tide_client *c = NULL;
+    if (tide_client_connect(target, &o, &c) != 0) {
+        tide_client_free(c);
+        return NULL;
+    }
+    return c;
+}
+
+/* A Trace call waiting on another thread, with its own client; records what it got. */
+struct tracer {
+    char id[TIDE_JOB_ID_MAX];
+    uint32_t steps;
+    int code;
+    char message[512];
+};
+
+static void *tracer_thread(void *arg)
+{
+    struct tracer *t = arg;
+    tide_client *c = connect_with_deadline(60000);
+    if (!c) {
+        t->code = -1;
+        snprintf(t->message, sizeof(t->message), "cannot connect");
+        return NULL;
+    }
+    struct tide_job_trace trace;
+    t->code = tide_client_trace(c, t->id, t->steps, &trace);
+    snprintf(t->message, sizeof(t->message), "%s", tide_client_error_message(c));
+    tide_job_trace_clear(&trace);
+    tide_client_free(c);
+    return NULL;
+}
+
+/* Whether the daemon's log holds needle. */
+static bool log_contains(const char *needle)
+{
+    FILE *f = fopen(log_path, "r");
+    if (!f)
+        return false;
+    char line[4096];
+    bool found = false;
+    while (!found && fgets(line, sizeof(line), f))
+        found = strstr(line, needle) != NULL;
+    fclose(f);
+    return found;
+}
+
+/* Reads a whole file into a malloc'd, NUL-terminated buffer; NULL if it cannot. */
+static char *read_file(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return NULL;
+    fseek(f, 0, SEEK_END);
+    long size = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *buf = size >= 0 ? malloc((size_t)size + 1) : NULL;
+    if (buf && fread(buf, 1, (size_t)size, f) != (size_t)size) {
+        free(buf);
+        buf = NULL;
+    }
+    fclose(f);
+    if (buf) {
+        buf[size] = '\0';
+        *len = (size_t)size;
+    }
+    return buf;
+}
+
+/*
+ * Checks the trace of training steps first..last of a swapping job: the
+ * tracks named compute, h2d and d2h, exactly one step slice per step on
+ * each (no other), SwapIn slices, and the device counter peaking at the
+ * job's high water.
+ */
+static void check_trace_json(const char *json, size_t len, uint64_t first, uint64_t last,
+                             uint64_t high_water)
+{
+    assert_int_equal(strlen(json), len);
+    json_object *doc = json_tokener_parse(json);
+    if (!doc)
+        fail_msg("the trace is not JSON: %.200s", json);
+    json_object *events, *unit;
+    assert_true(json_object_object_get_ex(doc, "traceEvents", &events));
+    assert_true(json_object_object_get_ex(doc, "displayTimeUnit", &unit));
+    assert_string_equal(json_object_get_string(unit), "ms");
+    uint64_t steps_per_track[4] = {0}, swap_ins = 0, device_peak = 0, n_steps = last - first + 1;
+    char tracks[4][16] = {"", "", "", ""};
+    for (size_t i = 0; i < json_object_array_length(events); i++) {
+        json_object *e = json_object_array_get_idx(events, i), *v, *args;
+        assert_true(json_object_object_get_ex(e, "ph", &v));
+        const char *ph = json_object_get_string(v);
+        assert_true(json_object_object_get_ex(e, "name", &v));
+        const char *name = json_object_get_string(v);
+        json_object_object_get_ex(e, "args", &args);
+        int tid = json_object_object_get_ex(e, "tid", &v) ? json_object_get_int(v) : -1;
+        if (strcmp(ph, "M") == 0 && strcmp(name, "thread_name") == 0) {
+            assert_true(tid >= 1 && tid <= 3);
+            assert_true(json_object_object_get_ex(args, "name", &v));
+            snprintf(tracks[tid], sizeof(tracks[tid]), "%s", json_object_get_string(v));
+        } else if (strcmp(ph, "X") == 0) {
+            assert_true(json_object_object_get_ex(e, "cat", &v));
+            if (strcmp(json_object_get_string(v), "step") == 0) {
+                uint64_t k = 0;
+                if (sscanf(name, "step %" SCNu64, &k) != 1 || k < first || k > last)
+                    fail_msg("step slice \"%s\" in a trace of steps %" PRIu64 " to %" PRIu64, name,
+                             first, last);
+                steps_per_track[tid]++;
+            } else if (json_object_object_get_ex(args, "op", &v)) {
+                swap_ins += strcmp(json_object_get_string(v), "SwapIn") == 0;
+            }
+        } else if (strcmp(ph, "C") == 0 && strcmp(name, "device") == 0) {
+            assert_true(json_object_object_get_ex(args, "bytes in use", &v));
+            if (json_object_get_uint64(v) > device_peak)
+                device_peak = json_object_get_uint64(v);
+        }
+    }
+    assert_string_equal(tracks[1], "compute");
+    assert_string_equal(tracks[2], "h2d");
+    assert_string_equal(tracks[3], "d2h");
+    for (int tid = 1; tid <= 3; tid++)
+        assert_int_equal(steps_per_track[tid], n_steps);
+    assert_true(swap_ins >= n_steps);
+    assert_int_equal(device_peak, high_water);
+    json_object_put(doc);
+}
+
+/*
+ * Jobs.Trace on a swapping CNN: bad requests refused at once, a deadline
+ * that passes without steps disarms the job, a trace of the next steps
+ * while it trains (by libtide and by tidectl, text and JSON), one trace at a
+ * time, a waiting trace ABORTED when the job is cancelled, none of an ended
+ * job.
+ */
+static void test_trace(void **state)
+{
+    (void)state;
+    NEED_DAEMON();
+    tide_client *c = connect_client(5000);
+    assert_non_null(c);
+    struct graph g;
+    build_graph(true, 16, &g);
+    struct tide_job_spec spec;
+    make_spec(&g, "traced", 2 * JOB_BUDGET, &spec);
+    spec.swap = TIDE_JOB_SWAP_ON;
+    spec.vars_home = TIDE_JOB_VARS_HOME_HOST;
+    spec.partition_size = 7;
+    struct trainer tr = {.g = &g, .steps = -1, .seed = 21};
+    submit(c, &spec, tr.id);
+    const char *id = tr.id;
+    struct tide_job_trace t;
+
+    CHECK_CODE(c, tide_client_trace(c, id, 0, &t), TIDE_CODE_INVALID_ARGUMENT, "1 to 100");
+    CHECK_CODE(c, tide_client_trace(c, id, 101, &t), TIDE_CODE_INVALID_ARGUMENT, "1 to 100");
+    CHECK_CODE(c, tide_client_trace(c, "j-0000000000000000", 1, &t), TIDE_CODE_NOT_FOUND, NULL);
+
+    /* Nothing trains the job: the deadline passes, and the daemon disarms it. */
+    tide_client *quick = connect_with_deadline(300);
+    assert_non_null(quick);
+    CHECK_CODE(quick, tide_client_trace(quick, id, 1, &t), TIDE_CODE_DEADLINE_EXCEEDED, NULL);
+    tide_client_free(quick);
+    double deadline = now_s() + 30;
+    while (!log_contains("ended before they ran") && now_s() < deadline)
+        sleep_ms(20);
+    if (!log_contains("ended before they ran"))
+        fail_msg("tided did not log that the Trace call past its deadline disarmed the job");
+
+    /* While it trains: the next three steps. */
+    pthread_t thread;
+    trainer_start(&tr, &thread);
+    int code = tide_client_trace(c, id, 3, &t);
+    if (code != 0)
+        fail_msg("trace: %s: %s", tide_code_name(code), tide_client_error_message(c));
+    assert_int_equal(t.steps, 3);
+    assert_true(t.first_step >= 1);
+    assert_int_equal(t.last_step, t.first_step + 2);
+    struct tide_job_info job;
+    CHECK_OK(c, tide_client_get(c, id, &job));
+    check_trace_json(t.json, t.json_len, t.first_step, t.last_step, job.device_high_water_bytes);
+    uint64_t traced_last = t.last_step;
+    tide_job_trace_clear(&t);
+
+    /* tidectl trace writes what the daemon answers to a file, and says what it wrote. */
+    struct tide_test_run *r = malloc(sizeof(*r));
+    assert_non_null(r);
+    char path[600], expected[700];
+    snprintf(path, sizeof(path), "%s/trace.json", temp_dir);
+    run_tidectl(r, -1, "trace", id, "--steps", "2", "-o", path, (char *)NULL);
+    if (r->exit_code != 0)
+        fail_msg("tidectl trace: exit %d\n%s", r->exit_code, r->err);
+    uint64_t first = 0, last = 0;
+    snprintf(expected, sizeof(expected), "job %s: steps %%" SCNu64 " to %%" SCNu64, id);
+    assert_int_equal(sscanf(r->out, expected, &first, &last), 2);
+    assert_int_equal(last, first + 1);
+    assert_true(first > traced_last);
+    snprintf(expected, sizeof(expected), " written to %s (open it in ui.perfetto.dev", path);
+    assert_non_null(strstr(r->out, expected));
+    size_t len = 0;
+    char *json = read_file(path, &len);
+    assert_non_null(json);
+    CHECK_OK(c, tide_client_get(c, id, &job));
+    check_trace_json(json, len, first, last, job.device_high_water_bytes);
+    free(json);
+
+    run_tidectl(r, -1, "--json", "trace", id, "--output", path, (char *)NULL);
+    if (r->exit_code != 0)
+        fail_msg("tidectl --json trace: exit %d\n%s", r->exit_code, r->err);
+    char *at = strstr(r->out, ",\"first_step\":");
+    assert_non_null(at);
+    assert_int_equal(sscanf(at, ",\"first_step\":%" SCNu64 ",\"last_step\":%" SCNu64, &first,
+                            &last),
+                     2);
+    assert_int_equal(last, first);
+    snprintf(expected, sizeof(expected), "{\"job\":\"%s\",\"steps\":1,", id);
+    assert_memory_equal(r->out, expected, strlen(expected));
+    json = read_file(path, &len);
+    assert_non_null(json);
+    snprintf(expected, sizeof(expected), ",\"bytes\":%zu}\n", len);
+    assert_non_null(strstr(r->out, expected));
+    check_trace_json(json, len, first, last, job.device_high_water_bytes);
+    free(json);
+    tr.stop = 1;
+    pthread_join(thread, NULL);
+    check_trainer(&tr, 6, 2 * JOB_BUDGET);
+    feeder_free(&tr.f);
+
+    /* One trace at a time; cancelling the job ends the one waiting for steps. */
+    struct tracer waiting = {.steps = 5};
+    snprintf(waiting.id, sizeof(waiting.id), "%s", id);
+    assert_int_equal(pthread_create(&thread, NULL, tracer_thread, &waiting), 0);
+    char armed[256];
+    snprintf(armed, sizeof(armed), "job %s: tracing its next 5 training steps", id);
+    deadline = now_s() + 30;
+    while (!log_contains(armed) && now_s() < deadline)
+        sleep_ms(20);
+    if (!log_contains(armed))
+        fail_msg("tided did not log \"%s\"", armed);
+    CHECK_CODE(c, tide_client_trace(c, id, 1, &t), TIDE_CODE_FAILED_PRECONDITION,
+               "already being traced");
+    CHECK_OK(c, tide_client_cancel(c, id, &job));
+    pthread_join(thread, NULL);
+    assert_int_equal(waiting.code, TIDE_CODE_ABORTED);
+    if (!strstr(waiting.message, "ended (CANCELLED"))
+        fail_msg("the waiting trace ended with \"%s\"", waiting.message);
+    CHECK_CODE(c, tide_client_trace(c, id, 1, &t), TIDE_CODE_FAILED_PRECONDITION, "has ended");
+    free(r);
+    free(g.bytes);
+    tide_client_free(c);
+}
+
+/* ============================================================================
  * Tests: tidectl
  * ========================================================================== */
 
@@ -2015,8 +2275,8 @@ static void test_tidectl(void **state)
     assert_non_null(strstr(r->err, "socket"));
 
     /* Help for every command. */
-    static const char *const commands[] = {"status", "plan",   "train",      "jobs", "get",
-                                           "watch",  "cancel", "checkpoint", "top"};
+    static const char *const commands[] = {"status", "plan",       "train", "jobs", "get", "watch",
+                                           "cancel", "checkpoint", "trace", "top"};
     for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
         run_tidectl(r, -1, (char *)commands[i], "--help", (char *)NULL);
         assert_int_equal(r->exit_code, 0);
@@ -2620,6 +2880,8 @@ static int helper_other_user(const char *socket, const char *job_id)
     tide_variables *v = NULL;
     DENIED(tide_client_read_variables(c, job_id, NULL, 0, &v));
     tide_variables_free(v);
+    struct tide_job_trace trace;
+    DENIED(tide_client_trace(c, job_id, 1, &trace));
     struct graph g;
     build_graph(false, 16, &g);
     struct feeder f;
@@ -2709,6 +2971,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_two_clients_at_once),
         cmocka_unit_test(test_other_user_denied),
         cmocka_unit_test(test_client_killed_mid_stream),
+        cmocka_unit_test(test_trace),
         cmocka_unit_test(test_tidectl),
         cmocka_unit_test(test_train_finishes_job),
         cmocka_unit_test(test_tidectl_ctrl_c),

@@ -33,8 +33,8 @@
 static char tidectl_path[PATH_MAX];
 
 /* The verbs in the order `tidectl --help` lists them. */
-static const char *const verbs[] = {"status", "plan",   "train",      "jobs", "get",
-                                    "watch",  "cancel", "checkpoint", "top",  "help"};
+static const char *const verbs[] = {"status",     "plan",  "train", "jobs", "get",  "watch",
+                                    "cancel",     "checkpoint", "trace", "top",  "help"};
 
 #define N_VERBS (sizeof(verbs) / sizeof(verbs[0]))
 
@@ -224,6 +224,21 @@ static void test_usage_errors(void **state)
     expect_usage_error("tidectl: status: --socket and --connect exclude each other (see tidectl "
                        "status --help)\n",
                        "--socket", "/x", "--connect", "a:1", "status", (char *)NULL);
+    /* trace: its job, its counts, -o as the output file wherever it stands. */
+    expect_usage_error("tidectl: trace: missing argument: tidectl trace JOB [--steps N] [-o FILE] "
+                       "(see tidectl trace --help)\n",
+                       "-o", "t.json", "trace", (char *)NULL);
+    expect_usage_error("tidectl: trace: --steps wants a positive count, got \"0\" (see tidectl "
+                       "trace --help)\n",
+                       "trace", "j1", "--steps", "0", (char *)NULL);
+    expect_usage_error("tidectl: trace: --output wants a file name, got \"\" (see tidectl trace "
+                       "--help)\n",
+                       "trace", "j1", "-o", "", (char *)NULL);
+    expect_usage_error("tidectl: trace: option \"-o\" needs a value (see tidectl trace --help)\n",
+                       "trace", "j1", "-o", (char *)NULL);
+    expect_usage_error("tidectl: status: option --output does not apply to status (see tidectl "
+                       "status --help)\n",
+                       "status", "-o", "t.json", (char *)NULL);
 }
 
 /* ============================================================================
@@ -263,7 +278,7 @@ static void test_no_daemon(void **state)
     (void)state;
     static const char *const connecting[][2] = {
         {"status", NULL}, {"jobs", NULL},       {"get", "j1"}, {"watch", NULL},
-        {"cancel", "j1"}, {"checkpoint", "j1"}, {"top", NULL},
+        {"cancel", "j1"}, {"checkpoint", "j1"}, {"trace", "j1"},  {"top", NULL},
     };
     struct tide_test_run *r = malloc(sizeof(*r));
     assert_non_null(r);

@@ -17,7 +17,7 @@
 static const struct tidectl_verb *const verbs[] = {
     &tidectl_verb_status, &tidectl_verb_plan,  &tidectl_verb_train,  &tidectl_verb_jobs,
     &tidectl_verb_get,    &tidectl_verb_watch, &tidectl_verb_cancel, &tidectl_verb_checkpoint,
-    &tidectl_verb_top,    &tidectl_verb_help,
+    &tidectl_verb_trace,  &tidectl_verb_top,   &tidectl_verb_help,
 };
 
 #define N_VERBS (sizeof(verbs) / sizeof(verbs[0]))
@@ -78,6 +78,7 @@ void tidectl_usage_main(FILE *out)
             "  tidectl plan --model cnn --batch 64 --swap off\n"
             "  tidectl train --model cnn --dataset fashion-mnist --epochs 1 --budget 6M\n"
             "  tidectl --json jobs | jq .state\n"
+            "  tidectl trace j-0123456789abcdef --steps 3 -o trace.json\n"
             "  tidectl top\n");
 }
 

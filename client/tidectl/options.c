@@ -53,6 +53,7 @@ static const struct option long_options[] = {
     {"stride", required_argument, 0, TIDECTL_OPT_STRIDE},
     {"once", no_argument, 0, TIDECTL_OPT_ONCE},
     {"interval", required_argument, 0, TIDECTL_OPT_INTERVAL},
+    {"output", required_argument, 0, TIDECTL_OPT_OUTPUT},
     {0, 0, 0, 0},
 };
 
@@ -166,6 +167,11 @@ const struct tidectl_verb *tidectl_scan_verb(int argc, char **argv, int *index)
                 for (const struct option *p = long_options; p->name; p++)
                     if (strcmp(a + 2, p->name) == 0 && p->has_arg == required_argument)
                         i++;
+            } else if (a[1] != '-' && !a[2]) {
+                /* A short option with its value in the next argument ("-o FILE"). */
+                for (const struct option *p = long_options; p->name; p++)
+                    if (p->val == a[1] && p->has_arg == required_argument)
+                        i++;
             }
             continue;
         }
@@ -217,7 +223,7 @@ int tidectl_parse_options(int argc, char **argv, const struct tidectl_verb *verb
     int c;
     opterr = 0;
     optind = 1;
-    while ((c = getopt_long(argc, argv, ":h", long_options, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":ho:", long_options, NULL)) != -1) {
         if (c == '?')
             return tidectl_usage_error(name, "unknown option \"%s\"", argv[optind - 1]);
         if (c == ':')
@@ -371,6 +377,11 @@ int tidectl_parse_options(int argc, char **argv, const struct tidectl_verb *verb
             break;
         case TIDECTL_OPT_ONCE:
             o->once = true;
+            break;
+        case TIDECTL_OPT_OUTPUT:
+            if (!*optarg)
+                return tidectl_usage_error(name, "--output wants a file name, got \"\"");
+            o->output = optarg;
             break;
         case TIDECTL_OPT_INTERVAL:
             if (parse_double(optarg, 0.05, &o->interval_s) || o->interval_s > 3600)

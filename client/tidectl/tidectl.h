@@ -118,6 +118,8 @@ enum tidectl_option_id {
     TIDECTL_OPT_STRIDE,
     TIDECTL_OPT_ONCE,
     TIDECTL_OPT_INTERVAL,
+    /* trace (-o is its short spelling) */
+    TIDECTL_OPT_OUTPUT = 'o',
 };
 
 /* The options every model-building command (plan, train) accepts, for its accepts list. */
@@ -196,6 +198,8 @@ struct tidectl_options {
     uint32_t stride;
     bool once;
     double interval_s;
+    /* trace */
+    const char *output; /* NULL: the command's default file */
     /* positional arguments after the command */
     char **args;
     int n_args;
@@ -251,6 +255,7 @@ extern const struct tidectl_verb tidectl_verb_get;
 extern const struct tidectl_verb tidectl_verb_watch;
 extern const struct tidectl_verb tidectl_verb_cancel;
 extern const struct tidectl_verb tidectl_verb_checkpoint;
+extern const struct tidectl_verb tidectl_verb_trace;
 extern const struct tidectl_verb tidectl_verb_top;
 extern const struct tidectl_verb tidectl_verb_help;
 

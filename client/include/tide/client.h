@@ -9,8 +9,9 @@
  * it a program submits training jobs — a graph from the builder
  * (tide/graph.h, tide/models.h), what to minimise and a memory policy —,
  * asks for a job's memory plan without running it, streams batches into a
- * job and gets one result per step back, watches jobs, lists, cancels and
- * checkpoints them, reads their variables, and asks the daemon for its status.
+ * job and gets one result per step back, watches jobs, lists, cancels,
+ * checkpoints and traces them, reads their variables, and asks the daemon
+ * for its status.
  *
  * Results. Every function that talks to the daemon returns 0 on success, or
  * the gRPC status code of the failure (a positive enum tide_code:
@@ -48,7 +49,8 @@
  * tide_client_free(); every free function accepts NULL. Strings and arrays
  * passed in are only read during the call. Structs filled in for the caller
  * (job info, status, checkpoint) hold no pointers and need no freeing, except
- * a plan report's partition list (tide_job_plan_report_clear()). Arrays returned
+ * a plan report's partition list (tide_job_plan_report_clear()) and a trace's
+ * JSON (tide_job_trace_clear()). Arrays returned
  * through pointer arguments (job lists) are malloc'd and freed with free().
  * Pointers passed to callbacks (step results, events, their tensors and
  * strings) are valid only until the callback returns: copy what you keep.
@@ -377,6 +379,18 @@ struct tide_checkpoint_info {
 };
 
 /*
+ * A trace of a job's steps (tide.v1.TraceReply): Chrome Trace Event JSON,
+ * which ui.perfetto.dev and chrome://tracing open. Filled by
+ * tide_client_trace(); free the JSON with tide_job_trace_clear().
+ */
+struct tide_job_trace {
+    char *json;      /* malloc'd, json_len bytes and a NUL */
+    size_t json_len;
+    uint32_t steps;  /* training steps traced (evaluations between them are in it too) */
+    uint64_t first_step, last_step; /* the job's numbers of the first and last of them */
+};
+
+/*
  * Called by tide_client_train() before each step to fill feeds, which start
  * empty every time. Returns a positive value to send the step, 0 to stop
  * (the steps already sent still finish and are reported), or a negative
@@ -536,6 +550,22 @@ int tide_client_cancel(tide_client *c, const char *job_id, struct tide_job_info 
  */
 int tide_client_checkpoint(tide_client *c, const char *job_id,
                            struct tide_checkpoint_info *checkpoint);
+
+/*
+ * Traces job_id's next steps training steps (1 to 100): the daemon records
+ * them as the job runs them and answers once they have, so the call waits
+ * for as long as that takes, within its deadline (call_timeout_ms). Fills
+ * *trace, to be freed with tide_job_trace_clear(). Fails with ABORTED when
+ * the job ends before its steps ran, DEADLINE_EXCEEDED when they do not
+ * run in time (the daemon then stops tracing), FAILED_PRECONDITION when the
+ * job has ended or another trace of it is under way. Its owner and admins
+ * may trace a job.
+ */
+int tide_client_trace(tide_client *c, const char *job_id, uint32_t steps,
+                      struct tide_job_trace *trace);
+
+/* Frees a trace's JSON and zeroes the trace. NULL is a no-op. */
+void tide_job_trace_clear(struct tide_job_trace *trace);
 
 /*
  * Reads the current values of job_id's Variables called names[0 ..
