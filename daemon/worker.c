@@ -414,7 +414,9 @@ static void run_step(struct tided_task *t)
     if (st == TIDE_OK)
         st = t->step.eval ? tide_session_eval(t->session, &t->step.stats, err)
                           : tide_session_step(t->session, &t->step.stats, err);
-    t->step.stats.node_ms = NULL; /* valid only until the next step */
+    /* Valid only until the next step. */
+    t->step.stats.node_ms = NULL;
+    t->step.stats.partition_high_water_bytes = NULL;
     if (st == TIDE_OK && t->step.loss)
         st = tide_session_fetch(t->session, t->step.loss, &t->step.loss_value,
                                 sizeof(t->step.loss_value), err);
