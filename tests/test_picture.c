@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * test_picture.c: memory pictures — the timeline a plan turns into
- * (tide_memory_timeline_build, swapper/timeline.c).
+ * (tide_memory_timeline_build, swapper/timeline.c) and its drawing
+ * (picture/picture.h).
  *
  * The timeline is checked against the plan it comes from: by hand on a
  * chain with one swap (every position's bytes by category, the partitions,
@@ -12,6 +13,16 @@
  * largest partition's resident bytes in the planner's report and at most
  * the predicted peak, which is the largest top of the arena of any
  * partition.
+ *
+ * The drawing: the SVG (in memory and in a file) parses as XML (python3's
+ * xml.etree, as a child process) with an SVG root of the asked size, and
+ * holds a stroke of the budget's colour from the plot's left to its right
+ * at the layout's budget row; rasterised on a cairo image surface, the
+ * pixels of the budget line's two rows are the budget's colour across the
+ * plot, and those just off it are not; the measured overlay is drawn where
+ * its values say; refusals name what is wrong (an empty timeline, points
+ * out of the schedule, an overlay of the wrong length, a path that cannot
+ * be written).
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -20,14 +31,19 @@
 #include <cmocka.h>
 
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include <unistd.h>
+
+#include "child.h"
 #include "graph/autodiff.h"
 #include "graph/import.h"
 #include "runtime/backend.h"
 #include "runtime/session.h"
+#include "picture/picture.h"
 #include "swapper/swapper.h"
 #include "tide/models.h"
 #include "tide/timeline.h"
@@ -432,6 +448,285 @@ static void test_timeline_refusals(void **state)
     tide_graph_free(g);
 }
 
+/* ============================================================================
+ * Pictures
+ * ========================================================================== */
+
+/* The ResNet's timeline, the budget set twice its peak so that nothing is drawn near its line. */
+static void resnet_timeline(struct tide_memory_timeline *t)
+{
+    struct tide_memory_plan plan;
+    struct tide_graph *g = resnet_half(&plan);
+    timeline_ok(g, &plan.memplan, plan.report.budget_bytes, 0, t);
+    t->budget_bytes = 2 * t->predicted_peak_bytes;
+    tide_memory_plan_release(&plan);
+    tide_graph_free(g);
+}
+
+/*
+ * Checks an SVG file with python3's XML parser: the root is an SVG element
+ * of width x height pixels, and one path of the budget's colour is the
+ * horizontal line from plot_left to plot_right at row y (the legend's
+ * sample is another).
+ */
+static const char svg_check[] =
+    "import sys, xml.etree.ElementTree as E\n"
+    "path, width, height, left, right, y, rgb = sys.argv[1:8]\n"
+    "root = E.parse(path).getroot()\n"
+    "assert root.tag == '{http://www.w3.org/2000/svg}svg', root.tag\n"
+    "assert root.get('width') == width + 'px', root.get('width')\n"
+    "assert root.get('height') == height + 'px', root.get('height')\n"
+    "c = int(rgb, 16)\n"
+    "want = 'stroke:rgb(%f%%,%f%%,%f%%)' % tuple((c >> s & 255) / 2.55 for s in (16, 8, 0))\n"
+    "lines = []\n"
+    "for e in root.iter('{http://www.w3.org/2000/svg}path'):\n"
+    "    if want in (e.get('style') or ''):\n"
+    "        d = e.get('d').split()\n"
+    "        if len(d) == 6 and d[0] == 'M' and d[3] == 'L':\n"
+    "            lines.append(tuple(float(v) for v in (d[1], d[2], d[4], d[5])))\n"
+    "line = (float(left), float(y), float(right), float(y))\n"
+    "assert line in lines, 'budget strokes %r, want %r' % (lines, line)\n"
+    "print('ok')\n";
+
+static void check_svg_file(const char *path, const struct tide_picture_layout *l)
+{
+    char width[32], height[32], left[32], right[32], y[32], rgb[32];
+    snprintf(width, sizeof(width), "%.0f", l->width);
+    snprintf(height, sizeof(height), "%.0f", l->height);
+    snprintf(left, sizeof(left), "%.6f", l->plot_left);
+    snprintf(right, sizeof(right), "%.6f", l->plot_right);
+    snprintf(y, sizeof(y), "%.6f", l->budget_y);
+    snprintf(rgb, sizeof(rgb), "%06x", TIDE_PICTURE_BUDGET_RGB);
+    struct tide_test_run *r = malloc(sizeof(*r));
+    tide_test_run_program((char *[]){"/usr/bin/env", "python3", "-c", (char *)svg_check,
+                                     (char *)path, width, height, left, right, y, rgb, NULL},
+                          -1, -1, r);
+    if (r->exit_code == 127) {
+        free(r);
+        skip(); /* no python3 to parse with: nothing said either way */
+        return;
+    }
+    if (r->exit_code != 0 || strcmp(r->out, "ok\n") != 0)
+        fail_msg("%s: exit %d: %s%s", path, r->exit_code, r->out, r->err);
+    free(r);
+}
+
+static void temp_path(char *buf, size_t size, const char *name)
+{
+    const char *dir = getenv("TMPDIR");
+    snprintf(buf, size, "%s/test_picture.%d.%s", dir && *dir ? dir : "/tmp", (int)getpid(), name);
+}
+
+static void test_svg_well_formed(void **state)
+{
+    (void)state;
+    struct tide_memory_timeline t;
+    resnet_timeline(&t);
+    uint64_t *measured = calloc(t.n_partitions, sizeof(*measured));
+    for (uint32_t i = 0; i < t.n_partitions; i++)
+        measured[i] = t.partitions[i].arena_top_bytes;
+    struct tide_picture_options o = {.title = "test",
+                                     .measured_bytes = measured,
+                                     .n_measured = t.n_partitions,
+                                     .measured_step = 3};
+    struct tide_picture_layout l;
+    struct tide_error err = {0};
+    assert_int_equal(tide_picture_layout(&t, &o, &l, &err), TIDE_OK);
+    assert_true(l.budget_y > l.plot_top && l.budget_y < l.plot_bottom);
+
+    /* In memory: an XML document, written out to parse it. */
+    char *svg = NULL;
+    size_t len = 0;
+    if (tide_picture_svg_buffer(&t, &o, &svg, &len, &err) != TIDE_OK)
+        fail_msg("%s", err.message);
+    assert_true(len > 1000);
+    assert_int_equal(strlen(svg), len);
+    assert_memory_equal(svg, "<?xml", 5);
+    char path[512];
+    temp_path(path, sizeof(path), "buffer.svg");
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(svg, 1, len, f), len);
+    assert_int_equal(fclose(f), 0);
+    free(svg);
+    check_svg_file(path, &l);
+    remove(path);
+
+    /* To a file, in another size. */
+    o.width = 800, o.height = 500;
+    assert_int_equal(tide_picture_layout(&t, &o, &l, &err), TIDE_OK);
+    assert_true(l.width == 800 && l.height == 500);
+    temp_path(path, sizeof(path), "file.svg");
+    if (tide_picture_svg_file(&t, &o, path, &err) != TIDE_OK)
+        fail_msg("%s", err.message);
+    check_svg_file(path, &l);
+    remove(path);
+
+    /* And as PNG: cairo's signature. */
+    temp_path(path, sizeof(path), "file.png");
+    if (tide_picture_png_file(&t, &o, path, &err) != TIDE_OK)
+        fail_msg("%s", err.message);
+    f = fopen(path, "rb");
+    assert_non_null(f);
+    unsigned char head[8];
+    assert_int_equal(fread(head, 1, 8, f), 8);
+    fclose(f);
+    assert_memory_equal(head, "\x89PNG\r\n\x1a\n", 8);
+    remove(path);
+    free(measured);
+    tide_memory_timeline_clear(&t);
+}
+
+/* The picture rasterised: the surface, its layout, and the pixel at (x, y) as 0xRRGGBB. */
+struct raster {
+    cairo_surface_t *surface;
+    struct tide_picture_layout l;
+};
+
+static void rasterise(const struct tide_memory_timeline *t, const struct tide_picture_options *o,
+                      struct raster *r)
+{
+    struct tide_error err = {0};
+    assert_int_equal(tide_picture_layout(t, o, &r->l, &err), TIDE_OK);
+    r->surface = cairo_image_surface_create(CAIRO_FORMAT_RGB24, (int)r->l.width, (int)r->l.height);
+    cairo_t *cr = cairo_create(r->surface);
+    if (tide_picture_draw(cr, t, o, &err) != TIDE_OK)
+        fail_msg("%s", err.message);
+    cairo_destroy(cr);
+    cairo_surface_flush(r->surface);
+}
+
+static uint32_t pixel(const struct raster *r, int x, int y)
+{
+    const unsigned char *data = cairo_image_surface_get_data(r->surface);
+    int stride = cairo_image_surface_get_stride(r->surface);
+    return ((const uint32_t *)(data + (size_t)y * (size_t)stride))[x] & 0xffffff;
+}
+
+/* The pixels of the budget's colour in row y, from x0 to x1 (excluded). */
+static int budget_pixels(const struct raster *r, int y, int x0, int x1)
+{
+    int n = 0;
+    for (int x = x0; x < x1; x++)
+        n += pixel(r, x, y) == TIDE_PICTURE_BUDGET_RGB;
+    return n;
+}
+
+static void test_budget_line_pixels(void **state)
+{
+    (void)state;
+    struct tide_memory_timeline t;
+    resnet_timeline(&t);
+    struct raster r;
+    rasterise(&t, NULL, &r);
+    int y = (int)r.l.budget_y;
+    assert_true(y > r.l.plot_top && y < r.l.plot_bottom);
+    int x0 = (int)ceil(r.l.plot_left), x1 = (int)floor(r.l.plot_right);
+    /* The line's two rows, across the whole plot. */
+    assert_int_equal(budget_pixels(&r, y - 1, x0, x1), x1 - x0);
+    assert_int_equal(budget_pixels(&r, y, x0, x1), x1 - x0);
+    /* Not a band: the rows just off it have none, left of the label. */
+    assert_int_equal(budget_pixels(&r, y - 3, x0, x0 + 300), 0);
+    assert_int_equal(budget_pixels(&r, y + 2, x0, x0 + 300), 0);
+    cairo_surface_destroy(r.surface);
+
+    /* Without a budget there is no line, nor any pixel of its colour in the plot. */
+    t.budget_bytes = 0;
+    rasterise(&t, NULL, &r);
+    assert_true(r.l.budget_y < 0);
+    for (int row = (int)r.l.plot_top; row < (int)r.l.plot_bottom; row++)
+        assert_int_equal(budget_pixels(&r, row, x0, x1), 0);
+    cairo_surface_destroy(r.surface);
+    tide_memory_timeline_clear(&t);
+}
+
+static void test_measured_overlay_pixels(void **state)
+{
+    (void)state;
+    struct tide_memory_timeline t;
+    resnet_timeline(&t);
+    /* The widest partition, and a measured value drawn across it, half way up the plot. */
+    uint32_t widest = 0;
+    for (uint32_t i = 1; i < t.n_partitions; i++) {
+        if (t.partitions[i].last - t.partitions[i].first >
+            t.partitions[widest].last - t.partitions[widest].first)
+            widest = i;
+    }
+    struct tide_picture_options o = {0};
+    struct raster r;
+    rasterise(&t, &o, &r);
+    uint64_t half = r.l.top_bytes / 2;
+    double mid = (t.partitions[widest].first + t.partitions[widest].last + 1.0) / 2;
+    int x = (int)(r.l.plot_left + mid / t.n_positions * (r.l.plot_right - r.l.plot_left));
+    int y = (int)floor(r.l.plot_bottom - 0.5 * (r.l.plot_bottom - r.l.plot_top));
+    uint32_t before = pixel(&r, x, y);
+    cairo_surface_destroy(r.surface);
+
+    uint64_t *measured = calloc(t.n_partitions, sizeof(*measured));
+    for (uint32_t i = 0; i < t.n_partitions; i++)
+        measured[i] = half;
+    o.measured_bytes = measured;
+    o.n_measured = t.n_partitions;
+    rasterise(&t, &o, &r);
+    uint32_t after = pixel(&r, x, y);
+    cairo_surface_destroy(r.surface);
+    /* Black at 80% over anything: every channel dark. */
+    for (int shift = 0; shift <= 16; shift += 8)
+        assert_true(((after >> shift) & 0xff) < 0x40);
+    assert_int_not_equal(before, after);
+    free(measured);
+    tide_memory_timeline_clear(&t);
+}
+
+static void test_picture_refusals(void **state)
+{
+    (void)state;
+    struct tide_error err = {0};
+    struct tide_picture_layout l;
+    struct tide_memory_timeline empty = {0};
+    assert_int_equal(tide_picture_layout(&empty, NULL, &l, &err), TIDE_INVALID);
+    assert_non_null(strstr(err.message, "the timeline is empty (0 positions, 0 points)"));
+
+    struct tide_memory_timeline t;
+    resnet_timeline(&t);
+    uint64_t measured[2] = {1, 2};
+    struct tide_picture_options o = {.measured_bytes = measured, .n_measured = 2};
+    assert_int_equal(tide_picture_layout(&t, &o, &l, &err), TIDE_INVALID);
+    char want[128];
+    snprintf(want, sizeof(want), "the measured high water has 2 partitions, the timeline %u",
+             t.n_partitions);
+    assert_non_null(strstr(err.message, want));
+
+    o = (struct tide_picture_options){.width = 100, .height = 100};
+    assert_int_equal(tide_picture_layout(&t, &o, &l, &err), TIDE_INVALID);
+    assert_non_null(strstr(err.message, "100x100 pixels is too small"));
+
+    /* What a bad wire message could hold: a point past the schedule, a swap-in too. */
+    uint32_t last = t.points[t.n_points - 1].last;
+    t.points[t.n_points - 1].last = t.n_positions;
+    assert_int_equal(tide_picture_layout(&t, NULL, &l, &err), TIDE_INVALID);
+    assert_non_null(strstr(err.message, "point"));
+    t.points[t.n_points - 1].last = last;
+    t.swap_ins[0] = t.n_positions + 5;
+    assert_int_equal(tide_picture_layout(&t, NULL, &l, &err), TIDE_INVALID);
+    snprintf(want, sizeof(want), "swap-ins 0 is at position %u of a schedule of %u",
+             t.n_positions + 5, t.n_positions);
+    assert_non_null(strstr(err.message, want));
+    t.swap_ins[0] = 0;
+
+    /* A file that cannot be made names its path; nothing is left behind. */
+    const char *path = "/nonexistent-directory/m.svg";
+    assert_int_equal(tide_picture_svg_file(&t, NULL, path, &err), TIDE_IO);
+    assert_non_null(strstr(err.message, "cannot create \"/nonexistent-directory/m.svg\""));
+    assert_int_equal(tide_picture_png_file(&t, NULL, path, &err), TIDE_IO);
+    char *svg = (char *)"untouched";
+    size_t len = 7;
+    assert_int_equal(tide_picture_svg_buffer(&empty, NULL, &svg, &len, &err), TIDE_INVALID);
+    assert_null(svg);
+    assert_int_equal(len, 0);
+    tide_memory_timeline_clear(&t);
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -447,16 +742,17 @@ static int teardown(void **state)
 {
     (void)state;
     tide_backend_free(backend);
+    tide_picture_shutdown(); /* cairo's and fontconfig's caches: a clean exit under ASan */
     return 0;
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_timeline_skip_chain),
-        cmocka_unit_test(test_timeline_resnet),
-        cmocka_unit_test(test_timeline_resident),
-        cmocka_unit_test(test_timeline_refusals),
+        cmocka_unit_test(test_timeline_skip_chain),     cmocka_unit_test(test_timeline_resnet),
+        cmocka_unit_test(test_timeline_resident),       cmocka_unit_test(test_timeline_refusals),
+        cmocka_unit_test(test_svg_well_formed),         cmocka_unit_test(test_budget_line_pixels),
+        cmocka_unit_test(test_measured_overlay_pixels), cmocka_unit_test(test_picture_refusals),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
