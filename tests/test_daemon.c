@@ -1793,6 +1793,32 @@ static void test_tidectl(void **state)
     assert_non_null(strstr(r->out, "\"predicted_peak_bytes\":"));
     assert_non_null(strstr(r->out, "\"fits\":true"));
 
+    /* The plan's picture, from the timeline the daemon sent; none for a plan that does not fit. */
+    char svg[PATH_MAX], line[PATH_MAX + 32];
+    snprintf(svg, sizeof(svg), "%s/plan.svg", temp_dir);
+    run_tidectl(r, -1, "plan", "--model", "cnn", "--dataset", "synthetic", "--batch", "8",
+                "--budget", "4M", "--partition-size", "8", "--svg", svg, (char *)NULL);
+    if (r->exit_code != 0)
+        fail_msg("tidectl plan --svg: exit %d\n%s", r->exit_code, r->err);
+    snprintf(line, sizeof(line), "\n  memory picture  %s\n", svg);
+    assert_non_null(strstr(r->out, line));
+    FILE *f = fopen(svg, "rb");
+    assert_non_null(f);
+    char head[6] = {0};
+    assert_int_equal(fread(head, 1, 5, f), 5);
+    assert_int_equal(fseek(f, -7, SEEK_END), 0);
+    char tail[8] = {0};
+    assert_int_equal(fread(tail, 1, 7, f), 7);
+    fclose(f);
+    assert_string_equal(head, "<?xml");
+    assert_string_equal(tail, "</svg>\n");
+    assert_int_equal(remove(svg), 0);
+    run_tidectl(r, -1, "plan", "--model", "cnn", "--dataset", "synthetic", "--batch", "8",
+                "--budget", "64K", "--svg", svg, (char *)NULL);
+    assert_int_equal(r->exit_code, 1);
+    assert_non_null(strstr(r->err, "the plan does not fit, so there is no memory timeline"));
+    assert_int_equal(access(svg, F_OK), -1);
+
     run_tidectl(r, -1, "--json", "train", "--model", "mlp", "--dataset", "synthetic", "--steps",
                 "5", "--batch", "200", "--budget", "16M", "--lr", "0.05", "--checkpoint-every", "2",
                 (char *)NULL);

@@ -48,6 +48,7 @@ static const struct option long_options[] = {
     {"resume", required_argument, 0, TIDECTL_OPT_RESUME},
     {"no-eval", no_argument, 0, TIDECTL_OPT_NO_EVAL},
     {"partitions", no_argument, 0, TIDECTL_OPT_PARTITIONS},
+    {"svg", required_argument, 0, TIDECTL_OPT_SVG},
     {"all", no_argument, 0, TIDECTL_OPT_ALL},
     {"stride", required_argument, 0, TIDECTL_OPT_STRIDE},
     {"once", no_argument, 0, TIDECTL_OPT_ONCE},
@@ -356,6 +357,9 @@ int tidectl_parse_options(int argc, char **argv, const struct tidectl_verb *verb
             break;
         case TIDECTL_OPT_PARTITIONS:
             o->partitions = true;
+            break;
+        case TIDECTL_OPT_SVG:
+            o->svg = optarg;
             break;
         case TIDECTL_OPT_ALL:
             o->all = true;

@@ -112,6 +112,7 @@ enum tidectl_option_id {
     TIDECTL_OPT_NO_EVAL,
     /* plan */
     TIDECTL_OPT_PARTITIONS,
+    TIDECTL_OPT_SVG,
     /* jobs, watch, top */
     TIDECTL_OPT_ALL,
     TIDECTL_OPT_STRIDE,
@@ -189,6 +190,7 @@ struct tidectl_options {
     bool no_eval;
     /* plan */
     bool partitions;
+    const char *svg; /* the memory picture's path, or NULL */
     /* jobs, watch, top */
     bool all;
     uint32_t stride;
