@@ -37,6 +37,9 @@ struct bench_options {
     const char *swap;
     int64_t swap_threshold; /* -1: the policy default */
     int64_t prefetch;       /* -1: the policy default */
+    /* plan and train: the memory picture (picture/picture.h), NULL: none */
+    const char *svg;
+    const char *png;
 };
 
 /* Serialized tide.v1.Graph of a model (mlp, cnn, resnet of `depth` layers); NULL with a message. */

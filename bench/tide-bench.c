@@ -13,9 +13,10 @@
  *                    [--steps S | --epochs E] [--dataset fashion-mnist|synthetic]
  *                    [--seed S] [--optimizer sgd|momentum|adam] [--lr X]
  *                    [--budget BYTES] [--backend cpu|cuda|auto] [--threads N] [--json]
- *                    [--trace FILE]
+ *                    [--trace FILE] [--svg FILE] [--png FILE]
  *   tide-bench plan  --model M [--depth D] [--batch B] --budget BYTES
  *                    [--partition-size K] [--swap auto|on|off] [--json]
+ *                    [--svg FILE] [--png FILE]
  *   tide-bench depth [--budget BYTES] [--batch B] [--width W] [--image-size S] [--json]
  */
 #include <errno.h>
@@ -31,6 +32,7 @@
 #include "bench/bench-json.h"
 #include "bench/bench.h"
 #include "graph/import.h"
+#include "picture/picture.h"
 #include "runtime/session.h"
 #include "tide/dataset.h"
 #include "tide/graph.h"
@@ -78,6 +80,10 @@ static void usage(FILE *out)
             "  --swap auto|on|off       plan: swap policy (default auto, with autotune)\n"
             "  --swap-threshold T       plan: swap when the next use is > T partitions away\n"
             "  --prefetch P             plan: swap in P partitions before the use\n"
+            "  --svg FILE               plan/train: draw the plan's device memory over one step\n"
+            "                           (by category, budget, peak, partitions, swaps) as SVG;\n"
+            "                           train overlays the last step's measured high water\n"
+            "  --png FILE               plan/train: the same picture as PNG\n"
             "  --json                   end with one JSON line on stdout\n"
             "  -h, --help               this text\n");
 }
@@ -120,7 +126,7 @@ static int parse_options(int argc, char **argv, struct bench_options *o)
 {
     enum { O_DEPTH = 256, O_WIDTH, O_IMAGE, O_DATASET, O_SEED, O_OPT, O_LR, O_BUDGET, O_BACKEND,
            O_THREADS, O_JSON, O_POISON, O_STEPS, O_EPOCHS, O_PARTITION, O_SWAP, O_THRESHOLD,
-           O_PREFETCH, O_TRACE };
+           O_PREFETCH, O_TRACE, O_SVG, O_PNG };
     static const struct option longs[] = {
         {"model", required_argument, 0, 'm'},   {"depth", required_argument, 0, O_DEPTH},
         {"width", required_argument, 0, O_WIDTH}, {"image-size", required_argument, 0, O_IMAGE},
@@ -134,6 +140,7 @@ static int parse_options(int argc, char **argv, struct bench_options *o)
         {"swap", required_argument, 0, O_SWAP}, {"swap-threshold", required_argument, 0, O_THRESHOLD},
         {"prefetch", required_argument, 0, O_PREFETCH},
         {"trace", required_argument, 0, O_TRACE},
+        {"svg", required_argument, 0, O_SVG},   {"png", required_argument, 0, O_PNG},
         {"help", no_argument, 0, 'h'},          {0, 0, 0, 0},
     };
     int64_t v;
@@ -230,6 +237,12 @@ static int parse_options(int argc, char **argv, struct bench_options *o)
             break;
         case O_TRACE:
             o->trace = optarg;
+            break;
+        case O_SVG:
+            o->svg = optarg;
+            break;
+        case O_PNG:
+            o->png = optarg;
             break;
         case 'h':
             usage(stdout);
@@ -484,6 +497,53 @@ static int print_plan(const struct bench_options *o, const struct tide_plan_repo
     return tide_bench_json_print_line(line);
 }
 
+/*
+ * --svg and --png: the session's plan drawn as its memory timeline, with
+ * the measured high water of each partition when measured is not NULL.
+ * Returns 0, or 1 after saying why not.
+ */
+static int draw_plan(const struct bench_options *o, const struct tide_session *s,
+                     uint64_t budget, const uint64_t *measured, uint32_t n_measured,
+                     uint64_t step)
+{
+    if (!o->svg && !o->png)
+        return 0;
+    const struct tide_memplan *plan = tide_session_memplan(s);
+    if (!plan) {
+        fprintf(stderr, "tide-bench: %s: the plan does not fit, so there is no memory timeline "
+                        "to draw\n", o->svg ? o->svg : o->png);
+        return 1;
+    }
+    struct tide_memory_timeline t;
+    struct tide_error err = {0};
+    enum tide_status st = tide_memory_timeline_build(tide_session_graph(s), plan, budget, 0, &t,
+                                                     &err);
+    char title[160];
+    if (strcmp(o->model, "resnet") == 0)
+        snprintf(title, sizeof(title), "ResNet-%d (width %" PRId64 "), batch %" PRId64
+                 ": device memory over one training step", o->depth, o->width, o->batch);
+    else
+        snprintf(title, sizeof(title), "%s, batch %" PRId64
+                 ": device memory over one training step", o->model, o->batch);
+    struct tide_picture_options po = {.title = title, .measured_bytes = measured,
+                                      .n_measured = n_measured, .measured_step = step};
+    if (st == TIDE_OK && o->svg)
+        st = tide_picture_svg_file(&t, &po, o->svg, &err);
+    if (st == TIDE_OK && o->png)
+        st = tide_picture_png_file(&t, &po, o->png, &err);
+    tide_memory_timeline_clear(&t);
+    tide_picture_shutdown(); /* the last picture tide-bench draws */
+    if (st != TIDE_OK) {
+        fprintf(stderr, "tide-bench: %s\n", err.message);
+        return 1;
+    }
+    if (o->svg)
+        fprintf(stderr, "tide-bench: wrote %s\n", o->svg);
+    if (o->png)
+        fprintf(stderr, "tide-bench: wrote %s\n", o->png);
+    return 0;
+}
+
 static int cmd_plan(const struct bench_options *o)
 {
     if (!o->budget) {
@@ -519,6 +579,8 @@ static int cmd_plan(const struct bench_options *o)
     if (st == TIDE_DOES_NOT_FIT)
         fprintf(stderr, "tide-bench: %s\n", err.message);
     rc = st == TIDE_OK && printed == 0 ? 0 : 1;
+    if (draw_plan(o, session, policy.budget_bytes, NULL, 0, 0) != 0)
+        rc = 1;
 out:
     tide_session_free(session); /* before the backend it borrows */
     tide_backend_free(backend);
@@ -543,6 +605,9 @@ static int cmd_train(const struct bench_options *o)
     tide_dataset_iter *it = NULL;
     float *images = NULL, *logits = NULL;
     int32_t *labels = NULL;
+    /* The last step's high water per partition, for the picture's measured overlay. */
+    uint64_t *measured = NULL, measured_step = 0;
+    uint32_t n_measured = 0;
     size_t len;
     uint8_t *bytes = build_model(o, train, &len);
     if (!bytes)
@@ -625,6 +690,18 @@ static int cmd_train(const struct bench_options *o)
             goto out;
         }
         step_ms_sum += stats.step_ms;
+        if (step + 1 == steps && (o->svg || o->png)) {
+            measured = malloc((stats.n_partitions + 1) * sizeof(*measured));
+            if (!measured) {
+                fprintf(stderr, "\ntide-bench: out of memory for %u partitions\n",
+                        stats.n_partitions);
+                goto out;
+            }
+            memcpy(measured, stats.partition_high_water_bytes,
+                   stats.n_partitions * sizeof(*measured));
+            n_measured = stats.n_partitions;
+            measured_step = stats.step;
+        }
         if (stats.high_water_bytes > high_water)
             high_water = stats.high_water_bytes;
         loss_sum += loss;
@@ -690,7 +767,10 @@ static int cmd_train(const struct bench_options *o)
         tide_bench_json_set_uint(line, "predicted_peak_bytes", plan->peak_bytes);
         rc = tide_bench_json_print_line(line);
     }
+    if (draw_plan(o, s, o->budget, measured, n_measured, measured_step) != 0)
+        rc = 1;
 out:
+    free(measured);
     tide_dataset_iter_free(it);
     tide_session_free(s);
     free(bytes);

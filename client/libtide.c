@@ -777,6 +777,68 @@ static void plan_from_proto(const Tide__V1__PlanReport *p, struct tide_job_plan_
     }
 }
 
+/*
+ * The plan's memory timeline from the wire into out (empty when m is NULL:
+ * a plan that does not fit). Only the lengths are checked here; the
+ * picture checks every position before it draws. (A reply is far below
+ * 2^32 entries: counts fit the struct's.) TIDE_CODE_OK, or a code with the
+ * client's error set.
+ */
+static int timeline_from_proto(tide_client *c, const Tide__V1__MemoryTimeline *m,
+                               struct tide_memory_timeline *out)
+{
+    memset(out, 0, sizeof(*out));
+    if (!m)
+        return TIDE_CODE_OK;
+    size_t points = m->n_point_first, parts = m->n_partition_first;
+    if (m->n_point_last != points || m->n_point_position != points ||
+        m->n_variables_bytes != points || m->n_activations_bytes != points ||
+        m->n_swapped_in_bytes != points || m->n_workspace_bytes != points ||
+        m->n_partition_last != parts || m->n_partition_arena_top_bytes != parts)
+        return tide__client_fail(c, TIDE_CODE_INTERNAL,
+                                 "Plan: the daemon's memory timeline has lists of unequal lengths "
+                                 "(%zu points, %zu activations, %zu partitions, %zu arena tops)",
+                                 points, m->n_activations_bytes, parts,
+                                 m->n_partition_arena_top_bytes);
+    out->points = calloc(points + 1, sizeof(*out->points));
+    out->partitions = calloc(parts + 1, sizeof(*out->partitions));
+    out->swap_outs = calloc(m->n_swap_out_positions + 1, sizeof(*out->swap_outs));
+    out->swap_ins = calloc(m->n_swap_in_positions + 1, sizeof(*out->swap_ins));
+    if (!out->points || !out->partitions || !out->swap_outs || !out->swap_ins) {
+        tide_memory_timeline_clear(out);
+        return tide__client_fail(c, TIDE_CODE_RESOURCE_EXHAUSTED,
+                                 "libtide: out of memory for a timeline of %zu points", points);
+    }
+    out->n_positions = m->positions;
+    out->budget_bytes = m->budget_bytes;
+    out->predicted_peak_bytes = m->predicted_peak_bytes;
+    out->live_peak_bytes = m->live_peak_bytes;
+    out->n_points = (uint32_t)points;
+    for (size_t i = 0; i < points; i++) {
+        struct tide_memory_timeline_point *pt = &out->points[i];
+        pt->first = m->point_first[i];
+        pt->last = m->point_last[i];
+        pt->position = m->point_position[i];
+        pt->bytes[TIDE_MEMORY_VARIABLES] = m->variables_bytes[i];
+        pt->bytes[TIDE_MEMORY_ACTIVATIONS] = m->activations_bytes[i];
+        pt->bytes[TIDE_MEMORY_SWAPPED_IN] = m->swapped_in_bytes[i];
+        pt->bytes[TIDE_MEMORY_WORKSPACE] = m->workspace_bytes[i];
+    }
+    out->n_partitions = (uint32_t)parts;
+    for (size_t i = 0; i < parts; i++) {
+        out->partitions[i].first = m->partition_first[i];
+        out->partitions[i].last = m->partition_last[i];
+        out->partitions[i].arena_top_bytes = m->partition_arena_top_bytes[i];
+    }
+    out->n_swap_outs = (uint32_t)m->n_swap_out_positions;
+    if (out->n_swap_outs)
+        memcpy(out->swap_outs, m->swap_out_positions, out->n_swap_outs * sizeof(*out->swap_outs));
+    out->n_swap_ins = (uint32_t)m->n_swap_in_positions;
+    if (out->n_swap_ins)
+        memcpy(out->swap_ins, m->swap_in_positions, out->n_swap_ins * sizeof(*out->swap_ins));
+    return TIDE_CODE_OK;
+}
+
 static void job_from_proto(const Tide__V1__JobInfo *j, struct tide_job_info *out)
 {
     memset(out, 0, sizeof(*out));
@@ -1052,9 +1114,13 @@ int tide_client_plan_bytes(tide_client *c, const void *job_spec, size_t len,
                          &tide__v1__plan_report__descriptor, &reply);
     if (code != TIDE_CODE_OK)
         return code;
-    plan_from_proto((const Tide__V1__PlanReport *)reply, report, true);
+    const Tide__V1__PlanReport *p = (const Tide__V1__PlanReport *)reply;
+    plan_from_proto(p, report, true);
+    code = timeline_from_proto(c, p->timeline, &report->timeline);
     protobuf_c_message_free_unpacked(reply, NULL);
-    return TIDE_CODE_OK;
+    if (code != TIDE_CODE_OK)
+        tide_job_plan_report_clear(report);
+    return code;
 }
 
 int tide_client_plan(tide_client *c, const struct tide_job_spec *spec,
@@ -1074,6 +1140,7 @@ void tide_job_plan_report_clear(struct tide_job_plan_report *report)
     if (!report)
         return;
     free(report->partitions);
+    tide_memory_timeline_clear(&report->timeline);
     memset(report, 0, sizeof(*report));
 }
 

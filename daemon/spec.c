@@ -17,6 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/log.h"
+
 /* ============================================================================
  * Names, tensor specs and reports
  * ========================================================================== */
@@ -30,10 +32,30 @@ void tided_tensor_specs_free(struct tided_tensor_spec *specs, uint32_t n)
     free(specs);
 }
 
+static void timeline_message_free(Tide__V1__MemoryTimeline *m)
+{
+    if (!m)
+        return;
+    free(m->point_first);
+    free(m->point_last);
+    free(m->point_position);
+    free(m->variables_bytes);
+    free(m->activations_bytes);
+    free(m->swapped_in_bytes);
+    free(m->workspace_bytes);
+    free(m->partition_first);
+    free(m->partition_last);
+    free(m->partition_arena_top_bytes);
+    free(m->swap_out_positions);
+    free(m->swap_in_positions);
+    free(m);
+}
+
 void tided_plan_report_free(Tide__V1__PlanReport *report)
 {
     if (!report)
         return;
+    timeline_message_free(report->timeline);
     for (size_t i = 0; i < report->n_partitions; i++) {
         if (report->partitions[i]->peak_node != protobuf_c_empty_string)
             free(report->partitions[i]->peak_node);
@@ -75,13 +97,73 @@ static enum tide_status spec_from_output(const struct tide_graph *g, const char 
     return out->name ? TIDE_OK : tide_error_set(err, TIDE_NOMEM, "out of memory");
 }
 
+/* The wire MemoryTimeline of a timeline (tide/timeline.h); NULL when out of memory. */
+static Tide__V1__MemoryTimeline *timeline_message(const struct tide_memory_timeline *t)
+{
+    Tide__V1__MemoryTimeline *m = calloc(1, sizeof(*m));
+    if (!m)
+        return NULL;
+    tide__v1__memory_timeline__init(m);
+    size_t points = t->n_points, parts = t->n_partitions;
+    m->point_first = calloc(points + 1, sizeof(*m->point_first));
+    m->point_last = calloc(points + 1, sizeof(*m->point_last));
+    m->point_position = calloc(points + 1, sizeof(*m->point_position));
+    m->variables_bytes = calloc(points + 1, sizeof(*m->variables_bytes));
+    m->activations_bytes = calloc(points + 1, sizeof(*m->activations_bytes));
+    m->swapped_in_bytes = calloc(points + 1, sizeof(*m->swapped_in_bytes));
+    m->workspace_bytes = calloc(points + 1, sizeof(*m->workspace_bytes));
+    m->partition_first = calloc(parts + 1, sizeof(*m->partition_first));
+    m->partition_last = calloc(parts + 1, sizeof(*m->partition_last));
+    m->partition_arena_top_bytes = calloc(parts + 1, sizeof(*m->partition_arena_top_bytes));
+    m->swap_out_positions = calloc(t->n_swap_outs + 1, sizeof(*m->swap_out_positions));
+    m->swap_in_positions = calloc(t->n_swap_ins + 1, sizeof(*m->swap_in_positions));
+    if (!m->point_first || !m->point_last || !m->point_position || !m->variables_bytes ||
+        !m->activations_bytes || !m->swapped_in_bytes || !m->workspace_bytes ||
+        !m->partition_first || !m->partition_last || !m->partition_arena_top_bytes ||
+        !m->swap_out_positions || !m->swap_in_positions) {
+        timeline_message_free(m);
+        return NULL;
+    }
+    m->positions = t->n_positions;
+    m->budget_bytes = t->budget_bytes;
+    m->predicted_peak_bytes = t->predicted_peak_bytes;
+    m->live_peak_bytes = t->live_peak_bytes;
+    m->n_point_first = m->n_point_last = m->n_point_position = points;
+    m->n_variables_bytes = m->n_activations_bytes = points;
+    m->n_swapped_in_bytes = m->n_workspace_bytes = points;
+    for (size_t i = 0; i < points; i++) {
+        const struct tide_memory_timeline_point *pt = &t->points[i];
+        m->point_first[i] = pt->first;
+        m->point_last[i] = pt->last;
+        m->point_position[i] = pt->position;
+        m->variables_bytes[i] = pt->bytes[TIDE_MEMORY_VARIABLES];
+        m->activations_bytes[i] = pt->bytes[TIDE_MEMORY_ACTIVATIONS];
+        m->swapped_in_bytes[i] = pt->bytes[TIDE_MEMORY_SWAPPED_IN];
+        m->workspace_bytes[i] = pt->bytes[TIDE_MEMORY_WORKSPACE];
+    }
+    m->n_partition_first = m->n_partition_last = m->n_partition_arena_top_bytes = parts;
+    for (size_t i = 0; i < parts; i++) {
+        m->partition_first[i] = t->partitions[i].first;
+        m->partition_last[i] = t->partitions[i].last;
+        m->partition_arena_top_bytes[i] = t->partitions[i].arena_top_bytes;
+    }
+    m->n_swap_out_positions = t->n_swap_outs;
+    if (t->n_swap_outs)
+        memcpy(m->swap_out_positions, t->swap_outs, t->n_swap_outs * sizeof(*t->swap_outs));
+    m->n_swap_in_positions = t->n_swap_ins;
+    if (t->n_swap_ins)
+        memcpy(m->swap_in_positions, t->swap_ins, t->n_swap_ins * sizeof(*t->swap_ins));
+    return m;
+}
+
 static const char *node_name(const struct tide_graph *g, uint32_t id)
 {
     return g && id < g->n_nodes ? g->nodes[id].name : "";
 }
 
 Tide__V1__PlanReport *tided_spec_plan_report(const struct tide_plan_report *r,
-                                             const struct tide_graph *g)
+                                             const struct tide_graph *g,
+                                             const struct tide_memplan *plan)
 {
     Tide__V1__PlanReport *p = calloc(1, sizeof(*p));
     if (!p)
@@ -124,6 +206,19 @@ Tide__V1__PlanReport *tided_spec_plan_report(const struct tide_plan_report *r,
     p->host_bytes = r->host_arena_bytes; /* what the job allocates: staging included */
     p->plan_us = (uint64_t)(r->plan_ms * 1000.0);
     p->message = xstrdup(r->message);
+    if (g && plan) {
+        struct tide_memory_timeline t;
+        struct tide_error err = {0};
+        if (tide_memory_timeline_build(g, plan, r->budget_bytes, 0, &t, &err) == TIDE_OK)
+            p->timeline = timeline_message(&t);
+        else
+            TIDE_LOG_ERROR("plan report: %s", err.message); /* the session's own plan: a bug */
+        tide_memory_timeline_clear(&t);
+        if (!p->timeline) {
+            tided_plan_report_free(p);
+            return NULL;
+        }
+    }
     return p;
 }
 

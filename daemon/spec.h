@@ -111,10 +111,12 @@ enum tide_status tided_spec_user_variables(const struct tide_graph *graph, char 
 
 /*
  * The wire PlanReport of the planner's report, node names from graph (NULL:
- * none, for a report without a plan). NULL when out of memory; free with
- * tided_plan_report_free.
+ * none, for a report without a plan), and the memory timeline of plan, the
+ * graph's memplan (NULL, for a plan that does not fit: no timeline). NULL
+ * when out of memory; free with tided_plan_report_free.
  */
 Tide__V1__PlanReport *tided_spec_plan_report(const struct tide_plan_report *report,
-                                             const struct tide_graph *graph);
+                                             const struct tide_graph *graph,
+                                             const struct tide_memplan *plan);
 
 #endif /* TIDE_DAEMON_SPEC_H */

@@ -200,7 +200,7 @@ static enum tide_status pack(const ProtobufCMessage *m, ProtobufCBinaryData *out
 static Tide__V1__PlanReport *report_from_session(const struct tide_session *s)
 {
     const struct tide_plan_report *r = tide_session_plan_report(s);
-    return r ? tided_spec_plan_report(r, tide_session_graph(s)) : NULL;
+    return r ? tided_spec_plan_report(r, tide_session_graph(s), tide_session_memplan(s)) : NULL;
 }
 
 /* Checks a checkpoint's tensor against a Variable of the graph; value gets the bytes. */
@@ -381,8 +381,9 @@ static void run_plan(struct tided_task *t)
     }
     const struct tide_plan_report *r = tide_session_plan_report(s);
     struct tide_plan_report bare = {.budget_bytes = t->compile.budget, .chosen = setup.policy};
-    Tide__V1__PlanReport *report = r ? tided_spec_plan_report(r, tide_session_graph(s))
-                                     : tided_spec_plan_report(&bare, NULL);
+    Tide__V1__PlanReport *report =
+        r ? tided_spec_plan_report(r, tide_session_graph(s), tide_session_memplan(s))
+          : tided_spec_plan_report(&bare, NULL, NULL);
     if (report && st == TIDE_DOES_NOT_FIT) {
         /* Not an error for a dry run: the report says why, in the planner's full words. */
         report->fits = false;
@@ -439,7 +440,9 @@ static void run_step(struct tided_task *t)
     if (st == TIDE_OK)
         st = t->step.eval ? tide_session_eval(t->session, &t->step.stats, err)
                           : tide_session_step(t->session, &t->step.stats, err);
-    t->step.stats.node_ms = NULL; /* valid only until the next step */
+    /* Valid only until the next step. */
+    t->step.stats.node_ms = NULL;
+    t->step.stats.partition_high_water_bytes = NULL;
     if (st == TIDE_OK)
         trace_after_step(t);
     if (st == TIDE_OK && t->step.loss)

@@ -250,6 +250,9 @@ struct tide_executor {
     uint32_t n_persistent;
     uint64_t persistent_top;
     uint64_t high_water;
+    /* The high water while each partition's positions were enqueued (partition_of). */
+    uint64_t *partition_high_water;
+    uint32_t n_partitions;
 
     /*
      * Profiling (options.profile): events around each position's work, one
@@ -431,6 +434,25 @@ static enum tide_status region_born(struct tide_executor *ex, uint32_t r, uint32
     }
     ex->alive[r] = 1;
     return TIDE_OK;
+}
+
+/* The top of the live regions: the end of the one at the highest offset (they never overlap). */
+static uint64_t live_top(const struct tide_executor *ex)
+{
+    uint32_t last = NIL;
+    for (uint32_t t = ex->treap_root; t != NIL; t = ex->treap_right[t])
+        last = t;
+    return last == NIL ? 0 : ex->regions[last].offset + ex->regions[last].bytes;
+}
+
+/*
+ * A node's partition for the per-partition high water; one without (a plan
+ * made without a memory policy) counts in partition 0, as the memory
+ * timeline counts it (swapper/timeline.c).
+ */
+static uint32_t partition_of(const struct tide_node *node)
+{
+    return node->partition < 0 ? 0 : (uint32_t)node->partition;
 }
 
 /* Starts a step's accounting: only the persistent regions are alive. */
@@ -1162,7 +1184,13 @@ static enum tide_status create(struct tide_executor *ex, const struct tide_mempl
         if (v >= n || ex->position[v] != NIL)
             return tide_error_set(err, TIDE_INVALID, "executor: plan position %u is invalid", p);
         ex->position[v] = p;
+        if (partition_of(&ex->graph->nodes[v]) >= ex->n_partitions)
+            ex->n_partitions = partition_of(&ex->graph->nodes[v]) + 1;
     }
+    ex->partition_high_water = xcalloc(ex->n_partitions, sizeof(*ex->partition_high_water));
+    if (!ex->partition_high_water)
+        return tide_error_set(err, TIDE_NOMEM, "executor: out of memory for %u partitions",
+                              ex->n_partitions);
     for (uint32_t r = 0; r < plan->n_regions; r++) {
         ex->treap_priority[r] = hash32(r);
         if (plan->regions[r].persistent) {
@@ -1270,6 +1298,7 @@ void tide_executor_free(struct tide_executor *ex)
     if (ex->arena)
         tide_backend_arena_free(b, ex->arena);
     free(ex->regions);
+    free(ex->partition_high_water);
     free(ex->death_offsets);
     free(ex->deaths);
     free(ex->events);
@@ -1672,6 +1701,7 @@ static enum tide_status run_step(struct tide_executor *ex, const uint8_t *mask,
     if (!mask)
         ex->step++;
     accounting_reset(ex);
+    memset(ex->partition_high_water, 0, ex->n_partitions * sizeof(*ex->partition_high_water));
     uint64_t h2d_bytes = 0, d2h_bytes = 0;
     uint32_t waited[N_STREAMS][N_STREAMS] = {{0}}; /* masked steps only */
     struct tide_backend *b = ex->backend;
@@ -1713,6 +1743,10 @@ static enum tide_status run_step(struct tide_executor *ex, const uint8_t *mask,
             else if (pos->kind != EXEC_KERNEL)
                 h2d_bytes += pos->copy_bytes;
         }
+        /* Its partition's high water: what is live while it runs, before anything dies. */
+        uint64_t top = live_top(ex), *part_top = &ex->partition_high_water[partition_of(node)];
+        if (top > *part_top)
+            *part_top = top;
         /* Regions whose last reader is this position die, even when it did not run. */
         uint32_t deaths_begin = ex->death_offsets[p], deaths_end = ex->death_offsets[p + 1];
         if (ex->options.poison && deaths_begin < deaths_end && st == TIDE_OK)
@@ -1769,6 +1803,8 @@ static enum tide_status run_step(struct tide_executor *ex, const uint8_t *mask,
         stats->step = ex->step;
         stats->step_ms = (double)(now_ns() - t0) / 1e6;
         stats->high_water_bytes = ex->high_water;
+        stats->partition_high_water_bytes = ex->partition_high_water;
+        stats->n_partitions = ex->n_partitions;
         stats->h2d_bytes = h2d_bytes;
         stats->d2h_bytes = d2h_bytes;
         stats->stall_ms = stall_ms;

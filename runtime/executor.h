@@ -66,6 +66,14 @@ struct tide_step_stats {
     uint64_t step;            /* 1-based */
     double step_ms;
     uint64_t high_water_bytes; /* largest live offset + bytes seen this step */
+    /*
+     * Per partition (node->partition; a node without one counts in 0): the
+     * largest live offset + bytes while its positions ran, which equals the
+     * plan's arena_top_bytes of that partition (tide/timeline.h). Valid
+     * until the next step.
+     */
+    const uint64_t *partition_high_water_bytes;
+    uint32_t n_partitions;
     uint64_t h2d_bytes;
     uint64_t d2h_bytes;
     double stall_ms;          /* compute stream waiting on copies (when profiled) */

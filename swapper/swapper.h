@@ -90,6 +90,7 @@
 
 #include "graph/graph.h"
 #include "memplan/memplan.h"
+#include "tide/timeline.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -185,6 +186,20 @@ enum tide_status tide_plan_memory(struct tide_graph *graph, const struct tide_me
                                   struct tide_error *err);
 
 void tide_memory_plan_release(struct tide_memory_plan *plan);
+
+/*
+ * The memory timeline of a finished plan (tide/timeline.h): plan is the
+ * memplan of graph as the passes left it (tide_memory_plan's memplan, or a
+ * session's), budget_bytes the job's budget (0: none), max_points the most
+ * points to keep (0: TIDE_MEMORY_TIMELINE_MAX_POINTS). *out is the caller's
+ * to free with tide_memory_timeline_clear, also on failure (then empty).
+ * TIDE_INVALID when a region or position of plan names no node of graph.
+ */
+enum tide_status tide_memory_timeline_build(const struct tide_graph *graph,
+                                            const struct tide_memplan *plan,
+                                            uint64_t budget_bytes, uint32_t max_points,
+                                            struct tide_memory_timeline *out,
+                                            struct tide_error *err);
 
 #ifdef __cplusplus
 }

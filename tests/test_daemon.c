@@ -796,6 +796,50 @@ static void test_connect_failure(void **state)
     tide_client_free(NULL);
 }
 
+/*
+ * A fitting plan's memory timeline, as libtide decoded it from the daemon's
+ * reply, against the report's own fields, which travel apart from it: the
+ * budget, the predicted peak (the highest arena top of any partition), the
+ * partitions (the most bytes live at one position is the largest
+ * partition's resident bytes), and a swap tick for every swap when bytes
+ * are swapped.
+ */
+static void check_timeline(const struct tide_job_plan_report *p)
+{
+    const struct tide_memory_timeline *t = &p->timeline;
+    assert_true(t->n_positions >= p->nodes);
+    assert_true(t->n_points > 0 && t->n_points <= TIDE_MEMORY_TIMELINE_MAX_POINTS);
+    assert_int_equal(t->budget_bytes, p->budget_bytes);
+    assert_int_equal(t->predicted_peak_bytes, p->predicted_peak_bytes);
+    uint32_t next = 0;
+    uint64_t most = 0;
+    for (uint32_t i = 0; i < t->n_points; i++) {
+        const struct tide_memory_timeline_point *pt = &t->points[i];
+        assert_int_equal(pt->first, next);
+        assert_true(pt->first <= pt->position && pt->position <= pt->last);
+        next = pt->last + 1;
+        uint64_t sum = 0;
+        for (int k = 0; k < TIDE_MEMORY_CATEGORY_COUNT; k++)
+            sum += pt->bytes[k];
+        if (sum > most)
+            most = sum;
+    }
+    assert_int_equal(next, t->n_positions);
+    assert_int_equal(most, t->live_peak_bytes);
+    assert_int_equal(t->n_partitions, p->n_partitions);
+    uint64_t resident = 0, top = 0;
+    for (uint32_t i = 0; i < p->n_partitions; i++) {
+        if (p->partitions[i].resident_bytes > resident)
+            resident = p->partitions[i].resident_bytes;
+        if (t->partitions[i].arena_top_bytes > top)
+            top = t->partitions[i].arena_top_bytes;
+    }
+    assert_int_equal(t->live_peak_bytes, resident);
+    assert_int_equal(top, p->predicted_peak_bytes);
+    assert_int_equal(t->n_swap_outs > 0, p->swap_out_bytes > 0);
+    assert_int_equal(t->n_swap_ins > 0, p->swap_in_bytes > 0);
+}
+
 /* Plan, submit, train an MLP a few steps, get and list it. */
 static void test_submit_plan_train(void **state)
 {
@@ -814,8 +858,10 @@ static void test_submit_plan_train(void **state)
     assert_true(plan.predicted_peak_bytes > 0);
     assert_true(plan.predicted_peak_bytes <= JOB_BUDGET);
     assert_true(plan.nodes > 0);
+    check_timeline(&plan);
     tide_job_plan_report_clear(&plan);
     assert_null(plan.partitions);
+    assert_null(plan.timeline.points);
 
     char id[TIDE_JOB_ID_MAX];
     submit(c, &spec, id);
@@ -882,6 +928,8 @@ static void cnn_plans(tide_client *c, struct tide_job_spec *spec, uint64_t *resi
     assert_true(p.message[0] != '\0');
     assert_true(p.min_budget_node[0] != '\0');
     assert_true(p.min_budget_bytes > spec->budget_bytes);
+    assert_int_equal(p.timeline.n_positions, 0); /* no plan, no timeline */
+    assert_null(p.timeline.points);
     *min_budget = p.min_budget_bytes;
     tide_job_plan_report_clear(&p);
 }
@@ -911,6 +959,7 @@ static void test_cnn_swaps_within_budget(void **state)
     assert_true(plan.swap_out_bytes > 0);
     assert_true(plan.swap_in_bytes > 0);
     assert_true(plan.n_partitions > 1);
+    check_timeline(&plan);
     uint64_t budget = spec.budget_bytes;
     tide_job_plan_report_clear(&plan);
 
@@ -2182,6 +2231,32 @@ static void test_tidectl(void **state)
         fail_msg("tidectl plan: exit %d\n%s", r->exit_code, r->err);
     assert_non_null(strstr(r->out, "\"predicted_peak_bytes\":"));
     assert_non_null(strstr(r->out, "\"fits\":true"));
+
+    /* The plan's picture, from the timeline the daemon sent; none for a plan that does not fit. */
+    char svg[PATH_MAX], line[PATH_MAX + 32];
+    snprintf(svg, sizeof(svg), "%s/plan.svg", temp_dir);
+    run_tidectl(r, -1, "plan", "--model", "cnn", "--dataset", "synthetic", "--batch", "8",
+                "--budget", "4M", "--partition-size", "8", "--svg", svg, (char *)NULL);
+    if (r->exit_code != 0)
+        fail_msg("tidectl plan --svg: exit %d\n%s", r->exit_code, r->err);
+    snprintf(line, sizeof(line), "\n  memory picture  %s\n", svg);
+    assert_non_null(strstr(r->out, line));
+    FILE *f = fopen(svg, "rb");
+    assert_non_null(f);
+    char head[6] = {0};
+    assert_int_equal(fread(head, 1, 5, f), 5);
+    assert_int_equal(fseek(f, -7, SEEK_END), 0);
+    char tail[8] = {0};
+    assert_int_equal(fread(tail, 1, 7, f), 7);
+    fclose(f);
+    assert_string_equal(head, "<?xml");
+    assert_string_equal(tail, "</svg>\n");
+    assert_int_equal(remove(svg), 0);
+    run_tidectl(r, -1, "plan", "--model", "cnn", "--dataset", "synthetic", "--batch", "8",
+                "--budget", "64K", "--svg", svg, (char *)NULL);
+    assert_int_equal(r->exit_code, 1);
+    assert_non_null(strstr(r->err, "the plan does not fit, so there is no memory timeline"));
+    assert_int_equal(access(svg, F_OK), -1);
 
     run_tidectl(r, -1, "--json", "train", "--model", "mlp", "--dataset", "synthetic", "--steps",
                 "5", "--batch", "200", "--budget", "16M", "--lr", "0.05", "--checkpoint-every", "2",

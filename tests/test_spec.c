@@ -6,7 +6,8 @@
  * session options, feed, fetch and Variable specs; every bad field is
  * refused with an error that names the field and the value; and the wire
  * PlanReport carries the planner's numbers and node names, also for a plan
- * that does not fit. The graph is the client library's MLP, unpacked into
+ * that does not fit, and the plan's memory timeline, every number of it
+ * through packing and unpacking, when it fits. The graph is the client library's MLP, unpacked into
  * the JobSpec as a tided request would carry it.
  */
 #include <stdarg.h>
@@ -359,6 +360,45 @@ static void test_bad_feeds_and_graph(void **state)
  * Plan reports
  * ========================================================================== */
 
+/* The wire timeline holds exactly the timeline t. */
+static void expect_timeline(const Tide__V1__MemoryTimeline *m, const struct tide_memory_timeline *t)
+{
+    assert_non_null(m);
+    assert_int_equal(m->positions, t->n_positions);
+    assert_int_equal(m->budget_bytes, t->budget_bytes);
+    assert_int_equal(m->predicted_peak_bytes, t->predicted_peak_bytes);
+    assert_int_equal(m->live_peak_bytes, t->live_peak_bytes);
+    size_t counts[] = {m->n_point_first,     m->n_point_last,        m->n_point_position,
+                       m->n_variables_bytes, m->n_activations_bytes, m->n_swapped_in_bytes,
+                       m->n_workspace_bytes};
+    for (size_t k = 0; k < sizeof(counts) / sizeof(*counts); k++)
+        assert_int_equal(counts[k], t->n_points);
+    for (uint32_t i = 0; i < t->n_points; i++) {
+        const struct tide_memory_timeline_point *pt = &t->points[i];
+        assert_int_equal(m->point_first[i], pt->first);
+        assert_int_equal(m->point_last[i], pt->last);
+        assert_int_equal(m->point_position[i], pt->position);
+        assert_int_equal(m->variables_bytes[i], pt->bytes[TIDE_MEMORY_VARIABLES]);
+        assert_int_equal(m->activations_bytes[i], pt->bytes[TIDE_MEMORY_ACTIVATIONS]);
+        assert_int_equal(m->swapped_in_bytes[i], pt->bytes[TIDE_MEMORY_SWAPPED_IN]);
+        assert_int_equal(m->workspace_bytes[i], pt->bytes[TIDE_MEMORY_WORKSPACE]);
+    }
+    assert_int_equal(m->n_partition_first, t->n_partitions);
+    assert_int_equal(m->n_partition_last, t->n_partitions);
+    assert_int_equal(m->n_partition_arena_top_bytes, t->n_partitions);
+    for (uint32_t i = 0; i < t->n_partitions; i++) {
+        assert_int_equal(m->partition_first[i], t->partitions[i].first);
+        assert_int_equal(m->partition_last[i], t->partitions[i].last);
+        assert_int_equal(m->partition_arena_top_bytes[i], t->partitions[i].arena_top_bytes);
+    }
+    assert_int_equal(m->n_swap_out_positions, t->n_swap_outs);
+    for (uint32_t i = 0; i < t->n_swap_outs; i++)
+        assert_int_equal(m->swap_out_positions[i], t->swap_outs[i]);
+    assert_int_equal(m->n_swap_in_positions, t->n_swap_ins);
+    for (uint32_t i = 0; i < t->n_swap_ins; i++)
+        assert_int_equal(m->swap_in_positions[i], t->swap_ins[i]);
+}
+
 /* Plans the fixture's spec under budget; the wire report is checked against the session's. */
 static void check_report(struct fixture *f, uint64_t budget, enum tide_status want)
 {
@@ -376,7 +416,7 @@ static void check_report(struct fixture *f, uint64_t budget, enum tide_status wa
     assert_int_equal(tide_session_plan_graph(g, &o, &session, &err), want);
     const struct tide_plan_report *r = tide_session_plan_report(session);
     const struct tide_graph *sg = tide_session_graph(session);
-    Tide__V1__PlanReport *p = tided_spec_plan_report(r, sg);
+    Tide__V1__PlanReport *p = tided_spec_plan_report(r, sg, tide_session_memplan(session));
     assert_non_null(p);
     assert_int_equal(p->fits, want == TIDE_OK);
     assert_int_equal(p->budget_bytes, budget);
@@ -393,7 +433,25 @@ static void check_report(struct fixture *f, uint64_t budget, enum tide_status wa
     }
     if (want == TIDE_OK) {
         assert_string_equal(p->min_budget_node, "");
+        /* The timeline, as built from the session's plan, also after a trip over the wire. */
+        struct tide_memory_timeline t;
+        assert_int_equal(tide_memory_timeline_build(sg, tide_session_memplan(session), budget, 0,
+                                                    &t, &err),
+                         TIDE_OK);
+        assert_true(t.n_points > 0 && t.n_partitions > 0);
+        assert_int_equal(t.budget_bytes, budget);
+        expect_timeline(p->timeline, &t);
+        size_t len = tide__v1__plan_report__get_packed_size(p);
+        uint8_t *packed = malloc(len);
+        assert_int_equal(tide__v1__plan_report__pack(p, packed), len);
+        Tide__V1__PlanReport *back = tide__v1__plan_report__unpack(NULL, len, packed);
+        assert_non_null(back);
+        expect_timeline(back->timeline, &t);
+        tide__v1__plan_report__free_unpacked(back, NULL);
+        free(packed);
+        tide_memory_timeline_clear(&t);
     } else {
+        assert_null(p->timeline); /* no plan, no timeline */
         assert_true(p->min_budget_bytes > budget);
         assert_string_equal(p->min_budget_node, sg->nodes[r->min_budget_node].name);
         assert_string_equal(p->message, r->message);
@@ -411,11 +469,12 @@ static void test_plan_report(void **state)
     check_report(f, 1024, TIDE_DOES_NOT_FIT);
     /* Without a plan (NULL graph), names are empty. */
     struct tide_plan_report bare = {.budget_bytes = 99};
-    Tide__V1__PlanReport *p = tided_spec_plan_report(&bare, NULL);
+    Tide__V1__PlanReport *p = tided_spec_plan_report(&bare, NULL, NULL);
     assert_non_null(p);
     assert_int_equal(p->budget_bytes, 99);
     assert_int_equal(p->n_partitions, 0);
     assert_string_equal(p->min_budget_node, "");
+    assert_null(p->timeline);
     tided_plan_report_free(p);
 }
 

@@ -9,8 +9,9 @@
  *     (memcmp) to those of the all-resident run (a session without a memory
  *     policy).
  *  2. Budget: the measured high-water mark equals the plan's peak (and stays
- *     within the budget), and a model whose all-resident plan needs 4x its
- *     budget trains within it.
+ *     within the budget), partition by partition too (the top of the arena
+ *     that the plan's memory timeline predicts for each), and a model whose
+ *     all-resident plan needs 4x its budget trains within it.
  *  3. Ordering: every Fetch and SwapIn completes before its consumer, no
  *     region is overwritten or poisoned before every reader finished —
  *     which poison mode turns into wrong bits, and ThreadSanitizer (CI runs
@@ -46,6 +47,7 @@
 #include "runtime/session.h"
 #include "swapper/swapper.h"
 #include "tide/models.h"
+#include "tide/timeline.h"
 
 #define STEPS 5
 #define SEED  7
@@ -177,6 +179,27 @@ static void variables_compare(const struct variables *want, const struct variabl
     }
 }
 
+/*
+ * Partition by partition, the step's high water is the top of the arena
+ * that the plan's memory timeline predicts for it.
+ */
+static void check_partition_high_water(const struct tide_graph *g, const struct tide_memplan *plan,
+                                       const struct tide_step_stats *stats)
+{
+    struct tide_memory_timeline t;
+    struct tide_error err = {0};
+    check(tide_memory_timeline_build(g, plan, 0, 0, &t, &err), &err);
+    assert_int_equal(stats->n_partitions, t.n_partitions);
+    uint64_t highest = 0;
+    for (uint32_t i = 0; i < t.n_partitions; i++) {
+        assert_int_equal(stats->partition_high_water_bytes[i], t.partitions[i].arena_top_bytes);
+        if (stats->partition_high_water_bytes[i] > highest)
+            highest = stats->partition_high_water_bytes[i];
+    }
+    assert_int_equal(highest, stats->high_water_bytes);
+    tide_memory_timeline_clear(&t);
+}
+
 /* The all-resident run: a session without a memory policy. */
 static void run_resident(const struct model *m, const struct batches *d, struct variables *vars,
                          uint64_t *peak)
@@ -194,6 +217,7 @@ static void run_resident(const struct model *m, const struct batches *d, struct 
         struct tide_step_stats stats;
         check(tide_session_step(s, &stats, &err), &err);
         assert_int_equal(stats.high_water_bytes, tide_session_memplan(s)->peak_bytes);
+        check_partition_high_water(tide_session_graph(s), tide_session_memplan(s), &stats);
         assert_int_equal(stats.d2h_bytes, 0);
     }
     const struct tide_graph *g = tide_session_graph(s);
@@ -496,6 +520,7 @@ static void run_hand(const struct model *m, const struct batches *d, const struc
         /* The arena holds exactly what the plan said, and the copies are the plan's. */
         assert_int_equal(stats.high_water_bytes, res->peak);
         assert_true(stats.high_water_bytes <= res->budget);
+        check_partition_high_water(g, &plan.memplan, &stats);
         assert_int_equal(stats.h2d_bytes, plan.h2d_bytes + d->image_bytes + d->label_bytes);
         assert_int_equal(stats.d2h_bytes, plan.d2h_bytes);
         res->step_ms += stats.step_ms / STEPS;
@@ -671,6 +696,7 @@ static void run_planned(const struct model *m, const struct batches *d,
         check(tide_session_step(s, &stats, &err), &err);
         assert_int_equal(stats.high_water_bytes, out->peak);
         assert_true(!out->budget || stats.high_water_bytes <= out->budget);
+        check_partition_high_water(tide_session_graph(s), tide_session_memplan(s), &stats);
         assert_int_equal(stats.h2d_bytes, report->swap_in_bytes + report->fetch_bytes +
                                               d->image_bytes + d->label_bytes);
         assert_int_equal(stats.d2h_bytes, report->swap_out_bytes + report->write_back_bytes);

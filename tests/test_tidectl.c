@@ -158,6 +158,12 @@ static void test_verb_help(void **state)
     assert_non_null(strstr(a->out, "MODEL OPTIONS\n  --model mlp|cnn|resnet"));
     run_tidectl(a, "train", "--help", (char *)NULL);
     assert_non_null(strstr(a->out, "MODEL OPTIONS\n  --model mlp|cnn|resnet"));
+    /* plan draws the memory picture; train does not take --svg. */
+    run_tidectl(a, "plan", "--help", (char *)NULL);
+    assert_non_null(strstr(a->out, "[--partitions] [--svg FILE]\n"));
+    assert_non_null(strstr(a->out, "\n  --svg FILE               Draw where the device memory"));
+    run_tidectl(a, "train", "--help", (char *)NULL);
+    assert_null(strstr(a->out, "--svg"));
     run_tidectl(a, "--version", (char *)NULL);
     assert_int_equal(a->exit_code, 0);
     assert_string_equal(a->out, "tidectl 0.1.0\n");
@@ -239,6 +245,11 @@ static void test_usage_errors(void **state)
     expect_usage_error("tidectl: status: option --output does not apply to status (see tidectl "
                        "status --help)\n",
                        "status", "-o", "t.json", (char *)NULL);
+    expect_usage_error("tidectl: plan: option \"--svg\" needs a value (see tidectl plan --help)\n",
+                       "plan", "--svg", (char *)NULL);
+    expect_usage_error("tidectl: train: option --svg does not apply to train (see tidectl train "
+                       "--help)\n",
+                       "train", "--svg", "m.svg", (char *)NULL);
 }
 
 /* ============================================================================

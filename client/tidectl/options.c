@@ -49,6 +49,7 @@ static const struct option long_options[] = {
     {"no-eval", no_argument, 0, TIDECTL_OPT_NO_EVAL},
     {"keep", no_argument, 0, TIDECTL_OPT_KEEP},
     {"partitions", no_argument, 0, TIDECTL_OPT_PARTITIONS},
+    {"svg", required_argument, 0, TIDECTL_OPT_SVG},
     {"all", no_argument, 0, TIDECTL_OPT_ALL},
     {"stride", required_argument, 0, TIDECTL_OPT_STRIDE},
     {"once", no_argument, 0, TIDECTL_OPT_ONCE},
@@ -366,6 +367,9 @@ int tidectl_parse_options(int argc, char **argv, const struct tidectl_verb *verb
             break;
         case TIDECTL_OPT_PARTITIONS:
             o->partitions = true;
+            break;
+        case TIDECTL_OPT_SVG:
+            o->svg = optarg;
             break;
         case TIDECTL_OPT_ALL:
             o->all = true;

@@ -3,13 +3,47 @@
  * client/tidectl/plan.c: `tidectl plan`: builds the model as `train` would
  * and asks the daemon for its memory plan under the job's budget, without
  * submitting anything; prints the report (and the partitions with
- * --partitions).
+ * --partitions), and with --svg draws the plan's memory timeline, which the
+ * daemon sends with the report (picture/picture.h).
  */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
+#include "picture/picture.h"
 #include "tidectl.h"
+
+/* --svg: the report's memory timeline drawn to o->svg; the exit status. */
+static int draw(const struct tidectl_verb *verb, const struct tidectl_options *o,
+                const struct tide_job_plan_report *p)
+{
+    if (p->timeline.n_positions == 0) {
+        fprintf(stderr,
+                "tidectl: %s: --svg %s: the plan does not fit, so there is no memory timeline "
+                "to draw\n",
+                verb->name, o->svg);
+        return TIDECTL_EXIT_RUNTIME;
+    }
+    char title[160];
+    if (strcmp(o->model, "resnet") == 0)
+        snprintf(title, sizeof(title),
+                 "ResNet-%d (width %" PRId64 "), batch %" PRId64
+                 ": device memory over one training step",
+                 o->depth, o->width, o->batch);
+    else
+        snprintf(title, sizeof(title), "%s, batch %" PRId64 ": device memory over one training step",
+                 o->model, o->batch);
+    struct tide_picture_options po = {.title = title};
+    struct tide_error err = {0};
+    enum tide_status st = tide_picture_svg_file(&p->timeline, &po, o->svg, &err);
+    tide_picture_shutdown(); /* the one picture tidectl draws */
+    if (st != TIDE_OK) {
+        fprintf(stderr, "tidectl: %s: %s\n", verb->name, err.message);
+        return TIDECTL_EXIT_RUNTIME;
+    }
+    return TIDECTL_EXIT_OK;
+}
 
 static int run_plan(const struct tidectl_verb *verb, struct tidectl_options *o, tide_client *client)
 {
@@ -45,13 +79,18 @@ static int run_plan(const struct tidectl_verb *verb, struct tidectl_options *o, 
                m.parameters, o->batch, tidectl_swap_names[o->swap]);
         tidectl_print_plan(&p, o->partitions);
     }
+    if (rc == TIDECTL_EXIT_OK && o->svg) {
+        rc = draw(verb, o, &p);
+        if (rc == TIDECTL_EXIT_OK && !o->json)
+            printf("  memory picture  %s\n", o->svg);
+    }
     tide_job_plan_report_clear(&p);
     free(m.graph);
     tide_client_free(c);
     return rc;
 }
 
-static const int accepts[] = {TIDECTL_MODEL_OPTIONS, TIDECTL_OPT_PARTITIONS, 0};
+static const int accepts[] = {TIDECTL_MODEL_OPTIONS, TIDECTL_OPT_PARTITIONS, TIDECTL_OPT_SVG, 0};
 
 const struct tidectl_verb tidectl_verb_plan = {
     .name = "plan",
@@ -59,7 +98,7 @@ const struct tidectl_verb tidectl_verb_plan = {
     .accepts = accepts,
     .min_args = 0,
     .max_args = 0,
-    .synopsis = "plan [MODEL OPTIONS] [--partitions]",
+    .synopsis = "plan [MODEL OPTIONS] [--partitions] [--svg FILE]",
     .summary = "show the memory plan of a model for a budget, without running it",
     .help = "DESCRIPTION\n"
             "  Builds the model as `train` would and asks the daemon to compile it for the\n"
@@ -72,5 +111,10 @@ const struct tidectl_verb tidectl_verb_plan = {
             "OPTIONS\n"
             "  --partitions             Also list every partition: nodes, resident bytes, bytes\n"
             "                           moved, and its peak node.\n"
+            "  --svg FILE               Draw where the device memory goes over one step as an SVG\n"
+            "                           picture: bytes live at each position of the schedule by\n"
+            "                           category (variables, activations, swapped in, workspace),\n"
+            "                           the budget, the predicted peak, the partitions and the\n"
+            "                           swaps. A plan that does not fit has no picture (exit 1).\n"
             "\n" TIDECTL_MODEL_HELP,
 };

@@ -113,6 +113,7 @@ enum tidectl_option_id {
     TIDECTL_OPT_KEEP,
     /* plan */
     TIDECTL_OPT_PARTITIONS,
+    TIDECTL_OPT_SVG,
     /* jobs, watch, top */
     TIDECTL_OPT_ALL,
     TIDECTL_OPT_STRIDE,
@@ -193,6 +194,7 @@ struct tidectl_options {
     bool keep; /* train: leave the job READY instead of finishing it */
     /* plan */
     bool partitions;
+    const char *svg; /* the memory picture's path, or NULL */
     /* jobs, watch, top */
     bool all;
     uint32_t stride;

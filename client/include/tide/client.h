@@ -49,8 +49,8 @@
  * tide_client_free(); every free function accepts NULL. Strings and arrays
  * passed in are only read during the call. Structs filled in for the caller
  * (job info, status, checkpoint) hold no pointers and need no freeing, except
- * a plan report's partition list (tide_job_plan_report_clear()) and a trace's
- * JSON (tide_job_trace_clear()). Arrays returned
+ * a plan report's partition list and memory timeline (tide_job_plan_report_clear())
+ * and a trace's JSON (tide_job_trace_clear()). Arrays returned
  * through pointer arguments (job lists) are malloc'd and freed with free().
  * Pointers passed to callbacks (step results, events, their tensors and
  * strings) are valid only until the callback returns: copy what you keep.
@@ -106,6 +106,7 @@
 #include <stdint.h>
 
 #include "tide/graph.h"
+#include "tide/timeline.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -264,8 +265,9 @@ struct tide_job_partition_report {
 };
 
 /*
- * A job's memory plan (tide.v1.PlanReport). partitions is filled by
- * tide_client_plan() only (NULL in job info) and freed by
+ * A job's memory plan (tide.v1.PlanReport). partitions and timeline are
+ * filled by tide_client_plan() only (empty in job info; the timeline is
+ * empty too when the plan does not fit) and freed by
  * tide_job_plan_report_clear().
  */
 struct tide_job_plan_report {
@@ -287,6 +289,7 @@ struct tide_job_plan_report {
     char message[TIDE_JOB_MESSAGE_MAX]; /* why it does not fit */
     uint32_t n_partitions;
     struct tide_job_partition_report *partitions;
+    struct tide_memory_timeline timeline; /* device memory over the schedule (tide/timeline.h) */
 };
 
 /* What the daemon knows about a job (tide.v1.JobInfo). */
@@ -466,8 +469,9 @@ int tide_client_submit_bytes(tide_client *c, const void *job_spec, size_t len,
 /*
  * Compiles spec without running it and fills *report with the plan:
  * predicted peak, bytes swapped per step, the partitions, and whether it
- * fits the budget (a plan that does not fit is a result, not an error).
- * Free the report's partitions with tide_job_plan_report_clear().
+ * fits the budget (a plan that does not fit is a result, not an error),
+ * and when it fits, its memory timeline (what `tidectl plan --svg` draws).
+ * Free the report's partitions and timeline with tide_job_plan_report_clear().
  */
 int tide_client_plan(tide_client *c, const struct tide_job_spec *spec,
                      struct tide_job_plan_report *report);
@@ -476,7 +480,7 @@ int tide_client_plan(tide_client *c, const struct tide_job_spec *spec,
 int tide_client_plan_bytes(tide_client *c, const void *job_spec, size_t len,
                            struct tide_job_plan_report *report);
 
-/* Frees a plan report's partition list and zeroes the report. NULL is a no-op. */
+/* Frees a plan report's partition list and timeline and zeroes the report. NULL is a no-op. */
 void tide_job_plan_report_clear(struct tide_job_plan_report *report);
 
 /*
