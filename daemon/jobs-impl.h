@@ -220,6 +220,13 @@ enum tide_status tided__job_budget(struct tided_daemon *d, uint64_t asked, uint6
  */
 enum tide_status tided__jobs_admit(struct tided_daemon *d, uint64_t budget, struct tide_error *err);
 
+/*
+ * Device bytes in use: the high-water marks of the jobs holding a session
+ * (what their plans touch at their peak; the rest of each budget is
+ * reserved but idle). Status and the metrics report it.
+ */
+uint64_t tided__device_used_bytes(struct tided_daemon *d);
+
 /* JobInfos of the jobs who may see (all of them, or the caller's own). */
 Tide__V1__JobInfo **tided__jobs_visible(struct tided_daemon *d, const struct tided_identity *who,
                                         bool all, size_t *n, Tide__V1__JobInfo **storage);

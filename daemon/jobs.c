@@ -135,7 +135,7 @@ void tided__job_info(const struct job *j, Tide__V1__JobInfo *info, bool with_pla
 
 bool tided__job_may_see(const struct tided_identity *who, const struct job *j)
 {
-    return who->admin || who->uid == j->owner;
+    return tided_identity_may_see(who, j->owner);
 }
 
 bool tided__job_may_control(const struct tided_identity *who, const struct job *j)
@@ -566,6 +566,17 @@ enum tide_status tided__jobs_admit(struct tided_daemon *d, uint64_t budget, stru
                           tided_format_bytes(d->device_bytes, c, sizeof(c)), live_jobs(jobs),
                           d->device_bytes - jobs->reserved,
                           tided_format_bytes(d->device_bytes - jobs->reserved, buf, sizeof(buf)));
+}
+
+uint64_t tided__device_used_bytes(struct tided_daemon *d)
+{
+    uint64_t used = 0;
+    for (size_t i = 0; i < d->jobs->n_jobs; i++) {
+        const struct job *j = d->jobs->jobs[i];
+        if (j->session)
+            used += j->high_water;
+    }
+    return used;
 }
 
 /* JobInfos of the jobs who may see (all of them, or the caller's own). */

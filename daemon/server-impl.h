@@ -160,10 +160,11 @@ struct tided_server {
     gid_t admin_gid;
     bool have_admin_gid;
 
-    /* ---- TCP tokens (token_mutex: read by gRPC's auth threads) ---- */
+    /* ---- bearer tokens (token_mutex: read by gRPC's auth threads and tided's HTTP threads) ---- */
     pthread_mutex_t token_mutex;
     struct token *tokens;
     size_t n_tokens;
+    bool token_file_loaded; /* a token file was read (it may hold no token) */
 };
 
 /* ---- auth.c ---- */
