@@ -26,6 +26,7 @@
 #include <stdint.h>
 
 #include "daemon/daemon.h"
+#include "daemon/metrics.h"
 #include "daemon/server.h"
 #include "daemon/worker.h"
 #include "tide/v1/tide.pb-c.h"
@@ -98,6 +99,9 @@ struct job {
     bool reading;     /* a RECV_MESSAGE is posted */
     bool half_closed; /* the client said it sent its last batch */
     uint32_t tasks;   /* worker tasks in flight for this job */
+
+    /* ---- metrics.c: step times, stalls, recent losses (NULL until first needed) ---- */
+    struct tided_job_metrics *metrics;
 };
 
 struct watcher {

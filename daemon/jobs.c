@@ -392,6 +392,7 @@ void tided__job_free(struct job *j)
         free(j->user_variables);
     }
     tided_plan_report_free(j->plan);
+    tided_job_metrics_free(j->metrics);
     free(j);
 }
 

@@ -44,6 +44,7 @@
 #include "daemon/config.h"
 #include "daemon/daemon.h"
 #include "daemon/jobs.h"
+#include "daemon/metrics.h"
 #include "daemon/server.h"
 #include "daemon/worker.h"
 
@@ -166,6 +167,11 @@ int main(int argc, char **argv)
         TIDE_LOG_ERROR("%s", error);
         goto out_config;
     }
+    d->metrics = tided_metrics_new(d, error, sizeof(error));
+    if (!d->metrics) {
+        TIDE_LOG_ERROR("%s", error);
+        goto out_jobs;
+    }
 
     struct tide_error err = {0};
     struct tide_backend_options bo = {.device_bytes = d->config.device_memory,
@@ -243,6 +249,8 @@ out_grpc:
 out_jobs:
     tided_jobs_free(d->jobs);
     d->jobs = NULL;
+    tided_metrics_free(d->metrics);
+    d->metrics = NULL;
 out_config:
     TIDE_LOG_INFO("tided exits with status %d", rc);
     tided_config_release(&d->config);

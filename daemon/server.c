@@ -78,6 +78,7 @@
 #pragma GCC diagnostic pop
 
 #include "common/log.h"
+#include "daemon/metrics.h"
 #include "grpc/health/v1/health.pb-c.h"
 #include "tide/v1/tide.pb-c.h"
 
@@ -484,6 +485,7 @@ void tided_call_abort(struct tided_call *c, grpc_status_code code, const char *m
     drop_queue(c);
     c->finishing = true;
     c->status_posted = true;
+    c->code = code;
     grpc_call_cancel_with_status(c->call, code, message, NULL);
 }
 
@@ -624,6 +626,9 @@ static void on_event(struct tided_server *s, struct tag *tag, bool ok)
         c->owner = NULL;
         if (c->cancelled)
             TIDE_LOG_DEBUG("%s from %s: the client went away", c->path, c->identity.peer);
+        /* Counted once, by the path tided serves (never a client's made-up one) and code. */
+        tided_metrics_rpc_done(s->daemon->metrics, c->method ? c->method->path + 1 : NULL,
+                               c->status_posted ? (int)c->code : GRPC_STATUS_CANCELLED);
         if (ops && ops->done)
             ops->done(owner, c, c->cancelled != 0);
         break;
