@@ -8,8 +8,9 @@
  * [UID|USER]" lines); the auth metadata processor checks it and records the
  * role and uid in the call's auth context, which tided__call_identify reads.
  *
- * Threads: gRPC's own threads run auth_process, which reads the token table
- * under token_mutex; SIGHUP (main thread) replaces the table under the same
+ * Threads: gRPC's own threads run auth_process and the HTTP listener's
+ * threads (http.c) call tided_server_authorize; both read the token table
+ * under token_mutex. SIGHUP (main thread) replaces the table under the same
  * lock. Everything else here runs on the main thread.
  */
 #include "daemon/server-impl.h"
@@ -386,8 +387,6 @@ void tided_tls_pair_free(char *cert, char *key)
 int tided__tcp_port_add(struct tided_server *s, char *error, size_t size)
 {
     const struct tided_config *cfg = &s->daemon->config;
-    if (tided_server_reload_tokens(s, error, size) != 0)
-        return -1;
     char *cert, *key;
     if (tided_tls_pair_load(cfg, &cert, &key, error, size) != 0)
         return -1;

@@ -43,6 +43,7 @@
 #include "common/log.h"
 #include "daemon/config.h"
 #include "daemon/daemon.h"
+#include "daemon/http.h"
 #include "daemon/jobs.h"
 #include "daemon/metrics.h"
 #include "daemon/server.h"
@@ -209,6 +210,10 @@ int main(int argc, char **argv)
         TIDE_LOG_ERROR("%s", error);
         goto out_server;
     }
+    if (d->config.metrics_listen[0] && !(d->http = tided_http_start(d, error, sizeof(error)))) {
+        TIDE_LOG_ERROR("%s", error);
+        goto out_server;
+    }
 
     ev_signal_init(&sigterm_watcher, on_stop_signal, SIGTERM);
     ev_signal_init(&sigint_watcher, on_stop_signal, SIGINT);
@@ -236,6 +241,9 @@ int main(int argc, char **argv)
     ev_signal_stop(d->loop, &sighup_watcher);
     ev_timer_stop(d->loop, &watchdog_timer);
     rc = d->exit_code;
+    tided_metrics_close(d->metrics); /* requests waiting for a snapshot get none */
+    tided_http_stop(d->http);        /* before the server: its threads check tokens there */
+    d->http = NULL;
 
 out_server:
     tided_server_free(d->server);

@@ -52,6 +52,7 @@
 #include "tide/v1/tide.pb-c.h"
 
 struct job;
+struct tided_identity;
 struct tided_metrics;
 struct tided_job_metrics;
 
@@ -161,6 +162,27 @@ void tided_metrics_snapshot_release(struct tided_metrics_snapshot *snapshot);
 
 /* Wakes every waiting reader and refuses new ones: the daemon is stopping. */
 void tided_metrics_close(struct tided_metrics *metrics);
+
+/* ---- any thread: metrics-export.c ---- */
+
+/*
+ * The snapshot in Prometheus's text exposition format 0.0.4: the
+ * daemon-wide series and those of the jobs viewer may see
+ * (tided_identity_may_see). malloc'd, *len bytes; NULL on OOM.
+ */
+char *tided_metrics_prometheus(const struct tided_metrics_snapshot *snapshot,
+                               const struct tided_identity *viewer, size_t *len);
+
+/*
+ * The dashboard's JSON (docs/metrics.md): the device, the queue and the
+ * viewer's job counts by state, with role naming the viewer ("monitor",
+ * "submit", "anonymous"); and every job the viewer may see with its recent
+ * losses. malloc'd, *len bytes; NULL on OOM.
+ */
+char *tided_metrics_status_json(const struct tided_metrics_snapshot *snapshot,
+                                const struct tided_identity *viewer, const char *role, size_t *len);
+char *tided_metrics_jobs_json(const struct tided_metrics_snapshot *snapshot,
+                              const struct tided_identity *viewer, size_t *len);
 
 /* A JobState's name ("RUNNING"), as Get and List show it. */
 const char *tided_metrics_state_name(int state);

@@ -178,7 +178,7 @@ void tided__call_identify(struct tided_server *s, struct tided_call *c);
 /* Frees a token table, wiping the tokens first. NULL is a no-op. */
 void tided__tokens_free(struct token *tokens, size_t n);
 
-/* Loads the tokens and the TLS pair and adds the TCP port; -1 with error filled. */
+/* Loads the TLS pair and adds the TCP port (the tokens are loaded already); -1 with error. */
 int tided__tcp_port_add(struct tided_server *s, char *error, size_t size);
 
 /* ---- listen.c ---- */

@@ -849,6 +849,9 @@ int tided_server_start(struct tided_server *s, char *error, size_t size)
         TIDE_LOG_DEBUG("method %s (%s)", m->path, kind_names[m->row->kind]);
     }
     s->insecure = grpc_insecure_server_credentials_create();
+    /* Read whenever configured: the TCP port and the HTTP listener both check them. */
+    if (d->config.tokens[0] && tided_server_reload_tokens(s, error, size) != 0)
+        return -1;
     if (d->config.listen[0] && tided__tcp_port_add(s, error, size) != 0)
         return -1;
     if (tided__socket_open(s, error, size) != 0)
