@@ -120,13 +120,13 @@ static const struct option options[] = {
      "as UID (default: the daemon's uid); monitor may only get, list and watch every job and read "
      "the daemon's status and metrics. Re-read on SIGHUP."},
     {"metrics-listen", OPTION_LISTEN, "HOST:PORT", "", 1, 65535, NULL, FIELD(metrics_listen), 0,
-     "Serve HTTP on HOST:PORT (e.g. 127.0.0.1:9464): Prometheus metrics at /metrics, and the "
-     "daemon and its jobs as JSON at /api/status and /api/jobs. HTTPS when --tls-cert and "
+     "Serve HTTP on HOST:PORT (e.g. 127.0.0.1:9464): Prometheus metrics at /metrics, a live "
+     "dashboard at /, and its JSON at /api/status and /api/jobs. HTTPS when --tls-cert and "
      "--tls-key are set. An address other than loopback is refused unless --tls-cert, --tls-key "
-     "and --tokens are set. With --tokens, every request wants \"Authorization: Bearer "
-     "TOKEN\": a monitor token sees every job, a submit token the jobs of its UID. Without "
-     "--tokens every job is shown to whoever can connect, which only loopback allows. Empty: "
-     "off."},
+     "and --tokens are set. With --tokens, /metrics and /api/ want \"Authorization: Bearer "
+     "TOKEN\": a monitor token sees every job, a submit token the jobs of its UID (the page at / "
+     "holds no data and takes the token from its address: /#token=TOKEN). Without --tokens "
+     "every job is shown to whoever can connect, which only loopback allows. Empty: off."},
     {"log-level", OPTION_CHOICE, "LEVEL", "info", 0, 0, level_choices, FIELD(log_level),
      OPTION_RELOAD, "error, warn, info or debug. Re-read on SIGHUP."},
     {"stall-timeout", OPTION_UINT, "SECONDS", "600", 10, 86400, NULL, FIELD(stall_timeout), 0,

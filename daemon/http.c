@@ -60,6 +60,14 @@ struct tided_http {
  * Responses
  * ========================================================================== */
 
+/*
+ * The dashboard may run only its own script and style, talk only to tided,
+ * and not be framed; it sends no Referer (its address may carry the token).
+ */
+static const char page_policy[] = "default-src 'none'; script-src 'self'; style-src 'self'; "
+                                  "connect-src 'self'; img-src 'self'; base-uri 'none'; "
+                                  "form-action 'none'; frame-ancestors 'none'";
+
 /* Queues a response with tided's usual headers; body is malloc'd (freed by MHD) or static. */
 static enum MHD_Result respond(struct MHD_Connection *connection, unsigned status,
                                const char *content_type, void *body, size_t size, bool owned)
@@ -79,6 +87,11 @@ static enum MHD_Result respond(struct MHD_Connection *connection, unsigned statu
         MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer realm=\"tided\"");
     if (status == MHD_HTTP_METHOD_NOT_ALLOWED)
         MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, "GET, HEAD");
+    if (!owned) { /* the dashboard's files */
+        MHD_add_response_header(r, "Content-Security-Policy", page_policy);
+        MHD_add_response_header(r, "X-Frame-Options", "DENY");
+        MHD_add_response_header(r, "Referrer-Policy", "no-referrer");
+    }
     enum MHD_Result result = MHD_queue_response(connection, status, r);
     MHD_destroy_response(r);
     return result;
@@ -186,6 +199,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *connection, 
                             "method %s is not allowed: tided's HTTP listener is read-only "
                             "(GET, HEAD)",
                             method);
+    for (size_t i = 0; i < tided_http_n_assets; i++) {
+        const struct tided_http_asset *a = &tided_http_assets[i];
+        if (strcmp(url, a->path) == 0)
+            return respond(connection, MHD_HTTP_OK, a->content_type, (void *)a->data, a->size,
+                           false);
+    }
     const struct route *route = NULL;
     for (size_t i = 0; i < sizeof(routes) / sizeof(routes[0]) && !route; i++) {
         if (strcmp(url, routes[i].path) == 0)
@@ -193,7 +212,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *connection, 
     }
     if (!route)
         return respond_text(connection, MHD_HTTP_NOT_FOUND,
-                            "no such page; tided serves /metrics, /api/status and /api/jobs");
+                            "no such page; tided serves /, /metrics, /api/status and /api/jobs");
 
     struct tided_identity viewer;
     const char *role = NULL;
@@ -321,8 +340,8 @@ struct tided_http *tided_http_start(struct tided_daemon *d, char *error, size_t 
         return NULL;
     }
     atomic_store(&h->running, true);
-    TIDE_LOG_INFO("serving %s on %s: /metrics, /api/status, /api/jobs", tls ? "HTTPS" : "HTTP",
-                  h->where);
+    TIDE_LOG_INFO("serving %s on %s: the dashboard at /, /metrics, /api/status, /api/jobs",
+                  tls ? "HTTPS" : "HTTP", h->where);
     if (!cfg->tokens[0])
         TIDE_LOG_WARN("metrics-listen = %s without a token file: every local user who connects "
                       "sees every job's metrics (set tokens to require a bearer token)",

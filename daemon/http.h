@@ -5,13 +5,19 @@
  *   GET /metrics       the metrics in Prometheus's text format 0.0.4
  *   GET /api/status    the device, the queue, job counts by state (JSON)
  *   GET /api/jobs      every job the viewer may see, with recent losses (JSON)
+ *   GET /              the dashboard (daemon/dashboard/: index.html, dashboard.css and
+ *                      dashboard.js, embedded at build time), which polls /api/
  *
  * Security. It listens only where metrics-listen says; config.c refuses an
  * address other than loopback unless TLS (tls-cert, tls-key: then it
  * serves HTTPS, on loopback too) and a token file are configured. With a
- * token file, every endpoint wants "Authorization: Bearer TOKEN" (401
+ * token file, /metrics and /api/ want "Authorization: Bearer TOKEN" (401
  * otherwise): a monitor token sees every job, a submit token the jobs of
- * its UID, as over gRPC. Without a token file (so on loopback only),
+ * its UID, as over gRPC. The dashboard's three files hold no data and are
+ * served to anyone who reaches the listener: a browser cannot put a header
+ * on the request its address bar makes, so the page takes the token from
+ * its URL fragment (/#token=TOKEN, which browsers never send) and sends it
+ * as a header on its own requests. Without a token file (so on loopback only),
  * nobody can be identified over TCP and every job is shown to whoever
  * connects: the viewer is "anonymous" with a monitor's view, and tided
  * says so in its log at start.
@@ -54,5 +60,15 @@ struct tided_http *tided_http_start(struct tided_daemon *daemon, char *error, si
 
 /* Stops serving and joins the listener's threads. NULL is a no-op. */
 void tided_http_stop(struct tided_http *http);
+
+/* A file of the dashboard, embedded at build time (dashboard-assets.c, from embed.cmake). */
+struct tided_http_asset {
+    const char *path; /* "/", "/dashboard.js" */
+    const char *content_type;
+    const unsigned char *data;
+    size_t size;
+};
+extern const struct tided_http_asset tided_http_assets[];
+extern const size_t tided_http_n_assets;
 
 #endif /* TIDE_DAEMON_HTTP_H */

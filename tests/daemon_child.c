@@ -84,8 +84,13 @@ static int wait_exit(pid_t pid)
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
-/* Reads a whole file into a malloc'd string; NULL if unreadable. */
-static char *read_file(const char *path)
+int tide_test_run_to_files(char *const argv[], const char *out_path, const char *err_path)
+{
+    pid_t pid = spawn(argv, out_path, err_path);
+    return pid > 0 ? wait_exit(pid) : -1;
+}
+
+char *tide_test_read_file(const char *path)
 {
     FILE *f = fopen(path, "rb");
     if (!f)
@@ -216,7 +221,7 @@ int tide_test_daemon_run_to_exit(struct tide_test_daemon *d, const char *const *
     unlink(err_path);
     pid_t pid = spawn(argv, NULL, err_path);
     int code = pid > 0 ? wait_exit(pid) : -1;
-    char *text = read_file(err_path);
+    char *text = tide_test_read_file(err_path);
     snprintf(err, size, "%s", text ? text : "");
     free(text);
     return code;
@@ -325,10 +330,10 @@ char *tide_test_http_get(const struct tide_test_daemon *d, const char *mode, con
     pid_t pid = spawn(argv, out_path, err_path);
     int code = pid > 0 ? wait_exit(pid) : -1;
     if (code != 0) {
-        char *err = read_file(err_path);
+        char *err = tide_test_read_file(err_path);
         fprintf(stderr, "http_get.py %s %s: exit %d\n%s\n", mode, url, code, err ? err : "");
         free(err);
         return NULL;
     }
-    return read_file(out_path);
+    return tide_test_read_file(out_path);
 }

@@ -85,6 +85,16 @@ pid_t tide_test_train_in_background(struct tide_test_daemon *d, const char *name
 /* SIGINT (tidectl stops after the steps in flight) and waits; its exit code. */
 int tide_test_stop_trainer(pid_t pid);
 
+/*
+ * Runs argv (argv[0] a path, or a name looked up in PATH) with stdout to
+ * out_path and stderr to err_path (NULL: /dev/null) and waits; its exit
+ * code, -1 when a signal ended it or it could not start.
+ */
+int tide_test_run_to_files(char *const argv[], const char *out_path, const char *err_path);
+
+/* Reads a whole file into a malloc'd string; NULL if unreadable. */
+char *tide_test_read_file(const char *path);
+
 /* The python3 that has prometheus_client, or NULL (with a message) when none has. */
 const char *tide_test_python(void);
 

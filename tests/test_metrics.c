@@ -14,7 +14,7 @@
  *    headers) get 4xx answers and the daemon keeps serving.
  *  - With a token file: no token or an unknown one is 401 on every data
  *    endpoint; a monitor token sees every job, a submit token only its
- *    UID's.
+ *    UID's; the dashboard's files, which hold no data, need none.
  *  - HTTPS with tls-cert and tls-key; addresses tided must refuse.
  *
  * Waiting for a job to reach a step polls with a deadline that only bounds
@@ -554,6 +554,19 @@ static void test_tokens(void **state)
         o = get(d, "raw", data_paths[i], "not-a-token-of-this-daemon", NULL);
         assert_int_equal(status_of(o), 401);
         assert_non_null(strstr(body_of(o), "unknown bearer token"));
+        json_object_put(o);
+    }
+
+    /* The dashboard's files hold no data: served without a token (the page asks for one). */
+    static const char *const page[][2] = {{"/", "text/html; charset=utf-8"},
+                                          {"/dashboard.js", "text/javascript; charset=utf-8"},
+                                          {"/dashboard.css", "text/css; charset=utf-8"}};
+    for (size_t i = 0; i < 3; i++) {
+        json_object *o = get(d, "raw", page[i][0], NULL, NULL);
+        if (status_of(o) != 200)
+            fail_msg("GET %s without a token: %d, want 200", page[i][0], status_of(o));
+        assert_string_equal(string_field(o, "content_type"), page[i][1]);
+        assert_null(strstr(body_of(o), "tokens-job"));
         json_object_put(o);
     }
 
