@@ -68,18 +68,12 @@ static const char page_policy[] = "default-src 'none'; script-src 'self'; style-
                                   "connect-src 'self'; img-src 'self'; base-uri 'none'; "
                                   "form-action 'none'; frame-ancestors 'none'";
 
-/* Queues a response with tided's usual headers; body is malloc'd (freed by MHD) or static. */
-static enum MHD_Result respond(struct MHD_Connection *connection, unsigned status,
-                               const char *content_type, void *body, size_t size, bool owned)
+/* Adds tided's usual headers to r and queues it (r is released either way). */
+static enum MHD_Result queue(struct MHD_Connection *connection, unsigned status,
+                             const char *content_type, struct MHD_Response *r)
 {
-    struct MHD_Response *r =
-        owned ? MHD_create_response_from_buffer_with_free_callback(size, body, free)
-              : MHD_create_response_from_buffer(size, body, MHD_RESPMEM_PERSISTENT);
-    if (!r) {
-        if (owned)
-            free(body);
+    if (!r)
         return MHD_NO; /* out of memory: libmicrohttpd closes the connection */
-    }
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
     MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
     MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
@@ -87,14 +81,33 @@ static enum MHD_Result respond(struct MHD_Connection *connection, unsigned statu
         MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer realm=\"tided\"");
     if (status == MHD_HTTP_METHOD_NOT_ALLOWED)
         MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, "GET, HEAD");
-    if (!owned) { /* the dashboard's files */
+    enum MHD_Result result = MHD_queue_response(connection, status, r);
+    MHD_destroy_response(r);
+    return result;
+}
+
+/* Answers with a malloc'd body, which libmicrohttpd frees. */
+static enum MHD_Result respond(struct MHD_Connection *connection, unsigned status,
+                               const char *content_type, char *body, size_t size)
+{
+    struct MHD_Response *r = MHD_create_response_from_buffer_with_free_callback(size, body, free);
+    if (!r)
+        free(body);
+    return queue(connection, status, content_type, r);
+}
+
+/* Answers with one of the dashboard's embedded files, under the page's policy. */
+static enum MHD_Result respond_asset(struct MHD_Connection *connection,
+                                     const struct tided_http_asset *a)
+{
+    struct MHD_Response *r =
+        MHD_create_response_from_buffer(a->size, (void *)a->data, MHD_RESPMEM_PERSISTENT);
+    if (r) {
         MHD_add_response_header(r, "Content-Security-Policy", page_policy);
         MHD_add_response_header(r, "X-Frame-Options", "DENY");
         MHD_add_response_header(r, "Referrer-Policy", "no-referrer");
     }
-    enum MHD_Result result = MHD_queue_response(connection, status, r);
-    MHD_destroy_response(r);
-    return result;
+    return queue(connection, MHD_HTTP_OK, a->content_type, r);
 }
 
 /* A short plain-text answer: "tided: <message>\n". */
@@ -113,7 +126,7 @@ static enum MHD_Result respond_text(struct MHD_Connection *connection, unsigned 
     int n = asprintf(&body, "tided: %s\n", message);
     if (n < 0)
         return MHD_NO;
-    return respond(connection, status, "text/plain; charset=utf-8", body, (size_t)n, true);
+    return respond(connection, status, "text/plain; charset=utf-8", body, (size_t)n);
 }
 
 /* ============================================================================
@@ -159,9 +172,12 @@ static const struct route {
  * Requests (libmicrohttpd's threads)
  * ========================================================================== */
 
-/* Who is asking: a token's identity, or anonymous without a token file; false: answered 401. */
-static bool identify(struct tided_http *h, struct MHD_Connection *connection,
-                     struct tided_identity *viewer, const char **role)
+/*
+ * Who is asking: a token's identity, or anonymous without a token file.
+ * NULL role: the request was answered 401, with *answered the result.
+ */
+static const char *identify(struct tided_http *h, struct MHD_Connection *connection,
+                            struct tided_identity *viewer, enum MHD_Result *answered)
 {
     const char *header =
         MHD_lookup_connection_value(connection, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
@@ -169,21 +185,19 @@ static bool identify(struct tided_http *h, struct MHD_Connection *connection,
     switch (tided_server_authorize(h->daemon->server, header, header ? strlen(header) : 0, viewer,
                                    &why)) {
     case TIDED_AUTH_OK:
-        *role = viewer->read_only ? "monitor" : "submit";
-        return true;
+        return viewer->read_only ? "monitor" : "submit";
     case TIDED_AUTH_NO_TOKENS:
         /* Loopback only (config.c): the operator chose to show every job to local users. */
         *viewer = (struct tided_identity){
             .uid = UINT32_MAX, .gid = UINT32_MAX, .pid = -1, .admin = true, .read_only = true};
         snprintf(viewer->peer, sizeof(viewer->peer), "anonymous (no token file)");
-        *role = "anonymous";
-        return true;
+        return "anonymous";
     default:
-        respond_text(connection, MHD_HTTP_UNAUTHORIZED,
-                     "%s; send \"Authorization: Bearer TOKEN\" with a token of tided's token "
-                     "file (monitor tokens see every job)",
-                     why);
-        return false;
+        *answered = respond_text(connection, MHD_HTTP_UNAUTHORIZED,
+                                 "%s; send \"Authorization: Bearer TOKEN\" with a token of "
+                                 "tided's token file (monitor tokens see every job)",
+                                 why);
+        return NULL;
     }
 }
 
@@ -202,8 +216,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *connection, 
     for (size_t i = 0; i < tided_http_n_assets; i++) {
         const struct tided_http_asset *a = &tided_http_assets[i];
         if (strcmp(url, a->path) == 0)
-            return respond(connection, MHD_HTTP_OK, a->content_type, (void *)a->data, a->size,
-                           false);
+            return respond_asset(connection, a);
     }
     const struct route *route = NULL;
     for (size_t i = 0; i < sizeof(routes) / sizeof(routes[0]) && !route; i++) {
@@ -215,9 +228,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *connection, 
                             "no such page; tided serves /, /metrics, /api/status and /api/jobs");
 
     struct tided_identity viewer;
-    const char *role = NULL;
-    if (!identify(h, connection, &viewer, &role))
-        return MHD_YES; /* answered 401 */
+    enum MHD_Result answered = MHD_NO;
+    const char *role = identify(h, connection, &viewer, &answered);
+    if (!role)
+        return answered; /* 401 */
     char error[256];
     struct tided_metrics_snapshot *s =
         tided_metrics_acquire(h->daemon->metrics, error, sizeof(error));
@@ -229,7 +243,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *connection, 
     if (!body)
         return respond_text(connection, MHD_HTTP_INTERNAL_SERVER_ERROR,
                             "out of memory rendering %s", route->path);
-    return respond(connection, MHD_HTTP_OK, route->content_type, body, len, true);
+    return respond(connection, MHD_HTTP_OK, route->content_type, body, len);
 }
 
 /* libmicrohttpd's messages: warnings while starting, debug once serving (clients' errors). */
@@ -304,7 +318,9 @@ struct tided_http *tided_http_start(struct tided_daemon *d, char *error, size_t 
             free(h);
             return NULL;
         }
-        if (tided_tls_pair_load(cfg, &h->cert, &h->key, error, size) != 0) {
+        char why[512];
+        if (tided_tls_pair_load(cfg, &h->cert, &h->key, why, sizeof(why)) != 0) {
+            snprintf(error, size, "metrics-listen = %s: HTTPS: %s", h->where, why);
             free(h);
             return NULL;
         }
