@@ -38,6 +38,7 @@
 
 #include "common/log.h"
 #include "daemon/config.h"
+#include "daemon/jobs-impl.h" /* tided__shown only: this file never touches a job */
 #include "daemon/metrics.h"
 #include "daemon/server.h"
 
@@ -207,12 +208,15 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *connection, 
 {
     (void)version, (void)upload_data, (void)upload_data_size, (void)request_state;
     struct tided_http *h = cls;
-    TIDE_LOG_DEBUG("http: %s %s", method, url);
+    char shown_method[80], shown_url[80];
+    tided__shown(method, shown_method, sizeof(shown_method)); /* the client's bytes, for logs */
+    tided__shown(url, shown_url, sizeof(shown_url));
+    TIDE_LOG_DEBUG("http: %s %s", shown_method, shown_url);
     if (strcmp(method, MHD_HTTP_METHOD_GET) != 0 && strcmp(method, MHD_HTTP_METHOD_HEAD) != 0)
         return respond_text(connection, MHD_HTTP_METHOD_NOT_ALLOWED,
                             "method %s is not allowed: tided's HTTP listener is read-only "
                             "(GET, HEAD)",
-                            method);
+                            shown_method);
     for (size_t i = 0; i < tided_http_n_assets; i++) {
         const struct tided_http_asset *a = &tided_http_assets[i];
         if (strcmp(url, a->path) == 0)
