@@ -8,8 +8,9 @@
  * [UID|USER]" lines); the auth metadata processor checks it and records the
  * role and uid in the call's auth context, which tided__call_identify reads.
  *
- * Threads: gRPC's own threads run auth_process, which reads the token table
- * under token_mutex; SIGHUP (main thread) replaces the table under the same
+ * Threads: gRPC's own threads run auth_process and the HTTP listener's
+ * threads (http.c) call tided_server_authorize; both read the token table
+ * under token_mutex. SIGHUP (main thread) replaces the table under the same
  * lock. Everything else here runs on the main thread.
  */
 #include "daemon/server-impl.h"
@@ -79,6 +80,24 @@ static bool auth_property(grpc_auth_context *ctx, const char *name, char *out, s
     return true;
 }
 
+/* The identity a token gives: a monitor sees every job and controls none. */
+static void token_identity(bool monitor, uint32_t uid, struct tided_identity *who)
+{
+    *who = (struct tided_identity){
+        .uid = uid,
+        .gid = UINT32_MAX,
+        .pid = -1,
+        .admin = monitor,
+        .read_only = monitor,
+        .remote = true,
+    };
+}
+
+bool tided_identity_may_see(const struct tided_identity *who, uint32_t owner)
+{
+    return who->admin || who->uid == owner;
+}
+
 void tided__call_identify(struct tided_server *s, struct tided_call *c)
 {
     char *peer = grpc_call_get_peer(c->call);
@@ -96,14 +115,7 @@ void tided__call_identify(struct tided_server *s, struct tided_call *c)
         if (ctx && auth_property(ctx, "tide.role", role, sizeof(role)) &&
             auth_property(ctx, "tide.uid", uid, sizeof(uid))) {
             bool monitor = strcmp(role, "monitor") == 0;
-            c->identity = (struct tided_identity){
-                .uid = (uint32_t)strtoul(uid, NULL, 10),
-                .gid = UINT32_MAX,
-                .pid = -1,
-                .admin = monitor,
-                .read_only = monitor,
-                .remote = true,
-            };
+            token_identity(monitor, (uint32_t)strtoul(uid, NULL, 10), &c->identity);
             snprintf(c->identity.peer, sizeof(c->identity.peer), "%.40s (%s)", peer, role);
             c->identified = true;
         }
@@ -227,30 +239,27 @@ static bool token_equal(const char *a, size_t alen, const char *b)
     return diff == 0;
 }
 
-/* The auth metadata processor: runs on a gRPC thread, must not block. */
-static void auth_process(void *state, grpc_auth_context *context, const grpc_metadata *md,
-                         size_t n_md, grpc_process_auth_metadata_done_cb cb, void *user_data)
+enum tided_authorization tided_server_authorize(struct tided_server *s, const char *header,
+                                                size_t len, struct tided_identity *who,
+                                                const char **why)
 {
-    struct tided_server *s = state;
-    const grpc_metadata *auth = NULL;
-    for (size_t i = 0; i < n_md && !auth; i++) {
-        if (grpc_slice_str_cmp(md[i].key, "authorization") == 0)
-            auth = &md[i];
-    }
-    if (!auth) {
-        cb(user_data, NULL, 0, NULL, 0, GRPC_STATUS_UNAUTHENTICATED,
-           "tided wants an \"authorization: Bearer TOKEN\" header");
-        return;
-    }
-    const char *value = (const char *)GRPC_SLICE_START_PTR(auth->value);
-    size_t len = GRPC_SLICE_LENGTH(auth->value);
     static const char bearer[] = "Bearer ";
-    if (len < sizeof(bearer) - 1 || strncmp(value, bearer, sizeof(bearer) - 1) != 0) {
-        cb(user_data, NULL, 0, NULL, 0, GRPC_STATUS_UNAUTHENTICATED,
-           "the authorization header is not \"Bearer TOKEN\"");
-        return;
+    pthread_mutex_lock(&s->token_mutex);
+    bool have_file = s->token_file_loaded;
+    pthread_mutex_unlock(&s->token_mutex);
+    if (!have_file) {
+        *why = "tided has no token file";
+        return TIDED_AUTH_NO_TOKENS;
     }
-    value += sizeof(bearer) - 1;
+    if (!header) {
+        *why = "tided wants an \"authorization: Bearer TOKEN\" header";
+        return TIDED_AUTH_MISSING;
+    }
+    if (len < sizeof(bearer) - 1 || strncmp(header, bearer, sizeof(bearer) - 1) != 0) {
+        *why = "the authorization header is not \"Bearer TOKEN\"";
+        return TIDED_AUTH_MALFORMED;
+    }
+    const char *value = header + sizeof(bearer) - 1;
     len -= sizeof(bearer) - 1;
     bool found = false, monitor = false;
     uint32_t uid = 0;
@@ -264,12 +273,38 @@ static void auth_process(void *state, grpc_auth_context *context, const grpc_met
     }
     pthread_mutex_unlock(&s->token_mutex);
     if (!found) {
-        cb(user_data, NULL, 0, NULL, 0, GRPC_STATUS_UNAUTHENTICATED, "unknown bearer token");
+        *why = "unknown bearer token";
+        return TIDED_AUTH_UNKNOWN;
+    }
+    token_identity(monitor, uid, who);
+    *why = NULL;
+    return TIDED_AUTH_OK;
+}
+
+/* The auth metadata processor: runs on a gRPC thread, must not block. */
+static void auth_process(void *state, grpc_auth_context *context, const grpc_metadata *md,
+                         size_t n_md, grpc_process_auth_metadata_done_cb cb, void *user_data)
+{
+    struct tided_server *s = state;
+    const grpc_metadata *auth = NULL;
+    for (size_t i = 0; i < n_md && !auth; i++) {
+        if (grpc_slice_str_cmp(md[i].key, "authorization") == 0)
+            auth = &md[i];
+    }
+    struct tided_identity who;
+    const char *why = NULL;
+    enum tided_authorization a = tided_server_authorize(
+        s, auth ? (const char *)GRPC_SLICE_START_PTR(auth->value) : NULL,
+        auth ? GRPC_SLICE_LENGTH(auth->value) : 0, &who, &why);
+    if (a != TIDED_AUTH_OK) {
+        /* TCP needs tokens (config.c checks it); no token file lets nobody in. */
+        cb(user_data, NULL, 0, NULL, 0, GRPC_STATUS_UNAUTHENTICATED, why);
         return;
     }
     char uid_text[16];
-    snprintf(uid_text, sizeof(uid_text), "%" PRIu32, uid);
-    grpc_auth_context_add_cstring_property(context, "tide.role", monitor ? "monitor" : "submit");
+    snprintf(uid_text, sizeof(uid_text), "%" PRIu32, who.uid);
+    grpc_auth_context_add_cstring_property(context, "tide.role",
+                                           who.read_only ? "monitor" : "submit");
     grpc_auth_context_add_cstring_property(context, "tide.uid", uid_text);
     cb(user_data, auth, 1, NULL, 0, GRPC_STATUS_OK, NULL);
 }
@@ -288,6 +323,7 @@ int tided_server_reload_tokens(struct tided_server *s, char *error, size_t size)
     size_t n_old = s->n_tokens;
     s->tokens = tokens;
     s->n_tokens = n;
+    s->token_file_loaded = true;
     pthread_mutex_unlock(&s->token_mutex);
     tided__tokens_free(old, n_old);
     TIDE_LOG_INFO("%s: %zu token(s) loaded", path, n);
@@ -326,24 +362,38 @@ static char *read_text_file(const char *path, char *error, size_t size)
     return text;
 }
 
+int tided_tls_pair_load(const struct tided_config *config, char **cert, char **key, char *error,
+                        size_t size)
+{
+    *cert = read_text_file(config->tls_cert, error, size);
+    *key = *cert ? read_text_file(config->tls_key, error, size) : NULL;
+    if (!*cert || !*key) {
+        free(*cert);
+        *cert = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+void tided_tls_pair_free(char *cert, char *key)
+{
+    if (key) {
+        memset(key, 0, strlen(key));
+        free(key);
+    }
+    free(cert);
+}
+
 int tided__tcp_port_add(struct tided_server *s, char *error, size_t size)
 {
     const struct tided_config *cfg = &s->daemon->config;
-    if (tided_server_reload_tokens(s, error, size) != 0)
+    char *cert, *key;
+    if (tided_tls_pair_load(cfg, &cert, &key, error, size) != 0)
         return -1;
-    char *cert = read_text_file(cfg->tls_cert, error, size);
-    char *key = cert ? read_text_file(cfg->tls_key, error, size) : NULL;
-    if (!cert || !key) {
-        free(cert);
-        return -1;
-    }
     grpc_ssl_pem_key_cert_pair pair = {.private_key = key, .cert_chain = cert};
     grpc_server_credentials *creds = grpc_ssl_server_credentials_create_ex(
         NULL, &pair, 1, GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE, NULL);
-    size_t keylen = strlen(key);
-    memset(key, 0, keylen);
-    free(key);
-    free(cert);
+    tided_tls_pair_free(cert, key);
     if (!creds) {
         snprintf(error, size, "tls-cert %s / tls-key %s: gRPC refused them", cfg->tls_cert,
                  cfg->tls_key);

@@ -16,6 +16,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
 
 #include "common/log.h"
 
@@ -33,6 +34,7 @@ enum option_type {
     OPTION_BYTES,  /* bytes with an optional K/M/G/T suffix, within [min, max] */
     OPTION_UINT,   /* a decimal integer within [min, max] */
     OPTION_FLAG,   /* a flag without a value (command line only) */
+    OPTION_LISTEN, /* "" (off) or HOST:PORT with an IP literal or localhost, port in [min, max] */
 };
 
 enum option_flags {
@@ -109,13 +111,22 @@ static const struct option options[] = {
      "Also serve TCP on HOST:PORT, with TLS (--tls-cert, --tls-key) and bearer tokens (--tokens). "
      "Empty: Unix socket only."},
     {"tls-cert", OPTION_STRING, "FILE", "", 0, 0, NULL, FIELD(tls_cert), 0,
-     "PEM certificate chain for --listen."},
+     "PEM certificate chain for --listen, and for --metrics-listen when --tls-key is set too."},
     {"tls-key", OPTION_STRING, "FILE", "", 0, 0, NULL, FIELD(tls_key), 0,
-     "PEM private key for --listen."},
+     "PEM private key for --listen, and for --metrics-listen when --tls-cert is set too."},
     {"tokens", OPTION_STRING, "FILE", "", 0, 0, NULL, FIELD(tokens), OPTION_RELOAD,
-     "Bearer tokens of TCP clients, one per line: \"TOKEN submit|monitor [UID]\" (# starts a "
-     "comment). submit may do what a local user may, as UID (default: the daemon's uid); monitor "
-     "may only get, list and watch every job and read the daemon's status. Re-read on SIGHUP."},
+     "Bearer tokens of TCP clients and of the HTTP listener (--metrics-listen), one per line: "
+     "\"TOKEN submit|monitor [UID]\" (# starts a comment). submit may do what a local user may, "
+     "as UID (default: the daemon's uid); monitor may only get, list and watch every job and read "
+     "the daemon's status and metrics. Re-read on SIGHUP."},
+    {"metrics-listen", OPTION_LISTEN, "HOST:PORT", "", 1, 65535, NULL, FIELD(metrics_listen), 0,
+     "Serve HTTP on HOST:PORT (e.g. 127.0.0.1:9464): Prometheus metrics at /metrics, a live "
+     "dashboard at /, and its JSON at /api/status and /api/jobs. HTTPS when --tls-cert and "
+     "--tls-key are set. An address other than loopback is refused unless --tls-cert, --tls-key "
+     "and --tokens are set. With --tokens, /metrics and /api/ want \"Authorization: Bearer "
+     "TOKEN\": a monitor token sees every job, a submit token the jobs of its UID (the page at / "
+     "holds no data and takes the token from its address: /#token=TOKEN). Without --tokens "
+     "every job is shown to whoever can connect, which only loopback allows. Empty: off."},
     {"log-level", OPTION_CHOICE, "LEVEL", "info", 0, 0, level_choices, FIELD(log_level),
      OPTION_RELOAD, "error, warn, info or debug. Re-read on SIGHUP."},
     {"stall-timeout", OPTION_UINT, "SECONDS", "600", 10, 86400, NULL, FIELD(stall_timeout), 0,
@@ -165,6 +176,57 @@ int tided_parse_bytes(const char *text, uint64_t *bytes)
     return 0;
 }
 
+int tided_parse_listen_address(const char *text, struct tided_listen_address *out)
+{
+    memset(out, 0, sizeof(*out));
+    const char *colon = strrchr(text, ':');
+    if (!colon || colon == text || strlen(colon + 1) > 5)
+        return -1;
+    char host[64];
+    size_t host_len = (size_t)(colon - text);
+    bool bracketed = text[0] == '[';
+    if (bracketed) {
+        if (host_len < 3 || text[host_len - 1] != ']')
+            return -1;
+        text++;
+        host_len -= 2;
+    }
+    if (host_len >= sizeof(host))
+        return -1;
+    memcpy(host, text, host_len);
+    host[host_len] = '\0';
+    const char *p = colon + 1;
+    unsigned port = 0;
+    if (!isdigit((unsigned char)*p))
+        return -1;
+    for (; isdigit((unsigned char)*p); p++)
+        port = port * 10 + (unsigned)(*p - '0');
+    if (*p != '\0' || port > 65535)
+        return -1;
+    out->port = port;
+    if (bracketed) {
+        struct sockaddr_in6 *a = (struct sockaddr_in6 *)&out->address;
+        if (inet_pton(AF_INET6, host, &a->sin6_addr) != 1)
+            return -1;
+        a->sin6_family = AF_INET6;
+        a->sin6_port = htons((uint16_t)port);
+        out->length = sizeof(*a);
+        out->loopback = IN6_IS_ADDR_LOOPBACK(&a->sin6_addr) ||
+                        (IN6_IS_ADDR_V4MAPPED(&a->sin6_addr) && a->sin6_addr.s6_addr[12] == 127);
+        return 0;
+    }
+    struct sockaddr_in *a = (struct sockaddr_in *)&out->address;
+    if (strcmp(host, "localhost") == 0)
+        snprintf(host, sizeof(host), "127.0.0.1");
+    if (inet_pton(AF_INET, host, &a->sin_addr) != 1)
+        return -1;
+    a->sin_family = AF_INET;
+    a->sin_port = htons((uint16_t)port);
+    out->length = sizeof(*a);
+    out->loopback = (ntohl(a->sin_addr.s_addr) >> 24) == 127;
+    return 0;
+}
+
 const char *tided_format_bytes(uint64_t bytes, char *buf, size_t size)
 {
     static const char *const units[] = {"TiB", "GiB", "MiB", "KiB"};
@@ -211,6 +273,12 @@ static void describe_allowed(const struct option *o, char *buf, size_t size)
         break;
     case OPTION_FLAG:
         snprintf(buf, size, "no value");
+        break;
+    case OPTION_LISTEN:
+        snprintf(buf, size,
+                 "HOST:PORT with HOST an IPv4 address, [IPv6 address] or localhost and PORT "
+                 "between %" PRIu64 " and %" PRIu64 ", or \"\" (off)",
+                 o->min, o->max);
         break;
     }
 }
@@ -292,6 +360,18 @@ static enum tided_config_result set_value(const struct option *o, const char *te
     case OPTION_FLAG:
         *(bool *)field = true;
         return TIDED_CONFIG_OK;
+    case OPTION_LISTEN: {
+        struct tided_listen_address address;
+        if (text[0] && (tided_parse_listen_address(text, &address) != 0 ||
+                        address.port < o->min || address.port > o->max))
+            break;
+        char *copy = strdup(text);
+        if (!copy)
+            return fail(error, size, from, "out of memory");
+        free(*(char **)field);
+        *(char **)field = copy;
+        return TIDED_CONFIG_OK;
+    }
     }
     describe_allowed(o, allowed, sizeof(allowed));
     return fail(error, size, from, "%s%s: want %s, got \"%s\"", how, o->name, allowed, text);
@@ -312,7 +392,7 @@ void tided_config_release(struct tided_config *config)
         return;
     for (size_t i = 0; i < N_OPTIONS; i++) {
         if (options[i].type == OPTION_STRING || options[i].type == OPTION_PATH ||
-            options[i].type == OPTION_CHOICE) {
+            options[i].type == OPTION_CHOICE || options[i].type == OPTION_LISTEN) {
             char **field = (char **)((char *)config + options[i].offset);
             free(*field);
             *field = NULL;
@@ -474,6 +554,21 @@ static enum tided_config_result check(struct tided_config *config, char *error, 
             return fail(error, size, NULL, "listen = %s needs tokens: TCP clients authenticate "
                                            "with bearer tokens", config->listen);
     }
+    if (config->metrics_listen[0]) {
+        struct tided_listen_address address;
+        tided_parse_listen_address(config->metrics_listen, &address); /* set_value checked it */
+        bool tls = config->tls_cert[0] && config->tls_key[0];
+        if (!address.loopback && (!tls || !config->tokens[0]))
+            return fail(error, size, NULL, "metrics-listen = %s is not a loopback address: it "
+                                           "needs tls-cert, tls-key and tokens, so that only "
+                                           "token holders see the jobs, over TLS",
+                        config->metrics_listen);
+        if (!tls && (config->tls_cert[0] || config->tls_key[0]))
+            return fail(error, size, NULL, "metrics-listen = %s: %s is set without %s; HTTPS "
+                                           "needs both",
+                        config->metrics_listen, config->tls_cert[0] ? "tls-cert" : "tls-key",
+                        config->tls_cert[0] ? "tls-key" : "tls-cert");
+    }
     if (strlen(config->socket) >= 108)
         return fail(error, size, NULL, "socket: the path \"%s\" is longer than the 107 bytes a "
                                        "Unix socket address holds", config->socket);
@@ -624,7 +719,8 @@ void tided_config_usage(FILE *out)
         else
             fprintf(out, "       --%s\n", o->name);
         wrap(out, 11, o->help);
-        if (o->type == OPTION_BYTES || o->type == OPTION_UINT || o->type == OPTION_CHOICE) {
+        if (o->type == OPTION_BYTES || o->type == OPTION_UINT || o->type == OPTION_CHOICE ||
+            o->type == OPTION_LISTEN) {
             describe_allowed(o, allowed, sizeof(allowed));
             snprintf(line, sizeof(line), "Allowed: %s.", allowed);
             wrap(out, 11, line);

@@ -36,6 +36,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/socket.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -71,7 +72,8 @@ struct tided_config {
     char *listen;      /* optional HOST:PORT for TCP with TLS */
     char *tls_cert;
     char *tls_key;
-    char *tokens;      /* bearer token file for TCP clients */
+    char *tokens;      /* bearer token file for TCP clients and the HTTP listener */
+    char *metrics_listen; /* optional HOST:PORT for HTTP: /metrics, the dashboard, /api/ */
     /* Operation. */
     char *log_level;        /* "error", "warn", "info" or "debug" */
     uint64_t stall_timeout; /* seconds one device task may take before watchdog pings stop */
@@ -111,6 +113,22 @@ void tided_config_usage(FILE *out);
 
 /* Parses "4G", "512M", "4GiB" or "1024" into bytes (binary multiples); -1 if malformed. */
 int tided_parse_bytes(const char *text, uint64_t *bytes);
+
+/* A listening address parsed from "HOST:PORT". */
+struct tided_listen_address {
+    struct sockaddr_storage address; /* sockaddr_in or sockaddr_in6, port set */
+    socklen_t length;
+    unsigned port;
+    bool loopback; /* 127.0.0.0/8, ::1 or ::ffff:127.x.y.z: reachable from this host only */
+};
+
+/*
+ * Parses "HOST:PORT" where HOST is an IPv4 address, "[IPv6 address]" or
+ * localhost (127.0.0.1) and PORT 0 to 65535; -1 if malformed. Names other
+ * than localhost are refused, so that whether a listener is loopback-only
+ * is decided here, once, and not by a resolver at start-up.
+ */
+int tided_parse_listen_address(const char *text, struct tided_listen_address *address);
 
 /* Formats bytes as "4 GiB", "992.1 MiB" or "123 bytes" (exact when the unit divides it). */
 const char *tided_format_bytes(uint64_t bytes, char *buf, size_t size);

@@ -17,6 +17,10 @@
  *   spec.c    a JobSpec checked and turned into session options, feed and
  *             fetch specs, and the wire's plan report
  *   store.c   atomic files under the state directory, and job records
+ *   metrics.c what tided counts (steps, step times, losses, RPCs) and the
+ *             immutable snapshots other threads read it through
+ *             (metrics-export.c: as Prometheus text and JSON)
+ *   http.c    the HTTP listener (libmicrohttpd): /metrics, /api/, the dashboard
  *   main.c    start-up, signals, sd_notify, the watchdog, graceful shutdown
  *
  * Threads (see each file's DESIGN section): the main thread owns the loop,
@@ -47,6 +51,8 @@ struct ev_loop;
 struct tided_server;
 struct tided_worker;
 struct tided_jobs;
+struct tided_metrics;
+struct tided_http;
 
 #define TIDED_VERSION "0.1.0"
 
@@ -76,6 +82,8 @@ struct tided_daemon {
     struct tided_server *server;
     struct tided_worker *worker;
     struct tided_jobs *jobs;
+    struct tided_metrics *metrics; /* counters and snapshots for the HTTP listener */
+    struct tided_http *http;       /* metrics-listen: NULL when off */
 
     /* ---- lifecycle ---- */
     enum tided_phase phase;

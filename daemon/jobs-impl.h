@@ -26,6 +26,7 @@
 #include <stdint.h>
 
 #include "daemon/daemon.h"
+#include "daemon/metrics.h"
 #include "daemon/server.h"
 #include "daemon/worker.h"
 #include "tide/v1/tide.pb-c.h"
@@ -115,6 +116,9 @@ struct job {
     char *trace_json;              /* the latest trace (tided_jobs_trace), NULL if none */
     size_t trace_len;
     uint64_t trace_json_first, trace_json_last; /* its first and last training step */
+
+    /* ---- metrics.c: step times, stalls, recent losses (NULL until first needed) ---- */
+    struct tided_job_metrics *metrics;
 };
 
 struct watcher {
@@ -237,6 +241,13 @@ enum tide_status tided__job_budget(struct tided_daemon *d, uint64_t asked, uint6
  * what is free.
  */
 enum tide_status tided__jobs_admit(struct tided_daemon *d, uint64_t budget, struct tide_error *err);
+
+/*
+ * Device bytes in use: the high-water marks of the jobs holding a session
+ * (what their plans touch at their peak; the rest of each budget is
+ * reserved but idle). Status and the metrics report it.
+ */
+uint64_t tided__device_used_bytes(struct tided_daemon *d);
 
 /* JobInfos of the jobs who may see (all of them, or the caller's own). */
 Tide__V1__JobInfo **tided__jobs_visible(struct tided_daemon *d, const struct tided_identity *who,

@@ -136,7 +136,7 @@ void tided__job_info(const struct job *j, Tide__V1__JobInfo *info, bool with_pla
 
 bool tided__job_may_see(const struct tided_identity *who, const struct job *j)
 {
-    return who->admin || who->uid == j->owner;
+    return tided_identity_may_see(who, j->owner);
 }
 
 bool tided__job_may_control(const struct tided_identity *who, const struct job *j)
@@ -397,6 +397,7 @@ void tided__job_free(struct job *j)
     }
     tided_plan_report_free(j->plan);
     free(j->trace_json);
+    tided_job_metrics_free(j->metrics);
     free(j);
 }
 
@@ -581,6 +582,17 @@ enum tide_status tided__jobs_admit(struct tided_daemon *d, uint64_t budget, stru
                           tided_format_bytes(d->device_bytes, c, sizeof(c)), live_jobs(jobs),
                           d->device_bytes - jobs->reserved,
                           tided_format_bytes(d->device_bytes - jobs->reserved, buf, sizeof(buf)));
+}
+
+uint64_t tided__device_used_bytes(struct tided_daemon *d)
+{
+    uint64_t used = 0;
+    for (size_t i = 0; i < d->jobs->n_jobs; i++) {
+        const struct job *j = d->jobs->jobs[i];
+        if (j->session)
+            used += j->high_water;
+    }
+    return used;
 }
 
 /* JobInfos of the jobs who may see (all of them, or the caller's own). */

@@ -43,7 +43,9 @@
 #include "common/log.h"
 #include "daemon/config.h"
 #include "daemon/daemon.h"
+#include "daemon/http.h"
 #include "daemon/jobs.h"
+#include "daemon/metrics.h"
 #include "daemon/server.h"
 #include "daemon/worker.h"
 
@@ -166,6 +168,11 @@ int main(int argc, char **argv)
         TIDE_LOG_ERROR("%s", error);
         goto out_config;
     }
+    d->metrics = tided_metrics_new(d, error, sizeof(error));
+    if (!d->metrics) {
+        TIDE_LOG_ERROR("%s", error);
+        goto out_jobs;
+    }
 
     struct tide_error err = {0};
     struct tide_backend_options bo = {.device_bytes = d->config.device_memory,
@@ -203,6 +210,10 @@ int main(int argc, char **argv)
         TIDE_LOG_ERROR("%s", error);
         goto out_server;
     }
+    if (d->config.metrics_listen[0] && !(d->http = tided_http_start(d, error, sizeof(error)))) {
+        TIDE_LOG_ERROR("%s", error);
+        goto out_server;
+    }
 
     ev_signal_init(&sigterm_watcher, on_stop_signal, SIGTERM);
     ev_signal_init(&sigint_watcher, on_stop_signal, SIGINT);
@@ -230,6 +241,9 @@ int main(int argc, char **argv)
     ev_signal_stop(d->loop, &sighup_watcher);
     ev_timer_stop(d->loop, &watchdog_timer);
     rc = d->exit_code;
+    tided_metrics_close(d->metrics); /* requests waiting for a snapshot get none */
+    tided_http_stop(d->http);        /* before the server: its threads check tokens there */
+    d->http = NULL;
 
 out_server:
     tided_server_free(d->server);
@@ -243,6 +257,8 @@ out_grpc:
 out_jobs:
     tided_jobs_free(d->jobs);
     d->jobs = NULL;
+    tided_metrics_free(d->metrics);
+    d->metrics = NULL;
 out_config:
     TIDE_LOG_INFO("tided exits with status %d", rc);
     tided_config_release(&d->config);

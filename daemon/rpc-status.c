@@ -24,12 +24,11 @@ void tided_rpc_status(struct tided_daemon *d, struct tided_call *call, ProtobufC
     st.backend = (char *)tide_backend_name(d->backend);
     st.device_name = d->device_name;
     st.device_total_bytes = d->device_bytes;
+    st.device_used_bytes = tided__device_used_bytes(d);
     for (size_t i = 0; i < jobs->n_jobs; i++) {
         const struct job *j = jobs->jobs[i];
-        if (j->session) {
-            st.device_used_bytes += j->high_water;
+        if (j->session)
             st.host_pool_used_bytes += j->host_bytes;
-        }
     }
     st.device_reserved_bytes = jobs->reserved;
     st.host_pool_bytes = d->config.host_pool;

@@ -344,6 +344,7 @@ void tided__step_done(struct tided_daemon *d, struct tided_task *t)
     r.d2h_bytes = s->d2h_bytes;
     r.stall_us = (uint64_t)(s->stall_ms * 1000.0);
     r.eval_only = t->step.eval;
+    tided_metrics_job_step(d->metrics, j, &r);
     tided__job_emit(d, j, TIDE__V1__JOB_EVENT__KIND__STEP, &r, NULL);
 
     if (j->train) {

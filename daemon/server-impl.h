@@ -160,10 +160,11 @@ struct tided_server {
     gid_t admin_gid;
     bool have_admin_gid;
 
-    /* ---- TCP tokens (token_mutex: read by gRPC's auth threads) ---- */
+    /* ---- bearer tokens (token_mutex: read by gRPC's auth threads and tided's HTTP threads) ---- */
     pthread_mutex_t token_mutex;
     struct token *tokens;
     size_t n_tokens;
+    bool token_file_loaded; /* a token file was read (it may hold no token) */
 };
 
 /* ---- auth.c ---- */
@@ -177,7 +178,7 @@ void tided__call_identify(struct tided_server *s, struct tided_call *c);
 /* Frees a token table, wiping the tokens first. NULL is a no-op. */
 void tided__tokens_free(struct token *tokens, size_t n);
 
-/* Loads the tokens and the TLS pair and adds the TCP port; -1 with error filled. */
+/* Loads the TLS pair and adds the TCP port (the tokens are loaded already); -1 with error. */
 int tided__tcp_port_add(struct tided_server *s, char *error, size_t size);
 
 /* ---- listen.c ---- */

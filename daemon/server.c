@@ -78,6 +78,7 @@
 #pragma GCC diagnostic pop
 
 #include "common/log.h"
+#include "daemon/metrics.h"
 #include "grpc/health/v1/health.pb-c.h"
 #include "tide/v1/tide.pb-c.h"
 
@@ -485,6 +486,7 @@ void tided_call_abort(struct tided_call *c, grpc_status_code code, const char *m
     drop_queue(c);
     c->finishing = true;
     c->status_posted = true;
+    c->code = code;
     grpc_call_cancel_with_status(c->call, code, message, NULL);
 }
 
@@ -625,6 +627,9 @@ static void on_event(struct tided_server *s, struct tag *tag, bool ok)
         c->owner = NULL;
         if (c->cancelled)
             TIDE_LOG_DEBUG("%s from %s: the client went away", c->path, c->identity.peer);
+        /* Counted once, by the path tided serves (never a client's made-up one) and code. */
+        tided_metrics_rpc_done(s->daemon->metrics, c->method ? c->method->path + 1 : NULL,
+                               c->status_posted ? (int)c->code : GRPC_STATUS_CANCELLED);
         if (ops && ops->done)
             ops->done(owner, c, c->cancelled != 0);
         break;
@@ -845,6 +850,9 @@ int tided_server_start(struct tided_server *s, char *error, size_t size)
         TIDE_LOG_DEBUG("method %s (%s)", m->path, kind_names[m->row->kind]);
     }
     s->insecure = grpc_insecure_server_credentials_create();
+    /* Read whenever configured: the TCP port and the HTTP listener both check them. */
+    if (d->config.tokens[0] && tided_server_reload_tokens(s, error, size) != 0)
+        return -1;
     if (d->config.listen[0] && tided__tcp_port_add(s, error, size) != 0)
         return -1;
     if (tided__socket_open(s, error, size) != 0)

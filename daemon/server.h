@@ -66,6 +66,45 @@ struct tided_identity {
     char peer[64];   /* for logs: "uid 1000 pid 4242" or "ipv4:10.0.0.2:5555 (submit)" */
 };
 
+/*
+ * Whether who may see (get, list, watch, and read the metrics of) a job of
+ * owner: its owner, an admin or a monitor token. Thread-safe: it reads only
+ * its arguments.
+ */
+bool tided_identity_may_see(const struct tided_identity *who, uint32_t owner);
+
+/* What tided_server_authorize found. */
+enum tided_authorization {
+    TIDED_AUTH_OK = 0,         /* a known token: who is filled */
+    TIDED_AUTH_NO_TOKENS = 1,  /* the daemon has no token file: no caller can be identified */
+    TIDED_AUTH_MISSING = -1,   /* no authorization header */
+    TIDED_AUTH_MALFORMED = -2, /* the header is not "Bearer TOKEN" */
+    TIDED_AUTH_UNKNOWN = -3,   /* no such token */
+};
+
+/*
+ * Checks an authorization header's value ("Bearer TOKEN", len bytes, not
+ * NUL-terminated; NULL when the request had none) against the token file:
+ * a monitor token gives an admin, read-only identity, a submit token its
+ * UID. why gets a static message for anything but TIDED_AUTH_OK. The token
+ * comparison takes the same time wherever the strings differ.
+ *
+ * Thread-safe (the token table is read under its mutex): gRPC's auth
+ * threads and the HTTP listener's threads call it.
+ */
+enum tided_authorization tided_server_authorize(struct tided_server *server, const char *header,
+                                                size_t len, struct tided_identity *who,
+                                                const char **why);
+
+/*
+ * Reads tls-cert and tls-key into NUL-terminated PEM strings; -1 with error
+ * naming the file otherwise. Free both with tided_tls_pair_free, which
+ * wipes the key first.
+ */
+int tided_tls_pair_load(const struct tided_config *config, char **cert, char **key, char *error,
+                        size_t error_size);
+void tided_tls_pair_free(char *cert, char *key);
+
 /* A handler of one method; request is NULL for bidirectional methods' half-close. */
 typedef void (*tided_handler)(struct tided_daemon *daemon, struct tided_call *call,
                               ProtobufCMessage *request);

@@ -84,6 +84,7 @@ static void test_defaults(void **state)
     assert_string_equal(c.log_level, "info");
     assert_string_equal(c.socket_group, "");
     assert_string_equal(c.listen, "");
+    assert_string_equal(c.metrics_listen, "");
     assert_int_equal(c.device_memory, 4ull << 30);
     assert_int_equal(c.default_budget, 1ull << 30);
     assert_int_equal(c.max_budget, 0);
@@ -228,6 +229,83 @@ static void test_cross_checks(void **state)
     assert_non_null(strstr(error, "is longer than the 107 bytes"));
 }
 
+/* metrics-listen: HOST:PORT values, the error for a bad one, and what loopback-only means. */
+static void test_metrics_listen(void **state)
+{
+    (void)state;
+    struct tided_config c;
+    char error[512];
+    static const char *const good[] = {"127.0.0.1:9464", "localhost:1", "[::1]:65535",
+                                       "127.8.9.10:80"};
+    for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+        char flag[64];
+        snprintf(flag, sizeof(flag), "--metrics-listen=%s", good[i]);
+        if (load(&c, error, sizeof(error), "", flag, NULL) != TIDED_CONFIG_OK)
+            fail_msg("%s: %s", flag, error);
+        assert_string_equal(c.metrics_listen, good[i]);
+        tided_config_release(&c);
+    }
+    static const char *const bad[] = {
+        "9464",          "127.0.0.1",        "127.0.0.1:",  "127.0.0.1:0",  "127.0.0.1:65536",
+        "127.0.0.1:94x", ":9464",            "[::1:9464",   "[::1]",        "::1:9464",
+        "1.2.3:9464",    "example.com:9464", "[]:9464",     "127.0.0.1:-1", "127.0.0.1:999999",
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        char flag[64], got[64];
+        snprintf(flag, sizeof(flag), "--metrics-listen=%s", bad[i]);
+        snprintf(got, sizeof(got), "got \"%s\"", bad[i]);
+        expect_error("", flag, "--metrics-listen: want HOST:PORT", "between 1 and 65535", got,
+                     NULL);
+    }
+    /* In the file: the file and line, and the key without "--". */
+    expect_error("metrics-listen = nowhere\n", NULL, ":1: metrics-listen: want HOST:PORT",
+                 "got \"nowhere\"", NULL);
+
+    /* Beyond loopback only with TLS and tokens. */
+    expect_error("", "--metrics-listen=0.0.0.0:9464",
+                 "metrics-listen = 0.0.0.0:9464 is not a loopback address: it needs tls-cert, "
+                 "tls-key and tokens",
+                 NULL);
+    assert_int_equal(load(&c, error, sizeof(error), "", "--metrics-listen=10.1.2.3:9464",
+                          "--tls-cert=/c.pem", "--tls-key=/k.pem", NULL),
+                     TIDED_CONFIG_ERROR);
+    assert_non_null(strstr(error, "metrics-listen = 10.1.2.3:9464 is not a loopback address"));
+    assert_int_equal(load(&c, error, sizeof(error), "", "--metrics-listen=[::]:9464",
+                          "--tokens=/t", NULL),
+                     TIDED_CONFIG_ERROR);
+    assert_int_equal(load(&c, error, sizeof(error), "", "--metrics-listen=0.0.0.0:9464",
+                          "--tls-cert=/c.pem", "--tls-key=/k.pem", "--tokens=/t", NULL),
+                     TIDED_CONFIG_OK);
+    tided_config_release(&c);
+    assert_int_equal(load(&c, error, sizeof(error), "", "--metrics-listen=127.0.0.1:9464",
+                          "--tls-cert=/c.pem", NULL),
+                     TIDED_CONFIG_ERROR);
+    assert_non_null(strstr(error, "metrics-listen = 127.0.0.1:9464: tls-cert is set without "
+                                  "tls-key; HTTPS needs both"));
+
+    struct tided_listen_address a;
+    assert_int_equal(tided_parse_listen_address("127.0.0.1:9464", &a), 0);
+    assert_true(a.loopback);
+    assert_int_equal(a.port, 9464);
+    assert_int_equal(tided_parse_listen_address("127.200.1.1:1", &a), 0);
+    assert_true(a.loopback);
+    assert_int_equal(tided_parse_listen_address("localhost:80", &a), 0);
+    assert_true(a.loopback);
+    assert_int_equal(tided_parse_listen_address("[::1]:80", &a), 0);
+    assert_true(a.loopback);
+    assert_int_equal(tided_parse_listen_address("[::ffff:127.0.0.1]:80", &a), 0);
+    assert_true(a.loopback);
+    assert_int_equal(tided_parse_listen_address("0.0.0.0:80", &a), 0);
+    assert_false(a.loopback);
+    assert_int_equal(tided_parse_listen_address("128.0.0.1:80", &a), 0);
+    assert_false(a.loopback);
+    assert_int_equal(tided_parse_listen_address("[::]:80", &a), 0);
+    assert_false(a.loopback);
+    assert_int_equal(tided_parse_listen_address("[::ffff:10.0.0.1]:80", &a), 0);
+    assert_false(a.loopback);
+    assert_int_equal(tided_parse_listen_address("host:80", &a), -1);
+}
+
 static void test_help_and_version(void **state)
 {
     (void)state;
@@ -298,6 +376,7 @@ int main(void)
         cmocka_unit_test(test_file),         cmocka_unit_test(test_precedence),
         cmocka_unit_test(test_cross_checks), cmocka_unit_test(test_help_and_version),
         cmocka_unit_test(test_reload),       cmocka_unit_test(test_bytes),
+        cmocka_unit_test(test_metrics_listen),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
