@@ -169,6 +169,79 @@ static const struct route {
     {"/api/jobs", "application/json", render_jobs},
 };
 
+/*
+ * A job's own pages, /api/jobs/<id>/plan.svg and /api/jobs/<id>/trace.json:
+ * which one url names (0: none of them), and the id in id.
+ */
+enum job_page { JOB_PAGE_NONE, JOB_PAGE_PLAN_SVG, JOB_PAGE_TRACE };
+
+static enum job_page job_page_of(const char *url, char *id, size_t id_size)
+{
+    static const char prefix[] = "/api/jobs/";
+    if (strncmp(url, prefix, sizeof(prefix) - 1) != 0)
+        return JOB_PAGE_NONE;
+    const char *start = url + sizeof(prefix) - 1, *slash = strchr(start, '/');
+    if (!slash || slash == start || (size_t)(slash - start) >= id_size)
+        return JOB_PAGE_NONE;
+    enum job_page page = strcmp(slash, "/plan.svg") == 0     ? JOB_PAGE_PLAN_SVG
+                         : strcmp(slash, "/trace.json") == 0 ? JOB_PAGE_TRACE
+                                                             : JOB_PAGE_NONE;
+    memcpy(id, start, (size_t)(slash - start));
+    id[slash - start] = '\0';
+    return page;
+}
+
+/*
+ * Serves a job's plan picture or latest trace from a snapshot, to a viewer
+ * who may see the job (others get the same 404 as for a job that does not
+ * exist, so that ids cannot be probed).
+ */
+static enum MHD_Result respond_job_page(struct MHD_Connection *connection,
+                                        const struct tided_metrics_snapshot *s,
+                                        const struct tided_identity *viewer, const char *id,
+                                        enum job_page page)
+{
+    char shown[80];
+    tided__shown(id, shown, sizeof(shown));
+    const struct tided_metrics_job *j = NULL;
+    for (size_t i = 0; i < s->n_jobs && !j; i++) {
+        if (strcmp(s->jobs[i].id, id) == 0 && tided_identity_may_see(viewer, s->jobs[i].owner))
+            j = &s->jobs[i];
+    }
+    if (!j)
+        return respond_text(connection, MHD_HTTP_NOT_FOUND, "no job %s that you may see", shown);
+    const struct tided_metrics_blob *b = page == JOB_PAGE_PLAN_SVG ? j->plan_svg : j->trace;
+    if (!b)
+        return respond_text(connection, MHD_HTTP_NOT_FOUND,
+                            page == JOB_PAGE_PLAN_SVG
+                                ? "job %s has no plan picture (it was not compiled by this tided)"
+                                : "job %s has no trace yet: record one with tidectl trace %s",
+                            shown, shown);
+    char *body = malloc(b->len ? b->len : 1);
+    if (!body)
+        return MHD_NO;
+    memcpy(body, b->data, b->len);
+    struct MHD_Response *r =
+        MHD_create_response_from_buffer_with_free_callback(b->len, body, free);
+    if (!r) {
+        free(body);
+        return MHD_NO;
+    }
+    if (page == JOB_PAGE_TRACE) {
+        /* A file to open in ui.perfetto.dev, not a page to show. */
+        char disposition[120];
+        snprintf(disposition, sizeof(disposition), "attachment; filename=\"trace-%s.json\"",
+                 j->id);
+        MHD_add_response_header(r, "Content-Disposition", disposition);
+    } else {
+        /* The picture is ours, but an SVG is a document: it may run nothing and load nothing. */
+        MHD_add_response_header(r, "Content-Security-Policy", "default-src 'none'; style-src "
+                                                              "'unsafe-inline'");
+    }
+    return queue(connection, MHD_HTTP_OK,
+                 page == JOB_PAGE_TRACE ? "application/json" : "image/svg+xml", r);
+}
+
 /* ============================================================================
  * Requests (libmicrohttpd's threads)
  * ========================================================================== */
@@ -227,9 +300,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *connection, 
         if (strcmp(url, routes[i].path) == 0)
             route = &routes[i];
     }
-    if (!route)
+    char job_id[32];
+    enum job_page page = route ? JOB_PAGE_NONE : job_page_of(url, job_id, sizeof(job_id));
+    if (!route && page == JOB_PAGE_NONE)
         return respond_text(connection, MHD_HTTP_NOT_FOUND,
-                            "no such page; tided serves /, /metrics, /api/status and /api/jobs");
+                            "no such page; tided serves /, /metrics, /api/status, /api/jobs, "
+                            "/api/jobs/ID/plan.svg and /api/jobs/ID/trace.json");
 
     struct tided_identity viewer;
     enum MHD_Result answered = MHD_NO;
@@ -241,6 +317,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *connection, 
         tided_metrics_acquire(h->daemon->metrics, error, sizeof(error));
     if (!s)
         return respond_text(connection, MHD_HTTP_SERVICE_UNAVAILABLE, "%s", error);
+    if (page != JOB_PAGE_NONE) {
+        enum MHD_Result result = respond_job_page(connection, s, &viewer, job_id, page);
+        tided_metrics_snapshot_release(s);
+        return result;
+    }
     size_t len = 0;
     char *body = route->render(s, &viewer, role, &len);
     tided_metrics_snapshot_release(s);

@@ -113,9 +113,11 @@ struct job {
     uint32_t trace_left;           /* of those, not handed to the worker yet; 0: none armed */
     bool trace_started;            /* a traced step went to the worker: the next ones append */
     uint64_t trace_first_step;     /* the job's number of the first traced step, 0 before it */
-    char *trace_json;              /* the latest trace (tided_jobs_trace), NULL if none */
-    size_t trace_len;
-    uint64_t trace_json_first, trace_json_last; /* its first and last training step */
+    /* The latest trace (tided_jobs_trace; its first and last training steps inside), or NULL. */
+    struct tided_metrics_blob *trace;
+
+    /* The plan's memory picture (SVG), drawn at compile; NULL if none. */
+    struct tided_metrics_blob *plan_svg;
 
     /* ---- metrics.c: step times, stalls, recent losses (NULL until first needed) ---- */
     struct tided_job_metrics *metrics;

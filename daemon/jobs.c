@@ -396,7 +396,8 @@ void tided__job_free(struct job *j)
         free(j->user_variables);
     }
     tided_plan_report_free(j->plan);
-    free(j->trace_json);
+    tided_metrics_blob_release(j->trace);
+    tided_metrics_blob_release(j->plan_svg);
     tided_job_metrics_free(j->metrics);
     free(j);
 }

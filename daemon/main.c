@@ -48,6 +48,7 @@
 #include "daemon/metrics.h"
 #include "daemon/server.h"
 #include "daemon/worker.h"
+#include "picture/picture.h"
 
 static ev_signal sigterm_watcher, sigint_watcher, sighup_watcher;
 static ev_timer watchdog_timer;
@@ -254,6 +255,7 @@ out_worker:
 out_grpc:
     grpc_shutdown();
     tide_backend_free(d->backend);
+    tide_picture_shutdown(); /* the worker, which draws plan pictures, is joined */
 out_jobs:
     tided_jobs_free(d->jobs);
     d->jobs = NULL;

@@ -350,6 +350,20 @@ static json_object *job_json(const struct tided_metrics_snapshot *s,
     json_object_object_add(o, "stall_seconds", json_real(j->stall_seconds, "%.6g"));
     json_object_object_add(o, "created", json_real((double)j->created_us / 1e6, "%.3f"));
     json_object_object_add(o, "updated", json_real((double)j->updated_us / 1e6, "%.3f"));
+    /* What the job's pages serve (http.c): its plan picture, its latest trace; null when none. */
+    char path[96];
+    snprintf(path, sizeof(path), "/api/jobs/%s/plan.svg", j->id);
+    json_object_object_add(o, "plan_svg", j->plan_svg ? json_object_new_string(path) : NULL);
+    json_object *trace = NULL;
+    if (j->trace) {
+        trace = json_object_new_object();
+        snprintf(path, sizeof(path), "/api/jobs/%s/trace.json", j->id);
+        json_object_object_add(trace, "path", json_object_new_string(path));
+        json_object_object_add(trace, "first_step", json_u64(j->trace->first_step));
+        json_object_object_add(trace, "last_step", json_u64(j->trace->last_step));
+        json_object_object_add(trace, "bytes", json_u64(j->trace->len));
+    }
+    json_object_object_add(o, "trace", trace);
     return o;
 }
 

@@ -179,6 +179,33 @@ static char *utf8_dup(const char *s)
     return out;
 }
 
+struct tided_metrics_blob *tided_metrics_blob_new(const void *data, size_t len)
+{
+    struct tided_metrics_blob *b = malloc(sizeof(*b) + len + 1);
+    if (!b)
+        return NULL;
+    atomic_init(&b->refs, 1);
+    b->first_step = b->last_step = 0;
+    b->len = len;
+    if (len)
+        memcpy(b->data, data, len);
+    b->data[len] = '\0';
+    return b;
+}
+
+struct tided_metrics_blob *tided_metrics_blob_ref(struct tided_metrics_blob *b)
+{
+    if (b)
+        atomic_fetch_add(&b->refs, 1);
+    return b;
+}
+
+void tided_metrics_blob_release(struct tided_metrics_blob *b)
+{
+    if (b && atomic_fetch_sub(&b->refs, 1) == 1)
+        free(b);
+}
+
 static void losses_release(struct tided_metrics_losses *l)
 {
     if (!l || atomic_fetch_sub(&l->refs, 1) != 1)
@@ -302,6 +329,8 @@ void tided_metrics_snapshot_release(struct tided_metrics_snapshot *s)
         free(s->jobs[i].name);
         free(s->jobs[i].message);
         losses_release(s->jobs[i].losses);
+        tided_metrics_blob_release(s->jobs[i].plan_svg);
+        tided_metrics_blob_release(s->jobs[i].trace);
     }
     free(s->jobs);
     free(s->rpcs);
@@ -370,6 +399,8 @@ static bool fill_job(struct tided_metrics_job *v, struct job *j)
     v->steps_per_second = j->state == STATE(RUNNING) ? j->steps_per_second : 0.0;
     v->created_us = j->created_us;
     v->updated_us = j->updated_us;
+    v->plan_svg = tided_metrics_blob_ref(j->plan_svg);
+    v->trace = tided_metrics_blob_ref(j->trace);
     if (jm) {
         v->stall_seconds = jm->stall_seconds;
         v->last_step_seconds = jm->last_step_seconds;

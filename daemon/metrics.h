@@ -75,6 +75,26 @@ struct tided_metrics_losses {
     float *values;
 };
 
+/*
+ * Bytes a job made once and snapshots share (its plan picture, its latest
+ * trace): immutable, reference-counted, freed by the last holder.
+ */
+struct tided_metrics_blob {
+    atomic_int refs;
+    uint64_t first_step, last_step; /* a trace's training steps; 0 for a picture */
+    size_t len;
+    char data[]; /* len bytes, then a NUL */
+};
+
+/* A blob holding a copy of len bytes of data (one reference); NULL when out of memory. */
+struct tided_metrics_blob *tided_metrics_blob_new(const void *data, size_t len);
+
+/* Another reference to b (NULL stays NULL). */
+struct tided_metrics_blob *tided_metrics_blob_ref(struct tided_metrics_blob *b);
+
+/* Drops a reference; the last frees the blob. NULL is a no-op. Any thread. */
+void tided_metrics_blob_release(struct tided_metrics_blob *b);
+
 /* One job as a snapshot saw it. Strings are valid UTF-8. */
 struct tided_metrics_job {
     char id[24];
@@ -96,6 +116,8 @@ struct tided_metrics_job {
     double step_seconds_sum;
     int64_t created_us, updated_us;
     struct tided_metrics_losses *losses; /* NULL: no training step yet */
+    struct tided_metrics_blob *plan_svg; /* the plan's memory picture; NULL: none */
+    struct tided_metrics_blob *trace;    /* the latest trace (Jobs.Trace); NULL: none yet */
 };
 
 /* The RPCs that ended with one gRPC code. */

@@ -176,6 +176,8 @@ void tided__compile_done(struct tided_daemon *d, struct tided_task *t)
     t->compile.user_variables = NULL;
     j->plan = t->compile.plan;
     t->compile.plan = NULL;
+    if (t->compile.plan_svg)
+        j->plan_svg = tided_metrics_blob_new(t->compile.plan_svg, t->compile.plan_svg_len);
     j->host_bytes = j->plan ? j->plan->host_bytes : 0;
     j->steps = j->dispatched = t->compile.restored_step;
 

@@ -28,6 +28,7 @@
 
 #include "common/log.h"
 #include "daemon/jobs-impl.h"
+#include "daemon/metrics.h"
 #include "daemon/jobs.h"
 
 /* Forgets the armed trace (the call, if any, is the caller's to end). */
@@ -121,24 +122,34 @@ void tided__trace_step_done(struct tided_daemon *d, struct job *j, struct tided_
     }
     if (!t->step.trace_end)
         return;
-    free(j->trace_json);
-    j->trace_json = t->step.trace_json;
-    j->trace_len = t->step.trace_len;
+    /* Shared with the dashboard's snapshots, which may still hold the previous one. */
+    struct tided_metrics_blob *trace =
+        tided_metrics_blob_new(t->step.trace_json, t->step.trace_len);
+    free(t->step.trace_json);
     t->step.trace_json = NULL;
-    j->trace_json_first = j->trace_first_step;
-    j->trace_json_last = j->steps;
+    if (!trace) {
+        disarm(j);
+        if (call)
+            tided_call_fail(call, GRPC_STATUS_RESOURCE_EXHAUSTED,
+                            "out of memory keeping the trace of job %s", j->id);
+        return;
+    }
+    trace->first_step = j->trace_first_step;
+    trace->last_step = j->steps;
+    tided_metrics_blob_release(j->trace);
+    j->trace = trace;
     uint32_t steps = j->trace_asked;
     TIDE_LOG_INFO("job %s: traced steps %" PRIu64 " to %" PRIu64 " (%zu bytes of JSON)", j->id,
-                  j->trace_json_first, j->trace_json_last, j->trace_len);
+                  trace->first_step, trace->last_step, trace->len);
     disarm(j);
     if (!call)
         return; /* the caller left; the trace stays for tided_jobs_trace */
     Tide__V1__TraceReply reply = TIDE__V1__TRACE_REPLY__INIT;
-    reply.trace_json.data = (uint8_t *)j->trace_json;
-    reply.trace_json.len = j->trace_len;
+    reply.trace_json.data = (uint8_t *)trace->data;
+    reply.trace_json.len = trace->len;
     reply.steps = steps;
-    reply.first_step = j->trace_json_first;
-    reply.last_step = j->trace_json_last;
+    reply.first_step = trace->first_step;
+    reply.last_step = trace->last_step;
     tided_call_reply(call, &reply.base);
 }
 
@@ -147,9 +158,8 @@ void tided__trace_job_ended(struct job *j)
     struct tided_call *call = j->trace_call;
     uint32_t asked = j->trace_asked, left = j->trace_left;
     disarm(j);
-    free(j->trace_json);
-    j->trace_json = NULL;
-    j->trace_len = 0;
+    tided_metrics_blob_release(j->trace);
+    j->trace = NULL;
     if (call)
         tided_call_fail(call, GRPC_STATUS_ABORTED,
                         "job %s ended (%s%s%s) before the %u steps of its trace had run (%u "
@@ -162,12 +172,12 @@ const char *tided_jobs_trace(struct tided_daemon *d, const char *job_id, size_t 
                              uint64_t *first_step, uint64_t *last_step)
 {
     const struct job *j = job_id ? tided__job_find(d->jobs, job_id) : NULL;
-    if (!j || !j->trace_json)
+    if (!j || !j->trace)
         return NULL;
-    *len = j->trace_len;
+    *len = j->trace->len;
     if (first_step)
-        *first_step = j->trace_json_first;
+        *first_step = j->trace->first_step;
     if (last_step)
-        *last_step = j->trace_json_last;
-    return j->trace_json;
+        *last_step = j->trace->last_step;
+    return j->trace->data;
 }

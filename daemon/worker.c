@@ -51,6 +51,7 @@
 #include "common/log.h"
 #include "daemon/spec.h"
 #include "daemon/store.h"
+#include "picture/picture.h"
 #include "graph/import.h"
 #include "swapper/swapper.h"
 
@@ -113,6 +114,7 @@ static void free_compile(struct tided_task *t)
     tided_tensor_specs_free(t->compile.fetches, t->compile.n_fetches);
     free_strings(t->compile.user_variables, t->compile.n_user_variables);
     tided_plan_report_free(t->compile.plan);
+    free(t->compile.plan_svg);
     free(t->compile.packed.data);
 }
 
@@ -201,6 +203,32 @@ static Tide__V1__PlanReport *report_from_session(const struct tide_session *s)
 {
     const struct tide_plan_report *r = tide_session_plan_report(s);
     return r ? tided_spec_plan_report(r, tide_session_graph(s), tide_session_memplan(s)) : NULL;
+}
+
+/*
+ * The compiled plan's memory picture, for the dashboard (daemon/http.c).
+ * Best effort: a failure costs the picture, never the job, and is logged.
+ */
+static void draw_plan(struct tided_task *t, const char *job_name)
+{
+    const struct tide_memplan *plan = tide_session_memplan(t->session);
+    if (!plan)
+        return;
+    struct tide_memory_timeline timeline;
+    struct tide_error e = {0};
+    if (tide_memory_timeline_build(tide_session_graph(t->session), plan, t->compile.budget, 0,
+                                   &timeline, &e) != TIDE_OK) {
+        TIDE_LOG_WARN("plan picture: %s", e.message);
+        return;
+    }
+    char title[200];
+    snprintf(title, sizeof(title), "%.120s: device memory over one step",
+             job_name && job_name[0] ? job_name : "job");
+    struct tide_picture_options options = {.title = title};
+    if (tide_picture_svg_buffer(&timeline, &options, &t->compile.plan_svg,
+                                &t->compile.plan_svg_len, &e) != TIDE_OK)
+        TIDE_LOG_WARN("plan picture: %s", e.message);
+    tide_memory_timeline_clear(&timeline);
 }
 
 /* Checks a checkpoint's tensor against a Variable of the graph; value gets the bytes. */
@@ -341,6 +369,8 @@ static void run_compile(struct tided_task *t)
         if (!t->compile.plan)
             st = tide_error_set(err, TIDE_NOMEM, "out of memory for the plan report");
     }
+    if (st == TIDE_OK)
+        draw_plan(t, spec->name);
     if (st == TIDE_OK && ck) {
         st = write_variables(t->session, ck, &t->compile.restored_variables, err);
         /* The step count continues from the checkpoint's, for Adam's bias correction. */

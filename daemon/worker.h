@@ -102,6 +102,8 @@ struct tided_task {
             uint32_t n_user_variables; /* the spec graph's Variables (optimizer state excluded) */
             char **user_variables;
             Tide__V1__PlanReport *plan; /* free with tided_plan_report_free */
+            char *plan_svg;             /* owned: the plan's memory picture, or NULL */
+            size_t plan_svg_len;
             uint64_t restored_step;
             uint32_t restored_variables;
             /* Out (PLAN). */

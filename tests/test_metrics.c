@@ -443,7 +443,58 @@ static void test_scrape_while_training(void **state)
     assert_true(json_object_get_double(loss) ==
                 json_object_get_double(json_object_array_get_idx(loss_values, n - 1)));
     assert_int_equal(int_field(job, "budget_bytes"), 64 << 20);
+
+    /* The job's plan picture, drawn at compile; no trace until one is recorded. */
+    char path[128], expected[160];
+    snprintf(path, sizeof(path), "/api/jobs/%s/plan.svg", id);
+    assert_string_equal(string_field(job, "plan_svg"), path);
+    json_object *trace_field;
+    assert_true(json_object_object_get_ex(job, "trace", &trace_field));
+    assert_null(trace_field);
     json_object_put(holder);
+    json_object *svg = get(d, "raw", path, NULL, NULL);
+    assert_int_equal(status_of(svg), 200);
+    assert_string_equal(string_field(svg, "content_type"), "image/svg+xml");
+    assert_memory_equal(body_of(svg), "<?xml", 5);
+    assert_non_null(strstr(body_of(svg), "<svg"));
+    json_object_put(svg);
+    snprintf(path, sizeof(path), "/api/jobs/%s/trace.json", id);
+    json_object *no_trace = get(d, "raw", path, NULL, NULL);
+    assert_int_equal(status_of(no_trace), 404);
+    snprintf(expected, sizeof(expected), "job %s has no trace yet", id);
+    assert_non_null(strstr(body_of(no_trace), expected));
+    json_object_put(no_trace);
+    json_object *no_job = get(d, "raw", "/api/jobs/j-0000000000000000/plan.svg", NULL, NULL);
+    assert_int_equal(status_of(no_job), 404);
+    json_object_put(no_job);
+
+    /* tidectl trace records the next step; the dashboard then serves the same trace. */
+    char trace_path[600], out_path[600], err_path[600];
+    snprintf(trace_path, sizeof(trace_path), "%s/trace.json", d->dir);
+    snprintf(out_path, sizeof(out_path), "%s/trace.out", d->dir);
+    snprintf(err_path, sizeof(err_path), "%s/trace.err", d->dir);
+    char *trace_argv[] = {d->tidectl, "--socket", d->socket_path, "trace", id, "-o", trace_path,
+                          NULL};
+    if (tide_test_run_to_files(trace_argv, out_path, err_path) != 0) {
+        char *err_text = tide_test_read_file(err_path);
+        fail_msg("tidectl trace: %s", err_text ? err_text : "(no stderr)");
+    }
+    char *written = tide_test_read_file(trace_path);
+    assert_non_null(written);
+    holder = NULL;
+    job = find_job(d, NULL, WEIRD_NAME, &holder);
+    assert_non_null(job);
+    assert_true(json_object_object_get_ex(job, "trace", &trace_field));
+    assert_non_null(trace_field);
+    assert_string_equal(string_field(trace_field, "path"), path);
+    assert_int_equal(int_field(trace_field, "bytes"), (int64_t)strlen(written));
+    json_object_put(holder);
+    json_object *served = get(d, "raw", path, NULL, NULL);
+    assert_int_equal(status_of(served), 200);
+    assert_string_equal(string_field(served, "content_type"), "application/json");
+    assert_string_equal(body_of(served), written);
+    json_object_put(served);
+    free(written);
 
     json_object *status = get_api(d, "/api/status", NULL);
     json_object *viewer, *device;

@@ -151,12 +151,44 @@
 
   // ---- jobs ---------------------------------------------------------------
 
-  // Links shown under a job, each {label, href}. The plan picture and the
-  // latest trace of the job belong here once tided serves them; until then
-  // there is nothing to link to, and nothing is shown.
+  // Links shown under a job: its plan's memory picture and its latest trace
+  // (recorded with `tidectl trace`), each {label, path, download}. A plain
+  // link cannot send the token, so a click fetches the file with it and
+  // opens (the picture) or saves (the trace, for ui.perfetto.dev) a copy
+  // held in memory.
   function jobLinks(job) {
-    void job;
-    return [];
+    const links = [];
+    if (job.plan_svg) links.push({ label: 'plan picture', path: job.plan_svg, download: null });
+    if (job.trace) {
+      links.push({
+        label: 'trace of steps ' + job.trace.first_step + '–' + job.trace.last_step +
+          ' (' + bytes(job.trace.bytes) + ')',
+        path: job.trace.path,
+        download: 'trace-' + job.id + '.json',
+      });
+    }
+    return links;
+  }
+
+  async function openLink(link) {
+    const headers = {};
+    if (token) headers.Authorization = 'Bearer ' + token;
+    try {
+      const response = await fetch(link.path, { headers, cache: 'no-store', credentials: 'omit' });
+      if (!response.ok) throw new Error(link.path + ': ' + response.status + ' ' + (await response.text()));
+      const url = URL.createObjectURL(await response.blob());
+      if (link.download) {
+        const a = document.createElement('a');
+        a.href = url;
+        a.download = link.download;
+        a.click();
+      } else {
+        window.open(url, '_blank', 'noopener');
+      }
+      setTimeout(() => URL.revokeObjectURL(url), 60000);
+    } catch (error) {
+      setConnection('error', error.message);
+    }
   }
 
   function drawCurve(card, losses) {
@@ -248,8 +280,12 @@
     nav.textContent = '';
     for (const link of jobLinks(job)) {
       const a = document.createElement('a');
-      a.href = link.href;
+      a.href = link.path;
       a.textContent = link.label;
+      a.addEventListener('click', (event) => {
+        event.preventDefault();
+        openLink(link);
+      });
       nav.append(a);
     }
   }
