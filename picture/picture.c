@@ -552,7 +552,7 @@ enum swatch { SWATCH_AREA, SWATCH_LINE, SWATCH_DASH, SWATCH_TICK };
 static double legend_entry(cairo_t *cr, double x, double y, enum swatch kind, uint32_t rgb,
                            double line_width, const char *text, bool draw)
 {
-    double width = 24 + text_width(cr, text) + 18;
+    double width = ceil(24 + text_width(cr, text) + 18); /* whole pixels: crisp swatches */
     if (!draw)
         return width;
     switch (kind) {
@@ -651,6 +651,17 @@ enum tide_status tide_picture_draw(cairo_t *cr, const struct tide_memory_timelin
     if (st != TIDE_OK)
         return st;
     cairo_save(cr);
+    /*
+     * Unhinted text, so that glyphs come out the same on every surface and
+     * whatever was drawn before in the process (cached fonts keep the hints
+     * of the surface that made them).
+     */
+    cairo_font_options_t *fonts = cairo_font_options_create();
+    cairo_font_options_set_hint_style(fonts, CAIRO_HINT_STYLE_NONE);
+    cairo_font_options_set_hint_metrics(fonts, CAIRO_HINT_METRICS_OFF);
+    cairo_font_options_set_antialias(fonts, CAIRO_ANTIALIAS_GRAY);
+    cairo_set_font_options(cr, fonts);
+    cairo_font_options_destroy(fonts);
     cairo_rectangle(cr, 0, 0, s.l.width, s.l.height);
     set_rgb(cr, 0xffffff);
     cairo_fill(cr);
