@@ -31,6 +31,7 @@ struct bench_options {
     int threads;
     bool json;
     bool poison;
+    bool no_eval; /* train: skip the test split */
     const char *trace; /* train: the Chrome trace file of the training steps, or NULL */
     /* plan and depth */
     uint32_t partition_size;

@@ -84,6 +84,7 @@ static void usage(FILE *out)
             "                           (by category, budget, peak, partitions, swaps) as SVG;\n"
             "                           train overlays the last step's measured high water\n"
             "  --png FILE               plan/train: the same picture as PNG\n"
+            "  --no-eval                train: skip the test split (no accuracy printed)\n"
             "  --json                   end with one JSON line on stdout\n"
             "  -h, --help               this text\n");
 }
@@ -126,7 +127,7 @@ static int parse_options(int argc, char **argv, struct bench_options *o)
 {
     enum { O_DEPTH = 256, O_WIDTH, O_IMAGE, O_DATASET, O_SEED, O_OPT, O_LR, O_BUDGET, O_BACKEND,
            O_THREADS, O_JSON, O_POISON, O_STEPS, O_EPOCHS, O_PARTITION, O_SWAP, O_THRESHOLD,
-           O_PREFETCH, O_TRACE, O_SVG, O_PNG };
+           O_PREFETCH, O_TRACE, O_SVG, O_PNG, O_NO_EVAL };
     static const struct option longs[] = {
         {"model", required_argument, 0, 'm'},   {"depth", required_argument, 0, O_DEPTH},
         {"width", required_argument, 0, O_WIDTH}, {"image-size", required_argument, 0, O_IMAGE},
@@ -136,6 +137,7 @@ static int parse_options(int argc, char **argv, struct bench_options *o)
         {"lr", required_argument, 0, O_LR},     {"budget", required_argument, 0, O_BUDGET},
         {"backend", required_argument, 0, O_BACKEND}, {"threads", required_argument, 0, O_THREADS},
         {"json", no_argument, 0, O_JSON},       {"poison", no_argument, 0, O_POISON},
+        {"no-eval", no_argument, 0, O_NO_EVAL},
         {"partition-size", required_argument, 0, O_PARTITION},
         {"swap", required_argument, 0, O_SWAP}, {"swap-threshold", required_argument, 0, O_THRESHOLD},
         {"prefetch", required_argument, 0, O_PREFETCH},
@@ -234,6 +236,9 @@ static int parse_options(int argc, char **argv, struct bench_options *o)
             break;
         case O_POISON:
             o->poison = true;
+            break;
+        case O_NO_EVAL:
+            o->no_eval = true;
             break;
         case O_TRACE:
             o->trace = optarg;
@@ -735,9 +740,9 @@ static int cmd_train(const struct bench_options *o)
                 "written to %s\n",
                 tide_trace_steps(trace, NULL), slices, flows, counters, o->trace);
     }
-    double accuracy = 0;
+    double accuracy = NAN;
     double eval_start = now_ms();
-    if (evaluate(s, o, test, images, labels, logits, &accuracy) != 0)
+    if (!o->no_eval && evaluate(s, o, test, images, labels, logits, &accuracy) != 0)
         goto out;
     double eval_s = (now_ms() - eval_start) / 1e3;
     char device[128];
@@ -745,7 +750,10 @@ static int cmd_train(const struct bench_options *o)
     tide_backend_device_info(NULL, device, sizeof(device), &device_total);
     printf("model %s, dataset %s, batch %" PRId64 ", steps %" PRId64 "\n", o->model, o->dataset,
            o->batch, steps);
-    printf("loss %.4f, test accuracy %.4f\n", (double)loss, accuracy);
+    if (o->no_eval)
+        printf("loss %.4f, test split skipped (--no-eval)\n", (double)loss);
+    else
+        printf("loss %.4f, test accuracy %.4f\n", (double)loss, accuracy);
     printf("step %.2f ms mean, train %.1f s, eval %.1f s\n", step_ms_sum / (double)steps, train_s,
            eval_s);
     printf("device high-water %" PRIu64 " bytes, predicted peak %" PRIu64 " bytes\n", high_water,
@@ -758,7 +766,8 @@ static int cmd_train(const struct bench_options *o)
         tide_bench_json_set_int(line, "batch", o->batch);
         tide_bench_json_set_int(line, "steps", steps);
         tide_bench_json_set_fixed(line, "loss", (double)loss, 6);
-        tide_bench_json_set_fixed(line, "test_accuracy", accuracy, 6);
+        if (!o->no_eval)
+            tide_bench_json_set_fixed(line, "test_accuracy", accuracy, 6);
         tide_bench_json_set_fixed(line, "step_ms_mean", step_ms_sum / (double)steps, 3);
         tide_bench_json_set_fixed(line, "train_seconds", train_s, 2);
         tide_bench_json_set_fixed(line, "compile_ms", compile_ms, 1);

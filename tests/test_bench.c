@@ -233,12 +233,35 @@ static void test_train(void **state)
     free(r);
 }
 
+/* `train --no-eval`: the line has no test_accuracy and the text says the split was skipped. */
+static void test_train_no_eval(void **state)
+{
+    (void)state;
+    static const char *const keys[] = {"model",         "dataset",       "batch",
+                                       "steps",         "loss",          "step_ms_mean",
+                                       "train_seconds", "compile_ms",    "nodes",
+                                       "device_high_water_bytes", "predicted_peak_bytes", NULL};
+    struct tide_test_run *r = malloc(sizeof(*r));
+    assert_non_null(r);
+    struct json_object *line = run_bench(
+        r, 0,
+        (char *[]){"train", "--model", "mlp", "--dataset", "synthetic", "--batch", "32", "--steps",
+                   "2", "--optimizer", "sgd", "--no-eval", "--json", NULL});
+    tide_test_json_keys(line, keys);
+    assert_int_equal(tide_test_json_int(line, "steps"), 2);
+    assert_non_null(strstr(r->out, "test split skipped (--no-eval)"));
+    assert_null(strstr(r->out, "test accuracy"));
+    json_object_put(line);
+    free(r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_plan_fits),
         cmocka_unit_test(test_plan_does_not_fit),
         cmocka_unit_test(test_train),
+        cmocka_unit_test(test_train_no_eval),
     };
     return cmocka_run_group_tests(tests, group_setup, NULL);
 }
