@@ -8,6 +8,10 @@
  *   GET /              the dashboard (daemon/dashboard/: index.html, dashboard.css,
  *                      common.js and dashboard.js, embedded at build time), which
  *                      polls /api/
+ *   GET /api/jobs/ID/plan.svg    the memory picture of a job's plan
+ *   GET /api/jobs/ID/trace.json  a job's latest trace (tidectl trace), Chrome trace JSON
+ *   GET /trace.html?job=ID       the trace viewer (trace.html, trace.css and trace.js,
+ *                      embedded likewise), which draws the job's trace.json
  *
  * Security. It listens only where metrics-listen says; config.c refuses an
  * address other than loopback unless TLS (tls-cert, tls-key: then it

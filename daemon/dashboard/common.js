@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: MIT
 //
-// What tided's pages share, as window.tide: the bearer token, requests
-// that carry it, and how bytes and seconds are written. Each page loads
-// this file before its own script (both deferred, so they run in order).
+// What tided's pages (the dashboard, index.html, and the trace viewer,
+// trace.html) share, as window.tide: the bearer token, requests that carry
+// it, and how bytes, seconds and a trace's steps are written. Each page
+// loads this file before its own script (both deferred, so they run in
+// order).
 //
 // The token: when tided has a token file, its data endpoints want
 // "Authorization: Bearer TOKEN". A page takes the token once from its
@@ -80,6 +82,11 @@ window.tide = (function () {
     return s.toFixed(2) + ' s';
   }
 
+  // "step 9" or "steps 9–12": the steps of a trace.
+  function stepRange(first, last) {
+    return first === last ? 'step ' + first : 'steps ' + first + '–' + last;
+  }
+
   return Object.freeze({
     token: () => token,
     setToken,
@@ -87,5 +94,6 @@ window.tide = (function () {
     api,
     bytes,
     seconds,
+    stepRange,
   });
 })();
