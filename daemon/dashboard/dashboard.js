@@ -90,18 +90,24 @@
 
   // ---- jobs ---------------------------------------------------------------
 
-  // Links shown under a job: its plan's memory picture and its latest trace
-  // (recorded with `tidectl trace`), each {label, path, download}. A plain
-  // link cannot send the token, so a click fetches the file with it and
-  // opens (the picture) or saves (the trace, for ui.perfetto.dev) a copy
-  // held in memory.
+  // Links shown under a job: its plan's memory picture, and its latest
+  // trace (recorded with `tidectl trace`) both in tided's trace viewer and
+  // as the raw JSON for ui.perfetto.dev; each {label, path, download,
+  // page}. A page (the viewer) is opened in this tab, where it finds the
+  // token in sessionStorage. A plain link to a file cannot send the token,
+  // so a click fetches the file with it and opens (the picture) or saves
+  // (the JSON) a copy held in memory.
   function jobLinks(job) {
     const links = [];
     if (job.plan_svg) links.push({ label: 'plan picture', path: job.plan_svg, download: null });
     if (job.trace) {
       links.push({
-        label: 'trace of steps ' + job.trace.first_step + '–' + job.trace.last_step +
-          ' (' + bytes(job.trace.bytes) + ')',
+        label: 'trace of ' + window.tide.stepRange(job.trace.first_step, job.trace.last_step),
+        path: '/trace.html?job=' + encodeURIComponent(job.id),
+        page: true,
+      });
+      links.push({
+        label: 'JSON (' + bytes(job.trace.bytes) + ')',
         path: job.trace.path,
         download: 'trace-' + job.id + '.json',
       });
@@ -218,10 +224,12 @@
       const a = document.createElement('a');
       a.href = link.path;
       a.textContent = link.label;
-      a.addEventListener('click', (event) => {
-        event.preventDefault();
-        openLink(link);
-      });
+      if (!link.page) {
+        a.addEventListener('click', (event) => {
+          event.preventDefault();
+          openLink(link);
+        });
+      }
       nav.append(a);
     }
   }
