@@ -114,7 +114,8 @@
     for (const [name, samples] of series) {
       samples.sort((a, b) => a.ts - b.ts);
       const max = samples.reduce((m, s) => Math.max(m, s.value), 0);
-      counters.push({ name, samples, max, style: SERIES[name] || SERIES.device });
+      const style = SERIES[name] || { ...SERIES.device, label: name };
+      counters.push({ name, samples, max, style });
     }
     counters.sort((a, b) => (a.name === 'device' ? -1 : b.name === 'device' ? 1 : 0));
     const flows = [...flowEnds.values()].filter((f) => f.from && f.to);
@@ -210,8 +211,7 @@
       stepRange(Math.min(...numbers), Math.max(...numbers)) + ')' : ''), { steps: steps.length });
     figure(list, 'duration', ms(m.end - m.start), { durationUs: (m.end - m.start).toFixed(3) });
     for (const c of m.counters) {
-      const label = (SERIES[c.name] ? SERIES[c.name].label : c.name) + ' (peak)';
-      figure(list, label, bytes(c.max), { counter: c.name, max: c.max });
+      figure(list, c.style.label + ' (peak)', bytes(c.max), { counter: c.name, max: c.max });
     }
     figure(list, 'flows', String(m.flows.length), { flows: m.flows.length });
     $('summary').hidden = false;
