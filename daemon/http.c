@@ -304,8 +304,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *connection, 
     enum job_page page = route ? JOB_PAGE_NONE : job_page_of(url, job_id, sizeof(job_id));
     if (!route && page == JOB_PAGE_NONE)
         return respond_text(connection, MHD_HTTP_NOT_FOUND,
-                            "no such page; tided serves /, /metrics, /api/status, /api/jobs, "
-                            "/api/jobs/ID/plan.svg and /api/jobs/ID/trace.json");
+                            "no such page; tided serves /, /trace.html?job=ID, /metrics, "
+                            "/api/status, /api/jobs, /api/jobs/ID/plan.svg and "
+                            "/api/jobs/ID/trace.json");
 
     struct tided_identity viewer;
     enum MHD_Result answered = MHD_NO;
@@ -441,7 +442,8 @@ struct tided_http *tided_http_start(struct tided_daemon *d, char *error, size_t 
         return NULL;
     }
     atomic_store(&h->running, true);
-    TIDE_LOG_INFO("serving %s on %s: the dashboard at /, /metrics, /api/status, /api/jobs",
+    TIDE_LOG_INFO("serving %s on %s: the dashboard at /, traces at /trace.html?job=ID, "
+                  "/metrics, /api/status, /api/jobs",
                   tls ? "HTTPS" : "HTTP", h->where);
     if (!cfg->tokens[0])
         TIDE_LOG_WARN("metrics-listen = %s without a token file: every local user who connects "

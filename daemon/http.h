@@ -5,15 +5,20 @@
  *   GET /metrics       the metrics in Prometheus's text format 0.0.4
  *   GET /api/status    the device, the queue, job counts by state (JSON)
  *   GET /api/jobs      every job the viewer may see, with recent losses (JSON)
- *   GET /              the dashboard (daemon/dashboard/: index.html, dashboard.css and
- *                      dashboard.js, embedded at build time), which polls /api/
+ *   GET /              the dashboard (daemon/dashboard/: index.html, dashboard.css,
+ *                      common.js and dashboard.js, embedded at build time), which
+ *                      polls /api/
+ *   GET /api/jobs/ID/plan.svg    the memory picture of a job's plan
+ *   GET /api/jobs/ID/trace.json  a job's latest trace (tidectl trace), Chrome trace JSON
+ *   GET /trace.html?job=ID       the trace viewer (trace.html, trace.css and trace.js,
+ *                      embedded likewise), which draws the job's trace.json
  *
  * Security. It listens only where metrics-listen says; config.c refuses an
  * address other than loopback unless TLS (tls-cert, tls-key: then it
  * serves HTTPS, on loopback too) and a token file are configured. With a
  * token file, /metrics and /api/ want "Authorization: Bearer TOKEN" (401
  * otherwise): a monitor token sees every job, a submit token the jobs of
- * its UID, as over gRPC. The dashboard's three files hold no data and are
+ * its UID, as over gRPC. The dashboard's files hold no data and are
  * served to anyone who reaches the listener: a browser cannot put a header
  * on the request its address bar makes, so the page takes the token from
  * its URL fragment (/#token=TOKEN, which browsers never send) and sends it

@@ -268,14 +268,26 @@ void tide_test_daemon_finish(struct tide_test_daemon *d)
 pid_t tide_test_train_in_background(struct tide_test_daemon *d, const char *name, long steps,
                                     const char *log_name)
 {
+    return tide_test_train_in_background_with(d, name, steps, log_name, NULL);
+}
+
+pid_t tide_test_train_in_background_with(struct tide_test_daemon *d, const char *name, long steps,
+                                         const char *log_name, const char *const *extra)
+{
     char steps_text[32], log_path[600];
     snprintf(steps_text, sizeof(steps_text), "%ld", steps);
     snprintf(log_path, sizeof(log_path), "%s/%s", d->dir, log_name);
-    char *argv[] = {
-        d->tidectl,          (char *)"--socket", d->socket_path,      (char *)"train",
-        (char *)"--model",   (char *)"mlp",      (char *)"--dataset", (char *)"synthetic",
-        (char *)"--no-eval", (char *)"--batch",  (char *)"16",        (char *)"--name",
-        (char *)name,        (char *)"--steps",  steps_text,          NULL};
+    char *argv[48] = {d->tidectl,          (char *)"--socket",  d->socket_path,
+                      (char *)"train",     (char *)"--model",   (char *)"mlp",
+                      (char *)"--dataset", (char *)"synthetic", (char *)"--no-eval",
+                      (char *)"--batch",   (char *)"16",        (char *)"--name",
+                      (char *)name,        (char *)"--steps",   steps_text};
+    size_t n = 0;
+    while (argv[n])
+        n++;
+    for (size_t i = 0; extra && extra[i] && n + 1 < sizeof(argv) / sizeof(argv[0]); i++)
+        argv[n++] = (char *)extra[i];
+    argv[n] = NULL;
     return spawn(argv, log_path, log_path);
 }
 

@@ -82,6 +82,13 @@ void tide_test_daemon_print_log(const struct tide_test_daemon *d);
 pid_t tide_test_train_in_background(struct tide_test_daemon *d, const char *name, long steps,
                                     const char *log_name);
 
+/*
+ * The same with extra tidectl train options after those (NULL-terminated;
+ * a later option wins, so "--model", "cnn" replaces the MLP).
+ */
+pid_t tide_test_train_in_background_with(struct tide_test_daemon *d, const char *name, long steps,
+                                         const char *log_name, const char *const *extra);
+
 /* SIGINT (tidectl stops after the steps in flight, then exits 130) and waits; its exit code. */
 int tide_test_stop_trainer(pid_t pid);
 

@@ -7,7 +7,15 @@
  * and prints the DOM (--dump-dom). The DOM must show the job — its id,
  * name, state and step count — and a later dump a higher step count, so
  * the page polls and redraws. Without the token the page shows the token
- * form and no job. Skips when chromium is not installed.
+ * form and no job.
+ *
+ * The trace viewer: a second job, a CNN that swaps in a 6 MiB budget,
+ * trains while the real `tidectl trace` records two of its steps; the
+ * viewer (/trace.html?job=ID#token=TOKEN) must list the compute, h2d and
+ * d2h tracks with as many slices as the JSON tided serves holds, and the
+ * device counter's peak byte for byte (the JSON read with json-c). Without
+ * the token it asks for one; for a job without a trace it says to record
+ * one; the dashboard links the viewer. Skips when chromium is not installed.
  *
  * Waiting for the job polls the page with a deadline that only bounds a
  * hang; no expectation depends on how fast anything runs.
@@ -26,6 +34,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <json-c/json.h>
+
 #include "daemon_child.h"
 
 #define MONITOR_TOKEN "dashboard-monitor-token-8e4f"
@@ -36,6 +46,7 @@
 static struct tide_test_daemon *tided;
 static char chromium[256];
 static pid_t trainer = -1;
+static pid_t swapper = -1; /* the swapping job's trainer (test_trace_viewer) */
 
 static double now_s(void)
 {
@@ -91,6 +102,8 @@ static int group_teardown(void **state)
     (void)state;
     if (trainer > 0)
         tide_test_stop_trainer(trainer);
+    if (swapper > 0)
+        tide_test_stop_trainer(swapper);
     tide_test_daemon_finish(tided);
     free(tided);
     return 0;
@@ -230,11 +243,231 @@ static void test_dashboard_without_token(void **state)
     free(dom);
 }
 
+/* ============================================================================
+ * The trace viewer
+ * ========================================================================== */
+
+#define SWAP_JOB_NAME "trace viewer cnn"
+
+static void sleep_ms(long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* GETs path with the monitor token (tests/http_get.py); asserts 200; the body, parsed. */
+static json_object *get_json(const char *path)
+{
+    char *text = tide_test_http_get(tided, "raw", path, MONITOR_TOKEN, NULL);
+    if (!text)
+        fail_msg("GET %s failed (see above)", path);
+    json_object *reply = json_tokener_parse(text);
+    free(text);
+    assert_non_null(reply);
+    json_object *status, *body;
+    assert_true(json_object_object_get_ex(reply, "status", &status));
+    assert_true(json_object_object_get_ex(reply, "body", &body));
+    if (json_object_get_int(status) != 200)
+        fail_msg("GET %s: status %d: %s", path, json_object_get_int(status),
+                 json_object_get_string(body));
+    json_object *parsed = json_tokener_parse(json_object_get_string(body));
+    if (!parsed)
+        fail_msg("GET %s: the body is not JSON: %.200s", path, json_object_get_string(body));
+    json_object_put(reply);
+    return parsed;
+}
+
+static const char *string_of(json_object *o, const char *key)
+{
+    json_object *v;
+    return json_object_object_get_ex(o, key, &v) ? json_object_get_string(v) : "";
+}
+
+/* Polls /api/jobs until the job named name has trained a step; its id in id. */
+static void wait_for_job(const char *name, char *id, size_t size)
+{
+    double deadline = now_s() + 120;
+    while (now_s() < deadline) {
+        json_object *doc = get_json("/api/jobs"), *jobs, *steps;
+        assert_true(json_object_object_get_ex(doc, "jobs", &jobs));
+        for (size_t i = 0; i < json_object_array_length(jobs); i++) {
+            json_object *j = json_object_array_get_idx(jobs, i);
+            if (strcmp(string_of(j, "name"), name) == 0 &&
+                json_object_object_get_ex(j, "steps", &steps) && json_object_get_int64(steps) > 0) {
+                snprintf(id, size, "%s", string_of(j, "id"));
+                json_object_put(doc);
+                return;
+            }
+        }
+        json_object_put(doc);
+        sleep_ms(100);
+    }
+    tide_test_daemon_print_log(tided);
+    fail_msg("job \"%s\" did not train a step within 120 s", name);
+}
+
+/* What a trace holds, counted from its JSON as the viewer should count it. */
+struct trace_facts {
+    char track[4][16];    /* thread_name by tid (1 compute, 2 h2d, 3 d2h) */
+    long slices[4];       /* "kernel" and "copy" slices by tid */
+    long steps;           /* "step" slices on the compute track */
+    uint64_t device_peak; /* the largest "device" counter sample */
+    bool has_device;
+};
+
+static struct trace_facts trace_facts(json_object *trace)
+{
+    struct trace_facts f = {0};
+    json_object *events, *args, *value, *tid_field;
+    assert_true(json_object_object_get_ex(trace, "traceEvents", &events));
+    for (size_t i = 0; i < json_object_array_length(events); i++) {
+        json_object *e = json_object_array_get_idx(events, i);
+        const char *ph = string_of(e, "ph"), *name = string_of(e, "name"),
+                   *cat = string_of(e, "cat");
+        int tid =
+            json_object_object_get_ex(e, "tid", &tid_field) ? json_object_get_int(tid_field) : -1;
+        bool on_track = tid >= 1 && tid <= 3;
+        if (strcmp(ph, "M") == 0 && strcmp(name, "thread_name") == 0 && on_track &&
+            json_object_object_get_ex(e, "args", &args))
+            snprintf(f.track[tid], sizeof(f.track[tid]), "%s", string_of(args, "name"));
+        else if (strcmp(ph, "X") == 0 && on_track &&
+                 (strcmp(cat, "kernel") == 0 || strcmp(cat, "copy") == 0))
+            f.slices[tid]++;
+        else if (strcmp(ph, "X") == 0 && tid == 1 && strcmp(cat, "step") == 0)
+            f.steps++;
+        else if (strcmp(ph, "C") == 0 && strcmp(name, "device") == 0 &&
+                 json_object_object_get_ex(e, "args", &args) &&
+                 json_object_object_get_ex(args, "bytes in use", &value)) {
+            uint64_t bytes = json_object_get_uint64(value);
+            if (!f.has_device || bytes > f.device_peak)
+                f.device_peak = bytes;
+            f.has_device = true;
+        }
+    }
+    return f;
+}
+
+/* The number in attribute `prefix` (e.g. `data-max="`) after `after` in dom; -1 when absent. */
+static long long number_after(const char *dom, const char *after, const char *prefix)
+{
+    const char *p = strstr(dom, after);
+    if (!p)
+        return -1;
+    p = strstr(p, prefix);
+    if (!p)
+        return -1;
+    return strtoll(p + strlen(prefix), NULL, 10);
+}
+
+/* The #message paragraph's state (data-state) and text; false when the page has none. */
+static bool page_message(const char *dom, char *state, size_t state_size, char *text,
+                         size_t text_size)
+{
+    const char *p = strstr(dom, "id=\"message\"");
+    if (!p || !attribute(p, p + 200, "data-state=\"", state, state_size))
+        return false;
+    const char *start = strchr(p, '>'), *end = start ? strstr(start, "</p>") : NULL;
+    if (!end)
+        return false;
+    snprintf(text, text_size, "%.*s", (int)(end - start - 1), start + 1);
+    return true;
+}
+
+/*
+ * A swapping job, traced with the real tidectl: the viewer counts what the
+ * JSON served holds, track by track, and the device peak to the byte.
+ */
+static void test_trace_viewer(void **state)
+{
+    (void)state;
+    need();
+    static const char *const cnn[] = {"--model", "cnn",    "--budget", "6M", "--partition-size",
+                                      "7",       "--swap", "on",       NULL};
+    swapper = tide_test_train_in_background_with(tided, SWAP_JOB_NAME, 1000000, "swapper.log", cnn);
+    assert_true(swapper > 0);
+    char id[32], trace_path[600], out_path[600], err_path[600];
+    wait_for_job(SWAP_JOB_NAME, id, sizeof(id));
+
+    /* The page before any trace: it says how to record one. */
+    char url[160], message_state[32], message[512], expected[160];
+    snprintf(url, sizeof(url), "trace.html?job=%s#token=%s", id, MONITOR_TOKEN);
+    char *dom = dump_dom(url);
+    if (!page_message(dom, message_state, sizeof(message_state), message, sizeof(message)))
+        fail_msg("the viewer has no message: %.2000s", dom);
+    assert_string_equal(message_state, "no-trace");
+    snprintf(expected, sizeof(expected), "run `tidectl trace %s --steps N` first", id);
+    if (!strstr(message, expected))
+        fail_msg("the message \"%s\" does not say \"%s\"", message, expected);
+    assert_null(strstr(dom, "data-track=\""));
+    free(dom);
+
+    snprintf(trace_path, sizeof(trace_path), "%s/viewer-trace.json", tided->dir);
+    snprintf(out_path, sizeof(out_path), "%s/viewer-trace.out", tided->dir);
+    snprintf(err_path, sizeof(err_path), "%s/viewer-trace.err", tided->dir);
+    char *trace_argv[] = {
+        tided->tidectl,    (char *)"--socket", tided->socket_path, (char *)"trace", id,
+        (char *)"--steps", (char *)"2",        (char *)"-o",       trace_path,      NULL};
+    if (tide_test_run_to_files(trace_argv, out_path, err_path) != 0) {
+        char *err_text = tide_test_read_file(err_path);
+        fail_msg("tidectl trace: %s", err_text ? err_text : "(no stderr)");
+    }
+    char trace_url[128];
+    snprintf(trace_url, sizeof(trace_url), "/api/jobs/%s/trace.json", id);
+    json_object *trace = get_json(trace_url);
+    struct trace_facts f = trace_facts(trace);
+    json_object_put(trace);
+    assert_string_equal(f.track[1], "compute");
+    assert_string_equal(f.track[2], "h2d");
+    assert_string_equal(f.track[3], "d2h");
+    assert_int_equal(f.steps, 2);
+    assert_true(f.has_device);
+
+    dom = dump_dom(url);
+    for (int tid = 1; tid <= 3; tid++) {
+        char row[64];
+        snprintf(row, sizeof(row), "data-track=\"%s\" data-slices=\"", f.track[tid]);
+        long long shown = number_after(dom, row, row);
+        if (shown != f.slices[tid] || shown <= 0)
+            fail_msg("the viewer shows %lld slices on %s; the JSON has %ld\n%.3000s", shown,
+                     f.track[tid], f.slices[tid], dom);
+    }
+    long long peak = number_after(dom, "data-counter=\"device\"", "data-max=\"");
+    if (peak < 0 || (uint64_t)peak != f.device_peak)
+        fail_msg("the viewer shows a device peak of %lld bytes; the JSON's is %llu", peak,
+                 (unsigned long long)f.device_peak);
+    assert_int_equal(number_after(dom, "data-steps=\"", "data-steps=\""), 2);
+    assert_non_null(strstr(dom, "<canvas id=\"canvas\" width=\""));
+    free(dom);
+
+    /* Without the token the trace is refused: the page asks for one and shows nothing of it. */
+    snprintf(url, sizeof(url), "trace.html?job=%s", id);
+    dom = dump_dom(url);
+    assert_true(page_message(dom, message_state, sizeof(message_state), message, sizeof(message)));
+    assert_string_equal(message_state, "unauthorized");
+    assert_non_null(strstr(message, "This tided wants a bearer token"));
+    assert_null(strstr(dom, "data-track=\""));
+    free(dom);
+
+    /* The dashboard's card of the job links the viewer and the raw JSON. */
+    dom = dump_dom("#token=" MONITOR_TOKEN);
+    char link[160];
+    snprintf(link, sizeof(link), "href=\"/trace.html?job=%s\"", id);
+    if (!strstr(dom, link))
+        fail_msg("the dashboard has no %s", link);
+    snprintf(link, sizeof(link), "href=\"/api/jobs/%s/trace.json\"", id);
+    assert_non_null(strstr(dom, link));
+    free(dom);
+
+    assert_int_equal(tide_test_stop_trainer(swapper), 130);
+    swapper = -1;
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_dashboard_shows_training_job),
         cmocka_unit_test(test_dashboard_without_token),
+        cmocka_unit_test(test_trace_viewer),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -608,11 +608,16 @@ static void test_tokens(void **state)
         json_object_put(o);
     }
 
-    /* The dashboard's files hold no data: served without a token (the page asks for one). */
+    /* The pages' files hold no data: served without a token (the pages ask for one). */
     static const char *const page[][2] = {{"/", "text/html; charset=utf-8"},
+                                          {"/common.js", "text/javascript; charset=utf-8"},
                                           {"/dashboard.js", "text/javascript; charset=utf-8"},
-                                          {"/dashboard.css", "text/css; charset=utf-8"}};
-    for (size_t i = 0; i < 3; i++) {
+                                          {"/dashboard.css", "text/css; charset=utf-8"},
+                                          {"/trace.html?job=j-0000000000000000",
+                                           "text/html; charset=utf-8"},
+                                          {"/trace.js", "text/javascript; charset=utf-8"},
+                                          {"/trace.css", "text/css; charset=utf-8"}};
+    for (size_t i = 0; i < sizeof(page) / sizeof(page[0]); i++) {
         json_object *o = get(d, "raw", page[i][0], NULL, NULL);
         if (status_of(o) != 200)
             fail_msg("GET %s without a token: %d, want 200", page[i][0], status_of(o));

@@ -3,13 +3,8 @@
 // tided's dashboard: polls /api/status and /api/jobs once a second and draws
 // the device, the queue and each job (state, step, loss curve, step time,
 // memory high water against budget). Every string from the daemon goes into
-// the page as text (textContent), never as markup.
-//
-// The token: when tided has a token file, its data endpoints want
-// "Authorization: Bearer TOKEN". The page takes the token once from its
-// address (/#token=TOKEN: browsers never send the fragment, so it lands in
-// no log), keeps it in sessionStorage for this tab, removes it from the
-// address bar and sends it as a header. It never goes into a query string.
+// the page as text (textContent), never as markup. The token, requests and
+// number formats are common.js's (window.tide).
 'use strict';
 
 (function () {
@@ -17,34 +12,12 @@
   const ENDED_SHOWN = 50;
   const TERMINAL = new Set(['DONE', 'FAILED', 'CANCELLED']);
   const STATES = ['SUBMITTED', 'COMPILING', 'READY', 'RUNNING', 'DONE', 'FAILED', 'CANCELLED'];
-  const TOKEN_KEY = 'tide-token';
+  const { api, bytes, seconds } = window.tide;
 
   const $ = (id) => document.getElementById(id);
   const cards = new Map(); // job id -> its <article>
 
   // ---- the token --------------------------------------------------------
-
-  function storage() {
-    try {
-      return window.sessionStorage;
-    } catch (e) {
-      return null; // storage refused: the token lives in this page's memory only
-    }
-  }
-
-  let token = null;
-  (function takeToken() {
-    const match = /(?:^#|&)token=([^&]*)/.exec(location.hash);
-    if (match) {
-      token = decodeURIComponent(match[1]);
-      const s = storage();
-      if (s) s.setItem(TOKEN_KEY, token);
-      history.replaceState(null, '', location.pathname);
-    } else {
-      const s = storage();
-      token = s ? s.getItem(TOKEN_KEY) : null;
-    }
-  })();
 
   function showTokenForm(message) {
     const form = $('token-form');
@@ -54,47 +27,13 @@
 
   $('token-form').addEventListener('submit', (event) => {
     event.preventDefault();
-    token = $('token-input').value.trim() || null;
-    const s = storage();
-    if (s && token) s.setItem(TOKEN_KEY, token);
+    window.tide.setToken($('token-input').value.trim());
     $('token-input').value = '';
     $('token-form').hidden = true;
     poll();
   });
 
-  async function api(path) {
-    const headers = {};
-    if (token) headers.Authorization = 'Bearer ' + token;
-    const response = await fetch(path, { headers, cache: 'no-store', credentials: 'omit' });
-    if (response.status === 401) {
-      const error = new Error((await response.text()).replace(/^tided: /, ''));
-      error.unauthorized = true;
-      throw error;
-    }
-    if (!response.ok) throw new Error(path + ': ' + response.status + ' ' + (await response.text()));
-    return response.json();
-  }
-
   // ---- formatting -------------------------------------------------------
-
-  function bytes(n) {
-    if (n === null || n === undefined) return '–';
-    const units = ['bytes', 'KiB', 'MiB', 'GiB', 'TiB'];
-    let v = n;
-    let u = 0;
-    while (v >= 1024 && u < units.length - 1) {
-      v /= 1024;
-      u++;
-    }
-    return (u === 0 ? String(v) : v.toFixed(v >= 100 ? 0 : 1)) + ' ' + units[u];
-  }
-
-  function seconds(s) {
-    if (s === null || s === undefined) return '–';
-    if (s < 1e-3) return (s * 1e6).toFixed(0) + ' µs';
-    if (s < 1) return (s * 1e3).toFixed(s < 0.01 ? 2 : 1) + ' ms';
-    return s.toFixed(2) + ' s';
-  }
 
   function number(x, digits) {
     if (x === null || x === undefined) return '–';
@@ -151,18 +90,24 @@
 
   // ---- jobs ---------------------------------------------------------------
 
-  // Links shown under a job: its plan's memory picture and its latest trace
-  // (recorded with `tidectl trace`), each {label, path, download}. A plain
-  // link cannot send the token, so a click fetches the file with it and
-  // opens (the picture) or saves (the trace, for ui.perfetto.dev) a copy
-  // held in memory.
+  // Links shown under a job: its plan's memory picture, and its latest
+  // trace (recorded with `tidectl trace`) both in tided's trace viewer and
+  // as the raw JSON for ui.perfetto.dev; each {label, path, download,
+  // page}. A page (the viewer) is opened in this tab, where it finds the
+  // token in sessionStorage. A plain link to a file cannot send the token,
+  // so a click fetches the file with it and opens (the picture) or saves
+  // (the JSON) a copy held in memory.
   function jobLinks(job) {
     const links = [];
     if (job.plan_svg) links.push({ label: 'plan picture', path: job.plan_svg, download: null });
     if (job.trace) {
       links.push({
-        label: 'trace of steps ' + job.trace.first_step + '–' + job.trace.last_step +
-          ' (' + bytes(job.trace.bytes) + ')',
+        label: 'trace of ' + window.tide.stepRange(job.trace.first_step, job.trace.last_step),
+        path: '/trace.html?job=' + encodeURIComponent(job.id),
+        page: true,
+      });
+      links.push({
+        label: 'JSON (' + bytes(job.trace.bytes) + ')',
         path: job.trace.path,
         download: 'trace-' + job.id + '.json',
       });
@@ -171,11 +116,8 @@
   }
 
   async function openLink(link) {
-    const headers = {};
-    if (token) headers.Authorization = 'Bearer ' + token;
     try {
-      const response = await fetch(link.path, { headers, cache: 'no-store', credentials: 'omit' });
-      if (!response.ok) throw new Error(link.path + ': ' + response.status + ' ' + (await response.text()));
+      const response = await window.tide.get(link.path);
       const url = URL.createObjectURL(await response.blob());
       if (link.download) {
         const a = document.createElement('a');
@@ -187,7 +129,7 @@
       }
       setTimeout(() => URL.revokeObjectURL(url), 60000);
     } catch (error) {
-      setConnection('error', error.message);
+      setConnection('error', link.path + ': ' + error.message);
     }
   }
 
@@ -282,10 +224,12 @@
       const a = document.createElement('a');
       a.href = link.path;
       a.textContent = link.label;
-      a.addEventListener('click', (event) => {
-        event.preventDefault();
-        openLink(link);
-      });
+      if (!link.page) {
+        a.addEventListener('click', (event) => {
+          event.preventDefault();
+          openLink(link);
+        });
+      }
       nav.append(a);
     }
   }
@@ -349,7 +293,7 @@
     } catch (error) {
       if (error.unauthorized) {
         setConnection('error', 'needs a token');
-        showTokenForm(token ? error.message : '');
+        showTokenForm(window.tide.token() ? error.message : '');
         return; // the form's submit polls again
       }
       setConnection('error', 'no answer: ' + error.message);
