@@ -112,6 +112,8 @@ const char *tide_job_state_name(enum tide_job_state state)
         return "failed";
     case TIDE_JOB_CANCELLED:
         return "cancelled";
+    case TIDE_JOB_PARKED:
+        return "parked";
     case TIDE_JOB_UNSPECIFIED:
         break;
     }

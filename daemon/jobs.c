@@ -71,6 +71,8 @@ const char *tided__job_state_name(Tide__V1__JobState s)
         return "FAILED";
     case STATE(CANCELLED):
         return "CANCELLED";
+    case STATE(PARKED):
+        return "PARKED";
     default:
         return "UNSPECIFIED";
     }

@@ -16,7 +16,8 @@
   const POLL_MS = 1000;
   const ENDED_SHOWN = 50;
   const TERMINAL = new Set(['DONE', 'FAILED', 'CANCELLED']);
-  const STATES = ['SUBMITTED', 'COMPILING', 'READY', 'RUNNING', 'DONE', 'FAILED', 'CANCELLED'];
+  const STATES = ['SUBMITTED', 'COMPILING', 'READY', 'RUNNING', 'PARKED', 'DONE', 'FAILED',
+    'CANCELLED'];
   const TOKEN_KEY = 'tide-token';
 
   const $ = (id) => document.getElementById(id);

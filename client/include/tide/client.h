@@ -171,6 +171,7 @@ enum tide_job_state {
     TIDE_JOB_DONE = 5,
     TIDE_JOB_FAILED = 6, /* see the job's message */
     TIDE_JOB_CANCELLED = 7,
+    TIDE_JOB_PARKED = 8, /* idle: checkpointed, device memory released; Train resumes it */
 };
 
 /* Returns a state's name in lower case ("running"), or "unknown". */
