@@ -216,6 +216,8 @@ void tided__job_set_state(struct tided_daemon *d, struct job *j, Tide__V1__JobSt
     }
     j->state = state;
     j->updated_us = tided_now_us();
+    if (state == STATE(READY))
+        j->idle_since_us = j->updated_us;
     if (tided__job_terminal(j))
         tided__trace_job_ended(j);
     TIDE_LOG_INFO("job %s: %s -> %s%s%s", j->id, tided__job_state_name(old),
@@ -587,6 +589,28 @@ enum tide_status tided__jobs_admit(struct tided_daemon *d, uint64_t budget, stru
                           tided_format_bytes(d->device_bytes - jobs->reserved, buf, sizeof(buf)));
 }
 
+bool tided__host_pool_fits(struct tided_daemon *d, const struct job *j, char *text, size_t size)
+{
+    uint64_t pool = d->config.host_pool;
+    if (!pool)
+        return true;
+    uint64_t used = 0;
+    for (size_t i = 0; i < d->jobs->n_jobs; i++) {
+        const struct job *o = d->jobs->jobs[i];
+        if (o != j && o->session)
+            used += o->host_bytes;
+    }
+    if (used + j->host_bytes <= pool)
+        return true;
+    char a[32];
+    snprintf(text, size,
+             "the plan needs %" PRIu64 " bytes of host memory; the host pool has %" PRIu64
+             " of %" PRIu64 " bytes (%s) left",
+             j->host_bytes, pool - (used < pool ? used : pool), pool,
+             tided_format_bytes(pool, a, sizeof(a)));
+    return false;
+}
+
 uint64_t tided__device_used_bytes(struct tided_daemon *d)
 {
     uint64_t used = 0;
@@ -686,7 +710,8 @@ void tided_jobs_drain(struct tided_daemon *d)
         struct job *j = jobs->jobs[i];
         tided__batch_free(j->staged); /* only the running step finishes */
         j->staged = NULL;
-        if (tided__job_live(j) && !j->step_in_flight)
+        /* A parked job has its checkpoint already; it ends DONE like the live ones. */
+        if ((tided__job_live(j) && !j->step_in_flight) || j->state == STATE(PARKED))
             tided__job_stop_for_shutdown(d, j);
     }
     check_quiet(d);
@@ -695,13 +720,14 @@ void tided_jobs_drain(struct tided_daemon *d)
 void tided_jobs_summary(struct tided_daemon *d, char *buf, size_t size)
 {
     struct tided_jobs *jobs = d->jobs;
-    uint32_t running = 0, ready = 0;
+    uint32_t running = 0, ready = 0, parked = 0;
     for (size_t i = 0; i < jobs->n_jobs; i++) {
         running += jobs->jobs[i]->state == STATE(RUNNING);
         ready += jobs->jobs[i]->state == STATE(READY);
+        parked += jobs->jobs[i]->state == STATE(PARKED);
     }
     char a[32], b[32];
-    snprintf(buf, size, "%u running, %u ready, %zu known; %s of %s reserved", running, ready,
-             jobs->n_jobs, tided_format_bytes(jobs->reserved, a, sizeof(a)),
+    snprintf(buf, size, "%u running, %u ready, %u parked, %zu known; %s of %s reserved", running,
+             ready, parked, jobs->n_jobs, tided_format_bytes(jobs->reserved, a, sizeof(a)),
              tided_format_bytes(d->device_bytes, b, sizeof(b)));
 }

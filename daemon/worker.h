@@ -41,7 +41,7 @@ struct tided_call;
 struct tided_worker;
 
 enum tided_task_kind {
-    TIDED_TASK_COMPILE,         /* JobSpec -> session (and restore a checkpoint) */
+    TIDED_TASK_COMPILE,         /* JobSpec (or spec.pb) -> session (and restore a checkpoint) */
     TIDED_TASK_PLAN,            /* JobSpec -> packed PlanReport, nothing kept */
     TIDED_TASK_STEP,            /* feed a batch, step or eval, read the loss and fetches */
     TIDED_TASK_READ_VARIABLES,  /* packed ReadVariablesResponse, from a session or a file */
@@ -92,6 +92,13 @@ struct tided_task {
             uint64_t budget;
             char *dir;            /* owned: the job's directory (COMPILE); spec.pb goes there */
             char *restore_path;   /* owned: checkpoint.pb to restore, or NULL */
+            /*
+             * Owned: a parked job's spec.pb, or NULL. When set, the JobSpec is
+             * read from it (into request and spec), nothing is written to dir
+             * and no plan picture is drawn: the job has them from its first
+             * compilation.
+             */
+            char *spec_path;
             ProtobufCBinaryData info; /* owned: packed JobInfo for info.pb (COMPILE) */
             /* Out (COMPILE). */
             char *loss;           /* NULL: a forward-only job */
