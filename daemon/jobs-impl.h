@@ -5,7 +5,8 @@
  *
  *   jobs.c               the state machine, admission, watchers, the task
  *                        table (which function takes each task kind's result)
- *   lifecycle.c          parking idle jobs, resuming them, the housekeeping cron
+ *   lifecycle.c          parking idle jobs, resuming them, removing ended jobs, the
+ *                        housekeeping cron
  *   store.c              job records: info.pb, listing earlier runs' jobs,
  *                        deleting and forgetting ended jobs
  *   rpc-<verb>.c         one file per RPC of tide.v1.Jobs and tide.v1.Daemon:
@@ -102,6 +103,8 @@ struct job {
     /* ---- lifecycle.c: parking ---- */
     int64_t idle_since_us; /* when it last became READY; idle-timeout counts from here */
     bool resuming;         /* a parked job's COMPILE is with the worker */
+    bool removing;         /* ended, its REMOVE with the worker: calls see no such job */
+    bool removed;          /* its files are gone: forgotten when its last task is back */
 
     /* ---- calls and the Train stream ---- */
     struct tided_call *train; /* the attached stream, NULL if none */
@@ -278,6 +281,20 @@ enum tide_status tided__job_unpark(struct tided_daemon *d, struct job *j, struct
 
 /* rpc-submit.c's COMPILE result, for a job that tided__job_unpark resumes. */
 void tided__resume_done(struct tided_daemon *d, struct tided_task *t);
+
+/*
+ * Deletes the files of n ended jobs through one REMOVE task, then forgets
+ * them (tided__remove_done); from now on calls see no such jobs. The task
+ * answers call (may be NULL) with a RemoveJobsResponse.
+ */
+void tided__jobs_remove(struct tided_daemon *d, struct job *const *jobs, size_t n,
+                        struct tided_call *call);
+
+/* jobs.c's task table: a REMOVE task came back. */
+void tided__remove_done(struct tided_daemon *d, struct tided_task *t);
+
+/* Drops a removed job from the job table and frees it; once no task holds it. */
+void tided__job_forget(struct tided_jobs *jobs, struct job *j);
 
 /* ---- rpc-train.c ---- */
 

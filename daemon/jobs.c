@@ -495,7 +495,7 @@ struct job *tided__job_for_call(struct tided_daemon *d, struct tided_call *call,
         return NULL;
     }
     struct job *j = tided__job_find(d->jobs, id);
-    if (!j) {
+    if (!j || j->removing) {
         tided_call_fail(call, GRPC_STATUS_NOT_FOUND, "no job \"%s\"",
                         tided__shown(id, buf, sizeof(buf)));
         return NULL;
@@ -638,7 +638,7 @@ Tide__V1__JobInfo **tided__jobs_visible(struct tided_daemon *d, const struct tid
     }
     for (size_t i = 0; i < jobs->n_jobs; i++) {
         const struct job *j = jobs->jobs[i];
-        if (all ? !tided__job_may_see(who, j) : j->owner != who->uid)
+        if (j->removing || (all ? !tided__job_may_see(who, j) : j->owner != who->uid))
             continue;
         tided__job_info(j, &(*storage)[*n], false);
         ptrs[*n] = &(*storage)[*n];
@@ -655,13 +655,6 @@ static void persist_done(struct tided_daemon *d, struct tided_task *t)
         TIDE_LOG_ERROR("job %s: cannot save its state: %s", j ? j->id : "?", t->err.message);
 }
 
-static void remove_done(struct tided_daemon *d, struct tided_task *t)
-{
-    (void)d;
-    if (t->status != TIDE_OK)
-        TIDE_LOG_WARN("%s", t->err.message);
-}
-
 /*
  * The main thread's side of each task kind: what its result does (NULL:
  * nothing). The worker's side is the same kind's row in worker.c's table.
@@ -674,7 +667,7 @@ static void (*const task_done[TIDED_TASK_KINDS])(struct tided_daemon *d, struct 
     [TIDED_TASK_CHECKPOINT] = tided__checkpoint_done,
     [TIDED_TASK_PERSIST] = persist_done,
     [TIDED_TASK_FREE] = NULL,
-    [TIDED_TASK_REMOVE] = remove_done,
+    [TIDED_TASK_REMOVE] = tided__remove_done,
 };
 
 void tided_jobs_task_done(void *context, struct tided_task *t)
@@ -699,6 +692,8 @@ void tided_jobs_task_done(void *context, struct tided_task *t)
         t->session = NULL;
     }
     tided_task_free(t);
+    if (j && j->removed && j->tasks == 0)
+        tided__job_forget(d->jobs, j);
     check_quiet(d);
 }
 

@@ -65,7 +65,8 @@ void tided_jobs_drain(struct tided_daemon *daemon);
 
 /*
  * Housekeeping, from main.c's cron timer once a second while serving:
- * parks jobs idle longer than idle-timeout (lifecycle.c).
+ * parks jobs idle longer than idle-timeout and removes jobs ended longer
+ * ago than retain-ended (lifecycle.c).
  */
 void tided_jobs_cron(struct tided_daemon *daemon);
 

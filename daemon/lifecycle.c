@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * lifecycle.c: what happens to jobs nobody is training — idle jobs are
- * parked and resumed by their next Train stream — and the housekeeping
- * cron that drives it.
+ * parked and resumed by their next Train stream, ended jobs are removed on
+ * request (rpc-remove.c) or after retain-ended — and the housekeeping cron
+ * that drives it.
  *
  * DESIGN
  *
@@ -30,6 +31,16 @@
  * the job rather than continue from other variables. Then the job is
  * RUNNING and the stream goes on: the steps it runs are those it would
  * have run without the parking, bit for bit (tests/test_lifecycle.c).
+ *
+ * Removing. Only ended jobs are removed: their directories go in one
+ * REMOVE task, and they are marked removing at once, so that every call
+ * (tided__job_for_call), List and Watch see no such job from then on and
+ * nothing more is written for them. The worker runs the jobs' earlier
+ * tasks first (a final checkpoint, a ReadVariables from it); a job is
+ * freed when the REMOVE is back and no task holds it any more (a FREE made
+ * after the REMOVE, when a compilation comes back cancelled, may). A job
+ * whose directory could not be deleted stays listed, for the error to be
+ * seen.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -157,6 +168,121 @@ void tided__resume_done(struct tided_daemon *d, struct tided_task *t)
 }
 
 /* ============================================================================
+ * Removing ended jobs
+ * ========================================================================== */
+
+void tided__jobs_remove(struct tided_daemon *d, struct job *const *jobs, size_t n,
+                        struct tided_call *call)
+{
+    if (n == 0) {
+        if (call) {
+            Tide__V1__RemoveJobsResponse resp = TIDE__V1__REMOVE_JOBS_RESPONSE__INIT;
+            tided_call_reply(call, &resp.base);
+        }
+        return;
+    }
+    struct tided_task *t = tided_task_new(TIDED_TASK_REMOVE, NULL);
+    if (t) {
+        t->remove.dirs = calloc(n, sizeof(char *));
+        t->remove.ids = calloc(n, sizeof(char *));
+    }
+    bool ok = t && t->remove.dirs && t->remove.ids;
+    for (size_t i = 0; ok && i < n; i++) {
+        t->remove.dirs[i] = strdup(jobs[i]->dir);
+        t->remove.ids[i] = strdup(jobs[i]->id);
+        t->remove.n_dirs = (uint32_t)i + 1;
+        ok = t->remove.dirs[i] && t->remove.ids[i];
+    }
+    if (!ok) {
+        tided_task_free(t);
+        if (call)
+            tided_call_fail(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        /* Nothing more is written for it (a final checkpoint's info.pb included). */
+        jobs[i]->removing = true;
+        jobs[i]->no_files = true;
+    }
+    if (call)
+        tided__task_wait(t, call);
+    tided__task_submit(d, t);
+}
+
+void tided__job_forget(struct tided_jobs *jobs, struct job *j)
+{
+    size_t keep = 0;
+    for (size_t i = 0; i < jobs->n_jobs; i++) {
+        if (jobs->jobs[i] != j)
+            jobs->jobs[keep++] = jobs->jobs[i];
+    }
+    jobs->n_jobs = keep;
+    tided__job_free(j);
+}
+
+void tided__remove_done(struct tided_daemon *d, struct tided_task *t)
+{
+    struct tided_call *call = tided__task_take_call(t);
+    char a[32];
+    if (t->status != TIDE_OK)
+        TIDE_LOG_WARN("%s", t->err.message);
+    for (uint32_t i = 0; t->remove.ids && i < t->remove.n_dirs; i++) {
+        struct job *j = tided__job_find(d->jobs, t->remove.ids[i]);
+        if (!j || !j->removing)
+            continue;
+        if (i >= t->remove.n_removed) {
+            j->removing = false; /* listed again, for the error to be seen and retried */
+            continue;
+        }
+        TIDE_LOG_INFO("job %s: removed", j->id);
+        /* A task made after the REMOVE (a cancelled compilation's FREE) may still hold it. */
+        j->removed = true;
+        if (j->tasks == 0)
+            tided__job_forget(d->jobs, j);
+    }
+    if (t->remove.ids)
+        TIDE_LOG_INFO("removed %u ended job(s), %s freed", t->remove.n_removed,
+                      tided_format_bytes(t->remove.bytes, a, sizeof(a)));
+    if (!call)
+        return;
+    if (t->status != TIDE_OK) {
+        tided_call_fail(call, tided_grpc_code(t->status), "removed %u of %u job(s), then: %s",
+                        t->remove.n_removed, t->remove.n_dirs, t->err.message);
+        return;
+    }
+    Tide__V1__RemoveJobsResponse resp = TIDE__V1__REMOVE_JOBS_RESPONSE__INIT;
+    resp.n_job_ids = t->remove.n_removed;
+    resp.job_ids = t->remove.ids;
+    resp.bytes_freed = t->remove.bytes;
+    tided_call_reply(call, &resp.base);
+}
+
+/* Ended jobs older than retain-ended go the way of `tidectl rm`. */
+static void expire_ended_jobs(struct tided_daemon *d, int64_t now)
+{
+    if (!d->config.retain_ended)
+        return;
+    int64_t retain_us = (int64_t)d->config.retain_ended * 1000000;
+    struct tided_jobs *jobs = d->jobs;
+    struct job **expired = NULL;
+    size_t n = 0;
+    for (size_t i = 0; i < jobs->n_jobs; i++) {
+        struct job *j = jobs->jobs[i];
+        if (!tided__job_terminal(j) || j->removing || now - j->updated_us < retain_us)
+            continue;
+        if (!expired && !(expired = calloc(jobs->n_jobs, sizeof(*expired)))) {
+            TIDE_LOG_ERROR("out of memory expiring ended jobs");
+            return;
+        }
+        TIDE_LOG_INFO("job %s: ended %" PRId64 " s ago (retain-ended %" PRIu64 " s); removing it",
+                      j->id, (now - j->updated_us) / 1000000, d->config.retain_ended);
+        expired[n++] = j;
+    }
+    tided__jobs_remove(d, expired, n, NULL);
+    free(expired);
+}
+
+/* ============================================================================
  * The cron
  * ========================================================================== */
 
@@ -164,5 +290,7 @@ void tided_jobs_cron(struct tided_daemon *d)
 {
     if (d->phase != TIDED_SERVING)
         return;
-    park_idle_jobs(d, tided_now_us());
+    int64_t now = tided_now_us();
+    park_idle_jobs(d, now);
+    expire_ended_jobs(d, now);
 }

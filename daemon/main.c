@@ -133,7 +133,7 @@ static void on_watchdog(struct ev_loop *loop, ev_timer *w, int revents)
                        d->config.stall_timeout);
 }
 
-/* Housekeeping: parks idle jobs (lifecycle.c). */
+/* Housekeeping: parks idle jobs, removes expired ended ones (lifecycle.c). */
 static void on_cron(struct ev_loop *loop, ev_timer *w, int revents)
 {
     (void)loop, (void)revents;

@@ -151,12 +151,19 @@ static void free_checkpoint(struct tided_task *t)
     free(t->checkpoint.path);
 }
 
-/* What a PERSIST or REMOVE task owns. */
+/* What a PERSIST task owns. */
 static void free_persist(struct tided_task *t)
 {
     free(t->persist.dir);
     free(t->persist.name);
     free(t->persist.data.data);
+}
+
+/* What a REMOVE task owns. */
+static void free_remove(struct tided_task *t)
+{
+    free_strings(t->remove.dirs, t->remove.n_dirs);
+    free_strings(t->remove.ids, t->remove.n_dirs);
 }
 
 /* ============================================================================
@@ -813,10 +820,18 @@ static void run_free_task(struct tided_worker *w, struct tided_task *t)
     t->session = NULL;
 }
 
+/* Deletes the directories in order, up to the first that cannot be deleted. */
 static void run_remove_task(struct tided_worker *w, struct tided_task *t)
 {
     (void)w;
-    t->status = tided_store_remove_dir(t->persist.dir, &t->err);
+    t->status = TIDE_OK;
+    for (uint32_t i = 0; i < t->remove.n_dirs && t->status == TIDE_OK; i++) {
+        uint64_t bytes = 0;
+        t->status = tided_store_remove_dir(t->remove.dirs[i], &bytes, &t->err);
+        t->remove.bytes += bytes;
+        if (t->status == TIDE_OK)
+            t->remove.n_removed = i + 1;
+    }
 }
 
 /*
@@ -835,7 +850,7 @@ static const struct {
     [TIDED_TASK_CHECKPOINT] = {run_checkpoint_task, free_checkpoint},
     [TIDED_TASK_PERSIST] = {run_persist_task, free_persist},
     [TIDED_TASK_FREE] = {run_free_task, NULL},
-    [TIDED_TASK_REMOVE] = {run_remove_task, free_persist},
+    [TIDED_TASK_REMOVE] = {run_remove_task, free_remove},
 };
 
 void tided_task_free(struct tided_task *t)

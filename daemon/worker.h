@@ -48,7 +48,7 @@ enum tided_task_kind {
     TIDED_TASK_CHECKPOINT,      /* every Variable to checkpoint-<step>.pb and checkpoint.pb */
     TIDED_TASK_PERSIST,         /* write bytes to a file atomically */
     TIDED_TASK_FREE,            /* tide_session_free */
-    TIDED_TASK_REMOVE,          /* delete a job's directory (persist.dir) */
+    TIDED_TASK_REMOVE,          /* delete job directories (remove.dirs) */
     TIDED_TASK_KINDS            /* the number of kinds: the rows of the task tables */
 };
 
@@ -163,9 +163,18 @@ struct tided_task {
         } checkpoint;
         struct {
             char *dir;     /* owned */
-            char *name;    /* owned (PERSIST only) */
-            ProtobufCBinaryData data; /* owned (PERSIST only) */
-        } persist; /* PERSIST and REMOVE */
+            char *name;    /* owned */
+            ProtobufCBinaryData data; /* owned */
+        } persist;
+        struct {
+            /* In. */
+            uint32_t n_dirs;
+            char **dirs;   /* owned: job directories, deleted in order */
+            char **ids;    /* owned, NULL or n_dirs: the jobs to forget once deleted */
+            /* Out. */
+            uint32_t n_removed; /* dirs[0 .. n_removed - 1] are gone (all of them unless an error) */
+            uint64_t bytes;     /* what their files held */
+        } remove;
     };
 };
 
