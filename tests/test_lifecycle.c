@@ -17,6 +17,11 @@
  *    are RUNNING and so never parked), and a parked job whose budget does
  *    not fit now is refused with RESOURCE_EXHAUSTED and the numbers.
  *
+ *  - tidectl rm deletes an ended job's folder and entry and says the bytes
+ *    freed; a live job is refused, naming it and its state; tidectl prune
+ *    deletes every ended job of the caller's; with retain-ended 1 an ended
+ *    job goes by itself.
+ *
  * Waiting for the daemon's timer polls Get with a deadline that only
  * bounds a hang; no test depends on how long parking takes.
  */
@@ -26,6 +31,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include <dirent.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdbool.h>
@@ -448,11 +454,252 @@ static void test_park_releases_budget(void **state)
     stop_daemon(d);
 }
 
+/* ============================================================================
+ * Tests: removing ended jobs
+ * ========================================================================== */
+
+/* <state-dir>/jobs/<id> of d, in path. */
+static void job_dir(const struct tide_test_daemon *d, const char *id, char *path, size_t size)
+{
+    snprintf(path, size, "%s/jobs/%s", d->state_dir, id);
+}
+
+static bool exists(const char *path)
+{
+    struct stat sb;
+    return stat(path, &sb) == 0;
+}
+
+/* What a job directory's files hold, a file with two links (checkpoint.pb) counted once. */
+static uint64_t dir_bytes(const char *dir)
+{
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    uint64_t total = 0;
+    ino_t seen[64];
+    size_t n_seen = 0;
+    for (struct dirent *e = readdir(d); e; e = readdir(d)) {
+        char path[1400];
+        struct stat sb;
+        snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+        if (stat(path, &sb) != 0 || !S_ISREG(sb.st_mode))
+            continue;
+        bool again = false;
+        for (size_t i = 0; i < n_seen; i++)
+            again |= seen[i] == sb.st_ino;
+        if (again)
+            continue;
+        assert_true(n_seen < 64);
+        seen[n_seen++] = sb.st_ino;
+        total += (uint64_t)sb.st_size;
+    }
+    closedir(d);
+    return total;
+}
+
+/* Runs `tidectl --socket S args...` (NULL-terminated); its exit code, stdout and stderr. */
+static int run_tidectl(const struct tide_test_daemon *d, char **out, char **err, ...)
+{
+    char *argv[32] = {(char *)d->tidectl, (char *)"--socket", (char *)d->socket_path};
+    int n = 3;
+    va_list args;
+    va_start(args, err);
+    for (char *a; n < 31 && (a = va_arg(args, char *)) != NULL;)
+        argv[n++] = a;
+    va_end(args);
+    argv[n] = NULL;
+    char out_path[600], err_path[600];
+    snprintf(out_path, sizeof(out_path), "%s/tidectl.out", d->dir);
+    snprintf(err_path, sizeof(err_path), "%s/tidectl.err", d->dir);
+    int code = tide_test_run_to_files(argv, out_path, err_path);
+    *out = tide_test_read_file(out_path);
+    *err = tide_test_read_file(err_path);
+    assert_non_null(*out);
+    assert_non_null(*err);
+    return code;
+}
+
+/* Submits a job, trains it steps steps and, with finish, ends it DONE (a checkpoint on disk). */
+static void make_job(tide_client *c, const struct model *m, const char *name, int64_t steps,
+                     bool finish, char *id)
+{
+    struct tide_job_spec spec;
+    make_spec(m, name, 0, &spec);
+    submit(c, &spec, id);
+    if (steps) {
+        struct feeder f;
+        feeder_init(&f, m, 5);
+        train_steps(c, id, &f, steps);
+        feeder_free(&f);
+    }
+    if (finish)
+        CHECK_OK(c, tide_client_finish(c, id));
+}
+
+/*
+ * rm deletes an ended job's folder and entry and says what it freed; a
+ * live job is refused, naming it and its state, and then nothing named
+ * with it is removed.
+ */
+static void test_rm(void **state)
+{
+    (void)state;
+    struct tide_test_daemon *d = start_daemon("rm", NULL);
+    tide_client *c = connect_to(d);
+    struct model m;
+    build_model(&m);
+    char done[TIDE_JOB_ID_MAX], ready[TIDE_JOB_ID_MAX], cancelled[TIDE_JOB_ID_MAX];
+    make_job(c, &m, "done", 2, true, done);
+    make_job(c, &m, "ready", 1, false, ready);
+    make_job(c, &m, "cancelled", 0, false, cancelled);
+    CHECK_OK(c, tide_client_cancel(c, cancelled, NULL));
+    char done_dir[1024], ready_dir[1024], cancelled_dir[1024], path[1100];
+    job_dir(d, done, done_dir, sizeof(done_dir));
+    job_dir(d, ready, ready_dir, sizeof(ready_dir));
+    job_dir(d, cancelled, cancelled_dir, sizeof(cancelled_dir));
+    snprintf(path, sizeof(path), "%s/checkpoint.pb", done_dir);
+    assert_true(exists(path));
+
+    /* A live job: refused with its state, and the ended job named with it stays. */
+    const char *both[] = {done, ready};
+    CHECK_CODE(c, tide_client_remove(c, both, 2, NULL), TIDE_CODE_FAILED_PRECONDITION, ready,
+               "is READY: only ended jobs (DONE, FAILED, CANCELLED) can be removed",
+               "cancel it first");
+    assert_true(exists(done_dir));
+    char *out, *err;
+    assert_int_equal(run_tidectl(d, &out, &err, "rm", ready, (char *)NULL), 1);
+    assert_non_null(strstr(err, "FAILED_PRECONDITION"));
+    assert_non_null(strstr(err, "is READY: only ended jobs"));
+    free(out);
+    free(err);
+    assert_true(exists(ready_dir));
+
+    /* libtide: the ids and the bytes of the files, checkpoints included. */
+    uint64_t want = dir_bytes(done_dir);
+    assert_true(want > 0);
+    struct tide_removal removal;
+    const char *one[] = {done};
+    CHECK_OK(c, tide_client_remove(c, one, 1, &removal));
+    assert_int_equal(removal.n_jobs, 1);
+    assert_string_equal(removal.job_ids[0], done);
+    assert_int_equal(removal.bytes_freed, want);
+    tide_removal_clear(&removal);
+    assert_false(exists(done_dir));
+    CHECK_CODE(c, tide_client_get(c, done, NULL), TIDE_CODE_NOT_FOUND, done);
+    CHECK_CODE(c, tide_client_remove(c, one, 1, NULL), TIDE_CODE_NOT_FOUND, done);
+
+    /* tidectl: a line per job and the total. */
+    assert_int_equal(run_tidectl(d, &out, &err, "rm", cancelled, (char *)NULL), 0);
+    char line[200];
+    snprintf(line, sizeof(line), "removed %s\n1 job removed, ", cancelled);
+    if (!strstr(out, line))
+        fail_msg("tidectl rm said \"%s\", not \"%s\"", out, line);
+    free(out);
+    free(err);
+    assert_false(exists(cancelled_dir));
+    struct tide_job_info *jobs = NULL;
+    size_t n = 0;
+    CHECK_OK(c, tide_client_list(c, false, &jobs, &n));
+    assert_int_equal(n, 1);
+    assert_string_equal(jobs[0].id, ready);
+    free(jobs);
+
+    CHECK_OK(c, tide_client_cancel(c, ready, NULL));
+    tide_client_free(c);
+    free(m.bytes);
+    stop_daemon(d);
+}
+
+/* prune removes every ended job of the caller's and keeps the live ones. */
+static void test_prune(void **state)
+{
+    (void)state;
+    struct tide_test_daemon *d = start_daemon("prune", NULL);
+    tide_client *c = connect_to(d);
+    struct model m;
+    build_model(&m);
+    char a[TIDE_JOB_ID_MAX], b[TIDE_JOB_ID_MAX], live[TIDE_JOB_ID_MAX];
+    make_job(c, &m, "a", 1, true, a);
+    make_job(c, &m, "b", 0, false, b);
+    CHECK_OK(c, tide_client_cancel(c, b, NULL));
+    make_job(c, &m, "live", 0, false, live);
+    char dir_a[1024], dir_b[1024], dir_live[1024];
+    job_dir(d, a, dir_a, sizeof(dir_a));
+    job_dir(d, b, dir_b, sizeof(dir_b));
+    job_dir(d, live, dir_live, sizeof(dir_live));
+    uint64_t want = dir_bytes(dir_a) + dir_bytes(dir_b);
+
+    char *out, *err;
+    assert_int_equal(run_tidectl(d, &out, &err, "--json", "prune", (char *)NULL), 0);
+    char fields[200];
+    snprintf(fields, sizeof(fields), "\"jobs\":2,\"bytes_freed\":%" PRIu64 "}", want);
+    if (!strstr(out, fields) || !strstr(out, a) || !strstr(out, b) || strstr(out, live))
+        fail_msg("tidectl --json prune said \"%s\"; want %s, %s and %s", out, a, b, fields);
+    free(out);
+    free(err);
+    assert_false(exists(dir_a));
+    assert_false(exists(dir_b));
+    assert_true(exists(dir_live));
+
+    /* Nothing left to prune. */
+    assert_int_equal(run_tidectl(d, &out, &err, "prune", (char *)NULL), 0);
+    assert_string_equal(out, "0 jobs removed, 0 B freed\n");
+    free(out);
+    free(err);
+    struct tide_job_info job;
+    CHECK_OK(c, tide_client_get(c, live, &job));
+    assert_int_equal(job.state, TIDE_JOB_READY);
+
+    CHECK_OK(c, tide_client_cancel(c, live, NULL));
+    tide_client_free(c);
+    free(m.bytes);
+    stop_daemon(d);
+}
+
+/* With retain-ended 1, an ended job goes by itself; a live one stays. */
+static void test_retain_ended(void **state)
+{
+    (void)state;
+    static const char *const extra[] = {"--retain-ended", "1", NULL};
+    struct tide_test_daemon *d = start_daemon("retain", extra);
+    tide_client *c = connect_to(d);
+    struct model m;
+    build_model(&m);
+    char ended[TIDE_JOB_ID_MAX], live[TIDE_JOB_ID_MAX];
+    make_job(c, &m, "ended", 1, true, ended);
+    make_job(c, &m, "live", 1, false, live);
+    char dir[1024];
+    job_dir(d, ended, dir, sizeof(dir));
+
+    double deadline = now_s() + DEADLINE_S;
+    struct tide_job_info job;
+    while (tide_client_get(c, ended, &job) == 0) {
+        assert_int_equal(job.state, TIDE_JOB_DONE);
+        if (now_s() > deadline)
+            fail_msg("job %s is still listed %.0f s after it ended", ended, DEADLINE_S);
+        sleep_ms(100);
+    }
+    assert_int_equal(tide_client_error_code(c), TIDE_CODE_NOT_FOUND);
+    assert_false(exists(dir));
+    CHECK_OK(c, tide_client_get(c, live, &job));
+    assert_int_equal(job.state, TIDE_JOB_READY);
+    job_dir(d, live, dir, sizeof(dir));
+    assert_true(exists(dir));
+
+    CHECK_OK(c, tide_client_cancel(c, live, NULL));
+    tide_client_free(c);
+    free(m.bytes);
+    stop_daemon(d);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_park_resumes_bit_identical),
         cmocka_unit_test(test_park_releases_budget),
+        cmocka_unit_test(test_rm),
+        cmocka_unit_test(test_prune),
+        cmocka_unit_test(test_retain_ended),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
