@@ -261,6 +261,14 @@ void tided_rpc_train(struct tided_daemon *d, struct tided_call *call, ProtobufCM
     case STATE(READY):
         break;
     case STATE(PARKED):
+        if (m->finish && m->n_feeds == 0) {
+            /* Nothing to run: the parking's checkpoint is the final one, and no budget is needed.
+             */
+            tide__v1__train_request__free_unpacked(m, NULL);
+            tided_call_finish(call);
+            finish_job(d, j);
+            return;
+        }
         if (tided__job_unpark(d, j, &err) != TIDE_OK) {
             tided_call_fail(call, GRPC_STATUS_RESOURCE_EXHAUSTED,
                             "job %s is parked and cannot resume now: %s", j->id, err.message);
