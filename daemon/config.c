@@ -104,7 +104,7 @@ static const struct option options[] = {
     {"retain-ended", OPTION_UINT, "SECONDS", "604800", 0, 3650 * DAY, NULL, FIELD(retain_ended),
      0,
      "Delete an ended job (DONE, FAILED or CANCELLED) this long after it ended: its files under "
-     "--state-dir and its entry in the job list, as `tidectl rm` does. Default: 7 days. 0: keep "
+     "--state-dir and its entry in the job list, as `tidectl rm` does (604800 s: 7 days). 0: keep "
      "ended jobs until they are removed by hand."},
     {"threads", OPTION_UINT, "N", "0", 0, 1024, NULL, FIELD(threads), 0,
      "Threads of the CPU backend's kernels; 0 means one per core."},
