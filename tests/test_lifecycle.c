@@ -676,14 +676,20 @@ static void test_retain_ended(void **state)
 
     double deadline = now_s() + DEADLINE_S;
     struct tide_job_info job;
-    while (tide_client_get(c, ended, &job) == 0) {
-        assert_int_equal(job.state, TIDE_JOB_DONE);
+    /* The job is hidden as its REMOVE is queued; its folder goes when the worker runs it. */
+    for (;;) {
+        int code = tide_client_get(c, ended, &job);
+        if (code == 0)
+            assert_int_equal(job.state, TIDE_JOB_DONE);
+        else
+            assert_int_equal(code, TIDE_CODE_NOT_FOUND);
+        if (code != 0 && !exists(dir))
+            break;
         if (now_s() > deadline)
-            fail_msg("job %s is still listed %.0f s after it ended", ended, DEADLINE_S);
+            fail_msg("job %s or its folder is still there %.0f s after it ended", ended,
+                     DEADLINE_S);
         sleep_ms(100);
     }
-    assert_int_equal(tide_client_error_code(c), TIDE_CODE_NOT_FOUND);
-    assert_false(exists(dir));
     CHECK_OK(c, tide_client_get(c, live, &job));
     assert_int_equal(job.state, TIDE_JOB_READY);
     job_dir(d, live, dir, sizeof(dir));
