@@ -112,6 +112,8 @@ const char *tide_job_state_name(enum tide_job_state state)
         return "failed";
     case TIDE_JOB_CANCELLED:
         return "cancelled";
+    case TIDE_JOB_PARKED:
+        return "parked";
     case TIDE_JOB_UNSPECIFIED:
         break;
     }
@@ -1281,6 +1283,68 @@ void tide_job_trace_clear(struct tide_job_trace *trace)
         return;
     free(trace->json);
     memset(trace, 0, sizeof(*trace));
+}
+
+/* The one Remove call behind tide_client_remove() and tide_client_prune(). */
+static int remove_jobs(tide_client *c, const char *const *job_ids, size_t n_job_ids,
+                       bool all_ended, struct tide_removal *removal)
+{
+    if (removal)
+        memset(removal, 0, sizeof(*removal));
+    Tide__V1__RemoveJobsRequest req = TIDE__V1__REMOVE_JOBS_REQUEST__INIT;
+    req.job_ids = (char **)job_ids;
+    req.n_job_ids = n_job_ids;
+    req.all_ended = all_ended;
+    ProtobufCMessage *reply;
+    int code = rpc_unary(c, TIDE__RPC_REMOVE, pack_message(&req.base),
+                         &tide__v1__remove_jobs_response__descriptor, &reply);
+    if (code != TIDE_CODE_OK)
+        return code;
+    const Tide__V1__RemoveJobsResponse *r = (const Tide__V1__RemoveJobsResponse *)reply;
+    if (removal && r->n_job_ids) {
+        removal->job_ids = calloc(r->n_job_ids, sizeof(*removal->job_ids));
+        if (!removal->job_ids) {
+            protobuf_c_message_free_unpacked(reply, NULL);
+            return tide__client_fail(c, TIDE_CODE_RESOURCE_EXHAUSTED,
+                                     "libtide: out of memory for %zu job ids (the jobs were "
+                                     "removed)",
+                                     r->n_job_ids);
+        }
+        for (size_t i = 0; i < r->n_job_ids; i++)
+            copy_text(removal->job_ids[i], sizeof(removal->job_ids[i]), r->job_ids[i]);
+    }
+    if (removal) {
+        removal->n_jobs = r->n_job_ids;
+        removal->bytes_freed = r->bytes_freed;
+    }
+    protobuf_c_message_free_unpacked(reply, NULL);
+    return TIDE_CODE_OK;
+}
+
+int tide_client_remove(tide_client *c, const char *const *job_ids, size_t n_job_ids,
+                       struct tide_removal *removal)
+{
+    CHECK_CLIENT(c);
+    if (n_job_ids == 0 || !job_ids)
+        return tide__client_fail(c, TIDE_CODE_INVALID_ARGUMENT,
+                                 "libtide: remove needs at least one job id");
+    for (size_t i = 0; i < n_job_ids; i++)
+        CHECK_JOB_ID(c, job_ids[i]);
+    return remove_jobs(c, job_ids, n_job_ids, false, removal);
+}
+
+int tide_client_prune(tide_client *c, struct tide_removal *removal)
+{
+    CHECK_CLIENT(c);
+    return remove_jobs(c, NULL, 0, true, removal);
+}
+
+void tide_removal_clear(struct tide_removal *removal)
+{
+    if (!removal)
+        return;
+    free(removal->job_ids);
+    memset(removal, 0, sizeof(*removal));
 }
 
 int tide_client_status(tide_client *c, struct tide_daemon_status *status,

@@ -34,6 +34,7 @@
 #define TIDE__RPC_READ_VARIABLES "/tide.v1.Jobs/ReadVariables"
 #define TIDE__RPC_CHECKPOINT     "/tide.v1.Jobs/Checkpoint"
 #define TIDE__RPC_TRACE          "/tide.v1.Jobs/Trace"
+#define TIDE__RPC_REMOVE         "/tide.v1.Jobs/Remove"
 #define TIDE__RPC_STATUS         "/tide.v1.Daemon/Status"
 
 /* Default time limits, in milliseconds. */

@@ -58,6 +58,7 @@ struct option {
 #define MIB (UINT64_C(1) << 20)
 #define GIB (UINT64_C(1) << 30)
 #define TIB (UINT64_C(1) << 40)
+#define DAY (UINT64_C(86400))
 #define FIELD(f) offsetof(struct tided_config, f)
 
 static const char *const backend_choices[] = {"cpu", "cuda", "auto", NULL};
@@ -94,6 +95,17 @@ static const struct option options[] = {
     {"host-pool", OPTION_BYTES, "BYTES", "0", 0, 64 * TIB, NULL, FIELD(host_pool), 0,
      "Host memory the plans of all live jobs may use together (homes of variables, swap space); "
      "0 means no limit."},
+    {"idle-timeout", OPTION_UINT, "SECONDS", "600", 0, 30 * DAY, NULL, FIELD(idle_timeout), 0,
+     "Park a job that has been READY (trained by no stream) for this long: it is checkpointed, "
+     "its device memory is released and its budget given back, and its state is PARKED. Its "
+     "next Train stream re-admits it (or is refused with RESOURCE_EXHAUSTED while its budget "
+     "does not fit), recompiles it, restores its checkpoint and continues where it stopped, "
+     "bit for bit. 0: never park."},
+    {"retain-ended", OPTION_UINT, "SECONDS", "604800", 0, 3650 * DAY, NULL, FIELD(retain_ended),
+     0,
+     "Delete an ended job (DONE, FAILED or CANCELLED) this long after it ended: its files under "
+     "--state-dir and its entry in the job list, as `tidectl rm` does (604800 s: 7 days). 0: keep "
+     "ended jobs until they are removed by hand."},
     {"threads", OPTION_UINT, "N", "0", 0, 1024, NULL, FIELD(threads), 0,
      "Threads of the CPU backend's kernels; 0 means one per core."},
     {"max-message", OPTION_BYTES, "BYTES", "256M", 1 * MIB, 2 * GIB - 1, NULL, FIELD(max_message),

@@ -63,6 +63,9 @@ struct tided_config {
     uint64_t max_budget;     /* the largest budget a job may ask for (0: the device's size) */
     uint64_t host_pool;      /* host bytes jobs' plans may use together (0: no limit) */
     uint64_t threads;        /* CPU kernel threads (0: one per core) */
+    /* Job lifecycle. */
+    uint64_t idle_timeout; /* seconds a READY job waits before it is parked (0: never) */
+    uint64_t retain_ended; /* seconds an ended job's files are kept (0: forever) */
     /* Limits on what clients send. */
     uint64_t max_message;     /* largest gRPC message received, in bytes */
     uint64_t max_graph_nodes; /* nodes per graph */

@@ -12,6 +12,7 @@
  *   jobs.c    the job manager: admission, the state machine, watchers, the
  *             task table; the tide.v1.Jobs / tide.v1.Daemon RPCs are one file
  *             per verb (rpc-<verb>.c); their shared structs in jobs-impl.h
+ *   lifecycle.c  parking idle jobs and resuming them; the housekeeping cron
  *   worker.c  the executor thread: every session call (compile, step, eval,
  *             read variables, checkpoint) and all disk writes
  *   spec.c    a JobSpec checked and turned into session options, feed and

@@ -5,6 +5,8 @@
  *
  *   jobs.c               the state machine, admission, watchers, the task
  *                        table (which function takes each task kind's result)
+ *   lifecycle.c          parking idle jobs, resuming them, removing ended jobs, the
+ *                        housekeeping cron
  *   store.c              job records: info.pb, listing earlier runs' jobs,
  *                        deleting and forgetting ended jobs
  *   rpc-<verb>.c         one file per RPC of tide.v1.Jobs and tide.v1.Daemon:
@@ -97,6 +99,12 @@ struct job {
     bool has_checkpoint;
     uint64_t last_checkpoint_step;
     bool no_files; /* its directory was removed: nothing more is written */
+
+    /* ---- lifecycle.c: parking ---- */
+    int64_t idle_since_us; /* when it last became READY; idle-timeout counts from here */
+    bool resuming;         /* a parked job's COMPILE is with the worker */
+    bool removing;         /* ended, its REMOVE with the worker: calls see no such job */
+    bool removed;          /* its files are gone: forgotten when its last task is back */
 
     /* ---- calls and the Train stream ---- */
     struct tided_call *train; /* the attached stream, NULL if none */
@@ -254,6 +262,47 @@ uint64_t tided__device_used_bytes(struct tided_daemon *d);
 /* JobInfos of the jobs who may see (all of them, or the caller's own). */
 Tide__V1__JobInfo **tided__jobs_visible(struct tided_daemon *d, const struct tided_identity *who,
                                         bool all, size_t *n, Tide__V1__JobInfo **storage);
+
+/*
+ * Whether the plan of j (host_bytes) fits in the host pool next to the other
+ * jobs holding a session; false with text saying the numbers when not.
+ */
+bool tided__host_pool_fits(struct tided_daemon *d, const struct job *j, char *text, size_t size);
+
+/* ---- lifecycle.c: parking idle jobs and resuming them ---- */
+
+/*
+ * A Train stream for a PARKED job: re-admits its budget (TIDE_DOES_NOT_FIT
+ * with err saying the numbers when it does not fit now) and hands the
+ * worker a COMPILE from its spec.pb that restores its checkpoint; the job
+ * is COMPILING until tided__resume_done.
+ */
+enum tide_status tided__job_unpark(struct tided_daemon *d, struct job *j, struct tide_error *err);
+
+/* rpc-submit.c's COMPILE result, for a job that tided__job_unpark resumes. */
+void tided__resume_done(struct tided_daemon *d, struct tided_task *t);
+
+/*
+ * Deletes the files of n ended jobs through one REMOVE task, then forgets
+ * them (tided__remove_done); from now on calls see no such jobs. The task
+ * answers call (may be NULL) with a RemoveJobsResponse.
+ */
+void tided__jobs_remove(struct tided_daemon *d, struct job *const *jobs, size_t n,
+                        struct tided_call *call);
+
+/* jobs.c's task table: a REMOVE task came back. */
+void tided__remove_done(struct tided_daemon *d, struct tided_task *t);
+
+/* Drops a removed job from the job table and frees it; once no task holds it. */
+void tided__job_forget(struct tided_jobs *jobs, struct job *j);
+
+/* ---- rpc-train.c ---- */
+
+/*
+ * A resumed job has its session again: RUNNING, and its Train stream goes
+ * on, if one is still attached; READY otherwise.
+ */
+void tided__train_resume(struct tided_daemon *d, struct job *j);
 
 /* ---- store.c (job records) ---- */
 

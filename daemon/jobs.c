@@ -71,6 +71,8 @@ const char *tided__job_state_name(Tide__V1__JobState s)
         return "FAILED";
     case STATE(CANCELLED):
         return "CANCELLED";
+    case STATE(PARKED):
+        return "PARKED";
     default:
         return "UNSPECIFIED";
     }
@@ -214,6 +216,8 @@ void tided__job_set_state(struct tided_daemon *d, struct job *j, Tide__V1__JobSt
     }
     j->state = state;
     j->updated_us = tided_now_us();
+    if (state == STATE(READY))
+        j->idle_since_us = j->updated_us;
     if (tided__job_terminal(j))
         tided__trace_job_ended(j);
     TIDE_LOG_INFO("job %s: %s -> %s%s%s", j->id, tided__job_state_name(old),
@@ -491,7 +495,7 @@ struct job *tided__job_for_call(struct tided_daemon *d, struct tided_call *call,
         return NULL;
     }
     struct job *j = tided__job_find(d->jobs, id);
-    if (!j) {
+    if (!j || j->removing) {
         tided_call_fail(call, GRPC_STATUS_NOT_FOUND, "no job \"%s\"",
                         tided__shown(id, buf, sizeof(buf)));
         return NULL;
@@ -585,6 +589,28 @@ enum tide_status tided__jobs_admit(struct tided_daemon *d, uint64_t budget, stru
                           tided_format_bytes(d->device_bytes - jobs->reserved, buf, sizeof(buf)));
 }
 
+bool tided__host_pool_fits(struct tided_daemon *d, const struct job *j, char *text, size_t size)
+{
+    uint64_t pool = d->config.host_pool;
+    if (!pool)
+        return true;
+    uint64_t used = 0;
+    for (size_t i = 0; i < d->jobs->n_jobs; i++) {
+        const struct job *o = d->jobs->jobs[i];
+        if (o != j && o->session)
+            used += o->host_bytes;
+    }
+    if (used + j->host_bytes <= pool)
+        return true;
+    char a[32];
+    snprintf(text, size,
+             "the plan needs %" PRIu64 " bytes of host memory; the host pool has %" PRIu64
+             " of %" PRIu64 " bytes (%s) left",
+             j->host_bytes, pool - (used < pool ? used : pool), pool,
+             tided_format_bytes(pool, a, sizeof(a)));
+    return false;
+}
+
 uint64_t tided__device_used_bytes(struct tided_daemon *d)
 {
     uint64_t used = 0;
@@ -612,7 +638,7 @@ Tide__V1__JobInfo **tided__jobs_visible(struct tided_daemon *d, const struct tid
     }
     for (size_t i = 0; i < jobs->n_jobs; i++) {
         const struct job *j = jobs->jobs[i];
-        if (all ? !tided__job_may_see(who, j) : j->owner != who->uid)
+        if (j->removing || (all ? !tided__job_may_see(who, j) : j->owner != who->uid))
             continue;
         tided__job_info(j, &(*storage)[*n], false);
         ptrs[*n] = &(*storage)[*n];
@@ -629,13 +655,6 @@ static void persist_done(struct tided_daemon *d, struct tided_task *t)
         TIDE_LOG_ERROR("job %s: cannot save its state: %s", j ? j->id : "?", t->err.message);
 }
 
-static void remove_done(struct tided_daemon *d, struct tided_task *t)
-{
-    (void)d;
-    if (t->status != TIDE_OK)
-        TIDE_LOG_WARN("%s", t->err.message);
-}
-
 /*
  * The main thread's side of each task kind: what its result does (NULL:
  * nothing). The worker's side is the same kind's row in worker.c's table.
@@ -648,7 +667,7 @@ static void (*const task_done[TIDED_TASK_KINDS])(struct tided_daemon *d, struct 
     [TIDED_TASK_CHECKPOINT] = tided__checkpoint_done,
     [TIDED_TASK_PERSIST] = persist_done,
     [TIDED_TASK_FREE] = NULL,
-    [TIDED_TASK_REMOVE] = remove_done,
+    [TIDED_TASK_REMOVE] = tided__remove_done,
 };
 
 void tided_jobs_task_done(void *context, struct tided_task *t)
@@ -673,6 +692,8 @@ void tided_jobs_task_done(void *context, struct tided_task *t)
         t->session = NULL;
     }
     tided_task_free(t);
+    if (j && j->removed && j->tasks == 0)
+        tided__job_forget(d->jobs, j);
     check_quiet(d);
 }
 
@@ -684,7 +705,8 @@ void tided_jobs_drain(struct tided_daemon *d)
         struct job *j = jobs->jobs[i];
         tided__batch_free(j->staged); /* only the running step finishes */
         j->staged = NULL;
-        if (tided__job_live(j) && !j->step_in_flight)
+        /* A parked job has its checkpoint already; it ends DONE like the live ones. */
+        if ((tided__job_live(j) && !j->step_in_flight) || j->state == STATE(PARKED))
             tided__job_stop_for_shutdown(d, j);
     }
     check_quiet(d);
@@ -693,13 +715,14 @@ void tided_jobs_drain(struct tided_daemon *d)
 void tided_jobs_summary(struct tided_daemon *d, char *buf, size_t size)
 {
     struct tided_jobs *jobs = d->jobs;
-    uint32_t running = 0, ready = 0;
+    uint32_t running = 0, ready = 0, parked = 0;
     for (size_t i = 0; i < jobs->n_jobs; i++) {
         running += jobs->jobs[i]->state == STATE(RUNNING);
         ready += jobs->jobs[i]->state == STATE(READY);
+        parked += jobs->jobs[i]->state == STATE(PARKED);
     }
     char a[32], b[32];
-    snprintf(buf, size, "%u running, %u ready, %zu known; %s of %s reserved", running, ready,
-             jobs->n_jobs, tided_format_bytes(jobs->reserved, a, sizeof(a)),
+    snprintf(buf, size, "%u running, %u ready, %u parked, %zu known; %s of %s reserved", running,
+             ready, parked, jobs->n_jobs, tided_format_bytes(jobs->reserved, a, sizeof(a)),
              tided_format_bytes(d->device_bytes, b, sizeof(b)));
 }

@@ -4,6 +4,7 @@
  * Watch, checkpoints and the state directory.
  *
  *   SUBMITTED -> COMPILING -> READY <-> RUNNING -> DONE | FAILED | CANCELLED
+ *                               READY -> PARKED -> COMPILING -> RUNNING
  *
  * A job is admitted when its budget is at most the largest job budget and
  * fits in what the device has left (the sum of admitted budgets never
@@ -11,10 +12,11 @@
  * Train stream is attached and READY between streams, so a job trains over
  * as many streams as its client likes, the step count going on: a stream
  * the client half-closes ends OK after its last step, a client that goes
- * away ends it too. The job keeps its budget until it is cancelled (or
- * fails). A graceful shutdown checkpoints it and lists it as DONE, so that
- * a job submitted after the restart can resume_from it. A failed step fails
- * only its own job.
+ * away ends it too. The job keeps its budget until it is finished,
+ * cancelled or fails, or until it has been READY for idle-timeout: then
+ * it is parked (lifecycle.c), checkpointed with its budget given back, and
+ * its next Train stream resumes it. A graceful shutdown checkpoints it and lists it as DONE, so
+ * that a job submitted after the restart can resume_from it. A failed step fails only its own job.
  *
  * Files: jobs.c holds the state machine, admission, watchers and the task
  * table; each RPC is in rpc-<verb>.c (declared in server.h); job records
@@ -60,6 +62,13 @@ void tided_jobs_task_done(void *context, struct tided_task *task);
  * tided_daemon_jobs_quiet runs once no task is left.
  */
 void tided_jobs_drain(struct tided_daemon *daemon);
+
+/*
+ * Housekeeping, from main.c's cron timer once a second while serving:
+ * parks jobs idle longer than idle-timeout and removes jobs ended longer
+ * ago than retain-ended (lifecycle.c).
+ */
+void tided_jobs_cron(struct tided_daemon *daemon);
 
 /* A one-line summary for systemd's STATUS=. */
 void tided_jobs_summary(struct tided_daemon *daemon, char *buf, size_t size);

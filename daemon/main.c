@@ -25,7 +25,7 @@
  * Threads: this file starts none itself; it creates the worker (worker.c)
  * and the server's completion-queue thread (server.c), both after their
  * ev_async watchers are started, as libev requires. The signal watchers,
- * the watchdog timer and everything they call run on the main thread.
+ * the watchdog and cron timers and everything they call run on the main thread.
  * The watchdog reads the worker's progress through an atomic
  * (tided_worker_healthy).
  */
@@ -52,6 +52,10 @@
 
 static ev_signal sigterm_watcher, sigint_watcher, sighup_watcher;
 static ev_timer watchdog_timer;
+static ev_timer cron_timer;
+
+/* How often the housekeeping cron (tided_jobs_cron) runs, in seconds. */
+#define TIDED_CRON_INTERVAL_S 1.0
 
 void tided_daemon_notify_status(struct tided_daemon *d)
 {
@@ -127,6 +131,13 @@ static void on_watchdog(struct ev_loop *loop, ev_timer *w, int revents)
         TIDE_LOG_ERROR("the worker has been busy with one task for more than %" PRIu64
                        " s; withholding the watchdog ping",
                        d->config.stall_timeout);
+}
+
+/* Housekeeping: parks idle jobs, removes expired ended ones (lifecycle.c). */
+static void on_cron(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    (void)loop, (void)revents;
+    tided_jobs_cron(w->data);
 }
 
 int main(int argc, char **argv)
@@ -233,6 +244,10 @@ int main(int argc, char **argv)
         TIDE_LOG_INFO("systemd watchdog: pinging every %.1f s", every);
     }
 
+    ev_timer_init(&cron_timer, on_cron, TIDED_CRON_INTERVAL_S, TIDED_CRON_INTERVAL_S);
+    cron_timer.data = d;
+    ev_timer_start(d->loop, &cron_timer);
+
     sd_notify(0, "READY=1");
     tided_daemon_notify_status(d);
     TIDE_LOG_INFO("ready");
@@ -241,6 +256,7 @@ int main(int argc, char **argv)
     ev_signal_stop(d->loop, &sigint_watcher);
     ev_signal_stop(d->loop, &sighup_watcher);
     ev_timer_stop(d->loop, &watchdog_timer);
+    ev_timer_stop(d->loop, &cron_timer);
     rc = d->exit_code;
     tided_metrics_close(d->metrics); /* requests waiting for a snapshot get none */
     tided_http_stop(d->http);        /* before the server: its threads check tokens there */

@@ -35,8 +35,13 @@ void tided_rpc_checkpoint(struct tided_daemon *d, struct tided_call *call,
         t->checkpoint.keep = j->keep_checkpoints;
         tided__task_wait(t, call);
         tided__task_submit(d, t);
-    } else if (tided__job_terminal(j) && j->has_checkpoint) {
-        /* The job's variables cannot change any more: its last checkpoint is the answer. */
+    } else if ((tided__job_terminal(j) && j->has_checkpoint) ||
+               (j->state == STATE(PARKED) && j->has_checkpoint &&
+                j->last_checkpoint_step == j->dispatched)) {
+        /*
+         * The job's variables cannot change (any more, or until it resumes): its last
+         * checkpoint is the answer. A parked job's is the one parking wrote.
+         */
         char *path = tided_path_join(j->dir, "checkpoint.pb");
         struct stat sb;
         if (!path || stat(path, &sb) != 0) {
@@ -50,6 +55,11 @@ void tided_rpc_checkpoint(struct tided_daemon *d, struct tided_call *call,
             tided_call_reply(call, &resp.base);
         }
         free(path);
+    } else if (j->state == STATE(PARKED)) {
+        tided_call_fail(call, GRPC_STATUS_UNAVAILABLE,
+                        "job %s is being parked: its checkpoint at step %" PRIu64
+                        " is still being written",
+                        j->id, j->dispatched);
     } else {
         tided_call_fail(call, GRPC_STATUS_FAILED_PRECONDITION, "job %s is %s%s", j->id,
                         tided__job_state_name(j->state),
@@ -68,6 +78,13 @@ void tided__checkpoint_done(struct tided_daemon *d, struct tided_task *t)
         TIDE_LOG_ERROR("job %s: checkpoint failed: %s", j->id, t->err.message);
         if (call)
             tided_call_fail_status(call, t->status, t->err.message);
+        /* Parking's checkpoint is all a parked job has: without it it cannot resume. */
+        if (j->state == STATE(PARKED) || j->resuming) {
+            char text[600];
+            snprintf(text, sizeof(text), "parking: its checkpoint at step %" PRIu64 " failed: %s",
+                     t->checkpoint.step, t->err.message);
+            tided__job_fail(d, j, t->status, text);
+        }
         return;
     }
     j->has_checkpoint = true;

@@ -23,7 +23,10 @@ void tided_rpc_read_variables(struct tided_daemon *d, struct tided_call *call,
     struct tided_task *t = NULL;
     if (!j)
         goto out;
-    if (!tided__job_live(j) && !(tided__job_terminal(j) && j->has_checkpoint)) {
+    /* A parked job's variables are its checkpoint's (queued behind the parking's checkpoint). */
+    bool from_file =
+        (tided__job_terminal(j) && j->has_checkpoint) || j->state == STATE(PARKED) || j->resuming;
+    if (!tided__job_live(j) && !from_file) {
         tided_call_fail(call, GRPC_STATUS_FAILED_PRECONDITION, "job %s is %s%s", j->id,
                         tided__job_state_name(j->state),
                         tided__job_terminal(j) ? " and has no checkpoint to read variables from"

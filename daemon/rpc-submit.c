@@ -135,6 +135,10 @@ out:
 void tided__compile_done(struct tided_daemon *d, struct tided_task *t)
 {
     struct job *j = t->job;
+    if (j->resuming) {
+        tided__resume_done(d, t);
+        return;
+    }
     struct tided_call *call = tided__task_take_call(t);
     char a[32], b[32];
 
@@ -191,26 +195,13 @@ void tided__compile_done(struct tided_daemon *d, struct tided_task *t)
             tided_call_fail(call, GRPC_STATUS_UNAVAILABLE, "tided is shutting down");
         return;
     }
-    if (d->config.host_pool) {
-        uint64_t used = 0;
-        for (size_t i = 0; i < d->jobs->n_jobs; i++) {
-            const struct job *o = d->jobs->jobs[i];
-            if (o != j && o->session)
-                used += o->host_bytes;
-        }
-        if (used + j->host_bytes > d->config.host_pool) {
-            char text[300];
-            snprintf(text, sizeof(text),
-                     "the plan needs %" PRIu64 " bytes of host memory; the host pool has %" PRIu64
-                     " of %" PRIu64 " bytes (%s) left",
-                     j->host_bytes, d->config.host_pool - (used < d->config.host_pool ? used : 0),
-                     d->config.host_pool, tided_format_bytes(d->config.host_pool, a, sizeof(a)));
-            tided__store_remove_job(d, j);
-            tided__job_fail(d, j, TIDE_DOES_NOT_FIT, text);
-            if (call)
-                tided_call_fail(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "%s", text);
-            return;
-        }
+    char text[300];
+    if (!tided__host_pool_fits(d, j, text, sizeof(text))) {
+        tided__store_remove_job(d, j);
+        tided__job_fail(d, j, TIDE_DOES_NOT_FIT, text);
+        if (call)
+            tided_call_fail(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "%s", text);
+        return;
     }
     if (t->compile.restore_path)
         TIDE_LOG_INFO("job %s: restored %u variable(s) at step %" PRIu64 " from %s", j->id,

@@ -256,8 +256,25 @@ void tided_rpc_train(struct tided_daemon *d, struct tided_call *call, ProtobufCM
         return;
     }
     const char *why = NULL;
+    struct tide_error err = {0};
     switch (j->state) {
     case STATE(READY):
+        break;
+    case STATE(PARKED):
+        if (m->finish && m->n_feeds == 0) {
+            /* Nothing to run: the parking's checkpoint is the final one, and no budget is needed.
+             */
+            tide__v1__train_request__free_unpacked(m, NULL);
+            tided_call_finish(call);
+            finish_job(d, j);
+            return;
+        }
+        if (tided__job_unpark(d, j, &err) != TIDE_OK) {
+            tided_call_fail(call, GRPC_STATUS_RESOURCE_EXHAUSTED,
+                            "job %s is parked and cannot resume now: %s", j->id, err.message);
+            tide__v1__train_request__free_unpacked(m, NULL);
+            return;
+        }
         break;
     case STATE(RUNNING):
         why = "is being trained by another stream";
@@ -270,7 +287,7 @@ void tided_rpc_train(struct tided_daemon *d, struct tided_call *call, ProtobufCM
         why = "has ended";
         break;
     }
-    if (why || !j->session) {
+    if (why || (!j->session && !j->resuming)) {
         tided_call_fail(call, GRPC_STATUS_FAILED_PRECONDITION, "job %s %s (%s)", j->id,
                         why ? why : "has no session", tided__job_state_name(j->state));
         tide__v1__train_request__free_unpacked(m, NULL);
@@ -282,7 +299,9 @@ void tided_rpc_train(struct tided_daemon *d, struct tided_call *call, ProtobufCM
     j->reading = false;
     j->last_step_us = 0; /* the time between streams is no step's */
     tided_call_set_owner(call, &train_ops, j);
-    tided__job_set_state(d, j, STATE(RUNNING), NULL);
+    /* A resuming job stays COMPILING, its batch staged, until tided__train_resume. */
+    if (!j->resuming)
+        tided__job_set_state(d, j, STATE(RUNNING), NULL);
     TIDE_LOG_DEBUG("job %s: Train stream from %s", j->id, tided_call_identity(call)->peer);
     if (m->n_feeds > 0) {
         /* The first message may carry a batch too. */
@@ -291,7 +310,8 @@ void tided_rpc_train(struct tided_daemon *d, struct tided_call *call, ProtobufCM
         if (!bt) {
             tide__v1__train_request__free_unpacked(m, NULL);
             tided__job_detach_train(j, GRPC_STATUS_INVALID_ARGUMENT, error);
-            tided__job_set_state(d, j, STATE(READY), NULL);
+            if (!j->resuming)
+                tided__job_set_state(d, j, STATE(READY), NULL);
             return;
         }
         j->staged = bt;
@@ -300,6 +320,17 @@ void tided_rpc_train(struct tided_daemon *d, struct tided_call *call, ProtobufCM
         note_finish(j, m);
         tide__v1__train_request__free_unpacked(m, NULL);
     }
+    pump_train(d, j);
+}
+
+void tided__train_resume(struct tided_daemon *d, struct job *j)
+{
+    if (!j->train) {
+        tided__job_set_state(d, j, STATE(READY), NULL);
+        return;
+    }
+    j->last_step_us = 0;
+    tided__job_set_state(d, j, STATE(RUNNING), NULL);
     pump_train(d, j);
 }
 

@@ -59,7 +59,7 @@ void tided_rpc_watch(struct tided_daemon *d, struct tided_call *call, ProtobufCM
     ev.time_us = tided_now_us();
     for (size_t i = 0; i < jobs->n_jobs; i++) {
         const struct job *x = jobs->jobs[i];
-        if (j ? x != j : !tided__job_may_see(&w->who, x))
+        if (j ? x != j : x->removing || !tided__job_may_see(&w->who, x))
             continue;
         tided__job_info(x, &info, false);
         ev.message = (char *)x->message;

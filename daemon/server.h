@@ -187,6 +187,7 @@ void tided_rpc_read_variables(struct tided_daemon *d, struct tided_call *call,
 void tided_rpc_checkpoint(struct tided_daemon *d, struct tided_call *call,
                           ProtobufCMessage *request);
 void tided_rpc_trace(struct tided_daemon *d, struct tided_call *call, ProtobufCMessage *request);
+void tided_rpc_remove(struct tided_daemon *d, struct tided_call *call, ProtobufCMessage *request);
 void tided_rpc_status(struct tided_daemon *d, struct tided_call *call, ProtobufCMessage *request);
 
 #endif /* TIDE_DAEMON_SERVER_H */

@@ -589,45 +589,54 @@ enum tide_status tided_store_prune_checkpoints(const char *dir, uint32_t keep,
     return st;
 }
 
-enum tide_status tided_store_remove_dir(const char *dir, struct tide_error *err)
+/*
+ * Unlinks path, adding to *bytes the size of a file whose last link this was
+ * (checkpoint.pb is a hard link to a checkpoint-<step>.pb: its bytes count once).
+ */
+static enum tide_status remove_file(const char *path, uint64_t *bytes, struct tide_error *err)
+{
+    struct stat sb;
+    bool counted = lstat(path, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_nlink == 1;
+    if (unlink(path) != 0) {
+        if (errno == ENOENT)
+            return TIDE_OK;
+        return tide_error_set(err, TIDE_IO, "cannot remove %s: %s", path, strerror(errno));
+    }
+    if (counted)
+        *bytes += (uint64_t)sb.st_size;
+    return TIDE_OK;
+}
+
+enum tide_status tided_store_remove_dir(const char *dir, uint64_t *bytes, struct tide_error *err)
 {
     static const char *const names[] = {"spec.pb", "info.pb", "checkpoint.pb", "spec.pb.tmp",
                                         "info.pb.tmp", "checkpoint.pb.tmp"};
-    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+    uint64_t freed = 0;
+    enum tide_status st = TIDE_OK;
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]) && st == TIDE_OK; i++) {
         char *path = tided_path_join(dir, names[i]);
-        if (!path)
-            return tide_error_set(err, TIDE_NOMEM, "out of memory");
-        if (unlink(path) != 0 && errno != ENOENT) {
-            tide_error_set(err, TIDE_IO, "cannot remove %s: %s", path, strerror(errno));
-            free(path);
-            return TIDE_IO;
-        }
+        st = path ? remove_file(path, &freed, err)
+                  : tide_error_set(err, TIDE_NOMEM, "out of memory");
         free(path);
     }
     /* Every checkpoint-<step>.pb, and the .tmp of one a crash left behind. */
-    DIR *d = opendir(dir);
-    for (struct dirent *e = d ? readdir(d) : NULL; e; e = readdir(d)) {
+    DIR *d = st == TIDE_OK ? opendir(dir) : NULL;
+    for (struct dirent *e = d ? readdir(d) : NULL; e && st == TIDE_OK; e = readdir(d)) {
         if (strncmp(e->d_name, "checkpoint-", 11) != 0)
             continue;
         char *path = tided_path_join(dir, e->d_name);
-        if (!path) {
-            closedir(d);
-            return tide_error_set(err, TIDE_NOMEM, "out of memory");
-        }
-        if (unlink(path) != 0 && errno != ENOENT) {
-            tide_error_set(err, TIDE_IO, "cannot remove %s: %s", path, strerror(errno));
-            free(path);
-            closedir(d);
-            return TIDE_IO;
-        }
+        st = path ? remove_file(path, &freed, err)
+                  : tide_error_set(err, TIDE_NOMEM, "out of memory");
         free(path);
     }
     if (d)
         closedir(d);
-    if (rmdir(dir) != 0 && errno != ENOENT)
-        return tide_error_set(err, TIDE_IO, "cannot remove the directory %s: %s", dir,
-                              strerror(errno));
-    return TIDE_OK;
+    if (st == TIDE_OK && rmdir(dir) != 0 && errno != ENOENT)
+        st = tide_error_set(err, TIDE_IO, "cannot remove the directory %s: %s", dir,
+                            strerror(errno));
+    if (bytes)
+        *bytes = freed;
+    return st;
 }
 
 /* ============================================================================
@@ -722,7 +731,8 @@ out:
 void tided__store_remove_job(struct tided_daemon *d, struct job *j)
 {
     struct tided_task *t = tided_task_new(TIDED_TASK_REMOVE, NULL);
-    if (t && (t->persist.dir = strdup(j->dir))) {
+    if (t && (t->remove.dirs = calloc(1, sizeof(char *))) && (t->remove.dirs[0] = strdup(j->dir))) {
+        t->remove.n_dirs = 1;
         tided__task_submit(d, t);
         j->no_files = true;
     } else {
@@ -744,7 +754,7 @@ void tided__store_forget_old_jobs(struct tided_daemon *d)
     for (size_t i = 0; i < jobs->n_jobs; i++) {
         struct job *j = jobs->jobs[i];
         if (ended > ENDED_JOBS_KEPT && tided__job_terminal(j) && !j->has_checkpoint &&
-            j->tasks == 0) {
+            j->tasks == 0 && !j->removing) {
             TIDE_LOG_DEBUG("job %s: forgotten (%zu ended jobs are kept)", j->id,
                            (size_t)ENDED_JOBS_KEPT);
             if (!j->no_files)

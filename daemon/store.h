@@ -118,9 +118,11 @@ int tided_store_peek_step(const char *path, uint64_t *step);
 
 /*
  * Deletes a job directory: its known files (and their .tmp), every
- * checkpoint-<step>.pb, then the directory.
+ * checkpoint-<step>.pb, then the directory. *bytes (may be NULL) gets the
+ * bytes the deleted files held, a file with two links counted once; on an
+ * error, those deleted before it.
  */
-enum tide_status tided_store_remove_dir(const char *dir, struct tide_error *err);
+enum tide_status tided_store_remove_dir(const char *dir, uint64_t *bytes, struct tide_error *err);
 
 /*
  * Takes the state directory for this process: an exclusive, non-blocking

@@ -108,6 +108,7 @@ static void free_compile(struct tided_task *t)
         protobuf_c_message_free_unpacked(t->compile.request, NULL);
     free(t->compile.dir);
     free(t->compile.restore_path);
+    free(t->compile.spec_path);
     free(t->compile.info.data);
     free(t->compile.loss);
     tided_tensor_specs_free(t->compile.feeds, t->compile.n_feeds);
@@ -150,12 +151,19 @@ static void free_checkpoint(struct tided_task *t)
     free(t->checkpoint.path);
 }
 
-/* What a PERSIST or REMOVE task owns. */
+/* What a PERSIST task owns. */
 static void free_persist(struct tided_task *t)
 {
     free(t->persist.dir);
     free(t->persist.name);
     free(t->persist.data.data);
+}
+
+/* What a REMOVE task owns. */
+static void free_remove(struct tided_task *t)
+{
+    free_strings(t->remove.dirs, t->remove.n_dirs);
+    free_strings(t->remove.ids, t->remove.n_dirs);
 }
 
 /* ============================================================================
@@ -308,24 +316,48 @@ static enum tide_status prepare(struct tided_task *t, struct tided_spec_setup *s
     return st;
 }
 
-static void run_compile(struct tided_task *t)
+/*
+ * Where the JobSpec comes from: a parked job's is read back from its
+ * spec.pb; a new job's is saved first, so that a crash while compiling
+ * still leaves it.
+ */
+static enum tide_status load_or_save_spec(struct tided_task *t)
 {
-    const Tide__V1__JobSpec *spec = t->compile.spec;
     struct tide_error *err = &t->err;
     enum tide_status st;
-
-    /* Persist first, so that a crash while compiling still leaves the spec. */
+    if (t->compile.spec_path) {
+        struct tide_error e = {0};
+        t->compile.request = tided_store_read_message(t->compile.spec_path,
+                                                      &tide__v1__job_spec__descriptor, &e);
+        if (!t->compile.request)
+            return tide_error_set(err, e.status == TIDE_NOMEM ? TIDE_NOMEM : TIDE_INTERNAL,
+                                  "cannot read the job's spec back: %s", e.message);
+        t->compile.spec = (const Tide__V1__JobSpec *)t->compile.request;
+        return TIDE_OK;
+    }
     st = tided_store_mkdirs(t->compile.dir, err);
     if (st == TIDE_OK)
-        st = tided_store_write_message(t->compile.dir, "spec.pb", &spec->base, NULL, err);
+        st = tided_store_write_message(t->compile.dir, "spec.pb", &t->compile.spec->base, NULL,
+                                       err);
     if (st == TIDE_OK)
         st = tided_store_write(t->compile.dir, "info.pb", t->compile.info.data,
                                t->compile.info.len, err);
     if (st != TIDE_OK) {
         tide_error_prefix(err, "cannot save the job");
-        t->status = TIDE_INTERNAL;
+        return TIDE_INTERNAL;
+    }
+    return TIDE_OK;
+}
+
+static void run_compile(struct tided_task *t)
+{
+    struct tide_error *err = &t->err;
+    enum tide_status st = load_or_save_spec(t);
+    if (st != TIDE_OK) {
+        t->status = st;
         return;
     }
+    const Tide__V1__JobSpec *spec = t->compile.spec;
 
     struct tided_spec_setup setup;
     struct tide_graph *g = NULL;
@@ -369,7 +401,7 @@ static void run_compile(struct tided_task *t)
         if (!t->compile.plan)
             st = tide_error_set(err, TIDE_NOMEM, "out of memory for the plan report");
     }
-    if (st == TIDE_OK)
+    if (st == TIDE_OK && !t->compile.spec_path)
         draw_plan(t, spec->name);
     if (st == TIDE_OK && ck) {
         st = write_variables(t->session, ck, &t->compile.restored_variables, err);
@@ -788,10 +820,18 @@ static void run_free_task(struct tided_worker *w, struct tided_task *t)
     t->session = NULL;
 }
 
+/* Deletes the directories in order, up to the first that cannot be deleted. */
 static void run_remove_task(struct tided_worker *w, struct tided_task *t)
 {
     (void)w;
-    t->status = tided_store_remove_dir(t->persist.dir, &t->err);
+    t->status = TIDE_OK;
+    for (uint32_t i = 0; i < t->remove.n_dirs && t->status == TIDE_OK; i++) {
+        uint64_t bytes = 0;
+        t->status = tided_store_remove_dir(t->remove.dirs[i], &bytes, &t->err);
+        t->remove.bytes += bytes;
+        if (t->status == TIDE_OK)
+            t->remove.n_removed = i + 1;
+    }
 }
 
 /*
@@ -810,7 +850,7 @@ static const struct {
     [TIDED_TASK_CHECKPOINT] = {run_checkpoint_task, free_checkpoint},
     [TIDED_TASK_PERSIST] = {run_persist_task, free_persist},
     [TIDED_TASK_FREE] = {run_free_task, NULL},
-    [TIDED_TASK_REMOVE] = {run_remove_task, free_persist},
+    [TIDED_TASK_REMOVE] = {run_remove_task, free_remove},
 };
 
 void tided_task_free(struct tided_task *t)

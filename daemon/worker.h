@@ -41,14 +41,14 @@ struct tided_call;
 struct tided_worker;
 
 enum tided_task_kind {
-    TIDED_TASK_COMPILE,         /* JobSpec -> session (and restore a checkpoint) */
+    TIDED_TASK_COMPILE,         /* JobSpec (or spec.pb) -> session (and restore a checkpoint) */
     TIDED_TASK_PLAN,            /* JobSpec -> packed PlanReport, nothing kept */
     TIDED_TASK_STEP,            /* feed a batch, step or eval, read the loss and fetches */
     TIDED_TASK_READ_VARIABLES,  /* packed ReadVariablesResponse, from a session or a file */
     TIDED_TASK_CHECKPOINT,      /* every Variable to checkpoint-<step>.pb and checkpoint.pb */
     TIDED_TASK_PERSIST,         /* write bytes to a file atomically */
     TIDED_TASK_FREE,            /* tide_session_free */
-    TIDED_TASK_REMOVE,          /* delete a job's directory (persist.dir) */
+    TIDED_TASK_REMOVE,          /* delete job directories (remove.dirs) */
     TIDED_TASK_KINDS            /* the number of kinds: the rows of the task tables */
 };
 
@@ -92,6 +92,13 @@ struct tided_task {
             uint64_t budget;
             char *dir;            /* owned: the job's directory (COMPILE); spec.pb goes there */
             char *restore_path;   /* owned: checkpoint.pb to restore, or NULL */
+            /*
+             * Owned: a parked job's spec.pb, or NULL. When set, the JobSpec is
+             * read from it (into request and spec), nothing is written to dir
+             * and no plan picture is drawn: the job has them from its first
+             * compilation.
+             */
+            char *spec_path;
             ProtobufCBinaryData info; /* owned: packed JobInfo for info.pb (COMPILE) */
             /* Out (COMPILE). */
             char *loss;           /* NULL: a forward-only job */
@@ -156,9 +163,18 @@ struct tided_task {
         } checkpoint;
         struct {
             char *dir;     /* owned */
-            char *name;    /* owned (PERSIST only) */
-            ProtobufCBinaryData data; /* owned (PERSIST only) */
-        } persist; /* PERSIST and REMOVE */
+            char *name;    /* owned */
+            ProtobufCBinaryData data; /* owned */
+        } persist;
+        struct {
+            /* In. */
+            uint32_t n_dirs;
+            char **dirs;   /* owned: job directories, deleted in order */
+            char **ids;    /* owned, NULL or n_dirs: the jobs to forget once deleted */
+            /* Out. */
+            uint32_t n_removed; /* dirs[0 .. n_removed - 1] are gone (all of them unless an error) */
+            uint64_t bytes;     /* what their files held */
+        } remove;
     };
 };
 

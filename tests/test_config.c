@@ -94,6 +94,8 @@ static void test_defaults(void **state)
     assert_int_equal(c.max_graph_nodes, 1000000);
     assert_int_equal(c.max_tensor_bytes, 16ull << 30);
     assert_int_equal(c.stall_timeout, 600);
+    assert_int_equal(c.idle_timeout, 600);
+    assert_int_equal(c.retain_ended, 7 * 86400);
     assert_non_null(c.config_file);
     tided_config_release(&c);
 }
@@ -114,6 +116,8 @@ static void test_bounds(void **state)
         {"max-graph-nodes", "1", "0", "4294967295", "4294967296", "1", "4294967295"},
         {"max-tensor-bytes", "1K", "1023", "64T", "65T", "1 KiB", "64 TiB"},
         {"stall-timeout", "10", "9", "86400", "86401", "10", "86400"},
+        {"idle-timeout", "0", NULL, "2592000", "2592001", "0", "2592000"},
+        {"retain-ended", "0", NULL, "315360000", "315360001", "0", "315360000"},
     };
     for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
         char flag[128], error[512];
@@ -155,6 +159,13 @@ static void test_bad_values(void **state)
     expect_error("", "--foreground=yes", "--foreground takes no value", NULL);
     expect_error("", "--socket", "--socket needs a value (PATH)", NULL);
     expect_error("", "stray", "unexpected argument \"stray\"", NULL);
+    /* Durations are whole seconds: a unit suffix is refused, naming the key. */
+    expect_error("", "--idle-timeout=10m", "--idle-timeout: want an integer between 0 and 2592000",
+                 "got \"10m\"", NULL);
+    expect_error("idle-timeout = -1\n", NULL, ":1: idle-timeout: want an integer", "got \"-1\"",
+                 NULL);
+    expect_error("", "--retain-ended=7d", "--retain-ended: want an integer between 0 and 315360000",
+                 "got \"7d\"", NULL);
 }
 
 static void test_unknown_keys(void **state)

@@ -1769,6 +1769,51 @@ static void test_other_user_denied(void **state)
     tide_client_free(c);
 }
 
+/*
+ * Another user can neither remove a job nor prune it: rm is PERMISSION_DENIED,
+ * prune removes only the caller's own (none); the owner then removes it.
+ */
+static void test_other_user_cannot_remove(void **state)
+{
+    (void)state;
+    NEED_DAEMON();
+    if (geteuid() != 0) {
+        fprintf(stderr, "skipped: acting as another user (uid %d) needs root\n", OTHER_UID);
+        skip();
+    }
+    tide_client *c = connect_client(5000);
+    assert_non_null(c);
+    struct graph g;
+    build_graph(false, 16, &g);
+    struct tide_job_spec spec;
+    make_spec(&g, "mine-to-remove", JOB_BUDGET, &spec);
+    char id[TIDE_JOB_ID_MAX];
+    submit(c, &spec, id);
+    CHECK_OK(c, tide_client_finish(c, id));
+
+    struct tide_test_run *r = malloc(sizeof(*r));
+    assert_non_null(r);
+    run_tidectl(r, OTHER_UID, "--json", "rm", id, (char *)NULL);
+    assert_int_equal(r->exit_code, 1);
+    assert_non_null(strstr(r->out, "\"PERMISSION_DENIED\""));
+    assert_non_null(strstr(r->err, "belongs to uid 0"));
+    run_tidectl(r, OTHER_UID, "--json", "prune", (char *)NULL);
+    if (r->exit_code != 0)
+        fail_msg("tidectl prune as uid %d: exit %d\n%s", OTHER_UID, r->exit_code, r->err);
+    assert_non_null(strstr(r->out, "\"jobs\":0,"));
+    struct tide_job_info job;
+    CHECK_OK(c, tide_client_get(c, id, &job));
+    assert_int_equal(job.state, TIDE_JOB_DONE);
+
+    run_tidectl(r, -1, "rm", id, (char *)NULL);
+    if (r->exit_code != 0)
+        fail_msg("tidectl rm as its owner: exit %d\n%s", r->exit_code, r->err);
+    CHECK_CODE(c, tide_client_get(c, id, &job), TIDE_CODE_NOT_FOUND, id);
+    free(r);
+    free(g.bytes);
+    tide_client_free(c);
+}
+
 /* A client killed mid-stream (SIGKILL) leaves the daemon serving and the job trainable. */
 static void test_client_killed_mid_stream(void **state)
 {
@@ -3045,6 +3090,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_second_daemon_refused),
         cmocka_unit_test(test_two_clients_at_once),
         cmocka_unit_test(test_other_user_denied),
+        cmocka_unit_test(test_other_user_cannot_remove),
         cmocka_unit_test(test_client_killed_mid_stream),
         cmocka_unit_test(test_trace),
         cmocka_unit_test(test_tidectl),

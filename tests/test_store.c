@@ -370,8 +370,23 @@ static void test_remove_dir(void **state)
     assert_int_equal(tided_store_write(job, "info.pb", "i", 1, &err), TIDE_OK);
     write_checkpoint(job, 3);
     write_checkpoint(job, 4);
-    assert_int_equal(tided_store_remove_dir(job, &err), TIDE_OK);
+    /* checkpoint.pb is a hard link to checkpoint-4.pb: its bytes count once. */
+    assert_int_equal(tided_store_link(job, "checkpoint-4.pb", "checkpoint.pb", &err), TIDE_OK);
+    uint64_t want = 2, bytes = 0;
+    const char *files[] = {"checkpoint-3.pb", "checkpoint-4.pb"};
+    for (size_t i = 0; i < 2; i++) {
+        char *path = tided_path_join(job, files[i]);
+        struct stat sb;
+        assert_int_equal(stat(path, &sb), 0);
+        want += (uint64_t)sb.st_size;
+        free(path);
+    }
+    assert_int_equal(tided_store_remove_dir(job, &bytes, &err), TIDE_OK);
     assert_string_equal(listing(dir, buf, sizeof(buf)), "");
+    assert_int_equal(bytes, want);
+    /* A directory that is gone already: nothing to do, nothing freed. */
+    assert_int_equal(tided_store_remove_dir(job, &bytes, &err), TIDE_OK);
+    assert_int_equal(bytes, 0);
     free(job);
 }
 

@@ -33,8 +33,8 @@
 static char tidectl_path[PATH_MAX];
 
 /* The verbs in the order `tidectl --help` lists them. */
-static const char *const verbs[] = {"status",     "plan",  "train", "jobs", "get",  "watch",
-                                    "cancel",     "checkpoint", "trace", "top",  "help"};
+static const char *const verbs[] = {"status", "plan",  "train", "jobs", "get", "watch", "cancel",
+                                    "checkpoint", "rm", "prune", "trace", "top", "help"};
 
 #define N_VERBS (sizeof(verbs) / sizeof(verbs[0]))
 
@@ -212,6 +212,10 @@ static void test_usage_errors(void **state)
                        "get", (char *)NULL);
     expect_usage_error("tidectl: cancel: unexpected argument \"b\" (see tidectl cancel --help)\n",
                        "cancel", "a", "b", (char *)NULL);
+    expect_usage_error("tidectl: rm: missing argument: tidectl rm JOB... (see tidectl rm --help)\n",
+                       "rm", (char *)NULL);
+    expect_usage_error("tidectl: prune: unexpected argument \"j-1\" (see tidectl prune --help)\n",
+                       "prune", "j-1", (char *)NULL);
     expect_usage_error("tidectl: train: --steps wants a positive count, got \"0\" (see tidectl "
                        "train --help)\n",
                        "train", "--steps", "0", (char *)NULL);

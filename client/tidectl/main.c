@@ -17,7 +17,8 @@
 static const struct tidectl_verb *const verbs[] = {
     &tidectl_verb_status, &tidectl_verb_plan,  &tidectl_verb_train,  &tidectl_verb_jobs,
     &tidectl_verb_get,    &tidectl_verb_watch, &tidectl_verb_cancel, &tidectl_verb_checkpoint,
-    &tidectl_verb_trace,  &tidectl_verb_top,   &tidectl_verb_help,
+    &tidectl_verb_rm,     &tidectl_verb_prune, &tidectl_verb_trace,  &tidectl_verb_top,
+    &tidectl_verb_help,
 };
 
 #define N_VERBS (sizeof(verbs) / sizeof(verbs[0]))
@@ -43,7 +44,8 @@ void tidectl_usage_main(FILE *out)
             "DESCRIPTION\n"
             "  tidectl talks to tided, the daemon that owns this machine's GPU, over its Unix\n"
             "  socket (or TCP with TLS): it submits and trains models larger than the GPU's\n"
-            "  memory, shows memory plans, lists, watches, checkpoints and cancels jobs.\n"
+            "  memory, shows memory plans, lists, watches, checkpoints, cancels and removes\n"
+            "  jobs.\n"
             "\n"
             "COMMANDS\n");
     for (size_t i = 0; i < N_VERBS; i++)

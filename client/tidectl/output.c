@@ -276,3 +276,24 @@ void tidectl_print_jobs_table(const struct tide_job_info *jobs, size_t n)
                j->steps_per_second);
     }
 }
+
+/* What a Remove call deleted: a line per job, then the total (rm and prune). */
+int tidectl_print_removal(const struct tide_removal *r, bool json)
+{
+    char b[32];
+    if (json) {
+        struct json_object *line = tidectl_json_object();
+        struct json_object *ids = tidectl_json_array();
+        for (size_t i = 0; i < r->n_jobs; i++)
+            tidectl_json_append(ids, json_object_new_string(r->job_ids[i]));
+        tidectl_json_set(line, "removed", ids);
+        tidectl_json_set_uint(line, "jobs", r->n_jobs);
+        tidectl_json_set_uint(line, "bytes_freed", r->bytes_freed);
+        return tidectl_json_print_line(line);
+    }
+    for (size_t i = 0; i < r->n_jobs; i++)
+        printf("removed %s\n", r->job_ids[i]);
+    printf("%zu job%s removed, %s freed\n", r->n_jobs, r->n_jobs == 1 ? "" : "s",
+           tidectl_fmt_bytes(r->bytes_freed, b, sizeof(b)));
+    return TIDECTL_EXIT_OK;
+}

@@ -259,7 +259,12 @@ extern const struct tidectl_verb tidectl_verb_cancel;
 extern const struct tidectl_verb tidectl_verb_checkpoint;
 extern const struct tidectl_verb tidectl_verb_trace;
 extern const struct tidectl_verb tidectl_verb_top;
+extern const struct tidectl_verb tidectl_verb_rm;
+extern const struct tidectl_verb tidectl_verb_prune;
 extern const struct tidectl_verb tidectl_verb_help;
+
+/* Prints what tide_client_remove() or tide_client_prune() deleted (output.c). */
+int tidectl_print_removal(const struct tide_removal *r, bool json);
 
 /* The verb called name, or NULL. */
 const struct tidectl_verb *tidectl_find_verb(const char *name);

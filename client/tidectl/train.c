@@ -404,6 +404,8 @@ const struct tidectl_verb tidectl_verb_train = {
             "  --resume JOB             Start from the last checkpoint of job JOB (same model).\n"
             "  --no-eval                Skip the test split.\n"
             "  --keep                   Leave the job READY, holding its budget, for more\n"
-            "                           Train streams (default: finish it).\n"
+            "                           Train streams (default: finish it). After the\n"
+            "                           daemon's idle-timeout it is parked: checkpointed,\n"
+            "                           its budget released until its next Train stream.\n"
             "\n" TIDECTL_MODEL_HELP,
 };

@@ -11,7 +11,8 @@
   const POLL_MS = 1000;
   const ENDED_SHOWN = 50;
   const TERMINAL = new Set(['DONE', 'FAILED', 'CANCELLED']);
-  const STATES = ['SUBMITTED', 'COMPILING', 'READY', 'RUNNING', 'DONE', 'FAILED', 'CANCELLED'];
+  const STATES = ['SUBMITTED', 'COMPILING', 'READY', 'RUNNING', 'PARKED', 'DONE', 'FAILED',
+    'CANCELLED'];
   const { api, bytes, seconds } = window.tide;
 
   const $ = (id) => document.getElementById(id);

@@ -171,6 +171,7 @@ enum tide_job_state {
     TIDE_JOB_DONE = 5,
     TIDE_JOB_FAILED = 6, /* see the job's message */
     TIDE_JOB_CANCELLED = 7,
+    TIDE_JOB_PARKED = 8, /* idle: checkpointed, device memory released; Train resumes it */
 };
 
 /* Returns a state's name in lower case ("running"), or "unknown". */
@@ -394,6 +395,16 @@ struct tide_job_trace {
 };
 
 /*
+ * What tide_client_remove() and tide_client_prune() deleted. Free job_ids
+ * with tide_removal_clear().
+ */
+struct tide_removal {
+    size_t n_jobs;                    /* the jobs deleted */
+    char (*job_ids)[TIDE_JOB_ID_MAX]; /* malloc'd: their ids, n_jobs of them (NULL if none) */
+    uint64_t bytes_freed;             /* what their files held on the daemon's disk */
+};
+
+/*
  * Called by tide_client_train() before each step to fill feeds, which start
  * empty every time. Returns a positive value to send the step, 0 to stop
  * (the steps already sent still finish and are reported), or a negative
@@ -570,6 +581,25 @@ int tide_client_trace(tide_client *c, const char *job_id, uint32_t steps,
 
 /* Frees a trace's JSON and zeroes the trace. NULL is a no-op. */
 void tide_job_trace_clear(struct tide_job_trace *trace);
+
+/*
+ * Deletes the ended jobs (done, failed or cancelled) job_ids[0 .. n_job_ids
+ * - 1]: their files on the daemon (spec, state, checkpoints) and their
+ * entries, so that no call finds them any more. Every job is checked
+ * before anything is deleted: FAILED_PRECONDITION (naming the job and its
+ * state) when one has not ended, NOT_FOUND or PERMISSION_DENIED as for
+ * tide_client_cancel(). Fills *removal (which may be NULL) with what went.
+ * Its owner and admins may remove a job; the daemon also removes ended
+ * jobs by itself after its retain-ended time.
+ */
+int tide_client_remove(tide_client *c, const char *const *job_ids, size_t n_job_ids,
+                       struct tide_removal *removal);
+
+/* Deletes every ended job of the caller's own, as tide_client_remove() does. */
+int tide_client_prune(tide_client *c, struct tide_removal *removal);
+
+/* Frees a removal's job ids and zeroes it. NULL is a no-op. */
+void tide_removal_clear(struct tide_removal *removal);
 
 /*
  * Reads the current values of job_id's Variables called names[0 ..

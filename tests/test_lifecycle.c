@@ -1,0 +1,714 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_lifecycle.c: integration tests of what happens to jobs nobody is
+ * training (daemon/lifecycle.c), on the real tided driven by libtide over
+ * its real Unix socket.
+ *
+ * Each test starts its own tided (tests/daemon_child.h) with the settings
+ * it is about — a one-second idle-timeout, a 64 MiB device with 32 MiB
+ * budgets — so that parking cannot surprise the other integration tests:
+ *
+ *  - a job parked between two Train streams continues bit for bit: its
+ *    variables after k steps, parking and N - k more steps are byte-equal
+ *    to those of a job trained N steps without a pause (momentum, so the
+ *    optimizer's state must survive the parking too);
+ *  - parking gives the budget back: two parked 32 MiB jobs on a 64 MiB
+ *    device leave room for two more (background `tidectl train`s, which
+ *    are RUNNING and so never parked), and a parked job whose budget does
+ *    not fit now is refused with RESOURCE_EXHAUSTED and the numbers.
+ *
+ *  - tidectl rm deletes an ended job's folder and entry and says the bytes
+ *    freed; a live job is refused, naming it and its state; tidectl prune
+ *    deletes every ended job of the caller's; with retain-ended 1 an ended
+ *    job goes by itself.
+ *
+ * Waiting for the daemon's timer polls Get with a deadline that only
+ * bounds a hang; no test depends on how long parking takes.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <dirent.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "daemon_child.h"
+
+#include "tide/client.h"
+#include "tide/dataset.h"
+#include "tide/graph.h"
+#include "tide/models.h"
+
+#define MIB (UINT64_C(1) << 20)
+
+/* The small model: 1 x 8 x 8 images in 4 classes, an MLP of 16 hidden units. */
+#define SIDE    8
+#define CLASSES 4
+#define BATCH   16
+
+/* The longest a test waits for the daemon's cron to act (a hang, not a timing). */
+#define DEADLINE_S 60.0
+
+/* ============================================================================
+ * The daemon and the client
+ * ========================================================================== */
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* Starts a tided of its own for one test, with extra flags; skips when tided was not built. */
+static struct tide_test_daemon *start_daemon(const char *tag, const char *const *extra)
+{
+    struct tide_test_daemon *d = calloc(1, sizeof(*d));
+    assert_non_null(d);
+    if (!tide_test_daemon_init(d, tag)) {
+        free(d);
+        skip();
+    }
+    if (!tide_test_daemon_start(d, extra)) {
+        tide_test_daemon_finish(d);
+        free(d);
+        fail_msg("tided did not start");
+    }
+    return d;
+}
+
+static void stop_daemon(struct tide_test_daemon *d)
+{
+    assert_int_equal(tide_test_daemon_stop(d), 0);
+    tide_test_daemon_finish(d);
+    free(d);
+}
+
+static tide_client *connect_to(const struct tide_test_daemon *d)
+{
+    char target[600];
+    snprintf(target, sizeof(target), "unix:%s", d->socket_path);
+    struct tide_client_options o = {
+        .connect_timeout_ms = 5000, .call_timeout_ms = 120000, .stream_timeout_ms = 120000};
+    tide_client *c = NULL;
+    if (tide_client_connect(target, &o, &c) != 0)
+        fail_msg("connect %s: %s", target, tide_client_error_message(c));
+    return c;
+}
+
+/* Asserts that call returned 0, printing the client's error otherwise. */
+#define CHECK_OK(c, call)                                                                          \
+    do {                                                                                           \
+        int code_ = (call);                                                                        \
+        if (code_ != 0)                                                                            \
+            fail_msg("%s: %s: %s", #call, tide_code_name(code_), tide_client_error_message(c));    \
+    } while (0)
+
+/* Asserts that call failed with code want, and that the message holds every needle. */
+#define CHECK_CODE(c, call, want, ...)                                                             \
+    do {                                                                                           \
+        int code_ = (call);                                                                        \
+        if (code_ != (want))                                                                       \
+            fail_msg("%s: want %s, got %s: %s", #call, tide_code_name(want),                       \
+                     tide_code_name(code_), tide_client_error_message(c));                         \
+        const char *needles_[] = {__VA_ARGS__, NULL};                                              \
+        for (const char *const *n_ = needles_; *n_; n_++) {                                        \
+            if (!strstr(tide_client_error_message(c), *n_))                                        \
+                fail_msg("%s: the message \"%s\" does not mention \"%s\"", #call,                  \
+                         tide_client_error_message(c), *n_);                                       \
+        }                                                                                          \
+    } while (0)
+
+/* Polls Get until job_id is in state; fails when DEADLINE_S passes first. */
+static void wait_for_state(tide_client *c, const char *job_id, enum tide_job_state state,
+                           struct tide_job_info *job)
+{
+    double deadline = now_s() + DEADLINE_S;
+    for (;;) {
+        CHECK_OK(c, tide_client_get(c, job_id, job));
+        if (job->state == state)
+            return;
+        if (now_s() > deadline)
+            fail_msg("job %s is still %s after %.0f s, not %s", job_id,
+                     tide_job_state_name(job->state), DEADLINE_S, tide_job_state_name(state));
+        sleep_ms(100);
+    }
+}
+
+static uint64_t reserved_bytes(tide_client *c)
+{
+    struct tide_daemon_status s;
+    CHECK_OK(c, tide_client_status(c, &s, NULL, NULL));
+    return s.device_reserved_bytes;
+}
+
+/* ============================================================================
+ * The model and its batches
+ * ========================================================================== */
+
+struct model {
+    uint8_t *bytes;
+    size_t len;
+    int64_t image_dims[TIDE_BUILDER_MAX_RANK];
+    int32_t image_rank;
+};
+
+static void build_model(struct model *m)
+{
+    memset(m, 0, sizeof(*m));
+    tide_builder *b = tide_builder_new();
+    assert_non_null(b);
+    int64_t hidden[1] = {16};
+    tide_ref logits = tide_model_mlp(b, BATCH, SIDE * SIDE, hidden, 1, CLASSES);
+    if (logits.id < 0)
+        fail_msg("building the model: %s", tide_builder_error(b));
+    tide_ref images = tide_builder_find(b, TIDE_MODEL_IMAGES);
+    assert_int_equal(tide_builder_shape(b, images, m->image_dims, &m->image_rank), 0);
+    assert_int_equal(tide_builder_serialize(b, &m->bytes, &m->len), 0);
+    tide_builder_free(b);
+}
+
+/* A momentum job of budget bytes (0: the daemon's default budget). */
+static void make_spec(const struct model *m, const char *name, uint64_t budget,
+                      struct tide_job_spec *spec)
+{
+    tide_job_spec_init(spec);
+    spec->name = name;
+    spec->graph = m->bytes;
+    spec->graph_len = m->len;
+    spec->budget_bytes = budget;
+    spec->optimizer = TIDE_JOB_OPTIMIZER_MOMENTUM;
+    spec->learning_rate = 0.05f;
+    spec->seed = 7;
+}
+
+static void submit(tide_client *c, const struct tide_job_spec *spec, char *id)
+{
+    struct tide_job_info job;
+    CHECK_OK(c, tide_client_submit(c, spec, &job));
+    snprintf(id, TIDE_JOB_ID_MAX, "%s", job.id);
+}
+
+/* Batches of a synthetic dataset, the same sequence for every feeder of the same seed. */
+struct feeder {
+    const struct model *m;
+    tide_dataset *ds;
+    tide_dataset_iter *it;
+    int64_t steps_left;
+    int64_t results;
+    uint64_t first_step, last_step;
+    bool bad_loss;
+};
+
+static void feeder_init(struct feeder *f, const struct model *m, uint64_t seed)
+{
+    memset(f, 0, sizeof(*f));
+    f->m = m;
+    struct tide_synthetic_options o = {.count = 512,
+                                       .channels = 1,
+                                       .height = SIDE,
+                                       .width = SIDE,
+                                       .classes = CLASSES,
+                                       .seed = seed};
+    char err[256];
+    if (tide_dataset_open_synthetic(&o, "train", &f->ds, err, sizeof(err)) != 0 ||
+        tide_dataset_iter_new(f->ds, BATCH, seed, TIDE_DATASET_SHUFFLE, &f->it, err, sizeof(err)) !=
+            0)
+        fail_msg("synthetic dataset: %s", err);
+}
+
+static void feeder_free(struct feeder *f)
+{
+    tide_dataset_iter_free(f->it);
+    tide_dataset_free(f->ds);
+}
+
+static int feeder_feed(void *user, tide_feeds *feeds)
+{
+    struct feeder *f = user;
+    if (f->steps_left == 0)
+        return 0;
+    f->steps_left--;
+    float *images = tide_feeds_buffer(feeds, TIDE_MODEL_IMAGES, TIDE_DT_FLOAT32, f->m->image_rank,
+                                      f->m->image_dims);
+    int32_t labels[BATCH];
+    if (!images)
+        return -1;
+    if (tide_dataset_iter_next(f->it, images, labels) == 0)
+        tide_dataset_iter_next(f->it, images, labels); /* the next epoch */
+    int64_t dims[1] = {BATCH};
+    return tide_feeds_set(feeds, TIDE_MODEL_LABELS, TIDE_DT_INT32, 1, dims, labels) == 0 ? 1 : -1;
+}
+
+static int feeder_step(void *user, const struct tide_step_result *r)
+{
+    struct feeder *f = user;
+    if (f->results++ == 0)
+        f->first_step = r->step;
+    f->last_step = r->step;
+    if (!isfinite(r->loss))
+        f->bad_loss = true;
+    return 0;
+}
+
+/* Trains steps steps of job id over one Train stream, which leaves the job READY. */
+static void train_steps(tide_client *c, const char *id, struct feeder *f, int64_t steps)
+{
+    f->steps_left = steps;
+    f->results = 0;
+    CHECK_OK(c, tide_client_train(c, id, feeder_feed, feeder_step, f));
+    assert_int_equal(f->results, steps);
+    assert_false(f->bad_loss);
+}
+
+static tide_variables *read_all(tide_client *c, const char *id)
+{
+    tide_variables *v = NULL;
+    CHECK_OK(c, tide_client_read_variables(c, id, NULL, 0, &v));
+    assert_true(tide_variables_count(v) > 0);
+    return v;
+}
+
+static void assert_same_variables(const tide_variables *a, const tide_variables *b)
+{
+    assert_int_equal(tide_variables_step(a), tide_variables_step(b));
+    assert_int_equal(tide_variables_count(a), tide_variables_count(b));
+    for (size_t i = 0; i < tide_variables_count(a); i++) {
+        const struct tide_tensor *x = tide_variables_at(a, i);
+        const struct tide_tensor *y = tide_variables_find(b, x->name);
+        if (!y)
+            fail_msg("variable %s is missing", x->name);
+        assert_int_equal(x->bytes, y->bytes);
+        if (memcmp(x->data, y->data, x->bytes) != 0)
+            fail_msg("variable %s differs after parking", x->name);
+    }
+}
+
+/* ============================================================================
+ * Tests: parking
+ * ========================================================================== */
+
+/*
+ * N steps without a pause against k steps, parking, N - k steps: the
+ * variables are byte-equal, and the resumed stream's steps number on.
+ */
+static void test_park_resumes_bit_identical(void **state)
+{
+    (void)state;
+    static const char *const extra[] = {"--idle-timeout", "1", NULL};
+    struct tide_test_daemon *d = start_daemon("park", extra);
+    tide_client *c = connect_to(d);
+    struct model m;
+    build_model(&m);
+    struct tide_job_spec spec;
+    enum { N = 6, K = 2 };
+
+    char straight[TIDE_JOB_ID_MAX], parked[TIDE_JOB_ID_MAX];
+    make_spec(&m, "straight", 0, &spec);
+    submit(c, &spec, straight);
+    make_spec(&m, "parked", 0, &spec);
+    submit(c, &spec, parked);
+
+    struct feeder f;
+    feeder_init(&f, &m, 11);
+    train_steps(c, straight, &f, N);
+    feeder_free(&f);
+    tide_variables *want = read_all(c, straight);
+    assert_int_equal(tide_variables_step(want), N);
+
+    feeder_init(&f, &m, 11);
+    train_steps(c, parked, &f, K);
+    struct tide_job_info job;
+    wait_for_state(c, parked, TIDE_JOB_PARKED, &job);
+    assert_int_equal(job.steps, K);
+    assert_non_null(strstr(job.message, "parked at step 2"));
+    /* A parked job's variables are its checkpoint's, read after the parking wrote it. */
+    tide_variables *at_k = read_all(c, parked);
+    assert_int_equal(tide_variables_step(at_k), K);
+    tide_variables_free(at_k);
+    CHECK_OK(c, tide_client_get(c, parked, &job));
+    assert_int_equal(job.last_checkpoint_step, K);
+
+    train_steps(c, parked, &f, N - K);
+    assert_int_equal(f.first_step, K + 1);
+    assert_int_equal(f.last_step, N);
+    feeder_free(&f);
+    CHECK_OK(c, tide_client_get(c, parked, &job));
+    assert_true(job.state == TIDE_JOB_READY || job.state == TIDE_JOB_PARKED);
+    assert_int_equal(job.steps, N);
+    tide_variables *got = read_all(c, parked);
+    assert_same_variables(want, got);
+    tide_variables_free(want);
+    tide_variables_free(got);
+
+    CHECK_OK(c, tide_client_cancel(c, straight, NULL));
+    CHECK_OK(c, tide_client_cancel(c, parked, NULL));
+    tide_client_free(c);
+    free(m.bytes);
+    stop_daemon(d);
+}
+
+/* Waits until the job called name (a background tidectl train) is RUNNING; its id in id. */
+static void wait_for_running(tide_client *c, const char *name, char *id)
+{
+    double deadline = now_s() + DEADLINE_S;
+    for (;;) {
+        struct tide_job_info *jobs = NULL;
+        size_t n = 0;
+        CHECK_OK(c, tide_client_list(c, false, &jobs, &n));
+        bool found = false;
+        for (size_t i = 0; i < n && !found; i++) {
+            if (strcmp(jobs[i].name, name) == 0 && jobs[i].state == TIDE_JOB_RUNNING) {
+                snprintf(id, TIDE_JOB_ID_MAX, "%s", jobs[i].id);
+                found = true;
+            }
+        }
+        free(jobs);
+        if (found)
+            return;
+        if (now_s() > deadline)
+            fail_msg("no job \"%s\" is RUNNING after %.0f s", name, DEADLINE_S);
+        sleep_ms(100);
+    }
+}
+
+/*
+ * On a 64 MiB device with 32 MiB budgets, two parked jobs leave room for
+ * two more. While those two train (RUNNING jobs are never parked), a
+ * parked job cannot resume: RESOURCE_EXHAUSTED with the numbers, and it
+ * stays parked (finishing one needs no budget); once one of them ends, it
+ * resumes.
+ */
+static void test_park_releases_budget(void **state)
+{
+    (void)state;
+    static const char *const extra[] = {
+        "--idle-timeout", "1", "--device-memory", "64M", "--default-budget", "32M", NULL};
+    struct tide_test_daemon *d = start_daemon("park-budget", extra);
+    tide_client *c = connect_to(d);
+    struct model m;
+    build_model(&m);
+    struct tide_job_spec spec;
+    make_spec(&m, "budget", 0, &spec);
+    char first[TIDE_JOB_ID_MAX], second[TIDE_JOB_ID_MAX];
+    struct feeder f;
+    feeder_init(&f, &m, 3);
+    submit(c, &spec, first);
+    train_steps(c, first, &f, 1);
+    submit(c, &spec, second);
+
+    struct tide_job_info job;
+    wait_for_state(c, first, TIDE_JOB_PARKED, &job);
+    assert_non_null(strstr(job.message, "its 32 MiB budget released"));
+    wait_for_state(c, second, TIDE_JOB_PARKED, &job);
+    assert_int_equal(reserved_bytes(c), 0);
+
+    /* A third and a fourth job are admitted, and fill the device while they train. */
+    char third[TIDE_JOB_ID_MAX], fourth[TIDE_JOB_ID_MAX];
+    pid_t third_pid = tide_test_train_in_background(d, "third", 1000000, "third.log");
+    wait_for_running(c, "third", third);
+    pid_t fourth_pid = tide_test_train_in_background(d, "fourth", 1000000, "fourth.log");
+    wait_for_running(c, "fourth", fourth);
+    assert_int_equal(reserved_bytes(c), 64 * MIB);
+    f.steps_left = 1;
+    CHECK_CODE(c, tide_client_train(c, first, feeder_feed, feeder_step, &f),
+               TIDE_CODE_RESOURCE_EXHAUSTED, first, "is parked and cannot resume now",
+               "33554432 bytes (32 MiB) does not fit",
+               "67108864 of 67108864 bytes (64 MiB of 64 MiB) are reserved by 2 job(s)");
+    CHECK_OK(c, tide_client_get(c, first, &job));
+    assert_int_equal(job.state, TIDE_JOB_PARKED);
+    assert_int_equal(job.steps, 1);
+    /* Finishing a parked job needs no budget: its checkpoint is there. */
+    CHECK_OK(c, tide_client_finish(c, second));
+    CHECK_OK(c, tide_client_get(c, second, &job));
+    assert_int_equal(job.state, TIDE_JOB_DONE);
+    assert_non_null(strstr(job.message, "finished by its client at step 0"));
+
+    /* tidectl finishes its job on SIGINT: its budget comes back, and the first job resumes. */
+    assert_int_equal(tide_test_stop_trainer(fourth_pid), 130);
+    CHECK_OK(c, tide_client_get(c, fourth, &job));
+    assert_int_equal(job.state, TIDE_JOB_DONE);
+    train_steps(c, first, &f, 1);
+    assert_int_equal(f.first_step, 2);
+    feeder_free(&f);
+
+    assert_int_equal(tide_test_stop_trainer(third_pid), 130);
+    CHECK_OK(c, tide_client_cancel(c, first, NULL));
+    assert_int_equal(reserved_bytes(c), 0);
+    tide_client_free(c);
+    free(m.bytes);
+    stop_daemon(d);
+}
+
+/* ============================================================================
+ * Tests: removing ended jobs
+ * ========================================================================== */
+
+/* <state-dir>/jobs/<id> of d, in path. */
+static void job_dir(const struct tide_test_daemon *d, const char *id, char *path, size_t size)
+{
+    snprintf(path, size, "%s/jobs/%s", d->state_dir, id);
+}
+
+static bool exists(const char *path)
+{
+    struct stat sb;
+    return stat(path, &sb) == 0;
+}
+
+/* What a job directory's files hold, a file with two links (checkpoint.pb) counted once. */
+static uint64_t dir_bytes(const char *dir)
+{
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    uint64_t total = 0;
+    ino_t seen[64];
+    size_t n_seen = 0;
+    for (struct dirent *e = readdir(d); e; e = readdir(d)) {
+        char path[1400];
+        struct stat sb;
+        snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+        if (stat(path, &sb) != 0 || !S_ISREG(sb.st_mode))
+            continue;
+        bool again = false;
+        for (size_t i = 0; i < n_seen; i++)
+            again |= seen[i] == sb.st_ino;
+        if (again)
+            continue;
+        assert_true(n_seen < 64);
+        seen[n_seen++] = sb.st_ino;
+        total += (uint64_t)sb.st_size;
+    }
+    closedir(d);
+    return total;
+}
+
+/* Runs `tidectl --socket S args...` (NULL-terminated); its exit code, stdout and stderr. */
+static int run_tidectl(const struct tide_test_daemon *d, char **out, char **err, ...)
+{
+    char *argv[32] = {(char *)d->tidectl, (char *)"--socket", (char *)d->socket_path};
+    int n = 3;
+    va_list args;
+    va_start(args, err);
+    for (char *a; n < 31 && (a = va_arg(args, char *)) != NULL;)
+        argv[n++] = a;
+    va_end(args);
+    argv[n] = NULL;
+    char out_path[600], err_path[600];
+    snprintf(out_path, sizeof(out_path), "%s/tidectl.out", d->dir);
+    snprintf(err_path, sizeof(err_path), "%s/tidectl.err", d->dir);
+    int code = tide_test_run_to_files(argv, out_path, err_path);
+    *out = tide_test_read_file(out_path);
+    *err = tide_test_read_file(err_path);
+    assert_non_null(*out);
+    assert_non_null(*err);
+    return code;
+}
+
+/* Submits a job, trains it steps steps and, with finish, ends it DONE (a checkpoint on disk). */
+static void make_job(tide_client *c, const struct model *m, const char *name, int64_t steps,
+                     bool finish, char *id)
+{
+    struct tide_job_spec spec;
+    make_spec(m, name, 0, &spec);
+    submit(c, &spec, id);
+    if (steps) {
+        struct feeder f;
+        feeder_init(&f, m, 5);
+        train_steps(c, id, &f, steps);
+        feeder_free(&f);
+    }
+    if (finish)
+        CHECK_OK(c, tide_client_finish(c, id));
+}
+
+/*
+ * rm deletes an ended job's folder and entry and says what it freed; a
+ * live job is refused, naming it and its state, and then nothing named
+ * with it is removed.
+ */
+static void test_rm(void **state)
+{
+    (void)state;
+    struct tide_test_daemon *d = start_daemon("rm", NULL);
+    tide_client *c = connect_to(d);
+    struct model m;
+    build_model(&m);
+    char done[TIDE_JOB_ID_MAX], ready[TIDE_JOB_ID_MAX], cancelled[TIDE_JOB_ID_MAX];
+    make_job(c, &m, "done", 2, true, done);
+    make_job(c, &m, "ready", 1, false, ready);
+    make_job(c, &m, "cancelled", 0, false, cancelled);
+    CHECK_OK(c, tide_client_cancel(c, cancelled, NULL));
+    char done_dir[1024], ready_dir[1024], cancelled_dir[1024], path[1100];
+    job_dir(d, done, done_dir, sizeof(done_dir));
+    job_dir(d, ready, ready_dir, sizeof(ready_dir));
+    job_dir(d, cancelled, cancelled_dir, sizeof(cancelled_dir));
+    snprintf(path, sizeof(path), "%s/checkpoint.pb", done_dir);
+    assert_true(exists(path));
+
+    /* A live job: refused with its state, and the ended job named with it stays. */
+    const char *both[] = {done, ready};
+    CHECK_CODE(c, tide_client_remove(c, both, 2, NULL), TIDE_CODE_FAILED_PRECONDITION, ready,
+               "is READY: only ended jobs (DONE, FAILED, CANCELLED) can be removed",
+               "cancel it first");
+    assert_true(exists(done_dir));
+    char *out, *err;
+    assert_int_equal(run_tidectl(d, &out, &err, "rm", ready, (char *)NULL), 1);
+    assert_non_null(strstr(err, "FAILED_PRECONDITION"));
+    assert_non_null(strstr(err, "is READY: only ended jobs"));
+    free(out);
+    free(err);
+    assert_true(exists(ready_dir));
+
+    /* libtide: the ids and the bytes of the files, checkpoints included. */
+    uint64_t want = dir_bytes(done_dir);
+    assert_true(want > 0);
+    struct tide_removal removal;
+    const char *one[] = {done};
+    CHECK_OK(c, tide_client_remove(c, one, 1, &removal));
+    assert_int_equal(removal.n_jobs, 1);
+    assert_string_equal(removal.job_ids[0], done);
+    assert_int_equal(removal.bytes_freed, want);
+    tide_removal_clear(&removal);
+    assert_false(exists(done_dir));
+    CHECK_CODE(c, tide_client_get(c, done, NULL), TIDE_CODE_NOT_FOUND, done);
+    CHECK_CODE(c, tide_client_remove(c, one, 1, NULL), TIDE_CODE_NOT_FOUND, done);
+
+    /* tidectl: a line per job and the total. */
+    assert_int_equal(run_tidectl(d, &out, &err, "rm", cancelled, (char *)NULL), 0);
+    char line[200];
+    snprintf(line, sizeof(line), "removed %s\n1 job removed, ", cancelled);
+    if (!strstr(out, line))
+        fail_msg("tidectl rm said \"%s\", not \"%s\"", out, line);
+    free(out);
+    free(err);
+    assert_false(exists(cancelled_dir));
+    struct tide_job_info *jobs = NULL;
+    size_t n = 0;
+    CHECK_OK(c, tide_client_list(c, false, &jobs, &n));
+    assert_int_equal(n, 1);
+    assert_string_equal(jobs[0].id, ready);
+    free(jobs);
+
+    CHECK_OK(c, tide_client_cancel(c, ready, NULL));
+    tide_client_free(c);
+    free(m.bytes);
+    stop_daemon(d);
+}
+
+/* prune removes every ended job of the caller's and keeps the live ones. */
+static void test_prune(void **state)
+{
+    (void)state;
+    struct tide_test_daemon *d = start_daemon("prune", NULL);
+    tide_client *c = connect_to(d);
+    struct model m;
+    build_model(&m);
+    char a[TIDE_JOB_ID_MAX], b[TIDE_JOB_ID_MAX], live[TIDE_JOB_ID_MAX];
+    make_job(c, &m, "a", 1, true, a);
+    make_job(c, &m, "b", 0, false, b);
+    CHECK_OK(c, tide_client_cancel(c, b, NULL));
+    make_job(c, &m, "live", 0, false, live);
+    char dir_a[1024], dir_b[1024], dir_live[1024];
+    job_dir(d, a, dir_a, sizeof(dir_a));
+    job_dir(d, b, dir_b, sizeof(dir_b));
+    job_dir(d, live, dir_live, sizeof(dir_live));
+    uint64_t want = dir_bytes(dir_a) + dir_bytes(dir_b);
+
+    char *out, *err;
+    assert_int_equal(run_tidectl(d, &out, &err, "--json", "prune", (char *)NULL), 0);
+    char fields[200];
+    snprintf(fields, sizeof(fields), "\"jobs\":2,\"bytes_freed\":%" PRIu64 "}", want);
+    if (!strstr(out, fields) || !strstr(out, a) || !strstr(out, b) || strstr(out, live))
+        fail_msg("tidectl --json prune said \"%s\"; want %s, %s and %s", out, a, b, fields);
+    free(out);
+    free(err);
+    assert_false(exists(dir_a));
+    assert_false(exists(dir_b));
+    assert_true(exists(dir_live));
+
+    /* Nothing left to prune. */
+    assert_int_equal(run_tidectl(d, &out, &err, "prune", (char *)NULL), 0);
+    assert_string_equal(out, "0 jobs removed, 0 B freed\n");
+    free(out);
+    free(err);
+    struct tide_job_info job;
+    CHECK_OK(c, tide_client_get(c, live, &job));
+    assert_int_equal(job.state, TIDE_JOB_READY);
+
+    CHECK_OK(c, tide_client_cancel(c, live, NULL));
+    tide_client_free(c);
+    free(m.bytes);
+    stop_daemon(d);
+}
+
+/* With retain-ended 1, an ended job goes by itself; a live one stays. */
+static void test_retain_ended(void **state)
+{
+    (void)state;
+    static const char *const extra[] = {"--retain-ended", "1", NULL};
+    struct tide_test_daemon *d = start_daemon("retain", extra);
+    tide_client *c = connect_to(d);
+    struct model m;
+    build_model(&m);
+    char ended[TIDE_JOB_ID_MAX], live[TIDE_JOB_ID_MAX];
+    make_job(c, &m, "ended", 1, true, ended);
+    make_job(c, &m, "live", 1, false, live);
+    char dir[1024];
+    job_dir(d, ended, dir, sizeof(dir));
+
+    double deadline = now_s() + DEADLINE_S;
+    struct tide_job_info job;
+    /* The job is hidden as its REMOVE is queued; its folder goes when the worker runs it. */
+    for (;;) {
+        int code = tide_client_get(c, ended, &job);
+        if (code == 0)
+            assert_int_equal(job.state, TIDE_JOB_DONE);
+        else
+            assert_int_equal(code, TIDE_CODE_NOT_FOUND);
+        if (code != 0 && !exists(dir))
+            break;
+        if (now_s() > deadline)
+            fail_msg("job %s or its folder is still there %.0f s after it ended", ended,
+                     DEADLINE_S);
+        sleep_ms(100);
+    }
+    CHECK_OK(c, tide_client_get(c, live, &job));
+    assert_int_equal(job.state, TIDE_JOB_READY);
+    job_dir(d, live, dir, sizeof(dir));
+    assert_true(exists(dir));
+
+    CHECK_OK(c, tide_client_cancel(c, live, NULL));
+    tide_client_free(c);
+    free(m.bytes);
+    stop_daemon(d);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_park_resumes_bit_identical),
+        cmocka_unit_test(test_park_releases_budget),
+        cmocka_unit_test(test_rm),
+        cmocka_unit_test(test_prune),
+        cmocka_unit_test(test_retain_ended),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
