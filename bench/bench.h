@@ -32,6 +32,7 @@ struct bench_options {
     bool json;
     bool poison;
     bool no_eval; /* train: skip the test split */
+    int64_t trace_overhead; /* train: blocks of this many steps, tracing off and on; 0: no */
     const char *trace; /* train: the Chrome trace file of the training steps, or NULL */
     /* plan and depth */
     uint32_t partition_size;
@@ -63,5 +64,22 @@ enum tide_status tide_bench_plan(const uint8_t *bytes, size_t len,
 
 /* tide-bench depth (depth.c). */
 int tide_bench_depth(const struct bench_options *o);
+
+/* train --trace-overhead K (bench/trace-overhead.c): blocks of K steps with the trace recorder
+ * off and on alternately (off on on off, ...); each on block paired with the off block beside it. */
+struct tide_bench_trace_ab;
+struct tide_bench_trace_ab_figures {
+    int64_t pairs;           /* pairs of blocks compared */
+    double off_ms, on_ms;    /* median of the blocks' mean step times, recorder off and on */
+    double overhead_percent; /* median over pairs of on / off - 1, in per cent */
+};
+struct tide_bench_trace_ab *tide_bench_trace_ab_new(int64_t block, int64_t steps);
+void tide_bench_trace_ab_free(struct tide_bench_trace_ab *ab);
+enum tide_status tide_bench_trace_ab_before_step(struct tide_bench_trace_ab *ab,
+                                                 struct tide_session *s, struct tide_error *err);
+void tide_bench_trace_ab_after_step(struct tide_bench_trace_ab *ab, struct tide_session *s,
+                                    double step_ms);
+/* The figures; -1 when fewer than two blocks ran. */
+int tide_bench_trace_ab_result(struct tide_bench_trace_ab *ab, struct tide_bench_trace_ab_figures *f);
 
 #endif /* TIDE_BENCH_BENCH_H */

@@ -85,6 +85,10 @@ static void usage(FILE *out)
             "                           train overlays the last step's measured high water\n"
             "  --png FILE               plan/train: the same picture as PNG\n"
             "  --no-eval                train: skip the test split (no accuracy printed)\n"
+            "  --trace-overhead K       train: what tracing costs — blocks of K steps with the\n"
+            "                           recorder off and on in turn (off on on off ...), each on\n"
+            "                           block against the off block beside it; --steps a\n"
+            "                           multiple of 4*K\n"
             "  --json                   end with one JSON line on stdout\n"
             "  -h, --help               this text\n");
 }
@@ -127,7 +131,7 @@ static int parse_options(int argc, char **argv, struct bench_options *o)
 {
     enum { O_DEPTH = 256, O_WIDTH, O_IMAGE, O_DATASET, O_SEED, O_OPT, O_LR, O_BUDGET, O_BACKEND,
            O_THREADS, O_JSON, O_POISON, O_STEPS, O_EPOCHS, O_PARTITION, O_SWAP, O_THRESHOLD,
-           O_PREFETCH, O_TRACE, O_SVG, O_PNG, O_NO_EVAL };
+           O_PREFETCH, O_TRACE, O_SVG, O_PNG, O_NO_EVAL, O_TRACE_OVERHEAD };
     static const struct option longs[] = {
         {"model", required_argument, 0, 'm'},   {"depth", required_argument, 0, O_DEPTH},
         {"width", required_argument, 0, O_WIDTH}, {"image-size", required_argument, 0, O_IMAGE},
@@ -138,6 +142,7 @@ static int parse_options(int argc, char **argv, struct bench_options *o)
         {"backend", required_argument, 0, O_BACKEND}, {"threads", required_argument, 0, O_THREADS},
         {"json", no_argument, 0, O_JSON},       {"poison", no_argument, 0, O_POISON},
         {"no-eval", no_argument, 0, O_NO_EVAL},
+        {"trace-overhead", required_argument, 0, O_TRACE_OVERHEAD},
         {"partition-size", required_argument, 0, O_PARTITION},
         {"swap", required_argument, 0, O_SWAP}, {"swap-threshold", required_argument, 0, O_THRESHOLD},
         {"prefetch", required_argument, 0, O_PREFETCH},
@@ -239,6 +244,10 @@ static int parse_options(int argc, char **argv, struct bench_options *o)
             break;
         case O_NO_EVAL:
             o->no_eval = true;
+            break;
+        case O_TRACE_OVERHEAD:
+            if (parse_i64(optarg, "--trace-overhead", 1, &o->trace_overhead))
+                return -1;
             break;
         case O_TRACE:
             o->trace = optarg;
@@ -613,6 +622,7 @@ static int cmd_train(const struct bench_options *o)
     /* The last step's high water per partition, for the picture's measured overlay. */
     uint64_t *measured = NULL, measured_step = 0;
     uint32_t n_measured = 0;
+    struct tide_bench_trace_ab *ab = NULL; /* --trace-overhead */
     size_t len;
     uint8_t *bytes = build_model(o, train, &len);
     if (!bytes)
@@ -669,6 +679,19 @@ static int cmd_train(const struct bench_options *o)
             o->model, o->dataset, o->batch, steps, (double)steps / (double)per_epoch,
             graph->n_nodes, (double)plan->peak_bytes / (1 << 20), compile_ms);
 
+    if (o->trace_overhead) {
+        if (o->trace || steps % (4 * o->trace_overhead) != 0) {
+            fprintf(stderr, "tide-bench: --trace-overhead %" PRId64 " wants --steps a multiple of "
+                    "%" PRId64 " (got %" PRId64 ") and no --trace\n", o->trace_overhead,
+                    4 * o->trace_overhead, steps);
+            goto out;
+        }
+        ab = tide_bench_trace_ab_new(o->trace_overhead, steps);
+        if (!ab) {
+            fprintf(stderr, "tide-bench: out of memory\n");
+            goto out;
+        }
+    }
     if (o->trace && tide_session_trace_start(s, &err) != TIDE_OK) {
         fprintf(stderr, "tide-bench: --trace: %s\n", err.message);
         goto out;
@@ -684,6 +707,7 @@ static int cmd_train(const struct bench_options *o)
         struct tide_step_stats stats;
         if (tide_session_feed(s, TIDE_MODEL_IMAGES, images, image_bytes, &err) != TIDE_OK ||
             tide_session_feed(s, TIDE_MODEL_LABELS, labels, (uint64_t)o->batch * 4, &err) != TIDE_OK ||
+            (ab && tide_bench_trace_ab_before_step(ab, s, &err) != TIDE_OK) ||
             tide_session_step(s, &stats, &err) != TIDE_OK ||
             tide_session_fetch(s, TIDE_MODEL_LOSS, &loss, sizeof(loss), &err) != TIDE_OK) {
             fprintf(stderr, "\ntide-bench: step %" PRId64 ": %s\n", step + 1, err.message);
@@ -695,6 +719,8 @@ static int cmd_train(const struct bench_options *o)
             goto out;
         }
         step_ms_sum += stats.step_ms;
+        if (ab)
+            tide_bench_trace_ab_after_step(ab, s, stats.step_ms);
         if (step + 1 == steps && (o->svg || o->png)) {
             measured = malloc((stats.n_partitions + 1) * sizeof(*measured));
             if (!measured) {
@@ -740,6 +766,13 @@ static int cmd_train(const struct bench_options *o)
                 "written to %s\n",
                 tide_trace_steps(trace, NULL), slices, flows, counters, o->trace);
     }
+    struct tide_bench_trace_ab_figures ab_figures = {0};
+    if (ab && tide_bench_trace_ab_result(ab, &ab_figures) == 0)
+        fprintf(stderr,
+                "tide-bench: trace overhead over %" PRId64 " pairs of %" PRId64 "-step blocks: "
+                "median step %.2f ms off, %.2f ms on; median of on/off per pair %+.2f %%\n",
+                ab_figures.pairs, o->trace_overhead, ab_figures.off_ms, ab_figures.on_ms,
+                ab_figures.overhead_percent);
     double accuracy = NAN;
     double eval_start = now_ms();
     if (!o->no_eval && evaluate(s, o, test, images, labels, logits, &accuracy) != 0)
@@ -774,11 +807,18 @@ static int cmd_train(const struct bench_options *o)
         tide_bench_json_set_uint(line, "nodes", graph->n_nodes);
         tide_bench_json_set_uint(line, "device_high_water_bytes", high_water);
         tide_bench_json_set_uint(line, "predicted_peak_bytes", plan->peak_bytes);
+        if (ab) {
+            tide_bench_json_set_int(line, "trace_overhead_pairs", ab_figures.pairs);
+            tide_bench_json_set_fixed(line, "trace_off_step_ms", ab_figures.off_ms, 3);
+            tide_bench_json_set_fixed(line, "trace_on_step_ms", ab_figures.on_ms, 3);
+            tide_bench_json_set_fixed(line, "trace_overhead_percent", ab_figures.overhead_percent, 2);
+        }
         rc = tide_bench_json_print_line(line);
     }
     if (draw_plan(o, s, o->budget, measured, n_measured, measured_step) != 0)
         rc = 1;
 out:
+    tide_bench_trace_ab_free(ab);
     free(measured);
     tide_dataset_iter_free(it);
     tide_session_free(s);

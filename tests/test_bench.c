@@ -255,6 +255,32 @@ static void test_train_no_eval(void **state)
     free(r);
 }
 
+/* `train --trace-overhead K`: pairs of K-step blocks; --steps must be a multiple of 4 * K. */
+static void test_train_trace_overhead(void **state)
+{
+    (void)state;
+    struct tide_test_run *r = malloc(sizeof(*r));
+    assert_non_null(r);
+    struct json_object *line = run_bench(
+        r, 0,
+        (char *[]){"train", "--model", "mlp", "--dataset", "synthetic", "--batch", "16", "--steps",
+                   "16", "--optimizer", "sgd", "--no-eval", "--trace-overhead", "2", "--json",
+                   NULL});
+    /* 16 steps = 8 blocks of 2 = 4 pairs, each of one block with the recorder off and one on. */
+    assert_int_equal(tide_test_json_int(line, "trace_overhead_pairs"), 4);
+    assert_true(tide_test_json_number(line, "trace_off_step_ms") > 0);
+    assert_true(tide_test_json_number(line, "trace_on_step_ms") > 0);
+    assert_non_null(strstr(r->err, "trace overhead over 4 pairs of 2-step blocks"));
+    json_object_put(line);
+
+    char *bad[] = {bench_path, "train", "--model", "mlp", "--dataset", "synthetic", "--steps", "6",
+                   "--no-eval", "--trace-overhead", "2", NULL};
+    tide_test_run_program(bad, -1, -1, r);
+    assert_int_equal(r->exit_code, 1);
+    assert_non_null(strstr(r->err, "--trace-overhead 2 wants --steps a multiple of 8 (got 6)"));
+    free(r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -262,6 +288,7 @@ int main(void)
         cmocka_unit_test(test_plan_does_not_fit),
         cmocka_unit_test(test_train),
         cmocka_unit_test(test_train_no_eval),
+        cmocka_unit_test(test_train_trace_overhead),
     };
     return cmocka_run_group_tests(tests, group_setup, NULL);
 }
