@@ -118,6 +118,13 @@ enum tide_status tide__planner_init(struct tide__planner *pl, struct tide_graph 
     return TIDE_OK;
 }
 
+void tide__planner_stamp(const struct tide__planner *pl)
+{
+    const struct tide_partitioning *p = &pl->part;
+    for (uint32_t i = 0; i < p->n_order; i++)
+        pl->graph->nodes[p->order[i]].partition = (int32_t)(i / p->partition_size);
+}
+
 void tide__planner_release(struct tide__planner *pl)
 {
     if (!pl)

@@ -114,6 +114,13 @@ enum tide_status tide__planner_init(struct tide__planner *pl, struct tide_graph 
 /* Frees what init allocated; NULL is a no-op. */
 void tide__planner_release(struct tide__planner *pl);
 
+/*
+ * Writes pl's partition of every original node into node->partition of the
+ * planner's graph: planners of several partition sizes share one graph, and
+ * a trial's clone or the final plan must carry the partitions of its own.
+ */
+void tide__planner_stamp(const struct tide__planner *pl);
+
 /* bytes rounded up to the planner's alignment (saturating). */
 uint64_t tide__align(const struct tide__planner *pl, uint64_t bytes);
 
