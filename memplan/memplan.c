@@ -211,17 +211,21 @@ static uint64_t placed_index_fit(const struct placed_index *x, uint64_t base, ui
             sets[n_sets++] = &x->start[r - 1];
         r -= r & 1;
     }
+    /*
+     * Round the sets until n_sets in a row leave the candidate where it is.
+     * A set that moved it is clear of it afterwards (its next run starts at
+     * or above the candidate's end), so it counts as the first of them.
+     */
     uint64_t candidate = base;
-    for (bool moved = true; moved;) {
-        moved = false;
-        for (uint32_t i = 0; i < n_sets; i++) {
-            const struct runs *runs = sets[i];
-            for (uint32_t k = runs_after(runs, candidate);
-                 k < runs->n && runs->bounds[2 * k] < candidate + bytes; k++) {
-                candidate = runs->bounds[2 * k + 1];
-                moved = true;
-            }
+    for (uint32_t i = 0, quiet = 0; quiet < n_sets; i = i + 1 == n_sets ? 0 : i + 1) {
+        const struct runs *runs = sets[i];
+        bool moved = false;
+        for (uint32_t k = runs_after(runs, candidate);
+             k < runs->n && runs->bounds[2 * k] < candidate + bytes; k++) {
+            candidate = runs->bounds[2 * k + 1];
+            moved = true;
         }
+        quiet = moved ? 1 : quiet + 1;
     }
     return candidate;
 }
