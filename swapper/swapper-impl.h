@@ -98,6 +98,19 @@ struct tide__planner {
     struct tide_partitioning part;
     uint64_t *workspace; /* per original node: the backend's scratch bytes */
     uint8_t *kinds;      /* per tensor of part: enum tide__tensor_kind */
+    /*
+     * Per tensor of part: its bytes, and rounded to the alignment; per
+     * position of part's order: the workspace rounded. Read by every
+     * simulation, which would otherwise chase the graph's nodes each time.
+     */
+    uint64_t *tensor_bytes;
+    uint64_t *tensor_aligned;
+    uint64_t *workspace_at;
+    /*
+     * Per use of a Variable or Const (indexed as part's use arrays, from
+     * tensors[0].uses): 1 when the use writes it in place (an update).
+     */
+    uint8_t *use_writes;
     /* Scratch of tide__estimate. */
     int64_t *delta; /* 4 * n_original + 4 keys */
     struct tide_use_group *groups;

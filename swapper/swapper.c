@@ -652,6 +652,60 @@ static enum tide_status check_policy(const struct tide_memory_policy *p, struct 
     return TIDE_OK;
 }
 
+/*
+ * The automatic size's candidates on planner j. Every size has as many
+ * candidates as the default one, and simulating them all would cost most of
+ * the planning time, so each chain — one vars home and one prefetch, the
+ * thresholds of make_candidates in increasing order — is bisected instead:
+ * a larger threshold moves fewer bytes and holds more, so the chain's best
+ * candidate is the largest threshold whose live bytes fit the budget, found
+ * in about log2 of the chain's length simulations. Every candidate
+ * simulated joins the list, which is then ranked as usual. (Where live
+ * bytes are not monotone in the threshold, the bisection may settle on a
+ * smaller threshold than the best: the plan still fits, moving more.)
+ */
+static bool search_chains(struct search *s, uint32_t j)
+{
+    struct tide__planner *pl = &s->planners[j];
+    struct candidates *list = &s->list;
+    bool homes[2];
+    vars_homes(s->policy, homes);
+    uint32_t n_parts = pl->part.n_partitions, size = pl->part.partition_size;
+    for (int h = 0; h < 2; h++) {
+        if (!homes[h])
+            continue;
+        uint32_t thresholds[40], n_th = 0;
+        for (uint32_t th = 0;; th = th ? th * 2 : 1) {
+            /* On the device, "one group" is nothing moved, tried first. */
+            if (h == 0 && th >= n_parts)
+                break;
+            thresholds[n_th++] = th;
+            if (th >= n_parts || th >= UINT32_MAX / 2)
+                break;
+        }
+        for (uint32_t p = 0; p <= MAX_PREFETCH; p++) {
+            /* fits(lo) and !fits(hi), with -1 and n_th standing for both ends. */
+            int64_t lo = -1, hi = n_th;
+            while (hi - lo > 1) {
+                int64_t mid = lo + (hi - lo) / 2;
+                uint32_t th = thresholds[mid];
+                if (!candidates_push(list, j, size, h == 1, th, th >= n_parts ? TIDE__NEVER : th,
+                                     p))
+                    return false;
+                struct candidate *c = &list->items[list->n - 1];
+                tide__estimate(pl, &c->choice, &c->estimate);
+                c->estimated = true;
+                s->report->trials++;
+                if (c->estimate.live_bytes <= s->budget)
+                    lo = mid;
+                else
+                    hi = mid;
+            }
+        }
+    }
+    return true;
+}
+
 /* Estimates, orders and tries the candidates; *chosen, *found and *fit as choose() sets them. */
 static enum tide_status search(struct search *s, struct candidate *chosen, bool *found,
                                struct trial *fit, struct tide_error *err)
@@ -679,14 +733,17 @@ static enum tide_status search(struct search *s, struct candidate *chosen, bool 
         }
         break;
     }
-    /* Something must move: every other partition size joins the search. */
-    if (s->n_planners < s->n_sizes) {
-        uint32_t from = s->n_planners;
+    /*
+     * Something must move. With the size searched, every size's chains
+     * replace the default size's list (see search_chains).
+     */
+    if (s->n_sizes > 1) {
         enum tide_status st = planners_init(s, err);
         if (st != TIDE_OK)
             return st;
-        for (uint32_t j = from; j < s->n_planners; j++) {
-            if (!make_candidates(&s->planners[j], j, policy, list))
+        list->n = 0;
+        for (uint32_t j = 0; j < s->n_planners; j++) {
+            if (!search_chains(s, j))
                 return tide_error_set(err, TIDE_NOMEM, "swapper: out of memory");
         }
     }
