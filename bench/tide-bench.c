@@ -76,7 +76,8 @@ static void usage(FILE *out)
             "  --poison                 poison dead regions (debug)\n"
             "  --trace FILE             train: write a Chrome trace (ui.perfetto.dev) of every\n"
             "                           training step, not of the evaluation after them\n"
-            "  --partition-size K       plan/depth: nodes per partition (default 64)\n"
+            "  --partition-size K       plan/depth: nodes per partition; 0 (default): the\n"
+            "                           planner picks it (powers of two, 1 to 256)\n"
             "  --swap auto|on|off       plan: swap policy (default auto, with autotune)\n"
             "  --swap-threshold T       plan: swap when the next use is > T partitions away\n"
             "  --prefetch P             plan: swap in P partitions before the use\n"
@@ -215,7 +216,7 @@ static int parse_options(int argc, char **argv, struct bench_options *o)
             o->json = true;
             break;
         case O_PARTITION:
-            if (parse_i64(optarg, "--partition-size", 1, &v))
+            if (parse_i64(optarg, "--partition-size", 0, &v))
                 return -1;
             o->partition_size = (uint32_t)v;
             break;

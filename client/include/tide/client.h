@@ -239,7 +239,7 @@ struct tide_job_spec {
     size_t n_fetches;
 
     uint64_t budget_bytes;             /* the job's device arena; 0: the daemon's default */
-    uint32_t partition_size;           /* nodes per partition; 0: the daemon's default */
+    uint32_t partition_size;           /* nodes per partition; 0: auto, the planner picks */
     enum tide_job_swap swap;           /* default auto */
     uint32_t swap_threshold;           /* partitions; 0: the daemon's default */
     uint32_t prefetch_distance;        /* partitions; 0: the daemon's default */
