@@ -290,6 +290,8 @@ struct tide_job_plan_report {
     uint32_t n_partitions;
     struct tide_job_partition_report *partitions;
     struct tide_memory_timeline timeline; /* device memory over the schedule (tide/timeline.h) */
+    uint64_t floor_bytes; /* the largest single kernel's working set: no budget below fits */
+    char floor_node[TIDE_BUILDER_MAX_NAME + 1]; /* ... and that kernel */
 };
 
 /* What the daemon knows about a job (tide.v1.JobInfo). */
