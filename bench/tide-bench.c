@@ -449,8 +449,11 @@ enum tide_status tide_bench_plan(const uint8_t *bytes, size_t len,
 }
 
 /* Prints the plan report, and its JSON line under --json; 0, or 1 when that line failed. */
-static int print_plan(const struct bench_options *o, const struct tide_plan_report *r)
+static int print_plan(const struct bench_options *o, const struct tide_plan_report *r,
+                      const struct tide_graph *g)
 {
+    const char *floor_node =
+        g && r->floor_node < g->n_nodes ? g->nodes[r->floor_node].name : "";
     const double mib = 1 << 20;
     printf("%-9s %7s %12s %12s %12s %12s\n", "partition", "nodes", "resident MiB", "swap-in MiB",
            "swap-out MiB", "fetch MiB");
@@ -480,6 +483,8 @@ static int print_plan(const struct bench_options *o, const struct tide_plan_repo
     if (!r->fits)
         printf("smallest budget that fits: %.2f MiB (%s)\n", (double)r->min_budget_bytes / mib,
                r->message);
+    printf("floor %.2f MiB: the working set of \"%s\" alone\n", (double)r->floor_bytes / mib,
+           floor_node);
     if (!o->json)
         return 0;
     struct json_object *line = tide_bench_json_object();
@@ -493,8 +498,11 @@ static int print_plan(const struct bench_options *o, const struct tide_plan_repo
     tide_bench_json_set_uint(line, "fetch_bytes", r->fetch_bytes);
     tide_bench_json_set_uint(line, "write_back_bytes", r->write_back_bytes);
     tide_bench_json_set_uint(line, "partitions", r->n_partitions);
+    tide_bench_json_set_uint(line, "partition_size", r->chosen.partition_size);
     tide_bench_json_set_uint(line, "nodes", r->nodes);
     tide_bench_json_set_uint(line, "min_budget_bytes", r->min_budget_bytes);
+    tide_bench_json_set_uint(line, "floor_bytes", r->floor_bytes);
+    tide_bench_json_set_string(line, "floor_node", floor_node);
     tide_bench_json_set_uint(line, "host_bytes", r->host_bytes);
     tide_bench_json_set_uint(line, "swap_threshold", r->chosen.swap_threshold);
     tide_bench_json_set_uint(line, "prefetch_distance", r->chosen.prefetch_distance);
@@ -581,7 +589,7 @@ static int cmd_plan(const struct bench_options *o)
         fprintf(stderr, "tide-bench: %s\n", err.message);
         goto out;
     }
-    int printed = print_plan(o, tide_session_plan_report(session));
+    int printed = print_plan(o, tide_session_plan_report(session), tide_session_graph(session));
     if (st == TIDE_DOES_NOT_FIT)
         fprintf(stderr, "tide-bench: %s\n", err.message);
     rc = st == TIDE_OK && printed == 0 ? 0 : 1;
