@@ -14,10 +14,11 @@
  *   memplan      arena offsets and the predicted peak
  *
  * With swap auto and autotune, tide_plan_memory searches (threshold,
- * prefetch, vars_home) by running the passes on clones of the graph and
- * memplan — nothing executes — and keeps the plan that fits the budget with
- * the fewest bytes moved (Le et al.'s simulation-based tuning). The chosen
- * plan is then applied to the graph itself.
+ * prefetch, vars_home, and the partition size when the policy leaves it
+ * 0) by running the passes on clones of the graph and memplan — nothing
+ * executes — and keeps the plan that fits the budget with the fewest bytes
+ * moved (Le et al.'s simulation-based tuning). The chosen plan is then
+ * applied to the graph itself.
  *
  * Annotations the executor relies on (the contract between the passes and
  * runtime/executor.c):
