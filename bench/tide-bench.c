@@ -467,11 +467,12 @@ static int print_plan(const struct bench_options *o, const struct tide_plan_repo
                (double)q->swap_out_bytes / mib, (double)q->fetch_bytes / mib);
     }
     printf("%u nodes in %u partitions of %u; swap %s, threshold %u, prefetch %u, vars on %s "
-           "(%u plans tried, %.0f ms)\n",
+           "(%u plans tried, %.0f ms, %.0f ms of CPU)\n",
            r->nodes, r->n_partitions, r->chosen.partition_size,
            r->chosen.swap == TIDE_SWAP_OFF ? "off" : r->chosen.swap == TIDE_SWAP_ON ? "on" : "auto",
            r->chosen.swap_threshold, r->chosen.prefetch_distance,
-           r->chosen.vars_home == TIDE_VARS_HOME_HOST ? "host" : "device", r->trials, r->plan_ms);
+           r->chosen.vars_home == TIDE_VARS_HOME_HOST ? "host" : "device", r->trials, r->plan_ms,
+           r->plan_cpu_ms);
     printf("per step: swap-in %.1f MiB, swap-out %.1f MiB, fetch %.1f MiB, write-back %.1f MiB; "
            "host %.1f MiB\n",
            (double)r->swap_in_bytes / mib, (double)r->swap_out_bytes / mib,
@@ -508,6 +509,7 @@ static int print_plan(const struct bench_options *o, const struct tide_plan_repo
     tide_bench_json_set_uint(line, "prefetch_distance", r->chosen.prefetch_distance);
     tide_bench_json_set_uint(line, "trials", r->trials);
     tide_bench_json_set_fixed(line, "plan_ms", r->plan_ms, 1);
+    tide_bench_json_set_fixed(line, "plan_cpu_ms", r->plan_cpu_ms, 1);
     return tide_bench_json_print_line(line);
 }
 

@@ -188,7 +188,8 @@ struct tide_plan_report {
     uint64_t host_arena_bytes;
     struct tide_memory_policy chosen; /* after autotune; partition_size the one chosen */
     uint32_t trials;          /* plans simulated by autotune */
-    double plan_ms;
+    double plan_ms;           /* wall time */
+    double plan_cpu_ms;       /* CPU time of the planning thread: plan_ms less waiting for a core */
     char message[256];        /* why it does not fit, when fits is false */
 };
 

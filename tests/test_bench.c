@@ -110,6 +110,7 @@ static const char *const plan_keys[] = {"model",
                                         "prefetch_distance",
                                         "trials",
                                         "plan_ms",
+                                        "plan_cpu_ms",
                                         NULL};
 
 /* The figures of a plan line that the text report prints too. */
@@ -141,6 +142,7 @@ static void expect_plan_report(const char *text, struct json_object *line)
                      (double)tide_test_json_uint(line, "host_bytes") / mib);
     expect_in_report(text, "(%" PRIu64 " plans tried, ", tide_test_json_uint(line, "trials"));
     assert_true(tide_test_json_number(line, "plan_ms") >= 0);
+    assert_true(tide_test_json_number(line, "plan_cpu_ms") >= 0);
 }
 
 /* `plan` of an MLP that fits in 64 MiB: exit 0, the line says so in every field. */
