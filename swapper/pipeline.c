@@ -148,6 +148,48 @@ enum tide_status tide__planner_init(struct tide__planner *pl, struct tide_graph 
     return TIDE_OK;
 }
 
+/* A malloc'd copy of n bytes of from (never NULL for n 0, unless out of memory). */
+static void *copy_bytes(const void *from, size_t n)
+{
+    void *p = malloc(n + 1);
+    if (p && n)
+        memcpy(p, from, n);
+    return p;
+}
+
+enum tide_status tide__planner_init_from(struct tide__planner *pl, const struct tide__planner *base,
+                                         uint32_t partition_size, struct tide_error *err)
+{
+    memset(pl, 0, sizeof(*pl));
+    pl->graph = base->graph;
+    pl->env = base->env;
+    pl->alignment = base->alignment;
+    pl->n_original = base->n_original;
+    enum tide_status st = tide_partition_resize(&base->part, partition_size, &pl->part, err);
+    if (st != TIDE_OK)
+        return st;
+    size_t n = base->n_original, n_tensors = base->part.n_tensors, n_uses = 0, most_uses = 0;
+    for (uint32_t t = 0; t < n_tensors; t++) {
+        n_uses += base->part.tensors[t].n_uses;
+        most_uses = base->part.tensors[t].n_uses > most_uses ? base->part.tensors[t].n_uses
+                                                             : most_uses;
+    }
+    pl->delta = malloc((n * 4 + 4) * sizeof(*pl->delta));
+    pl->groups = malloc((most_uses + 1) * sizeof(*pl->groups));
+    pl->workspace = copy_bytes(base->workspace, n * sizeof(*pl->workspace));
+    pl->kinds = copy_bytes(base->kinds, n_tensors);
+    pl->tensor_bytes = copy_bytes(base->tensor_bytes, n_tensors * sizeof(*pl->tensor_bytes));
+    pl->tensor_aligned = copy_bytes(base->tensor_aligned, n_tensors * sizeof(*pl->tensor_aligned));
+    pl->workspace_at = copy_bytes(base->workspace_at, n * sizeof(*pl->workspace_at));
+    pl->use_writes = copy_bytes(base->use_writes, n_uses);
+    if (!pl->delta || !pl->groups || !pl->workspace || !pl->kinds || !pl->tensor_bytes ||
+        !pl->tensor_aligned || !pl->workspace_at || !pl->use_writes) {
+        tide__planner_release(pl);
+        return tide_error_set(err, TIDE_NOMEM, "swapper: out of memory planning %zu nodes", n);
+    }
+    return TIDE_OK;
+}
+
 void tide__planner_stamp(const struct tide__planner *pl)
 {
     const struct tide_partitioning *p = &pl->part;

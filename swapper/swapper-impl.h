@@ -124,6 +124,13 @@ struct tide__planner {
 enum tide_status tide__planner_init(struct tide__planner *pl, struct tide_graph *graph,
                                     uint32_t partition_size, const struct tide_plan_env *env,
                                     struct tide_error *err);
+/*
+ * A planner like base (same graph and env) at another partition size, from
+ * base's partitioning, workspaces and kinds without walking the graph
+ * again (tide_partition_resize). Leaves node->partition as it is.
+ */
+enum tide_status tide__planner_init_from(struct tide__planner *pl, const struct tide__planner *base,
+                                         uint32_t partition_size, struct tide_error *err);
 /* Frees what init allocated; NULL is a no-op. */
 void tide__planner_release(struct tide__planner *pl);
 

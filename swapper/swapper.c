@@ -348,12 +348,12 @@ struct search {
     struct trial least_trial; /* released with the search unless adopted */
 };
 
-/* Initialises the planners of every size not yet initialised. */
+/* Initialises the planners of every size not yet initialised, from the first one's. */
 static enum tide_status planners_init(struct search *s, struct tide_error *err)
 {
     while (s->n_planners < s->n_sizes) {
-        enum tide_status st = tide__planner_init(&s->planners[s->n_planners], s->graph,
-                                                 s->sizes[s->n_planners], s->env, err);
+        enum tide_status st = tide__planner_init_from(&s->planners[s->n_planners], &s->planners[0],
+                                                      s->sizes[s->n_planners], err);
         if (st != TIDE_OK)
             return st;
         s->n_planners++;
