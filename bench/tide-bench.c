@@ -441,10 +441,18 @@ enum tide_status tide_bench_plan(const uint8_t *bytes, size_t len,
                                  struct tide_backend *backend, struct tide_session **session,
                                  struct tide_error *err)
 {
+    /*
+     * The fetches of `train` (and of tidectl's jobs): the fetched logits are
+     * pinned on the device, so a plan without them would name a smallest
+     * budget a few KiB short of what training at it needs.
+     */
+    static const char *const fetches[] = {TIDE_MODEL_LOGITS};
     struct tide_session_options so = tide_session_options_default();
     so.backend = backend;
     so.memory = policy;
     so.train = train;
+    so.fetches = fetches;
+    so.n_fetches = 1;
     return tide_session_plan(bytes, len, &so, session, err);
 }
 

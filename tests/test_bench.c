@@ -229,6 +229,38 @@ static void test_plan_auto_reaches_the_floor(void **state)
     free(r);
 }
 
+/*
+ * `plan` names the budget `train` needs: the CNN trains one step at exactly
+ * the smallest budget of its plan, within it (the fetched logits, pinned on
+ * the device, included; without them the plan was 2.5 KiB short), and
+ * `train` refuses one byte less.
+ */
+static void test_train_at_the_smallest_budget(void **state)
+{
+    (void)state;
+    struct tide_test_run *r = malloc(sizeof(*r));
+    assert_non_null(r);
+    struct json_object *line =
+        run_bench(r, 1, (char *[]){"plan", "--model", "cnn", "--budget", "1K", "--json", NULL});
+    uint64_t min_budget = tide_test_json_uint(line, "min_budget_bytes");
+    json_object_put(line);
+    char budget[32];
+    snprintf(budget, sizeof(budget), "%" PRIu64, min_budget);
+    line = run_bench(r, 0,
+                     (char *[]){"train", "--model", "cnn", "--dataset", "synthetic", "--steps", "1",
+                                "--no-eval", "--budget", budget, "--json", NULL});
+    assert_int_equal(tide_test_json_uint(line, "predicted_peak_bytes"), min_budget);
+    assert_true(tide_test_json_uint(line, "device_high_water_bytes") <= min_budget);
+    json_object_put(line);
+    snprintf(budget, sizeof(budget), "%" PRIu64, min_budget - 1);
+    char *argv[] = {bench_path, "train", "--model", "cnn", "--dataset", "synthetic", "--steps", "1",
+                    "--no-eval", "--budget", budget, NULL};
+    tide_test_run_program(argv, -1, -1, r);
+    assert_int_equal(r->exit_code, 1);
+    assert_non_null(strstr(r->err, "plan needs"));
+    free(r);
+}
+
 /* A short `train` on synthetic data: every field, and the figures of the text report. */
 static void test_train(void **state)
 {
@@ -309,6 +341,7 @@ int main(void)
         cmocka_unit_test(test_plan_fits),
         cmocka_unit_test(test_plan_does_not_fit),
         cmocka_unit_test(test_plan_auto_reaches_the_floor),
+        cmocka_unit_test(test_train_at_the_smallest_budget),
         cmocka_unit_test(test_train),
         cmocka_unit_test(test_train_no_eval),
     };
