@@ -523,8 +523,8 @@ static enum tide_status does_not_fit(struct search *s, const struct working_set 
         const struct tide_node *n = &g->nodes[report->min_budget_node];
         tide_error_set(err, TIDE_DOES_NOT_FIT,
                        "plan needs %" PRIu64 " bytes (%.1f MiB) at best (node \"%s\" (%s) at "
-                       "its peak, in partition %d of %u of %u nodes, with %s and every feature "
-                       "map swapped), budget is %" PRIu64 " bytes (%.1f MiB)",
+                       "its peak, in partition %d of %u (of %u nodes), with %s and every "
+                       "feature map swapped), budget is %" PRIu64 " bytes (%.1f MiB)",
                        report->min_budget_bytes, mib(report->min_budget_bytes), n->name,
                        tide_op_info(n->op)->name, n->partition, report->n_partitions,
                        c.partition_size,
