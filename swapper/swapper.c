@@ -36,8 +36,10 @@
  *     Partition size 0 (auto) with autotune and a budget: when nothing
  *     moved does not fit (at TIDE_PARTITION_SIZE_DEFAULT; without memory
  *     ops the plan is the same at every size), every size of auto_sizes
- *     (powers of two, 1 to 256) gets its own planner and candidates, and
- *     all are ranked together: fewest bytes moved still decides, then the
+ *     (powers of two, 1 to 256) gets its own planner, each chain of its
+ *     thresholds is bisected against the budget (search_chains), and the
+ *     candidates simulated are ranked together: fewest bytes moved still
+ *     decides, then the
  *     larger prefetch distance in nodes (prefetch × partition size: the
  *     compute a copy may overlap), then the lower peak. Small partitions
  *     load tensors right before their use and so reach the lowest peaks
@@ -56,10 +58,13 @@
  *     trial's memplan adopted rather than run again (tide__adopt): the
  *     passes are deterministic, so the rewritten graph is the clone's.
  *
- * Cost: the simulations are cheap (a 1,000-layer ResNet, 18,751 nodes:
- * about 1 ms each, 65 candidates); one memplan run over the swapped graph
- * (25,000 to 50,000 nodes) is most of the time. Planning that ResNet takes
- * 0.1 s when nothing needs to move and about 1 s under tight budgets.
+ * Cost: the simulations are linear and cheap (a 2,000-layer ResNet at batch
+ * 16, 75,000 nodes before the memory passes: under 1 ms each; about 70
+ * candidates at a fixed size, about 200 over the automatic sizes); one or
+ * two memplan runs over the swapped graph (100,000 nodes) and the rewrite
+ * are most of the rest. Planning that ResNet under a budget that needs
+ * swapping takes 0.4 s of CPU at size 64 and 0.5 to 0.8 s with the size
+ * searched (docs/benchmarks.md, "Planner").
  *
  * When nothing fits, the smallest budget's plan (the lowest peak of the most
  * aggressive choices — threshold 0, prefetch 0, each vars home allowed —
