@@ -76,7 +76,8 @@ static void usage(FILE *out)
             "  --poison                 poison dead regions (debug)\n"
             "  --trace FILE             train: write a Chrome trace (ui.perfetto.dev) of every\n"
             "                           training step, not of the evaluation after them\n"
-            "  --partition-size K       plan/depth: nodes per partition (default 64)\n"
+            "  --partition-size K       plan/depth: nodes per partition; 0 (default): the\n"
+            "                           planner picks it (powers of two, 1 to 256)\n"
             "  --swap auto|on|off       plan: swap policy (default auto, with autotune)\n"
             "  --swap-threshold T       plan: swap when the next use is > T partitions away\n"
             "  --prefetch P             plan: swap in P partitions before the use\n"
@@ -220,7 +221,7 @@ static int parse_options(int argc, char **argv, struct bench_options *o)
             o->json = true;
             break;
         case O_PARTITION:
-            if (parse_i64(optarg, "--partition-size", 1, &v))
+            if (parse_i64(optarg, "--partition-size", 0, &v))
                 return -1;
             o->partition_size = (uint32_t)v;
             break;
@@ -449,16 +450,27 @@ enum tide_status tide_bench_plan(const uint8_t *bytes, size_t len,
                                  struct tide_backend *backend, struct tide_session **session,
                                  struct tide_error *err)
 {
+    /*
+     * The fetches of `train` (and of tidectl's jobs): the fetched logits are
+     * pinned on the device, so a plan without them would name a smallest
+     * budget a few KiB short of what training at it needs.
+     */
+    static const char *const fetches[] = {TIDE_MODEL_LOGITS};
     struct tide_session_options so = tide_session_options_default();
     so.backend = backend;
     so.memory = policy;
     so.train = train;
+    so.fetches = fetches;
+    so.n_fetches = 1;
     return tide_session_plan(bytes, len, &so, session, err);
 }
 
 /* Prints the plan report, and its JSON line under --json; 0, or 1 when that line failed. */
-static int print_plan(const struct bench_options *o, const struct tide_plan_report *r)
+static int print_plan(const struct bench_options *o, const struct tide_plan_report *r,
+                      const struct tide_graph *g)
 {
+    const char *floor_node =
+        g && r->floor_node < g->n_nodes ? g->nodes[r->floor_node].name : "";
     const double mib = 1 << 20;
     printf("%-9s %7s %12s %12s %12s %12s\n", "partition", "nodes", "resident MiB", "swap-in MiB",
            "swap-out MiB", "fetch MiB");
@@ -472,11 +484,12 @@ static int print_plan(const struct bench_options *o, const struct tide_plan_repo
                (double)q->swap_out_bytes / mib, (double)q->fetch_bytes / mib);
     }
     printf("%u nodes in %u partitions of %u; swap %s, threshold %u, prefetch %u, vars on %s "
-           "(%u plans tried, %.0f ms)\n",
+           "(%u plans tried, %.0f ms, %.0f ms of CPU)\n",
            r->nodes, r->n_partitions, r->chosen.partition_size,
            r->chosen.swap == TIDE_SWAP_OFF ? "off" : r->chosen.swap == TIDE_SWAP_ON ? "on" : "auto",
            r->chosen.swap_threshold, r->chosen.prefetch_distance,
-           r->chosen.vars_home == TIDE_VARS_HOME_HOST ? "host" : "device", r->trials, r->plan_ms);
+           r->chosen.vars_home == TIDE_VARS_HOME_HOST ? "host" : "device", r->trials, r->plan_ms,
+           r->plan_cpu_ms);
     printf("per step: swap-in %.1f MiB, swap-out %.1f MiB, fetch %.1f MiB, write-back %.1f MiB; "
            "host %.1f MiB\n",
            (double)r->swap_in_bytes / mib, (double)r->swap_out_bytes / mib,
@@ -488,6 +501,8 @@ static int print_plan(const struct bench_options *o, const struct tide_plan_repo
     if (!r->fits)
         printf("smallest budget that fits: %.2f MiB (%s)\n", (double)r->min_budget_bytes / mib,
                r->message);
+    printf("floor %.2f MiB: the working set of \"%s\" alone\n", (double)r->floor_bytes / mib,
+           floor_node);
     if (!o->json)
         return 0;
     struct json_object *line = tide_bench_json_object();
@@ -501,13 +516,17 @@ static int print_plan(const struct bench_options *o, const struct tide_plan_repo
     tide_bench_json_set_uint(line, "fetch_bytes", r->fetch_bytes);
     tide_bench_json_set_uint(line, "write_back_bytes", r->write_back_bytes);
     tide_bench_json_set_uint(line, "partitions", r->n_partitions);
+    tide_bench_json_set_uint(line, "partition_size", r->chosen.partition_size);
     tide_bench_json_set_uint(line, "nodes", r->nodes);
     tide_bench_json_set_uint(line, "min_budget_bytes", r->min_budget_bytes);
+    tide_bench_json_set_uint(line, "floor_bytes", r->floor_bytes);
+    tide_bench_json_set_string(line, "floor_node", floor_node);
     tide_bench_json_set_uint(line, "host_bytes", r->host_bytes);
     tide_bench_json_set_uint(line, "swap_threshold", r->chosen.swap_threshold);
     tide_bench_json_set_uint(line, "prefetch_distance", r->chosen.prefetch_distance);
     tide_bench_json_set_uint(line, "trials", r->trials);
     tide_bench_json_set_fixed(line, "plan_ms", r->plan_ms, 1);
+    tide_bench_json_set_fixed(line, "plan_cpu_ms", r->plan_cpu_ms, 1);
     return tide_bench_json_print_line(line);
 }
 
@@ -589,7 +608,7 @@ static int cmd_plan(const struct bench_options *o)
         fprintf(stderr, "tide-bench: %s\n", err.message);
         goto out;
     }
-    int printed = print_plan(o, tide_session_plan_report(session));
+    int printed = print_plan(o, tide_session_plan_report(session), tide_session_graph(session));
     if (st == TIDE_DOES_NOT_FIT)
         fprintf(stderr, "tide-bench: %s\n", err.message);
     rc = st == TIDE_OK && printed == 0 ? 0 : 1;

@@ -759,6 +759,8 @@ static void plan_from_proto(const Tide__V1__PlanReport *p, struct tide_job_plan_
     out->host_bytes = p->host_bytes;
     out->plan_us = p->plan_us;
     copy_text(out->message, sizeof(out->message), p->message);
+    out->floor_bytes = p->floor_bytes;
+    copy_text(out->floor_node, sizeof(out->floor_node), p->floor_node);
     if (!with_partitions || p->n_partitions == 0)
         return;
     out->partitions = calloc(p->n_partitions, sizeof(*out->partitions));

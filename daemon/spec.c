@@ -196,6 +196,8 @@ Tide__V1__PlanReport *tided_spec_plan_report(const struct tide_plan_report *r,
     p->fits = r->fits;
     p->min_budget_bytes = r->min_budget_bytes;
     p->min_budget_node = xstrdup(r->fits ? "" : node_name(g, r->min_budget_node));
+    p->floor_bytes = r->floor_bytes;
+    p->floor_node = xstrdup(node_name(g, r->floor_node));
     p->swap_in_bytes = r->swap_in_bytes;
     p->swap_out_bytes = r->swap_out_bytes;
     p->fetch_bytes = r->fetch_bytes;

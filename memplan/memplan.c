@@ -33,14 +33,15 @@
  *     Const), packed back to back at TIDE_MEMPLAN_HOST_ALIGNMENT. Nothing
  *     shares host addresses: every host buffer lives for the whole job.
  *
- * Placement is the hot part. The placed regions are kept sorted by offset in
- * a list of fixed-size chunks (insertion moves at most one chunk), and each
- * chunk knows the time span of its regions, so a chunk whose regions are all
- * alive at other times is skipped as a whole. The scan for one region stops
- * at the first placed region that starts above the candidate's end, since no
- * later one can overlap it. The worst case stays quadratic, but the training
- * graph of a 1,900-layer ResNet-like net (25,000 nodes, 30,000 regions)
- * plans in about 0.1 s.
+ * Both placement and reuse edges ask, for each region, about the regions
+ * alive at an overlapping time or dead before it: a scan of all placed
+ * regions per region is quadratic (a 4,000-layer ResNet's training graph,
+ * 200,000 nodes, took seconds). Placement finds its conflicts through a
+ * segment tree over positions whose nodes keep merged address runs
+ * (placed_index); reuse edges sweep the regions in order of first position
+ * over a segment tree of address segments (latest_tree). Both are
+ * O(R log R) in practice and give the same offsets and edges as the scans
+ * did: the lowest offset that fits, and the latest access per stream.
  */
 #include "memplan/memplan.h"
 
@@ -49,51 +50,141 @@
 #include <string.h>
 
 #define DEFAULT_ALIGNMENT 256
-/* Regions per chunk of the offset-sorted list: a few KiB to move on insertion. */
-#define CHUNK_CAP 256
-
 /* ============================================================================
- * The placed regions, sorted by offset
+ * The placed regions, indexed by time
+ *
+ * A region being placed conflicts with the placed regions alive at some
+ * position of its own interval [a, b]: those alive at a, and those that
+ * start in (a, b]. Both are found through a segment tree over positions:
+ *
+ *  - cover: each placed region is put in the O(log n) tree nodes that
+ *    decompose its interval; those on the path from the root to leaf a are
+ *    exactly the regions alive at a;
+ *  - start: each placed region is put in every node above the leaf of its
+ *    first position; the O(log n) nodes that decompose [a, b] hold exactly
+ *    the regions that start in [a, b].
+ *
+ * Every region in one of those sets conflicts, so a set keeps only the
+ * union of its regions' address ranges, merged into disjoint sorted runs.
+ * The lowest offset that fits is found by moving the candidate past any run
+ * it overlaps, set after set, until a whole round moves it no further: the
+ * smallest offset above base at which no conflicting region overlaps the
+ * candidate, which is what a scan of every placed region in order of
+ * offset finds, in O(log n) binary searches per run passed instead.
  * ========================================================================== */
 
-struct placed {
-    uint64_t offset;
-    uint64_t end; /* offset + bytes */
-    uint32_t first;
-    uint32_t last;
-};
-
-struct chunk {
+/* Disjoint, non-adjacent address ranges [lo, hi), sorted. */
+struct runs {
+    uint64_t *bounds; /* lo0, hi0, lo1, hi1, ... */
     uint32_t n;
-    uint32_t min_first; /* the time span of the chunk's regions */
-    uint32_t max_last;
-    struct placed items[CHUNK_CAP];
+    uint32_t cap;
 };
 
-struct placed_list {
-    struct chunk **chunks;
-    uint32_t n_chunks;
-    uint32_t cap_chunks;
+struct placed_index {
+    uint32_t leaves; /* a power of two >= the positions */
+    struct runs *cover; /* 2 * leaves tree nodes, 1-based */
+    struct runs *start;
 };
 
-static void chunk_recompute_span(struct chunk *c)
+static void placed_index_free(struct placed_index *x)
 {
-    c->min_first = UINT32_MAX;
-    c->max_last = 0;
-    for (uint32_t i = 0; i < c->n; i++) {
-        if (c->items[i].first < c->min_first)
-            c->min_first = c->items[i].first;
-        if (c->items[i].last > c->max_last)
-            c->max_last = c->items[i].last;
+    for (size_t i = 0; x->cover && i < 2 * (size_t)x->leaves; i++) {
+        free(x->cover[i].bounds);
+        free(x->start[i].bounds);
     }
+    free(x->cover);
+    free(x->start);
+    memset(x, 0, sizeof(*x));
 }
 
-static void placed_list_free(struct placed_list *list)
+static enum tide_status placed_index_init(struct placed_index *x, uint32_t positions)
 {
-    for (uint32_t i = 0; i < list->n_chunks; i++)
-        free(list->chunks[i]);
-    free(list->chunks);
-    memset(list, 0, sizeof(*list));
+    memset(x, 0, sizeof(*x));
+    x->leaves = 1;
+    while (x->leaves < positions)
+        x->leaves *= 2;
+    x->cover = calloc(2 * (size_t)x->leaves, sizeof(*x->cover));
+    x->start = calloc(2 * (size_t)x->leaves, sizeof(*x->start));
+    if (!x->cover || !x->start) {
+        placed_index_free(x);
+        return TIDE_NOMEM;
+    }
+    return TIDE_OK;
+}
+
+/* The index of the first run whose end is above offset (runs->n: none). */
+static uint32_t runs_after(const struct runs *runs, uint64_t offset)
+{
+    uint32_t lo = 0, hi = runs->n;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (runs->bounds[2 * mid + 1] <= offset)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* Adds [lo, hi) to runs, merging it with the runs it overlaps or touches. */
+static enum tide_status runs_add(struct runs *runs, uint64_t lo, uint64_t hi)
+{
+    /* The first run that ends at or above lo, and the first that starts above hi. */
+    uint32_t first = 0, count = runs->n;
+    while (count > 0) {
+        uint32_t half = count / 2;
+        if (runs->bounds[2 * (first + half) + 1] < lo) {
+            first += half + 1;
+            count -= half + 1;
+        } else {
+            count = half;
+        }
+    }
+    uint32_t last = first;
+    while (last < runs->n && runs->bounds[2 * last] <= hi)
+        last++;
+    if (last > first) {
+        /* Merge runs first..last-1 with [lo, hi) into run first. */
+        uint64_t merged_lo = runs->bounds[2 * first] < lo ? runs->bounds[2 * first] : lo;
+        uint64_t merged_hi = runs->bounds[2 * (last - 1) + 1] > hi ? runs->bounds[2 * (last - 1) + 1]
+                                                                  : hi;
+        runs->bounds[2 * first] = merged_lo;
+        runs->bounds[2 * first + 1] = merged_hi;
+        memmove(runs->bounds + 2 * (first + 1), runs->bounds + 2 * last,
+                (size_t)(runs->n - last) * 2 * sizeof(*runs->bounds));
+        runs->n -= last - first - 1;
+        return TIDE_OK;
+    }
+    if (runs->n == runs->cap) {
+        uint32_t cap = runs->cap ? runs->cap * 2 : 4;
+        uint64_t *bounds = realloc(runs->bounds, (size_t)cap * 2 * sizeof(*bounds));
+        if (!bounds)
+            return TIDE_NOMEM;
+        runs->bounds = bounds;
+        runs->cap = cap;
+    }
+    memmove(runs->bounds + 2 * (first + 1), runs->bounds + 2 * first,
+            (size_t)(runs->n - first) * 2 * sizeof(*runs->bounds));
+    runs->bounds[2 * first] = lo;
+    runs->bounds[2 * first + 1] = hi;
+    runs->n++;
+    return TIDE_OK;
+}
+
+static enum tide_status placed_index_insert(struct placed_index *x, uint64_t offset,
+                                            uint64_t end, uint32_t first, uint32_t last)
+{
+    enum tide_status st = TIDE_OK;
+    for (size_t l = (size_t)first + x->leaves, r = (size_t)last + x->leaves + 1;
+         l < r && st == TIDE_OK; l /= 2, r /= 2) {
+        if (l & 1)
+            st = runs_add(&x->cover[l++], offset, end);
+        if (st == TIDE_OK && (r & 1))
+            st = runs_add(&x->cover[--r], offset, end);
+    }
+    for (size_t v = (size_t)first + x->leaves; v >= 1 && st == TIDE_OK; v /= 2)
+        st = runs_add(&x->start[v], offset, end);
+    return st;
 }
 
 /*
@@ -101,96 +192,42 @@ static void placed_list_free(struct placed_list *list)
  * placed region alive at some time in [first, last]. All offsets and sizes
  * are multiples of the alignment, so every candidate stays aligned.
  */
-static uint64_t placed_list_fit(const struct placed_list *list, uint64_t base, uint64_t bytes,
-                                uint32_t first, uint32_t last)
+static uint64_t placed_index_fit(const struct placed_index *x, uint64_t base, uint64_t bytes,
+                                 uint32_t first, uint32_t last)
 {
+    /* The sets that conflict: at most two per level of the tree. */
+    const struct runs *sets[4 * 33];
+    uint32_t n_sets = 0;
+    for (size_t v = (size_t)first + x->leaves; v >= 1; v /= 2) {
+        if (x->cover[v].n)
+            sets[n_sets++] = &x->cover[v];
+    }
+    for (size_t l = (size_t)first + x->leaves, r = (size_t)last + x->leaves + 1; l < r;
+         l /= 2, r /= 2) {
+        if ((l & 1) && x->start[l].n)
+            sets[n_sets++] = &x->start[l];
+        l += l & 1;
+        if ((r & 1) && x->start[r - 1].n)
+            sets[n_sets++] = &x->start[r - 1];
+        r -= r & 1;
+    }
+    /*
+     * Round the sets until n_sets in a row leave the candidate where it is.
+     * A set that moved it is clear of it afterwards (its next run starts at
+     * or above the candidate's end), so it counts as the first of them.
+     */
     uint64_t candidate = base;
-    for (uint32_t c = 0; c < list->n_chunks; c++) {
-        const struct chunk *chunk = list->chunks[c];
-        if (chunk->items[0].offset >= candidate + bytes)
-            return candidate;
-        /* No region of the chunk is alive when this one is: none can conflict. */
-        if (chunk->min_first > last || chunk->max_last < first)
-            continue;
-        for (uint32_t i = 0; i < chunk->n; i++) {
-            const struct placed *p = &chunk->items[i];
-            if (p->offset >= candidate + bytes)
-                return candidate;
-            if (p->first > last || p->last < first)
-                continue;
-            /*
-             * p starts below the candidate's end and is alive at the same
-             * time: move past it if it reaches into the candidate. Every
-             * region passed before p that is alive at the same time ends at
-             * or below the candidate already.
-             */
-            if (p->end > candidate)
-                candidate = p->end;
+    for (uint32_t i = 0, quiet = 0; quiet < n_sets; i = i + 1 == n_sets ? 0 : i + 1) {
+        const struct runs *runs = sets[i];
+        bool moved = false;
+        for (uint32_t k = runs_after(runs, candidate);
+             k < runs->n && runs->bounds[2 * k] < candidate + bytes; k++) {
+            candidate = runs->bounds[2 * k + 1];
+            moved = true;
         }
+        quiet = moved ? 1 : quiet + 1;
     }
     return candidate;
-}
-
-static enum tide_status placed_list_insert(struct placed_list *list, const struct placed *p)
-{
-    if (list->n_chunks == 0) {
-        list->chunks = malloc(4 * sizeof(*list->chunks));
-        struct chunk *c = malloc(sizeof(*c));
-        if (!list->chunks || !c) {
-            free(c);
-            return TIDE_NOMEM;
-        }
-        list->cap_chunks = 4;
-        c->n = 0;
-        list->chunks[list->n_chunks++] = c;
-    }
-    /* The chunk to insert into: the last one whose first offset is <= p's. */
-    uint32_t c = 0;
-    while (c + 1 < list->n_chunks && list->chunks[c + 1]->items[0].offset <= p->offset)
-        c++;
-    struct chunk *chunk = list->chunks[c];
-    if (chunk->n == CHUNK_CAP) {
-        if (list->n_chunks == list->cap_chunks) {
-            uint32_t cap = list->cap_chunks * 2;
-            struct chunk **chunks = realloc(list->chunks, (size_t)cap * sizeof(*chunks));
-            if (!chunks)
-                return TIDE_NOMEM;
-            list->chunks = chunks;
-            list->cap_chunks = cap;
-        }
-        struct chunk *upper = malloc(sizeof(*upper));
-        if (!upper)
-            return TIDE_NOMEM;
-        uint32_t half = CHUNK_CAP / 2;
-        upper->n = CHUNK_CAP - half;
-        memcpy(upper->items, chunk->items + half, upper->n * sizeof(chunk->items[0]));
-        chunk->n = half;
-        chunk_recompute_span(chunk);
-        chunk_recompute_span(upper);
-        memmove(list->chunks + c + 2, list->chunks + c + 1,
-                (list->n_chunks - c - 1) * sizeof(*list->chunks));
-        list->chunks[c + 1] = upper;
-        list->n_chunks++;
-        if (upper->items[0].offset <= p->offset)
-            chunk = upper;
-    }
-    /* Binary search: after every item whose offset is <= p's. */
-    uint32_t lo = 0, hi = chunk->n;
-    while (lo < hi) {
-        uint32_t mid = lo + (hi - lo) / 2;
-        if (chunk->items[mid].offset <= p->offset)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    memmove(chunk->items + lo + 1, chunk->items + lo, (chunk->n - lo) * sizeof(chunk->items[0]));
-    chunk->items[lo] = *p;
-    if (chunk->n == 0 || p->first < chunk->min_first)
-        chunk->min_first = p->first;
-    if (chunk->n == 0 || p->last > chunk->max_last)
-        chunk->max_last = p->last;
-    chunk->n++;
-    return TIDE_OK;
 }
 
 /* ============================================================================
@@ -239,14 +276,6 @@ static int compare_by_size(const void *a, const void *b)
     if (x->output != y->output)
         return x->output < y->output ? -1 : 1;
     return 0;
-}
-
-static int compare_by_offset(const void *a, const void *b)
-{
-    const struct sort_key *x = a, *y = b;
-    if (x->offset != y->offset)
-        return x->offset < y->offset ? -1 : 1;
-    return x->region < y->region ? -1 : x->region > y->region;
 }
 
 static struct sort_key key_of(const struct tide_memplan_region *regions, uint32_t r)
@@ -439,8 +468,12 @@ static enum tide_status place(struct tide_memplan *plan, struct tide_error *err)
     }
     qsort(by_size, n_sorted, sizeof(*by_size), compare_by_size);
 
-    struct placed_list list = {0};
+    struct placed_index index;
     enum tide_status st = TIDE_OK;
+    if (placed_index_init(&index, plan->n_order) != TIDE_OK) {
+        free(by_size);
+        return tide_error_set(err, TIDE_NOMEM, "memplan: out of memory placing regions");
+    }
     for (uint32_t i = 0; i < n_sorted && st == TIDE_OK; i++) {
         struct tide_memplan_region *r = &regions[by_size[i].region];
         if (r->bytes == 0) {
@@ -448,16 +481,16 @@ static enum tide_status place(struct tide_memplan *plan, struct tide_error *err)
             r->offset = top;
             continue;
         }
-        r->offset = placed_list_fit(&list, top, r->bytes, r->first, r->last);
+        r->offset = placed_index_fit(&index, top, r->bytes, r->first, r->last);
         if (r->offset > UINT64_MAX - r->bytes) {
             st = tide_error_set(err, TIDE_LIMIT, "memplan: the arena overflows 64 bits");
             break;
         }
-        struct placed p = {r->offset, r->offset + r->bytes, r->first, r->last};
-        if (placed_list_insert(&list, &p) != TIDE_OK)
+        if (placed_index_insert(&index, r->offset, r->offset + r->bytes, r->first, r->last) !=
+            TIDE_OK)
             st = tide_error_set(err, TIDE_NOMEM, "memplan: out of memory placing regions");
     }
-    placed_list_free(&list);
+    placed_index_free(&index);
     free(by_size);
     if (st != TIDE_OK)
         return st;
@@ -521,6 +554,98 @@ static enum tide_status collect_accesses(const struct tide_graph *graph,
 }
 
 /*
+ * The latest access on one stream to the regions seen so far, over address
+ * ranges: a segment tree over the elementary address segments (between
+ * consecutive distinct offsets and ends of regions), where a region's value
+ * is recorded in the nodes that decompose its range (tag) and in their
+ * ancestors (most). Values only grow, so no update needs pushing down: the
+ * most over a range is the most of its decomposing nodes and the tags of
+ * the nodes above them, which all lie on the paths from its two ends.
+ */
+struct latest_tree {
+    uint32_t leaves;
+    uint32_t *tag;  /* the largest value of a range that covers the node */
+    uint32_t *most; /* the largest value of a range that meets the node */
+};
+
+static void latest_tree_record(struct latest_tree *t, uint32_t lo, uint32_t hi, uint32_t value)
+{
+    for (size_t l = (size_t)lo + t->leaves, r = (size_t)hi + t->leaves; l < r; l /= 2, r /= 2) {
+        if (l & 1) {
+            t->tag[l] = value > t->tag[l] ? value : t->tag[l];
+            t->most[l] = value > t->most[l] ? value : t->most[l];
+            l++;
+        }
+        if (r & 1) {
+            r--;
+            t->tag[r] = value > t->tag[r] ? value : t->tag[r];
+            t->most[r] = value > t->most[r] ? value : t->most[r];
+        }
+    }
+    for (size_t v = ((size_t)lo + t->leaves) / 2; v >= 1; v /= 2)
+        t->most[v] = value > t->most[v] ? value : t->most[v];
+    for (size_t v = ((size_t)hi - 1 + t->leaves) / 2; v >= 1; v /= 2)
+        t->most[v] = value > t->most[v] ? value : t->most[v];
+}
+
+static uint32_t latest_tree_query(const struct latest_tree *t, uint32_t lo, uint32_t hi)
+{
+    uint32_t best = 0;
+    for (size_t l = (size_t)lo + t->leaves, r = (size_t)hi + t->leaves; l < r; l /= 2, r /= 2) {
+        if (l & 1) {
+            best = t->most[l] > best ? t->most[l] : best;
+            l++;
+        }
+        if (r & 1) {
+            r--;
+            best = t->most[r] > best ? t->most[r] : best;
+        }
+    }
+    for (size_t v = (size_t)lo + t->leaves; v >= 1; v /= 2)
+        best = t->tag[v] > best ? t->tag[v] : best;
+    for (size_t v = (size_t)hi - 1 + t->leaves; v >= 1; v /= 2)
+        best = t->tag[v] > best ? t->tag[v] : best;
+    return best;
+}
+
+static int compare_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The index of value in the sorted, distinct coords (it is there). */
+static uint32_t coord_of(const uint64_t *coords, uint32_t n, uint64_t value)
+{
+    uint32_t lo = 0, hi = n;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (coords[mid] < value)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* Region indices sorted by one of their positions (counting sort: positions are small). */
+static void sort_regions_by(const struct tide_memplan *plan, const uint32_t *ids, uint32_t n,
+                            bool by_last, uint32_t *count, uint32_t *out)
+{
+    memset(count, 0, ((size_t)plan->n_order + 1) * sizeof(*count));
+    for (uint32_t i = 0; i < n; i++) {
+        const struct tide_memplan_region *r = &plan->regions[ids[i]];
+        count[(by_last ? r->last : r->first) + 1]++;
+    }
+    for (uint32_t p = 0; p < plan->n_order; p++)
+        count[p + 1] += count[p];
+    for (uint32_t i = 0; i < n; i++) {
+        const struct tide_memplan_region *r = &plan->regions[ids[i]];
+        out[count[by_last ? r->last : r->first]++] = ids[i];
+    }
+}
+
+/*
  * A region R that takes over addresses of earlier-dying regions must not be
  * written before every access to them has finished. Accesses on R's
  * producer's stream come earlier on that stream, so the stream's order
@@ -528,9 +653,14 @@ static enum tide_status collect_accesses(const struct tide_graph *graph,
  * from the one that runs latest on s, over every earlier occupant of R's
  * addresses (not only each occupant's last reader by position), since s
  * runs its work in order and every other such access precedes it there.
- * Candidates are grouped by the streams they are accessed on (a region may
- * sit in several groups) and sorted by offset, so R scans only the other
- * streams' groups, and only up to its own end.
+ *
+ * "Earlier occupant" means a region whose addresses meet R's and whose last
+ * position is before R's first. One sweep over the regions in order of
+ * first position finds each R's latest access per stream: before R is
+ * asked, every region that died before R's first position has recorded its
+ * accesses in one latest_tree per stream; R asks its own address range.
+ * That is O(R log R); the edges are then added region by region, stream by
+ * stream, as before.
  */
 static enum tide_status add_reuse_edges(struct tide_graph *graph, struct tide_memplan *plan,
                                         const uint32_t *first_region, struct tide_error *err)
@@ -538,75 +668,83 @@ static enum tide_status add_reuse_edges(struct tide_graph *graph, struct tide_me
     uint32_t n_regions = plan->n_regions;
     const struct tide_memplan_region *regions = plan->regions;
     uint32_t *access = NULL;
-    struct sort_key *groups = malloc(((size_t)n_regions * N_STREAMS + 1) * sizeof(*groups));
-    uint32_t group_start[N_STREAMS + 1] = {0};
-    if (!groups || collect_accesses(graph, plan, first_region, &access) != TIDE_OK) {
-        free(groups);
-        return tide_error_set(err, TIDE_NOMEM, "memplan: out of memory for reuse edges");
-    }
-
-    /* Counting sort by the accessing stream, then each group by offset. */
-    for (uint32_t r = 0; r < n_regions; r++) {
-        for (int s = 0; s < N_STREAMS; s++) {
-            if (!regions[r].persistent && regions[r].bytes && access[(size_t)r * N_STREAMS + s])
-                group_start[s + 1]++;
-        }
-    }
-    for (int s = 0; s < N_STREAMS; s++)
-        group_start[s + 1] += group_start[s];
-    uint32_t fill[N_STREAMS];
-    memcpy(fill, group_start, sizeof(fill));
-    for (uint32_t r = 0; r < n_regions; r++) {
-        for (int s = 0; s < N_STREAMS; s++) {
-            if (!regions[r].persistent && regions[r].bytes && access[(size_t)r * N_STREAMS + s])
-                groups[fill[s]++] = key_of(regions, r);
-        }
-    }
-    /* The largest region of each group bounds how far below an offset an overlap can start. */
-    uint64_t max_bytes[N_STREAMS] = {0};
-    for (int s = 0; s < N_STREAMS; s++) {
-        qsort(groups + group_start[s], group_start[s + 1] - group_start[s], sizeof(*groups),
-              compare_by_offset);
-        for (uint32_t j = group_start[s]; j < group_start[s + 1]; j++)
-            max_bytes[s] = groups[j].bytes > max_bytes[s] ? groups[j].bytes : max_bytes[s];
-    }
-
+    uint32_t *ids = malloc(((size_t)n_regions + 1) * sizeof(*ids));
+    uint32_t *by_first = malloc(((size_t)n_regions + 1) * sizeof(*by_first));
+    uint32_t *by_last = malloc(((size_t)n_regions + 1) * sizeof(*by_last));
+    uint32_t *count = malloc(((size_t)plan->n_order + 2) * sizeof(*count));
+    uint32_t *latest = calloc((size_t)n_regions * N_STREAMS + 1, sizeof(*latest));
+    uint64_t *coords = malloc(((size_t)n_regions * 2 + 1) * sizeof(*coords));
+    struct latest_tree trees[N_STREAMS] = {{0}};
     enum tide_status st = TIDE_OK;
+    if (!ids || !by_first || !by_last || !count || !latest || !coords ||
+        collect_accesses(graph, plan, first_region, &access) != TIDE_OK) {
+        st = tide_error_set(err, TIDE_NOMEM, "memplan: out of memory for reuse edges");
+        goto done;
+    }
+
+    /* The regions that can share addresses, and the elementary segments of their ranges. */
+    uint32_t n = 0, n_coords = 0;
+    for (uint32_t r = 0; r < n_regions; r++) {
+        if (regions[r].persistent || regions[r].bytes == 0)
+            continue;
+        ids[n++] = r;
+        coords[n_coords++] = regions[r].offset;
+        coords[n_coords++] = regions[r].offset + regions[r].bytes;
+    }
+    qsort(coords, n_coords, sizeof(*coords), compare_u64);
+    uint32_t distinct = 0;
+    for (uint32_t i = 0; i < n_coords; i++) {
+        if (distinct == 0 || coords[i] != coords[distinct - 1])
+            coords[distinct++] = coords[i];
+    }
+    uint32_t leaves = 1;
+    while (leaves < distinct)
+        leaves *= 2;
+    for (int s = 0; s < N_STREAMS; s++) {
+        trees[s].leaves = leaves;
+        trees[s].tag = calloc(2 * (size_t)leaves, sizeof(*trees[s].tag));
+        trees[s].most = calloc(2 * (size_t)leaves, sizeof(*trees[s].most));
+        if (!trees[s].tag || !trees[s].most) {
+            st = tide_error_set(err, TIDE_NOMEM, "memplan: out of memory for reuse edges");
+            goto done;
+        }
+    }
+    sort_regions_by(plan, ids, n, false, count, by_first);
+    sort_regions_by(plan, ids, n, true, count, by_last);
+
+    /* The sweep: each region asks after every region that died before it started recorded. */
+    uint32_t dead = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t x = by_first[i];
+        const struct tide_memplan_region *r = &regions[x];
+        for (; dead < n && regions[by_last[dead]].last < r->first; dead++) {
+            uint32_t q = by_last[dead];
+            uint32_t lo = coord_of(coords, distinct, regions[q].offset);
+            uint32_t hi = coord_of(coords, distinct, regions[q].offset + regions[q].bytes);
+            for (int s = 0; s < N_STREAMS; s++) {
+                uint32_t at = access[(size_t)q * N_STREAMS + s];
+                if (at)
+                    latest_tree_record(&trees[s], lo, hi, at);
+            }
+        }
+        uint32_t lo = coord_of(coords, distinct, r->offset);
+        uint32_t hi = coord_of(coords, distinct, r->offset + r->bytes);
+        for (int s = 0; s < N_STREAMS; s++) {
+            if (s != graph->nodes[r->node].stream)
+                latest[(size_t)x * N_STREAMS + s] = latest_tree_query(&trees[s], lo, hi);
+        }
+    }
+
     for (uint32_t i = 0; i < n_regions && st == TIDE_OK; i++) {
         const struct tide_memplan_region *r = &regions[i];
         if (r->persistent || r->bytes == 0)
             continue;
         uint32_t producer = r->node;
         for (int s = 0; s < N_STREAMS && st == TIDE_OK; s++) {
-            if (s == graph->nodes[producer].stream)
+            uint32_t at = latest[(size_t)i * N_STREAMS + s]; /* 1 + position; 0: none */
+            if (s == graph->nodes[producer].stream || !at)
                 continue;
-            uint32_t latest = 0; /* 1 + position */
-            /*
-             * Skip by binary search the regions that end before r starts: a
-             * region at an offset below r->offset - max_bytes[s] cannot reach
-             * it. This keeps deep plans from scanning every group from 0.
-             */
-            uint64_t low = r->offset > max_bytes[s] ? r->offset - max_bytes[s] : 0;
-            uint32_t lo = group_start[s], hi = group_start[s + 1];
-            while (lo < hi) {
-                uint32_t mid = lo + (hi - lo) / 2;
-                if (groups[mid].offset < low)
-                    lo = mid + 1;
-                else
-                    hi = mid;
-            }
-            for (uint32_t j = lo; j < group_start[s + 1]; j++) {
-                uint32_t x = groups[j].region;
-                const struct tide_memplan_region *q = &regions[x];
-                if (q->offset >= r->offset + r->bytes)
-                    break;
-                uint32_t at = access[(size_t)x * N_STREAMS + s];
-                if (q->offset + q->bytes > r->offset && q->last < r->first && at > latest)
-                    latest = at;
-            }
-            if (!latest)
-                continue;
-            uint32_t reader = plan->order[latest - 1];
+            uint32_t reader = plan->order[at - 1];
             const struct tide_node *pn = &graph->nodes[producer];
             bool present = false;
             for (uint32_t c = 0; c < pn->n_controls && !present; c++)
@@ -618,8 +756,19 @@ static enum tide_status add_reuse_edges(struct tide_graph *graph, struct tide_me
                 plan->reuse_edges++;
         }
     }
+
+done:
+    for (int s = 0; s < N_STREAMS; s++) {
+        free(trees[s].tag);
+        free(trees[s].most);
+    }
     free(access);
-    free(groups);
+    free(ids);
+    free(by_first);
+    free(by_last);
+    free(count);
+    free(latest);
+    free(coords);
     return st;
 }
 

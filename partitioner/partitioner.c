@@ -28,6 +28,54 @@ void tide_partitioning_release(struct tide_partitioning *p)
     memset(p, 0, sizeof(*p));
 }
 
+enum tide_status tide_partition_resize(const struct tide_partitioning *src, uint32_t partition_size,
+                                       struct tide_partitioning *out, struct tide_error *err)
+{
+    memset(out, 0, sizeof(*out));
+    if (partition_size == 0)
+        return tide_error_set(err, TIDE_INVALID, "partition_size must be at least 1");
+    uint32_t n = src->n_order;
+    size_t n_uses = 0;
+    if (src->n_tensors) {
+        const struct tide_tensor_life *last = &src->tensors[src->n_tensors - 1];
+        n_uses = (size_t)(last->uses - src->tensors[0].uses) + last->n_uses;
+    }
+    out->partition_size = partition_size;
+    out->n_order = n;
+    out->n_partitions = n ? (n + partition_size - 1) / partition_size : 0;
+    out->n_tensors = src->n_tensors;
+    out->order = malloc(((size_t)n + 1) * sizeof(*out->order));
+    out->position = malloc(((size_t)n + 1) * sizeof(*out->position));
+    out->tensor_of = malloc(((size_t)n + 1) * sizeof(*out->tensor_of));
+    out->tensors = calloc((size_t)src->n_tensors + 1, sizeof(*out->tensors));
+    uint32_t *uses = src->n_tensors ? malloc((n_uses + 1) * sizeof(*uses)) : NULL;
+    uint32_t *use_partitions = src->n_tensors ? malloc((n_uses + 1) * sizeof(*uses)) : NULL;
+    if (!out->order || !out->position || !out->tensor_of || !out->tensors ||
+        (src->n_tensors && (!uses || !use_partitions))) {
+        free(uses);
+        free(use_partitions);
+        tide_partitioning_release(out);
+        return tide_error_set(err, TIDE_NOMEM, "out of memory partitioning %u nodes", n);
+    }
+    memcpy(out->order, src->order, (size_t)n * sizeof(*out->order));
+    memcpy(out->position, src->position, (size_t)n * sizeof(*out->position));
+    memcpy(out->tensor_of, src->tensor_of, (size_t)n * sizeof(*out->tensor_of));
+    if (n_uses)
+        memcpy(uses, src->tensors[0].uses, n_uses * sizeof(*uses));
+    for (uint32_t t = 0; t < src->n_tensors; t++) {
+        const struct tide_tensor_life *from = &src->tensors[t];
+        struct tide_tensor_life *life = &out->tensors[t];
+        size_t at = (size_t)(from->uses - src->tensors[0].uses);
+        *life = *from;
+        life->produced = src->position[from->tensor.node] / partition_size;
+        life->uses = uses + at;
+        life->use_partitions = use_partitions + at;
+        for (uint32_t u = 0; u < life->n_uses; u++)
+            life->use_partitions[u] = src->position[life->uses[u]] / partition_size;
+    }
+    return TIDE_OK;
+}
+
 enum tide_status tide_partition(struct tide_graph *graph, uint32_t partition_size,
                                 struct tide_partitioning *out, struct tide_error *err)
 {

@@ -61,6 +61,16 @@ struct tide_partitioning {
 enum tide_status tide_partition(struct tide_graph *graph, uint32_t partition_size,
                                 struct tide_partitioning *out, struct tide_error *err);
 
+/*
+ * The partitioning of the same graph at another partition size, from src
+ * (tide_partition's result) without walking the graph: the order, positions
+ * and uses are src's, the partitions recomputed. Equal, field by field, to
+ * tide_partition(graph, partition_size) — except that node->partition is
+ * left as it is (the caller writes it when it uses this partitioning).
+ */
+enum tide_status tide_partition_resize(const struct tide_partitioning *src, uint32_t partition_size,
+                                       struct tide_partitioning *out, struct tide_error *err);
+
 void tide_partitioning_release(struct tide_partitioning *p);
 
 #ifdef __cplusplus

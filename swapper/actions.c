@@ -61,15 +61,14 @@ void tide__action_tensor_init(struct tide__action_tensor *t, const struct tide__
 {
     const struct tide_partitioning *p = &pl->part;
     const struct tide_tensor_life *life = &p->tensors[tensor];
-    uint64_t bytes = pl->graph->nodes[life->tensor.node].outputs[life->tensor.output].nbytes;
     *t = (struct tide__action_tensor){
         .pl = pl,
         .choice = choice,
         .tensor = tensor,
         .life = life,
         .made = p->position[life->tensor.node],
-        .bytes = bytes,
-        .aligned = tide__align(pl, bytes),
+        .bytes = pl->tensor_bytes[tensor],
+        .aligned = pl->tensor_aligned[tensor],
         .groups = groups,
         .n_groups = 1,
     };

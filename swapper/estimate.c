@@ -34,16 +34,13 @@
 #include <string.h>
 
 /* True if a use in group g writes the source in place (so a WriteBack follows it). */
-static bool group_writes(const struct tide_graph *graph, const struct tide_tensor_life *life,
+static bool group_writes(const struct tide__planner *pl, const struct tide_tensor_life *life,
                          const struct tide_use_group *g)
 {
+    const uint8_t *writes = pl->use_writes + (life->uses - pl->part.tensors[0].uses);
     for (uint32_t u = g->first; u < g->first + g->n_uses; u++) {
-        const struct tide_node *node = &graph->nodes[life->uses[u]];
-        for (uint32_t i = 0; i < node->n_inputs; i++) {
-            if (node->inputs[i].node == life->tensor.node &&
-                node->inputs[i].output == life->tensor.output && tide_place_input_written(node, i))
-                return true;
-        }
+        if (writes[u])
+            return true;
     }
     return false;
 }
@@ -52,7 +49,6 @@ void tide__estimate(struct tide__planner *pl, const struct tide__choice *choice,
                     struct tide__estimate *out)
 {
     const struct tide_partitioning *p = &pl->part;
-    const struct tide_graph *graph = pl->graph;
     uint32_t n = p->n_order;
     uint32_t size = p->partition_size;
     int64_t *delta = pl->delta;
@@ -63,14 +59,14 @@ void tide__estimate(struct tide__planner *pl, const struct tide__choice *choice,
     memset(delta, 0, ((size_t)n * 4 + 4) * sizeof(*delta));
 
     for (uint32_t i = 0; i < n; i++) {
-        uint64_t ws = tide__align(pl, pl->workspace[p->order[i]]);
+        uint64_t ws = pl->workspace_at[i];
         if (ws)
             tide__live_add(&intervals, tide_place_key_at(i), tide_place_key_at(i), ws);
     }
     for (uint32_t t = 0; t < p->n_tensors; t++) {
         const struct tide_tensor_life *life = &p->tensors[t];
-        uint64_t raw = graph->nodes[life->tensor.node].outputs[life->tensor.output].nbytes;
-        uint64_t bytes = tide__align(pl, raw);
+        uint64_t raw = pl->tensor_bytes[t];
+        uint64_t bytes = pl->tensor_aligned[t];
         uint32_t n_groups;
         switch (pl->kinds[t]) {
         case TIDE__TENSOR_HOST:
@@ -87,7 +83,7 @@ void tide__estimate(struct tide__planner *pl, const struct tide__choice *choice,
                 tide_place_group_uses(life, choice->var_threshold, choice->prefetch, false, groups);
             for (uint32_t g = 0; g < n_groups; g++) {
                 uint32_t end = p->position[life->uses[groups[g].first + groups[g].n_uses - 1]];
-                bool writes = group_writes(graph, life, &groups[g]);
+                bool writes = group_writes(pl, life, &groups[g]);
                 tide__live_add(&intervals, tide_place_key_before(groups[g].load_partition * size),
                                writes ? tide_place_key_after(end) : tide_place_key_at(end), bytes);
                 out->moved.fetch += raw;

@@ -108,14 +108,93 @@ enum tide_status tide__planner_init(struct tide__planner *pl, struct tide_graph 
     pl->kinds = malloc((size_t)pl->part.n_tensors + 1);
     pl->delta = malloc(((size_t)n * 4 + 4) * sizeof(*pl->delta));
     pl->groups = malloc(((size_t)most_uses + 1) * sizeof(*pl->groups));
-    if (!pl->workspace || !pl->kinds || !pl->delta || !pl->groups) {
+    pl->tensor_bytes = malloc(((size_t)pl->part.n_tensors + 1) * sizeof(*pl->tensor_bytes));
+    pl->tensor_aligned = malloc(((size_t)pl->part.n_tensors + 1) * sizeof(*pl->tensor_aligned));
+    pl->workspace_at = malloc(((size_t)n + 1) * sizeof(*pl->workspace_at));
+    size_t n_uses = 0;
+    for (uint32_t t = 0; t < pl->part.n_tensors; t++)
+        n_uses += pl->part.tensors[t].n_uses;
+    pl->use_writes = calloc(n_uses + 1, 1);
+    if (!pl->workspace || !pl->kinds || !pl->delta || !pl->groups || !pl->tensor_bytes ||
+        !pl->tensor_aligned || !pl->workspace_at || !pl->use_writes) {
         tide__planner_release(pl);
         return tide_error_set(err, TIDE_NOMEM, "swapper: out of memory planning %u nodes", n);
     }
     for (uint32_t v = 0; v < n && env->workspace_bytes; v++)
         pl->workspace[v] = env->workspace_bytes(env->workspace_ctx, graph, &graph->nodes[v]);
+    for (uint32_t i = 0; i < pl->part.n_order; i++)
+        pl->workspace_at[i] = tide__align(pl, pl->workspace[pl->part.order[i]]);
+    for (uint32_t t = 0; t < pl->part.n_tensors; t++) {
+        struct tide_edge e = pl->part.tensors[t].tensor;
+        pl->tensor_bytes[t] = graph->nodes[e.node].outputs[e.output].nbytes;
+        pl->tensor_aligned[t] = tide__align(pl, pl->tensor_bytes[t]);
+    }
     classify(pl);
+    for (uint32_t t = 0; t < pl->part.n_tensors; t++) {
+        const struct tide_tensor_life *life = &pl->part.tensors[t];
+        if (pl->kinds[t] != TIDE__TENSOR_STATE)
+            continue;
+        size_t base = (size_t)(life->uses - pl->part.tensors[0].uses);
+        for (uint32_t u = 0; u < life->n_uses; u++) {
+            const struct tide_node *node = &graph->nodes[life->uses[u]];
+            for (uint32_t i = 0; i < node->n_inputs; i++) {
+                if (node->inputs[i].node == life->tensor.node &&
+                    node->inputs[i].output == life->tensor.output &&
+                    tide_place_input_written(node, i))
+                    pl->use_writes[base + u] = 1;
+            }
+        }
+    }
     return TIDE_OK;
+}
+
+/* A malloc'd copy of n bytes of from (never NULL for n 0, unless out of memory). */
+static void *copy_bytes(const void *from, size_t n)
+{
+    void *p = malloc(n + 1);
+    if (p && n)
+        memcpy(p, from, n);
+    return p;
+}
+
+enum tide_status tide__planner_init_from(struct tide__planner *pl, const struct tide__planner *base,
+                                         uint32_t partition_size, struct tide_error *err)
+{
+    memset(pl, 0, sizeof(*pl));
+    pl->graph = base->graph;
+    pl->env = base->env;
+    pl->alignment = base->alignment;
+    pl->n_original = base->n_original;
+    enum tide_status st = tide_partition_resize(&base->part, partition_size, &pl->part, err);
+    if (st != TIDE_OK)
+        return st;
+    size_t n = base->n_original, n_tensors = base->part.n_tensors, n_uses = 0, most_uses = 0;
+    for (uint32_t t = 0; t < n_tensors; t++) {
+        n_uses += base->part.tensors[t].n_uses;
+        most_uses = base->part.tensors[t].n_uses > most_uses ? base->part.tensors[t].n_uses
+                                                             : most_uses;
+    }
+    pl->delta = malloc((n * 4 + 4) * sizeof(*pl->delta));
+    pl->groups = malloc((most_uses + 1) * sizeof(*pl->groups));
+    pl->workspace = copy_bytes(base->workspace, n * sizeof(*pl->workspace));
+    pl->kinds = copy_bytes(base->kinds, n_tensors);
+    pl->tensor_bytes = copy_bytes(base->tensor_bytes, n_tensors * sizeof(*pl->tensor_bytes));
+    pl->tensor_aligned = copy_bytes(base->tensor_aligned, n_tensors * sizeof(*pl->tensor_aligned));
+    pl->workspace_at = copy_bytes(base->workspace_at, n * sizeof(*pl->workspace_at));
+    pl->use_writes = copy_bytes(base->use_writes, n_uses);
+    if (!pl->delta || !pl->groups || !pl->workspace || !pl->kinds || !pl->tensor_bytes ||
+        !pl->tensor_aligned || !pl->workspace_at || !pl->use_writes) {
+        tide__planner_release(pl);
+        return tide_error_set(err, TIDE_NOMEM, "swapper: out of memory planning %zu nodes", n);
+    }
+    return TIDE_OK;
+}
+
+void tide__planner_stamp(const struct tide__planner *pl)
+{
+    const struct tide_partitioning *p = &pl->part;
+    for (uint32_t i = 0; i < p->n_order; i++)
+        pl->graph->nodes[p->order[i]].partition = (int32_t)(i / p->partition_size);
 }
 
 void tide__planner_release(struct tide__planner *pl)
@@ -127,6 +206,10 @@ void tide__planner_release(struct tide__planner *pl)
     free(pl->kinds);
     free(pl->delta);
     free(pl->groups);
+    free(pl->tensor_bytes);
+    free(pl->tensor_aligned);
+    free(pl->workspace_at);
+    free(pl->use_writes);
     memset(pl, 0, sizeof(*pl));
 }
 

@@ -98,6 +98,19 @@ struct tide__planner {
     struct tide_partitioning part;
     uint64_t *workspace; /* per original node: the backend's scratch bytes */
     uint8_t *kinds;      /* per tensor of part: enum tide__tensor_kind */
+    /*
+     * Per tensor of part: its bytes, and rounded to the alignment; per
+     * position of part's order: the workspace rounded. Read by every
+     * simulation, which would otherwise chase the graph's nodes each time.
+     */
+    uint64_t *tensor_bytes;
+    uint64_t *tensor_aligned;
+    uint64_t *workspace_at;
+    /*
+     * Per use of a Variable or Const (indexed as part's use arrays, from
+     * tensors[0].uses): 1 when the use writes it in place (an update).
+     */
+    uint8_t *use_writes;
     /* Scratch of tide__estimate. */
     int64_t *delta; /* 4 * n_original + 4 keys */
     struct tide_use_group *groups;
@@ -111,8 +124,22 @@ struct tide__planner {
 enum tide_status tide__planner_init(struct tide__planner *pl, struct tide_graph *graph,
                                     uint32_t partition_size, const struct tide_plan_env *env,
                                     struct tide_error *err);
+/*
+ * A planner like base (same graph and env) at another partition size, from
+ * base's partitioning, workspaces and kinds without walking the graph
+ * again (tide_partition_resize). Leaves node->partition as it is.
+ */
+enum tide_status tide__planner_init_from(struct tide__planner *pl, const struct tide__planner *base,
+                                         uint32_t partition_size, struct tide_error *err);
 /* Frees what init allocated; NULL is a no-op. */
 void tide__planner_release(struct tide__planner *pl);
+
+/*
+ * Writes pl's partition of every original node into node->partition of the
+ * planner's graph: planners of several partition sizes share one graph, and
+ * a trial's clone or the final plan must carry the partitions of its own.
+ */
+void tide__planner_stamp(const struct tide__planner *pl);
 
 /* bytes rounded up to the planner's alignment (saturating). */
 uint64_t tide__align(const struct tide__planner *pl, uint64_t bytes);

@@ -33,6 +33,17 @@
  *                  then the lower peak.
  *     Budget 0 means no limit: the first candidate is the plan (nothing
  *     moved, unless the policy asks for swap on or vars on the host).
+ *     Partition size 0 (auto) with autotune and a budget: when nothing
+ *     moved does not fit (at TIDE_PARTITION_SIZE_DEFAULT; without memory
+ *     ops the plan is the same at every size), every size of auto_sizes
+ *     (powers of two, 1 to 256) gets its own planner, each chain of its
+ *     thresholds is bisected against the budget (search_chains), and the
+ *     candidates simulated are ranked together: fewest bytes moved still
+ *     decides, then the
+ *     larger prefetch distance in nodes (prefetch × partition size: the
+ *     compute a copy may overlap), then the lower peak. Small partitions
+ *     load tensors right before their use and so reach the lowest peaks
+ *     (the floor, on a ResNet); large ones prefetch further ahead.
  *  4. Each candidate is first simulated (estimate.c: the exact live bytes
  *     and bytes moved, in linear time and without a graph — Le et al.'s
  *     simulation-based tuning). One whose live bytes exceed the budget
@@ -40,20 +51,25 @@
  *     the graph (tide_graph_clone), and memplan's peak decides: arena
  *     fragmentation can still push it over, and then the next is tried. At
  *     most MAX_BUILDS are built, then the most aggressive choice as a last
- *     resort. Under autotune, nothing moved is simulated (and built) before
+ *     resort, and under autotune then the smallest budget's plan (below).
+ *     Under autotune, nothing moved is simulated (and built) before
  *     anything else, and wins when it fits.
  *  5. The candidate that fit is applied to the caller's graph, and its
  *     trial's memplan adopted rather than run again (tide__adopt): the
  *     passes are deterministic, so the rewritten graph is the clone's.
  *
- * Cost: the simulations are cheap (a 1,000-layer ResNet, 18,751 nodes:
- * about 1 ms each, 65 candidates); one memplan run over the swapped graph
- * (25,000 to 50,000 nodes) is most of the time. Planning that ResNet takes
- * 0.1 s when nothing needs to move and about 1 s under tight budgets.
+ * Cost: the simulations are linear and cheap (a 2,000-layer ResNet at batch
+ * 16, 75,000 nodes before the memory passes: under 1 ms each; about 70
+ * candidates at a fixed size, about 200 over the automatic sizes); one or
+ * two memplan runs over the swapped graph (100,000 nodes) and the rewrite
+ * are most of the rest. Planning that ResNet under a budget that needs
+ * swapping takes 0.4 s of CPU at size 64 and 0.5 to 0.8 s with the size
+ * searched (docs/benchmarks.md, "Planner").
  *
- * When nothing fits, the most aggressive choice (vars on the host unless
- * vars_home is device, threshold 0, prefetch 0) is built to report the
- * smallest budget that would do and the node at its peak, and the caller's
+ * When nothing fits, the smallest budget's plan (the lowest peak of the most
+ * aggressive choices — threshold 0, prefetch 0, each vars home allowed —
+ * over the sizes searched; see "The smallest budget") reports the budget
+ * that would do and the node at its peak, and the caller's
  * graph is left as it was (partition annotations aside). Any other error
  * (out of memory) may leave it partly rewritten: the caller drops the job.
  *
@@ -75,7 +91,7 @@
 
 struct tide_memory_policy tide_memory_policy_default(void)
 {
-    return (struct tide_memory_policy){.partition_size = 64,
+    return (struct tide_memory_policy){.partition_size = 0,
                                        .swap = TIDE_SWAP_AUTO,
                                        .swap_threshold = 1,
                                        .prefetch_distance = 1,
@@ -92,10 +108,10 @@ void tide_memory_plan_release(struct tide_memory_plan *plan)
     memset(plan, 0, sizeof(*plan));
 }
 
-static double now_ms(void)
+static double clock_ms(clockid_t clock)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(clock, &ts);
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
@@ -169,8 +185,14 @@ static struct working_set largest_working_set(const struct tide__planner *pl)
  * Candidates
  * ========================================================================== */
 
+/* The partition sizes of the automatic search; the default first (a plan that moves nothing). */
+static const uint32_t auto_sizes[] = {TIDE_PARTITION_SIZE_DEFAULT, 1, 2, 4, 8, 16, 32, 128, 256};
+#define MAX_PLANNERS (sizeof(auto_sizes) / sizeof(auto_sizes[0]))
+
 struct candidate {
     struct tide__choice choice;
+    uint32_t planner;        /* index into the search's planners */
+    uint32_t partition_size; /* that planner's */
     struct tide__estimate estimate;
     bool estimated;
     bool built; /* built for real: a second build would only repeat the result */
@@ -182,8 +204,9 @@ struct candidates {
     uint32_t cap;
 };
 
-static bool candidates_push(struct candidates *list, bool vars_host, uint32_t var_threshold,
-                            uint32_t swap_threshold, uint32_t prefetch)
+static bool candidates_push(struct candidates *list, uint32_t planner, uint32_t partition_size,
+                            bool vars_host, uint32_t var_threshold, uint32_t swap_threshold,
+                            uint32_t prefetch)
 {
     if (list->n == list->cap) {
         uint32_t cap = list->cap ? list->cap * 2 : 16;
@@ -194,13 +217,16 @@ static bool candidates_push(struct candidates *list, bool vars_host, uint32_t va
         list->cap = cap;
     }
     list->items[list->n++] =
-        (struct candidate){.choice = {vars_host, var_threshold, swap_threshold, prefetch}};
+        (struct candidate){.choice = {vars_host, var_threshold, swap_threshold, prefetch},
+                           .planner = planner,
+                           .partition_size = partition_size};
     return true;
 }
 
 /*
  * Fewest bytes moved; then the fewest bytes made again; then the larger
- * prefetch; then the lower peak; then a fixed order.
+ * prefetch distance in nodes (prefetch partitions times the partition size:
+ * the compute a copy may overlap); then the lower peak; then a fixed order.
  */
 static int compare_candidates(const void *a, const void *b)
 {
@@ -212,8 +238,10 @@ static int compare_candidates(const void *a, const void *b)
     uint64_t ry = tide__moved_remade(&y->estimate.moved);
     if (rx != ry)
         return rx < ry ? -1 : 1;
-    if (x->choice.prefetch != y->choice.prefetch)
-        return x->choice.prefetch > y->choice.prefetch ? -1 : 1;
+    uint64_t px = (uint64_t)x->choice.prefetch * x->partition_size;
+    uint64_t py = (uint64_t)y->choice.prefetch * y->partition_size;
+    if (px != py)
+        return px > py ? -1 : 1;
     if (x->estimate.live_bytes != y->estimate.live_bytes)
         return x->estimate.live_bytes < y->estimate.live_bytes ? -1 : 1;
     if (x->choice.vars_host != y->choice.vars_host)
@@ -222,6 +250,8 @@ static int compare_candidates(const void *a, const void *b)
         return x->choice.swap_threshold > y->choice.swap_threshold ? -1 : 1;
     if (x->choice.var_threshold != y->choice.var_threshold)
         return x->choice.var_threshold > y->choice.var_threshold ? -1 : 1;
+    if (x->partition_size != y->partition_size)
+        return x->partition_size > y->partition_size ? -1 : 1;
     return 0;
 }
 
@@ -232,13 +262,18 @@ static void vars_homes(const struct tide_memory_policy *policy, bool homes[2])
     homes[1] = policy->vars_home != TIDE_VARS_HOME_DEVICE; /* host */
 }
 
-/* The candidates of a policy, in order of preference (see the file comment). */
-static bool make_candidates(const struct tide__planner *pl, const struct tide_memory_policy *policy,
-                            struct candidates *list)
+/*
+ * The candidates of a policy on planner i, in order of preference (see the
+ * file comment). Only the first planner offers "nothing moved": without a
+ * memory op the plan is the same at every partition size.
+ */
+static bool make_candidates(const struct tide__planner *pl, uint32_t planner,
+                            const struct tide_memory_policy *policy, struct candidates *list)
 {
     bool homes[2];
     vars_homes(policy, homes);
     uint32_t t = policy->swap_threshold, pf = policy->prefetch_distance;
+    uint32_t size = pl->part.partition_size;
     bool ok = true;
     if (policy->swap == TIDE_SWAP_AUTO && policy->autotune && policy->budget_bytes > 0) {
         /* Thresholds past the last partition all mean "one group": one of them will do. */
@@ -249,49 +284,42 @@ static bool make_candidates(const struct tide__planner *pl, const struct tide_me
             for (uint32_t th = 0;; th = th ? th * 2 : 1) {
                 /* On the device, "one group" is the nothing-moved candidate below. */
                 for (uint32_t p = 0; p <= MAX_PREFETCH && ok && (h == 1 || th < n_parts); p++)
-                    ok = candidates_push(list, h == 1, th, th >= n_parts ? TIDE__NEVER : th, p);
+                    ok = candidates_push(list, planner, size, h == 1, th,
+                                         th >= n_parts ? TIDE__NEVER : th, p);
                 if (th >= n_parts || th >= UINT32_MAX / 2)
                     break;
             }
             /* Swapping nothing with vars on the device: what is left is "nothing moved". */
-            if (h == 0)
-                ok = ok && candidates_push(list, false, t, TIDE__NEVER, pf);
+            if (h == 0 && planner == 0)
+                ok = ok && candidates_push(list, planner, size, false, t, TIDE__NEVER, pf);
         }
         return ok;
     }
     bool off = policy->swap != TIDE_SWAP_ON, on = policy->swap != TIDE_SWAP_OFF;
     for (int h = 0; h < 2 && off; h++)
-        ok = ok && (!homes[h] || candidates_push(list, h == 1, t, TIDE__NEVER, pf));
+        ok = ok && (!homes[h] || candidates_push(list, planner, size, h == 1, t, TIDE__NEVER, pf));
     for (int h = 0; h < 2 && on; h++)
-        ok = ok && (!homes[h] || candidates_push(list, h == 1, t, t, pf));
+        ok = ok && (!homes[h] || candidates_push(list, planner, size, h == 1, t, t, pf));
     return ok;
 }
 
-/* The choice that holds the fewest bytes: everything that can move, moves. */
-static struct tide__choice aggressive_choice(const struct tide_memory_policy *policy)
-{
-    return (struct tide__choice){.vars_host = policy->vars_home != TIDE_VARS_HOME_DEVICE,
-                                 .var_threshold = 0,
-                                 .swap_threshold = 0,
-                                 .prefetch = 0};
-}
-
 static struct tide_memory_policy chosen_policy(const struct tide_memory_policy *policy,
-                                               uint64_t budget, uint32_t partition_size,
-                                               const struct tide__choice *c)
+                                               uint64_t budget, const struct candidate *c)
 {
     struct tide_memory_policy chosen = *policy;
+    const struct tide__choice *ch = &c->choice;
     chosen.budget_bytes = budget;
-    chosen.partition_size = partition_size;
-    chosen.swap = c->swap_threshold == TIDE__NEVER ? TIDE_SWAP_OFF : TIDE_SWAP_ON;
-    chosen.swap_threshold = c->swap_threshold == TIDE__NEVER ? c->var_threshold : c->swap_threshold;
-    chosen.prefetch_distance = c->prefetch;
-    chosen.vars_home = c->vars_host ? TIDE_VARS_HOME_HOST : TIDE_VARS_HOME_DEVICE;
+    chosen.partition_size = c->partition_size;
+    chosen.swap = ch->swap_threshold == TIDE__NEVER ? TIDE_SWAP_OFF : TIDE_SWAP_ON;
+    chosen.swap_threshold =
+        ch->swap_threshold == TIDE__NEVER ? ch->var_threshold : ch->swap_threshold;
+    chosen.prefetch_distance = ch->prefetch;
+    chosen.vars_home = ch->vars_host ? TIDE_VARS_HOME_HOST : TIDE_VARS_HOME_DEVICE;
     return chosen;
 }
 
 /* ============================================================================
- * Trials
+ * The search's state
  * ========================================================================== */
 
 /* A choice built for real on a clone of the planner's graph. */
@@ -308,10 +336,53 @@ static void trial_release(struct trial *t)
     memset(t, 0, sizeof(*t));
 }
 
+struct search {
+    struct tide_graph *graph;
+    const struct tide_plan_env *env;
+    const struct tide_memory_policy *policy;
+    uint64_t budget;
+    uint32_t n_sizes; /* partition sizes to try: 1 (given or default), or every auto size */
+    uint32_t sizes[MAX_PLANNERS];
+    uint32_t n_planners; /* initialised so far, in the order of sizes */
+    struct tide__planner planners[MAX_PLANNERS];
+    struct candidates list;
+    struct tide_plan_report *report;
+    /* The smallest budget's plan, once found (see "The smallest budget"). */
+    bool least_found;
+    struct candidate least;
+    struct trial least_trial; /* released with the search unless adopted */
+};
+
+/* Initialises the planners of every size not yet initialised, from the first one's. */
+static enum tide_status planners_init(struct search *s, struct tide_error *err)
+{
+    while (s->n_planners < s->n_sizes) {
+        enum tide_status st = tide__planner_init_from(&s->planners[s->n_planners], &s->planners[0],
+                                                      s->sizes[s->n_planners], err);
+        if (st != TIDE_OK)
+            return st;
+        s->n_planners++;
+    }
+    return TIDE_OK;
+}
+
+static void search_release(struct search *s)
+{
+    trial_release(&s->least_trial);
+    for (uint32_t i = 0; i < s->n_planners; i++)
+        tide__planner_release(&s->planners[i]);
+    free(s->list.items);
+}
+
+/* ============================================================================
+ * Trials
+ * ========================================================================== */
+
 static enum tide_status build_trial(const struct tide__planner *pl, const struct tide__choice *c,
                                     struct trial *t, struct tide_error *err)
 {
     memset(t, 0, sizeof(*t));
+    tide__planner_stamp(pl);
     t->graph = tide_graph_clone(pl->graph);
     if (!t->graph)
         return tide_error_set(err, TIDE_NOMEM, "swapper: out of memory cloning %u nodes",
@@ -334,32 +405,116 @@ static void note_peak(struct tide_plan_report *report, const struct trial *t)
     }
 }
 
-/*
- * The "nothing fits" outcome: builds the most aggressive choice and reports
- * its numbers (the smallest budget, the node at its peak, its partitions) in
- * report, and in err the admission failure or that budget.
- */
-static enum tide_status does_not_fit(const struct tide__planner *pl,
-                                     const struct tide_memory_policy *policy, uint64_t budget,
-                                     uint32_t partition_size, const struct working_set *admission,
-                                     struct tide_plan_report *report, struct tide_error *err)
+/* ============================================================================
+ * The smallest budget
+ *
+ * What the report calls min_budget_bytes when nothing fits, and the search's
+ * last resort: the lowest peak of the most aggressive choices — every vars
+ * home allowed, threshold 0, prefetch 0 — at every partition size searched.
+ * It depends on the graph and the policy only, not on the budget, and the
+ * search ends with it whenever nothing else fit: so a plan at exactly that
+ * budget fits, and the number is exact. (The peaks of other plans built on
+ * the way depend on the budget, which decides what is built; reporting one
+ * of them would promise a plan that a search at that budget may not build.)
+ * The simulation's live bytes bound each peak from below, so the choices
+ * are built in order of live bytes and the walk stops at the first whose
+ * live bytes reach the best peak so far: usually one or two builds.
+ * ========================================================================== */
+
+static int compare_by_live(const void *a, const void *b)
 {
-    struct tide__choice c = aggressive_choice(policy);
-    struct trial t;
-    enum tide_status st = build_trial(pl, &c, &t, err);
-    if (st == TIDE_OK)
-        st = tide__report_fill(pl, t.graph, &t.plan, report, err);
-    if (st != TIDE_OK) {
-        trial_release(&t);
+    const struct candidate *x = a, *y = b;
+    if (x->estimate.live_bytes != y->estimate.live_bytes)
+        return x->estimate.live_bytes < y->estimate.live_bytes ? -1 : 1;
+    if (x->planner != y->planner)
+        return x->planner < y->planner ? -1 : 1;
+    return (int)x->choice.vars_host - (int)y->choice.vars_host;
+}
+
+/* Finds the smallest budget's plan once: s->least, its trial s->least_trial. */
+static enum tide_status smallest(struct search *s, struct tide_error *err)
+{
+    if (s->least_found)
+        return TIDE_OK;
+    enum tide_status st = planners_init(s, err);
+    if (st != TIDE_OK)
         return st;
+    bool homes[2];
+    vars_homes(s->policy, homes);
+    struct candidate aggressive[2 * MAX_PLANNERS];
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < s->n_planners; i++) {
+        for (int h = 0; h < 2; h++) {
+            if (!homes[h])
+                continue;
+            struct candidate *c = &aggressive[n++];
+            *c = (struct candidate){.choice = {h == 1, 0, 0, 0},
+                                    .planner = i,
+                                    .partition_size = s->sizes[i]};
+            tide__estimate(&s->planners[i], &c->choice, &c->estimate);
+            s->report->trials++;
+        }
     }
-    note_peak(report, &t);
-    trial_release(&t);
+    qsort(aggressive, n, sizeof(*aggressive), compare_by_live);
+    struct trial *best = &s->least_trial;
+    for (uint32_t i = 0; i < n; i++) {
+        if (best->graph && aggressive[i].estimate.live_bytes >= best->plan.peak_bytes)
+            break;
+        struct trial t;
+        st = build_trial(&s->planners[aggressive[i].planner], &aggressive[i].choice, &t, err);
+        if (st != TIDE_OK) {
+            trial_release(best);
+            return st;
+        }
+        if (!best->graph || t.plan.peak_bytes < best->plan.peak_bytes) {
+            trial_release(best);
+            *best = t;
+            s->least = aggressive[i];
+        } else {
+            trial_release(&t);
+        }
+    }
+    s->least_found = true;
+    return TIDE_OK;
+}
+
+/*
+ * The "nothing fits" outcome: the smallest budget's plan fills the report
+ * (the budget, the node at its peak, its partitions), and err says the
+ * admission failure or that budget.
+ */
+static enum tide_status does_not_fit(struct search *s, const struct working_set *admission,
+                                     struct tide_error *err)
+{
+    struct tide_plan_report *report = s->report;
+    enum tide_status st = smallest(s, err);
+    if (st != TIDE_OK)
+        return st;
+    const struct candidate c = s->least;
+    const struct trial *t = &s->least_trial;
+    const struct tide__planner *pl = &s->planners[c.planner];
+    st = tide__report_fill(pl, t->graph, &t->plan, report, err);
+    if (st != TIDE_OK)
+        return st;
+    report->min_budget_bytes = t->plan.peak_bytes;
+    report->min_budget_node = t->peak_node;
+    /*
+     * The report's nodes must name nodes of the caller's graph, which keeps
+     * none of the trial's memory ops: a partition whose peak is at one names
+     * the node whose tensor it moves.
+     */
+    for (uint32_t i = 0; i < report->n_partitions; i++) {
+        uint32_t *peak = &report->partitions[i].peak_node;
+        if (*peak != TIDE_NO_NODE && *peak >= s->graph->n_nodes)
+            *peak = t->graph->nodes[*peak].subject;
+    }
+    tide__planner_stamp(pl);
+    uint64_t budget = s->budget;
     report->budget_bytes = budget;
     report->fits = false;
-    report->chosen = chosen_policy(policy, budget, partition_size, &c);
+    report->chosen = chosen_policy(s->policy, budget, &c);
 
-    const struct tide_graph *g = pl->graph;
+    const struct tide_graph *g = s->graph;
     if (admission) {
         const struct tide_node *n = &g->nodes[admission->node];
         uint64_t total = working_set_total(admission);
@@ -373,17 +528,22 @@ static enum tide_status does_not_fit(const struct tide__planner *pl,
         const struct tide_node *n = &g->nodes[report->min_budget_node];
         tide_error_set(err, TIDE_DOES_NOT_FIT,
                        "plan needs %" PRIu64 " bytes (%.1f MiB) at best (node \"%s\" (%s) at "
-                       "its peak, in partition %d of %u, with %s and every feature map swapped), "
-                       "budget is %" PRIu64 " bytes (%.1f MiB)",
+                       "its peak, in partition %d of %u (of %u nodes), with %s and every "
+                       "feature map swapped), budget is %" PRIu64 " bytes (%.1f MiB)",
                        report->min_budget_bytes, mib(report->min_budget_bytes), n->name,
                        tide_op_info(n->op)->name, n->partition, report->n_partitions,
-                       c.vars_host ? "variables on the host" : "variables on the device", budget,
-                       mib(budget));
+                       c.partition_size,
+                       c.choice.vars_host ? "variables on the host" : "variables on the device",
+                       budget, mib(budget));
     }
     if (err)
         copy_message(report, err->message);
     return TIDE_DOES_NOT_FIT;
 }
+
+/* ============================================================================
+ * Choosing
+ * ========================================================================== */
 
 /* True if a candidate would build exactly like an earlier one that was built and did not fit. */
 static bool repeats_a_failure(const struct candidates *list, uint32_t i)
@@ -391,7 +551,7 @@ static bool repeats_a_failure(const struct candidates *list, uint32_t i)
     const struct candidate *c = &list->items[i];
     for (uint32_t j = 0; j < i; j++) {
         const struct candidate *d = &list->items[j];
-        if (d->built && d->choice.vars_host == c->choice.vars_host &&
+        if (d->built && d->planner == c->planner && d->choice.vars_host == c->choice.vars_host &&
             d->choice.prefetch == c->choice.prefetch &&
             d->estimate.live_bytes == c->estimate.live_bytes &&
             memcmp(&d->estimate.moved, &c->estimate.moved, sizeof(c->estimate.moved)) == 0)
@@ -404,17 +564,17 @@ static bool repeats_a_failure(const struct candidates *list, uint32_t i)
  * Builds candidate i; on a fit, *fit keeps the trial for adoption.
  * Returns true in *done when it fit.
  */
-static enum tide_status try_candidate(const struct tide__planner *pl, struct candidates *list,
-                                      uint32_t i, uint64_t budget, struct tide_plan_report *report,
-                                      struct trial *fit, bool *done, struct tide_error *err)
+static enum tide_status try_candidate(struct search *s, uint32_t i, struct trial *fit, bool *done,
+                                      struct tide_error *err)
 {
+    struct candidate *c = &s->list.items[i];
     struct trial t;
-    enum tide_status st = build_trial(pl, &list->items[i].choice, &t, err);
+    enum tide_status st = build_trial(&s->planners[c->planner], &c->choice, &t, err);
     if (st != TIDE_OK)
         return st;
-    list->items[i].built = true;
-    note_peak(report, &t);
-    *done = t.plan.peak_bytes <= budget;
+    c->built = true;
+    note_peak(s->report, &t);
+    *done = t.plan.peak_bytes <= s->budget;
     if (*done)
         *fit = t;
     else
@@ -425,23 +585,25 @@ static enum tide_status try_candidate(const struct tide__planner *pl, struct can
 /*
  * Walks the candidates in order, building those the simulation lets
  * through, until one fits (*chosen, with its trial in *fit) or none is
- * left (*chosen = UINT32_MAX).
+ * left (*found false).
  */
-static enum tide_status choose(const struct tide__planner *pl, struct candidates *list,
-                               uint64_t budget, struct tide_plan_report *report, uint32_t *chosen,
+static enum tide_status choose(struct search *s, struct candidate *chosen, bool *found,
                                struct trial *fit, struct tide_error *err)
 {
-    *chosen = UINT32_MAX;
+    struct candidates *list = &s->list;
+    uint64_t budget = s->budget;
+    *found = false;
     uint32_t builds = 0;
     bool done = false;
     for (uint32_t i = 0; i < list->n && builds < MAX_BUILDS; i++) {
         const struct candidate *c = &list->items[i];
         if (c->estimate.live_bytes > budget || c->built || repeats_a_failure(list, i))
             continue;
-        enum tide_status st = try_candidate(pl, list, i, budget, report, fit, &done, err);
+        enum tide_status st = try_candidate(s, i, fit, &done, err);
         builds++;
         if (st != TIDE_OK || done) {
-            *chosen = done ? i : UINT32_MAX;
+            *found = done;
+            *chosen = list->items[i];
             return st;
         }
     }
@@ -451,13 +613,29 @@ static enum tide_status choose(const struct tide__planner *pl, struct candidates
         if (c->built || c->estimate.live_bytes > budget || c->choice.swap_threshold != 0 ||
             c->choice.var_threshold != 0 || c->choice.prefetch != 0)
             continue;
-        enum tide_status st = try_candidate(pl, list, i, budget, report, fit, &done, err);
+        enum tide_status st = try_candidate(s, i, fit, &done, err);
         if (st != TIDE_OK || done) {
-            *chosen = done ? i : UINT32_MAX;
+            *found = done;
+            *chosen = list->items[i];
             return st;
         }
     }
-    return TIDE_OK;
+    /*
+     * Under autotune, the last resort: the smallest budget's plan, so that
+     * the budget a report names always fits (other policies keep their swap
+     * mode and threshold, which the smallest budget's plan may not).
+     */
+    if (!(s->policy->swap == TIDE_SWAP_AUTO && s->policy->autotune))
+        return TIDE_OK;
+    enum tide_status st = smallest(s, err);
+    if (st == TIDE_OK && s->least_trial.plan.peak_bytes <= budget) {
+        note_peak(s->report, &s->least_trial);
+        *found = true;
+        *chosen = s->least;
+        *fit = s->least_trial;
+        memset(&s->least_trial, 0, sizeof(s->least_trial));
+    }
+    return st;
 }
 
 /* ============================================================================
@@ -479,42 +657,112 @@ static enum tide_status check_policy(const struct tide_memory_policy *p, struct 
     return TIDE_OK;
 }
 
-/* Estimates, orders and tries the candidates; *chosen and *fit as choose() sets them. */
-static enum tide_status search(struct tide__planner *pl, const struct tide_memory_policy *policy,
-                               struct candidates *list, struct tide_plan_report *report,
-                               uint32_t *chosen, struct trial *fit, struct tide_error *err)
+/*
+ * The automatic size's candidates on planner j. Every size has as many
+ * candidates as the default one, and simulating them all would cost most of
+ * the planning time, so each chain — one vars home and one prefetch, the
+ * thresholds of make_candidates in increasing order — is bisected instead:
+ * a larger threshold moves fewer bytes and holds more, so the chain's best
+ * candidate is the largest threshold whose live bytes fit the budget, found
+ * in about log2 of the chain's length simulations. Every candidate
+ * simulated joins the list, which is then ranked as usual. (Where live
+ * bytes are not monotone in the threshold, the bisection may settle on a
+ * smaller threshold than the best: the plan still fits, moving more.)
+ */
+static bool search_chains(struct search *s, uint32_t j)
 {
-    uint64_t budget = policy->budget_bytes;
+    struct tide__planner *pl = &s->planners[j];
+    struct candidates *list = &s->list;
+    bool homes[2];
+    vars_homes(s->policy, homes);
+    uint32_t n_parts = pl->part.n_partitions, size = pl->part.partition_size;
+    for (int h = 0; h < 2; h++) {
+        if (!homes[h])
+            continue;
+        uint32_t thresholds[40], n_th = 0;
+        for (uint32_t th = 0;; th = th ? th * 2 : 1) {
+            /* On the device, "one group" is nothing moved, tried first. */
+            if (h == 0 && th >= n_parts)
+                break;
+            thresholds[n_th++] = th;
+            if (th >= n_parts || th >= UINT32_MAX / 2)
+                break;
+        }
+        for (uint32_t p = 0; p <= MAX_PREFETCH; p++) {
+            /* fits(lo) and !fits(hi), with -1 and n_th standing for both ends. */
+            int64_t lo = -1, hi = n_th;
+            while (hi - lo > 1) {
+                int64_t mid = lo + (hi - lo) / 2;
+                uint32_t th = thresholds[mid];
+                if (!candidates_push(list, j, size, h == 1, th, th >= n_parts ? TIDE__NEVER : th,
+                                     p))
+                    return false;
+                struct candidate *c = &list->items[list->n - 1];
+                tide__estimate(pl, &c->choice, &c->estimate);
+                c->estimated = true;
+                s->report->trials++;
+                if (c->estimate.live_bytes <= s->budget)
+                    lo = mid;
+                else
+                    hi = mid;
+            }
+        }
+    }
+    return true;
+}
+
+/* Estimates, orders and tries the candidates; *chosen, *found and *fit as choose() sets them. */
+static enum tide_status search(struct search *s, struct candidate *chosen, bool *found,
+                               struct trial *fit, struct tide_error *err)
+{
+    const struct tide_memory_policy *policy = s->policy;
+    struct candidates *list = &s->list;
     bool autotune = policy->swap == TIDE_SWAP_AUTO && policy->autotune;
+    *found = false;
     /* Autotune: nothing moved, when it fits, is the plan; no need to look further. */
     for (uint32_t i = 0; autotune && i < list->n; i++) {
         struct candidate *c = &list->items[i];
         if (c->choice.vars_host || c->choice.swap_threshold != TIDE__NEVER)
             continue;
-        tide__estimate(pl, &c->choice, &c->estimate);
+        tide__estimate(&s->planners[c->planner], &c->choice, &c->estimate);
         c->estimated = true;
-        report->trials++;
+        s->report->trials++;
         bool done = false;
-        if (c->estimate.live_bytes > budget)
+        if (c->estimate.live_bytes > s->budget)
             break;
-        enum tide_status st = try_candidate(pl, list, i, budget, report, fit, &done, err);
+        enum tide_status st = try_candidate(s, i, fit, &done, err);
         if (st != TIDE_OK || done) {
-            *chosen = done ? i : UINT32_MAX;
+            *found = done;
+            *chosen = list->items[i];
             return st;
         }
         break;
     }
+    /*
+     * Something must move. With the size searched, every size's chains
+     * replace the default size's list (see search_chains).
+     */
+    if (s->n_sizes > 1) {
+        enum tide_status st = planners_init(s, err);
+        if (st != TIDE_OK)
+            return st;
+        list->n = 0;
+        for (uint32_t j = 0; j < s->n_planners; j++) {
+            if (!search_chains(s, j))
+                return tide_error_set(err, TIDE_NOMEM, "swapper: out of memory");
+        }
+    }
     for (uint32_t i = 0; i < list->n; i++) {
         struct candidate *c = &list->items[i];
         if (!c->estimated) {
-            tide__estimate(pl, &c->choice, &c->estimate);
+            tide__estimate(&s->planners[c->planner], &c->choice, &c->estimate);
             c->estimated = true;
-            report->trials++;
+            s->report->trials++;
         }
     }
     if (autotune)
         qsort(list->items, list->n, sizeof(*list->items), compare_candidates);
-    return choose(pl, list, budget, report, chosen, fit, err);
+    return choose(s, chosen, found, fit, err);
 }
 
 static enum tide_status plan(struct tide_graph *graph, const struct tide_memory_policy *policy,
@@ -523,49 +771,68 @@ static enum tide_status plan(struct tide_graph *graph, const struct tide_memory_
 {
     struct tide_plan_report *report = &out->report;
     uint64_t budget = policy->budget_bytes;
-    uint32_t size = policy->partition_size ? policy->partition_size : 64;
     report->budget_bytes = budget;
+    report->floor_node = TIDE_NO_NODE;
 
-    struct tide__planner pl;
-    enum tide_status st = tide__planner_init(&pl, graph, size, env, err);
+    struct search s = {.graph = graph, .env = env, .policy = policy, .budget = budget,
+                       .report = report};
+    bool searches_sizes = policy->partition_size == 0 && policy->swap == TIDE_SWAP_AUTO &&
+                          policy->autotune && budget > 0;
+    if (searches_sizes) {
+        s.n_sizes = (uint32_t)MAX_PLANNERS;
+        memcpy(s.sizes, auto_sizes, sizeof(auto_sizes));
+    } else {
+        s.n_sizes = 1;
+        s.sizes[0] = policy->partition_size ? policy->partition_size : TIDE_PARTITION_SIZE_DEFAULT;
+    }
+    enum tide_status st = tide__planner_init(&s.planners[0], graph, s.sizes[0], env, err);
     if (st != TIDE_OK)
         return st;
+    s.n_planners = 1;
+    struct tide__planner *pl = &s.planners[0];
 
     /* Admission: a kernel that cannot fit by itself. */
-    struct working_set largest = largest_working_set(&pl);
+    struct working_set largest = largest_working_set(pl);
+    if (largest.node != TIDE_NO_NODE) {
+        report->floor_bytes = working_set_total(&largest);
+        report->floor_node = largest.node;
+    }
     if (budget > 0 && largest.node != TIDE_NO_NODE && working_set_total(&largest) > budget) {
-        st = does_not_fit(&pl, policy, budget, size, &largest, report, err);
-        tide__planner_release(&pl);
+        st = does_not_fit(&s, &largest, err);
+        search_release(&s);
         return st;
     }
 
-    struct candidates list = {0};
     struct trial fit = {0};
-    uint32_t chosen = 0;
-    if (!make_candidates(&pl, policy, &list))
+    struct candidate chosen = {0};
+    bool found = false;
+    if (!make_candidates(pl, 0, policy, &s.list))
         st = tide_error_set(err, TIDE_NOMEM, "swapper: out of memory");
     else if (budget > 0)
-        st = search(&pl, policy, &list, report, &chosen, &fit, err);
-    if (st == TIDE_OK && chosen == UINT32_MAX)
-        st = does_not_fit(&pl, policy, budget, size, NULL, report, err);
+        st = search(&s, &chosen, &found, &fit, err);
+    else if (s.list.n > 0) /* no limit: the first candidate as it is */
+        chosen = s.list.items[0], found = true;
+    if (st == TIDE_OK && !found)
+        st = does_not_fit(&s, NULL, err);
 
     if (st == TIDE_OK) {
-        /* Budget 0 takes the first candidate as it is; otherwise the trial that fit. */
-        const struct tide__choice *c = &list.items[chosen].choice;
+        pl = &s.planners[chosen.planner];
+        const struct tide__choice *c = &chosen.choice;
+        tide__planner_stamp(pl);
         if (fit.graph) {
-            st = tide__adopt(&pl, graph, c, fit.graph, &fit.plan, err);
+            st = tide__adopt(pl, graph, c, fit.graph, &fit.plan, err);
             if (st == TIDE_OK) {
                 out->memplan = fit.plan;
                 memset(&fit.plan, 0, sizeof(fit.plan));
             }
         } else {
             report->trials = 1;
-            st = tide__apply(&pl, graph, c, &out->memplan, NULL, err);
+            st = tide__apply(pl, graph, c, &out->memplan, NULL, err);
         }
         if (st == TIDE_OK)
-            st = tide__report_fill(&pl, graph, &out->memplan, report, err);
+            st = tide__report_fill(pl, graph, &out->memplan, report, err);
         if (st == TIDE_OK) {
-            report->chosen = chosen_policy(policy, budget, size, c);
+            report->chosen = chosen_policy(policy, budget, &chosen);
             report->fits = budget == 0 || out->memplan.peak_bytes <= budget;
             if (report->min_budget_node == TIDE_NO_NODE) {
                 report->min_budget_bytes = out->memplan.peak_bytes;
@@ -574,8 +841,7 @@ static enum tide_status plan(struct tide_graph *graph, const struct tide_memory_
         }
     }
     trial_release(&fit);
-    free(list.items);
-    tide__planner_release(&pl);
+    search_release(&s);
     return st;
 }
 
@@ -587,6 +853,7 @@ enum tide_status tide_plan_memory(struct tide_graph *graph, const struct tide_me
         return tide_error_set(err, TIDE_INVALID, "tide_plan_memory: out is NULL");
     memset(out, 0, sizeof(*out));
     out->report.min_budget_node = TIDE_NO_NODE;
+    out->report.floor_node = TIDE_NO_NODE;
     if (!graph || !policy)
         return tide_error_set(err, TIDE_INVALID, "tide_plan_memory: %s is NULL",
                               graph ? "the policy" : "the graph");
@@ -594,9 +861,10 @@ enum tide_status tide_plan_memory(struct tide_graph *graph, const struct tide_me
     if (st != TIDE_OK)
         return st;
     static const struct tide_plan_env no_env;
-    double start = now_ms();
+    double start = clock_ms(CLOCK_MONOTONIC), cpu = clock_ms(CLOCK_THREAD_CPUTIME_ID);
     st = plan(graph, policy, env ? env : &no_env, out, err);
-    out->report.plan_ms = now_ms() - start;
+    out->report.plan_ms = clock_ms(CLOCK_MONOTONIC) - start;
+    out->report.plan_cpu_ms = clock_ms(CLOCK_THREAD_CPUTIME_ID) - cpu;
     if (st != TIDE_OK && st != TIDE_DOES_NOT_FIT) {
         /* Keep nothing half-made but the report's words. */
         tide_memplan_release(&out->memplan);

@@ -14,10 +14,11 @@
  *   memplan      arena offsets and the predicted peak
  *
  * With swap auto and autotune, tide_plan_memory searches (threshold,
- * prefetch, vars_home) by running the passes on clones of the graph and
- * memplan — nothing executes — and keeps the plan that fits the budget with
- * the fewest bytes moved (Le et al.'s simulation-based tuning). The chosen
- * plan is then applied to the graph itself.
+ * prefetch, vars_home, and the partition size when the policy leaves it
+ * 0) by running the passes on clones of the graph and memplan — nothing
+ * executes — and keeps the plan that fits the budget with the fewest bytes
+ * moved (Le et al.'s simulation-based tuning). The chosen plan is then
+ * applied to the graph itself.
  *
  * Annotations the executor relies on (the contract between the passes and
  * runtime/executor.c):
@@ -109,9 +110,20 @@ enum tide_vars_home {
     TIDE_VARS_HOME_DEVICE = 2,
 };
 
+/*
+ * The partition size of a policy with partition_size 0 that searches none
+ * (swap on or off, no autotune, no budget), and of a plan that moves nothing.
+ */
+#define TIDE_PARTITION_SIZE_DEFAULT 64
+
 struct tide_memory_policy {
     uint64_t budget_bytes;      /* 0: no limit (everything resident, report only) */
-    uint32_t partition_size;    /* nodes per partition; 0: 64 */
+    /*
+     * Nodes per partition; 0: auto — with swap auto, autotune and a budget,
+     * the search tries every power of two from 1 to 256 (swapper.c); else
+     * TIDE_PARTITION_SIZE_DEFAULT.
+     */
+    uint32_t partition_size;
     enum tide_swap_mode swap;
     uint32_t swap_threshold;    /* swap when the next use is more than this many partitions away */
     uint32_t prefetch_distance; /* SwapIn/Fetch this many partitions before the consumer */
@@ -119,7 +131,7 @@ struct tide_memory_policy {
     bool autotune;              /* with swap auto: search threshold and prefetch */
 };
 
-/* partition_size 64, swap auto, threshold 1, prefetch 1, vars auto, autotune on. */
+/* partition_size 0 (auto), swap auto, threshold 1, prefetch 1, vars auto, autotune on. */
 struct tide_memory_policy tide_memory_policy_default(void);
 
 /* What the passes need from the backend. */
@@ -148,8 +160,21 @@ struct tide_plan_report {
     uint64_t budget_bytes;
     uint64_t predicted_peak_bytes;
     bool fits;
-    uint64_t min_budget_bytes; /* the smallest peak any policy reached (most swapping) */
+    /*
+     * When it does not fit: the smallest budget that does, exactly — a plan
+     * at this budget fits (swapper.c, "The smallest budget"). When it fits:
+     * the smallest peak of the plans built on the way, at most the plan's.
+     */
+    uint64_t min_budget_bytes;
     uint32_t min_budget_node;  /* the node live at that plan's peak (its working set sets it) */
+    /*
+     * The physical floor of node-by-node execution: the largest working set
+     * of one kernel (its distinct inputs, outputs and workspace, aligned as
+     * memplan places them), and that kernel (TIDE_NO_NODE: no kernel). No
+     * plan fits a smaller budget, whatever it swaps.
+     */
+    uint64_t floor_bytes;
+    uint32_t floor_node;
     uint64_t swap_in_bytes;
     uint64_t swap_out_bytes;
     uint64_t fetch_bytes;
@@ -161,9 +186,10 @@ struct tide_plan_report {
      * what the executor allocates, and what host-pool admission counts.
      */
     uint64_t host_arena_bytes;
-    struct tide_memory_policy chosen; /* after autotune */
+    struct tide_memory_policy chosen; /* after autotune; partition_size the one chosen */
     uint32_t trials;          /* plans simulated by autotune */
-    double plan_ms;
+    double plan_ms;           /* wall time */
+    double plan_cpu_ms;       /* CPU time of the planning thread: plan_ms less waiting for a core */
     char message[256];        /* why it does not fit, when fits is false */
 };
 

@@ -100,13 +100,17 @@ static const char *const plan_keys[] = {"model",
                                         "fetch_bytes",
                                         "write_back_bytes",
                                         "partitions",
+                                        "partition_size",
                                         "nodes",
                                         "min_budget_bytes",
+                                        "floor_bytes",
+                                        "floor_node",
                                         "host_bytes",
                                         "swap_threshold",
                                         "prefetch_distance",
                                         "trials",
                                         "plan_ms",
+                                        "plan_cpu_ms",
                                         NULL};
 
 /* The figures of a plan line that the text report prints too. */
@@ -117,8 +121,14 @@ static void expect_plan_report(const char *text, struct json_object *line)
                      (double)tide_test_json_uint(line, "predicted_peak_bytes") / mib,
                      (double)tide_test_json_uint(line, "budget_bytes") / mib,
                      tide_test_json_bool(line, "fits") ? "fits" : "does NOT fit");
-    expect_in_report(text, "%" PRIu64 " nodes in %" PRIu64 " partitions of ",
-                     tide_test_json_uint(line, "nodes"), tide_test_json_uint(line, "partitions"));
+    expect_in_report(text, "%" PRIu64 " nodes in %" PRIu64 " partitions of %" PRIu64 ";",
+                     tide_test_json_uint(line, "nodes"), tide_test_json_uint(line, "partitions"),
+                     tide_test_json_uint(line, "partition_size"));
+    expect_in_report(text, "floor %.2f MiB: the working set of \"%s\" alone",
+                     (double)tide_test_json_uint(line, "floor_bytes") / mib,
+                     tide_test_json_string(line, "floor_node"));
+    assert_true(tide_test_json_uint(line, "floor_bytes") > 0);
+    assert_true(tide_test_json_string(line, "floor_node")[0] != '\0');
     expect_in_report(text, "threshold %" PRIu64 ", prefetch %" PRIu64 ",",
                      tide_test_json_uint(line, "swap_threshold"),
                      tide_test_json_uint(line, "prefetch_distance"));
@@ -132,6 +142,7 @@ static void expect_plan_report(const char *text, struct json_object *line)
                      (double)tide_test_json_uint(line, "host_bytes") / mib);
     expect_in_report(text, "(%" PRIu64 " plans tried, ", tide_test_json_uint(line, "trials"));
     assert_true(tide_test_json_number(line, "plan_ms") >= 0);
+    assert_true(tide_test_json_number(line, "plan_cpu_ms") >= 0);
 }
 
 /* `plan` of an MLP that fits in 64 MiB: exit 0, the line says so in every field. */
@@ -173,11 +184,80 @@ static void test_plan_does_not_fit(void **state)
     assert_int_equal(tide_test_json_uint(line, "budget_bytes"), UINT64_C(1) << 20);
     uint64_t min_budget = tide_test_json_uint(line, "min_budget_bytes");
     assert_true(min_budget > UINT64_C(1) << 20);
+    assert_true(min_budget >= tide_test_json_uint(line, "floor_bytes"));
     assert_true(tide_test_json_uint(line, "predicted_peak_bytes") > UINT64_C(1) << 20);
     expect_in_report(r->out, "smallest budget that fits: %.2f MiB (",
                      (double)min_budget / (1 << 20));
     expect_plan_report(r->out, line);
     json_object_put(line);
+    free(r);
+}
+
+/*
+ * The automatic partition size takes ResNet-200 at batch 16 to within 10 %
+ * of its floor (one BatchNormGrad's working set; at the fixed size 64 the
+ * smallest budget was 5.2 times that), and a plan at exactly the smallest
+ * budget it names fits.
+ */
+static void test_plan_auto_reaches_the_floor(void **state)
+{
+    (void)state;
+    struct tide_test_run *r = malloc(sizeof(*r));
+    assert_non_null(r);
+    struct json_object *line =
+        run_bench(r, 1,
+                  (char *[]){"plan", "--model", "resnet", "--depth", "200", "--batch", "16",
+                             "--budget", "1K", "--json", NULL});
+    tide_test_json_keys(line, plan_keys);
+    uint64_t floor = tide_test_json_uint(line, "floor_bytes");
+    uint64_t min_budget = tide_test_json_uint(line, "min_budget_bytes");
+    assert_true(floor > 0 && min_budget >= floor);
+    assert_true((double)min_budget <= 1.10 * (double)floor);
+    assert_string_equal(tide_test_json_string(line, "floor_node"),
+                        "grad/stage1/block2/conv3/bn/batch_norm_0/backprop");
+    json_object_put(line);
+
+    char budget[32];
+    snprintf(budget, sizeof(budget), "%" PRIu64, min_budget);
+    line = run_bench(r, 0,
+                     (char *[]){"plan", "--model", "resnet", "--depth", "200", "--batch", "16",
+                                "--budget", budget, "--json", NULL});
+    assert_true(tide_test_json_bool(line, "fits"));
+    assert_true(tide_test_json_uint(line, "predicted_peak_bytes") <= min_budget);
+    expect_plan_report(r->out, line);
+    json_object_put(line);
+    free(r);
+}
+
+/*
+ * `plan` names the budget `train` needs: the CNN trains one step at exactly
+ * the smallest budget of its plan, within it (the fetched logits, pinned on
+ * the device, included; without them the plan was 2.5 KiB short), and
+ * `train` refuses one byte less.
+ */
+static void test_train_at_the_smallest_budget(void **state)
+{
+    (void)state;
+    struct tide_test_run *r = malloc(sizeof(*r));
+    assert_non_null(r);
+    struct json_object *line =
+        run_bench(r, 1, (char *[]){"plan", "--model", "cnn", "--budget", "1K", "--json", NULL});
+    uint64_t min_budget = tide_test_json_uint(line, "min_budget_bytes");
+    json_object_put(line);
+    char budget[32];
+    snprintf(budget, sizeof(budget), "%" PRIu64, min_budget);
+    line = run_bench(r, 0,
+                     (char *[]){"train", "--model", "cnn", "--dataset", "synthetic", "--steps", "1",
+                                "--no-eval", "--budget", budget, "--json", NULL});
+    assert_int_equal(tide_test_json_uint(line, "predicted_peak_bytes"), min_budget);
+    assert_true(tide_test_json_uint(line, "device_high_water_bytes") <= min_budget);
+    json_object_put(line);
+    snprintf(budget, sizeof(budget), "%" PRIu64, min_budget - 1);
+    char *argv[] = {bench_path, "train", "--model", "cnn", "--dataset", "synthetic", "--steps", "1",
+                    "--no-eval", "--budget", budget, NULL};
+    tide_test_run_program(argv, -1, -1, r);
+    assert_int_equal(r->exit_code, 1);
+    assert_non_null(strstr(r->err, "plan needs"));
     free(r);
 }
 
@@ -286,6 +366,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_plan_fits),
         cmocka_unit_test(test_plan_does_not_fit),
+        cmocka_unit_test(test_plan_auto_reaches_the_floor),
+        cmocka_unit_test(test_train_at_the_smallest_budget),
         cmocka_unit_test(test_train),
         cmocka_unit_test(test_train_no_eval),
         cmocka_unit_test(test_train_trace_overhead),

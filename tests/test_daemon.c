@@ -2425,9 +2425,9 @@ static const char json_job_name[] = "q\"uote back\\slash /slash \t\n\r\b\f \x01\
         "steps_per_second", "created_us", "updated_us", "message", "last_checkpoint_step"
 #define PLAN_KEYS                                                                                  \
     "nodes", "budget_bytes", "predicted_peak_bytes", "fits", "min_budget_bytes",                   \
-        "min_budget_node", "swap_in_bytes", "swap_out_bytes", "fetch_bytes", "write_back_bytes",   \
-        "partition_size", "swap_threshold", "prefetch_distance", "host_bytes", "plan_us",          \
-        "message"
+        "min_budget_node", "floor_bytes", "floor_node", "swap_in_bytes", "swap_out_bytes",         \
+        "fetch_bytes", "write_back_bytes", "partition_size", "swap_threshold",                     \
+        "prefetch_distance", "host_bytes", "plan_us", "message"
 static const char *const job_keys[] = {JOB_KEYS, NULL};
 static const char *const job_keys_with_plan[] = {JOB_KEYS, "plan", NULL};
 static const char *const job_plan_keys[] = {PLAN_KEYS, NULL};
@@ -2475,6 +2475,8 @@ static void expect_plan_equals(struct json_object *o, const struct tide_job_plan
     assert_int_equal(tide_test_json_bool(o, "fits"), p->fits);
     assert_int_equal(tide_test_json_uint(o, "min_budget_bytes"), p->min_budget_bytes);
     assert_string_equal(tide_test_json_string(o, "min_budget_node"), p->min_budget_node);
+    assert_int_equal(tide_test_json_uint(o, "floor_bytes"), p->floor_bytes);
+    assert_string_equal(tide_test_json_string(o, "floor_node"), p->floor_node);
     assert_int_equal(tide_test_json_uint(o, "swap_in_bytes"), p->swap_in_bytes);
     assert_int_equal(tide_test_json_uint(o, "swap_out_bytes"), p->swap_out_bytes);
     assert_int_equal(tide_test_json_uint(o, "fetch_bytes"), p->fetch_bytes);
@@ -2616,10 +2618,17 @@ static void test_tidectl_json_plan(void **state)
     snprintf(set_by, sizeof(set_by), ", set by %s\n", tide_test_json_string(p, "min_budget_node"));
     assert_non_null(strchr(why, '"'));
     assert_non_null(strchr(set_by, '/'));
+    /* The floor: one kernel's working set, above this budget and at most the smallest budget. */
+    uint64_t floor = tide_test_json_uint(p, "floor_bytes");
+    assert_true(floor > UINT64_C(1) << 20);
+    assert_true(floor <= tide_test_json_uint(p, "min_budget_bytes"));
+    char floor_by[512];
+    snprintf(floor_by, sizeof(floor_by), ", set by %s\n", tide_test_json_string(p, "floor_node"));
     run_tidectl(r, -1, "plan", "--model", "cnn", "--budget", "1M", (char *)NULL);
     assert_int_equal(r->exit_code, 0);
-    if (!strstr(r->out, why) || !strstr(r->out, set_by))
-        fail_msg("the text report differs from the JSON line:\n%s%s%s", r->out, why, set_by);
+    if (!strstr(r->out, why) || !strstr(r->out, set_by) || !strstr(r->out, floor_by))
+        fail_msg("the text report differs from the JSON line:\n%s%s%s%s", r->out, why, set_by,
+                 floor_by);
     json_object_put(lines);
     free(r);
 }

@@ -559,6 +559,48 @@ struct graph_copy {
     uint32_t controls[128][64];
 };
 
+/* Greedy by size, as memplan.h promises: larger first, then earlier, then node, output. */
+static bool placed_before(const struct tide_memplan_region *a, const struct tide_memplan_region *b)
+{
+    if (a->bytes != b->bytes)
+        return a->bytes > b->bytes;
+    if (a->first != b->first)
+        return a->first < b->first;
+    if (a->node != b->node)
+        return a->node < b->node;
+    return a->output < b->output;
+}
+
+/*
+ * The placement is the plain greedy one, found here by the slowest scan:
+ * every non-empty region that is not persistent sits at the lowest offset
+ * above the persistent ones that no region placed before it, alive at an
+ * overlapping time, reaches into — memplan's index must find exactly that.
+ */
+static void check_first_fit(const struct tide_memplan *plan)
+{
+    for (uint32_t i = 0; i < plan->n_regions; i++) {
+        const struct tide_memplan_region *r = &plan->regions[i];
+        if (r->persistent || r->bytes == 0)
+            continue;
+        uint64_t candidate = plan->persistent_bytes;
+        for (bool moved = true; moved;) {
+            moved = false;
+            for (uint32_t j = 0; j < plan->n_regions; j++) {
+                const struct tide_memplan_region *q = &plan->regions[j];
+                if (j == i || q->persistent || q->bytes == 0 || !placed_before(q, r) ||
+                    q->first > r->last || r->first > q->last)
+                    continue;
+                if (q->offset < candidate + r->bytes && q->offset + q->bytes > candidate) {
+                    candidate = q->offset + q->bytes;
+                    moved = true;
+                }
+            }
+        }
+        assert_int_equal(r->offset, candidate);
+    }
+}
+
 static void check_plan(const struct tide_graph *g, const struct tide_memplan *plan,
                        const uint8_t *pinned, const struct graph_copy *before)
 {
@@ -658,6 +700,7 @@ static void check_plan(const struct tide_graph *g, const struct tide_memplan *pl
         }
     }
     assert_int_equal(deaths_seen, non_persistent);
+    check_first_fit(plan);
     assert_int_equal(plan->peak_bytes, max_end);
     assert_int_equal(plan->persistent_bytes, persistent_sum);
 

@@ -75,6 +75,56 @@ static void test_partitions(void **state)
     tide_graph_free(g);
 }
 
+/* Two partitionings, field by field. */
+static void expect_same(const struct tide_partitioning *a, const struct tide_partitioning *b)
+{
+    assert_int_equal(a->partition_size, b->partition_size);
+    assert_int_equal(a->n_partitions, b->n_partitions);
+    assert_int_equal(a->n_order, b->n_order);
+    assert_int_equal(a->n_tensors, b->n_tensors);
+    assert_memory_equal(a->order, b->order, a->n_order * sizeof(*a->order));
+    assert_memory_equal(a->position, b->position, a->n_order * sizeof(*a->position));
+    assert_memory_equal(a->tensor_of, b->tensor_of, a->n_order * sizeof(*a->tensor_of));
+    for (uint32_t t = 0; t < a->n_tensors; t++) {
+        const struct tide_tensor_life *x = &a->tensors[t], *y = &b->tensors[t];
+        assert_int_equal(x->tensor.node, y->tensor.node);
+        assert_int_equal(x->tensor.output, y->tensor.output);
+        assert_int_equal(x->produced, y->produced);
+        assert_int_equal(x->n_uses, y->n_uses);
+        if (x->n_uses) {
+            assert_memory_equal(x->uses, y->uses, x->n_uses * sizeof(*x->uses));
+            assert_memory_equal(x->use_partitions, y->use_partitions,
+                                x->n_uses * sizeof(*x->use_partitions));
+        }
+    }
+}
+
+/* A partitioning resized is the one made at that size, and leaves node->partition alone. */
+static void test_resize(void **state)
+{
+    (void)state;
+    struct tide_graph *g = chain_with_skip();
+    struct tide_partitioning base, resized, direct;
+    struct tide_error err = {0};
+    assert_int_equal(tide_partition(g, 3, &base, &err), TIDE_OK);
+    static const uint32_t sizes[] = {1, 2, 3, 4, 7, 11, 64};
+    for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+        assert_int_equal(tide_partition(g, 3, &direct, &err), TIDE_OK);
+        tide_partitioning_release(&direct);
+        assert_int_equal(tide_partition_resize(&base, sizes[i], &resized, &err), TIDE_OK);
+        for (uint32_t v = 0; v < g->n_nodes; v++)
+            assert_int_equal(g->nodes[base.order[v]].partition, (int32_t)(v / 3));
+        assert_int_equal(tide_partition(g, sizes[i], &direct, &err), TIDE_OK);
+        expect_same(&resized, &direct);
+        tide_partitioning_release(&resized);
+        tide_partitioning_release(&direct);
+    }
+    assert_int_equal(tide_partition_resize(&base, 0, &resized, &err), TIDE_INVALID);
+    assert_non_null(strstr(err.message, "partition_size"));
+    tide_partitioning_release(&base);
+    tide_graph_free(g);
+}
+
 static void test_refusals(void **state)
 {
     (void)state;
@@ -110,6 +160,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_partitions),
+        cmocka_unit_test(test_resize),
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_repeated_input_is_one_use),
     };

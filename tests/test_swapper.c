@@ -127,14 +127,16 @@ static struct tide_graph *long_skip(int64_t n)
     return g;
 }
 
-enum model { MODEL_CNN, MODEL_RESNET };
+enum model { MODEL_CNN, MODEL_RESNET, MODEL_MLP };
 
 /* A client model's training graph: serialized, imported and differentiated as the daemon does. */
 static struct tide_graph *model_graph(enum model model, enum tide_optimizer optimizer)
 {
     tide_builder *b = tide_builder_new();
-    tide_ref logits = model == MODEL_CNN ? tide_model_cnn(b, 64, 1, 28, 28, 10)
-                                         : tide_model_resnet(b, 4, 3, 16, 10, 2, 8);
+    static const int64_t hidden[] = {256, 128};
+    tide_ref logits = model == MODEL_CNN      ? tide_model_cnn(b, 64, 1, 28, 28, 10)
+                      : model == MODEL_RESNET ? tide_model_resnet(b, 4, 3, 16, 10, 2, 8)
+                                              : tide_model_mlp(b, 32, 784, hidden, 2, 10);
     uint8_t *bytes = NULL;
     size_t len = 0;
     if (logits.id < 0 || tide_builder_serialize(b, &bytes, &len) != 0)
@@ -676,6 +678,7 @@ static void test_does_not_fit_reports_min_budget(void **state)
     struct tide_graph *g = model_graph(MODEL_RESNET, TIDE_OPTIMIZER_MOMENTUM);
     uint64_t working = largest_working_set(g, NULL);
     struct tide_memory_policy p = tide_memory_policy_default();
+    p.partition_size = 64; /* the automatic size would reach the floor */
     p.budget_bytes = working; /* every kernel fits alone, the plan cannot */
     struct tide_memory_plan plan;
     struct tide_error err = {0};
@@ -704,6 +707,62 @@ static void test_does_not_fit_reports_min_budget(void **state)
     check_contract(g, &plan);
     tide_memory_plan_release(&plan);
     tide_graph_free(g);
+}
+
+/*
+ * The smallest budget a report names is exact: a plan at that budget fits,
+ * one byte less does not. For each model, with the partition size fixed and
+ * automatic; the automatic one is never larger, and no budget is below the
+ * floor (the largest kernel's working set), which the report names.
+ */
+static void test_min_budget_is_exact(void **state)
+{
+    (void)state;
+    struct tide_plan_env env = cpu_env();
+    static const enum model models[] = {MODEL_MLP, MODEL_CNN, MODEL_RESNET};
+    for (size_t m = 0; m < sizeof(models) / sizeof(models[0]); m++) {
+        uint64_t fixed_min = 0;
+        for (int automatic = 0; automatic < 2; automatic++) {
+            struct tide_memory_policy p = tide_memory_policy_default();
+            p.partition_size = automatic ? 0 : 64;
+            p.budget_bytes = 1024; /* below every kernel: the admission path */
+            struct tide_graph *g = model_graph(models[m], TIDE_OPTIMIZER_MOMENTUM);
+            uint64_t floor = largest_working_set(g, NULL);
+            struct tide_memory_plan plan;
+            struct tide_error err = {0};
+            assert_int_equal(tide_plan_memory(g, &p, &env, &plan, &err), TIDE_DOES_NOT_FIT);
+            uint64_t min = plan.report.min_budget_bytes;
+            assert_int_equal(plan.report.floor_bytes, floor);
+            assert_true(plan.report.floor_node < g->n_nodes);
+            assert_true(min >= floor);
+            if (automatic)
+                assert_true(min <= fixed_min);
+            else
+                assert_int_equal(plan.report.chosen.partition_size, 64);
+            fixed_min = min;
+            tide_memory_plan_release(&plan);
+            tide_graph_free(g);
+
+            /* Between the floor and the smallest budget: the search finds the same number. */
+            g = model_graph(models[m], TIDE_OPTIMIZER_MOMENTUM);
+            p.budget_bytes = min - 1;
+            enum tide_status st = tide_plan_memory(g, &p, &env, &plan, &err);
+            assert_int_equal(st, TIDE_DOES_NOT_FIT);
+            assert_int_equal(plan.report.min_budget_bytes, min);
+            tide_memory_plan_release(&plan);
+            tide_graph_free(g);
+
+            g = model_graph(models[m], TIDE_OPTIMIZER_MOMENTUM);
+            p.budget_bytes = min;
+            plan_ok(g, &p, &env, &plan);
+            assert_true(plan.report.fits);
+            assert_true(plan.memplan.peak_bytes <= min);
+            assert_int_equal(plan.report.floor_bytes, floor);
+            check_contract(g, &plan);
+            tide_memory_plan_release(&plan);
+            tide_graph_free(g);
+        }
+    }
 }
 
 /* A training graph planned under `fraction` of its resident peak. */
@@ -1128,6 +1187,7 @@ int main(void)
         cmocka_unit_test(test_vars_on_host),
         cmocka_unit_test(test_admission_names_the_node),
         cmocka_unit_test(test_does_not_fit_reports_min_budget),
+        cmocka_unit_test(test_min_budget_is_exact),
         cmocka_unit_test(test_quarter_budget_resnet),
         cmocka_unit_test(test_three_quarter_budget_cnn),
         cmocka_unit_test(test_deterministic),

@@ -112,6 +112,8 @@ void tidectl_json_add_plan(json_object *o, const struct tide_job_plan_report *p,
     tidectl_json_set_bool(o, "fits", p->fits);
     tidectl_json_set_uint(o, "min_budget_bytes", p->min_budget_bytes);
     tidectl_json_set_string(o, "min_budget_node", p->min_budget_node);
+    tidectl_json_set_uint(o, "floor_bytes", p->floor_bytes);
+    tidectl_json_set_string(o, "floor_node", p->floor_node);
     tidectl_json_set_uint(o, "swap_in_bytes", p->swap_in_bytes);
     tidectl_json_set_uint(o, "swap_out_bytes", p->swap_out_bytes);
     tidectl_json_set_uint(o, "fetch_bytes", p->fetch_bytes);
@@ -228,6 +230,9 @@ void tidectl_print_plan(const struct tide_job_plan_report *p, bool partitions)
     if (!p->fits && p->min_budget_bytes)
         printf("  min budget      %s, set by %s\n",
                tidectl_fmt_bytes(p->min_budget_bytes, b1, sizeof(b1)), p->min_budget_node);
+    if (p->floor_bytes)
+        printf("  floor           %s, set by %s\n",
+               tidectl_fmt_bytes(p->floor_bytes, b1, sizeof(b1)), p->floor_node);
     if (p->message[0])
         printf("  why             %s\n", p->message);
     printf("  per step        swap in %s, swap out %s, fetch %s, write back %s\n",

@@ -151,7 +151,7 @@ enum tidectl_option_id {
     "  --swap auto|on|off       auto (default) swaps only what the budget needs, tuned by\n"       \
     "                           simulation; on swaps every distant tensor; off keeps\n"            \
     "                           everything resident.\n"                                            \
-    "  --partition-size K       Nodes per partition (default: the daemon's).\n"                    \
+    "  --partition-size K       Nodes per partition; 0 (default): the planner picks it.\n"       \
     "  --vars-home auto|host|device\n"                                                             \
     "                           Where Variables live between uses (default auto).\n"               \
     "  --optimizer NAME         sgd, momentum (default, 0.9) or adam.\n"                           \

@@ -240,7 +240,7 @@ struct tide_job_spec {
     size_t n_fetches;
 
     uint64_t budget_bytes;             /* the job's device arena; 0: the daemon's default */
-    uint32_t partition_size;           /* nodes per partition; 0: the daemon's default */
+    uint32_t partition_size;           /* nodes per partition; 0: auto, the planner picks */
     enum tide_job_swap swap;           /* default auto */
     uint32_t swap_threshold;           /* partitions; 0: the daemon's default */
     uint32_t prefetch_distance;        /* partitions; 0: the daemon's default */
@@ -291,6 +291,8 @@ struct tide_job_plan_report {
     uint32_t n_partitions;
     struct tide_job_partition_report *partitions;
     struct tide_memory_timeline timeline; /* device memory over the schedule (tide/timeline.h) */
+    uint64_t floor_bytes; /* the largest single kernel's working set: no budget below fits */
+    char floor_node[TIDE_BUILDER_MAX_NAME + 1]; /* ... and that kernel */
 };
 
 /* What the daemon knows about a job (tide.v1.JobInfo). */
