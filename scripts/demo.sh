@@ -27,7 +27,7 @@
 #   TIDE_DEMO_EPOCHS   epochs to train (default 1)
 #   TIDE_DEMO_STEPS    train this many steps instead (a quick look)
 #   TIDE_DEMO_BATCH    batch size (default 64)
-#   TIDE_DEMO_PARTITION_SIZE  nodes per partition (default 4)
+#   TIDE_DEMO_PARTITION_SIZE  nodes per partition (default 0: the planner chooses)
 #   TIDE_DEMO_KEEP     keep the temporary directory (daemon log, checkpoint)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -95,9 +95,9 @@ peak=$("${tidectl[@]}" --json plan "${model[@]}" --swap off --vars-home device |
     json_field predicted_peak_bytes)
 budget=$((peak / 3))
 
-# Small partitions give the swapper room: a tensor is swapped out when its
-# next use is partitions away.
-swapped=(--swap auto --partition-size "${TIDE_DEMO_PARTITION_SIZE:-4}")
+# The planner searches the partition size with the swap threshold and the
+# prefetch distance; TIDE_DEMO_PARTITION_SIZE forces one.
+swapped=(--swap auto --partition-size "${TIDE_DEMO_PARTITION_SIZE:-0}")
 say "a budget of a third of that peak ($budget bytes)"
 plan=$("${tidectl[@]}" --json plan "${model[@]}" "${swapped[@]}" --budget "$budget")
 if [ "$(json_field fits <<<"$plan")" != "true" ]; then

@@ -228,6 +228,9 @@ static void test_usage_errors(void **state)
     expect_usage_error("tidectl: plan: --swap must be one of auto, on, off, got \"maybe\" (see "
                        "tidectl plan --help)\n",
                        "plan", "--swap", "maybe", (char *)NULL);
+    expect_usage_error("tidectl: plan: --partition-size wants a count, 0 for the planner's "
+                       "choice, got \"-1\" (see tidectl plan --help)\n",
+                       "plan", "--partition-size", "-1", (char *)NULL);
     expect_usage_error("tidectl: plan: --budget wants bytes (e.g. 512M, 2G), got \"12Q\" (see "
                        "tidectl plan --help)\n",
                        "plan", "--budget", "12Q", (char *)NULL);

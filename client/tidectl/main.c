@@ -78,7 +78,7 @@ void tidectl_usage_main(FILE *out)
             "EXAMPLES\n"
             "  tidectl status\n"
             "  tidectl plan --model cnn --batch 64 --swap off\n"
-            "  tidectl train --model cnn --dataset fashion-mnist --epochs 1 --budget 16M\n"
+            "  tidectl train --model cnn --dataset fashion-mnist --epochs 1 --budget 10M\n"
             "  tidectl --json jobs | jq .state\n"
             "  tidectl trace j-0123456789abcdef --steps 3 -o trace.json\n"
             "  tidectl top\n");

@@ -311,8 +311,10 @@ int tidectl_parse_options(int argc, char **argv, const struct tidectl_verb *verb
             break;
         }
         case TIDECTL_OPT_PARTITION_SIZE:
-            if (parse_count(name, "partition-size", optarg, UINT32_MAX, &v))
-                return TIDECTL_EXIT_USAGE;
+            /* 0, the default, leaves the size to the planner. */
+            if (parse_int(optarg, 0, UINT32_MAX, &v))
+                return tidectl_usage_error(name, "--partition-size wants a count, 0 for the "
+                                           "planner's choice, got \"%s\"", optarg);
             o->partition_size = (uint32_t)v;
             break;
         case TIDECTL_OPT_VARS_HOME: {

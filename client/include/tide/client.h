@@ -86,7 +86,7 @@
  *     struct tide_job_spec spec;
  *     tide_job_spec_init(&spec);                    // loss "loss", feeds images + labels
  *     tide_builder_serialize(b, &spec.graph, &spec.graph_len);
- *     spec.budget_bytes = 16 << 20;                 // at most 16 MiB of device memory
+ *     spec.budget_bytes = 10 << 20;                 // the daemon swaps to fit 10 MiB
  *
  *     struct tide_job_info job;
  *     if (tide_client_submit(c, &spec, &job) != 0)
