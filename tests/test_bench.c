@@ -193,6 +193,7 @@ static void test_train(void **state)
                                        "test_accuracy",
                                        "step_ms_mean",
                                        "train_seconds",
+                                       "train_cpu_seconds",
                                        "compile_ms",
                                        "nodes",
                                        "device_high_water_bytes",
@@ -215,6 +216,7 @@ static void test_train(void **state)
     assert_true(accuracy >= 0 && accuracy <= 1);
     assert_true(tide_test_json_number(line, "step_ms_mean") > 0);
     assert_true(tide_test_json_number(line, "train_seconds") >= 0);
+    assert_true(tide_test_json_number(line, "train_cpu_seconds") >= 0);
     assert_true(tide_test_json_number(line, "compile_ms") >= 0);
     assert_true(tide_test_json_uint(line, "nodes") > 0);
     /* The executor's measured high water is the plan's peak, and the text report says both. */
@@ -237,10 +239,19 @@ static void test_train(void **state)
 static void test_train_no_eval(void **state)
 {
     (void)state;
-    static const char *const keys[] = {"model",         "dataset",       "batch",
-                                       "steps",         "loss",          "step_ms_mean",
-                                       "train_seconds", "compile_ms",    "nodes",
-                                       "device_high_water_bytes", "predicted_peak_bytes", NULL};
+    static const char *const keys[] = {"model",
+                                       "dataset",
+                                       "batch",
+                                       "steps",
+                                       "loss",
+                                       "step_ms_mean",
+                                       "train_seconds",
+                                       "train_cpu_seconds",
+                                       "compile_ms",
+                                       "nodes",
+                                       "device_high_water_bytes",
+                                       "predicted_peak_bytes",
+                                       NULL};
     struct tide_test_run *r = malloc(sizeof(*r));
     assert_non_null(r);
     struct json_object *line = run_bench(
