@@ -72,7 +72,8 @@ static void usage(FILE *out)
             "  --lr X                   learning rate (default 0.05 sgd, 0.02 momentum, 0.001 adam)\n"
             "  --budget BYTES           device budget, K/M/G suffixes allowed (default: the plan's peak)\n"
             "  --backend NAME           cpu (default), cuda or auto\n"
-            "  --threads N              CPU GEMM threads (default: all cores)\n"
+            "  --threads N              CPU threads the kernels use at most (default: one per\n"
+            "                           core)\n"
             "  --poison                 poison dead regions (debug)\n"
             "  --trace FILE             train: write a Chrome trace (ui.perfetto.dev) of every\n"
             "                           training step, not of the evaluation after them\n"
@@ -587,8 +588,9 @@ static int cmd_plan(const struct bench_options *o)
     int rc = 1;
     if (tide_bench_train_options(o->optimizer, o->lr, &train) != 0)
         goto out;
-    if (tide_backend_create(o->backend, &(struct tide_backend_options){0}, &backend, &err) !=
-        TIDE_OK) {
+    /* The pool's size sets the convolutions' workspace, so it is part of the plan. */
+    if (tide_backend_create(o->backend, &(struct tide_backend_options){.threads = o->threads},
+                            &backend, &err) != TIDE_OK) {
         fprintf(stderr, "tide-bench: %s\n", err.message);
         goto out;
     }
@@ -644,6 +646,7 @@ static int cmd_train(const struct bench_options *o)
     const char *fetches[] = {TIDE_MODEL_LOGITS};
     struct tide_session_options so = tide_session_options_default();
     so.backend_name = o->backend;
+    so.threads = o->threads;
     so.budget_bytes = o->budget;
     so.seed = o->seed;
     so.poison = o->poison;
@@ -873,7 +876,5 @@ int main(int argc, char **argv)
         fprintf(stderr, "tide-bench: --trace applies to train only, not to %s\n", cmd);
         return 2;
     }
-    if (o.threads)
-        tide_cpu_kernels_set_threads(o.threads);
     return run(&o);
 }
