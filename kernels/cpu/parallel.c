@@ -161,6 +161,36 @@ void tide__cpu_parallel(int64_t n_tasks, int max_workers, tide__cpu_task_fn fn, 
     pthread_mutex_unlock(&pool.busy);
 }
 
+/* A range job as the tasks of a parallel job: task t is piece t. */
+struct range_job {
+    tide__cpu_range_fn fn;
+    const void *ctx;
+    int64_t n, grain;
+};
+
+static void range_task(void *ctx, int64_t task, int worker)
+{
+    (void)worker;
+    const struct range_job *job = ctx;
+    int64_t begin = task * job->grain;
+    int64_t end = job->n - begin > job->grain ? begin + job->grain : job->n;
+    job->fn(job->ctx, begin, end);
+}
+
+void tide__cpu_parallel_for(int64_t n, int64_t grain, tide__cpu_range_fn fn, const void *ctx)
+{
+    if (n <= 0)
+        return;
+    if (grain < 1)
+        grain = 1;
+    if (n <= grain) {
+        fn(ctx, 0, n);
+        return;
+    }
+    struct range_job job = {.fn = fn, .ctx = ctx, .n = n, .grain = grain};
+    tide__cpu_parallel((n - 1) / grain + 1, tide__cpu_workers(), range_task, &job);
+}
+
 void tide_cpu_kernels_set_threads(int threads)
 {
     tide__cpu_blas_init();

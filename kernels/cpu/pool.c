@@ -22,7 +22,6 @@
 #include <math.h>
 #include <string.h>
 
-
 /* A window clipped to the input: rows [h0, h1), columns [w0, w1). */
 struct clip {
     int64_t h0, h1, w0, w1;
@@ -204,18 +203,44 @@ enum tide_status tide__cpu_AVG_POOL2D_GRAD(const struct tide_kernel_args *args,
     return TIDE_OK;
 }
 
+/* The global pools' operands, shared by the pieces of their range jobs over planes. */
+struct global_job {
+    const float *in;
+    float *out;
+    int64_t hw; /* cells of a plane */
+};
+
+static void global_avg_pool_range(const void *ctx, int64_t begin, int64_t end)
+{
+    const struct global_job *job = ctx;
+    for (int64_t pl = begin; pl < end; pl++)
+        job->out[pl] =
+            (float)(tide__cpu_sum_row(job->in + pl * job->hw, job->hw) / (double)job->hw);
+}
+
 /* GlobalAvgPool(x [N, C, H, W]) -> [N, C]: the mean of each plane. */
 enum tide_status tide__cpu_GLOBAL_AVG_POOL(const struct tide_kernel_args *args,
                                            struct tide_error *err)
 {
     const struct tide_shape *xs = &args->inputs[0].shape;
     assert(xs->rank == 4 && tide__cpu_numel(&args->outputs[0]) == xs->dims[0] * xs->dims[1]);
-    int64_t planes = xs->dims[0] * xs->dims[1], hw = xs->dims[2] * xs->dims[3];
-    const float *x = tide__cpu_in(args, 0);
-    float *y = tide__cpu_out(args, 0);
-    for (int64_t pl = 0; pl < planes; pl++)
-        y[pl] = (float)(tide__cpu_sum_row(x + pl * hw, hw) / (double)hw);
+    struct global_job job = {.in = tide__cpu_in(args, 0),
+                             .out = tide__cpu_out(args, 0),
+                             .hw = xs->dims[2] * xs->dims[3]};
+    tide__cpu_parallel_for(xs->dims[0] * xs->dims[1], tide__cpu_grain(job.hw),
+                           global_avg_pool_range, &job);
     return TIDE_OK;
+}
+
+static void global_avg_pool_grad_range(const void *ctx, int64_t begin, int64_t end)
+{
+    const struct global_job *job = ctx;
+    for (int64_t pl = begin; pl < end; pl++) {
+        float g = job->in[pl] / (float)job->hw;
+        float *row = job->out + pl * job->hw;
+        for (int64_t j = 0; j < job->hw; j++)
+            row[j] = g;
+    }
 }
 
 /* GlobalAvgPoolGrad(dy [N, C]; input_shape) -> dx [N, C, H, W] = dy / (H * W) on every cell. */
@@ -224,14 +249,10 @@ enum tide_status tide__cpu_GLOBAL_AVG_POOL_GRAD(const struct tide_kernel_args *a
 {
     const struct tide_shape *xs = &args->outputs[0].shape;
     assert(xs->rank == 4 && tide__cpu_numel(&args->inputs[0]) == xs->dims[0] * xs->dims[1]);
-    int64_t planes = xs->dims[0] * xs->dims[1], hw = xs->dims[2] * xs->dims[3];
-    const float *dy = tide__cpu_in(args, 0);
-    float *dx = tide__cpu_out(args, 0);
-    for (int64_t pl = 0; pl < planes; pl++) {
-        float g = dy[pl] / (float)hw;
-        float *row = dx + pl * hw;
-        for (int64_t j = 0; j < hw; j++)
-            row[j] = g;
-    }
+    struct global_job job = {.in = tide__cpu_in(args, 0),
+                             .out = tide__cpu_out(args, 0),
+                             .hw = xs->dims[2] * xs->dims[3]};
+    tide__cpu_parallel_for(xs->dims[0] * xs->dims[1], tide__cpu_grain(job.hw),
+                           global_avg_pool_grad_range, &job);
     return TIDE_OK;
 }
