@@ -1905,6 +1905,61 @@ static void test_range_jobs_optimizers(void **state)
     free(var), free(s1), free(s2), free(g), free(want);
 }
 
+/*
+ * Max pooling whose windows tile the input (stride = window, no padding) has
+ * a path of its own; here on odd sizes that leave rows and columns outside
+ * every window, with many ties (values from a set of five), against a naive
+ * pooling that keeps the first maximum in row-major order, at 1, 2 and 3
+ * threads.
+ */
+static void test_max_pool_tiled(void **state)
+{
+    (void)state;
+    enum { N = 3, C = 5, H = 9, W = 11, TOTAL = N * C * H * W };
+    float *x = falloc(TOTAL), *dx = falloc(TOTAL), *want_dx = falloc(TOTAL);
+    uint32_t seed = 77;
+    for (int i = 0; i < TOTAL; i++)
+        x[i] = (float)(int)(frand(&seed) * 2.5f); /* -2 .. 2 */
+    const int64_t *xd = DIMS(N, C, H, W);
+    for (int64_t k = 2; k <= 3; k++) {
+        int64_t oh = H / k, ow = W / k, no = N * C * oh * ow;
+        float *y = falloc(no), *want_y = falloc(no), *dy = falloc(no);
+        fill(dy, no, 78);
+        memset(want_dx, 0, TOTAL * sizeof(float));
+        for (int64_t pl = 0; pl < N * C; pl++) {
+            for (int64_t i = 0; i < oh; i++) {
+                for (int64_t j = 0; j < ow; j++) {
+                    int64_t best = pl * H * W + i * k * W + j * k;
+                    for (int64_t a = 0; a < k; a++)
+                        for (int64_t b = 0; b < k; b++) {
+                            int64_t c = pl * H * W + (i * k + a) * W + j * k + b;
+                            if (x[c] > x[best])
+                                best = c;
+                        }
+                    want_y[(pl * oh + i) * ow + j] = x[best];
+                    want_dx[best] += dy[(pl * oh + i) * ow + j];
+                }
+            }
+        }
+        const int64_t *yd = DIMS(N, C, oh, ow);
+        struct test_node t;
+        node_init(&t, TIDE_OP_MAX_POOL2D, "max");
+        pool_attrs(&t, k, k, 0);
+        struct tide_tensor_view in = fview(x, 4, xd), out = fview(y, 4, yd);
+        expect_same_at_threads("max_pool tiled", &t, &in, 1, &out, 1, NULL, NULL);
+        expect_exact("max_pool tiled", y, want_y, no);
+
+        node_init(&t, TIDE_OP_MAX_POOL2D_GRAD, "max_grad");
+        pool_attrs(&t, k, k, 0);
+        struct tide_tensor_view gin[2] = {fview(x, 4, xd), fview(dy, 4, yd)};
+        struct tide_tensor_view gout = fview(dx, 4, xd);
+        expect_same_at_threads("max_pool_grad tiled", &t, gin, 2, &gout, 1, NULL, NULL);
+        expect_exact("max_pool_grad tiled", dx, want_dx, TOTAL);
+        free(y), free(want_y), free(dy);
+    }
+    free(x), free(dx), free(want_dx);
+}
+
 /* ============================================================================
  * Variable initialisation
  * ========================================================================== */
@@ -2207,6 +2262,7 @@ int main(void)
         cmocka_unit_test(test_range_jobs_reduce),
         cmocka_unit_test(test_range_jobs_batch_norm_and_pools),
         cmocka_unit_test(test_range_jobs_optimizers),
+        cmocka_unit_test(test_max_pool_tiled),
         cmocka_unit_test(test_variable_init_reproducible),
         cmocka_unit_test(test_variable_init_distributions),
         cmocka_unit_test(test_variable_init_constants),
