@@ -159,8 +159,8 @@ int tide_bench_depth(const struct bench_options *o)
     struct tide_error err = {0};
     if (tide_bench_train_options(o->optimizer, o->lr, &s.train) != 0)
         return 2;
-    if (tide_backend_create(o->backend, &(struct tide_backend_options){0}, &s.backend, &err) !=
-        TIDE_OK) {
+    if (tide_backend_create(o->backend, &(struct tide_backend_options){.threads = o->threads},
+                            &s.backend, &err) != TIDE_OK) {
         fprintf(stderr, "tide-bench depth: %s\n", err.message);
         return 1;
     }

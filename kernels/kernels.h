@@ -99,8 +99,9 @@ enum tide_status tide_variable_init(const struct tide_node *node, uint64_t job_s
                                     struct tide_error *err);
 
 /*
- * Sets the number of threads of the CPU kernels' pool (0: the number of
- * cores). OpenBLAS itself always runs on one thread, because its threaded
+ * Sets the number of threads of the CPU kernels' pool, the caller included,
+ * at most 64 (0: OpenBLAS's count at start-up, which is the number of cores
+ * unless OPENBLAS_NUM_THREADS says otherwise). OpenBLAS itself always runs on one thread, because its threaded
  * sgemm gives different bits at different thread counts; the pool splits
  * work at boundaries that depend only on tensor shapes, so the thread count
  * changes speed, never results. Safe to call at any time.

@@ -63,7 +63,17 @@ struct tide_backend;
 struct tide_backend_options {
     /* CPU: the emulated device's memory (0: 4 GiB). CUDA: ignored (the GPU's). */
     uint64_t device_bytes;
-    /* CPU: threads of the kernels' pool (0: one per core). */
+    /*
+     * CPU: the most threads the kernels run on at once (0: one per core):
+     * the calling stream's worker plus threads - 1 workers of the kernels'
+     * pool. Every library the kernels call is held within it too: OpenBLAS
+     * runs on one thread (its threaded GEMM is not reproducible across
+     * thread counts; kernels/cpu/parallel.c), and oneDNN is not used.
+     * Both the pool and OpenBLAS's thread count are process-wide, not per
+     * backend: creating a CPU backend sizes the pool for the whole process,
+     * so the last one created decides, and the OpenBLAS setting holds for
+     * any other code in the process that calls OpenBLAS. Negative: refused.
+     */
     int threads;
     /* CUDA: device ordinal. */
     int device;

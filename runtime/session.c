@@ -219,7 +219,7 @@ static enum tide_status setup(struct tide_session *s, const struct tide_session_
     if (o->backend) {
         s->backend = o->backend;
     } else {
-        struct tide_backend_options bo = {.device_bytes = budget};
+        struct tide_backend_options bo = {.device_bytes = budget, .threads = o->threads};
         st = tide_backend_create(o->backend_name ? o->backend_name : "cpu", &bo, &s->backend, err);
         s->owns_backend = st == TIDE_OK;
     }

@@ -56,6 +56,12 @@ struct tide_session_options {
     /* The backend to run on; NULL: the session creates one by backend_name. */
     struct tide_backend *backend;
     const char *backend_name; /* "cpu" (default), "cuda", "auto" */
+    /*
+     * When the session creates its backend: the CPU kernels' threads (0: one
+     * per core), as tide_backend_options.threads, which says what they bound.
+     * Ignored when backend is given: it was sized when it was created.
+     */
+    int threads;
     /* The job's device budget; 0: the plan's peak (no limit). */
     uint64_t budget_bytes;
     /*

@@ -5,6 +5,9 @@
  * process. The last line of stdout must be one strict JSON object (read
  * with json-c, tests/json-lines.h) with every field, in order, of its type,
  * and its figures must be the ones the text report above it prints.
+ * `train --threads 1` must keep to one core: its CPU time over the training
+ * steps at most 1.2 times their wall time (a ratio, whatever the machine's
+ * speed; a busy machine only lowers it).
  *
  * The tests run build/bin/tide-bench (TIDE_BINARY_DIR, set by ctest; run by
  * hand, the bin/ folder this test lives in).
@@ -273,6 +276,7 @@ static void test_train(void **state)
                                        "test_accuracy",
                                        "step_ms_mean",
                                        "train_seconds",
+                                       "train_cpu_seconds",
                                        "compile_ms",
                                        "nodes",
                                        "device_high_water_bytes",
@@ -295,6 +299,7 @@ static void test_train(void **state)
     assert_true(accuracy >= 0 && accuracy <= 1);
     assert_true(tide_test_json_number(line, "step_ms_mean") > 0);
     assert_true(tide_test_json_number(line, "train_seconds") >= 0);
+    assert_true(tide_test_json_number(line, "train_cpu_seconds") >= 0);
     assert_true(tide_test_json_number(line, "compile_ms") >= 0);
     assert_true(tide_test_json_uint(line, "nodes") > 0);
     /* The executor's measured high water is the plan's peak, and the text report says both. */
@@ -317,10 +322,19 @@ static void test_train(void **state)
 static void test_train_no_eval(void **state)
 {
     (void)state;
-    static const char *const keys[] = {"model",         "dataset",       "batch",
-                                       "steps",         "loss",          "step_ms_mean",
-                                       "train_seconds", "compile_ms",    "nodes",
-                                       "device_high_water_bytes", "predicted_peak_bytes", NULL};
+    static const char *const keys[] = {"model",
+                                       "dataset",
+                                       "batch",
+                                       "steps",
+                                       "loss",
+                                       "step_ms_mean",
+                                       "train_seconds",
+                                       "train_cpu_seconds",
+                                       "compile_ms",
+                                       "nodes",
+                                       "device_high_water_bytes",
+                                       "predicted_peak_bytes",
+                                       NULL};
     struct tide_test_run *r = malloc(sizeof(*r));
     assert_non_null(r);
     struct json_object *line = run_bench(
@@ -361,6 +375,35 @@ static void test_train_trace_overhead(void **state)
     free(r);
 }
 
+/*
+ * --threads 1 bounds every thread the kernels use, the pool's and
+ * OpenBLAS's: the CNN's training steps take at most 1.2 seconds of CPU time
+ * per second of wall time. The margin is for the stream threads that copy
+ * batches in, and for OpenBLAS's own threads, which it starts when it is
+ * loaded and which spin for a few tens of milliseconds before they sleep
+ * (measured: 20 ms of CPU time); 100 steps (about a second) make that small.
+ */
+static void test_train_threads_one(void **state)
+{
+    (void)state;
+    struct tide_test_run *r = malloc(sizeof(*r));
+    assert_non_null(r);
+    struct json_object *line =
+        run_bench(r, 0,
+                  (char *[]){"train", "--model", "cnn", "--dataset", "synthetic", "--batch", "32",
+                             "--steps", "100", "--threads", "1", "--no-eval", "--json", NULL});
+    double wall = tide_test_json_number(line, "train_seconds");
+    double cpu = tide_test_json_number(line, "train_cpu_seconds");
+    print_message("cnn, 100 steps at --threads 1: %.3f s of CPU time in %.3f s\n", cpu, wall);
+    /* Long enough that the clocks' resolution (1 ms in the line) cannot decide. */
+    assert_true(wall >= 0.1);
+    if (!(cpu <= 1.2 * wall))
+        fail_msg("--threads 1 used %.3f s of CPU time in %.3f s of wall time (%.2f cores)", cpu,
+                 wall, cpu / wall);
+    json_object_put(line);
+    free(r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -371,6 +414,7 @@ int main(void)
         cmocka_unit_test(test_train),
         cmocka_unit_test(test_train_no_eval),
         cmocka_unit_test(test_train_trace_overhead),
+        cmocka_unit_test(test_train_threads_one),
     };
     return cmocka_run_group_tests(tests, group_setup, NULL);
 }

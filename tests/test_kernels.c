@@ -12,8 +12,9 @@
  * workspace_bytes and fills it with garbage first, so a kernel that trusts
  * the workspace to be zero, or needs more than it asks for, fails here.
  *
- * Determinism across OpenBLAS thread counts is checked bit for bit, and the
- * initialisers for reproducibility and their distributions.
+ * Determinism across OpenBLAS thread counts is checked bit for bit, and so
+ * is every kernel that splits its work over the pool, at 1, 2 and 3 threads;
+ * the initialisers are checked for reproducibility and their distributions.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -1449,6 +1450,516 @@ static void test_determinism_threads(void **state)
     free(px), free(pdy), free(pdx[0]), free(pdx[1]);
 }
 
+/*
+ * The range jobs: the element-wise kernels, the reductions, BatchNorm, the
+ * optimizer updates and the global pools split their work into pieces of
+ * about 16384 elements (TIDE__CPU_GRAIN), rows, planes or channels, that
+ * depend on the shapes only. Each case below is large enough for several
+ * pieces, with odd sizes so that the last piece is short. It runs at 1, 2
+ * and 3 threads of the pool, each time on fresh copies of the inputs (the
+ * updates write them) into outputs filled with garbage, and every output and
+ * written input must be byte for byte the same at each count. The 1-thread
+ * result is also checked against a naive computation, so that pieces that
+ * skip or repeat elements fail even when every thread count agrees.
+ */
+
+/* The thread counts each case runs at; the first run's results are kept. */
+static const int range_threads[] = {1, 2, 3};
+#define RANGE_RUNS ((int)(sizeof(range_threads) / sizeof(range_threads[0])))
+
+/*
+ * Runs t at each count of range_threads and fails unless the runs agree to
+ * the byte. in[] is left untouched; the first run's outputs are copied into
+ * out[]'s data, and when in_after is not NULL, in_after[i] gets the first
+ * run's input i after the kernel ran (malloc'd; the caller frees it).
+ */
+static void expect_same_at_threads(const char *what, struct test_node *t,
+                                   const struct tide_tensor_view *in, uint32_t n_in,
+                                   const struct tide_tensor_view *out, uint32_t n_out,
+                                   const uint64_t *step, float **in_after)
+{
+    void *first_in[MAX_IO] = {0}, *first_out[MAX_IO] = {0};
+    for (int r = 0; r < RANGE_RUNS; r++) {
+        struct tide_tensor_view ins[MAX_IO], outs[MAX_IO];
+        for (uint32_t i = 0; i < n_in; i++) {
+            ins[i] = in[i];
+            ins[i].data = malloc(in[i].nbytes);
+            assert_non_null(ins[i].data);
+            memcpy(ins[i].data, in[i].data, in[i].nbytes);
+        }
+        for (uint32_t o = 0; o < n_out; o++) {
+            outs[o] = out[o];
+            outs[o].data = malloc(out[o].nbytes);
+            assert_non_null(outs[o].data);
+            memset(outs[o].data, 0xa5, out[o].nbytes);
+        }
+        tide_cpu_kernels_set_threads(range_threads[r]);
+        struct tide_error err = {0};
+        enum tide_status st = run_step(t, ins, n_in, outs, n_out, step, &err);
+        if (st != TIDE_OK)
+            fail_msg("%s at %d threads: %s", what, range_threads[r], err.message);
+        for (uint32_t i = 0; i < n_in; i++) {
+            if (r == 0) {
+                first_in[i] = ins[i].data;
+                continue;
+            }
+            if (memcmp(ins[i].data, first_in[i], in[i].nbytes) != 0)
+                fail_msg("%s: input %u as written at %d threads differs from 1 thread", what, i,
+                         range_threads[r]);
+            free(ins[i].data);
+        }
+        for (uint32_t o = 0; o < n_out; o++) {
+            if (r == 0) {
+                first_out[o] = outs[o].data;
+                continue;
+            }
+            if (memcmp(outs[o].data, first_out[o], out[o].nbytes) != 0)
+                fail_msg("%s: output %u at %d threads differs from 1 thread", what, o,
+                         range_threads[r]);
+            free(outs[o].data);
+        }
+    }
+    tide_cpu_kernels_set_threads(0);
+    for (uint32_t o = 0; o < n_out; o++) {
+        memcpy(out[o].data, first_out[o], out[o].nbytes);
+        free(first_out[o]);
+    }
+    for (uint32_t i = 0; i < n_in; i++) {
+        if (in_after)
+            in_after[i] = first_in[i];
+        else
+            free(first_in[i]);
+    }
+}
+
+/* Fails unless got[i] == want[i] for every i, bit for bit. */
+static void expect_exact(const char *what, const float *got, const float *want, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) {
+        if (memcmp(&got[i], &want[i], sizeof(float)) != 0)
+            fail_msg("%s: element %lld is %.9g, want %.9g", what, (long long)i, got[i], want[i]);
+    }
+}
+
+static void test_range_jobs_elementwise(void **state)
+{
+    (void)state;
+    struct test_node t;
+    /* Equal shapes: one contiguous range of 100003 elements. */
+    enum { N = 100003 };
+    float *a = falloc(N), *b = falloc(N), *c = falloc(N), *y = falloc(N), *want = falloc(N);
+    double *dwant = dalloc(N);
+    fill(a, N, 61);
+    fill(b, N, 62);
+    fill(c, N, 63);
+    struct tide_tensor_view in[3] = {fview(a, 1, DIMS(N)), fview(b, 1, DIMS(N)),
+                                     fview(c, 1, DIMS(N))};
+    struct tide_tensor_view out = fview(y, 1, DIMS(N));
+    static const enum tide_op binary_ops[3] = {TIDE_OP_ADD, TIDE_OP_SUB, TIDE_OP_MUL};
+    for (int k = 0; k < 3; k++) {
+        node_init(&t, binary_ops[k], "binary");
+        expect_same_at_threads("binary", &t, in, 2, &out, 1, NULL, NULL);
+        for (int64_t i = 0; i < N; i++)
+            want[i] = k == 0 ? a[i] + b[i] : k == 1 ? a[i] - b[i] : a[i] * b[i];
+        expect_exact(tide_op_info(binary_ops[k])->name, y, want, N);
+    }
+    node_init(&t, TIDE_OP_ADD_N, "add_n");
+    expect_same_at_threads("add_n", &t, in, 3, &out, 1, NULL, NULL);
+    for (int64_t i = 0; i < N; i++)
+        want[i] = (a[i] + b[i]) + c[i];
+    expect_exact("add_n", y, want, N);
+
+    node_init(&t, TIDE_OP_RELU, "relu");
+    expect_same_at_threads("relu", &t, in, 1, &out, 1, NULL, NULL);
+    for (int64_t i = 0; i < N; i++)
+        want[i] = a[i] > 0.0f ? a[i] : 0.0f;
+    expect_exact("relu", y, want, N);
+    node_init(&t, TIDE_OP_NEG, "neg");
+    expect_same_at_threads("neg", &t, in, 1, &out, 1, NULL, NULL);
+    for (int64_t i = 0; i < N; i++)
+        want[i] = -a[i];
+    expect_exact("neg", y, want, N);
+    node_init(&t, TIDE_OP_SCALE, "scale");
+    t.attrs[TIDE_ATTR_SCALE_scale].f = 0.375;
+    expect_same_at_threads("scale", &t, in, 1, &out, 1, NULL, NULL);
+    for (int64_t i = 0; i < N; i++)
+        want[i] = a[i] * 0.375f;
+    expect_exact("scale", y, want, N);
+    node_init(&t, TIDE_OP_SIGMOID, "sigmoid");
+    expect_same_at_threads("sigmoid", &t, in, 1, &out, 1, NULL, NULL);
+    for (int64_t i = 0; i < N; i++)
+        dwant[i] = 1.0 / (1.0 + exp(-(double)a[i]));
+    expect_close("sigmoid", y, dwant, N, 1e-6, 1e-7);
+    node_init(&t, TIDE_OP_TANH, "tanh");
+    expect_same_at_threads("tanh", &t, in, 1, &out, 1, NULL, NULL);
+    for (int64_t i = 0; i < N; i++)
+        dwant[i] = tanh((double)a[i]);
+    expect_close("tanh", y, dwant, N, 1e-6, 1e-7);
+
+    /* The activation gradients of dy = a at y = b. */
+    node_init(&t, TIDE_OP_RELU_GRAD, "relu_grad");
+    expect_same_at_threads("relu_grad", &t, in, 2, &out, 1, NULL, NULL);
+    for (int64_t i = 0; i < N; i++)
+        want[i] = b[i] > 0.0f ? a[i] : 0.0f;
+    expect_exact("relu_grad", y, want, N);
+    node_init(&t, TIDE_OP_SIGMOID_GRAD, "sigmoid_grad");
+    expect_same_at_threads("sigmoid_grad", &t, in, 2, &out, 1, NULL, NULL);
+    for (int64_t i = 0; i < N; i++)
+        dwant[i] = (double)a[i] * b[i] * (1.0 - b[i]);
+    expect_close("sigmoid_grad", y, dwant, N, 1e-6, 1e-7);
+    node_init(&t, TIDE_OP_TANH_GRAD, "tanh_grad");
+    expect_same_at_threads("tanh_grad", &t, in, 2, &out, 1, NULL, NULL);
+    for (int64_t i = 0; i < N; i++)
+        dwant[i] = (double)a[i] * (1.0 - (double)b[i] * b[i]);
+    expect_close("tanh_grad", y, dwant, N, 1e-6, 1e-7);
+    free(a), free(b), free(c), free(y), free(want), free(dwant);
+}
+
+static void test_range_jobs_broadcast(void **state)
+{
+    (void)state;
+    struct test_node t;
+    /* [37, 1, 97] + [53, 97] -> [37, 53, 97]: 1961 rows of 97, the pieces start mid-axis. */
+    enum { I = 37, J = 53, K = 97 };
+    float *a = falloc(I * K), *b = falloc(J * K), *y = falloc(I * J * K), *want = falloc(I * J * K);
+    fill(a, I * K, 64);
+    fill(b, J * K, 65);
+    struct tide_tensor_view in[2] = {fview(a, 3, DIMS(I, 1, K)), fview(b, 2, DIMS(J, K))};
+    struct tide_tensor_view out = fview(y, 3, DIMS(I, J, K));
+    node_init(&t, TIDE_OP_SUB, "sub");
+    expect_same_at_threads("sub broadcast", &t, in, 2, &out, 1, NULL, NULL);
+    for (int i = 0; i < I; i++)
+        for (int j = 0; j < J; j++)
+            for (int k = 0; k < K; k++)
+                want[(i * J + j) * K + k] = a[i * K + k] - b[j * K + k];
+    expect_exact("sub broadcast", y, want, I * J * K);
+
+    /* BroadcastTo [I, 1] -> [I, 2011]: rows filled with one value each. */
+    enum { W = 2011 };
+    float *z = falloc(I * W), *zwant = falloc(I * W);
+    struct tide_tensor_view bin = fview(a, 2, DIMS(I, 1)), bout = fview(z, 2, DIMS(I, W));
+    node_init(&t, TIDE_OP_BROADCAST_TO, "broadcast_to");
+    set_shape(&t, TIDE_ATTR_BROADCAST_TO_shape, 2, DIMS(I, W));
+    expect_same_at_threads("broadcast_to", &t, &bin, 1, &bout, 1, NULL, NULL);
+    for (int i = 0; i < I; i++)
+        for (int w = 0; w < W; w++)
+            zwant[i * W + w] = a[i];
+    expect_exact("broadcast_to", z, zwant, I * W);
+
+    /* BiasAdd on [7, 13, 37, 41] (planes) and on [4099, 13] (rows). */
+    enum { BN = 7, BC = 13, BHW = 37 * 41, ROWS = 4099 };
+    float *x = falloc(BN * BC * BHW), *bias = falloc(BC), *by = falloc(BN * BC * BHW);
+    float *bwant = falloc(BN * BC * BHW);
+    fill(x, BN * BC * BHW, 66);
+    fill(bias, BC, 67);
+    struct tide_tensor_view bias_in[2] = {fview(x, 4, DIMS(BN, BC, 37, 41)),
+                                          fview(bias, 1, DIMS(BC))};
+    struct tide_tensor_view bias_out = fview(by, 4, DIMS(BN, BC, 37, 41));
+    node_init(&t, TIDE_OP_BIAS_ADD, "bias_add");
+    expect_same_at_threads("bias_add planes", &t, bias_in, 2, &bias_out, 1, NULL, NULL);
+    for (int64_t i = 0; i < BN * BC * BHW; i++)
+        bwant[i] = x[i] + bias[(i / BHW) % BC];
+    expect_exact("bias_add planes", by, bwant, BN * BC * BHW);
+    bias_in[0] = fview(x, 2, DIMS(ROWS, BC));
+    bias_out = fview(by, 2, DIMS(ROWS, BC));
+    expect_same_at_threads("bias_add rows", &t, bias_in, 2, &bias_out, 1, NULL, NULL);
+    for (int64_t i = 0; i < ROWS * BC; i++)
+        bwant[i] = x[i] + bias[i % BC];
+    expect_exact("bias_add rows", by, bwant, ROWS * BC);
+    free(a), free(b), free(y), free(want), free(z), free(zwant);
+    free(x), free(bias), free(by), free(bwant);
+}
+
+/* The sum of x [D0, D1, D2] over the axes marked in reduced, in double, row-major over the kept
+ * axes. */
+static void naive_sum3(const float *x, const int64_t *dims, const bool *reduced, double *want)
+{
+    int64_t kept[3];
+    int64_t n_out = 1;
+    for (int d = 0; d < 3; d++) {
+        kept[d] = reduced[d] ? 1 : dims[d];
+        n_out *= kept[d];
+    }
+    memset(want, 0, (size_t)n_out * sizeof(double));
+    for (int64_t i = 0; i < dims[0]; i++)
+        for (int64_t j = 0; j < dims[1]; j++)
+            for (int64_t k = 0; k < dims[2]; k++) {
+                int64_t o = ((reduced[0] ? 0 : i) * kept[1] + (reduced[1] ? 0 : j)) * kept[2] +
+                            (reduced[2] ? 0 : k);
+                want[o] += x[(i * dims[1] + j) * dims[2] + k];
+            }
+}
+
+static void test_range_jobs_reduce(void **state)
+{
+    (void)state;
+    struct test_node t;
+    /*
+     * x [13, 2003, 7], summed over each set of axes: the pieces divide the
+     * outer kept axis ({1}, {2}), the inner one ({0}), the middle one
+     * ({0, 2}), or nothing (every axis: one element).
+     */
+    const int64_t dims[3] = {13, 2003, 7};
+    const int64_t total = 13 * 2003 * 7;
+    float *x = falloc(total), *y = falloc(total);
+    double *want = dalloc(total);
+    fill(x, total, 68);
+    struct tide_tensor_view in = fview(x, 3, dims);
+    static const struct {
+        int32_t n_axes;
+        int64_t axes[3];
+    } cases[] = {{1, {1}}, {1, {2}}, {1, {0}}, {2, {0, 2}}, {3, {0, 1, 2}}};
+    for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+        bool reduced[3] = {false, false, false};
+        int64_t out_dims[3];
+        int32_t out_rank = 0;
+        for (int32_t k = 0; k < cases[c].n_axes; k++)
+            reduced[cases[c].axes[k]] = true;
+        for (int d = 0; d < 3; d++)
+            if (!reduced[d])
+                out_dims[out_rank++] = dims[d];
+        struct tide_tensor_view out = fview(y, out_rank, out_dims);
+        int64_t n_out = tide_shape_numel(&out.shape);
+        naive_sum3(x, dims, reduced, want);
+        char what[64];
+        snprintf(what, sizeof(what), "reduce_sum case %zu", c);
+        node_init(&t, TIDE_OP_REDUCE_SUM, "sum");
+        set_ints(&t, TIDE_ATTR_REDUCE_SUM_axes, cases[c].n_axes, cases[c].axes);
+        expect_same_at_threads(what, &t, &in, 1, &out, 1, NULL, NULL);
+        expect_close(what, y, want, n_out, 1e-6, 1e-6);
+
+        snprintf(what, sizeof(what), "reduce_mean case %zu", c);
+        node_init(&t, TIDE_OP_REDUCE_MEAN, "mean");
+        set_ints(&t, TIDE_ATTR_REDUCE_MEAN_axes, cases[c].n_axes, cases[c].axes);
+        expect_same_at_threads(what, &t, &in, 1, &out, 1, NULL, NULL);
+        double count = (double)(total / n_out);
+        for (int64_t i = 0; i < n_out; i++)
+            want[i] /= count;
+        expect_close(what, y, want, n_out, 1e-6, 1e-7);
+    }
+
+    /* SumToShape [13, 2003, 7] -> [2003, 1]. */
+    bool over_0_2[3] = {true, false, true};
+    naive_sum3(x, dims, over_0_2, want);
+    node_init(&t, TIDE_OP_SUM_TO_SHAPE, "sts");
+    set_shape(&t, TIDE_ATTR_SUM_TO_SHAPE_shape, 2, DIMS(2003, 1));
+    struct tide_tensor_view out = fview(y, 2, DIMS(2003, 1));
+    expect_same_at_threads("sum_to_shape", &t, &in, 1, &out, 1, NULL, NULL);
+    expect_close("sum_to_shape", y, want, 2003, 1e-6, 1e-6);
+
+    /* BiasAddGrad [7, 13, 37, 41] -> [13]: the pieces divide the channels. */
+    in = fview(x, 4, DIMS(7, 13, 37, 41));
+    out = fview(y, 1, DIMS(13));
+    naive_sum3(x, DIMS(7, 13, 37 * 41), over_0_2, want);
+    node_init(&t, TIDE_OP_BIAS_ADD_GRAD, "bias_grad");
+    expect_same_at_threads("bias_add_grad", &t, &in, 1, &out, 1, NULL, NULL);
+    expect_close("bias_add_grad", y, want, 13, 1e-6, 1e-6);
+    free(x), free(y), free(want);
+}
+
+static void test_range_jobs_batch_norm_and_pools(void **state)
+{
+    (void)state;
+    struct test_node t;
+    /* [5, 13, 31, 29]: 4495 elements a channel, so a piece holds a few channels. */
+    enum { N = 5, C = 13, HW = 31 * 29, TOTAL = N * C * HW };
+    const int64_t *xd = DIMS(N, C, 31, 29);
+    float *x = falloc(TOTAL), *dy = falloc(TOTAL), *y = falloc(TOTAL), *dx = falloc(TOTAL);
+    float gamma[C], beta[C], mean[C], inv_std[C], dgamma[C], dbeta[C];
+    fill(x, TOTAL, 69);
+    fill(dy, TOTAL, 70);
+    fill(gamma, C, 71);
+    fill(beta, C, 72);
+    struct tide_tensor_view in[5] = {fview(x, 4, xd), fview(gamma, 1, DIMS(C)),
+                                     fview(beta, 1, DIMS(C))};
+    struct tide_tensor_view out[3] = {fview(y, 4, xd), fview(mean, 1, DIMS(C)),
+                                      fview(inv_std, 1, DIMS(C))};
+    node_init(&t, TIDE_OP_BATCH_NORM, "bn");
+    expect_same_at_threads("batch_norm", &t, in, 3, out, 3, NULL, NULL);
+    double *want = dalloc(TOTAL), want_mean[C], want_inv[C];
+    for (int c = 0; c < C; c++) {
+        double s = 0, sq = 0;
+        for (int n = 0; n < N; n++)
+            for (int j = 0; j < HW; j++)
+                s += x[(n * C + c) * HW + j];
+        want_mean[c] = s / (N * HW);
+        for (int n = 0; n < N; n++)
+            for (int j = 0; j < HW; j++)
+                sq += pow(x[(n * C + c) * HW + j] - want_mean[c], 2);
+        want_inv[c] = 1 / sqrt(sq / (N * HW) + 1e-5);
+        for (int n = 0; n < N; n++)
+            for (int j = 0; j < HW; j++) {
+                int i = (n * C + c) * HW + j;
+                want[i] = gamma[c] * (x[i] - want_mean[c]) * want_inv[c] + beta[c];
+            }
+    }
+    expect_close("batch_norm mean", mean, want_mean, C, 1e-6, 1e-7);
+    expect_close("batch_norm inv_std", inv_std, want_inv, C, 1e-6, 0);
+    expect_close("batch_norm y", y, want, TOTAL, 1e-5, 1e-5);
+
+    /* BatchNormGrad at the statistics just computed. */
+    in[0] = fview(dy, 4, xd);
+    in[1] = fview(x, 4, xd);
+    in[2] = fview(gamma, 1, DIMS(C));
+    in[3] = fview(mean, 1, DIMS(C));
+    in[4] = fview(inv_std, 1, DIMS(C));
+    out[0] = fview(dx, 4, xd);
+    out[1] = fview(dgamma, 1, DIMS(C));
+    out[2] = fview(dbeta, 1, DIMS(C));
+    node_init(&t, TIDE_OP_BATCH_NORM_GRAD, "bn_grad");
+    expect_same_at_threads("batch_norm_grad", &t, in, 5, out, 3, NULL, NULL);
+    double want_dgamma[C], want_dbeta[C];
+    for (int c = 0; c < C; c++) {
+        double db = 0, dg = 0, m = N * HW;
+        for (int n = 0; n < N; n++)
+            for (int j = 0; j < HW; j++) {
+                int i = (n * C + c) * HW + j;
+                db += dy[i];
+                dg += dy[i] * (x[i] - mean[c]) * inv_std[c];
+            }
+        want_dbeta[c] = db;
+        want_dgamma[c] = dg;
+        for (int n = 0; n < N; n++)
+            for (int j = 0; j < HW; j++) {
+                int i = (n * C + c) * HW + j;
+                double xhat = (x[i] - mean[c]) * inv_std[c];
+                want[i] = gamma[c] * inv_std[c] / m * (m * dy[i] - db - xhat * dg);
+            }
+    }
+    expect_close("batch_norm_grad dgamma", dgamma, want_dgamma, C, 1e-5, 1e-5);
+    expect_close("batch_norm_grad dbeta", dbeta, want_dbeta, C, 1e-5, 1e-5);
+    expect_close("batch_norm_grad dx", dx, want, TOTAL, 1e-4, 1e-6);
+
+    /* GlobalAvgPool over the N * C planes, and its gradient. */
+    float pooled[N * C];
+    struct tide_tensor_view pin = fview(x, 4, xd), pout = fview(pooled, 2, DIMS(N, C));
+    node_init(&t, TIDE_OP_GLOBAL_AVG_POOL, "gap");
+    expect_same_at_threads("global_avg_pool", &t, &pin, 1, &pout, 1, NULL, NULL);
+    for (int p = 0; p < N * C; p++) {
+        want[p] = 0;
+        for (int j = 0; j < HW; j++)
+            want[p] += x[p * HW + j];
+        want[p] /= HW;
+    }
+    expect_close("global_avg_pool", pooled, want, N * C, 1e-6, 1e-7);
+    pin = fview(pooled, 2, DIMS(N, C));
+    pout = fview(dx, 4, xd);
+    node_init(&t, TIDE_OP_GLOBAL_AVG_POOL_GRAD, "gap_grad");
+    set_shape(&t, TIDE_ATTR_GLOBAL_AVG_POOL_GRAD_input_shape, 4, xd);
+    expect_same_at_threads("global_avg_pool_grad", &t, &pin, 1, &pout, 1, NULL, NULL);
+    for (int i = 0; i < TOTAL; i++)
+        want[i] = pooled[i / HW] / (float)HW;
+    expect_close("global_avg_pool_grad", dx, want, TOTAL, 0, 0);
+    free(x), free(dy), free(y), free(dx), free(want);
+}
+
+static void test_range_jobs_optimizers(void **state)
+{
+    (void)state;
+    struct test_node t;
+    enum { N = 70001 };
+    float *var = falloc(N), *s1 = falloc(N), *s2 = falloc(N), *g = falloc(N), *after[MAX_IO];
+    double *want = dalloc(N);
+    fill(var, N, 73);
+    fill(g, N, 74);
+    fill(s1, N, 75);
+    for (int64_t i = 0; i < N; i++)
+        s2[i] = s1[i] * s1[i]; /* Adam's v is not negative */
+    const int64_t *d = DIMS(N);
+
+    node_init(&t, TIDE_OP_APPLY_SGD, "sgd");
+    t.attrs[TIDE_ATTR_APPLY_SGD_learning_rate].f = 0.1;
+    struct tide_tensor_view sin[2] = {fview(var, 1, d), fview(g, 1, d)};
+    expect_same_at_threads("sgd", &t, sin, 2, NULL, 0, NULL, after);
+    for (int64_t i = 0; i < N; i++)
+        want[i] = var[i] - 0.1 * g[i];
+    expect_close("sgd", after[0], want, N, 1e-6, 1e-7);
+    free(after[0]), free(after[1]);
+
+    node_init(&t, TIDE_OP_APPLY_MOMENTUM, "momentum");
+    t.attrs[TIDE_ATTR_APPLY_MOMENTUM_learning_rate].f = 0.1;
+    t.attrs[TIDE_ATTR_APPLY_MOMENTUM_momentum].f = 0.9;
+    t.attrs[TIDE_ATTR_APPLY_MOMENTUM_nesterov].b = true;
+    struct tide_tensor_view min[3] = {fview(var, 1, d), fview(s1, 1, d), fview(g, 1, d)};
+    expect_same_at_threads("momentum", &t, min, 3, NULL, 0, NULL, after);
+    for (int64_t i = 0; i < N; i++) {
+        double a = 0.9 * s1[i] + g[i];
+        want[i] = var[i] - 0.1 * (g[i] + 0.9 * a);
+    }
+    expect_close("momentum", after[0], want, N, 1e-5, 1e-6);
+    free(after[0]), free(after[1]), free(after[2]);
+
+    node_init(&t, TIDE_OP_APPLY_ADAM, "adam");
+    t.attrs[TIDE_ATTR_APPLY_ADAM_learning_rate].f = 0.01;
+    struct tide_tensor_view ain[4] = {fview(var, 1, d), fview(s1, 1, d), fview(s2, 1, d),
+                                      fview(g, 1, d)};
+    const uint64_t step = 3;
+    expect_same_at_threads("adam", &t, ain, 4, NULL, 0, &step, after);
+    for (int64_t i = 0; i < N; i++) {
+        double m = 0.9 * s1[i] + 0.1 * g[i], v = 0.999 * s2[i] + 0.001 * (double)g[i] * g[i];
+        want[i] = var[i] - 0.01 * (m / (1 - pow(0.9, 3))) / (sqrt(v / (1 - pow(0.999, 3))) + 1e-8);
+    }
+    expect_close("adam", after[0], want, N, 1e-5, 1e-6);
+    for (int i = 0; i < 4; i++)
+        free(after[i]);
+    free(var), free(s1), free(s2), free(g), free(want);
+}
+
+/*
+ * Max pooling whose windows tile the input (stride = window, no padding) has
+ * a path of its own; here on odd sizes that leave rows and columns outside
+ * every window, with many ties (values from a set of five), against a naive
+ * pooling that keeps the first maximum in row-major order, at 1, 2 and 3
+ * threads.
+ */
+static void test_max_pool_tiled(void **state)
+{
+    (void)state;
+    enum { N = 3, C = 5, H = 9, W = 11, TOTAL = N * C * H * W };
+    float *x = falloc(TOTAL), *dx = falloc(TOTAL), *want_dx = falloc(TOTAL);
+    uint32_t seed = 77;
+    for (int i = 0; i < TOTAL; i++)
+        x[i] = (float)(int)(frand(&seed) * 2.5f); /* -2 .. 2 */
+    const int64_t *xd = DIMS(N, C, H, W);
+    for (int64_t k = 2; k <= 3; k++) {
+        int64_t oh = H / k, ow = W / k, no = N * C * oh * ow;
+        float *y = falloc(no), *want_y = falloc(no), *dy = falloc(no);
+        fill(dy, no, 78);
+        memset(want_dx, 0, TOTAL * sizeof(float));
+        for (int64_t pl = 0; pl < N * C; pl++) {
+            for (int64_t i = 0; i < oh; i++) {
+                for (int64_t j = 0; j < ow; j++) {
+                    int64_t best = pl * H * W + i * k * W + j * k;
+                    for (int64_t a = 0; a < k; a++)
+                        for (int64_t b = 0; b < k; b++) {
+                            int64_t c = pl * H * W + (i * k + a) * W + j * k + b;
+                            if (x[c] > x[best])
+                                best = c;
+                        }
+                    want_y[(pl * oh + i) * ow + j] = x[best];
+                    want_dx[best] += dy[(pl * oh + i) * ow + j];
+                }
+            }
+        }
+        const int64_t *yd = DIMS(N, C, oh, ow);
+        struct test_node t;
+        node_init(&t, TIDE_OP_MAX_POOL2D, "max");
+        pool_attrs(&t, k, k, 0);
+        struct tide_tensor_view in = fview(x, 4, xd), out = fview(y, 4, yd);
+        expect_same_at_threads("max_pool tiled", &t, &in, 1, &out, 1, NULL, NULL);
+        expect_exact("max_pool tiled", y, want_y, no);
+
+        node_init(&t, TIDE_OP_MAX_POOL2D_GRAD, "max_grad");
+        pool_attrs(&t, k, k, 0);
+        struct tide_tensor_view gin[2] = {fview(x, 4, xd), fview(dy, 4, yd)};
+        struct tide_tensor_view gout = fview(dx, 4, xd);
+        expect_same_at_threads("max_pool_grad tiled", &t, gin, 2, &gout, 1, NULL, NULL);
+        expect_exact("max_pool_grad tiled", dx, want_dx, TOTAL);
+        free(y), free(want_y), free(dy);
+    }
+    free(x), free(dx), free(want_dx);
+}
+
 /* ============================================================================
  * Variable initialisation
  * ========================================================================== */
@@ -1746,6 +2257,12 @@ int main(void)
         cmocka_unit_test(test_batch_norm_grad),
         cmocka_unit_test(test_optimizers),
         cmocka_unit_test(test_determinism_threads),
+        cmocka_unit_test(test_range_jobs_elementwise),
+        cmocka_unit_test(test_range_jobs_broadcast),
+        cmocka_unit_test(test_range_jobs_reduce),
+        cmocka_unit_test(test_range_jobs_batch_norm_and_pools),
+        cmocka_unit_test(test_range_jobs_optimizers),
+        cmocka_unit_test(test_max_pool_tiled),
         cmocka_unit_test(test_variable_init_reproducible),
         cmocka_unit_test(test_variable_init_distributions),
         cmocka_unit_test(test_variable_init_constants),

@@ -18,8 +18,11 @@
  *
  * Determinism: every kernel visits its elements in a fixed order and
  * accumulates sums in double, so the same inputs give the same bits on every
- * run. The GEMM-based kernels split their work into tasks whose boundaries
- * depend on shapes only and run them on the pool of parallel.c; OpenBLAS
+ * run. Kernels split their work into tasks whose boundaries depend on shapes
+ * only and run them on the pool of parallel.c: the GEMM-based ones by images
+ * and blocks, the element-wise ones by fixed pieces of their elements, the
+ * reductions and BatchNorm by output elements (channels), each of which is
+ * summed whole by one task in the same order as on one thread. OpenBLAS
  * itself runs single-threaded, since its threaded GEMM is not reproducible
  * across thread counts (see parallel.c).
  */
@@ -110,6 +113,34 @@ void tide__cpu_parallel(int64_t n_tasks, int max_workers, tide__cpu_task_fn fn, 
 
 /* Threads a parallel job may use, the caller included (1 until set_threads starts workers). */
 int tide__cpu_workers(void);
+
+/*
+ * Elements one piece of a range job covers (see tide__cpu_parallel_for): 64
+ * KiB of floats, enough that handing the piece to another thread (a futex
+ * wake and a report back, some tens of microseconds) costs less than it saves.
+ */
+#define TIDE__CPU_GRAIN 16384
+
+/* What a range job runs: items [begin, end) of its range; ctx is read only. */
+typedef void (*tide__cpu_range_fn)(const void *ctx, int64_t begin, int64_t end);
+
+/*
+ * Runs fn over [0, n) in consecutive pieces of grain items (the last one
+ * shorter), spread over the pool as the tasks of tide__cpu_parallel. The
+ * pieces depend on n and grain only, never on the thread count, so a kernel
+ * whose pieces write disjoint outputs, each in a fixed order, gives the same
+ * bits on any number of threads. A range of one piece runs on the caller and
+ * wakes no thread: small kernels cost no more than before the pool.
+ */
+void tide__cpu_parallel_for(int64_t n, int64_t grain, tide__cpu_range_fn fn, const void *ctx);
+
+/* The grain for items of item_elements elements each: about TIDE__CPU_GRAIN elements. */
+static inline int64_t tide__cpu_grain(int64_t item_elements)
+{
+    if (item_elements >= TIDE__CPU_GRAIN)
+        return 1;
+    return TIDE__CPU_GRAIN / (item_elements > 0 ? item_elements : 1);
+}
 
 /*
  * Pins OpenBLAS to one thread (its threaded GEMM is not reproducible across

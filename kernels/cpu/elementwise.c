@@ -10,6 +10,11 @@
  * [C, 1, 1], equal shapes) become a loop over contiguous rows in which each
  * input either advances (stride 1) or stays put (stride 0); the row loops are
  * written per stride pattern so the compiler can vectorise them.
+ *
+ * Every kernel here computes each output element from its inputs alone, so
+ * it runs on the pool as a range job (tide__cpu_parallel_for) over its
+ * elements, rows or planes: the pieces change which thread computes an
+ * element, never its value.
  */
 #include "kernels/cpu/cpu-impl.h"
 
@@ -81,6 +86,22 @@ static bool broadcast_plan(struct broadcast *plan, const struct tide_shape *out,
 }
 
 /*
+ * Sets index and the per-input offsets to those of row `row`: the digits of
+ * row over the merged axes before the last, where a range job's piece starts.
+ */
+static void broadcast_seek(const struct broadcast *plan, int64_t row, int64_t *index,
+                           int64_t offset[2])
+{
+    offset[0] = offset[1] = 0;
+    for (int32_t d = plan->rank - 2; d >= 0; d--) {
+        index[d] = row % plan->dims[d];
+        row /= plan->dims[d];
+        offset[0] += index[d] * plan->strides[0][d];
+        offset[1] += index[d] * plan->strides[1][d];
+    }
+}
+
+/*
  * Advances the per-input offsets to the next row: an odometer over the
  * merged axes before the last.
  */
@@ -142,37 +163,63 @@ static void binary_row(enum binary_op op, const float *a, int64_t sa, const floa
     }
 }
 
+/* A binary op's operands, shared by the pieces of its range job. */
+struct binary_job {
+    enum binary_op op;
+    const float *a, *b;
+    float *z;
+    struct broadcast plan; /* rank 0 when the shapes are equal: one contiguous row */
+};
+
+/* Elements [begin, end) of equal shapes. */
+static void binary_same_range(const void *ctx, int64_t begin, int64_t end)
+{
+    const struct binary_job *job = ctx;
+    binary_row(job->op, job->a + begin, 1, job->b + begin, 1, job->z + begin, end - begin);
+}
+
+/* Rows [begin, end) of a broadcast. */
+static void binary_rows_range(const void *ctx, int64_t begin, int64_t end)
+{
+    const struct binary_job *job = ctx;
+    const struct broadcast *plan = &job->plan;
+    int64_t n = plan->dims[plan->rank - 1];
+    int64_t sa = plan->strides[0][plan->rank - 1], sb = plan->strides[1][plan->rank - 1];
+    int64_t index[TIDE_MAX_RANK] = {0}, offset[2];
+    broadcast_seek(plan, begin, index, offset);
+    for (int64_t row = begin; row < end; row++) {
+        binary_row(job->op, job->a + offset[0], sa, job->b + offset[1], sb, job->z + row * n, n);
+        broadcast_next_row(plan, index, offset);
+    }
+}
+
 static enum tide_status binary(const struct tide_kernel_args *args, enum binary_op op,
                                struct tide_error *err)
 {
     const struct tide_tensor_view *out = &args->outputs[0];
     const struct tide_shape *ins[2] = {&args->inputs[0].shape, &args->inputs[1].shape};
-    const float *a = tide__cpu_in(args, 0), *b = tide__cpu_in(args, 1);
-    float *z = tide__cpu_out(args, 0);
+    struct binary_job job = {.op = op,
+                             .a = tide__cpu_in(args, 0),
+                             .b = tide__cpu_in(args, 1),
+                             .z = tide__cpu_out(args, 0)};
     int64_t total = tide__cpu_numel(out);
     if (total == 0)
         return TIDE_OK;
 
     /* The common case needs no plan: equal shapes are one contiguous row. */
     if (tide_shape_equal(ins[0], &out->shape) && tide_shape_equal(ins[1], &out->shape)) {
-        binary_row(op, a, 1, b, 1, z, total);
+        tide__cpu_parallel_for(total, TIDE__CPU_GRAIN, binary_same_range, &job);
         return TIDE_OK;
     }
-    struct broadcast plan;
-    bool broadcasts = broadcast_plan(&plan, &out->shape, ins, 2);
+    bool broadcasts = broadcast_plan(&job.plan, &out->shape, ins, 2);
     assert(broadcasts); /* infer made the output the inputs' broadcast shape */
     (void)broadcasts;
-    if (plan.rank == 0) {
-        binary_row(op, a, 0, b, 0, z, 1);
+    if (job.plan.rank == 0) {
+        binary_row(op, job.a, 0, job.b, 0, job.z, 1);
         return TIDE_OK;
     }
-    int64_t n = plan.dims[plan.rank - 1];
-    int64_t sa = plan.strides[0][plan.rank - 1], sb = plan.strides[1][plan.rank - 1];
-    int64_t index[TIDE_MAX_RANK] = {0}, offset[2] = {0, 0};
-    for (int64_t row = 0; row < total / n; row++) {
-        binary_row(op, a + offset[0], sa, b + offset[1], sb, z + row * n, n);
-        broadcast_next_row(&plan, index, offset);
-    }
+    int64_t n = job.plan.dims[job.plan.rank - 1];
+    tide__cpu_parallel_for(total / n, tide__cpu_grain(n), binary_rows_range, &job);
     return TIDE_OK;
 }
 
@@ -191,38 +238,52 @@ enum tide_status tide__cpu_MUL(const struct tide_kernel_args *args, struct tide_
     return binary(args, BINARY_MUL, err);
 }
 
+/* BroadcastTo's operands, shared by the pieces of its range job over rows. */
+struct broadcast_to_job {
+    const float *x;
+    float *y;
+    struct broadcast plan;
+};
+
+static void broadcast_to_range(const void *ctx, int64_t begin, int64_t end)
+{
+    const struct broadcast_to_job *job = ctx;
+    const struct broadcast *plan = &job->plan;
+    int64_t n = plan->dims[plan->rank - 1];
+    int64_t sx = plan->strides[0][plan->rank - 1];
+    int64_t index[TIDE_MAX_RANK] = {0}, offset[2];
+    broadcast_seek(plan, begin, index, offset);
+    for (int64_t row = begin; row < end; row++) {
+        float *dst = job->y + row * n;
+        if (sx) {
+            memcpy(dst, job->x + offset[0], (size_t)n * sizeof(float));
+        } else {
+            float v = job->x[offset[0]];
+            for (int64_t j = 0; j < n; j++)
+                dst[j] = v;
+        }
+        broadcast_next_row(plan, index, offset);
+    }
+}
+
 /* BroadcastTo(x; shape): the output view's shape is the attribute, as infer set it. */
 enum tide_status tide__cpu_BROADCAST_TO(const struct tide_kernel_args *args, struct tide_error *err)
 {
     const struct tide_tensor_view *out = &args->outputs[0];
     const struct tide_shape *ins[1] = {&args->inputs[0].shape};
-    const float *x = tide__cpu_in(args, 0);
-    float *y = tide__cpu_out(args, 0);
+    struct broadcast_to_job job = {.x = tide__cpu_in(args, 0), .y = tide__cpu_out(args, 0)};
     int64_t total = tide__cpu_numel(out);
     if (total == 0)
         return TIDE_OK;
-    struct broadcast plan;
-    bool broadcasts = broadcast_plan(&plan, &out->shape, ins, 1);
+    bool broadcasts = broadcast_plan(&job.plan, &out->shape, ins, 1);
     assert(broadcasts); /* infer checked that input 0 broadcasts to the shape */
     (void)broadcasts;
-    if (plan.rank == 0) {
-        y[0] = x[0];
+    if (job.plan.rank == 0) {
+        job.y[0] = job.x[0];
         return TIDE_OK;
     }
-    int64_t n = plan.dims[plan.rank - 1];
-    int64_t sx = plan.strides[0][plan.rank - 1];
-    int64_t index[TIDE_MAX_RANK] = {0}, offset[2] = {0, 0};
-    for (int64_t row = 0; row < total / n; row++) {
-        float *dst = y + row * n;
-        if (sx) {
-            memcpy(dst, x + offset[0], (size_t)n * sizeof(float));
-        } else {
-            float v = x[offset[0]];
-            for (int64_t j = 0; j < n; j++)
-                dst[j] = v;
-        }
-        broadcast_next_row(&plan, index, offset);
-    }
+    int64_t n = job.plan.dims[job.plan.rank - 1];
+    tide__cpu_parallel_for(total / n, tide__cpu_grain(n), broadcast_to_range, &job);
     return TIDE_OK;
 }
 
@@ -230,22 +291,59 @@ enum tide_status tide__cpu_BROADCAST_TO(const struct tide_kernel_args *args, str
  * AddN and BiasAdd
  * ========================================================================== */
 
+/* Elements [begin, end) of AddN; ctx is the kernel's args. */
+static void add_n_range(const void *ctx, int64_t begin, int64_t end)
+{
+    const struct tide_kernel_args *args = ctx;
+    float *y = tide__cpu_out(args, 0) + begin;
+    int64_t n = end - begin;
+    memcpy(y, tide__cpu_in(args, 0) + begin, (size_t)n * sizeof(float));
+    for (uint32_t i = 1; i < args->n_inputs; i++) {
+        const float *x = tide__cpu_in(args, i) + begin;
+        for (int64_t j = 0; j < n; j++)
+            y[j] += x[j];
+    }
+}
+
 /* The terms are added in input order, ((x0 + x1) + x2) + ..., so the result is reproducible. */
 enum tide_status tide__cpu_ADD_N(const struct tide_kernel_args *args, struct tide_error *err)
 {
     for (uint32_t i = 0; i < args->n_inputs; i++)
         tide__kernel_same_size(args, i);
-    float *y = tide__cpu_out(args, 0);
-    int64_t n = tide__cpu_numel(&args->outputs[0]);
-    if (n == 0)
-        return TIDE_OK;
-    memcpy(y, tide__cpu_in(args, 0), (size_t)n * sizeof(float));
-    for (uint32_t i = 1; i < args->n_inputs; i++) {
-        const float *x = tide__cpu_in(args, i);
-        for (int64_t j = 0; j < n; j++)
-            y[j] += x[j];
-    }
+    tide__cpu_parallel_for(tide__cpu_numel(&args->outputs[0]), TIDE__CPU_GRAIN, add_n_range, args);
     return TIDE_OK;
+}
+
+/* BiasAdd's operands, shared by the pieces of its range job. */
+struct bias_add_job {
+    const float *x, *bias;
+    float *y;
+    int64_t channels, inner;
+};
+
+/* Rows [begin, end) of x [N, C] (inner 1). */
+static void bias_add_rows_range(const void *ctx, int64_t begin, int64_t end)
+{
+    const struct bias_add_job *job = ctx;
+    for (int64_t n = begin; n < end; n++) {
+        const float *xr = job->x + n * job->channels;
+        float *yr = job->y + n * job->channels;
+        for (int64_t c = 0; c < job->channels; c++)
+            yr[c] = xr[c] + job->bias[c];
+    }
+}
+
+/* Planes [begin, end) of x [N, C, ...], plane p being image p / C, channel p % C. */
+static void bias_add_planes_range(const void *ctx, int64_t begin, int64_t end)
+{
+    const struct bias_add_job *job = ctx;
+    for (int64_t p = begin; p < end; p++) {
+        const float *xp = job->x + p * job->inner;
+        float *yp = job->y + p * job->inner;
+        float b = job->bias[p % job->channels];
+        for (int64_t j = 0; j < job->inner; j++)
+            yp[j] = xp[j] + b;
+    }
 }
 
 /* BiasAdd(x [N, C, ...], bias [C]): bias[c] is added to every element of channel c. */
@@ -254,27 +352,15 @@ enum tide_status tide__cpu_BIAS_ADD(const struct tide_kernel_args *args, struct 
     const struct tide_shape *xs = &args->inputs[0].shape;
     tide__kernel_same_size(args, 0);
     assert(xs->rank >= 2 && tide__cpu_numel(&args->inputs[1]) == xs->dims[1]);
-    int64_t outer, channels, inner;
-    tide__kernel_split_axis(xs, 1, &outer, &channels, &inner);
-    const float *x = tide__cpu_in(args, 0), *bias = tide__cpu_in(args, 1);
-    float *y = tide__cpu_out(args, 0);
-    if (inner == 1) {
-        for (int64_t n = 0; n < outer; n++) {
-            const float *xr = x + n * channels;
-            float *yr = y + n * channels;
-            for (int64_t c = 0; c < channels; c++)
-                yr[c] = xr[c] + bias[c];
-        }
-        return TIDE_OK;
-    }
-    for (int64_t n = 0; n < outer; n++) {
-        for (int64_t c = 0; c < channels; c++) {
-            int64_t base = (n * channels + c) * inner;
-            float b = bias[c];
-            for (int64_t j = 0; j < inner; j++)
-                y[base + j] = x[base + j] + b;
-        }
-    }
+    int64_t outer;
+    struct bias_add_job job = {
+        .x = tide__cpu_in(args, 0), .bias = tide__cpu_in(args, 1), .y = tide__cpu_out(args, 0)};
+    tide__kernel_split_axis(xs, 1, &outer, &job.channels, &job.inner);
+    if (job.inner == 1)
+        tide__cpu_parallel_for(outer, tide__cpu_grain(job.channels), bias_add_rows_range, &job);
+    else
+        tide__cpu_parallel_for(outer * job.channels, tide__cpu_grain(job.inner),
+                               bias_add_planes_range, &job);
     return TIDE_OK;
 }
 
@@ -282,34 +368,47 @@ enum tide_status tide__cpu_BIAS_ADD(const struct tide_kernel_args *args, struct 
  * Unary ops and the activation gradients
  * ========================================================================== */
 
-/* Defines a kernel out[i] = EXPR, where x is element i of input 0. */
+/*
+ * Defines a kernel out[i] = EXPR, where x is element i of input 0, and the
+ * range its pieces run (ctx: the kernel's args).
+ */
 #define UNARY_KERNEL(ID, EXPR)                                                                     \
-    enum tide_status tide__cpu_##ID(const struct tide_kernel_args *args, struct tide_error *err)   \
+    static void ID##_range(const void *ctx, int64_t begin, int64_t end)                            \
     {                                                                                              \
-        tide__kernel_same_size(args, 0);                                                           \
+        const struct tide_kernel_args *args = ctx;                                                 \
         const float *in = tide__cpu_in(args, 0);                                                   \
         float *out = tide__cpu_out(args, 0);                                                       \
-        int64_t n = tide__cpu_numel(&args->outputs[0]);                                            \
-        for (int64_t i = 0; i < n; i++) {                                                          \
+        for (int64_t i = begin; i < end; i++) {                                                    \
             float x = in[i];                                                                       \
             out[i] = (EXPR);                                                                       \
         }                                                                                          \
+    }                                                                                              \
+    enum tide_status tide__cpu_##ID(const struct tide_kernel_args *args, struct tide_error *err)   \
+    {                                                                                              \
+        tide__kernel_same_size(args, 0);                                                           \
+        tide__cpu_parallel_for(tide__cpu_numel(&args->outputs[0]), TIDE__CPU_GRAIN, ID##_range,    \
+                               args);                                                              \
         return TIDE_OK;                                                                            \
     }
 
 /* Defines a gradient kernel out[i] = EXPR of dy (input 0) and y, the forward output (input 1). */
 #define GRAD_KERNEL(ID, EXPR)                                                                      \
+    static void ID##_range(const void *ctx, int64_t begin, int64_t end)                            \
+    {                                                                                              \
+        const struct tide_kernel_args *args = ctx;                                                 \
+        const float *dy_in = tide__cpu_in(args, 0), *y_in = tide__cpu_in(args, 1);                 \
+        float *out = tide__cpu_out(args, 0);                                                       \
+        for (int64_t i = begin; i < end; i++) {                                                    \
+            float dy = dy_in[i], y = y_in[i];                                                      \
+            out[i] = (EXPR);                                                                       \
+        }                                                                                          \
+    }                                                                                              \
     enum tide_status tide__cpu_##ID(const struct tide_kernel_args *args, struct tide_error *err)   \
     {                                                                                              \
         tide__kernel_same_size(args, 0);                                                           \
         tide__kernel_same_size(args, 1);                                                           \
-        const float *dy_in = tide__cpu_in(args, 0), *y_in = tide__cpu_in(args, 1);                 \
-        float *out = tide__cpu_out(args, 0);                                                       \
-        int64_t n = tide__cpu_numel(&args->outputs[0]);                                            \
-        for (int64_t i = 0; i < n; i++) {                                                          \
-            float dy = dy_in[i], y = y_in[i];                                                      \
-            out[i] = (EXPR);                                                                       \
-        }                                                                                          \
+        tide__cpu_parallel_for(tide__cpu_numel(&args->outputs[0]), TIDE__CPU_GRAIN, ID##_range,    \
+                               args);                                                              \
         return TIDE_OK;                                                                            \
     }
 
@@ -325,15 +424,21 @@ GRAD_KERNEL(SIGMOID_GRAD, dy * y * (1.0f - y))
 GRAD_KERNEL(TANH_GRAD, dy * (1.0f - y * y))
 /* clang-format on */
 
+/* Elements [begin, end) of Scale; ctx is the kernel's args. */
+static void scale_range(const void *ctx, int64_t begin, int64_t end)
+{
+    const struct tide_kernel_args *args = ctx;
+    const float scale = (float)args->node->attrs[TIDE_ATTR_SCALE_scale].f;
+    const float *x = tide__cpu_in(args, 0);
+    float *y = tide__cpu_out(args, 0);
+    for (int64_t i = begin; i < end; i++)
+        y[i] = x[i] * scale;
+}
+
 /* Scale(x; scale): the double attribute is rounded to float once, as every kernel does. */
 enum tide_status tide__cpu_SCALE(const struct tide_kernel_args *args, struct tide_error *err)
 {
     tide__kernel_same_size(args, 0);
-    const float scale = (float)args->node->attrs[TIDE_ATTR_SCALE_scale].f;
-    const float *x = tide__cpu_in(args, 0);
-    float *y = tide__cpu_out(args, 0);
-    int64_t n = tide__cpu_numel(&args->outputs[0]);
-    for (int64_t i = 0; i < n; i++)
-        y[i] = x[i] * scale;
+    tide__cpu_parallel_for(tide__cpu_numel(&args->outputs[0]), TIDE__CPU_GRAIN, scale_range, args);
     return TIDE_OK;
 }

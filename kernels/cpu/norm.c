@@ -8,6 +8,10 @@
  * is large against the spread). Channel c's elements are the N runs of H*W
  * contiguous values at (n * C + c) * H*W, summed run after run in a fixed
  * order, so the statistics are deterministic.
+ *
+ * Channels are independent: both kernels are range jobs over them
+ * (tide__cpu_parallel_for), each channel computed whole by one thread in the
+ * order above, so the thread count never changes a bit.
  */
 #include "kernels/cpu/cpu-impl.h"
 
@@ -48,18 +52,25 @@ static double sum_dy_dev(const float *dy, const float *x, int64_t n, double mean
     return (s0 + s1) + (s2 + s3);
 }
 
-/* BatchNorm(x, gamma, beta; epsilon) -> y, mean [C], inv_std [C]. */
-enum tide_status tide__cpu_BATCH_NORM(const struct tide_kernel_args *args, struct tide_error *err)
-{
+/* What the pieces of a BatchNorm or BatchNormGrad range job over channels share. */
+struct norm_job {
+    const struct tide_kernel_args *args;
     struct tide__kernel_batch b;
-    tide__kernel_batch_setup(args, 0, &b);
+};
+
+/* BatchNorm of channels [begin, end). */
+static void batch_norm_range(const void *ctx, int64_t begin, int64_t end)
+{
+    const struct norm_job *job = ctx;
+    const struct tide_kernel_args *args = job->args;
+    const struct tide__kernel_batch b = job->b;
     const double eps = args->node->attrs[TIDE_ATTR_BATCH_NORM_epsilon].f;
     const float *x = tide__cpu_in(args, 0), *gamma = tide__cpu_in(args, 1);
     const float *beta = tide__cpu_in(args, 2);
     float *y = tide__cpu_out(args, 0), *mean_out = tide__cpu_out(args, 1);
     float *inv_out = tide__cpu_out(args, 2);
     double m = (double)(b.n * b.hw);
-    for (int64_t c = 0; c < b.c; c++) {
+    for (int64_t c = begin; c < end; c++) {
         double sum = 0;
         for (int64_t n = 0; n < b.n; n++)
             sum += tide__cpu_sum_row(x + (n * b.c + c) * b.hw, b.hw);
@@ -79,6 +90,14 @@ enum tide_status tide__cpu_BATCH_NORM(const struct tide_kernel_args *args, struc
                 yr[j] = (xr[j] - mu) * scale + shift;
         }
     }
+}
+
+/* BatchNorm(x, gamma, beta; epsilon) -> y, mean [C], inv_std [C]. */
+enum tide_status tide__cpu_BATCH_NORM(const struct tide_kernel_args *args, struct tide_error *err)
+{
+    struct norm_job job = {.args = args};
+    tide__kernel_batch_setup(args, 0, &job.b);
+    tide__cpu_parallel_for(job.b.c, tide__cpu_grain(job.b.n * job.b.hw), batch_norm_range, &job);
     return TIDE_OK;
 }
 
@@ -88,18 +107,18 @@ enum tide_status tide__cpu_BATCH_NORM(const struct tide_kernel_args *args, struc
  *   dbeta = sum dy, dgamma = sum dy * xhat,
  *   dx = gamma * inv_std / M * (M * dy - dbeta - xhat * dgamma).
  */
-enum tide_status tide__cpu_BATCH_NORM_GRAD(const struct tide_kernel_args *args,
-                                           struct tide_error *err)
+static void batch_norm_grad_range(const void *ctx, int64_t begin, int64_t end)
 {
-    struct tide__kernel_batch b;
-    tide__kernel_batch_setup(args, 1, &b);
+    const struct norm_job *job = ctx;
+    const struct tide_kernel_args *args = job->args;
+    const struct tide__kernel_batch b = job->b;
     const float *dy = tide__cpu_in(args, 0), *x = tide__cpu_in(args, 1);
     const float *gamma = tide__cpu_in(args, 2), *mean_in = tide__cpu_in(args, 3);
     const float *inv_in = tide__cpu_in(args, 4);
     float *dx = tide__cpu_out(args, 0), *dgamma_out = tide__cpu_out(args, 1);
     float *dbeta_out = tide__cpu_out(args, 2);
     double m = (double)(b.n * b.hw);
-    for (int64_t c = 0; c < b.c; c++) {
+    for (int64_t c = begin; c < end; c++) {
         float mu = mean_in[c], inv_std = inv_in[c];
         double sum_dy = 0, sum_dy_xc = 0;
         for (int64_t n = 0; n < b.n; n++) {
@@ -123,5 +142,14 @@ enum tide_status tide__cpu_BATCH_NORM_GRAD(const struct tide_kernel_args *args,
             }
         }
     }
+}
+
+enum tide_status tide__cpu_BATCH_NORM_GRAD(const struct tide_kernel_args *args,
+                                           struct tide_error *err)
+{
+    struct norm_job job = {.args = args};
+    tide__kernel_batch_setup(args, 1, &job.b);
+    tide__cpu_parallel_for(job.b.c, tide__cpu_grain(job.b.n * job.b.hw), batch_norm_grad_range,
+                           &job);
     return TIDE_OK;
 }

@@ -21,15 +21,21 @@
  * calling thread alone. tide__cpu_parallel publishes one job (a function and
  * a task count) under pool.lock, bumps pool.generation and wakes the
  * workers; every thread, the caller included, takes task numbers from an
- * atomic counter until none are left; the caller then waits until each
- * worker has reported back (pool.running reaches 0). One job runs at a
+ * atomic counter until none are left. A worker joins the job only while it
+ * is open (pool.open), counting itself in pool.running; when the caller has
+ * run out of tasks it closes the job and waits for the workers that joined
+ * to finish theirs (pool.running reaches 0). A worker that wakes after the
+ * job closed, because the machine is busy or the job was short, finds
+ * nothing to do and goes back to sleep: the caller never waits for a thread
+ * to be scheduled only to learn that it has no work. One job runs at a
  * time: a kernel that finds the pool busy (pool.busy held by a kernel on
  * another executor thread) runs its tasks itself, which gives the same
  * result.
  *
- * Threads and state: pool.lock guards generation, running, stopping and the
- * published job, except job.next, which is atomic. Workers touch only those
- * fields and the tasks they take. pool.busy is held by the one caller whose
+ * Threads and state: pool.lock guards generation, open, running, stopping
+ * and the published job, except job.next, which is atomic. Workers touch
+ * only those fields and the tasks they take, and the job's only between
+ * joining it and reporting back. pool.busy is held by the one caller whose
  * job is running, and by set_threads while it stops and starts workers, so
  * set_threads may be called at any time: it waits for a running job. The
  * worker count is atomic, since kernels read it to size their jobs without
@@ -61,7 +67,8 @@ static struct {
     atomic_int n_threads;      /* worker threads; the caller is one more */
     uint64_t generation;       /* bumped for every job */
     uint64_t first_generation; /* the generation when the current workers started */
-    int running;               /* workers yet to finish the current generation */
+    bool open;                 /* the current job takes workers (the caller has tasks left) */
+    int running;               /* workers that joined the current job and have not finished */
     bool stopping;             /* set_threads is stopping the workers */
     struct job job;
 } pool = {
@@ -110,11 +117,13 @@ static void *worker_main(void *arg)
         if (pool.stopping)
             break;
         seen = pool.generation;
+        if (!pool.open || id >= pool.job.max_workers)
+            continue; /* closed already, or not for this worker: sleep again */
+        pool.running++;
         pthread_mutex_unlock(&pool.lock);
-        if (id < pool.job.max_workers)
-            run_tasks(&pool.job, id);
+        run_tasks(&pool.job, id);
         pthread_mutex_lock(&pool.lock);
-        if (--pool.running == 0)
+        if (--pool.running == 0 && !pool.open)
             pthread_cond_signal(&pool.done);
     }
     pthread_mutex_unlock(&pool.lock);
@@ -147,18 +156,50 @@ void tide__cpu_parallel(int64_t n_tasks, int max_workers, tide__cpu_task_fn fn, 
     pool.job.n_tasks = n_tasks;
     pool.job.max_workers = max_workers;
     atomic_store(&pool.job.next, 0);
-    pool.running = atomic_load(&pool.n_threads);
+    pool.open = true;
     pool.generation++;
     pthread_cond_broadcast(&pool.start);
     pthread_mutex_unlock(&pool.lock);
 
     run_tasks(&pool.job, 0);
 
+    /* No task is left to take: only those taken by workers that joined can be running. */
     pthread_mutex_lock(&pool.lock);
+    pool.open = false;
     while (pool.running > 0)
         pthread_cond_wait(&pool.done, &pool.lock);
     pthread_mutex_unlock(&pool.lock);
     pthread_mutex_unlock(&pool.busy);
+}
+
+/* A range job as the tasks of a parallel job: task t is piece t. */
+struct range_job {
+    tide__cpu_range_fn fn;
+    const void *ctx;
+    int64_t n, grain;
+};
+
+static void range_task(void *ctx, int64_t task, int worker)
+{
+    (void)worker;
+    const struct range_job *job = ctx;
+    int64_t begin = task * job->grain;
+    int64_t end = job->n - begin > job->grain ? begin + job->grain : job->n;
+    job->fn(job->ctx, begin, end);
+}
+
+void tide__cpu_parallel_for(int64_t n, int64_t grain, tide__cpu_range_fn fn, const void *ctx)
+{
+    if (n <= 0)
+        return;
+    if (grain < 1)
+        grain = 1;
+    if (n <= grain) {
+        fn(ctx, 0, n);
+        return;
+    }
+    struct range_job job = {.fn = fn, .ctx = ctx, .n = n, .grain = grain};
+    tide__cpu_parallel((n - 1) / grain + 1, tide__cpu_workers(), range_task, &job);
 }
 
 void tide_cpu_kernels_set_threads(int threads)

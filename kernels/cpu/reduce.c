@@ -11,6 +11,13 @@
  * the order of additions is fixed by the shape alone, so the result is
  * deterministic, and double keeps the error of long sums far below float's
  * precision.
+ *
+ * Threads: the output elements are split, never the sums. A range job
+ * divides one kept (merged) axis, the longest, into pieces; each piece
+ * traverses the sub-box of the input with that axis cut to its part, so it
+ * owns its accumulators, and adds into each of them the same rows in the same
+ * order as one thread traversing the whole input would. A reduction to a
+ * single element (no kept axis) runs on one thread.
  */
 #include "kernels/cpu/cpu-impl.h"
 
@@ -19,6 +26,59 @@
 #include <math.h>
 #include <string.h>
 
+/* A sum over axes, after merging: what the pieces of its range job share. */
+struct sum_job {
+    const float *x;
+    double *acc;
+    int32_t rank; /* merged axes, at least 1 */
+    int64_t dims[TIDE_MAX_RANK];
+    bool red[TIDE_MAX_RANK];
+    int64_t in_strides[TIDE_MAX_RANK];  /* x's element strides */
+    int64_t out_strides[TIDE_MAX_RANK]; /* acc's; 0 along reduced axes */
+    int32_t split;                      /* the kept axis the pieces divide; -1: none */
+};
+
+/*
+ * Adds into acc the rows of the sub-box whose axis job->split is cut to
+ * [begin, end) (the whole input when split is -1), row-major.
+ */
+static void sum_range(const void *ctx, int64_t begin, int64_t end)
+{
+    const struct sum_job *job = ctx;
+    int32_t rank = job->rank;
+    int64_t dims[TIDE_MAX_RANK], in_off = 0, out_off = 0;
+    memcpy(dims, job->dims, sizeof(dims));
+    if (job->split >= 0) {
+        dims[job->split] = end - begin;
+        in_off = begin * job->in_strides[job->split];
+        out_off = begin * job->out_strides[job->split];
+    }
+    int64_t n = dims[rank - 1], rows = 1;
+    for (int32_t d = 0; d < rank - 1; d++)
+        rows *= dims[d];
+    bool inner_reduced = job->red[rank - 1];
+    int64_t index[TIDE_MAX_RANK] = {0};
+    for (int64_t row = 0; row < rows; row++) {
+        const float *xr = job->x + in_off;
+        if (inner_reduced) {
+            job->acc[out_off] += tide__cpu_sum_row(xr, n);
+        } else {
+            double *ar = job->acc + out_off;
+            for (int64_t j = 0; j < n; j++)
+                ar[j] += xr[j];
+        }
+        for (int32_t d = rank - 2; d >= 0; d--) {
+            in_off += job->in_strides[d];
+            out_off += job->out_strides[d];
+            if (++index[d] < dims[d])
+                break;
+            index[d] = 0;
+            in_off -= job->in_strides[d] * dims[d];
+            out_off -= job->out_strides[d] * dims[d];
+        }
+    }
+}
+
 /*
  * Sums x (shape xs) over the axes marked in reduced, adding into acc: one
  * double per element of the result, row-major over the kept axes. acc must
@@ -26,55 +86,44 @@
  */
 static void sum_axes(const float *x, const struct tide_shape *xs, const bool *reduced, double *acc)
 {
-    int64_t dims[TIDE_MAX_RANK], out_strides[TIDE_MAX_RANK];
-    bool red[TIDE_MAX_RANK];
-    int32_t rank = 0;
+    struct sum_job job = {.x = x, .acc = acc, .split = -1};
     int64_t total = 1;
     for (int32_t d = 0; d < xs->rank; d++) {
         total *= xs->dims[d];
         if (xs->dims[d] == 1)
             continue;
-        if (rank > 0 && red[rank - 1] == reduced[d]) {
-            dims[rank - 1] *= xs->dims[d];
+        int32_t r = job.rank;
+        if (r > 0 && job.red[r - 1] == reduced[d]) {
+            job.dims[r - 1] *= xs->dims[d];
         } else {
-            dims[rank] = xs->dims[d];
-            red[rank] = reduced[d];
-            rank++;
+            job.dims[r] = xs->dims[d];
+            job.red[r] = reduced[d];
+            job.rank++;
         }
     }
     if (total == 0)
         return;
-    if (rank == 0) {
+    if (job.rank == 0) {
         acc[0] += x[0];
         return;
     }
-    int64_t stride = 1;
-    for (int32_t d = rank - 1; d >= 0; d--) {
-        out_strides[d] = red[d] ? 0 : stride;
-        if (!red[d])
-            stride *= dims[d];
-    }
-
-    int64_t n = dims[rank - 1];
-    bool inner_reduced = red[rank - 1];
-    int64_t index[TIDE_MAX_RANK] = {0}, offset = 0;
-    for (int64_t row = 0; row < total / n; row++) {
-        const float *xr = x + row * n;
-        if (inner_reduced) {
-            acc[offset] += tide__cpu_sum_row(xr, n);
-        } else {
-            double *ar = acc + offset;
-            for (int64_t j = 0; j < n; j++)
-                ar[j] += xr[j];
-        }
-        for (int32_t d = rank - 2; d >= 0; d--) {
-            offset += out_strides[d];
-            if (++index[d] < dims[d])
-                break;
-            index[d] = 0;
-            offset -= out_strides[d] * dims[d];
+    int64_t in_stride = 1, out_stride = 1;
+    for (int32_t d = job.rank - 1; d >= 0; d--) {
+        job.in_strides[d] = in_stride;
+        in_stride *= job.dims[d];
+        job.out_strides[d] = job.red[d] ? 0 : out_stride;
+        if (!job.red[d]) {
+            out_stride *= job.dims[d];
+            if (job.split < 0 || job.dims[d] >= job.dims[job.split])
+                job.split = d; /* the longest kept axis, the outermost of equals */
         }
     }
+    if (job.split < 0) {
+        sum_range(&job, 0, 1);
+        return;
+    }
+    int64_t per_index = total / job.dims[job.split];
+    tide__cpu_parallel_for(job.dims[job.split], tide__cpu_grain(per_index), sum_range, &job);
 }
 
 /*
@@ -113,7 +162,6 @@ uint64_t tide__cpu_reduce_workspace(const struct tide_graph *graph, const struct
     int64_t n = tide_shape_numel(&node->outputs[0].shape);
     return n > 0 ? (uint64_t)n * sizeof(double) : 0;
 }
-
 
 enum tide_status tide__cpu_REDUCE_SUM(const struct tide_kernel_args *args, struct tide_error *err)
 {
