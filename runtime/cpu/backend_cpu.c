@@ -24,7 +24,8 @@
  *
  * Streams. Each stream is one worker thread and a FIFO queue (a ring of
  * items under the stream's mutex, with two condition variables: work_cond
- * wakes the worker, done_cond wakes host threads in stream_sync). Enqueue
+ * wakes the worker, done_cond wakes host threads in stream_sync once the
+ * least of their targets is completed, not after every item). Enqueue
  * calls (launch, copies, fill32, event record and wait) append an item and
  * return at once. The worker pops items in order and runs each one without
  * holding the stream's mutex, so work on one stream runs in order and
@@ -196,6 +197,7 @@ struct tide_stream {
     size_t count;
     uint64_t enqueued;       /* items ever enqueued */
     uint64_t completed;      /* items ever finished by the worker */
+    uint64_t sync_target;    /* the least target of a waiting stream_sync; UINT64_MAX: none */
     bool stopping;           /* stream_free: drain the queue, then exit */
     struct tide_error error; /* the sticky error; status TIDE_OK when none */
 };
@@ -392,7 +394,11 @@ static void *stream_main(void *arg)
         if (st != TIDE_OK && stream->error.status == TIDE_OK)
             stream->error = item_err;
         stream->completed++;
-        pthread_cond_broadcast(&stream->done_cond);
+        /* Wake stream_sync only when a waiter's target is reached, not once per item. */
+        if (stream->completed >= stream->sync_target) {
+            stream->sync_target = UINT64_MAX;
+            pthread_cond_broadcast(&stream->done_cond);
+        }
     }
     pthread_mutex_unlock(&stream->mutex);
     return NULL;
@@ -501,6 +507,7 @@ static enum tide_status cpu_stream_new(void *context, struct tide_stream **out,
     stream->backend = cpu;
     stream->id = atomic_fetch_add(&cpu->next_stream_id, 1);
     stream->error.status = TIDE_OK;
+    stream->sync_target = UINT64_MAX;
     pthread_mutex_init(&stream->mutex, NULL);
     pthread_cond_init(&stream->work_cond, NULL);
     pthread_cond_init(&stream->done_cond, NULL);
@@ -550,8 +557,12 @@ static enum tide_status cpu_stream_sync(void *context, struct tide_stream *strea
 {
     pthread_mutex_lock(&stream->mutex);
     uint64_t target = stream->enqueued;
-    while (stream->completed < target)
+    while (stream->completed < target) {
+        /* Every waiter woken short of its target sets it again. */
+        if (target < stream->sync_target)
+            stream->sync_target = target;
         pthread_cond_wait(&stream->done_cond, &stream->mutex);
+    }
     struct tide_error sticky = stream->error;
     stream->error.status = TIDE_OK;
     stream->error.message[0] = '\0';
