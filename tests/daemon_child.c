@@ -20,14 +20,14 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 
-static double now_s(void)
+double tide_test_now_s(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-static void sleep_ms(int ms)
+void tide_test_sleep_ms(long ms)
 {
     struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
     nanosleep(&ts, NULL);
@@ -184,8 +184,8 @@ bool tide_test_daemon_start(struct tide_test_daemon *d, const char *const *extra
         return false;
     char status_out[600];
     snprintf(status_out, sizeof(status_out), "%s/status.out", d->dir);
-    double deadline = now_s() + 60;
-    while (now_s() < deadline) {
+    double deadline = tide_test_now_s() + 60;
+    while (tide_test_now_s() < deadline) {
         int status;
         if (waitpid(d->pid, &status, WNOHANG) == d->pid) {
             fprintf(stderr, "tided exited at start-up (status 0x%x)\n", status);
@@ -201,7 +201,7 @@ bool tide_test_daemon_start(struct tide_test_daemon *d, const char *const *extra
             if (p > 0 && wait_exit(p) == 0)
                 return true;
         }
-        sleep_ms(100);
+        tide_test_sleep_ms(100);
     }
     fprintf(stderr, "tided did not answer within 60 s\n");
     tide_test_daemon_print_log(d);
@@ -232,14 +232,14 @@ int tide_test_daemon_stop(struct tide_test_daemon *d)
     if (d->pid <= 0)
         return -1;
     kill(d->pid, SIGTERM);
-    double deadline = now_s() + 120;
+    double deadline = tide_test_now_s() + 120;
     int status = 0;
-    while (now_s() < deadline) {
+    while (tide_test_now_s() < deadline) {
         if (waitpid(d->pid, &status, WNOHANG) == d->pid) {
             d->pid = -1;
             return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
         }
-        sleep_ms(50);
+        tide_test_sleep_ms(50);
     }
     fprintf(stderr, "tided did not exit within 120 s of SIGTERM\n");
     tide_test_daemon_print_log(d);

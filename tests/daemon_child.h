@@ -40,6 +40,10 @@ struct tide_test_daemon {
 };
 
 /* A TCP port on loopback that is free now (tided binds it a moment later). */
+/* The monotonic clock in seconds, and a sleep: for deadlines that bound a hang. */
+double tide_test_now_s(void);
+void tide_test_sleep_ms(long ms);
+
 int tide_test_free_port(void);
 
 /*

@@ -48,13 +48,6 @@ static char chromium[256];
 static pid_t trainer = -1;
 static pid_t swapper = -1; /* the swapping job's trainer (test_trace_viewer) */
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 /* Finds chromium in PATH; false when it is not installed. */
 static bool find_chromium(void)
 {
@@ -185,8 +178,8 @@ static struct card find_card(const char *dom)
 /* Dumps the page until the job's card shows more than after steps; the card of that dump. */
 static struct card wait_for_card(long after)
 {
-    double deadline = now_s() + 120;
-    while (now_s() < deadline) {
+    double deadline = tide_test_now_s() + 120;
+    while (tide_test_now_s() < deadline) {
         char *dom = dump_dom("#token=" MONITOR_TOKEN);
         struct card c = find_card(dom);
         bool live = strstr(dom, "data-state=\"live\"") != NULL;
@@ -249,12 +242,6 @@ static void test_dashboard_without_token(void **state)
 
 #define SWAP_JOB_NAME "trace viewer cnn"
 
-static void sleep_ms(long ms)
-{
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
-
 /* GETs path with the monitor token (tests/http_get.py); asserts 200; the body, parsed. */
 static json_object *get_json(const char *path)
 {
@@ -286,8 +273,8 @@ static const char *string_of(json_object *o, const char *key)
 /* Polls /api/jobs until the job named name has trained a step; its id in id. */
 static void wait_for_job(const char *name, char *id, size_t size)
 {
-    double deadline = now_s() + 120;
-    while (now_s() < deadline) {
+    double deadline = tide_test_now_s() + 120;
+    while (tide_test_now_s() < deadline) {
         json_object *doc = get_json("/api/jobs"), *jobs, *steps;
         assert_true(json_object_object_get_ex(doc, "jobs", &jobs));
         for (size_t i = 0; i < json_object_array_length(jobs); i++) {
@@ -300,7 +287,7 @@ static void wait_for_job(const char *name, char *id, size_t size)
             }
         }
         json_object_put(doc);
-        sleep_ms(100);
+        tide_test_sleep_ms(100);
     }
     tide_test_daemon_print_log(tided);
     fail_msg("job \"%s\" did not train a step within 120 s", name);

@@ -64,19 +64,6 @@
  * The daemon and the client
  * ========================================================================== */
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static void sleep_ms(int ms)
-{
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
-
 /* Starts a tided of its own for one test, with extra flags; skips when tided was not built. */
 static struct tide_test_daemon *start_daemon(const char *tag, const char *const *extra)
 {
@@ -140,15 +127,15 @@ static tide_client *connect_to(const struct tide_test_daemon *d)
 static void wait_for_state(tide_client *c, const char *job_id, enum tide_job_state state,
                            struct tide_job_info *job)
 {
-    double deadline = now_s() + DEADLINE_S;
+    double deadline = tide_test_now_s() + DEADLINE_S;
     for (;;) {
         CHECK_OK(c, tide_client_get(c, job_id, job));
         if (job->state == state)
             return;
-        if (now_s() > deadline)
+        if (tide_test_now_s() > deadline)
             fail_msg("job %s is still %s after %.0f s, not %s", job_id,
                      tide_job_state_name(job->state), DEADLINE_S, tide_job_state_name(state));
-        sleep_ms(100);
+        tide_test_sleep_ms(100);
     }
 }
 
@@ -368,7 +355,7 @@ static void test_park_resumes_bit_identical(void **state)
 /* Waits until the job called name (a background tidectl train) is RUNNING; its id in id. */
 static void wait_for_running(tide_client *c, const char *name, char *id)
 {
-    double deadline = now_s() + DEADLINE_S;
+    double deadline = tide_test_now_s() + DEADLINE_S;
     for (;;) {
         struct tide_job_info *jobs = NULL;
         size_t n = 0;
@@ -383,9 +370,9 @@ static void wait_for_running(tide_client *c, const char *name, char *id)
         free(jobs);
         if (found)
             return;
-        if (now_s() > deadline)
+        if (tide_test_now_s() > deadline)
             fail_msg("no job \"%s\" is RUNNING after %.0f s", name, DEADLINE_S);
-        sleep_ms(100);
+        tide_test_sleep_ms(100);
     }
 }
 
@@ -674,7 +661,7 @@ static void test_retain_ended(void **state)
     char dir[1024];
     job_dir(d, ended, dir, sizeof(dir));
 
-    double deadline = now_s() + DEADLINE_S;
+    double deadline = tide_test_now_s() + DEADLINE_S;
     struct tide_job_info job;
     /* The job is hidden as its REMOVE is queued; its folder goes when the worker runs it. */
     for (;;) {
@@ -685,10 +672,10 @@ static void test_retain_ended(void **state)
             assert_int_equal(code, TIDE_CODE_NOT_FOUND);
         if (code != 0 && !exists(dir))
             break;
-        if (now_s() > deadline)
+        if (tide_test_now_s() > deadline)
             fail_msg("job %s or its folder is still there %.0f s after it ended", ended,
                      DEADLINE_S);
-        sleep_ms(100);
+        tide_test_sleep_ms(100);
     }
     CHECK_OK(c, tide_client_get(c, live, &job));
     assert_int_equal(job.state, TIDE_JOB_READY);

@@ -59,19 +59,6 @@
 static struct tide_test_daemon *daemon_a, *daemon_b;
 static char tokens_path[600];
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static void sleep_ms(int ms)
-{
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
-
 /* Starts d with --metrics-listen 127.0.0.1:<free port> and extra flags. */
 static bool start_with_http(struct tide_test_daemon *d, const char *extra1, const char *extra2)
 {
@@ -297,8 +284,8 @@ static json_object *find_job(const struct tide_test_daemon *d, const char *token
 static void wait_for_steps(const struct tide_test_daemon *d, const char *token, const char *name,
                            int64_t after, char *id, size_t id_size)
 {
-    double deadline = now_s() + 120;
-    while (now_s() < deadline) {
+    double deadline = tide_test_now_s() + 120;
+    while (tide_test_now_s() < deadline) {
         json_object *holder;
         json_object *j = find_job(d, token, name, &holder);
         if (j && int_field(j, "steps") > after) {
@@ -307,7 +294,7 @@ static void wait_for_steps(const struct tide_test_daemon *d, const char *token, 
             return;
         }
         json_object_put(holder);
-        sleep_ms(50);
+        tide_test_sleep_ms(50);
     }
     tide_test_daemon_print_log(d);
     fail_msg("job \"%s\" did not pass step %lld within 120 s", name, (long long)after);
