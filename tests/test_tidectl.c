@@ -364,7 +364,7 @@ static void test_socket_permission_denied(void **state)
     assert_non_null(r);
     tide_test_run_program((char *[]){tidectl_path, "--socket", addr.sun_path, "status", NULL},
                           65534, 65534, r);
-    char expected[256];
+    char expected[512];
     snprintf(expected, sizeof(expected),
              "tidectl: connect: PERMISSION_DENIED: permission denied on %s: the socket is for "
              "group root (mode 660); join the group (sudo usermod -aG root $USER, then log in "
