@@ -114,6 +114,7 @@ struct job {
     bool half_closed; /* the client said it sent its last batch */
     bool finishing;   /* ... with TrainRequest.finish: the job ends after its last step */
     uint32_t tasks;   /* worker tasks in flight for this job */
+    struct tided_task *compiling; /* its COMPILE in flight (for Cancel), or NULL */
 
     /* ---- tracing (rpc-trace.c) ---- */
     struct tided_call *trace_call; /* the Trace call waiting for its steps, NULL if none */

@@ -676,6 +676,8 @@ void tided_jobs_task_done(void *context, struct tided_task *t)
     struct job *j = t->job;
     if (j)
         j->tasks--;
+    if (j && j->compiling == t)
+        j->compiling = NULL;
     d->jobs->tasks--;
     if (task_done[t->kind])
         task_done[t->kind](d, t);

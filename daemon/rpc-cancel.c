@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * rpc-cancel.c: tide.v1.Jobs/Cancel: ends the Train stream, releases the session behind the
- * step in flight and marks the job CANCELLED.
+ * step in flight (or abandons the compilation in flight) and marks the job CANCELLED.
  *
  * Threads: main thread only (jobs.c's DESIGN section).
  */
@@ -30,6 +30,8 @@ void tided_rpc_cancel(struct tided_daemon *d, struct tided_call *call, ProtobufC
         bool compiling = j->state == STATE(COMPILING) || j->state == STATE(SUBMITTED);
         if (!compiling)
             tided__job_release_session(d, j, false); /* behind the step in flight, if any */
+        else
+            tided_task_cancel(j->compiling); /* it stops at its next pass (worker.c) */
         tided__job_set_state(d, j, STATE(CANCELLED), "cancelled by uid %u", who->uid);
         Tide__V1__JobInfo info;
         tided__job_info(j, &info, false);

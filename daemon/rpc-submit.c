@@ -124,6 +124,7 @@ void tided_rpc_submit(struct tided_daemon *d, struct tided_call *call, ProtobufC
         t->compile.info.len = tide__v1__job_info__pack(&info, t->compile.info.data);
     tided__job_emit(d, j, TIDE__V1__JOB_EVENT__KIND__STATE, NULL, NULL);
     tided__task_wait(t, call);
+    j->compiling = t;
     tided__task_submit(d, t);
     tided_daemon_notify_status(d);
 out:
@@ -148,6 +149,8 @@ void tided__compile_done(struct tided_daemon *d, struct tided_task *t)
             t->session = NULL;
         }
         tided__job_release_session(d, j, false);
+        /* The compile thread may have saved info.pb after Cancel's: save it again. */
+        tided__store_persist_job(d, j);
         if (call)
             tided_call_fail(call, GRPC_STATUS_CANCELLED, "job %s was cancelled while compiling",
                             j->id);

@@ -1,32 +1,61 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * worker.c: the executor thread (see worker.h).
+ * worker.c: the device thread and the compile thread (see worker.h).
  *
- * It holds the thread and the task run functions; what a JobSpec becomes
+ * It holds the threads and the task run functions; what a JobSpec becomes
  * for the session, and the PlanReport a plan becomes, are in spec.c.
  *
  * DESIGN
  *
+ * Two threads, so that one user's big graph does not hold another's steps:
+ *  - The compile thread runs PLAN tasks and the planning half of COMPILE
+ *    tasks (run_compile_plan): the spec saved, the graph imported, autodiff,
+ *    the memory plan — a plan-only session, which touches no device. A
+ *    planned COMPILE then joins the device thread's queue.
+ *  - The device thread runs every task that touches a session, in the order
+ *    they reach its queue: STEP, CHECKPOINT, READ_VARIABLES, FREE, PERSIST,
+ *    REMOVE, and the instantiating half of COMPILE (run_compile_instantiate:
+ *    the executor, so the arena and the initial Variables, then resume_from).
+ *
  * Threads and what each touches:
- *  - The main thread fills a task, pushes it on `queue` (under `mutex`) and
- *    signals `wake`. It later receives the task back in async_cb, which
+ *  - The main thread fills a task and pushes it (under `mutex`) on
+ *    `compile_head` (PLAN, COMPILE, REMOVE) or `queue_head` (the rest) and
+ *    signals that thread. It later receives the task back in async_cb, which
  *    drains `done` (under `mutex`) and calls the done callback per task.
- *  - The worker thread pops tasks from `queue`, runs them, pushes them on
- *    `done` and calls ev_async_send — the one libev call that is safe off
- *    the loop thread; it coalesces, so async_cb drains the whole list. While
- *    a task runs, the worker alone touches the task and the session in it;
- *    it never reads a job or a call.
- *  - `busy_since_us` (atomic) is written by the worker and read by the
- *    watchdog on the main thread.
+ *  - The compile and device threads pop their queue, run the task, and push
+ *    it on `done` (or a planned COMPILE, a REMOVE, on `queue`) and call
+ *    ev_async_send — the one libev call that is safe off the loop thread;
+ *    it coalesces, so async_cb drains the whole list. While a task runs, the
+ *    thread running it alone touches the task and the session in it; they
+ *    never read a job or a call.
+ *  - `cancel` in a task (atomic) is set by the main thread (Cancel) and
+ *    `refuse_compiles` (atomic) when the daemon drains; the session polls
+ *    both between its passes (tide_session_options.cancelled), so a
+ *    compilation stops at its next pass and comes back CANCELLED, or
+ *    UNAVAILABLE while draining.
+ *  - `busy_since_us` (atomic) is written by the device thread and read by
+ *    the watchdog on the main thread. A long compilation is not a stall.
+ *  - The backend is shared: the compile thread asks it only for workspace
+ *    sizes and op support (read-only; the CUDA backend locks its planning
+ *    handle), the device thread runs it.
  *
- * Sessions: a session is driven by one thread at a time; here always this
- * one, from tide_session_new_graph to tide_session_free, so the executor's
- * and backend's per-session state needs no locks of ours.
+ * Sessions: a session is driven by one thread at a time: the compile
+ * thread until it is planned, then (handed over under `mutex`) the device
+ * thread until tide_session_free, so the executor's and backend's
+ * per-session state needs no locks of ours.
  *
- * Ordering: tasks run in submission order. The job manager relies on it: a
- * checkpoint submitted after a step sees that step's variables, a FREE
- * after a step frees the session once the step is done, and a compilation
- * submitted after a FREE finds the freed arena back on the device.
+ * Ordering: tasks on the device thread run in the order they reach its
+ * queue, which is submission order except for COMPILE, which reaches it
+ * when planned. The job manager relies on it: a checkpoint submitted after
+ * a step sees that step's variables, a FREE after a step frees the session
+ * once the step is done, and a compilation submitted after a FREE finds the
+ * freed arena back on the device (the FREE is queued first). Compilations
+ * are planned one at a time in submission order. A REMOVE passes through
+ * the compile thread first, so that no compilation submitted before it
+ * saves a spec into a directory it has deleted. The main thread submits
+ * nothing for a job while its COMPILE is in flight but PERSIST (info.pb)
+ * and, on Cancel, nothing more; a cancelled compilation's done callback
+ * saves info.pb again, as the planning half may have saved its own after.
  *
  * Plan runs the session plan-only (tide_session_plan_graph): the memory
  * passes without an executor, so a dry run allocates no arena and works
@@ -59,9 +88,13 @@ struct tided_worker {
     pthread_t thread;
     pthread_mutex_t mutex;
     pthread_cond_t wake;
-    struct tided_task *queue_head, *queue_tail; /* to run (mutex) */
-    struct tided_task *done_head, *done_tail;   /* ran (mutex) */
-    bool stop;                                  /* (mutex) */
+    pthread_t compile_thread;
+    pthread_cond_t compile_wake;
+    struct tided_task *queue_head, *queue_tail;     /* to run on the device thread (mutex) */
+    struct tided_task *compile_head, *compile_tail; /* to plan on the compile thread (mutex) */
+    struct tided_task *done_head, *done_tail;       /* ran (mutex) */
+    bool stop;                                      /* device thread: drain, then exit (mutex) */
+    bool stop_compiles;                             /* compile thread: drain, then exit (mutex) */
     atomic_bool refuse_compiles;
     _Atomic int64_t busy_since_us; /* 0: idle (monotonic clock) */
     struct ev_loop *loop;
@@ -117,6 +150,8 @@ static void free_compile(struct tided_task *t)
     tided_plan_report_free(t->compile.plan);
     free(t->compile.plan_svg);
     free(t->compile.packed.data);
+    if (t->compile.checkpoint)
+        tide__v1__read_variables_response__free_unpacked(t->compile.checkpoint, NULL);
 }
 
 /* What a STEP task owns. */
@@ -316,6 +351,22 @@ static enum tide_status prepare(struct tided_task *t, struct tided_spec_setup *s
     return st;
 }
 
+/* The session's cancellation hook: Cancel, or the daemon draining. */
+static bool compile_cancelled(void *context)
+{
+    const struct tided_task *t = context;
+    return atomic_load(&t->cancel) || (t->refusing && atomic_load(t->refusing));
+}
+
+/* Why a compilation stopped early: UNAVAILABLE while draining, else CANCELLED. */
+static enum tide_status compile_stopped(struct tided_task *t)
+{
+    tide_error_clear(&t->err);
+    if (t->refusing && atomic_load(t->refusing))
+        return tide_error_set(&t->err, TIDE_UNAVAILABLE, "tided is shutting down");
+    return tide_error_set(&t->err, TIDE_CANCELLED, "the compilation was cancelled");
+}
+
 /*
  * Where the JobSpec comes from: a parked job's is read back from its
  * spec.pb; a new job's is saved first, so that a crash while compiling
@@ -335,6 +386,8 @@ static enum tide_status load_or_save_spec(struct tided_task *t)
         t->compile.spec = (const Tide__V1__JobSpec *)t->compile.request;
         return TIDE_OK;
     }
+    if (compile_cancelled(t)) /* nothing to save for a job already cancelled */
+        return compile_stopped(t);
     st = tided_store_mkdirs(t->compile.dir, err);
     if (st == TIDE_OK)
         st = tided_store_write_message(t->compile.dir, "spec.pb", &t->compile.spec->base, NULL,
@@ -349,7 +402,13 @@ static enum tide_status load_or_save_spec(struct tided_task *t)
     return TIDE_OK;
 }
 
-static void run_compile(struct tided_task *t)
+/*
+ * COMPILE, first half (compile thread): everything that does not touch the
+ * device — the spec saved, the graph imported, the checkpoint read, a
+ * plan-only session (autodiff, the memory plan), the fetches, the report
+ * and the picture. On success the task goes on to run_compile_instantiate.
+ */
+static void run_compile_plan(struct tided_task *t)
 {
     struct tide_error *err = &t->err;
     enum tide_status st = load_or_save_spec(t);
@@ -361,29 +420,33 @@ static void run_compile(struct tided_task *t)
 
     struct tided_spec_setup setup;
     struct tide_graph *g = NULL;
-    Tide__V1__ReadVariablesResponse *ck = NULL;
     st = prepare(t, &setup, &g);
+    if (st == TIDE_OK && compile_cancelled(t))
+        st = compile_stopped(t);
     if (st == TIDE_OK && t->compile.restore_path) {
         struct tide_error e = {0};
-        ck = tided_store_read_checkpoint(t->compile.restore_path, &e);
-        if (!ck)
+        t->compile.checkpoint = tided_store_read_checkpoint(t->compile.restore_path, &e);
+        if (!t->compile.checkpoint)
             st = tide_error_set(err, e.status == TIDE_NOT_FOUND ? TIDE_NOT_FOUND : TIDE_INTERNAL,
                                 "resume_from: %s", e.message);
     }
     if (st != TIDE_OK) {
         tide_graph_free(g);
-        if (ck)
-            tide__v1__read_variables_response__free_unpacked(ck, NULL);
         t->status = st;
         return;
     }
 
     struct tide_session_options o = tided_spec_session_options(
         spec, &setup, t->compile.backend, t->compile.budget, &t->compile.limits);
+    o.plan_only = true; /* the executor is the device thread's: run_compile_instantiate */
+    o.cancelled = compile_cancelled;
+    o.cancel_context = t;
     st = tide_session_new_graph(g, &o, &t->session, err); /* takes g, also on failure */
+    if (st == TIDE_CANCELLED) {
+        t->status = compile_stopped(t);
+        return;
+    }
     if (st != TIDE_OK) {
-        if (ck)
-            tide__v1__read_variables_response__free_unpacked(ck, NULL);
         /* A name the spec got wrong is a bad argument, not a missing resource. */
         t->status = st == TIDE_NOT_FOUND ? TIDE_INVALID : st;
         return;
@@ -403,6 +466,26 @@ static void run_compile(struct tided_task *t)
     }
     if (st == TIDE_OK && !t->compile.spec_path)
         draw_plan(t, spec->name);
+    if (st != TIDE_OK) {
+        tide_session_free(t->session);
+        t->session = NULL;
+    }
+    t->status = st;
+}
+
+/*
+ * COMPILE, second half (device thread, in order with the other tasks): the
+ * executor (the arena, the Variables initialised), then resume_from's
+ * Variables and step count. A compilation cancelled meanwhile stops here,
+ * before it takes any device memory.
+ */
+static void run_compile_instantiate(struct tided_task *t)
+{
+    struct tide_error *err = &t->err;
+    enum tide_status st = compile_cancelled(t) ? compile_stopped(t) : TIDE_OK;
+    if (st == TIDE_OK)
+        st = tide_session_instantiate(t->session, err);
+    const Tide__V1__ReadVariablesResponse *ck = t->compile.checkpoint;
     if (st == TIDE_OK && ck) {
         st = write_variables(t->session, ck, &t->compile.restored_variables, err);
         /* The step count continues from the checkpoint's, for Adam's bias correction. */
@@ -411,8 +494,6 @@ static void run_compile(struct tided_task *t)
         if (st == TIDE_OK)
             t->compile.restored_step = ck->step;
     }
-    if (ck)
-        tide__v1__read_variables_response__free_unpacked(ck, NULL);
     if (st != TIDE_OK) {
         tide_session_free(t->session);
         t->session = NULL;
@@ -435,8 +516,14 @@ static void run_plan(struct tided_task *t)
     struct tide_session_options o = tided_spec_session_options(
         spec, &setup, t->compile.backend, t->compile.budget, &t->compile.limits);
     /* Plan-only: a dry run must not allocate the arena; a refused plan still has its report. */
+    o.cancelled = compile_cancelled;
+    o.cancel_context = t;
     struct tide_session *s = NULL;
     st = tide_session_plan_graph(g, &o, &s, err);
+    if (st == TIDE_CANCELLED) {
+        t->status = compile_stopped(t);
+        return;
+    }
     if (st != TIDE_OK && st != TIDE_DOES_NOT_FIT) {
         t->status = st == TIDE_NOT_FOUND ? TIDE_INVALID : st;
         return;
@@ -771,14 +858,22 @@ static bool refused(struct tided_worker *w, struct tided_task *t)
     return true;
 }
 
+/* Compile thread: the planning half; device thread: the instantiating half. */
 static void run_compile_task(struct tided_worker *w, struct tided_task *t)
 {
-    if (!refused(w, t))
-        run_compile(t);
+    t->refusing = &w->refuse_compiles;
+    if (!t->past_compile_thread) {
+        if (!refused(w, t))
+            run_compile_plan(t);
+    } else {
+        run_compile_instantiate(t);
+    }
 }
 
+/* Compile thread only: a dry run never touches the device. */
 static void run_plan_task(struct tided_worker *w, struct tided_task *t)
 {
+    t->refusing = &w->refuse_compiles;
     if (!refused(w, t))
         run_plan(t);
 }
@@ -868,6 +963,48 @@ static void run(struct tided_worker *w, struct tided_task *t)
     task_kinds[t->kind].run(w, t);
 }
 
+/*
+ * Whether a task goes to the compile thread: a PLAN, a COMPILE still to
+ * plan, or a REMOVE still to pass it (so that no compilation submitted
+ * before it writes into a directory it has deleted).
+ */
+static bool on_compile_thread(const struct tided_task *t)
+{
+    return t->kind == TIDED_TASK_PLAN ||
+           ((t->kind == TIDED_TASK_COMPILE || t->kind == TIDED_TASK_REMOVE) &&
+            !t->past_compile_thread);
+}
+
+static void push(struct tided_task **head, struct tided_task **tail, struct tided_task *t)
+{
+    t->next = NULL;
+    if (*tail)
+        (*tail)->next = t;
+    else
+        *head = t;
+    *tail = t;
+}
+
+static struct tided_task *pop(struct tided_task **head, struct tided_task **tail)
+{
+    struct tided_task *t = *head;
+    if (t) {
+        *head = t->next;
+        if (!*head)
+            *tail = NULL;
+        t->next = NULL;
+    }
+    return t;
+}
+
+/* With the mutex held: hands a task back to the main thread. */
+static void hand_back(struct tided_worker *w, struct tided_task *t)
+{
+    push(&w->done_head, &w->done_tail, t);
+    ev_async_send(w->loop, &w->async);
+}
+
+/* The device thread: every task that touches a session, in submission order. */
 static void *worker_main(void *arg)
 {
     struct tided_worker *w = arg;
@@ -875,13 +1012,9 @@ static void *worker_main(void *arg)
     for (;;) {
         while (!w->queue_head && !w->stop)
             pthread_cond_wait(&w->wake, &w->mutex);
-        struct tided_task *t = w->queue_head;
+        struct tided_task *t = pop(&w->queue_head, &w->queue_tail);
         if (!t)
             break; /* stop, and nothing left to run */
-        w->queue_head = t->next;
-        if (!w->queue_head)
-            w->queue_tail = NULL;
-        t->next = NULL;
         atomic_store(&w->busy_since_us, monotonic_us());
         pthread_mutex_unlock(&w->mutex);
 
@@ -889,12 +1022,42 @@ static void *worker_main(void *arg)
 
         pthread_mutex_lock(&w->mutex);
         atomic_store(&w->busy_since_us, 0);
-        if (w->done_tail)
-            w->done_tail->next = t;
-        else
-            w->done_head = t;
-        w->done_tail = t;
-        ev_async_send(w->loop, &w->async);
+        hand_back(w, t);
+    }
+    pthread_mutex_unlock(&w->mutex);
+    return NULL;
+}
+
+/*
+ * The compile thread: PLAN tasks, and the planning half of COMPILE tasks,
+ * which then join the device thread's queue behind whatever was submitted
+ * meanwhile (so a FREE submitted before them has run when they instantiate).
+ * A REMOVE only passes through, on to the device thread.
+ */
+static void *compile_main(void *arg)
+{
+    struct tided_worker *w = arg;
+    pthread_mutex_lock(&w->mutex);
+    for (;;) {
+        while (!w->compile_head && !w->stop_compiles)
+            pthread_cond_wait(&w->compile_wake, &w->mutex);
+        struct tided_task *t = pop(&w->compile_head, &w->compile_tail);
+        if (!t)
+            break;
+        pthread_mutex_unlock(&w->mutex);
+
+        if (t->kind != TIDED_TASK_REMOVE)
+            run(w, t);
+        t->past_compile_thread = t->kind == TIDED_TASK_REMOVE || (t->kind == TIDED_TASK_COMPILE &&
+                                                                  t->status == TIDE_OK);
+
+        pthread_mutex_lock(&w->mutex);
+        if (t->past_compile_thread) {
+            push(&w->queue_head, &w->queue_tail, t);
+            pthread_cond_signal(&w->wake);
+        } else {
+            hand_back(w, t);
+        }
     }
     pthread_mutex_unlock(&w->mutex);
     return NULL;
@@ -921,6 +1084,32 @@ static void async_cb(struct ev_loop *loop, ev_async *watcher, int revents)
     deliver(watcher->data);
 }
 
+static void destroy(struct tided_worker *w)
+{
+    ev_async_stop(w->loop, &w->async);
+    pthread_cond_destroy(&w->compile_wake);
+    pthread_cond_destroy(&w->wake);
+    pthread_mutex_destroy(&w->mutex);
+    free(w);
+}
+
+/* Stops and joins the compile thread, then the device thread (which it feeds). */
+static void stop_threads(struct tided_worker *w, bool device)
+{
+    pthread_mutex_lock(&w->mutex);
+    w->stop_compiles = true;
+    pthread_cond_signal(&w->compile_wake);
+    pthread_mutex_unlock(&w->mutex);
+    pthread_join(w->compile_thread, NULL);
+    if (!device)
+        return;
+    pthread_mutex_lock(&w->mutex);
+    w->stop = true;
+    pthread_cond_signal(&w->wake);
+    pthread_mutex_unlock(&w->mutex);
+    pthread_join(w->thread, NULL);
+}
+
 struct tided_worker *tided_worker_new(struct ev_loop *loop, tided_task_done_fn done,
                                       void *context, char *error, size_t error_size)
 {
@@ -931,20 +1120,25 @@ struct tided_worker *tided_worker_new(struct ev_loop *loop, tided_task_done_fn d
     }
     pthread_mutex_init(&w->mutex, NULL);
     pthread_cond_init(&w->wake, NULL);
+    pthread_cond_init(&w->compile_wake, NULL);
     w->loop = loop;
     w->done_fn = done;
     w->context = context;
     ev_async_init(&w->async, async_cb);
     w->async.data = w;
     ev_set_priority(&w->async, EV_MAXPRI);
-    ev_async_start(loop, &w->async); /* before the thread exists */
-    int rc = pthread_create(&w->thread, NULL, worker_main, w);
+    ev_async_start(loop, &w->async); /* before the threads exist */
+    int rc = pthread_create(&w->compile_thread, NULL, compile_main, w);
+    if (rc != 0) {
+        snprintf(error, error_size, "cannot start the compile thread: %s", strerror(rc));
+        destroy(w);
+        return NULL;
+    }
+    rc = pthread_create(&w->thread, NULL, worker_main, w);
     if (rc != 0) {
         snprintf(error, error_size, "cannot start the worker thread: %s", strerror(rc));
-        ev_async_stop(loop, &w->async);
-        pthread_cond_destroy(&w->wake);
-        pthread_mutex_destroy(&w->mutex);
-        free(w);
+        stop_threads(w, false);
+        destroy(w);
         return NULL;
     }
     w->started = true;
@@ -953,20 +1147,26 @@ struct tided_worker *tided_worker_new(struct ev_loop *loop, tided_task_done_fn d
 
 void tided_worker_submit(struct tided_worker *w, struct tided_task *t)
 {
-    t->next = NULL;
     pthread_mutex_lock(&w->mutex);
-    if (w->queue_tail)
-        w->queue_tail->next = t;
-    else
-        w->queue_head = t;
-    w->queue_tail = t;
-    pthread_cond_signal(&w->wake);
+    if (on_compile_thread(t)) {
+        push(&w->compile_head, &w->compile_tail, t);
+        pthread_cond_signal(&w->compile_wake);
+    } else {
+        push(&w->queue_head, &w->queue_tail, t);
+        pthread_cond_signal(&w->wake);
+    }
     pthread_mutex_unlock(&w->mutex);
 }
 
 void tided_worker_refuse_compiles(struct tided_worker *w)
 {
     atomic_store(&w->refuse_compiles, true);
+}
+
+void tided_task_cancel(struct tided_task *t)
+{
+    if (t)
+        atomic_store(&t->cancel, true);
 }
 
 bool tided_worker_healthy(struct tided_worker *w, int64_t stall_us)
@@ -979,14 +1179,7 @@ void tided_worker_free(struct tided_worker *w)
 {
     if (!w)
         return;
-    pthread_mutex_lock(&w->mutex);
-    w->stop = true;
-    pthread_cond_signal(&w->wake);
-    pthread_mutex_unlock(&w->mutex);
-    pthread_join(w->thread, NULL);
+    stop_threads(w, true);
     deliver(w);
-    ev_async_stop(w->loop, &w->async);
-    pthread_cond_destroy(&w->wake);
-    pthread_mutex_destroy(&w->mutex);
-    free(w);
+    destroy(w);
 }

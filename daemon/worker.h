@@ -28,6 +28,7 @@
 #ifndef TIDE_DAEMON_WORKER_H
 #define TIDE_DAEMON_WORKER_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -79,6 +80,17 @@ struct tided_task {
     enum tide_status status;
     struct tide_error err;
 
+    /*
+     * COMPILE and PLAN: set by tided_task_cancel (main thread), read by the
+     * compile and device threads between passes. past_compile_thread: a
+     * COMPILE planned, or a REMOVE that has waited for the compilations
+     * before it, is on its way to the device thread (written by the compile
+     * thread, then read by the device thread; never the main thread's).
+     */
+    atomic_bool cancel;
+    bool past_compile_thread;
+    const atomic_bool *refusing; /* the worker's refuse_compiles, while planning */
+
     /* COMPILE out; STEP, READ_VARIABLES, CHECKPOINT and FREE in. */
     struct tide_session *session;
 
@@ -100,6 +112,8 @@ struct tided_task {
              */
             char *spec_path;
             ProtobufCBinaryData info; /* owned: packed JobInfo for info.pb (COMPILE) */
+            /* Owned: resume_from's checkpoint, read while planning, written once instantiated. */
+            Tide__V1__ReadVariablesResponse *checkpoint;
             /* Out (COMPILE). */
             char *loss;           /* NULL: a forward-only job */
             uint32_t n_feeds;
@@ -211,8 +225,18 @@ struct tided_worker *tided_worker_new(struct ev_loop *loop, tided_task_done_fn d
 /* Queues a task (main thread). */
 void tided_worker_submit(struct tided_worker *worker, struct tided_task *task);
 
-/* From now on COMPILE and PLAN tasks come back UNAVAILABLE without running. */
+/*
+ * From now on COMPILE and PLAN tasks come back UNAVAILABLE without running,
+ * and those running stop at their next pass (within a second).
+ */
 void tided_worker_refuse_compiles(struct tided_worker *worker);
+
+/*
+ * Asks a submitted COMPILE or PLAN task to stop at its next pass; it then
+ * comes back TIDE_CANCELLED (the session, if any, freed). Main thread, on a
+ * task not yet handed back; a task past its compilation finishes as usual.
+ */
+void tided_task_cancel(struct tided_task *task);
 
 /*
  * Whether the worker is making progress: idle, or busy with one task for

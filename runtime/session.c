@@ -28,7 +28,10 @@
  * or touches tensors refuses with TIDE_STATE. tide_session_plan makes one
  * and hands it out also when the plan does not fit, so that the caller reads
  * the refused plan's report from the one pipeline instead of running the
- * stages again for it.
+ * stages again for it. tide_session_instantiate later gives a plan-only
+ * session whose plan fits its executor: the seam between the CPU-only
+ * planning and the device, which the daemon runs on two threads. A caller's
+ * cancellation hook (options->cancelled) is polled between the passes.
  *
  * What can be fetched: the fetches named at creation, the loss when
  * training, and every Variable. They are pinned in the memory plan (alive
@@ -66,6 +69,7 @@ struct tide_session {
     uint32_t n_fetches;
     uint8_t *eval_mask; /* per node id: an ancestor of a fetch */
     bool plan_only;     /* no executor: see tide_session_options.plan_only */
+    struct tide_executor_options executor_options; /* for tide_session_instantiate */
     struct tide_trace *trace; /* the latest recording, NULL before the first trace */
 };
 
@@ -175,11 +179,41 @@ static enum tide_status plan_with_policy(struct tide_session *s,
     return st;
 }
 
+/* TIDE_CANCELLED when the caller's cancellation hook says so. */
+static enum tide_status check_cancelled(const struct tide_session_options *o, const char *before,
+                                        struct tide_error *err)
+{
+    if (o->cancelled && o->cancelled(o->cancel_context))
+        return tide_error_set(err, TIDE_CANCELLED, "session: cancelled before %s", before);
+    return TIDE_OK;
+}
+
+/* The executor over the session's plan; then the evaluation mask. */
+static enum tide_status instantiate(struct tide_session *s, struct tide_error *err)
+{
+    enum tide_status st =
+        tide_executor_new(s->graph, s->memplan, s->backend, &s->executor_options, &s->executor, err);
+    if (st != TIDE_OK)
+        return st;
+    st = build_eval_mask(s, err);
+    if (st != TIDE_OK) {
+        tide_executor_free(s->executor);
+        s->executor = NULL;
+        free(s->eval_mask);
+        s->eval_mask = NULL;
+        return st;
+    }
+    s->plan_only = false;
+    return TIDE_OK;
+}
+
 static enum tide_status setup(struct tide_session *s, const struct tide_session_options *o,
                               struct tide_error *err)
 {
     struct tide_graph *g = s->graph;
-    enum tide_status st;
+    enum tide_status st = check_cancelled(o, "autodiff", err);
+    if (st != TIDE_OK)
+        return st;
 
     if (o->train) {
         st = tide_autodiff(g, o->train, &s->trained, err);
@@ -226,25 +260,28 @@ static enum tide_status setup(struct tide_session *s, const struct tide_session_
     s->plan_only = o->plan_only;
     /* An op the backend lacks is refused at compile, before any planning. */
     if (st == TIDE_OK)
+        st = check_cancelled(o, "the backend check", err);
+    if (st == TIDE_OK)
         st = tide_backend_check_graph(s->backend, g, err);
+    if (st == TIDE_OK)
+        st = check_cancelled(o, "the memory plan", err);
     if (st == TIDE_OK && o->memory)
         st = plan_with_policy(s, o, budget, pinned, err);
     else if (st == TIDE_OK)
         st = plan_resident(s, pinned, err);
     free(pinned);
-    if (st != TIDE_OK || s->plan_only)
+    if (st != TIDE_OK)
         return st;
-
-    struct tide_executor_options eo = {
+    s->executor_options = (struct tide_executor_options){
         .budget_bytes = budget ? budget : s->memplan->peak_bytes,
         .seed = o->seed,
         .poison = o->poison,
         .profile = o->profile,
     };
-    st = tide_executor_new(g, s->memplan, s->backend, &eo, &s->executor, err);
-    if (st != TIDE_OK)
-        return st;
-    return build_eval_mask(s, err);
+    if (s->plan_only)
+        return TIDE_OK;
+    st = check_cancelled(o, "the executor", err);
+    return st == TIDE_OK ? instantiate(s, err) : st;
 }
 
 /*
@@ -317,6 +354,17 @@ enum tide_status tide_session_plan(const void *graph_bytes, size_t len,
                                    struct tide_session **out, struct tide_error *err)
 {
     return import_and_create(graph_bytes, len, options, true, out, err);
+}
+
+enum tide_status tide_session_instantiate(struct tide_session *session, struct tide_error *err)
+{
+    if (!session)
+        return tide_error_set(err, TIDE_INVALID, "session: NULL");
+    if (!session->plan_only || !session->memplan)
+        return tide_error_set(err, TIDE_STATE, "session: %s",
+                              session->plan_only ? "its plan does not fit; nothing to instantiate"
+                                                 : "it already has an executor");
+    return instantiate(session, err);
 }
 
 void tide_session_free(struct tide_session *session)

@@ -88,6 +88,14 @@ struct tide_session_options {
      * fetch, write_variable and set_step return TIDE_STATE.
      */
     bool plan_only;
+    /*
+     * Optional: polled between the pipeline's passes (autodiff, the backend
+     * check, the memory plan, the executor); when it returns true, creation
+     * stops there with TIDE_CANCELLED. Called on the creating thread with
+     * cancel_context; it must be cheap and thread-safe (an atomic load).
+     */
+    bool (*cancelled)(void *cancel_context);
+    void *cancel_context;
 };
 
 struct tide_session_options tide_session_options_default(void);
@@ -123,6 +131,17 @@ enum tide_status tide_session_plan_graph(struct tide_graph *graph,
                                          const struct tide_session_options *options,
                                          struct tide_session **out, struct tide_error *err);
 
+/*
+ * Gives a plan-only session (options.plan_only) its executor, as
+ * tide_session_new would have: allocates the device arena and initialises
+ * the Variables, with the seed, poison, profile and budget of the options
+ * the session was made with. The planning half (import, autodiff, the
+ * memory plan) touches no device, so it can run on one thread and this half
+ * on the thread that drives the device (the daemon's compile and device
+ * threads). TIDE_STATE when the session already has an executor or its plan
+ * did not fit; on any failure the session stays plan-only.
+ */
+enum tide_status tide_session_instantiate(struct tide_session *session, struct tide_error *err);
 /* Stages a Placeholder's value for the next step, by name; the byte count must match. */
 enum tide_status tide_session_feed(struct tide_session *session, const char *placeholder,
                                    const void *data, uint64_t bytes, struct tide_error *err);

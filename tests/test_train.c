@@ -317,6 +317,125 @@ static void test_plan_only(void **state)
 }
 
 /*
+ * The two halves of creation, as the daemon runs them on two threads: a
+ * plan-only session given its executor by tide_session_instantiate trains
+ * exactly as a session created whole with the same options (same seed: same
+ * initial Variables, same loss and Variables after a step), and a second
+ * instantiate is refused.
+ */
+static void test_instantiate_matches_new(void **state)
+{
+    (void)state;
+    tide_builder *b = tide_builder_new();
+    const int64_t hidden[1] = {16};
+    uint8_t *bytes = NULL;
+    size_t len;
+    if (tide_model_mlp(b, 4, 64, hidden, 1, 10).id < 0 || tide_builder_serialize(b, &bytes, &len))
+        fail_msg("mlp: %s", tide_builder_error(b));
+    tide_builder_free(b);
+    struct tide_train_options adam = {
+        .loss = TIDE_MODEL_LOSS, .optimizer = TIDE_OPTIMIZER_ADAM, .learning_rate = 0.01f};
+    struct tide_memory_policy policy = tide_memory_policy_default();
+    struct tide_session_options o = tide_session_options_default();
+    o.train = &adam;
+    o.memory = &policy;
+    o.seed = 11;
+    struct tide_error err = {0};
+    struct tide_session *whole, *halves;
+    check(tide_session_new(bytes, len, &o, &whole, &err), &err);
+    o.plan_only = true;
+    check(tide_session_new(bytes, len, &o, &halves, &err), &err);
+    check(tide_session_instantiate(halves, &err), &err);
+    assert_int_equal(tide_session_instantiate(halves, &err), TIDE_STATE);
+    assert_non_null(strstr(err.message, "already has an executor"));
+
+    float x[4 * 64];
+    int32_t labels[4] = {1, 3, 5, 7};
+    for (int i = 0; i < 4 * 64; i++)
+        x[i] = (float)((i * 37) % 11) / 11.0f - 0.5f;
+    struct tide_session *both[2] = {whole, halves};
+    float loss[2];
+    for (int k = 0; k < 2; k++) {
+        check(tide_session_feed(both[k], TIDE_MODEL_IMAGES, x, sizeof(x), &err), &err);
+        check(tide_session_feed(both[k], TIDE_MODEL_LABELS, labels, sizeof(labels), &err), &err);
+        check(tide_session_step(both[k], NULL, &err), &err);
+        check(tide_session_fetch(both[k], TIDE_MODEL_LOSS, &loss[k], sizeof(float), &err), &err);
+    }
+    assert_memory_equal(&loss[0], &loss[1], sizeof(float));
+    const struct tide_graph *g = tide_session_graph(whole);
+    uint32_t compared = 0;
+    for (uint32_t v = 0; v < g->n_nodes; v++) {
+        const struct tide_node *node = &g->nodes[v];
+        if (node->op != TIDE_OP_VARIABLE)
+            continue;
+        uint64_t n = node->outputs[0].nbytes;
+        uint8_t *a = malloc(n), *c = malloc(n);
+        assert_non_null(a);
+        assert_non_null(c);
+        check(tide_session_fetch(whole, node->name, a, n, &err), &err);
+        check(tide_session_fetch(halves, node->name, c, n, &err), &err);
+        if (memcmp(a, c, n) != 0)
+            fail_msg("Variable %s differs after one step", node->name);
+        free(a);
+        free(c);
+        compared++;
+    }
+    assert_true(compared >= 4); /* two layers' weights and biases, and Adam's state */
+    tide_session_free(whole);
+    tide_session_free(halves);
+    free(bytes);
+}
+
+static bool cancel_after(void *context)
+{
+    int *polls_left = context;
+    return (*polls_left)-- <= 0;
+}
+
+/*
+ * The cancellation hook stops creation between passes with TIDE_CANCELLED
+ * and no session, whichever pass it stops before; never polled: the plan
+ * completes as usual.
+ */
+static void test_cancel_between_passes(void **state)
+{
+    (void)state;
+    tide_builder *b = tide_builder_new();
+    const int64_t hidden[1] = {16};
+    uint8_t *bytes = NULL;
+    size_t len;
+    if (tide_model_mlp(b, 4, 64, hidden, 1, 10).id < 0 || tide_builder_serialize(b, &bytes, &len))
+        fail_msg("mlp: %s", tide_builder_error(b));
+    tide_builder_free(b);
+    struct tide_train_options sgd = {
+        .loss = TIDE_MODEL_LOSS, .optimizer = TIDE_OPTIMIZER_SGD, .learning_rate = 0.1f};
+    struct tide_memory_policy policy = tide_memory_policy_default();
+    struct tide_session_options o = tide_session_options_default();
+    o.train = &sgd;
+    o.memory = &policy;
+    o.cancelled = cancel_after;
+    struct tide_error err = {0};
+    int polls = 0;
+    /* Creation polls before each of its four passes; cancel before each in turn. */
+    for (int allowed = 0; allowed < 4; allowed++) {
+        struct tide_session *s = (struct tide_session *)&polls; /* overwritten with NULL */
+        int polls_left = allowed;
+        o.cancel_context = &polls_left;
+        assert_int_equal(tide_session_new(bytes, len, &o, &s, &err), TIDE_CANCELLED);
+        assert_null(s);
+        assert_non_null(strstr(err.message, "cancelled before"));
+        tide_error_clear(&err);
+    }
+    int polls_left = 4; /* every poll answered "go on" */
+    o.cancel_context = &polls_left;
+    struct tide_session *s;
+    check(tide_session_new(bytes, len, &o, &s, &err), &err);
+    assert_int_equal(polls_left, 0);
+    tide_session_free(s);
+    free(bytes);
+}
+
+/*
  * tide_session_plan reports whether or not the plan fits: under a budget
  * too small it returns TIDE_DOES_NOT_FIT with the session still handed out,
  * its report not fitting with the smallest budget that fits, the node that
@@ -386,6 +505,8 @@ int main(void)
         cmocka_unit_test(test_deterministic_across_runs_and_threads),
         cmocka_unit_test(test_mlp_learns_synthetic),
         cmocka_unit_test(test_plan_only),
+        cmocka_unit_test(test_instantiate_matches_new),
+        cmocka_unit_test(test_cancel_between_passes),
         cmocka_unit_test(test_plan_reports_when_not_fitting),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
