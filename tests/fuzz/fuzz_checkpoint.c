@@ -23,6 +23,7 @@
  * the last byte, so that a length check that lies is an ASan report here
  * rather than an over-read when the variables are restored.
  */
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,6 +44,8 @@ volatile uint8_t bytes_read_sum;
 
 static int memfd = -1;
 static char path[64];
+/* FUZZ_CHECKPOINT_VERBOSE=1 in the environment: each outcome on stderr (seeds, crashes). */
+static bool verbose;
 
 static void put_u64(uint8_t *p, uint64_t v)
 {
@@ -82,7 +85,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (!m) {
         if (!strstr(err.message, path))
             abort();
+        if (verbose)
+            fprintf(stderr, "fuzz_checkpoint: refused: %s\n", err.message);
     } else {
+        if (verbose)
+            fprintf(stderr, "fuzz_checkpoint: read %zu variable(s)\n", m->n_variables);
         if (len < TIDED_CHECKPOINT_HEADER_BYTES || m->step != get_u64(file + 16))
             abort();
         for (size_t i = 0; i < m->n_variables; i++) {
@@ -106,6 +113,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
     (void)argc, (void)argv;
+    verbose = getenv("FUZZ_CHECKPOINT_VERBOSE") != NULL;
     memfd = memfd_create("fuzz_checkpoint", MFD_CLOEXEC);
     if (memfd < 0) {
         perror("fuzz_checkpoint: memfd_create");
