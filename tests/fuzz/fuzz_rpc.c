@@ -4,11 +4,12 @@
  * decode and the checks its handler makes before it touches daemon state.
  *
  * Input: the first byte picks the method (rpc_methods.h: modulo the number
- * of methods of the services tided serves); the rest is unpacked with that method's input
- * descriptor, as server.c unpacks a request (protobuf_c_message_unpack).
- * Every message that unpacks must pack back to a message that unpacks to the
- * same bytes (protobuf-c and our generated descriptors agree with each
- * other). Then, by method:
+ * of methods of the services tided serves); the rest is unpacked with that
+ * method's input descriptor, as server.c unpacks a request
+ * (protobuf_c_message_unpack). Every message that unpacks must pack back to
+ * a message that unpacks to the same bytes (protobuf-c and our generated
+ * descriptors agree with each other; one exception of protobuf-c's, below).
+ * Then, by method:
  *
  *  - Submit and Plan: the path of the handler and of the worker's COMPILE
  *    or PLAN task up to the session: resume_from's job id syntax
@@ -21,7 +22,7 @@
  *    The planner (autodiff, partitioning, memory plan, tide_session_plan_graph)
  *    runs only for graphs of at most PLAN_MAX_NODES nodes: see there.
  *  - Train: tided__train_check_feeds, the check every TrainRequest passes
- *    before a step, against a fixed job (a small MLP's spec, prepared at
+ *    before a step, against a fixed job (a dense layer's spec, prepared at
  *    start through the same tided_spec_prepare). A batch it accepts must
  *    give every feed exactly the placeholder's byte length, and the harness
  *    reads every byte of it, so that a length check that lies is an ASan
@@ -56,8 +57,9 @@ volatile uint8_t bytes_read_sum;
  * The planner runs for graphs of at most this many nodes. Planning grows
  * faster than the graph (autodiff doubles it, the memory passes sweep the
  * schedule per candidate policy), so a mutated 4,000-node graph would take
- * the fuzzer's time from the checks in front of it; a small graph reaches
- * every branch of the planner a big one does, at thousands of runs a second.
+ * the fuzzer's time from the checks in front of it. A small graph reaches
+ * most of the planner's branches a big one does, at about a millisecond a
+ * plan (docs/reliability.md has the figures).
  */
 #define PLAN_MAX_NODES 48
 
