@@ -200,6 +200,19 @@ void tided__job_set_state(struct tided_daemon *d, struct job *j, Tide__V1__JobSt
  */
 void tided__job_release_session(struct tided_daemon *d, struct job *j, bool checkpoint);
 
+/*
+ * The checks a TrainRequest's feeds pass before a step (rpc-train.c), apart
+ * from the job so that the fuzzer (tests/fuzz/fuzz_rpc.c) runs them too: each
+ * feed names one of feeds, once, with a tensor of its dtype and shape, and
+ * every one of feeds is given. names, data and bytes (n_feeds entries each,
+ * zeroed by the caller) get each feed's name (borrowed from feeds), bytes
+ * (borrowed from m) and length in feeds' order. false with a message in
+ * error naming the feed otherwise.
+ */
+bool tided__train_check_feeds(const struct tided_tensor_spec *feeds, uint32_t n_feeds,
+                              const Tide__V1__TrainRequest *m, const char **names,
+                              const void **data, uint64_t *bytes, char *error, size_t size);
+
 /* Frees a staged batch and its message. NULL is a no-op. */
 void tided__batch_free(struct batch *b);
 

@@ -42,10 +42,64 @@ static void finish_job(struct tided_daemon *d, struct job *j)
 
 static void pump_train(struct tided_daemon *d, struct job *j);
 
+bool tided__train_check_feeds(const struct tided_tensor_spec *feeds, uint32_t n_feeds,
+                              const Tide__V1__TrainRequest *m, const char **names,
+                              const void **data, uint64_t *bytes, char *error, size_t size)
+{
+    char a[96], b[96], buf[80];
+    for (size_t k = 0; k < m->n_feeds; k++) {
+        const Tide__V1__NamedTensor *nt = m->feeds[k];
+        uint32_t i = 0;
+        while (i < n_feeds && strcmp(feeds[i].name, nt->name) != 0)
+            i++;
+        if (i == n_feeds) {
+            snprintf(error, size, "feed \"%s\": not a placeholder the job feeds (JobSpec.feeds)",
+                     tided__shown(nt->name, buf, sizeof(buf)));
+            return false;
+        }
+        if (names[i]) {
+            snprintf(error, size, "feed \"%s\": given twice in one TrainRequest", feeds[i].name);
+            return false;
+        }
+        struct tide_const_tensor value;
+        struct tide_error err = {0};
+        char what[300];
+        snprintf(what, sizeof(what), "feed \"%s\"", feeds[i].name);
+        if (tide_tensor_from_proto(nt->tensor, NULL, &value, what, &err) != TIDE_OK) {
+            snprintf(error, size, "%s", err.message);
+            return false;
+        }
+        const struct tided_tensor_spec *want = &feeds[i];
+        if (value.dtype != want->dtype) {
+            snprintf(error, size, "feed \"%s\": dtype %s does not match the placeholder's %s",
+                     want->name, tide_dtype_name(value.dtype), tide_dtype_name(want->dtype));
+            return false;
+        }
+        if (!tide_shape_equal(&value.shape, &want->shape)) {
+            snprintf(error, size, "feed \"%s\": shape %s does not match the placeholder's %s",
+                     want->name, tide_shape_format(&value.shape, a, sizeof(a)),
+                     tide_shape_format(&want->shape, b, sizeof(b)));
+            return false;
+        }
+        names[i] = want->name;
+        data[i] = value.data;
+        bytes[i] = value.nbytes;
+    }
+    for (uint32_t i = 0; i < n_feeds; i++) {
+        if (!names[i]) {
+            snprintf(error, size,
+                     "feed \"%s\": missing from the TrainRequest (every step feeds "
+                     "every JobSpec.feeds entry)",
+                     feeds[i].name);
+            return false;
+        }
+    }
+    return true;
+}
+
 /* Checks a TrainRequest's feeds against the job's placeholders; NULL and error if wrong. */
 static struct batch *batch_new(struct job *j, Tide__V1__TrainRequest *m, char *error, size_t size)
 {
-    char a[96], b[96], buf[80];
     struct batch *bt = calloc(1, sizeof(*bt));
     if (bt) {
         bt->names = calloc(j->n_feeds + 1, sizeof(*bt->names));
@@ -56,53 +110,9 @@ static struct batch *batch_new(struct job *j, Tide__V1__TrainRequest *m, char *e
         snprintf(error, size, "out of memory");
         goto fail;
     }
-    for (size_t k = 0; k < m->n_feeds; k++) {
-        const Tide__V1__NamedTensor *nt = m->feeds[k];
-        uint32_t i = 0;
-        while (i < j->n_feeds && strcmp(j->feeds[i].name, nt->name) != 0)
-            i++;
-        if (i == j->n_feeds) {
-            snprintf(error, size, "feed \"%s\": not a placeholder the job feeds (JobSpec.feeds)",
-                     tided__shown(nt->name, buf, sizeof(buf)));
-            goto fail;
-        }
-        if (bt->names[i]) {
-            snprintf(error, size, "feed \"%s\": given twice in one TrainRequest", j->feeds[i].name);
-            goto fail;
-        }
-        struct tide_const_tensor value;
-        struct tide_error err = {0};
-        char what[300];
-        snprintf(what, sizeof(what), "feed \"%s\"", j->feeds[i].name);
-        if (tide_tensor_from_proto(nt->tensor, NULL, &value, what, &err) != TIDE_OK) {
-            snprintf(error, size, "%s", err.message);
-            goto fail;
-        }
-        const struct tided_tensor_spec *want = &j->feeds[i];
-        if (value.dtype != want->dtype) {
-            snprintf(error, size, "feed \"%s\": dtype %s does not match the placeholder's %s",
-                     want->name, tide_dtype_name(value.dtype), tide_dtype_name(want->dtype));
-            goto fail;
-        }
-        if (!tide_shape_equal(&value.shape, &want->shape)) {
-            snprintf(error, size, "feed \"%s\": shape %s does not match the placeholder's %s",
-                     want->name, tide_shape_format(&value.shape, a, sizeof(a)),
-                     tide_shape_format(&want->shape, b, sizeof(b)));
-            goto fail;
-        }
-        bt->names[i] = want->name;
-        bt->data[i] = value.data;
-        bt->bytes[i] = value.nbytes;
-    }
-    for (uint32_t i = 0; i < j->n_feeds; i++) {
-        if (!bt->names[i]) {
-            snprintf(error, size,
-                     "feed \"%s\": missing from the TrainRequest (every step feeds "
-                     "every JobSpec.feeds entry)",
-                     j->feeds[i].name);
-            goto fail;
-        }
-    }
+    if (!tided__train_check_feeds(j->feeds, j->n_feeds, m, bt->names, bt->data, bt->bytes, error,
+                                  size))
+        goto fail;
     bt->message = m;
     bt->eval = m->eval_only;
     return bt;

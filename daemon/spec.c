@@ -432,3 +432,22 @@ enum tide_status tided_spec_user_variables(const struct tide_graph *g, char ***n
     }
     return TIDE_OK;
 }
+
+enum tide_status tided_spec_prepare(const Tide__V1__JobSpec *spec,
+                                    const struct tide_graph_limits *limits, uint64_t budget,
+                                    struct tided_spec_setup *setup, struct tide_graph **graph,
+                                    struct tided_tensor_spec **feeds, uint32_t *n_feeds,
+                                    char ***user_variables, uint32_t *n_user_variables,
+                                    struct tide_error *err)
+{
+    enum tide_status st = tided_spec_import(spec, limits, graph, err);
+    if (st == TIDE_OK)
+        st = tided_spec_setup(spec, budget, setup, err);
+    if (st == TIDE_OK)
+        st = tided_spec_check_feeds(spec, *graph, feeds, n_feeds, err);
+    if (st == TIDE_OK && user_variables)
+        st = tided_spec_user_variables(*graph, user_variables, n_user_variables, err);
+    if (st != TIDE_OK)
+        st = st == TIDE_NOMEM || st == TIDE_UNSUPPORTED ? st : TIDE_INVALID;
+    return st;
+}

@@ -93,6 +93,23 @@ enum tide_status tided_spec_check_feeds(const Tide__V1__JobSpec *spec,
                                         struct tide_error *err);
 
 /*
+ * What Compile and Plan both check before the session (the worker's path,
+ * and the fuzzer's, tests/fuzz/fuzz_rpc.c): the graph (tided_spec_import)
+ * first, since a bad graph is the error a client most needs to hear about,
+ * then spec.train and spec.memory (tided_spec_setup, into *setup), the feeds
+ * (tided_spec_check_feeds) and, when user_variables is not NULL, the names
+ * of the graph's Variables (tided_spec_user_variables). Every refusal is
+ * TIDE_INVALID unless out of memory or unsupported. *graph, *feeds and
+ * *user_variables are the caller's to free, also on failure.
+ */
+enum tide_status tided_spec_prepare(const Tide__V1__JobSpec *spec,
+                                    const struct tide_graph_limits *limits, uint64_t budget,
+                                    struct tided_spec_setup *setup, struct tide_graph **graph,
+                                    struct tided_tensor_spec **feeds, uint32_t *n_feeds,
+                                    char ***user_variables, uint32_t *n_user_variables,
+                                    struct tide_error *err);
+
+/*
  * The specs of spec.fetches ("node" or "node:k") in the planned graph, in
  * the spec's order; as tided_spec_check_feeds for *fetches and *n_fetches.
  * TIDE_INVALID names a fetch that is not an output of the graph.

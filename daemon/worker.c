@@ -326,29 +326,15 @@ static enum tide_status write_variables(struct tide_session *s,
     return TIDE_OK;
 }
 
-/*
- * What Compile and Plan both do before the session (spec.c): import the
- * graph, then the spec's setup and feeds, and for Compile the names of the
- * user's Variables. The graph first: a bad graph is the error a client most
- * needs to hear about. Every refusal is a bad argument, unless out of memory
- * or unsupported; *graph is the caller's to free, also on failure.
- */
+/* What Compile and Plan both check before the session (tided_spec_prepare). */
 static enum tide_status prepare(struct tided_task *t, struct tided_spec_setup *setup,
                                 struct tide_graph **graph)
 {
-    const Tide__V1__JobSpec *spec = t->compile.spec;
-    struct tide_error *err = &t->err;
-    enum tide_status st = tided_spec_import(spec, &t->compile.limits, graph, err);
-    if (st == TIDE_OK)
-        st = tided_spec_setup(spec, t->compile.budget, setup, err);
-    if (st == TIDE_OK)
-        st = tided_spec_check_feeds(spec, *graph, &t->compile.feeds, &t->compile.n_feeds, err);
-    if (st == TIDE_OK && t->kind == TIDED_TASK_COMPILE)
-        st = tided_spec_user_variables(*graph, &t->compile.user_variables,
-                                       &t->compile.n_user_variables, err);
-    if (st != TIDE_OK)
-        st = st == TIDE_NOMEM || st == TIDE_UNSUPPORTED ? st : TIDE_INVALID;
-    return st;
+    bool compile = t->kind == TIDED_TASK_COMPILE;
+    return tided_spec_prepare(t->compile.spec, &t->compile.limits, t->compile.budget, setup, graph,
+                              &t->compile.feeds, &t->compile.n_feeds,
+                              compile ? &t->compile.user_variables : NULL,
+                              &t->compile.n_user_variables, &t->err);
 }
 
 /* The session's cancellation hook: Cancel, or the daemon draining. */

@@ -356,6 +356,63 @@ static void test_bad_feeds_and_graph(void **state)
     f->spec.graph = f->graph; /* the teardown frees it */
 }
 
+/* tided_spec_prepare: the worker's order (graph first), statuses, and what it hands back. */
+static void test_prepare(void **state)
+{
+    struct fixture *f = *state;
+    struct tided_spec_setup s;
+    struct tide_graph *g = NULL;
+    struct tided_tensor_spec *feeds = NULL;
+    uint32_t n_feeds = 0, n_names = 0;
+    char **names = NULL;
+    struct tide_error err = {0};
+    assert_int_equal(tided_spec_prepare(&f->spec, &f->limits, 1 << 20, &s, &g, &feeds, &n_feeds,
+                                        &names, &n_names, &err),
+                     TIDE_OK);
+    assert_non_null(g);
+    assert_true(s.training);
+    assert_int_equal(s.policy.budget_bytes, 1 << 20);
+    assert_int_equal(n_feeds, 2);
+    assert_string_equal(feeds[1].name, TIDE_MODEL_LABELS);
+    assert_int_equal(n_names, 4);
+    for (uint32_t i = 0; i < n_names; i++)
+        free(names[i]);
+    free(names);
+    tided_tensor_specs_free(feeds, n_feeds);
+    tide_graph_free(g);
+
+    /* Plan asks for no Variables' names. */
+    g = NULL, feeds = NULL, n_feeds = 0, names = NULL, n_names = 0;
+    assert_int_equal(tided_spec_prepare(&f->spec, &f->limits, 1 << 20, &s, &g, &feeds, &n_feeds,
+                                        NULL, NULL, &err),
+                     TIDE_OK);
+    tided_tensor_specs_free(feeds, n_feeds);
+    tide_graph_free(g);
+
+    /* A feed that names no node: the session's "not found" is a bad argument here. */
+    char *unknown[2] = {"nope", TIDE_MODEL_LABELS};
+    f->spec.feeds = unknown;
+    g = NULL, feeds = NULL, n_feeds = 0;
+    assert_int_equal(tided_spec_prepare(&f->spec, &f->limits, 1 << 20, &s, &g, &feeds, &n_feeds,
+                                        NULL, NULL, &err),
+                     TIDE_INVALID);
+    assert_non_null(strstr(err.message, "feeds[0] \"nope\""));
+    tided_tensor_specs_free(feeds, n_feeds);
+    tide_graph_free(g);
+
+    /* A bad graph and a bad optimizer: the graph is what the client hears about. */
+    f->adam.learning_rate = -1.0f;
+    char *op = f->graph->nodes[0]->op; /* put back before the teardown frees the graph */
+    f->graph->nodes[0]->op = "NoSuchOp";
+    g = NULL, feeds = NULL, n_feeds = 0;
+    assert_int_equal(tided_spec_prepare(&f->spec, &f->limits, 1 << 20, &s, &g, &feeds, &n_feeds,
+                                        NULL, NULL, &err),
+                     TIDE_INVALID);
+    assert_null(g);
+    assert_non_null(strstr(err.message, "unknown op \"NoSuchOp\""));
+    f->graph->nodes[0]->op = op;
+}
+
 /* ============================================================================
  * Plan reports
  * ========================================================================== */
@@ -494,6 +551,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_bad_train_fields, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_memory_fields, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_feeds_and_graph, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_prepare, setup, teardown),
         cmocka_unit_test_setup_teardown(test_plan_report, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
