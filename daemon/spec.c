@@ -64,6 +64,8 @@ void tided_plan_report_free(Tide__V1__PlanReport *report)
     free(report->partitions);
     if (report->min_budget_node != protobuf_c_empty_string)
         free(report->min_budget_node);
+    if (report->floor_node != protobuf_c_empty_string)
+        free(report->floor_node);
     if (report->message != protobuf_c_empty_string)
         free(report->message);
     free(report);
