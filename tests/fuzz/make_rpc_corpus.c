@@ -215,6 +215,14 @@ static void seed_others(void)
     trace.job_id = id;
     trace.steps = 3;
     emit(&tide__v1__jobs__descriptor, "Trace", &trace.base, "trace");
+    Tide__V1__RemoveJobsRequest remove = TIDE__V1__REMOVE_JOBS_REQUEST__INIT;
+    char *ids[] = {id, "j-fedcba9876543210"};
+    remove.job_ids = ids;
+    remove.n_job_ids = 2;
+    emit(&tide__v1__jobs__descriptor, "Remove", &remove.base, "remove");
+    Tide__V1__RemoveJobsRequest prune = TIDE__V1__REMOVE_JOBS_REQUEST__INIT;
+    prune.all_ended = true;
+    emit(&tide__v1__jobs__descriptor, "Remove", &prune.base, "remove_all_ended");
     Tide__V1__StatusRequest status = TIDE__V1__STATUS_REQUEST__INIT;
     emit(&tide__v1__daemon__descriptor, "Status", &status.base, "status");
     Grpc__Health__V1__HealthCheckRequest health = GRPC__HEALTH__V1__HEALTH_CHECK_REQUEST__INIT;
