@@ -32,6 +32,7 @@ struct bench_options {
     bool json;
     bool poison;
     bool no_eval; /* train: skip the test split */
+    bool confirm; /* maxbatch: train one step at the automatic plan's batch */
     int64_t trace_overhead; /* train: blocks of this many steps, tracing off and on; 0: no */
     const char *trace; /* train: the Chrome trace file of the training steps, or NULL */
     /* plan and depth */
@@ -47,6 +48,9 @@ struct bench_options {
 /* Serialized tide.v1.Graph of a model (mlp, cnn, resnet of `depth` layers); NULL with a message. */
 uint8_t *tide_bench_build_model(const char *model, int64_t batch, int64_t c, int64_t h, int64_t w,
                                 int32_t classes, int32_t depth, int64_t width, size_t *len);
+
+/* The memory policy of plan, depth and maxbatch: --budget, --partition-size, --swap, ... */
+struct tide_memory_policy tide_bench_memory_policy(const struct bench_options *o);
 
 /* Training options for an optimizer name; lr 0 takes its default. -1 with a message. */
 int tide_bench_train_options(const char *optimizer, double lr, struct tide_train_options *out);
