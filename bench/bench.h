@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * bench.h: what the subcommands of tide-bench share (tide-bench.c, depth.c).
+ * bench.h: what the subcommands of tide-bench share (tide-bench.c, depth.c, maxbatch.c).
  */
 #ifndef TIDE_BENCH_BENCH_H
 #define TIDE_BENCH_BENCH_H
@@ -32,6 +32,7 @@ struct bench_options {
     bool json;
     bool poison;
     bool no_eval; /* train: skip the test split */
+    bool confirm; /* maxbatch: train one step at the automatic plan's batch */
     int64_t trace_overhead; /* train: blocks of this many steps, tracing off and on; 0: no */
     const char *trace; /* train: the Chrome trace file of the training steps, or NULL */
     /* plan and depth */
@@ -48,6 +49,9 @@ struct bench_options {
 uint8_t *tide_bench_build_model(const char *model, int64_t batch, int64_t c, int64_t h, int64_t w,
                                 int32_t classes, int32_t depth, int64_t width, size_t *len);
 
+/* The memory policy of plan, depth and maxbatch: --budget, --partition-size, --swap, ... */
+struct tide_memory_policy tide_bench_memory_policy(const struct bench_options *o);
+
 /* Training options for an optimizer name; lr 0 takes its default. -1 with a message. */
 int tide_bench_train_options(const char *optimizer, double lr, struct tide_train_options *out);
 
@@ -62,8 +66,31 @@ enum tide_status tide_bench_plan(const uint8_t *bytes, size_t len,
                                  struct tide_backend *backend, struct tide_session **session,
                                  struct tide_error *err);
 
-/* tide-bench depth (depth.c). */
+/*
+ * The largest size in [1, max] whose plan fits (search.c): fits(ctx, size)
+ * returns 1 when it fits, 0 when not, -1 on an error it has reported. It
+ * doubles from 1, then bisects, and assumes that a size fits when a larger
+ * one does. Returns the size, 0 when 1 does not fit, or -1 on an error;
+ * *capped is true when max itself fits (the answer may lie above it).
+ */
+int64_t tide_bench_largest(int64_t max, int (*fits)(void *ctx, int64_t size), void *ctx,
+                           bool *capped);
+
+/*
+ * One real training step of the model (bytes, len: images channels x size x
+ * size, `batch` of them, synthetic with `seed`) under policy, with the
+ * fetches of tide_bench_plan: the measured high water, the plan's peak and
+ * the step's time. 0, or -1 after saying why on stderr as "tide-bench what".
+ */
+int tide_bench_train_step(const char *what, const uint8_t *bytes, size_t len, int64_t batch,
+                          int64_t channels, int64_t size, uint64_t seed,
+                          const struct tide_train_options *train,
+                          const struct tide_memory_policy *policy, struct tide_backend *backend,
+                          uint64_t *high_water, uint64_t *peak, double *ms);
+
+/* tide-bench depth (depth.c) and maxbatch (maxbatch.c). */
 int tide_bench_depth(const struct bench_options *o);
+int tide_bench_maxbatch(const struct bench_options *o);
 
 /* train --trace-overhead K (bench/trace-overhead.c): blocks of K steps with the trace recorder
  * off and on alternately (off on on off, ...); each on block paired with the off block beside it. */

@@ -20,7 +20,6 @@
 #include "bench/bench-json.h"
 #include "bench/bench.h"
 #include "runtime/session.h"
-#include "tide/dataset.h"
 #include "tide/models.h"
 
 /* The deepest n we try: 3*(10+n)+2 = 3,104 layers (planning time grows with depth). */
@@ -35,8 +34,10 @@ struct search {
 };
 
 /* 1 when ResNet-n's training plan fits under s->policy, 0 when not, -1 on error. */
-static int fits(struct search *s, int32_t n)
+static int fits(void *ctx, int64_t size)
 {
+    struct search *s = ctx;
+    int32_t n = (int32_t)size;
     size_t len;
     uint8_t *bytes = tide_bench_build_model("resnet", s->o->batch, 3, s->o->image_size,
                                             s->o->image_size, 10, tide_model_resnet_depth(n),
@@ -61,36 +62,10 @@ static int fits(struct search *s, int32_t n)
     return st == TIDE_OK ? 1 : st == TIDE_DOES_NOT_FIT ? 0 : -1;
 }
 
-/* The largest n in [1, DEPTH_N_MAX] that fits (0: none), by doubling then bisection. */
-static int32_t deepest(struct search *s)
+/* The largest n in [1, DEPTH_N_MAX] that fits (0: none; -1: an error). */
+static int32_t deepest(struct search *s, bool *capped)
 {
-    int r = fits(s, 1);
-    if (r <= 0)
-        return r < 0 ? -1 : 0;
-    int32_t good = 1, bad = 0;
-    for (int32_t n = 2; n <= DEPTH_N_MAX; n *= 2) {
-        r = fits(s, n);
-        if (r < 0)
-            return -1;
-        if (!r) {
-            bad = n;
-            break;
-        }
-        good = n;
-    }
-    if (!bad)
-        return good; /* capped */
-    while (bad - good > 1) {
-        int32_t mid = good + (bad - good) / 2;
-        r = fits(s, mid);
-        if (r < 0)
-            return -1;
-        if (r)
-            good = mid;
-        else
-            bad = mid;
-    }
-    return good;
+    return (int32_t)tide_bench_largest(DEPTH_N_MAX, fits, s, capped);
 }
 
 /* One real training step of ResNet-n under the policy; the measured high-water mark. */
@@ -102,53 +77,9 @@ static int confirm(struct search *s, int32_t n, uint64_t *high_water, uint64_t *
                                             s->o->width, &len);
     if (!bytes)
         return -1;
-    char text[256];
-    tide_dataset *ds = NULL;
-    tide_dataset_iter *it = NULL;
-    struct tide_synthetic_options so = {.channels = 3, .height = s->o->image_size,
-                                        .width = s->o->image_size, .seed = s->o->seed};
-    struct tide_session *session = NULL;
-    float *images = NULL;
-    int32_t *labels = NULL;
-    struct tide_error err = {0};
-    int rc = -1;
-    if (tide_dataset_open_synthetic(&so, "train", &ds, text, sizeof(text)) != 0 ||
-        tide_dataset_iter_new(ds, s->o->batch, 1, 0, &it, text, sizeof(text)) != 0) {
-        fprintf(stderr, "tide-bench depth: %s\n", text);
-        goto out;
-    }
-    int64_t image_floats = s->o->batch * 3 * s->o->image_size * s->o->image_size;
-    images = malloc((size_t)image_floats * sizeof(float));
-    labels = malloc((size_t)s->o->batch * sizeof(int32_t));
-    if (!images || !labels)
-        goto out;
-    tide_dataset_iter_next(it, images, labels);
-    struct tide_session_options opt = tide_session_options_default();
-    opt.backend = s->backend;
-    opt.budget_bytes = s->o->budget;
-    opt.memory = &s->policy;
-    opt.train = &s->train;
-    opt.seed = s->o->seed;
-    struct tide_step_stats stats;
-    if (tide_session_new(bytes, len, &opt, &session, &err) != TIDE_OK ||
-        tide_session_feed(session, TIDE_MODEL_IMAGES, images, (uint64_t)image_floats * 4, &err) !=
-            TIDE_OK ||
-        tide_session_feed(session, TIDE_MODEL_LABELS, labels, (uint64_t)s->o->batch * 4, &err) !=
-            TIDE_OK ||
-        tide_session_step(session, &stats, &err) != TIDE_OK) {
-        fprintf(stderr, "tide-bench depth: confirming step: %s\n", err.message);
-        goto out;
-    }
-    *high_water = stats.high_water_bytes;
-    *peak = tide_session_memplan(session)->peak_bytes;
-    *ms = stats.step_ms;
-    rc = 0;
-out:
-    tide_session_free(session);
-    tide_dataset_iter_free(it);
-    tide_dataset_free(ds);
-    free(images);
-    free(labels);
+    int rc = tide_bench_train_step("depth", bytes, len, s->o->batch, 3, s->o->image_size,
+                                   s->o->seed, &s->train, &s->policy, s->backend, high_water,
+                                   peak, ms);
     free(bytes);
     return rc;
 }
@@ -176,12 +107,13 @@ int tide_bench_depth(const struct bench_options *o)
     s.policy.swap = TIDE_SWAP_OFF;
     s.policy.vars_home = TIDE_VARS_HOME_DEVICE;
     fprintf(stderr, "swap off (everything resident):\n");
-    int32_t n_off = deepest(&s);
+    bool capped;
+    int32_t n_off = deepest(&s, &capped);
     s.policy.swap = TIDE_SWAP_AUTO;
     s.policy.vars_home = TIDE_VARS_HOME_AUTO;
     s.policy.autotune = true;
     fprintf(stderr, "swap auto (autotuned):\n");
-    int32_t n_auto = deepest(&s);
+    int32_t n_auto = deepest(&s, &capped);
     if (n_off < 0 || n_auto < 0 || n_auto == 0)
         goto out;
     int depth_off = n_off ? tide_model_resnet_depth(n_off) : 0;
@@ -195,7 +127,7 @@ int tide_bench_depth(const struct bench_options *o)
     printf("deepest ResNet within %.0f MiB at batch %" PRId64 ", %" PRId64 "x%" PRId64
            ": swap off %d layers, swap auto %d layers%s (%.2fx)\n",
            (double)o->budget / (1 << 20), o->batch, o->image_size, o->image_size, depth_off,
-           depth_auto, n_auto == DEPTH_N_MAX ? " (search cap)" : "", ratio);
+           depth_auto, capped ? " (search cap)" : "", ratio);
     printf("confirmed: one step at %d layers took %.0f ms, high-water %" PRIu64
            " bytes (plan %" PRIu64 ", budget %" PRIu64 "); %d plans searched\n",
            depth_auto, step_ms, high_water, peak, o->budget, s.plans);
@@ -212,7 +144,7 @@ int tide_bench_depth(const struct bench_options *o)
         tide_bench_json_set_int(line, "image_size", o->image_size);
         tide_bench_json_set_int(line, "width", o->width);
         tide_bench_json_set_fixed(line, "confirm_step_ms", step_ms, 1);
-        tide_bench_json_set_bool(line, "capped", n_auto == DEPTH_N_MAX);
+        tide_bench_json_set_bool(line, "capped", capped);
         if (tide_bench_json_print_line(line) != 0)
             rc = 1;
     }

@@ -404,6 +404,75 @@ static void test_train_threads_one(void **state)
     free(r);
 }
 
+/* `plan --json` of the CNN at this batch and budget (swap: NULL for the automatic plan) fits or
+ * not, as want says, in its exit status and its line. */
+static void expect_plan_fits(struct tide_test_run *r, int64_t batch, const char *budget,
+                             const char *swap, bool want)
+{
+    char text[32];
+    snprintf(text, sizeof(text), "%" PRId64, batch);
+    struct json_object *line =
+        run_bench(r, want ? 0 : 1,
+                  (char *[]){"plan", "--model", "cnn", "--batch", text, "--budget", (char *)budget,
+                             "--json", swap ? "--swap" : NULL, (char *)swap, NULL});
+    if (tide_test_json_bool(line, "fits") != want)
+        fail_msg("plan --batch %" PRId64 " --budget %s%s%s: fits is %s, wanted %s", batch, budget,
+                 swap ? " --swap " : "", swap ? swap : "", want ? "false" : "true",
+                 want ? "true" : "false");
+    json_object_put(line);
+}
+
+/*
+ * `maxbatch` of the CNN in 4 MiB: the automatic plan takes at least the
+ * batch of swap off, and both answers are exact: `plan` at the batch fits
+ * and at the batch + 1 does not, with the same policy (--swap off, and none).
+ */
+static void test_maxbatch_exact(void **state)
+{
+    (void)state;
+    static const char *const keys[] = {"model",      "budget_bytes", "batch_swap_off",
+                                       "batch_auto", "ratio",        "predicted_peak_bytes",
+                                       "host_bytes", "plans",        NULL};
+    struct tide_test_run *r = malloc(sizeof(*r));
+    assert_non_null(r);
+    struct json_object *line = run_bench(
+        r, 0, (char *[]){"maxbatch", "--model", "cnn", "--budget", "4M", "--json", NULL});
+    tide_test_json_keys(line, keys);
+    assert_string_equal(tide_test_json_string(line, "model"), "cnn");
+    assert_int_equal(tide_test_json_uint(line, "budget_bytes"), UINT64_C(4) << 20);
+    int64_t off = tide_test_json_int(line, "batch_swap_off");
+    int64_t automatic = tide_test_json_int(line, "batch_auto");
+    assert_true(off >= 1);
+    assert_true(automatic >= off);
+    assert_true(fabs(tide_test_json_number(line, "ratio") - (double)automatic / (double)off) <=
+                0.0005);
+    assert_true(tide_test_json_uint(line, "predicted_peak_bytes") <= UINT64_C(4) << 20);
+    expect_in_report(r->out, "swap off %" PRId64 ", automatic plan %" PRId64 " (", off, automatic);
+    /* Every batch tried is on stderr, the answers among them. */
+    expect_in_report(r->err, "  batch %7" PRId64 ": fits", automatic);
+    json_object_put(line);
+
+    expect_plan_fits(r, automatic, "4M", NULL, true);
+    expect_plan_fits(r, automatic + 1, "4M", NULL, false);
+    expect_plan_fits(r, off, "4M", "off", true);
+    expect_plan_fits(r, off + 1, "4M", "off", false);
+    free(r);
+}
+
+/* `maxbatch` without --budget: a usage error (exit 2) that says what to add. */
+static void test_maxbatch_needs_a_budget(void **state)
+{
+    (void)state;
+    struct tide_test_run *r = malloc(sizeof(*r));
+    assert_non_null(r);
+    char *argv[] = {bench_path, "maxbatch", "--model", "mlp", NULL};
+    tide_test_run_program(argv, -1, -1, r);
+    assert_int_equal(r->exit_code, 2);
+    assert_non_null(strstr(r->err, "tide-bench maxbatch: --budget BYTES is required"));
+    assert_string_equal(r->out, "");
+    free(r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -415,6 +484,8 @@ int main(void)
         cmocka_unit_test(test_train_no_eval),
         cmocka_unit_test(test_train_trace_overhead),
         cmocka_unit_test(test_train_threads_one),
+        cmocka_unit_test(test_maxbatch_exact),
+        cmocka_unit_test(test_maxbatch_needs_a_budget),
     };
     return cmocka_run_group_tests(tests, group_setup, NULL);
 }
