@@ -2552,6 +2552,58 @@ static struct json_object *find_job(struct json_object *jobs, const char *id, bo
     return NULL;
 }
 
+/*
+ * `tidectl plan --partitions` lists the partitions the memory passes left
+ * work in and counts the empty ones (the CNN in 10 MiB, at the automatic
+ * partition size): as many rows as --json lists non-empty partitions, and
+ * the count line exactly when some are empty.
+ */
+static void test_tidectl_plan_partitions_table(void **state)
+{
+    (void)state;
+    NEED_DAEMON();
+    struct tide_test_run *r = malloc(sizeof(*r));
+    assert_non_null(r);
+    size_t n;
+    struct json_object *lines = tidectl_json_lines(
+        r, 0, &n, (char *[]){"plan", "--model", "cnn", "--budget", "10M", "--partitions", NULL});
+    assert_int_equal(n, 1);
+    struct json_object *parts = tide_test_json_array(tide_test_json_line(lines, 0), "partitions");
+    size_t total = json_object_array_length(parts), empty = 0;
+    static const char *const byte_keys[] = {"resident_bytes", "swap_in_bytes", "swap_out_bytes",
+                                            "fetch_bytes", "write_back_bytes"};
+    for (size_t i = 0; i < total; i++) {
+        struct json_object *q = json_object_array_get_idx(parts, i);
+        bool none = tide_test_json_uint(q, "nodes") == 0;
+        for (size_t k = 0; k < 5 && none; k++)
+            none = tide_test_json_uint(q, byte_keys[k]) == 0;
+        empty += none;
+    }
+    json_object_put(lines);
+
+    run_tidectl(r, -1, "plan", "--model", "cnn", "--budget", "10M", "--partitions", (char *)NULL);
+    assert_int_equal(r->exit_code, 0);
+    const char *table = strstr(r->out, "PEAK NODE\n");
+    assert_non_null(table);
+    size_t rows = 0;
+    for (const char *line = strchr(table, '\n') + 1; *line; line = strchr(line, '\n') + 1) {
+        unsigned part, nodes;
+        if (sscanf(line, " %u %u", &part, &nodes) == 2)
+            rows++;
+        if (!strchr(line, '\n'))
+            break;
+    }
+    assert_int_equal(rows, total - empty);
+    char count[96];
+    snprintf(count, sizeof(count), "(%zu of %zu partitions are empty: no nodes, no bytes; not "
+             "listed)\n", empty, total);
+    if (empty)
+        assert_non_null(strstr(r->out, count));
+    else
+        assert_null(strstr(r->out, "partitions are empty"));
+    free(r);
+}
+
 /* `tidectl --json plan`, one that fits and one that does not, every field. */
 static void test_tidectl_json_plan(void **state)
 {
@@ -3106,6 +3158,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_train_finishes_job),
         cmocka_unit_test(test_tidectl_ctrl_c),
         cmocka_unit_test(test_tidectl_json_plan),
+        cmocka_unit_test(test_tidectl_plan_partitions_table),
         cmocka_unit_test(test_tidectl_json_job),
         cmocka_unit_test(test_restart_after_sigterm),
         cmocka_unit_test(test_restart_after_sigkill),

@@ -249,9 +249,16 @@ void tidectl_print_plan(const struct tide_job_plan_report *p, bool partitions)
         return;
     printf("\n  %5s %6s %11s %11s %11s %11s %11s  %s\n", "PART", "NODES", "RESIDENT", "SWAP-IN",
            "SWAP-OUT", "FETCH", "WRITE-BACK", "PEAK NODE");
+    uint32_t empty = 0;
     for (uint32_t i = 0; i < p->n_partitions; i++) {
         const struct tide_job_partition_report *q = &p->partitions[i];
         char c1[32], c2[32], c3[32], c4[32], c5[32];
+        /* A partition the memory passes left without work: counted, not listed. */
+        if (q->nodes == 0 && q->resident_bytes == 0 && q->swap_in_bytes == 0 &&
+            q->swap_out_bytes == 0 && q->fetch_bytes == 0 && q->write_back_bytes == 0) {
+            empty++;
+            continue;
+        }
         printf("  %5" PRIu32 " %6" PRIu32 " %11s %11s %11s %11s %11s  %s\n", q->index, q->nodes,
                tidectl_fmt_bytes(q->resident_bytes, c1, sizeof(c1)),
                tidectl_fmt_bytes(q->swap_in_bytes, c2, sizeof(c2)),
@@ -259,6 +266,9 @@ void tidectl_print_plan(const struct tide_job_plan_report *p, bool partitions)
                tidectl_fmt_bytes(q->fetch_bytes, c4, sizeof(c4)),
                tidectl_fmt_bytes(q->write_back_bytes, c5, sizeof(c5)), q->peak_node);
     }
+    if (empty)
+        printf("  (%" PRIu32 " of %" PRIu32 " partitions are empty: no nodes, no bytes; not listed)\n",
+               empty, p->n_partitions);
 }
 
 void tidectl_print_jobs_table(const struct tide_job_info *jobs, size_t n)
