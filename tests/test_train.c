@@ -275,6 +275,18 @@ static void test_mlp_learns_synthetic(void **state)
     tide_dataset_free(ds);
 }
 
+/* A serialized MLP of batch 4, 64 inputs, one hidden layer of 16, 10 classes. */
+static uint8_t *small_mlp(size_t *len)
+{
+    tide_builder *b = tide_builder_new();
+    const int64_t hidden[1] = {16};
+    uint8_t *bytes = NULL;
+    if (tide_model_mlp(b, 4, 64, hidden, 1, 10).id < 0 || tide_builder_serialize(b, &bytes, len))
+        fail_msg("mlp: %s", tide_builder_error(b));
+    tide_builder_free(b);
+    return bytes;
+}
+
 /*
  * A plan-only session plans memory like any other, but has no executor:
  * whatever would run or touch tensors refuses with TIDE_STATE, saying why.
@@ -282,13 +294,8 @@ static void test_mlp_learns_synthetic(void **state)
 static void test_plan_only(void **state)
 {
     (void)state;
-    tide_builder *b = tide_builder_new();
-    const int64_t hidden[1] = {16};
-    uint8_t *bytes = NULL;
     size_t len;
-    if (tide_model_mlp(b, 4, 64, hidden, 1, 10).id < 0 || tide_builder_serialize(b, &bytes, &len))
-        fail_msg("mlp: %s", tide_builder_error(b));
-    tide_builder_free(b);
+    uint8_t *bytes = small_mlp(&len);
     struct tide_train_options adam = {
         .loss = TIDE_MODEL_LOSS, .optimizer = TIDE_OPTIMIZER_ADAM, .learning_rate = 0.01f};
     struct tide_memory_policy policy = tide_memory_policy_default();
@@ -326,13 +333,8 @@ static void test_plan_only(void **state)
 static void test_instantiate_matches_new(void **state)
 {
     (void)state;
-    tide_builder *b = tide_builder_new();
-    const int64_t hidden[1] = {16};
-    uint8_t *bytes = NULL;
     size_t len;
-    if (tide_model_mlp(b, 4, 64, hidden, 1, 10).id < 0 || tide_builder_serialize(b, &bytes, &len))
-        fail_msg("mlp: %s", tide_builder_error(b));
-    tide_builder_free(b);
+    uint8_t *bytes = small_mlp(&len);
     struct tide_train_options adam = {
         .loss = TIDE_MODEL_LOSS, .optimizer = TIDE_OPTIMIZER_ADAM, .learning_rate = 0.01f};
     struct tide_memory_policy policy = tide_memory_policy_default();
@@ -400,13 +402,8 @@ static bool cancel_after(void *context)
 static void test_cancel_between_passes(void **state)
 {
     (void)state;
-    tide_builder *b = tide_builder_new();
-    const int64_t hidden[1] = {16};
-    uint8_t *bytes = NULL;
     size_t len;
-    if (tide_model_mlp(b, 4, 64, hidden, 1, 10).id < 0 || tide_builder_serialize(b, &bytes, &len))
-        fail_msg("mlp: %s", tide_builder_error(b));
-    tide_builder_free(b);
+    uint8_t *bytes = small_mlp(&len);
     struct tide_train_options sgd = {
         .loss = TIDE_MODEL_LOSS, .optimizer = TIDE_OPTIMIZER_SGD, .learning_rate = 0.1f};
     struct tide_memory_policy policy = tide_memory_policy_default();
