@@ -109,6 +109,15 @@ enum op_id {
     OP_AVG_POOL2D,
     OP_GLOBAL_AVG_POOL,
     OP_BATCH_NORM,
+    /* element-wise math (Exp, Log, Div, Sqrt, Max, Min, Gelu) */
+
+    /* batched products and axis permutation (BatchMatMul, Transpose) */
+
+    /* indexing (Gather, TopK, Mixture-of-Experts routing) */
+
+    /* normalisation and regularisation (LayerNorm, Dropout) */
+
+    /* fused attention (Attention) */
 };
 
 /* An op: its graph op (graph/ops.def, which gives its wire name) and its automatic names' stem. */
@@ -142,6 +151,15 @@ static const struct op_spec op_specs[] = {
     [OP_AVG_POOL2D] = {TIDE_OP_AVG_POOL2D, "avg_pool2d"},
     [OP_GLOBAL_AVG_POOL] = {TIDE_OP_GLOBAL_AVG_POOL, "global_avg_pool"},
     [OP_BATCH_NORM] = {TIDE_OP_BATCH_NORM, "batch_norm"},
+    /* element-wise math (Exp, Log, Div, Sqrt, Max, Min, Gelu) */
+
+    /* batched products and axis permutation (BatchMatMul, Transpose) */
+
+    /* indexing (Gather, TopK, Mixture-of-Experts routing) */
+
+    /* normalisation and regularisation (LayerNorm, Dropout) */
+
+    /* fused attention (Attention) */
 };
 
 /* The wire name of op ("MatMul"). */
@@ -1345,6 +1363,26 @@ tide_ref tide_builder_batch_norm(tide_builder *b, const char *name, tide_ref x, 
     attr_float(&c, "epsilon", epsilon);
     return finish(&c);
 }
+
+/* ============================================================================
+ * Sequence-model ops: element-wise math (Exp, Log, Div, Sqrt, Max, Min, Gelu)
+ * ========================================================================== */
+
+/* ============================================================================
+ * Sequence-model ops: batched products and axis permutation (BatchMatMul, Transpose)
+ * ========================================================================== */
+
+/* ============================================================================
+ * Sequence-model ops: indexing (Gather, TopK, Mixture-of-Experts routing)
+ * ========================================================================== */
+
+/* ============================================================================
+ * Sequence-model ops: normalisation and regularisation (LayerNorm, Dropout)
+ * ========================================================================== */
+
+/* ============================================================================
+ * Sequence-model ops: fused attention (Attention)
+ * ========================================================================== */
 
 /* ============================================================================
  * Control edges

@@ -747,6 +747,16 @@ static enum tide_status tide__grad_add_n(struct grad_ctx *c)
     return TIDE_OK;
 }
 
+/* ---- Sequence-model ops: element-wise math (Exp, Log, Div, Sqrt, Max, Min, Gelu) ---- */
+
+/* ---- Sequence-model ops: batched products and axis permutation (BatchMatMul, Transpose) ---- */
+
+/* ---- Sequence-model ops: indexing (Gather, TopK, Mixture-of-Experts routing) ---- */
+
+/* ---- Sequence-model ops: normalisation and regularisation (LayerNorm, Dropout) ---- */
+
+/* ---- Sequence-model ops: fused attention (Attention) ---- */
+
 /* The GRAD column of ops.def; `none` (not differentiable) becomes NULL. */
 #define tide__grad_none NULL
 static const grad_fn grad_table[TIDE_OP_COUNT] = {

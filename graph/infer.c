@@ -1186,3 +1186,23 @@ enum tide_status tide__infer_apply_adam(struct tide_graph *graph, struct tide_no
         st = check_float(node, "epsilon", 0, false, INFINITY, err);
     return st;
 }
+
+/* ============================================================================
+ * Sequence-model ops: element-wise math (Exp, Log, Div, Sqrt, Max, Min, Gelu)
+ * ========================================================================== */
+
+/* ============================================================================
+ * Sequence-model ops: batched products and axis permutation (BatchMatMul, Transpose)
+ * ========================================================================== */
+
+/* ============================================================================
+ * Sequence-model ops: indexing (Gather, TopK, Mixture-of-Experts routing)
+ * ========================================================================== */
+
+/* ============================================================================
+ * Sequence-model ops: normalisation and regularisation (LayerNorm, Dropout)
+ * ========================================================================== */
+
+/* ============================================================================
+ * Sequence-model ops: fused attention (Attention)
+ * ========================================================================== */

@@ -1197,6 +1197,16 @@ static uint32_t build_add_n(struct tide_graph *g, const uint32_t *in)
     return node_in(g, TIDE_OP_ADD_N, "y", e, 3);
 }
 
+/* ---- Sequence-model ops: element-wise math (Exp, Log, Div, Sqrt, Max, Min, Gelu) ---- */
+
+/* ---- Sequence-model ops: batched products and axis permutation (BatchMatMul, Transpose) ---- */
+
+/* ---- Sequence-model ops: indexing (Gather, TopK, Mixture-of-Experts routing) ---- */
+
+/* ---- Sequence-model ops: normalisation and regularisation (LayerNorm, Dropout) ---- */
+
+/* ---- Sequence-model ops: fused attention (Attention) ---- */
+
 /*
  * A small classifier, so that gradients flow through a chain:
  * y = SoftmaxCrossEntropy(MatMul(Tanh(BiasAdd(MatMul(x, w1), b1)), w2), labels).
@@ -1274,6 +1284,16 @@ static const struct gc_case gc_cases[] = {
     {"Neg", IN1(T2(2, 3)), build_neg},
     {"Scale", IN1(T2(2, 3)), build_scale},
     {"AddN", IN3(T2(2, 3), T2(2, 3), T2(2, 3)), build_add_n},
+    /* element-wise math (Exp, Log, Div, Sqrt, Max, Min, Gelu) */
+
+    /* batched products and axis permutation (BatchMatMul, Transpose) */
+
+    /* indexing (Gather, TopK, Mixture-of-Experts routing) */
+
+    /* normalisation and regularisation (LayerNorm, Dropout) */
+
+    /* fused attention (Attention) */
+
     {"MLP", IN4(T2(4, 3), T2(3, 5), T1(5), T2(5, 3)), build_mlp},
 };
 // clang-format on

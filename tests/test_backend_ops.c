@@ -1242,6 +1242,26 @@ static void test_cuda_sticky_error(void **state)
 }
 
 /* ============================================================================
+ * Sequence-model ops: element-wise math (Exp, Log, Div, Sqrt, Max, Min, Gelu)
+ * ========================================================================== */
+
+/* ============================================================================
+ * Sequence-model ops: batched products and axis permutation (BatchMatMul, Transpose)
+ * ========================================================================== */
+
+/* ============================================================================
+ * Sequence-model ops: indexing (Gather, TopK, Mixture-of-Experts routing)
+ * ========================================================================== */
+
+/* ============================================================================
+ * Sequence-model ops: normalisation and regularisation (LayerNorm, Dropout)
+ * ========================================================================== */
+
+/* ============================================================================
+ * Sequence-model ops: fused attention (Attention)
+ * ========================================================================== */
+
+/* ============================================================================
  * Coverage
  * ========================================================================== */
 
@@ -1276,6 +1296,16 @@ int main(void)
         cmocka_unit_test(test_pools),
         cmocka_unit_test(test_batch_norm),
         cmocka_unit_test(test_optimizers),
+        /* element-wise math (Exp, Log, Div, Sqrt, Max, Min, Gelu) */
+
+        /* batched products and axis permutation (BatchMatMul, Transpose) */
+
+        /* indexing (Gather, TopK, Mixture-of-Experts routing) */
+
+        /* normalisation and regularisation (LayerNorm, Dropout) */
+
+        /* fused attention (Attention) */
+
         cmocka_unit_test(test_cuda_supports_every_op),
         cmocka_unit_test(test_cuda_device),
         cmocka_unit_test(test_cuda_out_of_memory),

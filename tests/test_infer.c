@@ -1255,6 +1255,16 @@ static void test_apply(void **state)
  * ========================================================================== */
 
 /* A small CNN classifier end to end: shapes flow through every layer. */
+/* ---- Sequence-model ops: element-wise math (Exp, Log, Div, Sqrt, Max, Min, Gelu) ---- */
+
+/* ---- Sequence-model ops: batched products and axis permutation (BatchMatMul, Transpose) ---- */
+
+/* ---- Sequence-model ops: indexing (Gather, TopK, Mixture-of-Experts routing) ---- */
+
+/* ---- Sequence-model ops: normalisation and regularisation (LayerNorm, Dropout) ---- */
+
+/* ---- Sequence-model ops: fused attention (Attention) ---- */
+
 static void test_small_cnn(void **state)
 {
     (void)state;
@@ -1403,6 +1413,16 @@ int main(void)
         TEST(test_global_avg_pool),
         TEST(test_batch_norm),
         TEST(test_apply),
+        /* element-wise math (Exp, Log, Div, Sqrt, Max, Min, Gelu) */
+
+        /* batched products and axis permutation (BatchMatMul, Transpose) */
+
+        /* indexing (Gather, TopK, Mixture-of-Experts routing) */
+
+        /* normalisation and regularisation (LayerNorm, Dropout) */
+
+        /* fused attention (Attention) */
+
         TEST(test_small_cnn),
         TEST(test_infer_twice),
         TEST(test_infer_node),

@@ -31,6 +31,16 @@ static uint64_t cpu_workspace_bytes(void *stream, const struct tide_graph *graph
     case TIDE_OP_SUM_TO_SHAPE:
     case TIDE_OP_BIAS_ADD_GRAD:
         return tide__cpu_reduce_workspace(graph, node);
+    /* element-wise math (Exp, Log, Div, Sqrt, Max, Min, Gelu) */
+
+    /* batched products and axis permutation (BatchMatMul, Transpose) */
+
+    /* indexing (Gather, TopK, Mixture-of-Experts routing) */
+
+    /* normalisation and regularisation (LayerNorm, Dropout) */
+
+    /* fused attention (Attention) */
+
     default:
         return 0;
     }

@@ -313,6 +313,16 @@ tide_ref tide_builder_global_avg_pool(tide_builder *b, const char *name, tide_re
 tide_ref tide_builder_batch_norm(tide_builder *b, const char *name, tide_ref x, tide_ref gamma,
                                  tide_ref beta, float epsilon);
 
+/* ---- Sequence-model ops: element-wise math (Exp, Log, Div, Sqrt, Max, Min, Gelu) ---- */
+
+/* ---- Sequence-model ops: batched products and axis permutation (BatchMatMul, Transpose) ---- */
+
+/* ---- Sequence-model ops: indexing (Gather, TopK, Mixture-of-Experts routing) ---- */
+
+/* ---- Sequence-model ops: normalisation and regularisation (LayerNorm, Dropout) ---- */
+
+/* ---- Sequence-model ops: fused attention (Attention) ---- */
+
 /*
  * Adds a control edge: the node that `node` names runs after the node that
  * `after` names, reading nothing from it ("^after" among its inputs). Adding
