@@ -1416,6 +1416,16 @@ static void test_builder_errors_equal_import_errors(void **state)
     }
 }
 
+/* ---- Sequence-model ops: element-wise math (Exp, Log, Div, Sqrt, Max, Min, Gelu) ---- */
+
+/* ---- Sequence-model ops: batched products and axis permutation (BatchMatMul, Transpose) ---- */
+
+/* ---- Sequence-model ops: indexing (Gather, TopK, Mixture-of-Experts routing) ---- */
+
+/* ---- Sequence-model ops: normalisation and regularisation (LayerNorm, Dropout) ---- */
+
+/* ---- Sequence-model ops: fused attention (Attention) ---- */
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1430,6 +1440,16 @@ int main(void)
         cmocka_unit_test(test_model_mlp),
         cmocka_unit_test(test_model_cnn),
         cmocka_unit_test(test_model_resnet),
+        /* element-wise math (Exp, Log, Div, Sqrt, Max, Min, Gelu) */
+
+        /* batched products and axis permutation (BatchMatMul, Transpose) */
+
+        /* indexing (Gather, TopK, Mixture-of-Experts routing) */
+
+        /* normalisation and regularisation (LayerNorm, Dropout) */
+
+        /* fused attention (Attention) */
+
         cmocka_unit_test(test_fashion_mnist_train),
         cmocka_unit_test(test_fashion_mnist_test_split),
         cmocka_unit_test(test_fashion_mnist_errors),

@@ -2229,6 +2229,16 @@ static void test_graph_normalised_attrs(void **state)
     tide_graph_free(g);
 }
 
+/* ---- Sequence-model ops: element-wise math (Exp, Log, Div, Sqrt, Max, Min, Gelu) ---- */
+
+/* ---- Sequence-model ops: batched products and axis permutation (BatchMatMul, Transpose) ---- */
+
+/* ---- Sequence-model ops: indexing (Gather, TopK, Mixture-of-Experts routing) ---- */
+
+/* ---- Sequence-model ops: normalisation and regularisation (LayerNorm, Dropout) ---- */
+
+/* ---- Sequence-model ops: fused attention (Attention) ---- */
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -2266,6 +2276,16 @@ int main(void)
         cmocka_unit_test(test_variable_init_reproducible),
         cmocka_unit_test(test_variable_init_distributions),
         cmocka_unit_test(test_variable_init_constants),
+        /* element-wise math (Exp, Log, Div, Sqrt, Max, Min, Gelu) */
+
+        /* batched products and axis permutation (BatchMatMul, Transpose) */
+
+        /* indexing (Gather, TopK, Mixture-of-Experts routing) */
+
+        /* normalisation and regularisation (LayerNorm, Dropout) */
+
+        /* fused attention (Attention) */
+
         cmocka_unit_test(test_graph_normalised_attrs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
