@@ -12,7 +12,8 @@
  * are checked for exact node and parameter counts (ResNet-50 against the
  * published 25,557,032).
  * Dataset tests read the real Fashion-MNIST files and skip when the package
- * is not installed; the files are also read raw here to cross-check.
+ * is not installed; the files are also read raw here to cross-check. So do
+ * the corpus tests with Debian's fortunes package.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -20,11 +21,13 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include <inttypes.h>
 #include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -1201,6 +1204,244 @@ static void test_synthetic_dataset_is_learnable(void **state)
     tide_dataset_free(test);
 }
 
+/* ============================================================================
+ * Text corpora (the language models' fortunes)
+ * ========================================================================== */
+
+/* Opens a fortunes split, or skips the test when the package is not installed. */
+static tide_corpus *open_fortunes(const char *split)
+{
+    char err[512];
+    tide_corpus *c = NULL;
+    int rc = tide_corpus_open("fortunes", NULL, split, &c, err, sizeof(err));
+    if (rc == TIDE_DATASET_NOT_FOUND) {
+        print_message("skipping: %s\n", err);
+        skip();
+    }
+    if (rc != 0)
+        fail_msg("open: %s", err);
+    return c;
+}
+
+/* Reads n bytes at offset off (negative: from the end) of the file path. */
+static void read_plain(const char *path, long off, uint8_t *out, size_t n)
+{
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    assert_int_equal(fseek(f, off, off < 0 ? SEEK_END : SEEK_SET), 0);
+    assert_int_equal(fread(out, 1, n, f), n);
+    fclose(f);
+}
+
+static void test_fortunes_corpus(void **state)
+{
+    (void)state;
+    tide_corpus *train = open_fortunes("train"), *test = open_fortunes("test");
+    int64_t total = tide_corpus_total_size(train);
+    print_message("fortunes: %d files, %" PRId64 " bytes: %" PRId64 " train, %" PRId64
+                  " held out\n",
+                  tide_corpus_files(train), total, tide_corpus_size(train),
+                  tide_corpus_size(test));
+    /* Debian's fortunes 1:1.99.1-7.3 has 43 files of 2,576,674 bytes; other versions differ a little. */
+    assert_in_range(total, 2000000, 3500000);
+    assert_in_range(tide_corpus_files(train), 30, 60);
+    assert_int_equal(tide_corpus_total_size(test), total);
+    assert_int_equal(tide_corpus_size(train), total * 9 / 10);
+    assert_int_equal(tide_corpus_size(test), total - total * 9 / 10);
+
+    /* Name order: train starts with "art", the held-out split ends with "zippy". */
+    uint8_t raw[64];
+    read_plain(TIDE_CORPUS_FORTUNES_DIR "/art", 0, raw, sizeof(raw));
+    assert_memory_equal(tide_corpus_bytes(train), raw, sizeof(raw));
+    read_plain(TIDE_CORPUS_FORTUNES_DIR "/zippy", -(long)sizeof(raw), raw, sizeof(raw));
+    assert_memory_equal(tide_corpus_bytes(test) + tide_corpus_size(test) - sizeof(raw), raw,
+                        sizeof(raw));
+
+    /* Random windows: the label is the next byte; one seed, one sequence; another, another. */
+    enum { B = 4, S = 128 };
+    int32_t ta[B * S], la[B * S], tb[B * S], lb[B * S], tc[B * S], lc[B * S];
+    tide_corpus_iter *a, *b, *c;
+    char err[256];
+    assert_int_equal(tide_corpus_iter_new(train, B, S, 7, TIDE_CORPUS_RANDOM, &a, err, 256), 0);
+    assert_int_equal(tide_corpus_iter_new(train, B, S, 7, TIDE_CORPUS_RANDOM, &b, err, 256), 0);
+    assert_int_equal(tide_corpus_iter_new(train, B, S, 8, TIDE_CORPUS_RANDOM, &c, err, 256), 0);
+    for (int step = 0; step < 3; step++) {
+        assert_int_equal(tide_corpus_iter_next(a, ta, la), B);
+        assert_int_equal(tide_corpus_iter_next(b, tb, lb), B);
+        assert_int_equal(tide_corpus_iter_next(c, tc, lc), B);
+        assert_memory_equal(ta, tb, sizeof(ta));
+        assert_memory_equal(la, lb, sizeof(la));
+        assert_memory_not_equal(ta, tc, sizeof(ta));
+        for (int r = 0; r < B; r++) {
+            for (int i = 0; i + 1 < S; i++)
+                assert_int_equal(la[r * S + i], ta[r * S + i + 1]);
+            for (int i = 0; i < S; i++)
+                assert_in_range(ta[r * S + i], 0, TIDE_CORPUS_VOCAB - 1);
+        }
+    }
+    /* Over many draws, windows start all over the split, near both ends too. */
+    const uint8_t *bytes = tide_corpus_bytes(train);
+    int64_t size = tide_corpus_size(train), lowest = size, highest = 0;
+    for (int step = 0; step < 500; step++) {
+        tide_corpus_iter_next(a, ta, la);
+        for (int r = 0; r < B; r++) {
+            /* Find the window by its bytes: a 128-byte string of the corpus is all but unique. */
+            uint8_t window[S + 1];
+            for (int i = 0; i < S; i++)
+                window[i] = (uint8_t)ta[r * S + i];
+            window[S] = (uint8_t)la[r * S + S - 1];
+            const uint8_t *at = memmem(bytes, (size_t)size, window, S + 1);
+            assert_non_null(at);
+            int64_t start = at - bytes;
+            lowest = start < lowest ? start : lowest;
+            highest = start > highest ? start : highest;
+        }
+    }
+    assert_true(lowest < size / 100 && highest > size - size / 100);
+    tide_corpus_iter_free(a);
+    tide_corpus_iter_free(b);
+    tide_corpus_iter_free(c);
+
+    /* Consecutive windows of the held-out split: every one once, the last batch padded. */
+    int64_t windows = tide_corpus_windows(test, S);
+    assert_int_equal(windows, (tide_corpus_size(test) - 1) / S);
+    assert_int_equal(tide_corpus_iter_new(test, B, S, 0, 0, &a, err, 256), 0);
+    const uint8_t *held = tide_corpus_bytes(test);
+    int64_t seen = 0, got;
+    while ((got = tide_corpus_iter_next(a, ta, la)) > 0) {
+        for (int64_t r = 0; r < B; r++) {
+            int64_t window = r < got ? seen + r : r - got;
+            for (int i = 0; i < S; i++) {
+                assert_int_equal(ta[r * S + i], held[window * S + i]);
+                assert_int_equal(la[r * S + i], held[window * S + i + 1]);
+            }
+        }
+        seen += got;
+    }
+    assert_int_equal(seen, windows);
+    assert_int_equal(tide_corpus_iter_next(a, ta, la), B); /* the next epoch starts over */
+    for (int i = 0; i < S; i++)
+        assert_int_equal(ta[i], held[i]);
+    tide_corpus_iter_free(a);
+    tide_corpus_free(train);
+    tide_corpus_free(test);
+}
+
+/* Writes len bytes of text to dir/name. */
+static void write_text(const char *dir, const char *name, const char *text)
+{
+    char path[512];
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(text, 1, strlen(text), f), strlen(text));
+    fclose(f);
+}
+
+static void test_corpus_files_and_errors(void **state)
+{
+    (void)state;
+    char err[512];
+    tide_corpus *c = (tide_corpus *)1;
+    assert_int_equal(tide_corpus_open("fortunes", "/nonexistent/tide-corpus", "train", &c, err,
+                                      sizeof(err)),
+                     TIDE_DATASET_NOT_FOUND);
+    assert_null(c);
+    assert_contains(err, "/nonexistent/tide-corpus does not exist");
+    assert_contains(err, "apt install fortunes");
+    assert_int_equal(tide_corpus_open("shakespeare", NULL, "train", &c, err, sizeof(err)),
+                     TIDE_DATASET_NOT_FOUND);
+    assert_contains(err, "unknown corpus \"shakespeare\"");
+    assert_int_equal(tide_corpus_open("fortunes", NULL, "valid", &c, err, sizeof(err)),
+                     TIDE_DATASET_INVALID);
+    assert_contains(err, "unknown split \"valid\"");
+
+    /* Only names without a '.' count, in strcmp order; directories are skipped. */
+    char dir[] = "/tmp/tide-test-client-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    assert_int_equal(tide_corpus_open("fortunes", dir, "train", &c, err, sizeof(err)),
+                     TIDE_DATASET_NOT_FOUND);
+    assert_contains(err, "holds 0 files without an extension, 0 bytes");
+    write_text(dir, "b", "0123");
+    assert_int_equal(tide_corpus_open("fortunes", dir, "train", &c, err, sizeof(err)),
+                     TIDE_DATASET_INVALID);
+    assert_contains(err, "holds 1 files without an extension, 4 bytes in all; a corpus wants "
+                         "at least 11");
+    write_text(dir, "B", "ABCDEFGHIJ"); /* 'B' sorts before 'b' in every locale's strcmp */
+    write_text(dir, "b.dat", "not text");
+    write_text(dir, "a.u8", "not text either");
+    write_text(dir, ".hidden", "nor this");
+    write_text(dir, "z", "xyz!");
+    char sub[600];
+    snprintf(sub, sizeof(sub), "%s/d", dir);
+    assert_int_equal(mkdir(sub, 0700), 0);
+    tide_corpus *train, *test;
+    assert_int_equal(tide_corpus_open("fortunes", dir, "train", &train, err, sizeof(err)), 0);
+    assert_int_equal(tide_corpus_open("fortunes", dir, "test", &test, err, sizeof(err)), 0);
+    /* "ABCDEFGHIJ0123xyz!": 18 bytes, 16 for training, 2 held out. */
+    assert_int_equal(tide_corpus_files(train), 3);
+    assert_int_equal(tide_corpus_total_size(train), 18);
+    assert_int_equal(tide_corpus_size(train), 16);
+    assert_memory_equal(tide_corpus_bytes(train), "ABCDEFGHIJ0123xy", 16);
+    assert_int_equal(tide_corpus_size(test), 2);
+    assert_memory_equal(tide_corpus_bytes(test), "z!", 2);
+    assert_int_equal(tide_corpus_windows(train, 5), 3);
+    assert_int_equal(tide_corpus_windows(test, 1), 1);
+
+    /* Windows longer than the split, and other bad arguments, name the numbers. */
+    tide_corpus_iter *it = (tide_corpus_iter *)1;
+    assert_int_equal(tide_corpus_iter_new(test, 1, 2, 0, 0, &it, err, sizeof(err)),
+                     TIDE_DATASET_INVALID);
+    assert_null(it);
+    assert_contains(err, "seq_len is 2, wants 1 to 1 (a window of the split's 2 bytes");
+    assert_int_equal(tide_corpus_iter_new(train, 0, 4, 0, 0, &it, err, sizeof(err)),
+                     TIDE_DATASET_INVALID);
+    assert_contains(err, "batch is 0, wants 1 to 2^31");
+    assert_int_equal(tide_corpus_iter_new(train, 1, 4, 0, 4u, &it, err, sizeof(err)),
+                     TIDE_DATASET_INVALID);
+    assert_contains(err, "unknown flags 0x4");
+
+    /* Three windows of 5 in batches of 2: 2, then 1 padded with window 0, then 0. */
+    assert_int_equal(tide_corpus_iter_new(train, 2, 5, 0, 0, &it, err, sizeof(err)), 0);
+    int32_t tokens[10], labels[10];
+    assert_int_equal(tide_corpus_iter_next(it, tokens, labels), 2);
+    assert_int_equal(tokens[5], 'F');
+    assert_int_equal(labels[9], '0');
+    assert_int_equal(tide_corpus_iter_next(it, tokens, labels), 1);
+    assert_int_equal(tokens[0], '0');
+    assert_int_equal(labels[4], 'y');
+    assert_int_equal(tokens[5], 'A');
+    assert_int_equal(tide_corpus_iter_next(it, tokens, labels), 0);
+    assert_int_equal(tide_corpus_iter_next(NULL, tokens, labels), -1);
+    tide_corpus_iter_free(it);
+
+    /* Random windows of 14 in 16 bytes start at 0 or 1, both drawn. */
+    assert_int_equal(tide_corpus_iter_new(train, 8, 14, 3, TIDE_CORPUS_RANDOM, &it, err,
+                                          sizeof(err)), 0);
+    int32_t t8[8 * 14], l8[8 * 14];
+    int starts[2] = {0, 0};
+    for (int k = 0; k < 4; k++) {
+        assert_int_equal(tide_corpus_iter_next(it, t8, l8), 8);
+        for (int r = 0; r < 8; r++) {
+            assert_true(t8[r * 14] == 'A' || t8[r * 14] == 'B');
+            starts[t8[r * 14] - 'A']++;
+        }
+    }
+    assert_true(starts[0] > 0 && starts[1] > 0);
+    tide_corpus_iter_free(it);
+    tide_corpus_free(train);
+    tide_corpus_free(test);
+
+    rmdir(sub);
+    const char *names[] = {"b", "B", "b.dat", "a.u8", ".hidden", "z"};
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        char path[600];
+        snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
+        unlink(path);
+    }
+    rmdir(dir);
+}
+
 /* The two examples: the builder reports the daemon's infer words. */
 static void test_builder_reports_the_daemons_words(void **state)
 {
@@ -1455,6 +1696,9 @@ int main(void)
         cmocka_unit_test(test_fashion_mnist_errors),
         cmocka_unit_test(test_synthetic_dataset),
         cmocka_unit_test(test_synthetic_dataset_is_learnable),
+        /* text corpora (the language models' fortunes) */
+        cmocka_unit_test(test_fortunes_corpus),
+        cmocka_unit_test(test_corpus_files_and_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
