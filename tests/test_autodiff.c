@@ -679,6 +679,8 @@ enum gc_fill {
     GC_UNIFORM,  /* [-1, 1) */
     GC_AWAY,     /* |x| in [0.2, 1): no kink within a perturbation (Relu) */
     GC_DISTINCT, /* a shuffle of multiples of 0.05: no tie within a perturbation (MaxPool) */
+    GC_BETWEEN,  /* GC_DISTINCT shifted by 0.025: no tie with a GC_DISTINCT input (Max, Min) */
+    GC_POSITIVE, /* [0.5, 1.5): inside the domain of Log and Sqrt, away from 0 (Div) */
 };
 
 struct gc_input {
@@ -719,9 +721,10 @@ static uint64_t seed_of(const char *name)
 
 static void fill_values(float *v, int64_t n, enum gc_fill fill, uint64_t *rng)
 {
-    if (fill == GC_DISTINCT) {
+    if (fill == GC_DISTINCT || fill == GC_BETWEEN) {
+        double shift = fill == GC_BETWEEN ? 0.025 : 0.0;
         for (int64_t i = 0; i < n; i++)
-            v[i] = (float)(0.05 * (double)(i - n / 2));
+            v[i] = (float)(0.05 * (double)(i - n / 2) + shift);
         for (int64_t i = n - 1; i > 0; i--) {
             int64_t j = (int64_t)(rng_next(rng) % (uint64_t)(i + 1));
             float t = v[i];
@@ -734,6 +737,8 @@ static void fill_values(float *v, int64_t n, enum gc_fill fill, uint64_t *rng)
         double u = rng_uniform(rng);
         if (fill == GC_AWAY)
             u = (u < 0 ? -1 : 1) * (0.2 + 0.8 * fabs(u));
+        else if (fill == GC_POSITIVE)
+            u = 1.0 + 0.5 * u;
         v[i] = (float)u;
     }
 }
