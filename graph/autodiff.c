@@ -751,6 +751,22 @@ static enum tide_status tide__grad_add_n(struct grad_ctx *c)
 
 /* ---- Sequence-model ops: batched products and axis permutation (BatchMatMul, Transpose) ---- */
 
+/* The gradient of Transpose(perm) is Transpose by the inverse permutation. */
+static enum tide_status tide__grad_transpose(struct grad_ctx *c)
+{
+    const struct tide_attr_value *perm = fwd_attr(c, TIDE_ATTR_TRANSPOSE_perm);
+    int64_t inverse[TIDE_MAX_RANK];
+    for (int32_t i = 0; i < perm->ints.n; i++) /* a permutation, checked by infer */
+        inverse[perm->ints.v[i]] = i;
+    uint32_t id;
+    enum tide_status st = emit1(c, TIDE_OP_TRANSPOSE, 0, "x", c->dy[0], &id);
+    if (st != TIDE_OK)
+        return st;
+    tide_attr_set_ints(c->ad->graph, id, TIDE_ATTR_TRANSPOSE_perm, inverse, perm->ints.n);
+    c->dx[0] = out0(id);
+    return TIDE_OK;
+}
+
 /* ---- Sequence-model ops: indexing (Gather, TopK, Mixture-of-Experts routing) ---- */
 
 /* ---- Sequence-model ops: normalisation and regularisation (LayerNorm, Dropout) ---- */

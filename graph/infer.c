@@ -1195,6 +1195,38 @@ enum tide_status tide__infer_apply_adam(struct tide_graph *graph, struct tide_no
  * Sequence-model ops: batched products and axis permutation (BatchMatMul, Transpose)
  * ========================================================================== */
 
+/* Transpose: output axis i is input axis perm[i]; any dtype (the SAME rule). */
+enum tide_status tide__infer_transpose(struct tide_graph *graph, struct tide_node *node,
+                                       struct tide_error *err)
+{
+    const struct tide_output *x = tide_graph_input(graph, node, 0);
+    struct tide_attr_value *perm;
+    enum tide_status st = ints_attr(node, "perm", &perm, err);
+    if (st == TIDE_OK)
+        st = expect_one_per_axis(node, "perm", perm, "input 0", &x->shape, err);
+    if (st != TIDE_OK)
+        return st;
+    struct text perm_text = ints_text(perm->ints.v, perm->ints.n);
+    bool seen[TIDE_MAX_RANK] = {false};
+    struct tide_shape y = {.rank = x->shape.rank};
+    for (int32_t i = 0; i < y.rank; i++) {
+        int64_t axis = perm->ints.v[i];
+        if (axis < 0 || axis >= y.rank)
+            return tide_node_error(err, TIDE_INVALID, node,
+                                   "attribute \"perm\" %s has %" PRId64
+                                   " at index %d, out of range for input 0 %s (wants 0 to %d)",
+                                   perm_text.s, axis, i, shape_text(&x->shape).s, y.rank - 1);
+        if (seen[axis])
+            return tide_node_error(err, TIDE_INVALID, node,
+                                   "attribute \"perm\" %s names axis %" PRId64
+                                   " twice, wants a permutation of 0 to %d",
+                                   perm_text.s, axis, y.rank - 1);
+        seen[axis] = true;
+        y.dims[i] = x->shape.dims[axis];
+    }
+    return tide__set_output(graph, node, 0, x->dtype, &y, err);
+}
+
 /* ============================================================================
  * Sequence-model ops: indexing (Gather, TopK, Mixture-of-Experts routing)
  * ========================================================================== */

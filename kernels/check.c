@@ -253,6 +253,56 @@ void tide__kernel_check_box(const struct tide_kernel_args *args, int k,
 #endif
 }
 
+void tide__kernel_transpose_setup(const struct tide_kernel_args *args,
+                                  struct tide__kernel_transpose *t)
+{
+    const struct tide_shape *xs = &args->inputs[0].shape, *ys = &args->outputs[0].shape;
+    const struct tide_attr_value *perm = &args->node->attrs[TIDE_ATTR_TRANSPOSE_perm];
+    int32_t rank = xs->rank;
+    assert(perm->ints.n == rank && ys->rank == rank);
+    assert(args->inputs[0].dtype == args->outputs[0].dtype);
+    (void)ys;
+#ifndef NDEBUG
+    uint32_t seen = 0;
+    for (int32_t i = 0; i < rank; i++) {
+        assert(perm->ints.v[i] >= 0 && perm->ints.v[i] < rank);
+        assert(!(seen & (1u << perm->ints.v[i])));
+        seen |= 1u << perm->ints.v[i];
+    }
+#endif
+    int64_t stride[TIDE_MAX_RANK], s = 1;
+    int32_t compact[TIDE_MAX_RANK], kept = 0; /* the index of each axis of x among those not 1 */
+    for (int32_t d = rank - 1; d >= 0; d--) {
+        stride[d] = s;
+        s *= xs->dims[d];
+    }
+    for (int32_t d = 0; d < rank; d++)
+        compact[d] = xs->dims[d] == 1 ? -1 : kept++;
+    t->rank = 0;
+    int32_t previous = -2;
+    for (int32_t i = 0; i < rank; i++) {
+        int64_t d = perm->ints.v[i];
+        assert(d >= 0 && d < rank && ys->dims[i] == xs->dims[d]);
+        if (xs->dims[d] == 1)
+            continue;
+        if (t->rank > 0 && compact[d] == previous + 1) {
+            /* The next axis of x follows this one in y too: one axis, the inner stride. */
+            t->dims[t->rank - 1] *= xs->dims[d];
+            t->strides[t->rank - 1] = stride[d];
+        } else {
+            t->dims[t->rank] = xs->dims[d];
+            t->strides[t->rank] = stride[d];
+            t->rank++;
+        }
+        previous = compact[d];
+    }
+    if (t->rank == 0) {
+        t->rank = 1;
+        t->dims[0] = 1;
+        t->strides[0] = 1;
+    }
+}
+
 void tide__kernel_batch_setup(const struct tide_kernel_args *args, uint32_t x_index,
                               struct tide__kernel_batch *b)
 {

@@ -128,6 +128,25 @@ int32_t tide__kernel_concat_axis(const struct tide_kernel_args *args);
 void tide__kernel_check_box(const struct tide_kernel_args *args, int k,
                             const struct tide_shape *outer, const struct tide_shape *inner);
 
+/*
+ * Transpose's geometry: y's elements, row-major over dims, read x at the sum
+ * of index * stride over the axes. Axes of 1 are dropped and output axes
+ * that stay neighbours in x are merged, so the identity permutation is one
+ * axis of stride 1 (a copy) and rank is at least 1 (a scalar is [1]).
+ */
+struct tide__kernel_transpose {
+    int32_t rank;
+    int64_t dims[TIDE_MAX_RANK];    /* y's, merged */
+    int64_t strides[TIDE_MAX_RANK]; /* x's element stride along each */
+};
+
+/*
+ * The geometry of a Transpose node, after asserting that perm is a
+ * permutation of x's axes and y's shape is x's permuted.
+ */
+void tide__kernel_transpose_setup(const struct tide_kernel_args *args,
+                                  struct tide__kernel_transpose *t);
+
 /* A batch-norm input x [N, C, H, W] or [N, C]: N runs of hw values per channel. */
 struct tide__kernel_batch {
     int64_t n, c, hw;

@@ -1201,6 +1201,26 @@ static uint32_t build_add_n(struct tide_graph *g, const uint32_t *in)
 
 /* ---- Sequence-model ops: batched products and axis permutation (BatchMatMul, Transpose) ---- */
 
+static uint32_t build_transpose(struct tide_graph *g, const uint32_t *in, const int64_t *perm,
+                                int32_t rank)
+{
+    uint32_t y = op1(g, TIDE_OP_TRANSPOSE, "y", in[0]);
+    tide_attr_set_ints(g, y, TIDE_ATTR_TRANSPOSE_perm, perm, rank);
+    return y;
+}
+
+/* [2, 3, 4] -> [4, 2, 3]: the inverse permutation differs from the permutation. */
+static uint32_t build_transpose_rotate(struct tide_graph *g, const uint32_t *in)
+{
+    return build_transpose(g, in, (const int64_t[]){2, 0, 1}, 3);
+}
+
+/* [2, 3, 4, 2] -> [2, 4, 3, 2]: the attention heads' swap, the last axis kept. */
+static uint32_t build_transpose_heads(struct tide_graph *g, const uint32_t *in)
+{
+    return build_transpose(g, in, (const int64_t[]){0, 2, 1, 3}, 4);
+}
+
 /* ---- Sequence-model ops: indexing (Gather, TopK, Mixture-of-Experts routing) ---- */
 
 /* ---- Sequence-model ops: normalisation and regularisation (LayerNorm, Dropout) ---- */
@@ -1287,6 +1307,8 @@ static const struct gc_case gc_cases[] = {
     /* element-wise math (Exp, Log, Div, Sqrt, Max, Min, Gelu) */
 
     /* batched products and axis permutation (BatchMatMul, Transpose) */
+    {"Transpose", IN1(T3(2, 3, 4)), build_transpose_rotate},
+    {"Transpose_heads", IN1(T4(2, 3, 4, 2)), build_transpose_heads},
 
     /* indexing (Gather, TopK, Mixture-of-Experts routing) */
 

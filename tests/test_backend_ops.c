@@ -1249,6 +1249,47 @@ static void test_cuda_sticky_error(void **state)
  * Sequence-model ops: batched products and axis permutation (BatchMatMul, Transpose)
  * ========================================================================== */
 
+/* A Transpose case of a float32 x (or int32 ids in [0, 1000) when ints is set). */
+static void transpose_case(const char *name, bool ints, int32_t rank, const int64_t *x,
+                           const int64_t *perm)
+{
+    struct op_case c;
+    case_init(&c, TIDE_OP_TRANSPOSE, name, TOL_EXACT);
+    set_ints(&c, TIDE_ATTR_TRANSPOSE_perm, rank, perm);
+    int64_t y[TIDE_MAX_RANK];
+    for (int32_t i = 0; i < rank; i++)
+        y[i] = x[perm[i]];
+    if (ints) {
+        struct tide_shape shape = tide_shape_make(rank, x);
+        input_labels(&c, tide_shape_numel(&shape), 1000);
+        c.in[c.n_in - 1].shape = shape; /* the same bytes, as a tensor of x's shape */
+        output(&c, TIDE_DTYPE_INT32, rank, y);
+    } else {
+        input(&c, rank, x);
+        outf(&c, rank, y);
+    }
+    check_case(&c);
+}
+
+/*
+ * A rotation of the axes (a strided gather on the CPU), the heads' swap that
+ * keeps the last axis (rows copied whole), rows longer than a block, int32,
+ * an order that changes nothing once the 1 is dropped (one copy), a scalar.
+ */
+static void test_transpose(void **state)
+{
+    (void)state;
+    transpose_case("transpose_rotate", false, 3, DIMS(3, 5, 7), DIMS(2, 0, 1));
+    transpose_case("transpose_heads", false, 4, DIMS(2, 5, 3, 33), DIMS(0, 2, 1, 3));
+    transpose_case("transpose_long_rows", false, 3, DIMS(3, 1031, 7), DIMS(0, 2, 1));
+    transpose_case("transpose_reverse", false, 4, DIMS(3, 4, 5, 6), DIMS(3, 2, 1, 0));
+    transpose_case("transpose_int32", true, 2, DIMS(17, 5), DIMS(1, 0));
+    transpose_case("transpose_unit_axis", false, 3, DIMS(4, 1, 6), DIMS(1, 0, 2));
+    transpose_case("transpose_scalar", false, 0, NULL, NULL);
+    transpose_case("transpose_empty", false, 3, DIMS(2, 0, 3), DIMS(2, 1, 0));
+    REQUIRE_CUDA();
+}
+
 /* ============================================================================
  * Sequence-model ops: indexing (Gather, TopK, Mixture-of-Experts routing)
  * ========================================================================== */
@@ -1299,6 +1340,7 @@ int main(void)
         /* element-wise math (Exp, Log, Div, Sqrt, Max, Min, Gelu) */
 
         /* batched products and axis permutation (BatchMatMul, Transpose) */
+        cmocka_unit_test(test_transpose),
 
         /* indexing (Gather, TopK, Mixture-of-Experts routing) */
 

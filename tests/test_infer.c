@@ -1259,6 +1259,69 @@ static void test_apply(void **state)
 
 /* ---- Sequence-model ops: batched products and axis permutation (BatchMatMul, Transpose) ---- */
 
+static void test_transpose(void **state)
+{
+    (void)state;
+    uint32_t x = ph("x", SHAPE(2, 3, 4, 5));
+    uint32_t ids = placeholder_of("ids", TIDE_DTYPE_INT32, SHAPE(6, 7));
+    uint32_t s = ph("s", SCALAR);
+    uint32_t heads = OP(TIDE_OP_TRANSPOSE, "heads", x);
+    tide_attr_set_ints(g, heads, TIDE_ATTR_TRANSPOSE_perm, LIST(0, 2, 1, 3));
+    uint32_t rot = OP(TIDE_OP_TRANSPOSE, "rot", x);
+    tide_attr_set_ints(g, rot, TIDE_ATTR_TRANSPOSE_perm, LIST(3, 0, 1, 2));
+    uint32_t same = OP(TIDE_OP_TRANSPOSE, "same", x);
+    tide_attr_set_ints(g, same, TIDE_ATTR_TRANSPOSE_perm, LIST(0, 1, 2, 3));
+    uint32_t t_ids = OP(TIDE_OP_TRANSPOSE, "t_ids", ids);
+    tide_attr_set_ints(g, t_ids, TIDE_ATTR_TRANSPOSE_perm, LIST(1, 0));
+    uint32_t t_s = OP(TIDE_OP_TRANSPOSE, "t_s", s);
+    tide_attr_set_ints(g, t_s, TIDE_ATTR_TRANSPOSE_perm, NULL, 0);
+    infer_ok();
+    expect_f32(heads, SHAPE(2, 4, 3, 5));
+    expect_f32(rot, SHAPE(5, 2, 3, 4));
+    expect_f32(same, SHAPE(2, 3, 4, 5));
+    expect_out(t_ids, 0, TIDE_DTYPE_INT32, SHAPE(7, 6));
+    expect_nbytes(t_ids, 0, 168);
+    expect_f32(t_s, SCALAR);
+    /* perm is left as given: there is nothing to normalise. */
+    expect_ints(rot, TIDE_ATTR_TRANSPOSE_perm, LIST(3, 0, 1, 2));
+
+    reset();
+    x = ph("x", SHAPE(2, 3, 4));
+    uint32_t t = OP(TIDE_OP_TRANSPOSE, "bad", x);
+    tide_attr_set_ints(g, t, TIDE_ATTR_TRANSPOSE_perm, LIST(1, 0));
+    FAILS(TIDE_INVALID, "bad",
+          "attribute \"perm\" [1, 0] has 2 entries, wants 3 (one per axis of "
+          "input 0 [2, 3, 4])");
+
+    reset();
+    x = ph("x", SHAPE(2, 3, 4));
+    t = OP(TIDE_OP_TRANSPOSE, "bad", x);
+    tide_attr_set_ints(g, t, TIDE_ATTR_TRANSPOSE_perm, LIST(0, 2, 0));
+    FAILS(TIDE_INVALID, "bad",
+          "attribute \"perm\" [0, 2, 0] names axis 0 twice, wants a "
+          "permutation of 0 to 2");
+
+    reset();
+    x = ph("x", SHAPE(2, 3, 4));
+    t = OP(TIDE_OP_TRANSPOSE, "bad", x);
+    tide_attr_set_ints(g, t, TIDE_ATTR_TRANSPOSE_perm, LIST(0, 3, 1));
+    FAILS(TIDE_INVALID, "bad",
+          "attribute \"perm\" [0, 3, 1] has 3 at index 1, out of range for "
+          "input 0 [2, 3, 4] (wants 0 to 2)");
+
+    reset();
+    x = ph("x", SHAPE(2, 3));
+    t = OP(TIDE_OP_TRANSPOSE, "bad", x);
+    tide_attr_set_ints(g, t, TIDE_ATTR_TRANSPOSE_perm, LIST(-1, 0));
+    FAILS(TIDE_INVALID, "bad", "has -1 at index 0, out of range", "(wants 0 to 1)");
+
+    /* perm is required. */
+    reset();
+    x = ph("x", SHAPE(2, 3));
+    OP(TIDE_OP_TRANSPOSE, "bad", x);
+    FAILS(TIDE_INVALID, "bad", "missing required attribute \"perm\"");
+}
+
 /* ---- Sequence-model ops: indexing (Gather, TopK, Mixture-of-Experts routing) ---- */
 
 /* ---- Sequence-model ops: normalisation and regularisation (LayerNorm, Dropout) ---- */
@@ -1416,6 +1479,7 @@ int main(void)
         /* element-wise math (Exp, Log, Div, Sqrt, Max, Min, Gelu) */
 
         /* batched products and axis permutation (BatchMatMul, Transpose) */
+        TEST(test_transpose),
 
         /* indexing (Gather, TopK, Mixture-of-Experts routing) */
 

@@ -2233,6 +2233,84 @@ static void test_graph_normalised_attrs(void **state)
 
 /* ---- Sequence-model ops: batched products and axis permutation (BatchMatMul, Transpose) ---- */
 
+/* The naive Transpose: y[i] = x[the element of x that output index i names], by element size. */
+static void naive_transpose(const void *x, int32_t rank, const int64_t *xd, const int64_t *perm,
+                            void *y, size_t esize)
+{
+    int64_t yd[TIDE_MAX_RANK], stride[TIDE_MAX_RANK], n = 1;
+    for (int32_t d = rank - 1; d >= 0; d--) {
+        stride[d] = n;
+        n *= xd[d];
+    }
+    for (int32_t i = 0; i < rank; i++)
+        yd[i] = xd[perm[i]];
+    for (int64_t i = 0; i < n; i++) {
+        int64_t rest = i, offset = 0;
+        for (int32_t d = rank - 1; d >= 0; d--) {
+            offset += rest % yd[d] * stride[perm[d]];
+            rest /= yd[d];
+        }
+        memcpy((char *)y + (size_t)i * esize, (const char *)x + (size_t)offset * esize, esize);
+    }
+}
+
+/* Runs Transpose of x (float32 or int32) by perm and compares y with the naive copy bit for bit. */
+static void check_transpose(const char *what, enum tide_dtype dtype, int32_t rank,
+                            const int64_t *xd, const int64_t *perm, bool at_threads)
+{
+    struct tide_shape xs = tide_shape_make(rank, xd);
+    int64_t n = tide_shape_numel(&xs), yd[TIDE_MAX_RANK];
+    for (int32_t i = 0; i < rank; i++)
+        yd[i] = xd[perm[i]];
+    uint32_t *x = malloc((size_t)(n > 0 ? n : 1) * 4), *y = malloc((size_t)(n > 0 ? n : 1) * 4);
+    uint32_t *want = malloc((size_t)(n > 0 ? n : 1) * 4);
+    assert_true(x && y && want);
+    for (int64_t i = 0; i < n; i++) /* distinct values; as floats, NaN payloads among them */
+        x[i] = (uint32_t)i * 2654435761u;
+    memset(y, 0xa5, (size_t)(n > 0 ? n : 1) * 4);
+    naive_transpose(x, rank, xd, perm, want, 4);
+    struct test_node t;
+    node_init(&t, TIDE_OP_TRANSPOSE, what);
+    set_ints(&t, TIDE_ATTR_TRANSPOSE_perm, rank, perm);
+    struct tide_tensor_view in = view(dtype, x, rank, xd), out = view(dtype, y, rank, yd);
+    if (at_threads)
+        expect_same_at_threads(what, &t, &in, 1, &out, 1, NULL, NULL);
+    else
+        run(&t, &in, 1, &out, 1);
+    if (n > 0 && memcmp(y, want, (size_t)n * 4) != 0)
+        fail_msg("%s: the output differs from the naive transpose", what);
+    free(x);
+    free(y);
+    free(want);
+}
+
+/*
+ * Transpose moves every element to where the naive index arithmetic says,
+ * bit for bit: rotations (strided gathers), the last axis kept (rows copied
+ * whole), axes of 1 dropped, the identity and an order that merges into it,
+ * int32, a scalar, an empty tensor; and large cases at 1, 2 and 3 threads.
+ */
+static void test_transpose(void **state)
+{
+    (void)state;
+    check_transpose("rotate", TIDE_DTYPE_FLOAT32, 3, DIMS(2, 3, 4), DIMS(2, 0, 1), false);
+    check_transpose("rotate_back", TIDE_DTYPE_FLOAT32, 3, DIMS(2, 3, 4), DIMS(1, 2, 0), false);
+    check_transpose("matrix", TIDE_DTYPE_INT32, 2, DIMS(5, 7), DIMS(1, 0), false);
+    check_transpose("heads", TIDE_DTYPE_FLOAT32, 4, DIMS(2, 3, 4, 5), DIMS(0, 2, 1, 3), false);
+    check_transpose("reverse", TIDE_DTYPE_FLOAT32, 5, DIMS(2, 3, 1, 4, 5), DIMS(4, 3, 2, 1, 0),
+                    false);
+    check_transpose("merged", TIDE_DTYPE_FLOAT32, 4, DIMS(2, 3, 4, 5), DIMS(2, 3, 0, 1), false);
+    check_transpose("unit_axis", TIDE_DTYPE_INT32, 3, DIMS(4, 1, 6), DIMS(1, 0, 2), false);
+    check_transpose("identity", TIDE_DTYPE_FLOAT32, 3, DIMS(2, 3, 4), DIMS(0, 1, 2), false);
+    check_transpose("all_ones", TIDE_DTYPE_FLOAT32, 2, DIMS(1, 1), DIMS(1, 0), false);
+    check_transpose("scalar", TIDE_DTYPE_FLOAT32, 0, NULL, NULL, false);
+    check_transpose("empty", TIDE_DTYPE_FLOAT32, 3, DIMS(2, 0, 3), DIMS(2, 1, 0), false);
+    check_transpose("threads_gather", TIDE_DTYPE_FLOAT32, 3, DIMS(5, 1031, 37), DIMS(0, 2, 1),
+                    true);
+    check_transpose("threads_rows", TIDE_DTYPE_INT32, 4, DIMS(3, 97, 11, 53), DIMS(0, 2, 1, 3),
+                    true);
+}
+
 /* ---- Sequence-model ops: indexing (Gather, TopK, Mixture-of-Experts routing) ---- */
 
 /* ---- Sequence-model ops: normalisation and regularisation (LayerNorm, Dropout) ---- */
@@ -2279,6 +2357,7 @@ int main(void)
         /* element-wise math (Exp, Log, Div, Sqrt, Max, Min, Gelu) */
 
         /* batched products and axis permutation (BatchMatMul, Transpose) */
+        cmocka_unit_test(test_transpose),
 
         /* indexing (Gather, TopK, Mixture-of-Experts routing) */
 
