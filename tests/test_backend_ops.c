@@ -1249,6 +1249,58 @@ static void test_cuda_sticky_error(void **state)
  * Sequence-model ops: batched products and axis permutation (BatchMatMul, Transpose)
  * ========================================================================== */
 
+/* A BatchMatMul case: a and b of the given shapes (already transposed where ta / tb say). */
+static void batch_matmul_case(const char *name, bool ta, bool tb, int32_t ra, const int64_t *a,
+                              int32_t rb, const int64_t *b, int32_t ry, const int64_t *y)
+{
+    struct op_case c;
+    case_init(&c, TIDE_OP_BATCH_MATMUL, name, TOL_GEMM);
+    c.attrs[TIDE_ATTR_BATCH_MATMUL_transpose_a].b = ta;
+    c.attrs[TIDE_ATTR_BATCH_MATMUL_transpose_b].b = tb;
+    input(&c, ra, a);
+    input(&c, rb, b);
+    outf(&c, ry, y);
+    check_case(&c);
+}
+
+/*
+ * Every transpose form over a batch of 3 (one strided-batched GEMM on CUDA),
+ * a rank-2 weight (a stride of 0), broadcasts that need one GEMM per entry,
+ * a rank-2 a, entries large enough for the CPU to split them into blocks,
+ * and an empty inner dimension (zeros).
+ */
+static void test_batch_matmul(void **state)
+{
+    (void)state;
+    static const char *names[4] = {"batch_matmul_nn", "batch_matmul_nt", "batch_matmul_tn",
+                                   "batch_matmul_tt"};
+    for (int combo = 0; combo < 4; combo++) {
+        bool ta = combo & 2, tb = combo & 1;
+        int64_t p = 3, m = 7, k = 5, n = 9;
+        batch_matmul_case(names[combo], ta, tb, 3, ta ? DIMS(p, k, m) : DIMS(p, m, k), 3,
+                          tb ? DIMS(p, n, k) : DIMS(p, k, n), 3, DIMS(p, m, n));
+    }
+    batch_matmul_case("batch_matmul_weight", false, false, 3, DIMS(2, 37, 33), 2, DIMS(33, 17), 3,
+                      DIMS(2, 37, 17));
+    batch_matmul_case("batch_matmul_weight_b^T", false, true, 3, DIMS(4, 11, 13), 2, DIMS(6, 13), 3,
+                      DIMS(4, 11, 6));
+    batch_matmul_case("batch_matmul_left_rank2", true, false, 2, DIMS(5, 7), 3, DIMS(3, 5, 9), 3,
+                      DIMS(3, 7, 9));
+    batch_matmul_case("batch_matmul_broadcast", false, false, 4, DIMS(2, 1, 5, 7), 3, DIMS(3, 7, 9),
+                      4, DIMS(2, 3, 5, 9));
+    batch_matmul_case("batch_matmul_broadcast_tt", true, true, 4, DIMS(1, 3, 7, 5), 4,
+                      DIMS(2, 1, 9, 7), 4, DIMS(2, 3, 5, 9));
+    batch_matmul_case("batch_matmul_rank2", false, false, 2, DIMS(6, 4), 2, DIMS(4, 10), 2,
+                      DIMS(6, 10));
+    batch_matmul_case("batch_matmul_split_rows", false, false, 3, DIMS(2, 130, 300), 2,
+                      DIMS(300, 80), 3, DIMS(2, 130, 80));
+    batch_matmul_case("batch_matmul_split_columns", false, true, 3, DIMS(1, 40, 270), 3,
+                      DIMS(1, 150, 270), 3, DIMS(1, 40, 150));
+    batch_matmul_case("batch_matmul_empty_k", false, false, 3, DIMS(2, 3, 0), 3, DIMS(2, 0, 4), 3,
+                      DIMS(2, 3, 4));
+    REQUIRE_CUDA();
+}
+
 /* A Transpose case of a float32 x (or int32 ids in [0, 1000) when ints is set). */
 static void transpose_case(const char *name, bool ints, int32_t rank, const int64_t *x,
                            const int64_t *perm)
@@ -1340,6 +1392,7 @@ int main(void)
         /* element-wise math (Exp, Log, Div, Sqrt, Max, Min, Gelu) */
 
         /* batched products and axis permutation (BatchMatMul, Transpose) */
+        cmocka_unit_test(test_batch_matmul),
         cmocka_unit_test(test_transpose),
 
         /* indexing (Gather, TopK, Mixture-of-Experts routing) */

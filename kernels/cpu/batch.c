@@ -1,6 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * batch.c: the CPU kernel of Transpose.
+ * batch.c: the CPU kernels of BatchMatMul and Transpose.
+ *
+ * BatchMatMul is one single-threaded cblas_sgemm per batch entry, or per
+ * block of rows (columns, when y is wider than tall) of an entry when there
+ * are too few entries to keep the pool busy and each is large. The entries
+ * and blocks are the items of one range job on the pool of parallel.c; how
+ * many items there are, and how many go in one piece, depends on the shapes
+ * only, and every element of y is written by one GEMM, so the result has the
+ * same bits on any number of threads (as for MatMul, kernels/cpu/matmul.c).
  *
  * Transpose copies elements by their size (any dtype: float32 and int32 are
  * moved as 4-byte words, never as floats), one output row (the last axis of
@@ -10,7 +18,93 @@
  */
 #include "kernels/cpu/cpu-impl.h"
 
+#include <cblas.h>
 #include <string.h>
+
+/* Below this many multiply-adds an entry is not split: waking threads would cost more. */
+#define SPLIT_MIN_MACS (1 << 20)
+/* Entries are split until there are about this many blocks, none with fewer rows than MIN_BLOCK. */
+#define TARGET_BLOCKS 16
+#define MIN_BLOCK     64
+
+/* ============================================================================
+ * BatchMatMul
+ * ========================================================================== */
+
+struct bmm_job {
+    struct tide__kernel_bmm g;
+    const float *a, *b;
+    float *y;
+    bool split_rows; /* blocks of rows of y; else blocks of columns */
+    int64_t block;   /* rows or columns per block */
+    int64_t blocks;  /* blocks per batch entry */
+};
+
+/* Items [begin, end): item i is block i % blocks of batch entry i / blocks. */
+static void bmm_items(const void *ctx, int64_t begin, int64_t end)
+{
+    const struct bmm_job *j = ctx;
+    const struct tide__kernel_bmm *g = &j->g;
+    for (int64_t item = begin; item < end; item++) {
+        int64_t p = item / j->blocks, lo = item % j->blocks * j->block;
+        int64_t a_off, b_off;
+        tide__kernel_bmm_offsets(g, p, &a_off, &b_off);
+        const float *a = j->a + a_off, *b = j->b + b_off;
+        float *y = j->y + p * g->m * g->n;
+        int64_t m = g->m, n = g->n;
+        if (j->split_rows) {
+            int64_t hi = lo + j->block < m ? lo + j->block : m;
+            a += g->ta ? lo : lo * g->lda; /* rows of op(a): columns of a when transposed */
+            y += lo * g->n;
+            m = hi - lo;
+        } else {
+            int64_t hi = lo + j->block < n ? lo + j->block : n;
+            b += g->tb ? lo * g->ldb : lo; /* columns of op(b): rows of b when transposed */
+            y += lo;
+            n = hi - lo;
+        }
+        cblas_sgemm(CblasRowMajor, g->ta ? CblasTrans : CblasNoTrans,
+                    g->tb ? CblasTrans : CblasNoTrans, (int)m, (int)n, (int)g->k, 1.0f, a,
+                    (int)g->lda, b, (int)g->ldb, 0.0f, y, (int)g->n);
+    }
+}
+
+enum tide_status tide__cpu_BATCH_MATMUL(const struct tide_kernel_args *args, struct tide_error *err)
+{
+    struct bmm_job job = {.a = tide__cpu_in(args, 0), .b = tide__cpu_in(args, 1)};
+    struct tide__kernel_bmm *g = &job.g;
+    tide__kernel_bmm_setup(args, g);
+    if (!tide__cpu_fits_blas_int(g->m, g->n, g->k))
+        return tide_node_error(err, TIDE_LIMIT, args->node,
+                               "a dimension exceeds what cblas_sgemm can index");
+    if (g->m == 0 || g->n == 0 || g->n_batch == 0)
+        return TIDE_OK;
+    job.y = tide__cpu_out(args, 0);
+    if (g->k == 0) {
+        memset(job.y, 0, args->outputs[0].nbytes);
+        return TIDE_OK;
+    }
+
+    /* Split each entry only when the entries alone leave threads idle and each is large. */
+    double macs = (double)g->m * (double)g->n * (double)g->k;
+    job.split_rows = g->m >= g->n;
+    int64_t dim = job.split_rows ? g->m : g->n;
+    job.blocks = 1;
+    if (g->n_batch < TARGET_BLOCKS && macs >= SPLIT_MIN_MACS) {
+        int64_t want = (TARGET_BLOCKS + g->n_batch - 1) / g->n_batch;
+        int64_t most = (dim + MIN_BLOCK - 1) / MIN_BLOCK;
+        job.blocks = want < most ? want : most;
+    }
+    job.block = ((dim + job.blocks - 1) / job.blocks + 15) / 16 * 16;
+    job.blocks = (dim + job.block - 1) / job.block;
+    /* Small entries go several to a piece, about SPLIT_MIN_MACS multiply-adds each. */
+    int64_t grain = 1;
+    if (job.blocks == 1 && macs < SPLIT_MIN_MACS)
+        grain = (int64_t)(SPLIT_MIN_MACS / macs);
+    tide__cpu_blas_init();
+    tide__cpu_parallel_for(g->n_batch * job.blocks, grain, bmm_items, &job);
+    return TIDE_OK;
+}
 
 /* ============================================================================
  * Transpose

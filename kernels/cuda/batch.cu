@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * batch.cu: the device half of Transpose.
+ * batch.cu: the device half of Transpose (BatchMatMul is all cuBLAS; see
+ * batch.c).
  *
  * One thread per element of y, in a grid-stride loop: it splits its index
  * over y's merged axes and reads x at the sum of index * stride, from the
