@@ -119,6 +119,8 @@ enum op_id {
     OP_MIN,
 
     /* batched products and axis permutation (BatchMatMul, Transpose) */
+    OP_BATCH_MATMUL,
+    OP_TRANSPOSE,
 
     /* indexing (Gather, TopK, Mixture-of-Experts routing) */
 
@@ -168,6 +170,8 @@ static const struct op_spec op_specs[] = {
     [OP_MIN] = {TIDE_OP_MIN, "min"},
 
     /* batched products and axis permutation (BatchMatMul, Transpose) */
+    [OP_BATCH_MATMUL] = {TIDE_OP_BATCH_MATMUL, "batch_matmul"},
+    [OP_TRANSPOSE] = {TIDE_OP_TRANSPOSE, "transpose"},
 
     /* indexing (Gather, TopK, Mixture-of-Experts routing) */
 
@@ -1420,6 +1424,28 @@ tide_ref tide_builder_min(tide_builder *b, const char *name, tide_ref x, tide_re
 /* ============================================================================
  * Sequence-model ops: batched products and axis permutation (BatchMatMul, Transpose)
  * ========================================================================== */
+
+tide_ref tide_builder_batch_matmul(tide_builder *b, const char *name, tide_ref a, tide_ref bm,
+                                   bool ta, bool tb)
+{
+    struct call c;
+    if (!begin(b, &c, OP_BATCH_MATMUL, name) || !input(&c, 0, "a", a) || !input(&c, 1, "b", bm))
+        return TIDE_REF_NONE;
+    attr_bool(&c, "transpose_a", ta);
+    attr_bool(&c, "transpose_b", tb);
+    return finish(&c);
+}
+
+tide_ref tide_builder_transpose(tide_builder *b, const char *name, tide_ref x, const int64_t *perm,
+                                int32_t rank)
+{
+    struct call c;
+    if (!begin(b, &c, OP_TRANSPOSE, name) || !input(&c, 0, "x", x) ||
+        !check_list(&c, "perm", rank, perm))
+        return TIDE_REF_NONE;
+    attr_ints(&c, "perm", rank, perm);
+    return finish(&c);
+}
 
 /* ============================================================================
  * Sequence-model ops: indexing (Gather, TopK, Mixture-of-Experts routing)

@@ -1228,6 +1228,80 @@ enum tide_status tide__infer_select_grad(struct tide_graph *graph, struct tide_n
  * Sequence-model ops: batched products and axis permutation (BatchMatMul, Transpose)
  * ========================================================================== */
 
+/*
+ * BatchMatMul: a [..., M, K] (transposed: [..., K, M]) times b [..., K, N]
+ * (transposed: [..., N, K]), each of rank 2 or more. The batch dims, all but
+ * the last two, broadcast by NumPy rules (a rank-2 operand has none, so it
+ * meets every batch entry), and the output is [batch..., M, N].
+ */
+enum tide_status tide__infer_batch_matmul(struct tide_graph *graph, struct tide_node *node,
+                                          struct tide_error *err)
+{
+    const struct tide_shape *a = input_shape(graph, node, 0), *b = input_shape(graph, node, 1);
+    bool ta = node->attrs[TIDE_ATTR_BATCH_MATMUL_transpose_a].b;
+    bool tb = node->attrs[TIDE_ATTR_BATCH_MATMUL_transpose_b].b;
+    enum tide_status st = require_rank(node, "input 0 (a)", a, 2, TIDE_MAX_RANK,
+                                       ta ? "[..., K, M]" : "[..., M, K]", err);
+    if (st == TIDE_OK)
+        st = require_rank(node, "input 1 (b)", b, 2, TIDE_MAX_RANK,
+                          tb ? "[..., N, K]" : "[..., K, N]", err);
+    if (st != TIDE_OK)
+        return st;
+    int32_t ra = a->rank, rb = b->rank;
+    int64_t m = a->dims[ra - (ta ? 1 : 2)], ka = a->dims[ra - (ta ? 2 : 1)];
+    int64_t kb = b->dims[rb - (tb ? 1 : 2)], n = b->dims[rb - (tb ? 2 : 1)];
+    if (ka != kb)
+        return tide_node_error(
+            err, TIDE_INVALID, node,
+            "inner dimensions %" PRId64 " and %" PRId64 " differ (a is %s%s, b is %s%s)", ka, kb,
+            shape_text(a).s, ta ? " transposed" : "", shape_text(b).s, tb ? " transposed" : "");
+    struct tide_shape batch_a = tide_shape_make(ra - 2, a->dims);
+    struct tide_shape batch_b = tide_shape_make(rb - 2, b->dims);
+    struct tide_shape y;
+    int64_t clash[2];
+    if (!broadcast_shapes(&batch_a, &batch_b, &y, clash))
+        return tide_node_error(err, TIDE_INVALID, node,
+                               "batch dimensions %s of a %s and %s of b %s do not broadcast: "
+                               "dimensions %" PRId64 " and %" PRId64 " differ and neither is 1",
+                               shape_text(&batch_a).s, shape_text(a).s, shape_text(&batch_b).s,
+                               shape_text(b).s, clash[0], clash[1]);
+    y.dims[y.rank++] = m; /* the batch rank is at most TIDE_MAX_RANK - 2 */
+    y.dims[y.rank++] = n;
+    return tide__set_output(graph, node, 0, TIDE_DTYPE_FLOAT32, &y, err);
+}
+
+/* Transpose: output axis i is input axis perm[i]; any dtype (the SAME rule). */
+enum tide_status tide__infer_transpose(struct tide_graph *graph, struct tide_node *node,
+                                       struct tide_error *err)
+{
+    const struct tide_output *x = tide_graph_input(graph, node, 0);
+    struct tide_attr_value *perm;
+    enum tide_status st = ints_attr(node, "perm", &perm, err);
+    if (st == TIDE_OK)
+        st = expect_one_per_axis(node, "perm", perm, "input 0", &x->shape, err);
+    if (st != TIDE_OK)
+        return st;
+    struct text perm_text = ints_text(perm->ints.v, perm->ints.n);
+    bool seen[TIDE_MAX_RANK] = {false};
+    struct tide_shape y = {.rank = x->shape.rank};
+    for (int32_t i = 0; i < y.rank; i++) {
+        int64_t axis = perm->ints.v[i];
+        if (axis < 0 || axis >= y.rank)
+            return tide_node_error(err, TIDE_INVALID, node,
+                                   "attribute \"perm\" %s has %" PRId64
+                                   " at index %d, out of range for input 0 %s (wants 0 to %d)",
+                                   perm_text.s, axis, i, shape_text(&x->shape).s, y.rank - 1);
+        if (seen[axis])
+            return tide_node_error(err, TIDE_INVALID, node,
+                                   "attribute \"perm\" %s names axis %" PRId64
+                                   " twice, wants a permutation of 0 to %d",
+                                   perm_text.s, axis, y.rank - 1);
+        seen[axis] = true;
+        y.dims[i] = x->shape.dims[axis];
+    }
+    return tide__set_output(graph, node, 0, x->dtype, &y, err);
+}
+
 /* ============================================================================
  * Sequence-model ops: indexing (Gather, TopK, Mixture-of-Experts routing)
  * ========================================================================== */

@@ -1286,6 +1286,90 @@ static uint32_t build_min_const_a(struct tide_graph *g, const uint32_t *in)
 
 /* ---- Sequence-model ops: batched products and axis permutation (BatchMatMul, Transpose) ---- */
 
+static uint32_t build_batch_matmul(struct tide_graph *g, const uint32_t *in, bool ta, bool tb)
+{
+    uint32_t y = op2(g, TIDE_OP_BATCH_MATMUL, "y", in[0], in[1]);
+    tide_attr_set_bool(g, y, TIDE_ATTR_BATCH_MATMUL_transpose_a, ta);
+    tide_attr_set_bool(g, y, TIDE_ATTR_BATCH_MATMUL_transpose_b, tb);
+    return y;
+}
+
+static uint32_t build_batch_matmul_nn(struct tide_graph *g, const uint32_t *in)
+{
+    return build_batch_matmul(g, in, false, false);
+}
+
+static uint32_t build_batch_matmul_nt(struct tide_graph *g, const uint32_t *in)
+{
+    return build_batch_matmul(g, in, false, true);
+}
+
+static uint32_t build_batch_matmul_tn(struct tide_graph *g, const uint32_t *in)
+{
+    return build_batch_matmul(g, in, true, false);
+}
+
+static uint32_t build_batch_matmul_tt(struct tide_graph *g, const uint32_t *in)
+{
+    return build_batch_matmul(g, in, true, true);
+}
+
+static uint32_t build_transpose(struct tide_graph *g, const uint32_t *in, const int64_t *perm,
+                                int32_t rank)
+{
+    uint32_t y = op1(g, TIDE_OP_TRANSPOSE, "y", in[0]);
+    tide_attr_set_ints(g, y, TIDE_ATTR_TRANSPOSE_perm, perm, rank);
+    return y;
+}
+
+/* [2, 3, 4] -> [4, 2, 3]: the inverse permutation differs from the permutation. */
+static uint32_t build_transpose_rotate(struct tide_graph *g, const uint32_t *in)
+{
+    return build_transpose(g, in, (const int64_t[]){2, 0, 1}, 3);
+}
+
+/* [2, 3, 4, 2] -> [2, 4, 3, 2]: the attention heads' swap, the last axis kept. */
+static uint32_t build_transpose_heads(struct tide_graph *g, const uint32_t *in)
+{
+    return build_transpose(g, in, (const int64_t[]){0, 2, 1, 3}, 4);
+}
+
+/*
+ * The gradient of a rank-2 b under a batched a is one MatMul of a and dy
+ * seen as rows, not a batched product summed away; the batched forms of the
+ * other cases end in SumToShape exactly where an input's batch was broadcast.
+ */
+static void test_batch_matmul_gradient_nodes(void **state)
+{
+    (void)state;
+    struct tide_graph *g = tide_graph_new();
+    uint32_t a = variable(g, "a", 3, (const int64_t[]){2, 3, 4}, NULL);
+    uint32_t w = variable(g, "w", 2, (const int64_t[]){4, 5}, NULL);
+    uint32_t c = variable(g, "c", 4, (const int64_t[]){2, 1, 5, 6}, NULL);
+    uint32_t y = op2(g, TIDE_OP_BATCH_MATMUL, "y", a, w); /* [2, 3, 5] */
+    uint32_t z = op2(g, TIDE_OP_BATCH_MATMUL, "z", y, c); /* [2, 2, 3, 6] */
+    uint32_t loss = reduce_sum_all(g, "loss", z);
+    infer_ok(g);
+    struct tide_edge wrt[3] = {edge_of(a), edge_of(w), edge_of(c)}, grads[3];
+    struct tide_error err = {0};
+    if (tide_autodiff_gradients(g, edge_of(loss), wrt, 3, grads, &err) != TIDE_OK)
+        fail_msg("gradients: %s", err.message);
+    uint32_t dw = grads[1].node;
+    assert_int_equal(g->nodes[dw].op, TIDE_OP_MATMUL);
+    assert_true(g->nodes[dw].attrs[TIDE_ATTR_MATMUL_transpose_a].b);
+    assert_int_equal(g->nodes[find(g, "grad/y/a_rows")].op, TIDE_OP_RESHAPE);
+    assert_int_equal(g->nodes[find(g, "grad/y/dy_rows")].op, TIDE_OP_RESHAPE);
+    /* a's batch is y's: no sum. */
+    assert_int_equal(g->nodes[grads[0].node].op, TIDE_OP_BATCH_MATMUL);
+    /* y [2, 3, 5] against z's batch [2, 2]: summed back; so is c [2, 1, 5, 6]. */
+    assert_int_equal(g->nodes[find(g, "grad/z/a_full")].op, TIDE_OP_BATCH_MATMUL);
+    assert_int_equal(g->nodes[find(g, "grad/z/b_full")].op, TIDE_OP_BATCH_MATMUL);
+    assert_int_equal(g->nodes[grads[2].node].op, TIDE_OP_SUM_TO_SHAPE);
+    assert_int_equal(g->nodes[grads[2].node].outputs[0].shape.rank, 4);
+    assert_int_equal(g->nodes[grads[2].node].outputs[0].shape.dims[1], 1);
+    tide_graph_free(g);
+}
+
 /* ---- Sequence-model ops: indexing (Gather, TopK, Mixture-of-Experts routing) ---- */
 
 /* ---- Sequence-model ops: normalisation and regularisation (LayerNorm, Dropout) ---- */
@@ -1390,6 +1474,19 @@ static const struct gc_case gc_cases[] = {
     {"Min_const_a", IN1(MATH_DISTINCT2(3, 4)), build_min_const_a},
 
     /* batched products and axis permutation (BatchMatMul, Transpose) */
+    {"BatchMatMul", IN2(T3(2, 3, 4), T3(2, 4, 5)), build_batch_matmul_nn},
+    {"BatchMatMul_b^T", IN2(T3(2, 3, 4), T3(2, 5, 4)), build_batch_matmul_nt},
+    {"BatchMatMul_a^T", IN2(T3(2, 4, 3), T3(2, 4, 5)), build_batch_matmul_tn},
+    {"BatchMatMul_a^T_b^T", IN2(T3(2, 4, 3), T3(2, 5, 4)), build_batch_matmul_tt},
+    {"BatchMatMul_weight", IN2(T3(2, 3, 4), T2(4, 5)), build_batch_matmul_nn},
+    {"BatchMatMul_weight_b^T", IN2(T3(2, 3, 4), T2(5, 4)), build_batch_matmul_nt},
+    {"BatchMatMul_weight_a^T", IN2(T3(2, 4, 3), T2(4, 5)), build_batch_matmul_tn},
+    {"BatchMatMul_left_rank2", IN2(T2(3, 4), T3(2, 4, 5)), build_batch_matmul_nn},
+    {"BatchMatMul_broadcast_both", IN2(T4(2, 1, 3, 4), T3(3, 4, 2)), build_batch_matmul_nn},
+    {"BatchMatMul_broadcast_a^T_b^T", IN2(T4(3, 1, 4, 3), T3(2, 2, 4)), build_batch_matmul_tt},
+    {"BatchMatMul_rank2", IN2(T2(2, 3), T2(3, 4)), build_batch_matmul_nn},
+    {"Transpose", IN1(T3(2, 3, 4)), build_transpose_rotate},
+    {"Transpose_heads", IN1(T4(2, 3, 4, 2)), build_transpose_heads},
 
     /* indexing (Gather, TopK, Mixture-of-Experts routing) */
 
@@ -1563,6 +1660,7 @@ int main(void)
         cmocka_unit_test(test_control_edges_and_accumulation),
         cmocka_unit_test(test_deterministic),
         cmocka_unit_test(test_names),
+        cmocka_unit_test(test_batch_matmul_gradient_nodes),
         cmocka_unit_test(test_variable_selection),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_gradients_api),

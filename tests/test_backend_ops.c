@@ -1390,6 +1390,99 @@ static void test_select_grads(void **state)
  * Sequence-model ops: batched products and axis permutation (BatchMatMul, Transpose)
  * ========================================================================== */
 
+/* A BatchMatMul case: a and b of the given shapes (already transposed where ta / tb say). */
+static void batch_matmul_case(const char *name, bool ta, bool tb, int32_t ra, const int64_t *a,
+                              int32_t rb, const int64_t *b, int32_t ry, const int64_t *y)
+{
+    struct op_case c;
+    case_init(&c, TIDE_OP_BATCH_MATMUL, name, TOL_GEMM);
+    c.attrs[TIDE_ATTR_BATCH_MATMUL_transpose_a].b = ta;
+    c.attrs[TIDE_ATTR_BATCH_MATMUL_transpose_b].b = tb;
+    input(&c, ra, a);
+    input(&c, rb, b);
+    outf(&c, ry, y);
+    check_case(&c);
+}
+
+/*
+ * Every transpose form over a batch of 3 (one strided-batched GEMM on CUDA),
+ * a rank-2 weight (a stride of 0), broadcasts that need one GEMM per entry,
+ * a rank-2 a, entries large enough for the CPU to split them into blocks,
+ * and an empty inner dimension (zeros).
+ */
+static void test_batch_matmul(void **state)
+{
+    (void)state;
+    static const char *names[4] = {"batch_matmul_nn", "batch_matmul_nt", "batch_matmul_tn",
+                                   "batch_matmul_tt"};
+    for (int combo = 0; combo < 4; combo++) {
+        bool ta = combo & 2, tb = combo & 1;
+        int64_t p = 3, m = 7, k = 5, n = 9;
+        batch_matmul_case(names[combo], ta, tb, 3, ta ? DIMS(p, k, m) : DIMS(p, m, k), 3,
+                          tb ? DIMS(p, n, k) : DIMS(p, k, n), 3, DIMS(p, m, n));
+    }
+    batch_matmul_case("batch_matmul_weight", false, false, 3, DIMS(2, 37, 33), 2, DIMS(33, 17), 3,
+                      DIMS(2, 37, 17));
+    batch_matmul_case("batch_matmul_weight_b^T", false, true, 3, DIMS(4, 11, 13), 2, DIMS(6, 13), 3,
+                      DIMS(4, 11, 6));
+    batch_matmul_case("batch_matmul_left_rank2", true, false, 2, DIMS(5, 7), 3, DIMS(3, 5, 9), 3,
+                      DIMS(3, 7, 9));
+    batch_matmul_case("batch_matmul_broadcast", false, false, 4, DIMS(2, 1, 5, 7), 3, DIMS(3, 7, 9),
+                      4, DIMS(2, 3, 5, 9));
+    batch_matmul_case("batch_matmul_broadcast_tt", true, true, 4, DIMS(1, 3, 7, 5), 4,
+                      DIMS(2, 1, 9, 7), 4, DIMS(2, 3, 5, 9));
+    batch_matmul_case("batch_matmul_rank2", false, false, 2, DIMS(6, 4), 2, DIMS(4, 10), 2,
+                      DIMS(6, 10));
+    batch_matmul_case("batch_matmul_split_rows", false, false, 3, DIMS(2, 130, 300), 2,
+                      DIMS(300, 80), 3, DIMS(2, 130, 80));
+    batch_matmul_case("batch_matmul_split_columns", false, true, 3, DIMS(1, 40, 270), 3,
+                      DIMS(1, 150, 270), 3, DIMS(1, 40, 150));
+    batch_matmul_case("batch_matmul_empty_k", false, false, 3, DIMS(2, 3, 0), 3, DIMS(2, 0, 4), 3,
+                      DIMS(2, 3, 4));
+    REQUIRE_CUDA();
+}
+
+/* A Transpose case of a float32 x (or int32 ids in [0, 1000) when ints is set). */
+static void transpose_case(const char *name, bool ints, int32_t rank, const int64_t *x,
+                           const int64_t *perm)
+{
+    struct op_case c;
+    case_init(&c, TIDE_OP_TRANSPOSE, name, TOL_EXACT);
+    set_ints(&c, TIDE_ATTR_TRANSPOSE_perm, rank, perm);
+    int64_t y[TIDE_MAX_RANK];
+    for (int32_t i = 0; i < rank; i++)
+        y[i] = x[perm[i]];
+    if (ints) {
+        struct tide_shape shape = tide_shape_make(rank, x);
+        input_labels(&c, tide_shape_numel(&shape), 1000);
+        c.in[c.n_in - 1].shape = shape; /* the same bytes, as a tensor of x's shape */
+        output(&c, TIDE_DTYPE_INT32, rank, y);
+    } else {
+        input(&c, rank, x);
+        outf(&c, rank, y);
+    }
+    check_case(&c);
+}
+
+/*
+ * A rotation of the axes (a strided gather on the CPU), the heads' swap that
+ * keeps the last axis (rows copied whole), rows longer than a block, int32,
+ * an order that changes nothing once the 1 is dropped (one copy), a scalar.
+ */
+static void test_transpose(void **state)
+{
+    (void)state;
+    transpose_case("transpose_rotate", false, 3, DIMS(3, 5, 7), DIMS(2, 0, 1));
+    transpose_case("transpose_heads", false, 4, DIMS(2, 5, 3, 33), DIMS(0, 2, 1, 3));
+    transpose_case("transpose_long_rows", false, 3, DIMS(3, 1031, 7), DIMS(0, 2, 1));
+    transpose_case("transpose_reverse", false, 4, DIMS(3, 4, 5, 6), DIMS(3, 2, 1, 0));
+    transpose_case("transpose_int32", true, 2, DIMS(17, 5), DIMS(1, 0));
+    transpose_case("transpose_unit_axis", false, 3, DIMS(4, 1, 6), DIMS(1, 0, 2));
+    transpose_case("transpose_scalar", false, 0, NULL, NULL);
+    transpose_case("transpose_empty", false, 3, DIMS(2, 0, 3), DIMS(2, 1, 0));
+    REQUIRE_CUDA();
+}
+
 /* ============================================================================
  * Sequence-model ops: indexing (Gather, TopK, Mixture-of-Experts routing)
  * ========================================================================== */
@@ -1443,6 +1536,8 @@ int main(void)
         cmocka_unit_test(test_select_grads),
 
         /* batched products and axis permutation (BatchMatMul, Transpose) */
+        cmocka_unit_test(test_batch_matmul),
+        cmocka_unit_test(test_transpose),
 
         /* indexing (Gather, TopK, Mixture-of-Experts routing) */
 

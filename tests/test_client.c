@@ -1488,6 +1488,82 @@ static void test_builder_math_ops(void **state)
 
 /* ---- Sequence-model ops: batched products and axis permutation (BatchMatMul, Transpose) ---- */
 
+/*
+ * BatchMatMul and Transpose through the builder: shapes inferred as the
+ * daemon does, attributes on the wire as given, a graph the daemon imports;
+ * bad shapes and permutations refused in the daemon's words, and the
+ * builder's own argument checks (a NULL or too long perm).
+ */
+static void test_builder_batch_matmul_and_transpose(void **state)
+{
+    (void)state;
+    tide_builder *b = tide_builder_new();
+    tide_ref x = tide_builder_placeholder(b, "x", TIDE_DT_FLOAT32, 3, (int64_t[]){2, 6, 8});
+    tide_ref w = tide_builder_variable(b, "w", 2, (int64_t[]){8, 12}, "glorot_uniform", 1, true);
+    tide_ref ids = tide_builder_placeholder(b, "ids", TIDE_DT_INT32, 2, (int64_t[]){2, 6});
+    tide_ref h = tide_builder_batch_matmul(b, "h", x, w, false, false); /* [2, 6, 12] */
+    tide_ref heads = tide_builder_reshape(b, "heads", h, 4, (int64_t[]){2, 6, 3, 4});
+    tide_ref q =
+        tide_builder_transpose(b, "q", heads, (int64_t[]){0, 2, 1, 3}, 4);       /* [2, 3, 6, 4] */
+    tide_ref scores = tide_builder_batch_matmul(b, "scores", q, q, false, true); /* [2, 3, 6, 6] */
+    tide_ref auto_named = tide_builder_transpose(b, NULL, ids, (int64_t[]){1, 0}, 2);
+    assert_null(tide_builder_error(b));
+    expect_shape(b, h, 3, (int64_t[]){2, 6, 12});
+    expect_shape(b, q, 4, (int64_t[]){2, 3, 6, 4});
+    expect_shape(b, scores, 4, (int64_t[]){2, 3, 6, 6});
+    expect_shape(b, auto_named, 2, (int64_t[]){6, 2});
+    assert_int_equal(tide_builder_dtype(b, auto_named), TIDE_DT_INT32);
+
+    Tide__V1__Graph *g = roundtrip(b);
+    check_against_op_table(g);
+    const Tide__V1__Node *n = node_named(g, "scores");
+    assert_string_equal(n->op, "BatchMatMul");
+    assert_false(attr_of(n, "transpose_a")->b);
+    assert_true(attr_of(n, "transpose_b")->b);
+    n = node_named(g, "q");
+    assert_string_equal(n->op, "Transpose");
+    expect_ints(attr_of(n, "perm"), 4, (int64_t[]){0, 2, 1, 3});
+    n = node_named(g, "transpose_0");
+    assert_string_equal(n->inputs[0], "ids");
+    struct tide_graph *imported = NULL;
+    struct tide_error err = {0};
+    if (tide_graph_import_message(g, NULL, &imported, &err) != TIDE_OK)
+        fail_msg("import: %s", err.message);
+    tide_graph_free(imported);
+    tide__v1__graph__free_unpacked(g, NULL);
+    tide_builder_free(b);
+
+    b = tide_builder_new();
+    x = tide_builder_placeholder(b, "x", TIDE_DT_FLOAT32, 3, (int64_t[]){2, 6, 8});
+    tide_ref y = tide_builder_placeholder(b, "y", TIDE_DT_FLOAT32, 3, (int64_t[]){3, 8, 4});
+    assert_int_equal(tide_builder_batch_matmul(b, "bad", x, y, false, false).id, -1);
+    assert_string_equal(tide_builder_error(b),
+                        "node \"bad\" (BatchMatMul): batch dimensions [2] of a [2, 6, 8] and [3] "
+                        "of b [3, 8, 4] do not broadcast: dimensions 2 and 3 differ and neither "
+                        "is 1");
+    tide_builder_free(b);
+
+    b = tide_builder_new();
+    x = tide_builder_placeholder(b, "x", TIDE_DT_FLOAT32, 3, (int64_t[]){2, 6, 8});
+    assert_int_equal(tide_builder_transpose(b, "bad", x, (int64_t[]){0, 1, 1}, 3).id, -1);
+    assert_string_equal(tide_builder_error(b), "node \"bad\" (Transpose): attribute \"perm\" "
+                                               "[0, 1, 1] names axis 1 twice, wants a permutation "
+                                               "of 0 to 2");
+    tide_builder_free(b);
+
+    b = tide_builder_new();
+    x = tide_builder_placeholder(b, "x", TIDE_DT_FLOAT32, 3, (int64_t[]){2, 6, 8});
+    assert_int_equal(tide_builder_transpose(b, "bad", x, NULL, 3).id, -1);
+    assert_contains(tide_builder_error(b), "perm has 3 entries but its pointer is NULL");
+    tide_builder_free(b);
+
+    b = tide_builder_new();
+    x = tide_builder_placeholder(b, "x", TIDE_DT_FLOAT32, 3, (int64_t[]){2, 6, 8});
+    assert_int_equal(tide_builder_transpose(b, "bad", x, (int64_t[9]){0}, 9).id, -1);
+    assert_contains(tide_builder_error(b), "perm has 9 entries, wants 0 to 8");
+    tide_builder_free(b);
+}
+
 /* ---- Sequence-model ops: indexing (Gather, TopK, Mixture-of-Experts routing) ---- */
 
 /* ---- Sequence-model ops: normalisation and regularisation (LayerNorm, Dropout) ---- */
@@ -1512,6 +1588,7 @@ int main(void)
         cmocka_unit_test(test_builder_math_ops),
 
         /* batched products and axis permutation (BatchMatMul, Transpose) */
+        cmocka_unit_test(test_builder_batch_matmul_and_transpose),
 
         /* indexing (Gather, TopK, Mixture-of-Experts routing) */
 

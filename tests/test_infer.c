@@ -1378,6 +1378,159 @@ static void test_math_grads(void **state)
 
 /* ---- Sequence-model ops: batched products and axis permutation (BatchMatMul, Transpose) ---- */
 
+static void test_batch_matmul(void **state)
+{
+    (void)state;
+    uint32_t a = ph("a", SHAPE(2, 3, 4)), w = ph("w", SHAPE(4, 5)), b = ph("b", SHAPE(2, 4, 5));
+    uint32_t at = ph("at", SHAPE(2, 4, 3)), bt = ph("bt", SHAPE(2, 5, 4));
+    uint32_t a4 = ph("a4", SHAPE(6, 1, 3, 4)), b4 = ph("b4", SHAPE(7, 4, 5));
+    uint32_t m2 = ph("m2", SHAPE(3, 4));
+    uint32_t plain = OP(TIDE_OP_BATCH_MATMUL, "plain", a, b);
+    uint32_t weight = OP(TIDE_OP_BATCH_MATMUL, "weight", a, w);
+    uint32_t left = OP(TIDE_OP_BATCH_MATMUL, "left", m2, b);
+    uint32_t ta = OP(TIDE_OP_BATCH_MATMUL, "ta", at, b);
+    tide_attr_set_bool(g, ta, TIDE_ATTR_BATCH_MATMUL_transpose_a, true);
+    uint32_t tb = OP(TIDE_OP_BATCH_MATMUL, "tb", a, bt);
+    tide_attr_set_bool(g, tb, TIDE_ATTR_BATCH_MATMUL_transpose_b, true);
+    uint32_t both = OP(TIDE_OP_BATCH_MATMUL, "both", at, bt);
+    tide_attr_set_bool(g, both, TIDE_ATTR_BATCH_MATMUL_transpose_a, true);
+    tide_attr_set_bool(g, both, TIDE_ATTR_BATCH_MATMUL_transpose_b, true);
+    uint32_t bcast = OP(TIDE_OP_BATCH_MATMUL, "bcast", a4, b4);
+    uint32_t rank2 = OP(TIDE_OP_BATCH_MATMUL, "rank2", m2, w);
+    infer_ok();
+    expect_f32(plain, SHAPE(2, 3, 5));
+    expect_nbytes(plain, 0, 120);
+    expect_f32(weight, SHAPE(2, 3, 5));
+    expect_f32(left, SHAPE(2, 3, 5));
+    expect_f32(ta, SHAPE(2, 3, 5));
+    expect_f32(tb, SHAPE(2, 3, 5));
+    expect_f32(both, SHAPE(2, 3, 5));
+    expect_f32(bcast, SHAPE(6, 7, 3, 5));
+    expect_f32(rank2, SHAPE(3, 5));
+
+    reset();
+    a = ph("a", SHAPE(2, 3, 4));
+    b = ph("b", SHAPE(2, 3, 5));
+    OP(TIDE_OP_BATCH_MATMUL, "bmm", a, b);
+    FAILS(TIDE_INVALID, "bmm", "inner dimensions 4 and 3 differ", "a is [2, 3, 4]",
+          "b is [2, 3, 5]");
+
+    reset();
+    a = ph("a", SHAPE(2, 3, 4));
+    b = ph("b", SHAPE(2, 4, 5));
+    uint32_t bmm = OP(TIDE_OP_BATCH_MATMUL, "bmm", a, b);
+    tide_attr_set_bool(g, bmm, TIDE_ATTR_BATCH_MATMUL_transpose_a, true);
+    FAILS(TIDE_INVALID, "bmm", "inner dimensions 3 and 4 differ", "a is [2, 3, 4] transposed",
+          "b is [2, 4, 5])");
+
+    reset();
+    a = ph("a", SHAPE(2, 3, 4));
+    b = ph("b", SHAPE(3, 4, 5));
+    OP(TIDE_OP_BATCH_MATMUL, "bmm", a, b);
+    FAILS(TIDE_INVALID, "bmm",
+          "batch dimensions [2] of a [2, 3, 4] and [3] of b [3, 4, 5] do not "
+          "broadcast: dimensions 2 and 3 differ and neither is 1");
+
+    reset();
+    a = ph("a", SHAPE(4, 2, 3, 4));
+    b = ph("b", SHAPE(5, 1, 4, 5));
+    OP(TIDE_OP_BATCH_MATMUL, "bmm", a, b);
+    FAILS(TIDE_INVALID, "bmm", "batch dimensions [4, 2] of a", "[5, 1] of b",
+          "dimensions 4 and 5 differ");
+
+    reset();
+    a = ph("a", SHAPE(4));
+    b = ph("b", SHAPE(4, 5));
+    OP(TIDE_OP_BATCH_MATMUL, "bmm", a, b);
+    FAILS(TIDE_INVALID, "bmm", "input 0 (a) has shape [4], wants rank 2 or more [..., M, K]");
+
+    reset();
+    a = ph("a", SHAPE(3, 4));
+    b = ph("b", SCALAR);
+    bmm = OP(TIDE_OP_BATCH_MATMUL, "bmm", a, b);
+    tide_attr_set_bool(g, bmm, TIDE_ATTR_BATCH_MATMUL_transpose_b, true);
+    FAILS(TIDE_INVALID, "bmm", "input 1 (b) has shape [], wants rank 2 or more [..., N, K]");
+
+    reset();
+    a = ph("a", SHAPE(3, 4));
+    b = placeholder_of("b", TIDE_DTYPE_INT32, SHAPE(4, 5));
+    OP(TIDE_OP_BATCH_MATMUL, "bmm", a, b);
+    FAILS(TIDE_INVALID, "bmm", "input 1 (\"b\") is int32, wants float32");
+
+    /* The output's limit applies: [2, 16, 16] floats are 2048 bytes. */
+    reset();
+    struct tide_graph_limits small = tide_graph_limits_default();
+    small.max_tensor_bytes = 1024;
+    limits = &small;
+    a = ph("a", SHAPE(2, 16, 1));
+    b = ph("b", SHAPE(1, 16));
+    OP(TIDE_OP_BATCH_MATMUL, "outer", a, b);
+    FAILS(TIDE_LIMIT, "outer", "[2, 16, 16]", "2048", "1024");
+}
+
+static void test_transpose(void **state)
+{
+    (void)state;
+    uint32_t x = ph("x", SHAPE(2, 3, 4, 5));
+    uint32_t ids = placeholder_of("ids", TIDE_DTYPE_INT32, SHAPE(6, 7));
+    uint32_t s = ph("s", SCALAR);
+    uint32_t heads = OP(TIDE_OP_TRANSPOSE, "heads", x);
+    tide_attr_set_ints(g, heads, TIDE_ATTR_TRANSPOSE_perm, LIST(0, 2, 1, 3));
+    uint32_t rot = OP(TIDE_OP_TRANSPOSE, "rot", x);
+    tide_attr_set_ints(g, rot, TIDE_ATTR_TRANSPOSE_perm, LIST(3, 0, 1, 2));
+    uint32_t same = OP(TIDE_OP_TRANSPOSE, "same", x);
+    tide_attr_set_ints(g, same, TIDE_ATTR_TRANSPOSE_perm, LIST(0, 1, 2, 3));
+    uint32_t t_ids = OP(TIDE_OP_TRANSPOSE, "t_ids", ids);
+    tide_attr_set_ints(g, t_ids, TIDE_ATTR_TRANSPOSE_perm, LIST(1, 0));
+    uint32_t t_s = OP(TIDE_OP_TRANSPOSE, "t_s", s);
+    tide_attr_set_ints(g, t_s, TIDE_ATTR_TRANSPOSE_perm, NULL, 0);
+    infer_ok();
+    expect_f32(heads, SHAPE(2, 4, 3, 5));
+    expect_f32(rot, SHAPE(5, 2, 3, 4));
+    expect_f32(same, SHAPE(2, 3, 4, 5));
+    expect_out(t_ids, 0, TIDE_DTYPE_INT32, SHAPE(7, 6));
+    expect_nbytes(t_ids, 0, 168);
+    expect_f32(t_s, SCALAR);
+    /* perm is left as given: there is nothing to normalise. */
+    expect_ints(rot, TIDE_ATTR_TRANSPOSE_perm, LIST(3, 0, 1, 2));
+
+    reset();
+    x = ph("x", SHAPE(2, 3, 4));
+    uint32_t t = OP(TIDE_OP_TRANSPOSE, "bad", x);
+    tide_attr_set_ints(g, t, TIDE_ATTR_TRANSPOSE_perm, LIST(1, 0));
+    FAILS(TIDE_INVALID, "bad",
+          "attribute \"perm\" [1, 0] has 2 entries, wants 3 (one per axis of "
+          "input 0 [2, 3, 4])");
+
+    reset();
+    x = ph("x", SHAPE(2, 3, 4));
+    t = OP(TIDE_OP_TRANSPOSE, "bad", x);
+    tide_attr_set_ints(g, t, TIDE_ATTR_TRANSPOSE_perm, LIST(0, 2, 0));
+    FAILS(TIDE_INVALID, "bad",
+          "attribute \"perm\" [0, 2, 0] names axis 0 twice, wants a "
+          "permutation of 0 to 2");
+
+    reset();
+    x = ph("x", SHAPE(2, 3, 4));
+    t = OP(TIDE_OP_TRANSPOSE, "bad", x);
+    tide_attr_set_ints(g, t, TIDE_ATTR_TRANSPOSE_perm, LIST(0, 3, 1));
+    FAILS(TIDE_INVALID, "bad",
+          "attribute \"perm\" [0, 3, 1] has 3 at index 1, out of range for "
+          "input 0 [2, 3, 4] (wants 0 to 2)");
+
+    reset();
+    x = ph("x", SHAPE(2, 3));
+    t = OP(TIDE_OP_TRANSPOSE, "bad", x);
+    tide_attr_set_ints(g, t, TIDE_ATTR_TRANSPOSE_perm, LIST(-1, 0));
+    FAILS(TIDE_INVALID, "bad", "has -1 at index 0, out of range", "(wants 0 to 1)");
+
+    /* perm is required. */
+    reset();
+    x = ph("x", SHAPE(2, 3));
+    OP(TIDE_OP_TRANSPOSE, "bad", x);
+    FAILS(TIDE_INVALID, "bad", "missing required attribute \"perm\"");
+}
+
 /* ---- Sequence-model ops: indexing (Gather, TopK, Mixture-of-Experts routing) ---- */
 
 /* ---- Sequence-model ops: normalisation and regularisation (LayerNorm, Dropout) ---- */
@@ -1538,6 +1691,8 @@ int main(void)
         TEST(test_math_grads),
 
         /* batched products and axis permutation (BatchMatMul, Transpose) */
+        TEST(test_batch_matmul),
+        TEST(test_transpose),
 
         /* indexing (Gather, TopK, Mixture-of-Experts routing) */
 

@@ -2463,6 +2463,234 @@ static void test_range_jobs_math(void **state)
 
 /* ---- Sequence-model ops: batched products and axis permutation (BatchMatMul, Transpose) ---- */
 
+/*
+ * The naive BatchMatMul in double: y [batch..., m, n] from a and b whose
+ * batch dims are aligned with y's from the end (1 or missing: broadcast).
+ */
+static void naive_batch_matmul(const float *a, int32_t ra, const int64_t *ad, const float *b,
+                               int32_t rb, const int64_t *bd, bool ta, bool tb, int32_t ry,
+                               const int64_t *yd, double *y)
+{
+    int64_t m = yd[ry - 2], n = yd[ry - 1], k = ad[ra - (ta ? 2 : 1)];
+    int64_t entries = 1;
+    for (int32_t d = 0; d < ry - 2; d++)
+        entries *= yd[d];
+    for (int64_t p = 0; p < entries; p++) {
+        /* The matrix of a and of b that entry p reads. */
+        int64_t rest = p, a_entry = 0, b_entry = 0, a_scale = 1, b_scale = 1;
+        for (int32_t d = ry - 3; d >= 0; d--) {
+            int64_t index = rest % yd[d];
+            rest /= yd[d];
+            int32_t da = d - (ry - ra), db = d - (ry - rb);
+            int64_t dim_a = da >= 0 ? ad[da] : 1, dim_b = db >= 0 ? bd[db] : 1;
+            a_entry += (dim_a == 1 ? 0 : index) * a_scale;
+            b_entry += (dim_b == 1 ? 0 : index) * b_scale;
+            a_scale *= dim_a;
+            b_scale *= dim_b;
+        }
+        const float *am = a + a_entry * m * k, *bm = b + b_entry * k * n;
+        for (int64_t i = 0; i < m; i++) {
+            for (int64_t j = 0; j < n; j++) {
+                double sum = 0;
+                for (int64_t q = 0; q < k; q++)
+                    sum += (double)(ta ? am[q * m + i] : am[i * k + q]) *
+                           (tb ? bm[j * k + q] : bm[q * n + j]);
+                y[(p * m + i) * n + j] = sum;
+            }
+        }
+    }
+}
+
+/*
+ * Every transpose form against the double reference, with batch dims that
+ * broadcast both ways ([2, 1] against [3]), a rank-2 b and a rank-2 a; and
+ * each entry bit for bit what the MatMul kernel gives for that entry's
+ * matrices (both are one sgemm with the same operands).
+ */
+static void test_batch_matmul(void **state)
+{
+    (void)state;
+    enum { M = 5, K = 7, N = 3 };
+    float a[2 * M * K], b[3 * K * N], y[6 * M * N], entry[M * N];
+    double want[6 * M * N];
+    fill(a, 2 * M * K, 81);
+    fill(b, 3 * K * N, 82);
+    for (int combo = 0; combo < 4; combo++) {
+        bool ta = combo & 2, tb = combo & 1;
+        int64_t ad[4] = {2, 1, ta ? K : M, ta ? M : K}, bd[3] = {3, tb ? N : K, tb ? K : N};
+        int64_t yd[4] = {2, 3, M, N};
+        naive_batch_matmul(a, 4, ad, b, 3, bd, ta, tb, 4, yd, want);
+        struct test_node t;
+        node_init(&t, TIDE_OP_BATCH_MATMUL, "bmm");
+        t.attrs[TIDE_ATTR_BATCH_MATMUL_transpose_a].b = ta;
+        t.attrs[TIDE_ATTR_BATCH_MATMUL_transpose_b].b = tb;
+        struct tide_tensor_view in[2] = {fview(a, 4, ad), fview(b, 3, bd)};
+        struct tide_tensor_view out = fview(y, 4, yd);
+        run(&t, in, 2, &out, 1);
+        expect_close("batch_matmul", y, want, 6 * M * N, 1e-5, 1e-6);
+
+        for (int p = 0; p < 6; p++) {
+            struct test_node mm;
+            node_init(&mm, TIDE_OP_MATMUL, "mm");
+            mm.attrs[TIDE_ATTR_MATMUL_transpose_a].b = ta;
+            mm.attrs[TIDE_ATTR_MATMUL_transpose_b].b = tb;
+            struct tide_tensor_view mm_in[2] = {fview(a + p / 3 * M * K, 2, ad + 2),
+                                                fview(b + p % 3 * K * N, 2, bd + 1)};
+            struct tide_tensor_view mm_out = fview(entry, 2, DIMS(M, N));
+            run(&mm, mm_in, 2, &mm_out, 1);
+            expect_exact("batch_matmul entry", y + p * M * N, entry, M * N);
+        }
+    }
+
+    /* [2, M, K] x a rank-2 [K, N], and a rank-2 [M, K] x [3, K, N]. */
+    struct test_node t;
+    node_init(&t, TIDE_OP_BATCH_MATMUL, "weight");
+    struct tide_tensor_view in[2] = {fview(a, 3, DIMS(2, M, K)), fview(b, 2, DIMS(K, N))};
+    struct tide_tensor_view out = fview(y, 3, DIMS(2, M, N));
+    naive_batch_matmul(a, 3, DIMS(2, M, K), b, 2, DIMS(K, N), false, false, 3, DIMS(2, M, N), want);
+    run(&t, in, 2, &out, 1);
+    expect_close("batch_matmul weight", y, want, 2 * M * N, 1e-5, 1e-6);
+    node_init(&t, TIDE_OP_BATCH_MATMUL, "left");
+    in[0] = fview(a, 2, DIMS(M, K));
+    in[1] = fview(b, 3, DIMS(3, K, N));
+    out = fview(y, 3, DIMS(3, M, N));
+    naive_batch_matmul(a, 2, DIMS(M, K), b, 3, DIMS(3, K, N), false, false, 3, DIMS(3, M, N), want);
+    run(&t, in, 2, &out, 1);
+    expect_close("batch_matmul left", y, want, 3 * M * N, 1e-5, 1e-6);
+
+    /* An empty inner dimension gives zeros (over garbage). */
+    for (int i = 0; i < 2 * M * N; i++)
+        y[i] = NAN;
+    node_init(&t, TIDE_OP_BATCH_MATMUL, "empty");
+    in[0] = fview(a, 3, DIMS(2, M, 0));
+    in[1] = fview(b, 3, DIMS(2, 0, N));
+    out = fview(y, 3, DIMS(2, M, N));
+    run(&t, in, 2, &out, 1);
+    for (int i = 0; i < 2 * M * N; i++)
+        assert_true(y[i] == 0.0f);
+}
+
+/*
+ * The pool's items at 1, 2 and 3 threads: two large entries split into
+ * blocks of rows, one wide entry split into blocks of columns, and 1001 small
+ * entries grouped several to a piece; each against the double reference.
+ */
+static void test_batch_matmul_threads(void **state)
+{
+    (void)state;
+    static const struct {
+        int32_t ra, rb;
+        int64_t a[3], b[3], y[3];
+        bool tb;
+    } cases[] = {
+        {3, 2, {2, 300, 70}, {70, 90}, {2, 300, 90}, false},
+        {3, 3, {1, 50, 200}, {1, 400, 200}, {1, 50, 400}, true},
+        {3, 3, {1001, 16, 24}, {1001, 24, 20}, {1001, 16, 20}, false},
+    };
+    for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+        struct tide_shape as = tide_shape_make(cases[c].ra, cases[c].a);
+        struct tide_shape bs = tide_shape_make(cases[c].rb, cases[c].b);
+        struct tide_shape ys = tide_shape_make(3, cases[c].y);
+        int64_t na = tide_shape_numel(&as), nb = tide_shape_numel(&bs), ny = tide_shape_numel(&ys);
+        float *a = falloc(na), *b = falloc(nb), *y = falloc(ny);
+        double *want = dalloc(ny);
+        fill(a, na, 91 + (uint32_t)c);
+        fill(b, nb, 95 + (uint32_t)c);
+        struct test_node t;
+        node_init(&t, TIDE_OP_BATCH_MATMUL, "bmm");
+        t.attrs[TIDE_ATTR_BATCH_MATMUL_transpose_b].b = cases[c].tb;
+        struct tide_tensor_view in[2] = {fview(a, cases[c].ra, cases[c].a),
+                                         fview(b, cases[c].rb, cases[c].b)};
+        struct tide_tensor_view out = fview(y, 3, cases[c].y);
+        expect_same_at_threads("batch_matmul", &t, in, 2, &out, 1, NULL, NULL);
+        naive_batch_matmul(a, cases[c].ra, cases[c].a, b, cases[c].rb, cases[c].b, false,
+                           cases[c].tb, 3, cases[c].y, want);
+        expect_close("batch_matmul threads", y, want, ny, 1e-4, 1e-5);
+        free(a);
+        free(b);
+        free(y);
+        free(want);
+    }
+}
+
+/* The naive Transpose: y[i] = x[the element of x that output index i names], by element size. */
+static void naive_transpose(const void *x, int32_t rank, const int64_t *xd, const int64_t *perm,
+                            void *y, size_t esize)
+{
+    int64_t yd[TIDE_MAX_RANK], stride[TIDE_MAX_RANK], n = 1;
+    for (int32_t d = rank - 1; d >= 0; d--) {
+        stride[d] = n;
+        n *= xd[d];
+    }
+    for (int32_t i = 0; i < rank; i++)
+        yd[i] = xd[perm[i]];
+    for (int64_t i = 0; i < n; i++) {
+        int64_t rest = i, offset = 0;
+        for (int32_t d = rank - 1; d >= 0; d--) {
+            offset += rest % yd[d] * stride[perm[d]];
+            rest /= yd[d];
+        }
+        memcpy((char *)y + (size_t)i * esize, (const char *)x + (size_t)offset * esize, esize);
+    }
+}
+
+/* Runs Transpose of x (float32 or int32) by perm and compares y with the naive copy bit for bit. */
+static void check_transpose(const char *what, enum tide_dtype dtype, int32_t rank,
+                            const int64_t *xd, const int64_t *perm, bool at_threads)
+{
+    struct tide_shape xs = tide_shape_make(rank, xd);
+    int64_t n = tide_shape_numel(&xs), yd[TIDE_MAX_RANK];
+    for (int32_t i = 0; i < rank; i++)
+        yd[i] = xd[perm[i]];
+    uint32_t *x = malloc((size_t)(n > 0 ? n : 1) * 4), *y = malloc((size_t)(n > 0 ? n : 1) * 4);
+    uint32_t *want = malloc((size_t)(n > 0 ? n : 1) * 4);
+    assert_true(x && y && want);
+    for (int64_t i = 0; i < n; i++) /* distinct values; as floats, NaN payloads among them */
+        x[i] = (uint32_t)i * 2654435761u;
+    memset(y, 0xa5, (size_t)(n > 0 ? n : 1) * 4);
+    naive_transpose(x, rank, xd, perm, want, 4);
+    struct test_node t;
+    node_init(&t, TIDE_OP_TRANSPOSE, what);
+    set_ints(&t, TIDE_ATTR_TRANSPOSE_perm, rank, perm);
+    struct tide_tensor_view in = view(dtype, x, rank, xd), out = view(dtype, y, rank, yd);
+    if (at_threads)
+        expect_same_at_threads(what, &t, &in, 1, &out, 1, NULL, NULL);
+    else
+        run(&t, &in, 1, &out, 1);
+    if (n > 0 && memcmp(y, want, (size_t)n * 4) != 0)
+        fail_msg("%s: the output differs from the naive transpose", what);
+    free(x);
+    free(y);
+    free(want);
+}
+
+/*
+ * Transpose moves every element to where the naive index arithmetic says,
+ * bit for bit: rotations (strided gathers), the last axis kept (rows copied
+ * whole), axes of 1 dropped, the identity and an order that merges into it,
+ * int32, a scalar, an empty tensor; and large cases at 1, 2 and 3 threads.
+ */
+static void test_transpose(void **state)
+{
+    (void)state;
+    check_transpose("rotate", TIDE_DTYPE_FLOAT32, 3, DIMS(2, 3, 4), DIMS(2, 0, 1), false);
+    check_transpose("rotate_back", TIDE_DTYPE_FLOAT32, 3, DIMS(2, 3, 4), DIMS(1, 2, 0), false);
+    check_transpose("matrix", TIDE_DTYPE_INT32, 2, DIMS(5, 7), DIMS(1, 0), false);
+    check_transpose("heads", TIDE_DTYPE_FLOAT32, 4, DIMS(2, 3, 4, 5), DIMS(0, 2, 1, 3), false);
+    check_transpose("reverse", TIDE_DTYPE_FLOAT32, 5, DIMS(2, 3, 1, 4, 5), DIMS(4, 3, 2, 1, 0),
+                    false);
+    check_transpose("merged", TIDE_DTYPE_FLOAT32, 4, DIMS(2, 3, 4, 5), DIMS(2, 3, 0, 1), false);
+    check_transpose("unit_axis", TIDE_DTYPE_INT32, 3, DIMS(4, 1, 6), DIMS(1, 0, 2), false);
+    check_transpose("identity", TIDE_DTYPE_FLOAT32, 3, DIMS(2, 3, 4), DIMS(0, 1, 2), false);
+    check_transpose("all_ones", TIDE_DTYPE_FLOAT32, 2, DIMS(1, 1), DIMS(1, 0), false);
+    check_transpose("scalar", TIDE_DTYPE_FLOAT32, 0, NULL, NULL, false);
+    check_transpose("empty", TIDE_DTYPE_FLOAT32, 3, DIMS(2, 0, 3), DIMS(2, 1, 0), false);
+    check_transpose("threads_gather", TIDE_DTYPE_FLOAT32, 3, DIMS(5, 1031, 37), DIMS(0, 2, 1),
+                    true);
+    check_transpose("threads_rows", TIDE_DTYPE_INT32, 4, DIMS(3, 97, 11, 53), DIMS(0, 2, 1, 3),
+                    true);
+}
+
 /* ---- Sequence-model ops: indexing (Gather, TopK, Mixture-of-Experts routing) ---- */
 
 /* ---- Sequence-model ops: normalisation and regularisation (LayerNorm, Dropout) ---- */
@@ -2513,6 +2741,9 @@ int main(void)
         cmocka_unit_test(test_range_jobs_math),
 
         /* batched products and axis permutation (BatchMatMul, Transpose) */
+        cmocka_unit_test(test_batch_matmul),
+        cmocka_unit_test(test_batch_matmul_threads),
+        cmocka_unit_test(test_transpose),
 
         /* indexing (Gather, TopK, Mixture-of-Experts routing) */
 

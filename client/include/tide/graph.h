@@ -338,6 +338,24 @@ tide_ref tide_builder_min(tide_builder *b, const char *name, tide_ref x, tide_re
 
 /* ---- Sequence-model ops: batched products and axis permutation (BatchMatMul, Transpose) ---- */
 
+/*
+ * BatchMatMul: a [..., M, K] x b [..., K, N] -> [..., M, N], one matrix
+ * product per batch entry; ta and tb transpose the last two axes of a and b
+ * first. Each input has rank 2 or more; the batch dims (all but the last
+ * two) broadcast as NumPy's do, so a rank-2 b (a weight [D, N]) meets every
+ * entry of a [B, S, D], giving [B, S, N]. Rank-2 inputs make it MatMul.
+ */
+tide_ref tide_builder_batch_matmul(tide_builder *b, const char *name, tide_ref a, tide_ref bm,
+                                   bool ta, bool tb);
+
+/*
+ * Transpose: permutes the axes of x, output axis i being input axis perm[i];
+ * perm (rank entries, rank being x's) holds each of 0..rank-1 once. x may be
+ * float32 or int32; the output keeps its dtype.
+ */
+tide_ref tide_builder_transpose(tide_builder *b, const char *name, tide_ref x, const int64_t *perm,
+                                int32_t rank);
+
 /* ---- Sequence-model ops: indexing (Gather, TopK, Mixture-of-Experts routing) ---- */
 
 /* ---- Sequence-model ops: normalisation and regularisation (LayerNorm, Dropout) ---- */
