@@ -20,8 +20,8 @@
  *     gradient function; each such input is one gradient contribution to the
  *     slot it reads, so every slot knows how many contributions it will get.
  *     An op without a gradient function on a path, or a gradient arriving at
- *     an output that its op cannot differentiate (BatchNorm's mean and
- *     inv_std), is refused here, naming the node.
+ *     an output that its op cannot differentiate (the mean and inv_std of
+ *     BatchNorm and LayerNorm), is refused here, naming the node.
  *
  *  2. Emission, in reverse topological order, so that a node's consumers have
  *     all contributed before it runs. A slot's gradient is its one
@@ -755,6 +755,24 @@ static enum tide_status tide__grad_add_n(struct grad_ctx *c)
 
 /* ---- Sequence-model ops: normalisation and regularisation (LayerNorm, Dropout) ---- */
 
+/*
+ * LayerNorm(x, gain, bias) -> y, mean, inv_std. As BatchNorm: only y is
+ * differentiable (analysis refuses a gradient at the statistics), and
+ * LayerNormGrad reuses the forward statistics.
+ */
+static enum tide_status tide__grad_layer_norm(struct grad_ctx *c)
+{
+    struct tide_edge in[5] = {c->dy[0], in_edge(c, 0), in_edge(c, 1), {c->id, 1}, {c->id, 2}};
+    uint32_t id;
+    assert(c->dy[1].node == TIDE_NO_NODE && c->dy[2].node == TIDE_NO_NODE);
+    enum tide_status st = emit(c, TIDE_OP_LAYER_NORM_GRAD, -1, "backprop", in, 5, &id);
+    if (st != TIDE_OK)
+        return st;
+    for (uint32_t i = 0; i < 3; i++)
+        c->dx[i] = (struct tide_edge){id, i};
+    return TIDE_OK;
+}
+
 /* ---- Sequence-model ops: fused attention (Attention) ---- */
 
 /* The GRAD column of ops.def; `none` (not differentiable) becomes NULL. */
@@ -907,7 +925,7 @@ static enum tide_status analyse(struct autodiff *ad)
                                    "has no gradient, but lies on a path from \"%s\" to the loss "
                                    "\"%s\"",
                                    wrt_name(ad, d), ad->loss_text);
-        if (node->op == TIDE_OP_BATCH_NORM) {
+        if (node->op == TIDE_OP_BATCH_NORM || node->op == TIDE_OP_LAYER_NORM) {
             static const char *const outputs[3] = {"y", "mean", "inv_std"};
             for (uint32_t k = 1; k < 3; k++) {
                 if (ad->count[ad->slot_base[v] + k])

@@ -1205,6 +1205,44 @@ static uint32_t build_add_n(struct tide_graph *g, const uint32_t *in)
 
 /* ---- Sequence-model ops: normalisation and regularisation (LayerNorm, Dropout) ---- */
 
+static uint32_t build_layer_norm(struct tide_graph *g, const uint32_t *in)
+{
+    struct tide_edge e[3] = {edge_of(in[0]), edge_of(in[1]), edge_of(in[2])};
+    return node_in(g, TIDE_OP_LAYER_NORM, "y", e, 3);
+}
+
+/* A loss on LayerNorm's statistics has no gradient (as BatchNorm's); through y it is fine. */
+static void check_layer_norm_statistics(void)
+{
+    struct tide_error err = {0};
+    struct tide_graph *g = tide_graph_new();
+    int64_t xd[2] = {4, 3}, cd = 3;
+    uint32_t lx = variable(g, "lx", 2, xd, NULL);
+    uint32_t gain = variable(g, "gain", 1, &cd, NULL), bias = variable(g, "bias", 1, &cd, NULL);
+    struct tide_edge ln_in[3] = {edge_of(lx), edge_of(gain), edge_of(bias)};
+    uint32_t ln = node_in(g, TIDE_OP_LAYER_NORM, "ln", ln_in, 3);
+    struct tide_edge inv_std = {ln, 2};
+    uint32_t stat = node_in(g, TIDE_OP_REDUCE_SUM, "stat_loss", &inv_std, 1);
+    op2(g, TIDE_OP_ADD, "both", stat, reduce_sum_all(g, "y_loss", ln));
+    infer_ok(g);
+    struct tide_train_options o = sgd("both");
+    expect_refusal(g, &o, TIDE_UNSUPPORTED, "node \"ln\" (LayerNorm)", "output 2 (inv_std)");
+    o.loss = "y_loss";
+    struct tide_autodiff_result res;
+    if (tide_autodiff(g, &o, &res, &err) != TIDE_OK)
+        fail_msg("autodiff: %s", err.message);
+    assert_int_equal(res.n_trained, 3);
+    assert_int_equal(g->nodes[find(g, "grad/ln/backprop")].op, TIDE_OP_LAYER_NORM_GRAD);
+    tide_autodiff_result_release(&res);
+    tide_graph_free(g);
+}
+
+static void test_norm_ops_through_autodiff(void **state)
+{
+    (void)state;
+    check_layer_norm_statistics();
+}
+
 /* ---- Sequence-model ops: fused attention (Attention) ---- */
 
 /*
@@ -1291,6 +1329,9 @@ static const struct gc_case gc_cases[] = {
     /* indexing (Gather, TopK, Mixture-of-Experts routing) */
 
     /* normalisation and regularisation (LayerNorm, Dropout) */
+    {"LayerNorm_3d", IN3(T3(2, 3, 4), T1(4), T1(4)), build_layer_norm},
+    {"LayerNorm_rank1", IN3(T1(6), T1(6), T1(6)), build_layer_norm},
+    {"LayerNorm_wide", IN3(T2(2, 17), T1(17), T1(17)), build_layer_norm},
 
     /* fused attention (Attention) */
 
@@ -1467,6 +1508,7 @@ int main(void)
         cmocka_unit_test(test_gradient_check_covers_every_op),
         cmocka_unit_test(test_gradient_check),
         cmocka_unit_test(test_training_session),
+        cmocka_unit_test(test_norm_ops_through_autodiff),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1257,6 +1257,53 @@ static void test_cuda_sticky_error(void **state)
  * Sequence-model ops: normalisation and regularisation (LayerNorm, Dropout)
  * ========================================================================== */
 
+/* Rows of one warp's block and of the 256-thread block (d >= 1024), odd sizes, rank 1. */
+static void test_layer_norm(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *name;
+        int32_t rank;
+        int64_t dims[3];
+    } shapes[] = {
+        {"ln_3d", 3, {2, 5, 7}},
+        {"ln_rank1", 1, {33}},
+        {"ln_long", 2, {3, 2053}},
+        {"ln_many_rows", 2, {1500, 65}},
+    };
+    for (size_t i = 0; i < sizeof(shapes) / sizeof(shapes[0]); i++) {
+        int32_t rank = shapes[i].rank;
+        const int64_t *dims = shapes[i].dims;
+        int64_t d = dims[rank - 1];
+        char grad_name[64];
+        snprintf(grad_name, sizeof(grad_name), "%s_grad", shapes[i].name);
+        struct op_case c;
+        case_init(&c, TIDE_OP_LAYER_NORM, shapes[i].name, TOL_ELEM);
+        float *x = input(&c, rank, dims);
+        /* An offset against the spread, as real activations have: two-pass statistics. */
+        for (int64_t k = 0; k < tide_shape_numel(&c.in[0].shape); k++)
+            x[k] = 3.0f + 0.5f * x[k];
+        input_range(&c, 1, DIMS(d), 0.5f, 1.5f);
+        input(&c, 1, DIMS(d));
+        outf(&c, rank, dims);
+        outf(&c, rank - 1, dims);
+        outf(&c, rank - 1, dims);
+        check_case(&c);
+
+        case_init(&c, TIDE_OP_LAYER_NORM_GRAD, grad_name, TOL_ELEM);
+        input(&c, rank, dims);                        /* dy */
+        input(&c, rank, dims);                        /* x */
+        input_range(&c, 1, DIMS(d), 0.5f, 1.5f);      /* gain */
+        input_range(&c, rank - 1, dims, -0.1f, 0.1f); /* mean */
+        input_range(&c, rank - 1, dims, 1.0f, 2.0f);  /* inv_std */
+        outf(&c, rank, dims);
+        outf(&c, 1, DIMS(d));
+        outf(&c, 1, DIMS(d));
+        check_case(&c);
+    }
+    REQUIRE_CUDA();
+}
+
 /* ============================================================================
  * Sequence-model ops: fused attention (Attention)
  * ========================================================================== */
@@ -1303,6 +1350,7 @@ int main(void)
         /* indexing (Gather, TopK, Mixture-of-Experts routing) */
 
         /* normalisation and regularisation (LayerNorm, Dropout) */
+        cmocka_unit_test(test_layer_norm),
 
         /* fused attention (Attention) */
 
