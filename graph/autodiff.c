@@ -773,6 +773,27 @@ static enum tide_status tide__grad_layer_norm(struct grad_ctx *c)
     return TIDE_OK;
 }
 
+/*
+ * Dropout: dx = dy * mask / (1 - rate), with the forward node's mask, which
+ * DropoutGrad regenerates from the forward node's name, seed and rate (and
+ * the step's key) instead of keeping it.
+ */
+static enum tide_status tide__grad_dropout(struct grad_ctx *c)
+{
+    double rate = fwd_attr(c, TIDE_ATTR_DROPOUT_rate)->f;
+    int64_t seed = fwd_attr(c, TIDE_ATTR_DROPOUT_seed)->i;
+    uint32_t id;
+    enum tide_status st = emit1(c, TIDE_OP_DROPOUT_GRAD, 0, "x", c->dy[0], &id);
+    if (st == TIDE_OK)
+        st = tide_attr_set_string(c->ad->graph, id, TIDE_ATTR_DROPOUT_GRAD_forward, fwd(c)->name);
+    if (st != TIDE_OK)
+        return st;
+    tide_attr_set_float(c->ad->graph, id, TIDE_ATTR_DROPOUT_GRAD_rate, rate);
+    tide_attr_set_int(c->ad->graph, id, TIDE_ATTR_DROPOUT_GRAD_seed, seed);
+    c->dx[0] = out0(id);
+    return TIDE_OK;
+}
+
 /* ---- Sequence-model ops: fused attention (Attention) ---- */
 
 /* The GRAD column of ops.def; `none` (not differentiable) becomes NULL. */

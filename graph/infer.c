@@ -1271,6 +1271,27 @@ enum tide_status tide__infer_layer_norm_grad(struct tide_graph *graph, struct ti
     return infer_layer_norm_common(graph, node, 1, 2, roles, 3, 1, true, err);
 }
 
+/*
+ * Dropout(x) and DropoutGrad(dy): rate in [0, 1) (1 would keep nothing and
+ * scale by infinity); DropoutGrad names the Dropout node whose mask it
+ * regenerates. The output has the input's shape.
+ */
+enum tide_status tide__infer_dropout(struct tide_graph *graph, struct tide_node *node,
+                                     struct tide_error *err)
+{
+    enum tide_status st = check_float(node, "rate", 0, true, 1, err);
+    if (st != TIDE_OK)
+        return st;
+    if (node->op == TIDE_OP_DROPOUT_GRAD) {
+        const char *forward = attr(node, "forward")->s;
+        if (!forward || !forward[0])
+            return tide_node_error(err, TIDE_INVALID, node,
+                                   "attribute \"forward\" is empty, wants the name of the "
+                                   "Dropout node whose mask this regenerates");
+    }
+    return tide__set_output(graph, node, 0, TIDE_DTYPE_FLOAT32, input_shape(graph, node, 0), err);
+}
+
 /* ============================================================================
  * Sequence-model ops: fused attention (Attention)
  * ========================================================================== */

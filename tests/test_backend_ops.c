@@ -119,6 +119,9 @@ struct op_case {
 
 static bool covered[TIDE_OP_COUNT];
 static const uint64_t adam_step = 3;
+/* Every case runs as in a training step of a job with this seed (Dropout's mask). */
+static const bool training_step = true;
+static const uint64_t job_seed = 2024;
 
 static void case_init(struct op_case *c, enum tide_op op, const char *name, double rtol,
                       double atol)
@@ -341,6 +344,8 @@ static enum tide_status run_case(struct tide_backend *b, struct op_case *c, stru
             .workspace = r->ws_bytes ? (char *)base + r->ws_off : NULL,
             .workspace_bytes = r->ws_bytes,
             .step = &adam_step,
+            .seed = job_seed,
+            .training = &training_step,
         };
         st = tide_backend_copy_h2d(b, base, staging, r->total, s);
         if (st == TIDE_OK)
@@ -1304,6 +1309,46 @@ static void test_layer_norm(void **state)
     REQUIRE_CUDA();
 }
 
+/*
+ * Dropout and DropoutGrad in a training step: the CUDA mask must be the
+ * CPU's bit for bit (TOL_EXACT: one wrong element errs by a whole value),
+ * over sizes that end mid-block and more elements than one grid pass.
+ */
+static void test_dropout(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *name;
+        double rate;
+        int64_t n;
+    } cases[] = {
+        {"dropout_small", 0.5, 37},
+        {"dropout_large", 0.1, 70001},
+        {"dropout_rate0", 0.0, 1000},
+        {"dropout_high", 0.9, 4099},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char grad_name[64];
+        snprintf(grad_name, sizeof(grad_name), "%s_grad", cases[i].name);
+        struct op_case c;
+        case_init(&c, TIDE_OP_DROPOUT, cases[i].name, TOL_EXACT);
+        c.attrs[TIDE_ATTR_DROPOUT_rate].f = cases[i].rate;
+        c.attrs[TIDE_ATTR_DROPOUT_seed].i = (int64_t)i - 2;
+        input(&c, 1, DIMS(cases[i].n));
+        outf(&c, 1, DIMS(cases[i].n));
+        check_case(&c);
+
+        case_init(&c, TIDE_OP_DROPOUT_GRAD, grad_name, TOL_EXACT);
+        c.attrs[TIDE_ATTR_DROPOUT_GRAD_rate].f = cases[i].rate;
+        c.attrs[TIDE_ATTR_DROPOUT_GRAD_seed].i = (int64_t)i - 2;
+        c.attrs[TIDE_ATTR_DROPOUT_GRAD_forward].s = cases[i].name;
+        input(&c, 2, DIMS(7, cases[i].n / 7 + 1));
+        outf(&c, 2, DIMS(7, cases[i].n / 7 + 1));
+        check_case(&c);
+    }
+    REQUIRE_CUDA();
+}
+
 /* ============================================================================
  * Sequence-model ops: fused attention (Attention)
  * ========================================================================== */
@@ -1351,6 +1396,7 @@ int main(void)
 
         /* normalisation and regularisation (LayerNorm, Dropout) */
         cmocka_unit_test(test_layer_norm),
+        cmocka_unit_test(test_dropout),
 
         /* fused attention (Attention) */
 

@@ -1361,6 +1361,61 @@ static void test_layer_norm(void **state)
     FAILS(TIDE_INVALID, "bad", "input 2 (gain) has shape [5], wants [8]");
 }
 
+static void test_dropout(void **state)
+{
+    (void)state;
+    uint32_t x = ph("x", SHAPE(4, 7)), s = ph("s", SCALAR);
+    uint32_t d = OP(TIDE_OP_DROPOUT, "d", x);
+    tide_attr_set_float(g, d, TIDE_ATTR_DROPOUT_rate, 0.3);
+    uint32_t d0 = OP(TIDE_OP_DROPOUT, "d0", s);
+    tide_attr_set_float(g, d0, TIDE_ATTR_DROPOUT_rate, 0.0);
+    tide_attr_set_int(g, d0, TIDE_ATTR_DROPOUT_seed, -7);
+    uint32_t dg = OP(TIDE_OP_DROPOUT_GRAD, "dg", x);
+    tide_attr_set_float(g, dg, TIDE_ATTR_DROPOUT_GRAD_rate, 0.3);
+    set_string(dg, TIDE_ATTR_DROPOUT_GRAD_forward, "d");
+    infer_ok();
+    expect_f32(d, SHAPE(4, 7));
+    expect_f32(d0, SCALAR);
+    expect_f32(dg, SHAPE(4, 7));
+
+    const double bad_rate[] = {1.0, -0.1, 1.5, NAN};
+    const char *const bad_rate_text[] = {"is 1,", "is -0.1,", "is 1.5,", "is nan,"};
+    for (int i = 0; i < 4; i++) {
+        reset();
+        x = ph("x", SHAPE(4, 7));
+        d = OP(TIDE_OP_DROPOUT, "bad", x);
+        tide_attr_set_float(g, d, TIDE_ATTR_DROPOUT_rate, bad_rate[i]);
+        FAILS(TIDE_INVALID, "bad", "attribute \"rate\"", bad_rate_text[i],
+              "wants a value in [0, 1)");
+    }
+
+    reset();
+    x = ph("x", SHAPE(4, 7));
+    OP(TIDE_OP_DROPOUT, "bad", x);
+    FAILS(TIDE_INVALID, "bad", "missing required attribute \"rate\"");
+
+    reset();
+    uint32_t ids = placeholder_of("ids", TIDE_DTYPE_INT32, SHAPE(3));
+    d = OP(TIDE_OP_DROPOUT, "bad", ids);
+    tide_attr_set_float(g, d, TIDE_ATTR_DROPOUT_rate, 0.5);
+    FAILS(TIDE_INVALID, "bad", "input 0", "is int32, wants float32");
+
+    reset();
+    x = ph("x", SHAPE(4, 7));
+    dg = OP(TIDE_OP_DROPOUT_GRAD, "bad", x);
+    tide_attr_set_float(g, dg, TIDE_ATTR_DROPOUT_GRAD_rate, 0.5);
+    set_string(dg, TIDE_ATTR_DROPOUT_GRAD_forward, "");
+    FAILS(TIDE_INVALID, "bad", "attribute \"forward\" is empty",
+          "the name of the Dropout node whose mask this regenerates");
+
+    reset();
+    x = ph("x", SHAPE(4, 7));
+    dg = OP(TIDE_OP_DROPOUT_GRAD, "bad", x);
+    tide_attr_set_float(g, dg, TIDE_ATTR_DROPOUT_GRAD_rate, 1.0);
+    set_string(dg, TIDE_ATTR_DROPOUT_GRAD_forward, "d");
+    FAILS(TIDE_INVALID, "bad", "attribute \"rate\" is 1, wants a value in [0, 1)");
+}
+
 /* ---- Sequence-model ops: fused attention (Attention) ---- */
 
 static void test_small_cnn(void **state)
@@ -1519,6 +1574,7 @@ int main(void)
 
         /* normalisation and regularisation (LayerNorm, Dropout) */
         TEST(test_layer_norm),
+        TEST(test_dropout),
 
         /* fused attention (Attention) */
 

@@ -2409,6 +2409,168 @@ static void test_range_jobs_layer_norm(void **state)
     free(dx), free(dgain), free(dbias);
 }
 
+/*
+ * Runs Dropout or DropoutGrad t on x[0..n) into y with the executor's
+ * arguments as given (job seed, step, training flag); what run_step leaves
+ * out.
+ */
+static enum tide_status run_dropout(struct test_node *t, float *x, float *y, int64_t n,
+                                    uint64_t job_seed, const uint64_t *step, const bool *training,
+                                    struct tide_error *err)
+{
+    struct tide_tensor_view in = fview(x, 1, DIMS(n)), out = fview(y, 1, DIMS(n));
+    t->edges[0] = (struct tide_edge){0, 0};
+    t->outputs[0] =
+        (struct tide_output){.dtype = TIDE_DTYPE_FLOAT32, .shape = out.shape, .nbytes = out.nbytes};
+    t->node.n_inputs = 1;
+    t->node.inputs = t->edges;
+    t->node.n_outputs = 1;
+    t->node.outputs = t->outputs;
+    struct tide_kernel_args args = {
+        .node = &t->node,
+        .n_inputs = 1,
+        .inputs = &in,
+        .n_outputs = 1,
+        .outputs = &out,
+        .step = step,
+        .seed = job_seed,
+        .training = training,
+    };
+    return tide_cpu_kernels.fn[t->node.op](&args, err);
+}
+
+static void dropout_ok(struct test_node *t, float *x, float *y, int64_t n, uint64_t job_seed,
+                       uint64_t step, bool training)
+{
+    struct tide_error err = {0};
+    if (run_dropout(t, x, y, n, job_seed, &step, &training, &err) != TIDE_OK)
+        fail_msg("%s failed: %s", t->node.name, err.message);
+}
+
+/*
+ * The mask as kernels/dropout-hash.h documents it, written out again here
+ * from the splitmix64 finaliser and FNV-1a: element i is kept when the top 24
+ * bits of mix(key + (i + 1) * golden) reach ceil(rate * 2^24).
+ */
+static uint64_t splitmix_finalise(uint64_t z)
+{
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static bool documented_keep(uint64_t job_seed, uint64_t step, const char *name, int64_t seed,
+                            double rate, uint64_t i)
+{
+    const uint64_t golden = 0x9E3779B97F4A7C15ull;
+    uint64_t fnv = 0xCBF29CE484222325ull;
+    for (const char *c = name; *c; c++)
+        fnv = (fnv ^ (unsigned char)*c) * 0x100000001B3ull;
+    uint64_t node = splitmix_finalise(splitmix_finalise(fnv + golden) ^ (uint64_t)seed);
+    uint64_t key = splitmix_finalise(job_seed + golden);
+    key = splitmix_finalise(key ^ step);
+    key = splitmix_finalise(key ^ node);
+    double threshold = ceil(rate * 16777216.0);
+    return (double)(splitmix_finalise(key + (i + 1) * golden) >> 40) >= threshold;
+}
+
+/* Elements where exactly one of a and b is 0 (where two masks differ, for x without zeros). */
+static int64_t mask_differences(const float *a, const float *b, int64_t n)
+{
+    int64_t d = 0;
+    for (int64_t i = 0; i < n; i++)
+        d += (a[i] == 0) != (b[i] == 0);
+    return d;
+}
+
+/*
+ * Dropout: the documented mask, the kept fraction, the scale, the same mask
+ * for the same (job seed, step, node) at any thread count and another one
+ * when any of them changes; DropoutGrad regenerates the forward node's mask;
+ * in evaluation both are the identity; rate 0 changes nothing.
+ */
+static void test_dropout(void **state)
+{
+    (void)state;
+    enum { N = 100000 };
+    const double rate = 0.3;
+    const float scale = (float)(1.0 / (1.0 - rate));
+    float *x = falloc(N), *y = falloc(N), *y2 = falloc(N), *dx = falloc(N);
+    fill(x, N, 101);
+    for (int64_t i = 0; i < N; i++)
+        x[i] = 1.0f + 0.5f * x[i]; /* in [0.5, 1.5): a dropped element is the only 0 */
+    struct test_node t;
+    node_init(&t, TIDE_OP_DROPOUT, "drop");
+    t.attrs[TIDE_ATTR_DROPOUT_rate].f = rate;
+    t.attrs[TIDE_ATTR_DROPOUT_seed].i = 9;
+    dropout_ok(&t, x, y, N, 42, 3, true);
+    int64_t kept = 0;
+    for (int64_t i = 0; i < N; i++) {
+        bool keep = documented_keep(42, 3, "drop", 9, rate, (uint64_t)i);
+        float want = keep ? x[i] * scale : 0.0f;
+        if (memcmp(&y[i], &want, sizeof(float)) != 0)
+            fail_msg("dropout: element %lld is %.9g, want %.9g (%s)", (long long)i, y[i], want,
+                     keep ? "kept" : "dropped");
+        kept += keep;
+    }
+    /* 70000 expected, standard deviation 145: 1 % is about 5 of them. */
+    if (fabs((double)kept / N - (1.0 - rate)) > 0.01)
+        fail_msg("dropout kept %lld of %d elements at rate %g", (long long)kept, N, rate);
+
+    /* The same key: the same bits, at any thread count. */
+    for (int threads = 1; threads <= 4; threads++) {
+        tide_cpu_kernels_set_threads(threads);
+        dropout_ok(&t, x, y2, N, 42, 3, true);
+        if (memcmp(y, y2, N * sizeof(float)) != 0)
+            fail_msg("dropout at %d threads differs from the first run", threads);
+    }
+    tide_cpu_kernels_set_threads(0);
+
+    /* Another step, job seed, seed attribute or name: another mask. */
+    dropout_ok(&t, x, y2, N, 42, 4, true);
+    assert_true(mask_differences(y, y2, N) > N / 5);
+    dropout_ok(&t, x, y2, N, 43, 3, true);
+    assert_true(mask_differences(y, y2, N) > N / 5);
+    t.attrs[TIDE_ATTR_DROPOUT_seed].i = 10;
+    dropout_ok(&t, x, y2, N, 42, 3, true);
+    assert_true(mask_differences(y, y2, N) > N / 5);
+    t.attrs[TIDE_ATTR_DROPOUT_seed].i = 9;
+    t.node.name = "drop2";
+    dropout_ok(&t, x, y2, N, 42, 3, true);
+    assert_true(mask_differences(y, y2, N) > N / 5);
+    t.node.name = "drop";
+
+    /* DropoutGrad names the forward node: dx = dy * mask / (1 - rate), dy = x here. */
+    struct test_node tg;
+    node_init(&tg, TIDE_OP_DROPOUT_GRAD, "grad/drop/x");
+    tg.attrs[TIDE_ATTR_DROPOUT_GRAD_rate].f = rate;
+    tg.attrs[TIDE_ATTR_DROPOUT_GRAD_seed].i = 9;
+    tg.attrs[TIDE_ATTR_DROPOUT_GRAD_forward].s = "drop";
+    dropout_ok(&tg, x, dx, N, 42, 3, true);
+    expect_exact("dropout grad", dx, y, N);
+
+    /* Evaluation (or args without the flag): the identity, for both. */
+    dropout_ok(&t, x, y2, N, 42, 3, false);
+    expect_exact("dropout in evaluation", y2, x, N);
+    dropout_ok(&tg, x, dx, N, 42, 3, false);
+    expect_exact("dropout grad in evaluation", dx, x, N);
+    struct tide_error err = {0};
+    assert_int_equal(run_dropout(&t, x, y2, N, 42, NULL, NULL, &err), TIDE_OK);
+    expect_exact("dropout without the training flag", y2, x, N);
+
+    /* Rate 0 keeps everything and scales by 1. */
+    t.attrs[TIDE_ATTR_DROPOUT_rate].f = 0.0;
+    dropout_ok(&t, x, y2, N, 42, 3, true);
+    expect_exact("dropout at rate 0", y2, x, N);
+
+    /* A training step needs the step counter. */
+    const bool training = true;
+    assert_int_equal(run_dropout(&t, x, y2, N, 42, NULL, &training, &err), TIDE_INVALID);
+    assert_non_null(strstr(err.message, "node \"drop\" (Dropout)"));
+    assert_non_null(strstr(err.message, "needs the executor's step counter"));
+    free(x), free(y), free(y2), free(dx);
+}
+
 /* ---- Sequence-model ops: fused attention (Attention) ---- */
 
 int main(void)
@@ -2458,6 +2620,7 @@ int main(void)
         cmocka_unit_test(test_layer_norm),
         cmocka_unit_test(test_layer_norm_grad),
         cmocka_unit_test(test_range_jobs_layer_norm),
+        cmocka_unit_test(test_dropout),
 
         /* fused attention (Attention) */
 

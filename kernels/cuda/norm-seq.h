@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * norm-seq.h: the launchers of the device halves of LayerNorm and
- * LayerNormGrad (kernels/cuda/layernorm.cu), for their host half
- * (layernorm.c). Kept apart from cuda-impl.h so that
+ * norm-seq.h: the launchers of the device halves of LayerNorm, LayerNormGrad,
+ * Dropout and DropoutGrad (kernels/cuda/layernorm.cu, dropout.cu), for their
+ * host halves (layernorm.c, dropout.c). Kept apart from cuda-impl.h so that
  * this op family lands without touching the launchers of the others; the
  * conventions are cuda-impl.h's: plain numbers and pointers, enqueued on
  * stream, returning cudaGetLastError().
@@ -26,6 +26,13 @@ cudaError_t tide__cuda_launch_layer_norm_grad(cudaStream_t stream, const float *
                                               const float *gain, const float *mean,
                                               const float *inv_std, float *dx, float *dgain,
                                               float *dbias, int64_t rows, int64_t d);
+
+/*
+ * dropout.cu: y[i] = keep(key, i, threshold) ? x[i] * scale : 0, with the
+ * mask of kernels/dropout-hash.h.
+ */
+cudaError_t tide__cuda_launch_dropout(cudaStream_t stream, const float *x, float *y, int64_t n,
+                                      uint64_t key, uint32_t threshold, float scale);
 
 #ifdef __cplusplus
 }
