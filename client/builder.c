@@ -125,6 +125,8 @@ enum op_id {
     /* indexing (Gather, TopK, Mixture-of-Experts routing) */
 
     /* normalisation and regularisation (LayerNorm, Dropout) */
+    OP_LAYER_NORM,
+    OP_DROPOUT,
 
     /* fused attention (Attention) */
 };
@@ -176,6 +178,8 @@ static const struct op_spec op_specs[] = {
     /* indexing (Gather, TopK, Mixture-of-Experts routing) */
 
     /* normalisation and regularisation (LayerNorm, Dropout) */
+    [OP_LAYER_NORM] = {TIDE_OP_LAYER_NORM, "layer_norm"},
+    [OP_DROPOUT] = {TIDE_OP_DROPOUT, "dropout"},
 
     /* fused attention (Attention) */
 };
@@ -1454,6 +1458,28 @@ tide_ref tide_builder_transpose(tide_builder *b, const char *name, tide_ref x, c
 /* ============================================================================
  * Sequence-model ops: normalisation and regularisation (LayerNorm, Dropout)
  * ========================================================================== */
+
+tide_ref tide_builder_layer_norm(tide_builder *b, const char *name, tide_ref x, tide_ref gain,
+                                 tide_ref bias, float epsilon)
+{
+    struct call c;
+    if (!begin(b, &c, OP_LAYER_NORM, name) || !input(&c, 0, "x", x) ||
+        !input(&c, 1, "gain", gain) || !input(&c, 2, "bias", bias))
+        return TIDE_REF_NONE;
+    attr_float(&c, "epsilon", epsilon);
+    return finish(&c);
+}
+
+tide_ref tide_builder_dropout(tide_builder *b, const char *name, tide_ref x, float rate,
+                              int64_t seed)
+{
+    struct call c;
+    if (!begin(b, &c, OP_DROPOUT, name) || !input(&c, 0, "x", x))
+        return TIDE_REF_NONE;
+    attr_float(&c, "rate", rate);
+    attr_int(&c, "seed", seed);
+    return finish(&c);
+}
 
 /* ============================================================================
  * Sequence-model ops: fused attention (Attention)

@@ -20,8 +20,8 @@
  *     gradient function; each such input is one gradient contribution to the
  *     slot it reads, so every slot knows how many contributions it will get.
  *     An op without a gradient function on a path, or a gradient arriving at
- *     an output that its op cannot differentiate (BatchNorm's mean and
- *     inv_std), is refused here, naming the node.
+ *     an output that its op cannot differentiate (the mean and inv_std of
+ *     BatchNorm and LayerNorm), is refused here, naming the node.
  *
  *  2. Emission, in reverse topological order, so that a node's consumers have
  *     all contributed before it runs. A slot's gradient is its one
@@ -998,6 +998,45 @@ static enum tide_status tide__grad_transpose(struct grad_ctx *c)
 
 /* ---- Sequence-model ops: normalisation and regularisation (LayerNorm, Dropout) ---- */
 
+/*
+ * LayerNorm(x, gain, bias) -> y, mean, inv_std. As BatchNorm: only y is
+ * differentiable (analysis refuses a gradient at the statistics), and
+ * LayerNormGrad reuses the forward statistics.
+ */
+static enum tide_status tide__grad_layer_norm(struct grad_ctx *c)
+{
+    struct tide_edge in[5] = {c->dy[0], in_edge(c, 0), in_edge(c, 1), {c->id, 1}, {c->id, 2}};
+    uint32_t id;
+    assert(c->dy[1].node == TIDE_NO_NODE && c->dy[2].node == TIDE_NO_NODE);
+    enum tide_status st = emit(c, TIDE_OP_LAYER_NORM_GRAD, -1, "backprop", in, 5, &id);
+    if (st != TIDE_OK)
+        return st;
+    for (uint32_t i = 0; i < 3; i++)
+        c->dx[i] = (struct tide_edge){id, i};
+    return TIDE_OK;
+}
+
+/*
+ * Dropout: dx = dy * mask / (1 - rate), with the forward node's mask, which
+ * DropoutGrad regenerates from the forward node's name, seed and rate (and
+ * the step's key) instead of keeping it.
+ */
+static enum tide_status tide__grad_dropout(struct grad_ctx *c)
+{
+    double rate = fwd_attr(c, TIDE_ATTR_DROPOUT_rate)->f;
+    int64_t seed = fwd_attr(c, TIDE_ATTR_DROPOUT_seed)->i;
+    uint32_t id;
+    enum tide_status st = emit1(c, TIDE_OP_DROPOUT_GRAD, 0, "x", c->dy[0], &id);
+    if (st == TIDE_OK)
+        st = tide_attr_set_string(c->ad->graph, id, TIDE_ATTR_DROPOUT_GRAD_forward, fwd(c)->name);
+    if (st != TIDE_OK)
+        return st;
+    tide_attr_set_float(c->ad->graph, id, TIDE_ATTR_DROPOUT_GRAD_rate, rate);
+    tide_attr_set_int(c->ad->graph, id, TIDE_ATTR_DROPOUT_GRAD_seed, seed);
+    c->dx[0] = out0(id);
+    return TIDE_OK;
+}
+
 /* ---- Sequence-model ops: fused attention (Attention) ---- */
 
 /* The GRAD column of ops.def; `none` (not differentiable) becomes NULL. */
@@ -1150,7 +1189,7 @@ static enum tide_status analyse(struct autodiff *ad)
                                    "has no gradient, but lies on a path from \"%s\" to the loss "
                                    "\"%s\"",
                                    wrt_name(ad, d), ad->loss_text);
-        if (node->op == TIDE_OP_BATCH_NORM) {
+        if (node->op == TIDE_OP_BATCH_NORM || node->op == TIDE_OP_LAYER_NORM) {
             static const char *const outputs[3] = {"y", "mean", "inv_std"};
             for (uint32_t k = 1; k < 3; k++) {
                 if (ad->count[ad->slot_base[v] + k])

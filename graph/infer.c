@@ -1310,6 +1310,95 @@ enum tide_status tide__infer_transpose(struct tide_graph *graph, struct tide_nod
  * Sequence-model ops: normalisation and regularisation (LayerNorm, Dropout)
  * ========================================================================== */
 
+/*
+ * Checks x (input x_index: rank 1 or more, a last axis of at least one
+ * element) and the inputs [first, first + n) named by roles, which are [D]
+ * (one per element of x's last axis) before per_row and x's shape without
+ * the last axis (one per row) from per_row on; then sets the three outputs
+ * of LayerNorm (x's shape, then the rows' shape twice) or LayerNormGrad
+ * (x's shape, then [D] twice).
+ */
+static enum tide_status infer_layer_norm_common(struct tide_graph *graph, struct tide_node *node,
+                                                uint32_t x_index, uint32_t first,
+                                                const char *const *roles, uint32_t n,
+                                                uint32_t per_row, bool grad, struct tide_error *err)
+{
+    const struct tide_shape *x = input_shape(graph, node, x_index);
+    char label[32];
+    snprintf(label, sizeof(label), "input %u (x)", x_index);
+    enum tide_status st = require_rank(node, label, x, 1, TIDE_MAX_RANK, "[..., D]", err);
+    if (st != TIDE_OK)
+        return st;
+    if (x->dims[x->rank - 1] == 0)
+        return tide_node_error(err, TIDE_INVALID, node,
+                               "%s has shape %s, wants a last axis (the normalised one) of 1 or "
+                               "more elements",
+                               label, shape_text(x).s);
+    struct tide_shape features = tide_shape_make(1, &x->dims[x->rank - 1]);
+    struct tide_shape rows = tide_shape_make(x->rank - 1, x->dims);
+    for (uint32_t i = 0; st == TIDE_OK && i < n; i++) {
+        if (i < per_row)
+            st = expect_input_shape(graph, node, first + i, roles[i], &features, err,
+                                    "one per element of the last axis of %s %s", label,
+                                    shape_text(x).s);
+        else
+            st = expect_input_shape(graph, node, first + i, roles[i], &rows, err,
+                                    "one per row of %s %s, its shape without the last axis", label,
+                                    shape_text(x).s);
+    }
+    if (st == TIDE_OK && !grad)
+        st = check_float(node, "epsilon", 0, false, INFINITY, err);
+    const struct tide_shape *side = grad ? &features : &rows;
+    if (st == TIDE_OK)
+        st = tide__set_output(graph, node, 0, TIDE_DTYPE_FLOAT32, x, err);
+    if (st == TIDE_OK)
+        st = tide__set_output(graph, node, 1, TIDE_DTYPE_FLOAT32, side, err);
+    if (st == TIDE_OK)
+        st = tide__set_output(graph, node, 2, TIDE_DTYPE_FLOAT32, side, err);
+    return st;
+}
+
+/* LayerNorm(x, gain, bias) -> y, mean, inv_std, over the last axis of x. */
+enum tide_status tide__infer_layer_norm(struct tide_graph *graph, struct tide_node *node,
+                                        struct tide_error *err)
+{
+    static const char *const roles[] = {"gain", "bias"};
+    return infer_layer_norm_common(graph, node, 0, 1, roles, 2, 2, false, err);
+}
+
+/* LayerNormGrad(dy, x, gain, mean, inv_std) -> dx, dgain, dbias. */
+enum tide_status tide__infer_layer_norm_grad(struct tide_graph *graph, struct tide_node *node,
+                                             struct tide_error *err)
+{
+    static const char *const roles[] = {"gain", "mean", "inv_std"};
+    enum tide_status st = expect_input_shape(graph, node, 0, "dy", input_shape(graph, node, 1), err,
+                                             "the shape of input 1 (x)");
+    if (st != TIDE_OK)
+        return st;
+    return infer_layer_norm_common(graph, node, 1, 2, roles, 3, 1, true, err);
+}
+
+/*
+ * Dropout(x) and DropoutGrad(dy): rate in [0, 1) (1 would keep nothing and
+ * scale by infinity); DropoutGrad names the Dropout node whose mask it
+ * regenerates. The output has the input's shape.
+ */
+enum tide_status tide__infer_dropout(struct tide_graph *graph, struct tide_node *node,
+                                     struct tide_error *err)
+{
+    enum tide_status st = check_float(node, "rate", 0, true, 1, err);
+    if (st != TIDE_OK)
+        return st;
+    if (node->op == TIDE_OP_DROPOUT_GRAD) {
+        const char *forward = attr(node, "forward")->s;
+        if (!forward || !forward[0])
+            return tide_node_error(err, TIDE_INVALID, node,
+                                   "attribute \"forward\" is empty, wants the name of the "
+                                   "Dropout node whose mask this regenerates");
+    }
+    return tide__set_output(graph, node, 0, TIDE_DTYPE_FLOAT32, input_shape(graph, node, 0), err);
+}
+
 /* ============================================================================
  * Sequence-model ops: fused attention (Attention)
  * ========================================================================== */

@@ -1374,6 +1374,181 @@ static void test_batch_matmul_gradient_nodes(void **state)
 
 /* ---- Sequence-model ops: normalisation and regularisation (LayerNorm, Dropout) ---- */
 
+static uint32_t build_layer_norm(struct tide_graph *g, const uint32_t *in)
+{
+    struct tide_edge e[3] = {edge_of(in[0]), edge_of(in[1]), edge_of(in[2])};
+    return node_in(g, TIDE_OP_LAYER_NORM, "y", e, 3);
+}
+
+/*
+ * Dropout at rate 0, where the mask keeps everything: the harness steps once
+ * per evaluation of the loss, and each step draws another mask, so a finite
+ * difference at rate > 0 would compare two masks.
+ * check_dropout_through_autodiff checks the gradient at rate 0.3 against the
+ * forward mask of the same step.
+ */
+static uint32_t build_dropout(struct tide_graph *g, const uint32_t *in)
+{
+    uint32_t y = op1(g, TIDE_OP_DROPOUT, "y", in[0]);
+    tide_attr_set_float(g, y, TIDE_ATTR_DROPOUT_rate, 0.0);
+    tide_attr_set_int(g, y, TIDE_ATTR_DROPOUT_seed, 3);
+    return y;
+}
+
+/*
+ * Dropout through autodiff and a real session: x (fed) -> Dropout "drop"
+ * (rate 0.3) -> loss = ReduceSum(drop * r), so d loss / d x = r * mask /
+ * (1 - rate). In one training step the gradient's mask is the forward's;
+ * re-running a step number gives the same mask; another step another;
+ * evaluation is the identity; the thread count changes no bit.
+ */
+static struct tide_session *dropout_session(uint64_t seed, int threads, const float *x,
+                                            const float *r, int64_t n, char *grad_name)
+{
+    struct tide_graph *g = tide_graph_new();
+    uint32_t xp = placeholder(g, "x", TIDE_DTYPE_FLOAT32, 1, &n);
+    uint32_t drop = op1(g, TIDE_OP_DROPOUT, "drop", xp);
+    tide_attr_set_float(g, drop, TIDE_ATTR_DROPOUT_rate, 0.3);
+    uint32_t rc = constant(g, "r", TIDE_DTYPE_FLOAT32, 1, &n, r);
+    reduce_sum_all(g, "loss", op2(g, TIDE_OP_MUL, "dr", drop, rc));
+    infer_ok(g);
+    struct tide_edge wrt = edge_of(xp), grad;
+    struct tide_error err = {0};
+    if (tide_autodiff_gradients(g, edge_of(find(g, "loss")), &wrt, 1, &grad, &err) != TIDE_OK)
+        fail_msg("dropout: autodiff: %s", err.message);
+    const struct tide_node *dg = &g->nodes[grad.node]; /* "grad/x", the wrt edge's name */
+    assert_int_equal(dg->op, TIDE_OP_DROPOUT_GRAD);
+    assert_string_equal(dg->attrs[TIDE_ATTR_DROPOUT_GRAD_forward].s, "drop");
+    assert_true(dg->attrs[TIDE_ATTR_DROPOUT_GRAD_rate].f == 0.3);
+    snprintf(grad_name, TIDE_MAX_NAME + 16, "%s:%u", g->nodes[grad.node].name, grad.output);
+    const char *fetches[2] = {"drop", grad_name};
+    struct tide_session_options o = tide_session_options_default();
+    o.fetches = fetches;
+    o.n_fetches = 2;
+    o.seed = seed;
+    o.threads = threads;
+    o.poison = true;
+    struct tide_session *s = NULL;
+    if (tide_session_new_graph(g, &o, &s, &err) != TIDE_OK)
+        fail_msg("dropout: session: %s", err.message);
+    if (tide_session_feed(s, "x", x, (uint64_t)n * sizeof(float), &err) != TIDE_OK)
+        fail_msg("dropout: feed: %s", err.message);
+    return s;
+}
+
+/* One step (training) or evaluation of s, fetching the forward y and the gradient dx. */
+static void dropout_run(struct tide_session *s, bool train, const char *grad_name, float *y,
+                        float *dx, int64_t n)
+{
+    struct tide_error err = {0};
+    enum tide_status st =
+        train ? tide_session_step(s, NULL, &err) : tide_session_eval(s, NULL, &err);
+    if (st != TIDE_OK)
+        fail_msg("dropout: %s: %s", train ? "step" : "eval", err.message);
+    gc_fetch(s, "drop", y, n, "dropout");
+    gc_fetch(s, grad_name, dx, n, "dropout");
+}
+
+static void check_dropout_through_autodiff(void)
+{
+    enum { N = 100000 };
+    const float scale = (float)(1.0 / (1.0 - 0.3));
+    float *x = malloc(N * sizeof(float)), *r = malloc(N * sizeof(float));
+    float *y1 = malloc(N * sizeof(float)), *d1 = malloc(N * sizeof(float));
+    float *y2 = malloc(N * sizeof(float)), *d2 = malloc(N * sizeof(float));
+    assert_true(x && r && y1 && d1 && y2 && d2);
+    uint64_t rng = seed_of("dropout");
+    fill_values(x, N, GC_AWAY, &rng); /* no zeros: a 0 in y is a dropped element */
+    fill_values(r, N, GC_UNIFORM, &rng);
+    char grad_name[TIDE_MAX_NAME + 16];
+    struct tide_session *s = dropout_session(7, 1, x, r, N, grad_name);
+
+    /* Step 1: the kept fraction, the scale, and the gradient's mask is the forward's. */
+    dropout_run(s, true, grad_name, y1, d1, N);
+    int64_t kept = 0;
+    for (int64_t i = 0; i < N; i++) {
+        bool keep = y1[i] != 0;
+        kept += keep;
+        float want_y = keep ? x[i] * scale : 0.0f, want_dx = keep ? r[i] * scale : 0.0f;
+        if (y1[i] != want_y || d1[i] != want_dx)
+            fail_msg("dropout: element %lld: y %.9g (x %.9g), dx %.9g (r %.9g), scale %.9g",
+                     (long long)i, y1[i], x[i], d1[i], r[i], scale);
+    }
+    if (fabs((double)kept / N - 0.7) > 0.01)
+        fail_msg("dropout kept %lld of %d elements at rate 0.3", (long long)kept, N);
+
+    /* Step 2: another mask. */
+    dropout_run(s, true, grad_name, y2, d2, N);
+    int64_t differ = 0;
+    for (int64_t i = 0; i < N; i++)
+        differ += (y1[i] == 0) != (y2[i] == 0);
+    if (differ < N / 5)
+        fail_msg("dropout: steps 1 and 2 differ in %lld of %d mask elements", (long long)differ, N);
+
+    /* Step 1 again (as a resumed job, or a recompute, would run it): the same bits. */
+    struct tide_error err = {0};
+    assert_int_equal(tide_session_set_step(s, 0, &err), TIDE_OK);
+    dropout_run(s, true, grad_name, y2, d2, N);
+    assert_memory_equal(y1, y2, N * sizeof(float));
+    assert_memory_equal(d1, d2, N * sizeof(float));
+
+    /* Evaluation: the identity (and so is its gradient). */
+    dropout_run(s, false, grad_name, y2, d2, N);
+    assert_memory_equal(y2, x, N * sizeof(float));
+    assert_memory_equal(d2, r, N * sizeof(float));
+    tide_session_free(s);
+
+    /* Four threads: the same bits as one. */
+    s = dropout_session(7, 4, x, r, N, grad_name);
+    dropout_run(s, true, grad_name, y2, d2, N);
+    assert_memory_equal(y1, y2, N * sizeof(float));
+    assert_memory_equal(d1, d2, N * sizeof(float));
+    tide_session_free(s);
+
+    /* Another job seed: another mask. */
+    s = dropout_session(8, 1, x, r, N, grad_name);
+    dropout_run(s, true, grad_name, y2, d2, N);
+    differ = 0;
+    for (int64_t i = 0; i < N; i++)
+        differ += (y1[i] == 0) != (y2[i] == 0);
+    assert_true(differ >= N / 5);
+    tide_session_free(s);
+    free(x), free(r), free(y1), free(d1), free(y2), free(d2);
+}
+
+/* A loss on LayerNorm's statistics has no gradient (as BatchNorm's); through y it is fine. */
+static void check_layer_norm_statistics(void)
+{
+    struct tide_error err = {0};
+    struct tide_graph *g = tide_graph_new();
+    int64_t xd[2] = {4, 3}, cd = 3;
+    uint32_t lx = variable(g, "lx", 2, xd, NULL);
+    uint32_t gain = variable(g, "gain", 1, &cd, NULL), bias = variable(g, "bias", 1, &cd, NULL);
+    struct tide_edge ln_in[3] = {edge_of(lx), edge_of(gain), edge_of(bias)};
+    uint32_t ln = node_in(g, TIDE_OP_LAYER_NORM, "ln", ln_in, 3);
+    struct tide_edge inv_std = {ln, 2};
+    uint32_t stat = node_in(g, TIDE_OP_REDUCE_SUM, "stat_loss", &inv_std, 1);
+    op2(g, TIDE_OP_ADD, "both", stat, reduce_sum_all(g, "y_loss", ln));
+    infer_ok(g);
+    struct tide_train_options o = sgd("both");
+    expect_refusal(g, &o, TIDE_UNSUPPORTED, "node \"ln\" (LayerNorm)", "output 2 (inv_std)");
+    o.loss = "y_loss";
+    struct tide_autodiff_result res;
+    if (tide_autodiff(g, &o, &res, &err) != TIDE_OK)
+        fail_msg("autodiff: %s", err.message);
+    assert_int_equal(res.n_trained, 3);
+    assert_int_equal(g->nodes[find(g, "grad/ln/backprop")].op, TIDE_OP_LAYER_NORM_GRAD);
+    tide_autodiff_result_release(&res);
+    tide_graph_free(g);
+}
+
+static void test_norm_ops_through_autodiff(void **state)
+{
+    (void)state;
+    check_layer_norm_statistics();
+    check_dropout_through_autodiff();
+}
+
 /* ---- Sequence-model ops: fused attention (Attention) ---- */
 
 /*
@@ -1491,6 +1666,10 @@ static const struct gc_case gc_cases[] = {
     /* indexing (Gather, TopK, Mixture-of-Experts routing) */
 
     /* normalisation and regularisation (LayerNorm, Dropout) */
+    {"LayerNorm_3d", IN3(T3(2, 3, 4), T1(4), T1(4)), build_layer_norm},
+    {"LayerNorm_rank1", IN3(T1(6), T1(6), T1(6)), build_layer_norm},
+    {"LayerNorm_wide", IN3(T2(2, 17), T1(17), T1(17)), build_layer_norm},
+    {"Dropout_rate0", IN1(T2(3, 5)), build_dropout},
 
     /* fused attention (Attention) */
 
@@ -1668,6 +1847,7 @@ int main(void)
         cmocka_unit_test(test_gradient_check_covers_every_op),
         cmocka_unit_test(test_gradient_check),
         cmocka_unit_test(test_training_session),
+        cmocka_unit_test(test_norm_ops_through_autodiff),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -119,6 +119,9 @@ struct op_case {
 
 static bool covered[TIDE_OP_COUNT];
 static const uint64_t adam_step = 3;
+/* Every case runs as in a training step of a job with this seed (Dropout's mask). */
+static const bool training_step = true;
+static const uint64_t job_seed = 2024;
 
 static void case_init(struct op_case *c, enum tide_op op, const char *name, double rtol,
                       double atol)
@@ -341,6 +344,8 @@ static enum tide_status run_case(struct tide_backend *b, struct op_case *c, stru
             .workspace = r->ws_bytes ? (char *)base + r->ws_off : NULL,
             .workspace_bytes = r->ws_bytes,
             .step = &adam_step,
+            .seed = job_seed,
+            .training = &training_step,
         };
         st = tide_backend_copy_h2d(b, base, staging, r->total, s);
         if (st == TIDE_OK)
@@ -1491,6 +1496,93 @@ static void test_transpose(void **state)
  * Sequence-model ops: normalisation and regularisation (LayerNorm, Dropout)
  * ========================================================================== */
 
+/* Rows of one warp's block and of the 256-thread block (d >= 1024), odd sizes, rank 1. */
+static void test_layer_norm(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *name;
+        int32_t rank;
+        int64_t dims[3];
+    } shapes[] = {
+        {"ln_3d", 3, {2, 5, 7}},
+        {"ln_rank1", 1, {33}},
+        {"ln_long", 2, {3, 2053}},
+        {"ln_many_rows", 2, {1500, 65}},
+    };
+    for (size_t i = 0; i < sizeof(shapes) / sizeof(shapes[0]); i++) {
+        int32_t rank = shapes[i].rank;
+        const int64_t *dims = shapes[i].dims;
+        int64_t d = dims[rank - 1];
+        char grad_name[64];
+        snprintf(grad_name, sizeof(grad_name), "%s_grad", shapes[i].name);
+        struct op_case c;
+        case_init(&c, TIDE_OP_LAYER_NORM, shapes[i].name, TOL_ELEM);
+        float *x = input(&c, rank, dims);
+        /* An offset against the spread, as real activations have: two-pass statistics. */
+        for (int64_t k = 0; k < tide_shape_numel(&c.in[0].shape); k++)
+            x[k] = 3.0f + 0.5f * x[k];
+        input_range(&c, 1, DIMS(d), 0.5f, 1.5f);
+        input(&c, 1, DIMS(d));
+        outf(&c, rank, dims);
+        outf(&c, rank - 1, dims);
+        outf(&c, rank - 1, dims);
+        check_case(&c);
+
+        case_init(&c, TIDE_OP_LAYER_NORM_GRAD, grad_name, TOL_ELEM);
+        input(&c, rank, dims);                        /* dy */
+        input(&c, rank, dims);                        /* x */
+        input_range(&c, 1, DIMS(d), 0.5f, 1.5f);      /* gain */
+        input_range(&c, rank - 1, dims, -0.1f, 0.1f); /* mean */
+        input_range(&c, rank - 1, dims, 1.0f, 2.0f);  /* inv_std */
+        outf(&c, rank, dims);
+        outf(&c, 1, DIMS(d));
+        outf(&c, 1, DIMS(d));
+        check_case(&c);
+    }
+    REQUIRE_CUDA();
+}
+
+/*
+ * Dropout and DropoutGrad in a training step: the CUDA mask must be the
+ * CPU's bit for bit (TOL_EXACT: one wrong element errs by a whole value),
+ * over sizes that end mid-block and more elements than one grid pass.
+ */
+static void test_dropout(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *name;
+        double rate;
+        int64_t n;
+    } cases[] = {
+        {"dropout_small", 0.5, 37},
+        {"dropout_large", 0.1, 70001},
+        {"dropout_rate0", 0.0, 1000},
+        {"dropout_high", 0.9, 4099},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char grad_name[64];
+        snprintf(grad_name, sizeof(grad_name), "%s_grad", cases[i].name);
+        struct op_case c;
+        case_init(&c, TIDE_OP_DROPOUT, cases[i].name, TOL_EXACT);
+        c.attrs[TIDE_ATTR_DROPOUT_rate].f = cases[i].rate;
+        c.attrs[TIDE_ATTR_DROPOUT_seed].i = (int64_t)i - 2;
+        input(&c, 1, DIMS(cases[i].n));
+        outf(&c, 1, DIMS(cases[i].n));
+        check_case(&c);
+
+        case_init(&c, TIDE_OP_DROPOUT_GRAD, grad_name, TOL_EXACT);
+        c.attrs[TIDE_ATTR_DROPOUT_GRAD_rate].f = cases[i].rate;
+        c.attrs[TIDE_ATTR_DROPOUT_GRAD_seed].i = (int64_t)i - 2;
+        c.attrs[TIDE_ATTR_DROPOUT_GRAD_forward].s = cases[i].name;
+        input(&c, 2, DIMS(7, cases[i].n / 7 + 1));
+        outf(&c, 2, DIMS(7, cases[i].n / 7 + 1));
+        check_case(&c);
+    }
+    REQUIRE_CUDA();
+}
+
 /* ============================================================================
  * Sequence-model ops: fused attention (Attention)
  * ========================================================================== */
@@ -1542,6 +1634,8 @@ int main(void)
         /* indexing (Gather, TopK, Mixture-of-Experts routing) */
 
         /* normalisation and regularisation (LayerNorm, Dropout) */
+        cmocka_unit_test(test_layer_norm),
+        cmocka_unit_test(test_dropout),
 
         /* fused attention (Attention) */
 

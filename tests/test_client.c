@@ -1568,6 +1568,71 @@ static void test_builder_batch_matmul_and_transpose(void **state)
 
 /* ---- Sequence-model ops: normalisation and regularisation (LayerNorm, Dropout) ---- */
 
+/* LayerNorm and Dropout: shapes, attributes and outputs on the wire, and the daemon's refusals. */
+static void test_builder_layer_norm_and_dropout(void **state)
+{
+    (void)state;
+    tide_builder *b = tide_builder_new();
+    int64_t x_dims[] = {4, 6, 16}, f_dims[] = {16};
+    tide_ref x = tide_builder_placeholder(b, "x", TIDE_DT_FLOAT32, 3, x_dims);
+    tide_ref gain = tide_builder_variable(b, "gain", 1, f_dims, "ones", 1.0f, true);
+    tide_ref bias = tide_builder_variable(b, "bias", 1, f_dims, "zeros", 1.0f, true);
+    tide_ref ln = tide_builder_layer_norm(b, "ln", x, gain, bias, 1e-6f);
+    tide_ref mean = tide_builder_output(b, ln, 1);
+    tide_ref inv_std = tide_builder_output(b, ln, 2);
+    tide_ref drop = tide_builder_dropout(b, "drop", ln, 0.1f, 17);
+    tide_ref stats = tide_builder_mul(b, "stats", mean, inv_std);
+    assert_null(tide_builder_error(b));
+    expect_shape(b, ln, 3, (int64_t[]){4, 6, 16});
+    expect_shape(b, mean, 2, (int64_t[]){4, 6});
+    expect_shape(b, inv_std, 2, (int64_t[]){4, 6});
+    expect_shape(b, drop, 3, (int64_t[]){4, 6, 16});
+    expect_shape(b, stats, 2, (int64_t[]){4, 6});
+
+    Tide__V1__Graph *g = roundtrip(b);
+    check_against_op_table(g);
+    const Tide__V1__Node *n = node_named(g, "ln");
+    assert_string_equal(n->op, "LayerNorm");
+    assert_int_equal(n->n_inputs, 3);
+    assert_string_equal(n->inputs[1], "gain");
+    assert_string_equal(n->inputs[2], "bias");
+    assert_true(attr_of(n, "epsilon")->f == 1e-6f);
+    n = node_named(g, "drop");
+    assert_string_equal(n->op, "Dropout");
+    assert_string_equal(n->inputs[0], "ln");
+    assert_true(attr_of(n, "rate")->f == 0.1f);
+    assert_int_equal(attr_of(n, "seed")->i, 17);
+    n = node_named(g, "stats");
+    assert_string_equal(n->inputs[0], "ln:1");
+    assert_string_equal(n->inputs[1], "ln:2");
+    tide__v1__graph__free_unpacked(g, NULL);
+    tide_builder_free(b);
+
+    /* The builder refuses with the daemon's words, naming the node and the numbers. */
+    b = tide_builder_new();
+    x = tide_builder_placeholder(b, "x", TIDE_DT_FLOAT32, 3, x_dims);
+    assert_int_equal(tide_builder_dropout(b, "drop", x, 1.0f, 0).id, -1);
+    assert_contains(tide_builder_error(b), "node \"drop\" (Dropout)");
+    assert_contains(tide_builder_error(b), "attribute \"rate\" is 1, wants a value in [0, 1)");
+    tide_builder_free(b);
+
+    b = tide_builder_new();
+    x = tide_builder_placeholder(b, "x", TIDE_DT_FLOAT32, 3, x_dims);
+    int64_t wrong[] = {6};
+    gain = tide_builder_variable(b, "gain", 1, wrong, "ones", 1.0f, true);
+    assert_int_equal(tide_builder_layer_norm(b, "ln", x, gain, gain, 1e-5f).id, -1);
+    assert_contains(tide_builder_error(b), "node \"ln\" (LayerNorm)");
+    assert_contains(tide_builder_error(b), "input 1 (gain) has shape [6], wants [16]");
+    tide_builder_free(b);
+
+    b = tide_builder_new();
+    x = tide_builder_placeholder(b, "x", TIDE_DT_FLOAT32, 3, x_dims);
+    gain = tide_builder_variable(b, "gain", 1, f_dims, "ones", 1.0f, true);
+    assert_int_equal(tide_builder_layer_norm(b, "ln", x, gain, gain, 0.0f).id, -1);
+    assert_contains(tide_builder_error(b), "attribute \"epsilon\" is 0, wants a finite value > 0");
+    tide_builder_free(b);
+}
+
 /* ---- Sequence-model ops: fused attention (Attention) ---- */
 
 int main(void)
@@ -1593,6 +1658,7 @@ int main(void)
         /* indexing (Gather, TopK, Mixture-of-Experts routing) */
 
         /* normalisation and regularisation (LayerNorm, Dropout) */
+        cmocka_unit_test(test_builder_layer_norm_and_dropout),
 
         /* fused attention (Attention) */
 

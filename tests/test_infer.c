@@ -1535,6 +1535,159 @@ static void test_transpose(void **state)
 
 /* ---- Sequence-model ops: normalisation and regularisation (LayerNorm, Dropout) ---- */
 
+static void test_layer_norm(void **state)
+{
+    (void)state;
+    uint32_t x = ph("x", SHAPE(2, 5, 8)), gain = ph("gain", SHAPE(8)), bias = ph("bias", SHAPE(8));
+    uint32_t ln = OP(TIDE_OP_LAYER_NORM, "ln", x, gain, bias);
+    uint32_t v = ph("v", SHAPE(3)), g3 = ph("g3", SHAPE(3));
+    uint32_t ln1 = OP(TIDE_OP_LAYER_NORM, "ln1", v, g3, g3);
+    uint32_t dy = ph("dy", SHAPE(2, 5, 8));
+    uint32_t lng = add_node(TIDE_OP_LAYER_NORM_GRAD, "lng");
+    set_edges(lng, (const struct tide_edge[]){{dy, 0}, {x, 0}, {gain, 0}, {ln, 1}, {ln, 2}}, 5);
+    infer_ok();
+    expect_f32(ln, SHAPE(2, 5, 8));
+    expect_out(ln, 1, TIDE_DTYPE_FLOAT32, SHAPE(2, 5));
+    expect_out(ln, 2, TIDE_DTYPE_FLOAT32, SHAPE(2, 5));
+    expect_nbytes(ln, 2, 40);
+    expect_f32(ln1, SHAPE(3));
+    expect_out(ln1, 1, TIDE_DTYPE_FLOAT32, SCALAR); /* a rank-1 x has one row */
+    expect_out(ln1, 2, TIDE_DTYPE_FLOAT32, SCALAR);
+    expect_f32(lng, SHAPE(2, 5, 8));
+    expect_out(lng, 1, TIDE_DTYPE_FLOAT32, SHAPE(8));
+    expect_out(lng, 2, TIDE_DTYPE_FLOAT32, SHAPE(8));
+
+    reset();
+    x = ph("x", SHAPE(4, 6));
+    gain = ph("gain", SHAPE(4));
+    bias = ph("bias", SHAPE(6));
+    OP(TIDE_OP_LAYER_NORM, "bad", x, gain, bias);
+    FAILS(TIDE_INVALID, "bad", "input 1 (gain) has shape [4], wants [6]",
+          "one per element of the last axis of input 0 (x) [4, 6]");
+
+    reset();
+    x = ph("x", SHAPE(4, 6));
+    gain = ph("gain", SHAPE(6));
+    bias = ph("bias", SHAPE(1, 6));
+    OP(TIDE_OP_LAYER_NORM, "bad", x, gain, bias);
+    FAILS(TIDE_INVALID, "bad", "input 2 (bias) has shape [1, 6], wants [6]");
+
+    reset();
+    x = ph("x", SCALAR);
+    gain = ph("gain", SHAPE(1));
+    OP(TIDE_OP_LAYER_NORM, "bad", x, gain, gain);
+    FAILS(TIDE_INVALID, "bad", "input 0 (x) has shape [], wants rank 1 or more [..., D]");
+
+    reset();
+    x = ph("x", SHAPE(3, 0));
+    gain = ph("gain", SHAPE(0));
+    OP(TIDE_OP_LAYER_NORM, "bad", x, gain, gain);
+    FAILS(TIDE_INVALID, "bad", "input 0 (x) has shape [3, 0], wants a last axis",
+          "of 1 or more elements");
+
+    reset();
+    uint32_t ids = placeholder_of("ids", TIDE_DTYPE_INT32, SHAPE(2, 3));
+    gain = ph("gain", SHAPE(3));
+    OP(TIDE_OP_LAYER_NORM, "bad", ids, gain, gain);
+    FAILS(TIDE_INVALID, "bad", "input 0", "is int32, wants float32");
+
+    const double bad_eps[] = {0.0, -1e-5, INFINITY, NAN};
+    const char *const bad_eps_text[] = {"is 0,", "is -1e-05,", "is inf,", "is nan,"};
+    for (int i = 0; i < 4; i++) {
+        reset();
+        x = ph("x", SHAPE(2, 3));
+        gain = ph("gain", SHAPE(3));
+        ln = OP(TIDE_OP_LAYER_NORM, "bad", x, gain, gain);
+        tide_attr_set_float(g, ln, TIDE_ATTR_LAYER_NORM_epsilon, bad_eps[i]);
+        FAILS(TIDE_INVALID, "bad", "attribute \"epsilon\"", bad_eps_text[i],
+              "wants a finite value > 0");
+    }
+
+    /* LayerNormGrad: dy must match x, the statistics one per row. */
+    reset();
+    x = ph("x", SHAPE(2, 5, 8));
+    gain = ph("gain", SHAPE(8));
+    dy = ph("dy", SHAPE(2, 5, 7));
+    uint32_t rows = ph("rows", SHAPE(2, 5));
+    lng = add_node(TIDE_OP_LAYER_NORM_GRAD, "bad");
+    set_edges(lng, (const struct tide_edge[]){{dy, 0}, {x, 0}, {gain, 0}, {rows, 0}, {rows, 0}}, 5);
+    FAILS(TIDE_INVALID, "bad", "input 0 (dy) has shape [2, 5, 7], wants [2, 5, 8]",
+          "the shape of input 1 (x)");
+
+    reset();
+    x = ph("x", SHAPE(2, 5, 8));
+    gain = ph("gain", SHAPE(8));
+    rows = ph("rows", SHAPE(2, 5));
+    uint32_t cols = ph("cols", SHAPE(8));
+    lng = add_node(TIDE_OP_LAYER_NORM_GRAD, "bad");
+    set_edges(lng, (const struct tide_edge[]){{x, 0}, {x, 0}, {gain, 0}, {rows, 0}, {cols, 0}}, 5);
+    FAILS(TIDE_INVALID, "bad", "input 4 (inv_std) has shape [8], wants [2, 5]",
+          "one per row of input 1 (x) [2, 5, 8], its shape without the last axis");
+
+    reset();
+    x = ph("x", SHAPE(2, 5, 8));
+    gain = ph("gain", SHAPE(5));
+    rows = ph("rows", SHAPE(2, 5));
+    lng = add_node(TIDE_OP_LAYER_NORM_GRAD, "bad");
+    set_edges(lng, (const struct tide_edge[]){{x, 0}, {x, 0}, {gain, 0}, {rows, 0}, {rows, 0}}, 5);
+    FAILS(TIDE_INVALID, "bad", "input 2 (gain) has shape [5], wants [8]");
+}
+
+static void test_dropout(void **state)
+{
+    (void)state;
+    uint32_t x = ph("x", SHAPE(4, 7)), s = ph("s", SCALAR);
+    uint32_t d = OP(TIDE_OP_DROPOUT, "d", x);
+    tide_attr_set_float(g, d, TIDE_ATTR_DROPOUT_rate, 0.3);
+    uint32_t d0 = OP(TIDE_OP_DROPOUT, "d0", s);
+    tide_attr_set_float(g, d0, TIDE_ATTR_DROPOUT_rate, 0.0);
+    tide_attr_set_int(g, d0, TIDE_ATTR_DROPOUT_seed, -7);
+    uint32_t dg = OP(TIDE_OP_DROPOUT_GRAD, "dg", x);
+    tide_attr_set_float(g, dg, TIDE_ATTR_DROPOUT_GRAD_rate, 0.3);
+    set_string(dg, TIDE_ATTR_DROPOUT_GRAD_forward, "d");
+    infer_ok();
+    expect_f32(d, SHAPE(4, 7));
+    expect_f32(d0, SCALAR);
+    expect_f32(dg, SHAPE(4, 7));
+
+    const double bad_rate[] = {1.0, -0.1, 1.5, NAN};
+    const char *const bad_rate_text[] = {"is 1,", "is -0.1,", "is 1.5,", "is nan,"};
+    for (int i = 0; i < 4; i++) {
+        reset();
+        x = ph("x", SHAPE(4, 7));
+        d = OP(TIDE_OP_DROPOUT, "bad", x);
+        tide_attr_set_float(g, d, TIDE_ATTR_DROPOUT_rate, bad_rate[i]);
+        FAILS(TIDE_INVALID, "bad", "attribute \"rate\"", bad_rate_text[i],
+              "wants a value in [0, 1)");
+    }
+
+    reset();
+    x = ph("x", SHAPE(4, 7));
+    OP(TIDE_OP_DROPOUT, "bad", x);
+    FAILS(TIDE_INVALID, "bad", "missing required attribute \"rate\"");
+
+    reset();
+    uint32_t ids = placeholder_of("ids", TIDE_DTYPE_INT32, SHAPE(3));
+    d = OP(TIDE_OP_DROPOUT, "bad", ids);
+    tide_attr_set_float(g, d, TIDE_ATTR_DROPOUT_rate, 0.5);
+    FAILS(TIDE_INVALID, "bad", "input 0", "is int32, wants float32");
+
+    reset();
+    x = ph("x", SHAPE(4, 7));
+    dg = OP(TIDE_OP_DROPOUT_GRAD, "bad", x);
+    tide_attr_set_float(g, dg, TIDE_ATTR_DROPOUT_GRAD_rate, 0.5);
+    set_string(dg, TIDE_ATTR_DROPOUT_GRAD_forward, "");
+    FAILS(TIDE_INVALID, "bad", "attribute \"forward\" is empty",
+          "the name of the Dropout node whose mask this regenerates");
+
+    reset();
+    x = ph("x", SHAPE(4, 7));
+    dg = OP(TIDE_OP_DROPOUT_GRAD, "bad", x);
+    tide_attr_set_float(g, dg, TIDE_ATTR_DROPOUT_GRAD_rate, 1.0);
+    set_string(dg, TIDE_ATTR_DROPOUT_GRAD_forward, "d");
+    FAILS(TIDE_INVALID, "bad", "attribute \"rate\" is 1, wants a value in [0, 1)");
+}
+
 /* ---- Sequence-model ops: fused attention (Attention) ---- */
 
 static void test_small_cnn(void **state)
@@ -1697,6 +1850,8 @@ int main(void)
         /* indexing (Gather, TopK, Mixture-of-Experts routing) */
 
         /* normalisation and regularisation (LayerNorm, Dropout) */
+        TEST(test_layer_norm),
+        TEST(test_dropout),
 
         /* fused attention (Attention) */
 

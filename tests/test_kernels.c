@@ -2695,6 +2695,340 @@ static void test_transpose(void **state)
 
 /* ---- Sequence-model ops: normalisation and regularisation (LayerNorm, Dropout) ---- */
 
+/*
+ * LayerNorm's forward in double, straight from its definition: per row of
+ * d, xhat = (x - mean) / sqrt(var + eps), y = xhat * gain + bias.
+ */
+static void layer_norm_reference(const float *x, const float *gain, const float *bias, int64_t rows,
+                                 int64_t d, double eps, double *y, double *mean, double *inv_std)
+{
+    for (int64_t r = 0; r < rows; r++) {
+        double m = 0, v = 0;
+        for (int64_t j = 0; j < d; j++)
+            m += x[r * d + j];
+        m /= (double)d;
+        for (int64_t j = 0; j < d; j++)
+            v += (x[r * d + j] - m) * (x[r * d + j] - m);
+        double inv = 1.0 / sqrt(v / (double)d + eps);
+        mean[r] = m;
+        inv_std[r] = inv;
+        for (int64_t j = 0; j < d; j++)
+            y[r * d + j] = (x[r * d + j] - m) * inv * gain[j] + bias[j];
+    }
+}
+
+/* A hand-checked row, a rank-1 x (one row, scalar statistics) and a long, odd-sized row. */
+static void test_layer_norm(void **state)
+{
+    (void)state;
+    /* Row [1, 2, 3]: mean 2, var 2/3; row [-1, 0, 5]: mean 4/3, var 62/9. */
+    float x[6] = {1, 2, 3, -1, 0, 5}, gain[3] = {1, 2, 0.5f}, bias[3] = {0, 1, -1};
+    float y[6], mean[2], inv[2];
+    struct test_node t;
+    node_init(&t, TIDE_OP_LAYER_NORM, "ln");
+    assert_true(t.attrs[TIDE_ATTR_LAYER_NORM_epsilon].f == 1e-5); /* the default */
+    struct tide_tensor_view in[3] = {fview(x, 2, DIMS(2, 3)), fview(gain, 1, DIMS(3)),
+                                     fview(bias, 1, DIMS(3))};
+    struct tide_tensor_view out[3] = {fview(y, 2, DIMS(2, 3)), fview(mean, 1, DIMS(2)),
+                                      fview(inv, 1, DIMS(2))};
+    run(&t, in, 3, out, 3);
+    double s0 = 1.0 / sqrt(2.0 / 3.0 + 1e-5), s1 = 1.0 / sqrt(62.0 / 9.0 + 1e-5);
+    const double want_y[6] = {-s0,
+                              1.0,
+                              0.5 * s0 - 1.0,
+                              (-1 - 4.0 / 3) * s1,
+                              2 * (-4.0 / 3) * s1 + 1.0,
+                              0.5 * (5 - 4.0 / 3) * s1 - 1.0};
+    const double want_mean[2] = {2.0, 4.0 / 3}, want_inv[2] = {s0, s1};
+    expect_close("layer norm y", y, want_y, 6, 1e-6, 1e-7);
+    expect_close("layer norm mean", mean, want_mean, 2, 1e-7, 0);
+    expect_close("layer norm inv_std", inv, want_inv, 2, 1e-7, 0);
+
+    /* Rank 1: one row, scalar statistics. */
+    float v[4] = {0.5f, -0.5f, 1.5f, 2.5f}, g4[4] = {1, 1, 1, 1}, b4[4] = {0, 0, 0, 0};
+    float y4[4], m4, i4;
+    struct tide_tensor_view in1[3] = {fview(v, 1, DIMS(4)), fview(g4, 1, DIMS(4)),
+                                      fview(b4, 1, DIMS(4))};
+    struct tide_tensor_view out1[3] = {fview(y4, 1, DIMS(4)), fview(&m4, 0, NULL),
+                                       fview(&i4, 0, NULL)};
+    t.attrs[TIDE_ATTR_LAYER_NORM_epsilon].f = 0.25;
+    run(&t, in1, 3, out1, 3);
+    /* mean 1, var 1.25, inv_std 1 / sqrt(1.5). */
+    double k = 1.0 / sqrt(1.5);
+    const double want4[4] = {-0.5 * k, -1.5 * k, 0.5 * k, 1.5 * k};
+    expect_close("layer norm rank 1", y4, want4, 4, 1e-6, 1e-7);
+    assert_float_equal(m4, 1.0f, 0);
+    assert_float_equal(i4, (float)k, 1e-7);
+
+    /* Long rows with a large offset (two-pass statistics), several rows a piece. */
+    enum { R = 7, D = 1031 };
+    float *xl = falloc(R * D), *gl = falloc(D), *bl = falloc(D), *yl = falloc(R * D);
+    float *ml = falloc(R), *il = falloc(R);
+    double *wy = dalloc(R * D), *wm = dalloc(R), *wi = dalloc(R);
+    fill(xl, R * D, 71);
+    for (int64_t i = 0; i < R * D; i++)
+        xl[i] = 100.0f + xl[i];
+    fill(gl, D, 72);
+    fill(bl, D, 73);
+    t.attrs[TIDE_ATTR_LAYER_NORM_epsilon].f = 1e-5;
+    struct tide_tensor_view inl[3] = {fview(xl, 2, DIMS(R, D)), fview(gl, 1, DIMS(D)),
+                                      fview(bl, 1, DIMS(D))};
+    struct tide_tensor_view outl[3] = {fview(yl, 2, DIMS(R, D)), fview(ml, 1, DIMS(R)),
+                                       fview(il, 1, DIMS(R))};
+    run(&t, inl, 3, outl, 3);
+    layer_norm_reference(xl, gl, bl, R, D, 1e-5, wy, wm, wi);
+    /* x - mean rounds x's float: 100 + u has an ulp of 8e-6, against a spread of 0.6. */
+    expect_close("layer norm long rows", yl, wy, R * D, 1e-4, 1e-4);
+    expect_close("layer norm long mean", ml, wm, R, 1e-7, 0);
+    expect_close("layer norm long inv_std", il, wi, R, 1e-6, 0);
+    free(xl), free(gl), free(bl), free(yl), free(ml), free(il), free(wy), free(wm), free(wi);
+}
+
+/*
+ * LayerNormGrad against the chain rule written out in double: with
+ * J[k][j] = d xhat_k / d x_j = inv * (delta_kj - 1/d - xhat_k * xhat_j / d),
+ * dx_j = sum_k dy_k * gain_k * J[k][j]; dgain = sum over rows of dy * xhat,
+ * dbias = sum over rows of dy.
+ */
+static void test_layer_norm_grad(void **state)
+{
+    (void)state;
+    enum { R = 5, D = 13 };
+    float x[R * D], dy[R * D], gain[D], bias[D], y[R * D], mean[R], inv[R];
+    float dx[R * D], dgain[D], dbias[D];
+    fill(x, R * D, 81);
+    fill(dy, R * D, 82);
+    fill(gain, D, 83);
+    fill(bias, D, 84);
+    struct test_node t;
+    node_init(&t, TIDE_OP_LAYER_NORM, "ln");
+    struct tide_tensor_view fin[3] = {fview(x, 2, DIMS(R, D)), fview(gain, 1, DIMS(D)),
+                                      fview(bias, 1, DIMS(D))};
+    struct tide_tensor_view fout[3] = {fview(y, 2, DIMS(R, D)), fview(mean, 1, DIMS(R)),
+                                       fview(inv, 1, DIMS(R))};
+    run(&t, fin, 3, fout, 3);
+
+    node_init(&t, TIDE_OP_LAYER_NORM_GRAD, "ln_grad");
+    struct tide_tensor_view in[5] = {fview(dy, 2, DIMS(R, D)), fview(x, 2, DIMS(R, D)),
+                                     fview(gain, 1, DIMS(D)), fview(mean, 1, DIMS(R)),
+                                     fview(inv, 1, DIMS(R))};
+    struct tide_tensor_view out[3] = {fview(dx, 2, DIMS(R, D)), fview(dgain, 1, DIMS(D)),
+                                      fview(dbias, 1, DIMS(D))};
+    run(&t, in, 5, out, 3);
+
+    double want_dx[R * D], want_dgain[D] = {0}, want_dbias[D] = {0};
+    for (int r = 0; r < R; r++) {
+        double xhat[D];
+        for (int j = 0; j < D; j++)
+            xhat[j] = (x[r * D + j] - (double)mean[r]) * inv[r];
+        for (int j = 0; j < D; j++) {
+            double sum = 0;
+            for (int k = 0; k < D; k++) {
+                double jac = inv[r] * ((k == j) - 1.0 / D - xhat[k] * xhat[j] / D);
+                sum += (double)dy[r * D + k] * gain[k] * jac;
+            }
+            want_dx[r * D + j] = sum;
+            want_dgain[j] += (double)dy[r * D + j] * xhat[j];
+            want_dbias[j] += dy[r * D + j];
+        }
+    }
+    expect_close("layer norm grad dx", dx, want_dx, R * D, 1e-5, 1e-6);
+    expect_close("layer norm grad dgain", dgain, want_dgain, D, 1e-6, 1e-7);
+    expect_close("layer norm grad dbias", dbias, want_dbias, D, 1e-6, 1e-7);
+}
+
+/* Rows and columns split over threads: the same bits at 1, 2 and 3 threads. */
+static void test_range_jobs_layer_norm(void **state)
+{
+    (void)state;
+    enum { R = 300, D = 1000 };
+    float *x = falloc(R * D), *dy = falloc(R * D), *gain = falloc(D), *bias = falloc(D);
+    float *y = falloc(R * D), *mean = falloc(R), *inv = falloc(R);
+    float *dx = falloc(R * D), *dgain = falloc(D), *dbias = falloc(D);
+    fill(x, R * D, 91);
+    fill(dy, R * D, 92);
+    fill(gain, D, 93);
+    fill(bias, D, 94);
+    struct test_node t;
+    node_init(&t, TIDE_OP_LAYER_NORM, "ln");
+    struct tide_tensor_view fin[3] = {fview(x, 2, DIMS(R, D)), fview(gain, 1, DIMS(D)),
+                                      fview(bias, 1, DIMS(D))};
+    struct tide_tensor_view fout[3] = {fview(y, 2, DIMS(R, D)), fview(mean, 1, DIMS(R)),
+                                       fview(inv, 1, DIMS(R))};
+    expect_same_at_threads("layer norm", &t, fin, 3, fout, 3, NULL, NULL);
+    node_init(&t, TIDE_OP_LAYER_NORM_GRAD, "ln_grad");
+    struct tide_tensor_view in[5] = {fview(dy, 2, DIMS(R, D)), fview(x, 2, DIMS(R, D)),
+                                     fview(gain, 1, DIMS(D)), fview(mean, 1, DIMS(R)),
+                                     fview(inv, 1, DIMS(R))};
+    struct tide_tensor_view out[3] = {fview(dx, 2, DIMS(R, D)), fview(dgain, 1, DIMS(D)),
+                                      fview(dbias, 1, DIMS(D))};
+    expect_same_at_threads("layer norm grad", &t, in, 5, out, 3, NULL, NULL);
+    free(x), free(dy), free(gain), free(bias), free(y), free(mean), free(inv);
+    free(dx), free(dgain), free(dbias);
+}
+
+/*
+ * Runs Dropout or DropoutGrad t on x[0..n) into y with the executor's
+ * arguments as given (job seed, step, training flag); what run_step leaves
+ * out.
+ */
+static enum tide_status run_dropout(struct test_node *t, float *x, float *y, int64_t n,
+                                    uint64_t job_seed, const uint64_t *step, const bool *training,
+                                    struct tide_error *err)
+{
+    struct tide_tensor_view in = fview(x, 1, DIMS(n)), out = fview(y, 1, DIMS(n));
+    t->edges[0] = (struct tide_edge){0, 0};
+    t->outputs[0] =
+        (struct tide_output){.dtype = TIDE_DTYPE_FLOAT32, .shape = out.shape, .nbytes = out.nbytes};
+    t->node.n_inputs = 1;
+    t->node.inputs = t->edges;
+    t->node.n_outputs = 1;
+    t->node.outputs = t->outputs;
+    struct tide_kernel_args args = {
+        .node = &t->node,
+        .n_inputs = 1,
+        .inputs = &in,
+        .n_outputs = 1,
+        .outputs = &out,
+        .step = step,
+        .seed = job_seed,
+        .training = training,
+    };
+    return tide_cpu_kernels.fn[t->node.op](&args, err);
+}
+
+static void dropout_ok(struct test_node *t, float *x, float *y, int64_t n, uint64_t job_seed,
+                       uint64_t step, bool training)
+{
+    struct tide_error err = {0};
+    if (run_dropout(t, x, y, n, job_seed, &step, &training, &err) != TIDE_OK)
+        fail_msg("%s failed: %s", t->node.name, err.message);
+}
+
+/*
+ * The mask as kernels/dropout-hash.h documents it, written out again here
+ * from the splitmix64 finaliser and FNV-1a: element i is kept when the top 24
+ * bits of mix(key + (i + 1) * golden) reach ceil(rate * 2^24).
+ */
+static uint64_t splitmix_finalise(uint64_t z)
+{
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static bool documented_keep(uint64_t job_seed, uint64_t step, const char *name, int64_t seed,
+                            double rate, uint64_t i)
+{
+    const uint64_t golden = 0x9E3779B97F4A7C15ull;
+    uint64_t fnv = 0xCBF29CE484222325ull;
+    for (const char *c = name; *c; c++)
+        fnv = (fnv ^ (unsigned char)*c) * 0x100000001B3ull;
+    uint64_t node = splitmix_finalise(splitmix_finalise(fnv + golden) ^ (uint64_t)seed);
+    uint64_t key = splitmix_finalise(job_seed + golden);
+    key = splitmix_finalise(key ^ step);
+    key = splitmix_finalise(key ^ node);
+    double threshold = ceil(rate * 16777216.0);
+    return (double)(splitmix_finalise(key + (i + 1) * golden) >> 40) >= threshold;
+}
+
+/* Elements where exactly one of a and b is 0 (where two masks differ, for x without zeros). */
+static int64_t mask_differences(const float *a, const float *b, int64_t n)
+{
+    int64_t d = 0;
+    for (int64_t i = 0; i < n; i++)
+        d += (a[i] == 0) != (b[i] == 0);
+    return d;
+}
+
+/*
+ * Dropout: the documented mask, the kept fraction, the scale, the same mask
+ * for the same (job seed, step, node) at any thread count and another one
+ * when any of them changes; DropoutGrad regenerates the forward node's mask;
+ * in evaluation both are the identity; rate 0 changes nothing.
+ */
+static void test_dropout(void **state)
+{
+    (void)state;
+    enum { N = 100000 };
+    const double rate = 0.3;
+    const float scale = (float)(1.0 / (1.0 - rate));
+    float *x = falloc(N), *y = falloc(N), *y2 = falloc(N), *dx = falloc(N);
+    fill(x, N, 101);
+    for (int64_t i = 0; i < N; i++)
+        x[i] = 1.0f + 0.5f * x[i]; /* in [0.5, 1.5): a dropped element is the only 0 */
+    struct test_node t;
+    node_init(&t, TIDE_OP_DROPOUT, "drop");
+    t.attrs[TIDE_ATTR_DROPOUT_rate].f = rate;
+    t.attrs[TIDE_ATTR_DROPOUT_seed].i = 9;
+    dropout_ok(&t, x, y, N, 42, 3, true);
+    int64_t kept = 0;
+    for (int64_t i = 0; i < N; i++) {
+        bool keep = documented_keep(42, 3, "drop", 9, rate, (uint64_t)i);
+        float want = keep ? x[i] * scale : 0.0f;
+        if (memcmp(&y[i], &want, sizeof(float)) != 0)
+            fail_msg("dropout: element %lld is %.9g, want %.9g (%s)", (long long)i, y[i], want,
+                     keep ? "kept" : "dropped");
+        kept += keep;
+    }
+    /* 70000 expected, standard deviation 145: 1 % is about 5 of them. */
+    if (fabs((double)kept / N - (1.0 - rate)) > 0.01)
+        fail_msg("dropout kept %lld of %d elements at rate %g", (long long)kept, N, rate);
+
+    /* The same key: the same bits, at any thread count. */
+    for (int threads = 1; threads <= 4; threads++) {
+        tide_cpu_kernels_set_threads(threads);
+        dropout_ok(&t, x, y2, N, 42, 3, true);
+        if (memcmp(y, y2, N * sizeof(float)) != 0)
+            fail_msg("dropout at %d threads differs from the first run", threads);
+    }
+    tide_cpu_kernels_set_threads(0);
+
+    /* Another step, job seed, seed attribute or name: another mask. */
+    dropout_ok(&t, x, y2, N, 42, 4, true);
+    assert_true(mask_differences(y, y2, N) > N / 5);
+    dropout_ok(&t, x, y2, N, 43, 3, true);
+    assert_true(mask_differences(y, y2, N) > N / 5);
+    t.attrs[TIDE_ATTR_DROPOUT_seed].i = 10;
+    dropout_ok(&t, x, y2, N, 42, 3, true);
+    assert_true(mask_differences(y, y2, N) > N / 5);
+    t.attrs[TIDE_ATTR_DROPOUT_seed].i = 9;
+    t.node.name = "drop2";
+    dropout_ok(&t, x, y2, N, 42, 3, true);
+    assert_true(mask_differences(y, y2, N) > N / 5);
+    t.node.name = "drop";
+
+    /* DropoutGrad names the forward node: dx = dy * mask / (1 - rate), dy = x here. */
+    struct test_node tg;
+    node_init(&tg, TIDE_OP_DROPOUT_GRAD, "grad/drop/x");
+    tg.attrs[TIDE_ATTR_DROPOUT_GRAD_rate].f = rate;
+    tg.attrs[TIDE_ATTR_DROPOUT_GRAD_seed].i = 9;
+    tg.attrs[TIDE_ATTR_DROPOUT_GRAD_forward].s = "drop";
+    dropout_ok(&tg, x, dx, N, 42, 3, true);
+    expect_exact("dropout grad", dx, y, N);
+
+    /* Evaluation (or args without the flag): the identity, for both. */
+    dropout_ok(&t, x, y2, N, 42, 3, false);
+    expect_exact("dropout in evaluation", y2, x, N);
+    dropout_ok(&tg, x, dx, N, 42, 3, false);
+    expect_exact("dropout grad in evaluation", dx, x, N);
+    struct tide_error err = {0};
+    assert_int_equal(run_dropout(&t, x, y2, N, 42, NULL, NULL, &err), TIDE_OK);
+    expect_exact("dropout without the training flag", y2, x, N);
+
+    /* Rate 0 keeps everything and scales by 1. */
+    t.attrs[TIDE_ATTR_DROPOUT_rate].f = 0.0;
+    dropout_ok(&t, x, y2, N, 42, 3, true);
+    expect_exact("dropout at rate 0", y2, x, N);
+
+    /* A training step needs the step counter. */
+    const bool training = true;
+    assert_int_equal(run_dropout(&t, x, y2, N, 42, NULL, &training, &err), TIDE_INVALID);
+    assert_non_null(strstr(err.message, "node \"drop\" (Dropout)"));
+    assert_non_null(strstr(err.message, "needs the executor's step counter"));
+    free(x), free(y), free(y2), free(dx);
+}
+
 /* ---- Sequence-model ops: fused attention (Attention) ---- */
 
 int main(void)
@@ -2748,6 +3082,10 @@ int main(void)
         /* indexing (Gather, TopK, Mixture-of-Experts routing) */
 
         /* normalisation and regularisation (LayerNorm, Dropout) */
+        cmocka_unit_test(test_layer_norm),
+        cmocka_unit_test(test_layer_norm_grad),
+        cmocka_unit_test(test_range_jobs_layer_norm),
+        cmocka_unit_test(test_dropout),
 
         /* fused attention (Attention) */
 

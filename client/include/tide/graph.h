@@ -360,6 +360,30 @@ tide_ref tide_builder_transpose(tide_builder *b, const char *name, tide_ref x, c
 
 /* ---- Sequence-model ops: normalisation and regularisation (LayerNorm, Dropout) ---- */
 
+/*
+ * LayerNorm over the last axis of x [..., D] (rank 1 or more, D >= 1) with
+ * gain and bias [D]: y = (x - mean) / sqrt(var + epsilon) * gain + bias, each
+ * row's mean and biased variance taken over its D elements. Returns output
+ * 0, y (x's shape); tide_builder_output(b, ref, 1) and (.., 2) are each
+ * row's mean and 1 / sqrt(var + epsilon) (x's shape without the last axis;
+ * scalars for a rank-1 x), which have no gradient. epsilon must be finite
+ * and > 0 (1e-5 is usual).
+ */
+tide_ref tide_builder_layer_norm(tide_builder *b, const char *name, tide_ref x, tide_ref gain,
+                                 tide_ref bias, float epsilon);
+
+/*
+ * Dropout: in a training step, y = x * mask / (1 - rate), each element kept
+ * with probability 1 - rate; in an evaluation (tide_session_eval, or a
+ * job's evaluation) y = x. rate must be in [0, 1). The mask depends only on
+ * the job's seed, the step, the node's name and seed, and the element, so
+ * the gradient (and any re-run of the node) uses the same mask. Two Dropout
+ * nodes of one graph draw independent masks, since their names differ; seed
+ * changes a node's masks without renaming it.
+ */
+tide_ref tide_builder_dropout(tide_builder *b, const char *name, tide_ref x, float rate,
+                              int64_t seed);
+
 /* ---- Sequence-model ops: fused attention (Attention) ---- */
 
 /*
