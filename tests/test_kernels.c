@@ -2305,6 +2305,13 @@ static void test_gather_grad(void **state)
     ids[2] = 5;
     expect_refused(&t, in, 2, &out, 1,
                    "input 1 (ids): index 5 at position 2 is out of range [0, 5)");
+
+    /* Rows of no elements: nothing to sum, and no workspace asked for however many rows. */
+    ids[2] = 3;
+    struct tide_tensor_view ein[2] = {fview(dy, 2, DIMS(4, 0)), in[1]};
+    struct tide_tensor_view eout = fview(dx, 2, DIMS((int64_t)1 << 40, 0));
+    set_int(&t, TIDE_ATTR_GATHER_GRAD_num_rows, (int64_t)1 << 40);
+    run(&t, ein, 2, &eout, 1);
 }
 
 /* TopK's order, written independently: by value descending, NaN first, ties by lower index. */

@@ -123,9 +123,10 @@ enum tide_status tide__cpu_GATHER_GRAD(const struct tide_kernel_args *args, stru
     int64_t n_ids = tide__cpu_numel(&args->inputs[1]);
     assert(tide__cpu_numel(&args->inputs[0]) == n_ids * row);
     enum tide_status st = check_indices(args, 1, "ids", rows, err);
-    if (st == TIDE_OK)
-        st = tide__cpu_expect_workspace(args, tide__kernel_index_workspace(args->node, n_ids), err);
     if (st != TIDE_OK || rows == 0 || row == 0)
+        return st;
+    st = tide__cpu_expect_workspace(args, tide__kernel_index_workspace(args->node, n_ids), err);
+    if (st != TIDE_OK)
         return st;
 
     /* A counting sort of the positions by id: start[r] .. start[r + 1] are row r's. */

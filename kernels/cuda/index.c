@@ -73,9 +73,9 @@ enum tide_status tide__cuda_GATHER_GRAD(const struct tide_kernel_args *args, str
     int64_t n_ids = tide__cuda_numel(&args->inputs[1]);
     assert(tide__cuda_numel(&args->inputs[0]) == n_ids * row);
     st = indices_check(args, launch, 1, rows, err);
-    if (st == TIDE_OK)
-        st =
-            tide__cuda_expect_workspace(args, tide__kernel_index_workspace(args->node, n_ids), err);
+    if (st != TIDE_OK || rows == 0 || row == 0)
+        return st;
+    st = tide__cuda_expect_workspace(args, tide__kernel_index_workspace(args->node, n_ids), err);
     if (st != TIDE_OK)
         return st;
     int64_t *start = args->workspace, *pos = start ? start + rows + 1 : NULL;
