@@ -123,6 +123,9 @@ enum op_id {
     OP_TRANSPOSE,
 
     /* indexing (Gather, TopK, Mixture-of-Experts routing) */
+    OP_GATHER,
+    OP_TOP_K,
+    OP_MOE_ROUTE,
 
     /* normalisation and regularisation (LayerNorm, Dropout) */
     OP_LAYER_NORM,
@@ -176,6 +179,9 @@ static const struct op_spec op_specs[] = {
     [OP_TRANSPOSE] = {TIDE_OP_TRANSPOSE, "transpose"},
 
     /* indexing (Gather, TopK, Mixture-of-Experts routing) */
+    [OP_GATHER] = {TIDE_OP_GATHER, "gather"},
+    [OP_TOP_K] = {TIDE_OP_TOP_K, "top_k"},
+    [OP_MOE_ROUTE] = {TIDE_OP_MOE_ROUTE, "moe_route"},
 
     /* normalisation and regularisation (LayerNorm, Dropout) */
     [OP_LAYER_NORM] = {TIDE_OP_LAYER_NORM, "layer_norm"},
@@ -1454,6 +1460,31 @@ tide_ref tide_builder_transpose(tide_builder *b, const char *name, tide_ref x, c
 /* ============================================================================
  * Sequence-model ops: indexing (Gather, TopK, Mixture-of-Experts routing)
  * ========================================================================== */
+
+tide_ref tide_builder_gather(tide_builder *b, const char *name, tide_ref table, tide_ref ids)
+{
+    return binary(b, OP_GATHER, name, "table", table, "ids", ids);
+}
+
+tide_ref tide_builder_top_k(tide_builder *b, const char *name, tide_ref x, int64_t k)
+{
+    struct call c;
+    if (!begin(b, &c, OP_TOP_K, name) || !input(&c, 0, "x", x))
+        return TIDE_REF_NONE;
+    attr_int(&c, "k", k);
+    return finish(&c);
+}
+
+tide_ref tide_builder_moe_route(tide_builder *b, const char *name, tide_ref indices,
+                                int64_t experts, int64_t capacity)
+{
+    struct call c;
+    if (!begin(b, &c, OP_MOE_ROUTE, name) || !input(&c, 0, "indices", indices))
+        return TIDE_REF_NONE;
+    attr_int(&c, "experts", experts);
+    attr_int(&c, "capacity", capacity);
+    return finish(&c);
+}
 
 /* ============================================================================
  * Sequence-model ops: normalisation and regularisation (LayerNorm, Dropout)

@@ -996,6 +996,38 @@ static enum tide_status tide__grad_transpose(struct grad_ctx *c)
 
 /* ---- Sequence-model ops: indexing (Gather, TopK, Mixture-of-Experts routing) ---- */
 
+/* Gather(table, ids): the table's gradient scatter-adds dy into its rows; ids (int32) get none. */
+static enum tide_status tide__grad_gather(struct grad_ctx *c)
+{
+    struct tide_shape table = in_shape(c, 0);
+    uint32_t id;
+    enum tide_status st = emit2(c, TIDE_OP_GATHER_GRAD, 0, "table", c->dy[0], in_edge(c, 1), &id);
+    if (st != TIDE_OK)
+        return st;
+    tide_attr_set_int(c->ad->graph, id, TIDE_ATTR_GATHER_GRAD_num_rows, table.dims[0]);
+    c->dx[0] = out0(id);
+    return TIDE_OK;
+}
+
+/*
+ * TopK(x) -> values, indices. Only values is differentiable; indices are
+ * int32, so analysis never sends a gradient there. TopKGrad places dvalues
+ * at the chosen indices of zeros of x's shape.
+ */
+static enum tide_status tide__grad_top_k(struct grad_ctx *c)
+{
+    struct tide_shape x = in_shape(c, 0);
+    uint32_t id;
+    assert(c->dy[1].node == TIDE_NO_NODE);
+    enum tide_status st =
+        emit2(c, TIDE_OP_TOP_K_GRAD, 0, "x", c->dy[0], (struct tide_edge){c->id, 1}, &id);
+    if (st != TIDE_OK)
+        return st;
+    tide_attr_set_shape(c->ad->graph, id, TIDE_ATTR_TOP_K_GRAD_shape, &x);
+    c->dx[0] = out0(id);
+    return TIDE_OK;
+}
+
 /* ---- Sequence-model ops: normalisation and regularisation (LayerNorm, Dropout) ---- */
 
 /*

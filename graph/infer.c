@@ -1306,6 +1306,181 @@ enum tide_status tide__infer_transpose(struct tide_graph *graph, struct tide_nod
  * Sequence-model ops: indexing (Gather, TopK, Mixture-of-Experts routing)
  * ========================================================================== */
 
+/*
+ * Refuses an INT attribute below min (a count: k, experts, capacity, num_rows) or above max
+ * (the largest value an int32 output can hold, or the data's extent); what names the bound.
+ */
+static enum tide_status check_count(struct tide_node *node, const char *name, int64_t min,
+                                    int64_t max, const char *what, struct tide_error *err)
+{
+    int64_t v = attr(node, name)->i;
+    if (v >= min && v <= max)
+        return TIDE_OK;
+    return tide_node_error(err, TIDE_INVALID, node,
+                           "attribute \"%s\" is %" PRId64 ", wants %" PRId64 " to %" PRId64 "%s%s",
+                           name, v, min, max, what[0] ? " " : "", what);
+}
+
+/* The shape lead + tail[from..] (Gather's and GatherGrad's outputs), within the rank limit. */
+static enum tide_status join_shapes(struct tide_node *node, const struct tide_shape *lead,
+                                    const char *lead_label, const struct tide_shape *tail,
+                                    int32_t from, const char *tail_label, struct tide_shape *out,
+                                    struct tide_error *err)
+{
+    int32_t rank = lead->rank + tail->rank - from;
+    if (rank > TIDE_MAX_RANK)
+        return tide_node_error(err, TIDE_INVALID, node,
+                               "the output would have rank %d (%s %s, then %s %s past axis %d), "
+                               "the limit is %d",
+                               rank, lead_label, shape_text(lead).s, tail_label, shape_text(tail).s,
+                               from - 1, TIDE_MAX_RANK);
+    out->rank = rank;
+    for (int32_t i = 0; i < lead->rank; i++)
+        out->dims[i] = lead->dims[i];
+    for (int32_t i = from; i < tail->rank; i++)
+        out->dims[lead->rank + i - from] = tail->dims[i];
+    return TIDE_OK;
+}
+
+/* Gather(table [N, d1, ...] float32, ids int32 of any rank) -> ids.shape + [d1, ...]. */
+enum tide_status tide__infer_gather(struct tide_graph *graph, struct tide_node *node,
+                                    struct tide_error *err)
+{
+    const struct tide_shape *table = input_shape(graph, node, 0),
+                            *ids = input_shape(graph, node, 1);
+    enum tide_status st = expect_input_dtype(graph, node, 0, "table", TIDE_DTYPE_FLOAT32, err);
+    if (st == TIDE_OK)
+        st = require_rank(node, "input 0 (table)", table, 1, TIDE_MAX_RANK, "[N, ...]", err);
+    if (st == TIDE_OK)
+        st = expect_input_dtype(graph, node, 1, "ids", TIDE_DTYPE_INT32, err);
+    struct tide_shape y;
+    if (st == TIDE_OK)
+        st = join_shapes(node, ids, "input 1 (ids)", table, 1, "input 0 (table)", &y, err);
+    if (st != TIDE_OK)
+        return st;
+    return tide__set_output(graph, node, 0, TIDE_DTYPE_FLOAT32, &y, err);
+}
+
+/* GatherGrad(dy float32 [ids..., d1, ...], ids int32; num_rows) -> [num_rows, d1, ...]. */
+enum tide_status tide__infer_gather_grad(struct tide_graph *graph, struct tide_node *node,
+                                         struct tide_error *err)
+{
+    const struct tide_shape *dy = input_shape(graph, node, 0), *ids = input_shape(graph, node, 1);
+    enum tide_status st = expect_input_dtype(graph, node, 0, "dy", TIDE_DTYPE_FLOAT32, err);
+    if (st == TIDE_OK)
+        st = expect_input_dtype(graph, node, 1, "ids", TIDE_DTYPE_INT32, err);
+    if (st == TIDE_OK)
+        st = check_count(node, "num_rows", 0, INT64_MAX, "", err);
+    if (st != TIDE_OK)
+        return st;
+    bool lead_ok = dy->rank >= ids->rank;
+    for (int32_t i = 0; lead_ok && i < ids->rank; i++)
+        lead_ok = dy->dims[i] == ids->dims[i];
+    if (!lead_ok)
+        return tide_node_error(err, TIDE_INVALID, node,
+                               "input 0 (dy) has shape %s, wants it to start with the shape %s "
+                               "of input 1 (ids)",
+                               shape_text(dy).s, shape_text(ids).s);
+    int64_t rows = attr(node, "num_rows")->i;
+    struct tide_shape lead = tide_shape_make(1, &rows), y;
+    st = join_shapes(node, &lead, "[num_rows]", dy, ids->rank, "input 0 (dy)", &y, err);
+    if (st != TIDE_OK)
+        return st;
+    return tide__set_output(graph, node, 0, TIDE_DTYPE_FLOAT32, &y, err);
+}
+
+/* TopK(x float32 [..., n]; k) -> values [..., k] float32, indices [..., k] int32. */
+enum tide_status tide__infer_top_k(struct tide_graph *graph, struct tide_node *node,
+                                   struct tide_error *err)
+{
+    const struct tide_shape *x = input_shape(graph, node, 0);
+    enum tide_status st = expect_input_dtype(graph, node, 0, "x", TIDE_DTYPE_FLOAT32, err);
+    if (st == TIDE_OK)
+        st = require_rank(node, "input 0 (x)", x, 1, TIDE_MAX_RANK, "[..., n]", err);
+    if (st != TIDE_OK)
+        return st;
+    int64_t n = x->dims[x->rank - 1];
+    if (n > INT32_MAX)
+        return tide_node_error(err, TIDE_INVALID, node,
+                               "input 0 (x) %s has %" PRId64 " elements along its last axis, more "
+                               "than the int32 indices can number (%d)",
+                               shape_text(x).s, n, INT32_MAX);
+    char what[TIDE_ERROR_MESSAGE_MAX / 2];
+    snprintf(what, sizeof(what), "(the last dimension of input 0 (x) %s)", shape_text(x).s);
+    st = check_count(node, "k", 1, n, what, err);
+    if (st != TIDE_OK)
+        return st;
+    struct tide_shape y = *x;
+    y.dims[y.rank - 1] = attr(node, "k")->i;
+    st = tide__set_output(graph, node, 0, TIDE_DTYPE_FLOAT32, &y, err);
+    if (st == TIDE_OK)
+        st = tide__set_output(graph, node, 1, TIDE_DTYPE_INT32, &y, err);
+    return st;
+}
+
+/* TopKGrad(dvalues float32 [..., k], indices int32 [..., k]; shape [..., n]) -> shape. */
+enum tide_status tide__infer_top_k_grad(struct tide_graph *graph, struct tide_node *node,
+                                        struct tide_error *err)
+{
+    const struct tide_shape *dv = input_shape(graph, node, 0);
+    const struct tide_shape *full = &attr(node, "shape")->shape;
+    enum tide_status st = expect_input_dtype(graph, node, 0, "dvalues", TIDE_DTYPE_FLOAT32, err);
+    if (st == TIDE_OK)
+        st = require_rank(node, "input 0 (dvalues)", dv, 1, TIDE_MAX_RANK, "[..., k]", err);
+    if (st == TIDE_OK)
+        st = expect_input_dtype(graph, node, 1, "indices", TIDE_DTYPE_INT32, err);
+    if (st == TIDE_OK)
+        st = expect_input_shape(graph, node, 1, "indices", dv, err,
+                                "the shape of input 0 (dvalues)");
+    if (st == TIDE_OK)
+        st = check_shape(node, "attribute \"shape\"", full, err);
+    if (st != TIDE_OK)
+        return st;
+    bool ok = full->rank == dv->rank && full->dims[full->rank - 1] >= dv->dims[dv->rank - 1];
+    for (int32_t i = 0; ok && i + 1 < full->rank; i++)
+        ok = full->dims[i] == dv->dims[i];
+    if (!ok)
+        return tide_node_error(
+            err, TIDE_INVALID, node,
+            "attribute \"shape\" %s does not fit input 0 (dvalues) %s: wants "
+            "the same leading dimensions and a last dimension of at least %" PRId64,
+            shape_text(full).s, shape_text(dv).s, dv->dims[dv->rank - 1]);
+    return tide__set_output(graph, node, 0, TIDE_DTYPE_FLOAT32, full, err);
+}
+
+/* MoeRoute(indices int32 [T, k]; experts, capacity) -> dispatch [experts * capacity], combine. */
+enum tide_status tide__infer_moe_route(struct tide_graph *graph, struct tide_node *node,
+                                       struct tide_error *err)
+{
+    const struct tide_shape *idx = input_shape(graph, node, 0);
+    enum tide_status st = expect_input_dtype(graph, node, 0, "indices", TIDE_DTYPE_INT32, err);
+    if (st == TIDE_OK)
+        st = require_rank(node, "input 0 (indices)", idx, 2, 2, "[T, k]", err);
+    if (st == TIDE_OK)
+        st = check_count(node, "experts", 1, INT32_MAX, "", err);
+    if (st == TIDE_OK)
+        st = check_count(node, "capacity", 1, INT32_MAX, "", err);
+    if (st != TIDE_OK)
+        return st;
+    int64_t experts = attr(node, "experts")->i, capacity = attr(node, "capacity")->i;
+    if (experts > INT32_MAX / capacity)
+        return tide_node_error(err, TIDE_INVALID, node,
+                               "experts * capacity = %" PRId64 " * %" PRId64 " slots, more than "
+                               "the int32 slot numbers can hold (%d)",
+                               experts, capacity, INT32_MAX);
+    if (idx->dims[0] > INT32_MAX)
+        return tide_node_error(err, TIDE_INVALID, node,
+                               "input 0 (indices) %s has %" PRId64 " tokens, more than the int32 "
+                               "token numbers can hold (%d)",
+                               shape_text(idx).s, idx->dims[0], INT32_MAX);
+    int64_t slots = experts * capacity;
+    struct tide_shape dispatch = tide_shape_make(1, &slots);
+    st = tide__set_output(graph, node, 0, TIDE_DTYPE_INT32, &dispatch, err);
+    if (st == TIDE_OK)
+        st = tide__set_output(graph, node, 1, TIDE_DTYPE_INT32, idx, err);
+    return st;
+}
+
 /* ============================================================================
  * Sequence-model ops: normalisation and regularisation (LayerNorm, Dropout)
  * ========================================================================== */

@@ -376,3 +376,17 @@ void tide__kernel_like_variable(const struct tide_kernel_args *args)
         assert(args->inputs[i].nbytes == args->inputs[0].nbytes);
     (void)args;
 }
+
+uint64_t tide__kernel_index_workspace(const struct tide_node *node, int64_t n_ids)
+{
+    if (node->op == TIDE_OP_GATHER_GRAD) {
+        /* Nothing to sum into (the per-tensor byte limit bounds the rows otherwise). */
+        if (node->n_outputs < 1 || !node->outputs || tide_shape_numel(&node->outputs[0].shape) == 0)
+            return 0;
+        return ((uint64_t)node->attrs[TIDE_ATTR_GATHER_GRAD_num_rows].i + 1 + (uint64_t)n_ids) *
+               sizeof(int64_t);
+    }
+    if (node->op == TIDE_OP_MOE_ROUTE)
+        return (uint64_t)node->attrs[TIDE_ATTR_MOE_ROUTE_experts].i * sizeof(int64_t);
+    return 0;
+}

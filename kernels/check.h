@@ -193,6 +193,15 @@ void tide__kernel_batch_setup(const struct tide_kernel_args *args, uint32_t x_in
 /* The optimizer updates: asserts that every input holds as many bytes as the variable (input 0). */
 void tide__kernel_like_variable(const struct tide_kernel_args *args);
 
+/*
+ * GatherGrad and MoeRoute (kernels/cpu/index.c, kernels/cuda/index.c): the
+ * scratch bytes of both backends. GatherGrad groups its n_ids ids by table
+ * row, num_rows + 1 row starts and n_ids positions as int64; MoeRoute keeps
+ * one int64 fill count per expert (n_ids unused). 0 for other ops, and for
+ * a GatherGrad whose output is empty.
+ */
+uint64_t tide__kernel_index_workspace(const struct tide_node *node, int64_t n_ids);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1372,6 +1372,81 @@ static void test_batch_matmul_gradient_nodes(void **state)
 
 /* ---- Sequence-model ops: indexing (Gather, TopK, Mixture-of-Experts routing) ---- */
 
+/* Gather with repeated ids, so that GatherGrad must add rows up; row 2 is never picked. */
+static uint32_t build_gather(struct tide_graph *g, const uint32_t *in)
+{
+    static const int64_t dims[2] = {2, 3};
+    static const int32_t ids[6] = {4, 1, 4, 0, 4, 1};
+    uint32_t c = constant(g, "ids", TIDE_DTYPE_INT32, 2, dims, ids);
+    return op2(g, TIDE_OP_GATHER, "y", in[0], c);
+}
+
+/* A scalar id into a rank-3 table: y is one [2, 3] slice. */
+static uint32_t build_gather_scalar(struct tide_graph *g, const uint32_t *in)
+{
+    static const int32_t id = 2;
+    uint32_t c = constant(g, "id", TIDE_DTYPE_INT32, 0, NULL, &id);
+    return op2(g, TIDE_OP_GATHER, "y", in[0], c);
+}
+
+static uint32_t build_top_k(struct tide_graph *g, const uint32_t *in, int64_t k)
+{
+    uint32_t y = op1(g, TIDE_OP_TOP_K, "y", in[0]);
+    tide_attr_set_int(g, y, TIDE_ATTR_TOP_K_k, k);
+    return y;
+}
+
+static uint32_t build_top_k_2(struct tide_graph *g, const uint32_t *in)
+{
+    return build_top_k(g, in, 2);
+}
+
+static uint32_t build_top_k_all(struct tide_graph *g, const uint32_t *in)
+{
+    return build_top_k(g, in, 5);
+}
+
+/*
+ * A Mixture-of-Experts layer as the MoE model builds it, with Tanh as every
+ * expert: tokens x [5, 3] (in0) are routed by TopK(Softmax(gate logits
+ * [5, 4] (in1)), 2) over 4 experts of capacity 2, so some choices are
+ * dropped; the experts' outputs come back through Gather by combine,
+ * weighted by the top-k probabilities and summed over k. Distinct logits
+ * keep the routing fixed under the perturbations.
+ */
+static uint32_t build_moe_layer(struct tide_graph *g, const uint32_t *in)
+{
+    static const float zeros[3] = {0, 0, 0};
+    static const int64_t zero_dims[2] = {1, 3}, weight_shape[3] = {5, 2, 1}, k_axis = 1;
+    uint32_t probs = op1(g, TIDE_OP_SOFTMAX, "probs", in[1]);
+    uint32_t top = op1(g, TIDE_OP_TOP_K, "top", probs);
+    tide_attr_set_int(g, top, TIDE_ATTR_TOP_K_k, 2);
+    struct tide_edge top_indices = {top, 1};
+    uint32_t route = node_in(g, TIDE_OP_MOE_ROUTE, "route", &top_indices, 1);
+    tide_attr_set_int(g, route, TIDE_ATTR_MOE_ROUTE_experts, 4);
+    tide_attr_set_int(g, route, TIDE_ATTR_MOE_ROUTE_capacity, 2);
+    uint32_t zero_row = constant(g, "zero_row", TIDE_DTYPE_FLOAT32, 2, zero_dims, zeros);
+
+    struct tide_edge x_rows[2] = {edge_of(in[0]), edge_of(zero_row)};
+    uint32_t x_padded = node_in(g, TIDE_OP_CONCAT, "x_padded", x_rows, 2);
+    tide_attr_set_int(g, x_padded, TIDE_ATTR_CONCAT_axis, 0);
+    struct tide_edge dispatch[2] = {edge_of(x_padded), {route, 0}};
+    uint32_t expert_in = node_in(g, TIDE_OP_GATHER, "expert_in", dispatch, 2);
+    uint32_t expert_out = op1(g, TIDE_OP_TANH, "expert_out", expert_in);
+
+    struct tide_edge out_rows[2] = {edge_of(expert_out), edge_of(zero_row)};
+    uint32_t out_padded = node_in(g, TIDE_OP_CONCAT, "out_padded", out_rows, 2);
+    tide_attr_set_int(g, out_padded, TIDE_ATTR_CONCAT_axis, 0);
+    struct tide_edge combine[2] = {edge_of(out_padded), {route, 1}};
+    uint32_t back = node_in(g, TIDE_OP_GATHER, "back", combine, 2);
+    uint32_t weights = op1(g, TIDE_OP_RESHAPE, "weights", top);
+    tide_attr_set_ints(g, weights, TIDE_ATTR_RESHAPE_shape, weight_shape, 3);
+    uint32_t weighted = op2(g, TIDE_OP_MUL, "weighted", back, weights);
+    uint32_t y = op1(g, TIDE_OP_REDUCE_SUM, "y", weighted);
+    tide_attr_set_ints(g, y, TIDE_ATTR_REDUCE_SUM_axes, &k_axis, 1);
+    return y;
+}
+
 /* ---- Sequence-model ops: normalisation and regularisation (LayerNorm, Dropout) ---- */
 
 static uint32_t build_layer_norm(struct tide_graph *g, const uint32_t *in)
@@ -1664,6 +1739,11 @@ static const struct gc_case gc_cases[] = {
     {"Transpose_heads", IN1(T4(2, 3, 4, 2)), build_transpose_heads},
 
     /* indexing (Gather, TopK, Mixture-of-Experts routing) */
+    {"Gather", IN1(T2(5, 3)), build_gather},
+    {"Gather_scalar_id", IN1(T3(4, 2, 3)), build_gather_scalar},
+    {"Gather_moe_layer", 2, {T2(5, 3), {2, {5, 4}, GC_DISTINCT}}, build_moe_layer},
+    {"TopK", IN1(DISTINCT4(2, 1, 3, 5)), build_top_k_2},
+    {"TopK_all", IN1(DISTINCT4(1, 1, 2, 5)), build_top_k_all},
 
     /* normalisation and regularisation (LayerNorm, Dropout) */
     {"LayerNorm_3d", IN3(T3(2, 3, 4), T1(4), T1(4)), build_layer_norm},

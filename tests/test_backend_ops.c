@@ -1492,6 +1492,162 @@ static void test_transpose(void **state)
  * Sequence-model ops: indexing (Gather, TopK, Mixture-of-Experts routing)
  * ========================================================================== */
 
+/* An int32 input of the given shape with values in [0, limit). */
+static int32_t *input_ids(struct op_case *c, int32_t rank, const int64_t *dims, int64_t limit)
+{
+    struct tide_shape shape = tide_shape_make(rank, dims);
+    int32_t *ids = input_labels(c, tide_shape_numel(&shape), limit);
+    c->in[c->n_in - 1].shape = shape;
+    return ids;
+}
+
+static void test_gather(void **state)
+{
+    (void)state;
+    struct op_case c;
+    /* Odd widths; ids of rank 2 with repeats. */
+    case_init(&c, TIDE_OP_GATHER, "gather", TOL_EXACT);
+    input(&c, 2, DIMS(37, 129));
+    input_ids(&c, 2, DIMS(3, 11), 37);
+    outf(&c, 3, DIMS(3, 11, 129));
+    check_case(&c);
+
+    /* A rank-1 table: each id picks one number; a scalar id into a rank-3 table. */
+    case_init(&c, TIDE_OP_GATHER, "gather_scalars", TOL_EXACT);
+    input(&c, 1, DIMS(1000));
+    input_ids(&c, 1, DIMS(777), 1000);
+    outf(&c, 1, DIMS(777));
+    check_case(&c);
+
+    case_init(&c, TIDE_OP_GATHER, "gather_scalar_id", TOL_EXACT);
+    input(&c, 3, DIMS(5, 3, 7));
+    input_ids(&c, 0, NULL, 5);
+    outf(&c, 2, DIMS(3, 7));
+    check_case(&c);
+
+    /* Many ids onto few rows (long runs per row), and a wide row (the grid-stride path). */
+    static const int64_t grad_sizes[2][3] = {{37, 5, 129}, {3000, 9, 1}};
+    for (int i = 0; i < 2; i++) {
+        int64_t n_ids = grad_sizes[i][0], rows = grad_sizes[i][1], width = grad_sizes[i][2];
+        case_init(&c, TIDE_OP_GATHER_GRAD, i ? "gather_grad_narrow" : "gather_grad", TOL_ELEM);
+        c.attrs[TIDE_ATTR_GATHER_GRAD_num_rows].present = true;
+        c.attrs[TIDE_ATTR_GATHER_GRAD_num_rows].i = rows + 2; /* two rows no id picks */
+        input(&c, 2, DIMS(n_ids, width));
+        input_ids(&c, 1, DIMS(n_ids), rows);
+        outf(&c, 2, DIMS(rows + 2, width));
+        check_case(&c);
+    }
+    REQUIRE_CUDA();
+}
+
+/*
+ * An id out of range: the CPU refuses it before the kernel writes; CUDA
+ * finds it on the device and reports it at stream_sync. Both name the node,
+ * the position and the index; so for TopKGrad and MoeRoute.
+ */
+static void test_index_out_of_range(void **state)
+{
+    (void)state;
+    for (int pass = 0; pass < 2; pass++) {
+        struct tide_backend *b = pass == 0 ? cpu_backend : cuda_backend;
+        if (!b)
+            REQUIRE_CUDA();
+        for (int op = 0; op < 4; op++) {
+            struct op_case c;
+            const char *want;
+            if (op == 0) {
+                case_init(&c, TIDE_OP_GATHER, "gather_bad", TOL_EXACT);
+                input(&c, 2, DIMS(5, 3));
+                input_ids(&c, 1, DIMS(6), 5)[2] = 9;
+                outf(&c, 2, DIMS(6, 3));
+                want = "index 9 at position 2 is out of range [0, 5)";
+            } else if (op == 1) {
+                case_init(&c, TIDE_OP_GATHER_GRAD, "gather_grad_bad", TOL_EXACT);
+                c.attrs[TIDE_ATTR_GATHER_GRAD_num_rows].i = 5;
+                input(&c, 2, DIMS(6, 3));
+                input_ids(&c, 1, DIMS(6), 5)[4] = -3;
+                outf(&c, 2, DIMS(5, 3));
+                want = "index -3 at position 4 is out of range [0, 5)";
+            } else if (op == 2) {
+                case_init(&c, TIDE_OP_TOP_K_GRAD, "top_k_grad_bad", TOL_EXACT);
+                set_shape(&c, TIDE_ATTR_TOP_K_GRAD_shape, 2, DIMS(2, 4));
+                input(&c, 2, DIMS(2, 2));
+                input_ids(&c, 2, DIMS(2, 2), 4)[3] = 4;
+                outf(&c, 2, DIMS(2, 4));
+                want = "index 4 at position 3 is out of range [0, 4)";
+            } else {
+                case_init(&c, TIDE_OP_MOE_ROUTE, "moe_route_bad", TOL_EXACT);
+                c.attrs[TIDE_ATTR_MOE_ROUTE_experts].i = 3;
+                c.attrs[TIDE_ATTR_MOE_ROUTE_capacity].i = 2;
+                input_ids(&c, 2, DIMS(4, 2), 3)[5] = 3;
+                output(&c, TIDE_DTYPE_INT32, 1, DIMS(6));
+                output(&c, TIDE_DTYPE_INT32, 2, DIMS(4, 2));
+                want = "index 3 at position 5 is out of range [0, 3)";
+            }
+            struct tide_error err = {0};
+            struct run r;
+            enum tide_status st = run_case(b, &c, &r, &err);
+            char node[64];
+            snprintf(node, sizeof(node), "\"%s\"", c.node.name);
+            assert_int_equal(st, TIDE_INVALID);
+            if (!strstr(err.message, node) || !strstr(err.message, want))
+                fail_msg("%s: unexpected message (want '%s'): %s", tide_backend_name(b), want,
+                         err.message);
+            case_free(&c);
+        }
+    }
+}
+
+static void test_top_k(void **state)
+{
+    (void)state;
+    struct op_case c;
+    /* Long rows; then ties everywhere ({-1, 0, 1}) with k = n. */
+    case_init(&c, TIDE_OP_TOP_K, "top_k_long", TOL_EXACT);
+    c.attrs[TIDE_ATTR_TOP_K_k].i = 5;
+    input(&c, 2, DIMS(64, 1500));
+    outf(&c, 2, DIMS(64, 5));
+    output(&c, TIDE_DTYPE_INT32, 2, DIMS(64, 5));
+    check_case(&c);
+
+    case_init(&c, TIDE_OP_TOP_K, "top_k_ties", TOL_EXACT);
+    c.attrs[TIDE_ATTR_TOP_K_k].i = 7;
+    input_ties(&c, 3, DIMS(3, 11, 7));
+    outf(&c, 3, DIMS(3, 11, 7));
+    output(&c, TIDE_DTYPE_INT32, 3, DIMS(3, 11, 7));
+    check_case(&c);
+
+    /* TopKGrad with indices as TopK gives them: distinct within a row. */
+    case_init(&c, TIDE_OP_TOP_K_GRAD, "top_k_grad", TOL_EXACT);
+    set_shape(&c, TIDE_ATTR_TOP_K_GRAD_shape, 2, DIMS(33, 40));
+    input(&c, 2, DIMS(33, 3));
+    int32_t *ix = input_ids(&c, 2, DIMS(33, 3), 40);
+    for (int r = 0; r < 33; r++) {
+        ix[r * 3 + 1] = (ix[r * 3] + 1 + r % 13) % 40;
+        ix[r * 3 + 2] = (ix[r * 3] + 20 + r % 7) % 40;
+    }
+    outf(&c, 2, DIMS(33, 40));
+    check_case(&c);
+    REQUIRE_CUDA();
+}
+
+static void test_moe_route(void **state)
+{
+    (void)state;
+    /* 50 tokens' 2 choices over 8 experts of 10 slots: some experts overflow, some have room. */
+    struct op_case c;
+    case_init(&c, TIDE_OP_MOE_ROUTE, "moe_route", TOL_EXACT);
+    c.attrs[TIDE_ATTR_MOE_ROUTE_experts].i = 8;
+    c.attrs[TIDE_ATTR_MOE_ROUTE_capacity].i = 10;
+    int32_t *choice = input_ids(&c, 2, DIMS(50, 2), 8);
+    for (int t = 0; t < 50; t++)
+        choice[t * 2] = t % 3; /* experts 0 to 2 take every first choice */
+    output(&c, TIDE_DTYPE_INT32, 1, DIMS(80));
+    output(&c, TIDE_DTYPE_INT32, 2, DIMS(50, 2));
+    check_case(&c);
+    REQUIRE_CUDA();
+}
+
 /* ============================================================================
  * Sequence-model ops: normalisation and regularisation (LayerNorm, Dropout)
  * ========================================================================== */
@@ -1632,6 +1788,10 @@ int main(void)
         cmocka_unit_test(test_transpose),
 
         /* indexing (Gather, TopK, Mixture-of-Experts routing) */
+        cmocka_unit_test(test_gather),
+        cmocka_unit_test(test_index_out_of_range),
+        cmocka_unit_test(test_top_k),
+        cmocka_unit_test(test_moe_route),
 
         /* normalisation and regularisation (LayerNorm, Dropout) */
         cmocka_unit_test(test_layer_norm),

@@ -1566,6 +1566,90 @@ static void test_builder_batch_matmul_and_transpose(void **state)
 
 /* ---- Sequence-model ops: indexing (Gather, TopK, Mixture-of-Experts routing) ---- */
 
+/*
+ * The routing of a Mixture-of-Experts layer as the MoE model writes it:
+ * shapes and dtypes tracked through TopK, MoeRoute and both Gathers, the
+ * attributes on the wire, and a graph the daemon imports as it is.
+ */
+static void test_builder_moe_routing(void **state)
+{
+    (void)state;
+    tide_builder *b = tide_builder_new();
+    tide_ref x = tide_builder_placeholder(b, "x", TIDE_DT_FLOAT32, 2, (int64_t[]){6, 4});
+    tide_ref wg = tide_builder_variable(b, "wg", 2, (int64_t[]){4, 3}, "glorot_uniform", 1, true);
+    tide_ref probs =
+        tide_builder_softmax(b, NULL, tide_builder_matmul(b, NULL, x, wg, false, false), -1);
+    tide_ref top = tide_builder_top_k(b, "top", probs, 2);
+    tide_ref idx = tide_builder_output(b, top, 1);
+    expect_shape(b, top, 2, (int64_t[]){6, 2});
+    expect_shape(b, idx, 2, (int64_t[]){6, 2});
+    assert_int_equal(tide_builder_dtype(b, top), TIDE_DT_FLOAT32);
+    assert_int_equal(tide_builder_dtype(b, idx), TIDE_DT_INT32);
+
+    tide_ref route = tide_builder_moe_route(b, "route", idx, 3, 4);
+    tide_ref combine = tide_builder_output(b, route, 1);
+    expect_shape(b, route, 1, (int64_t[]){12});
+    expect_shape(b, combine, 2, (int64_t[]){6, 2});
+    assert_int_equal(tide_builder_dtype(b, route), TIDE_DT_INT32);
+    assert_int_equal(tide_builder_dtype(b, combine), TIDE_DT_INT32);
+
+    const float zeros[4] = {0};
+    tide_ref zero_row =
+        tide_builder_constant(b, "zero_row", TIDE_DT_FLOAT32, 2, (int64_t[]){1, 4}, zeros);
+    tide_ref padded = tide_builder_concat(b, NULL, (tide_ref[]){x, zero_row}, 2, 0);
+    tide_ref expert_in = tide_builder_gather(b, "expert_in", padded, route);
+    expect_shape(b, expert_in, 2, (int64_t[]){12, 4});
+    tide_ref back = tide_builder_gather(
+        b, "back", tide_builder_concat(b, NULL, (tide_ref[]){expert_in, zero_row}, 2, 0), combine);
+    expect_shape(b, back, 3, (int64_t[]){6, 2, 4});
+    assert_null(tide_builder_error(b));
+
+    Tide__V1__Graph *g = roundtrip(b);
+    assert_string_equal(node_named(g, "top")->op, "TopK");
+    assert_int_equal(attr_of(node_named(g, "top"), "k")->i, 2);
+    const Tide__V1__Node *r = node_named(g, "route");
+    assert_string_equal(r->op, "MoeRoute");
+    assert_int_equal(attr_of(r, "experts")->i, 3);
+    assert_int_equal(attr_of(r, "capacity")->i, 4);
+    assert_string_equal(r->inputs[0], "top:1");
+    const Tide__V1__Node *gb = node_named(g, "back");
+    assert_string_equal(gb->op, "Gather");
+    assert_string_equal(gb->inputs[1], "route:1");
+    struct tide_graph *imported = NULL;
+    struct tide_error err = {0};
+    if (tide_graph_import_message(g, NULL, &imported, &err) != TIDE_OK)
+        fail_msg("import: %s", err.message);
+    tide_graph_free(imported);
+    tide__v1__graph__free_unpacked(g, NULL);
+    tide_builder_free(b);
+}
+
+/* The builder refuses what the daemon would, in its words. */
+static void test_builder_index_errors(void **state)
+{
+    (void)state;
+    tide_builder *b = tide_builder_new();
+    tide_ref x = tide_builder_placeholder(b, "x", TIDE_DT_FLOAT32, 2, (int64_t[]){6, 3});
+    assert_int_equal(tide_builder_top_k(b, "top", x, 4).id, -1);
+    assert_contains(tide_builder_error(b), "node \"top\" (TopK): attribute \"k\" is 4, wants 1 to "
+                                           "3 (the last dimension of input 0 (x) [6, 3])");
+    tide_builder_free(b);
+
+    b = tide_builder_new();
+    tide_ref ids = tide_builder_placeholder(b, "ids", TIDE_DT_INT32, 2, (int64_t[]){6, 2});
+    assert_int_equal(tide_builder_moe_route(b, "route", ids, 0, 4).id, -1);
+    assert_contains(tide_builder_error(b),
+                    "node \"route\" (MoeRoute): attribute \"experts\" is 0, wants 1 to");
+    tide_builder_free(b);
+
+    b = tide_builder_new();
+    x = tide_builder_placeholder(b, "x", TIDE_DT_FLOAT32, 2, (int64_t[]){6, 3});
+    assert_int_equal(tide_builder_gather(b, "g", x, x).id, -1);
+    assert_contains(tide_builder_error(b),
+                    "node \"g\" (Gather): input 1 (ids) is float32, wants int32");
+    tide_builder_free(b);
+}
+
 /* ---- Sequence-model ops: normalisation and regularisation (LayerNorm, Dropout) ---- */
 
 /* LayerNorm and Dropout: shapes, attributes and outputs on the wire, and the daemon's refusals. */
@@ -1656,6 +1740,8 @@ int main(void)
         cmocka_unit_test(test_builder_batch_matmul_and_transpose),
 
         /* indexing (Gather, TopK, Mixture-of-Experts routing) */
+        cmocka_unit_test(test_builder_moe_routing),
+        cmocka_unit_test(test_builder_index_errors),
 
         /* normalisation and regularisation (LayerNorm, Dropout) */
         cmocka_unit_test(test_builder_layer_norm_and_dropout),

@@ -1533,6 +1533,253 @@ static void test_transpose(void **state)
 
 /* ---- Sequence-model ops: indexing (Gather, TopK, Mixture-of-Experts routing) ---- */
 
+static uint32_t int_ph(const char *name, struct tide_shape shape)
+{
+    return placeholder_of(name, TIDE_DTYPE_INT32, shape);
+}
+
+static void test_gather(void **state)
+{
+    (void)state;
+    uint32_t table = ph("table", SHAPE(10, 4, 3));
+    uint32_t ids = int_ph("ids", SHAPE(2, 5));
+    uint32_t one = int_ph("one", SCALAR);
+    uint32_t vec = ph("vec", SHAPE(7));
+    uint32_t y = OP(TIDE_OP_GATHER, "y", table, ids);
+    uint32_t row = OP(TIDE_OP_GATHER, "row", table, one);
+    uint32_t picks = OP(TIDE_OP_GATHER, "picks", vec, ids);
+    infer_ok();
+    expect_f32(y, SHAPE(2, 5, 4, 3));
+    expect_nbytes(y, 0, 2 * 5 * 4 * 3 * 4);
+    expect_f32(row, SHAPE(4, 3));
+    expect_f32(picks, SHAPE(2, 5));
+
+    reset();
+    table = ph("table", SCALAR);
+    ids = int_ph("ids", SHAPE(3));
+    OP(TIDE_OP_GATHER, "bad", table, ids);
+    FAILS(TIDE_INVALID, "bad", "input 0 (table) has shape [], wants rank 1 or more [N, ...]");
+
+    reset();
+    table = ph("table", SHAPE(10, 4));
+    ids = ph("ids", SHAPE(3));
+    OP(TIDE_OP_GATHER, "bad", table, ids);
+    FAILS(TIDE_INVALID, "bad", "input 1 (ids) is float32, wants int32");
+
+    reset();
+    table = int_ph("table", SHAPE(10, 4));
+    ids = int_ph("ids", SHAPE(3));
+    OP(TIDE_OP_GATHER, "bad", table, ids);
+    FAILS(TIDE_INVALID, "bad", "input 0 (table) is int32, wants float32");
+
+    reset();
+    table = ph("table", SHAPE(10, 2, 2, 2, 2));
+    ids = int_ph("ids", SHAPE(1, 1, 1, 1, 1));
+    OP(TIDE_OP_GATHER, "bad", table, ids);
+    FAILS(TIDE_INVALID, "bad", "the output would have rank 9", "[1, 1, 1, 1, 1]",
+          "[10, 2, 2, 2, 2]", "the limit is 8");
+}
+
+static void test_gather_grad(void **state)
+{
+    (void)state;
+    uint32_t dy = ph("dy", SHAPE(2, 5, 4, 3));
+    uint32_t ids = int_ph("ids", SHAPE(2, 5));
+    uint32_t grad = OP(TIDE_OP_GATHER_GRAD, "grad", dy, ids);
+    tide_attr_set_int(g, grad, TIDE_ATTR_GATHER_GRAD_num_rows, 10);
+    uint32_t one = int_ph("one", SCALAR);
+    uint32_t dy1 = ph("dy1", SHAPE(3));
+    uint32_t grad1 = OP(TIDE_OP_GATHER_GRAD, "grad1", dy1, one);
+    tide_attr_set_int(g, grad1, TIDE_ATTR_GATHER_GRAD_num_rows, 6);
+    infer_ok();
+    expect_f32(grad, SHAPE(10, 4, 3));
+    expect_f32(grad1, SHAPE(6, 3));
+
+    reset();
+    dy = ph("dy", SHAPE(2, 4, 3));
+    ids = int_ph("ids", SHAPE(2, 5));
+    grad = OP(TIDE_OP_GATHER_GRAD, "bad", dy, ids);
+    tide_attr_set_int(g, grad, TIDE_ATTR_GATHER_GRAD_num_rows, 10);
+    FAILS(TIDE_INVALID, "bad",
+          "input 0 (dy) has shape [2, 4, 3], wants it to start with the "
+          "shape [2, 5] of input 1 (ids)");
+
+    reset();
+    dy = ph("dy", SHAPE(2, 3));
+    ids = int_ph("ids", SHAPE(2));
+    grad = OP(TIDE_OP_GATHER_GRAD, "bad", dy, ids);
+    tide_attr_set_int(g, grad, TIDE_ATTR_GATHER_GRAD_num_rows, -1);
+    FAILS(TIDE_INVALID, "bad", "attribute \"num_rows\" is -1, wants 0 to");
+
+    reset();
+    dy = ph("dy", SHAPE(2, 3));
+    ids = int_ph("ids", SHAPE(2));
+    OP(TIDE_OP_GATHER_GRAD, "bad", dy, ids);
+    FAILS(TIDE_INVALID, "bad", "missing required attribute \"num_rows\"");
+
+    reset();
+    dy = ph("dy", SHAPE(2, 3));
+    ids = ph("ids", SHAPE(2));
+    grad = OP(TIDE_OP_GATHER_GRAD, "bad", dy, ids);
+    tide_attr_set_int(g, grad, TIDE_ATTR_GATHER_GRAD_num_rows, 4);
+    FAILS(TIDE_INVALID, "bad", "input 1 (ids) is float32, wants int32");
+
+    /* A scalar id and a rank-8 dy would make a rank-9 gradient. */
+    reset();
+    dy = ph("dy", SHAPE(1, 1, 1, 1, 1, 1, 1, 1));
+    ids = int_ph("ids", SCALAR);
+    grad = OP(TIDE_OP_GATHER_GRAD, "bad", dy, ids);
+    tide_attr_set_int(g, grad, TIDE_ATTR_GATHER_GRAD_num_rows, 4);
+    FAILS(TIDE_INVALID, "bad", "the output would have rank 9", "the limit is 8");
+}
+
+static void test_top_k(void **state)
+{
+    (void)state;
+    uint32_t x = ph("x", SHAPE(3, 4, 10));
+    uint32_t top = OP(TIDE_OP_TOP_K, "top", x);
+    tide_attr_set_int(g, top, TIDE_ATTR_TOP_K_k, 2);
+    uint32_t v = ph("v", SHAPE(5));
+    uint32_t all = OP(TIDE_OP_TOP_K, "all", v);
+    tide_attr_set_int(g, all, TIDE_ATTR_TOP_K_k, 5);
+    infer_ok();
+    expect_f32(top, SHAPE(3, 4, 2));
+    expect_out(top, 1, TIDE_DTYPE_INT32, SHAPE(3, 4, 2));
+    expect_nbytes(top, 1, 3 * 4 * 2 * 4);
+    expect_f32(all, SHAPE(5));
+    expect_out(all, 1, TIDE_DTYPE_INT32, SHAPE(5));
+
+    reset();
+    x = ph("x", SHAPE(3, 4));
+    top = OP(TIDE_OP_TOP_K, "bad", x);
+    tide_attr_set_int(g, top, TIDE_ATTR_TOP_K_k, 5);
+    FAILS(TIDE_INVALID, "bad", "attribute \"k\" is 5, wants 1 to 4",
+          "the last dimension of input 0 (x) [3, 4]");
+
+    reset();
+    x = ph("x", SHAPE(3, 4));
+    top = OP(TIDE_OP_TOP_K, "bad", x);
+    tide_attr_set_int(g, top, TIDE_ATTR_TOP_K_k, 0);
+    FAILS(TIDE_INVALID, "bad", "attribute \"k\" is 0, wants 1 to 4");
+
+    reset();
+    x = ph("x", SHAPE(3, 4));
+    OP(TIDE_OP_TOP_K, "bad", x);
+    FAILS(TIDE_INVALID, "bad", "missing required attribute \"k\"");
+
+    reset();
+    x = ph("x", SCALAR);
+    top = OP(TIDE_OP_TOP_K, "bad", x);
+    tide_attr_set_int(g, top, TIDE_ATTR_TOP_K_k, 1);
+    FAILS(TIDE_INVALID, "bad", "input 0 (x) has shape [], wants rank 1 or more");
+
+    reset();
+    x = int_ph("x", SHAPE(4));
+    top = OP(TIDE_OP_TOP_K, "bad", x);
+    tide_attr_set_int(g, top, TIDE_ATTR_TOP_K_k, 1);
+    FAILS(TIDE_INVALID, "bad", "input 0 (x) is int32, wants float32");
+}
+
+static void test_top_k_grad(void **state)
+{
+    (void)state;
+    uint32_t dv = ph("dv", SHAPE(3, 2));
+    uint32_t idx = int_ph("idx", SHAPE(3, 2));
+    uint32_t grad = OP(TIDE_OP_TOP_K_GRAD, "grad", dv, idx);
+    set_shape(grad, TIDE_ATTR_TOP_K_GRAD_shape, SHAPE(3, 7));
+    infer_ok();
+    expect_f32(grad, SHAPE(3, 7));
+
+    reset();
+    dv = ph("dv", SHAPE(3, 2));
+    idx = int_ph("idx", SHAPE(3, 2));
+    grad = OP(TIDE_OP_TOP_K_GRAD, "bad", dv, idx);
+    set_shape(grad, TIDE_ATTR_TOP_K_GRAD_shape, SHAPE(4, 7));
+    FAILS(TIDE_INVALID, "bad", "attribute \"shape\" [4, 7] does not fit input 0 (dvalues) [3, 2]");
+
+    reset();
+    dv = ph("dv", SHAPE(3, 2));
+    idx = int_ph("idx", SHAPE(3, 2));
+    grad = OP(TIDE_OP_TOP_K_GRAD, "bad", dv, idx);
+    set_shape(grad, TIDE_ATTR_TOP_K_GRAD_shape, SHAPE(3, 1));
+    FAILS(TIDE_INVALID, "bad", "a last dimension of at least 2");
+
+    reset();
+    dv = ph("dv", SHAPE(3, 2));
+    idx = int_ph("idx", SHAPE(3, 3));
+    grad = OP(TIDE_OP_TOP_K_GRAD, "bad", dv, idx);
+    set_shape(grad, TIDE_ATTR_TOP_K_GRAD_shape, SHAPE(3, 7));
+    FAILS(TIDE_INVALID, "bad", "input 1 (indices) has shape [3, 3], wants [3, 2]");
+
+    reset();
+    dv = ph("dv", SHAPE(3, 2));
+    idx = ph("idx", SHAPE(3, 2));
+    grad = OP(TIDE_OP_TOP_K_GRAD, "bad", dv, idx);
+    set_shape(grad, TIDE_ATTR_TOP_K_GRAD_shape, SHAPE(3, 7));
+    FAILS(TIDE_INVALID, "bad", "input 1 (indices) is float32, wants int32");
+
+    reset();
+    dv = ph("dv", SHAPE(3, 2));
+    idx = int_ph("idx", SHAPE(3, 2));
+    grad = OP(TIDE_OP_TOP_K_GRAD, "bad", dv, idx);
+    set_shape(grad, TIDE_ATTR_TOP_K_GRAD_shape, SHAPE(3, -7));
+    FAILS(TIDE_INVALID, "bad", "attribute \"shape\" [3, -7] has negative dimension -7");
+}
+
+static void test_moe_route(void **state)
+{
+    (void)state;
+    uint32_t idx = int_ph("idx", SHAPE(6, 2));
+    uint32_t route = OP(TIDE_OP_MOE_ROUTE, "route", idx);
+    tide_attr_set_int(g, route, TIDE_ATTR_MOE_ROUTE_experts, 4);
+    tide_attr_set_int(g, route, TIDE_ATTR_MOE_ROUTE_capacity, 3);
+    infer_ok();
+    expect_out(route, 0, TIDE_DTYPE_INT32, SHAPE(12));
+    expect_out(route, 1, TIDE_DTYPE_INT32, SHAPE(6, 2));
+    expect_nbytes(route, 0, 48);
+
+    reset();
+    idx = int_ph("idx", SHAPE(6));
+    route = OP(TIDE_OP_MOE_ROUTE, "bad", idx);
+    tide_attr_set_int(g, route, TIDE_ATTR_MOE_ROUTE_experts, 4);
+    tide_attr_set_int(g, route, TIDE_ATTR_MOE_ROUTE_capacity, 3);
+    FAILS(TIDE_INVALID, "bad", "input 0 (indices) has shape [6], wants rank 2 [T, k]");
+
+    reset();
+    idx = ph("idx", SHAPE(6, 2));
+    route = OP(TIDE_OP_MOE_ROUTE, "bad", idx);
+    tide_attr_set_int(g, route, TIDE_ATTR_MOE_ROUTE_experts, 4);
+    tide_attr_set_int(g, route, TIDE_ATTR_MOE_ROUTE_capacity, 3);
+    FAILS(TIDE_INVALID, "bad", "input 0 (indices) is float32, wants int32");
+
+    reset();
+    idx = int_ph("idx", SHAPE(6, 2));
+    route = OP(TIDE_OP_MOE_ROUTE, "bad", idx);
+    tide_attr_set_int(g, route, TIDE_ATTR_MOE_ROUTE_experts, 0);
+    tide_attr_set_int(g, route, TIDE_ATTR_MOE_ROUTE_capacity, 3);
+    FAILS(TIDE_INVALID, "bad", "attribute \"experts\" is 0, wants 1 to 2147483647");
+
+    reset();
+    idx = int_ph("idx", SHAPE(6, 2));
+    route = OP(TIDE_OP_MOE_ROUTE, "bad", idx);
+    tide_attr_set_int(g, route, TIDE_ATTR_MOE_ROUTE_experts, 4);
+    tide_attr_set_int(g, route, TIDE_ATTR_MOE_ROUTE_capacity, -2);
+    FAILS(TIDE_INVALID, "bad", "attribute \"capacity\" is -2, wants 1 to 2147483647");
+
+    reset();
+    idx = int_ph("idx", SHAPE(6, 2));
+    route = OP(TIDE_OP_MOE_ROUTE, "bad", idx);
+    tide_attr_set_int(g, route, TIDE_ATTR_MOE_ROUTE_experts, 65536);
+    tide_attr_set_int(g, route, TIDE_ATTR_MOE_ROUTE_capacity, 65536);
+    FAILS(TIDE_INVALID, "bad", "experts * capacity = 65536 * 65536 slots", "2147483647");
+
+    reset();
+    idx = int_ph("idx", SHAPE(6, 2));
+    route = OP(TIDE_OP_MOE_ROUTE, "bad", idx);
+    tide_attr_set_int(g, route, TIDE_ATTR_MOE_ROUTE_experts, 4);
+    FAILS(TIDE_INVALID, "bad", "missing required attribute \"capacity\"");
+}
+
 /* ---- Sequence-model ops: normalisation and regularisation (LayerNorm, Dropout) ---- */
 
 static void test_layer_norm(void **state)
@@ -1848,6 +2095,11 @@ int main(void)
         TEST(test_transpose),
 
         /* indexing (Gather, TopK, Mixture-of-Experts routing) */
+        TEST(test_gather),
+        TEST(test_gather_grad),
+        TEST(test_top_k),
+        TEST(test_top_k_grad),
+        TEST(test_moe_route),
 
         /* normalisation and regularisation (LayerNorm, Dropout) */
         TEST(test_layer_norm),

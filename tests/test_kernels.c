@@ -2693,6 +2693,289 @@ static void test_transpose(void **state)
 
 /* ---- Sequence-model ops: indexing (Gather, TopK, Mixture-of-Experts routing) ---- */
 
+static void set_int(struct test_node *t, int k, int64_t v)
+{
+    t->attrs[k].present = true;
+    t->attrs[k].i = v;
+}
+
+/* Runs t expecting TIDE_INVALID with a message naming the node and holding want. */
+static void expect_refused(struct test_node *t, const struct tide_tensor_view *in, uint32_t n_in,
+                           const struct tide_tensor_view *out, uint32_t n_out, const char *want)
+{
+    struct tide_error err = {0};
+    char node[80];
+    snprintf(node, sizeof(node), "node \"%s\"", t->node.name);
+    assert_int_equal(run_step(t, in, n_in, out, n_out, NULL, &err), TIDE_INVALID);
+    if (!strstr(err.message, node) || !strstr(err.message, want))
+        fail_msg("unexpected message (want %s and '%s'): %s", node, want, err.message);
+}
+
+static void test_gather(void **state)
+{
+    (void)state;
+    float table[15], y[12];
+    for (int i = 0; i < 15; i++)
+        table[i] = (float)(10 * (i / 3) + i % 3); /* row r is r0, r1, r2 */
+    int32_t ids[4] = {4, 0, 4, 2};
+    struct tide_tensor_view in[2] = {fview(table, 2, DIMS(5, 3)),
+                                     view(TIDE_DTYPE_INT32, ids, 2, DIMS(2, 2))};
+    struct tide_tensor_view out = fview(y, 3, DIMS(2, 2, 3));
+    struct test_node t;
+    node_init(&t, TIDE_OP_GATHER, "gather");
+    run(&t, in, 2, &out, 1);
+    const float want[12] = {40, 41, 42, 0, 1, 2, 40, 41, 42, 20, 21, 22};
+    expect_exact("gather", y, want, 12);
+
+    /* A scalar id picks one row. */
+    int32_t one = 3;
+    struct tide_tensor_view in1[2] = {in[0], view(TIDE_DTYPE_INT32, &one, 0, NULL)};
+    struct tide_tensor_view out1 = fview(y, 1, DIMS(3));
+    run(&t, in1, 2, &out1, 1);
+    expect_exact("gather scalar id", y, (const float[]){30, 31, 32}, 3);
+
+    /* Ids outside [0, N) are refused, naming the first. */
+    ids[1] = 5;
+    ids[3] = -1;
+    expect_refused(&t, in, 2, &out, 1,
+                   "input 1 (ids): index 5 at position 1 is out of range [0, 5)");
+    ids[1] = 0;
+    expect_refused(&t, in, 2, &out, 1, "index -1 at position 3 is out of range [0, 5)");
+}
+
+static void test_gather_grad(void **state)
+{
+    (void)state;
+    float dy[8] = {1, 2, 10, 20, 100, 200, 1000, 2000}, dx[10];
+    int32_t ids[4] = {3, 1, 3, 3};
+    struct tide_tensor_view in[2] = {fview(dy, 2, DIMS(4, 2)),
+                                     view(TIDE_DTYPE_INT32, ids, 1, DIMS(4))};
+    struct tide_tensor_view out = fview(dx, 2, DIMS(5, 2));
+    struct test_node t;
+    node_init(&t, TIDE_OP_GATHER_GRAD, "gather_grad");
+    set_int(&t, TIDE_ATTR_GATHER_GRAD_num_rows, 5);
+    memset(dx, 0xff, sizeof(dx));
+    run(&t, in, 2, &out, 1);
+    /* Row 3 gets positions 0, 2 and 3; row 1 position 1; rows 0, 2 and 4 nothing. */
+    const float want[10] = {0, 0, 10, 20, 0, 0, 1101, 2202, 0, 0};
+    expect_exact("gather_grad", dx, want, 10);
+
+    ids[2] = 5;
+    expect_refused(&t, in, 2, &out, 1,
+                   "input 1 (ids): index 5 at position 2 is out of range [0, 5)");
+
+    /* Rows of no elements: nothing to sum, and no workspace asked for however many rows. */
+    ids[2] = 3;
+    struct tide_tensor_view ein[2] = {fview(dy, 2, DIMS(4, 0)), in[1]};
+    struct tide_tensor_view eout = fview(dx, 2, DIMS((int64_t)1 << 40, 0));
+    set_int(&t, TIDE_ATTR_GATHER_GRAD_num_rows, (int64_t)1 << 40);
+    run(&t, ein, 2, &eout, 1);
+}
+
+/* TopK's order, written independently: by value descending, NaN first, ties by lower index. */
+static int naive_rank_cmp(const float *x, int32_t a, int32_t b)
+{
+    bool na = isnan(x[a]), nb = isnan(x[b]);
+    if (na != nb)
+        return na ? -1 : 1;
+    if (!na && x[a] != x[b])
+        return x[a] > x[b] ? -1 : 1;
+    return a < b ? -1 : 1;
+}
+
+static void test_top_k(void **state)
+{
+    (void)state;
+    /* Ties (3 three times, -0 and +0), NaN, and a row already sorted. */
+    float x[12] = {1, 3, 3, NAN, -2, 3, 0, -0.0f, 5, 4, 3, 2}, v[8];
+    int32_t ix[8];
+    struct tide_tensor_view in = fview(x, 2, DIMS(2, 6));
+    struct tide_tensor_view out[2] = {fview(v, 2, DIMS(2, 4)),
+                                      view(TIDE_DTYPE_INT32, ix, 2, DIMS(2, 4))};
+    struct test_node t;
+    node_init(&t, TIDE_OP_TOP_K, "top_k");
+    set_int(&t, TIDE_ATTR_TOP_K_k, 4);
+    run(&t, &in, 1, out, 2);
+    const int32_t want_ix[8] = {3, 1, 2, 5, 2, 3, 4, 5};
+    for (int i = 0; i < 8; i++) {
+        assert_int_equal(ix[i], want_ix[i]);
+        if (i == 0)
+            assert_true(isnan(v[0]));
+        else
+            assert_true(memcmp(&v[i], &x[(i / 4) * 6 + ix[i]], sizeof(float)) == 0);
+    }
+
+    /* k = 1 of a row of equal values takes the first. */
+    float same[4] = {7, 7, 7, 7}, v1;
+    int32_t i1 = -5;
+    struct tide_tensor_view in1 = fview(same, 1, DIMS(4));
+    struct tide_tensor_view out1[2] = {fview(&v1, 1, DIMS(1)),
+                                       view(TIDE_DTYPE_INT32, &i1, 1, DIMS(1))};
+    set_int(&t, TIDE_ATTR_TOP_K_k, 1);
+    run(&t, &in1, 1, out1, 2);
+    assert_int_equal(i1, 0);
+    assert_true(v1 == 7.0f);
+
+    /* Many rows with ties, against a full sort, at 1, 2 and 3 threads. */
+    enum { ROWS = 600, N = 50, K = 7 };
+    float *big = falloc(ROWS * N), *bv = falloc(ROWS * K);
+    int32_t *bi = malloc(ROWS * K * sizeof(int32_t));
+    assert_non_null(bi);
+    uint32_t seed = 99;
+    for (int i = 0; i < ROWS * N; i++)
+        big[i] = roundf(frand(&seed) * 8.0f) / 8.0f; /* 17 levels: many ties */
+    struct tide_tensor_view bin = fview(big, 2, DIMS(ROWS, N));
+    struct tide_tensor_view bout[2] = {fview(bv, 2, DIMS(ROWS, K)),
+                                       view(TIDE_DTYPE_INT32, bi, 2, DIMS(ROWS, K))};
+    set_int(&t, TIDE_ATTR_TOP_K_k, K);
+    expect_same_at_threads("top_k", &t, &bin, 1, bout, 2, NULL, NULL);
+    for (int r = 0; r < ROWS; r++) {
+        const float *row = big + r * N;
+        int32_t order[N];
+        for (int j = 0; j < N; j++)
+            order[j] = j;
+        for (int a = 1; a < N; a++) /* insertion sort by naive_rank_cmp */
+            for (int b = a; b > 0 && naive_rank_cmp(row, order[b], order[b - 1]) < 0; b--) {
+                int32_t s = order[b];
+                order[b] = order[b - 1];
+                order[b - 1] = s;
+            }
+        for (int j = 0; j < K; j++) {
+            if (bi[r * K + j] != order[j] || bv[r * K + j] != row[order[j]])
+                fail_msg("top_k row %d entry %d: index %d value %g, want %d %g", r, j,
+                         bi[r * K + j], bv[r * K + j], order[j], row[order[j]]);
+        }
+    }
+    free(big);
+    free(bv);
+    free(bi);
+}
+
+static void test_top_k_grad(void **state)
+{
+    (void)state;
+    float dv[4] = {1.5f, -2, 3, 4}, dx[10];
+    int32_t ix[4] = {4, 1, 0, 0}; /* a repeated index (not from TopK) adds up */
+    struct tide_tensor_view in[2] = {fview(dv, 2, DIMS(2, 2)),
+                                     view(TIDE_DTYPE_INT32, ix, 2, DIMS(2, 2))};
+    struct tide_tensor_view out = fview(dx, 2, DIMS(2, 5));
+    struct test_node t;
+    node_init(&t, TIDE_OP_TOP_K_GRAD, "top_k_grad");
+    set_shape(&t, TIDE_ATTR_TOP_K_GRAD_shape, 2, DIMS(2, 5));
+    memset(dx, 0xff, sizeof(dx));
+    run(&t, in, 2, &out, 1);
+    const float want[10] = {0, -2, 0, 0, 1.5f, 7, 0, 0, 0, 0};
+    expect_exact("top_k_grad", dx, want, 10);
+
+    ix[1] = 5;
+    expect_refused(&t, in, 2, &out, 1,
+                   "input 1 (indices): index 5 at position 1 is out of range [0, 5)");
+}
+
+/* Runs MoeRoute over indices [tokens, k] and checks both tables exactly. */
+static void check_moe_route(const char *what, const int32_t *indices, int64_t tokens, int64_t k,
+                            int64_t experts, int64_t capacity, const int32_t *want_dispatch,
+                            const int32_t *want_combine)
+{
+    int64_t slots = experts * capacity;
+    int32_t dispatch[64], combine[64];
+    assert_true(slots <= 64 && tokens * k <= 64);
+    memset(dispatch, 0xa5, sizeof(dispatch));
+    memset(combine, 0xa5, sizeof(combine));
+    struct tide_tensor_view in = view(TIDE_DTYPE_INT32, (void *)indices, 2, DIMS(tokens, k));
+    struct tide_tensor_view out[2] = {view(TIDE_DTYPE_INT32, dispatch, 1, DIMS(slots)),
+                                      view(TIDE_DTYPE_INT32, combine, 2, DIMS(tokens, k))};
+    struct test_node t;
+    node_init(&t, TIDE_OP_MOE_ROUTE, "route");
+    set_int(&t, TIDE_ATTR_MOE_ROUTE_experts, experts);
+    set_int(&t, TIDE_ATTR_MOE_ROUTE_capacity, capacity);
+    run(&t, &in, 1, out, 2);
+    for (int64_t s = 0; s < slots; s++)
+        if (dispatch[s] != want_dispatch[s])
+            fail_msg("%s: dispatch[%lld] is %d, want %d", what, (long long)s, dispatch[s],
+                     want_dispatch[s]);
+    for (int64_t i = 0; i < tokens * k; i++)
+        if (combine[i] != want_combine[i])
+            fail_msg("%s: combine[%lld] is %d, want %d", what, (long long)i, combine[i],
+                     want_combine[i]);
+}
+
+static void test_moe_route(void **state)
+{
+    (void)state;
+    /*
+     * 5 tokens, 2 choices, 3 experts of 2 slots. First choices in token
+     * order: t0 -> e0 slot 0, t1 -> e0 slot 1, t2 -> e0 full (dropped),
+     * t3 -> e1 slot 2, t4 -> e2 slot 4. Then second choices: t0 -> e1 slot 3,
+     * t1 -> e2 slot 5, t2 -> e1 full, t3 -> e0 full, t4 -> e1 full.
+     */
+    const int32_t priority[10] = {0, 1, 0, 2, 0, 1, 1, 0, 2, 1};
+    check_moe_route("priority and overflow", priority, 5, 2, 3, 2,
+                    (const int32_t[]){0, 1, 3, 0, 4, 1},
+                    (const int32_t[]){0, 3, 1, 5, 6, 6, 2, 6, 4, 6});
+
+    /* Empty slots hold T; experts nobody chose stay empty. */
+    const int32_t sparse[2] = {2, 2};
+    check_moe_route("empty slots", sparse, 2, 1, 4, 3,
+                    (const int32_t[]){2, 2, 2, 2, 2, 2, 0, 1, 2, 2, 2, 2}, (const int32_t[]){6, 7});
+
+    /* Capacity enough for everyone: slots follow the priority order within each expert. */
+    const int32_t roomy[6] = {1, 0, 0, 1, 1, 0};
+    check_moe_route("no overflow", roomy, 3, 2, 2, 3, (const int32_t[]){1, 0, 2, 0, 2, 1},
+                    (const int32_t[]){3, 1, 0, 5, 4, 2});
+
+    /* An expert outside [0, experts) is refused, naming the first. */
+    int32_t bad[4] = {0, 1, 3, 0}, dispatch[6], combine[4];
+    struct tide_tensor_view in = view(TIDE_DTYPE_INT32, bad, 2, DIMS(2, 2));
+    struct tide_tensor_view out[2] = {view(TIDE_DTYPE_INT32, dispatch, 1, DIMS(6)),
+                                      view(TIDE_DTYPE_INT32, combine, 2, DIMS(2, 2))};
+    struct test_node t;
+    node_init(&t, TIDE_OP_MOE_ROUTE, "route");
+    set_int(&t, TIDE_ATTR_MOE_ROUTE_experts, 3);
+    set_int(&t, TIDE_ATTR_MOE_ROUTE_capacity, 2);
+    expect_refused(&t, &in, 1, out, 2,
+                   "input 0 (indices): index 3 at position 2 is out of range [0, 3)");
+}
+
+/* Gather and GatherGrad split over the pool: the same bits at 1, 2 and 3 threads. */
+static void test_range_jobs_gather(void **state)
+{
+    (void)state;
+    enum { ROWS = 40, WIDTH = 700, IDS = 300 };
+    float *table = falloc(ROWS * WIDTH), *y = falloc(IDS * WIDTH), *dx = falloc(ROWS * WIDTH);
+    int32_t ids[IDS];
+    uint32_t seed = 7;
+    fill(table, ROWS * WIDTH, 3);
+    for (int p = 0; p < IDS; p++)
+        ids[p] = (int32_t)((frand(&seed) + 1.0f) * 0.5f * ROWS) % ROWS;
+    struct tide_tensor_view in[2] = {fview(table, 2, DIMS(ROWS, WIDTH)),
+                                     view(TIDE_DTYPE_INT32, ids, 1, DIMS(IDS))};
+    struct tide_tensor_view out = fview(y, 2, DIMS(IDS, WIDTH));
+    struct test_node t;
+    node_init(&t, TIDE_OP_GATHER, "gather");
+    expect_same_at_threads("gather", &t, in, 2, &out, 1, NULL, NULL);
+    for (int p = 0; p < IDS; p++)
+        expect_exact("gather row", y + p * WIDTH, table + ids[p] * WIDTH, WIDTH);
+
+    /* The gradient of that Gather, dy = y: each table row, summed in double in position order. */
+    struct tide_tensor_view gin[2] = {fview(y, 2, DIMS(IDS, WIDTH)), in[1]};
+    struct tide_tensor_view gout = fview(dx, 2, DIMS(ROWS, WIDTH));
+    node_init(&t, TIDE_OP_GATHER_GRAD, "gather_grad");
+    set_int(&t, TIDE_ATTR_GATHER_GRAD_num_rows, ROWS);
+    expect_same_at_threads("gather_grad", &t, gin, 2, &gout, 1, NULL, NULL);
+    double *want = dalloc(ROWS * WIDTH);
+    for (int p = 0; p < IDS; p++)
+        for (int c = 0; c < WIDTH; c++)
+            want[ids[p] * WIDTH + c] += y[p * WIDTH + c];
+    for (int i = 0; i < ROWS * WIDTH; i++)
+        if (dx[i] != (float)want[i])
+            fail_msg("gather_grad element %d is %.9g, want %.9g", i, dx[i], (float)want[i]);
+    free(want);
+    free(table);
+    free(y);
+    free(dx);
+}
+
 /* ---- Sequence-model ops: normalisation and regularisation (LayerNorm, Dropout) ---- */
 
 /*
@@ -3080,6 +3363,12 @@ int main(void)
         cmocka_unit_test(test_transpose),
 
         /* indexing (Gather, TopK, Mixture-of-Experts routing) */
+        cmocka_unit_test(test_gather),
+        cmocka_unit_test(test_gather_grad),
+        cmocka_unit_test(test_top_k),
+        cmocka_unit_test(test_top_k_grad),
+        cmocka_unit_test(test_moe_route),
+        cmocka_unit_test(test_range_jobs_gather),
 
         /* normalisation and regularisation (LayerNorm, Dropout) */
         cmocka_unit_test(test_layer_norm),

@@ -358,6 +358,41 @@ tide_ref tide_builder_transpose(tide_builder *b, const char *name, tide_ref x, c
 
 /* ---- Sequence-model ops: indexing (Gather, TopK, Mixture-of-Experts routing) ---- */
 
+/*
+ * Gather: rows of table [N, d1, ...] (float32) picked by ids (int32, any
+ * rank, a scalar too) along axis 0 -> ids' shape + [d1, ...]. An id outside
+ * [0, N) fails the step, naming the node, the position and the id. The
+ * gradient reaches table (rows picked several times add up); ids get none.
+ */
+tide_ref tide_builder_gather(tide_builder *b, const char *name, tide_ref table, tide_ref ids);
+
+/*
+ * TopK: the k largest values along the last axis of x [..., n] (float32),
+ * 1 <= k <= n. Returns output 0, the values [..., k] in descending order;
+ * tide_builder_output(b, ref, 1) is their indices [..., k] (int32). Equal
+ * values come lower index first; NaN ranks above every number. The gradient
+ * flows from the values to the chosen elements of x; the indices have none.
+ */
+tide_ref tide_builder_top_k(tide_builder *b, const char *name, tide_ref x, int64_t k);
+
+/*
+ * MoeRoute: the routing tables of a Mixture-of-Experts layer with experts
+ * experts of capacity slots each, from indices [T, k] (int32, each token's k
+ * chosen experts, as TopK gives them). Returns output 0, dispatch
+ * [experts * capacity] (int32): the token in slot e * capacity + c, or T for
+ * an empty slot; tide_builder_output(b, ref, 1) is combine [T, k] (int32):
+ * the slot token t's j-th choice got, or experts * capacity when that expert
+ * was full and the choice is dropped. Slots are handed out in GShard's
+ * order: every token's first choice in token order, then every second
+ * choice, and so on. With a zero row appended to x [T, D] (Concat), Gather by
+ * dispatch gives the experts' inputs [experts * capacity, D]; with a zero
+ * row appended to the experts' outputs, Gather by combine brings them back
+ * to the tokens as [T, k, D]. An expert outside [0, experts) fails the step;
+ * MoeRoute has no gradient (its outputs are int32).
+ */
+tide_ref tide_builder_moe_route(tide_builder *b, const char *name, tide_ref indices,
+                                int64_t experts, int64_t capacity);
+
 /* ---- Sequence-model ops: normalisation and regularisation (LayerNorm, Dropout) ---- */
 
 /*
