@@ -1207,6 +1207,60 @@ static uint32_t build_add_n(struct tide_graph *g, const uint32_t *in)
 
 /* ---- Sequence-model ops: fused attention (Attention) ---- */
 
+static uint32_t build_attention(struct tide_graph *g, const uint32_t *in, bool causal, double scale)
+{
+    struct tide_edge e[3] = {edge_of(in[0]), edge_of(in[1]), edge_of(in[2])};
+    uint32_t y = node_in(g, TIDE_OP_ATTENTION, "y", e, 3);
+    tide_attr_set_bool(g, y, TIDE_ATTR_ATTENTION_causal, causal);
+    tide_attr_set_float(g, y, TIDE_ATTR_ATTENTION_scale, scale);
+    return y;
+}
+
+static uint32_t build_attention_causal(struct tide_graph *g, const uint32_t *in)
+{
+    return build_attention(g, in, true, 0);
+}
+
+static uint32_t build_attention_cross(struct tide_graph *g, const uint32_t *in)
+{
+    return build_attention(g, in, false, 0.8);
+}
+
+/*
+ * Attention's lse has no gradient: a loss that reads it is refused, naming
+ * the node and the output; through o alone autodiff emits one AttentionGrad.
+ */
+static void test_attention_lse_refused(void **state)
+{
+    (void)state;
+    struct tide_graph *g = tide_graph_new();
+    int64_t d[4] = {1, 2, 3, 4};
+    uint32_t q = variable(g, "q", 4, d, NULL);
+    struct tide_edge in[3] = {edge_of(q), edge_of(q), edge_of(q)};
+    uint32_t att = node_in(g, TIDE_OP_ATTENTION, "att", in, 3);
+    struct tide_edge lse = {att, 1};
+    uint32_t lse_sum = node_in(g, TIDE_OP_REDUCE_SUM, "lse_loss", &lse, 1);
+    uint32_t o_sum = reduce_sum_all(g, "o_loss", att);
+    op2(g, TIDE_OP_ADD, "both", lse_sum, o_sum);
+    infer_ok(g);
+    struct tide_train_options o = sgd("both");
+    expect_refusal(g, &o, TIDE_UNSUPPORTED, "node \"att\" (Attention)",
+                   "the loss \"both\" depends on output 1 (lse), which has no gradient; only "
+                   "output 0 (o) is differentiable");
+    o.loss = "o_loss";
+    struct tide_autodiff_result r;
+    struct tide_error err = {0};
+    if (tide_autodiff(g, &o, &r, &err) != TIDE_OK)
+        fail_msg("autodiff: %s", err.message);
+    uint32_t grad = find(g, "grad/att/backprop");
+    assert_int_equal(g->nodes[grad].op, TIDE_OP_ATTENTION_GRAD);
+    assert_true(g->nodes[grad].attrs[TIDE_ATTR_ATTENTION_GRAD_causal].b);
+    assert_int_equal(g->nodes[grad].inputs[4].node, att);
+    assert_int_equal(g->nodes[grad].inputs[4].output, 1);
+    tide_autodiff_result_release(&r);
+    tide_graph_free(g);
+}
+
 /*
  * A small classifier, so that gradients flow through a chain:
  * y = SoftmaxCrossEntropy(MatMul(Tanh(BiasAdd(MatMul(x, w1), b1)), w2), labels).
@@ -1293,6 +1347,8 @@ static const struct gc_case gc_cases[] = {
     /* normalisation and regularisation (LayerNorm, Dropout) */
 
     /* fused attention (Attention) */
+    {"Attention_causal", IN3(T4(1, 2, 3, 4), T4(1, 2, 3, 4), T4(1, 2, 3, 4)), build_attention_causal},
+    {"Attention_cross", IN3(T4(2, 1, 2, 3), T4(2, 1, 4, 3), T4(2, 1, 4, 3)), build_attention_cross},
 
     {"MLP", IN4(T2(4, 3), T2(3, 5), T1(5), T2(5, 3)), build_mlp},
 };
@@ -1466,6 +1522,7 @@ int main(void)
         cmocka_unit_test(test_pass_through),
         cmocka_unit_test(test_gradient_check_covers_every_op),
         cmocka_unit_test(test_gradient_check),
+        cmocka_unit_test(test_attention_lse_refused),
         cmocka_unit_test(test_training_session),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
