@@ -118,6 +118,7 @@ enum op_id {
     /* normalisation and regularisation (LayerNorm, Dropout) */
 
     /* fused attention (Attention) */
+    OP_ATTENTION,
 };
 
 /* An op: its graph op (graph/ops.def, which gives its wire name) and its automatic names' stem. */
@@ -160,6 +161,7 @@ static const struct op_spec op_specs[] = {
     /* normalisation and regularisation (LayerNorm, Dropout) */
 
     /* fused attention (Attention) */
+    [OP_ATTENTION] = {TIDE_OP_ATTENTION, "attention"},
 };
 
 /* The wire name of op ("MatMul"). */
@@ -1383,6 +1385,18 @@ tide_ref tide_builder_batch_norm(tide_builder *b, const char *name, tide_ref x, 
 /* ============================================================================
  * Sequence-model ops: fused attention (Attention)
  * ========================================================================== */
+
+tide_ref tide_builder_attention(tide_builder *b, const char *name, tide_ref q, tide_ref k,
+                                tide_ref v, bool causal, float scale)
+{
+    struct call c;
+    if (!begin(b, &c, OP_ATTENTION, name) || !input(&c, 0, "q", q) || !input(&c, 1, "k", k) ||
+        !input(&c, 2, "v", v))
+        return TIDE_REF_NONE;
+    attr_bool(&c, "causal", causal);
+    attr_float(&c, "scale", scale);
+    return finish(&c);
+}
 
 /* ============================================================================
  * Control edges
