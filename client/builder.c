@@ -110,12 +110,23 @@ enum op_id {
     OP_GLOBAL_AVG_POOL,
     OP_BATCH_NORM,
     /* element-wise math (Exp, Log, Div, Sqrt, Max, Min, Gelu) */
+    OP_EXP,
+    OP_LOG,
+    OP_SQRT,
+    OP_GELU,
+    OP_DIV,
+    OP_MAX,
+    OP_MIN,
 
     /* batched products and axis permutation (BatchMatMul, Transpose) */
+    OP_BATCH_MATMUL,
+    OP_TRANSPOSE,
 
     /* indexing (Gather, TopK, Mixture-of-Experts routing) */
 
     /* normalisation and regularisation (LayerNorm, Dropout) */
+    OP_LAYER_NORM,
+    OP_DROPOUT,
 
     /* fused attention (Attention) */
     OP_ATTENTION,
@@ -153,12 +164,23 @@ static const struct op_spec op_specs[] = {
     [OP_GLOBAL_AVG_POOL] = {TIDE_OP_GLOBAL_AVG_POOL, "global_avg_pool"},
     [OP_BATCH_NORM] = {TIDE_OP_BATCH_NORM, "batch_norm"},
     /* element-wise math (Exp, Log, Div, Sqrt, Max, Min, Gelu) */
+    [OP_EXP] = {TIDE_OP_EXP, "exp"},
+    [OP_LOG] = {TIDE_OP_LOG, "log"},
+    [OP_SQRT] = {TIDE_OP_SQRT, "sqrt"},
+    [OP_GELU] = {TIDE_OP_GELU, "gelu"},
+    [OP_DIV] = {TIDE_OP_DIV, "div"},
+    [OP_MAX] = {TIDE_OP_MAX, "max"},
+    [OP_MIN] = {TIDE_OP_MIN, "min"},
 
     /* batched products and axis permutation (BatchMatMul, Transpose) */
+    [OP_BATCH_MATMUL] = {TIDE_OP_BATCH_MATMUL, "batch_matmul"},
+    [OP_TRANSPOSE] = {TIDE_OP_TRANSPOSE, "transpose"},
 
     /* indexing (Gather, TopK, Mixture-of-Experts routing) */
 
     /* normalisation and regularisation (LayerNorm, Dropout) */
+    [OP_LAYER_NORM] = {TIDE_OP_LAYER_NORM, "layer_norm"},
+    [OP_DROPOUT] = {TIDE_OP_DROPOUT, "dropout"},
 
     /* fused attention (Attention) */
     [OP_ATTENTION] = {TIDE_OP_ATTENTION, "attention"},
@@ -1370,9 +1392,66 @@ tide_ref tide_builder_batch_norm(tide_builder *b, const char *name, tide_ref x, 
  * Sequence-model ops: element-wise math (Exp, Log, Div, Sqrt, Max, Min, Gelu)
  * ========================================================================== */
 
+tide_ref tide_builder_exp(tide_builder *b, const char *name, tide_ref x)
+{
+    return unary(b, OP_EXP, name, x);
+}
+
+tide_ref tide_builder_log(tide_builder *b, const char *name, tide_ref x)
+{
+    return unary(b, OP_LOG, name, x);
+}
+
+tide_ref tide_builder_sqrt(tide_builder *b, const char *name, tide_ref x)
+{
+    return unary(b, OP_SQRT, name, x);
+}
+
+tide_ref tide_builder_gelu(tide_builder *b, const char *name, tide_ref x)
+{
+    return unary(b, OP_GELU, name, x);
+}
+
+tide_ref tide_builder_div(tide_builder *b, const char *name, tide_ref x, tide_ref y)
+{
+    return binary(b, OP_DIV, name, "x", x, "y", y);
+}
+
+tide_ref tide_builder_max(tide_builder *b, const char *name, tide_ref x, tide_ref y)
+{
+    return binary(b, OP_MAX, name, "x", x, "y", y);
+}
+
+tide_ref tide_builder_min(tide_builder *b, const char *name, tide_ref x, tide_ref y)
+{
+    return binary(b, OP_MIN, name, "x", x, "y", y);
+}
+
 /* ============================================================================
  * Sequence-model ops: batched products and axis permutation (BatchMatMul, Transpose)
  * ========================================================================== */
+
+tide_ref tide_builder_batch_matmul(tide_builder *b, const char *name, tide_ref a, tide_ref bm,
+                                   bool ta, bool tb)
+{
+    struct call c;
+    if (!begin(b, &c, OP_BATCH_MATMUL, name) || !input(&c, 0, "a", a) || !input(&c, 1, "b", bm))
+        return TIDE_REF_NONE;
+    attr_bool(&c, "transpose_a", ta);
+    attr_bool(&c, "transpose_b", tb);
+    return finish(&c);
+}
+
+tide_ref tide_builder_transpose(tide_builder *b, const char *name, tide_ref x, const int64_t *perm,
+                                int32_t rank)
+{
+    struct call c;
+    if (!begin(b, &c, OP_TRANSPOSE, name) || !input(&c, 0, "x", x) ||
+        !check_list(&c, "perm", rank, perm))
+        return TIDE_REF_NONE;
+    attr_ints(&c, "perm", rank, perm);
+    return finish(&c);
+}
 
 /* ============================================================================
  * Sequence-model ops: indexing (Gather, TopK, Mixture-of-Experts routing)
@@ -1381,6 +1460,28 @@ tide_ref tide_builder_batch_norm(tide_builder *b, const char *name, tide_ref x, 
 /* ============================================================================
  * Sequence-model ops: normalisation and regularisation (LayerNorm, Dropout)
  * ========================================================================== */
+
+tide_ref tide_builder_layer_norm(tide_builder *b, const char *name, tide_ref x, tide_ref gain,
+                                 tide_ref bias, float epsilon)
+{
+    struct call c;
+    if (!begin(b, &c, OP_LAYER_NORM, name) || !input(&c, 0, "x", x) ||
+        !input(&c, 1, "gain", gain) || !input(&c, 2, "bias", bias))
+        return TIDE_REF_NONE;
+    attr_float(&c, "epsilon", epsilon);
+    return finish(&c);
+}
+
+tide_ref tide_builder_dropout(tide_builder *b, const char *name, tide_ref x, float rate,
+                              int64_t seed)
+{
+    struct call c;
+    if (!begin(b, &c, OP_DROPOUT, name) || !input(&c, 0, "x", x))
+        return TIDE_REF_NONE;
+    attr_float(&c, "rate", rate);
+    attr_int(&c, "seed", seed);
+    return finish(&c);
+}
 
 /* ============================================================================
  * Sequence-model ops: fused attention (Attention)

@@ -1191,9 +1191,116 @@ enum tide_status tide__infer_apply_adam(struct tide_graph *graph, struct tide_no
  * Sequence-model ops: element-wise math (Exp, Log, Div, Sqrt, Max, Min, Gelu)
  * ========================================================================== */
 
+/* Exp, Log, Sqrt and Gelu are tide__infer_unary; Div, Max and Min are tide__infer_broadcast. */
+
+/* GeluGrad(dy, x): dy has x's shape, and so has the output. */
+enum tide_status tide__infer_gelu_grad(struct tide_graph *graph, struct tide_node *node,
+                                       struct tide_error *err)
+{
+    const struct tide_shape *x = input_shape(graph, node, 1);
+    enum tide_status st =
+        expect_input_shape(graph, node, 0, "dy", x, err, "the shape of input 1 (x)");
+    if (st != TIDE_OK)
+        return st;
+    return tide__set_output(graph, node, 0, TIDE_DTYPE_FLOAT32, x, err);
+}
+
+/*
+ * MaxGrad and MinGrad (a, b, dy): a and b broadcast as for Max and Min, dy
+ * has their broadcast shape, and so have both outputs.
+ */
+enum tide_status tide__infer_select_grad(struct tide_graph *graph, struct tide_node *node,
+                                         struct tide_error *err)
+{
+    enum tide_status st = tide__infer_broadcast(graph, node, err);
+    if (st != TIDE_OK)
+        return st;
+    const struct tide_shape y = node->outputs[0].shape;
+    st = expect_input_shape(
+        graph, node, 2, "dy", &y, err, "the broadcast of input 0 (a) %s and input 1 (b) %s",
+        shape_text(input_shape(graph, node, 0)).s, shape_text(input_shape(graph, node, 1)).s);
+    if (st != TIDE_OK)
+        return st;
+    return tide__set_output(graph, node, 1, TIDE_DTYPE_FLOAT32, &y, err);
+}
+
 /* ============================================================================
  * Sequence-model ops: batched products and axis permutation (BatchMatMul, Transpose)
  * ========================================================================== */
+
+/*
+ * BatchMatMul: a [..., M, K] (transposed: [..., K, M]) times b [..., K, N]
+ * (transposed: [..., N, K]), each of rank 2 or more. The batch dims, all but
+ * the last two, broadcast by NumPy rules (a rank-2 operand has none, so it
+ * meets every batch entry), and the output is [batch..., M, N].
+ */
+enum tide_status tide__infer_batch_matmul(struct tide_graph *graph, struct tide_node *node,
+                                          struct tide_error *err)
+{
+    const struct tide_shape *a = input_shape(graph, node, 0), *b = input_shape(graph, node, 1);
+    bool ta = node->attrs[TIDE_ATTR_BATCH_MATMUL_transpose_a].b;
+    bool tb = node->attrs[TIDE_ATTR_BATCH_MATMUL_transpose_b].b;
+    enum tide_status st = require_rank(node, "input 0 (a)", a, 2, TIDE_MAX_RANK,
+                                       ta ? "[..., K, M]" : "[..., M, K]", err);
+    if (st == TIDE_OK)
+        st = require_rank(node, "input 1 (b)", b, 2, TIDE_MAX_RANK,
+                          tb ? "[..., N, K]" : "[..., K, N]", err);
+    if (st != TIDE_OK)
+        return st;
+    int32_t ra = a->rank, rb = b->rank;
+    int64_t m = a->dims[ra - (ta ? 1 : 2)], ka = a->dims[ra - (ta ? 2 : 1)];
+    int64_t kb = b->dims[rb - (tb ? 1 : 2)], n = b->dims[rb - (tb ? 2 : 1)];
+    if (ka != kb)
+        return tide_node_error(
+            err, TIDE_INVALID, node,
+            "inner dimensions %" PRId64 " and %" PRId64 " differ (a is %s%s, b is %s%s)", ka, kb,
+            shape_text(a).s, ta ? " transposed" : "", shape_text(b).s, tb ? " transposed" : "");
+    struct tide_shape batch_a = tide_shape_make(ra - 2, a->dims);
+    struct tide_shape batch_b = tide_shape_make(rb - 2, b->dims);
+    struct tide_shape y;
+    int64_t clash[2];
+    if (!broadcast_shapes(&batch_a, &batch_b, &y, clash))
+        return tide_node_error(err, TIDE_INVALID, node,
+                               "batch dimensions %s of a %s and %s of b %s do not broadcast: "
+                               "dimensions %" PRId64 " and %" PRId64 " differ and neither is 1",
+                               shape_text(&batch_a).s, shape_text(a).s, shape_text(&batch_b).s,
+                               shape_text(b).s, clash[0], clash[1]);
+    y.dims[y.rank++] = m; /* the batch rank is at most TIDE_MAX_RANK - 2 */
+    y.dims[y.rank++] = n;
+    return tide__set_output(graph, node, 0, TIDE_DTYPE_FLOAT32, &y, err);
+}
+
+/* Transpose: output axis i is input axis perm[i]; any dtype (the SAME rule). */
+enum tide_status tide__infer_transpose(struct tide_graph *graph, struct tide_node *node,
+                                       struct tide_error *err)
+{
+    const struct tide_output *x = tide_graph_input(graph, node, 0);
+    struct tide_attr_value *perm;
+    enum tide_status st = ints_attr(node, "perm", &perm, err);
+    if (st == TIDE_OK)
+        st = expect_one_per_axis(node, "perm", perm, "input 0", &x->shape, err);
+    if (st != TIDE_OK)
+        return st;
+    struct text perm_text = ints_text(perm->ints.v, perm->ints.n);
+    bool seen[TIDE_MAX_RANK] = {false};
+    struct tide_shape y = {.rank = x->shape.rank};
+    for (int32_t i = 0; i < y.rank; i++) {
+        int64_t axis = perm->ints.v[i];
+        if (axis < 0 || axis >= y.rank)
+            return tide_node_error(err, TIDE_INVALID, node,
+                                   "attribute \"perm\" %s has %" PRId64
+                                   " at index %d, out of range for input 0 %s (wants 0 to %d)",
+                                   perm_text.s, axis, i, shape_text(&x->shape).s, y.rank - 1);
+        if (seen[axis])
+            return tide_node_error(err, TIDE_INVALID, node,
+                                   "attribute \"perm\" %s names axis %" PRId64
+                                   " twice, wants a permutation of 0 to %d",
+                                   perm_text.s, axis, y.rank - 1);
+        seen[axis] = true;
+        y.dims[i] = x->shape.dims[axis];
+    }
+    return tide__set_output(graph, node, 0, x->dtype, &y, err);
+}
 
 /* ============================================================================
  * Sequence-model ops: indexing (Gather, TopK, Mixture-of-Experts routing)
@@ -1202,6 +1309,95 @@ enum tide_status tide__infer_apply_adam(struct tide_graph *graph, struct tide_no
 /* ============================================================================
  * Sequence-model ops: normalisation and regularisation (LayerNorm, Dropout)
  * ========================================================================== */
+
+/*
+ * Checks x (input x_index: rank 1 or more, a last axis of at least one
+ * element) and the inputs [first, first + n) named by roles, which are [D]
+ * (one per element of x's last axis) before per_row and x's shape without
+ * the last axis (one per row) from per_row on; then sets the three outputs
+ * of LayerNorm (x's shape, then the rows' shape twice) or LayerNormGrad
+ * (x's shape, then [D] twice).
+ */
+static enum tide_status infer_layer_norm_common(struct tide_graph *graph, struct tide_node *node,
+                                                uint32_t x_index, uint32_t first,
+                                                const char *const *roles, uint32_t n,
+                                                uint32_t per_row, bool grad, struct tide_error *err)
+{
+    const struct tide_shape *x = input_shape(graph, node, x_index);
+    char label[32];
+    snprintf(label, sizeof(label), "input %u (x)", x_index);
+    enum tide_status st = require_rank(node, label, x, 1, TIDE_MAX_RANK, "[..., D]", err);
+    if (st != TIDE_OK)
+        return st;
+    if (x->dims[x->rank - 1] == 0)
+        return tide_node_error(err, TIDE_INVALID, node,
+                               "%s has shape %s, wants a last axis (the normalised one) of 1 or "
+                               "more elements",
+                               label, shape_text(x).s);
+    struct tide_shape features = tide_shape_make(1, &x->dims[x->rank - 1]);
+    struct tide_shape rows = tide_shape_make(x->rank - 1, x->dims);
+    for (uint32_t i = 0; st == TIDE_OK && i < n; i++) {
+        if (i < per_row)
+            st = expect_input_shape(graph, node, first + i, roles[i], &features, err,
+                                    "one per element of the last axis of %s %s", label,
+                                    shape_text(x).s);
+        else
+            st = expect_input_shape(graph, node, first + i, roles[i], &rows, err,
+                                    "one per row of %s %s, its shape without the last axis", label,
+                                    shape_text(x).s);
+    }
+    if (st == TIDE_OK && !grad)
+        st = check_float(node, "epsilon", 0, false, INFINITY, err);
+    const struct tide_shape *side = grad ? &features : &rows;
+    if (st == TIDE_OK)
+        st = tide__set_output(graph, node, 0, TIDE_DTYPE_FLOAT32, x, err);
+    if (st == TIDE_OK)
+        st = tide__set_output(graph, node, 1, TIDE_DTYPE_FLOAT32, side, err);
+    if (st == TIDE_OK)
+        st = tide__set_output(graph, node, 2, TIDE_DTYPE_FLOAT32, side, err);
+    return st;
+}
+
+/* LayerNorm(x, gain, bias) -> y, mean, inv_std, over the last axis of x. */
+enum tide_status tide__infer_layer_norm(struct tide_graph *graph, struct tide_node *node,
+                                        struct tide_error *err)
+{
+    static const char *const roles[] = {"gain", "bias"};
+    return infer_layer_norm_common(graph, node, 0, 1, roles, 2, 2, false, err);
+}
+
+/* LayerNormGrad(dy, x, gain, mean, inv_std) -> dx, dgain, dbias. */
+enum tide_status tide__infer_layer_norm_grad(struct tide_graph *graph, struct tide_node *node,
+                                             struct tide_error *err)
+{
+    static const char *const roles[] = {"gain", "mean", "inv_std"};
+    enum tide_status st = expect_input_shape(graph, node, 0, "dy", input_shape(graph, node, 1), err,
+                                             "the shape of input 1 (x)");
+    if (st != TIDE_OK)
+        return st;
+    return infer_layer_norm_common(graph, node, 1, 2, roles, 3, 1, true, err);
+}
+
+/*
+ * Dropout(x) and DropoutGrad(dy): rate in [0, 1) (1 would keep nothing and
+ * scale by infinity); DropoutGrad names the Dropout node whose mask it
+ * regenerates. The output has the input's shape.
+ */
+enum tide_status tide__infer_dropout(struct tide_graph *graph, struct tide_node *node,
+                                     struct tide_error *err)
+{
+    enum tide_status st = check_float(node, "rate", 0, true, 1, err);
+    if (st != TIDE_OK)
+        return st;
+    if (node->op == TIDE_OP_DROPOUT_GRAD) {
+        const char *forward = attr(node, "forward")->s;
+        if (!forward || !forward[0])
+            return tide_node_error(err, TIDE_INVALID, node,
+                                   "attribute \"forward\" is empty, wants the name of the "
+                                   "Dropout node whose mask this regenerates");
+    }
+    return tide__set_output(graph, node, 0, TIDE_DTYPE_FLOAT32, input_shape(graph, node, 0), err);
+}
 
 /* ============================================================================
  * Sequence-model ops: fused attention (Attention)

@@ -679,6 +679,8 @@ enum gc_fill {
     GC_UNIFORM,  /* [-1, 1) */
     GC_AWAY,     /* |x| in [0.2, 1): no kink within a perturbation (Relu) */
     GC_DISTINCT, /* a shuffle of multiples of 0.05: no tie within a perturbation (MaxPool) */
+    GC_BETWEEN,  /* GC_DISTINCT shifted by 0.025: no tie with a GC_DISTINCT input (Max, Min) */
+    GC_POSITIVE, /* [0.5, 1.5): inside the domain of Log and Sqrt, away from 0 (Div) */
 };
 
 struct gc_input {
@@ -719,9 +721,10 @@ static uint64_t seed_of(const char *name)
 
 static void fill_values(float *v, int64_t n, enum gc_fill fill, uint64_t *rng)
 {
-    if (fill == GC_DISTINCT) {
+    if (fill == GC_DISTINCT || fill == GC_BETWEEN) {
+        double shift = fill == GC_BETWEEN ? 0.025 : 0.0;
         for (int64_t i = 0; i < n; i++)
-            v[i] = (float)(0.05 * (double)(i - n / 2));
+            v[i] = (float)(0.05 * (double)(i - n / 2) + shift);
         for (int64_t i = n - 1; i > 0; i--) {
             int64_t j = (int64_t)(rng_next(rng) % (uint64_t)(i + 1));
             float t = v[i];
@@ -734,6 +737,8 @@ static void fill_values(float *v, int64_t n, enum gc_fill fill, uint64_t *rng)
         double u = rng_uniform(rng);
         if (fill == GC_AWAY)
             u = (u < 0 ? -1 : 1) * (0.2 + 0.8 * fabs(u));
+        else if (fill == GC_POSITIVE)
+            u = 1.0 + 0.5 * u;
         v[i] = (float)u;
     }
 }
@@ -1199,11 +1204,350 @@ static uint32_t build_add_n(struct tide_graph *g, const uint32_t *in)
 
 /* ---- Sequence-model ops: element-wise math (Exp, Log, Div, Sqrt, Max, Min, Gelu) ---- */
 
+static uint32_t build_exp(struct tide_graph *g, const uint32_t *in)
+{
+    return op1(g, TIDE_OP_EXP, "y", in[0]);
+}
+
+static uint32_t build_log(struct tide_graph *g, const uint32_t *in)
+{
+    return op1(g, TIDE_OP_LOG, "y", in[0]);
+}
+
+static uint32_t build_sqrt(struct tide_graph *g, const uint32_t *in)
+{
+    return op1(g, TIDE_OP_SQRT, "y", in[0]);
+}
+
+static uint32_t build_gelu(struct tide_graph *g, const uint32_t *in)
+{
+    return op1(g, TIDE_OP_GELU, "y", in[0]);
+}
+
+/* Gelu of 3x: inputs over [-3, 3), where the tanh saturates and the cubic term counts. */
+static uint32_t build_gelu_wide(struct tide_graph *g, const uint32_t *in)
+{
+    uint32_t x3 = op1(g, TIDE_OP_SCALE, "x3", in[0]);
+    tide_attr_set_float(g, x3, TIDE_ATTR_SCALE_scale, 3.0);
+    return op1(g, TIDE_OP_GELU, "y", x3);
+}
+
+static uint32_t build_div(struct tide_graph *g, const uint32_t *in)
+{
+    return op2(g, TIDE_OP_DIV, "y", in[0], in[1]);
+}
+
+/* x / x: both gradients reach the one input, and cancel. */
+static uint32_t build_div_self(struct tide_graph *g, const uint32_t *in)
+{
+    return op2(g, TIDE_OP_DIV, "y", in[0], in[0]);
+}
+
+static uint32_t build_max(struct tide_graph *g, const uint32_t *in)
+{
+    return op2(g, TIDE_OP_MAX, "y", in[0], in[1]);
+}
+
+static uint32_t build_min(struct tide_graph *g, const uint32_t *in)
+{
+    return op2(g, TIDE_OP_MIN, "y", in[0], in[1]);
+}
+
+/*
+ * The other operand a Const [4] (multiples of 0.05 plus 0.025, so never tied
+ * with a GC_DISTINCT input): only one of MaxGrad's (MinGrad's) outputs is read.
+ */
+static uint32_t build_select_const(struct tide_graph *g, const uint32_t *in, enum tide_op op,
+                                   bool const_first)
+{
+    static const float values[4] = {-0.075f, 0.125f, -0.025f, 0.025f};
+    uint32_t k = constant(g, "k", TIDE_DTYPE_FLOAT32, 1, (const int64_t[]){4}, values);
+    return const_first ? op2(g, op, "y", k, in[0]) : op2(g, op, "y", in[0], k);
+}
+
+static uint32_t build_max_const_b(struct tide_graph *g, const uint32_t *in)
+{
+    return build_select_const(g, in, TIDE_OP_MAX, false);
+}
+
+static uint32_t build_min_const_a(struct tide_graph *g, const uint32_t *in)
+{
+    return build_select_const(g, in, TIDE_OP_MIN, true);
+}
+
+/* Inputs of this family's gc_cases: grids for Max and Min, positive values for Log, Sqrt, Div. */
+// clang-format off
+#define MATH_DISTINCT2(A, B) {2, {A, B}, GC_DISTINCT}
+#define MATH_BETWEEN1(A) {1, {A}, GC_BETWEEN}
+#define MATH_BETWEEN2(A, B) {2, {A, B}, GC_BETWEEN}
+#define MATH_POSITIVE1(A) {1, {A}, GC_POSITIVE}
+#define MATH_POSITIVE2(A, B) {2, {A, B}, GC_POSITIVE}
+// clang-format on
+
 /* ---- Sequence-model ops: batched products and axis permutation (BatchMatMul, Transpose) ---- */
+
+static uint32_t build_batch_matmul(struct tide_graph *g, const uint32_t *in, bool ta, bool tb)
+{
+    uint32_t y = op2(g, TIDE_OP_BATCH_MATMUL, "y", in[0], in[1]);
+    tide_attr_set_bool(g, y, TIDE_ATTR_BATCH_MATMUL_transpose_a, ta);
+    tide_attr_set_bool(g, y, TIDE_ATTR_BATCH_MATMUL_transpose_b, tb);
+    return y;
+}
+
+static uint32_t build_batch_matmul_nn(struct tide_graph *g, const uint32_t *in)
+{
+    return build_batch_matmul(g, in, false, false);
+}
+
+static uint32_t build_batch_matmul_nt(struct tide_graph *g, const uint32_t *in)
+{
+    return build_batch_matmul(g, in, false, true);
+}
+
+static uint32_t build_batch_matmul_tn(struct tide_graph *g, const uint32_t *in)
+{
+    return build_batch_matmul(g, in, true, false);
+}
+
+static uint32_t build_batch_matmul_tt(struct tide_graph *g, const uint32_t *in)
+{
+    return build_batch_matmul(g, in, true, true);
+}
+
+static uint32_t build_transpose(struct tide_graph *g, const uint32_t *in, const int64_t *perm,
+                                int32_t rank)
+{
+    uint32_t y = op1(g, TIDE_OP_TRANSPOSE, "y", in[0]);
+    tide_attr_set_ints(g, y, TIDE_ATTR_TRANSPOSE_perm, perm, rank);
+    return y;
+}
+
+/* [2, 3, 4] -> [4, 2, 3]: the inverse permutation differs from the permutation. */
+static uint32_t build_transpose_rotate(struct tide_graph *g, const uint32_t *in)
+{
+    return build_transpose(g, in, (const int64_t[]){2, 0, 1}, 3);
+}
+
+/* [2, 3, 4, 2] -> [2, 4, 3, 2]: the attention heads' swap, the last axis kept. */
+static uint32_t build_transpose_heads(struct tide_graph *g, const uint32_t *in)
+{
+    return build_transpose(g, in, (const int64_t[]){0, 2, 1, 3}, 4);
+}
+
+/*
+ * The gradient of a rank-2 b under a batched a is one MatMul of a and dy
+ * seen as rows, not a batched product summed away; the batched forms of the
+ * other cases end in SumToShape exactly where an input's batch was broadcast.
+ */
+static void test_batch_matmul_gradient_nodes(void **state)
+{
+    (void)state;
+    struct tide_graph *g = tide_graph_new();
+    uint32_t a = variable(g, "a", 3, (const int64_t[]){2, 3, 4}, NULL);
+    uint32_t w = variable(g, "w", 2, (const int64_t[]){4, 5}, NULL);
+    uint32_t c = variable(g, "c", 4, (const int64_t[]){2, 1, 5, 6}, NULL);
+    uint32_t y = op2(g, TIDE_OP_BATCH_MATMUL, "y", a, w); /* [2, 3, 5] */
+    uint32_t z = op2(g, TIDE_OP_BATCH_MATMUL, "z", y, c); /* [2, 2, 3, 6] */
+    uint32_t loss = reduce_sum_all(g, "loss", z);
+    infer_ok(g);
+    struct tide_edge wrt[3] = {edge_of(a), edge_of(w), edge_of(c)}, grads[3];
+    struct tide_error err = {0};
+    if (tide_autodiff_gradients(g, edge_of(loss), wrt, 3, grads, &err) != TIDE_OK)
+        fail_msg("gradients: %s", err.message);
+    uint32_t dw = grads[1].node;
+    assert_int_equal(g->nodes[dw].op, TIDE_OP_MATMUL);
+    assert_true(g->nodes[dw].attrs[TIDE_ATTR_MATMUL_transpose_a].b);
+    assert_int_equal(g->nodes[find(g, "grad/y/a_rows")].op, TIDE_OP_RESHAPE);
+    assert_int_equal(g->nodes[find(g, "grad/y/dy_rows")].op, TIDE_OP_RESHAPE);
+    /* a's batch is y's: no sum. */
+    assert_int_equal(g->nodes[grads[0].node].op, TIDE_OP_BATCH_MATMUL);
+    /* y [2, 3, 5] against z's batch [2, 2]: summed back; so is c [2, 1, 5, 6]. */
+    assert_int_equal(g->nodes[find(g, "grad/z/a_full")].op, TIDE_OP_BATCH_MATMUL);
+    assert_int_equal(g->nodes[find(g, "grad/z/b_full")].op, TIDE_OP_BATCH_MATMUL);
+    assert_int_equal(g->nodes[grads[2].node].op, TIDE_OP_SUM_TO_SHAPE);
+    assert_int_equal(g->nodes[grads[2].node].outputs[0].shape.rank, 4);
+    assert_int_equal(g->nodes[grads[2].node].outputs[0].shape.dims[1], 1);
+    tide_graph_free(g);
+}
 
 /* ---- Sequence-model ops: indexing (Gather, TopK, Mixture-of-Experts routing) ---- */
 
 /* ---- Sequence-model ops: normalisation and regularisation (LayerNorm, Dropout) ---- */
+
+static uint32_t build_layer_norm(struct tide_graph *g, const uint32_t *in)
+{
+    struct tide_edge e[3] = {edge_of(in[0]), edge_of(in[1]), edge_of(in[2])};
+    return node_in(g, TIDE_OP_LAYER_NORM, "y", e, 3);
+}
+
+/*
+ * Dropout at rate 0, where the mask keeps everything: the harness steps once
+ * per evaluation of the loss, and each step draws another mask, so a finite
+ * difference at rate > 0 would compare two masks.
+ * check_dropout_through_autodiff checks the gradient at rate 0.3 against the
+ * forward mask of the same step.
+ */
+static uint32_t build_dropout(struct tide_graph *g, const uint32_t *in)
+{
+    uint32_t y = op1(g, TIDE_OP_DROPOUT, "y", in[0]);
+    tide_attr_set_float(g, y, TIDE_ATTR_DROPOUT_rate, 0.0);
+    tide_attr_set_int(g, y, TIDE_ATTR_DROPOUT_seed, 3);
+    return y;
+}
+
+/*
+ * Dropout through autodiff and a real session: x (fed) -> Dropout "drop"
+ * (rate 0.3) -> loss = ReduceSum(drop * r), so d loss / d x = r * mask /
+ * (1 - rate). In one training step the gradient's mask is the forward's;
+ * re-running a step number gives the same mask; another step another;
+ * evaluation is the identity; the thread count changes no bit.
+ */
+static struct tide_session *dropout_session(uint64_t seed, int threads, const float *x,
+                                            const float *r, int64_t n, char *grad_name)
+{
+    struct tide_graph *g = tide_graph_new();
+    uint32_t xp = placeholder(g, "x", TIDE_DTYPE_FLOAT32, 1, &n);
+    uint32_t drop = op1(g, TIDE_OP_DROPOUT, "drop", xp);
+    tide_attr_set_float(g, drop, TIDE_ATTR_DROPOUT_rate, 0.3);
+    uint32_t rc = constant(g, "r", TIDE_DTYPE_FLOAT32, 1, &n, r);
+    reduce_sum_all(g, "loss", op2(g, TIDE_OP_MUL, "dr", drop, rc));
+    infer_ok(g);
+    struct tide_edge wrt = edge_of(xp), grad;
+    struct tide_error err = {0};
+    if (tide_autodiff_gradients(g, edge_of(find(g, "loss")), &wrt, 1, &grad, &err) != TIDE_OK)
+        fail_msg("dropout: autodiff: %s", err.message);
+    const struct tide_node *dg = &g->nodes[grad.node]; /* "grad/x", the wrt edge's name */
+    assert_int_equal(dg->op, TIDE_OP_DROPOUT_GRAD);
+    assert_string_equal(dg->attrs[TIDE_ATTR_DROPOUT_GRAD_forward].s, "drop");
+    assert_true(dg->attrs[TIDE_ATTR_DROPOUT_GRAD_rate].f == 0.3);
+    snprintf(grad_name, TIDE_MAX_NAME + 16, "%s:%u", g->nodes[grad.node].name, grad.output);
+    const char *fetches[2] = {"drop", grad_name};
+    struct tide_session_options o = tide_session_options_default();
+    o.fetches = fetches;
+    o.n_fetches = 2;
+    o.seed = seed;
+    o.threads = threads;
+    o.poison = true;
+    struct tide_session *s = NULL;
+    if (tide_session_new_graph(g, &o, &s, &err) != TIDE_OK)
+        fail_msg("dropout: session: %s", err.message);
+    if (tide_session_feed(s, "x", x, (uint64_t)n * sizeof(float), &err) != TIDE_OK)
+        fail_msg("dropout: feed: %s", err.message);
+    return s;
+}
+
+/* One step (training) or evaluation of s, fetching the forward y and the gradient dx. */
+static void dropout_run(struct tide_session *s, bool train, const char *grad_name, float *y,
+                        float *dx, int64_t n)
+{
+    struct tide_error err = {0};
+    enum tide_status st =
+        train ? tide_session_step(s, NULL, &err) : tide_session_eval(s, NULL, &err);
+    if (st != TIDE_OK)
+        fail_msg("dropout: %s: %s", train ? "step" : "eval", err.message);
+    gc_fetch(s, "drop", y, n, "dropout");
+    gc_fetch(s, grad_name, dx, n, "dropout");
+}
+
+static void check_dropout_through_autodiff(void)
+{
+    enum { N = 100000 };
+    const float scale = (float)(1.0 / (1.0 - 0.3));
+    float *x = malloc(N * sizeof(float)), *r = malloc(N * sizeof(float));
+    float *y1 = malloc(N * sizeof(float)), *d1 = malloc(N * sizeof(float));
+    float *y2 = malloc(N * sizeof(float)), *d2 = malloc(N * sizeof(float));
+    assert_true(x && r && y1 && d1 && y2 && d2);
+    uint64_t rng = seed_of("dropout");
+    fill_values(x, N, GC_AWAY, &rng); /* no zeros: a 0 in y is a dropped element */
+    fill_values(r, N, GC_UNIFORM, &rng);
+    char grad_name[TIDE_MAX_NAME + 16];
+    struct tide_session *s = dropout_session(7, 1, x, r, N, grad_name);
+
+    /* Step 1: the kept fraction, the scale, and the gradient's mask is the forward's. */
+    dropout_run(s, true, grad_name, y1, d1, N);
+    int64_t kept = 0;
+    for (int64_t i = 0; i < N; i++) {
+        bool keep = y1[i] != 0;
+        kept += keep;
+        float want_y = keep ? x[i] * scale : 0.0f, want_dx = keep ? r[i] * scale : 0.0f;
+        if (y1[i] != want_y || d1[i] != want_dx)
+            fail_msg("dropout: element %lld: y %.9g (x %.9g), dx %.9g (r %.9g), scale %.9g",
+                     (long long)i, y1[i], x[i], d1[i], r[i], scale);
+    }
+    if (fabs((double)kept / N - 0.7) > 0.01)
+        fail_msg("dropout kept %lld of %d elements at rate 0.3", (long long)kept, N);
+
+    /* Step 2: another mask. */
+    dropout_run(s, true, grad_name, y2, d2, N);
+    int64_t differ = 0;
+    for (int64_t i = 0; i < N; i++)
+        differ += (y1[i] == 0) != (y2[i] == 0);
+    if (differ < N / 5)
+        fail_msg("dropout: steps 1 and 2 differ in %lld of %d mask elements", (long long)differ, N);
+
+    /* Step 1 again (as a resumed job, or a recompute, would run it): the same bits. */
+    struct tide_error err = {0};
+    assert_int_equal(tide_session_set_step(s, 0, &err), TIDE_OK);
+    dropout_run(s, true, grad_name, y2, d2, N);
+    assert_memory_equal(y1, y2, N * sizeof(float));
+    assert_memory_equal(d1, d2, N * sizeof(float));
+
+    /* Evaluation: the identity (and so is its gradient). */
+    dropout_run(s, false, grad_name, y2, d2, N);
+    assert_memory_equal(y2, x, N * sizeof(float));
+    assert_memory_equal(d2, r, N * sizeof(float));
+    tide_session_free(s);
+
+    /* Four threads: the same bits as one. */
+    s = dropout_session(7, 4, x, r, N, grad_name);
+    dropout_run(s, true, grad_name, y2, d2, N);
+    assert_memory_equal(y1, y2, N * sizeof(float));
+    assert_memory_equal(d1, d2, N * sizeof(float));
+    tide_session_free(s);
+
+    /* Another job seed: another mask. */
+    s = dropout_session(8, 1, x, r, N, grad_name);
+    dropout_run(s, true, grad_name, y2, d2, N);
+    differ = 0;
+    for (int64_t i = 0; i < N; i++)
+        differ += (y1[i] == 0) != (y2[i] == 0);
+    assert_true(differ >= N / 5);
+    tide_session_free(s);
+    free(x), free(r), free(y1), free(d1), free(y2), free(d2);
+}
+
+/* A loss on LayerNorm's statistics has no gradient (as BatchNorm's); through y it is fine. */
+static void check_layer_norm_statistics(void)
+{
+    struct tide_error err = {0};
+    struct tide_graph *g = tide_graph_new();
+    int64_t xd[2] = {4, 3}, cd = 3;
+    uint32_t lx = variable(g, "lx", 2, xd, NULL);
+    uint32_t gain = variable(g, "gain", 1, &cd, NULL), bias = variable(g, "bias", 1, &cd, NULL);
+    struct tide_edge ln_in[3] = {edge_of(lx), edge_of(gain), edge_of(bias)};
+    uint32_t ln = node_in(g, TIDE_OP_LAYER_NORM, "ln", ln_in, 3);
+    struct tide_edge inv_std = {ln, 2};
+    uint32_t stat = node_in(g, TIDE_OP_REDUCE_SUM, "stat_loss", &inv_std, 1);
+    op2(g, TIDE_OP_ADD, "both", stat, reduce_sum_all(g, "y_loss", ln));
+    infer_ok(g);
+    struct tide_train_options o = sgd("both");
+    expect_refusal(g, &o, TIDE_UNSUPPORTED, "node \"ln\" (LayerNorm)", "output 2 (inv_std)");
+    o.loss = "y_loss";
+    struct tide_autodiff_result res;
+    if (tide_autodiff(g, &o, &res, &err) != TIDE_OK)
+        fail_msg("autodiff: %s", err.message);
+    assert_int_equal(res.n_trained, 3);
+    assert_int_equal(g->nodes[find(g, "grad/ln/backprop")].op, TIDE_OP_LAYER_NORM_GRAD);
+    tide_autodiff_result_release(&res);
+    tide_graph_free(g);
+}
+
+static void test_norm_ops_through_autodiff(void **state)
+{
+    (void)state;
+    check_layer_norm_statistics();
+    check_dropout_through_autodiff();
+}
 
 /* ---- Sequence-model ops: fused attention (Attention) ---- */
 
@@ -1339,12 +1683,47 @@ static const struct gc_case gc_cases[] = {
     {"Scale", IN1(T2(2, 3)), build_scale},
     {"AddN", IN3(T2(2, 3), T2(2, 3), T2(2, 3)), build_add_n},
     /* element-wise math (Exp, Log, Div, Sqrt, Max, Min, Gelu) */
+    {"Exp", IN1(T2(2, 5)), build_exp},
+    {"Log", IN1(MATH_POSITIVE2(2, 5)), build_log},
+    {"Sqrt", IN1(MATH_POSITIVE2(2, 5)), build_sqrt},
+    {"Gelu", IN1(T2(2, 5)), build_gelu},
+    {"Gelu_wide", IN1(T2(3, 4)), build_gelu_wide},
+    {"Div", IN2(T2(2, 3), MATH_POSITIVE2(2, 3)), build_div},
+    {"Div_broadcast_b", IN2(T2(2, 3), MATH_POSITIVE1(3)), build_div},
+    {"Div_broadcast_both", IN2(T3(2, 1, 3), MATH_POSITIVE2(4, 1)), build_div},
+    {"Div_scalar_a", IN2(T0, MATH_POSITIVE2(2, 3)), build_div},
+    {"Div_self", IN1(MATH_POSITIVE2(2, 3)), build_div_self},
+    {"Max", IN2(MATH_DISTINCT2(3, 4), MATH_BETWEEN2(3, 4)), build_max},
+    {"Max_broadcast_b", IN2(MATH_DISTINCT2(3, 4), MATH_BETWEEN1(4)), build_max},
+    {"Max_broadcast_both", IN2(MATH_BETWEEN2(3, 1), MATH_DISTINCT2(1, 4)), build_max},
+    {"Min", IN2(MATH_DISTINCT2(3, 4), MATH_BETWEEN2(3, 4)), build_min},
+    {"Min_broadcast_a", IN2(MATH_BETWEEN1(4), MATH_DISTINCT2(3, 4)), build_min},
+    {"Min_broadcast_both", IN2(MATH_DISTINCT2(3, 1), MATH_BETWEEN2(1, 4)), build_min},
+    {"Max_const_b", IN1(MATH_DISTINCT2(3, 4)), build_max_const_b},
+    {"Min_const_a", IN1(MATH_DISTINCT2(3, 4)), build_min_const_a},
 
     /* batched products and axis permutation (BatchMatMul, Transpose) */
+    {"BatchMatMul", IN2(T3(2, 3, 4), T3(2, 4, 5)), build_batch_matmul_nn},
+    {"BatchMatMul_b^T", IN2(T3(2, 3, 4), T3(2, 5, 4)), build_batch_matmul_nt},
+    {"BatchMatMul_a^T", IN2(T3(2, 4, 3), T3(2, 4, 5)), build_batch_matmul_tn},
+    {"BatchMatMul_a^T_b^T", IN2(T3(2, 4, 3), T3(2, 5, 4)), build_batch_matmul_tt},
+    {"BatchMatMul_weight", IN2(T3(2, 3, 4), T2(4, 5)), build_batch_matmul_nn},
+    {"BatchMatMul_weight_b^T", IN2(T3(2, 3, 4), T2(5, 4)), build_batch_matmul_nt},
+    {"BatchMatMul_weight_a^T", IN2(T3(2, 4, 3), T2(4, 5)), build_batch_matmul_tn},
+    {"BatchMatMul_left_rank2", IN2(T2(3, 4), T3(2, 4, 5)), build_batch_matmul_nn},
+    {"BatchMatMul_broadcast_both", IN2(T4(2, 1, 3, 4), T3(3, 4, 2)), build_batch_matmul_nn},
+    {"BatchMatMul_broadcast_a^T_b^T", IN2(T4(3, 1, 4, 3), T3(2, 2, 4)), build_batch_matmul_tt},
+    {"BatchMatMul_rank2", IN2(T2(2, 3), T2(3, 4)), build_batch_matmul_nn},
+    {"Transpose", IN1(T3(2, 3, 4)), build_transpose_rotate},
+    {"Transpose_heads", IN1(T4(2, 3, 4, 2)), build_transpose_heads},
 
     /* indexing (Gather, TopK, Mixture-of-Experts routing) */
 
     /* normalisation and regularisation (LayerNorm, Dropout) */
+    {"LayerNorm_3d", IN3(T3(2, 3, 4), T1(4), T1(4)), build_layer_norm},
+    {"LayerNorm_rank1", IN3(T1(6), T1(6), T1(6)), build_layer_norm},
+    {"LayerNorm_wide", IN3(T2(2, 17), T1(17), T1(17)), build_layer_norm},
+    {"Dropout_rate0", IN1(T2(3, 5)), build_dropout},
 
     /* fused attention (Attention) */
     {"Attention_causal", IN3(T4(1, 2, 3, 4), T4(1, 2, 3, 4), T4(1, 2, 3, 4)), build_attention_causal},
@@ -1516,6 +1895,7 @@ int main(void)
         cmocka_unit_test(test_control_edges_and_accumulation),
         cmocka_unit_test(test_deterministic),
         cmocka_unit_test(test_names),
+        cmocka_unit_test(test_batch_matmul_gradient_nodes),
         cmocka_unit_test(test_variable_selection),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_gradients_api),
@@ -1524,6 +1904,7 @@ int main(void)
         cmocka_unit_test(test_gradient_check),
         cmocka_unit_test(test_attention_lse_refused),
         cmocka_unit_test(test_training_session),
+        cmocka_unit_test(test_norm_ops_through_autodiff),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -119,6 +119,9 @@ struct op_case {
 
 static bool covered[TIDE_OP_COUNT];
 static const uint64_t adam_step = 3;
+/* Every case runs as in a training step of a job with this seed (Dropout's mask). */
+static const bool training_step = true;
+static const uint64_t job_seed = 2024;
 
 static void case_init(struct op_case *c, enum tide_op op, const char *name, double rtol,
                       double atol)
@@ -341,6 +344,8 @@ static enum tide_status run_case(struct tide_backend *b, struct op_case *c, stru
             .workspace = r->ws_bytes ? (char *)base + r->ws_off : NULL,
             .workspace_bytes = r->ws_bytes,
             .step = &adam_step,
+            .seed = job_seed,
+            .training = &training_step,
         };
         st = tide_backend_copy_h2d(b, base, staging, r->total, s);
         if (st == TIDE_OK)
@@ -1245,9 +1250,243 @@ static void test_cuda_sticky_error(void **state)
  * Sequence-model ops: element-wise math (Exp, Log, Div, Sqrt, Max, Min, Gelu)
  * ========================================================================== */
 
+/*
+ * Exp, Log, Sqrt, Gelu and GeluGrad: a small odd shape, and a long one that
+ * the CPU cuts into pieces on its pool. Log and Sqrt see negative inputs
+ * too (NaN on both backends, which compare() accepts), never an exact 0.
+ */
+static void test_math_unary(void **state)
+{
+    (void)state;
+    static const enum tide_op ops[] = {TIDE_OP_EXP, TIDE_OP_LOG, TIDE_OP_SQRT, TIDE_OP_GELU};
+    static const float lo[] = {-6.0f, -0.5f, -0.5f, -6.0f}, hi[] = {6.0f, 9.0f, 9.0f, 6.0f};
+    for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++) {
+        struct op_case c;
+        case_init(&c, ops[i], tide_op_info(ops[i])->name, TOL_ELEM);
+        input_range(&c, 2, DIMS(4, 33), lo[i], hi[i]);
+        outf(&c, 2, DIMS(4, 33));
+        check_case(&c);
+
+        case_init(&c, ops[i], "math_unary_long", TOL_ELEM);
+        c.seed += (uint32_t)i;
+        input_range(&c, 2, DIMS(3, 20011), lo[i], hi[i]);
+        outf(&c, 2, DIMS(3, 20011));
+        check_case(&c);
+    }
+    struct op_case c;
+    case_init(&c, TIDE_OP_GELU_GRAD, "gelu_grad", TOL_ELEM);
+    input(&c, 2, DIMS(5, 37));                    /* dy */
+    input_range(&c, 2, DIMS(5, 37), -6.0f, 6.0f); /* x */
+    outf(&c, 2, DIMS(5, 37));
+    check_case(&c);
+
+    case_init(&c, TIDE_OP_GELU_GRAD, "gelu_grad_long", TOL_ELEM);
+    input(&c, 1, DIMS(40009));
+    input_range(&c, 1, DIMS(40009), -6.0f, 6.0f);
+    outf(&c, 1, DIMS(40009));
+    check_case(&c);
+    REQUIRE_CUDA();
+}
+
+/*
+ * Div, Max and Min: equal shapes, broadcasts of either input, a scalar, and
+ * long rows; Max and Min also on inputs full of ties, where both backends
+ * must take input 0.
+ */
+static void test_math_binary(void **state)
+{
+    (void)state;
+    static const enum tide_op ops[] = {TIDE_OP_DIV, TIDE_OP_MAX, TIDE_OP_MIN};
+    for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++) {
+        struct op_case c;
+        /* Div's divisors lie in [0.25, 2): no division by 0, so no inf to compare. */
+        float b_lo = ops[i] == TIDE_OP_DIV ? 0.25f : -1.0f,
+              b_hi = ops[i] == TIDE_OP_DIV ? 2.0f : 1.0f;
+        case_init(&c, ops[i], "math_same", TOL_ELEM);
+        input(&c, 2, DIMS(4, 6));
+        input_range(&c, 2, DIMS(4, 6), b_lo, b_hi);
+        outf(&c, 2, DIMS(4, 6));
+        check_case(&c);
+
+        case_init(&c, ops[i], "math_channels", TOL_ELEM);
+        input(&c, 4, DIMS(2, 3, 4, 5));
+        input_range(&c, 3, DIMS(3, 1, 1), b_lo, b_hi);
+        outf(&c, 4, DIMS(2, 3, 4, 5));
+        check_case(&c);
+
+        case_init(&c, ops[i], "math_outer", TOL_ELEM);
+        input(&c, 2, DIMS(5, 1));
+        input_range(&c, 2, DIMS(1, 7), b_lo, b_hi);
+        outf(&c, 2, DIMS(5, 7));
+        check_case(&c);
+
+        case_init(&c, ops[i], "math_scalar_a", TOL_ELEM);
+        input(&c, 0, NULL);
+        input_range(&c, 2, DIMS(4, 3), b_lo, b_hi);
+        outf(&c, 2, DIMS(4, 3));
+        check_case(&c);
+
+        case_init(&c, ops[i], "math_long_rows", TOL_ELEM);
+        input(&c, 3, DIMS(70, 1, 513));
+        input_range(&c, 2, DIMS(3, 1), b_lo, b_hi);
+        outf(&c, 3, DIMS(70, 3, 513));
+        check_case(&c);
+
+        case_init(&c, ops[i], "math_long_same", TOL_ELEM);
+        input(&c, 1, DIMS(50021));
+        input_range(&c, 1, DIMS(50021), b_lo, b_hi);
+        outf(&c, 1, DIMS(50021));
+        check_case(&c);
+    }
+    for (int k = 0; k < 2; k++) {
+        struct op_case c;
+        case_init(&c, k ? TIDE_OP_MIN : TIDE_OP_MAX, "math_ties", TOL_EXACT);
+        input_ties(&c, 2, DIMS(6, 35));
+        input_ties(&c, 1, DIMS(35));
+        outf(&c, 2, DIMS(6, 35));
+        check_case(&c);
+    }
+    REQUIRE_CUDA();
+}
+
+/* MaxGrad and MinGrad: ties (input 0 takes dy), broadcasts of either input, long rows. */
+static void test_select_grads(void **state)
+{
+    (void)state;
+    static const enum tide_op ops[] = {TIDE_OP_MAX_GRAD, TIDE_OP_MIN_GRAD};
+    for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++) {
+        struct op_case c;
+        case_init(&c, ops[i], "select_ties", TOL_EXACT);
+        input_ties(&c, 2, DIMS(7, 9));
+        input_ties(&c, 2, DIMS(7, 9));
+        input(&c, 2, DIMS(7, 9));
+        outf(&c, 2, DIMS(7, 9));
+        outf(&c, 2, DIMS(7, 9));
+        check_case(&c);
+
+        case_init(&c, ops[i], "select_broadcast", TOL_EXACT);
+        input(&c, 1, DIMS(5));
+        input_ties(&c, 3, DIMS(2, 3, 1));
+        input(&c, 3, DIMS(2, 3, 5));
+        outf(&c, 3, DIMS(2, 3, 5));
+        outf(&c, 3, DIMS(2, 3, 5));
+        check_case(&c);
+
+        case_init(&c, ops[i], "select_long_rows", TOL_EXACT);
+        input(&c, 3, DIMS(40, 1, 1031));
+        input(&c, 2, DIMS(2, 1031));
+        input(&c, 3, DIMS(40, 2, 1031));
+        outf(&c, 3, DIMS(40, 2, 1031));
+        outf(&c, 3, DIMS(40, 2, 1031));
+        check_case(&c);
+
+        case_init(&c, ops[i], "select_scalar_b", TOL_EXACT);
+        input(&c, 2, DIMS(3, 4));
+        input(&c, 0, NULL);
+        input(&c, 2, DIMS(3, 4));
+        outf(&c, 2, DIMS(3, 4));
+        outf(&c, 2, DIMS(3, 4));
+        check_case(&c);
+    }
+    REQUIRE_CUDA();
+}
+
 /* ============================================================================
  * Sequence-model ops: batched products and axis permutation (BatchMatMul, Transpose)
  * ========================================================================== */
+
+/* A BatchMatMul case: a and b of the given shapes (already transposed where ta / tb say). */
+static void batch_matmul_case(const char *name, bool ta, bool tb, int32_t ra, const int64_t *a,
+                              int32_t rb, const int64_t *b, int32_t ry, const int64_t *y)
+{
+    struct op_case c;
+    case_init(&c, TIDE_OP_BATCH_MATMUL, name, TOL_GEMM);
+    c.attrs[TIDE_ATTR_BATCH_MATMUL_transpose_a].b = ta;
+    c.attrs[TIDE_ATTR_BATCH_MATMUL_transpose_b].b = tb;
+    input(&c, ra, a);
+    input(&c, rb, b);
+    outf(&c, ry, y);
+    check_case(&c);
+}
+
+/*
+ * Every transpose form over a batch of 3 (one strided-batched GEMM on CUDA),
+ * a rank-2 weight (a stride of 0), broadcasts that need one GEMM per entry,
+ * a rank-2 a, entries large enough for the CPU to split them into blocks,
+ * and an empty inner dimension (zeros).
+ */
+static void test_batch_matmul(void **state)
+{
+    (void)state;
+    static const char *names[4] = {"batch_matmul_nn", "batch_matmul_nt", "batch_matmul_tn",
+                                   "batch_matmul_tt"};
+    for (int combo = 0; combo < 4; combo++) {
+        bool ta = combo & 2, tb = combo & 1;
+        int64_t p = 3, m = 7, k = 5, n = 9;
+        batch_matmul_case(names[combo], ta, tb, 3, ta ? DIMS(p, k, m) : DIMS(p, m, k), 3,
+                          tb ? DIMS(p, n, k) : DIMS(p, k, n), 3, DIMS(p, m, n));
+    }
+    batch_matmul_case("batch_matmul_weight", false, false, 3, DIMS(2, 37, 33), 2, DIMS(33, 17), 3,
+                      DIMS(2, 37, 17));
+    batch_matmul_case("batch_matmul_weight_b^T", false, true, 3, DIMS(4, 11, 13), 2, DIMS(6, 13), 3,
+                      DIMS(4, 11, 6));
+    batch_matmul_case("batch_matmul_left_rank2", true, false, 2, DIMS(5, 7), 3, DIMS(3, 5, 9), 3,
+                      DIMS(3, 7, 9));
+    batch_matmul_case("batch_matmul_broadcast", false, false, 4, DIMS(2, 1, 5, 7), 3, DIMS(3, 7, 9),
+                      4, DIMS(2, 3, 5, 9));
+    batch_matmul_case("batch_matmul_broadcast_tt", true, true, 4, DIMS(1, 3, 7, 5), 4,
+                      DIMS(2, 1, 9, 7), 4, DIMS(2, 3, 5, 9));
+    batch_matmul_case("batch_matmul_rank2", false, false, 2, DIMS(6, 4), 2, DIMS(4, 10), 2,
+                      DIMS(6, 10));
+    batch_matmul_case("batch_matmul_split_rows", false, false, 3, DIMS(2, 130, 300), 2,
+                      DIMS(300, 80), 3, DIMS(2, 130, 80));
+    batch_matmul_case("batch_matmul_split_columns", false, true, 3, DIMS(1, 40, 270), 3,
+                      DIMS(1, 150, 270), 3, DIMS(1, 40, 150));
+    batch_matmul_case("batch_matmul_empty_k", false, false, 3, DIMS(2, 3, 0), 3, DIMS(2, 0, 4), 3,
+                      DIMS(2, 3, 4));
+    REQUIRE_CUDA();
+}
+
+/* A Transpose case of a float32 x (or int32 ids in [0, 1000) when ints is set). */
+static void transpose_case(const char *name, bool ints, int32_t rank, const int64_t *x,
+                           const int64_t *perm)
+{
+    struct op_case c;
+    case_init(&c, TIDE_OP_TRANSPOSE, name, TOL_EXACT);
+    set_ints(&c, TIDE_ATTR_TRANSPOSE_perm, rank, perm);
+    int64_t y[TIDE_MAX_RANK];
+    for (int32_t i = 0; i < rank; i++)
+        y[i] = x[perm[i]];
+    if (ints) {
+        struct tide_shape shape = tide_shape_make(rank, x);
+        input_labels(&c, tide_shape_numel(&shape), 1000);
+        c.in[c.n_in - 1].shape = shape; /* the same bytes, as a tensor of x's shape */
+        output(&c, TIDE_DTYPE_INT32, rank, y);
+    } else {
+        input(&c, rank, x);
+        outf(&c, rank, y);
+    }
+    check_case(&c);
+}
+
+/*
+ * A rotation of the axes (a strided gather on the CPU), the heads' swap that
+ * keeps the last axis (rows copied whole), rows longer than a block, int32,
+ * an order that changes nothing once the 1 is dropped (one copy), a scalar.
+ */
+static void test_transpose(void **state)
+{
+    (void)state;
+    transpose_case("transpose_rotate", false, 3, DIMS(3, 5, 7), DIMS(2, 0, 1));
+    transpose_case("transpose_heads", false, 4, DIMS(2, 5, 3, 33), DIMS(0, 2, 1, 3));
+    transpose_case("transpose_long_rows", false, 3, DIMS(3, 1031, 7), DIMS(0, 2, 1));
+    transpose_case("transpose_reverse", false, 4, DIMS(3, 4, 5, 6), DIMS(3, 2, 1, 0));
+    transpose_case("transpose_int32", true, 2, DIMS(17, 5), DIMS(1, 0));
+    transpose_case("transpose_unit_axis", false, 3, DIMS(4, 1, 6), DIMS(1, 0, 2));
+    transpose_case("transpose_scalar", false, 0, NULL, NULL);
+    transpose_case("transpose_empty", false, 3, DIMS(2, 0, 3), DIMS(2, 1, 0));
+    REQUIRE_CUDA();
+}
 
 /* ============================================================================
  * Sequence-model ops: indexing (Gather, TopK, Mixture-of-Experts routing)
@@ -1256,6 +1495,93 @@ static void test_cuda_sticky_error(void **state)
 /* ============================================================================
  * Sequence-model ops: normalisation and regularisation (LayerNorm, Dropout)
  * ========================================================================== */
+
+/* Rows of one warp's block and of the 256-thread block (d >= 1024), odd sizes, rank 1. */
+static void test_layer_norm(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *name;
+        int32_t rank;
+        int64_t dims[3];
+    } shapes[] = {
+        {"ln_3d", 3, {2, 5, 7}},
+        {"ln_rank1", 1, {33}},
+        {"ln_long", 2, {3, 2053}},
+        {"ln_many_rows", 2, {1500, 65}},
+    };
+    for (size_t i = 0; i < sizeof(shapes) / sizeof(shapes[0]); i++) {
+        int32_t rank = shapes[i].rank;
+        const int64_t *dims = shapes[i].dims;
+        int64_t d = dims[rank - 1];
+        char grad_name[64];
+        snprintf(grad_name, sizeof(grad_name), "%s_grad", shapes[i].name);
+        struct op_case c;
+        case_init(&c, TIDE_OP_LAYER_NORM, shapes[i].name, TOL_ELEM);
+        float *x = input(&c, rank, dims);
+        /* An offset against the spread, as real activations have: two-pass statistics. */
+        for (int64_t k = 0; k < tide_shape_numel(&c.in[0].shape); k++)
+            x[k] = 3.0f + 0.5f * x[k];
+        input_range(&c, 1, DIMS(d), 0.5f, 1.5f);
+        input(&c, 1, DIMS(d));
+        outf(&c, rank, dims);
+        outf(&c, rank - 1, dims);
+        outf(&c, rank - 1, dims);
+        check_case(&c);
+
+        case_init(&c, TIDE_OP_LAYER_NORM_GRAD, grad_name, TOL_ELEM);
+        input(&c, rank, dims);                        /* dy */
+        input(&c, rank, dims);                        /* x */
+        input_range(&c, 1, DIMS(d), 0.5f, 1.5f);      /* gain */
+        input_range(&c, rank - 1, dims, -0.1f, 0.1f); /* mean */
+        input_range(&c, rank - 1, dims, 1.0f, 2.0f);  /* inv_std */
+        outf(&c, rank, dims);
+        outf(&c, 1, DIMS(d));
+        outf(&c, 1, DIMS(d));
+        check_case(&c);
+    }
+    REQUIRE_CUDA();
+}
+
+/*
+ * Dropout and DropoutGrad in a training step: the CUDA mask must be the
+ * CPU's bit for bit (TOL_EXACT: one wrong element errs by a whole value),
+ * over sizes that end mid-block and more elements than one grid pass.
+ */
+static void test_dropout(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *name;
+        double rate;
+        int64_t n;
+    } cases[] = {
+        {"dropout_small", 0.5, 37},
+        {"dropout_large", 0.1, 70001},
+        {"dropout_rate0", 0.0, 1000},
+        {"dropout_high", 0.9, 4099},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char grad_name[64];
+        snprintf(grad_name, sizeof(grad_name), "%s_grad", cases[i].name);
+        struct op_case c;
+        case_init(&c, TIDE_OP_DROPOUT, cases[i].name, TOL_EXACT);
+        c.attrs[TIDE_ATTR_DROPOUT_rate].f = cases[i].rate;
+        c.attrs[TIDE_ATTR_DROPOUT_seed].i = (int64_t)i - 2;
+        input(&c, 1, DIMS(cases[i].n));
+        outf(&c, 1, DIMS(cases[i].n));
+        check_case(&c);
+
+        case_init(&c, TIDE_OP_DROPOUT_GRAD, grad_name, TOL_EXACT);
+        c.attrs[TIDE_ATTR_DROPOUT_GRAD_rate].f = cases[i].rate;
+        c.attrs[TIDE_ATTR_DROPOUT_GRAD_seed].i = (int64_t)i - 2;
+        c.attrs[TIDE_ATTR_DROPOUT_GRAD_forward].s = cases[i].name;
+        input(&c, 2, DIMS(7, cases[i].n / 7 + 1));
+        outf(&c, 2, DIMS(7, cases[i].n / 7 + 1));
+        check_case(&c);
+    }
+    REQUIRE_CUDA();
+}
 
 /* ============================================================================
  * Sequence-model ops: fused attention (Attention)
@@ -1394,12 +1720,19 @@ int main(void)
         cmocka_unit_test(test_batch_norm),
         cmocka_unit_test(test_optimizers),
         /* element-wise math (Exp, Log, Div, Sqrt, Max, Min, Gelu) */
+        cmocka_unit_test(test_math_unary),
+        cmocka_unit_test(test_math_binary),
+        cmocka_unit_test(test_select_grads),
 
         /* batched products and axis permutation (BatchMatMul, Transpose) */
+        cmocka_unit_test(test_batch_matmul),
+        cmocka_unit_test(test_transpose),
 
         /* indexing (Gather, TopK, Mixture-of-Experts routing) */
 
         /* normalisation and regularisation (LayerNorm, Dropout) */
+        cmocka_unit_test(test_layer_norm),
+        cmocka_unit_test(test_dropout),
 
         /* fused attention (Attention) */
         cmocka_unit_test(test_attention),

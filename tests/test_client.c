@@ -1418,11 +1418,220 @@ static void test_builder_errors_equal_import_errors(void **state)
 
 /* ---- Sequence-model ops: element-wise math (Exp, Log, Div, Sqrt, Max, Min, Gelu) ---- */
 
+/*
+ * The element-wise math builders: wire op, inputs in order, automatic
+ * names, shapes (broadcast for Div, Max and Min), and the daemon's words
+ * for a refused node.
+ */
+static void test_builder_math_ops(void **state)
+{
+    (void)state;
+    tide_builder *b = tide_builder_new();
+    tide_ref x = tide_builder_placeholder(b, "x", TIDE_DT_FLOAT32, 3, (int64_t[]){2, 1, 5});
+    tide_ref y = tide_builder_placeholder(b, "y", TIDE_DT_FLOAT32, 2, (int64_t[]){3, 1});
+    static const char *const unary_ops[] = {"Exp", "Log", "Sqrt", "Gelu"};
+    tide_ref u[4] = {tide_builder_exp(b, NULL, x), tide_builder_log(b, NULL, x),
+                     tide_builder_sqrt(b, "root", x), tide_builder_gelu(b, NULL, x)};
+    tide_ref d = tide_builder_div(b, NULL, x, y);
+    tide_ref mx = tide_builder_max(b, "mx", y, x);
+    tide_ref mn = tide_builder_min(b, NULL, x, y);
+    assert_null(tide_builder_error(b));
+    for (int i = 0; i < 4; i++)
+        expect_shape(b, u[i], 3, (int64_t[]){2, 1, 5});
+    expect_shape(b, d, 3, (int64_t[]){2, 3, 5});
+    expect_shape(b, mx, 3, (int64_t[]){2, 3, 5});
+    expect_shape(b, mn, 3, (int64_t[]){2, 3, 5});
+    assert_string_equal(tide_builder_name(b, u[0]), "exp_0");
+    assert_string_equal(tide_builder_name(b, u[1]), "log_0");
+    assert_string_equal(tide_builder_name(b, u[2]), "root");
+    assert_string_equal(tide_builder_name(b, u[3]), "gelu_0");
+    assert_string_equal(tide_builder_name(b, d), "div_0");
+    assert_string_equal(tide_builder_name(b, mn), "min_0");
+
+    Tide__V1__Graph *g = roundtrip(b);
+    check_against_op_table(g);
+    for (int i = 0; i < 4; i++) {
+        const Tide__V1__Node *n = node_named(g, tide_builder_name(b, u[i]));
+        assert_string_equal(n->op, unary_ops[i]);
+        assert_int_equal(n->n_inputs, 1);
+        assert_string_equal(n->inputs[0], "x");
+        assert_int_equal(n->n_attrs, 0);
+    }
+    static const struct {
+        const char *name, *op, *in0, *in1;
+    } binary[] = {{"div_0", "Div", "x", "y"}, {"mx", "Max", "y", "x"}, {"min_0", "Min", "x", "y"}};
+    for (int i = 0; i < 3; i++) {
+        const Tide__V1__Node *n = node_named(g, binary[i].name);
+        assert_string_equal(n->op, binary[i].op);
+        assert_int_equal(n->n_inputs, 2);
+        assert_string_equal(n->inputs[0], binary[i].in0);
+        assert_string_equal(n->inputs[1], binary[i].in1);
+    }
+    tide__v1__graph__free_unpacked(g, NULL);
+    tide_builder_free(b);
+
+    /* Shapes that do not broadcast, and an int32 input: the daemon's words. */
+    b = tide_builder_new();
+    x = tide_builder_placeholder(b, "x", TIDE_DT_FLOAT32, 2, (int64_t[]){2, 3});
+    y = tide_builder_placeholder(b, "y", TIDE_DT_FLOAT32, 1, (int64_t[]){4});
+    assert_int_equal(tide_builder_max(b, "m", x, y).id, -1);
+    assert_contains(tide_builder_error(b), "node \"m\" (Max): input shapes [2, 3] and [4] do not "
+                                           "broadcast: dimensions 3 and 4 differ");
+    tide_builder_free(b);
+    b = tide_builder_new();
+    tide_ref l = tide_builder_placeholder(b, "l", TIDE_DT_INT32, 1, (int64_t[]){4});
+    assert_int_equal(tide_builder_log(b, "lg", l).id, -1);
+    assert_contains(tide_builder_error(b), "node \"lg\" (Log): input 0 (\"l\") is int32, wants "
+                                           "float32");
+    tide_builder_free(b);
+}
+
 /* ---- Sequence-model ops: batched products and axis permutation (BatchMatMul, Transpose) ---- */
+
+/*
+ * BatchMatMul and Transpose through the builder: shapes inferred as the
+ * daemon does, attributes on the wire as given, a graph the daemon imports;
+ * bad shapes and permutations refused in the daemon's words, and the
+ * builder's own argument checks (a NULL or too long perm).
+ */
+static void test_builder_batch_matmul_and_transpose(void **state)
+{
+    (void)state;
+    tide_builder *b = tide_builder_new();
+    tide_ref x = tide_builder_placeholder(b, "x", TIDE_DT_FLOAT32, 3, (int64_t[]){2, 6, 8});
+    tide_ref w = tide_builder_variable(b, "w", 2, (int64_t[]){8, 12}, "glorot_uniform", 1, true);
+    tide_ref ids = tide_builder_placeholder(b, "ids", TIDE_DT_INT32, 2, (int64_t[]){2, 6});
+    tide_ref h = tide_builder_batch_matmul(b, "h", x, w, false, false); /* [2, 6, 12] */
+    tide_ref heads = tide_builder_reshape(b, "heads", h, 4, (int64_t[]){2, 6, 3, 4});
+    tide_ref q =
+        tide_builder_transpose(b, "q", heads, (int64_t[]){0, 2, 1, 3}, 4);       /* [2, 3, 6, 4] */
+    tide_ref scores = tide_builder_batch_matmul(b, "scores", q, q, false, true); /* [2, 3, 6, 6] */
+    tide_ref auto_named = tide_builder_transpose(b, NULL, ids, (int64_t[]){1, 0}, 2);
+    assert_null(tide_builder_error(b));
+    expect_shape(b, h, 3, (int64_t[]){2, 6, 12});
+    expect_shape(b, q, 4, (int64_t[]){2, 3, 6, 4});
+    expect_shape(b, scores, 4, (int64_t[]){2, 3, 6, 6});
+    expect_shape(b, auto_named, 2, (int64_t[]){6, 2});
+    assert_int_equal(tide_builder_dtype(b, auto_named), TIDE_DT_INT32);
+
+    Tide__V1__Graph *g = roundtrip(b);
+    check_against_op_table(g);
+    const Tide__V1__Node *n = node_named(g, "scores");
+    assert_string_equal(n->op, "BatchMatMul");
+    assert_false(attr_of(n, "transpose_a")->b);
+    assert_true(attr_of(n, "transpose_b")->b);
+    n = node_named(g, "q");
+    assert_string_equal(n->op, "Transpose");
+    expect_ints(attr_of(n, "perm"), 4, (int64_t[]){0, 2, 1, 3});
+    n = node_named(g, "transpose_0");
+    assert_string_equal(n->inputs[0], "ids");
+    struct tide_graph *imported = NULL;
+    struct tide_error err = {0};
+    if (tide_graph_import_message(g, NULL, &imported, &err) != TIDE_OK)
+        fail_msg("import: %s", err.message);
+    tide_graph_free(imported);
+    tide__v1__graph__free_unpacked(g, NULL);
+    tide_builder_free(b);
+
+    b = tide_builder_new();
+    x = tide_builder_placeholder(b, "x", TIDE_DT_FLOAT32, 3, (int64_t[]){2, 6, 8});
+    tide_ref y = tide_builder_placeholder(b, "y", TIDE_DT_FLOAT32, 3, (int64_t[]){3, 8, 4});
+    assert_int_equal(tide_builder_batch_matmul(b, "bad", x, y, false, false).id, -1);
+    assert_string_equal(tide_builder_error(b),
+                        "node \"bad\" (BatchMatMul): batch dimensions [2] of a [2, 6, 8] and [3] "
+                        "of b [3, 8, 4] do not broadcast: dimensions 2 and 3 differ and neither "
+                        "is 1");
+    tide_builder_free(b);
+
+    b = tide_builder_new();
+    x = tide_builder_placeholder(b, "x", TIDE_DT_FLOAT32, 3, (int64_t[]){2, 6, 8});
+    assert_int_equal(tide_builder_transpose(b, "bad", x, (int64_t[]){0, 1, 1}, 3).id, -1);
+    assert_string_equal(tide_builder_error(b), "node \"bad\" (Transpose): attribute \"perm\" "
+                                               "[0, 1, 1] names axis 1 twice, wants a permutation "
+                                               "of 0 to 2");
+    tide_builder_free(b);
+
+    b = tide_builder_new();
+    x = tide_builder_placeholder(b, "x", TIDE_DT_FLOAT32, 3, (int64_t[]){2, 6, 8});
+    assert_int_equal(tide_builder_transpose(b, "bad", x, NULL, 3).id, -1);
+    assert_contains(tide_builder_error(b), "perm has 3 entries but its pointer is NULL");
+    tide_builder_free(b);
+
+    b = tide_builder_new();
+    x = tide_builder_placeholder(b, "x", TIDE_DT_FLOAT32, 3, (int64_t[]){2, 6, 8});
+    assert_int_equal(tide_builder_transpose(b, "bad", x, (int64_t[9]){0}, 9).id, -1);
+    assert_contains(tide_builder_error(b), "perm has 9 entries, wants 0 to 8");
+    tide_builder_free(b);
+}
 
 /* ---- Sequence-model ops: indexing (Gather, TopK, Mixture-of-Experts routing) ---- */
 
 /* ---- Sequence-model ops: normalisation and regularisation (LayerNorm, Dropout) ---- */
+
+/* LayerNorm and Dropout: shapes, attributes and outputs on the wire, and the daemon's refusals. */
+static void test_builder_layer_norm_and_dropout(void **state)
+{
+    (void)state;
+    tide_builder *b = tide_builder_new();
+    int64_t x_dims[] = {4, 6, 16}, f_dims[] = {16};
+    tide_ref x = tide_builder_placeholder(b, "x", TIDE_DT_FLOAT32, 3, x_dims);
+    tide_ref gain = tide_builder_variable(b, "gain", 1, f_dims, "ones", 1.0f, true);
+    tide_ref bias = tide_builder_variable(b, "bias", 1, f_dims, "zeros", 1.0f, true);
+    tide_ref ln = tide_builder_layer_norm(b, "ln", x, gain, bias, 1e-6f);
+    tide_ref mean = tide_builder_output(b, ln, 1);
+    tide_ref inv_std = tide_builder_output(b, ln, 2);
+    tide_ref drop = tide_builder_dropout(b, "drop", ln, 0.1f, 17);
+    tide_ref stats = tide_builder_mul(b, "stats", mean, inv_std);
+    assert_null(tide_builder_error(b));
+    expect_shape(b, ln, 3, (int64_t[]){4, 6, 16});
+    expect_shape(b, mean, 2, (int64_t[]){4, 6});
+    expect_shape(b, inv_std, 2, (int64_t[]){4, 6});
+    expect_shape(b, drop, 3, (int64_t[]){4, 6, 16});
+    expect_shape(b, stats, 2, (int64_t[]){4, 6});
+
+    Tide__V1__Graph *g = roundtrip(b);
+    check_against_op_table(g);
+    const Tide__V1__Node *n = node_named(g, "ln");
+    assert_string_equal(n->op, "LayerNorm");
+    assert_int_equal(n->n_inputs, 3);
+    assert_string_equal(n->inputs[1], "gain");
+    assert_string_equal(n->inputs[2], "bias");
+    assert_true(attr_of(n, "epsilon")->f == 1e-6f);
+    n = node_named(g, "drop");
+    assert_string_equal(n->op, "Dropout");
+    assert_string_equal(n->inputs[0], "ln");
+    assert_true(attr_of(n, "rate")->f == 0.1f);
+    assert_int_equal(attr_of(n, "seed")->i, 17);
+    n = node_named(g, "stats");
+    assert_string_equal(n->inputs[0], "ln:1");
+    assert_string_equal(n->inputs[1], "ln:2");
+    tide__v1__graph__free_unpacked(g, NULL);
+    tide_builder_free(b);
+
+    /* The builder refuses with the daemon's words, naming the node and the numbers. */
+    b = tide_builder_new();
+    x = tide_builder_placeholder(b, "x", TIDE_DT_FLOAT32, 3, x_dims);
+    assert_int_equal(tide_builder_dropout(b, "drop", x, 1.0f, 0).id, -1);
+    assert_contains(tide_builder_error(b), "node \"drop\" (Dropout)");
+    assert_contains(tide_builder_error(b), "attribute \"rate\" is 1, wants a value in [0, 1)");
+    tide_builder_free(b);
+
+    b = tide_builder_new();
+    x = tide_builder_placeholder(b, "x", TIDE_DT_FLOAT32, 3, x_dims);
+    int64_t wrong[] = {6};
+    gain = tide_builder_variable(b, "gain", 1, wrong, "ones", 1.0f, true);
+    assert_int_equal(tide_builder_layer_norm(b, "ln", x, gain, gain, 1e-5f).id, -1);
+    assert_contains(tide_builder_error(b), "node \"ln\" (LayerNorm)");
+    assert_contains(tide_builder_error(b), "input 1 (gain) has shape [6], wants [16]");
+    tide_builder_free(b);
+
+    b = tide_builder_new();
+    x = tide_builder_placeholder(b, "x", TIDE_DT_FLOAT32, 3, x_dims);
+    gain = tide_builder_variable(b, "gain", 1, f_dims, "ones", 1.0f, true);
+    assert_int_equal(tide_builder_layer_norm(b, "ln", x, gain, gain, 0.0f).id, -1);
+    assert_contains(tide_builder_error(b), "attribute \"epsilon\" is 0, wants a finite value > 0");
+    tide_builder_free(b);
+}
 
 /* ---- Sequence-model ops: fused attention (Attention) ---- */
 
@@ -1487,12 +1696,15 @@ int main(void)
         cmocka_unit_test(test_model_cnn),
         cmocka_unit_test(test_model_resnet),
         /* element-wise math (Exp, Log, Div, Sqrt, Max, Min, Gelu) */
+        cmocka_unit_test(test_builder_math_ops),
 
         /* batched products and axis permutation (BatchMatMul, Transpose) */
+        cmocka_unit_test(test_builder_batch_matmul_and_transpose),
 
         /* indexing (Gather, TopK, Mixture-of-Experts routing) */
 
         /* normalisation and regularisation (LayerNorm, Dropout) */
+        cmocka_unit_test(test_builder_layer_norm_and_dropout),
 
         /* fused attention (Attention) */
         cmocka_unit_test(test_builder_attention),

@@ -1257,11 +1257,436 @@ static void test_apply(void **state)
 /* A small CNN classifier end to end: shapes flow through every layer. */
 /* ---- Sequence-model ops: element-wise math (Exp, Log, Div, Sqrt, Max, Min, Gelu) ---- */
 
+static void test_math_unary(void **state)
+{
+    (void)state;
+    static const enum tide_op ops[] = {TIDE_OP_EXP, TIDE_OP_LOG, TIDE_OP_SQRT, TIDE_OP_GELU};
+    uint32_t x = ph("x", SHAPE(2, 3, 4)), s = ph("s", SCALAR), e = ph("e", SHAPE(0, 7));
+    uint32_t ids[4][3];
+    char name[16];
+    for (int i = 0; i < 4; i++) {
+        const uint32_t inputs[3] = {x, s, e};
+        for (int k = 0; k < 3; k++) {
+            snprintf(name, sizeof(name), "op%d_%d", i, k);
+            ids[i][k] = OP(ops[i], name, inputs[k]);
+        }
+    }
+    infer_ok();
+    for (int i = 0; i < 4; i++) {
+        expect_f32(ids[i][0], SHAPE(2, 3, 4));
+        expect_f32(ids[i][1], SCALAR);
+        expect_f32(ids[i][2], SHAPE(0, 7));
+        assert_true(tide_op_info(ops[i])->flags & TIDE_OP_F_CHEAP);
+    }
+
+    for (int i = 0; i < 4; i++) {
+        reset();
+        x = placeholder_of("x", TIDE_DTYPE_INT32, SHAPE(2));
+        OP(ops[i], "bad", x);
+        FAILS(TIDE_INVALID, "bad", "input 0 (\"x\") is int32, wants float32");
+        reset();
+        x = ph("x", SHAPE(2));
+        OP(ops[i], "bad", x, x);
+        FAILS(TIDE_INVALID, "bad", "has 2 data inputs, wants 1");
+    }
+}
+
+static void test_math_binary(void **state)
+{
+    (void)state;
+    static const enum tide_op ops[] = {TIDE_OP_DIV, TIDE_OP_MAX, TIDE_OP_MIN};
+    uint32_t a = ph("a", SHAPE(2, 3, 4)), b = ph("b", SHAPE(4)), c = ph("c", SHAPE(2, 1, 4));
+    uint32_t d = ph("d", SHAPE(3, 1)), s = ph("s", SCALAR);
+    uint32_t ids[3][4];
+    char name[16];
+    for (int i = 0; i < 3; i++) {
+        snprintf(name, sizeof(name), "op%d_ab", i);
+        ids[i][0] = OP(ops[i], name, a, b);
+        snprintf(name, sizeof(name), "op%d_ba", i);
+        ids[i][1] = OP(ops[i], name, b, a);
+        snprintf(name, sizeof(name), "op%d_cd", i);
+        ids[i][2] = OP(ops[i], name, c, d);
+        snprintf(name, sizeof(name), "op%d_sd", i);
+        ids[i][3] = OP(ops[i], name, s, d);
+    }
+    infer_ok();
+    for (int i = 0; i < 3; i++) {
+        expect_f32(ids[i][0], SHAPE(2, 3, 4));
+        expect_f32(ids[i][1], SHAPE(2, 3, 4));
+        expect_f32(ids[i][2], SHAPE(2, 3, 4));
+        expect_f32(ids[i][3], SHAPE(3, 1));
+        assert_true(tide_op_info(ops[i])->flags & TIDE_OP_F_CHEAP);
+    }
+
+    for (int i = 0; i < 3; i++) {
+        reset();
+        a = ph("a", SHAPE(2, 3));
+        b = ph("b", SHAPE(4, 3));
+        OP(ops[i], "bad", a, b);
+        FAILS(TIDE_INVALID, "bad", "[2, 3]", "[4, 3]", "do not broadcast", "2 and 4");
+        reset();
+        a = ph("a", SHAPE(2, 3));
+        b = placeholder_of("b", TIDE_DTYPE_INT32, SHAPE(3));
+        OP(ops[i], "bad", a, b);
+        FAILS(TIDE_INVALID, "bad", "input 1 (\"b\") is int32, wants float32");
+    }
+}
+
+static void test_math_grads(void **state)
+{
+    (void)state;
+    uint32_t dy = ph("dy", SHAPE(2, 5)), x = ph("x", SHAPE(2, 5));
+    uint32_t gelu = OP(TIDE_OP_GELU_GRAD, "gelu", dy, x);
+    uint32_t a = ph("a", SHAPE(2, 1, 5)), b = ph("b", SHAPE(3, 1)), gy = ph("gy", SHAPE(2, 3, 5));
+    uint32_t max = OP(TIDE_OP_MAX_GRAD, "max", a, b, gy);
+    uint32_t min = OP(TIDE_OP_MIN_GRAD, "min", b, a, gy);
+    infer_ok();
+    expect_f32(gelu, SHAPE(2, 5));
+    for (uint32_t k = 0; k < 2; k++) {
+        expect_out(max, k, TIDE_DTYPE_FLOAT32, SHAPE(2, 3, 5));
+        expect_out(min, k, TIDE_DTYPE_FLOAT32, SHAPE(2, 3, 5));
+    }
+
+    reset();
+    dy = ph("dy", SHAPE(2, 4));
+    x = ph("x", SHAPE(2, 5));
+    OP(TIDE_OP_GELU_GRAD, "bad", dy, x);
+    FAILS(TIDE_INVALID, "bad", "input 0 (dy) has shape [2, 4], wants [2, 5]",
+          "the shape of input 1 (x)");
+
+    static const enum tide_op select_ops[] = {TIDE_OP_MAX_GRAD, TIDE_OP_MIN_GRAD};
+    for (int i = 0; i < 2; i++) {
+        reset();
+        a = ph("a", SHAPE(2, 3));
+        b = ph("b", SHAPE(3));
+        gy = ph("gy", SHAPE(3));
+        OP(select_ops[i], "bad", a, b, gy);
+        FAILS(TIDE_INVALID, "bad", "input 2 (dy) has shape [3], wants [2, 3]",
+              "the broadcast of input 0 (a) [2, 3] and input 1 (b) [3]");
+        reset();
+        a = ph("a", SHAPE(2, 3));
+        b = ph("b", SHAPE(2));
+        gy = ph("gy", SHAPE(2, 3));
+        OP(select_ops[i], "bad", a, b, gy);
+        FAILS(TIDE_INVALID, "bad", "[2, 3]", "[2]", "do not broadcast", "3 and 2");
+        reset();
+        a = ph("a", SHAPE(2, 3));
+        OP(select_ops[i], "bad", a, a);
+        FAILS(TIDE_INVALID, "bad", "has 2 data inputs, wants 3");
+    }
+}
+
 /* ---- Sequence-model ops: batched products and axis permutation (BatchMatMul, Transpose) ---- */
+
+static void test_batch_matmul(void **state)
+{
+    (void)state;
+    uint32_t a = ph("a", SHAPE(2, 3, 4)), w = ph("w", SHAPE(4, 5)), b = ph("b", SHAPE(2, 4, 5));
+    uint32_t at = ph("at", SHAPE(2, 4, 3)), bt = ph("bt", SHAPE(2, 5, 4));
+    uint32_t a4 = ph("a4", SHAPE(6, 1, 3, 4)), b4 = ph("b4", SHAPE(7, 4, 5));
+    uint32_t m2 = ph("m2", SHAPE(3, 4));
+    uint32_t plain = OP(TIDE_OP_BATCH_MATMUL, "plain", a, b);
+    uint32_t weight = OP(TIDE_OP_BATCH_MATMUL, "weight", a, w);
+    uint32_t left = OP(TIDE_OP_BATCH_MATMUL, "left", m2, b);
+    uint32_t ta = OP(TIDE_OP_BATCH_MATMUL, "ta", at, b);
+    tide_attr_set_bool(g, ta, TIDE_ATTR_BATCH_MATMUL_transpose_a, true);
+    uint32_t tb = OP(TIDE_OP_BATCH_MATMUL, "tb", a, bt);
+    tide_attr_set_bool(g, tb, TIDE_ATTR_BATCH_MATMUL_transpose_b, true);
+    uint32_t both = OP(TIDE_OP_BATCH_MATMUL, "both", at, bt);
+    tide_attr_set_bool(g, both, TIDE_ATTR_BATCH_MATMUL_transpose_a, true);
+    tide_attr_set_bool(g, both, TIDE_ATTR_BATCH_MATMUL_transpose_b, true);
+    uint32_t bcast = OP(TIDE_OP_BATCH_MATMUL, "bcast", a4, b4);
+    uint32_t rank2 = OP(TIDE_OP_BATCH_MATMUL, "rank2", m2, w);
+    infer_ok();
+    expect_f32(plain, SHAPE(2, 3, 5));
+    expect_nbytes(plain, 0, 120);
+    expect_f32(weight, SHAPE(2, 3, 5));
+    expect_f32(left, SHAPE(2, 3, 5));
+    expect_f32(ta, SHAPE(2, 3, 5));
+    expect_f32(tb, SHAPE(2, 3, 5));
+    expect_f32(both, SHAPE(2, 3, 5));
+    expect_f32(bcast, SHAPE(6, 7, 3, 5));
+    expect_f32(rank2, SHAPE(3, 5));
+
+    reset();
+    a = ph("a", SHAPE(2, 3, 4));
+    b = ph("b", SHAPE(2, 3, 5));
+    OP(TIDE_OP_BATCH_MATMUL, "bmm", a, b);
+    FAILS(TIDE_INVALID, "bmm", "inner dimensions 4 and 3 differ", "a is [2, 3, 4]",
+          "b is [2, 3, 5]");
+
+    reset();
+    a = ph("a", SHAPE(2, 3, 4));
+    b = ph("b", SHAPE(2, 4, 5));
+    uint32_t bmm = OP(TIDE_OP_BATCH_MATMUL, "bmm", a, b);
+    tide_attr_set_bool(g, bmm, TIDE_ATTR_BATCH_MATMUL_transpose_a, true);
+    FAILS(TIDE_INVALID, "bmm", "inner dimensions 3 and 4 differ", "a is [2, 3, 4] transposed",
+          "b is [2, 4, 5])");
+
+    reset();
+    a = ph("a", SHAPE(2, 3, 4));
+    b = ph("b", SHAPE(3, 4, 5));
+    OP(TIDE_OP_BATCH_MATMUL, "bmm", a, b);
+    FAILS(TIDE_INVALID, "bmm",
+          "batch dimensions [2] of a [2, 3, 4] and [3] of b [3, 4, 5] do not "
+          "broadcast: dimensions 2 and 3 differ and neither is 1");
+
+    reset();
+    a = ph("a", SHAPE(4, 2, 3, 4));
+    b = ph("b", SHAPE(5, 1, 4, 5));
+    OP(TIDE_OP_BATCH_MATMUL, "bmm", a, b);
+    FAILS(TIDE_INVALID, "bmm", "batch dimensions [4, 2] of a", "[5, 1] of b",
+          "dimensions 4 and 5 differ");
+
+    reset();
+    a = ph("a", SHAPE(4));
+    b = ph("b", SHAPE(4, 5));
+    OP(TIDE_OP_BATCH_MATMUL, "bmm", a, b);
+    FAILS(TIDE_INVALID, "bmm", "input 0 (a) has shape [4], wants rank 2 or more [..., M, K]");
+
+    reset();
+    a = ph("a", SHAPE(3, 4));
+    b = ph("b", SCALAR);
+    bmm = OP(TIDE_OP_BATCH_MATMUL, "bmm", a, b);
+    tide_attr_set_bool(g, bmm, TIDE_ATTR_BATCH_MATMUL_transpose_b, true);
+    FAILS(TIDE_INVALID, "bmm", "input 1 (b) has shape [], wants rank 2 or more [..., N, K]");
+
+    reset();
+    a = ph("a", SHAPE(3, 4));
+    b = placeholder_of("b", TIDE_DTYPE_INT32, SHAPE(4, 5));
+    OP(TIDE_OP_BATCH_MATMUL, "bmm", a, b);
+    FAILS(TIDE_INVALID, "bmm", "input 1 (\"b\") is int32, wants float32");
+
+    /* The output's limit applies: [2, 16, 16] floats are 2048 bytes. */
+    reset();
+    struct tide_graph_limits small = tide_graph_limits_default();
+    small.max_tensor_bytes = 1024;
+    limits = &small;
+    a = ph("a", SHAPE(2, 16, 1));
+    b = ph("b", SHAPE(1, 16));
+    OP(TIDE_OP_BATCH_MATMUL, "outer", a, b);
+    FAILS(TIDE_LIMIT, "outer", "[2, 16, 16]", "2048", "1024");
+}
+
+static void test_transpose(void **state)
+{
+    (void)state;
+    uint32_t x = ph("x", SHAPE(2, 3, 4, 5));
+    uint32_t ids = placeholder_of("ids", TIDE_DTYPE_INT32, SHAPE(6, 7));
+    uint32_t s = ph("s", SCALAR);
+    uint32_t heads = OP(TIDE_OP_TRANSPOSE, "heads", x);
+    tide_attr_set_ints(g, heads, TIDE_ATTR_TRANSPOSE_perm, LIST(0, 2, 1, 3));
+    uint32_t rot = OP(TIDE_OP_TRANSPOSE, "rot", x);
+    tide_attr_set_ints(g, rot, TIDE_ATTR_TRANSPOSE_perm, LIST(3, 0, 1, 2));
+    uint32_t same = OP(TIDE_OP_TRANSPOSE, "same", x);
+    tide_attr_set_ints(g, same, TIDE_ATTR_TRANSPOSE_perm, LIST(0, 1, 2, 3));
+    uint32_t t_ids = OP(TIDE_OP_TRANSPOSE, "t_ids", ids);
+    tide_attr_set_ints(g, t_ids, TIDE_ATTR_TRANSPOSE_perm, LIST(1, 0));
+    uint32_t t_s = OP(TIDE_OP_TRANSPOSE, "t_s", s);
+    tide_attr_set_ints(g, t_s, TIDE_ATTR_TRANSPOSE_perm, NULL, 0);
+    infer_ok();
+    expect_f32(heads, SHAPE(2, 4, 3, 5));
+    expect_f32(rot, SHAPE(5, 2, 3, 4));
+    expect_f32(same, SHAPE(2, 3, 4, 5));
+    expect_out(t_ids, 0, TIDE_DTYPE_INT32, SHAPE(7, 6));
+    expect_nbytes(t_ids, 0, 168);
+    expect_f32(t_s, SCALAR);
+    /* perm is left as given: there is nothing to normalise. */
+    expect_ints(rot, TIDE_ATTR_TRANSPOSE_perm, LIST(3, 0, 1, 2));
+
+    reset();
+    x = ph("x", SHAPE(2, 3, 4));
+    uint32_t t = OP(TIDE_OP_TRANSPOSE, "bad", x);
+    tide_attr_set_ints(g, t, TIDE_ATTR_TRANSPOSE_perm, LIST(1, 0));
+    FAILS(TIDE_INVALID, "bad",
+          "attribute \"perm\" [1, 0] has 2 entries, wants 3 (one per axis of "
+          "input 0 [2, 3, 4])");
+
+    reset();
+    x = ph("x", SHAPE(2, 3, 4));
+    t = OP(TIDE_OP_TRANSPOSE, "bad", x);
+    tide_attr_set_ints(g, t, TIDE_ATTR_TRANSPOSE_perm, LIST(0, 2, 0));
+    FAILS(TIDE_INVALID, "bad",
+          "attribute \"perm\" [0, 2, 0] names axis 0 twice, wants a "
+          "permutation of 0 to 2");
+
+    reset();
+    x = ph("x", SHAPE(2, 3, 4));
+    t = OP(TIDE_OP_TRANSPOSE, "bad", x);
+    tide_attr_set_ints(g, t, TIDE_ATTR_TRANSPOSE_perm, LIST(0, 3, 1));
+    FAILS(TIDE_INVALID, "bad",
+          "attribute \"perm\" [0, 3, 1] has 3 at index 1, out of range for "
+          "input 0 [2, 3, 4] (wants 0 to 2)");
+
+    reset();
+    x = ph("x", SHAPE(2, 3));
+    t = OP(TIDE_OP_TRANSPOSE, "bad", x);
+    tide_attr_set_ints(g, t, TIDE_ATTR_TRANSPOSE_perm, LIST(-1, 0));
+    FAILS(TIDE_INVALID, "bad", "has -1 at index 0, out of range", "(wants 0 to 1)");
+
+    /* perm is required. */
+    reset();
+    x = ph("x", SHAPE(2, 3));
+    OP(TIDE_OP_TRANSPOSE, "bad", x);
+    FAILS(TIDE_INVALID, "bad", "missing required attribute \"perm\"");
+}
 
 /* ---- Sequence-model ops: indexing (Gather, TopK, Mixture-of-Experts routing) ---- */
 
 /* ---- Sequence-model ops: normalisation and regularisation (LayerNorm, Dropout) ---- */
+
+static void test_layer_norm(void **state)
+{
+    (void)state;
+    uint32_t x = ph("x", SHAPE(2, 5, 8)), gain = ph("gain", SHAPE(8)), bias = ph("bias", SHAPE(8));
+    uint32_t ln = OP(TIDE_OP_LAYER_NORM, "ln", x, gain, bias);
+    uint32_t v = ph("v", SHAPE(3)), g3 = ph("g3", SHAPE(3));
+    uint32_t ln1 = OP(TIDE_OP_LAYER_NORM, "ln1", v, g3, g3);
+    uint32_t dy = ph("dy", SHAPE(2, 5, 8));
+    uint32_t lng = add_node(TIDE_OP_LAYER_NORM_GRAD, "lng");
+    set_edges(lng, (const struct tide_edge[]){{dy, 0}, {x, 0}, {gain, 0}, {ln, 1}, {ln, 2}}, 5);
+    infer_ok();
+    expect_f32(ln, SHAPE(2, 5, 8));
+    expect_out(ln, 1, TIDE_DTYPE_FLOAT32, SHAPE(2, 5));
+    expect_out(ln, 2, TIDE_DTYPE_FLOAT32, SHAPE(2, 5));
+    expect_nbytes(ln, 2, 40);
+    expect_f32(ln1, SHAPE(3));
+    expect_out(ln1, 1, TIDE_DTYPE_FLOAT32, SCALAR); /* a rank-1 x has one row */
+    expect_out(ln1, 2, TIDE_DTYPE_FLOAT32, SCALAR);
+    expect_f32(lng, SHAPE(2, 5, 8));
+    expect_out(lng, 1, TIDE_DTYPE_FLOAT32, SHAPE(8));
+    expect_out(lng, 2, TIDE_DTYPE_FLOAT32, SHAPE(8));
+
+    reset();
+    x = ph("x", SHAPE(4, 6));
+    gain = ph("gain", SHAPE(4));
+    bias = ph("bias", SHAPE(6));
+    OP(TIDE_OP_LAYER_NORM, "bad", x, gain, bias);
+    FAILS(TIDE_INVALID, "bad", "input 1 (gain) has shape [4], wants [6]",
+          "one per element of the last axis of input 0 (x) [4, 6]");
+
+    reset();
+    x = ph("x", SHAPE(4, 6));
+    gain = ph("gain", SHAPE(6));
+    bias = ph("bias", SHAPE(1, 6));
+    OP(TIDE_OP_LAYER_NORM, "bad", x, gain, bias);
+    FAILS(TIDE_INVALID, "bad", "input 2 (bias) has shape [1, 6], wants [6]");
+
+    reset();
+    x = ph("x", SCALAR);
+    gain = ph("gain", SHAPE(1));
+    OP(TIDE_OP_LAYER_NORM, "bad", x, gain, gain);
+    FAILS(TIDE_INVALID, "bad", "input 0 (x) has shape [], wants rank 1 or more [..., D]");
+
+    reset();
+    x = ph("x", SHAPE(3, 0));
+    gain = ph("gain", SHAPE(0));
+    OP(TIDE_OP_LAYER_NORM, "bad", x, gain, gain);
+    FAILS(TIDE_INVALID, "bad", "input 0 (x) has shape [3, 0], wants a last axis",
+          "of 1 or more elements");
+
+    reset();
+    uint32_t ids = placeholder_of("ids", TIDE_DTYPE_INT32, SHAPE(2, 3));
+    gain = ph("gain", SHAPE(3));
+    OP(TIDE_OP_LAYER_NORM, "bad", ids, gain, gain);
+    FAILS(TIDE_INVALID, "bad", "input 0", "is int32, wants float32");
+
+    const double bad_eps[] = {0.0, -1e-5, INFINITY, NAN};
+    const char *const bad_eps_text[] = {"is 0,", "is -1e-05,", "is inf,", "is nan,"};
+    for (int i = 0; i < 4; i++) {
+        reset();
+        x = ph("x", SHAPE(2, 3));
+        gain = ph("gain", SHAPE(3));
+        ln = OP(TIDE_OP_LAYER_NORM, "bad", x, gain, gain);
+        tide_attr_set_float(g, ln, TIDE_ATTR_LAYER_NORM_epsilon, bad_eps[i]);
+        FAILS(TIDE_INVALID, "bad", "attribute \"epsilon\"", bad_eps_text[i],
+              "wants a finite value > 0");
+    }
+
+    /* LayerNormGrad: dy must match x, the statistics one per row. */
+    reset();
+    x = ph("x", SHAPE(2, 5, 8));
+    gain = ph("gain", SHAPE(8));
+    dy = ph("dy", SHAPE(2, 5, 7));
+    uint32_t rows = ph("rows", SHAPE(2, 5));
+    lng = add_node(TIDE_OP_LAYER_NORM_GRAD, "bad");
+    set_edges(lng, (const struct tide_edge[]){{dy, 0}, {x, 0}, {gain, 0}, {rows, 0}, {rows, 0}}, 5);
+    FAILS(TIDE_INVALID, "bad", "input 0 (dy) has shape [2, 5, 7], wants [2, 5, 8]",
+          "the shape of input 1 (x)");
+
+    reset();
+    x = ph("x", SHAPE(2, 5, 8));
+    gain = ph("gain", SHAPE(8));
+    rows = ph("rows", SHAPE(2, 5));
+    uint32_t cols = ph("cols", SHAPE(8));
+    lng = add_node(TIDE_OP_LAYER_NORM_GRAD, "bad");
+    set_edges(lng, (const struct tide_edge[]){{x, 0}, {x, 0}, {gain, 0}, {rows, 0}, {cols, 0}}, 5);
+    FAILS(TIDE_INVALID, "bad", "input 4 (inv_std) has shape [8], wants [2, 5]",
+          "one per row of input 1 (x) [2, 5, 8], its shape without the last axis");
+
+    reset();
+    x = ph("x", SHAPE(2, 5, 8));
+    gain = ph("gain", SHAPE(5));
+    rows = ph("rows", SHAPE(2, 5));
+    lng = add_node(TIDE_OP_LAYER_NORM_GRAD, "bad");
+    set_edges(lng, (const struct tide_edge[]){{x, 0}, {x, 0}, {gain, 0}, {rows, 0}, {rows, 0}}, 5);
+    FAILS(TIDE_INVALID, "bad", "input 2 (gain) has shape [5], wants [8]");
+}
+
+static void test_dropout(void **state)
+{
+    (void)state;
+    uint32_t x = ph("x", SHAPE(4, 7)), s = ph("s", SCALAR);
+    uint32_t d = OP(TIDE_OP_DROPOUT, "d", x);
+    tide_attr_set_float(g, d, TIDE_ATTR_DROPOUT_rate, 0.3);
+    uint32_t d0 = OP(TIDE_OP_DROPOUT, "d0", s);
+    tide_attr_set_float(g, d0, TIDE_ATTR_DROPOUT_rate, 0.0);
+    tide_attr_set_int(g, d0, TIDE_ATTR_DROPOUT_seed, -7);
+    uint32_t dg = OP(TIDE_OP_DROPOUT_GRAD, "dg", x);
+    tide_attr_set_float(g, dg, TIDE_ATTR_DROPOUT_GRAD_rate, 0.3);
+    set_string(dg, TIDE_ATTR_DROPOUT_GRAD_forward, "d");
+    infer_ok();
+    expect_f32(d, SHAPE(4, 7));
+    expect_f32(d0, SCALAR);
+    expect_f32(dg, SHAPE(4, 7));
+
+    const double bad_rate[] = {1.0, -0.1, 1.5, NAN};
+    const char *const bad_rate_text[] = {"is 1,", "is -0.1,", "is 1.5,", "is nan,"};
+    for (int i = 0; i < 4; i++) {
+        reset();
+        x = ph("x", SHAPE(4, 7));
+        d = OP(TIDE_OP_DROPOUT, "bad", x);
+        tide_attr_set_float(g, d, TIDE_ATTR_DROPOUT_rate, bad_rate[i]);
+        FAILS(TIDE_INVALID, "bad", "attribute \"rate\"", bad_rate_text[i],
+              "wants a value in [0, 1)");
+    }
+
+    reset();
+    x = ph("x", SHAPE(4, 7));
+    OP(TIDE_OP_DROPOUT, "bad", x);
+    FAILS(TIDE_INVALID, "bad", "missing required attribute \"rate\"");
+
+    reset();
+    uint32_t ids = placeholder_of("ids", TIDE_DTYPE_INT32, SHAPE(3));
+    d = OP(TIDE_OP_DROPOUT, "bad", ids);
+    tide_attr_set_float(g, d, TIDE_ATTR_DROPOUT_rate, 0.5);
+    FAILS(TIDE_INVALID, "bad", "input 0", "is int32, wants float32");
+
+    reset();
+    x = ph("x", SHAPE(4, 7));
+    dg = OP(TIDE_OP_DROPOUT_GRAD, "bad", x);
+    tide_attr_set_float(g, dg, TIDE_ATTR_DROPOUT_GRAD_rate, 0.5);
+    set_string(dg, TIDE_ATTR_DROPOUT_GRAD_forward, "");
+    FAILS(TIDE_INVALID, "bad", "attribute \"forward\" is empty",
+          "the name of the Dropout node whose mask this regenerates");
+
+    reset();
+    x = ph("x", SHAPE(4, 7));
+    dg = OP(TIDE_OP_DROPOUT_GRAD, "bad", x);
+    tide_attr_set_float(g, dg, TIDE_ATTR_DROPOUT_GRAD_rate, 1.0);
+    set_string(dg, TIDE_ATTR_DROPOUT_GRAD_forward, "d");
+    FAILS(TIDE_INVALID, "bad", "attribute \"rate\" is 1, wants a value in [0, 1)");
+}
 
 /* ---- Sequence-model ops: fused attention (Attention) ---- */
 
@@ -1540,12 +1965,19 @@ int main(void)
         TEST(test_batch_norm),
         TEST(test_apply),
         /* element-wise math (Exp, Log, Div, Sqrt, Max, Min, Gelu) */
+        TEST(test_math_unary),
+        TEST(test_math_binary),
+        TEST(test_math_grads),
 
         /* batched products and axis permutation (BatchMatMul, Transpose) */
+        TEST(test_batch_matmul),
+        TEST(test_transpose),
 
         /* indexing (Gather, TopK, Mixture-of-Experts routing) */
 
         /* normalisation and regularisation (LayerNorm, Dropout) */
+        TEST(test_layer_norm),
+        TEST(test_dropout),
 
         /* fused attention (Attention) */
         TEST(test_attention),

@@ -2231,11 +2231,803 @@ static void test_graph_normalised_attrs(void **state)
 
 /* ---- Sequence-model ops: element-wise math (Exp, Log, Div, Sqrt, Max, Min, Gelu) ---- */
 
+/* Gelu's tanh form and its derivative in double, the references of the float kernels. */
+static double gelu_ref(double x)
+{
+    return 0.5 * x * (1.0 + tanh(sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
+}
+
+static double gelu_derivative_ref(double x)
+{
+    double k = sqrt(2.0 / M_PI), t = tanh(k * (x + 0.044715 * x * x * x));
+    return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * k * (1.0 + 3.0 * 0.044715 * x * x);
+}
+
+/* Runs a one-input, one-output element-wise op of x [n] into y. */
+static void run_unary(enum tide_op op, float *x, float *y, int64_t n)
+{
+    struct tide_tensor_view in = fview(x, 1, DIMS(n)), out = fview(y, 1, DIMS(n));
+    struct test_node t;
+    node_init(&t, op, tide_op_info(op)->name);
+    run(&t, &in, 1, &out, 1);
+}
+
+static void test_math_unary(void **state)
+{
+    (void)state;
+    enum { N = 9 };
+    float x[N] = {-2.5f, -1.0f, -0.0f, 0.0f, 0.25f, 1.0f, 2.0f, 10.0f, 88.0f};
+    float y[N];
+
+    /* Exp, Log and Sqrt are libm's float functions, bit for bit, and IEEE 754 at the edges. */
+    run_unary(TIDE_OP_EXP, x, y, N);
+    for (int i = 0; i < N; i++)
+        assert_memory_equal(&y[i], &(float){expf(x[i])}, sizeof(float));
+    assert_true(y[3] == 1.0f && y[5] == expf(1.0f));
+    expect_close("exp", y,
+                 (const double[]){exp(-2.5), exp(-1.0), 1, 1, exp(0.25), M_E, exp(2.0), exp(10.0),
+                                  exp(88.0)},
+                 N, 1e-6, 0);
+
+    run_unary(TIDE_OP_LOG, x, y, N);
+    assert_true(isnan(y[0]) && isnan(y[1]));     /* log of a negative number */
+    assert_true(isinf(y[2]) && y[2] < 0);        /* log(-0) = -inf */
+    assert_true(isinf(y[3]) && y[3] < 0);        /* log(+0) = -inf */
+    assert_true(y[5] == 0.0f && !signbit(y[5])); /* log(1) = +0 */
+    expect_close("log", y + 4, (const double[]){log(0.25), 0, log(2.0), log(10.0), log(88.0)}, 5,
+                 1e-6, 1e-7);
+
+    run_unary(TIDE_OP_SQRT, x, y, N);
+    assert_true(isnan(y[0]) && isnan(y[1]));    /* sqrt of a negative number */
+    assert_true(y[2] == 0.0f && signbit(y[2])); /* sqrt(-0) = -0 */
+    const float sqrt_want[6] = {0.0f, 0.5f, 1.0f, 1.41421354f, 3.16227770f, 9.38083152f};
+    expect_exact("sqrt", y + 3, sqrt_want, 6);
+
+    /* Gelu against hand-computed values of the tanh form, then the double formula. */
+    run_unary(TIDE_OP_GELU, x, y, N);
+    assert_true(y[2] == 0.0f && y[3] == 0.0f);
+    assert_true(y[7] == 10.0f && y[8] == 88.0f); /* tanh saturates: x itself */
+    expect_close("gelu hand values", (const float[]){y[1], y[5], y[6]},
+                 (const double[]){-0.15880800939172324, 0.8411919906082768, 1.954597694087775}, 3,
+                 2e-7, 1e-7);
+    double want[N];
+    for (int i = 0; i < N; i++)
+        want[i] = gelu_ref(x[i]);
+    expect_close("gelu", y, want, N, 1e-6, 1e-7);
+
+    /* GeluGrad(dy, x) = dy * Gelu'(x); Gelu'(1) = 1.0829640838 by hand. */
+    float dy[N] = {1.0f, 2.0f, -1.0f, 0.5f, 3.0f, 1.0f, -0.5f, 1.0f, 1.0f};
+    struct tide_tensor_view in[2] = {fview(dy, 1, DIMS(N)), fview(x, 1, DIMS(N))};
+    struct tide_tensor_view out = fview(y, 1, DIMS(N));
+    struct test_node t;
+    node_init(&t, TIDE_OP_GELU_GRAD, "gelu_grad");
+    run(&t, in, 2, &out, 1);
+    expect_close("gelu_grad hand value", &y[5], (const double[]){1.0829640838457826}, 1, 1e-6, 0);
+    assert_true(y[2] == -0.5f && y[3] == 0.25f); /* Gelu'(0) = 1/2 */
+    assert_true(y[7] == 1.0f && y[8] == 1.0f);   /* saturated: Gelu' = 1 */
+    for (int i = 0; i < N; i++)
+        want[i] = dy[i] * gelu_derivative_ref(x[i]);
+    expect_close("gelu_grad", y, want, N, 1e-5, 1e-7);
+}
+
+static void test_math_binary(void **state)
+{
+    (void)state;
+    struct test_node t;
+    /* Div of [2, 3] by [3]: the host's float quotients, bit for bit; x / 0 is +-inf or NaN. */
+    float a[6] = {1.0f, -2.0f, 3.0f, 0.0f, 7.0f, -1.0f}, b[3] = {3.0f, 0.0f, -0.5f}, y[6];
+    struct tide_tensor_view in[2] = {fview(a, 2, DIMS(2, 3)), fview(b, 1, DIMS(3))};
+    struct tide_tensor_view out = fview(y, 2, DIMS(2, 3));
+    node_init(&t, TIDE_OP_DIV, "div");
+    run(&t, in, 2, &out, 1);
+    const float div_want[6] = {1.0f / 3.0f, -INFINITY, -6.0f, 0.0f, INFINITY, 2.0f};
+    expect_exact("div", y, div_want, 6);
+
+    /* Scalar over [2, 3]. */
+    float two = 2.0f;
+    struct tide_tensor_view in2[2] = {fview(&two, 0, NULL), fview(a, 2, DIMS(2, 3))};
+    run(&t, in2, 2, &out, 1);
+    assert_true(isinf(y[3]) && y[3] > 0); /* 2 / +0 */
+    const float rdiv_want[3] = {2.0f, -1.0f, 2.0f / 3.0f};
+    expect_exact("scalar div", y, rdiv_want, 3);
+    assert_true(y[4] == 2.0f / 7.0f && y[5] == -2.0f);
+
+    /*
+     * Max and Min of [2, 4] and [4]: ties (1 and 1, -0 and +0) and NaN on
+     * either side take input 0.
+     */
+    float p[8] = {1.0f, -0.0f, NAN, 3.0f, 4.0f, -5.0f, 0.5f, 2.0f};
+    float q[4] = {1.0f, 0.0f, 1.0f, NAN};
+    float z[8];
+    struct tide_tensor_view in3[2] = {fview(p, 2, DIMS(2, 4)), fview(q, 1, DIMS(4))};
+    struct tide_tensor_view out3 = fview(z, 2, DIMS(2, 4));
+    node_init(&t, TIDE_OP_MAX, "max");
+    run(&t, in3, 2, &out3, 1);
+    assert_true(z[0] == 1.0f && z[1] == 0.0f && signbit(z[1]) && isnan(z[2]) && z[3] == 3.0f);
+    assert_true(z[4] == 4.0f && z[5] == 0.0f && !signbit(z[5]) && z[6] == 1.0f && z[7] == 2.0f);
+    node_init(&t, TIDE_OP_MIN, "min");
+    run(&t, in3, 2, &out3, 1);
+    assert_true(z[0] == 1.0f && z[1] == 0.0f && signbit(z[1]) && isnan(z[2]) && z[3] == 3.0f);
+    assert_true(z[4] == 1.0f && z[5] == -5.0f && z[6] == 0.5f && z[7] == 2.0f);
+
+    /* [3, 1] against [1, 4], both broadcast. */
+    float col[3] = {0.0f, 2.0f, 5.0f}, row[4] = {-1.0f, 2.0f, 3.0f, 6.0f}, m[12];
+    struct tide_tensor_view in4[2] = {fview(col, 2, DIMS(3, 1)), fview(row, 2, DIMS(1, 4))};
+    struct tide_tensor_view out4 = fview(m, 2, DIMS(3, 4));
+    node_init(&t, TIDE_OP_MAX, "max_outer");
+    run(&t, in4, 2, &out4, 1);
+    const float max_outer[12] = {0, 2, 3, 6, 2, 2, 3, 6, 5, 5, 5, 6};
+    expect_exact("max outer", m, max_outer, 12);
+    node_init(&t, TIDE_OP_MIN, "min_outer");
+    run(&t, in4, 2, &out4, 1);
+    const float min_outer[12] = {-1, 0, 0, 0, -1, 2, 2, 2, -1, 2, 3, 5};
+    expect_exact("min outer", m, min_outer, 12);
+}
+
+static void test_select_grads(void **state)
+{
+    (void)state;
+    /* a [2, 3], b [3], dy [2, 3]: a tie at (0, 0) and (1, 1), and a NaN in b. */
+    float a[6] = {1.0f, 5.0f, -2.0f, 0.0f, 4.0f, 9.0f}, b[3] = {1.0f, 4.0f, NAN};
+    float dy[6] = {10.0f, 20.0f, 30.0f, 40.0f, 50.0f, 60.0f}, da[6], db[6];
+    struct tide_tensor_view in[3] = {fview(a, 2, DIMS(2, 3)), fview(b, 1, DIMS(3)),
+                                     fview(dy, 2, DIMS(2, 3))};
+    struct tide_tensor_view out[2] = {fview(da, 2, DIMS(2, 3)), fview(db, 2, DIMS(2, 3))};
+    struct test_node t;
+    node_init(&t, TIDE_OP_MAX_GRAD, "max_grad");
+    run(&t, in, 3, out, 2);
+    expect_exact("max_grad da", da, (const float[]){10, 20, 30, 0, 50, 60}, 6);
+    expect_exact("max_grad db", db, (const float[]){0, 0, 0, 40, 0, 0}, 6);
+    node_init(&t, TIDE_OP_MIN_GRAD, "min_grad");
+    run(&t, in, 3, out, 2);
+    expect_exact("min_grad da", da, (const float[]){10, 0, 30, 40, 50, 60}, 6);
+    expect_exact("min_grad db", db, (const float[]){0, 20, 0, 0, 0, 0}, 6);
+
+    /* A scalar a against b [4]. */
+    float s = 2.0f, row[4] = {1.0f, 2.0f, 3.0f, -7.0f}, g[4] = {1.0f, 2.0f, 3.0f, 4.0f};
+    float ga[4], gb[4];
+    struct tide_tensor_view in2[3] = {fview(&s, 0, NULL), fview(row, 1, DIMS(4)),
+                                      fview(g, 1, DIMS(4))};
+    struct tide_tensor_view out2[2] = {fview(ga, 1, DIMS(4)), fview(gb, 1, DIMS(4))};
+    node_init(&t, TIDE_OP_MAX_GRAD, "max_grad_scalar");
+    run(&t, in2, 3, out2, 2);
+    expect_exact("max_grad scalar da", ga, (const float[]){1, 2, 0, 4}, 4);
+    expect_exact("max_grad scalar db", gb, (const float[]){0, 0, 3, 0}, 4);
+}
+
+/* The math kernels over many pieces: the same bits at every thread count, and the host's values. */
+static void test_range_jobs_math(void **state)
+{
+    (void)state;
+    struct test_node t;
+    enum { N = 3 * 20011 };
+    float *x = falloc(N), *y = falloc(N), *want = falloc(N);
+    fill(x, N, 71);
+    for (int i = 0; i < N; i++)
+        x[i] *= 4.0f;
+    struct tide_tensor_view xin = fview(x, 2, DIMS(3, 20011)), xout = fview(y, 2, DIMS(3, 20011));
+    node_init(&t, TIDE_OP_EXP, "exp");
+    expect_same_at_threads("exp", &t, &xin, 1, &xout, 1, NULL, NULL);
+    for (int i = 0; i < N; i++)
+        want[i] = expf(x[i]);
+    expect_exact("exp", y, want, N);
+    node_init(&t, TIDE_OP_GELU, "gelu");
+    expect_same_at_threads("gelu", &t, &xin, 1, &xout, 1, NULL, NULL);
+    for (int i = 0; i < N; i++) {
+        double w = gelu_ref(x[i]);
+        if (!(fabs(y[i] - w) <= 1e-6 + 1e-6 * fabs(w)))
+            fail_msg("gelu: element %d is %.9g, want %.9g", i, y[i], w);
+    }
+
+    /* [37, 1, 97] / [53, 97] and MaxGrad of the same pair: rows of 97 cut mid-axis. */
+    enum { I = 37, J = 53, K = 97 };
+    float *a = falloc(I * K), *b = falloc(J * K), *z = falloc(I * J * K);
+    float *dy = falloc(I * J * K), *da = falloc(I * J * K), *db = falloc(I * J * K);
+    float *zwant = falloc(I * J * K);
+    fill(a, I * K, 72);
+    fill(b, J * K, 73);
+    fill(dy, I * J * K, 74);
+    struct tide_tensor_view in[3] = {fview(a, 3, DIMS(I, 1, K)), fview(b, 2, DIMS(J, K)),
+                                     fview(dy, 3, DIMS(I, J, K))};
+    struct tide_tensor_view out = fview(z, 3, DIMS(I, J, K));
+    node_init(&t, TIDE_OP_DIV, "div");
+    expect_same_at_threads("div broadcast", &t, in, 2, &out, 1, NULL, NULL);
+    for (int i = 0; i < I; i++)
+        for (int j = 0; j < J; j++)
+            for (int k = 0; k < K; k++)
+                zwant[(i * J + j) * K + k] = a[i * K + k] / b[j * K + k];
+    expect_exact("div broadcast", z, zwant, I * J * K);
+
+    struct tide_tensor_view outs[2] = {fview(da, 3, DIMS(I, J, K)), fview(db, 3, DIMS(I, J, K))};
+    node_init(&t, TIDE_OP_MAX_GRAD, "max_grad");
+    expect_same_at_threads("max_grad broadcast", &t, in, 3, outs, 2, NULL, NULL);
+    for (int i = 0; i < I; i++)
+        for (int j = 0; j < J; j++)
+            for (int k = 0; k < K; k++) {
+                int o = (i * J + j) * K + k;
+                bool take_b = b[j * K + k] > a[i * K + k];
+                if (da[o] != (take_b ? 0.0f : dy[o]) || db[o] != (take_b ? dy[o] : 0.0f))
+                    fail_msg("max_grad: element %d is %g, %g", o, da[o], db[o]);
+            }
+    free(x);
+    free(y);
+    free(want);
+    free(a);
+    free(b);
+    free(z);
+    free(dy);
+    free(da);
+    free(db);
+    free(zwant);
+}
+
 /* ---- Sequence-model ops: batched products and axis permutation (BatchMatMul, Transpose) ---- */
+
+/*
+ * The naive BatchMatMul in double: y [batch..., m, n] from a and b whose
+ * batch dims are aligned with y's from the end (1 or missing: broadcast).
+ */
+static void naive_batch_matmul(const float *a, int32_t ra, const int64_t *ad, const float *b,
+                               int32_t rb, const int64_t *bd, bool ta, bool tb, int32_t ry,
+                               const int64_t *yd, double *y)
+{
+    int64_t m = yd[ry - 2], n = yd[ry - 1], k = ad[ra - (ta ? 2 : 1)];
+    int64_t entries = 1;
+    for (int32_t d = 0; d < ry - 2; d++)
+        entries *= yd[d];
+    for (int64_t p = 0; p < entries; p++) {
+        /* The matrix of a and of b that entry p reads. */
+        int64_t rest = p, a_entry = 0, b_entry = 0, a_scale = 1, b_scale = 1;
+        for (int32_t d = ry - 3; d >= 0; d--) {
+            int64_t index = rest % yd[d];
+            rest /= yd[d];
+            int32_t da = d - (ry - ra), db = d - (ry - rb);
+            int64_t dim_a = da >= 0 ? ad[da] : 1, dim_b = db >= 0 ? bd[db] : 1;
+            a_entry += (dim_a == 1 ? 0 : index) * a_scale;
+            b_entry += (dim_b == 1 ? 0 : index) * b_scale;
+            a_scale *= dim_a;
+            b_scale *= dim_b;
+        }
+        const float *am = a + a_entry * m * k, *bm = b + b_entry * k * n;
+        for (int64_t i = 0; i < m; i++) {
+            for (int64_t j = 0; j < n; j++) {
+                double sum = 0;
+                for (int64_t q = 0; q < k; q++)
+                    sum += (double)(ta ? am[q * m + i] : am[i * k + q]) *
+                           (tb ? bm[j * k + q] : bm[q * n + j]);
+                y[(p * m + i) * n + j] = sum;
+            }
+        }
+    }
+}
+
+/*
+ * Every transpose form against the double reference, with batch dims that
+ * broadcast both ways ([2, 1] against [3]), a rank-2 b and a rank-2 a; and
+ * each entry bit for bit what the MatMul kernel gives for that entry's
+ * matrices (both are one sgemm with the same operands).
+ */
+static void test_batch_matmul(void **state)
+{
+    (void)state;
+    enum { M = 5, K = 7, N = 3 };
+    float a[2 * M * K], b[3 * K * N], y[6 * M * N], entry[M * N];
+    double want[6 * M * N];
+    fill(a, 2 * M * K, 81);
+    fill(b, 3 * K * N, 82);
+    for (int combo = 0; combo < 4; combo++) {
+        bool ta = combo & 2, tb = combo & 1;
+        int64_t ad[4] = {2, 1, ta ? K : M, ta ? M : K}, bd[3] = {3, tb ? N : K, tb ? K : N};
+        int64_t yd[4] = {2, 3, M, N};
+        naive_batch_matmul(a, 4, ad, b, 3, bd, ta, tb, 4, yd, want);
+        struct test_node t;
+        node_init(&t, TIDE_OP_BATCH_MATMUL, "bmm");
+        t.attrs[TIDE_ATTR_BATCH_MATMUL_transpose_a].b = ta;
+        t.attrs[TIDE_ATTR_BATCH_MATMUL_transpose_b].b = tb;
+        struct tide_tensor_view in[2] = {fview(a, 4, ad), fview(b, 3, bd)};
+        struct tide_tensor_view out = fview(y, 4, yd);
+        run(&t, in, 2, &out, 1);
+        expect_close("batch_matmul", y, want, 6 * M * N, 1e-5, 1e-6);
+
+        for (int p = 0; p < 6; p++) {
+            struct test_node mm;
+            node_init(&mm, TIDE_OP_MATMUL, "mm");
+            mm.attrs[TIDE_ATTR_MATMUL_transpose_a].b = ta;
+            mm.attrs[TIDE_ATTR_MATMUL_transpose_b].b = tb;
+            struct tide_tensor_view mm_in[2] = {fview(a + p / 3 * M * K, 2, ad + 2),
+                                                fview(b + p % 3 * K * N, 2, bd + 1)};
+            struct tide_tensor_view mm_out = fview(entry, 2, DIMS(M, N));
+            run(&mm, mm_in, 2, &mm_out, 1);
+            expect_exact("batch_matmul entry", y + p * M * N, entry, M * N);
+        }
+    }
+
+    /* [2, M, K] x a rank-2 [K, N], and a rank-2 [M, K] x [3, K, N]. */
+    struct test_node t;
+    node_init(&t, TIDE_OP_BATCH_MATMUL, "weight");
+    struct tide_tensor_view in[2] = {fview(a, 3, DIMS(2, M, K)), fview(b, 2, DIMS(K, N))};
+    struct tide_tensor_view out = fview(y, 3, DIMS(2, M, N));
+    naive_batch_matmul(a, 3, DIMS(2, M, K), b, 2, DIMS(K, N), false, false, 3, DIMS(2, M, N), want);
+    run(&t, in, 2, &out, 1);
+    expect_close("batch_matmul weight", y, want, 2 * M * N, 1e-5, 1e-6);
+    node_init(&t, TIDE_OP_BATCH_MATMUL, "left");
+    in[0] = fview(a, 2, DIMS(M, K));
+    in[1] = fview(b, 3, DIMS(3, K, N));
+    out = fview(y, 3, DIMS(3, M, N));
+    naive_batch_matmul(a, 2, DIMS(M, K), b, 3, DIMS(3, K, N), false, false, 3, DIMS(3, M, N), want);
+    run(&t, in, 2, &out, 1);
+    expect_close("batch_matmul left", y, want, 3 * M * N, 1e-5, 1e-6);
+
+    /* An empty inner dimension gives zeros (over garbage). */
+    for (int i = 0; i < 2 * M * N; i++)
+        y[i] = NAN;
+    node_init(&t, TIDE_OP_BATCH_MATMUL, "empty");
+    in[0] = fview(a, 3, DIMS(2, M, 0));
+    in[1] = fview(b, 3, DIMS(2, 0, N));
+    out = fview(y, 3, DIMS(2, M, N));
+    run(&t, in, 2, &out, 1);
+    for (int i = 0; i < 2 * M * N; i++)
+        assert_true(y[i] == 0.0f);
+}
+
+/*
+ * The pool's items at 1, 2 and 3 threads: two large entries split into
+ * blocks of rows, one wide entry split into blocks of columns, and 1001 small
+ * entries grouped several to a piece; each against the double reference.
+ */
+static void test_batch_matmul_threads(void **state)
+{
+    (void)state;
+    static const struct {
+        int32_t ra, rb;
+        int64_t a[3], b[3], y[3];
+        bool tb;
+    } cases[] = {
+        {3, 2, {2, 300, 70}, {70, 90}, {2, 300, 90}, false},
+        {3, 3, {1, 50, 200}, {1, 400, 200}, {1, 50, 400}, true},
+        {3, 3, {1001, 16, 24}, {1001, 24, 20}, {1001, 16, 20}, false},
+    };
+    for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+        struct tide_shape as = tide_shape_make(cases[c].ra, cases[c].a);
+        struct tide_shape bs = tide_shape_make(cases[c].rb, cases[c].b);
+        struct tide_shape ys = tide_shape_make(3, cases[c].y);
+        int64_t na = tide_shape_numel(&as), nb = tide_shape_numel(&bs), ny = tide_shape_numel(&ys);
+        float *a = falloc(na), *b = falloc(nb), *y = falloc(ny);
+        double *want = dalloc(ny);
+        fill(a, na, 91 + (uint32_t)c);
+        fill(b, nb, 95 + (uint32_t)c);
+        struct test_node t;
+        node_init(&t, TIDE_OP_BATCH_MATMUL, "bmm");
+        t.attrs[TIDE_ATTR_BATCH_MATMUL_transpose_b].b = cases[c].tb;
+        struct tide_tensor_view in[2] = {fview(a, cases[c].ra, cases[c].a),
+                                         fview(b, cases[c].rb, cases[c].b)};
+        struct tide_tensor_view out = fview(y, 3, cases[c].y);
+        expect_same_at_threads("batch_matmul", &t, in, 2, &out, 1, NULL, NULL);
+        naive_batch_matmul(a, cases[c].ra, cases[c].a, b, cases[c].rb, cases[c].b, false,
+                           cases[c].tb, 3, cases[c].y, want);
+        expect_close("batch_matmul threads", y, want, ny, 1e-4, 1e-5);
+        free(a);
+        free(b);
+        free(y);
+        free(want);
+    }
+}
+
+/* The naive Transpose: y[i] = x[the element of x that output index i names], by element size. */
+static void naive_transpose(const void *x, int32_t rank, const int64_t *xd, const int64_t *perm,
+                            void *y, size_t esize)
+{
+    int64_t yd[TIDE_MAX_RANK], stride[TIDE_MAX_RANK], n = 1;
+    for (int32_t d = rank - 1; d >= 0; d--) {
+        stride[d] = n;
+        n *= xd[d];
+    }
+    for (int32_t i = 0; i < rank; i++)
+        yd[i] = xd[perm[i]];
+    for (int64_t i = 0; i < n; i++) {
+        int64_t rest = i, offset = 0;
+        for (int32_t d = rank - 1; d >= 0; d--) {
+            offset += rest % yd[d] * stride[perm[d]];
+            rest /= yd[d];
+        }
+        memcpy((char *)y + (size_t)i * esize, (const char *)x + (size_t)offset * esize, esize);
+    }
+}
+
+/* Runs Transpose of x (float32 or int32) by perm and compares y with the naive copy bit for bit. */
+static void check_transpose(const char *what, enum tide_dtype dtype, int32_t rank,
+                            const int64_t *xd, const int64_t *perm, bool at_threads)
+{
+    struct tide_shape xs = tide_shape_make(rank, xd);
+    int64_t n = tide_shape_numel(&xs), yd[TIDE_MAX_RANK];
+    for (int32_t i = 0; i < rank; i++)
+        yd[i] = xd[perm[i]];
+    uint32_t *x = malloc((size_t)(n > 0 ? n : 1) * 4), *y = malloc((size_t)(n > 0 ? n : 1) * 4);
+    uint32_t *want = malloc((size_t)(n > 0 ? n : 1) * 4);
+    assert_true(x && y && want);
+    for (int64_t i = 0; i < n; i++) /* distinct values; as floats, NaN payloads among them */
+        x[i] = (uint32_t)i * 2654435761u;
+    memset(y, 0xa5, (size_t)(n > 0 ? n : 1) * 4);
+    naive_transpose(x, rank, xd, perm, want, 4);
+    struct test_node t;
+    node_init(&t, TIDE_OP_TRANSPOSE, what);
+    set_ints(&t, TIDE_ATTR_TRANSPOSE_perm, rank, perm);
+    struct tide_tensor_view in = view(dtype, x, rank, xd), out = view(dtype, y, rank, yd);
+    if (at_threads)
+        expect_same_at_threads(what, &t, &in, 1, &out, 1, NULL, NULL);
+    else
+        run(&t, &in, 1, &out, 1);
+    if (n > 0 && memcmp(y, want, (size_t)n * 4) != 0)
+        fail_msg("%s: the output differs from the naive transpose", what);
+    free(x);
+    free(y);
+    free(want);
+}
+
+/*
+ * Transpose moves every element to where the naive index arithmetic says,
+ * bit for bit: rotations (strided gathers), the last axis kept (rows copied
+ * whole), axes of 1 dropped, the identity and an order that merges into it,
+ * int32, a scalar, an empty tensor; and large cases at 1, 2 and 3 threads.
+ */
+static void test_transpose(void **state)
+{
+    (void)state;
+    check_transpose("rotate", TIDE_DTYPE_FLOAT32, 3, DIMS(2, 3, 4), DIMS(2, 0, 1), false);
+    check_transpose("rotate_back", TIDE_DTYPE_FLOAT32, 3, DIMS(2, 3, 4), DIMS(1, 2, 0), false);
+    check_transpose("matrix", TIDE_DTYPE_INT32, 2, DIMS(5, 7), DIMS(1, 0), false);
+    check_transpose("heads", TIDE_DTYPE_FLOAT32, 4, DIMS(2, 3, 4, 5), DIMS(0, 2, 1, 3), false);
+    check_transpose("reverse", TIDE_DTYPE_FLOAT32, 5, DIMS(2, 3, 1, 4, 5), DIMS(4, 3, 2, 1, 0),
+                    false);
+    check_transpose("merged", TIDE_DTYPE_FLOAT32, 4, DIMS(2, 3, 4, 5), DIMS(2, 3, 0, 1), false);
+    check_transpose("unit_axis", TIDE_DTYPE_INT32, 3, DIMS(4, 1, 6), DIMS(1, 0, 2), false);
+    check_transpose("identity", TIDE_DTYPE_FLOAT32, 3, DIMS(2, 3, 4), DIMS(0, 1, 2), false);
+    check_transpose("all_ones", TIDE_DTYPE_FLOAT32, 2, DIMS(1, 1), DIMS(1, 0), false);
+    check_transpose("scalar", TIDE_DTYPE_FLOAT32, 0, NULL, NULL, false);
+    check_transpose("empty", TIDE_DTYPE_FLOAT32, 3, DIMS(2, 0, 3), DIMS(2, 1, 0), false);
+    check_transpose("threads_gather", TIDE_DTYPE_FLOAT32, 3, DIMS(5, 1031, 37), DIMS(0, 2, 1),
+                    true);
+    check_transpose("threads_rows", TIDE_DTYPE_INT32, 4, DIMS(3, 97, 11, 53), DIMS(0, 2, 1, 3),
+                    true);
+}
 
 /* ---- Sequence-model ops: indexing (Gather, TopK, Mixture-of-Experts routing) ---- */
 
 /* ---- Sequence-model ops: normalisation and regularisation (LayerNorm, Dropout) ---- */
+
+/*
+ * LayerNorm's forward in double, straight from its definition: per row of
+ * d, xhat = (x - mean) / sqrt(var + eps), y = xhat * gain + bias.
+ */
+static void layer_norm_reference(const float *x, const float *gain, const float *bias, int64_t rows,
+                                 int64_t d, double eps, double *y, double *mean, double *inv_std)
+{
+    for (int64_t r = 0; r < rows; r++) {
+        double m = 0, v = 0;
+        for (int64_t j = 0; j < d; j++)
+            m += x[r * d + j];
+        m /= (double)d;
+        for (int64_t j = 0; j < d; j++)
+            v += (x[r * d + j] - m) * (x[r * d + j] - m);
+        double inv = 1.0 / sqrt(v / (double)d + eps);
+        mean[r] = m;
+        inv_std[r] = inv;
+        for (int64_t j = 0; j < d; j++)
+            y[r * d + j] = (x[r * d + j] - m) * inv * gain[j] + bias[j];
+    }
+}
+
+/* A hand-checked row, a rank-1 x (one row, scalar statistics) and a long, odd-sized row. */
+static void test_layer_norm(void **state)
+{
+    (void)state;
+    /* Row [1, 2, 3]: mean 2, var 2/3; row [-1, 0, 5]: mean 4/3, var 62/9. */
+    float x[6] = {1, 2, 3, -1, 0, 5}, gain[3] = {1, 2, 0.5f}, bias[3] = {0, 1, -1};
+    float y[6], mean[2], inv[2];
+    struct test_node t;
+    node_init(&t, TIDE_OP_LAYER_NORM, "ln");
+    assert_true(t.attrs[TIDE_ATTR_LAYER_NORM_epsilon].f == 1e-5); /* the default */
+    struct tide_tensor_view in[3] = {fview(x, 2, DIMS(2, 3)), fview(gain, 1, DIMS(3)),
+                                     fview(bias, 1, DIMS(3))};
+    struct tide_tensor_view out[3] = {fview(y, 2, DIMS(2, 3)), fview(mean, 1, DIMS(2)),
+                                      fview(inv, 1, DIMS(2))};
+    run(&t, in, 3, out, 3);
+    double s0 = 1.0 / sqrt(2.0 / 3.0 + 1e-5), s1 = 1.0 / sqrt(62.0 / 9.0 + 1e-5);
+    const double want_y[6] = {-s0,
+                              1.0,
+                              0.5 * s0 - 1.0,
+                              (-1 - 4.0 / 3) * s1,
+                              2 * (-4.0 / 3) * s1 + 1.0,
+                              0.5 * (5 - 4.0 / 3) * s1 - 1.0};
+    const double want_mean[2] = {2.0, 4.0 / 3}, want_inv[2] = {s0, s1};
+    expect_close("layer norm y", y, want_y, 6, 1e-6, 1e-7);
+    expect_close("layer norm mean", mean, want_mean, 2, 1e-7, 0);
+    expect_close("layer norm inv_std", inv, want_inv, 2, 1e-7, 0);
+
+    /* Rank 1: one row, scalar statistics. */
+    float v[4] = {0.5f, -0.5f, 1.5f, 2.5f}, g4[4] = {1, 1, 1, 1}, b4[4] = {0, 0, 0, 0};
+    float y4[4], m4, i4;
+    struct tide_tensor_view in1[3] = {fview(v, 1, DIMS(4)), fview(g4, 1, DIMS(4)),
+                                      fview(b4, 1, DIMS(4))};
+    struct tide_tensor_view out1[3] = {fview(y4, 1, DIMS(4)), fview(&m4, 0, NULL),
+                                       fview(&i4, 0, NULL)};
+    t.attrs[TIDE_ATTR_LAYER_NORM_epsilon].f = 0.25;
+    run(&t, in1, 3, out1, 3);
+    /* mean 1, var 1.25, inv_std 1 / sqrt(1.5). */
+    double k = 1.0 / sqrt(1.5);
+    const double want4[4] = {-0.5 * k, -1.5 * k, 0.5 * k, 1.5 * k};
+    expect_close("layer norm rank 1", y4, want4, 4, 1e-6, 1e-7);
+    assert_float_equal(m4, 1.0f, 0);
+    assert_float_equal(i4, (float)k, 1e-7);
+
+    /* Long rows with a large offset (two-pass statistics), several rows a piece. */
+    enum { R = 7, D = 1031 };
+    float *xl = falloc(R * D), *gl = falloc(D), *bl = falloc(D), *yl = falloc(R * D);
+    float *ml = falloc(R), *il = falloc(R);
+    double *wy = dalloc(R * D), *wm = dalloc(R), *wi = dalloc(R);
+    fill(xl, R * D, 71);
+    for (int64_t i = 0; i < R * D; i++)
+        xl[i] = 100.0f + xl[i];
+    fill(gl, D, 72);
+    fill(bl, D, 73);
+    t.attrs[TIDE_ATTR_LAYER_NORM_epsilon].f = 1e-5;
+    struct tide_tensor_view inl[3] = {fview(xl, 2, DIMS(R, D)), fview(gl, 1, DIMS(D)),
+                                      fview(bl, 1, DIMS(D))};
+    struct tide_tensor_view outl[3] = {fview(yl, 2, DIMS(R, D)), fview(ml, 1, DIMS(R)),
+                                       fview(il, 1, DIMS(R))};
+    run(&t, inl, 3, outl, 3);
+    layer_norm_reference(xl, gl, bl, R, D, 1e-5, wy, wm, wi);
+    /* x - mean rounds x's float: 100 + u has an ulp of 8e-6, against a spread of 0.6. */
+    expect_close("layer norm long rows", yl, wy, R * D, 1e-4, 1e-4);
+    expect_close("layer norm long mean", ml, wm, R, 1e-7, 0);
+    expect_close("layer norm long inv_std", il, wi, R, 1e-6, 0);
+    free(xl), free(gl), free(bl), free(yl), free(ml), free(il), free(wy), free(wm), free(wi);
+}
+
+/*
+ * LayerNormGrad against the chain rule written out in double: with
+ * J[k][j] = d xhat_k / d x_j = inv * (delta_kj - 1/d - xhat_k * xhat_j / d),
+ * dx_j = sum_k dy_k * gain_k * J[k][j]; dgain = sum over rows of dy * xhat,
+ * dbias = sum over rows of dy.
+ */
+static void test_layer_norm_grad(void **state)
+{
+    (void)state;
+    enum { R = 5, D = 13 };
+    float x[R * D], dy[R * D], gain[D], bias[D], y[R * D], mean[R], inv[R];
+    float dx[R * D], dgain[D], dbias[D];
+    fill(x, R * D, 81);
+    fill(dy, R * D, 82);
+    fill(gain, D, 83);
+    fill(bias, D, 84);
+    struct test_node t;
+    node_init(&t, TIDE_OP_LAYER_NORM, "ln");
+    struct tide_tensor_view fin[3] = {fview(x, 2, DIMS(R, D)), fview(gain, 1, DIMS(D)),
+                                      fview(bias, 1, DIMS(D))};
+    struct tide_tensor_view fout[3] = {fview(y, 2, DIMS(R, D)), fview(mean, 1, DIMS(R)),
+                                       fview(inv, 1, DIMS(R))};
+    run(&t, fin, 3, fout, 3);
+
+    node_init(&t, TIDE_OP_LAYER_NORM_GRAD, "ln_grad");
+    struct tide_tensor_view in[5] = {fview(dy, 2, DIMS(R, D)), fview(x, 2, DIMS(R, D)),
+                                     fview(gain, 1, DIMS(D)), fview(mean, 1, DIMS(R)),
+                                     fview(inv, 1, DIMS(R))};
+    struct tide_tensor_view out[3] = {fview(dx, 2, DIMS(R, D)), fview(dgain, 1, DIMS(D)),
+                                      fview(dbias, 1, DIMS(D))};
+    run(&t, in, 5, out, 3);
+
+    double want_dx[R * D], want_dgain[D] = {0}, want_dbias[D] = {0};
+    for (int r = 0; r < R; r++) {
+        double xhat[D];
+        for (int j = 0; j < D; j++)
+            xhat[j] = (x[r * D + j] - (double)mean[r]) * inv[r];
+        for (int j = 0; j < D; j++) {
+            double sum = 0;
+            for (int k = 0; k < D; k++) {
+                double jac = inv[r] * ((k == j) - 1.0 / D - xhat[k] * xhat[j] / D);
+                sum += (double)dy[r * D + k] * gain[k] * jac;
+            }
+            want_dx[r * D + j] = sum;
+            want_dgain[j] += (double)dy[r * D + j] * xhat[j];
+            want_dbias[j] += dy[r * D + j];
+        }
+    }
+    expect_close("layer norm grad dx", dx, want_dx, R * D, 1e-5, 1e-6);
+    expect_close("layer norm grad dgain", dgain, want_dgain, D, 1e-6, 1e-7);
+    expect_close("layer norm grad dbias", dbias, want_dbias, D, 1e-6, 1e-7);
+}
+
+/* Rows and columns split over threads: the same bits at 1, 2 and 3 threads. */
+static void test_range_jobs_layer_norm(void **state)
+{
+    (void)state;
+    enum { R = 300, D = 1000 };
+    float *x = falloc(R * D), *dy = falloc(R * D), *gain = falloc(D), *bias = falloc(D);
+    float *y = falloc(R * D), *mean = falloc(R), *inv = falloc(R);
+    float *dx = falloc(R * D), *dgain = falloc(D), *dbias = falloc(D);
+    fill(x, R * D, 91);
+    fill(dy, R * D, 92);
+    fill(gain, D, 93);
+    fill(bias, D, 94);
+    struct test_node t;
+    node_init(&t, TIDE_OP_LAYER_NORM, "ln");
+    struct tide_tensor_view fin[3] = {fview(x, 2, DIMS(R, D)), fview(gain, 1, DIMS(D)),
+                                      fview(bias, 1, DIMS(D))};
+    struct tide_tensor_view fout[3] = {fview(y, 2, DIMS(R, D)), fview(mean, 1, DIMS(R)),
+                                       fview(inv, 1, DIMS(R))};
+    expect_same_at_threads("layer norm", &t, fin, 3, fout, 3, NULL, NULL);
+    node_init(&t, TIDE_OP_LAYER_NORM_GRAD, "ln_grad");
+    struct tide_tensor_view in[5] = {fview(dy, 2, DIMS(R, D)), fview(x, 2, DIMS(R, D)),
+                                     fview(gain, 1, DIMS(D)), fview(mean, 1, DIMS(R)),
+                                     fview(inv, 1, DIMS(R))};
+    struct tide_tensor_view out[3] = {fview(dx, 2, DIMS(R, D)), fview(dgain, 1, DIMS(D)),
+                                      fview(dbias, 1, DIMS(D))};
+    expect_same_at_threads("layer norm grad", &t, in, 5, out, 3, NULL, NULL);
+    free(x), free(dy), free(gain), free(bias), free(y), free(mean), free(inv);
+    free(dx), free(dgain), free(dbias);
+}
+
+/*
+ * Runs Dropout or DropoutGrad t on x[0..n) into y with the executor's
+ * arguments as given (job seed, step, training flag); what run_step leaves
+ * out.
+ */
+static enum tide_status run_dropout(struct test_node *t, float *x, float *y, int64_t n,
+                                    uint64_t job_seed, const uint64_t *step, const bool *training,
+                                    struct tide_error *err)
+{
+    struct tide_tensor_view in = fview(x, 1, DIMS(n)), out = fview(y, 1, DIMS(n));
+    t->edges[0] = (struct tide_edge){0, 0};
+    t->outputs[0] =
+        (struct tide_output){.dtype = TIDE_DTYPE_FLOAT32, .shape = out.shape, .nbytes = out.nbytes};
+    t->node.n_inputs = 1;
+    t->node.inputs = t->edges;
+    t->node.n_outputs = 1;
+    t->node.outputs = t->outputs;
+    struct tide_kernel_args args = {
+        .node = &t->node,
+        .n_inputs = 1,
+        .inputs = &in,
+        .n_outputs = 1,
+        .outputs = &out,
+        .step = step,
+        .seed = job_seed,
+        .training = training,
+    };
+    return tide_cpu_kernels.fn[t->node.op](&args, err);
+}
+
+static void dropout_ok(struct test_node *t, float *x, float *y, int64_t n, uint64_t job_seed,
+                       uint64_t step, bool training)
+{
+    struct tide_error err = {0};
+    if (run_dropout(t, x, y, n, job_seed, &step, &training, &err) != TIDE_OK)
+        fail_msg("%s failed: %s", t->node.name, err.message);
+}
+
+/*
+ * The mask as kernels/dropout-hash.h documents it, written out again here
+ * from the splitmix64 finaliser and FNV-1a: element i is kept when the top 24
+ * bits of mix(key + (i + 1) * golden) reach ceil(rate * 2^24).
+ */
+static uint64_t splitmix_finalise(uint64_t z)
+{
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static bool documented_keep(uint64_t job_seed, uint64_t step, const char *name, int64_t seed,
+                            double rate, uint64_t i)
+{
+    const uint64_t golden = 0x9E3779B97F4A7C15ull;
+    uint64_t fnv = 0xCBF29CE484222325ull;
+    for (const char *c = name; *c; c++)
+        fnv = (fnv ^ (unsigned char)*c) * 0x100000001B3ull;
+    uint64_t node = splitmix_finalise(splitmix_finalise(fnv + golden) ^ (uint64_t)seed);
+    uint64_t key = splitmix_finalise(job_seed + golden);
+    key = splitmix_finalise(key ^ step);
+    key = splitmix_finalise(key ^ node);
+    double threshold = ceil(rate * 16777216.0);
+    return (double)(splitmix_finalise(key + (i + 1) * golden) >> 40) >= threshold;
+}
+
+/* Elements where exactly one of a and b is 0 (where two masks differ, for x without zeros). */
+static int64_t mask_differences(const float *a, const float *b, int64_t n)
+{
+    int64_t d = 0;
+    for (int64_t i = 0; i < n; i++)
+        d += (a[i] == 0) != (b[i] == 0);
+    return d;
+}
+
+/*
+ * Dropout: the documented mask, the kept fraction, the scale, the same mask
+ * for the same (job seed, step, node) at any thread count and another one
+ * when any of them changes; DropoutGrad regenerates the forward node's mask;
+ * in evaluation both are the identity; rate 0 changes nothing.
+ */
+static void test_dropout(void **state)
+{
+    (void)state;
+    enum { N = 100000 };
+    const double rate = 0.3;
+    const float scale = (float)(1.0 / (1.0 - rate));
+    float *x = falloc(N), *y = falloc(N), *y2 = falloc(N), *dx = falloc(N);
+    fill(x, N, 101);
+    for (int64_t i = 0; i < N; i++)
+        x[i] = 1.0f + 0.5f * x[i]; /* in [0.5, 1.5): a dropped element is the only 0 */
+    struct test_node t;
+    node_init(&t, TIDE_OP_DROPOUT, "drop");
+    t.attrs[TIDE_ATTR_DROPOUT_rate].f = rate;
+    t.attrs[TIDE_ATTR_DROPOUT_seed].i = 9;
+    dropout_ok(&t, x, y, N, 42, 3, true);
+    int64_t kept = 0;
+    for (int64_t i = 0; i < N; i++) {
+        bool keep = documented_keep(42, 3, "drop", 9, rate, (uint64_t)i);
+        float want = keep ? x[i] * scale : 0.0f;
+        if (memcmp(&y[i], &want, sizeof(float)) != 0)
+            fail_msg("dropout: element %lld is %.9g, want %.9g (%s)", (long long)i, y[i], want,
+                     keep ? "kept" : "dropped");
+        kept += keep;
+    }
+    /* 70000 expected, standard deviation 145: 1 % is about 5 of them. */
+    if (fabs((double)kept / N - (1.0 - rate)) > 0.01)
+        fail_msg("dropout kept %lld of %d elements at rate %g", (long long)kept, N, rate);
+
+    /* The same key: the same bits, at any thread count. */
+    for (int threads = 1; threads <= 4; threads++) {
+        tide_cpu_kernels_set_threads(threads);
+        dropout_ok(&t, x, y2, N, 42, 3, true);
+        if (memcmp(y, y2, N * sizeof(float)) != 0)
+            fail_msg("dropout at %d threads differs from the first run", threads);
+    }
+    tide_cpu_kernels_set_threads(0);
+
+    /* Another step, job seed, seed attribute or name: another mask. */
+    dropout_ok(&t, x, y2, N, 42, 4, true);
+    assert_true(mask_differences(y, y2, N) > N / 5);
+    dropout_ok(&t, x, y2, N, 43, 3, true);
+    assert_true(mask_differences(y, y2, N) > N / 5);
+    t.attrs[TIDE_ATTR_DROPOUT_seed].i = 10;
+    dropout_ok(&t, x, y2, N, 42, 3, true);
+    assert_true(mask_differences(y, y2, N) > N / 5);
+    t.attrs[TIDE_ATTR_DROPOUT_seed].i = 9;
+    t.node.name = "drop2";
+    dropout_ok(&t, x, y2, N, 42, 3, true);
+    assert_true(mask_differences(y, y2, N) > N / 5);
+    t.node.name = "drop";
+
+    /* DropoutGrad names the forward node: dx = dy * mask / (1 - rate), dy = x here. */
+    struct test_node tg;
+    node_init(&tg, TIDE_OP_DROPOUT_GRAD, "grad/drop/x");
+    tg.attrs[TIDE_ATTR_DROPOUT_GRAD_rate].f = rate;
+    tg.attrs[TIDE_ATTR_DROPOUT_GRAD_seed].i = 9;
+    tg.attrs[TIDE_ATTR_DROPOUT_GRAD_forward].s = "drop";
+    dropout_ok(&tg, x, dx, N, 42, 3, true);
+    expect_exact("dropout grad", dx, y, N);
+
+    /* Evaluation (or args without the flag): the identity, for both. */
+    dropout_ok(&t, x, y2, N, 42, 3, false);
+    expect_exact("dropout in evaluation", y2, x, N);
+    dropout_ok(&tg, x, dx, N, 42, 3, false);
+    expect_exact("dropout grad in evaluation", dx, x, N);
+    struct tide_error err = {0};
+    assert_int_equal(run_dropout(&t, x, y2, N, 42, NULL, NULL, &err), TIDE_OK);
+    expect_exact("dropout without the training flag", y2, x, N);
+
+    /* Rate 0 keeps everything and scales by 1. */
+    t.attrs[TIDE_ATTR_DROPOUT_rate].f = 0.0;
+    dropout_ok(&t, x, y2, N, 42, 3, true);
+    expect_exact("dropout at rate 0", y2, x, N);
+
+    /* A training step needs the step counter. */
+    const bool training = true;
+    assert_int_equal(run_dropout(&t, x, y2, N, 42, NULL, &training, &err), TIDE_INVALID);
+    assert_non_null(strstr(err.message, "node \"drop\" (Dropout)"));
+    assert_non_null(strstr(err.message, "needs the executor's step counter"));
+    free(x), free(y), free(y2), free(dx);
+}
 
 /* ---- Sequence-model ops: fused attention (Attention) ---- */
 
@@ -2522,12 +3314,23 @@ int main(void)
         cmocka_unit_test(test_variable_init_distributions),
         cmocka_unit_test(test_variable_init_constants),
         /* element-wise math (Exp, Log, Div, Sqrt, Max, Min, Gelu) */
+        cmocka_unit_test(test_math_unary),
+        cmocka_unit_test(test_math_binary),
+        cmocka_unit_test(test_select_grads),
+        cmocka_unit_test(test_range_jobs_math),
 
         /* batched products and axis permutation (BatchMatMul, Transpose) */
+        cmocka_unit_test(test_batch_matmul),
+        cmocka_unit_test(test_batch_matmul_threads),
+        cmocka_unit_test(test_transpose),
 
         /* indexing (Gather, TopK, Mixture-of-Experts routing) */
 
         /* normalisation and regularisation (LayerNorm, Dropout) */
+        cmocka_unit_test(test_layer_norm),
+        cmocka_unit_test(test_layer_norm_grad),
+        cmocka_unit_test(test_range_jobs_layer_norm),
+        cmocka_unit_test(test_dropout),
 
         /* fused attention (Attention) */
         cmocka_unit_test(test_attention),

@@ -191,6 +191,10 @@ cudaError_t tide__cuda_launch_attention_grad(cudaStream_t stream,
 cudaError_t tide__cuda_launch_copy_box(cudaStream_t stream, void *dst, const void *src,
                                        const struct tide__cuda_box *box, size_t esize);
 
+/* batch.cu: y[i] = x[offset of y's element i in t], elements of esize bytes (1, 2, 4 or 8). */
+cudaError_t tide__cuda_launch_transpose(cudaStream_t stream, void *y, const void *x,
+                                        const struct tide__kernel_transpose *t, size_t esize);
+
 /* ============================================================================
  * Host kernels and helpers (the .c files)
  * ========================================================================== */

@@ -315,11 +315,74 @@ tide_ref tide_builder_batch_norm(tide_builder *b, const char *name, tide_ref x, 
 
 /* ---- Sequence-model ops: element-wise math (Exp, Log, Div, Sqrt, Max, Min, Gelu) ---- */
 
+/*
+ * Element-wise e^x, the natural logarithm, the square root, and GELU in its
+ * tanh form, 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))); the output
+ * has x's shape. Outside their domain they give what IEEE 754 gives: Log and
+ * Sqrt of a negative number are NaN, Log(0) is -inf.
+ */
+tide_ref tide_builder_exp(tide_builder *b, const char *name, tide_ref x);
+tide_ref tide_builder_log(tide_builder *b, const char *name, tide_ref x);
+tide_ref tide_builder_sqrt(tide_builder *b, const char *name, tide_ref x);
+tide_ref tide_builder_gelu(tide_builder *b, const char *name, tide_ref x);
+
+/*
+ * Element-wise x / y, max(x, y) and min(x, y) with NumPy broadcasting (as
+ * tide_builder_add). Division by 0 gives +-inf or NaN as IEEE 754 does. Max
+ * (Min) takes y only where y is strictly greater (less) than x, so ties and
+ * NaNs take x; the gradient flows to the element taken.
+ */
+tide_ref tide_builder_div(tide_builder *b, const char *name, tide_ref x, tide_ref y);
+tide_ref tide_builder_max(tide_builder *b, const char *name, tide_ref x, tide_ref y);
+tide_ref tide_builder_min(tide_builder *b, const char *name, tide_ref x, tide_ref y);
+
 /* ---- Sequence-model ops: batched products and axis permutation (BatchMatMul, Transpose) ---- */
+
+/*
+ * BatchMatMul: a [..., M, K] x b [..., K, N] -> [..., M, N], one matrix
+ * product per batch entry; ta and tb transpose the last two axes of a and b
+ * first. Each input has rank 2 or more; the batch dims (all but the last
+ * two) broadcast as NumPy's do, so a rank-2 b (a weight [D, N]) meets every
+ * entry of a [B, S, D], giving [B, S, N]. Rank-2 inputs make it MatMul.
+ */
+tide_ref tide_builder_batch_matmul(tide_builder *b, const char *name, tide_ref a, tide_ref bm,
+                                   bool ta, bool tb);
+
+/*
+ * Transpose: permutes the axes of x, output axis i being input axis perm[i];
+ * perm (rank entries, rank being x's) holds each of 0..rank-1 once. x may be
+ * float32 or int32; the output keeps its dtype.
+ */
+tide_ref tide_builder_transpose(tide_builder *b, const char *name, tide_ref x, const int64_t *perm,
+                                int32_t rank);
 
 /* ---- Sequence-model ops: indexing (Gather, TopK, Mixture-of-Experts routing) ---- */
 
 /* ---- Sequence-model ops: normalisation and regularisation (LayerNorm, Dropout) ---- */
+
+/*
+ * LayerNorm over the last axis of x [..., D] (rank 1 or more, D >= 1) with
+ * gain and bias [D]: y = (x - mean) / sqrt(var + epsilon) * gain + bias, each
+ * row's mean and biased variance taken over its D elements. Returns output
+ * 0, y (x's shape); tide_builder_output(b, ref, 1) and (.., 2) are each
+ * row's mean and 1 / sqrt(var + epsilon) (x's shape without the last axis;
+ * scalars for a rank-1 x), which have no gradient. epsilon must be finite
+ * and > 0 (1e-5 is usual).
+ */
+tide_ref tide_builder_layer_norm(tide_builder *b, const char *name, tide_ref x, tide_ref gain,
+                                 tide_ref bias, float epsilon);
+
+/*
+ * Dropout: in a training step, y = x * mask / (1 - rate), each element kept
+ * with probability 1 - rate; in an evaluation (tide_session_eval, or a
+ * job's evaluation) y = x. rate must be in [0, 1). The mask depends only on
+ * the job's seed, the step, the node's name and seed, and the element, so
+ * the gradient (and any re-run of the node) uses the same mask. Two Dropout
+ * nodes of one graph draw independent masks, since their names differ; seed
+ * changes a node's masks without renaming it.
+ */
+tide_ref tide_builder_dropout(tide_builder *b, const char *name, tide_ref x, float rate,
+                              int64_t seed);
 
 /* ---- Sequence-model ops: fused attention (Attention) ---- */
 
