@@ -132,6 +132,7 @@ enum op_id {
     OP_DROPOUT,
 
     /* fused attention (Attention) */
+    OP_ATTENTION,
 };
 
 /* An op: its graph op (graph/ops.def, which gives its wire name) and its automatic names' stem. */
@@ -188,6 +189,7 @@ static const struct op_spec op_specs[] = {
     [OP_DROPOUT] = {TIDE_OP_DROPOUT, "dropout"},
 
     /* fused attention (Attention) */
+    [OP_ATTENTION] = {TIDE_OP_ATTENTION, "attention"},
 };
 
 /* The wire name of op ("MatMul"). */
@@ -1515,6 +1517,18 @@ tide_ref tide_builder_dropout(tide_builder *b, const char *name, tide_ref x, flo
 /* ============================================================================
  * Sequence-model ops: fused attention (Attention)
  * ========================================================================== */
+
+tide_ref tide_builder_attention(tide_builder *b, const char *name, tide_ref q, tide_ref k,
+                                tide_ref v, bool causal, float scale)
+{
+    struct call c;
+    if (!begin(b, &c, OP_ATTENTION, name) || !input(&c, 0, "q", q) || !input(&c, 1, "k", k) ||
+        !input(&c, 2, "v", v))
+        return TIDE_REF_NONE;
+    attr_bool(&c, "causal", causal);
+    attr_float(&c, "scale", scale);
+    return finish(&c);
+}
 
 /* ============================================================================
  * Control edges

@@ -1071,6 +1071,30 @@ static enum tide_status tide__grad_dropout(struct grad_ctx *c)
 
 /* ---- Sequence-model ops: fused attention (Attention) ---- */
 
+/*
+ * Attention: one AttentionGrad(q, k, v, o, lse, do) gives dq, dk and dv; it
+ * recomputes the score blocks from q, k and lse rather than keeping them.
+ * Only o is differentiable: analysis refuses a gradient at lse, so dy[1] is
+ * empty here.
+ */
+static enum tide_status tide__grad_attention(struct grad_ctx *c)
+{
+    bool causal = fwd_attr(c, TIDE_ATTR_ATTENTION_causal)->b;
+    double scale = fwd_attr(c, TIDE_ATTR_ATTENTION_scale)->f;
+    struct tide_edge in[6] = {in_edge(c, 0), in_edge(c, 1), in_edge(c, 2),
+                              {c->id, 0},    {c->id, 1},    c->dy[0]};
+    uint32_t id;
+    assert(c->dy[1].node == TIDE_NO_NODE);
+    enum tide_status st = emit(c, TIDE_OP_ATTENTION_GRAD, -1, "backprop", in, 6, &id);
+    if (st != TIDE_OK)
+        return st;
+    tide_attr_set_bool(c->ad->graph, id, TIDE_ATTR_ATTENTION_GRAD_causal, causal);
+    tide_attr_set_float(c->ad->graph, id, TIDE_ATTR_ATTENTION_GRAD_scale, scale);
+    for (uint32_t i = 0; i < 3; i++)
+        c->dx[i] = (struct tide_edge){id, i};
+    return TIDE_OK;
+}
+
 /* The GRAD column of ops.def; `none` (not differentiable) becomes NULL. */
 #define tide__grad_none NULL
 static const grad_fn grad_table[TIDE_OP_COUNT] = {
@@ -1232,6 +1256,11 @@ static enum tide_status analyse(struct autodiff *ad)
                                            ad->loss_text, k, outputs[k]);
             }
         }
+        if (node->op == TIDE_OP_ATTENTION && ad->count[ad->slot_base[v] + 1])
+            return tide_node_error(ad->err, TIDE_UNSUPPORTED, node,
+                                   "the loss \"%s\" depends on output 1 (lse), which has no "
+                                   "gradient; only output 0 (o) is differentiable",
+                                   ad->loss_text);
     }
 
     /* Where each slot's contributions go. */

@@ -1577,3 +1577,88 @@ enum tide_status tide__infer_dropout(struct tide_graph *graph, struct tide_node 
 /* ============================================================================
  * Sequence-model ops: fused attention (Attention)
  * ========================================================================== */
+
+/*
+ * The shape rules Attention and AttentionGrad share: q (input 0) [B, H, Sq, D],
+ * k (input 1) [B, H, Sk, D] with q's B, H and D, v (input 2) k's shape; D and
+ * Sk at least 1 (a row needs a key to attend to, and the default scale
+ * 1/sqrt(D) a D); causal wants Sq == Sk; scale is 0 (1/sqrt(D)) or finite > 0.
+ */
+static enum tide_status check_attention(struct tide_graph *graph, struct tide_node *node,
+                                        struct tide_error *err)
+{
+    const struct tide_shape *q = input_shape(graph, node, 0), *k = input_shape(graph, node, 1);
+    enum tide_status st = require_rank(node, "input 0 (q)", q, 4, 4, "[B, H, Sq, D]", err);
+    if (st == TIDE_OK)
+        st = require_rank(node, "input 1 (k)", k, 4, 4, "[B, H, Sk, D]", err);
+    if (st != TIDE_OK)
+        return st;
+    if (k->dims[0] != q->dims[0] || k->dims[1] != q->dims[1] || k->dims[3] != q->dims[3])
+        return tide_node_error(err, TIDE_INVALID, node,
+                               "input 1 (k) has shape %s, wants [B, H, Sk, D] with the B, H and D "
+                               "of input 0 (q) %s",
+                               shape_text(k).s, shape_text(q).s);
+    st = expect_input_shape(graph, node, 2, "v", k, err, "the shape of input 1 (k)");
+    if (st != TIDE_OK)
+        return st;
+    if (q->dims[3] == 0)
+        return tide_node_error(err, TIDE_INVALID, node,
+                               "input 0 (q) %s has head dimension D 0, wants at least 1",
+                               shape_text(q).s);
+    if (k->dims[2] == 0)
+        return tide_node_error(err, TIDE_INVALID, node,
+                               "input 1 (k) %s has no keys (Sk is 0), wants at least 1",
+                               shape_text(k).s);
+    if (attr(node, "causal")->b && q->dims[2] != k->dims[2])
+        return tide_node_error(err, TIDE_INVALID, node,
+                               "attribute \"causal\" is set, so input 0 (q) %s and input 1 (k) %s "
+                               "must have the same sequence length (Sq %" PRId64 ", Sk %" PRId64
+                               ")",
+                               shape_text(q).s, shape_text(k).s, q->dims[2], k->dims[2]);
+    double scale = attr(node, "scale")->f;
+    if (scale != 0 && !(isfinite(scale) && scale > 0))
+        return tide_node_error(err, TIDE_INVALID, node,
+                               "attribute \"scale\" is %g, wants 0 (for 1/sqrt(D)) or a finite "
+                               "value > 0",
+                               scale);
+    return TIDE_OK;
+}
+
+/* Attention(q, k, v) -> o [B, H, Sq, D], lse [B, H, Sq]. */
+enum tide_status tide__infer_attention(struct tide_graph *graph, struct tide_node *node,
+                                       struct tide_error *err)
+{
+    enum tide_status st = check_attention(graph, node, err);
+    if (st != TIDE_OK)
+        return st;
+    const struct tide_shape *q = input_shape(graph, node, 0);
+    struct tide_shape rows = tide_shape_make(3, q->dims);
+    st = tide__set_output(graph, node, 0, TIDE_DTYPE_FLOAT32, q, err);
+    if (st == TIDE_OK)
+        st = tide__set_output(graph, node, 1, TIDE_DTYPE_FLOAT32, &rows, err);
+    return st;
+}
+
+/* AttentionGrad(q, k, v, o, lse, do) -> dq, dk, dv: o and do have q's shape, lse [B, H, Sq]. */
+enum tide_status tide__infer_attention_grad(struct tide_graph *graph, struct tide_node *node,
+                                            struct tide_error *err)
+{
+    enum tide_status st = check_attention(graph, node, err);
+    if (st != TIDE_OK)
+        return st;
+    const struct tide_shape *q = input_shape(graph, node, 0), *k = input_shape(graph, node, 1);
+    struct tide_shape rows = tide_shape_make(3, q->dims);
+    st = expect_input_shape(graph, node, 3, "o", q, err, "the shape of input 0 (q)");
+    if (st == TIDE_OK)
+        st = expect_input_shape(graph, node, 4, "lse", &rows, err, "one per row of input 0 (q) %s",
+                                shape_text(q).s);
+    if (st == TIDE_OK)
+        st = expect_input_shape(graph, node, 5, "do", q, err, "the shape of input 0 (q)");
+    if (st == TIDE_OK)
+        st = tide__set_output(graph, node, 0, TIDE_DTYPE_FLOAT32, q, err);
+    if (st == TIDE_OK)
+        st = tide__set_output(graph, node, 1, TIDE_DTYPE_FLOAT32, k, err);
+    if (st == TIDE_OK)
+        st = tide__set_output(graph, node, 2, TIDE_DTYPE_FLOAT32, k, err);
+    return st;
+}

@@ -8,6 +8,7 @@
 #include "kernels/check.h"
 
 #include <assert.h>
+#include <math.h>
 
 int32_t tide__kernel_axis(int64_t axis, const struct tide_shape *shape)
 {
@@ -389,4 +390,45 @@ uint64_t tide__kernel_index_workspace(const struct tide_node *node, int64_t n_id
     if (node->op == TIDE_OP_MOE_ROUTE)
         return (uint64_t)node->attrs[TIDE_ATTR_MOE_ROUTE_experts].i * sizeof(int64_t);
     return 0;
+}
+
+void tide__kernel_attention_shape(const struct tide_node *node, const struct tide_shape *q,
+                                  const struct tide_shape *k, struct tide__kernel_attention *a)
+{
+    bool grad = node->op == TIDE_OP_ATTENTION_GRAD;
+    assert(grad || node->op == TIDE_OP_ATTENTION);
+    assert(q->rank == 4 && k->rank == 4 && k->dims[0] == q->dims[0] && k->dims[1] == q->dims[1] &&
+           k->dims[3] == q->dims[3] && q->dims[3] > 0 && k->dims[2] > 0);
+    a->heads = q->dims[0] * q->dims[1];
+    a->sq = q->dims[2];
+    a->sk = k->dims[2];
+    a->d = q->dims[3];
+    a->causal = node->attrs[grad ? TIDE_ATTR_ATTENTION_GRAD_causal : TIDE_ATTR_ATTENTION_causal].b;
+    double scale = node->attrs[grad ? TIDE_ATTR_ATTENTION_GRAD_scale : TIDE_ATTR_ATTENTION_scale].f;
+    a->scale = scale != 0 ? scale : 1.0 / sqrt((double)a->d);
+    assert(!a->causal || a->sq == a->sk);
+    assert(isfinite(a->scale) && a->scale > 0);
+}
+
+void tide__kernel_attention_setup(const struct tide_kernel_args *args,
+                                  struct tide__kernel_attention *a)
+{
+    const struct tide_shape *q = &args->inputs[0].shape, *k = &args->inputs[1].shape;
+    tide__kernel_attention_shape(args->node, q, k, a);
+    struct tide_shape rows = tide_shape_make(3, q->dims);
+    assert(tide_shape_equal(&args->inputs[2].shape, k));
+    if (args->node->op == TIDE_OP_ATTENTION) {
+        assert(args->n_inputs == 3 && args->n_outputs == 2);
+        assert(tide_shape_equal(&args->outputs[0].shape, q));
+        assert(tide_shape_equal(&args->outputs[1].shape, &rows));
+    } else {
+        assert(args->n_inputs == 6 && args->n_outputs == 3);
+        assert(tide_shape_equal(&args->inputs[3].shape, q));
+        assert(tide_shape_equal(&args->inputs[4].shape, &rows));
+        assert(tide_shape_equal(&args->inputs[5].shape, q));
+        assert(tide_shape_equal(&args->outputs[0].shape, q));
+        assert(tide_shape_equal(&args->outputs[1].shape, k));
+        assert(tide_shape_equal(&args->outputs[2].shape, k));
+    }
+    (void)rows;
 }

@@ -202,6 +202,29 @@ void tide__kernel_like_variable(const struct tide_kernel_args *args);
  */
 uint64_t tide__kernel_index_workspace(const struct tide_node *node, int64_t n_ids);
 
+/* Attention's geometry: B * H independent heads, each q [Sq, D] against k and v [Sk, D]. */
+struct tide__kernel_attention {
+    int64_t heads; /* B * H */
+    int64_t sq, sk, d;
+    bool causal;  /* query i sees keys 0..i (Sq == Sk) */
+    double scale; /* the attribute, or 1/sqrt(D) where it is 0 */
+};
+
+/*
+ * The geometry of Attention or AttentionGrad from its node (causal, scale)
+ * and the shapes of q [B, H, Sq, D] and k [B, H, Sk, D], which infer made
+ * agree. Used by the workspace sizes too, which see no tensor views.
+ */
+void tide__kernel_attention_shape(const struct tide_node *node, const struct tide_shape *q,
+                                  const struct tide_shape *k, struct tide__kernel_attention *a);
+
+/*
+ * Attention(q, k, v) -> o, lse, or AttentionGrad(q, k, v, o, lse, do) ->
+ * dq, dk, dv: the geometry, asserting every view's shape against it.
+ */
+void tide__kernel_attention_setup(const struct tide_kernel_args *args,
+                                  struct tide__kernel_attention *a);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1626,6 +1626,151 @@ static void test_norm_ops_through_autodiff(void **state)
 
 /* ---- Sequence-model ops: fused attention (Attention) ---- */
 
+static uint32_t build_attention(struct tide_graph *g, const uint32_t *in, bool causal, double scale)
+{
+    struct tide_edge e[3] = {edge_of(in[0]), edge_of(in[1]), edge_of(in[2])};
+    uint32_t y = node_in(g, TIDE_OP_ATTENTION, "y", e, 3);
+    tide_attr_set_bool(g, y, TIDE_ATTR_ATTENTION_causal, causal);
+    tide_attr_set_float(g, y, TIDE_ATTR_ATTENTION_scale, scale);
+    return y;
+}
+
+static uint32_t build_attention_causal(struct tide_graph *g, const uint32_t *in)
+{
+    return build_attention(g, in, true, 0);
+}
+
+static uint32_t build_attention_cross(struct tide_graph *g, const uint32_t *in)
+{
+    return build_attention(g, in, false, 0.8);
+}
+
+/*
+ * Attention against its unfused composition, through real sessions:
+ * BatchMatMul(q, k^T), Scale, the causal mask (Add of a Const of 0 and
+ * -1e9), Softmax, BatchMatMul(P, v); the same outputs and, by autodiff, the
+ * same gradients of sum(o * r) with respect to q, k and v, within 1e-5.
+ */
+enum { CMP_B = 2, CMP_H = 2, CMP_S = 7, CMP_D = 5, CMP_N = CMP_B * CMP_H * CMP_S * CMP_D };
+
+static void attention_composed_run(bool fused, bool causal, float *const *values, const float *r,
+                                   float *out)
+{
+    struct tide_graph *g = tide_graph_new();
+    const int64_t dims[4] = {CMP_B, CMP_H, CMP_S, CMP_D};
+    uint32_t q = variable(g, "q", 4, dims, values[0]), k = variable(g, "k", 4, dims, values[1]);
+    uint32_t v = variable(g, "v", 4, dims, values[2]);
+    uint32_t o;
+    if (fused) {
+        struct tide_edge in[3] = {edge_of(q), edge_of(k), edge_of(v)};
+        o = node_in(g, TIDE_OP_ATTENTION, "o", in, 3);
+        tide_attr_set_bool(g, o, TIDE_ATTR_ATTENTION_causal, causal);
+    } else {
+        uint32_t s = op2(g, TIDE_OP_BATCH_MATMUL, "s", q, k);
+        tide_attr_set_bool(g, s, TIDE_ATTR_BATCH_MATMUL_transpose_b, true);
+        uint32_t scaled = op1(g, TIDE_OP_SCALE, "scaled", s);
+        tide_attr_set_float(g, scaled, TIDE_ATTR_SCALE_scale, 1.0 / sqrt((double)CMP_D));
+        float mask[CMP_S * CMP_S];
+        for (int i = 0; i < CMP_S; i++) {
+            for (int j = 0; j < CMP_S; j++)
+                mask[i * CMP_S + j] = causal && j > i ? -1e9f : 0.0f;
+        }
+        const int64_t mask_dims[2] = {CMP_S, CMP_S};
+        uint32_t masked = op2(g, TIDE_OP_ADD, "masked", scaled,
+                              constant(g, "mask", TIDE_DTYPE_FLOAT32, 2, mask_dims, mask));
+        uint32_t p = op1(g, TIDE_OP_SOFTMAX, "p", masked);
+        o = op2(g, TIDE_OP_BATCH_MATMUL, "o", p, v);
+    }
+    uint32_t rc = constant(g, "r", TIDE_DTYPE_FLOAT32, 4, dims, r);
+    uint32_t loss = reduce_sum_all(g, "loss", op2(g, TIDE_OP_MUL, "or", o, rc));
+    infer_ok(g);
+    struct tide_edge wrt[3] = {edge_of(q), edge_of(k), edge_of(v)}, grads[3];
+    struct tide_error err = {0};
+    if (tide_autodiff_gradients(g, edge_of(loss), wrt, 3, grads, &err) != TIDE_OK)
+        fail_msg("autodiff: %s", err.message);
+    char names[3][TIDE_MAX_NAME + 16];
+    const char *fetches[4] = {"o", names[0], names[1], names[2]};
+    for (int i = 0; i < 3; i++)
+        snprintf(names[i], sizeof(names[i]), "%s:%u", g->nodes[grads[i].node].name,
+                 grads[i].output);
+    struct tide_session *s = gc_session(g, fetches, 4, fused ? "fused" : "composed");
+    if (tide_session_step(s, NULL, &err) != TIDE_OK)
+        fail_msg("step: %s", err.message);
+    for (int i = 0; i < 4; i++)
+        gc_fetch(s, fetches[i], out + i * CMP_N, CMP_N, fused ? "fused" : "composed");
+    tide_session_free(s);
+}
+
+static void test_attention_equals_composition(void **state)
+{
+    (void)state;
+    static const char *const what[4] = {"o", "dq", "dk", "dv"};
+    float *values[3], r[CMP_N];
+    uint64_t rng = seed_of("attention composition");
+    for (int i = 0; i < 3; i++) {
+        values[i] = malloc(CMP_N * sizeof(float));
+        assert_non_null(values[i]);
+        fill_values(values[i], CMP_N, GC_UNIFORM, &rng);
+    }
+    for (int i = 0; i < CMP_N; i++)
+        values[0][i] *= 3; /* scores far from uniform */
+    fill_values(r, CMP_N, GC_UNIFORM, &rng);
+    float *fused = malloc(4 * CMP_N * sizeof(float)), *composed = malloc(4 * CMP_N * sizeof(float));
+    assert_non_null(fused);
+    assert_non_null(composed);
+    for (int causal = 0; causal < 2; causal++) {
+        attention_composed_run(true, causal, values, r, fused);
+        attention_composed_run(false, causal, values, r, composed);
+        for (int t = 0; t < 4; t++) {
+            for (int i = 0; i < CMP_N; i++) {
+                double a = fused[t * CMP_N + i], b = composed[t * CMP_N + i];
+                if (!(fabs(a - b) <= 1e-5 * fmax(1.0, fabs(b))))
+                    fail_msg("%s attention %s[%d]: fused %.9g, composed %.9g",
+                             causal ? "causal" : "full", what[t], i, a, b);
+            }
+        }
+    }
+    free(fused);
+    free(composed);
+    for (int i = 0; i < 3; i++)
+        free(values[i]);
+}
+
+/*
+ * Attention's lse has no gradient: a loss that reads it is refused, naming
+ * the node and the output; through o alone autodiff emits one AttentionGrad.
+ */
+static void test_attention_lse_refused(void **state)
+{
+    (void)state;
+    struct tide_graph *g = tide_graph_new();
+    int64_t d[4] = {1, 2, 3, 4};
+    uint32_t q = variable(g, "q", 4, d, NULL);
+    struct tide_edge in[3] = {edge_of(q), edge_of(q), edge_of(q)};
+    uint32_t att = node_in(g, TIDE_OP_ATTENTION, "att", in, 3);
+    struct tide_edge lse = {att, 1};
+    uint32_t lse_sum = node_in(g, TIDE_OP_REDUCE_SUM, "lse_loss", &lse, 1);
+    uint32_t o_sum = reduce_sum_all(g, "o_loss", att);
+    op2(g, TIDE_OP_ADD, "both", lse_sum, o_sum);
+    infer_ok(g);
+    struct tide_train_options o = sgd("both");
+    expect_refusal(g, &o, TIDE_UNSUPPORTED, "node \"att\" (Attention)",
+                   "the loss \"both\" depends on output 1 (lse), which has no gradient; only "
+                   "output 0 (o) is differentiable");
+    o.loss = "o_loss";
+    struct tide_autodiff_result r;
+    struct tide_error err = {0};
+    if (tide_autodiff(g, &o, &r, &err) != TIDE_OK)
+        fail_msg("autodiff: %s", err.message);
+    uint32_t grad = find(g, "grad/att/backprop");
+    assert_int_equal(g->nodes[grad].op, TIDE_OP_ATTENTION_GRAD);
+    assert_true(g->nodes[grad].attrs[TIDE_ATTR_ATTENTION_GRAD_causal].b);
+    assert_int_equal(g->nodes[grad].inputs[4].node, att);
+    assert_int_equal(g->nodes[grad].inputs[4].output, 1);
+    tide_autodiff_result_release(&r);
+    tide_graph_free(g);
+}
+
 /*
  * A small classifier, so that gradients flow through a chain:
  * y = SoftmaxCrossEntropy(MatMul(Tanh(BiasAdd(MatMul(x, w1), b1)), w2), labels).
@@ -1752,6 +1897,8 @@ static const struct gc_case gc_cases[] = {
     {"Dropout_rate0", IN1(T2(3, 5)), build_dropout},
 
     /* fused attention (Attention) */
+    {"Attention_causal", IN3(T4(1, 2, 3, 4), T4(1, 2, 3, 4), T4(1, 2, 3, 4)), build_attention_causal},
+    {"Attention_cross", IN3(T4(2, 1, 2, 3), T4(2, 1, 4, 3), T4(2, 1, 4, 3)), build_attention_cross},
 
     {"MLP", IN4(T2(4, 3), T2(3, 5), T1(5), T2(5, 3)), build_mlp},
 };
@@ -1926,6 +2073,8 @@ int main(void)
         cmocka_unit_test(test_pass_through),
         cmocka_unit_test(test_gradient_check_covers_every_op),
         cmocka_unit_test(test_gradient_check),
+        cmocka_unit_test(test_attention_lse_refused),
+        cmocka_unit_test(test_attention_equals_composition),
         cmocka_unit_test(test_training_session),
         cmocka_unit_test(test_norm_ops_through_autodiff),
     };

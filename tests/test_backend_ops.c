@@ -1743,6 +1743,103 @@ static void test_dropout(void **state)
  * Sequence-model ops: fused attention (Attention)
  * ========================================================================== */
 
+/*
+ * What Attention gives for q and k, v [heads, sq or sk, d], in double, into
+ * o and lse: AttentionGrad's o and lse inputs, so that its P = exp(S - lse)
+ * are the probabilities they would be in training.
+ */
+static void attention_host(const float *q, const float *k, const float *v, int64_t heads,
+                           int64_t sq, int64_t sk, int64_t d, bool causal, double scale, float *o,
+                           float *lse)
+{
+    for (int64_t h = 0; h < heads; h++) {
+        for (int64_t i = 0; i < sq; i++) {
+            const float *qi = q + (h * sq + i) * d;
+            int64_t keys = causal ? i + 1 : sk;
+            double m = -INFINITY, sum = 0;
+            for (int64_t pass = 0; pass < 2; pass++) {
+                for (int64_t j = 0; j < keys; j++) {
+                    const float *kj = k + (h * sk + j) * d;
+                    double x = 0;
+                    for (int64_t e = 0; e < d; e++)
+                        x += (double)qi[e] * kj[e];
+                    x *= scale;
+                    if (pass == 0)
+                        m = fmax(m, x);
+                    else
+                        sum += exp(x - m);
+                }
+            }
+            lse[h * sq + i] = (float)(m + log(sum));
+            for (int64_t e = 0; e < d; e++) {
+                double acc = 0;
+                for (int64_t j = 0; j < keys; j++) {
+                    const float *kj = k + (h * sk + j) * d;
+                    double x = 0;
+                    for (int64_t f = 0; f < d; f++)
+                        x += (double)qi[f] * kj[f];
+                    acc += exp(x * scale - m) / sum * v[(h * sk + j) * d + e];
+                }
+                o[(h * sq + i) * d + e] = (float)acc;
+            }
+        }
+    }
+}
+
+/*
+ * Attention and AttentionGrad: sequences longer than the CPU's blocks of 64
+ * and the CUDA kernels' tiles of 32 and not a multiple of either, D past one
+ * warp's width and not a multiple of it, causal and not, Sq != Sk.
+ */
+static void test_attention(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *name;
+        int64_t b, h, sq, sk, d;
+        bool causal;
+        double scale;
+    } cases[] = {
+        {"attention_causal", 1, 2, 130, 130, 40, true, 0},
+        {"attention_cross", 2, 1, 70, 97, 8, false, 0.3},
+        {"attention_d1", 1, 1, 33, 33, 1, true, 0},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        const int64_t *qd = DIMS(cases[i].b, cases[i].h, cases[i].sq, cases[i].d);
+        const int64_t *kd = DIMS(cases[i].b, cases[i].h, cases[i].sk, cases[i].d);
+        const int64_t *rd = DIMS(cases[i].b, cases[i].h, cases[i].sq);
+        int64_t heads = cases[i].b * cases[i].h;
+        double scale = cases[i].scale != 0 ? cases[i].scale : 1.0 / sqrt((double)cases[i].d);
+        struct op_case c;
+        case_init(&c, TIDE_OP_ATTENTION, cases[i].name, TOL_ELEM);
+        c.attrs[TIDE_ATTR_ATTENTION_causal].b = cases[i].causal;
+        c.attrs[TIDE_ATTR_ATTENTION_scale].f = cases[i].scale;
+        input_range(&c, 4, qd, -2.0f, 2.0f);
+        input(&c, 4, kd);
+        input(&c, 4, kd);
+        outf(&c, 4, qd);
+        outf(&c, 3, rd);
+        check_case(&c);
+
+        char grad_name[64];
+        snprintf(grad_name, sizeof(grad_name), "%s_grad", cases[i].name);
+        case_init(&c, TIDE_OP_ATTENTION_GRAD, grad_name, TOL_ELEM);
+        c.attrs[TIDE_ATTR_ATTENTION_GRAD_causal].b = cases[i].causal;
+        c.attrs[TIDE_ATTR_ATTENTION_GRAD_scale].f = cases[i].scale;
+        float *q = input_range(&c, 4, qd, -2.0f, 2.0f);
+        float *k = input(&c, 4, kd), *v = input(&c, 4, kd);
+        float *o = input(&c, 4, qd), *lse = input(&c, 3, rd);
+        attention_host(q, k, v, heads, cases[i].sq, cases[i].sk, cases[i].d, cases[i].causal, scale,
+                       o, lse);
+        input(&c, 4, qd); /* do */
+        outf(&c, 4, qd);
+        outf(&c, 4, kd);
+        outf(&c, 4, kd);
+        check_case(&c);
+    }
+    REQUIRE_CUDA();
+}
+
 /* ============================================================================
  * Coverage
  * ========================================================================== */
@@ -1798,6 +1895,7 @@ int main(void)
         cmocka_unit_test(test_dropout),
 
         /* fused attention (Attention) */
+        cmocka_unit_test(test_attention),
 
         cmocka_unit_test(test_cuda_supports_every_op),
         cmocka_unit_test(test_cuda_device),

@@ -1960,6 +1960,52 @@ static void test_builder_layer_norm_and_dropout(void **state)
 
 /* ---- Sequence-model ops: fused attention (Attention) ---- */
 
+/* tide_builder_attention: o and lse shapes, its attributes on the wire, the daemon's refusals. */
+static void test_builder_attention(void **state)
+{
+    (void)state;
+    tide_builder *b = tide_builder_new();
+    int64_t q_dims[] = {2, 4, 16, 8}, k_dims[] = {2, 4, 24, 8};
+    tide_ref q = tide_builder_placeholder(b, "q", TIDE_DT_FLOAT32, 4, q_dims);
+    tide_ref k = tide_builder_placeholder(b, "k", TIDE_DT_FLOAT32, 4, k_dims);
+    tide_ref self = tide_builder_attention(b, NULL, q, q, q, true, 0.0f);
+    tide_ref cross = tide_builder_attention(b, "cross", q, k, k, false, 0.25f);
+    tide_ref lse = tide_builder_output(b, cross, 1);
+    tide_ref sum = tide_builder_add(b, "sum", self, cross);
+    assert_null(tide_builder_error(b));
+    expect_shape(b, self, 4, (int64_t[]){2, 4, 16, 8});
+    expect_shape(b, cross, 4, (int64_t[]){2, 4, 16, 8});
+    expect_shape(b, lse, 3, (int64_t[]){2, 4, 16});
+    expect_shape(b, sum, 4, (int64_t[]){2, 4, 16, 8});
+
+    Tide__V1__Graph *g = roundtrip(b);
+    check_against_op_table(g);
+    const Tide__V1__Node *n = node_named(g, "attention_0");
+    assert_string_equal(n->op, "Attention");
+    assert_int_equal(n->n_inputs, 3);
+    assert_true(attr_of(n, "causal")->b);
+    assert_true(attr_of(n, "scale")->f == 0.0f);
+    n = node_named(g, "cross");
+    assert_false(attr_of(n, "causal")->b);
+    assert_true(attr_of(n, "scale")->f == 0.25f);
+    assert_string_equal(n->inputs[1], "k");
+    tide__v1__graph__free_unpacked(g, NULL);
+
+    /* Causal attention of 16 queries over 24 keys is refused in the daemon's words. */
+    assert_int_equal(tide_builder_attention(b, "bad", q, k, k, true, 0.0f).id, -1);
+    assert_contains(tide_builder_error(b),
+                    "node \"bad\" (Attention): attribute \"causal\" is set, so input 0 (q) "
+                    "[2, 4, 16, 8] and input 1 (k) [2, 4, 24, 8] must have the same sequence "
+                    "length (Sq 16, Sk 24)");
+    tide_builder_free(b);
+
+    b = tide_builder_new();
+    q = tide_builder_placeholder(b, "q", TIDE_DT_FLOAT32, 4, q_dims);
+    assert_int_equal(tide_builder_attention(b, "bad", q, q, q, true, -1.0f).id, -1);
+    assert_contains(tide_builder_error(b), "attribute \"scale\" is -1, wants 0 (for 1/sqrt(D))");
+    tide_builder_free(b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1988,6 +2034,7 @@ int main(void)
         cmocka_unit_test(test_builder_layer_norm_and_dropout),
 
         /* fused attention (Attention) */
+        cmocka_unit_test(test_builder_attention),
 
         cmocka_unit_test(test_fashion_mnist_train),
         cmocka_unit_test(test_fashion_mnist_test_split),

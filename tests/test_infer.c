@@ -1937,6 +1937,132 @@ static void test_dropout(void **state)
 
 /* ---- Sequence-model ops: fused attention (Attention) ---- */
 
+static void test_attention(void **state)
+{
+    (void)state;
+    uint32_t q = ph("q", SHAPE(2, 3, 5, 8)), k = ph("k", SHAPE(2, 3, 5, 8)),
+             v = ph("v", SHAPE(2, 3, 5, 8));
+    uint32_t att = OP(TIDE_OP_ATTENTION, "att", q, k, v);
+    /* Not causal, Sq != Sk, an explicit scale. */
+    uint32_t k7 = ph("k7", SHAPE(2, 3, 7, 8)), v7 = ph("v7", SHAPE(2, 3, 7, 8));
+    uint32_t cross = OP(TIDE_OP_ATTENTION, "cross", q, k7, v7);
+    tide_attr_set_bool(g, cross, TIDE_ATTR_ATTENTION_causal, false);
+    tide_attr_set_float(g, cross, TIDE_ATTR_ATTENTION_scale, 0.5);
+    uint32_t grad = add_node(TIDE_OP_ATTENTION_GRAD, "grad");
+    set_edges(grad,
+              (const struct tide_edge[]){{q, 0}, {k7, 0}, {v7, 0}, {cross, 0}, {cross, 1}, {q, 0}},
+              6);
+    tide_attr_set_bool(g, grad, TIDE_ATTR_ATTENTION_GRAD_causal, false);
+    infer_ok();
+    expect_f32(att, SHAPE(2, 3, 5, 8));
+    expect_out(att, 1, TIDE_DTYPE_FLOAT32, SHAPE(2, 3, 5));
+    expect_nbytes(att, 1, 2 * 3 * 5 * 4);
+    expect_f32(cross, SHAPE(2, 3, 5, 8));
+    expect_out(cross, 1, TIDE_DTYPE_FLOAT32, SHAPE(2, 3, 5));
+    expect_f32(grad, SHAPE(2, 3, 5, 8));
+    expect_out(grad, 1, TIDE_DTYPE_FLOAT32, SHAPE(2, 3, 7, 8));
+    expect_out(grad, 2, TIDE_DTYPE_FLOAT32, SHAPE(2, 3, 7, 8));
+
+    reset();
+    q = ph("q", SHAPE(3, 5, 8));
+    OP(TIDE_OP_ATTENTION, "bad", q, q, q);
+    FAILS(TIDE_INVALID, "bad", "input 0 (q) has shape [3, 5, 8], wants rank 4 [B, H, Sq, D]");
+
+    reset();
+    q = ph("q", SHAPE(2, 3, 5, 8));
+    k = ph("k", SHAPE(2, 3, 5, 8, 1));
+    OP(TIDE_OP_ATTENTION, "bad", q, k, k);
+    FAILS(TIDE_INVALID, "bad", "input 1 (k) has shape [2, 3, 5, 8, 1], wants rank 4 [B, H, Sk, D]");
+
+    reset();
+    q = ph("q", SHAPE(2, 3, 5, 8));
+    k = ph("k", SHAPE(2, 4, 5, 8));
+    OP(TIDE_OP_ATTENTION, "bad", q, k, k);
+    FAILS(TIDE_INVALID, "bad",
+          "input 1 (k) has shape [2, 4, 5, 8], wants [B, H, Sk, D] with the B, H and D of input 0 "
+          "(q) [2, 3, 5, 8]");
+
+    reset();
+    q = ph("q", SHAPE(2, 3, 5, 8));
+    k = ph("k", SHAPE(2, 3, 5, 4));
+    OP(TIDE_OP_ATTENTION, "bad", q, k, k);
+    FAILS(TIDE_INVALID, "bad", "input 1 (k) has shape [2, 3, 5, 4]", "of input 0 (q) [2, 3, 5, 8]");
+
+    reset();
+    q = ph("q", SHAPE(2, 3, 5, 8));
+    v = ph("v", SHAPE(2, 3, 6, 8));
+    OP(TIDE_OP_ATTENTION, "bad", q, q, v);
+    FAILS(TIDE_INVALID, "bad",
+          "input 2 (v) has shape [2, 3, 6, 8], wants [2, 3, 5, 8] (the shape of input 1 (k))");
+
+    reset();
+    q = ph("q", SHAPE(2, 3, 5, 0));
+    OP(TIDE_OP_ATTENTION, "bad", q, q, q);
+    FAILS(TIDE_INVALID, "bad", "input 0 (q) [2, 3, 5, 0] has head dimension D 0, wants at least 1");
+
+    reset();
+    q = ph("q", SHAPE(2, 3, 5, 8));
+    k = ph("k", SHAPE(2, 3, 0, 8));
+    att = OP(TIDE_OP_ATTENTION, "bad", q, k, k);
+    tide_attr_set_bool(g, att, TIDE_ATTR_ATTENTION_causal, false);
+    FAILS(TIDE_INVALID, "bad", "input 1 (k) [2, 3, 0, 8] has no keys (Sk is 0), wants at least 1");
+
+    /* Causal (the default) wants Sq == Sk. */
+    reset();
+    q = ph("q", SHAPE(2, 3, 5, 8));
+    k = ph("k", SHAPE(2, 3, 7, 8));
+    OP(TIDE_OP_ATTENTION, "bad", q, k, k);
+    FAILS(TIDE_INVALID, "bad",
+          "attribute \"causal\" is set, so input 0 (q) [2, 3, 5, 8] and input 1 (k) [2, 3, 7, 8] "
+          "must have the same sequence length (Sq 5, Sk 7)");
+
+    const double bad_scales[] = {-1.0, INFINITY, NAN};
+    const char *const bad_texts[] = {"is -1,", "is inf,", "is nan,"};
+    for (int i = 0; i < 3; i++) {
+        reset();
+        q = ph("q", SHAPE(1, 1, 2, 2));
+        att = OP(TIDE_OP_ATTENTION, "bad", q, q, q);
+        tide_attr_set_float(g, att, TIDE_ATTR_ATTENTION_scale, bad_scales[i]);
+        FAILS(TIDE_INVALID, "bad", "attribute \"scale\"", bad_texts[i],
+              "wants 0 (for 1/sqrt(D)) or a finite value > 0");
+    }
+
+    reset();
+    q = placeholder_of("q", TIDE_DTYPE_INT32, SHAPE(1, 1, 2, 2));
+    OP(TIDE_OP_ATTENTION, "bad", q, q, q);
+    FAILS(TIDE_INVALID, "bad", "input 0 (\"q\") is int32, wants float32");
+
+    /* AttentionGrad: o and do have q's shape, lse one per row. */
+    reset();
+    q = ph("q", SHAPE(1, 2, 4, 3));
+    uint32_t lse = ph("lse", SHAPE(1, 2, 4)), o2 = ph("o2", SHAPE(1, 2, 4, 2));
+    OP(TIDE_OP_ATTENTION_GRAD, "bad", q, q, q, o2, lse, q);
+    FAILS(TIDE_INVALID, "bad",
+          "input 3 (o) has shape [1, 2, 4, 2], wants [1, 2, 4, 3] (the shape of input 0 (q))");
+
+    reset();
+    q = ph("q", SHAPE(1, 2, 4, 3));
+    lse = ph("lse", SHAPE(1, 2, 3));
+    OP(TIDE_OP_ATTENTION_GRAD, "bad", q, q, q, q, lse, q);
+    FAILS(TIDE_INVALID, "bad",
+          "input 4 (lse) has shape [1, 2, 3], wants [1, 2, 4] (one per row of input 0 (q) "
+          "[1, 2, 4, 3])");
+
+    reset();
+    q = ph("q", SHAPE(1, 2, 4, 3));
+    lse = ph("lse", SHAPE(1, 2, 4));
+    uint32_t dout = ph("do", SHAPE(1, 2, 5, 3));
+    OP(TIDE_OP_ATTENTION_GRAD, "bad", q, q, q, q, lse, dout);
+    FAILS(TIDE_INVALID, "bad", "input 5 (do) has shape [1, 2, 5, 3], wants [1, 2, 4, 3]");
+
+    reset();
+    q = ph("q", SHAPE(1, 2, 4, 3));
+    k = ph("k", SHAPE(1, 2, 6, 3));
+    lse = ph("lse", SHAPE(1, 2, 4));
+    OP(TIDE_OP_ATTENTION_GRAD, "bad", q, k, k, q, lse, q);
+    FAILS(TIDE_INVALID, "bad", "attribute \"causal\" is set", "(Sq 4, Sk 6)");
+}
+
 static void test_small_cnn(void **state)
 {
     (void)state;
@@ -2106,6 +2232,7 @@ int main(void)
         TEST(test_dropout),
 
         /* fused attention (Attention) */
+        TEST(test_attention),
 
         TEST(test_small_cnn),
         TEST(test_infer_twice),

@@ -3314,6 +3314,251 @@ static void test_dropout(void **state)
 
 /* ---- Sequence-model ops: fused attention (Attention) ---- */
 
+/* One attention case: heads of q [Sq, D] against k and v [Sk, D]. */
+struct attention_case {
+    int64_t b, h, sq, sk, d;
+    bool causal;
+    double scale; /* the attribute: 0 means 1/sqrt(D) */
+};
+
+/*
+ * The unfused formula in double, head by head: S = q k^T * scale with the
+ * causal mask, P = softmax(S), o = P v, lse = log sum exp S; and from dout,
+ * dP = dout v^T, dS = P * (dP - rowsum(P * dP)), dq = dS k * scale,
+ * dk = dS^T q * scale, dv = P^T dout.
+ */
+static void naive_attention(const struct attention_case *c, const float *q, const float *k,
+                            const float *v, const float *dout, double *o, double *lse, double *dq,
+                            double *dk, double *dv)
+{
+    int64_t sq = c->sq, sk = c->sk, d = c->d;
+    double scale = c->scale != 0 ? c->scale : 1.0 / sqrt((double)d);
+    double *p = dalloc(sq * sk), *ds = dalloc(sq * sk);
+    for (int64_t hd = 0; hd < c->b * c->h; hd++) {
+        const float *qh = q + hd * sq * d, *kh = k + hd * sk * d, *vh = v + hd * sk * d;
+        const float *doh = dout + hd * sq * d;
+        for (int64_t i = 0; i < sq; i++) {
+            int64_t keys = c->causal ? i + 1 : sk;
+            double m = -INFINITY, sum = 0;
+            for (int64_t j = 0; j < keys; j++) {
+                double x = 0;
+                for (int64_t e = 0; e < d; e++)
+                    x += (double)qh[i * d + e] * kh[j * d + e];
+                p[i * sk + j] = x * scale;
+                m = fmax(m, p[i * sk + j]);
+            }
+            for (int64_t j = 0; j < keys; j++)
+                sum += exp(p[i * sk + j] - m);
+            lse[hd * sq + i] = m + log(sum);
+            for (int64_t j = 0; j < sk; j++)
+                p[i * sk + j] = j < keys ? exp(p[i * sk + j] - m) / sum : 0;
+            double row = 0;
+            for (int64_t j = 0; j < sk; j++) {
+                double dp = 0;
+                for (int64_t e = 0; e < d; e++)
+                    dp += (double)doh[i * d + e] * vh[j * d + e];
+                ds[i * sk + j] = dp;
+                row += p[i * sk + j] * dp;
+            }
+            for (int64_t j = 0; j < sk; j++)
+                ds[i * sk + j] = p[i * sk + j] * (ds[i * sk + j] - row);
+            for (int64_t e = 0; e < d; e++) {
+                double acc = 0, g = 0;
+                for (int64_t j = 0; j < sk; j++) {
+                    acc += p[i * sk + j] * vh[j * d + e];
+                    g += ds[i * sk + j] * kh[j * d + e];
+                }
+                o[(hd * sq + i) * d + e] = acc;
+                dq[(hd * sq + i) * d + e] = g * scale;
+            }
+        }
+        for (int64_t j = 0; j < sk; j++) {
+            for (int64_t e = 0; e < d; e++) {
+                double gk = 0, gv = 0;
+                for (int64_t i = 0; i < sq; i++) {
+                    gk += ds[i * sk + j] * qh[i * d + e];
+                    gv += p[i * sk + j] * doh[i * d + e];
+                }
+                dk[(hd * sk + j) * d + e] = gk * scale;
+                dv[(hd * sk + j) * d + e] = gv;
+            }
+        }
+    }
+    free(p);
+    free(ds);
+}
+
+/* Runs Attention, then AttentionGrad on its outputs, into o, lse, dq, dk and dv. */
+static void run_attention(const struct attention_case *c, const float *q, const float *k,
+                          const float *v, const float *dout, float *o, float *lse, float *dq,
+                          float *dk, float *dv)
+{
+    const int64_t *qd = DIMS(c->b, c->h, c->sq, c->d), *kd = DIMS(c->b, c->h, c->sk, c->d);
+    const int64_t *rd = DIMS(c->b, c->h, c->sq);
+    struct test_node t;
+    node_init(&t, TIDE_OP_ATTENTION, "att");
+    t.attrs[TIDE_ATTR_ATTENTION_causal].b = c->causal;
+    t.attrs[TIDE_ATTR_ATTENTION_scale].f = c->scale;
+    struct tide_tensor_view in[3] = {fview((float *)q, 4, qd), fview((float *)k, 4, kd),
+                                     fview((float *)v, 4, kd)};
+    struct tide_tensor_view out[2] = {fview(o, 4, qd), fview(lse, 3, rd)};
+    run(&t, in, 3, out, 2);
+
+    node_init(&t, TIDE_OP_ATTENTION_GRAD, "att_grad");
+    t.attrs[TIDE_ATTR_ATTENTION_GRAD_causal].b = c->causal;
+    t.attrs[TIDE_ATTR_ATTENTION_GRAD_scale].f = c->scale;
+    struct tide_tensor_view gin[6] = {in[0],  in[1],  in[2],
+                                      out[0], out[1], fview((float *)dout, 4, qd)};
+    struct tide_tensor_view gout[3] = {fview(dq, 4, qd), fview(dk, 4, kd), fview(dv, 4, kd)};
+    run(&t, gin, 6, gout, 3);
+}
+
+/*
+ * Attention and AttentionGrad against the unfused formula in double, within
+ * 1e-5, at sizes spanning several blocks of 64 and not a multiple of one;
+ * and the same bits on 1 and 3 threads, and on 3 threads in a workspace
+ * planned for 1.
+ */
+static void test_attention(void **state)
+{
+    (void)state;
+    const struct attention_case cases[] = {
+        {2, 3, 150, 150, 16, true, 0},
+        {2, 3, 150, 150, 16, false, 0},
+        {1, 2, 70, 131, 5, false, 0.3},
+        {1, 1, 1, 1, 3, true, 0},
+    };
+    for (size_t n = 0; n < sizeof(cases) / sizeof(cases[0]); n++) {
+        const struct attention_case *c = &cases[n];
+        int64_t nq = c->b * c->h * c->sq * c->d, nk = c->b * c->h * c->sk * c->d;
+        int64_t nr = c->b * c->h * c->sq;
+        float *q = falloc(nq), *k = falloc(nk), *v = falloc(nk), *dout = falloc(nq);
+        fill(q, nq, 61);
+        fill(k, nk, 62);
+        fill(v, nk, 63);
+        fill(dout, nq, 64);
+        /* Larger scores, so that the softmax is far from uniform. */
+        for (int64_t i = 0; i < nq; i++)
+            q[i] *= 3;
+        double *o = dalloc(nq), *lse = dalloc(nr), *dq = dalloc(nq), *dk = dalloc(nk),
+               *dv = dalloc(nk);
+        naive_attention(c, q, k, v, dout, o, lse, dq, dk, dv);
+
+        float *got[3][5];
+        const int threads[3] = {1, 3, 3}, planned[3] = {0, 0, 1};
+        for (int r = 0; r < 3; r++) {
+            got[r][0] = falloc(nq);
+            got[r][1] = falloc(nr);
+            got[r][2] = falloc(nq);
+            got[r][3] = falloc(nk);
+            got[r][4] = falloc(nk);
+            tide_cpu_kernels_set_threads(threads[r]);
+            plan_threads = planned[r];
+            run_threads = threads[r];
+            run_attention(c, q, k, v, dout, got[r][0], got[r][1], got[r][2], got[r][3], got[r][4]);
+            plan_threads = 0;
+        }
+        tide_cpu_kernels_set_threads(0);
+        expect_close("attention o", got[0][0], o, nq, 1e-5, 1e-5);
+        expect_close("attention lse", got[0][1], lse, nr, 1e-5, 1e-5);
+        expect_close("attention dq", got[0][2], dq, nq, 1e-5, 1e-5);
+        expect_close("attention dk", got[0][3], dk, nk, 1e-5, 1e-5);
+        expect_close("attention dv", got[0][4], dv, nk, 1e-5, 1e-5);
+        const int64_t sizes[5] = {nq, nr, nq, nk, nk};
+        for (int r = 1; r < 3; r++) {
+            for (int x = 0; x < 5; x++)
+                assert_memory_equal(got[0][x], got[r][x], (size_t)sizes[x] * sizeof(float));
+        }
+        for (int r = 0; r < 3; r++) {
+            for (int x = 0; x < 5; x++)
+                free(got[r][x]);
+        }
+        free(q), free(k), free(v), free(dout);
+        free(o), free(lse), free(dq), free(dk), free(dv);
+    }
+}
+
+/*
+ * The workspace stays O(block * D * threads): at sequence length 8192 with
+ * D 64 and 16 threads, Attention and AttentionGrad ask for less than 2 MiB,
+ * where the [S, S] float matrix alone would be 256 MiB.
+ */
+static void test_attention_workspace(void **state)
+{
+    (void)state;
+    const int64_t *qd = DIMS(1, 1, 8192, 64);
+    struct tide_node producers[2];
+    struct tide_output produced[2];
+    memset(producers, 0, sizeof(producers));
+    for (int i = 0; i < 2; i++) {
+        produced[i] = (struct tide_output){.dtype = TIDE_DTYPE_FLOAT32,
+                                           .shape = tide_shape_make(4, qd),
+                                           .nbytes = 8192 * 64 * sizeof(float)};
+        producers[i].op = TIDE_OP_PLACEHOLDER;
+        producers[i].name = "producer";
+        producers[i].n_outputs = 1;
+        producers[i].outputs = &produced[i];
+    }
+    struct tide_graph graph = {.nodes = producers, .n_nodes = 2};
+    tide_cpu_kernels_set_threads(16);
+    const enum tide_op ops[2] = {TIDE_OP_ATTENTION, TIDE_OP_ATTENTION_GRAD};
+    for (int i = 0; i < 2; i++) {
+        struct test_node t;
+        node_init(&t, ops[i], "att");
+        t.edges[0] = (struct tide_edge){0, 0};
+        t.edges[1] = (struct tide_edge){1, 0};
+        t.node.inputs = t.edges;
+        t.node.n_inputs = 2; /* workspace_bytes reads q and k only */
+        t.node.outputs = t.outputs;
+        t.node.n_outputs = 1;
+        uint64_t ws = tide_cpu_kernels.workspace_bytes(NULL, &graph, &t.node);
+        assert_true(ws > 0);
+        if (ws >= 2u << 20)
+            fail_msg("%s at S 8192 asks for %llu bytes of workspace", tide_op_info(ops[i])->name,
+                     (unsigned long long)ws);
+    }
+    tide_cpu_kernels_set_threads(0);
+}
+
+/*
+ * Cases worked by hand. Causal row 0 sees key 0 alone: o_0 = v_0 exactly
+ * and lse_0 = q_0 . k_0 * scale. Two equal scores average the values.
+ */
+static void test_attention_by_hand(void **state)
+{
+    (void)state;
+    /* q, k, v [1, 1, 2, 2], scale 0.5. */
+    float q[4] = {1, 2, 3, 4}, k[4] = {0.5f, 1, -1, 2}, v[4] = {10, 20, 30, 40};
+    float o[4], lse[2];
+    struct test_node t;
+    node_init(&t, TIDE_OP_ATTENTION, "att");
+    t.attrs[TIDE_ATTR_ATTENTION_scale].f = 0.5;
+    const int64_t *d4 = DIMS(1, 1, 2, 2);
+    struct tide_tensor_view in[3] = {fview(q, 4, d4), fview(k, 4, d4), fview(v, 4, d4)};
+    struct tide_tensor_view out[2] = {fview(o, 4, d4), fview(lse, 3, DIMS(1, 1, 2))};
+    run(&t, in, 3, out, 2);
+    assert_true(o[0] == 10 && o[1] == 20);
+    assert_true(lse[0] == 1.25f); /* (1 * 0.5 + 2 * 1) * 0.5 */
+    /* Row 1: scores (1.5 + 4) * 0.5 = 2.75 and (-3 + 8) * 0.5 = 2.5. */
+    double p0 = 1 / (1 + exp(2.5 - 2.75)), p1 = 1 - p0;
+    const double want[2] = {p0 * 10 + p1 * 30, p0 * 20 + p1 * 40};
+    expect_close("attention row 1", o + 2, want, 2, 1e-6, 0);
+    const double want_lse = 2.75 + log(1 + exp(2.5 - 2.75));
+    expect_close("attention lse 1", lse + 1, &want_lse, 1, 1e-6, 0);
+
+    /* Not causal, equal keys: each row is the mean of the values, lse = s + log 2. */
+    float kk[4] = {1, 1, 1, 1};
+    node_init(&t, TIDE_OP_ATTENTION, "att");
+    t.attrs[TIDE_ATTR_ATTENTION_causal].b = false;
+    t.attrs[TIDE_ATTR_ATTENTION_scale].f = 1;
+    in[1] = fview(kk, 4, d4);
+    run(&t, in, 3, out, 2);
+    const float mean[4] = {20, 30, 20, 30};
+    expect_closef("attention mean", o, mean, 4, 1e-6);
+    const double lse_want[2] = {3 + log(2.0), 7 + log(2.0)};
+    expect_close("attention lse mean", lse, lse_want, 2, 1e-6, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -3377,6 +3622,9 @@ int main(void)
         cmocka_unit_test(test_dropout),
 
         /* fused attention (Attention) */
+        cmocka_unit_test(test_attention),
+        cmocka_unit_test(test_attention_by_hand),
+        cmocka_unit_test(test_attention_workspace),
 
         cmocka_unit_test(test_graph_normalised_attrs),
     };

@@ -44,6 +44,9 @@ static uint64_t cpu_workspace_bytes(void *stream, const struct tide_graph *graph
     /* normalisation and regularisation (LayerNorm, Dropout) */
 
     /* fused attention (Attention) */
+    case TIDE_OP_ATTENTION:
+    case TIDE_OP_ATTENTION_GRAD:
+        return tide__cpu_attention_workspace(graph, node);
 
     default:
         return 0;

@@ -174,6 +174,19 @@ cudaError_t tide__cuda_launch_max_pool_grad(cudaStream_t stream, const struct ti
 cudaError_t tide__cuda_launch_avg_pool_grad(cudaStream_t stream, const struct tide__cuda_pool *p,
                                             const float *dy, float *dx);
 
+/*
+ * attention.cu: Attention and AttentionGrad of geometry a; scratch is the
+ * workspace of tide__cuda_attention_workspace.
+ */
+cudaError_t tide__cuda_launch_attention(cudaStream_t stream, const struct tide__kernel_attention *a,
+                                        const float *q, const float *k, const float *v, float *o,
+                                        float *lse, void *scratch);
+cudaError_t tide__cuda_launch_attention_grad(cudaStream_t stream,
+                                             const struct tide__kernel_attention *a, const float *q,
+                                             const float *k, const float *v, const float *o,
+                                             const float *lse, const float *dout, float *dq,
+                                             float *dk, float *dv, void *scratch);
+
 /* shape.cu: copies a box of elements of esize bytes (1, 2, 4 or 8). */
 cudaError_t tide__cuda_launch_copy_box(cudaStream_t stream, void *dst, const void *src,
                                        const struct tide__cuda_box *box, size_t esize);
@@ -263,6 +276,10 @@ uint64_t tide__cuda_conv_workspace(struct tide_cuda_launch *launch, const struct
 
 /* MaxPool2DGrad (pool.c): one int32 per element of dy. */
 uint64_t tide__cuda_pool_workspace(const struct tide_graph *graph, const struct tide_node *node);
+
+/* Attention and AttentionGrad (attention.c): double accumulators, O(S * D) per head. */
+uint64_t tide__cuda_attention_workspace(const struct tide_graph *graph,
+                                        const struct tide_node *node);
 
 #ifdef __cplusplus
 }

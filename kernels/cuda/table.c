@@ -49,6 +49,9 @@ static uint64_t cuda_workspace_bytes(void *stream, const struct tide_graph *grap
     /* normalisation and regularisation (LayerNorm, Dropout) */
 
     /* fused attention (Attention) */
+    case TIDE_OP_ATTENTION:
+    case TIDE_OP_ATTENTION_GRAD:
+        return tide__cuda_attention_workspace(graph, node);
 
     default:
         return 0;

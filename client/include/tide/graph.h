@@ -422,6 +422,18 @@ tide_ref tide_builder_dropout(tide_builder *b, const char *name, tide_ref x, flo
 /* ---- Sequence-model ops: fused attention (Attention) ---- */
 
 /*
+ * Attention, fused (FlashAttention): o = softmax(q k^T * scale + mask) v per
+ * batch and head, without the [Sq, Sk] score matrix. q is [B, H, Sq, D], k
+ * and v [B, H, Sk, D]. With causal set, query i sees keys 0..i only, and Sq
+ * must equal Sk. scale 0 means 1 / sqrt(D); otherwise it must be finite and
+ * > 0. Returns output 0, o [B, H, Sq, D]; tide_builder_output(b, ref, 1) is
+ * lse [B, H, Sq], each row's log-sum-exp of its scaled, masked scores, which
+ * has no gradient.
+ */
+tide_ref tide_builder_attention(tide_builder *b, const char *name, tide_ref q, tide_ref k,
+                                tide_ref v, bool causal, float scale);
+
+/*
  * Adds a control edge: the node that `node` names runs after the node that
  * `after` names, reading nothing from it ("^after" among its inputs). Adding
  * an edge twice is a no-op; an edge from a node to itself, or one that would
