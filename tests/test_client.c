@@ -10,7 +10,8 @@
  * both with the builder and as a wire message for the daemon's import
  * (graph/import.c), and the two errors must be equal word for word. Models
  * are checked for exact node and parameter counts (ResNet-50 against the
- * published 25,557,032).
+ * published 25,557,032), the language models against the formulas of
+ * tide/models.h.
  * Dataset tests read the real Fashion-MNIST files and skip when the package
  * is not installed; the files are also read raw here to cross-check. So do
  * the corpus tests with Debian's fortunes package.
@@ -1442,6 +1443,147 @@ static void test_corpus_files_and_errors(void **state)
     rmdir(dir);
 }
 
+/* ============================================================================
+ * Language models (transformer, moe)
+ * ========================================================================== */
+
+/* The Transformer's parameters by the formula of tide/models.h. */
+static int64_t transformer_parameters(int64_t v, int64_t s, int64_t d, int64_t layers)
+{
+    return v * d + s * d + layers * (12 * d * d + 13 * d) + 2 * d + d * v + v;
+}
+
+static void test_model_transformer(void **state)
+{
+    (void)state;
+    struct tide_model_lm_options o = tide_model_lm_options_default();
+    assert_int_equal(o.batch, 32);
+    assert_int_equal(o.seq_len, 128);
+    assert_int_equal(o.vocab, 256);
+    assert_int_equal(o.d_model, 128);
+    assert_int_equal(o.layers, 4);
+    assert_int_equal(o.heads, 4);
+    tide_builder *b = tide_builder_new();
+    tide_ref logits = tide_model_transformer(b, &o);
+    assert_null(tide_builder_error(b));
+    expect_shape(b, logits, 2, (int64_t[]){32 * 128, 256});
+    expect_shape(b, tide_builder_find(b, TIDE_MODEL_TOKENS), 2, (int64_t[]){32, 128});
+    expect_shape(b, tide_builder_find(b, TIDE_MODEL_LABELS), 2, (int64_t[]){32, 128});
+    assert_int_equal(tide_builder_dtype(b, tide_builder_find(b, TIDE_MODEL_TOKENS)),
+                     TIDE_DT_INT32);
+    expect_shape(b, tide_builder_find(b, TIDE_MODEL_TOKEN_LOSS), 1, (int64_t[]){32 * 128});
+    expect_shape(b, tide_builder_find(b, TIDE_MODEL_LOSS), 0, NULL);
+    assert_int_equal(tide_builder_parameter_count(b), 875520);
+    assert_int_equal(tide_builder_parameter_count(b), transformer_parameters(256, 128, 128, 4));
+    expect_shape(b, tide_builder_find(b, "block3/mlp/fc1/w"), 2, (int64_t[]){128, 512});
+    Tide__V1__Graph *g = roundtrip(b);
+    check_against_op_table(g);
+    assert_int_equal(count_ops(g, "Attention", NULL), 4);
+    assert_int_equal(count_ops(g, "LayerNorm", NULL), 2 * 4 + 1);
+    assert_int_equal(count_ops(g, "Gelu", NULL), 4);
+    assert_int_equal(count_ops(g, "Gather", NULL), 1);
+    assert_int_equal(count_ops(g, "Dropout", NULL), 0); /* the default rate is 0: no node */
+    assert_int_equal(count_ops(g, "Transpose", NULL), 4 * 4);
+    /* Attention: causal, scale 0 (1 / sqrt of the head's 32 features). */
+    const Tide__V1__Node *attention = NULL;
+    for (size_t i = 0; i < g->n_nodes && !attention; i++)
+        if (strcmp(g->nodes[i]->op, "Attention") == 0)
+            attention = g->nodes[i];
+    assert_non_null(attention);
+    assert_true(attr_of(attention, "causal")->b);
+    assert_true(attr_of(attention, "scale")->f == 0.0f);
+    tide__v1__graph__free_unpacked(g, NULL);
+    tide_builder_free(b);
+
+    /* Other sizes, with Dropout: the same formula; three Dropouts per block plus one. */
+    o = (struct tide_model_lm_options){.batch = 3, .seq_len = 16, .vocab = 300, .d_model = 24,
+                                 .layers = 2, .heads = 3, .dropout = 0.1f};
+    b = tide_builder_new();
+    logits = tide_model_transformer(b, &o);
+    assert_null(tide_builder_error(b));
+    expect_shape(b, logits, 2, (int64_t[]){48, 300});
+    assert_int_equal(tide_builder_parameter_count(b), transformer_parameters(300, 16, 24, 2));
+    g = roundtrip(b);
+    check_against_op_table(g);
+    assert_int_equal(count_ops(g, "Dropout", NULL), 1 + 2 * 2);
+    tide__v1__graph__free_unpacked(g, NULL);
+    tide_builder_free(b);
+
+    /* Bad sizes name the field and the numbers. */
+    struct {
+        struct tide_model_lm_options o;
+        const char *message;
+    } bad[] = {
+        {{.batch = 1, .seq_len = 8, .vocab = 256, .d_model = 10, .layers = 1, .heads = 4},
+         "transformer: d_model 10 is not a multiple of heads 4"},
+        {{.batch = 1, .seq_len = 0, .vocab = 256, .d_model = 8, .layers = 1, .heads = 2},
+         "transformer: seq_len is 0, wants 1 or more"},
+        {{.batch = 1, .seq_len = 8, .vocab = 256, .d_model = 8, .layers = 1, .heads = 2,
+          .dropout = 1.0f},
+         "transformer: dropout is 1, wants 0 <= rate < 1"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        b = tide_builder_new();
+        assert_int_equal(tide_model_transformer(b, &bad[i].o).id, -1);
+        assert_contains(tide_builder_error(b), bad[i].message);
+        tide_builder_free(b);
+    }
+}
+
+static void test_model_moe(void **state)
+{
+    (void)state;
+    /* The capacity: ceil(factor * tokens * 2 / experts). */
+    assert_int_equal(tide_model_moe_capacity(4096, 8, 1.25), 1280);
+    assert_int_equal(tide_model_moe_capacity(10, 3, 1.0), 7);
+    assert_int_equal(tide_model_moe_capacity(10, 3, 0.01), 1);
+    assert_int_equal(tide_model_moe_capacity(10, 3, 0), -1);
+    assert_int_equal(tide_model_moe_capacity(0, 3, 1), -1);
+    assert_int_equal(tide_model_moe_capacity(10, 3, NAN), -1);
+
+    struct tide_model_lm_options o = tide_model_lm_options_default();
+    assert_int_equal(o.experts, 8);
+    assert_true(o.capacity_factor == 1.25);
+    assert_true(o.aux_loss_weight == 0.01f);
+    tide_builder *b = tide_builder_new();
+    tide_ref logits = tide_model_moe(b, &o);
+    assert_null(tide_builder_error(b));
+    expect_shape(b, logits, 2, (int64_t[]){4096, 256});
+    int64_t d = 128, e = 8;
+    int64_t per_layer = 4 * d * d + 8 * d + d * e + e * (8 * d * d + 5 * d);
+    assert_int_equal(tide_builder_parameter_count(b),
+                     transformer_parameters(256, 128, 128, 4) - 4 * (12 * d * d + 13 * d) +
+                         4 * per_layer);
+    /* The experts see their 1280 slots each, never all 4096 tokens. */
+    expect_shape(b, tide_builder_find(b, "block0/moe/dispatch"), 2, (int64_t[]){8 * 1280, 128});
+    expect_shape(b, tide_builder_find(b, "block0/moe/experts/w1"), 3, (int64_t[]){8, 128, 512});
+    expect_shape(b, tide_builder_find(b, "block0/moe/combine"), 3, (int64_t[]){4096, 2, 128});
+    expect_shape(b, tide_builder_find(b, "block0/moe/share"), 1, (int64_t[]){8});
+    expect_shape(b, tide_builder_find(b, TIDE_MODEL_LM_LOSS), 0, NULL);
+    expect_shape(b, tide_builder_find(b, TIDE_MODEL_AUX_LOSS), 0, NULL);
+    Tide__V1__Graph *g = roundtrip(b);
+    check_against_op_table(g);
+    assert_int_equal(count_ops(g, "MoeRoute", NULL), 4);
+    assert_int_equal(count_ops(g, "TopK", NULL), 4);
+    assert_int_equal(count_ops(g, "BatchMatMul", NULL), 2 * 4);
+    /* The only MatMuls: q, k, v, out and the gate per block, and the head: no dense experts. */
+    assert_int_equal(count_ops(g, "MatMul", NULL), 5 * 4 + 1);
+    tide__v1__graph__free_unpacked(g, NULL);
+    tide_builder_free(b);
+
+    b = tide_builder_new();
+    o.capacity_factor = -1;
+    assert_int_equal(tide_model_moe(b, &o).id, -1);
+    assert_contains(tide_builder_error(b), "moe: capacity_factor is -1, wants a finite number > 0");
+    tide_builder_free(b);
+    b = tide_builder_new();
+    o = tide_model_lm_options_default();
+    o.experts = 0;
+    assert_int_equal(tide_model_moe(b, &o).id, -1);
+    assert_contains(tide_builder_error(b), "moe: experts is 0, wants 1 or more");
+    tide_builder_free(b);
+}
+
 /* The two examples: the builder reports the daemon's infer words. */
 static void test_builder_reports_the_daemons_words(void **state)
 {
@@ -2044,6 +2186,9 @@ int main(void)
         /* text corpora (the language models' fortunes) */
         cmocka_unit_test(test_fortunes_corpus),
         cmocka_unit_test(test_corpus_files_and_errors),
+        /* language models (transformer, moe) */
+        cmocka_unit_test(test_model_transformer),
+        cmocka_unit_test(test_model_moe),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
