@@ -43,6 +43,15 @@ struct bench_options {
     /* plan and train: the memory picture (picture/picture.h), NULL: none */
     const char *svg;
     const char *png;
+    /* language models (transformer, moe; bench/lm.c): 0 takes the model's default */
+    int64_t seq_len;         /* tokens per window (128) */
+    int32_t layers;          /* blocks (4) */
+    int64_t d_model;         /* features (128) */
+    int32_t heads;           /* attention heads (4) */
+    int64_t vocab;           /* token ids (256) */
+    int64_t experts;         /* moe: experts per layer (8) */
+    double capacity_factor;  /* moe: expert capacity factor (1.25) */
+    double dropout;          /* Dropout rate; < 0 takes the default */
 };
 
 /* Serialized tide.v1.Graph of a model (mlp, cnn, resnet of `depth` layers); NULL with a message. */
@@ -56,11 +65,12 @@ struct tide_memory_policy tide_bench_memory_policy(const struct bench_options *o
 int tide_bench_train_options(const char *optimizer, double lr, struct tide_train_options *out);
 
 /*
- * A plan-only session of the model under train and policy (the daemon's dry
- * run: tide_session_plan); nothing runs. TIDE_OK or TIDE_DOES_NOT_FIT with
+ * A plan-only session of the model (bytes, len: a graph of `model`) under
+ * train and policy, with the fetches `train` uses (tide_bench_fetches), as
+ * the daemon's dry run (tide_session_plan); nothing runs. TIDE_OK or TIDE_DOES_NOT_FIT with
  * *session holding the report either way; any other status: NULL.
  */
-enum tide_status tide_bench_plan(const uint8_t *bytes, size_t len,
+enum tide_status tide_bench_plan(const char *model, const uint8_t *bytes, size_t len,
                                  const struct tide_train_options *train,
                                  const struct tide_memory_policy *policy,
                                  struct tide_backend *backend, struct tide_session **session,
@@ -87,6 +97,20 @@ int tide_bench_train_step(const char *what, const uint8_t *bytes, size_t len, in
                           const struct tide_train_options *train,
                           const struct tide_memory_policy *policy, struct tide_backend *backend,
                           uint64_t *high_water, uint64_t *peak, double *ms);
+
+/*
+ * The language models (bench/lm.c). tide_bench_is_lm: whether model names
+ * one ("transformer", "moe"). tide_bench_build_lm: its serialized graph
+ * under the options (their zeros taking the model's defaults), with its
+ * parameter count in *parameters (may be NULL); NULL after saying why.
+ * tide_bench_train_lm: `train` for them, on the fortunes corpus, ending
+ * with the held-out loss. tide_bench_fetches: what train fetches for model,
+ * which tide_bench_plan pins as train does.
+ */
+bool tide_bench_is_lm(const char *model);
+uint8_t *tide_bench_build_lm(const struct bench_options *o, size_t *len, int64_t *parameters);
+int tide_bench_train_lm(const struct bench_options *o);
+const char *const *tide_bench_fetches(const char *model, uint32_t *n);
 
 /* tide-bench depth (depth.c) and maxbatch (maxbatch.c). */
 int tide_bench_depth(const struct bench_options *o);

@@ -49,7 +49,7 @@ static int fits(void *ctx, int64_t batch)
     struct tide_session *session = NULL;
     struct tide_error err = {0};
     enum tide_status st =
-        tide_bench_plan(bytes, len, &s->train, &s->policy, s->backend, &session, &err);
+        tide_bench_plan(s->o->model, bytes, len, &s->train, &s->policy, s->backend, &session, &err);
     s->plans++;
     fprintf(stderr, "  batch %7" PRId64 ": %s", batch,
             st == TIDE_OK ? "fits" : st == TIDE_DOES_NOT_FIT ? "does not fit" : "error");

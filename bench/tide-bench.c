@@ -9,8 +9,10 @@
  * --json the last line of stdout is one JSON object, and progress goes to
  * stderr.
  *
- *   tide-bench train --model mlp|cnn|resnet [--depth D] [--batch B]
- *                    [--steps S | --epochs E] [--dataset fashion-mnist|synthetic]
+ *   tide-bench train --model mlp|cnn|resnet|transformer|moe [--depth D] [--batch B]
+ *                    [--steps S | --epochs E] [--dataset fashion-mnist|synthetic|fortunes]
+ *                    [--layers L] [--d-model D] [--heads H] [--seq-len S] [--vocab V]
+ *                    [--experts E] [--capacity-factor C] [--dropout R]
  *                    [--seed S] [--optimizer sgd|momentum|adam] [--lr X]
  *                    [--budget BYTES] [--backend cpu|cuda|auto] [--threads N] [--json]
  *                    [--trace FILE] [--svg FILE] [--png FILE]
@@ -54,7 +56,8 @@ static void usage(FILE *out)
             "       tide-bench maxbatch --budget BYTES [options]\n"
             "\n"
             "train  trains a model in-process (the daemon's path from the graph on) and\n"
-            "       prints loss, test accuracy and step time.\n"
+            "       prints loss, test accuracy (held-out loss in nats per byte for the\n"
+            "       language models) and step time.\n"
             "plan   compiles the training graph under a memory policy and prints the plan\n"
             "       (partitions, bytes moved, predicted peak, whether it fits) without\n"
             "       running anything.\n"
@@ -70,17 +73,34 @@ static void usage(FILE *out)
             "       ms), under a minute for a 2000-layer ResNet (0.5 to 1 s a plan).\n"
             "       Nothing runs unless --confirm.\n"
             "\n"
-            "  --model mlp|cnn|resnet   the model (default cnn)\n"
+            "  --model NAME             mlp, cnn (default), resnet, or the language models\n"
+            "                           transformer and moe (on the fortunes corpus)\n"
             "  --depth D                ResNet layers, 3*(10+n)+2 for n >= 1 (default 38)\n"
             "  --width W                ResNet base width (default 16)\n"
             "  --image-size S           ResNet image size on the synthetic dataset (default 32)\n"
-            "  --batch B                batch size (default 64)\n"
+            "  --batch B                batch size (default 64; 32 windows for transformer, moe)\n"
             "  --steps S                train S steps (default 100)\n"
-            "  --epochs E               train E epochs (instead of --steps)\n"
-            "  --dataset NAME           fashion-mnist (default) or synthetic\n"
+            "  --epochs E               train E epochs (instead of --steps); an epoch of transformer\n"
+            "                           or moe is as many random windows as the train split\n"
+            "                           holds consecutive ones\n"
+            "  --dataset NAME           fashion-mnist (default) or synthetic; fortunes (Debian's\n"
+            "                           fortunes package, byte-level, 90 %% train, 10 %% held\n"
+            "                           out) for transformer and moe, and their default\n"
             "  --seed S                 seed for initialisation and shuffling (default 1)\n"
-            "  --optimizer NAME         sgd, momentum (default) or adam\n"
-            "  --lr X                   learning rate (default 0.05 sgd, 0.02 momentum, 0.001 adam)\n"
+            "  --optimizer NAME         sgd, momentum (default) or adam (default for transformer,\n"
+            "                           moe)\n"
+            "  --lr X                   learning rate (default 0.05 sgd, 0.02 momentum, 0.001\n"
+            "                           adam; 0.003 adam for transformer, moe)\n"
+            "  --layers L               transformer, moe: blocks (default 4)\n"
+            "  --d-model D              transformer, moe: features (default 128)\n"
+            "  --heads H                transformer, moe: attention heads, dividing D (default 4)\n"
+            "  --seq-len S              transformer, moe: tokens per window (default 128)\n"
+            "  --vocab V                transformer, moe: token ids (default 256, bytes; at least\n"
+            "                           256 to train on fortunes)\n"
+            "  --experts E              moe: experts per layer (default 8)\n"
+            "  --capacity-factor C      moe: each expert takes ceil(C * tokens * 2 / E) tokens\n"
+            "                           (default 1.25); more are dropped\n"
+            "  --dropout R              transformer, moe: Dropout rate in [0, 1) (default 0)\n"
             "  --budget BYTES           device budget, K/M/G suffixes allowed (default: the plan's peak)\n"
             "  --backend NAME           cpu (default), cuda or auto\n"
             "  --threads N              CPU threads the kernels use at most (default: one per\n"
@@ -99,7 +119,8 @@ static void usage(FILE *out)
             "                           (by category, budget, peak, partitions, swaps) as SVG;\n"
             "                           train overlays the last step's measured high water\n"
             "  --png FILE               plan/train: the same picture as PNG\n"
-            "  --no-eval                train: skip the test split (no accuracy printed)\n"
+            "  --no-eval                train: skip the test split (no accuracy or held-out\n"
+            "                           loss printed)\n"
             "  --trace-overhead K       train: what tracing costs — blocks of K steps with the\n"
             "                           recorder off and on in turn (off on on off ...), each on\n"
             "                           block against the off block beside it; --steps a\n"
@@ -146,7 +167,9 @@ static int parse_options(int argc, char **argv, struct bench_options *o)
 {
     enum { O_DEPTH = 256, O_WIDTH, O_IMAGE, O_DATASET, O_SEED, O_OPT, O_LR, O_BUDGET, O_BACKEND,
            O_THREADS, O_JSON, O_POISON, O_STEPS, O_EPOCHS, O_PARTITION, O_SWAP, O_THRESHOLD,
-           O_PREFETCH, O_TRACE, O_SVG, O_PNG, O_NO_EVAL, O_TRACE_OVERHEAD, O_CONFIRM };
+           O_PREFETCH, O_TRACE, O_SVG, O_PNG, O_NO_EVAL, O_TRACE_OVERHEAD, O_CONFIRM,
+           /* the language models */
+           O_LAYERS, O_D_MODEL, O_HEADS, O_SEQ_LEN, O_VOCAB, O_EXPERTS, O_CAPACITY, O_DROPOUT };
     static const struct option longs[] = {
         {"model", required_argument, 0, 'm'},   {"depth", required_argument, 0, O_DEPTH},
         {"width", required_argument, 0, O_WIDTH}, {"image-size", required_argument, 0, O_IMAGE},
@@ -163,6 +186,12 @@ static int parse_options(int argc, char **argv, struct bench_options *o)
         {"prefetch", required_argument, 0, O_PREFETCH},
         {"trace", required_argument, 0, O_TRACE},
         {"svg", required_argument, 0, O_SVG},   {"png", required_argument, 0, O_PNG},
+        /* the language models */
+        {"layers", required_argument, 0, O_LAYERS}, {"d-model", required_argument, 0, O_D_MODEL},
+        {"heads", required_argument, 0, O_HEADS}, {"seq-len", required_argument, 0, O_SEQ_LEN},
+        {"vocab", required_argument, 0, O_VOCAB}, {"experts", required_argument, 0, O_EXPERTS},
+        {"capacity-factor", required_argument, 0, O_CAPACITY},
+        {"dropout", required_argument, 0, O_DROPOUT},
         {"help", no_argument, 0, 'h'},          {0, 0, 0, 0},
     };
     int64_t v;
@@ -276,6 +305,49 @@ static int parse_options(int argc, char **argv, struct bench_options *o)
         case O_PNG:
             o->png = optarg;
             break;
+        /* the language models */
+        case O_LAYERS:
+            if (parse_i64(optarg, "--layers", 1, &v))
+                return -1;
+            o->layers = (int32_t)v;
+            break;
+        case O_D_MODEL:
+            if (parse_i64(optarg, "--d-model", 1, &o->d_model))
+                return -1;
+            break;
+        case O_HEADS:
+            if (parse_i64(optarg, "--heads", 1, &v))
+                return -1;
+            o->heads = (int32_t)v;
+            break;
+        case O_SEQ_LEN:
+            if (parse_i64(optarg, "--seq-len", 1, &o->seq_len))
+                return -1;
+            break;
+        case O_VOCAB:
+            if (parse_i64(optarg, "--vocab", 1, &o->vocab))
+                return -1;
+            break;
+        case O_EXPERTS:
+            if (parse_i64(optarg, "--experts", 1, &o->experts))
+                return -1;
+            break;
+        case O_CAPACITY:
+        case O_DROPOUT: {
+            char *end;
+            double x = strtod(optarg, &end);
+            bool capacity = c == O_CAPACITY;
+            bool in_range = capacity ? x > 0 : x >= 0 && x < 1;
+            if (end == optarg || *end || !isfinite(x) || !in_range) {
+                fprintf(stderr, "tide-bench: %s wants %s, got \"%s\"\n",
+                        capacity ? "--capacity-factor" : "--dropout",
+                        capacity ? "a number > 0" : "a rate from 0 up to (not including) 1",
+                        optarg);
+                return -1;
+            }
+            *(capacity ? &o->capacity_factor : &o->dropout) = x;
+            break;
+        }
         case 'h':
             usage(stdout);
             exit(0);
@@ -289,13 +361,34 @@ static int parse_options(int argc, char **argv, struct bench_options *o)
         fprintf(stderr, "tide-bench: unexpected argument \"%s\" (see --help)\n", argv[optind]);
         return -1;
     }
-    if (strcmp(o->model, "mlp") && strcmp(o->model, "cnn") && strcmp(o->model, "resnet")) {
-        fprintf(stderr, "tide-bench: --model must be mlp, cnn or resnet, got \"%s\"\n", o->model);
+    if (strcmp(o->model, "mlp") && strcmp(o->model, "cnn") && strcmp(o->model, "resnet") &&
+        !tide_bench_is_lm(o->model)) {
+        fprintf(stderr, "tide-bench: --model must be mlp, cnn, resnet, transformer or moe, got "
+                "\"%s\"\n", o->model);
         return -1;
     }
-    if (strcmp(o->dataset, "fashion-mnist") && strcmp(o->dataset, "synthetic")) {
-        fprintf(stderr, "tide-bench: --dataset must be fashion-mnist or synthetic, got \"%s\"\n",
-                o->dataset);
+    /* The language models' defaults: the fortunes corpus, 32 windows, Adam. */
+    bool lm = tide_bench_is_lm(o->model);
+    if (!o->dataset)
+        o->dataset = lm ? "fortunes" : "fashion-mnist";
+    if (!o->batch)
+        o->batch = lm ? 32 : 64;
+    if (!o->optimizer)
+        o->optimizer = lm ? "adam" : "momentum";
+    if (lm ? strcmp(o->dataset, "fortunes") != 0
+           : strcmp(o->dataset, "fashion-mnist") && strcmp(o->dataset, "synthetic")) {
+        fprintf(stderr, "tide-bench: --dataset must be %s for --model %s, got \"%s\"\n",
+                lm ? "fortunes" : "fashion-mnist or synthetic", o->model, o->dataset);
+        return -1;
+    }
+    if (!lm && (o->d_model || o->heads || o->vocab || o->experts || o->capacity_factor > 0 ||
+                o->dropout >= 0)) {
+        fprintf(stderr, "tide-bench: --d-model, --heads, --vocab, --experts, --capacity-factor "
+                "and --dropout apply to --model transformer and moe only\n");
+        return -1;
+    }
+    if (strcmp(o->model, "moe") != 0 && (o->experts || o->capacity_factor > 0)) {
+        fprintf(stderr, "tide-bench: --experts and --capacity-factor apply to --model moe only\n");
         return -1;
     }
     if ((o->depth - 2) % 3 != 0 || (o->depth - 2) / 3 - 10 < 1) {
@@ -469,24 +562,23 @@ struct tide_memory_policy tide_bench_memory_policy(const struct bench_options *o
     return p;
 }
 
-enum tide_status tide_bench_plan(const uint8_t *bytes, size_t len,
+enum tide_status tide_bench_plan(const char *model, const uint8_t *bytes, size_t len,
                                  const struct tide_train_options *train,
                                  const struct tide_memory_policy *policy,
                                  struct tide_backend *backend, struct tide_session **session,
                                  struct tide_error *err)
 {
     /*
-     * The fetches of `train` (and of tidectl's jobs): the fetched logits are
-     * pinned on the device, so a plan without them would name a smallest
-     * budget a few KiB short of what training at it needs.
+     * The fetches of `train` (and of tidectl's jobs): the fetched logits (a
+     * language model's per-token losses) are pinned on the device, so a plan
+     * without them would name a smallest budget short of what training at
+     * it needs.
      */
-    static const char *const fetches[] = {TIDE_MODEL_LOGITS};
     struct tide_session_options so = tide_session_options_default();
     so.backend = backend;
     so.memory = policy;
     so.train = train;
-    so.fetches = fetches;
-    so.n_fetches = 1;
+    so.fetches = tide_bench_fetches(model, &so.n_fetches);
     return tide_session_plan(bytes, len, &so, session, err);
 }
 
@@ -611,8 +703,10 @@ static int cmd_plan(const struct bench_options *o)
     bool resnet = strcmp(o->model, "resnet") == 0;
     int64_t c = resnet ? 3 : 1, size = resnet ? o->image_size : 28;
     size_t len;
-    uint8_t *bytes = tide_bench_build_model(o->model, o->batch, c, size, size, 10, o->depth,
-                                            o->width, &len);
+    uint8_t *bytes = tide_bench_is_lm(o->model)
+                         ? tide_bench_build_lm(o, &len, NULL)
+                         : tide_bench_build_model(o->model, o->batch, c, size, size, 10, o->depth,
+                                                  o->width, &len);
     if (!bytes)
         return 1;
     struct tide_train_options train;
@@ -629,7 +723,8 @@ static int cmd_plan(const struct bench_options *o)
         fprintf(stderr, "tide-bench: %s\n", err.message);
         goto out;
     }
-    enum tide_status st = tide_bench_plan(bytes, len, &train, &policy, backend, &session, &err);
+    enum tide_status st =
+        tide_bench_plan(o->model, bytes, len, &train, &policy, backend, &session, &err);
     if (st != TIDE_OK && st != TIDE_DOES_NOT_FIT) {
         fprintf(stderr, "tide-bench: %s\n", err.message);
         goto out;
@@ -649,6 +744,8 @@ out:
 
 static int cmd_train(const struct bench_options *o)
 {
+    if (tide_bench_is_lm(o->model))
+        return tide_bench_train_lm(o);
     tide_dataset *train = NULL, *test = NULL;
     /* Synthetic data takes the shape of the model's usual input: RGB for ResNet. */
     bool resnet = strcmp(o->model, "resnet") == 0;
@@ -887,9 +984,8 @@ int main(int argc, char **argv)
         return argc < 2 ? 2 : 0;
     }
     struct bench_options o = {.model = "cnn", .depth = 38, .width = 16, .image_size = 32,
-                              .batch = 64, .steps = 100, .dataset = "fashion-mnist", .seed = 1,
-                              .optimizer = "momentum", .backend = "cpu", .swap_threshold = -1,
-                              .prefetch = -1};
+                              .steps = 100, .seed = 1, .backend = "cpu", .swap_threshold = -1,
+                              .prefetch = -1, .dropout = -1};
     const char *cmd = argv[1];
     int (*run)(const struct bench_options *) = NULL;
     if (strcmp(cmd, "train") == 0) {
@@ -912,6 +1008,11 @@ int main(int argc, char **argv)
         return 2;
     if (o.trace && run != cmd_train) {
         fprintf(stderr, "tide-bench: --trace applies to train only, not to %s\n", cmd);
+        return 2;
+    }
+    if (run == tide_bench_maxbatch && tide_bench_is_lm(o.model)) {
+        fprintf(stderr, "tide-bench: maxbatch searches the image models (mlp, cnn, resnet), not "
+                        "--model %s\n", o.model);
         return 2;
     }
     if (o.confirm && run != tide_bench_maxbatch) {
