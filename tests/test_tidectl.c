@@ -155,9 +155,11 @@ static void test_verb_help(void **state)
     }
     /* The model options' help is part of both commands that build a model. */
     run_tidectl(a, "plan", "--help", (char *)NULL);
-    assert_non_null(strstr(a->out, "MODEL OPTIONS\n  --model mlp|cnn|resnet"));
+    assert_non_null(strstr(a->out, "MODEL OPTIONS\n  --model NAME             The network"));
+    assert_non_null(strstr(a->out, "\n  --capacity-factor C      moe: "));
     run_tidectl(a, "train", "--help", (char *)NULL);
-    assert_non_null(strstr(a->out, "MODEL OPTIONS\n  --model mlp|cnn|resnet"));
+    assert_non_null(strstr(a->out, "MODEL OPTIONS\n  --model NAME             The network"));
+    assert_non_null(strstr(a->out, "(for\n  transformer and moe: the held-out loss"));
     /* plan draws the memory picture; train does not take --svg. */
     run_tidectl(a, "plan", "--help", (char *)NULL);
     assert_non_null(strstr(a->out, "[--partitions] [--svg FILE]\n"));
@@ -433,6 +435,34 @@ static void test_json_usage_errors(void **state)
                        "synthetic", "--batch", "100000", "--no-eval", (char *)NULL);
 }
 
+/* ---- The language models (transformer, moe): their flags and dataset ---- */
+
+static void test_language_model_usage_errors(void **state)
+{
+    (void)state;
+    expect_usage_error("tidectl: plan: --dataset fortunes does not apply to --model cnn (fortunes "
+                       "is for transformer and moe) (see tidectl plan --help)\n",
+                       "plan", "--dataset", "fortunes", (char *)NULL);
+    expect_usage_error("tidectl: train: --dataset synthetic does not apply to --model transformer "
+                       "(language models read fortunes) (see tidectl train --help)\n",
+                       "train", "--model", "transformer", "--dataset", "synthetic", (char *)NULL);
+    expect_usage_error("tidectl: plan: --d-model, --heads, --vocab and --dropout apply to --model "
+                       "transformer and moe only (see tidectl plan --help)\n",
+                       "plan", "--model", "mlp", "--heads", "2", (char *)NULL);
+    expect_usage_error("tidectl: plan: --experts and --capacity-factor apply to --model moe only "
+                       "(see tidectl plan --help)\n",
+                       "plan", "--model", "transformer", "--experts", "4", (char *)NULL);
+    expect_usage_error("tidectl: plan: --dropout wants a rate, 0 <= R < 1, got \"1\" (see "
+                       "tidectl plan --help)\n",
+                       "plan", "--model", "transformer", "--dropout", "1", (char *)NULL);
+    expect_usage_error("tidectl: plan: --capacity-factor wants a number > 0, got \"0\" (see "
+                       "tidectl plan --help)\n",
+                       "plan", "--model", "moe", "--capacity-factor", "0", (char *)NULL);
+    expect_usage_error("tidectl: train: --heads wants a positive count, got \"0\" (see tidectl "
+                       "train --help)\n",
+                       "train", "--model", "moe", "--heads", "0", (char *)NULL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -443,6 +473,7 @@ int main(void)
         cmocka_unit_test(test_socket_permission_denied),
         cmocka_unit_test(test_json_dataset_error),
         cmocka_unit_test(test_json_usage_errors),
+        cmocka_unit_test(test_language_model_usage_errors),
     };
     return cmocka_run_group_tests(tests, group_setup, NULL);
 }

@@ -42,6 +42,14 @@ static const struct option long_options[] = {
     {"lr", required_argument, 0, TIDECTL_OPT_LR},
     {"seed", required_argument, 0, TIDECTL_OPT_SEED},
     {"name", required_argument, 0, TIDECTL_OPT_NAME},
+    {"layers", required_argument, 0, TIDECTL_OPT_LAYERS},
+    {"d-model", required_argument, 0, TIDECTL_OPT_D_MODEL},
+    {"heads", required_argument, 0, TIDECTL_OPT_HEADS},
+    {"seq-len", required_argument, 0, TIDECTL_OPT_SEQ_LEN},
+    {"vocab", required_argument, 0, TIDECTL_OPT_VOCAB},
+    {"experts", required_argument, 0, TIDECTL_OPT_EXPERTS},
+    {"capacity-factor", required_argument, 0, TIDECTL_OPT_CAPACITY_FACTOR},
+    {"dropout", required_argument, 0, TIDECTL_OPT_DROPOUT},
     {"steps", required_argument, 0, TIDECTL_OPT_STEPS},
     {"epochs", required_argument, 0, TIDECTL_OPT_EPOCHS},
     {"checkpoint-every", required_argument, 0, TIDECTL_OPT_CHECKPOINT_EVERY},
@@ -267,7 +275,8 @@ int tidectl_parse_options(int argc, char **argv, const struct tidectl_verb *verb
                                            optarg);
             break;
         case TIDECTL_OPT_MODEL: {
-            static const char *const models[] = {"mlp", "cnn", "resnet", NULL};
+            static const char *const models[] = {"mlp", "cnn", "resnet", "transformer", "moe",
+                                                 NULL};
             if (parse_enum(name, "model", optarg, models, &e))
                 return TIDECTL_EXIT_USAGE;
             o->model = models[e];
@@ -286,7 +295,7 @@ int tidectl_parse_options(int argc, char **argv, const struct tidectl_verb *verb
                 return tidectl_usage_error(name, "--width wants 1 to 4096, got \"%s\"", optarg);
             break;
         case TIDECTL_OPT_DATASET: {
-            static const char *const sets[] = {"fashion-mnist", "synthetic", NULL};
+            static const char *const sets[] = {"fashion-mnist", "synthetic", "fortunes", NULL};
             if (parse_enum(name, "dataset", optarg, sets, &e))
                 return TIDECTL_EXIT_USAGE;
             o->dataset = sets[e];
@@ -329,6 +338,7 @@ int tidectl_parse_options(int argc, char **argv, const struct tidectl_verb *verb
             if (parse_enum(name, "optimizer", optarg, opts, &e))
                 return TIDECTL_EXIT_USAGE;
             o->optimizer = (enum tide_job_optimizer)e;
+            o->optimizer_given = true;
             break;
         }
         case TIDECTL_OPT_LR:
@@ -344,6 +354,43 @@ int tidectl_parse_options(int argc, char **argv, const struct tidectl_verb *verb
             break;
         case TIDECTL_OPT_NAME:
             o->name = optarg;
+            break;
+        /* the language models */
+        case TIDECTL_OPT_LAYERS:
+            if (parse_count(name, "layers", optarg, 1 << 16, &v))
+                return TIDECTL_EXIT_USAGE;
+            o->layers = (int32_t)v;
+            break;
+        case TIDECTL_OPT_D_MODEL:
+            if (parse_count(name, "d-model", optarg, 1 << 20, &o->d_model))
+                return TIDECTL_EXIT_USAGE;
+            break;
+        case TIDECTL_OPT_HEADS:
+            if (parse_count(name, "heads", optarg, 1 << 16, &v))
+                return TIDECTL_EXIT_USAGE;
+            o->heads = (int32_t)v;
+            break;
+        case TIDECTL_OPT_SEQ_LEN:
+            if (parse_count(name, "seq-len", optarg, 1 << 24, &o->seq_len))
+                return TIDECTL_EXIT_USAGE;
+            break;
+        case TIDECTL_OPT_VOCAB:
+            if (parse_count(name, "vocab", optarg, 1 << 24, &o->vocab))
+                return TIDECTL_EXIT_USAGE;
+            break;
+        case TIDECTL_OPT_EXPERTS:
+            if (parse_count(name, "experts", optarg, 1 << 16, &o->experts))
+                return TIDECTL_EXIT_USAGE;
+            break;
+        case TIDECTL_OPT_CAPACITY_FACTOR:
+            if (parse_double(optarg, 0, &o->capacity_factor))
+                return tidectl_usage_error(name, "--capacity-factor wants a number > 0, got \"%s\"",
+                                           optarg);
+            break;
+        case TIDECTL_OPT_DROPOUT:
+            if (parse_double(optarg, -1, &o->dropout) || o->dropout < 0 || o->dropout >= 1)
+                return tidectl_usage_error(name, "--dropout wants a rate, 0 <= R < 1, got \"%s\"",
+                                           optarg);
             break;
         case TIDECTL_OPT_STEPS:
             if (parse_count(name, "steps", optarg, INT64_C(1) << 40, &o->steps))
@@ -406,6 +453,26 @@ int tidectl_parse_options(int argc, char **argv, const struct tidectl_verb *verb
         return tidectl_usage_error(name, "--steps and --epochs exclude each other");
     if (o->depth && strcmp(o->model, "resnet") != 0)
         return tidectl_usage_error(name, "--depth applies to --model resnet only");
+    /* The language models: their corpus, batch and optimizer, unless given. */
+    bool lm = tidectl_language_model(o);
+    if (!o->dataset)
+        o->dataset = lm ? "fortunes" : "fashion-mnist";
+    if (!o->batch)
+        o->batch = lm ? 32 : 64;
+    if (lm && !o->optimizer_given)
+        o->optimizer = TIDE_JOB_OPTIMIZER_ADAM;
+    if (lm != (strcmp(o->dataset, "fortunes") == 0))
+        return tidectl_usage_error(name, "--dataset %s does not apply to --model %s (%s)",
+                                   o->dataset, o->model,
+                                   lm ? "language models read fortunes"
+                                      : "fortunes is for transformer and moe");
+    /* --layers and --seq-len are the LSTM's too: its checks are beside its options. */
+    if (!lm && (o->d_model || o->heads || o->vocab || o->dropout >= 0))
+        return tidectl_usage_error(name, "--d-model, --heads, --vocab and --dropout apply to "
+                                         "--model transformer and moe only");
+    if (strcmp(o->model, "moe") != 0 && (o->experts || o->capacity_factor > 0))
+        return tidectl_usage_error(name, "--experts and --capacity-factor apply to --model moe "
+                                         "only");
     /* Positional arguments: the command itself first. */
     o->args = argv + optind;
     o->n_args = argc - optind;
