@@ -29,8 +29,13 @@
 
 /* LayerNorm's epsilon, as PyTorch's default. */
 #define LN_EPSILON 1e-5f
-/* The stddev of the token and position embeddings (GPT-2's). */
-#define EMBED_STDDEV 0.02f
+/*
+ * The stddev of the token and position embeddings: 1, as PyTorch's
+ * nn.Embedding starts. With GPT-2's 0.02 the residual stream starts with
+ * little of the token in it, and the default Transformer sat near the bigram
+ * loss for most of its 300 steps (held-out 2.58 nats/byte instead of 2.23).
+ */
+#define EMBED_STDDEV 1.0f
 /* Each token's choices of expert. */
 #define MOE_TOP_K 2
 
@@ -62,12 +67,18 @@ int64_t tide_model_moe_capacity(int64_t tokens, int64_t experts, double capacity
  * Layers
  * ========================================================================== */
 
+/* The bound of a weight's uniform initialisation, 1 / sqrt(fan_in), as PyTorch's nn.Linear. */
+static float init_bound(int64_t fan_in)
+{
+    return 1.0f / sqrtf((float)fan_in);
+}
+
 /* A [B * S, in] x [in, units] dense layer with bias, in scope `scope`. */
 static tide_ref dense(tide_builder *b, const char *scope, tide_ref x, int64_t in, int64_t units)
 {
     int64_t w_dims[2] = {in, units}, b_dims[1] = {units};
     tide_builder_push_scope(b, scope);
-    tide_ref w = tide_builder_variable(b, "w", 2, w_dims, "glorot_uniform", 1.0f, true);
+    tide_ref w = tide_builder_variable(b, "w", 2, w_dims, "uniform", init_bound(in), true);
     tide_ref bias = tide_builder_variable(b, "b", 1, b_dims, "zeros", 1.0f, true);
     tide_ref y =
         tide_builder_bias_add(b, NULL, tide_builder_matmul(b, NULL, x, w, false, false), bias);
@@ -163,7 +174,7 @@ static tide_ref moe(tide_builder *b, const struct tide_model_lm_options *o, tide
     /* The gate: probabilities over experts, each token's two best and their weights. */
     int64_t gate_dims[2] = {d, e};
     tide_ref w_gate =
-        tide_builder_variable(b, "gate/w", 2, gate_dims, "glorot_uniform", 1.0f, true);
+        tide_builder_variable(b, "gate/w", 2, gate_dims, "uniform", init_bound(d), true);
     tide_ref probs =
         tide_builder_softmax(b, "probs", tide_builder_matmul(b, NULL, h, w_gate, false, false), -1);
     tide_ref top = tide_builder_top_k(b, "top2", probs, MOE_TOP_K);
@@ -180,11 +191,12 @@ static tide_ref moe(tide_builder *b, const struct tide_model_lm_options *o, tide
     /* The experts: two batched dense layers with Gelu between, [E, C, D] -> [E, C, D]. */
     int64_t w1_dims[3] = {e, d, f}, b1_dims[3] = {e, 1, f};
     int64_t w2_dims[3] = {e, f, d}, b2_dims[3] = {e, 1, d};
-    /* Glorot's limit for each expert's [D, F] matrix (init's fans do not know a batch axis). */
-    float limit = sqrtf(6.0f / (float)(d + f));
-    tide_ref w1 = tide_builder_variable(b, "experts/w1", 3, w1_dims, "uniform", limit, true);
+    /* Each expert's matrices as a dense layer's: bounds by their fan-in, D and F. */
+    tide_ref w1 =
+        tide_builder_variable(b, "experts/w1", 3, w1_dims, "uniform", init_bound(d), true);
     tide_ref b1 = tide_builder_variable(b, "experts/b1", 3, b1_dims, "zeros", 1.0f, true);
-    tide_ref w2 = tide_builder_variable(b, "experts/w2", 3, w2_dims, "uniform", limit, true);
+    tide_ref w2 =
+        tide_builder_variable(b, "experts/w2", 3, w2_dims, "uniform", init_bound(f), true);
     tide_ref b2 = tide_builder_variable(b, "experts/b2", 3, b2_dims, "zeros", 1.0f, true);
     tide_ref y =
         tide_builder_add(b, NULL, tide_builder_batch_matmul(b, NULL, xe, w1, false, false), b1);
@@ -336,7 +348,8 @@ static tide_ref language_model(tide_builder *b, const char *model,
     /* The head: LayerNorm, the projection to the vocabulary, and the mean cross-entropy. */
     x = layer_norm(b, "ln_f", x, d);
     int64_t head_dims[2] = {d, o->vocab}, vocab_dims[1] = {o->vocab};
-    tide_ref w_out = tide_builder_variable(b, "head/w", 2, head_dims, "glorot_uniform", 1.0f, true);
+    tide_ref w_out =
+        tide_builder_variable(b, "head/w", 2, head_dims, "uniform", init_bound(d), true);
     tide_ref b_out = tide_builder_variable(b, "head/b", 1, vocab_dims, "zeros", 1.0f, true);
     tide_ref logits = tide_builder_bias_add(
         b, TIDE_MODEL_LOGITS, tide_builder_matmul(b, NULL, x, w_out, false, false), b_out);

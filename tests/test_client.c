@@ -1484,6 +1484,12 @@ static void test_model_transformer(void **state)
     assert_int_equal(count_ops(g, "Gather", NULL), 1);
     assert_int_equal(count_ops(g, "Dropout", NULL), 0); /* the default rate is 0: no node */
     assert_int_equal(count_ops(g, "Transpose", NULL), 4 * 4);
+    /* PyTorch's initialisation: embeddings N(0, 1), weights U(+-1 / sqrt(fan_in)). */
+    assert_string_equal(attr_of(node_named(g, "embed/w"), "init")->s, "normal");
+    assert_true(attr_of(node_named(g, "embed/w"), "scale")->f == 1.0f);
+    assert_string_equal(attr_of(node_named(g, "block2/attn/q/w"), "init")->s, "uniform");
+    assert_true(attr_of(node_named(g, "block2/attn/q/w"), "scale")->f == 1.0f / sqrtf(128));
+    assert_true(attr_of(node_named(g, "block2/mlp/fc2/w"), "scale")->f == 1.0f / sqrtf(512));
     /* Attention: causal, scale 0 (1 / sqrt of the head's 32 features). */
     const Tide__V1__Node *attention = NULL;
     for (size_t i = 0; i < g->n_nodes && !attention; i++)
@@ -1557,6 +1563,10 @@ static void test_model_moe(void **state)
     /* The experts see their 1280 slots each, never all 4096 tokens. */
     expect_shape(b, tide_builder_find(b, "block0/moe/dispatch"), 2, (int64_t[]){8 * 1280, 128});
     expect_shape(b, tide_builder_find(b, "block0/moe/experts/w1"), 3, (int64_t[]){8, 128, 512});
+    Tide__V1__Graph *weights = roundtrip(b);
+    assert_true(attr_of(node_named(weights, "block0/moe/experts/w2"), "scale")->f ==
+                1.0f / sqrtf(512));
+    tide__v1__graph__free_unpacked(weights, NULL);
     expect_shape(b, tide_builder_find(b, "block0/moe/combine"), 3, (int64_t[]){4096, 2, 128});
     expect_shape(b, tide_builder_find(b, "block0/moe/share"), 1, (int64_t[]){8});
     expect_shape(b, tide_builder_find(b, TIDE_MODEL_LM_LOSS), 0, NULL);

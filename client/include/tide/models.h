@@ -130,11 +130,13 @@ tide_ref tide_model_resnet(tide_builder *b, int64_t batch, int64_t channels, int
  *     that mean ("lm_loss") plus the weighted load-balancing loss
  *     ("aux_loss").
  *
- * Variables: "embed/w" [vocab, D] and "pos/w" [S, D] (normal, stddev 0.02);
- * per block l, "block<l>/ln1/gain" and "/bias" [D], "block<l>/attn/{q,k,v,
- * out}/{w,b}" ([D, D] glorot_uniform, [D] zeros), "block<l>/ln2/..." and
- * either "block<l>/mlp/fc1/{w,b}" [D, 4D], [4D] and "block<l>/mlp/fc2/{w,b}"
- * [4D, D], [D] or the MoE layer's "block<l>/moe/gate/w" [D, E],
+ * Variables, initialised as PyTorch's nn.Embedding, nn.Linear and
+ * nn.LayerNorm start (biases at zero): "embed/w" [vocab, D] and "pos/w" [S,
+ * D] (normal, stddev 1); every weight uniform in +-1 / sqrt(fan_in), fan_in
+ * being the rows of its (each expert's) matrix; gains "ones". Per block l,
+ * "block<l>/ln1/gain" and "/bias" [D], "block<l>/attn/{q,k,v,out}/{w,b}"
+ * ([D, D], [D]), "block<l>/ln2/..." and either "block<l>/mlp/fc1/{w,b}"
+ * [D, 4D], [4D] and "block<l>/mlp/fc2/{w,b}" [4D, D], [D] or the MoE layer's "block<l>/moe/gate/w" [D, E],
  * "block<l>/moe/experts/w1" [E, D, 4D], "b1" [E, 1, 4D], "w2" [E, 4D, D],
  * "b2" [E, 1, D]; then "ln_f/..." [D] and "head/w" [D, vocab], "head/b"
  * [vocab]. So the Transformer has
