@@ -31,19 +31,26 @@ struct search {
     struct tide_backend *backend;
     struct tide_train_options train;
     struct tide_memory_policy policy;
-    int64_t channels, size;
+    int64_t c, h, w; /* an input image's shape (tide_bench_input_shape) */
     int plans;
     uint64_t host_bytes; /* of the last plan that fit: the answer's, as sizes that fit only grow */
     uint64_t peak_bytes;
 };
+
+/* The model at this batch (tide_bench_build_model). */
+static uint8_t *build_at(const struct search *s, int64_t batch, size_t *len)
+{
+    struct bench_options o = *s->o;
+    o.batch = batch;
+    return tide_bench_build_model(&o, s->c, s->h, s->w, 10, len);
+}
 
 /* 1 when the model's training plan at this batch fits under s->policy, 0 when not, -1 on error. */
 static int fits(void *ctx, int64_t batch)
 {
     struct search *s = ctx;
     size_t len;
-    uint8_t *bytes = tide_bench_build_model(s->o->model, batch, s->channels, s->size, s->size, 10,
-                                            s->o->depth, s->o->width, &len);
+    uint8_t *bytes = build_at(s, batch, &len);
     if (!bytes)
         return -1;
     struct tide_session *session = NULL;
@@ -93,7 +100,8 @@ int tide_bench_maxbatch(const struct bench_options *o)
         return 2;
     }
     bool resnet = strcmp(o->model, "resnet") == 0;
-    struct search s = {.o = o, .channels = resnet ? 3 : 1, .size = resnet ? o->image_size : 28};
+    struct search s = {.o = o};
+    tide_bench_input_shape(o, &s.c, &s.h, &s.w);
     struct tide_error err = {0};
     if (tide_bench_train_options(o->optimizer, o->lr, &s.train) != 0)
         return 2;
@@ -144,10 +152,9 @@ int tide_bench_maxbatch(const struct bench_options *o)
         fprintf(stderr, "confirming one training step at batch %" PRId64
                 " with the automatic plan...\n", batch_auto);
         size_t len;
-        uint8_t *bytes = tide_bench_build_model(o->model, batch_auto, s.channels, s.size, s.size,
-                                                10, o->depth, o->width, &len);
-        if (!bytes || tide_bench_train_step("maxbatch", bytes, len, batch_auto, s.channels,
-                                            s.size, o->seed, &s.train, &s.policy, s.backend,
+        uint8_t *bytes = build_at(&s, batch_auto, &len);
+        if (!bytes || tide_bench_train_step("maxbatch", bytes, len, batch_auto, s.c, s.h, s.w,
+                                            o->seed, &s.train, &s.policy, s.backend,
                                             &high_water, &confirmed_peak, &step_ms) != 0) {
             free(bytes);
             rc = 1;
