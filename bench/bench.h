@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * bench.h: what the subcommands of tide-bench share (tide-bench.c, depth.c, maxbatch.c).
+ * bench.h: what the subcommands of tide-bench share (tide-bench.c, depth.c, max.c).
  */
 #ifndef TIDE_BENCH_BENCH_H
 #define TIDE_BENCH_BENCH_H
@@ -32,7 +32,7 @@ struct bench_options {
     bool json;
     bool poison;
     bool no_eval; /* train: skip the test split */
-    bool confirm; /* maxbatch: train one step at the automatic plan's batch */
+    bool confirm; /* max, maxbatch: train one step at the automatic plan's value */
     int64_t trace_overhead; /* train: blocks of this many steps, tracing off and on; 0: no */
     const char *trace; /* train: the Chrome trace file of the training steps, or NULL */
     /* plan and depth */
@@ -47,6 +47,7 @@ struct bench_options {
     int64_t seq_len; /* time steps: rows of the input images */
     int64_t hidden;  /* LSTM state width */
     int32_t layers;  /* stacked LSTM layers */
+    const char *vary; /* max: batch, depth, seq or experts */
 };
 
 /*
@@ -104,8 +105,9 @@ int tide_bench_train_step(const char *what, const uint8_t *bytes, size_t len, in
                           const struct tide_memory_policy *policy, struct tide_backend *backend,
                           uint64_t *high_water, uint64_t *peak, double *ms);
 
-/* tide-bench depth (depth.c) and maxbatch (maxbatch.c). */
+/* tide-bench depth (depth.c), max and maxbatch (max.c: maxbatch is max --vary batch). */
 int tide_bench_depth(const struct bench_options *o);
+int tide_bench_max(const struct bench_options *o);
 int tide_bench_maxbatch(const struct bench_options *o);
 
 /* train --trace-overhead K (bench/trace-overhead.c): blocks of K steps with the trace recorder

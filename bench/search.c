@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * search.c: what tide-bench's capacity searches share (depth.c, maxbatch.c).
+ * search.c: what tide-bench's capacity searches share (depth.c, max.c).
  *
  * A search asks "does the plan fit?" of a size (ResNet n, a batch, a
  * sequence length): it

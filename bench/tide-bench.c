@@ -18,6 +18,8 @@
  *                    [--partition-size K] [--swap auto|on|off] [--json]
  *                    [--svg FILE] [--png FILE]
  *   tide-bench depth [--budget BYTES] [--batch B] [--width W] [--image-size S] [--json]
+ *   tide-bench max   --model M --vary batch|depth|seq|experts --budget BYTES
+ *                    [model flags] [--partition-size K] [--confirm] [--json]
  *   tide-bench maxbatch --model M [--depth D] [--width W] [--image-size S] --budget BYTES
  *                    [--partition-size K] [--confirm] [--json]
  *
@@ -55,6 +57,7 @@ static void usage(FILE *out)
             "usage: tide-bench train [options]\n"
             "       tide-bench plan --budget BYTES [options]\n"
             "       tide-bench depth [options]\n"
+            "       tide-bench max --vary batch|depth|seq|experts --budget BYTES [options]\n"
             "       tide-bench maxbatch --budget BYTES [options]\n"
             "\n"
             "train  trains a model in-process (the daemon's path from the graph on) and\n"
@@ -65,14 +68,18 @@ static void usage(FILE *out)
             "depth  finds the deepest ResNet whose plan fits the budget with swap off and\n"
             "       with swap auto (binary search), then trains one step at the swap-auto\n"
             "       maximum to confirm it runs within the budget.\n"
-            "maxbatch  finds the largest batch of --model whose plan fits --budget with\n"
-            "       swap off (as plan --swap off) and with the automatic plan (as plan):\n"
-            "       batch 1, 2, 4, ... until a plan does not fit, then bisection, up to the\n"
-            "       limit 1048576. It plans about 2*log2(batch) times for each (progress on\n"
-            "       stderr: each batch, fits or not, plan ms), so it takes that many plan\n"
-            "       times: under a second for the CNN or ResNet-50 (about 40 plans of a few\n"
-            "       ms), under a minute for a 2000-layer ResNet (0.5 to 1 s a plan).\n"
-            "       Nothing runs unless --confirm.\n"
+            "max    finds the largest value of one size of --model (--vary) whose plan fits\n"
+            "       --budget with swap off (as plan --swap off) and with the automatic plan\n"
+            "       (as plan), the other sizes as their flags say: value 1, 2, 4, ... until\n"
+            "       a plan does not fit, then bisection. --vary batch: any model, up to\n"
+            "       1048576; depth: resnet (its layers, up to 3104), lstm (--layers, up to\n"
+            "       1024); seq: lstm (--seq-len, up to 1048576). It plans about\n"
+            "       2*log2(value) times for each (progress on stderr: each value, fits or\n"
+            "       not, plan ms), so it takes that many plan times: under a second for the\n"
+            "       CNN or ResNet-50 (about 40 plans of a few ms), under a minute for a\n"
+            "       2000-layer ResNet (0.5 to 1 s a plan). Nothing runs unless --confirm.\n"
+            "maxbatch  max --vary batch, with the JSON fields batch_swap_off and batch_auto\n"
+            "       instead of vary, value_swap_off and value_auto.\n"
             "\n"
             "  --model mlp|cnn|resnet|lstm  the model (default cnn)\n"
             "  --depth D                ResNet layers, 3*(10+n)+2 for n >= 1 (default 38)\n"
@@ -97,13 +104,14 @@ static void usage(FILE *out)
             "  --poison                 poison dead regions (debug)\n"
             "  --trace FILE             train: write a Chrome trace (ui.perfetto.dev) of every\n"
             "                           training step, not of the evaluation after them\n"
-            "  --partition-size K       plan/depth/maxbatch: nodes per partition; 0 (default): the\n"
+            "  --partition-size K       plan/depth/max: nodes per partition; 0 (default): the\n"
             "                           planner picks it (powers of two, 1 to 256)\n"
             "  --swap auto|on|off       plan: swap policy (default auto, with autotune)\n"
             "  --swap-threshold T       plan: swap when the next use is > T partitions away\n"
             "  --prefetch P             plan: swap in P partitions before the use\n"
-            "  --confirm                maxbatch: train one step at the automatic plan's batch\n"
-            "                           (synthetic data) and check its high water <= budget\n"
+            "  --vary SIZE              max: batch, depth, seq or experts (see max above)\n"
+            "  --confirm                max, maxbatch: train one step at the automatic plan's\n"
+            "                           value (synthetic data) and check its high water <= budget\n"
             "  --svg FILE               plan/train: draw the plan's device memory over one step\n"
             "                           (by category, budget, peak, partitions, swaps) as SVG;\n"
             "                           train overlays the last step's measured high water\n"
@@ -198,7 +206,7 @@ static int parse_options(int argc, char **argv, struct bench_options *o)
     enum { O_DEPTH = 256, O_WIDTH, O_IMAGE, O_DATASET, O_SEED, O_OPT, O_LR, O_BUDGET, O_BACKEND,
            O_THREADS, O_JSON, O_POISON, O_STEPS, O_EPOCHS, O_PARTITION, O_SWAP, O_THRESHOLD,
            O_PREFETCH, O_TRACE, O_SVG, O_PNG, O_NO_EVAL, O_TRACE_OVERHEAD, O_CONFIRM,
-           O_SEQ_LEN, O_HIDDEN, O_LAYERS };
+           O_SEQ_LEN, O_HIDDEN, O_LAYERS, O_VARY };
     static const struct option longs[] = {
         {"model", required_argument, 0, 'm'},   {"depth", required_argument, 0, O_DEPTH},
         {"width", required_argument, 0, O_WIDTH}, {"image-size", required_argument, 0, O_IMAGE},
@@ -216,9 +224,9 @@ static int parse_options(int argc, char **argv, struct bench_options *o)
         {"trace", required_argument, 0, O_TRACE},
         {"svg", required_argument, 0, O_SVG},   {"png", required_argument, 0, O_PNG},
         {"help", no_argument, 0, 'h'},
-        /* sequence models */
+        /* sequence models, and max */
         {"seq-len", required_argument, 0, O_SEQ_LEN}, {"hidden", required_argument, 0, O_HIDDEN},
-        {"layers", required_argument, 0, O_LAYERS},
+        {"layers", required_argument, 0, O_LAYERS}, {"vary", required_argument, 0, O_VARY},
         {0, 0, 0, 0},
     };
     int64_t v;
@@ -332,7 +340,7 @@ static int parse_options(int argc, char **argv, struct bench_options *o)
         case O_PNG:
             o->png = optarg;
             break;
-        /* Sequence models. */
+        /* Sequence models, and max. */
         case O_SEQ_LEN:
             if (parse_i64(optarg, "--seq-len", 1, &o->seq_len))
                 return -1;
@@ -345,6 +353,9 @@ static int parse_options(int argc, char **argv, struct bench_options *o)
             if (parse_i64(optarg, "--layers", 1, &v))
                 return -1;
             o->layers = (int32_t)v;
+            break;
+        case O_VARY:
+            o->vary = optarg;
             break;
         case 'h':
             usage(stdout);
@@ -989,11 +1000,13 @@ int main(int argc, char **argv)
         o.batch = 16;
         o.budget = 256ull << 20;
         run = tide_bench_depth;
+    } else if (strcmp(cmd, "max") == 0) {
+        run = tide_bench_max;
     } else if (strcmp(cmd, "maxbatch") == 0) {
         run = tide_bench_maxbatch;
     } else {
         fprintf(stderr, "tide-bench: unknown command \"%s\"; commands: train, plan, depth, "
-                "maxbatch\n", cmd);
+                "max, maxbatch\n", cmd);
         return 2;
     }
     if (parse_options(argc - 1, argv + 1, &o) != 0)
@@ -1002,8 +1015,13 @@ int main(int argc, char **argv)
         fprintf(stderr, "tide-bench: --trace applies to train only, not to %s\n", cmd);
         return 2;
     }
-    if (o.confirm && run != tide_bench_maxbatch) {
-        fprintf(stderr, "tide-bench: --confirm applies to maxbatch only, not to %s\n", cmd);
+    if (o.confirm && run != tide_bench_max && run != tide_bench_maxbatch) {
+        fprintf(stderr, "tide-bench: --confirm applies to max and maxbatch only, not to %s\n",
+                cmd);
+        return 2;
+    }
+    if (o.vary && run != tide_bench_max) {
+        fprintf(stderr, "tide-bench: --vary applies to max only, not to %s\n", cmd);
         return 2;
     }
     return run(&o);

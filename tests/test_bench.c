@@ -532,6 +532,109 @@ static void test_maxbatch_exact(void **state)
     free(r);
 }
 
+/* `plan --json` of a small LSTM (hidden 16, batch 8) of seq_len steps fits in budget or not. */
+static void expect_lstm_plan_fits(struct tide_test_run *r, int64_t seq_len, const char *budget,
+                                  const char *swap, bool want)
+{
+    char text[32];
+    snprintf(text, sizeof(text), "%" PRId64, seq_len);
+    struct json_object *line = run_bench(
+        r, want ? 0 : 1,
+        (char *[]){"plan", "--model", "lstm", "--hidden", "16", "--batch", "8", "--seq-len", text,
+                   "--budget", (char *)budget, "--json", swap ? "--swap" : NULL, (char *)swap,
+                   NULL});
+    if (tide_test_json_bool(line, "fits") != want)
+        fail_msg("plan --model lstm --seq-len %" PRId64 " --budget %s%s%s: fits is %s, wanted %s",
+                 seq_len, budget, swap ? " --swap " : "", swap ? swap : "",
+                 want ? "false" : "true", want ? "true" : "false");
+    json_object_put(line);
+}
+
+/*
+ * `max --vary seq` of a small LSTM in 2 MiB: the line's fields, and both
+ * answers exact: `plan` at the length fits and at the length + 1 does not,
+ * with the same policy (--swap off, and none). The other sizes are in the
+ * line, the one that varies is not.
+ */
+static void test_max_lstm_seq_exact(void **state)
+{
+    (void)state;
+    static const char *const keys[] = {"model",
+                                       "vary",
+                                       "batch",
+                                       "hidden",
+                                       "layers",
+                                       "budget_bytes",
+                                       "value_swap_off",
+                                       "value_auto",
+                                       "ratio",
+                                       "predicted_peak_bytes",
+                                       "host_bytes",
+                                       "plans",
+                                       NULL};
+    struct tide_test_run *r = malloc(sizeof(*r));
+    assert_non_null(r);
+    struct json_object *line =
+        run_bench(r, 0,
+                  (char *[]){"max", "--model", "lstm", "--vary", "seq", "--hidden", "16",
+                             "--batch", "8", "--budget", "2M", "--json", NULL});
+    tide_test_json_keys(line, keys);
+    assert_string_equal(tide_test_json_string(line, "vary"), "seq");
+    assert_int_equal(tide_test_json_int(line, "batch"), 8);
+    assert_int_equal(tide_test_json_int(line, "hidden"), 16);
+    assert_int_equal(tide_test_json_int(line, "layers"), 1);
+    assert_int_equal(tide_test_json_uint(line, "budget_bytes"), UINT64_C(2) << 20);
+    int64_t off = tide_test_json_int(line, "value_swap_off");
+    int64_t automatic = tide_test_json_int(line, "value_auto");
+    assert_true(off >= 1);
+    assert_true(automatic >= off);
+    assert_true(fabs(tide_test_json_number(line, "ratio") - (double)automatic / (double)off) <=
+                0.0005);
+    assert_true(tide_test_json_uint(line, "predicted_peak_bytes") <= UINT64_C(2) << 20);
+    expect_in_report(r->out, "largest seq_len of lstm within 2097152 bytes (2.0 MiB): swap off %"
+                     PRId64 ", automatic plan %" PRId64 " (", off, automatic);
+    expect_in_report(r->err, "  seq_len %7" PRId64 ": fits", automatic);
+    json_object_put(line);
+
+    expect_lstm_plan_fits(r, automatic, "2M", NULL, true);
+    expect_lstm_plan_fits(r, automatic + 1, "2M", NULL, false);
+    expect_lstm_plan_fits(r, off, "2M", "off", true);
+    expect_lstm_plan_fits(r, off + 1, "2M", "off", false);
+    free(r);
+}
+
+/* `max --vary`: a size the model does not have, an unknown size, and none. */
+static void test_max_vary_errors(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *vary, *model, *message;
+    } cases[] = {
+        {"seq", "cnn", "tide-bench max: --vary seq does not apply to --model cnn, which can vary: "
+                       "batch\n"},
+        {"experts", "resnet", "tide-bench max: --vary experts does not apply to --model resnet, "
+                              "which can vary: batch, depth\n"},
+        {"width", "cnn", "tide-bench max: --vary must be batch, depth, seq or experts, got "
+                         "\"width\"\n"},
+        {NULL, "cnn", "tide-bench max: --vary batch|depth|seq|experts is required\n"},
+    };
+    struct tide_test_run *r = malloc(sizeof(*r));
+    assert_non_null(r);
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char *argv[] = {bench_path, "max", "--model", (char *)cases[i].model, "--budget", "4M",
+                        cases[i].vary ? "--vary" : NULL, (char *)cases[i].vary, NULL};
+        tide_test_run_program(argv, -1, -1, r);
+        assert_int_equal(r->exit_code, 2);
+        assert_string_equal(r->err, cases[i].message);
+        assert_string_equal(r->out, "");
+    }
+    char *vary_elsewhere[] = {bench_path, "plan", "--vary", "batch", "--budget", "4M", NULL};
+    tide_test_run_program(vary_elsewhere, -1, -1, r);
+    assert_int_equal(r->exit_code, 2);
+    assert_string_equal(r->err, "tide-bench: --vary applies to max only, not to plan\n");
+    free(r);
+}
+
 /* `maxbatch` without --budget: a usage error (exit 2) that says what to add. */
 static void test_maxbatch_needs_a_budget(void **state)
 {
@@ -561,6 +664,8 @@ int main(void)
         cmocka_unit_test(test_lstm_sequences),
         cmocka_unit_test(test_maxbatch_exact),
         cmocka_unit_test(test_maxbatch_needs_a_budget),
+        cmocka_unit_test(test_max_lstm_seq_exact),
+        cmocka_unit_test(test_max_vary_errors),
     };
     return cmocka_run_group_tests(tests, group_setup, NULL);
 }
