@@ -110,6 +110,13 @@ enum op_id {
     OP_GLOBAL_AVG_POOL,
     OP_BATCH_NORM,
     /* element-wise math (Exp, Log, Div, Sqrt, Max, Min, Gelu) */
+    OP_EXP,
+    OP_LOG,
+    OP_SQRT,
+    OP_GELU,
+    OP_DIV,
+    OP_MAX,
+    OP_MIN,
 
     /* batched products and axis permutation (BatchMatMul, Transpose) */
 
@@ -152,6 +159,13 @@ static const struct op_spec op_specs[] = {
     [OP_GLOBAL_AVG_POOL] = {TIDE_OP_GLOBAL_AVG_POOL, "global_avg_pool"},
     [OP_BATCH_NORM] = {TIDE_OP_BATCH_NORM, "batch_norm"},
     /* element-wise math (Exp, Log, Div, Sqrt, Max, Min, Gelu) */
+    [OP_EXP] = {TIDE_OP_EXP, "exp"},
+    [OP_LOG] = {TIDE_OP_LOG, "log"},
+    [OP_SQRT] = {TIDE_OP_SQRT, "sqrt"},
+    [OP_GELU] = {TIDE_OP_GELU, "gelu"},
+    [OP_DIV] = {TIDE_OP_DIV, "div"},
+    [OP_MAX] = {TIDE_OP_MAX, "max"},
+    [OP_MIN] = {TIDE_OP_MIN, "min"},
 
     /* batched products and axis permutation (BatchMatMul, Transpose) */
 
@@ -1367,6 +1381,41 @@ tide_ref tide_builder_batch_norm(tide_builder *b, const char *name, tide_ref x, 
 /* ============================================================================
  * Sequence-model ops: element-wise math (Exp, Log, Div, Sqrt, Max, Min, Gelu)
  * ========================================================================== */
+
+tide_ref tide_builder_exp(tide_builder *b, const char *name, tide_ref x)
+{
+    return unary(b, OP_EXP, name, x);
+}
+
+tide_ref tide_builder_log(tide_builder *b, const char *name, tide_ref x)
+{
+    return unary(b, OP_LOG, name, x);
+}
+
+tide_ref tide_builder_sqrt(tide_builder *b, const char *name, tide_ref x)
+{
+    return unary(b, OP_SQRT, name, x);
+}
+
+tide_ref tide_builder_gelu(tide_builder *b, const char *name, tide_ref x)
+{
+    return unary(b, OP_GELU, name, x);
+}
+
+tide_ref tide_builder_div(tide_builder *b, const char *name, tide_ref x, tide_ref y)
+{
+    return binary(b, OP_DIV, name, "x", x, "y", y);
+}
+
+tide_ref tide_builder_max(tide_builder *b, const char *name, tide_ref x, tide_ref y)
+{
+    return binary(b, OP_MAX, name, "x", x, "y", y);
+}
+
+tide_ref tide_builder_min(tide_builder *b, const char *name, tide_ref x, tide_ref y)
+{
+    return binary(b, OP_MIN, name, "x", x, "y", y);
+}
 
 /* ============================================================================
  * Sequence-model ops: batched products and axis permutation (BatchMatMul, Transpose)

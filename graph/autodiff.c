@@ -750,6 +750,108 @@ static enum tide_status tide__grad_add_n(struct grad_ctx *c)
 
 /* ---- Sequence-model ops: element-wise math (Exp, Log, Div, Sqrt, Max, Min, Gelu) ---- */
 
+/* Exp: dx = dy * y, the forward output. */
+static enum tide_status tide__grad_exp(struct grad_ctx *c)
+{
+    uint32_t id;
+    enum tide_status st = emit2(c, TIDE_OP_MUL, 0, "x", c->dy[0], out0(c->id), &id);
+    if (st == TIDE_OK)
+        c->dx[0] = out0(id);
+    return st;
+}
+
+/* Log: dx = dy / x. */
+static enum tide_status tide__grad_log(struct grad_ctx *c)
+{
+    uint32_t id;
+    enum tide_status st = emit2(c, TIDE_OP_DIV, 0, "x", c->dy[0], in_edge(c, 0), &id);
+    if (st == TIDE_OK)
+        c->dx[0] = out0(id);
+    return st;
+}
+
+/* Sqrt: dx = 0.5 * (dy / y), y the forward output. */
+static enum tide_status tide__grad_sqrt(struct grad_ctx *c)
+{
+    uint32_t quotient, id;
+    enum tide_status st = emit2(c, TIDE_OP_DIV, -1, "dy_over_y", c->dy[0], out0(c->id), &quotient);
+    if (st == TIDE_OK)
+        st = emit1(c, TIDE_OP_SCALE, 0, "x", out0(quotient), &id);
+    if (st != TIDE_OK)
+        return st;
+    tide_attr_set_float(c->ad->graph, id, TIDE_ATTR_SCALE_scale, 0.5);
+    c->dx[0] = out0(id);
+    return TIDE_OK;
+}
+
+static enum tide_status tide__grad_gelu(struct grad_ctx *c)
+{
+    uint32_t id;
+    enum tide_status st = emit2(c, TIDE_OP_GELU_GRAD, 0, "x", c->dy[0], in_edge(c, 0), &id);
+    if (st == TIDE_OK)
+        c->dx[0] = out0(id);
+    return st;
+}
+
+/*
+ * y = a / b: da = dy / b and db = -(dy * y) / b = -dy * a / b^2, each summed
+ * to its input's shape; db is summed before it is negated, the smaller tensor.
+ */
+static enum tide_status tide__grad_div(struct grad_ctx *c)
+{
+    struct tide_edge b = in_edge(c, 1);
+    enum tide_status st = TIDE_OK;
+    uint32_t id;
+    if (c->wanted[0]) {
+        bool reduce = was_broadcast(c, 0);
+        st = emit2(c, TIDE_OP_DIV, reduce ? -1 : 0, reduce ? "a_full" : "a", c->dy[0], b, &id);
+        if (st == TIDE_OK)
+            st = sum_to_input(c, 0, out0(id), true, "a", &c->dx[0]);
+    }
+    if (st == TIDE_OK && c->wanted[1]) {
+        uint32_t product, quotient;
+        struct tide_edge summed;
+        st = emit2(c, TIDE_OP_MUL, -1, "dy_y", c->dy[0], out0(c->id), &product);
+        if (st == TIDE_OK)
+            st = emit2(c, TIDE_OP_DIV, -1, "b_full", out0(product), b, &quotient);
+        if (st == TIDE_OK)
+            st = sum_to_input(c, 1, out0(quotient), false, "b_sum", &summed);
+        if (st == TIDE_OK)
+            st = emit1(c, TIDE_OP_NEG, 1, "b", summed, &id);
+        if (st == TIDE_OK)
+            c->dx[1] = out0(id);
+    }
+    return st;
+}
+
+/*
+ * Max and Min: helper op (MaxGrad or MinGrad) routes dy to the input that
+ * was selected, input 0 on ties; each part is then summed to its input's
+ * shape.
+ */
+static enum tide_status grad_select(struct grad_ctx *c, enum tide_op helper)
+{
+    static const char *const roles[2] = {"a", "b"};
+    struct tide_edge in[3] = {in_edge(c, 0), in_edge(c, 1), c->dy[0]};
+    uint32_t id;
+    enum tide_status st = emit(c, helper, -1, "select", in, 3, &id);
+    for (uint32_t i = 0; st == TIDE_OK && i < 2; i++) {
+        if (c->wanted[i])
+            st = sum_to_input(c, i, (struct tide_edge){id, i}, true, roles[i], &c->dx[i]);
+    }
+    return st;
+}
+
+static enum tide_status tide__grad_max(struct grad_ctx *c)
+{
+    return grad_select(c, TIDE_OP_MAX_GRAD);
+}
+
+static enum tide_status tide__grad_min(struct grad_ctx *c)
+{
+    return grad_select(c, TIDE_OP_MIN_GRAD);
+}
+
 /* ---- Sequence-model ops: batched products and axis permutation (BatchMatMul, Transpose) ---- */
 
 /* ---- Sequence-model ops: indexing (Gather, TopK, Mixture-of-Experts routing) ---- */

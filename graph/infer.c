@@ -1191,6 +1191,39 @@ enum tide_status tide__infer_apply_adam(struct tide_graph *graph, struct tide_no
  * Sequence-model ops: element-wise math (Exp, Log, Div, Sqrt, Max, Min, Gelu)
  * ========================================================================== */
 
+/* Exp, Log, Sqrt and Gelu are tide__infer_unary; Div, Max and Min are tide__infer_broadcast. */
+
+/* GeluGrad(dy, x): dy has x's shape, and so has the output. */
+enum tide_status tide__infer_gelu_grad(struct tide_graph *graph, struct tide_node *node,
+                                       struct tide_error *err)
+{
+    const struct tide_shape *x = input_shape(graph, node, 1);
+    enum tide_status st =
+        expect_input_shape(graph, node, 0, "dy", x, err, "the shape of input 1 (x)");
+    if (st != TIDE_OK)
+        return st;
+    return tide__set_output(graph, node, 0, TIDE_DTYPE_FLOAT32, x, err);
+}
+
+/*
+ * MaxGrad and MinGrad (a, b, dy): a and b broadcast as for Max and Min, dy
+ * has their broadcast shape, and so have both outputs.
+ */
+enum tide_status tide__infer_select_grad(struct tide_graph *graph, struct tide_node *node,
+                                         struct tide_error *err)
+{
+    enum tide_status st = tide__infer_broadcast(graph, node, err);
+    if (st != TIDE_OK)
+        return st;
+    const struct tide_shape y = node->outputs[0].shape;
+    st = expect_input_shape(
+        graph, node, 2, "dy", &y, err, "the broadcast of input 0 (a) %s and input 1 (b) %s",
+        shape_text(input_shape(graph, node, 0)).s, shape_text(input_shape(graph, node, 1)).s);
+    if (st != TIDE_OK)
+        return st;
+    return tide__set_output(graph, node, 1, TIDE_DTYPE_FLOAT32, &y, err);
+}
+
 /* ============================================================================
  * Sequence-model ops: batched products and axis permutation (BatchMatMul, Transpose)
  * ========================================================================== */

@@ -735,6 +735,8 @@ enum gc_fill {
     GC_UNIFORM,  /* [-1, 1) */
     GC_AWAY,     /* |x| in [0.2, 1): no kink within a perturbation (Relu) */
     GC_DISTINCT, /* a shuffle of multiples of 0.05: no tie within a perturbation (MaxPool) */
+    GC_BETWEEN,  /* GC_DISTINCT shifted by 0.025: no tie with a GC_DISTINCT input (Max, Min) */
+    GC_POSITIVE, /* [0.5, 1.5): inside the domain of Log and Sqrt, away from 0 (Div) */
 };
 
 struct gc_input {
@@ -775,9 +777,10 @@ static uint64_t seed_of(const char *name)
 
 static void fill_values(float *v, int64_t n, enum gc_fill fill, uint64_t *rng)
 {
-    if (fill == GC_DISTINCT) {
+    if (fill == GC_DISTINCT || fill == GC_BETWEEN) {
+        double shift = fill == GC_BETWEEN ? 0.025 : 0.0;
         for (int64_t i = 0; i < n; i++)
-            v[i] = (float)(0.05 * (double)(i - n / 2));
+            v[i] = (float)(0.05 * (double)(i - n / 2) + shift);
         for (int64_t i = n - 1; i > 0; i--) {
             int64_t j = (int64_t)(rng_next(rng) % (uint64_t)(i + 1));
             float t = v[i];
@@ -790,6 +793,8 @@ static void fill_values(float *v, int64_t n, enum gc_fill fill, uint64_t *rng)
         double u = rng_uniform(rng);
         if (fill == GC_AWAY)
             u = (u < 0 ? -1 : 1) * (0.2 + 0.8 * fabs(u));
+        else if (fill == GC_POSITIVE)
+            u = 1.0 + 0.5 * u;
         v[i] = (float)u;
     }
 }
@@ -1255,6 +1260,86 @@ static uint32_t build_add_n(struct tide_graph *g, const uint32_t *in)
 
 /* ---- Sequence-model ops: element-wise math (Exp, Log, Div, Sqrt, Max, Min, Gelu) ---- */
 
+static uint32_t build_exp(struct tide_graph *g, const uint32_t *in)
+{
+    return op1(g, TIDE_OP_EXP, "y", in[0]);
+}
+
+static uint32_t build_log(struct tide_graph *g, const uint32_t *in)
+{
+    return op1(g, TIDE_OP_LOG, "y", in[0]);
+}
+
+static uint32_t build_sqrt(struct tide_graph *g, const uint32_t *in)
+{
+    return op1(g, TIDE_OP_SQRT, "y", in[0]);
+}
+
+static uint32_t build_gelu(struct tide_graph *g, const uint32_t *in)
+{
+    return op1(g, TIDE_OP_GELU, "y", in[0]);
+}
+
+/* Gelu of 3x: inputs over [-3, 3), where the tanh saturates and the cubic term counts. */
+static uint32_t build_gelu_wide(struct tide_graph *g, const uint32_t *in)
+{
+    uint32_t x3 = op1(g, TIDE_OP_SCALE, "x3", in[0]);
+    tide_attr_set_float(g, x3, TIDE_ATTR_SCALE_scale, 3.0);
+    return op1(g, TIDE_OP_GELU, "y", x3);
+}
+
+static uint32_t build_div(struct tide_graph *g, const uint32_t *in)
+{
+    return op2(g, TIDE_OP_DIV, "y", in[0], in[1]);
+}
+
+/* x / x: both gradients reach the one input, and cancel. */
+static uint32_t build_div_self(struct tide_graph *g, const uint32_t *in)
+{
+    return op2(g, TIDE_OP_DIV, "y", in[0], in[0]);
+}
+
+static uint32_t build_max(struct tide_graph *g, const uint32_t *in)
+{
+    return op2(g, TIDE_OP_MAX, "y", in[0], in[1]);
+}
+
+static uint32_t build_min(struct tide_graph *g, const uint32_t *in)
+{
+    return op2(g, TIDE_OP_MIN, "y", in[0], in[1]);
+}
+
+/*
+ * The other operand a Const [4] (multiples of 0.05 plus 0.025, so never tied
+ * with a GC_DISTINCT input): only one of MaxGrad's (MinGrad's) outputs is read.
+ */
+static uint32_t build_select_const(struct tide_graph *g, const uint32_t *in, enum tide_op op,
+                                   bool const_first)
+{
+    static const float values[4] = {-0.075f, 0.125f, -0.025f, 0.025f};
+    uint32_t k = constant(g, "k", TIDE_DTYPE_FLOAT32, 1, (const int64_t[]){4}, values);
+    return const_first ? op2(g, op, "y", k, in[0]) : op2(g, op, "y", in[0], k);
+}
+
+static uint32_t build_max_const_b(struct tide_graph *g, const uint32_t *in)
+{
+    return build_select_const(g, in, TIDE_OP_MAX, false);
+}
+
+static uint32_t build_min_const_a(struct tide_graph *g, const uint32_t *in)
+{
+    return build_select_const(g, in, TIDE_OP_MIN, true);
+}
+
+/* Inputs of this family's gc_cases: grids for Max and Min, positive values for Log, Sqrt, Div. */
+// clang-format off
+#define MATH_DISTINCT2(A, B) {2, {A, B}, GC_DISTINCT}
+#define MATH_BETWEEN1(A) {1, {A}, GC_BETWEEN}
+#define MATH_BETWEEN2(A, B) {2, {A, B}, GC_BETWEEN}
+#define MATH_POSITIVE1(A) {1, {A}, GC_POSITIVE}
+#define MATH_POSITIVE2(A, B) {2, {A, B}, GC_POSITIVE}
+// clang-format on
+
 /* ---- Sequence-model ops: batched products and axis permutation (BatchMatMul, Transpose) ---- */
 
 /* ---- Sequence-model ops: indexing (Gather, TopK, Mixture-of-Experts routing) ---- */
@@ -1358,6 +1443,24 @@ static const struct gc_case gc_cases[] = {
     {"Scale", IN1(T2(2, 3)), build_scale},
     {"AddN", IN3(T2(2, 3), T2(2, 3), T2(2, 3)), build_add_n},
     /* element-wise math (Exp, Log, Div, Sqrt, Max, Min, Gelu) */
+    {"Exp", IN1(T2(2, 5)), build_exp},
+    {"Log", IN1(MATH_POSITIVE2(2, 5)), build_log},
+    {"Sqrt", IN1(MATH_POSITIVE2(2, 5)), build_sqrt},
+    {"Gelu", IN1(T2(2, 5)), build_gelu},
+    {"Gelu_wide", IN1(T2(3, 4)), build_gelu_wide},
+    {"Div", IN2(T2(2, 3), MATH_POSITIVE2(2, 3)), build_div},
+    {"Div_broadcast_b", IN2(T2(2, 3), MATH_POSITIVE1(3)), build_div},
+    {"Div_broadcast_both", IN2(T3(2, 1, 3), MATH_POSITIVE2(4, 1)), build_div},
+    {"Div_scalar_a", IN2(T0, MATH_POSITIVE2(2, 3)), build_div},
+    {"Div_self", IN1(MATH_POSITIVE2(2, 3)), build_div_self},
+    {"Max", IN2(MATH_DISTINCT2(3, 4), MATH_BETWEEN2(3, 4)), build_max},
+    {"Max_broadcast_b", IN2(MATH_DISTINCT2(3, 4), MATH_BETWEEN1(4)), build_max},
+    {"Max_broadcast_both", IN2(MATH_BETWEEN2(3, 1), MATH_DISTINCT2(1, 4)), build_max},
+    {"Min", IN2(MATH_DISTINCT2(3, 4), MATH_BETWEEN2(3, 4)), build_min},
+    {"Min_broadcast_a", IN2(MATH_BETWEEN1(4), MATH_DISTINCT2(3, 4)), build_min},
+    {"Min_broadcast_both", IN2(MATH_DISTINCT2(3, 1), MATH_BETWEEN2(1, 4)), build_min},
+    {"Max_const_b", IN1(MATH_DISTINCT2(3, 4)), build_max_const_b},
+    {"Min_const_a", IN1(MATH_DISTINCT2(3, 4)), build_min_const_a},
 
     /* batched products and axis permutation (BatchMatMul, Transpose) */
 

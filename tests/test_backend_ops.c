@@ -1245,6 +1245,147 @@ static void test_cuda_sticky_error(void **state)
  * Sequence-model ops: element-wise math (Exp, Log, Div, Sqrt, Max, Min, Gelu)
  * ========================================================================== */
 
+/*
+ * Exp, Log, Sqrt, Gelu and GeluGrad: a small odd shape, and a long one that
+ * the CPU cuts into pieces on its pool. Log and Sqrt see negative inputs
+ * too (NaN on both backends, which compare() accepts), never an exact 0.
+ */
+static void test_math_unary(void **state)
+{
+    (void)state;
+    static const enum tide_op ops[] = {TIDE_OP_EXP, TIDE_OP_LOG, TIDE_OP_SQRT, TIDE_OP_GELU};
+    static const float lo[] = {-6.0f, -0.5f, -0.5f, -6.0f}, hi[] = {6.0f, 9.0f, 9.0f, 6.0f};
+    for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++) {
+        struct op_case c;
+        case_init(&c, ops[i], tide_op_info(ops[i])->name, TOL_ELEM);
+        input_range(&c, 2, DIMS(4, 33), lo[i], hi[i]);
+        outf(&c, 2, DIMS(4, 33));
+        check_case(&c);
+
+        case_init(&c, ops[i], "math_unary_long", TOL_ELEM);
+        c.seed += (uint32_t)i;
+        input_range(&c, 2, DIMS(3, 20011), lo[i], hi[i]);
+        outf(&c, 2, DIMS(3, 20011));
+        check_case(&c);
+    }
+    struct op_case c;
+    case_init(&c, TIDE_OP_GELU_GRAD, "gelu_grad", TOL_ELEM);
+    input(&c, 2, DIMS(5, 37));                    /* dy */
+    input_range(&c, 2, DIMS(5, 37), -6.0f, 6.0f); /* x */
+    outf(&c, 2, DIMS(5, 37));
+    check_case(&c);
+
+    case_init(&c, TIDE_OP_GELU_GRAD, "gelu_grad_long", TOL_ELEM);
+    input(&c, 1, DIMS(40009));
+    input_range(&c, 1, DIMS(40009), -6.0f, 6.0f);
+    outf(&c, 1, DIMS(40009));
+    check_case(&c);
+    REQUIRE_CUDA();
+}
+
+/*
+ * Div, Max and Min: equal shapes, broadcasts of either input, a scalar, and
+ * long rows; Max and Min also on inputs full of ties, where both backends
+ * must take input 0.
+ */
+static void test_math_binary(void **state)
+{
+    (void)state;
+    static const enum tide_op ops[] = {TIDE_OP_DIV, TIDE_OP_MAX, TIDE_OP_MIN};
+    for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++) {
+        struct op_case c;
+        /* Div's divisors lie in [0.25, 2): no division by 0, so no inf to compare. */
+        float b_lo = ops[i] == TIDE_OP_DIV ? 0.25f : -1.0f,
+              b_hi = ops[i] == TIDE_OP_DIV ? 2.0f : 1.0f;
+        case_init(&c, ops[i], "math_same", TOL_ELEM);
+        input(&c, 2, DIMS(4, 6));
+        input_range(&c, 2, DIMS(4, 6), b_lo, b_hi);
+        outf(&c, 2, DIMS(4, 6));
+        check_case(&c);
+
+        case_init(&c, ops[i], "math_channels", TOL_ELEM);
+        input(&c, 4, DIMS(2, 3, 4, 5));
+        input_range(&c, 3, DIMS(3, 1, 1), b_lo, b_hi);
+        outf(&c, 4, DIMS(2, 3, 4, 5));
+        check_case(&c);
+
+        case_init(&c, ops[i], "math_outer", TOL_ELEM);
+        input(&c, 2, DIMS(5, 1));
+        input_range(&c, 2, DIMS(1, 7), b_lo, b_hi);
+        outf(&c, 2, DIMS(5, 7));
+        check_case(&c);
+
+        case_init(&c, ops[i], "math_scalar_a", TOL_ELEM);
+        input(&c, 0, NULL);
+        input_range(&c, 2, DIMS(4, 3), b_lo, b_hi);
+        outf(&c, 2, DIMS(4, 3));
+        check_case(&c);
+
+        case_init(&c, ops[i], "math_long_rows", TOL_ELEM);
+        input(&c, 3, DIMS(70, 1, 513));
+        input_range(&c, 2, DIMS(3, 1), b_lo, b_hi);
+        outf(&c, 3, DIMS(70, 3, 513));
+        check_case(&c);
+
+        case_init(&c, ops[i], "math_long_same", TOL_ELEM);
+        input(&c, 1, DIMS(50021));
+        input_range(&c, 1, DIMS(50021), b_lo, b_hi);
+        outf(&c, 1, DIMS(50021));
+        check_case(&c);
+    }
+    for (int k = 0; k < 2; k++) {
+        struct op_case c;
+        case_init(&c, k ? TIDE_OP_MIN : TIDE_OP_MAX, "math_ties", TOL_EXACT);
+        input_ties(&c, 2, DIMS(6, 35));
+        input_ties(&c, 1, DIMS(35));
+        outf(&c, 2, DIMS(6, 35));
+        check_case(&c);
+    }
+    REQUIRE_CUDA();
+}
+
+/* MaxGrad and MinGrad: ties (input 0 takes dy), broadcasts of either input, long rows. */
+static void test_select_grads(void **state)
+{
+    (void)state;
+    static const enum tide_op ops[] = {TIDE_OP_MAX_GRAD, TIDE_OP_MIN_GRAD};
+    for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++) {
+        struct op_case c;
+        case_init(&c, ops[i], "select_ties", TOL_EXACT);
+        input_ties(&c, 2, DIMS(7, 9));
+        input_ties(&c, 2, DIMS(7, 9));
+        input(&c, 2, DIMS(7, 9));
+        outf(&c, 2, DIMS(7, 9));
+        outf(&c, 2, DIMS(7, 9));
+        check_case(&c);
+
+        case_init(&c, ops[i], "select_broadcast", TOL_EXACT);
+        input(&c, 1, DIMS(5));
+        input_ties(&c, 3, DIMS(2, 3, 1));
+        input(&c, 3, DIMS(2, 3, 5));
+        outf(&c, 3, DIMS(2, 3, 5));
+        outf(&c, 3, DIMS(2, 3, 5));
+        check_case(&c);
+
+        case_init(&c, ops[i], "select_long_rows", TOL_EXACT);
+        input(&c, 3, DIMS(40, 1, 1031));
+        input(&c, 2, DIMS(2, 1031));
+        input(&c, 3, DIMS(40, 2, 1031));
+        outf(&c, 3, DIMS(40, 2, 1031));
+        outf(&c, 3, DIMS(40, 2, 1031));
+        check_case(&c);
+
+        case_init(&c, ops[i], "select_scalar_b", TOL_EXACT);
+        input(&c, 2, DIMS(3, 4));
+        input(&c, 0, NULL);
+        input(&c, 2, DIMS(3, 4));
+        outf(&c, 2, DIMS(3, 4));
+        outf(&c, 2, DIMS(3, 4));
+        check_case(&c);
+    }
+    REQUIRE_CUDA();
+}
+
 /* ============================================================================
  * Sequence-model ops: batched products and axis permutation (BatchMatMul, Transpose)
  * ========================================================================== */
@@ -1297,6 +1438,9 @@ int main(void)
         cmocka_unit_test(test_batch_norm),
         cmocka_unit_test(test_optimizers),
         /* element-wise math (Exp, Log, Div, Sqrt, Max, Min, Gelu) */
+        cmocka_unit_test(test_math_unary),
+        cmocka_unit_test(test_math_binary),
+        cmocka_unit_test(test_select_grads),
 
         /* batched products and axis permutation (BatchMatMul, Transpose) */
 

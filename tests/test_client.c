@@ -1485,6 +1485,74 @@ static void test_builder_errors_equal_import_errors(void **state)
 
 /* ---- Sequence-model ops: element-wise math (Exp, Log, Div, Sqrt, Max, Min, Gelu) ---- */
 
+/*
+ * The element-wise math builders: wire op, inputs in order, automatic
+ * names, shapes (broadcast for Div, Max and Min), and the daemon's words
+ * for a refused node.
+ */
+static void test_builder_math_ops(void **state)
+{
+    (void)state;
+    tide_builder *b = tide_builder_new();
+    tide_ref x = tide_builder_placeholder(b, "x", TIDE_DT_FLOAT32, 3, (int64_t[]){2, 1, 5});
+    tide_ref y = tide_builder_placeholder(b, "y", TIDE_DT_FLOAT32, 2, (int64_t[]){3, 1});
+    static const char *const unary_ops[] = {"Exp", "Log", "Sqrt", "Gelu"};
+    tide_ref u[4] = {tide_builder_exp(b, NULL, x), tide_builder_log(b, NULL, x),
+                     tide_builder_sqrt(b, "root", x), tide_builder_gelu(b, NULL, x)};
+    tide_ref d = tide_builder_div(b, NULL, x, y);
+    tide_ref mx = tide_builder_max(b, "mx", y, x);
+    tide_ref mn = tide_builder_min(b, NULL, x, y);
+    assert_null(tide_builder_error(b));
+    for (int i = 0; i < 4; i++)
+        expect_shape(b, u[i], 3, (int64_t[]){2, 1, 5});
+    expect_shape(b, d, 3, (int64_t[]){2, 3, 5});
+    expect_shape(b, mx, 3, (int64_t[]){2, 3, 5});
+    expect_shape(b, mn, 3, (int64_t[]){2, 3, 5});
+    assert_string_equal(tide_builder_name(b, u[0]), "exp_0");
+    assert_string_equal(tide_builder_name(b, u[1]), "log_0");
+    assert_string_equal(tide_builder_name(b, u[2]), "root");
+    assert_string_equal(tide_builder_name(b, u[3]), "gelu_0");
+    assert_string_equal(tide_builder_name(b, d), "div_0");
+    assert_string_equal(tide_builder_name(b, mn), "min_0");
+
+    Tide__V1__Graph *g = roundtrip(b);
+    check_against_op_table(g);
+    for (int i = 0; i < 4; i++) {
+        const Tide__V1__Node *n = node_named(g, tide_builder_name(b, u[i]));
+        assert_string_equal(n->op, unary_ops[i]);
+        assert_int_equal(n->n_inputs, 1);
+        assert_string_equal(n->inputs[0], "x");
+        assert_int_equal(n->n_attrs, 0);
+    }
+    static const struct {
+        const char *name, *op, *in0, *in1;
+    } binary[] = {{"div_0", "Div", "x", "y"}, {"mx", "Max", "y", "x"}, {"min_0", "Min", "x", "y"}};
+    for (int i = 0; i < 3; i++) {
+        const Tide__V1__Node *n = node_named(g, binary[i].name);
+        assert_string_equal(n->op, binary[i].op);
+        assert_int_equal(n->n_inputs, 2);
+        assert_string_equal(n->inputs[0], binary[i].in0);
+        assert_string_equal(n->inputs[1], binary[i].in1);
+    }
+    tide__v1__graph__free_unpacked(g, NULL);
+    tide_builder_free(b);
+
+    /* Shapes that do not broadcast, and an int32 input: the daemon's words. */
+    b = tide_builder_new();
+    x = tide_builder_placeholder(b, "x", TIDE_DT_FLOAT32, 2, (int64_t[]){2, 3});
+    y = tide_builder_placeholder(b, "y", TIDE_DT_FLOAT32, 1, (int64_t[]){4});
+    assert_int_equal(tide_builder_max(b, "m", x, y).id, -1);
+    assert_contains(tide_builder_error(b), "node \"m\" (Max): input shapes [2, 3] and [4] do not "
+                                           "broadcast: dimensions 3 and 4 differ");
+    tide_builder_free(b);
+    b = tide_builder_new();
+    tide_ref l = tide_builder_placeholder(b, "l", TIDE_DT_INT32, 1, (int64_t[]){4});
+    assert_int_equal(tide_builder_log(b, "lg", l).id, -1);
+    assert_contains(tide_builder_error(b), "node \"lg\" (Log): input 0 (\"l\") is int32, wants "
+                                           "float32");
+    tide_builder_free(b);
+}
+
 /* ---- Sequence-model ops: batched products and axis permutation (BatchMatMul, Transpose) ---- */
 
 /* ---- Sequence-model ops: indexing (Gather, TopK, Mixture-of-Experts routing) ---- */
@@ -1509,6 +1577,7 @@ int main(void)
         cmocka_unit_test(test_model_resnet),
         cmocka_unit_test(test_model_lstm),
         /* element-wise math (Exp, Log, Div, Sqrt, Max, Min, Gelu) */
+        cmocka_unit_test(test_builder_math_ops),
 
         /* batched products and axis permutation (BatchMatMul, Transpose) */
 

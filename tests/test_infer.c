@@ -1257,6 +1257,125 @@ static void test_apply(void **state)
 /* A small CNN classifier end to end: shapes flow through every layer. */
 /* ---- Sequence-model ops: element-wise math (Exp, Log, Div, Sqrt, Max, Min, Gelu) ---- */
 
+static void test_math_unary(void **state)
+{
+    (void)state;
+    static const enum tide_op ops[] = {TIDE_OP_EXP, TIDE_OP_LOG, TIDE_OP_SQRT, TIDE_OP_GELU};
+    uint32_t x = ph("x", SHAPE(2, 3, 4)), s = ph("s", SCALAR), e = ph("e", SHAPE(0, 7));
+    uint32_t ids[4][3];
+    char name[16];
+    for (int i = 0; i < 4; i++) {
+        const uint32_t inputs[3] = {x, s, e};
+        for (int k = 0; k < 3; k++) {
+            snprintf(name, sizeof(name), "op%d_%d", i, k);
+            ids[i][k] = OP(ops[i], name, inputs[k]);
+        }
+    }
+    infer_ok();
+    for (int i = 0; i < 4; i++) {
+        expect_f32(ids[i][0], SHAPE(2, 3, 4));
+        expect_f32(ids[i][1], SCALAR);
+        expect_f32(ids[i][2], SHAPE(0, 7));
+        assert_true(tide_op_info(ops[i])->flags & TIDE_OP_F_CHEAP);
+    }
+
+    for (int i = 0; i < 4; i++) {
+        reset();
+        x = placeholder_of("x", TIDE_DTYPE_INT32, SHAPE(2));
+        OP(ops[i], "bad", x);
+        FAILS(TIDE_INVALID, "bad", "input 0 (\"x\") is int32, wants float32");
+        reset();
+        x = ph("x", SHAPE(2));
+        OP(ops[i], "bad", x, x);
+        FAILS(TIDE_INVALID, "bad", "has 2 data inputs, wants 1");
+    }
+}
+
+static void test_math_binary(void **state)
+{
+    (void)state;
+    static const enum tide_op ops[] = {TIDE_OP_DIV, TIDE_OP_MAX, TIDE_OP_MIN};
+    uint32_t a = ph("a", SHAPE(2, 3, 4)), b = ph("b", SHAPE(4)), c = ph("c", SHAPE(2, 1, 4));
+    uint32_t d = ph("d", SHAPE(3, 1)), s = ph("s", SCALAR);
+    uint32_t ids[3][4];
+    char name[16];
+    for (int i = 0; i < 3; i++) {
+        snprintf(name, sizeof(name), "op%d_ab", i);
+        ids[i][0] = OP(ops[i], name, a, b);
+        snprintf(name, sizeof(name), "op%d_ba", i);
+        ids[i][1] = OP(ops[i], name, b, a);
+        snprintf(name, sizeof(name), "op%d_cd", i);
+        ids[i][2] = OP(ops[i], name, c, d);
+        snprintf(name, sizeof(name), "op%d_sd", i);
+        ids[i][3] = OP(ops[i], name, s, d);
+    }
+    infer_ok();
+    for (int i = 0; i < 3; i++) {
+        expect_f32(ids[i][0], SHAPE(2, 3, 4));
+        expect_f32(ids[i][1], SHAPE(2, 3, 4));
+        expect_f32(ids[i][2], SHAPE(2, 3, 4));
+        expect_f32(ids[i][3], SHAPE(3, 1));
+        assert_true(tide_op_info(ops[i])->flags & TIDE_OP_F_CHEAP);
+    }
+
+    for (int i = 0; i < 3; i++) {
+        reset();
+        a = ph("a", SHAPE(2, 3));
+        b = ph("b", SHAPE(4, 3));
+        OP(ops[i], "bad", a, b);
+        FAILS(TIDE_INVALID, "bad", "[2, 3]", "[4, 3]", "do not broadcast", "2 and 4");
+        reset();
+        a = ph("a", SHAPE(2, 3));
+        b = placeholder_of("b", TIDE_DTYPE_INT32, SHAPE(3));
+        OP(ops[i], "bad", a, b);
+        FAILS(TIDE_INVALID, "bad", "input 1 (\"b\") is int32, wants float32");
+    }
+}
+
+static void test_math_grads(void **state)
+{
+    (void)state;
+    uint32_t dy = ph("dy", SHAPE(2, 5)), x = ph("x", SHAPE(2, 5));
+    uint32_t gelu = OP(TIDE_OP_GELU_GRAD, "gelu", dy, x);
+    uint32_t a = ph("a", SHAPE(2, 1, 5)), b = ph("b", SHAPE(3, 1)), gy = ph("gy", SHAPE(2, 3, 5));
+    uint32_t max = OP(TIDE_OP_MAX_GRAD, "max", a, b, gy);
+    uint32_t min = OP(TIDE_OP_MIN_GRAD, "min", b, a, gy);
+    infer_ok();
+    expect_f32(gelu, SHAPE(2, 5));
+    for (uint32_t k = 0; k < 2; k++) {
+        expect_out(max, k, TIDE_DTYPE_FLOAT32, SHAPE(2, 3, 5));
+        expect_out(min, k, TIDE_DTYPE_FLOAT32, SHAPE(2, 3, 5));
+    }
+
+    reset();
+    dy = ph("dy", SHAPE(2, 4));
+    x = ph("x", SHAPE(2, 5));
+    OP(TIDE_OP_GELU_GRAD, "bad", dy, x);
+    FAILS(TIDE_INVALID, "bad", "input 0 (dy) has shape [2, 4], wants [2, 5]",
+          "the shape of input 1 (x)");
+
+    static const enum tide_op select_ops[] = {TIDE_OP_MAX_GRAD, TIDE_OP_MIN_GRAD};
+    for (int i = 0; i < 2; i++) {
+        reset();
+        a = ph("a", SHAPE(2, 3));
+        b = ph("b", SHAPE(3));
+        gy = ph("gy", SHAPE(3));
+        OP(select_ops[i], "bad", a, b, gy);
+        FAILS(TIDE_INVALID, "bad", "input 2 (dy) has shape [3], wants [2, 3]",
+              "the broadcast of input 0 (a) [2, 3] and input 1 (b) [3]");
+        reset();
+        a = ph("a", SHAPE(2, 3));
+        b = ph("b", SHAPE(2));
+        gy = ph("gy", SHAPE(2, 3));
+        OP(select_ops[i], "bad", a, b, gy);
+        FAILS(TIDE_INVALID, "bad", "[2, 3]", "[2]", "do not broadcast", "3 and 2");
+        reset();
+        a = ph("a", SHAPE(2, 3));
+        OP(select_ops[i], "bad", a, a);
+        FAILS(TIDE_INVALID, "bad", "has 2 data inputs, wants 3");
+    }
+}
+
 /* ---- Sequence-model ops: batched products and axis permutation (BatchMatMul, Transpose) ---- */
 
 /* ---- Sequence-model ops: indexing (Gather, TopK, Mixture-of-Experts routing) ---- */
@@ -1414,6 +1533,9 @@ int main(void)
         TEST(test_batch_norm),
         TEST(test_apply),
         /* element-wise math (Exp, Log, Div, Sqrt, Max, Min, Gelu) */
+        TEST(test_math_unary),
+        TEST(test_math_binary),
+        TEST(test_math_grads),
 
         /* batched products and axis permutation (BatchMatMul, Transpose) */
 

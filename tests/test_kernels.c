@@ -2231,6 +2231,236 @@ static void test_graph_normalised_attrs(void **state)
 
 /* ---- Sequence-model ops: element-wise math (Exp, Log, Div, Sqrt, Max, Min, Gelu) ---- */
 
+/* Gelu's tanh form and its derivative in double, the references of the float kernels. */
+static double gelu_ref(double x)
+{
+    return 0.5 * x * (1.0 + tanh(sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
+}
+
+static double gelu_derivative_ref(double x)
+{
+    double k = sqrt(2.0 / M_PI), t = tanh(k * (x + 0.044715 * x * x * x));
+    return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * k * (1.0 + 3.0 * 0.044715 * x * x);
+}
+
+/* Runs a one-input, one-output element-wise op of x [n] into y. */
+static void run_unary(enum tide_op op, float *x, float *y, int64_t n)
+{
+    struct tide_tensor_view in = fview(x, 1, DIMS(n)), out = fview(y, 1, DIMS(n));
+    struct test_node t;
+    node_init(&t, op, tide_op_info(op)->name);
+    run(&t, &in, 1, &out, 1);
+}
+
+static void test_math_unary(void **state)
+{
+    (void)state;
+    enum { N = 9 };
+    float x[N] = {-2.5f, -1.0f, -0.0f, 0.0f, 0.25f, 1.0f, 2.0f, 10.0f, 88.0f};
+    float y[N];
+
+    /* Exp, Log and Sqrt are libm's float functions, bit for bit, and IEEE 754 at the edges. */
+    run_unary(TIDE_OP_EXP, x, y, N);
+    for (int i = 0; i < N; i++)
+        assert_memory_equal(&y[i], &(float){expf(x[i])}, sizeof(float));
+    assert_true(y[3] == 1.0f && y[5] == expf(1.0f));
+    expect_close("exp", y,
+                 (const double[]){exp(-2.5), exp(-1.0), 1, 1, exp(0.25), M_E, exp(2.0), exp(10.0),
+                                  exp(88.0)},
+                 N, 1e-6, 0);
+
+    run_unary(TIDE_OP_LOG, x, y, N);
+    assert_true(isnan(y[0]) && isnan(y[1]));     /* log of a negative number */
+    assert_true(isinf(y[2]) && y[2] < 0);        /* log(-0) = -inf */
+    assert_true(isinf(y[3]) && y[3] < 0);        /* log(+0) = -inf */
+    assert_true(y[5] == 0.0f && !signbit(y[5])); /* log(1) = +0 */
+    expect_close("log", y + 4, (const double[]){log(0.25), 0, log(2.0), log(10.0), log(88.0)}, 5,
+                 1e-6, 1e-7);
+
+    run_unary(TIDE_OP_SQRT, x, y, N);
+    assert_true(isnan(y[0]) && isnan(y[1]));    /* sqrt of a negative number */
+    assert_true(y[2] == 0.0f && signbit(y[2])); /* sqrt(-0) = -0 */
+    const float sqrt_want[6] = {0.0f, 0.5f, 1.0f, 1.41421354f, 3.16227770f, 9.38083152f};
+    expect_exact("sqrt", y + 3, sqrt_want, 6);
+
+    /* Gelu against hand-computed values of the tanh form, then the double formula. */
+    run_unary(TIDE_OP_GELU, x, y, N);
+    assert_true(y[2] == 0.0f && y[3] == 0.0f);
+    assert_true(y[7] == 10.0f && y[8] == 88.0f); /* tanh saturates: x itself */
+    expect_close("gelu hand values", (const float[]){y[1], y[5], y[6]},
+                 (const double[]){-0.15880800939172324, 0.8411919906082768, 1.954597694087775}, 3,
+                 2e-7, 1e-7);
+    double want[N];
+    for (int i = 0; i < N; i++)
+        want[i] = gelu_ref(x[i]);
+    expect_close("gelu", y, want, N, 1e-6, 1e-7);
+
+    /* GeluGrad(dy, x) = dy * Gelu'(x); Gelu'(1) = 1.0829640838 by hand. */
+    float dy[N] = {1.0f, 2.0f, -1.0f, 0.5f, 3.0f, 1.0f, -0.5f, 1.0f, 1.0f};
+    struct tide_tensor_view in[2] = {fview(dy, 1, DIMS(N)), fview(x, 1, DIMS(N))};
+    struct tide_tensor_view out = fview(y, 1, DIMS(N));
+    struct test_node t;
+    node_init(&t, TIDE_OP_GELU_GRAD, "gelu_grad");
+    run(&t, in, 2, &out, 1);
+    expect_close("gelu_grad hand value", &y[5], (const double[]){1.0829640838457826}, 1, 1e-6, 0);
+    assert_true(y[2] == -0.5f && y[3] == 0.25f); /* Gelu'(0) = 1/2 */
+    assert_true(y[7] == 1.0f && y[8] == 1.0f);   /* saturated: Gelu' = 1 */
+    for (int i = 0; i < N; i++)
+        want[i] = dy[i] * gelu_derivative_ref(x[i]);
+    expect_close("gelu_grad", y, want, N, 1e-5, 1e-7);
+}
+
+static void test_math_binary(void **state)
+{
+    (void)state;
+    struct test_node t;
+    /* Div of [2, 3] by [3]: the host's float quotients, bit for bit; x / 0 is +-inf or NaN. */
+    float a[6] = {1.0f, -2.0f, 3.0f, 0.0f, 7.0f, -1.0f}, b[3] = {3.0f, 0.0f, -0.5f}, y[6];
+    struct tide_tensor_view in[2] = {fview(a, 2, DIMS(2, 3)), fview(b, 1, DIMS(3))};
+    struct tide_tensor_view out = fview(y, 2, DIMS(2, 3));
+    node_init(&t, TIDE_OP_DIV, "div");
+    run(&t, in, 2, &out, 1);
+    const float div_want[6] = {1.0f / 3.0f, -INFINITY, -6.0f, 0.0f, INFINITY, 2.0f};
+    expect_exact("div", y, div_want, 6);
+
+    /* Scalar over [2, 3]. */
+    float two = 2.0f;
+    struct tide_tensor_view in2[2] = {fview(&two, 0, NULL), fview(a, 2, DIMS(2, 3))};
+    run(&t, in2, 2, &out, 1);
+    assert_true(isinf(y[3]) && y[3] > 0); /* 2 / +0 */
+    const float rdiv_want[3] = {2.0f, -1.0f, 2.0f / 3.0f};
+    expect_exact("scalar div", y, rdiv_want, 3);
+    assert_true(y[4] == 2.0f / 7.0f && y[5] == -2.0f);
+
+    /*
+     * Max and Min of [2, 4] and [4]: ties (1 and 1, -0 and +0) and NaN on
+     * either side take input 0.
+     */
+    float p[8] = {1.0f, -0.0f, NAN, 3.0f, 4.0f, -5.0f, 0.5f, 2.0f};
+    float q[4] = {1.0f, 0.0f, 1.0f, NAN};
+    float z[8];
+    struct tide_tensor_view in3[2] = {fview(p, 2, DIMS(2, 4)), fview(q, 1, DIMS(4))};
+    struct tide_tensor_view out3 = fview(z, 2, DIMS(2, 4));
+    node_init(&t, TIDE_OP_MAX, "max");
+    run(&t, in3, 2, &out3, 1);
+    assert_true(z[0] == 1.0f && z[1] == 0.0f && signbit(z[1]) && isnan(z[2]) && z[3] == 3.0f);
+    assert_true(z[4] == 4.0f && z[5] == 0.0f && !signbit(z[5]) && z[6] == 1.0f && z[7] == 2.0f);
+    node_init(&t, TIDE_OP_MIN, "min");
+    run(&t, in3, 2, &out3, 1);
+    assert_true(z[0] == 1.0f && z[1] == 0.0f && signbit(z[1]) && isnan(z[2]) && z[3] == 3.0f);
+    assert_true(z[4] == 1.0f && z[5] == -5.0f && z[6] == 0.5f && z[7] == 2.0f);
+
+    /* [3, 1] against [1, 4], both broadcast. */
+    float col[3] = {0.0f, 2.0f, 5.0f}, row[4] = {-1.0f, 2.0f, 3.0f, 6.0f}, m[12];
+    struct tide_tensor_view in4[2] = {fview(col, 2, DIMS(3, 1)), fview(row, 2, DIMS(1, 4))};
+    struct tide_tensor_view out4 = fview(m, 2, DIMS(3, 4));
+    node_init(&t, TIDE_OP_MAX, "max_outer");
+    run(&t, in4, 2, &out4, 1);
+    const float max_outer[12] = {0, 2, 3, 6, 2, 2, 3, 6, 5, 5, 5, 6};
+    expect_exact("max outer", m, max_outer, 12);
+    node_init(&t, TIDE_OP_MIN, "min_outer");
+    run(&t, in4, 2, &out4, 1);
+    const float min_outer[12] = {-1, 0, 0, 0, -1, 2, 2, 2, -1, 2, 3, 5};
+    expect_exact("min outer", m, min_outer, 12);
+}
+
+static void test_select_grads(void **state)
+{
+    (void)state;
+    /* a [2, 3], b [3], dy [2, 3]: a tie at (0, 0) and (1, 1), and a NaN in b. */
+    float a[6] = {1.0f, 5.0f, -2.0f, 0.0f, 4.0f, 9.0f}, b[3] = {1.0f, 4.0f, NAN};
+    float dy[6] = {10.0f, 20.0f, 30.0f, 40.0f, 50.0f, 60.0f}, da[6], db[6];
+    struct tide_tensor_view in[3] = {fview(a, 2, DIMS(2, 3)), fview(b, 1, DIMS(3)),
+                                     fview(dy, 2, DIMS(2, 3))};
+    struct tide_tensor_view out[2] = {fview(da, 2, DIMS(2, 3)), fview(db, 2, DIMS(2, 3))};
+    struct test_node t;
+    node_init(&t, TIDE_OP_MAX_GRAD, "max_grad");
+    run(&t, in, 3, out, 2);
+    expect_exact("max_grad da", da, (const float[]){10, 20, 30, 0, 50, 60}, 6);
+    expect_exact("max_grad db", db, (const float[]){0, 0, 0, 40, 0, 0}, 6);
+    node_init(&t, TIDE_OP_MIN_GRAD, "min_grad");
+    run(&t, in, 3, out, 2);
+    expect_exact("min_grad da", da, (const float[]){10, 0, 30, 40, 50, 60}, 6);
+    expect_exact("min_grad db", db, (const float[]){0, 20, 0, 0, 0, 0}, 6);
+
+    /* A scalar a against b [4]. */
+    float s = 2.0f, row[4] = {1.0f, 2.0f, 3.0f, -7.0f}, g[4] = {1.0f, 2.0f, 3.0f, 4.0f};
+    float ga[4], gb[4];
+    struct tide_tensor_view in2[3] = {fview(&s, 0, NULL), fview(row, 1, DIMS(4)),
+                                      fview(g, 1, DIMS(4))};
+    struct tide_tensor_view out2[2] = {fview(ga, 1, DIMS(4)), fview(gb, 1, DIMS(4))};
+    node_init(&t, TIDE_OP_MAX_GRAD, "max_grad_scalar");
+    run(&t, in2, 3, out2, 2);
+    expect_exact("max_grad scalar da", ga, (const float[]){1, 2, 0, 4}, 4);
+    expect_exact("max_grad scalar db", gb, (const float[]){0, 0, 3, 0}, 4);
+}
+
+/* The math kernels over many pieces: the same bits at every thread count, and the host's values. */
+static void test_range_jobs_math(void **state)
+{
+    (void)state;
+    struct test_node t;
+    enum { N = 3 * 20011 };
+    float *x = falloc(N), *y = falloc(N), *want = falloc(N);
+    fill(x, N, 71);
+    for (int i = 0; i < N; i++)
+        x[i] *= 4.0f;
+    struct tide_tensor_view xin = fview(x, 2, DIMS(3, 20011)), xout = fview(y, 2, DIMS(3, 20011));
+    node_init(&t, TIDE_OP_EXP, "exp");
+    expect_same_at_threads("exp", &t, &xin, 1, &xout, 1, NULL, NULL);
+    for (int i = 0; i < N; i++)
+        want[i] = expf(x[i]);
+    expect_exact("exp", y, want, N);
+    node_init(&t, TIDE_OP_GELU, "gelu");
+    expect_same_at_threads("gelu", &t, &xin, 1, &xout, 1, NULL, NULL);
+    for (int i = 0; i < N; i++) {
+        double w = gelu_ref(x[i]);
+        if (!(fabs(y[i] - w) <= 1e-6 + 1e-6 * fabs(w)))
+            fail_msg("gelu: element %d is %.9g, want %.9g", i, y[i], w);
+    }
+
+    /* [37, 1, 97] / [53, 97] and MaxGrad of the same pair: rows of 97 cut mid-axis. */
+    enum { I = 37, J = 53, K = 97 };
+    float *a = falloc(I * K), *b = falloc(J * K), *z = falloc(I * J * K);
+    float *dy = falloc(I * J * K), *da = falloc(I * J * K), *db = falloc(I * J * K);
+    float *zwant = falloc(I * J * K);
+    fill(a, I * K, 72);
+    fill(b, J * K, 73);
+    fill(dy, I * J * K, 74);
+    struct tide_tensor_view in[3] = {fview(a, 3, DIMS(I, 1, K)), fview(b, 2, DIMS(J, K)),
+                                     fview(dy, 3, DIMS(I, J, K))};
+    struct tide_tensor_view out = fview(z, 3, DIMS(I, J, K));
+    node_init(&t, TIDE_OP_DIV, "div");
+    expect_same_at_threads("div broadcast", &t, in, 2, &out, 1, NULL, NULL);
+    for (int i = 0; i < I; i++)
+        for (int j = 0; j < J; j++)
+            for (int k = 0; k < K; k++)
+                zwant[(i * J + j) * K + k] = a[i * K + k] / b[j * K + k];
+    expect_exact("div broadcast", z, zwant, I * J * K);
+
+    struct tide_tensor_view outs[2] = {fview(da, 3, DIMS(I, J, K)), fview(db, 3, DIMS(I, J, K))};
+    node_init(&t, TIDE_OP_MAX_GRAD, "max_grad");
+    expect_same_at_threads("max_grad broadcast", &t, in, 3, outs, 2, NULL, NULL);
+    for (int i = 0; i < I; i++)
+        for (int j = 0; j < J; j++)
+            for (int k = 0; k < K; k++) {
+                int o = (i * J + j) * K + k;
+                bool take_b = b[j * K + k] > a[i * K + k];
+                if (da[o] != (take_b ? 0.0f : dy[o]) || db[o] != (take_b ? dy[o] : 0.0f))
+                    fail_msg("max_grad: element %d is %g, %g", o, da[o], db[o]);
+            }
+    free(x);
+    free(y);
+    free(want);
+    free(a);
+    free(b);
+    free(z);
+    free(dy);
+    free(da);
+    free(db);
+    free(zwant);
+}
+
 /* ---- Sequence-model ops: batched products and axis permutation (BatchMatMul, Transpose) ---- */
 
 /* ---- Sequence-model ops: indexing (Gather, TopK, Mixture-of-Experts routing) ---- */
@@ -2277,6 +2507,10 @@ int main(void)
         cmocka_unit_test(test_variable_init_distributions),
         cmocka_unit_test(test_variable_init_constants),
         /* element-wise math (Exp, Log, Div, Sqrt, Max, Min, Gelu) */
+        cmocka_unit_test(test_math_unary),
+        cmocka_unit_test(test_math_binary),
+        cmocka_unit_test(test_select_grads),
+        cmocka_unit_test(test_range_jobs_math),
 
         /* batched products and axis permutation (BatchMatMul, Transpose) */
 

@@ -85,6 +85,60 @@ bool tide__cpu_fits_blas_int(int64_t a, int64_t b, int64_t c);
 double tide__cpu_sum_row(const float *x, int64_t n);
 
 /* ============================================================================
+ * Broadcasting binary ops (elementwise.c)
+ * ========================================================================== */
+
+/*
+ * One row of a broadcast over two inputs: output elements first .. first + n
+ * (row-major), whose operands are a[j * sa] and b[j * sb] for j < n, each
+ * stride 0 or 1. ctx is the caller's, read only.
+ */
+typedef void (*tide__cpu_broadcast_row_fn)(const void *ctx, const float *a, int64_t sa,
+                                           const float *b, int64_t sb, int64_t first, int64_t n);
+
+/*
+ * Calls row for every row of out with a (shape a_shape) and b (b_shape)
+ * broadcast to it by NumPy rules, as infer checked: adjacent axes that
+ * broadcast alike are merged, so a row is as long as it can be. Rows run on
+ * the pool in pieces that depend on the shapes only; equal shapes are one
+ * row, cut into pieces.
+ */
+void tide__cpu_broadcast_rows(const struct tide_shape *out, const struct tide_shape *a_shape,
+                              const float *a, const struct tide_shape *b_shape, const float *b,
+                              tide__cpu_broadcast_row_fn row, const void *ctx);
+
+/*
+ * The body of a row function: z[j] = EXPR for j < n, x and y being the
+ * operands a[j * sa] and b[j * sb], written once per stride pattern so that
+ * each is a plain loop the compiler can vectorise.
+ */
+#define TIDE__CPU_BINARY_ROW(EXPR)                                                                 \
+    do {                                                                                           \
+        if (sa && sb) {                                                                            \
+            for (int64_t j = 0; j < n; j++) {                                                      \
+                float x = a[j], y = b[j];                                                          \
+                z[j] = (EXPR);                                                                     \
+            }                                                                                      \
+        } else if (sa) {                                                                           \
+            float y = b[0];                                                                        \
+            for (int64_t j = 0; j < n; j++) {                                                      \
+                float x = a[j];                                                                    \
+                z[j] = (EXPR);                                                                     \
+            }                                                                                      \
+        } else if (sb) {                                                                           \
+            float x = a[0];                                                                        \
+            for (int64_t j = 0; j < n; j++) {                                                      \
+                float y = b[j];                                                                    \
+                z[j] = (EXPR);                                                                     \
+            }                                                                                      \
+        } else {                                                                                   \
+            float x = a[0], y = b[0], v = (EXPR);                                                  \
+            for (int64_t j = 0; j < n; j++)                                                        \
+                z[j] = v;                                                                          \
+        }                                                                                          \
+    } while (0)
+
+/* ============================================================================
  * 2-D windows (Conv2D and the pools)
  * ========================================================================== */
 

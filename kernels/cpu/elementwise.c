@@ -9,7 +9,9 @@
  * axes of size 1, so that the common cases ([N, C] + [C], [N, C, H, W] +
  * [C, 1, 1], equal shapes) become a loop over contiguous rows in which each
  * input either advances (stride 1) or stays put (stride 0); the row loops are
- * written per stride pattern so the compiler can vectorise them.
+ * written per stride pattern so the compiler can vectorise them. The row
+ * traversal is shared (tide__cpu_broadcast_rows in cpu-impl.h), so that the
+ * binary ops of other files (Div, Max, Min in math.c) broadcast the same way.
  *
  * Every kernel here computes each output element from its inputs alone, so
  * it runs on the pool as a range job (tide__cpu_parallel_for) over its
@@ -118,108 +120,94 @@ static void broadcast_next_row(const struct broadcast *plan, int64_t *index, int
     }
 }
 
-enum binary_op { BINARY_ADD, BINARY_SUB, BINARY_MUL };
-
-/* One row loop per stride pattern of the two inputs, so each is a plain vectorisable loop. */
-#define BINARY_ROW(EXPR)                                                                           \
-    do {                                                                                           \
-        if (sa && sb) {                                                                            \
-            for (int64_t j = 0; j < n; j++) {                                                      \
-                float x = a[j], y = b[j];                                                          \
-                z[j] = (EXPR);                                                                     \
-            }                                                                                      \
-        } else if (sa) {                                                                           \
-            float y = b[0];                                                                        \
-            for (int64_t j = 0; j < n; j++) {                                                      \
-                float x = a[j];                                                                    \
-                z[j] = (EXPR);                                                                     \
-            }                                                                                      \
-        } else if (sb) {                                                                           \
-            float x = a[0];                                                                        \
-            for (int64_t j = 0; j < n; j++) {                                                      \
-                float y = b[j];                                                                    \
-                z[j] = (EXPR);                                                                     \
-            }                                                                                      \
-        } else {                                                                                   \
-            float x = a[0], y = b[0], v = (EXPR);                                                  \
-            for (int64_t j = 0; j < n; j++)                                                        \
-                z[j] = v;                                                                          \
-        }                                                                                          \
-    } while (0)
-
-static void binary_row(enum binary_op op, const float *a, int64_t sa, const float *b, int64_t sb,
-                       float *z, int64_t n)
-{
-    switch (op) {
-    case BINARY_ADD:
-        BINARY_ROW(x + y);
-        break;
-    case BINARY_SUB:
-        BINARY_ROW(x - y);
-        break;
-    case BINARY_MUL:
-        BINARY_ROW(x * y);
-        break;
-    }
-}
-
-/* A binary op's operands, shared by the pieces of its range job. */
-struct binary_job {
-    enum binary_op op;
+/* The rows of a broadcast over two inputs, shared by the pieces of its range job. */
+struct broadcast_rows_job {
     const float *a, *b;
-    float *z;
-    struct broadcast plan; /* rank 0 when the shapes are equal: one contiguous row */
+    tide__cpu_broadcast_row_fn row;
+    const void *ctx;
+    struct broadcast plan; /* zero when the shapes are equal: one contiguous row */
 };
 
 /* Elements [begin, end) of equal shapes. */
-static void binary_same_range(const void *ctx, int64_t begin, int64_t end)
+static void broadcast_same_range(const void *ctx, int64_t begin, int64_t end)
 {
-    const struct binary_job *job = ctx;
-    binary_row(job->op, job->a + begin, 1, job->b + begin, 1, job->z + begin, end - begin);
+    const struct broadcast_rows_job *job = ctx;
+    job->row(job->ctx, job->a + begin, 1, job->b + begin, 1, begin, end - begin);
 }
 
 /* Rows [begin, end) of a broadcast. */
-static void binary_rows_range(const void *ctx, int64_t begin, int64_t end)
+static void broadcast_rows_range(const void *ctx, int64_t begin, int64_t end)
 {
-    const struct binary_job *job = ctx;
+    const struct broadcast_rows_job *job = ctx;
     const struct broadcast *plan = &job->plan;
     int64_t n = plan->dims[plan->rank - 1];
     int64_t sa = plan->strides[0][plan->rank - 1], sb = plan->strides[1][plan->rank - 1];
     int64_t index[TIDE_MAX_RANK] = {0}, offset[2];
     broadcast_seek(plan, begin, index, offset);
     for (int64_t row = begin; row < end; row++) {
-        binary_row(job->op, job->a + offset[0], sa, job->b + offset[1], sb, job->z + row * n, n);
+        job->row(job->ctx, job->a + offset[0], sa, job->b + offset[1], sb, row * n, n);
         broadcast_next_row(plan, index, offset);
+    }
+}
+
+void tide__cpu_broadcast_rows(const struct tide_shape *out, const struct tide_shape *a_shape,
+                              const float *a, const struct tide_shape *b_shape, const float *b,
+                              tide__cpu_broadcast_row_fn row, const void *ctx)
+{
+    struct broadcast_rows_job job = {.a = a, .b = b, .row = row, .ctx = ctx};
+    int64_t total = tide_shape_numel(out);
+    if (total == 0)
+        return;
+
+    /* The common case needs no plan: equal shapes are one contiguous row. */
+    if (tide_shape_equal(a_shape, out) && tide_shape_equal(b_shape, out)) {
+        tide__cpu_parallel_for(total, TIDE__CPU_GRAIN, broadcast_same_range, &job);
+        return;
+    }
+    const struct tide_shape *ins[2] = {a_shape, b_shape};
+    bool broadcasts = broadcast_plan(&job.plan, out, ins, 2);
+    assert(broadcasts); /* infer made the output the inputs' broadcast shape */
+    (void)broadcasts;
+    if (job.plan.rank == 0) {
+        row(ctx, a, 0, b, 0, 0, 1);
+        return;
+    }
+    int64_t n = job.plan.dims[job.plan.rank - 1];
+    tide__cpu_parallel_for(total / n, tide__cpu_grain(n), broadcast_rows_range, &job);
+}
+
+enum binary_op { BINARY_ADD, BINARY_SUB, BINARY_MUL };
+
+/* A binary op's operator and output, shared by the rows of its broadcast. */
+struct binary_job {
+    enum binary_op op;
+    float *z;
+};
+
+static void binary_row(const void *ctx, const float *a, int64_t sa, const float *b, int64_t sb,
+                       int64_t first, int64_t n)
+{
+    const struct binary_job *job = ctx;
+    float *z = job->z + first;
+    switch (job->op) {
+    case BINARY_ADD:
+        TIDE__CPU_BINARY_ROW(x + y);
+        break;
+    case BINARY_SUB:
+        TIDE__CPU_BINARY_ROW(x - y);
+        break;
+    case BINARY_MUL:
+        TIDE__CPU_BINARY_ROW(x * y);
+        break;
     }
 }
 
 static enum tide_status binary(const struct tide_kernel_args *args, enum binary_op op,
                                struct tide_error *err)
 {
-    const struct tide_tensor_view *out = &args->outputs[0];
-    const struct tide_shape *ins[2] = {&args->inputs[0].shape, &args->inputs[1].shape};
-    struct binary_job job = {.op = op,
-                             .a = tide__cpu_in(args, 0),
-                             .b = tide__cpu_in(args, 1),
-                             .z = tide__cpu_out(args, 0)};
-    int64_t total = tide__cpu_numel(out);
-    if (total == 0)
-        return TIDE_OK;
-
-    /* The common case needs no plan: equal shapes are one contiguous row. */
-    if (tide_shape_equal(ins[0], &out->shape) && tide_shape_equal(ins[1], &out->shape)) {
-        tide__cpu_parallel_for(total, TIDE__CPU_GRAIN, binary_same_range, &job);
-        return TIDE_OK;
-    }
-    bool broadcasts = broadcast_plan(&job.plan, &out->shape, ins, 2);
-    assert(broadcasts); /* infer made the output the inputs' broadcast shape */
-    (void)broadcasts;
-    if (job.plan.rank == 0) {
-        binary_row(op, job.a, 0, job.b, 0, job.z, 1);
-        return TIDE_OK;
-    }
-    int64_t n = job.plan.dims[job.plan.rank - 1];
-    tide__cpu_parallel_for(total / n, tide__cpu_grain(n), binary_rows_range, &job);
+    struct binary_job job = {.op = op, .z = tide__cpu_out(args, 0)};
+    tide__cpu_broadcast_rows(&args->outputs[0].shape, &args->inputs[0].shape, tide__cpu_in(args, 0),
+                             &args->inputs[1].shape, tide__cpu_in(args, 1), binary_row, &job);
     return TIDE_OK;
 }
 

@@ -315,6 +315,27 @@ tide_ref tide_builder_batch_norm(tide_builder *b, const char *name, tide_ref x, 
 
 /* ---- Sequence-model ops: element-wise math (Exp, Log, Div, Sqrt, Max, Min, Gelu) ---- */
 
+/*
+ * Element-wise e^x, the natural logarithm, the square root, and GELU in its
+ * tanh form, 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))); the output
+ * has x's shape. Outside their domain they give what IEEE 754 gives: Log and
+ * Sqrt of a negative number are NaN, Log(0) is -inf.
+ */
+tide_ref tide_builder_exp(tide_builder *b, const char *name, tide_ref x);
+tide_ref tide_builder_log(tide_builder *b, const char *name, tide_ref x);
+tide_ref tide_builder_sqrt(tide_builder *b, const char *name, tide_ref x);
+tide_ref tide_builder_gelu(tide_builder *b, const char *name, tide_ref x);
+
+/*
+ * Element-wise x / y, max(x, y) and min(x, y) with NumPy broadcasting (as
+ * tide_builder_add). Division by 0 gives +-inf or NaN as IEEE 754 does. Max
+ * (Min) takes y only where y is strictly greater (less) than x, so ties and
+ * NaNs take x; the gradient flows to the element taken.
+ */
+tide_ref tide_builder_div(tide_builder *b, const char *name, tide_ref x, tide_ref y);
+tide_ref tide_builder_max(tide_builder *b, const char *name, tide_ref x, tide_ref y);
+tide_ref tide_builder_min(tide_builder *b, const char *name, tide_ref x, tide_ref y);
+
 /* ---- Sequence-model ops: batched products and axis permutation (BatchMatMul, Transpose) ---- */
 
 /* ---- Sequence-model ops: indexing (Gather, TopK, Mixture-of-Experts routing) ---- */

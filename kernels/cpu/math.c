@@ -1,0 +1,196 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * math.c: CPU kernels for the element-wise math of sequence models: Exp,
+ * Log, Sqrt and Gelu (unary), Div, Max and Min (binary, with NumPy
+ * broadcasting), and the gradient helpers GeluGrad, MaxGrad and MinGrad.
+ *
+ * The binary ops and MaxGrad/MinGrad walk their broadcast with the rows of
+ * tide__cpu_broadcast_rows (elementwise.c), as Add, Sub and Mul do. Every
+ * output element depends on the matching input elements alone, so the
+ * pieces on the pool change which thread computes an element, never its
+ * value.
+ *
+ * Domain: Log of a negative number and Sqrt of a negative number are NaN,
+ * Log(0) is -inf and Div by 0 is +-inf or NaN, as IEEE 754 has them; the
+ * kernels neither check nor clamp. Max and Min select input 1 only where it
+ * compares strictly greater (less) than input 0, so ties and NaNs select
+ * input 0, and MaxGrad/MinGrad route dy the same way.
+ */
+#include "kernels/cpu/cpu-impl.h"
+
+#include <assert.h>
+#include <math.h>
+#include <stdbool.h>
+
+/* Gelu's tanh form: sqrt(2 / pi) and the cubic coefficient (kernels/cuda/math.cu has the same). */
+#define GELU_K 0.7978845608028654f
+#define GELU_C 0.044715f
+
+/* ============================================================================
+ * Unary ops
+ * ========================================================================== */
+
+static inline float gelu(float x)
+{
+    float u = GELU_K * (x + GELU_C * x * x * x);
+    return 0.5f * x * (1.0f + tanhf(u));
+}
+
+/* d Gelu / dx = 0.5 (1 + t) + 0.5 x (1 - t^2) k (1 + 3 c x^2), t = tanh(k (x + c x^3)). */
+static inline float gelu_derivative(float x)
+{
+    float t = tanhf(GELU_K * (x + GELU_C * x * x * x));
+    return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * GELU_K * (1.0f + 3.0f * GELU_C * x * x);
+}
+
+/*
+ * Defines a kernel out[i] = EXPR, where x is element i of input 0, and the
+ * range its pieces run (ctx: the kernel's args).
+ */
+#define MATH_UNARY_KERNEL(ID, EXPR)                                                                \
+    static void ID##_range(const void *ctx, int64_t begin, int64_t end)                            \
+    {                                                                                              \
+        const struct tide_kernel_args *args = ctx;                                                 \
+        const float *in = tide__cpu_in(args, 0);                                                   \
+        float *out = tide__cpu_out(args, 0);                                                       \
+        for (int64_t i = begin; i < end; i++) {                                                    \
+            float x = in[i];                                                                       \
+            out[i] = (EXPR);                                                                       \
+        }                                                                                          \
+    }                                                                                              \
+    enum tide_status tide__cpu_##ID(const struct tide_kernel_args *args, struct tide_error *err)   \
+    {                                                                                              \
+        tide__kernel_same_size(args, 0);                                                           \
+        tide__cpu_parallel_for(tide__cpu_numel(&args->outputs[0]), TIDE__CPU_GRAIN, ID##_range,    \
+                               args);                                                              \
+        return TIDE_OK;                                                                            \
+    }
+
+/* clang-format off */
+MATH_UNARY_KERNEL(EXP, expf(x))
+MATH_UNARY_KERNEL(LOG, logf(x))
+MATH_UNARY_KERNEL(SQRT, sqrtf(x))
+MATH_UNARY_KERNEL(GELU, gelu(x))
+/* clang-format on */
+
+/* Elements [begin, end) of GeluGrad(dy, x); ctx is the kernel's args. */
+static void gelu_grad_range(const void *ctx, int64_t begin, int64_t end)
+{
+    const struct tide_kernel_args *args = ctx;
+    const float *dy = tide__cpu_in(args, 0), *x = tide__cpu_in(args, 1);
+    float *dx = tide__cpu_out(args, 0);
+    for (int64_t i = begin; i < end; i++)
+        dx[i] = dy[i] * gelu_derivative(x[i]);
+}
+
+enum tide_status tide__cpu_GELU_GRAD(const struct tide_kernel_args *args, struct tide_error *err)
+{
+    tide__kernel_same_size(args, 0);
+    tide__kernel_same_size(args, 1);
+    tide__cpu_parallel_for(tide__cpu_numel(&args->outputs[0]), TIDE__CPU_GRAIN, gelu_grad_range,
+                           args);
+    return TIDE_OK;
+}
+
+/* ============================================================================
+ * Broadcasting binary ops
+ * ========================================================================== */
+
+enum math_binary_op { MATH_DIV, MATH_MAX, MATH_MIN };
+
+/* A binary op's operator and output, shared by the rows of its broadcast. */
+struct math_binary_job {
+    enum math_binary_op op;
+    float *z;
+};
+
+static void math_binary_row(const void *ctx, const float *a, int64_t sa, const float *b, int64_t sb,
+                            int64_t first, int64_t n)
+{
+    const struct math_binary_job *job = ctx;
+    float *z = job->z + first;
+    switch (job->op) {
+    case MATH_DIV:
+        TIDE__CPU_BINARY_ROW(x / y);
+        break;
+    case MATH_MAX:
+        TIDE__CPU_BINARY_ROW(y > x ? y : x);
+        break;
+    case MATH_MIN:
+        TIDE__CPU_BINARY_ROW(y < x ? y : x);
+        break;
+    }
+}
+
+static enum tide_status math_binary(const struct tide_kernel_args *args, enum math_binary_op op)
+{
+    struct math_binary_job job = {.op = op, .z = tide__cpu_out(args, 0)};
+    tide__cpu_broadcast_rows(&args->outputs[0].shape, &args->inputs[0].shape, tide__cpu_in(args, 0),
+                             &args->inputs[1].shape, tide__cpu_in(args, 1), math_binary_row, &job);
+    return TIDE_OK;
+}
+
+enum tide_status tide__cpu_DIV(const struct tide_kernel_args *args, struct tide_error *err)
+{
+    return math_binary(args, MATH_DIV);
+}
+
+enum tide_status tide__cpu_MAX(const struct tide_kernel_args *args, struct tide_error *err)
+{
+    return math_binary(args, MATH_MAX);
+}
+
+enum tide_status tide__cpu_MIN(const struct tide_kernel_args *args, struct tide_error *err)
+{
+    return math_binary(args, MATH_MIN);
+}
+
+/* ============================================================================
+ * MaxGrad and MinGrad
+ * ========================================================================== */
+
+/* The selection's dy and outputs, shared by the rows of its broadcast. */
+struct select_grad_job {
+    bool max; /* MaxGrad; MinGrad otherwise */
+    const float *dy;
+    float *da, *db;
+};
+
+/* da = dy where Max (Min) selected a, else 0; db the rest of dy. */
+static void select_grad_row(const void *ctx, const float *a, int64_t sa, const float *b, int64_t sb,
+                            int64_t first, int64_t n)
+{
+    const struct select_grad_job *job = ctx;
+    const float *dy = job->dy + first;
+    float *da = job->da + first, *db = job->db + first;
+    for (int64_t j = 0; j < n; j++) {
+        float x = a[j * sa], y = b[j * sb];
+        bool take_b = job->max ? y > x : y < x;
+        da[j] = take_b ? 0.0f : dy[j];
+        db[j] = take_b ? dy[j] : 0.0f;
+    }
+}
+
+/* (a, b, dy) -> (da, db), both of dy's shape: infer made it the broadcast of a and b. */
+static enum tide_status select_grad(const struct tide_kernel_args *args, bool max)
+{
+    assert(tide_shape_equal(&args->inputs[2].shape, &args->outputs[0].shape) &&
+           tide_shape_equal(&args->outputs[1].shape, &args->outputs[0].shape));
+    struct select_grad_job job = {.max = max,
+                                  .dy = tide__cpu_in(args, 2),
+                                  .da = tide__cpu_out(args, 0),
+                                  .db = tide__cpu_out(args, 1)};
+    tide__cpu_broadcast_rows(&args->outputs[0].shape, &args->inputs[0].shape, tide__cpu_in(args, 0),
+                             &args->inputs[1].shape, tide__cpu_in(args, 1), select_grad_row, &job);
+    return TIDE_OK;
+}
+
+enum tide_status tide__cpu_MAX_GRAD(const struct tide_kernel_args *args, struct tide_error *err)
+{
+    return select_grad(args, true);
+}
+
+enum tide_status tide__cpu_MIN_GRAD(const struct tide_kernel_args *args, struct tide_error *err)
+{
+    return select_grad(args, false);
+}

@@ -1,0 +1,52 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * math-impl.h: the launchers of the element-wise math kernels (Exp, Log,
+ * Sqrt, Gelu, Div, Max, Min and their gradient helpers), shared by the host
+ * half (math.c) and the device half (math.cu) only. Each launcher enqueues
+ * on stream and returns cudaGetLastError(), as those of cuda-impl.h do.
+ */
+#ifndef TIDE_KERNELS_CUDA_MATH_IMPL_H
+#define TIDE_KERNELS_CUDA_MATH_IMPL_H
+
+#include "kernels/cuda/cuda-impl.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum tide__cuda_math_op {
+    TIDE__CUDA_EXP, /* unary: out = f(x) */
+    TIDE__CUDA_LOG,
+    TIDE__CUDA_SQRT,
+    TIDE__CUDA_GELU,
+    TIDE__CUDA_GELU_GRAD, /* out = dy * Gelu'(x) */
+    TIDE__CUDA_DIV,       /* binary, broadcast: y = f(a, b) */
+    TIDE__CUDA_MAX,
+    TIDE__CUDA_MIN,
+};
+
+/*
+ * out[i] = op(x[i]) for Exp, Log, Sqrt and Gelu, dy NULL; for GeluGrad,
+ * out[i] = dy[i] * Gelu'(x[i]).
+ */
+cudaError_t tide__cuda_launch_math_unary(cudaStream_t stream, enum tide__cuda_math_op op,
+                                         const float *x, const float *dy, float *out, int64_t n);
+
+/* y = op(a, b) for Div, Max and Min over n outputs; plan NULL when a, b and y have one shape. */
+cudaError_t tide__cuda_launch_math_binary(cudaStream_t stream, enum tide__cuda_math_op op,
+                                          const float *a, const float *b, float *y, int64_t n,
+                                          const struct tide__cuda_broadcast *plan);
+
+/*
+ * MaxGrad (max set) or MinGrad: da = dy where Max (Min) selected a, else 0;
+ * db the rest of dy. n elements of dy's shape; plan as for the binary ops.
+ */
+cudaError_t tide__cuda_launch_select_grad(cudaStream_t stream, bool max, const float *a,
+                                          const float *b, const float *dy, float *da, float *db,
+                                          int64_t n, const struct tide__cuda_broadcast *plan);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TIDE_KERNELS_CUDA_MATH_IMPL_H */

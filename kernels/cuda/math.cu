@@ -1,0 +1,184 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * math.cu: the device half of the element-wise math kernels: Exp, Log,
+ * Sqrt, Gelu and GeluGrad, Div, Max and Min with NumPy broadcasting, and
+ * MaxGrad/MinGrad.
+ *
+ * Each thread computes whole output elements from the matching input
+ * elements with the CPU kernels' expressions (kernels/cpu/math.c), in a
+ * grid-stride loop, so no result depends on the launch configuration.
+ * Broadcast inputs are addressed through the merged plan of common.c, as in
+ * elementwise.cu. Max (Min) takes input 1 only where it is strictly greater
+ * (less), so ties and NaNs take input 0, as on the CPU.
+ */
+#include "kernels/cuda/device.cuh"
+#include "kernels/cuda/math-impl.h"
+
+namespace
+{
+
+using namespace tide_cuda;
+
+/* Gelu's tanh form: sqrt(2 / pi) and the cubic coefficient (kernels/cpu/math.c has the same). */
+constexpr float kGeluK = 0.7978845608028654f;
+constexpr float kGeluC = 0.044715f;
+
+template <int Op> __device__ inline float unary_apply(float x, float dy)
+{
+    switch (Op) {
+    case TIDE__CUDA_EXP:
+        return expf(x);
+    case TIDE__CUDA_LOG:
+        return logf(x);
+    case TIDE__CUDA_SQRT:
+        return sqrtf(x);
+    case TIDE__CUDA_GELU: {
+        float u = kGeluK * (x + kGeluC * x * x * x);
+        return 0.5f * x * (1.0f + tanhf(u));
+    }
+    case TIDE__CUDA_GELU_GRAD: {
+        float t = tanhf(kGeluK * (x + kGeluC * x * x * x));
+        return dy * (0.5f * (1.0f + t) +
+                     0.5f * x * (1.0f - t * t) * kGeluK * (1.0f + 3.0f * kGeluC * x * x));
+    }
+    default:
+        return x;
+    }
+}
+
+template <int Op>
+__global__ void unary_kernel(const float *x, const float *dy, float *out, int64_t n)
+{
+    for (int64_t i = first_index(); i < n; i += grid_stride())
+        out[i] = unary_apply<Op>(x[i], dy ? dy[i] : 0.0f);
+}
+
+template <int Op> __device__ inline float binary_apply(float x, float y)
+{
+    switch (Op) {
+    case TIDE__CUDA_DIV:
+        return x / y;
+    case TIDE__CUDA_MAX:
+        return y > x ? y : x;
+    case TIDE__CUDA_MIN:
+        return y < x ? y : x;
+    default:
+        return x;
+    }
+}
+
+/* The offsets into a and b of output element i under plan (NULL plan: both i). */
+__device__ inline void broadcast_offsets(const tide__cuda_broadcast &plan, bool flat, int64_t i,
+                                         int64_t *oa, int64_t *ob)
+{
+    if (flat) {
+        *oa = *ob = i;
+        return;
+    }
+    int64_t rest = i, a = 0, b = 0;
+    for (int d = plan.rank - 1; d >= 0; d--) {
+        int64_t index = rest % plan.dims[d];
+        rest /= plan.dims[d];
+        a += index * plan.strides[0][d];
+        b += index * plan.strides[1][d];
+    }
+    *oa = a;
+    *ob = b;
+}
+
+template <int Op>
+__global__ void binary_kernel(const float *a, const float *b, float *y, int64_t n,
+                              tide__cuda_broadcast plan, bool flat)
+{
+    for (int64_t i = first_index(); i < n; i += grid_stride()) {
+        int64_t oa, ob;
+        broadcast_offsets(plan, flat, i, &oa, &ob);
+        y[i] = binary_apply<Op>(a[oa], b[ob]);
+    }
+}
+
+__global__ void select_grad_kernel(bool max, const float *a, const float *b, const float *dy,
+                                   float *da, float *db, int64_t n, tide__cuda_broadcast plan,
+                                   bool flat)
+{
+    for (int64_t i = first_index(); i < n; i += grid_stride()) {
+        int64_t oa, ob;
+        broadcast_offsets(plan, flat, i, &oa, &ob);
+        float x = a[oa], y = b[ob], g = dy[i];
+        bool take_b = max ? y > x : y < x;
+        da[i] = take_b ? 0.0f : g;
+        db[i] = take_b ? g : 0.0f;
+    }
+}
+
+/* The plan to pass by value; a zeroed one, unread, when there is none (equal shapes). */
+inline tide__cuda_broadcast plan_or_empty(const tide__cuda_broadcast *plan)
+{
+    tide__cuda_broadcast empty = {};
+    return plan ? *plan : empty;
+}
+
+} // namespace
+
+extern "C" {
+
+cudaError_t tide__cuda_launch_math_unary(cudaStream_t stream, enum tide__cuda_math_op op,
+                                         const float *x, const float *dy, float *out, int64_t n)
+{
+    if (n <= 0)
+        return cudaSuccess;
+    unsigned blocks = blocks_for(n);
+    switch (op) {
+#define UNARY_CASE(OP)                                                                             \
+    case OP:                                                                                       \
+        unary_kernel<OP><<<blocks, kThreads, 0, stream>>>(x, dy, out, n);                          \
+        break;
+        UNARY_CASE(TIDE__CUDA_EXP)
+        UNARY_CASE(TIDE__CUDA_LOG)
+        UNARY_CASE(TIDE__CUDA_SQRT)
+        UNARY_CASE(TIDE__CUDA_GELU)
+        UNARY_CASE(TIDE__CUDA_GELU_GRAD)
+#undef UNARY_CASE
+    default:
+        return cudaErrorInvalidValue;
+    }
+    return cudaGetLastError();
+}
+
+cudaError_t tide__cuda_launch_math_binary(cudaStream_t stream, enum tide__cuda_math_op op,
+                                          const float *a, const float *b, float *y, int64_t n,
+                                          const struct tide__cuda_broadcast *plan)
+{
+    if (n <= 0)
+        return cudaSuccess;
+    unsigned blocks = blocks_for(n);
+    tide__cuda_broadcast p = plan_or_empty(plan);
+    bool flat = plan == NULL;
+    switch (op) {
+    case TIDE__CUDA_DIV:
+        binary_kernel<TIDE__CUDA_DIV><<<blocks, kThreads, 0, stream>>>(a, b, y, n, p, flat);
+        break;
+    case TIDE__CUDA_MAX:
+        binary_kernel<TIDE__CUDA_MAX><<<blocks, kThreads, 0, stream>>>(a, b, y, n, p, flat);
+        break;
+    case TIDE__CUDA_MIN:
+        binary_kernel<TIDE__CUDA_MIN><<<blocks, kThreads, 0, stream>>>(a, b, y, n, p, flat);
+        break;
+    default:
+        return cudaErrorInvalidValue;
+    }
+    return cudaGetLastError();
+}
+
+cudaError_t tide__cuda_launch_select_grad(cudaStream_t stream, bool max, const float *a,
+                                          const float *b, const float *dy, float *da, float *db,
+                                          int64_t n, const struct tide__cuda_broadcast *plan)
+{
+    if (n <= 0)
+        return cudaSuccess;
+    select_grad_kernel<<<blocks_for(n), kThreads, 0, stream>>>(max, a, b, dy, da, db, n,
+                                                               plan_or_empty(plan), plan == NULL);
+    return cudaGetLastError();
+}
+
+} // extern "C"
