@@ -558,7 +558,8 @@ static void expect_lstm_plan_fits(struct tide_test_run *r, int64_t seq_len, cons
  * answers exact: `plan` at the length fits and at the length + 1 does not,
  * with the same policy (--swap off, and none). The other sizes are in the
  * line, the one that varies is not. Swapping trains sequences at least twice
- * as long (the issue's bar at 64 MiB; measured here: 207 and 578 steps).
+ * as long (the issue's bar at 64 MiB; measured here: 207 and 578 steps), and
+ * --confirm's step at the longest runs within the plan.
  */
 static void test_max_lstm_seq_exact(void **state)
 {
@@ -575,14 +576,16 @@ static void test_max_lstm_seq_exact(void **state)
                                        "predicted_peak_bytes",
                                        "host_bytes",
                                        "plans",
+                                       "confirmed_high_water_bytes",
+                                       "confirm_step_ms",
                                        NULL};
     struct tide_test_run *r = malloc(sizeof(*r));
     assert_non_null(r);
     struct json_object *line =
         run_bench(r, 0,
                   (char *[]){"max", "--model", "lstm", "--vary", "seq", "--hidden", "16",
-                             "--batch", "8", "--budget", "1M", "--partition-size", "64", "--json",
-                             NULL});
+                             "--batch", "8", "--budget", "1M", "--partition-size", "64",
+                             "--confirm", "--json", NULL});
     tide_test_json_keys(line, keys);
     assert_string_equal(tide_test_json_string(line, "vary"), "seq");
     assert_int_equal(tide_test_json_int(line, "batch"), 8);
@@ -598,6 +601,9 @@ static void test_max_lstm_seq_exact(void **state)
     assert_true(fabs(tide_test_json_number(line, "ratio") - (double)automatic / (double)off) <=
                 0.0005);
     assert_true(tide_test_json_uint(line, "predicted_peak_bytes") <= UINT64_C(1) << 20);
+    /* --confirm trained one step at the automatic plan's length: its high water is the plan's. */
+    assert_int_equal(tide_test_json_uint(line, "confirmed_high_water_bytes"),
+                     tide_test_json_uint(line, "predicted_peak_bytes"));
     expect_in_report(r->out, "largest seq_len of lstm within 1048576 bytes (1.0 MiB): swap off %"
                      PRId64 ", automatic plan %" PRId64 " (", off, automatic);
     expect_in_report(r->err, "  seq_len %7" PRId64 ": fits", automatic);
