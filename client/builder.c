@@ -119,12 +119,20 @@ enum op_id {
     OP_MIN,
 
     /* batched products and axis permutation (BatchMatMul, Transpose) */
+    OP_BATCH_MATMUL,
+    OP_TRANSPOSE,
 
     /* indexing (Gather, TopK, Mixture-of-Experts routing) */
+    OP_GATHER,
+    OP_TOP_K,
+    OP_MOE_ROUTE,
 
     /* normalisation and regularisation (LayerNorm, Dropout) */
+    OP_LAYER_NORM,
+    OP_DROPOUT,
 
     /* fused attention (Attention) */
+    OP_ATTENTION,
 };
 
 /* An op: its graph op (graph/ops.def, which gives its wire name) and its automatic names' stem. */
@@ -168,12 +176,20 @@ static const struct op_spec op_specs[] = {
     [OP_MIN] = {TIDE_OP_MIN, "min"},
 
     /* batched products and axis permutation (BatchMatMul, Transpose) */
+    [OP_BATCH_MATMUL] = {TIDE_OP_BATCH_MATMUL, "batch_matmul"},
+    [OP_TRANSPOSE] = {TIDE_OP_TRANSPOSE, "transpose"},
 
     /* indexing (Gather, TopK, Mixture-of-Experts routing) */
+    [OP_GATHER] = {TIDE_OP_GATHER, "gather"},
+    [OP_TOP_K] = {TIDE_OP_TOP_K, "top_k"},
+    [OP_MOE_ROUTE] = {TIDE_OP_MOE_ROUTE, "moe_route"},
 
     /* normalisation and regularisation (LayerNorm, Dropout) */
+    [OP_LAYER_NORM] = {TIDE_OP_LAYER_NORM, "layer_norm"},
+    [OP_DROPOUT] = {TIDE_OP_DROPOUT, "dropout"},
 
     /* fused attention (Attention) */
+    [OP_ATTENTION] = {TIDE_OP_ATTENTION, "attention"},
 };
 
 /* The wire name of op ("MatMul"). */
@@ -1421,17 +1437,98 @@ tide_ref tide_builder_min(tide_builder *b, const char *name, tide_ref x, tide_re
  * Sequence-model ops: batched products and axis permutation (BatchMatMul, Transpose)
  * ========================================================================== */
 
+tide_ref tide_builder_batch_matmul(tide_builder *b, const char *name, tide_ref a, tide_ref bm,
+                                   bool ta, bool tb)
+{
+    struct call c;
+    if (!begin(b, &c, OP_BATCH_MATMUL, name) || !input(&c, 0, "a", a) || !input(&c, 1, "b", bm))
+        return TIDE_REF_NONE;
+    attr_bool(&c, "transpose_a", ta);
+    attr_bool(&c, "transpose_b", tb);
+    return finish(&c);
+}
+
+tide_ref tide_builder_transpose(tide_builder *b, const char *name, tide_ref x, const int64_t *perm,
+                                int32_t rank)
+{
+    struct call c;
+    if (!begin(b, &c, OP_TRANSPOSE, name) || !input(&c, 0, "x", x) ||
+        !check_list(&c, "perm", rank, perm))
+        return TIDE_REF_NONE;
+    attr_ints(&c, "perm", rank, perm);
+    return finish(&c);
+}
+
 /* ============================================================================
  * Sequence-model ops: indexing (Gather, TopK, Mixture-of-Experts routing)
  * ========================================================================== */
+
+tide_ref tide_builder_gather(tide_builder *b, const char *name, tide_ref table, tide_ref ids)
+{
+    return binary(b, OP_GATHER, name, "table", table, "ids", ids);
+}
+
+tide_ref tide_builder_top_k(tide_builder *b, const char *name, tide_ref x, int64_t k)
+{
+    struct call c;
+    if (!begin(b, &c, OP_TOP_K, name) || !input(&c, 0, "x", x))
+        return TIDE_REF_NONE;
+    attr_int(&c, "k", k);
+    return finish(&c);
+}
+
+tide_ref tide_builder_moe_route(tide_builder *b, const char *name, tide_ref indices,
+                                int64_t experts, int64_t capacity)
+{
+    struct call c;
+    if (!begin(b, &c, OP_MOE_ROUTE, name) || !input(&c, 0, "indices", indices))
+        return TIDE_REF_NONE;
+    attr_int(&c, "experts", experts);
+    attr_int(&c, "capacity", capacity);
+    return finish(&c);
+}
 
 /* ============================================================================
  * Sequence-model ops: normalisation and regularisation (LayerNorm, Dropout)
  * ========================================================================== */
 
+tide_ref tide_builder_layer_norm(tide_builder *b, const char *name, tide_ref x, tide_ref gain,
+                                 tide_ref bias, float epsilon)
+{
+    struct call c;
+    if (!begin(b, &c, OP_LAYER_NORM, name) || !input(&c, 0, "x", x) ||
+        !input(&c, 1, "gain", gain) || !input(&c, 2, "bias", bias))
+        return TIDE_REF_NONE;
+    attr_float(&c, "epsilon", epsilon);
+    return finish(&c);
+}
+
+tide_ref tide_builder_dropout(tide_builder *b, const char *name, tide_ref x, float rate,
+                              int64_t seed)
+{
+    struct call c;
+    if (!begin(b, &c, OP_DROPOUT, name) || !input(&c, 0, "x", x))
+        return TIDE_REF_NONE;
+    attr_float(&c, "rate", rate);
+    attr_int(&c, "seed", seed);
+    return finish(&c);
+}
+
 /* ============================================================================
  * Sequence-model ops: fused attention (Attention)
  * ========================================================================== */
+
+tide_ref tide_builder_attention(tide_builder *b, const char *name, tide_ref q, tide_ref k,
+                                tide_ref v, bool causal, float scale)
+{
+    struct call c;
+    if (!begin(b, &c, OP_ATTENTION, name) || !input(&c, 0, "q", q) || !input(&c, 1, "k", k) ||
+        !input(&c, 2, "v", v))
+        return TIDE_REF_NONE;
+    attr_bool(&c, "causal", causal);
+    attr_float(&c, "scale", scale);
+    return finish(&c);
+}
 
 /* ============================================================================
  * Control edges

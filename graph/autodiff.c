@@ -20,8 +20,8 @@
  *     gradient function; each such input is one gradient contribution to the
  *     slot it reads, so every slot knows how many contributions it will get.
  *     An op without a gradient function on a path, or a gradient arriving at
- *     an output that its op cannot differentiate (BatchNorm's mean and
- *     inv_std), is refused here, naming the node.
+ *     an output that its op cannot differentiate (the mean and inv_std of
+ *     BatchNorm and LayerNorm), is refused here, naming the node.
  *
  *  2. Emission, in reverse topological order, so that a node's consumers have
  *     all contributed before it runs. A slot's gradient is its one
@@ -854,11 +854,247 @@ static enum tide_status tide__grad_min(struct grad_ctx *c)
 
 /* ---- Sequence-model ops: batched products and axis permutation (BatchMatMul, Transpose) ---- */
 
+/*
+ * Whether input i of BatchMatMul has fewer batch entries than the output:
+ * its batch dims (all but the last two) differ from the output's, so the
+ * product that makes its gradient, whose batch dims are the output's, must
+ * be summed back to its shape.
+ */
+static bool batch_broadcast(const struct grad_ctx *c, uint32_t i)
+{
+    struct tide_shape x = in_shape(c, i), y = out_shape(c, 0);
+    if (x.rank != y.rank)
+        return true;
+    for (int32_t d = 0; d < x.rank - 2; d++) {
+        if (x.dims[d] != y.dims[d])
+            return true;
+    }
+    return false;
+}
+
+/*
+ * dx[i] = BatchMatMul(first, second; transpose_a = ta, transpose_b = tb),
+ * summed to input i's shape (SumToShape) where input i's batch dims were
+ * broadcast.
+ */
+static enum tide_status batch_matmul_into(struct grad_ctx *c, uint32_t i, const char *role,
+                                          struct tide_edge first, struct tide_edge second, bool ta,
+                                          bool tb)
+{
+    bool reduce = batch_broadcast(c, i);
+    char full_role[16];
+    snprintf(full_role, sizeof(full_role), "%s_full", role);
+    uint32_t id;
+    enum tide_status st = emit2(c, TIDE_OP_BATCH_MATMUL, reduce ? -1 : (int)i,
+                                reduce ? full_role : role, first, second, &id);
+    if (st != TIDE_OK)
+        return st;
+    if (ta)
+        tide_attr_set_bool(c->ad->graph, id, TIDE_ATTR_BATCH_MATMUL_transpose_a, true);
+    if (tb)
+        tide_attr_set_bool(c->ad->graph, id, TIDE_ATTR_BATCH_MATMUL_transpose_b, true);
+    c->dx[i] = out0(id);
+    if (!reduce)
+        return TIDE_OK;
+    struct tide_shape x = in_shape(c, i);
+    st = emit1(c, TIDE_OP_SUM_TO_SHAPE, (int)i, role, out0(id), &id);
+    if (st != TIDE_OK)
+        return st;
+    tide_attr_set_shape(c->ad->graph, id, TIDE_ATTR_SUM_TO_SHAPE_shape, &x);
+    c->dx[i] = out0(id);
+    return TIDE_OK;
+}
+
+/* Appends Reshape(x) to the rows of a matrix, [rows, cols]. */
+static enum tide_status rows_of(struct grad_ctx *c, const char *role, struct tide_edge x,
+                                int64_t rows, int64_t cols, struct tide_edge *out)
+{
+    uint32_t id;
+    enum tide_status st = emit1(c, TIDE_OP_RESHAPE, -1, role, x, &id);
+    if (st != TIDE_OK)
+        return st;
+    const int64_t dims[2] = {rows, cols};
+    tide_attr_set_ints(c->ad->graph, id, TIDE_ATTR_RESHAPE_shape, dims, 2);
+    *out = out0(id);
+    return TIDE_OK;
+}
+
+/*
+ * The gradient of a rank-2 b (a weight) under a batched a [..., M, K] that
+ * is not transposed: the sum over the batch of a_p^T dy_p is one product of
+ * a and dy seen as [P * M, K] and [P * M, N] (P the batch entries), so no
+ * [P, K, N] tensor of per-entry products is made only to be summed away.
+ */
+static enum tide_status batch_matmul_weight_grad(struct grad_ctx *c, int64_t rows, bool tb)
+{
+    struct tide_shape a = in_shape(c, 0), y = out_shape(c, 0);
+    struct tide_edge a_rows, dy_rows;
+    enum tide_status st = rows_of(c, "a_rows", in_edge(c, 0), rows, a.dims[a.rank - 1], &a_rows);
+    if (st == TIDE_OK)
+        st = rows_of(c, "dy_rows", c->dy[0], rows, y.dims[y.rank - 1], &dy_rows);
+    if (st != TIDE_OK)
+        return st;
+    /* b [K, N]: db = a_rows^T dy_rows. b [N, K]: db = dy_rows^T a_rows. */
+    return tb ? matmul_into(c, 1, "b", dy_rows, a_rows, true, false)
+              : matmul_into(c, 1, "b", a_rows, dy_rows, true, false);
+}
+
+/*
+ * Y = op(A) op(B) per batch entry, as MatMul (tide__grad_matmul) with the
+ * same four forms:
+ *   A B:      dA = dY B^T         dB = A^T dY
+ *   A B^T:    dA = dY B           dB = dY^T A
+ *   A^T B:    dA = B dY^T         dB = A dY
+ *   A^T B^T:  dA = B^T dY^T       dB = dY^T A^T
+ * Each product has the output's batch dims; an input whose batch dims were
+ * broadcast gets it summed back to its shape.
+ */
+static enum tide_status tide__grad_batch_matmul(struct grad_ctx *c)
+{
+    bool ta = fwd_attr(c, TIDE_ATTR_BATCH_MATMUL_transpose_a)->b;
+    bool tb = fwd_attr(c, TIDE_ATTR_BATCH_MATMUL_transpose_b)->b;
+    struct tide_edge a = in_edge(c, 0), b = in_edge(c, 1), dy = c->dy[0];
+    enum tide_status st = TIDE_OK;
+    if (c->wanted[0]) {
+        if (!ta)
+            st = batch_matmul_into(c, 0, "a", dy, b, false, !tb);
+        else if (!tb)
+            st = batch_matmul_into(c, 0, "a", b, dy, false, true);
+        else
+            st = batch_matmul_into(c, 0, "a", b, dy, true, true);
+    }
+    if (st != TIDE_OK || !c->wanted[1])
+        return st;
+    struct tide_shape as = in_shape(c, 0);
+    int64_t rows = 1; /* P * M: a's dims but the last (it may overflow only when a is empty) */
+    bool rows_fit = true;
+    for (int32_t d = 0; d < as.rank - 1; d++)
+        rows_fit = rows_fit && !__builtin_mul_overflow(rows, as.dims[d], &rows);
+    if (!ta && rows_fit && in_shape(c, 1).rank == 2 && as.rank > 2)
+        return batch_matmul_weight_grad(c, rows, tb);
+    if (!tb)
+        return ta ? batch_matmul_into(c, 1, "b", a, dy, false, false)
+                  : batch_matmul_into(c, 1, "b", a, dy, true, false);
+    return ta ? batch_matmul_into(c, 1, "b", dy, a, true, true)
+              : batch_matmul_into(c, 1, "b", dy, a, true, false);
+}
+
+/* The gradient of Transpose(perm) is Transpose by the inverse permutation. */
+static enum tide_status tide__grad_transpose(struct grad_ctx *c)
+{
+    const struct tide_attr_value *perm = fwd_attr(c, TIDE_ATTR_TRANSPOSE_perm);
+    int64_t inverse[TIDE_MAX_RANK];
+    for (int32_t i = 0; i < perm->ints.n; i++) /* a permutation, checked by infer */
+        inverse[perm->ints.v[i]] = i;
+    uint32_t id;
+    enum tide_status st = emit1(c, TIDE_OP_TRANSPOSE, 0, "x", c->dy[0], &id);
+    if (st != TIDE_OK)
+        return st;
+    tide_attr_set_ints(c->ad->graph, id, TIDE_ATTR_TRANSPOSE_perm, inverse, perm->ints.n);
+    c->dx[0] = out0(id);
+    return TIDE_OK;
+}
+
 /* ---- Sequence-model ops: indexing (Gather, TopK, Mixture-of-Experts routing) ---- */
+
+/* Gather(table, ids): the table's gradient scatter-adds dy into its rows; ids (int32) get none. */
+static enum tide_status tide__grad_gather(struct grad_ctx *c)
+{
+    struct tide_shape table = in_shape(c, 0);
+    uint32_t id;
+    enum tide_status st = emit2(c, TIDE_OP_GATHER_GRAD, 0, "table", c->dy[0], in_edge(c, 1), &id);
+    if (st != TIDE_OK)
+        return st;
+    tide_attr_set_int(c->ad->graph, id, TIDE_ATTR_GATHER_GRAD_num_rows, table.dims[0]);
+    c->dx[0] = out0(id);
+    return TIDE_OK;
+}
+
+/*
+ * TopK(x) -> values, indices. Only values is differentiable; indices are
+ * int32, so analysis never sends a gradient there. TopKGrad places dvalues
+ * at the chosen indices of zeros of x's shape.
+ */
+static enum tide_status tide__grad_top_k(struct grad_ctx *c)
+{
+    struct tide_shape x = in_shape(c, 0);
+    uint32_t id;
+    assert(c->dy[1].node == TIDE_NO_NODE);
+    enum tide_status st =
+        emit2(c, TIDE_OP_TOP_K_GRAD, 0, "x", c->dy[0], (struct tide_edge){c->id, 1}, &id);
+    if (st != TIDE_OK)
+        return st;
+    tide_attr_set_shape(c->ad->graph, id, TIDE_ATTR_TOP_K_GRAD_shape, &x);
+    c->dx[0] = out0(id);
+    return TIDE_OK;
+}
 
 /* ---- Sequence-model ops: normalisation and regularisation (LayerNorm, Dropout) ---- */
 
+/*
+ * LayerNorm(x, gain, bias) -> y, mean, inv_std. As BatchNorm: only y is
+ * differentiable (analysis refuses a gradient at the statistics), and
+ * LayerNormGrad reuses the forward statistics.
+ */
+static enum tide_status tide__grad_layer_norm(struct grad_ctx *c)
+{
+    struct tide_edge in[5] = {c->dy[0], in_edge(c, 0), in_edge(c, 1), {c->id, 1}, {c->id, 2}};
+    uint32_t id;
+    assert(c->dy[1].node == TIDE_NO_NODE && c->dy[2].node == TIDE_NO_NODE);
+    enum tide_status st = emit(c, TIDE_OP_LAYER_NORM_GRAD, -1, "backprop", in, 5, &id);
+    if (st != TIDE_OK)
+        return st;
+    for (uint32_t i = 0; i < 3; i++)
+        c->dx[i] = (struct tide_edge){id, i};
+    return TIDE_OK;
+}
+
+/*
+ * Dropout: dx = dy * mask / (1 - rate), with the forward node's mask, which
+ * DropoutGrad regenerates from the forward node's name, seed and rate (and
+ * the step's key) instead of keeping it.
+ */
+static enum tide_status tide__grad_dropout(struct grad_ctx *c)
+{
+    double rate = fwd_attr(c, TIDE_ATTR_DROPOUT_rate)->f;
+    int64_t seed = fwd_attr(c, TIDE_ATTR_DROPOUT_seed)->i;
+    uint32_t id;
+    enum tide_status st = emit1(c, TIDE_OP_DROPOUT_GRAD, 0, "x", c->dy[0], &id);
+    if (st == TIDE_OK)
+        st = tide_attr_set_string(c->ad->graph, id, TIDE_ATTR_DROPOUT_GRAD_forward, fwd(c)->name);
+    if (st != TIDE_OK)
+        return st;
+    tide_attr_set_float(c->ad->graph, id, TIDE_ATTR_DROPOUT_GRAD_rate, rate);
+    tide_attr_set_int(c->ad->graph, id, TIDE_ATTR_DROPOUT_GRAD_seed, seed);
+    c->dx[0] = out0(id);
+    return TIDE_OK;
+}
+
 /* ---- Sequence-model ops: fused attention (Attention) ---- */
+
+/*
+ * Attention: one AttentionGrad(q, k, v, o, lse, do) gives dq, dk and dv; it
+ * recomputes the score blocks from q, k and lse rather than keeping them.
+ * Only o is differentiable: analysis refuses a gradient at lse, so dy[1] is
+ * empty here.
+ */
+static enum tide_status tide__grad_attention(struct grad_ctx *c)
+{
+    bool causal = fwd_attr(c, TIDE_ATTR_ATTENTION_causal)->b;
+    double scale = fwd_attr(c, TIDE_ATTR_ATTENTION_scale)->f;
+    struct tide_edge in[6] = {in_edge(c, 0), in_edge(c, 1), in_edge(c, 2),
+                              {c->id, 0},    {c->id, 1},    c->dy[0]};
+    uint32_t id;
+    assert(c->dy[1].node == TIDE_NO_NODE);
+    enum tide_status st = emit(c, TIDE_OP_ATTENTION_GRAD, -1, "backprop", in, 6, &id);
+    if (st != TIDE_OK)
+        return st;
+    tide_attr_set_bool(c->ad->graph, id, TIDE_ATTR_ATTENTION_GRAD_causal, causal);
+    tide_attr_set_float(c->ad->graph, id, TIDE_ATTR_ATTENTION_GRAD_scale, scale);
+    for (uint32_t i = 0; i < 3; i++)
+        c->dx[i] = (struct tide_edge){id, i};
+    return TIDE_OK;
+}
 
 /* The GRAD column of ops.def; `none` (not differentiable) becomes NULL. */
 #define tide__grad_none NULL
@@ -1010,7 +1246,7 @@ static enum tide_status analyse(struct autodiff *ad)
                                    "has no gradient, but lies on a path from \"%s\" to the loss "
                                    "\"%s\"",
                                    wrt_name(ad, d), ad->loss_text);
-        if (node->op == TIDE_OP_BATCH_NORM) {
+        if (node->op == TIDE_OP_BATCH_NORM || node->op == TIDE_OP_LAYER_NORM) {
             static const char *const outputs[3] = {"y", "mean", "inv_std"};
             for (uint32_t k = 1; k < 3; k++) {
                 if (ad->count[ad->slot_base[v] + k])
@@ -1021,6 +1257,11 @@ static enum tide_status analyse(struct autodiff *ad)
                                            ad->loss_text, k, outputs[k]);
             }
         }
+        if (node->op == TIDE_OP_ATTENTION && ad->count[ad->slot_base[v] + 1])
+            return tide_node_error(ad->err, TIDE_UNSUPPORTED, node,
+                                   "the loss \"%s\" depends on output 1 (lse), which has no "
+                                   "gradient; only output 0 (o) is differentiable",
+                                   ad->loss_text);
     }
 
     /* Where each slot's contributions go. */

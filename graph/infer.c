@@ -1228,14 +1228,437 @@ enum tide_status tide__infer_select_grad(struct tide_graph *graph, struct tide_n
  * Sequence-model ops: batched products and axis permutation (BatchMatMul, Transpose)
  * ========================================================================== */
 
+/*
+ * BatchMatMul: a [..., M, K] (transposed: [..., K, M]) times b [..., K, N]
+ * (transposed: [..., N, K]), each of rank 2 or more. The batch dims, all but
+ * the last two, broadcast by NumPy rules (a rank-2 operand has none, so it
+ * meets every batch entry), and the output is [batch..., M, N].
+ */
+enum tide_status tide__infer_batch_matmul(struct tide_graph *graph, struct tide_node *node,
+                                          struct tide_error *err)
+{
+    const struct tide_shape *a = input_shape(graph, node, 0), *b = input_shape(graph, node, 1);
+    bool ta = node->attrs[TIDE_ATTR_BATCH_MATMUL_transpose_a].b;
+    bool tb = node->attrs[TIDE_ATTR_BATCH_MATMUL_transpose_b].b;
+    enum tide_status st = require_rank(node, "input 0 (a)", a, 2, TIDE_MAX_RANK,
+                                       ta ? "[..., K, M]" : "[..., M, K]", err);
+    if (st == TIDE_OK)
+        st = require_rank(node, "input 1 (b)", b, 2, TIDE_MAX_RANK,
+                          tb ? "[..., N, K]" : "[..., K, N]", err);
+    if (st != TIDE_OK)
+        return st;
+    int32_t ra = a->rank, rb = b->rank;
+    int64_t m = a->dims[ra - (ta ? 1 : 2)], ka = a->dims[ra - (ta ? 2 : 1)];
+    int64_t kb = b->dims[rb - (tb ? 1 : 2)], n = b->dims[rb - (tb ? 2 : 1)];
+    if (ka != kb)
+        return tide_node_error(
+            err, TIDE_INVALID, node,
+            "inner dimensions %" PRId64 " and %" PRId64 " differ (a is %s%s, b is %s%s)", ka, kb,
+            shape_text(a).s, ta ? " transposed" : "", shape_text(b).s, tb ? " transposed" : "");
+    struct tide_shape batch_a = tide_shape_make(ra - 2, a->dims);
+    struct tide_shape batch_b = tide_shape_make(rb - 2, b->dims);
+    struct tide_shape y;
+    int64_t clash[2];
+    if (!broadcast_shapes(&batch_a, &batch_b, &y, clash))
+        return tide_node_error(err, TIDE_INVALID, node,
+                               "batch dimensions %s of a %s and %s of b %s do not broadcast: "
+                               "dimensions %" PRId64 " and %" PRId64 " differ and neither is 1",
+                               shape_text(&batch_a).s, shape_text(a).s, shape_text(&batch_b).s,
+                               shape_text(b).s, clash[0], clash[1]);
+    y.dims[y.rank++] = m; /* the batch rank is at most TIDE_MAX_RANK - 2 */
+    y.dims[y.rank++] = n;
+    return tide__set_output(graph, node, 0, TIDE_DTYPE_FLOAT32, &y, err);
+}
+
+/* Transpose: output axis i is input axis perm[i]; any dtype (the SAME rule). */
+enum tide_status tide__infer_transpose(struct tide_graph *graph, struct tide_node *node,
+                                       struct tide_error *err)
+{
+    const struct tide_output *x = tide_graph_input(graph, node, 0);
+    struct tide_attr_value *perm;
+    enum tide_status st = ints_attr(node, "perm", &perm, err);
+    if (st == TIDE_OK)
+        st = expect_one_per_axis(node, "perm", perm, "input 0", &x->shape, err);
+    if (st != TIDE_OK)
+        return st;
+    struct text perm_text = ints_text(perm->ints.v, perm->ints.n);
+    bool seen[TIDE_MAX_RANK] = {false};
+    struct tide_shape y = {.rank = x->shape.rank};
+    for (int32_t i = 0; i < y.rank; i++) {
+        int64_t axis = perm->ints.v[i];
+        if (axis < 0 || axis >= y.rank)
+            return tide_node_error(err, TIDE_INVALID, node,
+                                   "attribute \"perm\" %s has %" PRId64
+                                   " at index %d, out of range for input 0 %s (wants 0 to %d)",
+                                   perm_text.s, axis, i, shape_text(&x->shape).s, y.rank - 1);
+        if (seen[axis])
+            return tide_node_error(err, TIDE_INVALID, node,
+                                   "attribute \"perm\" %s names axis %" PRId64
+                                   " twice, wants a permutation of 0 to %d",
+                                   perm_text.s, axis, y.rank - 1);
+        seen[axis] = true;
+        y.dims[i] = x->shape.dims[axis];
+    }
+    return tide__set_output(graph, node, 0, x->dtype, &y, err);
+}
+
 /* ============================================================================
  * Sequence-model ops: indexing (Gather, TopK, Mixture-of-Experts routing)
  * ========================================================================== */
+
+/*
+ * Refuses an INT attribute below min (a count: k, experts, capacity, num_rows) or above max
+ * (the largest value an int32 output can hold, or the data's extent); what names the bound.
+ */
+static enum tide_status check_count(struct tide_node *node, const char *name, int64_t min,
+                                    int64_t max, const char *what, struct tide_error *err)
+{
+    int64_t v = attr(node, name)->i;
+    if (v >= min && v <= max)
+        return TIDE_OK;
+    return tide_node_error(err, TIDE_INVALID, node,
+                           "attribute \"%s\" is %" PRId64 ", wants %" PRId64 " to %" PRId64 "%s%s",
+                           name, v, min, max, what[0] ? " " : "", what);
+}
+
+/* The shape lead + tail[from..] (Gather's and GatherGrad's outputs), within the rank limit. */
+static enum tide_status join_shapes(struct tide_node *node, const struct tide_shape *lead,
+                                    const char *lead_label, const struct tide_shape *tail,
+                                    int32_t from, const char *tail_label, struct tide_shape *out,
+                                    struct tide_error *err)
+{
+    int32_t rank = lead->rank + tail->rank - from;
+    if (rank > TIDE_MAX_RANK)
+        return tide_node_error(err, TIDE_INVALID, node,
+                               "the output would have rank %d (%s %s, then %s %s past axis %d), "
+                               "the limit is %d",
+                               rank, lead_label, shape_text(lead).s, tail_label, shape_text(tail).s,
+                               from - 1, TIDE_MAX_RANK);
+    out->rank = rank;
+    for (int32_t i = 0; i < lead->rank; i++)
+        out->dims[i] = lead->dims[i];
+    for (int32_t i = from; i < tail->rank; i++)
+        out->dims[lead->rank + i - from] = tail->dims[i];
+    return TIDE_OK;
+}
+
+/* Gather(table [N, d1, ...] float32, ids int32 of any rank) -> ids.shape + [d1, ...]. */
+enum tide_status tide__infer_gather(struct tide_graph *graph, struct tide_node *node,
+                                    struct tide_error *err)
+{
+    const struct tide_shape *table = input_shape(graph, node, 0),
+                            *ids = input_shape(graph, node, 1);
+    enum tide_status st = expect_input_dtype(graph, node, 0, "table", TIDE_DTYPE_FLOAT32, err);
+    if (st == TIDE_OK)
+        st = require_rank(node, "input 0 (table)", table, 1, TIDE_MAX_RANK, "[N, ...]", err);
+    if (st == TIDE_OK)
+        st = expect_input_dtype(graph, node, 1, "ids", TIDE_DTYPE_INT32, err);
+    struct tide_shape y;
+    if (st == TIDE_OK)
+        st = join_shapes(node, ids, "input 1 (ids)", table, 1, "input 0 (table)", &y, err);
+    if (st != TIDE_OK)
+        return st;
+    return tide__set_output(graph, node, 0, TIDE_DTYPE_FLOAT32, &y, err);
+}
+
+/* GatherGrad(dy float32 [ids..., d1, ...], ids int32; num_rows) -> [num_rows, d1, ...]. */
+enum tide_status tide__infer_gather_grad(struct tide_graph *graph, struct tide_node *node,
+                                         struct tide_error *err)
+{
+    const struct tide_shape *dy = input_shape(graph, node, 0), *ids = input_shape(graph, node, 1);
+    enum tide_status st = expect_input_dtype(graph, node, 0, "dy", TIDE_DTYPE_FLOAT32, err);
+    if (st == TIDE_OK)
+        st = expect_input_dtype(graph, node, 1, "ids", TIDE_DTYPE_INT32, err);
+    if (st == TIDE_OK)
+        st = check_count(node, "num_rows", 0, INT64_MAX, "", err);
+    if (st != TIDE_OK)
+        return st;
+    bool lead_ok = dy->rank >= ids->rank;
+    for (int32_t i = 0; lead_ok && i < ids->rank; i++)
+        lead_ok = dy->dims[i] == ids->dims[i];
+    if (!lead_ok)
+        return tide_node_error(err, TIDE_INVALID, node,
+                               "input 0 (dy) has shape %s, wants it to start with the shape %s "
+                               "of input 1 (ids)",
+                               shape_text(dy).s, shape_text(ids).s);
+    int64_t rows = attr(node, "num_rows")->i;
+    struct tide_shape lead = tide_shape_make(1, &rows), y;
+    st = join_shapes(node, &lead, "[num_rows]", dy, ids->rank, "input 0 (dy)", &y, err);
+    if (st != TIDE_OK)
+        return st;
+    return tide__set_output(graph, node, 0, TIDE_DTYPE_FLOAT32, &y, err);
+}
+
+/* TopK(x float32 [..., n]; k) -> values [..., k] float32, indices [..., k] int32. */
+enum tide_status tide__infer_top_k(struct tide_graph *graph, struct tide_node *node,
+                                   struct tide_error *err)
+{
+    const struct tide_shape *x = input_shape(graph, node, 0);
+    enum tide_status st = expect_input_dtype(graph, node, 0, "x", TIDE_DTYPE_FLOAT32, err);
+    if (st == TIDE_OK)
+        st = require_rank(node, "input 0 (x)", x, 1, TIDE_MAX_RANK, "[..., n]", err);
+    if (st != TIDE_OK)
+        return st;
+    int64_t n = x->dims[x->rank - 1];
+    if (n > INT32_MAX)
+        return tide_node_error(err, TIDE_INVALID, node,
+                               "input 0 (x) %s has %" PRId64 " elements along its last axis, more "
+                               "than the int32 indices can number (%d)",
+                               shape_text(x).s, n, INT32_MAX);
+    char what[TIDE_ERROR_MESSAGE_MAX / 2];
+    snprintf(what, sizeof(what), "(the last dimension of input 0 (x) %s)", shape_text(x).s);
+    st = check_count(node, "k", 1, n, what, err);
+    if (st != TIDE_OK)
+        return st;
+    struct tide_shape y = *x;
+    y.dims[y.rank - 1] = attr(node, "k")->i;
+    st = tide__set_output(graph, node, 0, TIDE_DTYPE_FLOAT32, &y, err);
+    if (st == TIDE_OK)
+        st = tide__set_output(graph, node, 1, TIDE_DTYPE_INT32, &y, err);
+    return st;
+}
+
+/* TopKGrad(dvalues float32 [..., k], indices int32 [..., k]; shape [..., n]) -> shape. */
+enum tide_status tide__infer_top_k_grad(struct tide_graph *graph, struct tide_node *node,
+                                        struct tide_error *err)
+{
+    const struct tide_shape *dv = input_shape(graph, node, 0);
+    const struct tide_shape *full = &attr(node, "shape")->shape;
+    enum tide_status st = expect_input_dtype(graph, node, 0, "dvalues", TIDE_DTYPE_FLOAT32, err);
+    if (st == TIDE_OK)
+        st = require_rank(node, "input 0 (dvalues)", dv, 1, TIDE_MAX_RANK, "[..., k]", err);
+    if (st == TIDE_OK)
+        st = expect_input_dtype(graph, node, 1, "indices", TIDE_DTYPE_INT32, err);
+    if (st == TIDE_OK)
+        st = expect_input_shape(graph, node, 1, "indices", dv, err,
+                                "the shape of input 0 (dvalues)");
+    if (st == TIDE_OK)
+        st = check_shape(node, "attribute \"shape\"", full, err);
+    if (st != TIDE_OK)
+        return st;
+    bool ok = full->rank == dv->rank && full->dims[full->rank - 1] >= dv->dims[dv->rank - 1];
+    for (int32_t i = 0; ok && i + 1 < full->rank; i++)
+        ok = full->dims[i] == dv->dims[i];
+    if (!ok)
+        return tide_node_error(
+            err, TIDE_INVALID, node,
+            "attribute \"shape\" %s does not fit input 0 (dvalues) %s: wants "
+            "the same leading dimensions and a last dimension of at least %" PRId64,
+            shape_text(full).s, shape_text(dv).s, dv->dims[dv->rank - 1]);
+    return tide__set_output(graph, node, 0, TIDE_DTYPE_FLOAT32, full, err);
+}
+
+/* MoeRoute(indices int32 [T, k]; experts, capacity) -> dispatch [experts * capacity], combine. */
+enum tide_status tide__infer_moe_route(struct tide_graph *graph, struct tide_node *node,
+                                       struct tide_error *err)
+{
+    const struct tide_shape *idx = input_shape(graph, node, 0);
+    enum tide_status st = expect_input_dtype(graph, node, 0, "indices", TIDE_DTYPE_INT32, err);
+    if (st == TIDE_OK)
+        st = require_rank(node, "input 0 (indices)", idx, 2, 2, "[T, k]", err);
+    if (st == TIDE_OK)
+        st = check_count(node, "experts", 1, INT32_MAX, "", err);
+    if (st == TIDE_OK)
+        st = check_count(node, "capacity", 1, INT32_MAX, "", err);
+    if (st != TIDE_OK)
+        return st;
+    int64_t experts = attr(node, "experts")->i, capacity = attr(node, "capacity")->i;
+    if (experts > INT32_MAX / capacity)
+        return tide_node_error(err, TIDE_INVALID, node,
+                               "experts * capacity = %" PRId64 " * %" PRId64 " slots, more than "
+                               "the int32 slot numbers can hold (%d)",
+                               experts, capacity, INT32_MAX);
+    if (idx->dims[0] > INT32_MAX)
+        return tide_node_error(err, TIDE_INVALID, node,
+                               "input 0 (indices) %s has %" PRId64 " tokens, more than the int32 "
+                               "token numbers can hold (%d)",
+                               shape_text(idx).s, idx->dims[0], INT32_MAX);
+    int64_t slots = experts * capacity;
+    struct tide_shape dispatch = tide_shape_make(1, &slots);
+    st = tide__set_output(graph, node, 0, TIDE_DTYPE_INT32, &dispatch, err);
+    if (st == TIDE_OK)
+        st = tide__set_output(graph, node, 1, TIDE_DTYPE_INT32, idx, err);
+    return st;
+}
 
 /* ============================================================================
  * Sequence-model ops: normalisation and regularisation (LayerNorm, Dropout)
  * ========================================================================== */
 
+/*
+ * Checks x (input x_index: rank 1 or more, a last axis of at least one
+ * element) and the inputs [first, first + n) named by roles, which are [D]
+ * (one per element of x's last axis) before per_row and x's shape without
+ * the last axis (one per row) from per_row on; then sets the three outputs
+ * of LayerNorm (x's shape, then the rows' shape twice) or LayerNormGrad
+ * (x's shape, then [D] twice).
+ */
+static enum tide_status infer_layer_norm_common(struct tide_graph *graph, struct tide_node *node,
+                                                uint32_t x_index, uint32_t first,
+                                                const char *const *roles, uint32_t n,
+                                                uint32_t per_row, bool grad, struct tide_error *err)
+{
+    const struct tide_shape *x = input_shape(graph, node, x_index);
+    char label[32];
+    snprintf(label, sizeof(label), "input %u (x)", x_index);
+    enum tide_status st = require_rank(node, label, x, 1, TIDE_MAX_RANK, "[..., D]", err);
+    if (st != TIDE_OK)
+        return st;
+    if (x->dims[x->rank - 1] == 0)
+        return tide_node_error(err, TIDE_INVALID, node,
+                               "%s has shape %s, wants a last axis (the normalised one) of 1 or "
+                               "more elements",
+                               label, shape_text(x).s);
+    struct tide_shape features = tide_shape_make(1, &x->dims[x->rank - 1]);
+    struct tide_shape rows = tide_shape_make(x->rank - 1, x->dims);
+    for (uint32_t i = 0; st == TIDE_OK && i < n; i++) {
+        if (i < per_row)
+            st = expect_input_shape(graph, node, first + i, roles[i], &features, err,
+                                    "one per element of the last axis of %s %s", label,
+                                    shape_text(x).s);
+        else
+            st = expect_input_shape(graph, node, first + i, roles[i], &rows, err,
+                                    "one per row of %s %s, its shape without the last axis", label,
+                                    shape_text(x).s);
+    }
+    if (st == TIDE_OK && !grad)
+        st = check_float(node, "epsilon", 0, false, INFINITY, err);
+    const struct tide_shape *side = grad ? &features : &rows;
+    if (st == TIDE_OK)
+        st = tide__set_output(graph, node, 0, TIDE_DTYPE_FLOAT32, x, err);
+    if (st == TIDE_OK)
+        st = tide__set_output(graph, node, 1, TIDE_DTYPE_FLOAT32, side, err);
+    if (st == TIDE_OK)
+        st = tide__set_output(graph, node, 2, TIDE_DTYPE_FLOAT32, side, err);
+    return st;
+}
+
+/* LayerNorm(x, gain, bias) -> y, mean, inv_std, over the last axis of x. */
+enum tide_status tide__infer_layer_norm(struct tide_graph *graph, struct tide_node *node,
+                                        struct tide_error *err)
+{
+    static const char *const roles[] = {"gain", "bias"};
+    return infer_layer_norm_common(graph, node, 0, 1, roles, 2, 2, false, err);
+}
+
+/* LayerNormGrad(dy, x, gain, mean, inv_std) -> dx, dgain, dbias. */
+enum tide_status tide__infer_layer_norm_grad(struct tide_graph *graph, struct tide_node *node,
+                                             struct tide_error *err)
+{
+    static const char *const roles[] = {"gain", "mean", "inv_std"};
+    enum tide_status st = expect_input_shape(graph, node, 0, "dy", input_shape(graph, node, 1), err,
+                                             "the shape of input 1 (x)");
+    if (st != TIDE_OK)
+        return st;
+    return infer_layer_norm_common(graph, node, 1, 2, roles, 3, 1, true, err);
+}
+
+/*
+ * Dropout(x) and DropoutGrad(dy): rate in [0, 1) (1 would keep nothing and
+ * scale by infinity); DropoutGrad names the Dropout node whose mask it
+ * regenerates. The output has the input's shape.
+ */
+enum tide_status tide__infer_dropout(struct tide_graph *graph, struct tide_node *node,
+                                     struct tide_error *err)
+{
+    enum tide_status st = check_float(node, "rate", 0, true, 1, err);
+    if (st != TIDE_OK)
+        return st;
+    if (node->op == TIDE_OP_DROPOUT_GRAD) {
+        const char *forward = attr(node, "forward")->s;
+        if (!forward || !forward[0])
+            return tide_node_error(err, TIDE_INVALID, node,
+                                   "attribute \"forward\" is empty, wants the name of the "
+                                   "Dropout node whose mask this regenerates");
+    }
+    return tide__set_output(graph, node, 0, TIDE_DTYPE_FLOAT32, input_shape(graph, node, 0), err);
+}
+
 /* ============================================================================
  * Sequence-model ops: fused attention (Attention)
  * ========================================================================== */
+
+/*
+ * The shape rules Attention and AttentionGrad share: q (input 0) [B, H, Sq, D],
+ * k (input 1) [B, H, Sk, D] with q's B, H and D, v (input 2) k's shape; D and
+ * Sk at least 1 (a row needs a key to attend to, and the default scale
+ * 1/sqrt(D) a D); causal wants Sq == Sk; scale is 0 (1/sqrt(D)) or finite > 0.
+ */
+static enum tide_status check_attention(struct tide_graph *graph, struct tide_node *node,
+                                        struct tide_error *err)
+{
+    const struct tide_shape *q = input_shape(graph, node, 0), *k = input_shape(graph, node, 1);
+    enum tide_status st = require_rank(node, "input 0 (q)", q, 4, 4, "[B, H, Sq, D]", err);
+    if (st == TIDE_OK)
+        st = require_rank(node, "input 1 (k)", k, 4, 4, "[B, H, Sk, D]", err);
+    if (st != TIDE_OK)
+        return st;
+    if (k->dims[0] != q->dims[0] || k->dims[1] != q->dims[1] || k->dims[3] != q->dims[3])
+        return tide_node_error(err, TIDE_INVALID, node,
+                               "input 1 (k) has shape %s, wants [B, H, Sk, D] with the B, H and D "
+                               "of input 0 (q) %s",
+                               shape_text(k).s, shape_text(q).s);
+    st = expect_input_shape(graph, node, 2, "v", k, err, "the shape of input 1 (k)");
+    if (st != TIDE_OK)
+        return st;
+    if (q->dims[3] == 0)
+        return tide_node_error(err, TIDE_INVALID, node,
+                               "input 0 (q) %s has head dimension D 0, wants at least 1",
+                               shape_text(q).s);
+    if (k->dims[2] == 0)
+        return tide_node_error(err, TIDE_INVALID, node,
+                               "input 1 (k) %s has no keys (Sk is 0), wants at least 1",
+                               shape_text(k).s);
+    if (attr(node, "causal")->b && q->dims[2] != k->dims[2])
+        return tide_node_error(err, TIDE_INVALID, node,
+                               "attribute \"causal\" is set, so input 0 (q) %s and input 1 (k) %s "
+                               "must have the same sequence length (Sq %" PRId64 ", Sk %" PRId64
+                               ")",
+                               shape_text(q).s, shape_text(k).s, q->dims[2], k->dims[2]);
+    double scale = attr(node, "scale")->f;
+    if (scale != 0 && !(isfinite(scale) && scale > 0))
+        return tide_node_error(err, TIDE_INVALID, node,
+                               "attribute \"scale\" is %g, wants 0 (for 1/sqrt(D)) or a finite "
+                               "value > 0",
+                               scale);
+    return TIDE_OK;
+}
+
+/* Attention(q, k, v) -> o [B, H, Sq, D], lse [B, H, Sq]. */
+enum tide_status tide__infer_attention(struct tide_graph *graph, struct tide_node *node,
+                                       struct tide_error *err)
+{
+    enum tide_status st = check_attention(graph, node, err);
+    if (st != TIDE_OK)
+        return st;
+    const struct tide_shape *q = input_shape(graph, node, 0);
+    struct tide_shape rows = tide_shape_make(3, q->dims);
+    st = tide__set_output(graph, node, 0, TIDE_DTYPE_FLOAT32, q, err);
+    if (st == TIDE_OK)
+        st = tide__set_output(graph, node, 1, TIDE_DTYPE_FLOAT32, &rows, err);
+    return st;
+}
+
+/* AttentionGrad(q, k, v, o, lse, do) -> dq, dk, dv: o and do have q's shape, lse [B, H, Sq]. */
+enum tide_status tide__infer_attention_grad(struct tide_graph *graph, struct tide_node *node,
+                                            struct tide_error *err)
+{
+    enum tide_status st = check_attention(graph, node, err);
+    if (st != TIDE_OK)
+        return st;
+    const struct tide_shape *q = input_shape(graph, node, 0), *k = input_shape(graph, node, 1);
+    struct tide_shape rows = tide_shape_make(3, q->dims);
+    st = expect_input_shape(graph, node, 3, "o", q, err, "the shape of input 0 (q)");
+    if (st == TIDE_OK)
+        st = expect_input_shape(graph, node, 4, "lse", &rows, err, "one per row of input 0 (q) %s",
+                                shape_text(q).s);
+    if (st == TIDE_OK)
+        st = expect_input_shape(graph, node, 5, "do", q, err, "the shape of input 0 (q)");
+    if (st == TIDE_OK)
+        st = tide__set_output(graph, node, 0, TIDE_DTYPE_FLOAT32, q, err);
+    if (st == TIDE_OK)
+        st = tide__set_output(graph, node, 1, TIDE_DTYPE_FLOAT32, k, err);
+    if (st == TIDE_OK)
+        st = tide__set_output(graph, node, 2, TIDE_DTYPE_FLOAT32, k, err);
+    return st;
+}

@@ -8,6 +8,7 @@
 #include "kernels/check.h"
 
 #include <assert.h>
+#include <math.h>
 
 int32_t tide__kernel_axis(int64_t axis, const struct tide_shape *shape)
 {
@@ -253,6 +254,106 @@ void tide__kernel_check_box(const struct tide_kernel_args *args, int k,
 #endif
 }
 
+void tide__kernel_bmm_setup(const struct tide_kernel_args *args, struct tide__kernel_bmm *g)
+{
+    const struct tide_shape *as = &args->inputs[0].shape, *bs = &args->inputs[1].shape;
+    const struct tide_shape *ys = &args->outputs[0].shape;
+    int32_t ra = as->rank, rb = bs->rank, ry = ys->rank;
+    assert(ra >= 2 && rb >= 2 && ry >= 2 && ry == (ra > rb ? ra : rb));
+    g->ta = args->node->attrs[TIDE_ATTR_BATCH_MATMUL_transpose_a].b;
+    g->tb = args->node->attrs[TIDE_ATTR_BATCH_MATMUL_transpose_b].b;
+    g->m = as->dims[ra - (g->ta ? 1 : 2)];
+    g->k = as->dims[ra - (g->ta ? 2 : 1)];
+    g->n = bs->dims[rb - (g->tb ? 2 : 1)];
+    assert(bs->dims[rb - (g->tb ? 1 : 2)] == g->k);
+    assert(ys->dims[ry - 2] == g->m && ys->dims[ry - 1] == g->n);
+    g->lda = as->dims[ra - 1];
+    g->ldb = bs->dims[rb - 1];
+    g->batch_rank = ry - 2;
+    g->n_batch = 1;
+    /* Strides of each operand's batch dims, aligned with y's from the end. */
+    int64_t a_stride = g->m * g->k, b_stride = g->k * g->n, a_entries = 1, b_entries = 1;
+    for (int32_t d = g->batch_rank - 1; d >= 0; d--) {
+        int32_t da = d - (ry - ra), db = d - (ry - rb);
+        int64_t dim_a = da >= 0 ? as->dims[da] : 1, dim_b = db >= 0 ? bs->dims[db] : 1;
+        g->batch[d] = ys->dims[d];
+        assert((dim_a == g->batch[d] || dim_a == 1) && (dim_b == g->batch[d] || dim_b == 1));
+        g->a_strides[d] = dim_a == 1 ? 0 : a_stride;
+        g->b_strides[d] = dim_b == 1 ? 0 : b_stride;
+        a_stride *= dim_a;
+        b_stride *= dim_b;
+        a_entries *= dim_a;
+        b_entries *= dim_b;
+        g->n_batch *= g->batch[d];
+    }
+    g->a_step = a_entries == g->n_batch ? g->m * g->k : a_entries == 1 ? 0 : -1;
+    g->b_step = b_entries == g->n_batch ? g->k * g->n : b_entries == 1 ? 0 : -1;
+}
+
+void tide__kernel_bmm_offsets(const struct tide__kernel_bmm *g, int64_t p, int64_t *a_offset,
+                              int64_t *b_offset)
+{
+    int64_t a = 0, b = 0;
+    for (int32_t d = g->batch_rank - 1; d >= 0; d--) {
+        int64_t index = p % g->batch[d];
+        p /= g->batch[d];
+        a += index * g->a_strides[d];
+        b += index * g->b_strides[d];
+    }
+    *a_offset = a;
+    *b_offset = b;
+}
+
+void tide__kernel_transpose_setup(const struct tide_kernel_args *args,
+                                  struct tide__kernel_transpose *t)
+{
+    const struct tide_shape *xs = &args->inputs[0].shape, *ys = &args->outputs[0].shape;
+    const struct tide_attr_value *perm = &args->node->attrs[TIDE_ATTR_TRANSPOSE_perm];
+    int32_t rank = xs->rank;
+    assert(perm->ints.n == rank && ys->rank == rank);
+    assert(args->inputs[0].dtype == args->outputs[0].dtype);
+    (void)ys;
+#ifndef NDEBUG
+    uint32_t seen = 0;
+    for (int32_t i = 0; i < rank; i++) {
+        assert(perm->ints.v[i] >= 0 && perm->ints.v[i] < rank);
+        assert(!(seen & (1u << perm->ints.v[i])));
+        seen |= 1u << perm->ints.v[i];
+    }
+#endif
+    int64_t stride[TIDE_MAX_RANK], s = 1;
+    int32_t compact[TIDE_MAX_RANK], kept = 0; /* the index of each axis of x among those not 1 */
+    for (int32_t d = rank - 1; d >= 0; d--) {
+        stride[d] = s;
+        s *= xs->dims[d];
+    }
+    for (int32_t d = 0; d < rank; d++)
+        compact[d] = xs->dims[d] == 1 ? -1 : kept++;
+    t->rank = 0;
+    int32_t previous = -2;
+    for (int32_t i = 0; i < rank; i++) {
+        int64_t d = perm->ints.v[i];
+        assert(d >= 0 && d < rank && ys->dims[i] == xs->dims[d]);
+        if (xs->dims[d] == 1)
+            continue;
+        if (t->rank > 0 && compact[d] == previous + 1) {
+            /* The next axis of x follows this one in y too: one axis, the inner stride. */
+            t->dims[t->rank - 1] *= xs->dims[d];
+            t->strides[t->rank - 1] = stride[d];
+        } else {
+            t->dims[t->rank] = xs->dims[d];
+            t->strides[t->rank] = stride[d];
+            t->rank++;
+        }
+        previous = compact[d];
+    }
+    if (t->rank == 0) {
+        t->rank = 1;
+        t->dims[0] = 1;
+        t->strides[0] = 1;
+    }
+}
+
 void tide__kernel_batch_setup(const struct tide_kernel_args *args, uint32_t x_index,
                               struct tide__kernel_batch *b)
 {
@@ -275,4 +376,59 @@ void tide__kernel_like_variable(const struct tide_kernel_args *args)
     for (uint32_t i = 1; i < args->n_inputs; i++)
         assert(args->inputs[i].nbytes == args->inputs[0].nbytes);
     (void)args;
+}
+
+uint64_t tide__kernel_index_workspace(const struct tide_node *node, int64_t n_ids)
+{
+    if (node->op == TIDE_OP_GATHER_GRAD) {
+        /* Nothing to sum into (the per-tensor byte limit bounds the rows otherwise). */
+        if (node->n_outputs < 1 || !node->outputs || tide_shape_numel(&node->outputs[0].shape) == 0)
+            return 0;
+        return ((uint64_t)node->attrs[TIDE_ATTR_GATHER_GRAD_num_rows].i + 1 + (uint64_t)n_ids) *
+               sizeof(int64_t);
+    }
+    if (node->op == TIDE_OP_MOE_ROUTE)
+        return (uint64_t)node->attrs[TIDE_ATTR_MOE_ROUTE_experts].i * sizeof(int64_t);
+    return 0;
+}
+
+void tide__kernel_attention_shape(const struct tide_node *node, const struct tide_shape *q,
+                                  const struct tide_shape *k, struct tide__kernel_attention *a)
+{
+    bool grad = node->op == TIDE_OP_ATTENTION_GRAD;
+    assert(grad || node->op == TIDE_OP_ATTENTION);
+    assert(q->rank == 4 && k->rank == 4 && k->dims[0] == q->dims[0] && k->dims[1] == q->dims[1] &&
+           k->dims[3] == q->dims[3] && q->dims[3] > 0 && k->dims[2] > 0);
+    a->heads = q->dims[0] * q->dims[1];
+    a->sq = q->dims[2];
+    a->sk = k->dims[2];
+    a->d = q->dims[3];
+    a->causal = node->attrs[grad ? TIDE_ATTR_ATTENTION_GRAD_causal : TIDE_ATTR_ATTENTION_causal].b;
+    double scale = node->attrs[grad ? TIDE_ATTR_ATTENTION_GRAD_scale : TIDE_ATTR_ATTENTION_scale].f;
+    a->scale = scale != 0 ? scale : 1.0 / sqrt((double)a->d);
+    assert(!a->causal || a->sq == a->sk);
+    assert(isfinite(a->scale) && a->scale > 0);
+}
+
+void tide__kernel_attention_setup(const struct tide_kernel_args *args,
+                                  struct tide__kernel_attention *a)
+{
+    const struct tide_shape *q = &args->inputs[0].shape, *k = &args->inputs[1].shape;
+    tide__kernel_attention_shape(args->node, q, k, a);
+    struct tide_shape rows = tide_shape_make(3, q->dims);
+    assert(tide_shape_equal(&args->inputs[2].shape, k));
+    if (args->node->op == TIDE_OP_ATTENTION) {
+        assert(args->n_inputs == 3 && args->n_outputs == 2);
+        assert(tide_shape_equal(&args->outputs[0].shape, q));
+        assert(tide_shape_equal(&args->outputs[1].shape, &rows));
+    } else {
+        assert(args->n_inputs == 6 && args->n_outputs == 3);
+        assert(tide_shape_equal(&args->inputs[3].shape, q));
+        assert(tide_shape_equal(&args->inputs[4].shape, &rows));
+        assert(tide_shape_equal(&args->inputs[5].shape, q));
+        assert(tide_shape_equal(&args->outputs[0].shape, q));
+        assert(tide_shape_equal(&args->outputs[1].shape, k));
+        assert(tide_shape_equal(&args->outputs[2].shape, k));
+    }
+    (void)rows;
 }

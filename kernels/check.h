@@ -128,6 +128,56 @@ int32_t tide__kernel_concat_axis(const struct tide_kernel_args *args);
 void tide__kernel_check_box(const struct tide_kernel_args *args, int k,
                             const struct tide_shape *outer, const struct tide_shape *inner);
 
+/*
+ * BatchMatMul's geometry: y [batch..., m, n] = op(a) op(b) for each batch
+ * entry, a being [..., m, k] ([..., k, m] with ta) and b [..., k, n]
+ * ([..., n, k] with tb). Entry p, row-major over y's batch dims, reads the
+ * matrices of a and b that tide__kernel_bmm_offsets gives. a_step (b_step) is
+ * the offset from one entry's matrix of a (b) to the next when that offset
+ * is the same for every entry: a matrix's size when the operand has every
+ * batch entry of y, 0 when it has one; -1 when broadcasting makes it vary.
+ */
+struct tide__kernel_bmm {
+    bool ta, tb;
+    int64_t m, n, k;
+    int64_t lda, ldb; /* row lengths of a and b (their last dims) */
+    int64_t n_batch;  /* batch entries of y */
+    int32_t batch_rank;
+    int64_t batch[TIDE_MAX_RANK];                               /* y's batch dims */
+    int64_t a_strides[TIDE_MAX_RANK], b_strides[TIDE_MAX_RANK]; /* per batch dim; 0: broadcast */
+    int64_t a_step, b_step;
+};
+
+/*
+ * The geometry of a BatchMatMul node from its attributes and views, after
+ * asserting what infer guarantees: ranks of 2 or more, inner dims that
+ * agree, batch dims that broadcast to y's, and y's matrix dims.
+ */
+void tide__kernel_bmm_setup(const struct tide_kernel_args *args, struct tide__kernel_bmm *g);
+
+/* The element offsets in a and b of batch entry p's matrices. */
+void tide__kernel_bmm_offsets(const struct tide__kernel_bmm *g, int64_t p, int64_t *a_offset,
+                              int64_t *b_offset);
+
+/*
+ * Transpose's geometry: y's elements, row-major over dims, read x at the sum
+ * of index * stride over the axes. Axes of 1 are dropped and output axes
+ * that stay neighbours in x are merged, so the identity permutation is one
+ * axis of stride 1 (a copy) and rank is at least 1 (a scalar is [1]).
+ */
+struct tide__kernel_transpose {
+    int32_t rank;
+    int64_t dims[TIDE_MAX_RANK];    /* y's, merged */
+    int64_t strides[TIDE_MAX_RANK]; /* x's element stride along each */
+};
+
+/*
+ * The geometry of a Transpose node, after asserting that perm is a
+ * permutation of x's axes and y's shape is x's permuted.
+ */
+void tide__kernel_transpose_setup(const struct tide_kernel_args *args,
+                                  struct tide__kernel_transpose *t);
+
 /* A batch-norm input x [N, C, H, W] or [N, C]: N runs of hw values per channel. */
 struct tide__kernel_batch {
     int64_t n, c, hw;
@@ -142,6 +192,38 @@ void tide__kernel_batch_setup(const struct tide_kernel_args *args, uint32_t x_in
 
 /* The optimizer updates: asserts that every input holds as many bytes as the variable (input 0). */
 void tide__kernel_like_variable(const struct tide_kernel_args *args);
+
+/*
+ * GatherGrad and MoeRoute (kernels/cpu/index.c, kernels/cuda/index.c): the
+ * scratch bytes of both backends. GatherGrad groups its n_ids ids by table
+ * row, num_rows + 1 row starts and n_ids positions as int64; MoeRoute keeps
+ * one int64 fill count per expert (n_ids unused). 0 for other ops, and for
+ * a GatherGrad whose output is empty.
+ */
+uint64_t tide__kernel_index_workspace(const struct tide_node *node, int64_t n_ids);
+
+/* Attention's geometry: B * H independent heads, each q [Sq, D] against k and v [Sk, D]. */
+struct tide__kernel_attention {
+    int64_t heads; /* B * H */
+    int64_t sq, sk, d;
+    bool causal;  /* query i sees keys 0..i (Sq == Sk) */
+    double scale; /* the attribute, or 1/sqrt(D) where it is 0 */
+};
+
+/*
+ * The geometry of Attention or AttentionGrad from its node (causal, scale)
+ * and the shapes of q [B, H, Sq, D] and k [B, H, Sk, D], which infer made
+ * agree. Used by the workspace sizes too, which see no tensor views.
+ */
+void tide__kernel_attention_shape(const struct tide_node *node, const struct tide_shape *q,
+                                  const struct tide_shape *k, struct tide__kernel_attention *a);
+
+/*
+ * Attention(q, k, v) -> o, lse, or AttentionGrad(q, k, v, o, lse, do) ->
+ * dq, dk, dv: the geometry, asserting every view's shape against it.
+ */
+void tide__kernel_attention_setup(const struct tide_kernel_args *args,
+                                  struct tide__kernel_attention *a);
 
 #ifdef __cplusplus
 }

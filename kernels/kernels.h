@@ -29,6 +29,7 @@
 #ifndef TIDE_KERNELS_KERNELS_H
 #define TIDE_KERNELS_KERNELS_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "graph/graph.h"
@@ -63,6 +64,15 @@ struct tide_kernel_args {
     void *stream;
     /* The executor's 1-based step counter, read when the kernel runs (Adam). */
     const uint64_t *step;
+    /* The job's seed (the executor's options), which keys Dropout's masks. */
+    uint64_t seed;
+    /*
+     * Whether the running step trains (tide_executor_step) rather than
+     * evaluates (a masked step, where Dropout is the identity); read when
+     * the kernel runs, like step. NULL, as in args built by hand, is an
+     * evaluation.
+     */
+    const bool *training;
 };
 
 typedef enum tide_status (*tide_kernel_fn)(const struct tide_kernel_args *args,

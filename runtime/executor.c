@@ -23,7 +23,9 @@
  *    (write_variable) and kernel arguments (creation) only while no step is
  *    in flight: every step ends with all streams synchronised.
  *  - the step counter, which kernels read through args.step (Adam's bias
- *    correction). The host thread changes it only between steps.
+ *    correction, Dropout's masks), and whether the step trains, read through
+ *    args.training (Dropout is the identity in a masked, evaluation step).
+ *    The host thread changes both only between steps.
  *
  * Streams. Each executor owns three backend streams: compute, h2d and d2h
  * (enum tide_stream_id). A node runs on the stream its annotation names
@@ -279,6 +281,7 @@ struct tide_executor {
     uint64_t trace_device_end; /* device bytes in use after the last position */
 
     uint64_t step; /* 1-based count of steps run; kernels read it */
+    bool training; /* the running step is a full one, not a masked evaluation; kernels read it */
 };
 
 /* ============================================================================
@@ -932,6 +935,8 @@ static enum tide_status build_program(struct tide_executor *ex, const struct tid
         args->workspace =
             args->workspace_bytes && ex->arena ? ex->arena + plan->workspace_offset[v] : NULL;
         args->step = &ex->step;
+        args->seed = ex->options.seed;
+        args->training = &ex->training;
         if (pos->kind == EXEC_COPY_IN) {
             pos->copy_src = ex->staging[v];
             pos->copy_dst = args->outputs[0].data;
@@ -1700,6 +1705,7 @@ static enum tide_status run_step(struct tide_executor *ex, const uint8_t *mask,
     int64_t t0 = now_ns();
     if (!mask)
         ex->step++;
+    ex->training = !mask;
     accounting_reset(ex);
     memset(ex->partition_high_water, 0, ex->n_partitions * sizeof(*ex->partition_high_water));
     uint64_t h2d_bytes = 0, d2h_bytes = 0;

@@ -1342,11 +1342,490 @@ static uint32_t build_min_const_a(struct tide_graph *g, const uint32_t *in)
 
 /* ---- Sequence-model ops: batched products and axis permutation (BatchMatMul, Transpose) ---- */
 
+static uint32_t build_batch_matmul(struct tide_graph *g, const uint32_t *in, bool ta, bool tb)
+{
+    uint32_t y = op2(g, TIDE_OP_BATCH_MATMUL, "y", in[0], in[1]);
+    tide_attr_set_bool(g, y, TIDE_ATTR_BATCH_MATMUL_transpose_a, ta);
+    tide_attr_set_bool(g, y, TIDE_ATTR_BATCH_MATMUL_transpose_b, tb);
+    return y;
+}
+
+static uint32_t build_batch_matmul_nn(struct tide_graph *g, const uint32_t *in)
+{
+    return build_batch_matmul(g, in, false, false);
+}
+
+static uint32_t build_batch_matmul_nt(struct tide_graph *g, const uint32_t *in)
+{
+    return build_batch_matmul(g, in, false, true);
+}
+
+static uint32_t build_batch_matmul_tn(struct tide_graph *g, const uint32_t *in)
+{
+    return build_batch_matmul(g, in, true, false);
+}
+
+static uint32_t build_batch_matmul_tt(struct tide_graph *g, const uint32_t *in)
+{
+    return build_batch_matmul(g, in, true, true);
+}
+
+static uint32_t build_transpose(struct tide_graph *g, const uint32_t *in, const int64_t *perm,
+                                int32_t rank)
+{
+    uint32_t y = op1(g, TIDE_OP_TRANSPOSE, "y", in[0]);
+    tide_attr_set_ints(g, y, TIDE_ATTR_TRANSPOSE_perm, perm, rank);
+    return y;
+}
+
+/* [2, 3, 4] -> [4, 2, 3]: the inverse permutation differs from the permutation. */
+static uint32_t build_transpose_rotate(struct tide_graph *g, const uint32_t *in)
+{
+    return build_transpose(g, in, (const int64_t[]){2, 0, 1}, 3);
+}
+
+/* [2, 3, 4, 2] -> [2, 4, 3, 2]: the attention heads' swap, the last axis kept. */
+static uint32_t build_transpose_heads(struct tide_graph *g, const uint32_t *in)
+{
+    return build_transpose(g, in, (const int64_t[]){0, 2, 1, 3}, 4);
+}
+
+/*
+ * The gradient of a rank-2 b under a batched a is one MatMul of a and dy
+ * seen as rows, not a batched product summed away; the batched forms of the
+ * other cases end in SumToShape exactly where an input's batch was broadcast.
+ */
+static void test_batch_matmul_gradient_nodes(void **state)
+{
+    (void)state;
+    struct tide_graph *g = tide_graph_new();
+    uint32_t a = variable(g, "a", 3, (const int64_t[]){2, 3, 4}, NULL);
+    uint32_t w = variable(g, "w", 2, (const int64_t[]){4, 5}, NULL);
+    uint32_t c = variable(g, "c", 4, (const int64_t[]){2, 1, 5, 6}, NULL);
+    uint32_t y = op2(g, TIDE_OP_BATCH_MATMUL, "y", a, w); /* [2, 3, 5] */
+    uint32_t z = op2(g, TIDE_OP_BATCH_MATMUL, "z", y, c); /* [2, 2, 3, 6] */
+    uint32_t loss = reduce_sum_all(g, "loss", z);
+    infer_ok(g);
+    struct tide_edge wrt[3] = {edge_of(a), edge_of(w), edge_of(c)}, grads[3];
+    struct tide_error err = {0};
+    if (tide_autodiff_gradients(g, edge_of(loss), wrt, 3, grads, &err) != TIDE_OK)
+        fail_msg("gradients: %s", err.message);
+    uint32_t dw = grads[1].node;
+    assert_int_equal(g->nodes[dw].op, TIDE_OP_MATMUL);
+    assert_true(g->nodes[dw].attrs[TIDE_ATTR_MATMUL_transpose_a].b);
+    assert_int_equal(g->nodes[find(g, "grad/y/a_rows")].op, TIDE_OP_RESHAPE);
+    assert_int_equal(g->nodes[find(g, "grad/y/dy_rows")].op, TIDE_OP_RESHAPE);
+    /* a's batch is y's: no sum. */
+    assert_int_equal(g->nodes[grads[0].node].op, TIDE_OP_BATCH_MATMUL);
+    /* y [2, 3, 5] against z's batch [2, 2]: summed back; so is c [2, 1, 5, 6]. */
+    assert_int_equal(g->nodes[find(g, "grad/z/a_full")].op, TIDE_OP_BATCH_MATMUL);
+    assert_int_equal(g->nodes[find(g, "grad/z/b_full")].op, TIDE_OP_BATCH_MATMUL);
+    assert_int_equal(g->nodes[grads[2].node].op, TIDE_OP_SUM_TO_SHAPE);
+    assert_int_equal(g->nodes[grads[2].node].outputs[0].shape.rank, 4);
+    assert_int_equal(g->nodes[grads[2].node].outputs[0].shape.dims[1], 1);
+    tide_graph_free(g);
+}
+
 /* ---- Sequence-model ops: indexing (Gather, TopK, Mixture-of-Experts routing) ---- */
+
+/* Gather with repeated ids, so that GatherGrad must add rows up; row 2 is never picked. */
+static uint32_t build_gather(struct tide_graph *g, const uint32_t *in)
+{
+    static const int64_t dims[2] = {2, 3};
+    static const int32_t ids[6] = {4, 1, 4, 0, 4, 1};
+    uint32_t c = constant(g, "ids", TIDE_DTYPE_INT32, 2, dims, ids);
+    return op2(g, TIDE_OP_GATHER, "y", in[0], c);
+}
+
+/* A scalar id into a rank-3 table: y is one [2, 3] slice. */
+static uint32_t build_gather_scalar(struct tide_graph *g, const uint32_t *in)
+{
+    static const int32_t id = 2;
+    uint32_t c = constant(g, "id", TIDE_DTYPE_INT32, 0, NULL, &id);
+    return op2(g, TIDE_OP_GATHER, "y", in[0], c);
+}
+
+static uint32_t build_top_k(struct tide_graph *g, const uint32_t *in, int64_t k)
+{
+    uint32_t y = op1(g, TIDE_OP_TOP_K, "y", in[0]);
+    tide_attr_set_int(g, y, TIDE_ATTR_TOP_K_k, k);
+    return y;
+}
+
+static uint32_t build_top_k_2(struct tide_graph *g, const uint32_t *in)
+{
+    return build_top_k(g, in, 2);
+}
+
+static uint32_t build_top_k_all(struct tide_graph *g, const uint32_t *in)
+{
+    return build_top_k(g, in, 5);
+}
+
+/*
+ * A Mixture-of-Experts layer as the MoE model builds it, with Tanh as every
+ * expert: tokens x [5, 3] (in0) are routed by TopK(Softmax(gate logits
+ * [5, 4] (in1)), 2) over 4 experts of capacity 2, so some choices are
+ * dropped; the experts' outputs come back through Gather by combine,
+ * weighted by the top-k probabilities and summed over k. Distinct logits
+ * keep the routing fixed under the perturbations.
+ */
+static uint32_t build_moe_layer(struct tide_graph *g, const uint32_t *in)
+{
+    static const float zeros[3] = {0, 0, 0};
+    static const int64_t zero_dims[2] = {1, 3}, weight_shape[3] = {5, 2, 1}, k_axis = 1;
+    uint32_t probs = op1(g, TIDE_OP_SOFTMAX, "probs", in[1]);
+    uint32_t top = op1(g, TIDE_OP_TOP_K, "top", probs);
+    tide_attr_set_int(g, top, TIDE_ATTR_TOP_K_k, 2);
+    struct tide_edge top_indices = {top, 1};
+    uint32_t route = node_in(g, TIDE_OP_MOE_ROUTE, "route", &top_indices, 1);
+    tide_attr_set_int(g, route, TIDE_ATTR_MOE_ROUTE_experts, 4);
+    tide_attr_set_int(g, route, TIDE_ATTR_MOE_ROUTE_capacity, 2);
+    uint32_t zero_row = constant(g, "zero_row", TIDE_DTYPE_FLOAT32, 2, zero_dims, zeros);
+
+    struct tide_edge x_rows[2] = {edge_of(in[0]), edge_of(zero_row)};
+    uint32_t x_padded = node_in(g, TIDE_OP_CONCAT, "x_padded", x_rows, 2);
+    tide_attr_set_int(g, x_padded, TIDE_ATTR_CONCAT_axis, 0);
+    struct tide_edge dispatch[2] = {edge_of(x_padded), {route, 0}};
+    uint32_t expert_in = node_in(g, TIDE_OP_GATHER, "expert_in", dispatch, 2);
+    uint32_t expert_out = op1(g, TIDE_OP_TANH, "expert_out", expert_in);
+
+    struct tide_edge out_rows[2] = {edge_of(expert_out), edge_of(zero_row)};
+    uint32_t out_padded = node_in(g, TIDE_OP_CONCAT, "out_padded", out_rows, 2);
+    tide_attr_set_int(g, out_padded, TIDE_ATTR_CONCAT_axis, 0);
+    struct tide_edge combine[2] = {edge_of(out_padded), {route, 1}};
+    uint32_t back = node_in(g, TIDE_OP_GATHER, "back", combine, 2);
+    uint32_t weights = op1(g, TIDE_OP_RESHAPE, "weights", top);
+    tide_attr_set_ints(g, weights, TIDE_ATTR_RESHAPE_shape, weight_shape, 3);
+    uint32_t weighted = op2(g, TIDE_OP_MUL, "weighted", back, weights);
+    uint32_t y = op1(g, TIDE_OP_REDUCE_SUM, "y", weighted);
+    tide_attr_set_ints(g, y, TIDE_ATTR_REDUCE_SUM_axes, &k_axis, 1);
+    return y;
+}
 
 /* ---- Sequence-model ops: normalisation and regularisation (LayerNorm, Dropout) ---- */
 
+static uint32_t build_layer_norm(struct tide_graph *g, const uint32_t *in)
+{
+    struct tide_edge e[3] = {edge_of(in[0]), edge_of(in[1]), edge_of(in[2])};
+    return node_in(g, TIDE_OP_LAYER_NORM, "y", e, 3);
+}
+
+/*
+ * Dropout at rate 0, where the mask keeps everything: the harness steps once
+ * per evaluation of the loss, and each step draws another mask, so a finite
+ * difference at rate > 0 would compare two masks.
+ * check_dropout_through_autodiff checks the gradient at rate 0.3 against the
+ * forward mask of the same step.
+ */
+static uint32_t build_dropout(struct tide_graph *g, const uint32_t *in)
+{
+    uint32_t y = op1(g, TIDE_OP_DROPOUT, "y", in[0]);
+    tide_attr_set_float(g, y, TIDE_ATTR_DROPOUT_rate, 0.0);
+    tide_attr_set_int(g, y, TIDE_ATTR_DROPOUT_seed, 3);
+    return y;
+}
+
+/*
+ * Dropout through autodiff and a real session: x (fed) -> Dropout "drop"
+ * (rate 0.3) -> loss = ReduceSum(drop * r), so d loss / d x = r * mask /
+ * (1 - rate). In one training step the gradient's mask is the forward's;
+ * re-running a step number gives the same mask; another step another;
+ * evaluation is the identity; the thread count changes no bit.
+ */
+static struct tide_session *dropout_session(uint64_t seed, int threads, const float *x,
+                                            const float *r, int64_t n, char *grad_name)
+{
+    struct tide_graph *g = tide_graph_new();
+    uint32_t xp = placeholder(g, "x", TIDE_DTYPE_FLOAT32, 1, &n);
+    uint32_t drop = op1(g, TIDE_OP_DROPOUT, "drop", xp);
+    tide_attr_set_float(g, drop, TIDE_ATTR_DROPOUT_rate, 0.3);
+    uint32_t rc = constant(g, "r", TIDE_DTYPE_FLOAT32, 1, &n, r);
+    reduce_sum_all(g, "loss", op2(g, TIDE_OP_MUL, "dr", drop, rc));
+    infer_ok(g);
+    struct tide_edge wrt = edge_of(xp), grad;
+    struct tide_error err = {0};
+    if (tide_autodiff_gradients(g, edge_of(find(g, "loss")), &wrt, 1, &grad, &err) != TIDE_OK)
+        fail_msg("dropout: autodiff: %s", err.message);
+    const struct tide_node *dg = &g->nodes[grad.node]; /* "grad/x", the wrt edge's name */
+    assert_int_equal(dg->op, TIDE_OP_DROPOUT_GRAD);
+    assert_string_equal(dg->attrs[TIDE_ATTR_DROPOUT_GRAD_forward].s, "drop");
+    assert_true(dg->attrs[TIDE_ATTR_DROPOUT_GRAD_rate].f == 0.3);
+    snprintf(grad_name, TIDE_MAX_NAME + 16, "%s:%u", g->nodes[grad.node].name, grad.output);
+    const char *fetches[2] = {"drop", grad_name};
+    struct tide_session_options o = tide_session_options_default();
+    o.fetches = fetches;
+    o.n_fetches = 2;
+    o.seed = seed;
+    o.threads = threads;
+    o.poison = true;
+    struct tide_session *s = NULL;
+    if (tide_session_new_graph(g, &o, &s, &err) != TIDE_OK)
+        fail_msg("dropout: session: %s", err.message);
+    if (tide_session_feed(s, "x", x, (uint64_t)n * sizeof(float), &err) != TIDE_OK)
+        fail_msg("dropout: feed: %s", err.message);
+    return s;
+}
+
+/* One step (training) or evaluation of s, fetching the forward y and the gradient dx. */
+static void dropout_run(struct tide_session *s, bool train, const char *grad_name, float *y,
+                        float *dx, int64_t n)
+{
+    struct tide_error err = {0};
+    enum tide_status st =
+        train ? tide_session_step(s, NULL, &err) : tide_session_eval(s, NULL, &err);
+    if (st != TIDE_OK)
+        fail_msg("dropout: %s: %s", train ? "step" : "eval", err.message);
+    gc_fetch(s, "drop", y, n, "dropout");
+    gc_fetch(s, grad_name, dx, n, "dropout");
+}
+
+static void check_dropout_through_autodiff(void)
+{
+    enum { N = 100000 };
+    const float scale = (float)(1.0 / (1.0 - 0.3));
+    float *x = malloc(N * sizeof(float)), *r = malloc(N * sizeof(float));
+    float *y1 = malloc(N * sizeof(float)), *d1 = malloc(N * sizeof(float));
+    float *y2 = malloc(N * sizeof(float)), *d2 = malloc(N * sizeof(float));
+    assert_true(x && r && y1 && d1 && y2 && d2);
+    uint64_t rng = seed_of("dropout");
+    fill_values(x, N, GC_AWAY, &rng); /* no zeros: a 0 in y is a dropped element */
+    fill_values(r, N, GC_UNIFORM, &rng);
+    char grad_name[TIDE_MAX_NAME + 16];
+    struct tide_session *s = dropout_session(7, 1, x, r, N, grad_name);
+
+    /* Step 1: the kept fraction, the scale, and the gradient's mask is the forward's. */
+    dropout_run(s, true, grad_name, y1, d1, N);
+    int64_t kept = 0;
+    for (int64_t i = 0; i < N; i++) {
+        bool keep = y1[i] != 0;
+        kept += keep;
+        float want_y = keep ? x[i] * scale : 0.0f, want_dx = keep ? r[i] * scale : 0.0f;
+        if (y1[i] != want_y || d1[i] != want_dx)
+            fail_msg("dropout: element %lld: y %.9g (x %.9g), dx %.9g (r %.9g), scale %.9g",
+                     (long long)i, y1[i], x[i], d1[i], r[i], scale);
+    }
+    if (fabs((double)kept / N - 0.7) > 0.01)
+        fail_msg("dropout kept %lld of %d elements at rate 0.3", (long long)kept, N);
+
+    /* Step 2: another mask. */
+    dropout_run(s, true, grad_name, y2, d2, N);
+    int64_t differ = 0;
+    for (int64_t i = 0; i < N; i++)
+        differ += (y1[i] == 0) != (y2[i] == 0);
+    if (differ < N / 5)
+        fail_msg("dropout: steps 1 and 2 differ in %lld of %d mask elements", (long long)differ, N);
+
+    /* Step 1 again (as a resumed job, or a recompute, would run it): the same bits. */
+    struct tide_error err = {0};
+    assert_int_equal(tide_session_set_step(s, 0, &err), TIDE_OK);
+    dropout_run(s, true, grad_name, y2, d2, N);
+    assert_memory_equal(y1, y2, N * sizeof(float));
+    assert_memory_equal(d1, d2, N * sizeof(float));
+
+    /* Evaluation: the identity (and so is its gradient). */
+    dropout_run(s, false, grad_name, y2, d2, N);
+    assert_memory_equal(y2, x, N * sizeof(float));
+    assert_memory_equal(d2, r, N * sizeof(float));
+    tide_session_free(s);
+
+    /* Four threads: the same bits as one. */
+    s = dropout_session(7, 4, x, r, N, grad_name);
+    dropout_run(s, true, grad_name, y2, d2, N);
+    assert_memory_equal(y1, y2, N * sizeof(float));
+    assert_memory_equal(d1, d2, N * sizeof(float));
+    tide_session_free(s);
+
+    /* Another job seed: another mask. */
+    s = dropout_session(8, 1, x, r, N, grad_name);
+    dropout_run(s, true, grad_name, y2, d2, N);
+    differ = 0;
+    for (int64_t i = 0; i < N; i++)
+        differ += (y1[i] == 0) != (y2[i] == 0);
+    assert_true(differ >= N / 5);
+    tide_session_free(s);
+    free(x), free(r), free(y1), free(d1), free(y2), free(d2);
+}
+
+/* A loss on LayerNorm's statistics has no gradient (as BatchNorm's); through y it is fine. */
+static void check_layer_norm_statistics(void)
+{
+    struct tide_error err = {0};
+    struct tide_graph *g = tide_graph_new();
+    int64_t xd[2] = {4, 3}, cd = 3;
+    uint32_t lx = variable(g, "lx", 2, xd, NULL);
+    uint32_t gain = variable(g, "gain", 1, &cd, NULL), bias = variable(g, "bias", 1, &cd, NULL);
+    struct tide_edge ln_in[3] = {edge_of(lx), edge_of(gain), edge_of(bias)};
+    uint32_t ln = node_in(g, TIDE_OP_LAYER_NORM, "ln", ln_in, 3);
+    struct tide_edge inv_std = {ln, 2};
+    uint32_t stat = node_in(g, TIDE_OP_REDUCE_SUM, "stat_loss", &inv_std, 1);
+    op2(g, TIDE_OP_ADD, "both", stat, reduce_sum_all(g, "y_loss", ln));
+    infer_ok(g);
+    struct tide_train_options o = sgd("both");
+    expect_refusal(g, &o, TIDE_UNSUPPORTED, "node \"ln\" (LayerNorm)", "output 2 (inv_std)");
+    o.loss = "y_loss";
+    struct tide_autodiff_result res;
+    if (tide_autodiff(g, &o, &res, &err) != TIDE_OK)
+        fail_msg("autodiff: %s", err.message);
+    assert_int_equal(res.n_trained, 3);
+    assert_int_equal(g->nodes[find(g, "grad/ln/backprop")].op, TIDE_OP_LAYER_NORM_GRAD);
+    tide_autodiff_result_release(&res);
+    tide_graph_free(g);
+}
+
+static void test_norm_ops_through_autodiff(void **state)
+{
+    (void)state;
+    check_layer_norm_statistics();
+    check_dropout_through_autodiff();
+}
+
 /* ---- Sequence-model ops: fused attention (Attention) ---- */
+
+static uint32_t build_attention(struct tide_graph *g, const uint32_t *in, bool causal, double scale)
+{
+    struct tide_edge e[3] = {edge_of(in[0]), edge_of(in[1]), edge_of(in[2])};
+    uint32_t y = node_in(g, TIDE_OP_ATTENTION, "y", e, 3);
+    tide_attr_set_bool(g, y, TIDE_ATTR_ATTENTION_causal, causal);
+    tide_attr_set_float(g, y, TIDE_ATTR_ATTENTION_scale, scale);
+    return y;
+}
+
+static uint32_t build_attention_causal(struct tide_graph *g, const uint32_t *in)
+{
+    return build_attention(g, in, true, 0);
+}
+
+static uint32_t build_attention_cross(struct tide_graph *g, const uint32_t *in)
+{
+    return build_attention(g, in, false, 0.8);
+}
+
+/*
+ * Attention against its unfused composition, through real sessions:
+ * BatchMatMul(q, k^T), Scale, the causal mask (Add of a Const of 0 and
+ * -1e9), Softmax, BatchMatMul(P, v); the same outputs and, by autodiff, the
+ * same gradients of sum(o * r) with respect to q, k and v, within 1e-5.
+ */
+enum { CMP_B = 2, CMP_H = 2, CMP_S = 7, CMP_D = 5, CMP_N = CMP_B * CMP_H * CMP_S * CMP_D };
+
+static void attention_composed_run(bool fused, bool causal, float *const *values, const float *r,
+                                   float *out)
+{
+    struct tide_graph *g = tide_graph_new();
+    const int64_t dims[4] = {CMP_B, CMP_H, CMP_S, CMP_D};
+    uint32_t q = variable(g, "q", 4, dims, values[0]), k = variable(g, "k", 4, dims, values[1]);
+    uint32_t v = variable(g, "v", 4, dims, values[2]);
+    uint32_t o;
+    if (fused) {
+        struct tide_edge in[3] = {edge_of(q), edge_of(k), edge_of(v)};
+        o = node_in(g, TIDE_OP_ATTENTION, "o", in, 3);
+        tide_attr_set_bool(g, o, TIDE_ATTR_ATTENTION_causal, causal);
+    } else {
+        uint32_t s = op2(g, TIDE_OP_BATCH_MATMUL, "s", q, k);
+        tide_attr_set_bool(g, s, TIDE_ATTR_BATCH_MATMUL_transpose_b, true);
+        uint32_t scaled = op1(g, TIDE_OP_SCALE, "scaled", s);
+        tide_attr_set_float(g, scaled, TIDE_ATTR_SCALE_scale, 1.0 / sqrt((double)CMP_D));
+        float mask[CMP_S * CMP_S];
+        for (int i = 0; i < CMP_S; i++) {
+            for (int j = 0; j < CMP_S; j++)
+                mask[i * CMP_S + j] = causal && j > i ? -1e9f : 0.0f;
+        }
+        const int64_t mask_dims[2] = {CMP_S, CMP_S};
+        uint32_t masked = op2(g, TIDE_OP_ADD, "masked", scaled,
+                              constant(g, "mask", TIDE_DTYPE_FLOAT32, 2, mask_dims, mask));
+        uint32_t p = op1(g, TIDE_OP_SOFTMAX, "p", masked);
+        o = op2(g, TIDE_OP_BATCH_MATMUL, "o", p, v);
+    }
+    uint32_t rc = constant(g, "r", TIDE_DTYPE_FLOAT32, 4, dims, r);
+    uint32_t loss = reduce_sum_all(g, "loss", op2(g, TIDE_OP_MUL, "or", o, rc));
+    infer_ok(g);
+    struct tide_edge wrt[3] = {edge_of(q), edge_of(k), edge_of(v)}, grads[3];
+    struct tide_error err = {0};
+    if (tide_autodiff_gradients(g, edge_of(loss), wrt, 3, grads, &err) != TIDE_OK)
+        fail_msg("autodiff: %s", err.message);
+    char names[3][TIDE_MAX_NAME + 16];
+    const char *fetches[4] = {"o", names[0], names[1], names[2]};
+    for (int i = 0; i < 3; i++)
+        snprintf(names[i], sizeof(names[i]), "%s:%u", g->nodes[grads[i].node].name,
+                 grads[i].output);
+    struct tide_session *s = gc_session(g, fetches, 4, fused ? "fused" : "composed");
+    if (tide_session_step(s, NULL, &err) != TIDE_OK)
+        fail_msg("step: %s", err.message);
+    for (int i = 0; i < 4; i++)
+        gc_fetch(s, fetches[i], out + i * CMP_N, CMP_N, fused ? "fused" : "composed");
+    tide_session_free(s);
+}
+
+static void test_attention_equals_composition(void **state)
+{
+    (void)state;
+    static const char *const what[4] = {"o", "dq", "dk", "dv"};
+    float *values[3], r[CMP_N];
+    uint64_t rng = seed_of("attention composition");
+    for (int i = 0; i < 3; i++) {
+        values[i] = malloc(CMP_N * sizeof(float));
+        assert_non_null(values[i]);
+        fill_values(values[i], CMP_N, GC_UNIFORM, &rng);
+    }
+    for (int i = 0; i < CMP_N; i++)
+        values[0][i] *= 3; /* scores far from uniform */
+    fill_values(r, CMP_N, GC_UNIFORM, &rng);
+    float *fused = malloc(4 * CMP_N * sizeof(float)), *composed = malloc(4 * CMP_N * sizeof(float));
+    assert_non_null(fused);
+    assert_non_null(composed);
+    for (int causal = 0; causal < 2; causal++) {
+        attention_composed_run(true, causal, values, r, fused);
+        attention_composed_run(false, causal, values, r, composed);
+        for (int t = 0; t < 4; t++) {
+            for (int i = 0; i < CMP_N; i++) {
+                double a = fused[t * CMP_N + i], b = composed[t * CMP_N + i];
+                if (!(fabs(a - b) <= 1e-5 * fmax(1.0, fabs(b))))
+                    fail_msg("%s attention %s[%d]: fused %.9g, composed %.9g",
+                             causal ? "causal" : "full", what[t], i, a, b);
+            }
+        }
+    }
+    free(fused);
+    free(composed);
+    for (int i = 0; i < 3; i++)
+        free(values[i]);
+}
+
+/*
+ * Attention's lse has no gradient: a loss that reads it is refused, naming
+ * the node and the output; through o alone autodiff emits one AttentionGrad.
+ */
+static void test_attention_lse_refused(void **state)
+{
+    (void)state;
+    struct tide_graph *g = tide_graph_new();
+    int64_t d[4] = {1, 2, 3, 4};
+    uint32_t q = variable(g, "q", 4, d, NULL);
+    struct tide_edge in[3] = {edge_of(q), edge_of(q), edge_of(q)};
+    uint32_t att = node_in(g, TIDE_OP_ATTENTION, "att", in, 3);
+    struct tide_edge lse = {att, 1};
+    uint32_t lse_sum = node_in(g, TIDE_OP_REDUCE_SUM, "lse_loss", &lse, 1);
+    uint32_t o_sum = reduce_sum_all(g, "o_loss", att);
+    op2(g, TIDE_OP_ADD, "both", lse_sum, o_sum);
+    infer_ok(g);
+    struct tide_train_options o = sgd("both");
+    expect_refusal(g, &o, TIDE_UNSUPPORTED, "node \"att\" (Attention)",
+                   "the loss \"both\" depends on output 1 (lse), which has no gradient; only "
+                   "output 0 (o) is differentiable");
+    o.loss = "o_loss";
+    struct tide_autodiff_result r;
+    struct tide_error err = {0};
+    if (tide_autodiff(g, &o, &r, &err) != TIDE_OK)
+        fail_msg("autodiff: %s", err.message);
+    uint32_t grad = find(g, "grad/att/backprop");
+    assert_int_equal(g->nodes[grad].op, TIDE_OP_ATTENTION_GRAD);
+    assert_true(g->nodes[grad].attrs[TIDE_ATTR_ATTENTION_GRAD_causal].b);
+    assert_int_equal(g->nodes[grad].inputs[4].node, att);
+    assert_int_equal(g->nodes[grad].inputs[4].output, 1);
+    tide_autodiff_result_release(&r);
+    tide_graph_free(g);
+}
 
 /*
  * A small classifier, so that gradients flow through a chain:
@@ -1463,12 +1942,36 @@ static const struct gc_case gc_cases[] = {
     {"Min_const_a", IN1(MATH_DISTINCT2(3, 4)), build_min_const_a},
 
     /* batched products and axis permutation (BatchMatMul, Transpose) */
+    {"BatchMatMul", IN2(T3(2, 3, 4), T3(2, 4, 5)), build_batch_matmul_nn},
+    {"BatchMatMul_b^T", IN2(T3(2, 3, 4), T3(2, 5, 4)), build_batch_matmul_nt},
+    {"BatchMatMul_a^T", IN2(T3(2, 4, 3), T3(2, 4, 5)), build_batch_matmul_tn},
+    {"BatchMatMul_a^T_b^T", IN2(T3(2, 4, 3), T3(2, 5, 4)), build_batch_matmul_tt},
+    {"BatchMatMul_weight", IN2(T3(2, 3, 4), T2(4, 5)), build_batch_matmul_nn},
+    {"BatchMatMul_weight_b^T", IN2(T3(2, 3, 4), T2(5, 4)), build_batch_matmul_nt},
+    {"BatchMatMul_weight_a^T", IN2(T3(2, 4, 3), T2(4, 5)), build_batch_matmul_tn},
+    {"BatchMatMul_left_rank2", IN2(T2(3, 4), T3(2, 4, 5)), build_batch_matmul_nn},
+    {"BatchMatMul_broadcast_both", IN2(T4(2, 1, 3, 4), T3(3, 4, 2)), build_batch_matmul_nn},
+    {"BatchMatMul_broadcast_a^T_b^T", IN2(T4(3, 1, 4, 3), T3(2, 2, 4)), build_batch_matmul_tt},
+    {"BatchMatMul_rank2", IN2(T2(2, 3), T2(3, 4)), build_batch_matmul_nn},
+    {"Transpose", IN1(T3(2, 3, 4)), build_transpose_rotate},
+    {"Transpose_heads", IN1(T4(2, 3, 4, 2)), build_transpose_heads},
 
     /* indexing (Gather, TopK, Mixture-of-Experts routing) */
+    {"Gather", IN1(T2(5, 3)), build_gather},
+    {"Gather_scalar_id", IN1(T3(4, 2, 3)), build_gather_scalar},
+    {"Gather_moe_layer", 2, {T2(5, 3), {2, {5, 4}, GC_DISTINCT}}, build_moe_layer},
+    {"TopK", IN1(DISTINCT4(2, 1, 3, 5)), build_top_k_2},
+    {"TopK_all", IN1(DISTINCT4(1, 1, 2, 5)), build_top_k_all},
 
     /* normalisation and regularisation (LayerNorm, Dropout) */
+    {"LayerNorm_3d", IN3(T3(2, 3, 4), T1(4), T1(4)), build_layer_norm},
+    {"LayerNorm_rank1", IN3(T1(6), T1(6), T1(6)), build_layer_norm},
+    {"LayerNorm_wide", IN3(T2(2, 17), T1(17), T1(17)), build_layer_norm},
+    {"Dropout_rate0", IN1(T2(3, 5)), build_dropout},
 
     /* fused attention (Attention) */
+    {"Attention_causal", IN3(T4(1, 2, 3, 4), T4(1, 2, 3, 4), T4(1, 2, 3, 4)), build_attention_causal},
+    {"Attention_cross", IN3(T4(2, 1, 2, 3), T4(2, 1, 4, 3), T4(2, 1, 4, 3)), build_attention_cross},
 
     {"MLP", IN4(T2(4, 3), T2(3, 5), T1(5), T2(5, 3)), build_mlp},
     {"Recurrence", IN1(T2(2, 3)), build_recurrence},
@@ -1638,13 +2141,17 @@ int main(void)
         cmocka_unit_test(test_long_sums_in_groups),
         cmocka_unit_test(test_deterministic),
         cmocka_unit_test(test_names),
+        cmocka_unit_test(test_batch_matmul_gradient_nodes),
         cmocka_unit_test(test_variable_selection),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_gradients_api),
         cmocka_unit_test(test_pass_through),
         cmocka_unit_test(test_gradient_check_covers_every_op),
         cmocka_unit_test(test_gradient_check),
+        cmocka_unit_test(test_attention_lse_refused),
+        cmocka_unit_test(test_attention_equals_composition),
         cmocka_unit_test(test_training_session),
+        cmocka_unit_test(test_norm_ops_through_autodiff),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

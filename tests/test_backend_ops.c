@@ -119,6 +119,9 @@ struct op_case {
 
 static bool covered[TIDE_OP_COUNT];
 static const uint64_t adam_step = 3;
+/* Every case runs as in a training step of a job with this seed (Dropout's mask). */
+static const bool training_step = true;
+static const uint64_t job_seed = 2024;
 
 static void case_init(struct op_case *c, enum tide_op op, const char *name, double rtol,
                       double atol)
@@ -341,6 +344,8 @@ static enum tide_status run_case(struct tide_backend *b, struct op_case *c, stru
             .workspace = r->ws_bytes ? (char *)base + r->ws_off : NULL,
             .workspace_bytes = r->ws_bytes,
             .step = &adam_step,
+            .seed = job_seed,
+            .training = &training_step,
         };
         st = tide_backend_copy_h2d(b, base, staging, r->total, s);
         if (st == TIDE_OK)
@@ -1390,17 +1395,450 @@ static void test_select_grads(void **state)
  * Sequence-model ops: batched products and axis permutation (BatchMatMul, Transpose)
  * ========================================================================== */
 
+/* A BatchMatMul case: a and b of the given shapes (already transposed where ta / tb say). */
+static void batch_matmul_case(const char *name, bool ta, bool tb, int32_t ra, const int64_t *a,
+                              int32_t rb, const int64_t *b, int32_t ry, const int64_t *y)
+{
+    struct op_case c;
+    case_init(&c, TIDE_OP_BATCH_MATMUL, name, TOL_GEMM);
+    c.attrs[TIDE_ATTR_BATCH_MATMUL_transpose_a].b = ta;
+    c.attrs[TIDE_ATTR_BATCH_MATMUL_transpose_b].b = tb;
+    input(&c, ra, a);
+    input(&c, rb, b);
+    outf(&c, ry, y);
+    check_case(&c);
+}
+
+/*
+ * Every transpose form over a batch of 3 (one strided-batched GEMM on CUDA),
+ * a rank-2 weight (a stride of 0), broadcasts that need one GEMM per entry,
+ * a rank-2 a, entries large enough for the CPU to split them into blocks,
+ * and an empty inner dimension (zeros).
+ */
+static void test_batch_matmul(void **state)
+{
+    (void)state;
+    static const char *names[4] = {"batch_matmul_nn", "batch_matmul_nt", "batch_matmul_tn",
+                                   "batch_matmul_tt"};
+    for (int combo = 0; combo < 4; combo++) {
+        bool ta = combo & 2, tb = combo & 1;
+        int64_t p = 3, m = 7, k = 5, n = 9;
+        batch_matmul_case(names[combo], ta, tb, 3, ta ? DIMS(p, k, m) : DIMS(p, m, k), 3,
+                          tb ? DIMS(p, n, k) : DIMS(p, k, n), 3, DIMS(p, m, n));
+    }
+    batch_matmul_case("batch_matmul_weight", false, false, 3, DIMS(2, 37, 33), 2, DIMS(33, 17), 3,
+                      DIMS(2, 37, 17));
+    batch_matmul_case("batch_matmul_weight_b^T", false, true, 3, DIMS(4, 11, 13), 2, DIMS(6, 13), 3,
+                      DIMS(4, 11, 6));
+    batch_matmul_case("batch_matmul_left_rank2", true, false, 2, DIMS(5, 7), 3, DIMS(3, 5, 9), 3,
+                      DIMS(3, 7, 9));
+    batch_matmul_case("batch_matmul_broadcast", false, false, 4, DIMS(2, 1, 5, 7), 3, DIMS(3, 7, 9),
+                      4, DIMS(2, 3, 5, 9));
+    batch_matmul_case("batch_matmul_broadcast_tt", true, true, 4, DIMS(1, 3, 7, 5), 4,
+                      DIMS(2, 1, 9, 7), 4, DIMS(2, 3, 5, 9));
+    batch_matmul_case("batch_matmul_rank2", false, false, 2, DIMS(6, 4), 2, DIMS(4, 10), 2,
+                      DIMS(6, 10));
+    batch_matmul_case("batch_matmul_split_rows", false, false, 3, DIMS(2, 130, 300), 2,
+                      DIMS(300, 80), 3, DIMS(2, 130, 80));
+    batch_matmul_case("batch_matmul_split_columns", false, true, 3, DIMS(1, 40, 270), 3,
+                      DIMS(1, 150, 270), 3, DIMS(1, 40, 150));
+    batch_matmul_case("batch_matmul_empty_k", false, false, 3, DIMS(2, 3, 0), 3, DIMS(2, 0, 4), 3,
+                      DIMS(2, 3, 4));
+    REQUIRE_CUDA();
+}
+
+/* A Transpose case of a float32 x (or int32 ids in [0, 1000) when ints is set). */
+static void transpose_case(const char *name, bool ints, int32_t rank, const int64_t *x,
+                           const int64_t *perm)
+{
+    struct op_case c;
+    case_init(&c, TIDE_OP_TRANSPOSE, name, TOL_EXACT);
+    set_ints(&c, TIDE_ATTR_TRANSPOSE_perm, rank, perm);
+    int64_t y[TIDE_MAX_RANK];
+    for (int32_t i = 0; i < rank; i++)
+        y[i] = x[perm[i]];
+    if (ints) {
+        struct tide_shape shape = tide_shape_make(rank, x);
+        input_labels(&c, tide_shape_numel(&shape), 1000);
+        c.in[c.n_in - 1].shape = shape; /* the same bytes, as a tensor of x's shape */
+        output(&c, TIDE_DTYPE_INT32, rank, y);
+    } else {
+        input(&c, rank, x);
+        outf(&c, rank, y);
+    }
+    check_case(&c);
+}
+
+/*
+ * A rotation of the axes (a strided gather on the CPU), the heads' swap that
+ * keeps the last axis (rows copied whole), rows longer than a block, int32,
+ * an order that changes nothing once the 1 is dropped (one copy), a scalar.
+ */
+static void test_transpose(void **state)
+{
+    (void)state;
+    transpose_case("transpose_rotate", false, 3, DIMS(3, 5, 7), DIMS(2, 0, 1));
+    transpose_case("transpose_heads", false, 4, DIMS(2, 5, 3, 33), DIMS(0, 2, 1, 3));
+    transpose_case("transpose_long_rows", false, 3, DIMS(3, 1031, 7), DIMS(0, 2, 1));
+    transpose_case("transpose_reverse", false, 4, DIMS(3, 4, 5, 6), DIMS(3, 2, 1, 0));
+    transpose_case("transpose_int32", true, 2, DIMS(17, 5), DIMS(1, 0));
+    transpose_case("transpose_unit_axis", false, 3, DIMS(4, 1, 6), DIMS(1, 0, 2));
+    transpose_case("transpose_scalar", false, 0, NULL, NULL);
+    transpose_case("transpose_empty", false, 3, DIMS(2, 0, 3), DIMS(2, 1, 0));
+    REQUIRE_CUDA();
+}
+
 /* ============================================================================
  * Sequence-model ops: indexing (Gather, TopK, Mixture-of-Experts routing)
  * ========================================================================== */
+
+/* An int32 input of the given shape with values in [0, limit). */
+static int32_t *input_ids(struct op_case *c, int32_t rank, const int64_t *dims, int64_t limit)
+{
+    struct tide_shape shape = tide_shape_make(rank, dims);
+    int32_t *ids = input_labels(c, tide_shape_numel(&shape), limit);
+    c->in[c->n_in - 1].shape = shape;
+    return ids;
+}
+
+static void test_gather(void **state)
+{
+    (void)state;
+    struct op_case c;
+    /* Odd widths; ids of rank 2 with repeats. */
+    case_init(&c, TIDE_OP_GATHER, "gather", TOL_EXACT);
+    input(&c, 2, DIMS(37, 129));
+    input_ids(&c, 2, DIMS(3, 11), 37);
+    outf(&c, 3, DIMS(3, 11, 129));
+    check_case(&c);
+
+    /* A rank-1 table: each id picks one number; a scalar id into a rank-3 table. */
+    case_init(&c, TIDE_OP_GATHER, "gather_scalars", TOL_EXACT);
+    input(&c, 1, DIMS(1000));
+    input_ids(&c, 1, DIMS(777), 1000);
+    outf(&c, 1, DIMS(777));
+    check_case(&c);
+
+    case_init(&c, TIDE_OP_GATHER, "gather_scalar_id", TOL_EXACT);
+    input(&c, 3, DIMS(5, 3, 7));
+    input_ids(&c, 0, NULL, 5);
+    outf(&c, 2, DIMS(3, 7));
+    check_case(&c);
+
+    /* Many ids onto few rows (long runs per row), and a wide row (the grid-stride path). */
+    static const int64_t grad_sizes[2][3] = {{37, 5, 129}, {3000, 9, 1}};
+    for (int i = 0; i < 2; i++) {
+        int64_t n_ids = grad_sizes[i][0], rows = grad_sizes[i][1], width = grad_sizes[i][2];
+        case_init(&c, TIDE_OP_GATHER_GRAD, i ? "gather_grad_narrow" : "gather_grad", TOL_ELEM);
+        c.attrs[TIDE_ATTR_GATHER_GRAD_num_rows].present = true;
+        c.attrs[TIDE_ATTR_GATHER_GRAD_num_rows].i = rows + 2; /* two rows no id picks */
+        input(&c, 2, DIMS(n_ids, width));
+        input_ids(&c, 1, DIMS(n_ids), rows);
+        outf(&c, 2, DIMS(rows + 2, width));
+        check_case(&c);
+    }
+    REQUIRE_CUDA();
+}
+
+/*
+ * An id out of range: the CPU refuses it before the kernel writes; CUDA
+ * finds it on the device and reports it at stream_sync. Both name the node,
+ * the position and the index; so for TopKGrad and MoeRoute.
+ */
+static void test_index_out_of_range(void **state)
+{
+    (void)state;
+    for (int pass = 0; pass < 2; pass++) {
+        struct tide_backend *b = pass == 0 ? cpu_backend : cuda_backend;
+        if (!b)
+            REQUIRE_CUDA();
+        for (int op = 0; op < 4; op++) {
+            struct op_case c;
+            const char *want;
+            if (op == 0) {
+                case_init(&c, TIDE_OP_GATHER, "gather_bad", TOL_EXACT);
+                input(&c, 2, DIMS(5, 3));
+                input_ids(&c, 1, DIMS(6), 5)[2] = 9;
+                outf(&c, 2, DIMS(6, 3));
+                want = "index 9 at position 2 is out of range [0, 5)";
+            } else if (op == 1) {
+                case_init(&c, TIDE_OP_GATHER_GRAD, "gather_grad_bad", TOL_EXACT);
+                c.attrs[TIDE_ATTR_GATHER_GRAD_num_rows].i = 5;
+                input(&c, 2, DIMS(6, 3));
+                input_ids(&c, 1, DIMS(6), 5)[4] = -3;
+                outf(&c, 2, DIMS(5, 3));
+                want = "index -3 at position 4 is out of range [0, 5)";
+            } else if (op == 2) {
+                case_init(&c, TIDE_OP_TOP_K_GRAD, "top_k_grad_bad", TOL_EXACT);
+                set_shape(&c, TIDE_ATTR_TOP_K_GRAD_shape, 2, DIMS(2, 4));
+                input(&c, 2, DIMS(2, 2));
+                input_ids(&c, 2, DIMS(2, 2), 4)[3] = 4;
+                outf(&c, 2, DIMS(2, 4));
+                want = "index 4 at position 3 is out of range [0, 4)";
+            } else {
+                case_init(&c, TIDE_OP_MOE_ROUTE, "moe_route_bad", TOL_EXACT);
+                c.attrs[TIDE_ATTR_MOE_ROUTE_experts].i = 3;
+                c.attrs[TIDE_ATTR_MOE_ROUTE_capacity].i = 2;
+                input_ids(&c, 2, DIMS(4, 2), 3)[5] = 3;
+                output(&c, TIDE_DTYPE_INT32, 1, DIMS(6));
+                output(&c, TIDE_DTYPE_INT32, 2, DIMS(4, 2));
+                want = "index 3 at position 5 is out of range [0, 3)";
+            }
+            struct tide_error err = {0};
+            struct run r;
+            enum tide_status st = run_case(b, &c, &r, &err);
+            char node[64];
+            snprintf(node, sizeof(node), "\"%s\"", c.node.name);
+            assert_int_equal(st, TIDE_INVALID);
+            if (!strstr(err.message, node) || !strstr(err.message, want))
+                fail_msg("%s: unexpected message (want '%s'): %s", tide_backend_name(b), want,
+                         err.message);
+            case_free(&c);
+        }
+    }
+}
+
+static void test_top_k(void **state)
+{
+    (void)state;
+    struct op_case c;
+    /* Long rows; then ties everywhere ({-1, 0, 1}) with k = n. */
+    case_init(&c, TIDE_OP_TOP_K, "top_k_long", TOL_EXACT);
+    c.attrs[TIDE_ATTR_TOP_K_k].i = 5;
+    input(&c, 2, DIMS(64, 1500));
+    outf(&c, 2, DIMS(64, 5));
+    output(&c, TIDE_DTYPE_INT32, 2, DIMS(64, 5));
+    check_case(&c);
+
+    case_init(&c, TIDE_OP_TOP_K, "top_k_ties", TOL_EXACT);
+    c.attrs[TIDE_ATTR_TOP_K_k].i = 7;
+    input_ties(&c, 3, DIMS(3, 11, 7));
+    outf(&c, 3, DIMS(3, 11, 7));
+    output(&c, TIDE_DTYPE_INT32, 3, DIMS(3, 11, 7));
+    check_case(&c);
+
+    /* TopKGrad with indices as TopK gives them: distinct within a row. */
+    case_init(&c, TIDE_OP_TOP_K_GRAD, "top_k_grad", TOL_EXACT);
+    set_shape(&c, TIDE_ATTR_TOP_K_GRAD_shape, 2, DIMS(33, 40));
+    input(&c, 2, DIMS(33, 3));
+    int32_t *ix = input_ids(&c, 2, DIMS(33, 3), 40);
+    for (int r = 0; r < 33; r++) {
+        ix[r * 3 + 1] = (ix[r * 3] + 1 + r % 13) % 40;
+        ix[r * 3 + 2] = (ix[r * 3] + 20 + r % 7) % 40;
+    }
+    outf(&c, 2, DIMS(33, 40));
+    check_case(&c);
+    REQUIRE_CUDA();
+}
+
+static void test_moe_route(void **state)
+{
+    (void)state;
+    /* 50 tokens' 2 choices over 8 experts of 10 slots: some experts overflow, some have room. */
+    struct op_case c;
+    case_init(&c, TIDE_OP_MOE_ROUTE, "moe_route", TOL_EXACT);
+    c.attrs[TIDE_ATTR_MOE_ROUTE_experts].i = 8;
+    c.attrs[TIDE_ATTR_MOE_ROUTE_capacity].i = 10;
+    int32_t *choice = input_ids(&c, 2, DIMS(50, 2), 8);
+    for (int t = 0; t < 50; t++)
+        choice[t * 2] = t % 3; /* experts 0 to 2 take every first choice */
+    output(&c, TIDE_DTYPE_INT32, 1, DIMS(80));
+    output(&c, TIDE_DTYPE_INT32, 2, DIMS(50, 2));
+    check_case(&c);
+    REQUIRE_CUDA();
+}
 
 /* ============================================================================
  * Sequence-model ops: normalisation and regularisation (LayerNorm, Dropout)
  * ========================================================================== */
 
+/* Rows of one warp's block and of the 256-thread block (d >= 1024), odd sizes, rank 1. */
+static void test_layer_norm(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *name;
+        int32_t rank;
+        int64_t dims[3];
+    } shapes[] = {
+        {"ln_3d", 3, {2, 5, 7}},
+        {"ln_rank1", 1, {33}},
+        {"ln_long", 2, {3, 2053}},
+        {"ln_many_rows", 2, {1500, 65}},
+    };
+    for (size_t i = 0; i < sizeof(shapes) / sizeof(shapes[0]); i++) {
+        int32_t rank = shapes[i].rank;
+        const int64_t *dims = shapes[i].dims;
+        int64_t d = dims[rank - 1];
+        char grad_name[64];
+        snprintf(grad_name, sizeof(grad_name), "%s_grad", shapes[i].name);
+        struct op_case c;
+        case_init(&c, TIDE_OP_LAYER_NORM, shapes[i].name, TOL_ELEM);
+        float *x = input(&c, rank, dims);
+        /* An offset against the spread, as real activations have: two-pass statistics. */
+        for (int64_t k = 0; k < tide_shape_numel(&c.in[0].shape); k++)
+            x[k] = 3.0f + 0.5f * x[k];
+        input_range(&c, 1, DIMS(d), 0.5f, 1.5f);
+        input(&c, 1, DIMS(d));
+        outf(&c, rank, dims);
+        outf(&c, rank - 1, dims);
+        outf(&c, rank - 1, dims);
+        check_case(&c);
+
+        case_init(&c, TIDE_OP_LAYER_NORM_GRAD, grad_name, TOL_ELEM);
+        input(&c, rank, dims);                        /* dy */
+        input(&c, rank, dims);                        /* x */
+        input_range(&c, 1, DIMS(d), 0.5f, 1.5f);      /* gain */
+        input_range(&c, rank - 1, dims, -0.1f, 0.1f); /* mean */
+        input_range(&c, rank - 1, dims, 1.0f, 2.0f);  /* inv_std */
+        outf(&c, rank, dims);
+        outf(&c, 1, DIMS(d));
+        outf(&c, 1, DIMS(d));
+        check_case(&c);
+    }
+    REQUIRE_CUDA();
+}
+
+/*
+ * Dropout and DropoutGrad in a training step: the CUDA mask must be the
+ * CPU's bit for bit (TOL_EXACT: one wrong element errs by a whole value),
+ * over sizes that end mid-block and more elements than one grid pass.
+ */
+static void test_dropout(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *name;
+        double rate;
+        int64_t n;
+    } cases[] = {
+        {"dropout_small", 0.5, 37},
+        {"dropout_large", 0.1, 70001},
+        {"dropout_rate0", 0.0, 1000},
+        {"dropout_high", 0.9, 4099},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char grad_name[64];
+        snprintf(grad_name, sizeof(grad_name), "%s_grad", cases[i].name);
+        struct op_case c;
+        case_init(&c, TIDE_OP_DROPOUT, cases[i].name, TOL_EXACT);
+        c.attrs[TIDE_ATTR_DROPOUT_rate].f = cases[i].rate;
+        c.attrs[TIDE_ATTR_DROPOUT_seed].i = (int64_t)i - 2;
+        input(&c, 1, DIMS(cases[i].n));
+        outf(&c, 1, DIMS(cases[i].n));
+        check_case(&c);
+
+        case_init(&c, TIDE_OP_DROPOUT_GRAD, grad_name, TOL_EXACT);
+        c.attrs[TIDE_ATTR_DROPOUT_GRAD_rate].f = cases[i].rate;
+        c.attrs[TIDE_ATTR_DROPOUT_GRAD_seed].i = (int64_t)i - 2;
+        c.attrs[TIDE_ATTR_DROPOUT_GRAD_forward].s = cases[i].name;
+        input(&c, 2, DIMS(7, cases[i].n / 7 + 1));
+        outf(&c, 2, DIMS(7, cases[i].n / 7 + 1));
+        check_case(&c);
+    }
+    REQUIRE_CUDA();
+}
+
 /* ============================================================================
  * Sequence-model ops: fused attention (Attention)
  * ========================================================================== */
+
+/*
+ * What Attention gives for q and k, v [heads, sq or sk, d], in double, into
+ * o and lse: AttentionGrad's o and lse inputs, so that its P = exp(S - lse)
+ * are the probabilities they would be in training.
+ */
+static void attention_host(const float *q, const float *k, const float *v, int64_t heads,
+                           int64_t sq, int64_t sk, int64_t d, bool causal, double scale, float *o,
+                           float *lse)
+{
+    for (int64_t h = 0; h < heads; h++) {
+        for (int64_t i = 0; i < sq; i++) {
+            const float *qi = q + (h * sq + i) * d;
+            int64_t keys = causal ? i + 1 : sk;
+            double m = -INFINITY, sum = 0;
+            for (int64_t pass = 0; pass < 2; pass++) {
+                for (int64_t j = 0; j < keys; j++) {
+                    const float *kj = k + (h * sk + j) * d;
+                    double x = 0;
+                    for (int64_t e = 0; e < d; e++)
+                        x += (double)qi[e] * kj[e];
+                    x *= scale;
+                    if (pass == 0)
+                        m = fmax(m, x);
+                    else
+                        sum += exp(x - m);
+                }
+            }
+            lse[h * sq + i] = (float)(m + log(sum));
+            for (int64_t e = 0; e < d; e++) {
+                double acc = 0;
+                for (int64_t j = 0; j < keys; j++) {
+                    const float *kj = k + (h * sk + j) * d;
+                    double x = 0;
+                    for (int64_t f = 0; f < d; f++)
+                        x += (double)qi[f] * kj[f];
+                    acc += exp(x * scale - m) / sum * v[(h * sk + j) * d + e];
+                }
+                o[(h * sq + i) * d + e] = (float)acc;
+            }
+        }
+    }
+}
+
+/*
+ * Attention and AttentionGrad: sequences longer than the CPU's blocks of 64
+ * and the CUDA kernels' tiles of 32 and not a multiple of either, D past one
+ * warp's width and not a multiple of it, causal and not, Sq != Sk.
+ */
+static void test_attention(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *name;
+        int64_t b, h, sq, sk, d;
+        bool causal;
+        double scale;
+    } cases[] = {
+        {"attention_causal", 1, 2, 130, 130, 40, true, 0},
+        {"attention_cross", 2, 1, 70, 97, 8, false, 0.3},
+        {"attention_d1", 1, 1, 33, 33, 1, true, 0},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        const int64_t *qd = DIMS(cases[i].b, cases[i].h, cases[i].sq, cases[i].d);
+        const int64_t *kd = DIMS(cases[i].b, cases[i].h, cases[i].sk, cases[i].d);
+        const int64_t *rd = DIMS(cases[i].b, cases[i].h, cases[i].sq);
+        int64_t heads = cases[i].b * cases[i].h;
+        double scale = cases[i].scale != 0 ? cases[i].scale : 1.0 / sqrt((double)cases[i].d);
+        struct op_case c;
+        case_init(&c, TIDE_OP_ATTENTION, cases[i].name, TOL_ELEM);
+        c.attrs[TIDE_ATTR_ATTENTION_causal].b = cases[i].causal;
+        c.attrs[TIDE_ATTR_ATTENTION_scale].f = cases[i].scale;
+        input_range(&c, 4, qd, -2.0f, 2.0f);
+        input(&c, 4, kd);
+        input(&c, 4, kd);
+        outf(&c, 4, qd);
+        outf(&c, 3, rd);
+        check_case(&c);
+
+        char grad_name[64];
+        snprintf(grad_name, sizeof(grad_name), "%s_grad", cases[i].name);
+        case_init(&c, TIDE_OP_ATTENTION_GRAD, grad_name, TOL_ELEM);
+        c.attrs[TIDE_ATTR_ATTENTION_GRAD_causal].b = cases[i].causal;
+        c.attrs[TIDE_ATTR_ATTENTION_GRAD_scale].f = cases[i].scale;
+        float *q = input_range(&c, 4, qd, -2.0f, 2.0f);
+        float *k = input(&c, 4, kd), *v = input(&c, 4, kd);
+        float *o = input(&c, 4, qd), *lse = input(&c, 3, rd);
+        attention_host(q, k, v, heads, cases[i].sq, cases[i].sk, cases[i].d, cases[i].causal, scale,
+                       o, lse);
+        input(&c, 4, qd); /* do */
+        outf(&c, 4, qd);
+        outf(&c, 4, kd);
+        outf(&c, 4, kd);
+        check_case(&c);
+    }
+    REQUIRE_CUDA();
+}
 
 /* ============================================================================
  * Coverage
@@ -1443,12 +1881,21 @@ int main(void)
         cmocka_unit_test(test_select_grads),
 
         /* batched products and axis permutation (BatchMatMul, Transpose) */
+        cmocka_unit_test(test_batch_matmul),
+        cmocka_unit_test(test_transpose),
 
         /* indexing (Gather, TopK, Mixture-of-Experts routing) */
+        cmocka_unit_test(test_gather),
+        cmocka_unit_test(test_index_out_of_range),
+        cmocka_unit_test(test_top_k),
+        cmocka_unit_test(test_moe_route),
 
         /* normalisation and regularisation (LayerNorm, Dropout) */
+        cmocka_unit_test(test_layer_norm),
+        cmocka_unit_test(test_dropout),
 
         /* fused attention (Attention) */
+        cmocka_unit_test(test_attention),
 
         cmocka_unit_test(test_cuda_supports_every_op),
         cmocka_unit_test(test_cuda_device),

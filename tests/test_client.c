@@ -1555,11 +1555,282 @@ static void test_builder_math_ops(void **state)
 
 /* ---- Sequence-model ops: batched products and axis permutation (BatchMatMul, Transpose) ---- */
 
+/*
+ * BatchMatMul and Transpose through the builder: shapes inferred as the
+ * daemon does, attributes on the wire as given, a graph the daemon imports;
+ * bad shapes and permutations refused in the daemon's words, and the
+ * builder's own argument checks (a NULL or too long perm).
+ */
+static void test_builder_batch_matmul_and_transpose(void **state)
+{
+    (void)state;
+    tide_builder *b = tide_builder_new();
+    tide_ref x = tide_builder_placeholder(b, "x", TIDE_DT_FLOAT32, 3, (int64_t[]){2, 6, 8});
+    tide_ref w = tide_builder_variable(b, "w", 2, (int64_t[]){8, 12}, "glorot_uniform", 1, true);
+    tide_ref ids = tide_builder_placeholder(b, "ids", TIDE_DT_INT32, 2, (int64_t[]){2, 6});
+    tide_ref h = tide_builder_batch_matmul(b, "h", x, w, false, false); /* [2, 6, 12] */
+    tide_ref heads = tide_builder_reshape(b, "heads", h, 4, (int64_t[]){2, 6, 3, 4});
+    tide_ref q =
+        tide_builder_transpose(b, "q", heads, (int64_t[]){0, 2, 1, 3}, 4);       /* [2, 3, 6, 4] */
+    tide_ref scores = tide_builder_batch_matmul(b, "scores", q, q, false, true); /* [2, 3, 6, 6] */
+    tide_ref auto_named = tide_builder_transpose(b, NULL, ids, (int64_t[]){1, 0}, 2);
+    assert_null(tide_builder_error(b));
+    expect_shape(b, h, 3, (int64_t[]){2, 6, 12});
+    expect_shape(b, q, 4, (int64_t[]){2, 3, 6, 4});
+    expect_shape(b, scores, 4, (int64_t[]){2, 3, 6, 6});
+    expect_shape(b, auto_named, 2, (int64_t[]){6, 2});
+    assert_int_equal(tide_builder_dtype(b, auto_named), TIDE_DT_INT32);
+
+    Tide__V1__Graph *g = roundtrip(b);
+    check_against_op_table(g);
+    const Tide__V1__Node *n = node_named(g, "scores");
+    assert_string_equal(n->op, "BatchMatMul");
+    assert_false(attr_of(n, "transpose_a")->b);
+    assert_true(attr_of(n, "transpose_b")->b);
+    n = node_named(g, "q");
+    assert_string_equal(n->op, "Transpose");
+    expect_ints(attr_of(n, "perm"), 4, (int64_t[]){0, 2, 1, 3});
+    n = node_named(g, "transpose_0");
+    assert_string_equal(n->inputs[0], "ids");
+    struct tide_graph *imported = NULL;
+    struct tide_error err = {0};
+    if (tide_graph_import_message(g, NULL, &imported, &err) != TIDE_OK)
+        fail_msg("import: %s", err.message);
+    tide_graph_free(imported);
+    tide__v1__graph__free_unpacked(g, NULL);
+    tide_builder_free(b);
+
+    b = tide_builder_new();
+    x = tide_builder_placeholder(b, "x", TIDE_DT_FLOAT32, 3, (int64_t[]){2, 6, 8});
+    tide_ref y = tide_builder_placeholder(b, "y", TIDE_DT_FLOAT32, 3, (int64_t[]){3, 8, 4});
+    assert_int_equal(tide_builder_batch_matmul(b, "bad", x, y, false, false).id, -1);
+    assert_string_equal(tide_builder_error(b),
+                        "node \"bad\" (BatchMatMul): batch dimensions [2] of a [2, 6, 8] and [3] "
+                        "of b [3, 8, 4] do not broadcast: dimensions 2 and 3 differ and neither "
+                        "is 1");
+    tide_builder_free(b);
+
+    b = tide_builder_new();
+    x = tide_builder_placeholder(b, "x", TIDE_DT_FLOAT32, 3, (int64_t[]){2, 6, 8});
+    assert_int_equal(tide_builder_transpose(b, "bad", x, (int64_t[]){0, 1, 1}, 3).id, -1);
+    assert_string_equal(tide_builder_error(b), "node \"bad\" (Transpose): attribute \"perm\" "
+                                               "[0, 1, 1] names axis 1 twice, wants a permutation "
+                                               "of 0 to 2");
+    tide_builder_free(b);
+
+    b = tide_builder_new();
+    x = tide_builder_placeholder(b, "x", TIDE_DT_FLOAT32, 3, (int64_t[]){2, 6, 8});
+    assert_int_equal(tide_builder_transpose(b, "bad", x, NULL, 3).id, -1);
+    assert_contains(tide_builder_error(b), "perm has 3 entries but its pointer is NULL");
+    tide_builder_free(b);
+
+    b = tide_builder_new();
+    x = tide_builder_placeholder(b, "x", TIDE_DT_FLOAT32, 3, (int64_t[]){2, 6, 8});
+    assert_int_equal(tide_builder_transpose(b, "bad", x, (int64_t[9]){0}, 9).id, -1);
+    assert_contains(tide_builder_error(b), "perm has 9 entries, wants 0 to 8");
+    tide_builder_free(b);
+}
+
 /* ---- Sequence-model ops: indexing (Gather, TopK, Mixture-of-Experts routing) ---- */
+
+/*
+ * The routing of a Mixture-of-Experts layer as the MoE model writes it:
+ * shapes and dtypes tracked through TopK, MoeRoute and both Gathers, the
+ * attributes on the wire, and a graph the daemon imports as it is.
+ */
+static void test_builder_moe_routing(void **state)
+{
+    (void)state;
+    tide_builder *b = tide_builder_new();
+    tide_ref x = tide_builder_placeholder(b, "x", TIDE_DT_FLOAT32, 2, (int64_t[]){6, 4});
+    tide_ref wg = tide_builder_variable(b, "wg", 2, (int64_t[]){4, 3}, "glorot_uniform", 1, true);
+    tide_ref probs =
+        tide_builder_softmax(b, NULL, tide_builder_matmul(b, NULL, x, wg, false, false), -1);
+    tide_ref top = tide_builder_top_k(b, "top", probs, 2);
+    tide_ref idx = tide_builder_output(b, top, 1);
+    expect_shape(b, top, 2, (int64_t[]){6, 2});
+    expect_shape(b, idx, 2, (int64_t[]){6, 2});
+    assert_int_equal(tide_builder_dtype(b, top), TIDE_DT_FLOAT32);
+    assert_int_equal(tide_builder_dtype(b, idx), TIDE_DT_INT32);
+
+    tide_ref route = tide_builder_moe_route(b, "route", idx, 3, 4);
+    tide_ref combine = tide_builder_output(b, route, 1);
+    expect_shape(b, route, 1, (int64_t[]){12});
+    expect_shape(b, combine, 2, (int64_t[]){6, 2});
+    assert_int_equal(tide_builder_dtype(b, route), TIDE_DT_INT32);
+    assert_int_equal(tide_builder_dtype(b, combine), TIDE_DT_INT32);
+
+    const float zeros[4] = {0};
+    tide_ref zero_row =
+        tide_builder_constant(b, "zero_row", TIDE_DT_FLOAT32, 2, (int64_t[]){1, 4}, zeros);
+    tide_ref padded = tide_builder_concat(b, NULL, (tide_ref[]){x, zero_row}, 2, 0);
+    tide_ref expert_in = tide_builder_gather(b, "expert_in", padded, route);
+    expect_shape(b, expert_in, 2, (int64_t[]){12, 4});
+    tide_ref back = tide_builder_gather(
+        b, "back", tide_builder_concat(b, NULL, (tide_ref[]){expert_in, zero_row}, 2, 0), combine);
+    expect_shape(b, back, 3, (int64_t[]){6, 2, 4});
+    assert_null(tide_builder_error(b));
+
+    Tide__V1__Graph *g = roundtrip(b);
+    assert_string_equal(node_named(g, "top")->op, "TopK");
+    assert_int_equal(attr_of(node_named(g, "top"), "k")->i, 2);
+    const Tide__V1__Node *r = node_named(g, "route");
+    assert_string_equal(r->op, "MoeRoute");
+    assert_int_equal(attr_of(r, "experts")->i, 3);
+    assert_int_equal(attr_of(r, "capacity")->i, 4);
+    assert_string_equal(r->inputs[0], "top:1");
+    const Tide__V1__Node *gb = node_named(g, "back");
+    assert_string_equal(gb->op, "Gather");
+    assert_string_equal(gb->inputs[1], "route:1");
+    struct tide_graph *imported = NULL;
+    struct tide_error err = {0};
+    if (tide_graph_import_message(g, NULL, &imported, &err) != TIDE_OK)
+        fail_msg("import: %s", err.message);
+    tide_graph_free(imported);
+    tide__v1__graph__free_unpacked(g, NULL);
+    tide_builder_free(b);
+}
+
+/* The builder refuses what the daemon would, in its words. */
+static void test_builder_index_errors(void **state)
+{
+    (void)state;
+    tide_builder *b = tide_builder_new();
+    tide_ref x = tide_builder_placeholder(b, "x", TIDE_DT_FLOAT32, 2, (int64_t[]){6, 3});
+    assert_int_equal(tide_builder_top_k(b, "top", x, 4).id, -1);
+    assert_contains(tide_builder_error(b), "node \"top\" (TopK): attribute \"k\" is 4, wants 1 to "
+                                           "3 (the last dimension of input 0 (x) [6, 3])");
+    tide_builder_free(b);
+
+    b = tide_builder_new();
+    tide_ref ids = tide_builder_placeholder(b, "ids", TIDE_DT_INT32, 2, (int64_t[]){6, 2});
+    assert_int_equal(tide_builder_moe_route(b, "route", ids, 0, 4).id, -1);
+    assert_contains(tide_builder_error(b),
+                    "node \"route\" (MoeRoute): attribute \"experts\" is 0, wants 1 to");
+    tide_builder_free(b);
+
+    b = tide_builder_new();
+    x = tide_builder_placeholder(b, "x", TIDE_DT_FLOAT32, 2, (int64_t[]){6, 3});
+    assert_int_equal(tide_builder_gather(b, "g", x, x).id, -1);
+    assert_contains(tide_builder_error(b),
+                    "node \"g\" (Gather): input 1 (ids) is float32, wants int32");
+    tide_builder_free(b);
+}
 
 /* ---- Sequence-model ops: normalisation and regularisation (LayerNorm, Dropout) ---- */
 
+/* LayerNorm and Dropout: shapes, attributes and outputs on the wire, and the daemon's refusals. */
+static void test_builder_layer_norm_and_dropout(void **state)
+{
+    (void)state;
+    tide_builder *b = tide_builder_new();
+    int64_t x_dims[] = {4, 6, 16}, f_dims[] = {16};
+    tide_ref x = tide_builder_placeholder(b, "x", TIDE_DT_FLOAT32, 3, x_dims);
+    tide_ref gain = tide_builder_variable(b, "gain", 1, f_dims, "ones", 1.0f, true);
+    tide_ref bias = tide_builder_variable(b, "bias", 1, f_dims, "zeros", 1.0f, true);
+    tide_ref ln = tide_builder_layer_norm(b, "ln", x, gain, bias, 1e-6f);
+    tide_ref mean = tide_builder_output(b, ln, 1);
+    tide_ref inv_std = tide_builder_output(b, ln, 2);
+    tide_ref drop = tide_builder_dropout(b, "drop", ln, 0.1f, 17);
+    tide_ref stats = tide_builder_mul(b, "stats", mean, inv_std);
+    assert_null(tide_builder_error(b));
+    expect_shape(b, ln, 3, (int64_t[]){4, 6, 16});
+    expect_shape(b, mean, 2, (int64_t[]){4, 6});
+    expect_shape(b, inv_std, 2, (int64_t[]){4, 6});
+    expect_shape(b, drop, 3, (int64_t[]){4, 6, 16});
+    expect_shape(b, stats, 2, (int64_t[]){4, 6});
+
+    Tide__V1__Graph *g = roundtrip(b);
+    check_against_op_table(g);
+    const Tide__V1__Node *n = node_named(g, "ln");
+    assert_string_equal(n->op, "LayerNorm");
+    assert_int_equal(n->n_inputs, 3);
+    assert_string_equal(n->inputs[1], "gain");
+    assert_string_equal(n->inputs[2], "bias");
+    assert_true(attr_of(n, "epsilon")->f == 1e-6f);
+    n = node_named(g, "drop");
+    assert_string_equal(n->op, "Dropout");
+    assert_string_equal(n->inputs[0], "ln");
+    assert_true(attr_of(n, "rate")->f == 0.1f);
+    assert_int_equal(attr_of(n, "seed")->i, 17);
+    n = node_named(g, "stats");
+    assert_string_equal(n->inputs[0], "ln:1");
+    assert_string_equal(n->inputs[1], "ln:2");
+    tide__v1__graph__free_unpacked(g, NULL);
+    tide_builder_free(b);
+
+    /* The builder refuses with the daemon's words, naming the node and the numbers. */
+    b = tide_builder_new();
+    x = tide_builder_placeholder(b, "x", TIDE_DT_FLOAT32, 3, x_dims);
+    assert_int_equal(tide_builder_dropout(b, "drop", x, 1.0f, 0).id, -1);
+    assert_contains(tide_builder_error(b), "node \"drop\" (Dropout)");
+    assert_contains(tide_builder_error(b), "attribute \"rate\" is 1, wants a value in [0, 1)");
+    tide_builder_free(b);
+
+    b = tide_builder_new();
+    x = tide_builder_placeholder(b, "x", TIDE_DT_FLOAT32, 3, x_dims);
+    int64_t wrong[] = {6};
+    gain = tide_builder_variable(b, "gain", 1, wrong, "ones", 1.0f, true);
+    assert_int_equal(tide_builder_layer_norm(b, "ln", x, gain, gain, 1e-5f).id, -1);
+    assert_contains(tide_builder_error(b), "node \"ln\" (LayerNorm)");
+    assert_contains(tide_builder_error(b), "input 1 (gain) has shape [6], wants [16]");
+    tide_builder_free(b);
+
+    b = tide_builder_new();
+    x = tide_builder_placeholder(b, "x", TIDE_DT_FLOAT32, 3, x_dims);
+    gain = tide_builder_variable(b, "gain", 1, f_dims, "ones", 1.0f, true);
+    assert_int_equal(tide_builder_layer_norm(b, "ln", x, gain, gain, 0.0f).id, -1);
+    assert_contains(tide_builder_error(b), "attribute \"epsilon\" is 0, wants a finite value > 0");
+    tide_builder_free(b);
+}
+
 /* ---- Sequence-model ops: fused attention (Attention) ---- */
+
+/* tide_builder_attention: o and lse shapes, its attributes on the wire, the daemon's refusals. */
+static void test_builder_attention(void **state)
+{
+    (void)state;
+    tide_builder *b = tide_builder_new();
+    int64_t q_dims[] = {2, 4, 16, 8}, k_dims[] = {2, 4, 24, 8};
+    tide_ref q = tide_builder_placeholder(b, "q", TIDE_DT_FLOAT32, 4, q_dims);
+    tide_ref k = tide_builder_placeholder(b, "k", TIDE_DT_FLOAT32, 4, k_dims);
+    tide_ref self = tide_builder_attention(b, NULL, q, q, q, true, 0.0f);
+    tide_ref cross = tide_builder_attention(b, "cross", q, k, k, false, 0.25f);
+    tide_ref lse = tide_builder_output(b, cross, 1);
+    tide_ref sum = tide_builder_add(b, "sum", self, cross);
+    assert_null(tide_builder_error(b));
+    expect_shape(b, self, 4, (int64_t[]){2, 4, 16, 8});
+    expect_shape(b, cross, 4, (int64_t[]){2, 4, 16, 8});
+    expect_shape(b, lse, 3, (int64_t[]){2, 4, 16});
+    expect_shape(b, sum, 4, (int64_t[]){2, 4, 16, 8});
+
+    Tide__V1__Graph *g = roundtrip(b);
+    check_against_op_table(g);
+    const Tide__V1__Node *n = node_named(g, "attention_0");
+    assert_string_equal(n->op, "Attention");
+    assert_int_equal(n->n_inputs, 3);
+    assert_true(attr_of(n, "causal")->b);
+    assert_true(attr_of(n, "scale")->f == 0.0f);
+    n = node_named(g, "cross");
+    assert_false(attr_of(n, "causal")->b);
+    assert_true(attr_of(n, "scale")->f == 0.25f);
+    assert_string_equal(n->inputs[1], "k");
+    tide__v1__graph__free_unpacked(g, NULL);
+
+    /* Causal attention of 16 queries over 24 keys is refused in the daemon's words. */
+    assert_int_equal(tide_builder_attention(b, "bad", q, k, k, true, 0.0f).id, -1);
+    assert_contains(tide_builder_error(b),
+                    "node \"bad\" (Attention): attribute \"causal\" is set, so input 0 (q) "
+                    "[2, 4, 16, 8] and input 1 (k) [2, 4, 24, 8] must have the same sequence "
+                    "length (Sq 16, Sk 24)");
+    tide_builder_free(b);
+
+    b = tide_builder_new();
+    q = tide_builder_placeholder(b, "q", TIDE_DT_FLOAT32, 4, q_dims);
+    assert_int_equal(tide_builder_attention(b, "bad", q, q, q, true, -1.0f).id, -1);
+    assert_contains(tide_builder_error(b), "attribute \"scale\" is -1, wants 0 (for 1/sqrt(D))");
+    tide_builder_free(b);
+}
 
 int main(void)
 {
@@ -1580,12 +1851,17 @@ int main(void)
         cmocka_unit_test(test_builder_math_ops),
 
         /* batched products and axis permutation (BatchMatMul, Transpose) */
+        cmocka_unit_test(test_builder_batch_matmul_and_transpose),
 
         /* indexing (Gather, TopK, Mixture-of-Experts routing) */
+        cmocka_unit_test(test_builder_moe_routing),
+        cmocka_unit_test(test_builder_index_errors),
 
         /* normalisation and regularisation (LayerNorm, Dropout) */
+        cmocka_unit_test(test_builder_layer_norm_and_dropout),
 
         /* fused attention (Attention) */
+        cmocka_unit_test(test_builder_attention),
 
         cmocka_unit_test(test_fashion_mnist_train),
         cmocka_unit_test(test_fashion_mnist_test_split),

@@ -1378,11 +1378,690 @@ static void test_math_grads(void **state)
 
 /* ---- Sequence-model ops: batched products and axis permutation (BatchMatMul, Transpose) ---- */
 
+static void test_batch_matmul(void **state)
+{
+    (void)state;
+    uint32_t a = ph("a", SHAPE(2, 3, 4)), w = ph("w", SHAPE(4, 5)), b = ph("b", SHAPE(2, 4, 5));
+    uint32_t at = ph("at", SHAPE(2, 4, 3)), bt = ph("bt", SHAPE(2, 5, 4));
+    uint32_t a4 = ph("a4", SHAPE(6, 1, 3, 4)), b4 = ph("b4", SHAPE(7, 4, 5));
+    uint32_t m2 = ph("m2", SHAPE(3, 4));
+    uint32_t plain = OP(TIDE_OP_BATCH_MATMUL, "plain", a, b);
+    uint32_t weight = OP(TIDE_OP_BATCH_MATMUL, "weight", a, w);
+    uint32_t left = OP(TIDE_OP_BATCH_MATMUL, "left", m2, b);
+    uint32_t ta = OP(TIDE_OP_BATCH_MATMUL, "ta", at, b);
+    tide_attr_set_bool(g, ta, TIDE_ATTR_BATCH_MATMUL_transpose_a, true);
+    uint32_t tb = OP(TIDE_OP_BATCH_MATMUL, "tb", a, bt);
+    tide_attr_set_bool(g, tb, TIDE_ATTR_BATCH_MATMUL_transpose_b, true);
+    uint32_t both = OP(TIDE_OP_BATCH_MATMUL, "both", at, bt);
+    tide_attr_set_bool(g, both, TIDE_ATTR_BATCH_MATMUL_transpose_a, true);
+    tide_attr_set_bool(g, both, TIDE_ATTR_BATCH_MATMUL_transpose_b, true);
+    uint32_t bcast = OP(TIDE_OP_BATCH_MATMUL, "bcast", a4, b4);
+    uint32_t rank2 = OP(TIDE_OP_BATCH_MATMUL, "rank2", m2, w);
+    infer_ok();
+    expect_f32(plain, SHAPE(2, 3, 5));
+    expect_nbytes(plain, 0, 120);
+    expect_f32(weight, SHAPE(2, 3, 5));
+    expect_f32(left, SHAPE(2, 3, 5));
+    expect_f32(ta, SHAPE(2, 3, 5));
+    expect_f32(tb, SHAPE(2, 3, 5));
+    expect_f32(both, SHAPE(2, 3, 5));
+    expect_f32(bcast, SHAPE(6, 7, 3, 5));
+    expect_f32(rank2, SHAPE(3, 5));
+
+    reset();
+    a = ph("a", SHAPE(2, 3, 4));
+    b = ph("b", SHAPE(2, 3, 5));
+    OP(TIDE_OP_BATCH_MATMUL, "bmm", a, b);
+    FAILS(TIDE_INVALID, "bmm", "inner dimensions 4 and 3 differ", "a is [2, 3, 4]",
+          "b is [2, 3, 5]");
+
+    reset();
+    a = ph("a", SHAPE(2, 3, 4));
+    b = ph("b", SHAPE(2, 4, 5));
+    uint32_t bmm = OP(TIDE_OP_BATCH_MATMUL, "bmm", a, b);
+    tide_attr_set_bool(g, bmm, TIDE_ATTR_BATCH_MATMUL_transpose_a, true);
+    FAILS(TIDE_INVALID, "bmm", "inner dimensions 3 and 4 differ", "a is [2, 3, 4] transposed",
+          "b is [2, 4, 5])");
+
+    reset();
+    a = ph("a", SHAPE(2, 3, 4));
+    b = ph("b", SHAPE(3, 4, 5));
+    OP(TIDE_OP_BATCH_MATMUL, "bmm", a, b);
+    FAILS(TIDE_INVALID, "bmm",
+          "batch dimensions [2] of a [2, 3, 4] and [3] of b [3, 4, 5] do not "
+          "broadcast: dimensions 2 and 3 differ and neither is 1");
+
+    reset();
+    a = ph("a", SHAPE(4, 2, 3, 4));
+    b = ph("b", SHAPE(5, 1, 4, 5));
+    OP(TIDE_OP_BATCH_MATMUL, "bmm", a, b);
+    FAILS(TIDE_INVALID, "bmm", "batch dimensions [4, 2] of a", "[5, 1] of b",
+          "dimensions 4 and 5 differ");
+
+    reset();
+    a = ph("a", SHAPE(4));
+    b = ph("b", SHAPE(4, 5));
+    OP(TIDE_OP_BATCH_MATMUL, "bmm", a, b);
+    FAILS(TIDE_INVALID, "bmm", "input 0 (a) has shape [4], wants rank 2 or more [..., M, K]");
+
+    reset();
+    a = ph("a", SHAPE(3, 4));
+    b = ph("b", SCALAR);
+    bmm = OP(TIDE_OP_BATCH_MATMUL, "bmm", a, b);
+    tide_attr_set_bool(g, bmm, TIDE_ATTR_BATCH_MATMUL_transpose_b, true);
+    FAILS(TIDE_INVALID, "bmm", "input 1 (b) has shape [], wants rank 2 or more [..., N, K]");
+
+    reset();
+    a = ph("a", SHAPE(3, 4));
+    b = placeholder_of("b", TIDE_DTYPE_INT32, SHAPE(4, 5));
+    OP(TIDE_OP_BATCH_MATMUL, "bmm", a, b);
+    FAILS(TIDE_INVALID, "bmm", "input 1 (\"b\") is int32, wants float32");
+
+    /* The output's limit applies: [2, 16, 16] floats are 2048 bytes. */
+    reset();
+    struct tide_graph_limits small = tide_graph_limits_default();
+    small.max_tensor_bytes = 1024;
+    limits = &small;
+    a = ph("a", SHAPE(2, 16, 1));
+    b = ph("b", SHAPE(1, 16));
+    OP(TIDE_OP_BATCH_MATMUL, "outer", a, b);
+    FAILS(TIDE_LIMIT, "outer", "[2, 16, 16]", "2048", "1024");
+}
+
+static void test_transpose(void **state)
+{
+    (void)state;
+    uint32_t x = ph("x", SHAPE(2, 3, 4, 5));
+    uint32_t ids = placeholder_of("ids", TIDE_DTYPE_INT32, SHAPE(6, 7));
+    uint32_t s = ph("s", SCALAR);
+    uint32_t heads = OP(TIDE_OP_TRANSPOSE, "heads", x);
+    tide_attr_set_ints(g, heads, TIDE_ATTR_TRANSPOSE_perm, LIST(0, 2, 1, 3));
+    uint32_t rot = OP(TIDE_OP_TRANSPOSE, "rot", x);
+    tide_attr_set_ints(g, rot, TIDE_ATTR_TRANSPOSE_perm, LIST(3, 0, 1, 2));
+    uint32_t same = OP(TIDE_OP_TRANSPOSE, "same", x);
+    tide_attr_set_ints(g, same, TIDE_ATTR_TRANSPOSE_perm, LIST(0, 1, 2, 3));
+    uint32_t t_ids = OP(TIDE_OP_TRANSPOSE, "t_ids", ids);
+    tide_attr_set_ints(g, t_ids, TIDE_ATTR_TRANSPOSE_perm, LIST(1, 0));
+    uint32_t t_s = OP(TIDE_OP_TRANSPOSE, "t_s", s);
+    tide_attr_set_ints(g, t_s, TIDE_ATTR_TRANSPOSE_perm, NULL, 0);
+    infer_ok();
+    expect_f32(heads, SHAPE(2, 4, 3, 5));
+    expect_f32(rot, SHAPE(5, 2, 3, 4));
+    expect_f32(same, SHAPE(2, 3, 4, 5));
+    expect_out(t_ids, 0, TIDE_DTYPE_INT32, SHAPE(7, 6));
+    expect_nbytes(t_ids, 0, 168);
+    expect_f32(t_s, SCALAR);
+    /* perm is left as given: there is nothing to normalise. */
+    expect_ints(rot, TIDE_ATTR_TRANSPOSE_perm, LIST(3, 0, 1, 2));
+
+    reset();
+    x = ph("x", SHAPE(2, 3, 4));
+    uint32_t t = OP(TIDE_OP_TRANSPOSE, "bad", x);
+    tide_attr_set_ints(g, t, TIDE_ATTR_TRANSPOSE_perm, LIST(1, 0));
+    FAILS(TIDE_INVALID, "bad",
+          "attribute \"perm\" [1, 0] has 2 entries, wants 3 (one per axis of "
+          "input 0 [2, 3, 4])");
+
+    reset();
+    x = ph("x", SHAPE(2, 3, 4));
+    t = OP(TIDE_OP_TRANSPOSE, "bad", x);
+    tide_attr_set_ints(g, t, TIDE_ATTR_TRANSPOSE_perm, LIST(0, 2, 0));
+    FAILS(TIDE_INVALID, "bad",
+          "attribute \"perm\" [0, 2, 0] names axis 0 twice, wants a "
+          "permutation of 0 to 2");
+
+    reset();
+    x = ph("x", SHAPE(2, 3, 4));
+    t = OP(TIDE_OP_TRANSPOSE, "bad", x);
+    tide_attr_set_ints(g, t, TIDE_ATTR_TRANSPOSE_perm, LIST(0, 3, 1));
+    FAILS(TIDE_INVALID, "bad",
+          "attribute \"perm\" [0, 3, 1] has 3 at index 1, out of range for "
+          "input 0 [2, 3, 4] (wants 0 to 2)");
+
+    reset();
+    x = ph("x", SHAPE(2, 3));
+    t = OP(TIDE_OP_TRANSPOSE, "bad", x);
+    tide_attr_set_ints(g, t, TIDE_ATTR_TRANSPOSE_perm, LIST(-1, 0));
+    FAILS(TIDE_INVALID, "bad", "has -1 at index 0, out of range", "(wants 0 to 1)");
+
+    /* perm is required. */
+    reset();
+    x = ph("x", SHAPE(2, 3));
+    OP(TIDE_OP_TRANSPOSE, "bad", x);
+    FAILS(TIDE_INVALID, "bad", "missing required attribute \"perm\"");
+}
+
 /* ---- Sequence-model ops: indexing (Gather, TopK, Mixture-of-Experts routing) ---- */
+
+static uint32_t int_ph(const char *name, struct tide_shape shape)
+{
+    return placeholder_of(name, TIDE_DTYPE_INT32, shape);
+}
+
+static void test_gather(void **state)
+{
+    (void)state;
+    uint32_t table = ph("table", SHAPE(10, 4, 3));
+    uint32_t ids = int_ph("ids", SHAPE(2, 5));
+    uint32_t one = int_ph("one", SCALAR);
+    uint32_t vec = ph("vec", SHAPE(7));
+    uint32_t y = OP(TIDE_OP_GATHER, "y", table, ids);
+    uint32_t row = OP(TIDE_OP_GATHER, "row", table, one);
+    uint32_t picks = OP(TIDE_OP_GATHER, "picks", vec, ids);
+    infer_ok();
+    expect_f32(y, SHAPE(2, 5, 4, 3));
+    expect_nbytes(y, 0, 2 * 5 * 4 * 3 * 4);
+    expect_f32(row, SHAPE(4, 3));
+    expect_f32(picks, SHAPE(2, 5));
+
+    reset();
+    table = ph("table", SCALAR);
+    ids = int_ph("ids", SHAPE(3));
+    OP(TIDE_OP_GATHER, "bad", table, ids);
+    FAILS(TIDE_INVALID, "bad", "input 0 (table) has shape [], wants rank 1 or more [N, ...]");
+
+    reset();
+    table = ph("table", SHAPE(10, 4));
+    ids = ph("ids", SHAPE(3));
+    OP(TIDE_OP_GATHER, "bad", table, ids);
+    FAILS(TIDE_INVALID, "bad", "input 1 (ids) is float32, wants int32");
+
+    reset();
+    table = int_ph("table", SHAPE(10, 4));
+    ids = int_ph("ids", SHAPE(3));
+    OP(TIDE_OP_GATHER, "bad", table, ids);
+    FAILS(TIDE_INVALID, "bad", "input 0 (table) is int32, wants float32");
+
+    reset();
+    table = ph("table", SHAPE(10, 2, 2, 2, 2));
+    ids = int_ph("ids", SHAPE(1, 1, 1, 1, 1));
+    OP(TIDE_OP_GATHER, "bad", table, ids);
+    FAILS(TIDE_INVALID, "bad", "the output would have rank 9", "[1, 1, 1, 1, 1]",
+          "[10, 2, 2, 2, 2]", "the limit is 8");
+}
+
+static void test_gather_grad(void **state)
+{
+    (void)state;
+    uint32_t dy = ph("dy", SHAPE(2, 5, 4, 3));
+    uint32_t ids = int_ph("ids", SHAPE(2, 5));
+    uint32_t grad = OP(TIDE_OP_GATHER_GRAD, "grad", dy, ids);
+    tide_attr_set_int(g, grad, TIDE_ATTR_GATHER_GRAD_num_rows, 10);
+    uint32_t one = int_ph("one", SCALAR);
+    uint32_t dy1 = ph("dy1", SHAPE(3));
+    uint32_t grad1 = OP(TIDE_OP_GATHER_GRAD, "grad1", dy1, one);
+    tide_attr_set_int(g, grad1, TIDE_ATTR_GATHER_GRAD_num_rows, 6);
+    infer_ok();
+    expect_f32(grad, SHAPE(10, 4, 3));
+    expect_f32(grad1, SHAPE(6, 3));
+
+    reset();
+    dy = ph("dy", SHAPE(2, 4, 3));
+    ids = int_ph("ids", SHAPE(2, 5));
+    grad = OP(TIDE_OP_GATHER_GRAD, "bad", dy, ids);
+    tide_attr_set_int(g, grad, TIDE_ATTR_GATHER_GRAD_num_rows, 10);
+    FAILS(TIDE_INVALID, "bad",
+          "input 0 (dy) has shape [2, 4, 3], wants it to start with the "
+          "shape [2, 5] of input 1 (ids)");
+
+    reset();
+    dy = ph("dy", SHAPE(2, 3));
+    ids = int_ph("ids", SHAPE(2));
+    grad = OP(TIDE_OP_GATHER_GRAD, "bad", dy, ids);
+    tide_attr_set_int(g, grad, TIDE_ATTR_GATHER_GRAD_num_rows, -1);
+    FAILS(TIDE_INVALID, "bad", "attribute \"num_rows\" is -1, wants 0 to");
+
+    reset();
+    dy = ph("dy", SHAPE(2, 3));
+    ids = int_ph("ids", SHAPE(2));
+    OP(TIDE_OP_GATHER_GRAD, "bad", dy, ids);
+    FAILS(TIDE_INVALID, "bad", "missing required attribute \"num_rows\"");
+
+    reset();
+    dy = ph("dy", SHAPE(2, 3));
+    ids = ph("ids", SHAPE(2));
+    grad = OP(TIDE_OP_GATHER_GRAD, "bad", dy, ids);
+    tide_attr_set_int(g, grad, TIDE_ATTR_GATHER_GRAD_num_rows, 4);
+    FAILS(TIDE_INVALID, "bad", "input 1 (ids) is float32, wants int32");
+
+    /* A scalar id and a rank-8 dy would make a rank-9 gradient. */
+    reset();
+    dy = ph("dy", SHAPE(1, 1, 1, 1, 1, 1, 1, 1));
+    ids = int_ph("ids", SCALAR);
+    grad = OP(TIDE_OP_GATHER_GRAD, "bad", dy, ids);
+    tide_attr_set_int(g, grad, TIDE_ATTR_GATHER_GRAD_num_rows, 4);
+    FAILS(TIDE_INVALID, "bad", "the output would have rank 9", "the limit is 8");
+}
+
+static void test_top_k(void **state)
+{
+    (void)state;
+    uint32_t x = ph("x", SHAPE(3, 4, 10));
+    uint32_t top = OP(TIDE_OP_TOP_K, "top", x);
+    tide_attr_set_int(g, top, TIDE_ATTR_TOP_K_k, 2);
+    uint32_t v = ph("v", SHAPE(5));
+    uint32_t all = OP(TIDE_OP_TOP_K, "all", v);
+    tide_attr_set_int(g, all, TIDE_ATTR_TOP_K_k, 5);
+    infer_ok();
+    expect_f32(top, SHAPE(3, 4, 2));
+    expect_out(top, 1, TIDE_DTYPE_INT32, SHAPE(3, 4, 2));
+    expect_nbytes(top, 1, 3 * 4 * 2 * 4);
+    expect_f32(all, SHAPE(5));
+    expect_out(all, 1, TIDE_DTYPE_INT32, SHAPE(5));
+
+    reset();
+    x = ph("x", SHAPE(3, 4));
+    top = OP(TIDE_OP_TOP_K, "bad", x);
+    tide_attr_set_int(g, top, TIDE_ATTR_TOP_K_k, 5);
+    FAILS(TIDE_INVALID, "bad", "attribute \"k\" is 5, wants 1 to 4",
+          "the last dimension of input 0 (x) [3, 4]");
+
+    reset();
+    x = ph("x", SHAPE(3, 4));
+    top = OP(TIDE_OP_TOP_K, "bad", x);
+    tide_attr_set_int(g, top, TIDE_ATTR_TOP_K_k, 0);
+    FAILS(TIDE_INVALID, "bad", "attribute \"k\" is 0, wants 1 to 4");
+
+    reset();
+    x = ph("x", SHAPE(3, 4));
+    OP(TIDE_OP_TOP_K, "bad", x);
+    FAILS(TIDE_INVALID, "bad", "missing required attribute \"k\"");
+
+    reset();
+    x = ph("x", SCALAR);
+    top = OP(TIDE_OP_TOP_K, "bad", x);
+    tide_attr_set_int(g, top, TIDE_ATTR_TOP_K_k, 1);
+    FAILS(TIDE_INVALID, "bad", "input 0 (x) has shape [], wants rank 1 or more");
+
+    reset();
+    x = int_ph("x", SHAPE(4));
+    top = OP(TIDE_OP_TOP_K, "bad", x);
+    tide_attr_set_int(g, top, TIDE_ATTR_TOP_K_k, 1);
+    FAILS(TIDE_INVALID, "bad", "input 0 (x) is int32, wants float32");
+}
+
+static void test_top_k_grad(void **state)
+{
+    (void)state;
+    uint32_t dv = ph("dv", SHAPE(3, 2));
+    uint32_t idx = int_ph("idx", SHAPE(3, 2));
+    uint32_t grad = OP(TIDE_OP_TOP_K_GRAD, "grad", dv, idx);
+    set_shape(grad, TIDE_ATTR_TOP_K_GRAD_shape, SHAPE(3, 7));
+    infer_ok();
+    expect_f32(grad, SHAPE(3, 7));
+
+    reset();
+    dv = ph("dv", SHAPE(3, 2));
+    idx = int_ph("idx", SHAPE(3, 2));
+    grad = OP(TIDE_OP_TOP_K_GRAD, "bad", dv, idx);
+    set_shape(grad, TIDE_ATTR_TOP_K_GRAD_shape, SHAPE(4, 7));
+    FAILS(TIDE_INVALID, "bad", "attribute \"shape\" [4, 7] does not fit input 0 (dvalues) [3, 2]");
+
+    reset();
+    dv = ph("dv", SHAPE(3, 2));
+    idx = int_ph("idx", SHAPE(3, 2));
+    grad = OP(TIDE_OP_TOP_K_GRAD, "bad", dv, idx);
+    set_shape(grad, TIDE_ATTR_TOP_K_GRAD_shape, SHAPE(3, 1));
+    FAILS(TIDE_INVALID, "bad", "a last dimension of at least 2");
+
+    reset();
+    dv = ph("dv", SHAPE(3, 2));
+    idx = int_ph("idx", SHAPE(3, 3));
+    grad = OP(TIDE_OP_TOP_K_GRAD, "bad", dv, idx);
+    set_shape(grad, TIDE_ATTR_TOP_K_GRAD_shape, SHAPE(3, 7));
+    FAILS(TIDE_INVALID, "bad", "input 1 (indices) has shape [3, 3], wants [3, 2]");
+
+    reset();
+    dv = ph("dv", SHAPE(3, 2));
+    idx = ph("idx", SHAPE(3, 2));
+    grad = OP(TIDE_OP_TOP_K_GRAD, "bad", dv, idx);
+    set_shape(grad, TIDE_ATTR_TOP_K_GRAD_shape, SHAPE(3, 7));
+    FAILS(TIDE_INVALID, "bad", "input 1 (indices) is float32, wants int32");
+
+    reset();
+    dv = ph("dv", SHAPE(3, 2));
+    idx = int_ph("idx", SHAPE(3, 2));
+    grad = OP(TIDE_OP_TOP_K_GRAD, "bad", dv, idx);
+    set_shape(grad, TIDE_ATTR_TOP_K_GRAD_shape, SHAPE(3, -7));
+    FAILS(TIDE_INVALID, "bad", "attribute \"shape\" [3, -7] has negative dimension -7");
+}
+
+static void test_moe_route(void **state)
+{
+    (void)state;
+    uint32_t idx = int_ph("idx", SHAPE(6, 2));
+    uint32_t route = OP(TIDE_OP_MOE_ROUTE, "route", idx);
+    tide_attr_set_int(g, route, TIDE_ATTR_MOE_ROUTE_experts, 4);
+    tide_attr_set_int(g, route, TIDE_ATTR_MOE_ROUTE_capacity, 3);
+    infer_ok();
+    expect_out(route, 0, TIDE_DTYPE_INT32, SHAPE(12));
+    expect_out(route, 1, TIDE_DTYPE_INT32, SHAPE(6, 2));
+    expect_nbytes(route, 0, 48);
+
+    reset();
+    idx = int_ph("idx", SHAPE(6));
+    route = OP(TIDE_OP_MOE_ROUTE, "bad", idx);
+    tide_attr_set_int(g, route, TIDE_ATTR_MOE_ROUTE_experts, 4);
+    tide_attr_set_int(g, route, TIDE_ATTR_MOE_ROUTE_capacity, 3);
+    FAILS(TIDE_INVALID, "bad", "input 0 (indices) has shape [6], wants rank 2 [T, k]");
+
+    reset();
+    idx = ph("idx", SHAPE(6, 2));
+    route = OP(TIDE_OP_MOE_ROUTE, "bad", idx);
+    tide_attr_set_int(g, route, TIDE_ATTR_MOE_ROUTE_experts, 4);
+    tide_attr_set_int(g, route, TIDE_ATTR_MOE_ROUTE_capacity, 3);
+    FAILS(TIDE_INVALID, "bad", "input 0 (indices) is float32, wants int32");
+
+    reset();
+    idx = int_ph("idx", SHAPE(6, 2));
+    route = OP(TIDE_OP_MOE_ROUTE, "bad", idx);
+    tide_attr_set_int(g, route, TIDE_ATTR_MOE_ROUTE_experts, 0);
+    tide_attr_set_int(g, route, TIDE_ATTR_MOE_ROUTE_capacity, 3);
+    FAILS(TIDE_INVALID, "bad", "attribute \"experts\" is 0, wants 1 to 2147483647");
+
+    reset();
+    idx = int_ph("idx", SHAPE(6, 2));
+    route = OP(TIDE_OP_MOE_ROUTE, "bad", idx);
+    tide_attr_set_int(g, route, TIDE_ATTR_MOE_ROUTE_experts, 4);
+    tide_attr_set_int(g, route, TIDE_ATTR_MOE_ROUTE_capacity, -2);
+    FAILS(TIDE_INVALID, "bad", "attribute \"capacity\" is -2, wants 1 to 2147483647");
+
+    reset();
+    idx = int_ph("idx", SHAPE(6, 2));
+    route = OP(TIDE_OP_MOE_ROUTE, "bad", idx);
+    tide_attr_set_int(g, route, TIDE_ATTR_MOE_ROUTE_experts, 65536);
+    tide_attr_set_int(g, route, TIDE_ATTR_MOE_ROUTE_capacity, 65536);
+    FAILS(TIDE_INVALID, "bad", "experts * capacity = 65536 * 65536 slots", "2147483647");
+
+    reset();
+    idx = int_ph("idx", SHAPE(6, 2));
+    route = OP(TIDE_OP_MOE_ROUTE, "bad", idx);
+    tide_attr_set_int(g, route, TIDE_ATTR_MOE_ROUTE_experts, 4);
+    FAILS(TIDE_INVALID, "bad", "missing required attribute \"capacity\"");
+}
 
 /* ---- Sequence-model ops: normalisation and regularisation (LayerNorm, Dropout) ---- */
 
+static void test_layer_norm(void **state)
+{
+    (void)state;
+    uint32_t x = ph("x", SHAPE(2, 5, 8)), gain = ph("gain", SHAPE(8)), bias = ph("bias", SHAPE(8));
+    uint32_t ln = OP(TIDE_OP_LAYER_NORM, "ln", x, gain, bias);
+    uint32_t v = ph("v", SHAPE(3)), g3 = ph("g3", SHAPE(3));
+    uint32_t ln1 = OP(TIDE_OP_LAYER_NORM, "ln1", v, g3, g3);
+    uint32_t dy = ph("dy", SHAPE(2, 5, 8));
+    uint32_t lng = add_node(TIDE_OP_LAYER_NORM_GRAD, "lng");
+    set_edges(lng, (const struct tide_edge[]){{dy, 0}, {x, 0}, {gain, 0}, {ln, 1}, {ln, 2}}, 5);
+    infer_ok();
+    expect_f32(ln, SHAPE(2, 5, 8));
+    expect_out(ln, 1, TIDE_DTYPE_FLOAT32, SHAPE(2, 5));
+    expect_out(ln, 2, TIDE_DTYPE_FLOAT32, SHAPE(2, 5));
+    expect_nbytes(ln, 2, 40);
+    expect_f32(ln1, SHAPE(3));
+    expect_out(ln1, 1, TIDE_DTYPE_FLOAT32, SCALAR); /* a rank-1 x has one row */
+    expect_out(ln1, 2, TIDE_DTYPE_FLOAT32, SCALAR);
+    expect_f32(lng, SHAPE(2, 5, 8));
+    expect_out(lng, 1, TIDE_DTYPE_FLOAT32, SHAPE(8));
+    expect_out(lng, 2, TIDE_DTYPE_FLOAT32, SHAPE(8));
+
+    reset();
+    x = ph("x", SHAPE(4, 6));
+    gain = ph("gain", SHAPE(4));
+    bias = ph("bias", SHAPE(6));
+    OP(TIDE_OP_LAYER_NORM, "bad", x, gain, bias);
+    FAILS(TIDE_INVALID, "bad", "input 1 (gain) has shape [4], wants [6]",
+          "one per element of the last axis of input 0 (x) [4, 6]");
+
+    reset();
+    x = ph("x", SHAPE(4, 6));
+    gain = ph("gain", SHAPE(6));
+    bias = ph("bias", SHAPE(1, 6));
+    OP(TIDE_OP_LAYER_NORM, "bad", x, gain, bias);
+    FAILS(TIDE_INVALID, "bad", "input 2 (bias) has shape [1, 6], wants [6]");
+
+    reset();
+    x = ph("x", SCALAR);
+    gain = ph("gain", SHAPE(1));
+    OP(TIDE_OP_LAYER_NORM, "bad", x, gain, gain);
+    FAILS(TIDE_INVALID, "bad", "input 0 (x) has shape [], wants rank 1 or more [..., D]");
+
+    reset();
+    x = ph("x", SHAPE(3, 0));
+    gain = ph("gain", SHAPE(0));
+    OP(TIDE_OP_LAYER_NORM, "bad", x, gain, gain);
+    FAILS(TIDE_INVALID, "bad", "input 0 (x) has shape [3, 0], wants a last axis",
+          "of 1 or more elements");
+
+    reset();
+    uint32_t ids = placeholder_of("ids", TIDE_DTYPE_INT32, SHAPE(2, 3));
+    gain = ph("gain", SHAPE(3));
+    OP(TIDE_OP_LAYER_NORM, "bad", ids, gain, gain);
+    FAILS(TIDE_INVALID, "bad", "input 0", "is int32, wants float32");
+
+    const double bad_eps[] = {0.0, -1e-5, INFINITY, NAN};
+    const char *const bad_eps_text[] = {"is 0,", "is -1e-05,", "is inf,", "is nan,"};
+    for (int i = 0; i < 4; i++) {
+        reset();
+        x = ph("x", SHAPE(2, 3));
+        gain = ph("gain", SHAPE(3));
+        ln = OP(TIDE_OP_LAYER_NORM, "bad", x, gain, gain);
+        tide_attr_set_float(g, ln, TIDE_ATTR_LAYER_NORM_epsilon, bad_eps[i]);
+        FAILS(TIDE_INVALID, "bad", "attribute \"epsilon\"", bad_eps_text[i],
+              "wants a finite value > 0");
+    }
+
+    /* LayerNormGrad: dy must match x, the statistics one per row. */
+    reset();
+    x = ph("x", SHAPE(2, 5, 8));
+    gain = ph("gain", SHAPE(8));
+    dy = ph("dy", SHAPE(2, 5, 7));
+    uint32_t rows = ph("rows", SHAPE(2, 5));
+    lng = add_node(TIDE_OP_LAYER_NORM_GRAD, "bad");
+    set_edges(lng, (const struct tide_edge[]){{dy, 0}, {x, 0}, {gain, 0}, {rows, 0}, {rows, 0}}, 5);
+    FAILS(TIDE_INVALID, "bad", "input 0 (dy) has shape [2, 5, 7], wants [2, 5, 8]",
+          "the shape of input 1 (x)");
+
+    reset();
+    x = ph("x", SHAPE(2, 5, 8));
+    gain = ph("gain", SHAPE(8));
+    rows = ph("rows", SHAPE(2, 5));
+    uint32_t cols = ph("cols", SHAPE(8));
+    lng = add_node(TIDE_OP_LAYER_NORM_GRAD, "bad");
+    set_edges(lng, (const struct tide_edge[]){{x, 0}, {x, 0}, {gain, 0}, {rows, 0}, {cols, 0}}, 5);
+    FAILS(TIDE_INVALID, "bad", "input 4 (inv_std) has shape [8], wants [2, 5]",
+          "one per row of input 1 (x) [2, 5, 8], its shape without the last axis");
+
+    reset();
+    x = ph("x", SHAPE(2, 5, 8));
+    gain = ph("gain", SHAPE(5));
+    rows = ph("rows", SHAPE(2, 5));
+    lng = add_node(TIDE_OP_LAYER_NORM_GRAD, "bad");
+    set_edges(lng, (const struct tide_edge[]){{x, 0}, {x, 0}, {gain, 0}, {rows, 0}, {rows, 0}}, 5);
+    FAILS(TIDE_INVALID, "bad", "input 2 (gain) has shape [5], wants [8]");
+}
+
+static void test_dropout(void **state)
+{
+    (void)state;
+    uint32_t x = ph("x", SHAPE(4, 7)), s = ph("s", SCALAR);
+    uint32_t d = OP(TIDE_OP_DROPOUT, "d", x);
+    tide_attr_set_float(g, d, TIDE_ATTR_DROPOUT_rate, 0.3);
+    uint32_t d0 = OP(TIDE_OP_DROPOUT, "d0", s);
+    tide_attr_set_float(g, d0, TIDE_ATTR_DROPOUT_rate, 0.0);
+    tide_attr_set_int(g, d0, TIDE_ATTR_DROPOUT_seed, -7);
+    uint32_t dg = OP(TIDE_OP_DROPOUT_GRAD, "dg", x);
+    tide_attr_set_float(g, dg, TIDE_ATTR_DROPOUT_GRAD_rate, 0.3);
+    set_string(dg, TIDE_ATTR_DROPOUT_GRAD_forward, "d");
+    infer_ok();
+    expect_f32(d, SHAPE(4, 7));
+    expect_f32(d0, SCALAR);
+    expect_f32(dg, SHAPE(4, 7));
+
+    const double bad_rate[] = {1.0, -0.1, 1.5, NAN};
+    const char *const bad_rate_text[] = {"is 1,", "is -0.1,", "is 1.5,", "is nan,"};
+    for (int i = 0; i < 4; i++) {
+        reset();
+        x = ph("x", SHAPE(4, 7));
+        d = OP(TIDE_OP_DROPOUT, "bad", x);
+        tide_attr_set_float(g, d, TIDE_ATTR_DROPOUT_rate, bad_rate[i]);
+        FAILS(TIDE_INVALID, "bad", "attribute \"rate\"", bad_rate_text[i],
+              "wants a value in [0, 1)");
+    }
+
+    reset();
+    x = ph("x", SHAPE(4, 7));
+    OP(TIDE_OP_DROPOUT, "bad", x);
+    FAILS(TIDE_INVALID, "bad", "missing required attribute \"rate\"");
+
+    reset();
+    uint32_t ids = placeholder_of("ids", TIDE_DTYPE_INT32, SHAPE(3));
+    d = OP(TIDE_OP_DROPOUT, "bad", ids);
+    tide_attr_set_float(g, d, TIDE_ATTR_DROPOUT_rate, 0.5);
+    FAILS(TIDE_INVALID, "bad", "input 0", "is int32, wants float32");
+
+    reset();
+    x = ph("x", SHAPE(4, 7));
+    dg = OP(TIDE_OP_DROPOUT_GRAD, "bad", x);
+    tide_attr_set_float(g, dg, TIDE_ATTR_DROPOUT_GRAD_rate, 0.5);
+    set_string(dg, TIDE_ATTR_DROPOUT_GRAD_forward, "");
+    FAILS(TIDE_INVALID, "bad", "attribute \"forward\" is empty",
+          "the name of the Dropout node whose mask this regenerates");
+
+    reset();
+    x = ph("x", SHAPE(4, 7));
+    dg = OP(TIDE_OP_DROPOUT_GRAD, "bad", x);
+    tide_attr_set_float(g, dg, TIDE_ATTR_DROPOUT_GRAD_rate, 1.0);
+    set_string(dg, TIDE_ATTR_DROPOUT_GRAD_forward, "d");
+    FAILS(TIDE_INVALID, "bad", "attribute \"rate\" is 1, wants a value in [0, 1)");
+}
+
 /* ---- Sequence-model ops: fused attention (Attention) ---- */
+
+static void test_attention(void **state)
+{
+    (void)state;
+    uint32_t q = ph("q", SHAPE(2, 3, 5, 8)), k = ph("k", SHAPE(2, 3, 5, 8)),
+             v = ph("v", SHAPE(2, 3, 5, 8));
+    uint32_t att = OP(TIDE_OP_ATTENTION, "att", q, k, v);
+    /* Not causal, Sq != Sk, an explicit scale. */
+    uint32_t k7 = ph("k7", SHAPE(2, 3, 7, 8)), v7 = ph("v7", SHAPE(2, 3, 7, 8));
+    uint32_t cross = OP(TIDE_OP_ATTENTION, "cross", q, k7, v7);
+    tide_attr_set_bool(g, cross, TIDE_ATTR_ATTENTION_causal, false);
+    tide_attr_set_float(g, cross, TIDE_ATTR_ATTENTION_scale, 0.5);
+    uint32_t grad = add_node(TIDE_OP_ATTENTION_GRAD, "grad");
+    set_edges(grad,
+              (const struct tide_edge[]){{q, 0}, {k7, 0}, {v7, 0}, {cross, 0}, {cross, 1}, {q, 0}},
+              6);
+    tide_attr_set_bool(g, grad, TIDE_ATTR_ATTENTION_GRAD_causal, false);
+    infer_ok();
+    expect_f32(att, SHAPE(2, 3, 5, 8));
+    expect_out(att, 1, TIDE_DTYPE_FLOAT32, SHAPE(2, 3, 5));
+    expect_nbytes(att, 1, 2 * 3 * 5 * 4);
+    expect_f32(cross, SHAPE(2, 3, 5, 8));
+    expect_out(cross, 1, TIDE_DTYPE_FLOAT32, SHAPE(2, 3, 5));
+    expect_f32(grad, SHAPE(2, 3, 5, 8));
+    expect_out(grad, 1, TIDE_DTYPE_FLOAT32, SHAPE(2, 3, 7, 8));
+    expect_out(grad, 2, TIDE_DTYPE_FLOAT32, SHAPE(2, 3, 7, 8));
+
+    reset();
+    q = ph("q", SHAPE(3, 5, 8));
+    OP(TIDE_OP_ATTENTION, "bad", q, q, q);
+    FAILS(TIDE_INVALID, "bad", "input 0 (q) has shape [3, 5, 8], wants rank 4 [B, H, Sq, D]");
+
+    reset();
+    q = ph("q", SHAPE(2, 3, 5, 8));
+    k = ph("k", SHAPE(2, 3, 5, 8, 1));
+    OP(TIDE_OP_ATTENTION, "bad", q, k, k);
+    FAILS(TIDE_INVALID, "bad", "input 1 (k) has shape [2, 3, 5, 8, 1], wants rank 4 [B, H, Sk, D]");
+
+    reset();
+    q = ph("q", SHAPE(2, 3, 5, 8));
+    k = ph("k", SHAPE(2, 4, 5, 8));
+    OP(TIDE_OP_ATTENTION, "bad", q, k, k);
+    FAILS(TIDE_INVALID, "bad",
+          "input 1 (k) has shape [2, 4, 5, 8], wants [B, H, Sk, D] with the B, H and D of input 0 "
+          "(q) [2, 3, 5, 8]");
+
+    reset();
+    q = ph("q", SHAPE(2, 3, 5, 8));
+    k = ph("k", SHAPE(2, 3, 5, 4));
+    OP(TIDE_OP_ATTENTION, "bad", q, k, k);
+    FAILS(TIDE_INVALID, "bad", "input 1 (k) has shape [2, 3, 5, 4]", "of input 0 (q) [2, 3, 5, 8]");
+
+    reset();
+    q = ph("q", SHAPE(2, 3, 5, 8));
+    v = ph("v", SHAPE(2, 3, 6, 8));
+    OP(TIDE_OP_ATTENTION, "bad", q, q, v);
+    FAILS(TIDE_INVALID, "bad",
+          "input 2 (v) has shape [2, 3, 6, 8], wants [2, 3, 5, 8] (the shape of input 1 (k))");
+
+    reset();
+    q = ph("q", SHAPE(2, 3, 5, 0));
+    OP(TIDE_OP_ATTENTION, "bad", q, q, q);
+    FAILS(TIDE_INVALID, "bad", "input 0 (q) [2, 3, 5, 0] has head dimension D 0, wants at least 1");
+
+    reset();
+    q = ph("q", SHAPE(2, 3, 5, 8));
+    k = ph("k", SHAPE(2, 3, 0, 8));
+    att = OP(TIDE_OP_ATTENTION, "bad", q, k, k);
+    tide_attr_set_bool(g, att, TIDE_ATTR_ATTENTION_causal, false);
+    FAILS(TIDE_INVALID, "bad", "input 1 (k) [2, 3, 0, 8] has no keys (Sk is 0), wants at least 1");
+
+    /* Causal (the default) wants Sq == Sk. */
+    reset();
+    q = ph("q", SHAPE(2, 3, 5, 8));
+    k = ph("k", SHAPE(2, 3, 7, 8));
+    OP(TIDE_OP_ATTENTION, "bad", q, k, k);
+    FAILS(TIDE_INVALID, "bad",
+          "attribute \"causal\" is set, so input 0 (q) [2, 3, 5, 8] and input 1 (k) [2, 3, 7, 8] "
+          "must have the same sequence length (Sq 5, Sk 7)");
+
+    const double bad_scales[] = {-1.0, INFINITY, NAN};
+    const char *const bad_texts[] = {"is -1,", "is inf,", "is nan,"};
+    for (int i = 0; i < 3; i++) {
+        reset();
+        q = ph("q", SHAPE(1, 1, 2, 2));
+        att = OP(TIDE_OP_ATTENTION, "bad", q, q, q);
+        tide_attr_set_float(g, att, TIDE_ATTR_ATTENTION_scale, bad_scales[i]);
+        FAILS(TIDE_INVALID, "bad", "attribute \"scale\"", bad_texts[i],
+              "wants 0 (for 1/sqrt(D)) or a finite value > 0");
+    }
+
+    reset();
+    q = placeholder_of("q", TIDE_DTYPE_INT32, SHAPE(1, 1, 2, 2));
+    OP(TIDE_OP_ATTENTION, "bad", q, q, q);
+    FAILS(TIDE_INVALID, "bad", "input 0 (\"q\") is int32, wants float32");
+
+    /* AttentionGrad: o and do have q's shape, lse one per row. */
+    reset();
+    q = ph("q", SHAPE(1, 2, 4, 3));
+    uint32_t lse = ph("lse", SHAPE(1, 2, 4)), o2 = ph("o2", SHAPE(1, 2, 4, 2));
+    OP(TIDE_OP_ATTENTION_GRAD, "bad", q, q, q, o2, lse, q);
+    FAILS(TIDE_INVALID, "bad",
+          "input 3 (o) has shape [1, 2, 4, 2], wants [1, 2, 4, 3] (the shape of input 0 (q))");
+
+    reset();
+    q = ph("q", SHAPE(1, 2, 4, 3));
+    lse = ph("lse", SHAPE(1, 2, 3));
+    OP(TIDE_OP_ATTENTION_GRAD, "bad", q, q, q, q, lse, q);
+    FAILS(TIDE_INVALID, "bad",
+          "input 4 (lse) has shape [1, 2, 3], wants [1, 2, 4] (one per row of input 0 (q) "
+          "[1, 2, 4, 3])");
+
+    reset();
+    q = ph("q", SHAPE(1, 2, 4, 3));
+    lse = ph("lse", SHAPE(1, 2, 4));
+    uint32_t dout = ph("do", SHAPE(1, 2, 5, 3));
+    OP(TIDE_OP_ATTENTION_GRAD, "bad", q, q, q, q, lse, dout);
+    FAILS(TIDE_INVALID, "bad", "input 5 (do) has shape [1, 2, 5, 3], wants [1, 2, 4, 3]");
+
+    reset();
+    q = ph("q", SHAPE(1, 2, 4, 3));
+    k = ph("k", SHAPE(1, 2, 6, 3));
+    lse = ph("lse", SHAPE(1, 2, 4));
+    OP(TIDE_OP_ATTENTION_GRAD, "bad", q, k, k, q, lse, q);
+    FAILS(TIDE_INVALID, "bad", "attribute \"causal\" is set", "(Sq 4, Sk 6)");
+}
 
 static void test_small_cnn(void **state)
 {
@@ -1538,12 +2217,22 @@ int main(void)
         TEST(test_math_grads),
 
         /* batched products and axis permutation (BatchMatMul, Transpose) */
+        TEST(test_batch_matmul),
+        TEST(test_transpose),
 
         /* indexing (Gather, TopK, Mixture-of-Experts routing) */
+        TEST(test_gather),
+        TEST(test_gather_grad),
+        TEST(test_top_k),
+        TEST(test_top_k_grad),
+        TEST(test_moe_route),
 
         /* normalisation and regularisation (LayerNorm, Dropout) */
+        TEST(test_layer_norm),
+        TEST(test_dropout),
 
         /* fused attention (Attention) */
+        TEST(test_attention),
 
         TEST(test_small_cnn),
         TEST(test_infer_twice),

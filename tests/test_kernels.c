@@ -2463,11 +2463,1101 @@ static void test_range_jobs_math(void **state)
 
 /* ---- Sequence-model ops: batched products and axis permutation (BatchMatMul, Transpose) ---- */
 
+/*
+ * The naive BatchMatMul in double: y [batch..., m, n] from a and b whose
+ * batch dims are aligned with y's from the end (1 or missing: broadcast).
+ */
+static void naive_batch_matmul(const float *a, int32_t ra, const int64_t *ad, const float *b,
+                               int32_t rb, const int64_t *bd, bool ta, bool tb, int32_t ry,
+                               const int64_t *yd, double *y)
+{
+    int64_t m = yd[ry - 2], n = yd[ry - 1], k = ad[ra - (ta ? 2 : 1)];
+    int64_t entries = 1;
+    for (int32_t d = 0; d < ry - 2; d++)
+        entries *= yd[d];
+    for (int64_t p = 0; p < entries; p++) {
+        /* The matrix of a and of b that entry p reads. */
+        int64_t rest = p, a_entry = 0, b_entry = 0, a_scale = 1, b_scale = 1;
+        for (int32_t d = ry - 3; d >= 0; d--) {
+            int64_t index = rest % yd[d];
+            rest /= yd[d];
+            int32_t da = d - (ry - ra), db = d - (ry - rb);
+            int64_t dim_a = da >= 0 ? ad[da] : 1, dim_b = db >= 0 ? bd[db] : 1;
+            a_entry += (dim_a == 1 ? 0 : index) * a_scale;
+            b_entry += (dim_b == 1 ? 0 : index) * b_scale;
+            a_scale *= dim_a;
+            b_scale *= dim_b;
+        }
+        const float *am = a + a_entry * m * k, *bm = b + b_entry * k * n;
+        for (int64_t i = 0; i < m; i++) {
+            for (int64_t j = 0; j < n; j++) {
+                double sum = 0;
+                for (int64_t q = 0; q < k; q++)
+                    sum += (double)(ta ? am[q * m + i] : am[i * k + q]) *
+                           (tb ? bm[j * k + q] : bm[q * n + j]);
+                y[(p * m + i) * n + j] = sum;
+            }
+        }
+    }
+}
+
+/*
+ * Every transpose form against the double reference, with batch dims that
+ * broadcast both ways ([2, 1] against [3]), a rank-2 b and a rank-2 a; and
+ * each entry bit for bit what the MatMul kernel gives for that entry's
+ * matrices (both are one sgemm with the same operands).
+ */
+static void test_batch_matmul(void **state)
+{
+    (void)state;
+    enum { M = 5, K = 7, N = 3 };
+    float a[2 * M * K], b[3 * K * N], y[6 * M * N], entry[M * N];
+    double want[6 * M * N];
+    fill(a, 2 * M * K, 81);
+    fill(b, 3 * K * N, 82);
+    for (int combo = 0; combo < 4; combo++) {
+        bool ta = combo & 2, tb = combo & 1;
+        int64_t ad[4] = {2, 1, ta ? K : M, ta ? M : K}, bd[3] = {3, tb ? N : K, tb ? K : N};
+        int64_t yd[4] = {2, 3, M, N};
+        naive_batch_matmul(a, 4, ad, b, 3, bd, ta, tb, 4, yd, want);
+        struct test_node t;
+        node_init(&t, TIDE_OP_BATCH_MATMUL, "bmm");
+        t.attrs[TIDE_ATTR_BATCH_MATMUL_transpose_a].b = ta;
+        t.attrs[TIDE_ATTR_BATCH_MATMUL_transpose_b].b = tb;
+        struct tide_tensor_view in[2] = {fview(a, 4, ad), fview(b, 3, bd)};
+        struct tide_tensor_view out = fview(y, 4, yd);
+        run(&t, in, 2, &out, 1);
+        expect_close("batch_matmul", y, want, 6 * M * N, 1e-5, 1e-6);
+
+        for (int p = 0; p < 6; p++) {
+            struct test_node mm;
+            node_init(&mm, TIDE_OP_MATMUL, "mm");
+            mm.attrs[TIDE_ATTR_MATMUL_transpose_a].b = ta;
+            mm.attrs[TIDE_ATTR_MATMUL_transpose_b].b = tb;
+            struct tide_tensor_view mm_in[2] = {fview(a + p / 3 * M * K, 2, ad + 2),
+                                                fview(b + p % 3 * K * N, 2, bd + 1)};
+            struct tide_tensor_view mm_out = fview(entry, 2, DIMS(M, N));
+            run(&mm, mm_in, 2, &mm_out, 1);
+            expect_exact("batch_matmul entry", y + p * M * N, entry, M * N);
+        }
+    }
+
+    /* [2, M, K] x a rank-2 [K, N], and a rank-2 [M, K] x [3, K, N]. */
+    struct test_node t;
+    node_init(&t, TIDE_OP_BATCH_MATMUL, "weight");
+    struct tide_tensor_view in[2] = {fview(a, 3, DIMS(2, M, K)), fview(b, 2, DIMS(K, N))};
+    struct tide_tensor_view out = fview(y, 3, DIMS(2, M, N));
+    naive_batch_matmul(a, 3, DIMS(2, M, K), b, 2, DIMS(K, N), false, false, 3, DIMS(2, M, N), want);
+    run(&t, in, 2, &out, 1);
+    expect_close("batch_matmul weight", y, want, 2 * M * N, 1e-5, 1e-6);
+    node_init(&t, TIDE_OP_BATCH_MATMUL, "left");
+    in[0] = fview(a, 2, DIMS(M, K));
+    in[1] = fview(b, 3, DIMS(3, K, N));
+    out = fview(y, 3, DIMS(3, M, N));
+    naive_batch_matmul(a, 2, DIMS(M, K), b, 3, DIMS(3, K, N), false, false, 3, DIMS(3, M, N), want);
+    run(&t, in, 2, &out, 1);
+    expect_close("batch_matmul left", y, want, 3 * M * N, 1e-5, 1e-6);
+
+    /* An empty inner dimension gives zeros (over garbage). */
+    for (int i = 0; i < 2 * M * N; i++)
+        y[i] = NAN;
+    node_init(&t, TIDE_OP_BATCH_MATMUL, "empty");
+    in[0] = fview(a, 3, DIMS(2, M, 0));
+    in[1] = fview(b, 3, DIMS(2, 0, N));
+    out = fview(y, 3, DIMS(2, M, N));
+    run(&t, in, 2, &out, 1);
+    for (int i = 0; i < 2 * M * N; i++)
+        assert_true(y[i] == 0.0f);
+}
+
+/*
+ * The pool's items at 1, 2 and 3 threads: two large entries split into
+ * blocks of rows, one wide entry split into blocks of columns, and 1001 small
+ * entries grouped several to a piece; each against the double reference.
+ */
+static void test_batch_matmul_threads(void **state)
+{
+    (void)state;
+    static const struct {
+        int32_t ra, rb;
+        int64_t a[3], b[3], y[3];
+        bool tb;
+    } cases[] = {
+        {3, 2, {2, 300, 70}, {70, 90}, {2, 300, 90}, false},
+        {3, 3, {1, 50, 200}, {1, 400, 200}, {1, 50, 400}, true},
+        {3, 3, {1001, 16, 24}, {1001, 24, 20}, {1001, 16, 20}, false},
+    };
+    for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+        struct tide_shape as = tide_shape_make(cases[c].ra, cases[c].a);
+        struct tide_shape bs = tide_shape_make(cases[c].rb, cases[c].b);
+        struct tide_shape ys = tide_shape_make(3, cases[c].y);
+        int64_t na = tide_shape_numel(&as), nb = tide_shape_numel(&bs), ny = tide_shape_numel(&ys);
+        float *a = falloc(na), *b = falloc(nb), *y = falloc(ny);
+        double *want = dalloc(ny);
+        fill(a, na, 91 + (uint32_t)c);
+        fill(b, nb, 95 + (uint32_t)c);
+        struct test_node t;
+        node_init(&t, TIDE_OP_BATCH_MATMUL, "bmm");
+        t.attrs[TIDE_ATTR_BATCH_MATMUL_transpose_b].b = cases[c].tb;
+        struct tide_tensor_view in[2] = {fview(a, cases[c].ra, cases[c].a),
+                                         fview(b, cases[c].rb, cases[c].b)};
+        struct tide_tensor_view out = fview(y, 3, cases[c].y);
+        expect_same_at_threads("batch_matmul", &t, in, 2, &out, 1, NULL, NULL);
+        naive_batch_matmul(a, cases[c].ra, cases[c].a, b, cases[c].rb, cases[c].b, false,
+                           cases[c].tb, 3, cases[c].y, want);
+        expect_close("batch_matmul threads", y, want, ny, 1e-4, 1e-5);
+        free(a);
+        free(b);
+        free(y);
+        free(want);
+    }
+}
+
+/* The naive Transpose: y[i] = x[the element of x that output index i names], by element size. */
+static void naive_transpose(const void *x, int32_t rank, const int64_t *xd, const int64_t *perm,
+                            void *y, size_t esize)
+{
+    int64_t yd[TIDE_MAX_RANK], stride[TIDE_MAX_RANK], n = 1;
+    for (int32_t d = rank - 1; d >= 0; d--) {
+        stride[d] = n;
+        n *= xd[d];
+    }
+    for (int32_t i = 0; i < rank; i++)
+        yd[i] = xd[perm[i]];
+    for (int64_t i = 0; i < n; i++) {
+        int64_t rest = i, offset = 0;
+        for (int32_t d = rank - 1; d >= 0; d--) {
+            offset += rest % yd[d] * stride[perm[d]];
+            rest /= yd[d];
+        }
+        memcpy((char *)y + (size_t)i * esize, (const char *)x + (size_t)offset * esize, esize);
+    }
+}
+
+/* Runs Transpose of x (float32 or int32) by perm and compares y with the naive copy bit for bit. */
+static void check_transpose(const char *what, enum tide_dtype dtype, int32_t rank,
+                            const int64_t *xd, const int64_t *perm, bool at_threads)
+{
+    struct tide_shape xs = tide_shape_make(rank, xd);
+    int64_t n = tide_shape_numel(&xs), yd[TIDE_MAX_RANK];
+    for (int32_t i = 0; i < rank; i++)
+        yd[i] = xd[perm[i]];
+    uint32_t *x = malloc((size_t)(n > 0 ? n : 1) * 4), *y = malloc((size_t)(n > 0 ? n : 1) * 4);
+    uint32_t *want = malloc((size_t)(n > 0 ? n : 1) * 4);
+    assert_true(x && y && want);
+    for (int64_t i = 0; i < n; i++) /* distinct values; as floats, NaN payloads among them */
+        x[i] = (uint32_t)i * 2654435761u;
+    memset(y, 0xa5, (size_t)(n > 0 ? n : 1) * 4);
+    naive_transpose(x, rank, xd, perm, want, 4);
+    struct test_node t;
+    node_init(&t, TIDE_OP_TRANSPOSE, what);
+    set_ints(&t, TIDE_ATTR_TRANSPOSE_perm, rank, perm);
+    struct tide_tensor_view in = view(dtype, x, rank, xd), out = view(dtype, y, rank, yd);
+    if (at_threads)
+        expect_same_at_threads(what, &t, &in, 1, &out, 1, NULL, NULL);
+    else
+        run(&t, &in, 1, &out, 1);
+    if (n > 0 && memcmp(y, want, (size_t)n * 4) != 0)
+        fail_msg("%s: the output differs from the naive transpose", what);
+    free(x);
+    free(y);
+    free(want);
+}
+
+/*
+ * Transpose moves every element to where the naive index arithmetic says,
+ * bit for bit: rotations (strided gathers), the last axis kept (rows copied
+ * whole), axes of 1 dropped, the identity and an order that merges into it,
+ * int32, a scalar, an empty tensor; and large cases at 1, 2 and 3 threads.
+ */
+static void test_transpose(void **state)
+{
+    (void)state;
+    check_transpose("rotate", TIDE_DTYPE_FLOAT32, 3, DIMS(2, 3, 4), DIMS(2, 0, 1), false);
+    check_transpose("rotate_back", TIDE_DTYPE_FLOAT32, 3, DIMS(2, 3, 4), DIMS(1, 2, 0), false);
+    check_transpose("matrix", TIDE_DTYPE_INT32, 2, DIMS(5, 7), DIMS(1, 0), false);
+    check_transpose("heads", TIDE_DTYPE_FLOAT32, 4, DIMS(2, 3, 4, 5), DIMS(0, 2, 1, 3), false);
+    check_transpose("reverse", TIDE_DTYPE_FLOAT32, 5, DIMS(2, 3, 1, 4, 5), DIMS(4, 3, 2, 1, 0),
+                    false);
+    check_transpose("merged", TIDE_DTYPE_FLOAT32, 4, DIMS(2, 3, 4, 5), DIMS(2, 3, 0, 1), false);
+    check_transpose("unit_axis", TIDE_DTYPE_INT32, 3, DIMS(4, 1, 6), DIMS(1, 0, 2), false);
+    check_transpose("identity", TIDE_DTYPE_FLOAT32, 3, DIMS(2, 3, 4), DIMS(0, 1, 2), false);
+    check_transpose("all_ones", TIDE_DTYPE_FLOAT32, 2, DIMS(1, 1), DIMS(1, 0), false);
+    check_transpose("scalar", TIDE_DTYPE_FLOAT32, 0, NULL, NULL, false);
+    check_transpose("empty", TIDE_DTYPE_FLOAT32, 3, DIMS(2, 0, 3), DIMS(2, 1, 0), false);
+    check_transpose("threads_gather", TIDE_DTYPE_FLOAT32, 3, DIMS(5, 1031, 37), DIMS(0, 2, 1),
+                    true);
+    check_transpose("threads_rows", TIDE_DTYPE_INT32, 4, DIMS(3, 97, 11, 53), DIMS(0, 2, 1, 3),
+                    true);
+}
+
 /* ---- Sequence-model ops: indexing (Gather, TopK, Mixture-of-Experts routing) ---- */
+
+static void set_int(struct test_node *t, int k, int64_t v)
+{
+    t->attrs[k].present = true;
+    t->attrs[k].i = v;
+}
+
+/* Runs t expecting TIDE_INVALID with a message naming the node and holding want. */
+static void expect_refused(struct test_node *t, const struct tide_tensor_view *in, uint32_t n_in,
+                           const struct tide_tensor_view *out, uint32_t n_out, const char *want)
+{
+    struct tide_error err = {0};
+    char node[80];
+    snprintf(node, sizeof(node), "node \"%s\"", t->node.name);
+    assert_int_equal(run_step(t, in, n_in, out, n_out, NULL, &err), TIDE_INVALID);
+    if (!strstr(err.message, node) || !strstr(err.message, want))
+        fail_msg("unexpected message (want %s and '%s'): %s", node, want, err.message);
+}
+
+static void test_gather(void **state)
+{
+    (void)state;
+    float table[15], y[12];
+    for (int i = 0; i < 15; i++)
+        table[i] = (float)(10 * (i / 3) + i % 3); /* row r is r0, r1, r2 */
+    int32_t ids[4] = {4, 0, 4, 2};
+    struct tide_tensor_view in[2] = {fview(table, 2, DIMS(5, 3)),
+                                     view(TIDE_DTYPE_INT32, ids, 2, DIMS(2, 2))};
+    struct tide_tensor_view out = fview(y, 3, DIMS(2, 2, 3));
+    struct test_node t;
+    node_init(&t, TIDE_OP_GATHER, "gather");
+    run(&t, in, 2, &out, 1);
+    const float want[12] = {40, 41, 42, 0, 1, 2, 40, 41, 42, 20, 21, 22};
+    expect_exact("gather", y, want, 12);
+
+    /* A scalar id picks one row. */
+    int32_t one = 3;
+    struct tide_tensor_view in1[2] = {in[0], view(TIDE_DTYPE_INT32, &one, 0, NULL)};
+    struct tide_tensor_view out1 = fview(y, 1, DIMS(3));
+    run(&t, in1, 2, &out1, 1);
+    expect_exact("gather scalar id", y, (const float[]){30, 31, 32}, 3);
+
+    /* Ids outside [0, N) are refused, naming the first. */
+    ids[1] = 5;
+    ids[3] = -1;
+    expect_refused(&t, in, 2, &out, 1,
+                   "input 1 (ids): index 5 at position 1 is out of range [0, 5)");
+    ids[1] = 0;
+    expect_refused(&t, in, 2, &out, 1, "index -1 at position 3 is out of range [0, 5)");
+}
+
+static void test_gather_grad(void **state)
+{
+    (void)state;
+    float dy[8] = {1, 2, 10, 20, 100, 200, 1000, 2000}, dx[10];
+    int32_t ids[4] = {3, 1, 3, 3};
+    struct tide_tensor_view in[2] = {fview(dy, 2, DIMS(4, 2)),
+                                     view(TIDE_DTYPE_INT32, ids, 1, DIMS(4))};
+    struct tide_tensor_view out = fview(dx, 2, DIMS(5, 2));
+    struct test_node t;
+    node_init(&t, TIDE_OP_GATHER_GRAD, "gather_grad");
+    set_int(&t, TIDE_ATTR_GATHER_GRAD_num_rows, 5);
+    memset(dx, 0xff, sizeof(dx));
+    run(&t, in, 2, &out, 1);
+    /* Row 3 gets positions 0, 2 and 3; row 1 position 1; rows 0, 2 and 4 nothing. */
+    const float want[10] = {0, 0, 10, 20, 0, 0, 1101, 2202, 0, 0};
+    expect_exact("gather_grad", dx, want, 10);
+
+    ids[2] = 5;
+    expect_refused(&t, in, 2, &out, 1,
+                   "input 1 (ids): index 5 at position 2 is out of range [0, 5)");
+
+    /* Rows of no elements: nothing to sum, and no workspace asked for however many rows. */
+    ids[2] = 3;
+    struct tide_tensor_view ein[2] = {fview(dy, 2, DIMS(4, 0)), in[1]};
+    struct tide_tensor_view eout = fview(dx, 2, DIMS((int64_t)1 << 40, 0));
+    set_int(&t, TIDE_ATTR_GATHER_GRAD_num_rows, (int64_t)1 << 40);
+    run(&t, ein, 2, &eout, 1);
+}
+
+/* TopK's order, written independently: by value descending, NaN first, ties by lower index. */
+static int naive_rank_cmp(const float *x, int32_t a, int32_t b)
+{
+    bool na = isnan(x[a]), nb = isnan(x[b]);
+    if (na != nb)
+        return na ? -1 : 1;
+    if (!na && x[a] != x[b])
+        return x[a] > x[b] ? -1 : 1;
+    return a < b ? -1 : 1;
+}
+
+static void test_top_k(void **state)
+{
+    (void)state;
+    /* Ties (3 three times, -0 and +0), NaN, and a row already sorted. */
+    float x[12] = {1, 3, 3, NAN, -2, 3, 0, -0.0f, 5, 4, 3, 2}, v[8];
+    int32_t ix[8];
+    struct tide_tensor_view in = fview(x, 2, DIMS(2, 6));
+    struct tide_tensor_view out[2] = {fview(v, 2, DIMS(2, 4)),
+                                      view(TIDE_DTYPE_INT32, ix, 2, DIMS(2, 4))};
+    struct test_node t;
+    node_init(&t, TIDE_OP_TOP_K, "top_k");
+    set_int(&t, TIDE_ATTR_TOP_K_k, 4);
+    run(&t, &in, 1, out, 2);
+    const int32_t want_ix[8] = {3, 1, 2, 5, 2, 3, 4, 5};
+    for (int i = 0; i < 8; i++) {
+        assert_int_equal(ix[i], want_ix[i]);
+        if (i == 0)
+            assert_true(isnan(v[0]));
+        else
+            assert_true(memcmp(&v[i], &x[(i / 4) * 6 + ix[i]], sizeof(float)) == 0);
+    }
+
+    /* k = 1 of a row of equal values takes the first. */
+    float same[4] = {7, 7, 7, 7}, v1;
+    int32_t i1 = -5;
+    struct tide_tensor_view in1 = fview(same, 1, DIMS(4));
+    struct tide_tensor_view out1[2] = {fview(&v1, 1, DIMS(1)),
+                                       view(TIDE_DTYPE_INT32, &i1, 1, DIMS(1))};
+    set_int(&t, TIDE_ATTR_TOP_K_k, 1);
+    run(&t, &in1, 1, out1, 2);
+    assert_int_equal(i1, 0);
+    assert_true(v1 == 7.0f);
+
+    /* Many rows with ties, against a full sort, at 1, 2 and 3 threads. */
+    enum { ROWS = 600, N = 50, K = 7 };
+    float *big = falloc(ROWS * N), *bv = falloc(ROWS * K);
+    int32_t *bi = malloc(ROWS * K * sizeof(int32_t));
+    assert_non_null(bi);
+    uint32_t seed = 99;
+    for (int i = 0; i < ROWS * N; i++)
+        big[i] = roundf(frand(&seed) * 8.0f) / 8.0f; /* 17 levels: many ties */
+    struct tide_tensor_view bin = fview(big, 2, DIMS(ROWS, N));
+    struct tide_tensor_view bout[2] = {fview(bv, 2, DIMS(ROWS, K)),
+                                       view(TIDE_DTYPE_INT32, bi, 2, DIMS(ROWS, K))};
+    set_int(&t, TIDE_ATTR_TOP_K_k, K);
+    expect_same_at_threads("top_k", &t, &bin, 1, bout, 2, NULL, NULL);
+    for (int r = 0; r < ROWS; r++) {
+        const float *row = big + r * N;
+        int32_t order[N];
+        for (int j = 0; j < N; j++)
+            order[j] = j;
+        for (int a = 1; a < N; a++) /* insertion sort by naive_rank_cmp */
+            for (int b = a; b > 0 && naive_rank_cmp(row, order[b], order[b - 1]) < 0; b--) {
+                int32_t s = order[b];
+                order[b] = order[b - 1];
+                order[b - 1] = s;
+            }
+        for (int j = 0; j < K; j++) {
+            if (bi[r * K + j] != order[j] || bv[r * K + j] != row[order[j]])
+                fail_msg("top_k row %d entry %d: index %d value %g, want %d %g", r, j,
+                         bi[r * K + j], bv[r * K + j], order[j], row[order[j]]);
+        }
+    }
+    free(big);
+    free(bv);
+    free(bi);
+}
+
+static void test_top_k_grad(void **state)
+{
+    (void)state;
+    float dv[4] = {1.5f, -2, 3, 4}, dx[10];
+    int32_t ix[4] = {4, 1, 0, 0}; /* a repeated index (not from TopK) adds up */
+    struct tide_tensor_view in[2] = {fview(dv, 2, DIMS(2, 2)),
+                                     view(TIDE_DTYPE_INT32, ix, 2, DIMS(2, 2))};
+    struct tide_tensor_view out = fview(dx, 2, DIMS(2, 5));
+    struct test_node t;
+    node_init(&t, TIDE_OP_TOP_K_GRAD, "top_k_grad");
+    set_shape(&t, TIDE_ATTR_TOP_K_GRAD_shape, 2, DIMS(2, 5));
+    memset(dx, 0xff, sizeof(dx));
+    run(&t, in, 2, &out, 1);
+    const float want[10] = {0, -2, 0, 0, 1.5f, 7, 0, 0, 0, 0};
+    expect_exact("top_k_grad", dx, want, 10);
+
+    ix[1] = 5;
+    expect_refused(&t, in, 2, &out, 1,
+                   "input 1 (indices): index 5 at position 1 is out of range [0, 5)");
+}
+
+/* Runs MoeRoute over indices [tokens, k] and checks both tables exactly. */
+static void check_moe_route(const char *what, const int32_t *indices, int64_t tokens, int64_t k,
+                            int64_t experts, int64_t capacity, const int32_t *want_dispatch,
+                            const int32_t *want_combine)
+{
+    int64_t slots = experts * capacity;
+    int32_t dispatch[64], combine[64];
+    assert_true(slots <= 64 && tokens * k <= 64);
+    memset(dispatch, 0xa5, sizeof(dispatch));
+    memset(combine, 0xa5, sizeof(combine));
+    struct tide_tensor_view in = view(TIDE_DTYPE_INT32, (void *)indices, 2, DIMS(tokens, k));
+    struct tide_tensor_view out[2] = {view(TIDE_DTYPE_INT32, dispatch, 1, DIMS(slots)),
+                                      view(TIDE_DTYPE_INT32, combine, 2, DIMS(tokens, k))};
+    struct test_node t;
+    node_init(&t, TIDE_OP_MOE_ROUTE, "route");
+    set_int(&t, TIDE_ATTR_MOE_ROUTE_experts, experts);
+    set_int(&t, TIDE_ATTR_MOE_ROUTE_capacity, capacity);
+    run(&t, &in, 1, out, 2);
+    for (int64_t s = 0; s < slots; s++)
+        if (dispatch[s] != want_dispatch[s])
+            fail_msg("%s: dispatch[%lld] is %d, want %d", what, (long long)s, dispatch[s],
+                     want_dispatch[s]);
+    for (int64_t i = 0; i < tokens * k; i++)
+        if (combine[i] != want_combine[i])
+            fail_msg("%s: combine[%lld] is %d, want %d", what, (long long)i, combine[i],
+                     want_combine[i]);
+}
+
+static void test_moe_route(void **state)
+{
+    (void)state;
+    /*
+     * 5 tokens, 2 choices, 3 experts of 2 slots. First choices in token
+     * order: t0 -> e0 slot 0, t1 -> e0 slot 1, t2 -> e0 full (dropped),
+     * t3 -> e1 slot 2, t4 -> e2 slot 4. Then second choices: t0 -> e1 slot 3,
+     * t1 -> e2 slot 5, t2 -> e1 full, t3 -> e0 full, t4 -> e1 full.
+     */
+    const int32_t priority[10] = {0, 1, 0, 2, 0, 1, 1, 0, 2, 1};
+    check_moe_route("priority and overflow", priority, 5, 2, 3, 2,
+                    (const int32_t[]){0, 1, 3, 0, 4, 1},
+                    (const int32_t[]){0, 3, 1, 5, 6, 6, 2, 6, 4, 6});
+
+    /* Empty slots hold T; experts nobody chose stay empty. */
+    const int32_t sparse[2] = {2, 2};
+    check_moe_route("empty slots", sparse, 2, 1, 4, 3,
+                    (const int32_t[]){2, 2, 2, 2, 2, 2, 0, 1, 2, 2, 2, 2}, (const int32_t[]){6, 7});
+
+    /* Capacity enough for everyone: slots follow the priority order within each expert. */
+    const int32_t roomy[6] = {1, 0, 0, 1, 1, 0};
+    check_moe_route("no overflow", roomy, 3, 2, 2, 3, (const int32_t[]){1, 0, 2, 0, 2, 1},
+                    (const int32_t[]){3, 1, 0, 5, 4, 2});
+
+    /* An expert outside [0, experts) is refused, naming the first. */
+    int32_t bad[4] = {0, 1, 3, 0}, dispatch[6], combine[4];
+    struct tide_tensor_view in = view(TIDE_DTYPE_INT32, bad, 2, DIMS(2, 2));
+    struct tide_tensor_view out[2] = {view(TIDE_DTYPE_INT32, dispatch, 1, DIMS(6)),
+                                      view(TIDE_DTYPE_INT32, combine, 2, DIMS(2, 2))};
+    struct test_node t;
+    node_init(&t, TIDE_OP_MOE_ROUTE, "route");
+    set_int(&t, TIDE_ATTR_MOE_ROUTE_experts, 3);
+    set_int(&t, TIDE_ATTR_MOE_ROUTE_capacity, 2);
+    expect_refused(&t, &in, 1, out, 2,
+                   "input 0 (indices): index 3 at position 2 is out of range [0, 3)");
+}
+
+/* Gather and GatherGrad split over the pool: the same bits at 1, 2 and 3 threads. */
+static void test_range_jobs_gather(void **state)
+{
+    (void)state;
+    enum { ROWS = 40, WIDTH = 700, IDS = 300 };
+    float *table = falloc(ROWS * WIDTH), *y = falloc(IDS * WIDTH), *dx = falloc(ROWS * WIDTH);
+    int32_t ids[IDS];
+    uint32_t seed = 7;
+    fill(table, ROWS * WIDTH, 3);
+    for (int p = 0; p < IDS; p++)
+        ids[p] = (int32_t)((frand(&seed) + 1.0f) * 0.5f * ROWS) % ROWS;
+    struct tide_tensor_view in[2] = {fview(table, 2, DIMS(ROWS, WIDTH)),
+                                     view(TIDE_DTYPE_INT32, ids, 1, DIMS(IDS))};
+    struct tide_tensor_view out = fview(y, 2, DIMS(IDS, WIDTH));
+    struct test_node t;
+    node_init(&t, TIDE_OP_GATHER, "gather");
+    expect_same_at_threads("gather", &t, in, 2, &out, 1, NULL, NULL);
+    for (int p = 0; p < IDS; p++)
+        expect_exact("gather row", y + p * WIDTH, table + ids[p] * WIDTH, WIDTH);
+
+    /* The gradient of that Gather, dy = y: each table row, summed in double in position order. */
+    struct tide_tensor_view gin[2] = {fview(y, 2, DIMS(IDS, WIDTH)), in[1]};
+    struct tide_tensor_view gout = fview(dx, 2, DIMS(ROWS, WIDTH));
+    node_init(&t, TIDE_OP_GATHER_GRAD, "gather_grad");
+    set_int(&t, TIDE_ATTR_GATHER_GRAD_num_rows, ROWS);
+    expect_same_at_threads("gather_grad", &t, gin, 2, &gout, 1, NULL, NULL);
+    double *want = dalloc(ROWS * WIDTH);
+    for (int p = 0; p < IDS; p++)
+        for (int c = 0; c < WIDTH; c++)
+            want[ids[p] * WIDTH + c] += y[p * WIDTH + c];
+    for (int i = 0; i < ROWS * WIDTH; i++)
+        if (dx[i] != (float)want[i])
+            fail_msg("gather_grad element %d is %.9g, want %.9g", i, dx[i], (float)want[i]);
+    free(want);
+    free(table);
+    free(y);
+    free(dx);
+}
 
 /* ---- Sequence-model ops: normalisation and regularisation (LayerNorm, Dropout) ---- */
 
+/*
+ * LayerNorm's forward in double, straight from its definition: per row of
+ * d, xhat = (x - mean) / sqrt(var + eps), y = xhat * gain + bias.
+ */
+static void layer_norm_reference(const float *x, const float *gain, const float *bias, int64_t rows,
+                                 int64_t d, double eps, double *y, double *mean, double *inv_std)
+{
+    for (int64_t r = 0; r < rows; r++) {
+        double m = 0, v = 0;
+        for (int64_t j = 0; j < d; j++)
+            m += x[r * d + j];
+        m /= (double)d;
+        for (int64_t j = 0; j < d; j++)
+            v += (x[r * d + j] - m) * (x[r * d + j] - m);
+        double inv = 1.0 / sqrt(v / (double)d + eps);
+        mean[r] = m;
+        inv_std[r] = inv;
+        for (int64_t j = 0; j < d; j++)
+            y[r * d + j] = (x[r * d + j] - m) * inv * gain[j] + bias[j];
+    }
+}
+
+/* A hand-checked row, a rank-1 x (one row, scalar statistics) and a long, odd-sized row. */
+static void test_layer_norm(void **state)
+{
+    (void)state;
+    /* Row [1, 2, 3]: mean 2, var 2/3; row [-1, 0, 5]: mean 4/3, var 62/9. */
+    float x[6] = {1, 2, 3, -1, 0, 5}, gain[3] = {1, 2, 0.5f}, bias[3] = {0, 1, -1};
+    float y[6], mean[2], inv[2];
+    struct test_node t;
+    node_init(&t, TIDE_OP_LAYER_NORM, "ln");
+    assert_true(t.attrs[TIDE_ATTR_LAYER_NORM_epsilon].f == 1e-5); /* the default */
+    struct tide_tensor_view in[3] = {fview(x, 2, DIMS(2, 3)), fview(gain, 1, DIMS(3)),
+                                     fview(bias, 1, DIMS(3))};
+    struct tide_tensor_view out[3] = {fview(y, 2, DIMS(2, 3)), fview(mean, 1, DIMS(2)),
+                                      fview(inv, 1, DIMS(2))};
+    run(&t, in, 3, out, 3);
+    double s0 = 1.0 / sqrt(2.0 / 3.0 + 1e-5), s1 = 1.0 / sqrt(62.0 / 9.0 + 1e-5);
+    const double want_y[6] = {-s0,
+                              1.0,
+                              0.5 * s0 - 1.0,
+                              (-1 - 4.0 / 3) * s1,
+                              2 * (-4.0 / 3) * s1 + 1.0,
+                              0.5 * (5 - 4.0 / 3) * s1 - 1.0};
+    const double want_mean[2] = {2.0, 4.0 / 3}, want_inv[2] = {s0, s1};
+    expect_close("layer norm y", y, want_y, 6, 1e-6, 1e-7);
+    expect_close("layer norm mean", mean, want_mean, 2, 1e-7, 0);
+    expect_close("layer norm inv_std", inv, want_inv, 2, 1e-7, 0);
+
+    /* Rank 1: one row, scalar statistics. */
+    float v[4] = {0.5f, -0.5f, 1.5f, 2.5f}, g4[4] = {1, 1, 1, 1}, b4[4] = {0, 0, 0, 0};
+    float y4[4], m4, i4;
+    struct tide_tensor_view in1[3] = {fview(v, 1, DIMS(4)), fview(g4, 1, DIMS(4)),
+                                      fview(b4, 1, DIMS(4))};
+    struct tide_tensor_view out1[3] = {fview(y4, 1, DIMS(4)), fview(&m4, 0, NULL),
+                                       fview(&i4, 0, NULL)};
+    t.attrs[TIDE_ATTR_LAYER_NORM_epsilon].f = 0.25;
+    run(&t, in1, 3, out1, 3);
+    /* mean 1, var 1.25, inv_std 1 / sqrt(1.5). */
+    double k = 1.0 / sqrt(1.5);
+    const double want4[4] = {-0.5 * k, -1.5 * k, 0.5 * k, 1.5 * k};
+    expect_close("layer norm rank 1", y4, want4, 4, 1e-6, 1e-7);
+    assert_float_equal(m4, 1.0f, 0);
+    assert_float_equal(i4, (float)k, 1e-7);
+
+    /* Long rows with a large offset (two-pass statistics), several rows a piece. */
+    enum { R = 7, D = 1031 };
+    float *xl = falloc(R * D), *gl = falloc(D), *bl = falloc(D), *yl = falloc(R * D);
+    float *ml = falloc(R), *il = falloc(R);
+    double *wy = dalloc(R * D), *wm = dalloc(R), *wi = dalloc(R);
+    fill(xl, R * D, 71);
+    for (int64_t i = 0; i < R * D; i++)
+        xl[i] = 100.0f + xl[i];
+    fill(gl, D, 72);
+    fill(bl, D, 73);
+    t.attrs[TIDE_ATTR_LAYER_NORM_epsilon].f = 1e-5;
+    struct tide_tensor_view inl[3] = {fview(xl, 2, DIMS(R, D)), fview(gl, 1, DIMS(D)),
+                                      fview(bl, 1, DIMS(D))};
+    struct tide_tensor_view outl[3] = {fview(yl, 2, DIMS(R, D)), fview(ml, 1, DIMS(R)),
+                                       fview(il, 1, DIMS(R))};
+    run(&t, inl, 3, outl, 3);
+    layer_norm_reference(xl, gl, bl, R, D, 1e-5, wy, wm, wi);
+    /* x - mean rounds x's float: 100 + u has an ulp of 8e-6, against a spread of 0.6. */
+    expect_close("layer norm long rows", yl, wy, R * D, 1e-4, 1e-4);
+    expect_close("layer norm long mean", ml, wm, R, 1e-7, 0);
+    expect_close("layer norm long inv_std", il, wi, R, 1e-6, 0);
+    free(xl), free(gl), free(bl), free(yl), free(ml), free(il), free(wy), free(wm), free(wi);
+}
+
+/*
+ * LayerNormGrad against the chain rule written out in double: with
+ * J[k][j] = d xhat_k / d x_j = inv * (delta_kj - 1/d - xhat_k * xhat_j / d),
+ * dx_j = sum_k dy_k * gain_k * J[k][j]; dgain = sum over rows of dy * xhat,
+ * dbias = sum over rows of dy.
+ */
+static void test_layer_norm_grad(void **state)
+{
+    (void)state;
+    enum { R = 5, D = 13 };
+    float x[R * D], dy[R * D], gain[D], bias[D], y[R * D], mean[R], inv[R];
+    float dx[R * D], dgain[D], dbias[D];
+    fill(x, R * D, 81);
+    fill(dy, R * D, 82);
+    fill(gain, D, 83);
+    fill(bias, D, 84);
+    struct test_node t;
+    node_init(&t, TIDE_OP_LAYER_NORM, "ln");
+    struct tide_tensor_view fin[3] = {fview(x, 2, DIMS(R, D)), fview(gain, 1, DIMS(D)),
+                                      fview(bias, 1, DIMS(D))};
+    struct tide_tensor_view fout[3] = {fview(y, 2, DIMS(R, D)), fview(mean, 1, DIMS(R)),
+                                       fview(inv, 1, DIMS(R))};
+    run(&t, fin, 3, fout, 3);
+
+    node_init(&t, TIDE_OP_LAYER_NORM_GRAD, "ln_grad");
+    struct tide_tensor_view in[5] = {fview(dy, 2, DIMS(R, D)), fview(x, 2, DIMS(R, D)),
+                                     fview(gain, 1, DIMS(D)), fview(mean, 1, DIMS(R)),
+                                     fview(inv, 1, DIMS(R))};
+    struct tide_tensor_view out[3] = {fview(dx, 2, DIMS(R, D)), fview(dgain, 1, DIMS(D)),
+                                      fview(dbias, 1, DIMS(D))};
+    run(&t, in, 5, out, 3);
+
+    double want_dx[R * D], want_dgain[D] = {0}, want_dbias[D] = {0};
+    for (int r = 0; r < R; r++) {
+        double xhat[D];
+        for (int j = 0; j < D; j++)
+            xhat[j] = (x[r * D + j] - (double)mean[r]) * inv[r];
+        for (int j = 0; j < D; j++) {
+            double sum = 0;
+            for (int k = 0; k < D; k++) {
+                double jac = inv[r] * ((k == j) - 1.0 / D - xhat[k] * xhat[j] / D);
+                sum += (double)dy[r * D + k] * gain[k] * jac;
+            }
+            want_dx[r * D + j] = sum;
+            want_dgain[j] += (double)dy[r * D + j] * xhat[j];
+            want_dbias[j] += dy[r * D + j];
+        }
+    }
+    expect_close("layer norm grad dx", dx, want_dx, R * D, 1e-5, 1e-6);
+    expect_close("layer norm grad dgain", dgain, want_dgain, D, 1e-6, 1e-7);
+    expect_close("layer norm grad dbias", dbias, want_dbias, D, 1e-6, 1e-7);
+}
+
+/* Rows and columns split over threads: the same bits at 1, 2 and 3 threads. */
+static void test_range_jobs_layer_norm(void **state)
+{
+    (void)state;
+    enum { R = 300, D = 1000 };
+    float *x = falloc(R * D), *dy = falloc(R * D), *gain = falloc(D), *bias = falloc(D);
+    float *y = falloc(R * D), *mean = falloc(R), *inv = falloc(R);
+    float *dx = falloc(R * D), *dgain = falloc(D), *dbias = falloc(D);
+    fill(x, R * D, 91);
+    fill(dy, R * D, 92);
+    fill(gain, D, 93);
+    fill(bias, D, 94);
+    struct test_node t;
+    node_init(&t, TIDE_OP_LAYER_NORM, "ln");
+    struct tide_tensor_view fin[3] = {fview(x, 2, DIMS(R, D)), fview(gain, 1, DIMS(D)),
+                                      fview(bias, 1, DIMS(D))};
+    struct tide_tensor_view fout[3] = {fview(y, 2, DIMS(R, D)), fview(mean, 1, DIMS(R)),
+                                       fview(inv, 1, DIMS(R))};
+    expect_same_at_threads("layer norm", &t, fin, 3, fout, 3, NULL, NULL);
+    node_init(&t, TIDE_OP_LAYER_NORM_GRAD, "ln_grad");
+    struct tide_tensor_view in[5] = {fview(dy, 2, DIMS(R, D)), fview(x, 2, DIMS(R, D)),
+                                     fview(gain, 1, DIMS(D)), fview(mean, 1, DIMS(R)),
+                                     fview(inv, 1, DIMS(R))};
+    struct tide_tensor_view out[3] = {fview(dx, 2, DIMS(R, D)), fview(dgain, 1, DIMS(D)),
+                                      fview(dbias, 1, DIMS(D))};
+    expect_same_at_threads("layer norm grad", &t, in, 5, out, 3, NULL, NULL);
+    free(x), free(dy), free(gain), free(bias), free(y), free(mean), free(inv);
+    free(dx), free(dgain), free(dbias);
+}
+
+/*
+ * Runs Dropout or DropoutGrad t on x[0..n) into y with the executor's
+ * arguments as given (job seed, step, training flag); what run_step leaves
+ * out.
+ */
+static enum tide_status run_dropout(struct test_node *t, float *x, float *y, int64_t n,
+                                    uint64_t job_seed, const uint64_t *step, const bool *training,
+                                    struct tide_error *err)
+{
+    struct tide_tensor_view in = fview(x, 1, DIMS(n)), out = fview(y, 1, DIMS(n));
+    t->edges[0] = (struct tide_edge){0, 0};
+    t->outputs[0] =
+        (struct tide_output){.dtype = TIDE_DTYPE_FLOAT32, .shape = out.shape, .nbytes = out.nbytes};
+    t->node.n_inputs = 1;
+    t->node.inputs = t->edges;
+    t->node.n_outputs = 1;
+    t->node.outputs = t->outputs;
+    struct tide_kernel_args args = {
+        .node = &t->node,
+        .n_inputs = 1,
+        .inputs = &in,
+        .n_outputs = 1,
+        .outputs = &out,
+        .step = step,
+        .seed = job_seed,
+        .training = training,
+    };
+    return tide_cpu_kernels.fn[t->node.op](&args, err);
+}
+
+static void dropout_ok(struct test_node *t, float *x, float *y, int64_t n, uint64_t job_seed,
+                       uint64_t step, bool training)
+{
+    struct tide_error err = {0};
+    if (run_dropout(t, x, y, n, job_seed, &step, &training, &err) != TIDE_OK)
+        fail_msg("%s failed: %s", t->node.name, err.message);
+}
+
+/*
+ * The mask as kernels/dropout-hash.h documents it, written out again here
+ * from the splitmix64 finaliser and FNV-1a: element i is kept when the top 24
+ * bits of mix(key + (i + 1) * golden) reach ceil(rate * 2^24).
+ */
+static uint64_t splitmix_finalise(uint64_t z)
+{
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static bool documented_keep(uint64_t job_seed, uint64_t step, const char *name, int64_t seed,
+                            double rate, uint64_t i)
+{
+    const uint64_t golden = 0x9E3779B97F4A7C15ull;
+    uint64_t fnv = 0xCBF29CE484222325ull;
+    for (const char *c = name; *c; c++)
+        fnv = (fnv ^ (unsigned char)*c) * 0x100000001B3ull;
+    uint64_t node = splitmix_finalise(splitmix_finalise(fnv + golden) ^ (uint64_t)seed);
+    uint64_t key = splitmix_finalise(job_seed + golden);
+    key = splitmix_finalise(key ^ step);
+    key = splitmix_finalise(key ^ node);
+    double threshold = ceil(rate * 16777216.0);
+    return (double)(splitmix_finalise(key + (i + 1) * golden) >> 40) >= threshold;
+}
+
+/* Elements where exactly one of a and b is 0 (where two masks differ, for x without zeros). */
+static int64_t mask_differences(const float *a, const float *b, int64_t n)
+{
+    int64_t d = 0;
+    for (int64_t i = 0; i < n; i++)
+        d += (a[i] == 0) != (b[i] == 0);
+    return d;
+}
+
+/*
+ * Dropout: the documented mask, the kept fraction, the scale, the same mask
+ * for the same (job seed, step, node) at any thread count and another one
+ * when any of them changes; DropoutGrad regenerates the forward node's mask;
+ * in evaluation both are the identity; rate 0 changes nothing.
+ */
+static void test_dropout(void **state)
+{
+    (void)state;
+    enum { N = 100000 };
+    const double rate = 0.3;
+    const float scale = (float)(1.0 / (1.0 - rate));
+    float *x = falloc(N), *y = falloc(N), *y2 = falloc(N), *dx = falloc(N);
+    fill(x, N, 101);
+    for (int64_t i = 0; i < N; i++)
+        x[i] = 1.0f + 0.5f * x[i]; /* in [0.5, 1.5): a dropped element is the only 0 */
+    struct test_node t;
+    node_init(&t, TIDE_OP_DROPOUT, "drop");
+    t.attrs[TIDE_ATTR_DROPOUT_rate].f = rate;
+    t.attrs[TIDE_ATTR_DROPOUT_seed].i = 9;
+    dropout_ok(&t, x, y, N, 42, 3, true);
+    int64_t kept = 0;
+    for (int64_t i = 0; i < N; i++) {
+        bool keep = documented_keep(42, 3, "drop", 9, rate, (uint64_t)i);
+        float want = keep ? x[i] * scale : 0.0f;
+        if (memcmp(&y[i], &want, sizeof(float)) != 0)
+            fail_msg("dropout: element %lld is %.9g, want %.9g (%s)", (long long)i, y[i], want,
+                     keep ? "kept" : "dropped");
+        kept += keep;
+    }
+    /* 70000 expected, standard deviation 145: 1 % is about 5 of them. */
+    if (fabs((double)kept / N - (1.0 - rate)) > 0.01)
+        fail_msg("dropout kept %lld of %d elements at rate %g", (long long)kept, N, rate);
+
+    /* The same key: the same bits, at any thread count. */
+    for (int threads = 1; threads <= 4; threads++) {
+        tide_cpu_kernels_set_threads(threads);
+        dropout_ok(&t, x, y2, N, 42, 3, true);
+        if (memcmp(y, y2, N * sizeof(float)) != 0)
+            fail_msg("dropout at %d threads differs from the first run", threads);
+    }
+    tide_cpu_kernels_set_threads(0);
+
+    /* Another step, job seed, seed attribute or name: another mask. */
+    dropout_ok(&t, x, y2, N, 42, 4, true);
+    assert_true(mask_differences(y, y2, N) > N / 5);
+    dropout_ok(&t, x, y2, N, 43, 3, true);
+    assert_true(mask_differences(y, y2, N) > N / 5);
+    t.attrs[TIDE_ATTR_DROPOUT_seed].i = 10;
+    dropout_ok(&t, x, y2, N, 42, 3, true);
+    assert_true(mask_differences(y, y2, N) > N / 5);
+    t.attrs[TIDE_ATTR_DROPOUT_seed].i = 9;
+    t.node.name = "drop2";
+    dropout_ok(&t, x, y2, N, 42, 3, true);
+    assert_true(mask_differences(y, y2, N) > N / 5);
+    t.node.name = "drop";
+
+    /* DropoutGrad names the forward node: dx = dy * mask / (1 - rate), dy = x here. */
+    struct test_node tg;
+    node_init(&tg, TIDE_OP_DROPOUT_GRAD, "grad/drop/x");
+    tg.attrs[TIDE_ATTR_DROPOUT_GRAD_rate].f = rate;
+    tg.attrs[TIDE_ATTR_DROPOUT_GRAD_seed].i = 9;
+    tg.attrs[TIDE_ATTR_DROPOUT_GRAD_forward].s = "drop";
+    dropout_ok(&tg, x, dx, N, 42, 3, true);
+    expect_exact("dropout grad", dx, y, N);
+
+    /* Evaluation (or args without the flag): the identity, for both. */
+    dropout_ok(&t, x, y2, N, 42, 3, false);
+    expect_exact("dropout in evaluation", y2, x, N);
+    dropout_ok(&tg, x, dx, N, 42, 3, false);
+    expect_exact("dropout grad in evaluation", dx, x, N);
+    struct tide_error err = {0};
+    assert_int_equal(run_dropout(&t, x, y2, N, 42, NULL, NULL, &err), TIDE_OK);
+    expect_exact("dropout without the training flag", y2, x, N);
+
+    /* Rate 0 keeps everything and scales by 1. */
+    t.attrs[TIDE_ATTR_DROPOUT_rate].f = 0.0;
+    dropout_ok(&t, x, y2, N, 42, 3, true);
+    expect_exact("dropout at rate 0", y2, x, N);
+
+    /* A training step needs the step counter. */
+    const bool training = true;
+    assert_int_equal(run_dropout(&t, x, y2, N, 42, NULL, &training, &err), TIDE_INVALID);
+    assert_non_null(strstr(err.message, "node \"drop\" (Dropout)"));
+    assert_non_null(strstr(err.message, "needs the executor's step counter"));
+    free(x), free(y), free(y2), free(dx);
+}
+
 /* ---- Sequence-model ops: fused attention (Attention) ---- */
+
+/* One attention case: heads of q [Sq, D] against k and v [Sk, D]. */
+struct attention_case {
+    int64_t b, h, sq, sk, d;
+    bool causal;
+    double scale; /* the attribute: 0 means 1/sqrt(D) */
+};
+
+/*
+ * The unfused formula in double, head by head: S = q k^T * scale with the
+ * causal mask, P = softmax(S), o = P v, lse = log sum exp S; and from dout,
+ * dP = dout v^T, dS = P * (dP - rowsum(P * dP)), dq = dS k * scale,
+ * dk = dS^T q * scale, dv = P^T dout.
+ */
+static void naive_attention(const struct attention_case *c, const float *q, const float *k,
+                            const float *v, const float *dout, double *o, double *lse, double *dq,
+                            double *dk, double *dv)
+{
+    int64_t sq = c->sq, sk = c->sk, d = c->d;
+    double scale = c->scale != 0 ? c->scale : 1.0 / sqrt((double)d);
+    double *p = dalloc(sq * sk), *ds = dalloc(sq * sk);
+    for (int64_t hd = 0; hd < c->b * c->h; hd++) {
+        const float *qh = q + hd * sq * d, *kh = k + hd * sk * d, *vh = v + hd * sk * d;
+        const float *doh = dout + hd * sq * d;
+        for (int64_t i = 0; i < sq; i++) {
+            int64_t keys = c->causal ? i + 1 : sk;
+            double m = -INFINITY, sum = 0;
+            for (int64_t j = 0; j < keys; j++) {
+                double x = 0;
+                for (int64_t e = 0; e < d; e++)
+                    x += (double)qh[i * d + e] * kh[j * d + e];
+                p[i * sk + j] = x * scale;
+                m = fmax(m, p[i * sk + j]);
+            }
+            for (int64_t j = 0; j < keys; j++)
+                sum += exp(p[i * sk + j] - m);
+            lse[hd * sq + i] = m + log(sum);
+            for (int64_t j = 0; j < sk; j++)
+                p[i * sk + j] = j < keys ? exp(p[i * sk + j] - m) / sum : 0;
+            double row = 0;
+            for (int64_t j = 0; j < sk; j++) {
+                double dp = 0;
+                for (int64_t e = 0; e < d; e++)
+                    dp += (double)doh[i * d + e] * vh[j * d + e];
+                ds[i * sk + j] = dp;
+                row += p[i * sk + j] * dp;
+            }
+            for (int64_t j = 0; j < sk; j++)
+                ds[i * sk + j] = p[i * sk + j] * (ds[i * sk + j] - row);
+            for (int64_t e = 0; e < d; e++) {
+                double acc = 0, g = 0;
+                for (int64_t j = 0; j < sk; j++) {
+                    acc += p[i * sk + j] * vh[j * d + e];
+                    g += ds[i * sk + j] * kh[j * d + e];
+                }
+                o[(hd * sq + i) * d + e] = acc;
+                dq[(hd * sq + i) * d + e] = g * scale;
+            }
+        }
+        for (int64_t j = 0; j < sk; j++) {
+            for (int64_t e = 0; e < d; e++) {
+                double gk = 0, gv = 0;
+                for (int64_t i = 0; i < sq; i++) {
+                    gk += ds[i * sk + j] * qh[i * d + e];
+                    gv += p[i * sk + j] * doh[i * d + e];
+                }
+                dk[(hd * sk + j) * d + e] = gk * scale;
+                dv[(hd * sk + j) * d + e] = gv;
+            }
+        }
+    }
+    free(p);
+    free(ds);
+}
+
+/* Runs Attention, then AttentionGrad on its outputs, into o, lse, dq, dk and dv. */
+static void run_attention(const struct attention_case *c, const float *q, const float *k,
+                          const float *v, const float *dout, float *o, float *lse, float *dq,
+                          float *dk, float *dv)
+{
+    const int64_t *qd = DIMS(c->b, c->h, c->sq, c->d), *kd = DIMS(c->b, c->h, c->sk, c->d);
+    const int64_t *rd = DIMS(c->b, c->h, c->sq);
+    struct test_node t;
+    node_init(&t, TIDE_OP_ATTENTION, "att");
+    t.attrs[TIDE_ATTR_ATTENTION_causal].b = c->causal;
+    t.attrs[TIDE_ATTR_ATTENTION_scale].f = c->scale;
+    struct tide_tensor_view in[3] = {fview((float *)q, 4, qd), fview((float *)k, 4, kd),
+                                     fview((float *)v, 4, kd)};
+    struct tide_tensor_view out[2] = {fview(o, 4, qd), fview(lse, 3, rd)};
+    run(&t, in, 3, out, 2);
+
+    node_init(&t, TIDE_OP_ATTENTION_GRAD, "att_grad");
+    t.attrs[TIDE_ATTR_ATTENTION_GRAD_causal].b = c->causal;
+    t.attrs[TIDE_ATTR_ATTENTION_GRAD_scale].f = c->scale;
+    struct tide_tensor_view gin[6] = {in[0],  in[1],  in[2],
+                                      out[0], out[1], fview((float *)dout, 4, qd)};
+    struct tide_tensor_view gout[3] = {fview(dq, 4, qd), fview(dk, 4, kd), fview(dv, 4, kd)};
+    run(&t, gin, 6, gout, 3);
+}
+
+/*
+ * Attention and AttentionGrad against the unfused formula in double, within
+ * 1e-5, at sizes spanning several blocks of 64 and not a multiple of one;
+ * and the same bits on 1 and 3 threads, and on 3 threads in a workspace
+ * planned for 1.
+ */
+static void test_attention(void **state)
+{
+    (void)state;
+    const struct attention_case cases[] = {
+        {2, 3, 150, 150, 16, true, 0},
+        {2, 3, 150, 150, 16, false, 0},
+        {1, 2, 70, 131, 5, false, 0.3},
+        {1, 1, 1, 1, 3, true, 0},
+    };
+    for (size_t n = 0; n < sizeof(cases) / sizeof(cases[0]); n++) {
+        const struct attention_case *c = &cases[n];
+        int64_t nq = c->b * c->h * c->sq * c->d, nk = c->b * c->h * c->sk * c->d;
+        int64_t nr = c->b * c->h * c->sq;
+        float *q = falloc(nq), *k = falloc(nk), *v = falloc(nk), *dout = falloc(nq);
+        fill(q, nq, 61);
+        fill(k, nk, 62);
+        fill(v, nk, 63);
+        fill(dout, nq, 64);
+        /* Larger scores, so that the softmax is far from uniform. */
+        for (int64_t i = 0; i < nq; i++)
+            q[i] *= 3;
+        double *o = dalloc(nq), *lse = dalloc(nr), *dq = dalloc(nq), *dk = dalloc(nk),
+               *dv = dalloc(nk);
+        naive_attention(c, q, k, v, dout, o, lse, dq, dk, dv);
+
+        float *got[3][5];
+        const int threads[3] = {1, 3, 3}, planned[3] = {0, 0, 1};
+        for (int r = 0; r < 3; r++) {
+            got[r][0] = falloc(nq);
+            got[r][1] = falloc(nr);
+            got[r][2] = falloc(nq);
+            got[r][3] = falloc(nk);
+            got[r][4] = falloc(nk);
+            tide_cpu_kernels_set_threads(threads[r]);
+            plan_threads = planned[r];
+            run_threads = threads[r];
+            run_attention(c, q, k, v, dout, got[r][0], got[r][1], got[r][2], got[r][3], got[r][4]);
+            plan_threads = 0;
+        }
+        tide_cpu_kernels_set_threads(0);
+        expect_close("attention o", got[0][0], o, nq, 1e-5, 1e-5);
+        expect_close("attention lse", got[0][1], lse, nr, 1e-5, 1e-5);
+        expect_close("attention dq", got[0][2], dq, nq, 1e-5, 1e-5);
+        expect_close("attention dk", got[0][3], dk, nk, 1e-5, 1e-5);
+        expect_close("attention dv", got[0][4], dv, nk, 1e-5, 1e-5);
+        const int64_t sizes[5] = {nq, nr, nq, nk, nk};
+        for (int r = 1; r < 3; r++) {
+            for (int x = 0; x < 5; x++)
+                assert_memory_equal(got[0][x], got[r][x], (size_t)sizes[x] * sizeof(float));
+        }
+        for (int r = 0; r < 3; r++) {
+            for (int x = 0; x < 5; x++)
+                free(got[r][x]);
+        }
+        free(q), free(k), free(v), free(dout);
+        free(o), free(lse), free(dq), free(dk), free(dv);
+    }
+}
+
+/*
+ * The workspace stays O(block * D * threads): at sequence length 8192 with
+ * D 64 and 16 threads, Attention and AttentionGrad ask for less than 2 MiB,
+ * where the [S, S] float matrix alone would be 256 MiB.
+ */
+static void test_attention_workspace(void **state)
+{
+    (void)state;
+    const int64_t *qd = DIMS(1, 1, 8192, 64);
+    struct tide_node producers[2];
+    struct tide_output produced[2];
+    memset(producers, 0, sizeof(producers));
+    for (int i = 0; i < 2; i++) {
+        produced[i] = (struct tide_output){.dtype = TIDE_DTYPE_FLOAT32,
+                                           .shape = tide_shape_make(4, qd),
+                                           .nbytes = 8192 * 64 * sizeof(float)};
+        producers[i].op = TIDE_OP_PLACEHOLDER;
+        producers[i].name = "producer";
+        producers[i].n_outputs = 1;
+        producers[i].outputs = &produced[i];
+    }
+    struct tide_graph graph = {.nodes = producers, .n_nodes = 2};
+    tide_cpu_kernels_set_threads(16);
+    const enum tide_op ops[2] = {TIDE_OP_ATTENTION, TIDE_OP_ATTENTION_GRAD};
+    for (int i = 0; i < 2; i++) {
+        struct test_node t;
+        node_init(&t, ops[i], "att");
+        t.edges[0] = (struct tide_edge){0, 0};
+        t.edges[1] = (struct tide_edge){1, 0};
+        t.node.inputs = t.edges;
+        t.node.n_inputs = 2; /* workspace_bytes reads q and k only */
+        t.node.outputs = t.outputs;
+        t.node.n_outputs = 1;
+        uint64_t ws = tide_cpu_kernels.workspace_bytes(NULL, &graph, &t.node);
+        assert_true(ws > 0);
+        if (ws >= 2u << 20)
+            fail_msg("%s at S 8192 asks for %llu bytes of workspace", tide_op_info(ops[i])->name,
+                     (unsigned long long)ws);
+    }
+    tide_cpu_kernels_set_threads(0);
+}
+
+/*
+ * Cases worked by hand. Causal row 0 sees key 0 alone: o_0 = v_0 exactly
+ * and lse_0 = q_0 . k_0 * scale. Two equal scores average the values.
+ */
+static void test_attention_by_hand(void **state)
+{
+    (void)state;
+    /* q, k, v [1, 1, 2, 2], scale 0.5. */
+    float q[4] = {1, 2, 3, 4}, k[4] = {0.5f, 1, -1, 2}, v[4] = {10, 20, 30, 40};
+    float o[4], lse[2];
+    struct test_node t;
+    node_init(&t, TIDE_OP_ATTENTION, "att");
+    t.attrs[TIDE_ATTR_ATTENTION_scale].f = 0.5;
+    const int64_t *d4 = DIMS(1, 1, 2, 2);
+    struct tide_tensor_view in[3] = {fview(q, 4, d4), fview(k, 4, d4), fview(v, 4, d4)};
+    struct tide_tensor_view out[2] = {fview(o, 4, d4), fview(lse, 3, DIMS(1, 1, 2))};
+    run(&t, in, 3, out, 2);
+    assert_true(o[0] == 10 && o[1] == 20);
+    assert_true(lse[0] == 1.25f); /* (1 * 0.5 + 2 * 1) * 0.5 */
+    /* Row 1: scores (1.5 + 4) * 0.5 = 2.75 and (-3 + 8) * 0.5 = 2.5. */
+    double p0 = 1 / (1 + exp(2.5 - 2.75)), p1 = 1 - p0;
+    const double want[2] = {p0 * 10 + p1 * 30, p0 * 20 + p1 * 40};
+    expect_close("attention row 1", o + 2, want, 2, 1e-6, 0);
+    const double want_lse = 2.75 + log(1 + exp(2.5 - 2.75));
+    expect_close("attention lse 1", lse + 1, &want_lse, 1, 1e-6, 0);
+
+    /* Not causal, equal keys: each row is the mean of the values, lse = s + log 2. */
+    float kk[4] = {1, 1, 1, 1};
+    node_init(&t, TIDE_OP_ATTENTION, "att");
+    t.attrs[TIDE_ATTR_ATTENTION_causal].b = false;
+    t.attrs[TIDE_ATTR_ATTENTION_scale].f = 1;
+    in[1] = fview(kk, 4, d4);
+    run(&t, in, 3, out, 2);
+    const float mean[4] = {20, 30, 20, 30};
+    expect_closef("attention mean", o, mean, 4, 1e-6);
+    const double lse_want[2] = {3 + log(2.0), 7 + log(2.0)};
+    expect_close("attention lse mean", lse, lse_want, 2, 1e-6, 0);
+}
 
 int main(void)
 {
@@ -2513,12 +3603,28 @@ int main(void)
         cmocka_unit_test(test_range_jobs_math),
 
         /* batched products and axis permutation (BatchMatMul, Transpose) */
+        cmocka_unit_test(test_batch_matmul),
+        cmocka_unit_test(test_batch_matmul_threads),
+        cmocka_unit_test(test_transpose),
 
         /* indexing (Gather, TopK, Mixture-of-Experts routing) */
+        cmocka_unit_test(test_gather),
+        cmocka_unit_test(test_gather_grad),
+        cmocka_unit_test(test_top_k),
+        cmocka_unit_test(test_top_k_grad),
+        cmocka_unit_test(test_moe_route),
+        cmocka_unit_test(test_range_jobs_gather),
 
         /* normalisation and regularisation (LayerNorm, Dropout) */
+        cmocka_unit_test(test_layer_norm),
+        cmocka_unit_test(test_layer_norm_grad),
+        cmocka_unit_test(test_range_jobs_layer_norm),
+        cmocka_unit_test(test_dropout),
 
         /* fused attention (Attention) */
+        cmocka_unit_test(test_attention),
+        cmocka_unit_test(test_attention_by_hand),
+        cmocka_unit_test(test_attention_workspace),
 
         cmocka_unit_test(test_graph_normalised_attrs),
     };

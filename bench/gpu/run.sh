@@ -22,6 +22,9 @@
 #   determinism     the same CUDA training twice: the losses must be equal
 #   swap            CUDA training under a budget below the plan's peak (swaps):
 #                   its loss must equal the resident run's (swap transparency)
+#   depth           tide-bench depth at batch 16, 224x224, 12 GiB (Wei et al.),
+#                   a training run at the swap-off depth, and PyTorch's figure for
+#                   the same models (torch_resnet.py, when torch imports)
 #
 # $OUT gets device.txt, <step>.log, bandwidth.json, train.jsonl (one line per
 # run, each with the device) and summary.json. Exit status: 0 when every
@@ -168,6 +171,29 @@ if [[ -n $min_budget ]] && (( min_budget > 0 && min_budget < peak )); then
   fi
 else
   log "swap: no budget below the peak fits (peak '$peak', smallest '$min_budget'); skipped"
+fi
+
+# Depth (Wei et al.: 504 -> 1916 layers): the deepest ResNet at batch 16, 224x224, under
+# 12 GiB with swap off and with the automatic plan (one confirming step at the latter), a
+# training run at the swap-off depth for its images/s, and PyTorch on the same models.
+if step depth 200 bench tide-bench depth --budget 12G --batch 16 --image-size 224 \
+     --backend cuda --json; then
+  record_train depth
+fi
+depth_off=$(json_field depth depth_swap_off)
+depth_auto=$(json_field depth depth_swap_auto)
+if [[ -n $depth_off ]]; then
+  step train_depth_off 120 bench tide-bench train --model resnet --depth "$depth_off" \
+    --image-size 224 --batch 16 --steps 5 --dataset synthetic --budget 12G --swap off \
+    --no-eval --backend cuda --json && record_train train_depth_off
+fi
+if command -v python3 > /dev/null && python3 -c 'import torch' 2> /dev/null; then
+  torch_n=(6)
+  [[ -n $depth_off ]] && torch_n+=($(( (depth_off - 2) / 3 - 10 )))
+  [[ -n $depth_auto ]] && torch_n+=($(( (depth_auto - 2) / 3 - 10 )))
+  step torch_resnet 180 bench python3 "$(dirname "$0")/torch_resnet.py" --n "${torch_n[@]}" \
+    --batch 16 --image-size 224 --steps 5 --budget-gib 12
+  grep -E '^\{' "$out/torch_resnet.log" > "$out/torch.jsonl" || true
 fi
 
 # ---- summary ----------------------------------------------------------------

@@ -213,4 +213,8 @@ uint64_t tide__cpu_conv_workspace(const struct tide_graph *graph, const struct t
 /* ReduceSum, ReduceMean, SumToShape, BiasAddGrad: one double accumulator per output element. */
 uint64_t tide__cpu_reduce_workspace(const struct tide_graph *graph, const struct tide_node *node);
 
+/* Attention and AttentionGrad: one block's accumulators per thread (attention.c). */
+uint64_t tide__cpu_attention_workspace(const struct tide_graph *graph,
+                                       const struct tide_node *node);
+
 #endif /* TIDE_KERNELS_CPU_IMPL_H */

@@ -174,9 +174,50 @@ cudaError_t tide__cuda_launch_max_pool_grad(cudaStream_t stream, const struct ti
 cudaError_t tide__cuda_launch_avg_pool_grad(cudaStream_t stream, const struct tide__cuda_pool *p,
                                             const float *dy, float *dx);
 
+/*
+ * attention.cu: Attention and AttentionGrad of geometry a; scratch is the
+ * workspace of tide__cuda_attention_workspace.
+ */
+cudaError_t tide__cuda_launch_attention(cudaStream_t stream, const struct tide__kernel_attention *a,
+                                        const float *q, const float *k, const float *v, float *o,
+                                        float *lse, void *scratch);
+cudaError_t tide__cuda_launch_attention_grad(cudaStream_t stream,
+                                             const struct tide__kernel_attention *a, const float *q,
+                                             const float *k, const float *v, const float *o,
+                                             const float *lse, const float *dout, float *dq,
+                                             float *dk, float *dv, void *scratch);
+
 /* shape.cu: copies a box of elements of esize bytes (1, 2, 4 or 8). */
 cudaError_t tide__cuda_launch_copy_box(cudaStream_t stream, void *dst, const void *src,
                                        const struct tide__cuda_box *box, size_t esize);
+
+/* batch.cu: y[i] = x[offset of y's element i in t], elements of esize bytes (1, 2, 4 or 8). */
+cudaError_t tide__cuda_launch_transpose(cudaStream_t stream, void *y, const void *x,
+                                        const struct tide__kernel_transpose *t, size_t esize);
+
+/*
+ * index.cu. check_indices writes the first entry of v[0..n) outside
+ * [0, limit) into *fault (if it is clear) with tag; the kernels after it
+ * never index with such an entry. start and pos (GatherGrad) are its
+ * workspace: rows + 1 and n_ids int64; filled (MoeRoute): experts int64.
+ */
+cudaError_t tide__cuda_launch_check_indices(cudaStream_t stream, const int32_t *v, int64_t n,
+                                            int64_t limit, struct tide_cuda_fault *fault,
+                                            uint32_t tag);
+cudaError_t tide__cuda_launch_gather(cudaStream_t stream, const float *table, const int32_t *ids,
+                                     float *y, int64_t rows, int64_t row, int64_t n_ids);
+cudaError_t tide__cuda_launch_gather_grad(cudaStream_t stream, const float *dy, const int32_t *ids,
+                                          float *dx, int64_t rows, int64_t row, int64_t n_ids,
+                                          int64_t *start, int64_t *pos);
+cudaError_t tide__cuda_launch_top_k(cudaStream_t stream, const float *x, float *values,
+                                    int32_t *indices, int64_t rows, int64_t n, int64_t k);
+cudaError_t tide__cuda_launch_top_k_grad(cudaStream_t stream, const float *dvalues,
+                                         const int32_t *indices, float *dx, int64_t rows, int64_t n,
+                                         int64_t k);
+cudaError_t tide__cuda_launch_moe_route(cudaStream_t stream, const int32_t *choice,
+                                        int32_t *dispatch, int32_t *combine, int64_t tokens,
+                                        int64_t k, int64_t experts, int64_t capacity,
+                                        int64_t *filled);
 
 /* ============================================================================
  * Host kernels and helpers (the .c files)
@@ -235,6 +276,10 @@ uint64_t tide__cuda_conv_workspace(struct tide_cuda_launch *launch, const struct
 
 /* MaxPool2DGrad (pool.c): one int32 per element of dy. */
 uint64_t tide__cuda_pool_workspace(const struct tide_graph *graph, const struct tide_node *node);
+
+/* Attention and AttentionGrad (attention.c): double accumulators, O(S * D) per head. */
+uint64_t tide__cuda_attention_workspace(const struct tide_graph *graph,
+                                        const struct tide_node *node);
 
 #ifdef __cplusplus
 }

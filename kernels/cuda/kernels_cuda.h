@@ -17,7 +17,8 @@
  * can size (the launch then fails with the numbers).
  *
  * Data faults. Some faults can only be seen on the device, where the data is:
- * a label outside [0, C) in SoftmaxCrossEntropy. A kernel that checks such a
+ * a label outside [0, C) in SoftmaxCrossEntropy, an index outside its range
+ * in Gather, GatherGrad, TopKGrad or MoeRoute. A kernel that checks such a
  * thing writes the first fault into the stream's fault record (pinned host
  * memory mapped into the device) with the tag of its launch, and sets
  * launch->fault_armed so that the backend remembers which node had that tag.
@@ -72,6 +73,7 @@ extern const struct tide_kernel_table tide_cuda_kernels;
 enum tide_cuda_fault_code {
     TIDE_CUDA_FAULT_NONE = 0,
     TIDE_CUDA_FAULT_LABEL = 1, /* labels[index] = value is outside [0, limit) */
+    TIDE_CUDA_FAULT_INDEX = 2, /* an int32 index input's [index] = value is outside [0, limit) */
 };
 
 /*

@@ -41,10 +41,17 @@ static uint64_t cuda_workspace_bytes(void *stream, const struct tide_graph *grap
     /* batched products and axis permutation (BatchMatMul, Transpose) */
 
     /* indexing (Gather, TopK, Mixture-of-Experts routing) */
+    case TIDE_OP_GATHER_GRAD:
+    case TIDE_OP_MOE_ROUTE:
+        return tide__kernel_index_workspace(
+            node, tide_shape_numel(&tide_graph_input(graph, node, node->n_inputs - 1)->shape));
 
     /* normalisation and regularisation (LayerNorm, Dropout) */
 
     /* fused attention (Attention) */
+    case TIDE_OP_ATTENTION:
+    case TIDE_OP_ATTENTION_GRAD:
+        return tide__cuda_attention_workspace(graph, node);
 
     default:
         return 0;

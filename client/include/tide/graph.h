@@ -338,11 +338,100 @@ tide_ref tide_builder_min(tide_builder *b, const char *name, tide_ref x, tide_re
 
 /* ---- Sequence-model ops: batched products and axis permutation (BatchMatMul, Transpose) ---- */
 
+/*
+ * BatchMatMul: a [..., M, K] x b [..., K, N] -> [..., M, N], one matrix
+ * product per batch entry; ta and tb transpose the last two axes of a and b
+ * first. Each input has rank 2 or more; the batch dims (all but the last
+ * two) broadcast as NumPy's do, so a rank-2 b (a weight [D, N]) meets every
+ * entry of a [B, S, D], giving [B, S, N]. Rank-2 inputs make it MatMul.
+ */
+tide_ref tide_builder_batch_matmul(tide_builder *b, const char *name, tide_ref a, tide_ref bm,
+                                   bool ta, bool tb);
+
+/*
+ * Transpose: permutes the axes of x, output axis i being input axis perm[i];
+ * perm (rank entries, rank being x's) holds each of 0..rank-1 once. x may be
+ * float32 or int32; the output keeps its dtype.
+ */
+tide_ref tide_builder_transpose(tide_builder *b, const char *name, tide_ref x, const int64_t *perm,
+                                int32_t rank);
+
 /* ---- Sequence-model ops: indexing (Gather, TopK, Mixture-of-Experts routing) ---- */
+
+/*
+ * Gather: rows of table [N, d1, ...] (float32) picked by ids (int32, any
+ * rank, a scalar too) along axis 0 -> ids' shape + [d1, ...]. An id outside
+ * [0, N) fails the step, naming the node, the position and the id. The
+ * gradient reaches table (rows picked several times add up); ids get none.
+ */
+tide_ref tide_builder_gather(tide_builder *b, const char *name, tide_ref table, tide_ref ids);
+
+/*
+ * TopK: the k largest values along the last axis of x [..., n] (float32),
+ * 1 <= k <= n. Returns output 0, the values [..., k] in descending order;
+ * tide_builder_output(b, ref, 1) is their indices [..., k] (int32). Equal
+ * values come lower index first; NaN ranks above every number. The gradient
+ * flows from the values to the chosen elements of x; the indices have none.
+ */
+tide_ref tide_builder_top_k(tide_builder *b, const char *name, tide_ref x, int64_t k);
+
+/*
+ * MoeRoute: the routing tables of a Mixture-of-Experts layer with experts
+ * experts of capacity slots each, from indices [T, k] (int32, each token's k
+ * chosen experts, as TopK gives them). Returns output 0, dispatch
+ * [experts * capacity] (int32): the token in slot e * capacity + c, or T for
+ * an empty slot; tide_builder_output(b, ref, 1) is combine [T, k] (int32):
+ * the slot token t's j-th choice got, or experts * capacity when that expert
+ * was full and the choice is dropped. Slots are handed out in GShard's
+ * order: every token's first choice in token order, then every second
+ * choice, and so on. With a zero row appended to x [T, D] (Concat), Gather by
+ * dispatch gives the experts' inputs [experts * capacity, D]; with a zero
+ * row appended to the experts' outputs, Gather by combine brings them back
+ * to the tokens as [T, k, D]. An expert outside [0, experts) fails the step;
+ * MoeRoute has no gradient (its outputs are int32).
+ */
+tide_ref tide_builder_moe_route(tide_builder *b, const char *name, tide_ref indices,
+                                int64_t experts, int64_t capacity);
 
 /* ---- Sequence-model ops: normalisation and regularisation (LayerNorm, Dropout) ---- */
 
+/*
+ * LayerNorm over the last axis of x [..., D] (rank 1 or more, D >= 1) with
+ * gain and bias [D]: y = (x - mean) / sqrt(var + epsilon) * gain + bias, each
+ * row's mean and biased variance taken over its D elements. Returns output
+ * 0, y (x's shape); tide_builder_output(b, ref, 1) and (.., 2) are each
+ * row's mean and 1 / sqrt(var + epsilon) (x's shape without the last axis;
+ * scalars for a rank-1 x), which have no gradient. epsilon must be finite
+ * and > 0 (1e-5 is usual).
+ */
+tide_ref tide_builder_layer_norm(tide_builder *b, const char *name, tide_ref x, tide_ref gain,
+                                 tide_ref bias, float epsilon);
+
+/*
+ * Dropout: in a training step, y = x * mask / (1 - rate), each element kept
+ * with probability 1 - rate; in an evaluation (tide_session_eval, or a
+ * job's evaluation) y = x. rate must be in [0, 1). The mask depends only on
+ * the job's seed, the step, the node's name and seed, and the element, so
+ * the gradient (and any re-run of the node) uses the same mask. Two Dropout
+ * nodes of one graph draw independent masks, since their names differ; seed
+ * changes a node's masks without renaming it.
+ */
+tide_ref tide_builder_dropout(tide_builder *b, const char *name, tide_ref x, float rate,
+                              int64_t seed);
+
 /* ---- Sequence-model ops: fused attention (Attention) ---- */
+
+/*
+ * Attention, fused (FlashAttention): o = softmax(q k^T * scale + mask) v per
+ * batch and head, without the [Sq, Sk] score matrix. q is [B, H, Sq, D], k
+ * and v [B, H, Sk, D]. With causal set, query i sees keys 0..i only, and Sq
+ * must equal Sk. scale 0 means 1 / sqrt(D); otherwise it must be finite and
+ * > 0. Returns output 0, o [B, H, Sq, D]; tide_builder_output(b, ref, 1) is
+ * lse [B, H, Sq], each row's log-sum-exp of its scaled, masked scores, which
+ * has no gradient.
+ */
+tide_ref tide_builder_attention(tide_builder *b, const char *name, tide_ref q, tide_ref k,
+                                tide_ref v, bool causal, float scale);
 
 /*
  * Adds a control edge: the node that `node` names runs after the node that

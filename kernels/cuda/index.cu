@@ -1,0 +1,253 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * index.cu: the device half of Gather, GatherGrad, TopK, TopKGrad, MoeRoute,
+ * and the index check they share (host half: index.c).
+ *
+ * Indices. check_indices runs first, in one block, and writes the smallest
+ * position whose index is outside its range into the stream's fault record
+ * (if the record is clear), so the report is the same on every run. The
+ * kernels after it never follow such an index: Gather gives its row NaN,
+ * GatherGrad and TopKGrad skip it, MoeRoute drops the choice.
+ *
+ * Determinism without float atomics. GatherGrad groups the positions of the
+ * ids by table row with a counting sort in position order, run by a single
+ * thread (O(rows + ids), sequential by design: it is what makes the order
+ * fixed), then one thread per output element sums its row's dy values in
+ * double in ascending position order, as the CPU kernel does. TopK and
+ * TopKGrad give one thread a whole row (the CPU's insertion, O(n * k) at
+ * worst). MoeRoute runs on one thread: it is O(T * k + experts * capacity)
+ * and its slots are handed out strictly in order.
+ */
+#include "kernels/cuda/cuda-impl.h"
+#include "kernels/cuda/device.cuh"
+
+namespace
+{
+
+using namespace tide_cuda;
+
+constexpr int kCheckThreads = 256;
+
+__global__ void check_indices_kernel(const int32_t *v, int64_t n, int64_t limit,
+                                     tide_cuda_fault *fault, uint32_t tag)
+{
+    __shared__ int64_t first_bad[kCheckThreads];
+    int64_t bad = n;
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+        if (v[i] < 0 || v[i] >= limit) {
+            bad = i;
+            break;
+        }
+    }
+    first_bad[threadIdx.x] = bad;
+    __syncthreads();
+    if (threadIdx.x != 0)
+        return;
+    for (int t = 1; t < kCheckThreads; t++)
+        bad = first_bad[t] < bad ? first_bad[t] : bad;
+    volatile tide_cuda_fault *record = fault;
+    if (bad == n || record->code != TIDE_CUDA_FAULT_NONE)
+        return;
+    record->tag = tag;
+    record->index = bad;
+    record->value = v[bad];
+    record->limit = limit;
+    __threadfence_system(); /* the fields before the code that publishes them */
+    record->code = TIDE_CUDA_FAULT_INDEX;
+}
+
+__global__ void gather_kernel(const float *table, const int32_t *ids, float *y, int64_t rows,
+                              int64_t row, int64_t total)
+{
+    for (int64_t i = first_index(); i < total; i += grid_stride()) {
+        int64_t p = i / row, c = i % row;
+        int32_t id = ids[p];
+        y[i] = id >= 0 && id < rows ? table[(int64_t)id * row + c] : __int_as_float(0x7fc00000);
+    }
+}
+
+/* One thread: start[r] .. start[r + 1] become the positions (in pos) of row r's ids, ascending. */
+__global__ void group_ids_kernel(const int32_t *ids, int64_t n_ids, int64_t rows, int64_t *start,
+                                 int64_t *pos)
+{
+    if (blockIdx.x != 0 || threadIdx.x != 0)
+        return;
+    for (int64_t r = 0; r <= rows; r++)
+        start[r] = 0;
+    for (int64_t p = 0; p < n_ids; p++) {
+        if (ids[p] >= 0 && ids[p] < rows)
+            start[ids[p] + 1]++;
+    }
+    for (int64_t r = 0; r < rows; r++)
+        start[r + 1] += start[r];
+    for (int64_t p = 0; p < n_ids; p++) {
+        if (ids[p] >= 0 && ids[p] < rows)
+            pos[start[ids[p]]++] = p;
+    }
+    for (int64_t r = rows; r > 0; r--)
+        start[r] = start[r - 1];
+    start[0] = 0;
+}
+
+__global__ void gather_grad_kernel(const float *dy, const int64_t *start, const int64_t *pos,
+                                   float *dx, int64_t row, int64_t total)
+{
+    for (int64_t i = first_index(); i < total; i += grid_stride()) {
+        int64_t r = i / row, c = i % row;
+        double sum = 0.0;
+        for (int64_t q = start[r]; q < start[r + 1]; q++)
+            sum += dy[pos[q] * row + c];
+        dx[i] = (float)sum;
+    }
+}
+
+/* The CPU's order (kernels/cpu/index.c): NaN first, then larger, then lower index. */
+__device__ __forceinline__ bool ranks_before(float a, int64_t ia, float b, int64_t ib)
+{
+    bool a_nan = isnan(a), b_nan = isnan(b);
+    if (a_nan != b_nan)
+        return a_nan;
+    if (!a_nan && a != b)
+        return a > b;
+    return ia < ib;
+}
+
+__global__ void top_k_kernel(const float *xs, float *values, int32_t *indices, int64_t rows,
+                             int64_t n, int64_t k)
+{
+    for (int64_t r = first_index(); r < rows; r += grid_stride()) {
+        const float *x = xs + r * n;
+        float *v = values + r * k;
+        int32_t *ix = indices + r * k;
+        int64_t count = 0;
+        for (int64_t j = 0; j < n; j++) {
+            float xj = x[j];
+            if (count == k && !ranks_before(xj, j, v[k - 1], ix[k - 1]))
+                continue;
+            int64_t m = count < k ? count : k - 1;
+            while (m > 0 && ranks_before(xj, j, v[m - 1], ix[m - 1])) {
+                v[m] = v[m - 1];
+                ix[m] = ix[m - 1];
+                m--;
+            }
+            v[m] = xj;
+            ix[m] = (int32_t)j;
+            if (count < k)
+                count++;
+        }
+    }
+}
+
+/* dx is zero already; one thread per row adds its k values in j order. */
+__global__ void top_k_grad_kernel(const float *dv, const int32_t *indices, float *dx, int64_t rows,
+                                  int64_t n, int64_t k)
+{
+    for (int64_t r = first_index(); r < rows; r += grid_stride()) {
+        for (int64_t j = 0; j < k; j++) {
+            int32_t at = indices[r * k + j];
+            if (at >= 0 && at < n)
+                dx[r * n + at] += dv[r * k + j];
+        }
+    }
+}
+
+/* One thread, by design: slots are handed out in GShard's order (see kernels/cpu/index.c). */
+__global__ void moe_route_kernel(const int32_t *choice, int32_t *dispatch, int32_t *combine,
+                                 int64_t tokens, int64_t k, int64_t experts, int64_t capacity,
+                                 int64_t *filled)
+{
+    if (blockIdx.x != 0 || threadIdx.x != 0)
+        return;
+    int64_t slots = experts * capacity;
+    for (int64_t e = 0; e < experts; e++)
+        filled[e] = 0;
+    for (int64_t s = 0; s < slots; s++)
+        dispatch[s] = (int32_t)tokens;
+    for (int64_t j = 0; j < k; j++) {
+        for (int64_t t = 0; t < tokens; t++) {
+            int64_t e = choice[t * k + j];
+            if (e < 0 || e >= experts || filled[e] == capacity) {
+                combine[t * k + j] = (int32_t)slots;
+                continue;
+            }
+            int64_t slot = e * capacity + filled[e]++;
+            dispatch[slot] = (int32_t)t;
+            combine[t * k + j] = (int32_t)slot;
+        }
+    }
+}
+
+} // namespace
+
+extern "C" {
+
+cudaError_t tide__cuda_launch_check_indices(cudaStream_t stream, const int32_t *v, int64_t n,
+                                            int64_t limit, struct tide_cuda_fault *fault,
+                                            uint32_t tag)
+{
+    if (n <= 0)
+        return cudaSuccess;
+    check_indices_kernel<<<1, kCheckThreads, 0, stream>>>(v, n, limit, fault, tag);
+    return cudaGetLastError();
+}
+
+cudaError_t tide__cuda_launch_gather(cudaStream_t stream, const float *table, const int32_t *ids,
+                                     float *y, int64_t rows, int64_t row, int64_t n_ids)
+{
+    int64_t total = n_ids * row;
+    if (total <= 0)
+        return cudaSuccess;
+    gather_kernel<<<blocks_for(total), kThreads, 0, stream>>>(table, ids, y, rows, row, total);
+    return cudaGetLastError();
+}
+
+cudaError_t tide__cuda_launch_gather_grad(cudaStream_t stream, const float *dy, const int32_t *ids,
+                                          float *dx, int64_t rows, int64_t row, int64_t n_ids,
+                                          int64_t *start, int64_t *pos)
+{
+    int64_t total = rows * row;
+    if (total <= 0)
+        return cudaSuccess;
+    group_ids_kernel<<<1, 1, 0, stream>>>(ids, n_ids, rows, start, pos);
+    cudaError_t rc = cudaGetLastError();
+    if (rc != cudaSuccess)
+        return rc;
+    gather_grad_kernel<<<blocks_for(total), kThreads, 0, stream>>>(dy, start, pos, dx, row, total);
+    return cudaGetLastError();
+}
+
+cudaError_t tide__cuda_launch_top_k(cudaStream_t stream, const float *x, float *values,
+                                    int32_t *indices, int64_t rows, int64_t n, int64_t k)
+{
+    if (rows <= 0 || k <= 0)
+        return cudaSuccess;
+    top_k_kernel<<<blocks_for(rows), kThreads, 0, stream>>>(x, values, indices, rows, n, k);
+    return cudaGetLastError();
+}
+
+cudaError_t tide__cuda_launch_top_k_grad(cudaStream_t stream, const float *dvalues,
+                                         const int32_t *indices, float *dx, int64_t rows, int64_t n,
+                                         int64_t k)
+{
+    if (rows <= 0 || n <= 0)
+        return cudaSuccess;
+    cudaError_t rc = cudaMemsetAsync(dx, 0, (size_t)(rows * n) * sizeof(float), stream);
+    if (rc != cudaSuccess || k <= 0)
+        return rc;
+    top_k_grad_kernel<<<blocks_for(rows), kThreads, 0, stream>>>(dvalues, indices, dx, rows, n, k);
+    return cudaGetLastError();
+}
+
+cudaError_t tide__cuda_launch_moe_route(cudaStream_t stream, const int32_t *choice,
+                                        int32_t *dispatch, int32_t *combine, int64_t tokens,
+                                        int64_t k, int64_t experts, int64_t capacity,
+                                        int64_t *filled)
+{
+    if (experts <= 0 || capacity <= 0)
+        return cudaSuccess;
+    moe_route_kernel<<<1, 1, 0, stream>>>(choice, dispatch, combine, tokens, k, experts, capacity,
+                                          filled);
+    return cudaGetLastError();
+}
+
+} // extern "C"
