@@ -9,7 +9,7 @@
  * --json the last line of stdout is one JSON object, and progress goes to
  * stderr.
  *
- *   tide-bench train --model mlp|cnn|resnet [--depth D] [--batch B]
+ *   tide-bench train --model mlp|cnn|resnet|lstm [--depth D] [--batch B]
  *                    [--steps S | --epochs E] [--dataset fashion-mnist|synthetic]
  *                    [--seed S] [--optimizer sgd|momentum|adam] [--lr X]
  *                    [--budget BYTES] [--backend cpu|cuda|auto] [--threads N] [--json]
@@ -18,8 +18,14 @@
  *                    [--partition-size K] [--swap auto|on|off] [--json]
  *                    [--svg FILE] [--png FILE]
  *   tide-bench depth [--budget BYTES] [--batch B] [--width W] [--image-size S] [--json]
+ *   tide-bench max   --model M --vary batch|depth|seq|experts --budget BYTES
+ *                    [model flags] [--partition-size K] [--confirm] [--json]
  *   tide-bench maxbatch --model M [--depth D] [--width W] [--image-size S] --budget BYTES
  *                    [--partition-size K] [--confirm] [--json]
+ *
+ * The LSTM (--model lstm, with --seq-len, --hidden, --layers) reads images
+ * row by row: on Fashion-MNIST 28 steps of 28 pixels; on the synthetic
+ * dataset images of --seq-len rows of 28 pixels, so any length.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -51,6 +57,7 @@ static void usage(FILE *out)
             "usage: tide-bench train [options]\n"
             "       tide-bench plan --budget BYTES [options]\n"
             "       tide-bench depth [options]\n"
+            "       tide-bench max --vary batch|depth|seq|experts --budget BYTES [options]\n"
             "       tide-bench maxbatch --budget BYTES [options]\n"
             "\n"
             "train  trains a model in-process (the daemon's path from the graph on) and\n"
@@ -61,26 +68,36 @@ static void usage(FILE *out)
             "depth  finds the deepest ResNet whose plan fits the budget with swap off and\n"
             "       with swap auto (binary search), then trains one step at the swap-auto\n"
             "       maximum to confirm it runs within the budget.\n"
-            "maxbatch  finds the largest batch of --model whose plan fits --budget with\n"
-            "       swap off (as plan --swap off) and with the automatic plan (as plan):\n"
-            "       batch 1, 2, 4, ... until a plan does not fit, then bisection, up to the\n"
-            "       limit 1048576. It plans about 2*log2(batch) times for each (progress on\n"
-            "       stderr: each batch, fits or not, plan ms), so it takes that many plan\n"
-            "       times: under a second for the CNN or ResNet-50 (about 40 plans of a few\n"
-            "       ms), under a minute for a 2000-layer ResNet (0.5 to 1 s a plan).\n"
-            "       Nothing runs unless --confirm.\n"
+            "max    finds the largest value of one size of --model (--vary) whose plan fits\n"
+            "       --budget with swap off (as plan --swap off) and with the automatic plan\n"
+            "       (as plan), the other sizes as their flags say: value 1, 2, 4, ... until\n"
+            "       a plan does not fit, then bisection. --vary batch: any model, up to\n"
+            "       1048576; depth: resnet (its layers, up to 3104), lstm (--layers, up to\n"
+            "       1024); seq: lstm (--seq-len, up to 1048576). It plans about\n"
+            "       2*log2(value) times for each (progress on stderr: each value, fits or\n"
+            "       not, plan ms), so it takes that many plan times: under a second for the\n"
+            "       CNN or ResNet-50 (about 40 plans of a few ms), under a minute for a\n"
+            "       2000-layer ResNet (0.5 to 1 s a plan), 2 minutes for the LSTM's 4680\n"
+            "       steps in 64M (42 plans, up to 7 s each). Nothing runs unless --confirm.\n"
+            "maxbatch  max --vary batch, with the JSON fields batch_swap_off and batch_auto\n"
+            "       instead of vary, value_swap_off and value_auto.\n"
             "\n"
-            "  --model mlp|cnn|resnet   the model (default cnn)\n"
+            "  --model mlp|cnn|resnet|lstm  the model (default cnn)\n"
             "  --depth D                ResNet layers, 3*(10+n)+2 for n >= 1 (default 38)\n"
             "  --width W                ResNet base width (default 16)\n"
             "  --image-size S           ResNet image size on the synthetic dataset (default 32)\n"
+            "  --seq-len N              LSTM time steps: image rows of 28 pixels (default 28,\n"
+            "                           Fashion-MNIST's; other lengths on --dataset synthetic)\n"
+            "  --hidden H               LSTM state width (default 128)\n"
+            "  --layers L               stacked LSTM layers (default 1)\n"
             "  --batch B                batch size (default 64)\n"
             "  --steps S                train S steps (default 100)\n"
             "  --epochs E               train E epochs (instead of --steps)\n"
             "  --dataset NAME           fashion-mnist (default) or synthetic\n"
             "  --seed S                 seed for initialisation and shuffling (default 1)\n"
-            "  --optimizer NAME         sgd, momentum (default) or adam\n"
-            "  --lr X                   learning rate (default 0.05 sgd, 0.02 momentum, 0.001 adam)\n"
+            "  --optimizer NAME         sgd, momentum (default; adam for lstm) or adam\n"
+            "  --lr X                   learning rate (default 0.05 sgd, 0.02 momentum, 0.001 adam;\n"
+            "                           0.003 adam for lstm)\n"
             "  --budget BYTES           device budget, K/M/G suffixes allowed (default: the plan's peak)\n"
             "  --backend NAME           cpu (default), cuda or auto\n"
             "  --threads N              CPU threads the kernels use at most (default: one per\n"
@@ -88,13 +105,14 @@ static void usage(FILE *out)
             "  --poison                 poison dead regions (debug)\n"
             "  --trace FILE             train: write a Chrome trace (ui.perfetto.dev) of every\n"
             "                           training step, not of the evaluation after them\n"
-            "  --partition-size K       plan/depth/maxbatch: nodes per partition; 0 (default): the\n"
+            "  --partition-size K       plan/depth/max: nodes per partition; 0 (default): the\n"
             "                           planner picks it (powers of two, 1 to 256)\n"
             "  --swap auto|on|off       plan: swap policy (default auto, with autotune)\n"
             "  --swap-threshold T       plan: swap when the next use is > T partitions away\n"
             "  --prefetch P             plan: swap in P partitions before the use\n"
-            "  --confirm                maxbatch: train one step at the automatic plan's batch\n"
-            "                           (synthetic data) and check its high water <= budget\n"
+            "  --vary SIZE              max: batch, depth, seq or experts (see max above)\n"
+            "  --confirm                max, maxbatch: train one step at the automatic plan's\n"
+            "                           value (synthetic data) and check its high water <= budget\n"
             "  --svg FILE               plan/train: draw the plan's device memory over one step\n"
             "                           (by category, budget, peak, partitions, swaps) as SVG;\n"
             "                           train overlays the last step's measured high water\n"
@@ -142,11 +160,54 @@ static int parse_i64(const char *text, const char *flag, int64_t min, int64_t *o
     return 0;
 }
 
+/*
+ * The flags of the sequence models (lstm): each applies to the models listed
+ * (space-separated), and anything else is refused. After parsing, the
+ * defaults of the model: --seq-len 28 (Fashion-MNIST's rows, the only length
+ * it has: train refuses others on it; plan and max read no data), --hidden
+ * 128, --layers 1, and Adam at TIDE_MODEL_LSTM_LEARNING_RATE unless
+ * --optimizer or --lr says otherwise; other models keep momentum.
+ */
+static int sequence_defaults(struct bench_options *o)
+{
+    const struct {
+        const char *flag, *models;
+        bool given;
+    } flags[] = {
+        {"--seq-len", "lstm", o->seq_len != 0},
+        {"--hidden", "lstm", o->hidden != 0},
+        {"--layers", "lstm", o->layers != 0},
+    };
+    for (size_t i = 0; i < sizeof(flags) / sizeof(flags[0]); i++) {
+        const char *at = strstr(flags[i].models, o->model);
+        size_t n = strlen(o->model);
+        bool listed = at && (at == flags[i].models || at[-1] == ' ') && (!at[n] || at[n] == ' ');
+        if (flags[i].given && !listed) {
+            fprintf(stderr, "tide-bench: %s applies to --model %s only, not to %s\n",
+                    flags[i].flag, flags[i].models, o->model);
+            return -1;
+        }
+    }
+    bool lstm = strcmp(o->model, "lstm") == 0;
+    if (!o->seq_len)
+        o->seq_len = 28;
+    if (!o->hidden)
+        o->hidden = 128;
+    if (!o->layers)
+        o->layers = 1;
+    if (!o->optimizer)
+        o->optimizer = lstm ? "adam" : "momentum";
+    if (lstm && o->lr == 0 && strcmp(o->optimizer, "adam") == 0)
+        o->lr = TIDE_MODEL_LSTM_LEARNING_RATE;
+    return 0;
+}
+
 static int parse_options(int argc, char **argv, struct bench_options *o)
 {
     enum { O_DEPTH = 256, O_WIDTH, O_IMAGE, O_DATASET, O_SEED, O_OPT, O_LR, O_BUDGET, O_BACKEND,
            O_THREADS, O_JSON, O_POISON, O_STEPS, O_EPOCHS, O_PARTITION, O_SWAP, O_THRESHOLD,
-           O_PREFETCH, O_TRACE, O_SVG, O_PNG, O_NO_EVAL, O_TRACE_OVERHEAD, O_CONFIRM };
+           O_PREFETCH, O_TRACE, O_SVG, O_PNG, O_NO_EVAL, O_TRACE_OVERHEAD, O_CONFIRM,
+           O_SEQ_LEN, O_HIDDEN, O_LAYERS, O_VARY };
     static const struct option longs[] = {
         {"model", required_argument, 0, 'm'},   {"depth", required_argument, 0, O_DEPTH},
         {"width", required_argument, 0, O_WIDTH}, {"image-size", required_argument, 0, O_IMAGE},
@@ -163,7 +224,11 @@ static int parse_options(int argc, char **argv, struct bench_options *o)
         {"prefetch", required_argument, 0, O_PREFETCH},
         {"trace", required_argument, 0, O_TRACE},
         {"svg", required_argument, 0, O_SVG},   {"png", required_argument, 0, O_PNG},
-        {"help", no_argument, 0, 'h'},          {0, 0, 0, 0},
+        {"help", no_argument, 0, 'h'},
+        /* sequence models, and max */
+        {"seq-len", required_argument, 0, O_SEQ_LEN}, {"hidden", required_argument, 0, O_HIDDEN},
+        {"layers", required_argument, 0, O_LAYERS}, {"vary", required_argument, 0, O_VARY},
+        {0, 0, 0, 0},
     };
     int64_t v;
     uint64_t u;
@@ -276,6 +341,23 @@ static int parse_options(int argc, char **argv, struct bench_options *o)
         case O_PNG:
             o->png = optarg;
             break;
+        /* Sequence models, and max. */
+        case O_SEQ_LEN:
+            if (parse_i64(optarg, "--seq-len", 1, &o->seq_len))
+                return -1;
+            break;
+        case O_HIDDEN:
+            if (parse_i64(optarg, "--hidden", 1, &o->hidden))
+                return -1;
+            break;
+        case O_LAYERS:
+            if (parse_i64(optarg, "--layers", 1, &v))
+                return -1;
+            o->layers = (int32_t)v;
+            break;
+        case O_VARY:
+            o->vary = optarg;
+            break;
         case 'h':
             usage(stdout);
             exit(0);
@@ -289,10 +371,14 @@ static int parse_options(int argc, char **argv, struct bench_options *o)
         fprintf(stderr, "tide-bench: unexpected argument \"%s\" (see --help)\n", argv[optind]);
         return -1;
     }
-    if (strcmp(o->model, "mlp") && strcmp(o->model, "cnn") && strcmp(o->model, "resnet")) {
-        fprintf(stderr, "tide-bench: --model must be mlp, cnn or resnet, got \"%s\"\n", o->model);
+    if (strcmp(o->model, "mlp") && strcmp(o->model, "cnn") && strcmp(o->model, "resnet") &&
+        strcmp(o->model, "lstm")) {
+        fprintf(stderr, "tide-bench: --model must be mlp, cnn, resnet or lstm, got \"%s\"\n",
+                o->model);
         return -1;
     }
+    if (sequence_defaults(o) != 0)
+        return -1;
     if (strcmp(o->dataset, "fashion-mnist") && strcmp(o->dataset, "synthetic")) {
         fprintf(stderr, "tide-bench: --dataset must be fashion-mnist or synthetic, got \"%s\"\n",
                 o->dataset);
@@ -330,14 +416,14 @@ static double process_cpu_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-static int open_split(const struct bench_options *o, const char *split, int64_t channels,
-                      int64_t size, tide_dataset **out)
+/* Split `split` of --dataset; synthetic images take the model's input shape. */
+static int open_split(const struct bench_options *o, const char *split, tide_dataset **out)
 {
     char err[512];
     int rc;
     if (strcmp(o->dataset, "synthetic") == 0) {
-        struct tide_synthetic_options s = {.channels = channels, .height = size, .width = size,
-                                           .seed = o->seed};
+        struct tide_synthetic_options s = {.seed = o->seed};
+        tide_bench_input_shape(o, &s.channels, &s.height, &s.width);
         rc = tide_dataset_open_synthetic(&s, split, out, err, sizeof(err));
     } else {
         rc = tide_dataset_open(o->dataset, NULL, split, out, err, sizeof(err));
@@ -347,35 +433,46 @@ static int open_split(const struct bench_options *o, const char *split, int64_t 
     return rc;
 }
 
-uint8_t *tide_bench_build_model(const char *model, int64_t batch, int64_t c, int64_t h, int64_t w,
-                                int32_t classes, int32_t depth, int64_t width, size_t *len)
+uint8_t *tide_bench_build_model(const struct bench_options *o, int64_t c, int64_t h, int64_t w,
+                                int32_t classes, size_t *len)
 {
     tide_builder *b = tide_builder_new();
     if (!b)
         return NULL;
     tide_ref logits;
-    if (strcmp(model, "mlp") == 0) {
+    if (strcmp(o->model, "mlp") == 0) {
         int64_t hidden[2] = {256, 128};
-        logits = tide_model_mlp(b, batch, c * h * w, hidden, 2, classes);
-    } else if (strcmp(model, "cnn") == 0) {
-        logits = tide_model_cnn(b, batch, c, h, w, classes);
+        logits = tide_model_mlp(b, o->batch, c * h * w, hidden, 2, classes);
+    } else if (strcmp(o->model, "cnn") == 0) {
+        logits = tide_model_cnn(b, o->batch, c, h, w, classes);
+    } else if (strcmp(o->model, "lstm") == 0) {
+        /* A row of the image is a time step (c is 1: the model's images are [B, 1, S, F]). */
+        logits = tide_model_lstm(b, o->batch, c * h, w, o->hidden, o->layers, classes);
     } else {
-        logits = tide_model_resnet(b, batch, c, h, classes, (depth - 2) / 3 - 10, width);
+        logits = tide_model_resnet(b, o->batch, c, h, classes, (o->depth - 2) / 3 - 10, o->width);
     }
     uint8_t *bytes = NULL;
     if (logits.id < 0 || tide_builder_serialize(b, &bytes, len) != 0) {
-        fprintf(stderr, "tide-bench: building %s: %s\n", model, tide_builder_error(b));
+        fprintf(stderr, "tide-bench: building %s: %s\n", o->model, tide_builder_error(b));
         bytes = NULL;
     }
     tide_builder_free(b);
     return bytes;
 }
 
+void tide_bench_input_shape(const struct bench_options *o, int64_t *c, int64_t *h, int64_t *w)
+{
+    *c = 1, *h = 28, *w = 28;
+    if (strcmp(o->model, "resnet") == 0)
+        *c = 3, *h = *w = o->image_size;
+    else if (strcmp(o->model, "lstm") == 0)
+        *h = o->seq_len;
+}
+
 static uint8_t *build_model(const struct bench_options *o, const tide_dataset *ds, size_t *len)
 {
-    return tide_bench_build_model(o->model, o->batch, tide_dataset_channels(ds),
-                                  tide_dataset_height(ds), tide_dataset_width(ds),
-                                  tide_dataset_classes(ds), o->depth, o->width, len);
+    return tide_bench_build_model(o, tide_dataset_channels(ds), tide_dataset_height(ds),
+                                  tide_dataset_width(ds), tide_dataset_classes(ds), len);
 }
 
 static int64_t argmax(const float *row, int32_t n)
@@ -608,11 +705,10 @@ static int cmd_plan(const struct bench_options *o)
         fprintf(stderr, "tide-bench plan: --budget BYTES is required (e.g. --budget 64M)\n");
         return 2;
     }
-    bool resnet = strcmp(o->model, "resnet") == 0;
-    int64_t c = resnet ? 3 : 1, size = resnet ? o->image_size : 28;
+    int64_t c, h, w;
+    tide_bench_input_shape(o, &c, &h, &w);
     size_t len;
-    uint8_t *bytes = tide_bench_build_model(o->model, o->batch, c, size, size, 10, o->depth,
-                                            o->width, &len);
+    uint8_t *bytes = tide_bench_build_model(o, c, h, w, 10, &len);
     if (!bytes)
         return 1;
     struct tide_train_options train;
@@ -650,12 +746,16 @@ out:
 static int cmd_train(const struct bench_options *o)
 {
     tide_dataset *train = NULL, *test = NULL;
-    /* Synthetic data takes the shape of the model's usual input: RGB for ResNet. */
-    bool resnet = strcmp(o->model, "resnet") == 0;
-    int64_t size = resnet ? o->image_size : 28, channels = resnet ? 3 : 1;
-    if (open_split(o, "train", channels, size, &train) != 0)
+    if (strcmp(o->model, "lstm") == 0 && o->seq_len != 28 &&
+        strcmp(o->dataset, "fashion-mnist") == 0) {
+        fprintf(stderr, "tide-bench: --seq-len %" PRId64 " needs --dataset synthetic: "
+                "Fashion-MNIST's images have 28 rows, so its sequences are 28 steps\n",
+                o->seq_len);
+        return 2;
+    }
+    if (open_split(o, "train", &train) != 0)
         return 1;
-    if (open_split(o, "test", channels, size, &test) != 0) {
+    if (open_split(o, "test", &test) != 0) {
         tide_dataset_free(train);
         return 1;
     }
@@ -888,7 +988,7 @@ int main(int argc, char **argv)
     }
     struct bench_options o = {.model = "cnn", .depth = 38, .width = 16, .image_size = 32,
                               .batch = 64, .steps = 100, .dataset = "fashion-mnist", .seed = 1,
-                              .optimizer = "momentum", .backend = "cpu", .swap_threshold = -1,
+                              .backend = "cpu", .swap_threshold = -1,
                               .prefetch = -1};
     const char *cmd = argv[1];
     int (*run)(const struct bench_options *) = NULL;
@@ -901,11 +1001,13 @@ int main(int argc, char **argv)
         o.batch = 16;
         o.budget = 256ull << 20;
         run = tide_bench_depth;
+    } else if (strcmp(cmd, "max") == 0) {
+        run = tide_bench_max;
     } else if (strcmp(cmd, "maxbatch") == 0) {
         run = tide_bench_maxbatch;
     } else {
         fprintf(stderr, "tide-bench: unknown command \"%s\"; commands: train, plan, depth, "
-                "maxbatch\n", cmd);
+                "max, maxbatch\n", cmd);
         return 2;
     }
     if (parse_options(argc - 1, argv + 1, &o) != 0)
@@ -914,8 +1016,13 @@ int main(int argc, char **argv)
         fprintf(stderr, "tide-bench: --trace applies to train only, not to %s\n", cmd);
         return 2;
     }
-    if (o.confirm && run != tide_bench_maxbatch) {
-        fprintf(stderr, "tide-bench: --confirm applies to maxbatch only, not to %s\n", cmd);
+    if (o.confirm && run != tide_bench_max && run != tide_bench_maxbatch) {
+        fprintf(stderr, "tide-bench: --confirm applies to max and maxbatch only, not to %s\n",
+                cmd);
+        return 2;
+    }
+    if (o.vary && run != tide_bench_max) {
+        fprintf(stderr, "tide-bench: --vary applies to max only, not to %s\n", cmd);
         return 2;
     }
     return run(&o);

@@ -2377,6 +2377,14 @@ static void test_tidectl(void **state)
     assert_non_null(strstr(r->out, "{\"event\":\"step\",\"job\":"));
     assert_non_null(strstr(r->out, "\"result\":{\"step\":7,"));
 
+    /* The LSTM on synthetic sequences of any length: 2 layers over 12 rows. */
+    run_tidectl(r, -1, "--json", "train", "--model", "lstm", "--dataset", "synthetic",
+                "--seq-len", "12", "--hidden", "16", "--layers", "2", "--steps", "3", "--batch",
+                "8", "--no-eval", (char *)NULL);
+    if (r->exit_code != 0)
+        fail_msg("tidectl train --model lstm: exit %d\n%s\n%s", r->exit_code, r->out, r->err);
+    assert_non_null(strstr(r->out, "\"result\":{\"step\":3,"));
+
     /* Errors: the daemon's (1), usage (2), no daemon (3). */
     run_tidectl(r, -1, "get", "no-such-job", (char *)NULL);
     assert_int_equal(r->exit_code, 1);

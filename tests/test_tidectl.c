@@ -257,6 +257,20 @@ static void test_usage_errors(void **state)
     expect_usage_error("tidectl: train: option --svg does not apply to train (see tidectl train "
                        "--help)\n",
                        "train", "--svg", "m.svg", (char *)NULL);
+    /* The sequence models' flags: for lstm only, and other lengths only on synthetic data. */
+    expect_usage_error("tidectl: plan: --hidden applies to --model lstm only, not to cnn (see "
+                       "tidectl plan --help)\n",
+                       "plan", "--model", "cnn", "--hidden", "8", (char *)NULL);
+    expect_usage_error("tidectl: train: --seq-len applies to --model lstm only, not to resnet (see "
+                       "tidectl train --help)\n",
+                       "train", "--seq-len", "8", "--model", "resnet", (char *)NULL);
+    expect_usage_error("tidectl: train: --seq-len 40 needs --dataset synthetic: Fashion-MNIST's "
+                       "images have 28 rows, so its sequences are 28 steps (see tidectl train "
+                       "--help)\n",
+                       "train", "--model", "lstm", "--seq-len", "40", (char *)NULL);
+    expect_usage_error("tidectl: plan: --layers wants a positive count, got \"0\" (see tidectl "
+                       "plan --help)\n",
+                       "plan", "--model", "lstm", "--layers", "0", (char *)NULL);
 }
 
 /* ============================================================================

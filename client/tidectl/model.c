@@ -34,6 +34,9 @@ int tidectl_build_model(const struct tidectl_options *o, int64_t c, int64_t h, i
         logits = tide_model_mlp(b, o->batch, c * h * w, hidden, 2, classes);
     } else if (strcmp(o->model, "cnn") == 0) {
         logits = tide_model_cnn(b, o->batch, c, h, w, classes);
+    } else if (strcmp(o->model, "lstm") == 0) {
+        /* A row of the image is a time step (c is 1: the model's images are [B, 1, S, F]). */
+        logits = tide_model_lstm(b, o->batch, c * h, w, o->hidden, o->layers, classes);
     } else {
         if (h != w) {
             tide_builder_free(b);
@@ -80,6 +83,7 @@ void tidectl_make_spec(const struct tidectl_options *o, const struct tidectl_mod
     if (lr == 0)
         lr = o->optimizer == TIDE_JOB_OPTIMIZER_SGD        ? 0.05
              : o->optimizer == TIDE_JOB_OPTIMIZER_MOMENTUM ? 0.02
+             : strcmp(o->model, "lstm") == 0               ? TIDE_MODEL_LSTM_LEARNING_RATE
                                                            : 0.001;
     spec->learning_rate = (float)lr;
     spec->fetches = model_fetches;
@@ -100,8 +104,8 @@ int tidectl_open_dataset(const struct tidectl_options *o, const char *split, tid
     int rc;
     if (strcmp(o->dataset, "synthetic") == 0) {
         struct tide_synthetic_options s = {.seed = o->seed};
-        if (strcmp(o->model, "resnet") == 0)
-            s.height = s.width = 32, s.channels = 3;
+        int32_t classes;
+        tidectl_dataset_shape(o, &s.channels, &s.height, &s.width, &classes);
         if (strcmp(split, "train") == 0)
             s.count = 60000;
         rc = tide_dataset_open_synthetic(&s, split, out, err, sizeof(err));
@@ -123,4 +127,7 @@ void tidectl_dataset_shape(const struct tidectl_options *o, int64_t *c, int64_t 
     *c = 1, *h = 28, *w = 28, *classes = 10;
     if (strcmp(o->dataset, "synthetic") == 0 && strcmp(o->model, "resnet") == 0)
         *c = 3, *h = 32, *w = 32;
+    /* The LSTM reads a row per time step: --seq-len rows (28 on Fashion-MNIST). */
+    if (strcmp(o->model, "lstm") == 0)
+        *h = o->seq_len;
 }

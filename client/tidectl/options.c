@@ -55,6 +55,10 @@ static const struct option long_options[] = {
     {"once", no_argument, 0, TIDECTL_OPT_ONCE},
     {"interval", required_argument, 0, TIDECTL_OPT_INTERVAL},
     {"output", required_argument, 0, TIDECTL_OPT_OUTPUT},
+    /* sequence models */
+    {"seq-len", required_argument, 0, TIDECTL_OPT_SEQ_LEN},
+    {"hidden", required_argument, 0, TIDECTL_OPT_HIDDEN},
+    {"layers", required_argument, 0, TIDECTL_OPT_LAYERS},
     {0, 0, 0, 0},
 };
 
@@ -214,6 +218,48 @@ static int parse_count(const char *command, const char *flag, const char *value,
     return TIDECTL_EXIT_OK;
 }
 
+/*
+ * The flags of the sequence models: each applies to the models listed
+ * (space-separated), and is refused with any other. Then the defaults of
+ * the model: --seq-len 28 (Fashion-MNIST's rows, the only length it has),
+ * --hidden 128, --layers 1, and for lstm Adam unless --optimizer says
+ * otherwise (its learning rate is tidectl_make_spec's).
+ */
+static int sequence_defaults(const char *command, struct tidectl_options *o)
+{
+    const struct {
+        const char *flag, *models;
+        bool given;
+    } flags[] = {
+        {"seq-len", "lstm", o->seq_len != 0},
+        {"hidden", "lstm", o->hidden != 0},
+        {"layers", "lstm", o->layers != 0},
+    };
+    size_t n = strlen(o->model);
+    for (size_t i = 0; i < sizeof(flags) / sizeof(flags[0]); i++) {
+        const char *at = strstr(flags[i].models, o->model);
+        bool listed = at && (at == flags[i].models || at[-1] == ' ') && (!at[n] || at[n] == ' ');
+        if (flags[i].given && !listed)
+            return tidectl_usage_error(command, "--%s applies to --model %s only, not to %s",
+                                       flags[i].flag, flags[i].models, o->model);
+    }
+    bool lstm = strcmp(o->model, "lstm") == 0;
+    if (lstm && o->seq_len && o->seq_len != 28 && strcmp(o->dataset, "fashion-mnist") == 0)
+        return tidectl_usage_error(command,
+                                   "--seq-len %lld needs --dataset synthetic: Fashion-MNIST's "
+                                   "images have 28 rows, so its sequences are 28 steps",
+                                   (long long)o->seq_len);
+    if (!o->seq_len)
+        o->seq_len = 28;
+    if (!o->hidden)
+        o->hidden = 128;
+    if (!o->layers)
+        o->layers = 1;
+    if (lstm && !o->optimizer_given)
+        o->optimizer = TIDE_JOB_OPTIMIZER_ADAM;
+    return TIDECTL_EXIT_OK;
+}
+
 int tidectl_parse_options(int argc, char **argv, const struct tidectl_verb *verb,
                           struct tidectl_options *o)
 {
@@ -267,7 +313,7 @@ int tidectl_parse_options(int argc, char **argv, const struct tidectl_verb *verb
                                            optarg);
             break;
         case TIDECTL_OPT_MODEL: {
-            static const char *const models[] = {"mlp", "cnn", "resnet", NULL};
+            static const char *const models[] = {"mlp", "cnn", "resnet", "lstm", NULL};
             if (parse_enum(name, "model", optarg, models, &e))
                 return TIDECTL_EXIT_USAGE;
             o->model = models[e];
@@ -329,6 +375,7 @@ int tidectl_parse_options(int argc, char **argv, const struct tidectl_verb *verb
             if (parse_enum(name, "optimizer", optarg, opts, &e))
                 return TIDECTL_EXIT_USAGE;
             o->optimizer = (enum tide_job_optimizer)e;
+            o->optimizer_given = true;
             break;
         }
         case TIDECTL_OPT_LR:
@@ -394,6 +441,20 @@ int tidectl_parse_options(int argc, char **argv, const struct tidectl_verb *verb
                 return tidectl_usage_error(
                     name, "--interval wants seconds (0.05 to 3600), got \"%s\"", optarg);
             break;
+        /* Sequence models. */
+        case TIDECTL_OPT_SEQ_LEN:
+            if (parse_count(name, "seq-len", optarg, 1 << 20, &o->seq_len))
+                return TIDECTL_EXIT_USAGE;
+            break;
+        case TIDECTL_OPT_HIDDEN:
+            if (parse_count(name, "hidden", optarg, 1 << 16, &o->hidden))
+                return TIDECTL_EXIT_USAGE;
+            break;
+        case TIDECTL_OPT_LAYERS:
+            if (parse_count(name, "layers", optarg, 1 << 12, &v))
+                return TIDECTL_EXIT_USAGE;
+            o->layers = (int32_t)v;
+            break;
         default:
             return tidectl_usage_error(name, "unhandled option");
         }
@@ -406,6 +467,8 @@ int tidectl_parse_options(int argc, char **argv, const struct tidectl_verb *verb
         return tidectl_usage_error(name, "--steps and --epochs exclude each other");
     if (o->depth && strcmp(o->model, "resnet") != 0)
         return tidectl_usage_error(name, "--depth applies to --model resnet only");
+    if (sequence_defaults(name, o) != TIDECTL_EXIT_OK)
+        return TIDECTL_EXIT_USAGE;
     /* Positional arguments: the command itself first. */
     o->args = argv + optind;
     o->n_args = argc - optind;

@@ -119,6 +119,10 @@ enum tidectl_option_id {
     TIDECTL_OPT_STRIDE,
     TIDECTL_OPT_ONCE,
     TIDECTL_OPT_INTERVAL,
+    /* sequence models */
+    TIDECTL_OPT_SEQ_LEN,
+    TIDECTL_OPT_HIDDEN,
+    TIDECTL_OPT_LAYERS,
     /* trace (-o is its short spelling) */
     TIDECTL_OPT_OUTPUT = 'o',
 };
@@ -128,18 +132,28 @@ enum tidectl_option_id {
     TIDECTL_OPT_MODEL, TIDECTL_OPT_DEPTH, TIDECTL_OPT_WIDTH, TIDECTL_OPT_DATASET,                  \
         TIDECTL_OPT_DATA_DIR, TIDECTL_OPT_BATCH, TIDECTL_OPT_BUDGET, TIDECTL_OPT_SWAP,             \
         TIDECTL_OPT_PARTITION_SIZE, TIDECTL_OPT_VARS_HOME, TIDECTL_OPT_OPTIMIZER, TIDECTL_OPT_LR,  \
-        TIDECTL_OPT_SEED, TIDECTL_OPT_NAME
+        TIDECTL_OPT_SEED, TIDECTL_OPT_NAME, TIDECTL_OPT_SEQ_LEN, TIDECTL_OPT_HIDDEN,             \
+        TIDECTL_OPT_LAYERS
 
 /* The help of TIDECTL_MODEL_OPTIONS, appended to a verb's help text. */
 #define TIDECTL_MODEL_HELP                                                                         \
     "MODEL OPTIONS\n"                                                                              \
-    "  --model mlp|cnn|resnet   The network (default cnn). mlp: dense layers of 256 and 128\n"     \
+    "  --model mlp|cnn|resnet|lstm\n"                                                              \
+    "                           The network (default cnn). mlp: dense layers of 256 and 128\n"     \
     "                           units; cnn: two 3x3 convolutions with pooling and a dense\n"       \
     "                           layer of 128 (206,922 parameters on 28x28 images); resnet:\n"      \
-    "                           bottleneck ResNet of --depth layers and --width base width.\n"     \
+    "                           bottleneck ResNet of --depth layers and --width base width;\n"     \
+    "                           lstm: --layers stacked LSTMs of --hidden units, unrolled over\n"   \
+    "                           the image's rows (a row of 28 pixels per time step), and a\n"      \
+    "                           dense layer on the last step.\n"                                   \
     "  --depth D                ResNet layers, 3*(10+n)+2 for n >= 1: 35, 38 (default), 41, ...\n" \
     "                           50 is ResNet-50.\n"                                                \
     "  --width W                ResNet base width (default 16; 64 in the papers).\n"               \
+    "  --seq-len N              LSTM time steps (default 28, Fashion-MNIST's rows); other\n"       \
+    "                           lengths with --dataset synthetic, whose images then have N\n"      \
+    "                           rows of 28 pixels.\n"                                              \
+    "  --hidden H               LSTM units per layer (default 128).\n"                             \
+    "  --layers L               Stacked LSTM layers (default 1).\n"                                \
     "  --dataset NAME           fashion-mnist (default; Debian's dataset-fashion-mnist) or\n"      \
     "                           synthetic (random images with learnable labels, any size).\n"      \
     "  --data-dir DIR           Where the Fashion-MNIST files are\n"                               \
@@ -154,8 +168,9 @@ enum tidectl_option_id {
     "  --partition-size K       Nodes per partition; 0 (default): the planner picks it.\n"       \
     "  --vars-home auto|host|device\n"                                                             \
     "                           Where Variables live between uses (default auto).\n"               \
-    "  --optimizer NAME         sgd, momentum (default, 0.9) or adam.\n"                           \
-    "  --lr X                   Learning rate (default 0.05 sgd, 0.02 momentum, 0.001 adam).\n"    \
+    "  --optimizer NAME         sgd, momentum (default, 0.9; adam for lstm) or adam.\n"            \
+    "  --lr X                   Learning rate (default 0.05 sgd, 0.02 momentum, 0.001 adam;\n"     \
+    "                           0.003 adam for lstm).\n"                                           \
     "  --seed S                 Seed of the initialisers and the shuffling (default 1).\n"         \
     "  --name NAME              The job's name in listings (default tidectl-MODEL).\n"
 
@@ -185,6 +200,11 @@ struct tidectl_options {
     double lr; /* 0: the optimizer's default */
     uint64_t seed;
     const char *name;
+    /* sequence models (lstm); 0 until tidectl_parse_options applies the model's default */
+    int64_t seq_len;
+    int64_t hidden;
+    int32_t layers;
+    bool optimizer_given; /* --optimizer was on the command line (lstm defaults to adam) */
     /* train */
     int64_t steps;
     int64_t epochs;
