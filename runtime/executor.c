@@ -1882,18 +1882,29 @@ enum tide_status tide_executor_read(struct tide_executor *ex, struct tide_edge o
     return sync;
 }
 
-enum tide_status tide_executor_write_variable(struct tide_executor *ex, uint32_t variable,
-                                              const void *src, uint64_t bytes,
-                                              struct tide_error *err)
+/* The checks both writes share: variable is a Variable of the plan; *out gets its node. */
+static enum tide_status writable_variable(struct tide_executor *ex, uint32_t variable,
+                                          const struct tide_node **out, struct tide_error *err)
 {
-    const struct tide_graph *g = ex->graph;
     if (variable >= ex->n_nodes)
         return tide_error_set(err, TIDE_INVALID, "write: node id %u of %u", variable, ex->n_nodes);
-    const struct tide_node *node = &g->nodes[variable];
+    const struct tide_node *node = &ex->graph->nodes[variable];
     if (node->op != TIDE_OP_VARIABLE)
         return tide_node_error(err, TIDE_INVALID, node, "is not a Variable: it cannot be written");
     if (ex->position[variable] == NIL)
         return tide_node_error(err, TIDE_INVALID, node, "is not in the plan");
+    *out = node;
+    return TIDE_OK;
+}
+
+enum tide_status tide_executor_write_variable(struct tide_executor *ex, uint32_t variable,
+                                              const void *src, uint64_t bytes,
+                                              struct tide_error *err)
+{
+    const struct tide_node *node = NULL;
+    enum tide_status st = writable_variable(ex, variable, &node, err);
+    if (st != TIDE_OK)
+        return st;
     uint64_t nbytes = node->outputs[0].nbytes;
     if (bytes != nbytes) {
         char shape[160];
@@ -1902,17 +1913,34 @@ enum tide_status tide_executor_write_variable(struct tide_executor *ex, uint32_t
                                bytes, nbytes, tide_dtype_name(node->outputs[0].dtype),
                                tide_shape_format(&node->outputs[0].shape, shape, sizeof(shape)));
     }
-    if (nbytes == 0)
+    return tide_executor_write_variable_range(ex, variable, 0, src, bytes, err);
+}
+
+enum tide_status tide_executor_write_variable_range(struct tide_executor *ex, uint32_t variable,
+                                                    uint64_t offset, const void *src,
+                                                    uint64_t bytes, struct tide_error *err)
+{
+    const struct tide_node *node = NULL;
+    enum tide_status st = writable_variable(ex, variable, &node, err);
+    if (st != TIDE_OK)
+        return st;
+    uint64_t nbytes = node->outputs[0].nbytes;
+    if (offset > nbytes || bytes > nbytes - offset)
+        return tide_node_error(err, TIDE_INVALID, node,
+                               "write of bytes %" PRIu64 " to %" PRIu64
+                               ": the Variable has %" PRIu64,
+                               offset, offset + bytes, nbytes);
+    if (bytes == 0)
         return TIDE_OK;
     /* A host-homed Variable is fetched from its home at its next use: write the home. */
     if (host_persistent(ex, variable, 0)) {
-        memcpy(ex->host_home[variable], src, nbytes);
+        memcpy((uint8_t *)ex->host_home[variable] + offset, src, bytes);
         return TIDE_OK;
     }
     uint32_t r = region_of(ex, variable, 0);
     struct tide_stream *h2d = ex->streams[TIDE_STREAM_H2D];
-    enum tide_status st =
-        tide_backend_copy_h2d(ex->backend, ex->arena + ex->regions[r].offset, src, nbytes, h2d);
+    st = tide_backend_copy_h2d(ex->backend, ex->arena + ex->regions[r].offset + offset, src, bytes,
+                               h2d);
     enum tide_status sync = tide_backend_stream_sync(ex->backend, h2d, err);
     if (st != TIDE_OK)
         return tide_node_error(err, st, node, "write: the copy failed: %s", tide_strerror(st));

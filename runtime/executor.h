@@ -116,6 +116,15 @@ enum tide_status tide_executor_write_variable(struct tide_executor *ex, uint32_t
                                               const void *src, uint64_t bytes,
                                               struct tide_error *err);
 
+/*
+ * Overwrites bytes [offset, offset + bytes) of a Variable's value (a value
+ * streamed in chunks): in place in its host home, or copied to its region
+ * of the arena. TIDE_INVALID when the range passes the Variable's end.
+ */
+enum tide_status tide_executor_write_variable_range(struct tide_executor *ex, uint32_t variable,
+                                                    uint64_t offset, const void *src,
+                                                    uint64_t bytes, struct tide_error *err);
+
 /* The steps run so far. */
 uint64_t tide_executor_steps(const struct tide_executor *ex);
 

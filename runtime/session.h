@@ -166,6 +166,16 @@ enum tide_status tide_session_write_variable(struct tide_session *session, const
                                              struct tide_error *err);
 
 /*
+ * Overwrites bytes [offset, offset + bytes) of a Variable's value, by name,
+ * between steps: a value that arrives in chunks (the daemon's
+ * WriteVariables) goes straight to the Variable's home, never through a
+ * copy of the whole. TIDE_INVALID when the range passes its end.
+ */
+enum tide_status tide_session_write_variable_range(struct tide_session *session, const char *name,
+                                                   uint64_t offset, const void *data,
+                                                   uint64_t bytes, struct tide_error *err);
+
+/*
  * Sets the count of steps already run, after restoring a checkpoint taken at
  * that step, so that the next step is number steps + 1 and Adam's bias
  * correction continues instead of starting over. Call it between steps.
