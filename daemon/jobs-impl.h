@@ -125,6 +125,15 @@ struct job {
     /* The latest trace (tided_jobs_trace; its first and last training steps inside), or NULL. */
     struct tided_metrics_blob *trace;
 
+    /* ---- rpc-write-variables.c: JobSpec.streamed_variables ---- */
+    uint32_t n_streamed;
+    struct tided_tensor_spec *streamed; /* in the spec's order */
+    uint64_t *streamed_written;         /* per streamed Variable: its bytes written, from 0 */
+    uint32_t streamed_incomplete;       /* how many are not whole yet: no step runs until 0 */
+    struct tided_call *writing;         /* the WriteVariables stream attached, NULL if none */
+    uint64_t writing_bytes;             /* what that stream wrote so far */
+    bool write_in_flight;               /* its chunk is with the worker */
+
     /* The plan's memory picture (SVG), drawn at compile; NULL if none. */
     struct tided_metrics_blob *plan_svg;
 
@@ -351,6 +360,21 @@ void tided__read_done(struct tided_daemon *d, struct tided_task *t);
 
 /* rpc-checkpoint.c: a CHECKPOINT task came back (requested or periodic). */
 void tided__checkpoint_done(struct tided_daemon *d, struct tided_task *t);
+
+/* rpc-write-variables.c: a WRITE_VARIABLE task came back. */
+void tided__write_done(struct tided_daemon *d, struct tided_task *t);
+
+/* ---- rpc-write-variables.c ---- */
+
+/*
+ * Whether the job's streamed Variables are all whole; when not, text gets
+ * "w (0 of 324000000 bytes), ..." naming each incomplete one (for Train's
+ * refusal).
+ */
+bool tided__streamed_complete(const struct job *j, char *text, size_t size);
+
+/* The job ended: fails its WriteVariables stream, if any, saying why. */
+void tided__writes_job_ended(struct job *j);
 
 /* ---- rpc-trace.c: tracing rides on STEP tasks ---- */
 
