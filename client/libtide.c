@@ -33,6 +33,14 @@
  * again (a graph with constants can be large). The same goes for wrapping a
  * spec into a SubmitRequest or PlanRequest (field 1).
  *
+ * Weights: a Submit is one message, which tided caps at its max-message, so
+ * big Variable values do not ride in it. tide_client_submit sends the graph
+ * without them (values.c reads the graph on the wire and copies it without
+ * those values), names them in the spec's streamed_variables, then writes
+ * them with a WriteVariables stream: chunks pointing into the caller's graph
+ * bytes, one in flight, each waited for before the next (the daemon reads
+ * the next once the last is in the job's memory).
+ *
  * Threads: a client is used by one thread at a time (tide/client.h); each
  * call owns its queue. No state is global but gRPC's own, which
  * grpc_init()/grpc_shutdown() count.
@@ -60,6 +68,7 @@
 #pragma GCC diagnostic pop
 
 #include "client/rpc-impl.h"
+#include "client/values-impl.h"
 #include "tide/v1/tide.pb-c.h"
 
 /* The largest file read for TLS (certificates and keys). */
@@ -954,8 +963,11 @@ void tide_job_spec_init(struct tide_job_spec *spec)
 /*
  * Packs spec as a tide.v1.JobSpec into b: every field but the graph through
  * protobuf-c, then the graph's bytes as field 2 (see "Wire trick" above).
+ * With stripped->graph set, that graph goes instead of spec's, and the
+ * Variables it lacks the values of are the spec's streamed_variables.
  */
-static int spec_to_bytes(tide_client *c, const struct tide_job_spec *spec, struct bytes *b)
+static int spec_to_bytes(tide_client *c, const struct tide_job_spec *spec,
+                         const struct tide__stripped *stripped, struct bytes *b)
 {
     if (!spec)
         return tide__client_fail(c, TIDE_CODE_INVALID_ARGUMENT, "libtide: the job spec is NULL");
@@ -1028,9 +1040,14 @@ static int spec_to_bytes(tide_client *c, const struct tide_job_spec *spec, struc
     js.checkpoint = &checkpoint;
     js.resume_from = (char *)(spec->resume_from ? spec->resume_from : "");
     js.seed = spec->seed;
+    js.n_streamed_variables = stripped->n;
+    js.streamed_variables = stripped->names;
 
     bytes_message(b, &js.base);
-    bytes_field(b, 2, spec->graph, spec->graph_len); /* JobSpec.graph */
+    if (stripped->graph)
+        bytes_field(b, 2, stripped->graph, stripped->graph_len); /* JobSpec.graph */
+    else
+        bytes_field(b, 2, spec->graph, spec->graph_len);
     if (b->failed)
         return tide__client_fail(c, TIDE_CODE_RESOURCE_EXHAUSTED,
                                  "libtide: out of memory packing the job spec");
@@ -1095,14 +1112,143 @@ int tide_client_submit_bytes(tide_client *c, const void *job_spec, size_t len,
     return code;
 }
 
+/*
+ * Takes the big Variable values out of spec's graph (values-impl.h), unless
+ * resume_from is set: the checkpoint gives the values then, and the daemon
+ * takes no streamed Variables with it.
+ */
+static int strip_values(tide_client *c, const struct tide_job_spec *spec,
+                        struct tide__stripped *stripped)
+{
+    memset(stripped, 0, sizeof(*stripped));
+    if (!spec || !spec->graph || (spec->resume_from && spec->resume_from[0]))
+        return TIDE_CODE_OK;
+    int r =
+        tide__graph_strip_values(spec->graph, spec->graph_len, TIDE__STREAM_VALUE_MIN, stripped);
+    if (r != 0)
+        return tide__client_fail(c, TIDE_CODE_RESOURCE_EXHAUSTED,
+                                 "libtide: out of memory taking the values out of the graph");
+    return TIDE_CODE_OK;
+}
+
+/* Sends one VariableChunk on the WriteVariables stream and waits for it to leave. */
+static bool write_chunk(struct tide__rpc *r, const Tide__V1__VariableChunk *chunk, bool first)
+{
+    grpc_byte_buffer *buffer = pack_message(&chunk->base);
+    if (!buffer)
+        return false;
+    grpc_op ops[2];
+    size_t n = 0;
+    memset(ops, 0, sizeof(ops));
+    if (first)
+        ops[n++].op = GRPC_OP_SEND_INITIAL_METADATA;
+    ops[n].op = GRPC_OP_SEND_MESSAGE;
+    ops[n++].data.send_message.send_message = buffer;
+    bool ok = rpc_start(r, ops, n, TIDE__TAG_SEND) &&
+              rpc_wait(r, TIDE__TAG_SEND, r->client->stream_timeout_ms);
+    grpc_byte_buffer_destroy(buffer);
+    return ok;
+}
+
+/*
+ * Jobs.WriteVariables: the stripped values of job_id, in chunks of
+ * TIDE__STREAM_CHUNK_BYTES, one in flight (the daemon reads the next when
+ * the last is written, which is the backpressure). A send that fails means
+ * the daemon ended the call: its status says why.
+ */
+static int write_values(tide_client *c, const char *job_id, const struct tide__stripped *s)
+{
+    struct tide__rpc r;
+    int code = rpc_open(&r, c, TIDE__RPC_WRITE_VARIABLES, 0);
+    if (code != TIDE_CODE_OK) {
+        rpc_close(&r);
+        return code;
+    }
+    bool first = true, sent = true;
+    for (size_t i = 0; i < s->n && sent; i++) {
+        for (uint64_t off = 0; off < s->bytes[i] && sent; off += TIDE__STREAM_CHUNK_BYTES) {
+            uint64_t left = s->bytes[i] - off;
+            Tide__V1__VariableChunk chunk = TIDE__V1__VARIABLE_CHUNK__INIT;
+            chunk.job_id = (char *)(first ? job_id : "");
+            chunk.name = s->names[i];
+            chunk.offset = off;
+            chunk.data.data = (uint8_t *)s->data[i] + off;
+            chunk.data.len = left < TIDE__STREAM_CHUNK_BYTES ? left : TIDE__STREAM_CHUNK_BYTES;
+            sent = write_chunk(&r, &chunk, first);
+            first = false;
+        }
+    }
+    grpc_byte_buffer *response = NULL;
+    grpc_op ops[4];
+    size_t n = 0;
+    memset(ops, 0, sizeof(ops));
+    if (sent)
+        ops[n++].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
+    ops[n].op = GRPC_OP_RECV_INITIAL_METADATA;
+    ops[n++].data.recv_initial_metadata.recv_initial_metadata = &r.initial_metadata;
+    ops[n].op = GRPC_OP_RECV_MESSAGE;
+    ops[n++].data.recv_message.recv_message = &response;
+    ops[n].op = GRPC_OP_RECV_STATUS_ON_CLIENT;
+    ops[n].data.recv_status_on_client.trailing_metadata = &r.trailing_metadata;
+    ops[n].data.recv_status_on_client.status = &r.status;
+    ops[n].data.recv_status_on_client.status_details = &r.details;
+    n++;
+    r.initial_posted = true;
+    if (!rpc_start(&r, ops, n, TIDE__TAG_STATUS)) {
+        code = tide__client_fail(c, TIDE_CODE_INTERNAL, "libtide: cannot end the %s stream",
+                                 TIDE__RPC_WRITE_VARIABLES);
+    } else {
+        rpc_wait(&r, TIDE__TAG_STATUS, c->stream_timeout_ms);
+        code = rpc_status_to_error(&r, TIDE__RPC_WRITE_VARIABLES);
+    }
+    Tide__V1__WriteVariablesResponse *reply =
+        code == TIDE_CODE_OK && response
+            ? (Tide__V1__WriteVariablesResponse *)unpack_message(
+                  &tide__v1__write_variables_response__descriptor, response)
+            : NULL;
+    if (code == TIDE_CODE_OK && !reply)
+        code = tide__client_fail(c, TIDE_CODE_INTERNAL,
+                                 "WriteVariables: the daemon's reply is not a %s",
+                                 tide__v1__write_variables_response__descriptor.name);
+    else if (code == TIDE_CODE_OK && reply->n_incomplete > 0)
+        code = tide__client_fail(c, TIDE_CODE_INTERNAL,
+                                 "WriteVariables: the daemon says %zu value(s) are still "
+                                 "incomplete (\"%s\" first)",
+                                 reply->n_incomplete, reply->incomplete[0]);
+    if (reply)
+        protobuf_c_message_free_unpacked(&reply->base, NULL);
+    if (response)
+        grpc_byte_buffer_destroy(response);
+    rpc_close(&r);
+    return code;
+}
+
 int tide_client_submit(tide_client *c, const struct tide_job_spec *spec, struct tide_job_info *job)
 {
     CHECK_CLIENT(c);
+    struct tide__stripped stripped;
     struct bytes b = {0};
-    int code = spec_to_bytes(c, spec, &b);
+    struct tide_job_info info;
+    int code = strip_values(c, spec, &stripped);
     if (code == TIDE_CODE_OK)
-        code = tide_client_submit_bytes(c, b.data, b.len, job);
+        code = spec_to_bytes(c, spec, &stripped, &b);
+    if (code == TIDE_CODE_OK)
+        code = tide_client_submit_bytes(c, b.data, b.len, &info);
     free(b.data);
+    if (code == TIDE_CODE_OK && stripped.n > 0) {
+        code = write_values(c, info.id, &stripped);
+        if (code != TIDE_CODE_OK) {
+            /* The job cannot train without its values: give its budget back. */
+            char *why = strdup(tide_client_error_message(c));
+            tide_client_cancel(c, info.id, NULL);
+            tide__client_fail(c, code, "%s; job %s, which lacks its values, was cancelled",
+                              why ? why : "WriteVariables failed", info.id);
+            free(why);
+        }
+    }
+    tide__stripped_free(&stripped);
+    if (code == TIDE_CODE_OK && job)
+        *job = info;
     return code;
 }
 
@@ -1131,11 +1277,16 @@ int tide_client_plan(tide_client *c, const struct tide_job_spec *spec,
                      struct tide_job_plan_report *report)
 {
     CHECK_CLIENT(c);
+    /* A plan needs no values: the graph goes without its big ones, as to Submit. */
+    struct tide__stripped stripped;
     struct bytes b = {0};
-    int code = spec_to_bytes(c, spec, &b);
+    int code = strip_values(c, spec, &stripped);
+    if (code == TIDE_CODE_OK)
+        code = spec_to_bytes(c, spec, &stripped, &b);
     if (code == TIDE_CODE_OK)
         code = tide_client_plan_bytes(c, b.data, b.len, report);
     free(b.data);
+    tide__stripped_free(&stripped);
     return code;
 }
 
