@@ -366,6 +366,26 @@ void tided__write_done(struct tided_daemon *d, struct tided_task *t);
 
 /* ---- rpc-write-variables.c ---- */
 
+/* The largest VariableChunk.data tided takes; clients send less (libtide: under 1 MiB). */
+#define TIDED_CHUNK_BYTES_MAX (UINT64_C(4) << 20)
+
+/*
+ * The checks a VariableChunk passes before it is written, apart from the job
+ * so that the fuzzer (tests/fuzz/fuzz_rpc.c) runs them too: it names one of
+ * streamed (n_streamed entries, written[i] bytes of each written so far),
+ * and holds 1 byte to TIDED_CHUNK_BYTES_MAX that start where that
+ * Variable's written bytes end and stay inside it. *index gets the
+ * Variable. false otherwise, with *code (NOT_FOUND for a name that is not
+ * streamed, which says whether it is one of variables, the job's other
+ * Variables; OUT_OF_RANGE past the end; INVALID_ARGUMENT for the rest) and
+ * a message in error naming the Variable and the offsets.
+ */
+bool tided__write_check_chunk(const char *job_id, const struct tided_tensor_spec *streamed,
+                              uint32_t n_streamed, const uint64_t *written,
+                              char *const *variables, uint32_t n_variables,
+                              const Tide__V1__VariableChunk *m, uint32_t *index,
+                              grpc_status_code *code, char *error, size_t size);
+
 /*
  * Whether the job's streamed Variables are all whole; when not, text gets
  * "w (0 of 324000000 bytes), ..." naming each incomplete one (for Train's

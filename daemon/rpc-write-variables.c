@@ -37,9 +37,6 @@
 #include "common/log.h"
 #include "daemon/jobs-impl.h"
 
-/* The largest VariableChunk.data tided takes; clients send less (libtide: 1 MiB). */
-#define CHUNK_BYTES_MAX (UINT64_C(4) << 20)
-
 bool tided__streamed_complete(const struct job *j, char *text, size_t size)
 {
     if (j->streamed_incomplete == 0)
@@ -119,33 +116,75 @@ static const char *not_writable(const struct job *j, char *buf, size_t size)
     return NULL;
 }
 
-/* The streamed Variable a chunk names, or fails the stream saying why and returns -1. */
-static int64_t chunk_variable(struct job *j, const Tide__V1__VariableChunk *m)
+bool tided__write_check_chunk(const char *job_id, const struct tided_tensor_spec *streamed,
+                              uint32_t n_streamed, const uint64_t *written, char *const *variables,
+                              uint32_t n_variables, const Tide__V1__VariableChunk *m,
+                              uint32_t *index, grpc_status_code *code, char *error, size_t size)
 {
-    char buf[80], text[700];
-    for (uint32_t i = 0; i < j->n_streamed; i++) {
-        if (strcmp(j->streamed[i].name, m->name) == 0)
-            return i;
+    char buf[80], shape[96];
+    uint32_t i = 0;
+    while (i < n_streamed && strcmp(streamed[i].name, m->name) != 0)
+        i++;
+    if (i == n_streamed) {
+        bool variable = false;
+        for (uint32_t k = 0; k < n_variables && !variable; k++)
+            variable = strcmp(variables[k], m->name) == 0;
+        *code = GRPC_STATUS_NOT_FOUND;
+        if (variable)
+            snprintf(error, size,
+                     "VariableChunk.name \"%s\": a Variable of job %s that is not in its "
+                     "JobSpec.streamed_variables (its value came with the graph)",
+                     m->name, job_id);
+        else
+            snprintf(error, size, "VariableChunk.name \"%s\": job %s has no such Variable",
+                     tided__shown(m->name, buf, sizeof(buf)), job_id);
+        return false;
     }
-    bool variable = false;
-    for (uint32_t i = 0; i < j->n_user_variables && !variable; i++)
-        variable = strcmp(j->user_variables[i], m->name) == 0;
-    if (variable)
-        snprintf(text, sizeof(text),
-                 "VariableChunk.name \"%s\": a Variable of job %s that is not in its "
-                 "JobSpec.streamed_variables (its value came with the graph)",
-                 m->name, j->id);
-    else
-        snprintf(text, sizeof(text), "VariableChunk.name \"%s\": job %s has no such Variable",
-                 tided__shown(m->name, buf, sizeof(buf)), j->id);
-    detach_writes(j, GRPC_STATUS_NOT_FOUND, text);
-    return -1;
+    const struct tided_tensor_spec *v = &streamed[i];
+    uint64_t done = written[i], len = m->data.len, offset = m->offset;
+    *code = GRPC_STATUS_INVALID_ARGUMENT;
+    if (len == 0 || len > TIDED_CHUNK_BYTES_MAX) {
+        snprintf(error, size,
+                 "VariableChunk of \"%s\" at offset %" PRIu64 ": %" PRIu64
+                 " bytes of data; a chunk holds 1 byte to %" PRIu64 " (4 MiB)",
+                 v->name, offset, len, TIDED_CHUNK_BYTES_MAX);
+        return false;
+    }
+    if (offset > v->nbytes || len > v->nbytes - offset) {
+        *code = GRPC_STATUS_OUT_OF_RANGE;
+        snprintf(error, size,
+                 "VariableChunk of \"%s\": %" PRIu64 " bytes at offset %" PRIu64
+                 " go past the end of the Variable, which has %" PRIu64 " (%s %s)",
+                 v->name, len, offset, v->nbytes, tide_dtype_name(v->dtype),
+                 tide_shape_format(&v->shape, shape, sizeof(shape)));
+        return false;
+    }
+    if (offset < done) {
+        snprintf(error, size,
+                 "VariableChunk of \"%s\" at offset %" PRIu64 ": bytes %" PRIu64 " to %" PRIu64
+                 " were written already; its next chunk starts at offset %" PRIu64
+                 " (a Variable's chunks come in order, each byte once)",
+                 v->name, offset, offset, done < offset + len ? done : offset + len, done);
+        return false;
+    }
+    if (offset > done) {
+        snprintf(error, size,
+                 "VariableChunk of \"%s\" at offset %" PRIu64 ": bytes %" PRIu64 " to %" PRIu64
+                 " are missing; its next chunk starts at offset %" PRIu64
+                 " (a Variable's chunks come in order, each byte once)",
+                 v->name, offset, done, offset, done);
+        return false;
+    }
+    *index = i;
+    return true;
 }
 
 /* Checks a chunk against the job and hands it to the worker; fails the stream if wrong. */
 static void write_chunk(struct tided_daemon *d, struct job *j, Tide__V1__VariableChunk *m)
 {
-    char buf[80], why_buf[160], text[700], shape[96];
+    char buf[80], why_buf[160], text[700];
+    grpc_status_code code;
+    uint32_t i;
     if (m->job_id[0] && strcmp(m->job_id, j->id) != 0) {
         snprintf(text, sizeof(text), "VariableChunk.job_id \"%s\": this stream writes job %s",
                  tided__shown(m->job_id, buf, sizeof(buf)), j->id);
@@ -158,46 +197,10 @@ static void write_chunk(struct tided_daemon *d, struct job *j, Tide__V1__Variabl
         detach_writes(j, GRPC_STATUS_FAILED_PRECONDITION, text);
         goto out;
     }
-    int64_t i = chunk_variable(j, m);
-    if (i < 0)
-        goto out;
-    const struct tided_tensor_spec *v = &j->streamed[i];
-    uint64_t written = j->streamed_written[i];
-    uint64_t len = m->data.len;
-    tide_shape_format(&v->shape, shape, sizeof(shape));
-    if (len == 0 || len > CHUNK_BYTES_MAX) {
-        snprintf(text, sizeof(text),
-                 "VariableChunk of \"%s\" at offset %" PRIu64 ": %" PRIu64
-                 " bytes of data; a chunk holds 1 byte to %" PRIu64 " (4 MiB)",
-                 v->name, m->offset, len, CHUNK_BYTES_MAX);
-        detach_writes(j, GRPC_STATUS_INVALID_ARGUMENT, text);
-        goto out;
-    }
-    if (m->offset > v->nbytes || len > v->nbytes - m->offset) {
-        snprintf(text, sizeof(text),
-                 "VariableChunk of \"%s\": bytes %" PRIu64 " to %" PRIu64
-                 " go past the end of the Variable, which has %" PRIu64 " (%s %s)",
-                 v->name, m->offset, m->offset + len, v->nbytes, tide_dtype_name(v->dtype), shape);
-        detach_writes(j, GRPC_STATUS_OUT_OF_RANGE, text);
-        goto out;
-    }
-    if (m->offset < written) {
-        snprintf(text, sizeof(text),
-                 "VariableChunk of \"%s\" at offset %" PRIu64 ": bytes %" PRIu64 " to %" PRIu64
-                 " were written already; its next chunk starts at offset %" PRIu64
-                 " (a Variable's chunks come in order, each byte once)",
-                 v->name, m->offset, m->offset,
-                 written < m->offset + len ? written : m->offset + len, written);
-        detach_writes(j, GRPC_STATUS_INVALID_ARGUMENT, text);
-        goto out;
-    }
-    if (m->offset > written) {
-        snprintf(text, sizeof(text),
-                 "VariableChunk of \"%s\" at offset %" PRIu64 ": bytes %" PRIu64 " to %" PRIu64
-                 " are missing; its next chunk starts at offset %" PRIu64
-                 " (a Variable's chunks come in order, each byte once)",
-                 v->name, m->offset, written, m->offset, written);
-        detach_writes(j, GRPC_STATUS_INVALID_ARGUMENT, text);
+    if (!tided__write_check_chunk(j->id, j->streamed, j->n_streamed, j->streamed_written,
+                                  j->user_variables, j->n_user_variables, m, &i, &code, text,
+                                  sizeof(text))) {
+        detach_writes(j, code, text);
         goto out;
     }
     struct tided_task *t = tided_task_new(TIDED_TASK_WRITE_VARIABLE, j);

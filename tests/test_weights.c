@@ -616,7 +616,8 @@ static void test_streams_by_hand(void **state)
     free(huge);
     k = chunk_of(id, "w", 180000, values, 180001);
     write_one(&k, GRPC_STATUS_OUT_OF_RANGE,
-              "bytes 180000 to 360001 go past the end of the Variable, which has 360000");
+              "180001 bytes at offset 180000 go past the end of the Variable, which has 360000 "
+              "(float32 [300, 300])");
     k = chunk_of(id, "w", 170000, values, 20000);
     write_one(&k, GRPC_STATUS_INVALID_ARGUMENT,
               "bytes 170000 to 180000 were written already; its next chunk starts at offset "
