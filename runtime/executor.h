@@ -111,6 +111,15 @@ enum tide_status tide_executor_step_masked(struct tide_executor *ex, const uint8
 enum tide_status tide_executor_read(struct tide_executor *ex, struct tide_edge output, void *dst,
                                     uint64_t bytes, struct tide_error *err);
 
+/*
+ * Copies bytes [offset, offset + bytes) of what tide_executor_read would
+ * copy (a page of a large Variable). TIDE_INVALID when the range passes
+ * the output's end.
+ */
+enum tide_status tide_executor_read_range(struct tide_executor *ex, struct tide_edge output,
+                                          uint64_t offset, void *dst, uint64_t bytes,
+                                          struct tide_error *err);
+
 /* Overwrites a Variable's value (checkpoint restore). */
 enum tide_status tide_executor_write_variable(struct tide_executor *ex, uint32_t variable,
                                               const void *src, uint64_t bytes,

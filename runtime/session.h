@@ -158,6 +158,16 @@ enum tide_status tide_session_fetch(struct tide_session *session, const char *na
                                     uint64_t bytes, struct tide_error *err);
 
 /*
+ * Copies bytes [offset, offset + bytes) of a Variable's current value, by
+ * name, between steps: a page of a value too large to read in one piece
+ * (the daemon's paged ReadVariables). TIDE_INVALID when the range passes
+ * its end.
+ */
+enum tide_status tide_session_read_variable_range(struct tide_session *session, const char *name,
+                                                  uint64_t offset, void *dst, uint64_t bytes,
+                                                  struct tide_error *err);
+
+/*
  * Overwrites a Variable's value by name (checkpoint restore), between steps;
  * the byte count must match. Optimizer state Variables too.
  */

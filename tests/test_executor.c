@@ -798,7 +798,8 @@ static void test_memory_ops_host_variables(void **state)
 /*
  * A value written in pieces (a streamed Variable) lands where each piece
  * says, on the device (the plain MLP) and in its host home (the memory
- * passes' MLP); a piece past the end is refused and writes nothing.
+ * passes' MLP), and reads back in pieces; a piece past the end is refused
+ * and writes nothing.
  */
 static void test_write_variable_range(void **state)
 {
@@ -831,6 +832,16 @@ static void test_write_variable_range(void **state)
         check(tide_executor_write_variable_range(m.ex, m.w3, bytes, w3, 0, &err), &err);
         read_var(&m, m.w3, back, HIDDEN * CLASSES);
         assert_memory_equal(w3, back, bytes);
+        /* And read back in pieces (a paged ReadVariables). */
+        memset(back, 0, sizeof(back));
+        struct tide_edge w3_out = {m.w3, 0};
+        check(tide_executor_read_range(m.ex, w3_out, cut1, (uint8_t *)back + cut1, cut2 - cut1,
+                                       &err),
+              &err);
+        assert_memory_equal((uint8_t *)w3 + cut1, (uint8_t *)back + cut1, cut2 - cut1);
+        assert_true(back[0] == 0.0f);
+        assert_int_equal(tide_executor_read_range(m.ex, w3_out, cut2, back, bytes, &err),
+                         TIDE_INVALID);
         assert_int_equal(tide_executor_write_variable_range(m.ex, m.w3, bytes - 4, w3, 8, &err),
                          TIDE_INVALID);
         assert_non_null(strstr(err.message, "the Variable has"));
