@@ -50,6 +50,9 @@
 #define TRACE_STEPS_MAX 100
 #define TRACE_BYTES_MAX (UINT64_C(256) << 20)
 
+/* The largest page of a paged ReadVariables (ReadVariablesRequest.max_bytes is capped to it). */
+#define TIDED_READ_PAGE_MAX (UINT64_C(64) << 20)
+
 #define STATE(x) TIDE__V1__JOB_STATE__JOB_##x
 
 /* A batch received and checked, in JobSpec.feeds order; the message holds the bytes. */

@@ -166,6 +166,8 @@ struct tided_task {
             uint32_t n_defaults;
             char *const *defaults;       /* borrowed: the job's user variables, may be NULL */
             uint64_t step;
+            uint64_t offset;             /* a paged read (max_bytes > 0): where the page starts */
+            uint64_t max_bytes;          /* ... and its most bytes; 0: every byte, in the tensors */
             /* Out. */
             ProtobufCBinaryData packed;  /* owned: a ReadVariablesResponse */
         } read;
