@@ -1543,10 +1543,99 @@ int tide_client_status(tide_client *c, struct tide_daemon_status *status,
  * ========================================================================== */
 
 struct tide_variables {
-    Tide__V1__ReadVariablesResponse *reply; /* owns the names and bytes */
+    Tide__V1__ReadVariablesResponse *reply; /* owns the names, dtypes and shapes (the first page) */
+    uint8_t *bytes;                         /* every Variable's bytes, one after the other */
     struct tide_tensor *tensors;
     size_t n;
 };
+
+/* ReadVariables in pages of this many bytes (tided caps a page at 64 MiB). */
+#define READ_PAGE_BYTES (UINT64_C(32) << 20)
+/* Reads started over because the job trained between pages, before giving up. */
+#define READ_ATTEMPTS 3
+
+/* One page of a paged ReadVariables: the reply, which the caller frees. */
+static int read_page(tide_client *c, const char *job_id, const char *const *names, size_t n_names,
+                     uint64_t offset, Tide__V1__ReadVariablesResponse **page)
+{
+    Tide__V1__ReadVariablesRequest req = TIDE__V1__READ_VARIABLES_REQUEST__INIT;
+    req.job_id = (char *)job_id;
+    req.n_names = n_names;
+    req.names = (char **)names;
+    req.offset = offset;
+    req.max_bytes = READ_PAGE_BYTES;
+    ProtobufCMessage *reply = NULL;
+    int code = rpc_unary(c, TIDE__RPC_READ_VARIABLES, pack_message(&req.base),
+                         &tide__v1__read_variables_response__descriptor, &reply);
+    *page = (Tide__V1__ReadVariablesResponse *)reply;
+    return code;
+}
+
+/*
+ * Reads every page into v (zeroed by the caller; filled also on failure,
+ * for tide_variables_free). *moved is set when the job's step changed
+ * between two pages: the caller starts over.
+ */
+static int read_pages(tide_client *c, const char *job_id, const char *const *names, size_t n_names,
+                      tide_variables *v, bool *moved)
+{
+    *moved = false;
+    int code = read_page(c, job_id, names, n_names, 0, &v->reply);
+    if (code != TIDE_CODE_OK)
+        return code;
+    const Tide__V1__ReadVariablesResponse *first = v->reply;
+    uint64_t total = first->total_bytes, offset = first->page.len, sum = 0;
+    v->bytes = malloc(total ? total : 1);
+    if (first->n_variables)
+        v->tensors = calloc(first->n_variables, sizeof(*v->tensors));
+    if (!v->bytes || (first->n_variables && !v->tensors))
+        return tide__client_fail(c, TIDE_CODE_RESOURCE_EXHAUSTED,
+                                 "libtide: out of memory for %" PRIu64 " bytes of variables",
+                                 total);
+    if (first->page.len > total)
+        return tide__client_fail(c, TIDE_CODE_INTERNAL,
+                                 "ReadVariables: a page of %zu bytes of %" PRIu64, first->page.len,
+                                 total);
+    if (first->page.len)
+        memcpy(v->bytes, first->page.data, first->page.len);
+    v->n = first->n_variables;
+    for (size_t i = 0; i < v->n; i++) {
+        const Tide__V1__NamedTensor *nt = first->variables[i];
+        tensor_from_proto(nt->name, nt->tensor, &v->tensors[i]);
+        uint64_t bytes = 4; /* float32 and int32 */
+        for (int32_t d = 0; d < v->tensors[i].rank; d++)
+            bytes *= (uint64_t)v->tensors[i].dims[d];
+        v->tensors[i].data = v->bytes + sum;
+        v->tensors[i].bytes = (size_t)bytes;
+        sum += bytes;
+    }
+    if (sum != total)
+        return tide__client_fail(c, TIDE_CODE_INTERNAL,
+                                 "ReadVariables: the variables' shapes add up to %" PRIu64
+                                 " bytes, the reply says %" PRIu64,
+                                 sum, total);
+    while (offset < total) {
+        Tide__V1__ReadVariablesResponse *page = NULL;
+        code = read_page(c, job_id, names, n_names, offset, &page);
+        if (code != TIDE_CODE_OK)
+            return code;
+        bool bad =
+            page->page.len == 0 || page->page.len > total - offset || page->total_bytes != total;
+        *moved = page->step != first->step;
+        if (!bad && !*moved)
+            memcpy(v->bytes + offset, page->page.data, page->page.len);
+        offset += page->page.len;
+        protobuf_c_message_free_unpacked(&page->base, NULL);
+        if (*moved)
+            return TIDE_CODE_OK;
+        if (bad)
+            return tide__client_fail(c, TIDE_CODE_INTERNAL,
+                                     "ReadVariables: a page at offset %" PRIu64
+                                     " does not continue the %" PRIu64 " bytes",
+                                     offset, total);
+    }
+    return TIDE_CODE_OK;
+}
 
 int tide_client_read_variables(tide_client *c, const char *job_id, const char *const *names,
                                size_t n_names, tide_variables **out)
@@ -1557,36 +1646,30 @@ int tide_client_read_variables(tide_client *c, const char *job_id, const char *c
         return tide__client_fail(c, TIDE_CODE_INVALID_ARGUMENT,
                                  "libtide: read_variables needs out, and names when n_names > 0");
     *out = NULL;
-    Tide__V1__ReadVariablesRequest req = TIDE__V1__READ_VARIABLES_REQUEST__INIT;
-    req.job_id = (char *)job_id;
-    req.n_names = n_names;
-    req.names = (char **)names;
-    ProtobufCMessage *reply;
-    int code = rpc_unary(c, TIDE__RPC_READ_VARIABLES, pack_message(&req.base),
-                         &tide__v1__read_variables_response__descriptor, &reply);
-    if (code != TIDE_CODE_OK)
-        return code;
-    tide_variables *v = calloc(1, sizeof(*v));
-    Tide__V1__ReadVariablesResponse *r = (Tide__V1__ReadVariablesResponse *)reply;
-    if (v && r->n_variables)
-        v->tensors = calloc(r->n_variables, sizeof(*v->tensors));
-    if (!v || (r->n_variables && !v->tensors)) {
-        free(v);
-        protobuf_c_message_free_unpacked(reply, NULL);
-        return tide__client_fail(c, TIDE_CODE_RESOURCE_EXHAUSTED,
-                                 "libtide: out of memory for %zu variables", r->n_variables);
+    for (int attempt = 0; attempt < READ_ATTEMPTS; attempt++) {
+        tide_variables *v = calloc(1, sizeof(*v));
+        if (!v)
+            return tide__client_fail(c, TIDE_CODE_RESOURCE_EXHAUSTED, "libtide: out of memory");
+        bool moved;
+        int code = read_pages(c, job_id, names, n_names, v, &moved);
+        if (code != TIDE_CODE_OK || moved) {
+            tide_variables_free(v);
+            if (code != TIDE_CODE_OK)
+                return code;
+            continue;
+        }
+        *out = v;
+        return TIDE_CODE_OK;
     }
-    v->reply = r;
-    v->n = r->n_variables;
-    for (size_t i = 0; i < v->n; i++)
-        tensor_from_proto(r->variables[i]->name, r->variables[i]->tensor, &v->tensors[i]);
-    *out = v;
-    return TIDE_CODE_OK;
+    return tide__client_fail(c, TIDE_CODE_ABORTED,
+                             "ReadVariables: job %s trained on while its variables were read, "
+                             "%d times; read them between steps",
+                             job_id, READ_ATTEMPTS);
 }
 
 uint64_t tide_variables_step(const tide_variables *v)
 {
-    return v ? v->reply->step : 0;
+    return v && v->reply ? v->reply->step : 0;
 }
 
 size_t tide_variables_count(const tide_variables *v)
@@ -1613,7 +1696,9 @@ void tide_variables_free(tide_variables *v)
 {
     if (!v)
         return;
-    protobuf_c_message_free_unpacked(&v->reply->base, NULL);
+    if (v->reply)
+        protobuf_c_message_free_unpacked(&v->reply->base, NULL);
+    free(v->bytes);
     free(v->tensors);
     free(v);
 }

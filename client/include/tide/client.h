@@ -625,7 +625,10 @@ void tide_removal_clear(struct tide_removal *removal);
  * Reads the current values of job_id's Variables called names[0 ..
  * n_names - 1] (n_names 0: every Variable, optimizer state excluded).
  * Returns 0 and sets *out to a set that the caller frees with
- * tide_variables_free().
+ * tide_variables_free(). Weights of any size: the bytes come in pages of
+ * 32 MiB (a paged ReadVariables), so no message is larger; if the job
+ * trains between two pages the read starts over, and after three tries
+ * fails with ABORTED (read a job's variables between its steps).
  */
 int tide_client_read_variables(tide_client *c, const char *job_id, const char *const *names,
                                size_t n_names, tide_variables **out);
