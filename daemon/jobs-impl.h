@@ -235,7 +235,10 @@ void tided__job_detach_train(struct job *j, grpc_status_code code, const char *m
 void tided__job_fail(struct tided_daemon *d, struct job *j, enum tide_status status,
                      const char *message);
 
-/* SIGTERM: a final checkpoint, then DONE with a note for resume_from. */
+/*
+ * SIGTERM: a final checkpoint, then DONE with a note for resume_from; a job
+ * whose streamed values are incomplete fails instead, without a checkpoint.
+ */
 void tided__job_stop_for_shutdown(struct tided_daemon *d, struct job *j);
 
 /* The job with id, or NULL. */

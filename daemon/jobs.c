@@ -326,10 +326,17 @@ void tided__job_fail(struct tided_daemon *d, struct job *j, enum tide_status sta
     tided__job_set_state(d, j, STATE(FAILED), "%s", text);
 }
 
-/* SIGTERM: a final checkpoint, then DONE with a note for resume_from. */
+/* SIGTERM: a final checkpoint and DONE, or FAILED without one (jobs-impl.h). */
 void tided__job_stop_for_shutdown(struct tided_daemon *d, struct job *j)
 {
     char text[256];
+    if (j->streamed_incomplete > 0) {
+        /* A checkpoint of half its values would resume as if they were whole: none. */
+        tided__job_fail(d, j, TIDE_UNAVAILABLE,
+                        "tided shut down before the job's streamed values were complete; submit "
+                        "it again");
+        return;
+    }
     snprintf(text, sizeof(text),
              "tided is shutting down; job %s was checkpointed at step %" PRIu64
              " (resume it with resume_from)",

@@ -27,7 +27,9 @@
  *    out; after the values are whole they read back exactly as written, the
  *    job trains, and then takes no more values. A spec naming a node that is
  *    not a Variable, a Variable twice, or streamed values with resume_from is
- *    refused at Submit; a job that streams nothing takes no chunk.
+ *    refused at Submit; a job that streams nothing takes no chunk;
+ *  - SIGTERM while a job's values are incomplete fails it without a
+ *    checkpoint, saying why (after the restart too).
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -78,6 +80,16 @@ static const int64_t picked_rows[] = {0, 4500, BIG_N - 1};
 #define OTHER_GID 65534
 
 static struct tide_test_daemon *daemon_;
+/* tided's flags: a device for the big job, a max-message far below its weights. */
+static const char *const daemon_flags[] = {"--device-memory",
+                                           "2G",
+                                           "--max-budget",
+                                           "2G",
+                                           "--default-budget",
+                                           "64M",
+                                           "--max-message",
+                                           "8M",
+                                           NULL};
 static char self_path[4096];
 
 /* ============================================================================
@@ -93,16 +105,7 @@ static int group_setup(void **state)
         daemon_ = NULL;
         return 0; /* every test skips */
     }
-    const char *extra[] = {"--device-memory",
-                           "2G",
-                           "--max-budget",
-                           "2G",
-                           "--default-budget",
-                           "64M",
-                           "--max-message",
-                           "8M",
-                           NULL};
-    if (!tide_test_daemon_start(daemon_, extra)) {
+    if (!tide_test_daemon_start(daemon_, daemon_flags)) {
         tide_test_daemon_finish(daemon_);
         free(daemon_);
         daemon_ = NULL;
@@ -739,6 +742,39 @@ static void test_streams_by_hand(void **state)
     tide_client_free(c);
 }
 
+/*
+ * SIGTERM while a job's streamed values are incomplete: the job fails,
+ * saying why, and leaves no checkpoint that resume_from could take for
+ * whole values. Last, as it restarts tided.
+ */
+static void test_shutdown_with_values_incomplete(void **state)
+{
+    (void)state;
+    NEED_DAEMON();
+    tide_client *c = connect_client();
+    size_t len;
+    uint8_t *spec = small_spec((const char *const[]){"w"}, 1, NULL, &len);
+    struct tide_job_info job;
+    CHECK_OK(c, tide_client_submit_bytes(c, spec, len, &job));
+    free(spec);
+    static uint8_t values[4096];
+    Tide__V1__VariableChunk k = chunk_of(job.id, "w", 0, values, sizeof(values));
+    write_one(&k, GRPC_STATUS_OK, "");
+    tide_client_free(c);
+
+    assert_int_equal(tide_test_daemon_stop(daemon_), 0);
+    assert_true(tide_test_daemon_start(daemon_, daemon_flags));
+    c = connect_client();
+    struct tide_job_info after;
+    CHECK_OK(c, tide_client_get(c, job.id, &after));
+    assert_int_equal(after.state, TIDE_JOB_FAILED);
+    assert_non_null(strstr(after.message, "streamed values were complete"));
+    tide_variables *v = NULL;
+    CHECK_CODE(c, tide_client_read_variables(c, job.id, NULL, 0, &v), TIDE_CODE_FAILED_PRECONDITION,
+               "has no checkpoint");
+    tide_client_free(c);
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 4 && strcmp(argv[1], "--helper-other-user") == 0)
@@ -748,6 +784,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_streams_by_hand),
         cmocka_unit_test(test_weights_over_max_message),
+        cmocka_unit_test(test_shutdown_with_values_incomplete),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
