@@ -837,9 +837,10 @@ int tide__npy_encode(const struct tide_tensor *array, uint8_t **out, size_t *len
     char header[512];
     int n = snprintf(header, sizeof(header), "{'descr': '%s', 'fortran_order': False, 'shape': (",
                      array->dtype == TIDE_DT_FLOAT32 ? "<f4" : "<i4");
+    /* As NumPy spells a tuple: (2, 3), (5,) and (). */
     for (int32_t i = 0; i < array->rank; i++)
-        n += snprintf(header + n, sizeof(header) - (size_t)n, "%" PRId64 "%s", array->dims[i],
-                      array->rank == 1 || i + 1 < array->rank ? "," : "");
+        n += snprintf(header + n, sizeof(header) - (size_t)n, "%s%" PRId64 "%s", i ? ", " : "",
+                      array->dims[i], array->rank == 1 ? "," : "");
     n += snprintf(header + n, sizeof(header) - (size_t)n, "), }");
     /* Spaces, then a newline, so that the data starts at a multiple of 64 bytes, as NumPy does. */
     size_t total = 10 + (size_t)n + 1;

@@ -839,6 +839,13 @@ static void test_npz_round_trip(void **state)
         assert_int_equal(zip_fread(zf, buf, st.size), (zip_int64_t)st.size);
         zip_fclose(zf);
         assert_int_equal((10 + (buf[8] | buf[9] << 8)) % 64, 0); /* data aligned as NumPy's */
+        /* The dict spelled as numpy.save spells it: "(3, 4)", "(4,)", "()". */
+        static const char *const dicts[] = {
+            "{'descr': '<f4', 'fortran_order': False, 'shape': (3, 4), }",
+            "{'descr': '<f4', 'fortran_order': False, 'shape': (4,), }",
+            "{'descr': '<f4', 'fortran_order': False, 'shape': (), }",
+            "{'descr': '<i4', 'fortran_order': False, 'shape': (2,), }"};
+        assert_memory_equal(buf + 10, dicts[i], strlen(dicts[i]));
         struct tide__npy npy;
         assert_int_equal(tide__npy_parse(buf, st.size, member, &npy, err, sizeof(err)), 0);
         assert_int_equal(npy.major, 1);
