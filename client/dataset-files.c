@@ -296,7 +296,7 @@ static int parse_header(const char *text, size_t len, const char *path, struct t
                     "numpy.ascontiguousarray(a))",
                     path);
     out->type = npy_types[i].type;
-    snprintf(out->descr, sizeof(out->descr), "%s", descr);
+    snprintf(out->descr, sizeof(out->descr), "%s", npy_types[i].descr); /* 3 characters */
     return 0;
 }
 
