@@ -2292,6 +2292,13 @@ static void test_tidectl_data_files_and_export(void **state)
     assert_non_null(strstr(r->out, "\"parameters\":38659,"));
     assert_non_null(strstr(r->out, "\"test_examples\":40,"));
 
+    /* plan reads the same files for the model's shape: the same parameters. */
+    run_tidectl(r, -1, "--json", "plan", "--model", "mlp", "--data", xp, "--labels", yp,
+                "--batch", "32", "--budget", "96M", (char *)NULL);
+    if (r->exit_code != 0)
+        fail_msg("tidectl plan --data: exit %d\n%s\n%s", r->exit_code, r->out, r->err);
+    assert_non_null(strstr(r->out, "\"parameters\":38659,"));
+
     run_tidectl(r, -1, "--json", "export", id, "--npz", npz, (char *)NULL);
     if (r->exit_code != 0)
         fail_msg("tidectl export: exit %d\n%s\n%s", r->exit_code, r->out, r->err);
