@@ -48,6 +48,11 @@ struct bench_options {
     int64_t hidden;  /* LSTM state width */
     int32_t layers;  /* stacked LSTM layers */
     const char *vary; /* max: batch, depth, seq or experts */
+    /* train: data from files (tide/dataset-files.h) and weights out; NULL: none */
+    const char *data, *labels;           /* --data, --labels (instead of --dataset) */
+    const char *test_data, *test_labels; /* --test-data, --test-labels */
+    bool dataset_given;                  /* --dataset was on the command line */
+    const char *save_npz;                /* --save-npz: the trained Variables as NumPy .npz */
 };
 
 /*

@@ -14,6 +14,8 @@
  *                    [--seed S] [--optimizer sgd|momentum|adam] [--lr X]
  *                    [--budget BYTES] [--backend cpu|cuda|auto] [--threads N] [--json]
  *                    [--trace FILE] [--svg FILE] [--png FILE]
+ *                    [--data X --labels Y [--test-data X2 --test-labels Y2]]
+ *                    [--save-npz OUT.npz]
  *   tide-bench plan  --model M [--depth D] [--batch B] --budget BYTES
  *                    [--partition-size K] [--swap auto|on|off] [--json]
  *                    [--svg FILE] [--png FILE]
@@ -42,6 +44,7 @@
 #include "graph/import.h"
 #include "picture/picture.h"
 #include "runtime/session.h"
+#include "tide/dataset-files.h"
 #include "tide/dataset.h"
 #include "tide/graph.h"
 #include "tide/models.h"
@@ -122,6 +125,16 @@ static void usage(FILE *out)
             "                           recorder off and on in turn (off on on off ...), each on\n"
             "                           block against the off block beside it; --steps a\n"
             "                           multiple of 4*K\n"
+            "  --data X --labels Y      train: your own data instead of --dataset: examples\n"
+            "                           [N, ...] and class labels [N], NumPy .npy (float32 or\n"
+            "                           uint8 examples, uint8 scaled to [0, 1]; int32, int64 or\n"
+            "                           uint8 labels) or IDX files; the examples' shape sets\n"
+            "                           the model's input (mlp: any; cnn, resnet: [C, H, W] or\n"
+            "                           [H, W]; lstm: [S, F]), the largest label + 1 the classes\n"
+            "  --test-data X2 --test-labels Y2\n"
+            "                           train: the examples scored after training (with --data;\n"
+            "                           without them, no test split)\n"
+            "  --save-npz FILE          train: write the trained Variables as NumPy .npz\n"
             "  --json                   end with one JSON line on stdout\n"
             "  -h, --help               this text\n");
 }
@@ -202,12 +215,40 @@ static int sequence_defaults(struct bench_options *o)
     return 0;
 }
 
+/*
+ * Data from files: --data and --labels together, --test-data and
+ * --test-labels together and only with them; not with --dataset, nor with
+ * --seq-len (the examples' shape [S, F] sets it).
+ */
+static int data_file_checks(const struct bench_options *o)
+{
+    const char *problem = NULL;
+    if (!o->data && !o->labels && !o->test_data && !o->test_labels)
+        return 0;
+    if (!o->data != !o->labels)
+        problem = "--data and --labels come together (examples and their labels)";
+    else if (!o->test_data != !o->test_labels)
+        problem = "--test-data and --test-labels come together";
+    else if (!o->data)
+        problem = "--test-data needs --data and --labels";
+    else if (o->dataset_given)
+        problem = "--dataset and --data exclude each other";
+    else if (o->seq_len)
+        problem = "--seq-len does not apply with --data: the examples' shape [S, F] sets the "
+                  "sequence length";
+    if (!problem)
+        return 0;
+    fprintf(stderr, "tide-bench: %s\n", problem);
+    return -1;
+}
+
 static int parse_options(int argc, char **argv, struct bench_options *o)
 {
     enum { O_DEPTH = 256, O_WIDTH, O_IMAGE, O_DATASET, O_SEED, O_OPT, O_LR, O_BUDGET, O_BACKEND,
            O_THREADS, O_JSON, O_POISON, O_STEPS, O_EPOCHS, O_PARTITION, O_SWAP, O_THRESHOLD,
            O_PREFETCH, O_TRACE, O_SVG, O_PNG, O_NO_EVAL, O_TRACE_OVERHEAD, O_CONFIRM,
-           O_SEQ_LEN, O_HIDDEN, O_LAYERS, O_VARY };
+           O_SEQ_LEN, O_HIDDEN, O_LAYERS, O_VARY,
+           O_DATA, O_LABELS, O_TEST_DATA, O_TEST_LABELS, O_SAVE_NPZ };
     static const struct option longs[] = {
         {"model", required_argument, 0, 'm'},   {"depth", required_argument, 0, O_DEPTH},
         {"width", required_argument, 0, O_WIDTH}, {"image-size", required_argument, 0, O_IMAGE},
@@ -228,6 +269,11 @@ static int parse_options(int argc, char **argv, struct bench_options *o)
         /* sequence models, and max */
         {"seq-len", required_argument, 0, O_SEQ_LEN}, {"hidden", required_argument, 0, O_HIDDEN},
         {"layers", required_argument, 0, O_LAYERS}, {"vary", required_argument, 0, O_VARY},
+        /* data from files, and weights out */
+        {"data", required_argument, 0, O_DATA}, {"labels", required_argument, 0, O_LABELS},
+        {"test-data", required_argument, 0, O_TEST_DATA},
+        {"test-labels", required_argument, 0, O_TEST_LABELS},
+        {"save-npz", required_argument, 0, O_SAVE_NPZ},
         {0, 0, 0, 0},
     };
     int64_t v;
@@ -266,6 +312,7 @@ static int parse_options(int argc, char **argv, struct bench_options *o)
             break;
         case O_DATASET:
             o->dataset = optarg;
+            o->dataset_given = true;
             break;
         case O_SEED:
             if (parse_u64(optarg, "--seed", &o->seed))
@@ -358,6 +405,22 @@ static int parse_options(int argc, char **argv, struct bench_options *o)
         case O_VARY:
             o->vary = optarg;
             break;
+        /* Data from files, and weights out. */
+        case O_DATA:
+            o->data = optarg;
+            break;
+        case O_LABELS:
+            o->labels = optarg;
+            break;
+        case O_TEST_DATA:
+            o->test_data = optarg;
+            break;
+        case O_TEST_LABELS:
+            o->test_labels = optarg;
+            break;
+        case O_SAVE_NPZ:
+            o->save_npz = optarg;
+            break;
         case 'h':
             usage(stdout);
             exit(0);
@@ -377,6 +440,8 @@ static int parse_options(int argc, char **argv, struct bench_options *o)
                 o->model);
         return -1;
     }
+    if (data_file_checks(o) != 0)
+        return -1;
     if (sequence_defaults(o) != 0)
         return -1;
     if (strcmp(o->dataset, "fashion-mnist") && strcmp(o->dataset, "synthetic")) {
@@ -467,6 +532,102 @@ void tide_bench_input_shape(const struct bench_options *o, int64_t *c, int64_t *
         *c = 3, *h = *w = o->image_size;
     else if (strcmp(o->model, "lstm") == 0)
         *h = o->seq_len;
+}
+
+/* ============================================================================
+ * Data from files (--data ...) and weights out (--save-npz)
+ * ========================================================================== */
+
+/*
+ * Opens --data/--labels and, with --test-data, the test files (else *test
+ * is NULL), and the images shape that --model reads them as. Returns 0, 1
+ * (a bad file) or 2 (examples the model cannot read), having said why.
+ */
+static int open_files(const struct bench_options *o, tide_dataset **train, tide_dataset **test,
+                      int64_t *c, int64_t *h, int64_t *w)
+{
+    char err[1024];
+    *train = *test = NULL;
+    if (tide_dataset_open_files(o->data, o->labels, NULL, train, err, sizeof(err)) != 0) {
+        fprintf(stderr, "tide-bench: %s\n", err);
+        return 1;
+    }
+    int rc = 0;
+    if (tide_dataset_model_input(*train, o->model, c, h, w, err, sizeof(err)) != 0)
+        rc = 2;
+    else if (o->test_data && tide_dataset_open_files(o->test_data, o->test_labels, *train, test,
+                                                     err, sizeof(err)) != 0)
+        rc = 1;
+    if (rc != 0) {
+        fprintf(stderr, "tide-bench: %s\n", err);
+        tide_dataset_free(*train);
+        *train = NULL;
+    }
+    return rc;
+}
+
+/* The trainable parameters of the model's graph bytes (the Variables' values); -1 on error. */
+static int64_t parameters(const uint8_t *bytes, size_t len)
+{
+    struct tide_graph *g = NULL;
+    struct tide_error err = {0};
+    if (tide_graph_import(bytes, len, NULL, &g, &err) != TIDE_OK)
+        return -1;
+    int64_t n = 0;
+    for (uint32_t v = 0; v < g->n_nodes; v++)
+        if (g->nodes[v].op == TIDE_OP_VARIABLE)
+            n += tide_shape_numel(&g->nodes[v].outputs[0].shape);
+    tide_graph_free(g);
+    return n;
+}
+
+/*
+ * Writes the Variables of the model's graph (bytes: what the daemon would
+ * call the job's own Variables, optimizer state excluded), read from the
+ * session, as NumPy .npz at path. 0, or -1 having said why.
+ */
+static int save_npz(struct tide_session *s, const uint8_t *bytes, size_t len, const char *path)
+{
+    struct tide_graph *g = NULL;
+    struct tide_error err = {0};
+    if (tide_graph_import(bytes, len, NULL, &g, &err) != TIDE_OK) {
+        fprintf(stderr, "tide-bench: --save-npz: %s\n", err.message);
+        return -1;
+    }
+    struct tide_tensor *arrays = calloc(g->n_nodes ? g->n_nodes : 1, sizeof(*arrays));
+    size_t n = 0;
+    int rc = arrays ? 0 : -1;
+    for (uint32_t v = 0; rc == 0 && v < g->n_nodes; v++) {
+        const struct tide_node *node = &g->nodes[v];
+        if (node->op != TIDE_OP_VARIABLE)
+            continue;
+        const struct tide_shape *shape = &node->outputs[0].shape;
+        struct tide_tensor *a = &arrays[n++];
+        a->name = node->name;
+        a->dtype = TIDE_DT_FLOAT32;
+        a->rank = shape->rank;
+        memcpy(a->dims, shape->dims, (size_t)shape->rank * sizeof(int64_t));
+        a->bytes = (size_t)tide_shape_numel(shape) * sizeof(float);
+        void *data = malloc(a->bytes ? a->bytes : 1);
+        a->data = data;
+        if (!data || tide_session_fetch(s, node->name, data, a->bytes, &err) != TIDE_OK) {
+            fprintf(stderr, "tide-bench: --save-npz: %s: %s\n", node->name,
+                    data ? err.message : "out of memory");
+            rc = -1;
+        }
+    }
+    char text[1024];
+    if (rc == 0 && tide_npz_write(path, arrays, n, text, sizeof(text)) != 0) {
+        fprintf(stderr, "tide-bench: --save-npz: %s\n", text);
+        rc = -1;
+    }
+    if (rc == 0)
+        fprintf(stderr, "tide-bench: %zu variables written to %s\n", n, path);
+    for (size_t i = 0; arrays && i < n; i++)
+        free((void *)arrays[i].data);
+    free(arrays);
+    tide_graph_free(g);
+    return rc;
 }
 
 static uint8_t *build_model(const struct bench_options *o, const tide_dataset *ds, size_t *len)
@@ -753,12 +914,20 @@ static int cmd_train(const struct bench_options *o)
                 o->seq_len);
         return 2;
     }
-    if (open_split(o, "train", &train) != 0)
-        return 1;
-    if (open_split(o, "test", &test) != 0) {
-        tide_dataset_free(train);
-        return 1;
+    int64_t files_c = 0, files_h = 0, files_w = 0;
+    if (o->data) {
+        int files_rc = open_files(o, &train, &test, &files_c, &files_h, &files_w);
+        if (files_rc != 0)
+            return files_rc;
+    } else {
+        if (open_split(o, "train", &train) != 0)
+            return 1;
+        if (open_split(o, "test", &test) != 0) {
+            tide_dataset_free(train);
+            return 1;
+        }
     }
+    const char *data_name = o->data ? o->data : o->dataset;
     int rc = 1;
     struct tide_session *s = NULL;
     tide_dataset_iter *it = NULL;
@@ -769,7 +938,9 @@ static int cmd_train(const struct bench_options *o)
     uint32_t n_measured = 0;
     struct tide_bench_trace_ab *ab = NULL; /* --trace-overhead */
     size_t len;
-    uint8_t *bytes = build_model(o, train, &len);
+    uint8_t *bytes = o->data ? tide_bench_build_model(o, files_c, files_h, files_w,
+                                                      tide_dataset_classes(train), &len)
+                             : build_model(o, train, &len);
     if (!bytes)
         goto out;
 
@@ -822,7 +993,7 @@ static int cmd_train(const struct bench_options *o)
     fprintf(stderr,
             "tide-bench: %s on %s, batch %" PRId64 ", %" PRId64 " steps (%.2f epochs), %u nodes, "
             "predicted peak %.1f MiB, compiled in %.0f ms\n",
-            o->model, o->dataset, o->batch, steps, (double)steps / (double)per_epoch,
+            o->model, data_name, o->batch, steps, (double)steps / (double)per_epoch,
             graph->n_nodes, (double)plan->peak_bytes / (1 << 20), compile_ms);
 
     if (o->trace_overhead) {
@@ -923,16 +1094,20 @@ static int cmd_train(const struct bench_options *o)
                 ab_figures.overhead_percent);
     double accuracy = NAN;
     double eval_start = now_ms();
-    if (!o->no_eval && evaluate(s, o, test, images, labels, logits, &accuracy) != 0)
+    bool no_eval = o->no_eval || !test; /* --data without --test-data: no test split */
+    if (!no_eval && evaluate(s, o, test, images, labels, logits, &accuracy) != 0)
+        goto out;
+    if (o->save_npz && save_npz(s, bytes, len, o->save_npz) != 0)
         goto out;
     double eval_s = (now_ms() - eval_start) / 1e3;
     char device[128];
     uint64_t device_total;
     tide_backend_device_info(NULL, device, sizeof(device), &device_total);
-    printf("model %s, dataset %s, batch %" PRId64 ", steps %" PRId64 "\n", o->model, o->dataset,
+    printf("model %s, dataset %s, batch %" PRId64 ", steps %" PRId64 "\n", o->model, data_name,
            o->batch, steps);
-    if (o->no_eval)
-        printf("loss %.4f, test split skipped (--no-eval)\n", (double)loss);
+    if (no_eval)
+        printf("loss %.4f, test split skipped (%s)\n", (double)loss,
+               o->no_eval ? "--no-eval" : "no --test-data");
     else
         printf("loss %.4f, test accuracy %.4f\n", (double)loss, accuracy);
     printf("step %.2f ms mean, train %.1f s (cpu %.1f s), eval %.1f s\n",
@@ -943,12 +1118,14 @@ static int cmd_train(const struct bench_options *o)
     if (o->json) {
         struct json_object *line = tide_bench_json_object();
         tide_bench_json_set_string(line, "model", o->model);
-        tide_bench_json_set_string(line, "dataset", o->dataset);
+        tide_bench_json_set_string(line, "dataset", data_name);
         tide_bench_json_set_int(line, "batch", o->batch);
         tide_bench_json_set_int(line, "steps", steps);
         tide_bench_json_set_fixed(line, "loss", (double)loss, 6);
-        if (!o->no_eval)
+        if (!no_eval)
             tide_bench_json_set_fixed(line, "test_accuracy", accuracy, 6);
+        if (o->data)
+            tide_bench_json_set_int(line, "parameters", parameters(bytes, len));
         tide_bench_json_set_fixed(line, "step_ms_mean", step_ms_sum / (double)steps, 3);
         tide_bench_json_set_fixed(line, "train_seconds", train_s, 3);
         tide_bench_json_set_fixed(line, "train_cpu_seconds", train_cpu_s, 3);
@@ -1012,6 +1189,11 @@ int main(int argc, char **argv)
     }
     if (parse_options(argc - 1, argv + 1, &o) != 0)
         return 2;
+    if ((o.data || o.save_npz) && run != cmd_train) {
+        fprintf(stderr, "tide-bench: %s applies to train only, not to %s\n",
+                o.data ? "--data" : "--save-npz", cmd);
+        return 2;
+    }
     if (o.trace && run != cmd_train) {
         fprintf(stderr, "tide-bench: --trace applies to train only, not to %s\n", cmd);
         return 2;

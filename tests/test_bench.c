@@ -648,6 +648,153 @@ static void test_max_vary_errors(void **state)
     free(r);
 }
 
+/* ============================================================================
+ * Data from files (--data, --labels, --test-data, --test-labels)
+ * ========================================================================== */
+
+static char files_dir[64];
+
+static const char *file_in(const char *name)
+{
+    static char paths[4][128];
+    static int next;
+    char *p = paths[next++ % 4];
+    snprintf(p, 128, "%s/%s", files_dir, name);
+    return p;
+}
+
+static void write_file(const char *name, const void *head, size_t head_len, const void *data,
+                       size_t len)
+{
+    FILE *f = fopen(file_in(name), "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(head, 1, head_len, f), head_len);
+    assert_int_equal(fwrite(data, 1, len, f), len);
+    assert_int_equal(fclose(f), 0);
+}
+
+/* A version-1.0 .npy file: the dict padded with spaces and a newline to 128 bytes. */
+static void write_npy128(const char *name, const char *dict, const void *data, size_t len)
+{
+    char head[128] = "\x93NUMPY\x01\x00\x76\x00";
+    size_t dict_len = strlen(dict);
+    assert_true(10 + dict_len < 128);
+    memcpy(head + 10, dict, dict_len);
+    memset(head + 10 + dict_len, ' ', 128 - 10 - dict_len - 1);
+    head[127] = '\n';
+    write_file(name, head, 128, data, len);
+}
+
+/*
+ * tide-bench train from the user's files: IDX bytes (MNIST's format) into
+ * the CNN, and .npy floats [N, S, F] into the LSTM, each with a test split;
+ * a short run reports the files as its dataset and scores every test
+ * example. Files that do not fit are refused with their own words.
+ */
+static void test_train_from_files(void **state)
+{
+    (void)state;
+    snprintf(files_dir, sizeof(files_dir), "/tmp/tide-test-bench-files-XXXXXX");
+    assert_non_null(mkdtemp(files_dir));
+    enum { N = 96, SIDE = 8 };
+    static uint8_t pixels[N * SIDE * SIDE], labels[N];
+    uint64_t seed = 11;
+    for (int i = 0; i < N; i++) {
+        labels[i] = (uint8_t)(i % 3);
+        for (int j = 0; j < SIDE * SIDE; j++) {
+            seed = seed * 6364136223846793005u + 1442695040888963407u;
+            /* Class k is bright in band k of rows, so the CNN can learn it. */
+            int band = (j / SIDE) * 3 / SIDE;
+            pixels[i * SIDE * SIDE + j] = (uint8_t)((seed >> 58) + (band == labels[i] ? 190 : 0));
+        }
+    }
+    const uint8_t image_head[16] = {0, 0, 8, 3, 0, 0, 0, N, 0, 0, 0, SIDE, 0, 0, 0, SIDE};
+    const uint8_t label_head[8] = {0, 0, 8, 1, 0, 0, 0, N};
+    write_file("images.idx", image_head, 16, pixels, sizeof(pixels));
+    write_file("labels.idx", label_head, 8, labels, sizeof(labels));
+
+    struct tide_test_run *r = malloc(sizeof(*r));
+    assert_non_null(r);
+    char *cnn[] = {"train", "--model", "cnn", "--data", (char *)file_in("images.idx"), "--labels",
+                   (char *)file_in("labels.idx"), "--test-data", (char *)file_in("images.idx"),
+                   "--test-labels", (char *)file_in("labels.idx"), "--batch", "16", "--steps",
+                   "6", "--json", NULL};
+    struct json_object *line = run_bench(r, 0, cnn);
+    assert_string_equal(tide_test_json_string(line, "dataset"), file_in("images.idx"));
+    assert_int_equal(tide_test_json_int(line, "steps"), 6);
+    /* conv 1->16 and 16->32 (3x3, biases), fc1 32*2*2 -> 128, fc_out 128 -> 3. */
+    assert_int_equal(tide_test_json_int(line, "parameters"),
+                     16 * 9 + 16 + 32 * 16 * 9 + 32 + 128 * 128 + 128 + 128 * 3 + 3);
+    double accuracy = tide_test_json_number(line, "test_accuracy");
+    assert_true(accuracy >= 0 && accuracy <= 1);
+    expect_in_report(r->out, "loss %.4f, test accuracy %.4f",
+                     tide_test_json_number(line, "loss"), accuracy);
+    json_object_put(line);
+
+    /* float32 [N, 6, 4] for the LSTM: 6 steps of 4 features, int64 labels, no test split. */
+    static float steps[N * 6 * 4];
+    static int64_t classes[N];
+    for (int i = 0; i < N * 24; i++)
+        steps[i] = (float)((i * 7919) % 23) / 23.0f - 0.5f;
+    for (int i = 0; i < N; i++)
+        classes[i] = i % 2;
+    write_npy128("x.npy", "{'descr': '<f4', 'fortran_order': False, 'shape': (96, 6, 4), }",
+                steps, sizeof(steps));
+    write_npy128("y.npy", "{'descr': '<i8', 'fortran_order': False, 'shape': (96,), }", classes,
+                sizeof(classes));
+    char *lstm[] = {"train", "--model", "lstm", "--hidden", "8", "--data", (char *)file_in("x.npy"),
+                    "--labels", (char *)file_in("y.npy"), "--batch", "16", "--steps", "3",
+                    "--json", NULL};
+    line = run_bench(r, 0, lstm);
+    /* (4 + 8) * 4 * 8 + 4 * 8 gate weights, then 8 * 2 + 2: 6 steps of 4 features. */
+    assert_int_equal(tide_test_json_int(line, "parameters"), 12 * 32 + 32 + 8 * 2 + 2);
+    assert_null(json_object_object_get(line, "test_accuracy"));
+    assert_non_null(strstr(r->out, "test split skipped (no --test-data)"));
+    json_object_put(line);
+
+    /* Refusals: a shape the model cannot read (2), a file that does not fit (1), flags (2). */
+    tide_test_run_program((char *[]){bench_path, "train", "--model", "resnet", "--data",
+                                     (char *)file_in("x.npy"), "--labels",
+                                     (char *)file_in("y.npy"), "--steps", "1", NULL},
+                          -1, -1, r);
+    assert_int_equal(r->exit_code, 2);
+    char want[512];
+    snprintf(want, sizeof(want),
+             "tide-bench: --model resnet reads square images [C, S, S], but the examples of %s "
+             "are [6, 4]\n",
+             file_in("x.npy"));
+    assert_string_equal(r->err, want);
+    write_file("short.idx", label_head, 8, labels, N - 1);
+    tide_test_run_program((char *[]){bench_path, "train", "--model", "cnn", "--data",
+                                     (char *)file_in("images.idx"), "--labels",
+                                     (char *)file_in("short.idx"), NULL},
+                          -1, -1, r);
+    assert_int_equal(r->exit_code, 1);
+    snprintf(want, sizeof(want),
+             "tide-bench: %s is truncated: its data is 95 bytes, but IDX shape [96] of unsigned "
+             "byte (0x08) is 96 bytes\n",
+             file_in("short.idx"));
+    assert_string_equal(r->err, want);
+    tide_test_run_program((char *[]){bench_path, "train", "--dataset", "synthetic", "--data",
+                                     (char *)file_in("x.npy"), "--labels",
+                                     (char *)file_in("y.npy"), NULL},
+                          -1, -1, r);
+    assert_int_equal(r->exit_code, 2);
+    assert_string_equal(r->err, "tide-bench: --dataset and --data exclude each other\n");
+    tide_test_run_program((char *[]){bench_path, "plan", "--budget", "4M", "--data",
+                                     (char *)file_in("x.npy"), "--labels",
+                                     (char *)file_in("y.npy"), NULL},
+                          -1, -1, r);
+    assert_int_equal(r->exit_code, 2);
+    assert_string_equal(r->err, "tide-bench: --data applies to train only, not to plan\n");
+    free(r);
+    static const char *const names[] = {"images.idx", "labels.idx", "x.npy", "y.npy",
+                                        "short.idx"};
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+        unlink(file_in(names[i]));
+    rmdir(files_dir);
+}
+
 /* `maxbatch` without --budget: a usage error (exit 2) that says what to add. */
 static void test_maxbatch_needs_a_budget(void **state)
 {
@@ -679,6 +826,7 @@ int main(void)
         cmocka_unit_test(test_maxbatch_needs_a_budget),
         cmocka_unit_test(test_max_lstm_seq_exact),
         cmocka_unit_test(test_max_vary_errors),
+        cmocka_unit_test(test_train_from_files),
     };
     return cmocka_run_group_tests(tests, group_setup, NULL);
 }

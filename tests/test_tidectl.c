@@ -34,7 +34,8 @@ static char tidectl_path[PATH_MAX];
 
 /* The verbs in the order `tidectl --help` lists them. */
 static const char *const verbs[] = {"status", "plan",  "train", "jobs", "get", "watch", "cancel",
-                                    "checkpoint", "rm", "prune", "trace", "top", "help"};
+                                    "checkpoint", "rm", "prune", "trace", "top", "export",
+                                    "help"};
 
 #define N_VERBS (sizeof(verbs) / sizeof(verbs[0]))
 
@@ -237,6 +238,34 @@ static void test_usage_errors(void **state)
     expect_usage_error("tidectl: status: --socket and --connect exclude each other (see tidectl "
                        "status --help)\n",
                        "--socket", "/x", "--connect", "a:1", "status", (char *)NULL);
+    /* Data from files, and weights out. */
+    expect_usage_error("tidectl: train: --dataset and --data exclude each other (see tidectl "
+                       "train --help)\n",
+                       "train", "--data", "x.npy", "--labels", "y.npy", "--dataset", "synthetic",
+                       (char *)NULL);
+    expect_usage_error("tidectl: train: --data and --labels come together (examples and their "
+                       "labels) (see tidectl train --help)\n",
+                       "train", "--data", "x.npy", (char *)NULL);
+    expect_usage_error("tidectl: plan: --test-data needs --data and --labels (see tidectl plan "
+                       "--help)\n",
+                       "plan", "--test-data", "a.npy", "--test-labels", "b.npy", (char *)NULL);
+    expect_usage_error("tidectl: train: --test-data and --test-labels come together (see tidectl "
+                       "train --help)\n",
+                       "train", "--data", "x.npy", "--labels", "y.npy", "--test-data", "a.npy",
+                       (char *)NULL);
+    expect_usage_error("tidectl: train: --seq-len does not apply with --data: the examples' "
+                       "shape [S, F] sets the sequence length (see tidectl train --help)\n",
+                       "train", "--model", "lstm", "--data", "x.npy", "--labels", "y.npy",
+                       "--seq-len", "5", (char *)NULL);
+    expect_usage_error("tidectl: train: --data wants a file name, got \"\" (see tidectl train "
+                       "--help)\n",
+                       "train", "--data", "", (char *)NULL);
+    expect_usage_error("tidectl: export: say where the weights go: --npz OUT.npz (see tidectl "
+                       "export --help)\n",
+                       "--socket", "/nonexistent/tided.sock", "export", "j-1", (char *)NULL);
+    expect_usage_error("tidectl: export: option --data does not apply to export (see tidectl "
+                       "export --help)\n",
+                       "export", "j-1", "--data", "x.npy", (char *)NULL);
     /* trace: its job, its counts, -o as the output file wherever it stands. */
     expect_usage_error("tidectl: trace: missing argument: tidectl trace JOB [--steps N] [-o FILE] "
                        "(see tidectl trace --help)\n",

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tide/dataset-files.h"
 #include "tide/models.h"
 #include "tidectl.h"
 
@@ -130,4 +131,50 @@ void tidectl_dataset_shape(const struct tidectl_options *o, int64_t *c, int64_t 
     /* The LSTM reads a row per time step: --seq-len rows (28 on Fashion-MNIST). */
     if (strcmp(o->model, "lstm") == 0)
         *h = o->seq_len;
+}
+
+/* ============================================================================
+ * Data from files (--data, --labels, --test-data, --test-labels)
+ * ========================================================================== */
+
+/* Says what went wrong with the files, on stderr and as a --json error line. */
+static int files_error(const char *err, int exit_code)
+{
+    fprintf(stderr, "tidectl: %s\n", err);
+    if (tidectl_json)
+        tidectl_json_print_error("DATASET", -1, err, exit_code);
+    return exit_code;
+}
+
+int tidectl_open_files(const struct tidectl_options *o, tide_dataset **train, tide_dataset **test,
+                       int64_t *c, int64_t *h, int64_t *w)
+{
+    char err[1024];
+    *train = NULL;
+    if (test)
+        *test = NULL;
+    if (tide_dataset_open_files(o->data, o->labels, NULL, train, err, sizeof(err)) != 0)
+        return files_error(err, TIDECTL_EXIT_RUNTIME);
+    /* A shape the model cannot read is a usage error: another --model or other files. */
+    if (tide_dataset_model_input(*train, o->model, c, h, w, err, sizeof(err)) != 0) {
+        tide_dataset_free(*train);
+        *train = NULL;
+        return files_error(err, TIDECTL_EXIT_USAGE);
+    }
+    if (test && o->test_data &&
+        tide_dataset_open_files(o->test_data, o->test_labels, *train, test, err, sizeof(err)) !=
+            0) {
+        tide_dataset_free(*train);
+        *train = NULL;
+        return files_error(err, TIDECTL_EXIT_RUNTIME);
+    }
+    return TIDECTL_EXIT_OK;
+}
+
+int tidectl_check_files_input(const tide_dataset *train, const struct tidectl_model *m)
+{
+    char err[1024];
+    if (tide_dataset_check_input(train, m->image_dims, m->image_rank, err, sizeof(err)) != 0)
+        return files_error(err, TIDECTL_EXIT_USAGE);
+    return TIDECTL_EXIT_OK;
 }

@@ -59,6 +59,12 @@ static const struct option long_options[] = {
     {"seq-len", required_argument, 0, TIDECTL_OPT_SEQ_LEN},
     {"hidden", required_argument, 0, TIDECTL_OPT_HIDDEN},
     {"layers", required_argument, 0, TIDECTL_OPT_LAYERS},
+    /* data from files, and weights out */
+    {"data", required_argument, 0, TIDECTL_OPT_DATA},
+    {"labels", required_argument, 0, TIDECTL_OPT_LABELS},
+    {"test-data", required_argument, 0, TIDECTL_OPT_TEST_DATA},
+    {"test-labels", required_argument, 0, TIDECTL_OPT_TEST_LABELS},
+    {"npz", required_argument, 0, TIDECTL_OPT_NPZ},
     {0, 0, 0, 0},
 };
 
@@ -260,6 +266,33 @@ static int sequence_defaults(const char *command, struct tidectl_options *o)
     return TIDECTL_EXIT_OK;
 }
 
+/*
+ * Data from files: --data and --labels come together, --test-data and
+ * --test-labels too and only with them; --dataset, --data-dir and --seq-len
+ * (the examples' shape sets it) do not apply with --data.
+ */
+static int data_file_checks(const char *command, struct tidectl_options *o)
+{
+    if (!o->data && !o->labels && !o->test_data && !o->test_labels)
+        return TIDECTL_EXIT_OK;
+    if (!o->data != !o->labels)
+        return tidectl_usage_error(command, "--data and --labels come together (examples and "
+                                            "their labels)");
+    if (!o->test_data != !o->test_labels)
+        return tidectl_usage_error(command, "--test-data and --test-labels come together");
+    if (!o->data)
+        return tidectl_usage_error(command, "--test-data needs --data and --labels");
+    if (o->dataset_given)
+        return tidectl_usage_error(command, "--dataset and --data exclude each other");
+    if (o->data_dir)
+        return tidectl_usage_error(command, "--data-dir is for --dataset fashion-mnist, not "
+                                            "--data");
+    if (o->seq_len)
+        return tidectl_usage_error(command, "--seq-len does not apply with --data: the examples' "
+                                            "shape [S, F] sets the sequence length");
+    return TIDECTL_EXIT_OK;
+}
+
 int tidectl_parse_options(int argc, char **argv, const struct tidectl_verb *verb,
                           struct tidectl_options *o)
 {
@@ -336,6 +369,7 @@ int tidectl_parse_options(int argc, char **argv, const struct tidectl_verb *verb
             if (parse_enum(name, "dataset", optarg, sets, &e))
                 return TIDECTL_EXIT_USAGE;
             o->dataset = sets[e];
+            o->dataset_given = true;
             break;
         }
         case TIDECTL_OPT_DATA_DIR:
@@ -455,6 +489,23 @@ int tidectl_parse_options(int argc, char **argv, const struct tidectl_verb *verb
                 return TIDECTL_EXIT_USAGE;
             o->layers = (int32_t)v;
             break;
+        /* Data from files, and weights out. */
+        case TIDECTL_OPT_DATA:
+        case TIDECTL_OPT_LABELS:
+        case TIDECTL_OPT_TEST_DATA:
+        case TIDECTL_OPT_TEST_LABELS:
+        case TIDECTL_OPT_NPZ: {
+            const char **field = c == TIDECTL_OPT_DATA          ? &o->data
+                                 : c == TIDECTL_OPT_LABELS      ? &o->labels
+                                 : c == TIDECTL_OPT_TEST_DATA   ? &o->test_data
+                                 : c == TIDECTL_OPT_TEST_LABELS ? &o->test_labels
+                                                                : &o->npz;
+            if (!*optarg)
+                return tidectl_usage_error(name, "--%s wants a file name, got \"\"",
+                                           option_name(c));
+            *field = optarg;
+            break;
+        }
         default:
             return tidectl_usage_error(name, "unhandled option");
         }
@@ -467,6 +518,8 @@ int tidectl_parse_options(int argc, char **argv, const struct tidectl_verb *verb
         return tidectl_usage_error(name, "--steps and --epochs exclude each other");
     if (o->depth && strcmp(o->model, "resnet") != 0)
         return tidectl_usage_error(name, "--depth applies to --model resnet only");
+    if (data_file_checks(name, o) != TIDECTL_EXIT_OK)
+        return TIDECTL_EXIT_USAGE;
     if (sequence_defaults(name, o) != TIDECTL_EXIT_OK)
         return TIDECTL_EXIT_USAGE;
     /* Positional arguments: the command itself first. */

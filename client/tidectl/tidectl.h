@@ -123,6 +123,12 @@ enum tidectl_option_id {
     TIDECTL_OPT_SEQ_LEN,
     TIDECTL_OPT_HIDDEN,
     TIDECTL_OPT_LAYERS,
+    /* data from files, and weights out */
+    TIDECTL_OPT_DATA,
+    TIDECTL_OPT_LABELS,
+    TIDECTL_OPT_TEST_DATA,
+    TIDECTL_OPT_TEST_LABELS,
+    TIDECTL_OPT_NPZ,
     /* trace (-o is its short spelling) */
     TIDECTL_OPT_OUTPUT = 'o',
 };
@@ -133,7 +139,11 @@ enum tidectl_option_id {
         TIDECTL_OPT_DATA_DIR, TIDECTL_OPT_BATCH, TIDECTL_OPT_BUDGET, TIDECTL_OPT_SWAP,             \
         TIDECTL_OPT_PARTITION_SIZE, TIDECTL_OPT_VARS_HOME, TIDECTL_OPT_OPTIMIZER, TIDECTL_OPT_LR,  \
         TIDECTL_OPT_SEED, TIDECTL_OPT_NAME, TIDECTL_OPT_SEQ_LEN, TIDECTL_OPT_HIDDEN,             \
-        TIDECTL_OPT_LAYERS
+        TIDECTL_OPT_LAYERS, TIDECTL_DATA_FILE_OPTIONS
+
+/* Data from the user's files (a block of their own in the model options). */
+#define TIDECTL_DATA_FILE_OPTIONS                                                                  \
+    TIDECTL_OPT_DATA, TIDECTL_OPT_LABELS, TIDECTL_OPT_TEST_DATA, TIDECTL_OPT_TEST_LABELS
 
 /* The help of TIDECTL_MODEL_OPTIONS, appended to a verb's help text. */
 #define TIDECTL_MODEL_HELP                                                                         \
@@ -158,6 +168,7 @@ enum tidectl_option_id {
     "                           synthetic (random images with learnable labels, any size).\n"      \
     "  --data-dir DIR           Where the Fashion-MNIST files are\n"                               \
     "                           (default /usr/share/datasets/fashion-mnist).\n"                    \
+    TIDECTL_DATA_FILE_HELP                                                                         \
     "  --batch B                Examples per step (default 64).\n"                                 \
     "  --budget BYTES           The job's device memory budget, with an optional K, M or G\n"      \
     "                           suffix (binary); the daemon swaps feature maps to host memory\n"   \
@@ -173,6 +184,22 @@ enum tidectl_option_id {
     "                           0.003 adam for lstm).\n"                                           \
     "  --seed S                 Seed of the initialisers and the shuffling (default 1).\n"         \
     "  --name NAME              The job's name in listings (default tidectl-MODEL).\n"
+
+/* The help of TIDECTL_DATA_FILE_OPTIONS, inside TIDECTL_MODEL_HELP. */
+#define TIDECTL_DATA_FILE_HELP                                                                     \
+    "  --data FILE --labels FILE\n"                                                                \
+    "                           Train on your own data instead of --dataset: examples [N, ...]\n" \
+    "                           and their class labels [N], each a NumPy .npy (float32 or\n"      \
+    "                           uint8 examples, uint8 scaled to [0, 1]; int32, int64 or uint8\n"  \
+    "                           labels; C order) or an IDX file (MNIST's format, also\n"          \
+    "                           gzipped). The examples' shape sets the model's input: mlp\n"      \
+    "                           reads any, cnn and resnet [C, H, W] or [H, W], lstm [S, F]\n"      \
+    "                           (S steps of F features, so no --seq-len); the classes are\n"      \
+    "                           the largest label + 1.\n"                                          \
+    "  --test-data FILE --test-labels FILE\n"                                                      \
+    "                           The examples `train` scores after training (with --data;\n"      \
+    "                           without them, no test split). Same example shape, labels\n"      \
+    "                           below the training classes.\n"
 
 /* What the command line said: the global options, every command's, and the arguments. */
 struct tidectl_options {
@@ -222,6 +249,11 @@ struct tidectl_options {
     double interval_s;
     /* trace */
     const char *output; /* NULL: the command's default file */
+    /* data from files (plan, train), and export's output */
+    const char *data, *labels;           /* --data, --labels: the training examples and labels */
+    const char *test_data, *test_labels; /* --test-data, --test-labels */
+    bool dataset_given;                  /* --dataset was on the command line (excludes --data) */
+    const char *npz;                     /* export: the .npz to write */
     /* positional arguments after the command */
     char **args;
     int n_args;
@@ -282,6 +314,7 @@ extern const struct tidectl_verb tidectl_verb_top;
 extern const struct tidectl_verb tidectl_verb_rm;
 extern const struct tidectl_verb tidectl_verb_prune;
 extern const struct tidectl_verb tidectl_verb_help;
+extern const struct tidectl_verb tidectl_verb_export;
 
 /* Prints what tide_client_remove() or tide_client_prune() deleted (output.c). */
 int tidectl_print_removal(const struct tide_removal *r, bool json);
@@ -461,5 +494,17 @@ int tidectl_open_dataset(const struct tidectl_options *o, const char *split, tid
 /* The image shape and classes of the dataset the options name, without reading it. */
 void tidectl_dataset_shape(const struct tidectl_options *o, int64_t *c, int64_t *h, int64_t *w,
                            int32_t *classes);
+
+/*
+ * With --data: opens the training files into *train and, when test is not
+ * NULL and --test-data was given, the test files into *test (else NULL), and
+ * sets the images shape the model is built for (c, h, w) from the examples'
+ * shape. Prints why not on failure and returns the exit status.
+ */
+int tidectl_open_files(const struct tidectl_options *o, tide_dataset **train, tide_dataset **test,
+                       int64_t *c, int64_t *h, int64_t *w);
+
+/* With --data: checks that the built model's images placeholder takes train's examples. */
+int tidectl_check_files_input(const tide_dataset *train, const struct tidectl_model *m);
 
 #endif /* TIDE_CLIENT_TIDECTL_H */
