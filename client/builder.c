@@ -133,6 +133,11 @@ enum op_id {
 
     /* fused attention (Attention) */
     OP_ATTENTION,
+
+    /* ops autodiff emits that importers need too (Neg, Scale, BroadcastTo) */
+    OP_NEG,
+    OP_SCALE,
+    OP_BROADCAST_TO,
 };
 
 /* An op: its graph op (graph/ops.def, which gives its wire name) and its automatic names' stem. */
@@ -190,6 +195,11 @@ static const struct op_spec op_specs[] = {
 
     /* fused attention (Attention) */
     [OP_ATTENTION] = {TIDE_OP_ATTENTION, "attention"},
+
+    /* ops autodiff emits that importers need too (Neg, Scale, BroadcastTo) */
+    [OP_NEG] = {TIDE_OP_NEG, "neg"},
+    [OP_SCALE] = {TIDE_OP_SCALE, "scale"},
+    [OP_BROADCAST_TO] = {TIDE_OP_BROADCAST_TO, "broadcast_to"},
 };
 
 /* The wire name of op ("MatMul"). */
@@ -1227,6 +1237,31 @@ tide_ref tide_builder_sub(tide_builder *b, const char *name, tide_ref x, tide_re
 tide_ref tide_builder_mul(tide_builder *b, const char *name, tide_ref x, tide_ref y)
 {
     return binary(b, OP_MUL, name, "x", x, "y", y);
+}
+
+tide_ref tide_builder_neg(tide_builder *b, const char *name, tide_ref x)
+{
+    return unary(b, OP_NEG, name, x);
+}
+
+tide_ref tide_builder_scale(tide_builder *b, const char *name, tide_ref x, float scale)
+{
+    struct call c;
+    if (!begin(b, &c, OP_SCALE, name) || !input(&c, 0, "x", x))
+        return TIDE_REF_NONE;
+    attr_float(&c, "scale", scale);
+    return finish(&c);
+}
+
+tide_ref tide_builder_broadcast_to(tide_builder *b, const char *name, tide_ref x, int32_t rank,
+                                   const int64_t *dims)
+{
+    struct call c;
+    if (!begin(b, &c, OP_BROADCAST_TO, name) || !input(&c, 0, "x", x) ||
+        !check_dims(&c, "shape", rank, dims))
+        return TIDE_REF_NONE;
+    attr_shape(&c, "shape", rank, dims);
+    return finish(&c);
 }
 
 tide_ref tide_builder_bias_add(tide_builder *b, const char *name, tide_ref x, tide_ref bias)
