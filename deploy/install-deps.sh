@@ -25,6 +25,8 @@ packages=(
     libxxhash-dev                     # checkpoint checksums (xxHash64)
     chromium                          # the dashboard's headless-browser test
     python3 python3-prometheus-client # a real Prometheus parser for the metrics test
+    libonnx-dev                       # onnx.proto, compiled with protoc-c for ONNX import
+    libonnx-testdata                  # ONNX's conformance cases (tide-bench onnx-tests)
 )
 
 missing=()
