@@ -1355,45 +1355,76 @@ static int op_batch_normalization(struct ctx *c)
                                                  attr_f(n, "epsilon", 1e-5f)));
 }
 
+/* A [D] vector from a tensor of D elements in any shape (LayerNorm's scale and bias). */
+static int as_vector(struct ctx *c, size_t k, int64_t d, tide_ref *out)
+{
+    if (float_in(c, k, out) != 0)
+        return -1;
+    int32_t r;
+    int64_t dims[MAX_RANK];
+    if (ref_shape(c, *out, &r, dims) != 0)
+        return -1;
+    if (numel(r, dims) != d)
+        return failf(c, "input %zu holds %" PRId64 " elements, want %" PRId64
+                     " (the normalised axes)", k, numel(r, dims), d);
+    if (r != 1)
+        *out = tide_builder_reshape(c->b, NULL, *out, 1, &d);
+    return check_builder(c, *out);
+}
+
+/* LayerNormalization over axes [axis, rank): tide's LayerNorm over the last axis of x seen
+ * as [dims[:axis]..., prod(dims[axis:])], which normalises the same elements together. */
 static int op_layer_normalization(struct ctx *c)
 {
     const Onnx__NodeProto *n = c->node;
     tide_ref x, gain, bias;
-    if (float_in(c, 0, &x) != 0 || float_in(c, 1, &gain) != 0)
+    if (float_in(c, 0, &x) != 0)
         return -1;
     int32_t rank;
     int64_t dims[MAX_RANK], axis;
     if (ref_shape(c, x, &rank, dims) != 0 ||
         norm_axis(c, attr_i(n, "axis", -1), rank, &axis) != 0)
         return -1;
-    if (axis != rank - 1)
-        return failf(c, "axis %" PRId64 " is not supported (only the last axis)", attr_i(n, "axis", -1));
     if (attr_i(n, "stash_type", 1) != 1)
         return failf(c, "stash_type other than float32 is not supported");
-    int32_t rg;
-    int64_t dg[MAX_RANK];
-    if (ref_shape(c, gain, &rg, dg) != 0)
+    int64_t d = numel(rank - (int32_t)axis, dims + axis);
+    if (as_vector(c, 1, d, &gain) != 0)
         return -1;
-    if (rg != 1) /* scale and B may broadcast from any trailing shape; tide's are [D] */
-        gain = tide_builder_reshape(c->b, NULL, gain, 1, (int64_t[]){dims[rank - 1]});
     if (has_input(n, 2)) {
-        if (float_in(c, 2, &bias) != 0)
+        if (as_vector(c, 2, d, &bias) != 0)
             return -1;
-        if (ref_shape(c, bias, &rg, dg) != 0)
-            return -1;
-        if (rg != 1)
-            bias = tide_builder_reshape(c->b, NULL, bias, 1, (int64_t[]){dims[rank - 1]});
     } else {
-        int64_t d = dims[rank - 1];
         float *zeros = calloc((size_t)(d ? d : 1), sizeof(float));
         if (!zeros)
             return failf(c, "out of memory");
         bias = tide_builder_constant(c->b, NULL, TIDE_DT_FLOAT32, 1, &d, zeros);
         free(zeros);
     }
-    mark_missing(c, 1, "is a LayerNormalization statistic, which the import does not give");
-    return set_out(c, 0, tide_builder_layer_norm(c->b, NULL, x, gain, bias,
-                                                 attr_f(n, "epsilon", 1e-5f)));
+    int64_t flat[MAX_RANK];
+    memcpy(flat, dims, sizeof(flat));
+    flat[axis] = d;
+    bool reshaped = axis != rank - 1;
+    if (reshaped)
+        x = tide_builder_reshape(c->b, NULL, x, (int32_t)axis + 1, flat);
+    tide_ref ln = tide_builder_layer_norm(c->b, NULL, x, gain, bias, attr_f(n, "epsilon", 1e-5f));
+    if (check_builder(c, ln) != 0)
+        return -1;
+    tide_ref y = reshaped ? tide_builder_reshape(c->b, NULL, ln, rank, dims) : ln;
+    if (set_out(c, 0, y) != 0)
+        return -1;
+    /* Mean and InvStdDev keep the normalised axes as 1s. */
+    int64_t stat_dims[MAX_RANK];
+    memcpy(stat_dims, dims, sizeof(stat_dims));
+    for (int32_t a = (int32_t)axis; a < rank; a++)
+        stat_dims[a] = 1;
+    for (size_t k = 1; k < 3 && k < n->n_output; k++) {
+        if (!*n->output[k])
+            continue;
+        tide_ref stat = tide_builder_output(c->b, ln, (int32_t)k);
+        if (set_out(c, k, tide_builder_reshape(c->b, NULL, stat, rank, stat_dims)) != 0)
+            return -1;
+    }
+    return 0;
 }
 
 static int op_dropout(struct ctx *c)
@@ -1920,6 +1951,180 @@ static int reduce(struct ctx *c, bool mean)
 static int op_reduce_mean(struct ctx *c) { return reduce(c, true); }
 static int op_reduce_sum(struct ctx *c) { return reduce(c, false); }
 
+static int op_size(struct ctx *c)
+{
+    struct value *x = in_value(c, 0);
+    if (!x)
+        return -1;
+    int32_t rank;
+    int64_t dims[MAX_RANK];
+    if (value_shape(c, x, &rank, dims) != 0)
+        return -1;
+    struct value *v = set_out_const(c, 0, CONST_INT, 0, NULL);
+    if (!v)
+        return -1;
+    v->i[0] = numel(rank, dims);
+    return 0;
+}
+
+/* A float32 scalar Const. */
+static tide_ref scalar(struct ctx *c, float value)
+{
+    return tide_builder_constant(c->b, NULL, TIDE_DT_FLOAT32, 0, NULL, &value);
+}
+
+/* Clip: min(max(x, lo), hi) as NumPy's clip, with constant bounds. */
+static int op_clip(struct ctx *c)
+{
+    const Onnx__NodeProto *n = c->node;
+    tide_ref x;
+    if (float_in(c, 0, &x) != 0)
+        return -1;
+    bool has_lo = false, has_hi = false;
+    float lo = 0, hi = 0;
+    if (c->opset >= 11) {
+        struct value *v;
+        if (has_input(n, 1)) {
+            if (!(v = in_const(c, 1, "min")))
+                return -1;
+            has_lo = true, lo = (float)get_num(v, 0);
+        }
+        if (has_input(n, 2)) {
+            if (!(v = in_const(c, 2, "max")))
+                return -1;
+            has_hi = true, hi = (float)get_num(v, 0);
+        }
+    }
+    if (has_lo)
+        x = tide_builder_max(c->b, NULL, x, scalar(c, lo));
+    if (has_hi)
+        x = tide_builder_min(c->b, NULL, x, scalar(c, hi));
+    if (!has_lo && !has_hi)
+        x = tide_builder_identity(c->b, NULL, x);
+    return set_out(c, 0, x);
+}
+
+/* LeakyRelu: max(x, alpha x), equal to ONNX's for alpha in [0, 1]. */
+static int op_leaky_relu(struct ctx *c)
+{
+    float alpha = attr_f(c->node, "alpha", 0.01f);
+    if (!(alpha >= 0.0f && alpha <= 1.0f))
+        return failf(c, "alpha %g is not supported (only 0 to 1)", alpha);
+    tide_ref x;
+    if (float_in(c, 0, &x) != 0)
+        return -1;
+    return set_out(c, 0, tide_builder_max(c->b, NULL, x, tide_builder_scale(c->b, NULL, x, alpha)));
+}
+
+/* PRelu: relu(x) + min(x, 0) * slope. */
+static int op_prelu(struct ctx *c)
+{
+    tide_ref x, slope;
+    if (float_in(c, 0, &x) != 0 || float_in(c, 1, &slope) != 0)
+        return -1;
+    tide_ref neg = tide_builder_mul(c->b, NULL, tide_builder_min(c->b, NULL, x, scalar(c, 0.0f)), slope);
+    return set_out(c, 0, tide_builder_add(c->b, NULL, tide_builder_relu(c->b, NULL, x), neg));
+}
+
+static int op_reciprocal(struct ctx *c)
+{
+    tide_ref x;
+    if (float_in(c, 0, &x) != 0)
+        return -1;
+    return set_out(c, 0, tide_builder_div(c->b, NULL, scalar(c, 1.0f), x));
+}
+
+static tide_ref abs_of(struct ctx *c, tide_ref x)
+{
+    return tide_builder_max(c->b, NULL, x, tide_builder_neg(c->b, NULL, x));
+}
+
+static int op_abs(struct ctx *c)
+{
+    tide_ref x;
+    if (float_in(c, 0, &x) != 0)
+        return -1;
+    return set_out(c, 0, abs_of(c, x));
+}
+
+/* Softsign: x / (1 + |x|). */
+static int op_softsign(struct ctx *c)
+{
+    tide_ref x;
+    if (float_in(c, 0, &x) != 0)
+        return -1;
+    tide_ref den = tide_builder_add(c->b, NULL, abs_of(c, x), scalar(c, 1.0f));
+    return set_out(c, 0, tide_builder_div(c->b, NULL, x, den));
+}
+
+/* Softplus: log(exp(x) + 1), as ONNX defines it. */
+static int op_softplus(struct ctx *c)
+{
+    tide_ref x;
+    if (float_in(c, 0, &x) != 0)
+        return -1;
+    tide_ref e = tide_builder_add(c->b, NULL, tide_builder_exp(c->b, NULL, x), scalar(c, 1.0f));
+    return set_out(c, 0, tide_builder_log(c->b, NULL, e));
+}
+
+/* Elu and Selu: gamma (relu(x) + min(0, alpha (exp(x) - 1))), which for alpha > 0 is
+ * gamma x where x > 0 and gamma alpha (exp(x) - 1) elsewhere. */
+static int elu_common(struct ctx *c, float alpha, float gamma)
+{
+    if (!(alpha > 0.0f))
+        return failf(c, "alpha %g is not supported (only > 0)", alpha);
+    tide_ref x;
+    if (float_in(c, 0, &x) != 0)
+        return -1;
+    tide_ref em1 = tide_builder_sub(c->b, NULL, tide_builder_exp(c->b, NULL, x), scalar(c, 1.0f));
+    tide_ref neg = tide_builder_min(c->b, NULL, tide_builder_scale(c->b, NULL, em1, alpha),
+                                    scalar(c, 0.0f));
+    tide_ref r = tide_builder_add(c->b, NULL, tide_builder_relu(c->b, NULL, x), neg);
+    if (gamma != 1.0f)
+        r = tide_builder_scale(c->b, NULL, r, gamma);
+    return set_out(c, 0, r);
+}
+
+static int op_elu(struct ctx *c)
+{
+    return elu_common(c, attr_f(c->node, "alpha", 1.0f), 1.0f);
+}
+
+static int op_selu(struct ctx *c)
+{
+    return elu_common(c, attr_f(c->node, "alpha", 1.67326319217681884765625f),
+                      attr_f(c->node, "gamma", 1.05070102214813232421875f));
+}
+
+/* HardSigmoid: max(0, min(1, alpha x + beta)). */
+static int op_hard_sigmoid(struct ctx *c)
+{
+    tide_ref x;
+    if (float_in(c, 0, &x) != 0)
+        return -1;
+    tide_ref y = tide_builder_add(c->b, NULL,
+                                  tide_builder_scale(c->b, NULL, x, attr_f(c->node, "alpha", 0.2f)),
+                                  scalar(c, attr_f(c->node, "beta", 0.5f)));
+    y = tide_builder_min(c->b, NULL, y, scalar(c, 1.0f));
+    return set_out(c, 0, tide_builder_max(c->b, NULL, y, scalar(c, 0.0f)));
+}
+
+/* Mean: the sum of the inputs divided by their count. */
+static int op_mean(struct ctx *c)
+{
+    const Onnx__NodeProto *n = c->node;
+    tide_ref acc;
+    if (float_in(c, 0, &acc) != 0)
+        return -1;
+    for (size_t k = 1; k < n->n_input; k++) {
+        tide_ref y;
+        if (float_in(c, k, &y) != 0)
+            return -1;
+        acc = tide_builder_add(c->b, NULL, acc, y);
+    }
+    return set_out(c, 0, tide_builder_div(c->b, NULL, acc, scalar(c, (float)n->n_input)));
+}
+
 static int op_erf(struct ctx *c)
 {
     return failf(c, "Erf is not supported: tide's Gelu is the tanh approximation, which is not "
@@ -1936,16 +2141,19 @@ struct op_entry {
 };
 
 static const struct op_entry ops[] = {
+    {"Abs", op_abs},
     {"Add", op_add},
     {"AveragePool", op_average_pool},
     {"BatchNormalization", op_batch_normalization},
     {"Cast", op_cast},
+    {"Clip", op_clip},
     {"Concat", op_concat},
     {"Constant", op_constant},
     {"ConstantOfShape", op_constant_of_shape},
     {"Conv", op_conv},
     {"Div", op_div},
     {"Dropout", op_dropout},
+    {"Elu", op_elu},
     {"Equal", op_equal},
     {"Erf", op_erf},
     {"Exp", op_exp},
@@ -1954,26 +2162,35 @@ static const struct op_entry ops[] = {
     {"Gather", op_gather},
     {"Gemm", op_gemm},
     {"GlobalAveragePool", op_global_average_pool},
+    {"HardSigmoid", op_hard_sigmoid},
     {"Identity", op_identity},
     {"LayerNormalization", op_layer_normalization},
+    {"LeakyRelu", op_leaky_relu},
     {"Log", op_log},
     {"LogSoftmax", op_log_softmax},
     {"MatMul", op_matmul},
     {"Max", op_max},
     {"MaxPool", op_max_pool},
+    {"Mean", op_mean},
     {"Min", op_min},
     {"Mul", op_mul},
     {"Neg", op_neg},
     {"Pow", op_pow},
+    {"PRelu", op_prelu},
     {"Range", op_range},
+    {"Reciprocal", op_reciprocal},
     {"ReduceMean", op_reduce_mean},
     {"ReduceSum", op_reduce_sum},
     {"Relu", op_relu},
     {"Reshape", op_reshape},
+    {"Selu", op_selu},
     {"Shape", op_shape},
     {"Sigmoid", op_sigmoid},
+    {"Size", op_size},
     {"Slice", op_slice},
     {"Softmax", op_softmax},
+    {"Softplus", op_softplus},
+    {"Softsign", op_softsign},
     {"Split", op_split},
     {"Sqrt", op_sqrt},
     {"Squeeze", op_squeeze},
