@@ -64,6 +64,7 @@ struct ctx {
     char *err;
     size_t err_size;
     const Onnx__NodeProto *node; /* the node being imported, for messages */
+    bool scoped;                 /* inside the builder scope "onnx" (the nodes' own ops) */
 };
 
 static uint64_t hash_name(const char *s)
@@ -288,17 +289,12 @@ static int materialize(struct ctx *c, struct value *v)
         return failf(c, "input \"%s\" %s", v->name, v->missing);
     if (!v->known)
         return failf(c, "input \"%s\" has no value", v->name);
-    char name[TIDE_BUILDER_MAX_NAME + 1];
-    tide_ref r;
-    if (v->type == CONST_FLOAT) {
-        tide_name(c, v->name, name);
-        if (v->trainable)
-            r = tide_builder_variable_value(c->b, name, v->rank, v->dims, v->f);
-        else
-            r = tide_builder_constant(c->b, name, TIDE_DT_FLOAT32, v->rank, v->dims, v->f);
-    } else if (v->type == CONST_INT) {
-        int64_t n = numel(v->rank, v->dims);
-        int32_t *data = malloc((size_t)(n ? n : 1) * sizeof(int32_t));
+    if (v->type == CONST_BOOL)
+        return failf(c, "\"%s\" is a bool tensor, which tide has no type for", v->name);
+    int64_t n = numel(v->rank, v->dims);
+    int32_t *data = NULL;
+    if (v->type == CONST_INT) {
+        data = malloc((size_t)(n ? n : 1) * sizeof(int32_t));
         if (!data)
             return failf(c, "out of memory");
         for (int64_t k = 0; k < n; k++) {
@@ -310,12 +306,22 @@ static int materialize(struct ctx *c, struct value *v)
             }
             data[k] = (int32_t)v->i[k];
         }
-        tide_name(c, v->name, name);
-        r = tide_builder_constant(c->b, name, TIDE_DT_INT32, v->rank, v->dims, data);
-        free(data);
-    } else {
-        return failf(c, "\"%s\" is a bool tensor, which tide has no type for", v->name);
     }
+    /* Initializers and constants keep their ONNX names, outside the "onnx" scope. */
+    if (c->scoped)
+        tide_builder_pop_scope(c->b);
+    char name[TIDE_BUILDER_MAX_NAME + 1];
+    tide_name(c, v->name, name);
+    tide_ref r;
+    if (data)
+        r = tide_builder_constant(c->b, name, TIDE_DT_INT32, v->rank, v->dims, data);
+    else if (v->trainable)
+        r = tide_builder_variable_value(c->b, name, v->rank, v->dims, v->f);
+    else
+        r = tide_builder_constant(c->b, name, TIDE_DT_FLOAT32, v->rank, v->dims, v->f);
+    free(data);
+    if (c->scoped)
+        tide_builder_push_scope(c->b, "onnx");
     if (check_builder(c, r) != 0)
         return -1;
     v->ref = r;
@@ -2323,21 +2329,28 @@ static int import_model(struct ctx *c, const Onnx__ModelProto *m, struct tide_on
     }
     if (tide_builder_push_scope(c->b, "onnx") != 0)
         return failf(c, "%s", tide_builder_error(c->b));
-    for (size_t k = 0; k < g->n_node; k++) {
+    c->scoped = true;
+    int rc = 0;
+    for (size_t k = 0; k < g->n_node && rc == 0; k++) {
         const Onnx__NodeProto *n = g->node[k];
         c->node = n;
-        if (n->domain && *n->domain && strcmp(n->domain, "ai.onnx") != 0)
-            return failf(c, "domain \"%s\" is not supported", n->domain);
         handler_fn fn = find_op(n->op_type ? n->op_type : "");
-        if (!fn)
-            return failf(c, "op %s is not supported", n->op_type ? n->op_type : "(none)");
-        if (n->n_output == 0)
-            return failf(c, "no outputs");
-        if (fn(c) != 0)
-            return -1;
+        if (n->domain && *n->domain && strcmp(n->domain, "ai.onnx") != 0)
+            rc = failf(c, "domain \"%s\" is not supported", n->domain);
+        else if (!fn)
+            rc = failf(c, "op %s is not supported", n->op_type ? n->op_type : "(none)");
+        else if (n->n_output == 0)
+            rc = failf(c, "no outputs");
+        else
+            rc = fn(c);
+    }
+    if (rc != 0) {
+        tide_builder_pop_scope(c->b);
+        return -1;
     }
     c->node = NULL;
     tide_builder_pop_scope(c->b);
+    c->scoped = false;
     for (size_t k = 0; k < g->n_output; k++) {
         const char *name = g->output[k]->name ? g->output[k]->name : "";
         struct value *v = lookup(c, name);
