@@ -138,6 +138,7 @@ enum op_id {
     OP_NEG,
     OP_SCALE,
     OP_BROADCAST_TO,
+    OP_ERF,
 };
 
 /* An op: its graph op (graph/ops.def, which gives its wire name) and its automatic names' stem. */
@@ -200,6 +201,7 @@ static const struct op_spec op_specs[] = {
     [OP_NEG] = {TIDE_OP_NEG, "neg"},
     [OP_SCALE] = {TIDE_OP_SCALE, "scale"},
     [OP_BROADCAST_TO] = {TIDE_OP_BROADCAST_TO, "broadcast_to"},
+    [OP_ERF] = {TIDE_OP_ERF, "erf"},
 };
 
 /* The wire name of op ("MatMul"). */
@@ -1451,6 +1453,11 @@ tide_ref tide_builder_sqrt(tide_builder *b, const char *name, tide_ref x)
 tide_ref tide_builder_gelu(tide_builder *b, const char *name, tide_ref x)
 {
     return unary(b, OP_GELU, name, x);
+}
+
+tide_ref tide_builder_erf(tide_builder *b, const char *name, tide_ref x)
+{
+    return unary(b, OP_ERF, name, x);
 }
 
 tide_ref tide_builder_div(tide_builder *b, const char *name, tide_ref x, tide_ref y)

@@ -339,6 +339,13 @@ tide_ref tide_builder_sqrt(tide_builder *b, const char *name, tide_ref x);
 tide_ref tide_builder_gelu(tide_builder *b, const char *name, tide_ref x);
 
 /*
+ * The error function, element-wise and exact (libm's erff), with its
+ * gradient 2 / sqrt(pi) exp(-x^2). GELU in its exact form, as PyTorch's
+ * nn.GELU() and ONNX exports have it, is 0.5 x (1 + erf(x / sqrt(2))).
+ */
+tide_ref tide_builder_erf(tide_builder *b, const char *name, tide_ref x);
+
+/*
  * Element-wise x / y, max(x, y) and min(x, y) with NumPy broadcasting (as
  * tide_builder_add). Division by 0 gives +-inf or NaN as IEEE 754 does. Max
  * (Min) takes y only where y is strictly greater (less) than x, so ties and
