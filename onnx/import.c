@@ -2131,11 +2131,7 @@ static int op_mean(struct ctx *c)
     return set_out(c, 0, tide_builder_div(c->b, NULL, acc, scalar(c, (float)n->n_input)));
 }
 
-static int op_erf(struct ctx *c)
-{
-    return failf(c, "Erf is not supported: tide's Gelu is the tanh approximation, which is not "
-                    "exact, and tide has no Erf op");
-}
+static int op_erf(struct ctx *c) { return unary(c, tide_builder_erf); }
 
 /* ============================================================================
  * The op table

@@ -566,16 +566,36 @@ static void test_missing_input(void **state)
     mb_free(m);
 }
 
-/* Erf has no exact counterpart in tide: refused, not approximated. */
-static void test_erf_refused(void **state)
+/* GELU as PyTorch exports nn.GELU(): x * 0.5 * (1 + Erf(x / sqrt 2)), exact through tide's Erf. */
+static void test_erf_gelu(void **state)
 {
     (void)state;
-    struct mb *m = mb_new(13);
-    mb_input(m, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 1, (int64_t[]){2}, -1);
-    mb_node(m, "Erf", "erf", LIST("x"), LIST("y"));
+    struct mb *m = mb_new(14);
+    mb_input(m, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 1, (int64_t[]){5}, -1);
+    Onnx__NodeProto *k = mb_node(m, "Constant", "sqrt2", LIST(NULL), LIST("s2"));
+    attr_t(m, k, "value", tensor(m, "", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 0, NULL,
+                                 (float[]){1.41421353816986083984375f}));
+    k = mb_node(m, "Constant", "one", LIST(NULL), LIST("c1"));
+    attr_t(m, k, "value", tensor(m, "", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 0, NULL, (float[]){1}));
+    k = mb_node(m, "Constant", "half", LIST(NULL), LIST("c05"));
+    attr_t(m, k, "value",
+           tensor(m, "", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 0, NULL, (float[]){0.5f}));
+    mb_node(m, "Div", "div", LIST("x", "s2"), LIST("scaled"));
+    mb_node(m, "Erf", "erf", LIST("scaled"), LIST("e"));
+    mb_node(m, "Add", "add", LIST("e", "c1"), LIST("e1"));
+    mb_node(m, "Mul", "mul", LIST("x", "e1"), LIST("xe"));
+    mb_node(m, "Mul", "mul_half", LIST("xe", "c05"), LIST("y"));
     mb_output(m, "y");
-    import_fails(m, NULL, "node erf (Erf, opset 13): Erf is not supported: tide's Gelu is the tanh "
-                          "approximation, which is not exact, and tide has no Erf op");
+    struct tide_onnx_result r;
+    tide_builder *b = import_ok(m, NULL, &r);
+    float x[5] = {-3, -0.5f, 0, 1, 2.5f}, y[5];
+    run_forward(b, &r, x, sizeof(x), y, 5);
+    for (int i = 0; i < 5; i++) {
+        double want = 0.5 * x[i] * (1.0 + erf(x[i] / sqrt(2.0)));
+        assert_float_equal(y[i], want, 1e-6 * fabs(want) + 1e-7);
+    }
+    tide_onnx_result_free(&r);
+    tide_builder_free(b);
     mb_free(m);
 }
 
@@ -645,7 +665,7 @@ int main(void)
         cmocka_unit_test(test_dynamic_shape_refused),
         cmocka_unit_test(test_unsupported_op_and_opset),
         cmocka_unit_test(test_missing_input),
-        cmocka_unit_test(test_erf_refused),
+        cmocka_unit_test(test_erf_gelu),
         cmocka_unit_test(test_bad_bytes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
