@@ -2131,6 +2131,217 @@ static int op_mean(struct ctx *c)
     return set_out(c, 0, tide_builder_div(c->b, NULL, acc, scalar(c, (float)n->n_input)));
 }
 
+/* ---- recurrent layers, unrolled ---- */
+
+/* A [rows, cols] window of a rank-2 tensor: rows [r0, r0 + nr), columns [c0, c0 + nc). */
+static tide_ref window(struct ctx *c, tide_ref x, int64_t r0, int64_t nr, int64_t c0, int64_t nc)
+{
+    return tide_builder_slice(c->b, NULL, x, (int64_t[]){r0, c0}, (int64_t[]){nr, nc}, 2);
+}
+
+/* Direction d's [rows, cols] matrix out of a [num_directions, rows, cols] input. */
+static tide_ref direction_matrix(struct ctx *c, tide_ref w, int64_t d, int64_t rows, int64_t cols)
+{
+    tide_ref s = tide_builder_slice(c->b, NULL, w, (int64_t[]){d, 0, 0},
+                                    (int64_t[]){1, rows, cols}, 3);
+    return tide_builder_reshape(c->b, NULL, s, 2, (int64_t[]){rows, cols});
+}
+
+/* Checks a weight's shape against what the layer needs. */
+static int expect_shape(struct ctx *c, tide_ref r, const char *what, int32_t rank, const int64_t *want)
+{
+    int32_t got_rank;
+    int64_t got[MAX_RANK];
+    if (ref_shape(c, r, &got_rank, got) != 0)
+        return -1;
+    bool same = got_rank == rank;
+    for (int32_t k = 0; same && k < rank; k++)
+        same = got[k] == want[k];
+    if (!same)
+        return failf(c, "%s has the wrong shape for hidden_size and the input", what);
+    return 0;
+}
+
+/*
+ * LSTM and RNN (ONNX's default activations: Sigmoid and Tanh for LSTM's gates,
+ * cell and output; Tanh for RNN), unrolled over the sequence into MatMul, Add,
+ * Slice, Sigmoid, Tanh, Mul and Concat, per direction. The input projection of
+ * every step is one MatMul over [seq * batch, input]. LSTM gates are i, o, f,
+ * c in W, R and B, as ONNX orders them.
+ */
+static int recurrent(struct ctx *c, bool lstm)
+{
+    const Onnx__NodeProto *n = c->node;
+    const int64_t gates = lstm ? 4 : 1;
+    int64_t hidden = attr_i(n, "hidden_size", 0);
+    int64_t layout = attr_i(n, "layout", 0);
+    if (hidden <= 0)
+        return failf(c, "hidden_size must be given and > 0");
+    if (attr(n, "activations") || attr(n, "activation_alpha") || attr(n, "activation_beta"))
+        return failf(c, "activations other than the defaults are not supported");
+    if (attr(n, "clip"))
+        return failf(c, "clip is not supported");
+    if (attr_i(n, "input_forget", 0) != 0)
+        return failf(c, "input_forget 1 is not supported");
+    int64_t n_dir = 1;
+    bool reverse_only = false;
+    if (attr_s_is(n, "direction", "bidirectional"))
+        n_dir = 2;
+    else if (attr_s_is(n, "direction", "reverse"))
+        reverse_only = true;
+    else if (!attr_s_is(n, "direction", NULL) && !attr_s_is(n, "direction", "forward"))
+        return failf(c, "direction must be forward, reverse or bidirectional");
+    tide_ref x, w, r;
+    if (float_in(c, 0, &x) != 0 || float_in(c, 1, &w) != 0 || float_in(c, 2, &r) != 0)
+        return -1;
+    int32_t xr;
+    int64_t xd[MAX_RANK];
+    if (ref_shape(c, x, &xr, xd) != 0)
+        return -1;
+    if (xr != 3)
+        return failf(c, "X must have rank 3, not %d", xr);
+    if (layout == 1) {
+        x = tide_builder_transpose(c->b, NULL, x, (int64_t[]){1, 0, 2}, 3);
+        int64_t t = xd[0];
+        xd[0] = xd[1], xd[1] = t;
+    } else if (layout != 0) {
+        return failf(c, "layout %" PRId64 " is not supported", layout);
+    }
+    int64_t seq = xd[0], batch = xd[1], in_size = xd[2], gh = gates * hidden;
+    if (seq < 1)
+        return failf(c, "an empty sequence is not supported");
+    if (expect_shape(c, w, "W", 3, (int64_t[]){n_dir, gh, in_size}) != 0 ||
+        expect_shape(c, r, "R", 3, (int64_t[]){n_dir, gh, hidden}) != 0)
+        return -1;
+    if (has_input(n, 4)) {
+        struct value *lens = in_value(c, 4);
+        if (!lens)
+            return -1;
+        bool full = lens->known && lens->type != CONST_FLOAT;
+        for (int64_t k = 0; full && k < numel(lens->rank, lens->dims); k++)
+            full = lens->i[k] == seq;
+        if (!full)
+            return failf(c, "sequence_lens must be absent or a constant equal to the sequence "
+                            "length (%" PRId64 ") for every batch entry", seq);
+    }
+    tide_ref bias = TIDE_REF_NONE, h0 = TIDE_REF_NONE, c0 = TIDE_REF_NONE, peep = TIDE_REF_NONE;
+    if (has_input(n, 3)) {
+        if (float_in(c, 3, &bias) != 0 ||
+            expect_shape(c, bias, "B", 2, (int64_t[]){n_dir, 2 * gh}) != 0)
+            return -1;
+    }
+    if (has_input(n, 5)) {
+        if (float_in(c, 5, &h0) != 0 ||
+            expect_shape(c, h0, "initial_h", 3,
+                         layout ? (int64_t[]){batch, n_dir, hidden} : (int64_t[]){n_dir, batch, hidden}) != 0)
+            return -1;
+        if (layout)
+            h0 = tide_builder_transpose(c->b, NULL, h0, (int64_t[]){1, 0, 2}, 3);
+    }
+    if (lstm && has_input(n, 6)) {
+        if (float_in(c, 6, &c0) != 0 ||
+            expect_shape(c, c0, "initial_c", 3,
+                         layout ? (int64_t[]){batch, n_dir, hidden} : (int64_t[]){n_dir, batch, hidden}) != 0)
+            return -1;
+        if (layout)
+            c0 = tide_builder_transpose(c->b, NULL, c0, (int64_t[]){1, 0, 2}, 3);
+    }
+    if (lstm && has_input(n, 7)) {
+        if (float_in(c, 7, &peep) != 0 ||
+            expect_shape(c, peep, "P", 2, (int64_t[]){n_dir, 3 * hidden}) != 0)
+            return -1;
+    }
+    tide_ref flat_x = tide_builder_reshape(c->b, NULL, x, 2, (int64_t[]){seq * batch, in_size});
+    tide_ref *ys = calloc((size_t)(seq * n_dir), sizeof(tide_ref));
+    tide_ref last_h[2], last_c[2];
+    if (!ys)
+        return failf(c, "out of memory");
+    for (int64_t d = 0; d < n_dir; d++) {
+        bool backward = reverse_only || d == 1;
+        tide_ref wd = direction_matrix(c, w, d, gh, in_size);
+        tide_ref rd = direction_matrix(c, r, d, gh, hidden);
+        tide_ref proj = tide_builder_matmul(c->b, NULL, flat_x, wd, false, true); /* [S*B, gh] */
+        if (bias.id >= 0) {
+            tide_ref bd = window(c, bias, d, 1, 0, 2 * gh);
+            tide_ref both = tide_builder_add(c->b, NULL, window(c, bd, 0, 1, 0, gh),
+                                             window(c, bd, 0, 1, gh, gh));
+            proj = tide_builder_add(c->b, NULL, proj, both);
+        }
+        tide_ref pi = TIDE_REF_NONE, po = TIDE_REF_NONE, pf = TIDE_REF_NONE;
+        if (peep.id >= 0) {
+            tide_ref pd = window(c, peep, d, 1, 0, 3 * hidden);
+            pi = window(c, pd, 0, 1, 0, hidden);
+            po = window(c, pd, 0, 1, hidden, hidden);
+            pf = window(c, pd, 0, 1, 2 * hidden, hidden);
+        }
+        tide_ref h = h0.id >= 0 ? direction_matrix(c, h0, d, batch, hidden) : TIDE_REF_NONE;
+        tide_ref cell = c0.id >= 0 ? direction_matrix(c, c0, d, batch, hidden) : TIDE_REF_NONE;
+        for (int64_t step = 0; step < seq; step++) {
+            int64_t t = backward ? seq - 1 - step : step;
+            tide_ref g = window(c, proj, t * batch, batch, 0, gh);
+            /* A zero initial state adds nothing: leaving its terms out is exact. */
+            if (h.id >= 0)
+                g = tide_builder_add(c->b, NULL, g, tide_builder_matmul(c->b, NULL, h, rd, false, true));
+            if (!lstm) {
+                h = tide_builder_tanh(c->b, NULL, g);
+            } else {
+                tide_ref gi = window(c, g, 0, batch, 0, hidden);
+                tide_ref go = window(c, g, 0, batch, hidden, hidden);
+                tide_ref gf = window(c, g, 0, batch, 2 * hidden, hidden);
+                tide_ref gc = window(c, g, 0, batch, 3 * hidden, hidden);
+                if (pi.id >= 0 && cell.id >= 0) {
+                    gi = tide_builder_add(c->b, NULL, gi, tide_builder_mul(c->b, NULL, pi, cell));
+                    gf = tide_builder_add(c->b, NULL, gf, tide_builder_mul(c->b, NULL, pf, cell));
+                }
+                tide_ref i_t = tide_builder_sigmoid(c->b, NULL, gi);
+                tide_ref c_t = tide_builder_tanh(c->b, NULL, gc);
+                tide_ref ic = tide_builder_mul(c->b, NULL, i_t, c_t);
+                cell = cell.id >= 0
+                           ? tide_builder_add(c->b, NULL,
+                                              tide_builder_mul(c->b, NULL,
+                                                               tide_builder_sigmoid(c->b, NULL, gf),
+                                                               cell),
+                                              ic)
+                           : ic;
+                if (pi.id >= 0)
+                    go = tide_builder_add(c->b, NULL, go, tide_builder_mul(c->b, NULL, po, cell));
+                h = tide_builder_mul(c->b, NULL, tide_builder_sigmoid(c->b, NULL, go),
+                                     tide_builder_tanh(c->b, NULL, cell));
+            }
+            if (check_builder(c, h) != 0) {
+                free(ys);
+                return -1;
+            }
+            ys[t * n_dir + d] = tide_builder_reshape(c->b, NULL, h, 3, (int64_t[]){1, batch, hidden});
+        }
+        last_h[d] = tide_builder_reshape(c->b, NULL, h, 3, (int64_t[]){1, batch, hidden});
+        last_c[d] = lstm ? tide_builder_reshape(c->b, NULL, cell, 3, (int64_t[]){1, batch, hidden})
+                         : TIDE_REF_NONE;
+    }
+    /* Y [seq, num_directions, batch, hidden]: the steps' [1, batch, hidden] in (t, d) order. */
+    tide_ref y = tide_builder_concat(c->b, NULL, ys, (int32_t)(seq * n_dir), 0);
+    free(ys);
+    y = tide_builder_reshape(c->b, NULL, y, 4, (int64_t[]){seq, n_dir, batch, hidden});
+    tide_ref yh = n_dir == 1 ? last_h[0] : tide_builder_concat(c->b, NULL, last_h, 2, 0);
+    tide_ref yc = TIDE_REF_NONE;
+    if (lstm)
+        yc = n_dir == 1 ? last_c[0] : tide_builder_concat(c->b, NULL, last_c, 2, 0);
+    if (layout == 1) {
+        y = tide_builder_transpose(c->b, NULL, y, (int64_t[]){2, 0, 1, 3}, 4);
+        yh = tide_builder_transpose(c->b, NULL, yh, (int64_t[]){1, 0, 2}, 3);
+        if (lstm)
+            yc = tide_builder_transpose(c->b, NULL, yc, (int64_t[]){1, 0, 2}, 3);
+    }
+    if (set_out(c, 0, y) != 0 || (n->n_output > 1 && set_out(c, 1, yh) != 0))
+        return -1;
+    if (lstm && n->n_output > 2 && set_out(c, 2, yc) != 0)
+        return -1;
+    return 0;
+}
+
+static int op_lstm(struct ctx *c) { return recurrent(c, true); }
+static int op_rnn(struct ctx *c) { return recurrent(c, false); }
+
 static int op_erf(struct ctx *c) { return unary(c, tide_builder_erf); }
 
 /* ============================================================================
@@ -2170,6 +2381,7 @@ static const struct op_entry ops[] = {
     {"LeakyRelu", op_leaky_relu},
     {"Log", op_log},
     {"LogSoftmax", op_log_softmax},
+    {"LSTM", op_lstm},
     {"MatMul", op_matmul},
     {"Max", op_max},
     {"MaxPool", op_max_pool},
@@ -2185,6 +2397,7 @@ static const struct op_entry ops[] = {
     {"ReduceSum", op_reduce_sum},
     {"Relu", op_relu},
     {"Reshape", op_reshape},
+    {"RNN", op_rnn},
     {"Selu", op_selu},
     {"Shape", op_shape},
     {"Sigmoid", op_sigmoid},

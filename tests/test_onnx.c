@@ -599,6 +599,132 @@ static void test_erf_gelu(void **state)
     mb_free(m);
 }
 
+/* As run_forward, but fetches every output k (float32) into outs[k] of counts[k] elements. */
+static void run_forward_all(tide_builder *b, const struct tide_onnx_result *r, const void *in,
+                            size_t in_bytes, float **outs, const size_t *counts)
+{
+    uint8_t *graph;
+    size_t len;
+    assert_int_equal(tide_builder_serialize(b, &graph, &len), 0);
+    const char *fetches[8];
+    for (int32_t k = 0; k < r->n_outputs; k++)
+        fetches[k] = tide_builder_name(b, r->outputs[k]);
+    struct tide_session_options o = tide_session_options_default();
+    o.threads = 1;
+    o.fetches = fetches;
+    o.n_fetches = (uint32_t)r->n_outputs;
+    struct tide_session *s;
+    struct tide_error err = {0};
+    if (tide_session_new(graph, len, &o, &s, &err) != TIDE_OK)
+        fail_msg("session: %s", err.message);
+    free(graph);
+    assert_int_equal(tide_session_feed(s, tide_builder_name(b, r->inputs[0]), in, in_bytes, &err),
+                     TIDE_OK);
+    struct tide_step_stats stats;
+    if (tide_session_eval(s, &stats, &err) != TIDE_OK)
+        fail_msg("eval: %s", err.message);
+    for (int32_t k = 0; k < r->n_outputs; k++)
+        assert_int_equal(tide_session_fetch(s, fetches[k], outs[k], counts[k] * sizeof(float), &err),
+                         TIDE_OK);
+    tide_session_free(s);
+}
+
+static double sigmoid_ref(double v)
+{
+    return 1.0 / (1.0 + exp(-v));
+}
+
+/*
+ * A bidirectional LSTM with bias, initial state and peepholes, unrolled at import, against
+ * ONNX's equations computed here in double: Y, Y_h and Y_c.
+ */
+static void test_lstm_bidirectional(void **state)
+{
+    (void)state;
+    enum { S = 3, B = 2, I = 2, H = 2, D = 2 };
+    float x[S * B * I], w[D * 4 * H * I], r[D * 4 * H * H], bias[D * 8 * H], h0[D * B * H],
+        c0[D * B * H], p[D * 3 * H];
+    float *all[] = {x, w, r, bias, h0, c0, p};
+    size_t sizes[] = {S * B * I, D * 4 * H * I, D * 4 * H * H, D * 8 * H, D * B * H, D * B * H,
+                      D * 3 * H};
+    uint32_t seed = 7;
+    for (int a = 0; a < 7; a++)
+        for (size_t k = 0; k < sizes[a]; k++) {
+            seed = seed * 1103515245u + 12345u;
+            all[a][k] = (float)((seed >> 8) % 2001) / 1000.0f - 1.0f;
+        }
+    struct mb *m = mb_new(14);
+    mb_input(m, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 3, (int64_t[]){S, B, I}, -1);
+    mb_init_f(m, "W", 3, (int64_t[]){D, 4 * H, I}, w);
+    mb_init_f(m, "R", 3, (int64_t[]){D, 4 * H, H}, r);
+    mb_init_f(m, "B", 2, (int64_t[]){D, 8 * H}, bias);
+    mb_init_f(m, "h0", 3, (int64_t[]){D, B, H}, h0);
+    mb_init_f(m, "c0", 3, (int64_t[]){D, B, H}, c0);
+    mb_init_f(m, "P", 2, (int64_t[]){D, 3 * H}, p);
+    Onnx__NodeProto *n =
+        mb_node(m, "LSTM", "lstm", LIST("x", "W", "R", "B", "", "h0", "c0", "P"), LIST("Y", "Yh", "Yc"));
+    attr_i(m, n, "hidden_size", H);
+    Onnx__AttributeProto *dir = attr(m, n, "direction");
+    dir->has_s = true;
+    dir->s.data = (uint8_t *)own_str(m, "bidirectional");
+    dir->s.len = strlen("bidirectional");
+    mb_output(m, "Y");
+    mb_output(m, "Yh");
+    mb_output(m, "Yc");
+    struct tide_onnx_result res;
+    tide_builder *b = import_ok(m, NULL, &res);
+    assert_shape(b, res.outputs[0], 4, (int64_t[]){S, D, B, H});
+    assert_shape(b, res.outputs[1], 3, (int64_t[]){D, B, H});
+    float y[S * D * B * H], yh[D * B * H], yc[D * B * H];
+    float *outs[] = {y, yh, yc};
+    size_t counts[] = {S * D * B * H, D * B * H, D * B * H};
+    run_forward_all(b, &res, x, sizeof(x), outs, counts);
+
+    for (int d = 0; d < D; d++) {
+        double hs[B][H], cs[B][H];
+        for (int bb = 0; bb < B; bb++)
+            for (int j = 0; j < H; j++)
+                hs[bb][j] = h0[(d * B + bb) * H + j], cs[bb][j] = c0[(d * B + bb) * H + j];
+        for (int step = 0; step < S; step++) {
+            int t = d == 1 ? S - 1 - step : step;
+            double nh[B][H], nc[B][H];
+            for (int bb = 0; bb < B; bb++) {
+                for (int j = 0; j < H; j++) {
+                    double g[4];
+                    for (int q = 0; q < 4; q++) {
+                        int row = q * H + j;
+                        double v = bias[d * 8 * H + row] + bias[d * 8 * H + 4 * H + row];
+                        for (int k = 0; k < I; k++)
+                            v += x[(t * B + bb) * I + k] * w[(d * 4 * H + row) * I + k];
+                        for (int k = 0; k < H; k++)
+                            v += hs[bb][k] * r[(d * 4 * H + row) * H + k];
+                        g[q] = v;
+                    }
+                    double it = sigmoid_ref(g[0] + p[d * 3 * H + j] * cs[bb][j]);
+                    double ft = sigmoid_ref(g[2] + p[d * 3 * H + 2 * H + j] * cs[bb][j]);
+                    double ct = ft * cs[bb][j] + it * tanh(g[3]);
+                    double ot = sigmoid_ref(g[1] + p[d * 3 * H + H + j] * ct);
+                    nc[bb][j] = ct;
+                    nh[bb][j] = ot * tanh(ct);
+                }
+            }
+            for (int bb = 0; bb < B; bb++)
+                for (int j = 0; j < H; j++) {
+                    hs[bb][j] = nh[bb][j], cs[bb][j] = nc[bb][j];
+                    assert_float_equal(y[((t * D + d) * B + bb) * H + j], hs[bb][j], 1e-5);
+                }
+        }
+        for (int bb = 0; bb < B; bb++)
+            for (int j = 0; j < H; j++) {
+                assert_float_equal(yh[(d * B + bb) * H + j], hs[bb][j], 1e-5);
+                assert_float_equal(yc[(d * B + bb) * H + j], cs[bb][j], 1e-5);
+            }
+    }
+    tide_onnx_result_free(&res);
+    tide_builder_free(b);
+    mb_free(m);
+}
+
 static void test_bad_bytes(void **state)
 {
     (void)state;
@@ -666,6 +792,7 @@ int main(void)
         cmocka_unit_test(test_unsupported_op_and_opset),
         cmocka_unit_test(test_missing_input),
         cmocka_unit_test(test_erf_gelu),
+        cmocka_unit_test(test_lstm_bidirectional),
         cmocka_unit_test(test_bad_bytes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
