@@ -2131,6 +2131,69 @@ static int op_mean(struct ctx *c)
     return set_out(c, 0, tide_builder_div(c->b, NULL, acc, scalar(c, (float)n->n_input)));
 }
 
+/* ---- losses ---- */
+
+/*
+ * SoftmaxCrossEntropyLoss without weights or ignore_index: tide's
+ * SoftmaxCrossEntropy over rows, the class axis (1) moved last and the other
+ * axes flattened, then the reduction. The optional log_prob output is
+ * Log(Softmax) over axis 1.
+ */
+static int op_softmax_cross_entropy_loss(struct ctx *c)
+{
+    const Onnx__NodeProto *n = c->node;
+    if (has_input(n, 2))
+        return failf(c, "class weights are not supported");
+    if (attr(n, "ignore_index"))
+        return failf(c, "ignore_index is not supported");
+    tide_ref x, labels;
+    if (float_in(c, 0, &x) != 0 || in_ref(c, 1, &labels) != 0)
+        return -1;
+    if (tide_builder_dtype(c->b, labels) != TIDE_DT_INT32)
+        return failf(c, "the labels must be integers");
+    int32_t rank;
+    int64_t dims[MAX_RANK];
+    if (ref_shape(c, x, &rank, dims) != 0)
+        return -1;
+    if (rank < 2)
+        return failf(c, "the scores must have rank 2 or more, not %d", rank);
+    int64_t classes = dims[1], rows = dims[0] * numel(rank - 2, dims + 2);
+    tide_ref logits = x;
+    if (rank > 2) {
+        int64_t perm[MAX_RANK];
+        perm[0] = 0;
+        for (int32_t a = 2; a < rank; a++)
+            perm[a - 1] = a;
+        perm[rank - 1] = 1;
+        logits = tide_builder_transpose(c->b, NULL, x, perm, rank);
+    }
+    logits = tide_builder_reshape(c->b, NULL, logits, 2, (int64_t[]){rows, classes});
+    tide_ref flat_labels = tide_builder_reshape(c->b, NULL, labels, 1, &rows);
+    tide_ref loss = tide_builder_softmax_cross_entropy(c->b, NULL, logits, flat_labels);
+    if (check_builder(c, loss) != 0)
+        return -1;
+    if (attr_s_is(n, "reduction", "none")) {
+        int64_t out[MAX_RANK];
+        out[0] = dims[0];
+        for (int32_t a = 2; a < rank; a++)
+            out[a - 1] = dims[a];
+        loss = tide_builder_reshape(c->b, NULL, loss, rank - 1, out);
+    } else if (attr_s_is(n, "reduction", "sum")) {
+        loss = tide_builder_reduce_sum(c->b, NULL, loss, NULL, 0, false);
+    } else if (attr_s_is(n, "reduction", NULL) || attr_s_is(n, "reduction", "mean")) {
+        loss = tide_builder_reduce_mean(c->b, NULL, loss, NULL, 0, false);
+    } else {
+        return failf(c, "reduction must be none, sum or mean");
+    }
+    if (set_out(c, 0, loss) != 0)
+        return -1;
+    if (n->n_output > 1 && *n->output[1]) {
+        tide_ref lp = tide_builder_log(c->b, NULL, tide_builder_softmax(c->b, NULL, x, 1));
+        return set_out(c, 1, lp);
+    }
+    return 0;
+}
+
 /* ---- recurrent layers, unrolled ---- */
 
 /* A [rows, cols] window of a rank-2 tensor: rows [r0, r0 + nr), columns [c0, c0 + nc). */
@@ -2404,6 +2467,7 @@ static const struct op_entry ops[] = {
     {"Size", op_size},
     {"Slice", op_slice},
     {"Softmax", op_softmax},
+    {"SoftmaxCrossEntropyLoss", op_softmax_cross_entropy_loss},
     {"Softplus", op_softplus},
     {"Softsign", op_softsign},
     {"Split", op_split},
