@@ -2225,17 +2225,21 @@ static int expect_shape(struct ctx *c, tide_ref r, const char *what, int32_t ran
     return 0;
 }
 
+enum cell_kind { CELL_RNN, CELL_GRU, CELL_LSTM };
+
 /*
- * LSTM and RNN (ONNX's default activations: Sigmoid and Tanh for LSTM's gates,
- * cell and output; Tanh for RNN), unrolled over the sequence into MatMul, Add,
- * Slice, Sigmoid, Tanh, Mul and Concat, per direction. The input projection of
- * every step is one MatMul over [seq * batch, input]. LSTM gates are i, o, f,
- * c in W, R and B, as ONNX orders them.
+ * LSTM, GRU and RNN (ONNX's default activations: Sigmoid for gates, Tanh for
+ * the rest), unrolled over the sequence into MatMul, Add, Sub, Slice, Sigmoid,
+ * Tanh, Mul and Concat, per direction. The input projection of every step is
+ * one MatMul over [seq * batch, input]. Gates are ordered as ONNX orders them
+ * in W, R and B: LSTM i, o, f, c; GRU z, r, h.
  */
-static int recurrent(struct ctx *c, bool lstm)
+static int recurrent(struct ctx *c, enum cell_kind kind)
 {
     const Onnx__NodeProto *n = c->node;
-    const int64_t gates = lstm ? 4 : 1;
+    const bool lstm = kind == CELL_LSTM, gru = kind == CELL_GRU;
+    const int64_t gates = lstm ? 4 : gru ? 3 : 1;
+    const bool linear_before_reset = gru && attr_i(n, "linear_before_reset", 0) != 0;
     int64_t hidden = attr_i(n, "hidden_size", 0);
     int64_t layout = attr_i(n, "layout", 0);
     if (hidden <= 0)
@@ -2324,10 +2328,19 @@ static int recurrent(struct ctx *c, bool lstm)
         tide_ref wd = direction_matrix(c, w, d, gh, in_size);
         tide_ref rd = direction_matrix(c, r, d, gh, hidden);
         tide_ref proj = tide_builder_matmul(c->b, NULL, flat_x, wd, false, true); /* [S*B, gh] */
+        /* GRU's Rbh joins the recurrent term of h (inside the reset gate's product when
+         * linear_before_reset): only Wb and the other gates' Rb go into the projection. */
+        tide_ref rbh = TIDE_REF_NONE;
         if (bias.id >= 0) {
             tide_ref bd = window(c, bias, d, 1, 0, 2 * gh);
-            tide_ref both = tide_builder_add(c->b, NULL, window(c, bd, 0, 1, 0, gh),
-                                             window(c, bd, 0, 1, gh, gh));
+            int64_t summed = gru ? 2 * hidden : gh;
+            tide_ref both = tide_builder_add(c->b, NULL, window(c, bd, 0, 1, 0, summed),
+                                             window(c, bd, 0, 1, gh, summed));
+            if (gru) {
+                both = tide_builder_concat(
+                    c->b, NULL, (tide_ref[]){both, window(c, bd, 0, 1, 2 * hidden, hidden)}, 2, 1);
+                rbh = window(c, bd, 0, 1, gh + 2 * hidden, hidden);
+            }
             proj = tide_builder_add(c->b, NULL, proj, both);
         }
         tide_ref pi = TIDE_REF_NONE, po = TIDE_REF_NONE, pf = TIDE_REF_NONE;
@@ -2342,6 +2355,50 @@ static int recurrent(struct ctx *c, bool lstm)
         for (int64_t step = 0; step < seq; step++) {
             int64_t t = backward ? seq - 1 - step : step;
             tide_ref g = window(c, proj, t * batch, batch, 0, gh);
+            if (gru) {
+                /* z and r as the others; h from the reset gate and the previous state. */
+                tide_ref zr = window(c, g, 0, batch, 0, 2 * hidden);
+                tide_ref gh_x = window(c, g, 0, batch, 2 * hidden, hidden);
+                tide_ref rz = h.id >= 0 ? window(c, rd, 0, 2 * hidden, 0, hidden) : TIDE_REF_NONE;
+                tide_ref rh = window(c, rd, 2 * hidden, hidden, 0, hidden);
+                if (h.id >= 0)
+                    zr = tide_builder_add(c->b, NULL, zr,
+                                          tide_builder_matmul(c->b, NULL, h, rz, false, true));
+                zr = tide_builder_sigmoid(c->b, NULL, zr);
+                tide_ref z = window(c, zr, 0, batch, 0, hidden);
+                tide_ref reset = window(c, zr, 0, batch, hidden, hidden);
+                tide_ref rec = TIDE_REF_NONE; /* the recurrent term of h, or none for 0 */
+                if (linear_before_reset) {
+                    tide_ref hr = h.id >= 0 ? tide_builder_matmul(c->b, NULL, h, rh, false, true)
+                                            : TIDE_REF_NONE;
+                    if (rbh.id >= 0)
+                        hr = hr.id >= 0 ? tide_builder_add(c->b, NULL, hr, rbh) : rbh;
+                    if (hr.id >= 0)
+                        rec = tide_builder_mul(c->b, NULL, reset, hr);
+                } else {
+                    if (h.id >= 0)
+                        rec = tide_builder_matmul(c->b, NULL, tide_builder_mul(c->b, NULL, reset, h),
+                                                  rh, false, true);
+                    if (rbh.id >= 0)
+                        rec = rec.id >= 0 ? tide_builder_add(c->b, NULL, rec, rbh) : rbh;
+                }
+                if (rec.id >= 0)
+                    gh_x = tide_builder_add(c->b, NULL, gh_x, rec);
+                tide_ref cand = tide_builder_tanh(c->b, NULL, gh_x);
+                /* (1 - z) h~ + z h_prev */
+                tide_ref keep = tide_builder_sub(c->b, NULL, scalar(c, 1.0f), z);
+                tide_ref next = tide_builder_mul(c->b, NULL, keep, cand);
+                if (h.id >= 0)
+                    next = tide_builder_add(c->b, NULL, next, tide_builder_mul(c->b, NULL, z, h));
+                h = next;
+                if (check_builder(c, h) != 0) {
+                    free(ys);
+                    return -1;
+                }
+                ys[t * n_dir + d] =
+                    tide_builder_reshape(c->b, NULL, h, 3, (int64_t[]){1, batch, hidden});
+                continue;
+            }
             /* A zero initial state adds nothing: leaving its terms out is exact. */
             if (h.id >= 0)
                 g = tide_builder_add(c->b, NULL, g, tide_builder_matmul(c->b, NULL, h, rd, false, true));
@@ -2402,8 +2459,9 @@ static int recurrent(struct ctx *c, bool lstm)
     return 0;
 }
 
-static int op_lstm(struct ctx *c) { return recurrent(c, true); }
-static int op_rnn(struct ctx *c) { return recurrent(c, false); }
+static int op_lstm(struct ctx *c) { return recurrent(c, CELL_LSTM); }
+static int op_gru(struct ctx *c) { return recurrent(c, CELL_GRU); }
+static int op_rnn(struct ctx *c) { return recurrent(c, CELL_RNN); }
 
 static int op_erf(struct ctx *c) { return unary(c, tide_builder_erf); }
 
@@ -2438,6 +2496,7 @@ static const struct op_entry ops[] = {
     {"Gather", op_gather},
     {"Gemm", op_gemm},
     {"GlobalAveragePool", op_global_average_pool},
+    {"GRU", op_gru},
     {"HardSigmoid", op_hard_sigmoid},
     {"Identity", op_identity},
     {"LayerNormalization", op_layer_normalization},

@@ -725,6 +725,88 @@ static void test_lstm_bidirectional(void **state)
     mb_free(m);
 }
 
+/* A GRU with bias and initial state, linear_before_reset 0 and 1, against ONNX's equations. */
+static void test_gru(void **state)
+{
+    (void)state;
+    enum { S = 3, B = 2, I = 3, H = 2 };
+    for (int lbr = 0; lbr < 2; lbr++) {
+        float x[S * B * I], w[3 * H * I], r[3 * H * H], bias[6 * H], h0[B * H];
+        float *all[] = {x, w, r, bias, h0};
+        size_t sizes[] = {S * B * I, 3 * H * I, 3 * H * H, 6 * H, B * H};
+        uint32_t seed = 11 + (uint32_t)lbr;
+        for (int a = 0; a < 5; a++)
+            for (size_t k = 0; k < sizes[a]; k++) {
+                seed = seed * 1103515245u + 12345u;
+                all[a][k] = (float)((seed >> 8) % 2001) / 1000.0f - 1.0f;
+            }
+        struct mb *m = mb_new(14);
+        mb_input(m, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 3, (int64_t[]){S, B, I}, -1);
+        mb_init_f(m, "W", 3, (int64_t[]){1, 3 * H, I}, w);
+        mb_init_f(m, "R", 3, (int64_t[]){1, 3 * H, H}, r);
+        mb_init_f(m, "B", 2, (int64_t[]){1, 6 * H}, bias);
+        mb_init_f(m, "h0", 3, (int64_t[]){1, B, H}, h0);
+        Onnx__NodeProto *n = mb_node(m, "GRU", "gru", LIST("x", "W", "R", "B", "", "h0"),
+                                     LIST("Y", "Yh"));
+        attr_i(m, n, "hidden_size", H);
+        attr_i(m, n, "linear_before_reset", lbr);
+        mb_output(m, "Y");
+        mb_output(m, "Yh");
+        struct tide_onnx_result res;
+        tide_builder *b = import_ok(m, NULL, &res);
+        float y[S * B * H], yh[B * H];
+        float *outs[] = {y, yh};
+        size_t counts[] = {S * B * H, B * H};
+        run_forward_all(b, &res, x, sizeof(x), outs, counts);
+        double hs[B][H];
+        for (int bb = 0; bb < B; bb++)
+            for (int j = 0; j < H; j++)
+                hs[bb][j] = h0[bb * H + j];
+        for (int t = 0; t < S; t++) {
+            double nh[B][H];
+            for (int bb = 0; bb < B; bb++) {
+                double xw[3][H], hr[3][H];
+                for (int q = 0; q < 3; q++)
+                    for (int j = 0; j < H; j++) {
+                        xw[q][j] = bias[q * H + j];
+                        hr[q][j] = bias[3 * H + q * H + j];
+                        for (int k = 0; k < I; k++)
+                            xw[q][j] += x[(t * B + bb) * I + k] * w[(q * H + j) * I + k];
+                        for (int k = 0; k < H; k++)
+                            hr[q][j] += hs[bb][k] * r[(q * H + j) * H + k];
+                    }
+                for (int j = 0; j < H; j++) {
+                    double z = sigmoid_ref(xw[0][j] + hr[0][j]);
+                    double rt = sigmoid_ref(xw[1][j] + hr[1][j]);
+                    double cand;
+                    if (lbr) {
+                        cand = tanh(xw[2][j] + rt * hr[2][j]);
+                    } else {
+                        double v = xw[2][j] + bias[3 * H + 2 * H + j];
+                        for (int k = 0; k < H; k++) {
+                            double reset_h = sigmoid_ref(xw[1][k] + hr[1][k]) * hs[bb][k];
+                            v += reset_h * r[(2 * H + j) * H + k];
+                        }
+                        cand = tanh(v);
+                    }
+                    nh[bb][j] = (1 - z) * cand + z * hs[bb][j];
+                }
+            }
+            for (int bb = 0; bb < B; bb++)
+                for (int j = 0; j < H; j++) {
+                    hs[bb][j] = nh[bb][j];
+                    assert_float_equal(y[(t * B + bb) * H + j], hs[bb][j], 1e-5);
+                }
+        }
+        for (int bb = 0; bb < B; bb++)
+            for (int j = 0; j < H; j++)
+                assert_float_equal(yh[bb * H + j], hs[bb][j], 1e-5);
+        tide_onnx_result_free(&res);
+        tide_builder_free(b);
+        mb_free(m);
+    }
+}
+
 static void test_bad_bytes(void **state)
 {
     (void)state;
@@ -793,6 +875,7 @@ int main(void)
         cmocka_unit_test(test_missing_input),
         cmocka_unit_test(test_erf_gelu),
         cmocka_unit_test(test_lstm_bidirectional),
+        cmocka_unit_test(test_gru),
         cmocka_unit_test(test_bad_bytes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
