@@ -2131,6 +2131,205 @@ static int op_mean(struct ctx *c)
     return set_out(c, 0, tide_builder_div(c->b, NULL, acc, scalar(c, (float)n->n_input)));
 }
 
+/* ---- selections by TopK: ReduceMax, ReduceMin, ArgMax, ArgMin, TopK, and Trilu ---- */
+
+/*
+ * The largest (or, negated around TopK, the smallest) element over the axes
+ * in reduce[] of x: the reduced axes are moved last and flattened into one,
+ * TopK with k 1 picks the element, and *index gets its position along that
+ * axis (which is the index along the axis when only one is reduced). The
+ * result keeps the reduced axes as 1s or drops them. Equal values give the
+ * lowest index and NaN ranks first, as NumPy's argmax has it.
+ */
+static int select_one(struct ctx *c, tide_ref x, const bool *reduce, bool largest, bool keep,
+                      tide_ref *value, tide_ref *index)
+{
+    int32_t rank;
+    int64_t dims[MAX_RANK], perm[MAX_RANK], flat[MAX_RANK], kept[MAX_RANK], out[MAX_RANK];
+    if (ref_shape(c, x, &rank, dims) != 0)
+        return -1;
+    int32_t np = 0, nk = 0, no = 0;
+    int64_t inner = 1;
+    bool moved = false;
+    for (int32_t a = 0; a < rank; a++)
+        if (!reduce[a])
+            perm[np++] = a, flat[nk] = dims[a], kept[nk++] = dims[a];
+    for (int32_t a = 0; a < rank; a++)
+        if (reduce[a])
+            perm[np++] = a, inner *= dims[a];
+    for (int32_t a = 0; a < rank; a++) {
+        moved |= perm[a] != a;
+        if (keep)
+            out[no++] = reduce[a] ? 1 : dims[a];
+    }
+    if (!keep)
+        memcpy(out, kept, sizeof(kept)), no = nk;
+    if (inner == 0)
+        return failf(c, "a reduction over an empty axis is not supported");
+    if (moved)
+        x = tide_builder_transpose(c->b, NULL, x, perm, rank);
+    flat[nk] = inner;
+    x = tide_builder_reshape(c->b, NULL, x, nk + 1, flat);
+    if (!largest)
+        x = tide_builder_neg(c->b, NULL, x);
+    tide_ref top = tide_builder_top_k(c->b, NULL, x, 1);
+    if (check_builder(c, top) != 0)
+        return -1;
+    tide_ref v = largest ? top : tide_builder_neg(c->b, NULL, top);
+    if (value)
+        *value = tide_builder_reshape(c->b, NULL, v, no, out);
+    if (index)
+        *index = tide_builder_reshape(c->b, NULL, tide_builder_output(c->b, top, 1), no, out);
+    return 0;
+}
+
+static int reduce_extreme(struct ctx *c, bool largest)
+{
+    const Onnx__NodeProto *n = c->node;
+    tide_ref x;
+    if (float_in(c, 0, &x) != 0)
+        return -1;
+    int32_t rank;
+    int64_t dims[MAX_RANK];
+    if (ref_shape(c, x, &rank, dims) != 0)
+        return -1;
+    bool reduce[MAX_RANK] = {0};
+    const int64_t *list = NULL;
+    int64_t count = attr_ints(n, "axes", &list);
+    for (int64_t k = 0; k < count; k++) {
+        int64_t a;
+        if (norm_axis(c, list[k], rank, &a) != 0)
+            return -1;
+        reduce[a] = true;
+    }
+    if (count <= 0)
+        for (int32_t a = 0; a < rank; a++)
+            reduce[a] = true;
+    tide_ref v;
+    if (select_one(c, x, reduce, largest, attr_i(n, "keepdims", 1) != 0, &v, NULL) != 0)
+        return -1;
+    return set_out(c, 0, v);
+}
+
+static int op_reduce_max(struct ctx *c) { return reduce_extreme(c, true); }
+static int op_reduce_min(struct ctx *c) { return reduce_extreme(c, false); }
+
+static int arg_extreme(struct ctx *c, bool largest)
+{
+    const Onnx__NodeProto *n = c->node;
+    if (attr_i(n, "select_last_index", 0) != 0)
+        return failf(c, "select_last_index 1 is not supported");
+    tide_ref x;
+    if (float_in(c, 0, &x) != 0)
+        return -1;
+    int32_t rank;
+    int64_t dims[MAX_RANK], axis;
+    if (ref_shape(c, x, &rank, dims) != 0 || norm_axis(c, attr_i(n, "axis", 0), rank, &axis) != 0)
+        return -1;
+    bool reduce[MAX_RANK] = {0};
+    reduce[axis] = true;
+    tide_ref index;
+    if (select_one(c, x, reduce, largest, attr_i(n, "keepdims", 1) != 0, NULL, &index) != 0)
+        return -1;
+    return set_out(c, 0, index);
+}
+
+static int op_arg_max(struct ctx *c) { return arg_extreme(c, true); }
+static int op_arg_min(struct ctx *c) { return arg_extreme(c, false); }
+
+static int op_top_k(struct ctx *c)
+{
+    const Onnx__NodeProto *n = c->node;
+    tide_ref x;
+    if (float_in(c, 0, &x) != 0)
+        return -1;
+    struct value *kv = in_const(c, 1, "K");
+    if (!kv)
+        return -1;
+    if (kv->type == CONST_FLOAT || numel(kv->rank, kv->dims) != 1)
+        return failf(c, "K must be one integer");
+    int64_t k = kv->i[0];
+    bool largest = attr_i(n, "largest", 1) != 0;
+    int32_t rank;
+    int64_t dims[MAX_RANK], axis, perm[MAX_RANK];
+    if (ref_shape(c, x, &rank, dims) != 0 || norm_axis(c, attr_i(n, "axis", -1), rank, &axis) != 0)
+        return -1;
+    for (int32_t a = 0; a < rank; a++)
+        perm[a] = a;
+    perm[axis] = rank - 1, perm[rank - 1] = axis;
+    bool moved = axis != rank - 1;
+    if (moved)
+        x = tide_builder_transpose(c->b, NULL, x, perm, rank);
+    if (!largest)
+        x = tide_builder_neg(c->b, NULL, x);
+    tide_ref top = tide_builder_top_k(c->b, NULL, x, k);
+    if (check_builder(c, top) != 0)
+        return -1;
+    tide_ref values = largest ? top : tide_builder_neg(c->b, NULL, top);
+    tide_ref indices = tide_builder_output(c->b, top, 1);
+    if (moved) {
+        values = tide_builder_transpose(c->b, NULL, values, perm, rank);
+        indices = tide_builder_transpose(c->b, NULL, indices, perm, rank);
+    }
+    if (set_out(c, 0, values) != 0)
+        return -1;
+    return n->n_output > 1 ? set_out(c, 1, indices) : 0;
+}
+
+/* Trilu: folded on a constant; on a tensor, x times a constant 0/1 mask of its last two axes
+ * (exact for finite x). */
+static int op_trilu(struct ctx *c)
+{
+    const Onnx__NodeProto *n = c->node;
+    struct value *xv = in_value(c, 0);
+    if (!xv)
+        return -1;
+    int64_t k = 0;
+    if (has_input(n, 1)) {
+        struct value *kv = in_const(c, 1, "k");
+        if (!kv)
+            return -1;
+        if (kv->type == CONST_FLOAT || numel(kv->rank, kv->dims) != 1)
+            return failf(c, "k must be one integer");
+        k = kv->i[0];
+    }
+    bool upper = attr_i(n, "upper", 1) != 0;
+    int32_t rank;
+    int64_t dims[MAX_RANK];
+    if (value_shape(c, xv, &rank, dims) != 0)
+        return -1;
+    if (rank < 2)
+        return failf(c, "the input must have rank 2 or more");
+    int64_t rows = dims[rank - 2], cols = dims[rank - 1];
+    if (xv->known && !xv->trainable) {
+        /* A constant (PyTorch's torch.tril(torch.ones(...)) causal mask): folded. */
+        struct value *v = set_out_const(c, 0, xv->type, rank, dims);
+        int64_t total = numel(rank, dims);
+        for (int64_t e = 0; v && e < total; e++) {
+            int64_t i = (e / cols) % rows, j = e % cols;
+            bool keep = upper ? j - i >= k : j - i <= k;
+            if (xv->type == CONST_FLOAT)
+                v->f[e] = keep ? xv->f[e] : 0.0f;
+            else
+                v->i[e] = keep ? xv->i[e] : 0;
+        }
+        return v ? 0 : -1;
+    }
+    tide_ref x;
+    if (float_in(c, 0, &x) != 0)
+        return -1;
+    int64_t cells = rows * cols;
+    float *mask = malloc((size_t)(cells > 0 ? cells : 1) * sizeof(float));
+    if (!mask)
+        return failf(c, "out of memory");
+    for (int64_t i = 0; i < rows; i++)
+        for (int64_t j = 0; j < cols; j++)
+            mask[i * cols + j] = (upper ? j - i >= k : j - i <= k) ? 1.0f : 0.0f;
+    tide_ref m = tide_builder_constant(c->b, NULL, TIDE_DT_FLOAT32, 2, (int64_t[]){rows, cols}, mask);
+    free(mask);
+    return set_out(c, 0, tide_builder_mul(c->b, NULL, x, m));
+}
+
 /* ---- losses ---- */
 
 /*
@@ -2477,6 +2676,8 @@ struct op_entry {
 static const struct op_entry ops[] = {
     {"Abs", op_abs},
     {"Add", op_add},
+    {"ArgMax", op_arg_max},
+    {"ArgMin", op_arg_min},
     {"AveragePool", op_average_pool},
     {"BatchNormalization", op_batch_normalization},
     {"Cast", op_cast},
@@ -2515,7 +2716,9 @@ static const struct op_entry ops[] = {
     {"PRelu", op_prelu},
     {"Range", op_range},
     {"Reciprocal", op_reciprocal},
+    {"ReduceMax", op_reduce_max},
     {"ReduceMean", op_reduce_mean},
+    {"ReduceMin", op_reduce_min},
     {"ReduceSum", op_reduce_sum},
     {"Relu", op_relu},
     {"Reshape", op_reshape},
@@ -2535,7 +2738,9 @@ static const struct op_entry ops[] = {
     {"Sub", op_sub},
     {"Sum", op_sum},
     {"Tanh", op_tanh},
+    {"TopK", op_top_k},
     {"Transpose", op_transpose},
+    {"Trilu", op_trilu},
     {"Unsqueeze", op_unsqueeze},
     {"Where", op_where},
 };

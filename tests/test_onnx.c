@@ -406,14 +406,19 @@ static void test_causal_mask_where(void **state)
     (void)state;
     struct mb *m = mb_new(14);
     mb_input(m, "scores", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 2, (int64_t[]){2, 2}, -1);
-    mb_init_i(m, "tril", 2, (int64_t[]){2, 2}, (int64_t[]){1, 0, 1, 1});
-    mb_init_i(m, "zero", 0, NULL, (int64_t[]){0});
+    /* torch.tril(torch.ones(2, 2)) == 0, exported without constant folding. */
+    Onnx__NodeProto *ones = mb_node(m, "Constant", "ones", LIST(NULL), LIST("ones"));
+    attr_t(m, ones, "value", tensor(m, "", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 2,
+                                    (int64_t[]){2, 2}, (float[]){1, 1, 1, 1}));
+    Onnx__NodeProto *tril = mb_node(m, "Trilu", "tril", LIST("ones"), LIST("tril"));
+    attr_i(m, tril, "upper", 0);
+    mb_init_f(m, "zero", 0, NULL, (float[]){0});
     mb_init_f(m, "fill", 0, NULL, (float[]){-INFINITY});
     mb_node(m, "Equal", "eq", LIST("tril", "zero"), LIST("masked"));
     mb_node(m, "Where", "where", LIST("masked", "fill", "scores"), LIST("y"));
     mb_output(m, "y");
-    const char *frozen[] = {"fill"};
-    struct tide_onnx_options o = {.frozen = frozen, .n_frozen = 1};
+    const char *frozen[] = {"fill", "zero"};
+    struct tide_onnx_options o = {.frozen = frozen, .n_frozen = 2};
     struct tide_onnx_result r;
     tide_builder *b = import_ok(m, &o, &r);
     float x[4] = {0.5f, 7, -2, 3}, y[4];
@@ -807,6 +812,45 @@ static void test_gru(void **state)
     }
 }
 
+/* ReduceMax, ReduceMin and ArgMax through TopK: ties give the first index, as NumPy's. */
+static void test_reduce_max_and_arg_max(void **state)
+{
+    (void)state;
+    struct mb *m = mb_new(13);
+    mb_input(m, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 2, (int64_t[]){2, 3}, -1);
+    Onnx__NodeProto *n = mb_node(m, "ReduceMax", "max", LIST("x"), LIST("mx"));
+    Onnx__AttributeProto *axes = attr(m, n, "axes");
+    axes->n_ints = 1;
+    axes->ints = own(m, sizeof(int64_t));
+    axes->ints[0] = 1;
+    attr_i(m, n, "keepdims", 0);
+    n = mb_node(m, "ArgMax", "argmax", LIST("x"), LIST("am"));
+    attr_i(m, n, "axis", 1);
+    mb_node(m, "ReduceMin", "min", LIST("x"), LIST("mn"));
+    mb_output(m, "mx");
+    mb_output(m, "am");
+    mb_output(m, "mn");
+    struct tide_onnx_result r;
+    tide_builder *b = import_ok(m, NULL, &r);
+    assert_shape(b, r.outputs[0], 1, (int64_t[]){2});
+    assert_shape(b, r.outputs[1], 2, (int64_t[]){2, 1});
+    assert_int_equal(tide_builder_dtype(b, r.outputs[1]), TIDE_DT_INT32);
+    assert_shape(b, r.outputs[2], 2, (int64_t[]){1, 1});
+    float x[6] = {1, 3, 3, -1, -5, -2}, mx[2], mn[1];
+    int32_t am[2];
+    float *outs[] = {mx, (float *)am, mn};
+    size_t counts[] = {2, 2, 1};
+    run_forward_all(b, &r, x, sizeof(x), outs, counts);
+    assert_float_equal(mx[0], 3, 0);
+    assert_float_equal(mx[1], -1, 0);
+    assert_int_equal(am[0], 1);
+    assert_int_equal(am[1], 0);
+    assert_float_equal(mn[0], -5, 0);
+    tide_onnx_result_free(&r);
+    tide_builder_free(b);
+    mb_free(m);
+}
+
 static void test_bad_bytes(void **state)
 {
     (void)state;
@@ -876,6 +920,7 @@ int main(void)
         cmocka_unit_test(test_erf_gelu),
         cmocka_unit_test(test_lstm_bidirectional),
         cmocka_unit_test(test_gru),
+        cmocka_unit_test(test_reduce_max_and_arg_max),
         cmocka_unit_test(test_bad_bytes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
