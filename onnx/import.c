@@ -238,7 +238,8 @@ static int read_tensor(struct ctx *c, const Onnx__TensorProto *t, struct value *
                 memcpy(&v->f[k], &u, 4);
             }
         } else if (t->n_float_data == count) {
-            memcpy(v->f, t->float_data, count * sizeof(float));
+            if (count)
+                memcpy(v->f, t->float_data, count * sizeof(float));
         } else {
             return failf(c, "%s: holds %zu values, but shape needs %zu", what, t->n_float_data, count);
         }
@@ -266,7 +267,8 @@ static int read_tensor(struct ctx *c, const Onnx__TensorProto *t, struct value *
     if (t->data_type == ONNX__TENSOR_PROTO__DATA_TYPE__INT64) {
         if (t->n_int64_data != count)
             return failf(c, "%s: holds %zu values, but shape needs %zu", what, t->n_int64_data, count);
-        memcpy(v->i, t->int64_data, count * sizeof(int64_t));
+        if (count)
+            memcpy(v->i, t->int64_data, count * sizeof(int64_t));
         return 0;
     }
     if (t->n_int32_data != count)
@@ -594,7 +596,8 @@ static int op_constant(struct ctx *c)
         struct value *v = set_out_const(c, 0, CONST_FLOAT, 1, &d);
         if (!v)
             return -1;
-        memcpy(v->f, a->floats, a->n_floats * sizeof(float));
+        if (a->n_floats)
+            memcpy(v->f, a->floats, a->n_floats * sizeof(float));
         return 0;
     }
     if ((a = attr(n, "value_ints"))) {
@@ -602,7 +605,8 @@ static int op_constant(struct ctx *c)
         struct value *v = set_out_const(c, 0, CONST_INT, 1, &d);
         if (!v)
             return -1;
-        memcpy(v->i, a->ints, a->n_ints * sizeof(int64_t));
+        if (a->n_ints)
+            memcpy(v->i, a->ints, a->n_ints * sizeof(int64_t));
         return 0;
     }
     return failf(c, "only value, value_float(s) and value_int(s) are supported");
