@@ -104,13 +104,23 @@ static struct value *define(struct ctx *c, const char *name)
     return v;
 }
 
+/* The element count of a shape; INT64_MAX when it overflows (a bogus file's dims). */
 static int64_t numel(int32_t rank, const int64_t *dims)
 {
     int64_t n = 1;
-    for (int32_t k = 0; k < rank; k++)
-        n *= dims[k];
+    for (int32_t k = 0; k < rank; k++) {
+        if (dims[k] == 0)
+            return 0;
+    }
+    for (int32_t k = 0; k < rank; k++) {
+        if (__builtin_mul_overflow(n, dims[k], &n))
+            return INT64_MAX;
+    }
     return n;
 }
+
+/* The most elements a constant folded at import may have (256 MiB of int64). */
+#define FOLD_MAX_ELEMENTS ((int64_t)1 << 25)
 
 /* ============================================================================
  * Errors
@@ -228,6 +238,11 @@ static int read_tensor(struct ctx *c, const Onnx__TensorProto *t, struct value *
     if (raw && raw_len != count * width)
         return failf(c, "%s: raw_data holds %zu bytes, but shape needs %zu", what, raw_len,
                      count * width);
+    size_t listed = v->type == CONST_FLOAT                                 ? t->n_float_data
+                    : t->data_type == ONNX__TENSOR_PROTO__DATA_TYPE__INT64 ? t->n_int64_data
+                                                                           : t->n_int32_data;
+    if (!raw && listed != count)
+        return failf(c, "%s: holds %zu values, but shape needs %zu", what, listed, count);
     if (v->type == CONST_FLOAT) {
         v->f = malloc((count ? count : 1) * sizeof(float));
         if (!v->f)
@@ -293,10 +308,12 @@ static int materialize(struct ctx *c, struct value *v)
         return failf(c, "input \"%s\" has no value", v->name);
     if (v->type == CONST_BOOL)
         return failf(c, "\"%s\" is a bool tensor, which tide has no type for", v->name);
-    int64_t n = numel(v->rank, v->dims);
+    int64_t n = numel(v->rank, v->dims); /* of data the import holds: it fits in memory */
     int32_t *data = NULL;
     if (v->type == CONST_INT) {
-        data = malloc((size_t)(n ? n : 1) * sizeof(int32_t));
+        data = n > 0 && (uint64_t)n < SIZE_MAX / sizeof(int32_t)
+                   ? malloc((size_t)n * sizeof(int32_t))
+                   : malloc(sizeof(int32_t));
         if (!data)
             return failf(c, "out of memory");
         for (int64_t k = 0; k < n; k++) {
@@ -431,6 +448,11 @@ static struct value *set_out_const(struct ctx *c, size_t k, enum const_type type
     if (rank)
         memcpy(v->dims, dims, sizeof(int64_t) * (size_t)rank);
     int64_t n = numel(rank, dims);
+    if (n > FOLD_MAX_ELEMENTS) {
+        failf(c, "a constant of %" PRId64 " elements is more than the import folds (%" PRId64 ")",
+              n, FOLD_MAX_ELEMENTS);
+        return NULL;
+    }
     if (type == CONST_FLOAT)
         v->f = calloc((size_t)(n ? n : 1), sizeof(float));
     else

@@ -500,6 +500,25 @@ static void test_dynamic_shape_refused(void **state)
     import_fails(m, NULL, "node r (Reshape, opset 13): the shape (input \"s\") must be a constant "
                           "known at import");
     mb_free(m);
+
+    /* A folded constant has a size limit, and a shape whose element count overflows is named. */
+    m = mb_new(13);
+    mb_init_i(m, "huge", 1, (int64_t[]){2}, (int64_t[]){(int64_t)1 << 20, (int64_t)1 << 20});
+    mb_node(m, "ConstantOfShape", "big", LIST("huge"), LIST("y"));
+    mb_output(m, "y");
+    import_fails(m, NULL, "node big (ConstantOfShape, opset 13): a constant of 1099511627776 "
+                          "elements is more than the import folds (33554432)");
+    mb_free(m);
+
+    m = mb_new(13);
+    Onnx__TensorProto *t = tensor(m, "w", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 0, NULL, (float[]){0});
+    t->n_dims = 2;
+    t->dims = own(m, 2 * sizeof(int64_t));
+    t->dims[0] = t->dims[1] = (int64_t)1 << 40;
+    m->inits[m->graph.n_initializer++] = t;
+    mb_output(m, "w");
+    import_fails(m, NULL, "initializer \"w\": 9223372036854775807 elements are too many");
+    mb_free(m);
 }
 
 static void test_unsupported_op_and_opset(void **state)
