@@ -447,6 +447,12 @@ static struct value *set_out_const(struct ctx *c, size_t k, enum const_type type
     v->rank = rank;
     if (rank)
         memcpy(v->dims, dims, sizeof(int64_t) * (size_t)rank);
+    for (int32_t a = 0; a < rank; a++) {
+        if (dims[a] < 0) {
+            failf(c, "dimension %d of the result is negative (%" PRId64 ")", a, dims[a]);
+            return NULL;
+        }
+    }
     int64_t n = numel(rank, dims);
     if (n > FOLD_MAX_ELEMENTS) {
         failf(c, "a constant of %" PRId64 " elements is more than the import folds (%" PRId64 ")",
@@ -580,6 +586,15 @@ static int64_t broadcast_index(int32_t r, const int64_t *out, int64_t idx, int32
 static double get_num(const struct value *v, int64_t k)
 {
     return v->type == CONST_FLOAT ? (double)v->f[k] : (double)v->i[k];
+}
+
+/* A float as int64, truncated toward zero as ONNX's Cast; false when it has no int64 value. */
+static bool float_to_int(double d, int64_t *out)
+{
+    if (!(d > -9223372036854775808.0 - 1.0 && d < 9223372036854775808.0))
+        return false;
+    *out = (int64_t)d;
+    return true;
 }
 
 /* ============================================================================
@@ -721,12 +736,17 @@ static int op_cast(struct ctx *c)
             int64_t count = numel(src.rank, src.dims);
             for (int64_t k = 0; k < count; k++) {
                 double d = get_num(&src, k);
-                if (t == CONST_FLOAT)
+                if (t == CONST_FLOAT) {
                     v->f[k] = (float)d;
-                else if (t == CONST_BOOL)
-                    v->i[k] = d != 0;
-                else
-                    v->i[k] = (int64_t)d; /* truncation toward zero, as ONNX's Cast */
+                } else if (t == CONST_BOOL) {
+                    v->i[k] = src.type == CONST_FLOAT ? d != 0 : src.i[k] != 0;
+                } else if (src.type != CONST_FLOAT) {
+                    v->i[k] = src.i[k];
+                } else if (!float_to_int(d, &v->i[k])) {
+                    v = NULL;
+                    failf(c, "%g has no int64 value", d);
+                    break;
+                }
             }
         }
         free(src.f);
@@ -846,18 +866,22 @@ static int op_range(struct ctx *c)
     if (delta == 0)
         return failf(c, "delta is 0");
     double count_d = ceil((limit - start) / delta);
+    if (isnan(count_d) || count_d > (1 << 24))
+        return failf(c, "start %g, limit %g and delta %g give more than %d elements to fold", start,
+                     limit, delta, 1 << 24);
     int64_t count = count_d > 0 ? (int64_t)count_d : 0;
-    if (count > (1 << 24))
-        return failf(c, "%" PRId64 " elements are too many to fold", count);
     enum const_type t = s->type == CONST_FLOAT ? CONST_FLOAT : CONST_INT;
+    if (t == CONST_INT && (l->type == CONST_FLOAT || d->type == CONST_FLOAT))
+        return failf(c, "start, limit and delta must have one type");
     struct value *v = set_out_const(c, 0, t, 1, &count);
     if (!v)
         return -1;
     for (int64_t k = 0; k < count; k++) {
         if (t == CONST_FLOAT)
             v->f[k] = (float)(start + (double)k * delta);
-        else
-            v->i[k] = (int64_t)start + k * (int64_t)delta;
+        else if (__builtin_mul_overflow(k, d->i[0], &v->i[k]) ||
+                 __builtin_add_overflow(v->i[k], s->i[0], &v->i[k]))
+            return failf(c, "the range overflows int64");
     }
     return 0;
 }
@@ -894,22 +918,28 @@ static int fold_binary(struct ctx *c, enum binop op, size_t out_k, struct value 
             }
             v->f[k] = z;
         } else {
-            int64_t ix = (int64_t)x, iy = (int64_t)y, z;
+            if (op == BIN_EQUAL && is_float) {
+                v->i[k] = x == y;
+                continue;
+            }
+            /* Integers wrap on overflow, as two's complement hardware does. */
+            int64_t ix = va.i[broadcast_index(r, dims, k, va.rank, va.dims)];
+            int64_t iy = vb.i[broadcast_index(r, dims, k, vb.rank, vb.dims)], z;
             switch (op) {
-            case BIN_ADD: z = ix + iy; break;
-            case BIN_SUB: z = ix - iy; break;
-            case BIN_MUL: z = ix * iy; break;
+            case BIN_ADD: z = (int64_t)((uint64_t)ix + (uint64_t)iy); break;
+            case BIN_SUB: z = (int64_t)((uint64_t)ix - (uint64_t)iy); break;
+            case BIN_MUL: z = (int64_t)((uint64_t)ix * (uint64_t)iy); break;
             case BIN_DIV:
                 if (iy == 0) {
                     v = NULL;
                     failf(c, "integer division by zero");
                     continue;
                 }
-                z = ix / iy;
+                z = ix == INT64_MIN && iy == -1 ? INT64_MIN : ix / iy;
                 break;
             case BIN_MAX: z = ix > iy ? ix : iy; break;
             case BIN_MIN: z = ix < iy ? ix : iy; break;
-            default: z = x == y; break;
+            default: z = ix == iy; break;
             }
             v->i[k] = z;
         }
@@ -1089,14 +1119,19 @@ static int op_where(struct ctx *c)
             int64_t ks = broadcast_index(r, d, k, src->rank, src->dims);
             if (v->type == CONST_FLOAT)
                 v->f[k] = (float)get_num(src, ks);
-            else
-                v->i[k] = (int64_t)get_num(src, ks);
+            else if (src->type != CONST_FLOAT)
+                v->i[k] = src->i[ks];
+            else if (!float_to_int(get_num(src, ks), &v->i[k]))
+                return failf(c, "%g has no int64 value", get_num(src, ks));
         }
         return v ? 0 : -1;
     }
     /* One side (or both) in the graph: float only. */
     int64_t cd[MAX_RANK];
     memcpy(cd, d, sizeof(cd));
+    if (count > FOLD_MAX_ELEMENTS)
+        return failf(c, "a condition of %" PRId64 " elements is more than the import folds (%" PRId64
+                        ")", count, FOLD_MAX_ELEMENTS);
     float *mask = malloc((size_t)(count ? count : 1) * sizeof(float));
     float *inv = malloc((size_t)(count ? count : 1) * sizeof(float));
     if (!mask || !inv) {
@@ -1536,8 +1571,8 @@ static int op_reshape(struct ctx *c)
             infer_at = k;
         } else if (shape[k] < 0) {
             return failf(c, "shape[%" PRId64 "] is %" PRId64, k, shape[k]);
-        } else {
-            known *= shape[k];
+        } else if (__builtin_mul_overflow(known, shape[k], &known)) {
+            return failf(c, "the shape's element count overflows");
         }
     }
     int64_t total = numel(rank, dims);
@@ -1817,8 +1852,14 @@ static int op_split(struct ctx *c)
             split[k] = dims[axis] / (int64_t)parts;
     }
     int64_t at = 0;
-    for (size_t k = 0; k < parts; k++)
+    for (size_t k = 0; k < parts; k++) {
+        if (split[k] < 0 || split[k] > dims[axis]) {
+            int64_t bad = split[k];
+            free(split);
+            return failf(c, "split size %" PRId64 " is out of range for %" PRId64, bad, dims[axis]);
+        }
         at += split[k];
+    }
     if (at != dims[axis]) {
         free(split);
         return failf(c, "split sizes add up to %" PRId64 ", not %" PRId64, at, dims[axis]);
@@ -2344,7 +2385,10 @@ static int op_trilu(struct ctx *c)
     tide_ref x;
     if (float_in(c, 0, &x) != 0)
         return -1;
-    int64_t cells = rows * cols;
+    int64_t cells = numel(2, dims + rank - 2);
+    if (cells > FOLD_MAX_ELEMENTS)
+        return failf(c, "a mask of %" PRId64 " elements is more than the import folds (%" PRId64 ")",
+                     cells, FOLD_MAX_ELEMENTS);
     float *mask = malloc((size_t)(cells > 0 ? cells : 1) * sizeof(float));
     if (!mask)
         return failf(c, "out of memory");
@@ -2452,6 +2496,9 @@ static int expect_shape(struct ctx *c, tide_ref r, const char *what, int32_t ran
 
 enum cell_kind { CELL_RNN, CELL_GRU, CELL_LSTM };
 
+/* The longest sequence a recurrent layer is unrolled over (a few nodes per step). */
+#define MAX_UNROLL 65536
+
 /*
  * LSTM, GRU and RNN (ONNX's default activations: Sigmoid for gates, Tanh for
  * the rest), unrolled over the sequence into MatMul, Add, Sub, Slice, Sigmoid,
@@ -2502,6 +2549,9 @@ static int recurrent(struct ctx *c, enum cell_kind kind)
     int64_t seq = xd[0], batch = xd[1], in_size = xd[2], gh = gates * hidden;
     if (seq < 1)
         return failf(c, "an empty sequence is not supported");
+    if (seq > MAX_UNROLL || hidden > ((int64_t)1 << 30))
+        return failf(c, "a sequence of %" PRId64 " steps is more than the import unrolls (%d)", seq,
+                     MAX_UNROLL);
     if (expect_shape(c, w, "W", 3, (int64_t[]){n_dir, gh, in_size}) != 0 ||
         expect_shape(c, r, "R", 3, (int64_t[]){n_dir, gh, hidden}) != 0)
         return -1;
