@@ -359,6 +359,38 @@ static void test_gemm_relu_forward_and_loss(void **state)
     tide_ref loss = tide_builder_reduce_mean(b, "loss", xent, NULL, 0, false);
     assert_true(loss.id >= 0);
     assert_null(tide_builder_error(b));
+
+    /* ... and trains it: the imported weights get gradients and updates. */
+    uint8_t *graph;
+    size_t len;
+    assert_int_equal(tide_builder_serialize(b, &graph, &len), 0);
+    struct tide_train_options train = {.loss = "loss", .optimizer = TIDE_OPTIMIZER_SGD,
+                                       .learning_rate = 0.5f};
+    struct tide_session_options o = tide_session_options_default();
+    o.threads = 1;
+    o.train = &train;
+    struct tide_session *s;
+    struct tide_error err = {0};
+    if (tide_session_new(graph, len, &o, &s, &err) != TIDE_OK)
+        fail_msg("training session: %s", err.message);
+    free(graph);
+    int32_t y_labels[2] = {0, 1};
+    float first = 0, last = 0;
+    for (int step = 0; step < 20; step++) {
+        struct tide_step_stats stats;
+        assert_int_equal(tide_session_feed(s, "input_0", x, sizeof(x), &err), TIDE_OK);
+        assert_int_equal(tide_session_feed(s, "labels", y_labels, sizeof(y_labels), &err), TIDE_OK);
+        if (tide_session_step(s, &stats, &err) != TIDE_OK)
+            fail_msg("step: %s", err.message);
+        assert_int_equal(tide_session_fetch(s, "loss", &last, sizeof(last), &err), TIDE_OK);
+        if (step == 0)
+            first = last;
+    }
+    assert_true(last < first - 0.1f);
+    float w_after[6];
+    assert_int_equal(tide_session_fetch(s, "fc.weight", w_after, sizeof(w_after), &err), TIDE_OK);
+    assert_true(memcmp(w_after, w, sizeof(w)) != 0);
+    tide_session_free(s);
     tide_onnx_result_free(&r);
     tide_onnx_result_free(&r); /* zeroed: freeing again is a no-op */
     tide_onnx_result_free(NULL);
