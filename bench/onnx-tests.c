@@ -209,8 +209,8 @@ static enum outcome run_data_set(struct tide_session *s, tide_builder *b,
                 ((float *)data)[e] = (float)values[e];
             } else {
                 if (values[e] < INT32_MIN || values[e] > INT32_MAX) {
-                    snprintf(msg, msg_size, "input %d holds %g, which does not fit in int32", (int)k,
-                             values[e]);
+                    snprintf(msg, msg_size, "input %d holds %g, which does not fit in int32",
+                             (int)k, values[e]);
                     free(values), free(data);
                     return UNSUPPORTED;
                 }
@@ -406,7 +406,8 @@ static enum outcome run_child(const char *dir, int timeout_s, char *msg, size_t 
         enum outcome r = run_case(dir, text, sizeof(text));
         char line[2200];
         int n = snprintf(line, sizeof(line), "%d %s", (int)r, r == PASS ? "" : text);
-        if (n > 0 && write(fds[1], line, (size_t)(n < (int)sizeof(line) ? n : (int)sizeof(line) - 1)) < 0)
+        if (n > 0 &&
+            write(fds[1], line, (size_t)(n < (int)sizeof(line) ? n : (int)sizeof(line) - 1)) < 0)
             _exit(3);
         close(fds[1]);
         /* exit, not _exit: under LeakSanitizer the child's leaks are checked too, and a
@@ -455,7 +456,8 @@ static enum outcome run_child(const char *dir, int timeout_s, char *msg, size_t 
         return CRASHED;
     }
     if (WIFSIGNALED(status)) {
-        snprintf(msg, msg_size, "killed by signal %d (%s)", WTERMSIG(status), strsignal(WTERMSIG(status)));
+        snprintf(msg, msg_size, "killed by signal %d (%s)", WTERMSIG(status),
+                 strsignal(WTERMSIG(status)));
         return CRASHED;
     }
     int code = -1, at = 0;

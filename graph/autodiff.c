@@ -788,7 +788,8 @@ static enum tide_status tide__grad_sqrt(struct grad_ctx *c)
 static enum tide_status tide__grad_erf(struct grad_ctx *c)
 {
     uint32_t square, negated, gauss, scaled, id;
-    enum tide_status st = emit2(c, TIDE_OP_MUL, -1, "x_squared", in_edge(c, 0), in_edge(c, 0), &square);
+    enum tide_status st =
+        emit2(c, TIDE_OP_MUL, -1, "x_squared", in_edge(c, 0), in_edge(c, 0), &square);
     if (st == TIDE_OK)
         st = emit1(c, TIDE_OP_NEG, -1, "minus_x_squared", out0(square), &negated);
     if (st == TIDE_OK)

@@ -26,7 +26,7 @@
 
 #include "onnx.pb-c.h"
 
-#define MAX_RANK TIDE_BUILDER_MAX_RANK
+#define MAX_RANK  TIDE_BUILDER_MAX_RANK
 #define OPSET_MIN 11
 #define OPSET_MAX 17
 
@@ -47,10 +47,10 @@ struct value {
     enum const_type type;
     int32_t rank;
     int64_t dims[MAX_RANK];
-    float *f;            /* malloc'd; CONST_FLOAT */
-    int64_t *i;          /* malloc'd; CONST_INT, CONST_BOOL */
-    bool trainable;      /* a float initializer that becomes a Variable */
-    bool has_ref;        /* ref names the node holding it */
+    float *f;       /* malloc'd; CONST_FLOAT */
+    int64_t *i;     /* malloc'd; CONST_INT, CONST_BOOL */
+    bool trainable; /* a float initializer that becomes a Variable */
+    bool has_ref;   /* ref names the node holding it */
     tide_ref ref;
     const char *missing; /* not NULL: an output tide does not compute, and why */
 };
@@ -166,8 +166,8 @@ static void tide_name(struct ctx *c, const char *onnx, char out[TIDE_BUILDER_MAX
     size_t n = 0;
     for (const char *p = onnx; *p && n + 1 < sizeof(base); p++) {
         char ch = *p;
-        bool ok = (ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') ||
-                  ch == '_' || ch == '.' || ch == '/' || ch == '-';
+        bool ok = (ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') ||
+                  (ch >= '0' && ch <= '9') || ch == '_' || ch == '.' || ch == '/' || ch == '-';
         base[n++] = ok ? ch : '_';
     }
     if (n == 0)
@@ -256,7 +256,8 @@ static int read_tensor(struct ctx *c, const Onnx__TensorProto *t, struct value *
             if (count)
                 memcpy(v->f, t->float_data, count * sizeof(float));
         } else {
-            return failf(c, "%s: holds %zu values, but shape needs %zu", what, t->n_float_data, count);
+            return failf(c, "%s: holds %zu values, but shape needs %zu", what, t->n_float_data,
+                         count);
         }
         return 0;
     }
@@ -281,7 +282,8 @@ static int read_tensor(struct ctx *c, const Onnx__TensorProto *t, struct value *
     }
     if (t->data_type == ONNX__TENSOR_PROTO__DATA_TYPE__INT64) {
         if (t->n_int64_data != count)
-            return failf(c, "%s: holds %zu values, but shape needs %zu", what, t->n_int64_data, count);
+            return failf(c, "%s: holds %zu values, but shape needs %zu", what, t->n_int64_data,
+                         count);
         if (count)
             memcpy(v->i, t->int64_data, count * sizeof(int64_t));
         return 0;
@@ -319,9 +321,9 @@ static int materialize(struct ctx *c, struct value *v)
         for (int64_t k = 0; k < n; k++) {
             if (v->i[k] < INT32_MIN || v->i[k] > INT32_MAX) {
                 free(data);
-                return failf(c, "\"%s\": value %" PRId64 " at %" PRId64
-                             " does not fit in tide's int32",
-                             v->name, v->i[k], k);
+                return failf(
+                    c, "\"%s\": value %" PRId64 " at %" PRId64 " does not fit in tide's int32",
+                    v->name, v->i[k], k);
             }
             data[k] = (int32_t)v->i[k];
         }
@@ -549,8 +551,8 @@ static int const_ints(struct ctx *c, struct value *v, int64_t *out, int64_t *n, 
  * Broadcasting and host arithmetic
  * ========================================================================== */
 
-static int broadcast_shape(struct ctx *c, int32_t ra, const int64_t *a, int32_t rb, const int64_t *b,
-                           int32_t *ro, int64_t *out)
+static int broadcast_shape(struct ctx *c, int32_t ra, const int64_t *a, int32_t rb,
+                           const int64_t *b, int32_t *ro, int64_t *out)
 {
     int32_t r = ra > rb ? ra : rb;
     for (int32_t k = 0; k < r; k++) {
@@ -723,10 +725,12 @@ static int op_cast(struct ctx *c)
         return -1;
     int64_t to = attr_i(c->node, "to", 0);
     bool to_float = to == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT;
-    bool to_int = to == ONNX__TENSOR_PROTO__DATA_TYPE__INT32 || to == ONNX__TENSOR_PROTO__DATA_TYPE__INT64;
+    bool to_int =
+        to == ONNX__TENSOR_PROTO__DATA_TYPE__INT32 || to == ONNX__TENSOR_PROTO__DATA_TYPE__INT64;
     bool to_bool = to == ONNX__TENSOR_PROTO__DATA_TYPE__BOOL;
     if (!to_float && !to_int && !to_bool)
-        return failf(c, "cast to element type %" PRId64 " is not supported (float, int32, int64)", to);
+        return failf(c, "cast to element type %" PRId64 " is not supported (float, int32, int64)",
+                     to);
     if (x->known) {
         enum const_type t = to_float ? CONST_FLOAT : to_int ? CONST_INT : CONST_BOOL;
         struct value src = *x; /* x may be this node's output too: keep its data alive */
@@ -909,12 +913,24 @@ static int fold_binary(struct ctx *c, enum binop op, size_t out_k, struct value 
         if (t == CONST_FLOAT) {
             float fx = (float)x, fy = (float)y, z;
             switch (op) {
-            case BIN_ADD: z = fx + fy; break;
-            case BIN_SUB: z = fx - fy; break;
-            case BIN_MUL: z = fx * fy; break;
-            case BIN_DIV: z = fx / fy; break;
-            case BIN_MAX: z = fx > fy ? fx : fy; break;
-            default: z = fx < fy ? fx : fy; break;
+            case BIN_ADD:
+                z = fx + fy;
+                break;
+            case BIN_SUB:
+                z = fx - fy;
+                break;
+            case BIN_MUL:
+                z = fx * fy;
+                break;
+            case BIN_DIV:
+                z = fx / fy;
+                break;
+            case BIN_MAX:
+                z = fx > fy ? fx : fy;
+                break;
+            default:
+                z = fx < fy ? fx : fy;
+                break;
             }
             v->f[k] = z;
         } else {
@@ -926,9 +942,15 @@ static int fold_binary(struct ctx *c, enum binop op, size_t out_k, struct value 
             int64_t ix = va.i[broadcast_index(r, dims, k, va.rank, va.dims)];
             int64_t iy = vb.i[broadcast_index(r, dims, k, vb.rank, vb.dims)], z;
             switch (op) {
-            case BIN_ADD: z = (int64_t)((uint64_t)ix + (uint64_t)iy); break;
-            case BIN_SUB: z = (int64_t)((uint64_t)ix - (uint64_t)iy); break;
-            case BIN_MUL: z = (int64_t)((uint64_t)ix * (uint64_t)iy); break;
+            case BIN_ADD:
+                z = (int64_t)((uint64_t)ix + (uint64_t)iy);
+                break;
+            case BIN_SUB:
+                z = (int64_t)((uint64_t)ix - (uint64_t)iy);
+                break;
+            case BIN_MUL:
+                z = (int64_t)((uint64_t)ix * (uint64_t)iy);
+                break;
             case BIN_DIV:
                 if (iy == 0) {
                     v = NULL;
@@ -937,9 +959,15 @@ static int fold_binary(struct ctx *c, enum binop op, size_t out_k, struct value 
                 }
                 z = ix == INT64_MIN && iy == -1 ? INT64_MIN : ix / iy;
                 break;
-            case BIN_MAX: z = ix > iy ? ix : iy; break;
-            case BIN_MIN: z = ix < iy ? ix : iy; break;
-            default: z = ix == iy; break;
+            case BIN_MAX:
+                z = ix > iy ? ix : iy;
+                break;
+            case BIN_MIN:
+                z = ix < iy ? ix : iy;
+                break;
+            default:
+                z = ix == iy;
+                break;
             }
             v->i[k] = z;
         }
@@ -961,25 +989,53 @@ static int binary(struct ctx *c, enum binop op)
     tide_ref x, y;
     if (in_ref(c, 0, &x) != 0 || in_ref(c, 1, &y) != 0)
         return -1;
-    if (tide_builder_dtype(c->b, x) != TIDE_DT_FLOAT32 || tide_builder_dtype(c->b, y) != TIDE_DT_FLOAT32)
+    if (tide_builder_dtype(c->b, x) != TIDE_DT_FLOAT32 ||
+        tide_builder_dtype(c->b, y) != TIDE_DT_FLOAT32)
         return failf(c, "integer arithmetic on tensors computed in the graph is not supported");
     tide_ref r;
     switch (op) {
-    case BIN_ADD: r = tide_builder_add(c->b, NULL, x, y); break;
-    case BIN_SUB: r = tide_builder_sub(c->b, NULL, x, y); break;
-    case BIN_MUL: r = tide_builder_mul(c->b, NULL, x, y); break;
-    case BIN_DIV: r = tide_builder_div(c->b, NULL, x, y); break;
-    case BIN_MAX: r = tide_builder_max(c->b, NULL, x, y); break;
-    default: r = tide_builder_min(c->b, NULL, x, y); break;
+    case BIN_ADD:
+        r = tide_builder_add(c->b, NULL, x, y);
+        break;
+    case BIN_SUB:
+        r = tide_builder_sub(c->b, NULL, x, y);
+        break;
+    case BIN_MUL:
+        r = tide_builder_mul(c->b, NULL, x, y);
+        break;
+    case BIN_DIV:
+        r = tide_builder_div(c->b, NULL, x, y);
+        break;
+    case BIN_MAX:
+        r = tide_builder_max(c->b, NULL, x, y);
+        break;
+    default:
+        r = tide_builder_min(c->b, NULL, x, y);
+        break;
     }
     return set_out(c, 0, r);
 }
 
-static int op_add(struct ctx *c) { return binary(c, BIN_ADD); }
-static int op_sub(struct ctx *c) { return binary(c, BIN_SUB); }
-static int op_mul(struct ctx *c) { return binary(c, BIN_MUL); }
-static int op_div(struct ctx *c) { return binary(c, BIN_DIV); }
-static int op_equal(struct ctx *c) { return binary(c, BIN_EQUAL); }
+static int op_add(struct ctx *c)
+{
+    return binary(c, BIN_ADD);
+}
+static int op_sub(struct ctx *c)
+{
+    return binary(c, BIN_SUB);
+}
+static int op_mul(struct ctx *c)
+{
+    return binary(c, BIN_MUL);
+}
+static int op_div(struct ctx *c)
+{
+    return binary(c, BIN_DIV);
+}
+static int op_equal(struct ctx *c)
+{
+    return binary(c, BIN_EQUAL);
+}
 
 /* Max and Min take one or more inputs in ONNX; tide's take two: a chain. */
 static int variadic(struct ctx *c, enum binop op)
@@ -1008,9 +1064,18 @@ static int variadic(struct ctx *c, enum binop op)
     return set_out(c, 0, n->n_input == 1 ? tide_builder_identity(c->b, NULL, acc) : acc);
 }
 
-static int op_max(struct ctx *c) { return variadic(c, BIN_MAX); }
-static int op_min(struct ctx *c) { return variadic(c, BIN_MIN); }
-static int op_sum(struct ctx *c) { return variadic(c, BIN_ADD); }
+static int op_max(struct ctx *c)
+{
+    return variadic(c, BIN_MAX);
+}
+static int op_min(struct ctx *c)
+{
+    return variadic(c, BIN_MIN);
+}
+static int op_sum(struct ctx *c)
+{
+    return variadic(c, BIN_ADD);
+}
 
 /* A float tensor input (ints are refused: tide's math ops are float32). */
 static int float_in(struct ctx *c, size_t k, tide_ref *r)
@@ -1030,13 +1095,34 @@ static int unary(struct ctx *c, tide_ref (*fn)(tide_builder *, const char *, tid
     return set_out(c, 0, fn(c->b, NULL, x));
 }
 
-static int op_relu(struct ctx *c) { return unary(c, tide_builder_relu); }
-static int op_sigmoid(struct ctx *c) { return unary(c, tide_builder_sigmoid); }
-static int op_tanh(struct ctx *c) { return unary(c, tide_builder_tanh); }
-static int op_exp(struct ctx *c) { return unary(c, tide_builder_exp); }
-static int op_log(struct ctx *c) { return unary(c, tide_builder_log); }
-static int op_sqrt(struct ctx *c) { return unary(c, tide_builder_sqrt); }
-static int op_neg(struct ctx *c) { return unary(c, tide_builder_neg); }
+static int op_relu(struct ctx *c)
+{
+    return unary(c, tide_builder_relu);
+}
+static int op_sigmoid(struct ctx *c)
+{
+    return unary(c, tide_builder_sigmoid);
+}
+static int op_tanh(struct ctx *c)
+{
+    return unary(c, tide_builder_tanh);
+}
+static int op_exp(struct ctx *c)
+{
+    return unary(c, tide_builder_exp);
+}
+static int op_log(struct ctx *c)
+{
+    return unary(c, tide_builder_log);
+}
+static int op_sqrt(struct ctx *c)
+{
+    return unary(c, tide_builder_sqrt);
+}
+static int op_neg(struct ctx *c)
+{
+    return unary(c, tide_builder_neg);
+}
 
 static int op_identity(struct ctx *c)
 {
@@ -1130,8 +1216,9 @@ static int op_where(struct ctx *c)
     int64_t cd[MAX_RANK];
     memcpy(cd, d, sizeof(cd));
     if (count > FOLD_MAX_ELEMENTS)
-        return failf(c, "a condition of %" PRId64 " elements is more than the import folds (%" PRId64
-                        ")", count, FOLD_MAX_ELEMENTS);
+        return failf(
+            c, "a condition of %" PRId64 " elements is more than the import folds (%" PRId64 ")",
+            count, FOLD_MAX_ELEMENTS);
     float *mask = malloc((size_t)(count ? count : 1) * sizeof(float));
     float *inv = malloc((size_t)(count ? count : 1) * sizeof(float));
     if (!mask || !inv) {
@@ -1157,7 +1244,9 @@ static int op_where(struct ctx *c)
                 break;
             }
             for (int64_t k = 0; k < count; k++)
-                sel_v[k] = sel[s][k] != 0 ? (float)get_num(v, broadcast_index(r, d, k, v->rank, v->dims)) : 0.0f;
+                sel_v[k] = sel[s][k] != 0
+                               ? (float)get_num(v, broadcast_index(r, d, k, v->rank, v->dims))
+                               : 0.0f;
             parts[s] = tide_builder_constant(c->b, NULL, TIDE_DT_FLOAT32, r, cd, sel_v);
             free(sel_v);
             rc = check_builder(c, parts[s]);
@@ -1276,8 +1365,14 @@ static int softmax_common(struct ctx *c, bool log_of)
     return set_out(c, 0, r);
 }
 
-static int op_softmax(struct ctx *c) { return softmax_common(c, false); }
-static int op_log_softmax(struct ctx *c) { return softmax_common(c, true); }
+static int op_softmax(struct ctx *c)
+{
+    return softmax_common(c, false);
+}
+static int op_log_softmax(struct ctx *c)
+{
+    return softmax_common(c, true);
+}
 
 /* ---- convolution and pooling ---- */
 
@@ -1323,8 +1418,9 @@ static int window_2d(struct ctx *c, int32_t rank, const int64_t *in_dims, const 
         }
     }
     if (p[0] != p[2] || p[1] != p[3])
-        return failf(c, "asymmetric pads [%" PRId64 ", %" PRId64 ", %" PRId64 ", %" PRId64
-                        "] are not supported (tide pads each side alike)",
+        return failf(c,
+                     "asymmetric pads [%" PRId64 ", %" PRId64 ", %" PRId64 ", %" PRId64
+                     "] are not supported (tide pads each side alike)",
                      p[0], p[1], p[2], p[3]);
     pads[0] = p[0], pads[1] = p[1];
     return 0;
@@ -1385,8 +1481,14 @@ static int pool(struct ctx *c, bool is_max)
     return set_out(c, 0, r);
 }
 
-static int op_max_pool(struct ctx *c) { return pool(c, true); }
-static int op_average_pool(struct ctx *c) { return pool(c, false); }
+static int op_max_pool(struct ctx *c)
+{
+    return pool(c, true);
+}
+static int op_average_pool(struct ctx *c)
+{
+    return pool(c, false);
+}
 
 static int op_global_average_pool(struct ctx *c)
 {
@@ -1400,7 +1502,8 @@ static int op_global_average_pool(struct ctx *c)
     if (rank != 4)
         return failf(c, "only rank-4 NCHW inputs are supported, got rank %d", rank);
     tide_ref r = tide_builder_global_avg_pool(c->b, NULL, x);
-    return set_out(c, 0, tide_builder_reshape(c->b, NULL, r, 4, (int64_t[]){dims[0], dims[1], 1, 1}));
+    return set_out(c, 0,
+                   tide_builder_reshape(c->b, NULL, r, 4, (int64_t[]){dims[0], dims[1], 1, 1}));
 }
 
 /* ---- normalisation ---- */
@@ -1418,8 +1521,8 @@ static int op_batch_normalization(struct ctx *c)
     if (float_in(c, 0, &x) != 0 || float_in(c, 1, &gamma) != 0 || float_in(c, 2, &beta) != 0)
         return -1;
     mark_missing(c, 1, "is a BatchNormalization running statistic, which tide does not compute");
-    return set_out(c, 0, tide_builder_batch_norm(c->b, NULL, x, gamma, beta,
-                                                 attr_f(n, "epsilon", 1e-5f)));
+    return set_out(
+        c, 0, tide_builder_batch_norm(c->b, NULL, x, gamma, beta, attr_f(n, "epsilon", 1e-5f)));
 }
 
 /* A [D] vector from a tensor of D elements in any shape (LayerNorm's scale and bias). */
@@ -1432,8 +1535,9 @@ static int as_vector(struct ctx *c, size_t k, int64_t d, tide_ref *out)
     if (ref_shape(c, *out, &r, dims) != 0)
         return -1;
     if (numel(r, dims) != d)
-        return failf(c, "input %zu holds %" PRId64 " elements, want %" PRId64
-                     " (the normalised axes)", k, numel(r, dims), d);
+        return failf(c,
+                     "input %zu holds %" PRId64 " elements, want %" PRId64 " (the normalised axes)",
+                     k, numel(r, dims), d);
     if (r != 1)
         *out = tide_builder_reshape(c->b, NULL, *out, 1, &d);
     return check_builder(c, *out);
@@ -1449,8 +1553,7 @@ static int op_layer_normalization(struct ctx *c)
         return -1;
     int32_t rank;
     int64_t dims[MAX_RANK], axis;
-    if (ref_shape(c, x, &rank, dims) != 0 ||
-        norm_axis(c, attr_i(n, "axis", -1), rank, &axis) != 0)
+    if (ref_shape(c, x, &rank, dims) != 0 || norm_axis(c, attr_i(n, "axis", -1), rank, &axis) != 0)
         return -1;
     if (attr_i(n, "stash_type", 1) != 1)
         return failf(c, "stash_type other than float32 is not supported");
@@ -1562,7 +1665,8 @@ static int op_reshape(struct ctx *c)
     for (int64_t k = 0; k < n; k++) {
         if (shape[k] == 0 && !allow_zero) {
             if (k >= rank)
-                return failf(c, "shape[%" PRId64 "] is 0 (copy), but the input has rank %d", k, rank);
+                return failf(c, "shape[%" PRId64 "] is 0 (copy), but the input has rank %d", k,
+                             rank);
             shape[k] = dims[k];
         }
         if (shape[k] == -1) {
@@ -1599,7 +1703,8 @@ static int op_flatten(struct ctx *c)
     if (axis < 0)
         axis += rank;
     if (axis < 0 || axis > rank)
-        return failf(c, "axis %" PRId64 " is out of range for rank %d", attr_i(c->node, "axis", 1), rank);
+        return failf(c, "axis %" PRId64 " is out of range for rank %d", attr_i(c->node, "axis", 1),
+                     rank);
     int64_t flat[2] = {numel((int32_t)axis, dims), numel(rank - (int32_t)axis, dims + axis)};
     return reshape_to(c, x, 2, flat);
 }
@@ -1690,7 +1795,8 @@ static int op_concat(struct ctx *c)
         int64_t outer = numel((int32_t)axis, dims);
         int64_t total = numel(rank, out);
         float *f = t == CONST_FLOAT ? malloc((size_t)(total ? total : 1) * sizeof(float)) : NULL;
-        int64_t *iv = t != CONST_FLOAT ? malloc((size_t)(total ? total : 1) * sizeof(int64_t)) : NULL;
+        int64_t *iv =
+            t != CONST_FLOAT ? malloc((size_t)(total ? total : 1) * sizeof(int64_t)) : NULL;
         if (!f && !iv)
             return failf(c, "out of memory");
         int64_t pos = 0;
@@ -1729,8 +1835,8 @@ static int op_concat(struct ctx *c)
 }
 
 /* Slices x (a graph tensor or a constant) to [begin, begin + size) on each axis. */
-static int slice_out(struct ctx *c, size_t out_k, struct value *x, int32_t rank, const int64_t *dims,
-                     const int64_t *begin, const int64_t *size)
+static int slice_out(struct ctx *c, size_t out_k, struct value *x, int32_t rank,
+                     const int64_t *dims, const int64_t *begin, const int64_t *size)
 {
     if (x->known && !x->trainable) {
         struct value src = *x;
@@ -1772,15 +1878,17 @@ static int op_slice(struct ctx *c)
     if (value_shape(c, x, &rank, dims) != 0)
         return -1;
     int64_t starts[MAX_RANK], ends[MAX_RANK], axes[MAX_RANK], steps[MAX_RANK], ns, ne, na = -1,
-                                                                               nst = -1;
+                                                                                       nst = -1;
     struct value *v;
     if (!(v = in_const(c, 1, "starts")) || const_ints(c, v, starts, &ns, MAX_RANK) != 0)
         return -1;
     if (!(v = in_const(c, 2, "ends")) || const_ints(c, v, ends, &ne, MAX_RANK) != 0)
         return -1;
-    if (has_input(n, 3) && (!(v = in_const(c, 3, "axes")) || const_ints(c, v, axes, &na, MAX_RANK) != 0))
+    if (has_input(n, 3) &&
+        (!(v = in_const(c, 3, "axes")) || const_ints(c, v, axes, &na, MAX_RANK) != 0))
         return -1;
-    if (has_input(n, 4) && (!(v = in_const(c, 4, "steps")) || const_ints(c, v, steps, &nst, MAX_RANK) != 0))
+    if (has_input(n, 4) &&
+        (!(v = in_const(c, 4, "steps")) || const_ints(c, v, steps, &nst, MAX_RANK) != 0))
         return -1;
     if (ne != ns || (na >= 0 && na != ns) || (nst >= 0 && nst != ns))
         return failf(c, "starts, ends, axes and steps differ in length");
@@ -1845,8 +1953,8 @@ static int op_split(struct ctx *c)
     if (count < 0) {
         if (dims[axis] % (int64_t)parts != 0) {
             free(split);
-            return failf(c, "axis %" PRId64 " of size %" PRId64 " does not split evenly in %zu", axis,
-                         dims[axis], parts);
+            return failf(c, "axis %" PRId64 " of size %" PRId64 " does not split evenly in %zu",
+                         axis, dims[axis], parts);
         }
         for (size_t k = 0; k < parts; k++)
             split[k] = dims[axis] / (int64_t)parts;
@@ -1904,7 +2012,8 @@ static int op_gather(struct ctx *c)
             out[ro++] = di[a];
         for (int32_t a = (int32_t)axis + 1; a < rank; a++)
             out[ro++] = dims[a];
-        int64_t outer = numel((int32_t)axis, dims), inner = numel(rank - (int32_t)axis - 1, dims + axis + 1);
+        int64_t outer = numel((int32_t)axis, dims),
+                inner = numel(rank - (int32_t)axis - 1, dims + axis + 1);
         int64_t n_ids = numel(ri, di);
         for (int64_t k = 0; k < n_ids; k++)
             if (ids->i[k] < -dims[axis] || ids->i[k] >= dims[axis])
@@ -1920,7 +2029,8 @@ static int op_gather(struct ctx *c)
             for (int64_t k = 0; k < n_ids; k++) {
                 int64_t id = sid.i[k] < 0 ? sid.i[k] + dims[axis] : sid.i[k];
                 for (int64_t e = 0; e < inner; e++) {
-                    int64_t from = (o * dims[axis] + id) * inner + e, to = (o * n_ids + k) * inner + e;
+                    int64_t from = (o * dims[axis] + id) * inner + e,
+                            to = (o * n_ids + k) * inner + e;
                     if (src.type == CONST_FLOAT)
                         v->f[to] = src.f[from];
                     else
@@ -1932,7 +2042,8 @@ static int op_gather(struct ctx *c)
         return v ? 0 : -1;
     }
     if (axis != 0)
-        return failf(c, "axis %" PRId64 " on a tensor computed in the graph is not supported (only 0)",
+        return failf(c,
+                     "axis %" PRId64 " on a tensor computed in the graph is not supported (only 0)",
                      axis);
     tide_ref table, idx;
     if (float_in(c, 0, &table) != 0)
@@ -1942,7 +2053,8 @@ static int op_gather(struct ctx *c)
         int64_t n_ids = numel(ri, di);
         for (int64_t k = 0; k < n_ids; k++) {
             if (ids->i[k] < -dims[0] || ids->i[k] >= dims[0])
-                return failf(c, "index %" PRId64 " is out of range for size %" PRId64, ids->i[k], dims[0]);
+                return failf(c, "index %" PRId64 " is out of range for size %" PRId64, ids->i[k],
+                             dims[0]);
         }
         if (!ids->has_ref)
             for (int64_t k = 0; k < n_ids; k++)
@@ -2021,8 +2133,14 @@ static int reduce(struct ctx *c, bool mean)
     return set_out(c, 0, r);
 }
 
-static int op_reduce_mean(struct ctx *c) { return reduce(c, true); }
-static int op_reduce_sum(struct ctx *c) { return reduce(c, false); }
+static int op_reduce_mean(struct ctx *c)
+{
+    return reduce(c, true);
+}
+static int op_reduce_sum(struct ctx *c)
+{
+    return reduce(c, false);
+}
 
 static int op_size(struct ctx *c)
 {
@@ -2095,7 +2213,8 @@ static int op_prelu(struct ctx *c)
     tide_ref x, slope;
     if (float_in(c, 0, &x) != 0 || float_in(c, 1, &slope) != 0)
         return -1;
-    tide_ref neg = tide_builder_mul(c->b, NULL, tide_builder_min(c->b, NULL, x, scalar(c, 0.0f)), slope);
+    tide_ref neg =
+        tide_builder_mul(c->b, NULL, tide_builder_min(c->b, NULL, x, scalar(c, 0.0f)), slope);
     return set_out(c, 0, tide_builder_add(c->b, NULL, tide_builder_relu(c->b, NULL, x), neg));
 }
 
@@ -2150,8 +2269,8 @@ static int elu_common(struct ctx *c, float alpha, float gamma)
     if (float_in(c, 0, &x) != 0)
         return -1;
     tide_ref em1 = tide_builder_sub(c->b, NULL, tide_builder_exp(c->b, NULL, x), scalar(c, 1.0f));
-    tide_ref neg = tide_builder_min(c->b, NULL, tide_builder_scale(c->b, NULL, em1, alpha),
-                                    scalar(c, 0.0f));
+    tide_ref neg =
+        tide_builder_min(c->b, NULL, tide_builder_scale(c->b, NULL, em1, alpha), scalar(c, 0.0f));
     tide_ref r = tide_builder_add(c->b, NULL, tide_builder_relu(c->b, NULL, x), neg);
     if (gamma != 1.0f)
         r = tide_builder_scale(c->b, NULL, r, gamma);
@@ -2278,8 +2397,14 @@ static int reduce_extreme(struct ctx *c, bool largest)
     return set_out(c, 0, v);
 }
 
-static int op_reduce_max(struct ctx *c) { return reduce_extreme(c, true); }
-static int op_reduce_min(struct ctx *c) { return reduce_extreme(c, false); }
+static int op_reduce_max(struct ctx *c)
+{
+    return reduce_extreme(c, true);
+}
+static int op_reduce_min(struct ctx *c)
+{
+    return reduce_extreme(c, false);
+}
 
 static int arg_extreme(struct ctx *c, bool largest)
 {
@@ -2301,8 +2426,14 @@ static int arg_extreme(struct ctx *c, bool largest)
     return set_out(c, 0, index);
 }
 
-static int op_arg_max(struct ctx *c) { return arg_extreme(c, true); }
-static int op_arg_min(struct ctx *c) { return arg_extreme(c, false); }
+static int op_arg_max(struct ctx *c)
+{
+    return arg_extreme(c, true);
+}
+static int op_arg_min(struct ctx *c)
+{
+    return arg_extreme(c, false);
+}
 
 static int op_top_k(struct ctx *c)
 {
@@ -2387,7 +2518,8 @@ static int op_trilu(struct ctx *c)
         return -1;
     int64_t cells = numel(2, dims + rank - 2);
     if (cells > FOLD_MAX_ELEMENTS)
-        return failf(c, "a mask of %" PRId64 " elements is more than the import folds (%" PRId64 ")",
+        return failf(c,
+                     "a mask of %" PRId64 " elements is more than the import folds (%" PRId64 ")",
                      cells, FOLD_MAX_ELEMENTS);
     float *mask = malloc((size_t)(cells > 0 ? cells : 1) * sizeof(float));
     if (!mask)
@@ -2395,7 +2527,8 @@ static int op_trilu(struct ctx *c)
     for (int64_t i = 0; i < rows; i++)
         for (int64_t j = 0; j < cols; j++)
             mask[i * cols + j] = (upper ? j - i >= k : j - i <= k) ? 1.0f : 0.0f;
-    tide_ref m = tide_builder_constant(c->b, NULL, TIDE_DT_FLOAT32, 2, (int64_t[]){rows, cols}, mask);
+    tide_ref m =
+        tide_builder_constant(c->b, NULL, TIDE_DT_FLOAT32, 2, (int64_t[]){rows, cols}, mask);
     free(mask);
     return set_out(c, 0, tide_builder_mul(c->b, NULL, x, m));
 }
@@ -2474,13 +2607,14 @@ static tide_ref window(struct ctx *c, tide_ref x, int64_t r0, int64_t nr, int64_
 /* Direction d's [rows, cols] matrix out of a [num_directions, rows, cols] input. */
 static tide_ref direction_matrix(struct ctx *c, tide_ref w, int64_t d, int64_t rows, int64_t cols)
 {
-    tide_ref s = tide_builder_slice(c->b, NULL, w, (int64_t[]){d, 0, 0},
-                                    (int64_t[]){1, rows, cols}, 3);
+    tide_ref s =
+        tide_builder_slice(c->b, NULL, w, (int64_t[]){d, 0, 0}, (int64_t[]){1, rows, cols}, 3);
     return tide_builder_reshape(c->b, NULL, s, 2, (int64_t[]){rows, cols});
 }
 
 /* Checks a weight's shape against what the layer needs. */
-static int expect_shape(struct ctx *c, tide_ref r, const char *what, int32_t rank, const int64_t *want)
+static int expect_shape(struct ctx *c, tide_ref r, const char *what, int32_t rank,
+                        const int64_t *want)
 {
     int32_t got_rank;
     int64_t got[MAX_RANK];
@@ -2563,8 +2697,10 @@ static int recurrent(struct ctx *c, enum cell_kind kind)
         for (int64_t k = 0; full && k < numel(lens->rank, lens->dims); k++)
             full = lens->i[k] == seq;
         if (!full)
-            return failf(c, "sequence_lens must be absent or a constant equal to the sequence "
-                            "length (%" PRId64 ") for every batch entry", seq);
+            return failf(c,
+                         "sequence_lens must be absent or a constant equal to the sequence "
+                         "length (%" PRId64 ") for every batch entry",
+                         seq);
     }
     tide_ref bias = TIDE_REF_NONE, h0 = TIDE_REF_NONE, c0 = TIDE_REF_NONE, peep = TIDE_REF_NONE;
     if (has_input(n, 3)) {
@@ -2575,7 +2711,8 @@ static int recurrent(struct ctx *c, enum cell_kind kind)
     if (has_input(n, 5)) {
         if (float_in(c, 5, &h0) != 0 ||
             expect_shape(c, h0, "initial_h", 3,
-                         layout ? (int64_t[]){batch, n_dir, hidden} : (int64_t[]){n_dir, batch, hidden}) != 0)
+                         layout ? (int64_t[]){batch, n_dir, hidden}
+                                : (int64_t[]){n_dir, batch, hidden}) != 0)
             return -1;
         if (layout)
             h0 = tide_builder_transpose(c->b, NULL, h0, (int64_t[]){1, 0, 2}, 3);
@@ -2583,7 +2720,8 @@ static int recurrent(struct ctx *c, enum cell_kind kind)
     if (lstm && has_input(n, 6)) {
         if (float_in(c, 6, &c0) != 0 ||
             expect_shape(c, c0, "initial_c", 3,
-                         layout ? (int64_t[]){batch, n_dir, hidden} : (int64_t[]){n_dir, batch, hidden}) != 0)
+                         layout ? (int64_t[]){batch, n_dir, hidden}
+                                : (int64_t[]){n_dir, batch, hidden}) != 0)
             return -1;
         if (layout)
             c0 = tide_builder_transpose(c->b, NULL, c0, (int64_t[]){1, 0, 2}, 3);
@@ -2652,8 +2790,8 @@ static int recurrent(struct ctx *c, enum cell_kind kind)
                         rec = tide_builder_mul(c->b, NULL, reset, hr);
                 } else {
                     if (h.id >= 0)
-                        rec = tide_builder_matmul(c->b, NULL, tide_builder_mul(c->b, NULL, reset, h),
-                                                  rh, false, true);
+                        rec = tide_builder_matmul(
+                            c->b, NULL, tide_builder_mul(c->b, NULL, reset, h), rh, false, true);
                     if (rbh.id >= 0)
                         rec = rec.id >= 0 ? tide_builder_add(c->b, NULL, rec, rbh) : rbh;
                 }
@@ -2676,7 +2814,8 @@ static int recurrent(struct ctx *c, enum cell_kind kind)
             }
             /* A zero initial state adds nothing: leaving its terms out is exact. */
             if (h.id >= 0)
-                g = tide_builder_add(c->b, NULL, g, tide_builder_matmul(c->b, NULL, h, rd, false, true));
+                g = tide_builder_add(c->b, NULL, g,
+                                     tide_builder_matmul(c->b, NULL, h, rd, false, true));
             if (!lstm) {
                 h = tide_builder_tanh(c->b, NULL, g);
             } else {
@@ -2707,7 +2846,8 @@ static int recurrent(struct ctx *c, enum cell_kind kind)
                 free(ys);
                 return -1;
             }
-            ys[t * n_dir + d] = tide_builder_reshape(c->b, NULL, h, 3, (int64_t[]){1, batch, hidden});
+            ys[t * n_dir + d] =
+                tide_builder_reshape(c->b, NULL, h, 3, (int64_t[]){1, batch, hidden});
         }
         last_h[d] = tide_builder_reshape(c->b, NULL, h, 3, (int64_t[]){1, batch, hidden});
         last_c[d] = lstm ? tide_builder_reshape(c->b, NULL, cell, 3, (int64_t[]){1, batch, hidden})
@@ -2734,11 +2874,23 @@ static int recurrent(struct ctx *c, enum cell_kind kind)
     return 0;
 }
 
-static int op_lstm(struct ctx *c) { return recurrent(c, CELL_LSTM); }
-static int op_gru(struct ctx *c) { return recurrent(c, CELL_GRU); }
-static int op_rnn(struct ctx *c) { return recurrent(c, CELL_RNN); }
+static int op_lstm(struct ctx *c)
+{
+    return recurrent(c, CELL_LSTM);
+}
+static int op_gru(struct ctx *c)
+{
+    return recurrent(c, CELL_GRU);
+}
+static int op_rnn(struct ctx *c)
+{
+    return recurrent(c, CELL_RNN);
+}
 
-static int op_erf(struct ctx *c) { return unary(c, tide_builder_erf); }
+static int op_erf(struct ctx *c)
+{
+    return unary(c, tide_builder_erf);
+}
 
 /* ============================================================================
  * The op table
@@ -2865,13 +3017,15 @@ static int add_input(struct ctx *c, const Onnx__ValueInfoProto *in, tide_ref *ou
     int64_t dims[MAX_RANK];
     for (size_t k = 0; k < t->shape->n_dim; k++) {
         const Onnx__TensorShapeProto__Dimension *d = t->shape->dim[k];
-        if (d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE && d->dim_value >= 0) {
+        if (d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE &&
+            d->dim_value >= 0) {
             dims[k] = d->dim_value;
         } else if (c->o && c->o->batch_size > 0) {
             dims[k] = c->o->batch_size;
         } else {
-            return failf(c, "graph input \"%s\" has a dynamic dimension %zu (%s): tide needs static "
-                            "shapes; set a batch size in the import options",
+            return failf(c,
+                         "graph input \"%s\" has a dynamic dimension %zu (%s): tide needs static "
+                         "shapes; set a batch size in the import options",
                          name, k,
                          d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM
                              ? d->dim_param
@@ -2901,8 +3055,8 @@ static int import_model(struct ctx *c, const Onnx__ModelProto *m, struct tide_on
     if (c->opset < 0)
         return failf(c, "the model imports no opset of the default ONNX domain");
     if (c->opset < OPSET_MIN || c->opset > OPSET_MAX)
-        return failf(c, "opset %" PRId64 " is not supported (tide imports opsets %d to %d)", c->opset,
-                     OPSET_MIN, OPSET_MAX);
+        return failf(c, "opset %" PRId64 " is not supported (tide imports opsets %d to %d)",
+                     c->opset, OPSET_MIN, OPSET_MAX);
     const Onnx__GraphProto *g = m->graph;
     if (!g)
         return failf(c, "the model has no graph");
@@ -2968,7 +3122,8 @@ static int import_model(struct ctx *c, const Onnx__ModelProto *m, struct tide_on
         const char *name = g->output[k]->name ? g->output[k]->name : "";
         struct value *v = lookup(c, name);
         if (!v)
-            return failf(c, "graph output \"%s\" is produced by no node, initializer or input", name);
+            return failf(c, "graph output \"%s\" is produced by no node, initializer or input",
+                         name);
         if (materialize(c, v) != 0)
             return -1;
         char tname[TIDE_BUILDER_MAX_NAME + 1];
@@ -3000,8 +3155,9 @@ int tide_onnx_import(tide_builder *b, const uint8_t *bytes, size_t len,
         return failf(&c, "the builder already holds an error: %s", tide_builder_error(b));
     Onnx__ModelProto *m = onnx__model_proto__unpack(NULL, len, bytes);
     if (!m)
-        return failf(&c, "not an ONNX model: %zu bytes that do not parse as an onnx.ModelProto "
-                         "(truncated, or another format)",
+        return failf(&c,
+                     "not an ONNX model: %zu bytes that do not parse as an onnx.ModelProto "
+                     "(truncated, or another format)",
                      len);
     int rc = 0;
     if (!m->graph || (!m->has_ir_version && m->n_opset_import == 0))

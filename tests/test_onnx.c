@@ -322,8 +322,8 @@ static void test_gemm_relu_forward_and_loss(void **state)
     float bias[2] = {0.25f, -3};
     mb_init_f(m, "fc.weight", 2, (int64_t[]){2, 3}, w);
     mb_init_f(m, "fc.bias", 1, (int64_t[]){2}, bias);
-    Onnx__NodeProto *g = mb_node(m, "Gemm", "fc", LIST("input:0", "fc.weight", "fc.bias"),
-                                 LIST("h"));
+    Onnx__NodeProto *g =
+        mb_node(m, "Gemm", "fc", LIST("input:0", "fc.weight", "fc.bias"), LIST("h"));
     attr_i(m, g, "transB", 1);
     mb_node(m, "Relu", "act", LIST("h"), LIST("logits"));
     mb_output(m, "logits");
@@ -364,8 +364,8 @@ static void test_gemm_relu_forward_and_loss(void **state)
     uint8_t *graph;
     size_t len;
     assert_int_equal(tide_builder_serialize(b, &graph, &len), 0);
-    struct tide_train_options train = {.loss = "loss", .optimizer = TIDE_OPTIMIZER_SGD,
-                                       .learning_rate = 0.5f};
+    struct tide_train_options train = {
+        .loss = "loss", .optimizer = TIDE_OPTIMIZER_SGD, .learning_rate = 0.5f};
     struct tide_session_options o = tide_session_options_default();
     o.threads = 1;
     o.train = &train;
@@ -440,8 +440,9 @@ static void test_causal_mask_where(void **state)
     mb_input(m, "scores", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 2, (int64_t[]){2, 2}, -1);
     /* torch.tril(torch.ones(2, 2)) == 0, exported without constant folding. */
     Onnx__NodeProto *ones = mb_node(m, "Constant", "ones", LIST(NULL), LIST("ones"));
-    attr_t(m, ones, "value", tensor(m, "", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 2,
-                                    (int64_t[]){2, 2}, (float[]){1, 1, 1, 1}));
+    attr_t(m, ones, "value",
+           tensor(m, "", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 2, (int64_t[]){2, 2},
+                  (float[]){1, 1, 1, 1}));
     Onnx__NodeProto *tril = mb_node(m, "Trilu", "tril", LIST("ones"), LIST("tril"));
     attr_i(m, tril, "upper", 0);
     mb_init_f(m, "zero", 0, NULL, (float[]){0});
@@ -488,8 +489,9 @@ static void test_initializers(void **state)
     mb_init_i(m, "ids", 1, (int64_t[]){2}, (int64_t[]){3, (int64_t)1 << 40});
     mb_node(m, "Gather", "emb", LIST("table", "ids"), LIST("y"));
     mb_output(m, "y");
-    import_fails(m, NULL, "node emb (Gather, opset 13): index 1099511627776 is out of range for "
-                          "size 4");
+    import_fails(m, NULL,
+                 "node emb (Gather, opset 13): index 1099511627776 is out of range for "
+                 "size 4");
     mb_free(m);
 
     m = mb_new(13);
@@ -508,8 +510,9 @@ static void test_dynamic_batch(void **state)
     mb_input(m, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 2, (int64_t[]){0, 3}, 0);
     mb_node(m, "Relu", "act", LIST("x"), LIST("y"));
     mb_output(m, "y");
-    import_fails(m, NULL, "graph input \"x\" has a dynamic dimension 0 (N): tide needs static "
-                          "shapes; set a batch size in the import options");
+    import_fails(m, NULL,
+                 "graph input \"x\" has a dynamic dimension 0 (N): tide needs static "
+                 "shapes; set a batch size in the import options");
     struct tide_onnx_options o = {.batch_size = 5};
     struct tide_onnx_result r;
     tide_builder *b = import_ok(m, &o, &r);
@@ -529,8 +532,9 @@ static void test_dynamic_shape_refused(void **state)
     mb_input(m, "s", ONNX__TENSOR_PROTO__DATA_TYPE__INT64, 1, (int64_t[]){2}, -1);
     mb_node(m, "Reshape", "r", LIST("x", "s"), LIST("y"));
     mb_output(m, "y");
-    import_fails(m, NULL, "node r (Reshape, opset 13): the shape (input \"s\") must be a constant "
-                          "known at import");
+    import_fails(m, NULL,
+                 "node r (Reshape, opset 13): the shape (input \"s\") must be a constant "
+                 "known at import");
     mb_free(m);
 
     /* A folded constant has a size limit, and a shape whose element count overflows is named. */
@@ -538,12 +542,14 @@ static void test_dynamic_shape_refused(void **state)
     mb_init_i(m, "huge", 1, (int64_t[]){2}, (int64_t[]){(int64_t)1 << 20, (int64_t)1 << 20});
     mb_node(m, "ConstantOfShape", "big", LIST("huge"), LIST("y"));
     mb_output(m, "y");
-    import_fails(m, NULL, "node big (ConstantOfShape, opset 13): a constant of 1099511627776 "
-                          "elements is more than the import folds (33554432)");
+    import_fails(m, NULL,
+                 "node big (ConstantOfShape, opset 13): a constant of 1099511627776 "
+                 "elements is more than the import folds (33554432)");
     mb_free(m);
 
     m = mb_new(13);
-    Onnx__TensorProto *t = tensor(m, "w", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 0, NULL, (float[]){0});
+    Onnx__TensorProto *t =
+        tensor(m, "w", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 0, NULL, (float[]){0});
     t->n_dims = 2;
     t->dims = own(m, 2 * sizeof(int64_t));
     t->dims[0] = t->dims[1] = (int64_t)1 << 40;
@@ -585,11 +591,12 @@ static void test_unsupported_op_and_opset(void **state)
     mb_init_f(m, "var", 1, (int64_t[]){2}, (float[]){1, 1});
     mb_node(m, "BatchNormalization", "bn", LIST("x", "g", "b", "mean", "var"), LIST("y"));
     mb_output(m, "y");
-    import_fails(m, NULL, "node bn (BatchNormalization, opset 15): inference-mode "
-                          "BatchNormalization (running statistics) cannot be expressed exactly in "
-                          "tide, which normalises with the batch's statistics: export the model "
-                          "with training=torch.onnx.TrainingMode.TRAINING and "
-                          "do_constant_folding=False");
+    import_fails(m, NULL,
+                 "node bn (BatchNormalization, opset 15): inference-mode "
+                 "BatchNormalization (running statistics) cannot be expressed exactly in "
+                 "tide, which normalises with the batch's statistics: export the model "
+                 "with training=torch.onnx.TrainingMode.TRAINING and "
+                 "do_constant_folding=False");
     mb_free(m);
 
     /* Asymmetric pads are named. */
@@ -605,8 +612,9 @@ static void test_unsupported_op_and_opset(void **state)
     pads->ints = own(m, 4 * sizeof(int64_t));
     pads->ints[0] = 1, pads->ints[1] = 0, pads->ints[2] = 0, pads->ints[3] = 0;
     mb_output(m, "y");
-    import_fails(m, NULL, "node pool (MaxPool, opset 13): asymmetric pads [1, 0, 0, 0] are not "
-                          "supported (tide pads each side alike)");
+    import_fails(m, NULL,
+                 "node pool (MaxPool, opset 13): asymmetric pads [1, 0, 0, 0] are not "
+                 "supported (tide pads each side alike)");
     mb_free(m);
 }
 
@@ -617,8 +625,9 @@ static void test_missing_input(void **state)
     mb_input(m, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 1, (int64_t[]){2}, -1);
     mb_node(m, "Add", "sum", LIST("x", "nothing"), LIST("y"));
     mb_output(m, "y");
-    import_fails(m, NULL, "node sum (Add, opset 13): input \"nothing\" is produced by no node, "
-                          "initializer or graph input");
+    import_fails(m, NULL,
+                 "node sum (Add, opset 13): input \"nothing\" is produced by no node, "
+                 "initializer or graph input");
     mb_free(m);
 }
 
@@ -629,10 +638,12 @@ static void test_erf_gelu(void **state)
     struct mb *m = mb_new(14);
     mb_input(m, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 1, (int64_t[]){5}, -1);
     Onnx__NodeProto *k = mb_node(m, "Constant", "sqrt2", LIST(NULL), LIST("s2"));
-    attr_t(m, k, "value", tensor(m, "", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 0, NULL,
-                                 (float[]){1.41421353816986083984375f}));
+    attr_t(m, k, "value",
+           tensor(m, "", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 0, NULL,
+                  (float[]){1.41421353816986083984375f}));
     k = mb_node(m, "Constant", "one", LIST(NULL), LIST("c1"));
-    attr_t(m, k, "value", tensor(m, "", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 0, NULL, (float[]){1}));
+    attr_t(m, k, "value",
+           tensor(m, "", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 0, NULL, (float[]){1}));
     k = mb_node(m, "Constant", "half", LIST(NULL), LIST("c05"));
     attr_t(m, k, "value",
            tensor(m, "", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 0, NULL, (float[]){0.5f}));
@@ -680,8 +691,8 @@ static void run_forward_all(tide_builder *b, const struct tide_onnx_result *r, c
     if (tide_session_eval(s, &stats, &err) != TIDE_OK)
         fail_msg("eval: %s", err.message);
     for (int32_t k = 0; k < r->n_outputs; k++)
-        assert_int_equal(tide_session_fetch(s, fetches[k], outs[k], counts[k] * sizeof(float), &err),
-                         TIDE_OK);
+        assert_int_equal(
+            tide_session_fetch(s, fetches[k], outs[k], counts[k] * sizeof(float), &err), TIDE_OK);
     tide_session_free(s);
 }
 
@@ -701,8 +712,8 @@ static void test_lstm_bidirectional(void **state)
     float x[S * B * I], w[D * 4 * H * I], r[D * 4 * H * H], bias[D * 8 * H], h0[D * B * H],
         c0[D * B * H], p[D * 3 * H];
     float *all[] = {x, w, r, bias, h0, c0, p};
-    size_t sizes[] = {S * B * I, D * 4 * H * I, D * 4 * H * H, D * 8 * H, D * B * H, D * B * H,
-                      D * 3 * H};
+    size_t sizes[] = {S * B * I, D * 4 * H * I, D * 4 * H * H, D * 8 * H,
+                      D * B * H, D * B * H,     D * 3 * H};
     uint32_t seed = 7;
     for (int a = 0; a < 7; a++)
         for (size_t k = 0; k < sizes[a]; k++) {
@@ -717,8 +728,8 @@ static void test_lstm_bidirectional(void **state)
     mb_init_f(m, "h0", 3, (int64_t[]){D, B, H}, h0);
     mb_init_f(m, "c0", 3, (int64_t[]){D, B, H}, c0);
     mb_init_f(m, "P", 2, (int64_t[]){D, 3 * H}, p);
-    Onnx__NodeProto *n =
-        mb_node(m, "LSTM", "lstm", LIST("x", "W", "R", "B", "", "h0", "c0", "P"), LIST("Y", "Yh", "Yc"));
+    Onnx__NodeProto *n = mb_node(m, "LSTM", "lstm", LIST("x", "W", "R", "B", "", "h0", "c0", "P"),
+                                 LIST("Y", "Yh", "Yc"));
     attr_i(m, n, "hidden_size", H);
     Onnx__AttributeProto *dir = attr(m, n, "direction");
     dir->has_s = true;
@@ -802,8 +813,8 @@ static void test_gru(void **state)
         mb_init_f(m, "R", 3, (int64_t[]){1, 3 * H, H}, r);
         mb_init_f(m, "B", 2, (int64_t[]){1, 6 * H}, bias);
         mb_init_f(m, "h0", 3, (int64_t[]){1, B, H}, h0);
-        Onnx__NodeProto *n = mb_node(m, "GRU", "gru", LIST("x", "W", "R", "B", "", "h0"),
-                                     LIST("Y", "Yh"));
+        Onnx__NodeProto *n =
+            mb_node(m, "GRU", "gru", LIST("x", "W", "R", "B", "", "h0"), LIST("Y", "Yh"));
         attr_i(m, n, "hidden_size", H);
         attr_i(m, n, "linear_before_reset", lbr);
         mb_output(m, "Y");

@@ -76,7 +76,8 @@ int main(int argc, char **argv)
     if (groups)
         closedir(groups);
     if (copied == 0) {
-        fprintf(stderr, "make_onnx_corpus: no model.onnx under %s (install libonnx-testdata)\n", data);
+        fprintf(stderr, "make_onnx_corpus: no model.onnx under %s (install libonnx-testdata)\n",
+                data);
         return 1;
     }
     printf("make_onnx_corpus: %d models in %s\n", copied, argv[1]);

@@ -76,11 +76,11 @@ struct tide_onnx_options {
 
 /* What an import added: refs to the model's inputs and outputs, in the model's order. */
 struct tide_onnx_result {
-    tide_ref *inputs;  /* malloc'd: the Placeholders (initializers are not inputs here) */
+    tide_ref *inputs; /* malloc'd: the Placeholders (initializers are not inputs here) */
     int32_t n_inputs;
     tide_ref *outputs; /* malloc'd: the Identity nodes named after the graph outputs */
     int32_t n_outputs;
-    int64_t opset;     /* the model's opset of the default domain */
+    int64_t opset; /* the model's opset of the default domain */
 };
 
 /*
