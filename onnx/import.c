@@ -2102,7 +2102,20 @@ static int op_expand(struct ctx *c)
     return set_out(c, 0, tide_builder_broadcast_to(c->b, NULL, r, ro, out));
 }
 
-static int reduce(struct ctx *c, bool mean)
+/* The reductions that are ReduceSum or ReduceMean with an element-wise step before or after. */
+enum reduction {
+    REDUCE_MEAN,
+    REDUCE_SUM,
+    REDUCE_L1,          /* sum |x| */
+    REDUCE_L2,          /* sqrt(sum x^2) */
+    REDUCE_SUM_SQUARE,  /* sum x^2 */
+    REDUCE_LOG_SUM,     /* log(sum x) */
+    REDUCE_LOG_SUM_EXP, /* log(sum exp(x)), as ONNX's reference computes it (no max shift) */
+};
+
+static tide_ref abs_of(struct ctx *c, tide_ref x);
+
+static int reduce(struct ctx *c, enum reduction kind)
 {
     const Onnx__NodeProto *n = c->node;
     tide_ref x;
@@ -2110,7 +2123,8 @@ static int reduce(struct ctx *c, bool mean)
         return -1;
     int64_t axes[MAX_RANK], n_axes = 0;
     bool keep = attr_i(n, "keepdims", 1) != 0;
-    bool axes_input = !mean && c->opset >= 13;
+    /* ReduceSum took its axes as an input from opset 13 on; the others until opset 18. */
+    bool axes_input = kind == REDUCE_SUM && c->opset >= 13;
     if (axes_input) {
         if (has_input(n, 1)) {
             struct value *a = in_const(c, 1, "axes");
@@ -2128,18 +2142,63 @@ static int reduce(struct ctx *c, bool mean)
     }
     if (n_axes == 0 && attr_i(n, "noop_with_empty_axes", 0) != 0)
         return set_out(c, 0, tide_builder_identity(c->b, NULL, x));
-    tide_ref r = mean ? tide_builder_reduce_mean(c->b, NULL, x, axes, (int32_t)n_axes, keep)
-                      : tide_builder_reduce_sum(c->b, NULL, x, axes, (int32_t)n_axes, keep);
+    switch (kind) {
+    case REDUCE_L1:
+        x = abs_of(c, x);
+        break;
+    case REDUCE_L2:
+    case REDUCE_SUM_SQUARE:
+        x = tide_builder_mul(c->b, NULL, x, x);
+        break;
+    case REDUCE_LOG_SUM_EXP:
+        x = tide_builder_exp(c->b, NULL, x);
+        break;
+    default:
+        break;
+    }
+    tide_ref r = kind == REDUCE_MEAN
+                     ? tide_builder_reduce_mean(c->b, NULL, x, axes, (int32_t)n_axes, keep)
+                     : tide_builder_reduce_sum(c->b, NULL, x, axes, (int32_t)n_axes, keep);
+    if (kind == REDUCE_L2)
+        r = tide_builder_sqrt(c->b, NULL, r);
+    else if (kind == REDUCE_LOG_SUM || kind == REDUCE_LOG_SUM_EXP)
+        r = tide_builder_log(c->b, NULL, r);
     return set_out(c, 0, r);
 }
 
 static int op_reduce_mean(struct ctx *c)
 {
-    return reduce(c, true);
+    return reduce(c, REDUCE_MEAN);
 }
+
 static int op_reduce_sum(struct ctx *c)
 {
-    return reduce(c, false);
+    return reduce(c, REDUCE_SUM);
+}
+
+static int op_reduce_l1(struct ctx *c)
+{
+    return reduce(c, REDUCE_L1);
+}
+
+static int op_reduce_l2(struct ctx *c)
+{
+    return reduce(c, REDUCE_L2);
+}
+
+static int op_reduce_sum_square(struct ctx *c)
+{
+    return reduce(c, REDUCE_SUM_SQUARE);
+}
+
+static int op_reduce_log_sum(struct ctx *c)
+{
+    return reduce(c, REDUCE_LOG_SUM);
+}
+
+static int op_reduce_log_sum_exp(struct ctx *c)
+{
+    return reduce(c, REDUCE_LOG_SUM_EXP);
 }
 
 static int op_size(struct ctx *c)
@@ -2944,10 +3003,15 @@ static const struct op_entry ops[] = {
     {"PRelu", op_prelu},
     {"Range", op_range},
     {"Reciprocal", op_reciprocal},
+    {"ReduceL1", op_reduce_l1},
+    {"ReduceL2", op_reduce_l2},
+    {"ReduceLogSum", op_reduce_log_sum},
+    {"ReduceLogSumExp", op_reduce_log_sum_exp},
     {"ReduceMax", op_reduce_max},
     {"ReduceMean", op_reduce_mean},
     {"ReduceMin", op_reduce_min},
     {"ReduceSum", op_reduce_sum},
+    {"ReduceSumSquare", op_reduce_sum_square},
     {"Relu", op_relu},
     {"Reshape", op_reshape},
     {"RNN", op_rnn},
