@@ -115,6 +115,13 @@ int tide_bench_depth(const struct bench_options *o);
 int tide_bench_max(const struct bench_options *o);
 int tide_bench_maxbatch(const struct bench_options *o);
 
+/*
+ * tide-bench onnx-tests DIR [--json] [--timeout S] (onnx-tests.c): ONNX's
+ * conformance cases under DIR, each imported and run forward in a forked
+ * child; argv[0] is "onnx-tests". Returns 0 when no case failed or crashed.
+ */
+int tide_bench_onnx_tests(int argc, char **argv);
+
 /* train --trace-overhead K (bench/trace-overhead.c): blocks of K steps with the trace recorder
  * off and on alternately (off on on off, ...); each on block paired with the off block beside it. */
 struct tide_bench_trace_ab;

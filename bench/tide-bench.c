@@ -62,6 +62,7 @@ static void usage(FILE *out)
             "       tide-bench depth [options]\n"
             "       tide-bench max --vary batch|depth|seq|experts --budget BYTES [options]\n"
             "       tide-bench maxbatch --budget BYTES [options]\n"
+            "       tide-bench onnx-tests DIR [--json] [--timeout S]\n"
             "\n"
             "train  trains a model in-process (the daemon's path from the graph on) and\n"
             "       prints loss, test accuracy and step time.\n"
@@ -84,6 +85,12 @@ static void usage(FILE *out)
             "       steps in 64M (42 plans, up to 7 s each). Nothing runs unless --confirm.\n"
             "maxbatch  max --vary batch, with the JSON fields batch_swap_off and batch_auto\n"
             "       instead of vary, value_swap_off and value_auto.\n"
+            "onnx-tests  runs ONNX's conformance cases under DIR (each a folder of\n"
+            "       model.onnx and test_data_set_N/, as in libonnx-testdata): imports each\n"
+            "       model, runs it forward on the CPU backend in a child process (--timeout\n"
+            "       S, default 60) and compares the outputs (rtol 1e-3, atol 1e-5). Prints\n"
+            "       pass|fail|unsupported|crashed DIR [why] per case, a summary and with\n"
+            "       --json the counts; exits 1 on any fail or crash.\n"
             "\n"
             "  --model mlp|cnn|resnet|lstm  the model (default cnn)\n"
             "  --depth D                ResNet layers, 3*(10+n)+2 for n >= 1 (default 38)\n"
@@ -1168,6 +1175,8 @@ int main(int argc, char **argv)
                               .backend = "cpu", .swap_threshold = -1,
                               .prefetch = -1};
     const char *cmd = argv[1];
+    if (strcmp(cmd, "onnx-tests") == 0)
+        return tide_bench_onnx_tests(argc - 1, argv + 1);
     int (*run)(const struct bench_options *) = NULL;
     if (strcmp(cmd, "train") == 0) {
         run = cmd_train;
@@ -1184,7 +1193,7 @@ int main(int argc, char **argv)
         run = tide_bench_maxbatch;
     } else {
         fprintf(stderr, "tide-bench: unknown command \"%s\"; commands: train, plan, depth, "
-                "max, maxbatch\n", cmd);
+                "max, maxbatch, onnx-tests\n", cmd);
         return 2;
     }
     if (parse_options(argc - 1, argv + 1, &o) != 0)

@@ -27,6 +27,8 @@ packages=(
     chromium                          # the dashboard's headless-browser test
     python3 python3-prometheus-client # a real Prometheus parser for the metrics test
     python3-numpy                     # numpy.load reads what tidectl export --npz writes
+    libonnx-dev                       # onnx.proto, compiled with protoc-c for ONNX import
+    libonnx-testdata                  # ONNX's conformance cases (tide-bench onnx-tests)
 )
 
 missing=()

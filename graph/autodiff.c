@@ -784,6 +784,27 @@ static enum tide_status tide__grad_sqrt(struct grad_ctx *c)
     return TIDE_OK;
 }
 
+/* Erf: dx = dy * (2 / sqrt(pi)) * exp(-x^2). */
+static enum tide_status tide__grad_erf(struct grad_ctx *c)
+{
+    uint32_t square, negated, gauss, scaled, id;
+    enum tide_status st =
+        emit2(c, TIDE_OP_MUL, -1, "x_squared", in_edge(c, 0), in_edge(c, 0), &square);
+    if (st == TIDE_OK)
+        st = emit1(c, TIDE_OP_NEG, -1, "minus_x_squared", out0(square), &negated);
+    if (st == TIDE_OK)
+        st = emit1(c, TIDE_OP_EXP, -1, "gauss", out0(negated), &gauss);
+    if (st == TIDE_OK)
+        st = emit1(c, TIDE_OP_SCALE, -1, "derivative", out0(gauss), &scaled);
+    if (st != TIDE_OK)
+        return st;
+    tide_attr_set_float(c->ad->graph, scaled, TIDE_ATTR_SCALE_scale, 1.1283791670955126);
+    st = emit2(c, TIDE_OP_MUL, 0, "x", c->dy[0], out0(scaled), &id);
+    if (st == TIDE_OK)
+        c->dx[0] = out0(id);
+    return st;
+}
+
 static enum tide_status tide__grad_gelu(struct grad_ctx *c)
 {
     uint32_t id;

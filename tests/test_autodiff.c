@@ -1275,6 +1275,11 @@ static uint32_t build_sqrt(struct tide_graph *g, const uint32_t *in)
     return op1(g, TIDE_OP_SQRT, "y", in[0]);
 }
 
+static uint32_t build_erf(struct tide_graph *g, const uint32_t *in)
+{
+    return op1(g, TIDE_OP_ERF, "y", in[0]);
+}
+
 static uint32_t build_gelu(struct tide_graph *g, const uint32_t *in)
 {
     return op1(g, TIDE_OP_GELU, "y", in[0]);
@@ -1926,6 +1931,7 @@ static const struct gc_case gc_cases[] = {
     {"Log", IN1(MATH_POSITIVE2(2, 5)), build_log},
     {"Sqrt", IN1(MATH_POSITIVE2(2, 5)), build_sqrt},
     {"Gelu", IN1(T2(2, 5)), build_gelu},
+    {"Erf", IN1(T2(2, 5)), build_erf},
     {"Gelu_wide", IN1(T2(3, 4)), build_gelu_wide},
     {"Div", IN2(T2(2, 3), MATH_POSITIVE2(2, 3)), build_div},
     {"Div_broadcast_b", IN2(T2(2, 3), MATH_POSITIVE1(3)), build_div},
