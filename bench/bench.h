@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * bench.h: what the subcommands of tide-bench share (tide-bench.c, depth.c, maxbatch.c).
+ * bench.h: what the subcommands of tide-bench share (tide-bench.c, depth.c, max.c).
  */
 #ifndef TIDE_BENCH_BENCH_H
 #define TIDE_BENCH_BENCH_H
@@ -32,7 +32,7 @@ struct bench_options {
     bool json;
     bool poison;
     bool no_eval; /* train: skip the test split */
-    bool confirm; /* maxbatch: train one step at the automatic plan's batch */
+    bool confirm; /* max, maxbatch: train one step at the automatic plan's value */
     int64_t trace_overhead; /* train: blocks of this many steps, tracing off and on; 0: no */
     const char *trace; /* train: the Chrome trace file of the training steps, or NULL */
     /* plan and depth */
@@ -43,20 +43,43 @@ struct bench_options {
     /* plan and train: the memory picture (picture/picture.h), NULL: none */
     const char *svg;
     const char *png;
-    /* language models (transformer, moe; bench/lm.c): 0 takes the model's default */
-    int64_t seq_len;         /* tokens per window (128) */
-    int32_t layers;          /* blocks (4) */
-    int64_t d_model;         /* features (128) */
-    int32_t heads;           /* attention heads (4) */
-    int64_t vocab;           /* token ids (256) */
-    int64_t experts;         /* moe: experts per layer (8) */
-    double capacity_factor;  /* moe: expert capacity factor (1.25) */
-    double dropout;          /* Dropout rate; < 0 takes the default */
+    /* sequence models (lstm; transformer and moe, bench/lm.c): 0 until parse_options, or
+     * the language model's builder, applies the model's default */
+    int64_t seq_len; /* time steps: rows of the input images; a language model's window */
+    int64_t hidden;  /* LSTM state width */
+    int32_t layers;  /* stacked LSTM layers; a language model's blocks */
+    const char *vary; /* max: batch, depth, seq or experts */
+    /* the language models (transformer, moe): 0 takes the model's default */
+    int64_t d_model;        /* features (128) */
+    int32_t heads;          /* attention heads (4) */
+    int64_t vocab;          /* token ids (256) */
+    int64_t experts;        /* moe: experts per layer (8) */
+    double capacity_factor; /* moe: expert capacity factor (1.25) */
+    double dropout;         /* Dropout rate; < 0 takes the default */
+    /* train: data from files (tide/dataset-files.h) and weights out; NULL: none */
+    const char *data, *labels;           /* --data, --labels (instead of --dataset) */
+    const char *test_data, *test_labels; /* --test-data, --test-labels */
+    bool dataset_given;                  /* --dataset was on the command line */
+    bool batch_given;                    /* --batch was (the language models' default is 32) */
+    const char *save_npz;                /* --save-npz: the trained Variables as NumPy .npz */
 };
 
-/* Serialized tide.v1.Graph of a model (mlp, cnn, resnet of `depth` layers); NULL with a message. */
-uint8_t *tide_bench_build_model(const char *model, int64_t batch, int64_t c, int64_t h, int64_t w,
-                                int32_t classes, int32_t depth, int64_t width, size_t *len);
+/*
+ * Serialized tide.v1.Graph of o->model at o->batch (and o's model sizes:
+ * --depth, --width, --seq-len, ...) on images of c x h x w with `classes`
+ * classes (a language model ignores them: tide_bench_build_lm); NULL with a
+ * message.
+ */
+uint8_t *tide_bench_build_model(const struct bench_options *o, int64_t c, int64_t h, int64_t w,
+                                int32_t classes, size_t *len);
+
+/*
+ * The shape of one input image of o->model where tide-bench chooses it (plan,
+ * max, and the synthetic dataset of train): 3 x image_size x image_size for
+ * resnet, 1 x seq_len x 28 for lstm (a row is a time step), else 1 x 28 x 28
+ * as Fashion-MNIST's.
+ */
+void tide_bench_input_shape(const struct bench_options *o, int64_t *c, int64_t *h, int64_t *w);
 
 /* The memory policy of plan, depth and maxbatch: --budget, --partition-size, --swap, ... */
 struct tide_memory_policy tide_bench_memory_policy(const struct bench_options *o);
@@ -87,13 +110,13 @@ int64_t tide_bench_largest(int64_t max, int (*fits)(void *ctx, int64_t size), vo
                            bool *capped);
 
 /*
- * One real training step of the model (bytes, len: images channels x size x
- * size, `batch` of them, synthetic with `seed`) under policy, with the
+ * One real training step of the model (bytes, len: images c x h x w,
+ * `batch` of them, synthetic with `seed`) under policy, with the
  * fetches of tide_bench_plan: the measured high water, the plan's peak and
  * the step's time. 0, or -1 after saying why on stderr as "tide-bench what".
  */
 int tide_bench_train_step(const char *what, const uint8_t *bytes, size_t len, int64_t batch,
-                          int64_t channels, int64_t size, uint64_t seed,
+                          int64_t c, int64_t h, int64_t w, uint64_t seed,
                           const struct tide_train_options *train,
                           const struct tide_memory_policy *policy, struct tide_backend *backend,
                           uint64_t *high_water, uint64_t *peak, double *ms);
@@ -112,9 +135,17 @@ uint8_t *tide_bench_build_lm(const struct bench_options *o, size_t *len, int64_t
 int tide_bench_train_lm(const struct bench_options *o);
 const char *const *tide_bench_fetches(const char *model, uint32_t *n);
 
-/* tide-bench depth (depth.c) and maxbatch (maxbatch.c). */
+/* tide-bench depth (depth.c), max and maxbatch (max.c: maxbatch is max --vary batch). */
 int tide_bench_depth(const struct bench_options *o);
+int tide_bench_max(const struct bench_options *o);
 int tide_bench_maxbatch(const struct bench_options *o);
+
+/*
+ * tide-bench onnx-tests DIR [--json] [--timeout S] (onnx-tests.c): ONNX's
+ * conformance cases under DIR, each imported and run forward in a forked
+ * child; argv[0] is "onnx-tests". Returns 0 when no case failed or crashed.
+ */
+int tide_bench_onnx_tests(int argc, char **argv);
 
 /* train --trace-overhead K (bench/trace-overhead.c): blocks of K steps with the trace recorder
  * off and on alternately (off on on off, ...); each on block paired with the off block beside it. */

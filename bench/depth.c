@@ -33,15 +33,22 @@ struct search {
     int plans;
 };
 
+/* ResNet-n at the search's batch, width and image size (tide_bench_build_model). */
+static uint8_t *build_resnet(const struct search *s, int32_t n, size_t *len)
+{
+    struct bench_options o = *s->o;
+    o.model = "resnet";
+    o.depth = tide_model_resnet_depth(n);
+    return tide_bench_build_model(&o, 3, o.image_size, o.image_size, 10, len);
+}
+
 /* 1 when ResNet-n's training plan fits under s->policy, 0 when not, -1 on error. */
 static int fits(void *ctx, int64_t size)
 {
     struct search *s = ctx;
     int32_t n = (int32_t)size;
     size_t len;
-    uint8_t *bytes = tide_bench_build_model("resnet", s->o->batch, 3, s->o->image_size,
-                                            s->o->image_size, 10, tide_model_resnet_depth(n),
-                                            s->o->width, &len);
+    uint8_t *bytes = build_resnet(s, n, &len);
     if (!bytes)
         return -1;
     struct tide_session *session = NULL;
@@ -72,14 +79,12 @@ static int32_t deepest(struct search *s, bool *capped)
 static int confirm(struct search *s, int32_t n, uint64_t *high_water, uint64_t *peak, double *ms)
 {
     size_t len;
-    uint8_t *bytes = tide_bench_build_model("resnet", s->o->batch, 3, s->o->image_size,
-                                            s->o->image_size, 10, tide_model_resnet_depth(n),
-                                            s->o->width, &len);
+    uint8_t *bytes = build_resnet(s, n, &len);
     if (!bytes)
         return -1;
     int rc = tide_bench_train_step("depth", bytes, len, s->o->batch, 3, s->o->image_size,
-                                   s->o->seed, &s->train, &s->policy, s->backend, high_water,
-                                   peak, ms);
+                                   s->o->image_size, s->o->seed, &s->train, &s->policy,
+                                   s->backend, high_water, peak, ms);
     free(bytes);
     return rc;
 }

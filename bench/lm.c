@@ -25,9 +25,6 @@
 #include "tide/graph.h"
 #include "tide/models.h"
 
-/* Adam's learning rate for the language models when --lr is not given (the reference). */
-#define LM_ADAM_LR 3e-3
-
 bool tide_bench_is_lm(const char *model)
 {
     return strcmp(model, "transformer") == 0 || strcmp(model, "moe") == 0;
@@ -197,9 +194,7 @@ int tide_bench_train_lm(const struct bench_options *o)
         goto out;
 
     struct tide_train_options train_opts;
-    bool adam = strcmp(o->optimizer, "adam") == 0;
-    if (tide_bench_train_options(o->optimizer, o->lr > 0 || !adam ? o->lr : LM_ADAM_LR,
-                                 &train_opts) != 0)
+    if (tide_bench_train_options(o->optimizer, o->lr, &train_opts) != 0)
         goto out;
     struct tide_memory_policy policy = tide_bench_memory_policy(o);
     uint32_t n_fetches;

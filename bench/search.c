@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * search.c: what tide-bench's capacity searches share (depth.c, maxbatch.c).
+ * search.c: what tide-bench's capacity searches share (depth.c, max.c).
  *
- * A search asks "does the plan fit?" of a size (ResNet n, a batch): it
+ * A search asks "does the plan fit?" of a size (ResNet n, a batch, a
+ * sequence length): it
  * doubles the size from 1 until a plan does not fit, then bisects between
  * the last that fit and the first that did not, so it plans about
  * 2 * log2(answer) times. Planning runs nothing; the one real training step
@@ -52,7 +53,7 @@ int64_t tide_bench_largest(int64_t max, int (*fits)(void *ctx, int64_t size), vo
 }
 
 int tide_bench_train_step(const char *what, const uint8_t *bytes, size_t len, int64_t batch,
-                          int64_t channels, int64_t size, uint64_t seed,
+                          int64_t c, int64_t h, int64_t w, uint64_t seed,
                           const struct tide_train_options *train,
                           const struct tide_memory_policy *policy, struct tide_backend *backend,
                           uint64_t *high_water, uint64_t *peak, double *ms)
@@ -62,8 +63,7 @@ int tide_bench_train_step(const char *what, const uint8_t *bytes, size_t len, in
     char text[256];
     tide_dataset *ds = NULL;
     tide_dataset_iter *it = NULL;
-    struct tide_synthetic_options so = {.channels = channels, .height = size, .width = size,
-                                        .seed = seed};
+    struct tide_synthetic_options so = {.channels = c, .height = h, .width = w, .seed = seed};
     struct tide_session *session = NULL;
     float *images = NULL;
     int32_t *labels = NULL;
@@ -74,7 +74,7 @@ int tide_bench_train_step(const char *what, const uint8_t *bytes, size_t len, in
         fprintf(stderr, "tide-bench %s: %s\n", what, text);
         goto out;
     }
-    int64_t image_floats = batch * channels * size * size;
+    int64_t image_floats = batch * c * h * w;
     images = malloc((size_t)image_floats * sizeof(float));
     labels = malloc((size_t)batch * sizeof(int32_t));
     if (!images || !labels) {

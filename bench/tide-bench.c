@@ -9,19 +9,27 @@
  * --json the last line of stdout is one JSON object, and progress goes to
  * stderr.
  *
- *   tide-bench train --model mlp|cnn|resnet|transformer|moe [--depth D] [--batch B]
+ *   tide-bench train --model mlp|cnn|resnet|lstm|transformer|moe [--depth D] [--batch B]
  *                    [--steps S | --epochs E] [--dataset fashion-mnist|synthetic|fortunes]
  *                    [--layers L] [--d-model D] [--heads H] [--seq-len S] [--vocab V]
  *                    [--experts E] [--capacity-factor C] [--dropout R]
  *                    [--seed S] [--optimizer sgd|momentum|adam] [--lr X]
  *                    [--budget BYTES] [--backend cpu|cuda|auto] [--threads N] [--json]
  *                    [--trace FILE] [--svg FILE] [--png FILE]
+ *                    [--data X --labels Y [--test-data X2 --test-labels Y2]]
+ *                    [--save-npz OUT.npz]
  *   tide-bench plan  --model M [--depth D] [--batch B] --budget BYTES
  *                    [--partition-size K] [--swap auto|on|off] [--json]
  *                    [--svg FILE] [--png FILE]
  *   tide-bench depth [--budget BYTES] [--batch B] [--width W] [--image-size S] [--json]
+ *   tide-bench max   --model M --vary batch|depth|seq|experts --budget BYTES
+ *                    [model flags] [--partition-size K] [--confirm] [--json]
  *   tide-bench maxbatch --model M [--depth D] [--width W] [--image-size S] --budget BYTES
  *                    [--partition-size K] [--confirm] [--json]
+ *
+ * The LSTM (--model lstm, with --seq-len, --hidden, --layers) reads images
+ * row by row: on Fashion-MNIST 28 steps of 28 pixels; on the synthetic
+ * dataset images of --seq-len rows of 28 pixels, so any length.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -38,6 +46,7 @@
 #include "graph/import.h"
 #include "picture/picture.h"
 #include "runtime/session.h"
+#include "tide/dataset-files.h"
 #include "tide/dataset.h"
 #include "tide/graph.h"
 #include "tide/models.h"
@@ -53,7 +62,9 @@ static void usage(FILE *out)
             "usage: tide-bench train [options]\n"
             "       tide-bench plan --budget BYTES [options]\n"
             "       tide-bench depth [options]\n"
+            "       tide-bench max --vary batch|depth|seq|experts --budget BYTES [options]\n"
             "       tide-bench maxbatch --budget BYTES [options]\n"
+            "       tide-bench onnx-tests DIR [--json] [--timeout S]\n"
             "\n"
             "train  trains a model in-process (the daemon's path from the graph on) and\n"
             "       prints loss, test accuracy (held-out loss in nats per byte for the\n"
@@ -64,20 +75,37 @@ static void usage(FILE *out)
             "depth  finds the deepest ResNet whose plan fits the budget with swap off and\n"
             "       with swap auto (binary search), then trains one step at the swap-auto\n"
             "       maximum to confirm it runs within the budget.\n"
-            "maxbatch  finds the largest batch of --model whose plan fits --budget with\n"
-            "       swap off (as plan --swap off) and with the automatic plan (as plan):\n"
-            "       batch 1, 2, 4, ... until a plan does not fit, then bisection, up to the\n"
-            "       limit 1048576. It plans about 2*log2(batch) times for each (progress on\n"
-            "       stderr: each batch, fits or not, plan ms), so it takes that many plan\n"
-            "       times: under a second for the CNN or ResNet-50 (about 40 plans of a few\n"
-            "       ms), under a minute for a 2000-layer ResNet (0.5 to 1 s a plan).\n"
-            "       Nothing runs unless --confirm.\n"
+            "max    finds the largest value of one size of --model (--vary) whose plan fits\n"
+            "       --budget with swap off (as plan --swap off) and with the automatic plan\n"
+            "       (as plan), the other sizes as their flags say: value 1, 2, 4, ... until\n"
+            "       a plan does not fit, then bisection. --vary batch: any model, up to\n"
+            "       1048576; depth: resnet (its layers, up to 3104), lstm (--layers, up to\n"
+            "       1024); seq: lstm (--seq-len, up to 1048576). It plans about\n"
+            "       2*log2(value) times for each (progress on stderr: each value, fits or\n"
+            "       not, plan ms), so it takes that many plan times: under a second for the\n"
+            "       CNN or ResNet-50 (about 40 plans of a few ms), under a minute for a\n"
+            "       2000-layer ResNet (0.5 to 1 s a plan), 2 minutes for the LSTM's 4680\n"
+            "       steps in 64M (42 plans, up to 7 s each). Nothing runs unless --confirm.\n"
+            "maxbatch  max --vary batch, with the JSON fields batch_swap_off and batch_auto\n"
+            "       instead of vary, value_swap_off and value_auto.\n"
+            "onnx-tests  runs ONNX's conformance cases under DIR (each a folder of\n"
+            "       model.onnx and test_data_set_N/, as in libonnx-testdata): imports each\n"
+            "       model, runs it forward on the CPU backend in a child process (--timeout\n"
+            "       S, default 60) and compares the outputs (rtol 1e-3, atol 1e-5). Prints\n"
+            "       pass|fail|unsupported|crashed DIR [why] per case, a summary and with\n"
+            "       --json the counts; exits 1 on any fail or crash.\n"
             "\n"
-            "  --model NAME             mlp, cnn (default), resnet, or the language models\n"
+            "  --model NAME             mlp, cnn (default), resnet, lstm, or the language models\n"
             "                           transformer and moe (on the fortunes corpus)\n"
             "  --depth D                ResNet layers, 3*(10+n)+2 for n >= 1 (default 38)\n"
             "  --width W                ResNet base width (default 16)\n"
             "  --image-size S           ResNet image size on the synthetic dataset (default 32)\n"
+            "  --seq-len N              LSTM time steps: image rows of 28 pixels (default 28,\n"
+            "                           Fashion-MNIST's; other lengths on --dataset synthetic);\n"
+            "                           transformer, moe: tokens per window (default 128)\n"
+            "  --hidden H               LSTM state width (default 128)\n"
+            "  --layers L               stacked LSTM layers (default 1); transformer, moe:\n"
+            "                           blocks (default 4)\n"
             "  --batch B                batch size (default 64; 32 windows for transformer, moe)\n"
             "  --steps S                train S steps (default 100)\n"
             "  --epochs E               train E epochs (instead of --steps); an epoch of transformer\n"
@@ -87,14 +115,12 @@ static void usage(FILE *out)
             "                           fortunes package, byte-level, 90 %% train, 10 %% held\n"
             "                           out) for transformer and moe, and their default\n"
             "  --seed S                 seed for initialisation and shuffling (default 1)\n"
-            "  --optimizer NAME         sgd, momentum (default) or adam (default for transformer,\n"
-            "                           moe)\n"
-            "  --lr X                   learning rate (default 0.05 sgd, 0.02 momentum, 0.001\n"
-            "                           adam; 0.003 adam for transformer, moe)\n"
-            "  --layers L               transformer, moe: blocks (default 4)\n"
+            "  --optimizer NAME         sgd, momentum (default; adam for lstm, transformer, moe)\n"
+            "                           or adam\n"
+            "  --lr X                   learning rate (default 0.05 sgd, 0.02 momentum, 0.001 adam;\n"
+            "                           0.003 adam for lstm, transformer, moe)\n"
             "  --d-model D              transformer, moe: features (default 128)\n"
             "  --heads H                transformer, moe: attention heads, dividing D (default 4)\n"
-            "  --seq-len S              transformer, moe: tokens per window (default 128)\n"
             "  --vocab V                transformer, moe: token ids (default 256, bytes; at least\n"
             "                           256 to train on fortunes)\n"
             "  --experts E              moe: experts per layer (default 8)\n"
@@ -108,13 +134,14 @@ static void usage(FILE *out)
             "  --poison                 poison dead regions (debug)\n"
             "  --trace FILE             train: write a Chrome trace (ui.perfetto.dev) of every\n"
             "                           training step, not of the evaluation after them\n"
-            "  --partition-size K       plan/depth/maxbatch: nodes per partition; 0 (default): the\n"
+            "  --partition-size K       plan/depth/max: nodes per partition; 0 (default): the\n"
             "                           planner picks it (powers of two, 1 to 256)\n"
             "  --swap auto|on|off       plan: swap policy (default auto, with autotune)\n"
             "  --swap-threshold T       plan: swap when the next use is > T partitions away\n"
             "  --prefetch P             plan: swap in P partitions before the use\n"
-            "  --confirm                maxbatch: train one step at the automatic plan's batch\n"
-            "                           (synthetic data) and check its high water <= budget\n"
+            "  --vary SIZE              max: batch, depth, seq or experts (see max above)\n"
+            "  --confirm                max, maxbatch: train one step at the automatic plan's\n"
+            "                           value (synthetic data) and check its high water <= budget\n"
             "  --svg FILE               plan/train: draw the plan's device memory over one step\n"
             "                           (by category, budget, peak, partitions, swaps) as SVG;\n"
             "                           train overlays the last step's measured high water\n"
@@ -125,6 +152,16 @@ static void usage(FILE *out)
             "                           recorder off and on in turn (off on on off ...), each on\n"
             "                           block against the off block beside it; --steps a\n"
             "                           multiple of 4*K\n"
+            "  --data X --labels Y      train: your own data instead of --dataset: examples\n"
+            "                           [N, ...] and class labels [N], NumPy .npy (float32 or\n"
+            "                           uint8 examples, uint8 scaled to [0, 1]; int32, int64 or\n"
+            "                           uint8 labels) or IDX files; the examples' shape sets\n"
+            "                           the model's input (mlp: any; cnn, resnet: [C, H, W] or\n"
+            "                           [H, W]; lstm: [S, F]), the largest label + 1 the classes\n"
+            "  --test-data X2 --test-labels Y2\n"
+            "                           train: the examples scored after training (with --data;\n"
+            "                           without them, no test split)\n"
+            "  --save-npz FILE          train: write the trained Variables as NumPy .npz\n"
             "  --json                   end with one JSON line on stdout\n"
             "  -h, --help               this text\n");
 }
@@ -163,13 +200,98 @@ static int parse_i64(const char *text, const char *flag, int64_t min, int64_t *o
     return 0;
 }
 
+/*
+ * The flags of the sequence models (lstm, and the language models
+ * transformer and moe): each applies to the models listed (a list in words,
+ * "a, b or c", whose names end at a space or a comma),
+ * and anything else is refused. After parsing, the defaults of the model:
+ * for lstm --seq-len 28 (Fashion-MNIST's rows, the only length it has:
+ * train refuses others on it; plan and max read no data), --hidden 128,
+ * --layers 1; for transformer and moe --seq-len 128, --layers 4 and 32
+ * windows a batch (the rest in tide_model_lm_options_default); and for all
+ * three Adam at TIDE_MODEL_LSTM_LEARNING_RATE (0.003, also the language
+ * models' reference) unless --optimizer or --lr says otherwise; other
+ * models keep momentum.
+ */
+static int sequence_defaults(struct bench_options *o)
+{
+    const struct {
+        const char *flag, *models;
+        bool given;
+    } flags[] = {
+        {"--seq-len", "lstm, transformer or moe", o->seq_len != 0},
+        {"--hidden", "lstm", o->hidden != 0},
+        {"--layers", "lstm, transformer or moe", o->layers != 0},
+        {"--d-model", "transformer or moe", o->d_model != 0},
+        {"--heads", "transformer or moe", o->heads != 0},
+        {"--vocab", "transformer or moe", o->vocab != 0},
+        {"--dropout", "transformer or moe", o->dropout >= 0},
+        {"--experts", "moe", o->experts != 0},
+        {"--capacity-factor", "moe", o->capacity_factor > 0},
+    };
+    for (size_t i = 0; i < sizeof(flags) / sizeof(flags[0]); i++) {
+        const char *at = strstr(flags[i].models, o->model);
+        size_t n = strlen(o->model);
+        bool listed = at && (at == flags[i].models || at[-1] == ' ') &&
+                      (!at[n] || at[n] == ' ' || at[n] == ',');
+        if (flags[i].given && !listed) {
+            fprintf(stderr, "tide-bench: %s applies to --model %s only, not to %s\n",
+                    flags[i].flag, flags[i].models, o->model);
+            return -1;
+        }
+    }
+    bool lstm = strcmp(o->model, "lstm") == 0, lm = tide_bench_is_lm(o->model);
+    if (!o->seq_len)
+        o->seq_len = lm ? 128 : 28;
+    if (!o->hidden)
+        o->hidden = 128;
+    if (!o->layers)
+        o->layers = lm ? 4 : 1;
+    if (lm && !o->batch_given)
+        o->batch = 32;
+    if (!o->optimizer)
+        o->optimizer = lstm || lm ? "adam" : "momentum";
+    if ((lstm || lm) && o->lr == 0 && strcmp(o->optimizer, "adam") == 0)
+        o->lr = TIDE_MODEL_LSTM_LEARNING_RATE;
+    return 0;
+}
+
+/*
+ * Data from files: --data and --labels together, --test-data and
+ * --test-labels together and only with them; not with --dataset, nor with
+ * --seq-len (the examples' shape [S, F] sets it).
+ */
+static int data_file_checks(const struct bench_options *o)
+{
+    const char *problem = NULL;
+    if (!o->data && !o->labels && !o->test_data && !o->test_labels)
+        return 0;
+    if (!o->data != !o->labels)
+        problem = "--data and --labels come together (examples and their labels)";
+    else if (!o->test_data != !o->test_labels)
+        problem = "--test-data and --test-labels come together";
+    else if (!o->data)
+        problem = "--test-data needs --data and --labels";
+    else if (o->dataset_given)
+        problem = "--dataset and --data exclude each other";
+    else if (o->seq_len)
+        problem = "--seq-len does not apply with --data: the examples' shape [S, F] sets the "
+                  "sequence length";
+    if (!problem)
+        return 0;
+    fprintf(stderr, "tide-bench: %s\n", problem);
+    return -1;
+}
+
 static int parse_options(int argc, char **argv, struct bench_options *o)
 {
     enum { O_DEPTH = 256, O_WIDTH, O_IMAGE, O_DATASET, O_SEED, O_OPT, O_LR, O_BUDGET, O_BACKEND,
            O_THREADS, O_JSON, O_POISON, O_STEPS, O_EPOCHS, O_PARTITION, O_SWAP, O_THRESHOLD,
            O_PREFETCH, O_TRACE, O_SVG, O_PNG, O_NO_EVAL, O_TRACE_OVERHEAD, O_CONFIRM,
+           O_SEQ_LEN, O_HIDDEN, O_LAYERS, O_VARY,
+           O_DATA, O_LABELS, O_TEST_DATA, O_TEST_LABELS, O_SAVE_NPZ,
            /* the language models */
-           O_LAYERS, O_D_MODEL, O_HEADS, O_SEQ_LEN, O_VOCAB, O_EXPERTS, O_CAPACITY, O_DROPOUT };
+           O_D_MODEL, O_HEADS, O_VOCAB, O_EXPERTS, O_CAPACITY, O_DROPOUT };
     static const struct option longs[] = {
         {"model", required_argument, 0, 'm'},   {"depth", required_argument, 0, O_DEPTH},
         {"width", required_argument, 0, O_WIDTH}, {"image-size", required_argument, 0, O_IMAGE},
@@ -186,13 +308,21 @@ static int parse_options(int argc, char **argv, struct bench_options *o)
         {"prefetch", required_argument, 0, O_PREFETCH},
         {"trace", required_argument, 0, O_TRACE},
         {"svg", required_argument, 0, O_SVG},   {"png", required_argument, 0, O_PNG},
+        {"help", no_argument, 0, 'h'},
+        /* sequence models, and max */
+        {"seq-len", required_argument, 0, O_SEQ_LEN}, {"hidden", required_argument, 0, O_HIDDEN},
+        {"layers", required_argument, 0, O_LAYERS}, {"vary", required_argument, 0, O_VARY},
+        /* data from files, and weights out */
+        {"data", required_argument, 0, O_DATA}, {"labels", required_argument, 0, O_LABELS},
+        {"test-data", required_argument, 0, O_TEST_DATA},
+        {"test-labels", required_argument, 0, O_TEST_LABELS},
+        {"save-npz", required_argument, 0, O_SAVE_NPZ},
         /* the language models */
-        {"layers", required_argument, 0, O_LAYERS}, {"d-model", required_argument, 0, O_D_MODEL},
-        {"heads", required_argument, 0, O_HEADS}, {"seq-len", required_argument, 0, O_SEQ_LEN},
+        {"d-model", required_argument, 0, O_D_MODEL}, {"heads", required_argument, 0, O_HEADS},
         {"vocab", required_argument, 0, O_VOCAB}, {"experts", required_argument, 0, O_EXPERTS},
         {"capacity-factor", required_argument, 0, O_CAPACITY},
         {"dropout", required_argument, 0, O_DROPOUT},
-        {"help", no_argument, 0, 'h'},          {0, 0, 0, 0},
+        {0, 0, 0, 0},
     };
     int64_t v;
     uint64_t u;
@@ -206,6 +336,7 @@ static int parse_options(int argc, char **argv, struct bench_options *o)
         case 'b':
             if (parse_i64(optarg, "--batch", 1, &o->batch))
                 return -1;
+            o->batch_given = true;
             break;
         case O_DEPTH:
             if (parse_i64(optarg, "--depth", 35, &v))
@@ -230,6 +361,7 @@ static int parse_options(int argc, char **argv, struct bench_options *o)
             break;
         case O_DATASET:
             o->dataset = optarg;
+            o->dataset_given = true;
             break;
         case O_SEED:
             if (parse_u64(optarg, "--seed", &o->seed))
@@ -305,12 +437,40 @@ static int parse_options(int argc, char **argv, struct bench_options *o)
         case O_PNG:
             o->png = optarg;
             break;
-        /* the language models */
+        /* Sequence models, and max. */
+        case O_SEQ_LEN:
+            if (parse_i64(optarg, "--seq-len", 1, &o->seq_len))
+                return -1;
+            break;
+        case O_HIDDEN:
+            if (parse_i64(optarg, "--hidden", 1, &o->hidden))
+                return -1;
+            break;
         case O_LAYERS:
             if (parse_i64(optarg, "--layers", 1, &v))
                 return -1;
             o->layers = (int32_t)v;
             break;
+        case O_VARY:
+            o->vary = optarg;
+            break;
+        /* Data from files, and weights out. */
+        case O_DATA:
+            o->data = optarg;
+            break;
+        case O_LABELS:
+            o->labels = optarg;
+            break;
+        case O_TEST_DATA:
+            o->test_data = optarg;
+            break;
+        case O_TEST_LABELS:
+            o->test_labels = optarg;
+            break;
+        case O_SAVE_NPZ:
+            o->save_npz = optarg;
+            break;
+        /* The language models. */
         case O_D_MODEL:
             if (parse_i64(optarg, "--d-model", 1, &o->d_model))
                 return -1;
@@ -319,10 +479,6 @@ static int parse_options(int argc, char **argv, struct bench_options *o)
             if (parse_i64(optarg, "--heads", 1, &v))
                 return -1;
             o->heads = (int32_t)v;
-            break;
-        case O_SEQ_LEN:
-            if (parse_i64(optarg, "--seq-len", 1, &o->seq_len))
-                return -1;
             break;
         case O_VOCAB:
             if (parse_i64(optarg, "--vocab", 1, &o->vocab))
@@ -362,33 +518,23 @@ static int parse_options(int argc, char **argv, struct bench_options *o)
         return -1;
     }
     if (strcmp(o->model, "mlp") && strcmp(o->model, "cnn") && strcmp(o->model, "resnet") &&
-        !tide_bench_is_lm(o->model)) {
-        fprintf(stderr, "tide-bench: --model must be mlp, cnn, resnet, transformer or moe, got "
-                "\"%s\"\n", o->model);
+        strcmp(o->model, "lstm") && !tide_bench_is_lm(o->model)) {
+        fprintf(stderr, "tide-bench: --model must be mlp, cnn, resnet, lstm, transformer or moe, "
+                "got \"%s\"\n", o->model);
         return -1;
     }
-    /* The language models' defaults: the fortunes corpus, 32 windows, Adam. */
+    if (data_file_checks(o) != 0)
+        return -1;
+    if (sequence_defaults(o) != 0)
+        return -1;
+    /* The language models read the fortunes corpus, by default and only. */
     bool lm = tide_bench_is_lm(o->model);
-    if (!o->dataset)
-        o->dataset = lm ? "fortunes" : "fashion-mnist";
-    if (!o->batch)
-        o->batch = lm ? 32 : 64;
-    if (!o->optimizer)
-        o->optimizer = lm ? "adam" : "momentum";
+    if (lm && !o->dataset_given)
+        o->dataset = "fortunes";
     if (lm ? strcmp(o->dataset, "fortunes") != 0
            : strcmp(o->dataset, "fashion-mnist") && strcmp(o->dataset, "synthetic")) {
         fprintf(stderr, "tide-bench: --dataset must be %s for --model %s, got \"%s\"\n",
                 lm ? "fortunes" : "fashion-mnist or synthetic", o->model, o->dataset);
-        return -1;
-    }
-    if (!lm && (o->d_model || o->heads || o->vocab || o->experts || o->capacity_factor > 0 ||
-                o->dropout >= 0)) {
-        fprintf(stderr, "tide-bench: --d-model, --heads, --vocab, --experts, --capacity-factor "
-                "and --dropout apply to --model transformer and moe only\n");
-        return -1;
-    }
-    if (strcmp(o->model, "moe") != 0 && (o->experts || o->capacity_factor > 0)) {
-        fprintf(stderr, "tide-bench: --experts and --capacity-factor apply to --model moe only\n");
         return -1;
     }
     if ((o->depth - 2) % 3 != 0 || (o->depth - 2) / 3 - 10 < 1) {
@@ -423,14 +569,14 @@ static double process_cpu_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-static int open_split(const struct bench_options *o, const char *split, int64_t channels,
-                      int64_t size, tide_dataset **out)
+/* Split `split` of --dataset; synthetic images take the model's input shape. */
+static int open_split(const struct bench_options *o, const char *split, tide_dataset **out)
 {
     char err[512];
     int rc;
     if (strcmp(o->dataset, "synthetic") == 0) {
-        struct tide_synthetic_options s = {.channels = channels, .height = size, .width = size,
-                                           .seed = o->seed};
+        struct tide_synthetic_options s = {.seed = o->seed};
+        tide_bench_input_shape(o, &s.channels, &s.height, &s.width);
         rc = tide_dataset_open_synthetic(&s, split, out, err, sizeof(err));
     } else {
         rc = tide_dataset_open(o->dataset, NULL, split, out, err, sizeof(err));
@@ -440,35 +586,144 @@ static int open_split(const struct bench_options *o, const char *split, int64_t 
     return rc;
 }
 
-uint8_t *tide_bench_build_model(const char *model, int64_t batch, int64_t c, int64_t h, int64_t w,
-                                int32_t classes, int32_t depth, int64_t width, size_t *len)
+uint8_t *tide_bench_build_model(const struct bench_options *o, int64_t c, int64_t h, int64_t w,
+                                int32_t classes, size_t *len)
 {
+    if (tide_bench_is_lm(o->model)) /* tokens, not images: its sizes are all in o */
+        return tide_bench_build_lm(o, len, NULL);
     tide_builder *b = tide_builder_new();
     if (!b)
         return NULL;
     tide_ref logits;
-    if (strcmp(model, "mlp") == 0) {
+    if (strcmp(o->model, "mlp") == 0) {
         int64_t hidden[2] = {256, 128};
-        logits = tide_model_mlp(b, batch, c * h * w, hidden, 2, classes);
-    } else if (strcmp(model, "cnn") == 0) {
-        logits = tide_model_cnn(b, batch, c, h, w, classes);
+        logits = tide_model_mlp(b, o->batch, c * h * w, hidden, 2, classes);
+    } else if (strcmp(o->model, "cnn") == 0) {
+        logits = tide_model_cnn(b, o->batch, c, h, w, classes);
+    } else if (strcmp(o->model, "lstm") == 0) {
+        /* A row of the image is a time step (c is 1: the model's images are [B, 1, S, F]). */
+        logits = tide_model_lstm(b, o->batch, c * h, w, o->hidden, o->layers, classes);
     } else {
-        logits = tide_model_resnet(b, batch, c, h, classes, (depth - 2) / 3 - 10, width);
+        logits = tide_model_resnet(b, o->batch, c, h, classes, (o->depth - 2) / 3 - 10, o->width);
     }
     uint8_t *bytes = NULL;
     if (logits.id < 0 || tide_builder_serialize(b, &bytes, len) != 0) {
-        fprintf(stderr, "tide-bench: building %s: %s\n", model, tide_builder_error(b));
+        fprintf(stderr, "tide-bench: building %s: %s\n", o->model, tide_builder_error(b));
         bytes = NULL;
     }
     tide_builder_free(b);
     return bytes;
 }
 
+void tide_bench_input_shape(const struct bench_options *o, int64_t *c, int64_t *h, int64_t *w)
+{
+    *c = 1, *h = 28, *w = 28;
+    if (strcmp(o->model, "resnet") == 0)
+        *c = 3, *h = *w = o->image_size;
+    else if (strcmp(o->model, "lstm") == 0)
+        *h = o->seq_len;
+}
+
+/* ============================================================================
+ * Data from files (--data ...) and weights out (--save-npz)
+ * ========================================================================== */
+
+/*
+ * Opens --data/--labels and, with --test-data, the test files (else *test
+ * is NULL), and the images shape that --model reads them as. Returns 0, 1
+ * (a bad file) or 2 (examples the model cannot read), having said why.
+ */
+static int open_files(const struct bench_options *o, tide_dataset **train, tide_dataset **test,
+                      int64_t *c, int64_t *h, int64_t *w)
+{
+    char err[1024];
+    *train = *test = NULL;
+    if (tide_dataset_open_files(o->data, o->labels, NULL, train, err, sizeof(err)) != 0) {
+        fprintf(stderr, "tide-bench: %s\n", err);
+        return 1;
+    }
+    int rc = 0;
+    if (tide_dataset_model_input(*train, o->model, c, h, w, err, sizeof(err)) != 0)
+        rc = 2;
+    else if (o->test_data && tide_dataset_open_files(o->test_data, o->test_labels, *train, test,
+                                                     err, sizeof(err)) != 0)
+        rc = 1;
+    if (rc != 0) {
+        fprintf(stderr, "tide-bench: %s\n", err);
+        tide_dataset_free(*train);
+        *train = NULL;
+    }
+    return rc;
+}
+
+/* The trainable parameters of the model's graph bytes (the Variables' values); -1 on error. */
+static int64_t parameters(const uint8_t *bytes, size_t len)
+{
+    struct tide_graph *g = NULL;
+    struct tide_error err = {0};
+    if (tide_graph_import(bytes, len, NULL, &g, &err) != TIDE_OK)
+        return -1;
+    int64_t n = 0;
+    for (uint32_t v = 0; v < g->n_nodes; v++)
+        if (g->nodes[v].op == TIDE_OP_VARIABLE)
+            n += tide_shape_numel(&g->nodes[v].outputs[0].shape);
+    tide_graph_free(g);
+    return n;
+}
+
+/*
+ * Writes the Variables of the model's graph (bytes: what the daemon would
+ * call the job's own Variables, optimizer state excluded), read from the
+ * session, as NumPy .npz at path. 0, or -1 having said why.
+ */
+static int save_npz(struct tide_session *s, const uint8_t *bytes, size_t len, const char *path)
+{
+    struct tide_graph *g = NULL;
+    struct tide_error err = {0};
+    if (tide_graph_import(bytes, len, NULL, &g, &err) != TIDE_OK) {
+        fprintf(stderr, "tide-bench: --save-npz: %s\n", err.message);
+        return -1;
+    }
+    struct tide_tensor *arrays = calloc(g->n_nodes ? g->n_nodes : 1, sizeof(*arrays));
+    size_t n = 0;
+    int rc = arrays ? 0 : -1;
+    for (uint32_t v = 0; rc == 0 && v < g->n_nodes; v++) {
+        const struct tide_node *node = &g->nodes[v];
+        if (node->op != TIDE_OP_VARIABLE)
+            continue;
+        const struct tide_shape *shape = &node->outputs[0].shape;
+        struct tide_tensor *a = &arrays[n++];
+        a->name = node->name;
+        a->dtype = TIDE_DT_FLOAT32;
+        a->rank = shape->rank;
+        memcpy(a->dims, shape->dims, (size_t)shape->rank * sizeof(int64_t));
+        a->bytes = (size_t)tide_shape_numel(shape) * sizeof(float);
+        void *data = malloc(a->bytes ? a->bytes : 1);
+        a->data = data;
+        if (!data || tide_session_fetch(s, node->name, data, a->bytes, &err) != TIDE_OK) {
+            fprintf(stderr, "tide-bench: --save-npz: %s: %s\n", node->name,
+                    data ? err.message : "out of memory");
+            rc = -1;
+        }
+    }
+    char text[1024];
+    if (rc == 0 && tide_npz_write(path, arrays, n, text, sizeof(text)) != 0) {
+        fprintf(stderr, "tide-bench: --save-npz: %s\n", text);
+        rc = -1;
+    }
+    if (rc == 0)
+        fprintf(stderr, "tide-bench: %zu variables written to %s\n", n, path);
+    for (size_t i = 0; arrays && i < n; i++)
+        free((void *)arrays[i].data);
+    free(arrays);
+    tide_graph_free(g);
+    return rc;
+}
+
 static uint8_t *build_model(const struct bench_options *o, const tide_dataset *ds, size_t *len)
 {
-    return tide_bench_build_model(o->model, o->batch, tide_dataset_channels(ds),
-                                  tide_dataset_height(ds), tide_dataset_width(ds),
-                                  tide_dataset_classes(ds), o->depth, o->width, len);
+    return tide_bench_build_model(o, tide_dataset_channels(ds), tide_dataset_height(ds),
+                                  tide_dataset_width(ds), tide_dataset_classes(ds), len);
 }
 
 static int64_t argmax(const float *row, int32_t n)
@@ -700,13 +955,10 @@ static int cmd_plan(const struct bench_options *o)
         fprintf(stderr, "tide-bench plan: --budget BYTES is required (e.g. --budget 64M)\n");
         return 2;
     }
-    bool resnet = strcmp(o->model, "resnet") == 0;
-    int64_t c = resnet ? 3 : 1, size = resnet ? o->image_size : 28;
+    int64_t c, h, w;
+    tide_bench_input_shape(o, &c, &h, &w);
     size_t len;
-    uint8_t *bytes = tide_bench_is_lm(o->model)
-                         ? tide_bench_build_lm(o, &len, NULL)
-                         : tide_bench_build_model(o->model, o->batch, c, size, size, 10, o->depth,
-                                                  o->width, &len);
+    uint8_t *bytes = tide_bench_build_model(o, c, h, w, 10, &len);
     if (!bytes)
         return 1;
     struct tide_train_options train;
@@ -747,15 +999,27 @@ static int cmd_train(const struct bench_options *o)
     if (tide_bench_is_lm(o->model))
         return tide_bench_train_lm(o);
     tide_dataset *train = NULL, *test = NULL;
-    /* Synthetic data takes the shape of the model's usual input: RGB for ResNet. */
-    bool resnet = strcmp(o->model, "resnet") == 0;
-    int64_t size = resnet ? o->image_size : 28, channels = resnet ? 3 : 1;
-    if (open_split(o, "train", channels, size, &train) != 0)
-        return 1;
-    if (open_split(o, "test", channels, size, &test) != 0) {
-        tide_dataset_free(train);
-        return 1;
+    if (strcmp(o->model, "lstm") == 0 && o->seq_len != 28 &&
+        strcmp(o->dataset, "fashion-mnist") == 0) {
+        fprintf(stderr, "tide-bench: --seq-len %" PRId64 " needs --dataset synthetic: "
+                "Fashion-MNIST's images have 28 rows, so its sequences are 28 steps\n",
+                o->seq_len);
+        return 2;
     }
+    int64_t files_c = 0, files_h = 0, files_w = 0;
+    if (o->data) {
+        int files_rc = open_files(o, &train, &test, &files_c, &files_h, &files_w);
+        if (files_rc != 0)
+            return files_rc;
+    } else {
+        if (open_split(o, "train", &train) != 0)
+            return 1;
+        if (open_split(o, "test", &test) != 0) {
+            tide_dataset_free(train);
+            return 1;
+        }
+    }
+    const char *data_name = o->data ? o->data : o->dataset;
     int rc = 1;
     struct tide_session *s = NULL;
     tide_dataset_iter *it = NULL;
@@ -766,7 +1030,9 @@ static int cmd_train(const struct bench_options *o)
     uint32_t n_measured = 0;
     struct tide_bench_trace_ab *ab = NULL; /* --trace-overhead */
     size_t len;
-    uint8_t *bytes = build_model(o, train, &len);
+    uint8_t *bytes = o->data ? tide_bench_build_model(o, files_c, files_h, files_w,
+                                                      tide_dataset_classes(train), &len)
+                             : build_model(o, train, &len);
     if (!bytes)
         goto out;
 
@@ -819,7 +1085,7 @@ static int cmd_train(const struct bench_options *o)
     fprintf(stderr,
             "tide-bench: %s on %s, batch %" PRId64 ", %" PRId64 " steps (%.2f epochs), %u nodes, "
             "predicted peak %.1f MiB, compiled in %.0f ms\n",
-            o->model, o->dataset, o->batch, steps, (double)steps / (double)per_epoch,
+            o->model, data_name, o->batch, steps, (double)steps / (double)per_epoch,
             graph->n_nodes, (double)plan->peak_bytes / (1 << 20), compile_ms);
 
     if (o->trace_overhead) {
@@ -920,16 +1186,20 @@ static int cmd_train(const struct bench_options *o)
                 ab_figures.overhead_percent);
     double accuracy = NAN;
     double eval_start = now_ms();
-    if (!o->no_eval && evaluate(s, o, test, images, labels, logits, &accuracy) != 0)
+    bool no_eval = o->no_eval || !test; /* --data without --test-data: no test split */
+    if (!no_eval && evaluate(s, o, test, images, labels, logits, &accuracy) != 0)
+        goto out;
+    if (o->save_npz && save_npz(s, bytes, len, o->save_npz) != 0)
         goto out;
     double eval_s = (now_ms() - eval_start) / 1e3;
     char device[128];
     uint64_t device_total;
     tide_backend_device_info(NULL, device, sizeof(device), &device_total);
-    printf("model %s, dataset %s, batch %" PRId64 ", steps %" PRId64 "\n", o->model, o->dataset,
+    printf("model %s, dataset %s, batch %" PRId64 ", steps %" PRId64 "\n", o->model, data_name,
            o->batch, steps);
-    if (o->no_eval)
-        printf("loss %.4f, test split skipped (--no-eval)\n", (double)loss);
+    if (no_eval)
+        printf("loss %.4f, test split skipped (%s)\n", (double)loss,
+               o->no_eval ? "--no-eval" : "no --test-data");
     else
         printf("loss %.4f, test accuracy %.4f\n", (double)loss, accuracy);
     printf("step %.2f ms mean, train %.1f s (cpu %.1f s), eval %.1f s\n",
@@ -940,12 +1210,14 @@ static int cmd_train(const struct bench_options *o)
     if (o->json) {
         struct json_object *line = tide_bench_json_object();
         tide_bench_json_set_string(line, "model", o->model);
-        tide_bench_json_set_string(line, "dataset", o->dataset);
+        tide_bench_json_set_string(line, "dataset", data_name);
         tide_bench_json_set_int(line, "batch", o->batch);
         tide_bench_json_set_int(line, "steps", steps);
         tide_bench_json_set_fixed(line, "loss", (double)loss, 6);
-        if (!o->no_eval)
+        if (!no_eval)
             tide_bench_json_set_fixed(line, "test_accuracy", accuracy, 6);
+        if (o->data)
+            tide_bench_json_set_int(line, "parameters", parameters(bytes, len));
         tide_bench_json_set_fixed(line, "step_ms_mean", step_ms_sum / (double)steps, 3);
         tide_bench_json_set_fixed(line, "train_seconds", train_s, 3);
         tide_bench_json_set_fixed(line, "train_cpu_seconds", train_cpu_s, 3);
@@ -984,9 +1256,12 @@ int main(int argc, char **argv)
         return argc < 2 ? 2 : 0;
     }
     struct bench_options o = {.model = "cnn", .depth = 38, .width = 16, .image_size = 32,
-                              .steps = 100, .seed = 1, .backend = "cpu", .swap_threshold = -1,
+                              .batch = 64, .steps = 100, .dataset = "fashion-mnist", .seed = 1,
+                              .backend = "cpu", .swap_threshold = -1,
                               .prefetch = -1, .dropout = -1};
     const char *cmd = argv[1];
+    if (strcmp(cmd, "onnx-tests") == 0)
+        return tide_bench_onnx_tests(argc - 1, argv + 1);
     int (*run)(const struct bench_options *) = NULL;
     if (strcmp(cmd, "train") == 0) {
         run = cmd_train;
@@ -997,26 +1272,33 @@ int main(int argc, char **argv)
         o.batch = 16;
         o.budget = 256ull << 20;
         run = tide_bench_depth;
+    } else if (strcmp(cmd, "max") == 0) {
+        run = tide_bench_max;
     } else if (strcmp(cmd, "maxbatch") == 0) {
         run = tide_bench_maxbatch;
     } else {
         fprintf(stderr, "tide-bench: unknown command \"%s\"; commands: train, plan, depth, "
-                "maxbatch\n", cmd);
+                "max, maxbatch, onnx-tests\n", cmd);
         return 2;
     }
     if (parse_options(argc - 1, argv + 1, &o) != 0)
         return 2;
+    if ((o.data || o.save_npz) && run != cmd_train) {
+        fprintf(stderr, "tide-bench: %s applies to train only, not to %s\n",
+                o.data ? "--data" : "--save-npz", cmd);
+        return 2;
+    }
     if (o.trace && run != cmd_train) {
         fprintf(stderr, "tide-bench: --trace applies to train only, not to %s\n", cmd);
         return 2;
     }
-    if (run == tide_bench_maxbatch && tide_bench_is_lm(o.model)) {
-        fprintf(stderr, "tide-bench: maxbatch searches the image models (mlp, cnn, resnet), not "
-                        "--model %s\n", o.model);
+    if (o.confirm && run != tide_bench_max && run != tide_bench_maxbatch) {
+        fprintf(stderr, "tide-bench: --confirm applies to max and maxbatch only, not to %s\n",
+                cmd);
         return 2;
     }
-    if (o.confirm && run != tide_bench_maxbatch) {
-        fprintf(stderr, "tide-bench: --confirm applies to maxbatch only, not to %s\n", cmd);
+    if (o.vary && run != tide_bench_max) {
+        fprintf(stderr, "tide-bench: --vary applies to max only, not to %s\n", cmd);
         return 2;
     }
     return run(&o);

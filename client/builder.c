@@ -133,6 +133,12 @@ enum op_id {
 
     /* fused attention (Attention) */
     OP_ATTENTION,
+
+    /* ops autodiff emits that importers need too (Neg, Scale, BroadcastTo) */
+    OP_NEG,
+    OP_SCALE,
+    OP_BROADCAST_TO,
+    OP_ERF,
 };
 
 /* An op: its graph op (graph/ops.def, which gives its wire name) and its automatic names' stem. */
@@ -190,6 +196,12 @@ static const struct op_spec op_specs[] = {
 
     /* fused attention (Attention) */
     [OP_ATTENTION] = {TIDE_OP_ATTENTION, "attention"},
+
+    /* ops autodiff emits that importers need too (Neg, Scale, BroadcastTo) */
+    [OP_NEG] = {TIDE_OP_NEG, "neg"},
+    [OP_SCALE] = {TIDE_OP_SCALE, "scale"},
+    [OP_BROADCAST_TO] = {TIDE_OP_BROADCAST_TO, "broadcast_to"},
+    [OP_ERF] = {TIDE_OP_ERF, "erf"},
 };
 
 /* The wire name of op ("MatMul"). */
@@ -1229,6 +1241,31 @@ tide_ref tide_builder_mul(tide_builder *b, const char *name, tide_ref x, tide_re
     return binary(b, OP_MUL, name, "x", x, "y", y);
 }
 
+tide_ref tide_builder_neg(tide_builder *b, const char *name, tide_ref x)
+{
+    return unary(b, OP_NEG, name, x);
+}
+
+tide_ref tide_builder_scale(tide_builder *b, const char *name, tide_ref x, float scale)
+{
+    struct call c;
+    if (!begin(b, &c, OP_SCALE, name) || !input(&c, 0, "x", x))
+        return TIDE_REF_NONE;
+    attr_float(&c, "scale", scale);
+    return finish(&c);
+}
+
+tide_ref tide_builder_broadcast_to(tide_builder *b, const char *name, tide_ref x, int32_t rank,
+                                   const int64_t *dims)
+{
+    struct call c;
+    if (!begin(b, &c, OP_BROADCAST_TO, name) || !input(&c, 0, "x", x) ||
+        !check_dims(&c, "shape", rank, dims))
+        return TIDE_REF_NONE;
+    attr_shape(&c, "shape", rank, dims);
+    return finish(&c);
+}
+
 tide_ref tide_builder_bias_add(tide_builder *b, const char *name, tide_ref x, tide_ref bias)
 {
     return binary(b, OP_BIAS_ADD, name, "x", x, "bias", bias);
@@ -1416,6 +1453,11 @@ tide_ref tide_builder_sqrt(tide_builder *b, const char *name, tide_ref x)
 tide_ref tide_builder_gelu(tide_builder *b, const char *name, tide_ref x)
 {
     return unary(b, OP_GELU, name, x);
+}
+
+tide_ref tide_builder_erf(tide_builder *b, const char *name, tide_ref x)
+{
+    return unary(b, OP_ERF, name, x);
 }
 
 tide_ref tide_builder_div(tide_builder *b, const char *name, tide_ref x, tide_ref y)

@@ -18,6 +18,9 @@
  * features, feature p being the sum of the centred pixels j with j mod P = p;
  * the label rule is linear in the pixels all the same.
  *
+ * Datasets read from the user's NumPy and IDX files (dataset-files.c) share
+ * the struct (dataset-impl.h), the copying out and the iterator.
+ *
  * Shuffling is a Fisher-Yates shuffle driven by splitmix64 with unbiased
  * bounded draws (rejection of the short last range), so the order depends
  * only on the seed and the epoch, on every platform.
@@ -35,6 +38,7 @@
 #include <zlib.h>
 
 #include "common/status.h"
+#include "dataset-impl.h"
 
 _Static_assert(TIDE_DATASET_INVALID == TIDE_INVALID, "dataset codes are status codes");
 _Static_assert(TIDE_DATASET_NOMEM == TIDE_NOMEM, "dataset codes are status codes");
@@ -55,29 +59,6 @@ _Static_assert(TIDE_DATASET_IO == TIDE_IO, "dataset codes are status codes");
 #define SYNTHETIC_DEFAULT_SEED 0
 /* The golden-ratio increment of splitmix64, also used to separate epochs. */
 #define GOLDEN UINT64_C(0x9E3779B97F4A7C15)
-
-enum kind {
-    KIND_FASHION_MNIST,
-    KIND_SYNTHETIC,
-};
-
-struct tide_dataset {
-    enum kind kind;
-    int64_t count; /* examples */
-    int64_t channels, height, width;
-    int32_t classes;
-    int64_t image_size; /* channels * height * width */
-
-    /* Fashion-MNIST. */
-    uint8_t *pixels; /* count * image_size bytes, file order */
-    uint8_t *labels; /* count bytes */
-
-    /* Synthetic. */
-    uint64_t seed;    /* of W and the images */
-    uint64_t stream;  /* separates the splits' images */
-    int64_t features; /* P: columns of W */
-    float *weights;   /* W: classes x features, uniform in [-1, 1) */
-};
 
 struct tide_dataset_iter {
     const tide_dataset *ds;
@@ -377,7 +358,7 @@ static int open_fashion_mnist(const char *dir, bool train, tide_dataset **out, c
         tide_dataset_free(ds);
         return rc;
     }
-    ds->kind = KIND_FASHION_MNIST;
+    ds->kind = TIDE__DATASET_FASHION_MNIST;
     ds->count = n_images;
     ds->channels = 1;
     ds->height = FMNIST_SIDE;
@@ -440,7 +421,7 @@ int tide_dataset_open_synthetic(const struct tide_synthetic_options *options, co
     tide_dataset *ds = calloc(1, sizeof(*ds));
     if (!ds)
         return fail(err, err_size, TIDE_DATASET_NOMEM, "synthetic: out of memory");
-    ds->kind = KIND_SYNTHETIC;
+    ds->kind = TIDE__DATASET_SYNTHETIC;
     ds->count = o.count;
     ds->channels = o.channels;
     ds->height = o.height;
@@ -495,6 +476,9 @@ void tide_dataset_free(tide_dataset *ds)
     free(ds->pixels);
     free(ds->labels);
     free(ds->weights);
+    free(ds->values);
+    free(ds->labels32);
+    free(ds->inputs_path);
     free(ds);
 }
 
@@ -566,31 +550,40 @@ static const float byte_to_unit[256] = {UNIT64(0), UNIT64(64), UNIT64(128), UNIT
 #undef UNIT16
 #undef UNIT4
 
+/*
+ * Copies stored example index (valid) of Fashion-MNIST or files into image
+ * and *label, either of which may be NULL: bytes scaled to [0, 1], floats as
+ * they are.
+ */
+static void copy_stored(const tide_dataset *ds, int64_t index, float *image, int32_t *label)
+{
+    if (image && ds->pixels) {
+        const uint8_t *src = ds->pixels + index * ds->image_size;
+        for (int64_t j = 0; j < ds->image_size; j++)
+            image[j] = byte_to_unit[src[j]];
+    } else if (image) {
+        memcpy(image, ds->values + index * ds->image_size, (size_t)ds->image_size * sizeof(float));
+    }
+    if (label)
+        *label = ds->labels ? ds->labels[index] : ds->labels32[index];
+}
+
 /* Copies example index (valid) into image (image_size floats, not NULL) and *label. */
 static void copy_example(const tide_dataset *ds, int64_t index, float *image, int32_t *label)
 {
-    if (ds->kind == KIND_SYNTHETIC) {
+    if (ds->kind == TIDE__DATASET_SYNTHETIC) {
         *label = synthetic_example(ds, index, image);
         return;
     }
-    const uint8_t *src = ds->pixels + index * ds->image_size;
-    for (int64_t j = 0; j < ds->image_size; j++)
-        image[j] = byte_to_unit[src[j]];
-    *label = ds->labels[index];
+    copy_stored(ds, index, image, label);
 }
 
 int tide_dataset_example(const tide_dataset *ds, int64_t index, float *image, int32_t *label)
 {
     if (!ds || index < 0 || index >= ds->count)
         return TIDE_DATASET_INVALID;
-    if (ds->kind == KIND_FASHION_MNIST) {
-        if (image) {
-            const uint8_t *src = ds->pixels + index * ds->image_size;
-            for (int64_t j = 0; j < ds->image_size; j++)
-                image[j] = byte_to_unit[src[j]];
-        }
-        if (label)
-            *label = ds->labels[index];
+    if (ds->kind != TIDE__DATASET_SYNTHETIC) {
+        copy_stored(ds, index, image, label);
         return 0;
     }
     float *scratch = image;

@@ -33,6 +33,14 @@
  * again (a graph with constants can be large). The same goes for wrapping a
  * spec into a SubmitRequest or PlanRequest (field 1).
  *
+ * Weights: a Submit is one message, which tided caps at its max-message, so
+ * big Variable values do not ride in it. tide_client_submit sends the graph
+ * without them (values.c reads the graph on the wire and copies it without
+ * those values), names them in the spec's streamed_variables, then writes
+ * them with a WriteVariables stream: chunks pointing into the caller's graph
+ * bytes, one in flight, each waited for before the next (the daemon reads
+ * the next once the last is in the job's memory).
+ *
  * Threads: a client is used by one thread at a time (tide/client.h); each
  * call owns its queue. No state is global but gRPC's own, which
  * grpc_init()/grpc_shutdown() count.
@@ -60,6 +68,7 @@
 #pragma GCC diagnostic pop
 
 #include "client/rpc-impl.h"
+#include "client/values-impl.h"
 #include "tide/v1/tide.pb-c.h"
 
 /* The largest file read for TLS (certificates and keys). */
@@ -954,8 +963,11 @@ void tide_job_spec_init(struct tide_job_spec *spec)
 /*
  * Packs spec as a tide.v1.JobSpec into b: every field but the graph through
  * protobuf-c, then the graph's bytes as field 2 (see "Wire trick" above).
+ * With stripped->graph set, that graph goes instead of spec's, and the
+ * Variables it lacks the values of are the spec's streamed_variables.
  */
-static int spec_to_bytes(tide_client *c, const struct tide_job_spec *spec, struct bytes *b)
+static int spec_to_bytes(tide_client *c, const struct tide_job_spec *spec,
+                         const struct tide__stripped *stripped, struct bytes *b)
 {
     if (!spec)
         return tide__client_fail(c, TIDE_CODE_INVALID_ARGUMENT, "libtide: the job spec is NULL");
@@ -1028,9 +1040,14 @@ static int spec_to_bytes(tide_client *c, const struct tide_job_spec *spec, struc
     js.checkpoint = &checkpoint;
     js.resume_from = (char *)(spec->resume_from ? spec->resume_from : "");
     js.seed = spec->seed;
+    js.n_streamed_variables = stripped->n;
+    js.streamed_variables = stripped->names;
 
     bytes_message(b, &js.base);
-    bytes_field(b, 2, spec->graph, spec->graph_len); /* JobSpec.graph */
+    if (stripped->graph)
+        bytes_field(b, 2, stripped->graph, stripped->graph_len); /* JobSpec.graph */
+    else
+        bytes_field(b, 2, spec->graph, spec->graph_len);
     if (b->failed)
         return tide__client_fail(c, TIDE_CODE_RESOURCE_EXHAUSTED,
                                  "libtide: out of memory packing the job spec");
@@ -1095,14 +1112,143 @@ int tide_client_submit_bytes(tide_client *c, const void *job_spec, size_t len,
     return code;
 }
 
+/*
+ * Takes the big Variable values out of spec's graph (values-impl.h), unless
+ * resume_from is set: the checkpoint gives the values then, and the daemon
+ * takes no streamed Variables with it.
+ */
+static int strip_values(tide_client *c, const struct tide_job_spec *spec,
+                        struct tide__stripped *stripped)
+{
+    memset(stripped, 0, sizeof(*stripped));
+    if (!spec || !spec->graph || (spec->resume_from && spec->resume_from[0]))
+        return TIDE_CODE_OK;
+    int r =
+        tide__graph_strip_values(spec->graph, spec->graph_len, TIDE__STREAM_VALUE_MIN, stripped);
+    if (r != 0)
+        return tide__client_fail(c, TIDE_CODE_RESOURCE_EXHAUSTED,
+                                 "libtide: out of memory taking the values out of the graph");
+    return TIDE_CODE_OK;
+}
+
+/* Sends one VariableChunk on the WriteVariables stream and waits for it to leave. */
+static bool write_chunk(struct tide__rpc *r, const Tide__V1__VariableChunk *chunk, bool first)
+{
+    grpc_byte_buffer *buffer = pack_message(&chunk->base);
+    if (!buffer)
+        return false;
+    grpc_op ops[2];
+    size_t n = 0;
+    memset(ops, 0, sizeof(ops));
+    if (first)
+        ops[n++].op = GRPC_OP_SEND_INITIAL_METADATA;
+    ops[n].op = GRPC_OP_SEND_MESSAGE;
+    ops[n++].data.send_message.send_message = buffer;
+    bool ok = rpc_start(r, ops, n, TIDE__TAG_SEND) &&
+              rpc_wait(r, TIDE__TAG_SEND, r->client->stream_timeout_ms);
+    grpc_byte_buffer_destroy(buffer);
+    return ok;
+}
+
+/*
+ * Jobs.WriteVariables: the stripped values of job_id, in chunks of
+ * TIDE__STREAM_CHUNK_BYTES, one in flight (the daemon reads the next when
+ * the last is written, which is the backpressure). A send that fails means
+ * the daemon ended the call: its status says why.
+ */
+static int write_values(tide_client *c, const char *job_id, const struct tide__stripped *s)
+{
+    struct tide__rpc r;
+    int code = rpc_open(&r, c, TIDE__RPC_WRITE_VARIABLES, 0);
+    if (code != TIDE_CODE_OK) {
+        rpc_close(&r);
+        return code;
+    }
+    bool first = true, sent = true;
+    for (size_t i = 0; i < s->n && sent; i++) {
+        for (uint64_t off = 0; off < s->bytes[i] && sent; off += TIDE__STREAM_CHUNK_BYTES) {
+            uint64_t left = s->bytes[i] - off;
+            Tide__V1__VariableChunk chunk = TIDE__V1__VARIABLE_CHUNK__INIT;
+            chunk.job_id = (char *)(first ? job_id : "");
+            chunk.name = s->names[i];
+            chunk.offset = off;
+            chunk.data.data = (uint8_t *)s->data[i] + off;
+            chunk.data.len = left < TIDE__STREAM_CHUNK_BYTES ? left : TIDE__STREAM_CHUNK_BYTES;
+            sent = write_chunk(&r, &chunk, first);
+            first = false;
+        }
+    }
+    grpc_byte_buffer *response = NULL;
+    grpc_op ops[4];
+    size_t n = 0;
+    memset(ops, 0, sizeof(ops));
+    if (sent)
+        ops[n++].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
+    ops[n].op = GRPC_OP_RECV_INITIAL_METADATA;
+    ops[n++].data.recv_initial_metadata.recv_initial_metadata = &r.initial_metadata;
+    ops[n].op = GRPC_OP_RECV_MESSAGE;
+    ops[n++].data.recv_message.recv_message = &response;
+    ops[n].op = GRPC_OP_RECV_STATUS_ON_CLIENT;
+    ops[n].data.recv_status_on_client.trailing_metadata = &r.trailing_metadata;
+    ops[n].data.recv_status_on_client.status = &r.status;
+    ops[n].data.recv_status_on_client.status_details = &r.details;
+    n++;
+    r.initial_posted = true;
+    if (!rpc_start(&r, ops, n, TIDE__TAG_STATUS)) {
+        code = tide__client_fail(c, TIDE_CODE_INTERNAL, "libtide: cannot end the %s stream",
+                                 TIDE__RPC_WRITE_VARIABLES);
+    } else {
+        rpc_wait(&r, TIDE__TAG_STATUS, c->stream_timeout_ms);
+        code = rpc_status_to_error(&r, TIDE__RPC_WRITE_VARIABLES);
+    }
+    Tide__V1__WriteVariablesResponse *reply =
+        code == TIDE_CODE_OK && response
+            ? (Tide__V1__WriteVariablesResponse *)unpack_message(
+                  &tide__v1__write_variables_response__descriptor, response)
+            : NULL;
+    if (code == TIDE_CODE_OK && !reply)
+        code = tide__client_fail(c, TIDE_CODE_INTERNAL,
+                                 "WriteVariables: the daemon's reply is not a %s",
+                                 tide__v1__write_variables_response__descriptor.name);
+    else if (code == TIDE_CODE_OK && reply->n_incomplete > 0)
+        code = tide__client_fail(c, TIDE_CODE_INTERNAL,
+                                 "WriteVariables: the daemon says %zu value(s) are still "
+                                 "incomplete (\"%s\" first)",
+                                 reply->n_incomplete, reply->incomplete[0]);
+    if (reply)
+        protobuf_c_message_free_unpacked(&reply->base, NULL);
+    if (response)
+        grpc_byte_buffer_destroy(response);
+    rpc_close(&r);
+    return code;
+}
+
 int tide_client_submit(tide_client *c, const struct tide_job_spec *spec, struct tide_job_info *job)
 {
     CHECK_CLIENT(c);
+    struct tide__stripped stripped;
     struct bytes b = {0};
-    int code = spec_to_bytes(c, spec, &b);
+    struct tide_job_info info;
+    int code = strip_values(c, spec, &stripped);
     if (code == TIDE_CODE_OK)
-        code = tide_client_submit_bytes(c, b.data, b.len, job);
+        code = spec_to_bytes(c, spec, &stripped, &b);
+    if (code == TIDE_CODE_OK)
+        code = tide_client_submit_bytes(c, b.data, b.len, &info);
     free(b.data);
+    if (code == TIDE_CODE_OK && stripped.n > 0) {
+        code = write_values(c, info.id, &stripped);
+        if (code != TIDE_CODE_OK) {
+            /* The job cannot train without its values: give its budget back. */
+            char *why = strdup(tide_client_error_message(c));
+            tide_client_cancel(c, info.id, NULL);
+            tide__client_fail(c, code, "%s; job %s, which lacks its values, was cancelled",
+                              why ? why : "WriteVariables failed", info.id);
+            free(why);
+        }
+    }
+    tide__stripped_free(&stripped);
+    if (code == TIDE_CODE_OK && job)
+        *job = info;
     return code;
 }
 
@@ -1131,11 +1277,16 @@ int tide_client_plan(tide_client *c, const struct tide_job_spec *spec,
                      struct tide_job_plan_report *report)
 {
     CHECK_CLIENT(c);
+    /* A plan needs no values: the graph goes without its big ones, as to Submit. */
+    struct tide__stripped stripped;
     struct bytes b = {0};
-    int code = spec_to_bytes(c, spec, &b);
+    int code = strip_values(c, spec, &stripped);
+    if (code == TIDE_CODE_OK)
+        code = spec_to_bytes(c, spec, &stripped, &b);
     if (code == TIDE_CODE_OK)
         code = tide_client_plan_bytes(c, b.data, b.len, report);
     free(b.data);
+    tide__stripped_free(&stripped);
     return code;
 }
 
@@ -1392,10 +1543,99 @@ int tide_client_status(tide_client *c, struct tide_daemon_status *status,
  * ========================================================================== */
 
 struct tide_variables {
-    Tide__V1__ReadVariablesResponse *reply; /* owns the names and bytes */
+    Tide__V1__ReadVariablesResponse *reply; /* owns the names, dtypes and shapes (the first page) */
+    uint8_t *bytes;                         /* every Variable's bytes, one after the other */
     struct tide_tensor *tensors;
     size_t n;
 };
+
+/* ReadVariables in pages of this many bytes (tided caps a page at 64 MiB). */
+#define READ_PAGE_BYTES (UINT64_C(32) << 20)
+/* Reads started over because the job trained between pages, before giving up. */
+#define READ_ATTEMPTS 3
+
+/* One page of a paged ReadVariables: the reply, which the caller frees. */
+static int read_page(tide_client *c, const char *job_id, const char *const *names, size_t n_names,
+                     uint64_t offset, Tide__V1__ReadVariablesResponse **page)
+{
+    Tide__V1__ReadVariablesRequest req = TIDE__V1__READ_VARIABLES_REQUEST__INIT;
+    req.job_id = (char *)job_id;
+    req.n_names = n_names;
+    req.names = (char **)names;
+    req.offset = offset;
+    req.max_bytes = READ_PAGE_BYTES;
+    ProtobufCMessage *reply = NULL;
+    int code = rpc_unary(c, TIDE__RPC_READ_VARIABLES, pack_message(&req.base),
+                         &tide__v1__read_variables_response__descriptor, &reply);
+    *page = (Tide__V1__ReadVariablesResponse *)reply;
+    return code;
+}
+
+/*
+ * Reads every page into v (zeroed by the caller; filled also on failure,
+ * for tide_variables_free). *moved is set when the job's step changed
+ * between two pages: the caller starts over.
+ */
+static int read_pages(tide_client *c, const char *job_id, const char *const *names, size_t n_names,
+                      tide_variables *v, bool *moved)
+{
+    *moved = false;
+    int code = read_page(c, job_id, names, n_names, 0, &v->reply);
+    if (code != TIDE_CODE_OK)
+        return code;
+    const Tide__V1__ReadVariablesResponse *first = v->reply;
+    uint64_t total = first->total_bytes, offset = first->page.len, sum = 0;
+    v->bytes = malloc(total ? total : 1);
+    if (first->n_variables)
+        v->tensors = calloc(first->n_variables, sizeof(*v->tensors));
+    if (!v->bytes || (first->n_variables && !v->tensors))
+        return tide__client_fail(c, TIDE_CODE_RESOURCE_EXHAUSTED,
+                                 "libtide: out of memory for %" PRIu64 " bytes of variables",
+                                 total);
+    if (first->page.len > total)
+        return tide__client_fail(c, TIDE_CODE_INTERNAL,
+                                 "ReadVariables: a page of %zu bytes of %" PRIu64, first->page.len,
+                                 total);
+    if (first->page.len)
+        memcpy(v->bytes, first->page.data, first->page.len);
+    v->n = first->n_variables;
+    for (size_t i = 0; i < v->n; i++) {
+        const Tide__V1__NamedTensor *nt = first->variables[i];
+        tensor_from_proto(nt->name, nt->tensor, &v->tensors[i]);
+        uint64_t bytes = 4; /* float32 and int32 */
+        for (int32_t d = 0; d < v->tensors[i].rank; d++)
+            bytes *= (uint64_t)v->tensors[i].dims[d];
+        v->tensors[i].data = v->bytes + sum;
+        v->tensors[i].bytes = (size_t)bytes;
+        sum += bytes;
+    }
+    if (sum != total)
+        return tide__client_fail(c, TIDE_CODE_INTERNAL,
+                                 "ReadVariables: the variables' shapes add up to %" PRIu64
+                                 " bytes, the reply says %" PRIu64,
+                                 sum, total);
+    while (offset < total) {
+        Tide__V1__ReadVariablesResponse *page = NULL;
+        code = read_page(c, job_id, names, n_names, offset, &page);
+        if (code != TIDE_CODE_OK)
+            return code;
+        bool bad =
+            page->page.len == 0 || page->page.len > total - offset || page->total_bytes != total;
+        *moved = page->step != first->step;
+        if (!bad && !*moved)
+            memcpy(v->bytes + offset, page->page.data, page->page.len);
+        offset += page->page.len;
+        protobuf_c_message_free_unpacked(&page->base, NULL);
+        if (*moved)
+            return TIDE_CODE_OK;
+        if (bad)
+            return tide__client_fail(c, TIDE_CODE_INTERNAL,
+                                     "ReadVariables: a page at offset %" PRIu64
+                                     " does not continue the %" PRIu64 " bytes",
+                                     offset, total);
+    }
+    return TIDE_CODE_OK;
+}
 
 int tide_client_read_variables(tide_client *c, const char *job_id, const char *const *names,
                                size_t n_names, tide_variables **out)
@@ -1406,36 +1646,30 @@ int tide_client_read_variables(tide_client *c, const char *job_id, const char *c
         return tide__client_fail(c, TIDE_CODE_INVALID_ARGUMENT,
                                  "libtide: read_variables needs out, and names when n_names > 0");
     *out = NULL;
-    Tide__V1__ReadVariablesRequest req = TIDE__V1__READ_VARIABLES_REQUEST__INIT;
-    req.job_id = (char *)job_id;
-    req.n_names = n_names;
-    req.names = (char **)names;
-    ProtobufCMessage *reply;
-    int code = rpc_unary(c, TIDE__RPC_READ_VARIABLES, pack_message(&req.base),
-                         &tide__v1__read_variables_response__descriptor, &reply);
-    if (code != TIDE_CODE_OK)
-        return code;
-    tide_variables *v = calloc(1, sizeof(*v));
-    Tide__V1__ReadVariablesResponse *r = (Tide__V1__ReadVariablesResponse *)reply;
-    if (v && r->n_variables)
-        v->tensors = calloc(r->n_variables, sizeof(*v->tensors));
-    if (!v || (r->n_variables && !v->tensors)) {
-        free(v);
-        protobuf_c_message_free_unpacked(reply, NULL);
-        return tide__client_fail(c, TIDE_CODE_RESOURCE_EXHAUSTED,
-                                 "libtide: out of memory for %zu variables", r->n_variables);
+    for (int attempt = 0; attempt < READ_ATTEMPTS; attempt++) {
+        tide_variables *v = calloc(1, sizeof(*v));
+        if (!v)
+            return tide__client_fail(c, TIDE_CODE_RESOURCE_EXHAUSTED, "libtide: out of memory");
+        bool moved;
+        int code = read_pages(c, job_id, names, n_names, v, &moved);
+        if (code != TIDE_CODE_OK || moved) {
+            tide_variables_free(v);
+            if (code != TIDE_CODE_OK)
+                return code;
+            continue;
+        }
+        *out = v;
+        return TIDE_CODE_OK;
     }
-    v->reply = r;
-    v->n = r->n_variables;
-    for (size_t i = 0; i < v->n; i++)
-        tensor_from_proto(r->variables[i]->name, r->variables[i]->tensor, &v->tensors[i]);
-    *out = v;
-    return TIDE_CODE_OK;
+    return tide__client_fail(c, TIDE_CODE_ABORTED,
+                             "ReadVariables: job %s trained on while its variables were read, "
+                             "%d times; read them between steps",
+                             job_id, READ_ATTEMPTS);
 }
 
 uint64_t tide_variables_step(const tide_variables *v)
 {
-    return v ? v->reply->step : 0;
+    return v && v->reply ? v->reply->step : 0;
 }
 
 size_t tide_variables_count(const tide_variables *v)
@@ -1462,7 +1696,9 @@ void tide_variables_free(tide_variables *v)
 {
     if (!v)
         return;
-    protobuf_c_message_free_unpacked(&v->reply->base, NULL);
+    if (v->reply)
+        protobuf_c_message_free_unpacked(&v->reply->base, NULL);
+    free(v->bytes);
     free(v->tensors);
     free(v);
 }

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * models.c: image classifiers built with the graph builder (tide/models.h).
+ * models.c: image classifiers built with the graph builder (tide/models.h):
+ * the MLP, the CNN, the ResNet and the unrolled LSTM.
  *
  * Each model is a straight list of builder calls. The builder's errors are
  * sticky, so the layers below do not check each call: after a failure every
@@ -12,7 +13,9 @@
 #include "tide/models.h"
 
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "client/builder-impl.h"
 
@@ -281,5 +284,114 @@ tide_ref tide_model_resnet(tide_builder *b, int64_t batch, int64_t channels, int
 
     x = tide_builder_global_avg_pool(b, "pool", x);
     tide_ref logits = dense(b, "fc_out", x, classes, TIDE_MODEL_LOGITS);
+    return add_loss(b, logits, labels);
+}
+
+/*
+ * One step of an LSTM layer in scope "t<t>" of the layer's scope: the gates
+ * from x [batch, in] and, after step 0, the previous h and c [batch,
+ * hidden]; writes the new h and c. w is [in + hidden, 4 * hidden], bias
+ * [4 * hidden], the gates i, f, g, o in that order.
+ */
+static void lstm_step(tide_builder *b, int64_t t, tide_ref x, tide_ref w, tide_ref bias, int64_t in,
+                      int64_t hidden, tide_ref *h, tide_ref *c)
+{
+    char scope[32];
+    snprintf(scope, sizeof(scope), "t%" PRId64, t);
+    tide_builder_push_scope(b, scope);
+    tide_ref z;
+    if (t == 0) {
+        /* h_{-1} is zero: only w's input rows count. */
+        int64_t begin[2] = {0, 0}, size[2] = {in, 4 * hidden};
+        tide_ref w_in = tide_builder_slice(b, "w_in", w, begin, size, 2);
+        z = tide_builder_matmul(b, NULL, x, w_in, false, false);
+    } else {
+        tide_ref xh[2] = {x, *h};
+        z = tide_builder_matmul(b, NULL, tide_builder_concat(b, NULL, xh, 2, 1), w, false, false);
+    }
+    z = tide_builder_bias_add(b, "gates", z, bias);
+    tide_ref gate[4];
+    for (int k = 0; k < 4; k++) {
+        int64_t begin[2] = {0, k * hidden}, size[2] = {-1, hidden};
+        gate[k] = tide_builder_slice(b, NULL, z, begin, size, 2);
+    }
+    tide_ref i = tide_builder_sigmoid(b, "i", gate[0]);
+    tide_ref g = tide_builder_tanh(b, "g", gate[2]);
+    tide_ref o = tide_builder_sigmoid(b, "o", gate[3]);
+    if (t == 0) {
+        *c = tide_builder_mul(b, "c", i, g);
+    } else {
+        tide_ref f = tide_builder_sigmoid(b, "f", gate[1]);
+        tide_ref ig = tide_builder_mul(b, NULL, i, g);
+        *c = tide_builder_add(b, "c", tide_builder_mul(b, NULL, f, *c), ig);
+    }
+    *h = tide_builder_mul(b, "h", o, tide_builder_tanh(b, NULL, *c));
+    tide_builder_pop_scope(b);
+}
+
+tide_ref tide_model_lstm(tide_builder *b, int64_t batch, int64_t seq_len, int64_t features,
+                         int64_t hidden, int32_t layers, int64_t classes)
+{
+    static const char *const names[] = {"batch",  "seq_len", "features",
+                                        "hidden", "layers",  "classes"};
+    const int64_t values[] = {batch, seq_len, features, hidden, layers, classes};
+    if (!sizes_valid(b, "tide_model_lstm", names, values, 6))
+        return TIDE_REF_NONE;
+    /* Keeps (in + hidden) * 4 * hidden and seq_len * features far from overflowing. */
+    if (hidden > (INT64_C(1) << 24) || features > (INT64_C(1) << 24) ||
+        seq_len > (INT64_C(1) << 24)) {
+        tide__builder_set_error(b,
+                                "tide_model_lstm: hidden %" PRId64 ", features %" PRId64
+                                " or seq_len %" PRId64 " is over the limit of %" PRId64,
+                                hidden, features, seq_len, INT64_C(1) << 24);
+        return TIDE_REF_NONE;
+    }
+
+    int64_t image_dims[4] = {batch, 1, seq_len, features}, flat[2] = {batch, seq_len * features};
+    tide_ref images =
+        tide_builder_placeholder(b, TIDE_MODEL_IMAGES, TIDE_DT_FLOAT32, 4, image_dims);
+    tide_ref labels = labels_placeholder(b, batch);
+    tide_ref sequence = tide_builder_reshape(b, "sequence", images, 2, flat);
+
+    /* The forget gate's bias starts at 1, the others at 0. */
+    float *bias_init = calloc((size_t)(4 * hidden), sizeof(float));
+    /* h of the layer below at every step; the steps' inputs for layer 1. */
+    tide_ref *xs = malloc((size_t)seq_len * sizeof(*xs));
+    if (!bias_init || !xs) {
+        free(bias_init);
+        free(xs);
+        tide__builder_set_error(b, "tide_model_lstm: out of memory for %" PRId64 " steps", seq_len);
+        return TIDE_REF_NONE;
+    }
+    for (int64_t j = hidden; j < 2 * hidden; j++)
+        bias_init[j] = 1.0f;
+    tide_builder_push_scope(b, "input");
+    for (int64_t t = 0; t < seq_len; t++) {
+        int64_t begin[2] = {0, t * features}, size[2] = {-1, features};
+        xs[t] = tide_builder_slice(b, NULL, sequence, begin, size, 2);
+    }
+    tide_builder_pop_scope(b);
+
+    tide_ref h = TIDE_REF_NONE;
+    for (int32_t l = 0; l < layers; l++) {
+        int64_t in = l == 0 ? features : hidden;
+        int64_t w_dims[2] = {in + hidden, 4 * hidden}, b_dims[1] = {4 * hidden};
+        char scope[32];
+        snprintf(scope, sizeof(scope), "lstm%d", (int)l + 1);
+        tide_builder_push_scope(b, scope);
+        tide_ref w = tide_builder_variable(b, "w", 2, w_dims, "uniform",
+                                           (float)(1.0 / sqrt((double)hidden)), true);
+        tide_ref bias = tide_builder_variable_value(b, "b", 1, b_dims, bias_init);
+        tide_ref c = TIDE_REF_NONE;
+        h = TIDE_REF_NONE;
+        for (int64_t t = 0; t < seq_len; t++) {
+            lstm_step(b, t, xs[t], w, bias, in, hidden, &h, &c);
+            xs[t] = h;
+        }
+        tide_builder_pop_scope(b);
+    }
+    free(bias_init);
+    free(xs);
+    tide_ref logits = dense(b, "fc_out", h, classes, TIDE_MODEL_LOGITS);
     return add_loss(b, logits, labels);
 }

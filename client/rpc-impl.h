@@ -24,18 +24,19 @@
 #include "tide/client.h"
 
 /* The daemon's methods, as "/" + service descriptor name + "/" + method. */
-#define TIDE__RPC_SUBMIT         "/tide.v1.Jobs/Submit"
-#define TIDE__RPC_PLAN           "/tide.v1.Jobs/Plan"
-#define TIDE__RPC_TRAIN          "/tide.v1.Jobs/Train"
-#define TIDE__RPC_GET            "/tide.v1.Jobs/Get"
-#define TIDE__RPC_LIST           "/tide.v1.Jobs/List"
-#define TIDE__RPC_CANCEL         "/tide.v1.Jobs/Cancel"
-#define TIDE__RPC_WATCH          "/tide.v1.Jobs/Watch"
-#define TIDE__RPC_READ_VARIABLES "/tide.v1.Jobs/ReadVariables"
-#define TIDE__RPC_CHECKPOINT     "/tide.v1.Jobs/Checkpoint"
-#define TIDE__RPC_TRACE          "/tide.v1.Jobs/Trace"
-#define TIDE__RPC_REMOVE         "/tide.v1.Jobs/Remove"
-#define TIDE__RPC_STATUS         "/tide.v1.Daemon/Status"
+#define TIDE__RPC_SUBMIT          "/tide.v1.Jobs/Submit"
+#define TIDE__RPC_PLAN            "/tide.v1.Jobs/Plan"
+#define TIDE__RPC_TRAIN           "/tide.v1.Jobs/Train"
+#define TIDE__RPC_GET             "/tide.v1.Jobs/Get"
+#define TIDE__RPC_LIST            "/tide.v1.Jobs/List"
+#define TIDE__RPC_CANCEL          "/tide.v1.Jobs/Cancel"
+#define TIDE__RPC_WATCH           "/tide.v1.Jobs/Watch"
+#define TIDE__RPC_READ_VARIABLES  "/tide.v1.Jobs/ReadVariables"
+#define TIDE__RPC_CHECKPOINT      "/tide.v1.Jobs/Checkpoint"
+#define TIDE__RPC_TRACE           "/tide.v1.Jobs/Trace"
+#define TIDE__RPC_REMOVE          "/tide.v1.Jobs/Remove"
+#define TIDE__RPC_WRITE_VARIABLES "/tide.v1.Jobs/WriteVariables"
+#define TIDE__RPC_STATUS          "/tide.v1.Daemon/Status"
 
 /* Default time limits, in milliseconds. */
 #define TIDE__CONNECT_TIMEOUT_MS 5000u

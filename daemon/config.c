@@ -111,7 +111,9 @@ static const struct option options[] = {
     {"max-message", OPTION_BYTES, "BYTES", "256M", 1 * MIB, 2 * GIB - 1, NULL, FIELD(max_message),
      0,
      "The largest gRPC message tided accepts (a graph, a batch); larger ones are refused by gRPC "
-     "with RESOURCE_EXHAUSTED."},
+     "with RESOURCE_EXHAUSTED. Variable values of any size still get in: libtide streams big "
+     "ones in chunks of under 1 MiB (Jobs.WriteVariables) instead of sending them in the "
+     "Submit."},
     {"max-graph-nodes", OPTION_UINT, "N", "1000000", 1, UINT32_MAX, NULL, FIELD(max_graph_nodes), 0,
      "The most nodes a submitted graph may have."},
     {"max-tensor-bytes", OPTION_BYTES, "BYTES", "16G", 1 * KIB, 64 * TIB, NULL,

@@ -50,6 +50,9 @@
 #define TRACE_STEPS_MAX 100
 #define TRACE_BYTES_MAX (UINT64_C(256) << 20)
 
+/* The largest page of a paged ReadVariables (ReadVariablesRequest.max_bytes is capped to it). */
+#define TIDED_READ_PAGE_MAX (UINT64_C(64) << 20)
+
 #define STATE(x) TIDE__V1__JOB_STATE__JOB_##x
 
 /* A batch received and checked, in JobSpec.feeds order; the message holds the bytes. */
@@ -124,6 +127,15 @@ struct job {
     uint64_t trace_first_step;     /* the job's number of the first traced step, 0 before it */
     /* The latest trace (tided_jobs_trace; its first and last training steps inside), or NULL. */
     struct tided_metrics_blob *trace;
+
+    /* ---- rpc-write-variables.c: JobSpec.streamed_variables ---- */
+    uint32_t n_streamed;
+    struct tided_tensor_spec *streamed; /* in the spec's order */
+    uint64_t *streamed_written;         /* per streamed Variable: its bytes written, from 0 */
+    uint32_t streamed_incomplete;       /* how many are not whole yet: no step runs until 0 */
+    struct tided_call *writing;         /* the WriteVariables stream attached, NULL if none */
+    uint64_t writing_bytes;             /* what that stream wrote so far */
+    bool write_in_flight;               /* its chunk is with the worker */
 
     /* The plan's memory picture (SVG), drawn at compile; NULL if none. */
     struct tided_metrics_blob *plan_svg;
@@ -223,7 +235,10 @@ void tided__job_detach_train(struct job *j, grpc_status_code code, const char *m
 void tided__job_fail(struct tided_daemon *d, struct job *j, enum tide_status status,
                      const char *message);
 
-/* SIGTERM: a final checkpoint, then DONE with a note for resume_from. */
+/*
+ * SIGTERM: a final checkpoint, then DONE with a note for resume_from; a job
+ * whose streamed values are incomplete fails instead, without a checkpoint.
+ */
 void tided__job_stop_for_shutdown(struct tided_daemon *d, struct job *j);
 
 /* The job with id, or NULL. */
@@ -351,6 +366,41 @@ void tided__read_done(struct tided_daemon *d, struct tided_task *t);
 
 /* rpc-checkpoint.c: a CHECKPOINT task came back (requested or periodic). */
 void tided__checkpoint_done(struct tided_daemon *d, struct tided_task *t);
+
+/* rpc-write-variables.c: a WRITE_VARIABLE task came back. */
+void tided__write_done(struct tided_daemon *d, struct tided_task *t);
+
+/* ---- rpc-write-variables.c ---- */
+
+/* The largest VariableChunk.data tided takes; clients send less (libtide: under 1 MiB). */
+#define TIDED_CHUNK_BYTES_MAX (UINT64_C(4) << 20)
+
+/*
+ * The checks a VariableChunk passes before it is written, apart from the job
+ * so that the fuzzer (tests/fuzz/fuzz_rpc.c) runs them too: it names one of
+ * streamed (n_streamed entries, written[i] bytes of each written so far),
+ * and holds 1 byte to TIDED_CHUNK_BYTES_MAX that start where that
+ * Variable's written bytes end and stay inside it. *index gets the
+ * Variable. false otherwise, with *code (NOT_FOUND for a name that is not
+ * streamed, which says whether it is one of variables, the job's other
+ * Variables; OUT_OF_RANGE past the end; INVALID_ARGUMENT for the rest) and
+ * a message in error naming the Variable and the offsets.
+ */
+bool tided__write_check_chunk(const char *job_id, const struct tided_tensor_spec *streamed,
+                              uint32_t n_streamed, const uint64_t *written,
+                              char *const *variables, uint32_t n_variables,
+                              const Tide__V1__VariableChunk *m, uint32_t *index,
+                              grpc_status_code *code, char *error, size_t size);
+
+/*
+ * Whether the job's streamed Variables are all whole; when not, text gets
+ * "w (0 of 324000000 bytes), ..." naming each incomplete one (for Train's
+ * refusal).
+ */
+bool tided__streamed_complete(const struct job *j, char *text, size_t size);
+
+/* The job ended: fails its WriteVariables stream, if any, saying why. */
+void tided__writes_job_ended(struct job *j);
 
 /* ---- rpc-trace.c: tracing rides on STEP tasks ---- */
 

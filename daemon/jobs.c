@@ -218,8 +218,10 @@ void tided__job_set_state(struct tided_daemon *d, struct job *j, Tide__V1__JobSt
     j->updated_us = tided_now_us();
     if (state == STATE(READY))
         j->idle_since_us = j->updated_us;
-    if (tided__job_terminal(j))
+    if (tided__job_terminal(j)) {
         tided__trace_job_ended(j);
+        tided__writes_job_ended(j);
+    }
     TIDE_LOG_INFO("job %s: %s -> %s%s%s", j->id, tided__job_state_name(old),
                   tided__job_state_name(state), j->message[0] && format ? ": " : "",
                   format ? j->message : "");
@@ -324,10 +326,17 @@ void tided__job_fail(struct tided_daemon *d, struct job *j, enum tide_status sta
     tided__job_set_state(d, j, STATE(FAILED), "%s", text);
 }
 
-/* SIGTERM: a final checkpoint, then DONE with a note for resume_from. */
+/* SIGTERM: a final checkpoint and DONE, or FAILED without one (jobs-impl.h). */
 void tided__job_stop_for_shutdown(struct tided_daemon *d, struct job *j)
 {
     char text[256];
+    if (j->streamed_incomplete > 0) {
+        /* A checkpoint of half its values would resume as if they were whole: none. */
+        tided__job_fail(d, j, TIDE_UNAVAILABLE,
+                        "tided shut down before the job's streamed values were complete; submit "
+                        "it again");
+        return;
+    }
     snprintf(text, sizeof(text),
              "tided is shutting down; job %s was checkpointed at step %" PRIu64
              " (resume it with resume_from)",
@@ -394,6 +403,8 @@ void tided__job_free(struct job *j)
     free(j->loss);
     tided_tensor_specs_free(j->feeds, j->n_feeds);
     tided_tensor_specs_free(j->fetches, j->n_fetches);
+    tided_tensor_specs_free(j->streamed, j->n_streamed);
+    free(j->streamed_written);
     if (j->user_variables) {
         for (uint32_t i = 0; i < j->n_user_variables; i++)
             free(j->user_variables[i]);
@@ -668,6 +679,7 @@ static void (*const task_done[TIDED_TASK_KINDS])(struct tided_daemon *d, struct 
     [TIDED_TASK_PERSIST] = persist_done,
     [TIDED_TASK_FREE] = NULL,
     [TIDED_TASK_REMOVE] = tided__remove_done,
+    [TIDED_TASK_WRITE_VARIABLE] = tided__write_done,
 };
 
 void tided_jobs_task_done(void *context, struct tided_task *t)

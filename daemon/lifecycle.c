@@ -12,7 +12,8 @@
  * while tided serves, as Redis's serverCron does its housekeeping.
  *
  * Parking. A job READY for idle-timeout seconds, with nothing of its own
- * in flight (no step, no task, no Trace call waiting), is parked: a
+ * in flight (no step, no task, no Trace call waiting, no WriteVariables
+ * stream) and every streamed value whole, is parked: a
  * CHECKPOINT of every Variable of its session (optimizer state included)
  * and a FREE go to the worker, its budget goes back to admission at once,
  * and its state is PARKED. The job keeps what its compilation told the
@@ -56,11 +57,16 @@
  * Parking
  * ========================================================================== */
 
-/* READY with a session and nothing of its own in flight: parking it cannot race anything. */
+/*
+ * READY with a session and nothing of its own in flight: parking it cannot
+ * race anything. A job whose streamed values are incomplete is left alone:
+ * parked, it would have no session for its next WriteVariables stream.
+ */
 static bool parkable(const struct job *j)
 {
     return j->state == STATE(READY) && j->session && !j->resuming && !j->train &&
-           !j->step_in_flight && !j->staged && !j->trace_call && j->tasks == 0;
+           !j->step_in_flight && !j->staged && !j->trace_call && j->tasks == 0 && !j->writing &&
+           j->streamed_incomplete == 0;
 }
 
 static void park(struct tided_daemon *d, struct job *j, int64_t idle_s)

@@ -46,6 +46,8 @@ void tided_rpc_read_variables(struct tided_daemon *d, struct tided_call *call,
             t->read.n_names++;
         }
     }
+    t->read.offset = req->offset;
+    t->read.max_bytes = req->max_bytes < TIDED_READ_PAGE_MAX ? req->max_bytes : TIDED_READ_PAGE_MAX;
     t->read.defaults = j->user_variables;
     t->read.n_defaults = j->n_user_variables;
     if (tided__job_live(j)) {

@@ -14,6 +14,7 @@
 
 #include "common/log.h"
 #include "daemon/jobs-impl.h"
+#include "daemon/spec.h"
 #include "daemon/store.h"
 
 void tided_rpc_submit(struct tided_daemon *d, struct tided_call *call, ProtobufCMessage *request)
@@ -47,6 +48,10 @@ void tided_rpc_submit(struct tided_daemon *d, struct tided_call *call, ProtobufC
             TIDE_OK ||
         tided__jobs_admit(d, budget, &err) != TIDE_OK) {
         tided_call_fail(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "%s", err.message);
+        goto out;
+    }
+    if (tided_spec_streamed_alone(spec, &err) != TIDE_OK) {
+        tided_call_fail(call, GRPC_STATUS_INVALID_ARGUMENT, "%s", err.message);
         goto out;
     }
     if (spec->resume_from && spec->resume_from[0]) {
@@ -183,6 +188,19 @@ void tided__compile_done(struct tided_daemon *d, struct tided_task *t)
     t->compile.user_variables = NULL;
     j->plan = t->compile.plan;
     t->compile.plan = NULL;
+    j->n_streamed = t->compile.n_streamed;
+    j->streamed = t->compile.streamed;
+    t->compile.streamed = NULL;
+    j->streamed_written = calloc(j->n_streamed ? j->n_streamed : 1, sizeof(*j->streamed_written));
+    if (!j->streamed_written) {
+        tided__store_remove_job(d, j);
+        tided__job_fail(d, j, TIDE_NOMEM, "out of memory");
+        if (call)
+            tided_call_fail(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
+        return;
+    }
+    for (uint32_t i = 0; i < j->n_streamed; i++)
+        j->streamed_incomplete += j->streamed[i].nbytes > 0;
     if (t->compile.plan_svg)
         j->plan_svg = tided_metrics_blob_new(t->compile.plan_svg, t->compile.plan_svg_len);
     j->host_bytes = j->plan ? j->plan->host_bytes : 0;

@@ -303,6 +303,15 @@ void tided_rpc_train(struct tided_daemon *d, struct tided_call *call, ProtobufCM
         tide__v1__train_request__free_unpacked(m, NULL);
         return;
     }
+    char missing[400];
+    if (!tided__streamed_complete(j, missing, sizeof(missing))) {
+        tided_call_fail(call, GRPC_STATUS_FAILED_PRECONDITION,
+                        "job %s cannot train yet: the values of %u streamed Variable(s) are "
+                        "incomplete: %s; send them with WriteVariables",
+                        j->id, j->streamed_incomplete, missing);
+        tide__v1__train_request__free_unpacked(m, NULL);
+        return;
+    }
     j->train = call;
     j->half_closed = false;
     j->finishing = false;

@@ -31,7 +31,7 @@
 #include "daemon/server.h"
 
 /* The rows of server.c's method table (checked there at compile time). */
-#define TIDED__SERVER_METHODS 14
+#define TIDED__SERVER_METHODS 15
 
 struct method_row;
 
@@ -82,7 +82,7 @@ struct tided_call {
     bool finishing;    /* a status is decided; no more writes */
     bool status_posted;
     bool recv_posted;
-    bool first_recv; /* the first RECV_MESSAGE of a bidi call: goes to the handler */
+    bool first_recv; /* the first RECV_MESSAGE of a stream: goes to the handler */
     grpc_byte_buffer *recv_buffer;
 
     struct out_message *head, *tail;

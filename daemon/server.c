@@ -128,10 +128,18 @@ grpc_status_code tided_grpc_code(enum tide_status status)
 enum method_kind {
     KIND_UNARY,
     KIND_SERVER_STREAM,
+    KIND_CLIENT_STREAM,
     KIND_BIDI,
 };
 
-static const char *const kind_names[] = {"unary", "server-streaming", "bidirectional"};
+static const char *const kind_names[] = {"unary", "server-streaming", "client-streaming",
+                                         "bidirectional"};
+
+/* Whether the requests of a kind arrive as a stream (read with RECV_MESSAGE, not with the call). */
+static bool kind_reads_stream(enum method_kind kind)
+{
+    return kind == KIND_CLIENT_STREAM || kind == KIND_BIDI;
+}
 
 struct method_row {
     const ProtobufCServiceDescriptor *service;
@@ -153,6 +161,7 @@ static const struct method_row method_table[] = {
     {&tide__v1__jobs__descriptor, "Checkpoint", KIND_UNARY, tided_rpc_checkpoint},
     {&tide__v1__jobs__descriptor, "Trace", KIND_UNARY, tided_rpc_trace},
     {&tide__v1__jobs__descriptor, "Remove", KIND_UNARY, tided_rpc_remove},
+    {&tide__v1__jobs__descriptor, "WriteVariables", KIND_CLIENT_STREAM, tided_rpc_write_variables},
     {&tide__v1__daemon__descriptor, "Status", KIND_UNARY, tided_rpc_status},
     {&grpc__health__v1__health__descriptor, "Check", KIND_UNARY, tided__health_check},
     {&grpc__health__v1__health__descriptor, "Watch", KIND_SERVER_STREAM, tided__health_watch},
@@ -535,7 +544,7 @@ static void start_call(struct tided_server *s, struct tided_call *c)
                         c->identity.peer);
         return;
     }
-    if (c->method->row->kind == KIND_BIDI) {
+    if (kind_reads_stream(c->method->row->kind)) {
         c->first_recv = true;
         post_recv(c);
         return;
@@ -726,7 +735,7 @@ static void request_call(struct tided_server *s, struct method *m)
     if (m)
         e = grpc_server_request_registered_call(
             s->server, m->registered, &c->call, &c->deadline, &c->request_metadata,
-            m->row->kind == KIND_BIDI ? NULL : &c->payload, s->cq, s->cq, &c->tag_new);
+            kind_reads_stream(m->row->kind) ? NULL : &c->payload, s->cq, s->cq, &c->tag_new);
     else
         e = grpc_server_request_call(s->server, &c->call, &c->details, &c->request_metadata, s->cq,
                                      s->cq, &c->tag_new);
@@ -839,11 +848,11 @@ int tided_server_start(struct tided_server *s, char *error, size_t size)
     grpc_server_register_completion_queue(s->server, s->cq, NULL);
     for (size_t i = 0; i < N_METHODS; i++) {
         struct method *m = &s->methods[i];
-        m->registered = grpc_server_register_method(
-            s->server, m->path, NULL,
-            m->row->kind == KIND_BIDI ? GRPC_SRM_PAYLOAD_NONE
-                                      : GRPC_SRM_PAYLOAD_READ_INITIAL_BYTE_BUFFER,
-            0);
+        m->registered = grpc_server_register_method(s->server, m->path, NULL,
+                                                    kind_reads_stream(m->row->kind)
+                                                        ? GRPC_SRM_PAYLOAD_NONE
+                                                        : GRPC_SRM_PAYLOAD_READ_INITIAL_BYTE_BUFFER,
+                                                    0);
         if (!m->registered) {
             snprintf(error, size, "gRPC refused to register %s", m->path);
             return -1;

@@ -3,14 +3,16 @@
  * server.h: tided's gRPC server on gRPC's C core, driven from the libev loop.
  *
  * The server owns the method table (which handler serves which path, and
- * whether it is unary, server-streaming or bidirectional), the calls, the
- * Unix socket with each connection's peer credentials, the optional TCP
- * port with TLS and bearer tokens, and grpc.health.v1.Health.
+ * whether it is unary, server-streaming, client-streaming or
+ * bidirectional), the calls, the Unix socket with each connection's peer
+ * credentials, the optional TCP port with TLS and bearer tokens, and
+ * grpc.health.v1.Health.
  *
  * A handler gets a call and, for unary and server-streaming methods, the
  * unpacked request (the handler owns it and frees it with
- * protobuf_c_message_free_unpacked); for a bidirectional method it gets the
- * first message of the stream, or NULL when the client half-closed at once.
+ * protobuf_c_message_free_unpacked); for a client-streaming or bidirectional
+ * method it gets the first message of the stream, or NULL when the client
+ * half-closed at once.
  * It answers with tided_call_reply or tided_call_fail, or — for streams and
  * replies that wait for the worker — takes ownership of the call's events
  * with tided_call_set_owner and writes, reads and finishes later.
@@ -105,7 +107,7 @@ int tided_tls_pair_load(const struct tided_config *config, char **cert, char **k
                         size_t error_size);
 void tided_tls_pair_free(char *cert, char *key);
 
-/* A handler of one method; request is NULL for bidirectional methods' half-close. */
+/* A handler of one method; request is NULL for a stream the client half-closed at once. */
 typedef void (*tided_handler)(struct tided_daemon *daemon, struct tided_call *call,
                               ProtobufCMessage *request);
 
@@ -149,7 +151,7 @@ bool tided_call_write(struct tided_call *call, const ProtobufCMessage *message,
                       const void *coalesce_key);
 /* Messages queued or in flight. */
 size_t tided_call_pending_writes(const struct tided_call *call);
-/* Posts one RECV_MESSAGE on a bidirectional call; the owner's message callback gets it. */
+/* Posts one RECV_MESSAGE on a request stream; the owner's message callback gets it. */
 void tided_call_read(struct tided_call *call);
 /* Cancels the call now with a status (queued writes are dropped). */
 void tided_call_abort(struct tided_call *call, grpc_status_code code, const char *message);
@@ -188,6 +190,8 @@ void tided_rpc_checkpoint(struct tided_daemon *d, struct tided_call *call,
                           ProtobufCMessage *request);
 void tided_rpc_trace(struct tided_daemon *d, struct tided_call *call, ProtobufCMessage *request);
 void tided_rpc_remove(struct tided_daemon *d, struct tided_call *call, ProtobufCMessage *request);
+void tided_rpc_write_variables(struct tided_daemon *d, struct tided_call *call,
+                               ProtobufCMessage *request);
 void tided_rpc_status(struct tided_daemon *d, struct tided_call *call, ProtobufCMessage *request);
 
 #endif /* TIDE_DAEMON_SERVER_H */

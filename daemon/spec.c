@@ -396,6 +396,62 @@ enum tide_status tided_spec_check_feeds(const Tide__V1__JobSpec *spec, const str
     return TIDE_OK;
 }
 
+enum tide_status tided_spec_streamed_alone(const Tide__V1__JobSpec *spec, struct tide_error *err)
+{
+    if (spec->n_streamed_variables && spec->resume_from && spec->resume_from[0])
+        return tide_error_set(err, TIDE_INVALID,
+                              "streamed_variables and resume_from: the checkpoint of resume_from "
+                              "gives every Variable's value; stream none with it");
+    return TIDE_OK;
+}
+
+enum tide_status tided_spec_streamed(const Tide__V1__JobSpec *spec, const struct tide_graph *g,
+                                     struct tided_tensor_spec **streamed, uint32_t *n_streamed,
+                                     struct tide_error *err)
+{
+    if (streamed) {
+        *n_streamed = 0;
+        *streamed =
+            calloc(spec->n_streamed_variables ? spec->n_streamed_variables : 1, sizeof(**streamed));
+        if (!*streamed)
+            return tide_error_set(err, TIDE_NOMEM, "out of memory");
+    }
+    enum tide_status st = tided_spec_streamed_alone(spec, err);
+    if (st != TIDE_OK)
+        return st;
+    for (size_t i = 0; i < spec->n_streamed_variables; i++) {
+        const char *name = spec->streamed_variables[i];
+        uint32_t id = tide_graph_find(g, name);
+        if (id == TIDE_NO_NODE)
+            return tide_error_set(err, TIDE_INVALID,
+                                  "streamed_variables[%zu] \"%s\": no node is called that", i,
+                                  name);
+        const struct tide_node *node = &g->nodes[id];
+        if (node->op != TIDE_OP_VARIABLE)
+            return tide_error_set(err, TIDE_INVALID,
+                                  "streamed_variables[%zu] \"%s\": node \"%s\" is a %s, not a "
+                                  "Variable",
+                                  i, name, name, tide_op_info(node->op)->name);
+        if (node->outputs[0].dtype != TIDE_DTYPE_FLOAT32)
+            return tide_error_set(err, TIDE_INVALID,
+                                  "streamed_variables[%zu] \"%s\": a %s Variable; only float32 "
+                                  "ones are streamed",
+                                  i, name, tide_dtype_name(node->outputs[0].dtype));
+        for (size_t j = 0; j < i; j++) {
+            if (strcmp(spec->streamed_variables[j], name) == 0)
+                return tide_error_set(err, TIDE_INVALID,
+                                      "streamed_variables[%zu] \"%s\": listed twice", i, name);
+        }
+        if (!streamed)
+            continue;
+        st = spec_from_output(g, name, (struct tide_edge){id, 0}, &(*streamed)[*n_streamed], err);
+        if (st != TIDE_OK)
+            return st;
+        (*n_streamed)++;
+    }
+    return TIDE_OK;
+}
+
 enum tide_status tided_spec_fetches(const Tide__V1__JobSpec *spec, const struct tide_graph *g,
                                     struct tided_tensor_spec **fetches, uint32_t *n_fetches,
                                     struct tide_error *err)
@@ -447,6 +503,8 @@ enum tide_status tided_spec_prepare(const Tide__V1__JobSpec *spec,
         st = tided_spec_setup(spec, budget, setup, err);
     if (st == TIDE_OK)
         st = tided_spec_check_feeds(spec, *graph, feeds, n_feeds, err);
+    if (st == TIDE_OK)
+        st = tided_spec_streamed(spec, *graph, NULL, NULL, err);
     if (st == TIDE_OK && user_variables)
         st = tided_spec_user_variables(*graph, user_variables, n_user_variables, err);
     if (st != TIDE_OK)

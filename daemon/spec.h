@@ -97,8 +97,9 @@ enum tide_status tided_spec_check_feeds(const Tide__V1__JobSpec *spec,
  * and the fuzzer's, tests/fuzz/fuzz_rpc.c): the graph (tided_spec_import)
  * first, since a bad graph is the error a client most needs to hear about,
  * then spec.train and spec.memory (tided_spec_setup, into *setup), the feeds
- * (tided_spec_check_feeds) and, when user_variables is not NULL, the names
- * of the graph's Variables (tided_spec_user_variables). Every refusal is
+ * (tided_spec_check_feeds), spec.streamed_variables (tided_spec_streamed)
+ * and, when user_variables is not NULL, the names of the graph's Variables
+ * (tided_spec_user_variables). Every refusal is
  * TIDE_INVALID unless out of memory or unsupported. *graph, *feeds and
  * *user_variables are the caller's to free, also on failure.
  */
@@ -108,6 +109,24 @@ enum tide_status tided_spec_prepare(const Tide__V1__JobSpec *spec,
                                     struct tided_tensor_spec **feeds, uint32_t *n_feeds,
                                     char ***user_variables, uint32_t *n_user_variables,
                                     struct tide_error *err);
+
+/*
+ * What spec.streamed_variables must not come with: resume_from, whose
+ * checkpoint gives every value. TIDE_INVALID saying so; Submit checks it
+ * before it looks for the checkpoint, tided_spec_streamed again.
+ */
+enum tide_status tided_spec_streamed_alone(const Tide__V1__JobSpec *spec, struct tide_error *err);
+
+/*
+ * Checks spec.streamed_variables against the graph as imported: each names
+ * a float32 Variable, once, and resume_from is not set with them; a
+ * refusal is TIDE_INVALID naming the entry. With streamed not NULL,
+ * *streamed gets one spec per entry, in the spec's order, and *n_streamed
+ * their count, as tided_spec_check_feeds does for feeds.
+ */
+enum tide_status tided_spec_streamed(const Tide__V1__JobSpec *spec, const struct tide_graph *graph,
+                                     struct tided_tensor_spec **streamed, uint32_t *n_streamed,
+                                     struct tide_error *err);
 
 /*
  * The specs of spec.fetches ("node" or "node:k") in the planned graph, in

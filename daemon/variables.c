@@ -3,7 +3,9 @@
  * variables.c: the worker's tasks that read a job's Variables — CHECKPOINT
  * (every Variable, optimizer state included, written as checkpoint-<step>.pb
  * and linked as checkpoint.pb) and READ (ReadVariables, from the live
- * session or, for a job without one, from its checkpoint file).
+ * session or, for a job without one, from its checkpoint file; whole, or
+ * a page of the Variables' bytes at a time for weights too large for one
+ * message).
  *
  * Threads: the device thread runs them (worker.c's DESIGN section), the
  * only thread that drives a job's session.
@@ -159,6 +161,131 @@ static char **spec_variables(const char *path, uint32_t *n)
     return names;
 }
 
+/*
+ * A paged read's bounds: the page starts at offset into total bytes and
+ * holds at most max_bytes; TIDE_INVALID when it starts past the end.
+ */
+static enum tide_status page_bounds(const struct tided_task *t, uint64_t total, uint64_t *len,
+                                    struct tide_error *err)
+{
+    if (t->read.offset > total)
+        return tide_error_set(err, TIDE_INVALID,
+                              "ReadVariablesRequest.offset %" PRIu64
+                              " is past the %" PRIu64 " bytes of the Variables read",
+                              t->read.offset, total);
+    uint64_t left = total - t->read.offset;
+    *len = left < t->read.max_bytes ? left : t->read.max_bytes;
+    return TIDE_OK;
+}
+
+/* The part of [start, start + bytes) inside the page [offset, offset + len): [*lo, *hi). */
+static bool page_overlap(uint64_t start, uint64_t bytes, uint64_t offset, uint64_t len,
+                         uint64_t *lo, uint64_t *hi)
+{
+    *lo = start > offset ? start : offset;
+    *hi = start + bytes < offset + len ? start + bytes : offset + len;
+    return *lo < *hi;
+}
+
+/*
+ * A paged read from the session: the Variables in ids listed without
+ * data, and the page of their bytes read range by range, so that no more
+ * than a page is ever copied out of the job's memory.
+ */
+static enum tide_status read_page_session(struct tided_task *t, const uint32_t *ids, uint32_t n)
+{
+    const struct tide_graph *g = tide_session_graph(t->session);
+    struct tided_named_tensor *tensors = calloc(n ? n : 1, sizeof(*tensors));
+    Tide__V1__NamedTensor **ptrs = calloc(n ? n : 1, sizeof(*ptrs));
+    uint8_t *page = NULL;
+    enum tide_status st = tensors && ptrs ? TIDE_OK
+                                          : tide_error_set(&t->err, TIDE_NOMEM, "out of memory");
+    uint64_t total = 0, len = 0;
+    for (uint32_t i = 0; i < n && st == TIDE_OK; i++) {
+        const struct tide_node *node = &g->nodes[ids[i]];
+        const struct tide_output *o = &node->outputs[0];
+        tided_named_tensor_fill(&tensors[i], node->name, o->dtype, &o->shape, NULL, 0);
+        ptrs[i] = &tensors[i].named;
+        total += o->nbytes;
+    }
+    if (st == TIDE_OK)
+        st = page_bounds(t, total, &len, &t->err);
+    if (st == TIDE_OK && !(page = malloc(len ? len : 1)))
+        st = tide_error_set(&t->err, TIDE_NOMEM, "out of memory for a page of %" PRIu64 " bytes",
+                            len);
+    uint64_t start = 0, lo, hi;
+    for (uint32_t i = 0; i < n && st == TIDE_OK; i++) {
+        const struct tide_node *node = &g->nodes[ids[i]];
+        uint64_t bytes = node->outputs[0].nbytes;
+        if (page_overlap(start, bytes, t->read.offset, len, &lo, &hi))
+            st = tide_session_read_variable_range(t->session, node->name, lo - start,
+                                                  page + (lo - t->read.offset), hi - lo, &t->err);
+        start += bytes;
+    }
+    if (st == TIDE_OK) {
+        Tide__V1__ReadVariablesResponse msg = TIDE__V1__READ_VARIABLES_RESPONSE__INIT;
+        msg.step = t->read.step;
+        msg.n_variables = n;
+        msg.variables = ptrs;
+        msg.page = (ProtobufCBinaryData){(size_t)len, page};
+        msg.total_bytes = total;
+        st = tided__pack(&msg.base, &t->read.packed, &t->err);
+    }
+    free(page);
+    free(tensors);
+    free(ptrs);
+    return st;
+}
+
+/* A paged read from a checkpoint's tensors (subset, m of them): as read_page_session. */
+static enum tide_status read_page_checkpoint(struct tided_task *t, uint64_t step,
+                                             Tide__V1__NamedTensor *const *subset, size_t m)
+{
+    Tide__V1__NamedTensor *named = calloc(m ? m : 1, sizeof(*named));
+    Tide__V1__Tensor *tensors = calloc(m ? m : 1, sizeof(*tensors));
+    Tide__V1__NamedTensor **ptrs = calloc(m ? m : 1, sizeof(*ptrs));
+    uint8_t *page = NULL;
+    enum tide_status st = named && tensors && ptrs
+                              ? TIDE_OK
+                              : tide_error_set(&t->err, TIDE_NOMEM, "out of memory");
+    uint64_t total = 0, len = 0;
+    for (size_t i = 0; i < m && st == TIDE_OK; i++) {
+        /* Shallow copies without the data: the listing. */
+        named[i] = *subset[i];
+        tensors[i] = *subset[i]->tensor;
+        tensors[i].data = (ProtobufCBinaryData){0, NULL};
+        named[i].tensor = &tensors[i];
+        ptrs[i] = &named[i];
+        total += subset[i]->tensor->data.len;
+    }
+    if (st == TIDE_OK)
+        st = page_bounds(t, total, &len, &t->err);
+    if (st == TIDE_OK && !(page = malloc(len ? len : 1)))
+        st = tide_error_set(&t->err, TIDE_NOMEM, "out of memory for a page of %" PRIu64 " bytes",
+                            len);
+    uint64_t start = 0, lo, hi;
+    for (size_t i = 0; i < m && st == TIDE_OK; i++) {
+        const ProtobufCBinaryData *data = &subset[i]->tensor->data;
+        if (page_overlap(start, data->len, t->read.offset, len, &lo, &hi))
+            memcpy(page + (lo - t->read.offset), data->data + (lo - start), hi - lo);
+        start += data->len;
+    }
+    if (st == TIDE_OK) {
+        Tide__V1__ReadVariablesResponse msg = TIDE__V1__READ_VARIABLES_RESPONSE__INIT;
+        msg.step = step;
+        msg.n_variables = m;
+        msg.variables = ptrs;
+        msg.page = (ProtobufCBinaryData){(size_t)len, page};
+        msg.total_bytes = total;
+        st = tided__pack(&msg.base, &t->read.packed, &t->err);
+    }
+    free(page);
+    free(named);
+    free(tensors);
+    free(ptrs);
+    return st;
+}
+
 void tided__task_read_session(struct tided_task *t)
 {
     const struct tide_graph *g = tide_session_graph(t->session);
@@ -175,6 +302,11 @@ void tided__task_read_session(struct tided_task *t)
         if (ids[i] == TIDE_NO_NODE || g->nodes[ids[i]].op != TIDE_OP_VARIABLE)
             st = tide_error_set(&t->err, TIDE_NOT_FOUND, "the job has no Variable called \"%s\"",
                                 names[i]);
+    }
+    if (st == TIDE_OK && t->read.max_bytes) {
+        t->status = read_page_session(t, ids, n);
+        free(ids);
+        return;
     }
     struct variables vars;
     if (st == TIDE_OK)
@@ -233,7 +365,9 @@ void tided__task_read_checkpoint(struct tided_task *t)
                                 "variable \"%s\" is not in the checkpoint %s", names[i],
                                 t->read.checkpoint_path);
     }
-    if (st == TIDE_OK) {
+    if (st == TIDE_OK && t->read.max_bytes) {
+        st = read_page_checkpoint(t, ck->step, subset, m);
+    } else if (st == TIDE_OK) {
         Tide__V1__ReadVariablesResponse msg = TIDE__V1__READ_VARIABLES_RESPONSE__INIT;
         msg.step = ck->step;
         msg.n_variables = m;

@@ -13,9 +13,10 @@
  *    the memory plan — a plan-only session, which touches no device. A
  *    planned COMPILE then joins the device thread's queue.
  *  - The device thread runs every task that touches a session, in the order
- *    they reach its queue: STEP, CHECKPOINT, READ_VARIABLES, FREE, PERSIST,
- *    REMOVE, and the instantiating half of COMPILE (run_compile_instantiate:
- *    the executor, so the arena and the initial Variables, then resume_from).
+ *    they reach its queue: STEP, CHECKPOINT, READ_VARIABLES, WRITE_VARIABLE,
+ *    FREE, PERSIST, REMOVE, and the instantiating half of COMPILE
+ *    (run_compile_instantiate: the executor, so the arena and the initial
+ *    Variables, then resume_from).
  *
  * Threads and what each touches:
  *  - The main thread fills a task and pushes it (under `mutex`) on
@@ -148,6 +149,7 @@ static void free_compile(struct tided_task *t)
     tided_tensor_specs_free(t->compile.feeds, t->compile.n_feeds);
     tided_tensor_specs_free(t->compile.fetches, t->compile.n_fetches);
     tided__free_strings(t->compile.user_variables, t->compile.n_user_variables);
+    tided_tensor_specs_free(t->compile.streamed, t->compile.n_streamed);
     tided_plan_report_free(t->compile.plan);
     free(t->compile.plan_svg);
     free(t->compile.packed.data);
@@ -193,6 +195,13 @@ static void free_persist(struct tided_task *t)
     free(t->persist.dir);
     free(t->persist.name);
     free(t->persist.data.data);
+}
+
+/* What a WRITE_VARIABLE task owns. */
+static void free_write(struct tided_task *t)
+{
+    if (t->write.chunk)
+        tide__v1__variable_chunk__free_unpacked(t->write.chunk, NULL);
 }
 
 /* What a REMOVE task owns. */
@@ -441,6 +450,8 @@ static void run_compile_plan(struct tided_task *t)
     const struct tide_graph *sg = tide_session_graph(t->session);
 
     st = tided_spec_fetches(spec, sg, &t->compile.fetches, &t->compile.n_fetches, err);
+    if (st == TIDE_OK)
+        st = tided_spec_streamed(spec, sg, &t->compile.streamed, &t->compile.n_streamed, err);
     if (st == TIDE_OK && setup.training) {
         t->compile.loss = strdup(setup.train.loss);
         if (!t->compile.loss)
@@ -670,6 +681,15 @@ static void run_free_task(struct tided_worker *w, struct tided_task *t)
     t->session = NULL;
 }
 
+/* One chunk of a streamed Variable, straight into its home (the main thread checked its range). */
+static void run_write_task(struct tided_worker *w, struct tided_task *t)
+{
+    (void)w;
+    const Tide__V1__VariableChunk *c = t->write.chunk;
+    t->status = tide_session_write_variable_range(t->session, c->name, c->offset, c->data.data,
+                                                  c->data.len, &t->err);
+}
+
 /* Deletes the directories in order, up to the first that cannot be deleted. */
 static void run_remove_task(struct tided_worker *w, struct tided_task *t)
 {
@@ -701,6 +721,7 @@ static const struct {
     [TIDED_TASK_PERSIST] = {run_persist_task, free_persist},
     [TIDED_TASK_FREE] = {run_free_task, NULL},
     [TIDED_TASK_REMOVE] = {run_remove_task, free_remove},
+    [TIDED_TASK_WRITE_VARIABLE] = {run_write_task, free_write},
 };
 
 void tided_task_free(struct tided_task *t)

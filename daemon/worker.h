@@ -42,15 +42,16 @@ struct tided_call;
 struct tided_worker;
 
 enum tided_task_kind {
-    TIDED_TASK_COMPILE,         /* JobSpec (or spec.pb) -> session (and restore a checkpoint) */
-    TIDED_TASK_PLAN,            /* JobSpec -> packed PlanReport, nothing kept */
-    TIDED_TASK_STEP,            /* feed a batch, step or eval, read the loss and fetches */
-    TIDED_TASK_READ_VARIABLES,  /* packed ReadVariablesResponse, from a session or a file */
-    TIDED_TASK_CHECKPOINT,      /* every Variable to checkpoint-<step>.pb and checkpoint.pb */
-    TIDED_TASK_PERSIST,         /* write bytes to a file atomically */
-    TIDED_TASK_FREE,            /* tide_session_free */
-    TIDED_TASK_REMOVE,          /* delete job directories (remove.dirs) */
-    TIDED_TASK_KINDS            /* the number of kinds: the rows of the task tables */
+    TIDED_TASK_COMPILE,        /* JobSpec (or spec.pb) -> session (and restore a checkpoint) */
+    TIDED_TASK_PLAN,           /* JobSpec -> packed PlanReport, nothing kept */
+    TIDED_TASK_STEP,           /* feed a batch, step or eval, read the loss and fetches */
+    TIDED_TASK_READ_VARIABLES, /* packed ReadVariablesResponse, from a session or a file */
+    TIDED_TASK_CHECKPOINT,     /* every Variable to checkpoint-<step>.pb and checkpoint.pb */
+    TIDED_TASK_PERSIST,        /* write bytes to a file atomically */
+    TIDED_TASK_FREE,           /* tide_session_free */
+    TIDED_TASK_REMOVE,         /* delete job directories (remove.dirs) */
+    TIDED_TASK_WRITE_VARIABLE, /* a WriteVariables chunk into a Variable of the session */
+    TIDED_TASK_KINDS           /* the number of kinds: the rows of the task tables */
 };
 
 /*
@@ -122,6 +123,8 @@ struct tided_task {
             struct tided_tensor_spec *fetches;
             uint32_t n_user_variables; /* the spec graph's Variables (optimizer state excluded) */
             char **user_variables;
+            uint32_t n_streamed; /* JobSpec.streamed_variables, in its order */
+            struct tided_tensor_spec *streamed;
             Tide__V1__PlanReport *plan; /* free with tided_plan_report_free */
             char *plan_svg;             /* owned: the plan's memory picture, or NULL */
             size_t plan_svg_len;
@@ -163,6 +166,8 @@ struct tided_task {
             uint32_t n_defaults;
             char *const *defaults;       /* borrowed: the job's user variables, may be NULL */
             uint64_t step;
+            uint64_t offset;             /* a paged read (max_bytes > 0): where the page starts */
+            uint64_t max_bytes;          /* ... and its most bytes; 0: every byte, in the tensors */
             /* Out. */
             ProtobufCBinaryData packed;  /* owned: a ReadVariablesResponse */
         } read;
@@ -189,6 +194,10 @@ struct tided_task {
             uint32_t n_removed; /* dirs[0 .. n_removed - 1] are gone (all of them unless an error) */
             uint64_t bytes;     /* what their files held */
         } remove;
+        struct {
+            /* In: the Variable's name, the offset and the bytes. */
+            Tide__V1__VariableChunk *chunk; /* owned */
+        } write;
     };
 };
 

@@ -24,8 +24,12 @@ packages=(
     libcairo2-dev                     # memory pictures (cairo's SVG surface)
     libmicrohttpd-dev                 # tided's /metrics and dashboard listener
     libxxhash-dev                     # checkpoint checksums (xxHash64)
+    libzip-dev                        # tidectl export --npz (an .npz is a zip of .npy files)
     chromium                          # the dashboard's headless-browser test
     python3 python3-prometheus-client # a real Prometheus parser for the metrics test
+    python3-numpy                     # numpy.load reads what tidectl export --npz writes
+    libonnx-dev                       # onnx.proto, compiled with protoc-c for ONNX import
+    libonnx-testdata                  # ONNX's conformance cases (tide-bench onnx-tests)
 )
 
 missing=()

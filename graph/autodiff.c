@@ -26,10 +26,11 @@
  *  2. Emission, in reverse topological order, so that a node's consumers have
  *     all contributed before it runs. A slot's gradient is its one
  *     contribution, or AddN of several in the order they were made (reverse
- *     topological order, then input order: deterministic). The loss slot's
- *     one contribution is the seed, Const 1.0. Each node on a path calls
- *     tide__grad_<GRAD> from ops.def with the gradients of its outputs and
- *     gets back one gradient edge per input that wants one.
+ *     topological order, then input order: deterministic); more than
+ *     SUM_FAN_IN are summed in groups as they come (see contribute). The
+ *     loss slot's one contribution is the seed, Const 1.0. Each node on a
+ *     path calls tide__grad_<GRAD> from ops.def with the gradients of its
+ *     outputs and gets back one gradient edge per input that wants one.
  *
  * Names: every node made for forward node v is called "grad/<v>/<role>"; the
  * sum of several contributions to output k of u is "grad/<u>" ("grad/<u>/outK"
@@ -783,6 +784,27 @@ static enum tide_status tide__grad_sqrt(struct grad_ctx *c)
     return TIDE_OK;
 }
 
+/* Erf: dx = dy * (2 / sqrt(pi)) * exp(-x^2). */
+static enum tide_status tide__grad_erf(struct grad_ctx *c)
+{
+    uint32_t square, negated, gauss, scaled, id;
+    enum tide_status st =
+        emit2(c, TIDE_OP_MUL, -1, "x_squared", in_edge(c, 0), in_edge(c, 0), &square);
+    if (st == TIDE_OK)
+        st = emit1(c, TIDE_OP_NEG, -1, "minus_x_squared", out0(square), &negated);
+    if (st == TIDE_OK)
+        st = emit1(c, TIDE_OP_EXP, -1, "gauss", out0(negated), &gauss);
+    if (st == TIDE_OK)
+        st = emit1(c, TIDE_OP_SCALE, -1, "derivative", out0(gauss), &scaled);
+    if (st != TIDE_OK)
+        return st;
+    tide_attr_set_float(c->ad->graph, scaled, TIDE_ATTR_SCALE_scale, 1.1283791670955126);
+    st = emit2(c, TIDE_OP_MUL, 0, "x", c->dy[0], out0(scaled), &id);
+    if (st == TIDE_OK)
+        c->dx[0] = out0(id);
+    return st;
+}
+
 static enum tide_status tide__grad_gelu(struct grad_ctx *c)
 {
     uint32_t id;
@@ -1298,6 +1320,24 @@ static enum tide_status analyse(struct autodiff *ad)
  * Emission
  * ========================================================================== */
 
+/*
+ * The most contributions one AddN sums. A slot with more (a weight that every
+ * step of an unrolled RNN reads gets one per step) is summed as they come:
+ * each full group becomes an AddN ("grad/<u>/partial"), which is the first
+ * term of the next group, and the last group's AddN is the slot's gradient.
+ * Each contribution then dies soon after it is made instead of waiting for
+ * the last one, and no node's working set grows with the number of readers
+ * (it would set the plan's floor: 210 steps of an LSTM of 128 make an AddN
+ * of 64 MiB). AddN adds in input order, so the sum is the same bit for bit.
+ */
+#define SUM_FAN_IN 8
+
+/*
+ * Adds a contribution to target's gradient; when it fills a group of
+ * SUM_FAN_IN and more are to come, sums the group. count[s] then counts the
+ * group's sum as one contribution, so it never falls to 1 (which would make
+ * a later contribution take the slot's reserved name).
+ */
 static enum tide_status contribute(struct autodiff *ad, struct tide_edge target,
                                    struct tide_edge gradient)
 {
@@ -1308,6 +1348,21 @@ static enum tide_status contribute(struct autodiff *ad, struct tide_edge target,
                               "the %" PRIu32 " expected",
                               ad->graph->nodes[target.node].name, target.output, ad->count[s]);
     ad->contribs[ad->first[s] + ad->filled[s]++] = gradient;
+    if (ad->filled[s] < SUM_FAN_IN || ad->count[s] <= SUM_FAN_IN)
+        return TIDE_OK;
+    char name[TIDE_MAX_NAME + 1];
+    const char *u = ad->graph->nodes[target.node].name;
+    enum tide_status st = target.output == 0 ? make_name(ad, name, "grad/%s/partial", u)
+                                             : make_name(ad, name, "grad/%s/out%" PRIu32 "/partial",
+                                                         u, target.output);
+    uint32_t id;
+    if (st == TIDE_OK)
+        st = append(ad, TIDE_OP_ADD_N, name, &ad->contribs[ad->first[s]], SUM_FAN_IN, &id);
+    if (st != TIDE_OK)
+        return st;
+    ad->contribs[ad->first[s]] = out0(id);
+    ad->filled[s] = 1;
+    ad->count[s] -= SUM_FAN_IN - 1;
     return TIDE_OK;
 }
 

@@ -1845,8 +1845,10 @@ static bool host_persistent(const struct tide_executor *ex, uint32_t v, uint32_t
            (node->op == TIDE_OP_VARIABLE || node->op == TIDE_OP_CONST);
 }
 
-enum tide_status tide_executor_read(struct tide_executor *ex, struct tide_edge output, void *dst,
-                                    uint64_t bytes, struct tide_error *err)
+/* The checks both reads share: output is kept between steps and has a value; out-params say where. */
+static enum tide_status readable(struct tide_executor *ex, struct tide_edge output,
+                                 const struct tide_node **out, bool *on_host, uint32_t *region,
+                                 struct tide_error *err)
 {
     const struct tide_graph *g = ex->graph;
     if (output.node >= ex->n_nodes)
@@ -1855,15 +1857,51 @@ enum tide_status tide_executor_read(struct tide_executor *ex, struct tide_edge o
     const struct tide_node *node = &g->nodes[output.node];
     if (output.output >= node->n_outputs)
         return tide_node_error(err, TIDE_INVALID, node, "read: it has no output %u", output.output);
-    bool on_host = host_persistent(ex, output.node, output.output);
+    *on_host = host_persistent(ex, output.node, output.output);
     uint32_t r = ex->position[output.node] == NIL ? NIL : region_of(ex, output.node, output.output);
-    if (!on_host && (r == NIL || !ex->regions[r].persistent))
+    if (!*on_host && (r == NIL || !ex->regions[r].persistent))
         return tide_node_error(err, TIDE_STATE, node,
                                "output %u is not kept after a step (only Variables, Consts and "
                                "pinned outputs are): fetch it to read it",
                                output.output);
     if (node->op != TIDE_OP_VARIABLE && node->op != TIDE_OP_CONST && !ex->produced[output.node])
         return tide_node_error(err, TIDE_STATE, node, "has not run yet: nothing to read");
+    *out = node;
+    *region = r;
+    return TIDE_OK;
+}
+
+/* Copies bytes [offset, offset + bytes) of a readable output (checked by the caller). */
+static enum tide_status read_checked(struct tide_executor *ex, struct tide_edge output,
+                                     const struct tide_node *node, bool on_host, uint32_t r,
+                                     uint64_t offset, void *dst, uint64_t bytes,
+                                     struct tide_error *err)
+{
+    if (bytes == 0)
+        return TIDE_OK;
+    /* No step is in flight, so a host home holds the value the last step wrote back. */
+    if (on_host) {
+        memcpy(dst, (const uint8_t *)ex->host_home[output.node] + offset, bytes);
+        return TIDE_OK;
+    }
+    struct tide_stream *d2h = ex->streams[TIDE_STREAM_D2H];
+    enum tide_status st = tide_backend_copy_d2h(
+        ex->backend, dst, ex->arena + ex->regions[r].offset + offset, bytes, d2h);
+    enum tide_status sync = tide_backend_stream_sync(ex->backend, d2h, err);
+    if (st != TIDE_OK)
+        return tide_node_error(err, st, node, "read: the copy failed: %s", tide_strerror(st));
+    return sync;
+}
+
+enum tide_status tide_executor_read(struct tide_executor *ex, struct tide_edge output, void *dst,
+                                    uint64_t bytes, struct tide_error *err)
+{
+    const struct tide_node *node = NULL;
+    bool on_host = false;
+    uint32_t r = NIL;
+    enum tide_status st = readable(ex, output, &node, &on_host, &r, err);
+    if (st != TIDE_OK)
+        return st;
     uint64_t nbytes = node->outputs[output.output].nbytes;
     if (bytes != nbytes) {
         char shape[160];
@@ -1872,34 +1910,50 @@ enum tide_status tide_executor_read(struct tide_executor *ex, struct tide_edge o
             bytes, output.output, nbytes, tide_dtype_name(node->outputs[output.output].dtype),
             tide_shape_format(&node->outputs[output.output].shape, shape, sizeof(shape)));
     }
-    if (nbytes == 0)
-        return TIDE_OK;
-    /* No step is in flight, so a host home holds the value the last step wrote back. */
-    if (on_host) {
-        memcpy(dst, ex->host_home[output.node], nbytes);
-        return TIDE_OK;
-    }
-    struct tide_stream *d2h = ex->streams[TIDE_STREAM_D2H];
-    enum tide_status st =
-        tide_backend_copy_d2h(ex->backend, dst, ex->arena + ex->regions[r].offset, nbytes, d2h);
-    enum tide_status sync = tide_backend_stream_sync(ex->backend, d2h, err);
+    return read_checked(ex, output, node, on_host, r, 0, dst, bytes, err);
+}
+
+enum tide_status tide_executor_read_range(struct tide_executor *ex, struct tide_edge output,
+                                          uint64_t offset, void *dst, uint64_t bytes,
+                                          struct tide_error *err)
+{
+    const struct tide_node *node = NULL;
+    bool on_host = false;
+    uint32_t r = NIL;
+    enum tide_status st = readable(ex, output, &node, &on_host, &r, err);
     if (st != TIDE_OK)
-        return tide_node_error(err, st, node, "read: the copy failed: %s", tide_strerror(st));
-    return sync;
+        return st;
+    uint64_t nbytes = node->outputs[output.output].nbytes;
+    if (offset > nbytes || bytes > nbytes - offset)
+        return tide_node_error(err, TIDE_INVALID, node,
+                               "read of bytes %" PRIu64 " to %" PRIu64 ": output %u has %" PRIu64,
+                               offset, offset + bytes, output.output, nbytes);
+    return read_checked(ex, output, node, on_host, r, offset, dst, bytes, err);
+}
+
+/* The checks both writes share: variable is a Variable of the plan; *out gets its node. */
+static enum tide_status writable_variable(struct tide_executor *ex, uint32_t variable,
+                                          const struct tide_node **out, struct tide_error *err)
+{
+    if (variable >= ex->n_nodes)
+        return tide_error_set(err, TIDE_INVALID, "write: node id %u of %u", variable, ex->n_nodes);
+    const struct tide_node *node = &ex->graph->nodes[variable];
+    if (node->op != TIDE_OP_VARIABLE)
+        return tide_node_error(err, TIDE_INVALID, node, "is not a Variable: it cannot be written");
+    if (ex->position[variable] == NIL)
+        return tide_node_error(err, TIDE_INVALID, node, "is not in the plan");
+    *out = node;
+    return TIDE_OK;
 }
 
 enum tide_status tide_executor_write_variable(struct tide_executor *ex, uint32_t variable,
                                               const void *src, uint64_t bytes,
                                               struct tide_error *err)
 {
-    const struct tide_graph *g = ex->graph;
-    if (variable >= ex->n_nodes)
-        return tide_error_set(err, TIDE_INVALID, "write: node id %u of %u", variable, ex->n_nodes);
-    const struct tide_node *node = &g->nodes[variable];
-    if (node->op != TIDE_OP_VARIABLE)
-        return tide_node_error(err, TIDE_INVALID, node, "is not a Variable: it cannot be written");
-    if (ex->position[variable] == NIL)
-        return tide_node_error(err, TIDE_INVALID, node, "is not in the plan");
+    const struct tide_node *node = NULL;
+    enum tide_status st = writable_variable(ex, variable, &node, err);
+    if (st != TIDE_OK)
+        return st;
     uint64_t nbytes = node->outputs[0].nbytes;
     if (bytes != nbytes) {
         char shape[160];
@@ -1908,17 +1962,34 @@ enum tide_status tide_executor_write_variable(struct tide_executor *ex, uint32_t
                                bytes, nbytes, tide_dtype_name(node->outputs[0].dtype),
                                tide_shape_format(&node->outputs[0].shape, shape, sizeof(shape)));
     }
-    if (nbytes == 0)
+    return tide_executor_write_variable_range(ex, variable, 0, src, bytes, err);
+}
+
+enum tide_status tide_executor_write_variable_range(struct tide_executor *ex, uint32_t variable,
+                                                    uint64_t offset, const void *src,
+                                                    uint64_t bytes, struct tide_error *err)
+{
+    const struct tide_node *node = NULL;
+    enum tide_status st = writable_variable(ex, variable, &node, err);
+    if (st != TIDE_OK)
+        return st;
+    uint64_t nbytes = node->outputs[0].nbytes;
+    if (offset > nbytes || bytes > nbytes - offset)
+        return tide_node_error(err, TIDE_INVALID, node,
+                               "write of bytes %" PRIu64 " to %" PRIu64
+                               ": the Variable has %" PRIu64,
+                               offset, offset + bytes, nbytes);
+    if (bytes == 0)
         return TIDE_OK;
     /* A host-homed Variable is fetched from its home at its next use: write the home. */
     if (host_persistent(ex, variable, 0)) {
-        memcpy(ex->host_home[variable], src, nbytes);
+        memcpy((uint8_t *)ex->host_home[variable] + offset, src, bytes);
         return TIDE_OK;
     }
     uint32_t r = region_of(ex, variable, 0);
     struct tide_stream *h2d = ex->streams[TIDE_STREAM_H2D];
-    enum tide_status st =
-        tide_backend_copy_h2d(ex->backend, ex->arena + ex->regions[r].offset, src, nbytes, h2d);
+    st = tide_backend_copy_h2d(ex->backend, ex->arena + ex->regions[r].offset + offset, src, bytes,
+                               h2d);
     enum tide_status sync = tide_backend_stream_sync(ex->backend, h2d, err);
     if (st != TIDE_OK)
         return tide_node_error(err, st, node, "write: the copy failed: %s", tide_strerror(st));

@@ -111,10 +111,28 @@ enum tide_status tide_executor_step_masked(struct tide_executor *ex, const uint8
 enum tide_status tide_executor_read(struct tide_executor *ex, struct tide_edge output, void *dst,
                                     uint64_t bytes, struct tide_error *err);
 
+/*
+ * Copies bytes [offset, offset + bytes) of what tide_executor_read would
+ * copy (a page of a large Variable). TIDE_INVALID when the range passes
+ * the output's end.
+ */
+enum tide_status tide_executor_read_range(struct tide_executor *ex, struct tide_edge output,
+                                          uint64_t offset, void *dst, uint64_t bytes,
+                                          struct tide_error *err);
+
 /* Overwrites a Variable's value (checkpoint restore). */
 enum tide_status tide_executor_write_variable(struct tide_executor *ex, uint32_t variable,
                                               const void *src, uint64_t bytes,
                                               struct tide_error *err);
+
+/*
+ * Overwrites bytes [offset, offset + bytes) of a Variable's value (a value
+ * streamed in chunks): in place in its host home, or copied to its region
+ * of the arena. TIDE_INVALID when the range passes the Variable's end.
+ */
+enum tide_status tide_executor_write_variable_range(struct tide_executor *ex, uint32_t variable,
+                                                    uint64_t offset, const void *src,
+                                                    uint64_t bytes, struct tide_error *err);
 
 /* The steps run so far. */
 uint64_t tide_executor_steps(const struct tide_executor *ex);

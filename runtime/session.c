@@ -452,6 +452,21 @@ enum tide_status tide_session_fetch(struct tide_session *session, const char *na
     return tide_executor_read(session->executor, edge, dst, bytes, err);
 }
 
+enum tide_status tide_session_read_variable_range(struct tide_session *session, const char *name,
+                                                  uint64_t offset, void *dst, uint64_t bytes,
+                                                  struct tide_error *err)
+{
+    enum tide_status st = check_runnable(session, "read variable", err);
+    if (st != TIDE_OK)
+        return st;
+    uint32_t id = tide_graph_find(session->graph, name);
+    if (id == TIDE_NO_NODE || session->graph->nodes[id].op != TIDE_OP_VARIABLE)
+        return tide_error_set(err, TIDE_NOT_FOUND, "read variable \"%s\": %s", name,
+                              id == TIDE_NO_NODE ? "no such node" : "not a Variable");
+    return tide_executor_read_range(session->executor, (struct tide_edge){id, 0}, offset, dst,
+                                    bytes, err);
+}
+
 enum tide_status tide_session_write_variable(struct tide_session *session, const char *name,
                                              const void *data, uint64_t bytes,
                                              struct tide_error *err)
@@ -464,6 +479,20 @@ enum tide_status tide_session_write_variable(struct tide_session *session, const
         return tide_error_set(err, TIDE_NOT_FOUND, "write variable \"%s\": %s", name,
                               id == TIDE_NO_NODE ? "no such node" : "not a Variable");
     return tide_executor_write_variable(session->executor, id, data, bytes, err);
+}
+
+enum tide_status tide_session_write_variable_range(struct tide_session *session, const char *name,
+                                                   uint64_t offset, const void *data,
+                                                   uint64_t bytes, struct tide_error *err)
+{
+    enum tide_status st = check_runnable(session, "write variable", err);
+    if (st != TIDE_OK)
+        return st;
+    uint32_t id = tide_graph_find(session->graph, name);
+    if (id == TIDE_NO_NODE || session->graph->nodes[id].op != TIDE_OP_VARIABLE)
+        return tide_error_set(err, TIDE_NOT_FOUND, "write variable \"%s\": %s", name,
+                              id == TIDE_NO_NODE ? "no such node" : "not a Variable");
+    return tide_executor_write_variable_range(session->executor, id, offset, data, bytes, err);
 }
 
 enum tide_status tide_session_set_step(struct tide_session *session, uint64_t steps,

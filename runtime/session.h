@@ -158,12 +158,32 @@ enum tide_status tide_session_fetch(struct tide_session *session, const char *na
                                     uint64_t bytes, struct tide_error *err);
 
 /*
+ * Copies bytes [offset, offset + bytes) of a Variable's current value, by
+ * name, between steps: a page of a value too large to read in one piece
+ * (the daemon's paged ReadVariables). TIDE_INVALID when the range passes
+ * its end.
+ */
+enum tide_status tide_session_read_variable_range(struct tide_session *session, const char *name,
+                                                  uint64_t offset, void *dst, uint64_t bytes,
+                                                  struct tide_error *err);
+
+/*
  * Overwrites a Variable's value by name (checkpoint restore), between steps;
  * the byte count must match. Optimizer state Variables too.
  */
 enum tide_status tide_session_write_variable(struct tide_session *session, const char *name,
                                              const void *data, uint64_t bytes,
                                              struct tide_error *err);
+
+/*
+ * Overwrites bytes [offset, offset + bytes) of a Variable's value, by name,
+ * between steps: a value that arrives in chunks (the daemon's
+ * WriteVariables) goes straight to the Variable's home, never through a
+ * copy of the whole. TIDE_INVALID when the range passes its end.
+ */
+enum tide_status tide_session_write_variable_range(struct tide_session *session, const char *name,
+                                                   uint64_t offset, const void *data,
+                                                   uint64_t bytes, struct tide_error *err);
 
 /*
  * Sets the count of steps already run, after restoring a checkpoint taken at

@@ -379,6 +379,62 @@ static void test_control_edges_and_accumulation(void **state)
 }
 
 /* Two graphs built the same way get the same appended nodes, names and edges. */
+/*
+ * A weight read at every step of a 20-step recurrence gets 21 contributions:
+ * summed in groups of at most 8 as they come (two "grad/w/partial" AddNs,
+ * each the first term of the next group), each contribution in exactly one
+ * group, and the last AddN named grad/w. Few contributions stay one AddN
+ * (test_control_edges_and_accumulation).
+ */
+static void test_long_sums_in_groups(void **state)
+{
+    (void)state;
+    struct tide_graph *g = tide_graph_new();
+    int64_t d[2] = {2, 2};
+    uint32_t w = variable(g, "w", 2, d, NULL);
+    uint32_t h = w;
+    for (int t = 0; t < 20; t++) {
+        char sum[32], out[32];
+        snprintf(sum, sizeof(sum), "a%d", t);
+        snprintf(out, sizeof(out), "h%d", t);
+        h = op1(g, TIDE_OP_TANH, out, op2(g, TIDE_OP_ADD, sum, h, w));
+    }
+    reduce_sum_all(g, "loss", h);
+    infer_ok(g);
+    struct tide_train_options o = sgd("loss");
+    struct tide_autodiff_result r;
+    struct tide_error err = {0};
+    if (tide_autodiff(g, &o, &r, &err) != TIDE_OK)
+        fail_msg("autodiff: %s", err.message);
+
+    /* 21 contributions: 8 -> partial; partial + 7 -> partial_1; partial_1 + 6 -> grad/w. */
+    const struct tide_node *sum = &g->nodes[find(g, "grad/w")];
+    const struct tide_node *p1 = &g->nodes[find(g, "grad/w/partial_1")];
+    const struct tide_node *p0 = &g->nodes[find(g, "grad/w/partial")];
+    assert_int_equal(sum->op, TIDE_OP_ADD_N);
+    assert_int_equal(sum->n_inputs, 7);
+    assert_int_equal(sum->inputs[0].node, find(g, "grad/w/partial_1"));
+    assert_int_equal(p1->op, TIDE_OP_ADD_N);
+    assert_int_equal(p1->n_inputs, 8);
+    assert_int_equal(p1->inputs[0].node, find(g, "grad/w/partial"));
+    assert_int_equal(p0->n_inputs, 8);
+    /* Every Add passes its dy, TanhGrad's, on to w: once from each, twice from a0 = w + w. */
+    uint32_t seen = 0;
+    const struct tide_node *groups[3] = {p0, p1, sum};
+    for (int i = 0; i < 3; i++) {
+        for (uint32_t k = i ? 1 : 0; k < groups[i]->n_inputs; k++) {
+            const char *name = g->nodes[groups[i]->inputs[k].node].name;
+            if (strncmp(name, "grad/h", 6) != 0 ||
+                g->nodes[groups[i]->inputs[k].node].op != TIDE_OP_TANH_GRAD)
+                fail_msg("grad/w sums \"%s\", not the gradient of a Tanh", name);
+            seen++;
+        }
+    }
+    assert_int_equal(seen, 21);
+    tide_autodiff_result_release(&r);
+    tide_graph_free(g);
+}
+
 static void test_deterministic(void **state)
 {
     (void)state;
@@ -1219,6 +1275,11 @@ static uint32_t build_sqrt(struct tide_graph *g, const uint32_t *in)
     return op1(g, TIDE_OP_SQRT, "y", in[0]);
 }
 
+static uint32_t build_erf(struct tide_graph *g, const uint32_t *in)
+{
+    return op1(g, TIDE_OP_ERF, "y", in[0]);
+}
+
 static uint32_t build_gelu(struct tide_graph *g, const uint32_t *in)
 {
     return op1(g, TIDE_OP_GELU, "y", in[0]);
@@ -1785,6 +1846,23 @@ static uint32_t build_mlp(struct tide_graph *g, const uint32_t *in)
     return op2(g, TIDE_OP_SOFTMAX_CROSS_ENTROPY, "y", logits, l);
 }
 
+/*
+ * A recurrence that reads x at every one of 20 steps, as an unrolled RNN reads
+ * its weights: h = Tanh(h + x), from h = x. x gets 21 contributions, more
+ * than one AddN sums (autodiff.c's SUM_FAN_IN), so they are summed in groups.
+ */
+static uint32_t build_recurrence(struct tide_graph *g, const uint32_t *in)
+{
+    uint32_t h = in[0];
+    for (int t = 0; t < 20; t++) {
+        char sum[32], out[32];
+        snprintf(sum, sizeof(sum), "a%d", t);
+        snprintf(out, sizeof(out), "h%d", t);
+        h = op1(g, TIDE_OP_TANH, t == 19 ? "y" : out, op2(g, TIDE_OP_ADD, sum, h, in[0]));
+    }
+    return h;
+}
+
 /* One case per line reads as a table. */
 // clang-format off
 #define IN1(A) 1, {A}
@@ -1853,6 +1931,7 @@ static const struct gc_case gc_cases[] = {
     {"Log", IN1(MATH_POSITIVE2(2, 5)), build_log},
     {"Sqrt", IN1(MATH_POSITIVE2(2, 5)), build_sqrt},
     {"Gelu", IN1(T2(2, 5)), build_gelu},
+    {"Erf", IN1(T2(2, 5)), build_erf},
     {"Gelu_wide", IN1(T2(3, 4)), build_gelu_wide},
     {"Div", IN2(T2(2, 3), MATH_POSITIVE2(2, 3)), build_div},
     {"Div_broadcast_b", IN2(T2(2, 3), MATH_POSITIVE1(3)), build_div},
@@ -1901,6 +1980,7 @@ static const struct gc_case gc_cases[] = {
     {"Attention_cross", IN3(T4(2, 1, 2, 3), T4(2, 1, 4, 3), T4(2, 1, 4, 3)), build_attention_cross},
 
     {"MLP", IN4(T2(4, 3), T2(3, 5), T1(5), T2(5, 3)), build_mlp},
+    {"Recurrence", IN1(T2(2, 3)), build_recurrence},
 };
 // clang-format on
 #undef IN1
@@ -2064,6 +2144,7 @@ int main(void)
         cmocka_unit_test(test_momentum_state),
         cmocka_unit_test(test_adam_state),
         cmocka_unit_test(test_control_edges_and_accumulation),
+        cmocka_unit_test(test_long_sums_in_groups),
         cmocka_unit_test(test_deterministic),
         cmocka_unit_test(test_names),
         cmocka_unit_test(test_batch_matmul_gradient_nodes),

@@ -1251,15 +1251,17 @@ static void test_cuda_sticky_error(void **state)
  * ========================================================================== */
 
 /*
- * Exp, Log, Sqrt, Gelu and GeluGrad: a small odd shape, and a long one that
+ * Exp, Log, Sqrt, Gelu, Erf and GeluGrad: a small odd shape, and a long one that
  * the CPU cuts into pieces on its pool. Log and Sqrt see negative inputs
  * too (NaN on both backends, which compare() accepts), never an exact 0.
  */
 static void test_math_unary(void **state)
 {
     (void)state;
-    static const enum tide_op ops[] = {TIDE_OP_EXP, TIDE_OP_LOG, TIDE_OP_SQRT, TIDE_OP_GELU};
-    static const float lo[] = {-6.0f, -0.5f, -0.5f, -6.0f}, hi[] = {6.0f, 9.0f, 9.0f, 6.0f};
+    static const enum tide_op ops[] = {TIDE_OP_EXP, TIDE_OP_LOG, TIDE_OP_SQRT, TIDE_OP_GELU,
+                                       TIDE_OP_ERF};
+    static const float lo[] = {-6.0f, -0.5f, -0.5f, -6.0f, -4.0f};
+    static const float hi[] = {6.0f, 9.0f, 9.0f, 6.0f, 4.0f};
     for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++) {
         struct op_case c;
         case_init(&c, ops[i], tide_op_info(ops[i])->name, TOL_ELEM);

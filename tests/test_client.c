@@ -817,6 +817,73 @@ static void test_model_resnet(void **state)
     tide_builder_free(b);
 }
 
+/* The unrolled LSTM: shapes, parameters, the zero initial state and the forget-gate bias. */
+static void test_model_lstm(void **state)
+{
+    (void)state;
+    enum { B = 4, S = 5, F = 3, H = 6, C = 7 };
+    tide_builder *b = tide_builder_new();
+    tide_ref logits = tide_model_lstm(b, B, S, F, H, 2, C);
+    assert_null(tide_builder_error(b));
+    expect_shape(b, logits, 2, (int64_t[]){B, C});
+    expect_shape(b, tide_builder_find(b, "images"), 4, (int64_t[]){B, 1, S, F});
+    expect_shape(b, tide_builder_find(b, "sequence"), 2, (int64_t[]){B, S * F});
+    expect_shape(b, tide_builder_find(b, "lstm1/t0/gates"), 2, (int64_t[]){B, 4 * H});
+    expect_shape(b, tide_builder_find(b, "lstm2/t4/h"), 2, (int64_t[]){B, H});
+    expect_shape(b, tide_builder_find(b, "lstm2/t4/c"), 2, (int64_t[]){B, H});
+    /* Layer 1: (3 + 6) * 24 + 24; layer 2: (6 + 6) * 24 + 24; fc_out: 6 * 7 + 7. */
+    assert_int_equal(tide_builder_parameter_count(b), 240 + 312 + 49);
+    /*
+     * 2 placeholders, sequence, S input slices; per layer w, b, then step 0 (w_in, matmul,
+     * gates, 4 slices, i, g, o, c, tanh, h) and S - 1 steps that add concat, f, and the mul and
+     * add of f * c_{t-1}; fc_out 4; xent, loss.
+     */
+    assert_int_equal(tide_builder_node_count(b), 3 + S + 2 * (2 + 13 + (S - 1) * 16) + 4 + 2);
+
+    Tide__V1__Graph *g = roundtrip(b);
+    check_against_op_table(g);
+    assert_int_equal(count_ops(g, "MatMul", NULL), 2 * S + 1);
+    assert_int_equal(count_ops(g, "Sigmoid", NULL), 2 * (3 * S - 1));
+    /* Step 0 has no state: the input rows of w, and no forget gate. */
+    const Tide__V1__Node *n = node_named(g, "lstm1/t0/w_in");
+    assert_string_equal(n->op, "Slice");
+    assert_string_equal(n->inputs[0], "lstm1/w");
+    expect_ints(attr_of(n, "size"), 2, (int64_t[]){F, 4 * H});
+    assert_int_equal(tide_builder_find(b, "lstm1/t0/f").id, -1);
+    assert_string_equal(node_named(g, "lstm1/t0/c")->op, "Mul");
+    /* Later steps: [x_t, h_{t-1}]; layer 2's x_t is layer 1's h_t. */
+    n = node_named(g, "lstm2/t3/c");
+    assert_string_equal(n->op, "Add");
+    n = node_named(g, node_named(g, "lstm2/t3/gates")->inputs[0]);
+    assert_string_equal(n->op, "MatMul");
+    assert_string_equal(n->inputs[1], "lstm2/w");
+    n = node_named(g, n->inputs[0]);
+    assert_string_equal(n->op, "Concat");
+    assert_string_equal(n->inputs[0], "lstm1/t3/h");
+    assert_string_equal(n->inputs[1], "lstm2/t2/h");
+    /* The head reads the last step of the top layer. */
+    assert_string_equal(node_named(g, node_named(g, "logits")->inputs[0])->inputs[0],
+                        "lstm2/t4/h");
+    /* PyTorch's uniform initialiser; biases 0 but the forget gate's (the second quarter), 1. */
+    n = node_named(g, "lstm1/w");
+    assert_string_equal(attr_of(n, "init")->s, "uniform");
+    assert_float_equal(attr_of(n, "scale")->f, 1 / sqrt(H), 1e-7);
+    const Tide__V1__Tensor *t = attr_of(node_named(g, "lstm2/b"), "value")->tensor;
+    assert_int_equal(t->data.len, 4 * H * sizeof(float));
+    for (int j = 0; j < 4 * H; j++) {
+        float v;
+        memcpy(&v, t->data.data + j * sizeof(float), sizeof(v));
+        assert_true(v == (j >= H && j < 2 * H ? 1.0f : 0.0f));
+    }
+    tide__v1__graph__free_unpacked(g, NULL);
+    tide_builder_free(b);
+
+    b = tide_builder_new();
+    assert_int_equal(tide_model_lstm(b, B, S, F, H, 0, C).id, -1);
+    assert_contains(tide_builder_error(b), "tide_model_lstm: layers is 0, wants 1 or more");
+    tide_builder_free(b);
+}
+
 /* ============================================================================
  * Datasets
  * ========================================================================== */
@@ -2172,6 +2239,7 @@ int main(void)
         cmocka_unit_test(test_model_mlp),
         cmocka_unit_test(test_model_cnn),
         cmocka_unit_test(test_model_resnet),
+        cmocka_unit_test(test_model_lstm),
         /* element-wise math (Exp, Log, Div, Sqrt, Max, Min, Gelu) */
         cmocka_unit_test(test_builder_math_ops),
 

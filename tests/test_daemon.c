@@ -73,6 +73,7 @@
 #include "tide/graph.h"
 #include "tide/models.h"
 #include "tide/v1/tide.pb-c.h"
+#include <zip.h>
 
 /* The uid and gid of "another user". */
 #define OTHER_UID 65534
@@ -2199,6 +2200,182 @@ static void test_train_finishes_job(void **state)
     free(r);
 }
 
+/* ============================================================================
+ * Data from files and weights out (tidectl train --data, tidectl export --npz)
+ * ========================================================================== */
+
+/* Writes a version-1.0 .npy file: the header dict padded to 64 bytes, then the values. */
+static void write_npy_file(const char *path, const char *dict, const void *data, size_t len)
+{
+    size_t dict_len = strlen(dict), total = (10 + dict_len + 1 + 63) / 64 * 64;
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    uint8_t preamble[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, (uint8_t)(total - 10), 0};
+    assert_int_equal(fwrite(preamble, 1, 10, f), 10);
+    assert_int_equal(fwrite(dict, 1, dict_len, f), dict_len);
+    for (size_t i = 10 + dict_len; i < total - 1; i++)
+        fputc(' ', f);
+    fputc('\n', f);
+    assert_int_equal(fwrite(data, 1, len, f), len);
+    assert_int_equal(fclose(f), 0);
+}
+
+/* The job id of tidectl train --json's "submitted" line, into id. */
+static void submitted_job(const char *out, char *id, size_t size)
+{
+    const char *prefix = "{\"event\":\"submitted\",\"job\":{\"id\":\"";
+    const char *job = strstr(out, prefix);
+    assert_non_null(job);
+    job += strlen(prefix);
+    size_t n = strcspn(job, "\"");
+    assert_true(n > 0 && n < size);
+    memcpy(id, job, n);
+    id[n] = '\0';
+}
+
+/*
+ * tidectl train --data/--labels/--test-data/--test-labels on .npy files
+ * written here (float32 examples [N, 4, 5], int64 and int32 labels) trains
+ * the MLP against the real daemon and scores every test example; tidectl
+ * export --npz then writes the job's Variables, which are compared value by
+ * value, with their names and shapes, with what libtide reads from the job.
+ * Bad files and a model that cannot read the examples are refused with the
+ * files' own words.
+ */
+static void test_tidectl_data_files_and_export(void **state)
+{
+    (void)state;
+    NEED_DAEMON();
+    enum { N = 256, N_TEST = 40, F = 20, N_CLASSES = 3 };
+    float *x = malloc(sizeof(float) * N * F);
+    int64_t *y = malloc(sizeof(int64_t) * N);
+    int32_t y_test[N_TEST];
+    assert_non_null(x);
+    assert_non_null(y);
+    uint64_t seed = 5;
+    for (int i = 0; i < N; i++) {
+        float score[N_CLASSES] = {0};
+        for (int j = 0; j < F; j++) {
+            seed = seed * 6364136223846793005u + 1442695040888963407u;
+            x[i * F + j] = (float)(seed >> 40) / (float)(1 << 24) - 0.5f;
+            score[j % N_CLASSES] += x[i * F + j];
+        }
+        y[i] = score[1] > score[0] ? (score[2] > score[1] ? 2 : 1) : (score[2] > score[0] ? 2 : 0);
+        if (i < N_TEST)
+            y_test[i] = (int32_t)y[i];
+    }
+    char xp[600], yp[600], xtp[600], ytp[600], npz[600];
+    snprintf(xp, sizeof(xp), "%s/x.npy", temp_dir);
+    snprintf(yp, sizeof(yp), "%s/y.npy", temp_dir);
+    snprintf(xtp, sizeof(xtp), "%s/xt.npy", temp_dir);
+    snprintf(ytp, sizeof(ytp), "%s/yt.npy", temp_dir);
+    snprintf(npz, sizeof(npz), "%s/weights.npz", temp_dir);
+    write_npy_file(xp, "{'descr': '<f4', 'fortran_order': False, 'shape': (256, 4, 5), }", x,
+                   sizeof(float) * N * F);
+    write_npy_file(yp, "{'descr': '<i8', 'fortran_order': False, 'shape': (256,), }", y,
+                   sizeof(int64_t) * N);
+    write_npy_file(xtp, "{'descr': '<f4', 'fortran_order': False, 'shape': (40, 4, 5), }", x,
+                   sizeof(float) * N_TEST * F);
+    write_npy_file(ytp, "{'descr': '<i4', 'fortran_order': False, 'shape': (40,), }", y_test,
+                   sizeof(y_test));
+
+    struct tide_test_run *r = malloc(sizeof(*r));
+    assert_non_null(r);
+    run_tidectl(r, -1, "--json", "train", "--model", "mlp", "--data", xp, "--labels", yp,
+                "--test-data", xtp, "--test-labels", ytp, "--steps", "24", "--batch", "32",
+                "--budget", "96M", (char *)NULL);
+    if (r->exit_code != 0)
+        fail_msg("tidectl train --data: exit %d\n%s\n%s", r->exit_code, r->out, r->err);
+    char id[TIDE_JOB_ID_MAX];
+    submitted_job(r->out, id, sizeof(id));
+    /* 20 features in, 3 classes out: the files decided the model's shape. */
+    assert_non_null(strstr(r->out, "\"parameters\":38659,"));
+    assert_non_null(strstr(r->out, "\"test_examples\":40,"));
+
+    /* plan reads the same files for the model's shape: the same parameters. */
+    run_tidectl(r, -1, "--json", "plan", "--model", "mlp", "--data", xp, "--labels", yp,
+                "--batch", "32", "--budget", "96M", (char *)NULL);
+    if (r->exit_code != 0)
+        fail_msg("tidectl plan --data: exit %d\n%s\n%s", r->exit_code, r->out, r->err);
+    assert_non_null(strstr(r->out, "\"parameters\":38659,"));
+
+    run_tidectl(r, -1, "--json", "export", id, "--npz", npz, (char *)NULL);
+    if (r->exit_code != 0)
+        fail_msg("tidectl export: exit %d\n%s\n%s", r->exit_code, r->out, r->err);
+    assert_non_null(strstr(r->out, "\"variables\":6,"));
+
+    tide_client *c = connect_client(5000);
+    assert_non_null(c);
+    tide_variables *vars = NULL;
+    CHECK_OK(c, tide_client_read_variables(c, id, NULL, 0, &vars));
+    assert_int_equal(tide_variables_count(vars), 6);
+    int zerr;
+    zip_t *za = zip_open(npz, ZIP_RDONLY | ZIP_CHECKCONS, &zerr);
+    assert_non_null(za);
+    assert_int_equal(zip_get_num_entries(za, 0), 6);
+    for (size_t i = 0; i < tide_variables_count(vars); i++) {
+        const struct tide_tensor *v = tide_variables_at(vars, i);
+        char member[256], shape[128] = "";
+        snprintf(member, sizeof(member), "%s.npy", v->name);
+        for (int32_t d = 0; d < v->rank; d++)
+            snprintf(shape + strlen(shape), sizeof(shape) - strlen(shape), "%" PRId64 ",%s",
+                     v->dims[d], d + 1 < v->rank ? " " : "");
+        if (v->rank > 1)
+            shape[strlen(shape) - 1] = '\0'; /* (20, 256), but (256,) */
+        zip_stat_t st;
+        if (zip_stat(za, member, 0, &st) != 0)
+            fail_msg("%s is not in %s", member, npz);
+        uint8_t *buf = malloc(st.size);
+        assert_non_null(buf);
+        zip_file_t *zf = zip_fopen(za, member, 0);
+        assert_non_null(zf);
+        assert_int_equal(zip_fread(zf, buf, st.size), (zip_int64_t)st.size);
+        zip_fclose(zf);
+        size_t header = 10 + (size_t)(buf[8] | buf[9] << 8);
+        char want[256];
+        snprintf(want, sizeof(want), "{'descr': '<f4', 'fortran_order': False, 'shape': (%s), }",
+                 shape);
+        if (memcmp(buf + 10, want, strlen(want)) != 0)
+            fail_msg("%s: header %.*s, want %s", member, (int)(header - 10), buf + 10, want);
+        assert_int_equal(st.size - header, v->bytes);
+        assert_memory_equal(buf + header, v->data, v->bytes);
+        free(buf);
+    }
+    zip_close(za);
+    tide_variables_free(vars);
+    tide_client_free(c);
+
+    /* A model that cannot read the examples: a usage error naming both shapes. */
+    run_tidectl(r, -1, "train", "--model", "resnet", "--data", xp, "--labels", yp, "--steps", "1",
+                (char *)NULL);
+    assert_int_equal(r->exit_code, 2);
+    char want[2048];
+    snprintf(want, sizeof(want),
+             "tidectl: --model resnet reads square images [C, S, S], but the examples of %s are "
+             "[4, 5]\n",
+             xp);
+    assert_string_equal(r->err, want);
+    /* Inputs and labels of different lengths: both named. */
+    run_tidectl(r, -1, "train", "--model", "mlp", "--data", xtp, "--labels", yp, "--steps", "1",
+                (char *)NULL);
+    assert_int_equal(r->exit_code, 1);
+    snprintf(want, sizeof(want),
+             "tidectl: %s holds 40 examples (shape [40, 4, 5]) but %s holds 256 labels (shape "
+             "[256])\n",
+             xtp, yp);
+    assert_string_equal(r->err, want);
+    /* An unknown job: the daemon's NOT_FOUND, and no file. */
+    char missing[600];
+    snprintf(missing, sizeof(missing), "%s/missing.npz", temp_dir);
+    run_tidectl(r, -1, "export", "no-such-job", "--npz", missing, (char *)NULL);
+    assert_int_equal(r->exit_code, 1);
+    assert_non_null(strstr(r->err, "NOT_FOUND"));
+    assert_int_equal(access(missing, F_OK), -1);
+    free(r);
+    free(x);
+    free(y);
+}
+
 /*
  * Ctrl-C during tidectl train: the steps in flight finish, the job is
  * finished as usual, and tidectl exits 130 so that the shell knows.
@@ -2376,6 +2553,14 @@ static void test_tidectl(void **state)
         fail_msg("tidectl train --resume: exit %d\n%s", r->exit_code, r->err);
     assert_non_null(strstr(r->out, "{\"event\":\"step\",\"job\":"));
     assert_non_null(strstr(r->out, "\"result\":{\"step\":7,"));
+
+    /* The LSTM on synthetic sequences of any length: 2 layers over 12 rows. */
+    run_tidectl(r, -1, "--json", "train", "--model", "lstm", "--dataset", "synthetic",
+                "--seq-len", "12", "--hidden", "16", "--layers", "2", "--steps", "3", "--batch",
+                "8", "--no-eval", (char *)NULL);
+    if (r->exit_code != 0)
+        fail_msg("tidectl train --model lstm: exit %d\n%s\n%s", r->exit_code, r->out, r->err);
+    assert_non_null(strstr(r->out, "\"result\":{\"step\":3,"));
 
     /* Errors: the daemon's (1), usage (2), no daemon (3). */
     run_tidectl(r, -1, "get", "no-such-job", (char *)NULL);
@@ -3205,6 +3390,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_trace),
         cmocka_unit_test(test_tidectl),
         cmocka_unit_test(test_train_finishes_job),
+        cmocka_unit_test(test_tidectl_data_files_and_export),
         cmocka_unit_test(test_tidectl_ctrl_c),
         cmocka_unit_test(test_tidectl_json_plan),
         cmocka_unit_test(test_tidectl_plan_partitions_table),

@@ -1260,11 +1260,12 @@ static void test_apply(void **state)
 static void test_math_unary(void **state)
 {
     (void)state;
-    static const enum tide_op ops[] = {TIDE_OP_EXP, TIDE_OP_LOG, TIDE_OP_SQRT, TIDE_OP_GELU};
+    static const enum tide_op ops[] = {TIDE_OP_EXP, TIDE_OP_LOG, TIDE_OP_SQRT, TIDE_OP_GELU,
+                                       TIDE_OP_ERF};
     uint32_t x = ph("x", SHAPE(2, 3, 4)), s = ph("s", SCALAR), e = ph("e", SHAPE(0, 7));
-    uint32_t ids[4][3];
+    uint32_t ids[5][3];
     char name[16];
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < 5; i++) {
         const uint32_t inputs[3] = {x, s, e};
         for (int k = 0; k < 3; k++) {
             snprintf(name, sizeof(name), "op%d_%d", i, k);
@@ -1272,14 +1273,14 @@ static void test_math_unary(void **state)
         }
     }
     infer_ok();
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < 5; i++) {
         expect_f32(ids[i][0], SHAPE(2, 3, 4));
         expect_f32(ids[i][1], SCALAR);
         expect_f32(ids[i][2], SHAPE(0, 7));
         assert_true(tide_op_info(ops[i])->flags & TIDE_OP_F_CHEAP);
     }
 
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < 5; i++) {
         reset();
         x = placeholder_of("x", TIDE_DTYPE_INT32, SHAPE(2));
         OP(ops[i], "bad", x);

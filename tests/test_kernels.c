@@ -2295,6 +2295,14 @@ static void test_math_unary(void **state)
         want[i] = gelu_ref(x[i]);
     expect_close("gelu", y, want, N, 1e-6, 1e-7);
 
+    /* Erf is libm's erff, bit for bit; erf(1) = 0.8427007929 from tables. */
+    run_unary(TIDE_OP_ERF, x, y, N);
+    for (int i = 0; i < N; i++)
+        assert_true(y[i] == erff(x[i]));
+    assert_true(y[2] == 0.0f && signbit(y[2])); /* erf(-0) = -0 */
+    assert_true(y[8] == 1.0f);
+    expect_close("erf", y + 5, (const double[]){0.8427007929497149}, 1, 1e-7, 0);
+
     /* GeluGrad(dy, x) = dy * Gelu'(x); Gelu'(1) = 1.0829640838 by hand. */
     float dy[N] = {1.0f, 2.0f, -1.0f, 0.5f, 3.0f, 1.0f, -0.5f, 1.0f, 1.0f};
     struct tide_tensor_view in[2] = {fview(dy, 1, DIMS(N)), fview(x, 1, DIMS(N))};

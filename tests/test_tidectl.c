@@ -34,7 +34,8 @@ static char tidectl_path[PATH_MAX];
 
 /* The verbs in the order `tidectl --help` lists them. */
 static const char *const verbs[] = {"status", "plan",  "train", "jobs", "get", "watch", "cancel",
-                                    "checkpoint", "rm", "prune", "trace", "top", "help"};
+                                    "checkpoint", "rm", "prune", "trace", "top", "export",
+                                    "help"};
 
 #define N_VERBS (sizeof(verbs) / sizeof(verbs[0]))
 
@@ -155,10 +156,12 @@ static void test_verb_help(void **state)
     }
     /* The model options' help is part of both commands that build a model. */
     run_tidectl(a, "plan", "--help", (char *)NULL);
-    assert_non_null(strstr(a->out, "MODEL OPTIONS\n  --model NAME             The network"));
+    assert_non_null(
+        strstr(a->out, "MODEL OPTIONS\n  --model mlp|cnn|resnet|lstm|transformer|moe\n"));
     assert_non_null(strstr(a->out, "\n  --capacity-factor C      moe: "));
     run_tidectl(a, "train", "--help", (char *)NULL);
-    assert_non_null(strstr(a->out, "MODEL OPTIONS\n  --model NAME             The network"));
+    assert_non_null(
+        strstr(a->out, "MODEL OPTIONS\n  --model mlp|cnn|resnet|lstm|transformer|moe\n"));
     assert_non_null(strstr(a->out, "(for\n  transformer and moe: the held-out loss"));
     /* plan draws the memory picture; train does not take --svg. */
     run_tidectl(a, "plan", "--help", (char *)NULL);
@@ -239,6 +242,34 @@ static void test_usage_errors(void **state)
     expect_usage_error("tidectl: status: --socket and --connect exclude each other (see tidectl "
                        "status --help)\n",
                        "--socket", "/x", "--connect", "a:1", "status", (char *)NULL);
+    /* Data from files, and weights out. */
+    expect_usage_error("tidectl: train: --dataset and --data exclude each other (see tidectl "
+                       "train --help)\n",
+                       "train", "--data", "x.npy", "--labels", "y.npy", "--dataset", "synthetic",
+                       (char *)NULL);
+    expect_usage_error("tidectl: train: --data and --labels come together (examples and their "
+                       "labels) (see tidectl train --help)\n",
+                       "train", "--data", "x.npy", (char *)NULL);
+    expect_usage_error("tidectl: plan: --test-data needs --data and --labels (see tidectl plan "
+                       "--help)\n",
+                       "plan", "--test-data", "a.npy", "--test-labels", "b.npy", (char *)NULL);
+    expect_usage_error("tidectl: train: --test-data and --test-labels come together (see tidectl "
+                       "train --help)\n",
+                       "train", "--data", "x.npy", "--labels", "y.npy", "--test-data", "a.npy",
+                       (char *)NULL);
+    expect_usage_error("tidectl: train: --seq-len does not apply with --data: the examples' "
+                       "shape [S, F] sets the sequence length (see tidectl train --help)\n",
+                       "train", "--model", "lstm", "--data", "x.npy", "--labels", "y.npy",
+                       "--seq-len", "5", (char *)NULL);
+    expect_usage_error("tidectl: train: --data wants a file name, got \"\" (see tidectl train "
+                       "--help)\n",
+                       "train", "--data", "", (char *)NULL);
+    expect_usage_error("tidectl: export: say where the weights go: --npz OUT.npz (see tidectl "
+                       "export --help)\n",
+                       "--socket", "/nonexistent/tided.sock", "export", "j-1", (char *)NULL);
+    expect_usage_error("tidectl: export: option --data does not apply to export (see tidectl "
+                       "export --help)\n",
+                       "export", "j-1", "--data", "x.npy", (char *)NULL);
     /* trace: its job, its counts, -o as the output file wherever it stands. */
     expect_usage_error("tidectl: trace: missing argument: tidectl trace JOB [--steps N] [-o FILE] "
                        "(see tidectl trace --help)\n",
@@ -259,6 +290,20 @@ static void test_usage_errors(void **state)
     expect_usage_error("tidectl: train: option --svg does not apply to train (see tidectl train "
                        "--help)\n",
                        "train", "--svg", "m.svg", (char *)NULL);
+    /* The sequence models' flags: for lstm only, and other lengths only on synthetic data. */
+    expect_usage_error("tidectl: plan: --hidden applies to --model lstm only, not to cnn (see "
+                       "tidectl plan --help)\n",
+                       "plan", "--model", "cnn", "--hidden", "8", (char *)NULL);
+    expect_usage_error("tidectl: train: --seq-len applies to --model lstm, transformer or moe "
+                       "only, not to resnet (see tidectl train --help)\n",
+                       "train", "--seq-len", "8", "--model", "resnet", (char *)NULL);
+    expect_usage_error("tidectl: train: --seq-len 40 needs --dataset synthetic: Fashion-MNIST's "
+                       "images have 28 rows, so its sequences are 28 steps (see tidectl train "
+                       "--help)\n",
+                       "train", "--model", "lstm", "--seq-len", "40", (char *)NULL);
+    expect_usage_error("tidectl: plan: --layers wants a positive count, got \"0\" (see tidectl "
+                       "plan --help)\n",
+                       "plan", "--model", "lstm", "--layers", "0", (char *)NULL);
 }
 
 /* ============================================================================
@@ -446,10 +491,10 @@ static void test_language_model_usage_errors(void **state)
     expect_usage_error("tidectl: train: --dataset synthetic does not apply to --model transformer "
                        "(language models read fortunes) (see tidectl train --help)\n",
                        "train", "--model", "transformer", "--dataset", "synthetic", (char *)NULL);
-    expect_usage_error("tidectl: plan: --d-model, --heads, --vocab and --dropout apply to --model "
-                       "transformer and moe only (see tidectl plan --help)\n",
+    expect_usage_error("tidectl: plan: --heads applies to --model transformer or moe only, not to "
+                       "mlp (see tidectl plan --help)\n",
                        "plan", "--model", "mlp", "--heads", "2", (char *)NULL);
-    expect_usage_error("tidectl: plan: --experts and --capacity-factor apply to --model moe only "
+    expect_usage_error("tidectl: plan: --experts applies to --model moe only, not to transformer "
                        "(see tidectl plan --help)\n",
                        "plan", "--model", "transformer", "--experts", "4", (char *)NULL);
     expect_usage_error("tidectl: plan: --dropout wants a rate, 0 <= R < 1, got \"1\" (see "

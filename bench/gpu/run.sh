@@ -148,44 +148,56 @@ else
   log "determinism: both runs end with loss $loss_a"
 fi
 
-# Swap transparency on the GPU: a budget below the resident peak, the same loss.
-# The budget lies halfway between the smallest plan that fits and the resident peak.
-peak=$(json_field determinism_a predicted_peak_bytes)
+# Swap transparency on the GPU: ResNet-38 at batch 32 (the CNN's smallest plan is its
+# peak, so it cannot swap), resident and under a budget halfway between the smallest plan
+# that fits and the resident peak: the losses must be equal.
+swap_model=(--model resnet --depth 38 --dataset synthetic --batch 32 --steps 10 --backend cuda
+  --no-eval --json)
+step swap_resident 300 check tide-bench train "${swap_model[@]}" && record_train swap_resident
+peak=$(json_field swap_resident predicted_peak_bytes)
+loss_resident=$(json_field swap_resident loss)
 min_budget=""
 if [[ -n $peak ]] && (( peak > 0 )); then
-  step swap_plan 300 bench tide-bench plan --model cnn --batch 32 --budget "$peak" --json
+  step swap_plan 120 bench tide-bench plan --model resnet --depth 38 --batch 32 --budget "$peak" --json
   min_budget=$(json_field swap_plan min_budget_bytes)
 fi
 if [[ -n $min_budget ]] && (( min_budget > 0 && min_budget < peak )); then
   budget=$(( (min_budget + peak) / 2 ))
-  if step swap 600 check tide-bench train --model cnn --dataset synthetic --batch 32 \
-       --steps 30 --backend cuda --budget "$budget" --json; then
+  if step swap 300 check tide-bench train "${swap_model[@]}" --budget "$budget"; then
     record_train swap
     loss_swap=$(json_field swap loss)
-    if [[ $loss_swap != "$loss_a" ]]; then
-      log "swap: loss $loss_swap under a budget of $budget bytes, $loss_a resident"
+    if [[ $loss_swap != "$loss_resident" ]]; then
+      log "swap: loss $loss_swap under a budget of $budget bytes, $loss_resident resident"
       failed=1
     else
       log "swap: loss $loss_swap under a budget of $budget bytes (peak $peak), as resident"
     fi
   fi
 else
-  log "swap: no budget below the peak fits (peak '$peak', smallest '$min_budget'); skipped"
+  log "swap: no budget below the peak fits (peak '$peak', smallest '$min_budget')"
+  failed=1
 fi
+
+# ResNet-50 at batch 16, 224x224: swap off against every feature map swapped (--swap on).
+for policy in off on; do
+  step "resnet50_swap_$policy" 180 bench tide-bench train --model resnet --depth 50 --width 64 \
+    --image-size 224 --batch 16 --steps 10 --dataset synthetic --swap "$policy" --no-eval \
+    --backend cuda --json && record_train "resnet50_swap_$policy"
+done
 
 # Depth (Wei et al.: 504 -> 1916 layers): the deepest ResNet at batch 16, 224x224, under
 # 12 GiB with swap off and with the automatic plan (one confirming step at the latter), a
 # training run at the swap-off depth for its images/s, and PyTorch on the same models.
 if step depth 200 bench tide-bench depth --budget 12G --batch 16 --image-size 224 \
-     --backend cuda --json; then
+     --width 64 --backend cuda --json; then
   record_train depth
 fi
 depth_off=$(json_field depth depth_swap_off)
 depth_auto=$(json_field depth depth_swap_auto)
 if [[ -n $depth_off ]]; then
   step train_depth_off 120 bench tide-bench train --model resnet --depth "$depth_off" \
-    --image-size 224 --batch 16 --steps 5 --dataset synthetic --budget 12G --swap off \
-    --no-eval --backend cuda --json && record_train train_depth_off
+    --width 64 --image-size 224 --batch 16 --steps 5 --dataset synthetic --budget 12G \
+    --swap off --no-eval --backend cuda --json && record_train train_depth_off
 fi
 if command -v python3 > /dev/null && python3 -c 'import torch' 2> /dev/null; then
   torch_n=(6)

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tide/dataset-files.h"
 #include "tide/models.h"
 #include "tidectl.h"
 
@@ -63,8 +64,8 @@ int tidectl_build_model(const struct tidectl_options *o, int64_t c, int64_t h, i
     if (tidectl_language_model(o)) {
         /* Fed [B, S] tokens; "classes" are the vocabulary. */
         struct tide_model_lm_options lm = lm_options(o);
-        logits = strcmp(o->model, "moe") == 0 ? tide_model_moe(b, &lm)
-                                              : tide_model_transformer(b, &lm);
+        logits =
+            strcmp(o->model, "moe") == 0 ? tide_model_moe(b, &lm) : tide_model_transformer(b, &lm);
         input = TIDE_MODEL_TOKENS;
         classes = (int32_t)lm.vocab;
         m->language_model = true;
@@ -73,6 +74,9 @@ int tidectl_build_model(const struct tidectl_options *o, int64_t c, int64_t h, i
         logits = tide_model_mlp(b, o->batch, c * h * w, hidden, 2, classes);
     } else if (strcmp(o->model, "cnn") == 0) {
         logits = tide_model_cnn(b, o->batch, c, h, w, classes);
+    } else if (strcmp(o->model, "lstm") == 0) {
+        /* A row of the image is a time step (c is 1: the model's images are [B, 1, S, F]). */
+        logits = tide_model_lstm(b, o->batch, c * h, w, o->hidden, o->layers, classes);
     } else {
         if (h != w) {
             tide_builder_free(b);
@@ -119,11 +123,13 @@ void tidectl_make_spec(const struct tidectl_options *o, const struct tidectl_mod
     spec->graph = m->graph;
     spec->graph_len = m->graph_len;
     spec->optimizer = o->optimizer;
+    /* Adam's rate is 0.003 for the sequence models (lstm, transformer, moe), else 0.001. */
+    bool sequence = strcmp(o->model, "lstm") == 0 || m->language_model;
     double lr = o->lr;
     if (lr == 0)
         lr = o->optimizer == TIDE_JOB_OPTIMIZER_SGD        ? 0.05
              : o->optimizer == TIDE_JOB_OPTIMIZER_MOMENTUM ? 0.02
-             : m->language_model                           ? 0.003
+             : sequence                                    ? TIDE_MODEL_LSTM_LEARNING_RATE
                                                            : 0.001;
     spec->learning_rate = (float)lr;
     spec->fetches = m->language_model ? lm_fetches : model_fetches;
@@ -148,8 +154,8 @@ int tidectl_open_dataset(const struct tidectl_options *o, const char *split, tid
     int rc;
     if (strcmp(o->dataset, "synthetic") == 0) {
         struct tide_synthetic_options s = {.seed = o->seed};
-        if (strcmp(o->model, "resnet") == 0)
-            s.height = s.width = 32, s.channels = 3;
+        int32_t classes;
+        tidectl_dataset_shape(o, &s.channels, &s.height, &s.width, &classes);
         if (strcmp(split, "train") == 0)
             s.count = 60000;
         rc = tide_dataset_open_synthetic(&s, split, out, err, sizeof(err));
@@ -183,4 +189,53 @@ void tidectl_dataset_shape(const struct tidectl_options *o, int64_t *c, int64_t 
     *c = 1, *h = 28, *w = 28, *classes = 10;
     if (strcmp(o->dataset, "synthetic") == 0 && strcmp(o->model, "resnet") == 0)
         *c = 3, *h = 32, *w = 32;
+    /* The LSTM reads a row per time step: --seq-len rows (28 on Fashion-MNIST). */
+    if (strcmp(o->model, "lstm") == 0)
+        *h = o->seq_len;
+}
+
+/* ============================================================================
+ * Data from files (--data, --labels, --test-data, --test-labels)
+ * ========================================================================== */
+
+/* Says what went wrong with the files, on stderr and as a --json error line. */
+static int files_error(const char *err, int exit_code)
+{
+    fprintf(stderr, "tidectl: %s\n", err);
+    if (tidectl_json)
+        tidectl_json_print_error("DATASET", -1, err, exit_code);
+    return exit_code;
+}
+
+int tidectl_open_files(const struct tidectl_options *o, tide_dataset **train, tide_dataset **test,
+                       int64_t *c, int64_t *h, int64_t *w)
+{
+    char err[1024];
+    *train = NULL;
+    if (test)
+        *test = NULL;
+    if (tide_dataset_open_files(o->data, o->labels, NULL, train, err, sizeof(err)) != 0)
+        return files_error(err, TIDECTL_EXIT_RUNTIME);
+    /* A shape the model cannot read is a usage error: another --model or other files. */
+    if (tide_dataset_model_input(*train, o->model, c, h, w, err, sizeof(err)) != 0) {
+        tide_dataset_free(*train);
+        *train = NULL;
+        return files_error(err, TIDECTL_EXIT_USAGE);
+    }
+    if (test && o->test_data &&
+        tide_dataset_open_files(o->test_data, o->test_labels, *train, test, err, sizeof(err)) !=
+            0) {
+        tide_dataset_free(*train);
+        *train = NULL;
+        return files_error(err, TIDECTL_EXIT_RUNTIME);
+    }
+    return TIDECTL_EXIT_OK;
+}
+
+int tidectl_check_files_input(const tide_dataset *train, const struct tidectl_model *m)
+{
+    char err[1024];
+    if (tide_dataset_check_input(train, m->image_dims, m->image_rank, err, sizeof(err)) != 0)
+        return files_error(err, TIDECTL_EXIT_USAGE);
+    return TIDECTL_EXIT_OK;
 }

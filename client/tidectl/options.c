@@ -42,10 +42,8 @@ static const struct option long_options[] = {
     {"lr", required_argument, 0, TIDECTL_OPT_LR},
     {"seed", required_argument, 0, TIDECTL_OPT_SEED},
     {"name", required_argument, 0, TIDECTL_OPT_NAME},
-    {"layers", required_argument, 0, TIDECTL_OPT_LAYERS},
     {"d-model", required_argument, 0, TIDECTL_OPT_D_MODEL},
     {"heads", required_argument, 0, TIDECTL_OPT_HEADS},
-    {"seq-len", required_argument, 0, TIDECTL_OPT_SEQ_LEN},
     {"vocab", required_argument, 0, TIDECTL_OPT_VOCAB},
     {"experts", required_argument, 0, TIDECTL_OPT_EXPERTS},
     {"capacity-factor", required_argument, 0, TIDECTL_OPT_CAPACITY_FACTOR},
@@ -63,6 +61,16 @@ static const struct option long_options[] = {
     {"once", no_argument, 0, TIDECTL_OPT_ONCE},
     {"interval", required_argument, 0, TIDECTL_OPT_INTERVAL},
     {"output", required_argument, 0, TIDECTL_OPT_OUTPUT},
+    /* sequence models */
+    {"seq-len", required_argument, 0, TIDECTL_OPT_SEQ_LEN},
+    {"hidden", required_argument, 0, TIDECTL_OPT_HIDDEN},
+    {"layers", required_argument, 0, TIDECTL_OPT_LAYERS},
+    /* data from files, and weights out */
+    {"data", required_argument, 0, TIDECTL_OPT_DATA},
+    {"labels", required_argument, 0, TIDECTL_OPT_LABELS},
+    {"test-data", required_argument, 0, TIDECTL_OPT_TEST_DATA},
+    {"test-labels", required_argument, 0, TIDECTL_OPT_TEST_LABELS},
+    {"npz", required_argument, 0, TIDECTL_OPT_NPZ},
     {0, 0, 0, 0},
 };
 
@@ -222,6 +230,87 @@ static int parse_count(const char *command, const char *flag, const char *value,
     return TIDECTL_EXIT_OK;
 }
 
+/*
+ * The flags of the sequence models (lstm, and the language models
+ * transformer and moe): each applies to the models listed (a list in words,
+ * "a, b or c", whose names end at a space or a comma),
+ * and is refused with any other. Then the defaults of the model: for lstm
+ * --seq-len 28 (Fashion-MNIST's rows, the only length it has), --hidden 128,
+ * --layers 1; for transformer and moe --seq-len 128 and --layers 4 (their
+ * other sizes are tide_model_lm_options_default's); and for all three Adam
+ * unless --optimizer says otherwise (its learning rate is
+ * tidectl_make_spec's).
+ */
+static int sequence_defaults(const char *command, struct tidectl_options *o)
+{
+    const struct {
+        const char *flag, *models;
+        bool given;
+    } flags[] = {
+        {"seq-len", "lstm, transformer or moe", o->seq_len != 0},
+        {"hidden", "lstm", o->hidden != 0},
+        {"layers", "lstm, transformer or moe", o->layers != 0},
+        {"d-model", "transformer or moe", o->d_model != 0},
+        {"heads", "transformer or moe", o->heads != 0},
+        {"vocab", "transformer or moe", o->vocab != 0},
+        {"dropout", "transformer or moe", o->dropout >= 0},
+        {"experts", "moe", o->experts != 0},
+        {"capacity-factor", "moe", o->capacity_factor > 0},
+    };
+    size_t n = strlen(o->model);
+    for (size_t i = 0; i < sizeof(flags) / sizeof(flags[0]); i++) {
+        const char *at = strstr(flags[i].models, o->model);
+        bool listed = at && (at == flags[i].models || at[-1] == ' ') &&
+                      (!at[n] || at[n] == ' ' || at[n] == ',');
+        if (flags[i].given && !listed)
+            return tidectl_usage_error(command, "--%s applies to --model %s only, not to %s",
+                                       flags[i].flag, flags[i].models, o->model);
+    }
+    bool lstm = strcmp(o->model, "lstm") == 0;
+    if (lstm && o->seq_len && o->seq_len != 28 && strcmp(o->dataset, "fashion-mnist") == 0)
+        return tidectl_usage_error(command,
+                                   "--seq-len %lld needs --dataset synthetic: Fashion-MNIST's "
+                                   "images have 28 rows, so its sequences are 28 steps",
+                                   (long long)o->seq_len);
+    bool lm = tidectl_language_model(o);
+    if (!o->seq_len)
+        o->seq_len = lm ? 128 : 28;
+    if (!o->hidden)
+        o->hidden = 128;
+    if (!o->layers)
+        o->layers = lm ? 4 : 1;
+    if ((lstm || lm) && !o->optimizer_given)
+        o->optimizer = TIDE_JOB_OPTIMIZER_ADAM;
+    return TIDECTL_EXIT_OK;
+}
+
+/*
+ * Data from files: --data and --labels come together, --test-data and
+ * --test-labels too and only with them; --dataset, --data-dir and --seq-len
+ * (the examples' shape sets it) do not apply with --data.
+ */
+static int data_file_checks(const char *command, struct tidectl_options *o)
+{
+    if (!o->data && !o->labels && !o->test_data && !o->test_labels)
+        return TIDECTL_EXIT_OK;
+    if (!o->data != !o->labels)
+        return tidectl_usage_error(command, "--data and --labels come together (examples and "
+                                            "their labels)");
+    if (!o->test_data != !o->test_labels)
+        return tidectl_usage_error(command, "--test-data and --test-labels come together");
+    if (!o->data)
+        return tidectl_usage_error(command, "--test-data needs --data and --labels");
+    if (o->dataset_given)
+        return tidectl_usage_error(command, "--dataset and --data exclude each other");
+    if (o->data_dir)
+        return tidectl_usage_error(command, "--data-dir is for --dataset fashion-mnist, not "
+                                            "--data");
+    if (o->seq_len)
+        return tidectl_usage_error(command, "--seq-len does not apply with --data: the examples' "
+                                            "shape [S, F] sets the sequence length");
+    return TIDECTL_EXIT_OK;
+}
+
 int tidectl_parse_options(int argc, char **argv, const struct tidectl_verb *verb,
                           struct tidectl_options *o)
 {
@@ -275,8 +364,8 @@ int tidectl_parse_options(int argc, char **argv, const struct tidectl_verb *verb
                                            optarg);
             break;
         case TIDECTL_OPT_MODEL: {
-            static const char *const models[] = {"mlp", "cnn", "resnet", "transformer", "moe",
-                                                 NULL};
+            static const char *const models[] = {"mlp", "cnn", "resnet", "lstm", "transformer",
+                                                 "moe", NULL};
             if (parse_enum(name, "model", optarg, models, &e))
                 return TIDECTL_EXIT_USAGE;
             o->model = models[e];
@@ -299,6 +388,7 @@ int tidectl_parse_options(int argc, char **argv, const struct tidectl_verb *verb
             if (parse_enum(name, "dataset", optarg, sets, &e))
                 return TIDECTL_EXIT_USAGE;
             o->dataset = sets[e];
+            o->dataset_given = true;
             break;
         }
         case TIDECTL_OPT_DATA_DIR:
@@ -356,11 +446,6 @@ int tidectl_parse_options(int argc, char **argv, const struct tidectl_verb *verb
             o->name = optarg;
             break;
         /* the language models */
-        case TIDECTL_OPT_LAYERS:
-            if (parse_count(name, "layers", optarg, 1 << 16, &v))
-                return TIDECTL_EXIT_USAGE;
-            o->layers = (int32_t)v;
-            break;
         case TIDECTL_OPT_D_MODEL:
             if (parse_count(name, "d-model", optarg, 1 << 20, &o->d_model))
                 return TIDECTL_EXIT_USAGE;
@@ -369,10 +454,6 @@ int tidectl_parse_options(int argc, char **argv, const struct tidectl_verb *verb
             if (parse_count(name, "heads", optarg, 1 << 16, &v))
                 return TIDECTL_EXIT_USAGE;
             o->heads = (int32_t)v;
-            break;
-        case TIDECTL_OPT_SEQ_LEN:
-            if (parse_count(name, "seq-len", optarg, 1 << 24, &o->seq_len))
-                return TIDECTL_EXIT_USAGE;
             break;
         case TIDECTL_OPT_VOCAB:
             if (parse_count(name, "vocab", optarg, 1 << 24, &o->vocab))
@@ -441,6 +522,37 @@ int tidectl_parse_options(int argc, char **argv, const struct tidectl_verb *verb
                 return tidectl_usage_error(
                     name, "--interval wants seconds (0.05 to 3600), got \"%s\"", optarg);
             break;
+        /* Sequence models. */
+        case TIDECTL_OPT_SEQ_LEN:
+            if (parse_count(name, "seq-len", optarg, 1 << 20, &o->seq_len))
+                return TIDECTL_EXIT_USAGE;
+            break;
+        case TIDECTL_OPT_HIDDEN:
+            if (parse_count(name, "hidden", optarg, 1 << 16, &o->hidden))
+                return TIDECTL_EXIT_USAGE;
+            break;
+        case TIDECTL_OPT_LAYERS:
+            if (parse_count(name, "layers", optarg, 1 << 12, &v))
+                return TIDECTL_EXIT_USAGE;
+            o->layers = (int32_t)v;
+            break;
+        /* Data from files, and weights out. */
+        case TIDECTL_OPT_DATA:
+        case TIDECTL_OPT_LABELS:
+        case TIDECTL_OPT_TEST_DATA:
+        case TIDECTL_OPT_TEST_LABELS:
+        case TIDECTL_OPT_NPZ: {
+            const char **field = c == TIDECTL_OPT_DATA          ? &o->data
+                                 : c == TIDECTL_OPT_LABELS      ? &o->labels
+                                 : c == TIDECTL_OPT_TEST_DATA   ? &o->test_data
+                                 : c == TIDECTL_OPT_TEST_LABELS ? &o->test_labels
+                                                                : &o->npz;
+            if (!*optarg)
+                return tidectl_usage_error(name, "--%s wants a file name, got \"\"",
+                                           option_name(c));
+            *field = optarg;
+            break;
+        }
         default:
             return tidectl_usage_error(name, "unhandled option");
         }
@@ -453,26 +565,25 @@ int tidectl_parse_options(int argc, char **argv, const struct tidectl_verb *verb
         return tidectl_usage_error(name, "--steps and --epochs exclude each other");
     if (o->depth && strcmp(o->model, "resnet") != 0)
         return tidectl_usage_error(name, "--depth applies to --model resnet only");
-    /* The language models: their corpus, batch and optimizer, unless given. */
+    /* The language models: their corpus and batch unless given, and no other data. */
     bool lm = tidectl_language_model(o);
     if (!o->dataset)
         o->dataset = lm ? "fortunes" : "fashion-mnist";
     if (!o->batch)
         o->batch = lm ? 32 : 64;
-    if (lm && !o->optimizer_given)
-        o->optimizer = TIDE_JOB_OPTIMIZER_ADAM;
+    if (lm && (o->data || o->test_data))
+        return tidectl_usage_error(name, "--data and --test-data do not apply to --model %s, "
+                                         "which reads the fortunes corpus",
+                                   o->model);
     if (lm != (strcmp(o->dataset, "fortunes") == 0))
         return tidectl_usage_error(name, "--dataset %s does not apply to --model %s (%s)",
                                    o->dataset, o->model,
                                    lm ? "language models read fortunes"
                                       : "fortunes is for transformer and moe");
-    /* --layers and --seq-len are the LSTM's too: its checks are beside its options. */
-    if (!lm && (o->d_model || o->heads || o->vocab || o->dropout >= 0))
-        return tidectl_usage_error(name, "--d-model, --heads, --vocab and --dropout apply to "
-                                         "--model transformer and moe only");
-    if (strcmp(o->model, "moe") != 0 && (o->experts || o->capacity_factor > 0))
-        return tidectl_usage_error(name, "--experts and --capacity-factor apply to --model moe "
-                                         "only");
+    if (data_file_checks(name, o) != TIDECTL_EXIT_OK)
+        return TIDECTL_EXIT_USAGE;
+    if (sequence_defaults(name, o) != TIDECTL_EXIT_OK)
+        return TIDECTL_EXIT_USAGE;
     /* Positional arguments: the command itself first. */
     o->args = argv + optind;
     o->n_args = argc - optind;

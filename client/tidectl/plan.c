@@ -50,9 +50,22 @@ static int run_plan(const struct tidectl_verb *verb, struct tidectl_options *o, 
     (void)client;
     int64_t ch, h, w;
     int32_t classes;
-    tidectl_dataset_shape(o, &ch, &h, &w, &classes);
+    int rc;
     struct tidectl_model m;
-    int rc = tidectl_build_model(o, ch, h, w, classes, &m);
+    if (o->data) {
+        /* The files' examples set the input shape and their labels the classes. */
+        tide_dataset *train;
+        rc = tidectl_open_files(o, &train, NULL, &ch, &h, &w);
+        if (rc != TIDECTL_EXIT_OK)
+            return rc;
+        rc = tidectl_build_model(o, ch, h, w, tide_dataset_classes(train), &m);
+        if (rc == TIDECTL_EXIT_OK && (rc = tidectl_check_files_input(train, &m)) != 0)
+            free(m.graph);
+        tide_dataset_free(train);
+    } else {
+        tidectl_dataset_shape(o, &ch, &h, &w, &classes);
+        rc = tidectl_build_model(o, ch, h, w, classes, &m);
+    }
     if (rc != TIDECTL_EXIT_OK)
         return rc;
     tide_client *c = tidectl_connect(o, &rc);

@@ -105,10 +105,8 @@ enum tidectl_option_id {
     TIDECTL_OPT_SEED,
     TIDECTL_OPT_NAME,
     /* the language models (transformer, moe) */
-    TIDECTL_OPT_LAYERS,
     TIDECTL_OPT_D_MODEL,
     TIDECTL_OPT_HEADS,
-    TIDECTL_OPT_SEQ_LEN,
     TIDECTL_OPT_VOCAB,
     TIDECTL_OPT_EXPERTS,
     TIDECTL_OPT_CAPACITY_FACTOR,
@@ -128,6 +126,16 @@ enum tidectl_option_id {
     TIDECTL_OPT_STRIDE,
     TIDECTL_OPT_ONCE,
     TIDECTL_OPT_INTERVAL,
+    /* sequence models */
+    TIDECTL_OPT_SEQ_LEN,
+    TIDECTL_OPT_HIDDEN,
+    TIDECTL_OPT_LAYERS,
+    /* data from files, and weights out */
+    TIDECTL_OPT_DATA,
+    TIDECTL_OPT_LABELS,
+    TIDECTL_OPT_TEST_DATA,
+    TIDECTL_OPT_TEST_LABELS,
+    TIDECTL_OPT_NPZ,
     /* trace (-o is its short spelling) */
     TIDECTL_OPT_OUTPUT = 'o',
 };
@@ -137,23 +145,42 @@ enum tidectl_option_id {
     TIDECTL_OPT_MODEL, TIDECTL_OPT_DEPTH, TIDECTL_OPT_WIDTH, TIDECTL_OPT_DATASET,                  \
         TIDECTL_OPT_DATA_DIR, TIDECTL_OPT_BATCH, TIDECTL_OPT_BUDGET, TIDECTL_OPT_SWAP,             \
         TIDECTL_OPT_PARTITION_SIZE, TIDECTL_OPT_VARS_HOME, TIDECTL_OPT_OPTIMIZER, TIDECTL_OPT_LR,  \
-        TIDECTL_OPT_SEED, TIDECTL_OPT_NAME, TIDECTL_OPT_LAYERS, TIDECTL_OPT_D_MODEL,               \
-        TIDECTL_OPT_HEADS, TIDECTL_OPT_SEQ_LEN, TIDECTL_OPT_VOCAB, TIDECTL_OPT_EXPERTS,            \
+        TIDECTL_OPT_SEED, TIDECTL_OPT_NAME, TIDECTL_OPT_SEQ_LEN, TIDECTL_OPT_HIDDEN,               \
+        TIDECTL_OPT_LAYERS, TIDECTL_LM_OPTIONS, TIDECTL_DATA_FILE_OPTIONS
+
+/* The language models' sizes (transformer, moe; a block of their own in the model options). */
+#define TIDECTL_LM_OPTIONS                                                                         \
+    TIDECTL_OPT_D_MODEL, TIDECTL_OPT_HEADS, TIDECTL_OPT_VOCAB, TIDECTL_OPT_EXPERTS,                \
         TIDECTL_OPT_CAPACITY_FACTOR, TIDECTL_OPT_DROPOUT
+
+/* Data from the user's files (a block of their own in the model options). */
+#define TIDECTL_DATA_FILE_OPTIONS                                                                  \
+    TIDECTL_OPT_DATA, TIDECTL_OPT_LABELS, TIDECTL_OPT_TEST_DATA, TIDECTL_OPT_TEST_LABELS
 
 /* The help of TIDECTL_MODEL_OPTIONS, appended to a verb's help text. */
 #define TIDECTL_MODEL_HELP                                                                         \
     "MODEL OPTIONS\n"                                                                              \
-    "  --model NAME             The network (default cnn). mlp: dense layers of 256 and 128\n"     \
+    "  --model mlp|cnn|resnet|lstm|transformer|moe\n"                                              \
+    "                           The network (default cnn). mlp: dense layers of 256 and 128\n"     \
     "                           units; cnn: two 3x3 convolutions with pooling and a dense\n"       \
     "                           layer of 128 (206,922 parameters on 28x28 images); resnet:\n"      \
     "                           bottleneck ResNet of --depth layers and --width base width;\n"     \
-    "                           transformer: a decoder-only language model (pre-LayerNorm\n"       \
-    "                           blocks of causal attention and a Gelu MLP); moe: the same\n"       \
-    "                           with Mixture-of-Experts layers (top-2 routing) as its MLPs.\n"     \
+    "                           lstm: --layers stacked LSTMs of --hidden units, unrolled over\n"   \
+    "                           the image's rows (a row of 28 pixels per time step), and a\n"      \
+    "                           dense layer on the last step; transformer: a decoder-only\n"       \
+    "                           language model (pre-LayerNorm blocks of causal attention and\n"    \
+    "                           a Gelu MLP); moe: the same with Mixture-of-Experts layers\n"       \
+    "                           (top-2 routing) as its MLPs.\n"                                    \
     "  --depth D                ResNet layers, 3*(10+n)+2 for n >= 1: 35, 38 (default), 41, ...\n" \
     "                           50 is ResNet-50.\n"                                                \
     "  --width W                ResNet base width (default 16; 64 in the papers).\n"               \
+    "  --seq-len N              LSTM time steps (default 28, Fashion-MNIST's rows); other\n"       \
+    "                           lengths with --dataset synthetic, whose images then have N\n"      \
+    "                           rows of 28 pixels. transformer, moe: tokens per window\n"          \
+    "                           (default 128).\n"                                                  \
+    "  --hidden H               LSTM units per layer (default 128).\n"                             \
+    "  --layers L               Stacked LSTM layers (default 1); transformer, moe: blocks\n"       \
+    "                           (default 4).\n"                                                    \
     "  --dataset NAME           fashion-mnist (default; Debian's dataset-fashion-mnist) or\n"      \
     "                           synthetic (random images with learnable labels, any size);\n"      \
     "                           for transformer and moe, fortunes (their default; Debian's\n"      \
@@ -161,6 +188,7 @@ enum tidectl_option_id {
     "  --data-dir DIR           Where the Fashion-MNIST files are\n"                               \
     "                           (default /usr/share/datasets/fashion-mnist), or the fortunes\n"    \
     "                           (default /usr/share/games/fortunes).\n"                            \
+    TIDECTL_DATA_FILE_HELP                                                                         \
     "  --batch B                Examples per step (default 64; 32 windows for transformer\n"       \
     "                           and moe).\n"                                                       \
     "  --budget BYTES           The job's device memory budget, with an optional K, M or G\n"      \
@@ -172,14 +200,12 @@ enum tidectl_option_id {
     "  --partition-size K       Nodes per partition; 0 (default): the planner picks it.\n"       \
     "  --vars-home auto|host|device\n"                                                             \
     "                           Where Variables live between uses (default auto).\n"               \
-    "  --optimizer NAME         sgd, momentum (default, 0.9) or adam (default for transformer\n"   \
-    "                           and moe).\n"                                                       \
+    "  --optimizer NAME         sgd, momentum (default, 0.9; adam for lstm, transformer and\n"     \
+    "                           moe) or adam.\n"                                                   \
     "  --lr X                   Learning rate (default 0.05 sgd, 0.02 momentum, 0.001 adam;\n"     \
-    "                           0.003 adam for transformer and moe).\n"                            \
-    "  --layers L               transformer, moe: blocks (default 4).\n"                           \
+    "                           0.003 adam for lstm, transformer and moe).\n"                      \
     "  --d-model D              transformer, moe: features (default 128).\n"                       \
     "  --heads H                transformer, moe: attention heads, dividing D (default 4).\n"      \
-    "  --seq-len S              transformer, moe: tokens per window (default 128).\n"              \
     "  --vocab V                transformer, moe: token ids (default 256: bytes; at least\n"       \
     "                           256 for fortunes).\n"                                              \
     "  --experts E              moe: experts per layer (default 8).\n"                             \
@@ -188,6 +214,22 @@ enum tidectl_option_id {
     "  --dropout R              transformer, moe: Dropout rate, 0 <= R < 1 (default 0).\n"         \
     "  --seed S                 Seed of the initialisers and the shuffling (default 1).\n"         \
     "  --name NAME              The job's name in listings (default tidectl-MODEL).\n"
+
+/* The help of TIDECTL_DATA_FILE_OPTIONS, inside TIDECTL_MODEL_HELP. */
+#define TIDECTL_DATA_FILE_HELP                                                                     \
+    "  --data FILE --labels FILE\n"                                                                \
+    "                           Train on your own data instead of --dataset: examples [N, ...]\n" \
+    "                           and their class labels [N], each a NumPy .npy (float32 or\n"      \
+    "                           uint8 examples, uint8 scaled to [0, 1]; int32, int64 or uint8\n"  \
+    "                           labels; C order) or an IDX file (MNIST's format, also\n"          \
+    "                           gzipped). The examples' shape sets the model's input: mlp\n"      \
+    "                           reads any, cnn and resnet [C, H, W] or [H, W], lstm [S, F]\n"      \
+    "                           (S steps of F features, so no --seq-len); the classes are\n"      \
+    "                           the largest label + 1.\n"                                          \
+    "  --test-data FILE --test-labels FILE\n"                                                      \
+    "                           The examples `train` scores after training (with --data;\n"      \
+    "                           without them, no test split). Same example shape, labels\n"      \
+    "                           below the training classes.\n"
 
 /* What the command line said: the global options, every command's, and the arguments. */
 struct tidectl_options {
@@ -215,10 +257,13 @@ struct tidectl_options {
     double lr; /* 0: the optimizer's default */
     uint64_t seed;
     const char *name;
-    bool optimizer_given; /* --optimizer was given (the language models default to adam) */
-    /* the language models: 0 takes the model's default (tide_model_lm_options_default) */
+    /* sequence models (lstm, transformer, moe); 0 until tidectl_parse_options applies the
+     * model's default */
     int64_t seq_len;
+    int64_t hidden;
     int32_t layers;
+    bool optimizer_given; /* --optimizer was on the command line (lstm defaults to adam) */
+    /* the language models: 0 takes the model's default (tide_model_lm_options_default) */
     int64_t d_model;
     int32_t heads;
     int64_t vocab;
@@ -242,6 +287,11 @@ struct tidectl_options {
     double interval_s;
     /* trace */
     const char *output; /* NULL: the command's default file */
+    /* data from files (plan, train), and export's output */
+    const char *data, *labels;           /* --data, --labels: the training examples and labels */
+    const char *test_data, *test_labels; /* --test-data, --test-labels */
+    bool dataset_given;                  /* --dataset was on the command line (excludes --data) */
+    const char *npz;                     /* export: the .npz to write */
     /* positional arguments after the command */
     char **args;
     int n_args;
@@ -302,6 +352,7 @@ extern const struct tidectl_verb tidectl_verb_top;
 extern const struct tidectl_verb tidectl_verb_rm;
 extern const struct tidectl_verb tidectl_verb_prune;
 extern const struct tidectl_verb tidectl_verb_help;
+extern const struct tidectl_verb tidectl_verb_export;
 
 /* Prints what tide_client_remove() or tide_client_prune() deleted (output.c). */
 int tidectl_print_removal(const struct tide_removal *r, bool json);
@@ -492,5 +543,17 @@ int tidectl_open_corpus(const struct tidectl_options *o, const char *split, tide
 /* The image shape and classes of the dataset the options name, without reading it. */
 void tidectl_dataset_shape(const struct tidectl_options *o, int64_t *c, int64_t *h, int64_t *w,
                            int32_t *classes);
+
+/*
+ * With --data: opens the training files into *train and, when test is not
+ * NULL and --test-data was given, the test files into *test (else NULL), and
+ * sets the images shape the model is built for (c, h, w) from the examples'
+ * shape. Prints why not on failure and returns the exit status.
+ */
+int tidectl_open_files(const struct tidectl_options *o, tide_dataset **train, tide_dataset **test,
+                       int64_t *c, int64_t *h, int64_t *w);
+
+/* With --data: checks that the built model's images placeholder takes train's examples. */
+int tidectl_check_files_input(const tide_dataset *train, const struct tidectl_model *m);
 
 #endif /* TIDE_CLIENT_TIDECTL_H */

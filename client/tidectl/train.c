@@ -273,20 +273,31 @@ static int run_train(const struct tidectl_verb *verb, struct tidectl_options *o,
     tide_dataset *train = NULL, *test = NULL;
     tide_corpus *corpus_train = NULL, *corpus_test = NULL;
     bool lm = tidectl_language_model(o);
-    int rc = lm ? tidectl_open_corpus(o, "train", &corpus_train)
-                : tidectl_open_dataset(o, "train", &train);
-    if (rc == TIDECTL_EXIT_OK && !o->no_eval)
-        rc = lm ? tidectl_open_corpus(o, "test", &corpus_test)
-                : tidectl_open_dataset(o, "test", &test);
+    int64_t ch = 0, h = 0, w = 0;
+    int rc;
+    if (lm) {
+        rc = tidectl_open_corpus(o, "train", &corpus_train);
+        if (rc == TIDECTL_EXIT_OK && !o->no_eval)
+            rc = tidectl_open_corpus(o, "test", &corpus_test);
+    } else if (o->data) {
+        rc = tidectl_open_files(o, &train, o->no_eval ? NULL : &test, &ch, &h, &w);
+    } else {
+        rc = tidectl_open_dataset(o, "train", &train);
+        if (rc == TIDECTL_EXIT_OK && !o->no_eval)
+            rc = tidectl_open_dataset(o, "test", &test);
+        ch = tide_dataset_channels(train), h = tide_dataset_height(train);
+        w = tide_dataset_width(train);
+    }
     if (rc != TIDECTL_EXIT_OK) {
         tide_dataset_free(train);
         tide_corpus_free(corpus_train);
         return rc;
     }
     struct tidectl_model m;
-    rc = lm ? tidectl_build_model(o, 0, 0, 0, 0, &m)
-            : tidectl_build_model(o, tide_dataset_channels(train), tide_dataset_height(train),
-                                  tide_dataset_width(train), tide_dataset_classes(train), &m);
+    /* A language model's sizes are all in o: it reads tokens, not images. */
+    rc = tidectl_build_model(o, ch, h, w, lm ? 0 : tide_dataset_classes(train), &m);
+    if (rc == TIDECTL_EXIT_OK && o->data && (rc = tidectl_check_files_input(train, &m)) != 0)
+        free(m.graph);
     if (rc != TIDECTL_EXIT_OK) {
         tide_dataset_free(train);
         tide_dataset_free(test);
@@ -359,7 +370,8 @@ static int run_train(const struct tidectl_verb *verb, struct tidectl_options *o,
     if (!o->json || t.tty) {
         fprintf(stderr,
                 "job %s: %s, %" PRId64 " parameters, batch %" PRId64 ", %" PRId64 " steps on %s\n",
-                t.job.id, o->model, m.parameters, o->batch, t.total_steps, o->dataset);
+                t.job.id, o->model, m.parameters, o->batch, t.total_steps,
+                o->data ? o->data : o->dataset);
         if (t.job.has_plan)
             fprintf(stderr,
                     "plan: budget %s, predicted peak %s, per step swap %s in / %s out, "
@@ -467,22 +479,24 @@ const struct tidectl_verb tidectl_verb_train = {
     .min_args = 0,
     .max_args = 0,
     .synopsis =
-        "train [MODEL OPTIONS] [--epochs E | --steps S] [--checkpoint-every N] [--resume JOB] "
-        "[--keep]",
+        "train [MODEL OPTIONS] [--data X --labels Y [--test-data X2 --test-labels Y2]] "
+        "[--epochs E | --steps S] [--checkpoint-every N] [--resume JOB] [--keep]",
     .summary = "submit a model and train it on a dataset, with a progress bar",
     .help = "DESCRIPTION\n"
             "  Builds the model with libtide's builders, submits it as a job, and streams\n"
-            "  batches of the dataset's train split into it. A progress bar on stderr shows\n"
-            "  step/total, the loss and accuracy of the latest training batch (from the\n"
-            "  fetched logits; no accuracy for transformer and moe), the device memory high\n"
-            "  water against the budget, the swap traffic (bytes copied between host and\n"
-            "  device) per step, steps per second and the time left. Then the test split\n"
+            "  batches of the dataset's train split (or of --data and --labels) into it. A\n"
+            "  progress bar on stderr shows step/total, the loss and accuracy of the latest\n"
+            "  training batch (from the fetched logits; no accuracy for transformer and\n"
+            "  moe), the device memory high water against the budget, the swap traffic\n"
+            "  (bytes copied between host and device) per step, steps per second and the\n"
+            "  time left. Then the test split (--test-data and --test-labels with --data)\n"
             "  is scored with forward-only steps and the test accuracy printed (for\n"
             "  transformer and moe: the held-out loss, the mean cross-entropy of every\n"
             "  held-out byte in nats, over consecutive windows of the corpus's last 10 %).\n"
             "  Then the job is finished: the daemon checkpoints it, gives its device budget\n"
-            "  back and marks it DONE; `get` still shows it and --resume JOB continues from\n"
-            "  its checkpoint. --keep leaves it READY instead.\n"
+            "  back and marks it DONE; `get` still shows it, --resume JOB continues from its\n"
+            "  checkpoint and `export JOB --npz` writes its weights. --keep leaves it READY\n"
+            "  instead.\n"
             "  Ctrl-C once stops after the steps in flight (the job is finished as above,\n"
             "  unless --keep); twice abandons the stream and leaves the job READY.\n"
             "  With --json, stdout gets a \"submitted\" line, one \"step\" line per step and a\n"

@@ -71,6 +71,7 @@ MATH_UNARY_KERNEL(EXP, expf(x))
 MATH_UNARY_KERNEL(LOG, logf(x))
 MATH_UNARY_KERNEL(SQRT, sqrtf(x))
 MATH_UNARY_KERNEL(GELU, gelu(x))
+MATH_UNARY_KERNEL(ERF, erff(x))
 /* clang-format on */
 
 /* Elements [begin, end) of GeluGrad(dy, x); ctx is the kernel's args. */

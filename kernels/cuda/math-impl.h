@@ -23,6 +23,7 @@ enum tide__cuda_math_op {
     TIDE__CUDA_DIV,       /* binary, broadcast: y = f(a, b) */
     TIDE__CUDA_MAX,
     TIDE__CUDA_MIN,
+    TIDE__CUDA_ERF, /* unary */
 };
 
 /*

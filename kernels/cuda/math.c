@@ -40,6 +40,11 @@ enum tide_status tide__cuda_EXP(const struct tide_kernel_args *args, struct tide
     return unary(args, TIDE__CUDA_EXP, err);
 }
 
+enum tide_status tide__cuda_ERF(const struct tide_kernel_args *args, struct tide_error *err)
+{
+    return unary(args, TIDE__CUDA_ERF, err);
+}
+
 enum tide_status tide__cuda_LOG(const struct tide_kernel_args *args, struct tide_error *err)
 {
     return unary(args, TIDE__CUDA_LOG, err);

@@ -32,6 +32,8 @@ template <int Op> __device__ inline float unary_apply(float x, float dy)
         return logf(x);
     case TIDE__CUDA_SQRT:
         return sqrtf(x);
+    case TIDE__CUDA_ERF:
+        return erff(x);
     case TIDE__CUDA_GELU: {
         float u = kGeluK * (x + kGeluC * x * x * x);
         return 0.5f * x * (1.0f + tanhf(u));
@@ -138,6 +140,7 @@ cudaError_t tide__cuda_launch_math_unary(cudaStream_t stream, enum tide__cuda_ma
         UNARY_CASE(TIDE__CUDA_SQRT)
         UNARY_CASE(TIDE__CUDA_GELU)
         UNARY_CASE(TIDE__CUDA_GELU_GRAD)
+        UNARY_CASE(TIDE__CUDA_ERF)
 #undef UNARY_CASE
     default:
         return cudaErrorInvalidValue;

@@ -16,8 +16,8 @@
  *    (tided__job_id_valid), the budget (tided__job_budget, against a
  *    daemon whose only state is its configuration and device size), then
  *    tided_spec_prepare (graph import and shape inference under the
- *    daemon's limits, spec.train and spec.memory, the feeds, for Submit the
- *    Variables' names), the session options, and the fetches
+ *    daemon's limits, spec.train and spec.memory, the feeds, the streamed
+ *    Variables, for Submit the Variables' names), the session options, and the fetches
  *    (tided_spec_fetches) against the imported graph.
  *    The planner (autodiff, partitioning, memory plan, tide_session_plan_graph)
  *    runs only for graphs of at most PLAN_MAX_NODES nodes: see there.
@@ -27,6 +27,11 @@
  *    give every feed exactly the placeholder's byte length, and the harness
  *    reads every byte of it, so that a length check that lies is an ASan
  *    report rather than a silent over-read in a kernel.
+ *  - WriteVariables: tided__write_check_chunk, the check every VariableChunk
+ *    passes before it is written, against a fixed job (a float32 "w"
+ *    [8, 3] streamed, its first 40 bytes written; "b" given with the
+ *    graph). A chunk it accepts must be of "w", start at byte 40 and stay
+ *    inside it, and the harness reads every byte of it.
  *  - The others (Get, List, Cancel, Watch, ReadVariables, Checkpoint, Trace,
  *    Status, Health Check and Watch) do nothing with a request but look a
  *    job id up in the job table, by string compare: their decode is all
@@ -177,6 +182,35 @@ static void fuzz_train(const Tide__V1__TrainRequest *m)
     }
 }
 
+/* The fixed write job: "w" float32 [8, 3] streamed, 40 of its 96 bytes written; "b" not streamed.
+ */
+static void fuzz_write(const Tide__V1__VariableChunk *m)
+{
+    static struct tided_tensor_spec streamed[1];
+    static const uint64_t written[1] = {40};
+    static char *variables[] = {"w", "b"};
+    streamed[0] = (struct tided_tensor_spec){.name = "w",
+                                             .dtype = TIDE_DTYPE_FLOAT32,
+                                             .shape = tide_shape_make(2, (int64_t[]){8, 3}),
+                                             .nbytes = 96};
+    uint32_t index = UINT32_MAX;
+    grpc_status_code code = GRPC_STATUS_OK;
+    char error[700] = "";
+    if (!tided__write_check_chunk("j-0123456789abcdef", streamed, 1, written, variables, 2, m,
+                                  &index, &code, error, sizeof(error))) {
+        if (error[0] == '\0' || code == GRPC_STATUS_OK)
+            abort();
+        if (verbose)
+            fprintf(stderr, "fuzz_rpc: refused: %s\n", error);
+        return;
+    }
+    if (index != 0 || m->offset != written[0] || m->data.len == 0 ||
+        m->data.len > streamed[0].nbytes - written[0])
+        abort();
+    for (size_t b = 0; b < m->data.len; b++)
+        bytes_read_sum ^= m->data.data[b];
+}
+
 /* Whether m or a message inside it kept fields its descriptor does not know. */
 static bool has_unknown_fields(const ProtobufCMessage *m)
 {
@@ -246,6 +280,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         fuzz_spec(((Tide__V1__PlanRequest *)m)->spec, false);
     else if (method->input == &tide__v1__train_request__descriptor)
         fuzz_train((Tide__V1__TrainRequest *)m);
+    else if (method->input == &tide__v1__variable_chunk__descriptor)
+        fuzz_write((Tide__V1__VariableChunk *)m);
     protobuf_c_message_free_unpacked(m, NULL);
     return 0;
 }

@@ -8,7 +8,8 @@
  * builders (tide_model_mlp, a small tide_model_cnn), serialized with
  * tide_builder_serialize, with a loss, an optimizer of each kind, a memory
  * policy, feeds and fetches, as tidectl sends them; the Train seeds feed
- * fuzz_rpc's fixed job (x float32 [4, 8], labels int32 [4]). Every method
+ * fuzz_rpc's fixed job (x float32 [4, 8], labels int32 [4]), the
+ * WriteVariables seeds its fixed write job. Every method
  * without a builder here gets at least one filled request.
  *
  * Usage: make_rpc_corpus DIR   (DIR is created if it does not exist)
@@ -136,6 +137,15 @@ static void seed_jobs(void)
         emit(&tide__v1__jobs__descriptor, "Submit", &submit.base,
              cnn ? "submit_cnn_adam_resume" : "submit_mlp_adam_resume");
         spec.resume_from = "";
+        if (!cnn) {
+            /* Values streamed after the Submit (WriteVariables). */
+            static char *streamed[] = {"fc1/w"};
+            spec.streamed_variables = streamed;
+            spec.n_streamed_variables = 1;
+            emit(&tide__v1__jobs__descriptor, "Submit", &submit.base, "submit_mlp_streamed");
+            spec.streamed_variables = NULL;
+            spec.n_streamed_variables = 0;
+        }
         spec.checkpoint = NULL;
         spec.fetches = NULL;
         spec.n_fetches = 0;
@@ -184,6 +194,28 @@ static void seed_train(void)
     emit(&tide__v1__jobs__descriptor, "Train", &m.base, "train_last");
     m.n_feeds = 0;
     emit(&tide__v1__jobs__descriptor, "Train", &m.base, "train_finish");
+}
+
+/* VariableChunks of fuzz_rpc's fixed write job ("w" float32 [8, 3], its first 40 bytes written). */
+static void seed_write(void)
+{
+    uint8_t data[56];
+    for (size_t i = 0; i < sizeof(data); i++)
+        data[i] = (uint8_t)(i * 37);
+    Tide__V1__VariableChunk m = TIDE__V1__VARIABLE_CHUNK__INIT;
+    m.job_id = "j-0123456789abcdef";
+    m.name = "w";
+    m.offset = 40;
+    m.data = (ProtobufCBinaryData){16, data};
+    emit(&tide__v1__jobs__descriptor, "WriteVariables", &m.base, "write_first");
+    m.job_id = "";
+    m.data.len = sizeof(data);
+    emit(&tide__v1__jobs__descriptor, "WriteVariables", &m.base, "write_rest");
+    m.offset = 0;
+    emit(&tide__v1__jobs__descriptor, "WriteVariables", &m.base, "write_again");
+    m.name = "b";
+    m.offset = 40;
+    emit(&tide__v1__jobs__descriptor, "WriteVariables", &m.base, "write_not_streamed");
 }
 
 static void seed_others(void)
@@ -242,6 +274,7 @@ int main(int argc, char **argv)
         die(out_dir, NULL);
     seed_jobs();
     seed_train();
+    seed_write();
     seed_others();
     for (unsigned k = 0; k < fuzz_rpc_n_methods(); k++) {
         if (!seeded[k])

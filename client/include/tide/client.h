@@ -472,10 +472,26 @@ void tide_job_spec_init(struct tide_job_spec *spec);
  * the node), compiles the plan for the job's budget and admits the job, or
  * refuses it (RESOURCE_EXHAUSTED, with the numbers). Returns 0 and fills
  * *job (which may be NULL) with the new job, whose id the other calls take.
+ *
+ * Weights of any size: a Submit is one message, which the daemon caps at
+ * its max-message (256 MiB by default), so the value of every float32
+ * Variable given by value (tide_builder_variable_value) of 64 KiB or more
+ * goes apart. The graph is sent without those values, the job names them
+ * as its streamed Variables (JobSpec.streamed_variables), and once it is
+ * admitted they follow in a WriteVariables stream, in chunks of under
+ * 1 MiB that the daemon writes straight into the job's memory; the call
+ * returns when they are all written. Nothing is copied on the way: the
+ * chunks point into spec->graph. If the stream fails, the job is cancelled
+ * and the error says why. With resume_from set the graph goes as it is
+ * (the checkpoint gives the values).
  */
 int tide_client_submit(tide_client *c, const struct tide_job_spec *spec, struct tide_job_info *job);
 
-/* As tide_client_submit(), from the bytes of a tide.v1.JobSpec made elsewhere. */
+/*
+ * As tide_client_submit(), from the bytes of a tide.v1.JobSpec made
+ * elsewhere, sent as they are: values in its graph count against
+ * max-message, and streamed_variables it names are the caller's to write.
+ */
 int tide_client_submit_bytes(tide_client *c, const void *job_spec, size_t len,
                              struct tide_job_info *job);
 
@@ -484,7 +500,9 @@ int tide_client_submit_bytes(tide_client *c, const void *job_spec, size_t len,
  * predicted peak, bytes swapped per step, the partitions, and whether it
  * fits the budget (a plan that does not fit is a result, not an error),
  * and when it fits, its memory timeline (what `tidectl plan --svg` draws).
- * Free the report's partitions and timeline with tide_job_plan_report_clear().
+ * The graph goes without the values tide_client_submit() would stream: a
+ * plan needs none. Free the report's partitions and timeline with
+ * tide_job_plan_report_clear().
  */
 int tide_client_plan(tide_client *c, const struct tide_job_spec *spec,
                      struct tide_job_plan_report *report);
@@ -607,7 +625,10 @@ void tide_removal_clear(struct tide_removal *removal);
  * Reads the current values of job_id's Variables called names[0 ..
  * n_names - 1] (n_names 0: every Variable, optimizer state excluded).
  * Returns 0 and sets *out to a set that the caller frees with
- * tide_variables_free().
+ * tide_variables_free(). Weights of any size: the bytes come in pages of
+ * 32 MiB (a paged ReadVariables), so no message is larger; if the job
+ * trains between two pages the read starts over, and after three tries
+ * fails with ABORTED (read a job's variables between its steps).
  */
 int tide_client_read_variables(tide_client *c, const char *job_id, const char *const *names,
                                size_t n_names, tide_variables **out);

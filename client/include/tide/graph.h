@@ -237,6 +237,18 @@ tide_ref tide_builder_add(tide_builder *b, const char *name, tide_ref x, tide_re
 tide_ref tide_builder_sub(tide_builder *b, const char *name, tide_ref x, tide_ref y);
 tide_ref tide_builder_mul(tide_builder *b, const char *name, tide_ref x, tide_ref y);
 
+/* Element-wise -x, and x * scale for a constant scale; the output has x's shape. */
+tide_ref tide_builder_neg(tide_builder *b, const char *name, tide_ref x);
+tide_ref tide_builder_scale(tide_builder *b, const char *name, tide_ref x, float scale);
+
+/*
+ * BroadcastTo: x repeated along its axes of size 1 (NumPy broadcasting) up to
+ * shape dims (rank entries). It has no gradient: a graph that trains through
+ * one fails autodiff, naming it.
+ */
+tide_ref tide_builder_broadcast_to(tide_builder *b, const char *name, tide_ref x, int32_t rank,
+                                   const int64_t *dims);
+
 /* BiasAdd: adds bias [C] along axis 1 of x [N, C, ...]. */
 tide_ref tide_builder_bias_add(tide_builder *b, const char *name, tide_ref x, tide_ref bias);
 
@@ -325,6 +337,13 @@ tide_ref tide_builder_exp(tide_builder *b, const char *name, tide_ref x);
 tide_ref tide_builder_log(tide_builder *b, const char *name, tide_ref x);
 tide_ref tide_builder_sqrt(tide_builder *b, const char *name, tide_ref x);
 tide_ref tide_builder_gelu(tide_builder *b, const char *name, tide_ref x);
+
+/*
+ * The error function, element-wise and exact (libm's erff), with its
+ * gradient 2 / sqrt(pi) exp(-x^2). GELU in its exact form, as PyTorch's
+ * nn.GELU() and ONNX exports have it, is 0.5 x (1 + erf(x / sqrt(2))).
+ */
+tide_ref tide_builder_erf(tide_builder *b, const char *name, tide_ref x);
 
 /*
  * Element-wise x / y, max(x, y) and min(x, y) with NumPy broadcasting (as

@@ -20,6 +20,7 @@
 
 #include "tide/client.h"
 #include "tide/dataset.h"
+#include "tide/dataset-files.h"
 #include "tide/graph.h"
 #include "tide/models.h"
 

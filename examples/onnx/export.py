@@ -1,0 +1,531 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""export.py: the PyTorch-exported example models and their reference losses
+(issue 13, item 7).
+
+Builds, with fixed seeds, a small CNN for Fashion-MNIST and a small GPT-style
+byte-level language model, exports each to ONNX the way every tide user must
+(opset 14, torch.onnx.TrainingMode.TRAINING, do_constant_folding=False, a
+static batch size), and then trains a copy of the same initial weights in
+PyTorch for three steps of plain SGD on fixed batches. The losses of those
+three steps are what tide must reproduce when it trains the .onnx file on the
+same batches.
+
+Step i (0, 1, 2) computes the loss of batch i with the weights after i
+updates, then updates: loss 0 is the untrained model's, so it checks the
+forward pass alone; losses 1 and 2 check the gradients and the update too.
+The batches are the rows [i * batch, (i + 1) * batch) of the input and label
+.npy files, in order, without shuffling.
+
+Writes, next to this script (or under --out):
+  cnn.onnx, cnn_images.npy (float32 [24, 1, 28, 28]), cnn_labels.npy
+  (int64 [24]); gpt.onnx, gpt_tokens.npy (int64 [12, 32]), gpt_labels.npy
+  (int64 [12, 32]); reference.json.
+
+Run by hand, not by CI, on Debian 12:
+  apt-get install --no-install-recommends python3-torch python3-onnx
+  /usr/bin/python3 examples/onnx/export.py [--out DIR]
+The output is the same bit for bit from run to run on one machine (one
+thread, fixed seeds); another CPU or PyTorch build may change the last bits
+of the losses, so the committed files belong together and are regenerated
+together.
+"""
+import argparse
+import collections
+import copy
+import hashlib
+import json
+import math
+import os
+import re
+import subprocess
+import sys
+import warnings
+
+import numpy as np
+import onnx
+import onnx.numpy_helper
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+OPSET = 14
+FORTUNES_DIR = "/usr/share/games/fortunes"
+
+
+# ---------------------------------------------------------------------------
+# The models
+# ---------------------------------------------------------------------------
+
+class SmallCNN(nn.Module):
+    """Two 3x3 convolutions with ReLU and 2x2 max pooling, then one dense
+    layer: [batch, 1, 28, 28] images to [batch, 10] logits."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(1, 8, 3, padding=1)
+        self.conv2 = nn.Conv2d(8, 16, 3, padding=1)
+        self.fc = nn.Linear(16 * 7 * 7, 10)
+
+    def forward(self, images):
+        x = F.max_pool2d(F.relu(self.conv1(images)), 2)
+        x = F.max_pool2d(F.relu(self.conv2(x)), 2)
+        x = torch.flatten(x, 1)
+        return self.fc(x)
+
+
+class CausalSelfAttention(nn.Module):
+    """Multi-head causal self-attention written the usual (nanoGPT) way: one
+    projection to q, k and v, split, heads by view and transpose, scores
+    q k^T / sqrt(head size), a causal mask by masked_fill, softmax, times v.
+    nanoGPT calls the mask buffer "bias"; here it is "mask", so that no one
+    takes the float initializer it becomes for a parameter."""
+
+    def __init__(self, d_model, n_head, block_size):
+        super().__init__()
+        assert d_model % n_head == 0
+        self.n_head = n_head
+        self.d_model = d_model
+        self.c_attn = nn.Linear(d_model, 3 * d_model)
+        self.c_proj = nn.Linear(d_model, d_model)
+        self.register_buffer(
+            "mask",
+            torch.tril(torch.ones(block_size, block_size)).view(1, 1, block_size, block_size))
+
+    def forward(self, x):
+        B, T, C = x.size()
+        q, k, v = self.c_attn(x).split(self.d_model, dim=2)
+        k = k.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+        q = q.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+        v = v.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
+        att = att.masked_fill(self.mask[:, :, :T, :T] == 0, float("-inf"))
+        att = F.softmax(att, dim=-1)
+        y = att @ v
+        y = y.transpose(1, 2).contiguous().view(B, T, C)
+        return self.c_proj(y)
+
+
+class Block(nn.Module):
+    """A pre-LayerNorm transformer block: x + attn(ln(x)), then
+    x + mlp(ln(x)) with an exact (erf) GELU MLP of width 4 d."""
+
+    def __init__(self, d_model, n_head, block_size):
+        super().__init__()
+        self.ln_1 = nn.LayerNorm(d_model)
+        self.attn = CausalSelfAttention(d_model, n_head, block_size)
+        self.ln_2 = nn.LayerNorm(d_model)
+        self.mlp_fc = nn.Linear(d_model, 4 * d_model)
+        self.mlp_gelu = nn.GELU()
+        self.mlp_proj = nn.Linear(4 * d_model, d_model)
+
+    def forward(self, x):
+        x = x + self.attn(self.ln_1(x))
+        x = x + self.mlp_proj(self.mlp_gelu(self.mlp_fc(self.ln_2(x))))
+        return x
+
+
+class SmallGPT(nn.Module):
+    """A byte-level GPT: token embedding plus learned positions, n_layer
+    pre-LayerNorm blocks, a final LayerNorm and an untied head to the 256
+    byte values. No dropout, so that the losses are deterministic."""
+
+    def __init__(self, vocab=256, block_size=32, d_model=64, n_head=2, n_layer=2):
+        super().__init__()
+        self.block_size = block_size
+        self.wte = nn.Embedding(vocab, d_model)
+        self.wpe = nn.Embedding(block_size, d_model)
+        self.h = nn.ModuleList([Block(d_model, n_head, block_size) for _ in range(n_layer)])
+        self.ln_f = nn.LayerNorm(d_model)
+        self.lm_head = nn.Linear(d_model, vocab)
+
+    def forward(self, tokens):
+        b, t = tokens.size()
+        pos = torch.arange(0, t, dtype=torch.long, device=tokens.device)
+        x = self.wte(tokens) + self.wpe(pos)
+        for block in self.h:
+            x = block(x)
+        return self.lm_head(self.ln_f(x))
+
+
+# ---------------------------------------------------------------------------
+# Data
+# ---------------------------------------------------------------------------
+
+def fortunes_bytes(count):
+    """The first count bytes of the fortunes corpus: the files of
+    FORTUNES_DIR without an extension, concatenated in name order."""
+    names = sorted(n for n in os.listdir(FORTUNES_DIR)
+                   if "." not in n and os.path.isfile(os.path.join(FORTUNES_DIR, n)))
+    data, used = bytearray(), []
+    for name in names:
+        with open(os.path.join(FORTUNES_DIR, name), "rb") as f:
+            data += f.read()
+        used.append(name)
+        if len(data) >= count:
+            break
+    if len(data) < count:
+        sys.exit(f"export.py: the fortunes corpus has {len(data)} bytes, {count} needed")
+    return bytes(data[:count]), used
+
+
+def cnn_data(seed, batches, batch):
+    """Random images in [0, 1) and random labels, from a seeded generator."""
+    g = torch.Generator().manual_seed(seed)
+    images = torch.rand(batches * batch, 1, 28, 28, generator=g, dtype=torch.float32)
+    labels = torch.randint(0, 10, (batches * batch,), generator=g, dtype=torch.int64)
+    return images, labels
+
+
+def gpt_data(batches, batch, seq):
+    """Consecutive windows of seq bytes of the corpus, window r starting at
+    byte r * seq, with the next bytes as labels."""
+    rows = batches * batch
+    text, files = fortunes_bytes(rows * seq + 1)
+    buf = torch.tensor(list(text), dtype=torch.int64)
+    tokens = torch.stack([buf[r * seq:r * seq + seq] for r in range(rows)])
+    labels = torch.stack([buf[r * seq + 1:r * seq + seq + 1] for r in range(rows)])
+    return tokens, labels, text, files
+
+
+# ---------------------------------------------------------------------------
+# Export, training and checks
+# ---------------------------------------------------------------------------
+
+def export(model, example, input_name, path):
+    """Exports with the flags that keep a model trainable as designed."""
+    torch.onnx.export(
+        model, (example,), path,
+        input_names=[input_name], output_names=["logits"],
+        opset_version=OPSET,
+        training=torch.onnx.TrainingMode.TRAINING,
+        do_constant_folding=False)
+    proto = onnx.load(path)
+    onnx.checker.check_model(proto, full_check=True)
+    return proto
+
+
+def op_counts(proto):
+    counts = collections.Counter(node.op_type for node in proto.graph.node)
+    return dict(sorted(counts.items()))
+
+
+def check_initializers(proto, model):
+    """Every parameter of the model is an initializer of the file with the
+    same values: tide starts from exactly the weights PyTorch trained."""
+    inits = {t.name: onnx.numpy_helper.to_array(t) for t in proto.graph.initializer}
+    for name, p in model.named_parameters():
+        if name not in inits:
+            sys.exit(f"export.py: parameter {name} is not an initializer of the export")
+        if not np.array_equal(inits[name], p.detach().numpy()):
+            sys.exit(f"export.py: initializer {name} differs from the parameter")
+    return sorted(inits)
+
+
+# ---------------------------------------------------------------------------
+# An independent reading of the exported file
+# ---------------------------------------------------------------------------
+
+def _np_conv2d(x, w, b, pads, strides, dilations, group):
+    if group != 1 or list(dilations) != [1, 1]:
+        raise NotImplementedError("Conv: groups or dilations other than 1")
+    x = np.pad(x, ((0, 0), (0, 0), (pads[0], pads[2]), (pads[1], pads[3])))
+    n, c, h, wd = x.shape
+    k, _, kh, kw = w.shape
+    oh = (h - kh) // strides[0] + 1
+    ow = (wd - kw) // strides[1] + 1
+    out = np.zeros((n, k, oh, ow), dtype=np.float64)
+    for i in range(kh):
+        for j in range(kw):
+            patch = x[:, :, i:i + strides[0] * oh:strides[0], j:j + strides[1] * ow:strides[1]]
+            out += np.einsum("nchw,kc->nkhw", patch, w[:, :, i, j], dtype=np.float64)
+    if b is not None:
+        out += b.reshape(1, -1, 1, 1)
+    return out.astype(np.float32)
+
+
+def _np_maxpool(x, kernel, strides, pads, ceil_mode):
+    if any(pads) or ceil_mode:
+        raise NotImplementedError("MaxPool: padding or ceil_mode")
+    n, c, h, w = x.shape
+    oh = (h - kernel[0]) // strides[0] + 1
+    ow = (w - kernel[1]) // strides[1] + 1
+    out = np.full((n, c, oh, ow), -np.inf, dtype=x.dtype)
+    for i in range(kernel[0]):
+        for j in range(kernel[1]):
+            out = np.maximum(out, x[:, :, i:i + strides[0] * oh:strides[0],
+                                    j:j + strides[1] * ow:strides[1]])
+    return out
+
+
+def _np_softmax(x, axis):
+    e = np.exp(x - np.max(x, axis=axis, keepdims=True))
+    return e / np.sum(e, axis=axis, keepdims=True)
+
+
+_ERF = np.vectorize(math.erf, otypes=[np.float64])
+
+
+def onnx_forward(proto, feeds):
+    """Runs the graph with NumPy, op by op, knowing only the ONNX operator
+    definitions of opset 14 (and only the ops and attributes these two models
+    use): a check on the exporter, independent of PyTorch's own kernels."""
+    env = {t.name: onnx.numpy_helper.to_array(t) for t in proto.graph.initializer}
+    env.update(feeds)
+    for node in proto.graph.node:
+        a = {at.name: onnx.helper.get_attribute_value(at) for at in node.attribute}
+        x = [env[i] if i else None for i in node.input]
+        op = node.op_type
+        if op == "Constant":
+            out = [onnx.numpy_helper.to_array(a["value"])]
+        elif op == "Conv":
+            out = [_np_conv2d(x[0], x[1], x[2] if len(x) > 2 else None, a.get("pads", [0] * 4),
+                              a.get("strides", [1, 1]), a.get("dilations", [1, 1]),
+                              a.get("group", 1))]
+        elif op == "MaxPool":
+            out = [_np_maxpool(x[0], a["kernel_shape"], a.get("strides", [1, 1]),
+                               a.get("pads", [0] * 4), a.get("ceil_mode", 0))]
+        elif op == "Relu":
+            out = [np.maximum(x[0], 0)]
+        elif op == "Flatten":
+            ax = a.get("axis", 1)
+            out = [x[0].reshape(int(np.prod(x[0].shape[:ax])), -1)]
+        elif op == "Gemm":
+            A = x[0].T if a.get("transA", 0) else x[0]
+            B = x[1].T if a.get("transB", 0) else x[1]
+            y = a.get("alpha", 1.0) * (A @ B)
+            if len(x) > 2:
+                y = y + a.get("beta", 1.0) * x[2]
+            out = [y.astype(np.float32)]
+        elif op == "Gather":
+            out = [np.take(x[0], x[1], axis=a.get("axis", 0))]
+        elif op in ("Add", "Sub", "Mul", "Div", "Pow", "Equal"):
+            f = {"Add": np.add, "Sub": np.subtract, "Mul": np.multiply, "Div": np.divide,
+                 "Pow": np.power, "Equal": np.equal}[op]
+            y = f(x[0], x[1])
+            out = [y if op == "Equal" else y.astype(x[0].dtype)]
+        elif op == "Sqrt":
+            out = [np.sqrt(x[0])]
+        elif op == "Erf":
+            out = [_ERF(x[0]).astype(x[0].dtype)]
+        elif op == "ReduceMean":
+            out = [np.mean(x[0], axis=tuple(a["axes"]), keepdims=bool(a.get("keepdims", 1)))]
+        elif op == "Transpose":
+            out = [np.transpose(x[0], a.get("perm"))]
+        elif op == "MatMul":
+            out = [np.matmul(x[0], x[1])]
+        elif op == "Split":
+            ax = a.get("axis", 0)
+            cuts = np.cumsum(x[1])[:-1]
+            out = np.split(x[0], cuts, axis=ax)
+        elif op == "Unsqueeze":
+            out = [np.expand_dims(x[0], tuple(int(i) for i in x[1]))]
+        elif op == "Concat":
+            out = [np.concatenate(x, axis=a["axis"])]
+        elif op == "Reshape":
+            if a.get("allowzero", 0) or 0 in x[1]:
+                raise NotImplementedError("Reshape: zeros in the shape")
+            out = [x[0].reshape(tuple(int(i) for i in x[1]))]
+        elif op == "Slice":
+            starts, ends = x[1], x[2]
+            axes = x[3] if len(x) > 3 else range(len(starts))
+            steps = x[4] if len(x) > 4 else [1] * len(starts)
+            idx = [slice(None)] * x[0].ndim
+            for s0, e0, ax, st in zip(starts, ends, axes, steps):
+                idx[int(ax)] = slice(int(s0), int(e0), int(st))
+            out = [x[0][tuple(idx)]]
+        elif op == "Cast":
+            out = [x[0].astype(onnx.mapping.TENSOR_TYPE_TO_NP_TYPE[a["to"]])]
+        elif op == "Where":
+            out = [np.where(x[0], x[1], x[2]).astype(x[2].dtype)]
+        elif op == "Softmax":
+            out = [_np_softmax(x[0], a.get("axis", -1))]
+        else:
+            raise NotImplementedError(f"onnx_forward: op {op}")
+        env.update(zip(node.output, out))
+    return [env[o.name] for o in proto.graph.output]
+
+
+def check_forward(proto, model, input_name, inputs, labels):
+    """The file read by onnx_forward against PyTorch on batch 0: the largest
+    logit difference and the loss from the file's logits."""
+    logits = onnx_forward(proto, {input_name: inputs.numpy()})[0]
+    with torch.no_grad():
+        expected = model(inputs).numpy()
+    z = logits.reshape(-1, logits.shape[-1]).astype(np.float64)
+    z = z - z.max(axis=1, keepdims=True)
+    logp = z - np.log(np.exp(z).sum(axis=1, keepdims=True))
+    loss = float(-logp[np.arange(z.shape[0]), labels.numpy().reshape(-1)].mean())
+    return {"max_abs_logit_difference": float(np.abs(logits - expected).max()),
+            "loss0_from_onnx_float64": loss}
+
+
+def sgd_losses(model, inputs, labels, batch, lr, steps):
+    """The losses of steps 0..steps-1 of plain SGD, batch i at step i; and,
+    for comparison, the loss of each batch with the initial weights."""
+    untrained = copy.deepcopy(model)
+    opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.0, weight_decay=0.0)
+    losses, untrained_losses = [], []
+    for i in range(steps):
+        x = inputs[i * batch:(i + 1) * batch]
+        y = labels[i * batch:(i + 1) * batch]
+        logits = model(x)
+        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(float(loss.item()))
+        with torch.no_grad():
+            u = untrained(x)
+            untrained_losses.append(float(F.cross_entropy(
+                u.reshape(-1, u.shape[-1]), y.reshape(-1)).item()))
+    return losses, untrained_losses
+
+
+def debian_version(package):
+    """The Debian package's version (torch.__version__ of Debian's build says
+    1.13.0a0 for 1.13.1), or None off Debian."""
+    try:
+        return subprocess.run(["dpkg-query", "-W", "-f=${Version}", package],
+                              capture_output=True, text=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return None
+
+
+def sha256(path):
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def main():
+    here = os.path.dirname(os.path.abspath(__file__))
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", default=here, help="output folder (default: this script's)")
+    args = ap.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+
+    # The tracer warns that 1 / sqrt(head size) becomes a constant: it is one.
+    warnings.filterwarnings("ignore", category=torch.jit.TracerWarning)
+    torch.set_num_threads(1)
+    torch.use_deterministic_algorithms(True)
+    steps = 3
+    reference = {
+        "generator": "examples/onnx/export.py",
+        "torch_version": torch.__version__,
+        "torch_debian_package": debian_version("python3-torch"),
+        "onnx_version": onnx.__version__,
+        "opset": OPSET,
+        "export_flags": {
+            "training": "torch.onnx.TrainingMode.TRAINING",
+            "do_constant_folding": False,
+            "dynamic_axes": None,
+        },
+        "steps": steps,
+        "step_rule": ("step i computes the loss of batch i (rows [i*batch, (i+1)*batch) of "
+                      "the input and label files, in order) with the weights after i SGD "
+                      "updates, then updates"),
+        "models": {},
+    }
+
+    # -- CNN ---------------------------------------------------------------
+    batch, lr = 8, 0.1
+    torch.manual_seed(1301)
+    cnn = SmallCNN()
+    images, labels = cnn_data(1302, steps, batch)
+    path = os.path.join(args.out, "cnn.onnx")
+    initial = copy.deepcopy(cnn.state_dict())
+    proto = export(cnn, images[:batch], "images", path)
+    cnn.load_state_dict(initial)
+    init_names = check_initializers(proto, cnn)
+    forward = check_forward(proto, cnn, "images", images[:batch], labels[:batch])
+    np.save(os.path.join(args.out, "cnn_images.npy"), images.numpy())
+    np.save(os.path.join(args.out, "cnn_labels.npy"), labels.numpy())
+    losses, untrained = sgd_losses(cnn, images, labels, batch, lr, steps)
+    reference["models"]["cnn"] = {
+        "file": "cnn.onnx",
+        "input": {"name": "images", "file": "cnn_images.npy", "dtype": "float32",
+                  "shape": list(images.shape), "batch_shape": [batch, 1, 28, 28],
+                  "content": "torch.rand with torch.Generator seed 1302: uniform in [0, 1)"},
+        "labels": {"file": "cnn_labels.npy", "dtype": "int64", "shape": list(labels.shape),
+                   "content": "torch.randint(0, 10) from the same generator, after the images"},
+        "output": "logits",
+        "output_shape": [batch, 10],
+        "batch": batch,
+        "loss": "cross-entropy of logits against the class labels, mean over the batch",
+        "optimizer": {"name": "sgd", "lr": lr, "momentum": 0.0, "weight_decay": 0.0},
+        "losses": losses,
+        "losses_with_initial_weights": untrained,
+        "parameters": sum(p.numel() for p in cnn.parameters()),
+        "initializers": init_names,
+        "buffers": [n for n in init_names if n not in dict(cnn.named_parameters())],
+        "onnx_forward_check": forward,
+        "ops": op_counts(proto),
+        "nodes": len(proto.graph.node),
+        "model_seed": 1301,
+    }
+
+    # -- GPT ---------------------------------------------------------------
+    batch, seq, lr = 4, 32, 0.05
+    torch.manual_seed(1303)
+    gpt = SmallGPT(vocab=256, block_size=seq, d_model=64, n_head=2, n_layer=2)
+    tokens, targets, text, files = gpt_data(steps, batch, seq)
+    path = os.path.join(args.out, "gpt.onnx")
+    initial = copy.deepcopy(gpt.state_dict())
+    proto = export(gpt, tokens[:batch], "tokens", path)
+    gpt.load_state_dict(initial)
+    init_names = check_initializers(proto, gpt)
+    forward = check_forward(proto, gpt, "tokens", tokens[:batch], targets[:batch])
+    np.save(os.path.join(args.out, "gpt_tokens.npy"), tokens.numpy())
+    np.save(os.path.join(args.out, "gpt_labels.npy"), targets.numpy())
+    losses, untrained = sgd_losses(gpt, tokens, targets, batch, lr, steps)
+    reference["models"]["gpt"] = {
+        "file": "gpt.onnx",
+        "input": {"name": "tokens", "file": "gpt_tokens.npy", "dtype": "int64",
+                  "shape": list(tokens.shape), "batch_shape": [batch, seq],
+                  "content": (f"byte ids; row r is bytes [r*{seq}, r*{seq}+{seq}) of the "
+                              f"fortunes corpus ({FORTUNES_DIR}, the files without an "
+                              f"extension concatenated in name order; the first "
+                              f"{len(text)} bytes, from {', '.join(files)}; sha256 "
+                              f"{hashlib.sha256(text).hexdigest()})")},
+        "labels": {"file": "gpt_labels.npy", "dtype": "int64", "shape": list(targets.shape),
+                   "content": "the next byte of each token: row r is bytes [r*32+1, r*32+33)"},
+        "output": "logits",
+        "output_shape": [batch, seq, 256],
+        "batch": batch,
+        "config": {"vocab": 256, "seq": seq, "d_model": 64, "heads": 2, "layers": 2,
+                   "mlp": 256, "norm": "pre-LayerNorm, eps 1e-5", "gelu": "exact (erf)",
+                   "dropout": 0.0, "head": "untied Linear with bias"},
+        "loss": "cross-entropy of logits against the next bytes, mean over all batch*seq tokens",
+        "optimizer": {"name": "sgd", "lr": lr, "momentum": 0.0, "weight_decay": 0.0},
+        "losses": losses,
+        "losses_with_initial_weights": untrained,
+        "parameters": sum(p.numel() for p in gpt.parameters()),
+        "initializers": init_names,
+        "buffers": [n for n in init_names if n not in dict(gpt.named_parameters())],
+        "onnx_forward_check": forward,
+        "ops": op_counts(proto),
+        "nodes": len(proto.graph.node),
+        "model_seed": 1303,
+    }
+
+    for name, m in reference["models"].items():
+        f = m["onnx_forward_check"]
+        if (f["max_abs_logit_difference"] > 1e-4
+                or abs(f["loss0_from_onnx_float64"] - m["losses"][0]) > 1e-5 * m["losses"][0]):
+            sys.exit(f"export.py: {name}: the exported file does not compute what PyTorch "
+                     f"computed: {f} against loss {m['losses'][0]}")
+        m["sha256"] = {k: sha256(os.path.join(args.out, k))
+                       for k in (m["file"], m["input"]["file"], m["labels"]["file"])}
+    text = json.dumps(reference, indent=2)
+    # Lists of numbers (shapes, losses) on one line each, for reading.
+    text = re.sub(r"\[\s+([-+0-9.e,\s]+?)\s+\]",
+                  lambda m: "[" + ", ".join(v.strip() for v in m.group(1).split(",")) + "]",
+                  text)
+    with open(os.path.join(args.out, "reference.json"), "w") as f:
+        f.write(text + "\n")
+    for name, m in reference["models"].items():
+        print(f"{name}: losses {m['losses']} ops {m['ops']}")
+
+
+if __name__ == "__main__":
+    main()

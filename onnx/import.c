@@ -1,0 +1,3251 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * onnx/import.c: an ONNX ModelProto added to a tide graph builder (the API
+ * is tide/onnx.h).
+ *
+ * The model is unpacked by protobuf-c's code generated from the onnx.proto
+ * that Debian's libonnx-dev ships; nothing here parses protobuf by hand.
+ * Nodes are visited in the order the model lists them (ONNX requires a
+ * topological order). Every ONNX value name maps to a struct value: either a
+ * host constant (initializers, Constant nodes, and everything folded from
+ * them), or a ref to a builder node, or both once a constant has been put in
+ * the graph. Shape computations on constants are evaluated here, on the
+ * host, so that the graph tide receives is static; other ops become builder
+ * calls, whose own shape inference checks them. Whatever tide cannot compute
+ * exactly is refused with a message naming the node, op and opset.
+ */
+#include "tide/onnx.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "onnx.pb-c.h"
+
+#define MAX_RANK  TIDE_BUILDER_MAX_RANK
+#define OPSET_MIN 11
+#define OPSET_MAX 17
+
+/* ============================================================================
+ * Values
+ * ========================================================================== */
+
+/* The element type of a host constant. */
+enum const_type {
+    CONST_FLOAT, /* float32 (float64 initializers are refused) */
+    CONST_INT,   /* any ONNX integer type, held as int64 */
+    CONST_BOOL,  /* held as int64 0 / 1 */
+};
+
+struct value {
+    const char *name; /* the ONNX name (belongs to the unpacked model) */
+    bool known;       /* a host constant: type, shape and data below */
+    enum const_type type;
+    int32_t rank;
+    int64_t dims[MAX_RANK];
+    float *f;       /* malloc'd; CONST_FLOAT */
+    int64_t *i;     /* malloc'd; CONST_INT, CONST_BOOL */
+    bool trainable; /* a float initializer that becomes a Variable */
+    bool has_ref;   /* ref names the node holding it */
+    tide_ref ref;
+    const char *missing; /* not NULL: an output tide does not compute, and why */
+};
+
+struct ctx {
+    tide_builder *b;
+    const struct tide_onnx_options *o;
+    int64_t opset;
+    struct value *values; /* open addressing by name */
+    size_t cap;
+    char *err;
+    size_t err_size;
+    const Onnx__NodeProto *node; /* the node being imported, for messages */
+    bool scoped;                 /* inside the builder scope "onnx" (the nodes' own ops) */
+};
+
+static uint64_t hash_name(const char *s)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (; *s; s++)
+        h = (h ^ (uint8_t)*s) * 1099511628211ull;
+    return h;
+}
+
+/* The value called name, or NULL. An empty name is ONNX's "absent optional input". */
+static struct value *lookup(struct ctx *c, const char *name)
+{
+    if (!name || !*name)
+        return NULL;
+    for (size_t k = hash_name(name) & (c->cap - 1);; k = (k + 1) & (c->cap - 1)) {
+        if (!c->values[k].name)
+            return NULL;
+        if (strcmp(c->values[k].name, name) == 0)
+            return &c->values[k];
+    }
+}
+
+/* A new value called name (a redefinition replaces the old one, as a later producer would). */
+static struct value *define(struct ctx *c, const char *name)
+{
+    size_t k = hash_name(name) & (c->cap - 1);
+    for (;; k = (k + 1) & (c->cap - 1)) {
+        if (!c->values[k].name || strcmp(c->values[k].name, name) == 0)
+            break;
+    }
+    struct value *v = &c->values[k];
+    free(v->f);
+    free(v->i);
+    memset(v, 0, sizeof(*v));
+    v->name = name;
+    return v;
+}
+
+/* The element count of a shape; INT64_MAX when it overflows (a bogus file's dims). */
+static int64_t numel(int32_t rank, const int64_t *dims)
+{
+    int64_t n = 1;
+    for (int32_t k = 0; k < rank; k++) {
+        if (dims[k] == 0)
+            return 0;
+    }
+    for (int32_t k = 0; k < rank; k++) {
+        if (__builtin_mul_overflow(n, dims[k], &n))
+            return INT64_MAX;
+    }
+    return n;
+}
+
+/* The most elements a constant folded at import may have (256 MiB of int64). */
+#define FOLD_MAX_ELEMENTS ((int64_t)1 << 25)
+
+/* ============================================================================
+ * Errors
+ * ========================================================================== */
+
+static int failf(struct ctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int failf(struct ctx *c, const char *fmt, ...)
+{
+    if (!c->err || c->err_size == 0)
+        return -1;
+    size_t used = 0;
+    if (c->node) {
+        int n = snprintf(c->err, c->err_size, "node %s (%s, opset %" PRId64 "): ",
+                         c->node->name && *c->node->name ? c->node->name : "(unnamed)",
+                         c->node->op_type ? c->node->op_type : "?", c->opset);
+        used = n < 0 ? 0 : (size_t)n;
+        if (used >= c->err_size)
+            return -1;
+    }
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(c->err + used, c->err_size - used, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+/* After a builder call: its error, if any, as the node's. */
+static int check_builder(struct ctx *c, tide_ref r)
+{
+    if (r.id >= 0)
+        return 0;
+    return failf(c, "%s", tide_builder_error(c->b) ? tide_builder_error(c->b) : "builder error");
+}
+
+/* ============================================================================
+ * Names
+ * ========================================================================== */
+
+/* A tide name for ONNX name: bytes outside [A-Za-z0-9_./-] become '_', and a taken one a suffix. */
+static void tide_name(struct ctx *c, const char *onnx, char out[TIDE_BUILDER_MAX_NAME + 1])
+{
+    char base[TIDE_BUILDER_MAX_NAME - 16];
+    size_t n = 0;
+    for (const char *p = onnx; *p && n + 1 < sizeof(base); p++) {
+        char ch = *p;
+        bool ok = (ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') ||
+                  (ch >= '0' && ch <= '9') || ch == '_' || ch == '.' || ch == '/' || ch == '-';
+        base[n++] = ok ? ch : '_';
+    }
+    if (n == 0)
+        base[n++] = '_';
+    base[n] = 0;
+    snprintf(out, TIDE_BUILDER_MAX_NAME + 1, "%s", base);
+    for (int k = 1; tide_builder_find(c->b, out).id >= 0; k++)
+        snprintf(out, TIDE_BUILDER_MAX_NAME + 1, "%s_%d", base, k);
+}
+
+/* ============================================================================
+ * Tensors from the model
+ * ========================================================================== */
+
+static uint32_t le32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static uint64_t le64(const uint8_t *p)
+{
+    return (uint64_t)le32(p) | (uint64_t)le32(p + 4) << 32;
+}
+
+/* Reads a TensorProto into v (known). what names it in messages ("initializer \"w\""). */
+static int read_tensor(struct ctx *c, const Onnx__TensorProto *t, struct value *v, const char *what)
+{
+    if (t->has_data_location && t->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL)
+        return failf(c, "%s: external data is not supported", what);
+    if (t->n_dims > MAX_RANK)
+        return failf(c, "%s: rank %zu is more than tide's %d", what, t->n_dims, MAX_RANK);
+    v->rank = (int32_t)t->n_dims;
+    for (size_t k = 0; k < t->n_dims; k++) {
+        if (t->dims[k] < 0)
+            return failf(c, "%s: negative dimension %" PRId64, what, t->dims[k]);
+        v->dims[k] = t->dims[k];
+    }
+    int64_t n = numel(v->rank, v->dims);
+    if (n > ((int64_t)1 << 34))
+        return failf(c, "%s: %" PRId64 " elements are too many", what, n);
+    const uint8_t *raw = t->has_raw_data ? t->raw_data.data : NULL;
+    size_t raw_len = t->has_raw_data ? t->raw_data.len : 0;
+    size_t width;
+    switch (t->data_type) {
+    case ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT:
+        v->type = CONST_FLOAT;
+        width = 4;
+        break;
+    case ONNX__TENSOR_PROTO__DATA_TYPE__INT64:
+        v->type = CONST_INT;
+        width = 8;
+        break;
+    case ONNX__TENSOR_PROTO__DATA_TYPE__INT32:
+        v->type = CONST_INT;
+        width = 4;
+        break;
+    case ONNX__TENSOR_PROTO__DATA_TYPE__BOOL:
+    case ONNX__TENSOR_PROTO__DATA_TYPE__UINT8:
+    case ONNX__TENSOR_PROTO__DATA_TYPE__INT8:
+        v->type = t->data_type == ONNX__TENSOR_PROTO__DATA_TYPE__BOOL ? CONST_BOOL : CONST_INT;
+        width = 1;
+        break;
+    default:
+        return failf(c, "%s: element type %d is not supported (float, int32, int64, bool)", what,
+                     (int)t->data_type);
+    }
+    size_t count = (size_t)n;
+    if (raw && raw_len != count * width)
+        return failf(c, "%s: raw_data holds %zu bytes, but shape needs %zu", what, raw_len,
+                     count * width);
+    size_t listed = v->type == CONST_FLOAT                                 ? t->n_float_data
+                    : t->data_type == ONNX__TENSOR_PROTO__DATA_TYPE__INT64 ? t->n_int64_data
+                                                                           : t->n_int32_data;
+    if (!raw && listed != count)
+        return failf(c, "%s: holds %zu values, but shape needs %zu", what, listed, count);
+    if (v->type == CONST_FLOAT) {
+        v->f = malloc((count ? count : 1) * sizeof(float));
+        if (!v->f)
+            return failf(c, "%s: out of memory", what);
+        if (raw) {
+            for (size_t k = 0; k < count; k++) {
+                uint32_t u = le32(raw + 4 * k);
+                memcpy(&v->f[k], &u, 4);
+            }
+        } else if (t->n_float_data == count) {
+            if (count)
+                memcpy(v->f, t->float_data, count * sizeof(float));
+        } else {
+            return failf(c, "%s: holds %zu values, but shape needs %zu", what, t->n_float_data,
+                         count);
+        }
+        return 0;
+    }
+    v->i = malloc((count ? count : 1) * sizeof(int64_t));
+    if (!v->i)
+        return failf(c, "%s: out of memory", what);
+    if (raw) {
+        for (size_t k = 0; k < count; k++) {
+            if (width == 8)
+                v->i[k] = (int64_t)le64(raw + 8 * k);
+            else if (width == 4)
+                v->i[k] = (int32_t)le32(raw + 4 * k);
+            else if (t->data_type == ONNX__TENSOR_PROTO__DATA_TYPE__INT8)
+                v->i[k] = (int8_t)raw[k];
+            else
+                v->i[k] = raw[k];
+        }
+        if (v->type == CONST_BOOL)
+            for (size_t k = 0; k < count; k++)
+                v->i[k] = v->i[k] != 0;
+        return 0;
+    }
+    if (t->data_type == ONNX__TENSOR_PROTO__DATA_TYPE__INT64) {
+        if (t->n_int64_data != count)
+            return failf(c, "%s: holds %zu values, but shape needs %zu", what, t->n_int64_data,
+                         count);
+        if (count)
+            memcpy(v->i, t->int64_data, count * sizeof(int64_t));
+        return 0;
+    }
+    if (t->n_int32_data != count)
+        return failf(c, "%s: holds %zu values, but shape needs %zu", what, t->n_int32_data, count);
+    for (size_t k = 0; k < count; k++)
+        v->i[k] = v->type == CONST_BOOL ? t->int32_data[k] != 0 : t->int32_data[k];
+    return 0;
+}
+
+/* ============================================================================
+ * Values as graph nodes
+ * ========================================================================== */
+
+/* Puts a known value in the graph (once): a Variable, or a Const. */
+static int materialize(struct ctx *c, struct value *v)
+{
+    if (v->has_ref)
+        return 0;
+    if (v->missing)
+        return failf(c, "input \"%s\" %s", v->name, v->missing);
+    if (!v->known)
+        return failf(c, "input \"%s\" has no value", v->name);
+    if (v->type == CONST_BOOL)
+        return failf(c, "\"%s\" is a bool tensor, which tide has no type for", v->name);
+    int64_t n = numel(v->rank, v->dims); /* of data the import holds: it fits in memory */
+    int32_t *data = NULL;
+    if (v->type == CONST_INT) {
+        data = n > 0 && (uint64_t)n < SIZE_MAX / sizeof(int32_t)
+                   ? malloc((size_t)n * sizeof(int32_t))
+                   : malloc(sizeof(int32_t));
+        if (!data)
+            return failf(c, "out of memory");
+        for (int64_t k = 0; k < n; k++) {
+            if (v->i[k] < INT32_MIN || v->i[k] > INT32_MAX) {
+                free(data);
+                return failf(
+                    c, "\"%s\": value %" PRId64 " at %" PRId64 " does not fit in tide's int32",
+                    v->name, v->i[k], k);
+            }
+            data[k] = (int32_t)v->i[k];
+        }
+    }
+    /* Initializers and constants keep their ONNX names, outside the "onnx" scope. */
+    if (c->scoped)
+        tide_builder_pop_scope(c->b);
+    char name[TIDE_BUILDER_MAX_NAME + 1];
+    tide_name(c, v->name, name);
+    tide_ref r;
+    if (data)
+        r = tide_builder_constant(c->b, name, TIDE_DT_INT32, v->rank, v->dims, data);
+    else if (v->trainable)
+        r = tide_builder_variable_value(c->b, name, v->rank, v->dims, v->f);
+    else
+        r = tide_builder_constant(c->b, name, TIDE_DT_FLOAT32, v->rank, v->dims, v->f);
+    free(data);
+    if (c->scoped)
+        tide_builder_push_scope(c->b, "onnx");
+    if (check_builder(c, r) != 0)
+        return -1;
+    v->ref = r;
+    v->has_ref = true;
+    return 0;
+}
+
+/* Input k of the current node as a graph ref; -1 (with the error set) when absent or unusable. */
+static int in_ref(struct ctx *c, size_t k, tide_ref *out)
+{
+    const Onnx__NodeProto *n = c->node;
+    if (k >= n->n_input || !*n->input[k])
+        return failf(c, "input %zu is required", k);
+    struct value *v = lookup(c, n->input[k]);
+    if (!v)
+        return failf(c, "input \"%s\" is produced by no node, initializer or graph input",
+                     n->input[k]);
+    if (materialize(c, v) != 0)
+        return -1;
+    *out = v->ref;
+    return 0;
+}
+
+/* Input k's value record (known or not), or NULL with the error set. */
+static struct value *in_value(struct ctx *c, size_t k)
+{
+    const Onnx__NodeProto *n = c->node;
+    if (k >= n->n_input || !*n->input[k]) {
+        failf(c, "input %zu is required", k);
+        return NULL;
+    }
+    struct value *v = lookup(c, n->input[k]);
+    if (!v) {
+        failf(c, "input \"%s\" is produced by no node, initializer or graph input", n->input[k]);
+        return NULL;
+    }
+    if (v->missing) {
+        failf(c, "input \"%s\" %s", v->name, v->missing);
+        return NULL;
+    }
+    return v;
+}
+
+static bool has_input(const Onnx__NodeProto *n, size_t k)
+{
+    return k < n->n_input && *n->input[k];
+}
+
+/* Input k as a known (host) value; -1 with a message saying what must be constant. */
+static struct value *in_const(struct ctx *c, size_t k, const char *what)
+{
+    struct value *v = in_value(c, k);
+    if (!v)
+        return NULL;
+    if (!v->known) {
+        failf(c, "%s (input \"%s\") must be a constant known at import", what, v->name);
+        return NULL;
+    }
+    return v;
+}
+
+/* Shape and dtype of any value (known or in the graph). */
+static int value_shape(struct ctx *c, struct value *v, int32_t *rank, int64_t dims[MAX_RANK])
+{
+    if (v->known) {
+        *rank = v->rank;
+        memcpy(dims, v->dims, sizeof(int64_t) * MAX_RANK);
+        return 0;
+    }
+    if (!v->has_ref || tide_builder_shape(c->b, v->ref, dims, rank) != 0)
+        return failf(c, "value \"%s\" has no shape", v->name);
+    return 0;
+}
+
+static int ref_shape(struct ctx *c, tide_ref r, int32_t *rank, int64_t dims[MAX_RANK])
+{
+    if (tide_builder_shape(c->b, r, dims, rank) != 0)
+        return failf(c, "no shape for an input");
+    return 0;
+}
+
+/* Output k of the current node gets ref r. */
+static int set_out(struct ctx *c, size_t k, tide_ref r)
+{
+    if (check_builder(c, r) != 0)
+        return -1;
+    if (k >= c->node->n_output || !*c->node->output[k])
+        return 0;
+    struct value *v = define(c, c->node->output[k]);
+    v->ref = r;
+    v->has_ref = true;
+    return 0;
+}
+
+/* Output k of the current node is a host constant; v takes ownership of data. */
+static struct value *set_out_const(struct ctx *c, size_t k, enum const_type type, int32_t rank,
+                                   const int64_t *dims)
+{
+    static const char *unnamed = "";
+    const char *name = k < c->node->n_output ? c->node->output[k] : unnamed;
+    struct value *v = define(c, name);
+    v->known = true;
+    v->type = type;
+    v->rank = rank;
+    if (rank)
+        memcpy(v->dims, dims, sizeof(int64_t) * (size_t)rank);
+    for (int32_t a = 0; a < rank; a++) {
+        if (dims[a] < 0) {
+            failf(c, "dimension %d of the result is negative (%" PRId64 ")", a, dims[a]);
+            return NULL;
+        }
+    }
+    int64_t n = numel(rank, dims);
+    if (n > FOLD_MAX_ELEMENTS) {
+        failf(c, "a constant of %" PRId64 " elements is more than the import folds (%" PRId64 ")",
+              n, FOLD_MAX_ELEMENTS);
+        return NULL;
+    }
+    if (type == CONST_FLOAT)
+        v->f = calloc((size_t)(n ? n : 1), sizeof(float));
+    else
+        v->i = calloc((size_t)(n ? n : 1), sizeof(int64_t));
+    if (!v->f && !v->i) {
+        failf(c, "out of memory");
+        return NULL;
+    }
+    return v;
+}
+
+/* Outputs past the first that tide does not compute: reading one is an error saying why. */
+static void mark_missing(struct ctx *c, size_t from, const char *why)
+{
+    for (size_t k = from; k < c->node->n_output; k++) {
+        if (*c->node->output[k])
+            define(c, c->node->output[k])->missing = why;
+    }
+}
+
+/* ============================================================================
+ * Attributes
+ * ========================================================================== */
+
+static const Onnx__AttributeProto *attr(const Onnx__NodeProto *n, const char *name)
+{
+    for (size_t k = 0; k < n->n_attribute; k++) {
+        if (n->attribute[k]->name && strcmp(n->attribute[k]->name, name) == 0)
+            return n->attribute[k];
+    }
+    return NULL;
+}
+
+static int64_t attr_i(const Onnx__NodeProto *n, const char *name, int64_t def)
+{
+    const Onnx__AttributeProto *a = attr(n, name);
+    return a && a->has_i ? a->i : def;
+}
+
+static float attr_f(const Onnx__NodeProto *n, const char *name, float def)
+{
+    const Onnx__AttributeProto *a = attr(n, name);
+    return a && a->has_f ? a->f : def;
+}
+
+/* The ints of attribute name: count, or -1 when absent. */
+static int64_t attr_ints(const Onnx__NodeProto *n, const char *name, const int64_t **out)
+{
+    const Onnx__AttributeProto *a = attr(n, name);
+    if (!a)
+        return -1;
+    *out = a->ints;
+    return (int64_t)a->n_ints;
+}
+
+static bool attr_s_is(const Onnx__NodeProto *n, const char *name, const char *want)
+{
+    const Onnx__AttributeProto *a = attr(n, name);
+    if (!a || !a->has_s)
+        return want == NULL;
+    return want && a->s.len == strlen(want) && memcmp(a->s.data, want, a->s.len) == 0;
+}
+
+/* Normalises axis for a rank; -1 with an error when out of range. */
+static int norm_axis(struct ctx *c, int64_t axis, int32_t rank, int64_t *out)
+{
+    *out = 0;
+    if (axis < -rank || axis >= rank)
+        return failf(c, "axis %" PRId64 " is out of range for rank %d", axis, rank);
+    *out = axis < 0 ? axis + rank : axis;
+    return 0;
+}
+
+/* Integer list from a known value (axes, shapes, ...). */
+static int const_ints(struct ctx *c, struct value *v, int64_t *out, int64_t *n, int64_t cap)
+{
+    if (v->type == CONST_FLOAT)
+        return failf(c, "\"%s\" must hold integers", v->name);
+    int64_t count = numel(v->rank, v->dims);
+    if (count > cap)
+        return failf(c, "\"%s\" holds %" PRId64 " values, more than %" PRId64, v->name, count, cap);
+    memcpy(out, v->i, (size_t)count * sizeof(int64_t));
+    *n = count;
+    return 0;
+}
+
+/* ============================================================================
+ * Broadcasting and host arithmetic
+ * ========================================================================== */
+
+static int broadcast_shape(struct ctx *c, int32_t ra, const int64_t *a, int32_t rb,
+                           const int64_t *b, int32_t *ro, int64_t *out)
+{
+    int32_t r = ra > rb ? ra : rb;
+    for (int32_t k = 0; k < r; k++) {
+        int64_t x = k - (r - ra) >= 0 ? a[k - (r - ra)] : 1;
+        int64_t y = k - (r - rb) >= 0 ? b[k - (r - rb)] : 1;
+        if (x != y && x != 1 && y != 1)
+            return failf(c, "shapes do not broadcast: %" PRId64 " against %" PRId64 " at axis %d",
+                         x, y, k);
+        out[k] = x == 1 ? y : x;
+    }
+    *ro = r;
+    return 0;
+}
+
+/* The flat index in a (rank ra, dims a) of the element at index idx of the broadcast shape. */
+static int64_t broadcast_index(int32_t r, const int64_t *out, int64_t idx, int32_t ra,
+                               const int64_t *a)
+{
+    int64_t pos = 0, stride = 1;
+    for (int32_t k = r - 1; k >= 0; k--) {
+        int64_t coord = idx % out[k];
+        idx /= out[k];
+        int32_t ka = k - (r - ra);
+        if (ka >= 0) {
+            if (a[ka] != 1)
+                pos += coord * stride;
+            stride *= a[ka];
+        }
+    }
+    return pos;
+}
+
+static double get_num(const struct value *v, int64_t k)
+{
+    return v->type == CONST_FLOAT ? (double)v->f[k] : (double)v->i[k];
+}
+
+/* A float as int64, truncated toward zero as ONNX's Cast; false when it has no int64 value. */
+static bool float_to_int(double d, int64_t *out)
+{
+    if (!(d > -9223372036854775808.0 - 1.0 && d < 9223372036854775808.0))
+        return false;
+    *out = (int64_t)d;
+    return true;
+}
+
+/* ============================================================================
+ * Op handlers
+ * ========================================================================== */
+
+typedef int (*handler_fn)(struct ctx *c);
+
+/* ---- constants and shapes (folded) ---- */
+
+static int op_constant(struct ctx *c)
+{
+    const Onnx__NodeProto *n = c->node;
+    const Onnx__AttributeProto *a;
+    if ((a = attr(n, "value")) && a->t) {
+        struct value *v = define(c, n->output[0]);
+        v->known = true;
+        return read_tensor(c, a->t, v, "attribute value");
+    }
+    if ((a = attr(n, "value_float")) && a->has_f) {
+        struct value *v = set_out_const(c, 0, CONST_FLOAT, 0, NULL);
+        if (!v)
+            return -1;
+        v->f[0] = a->f;
+        return 0;
+    }
+    if ((a = attr(n, "value_int")) && a->has_i) {
+        struct value *v = set_out_const(c, 0, CONST_INT, 0, NULL);
+        if (!v)
+            return -1;
+        v->i[0] = a->i;
+        return 0;
+    }
+    if ((a = attr(n, "value_floats"))) {
+        int64_t d = (int64_t)a->n_floats;
+        struct value *v = set_out_const(c, 0, CONST_FLOAT, 1, &d);
+        if (!v)
+            return -1;
+        if (a->n_floats)
+            memcpy(v->f, a->floats, a->n_floats * sizeof(float));
+        return 0;
+    }
+    if ((a = attr(n, "value_ints"))) {
+        int64_t d = (int64_t)a->n_ints;
+        struct value *v = set_out_const(c, 0, CONST_INT, 1, &d);
+        if (!v)
+            return -1;
+        if (a->n_ints)
+            memcpy(v->i, a->ints, a->n_ints * sizeof(int64_t));
+        return 0;
+    }
+    return failf(c, "only value, value_float(s) and value_int(s) are supported");
+}
+
+static int op_constant_of_shape(struct ctx *c)
+{
+    struct value *s = in_const(c, 0, "the shape");
+    if (!s)
+        return -1;
+    int64_t dims[MAX_RANK], r;
+    if (const_ints(c, s, dims, &r, MAX_RANK) != 0)
+        return -1;
+    const Onnx__AttributeProto *a = attr(c->node, "value");
+    struct value fill = {0};
+    fill.type = CONST_FLOAT;
+    float zero = 0;
+    fill.f = &zero;
+    struct value read = {0};
+    if (a && a->t) {
+        if (read_tensor(c, a->t, &read, "attribute value") != 0) {
+            free(read.f), free(read.i);
+            return -1;
+        }
+        if (numel(read.rank, read.dims) != 1) {
+            free(read.f), free(read.i);
+            return failf(c, "value must hold one element");
+        }
+        fill = read;
+    }
+    struct value *v = set_out_const(c, 0, fill.type, (int32_t)r, dims);
+    if (v) {
+        int64_t count = numel((int32_t)r, dims);
+        for (int64_t k = 0; k < count; k++) {
+            if (fill.type == CONST_FLOAT)
+                v->f[k] = fill.f[0];
+            else
+                v->i[k] = fill.i[0];
+        }
+    }
+    free(read.f);
+    free(read.i);
+    return v ? 0 : -1;
+}
+
+static int op_shape(struct ctx *c)
+{
+    struct value *x = in_value(c, 0);
+    if (!x)
+        return -1;
+    int32_t rank;
+    int64_t dims[MAX_RANK];
+    if (value_shape(c, x, &rank, dims) != 0)
+        return -1;
+    int64_t start = attr_i(c->node, "start", 0), end = attr_i(c->node, "end", rank);
+    if (start < 0)
+        start += rank;
+    if (end < 0)
+        end += rank;
+    start = start < 0 ? 0 : start > rank ? rank : start;
+    end = end < 0 ? 0 : end > rank ? rank : end;
+    int64_t len = end > start ? end - start : 0;
+    struct value *v = set_out_const(c, 0, CONST_INT, 1, &len);
+    if (!v)
+        return -1;
+    for (int64_t k = 0; k < len; k++)
+        v->i[k] = dims[start + k];
+    return 0;
+}
+
+/* Casts between the types tide has: float32 <-> float32 and integer <-> integer are
+ * no-ops on graph tensors; constants are converted on the host. */
+static int op_cast(struct ctx *c)
+{
+    struct value *x = in_value(c, 0);
+    if (!x)
+        return -1;
+    int64_t to = attr_i(c->node, "to", 0);
+    bool to_float = to == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT;
+    bool to_int =
+        to == ONNX__TENSOR_PROTO__DATA_TYPE__INT32 || to == ONNX__TENSOR_PROTO__DATA_TYPE__INT64;
+    bool to_bool = to == ONNX__TENSOR_PROTO__DATA_TYPE__BOOL;
+    if (!to_float && !to_int && !to_bool)
+        return failf(c, "cast to element type %" PRId64 " is not supported (float, int32, int64)",
+                     to);
+    if (x->known) {
+        enum const_type t = to_float ? CONST_FLOAT : to_int ? CONST_INT : CONST_BOOL;
+        struct value src = *x; /* x may be this node's output too: keep its data alive */
+        x->f = NULL, x->i = NULL;
+        struct value *v = set_out_const(c, 0, t, src.rank, src.dims);
+        if (v) {
+            int64_t count = numel(src.rank, src.dims);
+            for (int64_t k = 0; k < count; k++) {
+                double d = get_num(&src, k);
+                if (t == CONST_FLOAT) {
+                    v->f[k] = (float)d;
+                } else if (t == CONST_BOOL) {
+                    v->i[k] = src.type == CONST_FLOAT ? d != 0 : src.i[k] != 0;
+                } else if (src.type != CONST_FLOAT) {
+                    v->i[k] = src.i[k];
+                } else if (!float_to_int(d, &v->i[k])) {
+                    v = NULL;
+                    failf(c, "%g has no int64 value", d);
+                    break;
+                }
+            }
+        }
+        free(src.f);
+        free(src.i);
+        return v ? 0 : -1;
+    }
+    tide_ref r;
+    if (in_ref(c, 0, &r) != 0)
+        return -1;
+    enum tide_data_type dt = tide_builder_dtype(c->b, r);
+    if (to_bool || (to_float && dt != TIDE_DT_FLOAT32) || (to_int && dt != TIDE_DT_INT32))
+        return failf(c, "a cast between float and integer tensors computed in the graph is not "
+                        "supported");
+    return set_out(c, 0, r);
+}
+
+static int op_unsqueeze_squeeze(struct ctx *c, bool unsqueeze)
+{
+    const Onnx__NodeProto *n = c->node;
+    struct value *x = in_value(c, 0);
+    if (!x)
+        return -1;
+    int32_t rank;
+    int64_t dims[MAX_RANK];
+    if (value_shape(c, x, &rank, dims) != 0)
+        return -1;
+    int64_t axes[MAX_RANK * 2], n_axes = -1;
+    if (c->opset >= 13) {
+        if (has_input(n, 1)) {
+            struct value *a = in_const(c, 1, "axes");
+            if (!a || const_ints(c, a, axes, &n_axes, MAX_RANK * 2) != 0)
+                return -1;
+        }
+    } else {
+        const int64_t *list = NULL;
+        n_axes = attr_ints(n, "axes", &list);
+        if (n_axes > MAX_RANK * 2)
+            return failf(c, "too many axes");
+        for (int64_t k = 0; k < n_axes; k++)
+            axes[k] = list[k];
+    }
+    int64_t out[MAX_RANK * 2];
+    int32_t out_rank = 0;
+    if (unsqueeze) {
+        if (n_axes < 0)
+            return failf(c, "axes are required");
+        int32_t r = rank + (int32_t)n_axes;
+        if (r > MAX_RANK)
+            return failf(c, "rank %d is more than tide's %d", r, MAX_RANK);
+        bool is_new[MAX_RANK * 2] = {0};
+        for (int64_t k = 0; k < n_axes; k++) {
+            int64_t a;
+            if (norm_axis(c, axes[k], r, &a) != 0)
+                return -1;
+            if (is_new[a])
+                return failf(c, "axis %" PRId64 " is listed twice", axes[k]);
+            is_new[a] = true;
+        }
+        for (int32_t k = 0, src = 0; k < r; k++)
+            out[out_rank++] = is_new[k] ? 1 : dims[src++];
+    } else {
+        bool drop[MAX_RANK] = {0};
+        if (n_axes < 0) {
+            for (int32_t k = 0; k < rank; k++)
+                drop[k] = dims[k] == 1;
+        }
+        for (int64_t k = 0; k < n_axes; k++) {
+            int64_t a;
+            if (norm_axis(c, axes[k], rank, &a) != 0)
+                return -1;
+            if (dims[a] != 1)
+                return failf(c, "axis %" PRId64 " has size %" PRId64 ", not 1", axes[k], dims[a]);
+            drop[a] = true;
+        }
+        for (int32_t k = 0; k < rank; k++)
+            if (!drop[k])
+                out[out_rank++] = dims[k];
+    }
+    if (x->known) {
+        struct value src = *x;
+        x->f = NULL, x->i = NULL;
+        struct value *v = set_out_const(c, 0, src.type, out_rank, out);
+        if (v) {
+            size_t count = (size_t)numel(src.rank, src.dims);
+            if (src.type == CONST_FLOAT)
+                memcpy(v->f, src.f, count * sizeof(float));
+            else
+                memcpy(v->i, src.i, count * sizeof(int64_t));
+        }
+        free(src.f);
+        free(src.i);
+        return v ? 0 : -1;
+    }
+    tide_ref r;
+    if (in_ref(c, 0, &r) != 0)
+        return -1;
+    return set_out(c, 0, tide_builder_reshape(c->b, NULL, r, out_rank, out));
+}
+
+static int op_unsqueeze(struct ctx *c)
+{
+    return op_unsqueeze_squeeze(c, true);
+}
+
+static int op_squeeze(struct ctx *c)
+{
+    return op_unsqueeze_squeeze(c, false);
+}
+
+static int op_range(struct ctx *c)
+{
+    struct value *s = in_const(c, 0, "start"), *l = s ? in_const(c, 1, "limit") : NULL,
+                 *d = l ? in_const(c, 2, "delta") : NULL;
+    if (!d)
+        return -1;
+    double start = get_num(s, 0), limit = get_num(l, 0), delta = get_num(d, 0);
+    if (delta == 0)
+        return failf(c, "delta is 0");
+    double count_d = ceil((limit - start) / delta);
+    if (isnan(count_d) || count_d > (1 << 24))
+        return failf(c, "start %g, limit %g and delta %g give more than %d elements to fold", start,
+                     limit, delta, 1 << 24);
+    int64_t count = count_d > 0 ? (int64_t)count_d : 0;
+    enum const_type t = s->type == CONST_FLOAT ? CONST_FLOAT : CONST_INT;
+    if (t == CONST_INT && (l->type == CONST_FLOAT || d->type == CONST_FLOAT))
+        return failf(c, "start, limit and delta must have one type");
+    struct value *v = set_out_const(c, 0, t, 1, &count);
+    if (!v)
+        return -1;
+    for (int64_t k = 0; k < count; k++) {
+        if (t == CONST_FLOAT)
+            v->f[k] = (float)(start + (double)k * delta);
+        else if (__builtin_mul_overflow(k, d->i[0], &v->i[k]) ||
+                 __builtin_add_overflow(v->i[k], s->i[0], &v->i[k]))
+            return failf(c, "the range overflows int64");
+    }
+    return 0;
+}
+
+/* ---- element-wise ---- */
+
+enum binop { BIN_ADD, BIN_SUB, BIN_MUL, BIN_DIV, BIN_MAX, BIN_MIN, BIN_EQUAL };
+
+/* Folds a binary op of two known values; the output's type is a's (bool for Equal). */
+static int fold_binary(struct ctx *c, enum binop op, size_t out_k, struct value *a, struct value *b)
+{
+    int32_t r;
+    int64_t dims[MAX_RANK];
+    if (broadcast_shape(c, a->rank, a->dims, b->rank, b->dims, &r, dims) != 0)
+        return -1;
+    /* ONNX values are assigned once, so the output is neither a nor b. */
+    struct value va = *a, vb = *b;
+    bool is_float = a->type == CONST_FLOAT || b->type == CONST_FLOAT;
+    enum const_type t = op == BIN_EQUAL ? CONST_BOOL : is_float ? CONST_FLOAT : CONST_INT;
+    struct value *v = set_out_const(c, out_k, t, r, dims);
+    int64_t count = numel(r, dims);
+    for (int64_t k = 0; v && k < count; k++) {
+        double x = get_num(&va, broadcast_index(r, dims, k, va.rank, va.dims));
+        double y = get_num(&vb, broadcast_index(r, dims, k, vb.rank, vb.dims));
+        if (t == CONST_FLOAT) {
+            float fx = (float)x, fy = (float)y, z;
+            switch (op) {
+            case BIN_ADD:
+                z = fx + fy;
+                break;
+            case BIN_SUB:
+                z = fx - fy;
+                break;
+            case BIN_MUL:
+                z = fx * fy;
+                break;
+            case BIN_DIV:
+                z = fx / fy;
+                break;
+            case BIN_MAX:
+                z = fx > fy ? fx : fy;
+                break;
+            default:
+                z = fx < fy ? fx : fy;
+                break;
+            }
+            v->f[k] = z;
+        } else {
+            if (op == BIN_EQUAL && is_float) {
+                v->i[k] = x == y;
+                continue;
+            }
+            /* Integers wrap on overflow, as two's complement hardware does. */
+            int64_t ix = va.i[broadcast_index(r, dims, k, va.rank, va.dims)];
+            int64_t iy = vb.i[broadcast_index(r, dims, k, vb.rank, vb.dims)], z;
+            switch (op) {
+            case BIN_ADD:
+                z = (int64_t)((uint64_t)ix + (uint64_t)iy);
+                break;
+            case BIN_SUB:
+                z = (int64_t)((uint64_t)ix - (uint64_t)iy);
+                break;
+            case BIN_MUL:
+                z = (int64_t)((uint64_t)ix * (uint64_t)iy);
+                break;
+            case BIN_DIV:
+                if (iy == 0) {
+                    v = NULL;
+                    failf(c, "integer division by zero");
+                    continue;
+                }
+                z = ix == INT64_MIN && iy == -1 ? INT64_MIN : ix / iy;
+                break;
+            case BIN_MAX:
+                z = ix > iy ? ix : iy;
+                break;
+            case BIN_MIN:
+                z = ix < iy ? ix : iy;
+                break;
+            default:
+                z = ix == iy;
+                break;
+            }
+            v->i[k] = z;
+        }
+    }
+    return v ? 0 : -1;
+}
+
+static int binary(struct ctx *c, enum binop op)
+{
+    struct value *a = in_value(c, 0), *b = a ? in_value(c, 1) : NULL;
+    if (!b)
+        return -1;
+    /* Fold constants, but never an initializer that is to be trained. */
+    if (a->known && b->known && !a->trainable && !b->trainable)
+        return fold_binary(c, op, 0, a, b);
+    if (op == BIN_EQUAL)
+        return failf(c, "Equal of tensors computed in the graph is not supported (tide has no "
+                        "bool tensors); only constant conditions are folded");
+    tide_ref x, y;
+    if (in_ref(c, 0, &x) != 0 || in_ref(c, 1, &y) != 0)
+        return -1;
+    if (tide_builder_dtype(c->b, x) != TIDE_DT_FLOAT32 ||
+        tide_builder_dtype(c->b, y) != TIDE_DT_FLOAT32)
+        return failf(c, "integer arithmetic on tensors computed in the graph is not supported");
+    tide_ref r;
+    switch (op) {
+    case BIN_ADD:
+        r = tide_builder_add(c->b, NULL, x, y);
+        break;
+    case BIN_SUB:
+        r = tide_builder_sub(c->b, NULL, x, y);
+        break;
+    case BIN_MUL:
+        r = tide_builder_mul(c->b, NULL, x, y);
+        break;
+    case BIN_DIV:
+        r = tide_builder_div(c->b, NULL, x, y);
+        break;
+    case BIN_MAX:
+        r = tide_builder_max(c->b, NULL, x, y);
+        break;
+    default:
+        r = tide_builder_min(c->b, NULL, x, y);
+        break;
+    }
+    return set_out(c, 0, r);
+}
+
+static int op_add(struct ctx *c)
+{
+    return binary(c, BIN_ADD);
+}
+static int op_sub(struct ctx *c)
+{
+    return binary(c, BIN_SUB);
+}
+static int op_mul(struct ctx *c)
+{
+    return binary(c, BIN_MUL);
+}
+static int op_div(struct ctx *c)
+{
+    return binary(c, BIN_DIV);
+}
+static int op_equal(struct ctx *c)
+{
+    return binary(c, BIN_EQUAL);
+}
+
+/* Max and Min take one or more inputs in ONNX; tide's take two: a chain. */
+static int variadic(struct ctx *c, enum binop op)
+{
+    const Onnx__NodeProto *n = c->node;
+    if (n->n_input == 2)
+        return binary(c, op);
+    tide_ref acc;
+    if (in_ref(c, 0, &acc) != 0)
+        return -1;
+    for (size_t k = 1; k < n->n_input; k++) {
+        tide_ref y;
+        if (in_ref(c, k, &y) != 0)
+            return -1;
+        if (op == BIN_ADD)
+            acc = tide_builder_add(c->b, NULL, acc, y);
+        else if (op == BIN_MAX)
+            acc = tide_builder_max(c->b, NULL, acc, y);
+        else
+            acc = tide_builder_min(c->b, NULL, acc, y);
+        if (check_builder(c, acc) != 0)
+            return -1;
+    }
+    if (n->n_input == 1 && tide_builder_dtype(c->b, acc) != TIDE_DT_FLOAT32)
+        return failf(c, "integer tensors are not supported");
+    return set_out(c, 0, n->n_input == 1 ? tide_builder_identity(c->b, NULL, acc) : acc);
+}
+
+static int op_max(struct ctx *c)
+{
+    return variadic(c, BIN_MAX);
+}
+static int op_min(struct ctx *c)
+{
+    return variadic(c, BIN_MIN);
+}
+static int op_sum(struct ctx *c)
+{
+    return variadic(c, BIN_ADD);
+}
+
+/* A float tensor input (ints are refused: tide's math ops are float32). */
+static int float_in(struct ctx *c, size_t k, tide_ref *r)
+{
+    if (in_ref(c, k, r) != 0)
+        return -1;
+    if (tide_builder_dtype(c->b, *r) != TIDE_DT_FLOAT32)
+        return failf(c, "input %zu is an integer tensor; tide computes this op in float32 only", k);
+    return 0;
+}
+
+static int unary(struct ctx *c, tide_ref (*fn)(tide_builder *, const char *, tide_ref))
+{
+    tide_ref x;
+    if (float_in(c, 0, &x) != 0)
+        return -1;
+    return set_out(c, 0, fn(c->b, NULL, x));
+}
+
+static int op_relu(struct ctx *c)
+{
+    return unary(c, tide_builder_relu);
+}
+static int op_sigmoid(struct ctx *c)
+{
+    return unary(c, tide_builder_sigmoid);
+}
+static int op_tanh(struct ctx *c)
+{
+    return unary(c, tide_builder_tanh);
+}
+static int op_exp(struct ctx *c)
+{
+    return unary(c, tide_builder_exp);
+}
+static int op_log(struct ctx *c)
+{
+    return unary(c, tide_builder_log);
+}
+static int op_sqrt(struct ctx *c)
+{
+    return unary(c, tide_builder_sqrt);
+}
+static int op_neg(struct ctx *c)
+{
+    return unary(c, tide_builder_neg);
+}
+
+static int op_identity(struct ctx *c)
+{
+    struct value *x = in_value(c, 0);
+    if (!x)
+        return -1;
+    if (x->known && !x->trainable) {
+        struct value src = *x;
+        x->f = NULL, x->i = NULL;
+        struct value *v = set_out_const(c, 0, src.type, src.rank, src.dims);
+        if (v) {
+            size_t count = (size_t)numel(src.rank, src.dims);
+            if (src.type == CONST_FLOAT)
+                memcpy(v->f, src.f, count * sizeof(float));
+            else
+                memcpy(v->i, src.i, count * sizeof(int64_t));
+        }
+        free(src.f);
+        free(src.i);
+        return v ? 0 : -1;
+    }
+    tide_ref r;
+    if (in_ref(c, 0, &r) != 0)
+        return -1;
+    return set_out(c, 0, r);
+}
+
+/* Pow with a constant exponent that tide computes exactly: 1, 2 (x * x) and 0.5 (Sqrt). */
+static int op_pow(struct ctx *c)
+{
+    struct value *e = in_value(c, 1);
+    if (!e)
+        return -1;
+    if (!e->known || numel(e->rank, e->dims) != 1)
+        return failf(c, "the exponent must be one constant (2 or 0.5)");
+    double p = get_num(e, 0);
+    tide_ref x;
+    if (float_in(c, 0, &x) != 0)
+        return -1;
+    /* An exponent of more dims than x would change the output's rank. */
+    int32_t xr;
+    int64_t xd[MAX_RANK];
+    if (ref_shape(c, x, &xr, xd) != 0)
+        return -1;
+    if (e->rank > xr)
+        return failf(c, "an exponent of rank %d above the base's %d is not supported", e->rank, xr);
+    if (p == 2.0)
+        return set_out(c, 0, tide_builder_mul(c->b, NULL, x, x));
+    if (p == 0.5)
+        return set_out(c, 0, tide_builder_sqrt(c->b, NULL, x));
+    if (p == 1.0)
+        return set_out(c, 0, tide_builder_identity(c->b, NULL, x));
+    return failf(c, "exponent %g is not supported (only 2, 0.5 and 1)", p);
+}
+
+/* Where with a constant condition: x * m + y * (1 - m) with m the condition as 0/1, computed
+ * with the constant side folded on the host, so finite values come out exactly. */
+static int op_where(struct ctx *c)
+{
+    struct value *cond = in_value(c, 0), *x = cond ? in_value(c, 1) : NULL,
+                 *y = x ? in_value(c, 2) : NULL;
+    if (!y)
+        return -1;
+    if (!cond->known)
+        return failf(c, "a condition computed in the graph is not supported (tide has no select "
+                        "op); only constant conditions, such as a causal mask, are folded");
+    int32_t rx, ry, r1, r;
+    int64_t dx[MAX_RANK], dy[MAX_RANK], d1[MAX_RANK], d[MAX_RANK];
+    if (value_shape(c, x, &rx, dx) != 0 || value_shape(c, y, &ry, dy) != 0 ||
+        broadcast_shape(c, cond->rank, cond->dims, rx, dx, &r1, d1) != 0 ||
+        broadcast_shape(c, r1, d1, ry, dy, &r, d) != 0)
+        return -1;
+    int64_t count = numel(r, d);
+    if (x->known && y->known && !x->trainable && !y->trainable) {
+        struct value vx = *x, vy = *y, vc = *cond;
+        struct value *v = set_out_const(c, 0, x->type, r, d);
+        for (int64_t k = 0; v && k < count; k++) {
+            int64_t kc = broadcast_index(r, d, k, vc.rank, vc.dims);
+            const struct value *src = vc.i[kc] ? &vx : &vy;
+            int64_t ks = broadcast_index(r, d, k, src->rank, src->dims);
+            if (v->type == CONST_FLOAT)
+                v->f[k] = (float)get_num(src, ks);
+            else if (src->type != CONST_FLOAT)
+                v->i[k] = src->i[ks];
+            else if (!float_to_int(get_num(src, ks), &v->i[k]))
+                return failf(c, "%g has no int64 value", get_num(src, ks));
+        }
+        return v ? 0 : -1;
+    }
+    /* One side (or both) in the graph: float only. */
+    int64_t cd[MAX_RANK];
+    memcpy(cd, d, sizeof(cd));
+    if (count > FOLD_MAX_ELEMENTS)
+        return failf(
+            c, "a condition of %" PRId64 " elements is more than the import folds (%" PRId64 ")",
+            count, FOLD_MAX_ELEMENTS);
+    float *mask = malloc((size_t)(count ? count : 1) * sizeof(float));
+    float *inv = malloc((size_t)(count ? count : 1) * sizeof(float));
+    if (!mask || !inv) {
+        free(mask), free(inv);
+        return failf(c, "out of memory");
+    }
+    for (int64_t k = 0; k < count; k++) {
+        int64_t kc = broadcast_index(r, d, k, cond->rank, cond->dims);
+        mask[k] = cond->i[kc] ? 1.0f : 0.0f;
+        inv[k] = 1.0f - mask[k];
+    }
+    tide_ref parts[2];
+    struct value *side[2] = {x, y};
+    float *sel[2] = {mask, inv};
+    int rc = 0;
+    for (int s = 0; s < 2 && rc == 0; s++) {
+        struct value *v = side[s];
+        if (v->known && !v->trainable && v->type == CONST_FLOAT) {
+            /* The constant side, already selected: its values where chosen, 0 elsewhere. */
+            float *sel_v = malloc((size_t)(count ? count : 1) * sizeof(float));
+            if (!sel_v) {
+                rc = failf(c, "out of memory");
+                break;
+            }
+            for (int64_t k = 0; k < count; k++)
+                sel_v[k] = sel[s][k] != 0
+                               ? (float)get_num(v, broadcast_index(r, d, k, v->rank, v->dims))
+                               : 0.0f;
+            parts[s] = tide_builder_constant(c->b, NULL, TIDE_DT_FLOAT32, r, cd, sel_v);
+            free(sel_v);
+            rc = check_builder(c, parts[s]);
+            continue;
+        }
+        tide_ref t;
+        if ((rc = float_in(c, (size_t)s + 1, &t)) != 0)
+            break;
+        /* t * 1 where chosen and t * 0 elsewhere: exact for finite t. */
+        tide_ref m = tide_builder_constant(c->b, NULL, TIDE_DT_FLOAT32, r, cd, sel[s]);
+        parts[s] = tide_builder_mul(c->b, NULL, t, m);
+        rc = check_builder(c, parts[s]);
+    }
+    free(mask);
+    free(inv);
+    if (rc != 0)
+        return -1;
+    return set_out(c, 0, tide_builder_add(c->b, NULL, parts[0], parts[1]));
+}
+
+/* ---- linear algebra ---- */
+
+static int op_matmul(struct ctx *c)
+{
+    tide_ref a, b;
+    if (float_in(c, 0, &a) != 0 || float_in(c, 1, &b) != 0)
+        return -1;
+    int32_t ra, rb;
+    int64_t da[MAX_RANK], db[MAX_RANK];
+    if (ref_shape(c, a, &ra, da) != 0 || ref_shape(c, b, &rb, db) != 0)
+        return -1;
+    if (ra == 0 || rb == 0)
+        return failf(c, "scalar operands are not allowed");
+    /* NumPy's rank-1 rules: a [K] is [1, K], b [K] is [K, 1], and the 1 is dropped after. */
+    int32_t out_rank;
+    int64_t out[MAX_RANK];
+    if (ra == 1) {
+        a = tide_builder_reshape(c->b, NULL, a, 2, (int64_t[]){1, da[0]});
+        if (check_builder(c, a) != 0)
+            return -1;
+    }
+    if (rb == 1) {
+        b = tide_builder_reshape(c->b, NULL, b, 2, (int64_t[]){db[0], 1});
+        if (check_builder(c, b) != 0)
+            return -1;
+    }
+    tide_ref r = (ra <= 2 && rb <= 2) ? tide_builder_matmul(c->b, NULL, a, b, false, false)
+                                      : tide_builder_batch_matmul(c->b, NULL, a, b, false, false);
+    if (check_builder(c, r) != 0)
+        return -1;
+    if (ra == 1 || rb == 1) {
+        if (ref_shape(c, r, &out_rank, out) != 0)
+            return -1;
+        int64_t keep[MAX_RANK];
+        int32_t n = 0;
+        for (int32_t k = 0; k < out_rank; k++) {
+            if ((ra == 1 && k == out_rank - 2) || (rb == 1 && k == out_rank - 1))
+                continue;
+            keep[n++] = out[k];
+        }
+        r = tide_builder_reshape(c->b, NULL, r, n, keep);
+    }
+    return set_out(c, 0, r);
+}
+
+static int op_gemm(struct ctx *c)
+{
+    const Onnx__NodeProto *n = c->node;
+    tide_ref a, b;
+    if (float_in(c, 0, &a) != 0 || float_in(c, 1, &b) != 0)
+        return -1;
+    float alpha = attr_f(n, "alpha", 1.0f), beta = attr_f(n, "beta", 1.0f);
+    tide_ref r = tide_builder_matmul(c->b, NULL, a, b, attr_i(n, "transA", 0) != 0,
+                                     attr_i(n, "transB", 0) != 0);
+    if (check_builder(c, r) != 0)
+        return -1;
+    if (alpha != 1.0f)
+        r = tide_builder_scale(c->b, NULL, r, alpha);
+    if (has_input(n, 2) && beta != 0.0f) {
+        tide_ref bias;
+        if (float_in(c, 2, &bias) != 0)
+            return -1;
+        if (beta != 1.0f)
+            bias = tide_builder_scale(c->b, NULL, bias, beta);
+        r = tide_builder_add(c->b, NULL, r, bias);
+    }
+    return set_out(c, 0, r);
+}
+
+/* ---- softmax ---- */
+
+static int softmax_common(struct ctx *c, bool log_of)
+{
+    tide_ref x;
+    if (float_in(c, 0, &x) != 0)
+        return -1;
+    int32_t rank;
+    int64_t dims[MAX_RANK], axis;
+    if (ref_shape(c, x, &rank, dims) != 0)
+        return -1;
+    int64_t def = c->opset >= 13 ? -1 : 1;
+    if (norm_axis(c, attr_i(c->node, "axis", def), rank, &axis) != 0)
+        return -1;
+    tide_ref r;
+    if (c->opset >= 13 || axis == rank - 1) {
+        r = tide_builder_softmax(c->b, NULL, x, axis);
+    } else {
+        /* Before opset 13 the input is seen as 2-D [prod(:axis), prod(axis:)]. */
+        int64_t flat[2] = {numel((int32_t)axis, dims), numel(rank - (int32_t)axis, dims + axis)};
+        r = tide_builder_reshape(c->b, NULL, x, 2, flat);
+        r = tide_builder_softmax(c->b, NULL, r, 1);
+        r = tide_builder_reshape(c->b, NULL, r, rank, dims);
+    }
+    if (log_of)
+        r = tide_builder_log(c->b, NULL, r);
+    return set_out(c, 0, r);
+}
+
+static int op_softmax(struct ctx *c)
+{
+    return softmax_common(c, false);
+}
+static int op_log_softmax(struct ctx *c)
+{
+    return softmax_common(c, true);
+}
+
+/* ---- convolution and pooling ---- */
+
+/* Reads kernel, strides, pads and dilations of a 2-D window op; checks what tide supports. */
+static int window_2d(struct ctx *c, int32_t rank, const int64_t *in_dims, const int64_t *kernel,
+                     int64_t strides[2], int64_t pads[2])
+{
+    const Onnx__NodeProto *n = c->node;
+    if (rank != 4)
+        return failf(c, "only 2-D windows (a rank-4 NCHW input) are supported, got rank %d", rank);
+    const int64_t *list = NULL;
+    int64_t count;
+    strides[0] = strides[1] = 1;
+    if ((count = attr_ints(n, "strides", &list)) >= 0) {
+        if (count != 2)
+            return failf(c, "strides holds %" PRId64 " values, not 2", count);
+        strides[0] = list[0], strides[1] = list[1];
+    }
+    if ((count = attr_ints(n, "dilations", &list)) >= 0) {
+        for (int64_t k = 0; k < count; k++)
+            if (list[k] != 1)
+                return failf(c, "dilations other than 1 are not supported");
+    }
+    int64_t p[4] = {0, 0, 0, 0};
+    if ((count = attr_ints(n, "pads", &list)) >= 0) {
+        if (count != 4)
+            return failf(c, "pads holds %" PRId64 " values, not 4", count);
+        memcpy(p, list, sizeof(p));
+    }
+    if (!attr_s_is(n, "auto_pad", NULL) && !attr_s_is(n, "auto_pad", "NOTSET")) {
+        if (attr_s_is(n, "auto_pad", "VALID")) {
+            memset(p, 0, sizeof(p));
+        } else {
+            bool upper = attr_s_is(n, "auto_pad", "SAME_UPPER");
+            for (int k = 0; k < 2; k++) {
+                int64_t out = (in_dims[2 + k] + strides[k] - 1) / strides[k];
+                int64_t total = (out - 1) * strides[k] + kernel[k] - in_dims[2 + k];
+                if (total < 0)
+                    total = 0;
+                p[k] = upper ? total / 2 : total - total / 2;
+                p[k + 2] = total - p[k];
+            }
+        }
+    }
+    if (p[0] != p[2] || p[1] != p[3])
+        return failf(c,
+                     "asymmetric pads [%" PRId64 ", %" PRId64 ", %" PRId64 ", %" PRId64
+                     "] are not supported (tide pads each side alike)",
+                     p[0], p[1], p[2], p[3]);
+    pads[0] = p[0], pads[1] = p[1];
+    return 0;
+}
+
+static int op_conv(struct ctx *c)
+{
+    const Onnx__NodeProto *n = c->node;
+    tide_ref x, w;
+    if (float_in(c, 0, &x) != 0 || float_in(c, 1, &w) != 0)
+        return -1;
+    if (attr_i(n, "group", 1) != 1)
+        return failf(c, "group %" PRId64 " is not supported (only 1)", attr_i(n, "group", 1));
+    int32_t rx, rw;
+    int64_t dx[MAX_RANK], dw[MAX_RANK], strides[2], pads[2];
+    if (ref_shape(c, x, &rx, dx) != 0 || ref_shape(c, w, &rw, dw) != 0)
+        return -1;
+    if (rw != 4)
+        return failf(c, "only 2-D convolutions are supported, the weight has rank %d", rw);
+    if (window_2d(c, rx, dx, dw + 2, strides, pads) != 0)
+        return -1;
+    tide_ref r = tide_builder_conv2d(c->b, NULL, x, w, strides[0], strides[1], pads[0], pads[1]);
+    if (has_input(n, 2)) {
+        tide_ref bias;
+        if (check_builder(c, r) != 0 || float_in(c, 2, &bias) != 0)
+            return -1;
+        r = tide_builder_bias_add(c->b, NULL, r, bias);
+    }
+    return set_out(c, 0, r);
+}
+
+static int pool(struct ctx *c, bool is_max)
+{
+    const Onnx__NodeProto *n = c->node;
+    tide_ref x;
+    if (float_in(c, 0, &x) != 0)
+        return -1;
+    if (is_max && n->n_output > 1 && *n->output[1])
+        return failf(c, "the Indices output is not supported");
+    if (attr_i(n, "ceil_mode", 0) != 0)
+        return failf(c, "ceil_mode 1 is not supported");
+    if (attr_i(n, "storage_order", 0) != 0)
+        return failf(c, "storage_order 1 is not supported");
+    const int64_t *k = NULL;
+    if (attr_ints(n, "kernel_shape", &k) != 2)
+        return failf(c, "kernel_shape must hold 2 values (2-D pooling)");
+    int32_t rank;
+    int64_t dims[MAX_RANK], strides[2], pads[2];
+    if (ref_shape(c, x, &rank, dims) != 0 || window_2d(c, rank, dims, k, strides, pads) != 0)
+        return -1;
+    if (!is_max && attr_i(n, "count_include_pad", 0) != 0 && (pads[0] || pads[1]))
+        return failf(c, "count_include_pad 1 with padding is not supported (tide averages over "
+                        "the cells inside the input)");
+    tide_ref r = is_max ? tide_builder_max_pool2d(c->b, NULL, x, k[0], k[1], strides[0], strides[1],
+                                                  pads[0], pads[1])
+                        : tide_builder_avg_pool2d(c->b, NULL, x, k[0], k[1], strides[0], strides[1],
+                                                  pads[0], pads[1]);
+    return set_out(c, 0, r);
+}
+
+static int op_max_pool(struct ctx *c)
+{
+    return pool(c, true);
+}
+static int op_average_pool(struct ctx *c)
+{
+    return pool(c, false);
+}
+
+static int op_global_average_pool(struct ctx *c)
+{
+    tide_ref x;
+    if (float_in(c, 0, &x) != 0)
+        return -1;
+    int32_t rank;
+    int64_t dims[MAX_RANK];
+    if (ref_shape(c, x, &rank, dims) != 0)
+        return -1;
+    if (rank != 4)
+        return failf(c, "only rank-4 NCHW inputs are supported, got rank %d", rank);
+    tide_ref r = tide_builder_global_avg_pool(c->b, NULL, x);
+    return set_out(c, 0,
+                   tide_builder_reshape(c->b, NULL, r, 4, (int64_t[]){dims[0], dims[1], 1, 1}));
+}
+
+/* ---- normalisation ---- */
+
+static int op_batch_normalization(struct ctx *c)
+{
+    const Onnx__NodeProto *n = c->node;
+    bool training = c->opset >= 14 ? attr_i(n, "training_mode", 0) != 0 : n->n_output > 1;
+    if (!training)
+        return failf(c, "inference-mode BatchNormalization (running statistics) cannot be "
+                        "expressed exactly in tide, which normalises with the batch's statistics: "
+                        "export the model with training=torch.onnx.TrainingMode.TRAINING and "
+                        "do_constant_folding=False");
+    tide_ref x, gamma, beta;
+    if (float_in(c, 0, &x) != 0 || float_in(c, 1, &gamma) != 0 || float_in(c, 2, &beta) != 0)
+        return -1;
+    mark_missing(c, 1, "is a BatchNormalization running statistic, which tide does not compute");
+    return set_out(
+        c, 0, tide_builder_batch_norm(c->b, NULL, x, gamma, beta, attr_f(n, "epsilon", 1e-5f)));
+}
+
+/* A [D] vector from a tensor of D elements in any shape (LayerNorm's scale and bias). */
+static int as_vector(struct ctx *c, size_t k, int64_t d, tide_ref *out)
+{
+    if (float_in(c, k, out) != 0)
+        return -1;
+    int32_t r;
+    int64_t dims[MAX_RANK];
+    if (ref_shape(c, *out, &r, dims) != 0)
+        return -1;
+    if (numel(r, dims) != d)
+        return failf(c,
+                     "input %zu holds %" PRId64 " elements, want %" PRId64 " (the normalised axes)",
+                     k, numel(r, dims), d);
+    if (r != 1)
+        *out = tide_builder_reshape(c->b, NULL, *out, 1, &d);
+    return check_builder(c, *out);
+}
+
+/* LayerNormalization over axes [axis, rank): tide's LayerNorm over the last axis of x seen
+ * as [dims[:axis]..., prod(dims[axis:])], which normalises the same elements together. */
+static int op_layer_normalization(struct ctx *c)
+{
+    const Onnx__NodeProto *n = c->node;
+    tide_ref x, gain, bias;
+    if (float_in(c, 0, &x) != 0)
+        return -1;
+    int32_t rank;
+    int64_t dims[MAX_RANK], axis;
+    if (ref_shape(c, x, &rank, dims) != 0 || norm_axis(c, attr_i(n, "axis", -1), rank, &axis) != 0)
+        return -1;
+    if (attr_i(n, "stash_type", 1) != 1)
+        return failf(c, "stash_type other than float32 is not supported");
+    int64_t d = numel(rank - (int32_t)axis, dims + axis);
+    if (as_vector(c, 1, d, &gain) != 0)
+        return -1;
+    if (has_input(n, 2)) {
+        if (as_vector(c, 2, d, &bias) != 0)
+            return -1;
+    } else {
+        float *zeros = calloc((size_t)(d ? d : 1), sizeof(float));
+        if (!zeros)
+            return failf(c, "out of memory");
+        bias = tide_builder_constant(c->b, NULL, TIDE_DT_FLOAT32, 1, &d, zeros);
+        free(zeros);
+    }
+    int64_t flat[MAX_RANK];
+    memcpy(flat, dims, sizeof(flat));
+    flat[axis] = d;
+    bool reshaped = axis != rank - 1;
+    if (reshaped)
+        x = tide_builder_reshape(c->b, NULL, x, (int32_t)axis + 1, flat);
+    tide_ref ln = tide_builder_layer_norm(c->b, NULL, x, gain, bias, attr_f(n, "epsilon", 1e-5f));
+    if (check_builder(c, ln) != 0)
+        return -1;
+    tide_ref y = reshaped ? tide_builder_reshape(c->b, NULL, ln, rank, dims) : ln;
+    if (set_out(c, 0, y) != 0)
+        return -1;
+    /* Mean and InvStdDev keep the normalised axes as 1s. */
+    int64_t stat_dims[MAX_RANK];
+    memcpy(stat_dims, dims, sizeof(stat_dims));
+    for (int32_t a = (int32_t)axis; a < rank; a++)
+        stat_dims[a] = 1;
+    for (size_t k = 1; k < 3 && k < n->n_output; k++) {
+        if (!*n->output[k])
+            continue;
+        tide_ref stat = tide_builder_output(c->b, ln, (int32_t)k);
+        if (set_out(c, k, tide_builder_reshape(c->b, NULL, stat, rank, stat_dims)) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+static int op_dropout(struct ctx *c)
+{
+    const Onnx__NodeProto *n = c->node;
+    float ratio = attr_f(n, "ratio", 0.5f);
+    bool training = false;
+    if (c->opset >= 12) {
+        if (has_input(n, 1)) {
+            struct value *r = in_const(c, 1, "ratio");
+            if (!r)
+                return -1;
+            ratio = (float)get_num(r, 0);
+        }
+        if (has_input(n, 2)) {
+            struct value *t = in_const(c, 2, "training_mode");
+            if (!t)
+                return -1;
+            training = get_num(t, 0) != 0;
+        }
+    }
+    if (n->n_output > 1 && *n->output[1])
+        mark_missing(c, 1, "is a Dropout mask, which tide does not give");
+    tide_ref x;
+    if (float_in(c, 0, &x) != 0)
+        return -1;
+    if (!training || ratio == 0.0f)
+        return set_out(c, 0, tide_builder_identity(c->b, NULL, x));
+    return set_out(c, 0, tide_builder_dropout(c->b, NULL, x, ratio, 0));
+}
+
+/* ---- shape ops on tensors ---- */
+
+static int reshape_to(struct ctx *c, struct value *x, int32_t rank, const int64_t *dims)
+{
+    if (x->known && !x->trainable) {
+        struct value src = *x;
+        x->f = NULL, x->i = NULL;
+        struct value *v = set_out_const(c, 0, src.type, rank, dims);
+        if (v) {
+            size_t count = (size_t)numel(src.rank, src.dims);
+            if (src.type == CONST_FLOAT)
+                memcpy(v->f, src.f, count * sizeof(float));
+            else
+                memcpy(v->i, src.i, count * sizeof(int64_t));
+        }
+        free(src.f);
+        free(src.i);
+        return v ? 0 : -1;
+    }
+    tide_ref r;
+    if (in_ref(c, 0, &r) != 0)
+        return -1;
+    return set_out(c, 0, tide_builder_reshape(c->b, NULL, r, rank, dims));
+}
+
+static int op_reshape(struct ctx *c)
+{
+    struct value *x = in_value(c, 0), *s = x ? in_const(c, 1, "the shape") : NULL;
+    if (!s)
+        return -1;
+    int32_t rank;
+    int64_t dims[MAX_RANK], shape[MAX_RANK], n;
+    if (value_shape(c, x, &rank, dims) != 0 || const_ints(c, s, shape, &n, MAX_RANK) != 0)
+        return -1;
+    bool allow_zero = attr_i(c->node, "allowzero", 0) != 0;
+    int64_t known = 1, infer_at = -1;
+    for (int64_t k = 0; k < n; k++) {
+        if (shape[k] == 0 && !allow_zero) {
+            if (k >= rank)
+                return failf(c, "shape[%" PRId64 "] is 0 (copy), but the input has rank %d", k,
+                             rank);
+            shape[k] = dims[k];
+        }
+        if (shape[k] == -1) {
+            if (infer_at >= 0)
+                return failf(c, "shape holds -1 twice");
+            infer_at = k;
+        } else if (shape[k] < 0) {
+            return failf(c, "shape[%" PRId64 "] is %" PRId64, k, shape[k]);
+        } else if (__builtin_mul_overflow(known, shape[k], &known)) {
+            return failf(c, "the shape's element count overflows");
+        }
+    }
+    int64_t total = numel(rank, dims);
+    if (infer_at >= 0) {
+        if (known == 0 || total % known != 0)
+            return failf(c, "cannot infer the -1 of the shape for %" PRId64 " elements", total);
+        shape[infer_at] = total / known;
+    }
+    if (numel((int32_t)n, shape) != total)
+        return failf(c, "shape holds %" PRId64 " elements, the input %" PRId64,
+                     numel((int32_t)n, shape), total);
+    return reshape_to(c, x, (int32_t)n, shape);
+}
+
+static int op_flatten(struct ctx *c)
+{
+    struct value *x = in_value(c, 0);
+    if (!x)
+        return -1;
+    int32_t rank;
+    int64_t dims[MAX_RANK], axis = attr_i(c->node, "axis", 1);
+    if (value_shape(c, x, &rank, dims) != 0)
+        return -1;
+    if (axis < 0)
+        axis += rank;
+    if (axis < 0 || axis > rank)
+        return failf(c, "axis %" PRId64 " is out of range for rank %d", attr_i(c->node, "axis", 1),
+                     rank);
+    int64_t flat[2] = {numel((int32_t)axis, dims), numel(rank - (int32_t)axis, dims + axis)};
+    return reshape_to(c, x, 2, flat);
+}
+
+static int op_transpose(struct ctx *c)
+{
+    struct value *x = in_value(c, 0);
+    if (!x)
+        return -1;
+    int32_t rank;
+    int64_t dims[MAX_RANK], perm[MAX_RANK];
+    if (value_shape(c, x, &rank, dims) != 0)
+        return -1;
+    const int64_t *list = NULL;
+    int64_t count = attr_ints(c->node, "perm", &list);
+    for (int32_t k = 0; k < rank; k++)
+        perm[k] = count < 0 ? rank - 1 - k : k < count ? list[k] : -1;
+    if (count >= 0 && count != rank)
+        return failf(c, "perm holds %" PRId64 " values for rank %d", count, rank);
+    if (x->known && !x->trainable) {
+        int64_t out[MAX_RANK];
+        for (int32_t k = 0; k < rank; k++) {
+            if (perm[k] < 0 || perm[k] >= rank)
+                return failf(c, "perm[%d] is %" PRId64, k, perm[k]);
+            out[k] = dims[perm[k]];
+        }
+        struct value src = *x;
+        x->f = NULL, x->i = NULL;
+        struct value *v = set_out_const(c, 0, src.type, rank, out);
+        int64_t total = numel(rank, out);
+        for (int64_t k = 0; v && k < total; k++) {
+            int64_t rem = k, pos = 0, coord[MAX_RANK];
+            for (int32_t a = rank - 1; a >= 0; a--)
+                coord[a] = rem % out[a], rem /= out[a];
+            for (int32_t a = 0; a < rank; a++) {
+                int64_t stride = numel(rank - perm[a] - 1, dims + perm[a] + 1);
+                pos += coord[a] * stride;
+            }
+            if (src.type == CONST_FLOAT)
+                v->f[k] = src.f[pos];
+            else
+                v->i[k] = src.i[pos];
+        }
+        free(src.f);
+        free(src.i);
+        return v ? 0 : -1;
+    }
+    tide_ref r;
+    if (in_ref(c, 0, &r) != 0)
+        return -1;
+    return set_out(c, 0, tide_builder_transpose(c->b, NULL, r, perm, rank));
+}
+
+static int op_concat(struct ctx *c)
+{
+    const Onnx__NodeProto *n = c->node;
+    bool all_known = true;
+    int32_t rank = 0;
+    int64_t dims[MAX_RANK];
+    for (size_t k = 0; k < n->n_input; k++) {
+        struct value *v = in_value(c, k);
+        if (!v)
+            return -1;
+        all_known &= v->known && !v->trainable;
+        if (k == 0 && value_shape(c, v, &rank, dims) != 0)
+            return -1;
+    }
+    if (n->n_input == 0)
+        return failf(c, "no inputs");
+    int64_t axis;
+    if (norm_axis(c, attr_i(n, "axis", 0), rank, &axis) != 0)
+        return -1;
+    if (all_known) {
+        /* Fold: outer x (sum of inner blocks). */
+        int64_t out[MAX_RANK];
+        memcpy(out, dims, sizeof(out));
+        out[axis] = 0;
+        enum const_type t = lookup(c, n->input[0])->type;
+        for (size_t k = 0; k < n->n_input; k++) {
+            struct value *v = lookup(c, n->input[k]);
+            if (v->rank != rank || (v->type == CONST_FLOAT) != (t == CONST_FLOAT))
+                return failf(c, "inputs differ in rank or type");
+            for (int32_t a = 0; a < rank; a++)
+                if (a != axis && v->dims[a] != dims[a])
+                    return failf(c, "inputs differ at axis %d", a);
+            out[axis] += v->dims[axis];
+        }
+        int64_t outer = numel((int32_t)axis, dims);
+        int64_t total = numel(rank, out);
+        float *f = t == CONST_FLOAT ? malloc((size_t)(total ? total : 1) * sizeof(float)) : NULL;
+        int64_t *iv =
+            t != CONST_FLOAT ? malloc((size_t)(total ? total : 1) * sizeof(int64_t)) : NULL;
+        if (!f && !iv)
+            return failf(c, "out of memory");
+        int64_t pos = 0;
+        for (int64_t o = 0; o < outer; o++) {
+            for (size_t k = 0; k < n->n_input; k++) {
+                struct value *v = lookup(c, n->input[k]);
+                int64_t block = numel(rank - (int32_t)axis, v->dims + axis);
+                if (f)
+                    memcpy(f + pos, v->f + o * block, (size_t)block * sizeof(float));
+                else
+                    memcpy(iv + pos, v->i + o * block, (size_t)block * sizeof(int64_t));
+                pos += block;
+            }
+        }
+        struct value *v = define(c, n->output[0]);
+        v->known = true;
+        v->type = t;
+        v->rank = rank;
+        memcpy(v->dims, out, sizeof(out));
+        v->f = f;
+        v->i = iv;
+        return 0;
+    }
+    tide_ref *xs = malloc(n->n_input * sizeof(tide_ref));
+    if (!xs)
+        return failf(c, "out of memory");
+    for (size_t k = 0; k < n->n_input; k++) {
+        if (in_ref(c, k, &xs[k]) != 0) {
+            free(xs);
+            return -1;
+        }
+    }
+    tide_ref r = tide_builder_concat(c->b, NULL, xs, (int32_t)n->n_input, axis);
+    free(xs);
+    return set_out(c, 0, r);
+}
+
+/* Slices x (a graph tensor or a constant) to [begin, begin + size) on each axis. */
+static int slice_out(struct ctx *c, size_t out_k, struct value *x, int32_t rank,
+                     const int64_t *dims, const int64_t *begin, const int64_t *size)
+{
+    if (x->known && !x->trainable) {
+        struct value src = *x;
+        bool replaced = out_k < c->node->n_output && lookup(c, c->node->output[out_k]) == x;
+        if (replaced)
+            x->f = NULL, x->i = NULL;
+        struct value *v = set_out_const(c, out_k, src.type, rank, size);
+        int64_t total = numel(rank, size);
+        for (int64_t k = 0; v && k < total; k++) {
+            int64_t rem = k, pos = 0, stride = 1;
+            for (int32_t a = rank - 1; a >= 0; a--) {
+                pos += (begin[a] + rem % size[a]) * stride;
+                rem /= size[a];
+                stride *= dims[a];
+            }
+            if (src.type == CONST_FLOAT)
+                v->f[k] = src.f[pos];
+            else
+                v->i[k] = src.i[pos];
+        }
+        if (replaced)
+            free(src.f), free(src.i);
+        return v ? 0 : -1;
+    }
+    tide_ref r;
+    if (in_ref(c, 0, &r) != 0)
+        return -1;
+    return set_out(c, out_k, tide_builder_slice(c->b, NULL, r, begin, size, rank));
+}
+
+static int op_slice(struct ctx *c)
+{
+    const Onnx__NodeProto *n = c->node;
+    struct value *x = in_value(c, 0);
+    if (!x)
+        return -1;
+    int32_t rank;
+    int64_t dims[MAX_RANK];
+    if (value_shape(c, x, &rank, dims) != 0)
+        return -1;
+    int64_t starts[MAX_RANK], ends[MAX_RANK], axes[MAX_RANK], steps[MAX_RANK], ns, ne, na = -1,
+                                                                                       nst = -1;
+    struct value *v;
+    if (!(v = in_const(c, 1, "starts")) || const_ints(c, v, starts, &ns, MAX_RANK) != 0)
+        return -1;
+    if (!(v = in_const(c, 2, "ends")) || const_ints(c, v, ends, &ne, MAX_RANK) != 0)
+        return -1;
+    if (has_input(n, 3) &&
+        (!(v = in_const(c, 3, "axes")) || const_ints(c, v, axes, &na, MAX_RANK) != 0))
+        return -1;
+    if (has_input(n, 4) &&
+        (!(v = in_const(c, 4, "steps")) || const_ints(c, v, steps, &nst, MAX_RANK) != 0))
+        return -1;
+    if (ne != ns || (na >= 0 && na != ns) || (nst >= 0 && nst != ns))
+        return failf(c, "starts, ends, axes and steps differ in length");
+    int64_t begin[MAX_RANK], size[MAX_RANK];
+    for (int32_t a = 0; a < rank; a++)
+        begin[a] = 0, size[a] = dims[a];
+    for (int64_t k = 0; k < ns; k++) {
+        int64_t axis;
+        if (norm_axis(c, na >= 0 ? axes[k] : k, rank, &axis) != 0)
+            return -1;
+        if (nst >= 0 && steps[k] != 1)
+            return failf(c, "step %" PRId64 " is not supported (only 1)", steps[k]);
+        int64_t d = dims[axis], s = starts[k], e = ends[k];
+        if (s < 0)
+            s += d;
+        if (e < 0)
+            e += d;
+        s = s < 0 ? 0 : s > d ? d : s;
+        e = e < 0 ? 0 : e > d ? d : e;
+        begin[axis] = s;
+        size[axis] = e > s ? e - s : 0;
+    }
+    return slice_out(c, 0, x, rank, dims, begin, size);
+}
+
+static int op_split(struct ctx *c)
+{
+    const Onnx__NodeProto *n = c->node;
+    struct value *x = in_value(c, 0);
+    if (!x)
+        return -1;
+    int32_t rank;
+    int64_t dims[MAX_RANK], axis;
+    if (value_shape(c, x, &rank, dims) != 0 || norm_axis(c, attr_i(n, "axis", 0), rank, &axis) != 0)
+        return -1;
+    size_t parts = n->n_output;
+    int64_t *split = calloc(parts ? parts : 1, sizeof(int64_t));
+    if (!split)
+        return failf(c, "out of memory");
+    int64_t count = -1;
+    if (c->opset >= 13) {
+        if (has_input(n, 1)) {
+            struct value *s = in_const(c, 1, "split");
+            if (!s || s->type == CONST_FLOAT) {
+                free(split);
+                return s ? failf(c, "split must hold integers") : -1;
+            }
+            count = numel(s->rank, s->dims);
+            for (int64_t k = 0; count == (int64_t)parts && k < count; k++)
+                split[k] = s->i[k];
+        }
+    } else {
+        const int64_t *list = NULL;
+        count = attr_ints(n, "split", &list);
+        for (int64_t k = 0; count == (int64_t)parts && k < count; k++)
+            split[k] = list[k];
+    }
+    if (count >= 0 && count != (int64_t)parts) {
+        free(split);
+        return failf(c, "split holds %" PRId64 " sizes for %zu outputs", count, parts);
+    }
+    if (count < 0) {
+        if (dims[axis] % (int64_t)parts != 0) {
+            free(split);
+            return failf(c, "axis %" PRId64 " of size %" PRId64 " does not split evenly in %zu",
+                         axis, dims[axis], parts);
+        }
+        for (size_t k = 0; k < parts; k++)
+            split[k] = dims[axis] / (int64_t)parts;
+    }
+    int64_t at = 0;
+    for (size_t k = 0; k < parts; k++) {
+        if (split[k] < 0 || split[k] > dims[axis]) {
+            int64_t bad = split[k];
+            free(split);
+            return failf(c, "split size %" PRId64 " is out of range for %" PRId64, bad, dims[axis]);
+        }
+        at += split[k];
+    }
+    if (at != dims[axis]) {
+        free(split);
+        return failf(c, "split sizes add up to %" PRId64 ", not %" PRId64, at, dims[axis]);
+    }
+    /* Graph tensors first get their ref, so that slicing a known input that is also an
+     * output name of this node stays safe: outputs are defined after all reads. */
+    at = 0;
+    int rc = 0;
+    for (size_t k = 0; k < parts && rc == 0; k++) {
+        int64_t begin[MAX_RANK] = {0}, size[MAX_RANK];
+        memcpy(size, dims, sizeof(size));
+        begin[axis] = at;
+        size[axis] = split[k];
+        at += split[k];
+        rc = slice_out(c, k, x, rank, dims, begin, size);
+    }
+    free(split);
+    return rc;
+}
+
+static int op_gather(struct ctx *c)
+{
+    const Onnx__NodeProto *n = c->node;
+    struct value *data = in_value(c, 0), *ids = data ? in_value(c, 1) : NULL;
+    if (!ids)
+        return -1;
+    int32_t rank, ri;
+    int64_t dims[MAX_RANK], di[MAX_RANK], axis;
+    if (value_shape(c, data, &rank, dims) != 0 || value_shape(c, ids, &ri, di) != 0 ||
+        norm_axis(c, attr_i(n, "axis", 0), rank, &axis) != 0)
+        return -1;
+    if (ids->known && ids->type == CONST_FLOAT)
+        return failf(c, "indices must be integers");
+    if (rank - 1 + ri > MAX_RANK)
+        return failf(c, "the output's rank %d is more than tide's %d", rank - 1 + ri, MAX_RANK);
+    if (data->known && !data->trainable && ids->known) {
+        int64_t out[MAX_RANK];
+        int32_t ro = 0;
+        for (int32_t a = 0; a < axis; a++)
+            out[ro++] = dims[a];
+        for (int32_t a = 0; a < ri; a++)
+            out[ro++] = di[a];
+        for (int32_t a = (int32_t)axis + 1; a < rank; a++)
+            out[ro++] = dims[a];
+        int64_t outer = numel((int32_t)axis, dims),
+                inner = numel(rank - (int32_t)axis - 1, dims + axis + 1);
+        int64_t n_ids = numel(ri, di);
+        for (int64_t k = 0; k < n_ids; k++)
+            if (ids->i[k] < -dims[axis] || ids->i[k] >= dims[axis])
+                return failf(c, "index %" PRId64 " is out of range for size %" PRId64, ids->i[k],
+                             dims[axis]);
+        struct value src = *data, sid = *ids;
+        struct value *outv = lookup(c, n->output[0]);
+        bool replaced = outv == data || outv == ids;
+        if (replaced)
+            outv->f = NULL, outv->i = NULL;
+        struct value *v = set_out_const(c, 0, src.type, ro, out);
+        for (int64_t o = 0; v && o < outer; o++)
+            for (int64_t k = 0; k < n_ids; k++) {
+                int64_t id = sid.i[k] < 0 ? sid.i[k] + dims[axis] : sid.i[k];
+                for (int64_t e = 0; e < inner; e++) {
+                    int64_t from = (o * dims[axis] + id) * inner + e,
+                            to = (o * n_ids + k) * inner + e;
+                    if (src.type == CONST_FLOAT)
+                        v->f[to] = src.f[from];
+                    else
+                        v->i[to] = src.i[from];
+                }
+            }
+        if (replaced)
+            free(outv == data ? src.f : sid.f), free(outv == data ? src.i : sid.i);
+        return v ? 0 : -1;
+    }
+    if (axis != 0)
+        return failf(c,
+                     "axis %" PRId64 " on a tensor computed in the graph is not supported (only 0)",
+                     axis);
+    tide_ref table, idx;
+    if (float_in(c, 0, &table) != 0)
+        return -1;
+    if (ids->known) {
+        /* Negative indices count from the end: fix them up here, where they are known. */
+        int64_t n_ids = numel(ri, di);
+        for (int64_t k = 0; k < n_ids; k++) {
+            if (ids->i[k] < -dims[0] || ids->i[k] >= dims[0])
+                return failf(c, "index %" PRId64 " is out of range for size %" PRId64, ids->i[k],
+                             dims[0]);
+        }
+        if (!ids->has_ref)
+            for (int64_t k = 0; k < n_ids; k++)
+                if (ids->i[k] < 0)
+                    ids->i[k] += dims[0];
+    }
+    if (in_ref(c, 1, &idx) != 0)
+        return -1;
+    if (tide_builder_dtype(c->b, idx) != TIDE_DT_INT32)
+        return failf(c, "indices must be integers");
+    return set_out(c, 0, tide_builder_gather(c->b, NULL, table, idx));
+}
+
+static int op_expand(struct ctx *c)
+{
+    struct value *x = in_value(c, 0), *s = x ? in_const(c, 1, "the shape") : NULL;
+    if (!s)
+        return -1;
+    int32_t rank, ro;
+    int64_t dims[MAX_RANK], shape[MAX_RANK], ns, out[MAX_RANK];
+    if (value_shape(c, x, &rank, dims) != 0 || const_ints(c, s, shape, &ns, MAX_RANK) != 0 ||
+        broadcast_shape(c, rank, dims, (int32_t)ns, shape, &ro, out) != 0)
+        return -1;
+    if (x->known && !x->trainable) {
+        struct value src = *x;
+        bool replaced = lookup(c, c->node->output[0]) == x;
+        if (replaced)
+            x->f = NULL, x->i = NULL;
+        struct value *v = set_out_const(c, 0, src.type, ro, out);
+        int64_t total = numel(ro, out);
+        for (int64_t k = 0; v && k < total; k++) {
+            int64_t from = broadcast_index(ro, out, k, src.rank, src.dims);
+            if (src.type == CONST_FLOAT)
+                v->f[k] = src.f[from];
+            else
+                v->i[k] = src.i[from];
+        }
+        if (replaced)
+            free(src.f), free(src.i);
+        return v ? 0 : -1;
+    }
+    tide_ref r;
+    if (float_in(c, 0, &r) != 0)
+        return -1;
+    return set_out(c, 0, tide_builder_broadcast_to(c->b, NULL, r, ro, out));
+}
+
+/* The reductions that are ReduceSum or ReduceMean with an element-wise step before or after. */
+enum reduction {
+    REDUCE_MEAN,
+    REDUCE_SUM,
+    REDUCE_L1,          /* sum |x| */
+    REDUCE_L2,          /* sqrt(sum x^2) */
+    REDUCE_SUM_SQUARE,  /* sum x^2 */
+    REDUCE_LOG_SUM,     /* log(sum x) */
+    REDUCE_LOG_SUM_EXP, /* log(sum exp(x)), as ONNX's reference computes it (no max shift) */
+};
+
+static tide_ref abs_of(struct ctx *c, tide_ref x);
+
+static int reduce(struct ctx *c, enum reduction kind)
+{
+    const Onnx__NodeProto *n = c->node;
+    tide_ref x;
+    if (float_in(c, 0, &x) != 0)
+        return -1;
+    int64_t axes[MAX_RANK], n_axes = 0;
+    bool keep = attr_i(n, "keepdims", 1) != 0;
+    /* ReduceSum took its axes as an input from opset 13 on; the others until opset 18. */
+    bool axes_input = kind == REDUCE_SUM && c->opset >= 13;
+    if (axes_input) {
+        if (has_input(n, 1)) {
+            struct value *a = in_const(c, 1, "axes");
+            if (!a || const_ints(c, a, axes, &n_axes, MAX_RANK) != 0)
+                return -1;
+        }
+    } else {
+        const int64_t *list = NULL;
+        int64_t count = attr_ints(n, "axes", &list);
+        if (count > MAX_RANK)
+            return failf(c, "too many axes");
+        for (int64_t k = 0; k < count; k++)
+            axes[k] = list[k];
+        n_axes = count > 0 ? count : 0;
+    }
+    if (n_axes == 0 && attr_i(n, "noop_with_empty_axes", 0) != 0)
+        return set_out(c, 0, tide_builder_identity(c->b, NULL, x));
+    switch (kind) {
+    case REDUCE_L1:
+        x = abs_of(c, x);
+        break;
+    case REDUCE_L2:
+    case REDUCE_SUM_SQUARE:
+        x = tide_builder_mul(c->b, NULL, x, x);
+        break;
+    case REDUCE_LOG_SUM_EXP:
+        x = tide_builder_exp(c->b, NULL, x);
+        break;
+    default:
+        break;
+    }
+    tide_ref r = kind == REDUCE_MEAN
+                     ? tide_builder_reduce_mean(c->b, NULL, x, axes, (int32_t)n_axes, keep)
+                     : tide_builder_reduce_sum(c->b, NULL, x, axes, (int32_t)n_axes, keep);
+    if (kind == REDUCE_L2)
+        r = tide_builder_sqrt(c->b, NULL, r);
+    else if (kind == REDUCE_LOG_SUM || kind == REDUCE_LOG_SUM_EXP)
+        r = tide_builder_log(c->b, NULL, r);
+    return set_out(c, 0, r);
+}
+
+static int op_reduce_mean(struct ctx *c)
+{
+    return reduce(c, REDUCE_MEAN);
+}
+
+static int op_reduce_sum(struct ctx *c)
+{
+    return reduce(c, REDUCE_SUM);
+}
+
+static int op_reduce_l1(struct ctx *c)
+{
+    return reduce(c, REDUCE_L1);
+}
+
+static int op_reduce_l2(struct ctx *c)
+{
+    return reduce(c, REDUCE_L2);
+}
+
+static int op_reduce_sum_square(struct ctx *c)
+{
+    return reduce(c, REDUCE_SUM_SQUARE);
+}
+
+static int op_reduce_log_sum(struct ctx *c)
+{
+    return reduce(c, REDUCE_LOG_SUM);
+}
+
+static int op_reduce_log_sum_exp(struct ctx *c)
+{
+    return reduce(c, REDUCE_LOG_SUM_EXP);
+}
+
+static int op_size(struct ctx *c)
+{
+    struct value *x = in_value(c, 0);
+    if (!x)
+        return -1;
+    int32_t rank;
+    int64_t dims[MAX_RANK];
+    if (value_shape(c, x, &rank, dims) != 0)
+        return -1;
+    struct value *v = set_out_const(c, 0, CONST_INT, 0, NULL);
+    if (!v)
+        return -1;
+    v->i[0] = numel(rank, dims);
+    return 0;
+}
+
+/* A float32 scalar Const. */
+static tide_ref scalar(struct ctx *c, float value)
+{
+    return tide_builder_constant(c->b, NULL, TIDE_DT_FLOAT32, 0, NULL, &value);
+}
+
+/* Clip: min(max(x, lo), hi) as NumPy's clip, with constant bounds. */
+static int op_clip(struct ctx *c)
+{
+    const Onnx__NodeProto *n = c->node;
+    tide_ref x;
+    if (float_in(c, 0, &x) != 0)
+        return -1;
+    bool has_lo = false, has_hi = false;
+    float lo = 0, hi = 0;
+    if (c->opset >= 11) {
+        struct value *v;
+        if (has_input(n, 1)) {
+            if (!(v = in_const(c, 1, "min")))
+                return -1;
+            has_lo = true, lo = (float)get_num(v, 0);
+        }
+        if (has_input(n, 2)) {
+            if (!(v = in_const(c, 2, "max")))
+                return -1;
+            has_hi = true, hi = (float)get_num(v, 0);
+        }
+    }
+    if (has_lo)
+        x = tide_builder_max(c->b, NULL, x, scalar(c, lo));
+    if (has_hi)
+        x = tide_builder_min(c->b, NULL, x, scalar(c, hi));
+    if (!has_lo && !has_hi)
+        x = tide_builder_identity(c->b, NULL, x);
+    return set_out(c, 0, x);
+}
+
+/* LeakyRelu: max(x, alpha x), equal to ONNX's for alpha in [0, 1]. */
+static int op_leaky_relu(struct ctx *c)
+{
+    float alpha = attr_f(c->node, "alpha", 0.01f);
+    if (!(alpha >= 0.0f && alpha <= 1.0f))
+        return failf(c, "alpha %g is not supported (only 0 to 1)", alpha);
+    tide_ref x;
+    if (float_in(c, 0, &x) != 0)
+        return -1;
+    return set_out(c, 0, tide_builder_max(c->b, NULL, x, tide_builder_scale(c->b, NULL, x, alpha)));
+}
+
+/* PRelu: relu(x) + min(x, 0) * slope. */
+static int op_prelu(struct ctx *c)
+{
+    tide_ref x, slope;
+    if (float_in(c, 0, &x) != 0 || float_in(c, 1, &slope) != 0)
+        return -1;
+    tide_ref neg =
+        tide_builder_mul(c->b, NULL, tide_builder_min(c->b, NULL, x, scalar(c, 0.0f)), slope);
+    return set_out(c, 0, tide_builder_add(c->b, NULL, tide_builder_relu(c->b, NULL, x), neg));
+}
+
+static int op_reciprocal(struct ctx *c)
+{
+    tide_ref x;
+    if (float_in(c, 0, &x) != 0)
+        return -1;
+    return set_out(c, 0, tide_builder_div(c->b, NULL, scalar(c, 1.0f), x));
+}
+
+static tide_ref abs_of(struct ctx *c, tide_ref x)
+{
+    return tide_builder_max(c->b, NULL, x, tide_builder_neg(c->b, NULL, x));
+}
+
+static int op_abs(struct ctx *c)
+{
+    tide_ref x;
+    if (float_in(c, 0, &x) != 0)
+        return -1;
+    return set_out(c, 0, abs_of(c, x));
+}
+
+/* Softsign: x / (1 + |x|). */
+static int op_softsign(struct ctx *c)
+{
+    tide_ref x;
+    if (float_in(c, 0, &x) != 0)
+        return -1;
+    tide_ref den = tide_builder_add(c->b, NULL, abs_of(c, x), scalar(c, 1.0f));
+    return set_out(c, 0, tide_builder_div(c->b, NULL, x, den));
+}
+
+/* Softplus: log(exp(x) + 1), as ONNX defines it. */
+static int op_softplus(struct ctx *c)
+{
+    tide_ref x;
+    if (float_in(c, 0, &x) != 0)
+        return -1;
+    tide_ref e = tide_builder_add(c->b, NULL, tide_builder_exp(c->b, NULL, x), scalar(c, 1.0f));
+    return set_out(c, 0, tide_builder_log(c->b, NULL, e));
+}
+
+/* Elu and Selu: gamma (relu(x) + min(0, alpha (exp(x) - 1))), which for alpha > 0 is
+ * gamma x where x > 0 and gamma alpha (exp(x) - 1) elsewhere. */
+static int elu_common(struct ctx *c, float alpha, float gamma)
+{
+    if (!(alpha > 0.0f))
+        return failf(c, "alpha %g is not supported (only > 0)", alpha);
+    tide_ref x;
+    if (float_in(c, 0, &x) != 0)
+        return -1;
+    tide_ref em1 = tide_builder_sub(c->b, NULL, tide_builder_exp(c->b, NULL, x), scalar(c, 1.0f));
+    tide_ref neg =
+        tide_builder_min(c->b, NULL, tide_builder_scale(c->b, NULL, em1, alpha), scalar(c, 0.0f));
+    tide_ref r = tide_builder_add(c->b, NULL, tide_builder_relu(c->b, NULL, x), neg);
+    if (gamma != 1.0f)
+        r = tide_builder_scale(c->b, NULL, r, gamma);
+    return set_out(c, 0, r);
+}
+
+static int op_elu(struct ctx *c)
+{
+    return elu_common(c, attr_f(c->node, "alpha", 1.0f), 1.0f);
+}
+
+static int op_selu(struct ctx *c)
+{
+    return elu_common(c, attr_f(c->node, "alpha", 1.67326319217681884765625f),
+                      attr_f(c->node, "gamma", 1.05070102214813232421875f));
+}
+
+/* HardSigmoid: max(0, min(1, alpha x + beta)). */
+static int op_hard_sigmoid(struct ctx *c)
+{
+    tide_ref x;
+    if (float_in(c, 0, &x) != 0)
+        return -1;
+    tide_ref y = tide_builder_add(c->b, NULL,
+                                  tide_builder_scale(c->b, NULL, x, attr_f(c->node, "alpha", 0.2f)),
+                                  scalar(c, attr_f(c->node, "beta", 0.5f)));
+    y = tide_builder_min(c->b, NULL, y, scalar(c, 1.0f));
+    return set_out(c, 0, tide_builder_max(c->b, NULL, y, scalar(c, 0.0f)));
+}
+
+/* Mean: the sum of the inputs divided by their count. */
+static int op_mean(struct ctx *c)
+{
+    const Onnx__NodeProto *n = c->node;
+    tide_ref acc;
+    if (float_in(c, 0, &acc) != 0)
+        return -1;
+    for (size_t k = 1; k < n->n_input; k++) {
+        tide_ref y;
+        if (float_in(c, k, &y) != 0)
+            return -1;
+        acc = tide_builder_add(c->b, NULL, acc, y);
+    }
+    return set_out(c, 0, tide_builder_div(c->b, NULL, acc, scalar(c, (float)n->n_input)));
+}
+
+/* ---- selections by TopK: ReduceMax, ReduceMin, ArgMax, ArgMin, TopK, and Trilu ---- */
+
+/*
+ * The largest (or, negated around TopK, the smallest) element over the axes
+ * in reduce[] of x: the reduced axes are moved last and flattened into one,
+ * TopK with k 1 picks the element, and *index gets its position along that
+ * axis (which is the index along the axis when only one is reduced). The
+ * result keeps the reduced axes as 1s or drops them. Equal values give the
+ * lowest index and NaN ranks first, as NumPy's argmax has it.
+ */
+static int select_one(struct ctx *c, tide_ref x, const bool *reduce, bool largest, bool keep,
+                      tide_ref *value, tide_ref *index)
+{
+    int32_t rank;
+    int64_t dims[MAX_RANK], perm[MAX_RANK], flat[MAX_RANK], kept[MAX_RANK], out[MAX_RANK];
+    if (ref_shape(c, x, &rank, dims) != 0)
+        return -1;
+    int32_t np = 0, nk = 0, no = 0;
+    int64_t inner = 1;
+    bool moved = false;
+    for (int32_t a = 0; a < rank; a++)
+        if (!reduce[a])
+            perm[np++] = a, flat[nk] = dims[a], kept[nk++] = dims[a];
+    for (int32_t a = 0; a < rank; a++)
+        if (reduce[a])
+            perm[np++] = a, inner *= dims[a];
+    for (int32_t a = 0; a < rank; a++) {
+        moved |= perm[a] != a;
+        if (keep)
+            out[no++] = reduce[a] ? 1 : dims[a];
+    }
+    if (!keep)
+        memcpy(out, kept, sizeof(kept)), no = nk;
+    if (inner == 0)
+        return failf(c, "a reduction over an empty axis is not supported");
+    if (moved)
+        x = tide_builder_transpose(c->b, NULL, x, perm, rank);
+    flat[nk] = inner;
+    x = tide_builder_reshape(c->b, NULL, x, nk + 1, flat);
+    if (!largest)
+        x = tide_builder_neg(c->b, NULL, x);
+    tide_ref top = tide_builder_top_k(c->b, NULL, x, 1);
+    if (check_builder(c, top) != 0)
+        return -1;
+    tide_ref v = largest ? top : tide_builder_neg(c->b, NULL, top);
+    if (value)
+        *value = tide_builder_reshape(c->b, NULL, v, no, out);
+    if (index)
+        *index = tide_builder_reshape(c->b, NULL, tide_builder_output(c->b, top, 1), no, out);
+    return 0;
+}
+
+static int reduce_extreme(struct ctx *c, bool largest)
+{
+    const Onnx__NodeProto *n = c->node;
+    tide_ref x;
+    if (float_in(c, 0, &x) != 0)
+        return -1;
+    int32_t rank;
+    int64_t dims[MAX_RANK];
+    if (ref_shape(c, x, &rank, dims) != 0)
+        return -1;
+    bool reduce[MAX_RANK] = {0};
+    const int64_t *list = NULL;
+    int64_t count = attr_ints(n, "axes", &list);
+    for (int64_t k = 0; k < count; k++) {
+        int64_t a;
+        if (norm_axis(c, list[k], rank, &a) != 0)
+            return -1;
+        reduce[a] = true;
+    }
+    if (count <= 0)
+        for (int32_t a = 0; a < rank; a++)
+            reduce[a] = true;
+    tide_ref v;
+    if (select_one(c, x, reduce, largest, attr_i(n, "keepdims", 1) != 0, &v, NULL) != 0)
+        return -1;
+    return set_out(c, 0, v);
+}
+
+static int op_reduce_max(struct ctx *c)
+{
+    return reduce_extreme(c, true);
+}
+static int op_reduce_min(struct ctx *c)
+{
+    return reduce_extreme(c, false);
+}
+
+static int arg_extreme(struct ctx *c, bool largest)
+{
+    const Onnx__NodeProto *n = c->node;
+    if (attr_i(n, "select_last_index", 0) != 0)
+        return failf(c, "select_last_index 1 is not supported");
+    tide_ref x;
+    if (float_in(c, 0, &x) != 0)
+        return -1;
+    int32_t rank;
+    int64_t dims[MAX_RANK], axis;
+    if (ref_shape(c, x, &rank, dims) != 0 || norm_axis(c, attr_i(n, "axis", 0), rank, &axis) != 0)
+        return -1;
+    bool reduce[MAX_RANK] = {0};
+    reduce[axis] = true;
+    tide_ref index;
+    if (select_one(c, x, reduce, largest, attr_i(n, "keepdims", 1) != 0, NULL, &index) != 0)
+        return -1;
+    return set_out(c, 0, index);
+}
+
+static int op_arg_max(struct ctx *c)
+{
+    return arg_extreme(c, true);
+}
+static int op_arg_min(struct ctx *c)
+{
+    return arg_extreme(c, false);
+}
+
+static int op_top_k(struct ctx *c)
+{
+    const Onnx__NodeProto *n = c->node;
+    tide_ref x;
+    if (float_in(c, 0, &x) != 0)
+        return -1;
+    struct value *kv = in_const(c, 1, "K");
+    if (!kv)
+        return -1;
+    if (kv->type == CONST_FLOAT || numel(kv->rank, kv->dims) != 1)
+        return failf(c, "K must be one integer");
+    int64_t k = kv->i[0];
+    bool largest = attr_i(n, "largest", 1) != 0;
+    int32_t rank;
+    int64_t dims[MAX_RANK], axis, perm[MAX_RANK];
+    if (ref_shape(c, x, &rank, dims) != 0 || norm_axis(c, attr_i(n, "axis", -1), rank, &axis) != 0)
+        return -1;
+    for (int32_t a = 0; a < rank; a++)
+        perm[a] = a;
+    perm[axis] = rank - 1, perm[rank - 1] = axis;
+    bool moved = axis != rank - 1;
+    if (moved)
+        x = tide_builder_transpose(c->b, NULL, x, perm, rank);
+    if (!largest)
+        x = tide_builder_neg(c->b, NULL, x);
+    tide_ref top = tide_builder_top_k(c->b, NULL, x, k);
+    if (check_builder(c, top) != 0)
+        return -1;
+    tide_ref values = largest ? top : tide_builder_neg(c->b, NULL, top);
+    tide_ref indices = tide_builder_output(c->b, top, 1);
+    if (moved) {
+        values = tide_builder_transpose(c->b, NULL, values, perm, rank);
+        indices = tide_builder_transpose(c->b, NULL, indices, perm, rank);
+    }
+    if (set_out(c, 0, values) != 0)
+        return -1;
+    return n->n_output > 1 ? set_out(c, 1, indices) : 0;
+}
+
+/* Trilu: folded on a constant; on a tensor, x times a constant 0/1 mask of its last two axes
+ * (exact for finite x). */
+static int op_trilu(struct ctx *c)
+{
+    const Onnx__NodeProto *n = c->node;
+    struct value *xv = in_value(c, 0);
+    if (!xv)
+        return -1;
+    int64_t k = 0;
+    if (has_input(n, 1)) {
+        struct value *kv = in_const(c, 1, "k");
+        if (!kv)
+            return -1;
+        if (kv->type == CONST_FLOAT || numel(kv->rank, kv->dims) != 1)
+            return failf(c, "k must be one integer");
+        k = kv->i[0];
+    }
+    bool upper = attr_i(n, "upper", 1) != 0;
+    int32_t rank;
+    int64_t dims[MAX_RANK];
+    if (value_shape(c, xv, &rank, dims) != 0)
+        return -1;
+    if (rank < 2)
+        return failf(c, "the input must have rank 2 or more");
+    int64_t rows = dims[rank - 2], cols = dims[rank - 1];
+    if (xv->known && !xv->trainable) {
+        /* A constant (PyTorch's torch.tril(torch.ones(...)) causal mask): folded. */
+        struct value *v = set_out_const(c, 0, xv->type, rank, dims);
+        int64_t total = numel(rank, dims);
+        for (int64_t e = 0; v && e < total; e++) {
+            int64_t i = (e / cols) % rows, j = e % cols;
+            bool keep = upper ? j - i >= k : j - i <= k;
+            if (xv->type == CONST_FLOAT)
+                v->f[e] = keep ? xv->f[e] : 0.0f;
+            else
+                v->i[e] = keep ? xv->i[e] : 0;
+        }
+        return v ? 0 : -1;
+    }
+    tide_ref x;
+    if (float_in(c, 0, &x) != 0)
+        return -1;
+    int64_t cells = numel(2, dims + rank - 2);
+    if (cells > FOLD_MAX_ELEMENTS)
+        return failf(c,
+                     "a mask of %" PRId64 " elements is more than the import folds (%" PRId64 ")",
+                     cells, FOLD_MAX_ELEMENTS);
+    float *mask = malloc((size_t)(cells > 0 ? cells : 1) * sizeof(float));
+    if (!mask)
+        return failf(c, "out of memory");
+    for (int64_t i = 0; i < rows; i++)
+        for (int64_t j = 0; j < cols; j++)
+            mask[i * cols + j] = (upper ? j - i >= k : j - i <= k) ? 1.0f : 0.0f;
+    tide_ref m =
+        tide_builder_constant(c->b, NULL, TIDE_DT_FLOAT32, 2, (int64_t[]){rows, cols}, mask);
+    free(mask);
+    return set_out(c, 0, tide_builder_mul(c->b, NULL, x, m));
+}
+
+/* ---- losses ---- */
+
+/*
+ * SoftmaxCrossEntropyLoss without weights or ignore_index: tide's
+ * SoftmaxCrossEntropy over rows, the class axis (1) moved last and the other
+ * axes flattened, then the reduction. The optional log_prob output is
+ * Log(Softmax) over axis 1.
+ */
+static int op_softmax_cross_entropy_loss(struct ctx *c)
+{
+    const Onnx__NodeProto *n = c->node;
+    if (has_input(n, 2))
+        return failf(c, "class weights are not supported");
+    if (attr(n, "ignore_index"))
+        return failf(c, "ignore_index is not supported");
+    tide_ref x, labels;
+    if (float_in(c, 0, &x) != 0 || in_ref(c, 1, &labels) != 0)
+        return -1;
+    if (tide_builder_dtype(c->b, labels) != TIDE_DT_INT32)
+        return failf(c, "the labels must be integers");
+    int32_t rank;
+    int64_t dims[MAX_RANK];
+    if (ref_shape(c, x, &rank, dims) != 0)
+        return -1;
+    if (rank < 2)
+        return failf(c, "the scores must have rank 2 or more, not %d", rank);
+    int64_t classes = dims[1], rows = dims[0] * numel(rank - 2, dims + 2);
+    tide_ref logits = x;
+    if (rank > 2) {
+        int64_t perm[MAX_RANK];
+        perm[0] = 0;
+        for (int32_t a = 2; a < rank; a++)
+            perm[a - 1] = a;
+        perm[rank - 1] = 1;
+        logits = tide_builder_transpose(c->b, NULL, x, perm, rank);
+    }
+    logits = tide_builder_reshape(c->b, NULL, logits, 2, (int64_t[]){rows, classes});
+    tide_ref flat_labels = tide_builder_reshape(c->b, NULL, labels, 1, &rows);
+    tide_ref loss = tide_builder_softmax_cross_entropy(c->b, NULL, logits, flat_labels);
+    if (check_builder(c, loss) != 0)
+        return -1;
+    if (attr_s_is(n, "reduction", "none")) {
+        int64_t out[MAX_RANK];
+        out[0] = dims[0];
+        for (int32_t a = 2; a < rank; a++)
+            out[a - 1] = dims[a];
+        loss = tide_builder_reshape(c->b, NULL, loss, rank - 1, out);
+    } else if (attr_s_is(n, "reduction", "sum")) {
+        loss = tide_builder_reduce_sum(c->b, NULL, loss, NULL, 0, false);
+    } else if (attr_s_is(n, "reduction", NULL) || attr_s_is(n, "reduction", "mean")) {
+        loss = tide_builder_reduce_mean(c->b, NULL, loss, NULL, 0, false);
+    } else {
+        return failf(c, "reduction must be none, sum or mean");
+    }
+    if (set_out(c, 0, loss) != 0)
+        return -1;
+    if (n->n_output > 1 && *n->output[1]) {
+        tide_ref lp = tide_builder_log(c->b, NULL, tide_builder_softmax(c->b, NULL, x, 1));
+        return set_out(c, 1, lp);
+    }
+    return 0;
+}
+
+/* ---- recurrent layers, unrolled ---- */
+
+/* A [rows, cols] window of a rank-2 tensor: rows [r0, r0 + nr), columns [c0, c0 + nc). */
+static tide_ref window(struct ctx *c, tide_ref x, int64_t r0, int64_t nr, int64_t c0, int64_t nc)
+{
+    return tide_builder_slice(c->b, NULL, x, (int64_t[]){r0, c0}, (int64_t[]){nr, nc}, 2);
+}
+
+/* Direction d's [rows, cols] matrix out of a [num_directions, rows, cols] input. */
+static tide_ref direction_matrix(struct ctx *c, tide_ref w, int64_t d, int64_t rows, int64_t cols)
+{
+    tide_ref s =
+        tide_builder_slice(c->b, NULL, w, (int64_t[]){d, 0, 0}, (int64_t[]){1, rows, cols}, 3);
+    return tide_builder_reshape(c->b, NULL, s, 2, (int64_t[]){rows, cols});
+}
+
+/* Checks a weight's shape against what the layer needs. */
+static int expect_shape(struct ctx *c, tide_ref r, const char *what, int32_t rank,
+                        const int64_t *want)
+{
+    int32_t got_rank;
+    int64_t got[MAX_RANK];
+    if (ref_shape(c, r, &got_rank, got) != 0)
+        return -1;
+    bool same = got_rank == rank;
+    for (int32_t k = 0; same && k < rank; k++)
+        same = got[k] == want[k];
+    if (!same)
+        return failf(c, "%s has the wrong shape for hidden_size and the input", what);
+    return 0;
+}
+
+enum cell_kind { CELL_RNN, CELL_GRU, CELL_LSTM };
+
+/* The longest sequence a recurrent layer is unrolled over (a few nodes per step). */
+#define MAX_UNROLL 65536
+
+/*
+ * LSTM, GRU and RNN (ONNX's default activations: Sigmoid for gates, Tanh for
+ * the rest), unrolled over the sequence into MatMul, Add, Sub, Slice, Sigmoid,
+ * Tanh, Mul and Concat, per direction. The input projection of every step is
+ * one MatMul over [seq * batch, input]. Gates are ordered as ONNX orders them
+ * in W, R and B: LSTM i, o, f, c; GRU z, r, h.
+ */
+static int recurrent(struct ctx *c, enum cell_kind kind)
+{
+    const Onnx__NodeProto *n = c->node;
+    const bool lstm = kind == CELL_LSTM, gru = kind == CELL_GRU;
+    const int64_t gates = lstm ? 4 : gru ? 3 : 1;
+    const bool linear_before_reset = gru && attr_i(n, "linear_before_reset", 0) != 0;
+    int64_t hidden = attr_i(n, "hidden_size", 0);
+    int64_t layout = attr_i(n, "layout", 0);
+    if (hidden <= 0)
+        return failf(c, "hidden_size must be given and > 0");
+    if (attr(n, "activations") || attr(n, "activation_alpha") || attr(n, "activation_beta"))
+        return failf(c, "activations other than the defaults are not supported");
+    if (attr(n, "clip"))
+        return failf(c, "clip is not supported");
+    if (attr_i(n, "input_forget", 0) != 0)
+        return failf(c, "input_forget 1 is not supported");
+    int64_t n_dir = 1;
+    bool reverse_only = false;
+    if (attr_s_is(n, "direction", "bidirectional"))
+        n_dir = 2;
+    else if (attr_s_is(n, "direction", "reverse"))
+        reverse_only = true;
+    else if (!attr_s_is(n, "direction", NULL) && !attr_s_is(n, "direction", "forward"))
+        return failf(c, "direction must be forward, reverse or bidirectional");
+    tide_ref x, w, r;
+    if (float_in(c, 0, &x) != 0 || float_in(c, 1, &w) != 0 || float_in(c, 2, &r) != 0)
+        return -1;
+    int32_t xr;
+    int64_t xd[MAX_RANK];
+    if (ref_shape(c, x, &xr, xd) != 0)
+        return -1;
+    if (xr != 3)
+        return failf(c, "X must have rank 3, not %d", xr);
+    if (layout == 1) {
+        x = tide_builder_transpose(c->b, NULL, x, (int64_t[]){1, 0, 2}, 3);
+        int64_t t = xd[0];
+        xd[0] = xd[1], xd[1] = t;
+    } else if (layout != 0) {
+        return failf(c, "layout %" PRId64 " is not supported", layout);
+    }
+    int64_t seq = xd[0], batch = xd[1], in_size = xd[2], gh = gates * hidden;
+    if (seq < 1)
+        return failf(c, "an empty sequence is not supported");
+    if (seq > MAX_UNROLL || hidden > ((int64_t)1 << 30))
+        return failf(c, "a sequence of %" PRId64 " steps is more than the import unrolls (%d)", seq,
+                     MAX_UNROLL);
+    if (expect_shape(c, w, "W", 3, (int64_t[]){n_dir, gh, in_size}) != 0 ||
+        expect_shape(c, r, "R", 3, (int64_t[]){n_dir, gh, hidden}) != 0)
+        return -1;
+    if (has_input(n, 4)) {
+        struct value *lens = in_value(c, 4);
+        if (!lens)
+            return -1;
+        bool full = lens->known && lens->type != CONST_FLOAT;
+        for (int64_t k = 0; full && k < numel(lens->rank, lens->dims); k++)
+            full = lens->i[k] == seq;
+        if (!full)
+            return failf(c,
+                         "sequence_lens must be absent or a constant equal to the sequence "
+                         "length (%" PRId64 ") for every batch entry",
+                         seq);
+    }
+    tide_ref bias = TIDE_REF_NONE, h0 = TIDE_REF_NONE, c0 = TIDE_REF_NONE, peep = TIDE_REF_NONE;
+    if (has_input(n, 3)) {
+        if (float_in(c, 3, &bias) != 0 ||
+            expect_shape(c, bias, "B", 2, (int64_t[]){n_dir, 2 * gh}) != 0)
+            return -1;
+    }
+    if (has_input(n, 5)) {
+        if (float_in(c, 5, &h0) != 0 ||
+            expect_shape(c, h0, "initial_h", 3,
+                         layout ? (int64_t[]){batch, n_dir, hidden}
+                                : (int64_t[]){n_dir, batch, hidden}) != 0)
+            return -1;
+        if (layout)
+            h0 = tide_builder_transpose(c->b, NULL, h0, (int64_t[]){1, 0, 2}, 3);
+    }
+    if (lstm && has_input(n, 6)) {
+        if (float_in(c, 6, &c0) != 0 ||
+            expect_shape(c, c0, "initial_c", 3,
+                         layout ? (int64_t[]){batch, n_dir, hidden}
+                                : (int64_t[]){n_dir, batch, hidden}) != 0)
+            return -1;
+        if (layout)
+            c0 = tide_builder_transpose(c->b, NULL, c0, (int64_t[]){1, 0, 2}, 3);
+    }
+    if (lstm && has_input(n, 7)) {
+        if (float_in(c, 7, &peep) != 0 ||
+            expect_shape(c, peep, "P", 2, (int64_t[]){n_dir, 3 * hidden}) != 0)
+            return -1;
+    }
+    tide_ref flat_x = tide_builder_reshape(c->b, NULL, x, 2, (int64_t[]){seq * batch, in_size});
+    tide_ref *ys = calloc((size_t)(seq * n_dir), sizeof(tide_ref));
+    tide_ref last_h[2], last_c[2];
+    if (!ys)
+        return failf(c, "out of memory");
+    for (int64_t d = 0; d < n_dir; d++) {
+        bool backward = reverse_only || d == 1;
+        tide_ref wd = direction_matrix(c, w, d, gh, in_size);
+        tide_ref rd = direction_matrix(c, r, d, gh, hidden);
+        tide_ref proj = tide_builder_matmul(c->b, NULL, flat_x, wd, false, true); /* [S*B, gh] */
+        /* GRU's Rbh joins the recurrent term of h (inside the reset gate's product when
+         * linear_before_reset): only Wb and the other gates' Rb go into the projection. */
+        tide_ref rbh = TIDE_REF_NONE;
+        if (bias.id >= 0) {
+            tide_ref bd = window(c, bias, d, 1, 0, 2 * gh);
+            int64_t summed = gru ? 2 * hidden : gh;
+            tide_ref both = tide_builder_add(c->b, NULL, window(c, bd, 0, 1, 0, summed),
+                                             window(c, bd, 0, 1, gh, summed));
+            if (gru) {
+                both = tide_builder_concat(
+                    c->b, NULL, (tide_ref[]){both, window(c, bd, 0, 1, 2 * hidden, hidden)}, 2, 1);
+                rbh = window(c, bd, 0, 1, gh + 2 * hidden, hidden);
+            }
+            proj = tide_builder_add(c->b, NULL, proj, both);
+        }
+        tide_ref pi = TIDE_REF_NONE, po = TIDE_REF_NONE, pf = TIDE_REF_NONE;
+        if (peep.id >= 0) {
+            tide_ref pd = window(c, peep, d, 1, 0, 3 * hidden);
+            pi = window(c, pd, 0, 1, 0, hidden);
+            po = window(c, pd, 0, 1, hidden, hidden);
+            pf = window(c, pd, 0, 1, 2 * hidden, hidden);
+        }
+        tide_ref h = h0.id >= 0 ? direction_matrix(c, h0, d, batch, hidden) : TIDE_REF_NONE;
+        tide_ref cell = c0.id >= 0 ? direction_matrix(c, c0, d, batch, hidden) : TIDE_REF_NONE;
+        for (int64_t step = 0; step < seq; step++) {
+            int64_t t = backward ? seq - 1 - step : step;
+            tide_ref g = window(c, proj, t * batch, batch, 0, gh);
+            if (gru) {
+                /* z and r as the others; h from the reset gate and the previous state. */
+                tide_ref zr = window(c, g, 0, batch, 0, 2 * hidden);
+                tide_ref gh_x = window(c, g, 0, batch, 2 * hidden, hidden);
+                tide_ref rz = h.id >= 0 ? window(c, rd, 0, 2 * hidden, 0, hidden) : TIDE_REF_NONE;
+                tide_ref rh = window(c, rd, 2 * hidden, hidden, 0, hidden);
+                if (h.id >= 0)
+                    zr = tide_builder_add(c->b, NULL, zr,
+                                          tide_builder_matmul(c->b, NULL, h, rz, false, true));
+                zr = tide_builder_sigmoid(c->b, NULL, zr);
+                tide_ref z = window(c, zr, 0, batch, 0, hidden);
+                tide_ref reset = window(c, zr, 0, batch, hidden, hidden);
+                tide_ref rec = TIDE_REF_NONE; /* the recurrent term of h, or none for 0 */
+                if (linear_before_reset) {
+                    tide_ref hr = h.id >= 0 ? tide_builder_matmul(c->b, NULL, h, rh, false, true)
+                                            : TIDE_REF_NONE;
+                    if (rbh.id >= 0)
+                        hr = hr.id >= 0 ? tide_builder_add(c->b, NULL, hr, rbh) : rbh;
+                    if (hr.id >= 0)
+                        rec = tide_builder_mul(c->b, NULL, reset, hr);
+                } else {
+                    if (h.id >= 0)
+                        rec = tide_builder_matmul(
+                            c->b, NULL, tide_builder_mul(c->b, NULL, reset, h), rh, false, true);
+                    if (rbh.id >= 0)
+                        rec = rec.id >= 0 ? tide_builder_add(c->b, NULL, rec, rbh) : rbh;
+                }
+                if (rec.id >= 0)
+                    gh_x = tide_builder_add(c->b, NULL, gh_x, rec);
+                tide_ref cand = tide_builder_tanh(c->b, NULL, gh_x);
+                /* (1 - z) h~ + z h_prev */
+                tide_ref keep = tide_builder_sub(c->b, NULL, scalar(c, 1.0f), z);
+                tide_ref next = tide_builder_mul(c->b, NULL, keep, cand);
+                if (h.id >= 0)
+                    next = tide_builder_add(c->b, NULL, next, tide_builder_mul(c->b, NULL, z, h));
+                h = next;
+                if (check_builder(c, h) != 0) {
+                    free(ys);
+                    return -1;
+                }
+                ys[t * n_dir + d] =
+                    tide_builder_reshape(c->b, NULL, h, 3, (int64_t[]){1, batch, hidden});
+                continue;
+            }
+            /* A zero initial state adds nothing: leaving its terms out is exact. */
+            if (h.id >= 0)
+                g = tide_builder_add(c->b, NULL, g,
+                                     tide_builder_matmul(c->b, NULL, h, rd, false, true));
+            if (!lstm) {
+                h = tide_builder_tanh(c->b, NULL, g);
+            } else {
+                tide_ref gi = window(c, g, 0, batch, 0, hidden);
+                tide_ref go = window(c, g, 0, batch, hidden, hidden);
+                tide_ref gf = window(c, g, 0, batch, 2 * hidden, hidden);
+                tide_ref gc = window(c, g, 0, batch, 3 * hidden, hidden);
+                if (pi.id >= 0 && cell.id >= 0) {
+                    gi = tide_builder_add(c->b, NULL, gi, tide_builder_mul(c->b, NULL, pi, cell));
+                    gf = tide_builder_add(c->b, NULL, gf, tide_builder_mul(c->b, NULL, pf, cell));
+                }
+                tide_ref i_t = tide_builder_sigmoid(c->b, NULL, gi);
+                tide_ref c_t = tide_builder_tanh(c->b, NULL, gc);
+                tide_ref ic = tide_builder_mul(c->b, NULL, i_t, c_t);
+                cell = cell.id >= 0
+                           ? tide_builder_add(c->b, NULL,
+                                              tide_builder_mul(c->b, NULL,
+                                                               tide_builder_sigmoid(c->b, NULL, gf),
+                                                               cell),
+                                              ic)
+                           : ic;
+                if (pi.id >= 0)
+                    go = tide_builder_add(c->b, NULL, go, tide_builder_mul(c->b, NULL, po, cell));
+                h = tide_builder_mul(c->b, NULL, tide_builder_sigmoid(c->b, NULL, go),
+                                     tide_builder_tanh(c->b, NULL, cell));
+            }
+            if (check_builder(c, h) != 0) {
+                free(ys);
+                return -1;
+            }
+            ys[t * n_dir + d] =
+                tide_builder_reshape(c->b, NULL, h, 3, (int64_t[]){1, batch, hidden});
+        }
+        last_h[d] = tide_builder_reshape(c->b, NULL, h, 3, (int64_t[]){1, batch, hidden});
+        last_c[d] = lstm ? tide_builder_reshape(c->b, NULL, cell, 3, (int64_t[]){1, batch, hidden})
+                         : TIDE_REF_NONE;
+    }
+    /* Y [seq, num_directions, batch, hidden]: the steps' [1, batch, hidden] in (t, d) order. */
+    tide_ref y = tide_builder_concat(c->b, NULL, ys, (int32_t)(seq * n_dir), 0);
+    free(ys);
+    y = tide_builder_reshape(c->b, NULL, y, 4, (int64_t[]){seq, n_dir, batch, hidden});
+    tide_ref yh = n_dir == 1 ? last_h[0] : tide_builder_concat(c->b, NULL, last_h, 2, 0);
+    tide_ref yc = TIDE_REF_NONE;
+    if (lstm)
+        yc = n_dir == 1 ? last_c[0] : tide_builder_concat(c->b, NULL, last_c, 2, 0);
+    if (layout == 1) {
+        y = tide_builder_transpose(c->b, NULL, y, (int64_t[]){2, 0, 1, 3}, 4);
+        yh = tide_builder_transpose(c->b, NULL, yh, (int64_t[]){1, 0, 2}, 3);
+        if (lstm)
+            yc = tide_builder_transpose(c->b, NULL, yc, (int64_t[]){1, 0, 2}, 3);
+    }
+    if (set_out(c, 0, y) != 0 || (n->n_output > 1 && set_out(c, 1, yh) != 0))
+        return -1;
+    if (lstm && n->n_output > 2 && set_out(c, 2, yc) != 0)
+        return -1;
+    return 0;
+}
+
+static int op_lstm(struct ctx *c)
+{
+    return recurrent(c, CELL_LSTM);
+}
+static int op_gru(struct ctx *c)
+{
+    return recurrent(c, CELL_GRU);
+}
+static int op_rnn(struct ctx *c)
+{
+    return recurrent(c, CELL_RNN);
+}
+
+static int op_erf(struct ctx *c)
+{
+    return unary(c, tide_builder_erf);
+}
+
+/* ============================================================================
+ * The op table
+ * ========================================================================== */
+
+struct op_entry {
+    const char *name;
+    handler_fn fn;
+};
+
+static const struct op_entry ops[] = {
+    {"Abs", op_abs},
+    {"Add", op_add},
+    {"ArgMax", op_arg_max},
+    {"ArgMin", op_arg_min},
+    {"AveragePool", op_average_pool},
+    {"BatchNormalization", op_batch_normalization},
+    {"Cast", op_cast},
+    {"Clip", op_clip},
+    {"Concat", op_concat},
+    {"Constant", op_constant},
+    {"ConstantOfShape", op_constant_of_shape},
+    {"Conv", op_conv},
+    {"Div", op_div},
+    {"Dropout", op_dropout},
+    {"Elu", op_elu},
+    {"Equal", op_equal},
+    {"Erf", op_erf},
+    {"Exp", op_exp},
+    {"Expand", op_expand},
+    {"Flatten", op_flatten},
+    {"Gather", op_gather},
+    {"Gemm", op_gemm},
+    {"GlobalAveragePool", op_global_average_pool},
+    {"GRU", op_gru},
+    {"HardSigmoid", op_hard_sigmoid},
+    {"Identity", op_identity},
+    {"LayerNormalization", op_layer_normalization},
+    {"LeakyRelu", op_leaky_relu},
+    {"Log", op_log},
+    {"LogSoftmax", op_log_softmax},
+    {"LSTM", op_lstm},
+    {"MatMul", op_matmul},
+    {"Max", op_max},
+    {"MaxPool", op_max_pool},
+    {"Mean", op_mean},
+    {"Min", op_min},
+    {"Mul", op_mul},
+    {"Neg", op_neg},
+    {"Pow", op_pow},
+    {"PRelu", op_prelu},
+    {"Range", op_range},
+    {"Reciprocal", op_reciprocal},
+    {"ReduceL1", op_reduce_l1},
+    {"ReduceL2", op_reduce_l2},
+    {"ReduceLogSum", op_reduce_log_sum},
+    {"ReduceLogSumExp", op_reduce_log_sum_exp},
+    {"ReduceMax", op_reduce_max},
+    {"ReduceMean", op_reduce_mean},
+    {"ReduceMin", op_reduce_min},
+    {"ReduceSum", op_reduce_sum},
+    {"ReduceSumSquare", op_reduce_sum_square},
+    {"Relu", op_relu},
+    {"Reshape", op_reshape},
+    {"RNN", op_rnn},
+    {"Selu", op_selu},
+    {"Shape", op_shape},
+    {"Sigmoid", op_sigmoid},
+    {"Size", op_size},
+    {"Slice", op_slice},
+    {"Softmax", op_softmax},
+    {"SoftmaxCrossEntropyLoss", op_softmax_cross_entropy_loss},
+    {"Softplus", op_softplus},
+    {"Softsign", op_softsign},
+    {"Split", op_split},
+    {"Sqrt", op_sqrt},
+    {"Squeeze", op_squeeze},
+    {"Sub", op_sub},
+    {"Sum", op_sum},
+    {"Tanh", op_tanh},
+    {"TopK", op_top_k},
+    {"Transpose", op_transpose},
+    {"Trilu", op_trilu},
+    {"Unsqueeze", op_unsqueeze},
+    {"Where", op_where},
+};
+
+static handler_fn find_op(const char *name)
+{
+    for (size_t k = 0; k < sizeof(ops) / sizeof(ops[0]); k++)
+        if (strcmp(ops[k].name, name) == 0)
+            return ops[k].fn;
+    return NULL;
+}
+
+/* ============================================================================
+ * The model
+ * ========================================================================== */
+
+static bool is_frozen(const struct tide_onnx_options *o, const char *name)
+{
+    for (size_t k = 0; o && k < o->n_frozen; k++)
+        if (o->frozen[k] && strcmp(o->frozen[k], name) == 0)
+            return true;
+    return false;
+}
+
+static int add_input(struct ctx *c, const Onnx__ValueInfoProto *in, tide_ref *out)
+{
+    const char *name = in->name ? in->name : "";
+    if (!in->type || in->type->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE ||
+        !in->type->tensor_type)
+        return failf(c, "graph input \"%s\" is not a tensor", name);
+    const Onnx__TypeProto__Tensor *t = in->type->tensor_type;
+    enum tide_data_type dt;
+    if (t->elem_type == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT)
+        dt = TIDE_DT_FLOAT32;
+    else if (t->elem_type == ONNX__TENSOR_PROTO__DATA_TYPE__INT32 ||
+             t->elem_type == ONNX__TENSOR_PROTO__DATA_TYPE__INT64)
+        dt = TIDE_DT_INT32;
+    else
+        return failf(c, "graph input \"%s\" has element type %d; tide takes float, int32 and int64",
+                     name, (int)t->elem_type);
+    if (!t->shape)
+        return failf(c, "graph input \"%s\" has no shape; tide needs static shapes", name);
+    if (t->shape->n_dim > MAX_RANK)
+        return failf(c, "graph input \"%s\" has rank %zu, more than tide's %d", name,
+                     t->shape->n_dim, MAX_RANK);
+    int64_t dims[MAX_RANK];
+    for (size_t k = 0; k < t->shape->n_dim; k++) {
+        const Onnx__TensorShapeProto__Dimension *d = t->shape->dim[k];
+        if (d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE &&
+            d->dim_value >= 0) {
+            dims[k] = d->dim_value;
+        } else if (c->o && c->o->batch_size > 0) {
+            dims[k] = c->o->batch_size;
+        } else {
+            return failf(c,
+                         "graph input \"%s\" has a dynamic dimension %zu (%s): tide needs static "
+                         "shapes; set a batch size in the import options",
+                         name, k,
+                         d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM
+                             ? d->dim_param
+                             : "no value");
+        }
+    }
+    char tname[TIDE_BUILDER_MAX_NAME + 1];
+    tide_name(c, name, tname);
+    tide_ref r = tide_builder_placeholder(c->b, tname, dt, (int32_t)t->shape->n_dim, dims);
+    if (check_builder(c, r) != 0)
+        return -1;
+    struct value *v = define(c, name);
+    v->ref = r;
+    v->has_ref = true;
+    *out = r;
+    return 0;
+}
+
+static int import_model(struct ctx *c, const Onnx__ModelProto *m, struct tide_onnx_result *res)
+{
+    c->opset = -1;
+    for (size_t k = 0; k < m->n_opset_import; k++) {
+        const Onnx__OperatorSetIdProto *op = m->opset_import[k];
+        if (!op->domain || !*op->domain || strcmp(op->domain, "ai.onnx") == 0)
+            c->opset = op->has_version ? op->version : 0;
+    }
+    if (c->opset < 0)
+        return failf(c, "the model imports no opset of the default ONNX domain");
+    if (c->opset < OPSET_MIN || c->opset > OPSET_MAX)
+        return failf(c, "opset %" PRId64 " is not supported (tide imports opsets %d to %d)",
+                     c->opset, OPSET_MIN, OPSET_MAX);
+    const Onnx__GraphProto *g = m->graph;
+    if (!g)
+        return failf(c, "the model has no graph");
+    size_t want = 64 + 2 * (g->n_initializer + g->n_input);
+    for (size_t k = 0; k < g->n_node; k++)
+        want += 2 * g->node[k]->n_output;
+    c->cap = 64;
+    while (c->cap < want)
+        c->cap *= 2;
+    c->values = calloc(c->cap, sizeof(struct value));
+    if (!c->values)
+        return failf(c, "out of memory");
+
+    /* Initializers first: a graph input with an initializer's name is that initializer. */
+    for (size_t k = 0; k < g->n_initializer; k++) {
+        const Onnx__TensorProto *t = g->initializer[k];
+        if (!t->name || !*t->name)
+            return failf(c, "initializer %zu has no name", k);
+        char what[300];
+        snprintf(what, sizeof(what), "initializer \"%.200s\"", t->name);
+        struct value *v = define(c, t->name);
+        v->known = true;
+        if (read_tensor(c, t, v, what) != 0)
+            return -1;
+        v->trainable = v->type == CONST_FLOAT && !is_frozen(c->o, t->name);
+    }
+    res->inputs = calloc(g->n_input ? g->n_input : 1, sizeof(tide_ref));
+    res->outputs = calloc(g->n_output ? g->n_output : 1, sizeof(tide_ref));
+    if (!res->inputs || !res->outputs)
+        return failf(c, "out of memory");
+    for (size_t k = 0; k < g->n_input; k++) {
+        if (g->input[k]->name && lookup(c, g->input[k]->name))
+            continue;
+        if (add_input(c, g->input[k], &res->inputs[res->n_inputs]) != 0)
+            return -1;
+        res->n_inputs++;
+    }
+    if (tide_builder_push_scope(c->b, "onnx") != 0)
+        return failf(c, "%s", tide_builder_error(c->b));
+    c->scoped = true;
+    int rc = 0;
+    for (size_t k = 0; k < g->n_node && rc == 0; k++) {
+        const Onnx__NodeProto *n = g->node[k];
+        c->node = n;
+        handler_fn fn = find_op(n->op_type ? n->op_type : "");
+        if (n->domain && *n->domain && strcmp(n->domain, "ai.onnx") != 0)
+            rc = failf(c, "domain \"%s\" is not supported", n->domain);
+        else if (!fn)
+            rc = failf(c, "op %s is not supported", n->op_type ? n->op_type : "(none)");
+        else if (n->n_output == 0)
+            rc = failf(c, "no outputs");
+        else
+            rc = fn(c);
+    }
+    if (rc != 0) {
+        tide_builder_pop_scope(c->b);
+        return -1;
+    }
+    c->node = NULL;
+    tide_builder_pop_scope(c->b);
+    c->scoped = false;
+    for (size_t k = 0; k < g->n_output; k++) {
+        const char *name = g->output[k]->name ? g->output[k]->name : "";
+        struct value *v = lookup(c, name);
+        if (!v)
+            return failf(c, "graph output \"%s\" is produced by no node, initializer or input",
+                         name);
+        if (materialize(c, v) != 0)
+            return -1;
+        char tname[TIDE_BUILDER_MAX_NAME + 1];
+        tide_name(c, name, tname);
+        tide_ref r = tide_builder_identity(c->b, tname, v->ref);
+        if (check_builder(c, r) != 0)
+            return -1;
+        res->outputs[res->n_outputs++] = r;
+    }
+    res->opset = c->opset;
+    return 0;
+}
+
+int tide_onnx_import(tide_builder *b, const uint8_t *bytes, size_t len,
+                     const struct tide_onnx_options *options, struct tide_onnx_result *result,
+                     char *err, size_t err_size)
+{
+    struct tide_onnx_result local;
+    struct tide_onnx_result *res = result ? result : &local;
+    memset(res, 0, sizeof(*res));
+    struct ctx c = {.b = b, .o = options, .err = err, .err_size = err_size};
+    if (err && err_size)
+        err[0] = 0;
+    if (!b)
+        return failf(&c, "the builder is NULL");
+    if (!bytes && len)
+        return failf(&c, "the bytes are NULL");
+    if (tide_builder_error(b))
+        return failf(&c, "the builder already holds an error: %s", tide_builder_error(b));
+    Onnx__ModelProto *m = onnx__model_proto__unpack(NULL, len, bytes);
+    if (!m)
+        return failf(&c,
+                     "not an ONNX model: %zu bytes that do not parse as an onnx.ModelProto "
+                     "(truncated, or another format)",
+                     len);
+    int rc = 0;
+    if (!m->graph || (!m->has_ir_version && m->n_opset_import == 0))
+        rc = failf(&c, "not an ONNX model: the message has no graph or no ir_version and opset");
+    else
+        rc = import_model(&c, m, res);
+    if (c.values) {
+        for (size_t k = 0; k < c.cap; k++) {
+            free(c.values[k].f);
+            free(c.values[k].i);
+        }
+        free(c.values);
+    }
+    onnx__model_proto__free_unpacked(m, NULL);
+    if (rc != 0 || result == NULL)
+        tide_onnx_result_free(res);
+    return rc;
+}
+
+void tide_onnx_result_free(struct tide_onnx_result *result)
+{
+    if (!result)
+        return;
+    free(result->inputs);
+    free(result->outputs);
+    memset(result, 0, sizeof(*result));
+}
