@@ -264,6 +264,13 @@ static bool lm_options_valid(tide_builder *b, const char *model,
             return false;
         }
     }
+    if (moe_layers && o->experts < MOE_TOP_K) {
+        tide__builder_set_error(b,
+                                "%s: experts is %" PRId64 ", wants %d or more (each token is "
+                                "routed to its %d best)",
+                                model, o->experts, MOE_TOP_K, MOE_TOP_K);
+        return false;
+    }
     if (o->d_model % o->heads != 0) {
         tide__builder_set_error(b,
                                 "%s: d_model %" PRId64 " is not a multiple of heads %" PRId32

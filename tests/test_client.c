@@ -1659,6 +1659,12 @@ static void test_model_moe(void **state)
     assert_int_equal(tide_model_moe(b, &o).id, -1);
     assert_contains(tide_builder_error(b), "moe: experts is 0, wants 1 or more");
     tide_builder_free(b);
+    b = tide_builder_new();
+    o.experts = 1;
+    assert_int_equal(tide_model_moe(b, &o).id, -1);
+    assert_contains(tide_builder_error(b), "moe: experts is 1, wants 2 or more (each token is "
+                                           "routed to its 2 best)");
+    tide_builder_free(b);
 }
 
 /* The two examples: the builder reports the daemon's infer words. */
