@@ -70,9 +70,15 @@ static void set_seq_len(struct bench_options *o, int64_t v)
     o->seq_len = v;
 }
 
+/* The MoE model routes each token to 2 experts, so the search's 1, 2, 4, ... are 2, 3, 5, ... */
 static void set_experts(struct bench_options *o, int64_t v)
 {
-    o->experts = v;
+    o->experts = v + 1;
+}
+
+static int64_t experts_shown(int64_t v)
+{
+    return v + 1;
 }
 
 /*
@@ -91,7 +97,7 @@ static const struct axis axes[] = {
     {"seq", "transformer", "seq_len", INT64_C(1) << 20, set_seq_len, NULL},
     {"depth", "moe", "layers", 1024, set_layers, NULL},
     {"seq", "moe", "seq_len", INT64_C(1) << 20, set_seq_len, NULL},
-    {"experts", "moe", "experts", INT64_C(1) << 16, set_experts, NULL},
+    {"experts", "moe", "experts", INT64_C(1) << 16, set_experts, experts_shown},
 };
 
 /* The row of o->vary for o->model, or NULL after saying which sizes the model has. */

@@ -923,6 +923,50 @@ static void test_train_moe(void **state)
     free(r);
 }
 
+/* `plan` of a small MoE model with `experts` experts in 4 MiB (swap: "off" or NULL) fits, or not. */
+static bool moe_plan_fits(struct tide_test_run *r, int64_t experts, const char *swap)
+{
+    char text[32];
+    snprintf(text, sizeof(text), "%" PRId64, experts);
+    char *args[] = {"plan", "--model", "moe", "--layers", "1", "--d-model", "16", "--heads", "2",
+                    "--seq-len", "16", "--batch", "4", "--budget", "4M", "--experts", text, "--json",
+                    swap ? "--swap" : NULL, (char *)swap, NULL};
+    char *argv[32] = {bench_path};
+    for (int i = 0; args[i]; i++)
+        argv[i + 1] = args[i];
+    tide_test_run_program(argv, -1, -1, r);
+    return r->exit_code == 0 && strstr(r->out, "\"fits\":true");
+}
+
+/*
+ * `max --model moe --vary experts`: the search counts experts from 2 (top-2
+ * routing needs two), and both answers are exact: `plan` at the number
+ * fits and at the number + 1 does not, with the same policy.
+ */
+static void test_max_moe_experts_exact(void **state)
+{
+    (void)state;
+    struct tide_test_run *r = malloc(sizeof(*r));
+    assert_non_null(r);
+    struct json_object *line =
+        run_bench(r, 0,
+                  (char *[]){"max", "--model", "moe", "--vary", "experts", "--budget", "4M",
+                             "--layers", "1", "--d-model", "16", "--heads", "2", "--seq-len", "16",
+                             "--batch", "4", "--json", NULL});
+    assert_string_equal(tide_test_json_string(line, "vary"), "experts");
+    int64_t off = tide_test_json_int(line, "value_swap_off");
+    int64_t autoplan = tide_test_json_int(line, "value_auto");
+    json_object_put(line);
+    print_message("moe in 4 MiB: %" PRId64 " experts with swap off, %" PRId64 " automatic\n", off,
+                  autoplan);
+    assert_true(off >= 2 && autoplan >= off);
+    assert_true(moe_plan_fits(r, off, "off"));
+    assert_false(moe_plan_fits(r, off + 1, "off"));
+    assert_true(moe_plan_fits(r, autoplan, NULL));
+    assert_false(moe_plan_fits(r, autoplan + 1, NULL));
+    free(r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -943,6 +987,7 @@ int main(void)
         cmocka_unit_test(test_train_from_files),
         cmocka_unit_test(test_train_transformer_heldout),
         cmocka_unit_test(test_train_moe),
+        cmocka_unit_test(test_max_moe_experts_exact),
     };
     return cmocka_run_group_tests(tests, group_setup, NULL);
 }
