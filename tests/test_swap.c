@@ -7,7 +7,8 @@
  *     Variables homed on the device and on the host, the Variables after 5
  *     training steps of a CNN and of a small ResNet are bit-identical
  *     (memcmp) to those of the all-resident run (a session without a memory
- *     policy).
+ *     policy); so are those of the LSTM, the Transformer and the MoE model
+ *     (Dropout on) at their smallest fitting budget.
  *  2. Budget: the measured high-water mark equals the plan's peak (and stays
  *     within the budget), partition by partition too (the top of the arena
  *     that the plan's memory timeline predicts for each), and a model whose
@@ -70,6 +71,7 @@ struct model {
     uint8_t *bytes; /* serialized tide.v1.Graph */
     size_t len;
     int64_t batch, channels, size, classes;
+    int64_t seq, vocab; /* language models: int32 tokens [batch, seq] and labels alike */
     struct tide_train_options train;
 };
 
@@ -114,10 +116,35 @@ struct batches {
     uint64_t image_bytes, label_bytes;
     float *images[STEPS];
     int32_t *labels[STEPS];
+    int32_t *tokens[STEPS]; /* language models: fed as "tokens" instead of images */
 };
+
+/* Token windows and next-token labels in [0, vocab), for the language models. */
+static void batches_new_tokens(const struct model *m, struct batches *d)
+{
+    memset(d, 0, sizeof(*d));
+    int64_t numel = m->batch * m->seq;
+    d->image_bytes = d->label_bytes = (uint64_t)numel * sizeof(int32_t);
+    uint64_t x = 0x2545f4914f6cdd1dull;
+    for (int s = 0; s < STEPS; s++) {
+        d->tokens[s] = malloc(d->image_bytes);
+        d->labels[s] = malloc(d->label_bytes);
+        for (int64_t i = 0; i < numel; i++) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            d->tokens[s][i] = (int32_t)(x % (uint64_t)m->vocab);
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            d->labels[s][i] = (int32_t)(x % (uint64_t)m->vocab);
+        }
+    }
+}
 
 static void batches_new(const struct model *m, struct batches *d)
 {
+    if (m->seq && m->vocab) {
+        batches_new_tokens(m, d);
+        return;
+    }
+    memset(d, 0, sizeof(*d));
     int64_t numel = m->batch * m->channels * m->size * m->size;
     d->image_bytes = (uint64_t)numel * sizeof(float);
     d->label_bytes = (uint64_t)m->batch * sizeof(int32_t);
@@ -141,7 +168,19 @@ static void batches_free(struct batches *d)
     for (int s = 0; s < STEPS; s++) {
         free(d->images[s]);
         free(d->labels[s]);
+        free(d->tokens[s]);
     }
+}
+
+/* Feeds step's batch to a session: images or tokens, and labels. */
+static void feed_batch(struct tide_session *s, const struct batches *d, int step)
+{
+    struct tide_error err = {0};
+    if (d->tokens[step])
+        check(tide_session_feed(s, TIDE_MODEL_TOKENS, d->tokens[step], d->image_bytes, &err), &err);
+    else
+        check(tide_session_feed(s, TIDE_MODEL_IMAGES, d->images[step], d->image_bytes, &err), &err);
+    check(tide_session_feed(s, TIDE_MODEL_LABELS, d->labels[step], d->label_bytes, &err), &err);
 }
 
 /* Every Variable's bytes (weights and optimizer state), in node id order. */
@@ -212,8 +251,7 @@ static void run_resident(const struct model *m, const struct batches *d, struct 
     struct tide_error err = {0};
     check(tide_session_new(m->bytes, m->len, &o, &s, &err), &err);
     for (int step = 0; step < STEPS; step++) {
-        check(tide_session_feed(s, TIDE_MODEL_IMAGES, d->images[step], d->image_bytes, &err), &err);
-        check(tide_session_feed(s, TIDE_MODEL_LABELS, d->labels[step], d->label_bytes, &err), &err);
+        feed_batch(s, d, step);
         struct tide_step_stats stats;
         check(tide_session_step(s, &stats, &err), &err);
         assert_int_equal(stats.high_water_bytes, tide_session_memplan(s)->peak_bytes);
@@ -690,8 +728,7 @@ static void run_planned(const struct model *m, const struct batches *d,
     assert_true(!out->budget || out->peak <= out->budget);
     struct tide_error err = {0};
     for (int step = 0; step < STEPS; step++) {
-        check(tide_session_feed(s, TIDE_MODEL_IMAGES, d->images[step], d->image_bytes, &err), &err);
-        check(tide_session_feed(s, TIDE_MODEL_LABELS, d->labels[step], d->label_bytes, &err), &err);
+        feed_batch(s, d, step);
         struct tide_step_stats stats;
         check(tide_session_step(s, &stats, &err), &err);
         assert_int_equal(stats.high_water_bytes, out->peak);
@@ -791,6 +828,123 @@ static void test_planner_transparency_resnet(void **state)
     struct model m;
     model_resnet(&m, 4, 16, 1);
     planner_transparency(&m);
+    model_free(&m);
+}
+
+/* A two-layer unrolled LSTM over 28 rows of 28 features, trained with Adam. */
+static void model_lstm(struct model *m)
+{
+    memset(m, 0, sizeof(*m));
+    m->what = "lstm";
+    m->batch = 4, m->channels = 1, m->size = 28, m->classes = 10;
+    tide_builder *b = tide_builder_new();
+    tide_ref logits = tide_model_lstm(b, m->batch, 28, 28, 16, 2, m->classes);
+    if (logits.id < 0 || tide_builder_serialize(b, &m->bytes, &m->len) != 0)
+        fail_msg("lstm: %s", tide_builder_error(b));
+    tide_builder_free(b);
+    m->train = (struct tide_train_options){
+        .loss = TIDE_MODEL_LOSS, .optimizer = TIDE_OPTIMIZER_ADAM, .learning_rate = 0.003f};
+}
+
+/* A small Transformer (moe: with 4 experts a layer), Dropout 0.1, trained with Adam. */
+static void model_lm(struct model *m, bool moe)
+{
+    memset(m, 0, sizeof(*m));
+    m->what = moe ? "moe" : "transformer";
+    struct tide_model_lm_options lo = tide_model_lm_options_default();
+    lo.batch = 4, lo.seq_len = 16, lo.vocab = 64, lo.d_model = 32, lo.layers = 2, lo.heads = 2;
+    lo.dropout = 0.1f;
+    lo.experts = 4;
+    m->batch = lo.batch, m->seq = lo.seq_len, m->vocab = lo.vocab;
+    tide_builder *b = tide_builder_new();
+    tide_ref logits = moe ? tide_model_moe(b, &lo) : tide_model_transformer(b, &lo);
+    if (logits.id < 0 || tide_builder_serialize(b, &m->bytes, &m->len) != 0)
+        fail_msg("%s: %s", m->what, tide_builder_error(b));
+    tide_builder_free(b);
+    m->train = (struct tide_train_options){
+        .loss = TIDE_MODEL_LOSS, .optimizer = TIDE_OPTIMIZER_ADAM, .learning_rate = 0.003f};
+}
+
+/*
+ * The sequence models (issue 12), Dropout on where they have it: at the
+ * smallest budget any plan fits (the report's min_budget_bytes, below the
+ * resident peak, so the plan swaps), 5 steps leave every Variable bit for
+ * bit as the all-resident run does. Dropout's masks are keyed by the job's
+ * seed, the step and the node, not by where or when the node runs.
+ */
+static void sequence_transparency(struct model *m)
+{
+    struct batches d;
+    batches_new(m, &d);
+    struct variables want;
+    uint64_t resident_peak;
+    run_resident(m, &d, &want, &resident_peak);
+
+    /* The smallest budget: what a plan that cannot fit 4 KiB reports. */
+    struct tide_memory_policy policy = tide_memory_policy_default();
+    struct tide_session_options o = tide_session_options_default();
+    o.train = &m->train;
+    o.seed = SEED;
+    o.memory = &policy;
+    o.budget_bytes = 4096;
+    struct tide_session *s = NULL;
+    struct tide_error err = {0};
+    assert_int_equal(tide_session_plan(m->bytes, m->len, &o, &s, &err), TIDE_DOES_NOT_FIT);
+    uint64_t min_budget = tide_session_plan_report(s)->min_budget_bytes;
+    /* The language models do carry Dropout (rate 0.1), whose masks must repeat. */
+    const struct tide_graph *g = tide_session_graph(s);
+    uint32_t dropouts = 0;
+    for (uint32_t v = 0; v < g->n_nodes; v++)
+        dropouts += g->nodes[v].op == TIDE_OP_DROPOUT;
+    assert_true(!m->seq || dropouts > 0);
+    tide_session_free(s);
+    if (min_budget >= resident_peak)
+        fail_msg("%s: smallest budget %" PRIu64 " is not below the resident peak %" PRIu64, m->what,
+                 min_budget, resident_peak);
+
+    struct variables got;
+    struct planned r;
+    policy.budget_bytes = min_budget;
+    run_planned(m, &d, &policy, &got, &r);
+    check(r.status, &r.err);
+    assert_true(r.peak <= min_budget);
+    assert_true(r.report.swap_out_bytes > 0);
+    char what[128];
+    snprintf(what, sizeof(what), "%s at its smallest budget, %" PRIu64 " bytes", m->what,
+             min_budget);
+    print_message("  %s (resident %" PRIu64 "): per step swap out %.1f KiB, in %.1f KiB\n", what,
+                  resident_peak, (double)r.report.swap_out_bytes / 1024,
+                  (double)r.report.swap_in_bytes / 1024);
+    variables_compare(&want, &got, what);
+    free(got.data);
+    free(want.data);
+    batches_free(&d);
+}
+
+static void test_sequence_transparency_lstm(void **state)
+{
+    (void)state;
+    struct model m;
+    model_lstm(&m);
+    sequence_transparency(&m);
+    model_free(&m);
+}
+
+static void test_sequence_transparency_transformer(void **state)
+{
+    (void)state;
+    struct model m;
+    model_lm(&m, false);
+    sequence_transparency(&m);
+    model_free(&m);
+}
+
+static void test_sequence_transparency_moe(void **state)
+{
+    (void)state;
+    struct model m;
+    model_lm(&m, true);
+    sequence_transparency(&m);
     model_free(&m);
 }
 
@@ -910,6 +1064,9 @@ int main(void)
         cmocka_unit_test(test_hand_quarter_budget),
         cmocka_unit_test(test_planner_transparency_cnn),
         cmocka_unit_test(test_planner_transparency_resnet),
+        cmocka_unit_test(test_sequence_transparency_lstm),
+        cmocka_unit_test(test_sequence_transparency_transformer),
+        cmocka_unit_test(test_sequence_transparency_moe),
         cmocka_unit_test(test_planner_quarter_budget_and_admission),
         cmocka_unit_test(test_host_arena_once_per_job),
     };
