@@ -734,7 +734,9 @@ static int op_cast(struct ctx *c)
     if (x->known) {
         enum const_type t = to_float ? CONST_FLOAT : to_int ? CONST_INT : CONST_BOOL;
         struct value src = *x; /* x may be this node's output too: keep its data alive */
-        x->f = NULL, x->i = NULL;
+        bool replaced = lookup(c, c->node->output[0]) == x; /* an output of the same name */
+        if (replaced)
+            x->f = NULL, x->i = NULL;
         struct value *v = set_out_const(c, 0, t, src.rank, src.dims);
         if (v) {
             int64_t count = numel(src.rank, src.dims);
@@ -753,8 +755,8 @@ static int op_cast(struct ctx *c)
                 }
             }
         }
-        free(src.f);
-        free(src.i);
+        if (replaced)
+            free(src.f), free(src.i);
         return v ? 0 : -1;
     }
     tide_ref r;
@@ -831,7 +833,9 @@ static int op_unsqueeze_squeeze(struct ctx *c, bool unsqueeze)
     }
     if (x->known) {
         struct value src = *x;
-        x->f = NULL, x->i = NULL;
+        bool replaced = lookup(c, c->node->output[0]) == x; /* an output of the same name */
+        if (replaced)
+            x->f = NULL, x->i = NULL;
         struct value *v = set_out_const(c, 0, src.type, out_rank, out);
         if (v) {
             size_t count = (size_t)numel(src.rank, src.dims);
@@ -840,8 +844,8 @@ static int op_unsqueeze_squeeze(struct ctx *c, bool unsqueeze)
             else
                 memcpy(v->i, src.i, count * sizeof(int64_t));
         }
-        free(src.f);
-        free(src.i);
+        if (replaced)
+            free(src.f), free(src.i);
         return v ? 0 : -1;
     }
     tide_ref r;
@@ -1131,7 +1135,9 @@ static int op_identity(struct ctx *c)
         return -1;
     if (x->known && !x->trainable) {
         struct value src = *x;
-        x->f = NULL, x->i = NULL;
+        bool replaced = lookup(c, c->node->output[0]) == x; /* an output of the same name */
+        if (replaced)
+            x->f = NULL, x->i = NULL;
         struct value *v = set_out_const(c, 0, src.type, src.rank, src.dims);
         if (v) {
             size_t count = (size_t)numel(src.rank, src.dims);
@@ -1140,8 +1146,8 @@ static int op_identity(struct ctx *c)
             else
                 memcpy(v->i, src.i, count * sizeof(int64_t));
         }
-        free(src.f);
-        free(src.i);
+        if (replaced)
+            free(src.f), free(src.i);
         return v ? 0 : -1;
     }
     tide_ref r;
@@ -1632,7 +1638,9 @@ static int reshape_to(struct ctx *c, struct value *x, int32_t rank, const int64_
 {
     if (x->known && !x->trainable) {
         struct value src = *x;
-        x->f = NULL, x->i = NULL;
+        bool replaced = lookup(c, c->node->output[0]) == x; /* an output of the same name */
+        if (replaced)
+            x->f = NULL, x->i = NULL;
         struct value *v = set_out_const(c, 0, src.type, rank, dims);
         if (v) {
             size_t count = (size_t)numel(src.rank, src.dims);
@@ -1641,8 +1649,8 @@ static int reshape_to(struct ctx *c, struct value *x, int32_t rank, const int64_
             else
                 memcpy(v->i, src.i, count * sizeof(int64_t));
         }
-        free(src.f);
-        free(src.i);
+        if (replaced)
+            free(src.f), free(src.i);
         return v ? 0 : -1;
     }
     tide_ref r;
@@ -1732,7 +1740,9 @@ static int op_transpose(struct ctx *c)
             out[k] = dims[perm[k]];
         }
         struct value src = *x;
-        x->f = NULL, x->i = NULL;
+        bool replaced = lookup(c, c->node->output[0]) == x; /* an output of the same name */
+        if (replaced)
+            x->f = NULL, x->i = NULL;
         struct value *v = set_out_const(c, 0, src.type, rank, out);
         int64_t total = numel(rank, out);
         for (int64_t k = 0; v && k < total; k++) {
@@ -1748,8 +1758,8 @@ static int op_transpose(struct ctx *c)
             else
                 v->i[k] = src.i[pos];
         }
-        free(src.f);
-        free(src.i);
+        if (replaced)
+            free(src.f), free(src.i);
         return v ? 0 : -1;
     }
     tide_ref r;
