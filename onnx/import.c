@@ -65,6 +65,8 @@ struct ctx {
     size_t err_size;
     const Onnx__NodeProto *node; /* the node being imported, for messages */
     bool scoped;                 /* inside the builder scope "onnx" (the nodes' own ops) */
+    struct tide_onnx_result *res; /* where the Variables made are listed */
+    int32_t variables_cap;
 };
 
 static uint64_t hash_name(const char *s)
@@ -299,6 +301,30 @@ static int read_tensor(struct ctx *c, const Onnx__TensorProto *t, struct value *
  * Values as graph nodes
  * ========================================================================== */
 
+/* Lists a Variable made for an initializer in the result, under both its names. */
+static int list_variable(struct ctx *c, const char *onnx_name, const char *name)
+{
+    struct tide_onnx_result *res = c->res;
+    if (res->n_variables == c->variables_cap) {
+        int32_t cap = c->variables_cap ? 2 * c->variables_cap : 16;
+        struct tide_onnx_variable *grown = realloc(res->variables, (size_t)cap * sizeof(*grown));
+        if (!grown)
+            return failf(c, "out of memory");
+        res->variables = grown;
+        c->variables_cap = cap;
+    }
+    struct tide_onnx_variable *entry = &res->variables[res->n_variables];
+    entry->onnx_name = strdup(onnx_name);
+    entry->name = strdup(name);
+    if (!entry->onnx_name || !entry->name) {
+        free(entry->onnx_name);
+        free(entry->name);
+        return failf(c, "out of memory");
+    }
+    res->n_variables++;
+    return 0;
+}
+
 /* Puts a known value in the graph (once): a Variable, or a Const. */
 static int materialize(struct ctx *c, struct value *v)
 {
@@ -347,7 +373,7 @@ static int materialize(struct ctx *c, struct value *v)
         return -1;
     v->ref = r;
     v->has_ref = true;
-    return 0;
+    return v->trainable ? list_variable(c, v->name, name) : 0;
 }
 
 /* Input k of the current node as a graph ref; -1 (with the error set) when absent or unusable. */
@@ -3218,7 +3244,7 @@ int tide_onnx_import(tide_builder *b, const uint8_t *bytes, size_t len,
     struct tide_onnx_result local;
     struct tide_onnx_result *res = result ? result : &local;
     memset(res, 0, sizeof(*res));
-    struct ctx c = {.b = b, .o = options, .err = err, .err_size = err_size};
+    struct ctx c = {.b = b, .o = options, .err = err, .err_size = err_size, .res = res};
     if (err && err_size)
         err[0] = 0;
     if (!b)
@@ -3257,5 +3283,10 @@ void tide_onnx_result_free(struct tide_onnx_result *result)
         return;
     free(result->inputs);
     free(result->outputs);
+    for (int32_t k = 0; k < result->n_variables; k++) {
+        free(result->variables[k].onnx_name);
+        free(result->variables[k].name);
+    }
+    free(result->variables);
     memset(result, 0, sizeof(*result));
 }
