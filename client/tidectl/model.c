@@ -5,6 +5,7 @@
  * the job spec around it, and the dataset it is fed from (or, for `plan`,
  * only the dataset's image shape, without reading it).
  */
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +13,7 @@
 
 #include "tide/dataset-files.h"
 #include "tide/models.h"
+#include "tide/onnx.h"
 #include "tidectl.h"
 
 /* The bottleneck blocks of a ResNet of depth layers: depth = 3 * (10 + blocks) + 2. */
@@ -20,10 +22,140 @@ static int32_t resnet_blocks(int32_t depth)
     return (depth - 2) / 3 - 10;
 }
 
+/* Reads a whole file into a malloc'd buffer; NULL after saying why. */
+static uint8_t *read_model_file(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    uint8_t *bytes = NULL;
+    long size = -1;
+    if (f && fseek(f, 0, SEEK_END) == 0)
+        size = ftell(f);
+    if (size >= 0 && fseek(f, 0, SEEK_SET) == 0 && (bytes = malloc(size ? (size_t)size : 1)) &&
+        fread(bytes, 1, (size_t)size, f) == (size_t)size) {
+        fclose(f);
+        *len = (size_t)size;
+        return bytes;
+    }
+    fprintf(stderr, "tidectl: %s: %s\n", path, f ? "cannot read it" : strerror(errno));
+    free(bytes);
+    if (f)
+        fclose(f);
+    return NULL;
+}
+
+int tidectl_split_frozen(const char *list, char **copy, const char ***names, size_t *n)
+{
+    *copy = NULL, *names = NULL, *n = 0;
+    if (!list)
+        return 0;
+    *copy = strdup(list);
+    *names = calloc(strlen(list) / 2 + 2, sizeof(**names));
+    if (!*copy || !*names) {
+        free(*copy), free(*names);
+        *copy = NULL, *names = NULL;
+        return -1;
+    }
+    for (char *save = NULL, *name = strtok_r(*copy, ",", &save); name;
+         name = strtok_r(NULL, ",", &save))
+        (*names)[(*n)++] = name;
+    return 0;
+}
+
+/*
+ * --onnx: the model with the loss libtide adds (tide_onnx_training_graph),
+ * checked against the examples it will be fed: float32 images of c x h x w
+ * and int32 class labels [batch] below classes.
+ */
+static int build_onnx_model(const struct tidectl_options *o, int64_t c, int64_t h, int64_t w,
+                            int32_t classes, struct tidectl_model *m)
+{
+    size_t len;
+    uint8_t *file = read_model_file(o->onnx, &len);
+    if (!file)
+        return TIDECTL_EXIT_RUNTIME;
+    char *frozen_copy;
+    const char **frozen;
+    size_t n_frozen;
+    m->onnx = calloc(1, sizeof(*m->onnx));
+    if (!m->onnx || tidectl_split_frozen(o->frozen, &frozen_copy, &frozen, &n_frozen) != 0) {
+        free(file);
+        fprintf(stderr, "tidectl: out of memory\n");
+        return TIDECTL_EXIT_RUNTIME;
+    }
+    struct tide_onnx_training_options to = {
+        .batch_size = o->batch, .output = o->output, .frozen = frozen, .n_frozen = n_frozen};
+    if (o->loss)
+        tide_onnx_loss_parse(o->loss, &to.loss);
+    char err[1024];
+    int rc = tide_onnx_training_graph(file, len, &to, m->onnx, err, sizeof(err));
+    free(file);
+    free(frozen_copy);
+    free(frozen);
+    if (rc != 0) {
+        fprintf(stderr, "tidectl: %s: %s\n", o->onnx, err);
+        return TIDECTL_EXIT_USAGE;
+    }
+    const struct tide_onnx_training *t = m->onnx;
+    if (o->batch_given && t->batch != o->batch) {
+        fprintf(stderr,
+                "tidectl: %s has a static batch of %" PRId64 ": --batch %" PRId64 " can only "
+                "stand for a dynamic batch dimension (export the model with the batch you want)\n",
+                o->onnx, t->batch, o->batch);
+        return TIDECTL_EXIT_USAGE;
+    }
+    if (t->input.dtype != TIDE_DT_FLOAT32 || t->input.elements != t->batch * c * h * w) {
+        fprintf(stderr,
+                "tidectl: %s: input \"%s\" takes %" PRId64 " %s values per batch of %" PRId64
+                "; the examples are %" PRId64 " float32 values each\n",
+                o->onnx, t->input.name, t->input.elements,
+                t->input.dtype == TIDE_DT_FLOAT32 ? "float32" : "int32", t->batch, c * h * w);
+        return TIDECTL_EXIT_USAGE;
+    }
+    if (t->labels.dtype != TIDE_DT_INT32 || t->labels.elements != t->batch ||
+        classes > t->classes) {
+        fprintf(stderr,
+                "tidectl: %s: the examples have one class label each (%d classes); the model "
+                "with --loss %s on \"%s\" wants %s\n",
+                o->onnx, (int)classes, o->loss ? o->loss : "xent", t->output.name,
+                t->classes ? "fewer classes" : "other labels (another output or loss)");
+        return TIDECTL_EXIT_USAGE;
+    }
+    m->graph = t->graph, m->graph_len = t->graph_len;
+    m->onnx->graph = NULL;
+    m->image_rank = t->input.rank;
+    memcpy(m->image_dims, t->input.dims, sizeof(m->image_dims));
+    m->image_elements = t->input.elements;
+    m->classes = (int32_t)t->classes;
+    m->parameters = t->parameters;
+    m->batch = t->batch;
+    m->images = t->input.name, m->labels = t->labels.name;
+    m->logits = t->output.name, m->loss = t->loss;
+    m->feeds[0] = m->images, m->feeds[1] = m->labels;
+    return TIDECTL_EXIT_OK;
+}
+
+void tidectl_model_clear(struct tidectl_model *m)
+{
+    free(m->graph);
+    tide_onnx_training_free(m->onnx);
+    free(m->onnx);
+    memset(m, 0, sizeof(*m));
+}
+
 int tidectl_build_model(const struct tidectl_options *o, int64_t c, int64_t h, int64_t w,
                         int32_t classes, struct tidectl_model *m)
 {
     memset(m, 0, sizeof(*m));
+    if (o->onnx) {
+        int rc = build_onnx_model(o, c, h, w, classes, m);
+        if (rc != TIDECTL_EXIT_OK)
+            tidectl_model_clear(m);
+        return rc;
+    }
+    m->images = TIDE_MODEL_IMAGES, m->labels = TIDE_MODEL_LABELS;
+    m->logits = TIDE_MODEL_LOGITS, m->loss = TIDE_MODEL_LOSS;
+    m->feeds[0] = m->images, m->feeds[1] = m->labels;
+    m->batch = o->batch;
     tide_builder *b = tide_builder_new();
     if (!b) {
         fprintf(stderr, "tidectl: out of memory\n");
@@ -66,8 +198,6 @@ int tidectl_build_model(const struct tidectl_options *o, int64_t c, int64_t h, i
     return rc;
 }
 
-static const char *const model_fetches[] = {TIDE_MODEL_LOGITS};
-
 void tidectl_make_spec(const struct tidectl_options *o, const struct tidectl_model *m, char *name,
                        size_t name_size, struct tide_job_spec *spec)
 {
@@ -75,7 +205,7 @@ void tidectl_make_spec(const struct tidectl_options *o, const struct tidectl_mod
     if (o->name)
         snprintf(name, name_size, "%s", o->name);
     else
-        snprintf(name, name_size, "tidectl-%s", o->model);
+        snprintf(name, name_size, "tidectl-%s", o->onnx ? "onnx" : o->model);
     spec->name = name;
     spec->graph = m->graph;
     spec->graph_len = m->graph_len;
@@ -87,7 +217,10 @@ void tidectl_make_spec(const struct tidectl_options *o, const struct tidectl_mod
              : strcmp(o->model, "lstm") == 0               ? TIDE_MODEL_LSTM_LEARNING_RATE
                                                            : 0.001;
     spec->learning_rate = (float)lr;
-    spec->fetches = model_fetches;
+    spec->loss = m->loss;
+    spec->feeds = m->feeds;
+    spec->n_feeds = 2;
+    spec->fetches = &m->logits;
     spec->n_fetches = 1;
     spec->budget_bytes = o->budget;
     spec->partition_size = o->partition_size;

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tide/onnx.h"
 #include "tidectl.h"
 
 /* Every option of tidectl; getopt_long() returns the enum tidectl_option_id of each. */
@@ -65,6 +66,11 @@ static const struct option long_options[] = {
     {"test-data", required_argument, 0, TIDECTL_OPT_TEST_DATA},
     {"test-labels", required_argument, 0, TIDECTL_OPT_TEST_LABELS},
     {"npz", required_argument, 0, TIDECTL_OPT_NPZ},
+    /* ONNX models */
+    {"onnx", required_argument, 0, TIDECTL_OPT_ONNX},
+    {"loss", required_argument, 0, TIDECTL_OPT_LOSS},
+    {"frozen", required_argument, 0, TIDECTL_OPT_FROZEN},
+    {"from", required_argument, 0, TIDECTL_OPT_FROM},
     {0, 0, 0, 0},
 };
 
@@ -293,6 +299,36 @@ static int data_file_checks(const char *command, struct tidectl_options *o)
     return TIDECTL_EXIT_OK;
 }
 
+/*
+ * ONNX models: --output, --loss and --frozen go with --onnx, which names
+ * the model instead of --model and its sizes, and trains with SGD unless
+ * --optimizer says otherwise (tide-bench's reasons: its batch is the one
+ * it was exported with, often small, where momentum's default step is too
+ * long). export's --onnx and --from come together.
+ */
+static int onnx_checks(const char *command, struct tidectl_options *o)
+{
+    bool export = command && strcmp(command, "export") == 0;
+    if (export) {
+        if (!o->onnx != !o->from)
+            return tidectl_usage_error(command, "--onnx OUT.onnx and --from MODEL.onnx come "
+                                                "together (the model the job was trained from)");
+        return TIDECTL_EXIT_OK;
+    }
+    if (!o->onnx && (o->loss || o->frozen || (o->output && command &&
+                                              strcmp(command, "trace") != 0)))
+        return tidectl_usage_error(command, "--output, --loss and --frozen apply to an ONNX "
+                                            "model: give --onnx FILE");
+    if (!o->onnx)
+        return TIDECTL_EXIT_OK;
+    if (strcmp(o->model, "cnn") != 0 || o->depth || o->seq_len || o->hidden || o->layers)
+        return tidectl_usage_error(command, "--onnx names the model: --model, --depth, "
+                                            "--seq-len, --hidden and --layers do not apply");
+    if (!o->optimizer_given)
+        o->optimizer = TIDE_JOB_OPTIMIZER_SGD;
+    return TIDECTL_EXIT_OK;
+}
+
 int tidectl_parse_options(int argc, char **argv, const struct tidectl_verb *verb,
                           struct tidectl_options *o)
 {
@@ -378,6 +414,7 @@ int tidectl_parse_options(int argc, char **argv, const struct tidectl_verb *verb
         case TIDECTL_OPT_BATCH:
             if (parse_int(optarg, 1, 1 << 20, &o->batch))
                 return tidectl_usage_error(name, "--batch wants 1 to 1048576, got \"%s\"", optarg);
+            o->batch_given = true;
             break;
         case TIDECTL_OPT_BUDGET:
             if (parse_bytes(optarg, &o->budget) || o->budget == 0)
@@ -506,6 +543,27 @@ int tidectl_parse_options(int argc, char **argv, const struct tidectl_verb *verb
             *field = optarg;
             break;
         }
+        /* ONNX models. */
+        case TIDECTL_OPT_ONNX:
+        case TIDECTL_OPT_FROZEN:
+        case TIDECTL_OPT_FROM: {
+            const char **field = c == TIDECTL_OPT_ONNX ? &o->onnx
+                                 : c == TIDECTL_OPT_FROM ? &o->from
+                                                         : &o->frozen;
+            if (!*optarg)
+                return tidectl_usage_error(name, "--%s wants a %s, got \"\"", option_name(c),
+                                           c == TIDECTL_OPT_FROZEN ? "list of names" : "file name");
+            *field = optarg;
+            break;
+        }
+        case TIDECTL_OPT_LOSS: {
+            enum tide_onnx_loss loss;
+            if (tide_onnx_loss_parse(optarg, &loss) != 0)
+                return tidectl_usage_error(name, "--loss wants xent, mse or none, got \"%s\"",
+                                           optarg);
+            o->loss = optarg;
+            break;
+        }
         default:
             return tidectl_usage_error(name, "unhandled option");
         }
@@ -518,7 +576,7 @@ int tidectl_parse_options(int argc, char **argv, const struct tidectl_verb *verb
         return tidectl_usage_error(name, "--steps and --epochs exclude each other");
     if (o->depth && strcmp(o->model, "resnet") != 0)
         return tidectl_usage_error(name, "--depth applies to --model resnet only");
-    if (data_file_checks(name, o) != TIDECTL_EXIT_OK)
+    if (data_file_checks(name, o) != TIDECTL_EXIT_OK || onnx_checks(name, o) != TIDECTL_EXIT_OK)
         return TIDECTL_EXIT_USAGE;
     if (sequence_defaults(name, o) != TIDECTL_EXIT_OK)
         return TIDECTL_EXIT_USAGE;

@@ -64,6 +64,7 @@
 #include "tide/client.h"
 #include "tide/dataset.h"
 #include "tide/graph.h"
+#include "tide/onnx.h"
 
 /* Exit statuses, as the header comment above and `tidectl --help` list them. */
 #define TIDECTL_EXIT_OK      0
@@ -129,7 +130,12 @@ enum tidectl_option_id {
     TIDECTL_OPT_TEST_DATA,
     TIDECTL_OPT_TEST_LABELS,
     TIDECTL_OPT_NPZ,
-    /* trace (-o is its short spelling) */
+    /* ONNX models (plan, train: --onnx MODEL.onnx; export: --onnx OUT.onnx --from MODEL.onnx) */
+    TIDECTL_OPT_ONNX,
+    TIDECTL_OPT_LOSS,
+    TIDECTL_OPT_FROZEN,
+    TIDECTL_OPT_FROM,
+    /* trace (-o is its short spelling); plan and train with --onnx: the prediction output */
     TIDECTL_OPT_OUTPUT = 'o',
 };
 
@@ -139,11 +145,14 @@ enum tidectl_option_id {
         TIDECTL_OPT_DATA_DIR, TIDECTL_OPT_BATCH, TIDECTL_OPT_BUDGET, TIDECTL_OPT_SWAP,             \
         TIDECTL_OPT_PARTITION_SIZE, TIDECTL_OPT_VARS_HOME, TIDECTL_OPT_OPTIMIZER, TIDECTL_OPT_LR,  \
         TIDECTL_OPT_SEED, TIDECTL_OPT_NAME, TIDECTL_OPT_SEQ_LEN, TIDECTL_OPT_HIDDEN,             \
-        TIDECTL_OPT_LAYERS, TIDECTL_DATA_FILE_OPTIONS
+        TIDECTL_OPT_LAYERS, TIDECTL_DATA_FILE_OPTIONS, TIDECTL_ONNX_OPTIONS
 
 /* Data from the user's files (a block of their own in the model options). */
 #define TIDECTL_DATA_FILE_OPTIONS                                                                  \
     TIDECTL_OPT_DATA, TIDECTL_OPT_LABELS, TIDECTL_OPT_TEST_DATA, TIDECTL_OPT_TEST_LABELS
+
+/* An ONNX model instead of --model (a block of its own in the model options). */
+#define TIDECTL_ONNX_OPTIONS TIDECTL_OPT_ONNX, TIDECTL_OPT_OUTPUT, TIDECTL_OPT_LOSS, TIDECTL_OPT_FROZEN
 
 /* The help of TIDECTL_MODEL_OPTIONS, appended to a verb's help text. */
 #define TIDECTL_MODEL_HELP                                                                         \
@@ -199,7 +208,21 @@ enum tidectl_option_id {
     "  --test-data FILE --test-labels FILE\n"                                                      \
     "                           The examples `train` scores after training (with --data;\n"      \
     "                           without them, no test split). Same example shape, labels\n"      \
-    "                           below the training classes.\n"
+    "                           below the training classes.\n" TIDECTL_ONNX_HELP
+
+/* The help of TIDECTL_ONNX_OPTIONS, inside TIDECTL_MODEL_HELP. */
+#define TIDECTL_ONNX_HELP                                                                          \
+    "  --onnx FILE              Train the ONNX model in FILE instead of --model, as PyTorch's\n"   \
+    "                           torch.onnx.export writes it (training=TrainingMode.TRAINING,\n"   \
+    "                           do_constant_folding=False, a static batch). Its one input\n"      \
+    "                           takes the examples; the batch is its static one (--batch only\n"  \
+    "                           stands for a dynamic one); the optimizer defaults to sgd.\n"      \
+    "  --output NAME            The output that predicts (default: the model's first).\n"        \
+    "  --loss xent|mse|none     What to minimise on it: xent (default), cross-entropy against\n" \
+    "                           the class labels of an output [B, classes]; mse, float targets\n" \
+    "                           of the output's shape; none, the output is the model's loss.\n"   \
+    "  --frozen A,B             Float initializers to keep as they are, not train (buffers\n"    \
+    "                           such as a causal mask; pass the same list to export).\n"
 
 /* What the command line said: the global options, every command's, and the arguments. */
 struct tidectl_options {
@@ -248,12 +271,18 @@ struct tidectl_options {
     bool once;
     double interval_s;
     /* trace */
-    const char *output; /* NULL: the command's default file */
+    const char *output; /* NULL: the command's default file; with --onnx, the prediction output */
     /* data from files (plan, train), and export's output */
     const char *data, *labels;           /* --data, --labels: the training examples and labels */
     const char *test_data, *test_labels; /* --test-data, --test-labels */
     bool dataset_given;                  /* --dataset was on the command line (excludes --data) */
     const char *npz;                     /* export: the .npz to write */
+    /* ONNX models: plan and train read --onnx, export writes it (from --from) */
+    const char *onnx;    /* --onnx: the model (plan, train) or the file to write (export) */
+    const char *loss;    /* --loss xent|mse|none; NULL: xent */
+    const char *frozen;  /* --frozen: comma-separated initializers kept as they are */
+    const char *from;    /* export --from: the model the job was trained from */
+    bool batch_given;    /* --batch was on the command line */
     /* positional arguments after the command */
     char **args;
     int n_args;
@@ -472,7 +501,18 @@ struct tidectl_model {
     int64_t image_elements; /* per batch */
     int32_t classes;
     int64_t parameters;
+    int64_t batch; /* the images' first dimension */
+    /* What a step feeds and fetches: tide's models' names, or an ONNX model's (in onnx). */
+    const char *images, *labels, *logits, *loss;
+    const char *feeds[2]; /* images and labels, for the job spec */
+    struct tide_onnx_training *onnx; /* malloc'd with --onnx, else NULL */
 };
+
+/* --frozen A,B split at the commas: *names (malloc'd) point into *copy (malloc'd); -1: no memory. */
+int tidectl_split_frozen(const char *list, char **copy, const char ***names, size_t *n);
+
+/* Frees what a built model holds and zeroes it. */
+void tidectl_model_clear(struct tidectl_model *m);
 
 /*
  * Builds the model the options name for images of c x h x w and classes
