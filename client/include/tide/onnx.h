@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * tide/onnx.h: ONNX import into a graph builder.
+ * tide/onnx.h: ONNX import into a graph builder; an imported model made a
+ * training graph (tide_onnx_training_graph), and written back with trained
+ * weights (tide_onnx_with_values).
  *
  * tide_onnx_import() reads the bytes of an ONNX ModelProto (a .onnx file as
  * PyTorch's torch.onnx.export writes it) and adds the model's graph to a
