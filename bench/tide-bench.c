@@ -1033,24 +1033,6 @@ static uint8_t *read_whole_file(const char *path, size_t *len)
     return NULL;
 }
 
-/* --frozen A,B,C split at the commas into a malloc'd array of pointers into copy (malloc'd). */
-static int split_frozen(const char *list, char **copy, const char ***names, size_t *n)
-{
-    *copy = NULL, *names = NULL, *n = 0;
-    if (!list)
-        return 0;
-    *copy = strdup(list);
-    *names = calloc(strlen(list) / 2 + 2, sizeof(**names));
-    if (!*copy || !*names) {
-        fprintf(stderr, "tide-bench: out of memory\n");
-        return -1;
-    }
-    for (char *save = NULL, *name = strtok_r(*copy, ",", &save); name;
-         name = strtok_r(NULL, ",", &save))
-        (*names)[(*n)++] = name;
-    return 0;
-}
-
 /* An imported ONNX model with its loss, and the file it came from. */
 struct onnx_model {
     uint8_t *file;
@@ -1072,18 +1054,21 @@ static void onnx_model_clear(struct onnx_model *m)
 
 /*
  * Reads --onnx, adds the loss (tide_onnx_training_graph) and checks that the
- * dataset ds feeds it: float32 examples of the input's size per row, int32
- * class labels [batch] of as many classes. The model's batch is its static
- * one; --batch stands for a dynamic one and must agree with a static one.
- * Returns 0, or -1 after saying why.
+ * dataset ds feeds it (tide_onnx_training_check_examples). The model's batch
+ * is its static one; --batch stands for a dynamic one and must agree with a
+ * static one. Returns 0, or -1 after saying why.
  */
 static int onnx_model_load(const struct bench_options *o, const tide_dataset *ds,
                            struct onnx_model *m)
 {
     memset(m, 0, sizeof(*m));
     m->file = read_whole_file(o->onnx, &m->file_len);
-    if (!m->file || split_frozen(o->frozen, &m->frozen_copy, &m->frozen, &m->n_frozen) != 0)
+    if (!m->file)
         return -1;
+    if (tide_onnx_split_names(o->frozen, &m->frozen_copy, &m->frozen, &m->n_frozen) != 0) {
+        fprintf(stderr, "tide-bench: out of memory\n");
+        return -1;
+    }
     struct tide_onnx_training_options to = {.batch_size = o->batch, .output = o->output,
                                             .frozen = m->frozen, .n_frozen = m->n_frozen};
     if (o->loss)
@@ -1093,32 +1078,11 @@ static int onnx_model_load(const struct bench_options *o, const tide_dataset *ds
         fprintf(stderr, "tide-bench: %s: %s\n", o->onnx, err);
         return -1;
     }
-    const struct tide_onnx_training *t = &m->t;
     int64_t per_example = tide_dataset_channels(ds) * tide_dataset_height(ds) *
                           tide_dataset_width(ds);
-    if (o->batch_given && t->batch != o->batch) {
-        fprintf(stderr,
-                "tide-bench: %s has a static batch of %" PRId64 ": --batch %" PRId64 " can only "
-                "stand for a dynamic batch dimension (export the model with the batch you want)\n",
-                o->onnx, t->batch, o->batch);
-        return -1;
-    }
-    if (t->input.dtype != TIDE_DT_FLOAT32 || t->input.elements != t->batch * per_example) {
-        fprintf(stderr,
-                "tide-bench: %s: input \"%s\" takes %" PRId64 " %s values per batch of %" PRId64
-                "; the dataset's examples are %" PRId64 " float32 values each\n",
-                o->onnx, t->input.name, t->input.elements,
-                t->input.dtype == TIDE_DT_FLOAT32 ? "float32" : "int32", t->batch, per_example);
-        return -1;
-    }
-    if (t->labels.dtype != TIDE_DT_INT32 || t->labels.elements != t->batch ||
-        t->classes != tide_dataset_classes(ds)) {
-        fprintf(stderr,
-                "tide-bench: %s: a dataset gives one class label per example (%d classes); the "
-                "model with --loss %s on \"%s\" wants %s\n",
-                o->onnx, (int)tide_dataset_classes(ds), o->loss ? o->loss : "xent",
-                t->output.name,
-                t->labels.name[0] ? "other labels (another output or loss)" : "none");
+    if (tide_onnx_training_check_examples(&m->t, o->batch_given ? o->batch : 0, per_example,
+                                          tide_dataset_classes(ds), err, sizeof(err)) != 0) {
+        fprintf(stderr, "tide-bench: %s: %s\n", o->onnx, err);
         return -1;
     }
     return 0;

@@ -44,6 +44,24 @@ const char *tide_onnx_loss_name(enum tide_onnx_loss loss)
     return loss_names[loss];
 }
 
+int tide_onnx_split_names(const char *list, char **copy, const char ***names, size_t *n)
+{
+    *copy = NULL, *names = NULL, *n = 0;
+    if (!list)
+        return 0;
+    *copy = strdup(list);
+    *names = calloc(strlen(list) / 2 + 2, sizeof(**names)); /* at most one per two bytes, + 1 */
+    if (!*copy || !*names) {
+        free(*copy), free((void *)*names);
+        *copy = NULL, *names = NULL;
+        return -1;
+    }
+    for (char *save = NULL, *name = strtok_r(*copy, ",", &save); name;
+         name = strtok_r(NULL, ",", &save))
+        (*names)[(*n)++] = name;
+    return 0;
+}
+
 static int fail(char *err, size_t size, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static int fail(char *err, size_t size, const char *fmt, ...)
 {
@@ -218,6 +236,34 @@ out:
         memset(out, 0, sizeof(*out));
     }
     return rc;
+}
+
+int tide_onnx_training_check_examples(const struct tide_onnx_training *t, int64_t batch,
+                                      int64_t example_elements, int32_t classes, char *err,
+                                      size_t err_size)
+{
+    if (batch && t->batch != batch)
+        return fail(err, err_size,
+                    "the model has a static batch of %" PRId64 ": a batch of %" PRId64
+                    " can only stand for a dynamic batch dimension (export the model with the "
+                    "batch you want)",
+                    t->batch, batch);
+    if (t->input.dtype != TIDE_DT_FLOAT32 || t->input.elements != t->batch * example_elements)
+        return fail(err, err_size,
+                    "input \"%s\" takes %" PRId64 " %s values per batch of %" PRId64
+                    "; the examples are %" PRId64 " float32 values each",
+                    t->input.name, t->input.elements,
+                    t->input.dtype == TIDE_DT_FLOAT32 ? "float32" : "int32", t->batch,
+                    example_elements);
+    if (t->labels.dtype != TIDE_DT_INT32 || t->labels.elements != t->batch)
+        return fail(err, err_size,
+                    "the examples have one class label each; the loss on \"%s\" wants other "
+                    "labels (another output or loss)",
+                    t->output.name);
+    if (classes > t->classes)
+        return fail(err, err_size, "the examples have %d classes; output \"%s\" scores %" PRId64,
+                    (int)classes, t->output.name, t->classes);
+    return 0;
 }
 
 void tide_onnx_training_free(struct tide_onnx_training *out)

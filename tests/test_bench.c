@@ -866,8 +866,8 @@ static void test_train_onnx_save_eval(void **state)
     unlink(saved);
     /* The batch is the model's: --batch cannot change a static one. */
     run_bench_fails(r, 1, (char *[]){"train", "--onnx", model, "--batch", "16", NULL},
-                    "has a static batch of 8: --batch 16 can only stand for a dynamic batch "
-                    "dimension");
+                    "cnn.onnx: the model has a static batch of 8: a batch of 16 can only stand "
+                    "for a dynamic batch dimension");
     run_bench_fails(r, 1, (char *[]){"train", "--onnx", model, "--output", "probs", NULL},
                     "the model has no output \"probs\"; its outputs: logits");
     run_bench_fails(r, 2, (char *[]){"train", "--save", saved, NULL},

@@ -2461,8 +2461,8 @@ static void test_tidectl_onnx_train_and_export(void **state)
     /* Refusals: a static batch, --onnx without --from, another model. */
     run_tidectl(r, -1, "train", "--onnx", model, "--batch", "16", "--steps", "1", (char *)NULL);
     assert_int_equal(r->exit_code, 2);
-    assert_non_null(strstr(r->err, "has a static batch of 8: --batch 16 can only stand for a "
-                                   "dynamic batch dimension"));
+    assert_non_null(strstr(r->err, "cnn.onnx: the model has a static batch of 8: a batch of 16 "
+                                   "can only stand for a dynamic batch dimension"));
     run_tidectl(r, -1, "export", id, "--onnx", out, (char *)NULL);
     assert_int_equal(r->exit_code, 2);
     assert_non_null(strstr(r->err, "--onnx OUT.onnx and --from MODEL.onnx come together"));

@@ -402,6 +402,21 @@ static void test_refusals(void **state)
     assert_int_equal(tide_onnx_training_graph(model, len, &to, &t, err, sizeof(err)), -1);
     assert_string_equal(err,
                         "loss none wants the output to be the scalar loss; \"logits\" is [8, 10]");
+    /* What a dataset of images and class labels must give the model. */
+    to = (struct tide_onnx_training_options){0};
+    assert_int_equal(tide_onnx_training_graph(model, len, &to, &t, err, sizeof(err)), 0);
+    assert_int_equal(tide_onnx_training_check_examples(&t, 0, 784, 10, err, sizeof(err)), 0);
+    assert_int_equal(tide_onnx_training_check_examples(&t, 8, 784, 3, err, sizeof(err)), 0);
+    assert_int_equal(tide_onnx_training_check_examples(&t, 16, 784, 10, err, sizeof(err)), -1);
+    assert_string_equal(err, "the model has a static batch of 8: a batch of 16 can only stand for "
+                             "a dynamic batch dimension (export the model with the batch you "
+                             "want)");
+    assert_int_equal(tide_onnx_training_check_examples(&t, 0, 3072, 10, err, sizeof(err)), -1);
+    assert_string_equal(err, "input \"images\" takes 6272 float32 values per batch of 8; the "
+                             "examples are 3072 float32 values each");
+    assert_int_equal(tide_onnx_training_check_examples(&t, 0, 784, 11, err, sizeof(err)), -1);
+    assert_string_equal(err, "the examples have 11 classes; output \"logits\" scores 10");
+    tide_onnx_training_free(&t);
     /* mse: float targets of the output's shape. */
     to.loss = TIDE_ONNX_LOSS_MSE;
     assert_int_equal(tide_onnx_training_graph(model, len, &to, &t, err, sizeof(err)), 0);
@@ -409,6 +424,9 @@ static void test_refusals(void **state)
     assert_int_equal(t.labels.rank, 2);
     assert_int_equal(t.labels.elements, 80);
     assert_int_equal(t.classes, 0);
+    assert_int_equal(tide_onnx_training_check_examples(&t, 0, 784, 10, err, sizeof(err)), -1);
+    assert_string_equal(err, "the examples have one class label each; the loss on \"logits\" "
+                             "wants other labels (another output or loss)");
     tide_onnx_training_free(&t);
     /* Not ONNX: the import's message. */
     assert_int_equal(tide_onnx_training_graph(model, 20, NULL, &t, err, sizeof(err)), -1);
@@ -418,6 +436,19 @@ static void test_refusals(void **state)
     assert_int_equal(loss, TIDE_ONNX_LOSS_MSE);
     assert_int_equal(tide_onnx_loss_parse("nll", &loss), -1);
     assert_string_equal(tide_onnx_loss_name(TIDE_ONNX_LOSS_NONE), "none");
+    /* --frozen's list: names between commas, empty ones skipped. */
+    char *copy;
+    const char **names;
+    size_t n;
+    assert_int_equal(tide_onnx_split_names("h.0.attn.mask,,h.1.attn.mask,", &copy, &names, &n), 0);
+    assert_int_equal(n, 2);
+    assert_string_equal(names[0], "h.0.attn.mask");
+    assert_string_equal(names[1], "h.1.attn.mask");
+    free(copy);
+    free(names);
+    assert_int_equal(tide_onnx_split_names(NULL, &copy, &names, &n), 0);
+    assert_int_equal(n, 0);
+    assert_null(names);
     free(model);
 }
 

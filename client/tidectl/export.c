@@ -47,7 +47,7 @@ static int write_onnx(const struct tidectl_options *o, const struct tide_tensor 
     uint8_t *out = NULL;
     size_t out_len = 0;
     int rc = -1;
-    if (tidectl_split_frozen(o->frozen, &frozen_copy, &frozen, &n_frozen) != 0) {
+    if (tide_onnx_split_names(o->frozen, &frozen_copy, &frozen, &n_frozen) != 0) {
         snprintf(err, size, "out of memory");
         free(model);
         return -1;

@@ -43,28 +43,10 @@ static uint8_t *read_model_file(const char *path, size_t *len)
     return NULL;
 }
 
-int tidectl_split_frozen(const char *list, char **copy, const char ***names, size_t *n)
-{
-    *copy = NULL, *names = NULL, *n = 0;
-    if (!list)
-        return 0;
-    *copy = strdup(list);
-    *names = calloc(strlen(list) / 2 + 2, sizeof(**names));
-    if (!*copy || !*names) {
-        free(*copy), free(*names);
-        *copy = NULL, *names = NULL;
-        return -1;
-    }
-    for (char *save = NULL, *name = strtok_r(*copy, ",", &save); name;
-         name = strtok_r(NULL, ",", &save))
-        (*names)[(*n)++] = name;
-    return 0;
-}
-
 /*
  * --onnx: the model with the loss libtide adds (tide_onnx_training_graph),
- * checked against the examples it will be fed: float32 images of c x h x w
- * and int32 class labels [batch] below classes.
+ * checked against the examples it will be fed, images of c x h x w and
+ * labels below classes (tide_onnx_training_check_examples).
  */
 static int build_onnx_model(const struct tidectl_options *o, int64_t c, int64_t h, int64_t w,
                             int32_t classes, struct tidectl_model *m)
@@ -77,7 +59,7 @@ static int build_onnx_model(const struct tidectl_options *o, int64_t c, int64_t 
     const char **frozen;
     size_t n_frozen;
     m->onnx = calloc(1, sizeof(*m->onnx));
-    if (!m->onnx || tidectl_split_frozen(o->frozen, &frozen_copy, &frozen, &n_frozen) != 0) {
+    if (!m->onnx || tide_onnx_split_names(o->frozen, &frozen_copy, &frozen, &n_frozen) != 0) {
         free(file);
         fprintf(stderr, "tidectl: out of memory\n");
         return TIDECTL_EXIT_RUNTIME;
@@ -96,28 +78,9 @@ static int build_onnx_model(const struct tidectl_options *o, int64_t c, int64_t 
         return TIDECTL_EXIT_USAGE;
     }
     const struct tide_onnx_training *t = m->onnx;
-    if (o->batch_given && t->batch != o->batch) {
-        fprintf(stderr,
-                "tidectl: %s has a static batch of %" PRId64 ": --batch %" PRId64 " can only "
-                "stand for a dynamic batch dimension (export the model with the batch you want)\n",
-                o->onnx, t->batch, o->batch);
-        return TIDECTL_EXIT_USAGE;
-    }
-    if (t->input.dtype != TIDE_DT_FLOAT32 || t->input.elements != t->batch * c * h * w) {
-        fprintf(stderr,
-                "tidectl: %s: input \"%s\" takes %" PRId64 " %s values per batch of %" PRId64
-                "; the examples are %" PRId64 " float32 values each\n",
-                o->onnx, t->input.name, t->input.elements,
-                t->input.dtype == TIDE_DT_FLOAT32 ? "float32" : "int32", t->batch, c * h * w);
-        return TIDECTL_EXIT_USAGE;
-    }
-    if (t->labels.dtype != TIDE_DT_INT32 || t->labels.elements != t->batch ||
-        classes > t->classes) {
-        fprintf(stderr,
-                "tidectl: %s: the examples have one class label each (%d classes); the model "
-                "with --loss %s on \"%s\" wants %s\n",
-                o->onnx, (int)classes, o->loss ? o->loss : "xent", t->output.name,
-                t->classes ? "fewer classes" : "other labels (another output or loss)");
+    if (tide_onnx_training_check_examples(t, o->batch_given ? o->batch : 0, c * h * w, classes, err,
+                                          sizeof(err)) != 0) {
+        fprintf(stderr, "tidectl: %s: %s\n", o->onnx, err);
         return TIDECTL_EXIT_USAGE;
     }
     m->graph = t->graph, m->graph_len = t->graph_len;

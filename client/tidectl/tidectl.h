@@ -508,8 +508,6 @@ struct tidectl_model {
     struct tide_onnx_training *onnx; /* malloc'd with --onnx, else NULL */
 };
 
-/* --frozen A,B split at the commas: *names (malloc'd) point into *copy (malloc'd); -1: no memory. */
-int tidectl_split_frozen(const char *list, char **copy, const char ***names, size_t *n);
 
 /* Frees what a built model holds and zeroes it. */
 void tidectl_model_clear(struct tidectl_model *m);

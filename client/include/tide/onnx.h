@@ -136,6 +136,16 @@ int tide_onnx_loss_parse(const char *name, enum tide_onnx_loss *out);
 /* The name of a loss ("xent", "mse", "none"), or NULL for a value outside the enum. */
 const char *tide_onnx_loss_name(enum tide_onnx_loss loss);
 
+/*
+ * Splits a comma-separated list of initializer names, as tidectl's and
+ * tide-bench's --frozen take it ("h.0.attn.mask,h.1.attn.mask"), into
+ * (*names)[0..*n): pointers into *copy, a malloc'd copy of list cut at the
+ * commas; empty names are skipped. The caller frees *names and *copy. A
+ * NULL list gives no names. Returns 0, or -1 when out of memory (both
+ * NULL).
+ */
+int tide_onnx_split_names(const char *list, char **copy, const char ***names, size_t *n);
+
 /* Options of tide_onnx_training_graph; all zero is the default. */
 struct tide_onnx_training_options {
     int64_t batch_size;          /* as tide_onnx_options.batch_size: stands for dynamic dims */
@@ -182,6 +192,19 @@ struct tide_onnx_training {
 int tide_onnx_training_graph(const uint8_t *bytes, size_t len,
                              const struct tide_onnx_training_options *options,
                              struct tide_onnx_training *out, char *err, size_t err_size);
+
+/*
+ * Checks that class-labelled examples, as the datasets of tide/dataset.h
+ * give them, feed t: float32 examples of example_elements values each (the
+ * input holds t->batch of them), one int32 label per example (loss xent on
+ * an output [batch, classes]) of at most t->classes classes, and, when
+ * batch is not 0 (a batch size the user asked for), that t's batch is that
+ * one: a static batch is the model's. Returns 0, or -1 with what does not
+ * fit in err[0..err_size).
+ */
+int tide_onnx_training_check_examples(const struct tide_onnx_training *t, int64_t batch,
+                                      int64_t example_elements, int32_t classes, char *err,
+                                      size_t err_size);
 
 /* Frees the graph bytes of out and zeroes it. NULL is a no-op. */
 void tide_onnx_training_free(struct tide_onnx_training *out);
