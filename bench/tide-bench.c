@@ -630,7 +630,9 @@ static int open_files(const struct bench_options *o, tide_dataset **train, tide_
         return 1;
     }
     int rc = 0;
-    if (tide_dataset_model_input(*train, o->model, c, h, w, err, sizeof(err)) != 0)
+    /* An ONNX model reads any example shape of its input's size, as the MLP does. */
+    const char *reader = o->onnx ? "mlp" : o->model;
+    if (tide_dataset_model_input(*train, reader, c, h, w, err, sizeof(err)) != 0)
         rc = 2;
     else if (o->test_data && tide_dataset_open_files(o->test_data, o->test_labels, *train, test,
                                                      err, sizeof(err)) != 0)

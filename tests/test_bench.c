@@ -864,6 +864,15 @@ static void test_train_onnx_save_eval(void **state)
     assert_true(tide_test_json_number(line, "test_accuracy") < 0.3);
     json_object_put(line);
     unlink(saved);
+    /* Examples from files: the model's own batches, as .npy. */
+    line = run_bench(r, 0,
+                     (char *[]){"train", "--onnx", model, "--data",
+                                TIDE_EXAMPLES_ONNX_DIR "/cnn_images.npy", "--labels",
+                                TIDE_EXAMPLES_ONNX_DIR "/cnn_labels.npy", "--steps", "3", "--json",
+                                NULL});
+    assert_int_equal(tide_test_json_int(line, "steps"), 3);
+    assert_int_equal(tide_test_json_int(line, "parameters"), 9098);
+    json_object_put(line);
     /* The batch is the model's: --batch cannot change a static one. */
     run_bench_fails(r, 1, (char *[]){"train", "--onnx", model, "--batch", "16", NULL},
                     "cnn.onnx: the model has a static batch of 8: a batch of 16 can only stand "

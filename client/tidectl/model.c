@@ -252,7 +252,9 @@ int tidectl_open_files(const struct tidectl_options *o, tide_dataset **train, ti
     if (tide_dataset_open_files(o->data, o->labels, NULL, train, err, sizeof(err)) != 0)
         return files_error(err, TIDECTL_EXIT_RUNTIME);
     /* A shape the model cannot read is a usage error: another --model or other files. */
-    if (tide_dataset_model_input(*train, o->model, c, h, w, err, sizeof(err)) != 0) {
+    /* An ONNX model reads any example shape of its input's size, as the MLP does. */
+    const char *reader = o->onnx ? "mlp" : o->model;
+    if (tide_dataset_model_input(*train, reader, c, h, w, err, sizeof(err)) != 0) {
         tide_dataset_free(*train);
         *train = NULL;
         return files_error(err, TIDECTL_EXIT_USAGE);
