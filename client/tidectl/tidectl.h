@@ -152,7 +152,8 @@ enum tidectl_option_id {
     TIDECTL_OPT_DATA, TIDECTL_OPT_LABELS, TIDECTL_OPT_TEST_DATA, TIDECTL_OPT_TEST_LABELS
 
 /* An ONNX model instead of --model (a block of its own in the model options). */
-#define TIDECTL_ONNX_OPTIONS TIDECTL_OPT_ONNX, TIDECTL_OPT_OUTPUT, TIDECTL_OPT_LOSS, TIDECTL_OPT_FROZEN
+#define TIDECTL_ONNX_OPTIONS                                                                       \
+    TIDECTL_OPT_ONNX, TIDECTL_OPT_OUTPUT, TIDECTL_OPT_LOSS, TIDECTL_OPT_FROZEN
 
 /* The help of TIDECTL_MODEL_OPTIONS, appended to a verb's help text. */
 #define TIDECTL_MODEL_HELP                                                                         \
@@ -178,7 +179,7 @@ enum tidectl_option_id {
     "  --data-dir DIR           Where the Fashion-MNIST files are\n"                               \
     "                           (default /usr/share/datasets/fashion-mnist).\n"                    \
     TIDECTL_DATA_FILE_HELP                                                                         \
-    "  --batch B                Examples per step (default 64).\n"                                 \
+    "  --batch B                Examples per step (default 64; --onnx: the model's).\n"          \
     "  --budget BYTES           The job's device memory budget, with an optional K, M or G\n"      \
     "                           suffix (binary); the daemon swaps feature maps to host memory\n"   \
     "                           to fit it. Default: the daemon's default budget.\n"                \
@@ -188,7 +189,8 @@ enum tidectl_option_id {
     "  --partition-size K       Nodes per partition; 0 (default): the planner picks it.\n"       \
     "  --vars-home auto|host|device\n"                                                             \
     "                           Where Variables live between uses (default auto).\n"               \
-    "  --optimizer NAME         sgd, momentum (default, 0.9; adam for lstm) or adam.\n"            \
+    "  --optimizer NAME         sgd (default for --onnx), momentum (default, 0.9; adam for\n"      \
+    "                           lstm) or adam.\n"                                                  \
     "  --lr X                   Learning rate (default 0.05 sgd, 0.02 momentum, 0.001 adam;\n"     \
     "                           0.003 adam for lstm).\n"                                           \
     "  --seed S                 Seed of the initialisers and the shuffling (default 1).\n"         \
