@@ -43,15 +43,24 @@ struct bench_options {
     /* plan and train: the memory picture (picture/picture.h), NULL: none */
     const char *svg;
     const char *png;
-    /* sequence models (lstm); 0 until parse_options applies the model's default */
-    int64_t seq_len; /* time steps: rows of the input images */
+    /* sequence models (lstm; transformer and moe, bench/lm.c): 0 until parse_options, or
+     * the language model's builder, applies the model's default */
+    int64_t seq_len; /* time steps: rows of the input images; a language model's window */
     int64_t hidden;  /* LSTM state width */
-    int32_t layers;  /* stacked LSTM layers */
+    int32_t layers;  /* stacked LSTM layers; a language model's blocks */
     const char *vary; /* max: batch, depth, seq or experts */
+    /* the language models (transformer, moe): 0 takes the model's default */
+    int64_t d_model;        /* features (128) */
+    int32_t heads;          /* attention heads (4) */
+    int64_t vocab;          /* token ids (256) */
+    int64_t experts;        /* moe: experts per layer (8) */
+    double capacity_factor; /* moe: expert capacity factor (1.25) */
+    double dropout;         /* Dropout rate; < 0 takes the default */
     /* train: data from files (tide/dataset-files.h) and weights out; NULL: none */
     const char *data, *labels;           /* --data, --labels (instead of --dataset) */
     const char *test_data, *test_labels; /* --test-data, --test-labels */
     bool dataset_given;                  /* --dataset was on the command line */
+    bool batch_given; /* --batch was (the language models' default is 32; --onnx: the model's) */
     const char *save_npz;                /* --save-npz: the trained Variables as NumPy .npz */
     /* train, eval, plan: an imported ONNX model instead of --model (tide/onnx.h); NULL: none */
     const char *onnx;      /* --onnx: the .onnx file */
@@ -59,13 +68,13 @@ struct bench_options {
     const char *loss;      /* --loss xent|mse|none; NULL: xent */
     const char *frozen;    /* --frozen: comma-separated initializers kept as they are */
     const char *save_onnx; /* --save: the model with its trained weights, as ONNX */
-    bool batch_given;      /* --batch was on the command line */
 };
 
 /*
  * Serialized tide.v1.Graph of o->model at o->batch (and o's model sizes:
  * --depth, --width, --seq-len, ...) on images of c x h x w with `classes`
- * classes; NULL with a message.
+ * classes (a language model ignores them: tide_bench_build_lm); NULL with a
+ * message.
  */
 uint8_t *tide_bench_build_model(const struct bench_options *o, int64_t c, int64_t h, int64_t w,
                                 int32_t classes, size_t *len);
@@ -85,11 +94,12 @@ struct tide_memory_policy tide_bench_memory_policy(const struct bench_options *o
 int tide_bench_train_options(const char *optimizer, double lr, struct tide_train_options *out);
 
 /*
- * A plan-only session of the model under train and policy (the daemon's dry
- * run: tide_session_plan); nothing runs. TIDE_OK or TIDE_DOES_NOT_FIT with
+ * A plan-only session of the model (bytes, len: a graph of `model`) under
+ * train and policy, with the fetches `train` uses (tide_bench_fetches), as
+ * the daemon's dry run (tide_session_plan); nothing runs. TIDE_OK or TIDE_DOES_NOT_FIT with
  * *session holding the report either way; any other status: NULL.
  */
-enum tide_status tide_bench_plan(const uint8_t *bytes, size_t len,
+enum tide_status tide_bench_plan(const char *model, const uint8_t *bytes, size_t len,
                                  const struct tide_train_options *train,
                                  const struct tide_memory_policy *policy,
                                  struct tide_backend *backend, struct tide_session **session,
@@ -116,6 +126,20 @@ int tide_bench_train_step(const char *what, const uint8_t *bytes, size_t len, in
                           const struct tide_train_options *train,
                           const struct tide_memory_policy *policy, struct tide_backend *backend,
                           uint64_t *high_water, uint64_t *peak, double *ms);
+
+/*
+ * The language models (bench/lm.c). tide_bench_is_lm: whether model names
+ * one ("transformer", "moe"). tide_bench_build_lm: its serialized graph
+ * under the options (their zeros taking the model's defaults), with its
+ * parameter count in *parameters (may be NULL); NULL after saying why.
+ * tide_bench_train_lm: `train` for them, on the fortunes corpus, ending
+ * with the held-out loss. tide_bench_fetches: what train fetches for model,
+ * which tide_bench_plan pins as train does.
+ */
+bool tide_bench_is_lm(const char *model);
+uint8_t *tide_bench_build_lm(const struct bench_options *o, size_t *len, int64_t *parameters);
+int tide_bench_train_lm(const struct bench_options *o);
+const char *const *tide_bench_fetches(const char *model, uint32_t *n);
 
 /* tide-bench depth (depth.c), max and maxbatch (max.c: maxbatch is max --vary batch). */
 int tide_bench_depth(const struct bench_options *o);

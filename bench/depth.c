@@ -54,7 +54,7 @@ static int fits(void *ctx, int64_t size)
     struct tide_session *session = NULL;
     struct tide_error err = {0};
     enum tide_status st =
-        tide_bench_plan(bytes, len, &s->train, &s->policy, s->backend, &session, &err);
+        tide_bench_plan("resnet", bytes, len, &s->train, &s->policy, s->backend, &session, &err);
     s->plans++;
     fprintf(stderr, "  depth %5d (n %4d): %s", tide_model_resnet_depth(n), n,
             st == TIDE_OK ? "fits" : st == TIDE_DOES_NOT_FIT ? "does not fit" : "error");

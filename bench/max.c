@@ -70,6 +70,17 @@ static void set_seq_len(struct bench_options *o, int64_t v)
     o->seq_len = v;
 }
 
+/* The MoE model routes each token to 2 experts, so the search's 1, 2, 4, ... are 2, 3, 5, ... */
+static void set_experts(struct bench_options *o, int64_t v)
+{
+    o->experts = v + 1;
+}
+
+static int64_t experts_shown(int64_t v)
+{
+    return v + 1;
+}
+
 /*
  * ResNet's depth varies its third stage's blocks n (depth 3 * (10 + n) + 2,
  * up to 3,104 layers, as `tide-bench depth`). The limits keep a search under
@@ -82,6 +93,11 @@ static const struct axis axes[] = {
     {"depth", "resnet", "depth", 1024, set_resnet_blocks, resnet_layers},
     {"depth", "lstm", "layers", 1024, set_layers, NULL},
     {"seq", "lstm", "seq_len", INT64_C(1) << 20, set_seq_len, NULL},
+    {"depth", "transformer", "layers", 1024, set_layers, NULL},
+    {"seq", "transformer", "seq_len", INT64_C(1) << 20, set_seq_len, NULL},
+    {"depth", "moe", "layers", 1024, set_layers, NULL},
+    {"seq", "moe", "seq_len", INT64_C(1) << 20, set_seq_len, NULL},
+    {"experts", "moe", "experts", INT64_C(1) << 16, set_experts, experts_shown},
 };
 
 /* The row of o->vary for o->model, or NULL after saying which sizes the model has. */
@@ -157,7 +173,7 @@ static int fits(void *ctx, int64_t v)
     struct tide_session *session = NULL;
     struct tide_error err = {0};
     enum tide_status st =
-        tide_bench_plan(bytes, len, &s->train, &s->policy, s->backend, &session, &err);
+        tide_bench_plan(o.model, bytes, len, &s->train, &s->policy, s->backend, &session, &err);
     s->plans++;
     fprintf(stderr, "  %s %7" PRId64 ": %s", s->axis->field, shown(s->axis, v),
             st == TIDE_OK             ? "fits"
@@ -229,6 +245,24 @@ static void json_sizes(struct json_object *line, const struct bench_options *o, 
         {"lstm", "seq_len", o->seq_len}, {"lstm", "hidden", o->hidden},
         {"lstm", "layers", o->layers},
     };
+    /* The language models' sizes, as the model uses them (a zero is the default). */
+    struct tide_model_lm_options lm = tide_model_lm_options_default();
+    const struct {
+        const char *name;
+        int64_t value, fallback;
+        bool moe_only;
+    } lm_sizes[] = {
+        {"seq_len", o->seq_len, lm.seq_len, false}, {"layers", o->layers, lm.layers, false},
+        {"d_model", o->d_model, lm.d_model, false}, {"heads", o->heads, lm.heads, false},
+        {"experts", o->experts, lm.experts, true},
+    };
+    bool is_moe = strcmp(o->model, "moe") == 0;
+    for (size_t i = 0; tide_bench_is_lm(o->model) && i < sizeof(lm_sizes) / sizeof(lm_sizes[0]);
+         i++) {
+        if ((!lm_sizes[i].moe_only || is_moe) && strcmp(lm_sizes[i].name, field) != 0)
+            tide_bench_json_set_int(line, lm_sizes[i].name,
+                                    lm_sizes[i].value ? lm_sizes[i].value : lm_sizes[i].fallback);
+    }
     for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
         if ((!sizes[i].model || strcmp(sizes[i].model, o->model) == 0) &&
             strcmp(sizes[i].name, field) != 0)
@@ -253,6 +287,11 @@ static int run(const struct bench_options *o, const char *command, bool legacy)
     struct search s = {.o = o, .axis = find_axis(o)};
     if (!s.axis)
         return 2;
+    if (o->confirm && tide_bench_is_lm(o->model)) {
+        fprintf(stderr, "tide-bench %s: --confirm trains a step on images; --model %s reads "
+                        "tokens (run train at the value found instead)\n", command, o->model);
+        return 2;
+    }
     struct tide_error err = {0};
     if (tide_bench_train_options(o->optimizer, o->lr, &s.train) != 0)
         return 2;

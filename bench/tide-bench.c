@@ -9,8 +9,10 @@
  * --json the last line of stdout is one JSON object, and progress goes to
  * stderr.
  *
- *   tide-bench train --model mlp|cnn|resnet|lstm [--depth D] [--batch B]
- *                    [--steps S | --epochs E] [--dataset fashion-mnist|synthetic]
+ *   tide-bench train --model mlp|cnn|resnet|lstm|transformer|moe [--depth D] [--batch B]
+ *                    [--steps S | --epochs E] [--dataset fashion-mnist|synthetic|fortunes]
+ *                    [--layers L] [--d-model D] [--heads H] [--seq-len S] [--vocab V]
+ *                    [--experts E] [--capacity-factor C] [--dropout R]
  *                    [--seed S] [--optimizer sgd|momentum|adam] [--lr X]
  *                    [--budget BYTES] [--backend cpu|cuda|auto] [--threads N] [--json]
  *                    [--trace FILE] [--svg FILE] [--png FILE]
@@ -71,7 +73,8 @@ static void usage(FILE *out)
             "       tide-bench onnx-tests DIR [--json] [--timeout S]\n"
             "\n"
             "train  trains a model in-process (the daemon's path from the graph on) and\n"
-            "       prints loss, test accuracy and step time.\n"
+            "       prints loss, test accuracy (held-out loss in nats per byte for the\n"
+            "       language models) and step time.\n"
             "eval   scores an ONNX model (--onnx) on the test split, forward only, as train\n"
             "       scores it after training: test accuracy.\n"
             "plan   compiles the training graph under a memory policy and prints the plan\n"
@@ -84,8 +87,10 @@ static void usage(FILE *out)
             "       --budget with swap off (as plan --swap off) and with the automatic plan\n"
             "       (as plan), the other sizes as their flags say: value 1, 2, 4, ... until\n"
             "       a plan does not fit, then bisection. --vary batch: any model, up to\n"
-            "       1048576; depth: resnet (its layers, up to 3104), lstm (--layers, up to\n"
-            "       1024); seq: lstm (--seq-len, up to 1048576). It plans about\n"
+            "       1048576; depth: resnet (its layers, up to 3104), lstm, transformer\n"
+            "       and moe (--layers, up to 1024); seq: lstm, transformer and moe\n"
+            "       (--seq-len, up to 1048576); experts: moe (--experts, 2 up to 65537).\n"
+            "       --confirm does not apply to transformer and moe. It plans about\n"
             "       2*log2(value) times for each (progress on stderr: each value, fits or\n"
             "       not, plan ms), so it takes that many plan times: under a second for the\n"
             "       CNN or ResNet-50 (about 40 plans of a few ms), under a minute for a\n"
@@ -100,23 +105,39 @@ static void usage(FILE *out)
             "       pass|fail|unsupported|crashed DIR [why] per case, a summary and with\n"
             "       --json the counts; exits 1 on any fail or crash.\n"
             "\n"
-            "  --model mlp|cnn|resnet|lstm  the model (default cnn)\n"
+            "  --model NAME             mlp, cnn (default), resnet, lstm, or the language models\n"
+            "                           transformer and moe (on the fortunes corpus)\n"
             "  --depth D                ResNet layers, 3*(10+n)+2 for n >= 1 (default 38)\n"
             "  --width W                ResNet base width (default 16)\n"
             "  --image-size S           ResNet image size on the synthetic dataset (default 32)\n"
             "  --seq-len N              LSTM time steps: image rows of 28 pixels (default 28,\n"
-            "                           Fashion-MNIST's; other lengths on --dataset synthetic)\n"
+            "                           Fashion-MNIST's; other lengths on --dataset synthetic);\n"
+            "                           transformer, moe: tokens per window (default 128)\n"
             "  --hidden H               LSTM state width (default 128)\n"
-            "  --layers L               stacked LSTM layers (default 1)\n"
-            "  --batch B                batch size (default 64; --onnx: the model's)\n"
+            "  --layers L               stacked LSTM layers (default 1); transformer, moe:\n"
+            "                           blocks (default 4)\n"
+            "  --batch B                batch size (default 64; 32 windows for transformer, moe;\n"
+            "                           --onnx: the model's)\n"
             "  --steps S                train S steps (default 100)\n"
-            "  --epochs E               train E epochs (instead of --steps)\n"
-            "  --dataset NAME           fashion-mnist (default) or synthetic\n"
+            "  --epochs E               train E epochs (instead of --steps); an epoch of transformer\n"
+            "                           or moe is as many random windows as the train split\n"
+            "                           holds consecutive ones\n"
+            "  --dataset NAME           fashion-mnist (default) or synthetic; fortunes (Debian's\n"
+            "                           fortunes package, byte-level, 90 %% train, 10 %% held\n"
+            "                           out) for transformer and moe, and their default\n"
             "  --seed S                 seed for initialisation and shuffling (default 1)\n"
-            "  --optimizer NAME         sgd (default for --onnx), momentum (default; adam for\n"
-            "                           lstm) or adam\n"
+            "  --optimizer NAME         sgd (default for --onnx), momentum (default; adam for lstm,\n"
+            "                           transformer, moe) or adam\n"
             "  --lr X                   learning rate (default 0.05 sgd, 0.02 momentum, 0.001 adam;\n"
-            "                           0.003 adam for lstm)\n"
+            "                           0.003 adam for lstm, transformer, moe)\n"
+            "  --d-model D              transformer, moe: features (default 128)\n"
+            "  --heads H                transformer, moe: attention heads, dividing D (default 4)\n"
+            "  --vocab V                transformer, moe: token ids (default 256, bytes; at least\n"
+            "                           256 to train on fortunes)\n"
+            "  --experts E              moe: experts per layer (default 8)\n"
+            "  --capacity-factor C      moe: each expert takes ceil(C * tokens * 2 / E) tokens\n"
+            "                           (default 1.25); more are dropped\n"
+            "  --dropout R              transformer, moe: Dropout rate in [0, 1) (default 0)\n"
             "  --budget BYTES           device budget, K/M/G suffixes allowed (default: the plan's peak)\n"
             "  --backend NAME           cpu (default), cuda or auto\n"
             "  --threads N              CPU threads the kernels use at most (default: one per\n"
@@ -136,7 +157,8 @@ static void usage(FILE *out)
             "                           (by category, budget, peak, partitions, swaps) as SVG;\n"
             "                           train overlays the last step's measured high water\n"
             "  --png FILE               plan/train: the same picture as PNG\n"
-            "  --no-eval                train: skip the test split (no accuracy printed)\n"
+            "  --no-eval                train: skip the test split (no accuracy or held-out\n"
+            "                           loss printed)\n"
             "  --trace-overhead K       train: what tracing costs — blocks of K steps with the\n"
             "                           recorder off and on in turn (off on on off ...), each on\n"
             "                           block against the off block beside it; --steps a\n"
@@ -201,12 +223,17 @@ static int parse_i64(const char *text, const char *flag, int64_t min, int64_t *o
 }
 
 /*
- * The flags of the sequence models (lstm): each applies to the models listed
- * (space-separated), and anything else is refused. After parsing, the
- * defaults of the model: --seq-len 28 (Fashion-MNIST's rows, the only length
- * it has: train refuses others on it; plan and max read no data), --hidden
- * 128, --layers 1, and Adam at TIDE_MODEL_LSTM_LEARNING_RATE unless
- * --optimizer or --lr says otherwise; other models keep momentum.
+ * The flags of the sequence models (lstm, and the language models
+ * transformer and moe): each applies to the models listed (a list in words,
+ * "a, b or c", whose names end at a space or a comma),
+ * and anything else is refused. After parsing, the defaults of the model:
+ * for lstm --seq-len 28 (Fashion-MNIST's rows, the only length it has:
+ * train refuses others on it; plan and max read no data), --hidden 128,
+ * --layers 1; for transformer and moe --seq-len 128, --layers 4 and 32
+ * windows a batch (the rest in tide_model_lm_options_default); and for all
+ * three Adam at TIDE_MODEL_LSTM_LEARNING_RATE (0.003, also the language
+ * models' reference) unless --optimizer or --lr says otherwise; other
+ * models keep momentum.
  */
 static int sequence_defaults(struct bench_options *o)
 {
@@ -214,27 +241,36 @@ static int sequence_defaults(struct bench_options *o)
         const char *flag, *models;
         bool given;
     } flags[] = {
-        {"--seq-len", "lstm", o->seq_len != 0},
+        {"--seq-len", "lstm, transformer or moe", o->seq_len != 0},
         {"--hidden", "lstm", o->hidden != 0},
-        {"--layers", "lstm", o->layers != 0},
+        {"--layers", "lstm, transformer or moe", o->layers != 0},
+        {"--d-model", "transformer or moe", o->d_model != 0},
+        {"--heads", "transformer or moe", o->heads != 0},
+        {"--vocab", "transformer or moe", o->vocab != 0},
+        {"--dropout", "transformer or moe", o->dropout >= 0},
+        {"--experts", "moe", o->experts != 0},
+        {"--capacity-factor", "moe", o->capacity_factor > 0},
     };
     for (size_t i = 0; i < sizeof(flags) / sizeof(flags[0]); i++) {
         const char *at = strstr(flags[i].models, o->model);
         size_t n = strlen(o->model);
-        bool listed = at && (at == flags[i].models || at[-1] == ' ') && (!at[n] || at[n] == ' ');
+        bool listed = at && (at == flags[i].models || at[-1] == ' ') &&
+                      (!at[n] || at[n] == ' ' || at[n] == ',');
         if (flags[i].given && !listed) {
             fprintf(stderr, "tide-bench: %s applies to --model %s only, not to %s\n",
                     flags[i].flag, flags[i].models, o->model);
             return -1;
         }
     }
-    bool lstm = strcmp(o->model, "lstm") == 0;
+    bool lstm = strcmp(o->model, "lstm") == 0, lm = tide_bench_is_lm(o->model);
     if (!o->seq_len)
-        o->seq_len = 28;
+        o->seq_len = lm ? 128 : 28;
     if (!o->hidden)
         o->hidden = 128;
     if (!o->layers)
-        o->layers = 1;
+        o->layers = lm ? 4 : 1;
+    if (lm && !o->batch_given)
+        o->batch = 32;
     /*
      * An ONNX model trains with plain SGD unless told otherwise: its batch is
      * the one it was exported with (cnn.onnx's is 8), and momentum's default
@@ -242,8 +278,8 @@ static int sequence_defaults(struct bench_options *o)
      * an epoch with momentum, 0.861 to 0.876 with SGD at 0.05 over seeds 1-3).
      */
     if (!o->optimizer)
-        o->optimizer = lstm ? "adam" : o->onnx ? "sgd" : "momentum";
-    if (lstm && o->lr == 0 && strcmp(o->optimizer, "adam") == 0)
+        o->optimizer = lstm || lm ? "adam" : o->onnx ? "sgd" : "momentum";
+    if ((lstm || lm) && o->lr == 0 && strcmp(o->optimizer, "adam") == 0)
         o->lr = TIDE_MODEL_LSTM_LEARNING_RATE;
     return 0;
 }
@@ -281,9 +317,12 @@ static int onnx_checks(const struct bench_options *o)
     const char *problem = NULL;
     if (!o->onnx && (o->output || o->loss || o->frozen || o->save_onnx))
         problem = "--output, --loss, --frozen and --save apply to an ONNX model: give --onnx FILE";
-    else if (o->onnx && (o->depth != 38 || o->width != 16 || o->seq_len || o->hidden || o->layers))
-        problem = "--onnx names the model: --depth, --width, --seq-len, --hidden and --layers "
-                  "do not apply";
+    else if (o->onnx && (strcmp(o->model, "cnn") != 0 || o->depth != 38 || o->width != 16 ||
+                         o->seq_len || o->hidden || o->layers || o->d_model || o->heads ||
+                         o->vocab || o->experts || o->capacity_factor > 0 || o->dropout >= 0))
+        problem = "--onnx names the model: --model and its sizes (--depth, --width, --seq-len, "
+                  "--hidden, --layers, --d-model, --heads, --vocab, --experts, --capacity-factor, "
+                  "--dropout) do not apply";
     if (!problem)
         return 0;
     fprintf(stderr, "tide-bench: %s\n", problem);
@@ -297,7 +336,9 @@ static int parse_options(int argc, char **argv, struct bench_options *o)
            O_PREFETCH, O_TRACE, O_SVG, O_PNG, O_NO_EVAL, O_TRACE_OVERHEAD, O_CONFIRM,
            O_SEQ_LEN, O_HIDDEN, O_LAYERS, O_VARY,
            O_DATA, O_LABELS, O_TEST_DATA, O_TEST_LABELS, O_SAVE_NPZ,
-           O_ONNX, O_OUTPUT, O_LOSS, O_FROZEN, O_SAVE };
+           O_ONNX, O_OUTPUT, O_LOSS, O_FROZEN, O_SAVE,
+           /* the language models */
+           O_D_MODEL, O_HEADS, O_VOCAB, O_EXPERTS, O_CAPACITY, O_DROPOUT };
     static const struct option longs[] = {
         {"model", required_argument, 0, 'm'},   {"depth", required_argument, 0, O_DEPTH},
         {"width", required_argument, 0, O_WIDTH}, {"image-size", required_argument, 0, O_IMAGE},
@@ -327,6 +368,11 @@ static int parse_options(int argc, char **argv, struct bench_options *o)
         {"onnx", required_argument, 0, O_ONNX}, {"output", required_argument, 0, O_OUTPUT},
         {"loss", required_argument, 0, O_LOSS}, {"frozen", required_argument, 0, O_FROZEN},
         {"save", required_argument, 0, O_SAVE},
+        /* the language models */
+        {"d-model", required_argument, 0, O_D_MODEL}, {"heads", required_argument, 0, O_HEADS},
+        {"vocab", required_argument, 0, O_VOCAB}, {"experts", required_argument, 0, O_EXPERTS},
+        {"capacity-factor", required_argument, 0, O_CAPACITY},
+        {"dropout", required_argument, 0, O_DROPOUT},
         {0, 0, 0, 0},
     };
     int64_t v;
@@ -498,6 +544,40 @@ static int parse_options(int argc, char **argv, struct bench_options *o)
         case O_SAVE:
             o->save_onnx = optarg;
             break;
+        /* The language models. */
+        case O_D_MODEL:
+            if (parse_i64(optarg, "--d-model", 1, &o->d_model))
+                return -1;
+            break;
+        case O_HEADS:
+            if (parse_i64(optarg, "--heads", 1, &v))
+                return -1;
+            o->heads = (int32_t)v;
+            break;
+        case O_VOCAB:
+            if (parse_i64(optarg, "--vocab", 1, &o->vocab))
+                return -1;
+            break;
+        case O_EXPERTS:
+            if (parse_i64(optarg, "--experts", 1, &o->experts))
+                return -1;
+            break;
+        case O_CAPACITY:
+        case O_DROPOUT: {
+            char *end;
+            double x = strtod(optarg, &end);
+            bool capacity = c == O_CAPACITY;
+            bool in_range = capacity ? x > 0 : x >= 0 && x < 1;
+            if (end == optarg || *end || !isfinite(x) || !in_range) {
+                fprintf(stderr, "tide-bench: %s wants %s, got \"%s\"\n",
+                        capacity ? "--capacity-factor" : "--dropout",
+                        capacity ? "a number > 0" : "a rate from 0 up to (not including) 1",
+                        optarg);
+                return -1;
+            }
+            *(capacity ? &o->capacity_factor : &o->dropout) = x;
+            break;
+        }
         case 'h':
             usage(stdout);
             exit(0);
@@ -512,18 +592,24 @@ static int parse_options(int argc, char **argv, struct bench_options *o)
         return -1;
     }
     if (strcmp(o->model, "mlp") && strcmp(o->model, "cnn") && strcmp(o->model, "resnet") &&
-        strcmp(o->model, "lstm")) {
-        fprintf(stderr, "tide-bench: --model must be mlp, cnn, resnet or lstm, got \"%s\"\n",
-                o->model);
+        strcmp(o->model, "lstm") && !tide_bench_is_lm(o->model)) {
+        fprintf(stderr, "tide-bench: --model must be mlp, cnn, resnet, lstm, transformer or moe, "
+                "got \"%s\"\n", o->model);
         return -1;
     }
     if (data_file_checks(o) != 0 || onnx_checks(o) != 0)
         return -1;
     if (sequence_defaults(o) != 0)
         return -1;
-    if (strcmp(o->dataset, "fashion-mnist") && strcmp(o->dataset, "synthetic")) {
-        fprintf(stderr, "tide-bench: --dataset must be fashion-mnist or synthetic, got \"%s\"\n",
-                o->dataset);
+    /* The language models read the fortunes corpus, by default and only. */
+    bool lm = tide_bench_is_lm(o->model);
+    if (lm && !o->dataset_given)
+        o->dataset = "fortunes";
+    if (lm ? strcmp(o->dataset, "fortunes") != 0
+           : strcmp(o->dataset, "fashion-mnist") && strcmp(o->dataset, "synthetic")) {
+        fprintf(stderr, "tide-bench: --dataset must be %s for %s %s, got \"%s\"\n",
+                lm ? "fortunes" : "fashion-mnist or synthetic", o->onnx ? "--onnx" : "--model",
+                o->onnx ? o->onnx : o->model, o->dataset);
         return -1;
     }
     if ((o->depth - 2) % 3 != 0 || (o->depth - 2) / 3 - 10 < 1) {
@@ -578,6 +664,8 @@ static int open_split(const struct bench_options *o, const char *split, tide_dat
 uint8_t *tide_bench_build_model(const struct bench_options *o, int64_t c, int64_t h, int64_t w,
                                 int32_t classes, size_t *len)
 {
+    if (tide_bench_is_lm(o->model)) /* tokens, not images: its sizes are all in o */
+        return tide_bench_build_lm(o, len, NULL);
     tide_builder *b = tide_builder_new();
     if (!b)
         return NULL;
@@ -833,24 +921,23 @@ struct tide_memory_policy tide_bench_memory_policy(const struct bench_options *o
     return p;
 }
 
-enum tide_status tide_bench_plan(const uint8_t *bytes, size_t len,
+enum tide_status tide_bench_plan(const char *model, const uint8_t *bytes, size_t len,
                                  const struct tide_train_options *train,
                                  const struct tide_memory_policy *policy,
                                  struct tide_backend *backend, struct tide_session **session,
                                  struct tide_error *err)
 {
     /*
-     * The fetches of `train` (and of tidectl's jobs): the fetched logits are
-     * pinned on the device, so a plan without them would name a smallest
-     * budget a few KiB short of what training at it needs.
+     * The fetches of `train` (and of tidectl's jobs): the fetched logits (a
+     * language model's per-token losses) are pinned on the device, so a plan
+     * without them would name a smallest budget short of what training at
+     * it needs.
      */
-    static const char *const fetches[] = {TIDE_MODEL_LOGITS};
     struct tide_session_options so = tide_session_options_default();
     so.backend = backend;
     so.memory = policy;
     so.train = train;
-    so.fetches = fetches;
-    so.n_fetches = 1;
+    so.fetches = tide_bench_fetches(model, &so.n_fetches);
     return tide_session_plan(bytes, len, &so, session, err);
 }
 
@@ -992,7 +1079,8 @@ static int cmd_plan(const struct bench_options *o)
         fprintf(stderr, "tide-bench: %s\n", err.message);
         goto out;
     }
-    enum tide_status st = tide_bench_plan(bytes, len, &train, &policy, backend, &session, &err);
+    enum tide_status st =
+        tide_bench_plan(o->model, bytes, len, &train, &policy, backend, &session, &err);
     if (st != TIDE_OK && st != TIDE_DOES_NOT_FIT) {
         fprintf(stderr, "tide-bench: %s\n", err.message);
         goto out;
@@ -1134,6 +1222,8 @@ static int save_onnx(struct tide_session *s, const uint8_t *graph, size_t graph_
 
 static int cmd_train(const struct bench_options *o)
 {
+    if (tide_bench_is_lm(o->model))
+        return tide_bench_train_lm(o);
     tide_dataset *train = NULL, *test = NULL;
     if (strcmp(o->model, "lstm") == 0 && o->seq_len != 28 &&
         strcmp(o->dataset, "fashion-mnist") == 0) {
@@ -1499,7 +1589,7 @@ int main(int argc, char **argv)
     struct bench_options o = {.model = "cnn", .depth = 38, .width = 16, .image_size = 32,
                               .batch = 64, .steps = 100, .dataset = "fashion-mnist", .seed = 1,
                               .backend = "cpu", .swap_threshold = -1,
-                              .prefetch = -1};
+                              .prefetch = -1, .dropout = -1};
     const char *cmd = argv[1];
     if (strcmp(cmd, "onnx-tests") == 0)
         return tide_bench_onnx_tests(argc - 1, argv + 1);

@@ -19,6 +19,7 @@ packages=(
     libsystemd-dev systemd
     openssl                           # test certificates for tided's TLS listener
     dataset-fashion-mnist             # demo and accuracy checks
+    fortunes                          # the byte-level language models' corpus
     libjson-c-dev                     # JSON out: tidectl/tide-bench --json, traces, dashboard API
     libcairo2-dev                     # memory pictures (cairo's SVG surface)
     libmicrohttpd-dev                 # tided's /metrics and dashboard listener

@@ -7,7 +7,9 @@
  * and its figures must be the ones the text report above it prints.
  * `train --threads 1` must keep to one core: its CPU time over the training
  * steps at most 1.2 times their wall time (a ratio, whatever the machine's
- * speed; a busy machine only lowers it).
+ * speed; a busy machine only lowers it). The language models train briefly
+ * on the fortunes corpus: a tiny Transformer's held-out loss must beat any
+ * model of single bytes, and the MoE model's cross-entropy must fall.
  *
  * The tests run build/bin/tide-bench (TIDE_BINARY_DIR, set by ctest; run by
  * hand, the bin/ folder this test lives in).
@@ -881,6 +883,167 @@ static void test_train_onnx_save_eval(void **state)
                     "the model has no output \"probs\"; its outputs: logits");
     run_bench_fails(r, 2, (char *[]){"train", "--save", saved, NULL},
                     "--output, --loss, --frozen and --save apply to an ONNX model: give --onnx");
+    /* The language models' flags are --model's, which --onnx replaces. */
+    run_bench_fails(r, 2, (char *[]){"train", "--onnx", model, "--model", "transformer", NULL},
+                    "--onnx names the model: --model and its sizes");
+    run_bench_fails(r, 2, (char *[]){"train", "--onnx", model, "--heads", "2", NULL},
+                    "--onnx names the model: --model and its sizes");
+    free(r);
+}
+
+/* ============================================================================
+ * The language models (transformer, moe) on the fortunes corpus
+ * ========================================================================== */
+
+/* Runs tide-bench train with args (exit 0 wanted), or skips when fortunes is not installed. */
+static struct json_object *run_lm(struct tide_test_run *r, char *const args[])
+{
+    if (access("/usr/share/games/fortunes/fortunes", R_OK) != 0) {
+        print_message("skipping: no /usr/share/games/fortunes (apt install fortunes)\n");
+        skip();
+    }
+    return run_bench(r, 0, args);
+}
+
+/*
+ * A 1-block Transformer of 32 features trained for 150 steps of 32 x 64
+ * bytes (a few seconds) scores the held-out tenth of fortunes below 3.0
+ * nats per byte: better than any model of single bytes can (the held-out
+ * cross-entropy of the train split's byte frequencies is 3.38), so it has
+ * learned from the context. It starts at about ln 256 = 5.55.
+ */
+static void test_train_transformer_heldout(void **state)
+{
+    (void)state;
+    static const char *const keys[] = {"model",
+                                       "dataset",
+                                       "batch",
+                                       "seq_len",
+                                       "steps",
+                                       "parameters",
+                                       "first_loss",
+                                       "loss",
+                                       "heldout_loss",
+                                       "heldout_windows",
+                                       "step_ms_mean",
+                                       "train_seconds",
+                                       "train_cpu_seconds",
+                                       "eval_seconds",
+                                       "compile_ms",
+                                       "nodes",
+                                       "device_high_water_bytes",
+                                       "predicted_peak_bytes",
+                                       NULL};
+    struct tide_test_run *r = malloc(sizeof(*r));
+    assert_non_null(r);
+    struct json_object *line =
+        run_lm(r, (char *[]){"train", "--model", "transformer", "--layers", "1", "--d-model",
+                             "32", "--heads", "2", "--seq-len", "64", "--steps", "150", "--json",
+                             NULL});
+    tide_test_json_keys(line, keys);
+    assert_string_equal(tide_test_json_string(line, "dataset"), "fortunes");
+    assert_int_equal(tide_test_json_int(line, "batch"), 32);
+    assert_int_equal(tide_test_json_int(line, "seq_len"), 64);
+    /* 256*32 + 64*32 + (12*32*32 + 13*32) + 2*32 + 32*256 + 256 */
+    assert_int_equal(tide_test_json_int(line, "parameters"), 31456);
+    double first = tide_test_json_number(line, "first_loss");
+    double heldout = tide_test_json_number(line, "heldout_loss");
+    print_message("transformer, 150 steps: first loss %.3f, held-out loss %.3f nats/byte in "
+                  "%.1f s\n",
+                  first, heldout, tide_test_json_number(line, "train_seconds"));
+    assert_true(fabs(first - log(256.0)) < 0.5);
+    if (!(heldout < 3.0))
+        fail_msg("held-out loss %.4f nats/byte, wanted < 3.0", heldout);
+    /* Every consecutive window of 64 of the held-out bytes: (size - 1) / 64. */
+    int64_t windows = tide_test_json_int(line, "heldout_windows");
+    assert_in_range(windows, 200000 / 64, 400000 / 64);
+    expect_in_report(r->out, "held-out loss %.4f nats/byte over %" PRId64 " windows of 64 bytes",
+                     heldout, windows);
+    uint64_t high_water = tide_test_json_uint(line, "device_high_water_bytes");
+    assert_int_equal(high_water, tide_test_json_uint(line, "predicted_peak_bytes"));
+    json_object_put(line);
+    free(r);
+}
+
+/*
+ * The MoE model trains: 4 experts of top-2 routing, 60 steps, and the
+ * cross-entropy falls by more than a nat from its start; the load-balancing
+ * term E * sum f_e P_e is near 1 (balanced) and positive, times 0.01.
+ */
+static void test_train_moe(void **state)
+{
+    (void)state;
+    struct tide_test_run *r = malloc(sizeof(*r));
+    assert_non_null(r);
+    struct json_object *line =
+        run_lm(r, (char *[]){"train", "--model", "moe", "--layers", "1", "--d-model", "32",
+                             "--heads", "2", "--seq-len", "32", "--batch", "16", "--experts", "4",
+                             "--steps", "60", "--no-eval", "--json", NULL});
+    double first = tide_test_json_number(line, "first_loss");
+    double lm = tide_test_json_number(line, "lm_loss");
+    double aux = tide_test_json_number(line, "aux_loss");
+    print_message("moe, 60 steps: first loss %.3f, cross-entropy %.3f, balance loss %.4f\n",
+                  first, lm, aux);
+    if (!(lm < first - 1.0))
+        fail_msg("the cross-entropy went from %.4f to %.4f, wanted a fall of more than 1", first,
+                 lm);
+    assert_true(aux > 0.005 && aux <= 0.0401); /* 0.04: every token on one expert */
+    assert_true(fabs(tide_test_json_number(line, "loss") - (lm + aux)) < 1e-4);
+    json_object_put(line);
+
+    /* Flags of other models are refused with their names. */
+    char *bad[] = {bench_path, "train", "--model", "transformer", "--experts", "4", NULL};
+    tide_test_run_program(bad, -1, -1, r);
+    assert_int_equal(r->exit_code, 2);
+    assert_non_null(strstr(r->err, "--experts applies to --model moe only, not to transformer"));
+    char *bad_dataset[] = {bench_path, "train", "--model", "moe", "--dataset", "synthetic", NULL};
+    tide_test_run_program(bad_dataset, -1, -1, r);
+    assert_int_equal(r->exit_code, 2);
+    assert_non_null(strstr(r->err, "--dataset must be fortunes for --model moe"));
+    free(r);
+}
+
+/* `plan` of a small MoE model with `experts` experts in 4 MiB (swap: "off" or NULL) fits, or not. */
+static bool moe_plan_fits(struct tide_test_run *r, int64_t experts, const char *swap)
+{
+    char text[32];
+    snprintf(text, sizeof(text), "%" PRId64, experts);
+    char *args[] = {"plan", "--model", "moe", "--layers", "1", "--d-model", "16", "--heads", "2",
+                    "--seq-len", "16", "--batch", "4", "--budget", "4M", "--experts", text, "--json",
+                    swap ? "--swap" : NULL, (char *)swap, NULL};
+    char *argv[32] = {bench_path};
+    for (int i = 0; args[i]; i++)
+        argv[i + 1] = args[i];
+    tide_test_run_program(argv, -1, -1, r);
+    return r->exit_code == 0 && strstr(r->out, "\"fits\":true");
+}
+
+/*
+ * `max --model moe --vary experts`: the search counts experts from 2 (top-2
+ * routing needs two), and both answers are exact: `plan` at the number
+ * fits and at the number + 1 does not, with the same policy.
+ */
+static void test_max_moe_experts_exact(void **state)
+{
+    (void)state;
+    struct tide_test_run *r = malloc(sizeof(*r));
+    assert_non_null(r);
+    struct json_object *line =
+        run_bench(r, 0,
+                  (char *[]){"max", "--model", "moe", "--vary", "experts", "--budget", "4M",
+                             "--layers", "1", "--d-model", "16", "--heads", "2", "--seq-len", "16",
+                             "--batch", "4", "--json", NULL});
+    assert_string_equal(tide_test_json_string(line, "vary"), "experts");
+    int64_t off = tide_test_json_int(line, "value_swap_off");
+    int64_t autoplan = tide_test_json_int(line, "value_auto");
+    json_object_put(line);
+    print_message("moe in 4 MiB: %" PRId64 " experts with swap off, %" PRId64 " automatic\n", off,
+                  autoplan);
+    assert_true(off >= 2 && autoplan >= off);
+    assert_true(moe_plan_fits(r, off, "off"));
+    assert_false(moe_plan_fits(r, off + 1, "off"));
+    assert_true(moe_plan_fits(r, autoplan, NULL));
+    assert_false(moe_plan_fits(r, autoplan + 1, NULL));
     free(r);
 }
 
@@ -903,6 +1066,9 @@ int main(void)
         cmocka_unit_test(test_max_vary_errors),
         cmocka_unit_test(test_train_from_files),
         cmocka_unit_test(test_train_onnx_save_eval),
+        cmocka_unit_test(test_train_transformer_heldout),
+        cmocka_unit_test(test_train_moe),
+        cmocka_unit_test(test_max_moe_experts_exact),
     };
     return cmocka_run_group_tests(tests, group_setup, NULL);
 }

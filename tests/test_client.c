@@ -10,9 +10,11 @@
  * both with the builder and as a wire message for the daemon's import
  * (graph/import.c), and the two errors must be equal word for word. Models
  * are checked for exact node and parameter counts (ResNet-50 against the
- * published 25,557,032).
+ * published 25,557,032), the language models against the formulas of
+ * tide/models.h.
  * Dataset tests read the real Fashion-MNIST files and skip when the package
- * is not installed; the files are also read raw here to cross-check.
+ * is not installed; the files are also read raw here to cross-check. So do
+ * the corpus tests with Debian's fortunes package.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -20,11 +22,13 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include <inttypes.h>
 #include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -1268,6 +1272,401 @@ static void test_synthetic_dataset_is_learnable(void **state)
     tide_dataset_free(test);
 }
 
+/* ============================================================================
+ * Text corpora (the language models' fortunes)
+ * ========================================================================== */
+
+/* Opens a fortunes split, or skips the test when the package is not installed. */
+static tide_corpus *open_fortunes(const char *split)
+{
+    char err[512];
+    tide_corpus *c = NULL;
+    int rc = tide_corpus_open("fortunes", NULL, split, &c, err, sizeof(err));
+    if (rc == TIDE_DATASET_NOT_FOUND) {
+        print_message("skipping: %s\n", err);
+        skip();
+    }
+    if (rc != 0)
+        fail_msg("open: %s", err);
+    return c;
+}
+
+/* Reads n bytes at offset off (negative: from the end) of the file path. */
+static void read_plain(const char *path, long off, uint8_t *out, size_t n)
+{
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    assert_int_equal(fseek(f, off, off < 0 ? SEEK_END : SEEK_SET), 0);
+    assert_int_equal(fread(out, 1, n, f), n);
+    fclose(f);
+}
+
+static void test_fortunes_corpus(void **state)
+{
+    (void)state;
+    tide_corpus *train = open_fortunes("train"), *test = open_fortunes("test");
+    int64_t total = tide_corpus_total_size(train);
+    print_message("fortunes: %d files, %" PRId64 " bytes: %" PRId64 " train, %" PRId64
+                  " held out\n",
+                  tide_corpus_files(train), total, tide_corpus_size(train),
+                  tide_corpus_size(test));
+    /* Debian's fortunes 1:1.99.1-7.3 has 43 files of 2,576,674 bytes; other versions differ a little. */
+    assert_in_range(total, 2000000, 3500000);
+    assert_in_range(tide_corpus_files(train), 30, 60);
+    assert_int_equal(tide_corpus_total_size(test), total);
+    assert_int_equal(tide_corpus_size(train), total * 9 / 10);
+    assert_int_equal(tide_corpus_size(test), total - total * 9 / 10);
+
+    /* Name order: train starts with "art", the held-out split ends with "zippy". */
+    uint8_t raw[64];
+    read_plain(TIDE_CORPUS_FORTUNES_DIR "/art", 0, raw, sizeof(raw));
+    assert_memory_equal(tide_corpus_bytes(train), raw, sizeof(raw));
+    read_plain(TIDE_CORPUS_FORTUNES_DIR "/zippy", -(long)sizeof(raw), raw, sizeof(raw));
+    assert_memory_equal(tide_corpus_bytes(test) + tide_corpus_size(test) - sizeof(raw), raw,
+                        sizeof(raw));
+
+    /* Random windows: the label is the next byte; one seed, one sequence; another, another. */
+    enum { B = 4, S = 128 };
+    int32_t ta[B * S], la[B * S], tb[B * S], lb[B * S], tc[B * S], lc[B * S];
+    tide_corpus_iter *a, *b, *c;
+    char err[256];
+    assert_int_equal(tide_corpus_iter_new(train, B, S, 7, TIDE_CORPUS_RANDOM, &a, err, 256), 0);
+    assert_int_equal(tide_corpus_iter_new(train, B, S, 7, TIDE_CORPUS_RANDOM, &b, err, 256), 0);
+    assert_int_equal(tide_corpus_iter_new(train, B, S, 8, TIDE_CORPUS_RANDOM, &c, err, 256), 0);
+    for (int step = 0; step < 3; step++) {
+        assert_int_equal(tide_corpus_iter_next(a, ta, la), B);
+        assert_int_equal(tide_corpus_iter_next(b, tb, lb), B);
+        assert_int_equal(tide_corpus_iter_next(c, tc, lc), B);
+        assert_memory_equal(ta, tb, sizeof(ta));
+        assert_memory_equal(la, lb, sizeof(la));
+        assert_memory_not_equal(ta, tc, sizeof(ta));
+        for (int r = 0; r < B; r++) {
+            for (int i = 0; i + 1 < S; i++)
+                assert_int_equal(la[r * S + i], ta[r * S + i + 1]);
+            for (int i = 0; i < S; i++)
+                assert_in_range(ta[r * S + i], 0, TIDE_CORPUS_VOCAB - 1);
+        }
+    }
+    /* Over many draws, windows start all over the split, near both ends too. */
+    const uint8_t *bytes = tide_corpus_bytes(train);
+    int64_t size = tide_corpus_size(train), lowest = size, highest = 0;
+    for (int step = 0; step < 500; step++) {
+        tide_corpus_iter_next(a, ta, la);
+        for (int r = 0; r < B; r++) {
+            /* Find the window by its bytes: a 128-byte string of the corpus is all but unique. */
+            uint8_t window[S + 1];
+            for (int i = 0; i < S; i++)
+                window[i] = (uint8_t)ta[r * S + i];
+            window[S] = (uint8_t)la[r * S + S - 1];
+            const uint8_t *at = memmem(bytes, (size_t)size, window, S + 1);
+            assert_non_null(at);
+            int64_t start = at - bytes;
+            lowest = start < lowest ? start : lowest;
+            highest = start > highest ? start : highest;
+        }
+    }
+    assert_true(lowest < size / 100 && highest > size - size / 100);
+    tide_corpus_iter_free(a);
+    tide_corpus_iter_free(b);
+    tide_corpus_iter_free(c);
+
+    /* Consecutive windows of the held-out split: every one once, the last batch padded. */
+    int64_t windows = tide_corpus_windows(test, S);
+    assert_int_equal(windows, (tide_corpus_size(test) - 1) / S);
+    assert_int_equal(tide_corpus_iter_new(test, B, S, 0, 0, &a, err, 256), 0);
+    const uint8_t *held = tide_corpus_bytes(test);
+    int64_t seen = 0, got;
+    while ((got = tide_corpus_iter_next(a, ta, la)) > 0) {
+        for (int64_t r = 0; r < B; r++) {
+            int64_t window = r < got ? seen + r : r - got;
+            for (int i = 0; i < S; i++) {
+                assert_int_equal(ta[r * S + i], held[window * S + i]);
+                assert_int_equal(la[r * S + i], held[window * S + i + 1]);
+            }
+        }
+        seen += got;
+    }
+    assert_int_equal(seen, windows);
+    assert_int_equal(tide_corpus_iter_next(a, ta, la), B); /* the next epoch starts over */
+    for (int i = 0; i < S; i++)
+        assert_int_equal(ta[i], held[i]);
+    tide_corpus_iter_free(a);
+    tide_corpus_free(train);
+    tide_corpus_free(test);
+}
+
+/* Writes len bytes of text to dir/name. */
+static void write_text(const char *dir, const char *name, const char *text)
+{
+    char path[512];
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(text, 1, strlen(text), f), strlen(text));
+    fclose(f);
+}
+
+static void test_corpus_files_and_errors(void **state)
+{
+    (void)state;
+    char err[512];
+    tide_corpus *c = (tide_corpus *)1;
+    assert_int_equal(tide_corpus_open("fortunes", "/nonexistent/tide-corpus", "train", &c, err,
+                                      sizeof(err)),
+                     TIDE_DATASET_NOT_FOUND);
+    assert_null(c);
+    assert_contains(err, "/nonexistent/tide-corpus does not exist");
+    assert_contains(err, "apt install fortunes");
+    assert_int_equal(tide_corpus_open("shakespeare", NULL, "train", &c, err, sizeof(err)),
+                     TIDE_DATASET_NOT_FOUND);
+    assert_contains(err, "unknown corpus \"shakespeare\"");
+    assert_int_equal(tide_corpus_open("fortunes", NULL, "valid", &c, err, sizeof(err)),
+                     TIDE_DATASET_INVALID);
+    assert_contains(err, "unknown split \"valid\"");
+
+    /* Only names without a '.' count, in strcmp order; directories are skipped. */
+    char dir[] = "/tmp/tide-test-client-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    assert_int_equal(tide_corpus_open("fortunes", dir, "train", &c, err, sizeof(err)),
+                     TIDE_DATASET_NOT_FOUND);
+    assert_contains(err, "holds 0 files without an extension, 0 bytes");
+    write_text(dir, "b", "0123");
+    assert_int_equal(tide_corpus_open("fortunes", dir, "train", &c, err, sizeof(err)),
+                     TIDE_DATASET_INVALID);
+    assert_contains(err, "holds 1 files without an extension, 4 bytes in all; a corpus wants "
+                         "at least 11");
+    write_text(dir, "B", "ABCDEFGHIJ"); /* 'B' sorts before 'b' in every locale's strcmp */
+    write_text(dir, "b.dat", "not text");
+    write_text(dir, "a.u8", "not text either");
+    write_text(dir, ".hidden", "nor this");
+    write_text(dir, "z", "xyz!");
+    char sub[600];
+    snprintf(sub, sizeof(sub), "%s/d", dir);
+    assert_int_equal(mkdir(sub, 0700), 0);
+    tide_corpus *train, *test;
+    assert_int_equal(tide_corpus_open("fortunes", dir, "train", &train, err, sizeof(err)), 0);
+    assert_int_equal(tide_corpus_open("fortunes", dir, "test", &test, err, sizeof(err)), 0);
+    /* "ABCDEFGHIJ0123xyz!": 18 bytes, 16 for training, 2 held out. */
+    assert_int_equal(tide_corpus_files(train), 3);
+    assert_int_equal(tide_corpus_total_size(train), 18);
+    assert_int_equal(tide_corpus_size(train), 16);
+    assert_memory_equal(tide_corpus_bytes(train), "ABCDEFGHIJ0123xy", 16);
+    assert_int_equal(tide_corpus_size(test), 2);
+    assert_memory_equal(tide_corpus_bytes(test), "z!", 2);
+    assert_int_equal(tide_corpus_windows(train, 5), 3);
+    assert_int_equal(tide_corpus_windows(test, 1), 1);
+
+    /* Windows longer than the split, and other bad arguments, name the numbers. */
+    tide_corpus_iter *it = (tide_corpus_iter *)1;
+    assert_int_equal(tide_corpus_iter_new(test, 1, 2, 0, 0, &it, err, sizeof(err)),
+                     TIDE_DATASET_INVALID);
+    assert_null(it);
+    assert_contains(err, "seq_len is 2, wants 1 to 1 (a window of the split's 2 bytes");
+    assert_int_equal(tide_corpus_iter_new(train, 0, 4, 0, 0, &it, err, sizeof(err)),
+                     TIDE_DATASET_INVALID);
+    assert_contains(err, "batch is 0, wants 1 to 2^31");
+    assert_int_equal(tide_corpus_iter_new(train, 1, 4, 0, 4u, &it, err, sizeof(err)),
+                     TIDE_DATASET_INVALID);
+    assert_contains(err, "unknown flags 0x4");
+
+    /* Three windows of 5 in batches of 2: 2, then 1 padded with window 0, then 0. */
+    assert_int_equal(tide_corpus_iter_new(train, 2, 5, 0, 0, &it, err, sizeof(err)), 0);
+    int32_t tokens[10], labels[10];
+    assert_int_equal(tide_corpus_iter_next(it, tokens, labels), 2);
+    assert_int_equal(tokens[5], 'F');
+    assert_int_equal(labels[9], '0');
+    assert_int_equal(tide_corpus_iter_next(it, tokens, labels), 1);
+    assert_int_equal(tokens[0], '0');
+    assert_int_equal(labels[4], 'y');
+    assert_int_equal(tokens[5], 'A');
+    assert_int_equal(tide_corpus_iter_next(it, tokens, labels), 0);
+    assert_int_equal(tide_corpus_iter_next(NULL, tokens, labels), -1);
+    tide_corpus_iter_free(it);
+
+    /* Random windows of 14 in 16 bytes start at 0 or 1, both drawn. */
+    assert_int_equal(tide_corpus_iter_new(train, 8, 14, 3, TIDE_CORPUS_RANDOM, &it, err,
+                                          sizeof(err)), 0);
+    int32_t t8[8 * 14], l8[8 * 14];
+    int starts[2] = {0, 0};
+    for (int k = 0; k < 4; k++) {
+        assert_int_equal(tide_corpus_iter_next(it, t8, l8), 8);
+        for (int r = 0; r < 8; r++) {
+            assert_true(t8[r * 14] == 'A' || t8[r * 14] == 'B');
+            starts[t8[r * 14] - 'A']++;
+        }
+    }
+    assert_true(starts[0] > 0 && starts[1] > 0);
+    tide_corpus_iter_free(it);
+    tide_corpus_free(train);
+    tide_corpus_free(test);
+
+    rmdir(sub);
+    const char *names[] = {"b", "B", "b.dat", "a.u8", ".hidden", "z"};
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        char path[600];
+        snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
+        unlink(path);
+    }
+    rmdir(dir);
+}
+
+/* ============================================================================
+ * Language models (transformer, moe)
+ * ========================================================================== */
+
+/* The Transformer's parameters by the formula of tide/models.h. */
+static int64_t transformer_parameters(int64_t v, int64_t s, int64_t d, int64_t layers)
+{
+    return v * d + s * d + layers * (12 * d * d + 13 * d) + 2 * d + d * v + v;
+}
+
+static void test_model_transformer(void **state)
+{
+    (void)state;
+    struct tide_model_lm_options o = tide_model_lm_options_default();
+    assert_int_equal(o.batch, 32);
+    assert_int_equal(o.seq_len, 128);
+    assert_int_equal(o.vocab, 256);
+    assert_int_equal(o.d_model, 128);
+    assert_int_equal(o.layers, 4);
+    assert_int_equal(o.heads, 4);
+    tide_builder *b = tide_builder_new();
+    tide_ref logits = tide_model_transformer(b, &o);
+    assert_null(tide_builder_error(b));
+    expect_shape(b, logits, 2, (int64_t[]){32 * 128, 256});
+    expect_shape(b, tide_builder_find(b, TIDE_MODEL_TOKENS), 2, (int64_t[]){32, 128});
+    expect_shape(b, tide_builder_find(b, TIDE_MODEL_LABELS), 2, (int64_t[]){32, 128});
+    assert_int_equal(tide_builder_dtype(b, tide_builder_find(b, TIDE_MODEL_TOKENS)),
+                     TIDE_DT_INT32);
+    expect_shape(b, tide_builder_find(b, TIDE_MODEL_TOKEN_LOSS), 1, (int64_t[]){32 * 128});
+    expect_shape(b, tide_builder_find(b, TIDE_MODEL_LOSS), 0, NULL);
+    assert_int_equal(tide_builder_parameter_count(b), 875520);
+    assert_int_equal(tide_builder_parameter_count(b), transformer_parameters(256, 128, 128, 4));
+    expect_shape(b, tide_builder_find(b, "block3/mlp/fc1/w"), 2, (int64_t[]){128, 512});
+    Tide__V1__Graph *g = roundtrip(b);
+    check_against_op_table(g);
+    assert_int_equal(count_ops(g, "Attention", NULL), 4);
+    assert_int_equal(count_ops(g, "LayerNorm", NULL), 2 * 4 + 1);
+    assert_int_equal(count_ops(g, "Gelu", NULL), 4);
+    assert_int_equal(count_ops(g, "Gather", NULL), 1);
+    assert_int_equal(count_ops(g, "Dropout", NULL), 0); /* the default rate is 0: no node */
+    assert_int_equal(count_ops(g, "Transpose", NULL), 4 * 4);
+    /* PyTorch's initialisation: embeddings N(0, 1), weights U(+-1 / sqrt(fan_in)). */
+    assert_string_equal(attr_of(node_named(g, "embed/w"), "init")->s, "normal");
+    assert_true(attr_of(node_named(g, "embed/w"), "scale")->f == 1.0f);
+    assert_string_equal(attr_of(node_named(g, "block2/attn/q/w"), "init")->s, "uniform");
+    assert_true(attr_of(node_named(g, "block2/attn/q/w"), "scale")->f == 1.0f / sqrtf(128));
+    assert_true(attr_of(node_named(g, "block2/mlp/fc2/w"), "scale")->f == 1.0f / sqrtf(512));
+    /* Attention: causal, scale 0 (1 / sqrt of the head's 32 features). */
+    const Tide__V1__Node *attention = NULL;
+    for (size_t i = 0; i < g->n_nodes && !attention; i++)
+        if (strcmp(g->nodes[i]->op, "Attention") == 0)
+            attention = g->nodes[i];
+    assert_non_null(attention);
+    assert_true(attr_of(attention, "causal")->b);
+    assert_true(attr_of(attention, "scale")->f == 0.0f);
+    tide__v1__graph__free_unpacked(g, NULL);
+    tide_builder_free(b);
+
+    /* Other sizes, with Dropout: the same formula; three Dropouts per block plus one. */
+    o = (struct tide_model_lm_options){.batch = 3, .seq_len = 16, .vocab = 300, .d_model = 24,
+                                 .layers = 2, .heads = 3, .dropout = 0.1f};
+    b = tide_builder_new();
+    logits = tide_model_transformer(b, &o);
+    assert_null(tide_builder_error(b));
+    expect_shape(b, logits, 2, (int64_t[]){48, 300});
+    assert_int_equal(tide_builder_parameter_count(b), transformer_parameters(300, 16, 24, 2));
+    g = roundtrip(b);
+    check_against_op_table(g);
+    assert_int_equal(count_ops(g, "Dropout", NULL), 1 + 2 * 2);
+    tide__v1__graph__free_unpacked(g, NULL);
+    tide_builder_free(b);
+
+    /* Bad sizes name the field and the numbers. */
+    struct {
+        struct tide_model_lm_options o;
+        const char *message;
+    } bad[] = {
+        {{.batch = 1, .seq_len = 8, .vocab = 256, .d_model = 10, .layers = 1, .heads = 4},
+         "transformer: d_model 10 is not a multiple of heads 4"},
+        {{.batch = 1, .seq_len = 0, .vocab = 256, .d_model = 8, .layers = 1, .heads = 2},
+         "transformer: seq_len is 0, wants 1 or more"},
+        {{.batch = 1, .seq_len = 8, .vocab = 256, .d_model = 8, .layers = 1, .heads = 2,
+          .dropout = 1.0f},
+         "transformer: dropout is 1, wants 0 <= rate < 1"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        b = tide_builder_new();
+        assert_int_equal(tide_model_transformer(b, &bad[i].o).id, -1);
+        assert_contains(tide_builder_error(b), bad[i].message);
+        tide_builder_free(b);
+    }
+}
+
+static void test_model_moe(void **state)
+{
+    (void)state;
+    /* The capacity: ceil(factor * tokens * 2 / experts). */
+    assert_int_equal(tide_model_moe_capacity(4096, 8, 1.25), 1280);
+    assert_int_equal(tide_model_moe_capacity(10, 3, 1.0), 7);
+    assert_int_equal(tide_model_moe_capacity(10, 3, 0.01), 1);
+    assert_int_equal(tide_model_moe_capacity(10, 3, 0), -1);
+    assert_int_equal(tide_model_moe_capacity(0, 3, 1), -1);
+    assert_int_equal(tide_model_moe_capacity(10, 3, NAN), -1);
+
+    struct tide_model_lm_options o = tide_model_lm_options_default();
+    assert_int_equal(o.experts, 8);
+    assert_true(o.capacity_factor == 1.25);
+    assert_true(o.aux_loss_weight == 0.01f);
+    tide_builder *b = tide_builder_new();
+    tide_ref logits = tide_model_moe(b, &o);
+    assert_null(tide_builder_error(b));
+    expect_shape(b, logits, 2, (int64_t[]){4096, 256});
+    int64_t d = 128, e = 8;
+    int64_t per_layer = 4 * d * d + 8 * d + d * e + e * (8 * d * d + 5 * d);
+    assert_int_equal(tide_builder_parameter_count(b),
+                     transformer_parameters(256, 128, 128, 4) - 4 * (12 * d * d + 13 * d) +
+                         4 * per_layer);
+    /* The experts see their 1280 slots each, never all 4096 tokens. */
+    expect_shape(b, tide_builder_find(b, "block0/moe/dispatch"), 2, (int64_t[]){8 * 1280, 128});
+    expect_shape(b, tide_builder_find(b, "block0/moe/experts/w1"), 3, (int64_t[]){8, 128, 512});
+    Tide__V1__Graph *weights = roundtrip(b);
+    assert_true(attr_of(node_named(weights, "block0/moe/experts/w2"), "scale")->f ==
+                1.0f / sqrtf(512));
+    tide__v1__graph__free_unpacked(weights, NULL);
+    expect_shape(b, tide_builder_find(b, "block0/moe/combine"), 3, (int64_t[]){4096, 2, 128});
+    expect_shape(b, tide_builder_find(b, "block0/moe/share"), 1, (int64_t[]){8});
+    expect_shape(b, tide_builder_find(b, TIDE_MODEL_LM_LOSS), 0, NULL);
+    expect_shape(b, tide_builder_find(b, TIDE_MODEL_AUX_LOSS), 0, NULL);
+    Tide__V1__Graph *g = roundtrip(b);
+    check_against_op_table(g);
+    assert_int_equal(count_ops(g, "MoeRoute", NULL), 4);
+    assert_int_equal(count_ops(g, "TopK", NULL), 4);
+    assert_int_equal(count_ops(g, "BatchMatMul", NULL), 2 * 4);
+    /* The only MatMuls: q, k, v, out and the gate per block, and the head: no dense experts. */
+    assert_int_equal(count_ops(g, "MatMul", NULL), 5 * 4 + 1);
+    tide__v1__graph__free_unpacked(g, NULL);
+    tide_builder_free(b);
+
+    b = tide_builder_new();
+    o.capacity_factor = -1;
+    assert_int_equal(tide_model_moe(b, &o).id, -1);
+    assert_contains(tide_builder_error(b), "moe: capacity_factor is -1, wants a finite number > 0");
+    tide_builder_free(b);
+    b = tide_builder_new();
+    o = tide_model_lm_options_default();
+    o.experts = 0;
+    assert_int_equal(tide_model_moe(b, &o).id, -1);
+    assert_contains(tide_builder_error(b), "moe: experts is 0, wants 1 or more");
+    tide_builder_free(b);
+    b = tide_builder_new();
+    o.experts = 1;
+    assert_int_equal(tide_model_moe(b, &o).id, -1);
+    assert_contains(tide_builder_error(b), "moe: experts is 1, wants 2 or more (each token is "
+                                           "routed to its 2 best)");
+    tide_builder_free(b);
+}
+
 /* The two examples: the builder reports the daemon's infer words. */
 static void test_builder_reports_the_daemons_words(void **state)
 {
@@ -1868,6 +2267,12 @@ int main(void)
         cmocka_unit_test(test_fashion_mnist_errors),
         cmocka_unit_test(test_synthetic_dataset),
         cmocka_unit_test(test_synthetic_dataset_is_learnable),
+        /* text corpora (the language models' fortunes) */
+        cmocka_unit_test(test_fortunes_corpus),
+        cmocka_unit_test(test_corpus_files_and_errors),
+        /* language models (transformer, moe) */
+        cmocka_unit_test(test_model_transformer),
+        cmocka_unit_test(test_model_moe),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -2663,7 +2663,7 @@ static void test_tidectl(void **state)
     run_tidectl(r, -1, "get", "no-such-job", (char *)NULL);
     assert_int_equal(r->exit_code, 1);
     assert_non_null(strstr(r->err, "NOT_FOUND"));
-    run_tidectl(r, -1, "train", "--model", "transformer", (char *)NULL);
+    run_tidectl(r, -1, "train", "--model", "vgg", (char *)NULL);
     assert_int_equal(r->exit_code, 2);
     run_tidectl(r, -1, "frobnicate", (char *)NULL);
     assert_int_equal(r->exit_code, 2);
@@ -3395,6 +3395,55 @@ static int helper_train_forever(const char *socket, const char *job_id)
     return 1;
 }
 
+/* ---- The language models (transformer, moe) through tidectl ---- */
+
+/*
+ * tidectl train --model transformer: windows of fortunes in, the per-token
+ * losses of every held-out window back; the "done" line's held-out loss is
+ * their mean, over (held-out bytes - 1) / 128 windows, and it has fallen
+ * from ln 256 = 5.55 after 30 steps; the text report says the same.
+ */
+static void test_tidectl_transformer(void **state)
+{
+    (void)state;
+    NEED_DAEMON();
+    if (access("/usr/share/games/fortunes/fortunes", R_OK) != 0) {
+        fprintf(stderr, "skipped: no /usr/share/games/fortunes (apt install fortunes)\n");
+        skip();
+    }
+    struct tide_test_run *r = malloc(sizeof(*r));
+    assert_non_null(r);
+    run_tidectl(r, -1, "--json", "train", "--model", "transformer", "--layers", "1", "--d-model",
+                "16", "--heads", "2", "--batch", "16", "--steps", "30", (char *)NULL);
+    if (r->exit_code != 0)
+        fail_msg("tidectl train: exit %d\n%s\n%s", r->exit_code, r->out, r->err);
+    const char *done = strstr(r->out, "{\"event\":\"done\"");
+    assert_non_null(done);
+    const char *windows = strstr(done, "\"heldout_windows\":");
+    const char *loss = strstr(done, "\"heldout_loss\":");
+    assert_non_null(windows);
+    assert_non_null(loss);
+    long n = strtol(windows + strlen("\"heldout_windows\":"), NULL, 10);
+    double heldout = strtod(loss + strlen("\"heldout_loss\":"), NULL);
+    print_message("tidectl train --model transformer, 30 steps: held-out loss %.4f over %ld "
+                  "windows\n",
+                  heldout, n);
+    assert_in_range(n, 200000 / 128, 400000 / 128);
+    if (!(heldout > 1.0 && heldout < 4.5))
+        fail_msg("held-out loss %.4f nats/byte, wanted 1 to 4.5", heldout);
+    assert_null(strstr(r->out, "batch_accuracy"));
+
+    run_tidectl(r, -1, "train", "--model", "transformer", "--layers", "1", "--d-model", "16",
+                "--heads", "2", "--batch", "16", "--steps", "2", (char *)NULL);
+    if (r->exit_code != 0)
+        fail_msg("tidectl train: exit %d\n%s\n%s", r->exit_code, r->out, r->err);
+    char want[96];
+    snprintf(want, sizeof(want), "(%ld windows of 128 bytes)", n);
+    assert_non_null(strstr(r->out, "held-out loss "));
+    assert_non_null(strstr(r->out, want));
+    free(r);
+}
+
 int main(int argc, char **argv)
 {
     ssize_t n = readlink("/proc/self/exe", self_path, sizeof(self_path) - 1);
@@ -3444,6 +3493,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_tidectl_json_plan),
         cmocka_unit_test(test_tidectl_plan_partitions_table),
         cmocka_unit_test(test_tidectl_json_job),
+        cmocka_unit_test(test_tidectl_transformer),
         cmocka_unit_test(test_restart_after_sigterm),
         cmocka_unit_test(test_restart_after_sigkill),
     };

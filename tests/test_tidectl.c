@@ -156,9 +156,13 @@ static void test_verb_help(void **state)
     }
     /* The model options' help is part of both commands that build a model. */
     run_tidectl(a, "plan", "--help", (char *)NULL);
-    assert_non_null(strstr(a->out, "MODEL OPTIONS\n  --model mlp|cnn|resnet"));
+    assert_non_null(
+        strstr(a->out, "MODEL OPTIONS\n  --model mlp|cnn|resnet|lstm|transformer|moe\n"));
+    assert_non_null(strstr(a->out, "\n  --capacity-factor C      moe: "));
     run_tidectl(a, "train", "--help", (char *)NULL);
-    assert_non_null(strstr(a->out, "MODEL OPTIONS\n  --model mlp|cnn|resnet"));
+    assert_non_null(
+        strstr(a->out, "MODEL OPTIONS\n  --model mlp|cnn|resnet|lstm|transformer|moe\n"));
+    assert_non_null(strstr(a->out, "(for\n  transformer and moe: the held-out loss"));
     /* plan draws the memory picture; train does not take --svg. */
     run_tidectl(a, "plan", "--help", (char *)NULL);
     assert_non_null(strstr(a->out, "[--partitions] [--svg FILE]\n"));
@@ -270,9 +274,17 @@ static void test_usage_errors(void **state)
     expect_usage_error("tidectl: train: --loss wants xent, mse or none, got \"nll\" (see tidectl "
                        "train --help)\n",
                        "train", "--onnx", "m.onnx", "--loss", "nll", (char *)NULL);
-    expect_usage_error("tidectl: plan: --onnx names the model: --model, --depth, --seq-len, "
-                       "--hidden and --layers do not apply (see tidectl plan --help)\n",
+    expect_usage_error("tidectl: plan: --onnx names the model: --model and its sizes (--depth, "
+                       "--seq-len, --hidden, --layers, --d-model, --heads, --vocab, --experts, "
+                       "--capacity-factor, --dropout) do not apply (see tidectl plan --help)\n",
                        "plan", "--onnx", "m.onnx", "--model", "mlp", (char *)NULL);
+    expect_usage_error("tidectl: train: --onnx names the model: --model and its sizes (--depth, "
+                       "--seq-len, --hidden, --layers, --d-model, --heads, --vocab, --experts, "
+                       "--capacity-factor, --dropout) do not apply (see tidectl train --help)\n",
+                       "train", "--onnx", "m.onnx", "--d-model", "32", (char *)NULL);
+    expect_usage_error("tidectl: plan: --dataset fortunes does not apply to --onnx m.onnx "
+                       "(fortunes is for transformer and moe) (see tidectl plan --help)\n",
+                       "plan", "--onnx", "m.onnx", "--dataset", "fortunes", (char *)NULL);
     expect_usage_error("tidectl: export: option --data does not apply to export (see tidectl "
                        "export --help)\n",
                        "export", "j-1", "--data", "x.npy", (char *)NULL);
@@ -300,8 +312,8 @@ static void test_usage_errors(void **state)
     expect_usage_error("tidectl: plan: --hidden applies to --model lstm only, not to cnn (see "
                        "tidectl plan --help)\n",
                        "plan", "--model", "cnn", "--hidden", "8", (char *)NULL);
-    expect_usage_error("tidectl: train: --seq-len applies to --model lstm only, not to resnet (see "
-                       "tidectl train --help)\n",
+    expect_usage_error("tidectl: train: --seq-len applies to --model lstm, transformer or moe "
+                       "only, not to resnet (see tidectl train --help)\n",
                        "train", "--seq-len", "8", "--model", "resnet", (char *)NULL);
     expect_usage_error("tidectl: train: --seq-len 40 needs --dataset synthetic: Fashion-MNIST's "
                        "images have 28 rows, so its sequences are 28 steps (see tidectl train "
@@ -486,6 +498,34 @@ static void test_json_usage_errors(void **state)
                        "synthetic", "--batch", "100000", "--no-eval", (char *)NULL);
 }
 
+/* ---- The language models (transformer, moe): their flags and dataset ---- */
+
+static void test_language_model_usage_errors(void **state)
+{
+    (void)state;
+    expect_usage_error("tidectl: plan: --dataset fortunes does not apply to --model cnn (fortunes "
+                       "is for transformer and moe) (see tidectl plan --help)\n",
+                       "plan", "--dataset", "fortunes", (char *)NULL);
+    expect_usage_error("tidectl: train: --dataset synthetic does not apply to --model transformer "
+                       "(language models read fortunes) (see tidectl train --help)\n",
+                       "train", "--model", "transformer", "--dataset", "synthetic", (char *)NULL);
+    expect_usage_error("tidectl: plan: --heads applies to --model transformer or moe only, not to "
+                       "mlp (see tidectl plan --help)\n",
+                       "plan", "--model", "mlp", "--heads", "2", (char *)NULL);
+    expect_usage_error("tidectl: plan: --experts applies to --model moe only, not to transformer "
+                       "(see tidectl plan --help)\n",
+                       "plan", "--model", "transformer", "--experts", "4", (char *)NULL);
+    expect_usage_error("tidectl: plan: --dropout wants a rate, 0 <= R < 1, got \"1\" (see "
+                       "tidectl plan --help)\n",
+                       "plan", "--model", "transformer", "--dropout", "1", (char *)NULL);
+    expect_usage_error("tidectl: plan: --capacity-factor wants a number > 0, got \"0\" (see "
+                       "tidectl plan --help)\n",
+                       "plan", "--model", "moe", "--capacity-factor", "0", (char *)NULL);
+    expect_usage_error("tidectl: train: --heads wants a positive count, got \"0\" (see tidectl "
+                       "train --help)\n",
+                       "train", "--model", "moe", "--heads", "0", (char *)NULL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -496,6 +536,7 @@ int main(void)
         cmocka_unit_test(test_socket_permission_denied),
         cmocka_unit_test(test_json_dataset_error),
         cmocka_unit_test(test_json_usage_errors),
+        cmocka_unit_test(test_language_model_usage_errors),
     };
     return cmocka_run_group_tests(tests, group_setup, NULL);
 }

@@ -3,7 +3,8 @@
  * client/tidectl/model.c: the model options turned into what `plan` and
  * `train` send: the network built with libtide's builders (tide/models.h),
  * the job spec around it, and the dataset it is fed from (or, for `plan`,
- * only the dataset's image shape, without reading it).
+ * only the dataset's image shape, without reading it); for the language
+ * models, the corpus (tide_corpus).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -93,6 +94,7 @@ static int build_onnx_model(const struct tidectl_options *o, int64_t c, int64_t 
     m->batch = t->batch;
     m->images = t->input.name, m->labels = t->labels.name;
     m->logits = t->output.name, m->loss = t->loss;
+    m->fetch = m->logits;
     m->feeds[0] = m->images, m->feeds[1] = m->labels;
     return TIDECTL_EXIT_OK;
 }
@@ -105,6 +107,35 @@ void tidectl_model_clear(struct tidectl_model *m)
     memset(m, 0, sizeof(*m));
 }
 
+bool tidectl_language_model(const struct tidectl_options *o)
+{
+    return strcmp(o->model, "transformer") == 0 || strcmp(o->model, "moe") == 0;
+}
+
+/* The language model's sizes: the options' non-zero values over the defaults. */
+static struct tide_model_lm_options lm_options(const struct tidectl_options *o)
+{
+    struct tide_model_lm_options m = tide_model_lm_options_default();
+    m.batch = o->batch;
+    if (o->seq_len)
+        m.seq_len = o->seq_len;
+    if (o->layers)
+        m.layers = o->layers;
+    if (o->d_model)
+        m.d_model = o->d_model;
+    if (o->heads)
+        m.heads = o->heads;
+    if (o->vocab)
+        m.vocab = o->vocab;
+    if (o->experts)
+        m.experts = o->experts;
+    if (o->capacity_factor > 0)
+        m.capacity_factor = o->capacity_factor;
+    if (o->dropout >= 0)
+        m.dropout = (float)o->dropout;
+    return m;
+}
+
 int tidectl_build_model(const struct tidectl_options *o, int64_t c, int64_t h, int64_t w,
                         int32_t classes, struct tidectl_model *m)
 {
@@ -115,8 +146,11 @@ int tidectl_build_model(const struct tidectl_options *o, int64_t c, int64_t h, i
             tidectl_model_clear(m);
         return rc;
     }
-    m->images = TIDE_MODEL_IMAGES, m->labels = TIDE_MODEL_LABELS;
+    bool lm = tidectl_language_model(o);
+    m->images = lm ? TIDE_MODEL_TOKENS : TIDE_MODEL_IMAGES, m->labels = TIDE_MODEL_LABELS;
     m->logits = TIDE_MODEL_LOGITS, m->loss = TIDE_MODEL_LOSS;
+    /* A language model's step brings each token's loss, whose held-out mean train prints. */
+    m->fetch = lm ? TIDE_MODEL_TOKEN_LOSS : TIDE_MODEL_LOGITS;
     m->feeds[0] = m->images, m->feeds[1] = m->labels;
     m->batch = o->batch;
     tide_builder *b = tide_builder_new();
@@ -125,7 +159,14 @@ int tidectl_build_model(const struct tidectl_options *o, int64_t c, int64_t h, i
         return TIDECTL_EXIT_RUNTIME;
     }
     tide_ref logits;
-    if (strcmp(o->model, "mlp") == 0) {
+    if (lm) {
+        /* Fed [B, S] tokens; "classes" are the vocabulary. */
+        struct tide_model_lm_options sizes = lm_options(o);
+        logits = strcmp(o->model, "moe") == 0 ? tide_model_moe(b, &sizes)
+                                              : tide_model_transformer(b, &sizes);
+        classes = (int32_t)sizes.vocab;
+        m->language_model = true;
+    } else if (strcmp(o->model, "mlp") == 0) {
         int64_t hidden[2] = {256, 128};
         logits = tide_model_mlp(b, o->batch, c * h * w, hidden, 2, classes);
     } else if (strcmp(o->model, "cnn") == 0) {
@@ -143,7 +184,7 @@ int tidectl_build_model(const struct tidectl_options *o, int64_t c, int64_t h, i
         }
         logits = tide_model_resnet(b, o->batch, c, h, classes, resnet_blocks(o->depth), o->width);
     }
-    tide_ref images = tide_builder_find(b, TIDE_MODEL_IMAGES);
+    tide_ref images = tide_builder_find(b, m->images);
     int rc = TIDECTL_EXIT_OK;
     if (logits.id < 0 || images.id < 0 ||
         tide_builder_shape(b, images, m->image_dims, &m->image_rank) != 0 ||
@@ -173,17 +214,19 @@ void tidectl_make_spec(const struct tidectl_options *o, const struct tidectl_mod
     spec->graph = m->graph;
     spec->graph_len = m->graph_len;
     spec->optimizer = o->optimizer;
+    /* Adam's rate is 0.003 for the sequence models (lstm, transformer, moe), else 0.001. */
+    bool sequence = strcmp(o->model, "lstm") == 0 || m->language_model;
     double lr = o->lr;
     if (lr == 0)
         lr = o->optimizer == TIDE_JOB_OPTIMIZER_SGD        ? 0.05
              : o->optimizer == TIDE_JOB_OPTIMIZER_MOMENTUM ? 0.02
-             : strcmp(o->model, "lstm") == 0               ? TIDE_MODEL_LSTM_LEARNING_RATE
+             : sequence                                    ? TIDE_MODEL_LSTM_LEARNING_RATE
                                                            : 0.001;
     spec->learning_rate = (float)lr;
     spec->loss = m->loss;
     spec->feeds = m->feeds;
     spec->n_feeds = 2;
-    spec->fetches = &m->logits;
+    spec->fetches = &m->fetch;
     spec->n_fetches = 1;
     spec->budget_bytes = o->budget;
     spec->partition_size = o->partition_size;
@@ -211,6 +254,18 @@ int tidectl_open_dataset(const struct tidectl_options *o, const char *split, tid
     }
     if (rc != 0) {
         fprintf(stderr, "tidectl: dataset %s (%s): %s\n", o->dataset, split, err);
+        if (tidectl_json)
+            tidectl_json_print_error("DATASET", -1, err, TIDECTL_EXIT_RUNTIME);
+        return TIDECTL_EXIT_RUNTIME;
+    }
+    return TIDECTL_EXIT_OK;
+}
+
+int tidectl_open_corpus(const struct tidectl_options *o, const char *split, tide_corpus **out)
+{
+    char err[512];
+    if (tide_corpus_open(o->dataset, o->data_dir, split, out, err, sizeof(err)) != 0) {
+        fprintf(stderr, "tidectl: corpus %s (%s): %s\n", o->dataset, split, err);
         if (tidectl_json)
             tidectl_json_print_error("DATASET", -1, err, TIDECTL_EXIT_RUNTIME);
         return TIDECTL_EXIT_RUNTIME;

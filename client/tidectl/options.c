@@ -43,6 +43,12 @@ static const struct option long_options[] = {
     {"lr", required_argument, 0, TIDECTL_OPT_LR},
     {"seed", required_argument, 0, TIDECTL_OPT_SEED},
     {"name", required_argument, 0, TIDECTL_OPT_NAME},
+    {"d-model", required_argument, 0, TIDECTL_OPT_D_MODEL},
+    {"heads", required_argument, 0, TIDECTL_OPT_HEADS},
+    {"vocab", required_argument, 0, TIDECTL_OPT_VOCAB},
+    {"experts", required_argument, 0, TIDECTL_OPT_EXPERTS},
+    {"capacity-factor", required_argument, 0, TIDECTL_OPT_CAPACITY_FACTOR},
+    {"dropout", required_argument, 0, TIDECTL_OPT_DROPOUT},
     {"steps", required_argument, 0, TIDECTL_OPT_STEPS},
     {"epochs", required_argument, 0, TIDECTL_OPT_EPOCHS},
     {"checkpoint-every", required_argument, 0, TIDECTL_OPT_CHECKPOINT_EVERY},
@@ -231,11 +237,15 @@ static int parse_count(const char *command, const char *flag, const char *value,
 }
 
 /*
- * The flags of the sequence models: each applies to the models listed
- * (space-separated), and is refused with any other. Then the defaults of
- * the model: --seq-len 28 (Fashion-MNIST's rows, the only length it has),
- * --hidden 128, --layers 1, and for lstm Adam unless --optimizer says
- * otherwise (its learning rate is tidectl_make_spec's).
+ * The flags of the sequence models (lstm, and the language models
+ * transformer and moe): each applies to the models listed (a list in words,
+ * "a, b or c", whose names end at a space or a comma),
+ * and is refused with any other. Then the defaults of the model: for lstm
+ * --seq-len 28 (Fashion-MNIST's rows, the only length it has), --hidden 128,
+ * --layers 1; for transformer and moe --seq-len 128 and --layers 4 (their
+ * other sizes are tide_model_lm_options_default's); and for all three Adam
+ * unless --optimizer says otherwise (its learning rate is
+ * tidectl_make_spec's).
  */
 static int sequence_defaults(const char *command, struct tidectl_options *o)
 {
@@ -243,14 +253,21 @@ static int sequence_defaults(const char *command, struct tidectl_options *o)
         const char *flag, *models;
         bool given;
     } flags[] = {
-        {"seq-len", "lstm", o->seq_len != 0},
+        {"seq-len", "lstm, transformer or moe", o->seq_len != 0},
         {"hidden", "lstm", o->hidden != 0},
-        {"layers", "lstm", o->layers != 0},
+        {"layers", "lstm, transformer or moe", o->layers != 0},
+        {"d-model", "transformer or moe", o->d_model != 0},
+        {"heads", "transformer or moe", o->heads != 0},
+        {"vocab", "transformer or moe", o->vocab != 0},
+        {"dropout", "transformer or moe", o->dropout >= 0},
+        {"experts", "moe", o->experts != 0},
+        {"capacity-factor", "moe", o->capacity_factor > 0},
     };
     size_t n = strlen(o->model);
     for (size_t i = 0; i < sizeof(flags) / sizeof(flags[0]); i++) {
         const char *at = strstr(flags[i].models, o->model);
-        bool listed = at && (at == flags[i].models || at[-1] == ' ') && (!at[n] || at[n] == ' ');
+        bool listed = at && (at == flags[i].models || at[-1] == ' ') &&
+                      (!at[n] || at[n] == ' ' || at[n] == ',');
         if (flags[i].given && !listed)
             return tidectl_usage_error(command, "--%s applies to --model %s only, not to %s",
                                        flags[i].flag, flags[i].models, o->model);
@@ -261,13 +278,14 @@ static int sequence_defaults(const char *command, struct tidectl_options *o)
                                    "--seq-len %lld needs --dataset synthetic: Fashion-MNIST's "
                                    "images have 28 rows, so its sequences are 28 steps",
                                    (long long)o->seq_len);
+    bool lm = tidectl_language_model(o);
     if (!o->seq_len)
-        o->seq_len = 28;
+        o->seq_len = lm ? 128 : 28;
     if (!o->hidden)
         o->hidden = 128;
     if (!o->layers)
-        o->layers = 1;
-    if (lstm && !o->optimizer_given)
+        o->layers = lm ? 4 : 1;
+    if ((lstm || lm) && !o->optimizer_given)
         o->optimizer = TIDE_JOB_OPTIMIZER_ADAM;
     return TIDECTL_EXIT_OK;
 }
@@ -321,9 +339,13 @@ static int onnx_checks(const char *command, struct tidectl_options *o)
                                             "model: give --onnx FILE");
     if (!o->onnx)
         return TIDECTL_EXIT_OK;
-    if (strcmp(o->model, "cnn") != 0 || o->depth || o->seq_len || o->hidden || o->layers)
-        return tidectl_usage_error(command, "--onnx names the model: --model, --depth, "
-                                            "--seq-len, --hidden and --layers do not apply");
+    if (strcmp(o->model, "cnn") != 0 || o->depth || o->seq_len || o->hidden || o->layers ||
+        o->d_model || o->heads || o->vocab || o->experts || o->capacity_factor > 0 ||
+        o->dropout >= 0)
+        return tidectl_usage_error(command, "--onnx names the model: --model and its sizes "
+                                            "(--depth, --seq-len, --hidden, --layers, --d-model, "
+                                            "--heads, --vocab, --experts, --capacity-factor, "
+                                            "--dropout) do not apply");
     if (!o->optimizer_given)
         o->optimizer = TIDE_JOB_OPTIMIZER_SGD;
     return TIDECTL_EXIT_OK;
@@ -382,7 +404,8 @@ int tidectl_parse_options(int argc, char **argv, const struct tidectl_verb *verb
                                            optarg);
             break;
         case TIDECTL_OPT_MODEL: {
-            static const char *const models[] = {"mlp", "cnn", "resnet", "lstm", NULL};
+            static const char *const models[] = {"mlp", "cnn", "resnet", "lstm", "transformer",
+                                                 "moe", NULL};
             if (parse_enum(name, "model", optarg, models, &e))
                 return TIDECTL_EXIT_USAGE;
             o->model = models[e];
@@ -401,7 +424,7 @@ int tidectl_parse_options(int argc, char **argv, const struct tidectl_verb *verb
                 return tidectl_usage_error(name, "--width wants 1 to 4096, got \"%s\"", optarg);
             break;
         case TIDECTL_OPT_DATASET: {
-            static const char *const sets[] = {"fashion-mnist", "synthetic", NULL};
+            static const char *const sets[] = {"fashion-mnist", "synthetic", "fortunes", NULL};
             if (parse_enum(name, "dataset", optarg, sets, &e))
                 return TIDECTL_EXIT_USAGE;
             o->dataset = sets[e];
@@ -462,6 +485,34 @@ int tidectl_parse_options(int argc, char **argv, const struct tidectl_verb *verb
             break;
         case TIDECTL_OPT_NAME:
             o->name = optarg;
+            break;
+        /* the language models */
+        case TIDECTL_OPT_D_MODEL:
+            if (parse_count(name, "d-model", optarg, 1 << 20, &o->d_model))
+                return TIDECTL_EXIT_USAGE;
+            break;
+        case TIDECTL_OPT_HEADS:
+            if (parse_count(name, "heads", optarg, 1 << 16, &v))
+                return TIDECTL_EXIT_USAGE;
+            o->heads = (int32_t)v;
+            break;
+        case TIDECTL_OPT_VOCAB:
+            if (parse_count(name, "vocab", optarg, 1 << 24, &o->vocab))
+                return TIDECTL_EXIT_USAGE;
+            break;
+        case TIDECTL_OPT_EXPERTS:
+            if (parse_count(name, "experts", optarg, 1 << 16, &o->experts))
+                return TIDECTL_EXIT_USAGE;
+            break;
+        case TIDECTL_OPT_CAPACITY_FACTOR:
+            if (parse_double(optarg, 0, &o->capacity_factor))
+                return tidectl_usage_error(name, "--capacity-factor wants a number > 0, got \"%s\"",
+                                           optarg);
+            break;
+        case TIDECTL_OPT_DROPOUT:
+            if (parse_double(optarg, -1, &o->dropout) || o->dropout < 0 || o->dropout >= 1)
+                return tidectl_usage_error(name, "--dropout wants a rate, 0 <= R < 1, got \"%s\"",
+                                           optarg);
             break;
         case TIDECTL_OPT_STEPS:
             if (parse_count(name, "steps", optarg, INT64_C(1) << 40, &o->steps))
@@ -576,7 +627,25 @@ int tidectl_parse_options(int argc, char **argv, const struct tidectl_verb *verb
         return tidectl_usage_error(name, "--steps and --epochs exclude each other");
     if (o->depth && strcmp(o->model, "resnet") != 0)
         return tidectl_usage_error(name, "--depth applies to --model resnet only");
-    if (data_file_checks(name, o) != TIDECTL_EXIT_OK || onnx_checks(name, o) != TIDECTL_EXIT_OK)
+    if (onnx_checks(name, o) != TIDECTL_EXIT_OK)
+        return TIDECTL_EXIT_USAGE;
+    /* The language models: their corpus and batch unless given, and no other data. */
+    bool lm = tidectl_language_model(o);
+    if (!o->dataset)
+        o->dataset = lm ? "fortunes" : "fashion-mnist";
+    if (!o->batch)
+        o->batch = lm ? 32 : 64;
+    if (lm && (o->data || o->test_data))
+        return tidectl_usage_error(name, "--data and --test-data do not apply to --model %s, "
+                                         "which reads the fortunes corpus",
+                                   o->model);
+    if (lm != (strcmp(o->dataset, "fortunes") == 0))
+        return tidectl_usage_error(name, "--dataset %s does not apply to %s %s (%s)",
+                                   o->dataset, o->onnx ? "--onnx" : "--model",
+                                   o->onnx ? o->onnx : o->model,
+                                   lm ? "language models read fortunes"
+                                      : "fortunes is for transformer and moe");
+    if (data_file_checks(name, o) != TIDECTL_EXIT_OK)
         return TIDECTL_EXIT_USAGE;
     if (sequence_defaults(name, o) != TIDECTL_EXIT_OK)
         return TIDECTL_EXIT_USAGE;

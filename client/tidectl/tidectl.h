@@ -105,6 +105,13 @@ enum tidectl_option_id {
     TIDECTL_OPT_LR,
     TIDECTL_OPT_SEED,
     TIDECTL_OPT_NAME,
+    /* the language models (transformer, moe) */
+    TIDECTL_OPT_D_MODEL,
+    TIDECTL_OPT_HEADS,
+    TIDECTL_OPT_VOCAB,
+    TIDECTL_OPT_EXPERTS,
+    TIDECTL_OPT_CAPACITY_FACTOR,
+    TIDECTL_OPT_DROPOUT,
     /* train */
     TIDECTL_OPT_STEPS,
     TIDECTL_OPT_EPOCHS,
@@ -144,8 +151,13 @@ enum tidectl_option_id {
     TIDECTL_OPT_MODEL, TIDECTL_OPT_DEPTH, TIDECTL_OPT_WIDTH, TIDECTL_OPT_DATASET,                  \
         TIDECTL_OPT_DATA_DIR, TIDECTL_OPT_BATCH, TIDECTL_OPT_BUDGET, TIDECTL_OPT_SWAP,             \
         TIDECTL_OPT_PARTITION_SIZE, TIDECTL_OPT_VARS_HOME, TIDECTL_OPT_OPTIMIZER, TIDECTL_OPT_LR,  \
-        TIDECTL_OPT_SEED, TIDECTL_OPT_NAME, TIDECTL_OPT_SEQ_LEN, TIDECTL_OPT_HIDDEN,             \
-        TIDECTL_OPT_LAYERS, TIDECTL_DATA_FILE_OPTIONS, TIDECTL_ONNX_OPTIONS
+        TIDECTL_OPT_SEED, TIDECTL_OPT_NAME, TIDECTL_OPT_SEQ_LEN, TIDECTL_OPT_HIDDEN,               \
+        TIDECTL_OPT_LAYERS, TIDECTL_LM_OPTIONS, TIDECTL_DATA_FILE_OPTIONS, TIDECTL_ONNX_OPTIONS
+
+/* The language models' sizes (transformer, moe; a block of their own in the model options). */
+#define TIDECTL_LM_OPTIONS                                                                         \
+    TIDECTL_OPT_D_MODEL, TIDECTL_OPT_HEADS, TIDECTL_OPT_VOCAB, TIDECTL_OPT_EXPERTS,                \
+        TIDECTL_OPT_CAPACITY_FACTOR, TIDECTL_OPT_DROPOUT
 
 /* Data from the user's files (a block of their own in the model options). */
 #define TIDECTL_DATA_FILE_OPTIONS                                                                  \
@@ -158,28 +170,37 @@ enum tidectl_option_id {
 /* The help of TIDECTL_MODEL_OPTIONS, appended to a verb's help text. */
 #define TIDECTL_MODEL_HELP                                                                         \
     "MODEL OPTIONS\n"                                                                              \
-    "  --model mlp|cnn|resnet|lstm\n"                                                              \
+    "  --model mlp|cnn|resnet|lstm|transformer|moe\n"                                              \
     "                           The network (default cnn). mlp: dense layers of 256 and 128\n"     \
     "                           units; cnn: two 3x3 convolutions with pooling and a dense\n"       \
     "                           layer of 128 (206,922 parameters on 28x28 images); resnet:\n"      \
     "                           bottleneck ResNet of --depth layers and --width base width;\n"     \
     "                           lstm: --layers stacked LSTMs of --hidden units, unrolled over\n"   \
     "                           the image's rows (a row of 28 pixels per time step), and a\n"      \
-    "                           dense layer on the last step.\n"                                   \
+    "                           dense layer on the last step; transformer: a decoder-only\n"       \
+    "                           language model (pre-LayerNorm blocks of causal attention and\n"    \
+    "                           a Gelu MLP); moe: the same with Mixture-of-Experts layers\n"       \
+    "                           (top-2 routing) as its MLPs.\n"                                    \
     "  --depth D                ResNet layers, 3*(10+n)+2 for n >= 1: 35, 38 (default), 41, ...\n" \
     "                           50 is ResNet-50.\n"                                                \
     "  --width W                ResNet base width (default 16; 64 in the papers).\n"               \
     "  --seq-len N              LSTM time steps (default 28, Fashion-MNIST's rows); other\n"       \
     "                           lengths with --dataset synthetic, whose images then have N\n"      \
-    "                           rows of 28 pixels.\n"                                              \
+    "                           rows of 28 pixels. transformer, moe: tokens per window\n"          \
+    "                           (default 128).\n"                                                  \
     "  --hidden H               LSTM units per layer (default 128).\n"                             \
-    "  --layers L               Stacked LSTM layers (default 1).\n"                                \
+    "  --layers L               Stacked LSTM layers (default 1); transformer, moe: blocks\n"       \
+    "                           (default 4).\n"                                                    \
     "  --dataset NAME           fashion-mnist (default; Debian's dataset-fashion-mnist) or\n"      \
-    "                           synthetic (random images with learnable labels, any size).\n"      \
+    "                           synthetic (random images with learnable labels, any size);\n"      \
+    "                           for transformer and moe, fortunes (their default; Debian's\n"      \
+    "                           fortunes, byte-level: 90 % to train, the last 10 % held out).\n"   \
     "  --data-dir DIR           Where the Fashion-MNIST files are\n"                               \
-    "                           (default /usr/share/datasets/fashion-mnist).\n"                    \
+    "                           (default /usr/share/datasets/fashion-mnist), or the fortunes\n"    \
+    "                           (default /usr/share/games/fortunes).\n"                            \
     TIDECTL_DATA_FILE_HELP                                                                         \
-    "  --batch B                Examples per step (default 64; --onnx: the model's).\n"          \
+    "  --batch B                Examples per step (default 64; 32 windows for transformer\n"       \
+    "                           and moe; --onnx: the model's).\n"                                  \
     "  --budget BYTES           The job's device memory budget, with an optional K, M or G\n"      \
     "                           suffix (binary); the daemon swaps feature maps to host memory\n"   \
     "                           to fit it. Default: the daemon's default budget.\n"                \
@@ -190,9 +211,17 @@ enum tidectl_option_id {
     "  --vars-home auto|host|device\n"                                                             \
     "                           Where Variables live between uses (default auto).\n"               \
     "  --optimizer NAME         sgd (default for --onnx), momentum (default, 0.9; adam for\n"      \
-    "                           lstm) or adam.\n"                                                  \
+    "                           lstm, transformer and moe) or adam.\n"                            \
     "  --lr X                   Learning rate (default 0.05 sgd, 0.02 momentum, 0.001 adam;\n"     \
-    "                           0.003 adam for lstm).\n"                                           \
+    "                           0.003 adam for lstm, transformer and moe).\n"                      \
+    "  --d-model D              transformer, moe: features (default 128).\n"                       \
+    "  --heads H                transformer, moe: attention heads, dividing D (default 4).\n"      \
+    "  --vocab V                transformer, moe: token ids (default 256: bytes; at least\n"       \
+    "                           256 for fortunes).\n"                                              \
+    "  --experts E              moe: experts per layer (default 8).\n"                             \
+    "  --capacity-factor C      moe: each expert takes ceil(C * tokens * 2 / E) tokens\n"          \
+    "                           (default 1.25); choices beyond that are dropped.\n"                \
+    "  --dropout R              transformer, moe: Dropout rate, 0 <= R < 1 (default 0).\n"         \
     "  --seed S                 Seed of the initialisers and the shuffling (default 1).\n"         \
     "  --name NAME              The job's name in listings (default tidectl-MODEL).\n"
 
@@ -252,11 +281,19 @@ struct tidectl_options {
     double lr; /* 0: the optimizer's default */
     uint64_t seed;
     const char *name;
-    /* sequence models (lstm); 0 until tidectl_parse_options applies the model's default */
+    /* sequence models (lstm, transformer, moe); 0 until tidectl_parse_options applies the
+     * model's default */
     int64_t seq_len;
     int64_t hidden;
     int32_t layers;
     bool optimizer_given; /* --optimizer was on the command line (lstm defaults to adam) */
+    /* the language models: 0 takes the model's default (tide_model_lm_options_default) */
+    int64_t d_model;
+    int32_t heads;
+    int64_t vocab;
+    int64_t experts;
+    double capacity_factor;
+    double dropout; /* < 0: the default */
     /* train */
     int64_t steps;
     int64_t epochs;
@@ -494,10 +531,15 @@ void tidectl_print_jobs_table(const struct tide_job_info *jobs, size_t n);
  * Models, job specs and datasets (plan, train)
  * ========================================================================== */
 
-/* What a built model needs to be fed: the images' placeholder shape and the classes. */
+/*
+ * What a built model needs to be fed: the images' placeholder shape and the
+ * classes; for a language model the tokens' placeholder shape [B, S] and the
+ * vocabulary.
+ */
 struct tidectl_model {
-    uint8_t *graph; /* serialized tide.v1.Graph, malloc'd: free() it */
+    uint8_t *graph; /* serialized tide.v1.Graph, malloc'd: tidectl_model_clear() frees it */
     size_t graph_len;
+    bool language_model; /* transformer, moe: fed tokens and labels [B, S] from a corpus */
     int64_t image_dims[TIDE_BUILDER_MAX_RANK];
     int32_t image_rank;
     int64_t image_elements; /* per batch */
@@ -505,11 +547,11 @@ struct tidectl_model {
     int64_t parameters;
     int64_t batch; /* the images' first dimension */
     /* What a step feeds and fetches: tide's models' names, or an ONNX model's (in onnx). */
-    const char *images, *labels, *logits, *loss;
+    const char *images, *labels, *logits, *loss; /* images: a language model's tokens */
+    const char *fetch; /* what a step fetches: the logits, or a language model's token losses */
     const char *feeds[2]; /* images and labels, for the job spec */
     struct tide_onnx_training *onnx; /* malloc'd with --onnx, else NULL */
 };
-
 
 /* Frees what a built model holds and zeroes it. */
 void tidectl_model_clear(struct tidectl_model *m);
@@ -530,6 +572,12 @@ void tidectl_make_spec(const struct tidectl_options *o, const struct tidectl_mod
 
 /* Opens split ("train" or "test") of the dataset the options name; prints why not on failure. */
 int tidectl_open_dataset(const struct tidectl_options *o, const char *split, tide_dataset **out);
+
+/* Whether the options name a language model (transformer, moe), fed from a corpus. */
+bool tidectl_language_model(const struct tidectl_options *o);
+
+/* Opens split ("train" or "test") of the corpus of a language model; prints why not on failure. */
+int tidectl_open_corpus(const struct tidectl_options *o, const char *split, tide_corpus **out);
 
 /* The image shape and classes of the dataset the options name, without reading it. */
 void tidectl_dataset_shape(const struct tidectl_options *o, int64_t *c, int64_t *h, int64_t *w,

@@ -4,7 +4,9 @@
  * Builds a model with libtide's builders, submits it, streams batches from a
  * dataset into the job (tide_client_train() keeps one batch in flight each
  * way), draws a progress bar on stderr, then scores the test split with
- * forward-only steps.
+ * forward-only steps. A language model (transformer, moe) is fed windows
+ * of its corpus instead, and scored by its held-out loss: the mean of the
+ * fetched per-token losses over every held-out window.
  *
  * The labels of the batches in flight wait in a small ring, since results
  * come back in the order batches went out. SIGINT/SIGTERM (counted in
@@ -29,10 +31,12 @@ struct train_state {
     const struct tidectl_model *m;
     struct tide_job_info job;
     tide_dataset_iter *train_it, *test_it;
+    tide_corpus_iter *corpus_train_it, *corpus_test_it; /* language models */
+    int64_t seq_len;                                     /* language models; 1 otherwise */
     int64_t total_steps;    /* training steps to send */
     int64_t sent_train;     /* training batches sent */
     int64_t sent, received; /* all batches, for the ring */
-    int32_t *labels[RING];  /* the labels of batch k are in labels[k % RING] */
+    int32_t *labels[RING];  /* the labels of batch k are in labels[k % RING] ([B, S] for LMs) */
     int64_t real[RING];     /* real examples of batch k (eval's last batch is short) */
     bool eval_phase, eval_done;
     /* progress */
@@ -51,7 +55,27 @@ struct train_state {
     int64_t eval_correct, eval_seen;
     double eval_loss_sum;
     int64_t eval_steps;
+    double eval_token_loss_sum; /* language models: the held-out tokens' losses */
+    int64_t eval_windows;
 };
+
+/*
+ * The sum of the first n windows' token losses in the step's fetched
+ * "xent" [B * S], or NAN when the step did not bring it.
+ */
+static double token_loss_sum(const struct train_state *t, const struct tide_step_result *r,
+                             int64_t n)
+{
+    const struct tide_tensor *xent = tide_step_result_fetch(r, t->m->fetch);
+    size_t want = (size_t)(t->o->batch * t->seq_len) * sizeof(float);
+    if (!xent || xent->dtype != TIDE_DT_FLOAT32 || xent->bytes != want)
+        return NAN;
+    const float *v = xent->data;
+    double sum = 0;
+    for (int64_t i = 0; i < n * t->seq_len; i++)
+        sum += v[i];
+    return sum;
+}
 
 static int64_t argmax_row(const float *row, int32_t n)
 {
@@ -96,10 +120,13 @@ static void draw_progress(struct train_state *t, bool final)
     char hw[32], budget[32], eta[32];
     double mb_per_step = (double)(r->h2d_bytes + r->d2h_bytes) / 1e6;
     double left = t->rate > 0 ? (double)(t->total_steps - step) / t->rate : NAN;
+    char acc[32] = "";
+    if (!t->m->language_model)
+        snprintf(acc, sizeof(acc), " acc %.3f", t->last_accuracy);
     fprintf(stderr,
-            "%s[%s] %" PRId64 "/%" PRId64 " loss %.4f acc %.3f | dev %s/%s | swap %.1f MB/step | "
+            "%s[%s] %" PRId64 "/%" PRId64 " loss %.4f%s | dev %s/%s | swap %.1f MB/step | "
             "%.1f step/s | ETA %s%s",
-            t->tty ? "\r\033[K" : "", bar, step, t->total_steps, (double)r->loss, t->last_accuracy,
+            t->tty ? "\r\033[K" : "", bar, step, t->total_steps, (double)r->loss, acc,
             tidectl_fmt_bytes(r->device_high_water_bytes, hw, sizeof(hw)),
             tidectl_fmt_bytes(t->job.device_budget_bytes, budget, sizeof(budget)), mb_per_step,
             t->rate, tidectl_fmt_duration(left, eta, sizeof(eta)), t->tty ? "" : "\n");
@@ -122,9 +149,34 @@ static int train_feed(void *user, tide_feeds *feeds)
     int64_t label_dims[1] = {t->o->batch};
     float *images;
     if (!t->eval_phase && t->sent_train >= t->total_steps) {
-        if (t->o->no_eval || !t->test_it)
+        if (t->o->no_eval || !(t->test_it || t->corpus_test_it))
             return 0;
         t->eval_phase = true;
+    }
+    if (t->m->language_model) {
+        /* Windows of the corpus: tokens and next-byte labels, [B, S] each. */
+        int32_t *tokens = tide_feeds_buffer(feeds, t->m->images, TIDE_DT_INT32, t->m->image_rank,
+                                            t->m->image_dims);
+        if (!tokens)
+            return -1;
+        int64_t n;
+        if (!t->eval_phase) {
+            n = tide_corpus_iter_next(t->corpus_train_it, tokens, labels);
+            t->sent_train++;
+        } else {
+            n = tide_corpus_iter_next(t->corpus_test_it, tokens, labels);
+            if (n <= 0) {
+                t->eval_done = true;
+                return 0;
+            }
+            tide_feeds_set_eval_only(feeds, true);
+        }
+        if (n <= 0 || tide_feeds_set(feeds, t->m->labels, TIDE_DT_INT32, t->m->image_rank,
+                                     t->m->image_dims, labels) != 0)
+            return -1;
+        t->real[t->sent % RING] = n;
+        t->sent++;
+        return 1;
     }
     images = tide_feeds_buffer(feeds, t->m->images, TIDE_DT_FLOAT32, t->m->image_rank,
                                t->m->image_dims);
@@ -159,10 +211,14 @@ static int train_step(void *user, const struct tide_step_result *r)
     int64_t k = t->received++;
     const int32_t *labels = t->labels[k % RING];
     int64_t n = t->real[k % RING];
-    int64_t correct = count_correct(t, r, labels, n);
+    int64_t correct = t->m->language_model ? -1 : count_correct(t, r, labels, n);
     if (r->eval_only) {
         t->eval_steps++;
         t->eval_loss_sum += (double)r->loss * (double)n;
+        if (t->m->language_model) {
+            t->eval_token_loss_sum += token_loss_sum(t, r, n);
+            t->eval_windows += n;
+        }
         if (correct >= 0) {
             t->eval_correct += correct;
             t->eval_seen += n;
@@ -194,15 +250,17 @@ static int train_step(void *user, const struct tide_step_result *r)
         tidectl_json_set_string(line, "event", "step");
         tidectl_json_set_string(line, "job", t->job.id);
         tidectl_json_set(line, "result", tidectl_json_step(r));
-        tidectl_json_set_double(line, "batch_accuracy",
-                                correct >= 0 && n > 0 ? (double)correct / (double)n : NAN);
+        if (!t->m->language_model)
+            tidectl_json_set_double(line, "batch_accuracy",
+                                    correct >= 0 && n > 0 ? (double)correct / (double)n : NAN);
         if (tidectl_json_print_line(line) != TIDECTL_EXIT_OK)
             t->json_failed = true;
     }
     if (!r->eval_only && (t->tty || !t->o->json))
         draw_progress(t, t->done_train == t->total_steps);
     if (r->eval_only && t->tty && !t->o->json) {
-        fprintf(stderr, "\r\033[Kevaluating: %" PRId64 " test batches", t->eval_steps);
+        fprintf(stderr, "\r\033[Kevaluating: %" PRId64 " %s batches", t->eval_steps,
+                t->m->language_model ? "held-out" : "test");
         fflush(stderr);
     }
     return 0;
@@ -213,9 +271,15 @@ static int run_train(const struct tidectl_verb *verb, struct tidectl_options *o,
 {
     (void)client;
     tide_dataset *train = NULL, *test = NULL;
+    tide_corpus *corpus_train = NULL, *corpus_test = NULL;
+    bool lm = tidectl_language_model(o);
     int64_t ch = 0, h = 0, w = 0;
     int rc;
-    if (o->data) {
+    if (lm) {
+        rc = tidectl_open_corpus(o, "train", &corpus_train);
+        if (rc == TIDECTL_EXIT_OK && !o->no_eval)
+            rc = tidectl_open_corpus(o, "test", &corpus_test);
+    } else if (o->data) {
         rc = tidectl_open_files(o, &train, o->no_eval ? NULL : &test, &ch, &h, &w);
     } else {
         rc = tidectl_open_dataset(o, "train", &train);
@@ -226,16 +290,20 @@ static int run_train(const struct tidectl_verb *verb, struct tidectl_options *o,
     }
     if (rc != TIDECTL_EXIT_OK) {
         tide_dataset_free(train);
+        tide_corpus_free(corpus_train);
         return rc;
     }
     struct tidectl_model m;
-    rc = tidectl_build_model(o, ch, h, w, tide_dataset_classes(train), &m);
+    /* A language model's sizes are all in o: it reads tokens, not images. */
+    rc = tidectl_build_model(o, ch, h, w, lm ? 0 : tide_dataset_classes(train), &m);
     if (rc == TIDECTL_EXIT_OK && o->data && !o->onnx &&
         (rc = tidectl_check_files_input(train, &m)) != 0)
         tidectl_model_clear(&m);
     if (rc != TIDECTL_EXIT_OK) {
         tide_dataset_free(train);
         tide_dataset_free(test);
+        tide_corpus_free(corpus_train);
+        tide_corpus_free(corpus_test);
         return rc;
     }
     o->batch = m.batch; /* an ONNX model's own */
@@ -245,25 +313,33 @@ static int run_train(const struct tidectl_verb *verb, struct tidectl_options *o,
     t.o = o;
     t.m = &m;
     t.tty = isatty(STDERR_FILENO);
+    t.seq_len = lm ? m.image_dims[1] : 1;
     char err[512];
-    int64_t per_epoch = tide_dataset_count(train) / o->batch;
+    /* An epoch of a language model: as many tokens as the train split, in random windows. */
+    int64_t examples = lm ? tide_corpus_windows(corpus_train, t.seq_len)
+                          : tide_dataset_count(train);
+    int64_t per_epoch = examples / o->batch;
     if (per_epoch < 1) {
         rc = tidectl_usage_error(
-            verb->name, "--batch %" PRId64 " is larger than the dataset (%" PRId64 " examples)",
-            o->batch, tide_dataset_count(train));
+            verb->name, "--batch %" PRId64 " is larger than the dataset (%" PRId64 " %s)",
+            o->batch, examples, lm ? "windows" : "examples");
         goto out;
     }
     t.total_steps = o->steps ? o->steps : (o->epochs ? o->epochs : 1) * per_epoch;
-    if (tide_dataset_iter_new(train, o->batch, o->seed, TIDE_DATASET_SHUFFLE, &t.train_it, err,
-                              sizeof(err)) != 0 ||
-        (test && tide_dataset_iter_new(test, o->batch, 0, TIDE_DATASET_KEEP_LAST, &t.test_it, err,
-                                       sizeof(err)) != 0)) {
+    if (lm ? tide_corpus_iter_new(corpus_train, o->batch, t.seq_len, o->seed, TIDE_CORPUS_RANDOM,
+                                  &t.corpus_train_it, err, sizeof(err)) != 0 ||
+                 (corpus_test && tide_corpus_iter_new(corpus_test, o->batch, t.seq_len, 0, 0,
+                                                      &t.corpus_test_it, err, sizeof(err)) != 0)
+           : tide_dataset_iter_new(train, o->batch, o->seed, TIDE_DATASET_SHUFFLE, &t.train_it,
+                                   err, sizeof(err)) != 0 ||
+                 (test && tide_dataset_iter_new(test, o->batch, 0, TIDE_DATASET_KEEP_LAST,
+                                                &t.test_it, err, sizeof(err)) != 0)) {
         fprintf(stderr, "tidectl: train: %s\n", err);
         rc = TIDECTL_EXIT_RUNTIME;
         goto out;
     }
     for (int i = 0; i < RING; i++) {
-        t.labels[i] = calloc((size_t)o->batch, sizeof(int32_t));
+        t.labels[i] = calloc((size_t)(o->batch * t.seq_len), sizeof(int32_t));
         if (!t.labels[i]) {
             fprintf(stderr, "tidectl: out of memory\n");
             rc = TIDECTL_EXIT_RUNTIME;
@@ -328,6 +404,8 @@ static int run_train(const struct tidectl_verb *verb, struct tidectl_options *o,
     }
     double test_accuracy = t.eval_seen ? (double)t.eval_correct / (double)t.eval_seen : NAN;
     double test_loss = t.eval_seen ? t.eval_loss_sum / (double)t.eval_seen : NAN;
+    double heldout_loss =
+        t.eval_windows ? t.eval_token_loss_sum / (double)(t.eval_windows * t.seq_len) : NAN;
     struct tide_job_info after;
     bool have_after = tide_client_get(c, t.job.id, &after) == 0;
     if (o->json) {
@@ -338,9 +416,14 @@ static int run_train(const struct tidectl_verb *verb, struct tidectl_options *o,
         tidectl_json_set_bool(line, "interrupted", tidectl_interrupts != 0);
         tidectl_json_set_double(line, "seconds", elapsed);
         tidectl_json_set_double(line, "final_loss", t.done_train ? (double)t.last.loss : NAN);
-        tidectl_json_set_int(line, "test_examples", t.eval_seen);
-        tidectl_json_set_double(line, "test_accuracy", test_accuracy);
-        tidectl_json_set_double(line, "test_loss", test_loss);
+        if (lm) {
+            tidectl_json_set_int(line, "heldout_windows", t.eval_windows);
+            tidectl_json_set_double(line, "heldout_loss", heldout_loss);
+        } else {
+            tidectl_json_set_int(line, "test_examples", t.eval_seen);
+            tidectl_json_set_double(line, "test_accuracy", test_accuracy);
+            tidectl_json_set_double(line, "test_loss", test_loss);
+        }
         tidectl_json_set_uint(line, "device_high_water_bytes", t.max_high_water);
         tidectl_json_set_uint(line, "copy_bytes_total", t.copy_bytes_total);
         if (have_after)
@@ -361,6 +444,9 @@ static int run_train(const struct tidectl_verb *verb, struct tidectl_options *o,
         if (t.eval_seen)
             printf("test accuracy %.4f (%" PRId64 " examples), test loss %.4f\n", test_accuracy,
                    t.eval_seen, test_loss);
+        if (t.eval_windows)
+            printf("held-out loss %.4f nats/byte (%" PRId64 " windows of %" PRId64 " bytes)\n",
+                   heldout_loss, t.eval_windows, t.seq_len);
     }
     if (t.json_failed)
         rc = TIDECTL_EXIT_RUNTIME;
@@ -372,6 +458,10 @@ out:
     tide_dataset_iter_free(t.test_it);
     tide_dataset_free(train);
     tide_dataset_free(test);
+    tide_corpus_iter_free(t.corpus_train_it);
+    tide_corpus_iter_free(t.corpus_test_it);
+    tide_corpus_free(corpus_train);
+    tide_corpus_free(corpus_test);
     tidectl_model_clear(&m);
     return rc;
 }
@@ -401,14 +491,17 @@ const struct tidectl_verb tidectl_verb_train = {
             "  --loss on its --output), submits it as a job, and streams\n"
             "  batches of the dataset's train split (or of --data and --labels) into it. A\n"
             "  progress bar on stderr shows step/total, the loss and accuracy of the latest\n"
-            "  training batch (from the fetched logits), the device memory high water\n"
-            "  against the budget, the swap traffic (bytes copied between host and device)\n"
-            "  per step, steps per second and the time left. Then the test split\n"
-            "  (--test-data and --test-labels with --data) is scored with forward-only\n"
-            "  steps and the test accuracy printed. Then the job is finished: the daemon\n"
-            "  checkpoints it, gives its device budget back and marks it DONE; `get` still\n"
-            "  shows it, --resume JOB continues from its checkpoint and `export JOB --npz`\n"
-            "  writes its weights. --keep leaves it READY instead.\n"
+            "  training batch (from the fetched logits; no accuracy for transformer and\n"
+            "  moe), the device memory high water against the budget, the swap traffic\n"
+            "  (bytes copied between host and device) per step, steps per second and the\n"
+            "  time left. Then the test split (--test-data and --test-labels with --data)\n"
+            "  is scored with forward-only steps and the test accuracy printed (for\n"
+            "  transformer and moe: the held-out loss, the mean cross-entropy of every\n"
+            "  held-out byte in nats, over consecutive windows of the corpus's last 10 %).\n"
+            "  Then the job is finished: the daemon checkpoints it, gives its device budget\n"
+            "  back and marks it DONE; `get` still shows it, --resume JOB continues from its\n"
+            "  checkpoint and `export JOB --npz` writes its weights. --keep leaves it READY\n"
+            "  instead.\n"
             "  Ctrl-C once stops after the steps in flight (the job is finished as above,\n"
             "  unless --keep); twice abandons the stream and leaves the job READY.\n"
             "  With --json, stdout gets a \"submitted\" line, one \"step\" line per step and a\n"

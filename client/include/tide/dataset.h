@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * tide/dataset.h: image classification datasets for feeding tide's models,
- * and a batch iterator with deterministic shuffling.
+ * and a batch iterator with deterministic shuffling; and, at the end, the
+ * byte-level text corpora of the language models (tide_corpus).
  *
  * Two datasets share one API:
  *
@@ -157,6 +158,105 @@ int64_t tide_dataset_iter_next(tide_dataset_iter *it, float *images, int32_t *la
 
 /* The epoch the iterator is in, counting from 0. */
 int64_t tide_dataset_iter_epoch(const tide_dataset_iter *it);
+
+/* ============================================================================
+ * Byte-level text corpora, for the language models (tide_model_transformer)
+ *
+ * "fortunes": Debian's fortunes package, the files of
+ * TIDE_CORPUS_FORTUNES_DIR whose names hold no '.' (so not the .dat indexes
+ * nor the .u8 links), read whole and concatenated in strcmp order of their
+ * names (2,576,674 bytes in 43 files for fortunes 1:1.99.1-7.3). Split
+ * "train" is the first 90 % of the bytes (floor(total * 9 / 10)), "test" the
+ * last 10 %, held out. Every byte is a token (vocabulary TIDE_CORPUS_VOCAB).
+ *
+ * A window of seq_len tokens starting at byte s is tokens[i] = byte[s + i]
+ * and labels[i] = byte[s + i + 1], the next byte, for i in 0 .. seq_len - 1;
+ * a batch is batch windows, row-major [batch, seq_len] int32 each.
+ *
+ * Example usage:
+ *
+ *     tide_corpus *train;
+ *     tide_corpus_iter *it;
+ *     if (tide_corpus_open("fortunes", NULL, "train", &train, err, sizeof(err)) != 0 ||
+ *         tide_corpus_iter_new(train, 32, 128, 42, TIDE_CORPUS_RANDOM, &it, err,
+ *                              sizeof(err)) != 0)
+ *         die("%s", err);
+ *     int32_t tokens[32 * 128], labels[32 * 128];
+ *     for (int step = 0; step < 300; step++)
+ *         tide_corpus_iter_next(it, tokens, labels), train_step(tokens, labels);
+ * ========================================================================== */
+
+/* A text corpus split open for reading, its bytes in memory. Opaque. */
+typedef struct tide_corpus tide_corpus;
+
+/* A source of batches of windows of a corpus. Opaque. */
+typedef struct tide_corpus_iter tide_corpus_iter;
+
+/* Where Debian's fortunes package puts its files. */
+#define TIDE_CORPUS_FORTUNES_DIR "/usr/share/games/fortunes"
+
+/* The vocabulary of byte-level tokens. */
+#define TIDE_CORPUS_VOCAB 256
+
+/* Flags of tide_corpus_iter_new. */
+#define TIDE_CORPUS_RANDOM 1u /* random windows (training) instead of consecutive ones */
+
+/*
+ * Opens split `split` ("train" or "test") of corpus `name` ("fortunes"),
+ * read from directory dir (NULL: TIDE_CORPUS_FORTUNES_DIR). Returns 0 and
+ * sets *out, or a negative TIDE_DATASET_* code with a message in err: a
+ * missing directory names it and suggests `apt install fortunes`; a
+ * directory without corpus files, or one too small to split, names it and
+ * the byte counts. The caller frees *out with tide_corpus_free().
+ */
+int tide_corpus_open(const char *name, const char *dir, const char *split, tide_corpus **out,
+                     char *err, size_t err_size);
+
+/* Frees a corpus. NULL is a no-op. Free its iterators first. */
+void tide_corpus_free(tide_corpus *corpus);
+
+/* The bytes of the split (0 for NULL), and a pointer to them, owned by the corpus. */
+int64_t tide_corpus_size(const tide_corpus *corpus);
+const uint8_t *tide_corpus_bytes(const tide_corpus *corpus);
+
+/* The bytes of the whole corpus, both splits, and the number of files they came from. */
+int64_t tide_corpus_total_size(const tide_corpus *corpus);
+int32_t tide_corpus_files(const tide_corpus *corpus);
+
+/*
+ * The number of consecutive, non-overlapping windows of seq_len tokens the
+ * split holds: (size - 1) / seq_len, since each window also needs the byte
+ * after it. 0 for a NULL corpus or seq_len < 1.
+ */
+int64_t tide_corpus_windows(const tide_corpus *corpus, int64_t seq_len);
+
+/*
+ * Creates an iterator handing out batches of `batch` windows of seq_len
+ * tokens. With TIDE_CORPUS_RANDOM (training), each window starts at a byte
+ * drawn uniformly from 0 .. size - seq_len - 1 by a splitmix64 generator
+ * seeded with seed, so one seed gives one sequence of batches, which never
+ * ends. Without it (evaluation), the windows are the split's consecutive
+ * windows 0, 1, ... (window k starts at byte k * seq_len), and an epoch ends
+ * after the last one (see _iter_next). A split shorter than seq_len + 1
+ * bytes is refused. Returns 0 and sets *out, or a negative code with a
+ * message in err. Free the iterator before its corpus.
+ */
+int tide_corpus_iter_new(const tide_corpus *corpus, int64_t batch, int64_t seq_len, uint64_t seed,
+                         unsigned flags, tide_corpus_iter **out, char *err, size_t err_size);
+
+/* Frees an iterator. NULL is a no-op. */
+void tide_corpus_iter_free(tide_corpus_iter *it);
+
+/*
+ * Copies the next batch into tokens and labels (batch * seq_len int32s
+ * each). Returns the number of real windows in it: always `batch` for
+ * random windows; for consecutive ones, `batch`, then fewer for the epoch's
+ * short last batch, whose remaining rows repeat the first windows (so that a
+ * static graph always gets full buffers), then 0 at the end of the epoch,
+ * after which the next call starts over at window 0. Returns -1 for NULL
+ * arguments.
+ */
+int64_t tide_corpus_iter_next(tide_corpus_iter *it, int32_t *tokens, int32_t *labels);
 
 #ifdef __cplusplus
 }

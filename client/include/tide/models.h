@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * tide/models.h: ready-made image classifiers (the LSTM reads an image as a
- * sequence of rows), written with the graph builder (tide/graph.h).
+ * sequence of rows), and (at the end) language models, written with the
+ * graph builder (tide/graph.h).
  *
  * Every model adds a whole training graph to a builder:
  *
@@ -154,6 +155,102 @@ tide_ref tide_model_lstm(tide_builder *b, int64_t batch, int64_t seq_len, int64_
  * one epoch of Fashion-MNIST with it (seeds 1 and 2), 0.827 at 0.001.
  */
 #define TIDE_MODEL_LSTM_LEARNING_RATE 0.003
+
+/* ============================================================================
+ * Language models (models-lm.c)
+ *
+ * Decoder-only Transformers over token ids, trained to predict each next
+ * token. They add, instead of "images":
+ *
+ *   - the Placeholder "tokens", int32 [B, S] (ids in 0 .. vocab - 1), and
+ *     "labels", int32 [B, S]: each token's next token (tide_corpus windows);
+ *   - "logits", float32 [B * S, vocab]: row b * S + s predicts labels[b][s];
+ *   - "xent", float32 [B * S]: each token's cross-entropy in nats, whose
+ *     mean over a held-out split is the held-out loss (nats per token, per
+ *     byte for byte-level text);
+ *   - "loss": the mean of "xent" over the batch's tokens; for the MoE model,
+ *     that mean ("lm_loss") plus the weighted load-balancing loss
+ *     ("aux_loss").
+ *
+ * Variables, initialised as PyTorch's nn.Embedding, nn.Linear and
+ * nn.LayerNorm start (biases at zero): "embed/w" [vocab, D] and "pos/w" [S,
+ * D] (normal, stddev 1); every weight uniform in +-1 / sqrt(fan_in), fan_in
+ * being the rows of its (each expert's) matrix; gains "ones". Per block l,
+ * "block<l>/ln1/gain" and "/bias" [D], "block<l>/attn/{q,k,v,out}/{w,b}"
+ * ([D, D], [D]), "block<l>/ln2/..." and either "block<l>/mlp/fc1/{w,b}"
+ * [D, 4D], [4D] and "block<l>/mlp/fc2/{w,b}" [4D, D], [D] or the MoE
+ * layer's "block<l>/moe/gate/w" [D, E], "block<l>/moe/experts/w1" [E, D,
+ * 4D], "b1" [E, 1, 4D], "w2" [E, 4D, D], "b2" [E, 1, D]; then "ln_f/..."
+ * [D] and "head/w" [D, vocab], "head/b" [vocab]. So the Transformer has
+ *   vocab * D + S * D + layers * (12 D^2 + 13 D) + 2 D + D * vocab + vocab
+ * parameters (875,520 at the defaults), and the MoE model, per layer,
+ * E * (8 D^2 + 5 D) + D * E + 4 D^2 + 8 D in place of 12 D^2 + 13 D.
+ * ========================================================================== */
+
+/* The names of the nodes the language models add (and "labels", "logits", "loss" above). */
+#define TIDE_MODEL_TOKENS     "tokens"   /* Placeholder, int32 [B, S] */
+#define TIDE_MODEL_TOKEN_LOSS "xent"     /* float32 [B * S], each token's cross-entropy */
+#define TIDE_MODEL_LM_LOSS    "lm_loss"  /* MoE: float32 scalar, the mean of "xent" */
+#define TIDE_MODEL_AUX_LOSS   "aux_loss" /* MoE: float32 scalar, the weighted balance loss */
+
+/*
+ * The default Dropout rate of the language models: after the embeddings and
+ * on each block's two residual branches. 0 adds no Dropout node at all. It
+ * is 0 because the models here train for a few hundred steps on a corpus
+ * they never see twice (300 steps of 32 x 128 tokens are half an epoch of
+ * fortunes), where Dropout only slows the fall of the held-out loss.
+ */
+#define TIDE_MODEL_LM_DROPOUT 0.0f
+
+/* The sizes of a language model; start from tide_model_lm_options_default(). */
+struct tide_model_lm_options {
+    int64_t batch;          /* windows per batch, B (default 32) */
+    int64_t seq_len;        /* tokens per window, S (128) */
+    int64_t vocab;          /* token ids (256: bytes) */
+    int64_t d_model;        /* features, D (128); a multiple of heads */
+    int32_t layers;         /* blocks (4) */
+    int32_t heads;          /* attention heads (4) */
+    float dropout;          /* rate in [0, 1) (TIDE_MODEL_LM_DROPOUT) */
+    int64_t experts;        /* MoE: experts per layer, E (8) */
+    double capacity_factor; /* MoE: slots per expert, see tide_model_moe_capacity (1.25) */
+    float aux_loss_weight;  /* MoE: weight of the load-balancing loss (0.01) */
+};
+
+/* The default sizes, as listed in struct tide_model_lm_options. */
+struct tide_model_lm_options tide_model_lm_options_default(void);
+
+/*
+ * A decoder-only Transformer language model: token embedding (Gather) plus
+ * learned positions; `layers` pre-LayerNorm blocks, each x += Dropout(causal
+ * fused Attention(LN(x))) with `heads` heads, scale 1/sqrt(D / heads), and
+ * x += Dropout(MLP(LN(x))), the MLP being dense to 4 D, Gelu, dense to D;
+ * a final LayerNorm and the projection to vocab logits. LayerNorm's epsilon
+ * is 1e-5. Returns the logits.
+ */
+tide_ref tide_model_transformer(tide_builder *b, const struct tide_model_lm_options *options);
+
+/*
+ * The Transformer with each MLP replaced by a Mixture-of-Experts layer of
+ * `experts` experts, each an MLP of the same shape: a softmax gate [D, E]
+ * (no bias), each token routed to its top-2 experts (MoeRoute: first
+ * choices before second ones, earlier tokens first; a choice that finds its
+ * expert's tide_model_moe_capacity slots full is dropped), the experts run
+ * as BatchMatMuls over their slots only, and each token's output the sum of
+ * its kept choices' outputs times their gate probabilities. The load
+ * balance of each layer is E * sum_e f_e * P_e (Switch Transformer), f_e
+ * the share of tokens whose first choice is e and P_e the mean gate
+ * probability of e; "aux_loss" is aux_loss_weight times its sum over the
+ * layers. Returns the logits.
+ */
+tide_ref tide_model_moe(tide_builder *b, const struct tide_model_lm_options *options);
+
+/*
+ * The slots of each expert: ceil(capacity_factor * tokens * 2 / experts),
+ * so that a capacity_factor of 1 fits perfectly balanced top-2 routing.
+ * Returns -1 for sizes < 1, a factor that is not finite and > 0, or more
+ * than 2^31 - 1 slots.
+ */
+int64_t tide_model_moe_capacity(int64_t tokens, int64_t experts, double capacity_factor);
 
 #ifdef __cplusplus
 }
