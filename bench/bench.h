@@ -60,8 +60,14 @@ struct bench_options {
     const char *data, *labels;           /* --data, --labels (instead of --dataset) */
     const char *test_data, *test_labels; /* --test-data, --test-labels */
     bool dataset_given;                  /* --dataset was on the command line */
-    bool batch_given;                    /* --batch was (the language models' default is 32) */
+    bool batch_given; /* --batch was (the language models' default is 32; --onnx: the model's) */
     const char *save_npz;                /* --save-npz: the trained Variables as NumPy .npz */
+    /* train, eval, plan: an imported ONNX model instead of --model (tide/onnx.h); NULL: none */
+    const char *onnx;      /* --onnx: the .onnx file */
+    const char *output;    /* --output: the prediction output; NULL: the model's first */
+    const char *loss;      /* --loss xent|mse|none; NULL: xent */
+    const char *frozen;    /* --frozen: comma-separated initializers kept as they are */
+    const char *save_onnx; /* --save: the model with its trained weights, as ONNX */
 };
 
 /*

@@ -65,6 +65,8 @@ struct ctx {
     size_t err_size;
     const Onnx__NodeProto *node; /* the node being imported, for messages */
     bool scoped;                 /* inside the builder scope "onnx" (the nodes' own ops) */
+    struct tide_onnx_result *res; /* where the Variables made are listed */
+    int32_t variables_cap;
 };
 
 static uint64_t hash_name(const char *s)
@@ -299,6 +301,30 @@ static int read_tensor(struct ctx *c, const Onnx__TensorProto *t, struct value *
  * Values as graph nodes
  * ========================================================================== */
 
+/* Lists a Variable made for an initializer in the result, under both its names. */
+static int list_variable(struct ctx *c, const char *onnx_name, const char *name)
+{
+    struct tide_onnx_result *res = c->res;
+    if (res->n_variables == c->variables_cap) {
+        int32_t cap = c->variables_cap ? 2 * c->variables_cap : 16;
+        struct tide_onnx_variable *grown = realloc(res->variables, (size_t)cap * sizeof(*grown));
+        if (!grown)
+            return failf(c, "out of memory");
+        res->variables = grown;
+        c->variables_cap = cap;
+    }
+    struct tide_onnx_variable *entry = &res->variables[res->n_variables];
+    entry->onnx_name = strdup(onnx_name);
+    entry->name = strdup(name);
+    if (!entry->onnx_name || !entry->name) {
+        free(entry->onnx_name);
+        free(entry->name);
+        return failf(c, "out of memory");
+    }
+    res->n_variables++;
+    return 0;
+}
+
 /* Puts a known value in the graph (once): a Variable, or a Const. */
 static int materialize(struct ctx *c, struct value *v)
 {
@@ -347,7 +373,7 @@ static int materialize(struct ctx *c, struct value *v)
         return -1;
     v->ref = r;
     v->has_ref = true;
-    return 0;
+    return v->trainable ? list_variable(c, v->name, name) : 0;
 }
 
 /* Input k of the current node as a graph ref; -1 (with the error set) when absent or unusable. */
@@ -734,7 +760,9 @@ static int op_cast(struct ctx *c)
     if (x->known) {
         enum const_type t = to_float ? CONST_FLOAT : to_int ? CONST_INT : CONST_BOOL;
         struct value src = *x; /* x may be this node's output too: keep its data alive */
-        x->f = NULL, x->i = NULL;
+        bool replaced = lookup(c, c->node->output[0]) == x; /* an output of the same name */
+        if (replaced)
+            x->f = NULL, x->i = NULL;
         struct value *v = set_out_const(c, 0, t, src.rank, src.dims);
         if (v) {
             int64_t count = numel(src.rank, src.dims);
@@ -753,8 +781,8 @@ static int op_cast(struct ctx *c)
                 }
             }
         }
-        free(src.f);
-        free(src.i);
+        if (replaced)
+            free(src.f), free(src.i);
         return v ? 0 : -1;
     }
     tide_ref r;
@@ -831,7 +859,9 @@ static int op_unsqueeze_squeeze(struct ctx *c, bool unsqueeze)
     }
     if (x->known) {
         struct value src = *x;
-        x->f = NULL, x->i = NULL;
+        bool replaced = lookup(c, c->node->output[0]) == x; /* an output of the same name */
+        if (replaced)
+            x->f = NULL, x->i = NULL;
         struct value *v = set_out_const(c, 0, src.type, out_rank, out);
         if (v) {
             size_t count = (size_t)numel(src.rank, src.dims);
@@ -840,8 +870,8 @@ static int op_unsqueeze_squeeze(struct ctx *c, bool unsqueeze)
             else
                 memcpy(v->i, src.i, count * sizeof(int64_t));
         }
-        free(src.f);
-        free(src.i);
+        if (replaced)
+            free(src.f), free(src.i);
         return v ? 0 : -1;
     }
     tide_ref r;
@@ -1131,7 +1161,9 @@ static int op_identity(struct ctx *c)
         return -1;
     if (x->known && !x->trainable) {
         struct value src = *x;
-        x->f = NULL, x->i = NULL;
+        bool replaced = lookup(c, c->node->output[0]) == x; /* an output of the same name */
+        if (replaced)
+            x->f = NULL, x->i = NULL;
         struct value *v = set_out_const(c, 0, src.type, src.rank, src.dims);
         if (v) {
             size_t count = (size_t)numel(src.rank, src.dims);
@@ -1140,8 +1172,8 @@ static int op_identity(struct ctx *c)
             else
                 memcpy(v->i, src.i, count * sizeof(int64_t));
         }
-        free(src.f);
-        free(src.i);
+        if (replaced)
+            free(src.f), free(src.i);
         return v ? 0 : -1;
     }
     tide_ref r;
@@ -1632,7 +1664,9 @@ static int reshape_to(struct ctx *c, struct value *x, int32_t rank, const int64_
 {
     if (x->known && !x->trainable) {
         struct value src = *x;
-        x->f = NULL, x->i = NULL;
+        bool replaced = lookup(c, c->node->output[0]) == x; /* an output of the same name */
+        if (replaced)
+            x->f = NULL, x->i = NULL;
         struct value *v = set_out_const(c, 0, src.type, rank, dims);
         if (v) {
             size_t count = (size_t)numel(src.rank, src.dims);
@@ -1641,8 +1675,8 @@ static int reshape_to(struct ctx *c, struct value *x, int32_t rank, const int64_
             else
                 memcpy(v->i, src.i, count * sizeof(int64_t));
         }
-        free(src.f);
-        free(src.i);
+        if (replaced)
+            free(src.f), free(src.i);
         return v ? 0 : -1;
     }
     tide_ref r;
@@ -1732,7 +1766,9 @@ static int op_transpose(struct ctx *c)
             out[k] = dims[perm[k]];
         }
         struct value src = *x;
-        x->f = NULL, x->i = NULL;
+        bool replaced = lookup(c, c->node->output[0]) == x; /* an output of the same name */
+        if (replaced)
+            x->f = NULL, x->i = NULL;
         struct value *v = set_out_const(c, 0, src.type, rank, out);
         int64_t total = numel(rank, out);
         for (int64_t k = 0; v && k < total; k++) {
@@ -1748,8 +1784,8 @@ static int op_transpose(struct ctx *c)
             else
                 v->i[k] = src.i[pos];
         }
-        free(src.f);
-        free(src.i);
+        if (replaced)
+            free(src.f), free(src.i);
         return v ? 0 : -1;
     }
     tide_ref r;
@@ -3208,7 +3244,7 @@ int tide_onnx_import(tide_builder *b, const uint8_t *bytes, size_t len,
     struct tide_onnx_result local;
     struct tide_onnx_result *res = result ? result : &local;
     memset(res, 0, sizeof(*res));
-    struct ctx c = {.b = b, .o = options, .err = err, .err_size = err_size};
+    struct ctx c = {.b = b, .o = options, .err = err, .err_size = err_size, .res = res};
     if (err && err_size)
         err[0] = 0;
     if (!b)
@@ -3247,5 +3283,10 @@ void tide_onnx_result_free(struct tide_onnx_result *result)
         return;
     free(result->inputs);
     free(result->outputs);
+    for (int32_t k = 0; k < result->n_variables; k++) {
+        free(result->variables[k].onnx_name);
+        free(result->variables[k].name);
+    }
+    free(result->variables);
     memset(result, 0, sizeof(*result));
 }

@@ -84,6 +84,22 @@ static struct json_object *run_bench(struct tide_test_run *r, int exit, char *co
     return line;
 }
 
+/* Runs tide-bench with args, wants exit status `exit` and `want` in its stderr. */
+static void run_bench_fails(struct tide_test_run *r, int exit, char *const args[],
+                            const char *want)
+{
+    char *argv[32];
+    int n = 0;
+    argv[n++] = bench_path;
+    for (; n < 31 && args[n - 1]; n++)
+        argv[n] = args[n - 1];
+    argv[n] = NULL;
+    tide_test_run_program(argv, -1, -1, r);
+    if (r->exit_code != exit || !strstr(r->err, want))
+        fail_msg("tide-bench %s: exit %d (wanted %d), stderr lacks \"%s\":\n%s", args[0],
+                 r->exit_code, exit, want, r->err);
+}
+
 /* Fails unless text holds what format makes of the value (one %.Nf or %u conversion). */
 static void expect_in_report(const char *text, const char *format, ...)
 {
@@ -811,6 +827,70 @@ static void test_maxbatch_needs_a_budget(void **state)
     free(r);
 }
 
+/*
+ * train --onnx: PyTorch's CNN (examples/onnx/cnn.onnx, static batch 8)
+ * trained on Fashion-MNIST and written back with --save; eval of that file
+ * gives train's test accuracy to the digit, and eval of the untrained file
+ * a far lower one, so the weights did reach the file.
+ */
+static void test_train_onnx_save_eval(void **state)
+{
+    (void)state;
+    if (access(TIDE_DATASET_FASHION_MNIST_DIR "/train-images-idx3-ubyte.gz", R_OK) != 0) {
+        print_message("skipping: no Fashion-MNIST in %s (apt install dataset-fashion-mnist)\n",
+                      TIDE_DATASET_FASHION_MNIST_DIR);
+        skip();
+    }
+    char *model = TIDE_EXAMPLES_ONNX_DIR "/cnn.onnx";
+    char saved[128];
+    snprintf(saved, sizeof(saved), "/tmp/test-bench-onnx-%d.onnx", (int)getpid());
+    struct tide_test_run *r = malloc(sizeof(*r));
+    assert_non_null(r);
+    struct json_object *line = run_bench(
+        r, 0,
+        (char *[]){"train", "--onnx", model, "--steps", "300", "--save", saved, "--json", NULL});
+    assert_string_equal(tide_test_json_string(line, "model"), model);
+    assert_int_equal(tide_test_json_int(line, "batch"), 8);
+    assert_int_equal(tide_test_json_int(line, "parameters"), 9098);
+    double trained = tide_test_json_number(line, "test_accuracy");
+    json_object_put(line);
+    assert_non_null(strstr(r->err, "6 trained initializers written into"));
+    line = run_bench(r, 0, (char *[]){"eval", "--onnx", saved, "--json", NULL});
+    assert_int_equal(tide_test_json_int(line, "test_examples"), 10000);
+    double again = tide_test_json_number(line, "test_accuracy");
+    json_object_put(line);
+    print_message("cnn.onnx, 300 steps: test accuracy %.4f, read back %.4f\n", trained, again);
+    assert_true(again == trained);
+    assert_true(trained > 0.6);
+    line = run_bench(r, 0, (char *[]){"eval", "--onnx", model, "--json", NULL});
+    assert_true(tide_test_json_number(line, "test_accuracy") < 0.3);
+    json_object_put(line);
+    unlink(saved);
+    /* Examples from files: the model's own batches, as .npy. */
+    line = run_bench(r, 0,
+                     (char *[]){"train", "--onnx", model, "--data",
+                                TIDE_EXAMPLES_ONNX_DIR "/cnn_images.npy", "--labels",
+                                TIDE_EXAMPLES_ONNX_DIR "/cnn_labels.npy", "--steps", "3", "--json",
+                                NULL});
+    assert_int_equal(tide_test_json_int(line, "steps"), 3);
+    assert_int_equal(tide_test_json_int(line, "parameters"), 9098);
+    json_object_put(line);
+    /* The batch is the model's: --batch cannot change a static one. */
+    run_bench_fails(r, 1, (char *[]){"train", "--onnx", model, "--batch", "16", NULL},
+                    "cnn.onnx: the model has a static batch of 8: a batch of 16 can only stand "
+                    "for a dynamic batch dimension");
+    run_bench_fails(r, 1, (char *[]){"train", "--onnx", model, "--output", "probs", NULL},
+                    "the model has no output \"probs\"; its outputs: logits");
+    run_bench_fails(r, 2, (char *[]){"train", "--save", saved, NULL},
+                    "--output, --loss, --frozen and --save apply to an ONNX model: give --onnx");
+    /* The language models' flags are --model's, which --onnx replaces. */
+    run_bench_fails(r, 2, (char *[]){"train", "--onnx", model, "--model", "transformer", NULL},
+                    "--onnx names the model: --model and its sizes");
+    run_bench_fails(r, 2, (char *[]){"train", "--onnx", model, "--heads", "2", NULL},
+                    "--onnx names the model: --model and its sizes");
+    free(r);
+}
+
 /* ============================================================================
  * The language models (transformer, moe) on the fortunes corpus
  * ========================================================================== */
@@ -985,6 +1065,7 @@ int main(void)
         cmocka_unit_test(test_max_lstm_seq_exact),
         cmocka_unit_test(test_max_vary_errors),
         cmocka_unit_test(test_train_from_files),
+        cmocka_unit_test(test_train_onnx_save_eval),
         cmocka_unit_test(test_train_transformer_heldout),
         cmocka_unit_test(test_train_moe),
         cmocka_unit_test(test_max_moe_experts_exact),

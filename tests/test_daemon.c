@@ -69,6 +69,7 @@
 #pragma GCC diagnostic pop
 
 #include "tide/client.h"
+#include "tide/onnx.h"
 #include "tide/dataset.h"
 #include "tide/graph.h"
 #include "tide/models.h"
@@ -2376,6 +2377,102 @@ static void test_tidectl_data_files_and_export(void **state)
     free(y);
 }
 
+/* The whole of a file, malloc'd; *len its size. */
+static uint8_t *slurp(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        fail_msg("cannot open %s", path);
+    assert_int_equal(fseek(f, 0, SEEK_END), 0);
+    long size = ftell(f);
+    assert_true(size > 0);
+    rewind(f);
+    uint8_t *bytes = malloc((size_t)size);
+    assert_non_null(bytes);
+    assert_int_equal(fread(bytes, 1, (size_t)size, f), (size_t)size);
+    fclose(f);
+    *len = (size_t)size;
+    return bytes;
+}
+
+/*
+ * tidectl plan and train --onnx on PyTorch's CNN (examples/onnx/cnn.onnx),
+ * then export --onnx --from: the file written holds the job's Variables as
+ * its initializers, byte for byte what libtide's tide_onnx_with_values makes
+ * of the values tide_client_read_variables reads, and differs from the
+ * untrained file. A static batch cannot be changed, and a model the job was
+ * not trained from is refused, naming a Variable it lacks.
+ */
+static void test_tidectl_onnx_train_and_export(void **state)
+{
+    (void)state;
+    NEED_DAEMON();
+    const char *model = TIDE_EXAMPLES_ONNX_DIR "/cnn.onnx";
+    char out[600];
+    snprintf(out, sizeof(out), "%s/cnn-trained.onnx", temp_dir);
+    struct tide_test_run *r = malloc(sizeof(*r));
+    assert_non_null(r);
+    run_tidectl(r, -1, "--json", "plan", "--onnx", model, "--budget", "64M", (char *)NULL);
+    if (r->exit_code != 0)
+        fail_msg("tidectl plan --onnx: exit %d\n%s\n%s", r->exit_code, r->out, r->err);
+    assert_non_null(strstr(r->out, "\"parameters\":9098,"));
+    assert_non_null(strstr(r->out, "\"batch\":8,"));
+    run_tidectl(r, -1, "--json", "train", "--onnx", model, "--dataset", "synthetic", "--steps",
+                "12", "--no-eval", "--budget", "64M", (char *)NULL);
+    if (r->exit_code != 0)
+        fail_msg("tidectl train --onnx: exit %d\n%s\n%s", r->exit_code, r->out, r->err);
+    char id[TIDE_JOB_ID_MAX];
+    submitted_job(r->out, id, sizeof(id));
+    assert_non_null(strstr(r->out, "\"parameters\":9098,"));
+    assert_non_null(strstr(r->out, "\"steps\":12,"));
+
+    run_tidectl(r, -1, "--json", "export", id, "--onnx", out, "--from", model, (char *)NULL);
+    if (r->exit_code != 0)
+        fail_msg("tidectl export --onnx: exit %d\n%s\n%s", r->exit_code, r->out, r->err);
+    assert_non_null(strstr(r->out, "\"initializers\":6"));
+    size_t len, written_len;
+    uint8_t *original = slurp(model, &len);
+    uint8_t *written = slurp(out, &written_len);
+    tide_client *c = connect_client(5000);
+    assert_non_null(c);
+    tide_variables *vars = NULL;
+    CHECK_OK(c, tide_client_read_variables(c, id, NULL, 0, &vars));
+    size_t n = tide_variables_count(vars);
+    assert_int_equal(n, 6);
+    struct tide_tensor values[6];
+    for (size_t i = 0; i < n; i++)
+        values[i] = *tide_variables_at(vars, i);
+    uint8_t *want;
+    size_t want_len, replaced;
+    char err[512];
+    if (tide_onnx_with_values(original, len, NULL, 0, values, n, &want, &want_len, &replaced, err,
+                              sizeof(err)) != 0)
+        fail_msg("tide_onnx_with_values: %s", err);
+    assert_int_equal(replaced, 6);
+    assert_int_equal(written_len, want_len);
+    assert_memory_equal(written, want, want_len);
+    assert_true(written_len != len || memcmp(written, original, len) != 0);
+    free(want);
+    free(written);
+    free(original);
+    tide_variables_free(vars);
+    tide_client_free(c);
+
+    /* Refusals: a static batch, --onnx without --from, another model. */
+    run_tidectl(r, -1, "train", "--onnx", model, "--batch", "16", "--steps", "1", (char *)NULL);
+    assert_int_equal(r->exit_code, 2);
+    assert_non_null(strstr(r->err, "cnn.onnx: the model has a static batch of 8: a batch of 16 "
+                                   "can only stand for a dynamic batch dimension"));
+    run_tidectl(r, -1, "export", id, "--onnx", out, (char *)NULL);
+    assert_int_equal(r->exit_code, 2);
+    assert_non_null(strstr(r->err, "--onnx OUT.onnx and --from MODEL.onnx come together"));
+    run_tidectl(r, -1, "export", id, "--onnx", out, "--from", TIDE_EXAMPLES_ONNX_DIR "/gpt.onnx",
+                "--frozen", "h.0.attn.mask,h.1.attn.mask", (char *)NULL);
+    assert_int_equal(r->exit_code, 1);
+    assert_non_null(strstr(r->err, "no value for Variable"));
+    free(r);
+}
+
 /*
  * Ctrl-C during tidectl train: the steps in flight finish, the job is
  * finished as usual, and tidectl exits 130 so that the shell knows.
@@ -3391,6 +3488,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_tidectl),
         cmocka_unit_test(test_train_finishes_job),
         cmocka_unit_test(test_tidectl_data_files_and_export),
+        cmocka_unit_test(test_tidectl_onnx_train_and_export),
         cmocka_unit_test(test_tidectl_ctrl_c),
         cmocka_unit_test(test_tidectl_json_plan),
         cmocka_unit_test(test_tidectl_plan_partitions_table),

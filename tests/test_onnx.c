@@ -432,6 +432,42 @@ static void test_shape_chain_folds(void **state)
     mb_free(m);
 }
 
+/*
+ * One constant read by several folded nodes, as PyTorch shares a size
+ * Constant between layers (examples/onnx/gpt.onnx): folding one reader
+ * leaves the constant whole for the next. Unsqueeze used to take the
+ * constant's values for its output and free them, so the second reader
+ * copied from NULL.
+ */
+static void test_shared_constant_folds_twice(void **state)
+{
+    (void)state;
+    struct mb *m = mb_new(14);
+    mb_input(m, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 1, (int64_t[]){6}, -1);
+    mb_init_i(m, "axes", 1, (int64_t[]){1}, (int64_t[]){0});
+    Onnx__NodeProto *constant = mb_node(m, "Constant", "k", LIST(NULL), LIST("three"));
+    attr_t(m, constant, "value",
+           tensor(m, "", ONNX__TENSOR_PROTO__DATA_TYPE__INT64, 0, NULL, (int64_t[]){3}));
+    Onnx__NodeProto *two = mb_node(m, "Constant", "k2", LIST(NULL), LIST("two"));
+    attr_t(m, two, "value",
+           tensor(m, "", ONNX__TENSOR_PROTO__DATA_TYPE__INT64, 0, NULL, (int64_t[]){2}));
+    mb_node(m, "Unsqueeze", "u1", LIST("two", "axes"), LIST("a"));
+    mb_node(m, "Unsqueeze", "u2", LIST("three", "axes"), LIST("b"));
+    Onnx__NodeProto *cast = mb_node(m, "Cast", "c", LIST("two"), LIST("two_again"));
+    attr_i(m, cast, "to", ONNX__TENSOR_PROTO__DATA_TYPE__INT64);
+    mb_node(m, "Unsqueeze", "u3", LIST("two", "axes"), LIST("c"));
+    Onnx__NodeProto *cat = mb_node(m, "Concat", "cat", LIST("c", "b"), LIST("target"));
+    attr_i(m, cat, "axis", 0);
+    mb_node(m, "Reshape", "r", LIST("x", "target"), LIST("y"));
+    mb_output(m, "y");
+    struct tide_onnx_result r;
+    tide_builder *b = import_ok(m, NULL, &r);
+    assert_shape(b, r.outputs[0], 2, (int64_t[]){2, 3});
+    tide_onnx_result_free(&r);
+    tide_builder_free(b);
+    mb_free(m);
+}
+
 /* masked_fill as PyTorch exports it: Equal of constants and Where, folded to an exact mask. */
 static void test_causal_mask_where(void **state)
 {
@@ -973,6 +1009,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gemm_relu_forward_and_loss),
         cmocka_unit_test(test_shape_chain_folds),
+        cmocka_unit_test(test_shared_constant_folds_twice),
         cmocka_unit_test(test_causal_mask_where),
         cmocka_unit_test(test_initializers),
         cmocka_unit_test(test_dynamic_batch),

@@ -264,9 +264,27 @@ static void test_usage_errors(void **state)
     expect_usage_error("tidectl: train: --data wants a file name, got \"\" (see tidectl train "
                        "--help)\n",
                        "train", "--data", "", (char *)NULL);
-    expect_usage_error("tidectl: export: say where the weights go: --npz OUT.npz (see tidectl "
-                       "export --help)\n",
+    expect_usage_error("tidectl: export: say where the weights go: --npz OUT.npz or --onnx "
+                       "OUT.onnx --from MODEL.onnx (see tidectl export --help)\n",
                        "--socket", "/nonexistent/tided.sock", "export", "j-1", (char *)NULL);
+    /* ONNX: the flags that go with --onnx, and what --onnx excludes. */
+    expect_usage_error("tidectl: train: --output, --loss and --frozen apply to an ONNX model: "
+                       "give --onnx FILE (see tidectl train --help)\n",
+                       "train", "--loss", "mse", (char *)NULL);
+    expect_usage_error("tidectl: train: --loss wants xent, mse or none, got \"nll\" (see tidectl "
+                       "train --help)\n",
+                       "train", "--onnx", "m.onnx", "--loss", "nll", (char *)NULL);
+    expect_usage_error("tidectl: plan: --onnx names the model: --model and its sizes (--depth, "
+                       "--seq-len, --hidden, --layers, --d-model, --heads, --vocab, --experts, "
+                       "--capacity-factor, --dropout) do not apply (see tidectl plan --help)\n",
+                       "plan", "--onnx", "m.onnx", "--model", "mlp", (char *)NULL);
+    expect_usage_error("tidectl: train: --onnx names the model: --model and its sizes (--depth, "
+                       "--seq-len, --hidden, --layers, --d-model, --heads, --vocab, --experts, "
+                       "--capacity-factor, --dropout) do not apply (see tidectl train --help)\n",
+                       "train", "--onnx", "m.onnx", "--d-model", "32", (char *)NULL);
+    expect_usage_error("tidectl: plan: --dataset fortunes does not apply to --onnx m.onnx "
+                       "(fortunes is for transformer and moe) (see tidectl plan --help)\n",
+                       "plan", "--onnx", "m.onnx", "--dataset", "fortunes", (char *)NULL);
     expect_usage_error("tidectl: export: option --data does not apply to export (see tidectl "
                        "export --help)\n",
                        "export", "j-1", "--data", "x.npy", (char *)NULL);

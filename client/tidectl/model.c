@@ -6,6 +6,7 @@
  * only the dataset's image shape, without reading it); for the language
  * models, the corpus (tide_corpus).
  */
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,12 +14,97 @@
 
 #include "tide/dataset-files.h"
 #include "tide/models.h"
+#include "tide/onnx.h"
 #include "tidectl.h"
 
 /* The bottleneck blocks of a ResNet of depth layers: depth = 3 * (10 + blocks) + 2. */
 static int32_t resnet_blocks(int32_t depth)
 {
     return (depth - 2) / 3 - 10;
+}
+
+/* Reads a whole file into a malloc'd buffer; NULL after saying why. */
+static uint8_t *read_model_file(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    uint8_t *bytes = NULL;
+    long size = -1;
+    if (f && fseek(f, 0, SEEK_END) == 0)
+        size = ftell(f);
+    if (size >= 0 && fseek(f, 0, SEEK_SET) == 0 && (bytes = malloc(size ? (size_t)size : 1)) &&
+        fread(bytes, 1, (size_t)size, f) == (size_t)size) {
+        fclose(f);
+        *len = (size_t)size;
+        return bytes;
+    }
+    fprintf(stderr, "tidectl: %s: %s\n", path, f ? "cannot read it" : strerror(errno));
+    free(bytes);
+    if (f)
+        fclose(f);
+    return NULL;
+}
+
+/*
+ * --onnx: the model with the loss libtide adds (tide_onnx_training_graph),
+ * checked against the examples it will be fed, images of c x h x w and
+ * labels below classes (tide_onnx_training_check_examples).
+ */
+static int build_onnx_model(const struct tidectl_options *o, int64_t c, int64_t h, int64_t w,
+                            int32_t classes, struct tidectl_model *m)
+{
+    size_t len;
+    uint8_t *file = read_model_file(o->onnx, &len);
+    if (!file)
+        return TIDECTL_EXIT_RUNTIME;
+    char *frozen_copy;
+    const char **frozen;
+    size_t n_frozen;
+    m->onnx = calloc(1, sizeof(*m->onnx));
+    if (!m->onnx || tide_onnx_split_names(o->frozen, &frozen_copy, &frozen, &n_frozen) != 0) {
+        free(file);
+        fprintf(stderr, "tidectl: out of memory\n");
+        return TIDECTL_EXIT_RUNTIME;
+    }
+    struct tide_onnx_training_options to = {
+        .batch_size = o->batch, .output = o->output, .frozen = frozen, .n_frozen = n_frozen};
+    if (o->loss)
+        tide_onnx_loss_parse(o->loss, &to.loss);
+    char err[1024];
+    int rc = tide_onnx_training_graph(file, len, &to, m->onnx, err, sizeof(err));
+    free(file);
+    free(frozen_copy);
+    free(frozen);
+    if (rc != 0) {
+        fprintf(stderr, "tidectl: %s: %s\n", o->onnx, err);
+        return TIDECTL_EXIT_USAGE;
+    }
+    const struct tide_onnx_training *t = m->onnx;
+    if (tide_onnx_training_check_examples(t, o->batch_given ? o->batch : 0, c * h * w, classes, err,
+                                          sizeof(err)) != 0) {
+        fprintf(stderr, "tidectl: %s: %s\n", o->onnx, err);
+        return TIDECTL_EXIT_USAGE;
+    }
+    m->graph = t->graph, m->graph_len = t->graph_len;
+    m->onnx->graph = NULL;
+    m->image_rank = t->input.rank;
+    memcpy(m->image_dims, t->input.dims, sizeof(m->image_dims));
+    m->image_elements = t->input.elements;
+    m->classes = (int32_t)t->classes;
+    m->parameters = t->parameters;
+    m->batch = t->batch;
+    m->images = t->input.name, m->labels = t->labels.name;
+    m->logits = t->output.name, m->loss = t->loss;
+    m->fetch = m->logits;
+    m->feeds[0] = m->images, m->feeds[1] = m->labels;
+    return TIDECTL_EXIT_OK;
+}
+
+void tidectl_model_clear(struct tidectl_model *m)
+{
+    free(m->graph);
+    tide_onnx_training_free(m->onnx);
+    free(m->onnx);
+    memset(m, 0, sizeof(*m));
 }
 
 bool tidectl_language_model(const struct tidectl_options *o)
@@ -54,20 +140,31 @@ int tidectl_build_model(const struct tidectl_options *o, int64_t c, int64_t h, i
                         int32_t classes, struct tidectl_model *m)
 {
     memset(m, 0, sizeof(*m));
+    if (o->onnx) {
+        int rc = build_onnx_model(o, c, h, w, classes, m);
+        if (rc != TIDECTL_EXIT_OK)
+            tidectl_model_clear(m);
+        return rc;
+    }
+    bool lm = tidectl_language_model(o);
+    m->images = lm ? TIDE_MODEL_TOKENS : TIDE_MODEL_IMAGES, m->labels = TIDE_MODEL_LABELS;
+    m->logits = TIDE_MODEL_LOGITS, m->loss = TIDE_MODEL_LOSS;
+    /* A language model's step brings each token's loss, whose held-out mean train prints. */
+    m->fetch = lm ? TIDE_MODEL_TOKEN_LOSS : TIDE_MODEL_LOGITS;
+    m->feeds[0] = m->images, m->feeds[1] = m->labels;
+    m->batch = o->batch;
     tide_builder *b = tide_builder_new();
     if (!b) {
         fprintf(stderr, "tidectl: out of memory\n");
         return TIDECTL_EXIT_RUNTIME;
     }
     tide_ref logits;
-    const char *input = TIDE_MODEL_IMAGES;
-    if (tidectl_language_model(o)) {
+    if (lm) {
         /* Fed [B, S] tokens; "classes" are the vocabulary. */
-        struct tide_model_lm_options lm = lm_options(o);
-        logits =
-            strcmp(o->model, "moe") == 0 ? tide_model_moe(b, &lm) : tide_model_transformer(b, &lm);
-        input = TIDE_MODEL_TOKENS;
-        classes = (int32_t)lm.vocab;
+        struct tide_model_lm_options sizes = lm_options(o);
+        logits = strcmp(o->model, "moe") == 0 ? tide_model_moe(b, &sizes)
+                                              : tide_model_transformer(b, &sizes);
+        classes = (int32_t)sizes.vocab;
         m->language_model = true;
     } else if (strcmp(o->model, "mlp") == 0) {
         int64_t hidden[2] = {256, 128};
@@ -87,7 +184,7 @@ int tidectl_build_model(const struct tidectl_options *o, int64_t c, int64_t h, i
         }
         logits = tide_model_resnet(b, o->batch, c, h, classes, resnet_blocks(o->depth), o->width);
     }
-    tide_ref images = tide_builder_find(b, input);
+    tide_ref images = tide_builder_find(b, m->images);
     int rc = TIDECTL_EXIT_OK;
     if (logits.id < 0 || images.id < 0 ||
         tide_builder_shape(b, images, m->image_dims, &m->image_rank) != 0 ||
@@ -105,12 +202,6 @@ int tidectl_build_model(const struct tidectl_options *o, int64_t c, int64_t h, i
     return rc;
 }
 
-static const char *const model_fetches[] = {TIDE_MODEL_LOGITS};
-/* A language model's: each token's loss, whose mean over the held-out split train prints. */
-static const char *const lm_fetches[] = {TIDE_MODEL_TOKEN_LOSS};
-/* What a language model is fed (an image model's are libtide's default feeds). */
-static const char *const lm_feeds[] = {TIDE_MODEL_TOKENS, TIDE_MODEL_LABELS};
-
 void tidectl_make_spec(const struct tidectl_options *o, const struct tidectl_model *m, char *name,
                        size_t name_size, struct tide_job_spec *spec)
 {
@@ -118,7 +209,7 @@ void tidectl_make_spec(const struct tidectl_options *o, const struct tidectl_mod
     if (o->name)
         snprintf(name, name_size, "%s", o->name);
     else
-        snprintf(name, name_size, "tidectl-%s", o->model);
+        snprintf(name, name_size, "tidectl-%s", o->onnx ? "onnx" : o->model);
     spec->name = name;
     spec->graph = m->graph;
     spec->graph_len = m->graph_len;
@@ -132,11 +223,10 @@ void tidectl_make_spec(const struct tidectl_options *o, const struct tidectl_mod
              : sequence                                    ? TIDE_MODEL_LSTM_LEARNING_RATE
                                                            : 0.001;
     spec->learning_rate = (float)lr;
-    spec->fetches = m->language_model ? lm_fetches : model_fetches;
-    if (m->language_model) {
-        spec->feeds = lm_feeds;
-        spec->n_feeds = 2;
-    }
+    spec->loss = m->loss;
+    spec->feeds = m->feeds;
+    spec->n_feeds = 2;
+    spec->fetches = &m->fetch;
     spec->n_fetches = 1;
     spec->budget_bytes = o->budget;
     spec->partition_size = o->partition_size;
@@ -217,7 +307,9 @@ int tidectl_open_files(const struct tidectl_options *o, tide_dataset **train, ti
     if (tide_dataset_open_files(o->data, o->labels, NULL, train, err, sizeof(err)) != 0)
         return files_error(err, TIDECTL_EXIT_RUNTIME);
     /* A shape the model cannot read is a usage error: another --model or other files. */
-    if (tide_dataset_model_input(*train, o->model, c, h, w, err, sizeof(err)) != 0) {
+    /* An ONNX model reads any example shape of its input's size, as the MLP does. */
+    const char *reader = o->onnx ? "mlp" : o->model;
+    if (tide_dataset_model_input(*train, reader, c, h, w, err, sizeof(err)) != 0) {
         tide_dataset_free(*train);
         *train = NULL;
         return files_error(err, TIDECTL_EXIT_USAGE);

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tide/onnx.h"
 #include "tidectl.h"
 
 /* Every option of tidectl; getopt_long() returns the enum tidectl_option_id of each. */
@@ -71,6 +72,11 @@ static const struct option long_options[] = {
     {"test-data", required_argument, 0, TIDECTL_OPT_TEST_DATA},
     {"test-labels", required_argument, 0, TIDECTL_OPT_TEST_LABELS},
     {"npz", required_argument, 0, TIDECTL_OPT_NPZ},
+    /* ONNX models */
+    {"onnx", required_argument, 0, TIDECTL_OPT_ONNX},
+    {"loss", required_argument, 0, TIDECTL_OPT_LOSS},
+    {"frozen", required_argument, 0, TIDECTL_OPT_FROZEN},
+    {"from", required_argument, 0, TIDECTL_OPT_FROM},
     {0, 0, 0, 0},
 };
 
@@ -311,6 +317,40 @@ static int data_file_checks(const char *command, struct tidectl_options *o)
     return TIDECTL_EXIT_OK;
 }
 
+/*
+ * ONNX models: --output, --loss and --frozen go with --onnx, which names
+ * the model instead of --model and its sizes, and trains with SGD unless
+ * --optimizer says otherwise (tide-bench's reasons: its batch is the one
+ * it was exported with, often small, where momentum's default step is too
+ * long). export's --onnx and --from come together.
+ */
+static int onnx_checks(const char *command, struct tidectl_options *o)
+{
+    bool export = command && strcmp(command, "export") == 0;
+    if (export) {
+        if (!o->onnx != !o->from)
+            return tidectl_usage_error(command, "--onnx OUT.onnx and --from MODEL.onnx come "
+                                                "together (the model the job was trained from)");
+        return TIDECTL_EXIT_OK;
+    }
+    if (!o->onnx && (o->loss || o->frozen || (o->output && command &&
+                                              strcmp(command, "trace") != 0)))
+        return tidectl_usage_error(command, "--output, --loss and --frozen apply to an ONNX "
+                                            "model: give --onnx FILE");
+    if (!o->onnx)
+        return TIDECTL_EXIT_OK;
+    if (strcmp(o->model, "cnn") != 0 || o->depth || o->seq_len || o->hidden || o->layers ||
+        o->d_model || o->heads || o->vocab || o->experts || o->capacity_factor > 0 ||
+        o->dropout >= 0)
+        return tidectl_usage_error(command, "--onnx names the model: --model and its sizes "
+                                            "(--depth, --seq-len, --hidden, --layers, --d-model, "
+                                            "--heads, --vocab, --experts, --capacity-factor, "
+                                            "--dropout) do not apply");
+    if (!o->optimizer_given)
+        o->optimizer = TIDE_JOB_OPTIMIZER_SGD;
+    return TIDECTL_EXIT_OK;
+}
+
 int tidectl_parse_options(int argc, char **argv, const struct tidectl_verb *verb,
                           struct tidectl_options *o)
 {
@@ -397,6 +437,7 @@ int tidectl_parse_options(int argc, char **argv, const struct tidectl_verb *verb
         case TIDECTL_OPT_BATCH:
             if (parse_int(optarg, 1, 1 << 20, &o->batch))
                 return tidectl_usage_error(name, "--batch wants 1 to 1048576, got \"%s\"", optarg);
+            o->batch_given = true;
             break;
         case TIDECTL_OPT_BUDGET:
             if (parse_bytes(optarg, &o->budget) || o->budget == 0)
@@ -553,6 +594,27 @@ int tidectl_parse_options(int argc, char **argv, const struct tidectl_verb *verb
             *field = optarg;
             break;
         }
+        /* ONNX models. */
+        case TIDECTL_OPT_ONNX:
+        case TIDECTL_OPT_FROZEN:
+        case TIDECTL_OPT_FROM: {
+            const char **field = c == TIDECTL_OPT_ONNX ? &o->onnx
+                                 : c == TIDECTL_OPT_FROM ? &o->from
+                                                         : &o->frozen;
+            if (!*optarg)
+                return tidectl_usage_error(name, "--%s wants a %s, got \"\"", option_name(c),
+                                           c == TIDECTL_OPT_FROZEN ? "list of names" : "file name");
+            *field = optarg;
+            break;
+        }
+        case TIDECTL_OPT_LOSS: {
+            enum tide_onnx_loss loss;
+            if (tide_onnx_loss_parse(optarg, &loss) != 0)
+                return tidectl_usage_error(name, "--loss wants xent, mse or none, got \"%s\"",
+                                           optarg);
+            o->loss = optarg;
+            break;
+        }
         default:
             return tidectl_usage_error(name, "unhandled option");
         }
@@ -565,6 +627,8 @@ int tidectl_parse_options(int argc, char **argv, const struct tidectl_verb *verb
         return tidectl_usage_error(name, "--steps and --epochs exclude each other");
     if (o->depth && strcmp(o->model, "resnet") != 0)
         return tidectl_usage_error(name, "--depth applies to --model resnet only");
+    if (onnx_checks(name, o) != TIDECTL_EXIT_OK)
+        return TIDECTL_EXIT_USAGE;
     /* The language models: their corpus and batch unless given, and no other data. */
     bool lm = tidectl_language_model(o);
     if (!o->dataset)
@@ -576,8 +640,9 @@ int tidectl_parse_options(int argc, char **argv, const struct tidectl_verb *verb
                                          "which reads the fortunes corpus",
                                    o->model);
     if (lm != (strcmp(o->dataset, "fortunes") == 0))
-        return tidectl_usage_error(name, "--dataset %s does not apply to --model %s (%s)",
-                                   o->dataset, o->model,
+        return tidectl_usage_error(name, "--dataset %s does not apply to %s %s (%s)",
+                                   o->dataset, o->onnx ? "--onnx" : "--model",
+                                   o->onnx ? o->onnx : o->model,
                                    lm ? "language models read fortunes"
                                       : "fortunes is for transformer and moe");
     if (data_file_checks(name, o) != TIDECTL_EXIT_OK)

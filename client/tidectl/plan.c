@@ -33,7 +33,7 @@ static int draw(const struct tidectl_verb *verb, const struct tidectl_options *o
                  o->depth, o->width, o->batch);
     else
         snprintf(title, sizeof(title), "%s, batch %" PRId64 ": device memory over one training step",
-                 o->model, o->batch);
+                 o->onnx ? o->onnx : o->model, o->batch);
     struct tide_picture_options po = {.title = title};
     struct tide_error err = {0};
     enum tide_status st = tide_picture_svg_file(&p->timeline, &po, o->svg, &err);
@@ -59,8 +59,8 @@ static int run_plan(const struct tidectl_verb *verb, struct tidectl_options *o, 
         if (rc != TIDECTL_EXIT_OK)
             return rc;
         rc = tidectl_build_model(o, ch, h, w, tide_dataset_classes(train), &m);
-        if (rc == TIDECTL_EXIT_OK && (rc = tidectl_check_files_input(train, &m)) != 0)
-            free(m.graph);
+        if (rc == TIDECTL_EXIT_OK && !o->onnx && (rc = tidectl_check_files_input(train, &m)) != 0)
+            tidectl_model_clear(&m);
         tide_dataset_free(train);
     } else {
         tidectl_dataset_shape(o, &ch, &h, &w, &classes);
@@ -68,9 +68,11 @@ static int run_plan(const struct tidectl_verb *verb, struct tidectl_options *o, 
     }
     if (rc != TIDECTL_EXIT_OK)
         return rc;
+    o->batch = m.batch; /* an ONNX model's own */
+    const char *model_name = o->onnx ? o->onnx : o->model;
     tide_client *c = tidectl_connect(o, &rc);
     if (!c) {
-        free(m.graph);
+        tidectl_model_clear(&m);
         return rc;
     }
     struct tide_job_spec spec;
@@ -81,14 +83,14 @@ static int run_plan(const struct tidectl_verb *verb, struct tidectl_options *o, 
         rc = tidectl_client_error(c, verb->name, TIDECTL_EXIT_RUNTIME);
     } else if (o->json) {
         struct json_object *line = tidectl_json_object();
-        tidectl_json_set_string(line, "model", o->model);
+        tidectl_json_set_string(line, "model", model_name);
         tidectl_json_set_int(line, "batch", o->batch);
         tidectl_json_set_int(line, "parameters", m.parameters);
         tidectl_json_set_string(line, "swap", tidectl_swap_names[o->swap]);
         tidectl_json_add_plan(line, &p, true);
         rc = tidectl_json_print_line(line);
     } else {
-        printf("plan of %s (%" PRId64 " parameters), batch %" PRId64 ", swap %s:\n", o->model,
+        printf("plan of %s (%" PRId64 " parameters), batch %" PRId64 ", swap %s:\n", model_name,
                m.parameters, o->batch, tidectl_swap_names[o->swap]);
         tidectl_print_plan(&p, o->partitions);
     }
@@ -98,7 +100,7 @@ static int run_plan(const struct tidectl_verb *verb, struct tidectl_options *o, 
             printf("  memory picture  %s\n", o->svg);
     }
     tide_job_plan_report_clear(&p);
-    free(m.graph);
+    tidectl_model_clear(&m);
     tide_client_free(c);
     return rc;
 }
@@ -111,7 +113,8 @@ const struct tidectl_verb tidectl_verb_plan = {
     .accepts = accepts,
     .min_args = 0,
     .max_args = 0,
-    .synopsis = "plan [MODEL OPTIONS] [--partitions] [--svg FILE]",
+    .synopsis = "plan [MODEL OPTIONS | --onnx FILE [--output NAME] [--loss xent|mse|none]] "
+                "[--partitions] [--svg FILE]",
     .summary = "show the memory plan of a model for a budget, without running it",
     .help = "DESCRIPTION\n"
             "  Builds the model as `train` would and asks the daemon to compile it for the\n"

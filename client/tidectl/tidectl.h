@@ -64,6 +64,7 @@
 #include "tide/client.h"
 #include "tide/dataset.h"
 #include "tide/graph.h"
+#include "tide/onnx.h"
 
 /* Exit statuses, as the header comment above and `tidectl --help` list them. */
 #define TIDECTL_EXIT_OK      0
@@ -136,7 +137,12 @@ enum tidectl_option_id {
     TIDECTL_OPT_TEST_DATA,
     TIDECTL_OPT_TEST_LABELS,
     TIDECTL_OPT_NPZ,
-    /* trace (-o is its short spelling) */
+    /* ONNX models (plan, train: --onnx MODEL.onnx; export: --onnx OUT.onnx --from MODEL.onnx) */
+    TIDECTL_OPT_ONNX,
+    TIDECTL_OPT_LOSS,
+    TIDECTL_OPT_FROZEN,
+    TIDECTL_OPT_FROM,
+    /* trace (-o is its short spelling); plan and train with --onnx: the prediction output */
     TIDECTL_OPT_OUTPUT = 'o',
 };
 
@@ -146,7 +152,7 @@ enum tidectl_option_id {
         TIDECTL_OPT_DATA_DIR, TIDECTL_OPT_BATCH, TIDECTL_OPT_BUDGET, TIDECTL_OPT_SWAP,             \
         TIDECTL_OPT_PARTITION_SIZE, TIDECTL_OPT_VARS_HOME, TIDECTL_OPT_OPTIMIZER, TIDECTL_OPT_LR,  \
         TIDECTL_OPT_SEED, TIDECTL_OPT_NAME, TIDECTL_OPT_SEQ_LEN, TIDECTL_OPT_HIDDEN,               \
-        TIDECTL_OPT_LAYERS, TIDECTL_LM_OPTIONS, TIDECTL_DATA_FILE_OPTIONS
+        TIDECTL_OPT_LAYERS, TIDECTL_LM_OPTIONS, TIDECTL_DATA_FILE_OPTIONS, TIDECTL_ONNX_OPTIONS
 
 /* The language models' sizes (transformer, moe; a block of their own in the model options). */
 #define TIDECTL_LM_OPTIONS                                                                         \
@@ -156,6 +162,10 @@ enum tidectl_option_id {
 /* Data from the user's files (a block of their own in the model options). */
 #define TIDECTL_DATA_FILE_OPTIONS                                                                  \
     TIDECTL_OPT_DATA, TIDECTL_OPT_LABELS, TIDECTL_OPT_TEST_DATA, TIDECTL_OPT_TEST_LABELS
+
+/* An ONNX model instead of --model (a block of its own in the model options). */
+#define TIDECTL_ONNX_OPTIONS                                                                       \
+    TIDECTL_OPT_ONNX, TIDECTL_OPT_OUTPUT, TIDECTL_OPT_LOSS, TIDECTL_OPT_FROZEN
 
 /* The help of TIDECTL_MODEL_OPTIONS, appended to a verb's help text. */
 #define TIDECTL_MODEL_HELP                                                                         \
@@ -190,7 +200,7 @@ enum tidectl_option_id {
     "                           (default /usr/share/games/fortunes).\n"                            \
     TIDECTL_DATA_FILE_HELP                                                                         \
     "  --batch B                Examples per step (default 64; 32 windows for transformer\n"       \
-    "                           and moe).\n"                                                       \
+    "                           and moe; --onnx: the model's).\n"                                  \
     "  --budget BYTES           The job's device memory budget, with an optional K, M or G\n"      \
     "                           suffix (binary); the daemon swaps feature maps to host memory\n"   \
     "                           to fit it. Default: the daemon's default budget.\n"                \
@@ -200,8 +210,8 @@ enum tidectl_option_id {
     "  --partition-size K       Nodes per partition; 0 (default): the planner picks it.\n"       \
     "  --vars-home auto|host|device\n"                                                             \
     "                           Where Variables live between uses (default auto).\n"               \
-    "  --optimizer NAME         sgd, momentum (default, 0.9; adam for lstm, transformer and\n"     \
-    "                           moe) or adam.\n"                                                   \
+    "  --optimizer NAME         sgd (default for --onnx), momentum (default, 0.9; adam for\n"      \
+    "                           lstm, transformer and moe) or adam.\n"                            \
     "  --lr X                   Learning rate (default 0.05 sgd, 0.02 momentum, 0.001 adam;\n"     \
     "                           0.003 adam for lstm, transformer and moe).\n"                      \
     "  --d-model D              transformer, moe: features (default 128).\n"                       \
@@ -229,7 +239,21 @@ enum tidectl_option_id {
     "  --test-data FILE --test-labels FILE\n"                                                      \
     "                           The examples `train` scores after training (with --data;\n"      \
     "                           without them, no test split). Same example shape, labels\n"      \
-    "                           below the training classes.\n"
+    "                           below the training classes.\n" TIDECTL_ONNX_HELP
+
+/* The help of TIDECTL_ONNX_OPTIONS, inside TIDECTL_MODEL_HELP. */
+#define TIDECTL_ONNX_HELP                                                                          \
+    "  --onnx FILE              Train the ONNX model in FILE instead of --model, as PyTorch's\n"   \
+    "                           torch.onnx.export writes it (training=TrainingMode.TRAINING,\n"   \
+    "                           do_constant_folding=False, a static batch). Its one input\n"      \
+    "                           takes the examples; the batch is its static one (--batch only\n"  \
+    "                           stands for a dynamic one); the optimizer defaults to sgd.\n"      \
+    "  --output NAME            The output that predicts (default: the model's first).\n"        \
+    "  --loss xent|mse|none     What to minimise on it: xent (default), cross-entropy against\n" \
+    "                           the class labels of an output [B, classes]; mse, float targets\n" \
+    "                           of the output's shape; none, the output is the model's loss.\n"   \
+    "  --frozen A,B             Float initializers to keep as they are, not train (buffers\n"    \
+    "                           such as a causal mask; pass the same list to export).\n"
 
 /* What the command line said: the global options, every command's, and the arguments. */
 struct tidectl_options {
@@ -286,12 +310,18 @@ struct tidectl_options {
     bool once;
     double interval_s;
     /* trace */
-    const char *output; /* NULL: the command's default file */
+    const char *output; /* NULL: the command's default file; with --onnx, the prediction output */
     /* data from files (plan, train), and export's output */
     const char *data, *labels;           /* --data, --labels: the training examples and labels */
     const char *test_data, *test_labels; /* --test-data, --test-labels */
     bool dataset_given;                  /* --dataset was on the command line (excludes --data) */
     const char *npz;                     /* export: the .npz to write */
+    /* ONNX models: plan and train read --onnx, export writes it (from --from) */
+    const char *onnx;    /* --onnx: the model (plan, train) or the file to write (export) */
+    const char *loss;    /* --loss xent|mse|none; NULL: xent */
+    const char *frozen;  /* --frozen: comma-separated initializers kept as they are */
+    const char *from;    /* export --from: the model the job was trained from */
+    bool batch_given;    /* --batch was on the command line */
     /* positional arguments after the command */
     char **args;
     int n_args;
@@ -507,7 +537,7 @@ void tidectl_print_jobs_table(const struct tide_job_info *jobs, size_t n);
  * vocabulary.
  */
 struct tidectl_model {
-    uint8_t *graph; /* serialized tide.v1.Graph, malloc'd: free() it */
+    uint8_t *graph; /* serialized tide.v1.Graph, malloc'd: tidectl_model_clear() frees it */
     size_t graph_len;
     bool language_model; /* transformer, moe: fed tokens and labels [B, S] from a corpus */
     int64_t image_dims[TIDE_BUILDER_MAX_RANK];
@@ -515,7 +545,16 @@ struct tidectl_model {
     int64_t image_elements; /* per batch */
     int32_t classes;
     int64_t parameters;
+    int64_t batch; /* the images' first dimension */
+    /* What a step feeds and fetches: tide's models' names, or an ONNX model's (in onnx). */
+    const char *images, *labels, *logits, *loss; /* images: a language model's tokens */
+    const char *fetch; /* what a step fetches: the logits, or a language model's token losses */
+    const char *feeds[2]; /* images and labels, for the job spec */
+    struct tide_onnx_training *onnx; /* malloc'd with --onnx, else NULL */
 };
+
+/* Frees what a built model holds and zeroes it. */
+void tidectl_model_clear(struct tidectl_model *m);
 
 /*
  * Builds the model the options name for images of c x h x w and classes

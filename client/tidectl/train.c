@@ -66,7 +66,7 @@ struct train_state {
 static double token_loss_sum(const struct train_state *t, const struct tide_step_result *r,
                              int64_t n)
 {
-    const struct tide_tensor *xent = tide_step_result_fetch(r, TIDE_MODEL_TOKEN_LOSS);
+    const struct tide_tensor *xent = tide_step_result_fetch(r, t->m->fetch);
     size_t want = (size_t)(t->o->batch * t->seq_len) * sizeof(float);
     if (!xent || xent->dtype != TIDE_DT_FLOAT32 || xent->bytes != want)
         return NAN;
@@ -90,7 +90,7 @@ static int64_t argmax_row(const float *row, int32_t n)
 static int64_t count_correct(const struct train_state *t, const struct tide_step_result *r,
                              const int32_t *labels, int64_t n)
 {
-    const struct tide_tensor *logits = tide_step_result_fetch(r, TIDE_MODEL_LOGITS);
+    const struct tide_tensor *logits = tide_step_result_fetch(r, t->m->logits);
     size_t want = (size_t)t->o->batch * (size_t)t->m->classes * sizeof(float);
     if (!logits || logits->dtype != TIDE_DT_FLOAT32 || logits->bytes != want)
         return -1;
@@ -155,8 +155,8 @@ static int train_feed(void *user, tide_feeds *feeds)
     }
     if (t->m->language_model) {
         /* Windows of the corpus: tokens and next-byte labels, [B, S] each. */
-        int32_t *tokens = tide_feeds_buffer(feeds, TIDE_MODEL_TOKENS, TIDE_DT_INT32,
-                                            t->m->image_rank, t->m->image_dims);
+        int32_t *tokens = tide_feeds_buffer(feeds, t->m->images, TIDE_DT_INT32, t->m->image_rank,
+                                            t->m->image_dims);
         if (!tokens)
             return -1;
         int64_t n;
@@ -171,14 +171,14 @@ static int train_feed(void *user, tide_feeds *feeds)
             }
             tide_feeds_set_eval_only(feeds, true);
         }
-        if (n <= 0 || tide_feeds_set(feeds, TIDE_MODEL_LABELS, TIDE_DT_INT32, t->m->image_rank,
+        if (n <= 0 || tide_feeds_set(feeds, t->m->labels, TIDE_DT_INT32, t->m->image_rank,
                                      t->m->image_dims, labels) != 0)
             return -1;
         t->real[t->sent % RING] = n;
         t->sent++;
         return 1;
     }
-    images = tide_feeds_buffer(feeds, TIDE_MODEL_IMAGES, TIDE_DT_FLOAT32, t->m->image_rank,
+    images = tide_feeds_buffer(feeds, t->m->images, TIDE_DT_FLOAT32, t->m->image_rank,
                                t->m->image_dims);
     if (!images)
         return -1;
@@ -198,7 +198,7 @@ static int train_feed(void *user, tide_feeds *feeds)
     }
     if (n <= 0)
         return -1;
-    if (tide_feeds_set(feeds, TIDE_MODEL_LABELS, TIDE_DT_INT32, 1, label_dims, labels) != 0)
+    if (tide_feeds_set(feeds, t->m->labels, TIDE_DT_INT32, 1, label_dims, labels) != 0)
         return -1;
     t->real[t->sent % RING] = n;
     t->sent++;
@@ -296,8 +296,9 @@ static int run_train(const struct tidectl_verb *verb, struct tidectl_options *o,
     struct tidectl_model m;
     /* A language model's sizes are all in o: it reads tokens, not images. */
     rc = tidectl_build_model(o, ch, h, w, lm ? 0 : tide_dataset_classes(train), &m);
-    if (rc == TIDECTL_EXIT_OK && o->data && (rc = tidectl_check_files_input(train, &m)) != 0)
-        free(m.graph);
+    if (rc == TIDECTL_EXIT_OK && o->data && !o->onnx &&
+        (rc = tidectl_check_files_input(train, &m)) != 0)
+        tidectl_model_clear(&m);
     if (rc != TIDECTL_EXIT_OK) {
         tide_dataset_free(train);
         tide_dataset_free(test);
@@ -305,6 +306,8 @@ static int run_train(const struct tidectl_verb *verb, struct tidectl_options *o,
         tide_corpus_free(corpus_test);
         return rc;
     }
+    o->batch = m.batch; /* an ONNX model's own */
+    const char *model_name = o->onnx ? o->onnx : o->model;
     struct train_state t;
     memset(&t, 0, sizeof(t));
     t.o = o;
@@ -360,7 +363,7 @@ static int run_train(const struct tidectl_verb *verb, struct tidectl_options *o,
         struct json_object *line = tidectl_json_object();
         tidectl_json_set_string(line, "event", "submitted");
         tidectl_json_set(line, "job", tidectl_json_job(&t.job));
-        tidectl_json_set_string(line, "model", o->model);
+        tidectl_json_set_string(line, "model", model_name);
         tidectl_json_set_int(line, "parameters", m.parameters);
         tidectl_json_set_int(line, "batch", o->batch);
         tidectl_json_set_int(line, "total_steps", t.total_steps);
@@ -370,7 +373,7 @@ static int run_train(const struct tidectl_verb *verb, struct tidectl_options *o,
     if (!o->json || t.tty) {
         fprintf(stderr,
                 "job %s: %s, %" PRId64 " parameters, batch %" PRId64 ", %" PRId64 " steps on %s\n",
-                t.job.id, o->model, m.parameters, o->batch, t.total_steps,
+                t.job.id, model_name, m.parameters, o->batch, t.total_steps,
                 o->data ? o->data : o->dataset);
         if (t.job.has_plan)
             fprintf(stderr,
@@ -459,7 +462,7 @@ out:
     tide_corpus_iter_free(t.corpus_test_it);
     tide_corpus_free(corpus_train);
     tide_corpus_free(corpus_test);
-    free(m.graph);
+    tidectl_model_clear(&m);
     return rc;
 }
 
@@ -479,11 +482,13 @@ const struct tidectl_verb tidectl_verb_train = {
     .min_args = 0,
     .max_args = 0,
     .synopsis =
-        "train [MODEL OPTIONS] [--data X --labels Y [--test-data X2 --test-labels Y2]] "
+        "train [MODEL OPTIONS | --onnx FILE [--output NAME] [--loss xent|mse|none]] "
+        "[--data X --labels Y [--test-data X2 --test-labels Y2]] "
         "[--epochs E | --steps S] [--checkpoint-every N] [--resume JOB] [--keep]",
     .summary = "submit a model and train it on a dataset, with a progress bar",
     .help = "DESCRIPTION\n"
-            "  Builds the model with libtide's builders, submits it as a job, and streams\n"
+            "  Builds the model with libtide's builders (or imports --onnx FILE and adds the\n"
+            "  --loss on its --output), submits it as a job, and streams\n"
             "  batches of the dataset's train split (or of --data and --labels) into it. A\n"
             "  progress bar on stderr shows step/total, the loss and accuracy of the latest\n"
             "  training batch (from the fetched logits; no accuracy for transformer and\n"

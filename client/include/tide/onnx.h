@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * tide/onnx.h: ONNX import into a graph builder.
+ * tide/onnx.h: ONNX import into a graph builder; an imported model made a
+ * training graph (tide_onnx_training_graph), and written back with trained
+ * weights (tide_onnx_with_values).
  *
  * tide_onnx_import() reads the bytes of an ONNX ModelProto (a .onnx file as
  * PyTorch's torch.onnx.export writes it) and adds the model's graph to a
@@ -74,6 +76,16 @@ struct tide_onnx_options {
     size_t n_frozen;
 };
 
+/*
+ * A float initializer that became a trainable Variable: its name in the
+ * model, and the Variable's name in the graph (the ONNX name with bytes
+ * outside [A-Za-z0-9_./-] made '_', and a suffix where the name was taken).
+ */
+struct tide_onnx_variable {
+    char *onnx_name; /* malloc'd */
+    char *name;      /* malloc'd */
+};
+
 /* What an import added: refs to the model's inputs and outputs, in the model's order. */
 struct tide_onnx_result {
     tide_ref *inputs; /* malloc'd: the Placeholders (initializers are not inputs here) */
@@ -81,6 +93,8 @@ struct tide_onnx_result {
     tide_ref *outputs; /* malloc'd: the Identity nodes named after the graph outputs */
     int32_t n_outputs;
     int64_t opset; /* the model's opset of the default domain */
+    struct tide_onnx_variable *variables; /* malloc'd: the Variables made, in the order made */
+    int32_t n_variables;
 };
 
 /*
@@ -94,8 +108,128 @@ int tide_onnx_import(tide_builder *b, const uint8_t *bytes, size_t len,
                      const struct tide_onnx_options *options, struct tide_onnx_result *result,
                      char *err, size_t err_size);
 
-/* Frees the arrays of a result and zeroes it. NULL is a no-op. */
+/* Frees the arrays (and the names) of a result and zeroes it. NULL is a no-op. */
 void tide_onnx_result_free(struct tide_onnx_result *result);
+
+/* ============================================================================
+ * Training an imported model (onnx/training.c)
+ * ========================================================================== */
+
+/* What to minimise on the prediction output; tide_onnx_loss_parse() reads the names. */
+enum tide_onnx_loss {
+    /*
+     * "xent": softmax cross-entropy against int32 class labels, the mean
+     * over rows. An output [B, C] takes labels [B]; an output [B, S, V] (a
+     * language model's logits) takes labels [B, S] and is read as [B * S, V],
+     * the mean being over all B * S tokens. Other ranks are refused.
+     */
+    TIDE_ONNX_LOSS_XENT = 0,
+    /* "mse": the mean of (output - target)^2 over every element; float32 targets of the output's shape. */
+    TIDE_ONNX_LOSS_MSE = 1,
+    /* "none": the output is the model's own scalar loss; no labels. */
+    TIDE_ONNX_LOSS_NONE = 2,
+};
+
+/* Reads "xent", "mse" or "none" into *out: 0, or -1 for another name. */
+int tide_onnx_loss_parse(const char *name, enum tide_onnx_loss *out);
+
+/* The name of a loss ("xent", "mse", "none"), or NULL for a value outside the enum. */
+const char *tide_onnx_loss_name(enum tide_onnx_loss loss);
+
+/*
+ * Splits a comma-separated list of initializer names, as tidectl's and
+ * tide-bench's --frozen take it ("h.0.attn.mask,h.1.attn.mask"), into
+ * (*names)[0..*n): pointers into *copy, a malloc'd copy of list cut at the
+ * commas; empty names are skipped. The caller frees *names and *copy. A
+ * NULL list gives no names. Returns 0, or -1 when out of memory (both
+ * NULL).
+ */
+int tide_onnx_split_names(const char *list, char **copy, const char ***names, size_t *n);
+
+/* Options of tide_onnx_training_graph; all zero is the default. */
+struct tide_onnx_training_options {
+    int64_t batch_size;          /* as tide_onnx_options.batch_size: stands for dynamic dims */
+    const char *output;          /* the prediction output's ONNX name; NULL: the model's first */
+    enum tide_onnx_loss loss;    /* default xent */
+    const char *const *frozen;   /* float initializers to keep as they are (buffers) */
+    size_t n_frozen;
+};
+
+/* The names and shapes of one tensor the caller feeds or fetches. */
+struct tide_onnx_tensor {
+    char name[TIDE_BUILDER_MAX_NAME + 1]; /* "" when there is none */
+    enum tide_data_type dtype;
+    int32_t rank;
+    int64_t dims[TIDE_BUILDER_MAX_RANK];
+    int64_t elements; /* the product of dims */
+};
+
+/* A training graph made from a model: the graph's bytes and what a step feeds and fetches. */
+struct tide_onnx_training {
+    uint8_t *graph; /* malloc'd tide.v1.Graph bytes; freed by tide_onnx_training_free() */
+    size_t graph_len;
+    struct tide_onnx_tensor input;  /* the model's one graph input (a Placeholder) */
+    struct tide_onnx_tensor labels; /* "labels"; loss none: the model's second input, or "" */
+    struct tide_onnx_tensor output; /* the prediction output, to fetch */
+    char loss[TIDE_BUILDER_MAX_NAME + 1]; /* the scalar to minimise: "loss", or the output's name */
+    int64_t batch;      /* the input's first dimension */
+    int64_t classes;    /* xent: the output's last dimension; else 0 */
+    int64_t parameters; /* elements of the trainable Variables */
+    int64_t opset;
+};
+
+/*
+ * Imports the ONNX model in bytes[0..len) (tide_onnx_import) and adds the
+ * loss the options name on the output they name, so that the result trains
+ * like tide's own models: submit or run out->graph with out->loss as what to
+ * minimise, feed out->input and out->labels, fetch out->output. The model
+ * must have exactly one graph input (initializers aside) of rank >= 1, whose
+ * first dimension is the batch; with loss none it may have a second, the
+ * labels its own loss reads (then out->labels names it). Returns 0, or -1 with a message in
+ * err[0..err_size) (the import's, or which output, loss or shape does not
+ * fit); out is zeroed on failure.
+ */
+int tide_onnx_training_graph(const uint8_t *bytes, size_t len,
+                             const struct tide_onnx_training_options *options,
+                             struct tide_onnx_training *out, char *err, size_t err_size);
+
+/*
+ * Checks that class-labelled examples, as the datasets of tide/dataset.h
+ * give them, feed t: float32 examples of example_elements values each (the
+ * input holds t->batch of them), one int32 label per example (loss xent on
+ * an output [batch, classes]) of at most t->classes classes, and, when
+ * batch is not 0 (a batch size the user asked for), that t's batch is that
+ * one: a static batch is the model's. Returns 0, or -1 with what does not
+ * fit in err[0..err_size).
+ */
+int tide_onnx_training_check_examples(const struct tide_onnx_training *t, int64_t batch,
+                                      int64_t example_elements, int32_t classes, char *err,
+                                      size_t err_size);
+
+/* Frees the graph bytes of out and zeroes it. NULL is a no-op. */
+void tide_onnx_training_free(struct tide_onnx_training *out);
+
+/* ============================================================================
+ * Weights out as ONNX (onnx/export.c)
+ * ========================================================================== */
+
+/*
+ * Writes the ONNX model bytes[0..len) back with the trained values of its
+ * Variables: each float initializer that tide_onnx_import (with the same
+ * frozen list: frozen may be NULL when n_frozen is 0) makes a Variable gets
+ * the values of the tensor in values[0..n_values) named as that Variable
+ * (tide names, as tide_client_read_variables and sessions give them),
+ * float32 and of the initializer's shape, stored little-endian in
+ * raw_data. Everything else in the model is kept. Every Variable must have
+ * its tensor. On success *out holds a malloc'd serialized ModelProto
+ * (free() it) of *out_len bytes, and *replaced (when not NULL) the number of
+ * initializers replaced; -1 with a message otherwise.
+ */
+struct tide_tensor;
+int tide_onnx_with_values(const uint8_t *bytes, size_t len, const char *const *frozen,
+                          size_t n_frozen, const struct tide_tensor *values, size_t n_values,
+                          uint8_t **out, size_t *out_len, size_t *replaced, char *err,
+                          size_t err_size);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,275 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * onnx/training.c: an imported ONNX model made into a training graph (the
+ * API is tide/onnx.h): the model through tide_onnx_import, then the loss the
+ * user names on the prediction output, written with the public builder, so
+ * that tidectl (which submits it to the daemon) and tide-bench (which runs it
+ * in-process) train one and the same graph. The loss is spelled as tide's
+ * own models spell theirs (SoftmaxCrossEntropy then ReduceMean, "labels" and
+ * "loss"), so gradients and updates come from autodiff as for any graph.
+ */
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tide/onnx.h"
+
+/* The names of the nodes the loss adds, as tide's models name theirs (tide/models.h). */
+#define LABELS_NAME "labels"
+#define LOSS_NAME   "loss"
+
+static const char *const loss_names[] = {
+    [TIDE_ONNX_LOSS_XENT] = "xent",
+    [TIDE_ONNX_LOSS_MSE] = "mse",
+    [TIDE_ONNX_LOSS_NONE] = "none",
+};
+
+int tide_onnx_loss_parse(const char *name, enum tide_onnx_loss *out)
+{
+    for (size_t k = 0; name && k < sizeof(loss_names) / sizeof(loss_names[0]); k++) {
+        if (strcmp(name, loss_names[k]) == 0) {
+            *out = (enum tide_onnx_loss)k;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+const char *tide_onnx_loss_name(enum tide_onnx_loss loss)
+{
+    if ((unsigned)loss >= sizeof(loss_names) / sizeof(loss_names[0]))
+        return NULL;
+    return loss_names[loss];
+}
+
+int tide_onnx_split_names(const char *list, char **copy, const char ***names, size_t *n)
+{
+    *copy = NULL, *names = NULL, *n = 0;
+    if (!list)
+        return 0;
+    *copy = strdup(list);
+    *names = calloc(strlen(list) / 2 + 2, sizeof(**names)); /* at most one per two bytes, + 1 */
+    if (!*copy || !*names) {
+        free(*copy), free((void *)*names);
+        *copy = NULL, *names = NULL;
+        return -1;
+    }
+    for (char *save = NULL, *name = strtok_r(*copy, ",", &save); name;
+         name = strtok_r(NULL, ",", &save))
+        (*names)[(*n)++] = name;
+    return 0;
+}
+
+static int fail(char *err, size_t size, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int fail(char *err, size_t size, const char *fmt, ...)
+{
+    if (err && size) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, size, fmt, ap);
+        va_end(ap);
+    }
+    return -1;
+}
+
+/* Fills t with the name, dtype and shape of ref's output; -1 when ref names none. */
+static int describe(const tide_builder *b, tide_ref ref, struct tide_onnx_tensor *t)
+{
+    const char *name = tide_builder_name(b, ref);
+    if (!name || tide_builder_shape(b, ref, t->dims, &t->rank) != 0)
+        return -1;
+    snprintf(t->name, sizeof(t->name), "%s", name);
+    t->dtype = tide_builder_dtype(b, ref);
+    t->elements = 1;
+    for (int32_t k = 0; k < t->rank; k++)
+        t->elements *= t->dims[k];
+    return 0;
+}
+
+/* Formats a shape as "[4, 32, 256]" into buf. */
+static const char *fmt_dims(const struct tide_onnx_tensor *t, char *buf, size_t size)
+{
+    size_t n = (size_t)snprintf(buf, size, "[");
+    for (int32_t k = 0; k < t->rank && n < size; k++)
+        n += (size_t)snprintf(buf + n, size - n, "%s%" PRId64, k ? ", " : "", t->dims[k]);
+    if (n < size)
+        snprintf(buf + n, size - n, "]");
+    return buf;
+}
+
+/* The prediction output: the one named (by its ONNX name), or the model's first. */
+static int find_output(tide_builder *b, const struct tide_onnx_result *r, const char *want,
+                       tide_ref *out, char *err, size_t size)
+{
+    if (r->n_outputs == 0)
+        return fail(err, size, "the model has no graph output");
+    if (!want) {
+        *out = r->outputs[0];
+        return 0;
+    }
+    /* Graph outputs are Identity nodes named after the ONNX outputs, sanitised as names are. */
+    char listed[512] = "";
+    size_t n = 0;
+    for (int32_t k = 0; k < r->n_outputs; k++) {
+        const char *name = tide_builder_name(b, r->outputs[k]);
+        if (strcmp(name, want) == 0) {
+            *out = r->outputs[k];
+            return 0;
+        }
+        if (n < sizeof(listed))
+            n += (size_t)snprintf(listed + n, sizeof(listed) - n, "%s%s", k ? ", " : "", name);
+    }
+    return fail(err, size, "the model has no output \"%s\"; its outputs: %s", want, listed);
+}
+
+/* Adds the loss on the output; fills out's labels and loss. */
+static int add_loss(tide_builder *b, const struct tide_onnx_training_options *o, tide_ref output,
+                    struct tide_onnx_training *out, char *err, size_t size)
+{
+    const struct tide_onnx_tensor *y = &out->output;
+    char shape[160];
+    if (y->dtype != TIDE_DT_FLOAT32)
+        return fail(err, size, "output \"%s\" is not float32: it cannot be trained", y->name);
+    if (o->loss == TIDE_ONNX_LOSS_NONE) {
+        if (y->rank != 0)
+            return fail(err, size, "loss none wants the output to be the scalar loss; \"%s\" is %s",
+                        y->name, fmt_dims(y, shape, sizeof(shape)));
+        snprintf(out->loss, sizeof(out->loss), "%s", y->name);
+        return 0;
+    }
+    if (tide_builder_find(b, LABELS_NAME).id >= 0 || tide_builder_find(b, LOSS_NAME).id >= 0)
+        return fail(err, size,
+                    "the model already has a value named \"" LABELS_NAME "\" or \"" LOSS_NAME
+                    "\", the names of the loss's feed and result");
+    tide_ref loss;
+    if (o->loss == TIDE_ONNX_LOSS_MSE) {
+        tide_ref t = tide_builder_placeholder(b, LABELS_NAME, TIDE_DT_FLOAT32, y->rank, y->dims);
+        tide_ref d = tide_builder_sub(b, NULL, output, t);
+        loss =
+            tide_builder_reduce_mean(b, LOSS_NAME, tide_builder_mul(b, NULL, d, d), NULL, 0, false);
+    } else if (y->rank == 2) {
+        tide_ref t = tide_builder_placeholder(b, LABELS_NAME, TIDE_DT_INT32, 1, y->dims);
+        tide_ref xent = tide_builder_softmax_cross_entropy(b, NULL, output, t);
+        loss = tide_builder_reduce_mean(b, LOSS_NAME, xent, NULL, 0, false);
+        out->classes = y->dims[1];
+    } else if (y->rank == 3) {
+        /* A language model's logits [B, S, V]: every token is a row. */
+        int64_t rows = y->dims[0] * y->dims[1];
+        tide_ref t = tide_builder_placeholder(b, LABELS_NAME, TIDE_DT_INT32, 2, y->dims);
+        tide_ref logits = tide_builder_reshape(b, NULL, output, 2, (int64_t[]){rows, y->dims[2]});
+        tide_ref flat = tide_builder_reshape(b, NULL, t, 1, &rows);
+        tide_ref xent = tide_builder_softmax_cross_entropy(b, NULL, logits, flat);
+        loss = tide_builder_reduce_mean(b, LOSS_NAME, xent, NULL, 0, false);
+        out->classes = y->dims[2];
+    } else {
+        return fail(err, size,
+                    "loss xent wants an output [batch, classes] or [batch, sequence, "
+                    "classes]; \"%s\" is %s",
+                    y->name, fmt_dims(y, shape, sizeof(shape)));
+    }
+    if (loss.id < 0)
+        return fail(err, size, "adding the loss: %s", tide_builder_error(b));
+    if (describe(b, tide_builder_find(b, LABELS_NAME), &out->labels) != 0)
+        return fail(err, size, "the labels placeholder is missing");
+    snprintf(out->loss, sizeof(out->loss), "%s", LOSS_NAME);
+    return 0;
+}
+
+int tide_onnx_training_graph(const uint8_t *bytes, size_t len,
+                             const struct tide_onnx_training_options *options,
+                             struct tide_onnx_training *out, char *err, size_t err_size)
+{
+    static const struct tide_onnx_training_options defaults = {0};
+    const struct tide_onnx_training_options *o = options ? options : &defaults;
+    memset(out, 0, sizeof(*out));
+    if (err && err_size)
+        err[0] = 0;
+    if (!tide_onnx_loss_name(o->loss))
+        return fail(err, err_size, "loss %d is not one of xent, mse, none", (int)o->loss);
+    tide_builder *b = tide_builder_new();
+    if (!b)
+        return fail(err, err_size, "out of memory");
+    struct tide_onnx_options io = {
+        .batch_size = o->batch_size, .frozen = o->frozen, .n_frozen = o->n_frozen};
+    struct tide_onnx_result r;
+    int rc = -1;
+    if (tide_onnx_import(b, bytes, len, &io, &r, err, err_size) != 0)
+        goto out;
+    tide_ref output;
+    /* One input, the examples; a model with its own loss also takes its labels, second. */
+    int32_t want_inputs = o->loss == TIDE_ONNX_LOSS_NONE ? 2 : 1;
+    if (r.n_inputs != want_inputs && !(o->loss == TIDE_ONNX_LOSS_NONE && r.n_inputs == 1)) {
+        fail(err, err_size,
+             "the model has %d graph inputs besides its initializers; tide trains a model of "
+             "one input, the batch of examples (two with loss none: the examples and the labels "
+             "its own loss reads)",
+             (int)r.n_inputs);
+        goto out;
+    }
+    if (r.n_inputs == 2 && describe(b, r.inputs[1], &out->labels) != 0) {
+        fail(err, err_size, "%s", tide_builder_error(b));
+        goto out;
+    }
+    if (describe(b, r.inputs[0], &out->input) != 0 || out->input.rank < 1) {
+        fail(err, err_size, "input \"%s\" is a scalar: it has no batch dimension",
+             tide_builder_name(b, r.inputs[0]));
+        goto out;
+    }
+    out->batch = out->input.dims[0];
+    out->opset = r.opset;
+    if (find_output(b, &r, o->output, &output, err, err_size) != 0 ||
+        describe(b, output, &out->output) != 0 || add_loss(b, o, output, out, err, err_size) != 0)
+        goto out;
+    out->parameters = tide_builder_parameter_count(b);
+    if (tide_builder_serialize(b, &out->graph, &out->graph_len) != 0) {
+        fail(err, err_size, "%s", tide_builder_error(b));
+        goto out;
+    }
+    rc = 0;
+out:
+    tide_onnx_result_free(&r);
+    tide_builder_free(b);
+    if (rc != 0) {
+        free(out->graph);
+        memset(out, 0, sizeof(*out));
+    }
+    return rc;
+}
+
+int tide_onnx_training_check_examples(const struct tide_onnx_training *t, int64_t batch,
+                                      int64_t example_elements, int32_t classes, char *err,
+                                      size_t err_size)
+{
+    if (batch && t->batch != batch)
+        return fail(err, err_size,
+                    "the model has a static batch of %" PRId64 ": a batch of %" PRId64
+                    " can only stand for a dynamic batch dimension (export the model with the "
+                    "batch you want)",
+                    t->batch, batch);
+    if (t->input.dtype != TIDE_DT_FLOAT32 || t->input.elements != t->batch * example_elements)
+        return fail(err, err_size,
+                    "input \"%s\" takes %" PRId64 " %s values per batch of %" PRId64
+                    "; the examples are %" PRId64 " float32 values each",
+                    t->input.name, t->input.elements,
+                    t->input.dtype == TIDE_DT_FLOAT32 ? "float32" : "int32", t->batch,
+                    example_elements);
+    if (t->labels.dtype != TIDE_DT_INT32 || t->labels.elements != t->batch)
+        return fail(err, err_size,
+                    "the examples have one class label each; the loss on \"%s\" wants other "
+                    "labels (another output or loss)",
+                    t->output.name);
+    if (classes > t->classes)
+        return fail(err, err_size, "the examples have %d classes; output \"%s\" scores %" PRId64,
+                    (int)classes, t->output.name, t->classes);
+    return 0;
+}
+
+void tide_onnx_training_free(struct tide_onnx_training *out)
+{
+    if (!out)
+        return;
+    free(out->graph);
+    memset(out, 0, sizeof(*out));
+}

@@ -1,0 +1,464 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_onnx_training.c: imported ONNX models trained in tide and written
+ * back as ONNX (onnx/training.c and onnx/export.c, tide/onnx.h).
+ *
+ * The models are the ones PyTorch 1.13 exported in examples/onnx/: a CNN
+ * and a byte-level GPT, with the first three SGD losses PyTorch computed
+ * from the same initial weights on the same batches (reference.json). tide
+ * trains each .onnx on those batches, at a budget that forces swapping, and
+ * must give PyTorch's losses within 1e-4 relative. Then the trained weights
+ * are written into the model (tide_onnx_with_values) and the file read back
+ * must give the trained session's numbers exactly.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/status.h"
+#include "runtime/session.h"
+#include "tide/client.h"
+#include "tide/onnx.h"
+
+#ifndef TIDE_EXAMPLES_ONNX_DIR
+#error "TIDE_EXAMPLES_ONNX_DIR must name examples/onnx"
+#endif
+
+/* ============================================================================
+ * Files: the .onnx bytes and the .npy batches
+ * ========================================================================== */
+
+static uint8_t *read_file(const char *name, size_t *len)
+{
+    char path[1024];
+    snprintf(path, sizeof(path), "%s/%s", TIDE_EXAMPLES_ONNX_DIR, name);
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        fail_msg("cannot open %s", path);
+    assert_int_equal(fseek(f, 0, SEEK_END), 0);
+    long size = ftell(f);
+    assert_true(size > 0);
+    rewind(f);
+    uint8_t *bytes = malloc((size_t)size);
+    assert_non_null(bytes);
+    assert_int_equal(fread(bytes, 1, (size_t)size, f), (size_t)size);
+    fclose(f);
+    *len = (size_t)size;
+    return bytes;
+}
+
+/*
+ * A NumPy .npy of float32 ('<f4') or int64 ('<i8', converted to int32, as
+ * tide's ids and labels are), version 1, C order: its values and element
+ * count. The examples' files are all of this form.
+ */
+static void *read_npy(const char *name, bool want_float, int64_t *count)
+{
+    size_t len;
+    uint8_t *bytes = read_file(name, &len);
+    assert_true(len > 10);
+    assert_memory_equal(bytes, "\x93NUMPY\x01", 7);
+    size_t header = (size_t)bytes[8] | (size_t)bytes[9] << 8;
+    assert_true(10 + header <= len);
+    char *text = calloc(1, header + 1);
+    assert_non_null(text);
+    memcpy(text, bytes + 10, header);
+    bool is_float = strstr(text, "'descr': '<f4'") != NULL;
+    assert_true(is_float || strstr(text, "'descr': '<i8'") != NULL);
+    assert_true(is_float == want_float);
+    assert_non_null(strstr(text, "'fortran_order': False"));
+    const char *shape = strstr(text, "'shape': (");
+    assert_non_null(shape);
+    int64_t n = 1;
+    for (const char *p = shape + 10; *p && *p != ')';) {
+        char *end;
+        long long d = strtoll(p, &end, 10);
+        if (end == p) {
+            p++;
+            continue;
+        }
+        n *= d;
+        p = end;
+    }
+    free(text);
+    size_t elem = is_float ? 4 : 8;
+    assert_int_equal(len - 10 - header, (size_t)n * elem);
+    const uint8_t *data = bytes + 10 + header;
+    void *out = malloc((size_t)n * 4);
+    assert_non_null(out);
+    if (is_float) {
+        memcpy(out, data, (size_t)n * 4);
+    } else {
+        for (int64_t k = 0; k < n; k++) {
+            int64_t v;
+            memcpy(&v, data + k * 8, 8);
+            assert_true(v >= INT32_MIN && v <= INT32_MAX);
+            ((int32_t *)out)[k] = (int32_t)v;
+        }
+    }
+    free(bytes);
+    *count = n;
+    return out;
+}
+
+/* ============================================================================
+ * Training the examples
+ * ========================================================================== */
+
+struct example {
+    const char *model, *inputs, *labels;
+    bool float_inputs;
+    const char *const *frozen; /* reference.json's buffers */
+    size_t n_frozen;
+    float lr;
+    double losses[3]; /* PyTorch's, reference.json */
+};
+
+static const char *const gpt_buffers[] = {"h.0.attn.mask", "h.1.attn.mask"};
+
+static const struct example cnn = {
+    .model = "cnn.onnx",
+    .inputs = "cnn_images.npy",
+    .labels = "cnn_labels.npy",
+    .float_inputs = true,
+    .lr = 0.1f,
+    .losses = {2.3454859256744385, 2.203578472137451, 2.136988639831543},
+};
+
+static const struct example gpt = {
+    .model = "gpt.onnx",
+    .inputs = "gpt_tokens.npy",
+    .labels = "gpt_labels.npy",
+    .float_inputs = false,
+    .frozen = gpt_buffers,
+    .n_frozen = 2,
+    .lr = 0.05f,
+    .losses = {5.7855963706970215, 5.689533710479736, 5.691288948059082},
+};
+
+/* The session's plan at the smallest budget that fits, which swaps; its report checked. */
+static struct tide_session *swapping_session(const struct tide_onnx_training *t,
+                                             const struct tide_train_options *train)
+{
+    const char *fetch = t->output.name;
+    struct tide_session_options o = tide_session_options_default();
+    o.threads = 1;
+    o.train = train;
+    o.fetches = &fetch;
+    o.n_fetches = 1;
+    /* No budget: everything resident, the peak without swapping. */
+    struct tide_memory_policy policy = tide_memory_policy_default();
+    policy.budget_bytes = 0;
+    o.memory = &policy;
+    struct tide_session *s;
+    struct tide_error err = {0};
+    if (tide_session_plan(t->graph, t->graph_len, &o, &s, &err) != TIDE_OK)
+        fail_msg("plan: %s", err.message);
+    assert_non_null(tide_session_plan_report(s));
+    uint64_t resident = tide_session_plan_report(s)->predicted_peak_bytes;
+    tide_session_free(s);
+    /* A budget of one byte does not fit; the report names the smallest that does. */
+    policy.budget_bytes = 1;
+    assert_int_equal(tide_session_plan(t->graph, t->graph_len, &o, &s, &err), TIDE_DOES_NOT_FIT);
+    uint64_t min_budget = tide_session_plan_report(s)->min_budget_bytes;
+    tide_session_free(s);
+    assert_true(min_budget > 0);
+    assert_true(min_budget < resident);
+    policy.budget_bytes = min_budget;
+    o.budget_bytes = min_budget;
+    if (tide_session_new(t->graph, t->graph_len, &o, &s, &err) != TIDE_OK)
+        fail_msg("session at %" PRIu64 " bytes: %s", min_budget, err.message);
+    const struct tide_plan_report *r = tide_session_plan_report(s);
+    assert_true(r->fits);
+    assert_true(r->predicted_peak_bytes <= min_budget);
+    assert_true(r->swap_out_bytes > 0);
+    assert_true(r->swap_in_bytes > 0);
+    return s;
+}
+
+/* Feeds batch i of the example (rows [i * batch, (i + 1) * batch)). */
+static void feed_batch(struct tide_session *s, const struct tide_onnx_training *t,
+                       const void *inputs, const int32_t *labels, int64_t i)
+{
+    struct tide_error err = {0};
+    size_t in_bytes = (size_t)t->input.elements * 4;
+    size_t label_bytes = (size_t)t->labels.elements * 4;
+    if (tide_session_feed(s, t->input.name, (const uint8_t *)inputs + (size_t)i * in_bytes,
+                          in_bytes, &err) != TIDE_OK ||
+        tide_session_feed(s, t->labels.name, labels + (size_t)i * (size_t)t->labels.elements,
+                          label_bytes, &err) != TIDE_OK)
+        fail_msg("feed: %s", err.message);
+}
+
+/* The session's Variables as tensors named as the import named them (data malloc'd). */
+static struct tide_tensor *read_variables(struct tide_session *s, const struct tide_onnx_result *r)
+{
+    struct tide_tensor *v = calloc((size_t)r->n_variables, sizeof(*v));
+    assert_non_null(v);
+    const struct tide_graph *g = tide_session_graph(s);
+    for (int32_t k = 0; k < r->n_variables; k++) {
+        const struct tide_node *node = NULL;
+        for (uint32_t n = 0; n < g->n_nodes && !node; n++)
+            if (strcmp(g->nodes[n].name, r->variables[k].name) == 0)
+                node = &g->nodes[n];
+        assert_non_null(node);
+        const struct tide_shape *shape = &node->outputs[0].shape;
+        v[k].name = r->variables[k].name;
+        v[k].dtype = TIDE_DT_FLOAT32;
+        v[k].rank = shape->rank;
+        memcpy(v[k].dims, shape->dims, (size_t)shape->rank * sizeof(int64_t));
+        v[k].bytes = (size_t)tide_shape_numel(shape) * 4;
+        void *data = malloc(v[k].bytes);
+        assert_non_null(data);
+        struct tide_error err = {0};
+        if (tide_session_fetch(s, node->name, data, v[k].bytes, &err) != TIDE_OK)
+            fail_msg("fetch %s: %s", node->name, err.message);
+        v[k].data = data;
+    }
+    return v;
+}
+
+/* The loss of an evaluation (forward only) of batch i. */
+static float eval_loss(struct tide_session *s, const struct tide_onnx_training *t,
+                       const void *inputs, const int32_t *labels, int64_t i)
+{
+    struct tide_step_stats stats;
+    struct tide_error err = {0};
+    feed_batch(s, t, inputs, labels, i);
+    if (tide_session_eval(s, &stats, &err) != TIDE_OK)
+        fail_msg("eval: %s", err.message);
+    float loss;
+    assert_int_equal(tide_session_fetch(s, t->loss, &loss, sizeof(loss), &err), TIDE_OK);
+    return loss;
+}
+
+static void train_example(const struct example *e)
+{
+    size_t len;
+    uint8_t *model = read_file(e->model, &len);
+    int64_t n_inputs, n_labels;
+    void *inputs = read_npy(e->inputs, e->float_inputs, &n_inputs);
+    int32_t *labels = read_npy(e->labels, false, &n_labels);
+
+    struct tide_onnx_training_options to = {
+        .loss = TIDE_ONNX_LOSS_XENT, .frozen = e->frozen, .n_frozen = e->n_frozen};
+    struct tide_onnx_training t;
+    char err_text[512];
+    if (tide_onnx_training_graph(model, len, &to, &t, err_text, sizeof(err_text)) != 0)
+        fail_msg("%s: %s", e->model, err_text);
+    assert_int_equal(n_inputs, 3 * t.input.elements);
+    assert_int_equal(n_labels, 3 * t.labels.elements);
+    assert_int_equal(t.input.dtype, e->float_inputs ? TIDE_DT_FLOAT32 : TIDE_DT_INT32);
+    assert_string_equal(t.labels.name, "labels");
+    assert_string_equal(t.loss, "loss");
+    assert_string_equal(t.output.name, "logits");
+
+    struct tide_train_options train = {
+        .loss = t.loss, .optimizer = TIDE_OPTIMIZER_SGD, .learning_rate = e->lr};
+    struct tide_session *s = swapping_session(&t, &train);
+    struct tide_error err = {0};
+    for (int64_t i = 0; i < 3; i++) {
+        struct tide_step_stats stats;
+        feed_batch(s, &t, inputs, labels, i);
+        if (tide_session_step(s, &stats, &err) != TIDE_OK)
+            fail_msg("%s step %" PRId64 ": %s", e->model, i, err.message);
+        assert_true(stats.high_water_bytes <= tide_session_plan_report(s)->budget_bytes);
+        float loss;
+        assert_int_equal(tide_session_fetch(s, t.loss, &loss, sizeof(loss), &err), TIDE_OK);
+        double rel = fabs((double)loss - e->losses[i]) / e->losses[i];
+        print_message("%s step %" PRId64 ": tide %.9g, PyTorch %.9g, relative %.2e\n", e->model, i,
+                      (double)loss, e->losses[i], rel);
+        if (!(rel <= 1e-4))
+            fail_msg("%s step %" PRId64 ": loss %.9g, PyTorch's %.9g (relative %.3g > 1e-4)",
+                     e->model, i, (double)loss, e->losses[i], rel);
+    }
+    float trained_loss = eval_loss(s, &t, inputs, labels, 0);
+
+    /* The trained weights written into the model, and the file read back. */
+    tide_builder *b = tide_builder_new();
+    struct tide_onnx_options io = {.frozen = e->frozen, .n_frozen = e->n_frozen};
+    struct tide_onnx_result r;
+    assert_int_equal(tide_onnx_import(b, model, len, &io, &r, err_text, sizeof(err_text)), 0);
+    tide_builder_free(b);
+    struct tide_tensor *values = read_variables(s, &r);
+    uint8_t *written;
+    size_t written_len, replaced;
+    if (tide_onnx_with_values(model, len, e->frozen, e->n_frozen, values, (size_t)r.n_variables,
+                              &written, &written_len, &replaced, err_text, sizeof(err_text)) != 0)
+        fail_msg("%s: writing: %s", e->model, err_text);
+    assert_int_equal(replaced, (size_t)r.n_variables);
+    /* A value missing is refused, naming the Variable. */
+    uint8_t *none;
+    size_t none_len;
+    assert_int_equal(tide_onnx_with_values(model, len, e->frozen, e->n_frozen, values + 1,
+                                           (size_t)r.n_variables - 1, &none, &none_len, NULL,
+                                           err_text, sizeof(err_text)),
+                     -1);
+    assert_null(none);
+    assert_non_null(strstr(err_text, values[0].name));
+
+    /* Read back: the same Variables hold the trained values, bit for bit ... */
+    struct tide_onnx_training back;
+    if (tide_onnx_training_graph(written, written_len, &to, &back, err_text, sizeof(err_text)) != 0)
+        fail_msg("%s read back: %s", e->model, err_text);
+    assert_int_equal(back.parameters, t.parameters);
+    struct tide_session_options so = tide_session_options_default();
+    so.threads = 1;
+    so.train = &train;
+    struct tide_session *s2;
+    if (tide_session_new(back.graph, back.graph_len, &so, &s2, &err) != TIDE_OK)
+        fail_msg("%s read back: %s", e->model, err.message);
+    struct tide_tensor *again = read_variables(s2, &r);
+    for (int32_t k = 0; k < r.n_variables; k++) {
+        assert_int_equal(again[k].bytes, values[k].bytes);
+        assert_memory_equal(again[k].data, values[k].data, values[k].bytes);
+    }
+    /* ... and so give the trained session's loss exactly. */
+    float back_loss = eval_loss(s2, &back, inputs, labels, 0);
+    assert_true(back_loss == trained_loss);
+
+    for (int32_t k = 0; k < r.n_variables; k++) {
+        free((void *)values[k].data);
+        free((void *)again[k].data);
+    }
+    free(values);
+    free(again);
+    tide_session_free(s2);
+    tide_onnx_training_free(&back);
+    free(written);
+    tide_onnx_result_free(&r);
+    tide_session_free(s);
+    tide_onnx_training_free(&t);
+    free(model);
+    free(inputs);
+    free(labels);
+}
+
+/* PyTorch's CNN: Conv, Relu, MaxPool, Flatten, Gemm; labels [8]. */
+static void test_cnn_matches_pytorch(void **state)
+{
+    (void)state;
+    train_example(&cnn);
+}
+
+/* PyTorch's GPT: int64 tokens, the causal mask frozen, logits [4, 32, 256] and labels [4, 32]. */
+static void test_gpt_matches_pytorch(void **state)
+{
+    (void)state;
+    train_example(&gpt);
+}
+
+/*
+ * The GPT's masks must be frozen: as trainable Variables they would reach
+ * the Equal of the causal mask as computed tensors, which is refused.
+ */
+static void test_frozen_buffers(void **state)
+{
+    (void)state;
+    size_t len;
+    uint8_t *model = read_file("gpt.onnx", &len);
+    struct tide_onnx_training frozen, not_frozen;
+    char err[512];
+    struct tide_onnx_training_options to = {.frozen = gpt_buffers, .n_frozen = 2};
+    assert_int_equal(tide_onnx_training_graph(model, len, &to, &frozen, err, sizeof(err)), 0);
+    assert_int_equal(frozen.parameters, 135168); /* reference.json's, the masks not counted */
+    assert_int_equal(frozen.batch, 4);
+    assert_int_equal(frozen.classes, 256);
+    assert_int_equal(frozen.labels.rank, 2);
+    assert_int_equal(frozen.labels.dims[1], 32);
+    to.n_frozen = 0;
+    to.frozen = NULL;
+    assert_int_equal(tide_onnx_training_graph(model, len, &to, &not_frozen, err, sizeof(err)), -1);
+    assert_string_equal(err, "node /h.0/attn/Equal (Equal, opset 14): Equal of tensors computed "
+                             "in the graph is not supported (tide has no bool tensors); only "
+                             "constant conditions are folded");
+    assert_null(not_frozen.graph);
+    tide_onnx_training_free(&frozen);
+    tide_onnx_training_free(NULL);
+    free(model);
+}
+
+/* Outputs, losses and shapes that do not fit are refused with what is wrong. */
+static void test_refusals(void **state)
+{
+    (void)state;
+    size_t len;
+    uint8_t *model = read_file("cnn.onnx", &len);
+    struct tide_onnx_training t;
+    char err[512];
+    struct tide_onnx_training_options to = {.output = "probabilities"};
+    assert_int_equal(tide_onnx_training_graph(model, len, &to, &t, err, sizeof(err)), -1);
+    assert_string_equal(err, "the model has no output \"probabilities\"; its outputs: logits");
+    assert_null(t.graph);
+    to = (struct tide_onnx_training_options){.output = "logits", .loss = TIDE_ONNX_LOSS_NONE};
+    assert_int_equal(tide_onnx_training_graph(model, len, &to, &t, err, sizeof(err)), -1);
+    assert_string_equal(err,
+                        "loss none wants the output to be the scalar loss; \"logits\" is [8, 10]");
+    /* What a dataset of images and class labels must give the model. */
+    to = (struct tide_onnx_training_options){0};
+    assert_int_equal(tide_onnx_training_graph(model, len, &to, &t, err, sizeof(err)), 0);
+    assert_int_equal(tide_onnx_training_check_examples(&t, 0, 784, 10, err, sizeof(err)), 0);
+    assert_int_equal(tide_onnx_training_check_examples(&t, 8, 784, 3, err, sizeof(err)), 0);
+    assert_int_equal(tide_onnx_training_check_examples(&t, 16, 784, 10, err, sizeof(err)), -1);
+    assert_string_equal(err, "the model has a static batch of 8: a batch of 16 can only stand for "
+                             "a dynamic batch dimension (export the model with the batch you "
+                             "want)");
+    assert_int_equal(tide_onnx_training_check_examples(&t, 0, 3072, 10, err, sizeof(err)), -1);
+    assert_string_equal(err, "input \"images\" takes 6272 float32 values per batch of 8; the "
+                             "examples are 3072 float32 values each");
+    assert_int_equal(tide_onnx_training_check_examples(&t, 0, 784, 11, err, sizeof(err)), -1);
+    assert_string_equal(err, "the examples have 11 classes; output \"logits\" scores 10");
+    tide_onnx_training_free(&t);
+    /* mse: float targets of the output's shape. */
+    to.loss = TIDE_ONNX_LOSS_MSE;
+    assert_int_equal(tide_onnx_training_graph(model, len, &to, &t, err, sizeof(err)), 0);
+    assert_int_equal(t.labels.dtype, TIDE_DT_FLOAT32);
+    assert_int_equal(t.labels.rank, 2);
+    assert_int_equal(t.labels.elements, 80);
+    assert_int_equal(t.classes, 0);
+    assert_int_equal(tide_onnx_training_check_examples(&t, 0, 784, 10, err, sizeof(err)), -1);
+    assert_string_equal(err, "the examples have one class label each; the loss on \"logits\" "
+                             "wants other labels (another output or loss)");
+    tide_onnx_training_free(&t);
+    /* Not ONNX: the import's message. */
+    assert_int_equal(tide_onnx_training_graph(model, 20, NULL, &t, err, sizeof(err)), -1);
+    assert_non_null(strstr(err, "not an ONNX model"));
+    enum tide_onnx_loss loss;
+    assert_int_equal(tide_onnx_loss_parse("mse", &loss), 0);
+    assert_int_equal(loss, TIDE_ONNX_LOSS_MSE);
+    assert_int_equal(tide_onnx_loss_parse("nll", &loss), -1);
+    assert_string_equal(tide_onnx_loss_name(TIDE_ONNX_LOSS_NONE), "none");
+    /* --frozen's list: names between commas, empty ones skipped. */
+    char *copy;
+    const char **names;
+    size_t n;
+    assert_int_equal(tide_onnx_split_names("h.0.attn.mask,,h.1.attn.mask,", &copy, &names, &n), 0);
+    assert_int_equal(n, 2);
+    assert_string_equal(names[0], "h.0.attn.mask");
+    assert_string_equal(names[1], "h.1.attn.mask");
+    free(copy);
+    free(names);
+    assert_int_equal(tide_onnx_split_names(NULL, &copy, &names, &n), 0);
+    assert_int_equal(n, 0);
+    assert_null(names);
+    free(model);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_cnn_matches_pytorch),
+        cmocka_unit_test(test_gpt_matches_pytorch),
+        cmocka_unit_test(test_frozen_buffers),
+        cmocka_unit_test(test_refusals),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
