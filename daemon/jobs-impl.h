@@ -100,6 +100,8 @@ struct job {
     double steps_per_second;
     int64_t last_step_us;
     bool has_checkpoint;
+    /* The session's release queued a final checkpoint that has not finished yet. */
+    bool final_checkpoint_queued;
     uint64_t last_checkpoint_step;
     bool no_files; /* its directory was removed: nothing more is written */
 

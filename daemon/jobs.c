@@ -259,7 +259,9 @@ void tided__job_release_session(struct tided_daemon *d, struct job *j, bool chec
             t->session = j->session;
             t->checkpoint.step = j->dispatched;
             t->checkpoint.keep = j->keep_checkpoints;
+            t->checkpoint.final = true;
             tided__task_submit(d, t);
+            j->final_checkpoint_queued = true;
         } else {
             tided_task_free(t);
             TIDE_LOG_ERROR("job %s: out of memory for its final checkpoint", j->id);

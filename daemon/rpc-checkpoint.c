@@ -73,6 +73,8 @@ out:
 void tided__checkpoint_done(struct tided_daemon *d, struct tided_task *t)
 {
     struct job *j = t->job;
+    if (t->checkpoint.final)
+        j->final_checkpoint_queued = false;
     struct tided_call *call = tided__task_take_call(t);
     if (t->status != TIDE_OK) {
         TIDE_LOG_ERROR("job %s: checkpoint failed: %s", j->id, t->err.message);

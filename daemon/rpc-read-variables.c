@@ -23,9 +23,13 @@ void tided_rpc_read_variables(struct tided_daemon *d, struct tided_call *call,
     struct tided_task *t = NULL;
     if (!j)
         goto out;
-    /* A parked job's variables are its checkpoint's (queued behind the parking's checkpoint). */
-    bool from_file =
-        (tided__job_terminal(j) && j->has_checkpoint) || j->state == STATE(PARKED) || j->resuming;
+    /*
+     * A parked job's variables are its checkpoint's (queued behind the parking's checkpoint);
+     * so are a finished job's, also while its final checkpoint is still being written: the
+     * worker runs tasks in order, so this read comes after it.
+     */
+    bool from_file = (tided__job_terminal(j) && (j->has_checkpoint || j->final_checkpoint_queued)) ||
+                     j->state == STATE(PARKED) || j->resuming;
     if (!tided__job_live(j) && !from_file) {
         tided_call_fail(call, GRPC_STATUS_FAILED_PRECONDITION, "job %s is %s%s", j->id,
                         tided__job_state_name(j->state),

@@ -176,6 +176,7 @@ struct tided_task {
             char *dir;     /* owned */
             uint64_t step;
             uint32_t keep; /* checkpoint-<step>.pb files to keep; 0 means 1 */
+            bool final;    /* queued by the session's release (job->final_checkpoint_queued) */
             /* Out. */
             char *path;    /* owned */
             uint64_t bytes;
