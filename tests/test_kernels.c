@@ -2316,6 +2316,25 @@ static void test_math_unary(void **state)
     for (int i = 0; i < N; i++)
         want[i] = dy[i] * gelu_derivative_ref(x[i]);
     expect_close("gelu_grad", y, want, N, 1e-5, 1e-7);
+
+    /*
+     * Far left, Gelu and Gelu' are 0 to within float (e^-2u is inf, or over
+     * e^80 for Gelu'), down to x = -1e20, where x^3 overflows: never NaN
+     * from inf * 0, and never a tiny x e^-80 that grows with |x|.
+     */
+    float far[4] = {-20.0f, -88.0f, -1e6f, -1e20f}, ones[4] = {1, 1, 1, 1}, got[4];
+    run_unary(TIDE_OP_GELU, far, got, 4);
+    for (int i = 0; i < 4; i++) {
+        if (!(fabsf(got[i]) < 1e-30f))
+            fail_msg("gelu(%g) is %g, want 0 within 1e-30", far[i], got[i]);
+    }
+    struct tide_tensor_view far_in[2] = {fview(ones, 1, DIMS(4)), fview(far, 1, DIMS(4))};
+    struct tide_tensor_view far_out = fview(got, 1, DIMS(4));
+    run(&t, far_in, 2, &far_out, 1);
+    for (int i = 0; i < 4; i++) {
+        if (!(fabsf(got[i]) < 1e-30f))
+            fail_msg("gelu'(%g) is %g, want 0 within 1e-30", far[i], got[i]);
+    }
 }
 
 static void test_math_binary(void **state)
