@@ -166,7 +166,8 @@ static void usage(FILE *out)
             "  --data X --labels Y      train: your own data instead of --dataset: examples\n"
             "                           [N, ...] and class labels [N], NumPy .npy (float32 or\n"
             "                           uint8 examples, uint8 scaled to [0, 1]; int32, int64 or\n"
-            "                           uint8 labels) or IDX files; the examples' shape sets\n"
+            "                           uint8 labels; float32 targets [N, ...] for --onnx --loss\n"
+            "                           mse or none) or IDX files; the examples' shape sets\n"
             "                           the model's input (mlp: any; cnn, resnet: [C, H, W] or\n"
             "                           [H, W]; lstm: [S, F]), the largest label + 1 the classes\n"
             "  --test-data X2 --test-labels Y2\n"
@@ -180,7 +181,9 @@ static void usage(FILE *out)
             "  --output NAME            the ONNX output that predicts (default: its first)\n"
             "  --loss xent|mse|none     the loss on that output (default xent: cross-entropy\n"
             "                           against the class labels, output [B, classes]; mse:\n"
-            "                           float targets; none: the output is the model's own loss)\n"
+            "                           float32 --labels of the output's per-example shape;\n"
+            "                           none: the output is the model's own loss, --labels\n"
+            "                           feeds its second graph input)\n"
             "  --frozen A,B             float initializers to keep as they are, not train\n"
             "                           (buffers such as a causal mask)\n"
             "  --save OUT.onnx          train --onnx: write the model with its trained weights\n"
@@ -720,7 +723,13 @@ static int open_files(const struct bench_options *o, tide_dataset **train, tide_
     int rc = 0;
     /* An ONNX model reads any example shape of its input's size, as the MLP does. */
     const char *reader = o->onnx ? "mlp" : o->model;
-    if (tide_dataset_model_input(*train, reader, c, h, w, err, sizeof(err)) != 0)
+    if (!o->onnx && tide_dataset_label_dtype(*train) != TIDE_DT_INT32) {
+        snprintf(err, sizeof(err),
+                 "%s: float32 labels are targets, for an --onnx model with --loss mse or none; "
+                 "--model %s learns int class labels",
+                 o->labels, o->model);
+        rc = 2;
+    } else if (tide_dataset_model_input(*train, reader, c, h, w, err, sizeof(err)) != 0)
         rc = 2;
     else if (o->test_data && tide_dataset_open_files(o->test_data, o->test_labels, *train, test,
                                                      err, sizeof(err)) != 0)
@@ -838,6 +847,18 @@ struct feed_names {
 
 static const struct feed_names model_names = {TIDE_MODEL_IMAGES, TIDE_MODEL_LABELS,
                                               TIDE_MODEL_LOGITS, TIDE_MODEL_LOSS};
+
+/*
+ * The next batch of it into images and labels: int32 class labels, or float
+ * targets (targets: an ONNX model's --loss mse, or none with a float labels
+ * input) in the same 4-byte slots.
+ */
+static int64_t next_batch(tide_dataset_iter *it, bool targets, float *images, int32_t *labels)
+{
+    if (targets)
+        return tide_dataset_iter_next_targets(it, images, (float *)(void *)labels);
+    return tide_dataset_iter_next(it, images, labels);
+}
 
 /* Accuracy over the whole test split with the session's current variables. */
 static int evaluate(struct tide_session *s, const struct bench_options *o,
@@ -1144,7 +1165,7 @@ static void onnx_model_clear(struct onnx_model *m)
 
 /*
  * Reads --onnx, adds the loss (tide_onnx_training_graph) and checks that the
- * dataset ds feeds it (tide_onnx_training_check_examples). The model's batch
+ * dataset ds feeds it (tide_onnx_training_check_dataset). The model's batch
  * is its static one; --batch stands for a dynamic one and must agree with a
  * static one. Returns 0, or -1 after saying why.
  */
@@ -1170,8 +1191,12 @@ static int onnx_model_load(const struct bench_options *o, const tide_dataset *ds
     }
     int64_t per_example = tide_dataset_channels(ds) * tide_dataset_height(ds) *
                           tide_dataset_width(ds);
-    if (tide_onnx_training_check_examples(&m->t, o->batch_given ? o->batch : 0, per_example,
-                                          tide_dataset_classes(ds), err, sizeof(err)) != 0) {
+    /* Class labels, or the float targets (--loss mse, none) of --labels, of any shape. */
+    int64_t label_dims[TIDE_DATASET_MAX_SAMPLE_RANK];
+    int32_t label_rank = tide_dataset_label_shape(ds, label_dims);
+    if (tide_onnx_training_check_dataset(&m->t, o->batch_given ? o->batch : 0, per_example,
+                                         tide_dataset_label_dtype(ds), label_dims, label_rank,
+                                         tide_dataset_classes(ds), err, sizeof(err)) != 0) {
         fprintf(stderr, "tide-bench: %s: %s\n", o->onnx, err);
         return -1;
     }
@@ -1312,9 +1337,12 @@ static int cmd_train(const struct bench_options *o)
     int64_t per_example = tide_dataset_channels(train) * tide_dataset_height(train) *
                           tide_dataset_width(train);
     int32_t classes = tide_dataset_classes(train);
+    /* An ONNX model's labels are its loss's: [B] class indices, [B, ...] targets, its own input. */
+    int64_t label_slots = o->onnx ? onnx.t.labels.elements : o->batch;
+    bool targets = o->onnx && onnx.t.labels.dtype == TIDE_DT_FLOAT32;
     images = malloc((size_t)(o->batch * per_example) * sizeof(float));
-    labels = malloc((size_t)o->batch * sizeof(int32_t));
-    logits = malloc((size_t)(o->batch * classes) * sizeof(float));
+    labels = malloc((size_t)(label_slots > 0 ? label_slots : 1) * sizeof(int32_t));
+    logits = malloc((size_t)(o->batch * (classes > 0 ? classes : 1)) * sizeof(float));
     if (!images || !labels || !logits) {
         fprintf(stderr, "tide-bench: out of memory for batch buffers\n");
         goto out;
@@ -1356,11 +1384,12 @@ static int cmd_train(const struct bench_options *o)
     uint64_t high_water = 0;
     int64_t window = 0;
     for (int64_t step = 0; step < steps; step++) {
-        if (tide_dataset_iter_next(it, images, labels) == 0)
-            tide_dataset_iter_next(it, images, labels); /* the next epoch starts */
+        if (next_batch(it, targets, images, labels) == 0)
+            next_batch(it, targets, images, labels); /* the next epoch starts */
         struct tide_step_stats stats;
         if (tide_session_feed(s, names.images, images, image_bytes, &err) != TIDE_OK ||
-            tide_session_feed(s, names.labels, labels, (uint64_t)o->batch * 4, &err) != TIDE_OK ||
+            tide_session_feed(s, names.labels, labels, (uint64_t)label_slots * 4, &err) !=
+                TIDE_OK ||
             (ab && tide_bench_trace_ab_before_step(ab, s, &err) != TIDE_OK) ||
             tide_session_step(s, &stats, &err) != TIDE_OK ||
             tide_session_fetch(s, names.loss, &loss, sizeof(loss), &err) != TIDE_OK) {
@@ -1431,7 +1460,8 @@ static int cmd_train(const struct bench_options *o)
                 ab_figures.overhead_percent);
     double accuracy = NAN;
     double eval_start = now_ms();
-    bool no_eval = o->no_eval || !test; /* --data without --test-data: no test split */
+    /* --data without --test-data: no test split; accuracy is of class labels only. */
+    bool no_eval = o->no_eval || !test || (o->onnx && onnx.t.classes == 0);
     if (!no_eval && evaluate(s, o, &names, test, images, labels, logits, &accuracy) != 0)
         goto out;
     if (o->save_npz && save_npz(s, bytes, len, o->save_npz) != 0)

@@ -630,21 +630,60 @@ static int take_inputs(tide_dataset *ds, const struct array *a, const char *path
     return 0;
 }
 
-/* Fills ds's labels from the labels array, and its classes (from like, or the largest + 1). */
+/* Fills ds's float targets from a float32 labels array of any per-example shape. */
+static int take_targets(tide_dataset *ds, const struct array *a, const char *path,
+                        const tide_dataset *like, char *err, size_t err_size)
+{
+    char shape[160], want[160];
+    ds->target_rank = a->rank - 1;
+    ds->target_size = 1;
+    for (int32_t i = 0; i < ds->target_rank; i++) {
+        ds->target_dims[i] = a->dims[i + 1];
+        ds->target_size *= a->dims[i + 1];
+    }
+    if (ds->target_size < 1 || ds->target_size > MAX_SAMPLE_VALUES)
+        return fail(err, err_size, TIDE_DATASET_INVALID,
+                    "%s: targets of shape %s hold %" PRId64 " values an example; want 1 to 2^31",
+                    path, fmt_shape(a->dims, a->rank, shape, sizeof(shape)), ds->target_size);
+    if (like) {
+        bool same = like->targets && like->target_rank == ds->target_rank;
+        for (int32_t i = 0; same && i < ds->target_rank; i++)
+            same = like->target_dims[i] == ds->target_dims[i];
+        if (!same)
+            return fail(err, err_size, TIDE_DATASET_INVALID,
+                        "%s: float32 targets of shape %s an example, but the training labels are "
+                        "%s",
+                        path, fmt_shape(ds->target_dims, ds->target_rank, shape, sizeof(shape)),
+                        like->targets ? fmt_shape(like->target_dims, like->target_rank, want,
+                                                  sizeof(want))
+                                      : "int class indices");
+    }
+    ds->targets = malloc((size_t)a->count * sizeof(float));
+    if (!ds->targets)
+        return fail(err, err_size, TIDE_DATASET_NOMEM, "%s: out of memory", path);
+    for (uint64_t i = 0; i < a->count; i++) {
+        const uint8_t *p = a->data + 4 * i;
+        uint32_t u = a->big_endian ? read_be32(p)
+                                   : (uint32_t)p[0] | (uint32_t)p[1] << 8 |
+                                         (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+        memcpy(&ds->targets[i], &u, 4);
+    }
+    ds->classes = 0;
+    return 0;
+}
+
+/*
+ * Fills ds's labels from the labels array: int class indices, and its
+ * classes (from like, or the largest + 1); or float32 targets.
+ */
 static int take_labels(tide_dataset *ds, const struct array *a, const char *path,
                        const char *inputs_path, const struct array *inputs,
                        const tide_dataset *like, char *err, size_t err_size)
 {
     char shape[160], inputs_shape[160];
-    if (a->rank != 1 && !(a->rank == 2 && a->dims[1] == 1))
+    if (a->rank < 1)
         return fail(err, err_size, TIDE_DATASET_INVALID,
-                    "%s: labels of shape %s; want [N] or [N, 1], one class index per example",
-                    path, fmt_shape(a->dims, a->rank, shape, sizeof(shape)));
-    if (a->type == TIDE__ARRAY_FLOAT32)
-        return fail(err, err_size, TIDE_DATASET_INVALID,
-                    "%s: labels of dtype %s are not supported; want class indices of int32 '<i4', "
-                    "int64 '<i8' or uint8 '|u1' (IDX: int32 0x0C or unsigned byte 0x08)",
-                    path, a->spelled);
+                    "%s: labels of shape []; want one row per example, [N, ...]", path);
     if (a->dims[0] != ds->count)
         return fail(err, err_size, TIDE_DATASET_INVALID,
                     "%s holds %" PRId64 " examples (shape %s) but %s holds %" PRId64
@@ -652,6 +691,17 @@ static int take_labels(tide_dataset *ds, const struct array *a, const char *path
                     inputs_path, ds->count,
                     fmt_shape(inputs->dims, inputs->rank, inputs_shape, sizeof(inputs_shape)),
                     path, a->dims[0], fmt_shape(a->dims, a->rank, shape, sizeof(shape)));
+    if (a->type == TIDE__ARRAY_FLOAT32)
+        return take_targets(ds, a, path, like, err, err_size);
+    if (like && like->targets)
+        return fail(err, err_size, TIDE_DATASET_INVALID,
+                    "%s: labels of dtype %s, but the training labels are float32 targets", path,
+                    a->spelled);
+    if (a->rank != 1 && !(a->rank == 2 && a->dims[1] == 1))
+        return fail(err, err_size, TIDE_DATASET_INVALID,
+                    "%s: labels of shape %s; want [N] or [N, 1], one class index per example "
+                    "(or float32 targets of any shape)",
+                    path, fmt_shape(a->dims, a->rank, shape, sizeof(shape)));
     ds->labels32 = malloc((size_t)ds->count * sizeof(int32_t));
     if (!ds->labels32)
         return fail(err, err_size, TIDE_DATASET_NOMEM, "%s: out of memory", path);
@@ -744,6 +794,19 @@ int32_t tide_dataset_sample_shape(const tide_dataset *ds, int64_t *dims)
     }
     memcpy(dims, ds->sample_dims, (size_t)ds->sample_rank * sizeof(int64_t));
     return ds->sample_rank;
+}
+
+enum tide_data_type tide_dataset_label_dtype(const tide_dataset *ds)
+{
+    return ds && ds->targets ? TIDE_DT_FLOAT32 : TIDE_DT_INT32;
+}
+
+int32_t tide_dataset_label_shape(const tide_dataset *ds, int64_t *dims)
+{
+    if (!ds || !ds->targets)
+        return 0;
+    memcpy(dims, ds->target_dims, (size_t)ds->target_rank * sizeof(int64_t));
+    return ds->target_rank;
 }
 
 int tide_dataset_model_input(const tide_dataset *ds, const char *model, int64_t *channels,

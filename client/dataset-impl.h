@@ -42,7 +42,12 @@ struct tide_dataset {
 
     /* Files: float examples, int32 labels, and the shape of one example as the file has it. */
     float *values;     /* count * image_size floats, file order (when pixels is NULL) */
-    int32_t *labels32; /* count labels (when labels is NULL) */
+    int32_t *labels32; /* count labels (when labels and targets are NULL) */
+    /* Files of float32 labels: regression targets of any per-example shape (classes is 0). */
+    float *targets;        /* count * target_size floats, file order */
+    int64_t target_size;   /* the product of target_dims */
+    int32_t target_rank;
+    int64_t target_dims[TIDE_DATASET_MAX_SAMPLE_RANK];
     int32_t sample_rank;
     int64_t sample_dims[TIDE_DATASET_MAX_SAMPLE_RANK];
     char *inputs_path; /* what messages call the examples' file */

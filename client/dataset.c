@@ -478,6 +478,7 @@ void tide_dataset_free(tide_dataset *ds)
     free(ds->weights);
     free(ds->values);
     free(ds->labels32);
+    free(ds->targets);
     free(ds->inputs_path);
     free(ds);
 }
@@ -568,6 +569,12 @@ static void copy_stored(const tide_dataset *ds, int64_t index, float *image, int
         *label = ds->labels ? ds->labels[index] : ds->labels32[index];
 }
 
+/* Copies example index's float targets (target_size floats) into target. */
+static void copy_target(const tide_dataset *ds, int64_t index, float *target)
+{
+    memcpy(target, ds->targets + index * ds->target_size, (size_t)ds->target_size * sizeof(float));
+}
+
 /* Copies example index (valid) into image (image_size floats, not NULL) and *label. */
 static void copy_example(const tide_dataset *ds, int64_t index, float *image, int32_t *label)
 {
@@ -580,7 +587,7 @@ static void copy_example(const tide_dataset *ds, int64_t index, float *image, in
 
 int tide_dataset_example(const tide_dataset *ds, int64_t index, float *image, int32_t *label)
 {
-    if (!ds || index < 0 || index >= ds->count)
+    if (!ds || index < 0 || index >= ds->count || (label && ds->targets))
         return TIDE_DATASET_INVALID;
     if (ds->kind != TIDE__DATASET_SYNTHETIC) {
         copy_stored(ds, index, image, label);
@@ -670,10 +677,9 @@ void tide_dataset_iter_free(tide_dataset_iter *it)
     free(it);
 }
 
-int64_t tide_dataset_iter_next(tide_dataset_iter *it, float *images, int32_t *labels)
+/* The batch of iter_next and iter_next_targets: int32 labels or float targets, one set. */
+static int64_t iter_next(tide_dataset_iter *it, float *images, int32_t *labels, float *targets)
 {
-    if (!it || !images || !labels)
-        return -1;
     const tide_dataset *ds = it->ds;
     int64_t left = ds->count - it->pos;
     if (left <= 0 || (left < it->batch && !(it->flags & TIDE_DATASET_KEEP_LAST))) {
@@ -686,10 +692,29 @@ int64_t tide_dataset_iter_next(tide_dataset_iter *it, float *images, int32_t *la
     for (int64_t i = 0; i < it->batch; i++) {
         /* Padding slots (i >= real) repeat the epoch's first examples. */
         int64_t index = i < real ? it->order[it->pos + i] : it->order[(i - real) % ds->count];
-        copy_example(ds, index, images + i * ds->image_size, &labels[i]);
+        if (targets) {
+            copy_stored(ds, index, images + i * ds->image_size, NULL);
+            copy_target(ds, index, targets + i * ds->target_size);
+        } else {
+            copy_example(ds, index, images + i * ds->image_size, &labels[i]);
+        }
     }
     it->pos += real;
     return real;
+}
+
+int64_t tide_dataset_iter_next(tide_dataset_iter *it, float *images, int32_t *labels)
+{
+    if (!it || !images || !labels || it->ds->targets)
+        return -1;
+    return iter_next(it, images, labels, NULL);
+}
+
+int64_t tide_dataset_iter_next_targets(tide_dataset_iter *it, float *images, float *targets)
+{
+    if (!it || !images || !targets || !it->ds->targets)
+        return -1;
+    return iter_next(it, images, NULL, targets);
 }
 
 int64_t tide_dataset_iter_epoch(const tide_dataset_iter *it)

@@ -10,6 +10,7 @@
  */
 #include <inttypes.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -238,9 +239,19 @@ out:
     return rc;
 }
 
-int tide_onnx_training_check_examples(const struct tide_onnx_training *t, int64_t batch,
-                                      int64_t example_elements, int32_t classes, char *err,
-                                      size_t err_size)
+/* Formats dims[0 .. rank - 1] as "[4, 32]" into buf. */
+static const char *fmt_shape(const int64_t *dims, int32_t rank, char *buf, size_t size)
+{
+    struct tide_onnx_tensor t = {.rank = rank};
+    if (rank > 0)
+        memcpy(t.dims, dims, (size_t)rank * sizeof(int64_t));
+    return fmt_dims(&t, buf, size);
+}
+
+int tide_onnx_training_check_dataset(const struct tide_onnx_training *t, int64_t batch,
+                                     int64_t example_elements, enum tide_data_type label_dtype,
+                                     const int64_t *label_dims, int32_t label_rank, int32_t classes,
+                                     char *err, size_t err_size)
 {
     if (batch && t->batch != batch)
         return fail(err, err_size,
@@ -255,15 +266,46 @@ int tide_onnx_training_check_examples(const struct tide_onnx_training *t, int64_
                     t->input.name, t->input.elements,
                     t->input.dtype == TIDE_DT_FLOAT32 ? "float32" : "int32", t->batch,
                     example_elements);
-    if (t->labels.dtype != TIDE_DT_INT32 || t->labels.elements != t->batch)
+    const struct tide_onnx_tensor *l = &t->labels;
+    if (!l->name[0])
         return fail(err, err_size,
-                    "the examples have one class label each; the loss on \"%s\" wants other "
-                    "labels (another output or loss)",
-                    t->output.name);
-    if (classes > t->classes)
+                    "loss none: the model's graph inputs are \"%s\" only, so there is no "
+                    "input to feed the labels to (a model that computes its own loss takes its "
+                    "labels as a second graph input)",
+                    t->input.name);
+    char who[TIDE_BUILDER_MAX_NAME + 64], want[160], have[160];
+    if (strcmp(t->loss, l->name) != 0 && strcmp(t->loss, t->output.name) == 0)
+        snprintf(who, sizeof(who), "the model's labels input \"%s\"", l->name);
+    else
+        snprintf(who, sizeof(who), "the loss on output \"%s\"", t->output.name);
+    if (l->rank < 1 || l->dims[0] != t->batch)
+        return fail(err, err_size, "%s is %s: its first dimension must be the batch, %" PRId64, who,
+                    fmt_dims(l, want, sizeof(want)), t->batch);
+    fmt_shape(l->dims + 1, l->rank - 1, want, sizeof(want));
+    fmt_shape(label_dims, label_rank, have, sizeof(have));
+    const char *want_kind = l->dtype == TIDE_DT_FLOAT32 ? "float32 targets" : "int class labels";
+    const char *have_kind =
+        label_dtype == TIDE_DT_FLOAT32 ? "float32 targets" : "int class labels (int32)";
+    bool same = l->dtype == label_dtype && l->rank - 1 == label_rank;
+    for (int32_t k = 0; same && k < label_rank; k++)
+        same = l->dims[k + 1] == label_dims[k];
+    if (!same)
+        return fail(err, err_size,
+                    "%s wants %s of shape %s an example; the labels are %s of shape %s an "
+                    "example",
+                    who, want_kind, want, have_kind, have);
+    if (t->classes > 0 && classes > t->classes)
         return fail(err, err_size, "the examples have %d classes; output \"%s\" scores %" PRId64,
                     (int)classes, t->output.name, t->classes);
     return 0;
+}
+
+int tide_onnx_training_check_examples(const struct tide_onnx_training *t, int64_t batch,
+                                      int64_t example_elements, int32_t classes, char *err,
+                                      size_t err_size)
+{
+    return tide_onnx_training_check_dataset(t, batch, example_elements, TIDE_DT_INT32, NULL, 0,
+                                            classes, err, err_size);
 }
 
 void tide_onnx_training_free(struct tide_onnx_training *out)

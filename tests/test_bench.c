@@ -28,6 +28,7 @@
 #include <cmocka.h>
 
 #include "child.h"
+#include "onnx.pb-c.h"
 #include "json-lines.h"
 #include "tide/dataset.h"
 
@@ -827,6 +828,296 @@ static void test_maxbatch_needs_a_budget(void **state)
     free(r);
 }
 
+
+/* ============================================================================
+ * Small ONNX models built here (the ModelProto pattern of test_onnx.c)
+ * ========================================================================== */
+
+#define MB_MAX 8
+
+struct mb {
+    Onnx__ModelProto model;
+    Onnx__GraphProto graph;
+    Onnx__OperatorSetIdProto opset;
+    Onnx__OperatorSetIdProto *opsets[1];
+    Onnx__NodeProto *nodes[MB_MAX];
+    Onnx__ValueInfoProto *inputs[MB_MAX], *outputs[MB_MAX];
+    Onnx__TensorProto *inits[MB_MAX];
+    void *owned[MB_MAX * 16]; /* everything calloc'd, freed by mb_free */
+    int n_owned;
+};
+
+static void *own(struct mb *m, size_t size)
+{
+    void *p = calloc(1, size);
+    assert_non_null(p);
+    assert_true(m->n_owned < MB_MAX * 16);
+    m->owned[m->n_owned++] = p;
+    return p;
+}
+
+static char *own_str(struct mb *m, const char *s)
+{
+    char *p = own(m, strlen(s) + 1);
+    memcpy(p, s, strlen(s));
+    return p;
+}
+
+static struct mb *mb_new(void)
+{
+    struct mb *m = calloc(1, sizeof(*m));
+    assert_non_null(m);
+    onnx__model_proto__init(&m->model);
+    onnx__graph_proto__init(&m->graph);
+    onnx__operator_set_id_proto__init(&m->opset);
+    m->model.has_ir_version = true;
+    m->model.ir_version = 8;
+    m->opset.has_version = true;
+    m->opset.version = 13;
+    m->opset.domain = own_str(m, "");
+    m->opsets[0] = &m->opset;
+    m->model.n_opset_import = 1;
+    m->model.opset_import = m->opsets;
+    m->model.graph = &m->graph;
+    m->graph.name = own_str(m, "g");
+    m->graph.node = m->nodes;
+    m->graph.input = m->inputs;
+    m->graph.output = m->outputs;
+    m->graph.initializer = m->inits;
+    return m;
+}
+
+static void mb_free(struct mb *m)
+{
+    for (int k = 0; k < m->n_owned; k++)
+        free(m->owned[k]);
+    free(m);
+}
+
+/* A graph input (rank >= 0, static dims) or, with rank -1, an output without a type. */
+static Onnx__ValueInfoProto *value_info(struct mb *m, const char *name, int32_t elem_type,
+                                        int32_t rank, const int64_t *dims)
+{
+    Onnx__ValueInfoProto *v = own(m, sizeof(*v));
+    onnx__value_info_proto__init(v);
+    v->name = own_str(m, name);
+    if (rank < 0)
+        return v;
+    Onnx__TypeProto *t = own(m, sizeof(*t));
+    onnx__type_proto__init(t);
+    Onnx__TypeProto__Tensor *tt = own(m, sizeof(*tt));
+    onnx__type_proto__tensor__init(tt);
+    Onnx__TensorShapeProto *shape = own(m, sizeof(*shape));
+    onnx__tensor_shape_proto__init(shape);
+    Onnx__TensorShapeProto__Dimension **d = own(m, sizeof(*d) * (size_t)(rank ? rank : 1));
+    for (int32_t k = 0; k < rank; k++) {
+        d[k] = own(m, sizeof(**d));
+        onnx__tensor_shape_proto__dimension__init(d[k]);
+        d[k]->value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE;
+        d[k]->dim_value = dims[k];
+    }
+    shape->n_dim = (size_t)rank;
+    shape->dim = d;
+    tt->has_elem_type = true;
+    tt->elem_type = elem_type;
+    tt->shape = shape;
+    t->value_case = ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE;
+    t->tensor_type = tt;
+    v->type = t;
+    return v;
+}
+
+static void mb_input(struct mb *m, const char *name, int32_t elem_type, int32_t rank,
+                     const int64_t *dims)
+{
+    m->inputs[m->graph.n_input++] = value_info(m, name, elem_type, rank, dims);
+}
+
+static void mb_output(struct mb *m, const char *name)
+{
+    m->outputs[m->graph.n_output++] = value_info(m, name, 0, -1, NULL);
+}
+
+/* A float initializer of zeros. */
+static void mb_zeros(struct mb *m, const char *name, int32_t rank, const int64_t *dims)
+{
+    Onnx__TensorProto *t = own(m, sizeof(*t));
+    onnx__tensor_proto__init(t);
+    t->name = own_str(m, name);
+    t->has_data_type = true;
+    t->data_type = ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT;
+    t->n_dims = (size_t)rank;
+    t->dims = own(m, sizeof(int64_t) * (size_t)rank);
+    int64_t n = 1;
+    for (int32_t k = 0; k < rank; k++)
+        t->dims[k] = dims[k], n *= dims[k];
+    t->n_float_data = (size_t)n;
+    t->float_data = own(m, sizeof(float) * (size_t)n);
+    m->inits[m->graph.n_initializer++] = t;
+}
+
+/* A node; ins and outs are NULL-terminated lists of names. */
+static void mb_node(struct mb *m, const char *op, const char *const *ins, const char *const *outs)
+{
+    Onnx__NodeProto *n = own(m, sizeof(*n));
+    onnx__node_proto__init(n);
+    n->op_type = own_str(m, op);
+    n->name = own_str(m, op);
+    size_t ni = 0, no = 0;
+    while (ins[ni])
+        ni++;
+    while (outs[no])
+        no++;
+    n->input = own(m, sizeof(char *) * ni);
+    n->output = own(m, sizeof(char *) * no);
+    for (size_t k = 0; k < ni; k++)
+        n->input[k] = own_str(m, ins[k]);
+    for (size_t k = 0; k < no; k++)
+        n->output[k] = own_str(m, outs[k]);
+    n->n_input = ni;
+    n->n_output = no;
+    m->nodes[m->graph.n_node++] = n;
+}
+
+/* Writes m as the file name (in files_dir) and frees it. */
+static void mb_write(struct mb *m, const char *name)
+{
+    size_t len = onnx__model_proto__get_packed_size(&m->model);
+    uint8_t *bytes = malloc(len);
+    assert_non_null(bytes);
+    onnx__model_proto__pack(&m->model, bytes);
+    write_file(name, "", 0, bytes, len);
+    free(bytes);
+    mb_free(m);
+}
+
+#define LIST(...) ((const char *const[]){__VA_ARGS__, NULL})
+
+/* The loss a tide-bench train --json line reports: its last window's mean. */
+static double bench_loss(struct tide_test_run *r, char *const args[])
+{
+    struct json_object *line = run_bench(r, 0, args);
+    double loss = tide_test_json_number(line, "loss");
+    json_object_put(line);
+    return loss;
+}
+
+/*
+ * train --onnx --loss mse and --loss none from files: a linear regression
+ * (Gemm, output [8, 2]) fed float32 targets [N, 2], and a classifier whose
+ * graph computes its own loss (SoftmaxCrossEntropyLoss, output the scalar
+ * "loss") fed int64 labels through its second graph input. The loss of 200
+ * steps is well below the first step's. Labels that do not fit are refused
+ * naming both shapes or kinds.
+ */
+static void test_train_onnx_mse_and_own_loss(void **state)
+{
+    (void)state;
+    snprintf(files_dir, sizeof(files_dir), "/tmp/tide-test-bench-onnxloss-XXXXXX");
+    assert_non_null(mkdtemp(files_dir));
+    enum { N = 64, F = 3 };
+    static float x[N * F], targets[N * 2], wrong[N * 3];
+    static int64_t classes[N];
+    uint64_t seed = 5;
+    for (int i = 0; i < N * F; i++) {
+        seed = seed * 6364136223846793005u + 1442695040888963407u;
+        x[i] = (float)(seed >> 40) / (float)(1 << 24) * 2.0f - 1.0f;
+    }
+    for (int i = 0; i < N; i++) {
+        const float *r = x + i * F;
+        targets[2 * i] = 2.0f * r[0] - r[1] + 0.5f * r[2] + 0.3f;
+        targets[2 * i + 1] = -r[0] + 0.25f;
+        classes[i] = (r[0] > 0) + 2 * (r[1] > 0);
+    }
+    write_npy128("x.npy", "{'descr': '<f4', 'fortran_order': False, 'shape': (64, 3), }", x,
+                 sizeof(x));
+    write_npy128("t.npy", "{'descr': '<f4', 'fortran_order': False, 'shape': (64, 2), }",
+                 targets, sizeof(targets));
+    write_npy128("w.npy", "{'descr': '<f4', 'fortran_order': False, 'shape': (64, 3), }", wrong,
+                 sizeof(wrong));
+    write_npy128("c.npy", "{'descr': '<i8', 'fortran_order': False, 'shape': (64,), }", classes,
+                 sizeof(classes));
+
+    /* y = x W + b, W [3, 2] and b [2] from zeros. */
+    struct mb *m = mb_new();
+    mb_input(m, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 2, (int64_t[]){8, F});
+    mb_zeros(m, "W", 2, (int64_t[]){F, 2});
+    mb_zeros(m, "b", 1, (int64_t[]){2});
+    mb_node(m, "Gemm", LIST("x", "W", "b"), LIST("y"));
+    mb_output(m, "y");
+    mb_write(m, "regression.onnx");
+    /* Its own loss: logits = x W + b (4 classes), then SoftmaxCrossEntropyLoss against "labels". */
+    m = mb_new();
+    mb_input(m, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 2, (int64_t[]){8, F});
+    mb_input(m, "target", ONNX__TENSOR_PROTO__DATA_TYPE__INT64, 1, (int64_t[]){8});
+    mb_zeros(m, "W", 2, (int64_t[]){F, 4});
+    mb_zeros(m, "b", 1, (int64_t[]){4});
+    mb_node(m, "Gemm", LIST("x", "W", "b"), LIST("logits"));
+    mb_node(m, "SoftmaxCrossEntropyLoss", LIST("logits", "target"), LIST("loss"));
+    mb_output(m, "loss");
+    mb_write(m, "own-loss.onnx");
+
+    struct tide_test_run *r = malloc(sizeof(*r));
+    assert_non_null(r);
+    char *x_npy = strdup(file_in("x.npy"));
+    char *reg = strdup(file_in("regression.onnx")), *own_loss = strdup(file_in("own-loss.onnx"));
+    char *t_npy = strdup(file_in("t.npy")), *c_npy = strdup(file_in("c.npy"));
+    char *w_npy = strdup(file_in("w.npy"));
+    assert_true(reg && own_loss && t_npy && c_npy && w_npy && x_npy);
+
+    double first = bench_loss(r, (char *[]){"train", "--onnx", reg, "--loss", "mse", "--data",
+                                            x_npy, "--labels", t_npy, "--steps", "1", "--json",
+                                            NULL});
+    double last = bench_loss(r, (char *[]){"train", "--onnx", reg, "--loss", "mse", "--data",
+                                           x_npy, "--labels", t_npy, "--steps", "200", "--json",
+                                           NULL});
+    print_message("mse: first step %.4f, steps 151-200 %.4f\n", first, last);
+    assert_true(first > 0.5);
+    assert_true(last < first / 20);
+
+    first = bench_loss(r, (char *[]){"train", "--onnx", own_loss, "--loss", "none", "--output",
+                                     "loss", "--data", x_npy, "--labels", c_npy, "--steps", "1",
+                                     "--json", NULL});
+    last = bench_loss(r, (char *[]){"train", "--onnx", own_loss, "--loss", "none", "--output",
+                                    "loss", "--data", x_npy, "--labels", c_npy, "--steps", "200",
+                                    "--json", NULL});
+    print_message("none: first step %.4f, steps 151-200 %.4f\n", first, last);
+    assert_float_equal(first, log(4.0), 1e-4); /* zero weights: uniform over 4 classes */
+    assert_true(last < 0.7 * first);
+
+    /* Labels that do not fit, refused before a step. */
+    run_bench_fails(r, 1, (char *[]){"train", "--onnx", reg, "--loss", "mse", "--data", x_npy,
+                                     "--labels", w_npy, NULL},
+                    "the loss on output \"y\" wants float32 targets of shape [2] an example; the "
+                    "labels are float32 targets of shape [3] an example");
+    run_bench_fails(r, 1, (char *[]){"train", "--onnx", reg, "--loss", "mse", "--data", x_npy,
+                                     "--labels", c_npy, NULL},
+                    "the loss on output \"y\" wants float32 targets of shape [2] an example; the "
+                    "labels are int class labels (int32) of shape [] an example");
+    run_bench_fails(r, 1, (char *[]){"train", "--onnx", own_loss, "--loss", "none", "--output",
+                                     "loss", "--data", x_npy, "--labels", t_npy, NULL},
+                    "the model's labels input \"target\" wants int class labels of shape [] an "
+                    "example; the labels are float32 targets of shape [2] an example");
+    run_bench_fails(r, 1, (char *[]){"train", "--onnx", reg, "--data", x_npy, "--labels", t_npy,
+                                     NULL},
+                    "the loss on output \"y\" wants int class labels of shape [] an example; the "
+                    "labels are float32 targets of shape [2] an example");
+    run_bench_fails(r, 2, (char *[]){"train", "--model", "mlp", "--data", x_npy, "--labels", t_npy,
+                                     NULL},
+                    "t.npy: float32 labels are targets, for an --onnx model with --loss mse or "
+                    "none; --model mlp learns int class labels");
+    /* loss none without a labels input: the regression's output is no scalar either. */
+    run_bench_fails(r, 1, (char *[]){"train", "--onnx", reg, "--loss", "none", "--data", x_npy,
+                                     "--labels", t_npy, NULL},
+                    "loss none wants the output to be the scalar loss; \"y\" is [8, 2]");
+    free(r);
+    const char *names[] = {"x.npy", "t.npy", "w.npy", "c.npy", "regression.onnx", "own-loss.onnx"};
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+        unlink(file_in(names[i]));
+    rmdir(files_dir);
+    free(reg), free(own_loss), free(t_npy), free(c_npy), free(w_npy), free(x_npy);
+}
+
 /*
  * train --onnx: PyTorch's CNN (examples/onnx/cnn.onnx, static batch 8)
  * trained on Fashion-MNIST and written back with --save; eval of that file
@@ -1066,6 +1357,7 @@ int main(void)
         cmocka_unit_test(test_max_vary_errors),
         cmocka_unit_test(test_train_from_files),
         cmocka_unit_test(test_train_onnx_save_eval),
+        cmocka_unit_test(test_train_onnx_mse_and_own_loss),
         cmocka_unit_test(test_train_transformer_heldout),
         cmocka_unit_test(test_train_moe),
         cmocka_unit_test(test_max_moe_experts_exact),

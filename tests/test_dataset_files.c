@@ -225,6 +225,80 @@ static void test_npy_float32_and_int32(void **state)
 }
 
 /* uint8 inputs (version 2.0) become byte / 255 exactly; int64 (3.0) and uint8 labels. */
+/* Float32 labels are targets of any per-example shape, batched as the inputs are. */
+static void test_npy_float_targets(void **state)
+{
+    (void)state;
+    float x[5 * 2], y[5 * 2 * 3];
+    for (int i = 0; i < 5 * 2; i++)
+        x[i] = (float)i;
+    for (int i = 0; i < 5 * 2 * 3; i++)
+        y[i] = (float)i * 0.25f - 1.0f;
+    write_npy("x.npy", 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (5, 2), }", x,
+              sizeof(x));
+    write_npy("yf.npy", 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (5, 2, 3), }", y,
+              sizeof(y));
+    tide_dataset *ds = open_ok("x.npy", "yf.npy", NULL);
+    assert_int_equal(tide_dataset_classes(ds), 0);
+    assert_int_equal(tide_dataset_label_dtype(ds), TIDE_DT_FLOAT32);
+    int64_t dims[TIDE_DATASET_MAX_SAMPLE_RANK];
+    assert_int_equal(tide_dataset_label_shape(ds, dims), 2);
+    assert_int_equal(dims[0], 2);
+    assert_int_equal(dims[1], 3);
+    /* Int32 labels are not asked for of targets, by example or by batch. */
+    int32_t label;
+    float image[2];
+    assert_int_equal(tide_dataset_example(ds, 0, image, &label), TIDE_DATASET_INVALID);
+    assert_int_equal(tide_dataset_example(ds, 4, image, NULL), 0);
+    assert_memory_equal(image, x + 8, sizeof(image));
+
+    tide_dataset_iter *it;
+    assert_int_equal(tide_dataset_iter_new(ds, 2, 7, TIDE_DATASET_KEEP_LAST, &it, err,
+                                           sizeof(err)),
+                     0);
+    float images[2 * 2], targets[2 * 6];
+    int32_t labels[2];
+    assert_int_equal(tide_dataset_iter_next(it, images, labels), -1);
+    assert_int_equal(tide_dataset_iter_next_targets(it, images, targets), 2);
+    assert_memory_equal(images, x, sizeof(images));
+    assert_memory_equal(targets, y, sizeof(targets));
+    assert_int_equal(tide_dataset_iter_next_targets(it, images, targets), 2);
+    assert_memory_equal(targets, y + 12, sizeof(targets));
+    /* The short last batch: example 4, then the epoch's first example as padding. */
+    assert_int_equal(tide_dataset_iter_next_targets(it, images, targets), 1);
+    assert_memory_equal(targets, y + 24, 6 * sizeof(float));
+    assert_memory_equal(targets + 6, y, 6 * sizeof(float));
+    assert_int_equal(tide_dataset_iter_next_targets(it, images, targets), 0);
+    tide_dataset_iter_free(it);
+
+    /* A test split: targets of the training targets' shape, not class labels. */
+    tide_dataset *test = open_ok("x.npy", "yf.npy", ds);
+    assert_int_equal(tide_dataset_label_dtype(test), TIDE_DT_FLOAT32);
+    tide_dataset_free(test);
+    write_npy("yt.npy", 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (5, 6), }", y,
+              sizeof(y));
+    expect_error("x.npy", "yt.npy", ds, TIDE_DATASET_INVALID,
+                 "%s/yt.npy: float32 targets of shape [6] an example, but the training labels "
+                 "are [2, 3]",
+                 dir);
+    int32_t yi[5] = {0, 1, 2, 0, 1};
+    write_npy("yi.npy", 1, "{'descr': '<i4', 'fortran_order': False, 'shape': (5,), }", yi,
+              sizeof(yi));
+    expect_error("x.npy", "yi.npy", ds, TIDE_DATASET_INVALID,
+                 "%s/yi.npy: labels of dtype int32 '<i4', but the training labels are float32 "
+                 "targets",
+                 dir);
+    tide_dataset *classes = open_ok("x.npy", "yi.npy", NULL);
+    assert_int_equal(tide_dataset_label_dtype(classes), TIDE_DT_INT32);
+    assert_int_equal(tide_dataset_label_shape(classes, dims), 0);
+    expect_error("x.npy", "yf.npy", classes, TIDE_DATASET_INVALID,
+                 "%s/yf.npy: float32 targets of shape [2, 3] an example, but the training labels "
+                 "are int class indices",
+                 dir);
+    tide_dataset_free(classes);
+    tide_dataset_free(ds);
+}
+
 static void test_npy_uint8_int64_versions(void **state)
 {
     (void)state;
@@ -521,12 +595,18 @@ static void test_bad_files(void **state)
                  "%s/xi.npy: inputs of dtype int32 '<i4' are not supported; want float32 '<f4' "
                  "or uint8 '|u1' (IDX: float32 0x0D or unsigned byte 0x08)",
                  dir);
-    write_npy("yf.npy", 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (3,), }", x,
-              3 * sizeof(float));
+    /* Labels of one file per example, [N, ...] with N the inputs' count. */
+    write_npy("yf.npy", 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }", x,
+              6 * sizeof(float));
     expect_error("x.npy", "yf.npy", NULL, TIDE_DATASET_INVALID,
-                 "%s/yf.npy: labels of dtype float32 '<f4' are not supported; want class indices "
-                 "of int32 '<i4', int64 '<i8' or uint8 '|u1' (IDX: int32 0x0C or unsigned byte "
-                 "0x08)",
+                 "%s/x.npy holds 3 examples (shape [3, 2]) but %s/yf.npy holds 2 labels (shape "
+                 "[2, 3])",
+                 dir, dir);
+    write_npy("yi.npy", 1, "{'descr': '<i4', 'fortran_order': False, 'shape': (3, 2), }", x,
+              6 * sizeof(int32_t));
+    expect_error("x.npy", "yi.npy", NULL, TIDE_DATASET_INVALID,
+                 "%s/yi.npy: labels of shape [3, 2]; want [N] or [N, 1], one class index per "
+                 "example (or float32 targets of any shape)",
                  dir);
 
     /* Fortran order, refused naming the file. */
@@ -550,10 +630,6 @@ static void test_bad_files(void **state)
     expect_error("y.npy", "y.npy", NULL, TIDE_DATASET_INVALID,
                  "%s/y.npy: inputs of shape [3]; want one row per example, [N, ...] with at "
                  "least two dimensions",
-                 dir);
-    expect_error("x.npy", "x.npy", NULL, TIDE_DATASET_INVALID,
-                 "%s/x.npy: labels of shape [3, 2]; want [N] or [N, 1], one class index per "
-                 "example",
                  dir);
     write_npy("bad.npy", 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (0, 2), }", x, 0);
     expect_error("bad.npy", "y.npy", NULL, TIDE_DATASET_INVALID,
@@ -885,6 +961,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_npy_float32_and_int32),
+        cmocka_unit_test(test_npy_float_targets),
         cmocka_unit_test(test_npy_uint8_int64_versions),
         cmocka_unit_test(test_idx_files),
         cmocka_unit_test(test_test_split_like_training),

@@ -425,8 +425,27 @@ static void test_refusals(void **state)
     assert_int_equal(t.labels.elements, 80);
     assert_int_equal(t.classes, 0);
     assert_int_equal(tide_onnx_training_check_examples(&t, 0, 784, 10, err, sizeof(err)), -1);
-    assert_string_equal(err, "the examples have one class label each; the loss on \"logits\" "
-                             "wants other labels (another output or loss)");
+    assert_string_equal(err, "the loss on output \"logits\" wants float32 targets of shape [10] "
+                             "an example; the labels are int class labels (int32) of shape [] "
+                             "an example");
+    assert_int_equal(tide_onnx_training_check_dataset(&t, 0, 784, TIDE_DT_FLOAT32, (int64_t[]){10},
+                                                      1, 0, err, sizeof(err)),
+                     0);
+    assert_int_equal(tide_onnx_training_check_dataset(&t, 0, 784, TIDE_DT_FLOAT32,
+                                                      (int64_t[]){2, 5}, 2, 0, err, sizeof(err)),
+                     -1);
+    assert_string_equal(err, "the loss on output \"logits\" wants float32 targets of shape [10] "
+                             "an example; the labels are float32 targets of shape [2, 5] an "
+                             "example");
+    /* loss none on a model of one graph input: nowhere to feed labels. */
+    struct tide_onnx_training own = {.batch = 8, .input = t.input, .loss = "score"};
+    snprintf(own.output.name, sizeof(own.output.name), "score");
+    assert_int_equal(tide_onnx_training_check_dataset(&own, 0, 784, TIDE_DT_INT32, NULL, 0, 10, err,
+                                                      sizeof(err)),
+                     -1);
+    assert_string_equal(err, "loss none: the model's graph inputs are \"images\" only, so there "
+                             "is no input to feed the labels to (a model that computes its own "
+                             "loss takes its labels as a second graph input)");
     tide_onnx_training_free(&t);
     /* Not ONNX: the import's message. */
     assert_int_equal(tide_onnx_training_graph(model, 20, NULL, &t, err, sizeof(err)), -1);

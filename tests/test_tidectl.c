@@ -445,6 +445,85 @@ static void test_socket_permission_denied(void **state)
     rmdir(dir);
 }
 
+
+/* Writes a version-1.0 .npy file: dict padded with spaces and a newline to 128 bytes. */
+static void write_npy128(const char *path, const char *dict, const void *data, size_t len)
+{
+    char head[128] = "\x93NUMPY\x01\x00\x76\x00";
+    size_t dict_len = strlen(dict);
+    assert_true(10 + dict_len < 128);
+    memcpy(head + 10, dict, dict_len);
+    memset(head + 10 + dict_len, ' ', 128 - 10 - dict_len - 1);
+    head[127] = '\n';
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(head, 1, 128, f), 128);
+    assert_int_equal(fwrite(data, 1, len, f), len);
+    assert_int_equal(fclose(f), 0);
+}
+
+/* Runs tidectl train with args; wants exit 2 (a usage error) and want in stderr. */
+static void expect_train_refused(const char *want, char *const args[])
+{
+    char *argv[24] = {"--socket", NO_SOCKET, "train"};
+    int n = 3;
+    for (; n < 23 && args[n - 3]; n++)
+        argv[n] = args[n - 3];
+    argv[n] = NULL;
+    struct tide_test_run *r = malloc(sizeof(*r));
+    assert_non_null(r);
+    run_tidectl_argv(r, argv);
+    if (r->exit_code != 2 || !strstr(r->err, want))
+        fail_msg("tidectl train: exit %d (wanted 2), stderr lacks\n%s\n:\n%s", r->exit_code, want,
+                 r->err);
+    free(r);
+}
+
+/*
+ * --data's labels for --loss mse and none: float32 targets must have the
+ * shape of the output's example (cnn.onnx's logits, [10]), int labels are
+ * no targets, and --model's classifiers take no float targets. Each is
+ * refused before tidectl connects, naming both shapes or kinds.
+ */
+static void test_onnx_labels_usage_errors(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/tide-test-tidectl-onnxloss-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char x[128], t[128], c[128];
+    snprintf(x, sizeof(x), "%s/x.npy", dir);
+    snprintf(t, sizeof(t), "%s/t.npy", dir);
+    snprintf(c, sizeof(c), "%s/c.npy", dir);
+    static float images[16 * 784], targets[16 * 3];
+    static int32_t classes[16];
+    write_npy128(x, "{'descr': '<f4', 'fortran_order': False, 'shape': (16, 784), }", images,
+                 sizeof(images));
+    write_npy128(t, "{'descr': '<f4', 'fortran_order': False, 'shape': (16, 3), }", targets,
+                 sizeof(targets));
+    write_npy128(c, "{'descr': '<i4', 'fortran_order': False, 'shape': (16,), }", classes,
+                 sizeof(classes));
+    char *cnn = TIDE_EXAMPLES_ONNX_DIR "/cnn.onnx";
+    expect_train_refused("cnn.onnx: the loss on output \"logits\" wants float32 targets of shape "
+                         "[10] an example; the labels are float32 targets of shape [3] an "
+                         "example\n",
+                         (char *[]){"--onnx", cnn, "--loss", "mse", "--data", x, "--labels", t,
+                                    NULL});
+    expect_train_refused("cnn.onnx: the loss on output \"logits\" wants float32 targets of shape "
+                         "[10] an example; the labels are int class labels (int32) of shape [] "
+                         "an example\n",
+                         (char *[]){"--onnx", cnn, "--loss", "mse", "--data", x, "--labels", c,
+                                    NULL});
+    expect_train_refused("cnn.onnx: the loss on output \"logits\" wants int class labels of shape "
+                         "[] an example; the labels are float32 targets of shape [3] an "
+                         "example\n",
+                         (char *[]){"--onnx", cnn, "--data", x, "--labels", t, NULL});
+    expect_train_refused("t.npy: float32 labels are targets, for an --onnx model with --loss mse "
+                         "or none; --model mlp learns int class labels\n",
+                         (char *[]){"--model", "mlp", "--data", x, "--labels", t, NULL});
+    unlink(x), unlink(t), unlink(c);
+    rmdir(dir);
+}
+
 /* ============================================================================
  * JSON lines without a daemon: tidectl's own errors
  * ========================================================================== */
@@ -534,6 +613,7 @@ int main(void)
         cmocka_unit_test(test_usage_errors),
         cmocka_unit_test(test_no_daemon),
         cmocka_unit_test(test_socket_permission_denied),
+        cmocka_unit_test(test_onnx_labels_usage_errors),
         cmocka_unit_test(test_json_dataset_error),
         cmocka_unit_test(test_json_usage_errors),
         cmocka_unit_test(test_language_model_usage_errors),

@@ -50,7 +50,7 @@ static uint8_t *read_model_file(const char *path, size_t *len)
  * labels below classes (tide_onnx_training_check_examples).
  */
 static int build_onnx_model(const struct tidectl_options *o, int64_t c, int64_t h, int64_t w,
-                            int32_t classes, struct tidectl_model *m)
+                            int32_t classes, const tide_dataset *files, struct tidectl_model *m)
 {
     size_t len;
     uint8_t *file = read_model_file(o->onnx, &len);
@@ -79,8 +79,12 @@ static int build_onnx_model(const struct tidectl_options *o, int64_t c, int64_t 
         return TIDECTL_EXIT_USAGE;
     }
     const struct tide_onnx_training *t = m->onnx;
-    if (tide_onnx_training_check_examples(t, o->batch_given ? o->batch : 0, c * h * w, classes, err,
-                                          sizeof(err)) != 0) {
+    /* --data's labels: class indices or float targets (--loss mse, none), of any shape. */
+    int64_t label_dims[TIDE_DATASET_MAX_SAMPLE_RANK];
+    int32_t label_rank = tide_dataset_label_shape(files, label_dims);
+    if (tide_onnx_training_check_dataset(t, o->batch_given ? o->batch : 0, c * h * w,
+                                         tide_dataset_label_dtype(files), label_dims, label_rank,
+                                         classes, err, sizeof(err)) != 0) {
         fprintf(stderr, "tidectl: %s: %s\n", o->onnx, err);
         return TIDECTL_EXIT_USAGE;
     }
@@ -137,11 +141,11 @@ static struct tide_model_lm_options lm_options(const struct tidectl_options *o)
 }
 
 int tidectl_build_model(const struct tidectl_options *o, int64_t c, int64_t h, int64_t w,
-                        int32_t classes, struct tidectl_model *m)
+                        int32_t classes, const tide_dataset *files, struct tidectl_model *m)
 {
     memset(m, 0, sizeof(*m));
     if (o->onnx) {
-        int rc = build_onnx_model(o, c, h, w, classes, m);
+        int rc = build_onnx_model(o, c, h, w, classes, files, m);
         if (rc != TIDECTL_EXIT_OK)
             tidectl_model_clear(m);
         return rc;
@@ -306,6 +310,15 @@ int tidectl_open_files(const struct tidectl_options *o, tide_dataset **train, ti
         *test = NULL;
     if (tide_dataset_open_files(o->data, o->labels, NULL, train, err, sizeof(err)) != 0)
         return files_error(err, TIDECTL_EXIT_RUNTIME);
+    if (!o->onnx && tide_dataset_label_dtype(*train) != TIDE_DT_INT32) {
+        snprintf(err, sizeof(err),
+                 "%s: float32 labels are targets, for an --onnx model with --loss mse or none; "
+                 "--model %s learns int class labels",
+                 o->labels, o->model);
+        tide_dataset_free(*train);
+        *train = NULL;
+        return files_error(err, TIDECTL_EXIT_USAGE);
+    }
     /* A shape the model cannot read is a usage error: another --model or other files. */
     /* An ONNX model reads any example shape of its input's size, as the MLP does. */
     const char *reader = o->onnx ? "mlp" : o->model;

@@ -58,13 +58,13 @@ static int run_plan(const struct tidectl_verb *verb, struct tidectl_options *o, 
         rc = tidectl_open_files(o, &train, NULL, &ch, &h, &w);
         if (rc != TIDECTL_EXIT_OK)
             return rc;
-        rc = tidectl_build_model(o, ch, h, w, tide_dataset_classes(train), &m);
+        rc = tidectl_build_model(o, ch, h, w, tide_dataset_classes(train), train, &m);
         if (rc == TIDECTL_EXIT_OK && !o->onnx && (rc = tidectl_check_files_input(train, &m)) != 0)
             tidectl_model_clear(&m);
         tide_dataset_free(train);
     } else {
         tidectl_dataset_shape(o, &ch, &h, &w, &classes);
-        rc = tidectl_build_model(o, ch, h, w, classes, &m);
+        rc = tidectl_build_model(o, ch, h, w, classes, NULL, &m);
     }
     if (rc != TIDECTL_EXIT_OK)
         return rc;

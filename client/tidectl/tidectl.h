@@ -231,7 +231,8 @@ enum tidectl_option_id {
     "                           Train on your own data instead of --dataset: examples [N, ...]\n" \
     "                           and their class labels [N], each a NumPy .npy (float32 or\n"      \
     "                           uint8 examples, uint8 scaled to [0, 1]; int32, int64 or uint8\n"  \
-    "                           labels; C order) or an IDX file (MNIST's format, also\n"          \
+    "                           labels; float32 targets [N, ...] for --onnx --loss mse or\n"    \
+    "                           none; C order) or an IDX file (MNIST's format, also\n"          \
     "                           gzipped). The examples' shape sets the model's input: mlp\n"      \
     "                           reads any, cnn and resnet [C, H, W] or [H, W], lstm [S, F]\n"      \
     "                           (S steps of F features, so no --seq-len); the classes are\n"      \
@@ -250,8 +251,10 @@ enum tidectl_option_id {
     "                           stands for a dynamic one); the optimizer defaults to sgd.\n"      \
     "  --output NAME            The output that predicts (default: the model's first).\n"        \
     "  --loss xent|mse|none     What to minimise on it: xent (default), cross-entropy against\n" \
-    "                           the class labels of an output [B, classes]; mse, float targets\n" \
-    "                           of the output's shape; none, the output is the model's loss.\n"   \
+    "                           the class labels of an output [B, classes]; mse, float32\n"     \
+    "                           targets (--labels) of the output's per-example shape; none,\n"   \
+    "                           the output is the model's loss, and --labels feeds its second\n" \
+    "                           graph input (int or float, as the input says).\n"                \
     "  --frozen A,B             Float initializers to keep as they are, not train (buffers\n"    \
     "                           such as a causal mask; pass the same list to export).\n"
 
@@ -558,10 +561,12 @@ void tidectl_model_clear(struct tidectl_model *m);
 
 /*
  * Builds the model the options name for images of c x h x w and classes
- * into *m; prints why not on failure and returns the exit status.
+ * into *m; prints why not on failure and returns the exit status. files is
+ * the --data dataset (NULL without): an ONNX model is checked against its
+ * labels (class indices or float targets, and their shape).
  */
 int tidectl_build_model(const struct tidectl_options *o, int64_t c, int64_t h, int64_t w,
-                        int32_t classes, struct tidectl_model *m);
+                        int32_t classes, const tide_dataset *files, struct tidectl_model *m);
 
 /*
  * Fills *spec for a built model under the model options; the job's name is

@@ -20,6 +20,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "tide/dataset-files.h"
 #include "tide/models.h"
 #include "tidectl.h"
 
@@ -138,6 +139,20 @@ static void draw_progress(struct train_state *t, bool final)
     fflush(stderr);
 }
 
+/*
+ * The next batch of a dataset into images and labels: int32 class labels,
+ * or the float targets an ONNX model's loss takes (--loss mse, or none with
+ * a float labels input; the build checked that the files hold such), in
+ * the same 4-byte slots.
+ */
+static int64_t next_batch(const struct train_state *t, tide_dataset_iter *it, float *images,
+                          int32_t *labels)
+{
+    if (t->m->onnx && t->m->onnx->labels.dtype == TIDE_DT_FLOAT32)
+        return tide_dataset_iter_next_targets(it, images, (float *)(void *)labels);
+    return tide_dataset_iter_next(it, images, labels);
+}
+
 static int train_feed(void *user, tide_feeds *feeds)
 {
     struct train_state *t = user;
@@ -184,12 +199,12 @@ static int train_feed(void *user, tide_feeds *feeds)
         return -1;
     int64_t n;
     if (!t->eval_phase) {
-        n = tide_dataset_iter_next(t->train_it, images, labels);
+        n = next_batch(t, t->train_it, images, labels);
         if (n == 0) /* a new epoch */
-            n = tide_dataset_iter_next(t->train_it, images, labels);
+            n = next_batch(t, t->train_it, images, labels);
         t->sent_train++;
     } else {
-        n = tide_dataset_iter_next(t->test_it, images, labels);
+        n = next_batch(t, t->test_it, images, labels);
         if (n <= 0) {
             t->eval_done = true;
             return 0;
@@ -198,7 +213,13 @@ static int train_feed(void *user, tide_feeds *feeds)
     }
     if (n <= 0)
         return -1;
-    if (tide_feeds_set(feeds, t->m->labels, TIDE_DT_INT32, 1, label_dims, labels) != 0)
+    /* An ONNX model's labels are its loss's: [B] classes, [B, ...] targets or its own input. */
+    const struct tide_onnx_tensor *onnx_labels = t->m->onnx ? &t->m->onnx->labels : NULL;
+    int rc = onnx_labels
+                 ? tide_feeds_set(feeds, t->m->labels, onnx_labels->dtype, onnx_labels->rank,
+                                  onnx_labels->dims, labels)
+                 : tide_feeds_set(feeds, t->m->labels, TIDE_DT_INT32, 1, label_dims, labels);
+    if (rc != 0)
         return -1;
     t->real[t->sent % RING] = n;
     t->sent++;
@@ -295,7 +316,8 @@ static int run_train(const struct tidectl_verb *verb, struct tidectl_options *o,
     }
     struct tidectl_model m;
     /* A language model's sizes are all in o: it reads tokens, not images. */
-    rc = tidectl_build_model(o, ch, h, w, lm ? 0 : tide_dataset_classes(train), &m);
+    rc = tidectl_build_model(o, ch, h, w, lm ? 0 : tide_dataset_classes(train),
+                             o->data ? train : NULL, &m);
     if (rc == TIDECTL_EXIT_OK && o->data && !o->onnx &&
         (rc = tidectl_check_files_input(train, &m)) != 0)
         tidectl_model_clear(&m);
@@ -339,7 +361,11 @@ static int run_train(const struct tidectl_verb *verb, struct tidectl_options *o,
         goto out;
     }
     for (int i = 0; i < RING; i++) {
-        t.labels[i] = calloc((size_t)(o->batch * t.seq_len), sizeof(int32_t));
+        /* Room for a batch's labels: [B, S] tokens, or an ONNX model's loss's. */
+        int64_t slots = o->batch * t.seq_len;
+        if (m.onnx && m.onnx->labels.elements > slots)
+            slots = m.onnx->labels.elements;
+        t.labels[i] = calloc((size_t)slots, sizeof(int32_t));
         if (!t.labels[i]) {
             fprintf(stderr, "tidectl: out of memory\n");
             rc = TIDECTL_EXIT_RUNTIME;

@@ -13,7 +13,9 @@
  *     refused). Inputs: float32 ('<f4'), copied as they are, or uint8
  *     ('|u1'), scaled to [0, 1] as a byte / 255 exactly as Fashion-MNIST's
  *     pixels are. Labels: int32 ('<i4'), int64 ('<i8', each checked to fit
- *     an int32) or uint8 ('|u1', taken as they are). The header dict is read
+ *     an int32) or uint8 ('|u1', taken as they are) class indices, or float32
+ *     ('<f4') targets of any per-example shape (for a regression loss,
+ *     such as tidectl's --loss mse). The header dict is read
  *     by a strict parser of its small fixed grammar (a Python dict literal
  *     of 'descr', 'fortran_order' and 'shape').
  *   - IDX: a big-endian header (two zero bytes, a type byte, the number of
@@ -24,7 +26,9 @@
  *
  * Which format a file has is told by its first bytes (\x93NUMPY, or an IDX
  * header), not its name. Inputs are [N, ...] (the sample shape is the rest,
- * 1 to 7 dimensions), labels [N] or [N, 1].
+ * 1 to 7 dimensions), class labels [N] or [N, 1], float targets [N, ...].
+ * A dataset of float targets has 0 classes and hands out its batches
+ * through tide_dataset_iter_next_targets(), not tide_dataset_iter_next().
  *
  * Results, errors and ownership as in tide/dataset.h: functions that can fail
  * return 0 or a negative TIDE_DATASET_* code, with a message naming the file
@@ -71,7 +75,8 @@ extern "C" {
  * IDX, an unsupported dtype (naming it), fortran_order, a malformed header
  * (where and what), inputs and labels with different first dimensions
  * (naming both), a negative label or one out of range (its index and value),
- * a sample shape unlike like's (naming both shapes).
+ * a sample shape unlike like's (naming both shapes), float targets whose
+ * shape is unlike like's, or labels of another kind than like's.
  */
 int tide_dataset_open_files(const char *inputs_path, const char *labels_path,
                             const tide_dataset *like, tide_dataset **out, char *err,
@@ -83,6 +88,29 @@ int tide_dataset_open_files(const char *inputs_path, const char *labels_path,
  * NULL).
  */
 int32_t tide_dataset_sample_shape(const tide_dataset *ds, int64_t *dims);
+
+/*
+ * The dtype of ds's labels: TIDE_DT_FLOAT32 for float targets (a .npy of
+ * '<f4' or an IDX of float32), else TIDE_DT_INT32 (class indices, whatever
+ * the file's integer type).
+ */
+enum tide_data_type tide_dataset_label_dtype(const tide_dataset *ds);
+
+/*
+ * The shape of one example's labels: for float targets, writes up to
+ * TIDE_DATASET_MAX_SAMPLE_RANK dims (the file's shape without its first)
+ * and returns their number; 0 (one scalar) for class labels and NULL.
+ */
+int32_t tide_dataset_label_shape(const tide_dataset *ds, int64_t *dims);
+
+/*
+ * As tide_dataset_iter_next() (tide/dataset.h), for a dataset of float
+ * targets: copies the next batch's examples into images and their targets
+ * into targets (batch times the product of tide_dataset_label_shape()
+ * floats, [B, ...]). Returns the number of real examples, 0 at the end of
+ * an epoch, or -1 for NULL arguments or a dataset of class labels.
+ */
+int64_t tide_dataset_iter_next_targets(tide_dataset_iter *it, float *images, float *targets);
 
 /*
  * The images shape (channels, height, width) that one of tide's models

@@ -206,6 +206,22 @@ int tide_onnx_training_check_examples(const struct tide_onnx_training *t, int64_
                                       int64_t example_elements, int32_t classes, char *err,
                                       size_t err_size);
 
+/*
+ * As tide_onnx_training_check_examples, for examples whose labels are of
+ * label_dtype (TIDE_DT_INT32 class indices, or TIDE_DT_FLOAT32 targets) and
+ * of shape label_dims[0 .. label_rank - 1] each (rank 0: one per example):
+ * they must be what t->labels takes example by example (loss mse: float32
+ * targets of the output's per-example shape; loss none: the model's second
+ * graph input, whose first dimension is the batch). With loss none and no
+ * second graph input there is nothing to feed labels to: refused, naming
+ * the input the graph has. Messages name both shapes and both kinds.
+ * classes is checked against t->classes for xent only.
+ */
+int tide_onnx_training_check_dataset(const struct tide_onnx_training *t, int64_t batch,
+                                     int64_t example_elements, enum tide_data_type label_dtype,
+                                     const int64_t *label_dims, int32_t label_rank,
+                                     int32_t classes, char *err, size_t err_size);
+
 /* Frees the graph bytes of out and zeroes it. NULL is a no-op. */
 void tide_onnx_training_free(struct tide_onnx_training *out);
 
