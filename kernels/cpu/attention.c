@@ -63,18 +63,26 @@ static int64_t blocks(int64_t n, int64_t block)
 
 /*
  * Bytes of one thread's scratch, forward and backward; the parts are laid
- * out doubles first, so every part stays aligned.
+ * out doubles first, so every part stays aligned, and a slot is a whole
+ * number of 64-byte lines, so every slot starts aligned too (and no two
+ * threads share a cache line).
  */
+static uint64_t slot_lines(uint64_t bytes)
+{
+    return (bytes + 63) / 64 * 64;
+}
+
 static uint64_t forward_slot(const struct tide__kernel_attention *a)
 {
     int64_t bq = query_block(a), bk = key_block(a);
-    return (uint64_t)(2 * bq) * sizeof(double) + (uint64_t)(bq * a->d + bq * bk) * sizeof(float);
+    return slot_lines((uint64_t)(2 * bq) * sizeof(double) +
+                      (uint64_t)(bq * a->d + bq * bk) * sizeof(float));
 }
 
 static uint64_t backward_slot(const struct tide__kernel_attention *a)
 {
     int64_t bq = query_block(a), bk = key_block(a);
-    return (uint64_t)bq * sizeof(double) + (uint64_t)(2 * bq * bk) * sizeof(float);
+    return slot_lines((uint64_t)bq * sizeof(double) + (uint64_t)(2 * bq * bk) * sizeof(float));
 }
 
 static int64_t forward_tasks(const struct tide__kernel_attention *a)
