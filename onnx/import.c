@@ -1423,6 +1423,13 @@ static int window_2d(struct ctx *c, int32_t rank, const int64_t *in_dims, const 
             return failf(c, "strides holds %" PRId64 " values, not 2", count);
         strides[0] = list[0], strides[1] = list[1];
     }
+    for (int k = 0; k < 2; k++) {
+        if (strides[k] < 1 || strides[k] > INT32_MAX)
+            return failf(c, "strides[%d] is %" PRId64 ", not in 1..%d", k, strides[k], INT32_MAX);
+        if (kernel[k] < 1 || kernel[k] > INT32_MAX)
+            return failf(c, "kernel dimension %d is %" PRId64 ", not in 1..%d", k, kernel[k],
+                         INT32_MAX);
+    }
     if ((count = attr_ints(n, "dilations", &list)) >= 0) {
         for (int64_t k = 0; k < count; k++)
             if (list[k] != 1)
@@ -1433,12 +1440,17 @@ static int window_2d(struct ctx *c, int32_t rank, const int64_t *in_dims, const 
         if (count != 4)
             return failf(c, "pads holds %" PRId64 " values, not 4", count);
         memcpy(p, list, sizeof(p));
+        for (int k = 0; k < 4; k++)
+            if (p[k] < 0 || p[k] > INT32_MAX)
+                return failf(c, "pads[%d] is %" PRId64 ", not in 0..%d", k, p[k], INT32_MAX);
     }
     if (!attr_s_is(n, "auto_pad", NULL) && !attr_s_is(n, "auto_pad", "NOTSET")) {
         if (attr_s_is(n, "auto_pad", "VALID")) {
             memset(p, 0, sizeof(p));
         } else {
             bool upper = attr_s_is(n, "auto_pad", "SAME_UPPER");
+            if (!upper && !attr_s_is(n, "auto_pad", "SAME_LOWER"))
+                return failf(c, "auto_pad is not NOTSET, VALID, SAME_UPPER or SAME_LOWER");
             for (int k = 0; k < 2; k++) {
                 int64_t out = (in_dims[2 + k] + strides[k] - 1) / strides[k];
                 int64_t total = (out - 1) * strides[k] + kernel[k] - in_dims[2 + k];

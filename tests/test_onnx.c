@@ -652,6 +652,39 @@ static void test_unsupported_op_and_opset(void **state)
                  "node pool (MaxPool, opset 13): asymmetric pads [1, 0, 0, 0] are not "
                  "supported (tide pads each side alike)");
     mb_free(m);
+
+    /* A zero stride is refused before any arithmetic divides by it (fuzz_onnx found this with
+     * auto_pad SAME_UPPER), and so is a negative pad. */
+    m = mb_new(13);
+    mb_input(m, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 4, (int64_t[]){1, 1, 5, 5}, -1);
+    p = mb_node(m, "AveragePool", "pool", LIST("x"), LIST("y"));
+    k = attr(m, p, "kernel_shape");
+    k->n_ints = 2;
+    k->ints = own(m, 2 * sizeof(int64_t));
+    k->ints[0] = k->ints[1] = 3;
+    Onnx__AttributeProto *strides = attr(m, p, "strides");
+    strides->n_ints = 2;
+    strides->ints = own(m, 2 * sizeof(int64_t));
+    strides->ints[0] = 0, strides->ints[1] = 64;
+    Onnx__AttributeProto *auto_pad = attr(m, p, "auto_pad");
+    auto_pad->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING;
+    auto_pad->s.data = (uint8_t *)own_str(m, "SAME_UPPER");
+    auto_pad->s.len = strlen("SAME_UPPER");
+    auto_pad->has_s = 1;
+    mb_output(m, "y");
+    import_fails(m, NULL, "node pool (AveragePool, opset 13): strides[0] is 0, not in 1..2147483647");
+    strides->ints[0] = 1;
+    auto_pad->s.len = strlen("SAME");
+    import_fails(m, NULL,
+                 "node pool (AveragePool, opset 13): auto_pad is not NOTSET, VALID, SAME_UPPER "
+                 "or SAME_LOWER");
+    auto_pad->has_s = 0;
+    pads = attr(m, p, "pads");
+    pads->n_ints = 4;
+    pads->ints = own(m, 4 * sizeof(int64_t));
+    pads->ints[0] = pads->ints[2] = -1, pads->ints[1] = pads->ints[3] = 0;
+    import_fails(m, NULL, "node pool (AveragePool, opset 13): pads[0] is -1, not in 0..2147483647");
+    mb_free(m);
 }
 
 static void test_missing_input(void **state)
