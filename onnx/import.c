@@ -795,6 +795,33 @@ static int op_cast(struct ctx *c)
     return set_out(c, 0, r);
 }
 
+/* Gives output 0 x's values in a new shape: folded when x is a known, untrained constant (a
+ * trainable initializer stays a Variable), a Reshape node otherwise. */
+static int reshape_to(struct ctx *c, struct value *x, int32_t rank, const int64_t *dims)
+{
+    if (x->known && !x->trainable) {
+        struct value src = *x;
+        bool replaced = lookup(c, c->node->output[0]) == x; /* an output of the same name */
+        if (replaced)
+            x->f = NULL, x->i = NULL;
+        struct value *v = set_out_const(c, 0, src.type, rank, dims);
+        if (v) {
+            size_t count = (size_t)numel(src.rank, src.dims);
+            if (src.type == CONST_FLOAT)
+                memcpy(v->f, src.f, count * sizeof(float));
+            else
+                memcpy(v->i, src.i, count * sizeof(int64_t));
+        }
+        if (replaced)
+            free(src.f), free(src.i);
+        return v ? 0 : -1;
+    }
+    tide_ref r;
+    if (in_ref(c, 0, &r) != 0)
+        return -1;
+    return set_out(c, 0, tide_builder_reshape(c->b, NULL, r, rank, dims));
+}
+
 static int op_unsqueeze_squeeze(struct ctx *c, bool unsqueeze)
 {
     const Onnx__NodeProto *n = c->node;
@@ -857,27 +884,7 @@ static int op_unsqueeze_squeeze(struct ctx *c, bool unsqueeze)
             if (!drop[k])
                 out[out_rank++] = dims[k];
     }
-    if (x->known) {
-        struct value src = *x;
-        bool replaced = lookup(c, c->node->output[0]) == x; /* an output of the same name */
-        if (replaced)
-            x->f = NULL, x->i = NULL;
-        struct value *v = set_out_const(c, 0, src.type, out_rank, out);
-        if (v) {
-            size_t count = (size_t)numel(src.rank, src.dims);
-            if (src.type == CONST_FLOAT)
-                memcpy(v->f, src.f, count * sizeof(float));
-            else
-                memcpy(v->i, src.i, count * sizeof(int64_t));
-        }
-        if (replaced)
-            free(src.f), free(src.i);
-        return v ? 0 : -1;
-    }
-    tide_ref r;
-    if (in_ref(c, 0, &r) != 0)
-        return -1;
-    return set_out(c, 0, tide_builder_reshape(c->b, NULL, r, out_rank, out));
+    return reshape_to(c, x, out_rank, out);
 }
 
 static int op_unsqueeze(struct ctx *c)
@@ -1671,31 +1678,6 @@ static int op_dropout(struct ctx *c)
 }
 
 /* ---- shape ops on tensors ---- */
-
-static int reshape_to(struct ctx *c, struct value *x, int32_t rank, const int64_t *dims)
-{
-    if (x->known && !x->trainable) {
-        struct value src = *x;
-        bool replaced = lookup(c, c->node->output[0]) == x; /* an output of the same name */
-        if (replaced)
-            x->f = NULL, x->i = NULL;
-        struct value *v = set_out_const(c, 0, src.type, rank, dims);
-        if (v) {
-            size_t count = (size_t)numel(src.rank, src.dims);
-            if (src.type == CONST_FLOAT)
-                memcpy(v->f, src.f, count * sizeof(float));
-            else
-                memcpy(v->i, src.i, count * sizeof(int64_t));
-        }
-        if (replaced)
-            free(src.f), free(src.i);
-        return v ? 0 : -1;
-    }
-    tide_ref r;
-    if (in_ref(c, 0, &r) != 0)
-        return -1;
-    return set_out(c, 0, tide_builder_reshape(c->b, NULL, r, rank, dims));
-}
 
 static int op_reshape(struct ctx *c)
 {

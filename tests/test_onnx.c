@@ -520,6 +520,22 @@ static void test_initializers(void **state)
     tide_builder_free(b);
     mb_free(m);
 
+    /* A trainable initializer seen through Unsqueeze stays a Variable (the Unsqueeze becomes a
+     * Reshape node); folding it into a constant would silently freeze the weight. */
+    m = mb_new(13);
+    mb_input(m, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 2, (int64_t[]){2, 2}, -1);
+    mb_init_f(m, "w", 1, (int64_t[]){2}, (float[]){1, 2});
+    mb_init_i(m, "axes", 1, (int64_t[]){1}, (int64_t[]){0});
+    mb_node(m, "Unsqueeze", "row", LIST("w", "axes"), LIST("w2"));
+    mb_node(m, "Add", "sum", LIST("x", "w2"), LIST("y"));
+    mb_output(m, "y");
+    b = import_ok(m, NULL, &r);
+    assert_string_equal(tide_builder_op(b, tide_builder_find(b, "w")), "Variable");
+    assert_int_equal(tide_builder_parameter_count(b), 2);
+    tide_onnx_result_free(&r);
+    tide_builder_free(b);
+    mb_free(m);
+
     m = mb_new(13);
     mb_input(m, "table", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 2, (int64_t[]){4, 2}, -1);
     mb_init_i(m, "ids", 1, (int64_t[]){2}, (int64_t[]){3, (int64_t)1 << 40});
