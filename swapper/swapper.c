@@ -24,8 +24,12 @@
  *       swap auto without autotune: off, then on, as above;
  *       swap auto with autotune: every vars home allowed × thresholds
  *                  {0, 1, 2, 4, ..., n_partitions, never} × prefetch
- *                  {0, 1, 2}, sorted by bytes moved per step (fewest first:
- *                  nothing moved comes first and wins when it fits), then
+ *                  {0, 1, 2}, sorted — with a device profile
+ *                  (policy->profile, swapper/timemodel.h) — by predicted
+ *                  step time first (rank_by_time: compute, plus the copies
+ *                  that cannot hide under it), then by bytes moved per step
+ *                  (fewest first: nothing moved comes first and wins when
+ *                  it fits), then
  *                  bytes made again by recomputing actions, then
  *                  the larger prefetch (prefetch moves no bytes, it only
  *                  buys overlap of copies with compute, so among equal
@@ -57,6 +61,12 @@
  *  5. The candidate that fit is applied to the caller's graph, and its
  *     trial's memplan adopted rather than run again (tide__adopt): the
  *     passes are deterministic, so the rewritten graph is the clone's.
+ *     With a profile, the report's predicted_step_ms is the exact replay of
+ *     that plan (tide_time_predict), not the ranking's estimate.
+ *  6. Host budget (policy->host_budget_bytes): a built plan whose host
+ *     arena (host homes, swap slots, staging) exceeds it does not fit, and
+ *     the next candidate is tried; when only such plans fit the device, the
+ *     refusal names the fewest host bytes one needed and the host budget.
  *
  * Cost: the simulations are linear and cheap (a 2,000-layer ResNet at batch
  * 16, 75,000 nodes before the memory passes: under 1 ms each; about 70

@@ -70,8 +70,12 @@
  *  4. tests/test_swapper.c: a case; test_estimate_is_exact already checks
  *     every action's estimate against memplan and its rewrite's cost.
  *
- * The search (swapper.c) needs nothing new: candidates are ranked by bytes
- * copied, then by bytes made again, so a recompute that saves copies wins.
+ * The search (swapper.c) needs nothing new: candidates are ranked by
+ * predicted step time when the policy has a device profile (copies cost
+ * bytes / profile->copy_bytes_per_s where they cannot hide under compute;
+ * bytes made again cost bytes / profile->memory_bytes_per_s on compute),
+ * then by bytes copied, then by bytes made again, so a recompute that
+ * saves copies wins.
  *
  * Example usage:
  *
