@@ -169,6 +169,27 @@ enum tide_status tide_device_profile_local(struct tide_backend *backend,
     return st;
 }
 
+enum tide_status tide_device_profile_find(const char *name, const struct tide_device_profile **out,
+                                          struct tide_error *err)
+{
+    *out = NULL;
+    if (!name || !name[0])
+        return TIDE_OK;
+    if (strcmp(name, "cpu") == 0) {
+        struct tide_device_profile measured;
+        enum tide_status st = tide_device_profile_local(NULL, &measured, err);
+        if (st == TIDE_OK)
+            *out = &cache; /* valid from now on, and never written again */
+        return st;
+    }
+    *out = tide_device_profile_named(name);
+    if (!*out)
+        return tide_error_set(err, TIDE_INVALID,
+                              "device profile \"%s\" is unknown; known profiles: %s", name,
+                              TIDE_DEVICE_PROFILE_NAMES);
+    return TIDE_OK;
+}
+
 enum tide_status tide_device_profile_resolve(const char *name, struct tide_backend *backend,
                                              struct tide_device_profile *out,
                                              struct tide_error *err)

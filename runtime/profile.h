@@ -39,6 +39,16 @@ enum tide_status tide_device_profile_local(struct tide_backend *backend,
                                            struct tide_device_profile *out, struct tide_error *err);
 
 /*
+ * The profile called name, as a pointer that stays valid for the process:
+ * NULL for NULL or "" (the caller's backend's own, which the session
+ * measures), the measured CPU profile for "cpu", the published ones for
+ * "h100" and "h200". Any other name is TIDE_INVALID, naming it and listing
+ * the known ones.
+ */
+enum tide_status tide_device_profile_find(const char *name, const struct tide_device_profile **out,
+                                          struct tide_error *err);
+
+/*
  * The profile called name into *out: "cpu" (the CPU backend of this
  * machine, measured), "h100", "h200"; NULL or "" is backend's own
  * (tide_device_profile_local; backend NULL: "cpu"). Any other name is
