@@ -84,6 +84,19 @@ static double attention_flops(const struct tide_shape *q, const struct tide_shap
     return causal ? f / 2 : f;
 }
 
+/*
+ * The patch matrix of a convolution (im2col, or col2im backwards) with y
+ * elements of forward output under filter w [K, C, R, S]: C*R*S rows per
+ * output position, written once and read once by the GEMM. A 1x1 filter
+ * needs none (the input is the matrix).
+ */
+static double patch_bytes(double y, const struct tide_shape *w)
+{
+    if (w->rank != 4 || (w->dims[2] == 1 && w->dims[3] == 1) || w->dims[0] < 1)
+        return 0;
+    return 2.0 * sizeof(float) * y / (double)w->dims[0] * per_output(w);
+}
+
 static double formula_flops(const struct tide_graph *g, const struct tide_node *n, double out)
 {
     switch (n->op) {
@@ -126,6 +139,13 @@ struct tide_node_work tide_time_node_work(const struct tide_graph *graph,
     for (uint32_t i = 0; i < node->n_inputs; i++)
         w.bytes += (double)tide_graph_input(graph, node, i)->nbytes;
     w.flops = formula_flops(graph, node, out);
+    if (node->op == TIDE_OP_CONV2D)
+        w.bytes += patch_bytes(out, input_shape(graph, node, 1));
+    else if (node->op == TIDE_OP_CONV2D_BACKPROP_INPUT)
+        w.bytes += patch_bytes(numel(input_shape(graph, node, 0)), input_shape(graph, node, 1));
+    else if (node->op == TIDE_OP_CONV2D_BACKPROP_FILTER)
+        w.bytes += patch_bytes(numel(input_shape(graph, node, 1)),
+                               &node->attrs[TIDE_ATTR_CONV2D_BACKPROP_FILTER_filter_shape].shape);
     return w;
 }
 

@@ -12,7 +12,8 @@
  * with flops from the op's formula (MatMul, BatchMatMul, Conv2D and its two
  * gradients, Attention and its gradient; every other op counts one FLOP per
  * output element, so it is bound by its bytes) and bytes the node's inputs
- * and outputs. A memory op (Fetch, SwapIn, SwapOut, WriteBack) and a
+ * and outputs, plus a convolution's patch matrix (im2col, col2im) written
+ * and read once unless its filter is 1x1. A memory op (Fetch, SwapIn, SwapOut, WriteBack) and a
  * Placeholder's feed cost launch + bytes / copy bandwidth on their stream.
  *
  * tide_time_predict replays a planned order the way the executor issues it

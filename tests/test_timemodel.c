@@ -88,10 +88,14 @@ static void test_node_work(void **state)
     struct tide_node_work rw = tide_time_node_work(g, &g->nodes[relu]);
     assert_close(rw.flops, 20);
     assert_close(rw.bytes, 2 * 20 * 4.0);
-    /* y [2, 4, 6, 6]: 288 outputs of 3 * 3 * 3 products each. */
+    /*
+     * y [2, 4, 6, 6]: 288 outputs of 3 * 3 * 3 products each; its patch
+     * matrix, 27 rows by the 72 output positions, written and read.
+     */
     struct tide_node_work cw = tide_time_node_work(g, &g->nodes[conv]);
     assert_close(cw.flops, 2.0 * 288 * 27);
-    assert_close(cw.bytes, (384 + 108 + 288) * 4.0);
+    double patches = 2 * 4.0 * 27 * 72;
+    assert_close(cw.bytes, (384 + 108 + 288) * 4.0 + patches);
     /* A source is a copy of its output. */
     struct tide_node_work xw = tide_time_node_work(g, &g->nodes[x]);
     assert_close(xw.flops, 0);
@@ -100,7 +104,12 @@ static void test_node_work(void **state)
     /* Costs: the larger of compute and memory time, plus the launch. */
     struct tide_device_profile p = round_profile;
     p.launch_us = 2;
-    assert_close(tide_time_node_ms(&p, g, &g->nodes[conv]), 0.002 + 15552 / 1e9 * 1e3);
+    assert_close(tide_time_node_ms(&p, g, &g->nodes[conv]),
+                 0.002 + ((384 + 108 + 288) * 4.0 + patches) / 1e9 * 1e3);
+    assert_close(tide_time_node_ms(&p, g, &g->nodes[mm]), 0.002 + 188 / 1e9 * 1e3);
+    p.compute_flops = 1e7; /* now compute-bound: 15,552 FLOPs at 10 MFLOP/s */
+    assert_close(tide_time_node_ms(&p, g, &g->nodes[conv]), 0.002 + 15552 / 1e7 * 1e3);
+    p.compute_flops = 1e9;
     assert_close(tide_time_node_ms(&p, g, &g->nodes[relu]), 0.002 + 160 / 1e9 * 1e3);
     assert_close(tide_time_node_ms(&p, g, &g->nodes[x]), 0.002 + 1536 / 1e6 * 1e3);
     tide_graph_free(g);
