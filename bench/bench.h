@@ -150,6 +150,9 @@ int tide_bench_depth(const struct bench_options *o);
 int tide_bench_max(const struct bench_options *o);
 int tide_bench_maxbatch(const struct bench_options *o);
 
+/* tide-bench timemodel (timemodel.c): predicted against measured step time at three budgets. */
+int tide_bench_timemodel(const struct bench_options *o);
+
 /*
  * tide-bench onnx-tests DIR [--json] [--timeout S] (onnx-tests.c): ONNX's
  * conformance cases under DIR, each imported and run forward in a forked

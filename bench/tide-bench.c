@@ -72,6 +72,7 @@ static void usage(FILE *out)
             "       tide-bench depth [options]\n"
             "       tide-bench max --vary batch|depth|seq|experts --budget BYTES [options]\n"
             "       tide-bench maxbatch --budget BYTES [options]\n"
+            "       tide-bench timemodel [options]\n"
             "       tide-bench onnx-tests DIR [--json] [--timeout S]\n"
             "\n"
             "train  trains a model in-process (the daemon's path from the graph on) and\n"
@@ -100,6 +101,10 @@ static void usage(FILE *out)
             "       steps in 64M (42 plans, up to 7 s each). Nothing runs unless --confirm.\n"
             "maxbatch  max --vary batch, with the JSON fields batch_swap_off and batch_auto\n"
             "       instead of vary, value_swap_off and value_auto.\n"
+            "timemodel  the plan's predicted_step_ms against measured steps (--steps, default\n"
+            "       10, after 2 warm-up steps, synthetic data) at three budgets: the resident\n"
+            "       peak, the smallest that fits, and halfway; the median and fastest step,\n"
+            "       CPU time per step and the measured stall. A benchmark, not a check.\n"
             "onnx-tests  runs ONNX's conformance cases under DIR (each a folder of\n"
             "       model.onnx and test_data_set_N/, as in libonnx-testdata): imports each\n"
             "       model, runs it forward on the CPU backend in a child process (--timeout\n"
@@ -1677,9 +1682,12 @@ int main(int argc, char **argv)
         run = tide_bench_max;
     } else if (strcmp(cmd, "maxbatch") == 0) {
         run = tide_bench_maxbatch;
+    } else if (strcmp(cmd, "timemodel") == 0) {
+        o.steps = 10;
+        run = tide_bench_timemodel;
     } else {
         fprintf(stderr, "tide-bench: unknown command \"%s\"; commands: train, plan, depth, "
-                "eval, max, maxbatch, onnx-tests\n", cmd);
+                "eval, max, maxbatch, timemodel, onnx-tests\n", cmd);
         return 2;
     }
     o.host_budget = tide_host_budget_default();
