@@ -4,8 +4,8 @@
  * profile chosen by name.
  *
  * The CPU backend's profile ("cpu") is measured the first time it is asked
- * for, in under 200 ms, and cached for the life of the process: 256^3
- * sgemms on one thread (compute), a streaming float add over 16 MiB arrays
+ * for, in under 200 ms, and cached for the life of the process: sgemms of
+ * a small convolution's shape on one thread (compute), a streaming float add over 16 MiB arrays
  * (memory bandwidth: what an element-wise kernel reaches), a 16 MiB memcpy
  * (the CPU backend's copies are memcpy), and 256 no-op items through one of
  * the backend's streams (the hand-off that every kernel and copy pays). The

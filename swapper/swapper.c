@@ -774,7 +774,9 @@ static bool search_chains(struct search *s, uint32_t j)
  *     step = max(compute + max(0, h2d - hidden * compute), d2h)
  *
  * Plans whose copies all hide tie at the compute time, and the fewest bytes
- * moved decide among them as before.
+ * moved decide among them as before. Where copies share compute's cores
+ * (profile->copies_share_compute), nothing hides: step = compute + h2d +
+ * d2h.
  */
 static void rank_by_time(struct search *s)
 {
@@ -793,6 +795,8 @@ static void rank_by_time(struct search *s)
         double d2h = (double)to_host / p->copy_bytes_per_s * 1e3;
         double size = c->partition_size ? c->partition_size : 1;
         double hidden = c->choice.prefetch >= 1 ? 1.0 : (size - 1) / (2 * size);
+        if (p->copies_share_compute)
+            hidden = 0, compute += d2h; /* copies take compute's cores: nothing hides */
         double exposed = h2d - hidden * compute;
         double step = compute + (exposed > 0 ? exposed : 0);
         c->predicted_ms = step > d2h ? step : d2h;

@@ -188,6 +188,18 @@ enum tide_status tide_time_predict(const struct tide_graph *graph, const uint32_
         }
         const struct tide_node *node = &graph->nodes[order[p]];
         int s = node->stream <= TIDE_STREAM_D2H ? node->stream : TIDE_STREAM_COMPUTE;
+        bool copy = tide_op_info(node->op)->flags & TIDE_OP_F_MEMORY;
+        double ms = tide_time_node_ms(profile, graph, node);
+        if (profile->copies_share_compute) {
+            /* One timeline: compute waits for every copy it runs in turn. */
+            *busy[s] += ms;
+            if (copy && s == TIDE_STREAM_H2D)
+                out->stall_ms += ms;
+            free_at[0] += ms;
+            finish[order[p]] = free_at[0];
+            out->step_ms = free_at[0];
+            continue;
+        }
         /* When its inputs are ready, and when the last memory op among them is. */
         double ready = 0, copied = 0;
         for (uint32_t i = 0; i < node->n_inputs + node->n_controls; i++) {
@@ -215,7 +227,6 @@ enum tide_status tide_time_predict(const struct tide_graph *graph, const uint32_
             if (copied > other)
                 out->stall_ms += copied - other;
         }
-        double ms = tide_time_node_ms(profile, graph, node);
         finish[order[p]] = start + ms;
         free_at[s] = start + ms;
         *busy[s] += ms;

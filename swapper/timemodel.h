@@ -21,7 +21,9 @@
  * starts when its stream is free and every input and control edge it
  * depends on has finished. The step ends when the last stream does; the
  * compute stream's stall is the time it sat idle waiting for a memory op
- * (a swap-in or fetch not hidden by the compute before it).
+ * (a swap-in or fetch not hidden by the compute before it). A profile whose
+ * copies share compute's cores (copies_share_compute: the CPU backend) runs
+ * everything on one timeline instead.
  *
  * Profiles: "h100" and "h200" from published figures (see timemodel.c for
  * the numbers and why); "cpu", the CPU backend of this machine, is measured
@@ -52,6 +54,13 @@ struct tide_device_profile {
     double memory_bytes_per_s; /* device memory bandwidth (element-wise kernels) */
     double copy_bytes_per_s;   /* host<->device copies, per direction */
     double launch_us;          /* fixed cost of one kernel or copy */
+    /*
+     * Copies take the cores compute runs on (the CPU backend's memcpy on a
+     * worker thread), so they cannot hide under it: the replay runs every
+     * node on one timeline and counts a Fetch's or SwapIn's time as stall.
+     * false on a GPU, whose copy engines run beside its kernels.
+     */
+    bool copies_share_compute;
 };
 
 /* The published profiles' names, for messages: "h100, h200" (the local one is "cpu"). */

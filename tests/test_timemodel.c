@@ -166,6 +166,12 @@ static void test_predict_replay(void **state)
             assert_close(t.stall_ms, 0);
         }
         assert_close(t.compute_ms, 2 * 0.008192);
+        /* Copies on compute's cores: one timeline, and the SwapIn is all stall. */
+        struct tide_device_profile shared = round_profile;
+        shared.copies_share_compute = true;
+        assert_int_equal(tide_time_predict(g, order, n, &shared, &t, &err), TIDE_OK);
+        assert_close(t.step_ms, swapped ? 12.304384 : 4.096 + 2 * 0.008192);
+        assert_close(t.stall_ms, swapped ? 4.096 : 0);
         /* An order naming a node the graph lacks is refused, naming it. */
         order[0] = 99;
         assert_int_equal(tide_time_predict(g, order, n, &round_profile, &t, &err), TIDE_INVALID);
@@ -204,6 +210,8 @@ static void test_profiles(void **state)
     assert_true(cpu.memory_bytes_per_s > 1e8);
     assert_true(cpu.copy_bytes_per_s > 1e8);
     assert_true(cpu.launch_us > 0);
+    assert_true(cpu.copies_share_compute);
+    assert_false(h100->copies_share_compute);
     assert_int_equal(tide_device_profile_resolve(NULL, NULL, &again, &err), TIDE_OK);
     assert_memory_equal(&cpu, &again, sizeof(cpu));
 
