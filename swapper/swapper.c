@@ -679,7 +679,8 @@ static enum tide_status choose(struct search *s, struct candidate *chosen, bool 
     if (!(s->policy->swap == TIDE_SWAP_AUTO && s->policy->autotune))
         return TIDE_OK;
     enum tide_status st = smallest(s, err);
-    if (st == TIDE_OK && s->least_trial.plan.peak_bytes <= budget && host_fits(s, &s->least_trial)) {
+    if (st == TIDE_OK && s->least_trial.plan.peak_bytes <= budget &&
+        host_fits(s, &s->least_trial)) {
         note_peak(s->report, &s->least_trial);
         *found = true;
         *chosen = s->least;
@@ -951,8 +952,8 @@ static enum tide_status plan(struct tide_graph *graph, const struct tide_memory_
         }
         if (st == TIDE_OK && policy->profile) {
             struct tide_time_prediction t;
-            st = tide_time_predict(graph, out->memplan.order, out->memplan.n_order,
-                                   policy->profile, &t, err);
+            st = tide_time_predict(graph, out->memplan.order, out->memplan.n_order, policy->profile,
+                                   &t, err);
             report->predicted_step_ms = t.step_ms;
             report->predicted_stall_ms = t.stall_ms;
         }

@@ -295,9 +295,9 @@ struct tide_job_plan_report {
     struct tide_memory_timeline timeline; /* device memory over the schedule (tide/timeline.h) */
     uint64_t floor_bytes; /* the largest single kernel's working set: no budget below fits */
     char floor_node[TIDE_BUILDER_MAX_NAME + 1]; /* ... and that kernel */
-    double predicted_step_ms;  /* the step predicted on device_profile's device */
-    double predicted_stall_ms; /* ... of which compute waits for copies */
-    char device_profile[16];   /* "cpu", "h100", "h200" */
+    double predicted_step_ms;                   /* the step predicted on device_profile's device */
+    double predicted_stall_ms;                  /* ... of which compute waits for copies */
+    char device_profile[16];                    /* "cpu", "h100", "h200" */
     uint64_t host_budget_bytes; /* the host memory the plan had to fit (0: no limit) */
 };
 
