@@ -208,19 +208,11 @@ enum tide_status tide_device_profile_resolve(const char *name, struct tide_backe
 {
     if (!name || !name[0])
         return tide_device_profile_local(backend, out, err);
-    if (strcmp(name, "cpu") == 0) {
-        /* The CPU backend of this machine, whatever backend runs the job. */
-        if (backend && strcmp(tide_backend_name(backend), "cpu") != 0)
-            backend = NULL;
-        return tide_device_profile_local(backend, out, err);
-    }
-    const struct tide_device_profile *named = tide_device_profile_named(name);
-    if (!named)
-        return tide_error_set(err, TIDE_INVALID,
-                              "device profile \"%s\" is unknown; known profiles: %s", name,
-                              TIDE_DEVICE_PROFILE_NAMES);
-    *out = *named;
-    return TIDE_OK;
+    const struct tide_device_profile *found;
+    enum tide_status st = tide_device_profile_find(name, &found, err);
+    if (st == TIDE_OK)
+        *out = *found;
+    return st;
 }
 
 uint64_t tide_host_budget_default(void)
