@@ -81,6 +81,8 @@
  *
  *     struct tide_memory_policy p = tide_memory_policy_default();
  *     p.budget_bytes = 256 << 20;
+ *     p.profile = tide_device_profile_named("h100"); // rank by predicted time
+ *     p.host_budget_bytes = 64ull << 30;
  *     struct tide_memory_plan plan;
  *     if (tide_plan_memory(graph, &p, &env, &plan, &err) != TIDE_OK)
  *         ... err names the node that cannot fit, and the numbers ...
