@@ -68,6 +68,10 @@ struct bench_options {
     const char *loss;      /* --loss xent|mse|none; NULL: xent */
     const char *frozen;    /* --frozen: comma-separated initializers kept as they are */
     const char *save_onnx; /* --save: the model with its trained weights, as ONNX */
+    /* plan, max, maxbatch, train: the time model and the host budget (swapper/timemodel.h) */
+    bool has_profile;                   /* --device-profile was given: profile is it */
+    struct tide_device_profile profile; /* else the backend's own, measured by the session */
+    uint64_t host_budget;               /* --host-budget; default 80 % of RAM */
 };
 
 /*
@@ -145,6 +149,9 @@ const char *const *tide_bench_fetches(const char *model, uint32_t *n);
 int tide_bench_depth(const struct bench_options *o);
 int tide_bench_max(const struct bench_options *o);
 int tide_bench_maxbatch(const struct bench_options *o);
+
+/* tide-bench timemodel (timemodel.c): predicted against measured step time at three budgets. */
+int tide_bench_timemodel(const struct bench_options *o);
 
 /*
  * tide-bench onnx-tests DIR [--json] [--timeout S] (onnx-tests.c): ONNX's

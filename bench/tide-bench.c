@@ -23,7 +23,8 @@
  *   tide-bench eval  --onnx FILE [--output NAME] [--frozen A,B] [--dataset D |
  *                    --test-data X --test-labels Y] [--json]
  *   tide-bench plan  --model M [--depth D] [--batch B] --budget BYTES
- *                    [--partition-size K] [--swap auto|on|off] [--json]
+ *                    [--partition-size K] [--swap auto|on|off] [--device-profile NAME]
+ *                    [--host-budget BYTES] [--json]
  *                    [--svg FILE] [--png FILE]
  *   tide-bench depth [--budget BYTES] [--batch B] [--width W] [--image-size S] [--json]
  *   tide-bench max   --model M --vary batch|depth|seq|experts --budget BYTES
@@ -50,6 +51,7 @@
 #include "graph/import.h"
 #include "picture/picture.h"
 #include "runtime/session.h"
+#include "runtime/profile.h"
 #include "tide/dataset-files.h"
 #include "tide/dataset.h"
 #include "tide/graph.h"
@@ -70,6 +72,7 @@ static void usage(FILE *out)
             "       tide-bench depth [options]\n"
             "       tide-bench max --vary batch|depth|seq|experts --budget BYTES [options]\n"
             "       tide-bench maxbatch --budget BYTES [options]\n"
+            "       tide-bench timemodel [options]\n"
             "       tide-bench onnx-tests DIR [--json] [--timeout S]\n"
             "\n"
             "train  trains a model in-process (the daemon's path from the graph on) and\n"
@@ -98,6 +101,10 @@ static void usage(FILE *out)
             "       steps in 64M (42 plans, up to 7 s each). Nothing runs unless --confirm.\n"
             "maxbatch  max --vary batch, with the JSON fields batch_swap_off and batch_auto\n"
             "       instead of vary, value_swap_off and value_auto.\n"
+            "timemodel  the plan's predicted_step_ms against measured steps (--steps, default\n"
+            "       10, after 2 warm-up steps, synthetic data) at three budgets: the resident\n"
+            "       peak, the smallest that fits, and halfway; the median and fastest step,\n"
+            "       CPU time per step and the measured stall. A benchmark, not a check.\n"
             "onnx-tests  runs ONNX's conformance cases under DIR (each a folder of\n"
             "       model.onnx and test_data_set_N/, as in libonnx-testdata): imports each\n"
             "       model, runs it forward on the CPU backend in a child process (--timeout\n"
@@ -150,6 +157,13 @@ static void usage(FILE *out)
             "  --swap auto|on|off       plan: swap policy (default auto, with autotune)\n"
             "  --swap-threshold T       plan: swap when the next use is > T partitions away\n"
             "  --prefetch P             plan: swap in P partitions before the use\n"
+            "  --device-profile NAME    plan/max/maxbatch/train: the device the plan is for,\n"
+            "                           cpu (this machine's CPU backend, measured), h100 or\n"
+            "                           h200 (published figures); default: the backend's own.\n"
+            "                           The automatic plan is the fitting one with the lowest\n"
+            "                           predicted step time; plan prints predicted_step_ms\n"
+            "  --host-budget BYTES      host memory a plan may use (host-homed variables, swap\n"
+            "                           slots, staging); default 80 %% of RAM, 0: no limit\n"
             "  --vary SIZE              max: batch, depth, seq or experts (see max above)\n"
             "  --confirm                max, maxbatch: train one step at the automatic plan's\n"
             "                           value (synthetic data) and check its high water <= budget\n"
@@ -341,7 +355,8 @@ static int parse_options(int argc, char **argv, struct bench_options *o)
            O_DATA, O_LABELS, O_TEST_DATA, O_TEST_LABELS, O_SAVE_NPZ,
            O_ONNX, O_OUTPUT, O_LOSS, O_FROZEN, O_SAVE,
            /* the language models */
-           O_D_MODEL, O_HEADS, O_VOCAB, O_EXPERTS, O_CAPACITY, O_DROPOUT };
+           O_D_MODEL, O_HEADS, O_VOCAB, O_EXPERTS, O_CAPACITY, O_DROPOUT,
+           O_DEVICE_PROFILE, O_HOST_BUDGET };
     static const struct option longs[] = {
         {"model", required_argument, 0, 'm'},   {"depth", required_argument, 0, O_DEPTH},
         {"width", required_argument, 0, O_WIDTH}, {"image-size", required_argument, 0, O_IMAGE},
@@ -356,6 +371,8 @@ static int parse_options(int argc, char **argv, struct bench_options *o)
         {"partition-size", required_argument, 0, O_PARTITION},
         {"swap", required_argument, 0, O_SWAP}, {"swap-threshold", required_argument, 0, O_THRESHOLD},
         {"prefetch", required_argument, 0, O_PREFETCH},
+        {"device-profile", required_argument, 0, O_DEVICE_PROFILE},
+        {"host-budget", required_argument, 0, O_HOST_BUDGET},
         {"trace", required_argument, 0, O_TRACE},
         {"svg", required_argument, 0, O_SVG},   {"png", required_argument, 0, O_PNG},
         {"help", no_argument, 0, 'h'},
@@ -437,6 +454,20 @@ static int parse_options(int argc, char **argv, struct bench_options *o)
             if (parse_u64(optarg, "--budget", &u))
                 return -1;
             o->budget = u;
+            break;
+        case O_DEVICE_PROFILE: {
+            struct tide_error perr = {0};
+            if (tide_device_profile_resolve(optarg, NULL, &o->profile, &perr) != TIDE_OK) {
+                fprintf(stderr, "tide-bench: --device-profile: %s\n", perr.message);
+                return -1;
+            }
+            o->has_profile = true;
+            break;
+        }
+        case O_HOST_BUDGET:
+            if (parse_u64(optarg, "--host-budget", &u))
+                return -1;
+            o->host_budget = u;
             break;
         case O_BACKEND:
             o->backend = optarg;
@@ -926,6 +957,8 @@ struct tide_memory_policy tide_bench_memory_policy(const struct bench_options *o
 {
     struct tide_memory_policy p = tide_memory_policy_default();
     p.budget_bytes = o->budget;
+    p.profile = o->has_profile ? &o->profile : NULL;
+    p.host_budget_bytes = o->host_budget;
     if (o->partition_size)
         p.partition_size = o->partition_size;
     if (o->swap && strcmp(o->swap, "on") == 0)
@@ -1000,6 +1033,11 @@ static int print_plan(const struct bench_options *o, const struct tide_plan_repo
                r->message);
     printf("floor %.2f MiB: the working set of \"%s\" alone\n", (double)r->floor_bytes / mib,
            floor_node);
+    if (r->fits)
+        printf("predicted step %.2f ms on %s (compute waits %.2f ms for copies); host %.1f MiB "
+               "of a %.1f MiB host budget\n",
+               r->predicted_step_ms, r->profile, r->predicted_stall_ms,
+               (double)r->host_arena_bytes / mib, (double)r->host_budget_bytes / mib);
     if (!o->json)
         return 0;
     struct json_object *line = tide_bench_json_object();
@@ -1019,6 +1057,11 @@ static int print_plan(const struct bench_options *o, const struct tide_plan_repo
     tide_bench_json_set_uint(line, "floor_bytes", r->floor_bytes);
     tide_bench_json_set_string(line, "floor_node", floor_node);
     tide_bench_json_set_uint(line, "host_bytes", r->host_bytes);
+    tide_bench_json_set_uint(line, "host_arena_bytes", r->host_arena_bytes);
+    tide_bench_json_set_uint(line, "host_budget_bytes", r->host_budget_bytes);
+    tide_bench_json_set_string(line, "device_profile", r->profile);
+    tide_bench_json_set_fixed(line, "predicted_step_ms", r->predicted_step_ms, 3);
+    tide_bench_json_set_fixed(line, "predicted_stall_ms", r->predicted_stall_ms, 3);
     tide_bench_json_set_uint(line, "swap_threshold", r->chosen.swap_threshold);
     tide_bench_json_set_uint(line, "prefetch_distance", r->chosen.prefetch_distance);
     tide_bench_json_set_uint(line, "trials", r->trials);
@@ -1639,11 +1682,15 @@ int main(int argc, char **argv)
         run = tide_bench_max;
     } else if (strcmp(cmd, "maxbatch") == 0) {
         run = tide_bench_maxbatch;
+    } else if (strcmp(cmd, "timemodel") == 0) {
+        o.steps = 10;
+        run = tide_bench_timemodel;
     } else {
         fprintf(stderr, "tide-bench: unknown command \"%s\"; commands: train, plan, depth, "
-                "eval, max, maxbatch, onnx-tests\n", cmd);
+                "eval, max, maxbatch, timemodel, onnx-tests\n", cmd);
         return 2;
     }
+    o.host_budget = tide_host_budget_default();
     if (parse_options(argc - 1, argv + 1, &o) != 0)
         return 2;
     if ((o.data || o.save_npz) && run != cmd_train) {

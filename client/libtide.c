@@ -770,6 +770,10 @@ static void plan_from_proto(const Tide__V1__PlanReport *p, struct tide_job_plan_
     copy_text(out->message, sizeof(out->message), p->message);
     out->floor_bytes = p->floor_bytes;
     copy_text(out->floor_node, sizeof(out->floor_node), p->floor_node);
+    out->predicted_step_ms = p->predicted_step_ms;
+    out->predicted_stall_ms = p->predicted_stall_ms;
+    copy_text(out->device_profile, sizeof(out->device_profile), p->device_profile);
+    out->host_budget_bytes = p->host_budget_bytes;
     if (!with_partitions || p->n_partitions == 0)
         return;
     out->partitions = calloc(p->n_partitions, sizeof(*out->partitions));
@@ -1040,6 +1044,7 @@ static int spec_to_bytes(tide_client *c, const struct tide_job_spec *spec,
     js.checkpoint = &checkpoint;
     js.resume_from = (char *)(spec->resume_from ? spec->resume_from : "");
     js.seed = spec->seed;
+    js.device_profile = (char *)(spec->device_profile ? spec->device_profile : "");
     js.n_streamed_variables = stripped->n;
     js.streamed_variables = stripped->names;
 

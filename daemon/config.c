@@ -19,6 +19,7 @@
 #include <arpa/inet.h>
 
 #include "common/log.h"
+#include "runtime/profile.h"
 
 #define TIDED_DEFAULT_CONFIG_FILE "/etc/tide/tided.conf"
 #define TIDED_VERSION_STRING "0.1.0"
@@ -95,6 +96,10 @@ static const struct option options[] = {
     {"host-pool", OPTION_BYTES, "BYTES", "0", 0, 64 * TIB, NULL, FIELD(host_pool), 0,
      "Host memory the plans of all live jobs may use together (homes of variables, swap space); "
      "0 means no limit."},
+    {"host-budget", OPTION_BYTES, "BYTES", "0", 0, 64 * TIB, NULL, FIELD(host_budget), 0,
+     "Host memory one job's plan may use (its host-homed variables, swap slots and staged "
+     "batches); a plan that needs more is refused, naming both numbers. 0: 80 % of this "
+     "machine's RAM."},
     {"idle-timeout", OPTION_UINT, "SECONDS", "600", 0, 30 * DAY, NULL, FIELD(idle_timeout), 0,
      "Park a job that has been READY (trained by no stream) for this long: it is checkpointed, "
      "its device memory is released and its budget given back, and its state is PARKED. Its "
@@ -783,4 +788,9 @@ void tided_config_usage(FILE *out)
     fprintf(out, "       1      a fatal error at start or run time: the socket, the "
                  "device,\n              the state directory, the TLS or token files\n");
     fprintf(out, "       2      a bad flag or configuration file\n");
+}
+
+uint64_t tided_config_host_budget(const struct tided_config *config)
+{
+    return config->host_budget ? config->host_budget : tide_host_budget_default();
 }

@@ -62,6 +62,7 @@ struct tided_config {
     uint64_t default_budget; /* a job's budget when its spec sets none */
     uint64_t max_budget;     /* the largest budget a job may ask for (0: the device's size) */
     uint64_t host_pool;      /* host bytes jobs' plans may use together (0: no limit) */
+    uint64_t host_budget;    /* host bytes one job's plan may use (0: 80 % of RAM) */
     uint64_t threads;        /* CPU kernel threads (0: one per core) */
     /* Job lifecycle. */
     uint64_t idle_timeout; /* seconds a READY job waits before it is parked (0: never) */
@@ -135,6 +136,9 @@ int tided_parse_listen_address(const char *text, struct tided_listen_address *ad
 
 /* Formats bytes as "4 GiB", "992.1 MiB" or "123 bytes" (exact when the unit divides it). */
 const char *tided_format_bytes(uint64_t bytes, char *buf, size_t size);
+
+/* The host budget of one job's plan: host-budget, or 80 % of RAM when it is 0. */
+uint64_t tided_config_host_budget(const struct tided_config *config);
 
 #ifdef __cplusplus
 }

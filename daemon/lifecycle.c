@@ -113,6 +113,7 @@ enum tide_status tided__job_unpark(struct tided_daemon *d, struct job *j, struct
     t->compile.backend = d->backend;
     t->compile.limits = d->limits;
     t->compile.budget = j->budget;
+    t->compile.host_budget = tided_config_host_budget(&d->config);
     j->reserved = true;
     d->jobs->reserved += j->budget;
     j->resuming = true;

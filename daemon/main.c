@@ -49,6 +49,7 @@
 #include "daemon/server.h"
 #include "daemon/worker.h"
 #include "picture/picture.h"
+#include "runtime/profile.h"
 
 static ev_signal sigterm_watcher, sigint_watcher, sighup_watcher;
 static ev_timer watchdog_timer;
@@ -206,6 +207,16 @@ int main(int argc, char **argv)
         TIDE_LOG_WARN("default-budget (%s) is larger than the device (%s): jobs without a "
                       "budget of their own will be refused",
                       b, a);
+    /* The time model's profile of this device: measured now, once, not at the first plan. */
+    struct tide_device_profile profile;
+    if (tide_device_profile_local(d->backend, &profile, &err) == TIDE_OK)
+        TIDE_LOG_INFO("device profile %s: %.1f GFLOP/s, memory %.1f GB/s, copies %.1f GB/s; "
+                      "host budget %s per job",
+                      profile.name, profile.compute_flops / 1e9, profile.memory_bytes_per_s / 1e9,
+                      profile.copy_bytes_per_s / 1e9,
+                      tided_format_bytes(tided_config_host_budget(&d->config), a, sizeof(a)));
+    else
+        TIDE_LOG_WARN("device profile: %s (the first plan measures it again)", err.message);
 
     grpc_init();
     d->worker = tided_worker_new(d->loop, tided_jobs_task_done, d, error, sizeof(error));

@@ -38,6 +38,7 @@ void tided_rpc_plan(struct tided_daemon *d, struct tided_call *call, ProtobufCMe
             t->compile.backend = d->backend;
             t->compile.limits = d->limits;
             t->compile.budget = budget;
+            t->compile.host_budget = tided_config_host_budget(&d->config);
             tided__task_wait(t, call);
             tided__task_submit(d, t);
             return;

@@ -118,6 +118,7 @@ void tided_rpc_submit(struct tided_daemon *d, struct tided_call *call, ProtobufC
     t->compile.backend = d->backend;
     t->compile.limits = d->limits;
     t->compile.budget = budget;
+    t->compile.host_budget = tided_config_host_budget(&d->config);
     t->compile.restore_path = restore_path;
     restore_path = NULL;
     j->state = STATE(COMPILING);

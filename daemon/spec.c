@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "common/log.h"
+#include "runtime/profile.h"
 
 /* ============================================================================
  * Names, tensor specs and reports
@@ -66,6 +67,8 @@ void tided_plan_report_free(Tide__V1__PlanReport *report)
         free(report->min_budget_node);
     if (report->floor_node != protobuf_c_empty_string)
         free(report->floor_node);
+    if (report->device_profile != protobuf_c_empty_string)
+        free(report->device_profile);
     if (report->message != protobuf_c_empty_string)
         free(report->message);
     free(report);
@@ -200,6 +203,10 @@ Tide__V1__PlanReport *tided_spec_plan_report(const struct tide_plan_report *r,
     p->min_budget_node = xstrdup(r->fits ? "" : node_name(g, r->min_budget_node));
     p->floor_bytes = r->floor_bytes;
     p->floor_node = xstrdup(node_name(g, r->floor_node));
+    p->predicted_step_ms = r->predicted_step_ms;
+    p->predicted_stall_ms = r->predicted_stall_ms;
+    p->device_profile = xstrdup(r->profile);
+    p->host_budget_bytes = r->host_budget_bytes;
     p->swap_in_bytes = r->swap_in_bytes;
     p->swap_out_bytes = r->swap_out_bytes;
     p->fetch_bytes = r->fetch_bytes;
@@ -329,7 +336,10 @@ enum tide_status tided_spec_setup(const Tide__V1__JobSpec *spec, uint64_t budget
         s->policy.vars_home = (enum tide_vars_home)m->vars_home;
         s->policy.autotune = m->autotune;
     }
-    return TIDE_OK;
+    enum tide_status st = tide_device_profile_find(spec->device_profile, &s->policy.profile, err);
+    if (st != TIDE_OK)
+        tide_error_prefix(err, "device_profile");
+    return st;
 }
 
 struct tide_session_options tided_spec_session_options(const Tide__V1__JobSpec *spec,

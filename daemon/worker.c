@@ -341,10 +341,12 @@ static enum tide_status prepare(struct tided_task *t, struct tided_spec_setup *s
                                 struct tide_graph **graph)
 {
     bool compile = t->kind == TIDED_TASK_COMPILE;
-    return tided_spec_prepare(t->compile.spec, &t->compile.limits, t->compile.budget, setup, graph,
-                              &t->compile.feeds, &t->compile.n_feeds,
-                              compile ? &t->compile.user_variables : NULL,
-                              &t->compile.n_user_variables, &t->err);
+    enum tide_status st = tided_spec_prepare(t->compile.spec, &t->compile.limits, t->compile.budget,
+                                             setup, graph, &t->compile.feeds, &t->compile.n_feeds,
+                                             compile ? &t->compile.user_variables : NULL,
+                                             &t->compile.n_user_variables, &t->err);
+    setup->policy.host_budget_bytes = t->compile.host_budget;
+    return st;
 }
 
 /* The session's cancellation hook: Cancel, or the daemon draining. */

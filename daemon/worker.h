@@ -103,6 +103,7 @@ struct tided_task {
             struct tide_backend *backend;   /* borrowed */
             struct tide_graph_limits limits;
             uint64_t budget;
+            uint64_t host_budget; /* of the plan (tided_config_host_budget) */
             char *dir;            /* owned: the job's directory (COMPILE); spec.pb goes there */
             char *restore_path;   /* owned: checkpoint.pb to restore, or NULL */
             /*

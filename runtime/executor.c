@@ -126,12 +126,15 @@
  *
  * Statistics. h2d_bytes and d2h_bytes count the copies a step ran
  * (Placeholders, Fetch and SwapIn; SwapOut and WriteBack). stall_ms is
- * measured in profile mode only, and is 0 otherwise (timing needs two more
- * events per waiting position): before the waits of a compute-stream
- * position the executor records one more event, and the time from it to
- * the event recorded after the waits is the time compute sat blocked on the
- * copy streams, since every cross-stream dependency of a compute node is a
- * copy. Waits before poison fills are not counted.
+ * measured in every step, on a backend that can time its events: a compute
+ * position that depends on a memory op (a Fetch or SwapIn it reads, or a
+ * SwapOut or WriteBack whose region it takes over) records an event right
+ * before its waits and one right after, and the time between them is the
+ * time compute sat blocked on the copy streams. That is two events per such
+ * position — a few per partition, none in a plan that moves nothing, whose
+ * stall is then exactly 0 (a Placeholder's feed is input, not a copy the
+ * planner chose, and is not counted). Waits before poison fills are not
+ * counted.
  *
  * Tracing (runtime/trace.h). While a recording is set
  * (tide_executor_trace_start), a step records the profiling events too
@@ -264,6 +267,15 @@ struct tide_executor {
     struct tide_event **profile_end;
     struct tide_event **profile_wait;
     double *node_ms; /* per node id */
+
+    /*
+     * The stall, measured every step (see DESIGN, "Statistics"): per
+     * position, events recorded right before and right after the waits of
+     * a compute position that depends on a memory op; NULL elsewhere, and
+     * the arrays NULL when the backend cannot time its events.
+     */
+    struct tide_event **stall_begin;
+    struct tide_event **stall_end;
 
     /*
      * Tracing (see DESIGN): the recording steps append to (NULL: off), and
@@ -1102,6 +1114,39 @@ static enum tide_status create_profile_events(struct tide_executor *ex, struct t
     return st;
 }
 
+/* Whether the position is on compute and depends on a memory op (it may stall on a copy). */
+static bool waits_on_copies(const struct tide_executor *ex, const struct exec_position *pos)
+{
+    if (pos->stream != TIDE_STREAM_COMPUTE || pos->kind == EXEC_NOTHING)
+        return false;
+    for (uint32_t i = 0; i < pos->deps_before.count; i++) {
+        uint32_t u = ex->deps[pos->deps_before.begin + i];
+        if (tide_op_info(ex->graph->nodes[u].op)->flags & TIDE_OP_F_MEMORY)
+            return true;
+    }
+    return false;
+}
+
+/* The stall events of the positions that may wait on copies (see DESIGN, "Statistics"). */
+static enum tide_status create_stall_events(struct tide_executor *ex, struct tide_error *err)
+{
+    if (!tide_backend_has_event_elapsed(ex->backend))
+        return TIDE_OK;
+    ex->stall_begin = xcalloc(ex->n_order, sizeof(*ex->stall_begin));
+    ex->stall_end = xcalloc(ex->n_order, sizeof(*ex->stall_end));
+    if (!ex->stall_begin || !ex->stall_end)
+        return tide_error_set(err, TIDE_NOMEM, "executor: out of memory for the stall events");
+    enum tide_status st = TIDE_OK;
+    for (uint32_t p = 0; p < ex->n_order && st == TIDE_OK; p++) {
+        if (!waits_on_copies(ex, &ex->positions[p]))
+            continue;
+        st = tide_backend_event_new(ex->backend, &ex->stall_begin[p], err);
+        if (st == TIDE_OK)
+            st = tide_backend_event_new(ex->backend, &ex->stall_end[p], err);
+    }
+    return st;
+}
+
 /* Frees the profiling events and their arrays (at the end, or when creating them failed). */
 static void free_profile_events(struct tide_executor *ex)
 {
@@ -1120,6 +1165,20 @@ static void free_profile_events(struct tide_executor *ex)
     free(ex->node_ms);
     ex->profile_start = ex->profile_end = ex->profile_wait = NULL;
     ex->node_ms = NULL;
+}
+
+/* Frees the stall events and their arrays. */
+static void free_stall_events(struct tide_executor *ex)
+{
+    for (uint32_t p = 0; ex->stall_begin && p < ex->n_order; p++) {
+        if (ex->stall_begin[p])
+            tide_backend_event_free(ex->backend, ex->stall_begin[p]);
+        if (ex->stall_end[p])
+            tide_backend_event_free(ex->backend, ex->stall_end[p]);
+    }
+    free(ex->stall_begin);
+    free(ex->stall_end);
+    ex->stall_begin = ex->stall_end = NULL;
 }
 
 static enum tide_status create(struct tide_executor *ex, const struct tide_memplan *plan,
@@ -1237,6 +1296,8 @@ static enum tide_status create(struct tide_executor *ex, const struct tide_mempl
         st = build_program(ex, plan, err);
     if (st == TIDE_OK && ex->options.profile)
         st = create_profile_events(ex, err);
+    if (st == TIDE_OK)
+        st = create_stall_events(ex, err);
     if (st != TIDE_OK)
         return st;
     return init_persistent(ex, err);
@@ -1290,6 +1351,7 @@ void tide_executor_free(struct tide_executor *ex)
         }
     }
     free_profile_events(ex);
+    free_stall_events(ex);
     for (int s = 0; s < N_STREAMS; s++) {
         if (ex->trace_base[s])
             tide_backend_event_free(b, ex->trace_base[s]);
@@ -1482,11 +1544,35 @@ static bool stall_recorded(const struct tide_executor *ex, const struct exec_pos
            (mask ? pos->deps_before.count : pos->waits_before.count) > 0;
 }
 
-/* Per-node times and the compute stream's stall, after a completed profiled step. */
-static double collect_profile(struct tide_executor *ex, const uint8_t *mask)
+/* Whether a position recorded its stall events in this step (see create_stall_events). */
+static bool stall_timed(const struct tide_executor *ex, const struct exec_position *pos, uint32_t p,
+                        bool runs, const uint8_t *mask)
+{
+    return runs && ex->stall_begin && ex->stall_begin[p] &&
+           (mask ? pos->deps_before.count : pos->waits_before.count) > 0;
+}
+
+/* The time compute sat blocked on copies in a completed step (see DESIGN, "Statistics"). */
+static double collect_stall(struct tide_executor *ex, const uint8_t *mask)
+{
+    double stall = 0;
+    for (uint32_t p = 0; ex->stall_begin && p < ex->n_order; p++) {
+        const struct exec_position *pos = &ex->positions[p];
+        bool runs = pos->kind != EXEC_NOTHING && (!mask || mask[pos->node]);
+        double blocked = 0;
+        if (stall_timed(ex, pos, p, runs, mask) &&
+            tide_backend_event_elapsed(ex->backend, ex->stall_begin[p], ex->stall_end[p],
+                                       &blocked) == TIDE_OK &&
+            blocked > 0)
+            stall += blocked;
+    }
+    return stall;
+}
+
+/* Per-node times, after a completed profiled step. */
+static void collect_profile(struct tide_executor *ex, const uint8_t *mask)
 {
     struct tide_backend *b = ex->backend;
-    double stall = 0;
     for (uint32_t p = 0; p < ex->n_order; p++) {
         const struct exec_position *pos = &ex->positions[p];
         uint32_t v = pos->node;
@@ -1496,13 +1582,7 @@ static double collect_profile(struct tide_executor *ex, const uint8_t *mask)
             tide_backend_event_elapsed(b, ex->profile_start[p], ex->profile_end[p], &ms) != TIDE_OK)
             ms = 0;
         ex->node_ms[v] = ms;
-        double blocked = 0;
-        if (stall_recorded(ex, pos, p, runs, mask) &&
-            tide_backend_event_elapsed(b, ex->profile_wait[p], ex->profile_start[p], &blocked) ==
-                TIDE_OK)
-            stall += blocked;
     }
-    return stall;
 }
 
 /* ============================================================================
@@ -1733,9 +1813,16 @@ static enum tide_status run_step(struct tide_executor *ex, const uint8_t *mask,
             if (st == TIDE_OK && stall_recorded(ex, pos, p, runs, mask))
                 st = enqueue_check(tide_backend_event_record(b, ex->profile_wait[p], stream), node,
                                    "recording a profiling event", err);
+            bool stall = stall_timed(ex, pos, p, runs, mask);
+            if (st == TIDE_OK && stall)
+                st = enqueue_check(tide_backend_event_record(b, ex->stall_begin[p], stream), node,
+                                   "recording a stall event", err);
             if (st == TIDE_OK)
                 st = issue_waits(ex, pos, mask, pos->deps_before, pos->waits_before,
                                  waited[pos->stream], err);
+            if (st == TIDE_OK && stall)
+                st = enqueue_check(tide_backend_event_record(b, ex->stall_end[p], stream), node,
+                                   "recording a stall event", err);
             if (st == TIDE_OK && timing)
                 st = enqueue_check(tide_backend_event_record(b, ex->profile_start[p], stream), node,
                                    "recording a profiling event", err);
@@ -1798,9 +1885,9 @@ static enum tide_status run_step(struct tide_executor *ex, const uint8_t *mask,
         if (!mask || mask[v])
             ex->produced[v] = 1;
     }
-    double stall_ms = 0;
+    double stall_ms = collect_stall(ex, mask);
     if (ex->options.profile && ex->node_ms)
-        stall_ms = collect_profile(ex, mask);
+        collect_profile(ex, mask);
     /* The step's time includes reading the events, so that what tracing costs shows. */
     if (ex->trace)
         collect_trace(ex, mask, t0, now_ns());

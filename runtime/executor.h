@@ -76,7 +76,7 @@ struct tide_step_stats {
     uint32_t n_partitions;
     uint64_t h2d_bytes;
     uint64_t d2h_bytes;
-    double stall_ms;          /* compute stream waiting on copies (when profiled) */
+    double stall_ms;          /* compute stream waiting on copies, every step (0: none) */
     const double *node_ms;    /* per node id when profiled, else NULL; valid until next step */
 };
 

@@ -53,6 +53,7 @@
 #include <string.h>
 
 #include "graph/import.h"
+#include "runtime/profile.h"
 
 struct tide_session {
     struct tide_graph *graph;
@@ -169,6 +170,14 @@ static enum tide_status plan_with_policy(struct tide_session *s,
 {
     struct tide_memory_policy policy = *o->memory;
     policy.budget_bytes = budget;
+    /* Without a profile, the plan is for this backend's device (measured once per process). */
+    struct tide_device_profile local;
+    if (!policy.profile) {
+        enum tide_status st = tide_device_profile_local(s->backend, &local, err);
+        if (st != TIDE_OK)
+            return st;
+        policy.profile = &local;
+    }
     struct tide_plan_env env = {
         .workspace_bytes = backend_workspace, .workspace_ctx = s->backend, .pinned = pinned};
     enum tide_status st = tide_plan_memory(s->graph, &policy, &env, &s->memory, err);

@@ -24,8 +24,12 @@
  *       swap auto without autotune: off, then on, as above;
  *       swap auto with autotune: every vars home allowed × thresholds
  *                  {0, 1, 2, 4, ..., n_partitions, never} × prefetch
- *                  {0, 1, 2}, sorted by bytes moved per step (fewest first:
- *                  nothing moved comes first and wins when it fits), then
+ *                  {0, 1, 2}, sorted — with a device profile
+ *                  (policy->profile, swapper/timemodel.h) — by predicted
+ *                  step time first (rank_by_time: compute, plus the copies
+ *                  that cannot hide under it), then by bytes moved per step
+ *                  (fewest first: nothing moved comes first and wins when
+ *                  it fits), then
  *                  bytes made again by recomputing actions, then
  *                  the larger prefetch (prefetch moves no bytes, it only
  *                  buys overlap of copies with compute, so among equal
@@ -57,6 +61,12 @@
  *  5. The candidate that fit is applied to the caller's graph, and its
  *     trial's memplan adopted rather than run again (tide__adopt): the
  *     passes are deterministic, so the rewritten graph is the clone's.
+ *     With a profile, the report's predicted_step_ms is the exact replay of
+ *     that plan (tide_time_predict), not the ranking's estimate.
+ *  6. Host budget (policy->host_budget_bytes): a built plan whose host
+ *     arena (host homes, swap slots, staging) exceeds it does not fit, and
+ *     the next candidate is tried; when only such plans fit the device, the
+ *     refusal names the fewest host bytes one needed and the host budget.
  *
  * Cost: the simulations are linear and cheap (a 2,000-layer ResNet at batch
  * 16, 75,000 nodes before the memory passes: under 1 ms each; about 70
@@ -196,6 +206,7 @@ struct candidate {
     struct tide__estimate estimate;
     bool estimated;
     bool built; /* built for real: a second build would only repeat the result */
+    double predicted_ms; /* with a profile: the step time rank_by_time estimates; else 0 */
 };
 
 struct candidates {
@@ -224,13 +235,16 @@ static bool candidates_push(struct candidates *list, uint32_t planner, uint32_t 
 }
 
 /*
- * Fewest bytes moved; then the fewest bytes made again; then the larger
+ * With a profile, the lowest predicted step time first (rank_by_time). Then
+ * the fewest bytes moved; then the fewest bytes made again; then the larger
  * prefetch distance in nodes (prefetch partitions times the partition size:
  * the compute a copy may overlap); then the lower peak; then a fixed order.
  */
 static int compare_candidates(const void *a, const void *b)
 {
     const struct candidate *x = a, *y = b;
+    if (x->predicted_ms != y->predicted_ms)
+        return x->predicted_ms < y->predicted_ms ? -1 : 1;
     uint64_t mx = tide__moved_total(&x->estimate.moved), my = tide__moved_total(&y->estimate.moved);
     if (mx != my)
         return mx < my ? -1 : 1;
@@ -347,6 +361,12 @@ struct search {
     struct tide__planner planners[MAX_PLANNERS];
     struct candidates list;
     struct tide_plan_report *report;
+    double compute_ms; /* with a profile: the original kernels' predicted time, summed */
+    /*
+     * With a host budget: the fewest host bytes of a built plan that fit the
+     * device budget but not the host's (0: none was refused for host bytes).
+     */
+    uint64_t host_refused;
     /* The smallest budget's plan, once found (see "The smallest budget"). */
     bool least_found;
     struct candidate least;
@@ -541,6 +561,22 @@ static enum tide_status does_not_fit(struct search *s, const struct working_set 
     return TIDE_DOES_NOT_FIT;
 }
 
+/*
+ * The refusal of a plan whose host arena (host bytes: the least a plan that
+ * fits the device budget needs) exceeds the policy's host budget.
+ */
+static enum tide_status host_does_not_fit(struct search *s, uint64_t host, struct tide_error *err)
+{
+    uint64_t limit = s->policy->host_budget_bytes;
+    tide_error_set(err, TIDE_DOES_NOT_FIT,
+                   "plan needs %" PRIu64 " bytes (%.1f MiB) of host memory (host-homed variables, "
+                   "swap slots and staging), host budget is %" PRIu64 " bytes (%.1f MiB)",
+                   host, mib(host), limit, mib(limit));
+    if (err)
+        copy_message(s->report, err->message);
+    return TIDE_DOES_NOT_FIT;
+}
+
 /* ============================================================================
  * Choosing
  * ========================================================================== */
@@ -561,6 +597,21 @@ static bool repeats_a_failure(const struct candidates *list, uint32_t i)
 }
 
 /*
+ * Whether a built plan's host arena fits the policy's host budget; notes the
+ * fewest host bytes refused (for the message when nothing fits).
+ */
+static bool host_fits(struct search *s, const struct trial *t)
+{
+    uint64_t limit = s->policy->host_budget_bytes;
+    if (limit == 0 || t->plan.host_bytes <= limit)
+        return true;
+    if (t->plan.peak_bytes <= s->budget &&
+        (s->host_refused == 0 || t->plan.host_bytes < s->host_refused))
+        s->host_refused = t->plan.host_bytes;
+    return false;
+}
+
+/*
  * Builds candidate i; on a fit, *fit keeps the trial for adoption.
  * Returns true in *done when it fit.
  */
@@ -574,7 +625,7 @@ static enum tide_status try_candidate(struct search *s, uint32_t i, struct trial
         return st;
     c->built = true;
     note_peak(s->report, &t);
-    *done = t.plan.peak_bytes <= s->budget;
+    *done = t.plan.peak_bytes <= s->budget && host_fits(s, &t);
     if (*done)
         *fit = t;
     else
@@ -628,7 +679,8 @@ static enum tide_status choose(struct search *s, struct candidate *chosen, bool 
     if (!(s->policy->swap == TIDE_SWAP_AUTO && s->policy->autotune))
         return TIDE_OK;
     enum tide_status st = smallest(s, err);
-    if (st == TIDE_OK && s->least_trial.plan.peak_bytes <= budget) {
+    if (st == TIDE_OK && s->least_trial.plan.peak_bytes <= budget &&
+        host_fits(s, &s->least_trial)) {
         note_peak(s->report, &s->least_trial);
         *found = true;
         *chosen = s->least;
@@ -711,6 +763,47 @@ static bool search_chains(struct search *s, uint32_t j)
     return true;
 }
 
+/*
+ * Each estimated candidate's predicted step time, from its totals (the
+ * exact replay, tide_time_predict, needs the built graph): compute is the
+ * original kernels' time plus the bytes made again at memory bandwidth;
+ * copies take bytes / copy bandwidth on their own stream. A swap-in or
+ * fetch can hide under the compute before its consumer: all of it with a
+ * prefetch distance of a partition or more, on average half a partition
+ * less its consumer without. So
+ *
+ *     step = max(compute + max(0, h2d - hidden * compute), d2h)
+ *
+ * Plans whose copies all hide tie at the compute time, and the fewest bytes
+ * moved decide among them as before. Where copies share compute's cores
+ * (profile->copies_share_compute), nothing hides: step = compute + h2d +
+ * d2h.
+ */
+static void rank_by_time(struct search *s)
+{
+    const struct tide_device_profile *p = s->policy->profile;
+    for (uint32_t i = 0; i < s->list.n; i++) {
+        struct candidate *c = &s->list.items[i];
+        const struct tide__moved *m = &c->estimate.moved;
+        uint64_t to_device = m->fetch, to_host = m->write_back;
+        for (int a = 0; a < TIDE__ACTION_COUNT; a++) {
+            to_device += m->actions[a].to_device;
+            to_host += m->actions[a].to_host;
+        }
+        double compute =
+            s->compute_ms + (double)tide__moved_remade(m) / p->memory_bytes_per_s * 1e3;
+        double h2d = (double)to_device / p->copy_bytes_per_s * 1e3;
+        double d2h = (double)to_host / p->copy_bytes_per_s * 1e3;
+        double size = c->partition_size ? c->partition_size : 1;
+        double hidden = c->choice.prefetch >= 1 ? 1.0 : (size - 1) / (2 * size);
+        if (p->copies_share_compute)
+            hidden = 0, compute += d2h; /* copies take compute's cores: nothing hides */
+        double exposed = h2d - hidden * compute;
+        double step = compute + (exposed > 0 ? exposed : 0);
+        c->predicted_ms = step > d2h ? step : d2h;
+    }
+}
+
 /* Estimates, orders and tries the candidates; *chosen, *found and *fit as choose() sets them. */
 static enum tide_status search(struct search *s, struct candidate *chosen, bool *found,
                                struct trial *fit, struct tide_error *err)
@@ -760,6 +853,8 @@ static enum tide_status search(struct search *s, struct candidate *chosen, bool 
             s->report->trials++;
         }
     }
+    if (autotune && policy->profile)
+        rank_by_time(s);
     if (autotune)
         qsort(list->items, list->n, sizeof(*list->items), compare_candidates);
     return choose(s, chosen, found, fit, err);
@@ -773,6 +868,9 @@ static enum tide_status plan(struct tide_graph *graph, const struct tide_memory_
     uint64_t budget = policy->budget_bytes;
     report->budget_bytes = budget;
     report->floor_node = TIDE_NO_NODE;
+    report->host_budget_bytes = policy->host_budget_bytes;
+    if (policy->profile)
+        snprintf(report->profile, sizeof(report->profile), "%s", policy->profile->name);
 
     struct search s = {.graph = graph, .env = env, .policy = policy, .budget = budget,
                        .report = report};
@@ -803,6 +901,12 @@ static enum tide_status plan(struct tide_graph *graph, const struct tide_memory_
         return st;
     }
 
+    for (uint32_t v = 0; policy->profile && v < pl->n_original; v++) {
+        const struct tide_node *node = &graph->nodes[v];
+        if (!(tide_op_info(node->op)->flags & (TIDE_OP_F_SOURCE | TIDE_OP_F_MEMORY)))
+            s.compute_ms += tide_time_node_ms(policy->profile, graph, node);
+    }
+
     struct trial fit = {0};
     struct candidate chosen = {0};
     bool found = false;
@@ -812,7 +916,9 @@ static enum tide_status plan(struct tide_graph *graph, const struct tide_memory_
         st = search(&s, &chosen, &found, &fit, err);
     else if (s.list.n > 0) /* no limit: the first candidate as it is */
         chosen = s.list.items[0], found = true;
-    if (st == TIDE_OK && !found)
+    if (st == TIDE_OK && !found && s.host_refused)
+        st = host_does_not_fit(&s, s.host_refused, err);
+    else if (st == TIDE_OK && !found)
         st = does_not_fit(&s, NULL, err);
 
     if (st == TIDE_OK) {
@@ -838,6 +944,18 @@ static enum tide_status plan(struct tide_graph *graph, const struct tide_memory_
                 report->min_budget_bytes = out->memplan.peak_bytes;
                 report->min_budget_node = tide__peak_node(graph, &out->memplan);
             }
+        }
+        if (st == TIDE_OK && policy->host_budget_bytes &&
+            out->memplan.host_bytes > policy->host_budget_bytes) {
+            st = host_does_not_fit(&s, out->memplan.host_bytes, err);
+            report->fits = false;
+        }
+        if (st == TIDE_OK && policy->profile) {
+            struct tide_time_prediction t;
+            st = tide_time_predict(graph, out->memplan.order, out->memplan.n_order, policy->profile,
+                                   &t, err);
+            report->predicted_step_ms = t.step_ms;
+            report->predicted_stall_ms = t.stall_ms;
         }
     }
     trial_release(&fit);

@@ -70,13 +70,19 @@
  *  4. tests/test_swapper.c: a case; test_estimate_is_exact already checks
  *     every action's estimate against memplan and its rewrite's cost.
  *
- * The search (swapper.c) needs nothing new: candidates are ranked by bytes
- * copied, then by bytes made again, so a recompute that saves copies wins.
+ * The search (swapper.c) needs nothing new: candidates are ranked by
+ * predicted step time when the policy has a device profile (copies cost
+ * bytes / profile->copy_bytes_per_s where they cannot hide under compute;
+ * bytes made again cost bytes / profile->memory_bytes_per_s on compute),
+ * then by bytes copied, then by bytes made again, so a recompute that
+ * saves copies wins.
  *
  * Example usage:
  *
  *     struct tide_memory_policy p = tide_memory_policy_default();
  *     p.budget_bytes = 256 << 20;
+ *     p.profile = tide_device_profile_named("h100"); // rank by predicted time
+ *     p.host_budget_bytes = 64ull << 30;
  *     struct tide_memory_plan plan;
  *     if (tide_plan_memory(graph, &p, &env, &plan, &err) != TIDE_OK)
  *         ... err names the node that cannot fit, and the numbers ...
@@ -91,6 +97,7 @@
 
 #include "graph/graph.h"
 #include "memplan/memplan.h"
+#include "swapper/timemodel.h"
 #include "tide/timeline.h"
 
 #ifdef __cplusplus
@@ -129,6 +136,17 @@ struct tide_memory_policy {
     uint32_t prefetch_distance; /* SwapIn/Fetch this many partitions before the consumer */
     enum tide_vars_home vars_home;
     bool autotune;              /* with swap auto: search threshold and prefetch */
+    /*
+     * The device the plan is for (swapper/timemodel.h), borrowed for the
+     * call: autotune ranks the plans that fit by predicted step time, and
+     * the report predicts it. NULL: ranked by bytes moved, nothing predicted.
+     */
+    const struct tide_device_profile *profile;
+    /*
+     * Host bytes the plan may use (its host arena: host homes, swap slots,
+     * staging); 0: no limit. A plan that needs more is refused.
+     */
+    uint64_t host_budget_bytes;
 };
 
 /* partition_size 0 (auto), swap auto, threshold 1, prefetch 1, vars auto, autotune on. */
@@ -190,6 +208,15 @@ struct tide_plan_report {
     uint32_t trials;          /* plans simulated by autotune */
     double plan_ms;           /* wall time */
     double plan_cpu_ms;       /* CPU time of the planning thread: plan_ms less waiting for a core */
+    /*
+     * With a profile (policy.profile): the plan's step replayed on it
+     * (tide_time_predict), and the time compute waits in it for copies; 0
+     * without. profile names it ("" without).
+     */
+    double predicted_step_ms;
+    double predicted_stall_ms;
+    char profile[16];
+    uint64_t host_budget_bytes; /* the policy's (0: no limit) */
     char message[256];        /* why it does not fit, when fits is false */
 };
 

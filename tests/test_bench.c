@@ -129,6 +129,11 @@ static const char *const plan_keys[] = {"model",
                                         "floor_bytes",
                                         "floor_node",
                                         "host_bytes",
+                                        "host_arena_bytes",
+                                        "host_budget_bytes",
+                                        "device_profile",
+                                        "predicted_step_ms",
+                                        "predicted_stall_ms",
                                         "swap_threshold",
                                         "prefetch_distance",
                                         "trials",
@@ -187,6 +192,48 @@ static void test_plan_fits(void **state)
     assert_true(tide_test_json_uint(line, "min_budget_bytes") <= peak);
     assert_true(tide_test_json_uint(line, "partitions") >= 1);
     expect_plan_report(r->out, line);
+    json_object_put(line);
+    free(r);
+}
+
+/*
+ * `plan --device-profile`: the plan is for that device and predicts its
+ * step; an unknown profile is refused listing the known ones; a host budget
+ * below what the plan needs is refused naming both numbers.
+ */
+static void test_plan_device_profile_and_host_budget(void **state)
+{
+    (void)state;
+    struct tide_test_run *r = malloc(sizeof(*r));
+    assert_non_null(r);
+    struct json_object *line =
+        run_bench(r, 0,
+                  (char *[]){"plan", "--model", "cnn", "--batch", "32", "--budget", "5M",
+                             "--device-profile", "h100", "--json", NULL});
+    tide_test_json_keys(line, plan_keys);
+    assert_string_equal(tide_test_json_string(line, "device_profile"), "h100");
+    double predicted = tide_test_json_number(line, "predicted_step_ms");
+    assert_true(predicted > 0);
+    expect_in_report(r->out, "predicted step %.2f ms on h100", predicted);
+    /* Swapping: the plan has host bytes (swap slots, staging), more than 1 MiB. */
+    assert_true(tide_test_json_uint(line, "swap_in_bytes") > 0);
+    assert_true(tide_test_json_uint(line, "host_arena_bytes") > UINT64_C(1) << 20);
+    json_object_put(line);
+
+    run_bench_fails(r, 2,
+                    (char *[]){"plan", "--model", "cnn", "--budget", "8M", "--device-profile",
+                               "a100", NULL},
+                    "device profile \"a100\" is unknown; known profiles: cpu, h100, h200");
+    line = run_bench(r, 1,
+                     (char *[]){"plan", "--model", "cnn", "--batch", "32", "--budget", "5M",
+                                "--device-profile", "h100", "--host-budget", "1M", "--json",
+                                NULL});
+    assert_false(tide_test_json_bool(line, "fits"));
+    assert_int_equal(tide_test_json_uint(line, "host_budget_bytes"), UINT64_C(1) << 20);
+    const char *want = "of host memory (host-homed variables, swap slots and staging), host "
+                       "budget is 1048576 bytes (1.0 MiB)";
+    if (!strstr(r->err, want))
+        fail_msg("tide-bench plan's stderr lacks \"%s\":\n%s", want, r->err);
     json_object_put(line);
     free(r);
 }
@@ -1343,6 +1390,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_plan_fits),
         cmocka_unit_test(test_plan_does_not_fit),
+        cmocka_unit_test(test_plan_device_profile_and_host_budget),
         cmocka_unit_test(test_plan_auto_reaches_the_floor),
         cmocka_unit_test(test_train_at_the_smallest_budget),
         cmocka_unit_test(test_train),

@@ -89,6 +89,7 @@ static void test_defaults(void **state)
     assert_int_equal(c.default_budget, 1ull << 30);
     assert_int_equal(c.max_budget, 0);
     assert_int_equal(c.host_pool, 0);
+    assert_int_equal(c.host_budget, 0);
     assert_int_equal(c.threads, 0);
     assert_int_equal(c.max_message, 256ull << 20);
     assert_int_equal(c.max_graph_nodes, 1000000);
@@ -111,6 +112,7 @@ static void test_bounds(void **state)
         {"default-budget", "1M", "1023K", "64T", "65T", "1 MiB", "64 TiB"},
         {"max-budget", "0", NULL, "64T", "65T", "0 bytes", "64 TiB"},
         {"host-pool", "0", NULL, "64T", "65T", "0 bytes", "64 TiB"},
+        {"host-budget", "0", NULL, "64T", "65T", "0 bytes", "64 TiB"},
         {"threads", "0", NULL, "1024", "1025", "0", "1024"},
         {"max-message", "1M", "1023K", "2147483647", "2G", "1 MiB", "and "},
         {"max-graph-nodes", "1", "0", "4294967295", "4294967296", "1", "4294967295"},

@@ -2709,7 +2709,8 @@ static const char json_job_name[] = "q\"uote back\\slash /slash \t\n\r\b\f \x01\
     "nodes", "budget_bytes", "predicted_peak_bytes", "fits", "min_budget_bytes",                   \
         "min_budget_node", "floor_bytes", "floor_node", "swap_in_bytes", "swap_out_bytes",         \
         "fetch_bytes", "write_back_bytes", "partition_size", "swap_threshold",                     \
-        "prefetch_distance", "host_bytes", "plan_us", "message"
+        "prefetch_distance", "host_bytes", "plan_us", "message", "predicted_step_ms",              \
+        "predicted_stall_ms", "device_profile", "host_budget_bytes"
 static const char *const job_keys[] = {JOB_KEYS, NULL};
 static const char *const job_keys_with_plan[] = {JOB_KEYS, "plan", NULL};
 static const char *const job_plan_keys[] = {PLAN_KEYS, NULL};
@@ -2769,6 +2770,13 @@ static void expect_plan_equals(struct json_object *o, const struct tide_job_plan
     assert_int_equal(tide_test_json_uint(o, "host_bytes"), p->host_bytes);
     assert_int_equal(tide_test_json_uint(o, "plan_us"), p->plan_us);
     assert_string_equal(tide_test_json_string(o, "message"), p->message);
+    /* Nine significant digits (tidectl_json_set_double). */
+    assert_true(fabs(tide_test_json_number(o, "predicted_step_ms") - p->predicted_step_ms) <=
+                1e-8 * fabs(p->predicted_step_ms));
+    assert_true(fabs(tide_test_json_number(o, "predicted_stall_ms") - p->predicted_stall_ms) <=
+                1e-8 * fabs(p->predicted_stall_ms));
+    assert_string_equal(tide_test_json_string(o, "device_profile"), p->device_profile);
+    assert_int_equal(tide_test_json_uint(o, "host_budget_bytes"), p->host_budget_bytes);
 }
 
 /*
@@ -2840,6 +2848,56 @@ static struct json_object *find_job(struct json_object *jobs, const char *id, bo
  * partition size): as many rows as --json lists non-empty partitions, and
  * the count line exactly when some are empty.
  */
+/*
+ * tidectl plan --device-profile: the daemon plans for that device and
+ * predicts its step; without one, for its own (the CPU backend, measured);
+ * an unknown name is refused naming it and the known ones.
+ */
+static void test_tidectl_plan_device_profile(void **state)
+{
+    (void)state;
+    NEED_DAEMON();
+    struct tide_test_run *r = malloc(sizeof(*r));
+    assert_non_null(r);
+    size_t n;
+    double predicted[2];
+    const char *const profiles[2] = {"h100", NULL};
+    for (int i = 0; i < 2; i++) {
+        char *args[12] = {"plan", "--model", "cnn", "--budget", "10M", NULL};
+        if (profiles[i])
+            args[5] = "--device-profile", args[6] = (char *)profiles[i];
+        struct json_object *lines = tidectl_json_lines(r, 0, &n, args);
+        assert_int_equal(n, 1);
+        struct json_object *line = tide_test_json_line(lines, 0);
+        tide_test_json_keys(line, plan_line_keys);
+        assert_string_equal(tide_test_json_string(line, "device_profile"),
+                            profiles[i] ? profiles[i] : "cpu");
+        predicted[i] = tide_test_json_number(line, "predicted_step_ms");
+        assert_true(predicted[i] > 0);
+        assert_true(tide_test_json_uint(line, "host_budget_bytes") > 0); /* 80 % of RAM */
+        json_object_put(lines);
+    }
+    /* An H100 runs the CNN's step faster than this machine's CPU backend. */
+    assert_true(predicted[0] < predicted[1]);
+
+    run_tidectl(r, -1, "plan", "--model", "cnn", "--budget", "10M", "--device-profile", "h100",
+                (char *)NULL);
+    assert_int_equal(r->exit_code, 0);
+    char want[64];
+    snprintf(want, sizeof(want), "predicted step  %.2f ms on h100", predicted[0]);
+    if (!strstr(r->out, want))
+        fail_msg("tidectl plan's report lacks \"%s\":\n%s", want, r->out);
+
+    run_tidectl(r, -1, "plan", "--model", "cnn", "--budget", "10M", "--device-profile", "a100",
+                (char *)NULL);
+    assert_int_not_equal(r->exit_code, 0);
+    const char *message =
+        "device_profile: device profile \"a100\" is unknown; known profiles: cpu, h100, h200";
+    if (!strstr(r->err, message))
+        fail_msg("tidectl plan --device-profile a100: stderr lacks \"%s\":\n%s", message, r->err);
+    free(r);
+}
+
 static void test_tidectl_plan_partitions_table(void **state)
 {
     (void)state;
@@ -3492,6 +3550,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_tidectl_ctrl_c),
         cmocka_unit_test(test_tidectl_json_plan),
         cmocka_unit_test(test_tidectl_plan_partitions_table),
+        cmocka_unit_test(test_tidectl_plan_device_profile),
         cmocka_unit_test(test_tidectl_json_job),
         cmocka_unit_test(test_tidectl_transformer),
         cmocka_unit_test(test_restart_after_sigterm),

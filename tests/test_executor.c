@@ -1103,6 +1103,90 @@ static void test_poison_waits_for_every_reader(void **state)
     tide_graph_free(g);
 }
 
+/*
+ * A chain x -> relu -> neg of 32 MiB tensors, with relu's output swapped
+ * out and back in before neg when swapped: compute then has nothing to do
+ * between relu and neg but wait for the SwapOut and the SwapIn (64 MiB of
+ * copies), so the step must stall.
+ */
+static void stall_chain(bool swapped, struct tide_step_stats *stats)
+{
+    struct tide_graph *g = tide_graph_new();
+    assert_non_null(g);
+    uint32_t x = placeholder(g, "x", TIDE_DTYPE_FLOAT32, 2, 1024, 8192);
+    uint32_t relu = node(g, TIDE_OP_RELU, "relu", 1, &x);
+    uint32_t neg = node(g, TIDE_OP_NEG, "neg", 1, &relu);
+    struct tide_error err = {0};
+    check(tide_graph_infer(g, NULL, &err), &err);
+    for (uint32_t v = 0; v < g->n_nodes; v++) {
+        g->nodes[v].stream =
+            g->nodes[v].op == TIDE_OP_PLACEHOLDER ? TIDE_STREAM_H2D : TIDE_STREAM_COMPUTE;
+        g->nodes[v].outputs[0].home = TIDE_HOME_DEVICE;
+    }
+    if (swapped) {
+        uint32_t so = memory_op(g, TIDE_OP_SWAP_OUT, "swap_out/relu", (struct tide_edge){relu, 0},
+                                TIDE_STREAM_D2H, TIDE_HOME_HOST, relu);
+        uint32_t si = memory_op(g, TIDE_OP_SWAP_IN, "swap_in/relu", (struct tide_edge){so, 0},
+                                TIDE_STREAM_H2D, TIDE_HOME_DEVICE, relu);
+        rewire(g, so, relu, si);
+    }
+    struct tide_backend *b = NULL;
+    check(tide_backend_cpu_new(NULL, &b, &err), &err);
+    uint32_t *order = malloc(g->n_nodes * sizeof(*order));
+    assert_non_null(order);
+    check(tide_graph_dfs_order(g, order, &err), &err);
+    uint8_t *pinned = calloc(g->n_nodes, 1);
+    assert_non_null(pinned);
+    pinned[neg] = 1;
+    struct tide_memplan plan;
+    struct tide_memplan_options opt = {
+        .workspace_bytes = workspace, .workspace_ctx = b, .pinned = pinned};
+    check(tide_memplan_build(g, order, g->n_nodes, &opt, &plan, &err), &err);
+    struct tide_executor *ex = NULL;
+    struct tide_executor_options o = {.budget_bytes = plan.peak_bytes};
+    check(tide_executor_new(g, &plan, b, &o, &ex, &err), &err);
+    size_t n = 1024 * 8192;
+    float *data = malloc(n * sizeof(*data));
+    assert_non_null(data);
+    for (size_t i = 0; i < n; i++)
+        data[i] = (float)(i % 13) - 6.0f;
+    check(tide_executor_feed(ex, x, data, n * sizeof(*data), &err), &err);
+    check(tide_executor_step(ex, stats, &err), &err);
+    /* The values came through the copies. */
+    float *out = malloc(n * sizeof(*out));
+    assert_non_null(out);
+    check(tide_executor_read(ex, (struct tide_edge){neg, 0}, out, n * sizeof(*out), &err), &err);
+    for (size_t i = 0; i < n; i++) {
+        if (out[i] != -(data[i] > 0 ? data[i] : 0.0f))
+            fail_msg("neg[%zu] is %g, want %g", i, out[i], -(data[i] > 0 ? data[i] : 0.0f));
+    }
+    free(out);
+    free(data);
+    free(order);
+    free(pinned);
+    tide_executor_free(ex);
+    tide_memplan_release(&plan);
+    tide_backend_free(b);
+    tide_graph_free(g);
+}
+
+/* stall_ms is measured in every step: > 0 when compute waits for a swap-in, 0 without copies. */
+static void test_stall_measured(void **state)
+{
+    (void)state;
+    struct tide_step_stats stats;
+    stall_chain(true, &stats);
+    assert_int_equal(stats.d2h_bytes, 32u << 20);
+    if (!(stats.stall_ms > 0 && stats.stall_ms <= stats.step_ms))
+        fail_msg("swapped: stall %.6f ms in a step of %.3f ms, want 0 < stall <= step",
+                 stats.stall_ms, stats.step_ms);
+    /* What stall_us carries (daemon/rpc-train.c): at least a microsecond. */
+    assert_true((uint64_t)(stats.stall_ms * 1000.0) > 0);
+    stall_chain(false, &stats);
+    assert_int_equal(stats.d2h_bytes, 0);
+    assert_true(stats.stall_ms == 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1126,6 +1210,7 @@ int main(void)
         cmocka_unit_test(test_memory_ops_refused),
         cmocka_unit_test(test_write_back_waits_for_update),
         cmocka_unit_test(test_poison_waits_for_every_reader),
+        cmocka_unit_test(test_stall_measured),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -519,6 +519,39 @@ static int run_tidectl(const struct tide_test_daemon *d, char **out, char **err,
     return code;
 }
 
+/*
+ * host-budget: a plan whose host memory (here the staged batch alone is
+ * more than 1 KiB) exceeds it is refused, naming both numbers, by Plan and
+ * by Submit.
+ */
+static void test_host_budget_refuses(void **state)
+{
+    (void)state;
+    static const char *const extra[] = {"--host-budget", "1K", NULL};
+    struct tide_test_daemon *d = start_daemon("host-budget", extra);
+    tide_client *c = connect_to(d);
+    struct model m;
+    build_model(&m);
+    struct tide_job_spec spec;
+    make_spec(&m, "host", 0, &spec);
+    struct tide_job_plan_report p;
+    CHECK_OK(c, tide_client_plan(c, &spec, &p));
+    assert_false(p.fits);
+    assert_int_equal(p.host_budget_bytes, 1024);
+    if (!strstr(p.message, "of host memory") ||
+        !strstr(p.message, "host budget is 1024 bytes (0.0 MiB)"))
+        fail_msg("plan message \"%s\" should name the host bytes and the host budget",
+                 p.message);
+    tide_job_plan_report_clear(&p);
+    struct tide_job_info job;
+    assert_int_not_equal(tide_client_submit(c, &spec, &job), 0);
+    const char *why = tide_client_error_message(c);
+    if (!strstr(why, "host budget is 1024 bytes"))
+        fail_msg("submit refused with \"%s\", which should name the host budget", why);
+    tide_client_free(c);
+    stop_daemon(d);
+}
+
 /* Submits a job, trains it steps steps and, with finish, ends it DONE (a checkpoint on disk). */
 static void make_job(tide_client *c, const struct model *m, const char *name, int64_t steps,
                      bool finish, char *id)
@@ -966,6 +999,7 @@ int main(void)
         cmocka_unit_test(test_park_resumes_bit_identical),
         cmocka_unit_test(test_park_releases_budget),
         cmocka_unit_test(test_rm),
+        cmocka_unit_test(test_host_budget_refuses),
         cmocka_unit_test(test_prune),
         cmocka_unit_test(test_retain_ended),
         cmocka_unit_test(test_compile_does_not_hold_steps),

@@ -163,12 +163,14 @@ static void test_verb_help(void **state)
     assert_non_null(
         strstr(a->out, "MODEL OPTIONS\n  --model mlp|cnn|resnet|lstm|transformer|moe\n"));
     assert_non_null(strstr(a->out, "(for\n  transformer and moe: the held-out loss"));
-    /* plan draws the memory picture; train does not take --svg. */
+    /* plan draws the memory picture and plans for a named device; train takes neither. */
     run_tidectl(a, "plan", "--help", (char *)NULL);
-    assert_non_null(strstr(a->out, "[--partitions] [--svg FILE]\n"));
+    assert_non_null(strstr(a->out, "[--partitions] [--svg FILE] [--device-profile NAME]\n"));
     assert_non_null(strstr(a->out, "\n  --svg FILE               Draw where the device memory"));
+    assert_non_null(strstr(a->out, "\n  --device-profile NAME    Plan for this device: cpu"));
     run_tidectl(a, "train", "--help", (char *)NULL);
     assert_null(strstr(a->out, "--svg"));
+    assert_null(strstr(a->out, "--device-profile"));
     run_tidectl(a, "--version", (char *)NULL);
     assert_int_equal(a->exit_code, 0);
     assert_string_equal(a->out, "tidectl 0.1.0\n");

@@ -234,6 +234,7 @@ void tidectl_make_spec(const struct tidectl_options *o, const struct tidectl_mod
     spec->n_fetches = 1;
     spec->budget_bytes = o->budget;
     spec->partition_size = o->partition_size;
+    spec->device_profile = o->device_profile;
     spec->swap = o->swap;
     spec->vars_home = o->vars_home;
     spec->autotune = o->swap == TIDE_JOB_SWAP_AUTO;

@@ -57,6 +57,7 @@ static const struct option long_options[] = {
     {"keep", no_argument, 0, TIDECTL_OPT_KEEP},
     {"partitions", no_argument, 0, TIDECTL_OPT_PARTITIONS},
     {"svg", required_argument, 0, TIDECTL_OPT_SVG},
+    {"device-profile", required_argument, 0, TIDECTL_OPT_DEVICE_PROFILE},
     {"all", no_argument, 0, TIDECTL_OPT_ALL},
     {"stride", required_argument, 0, TIDECTL_OPT_STRIDE},
     {"once", no_argument, 0, TIDECTL_OPT_ONCE},
@@ -541,6 +542,9 @@ int tidectl_parse_options(int argc, char **argv, const struct tidectl_verb *verb
             break;
         case TIDECTL_OPT_SVG:
             o->svg = optarg;
+            break;
+        case TIDECTL_OPT_DEVICE_PROFILE:
+            o->device_profile = optarg; /* the daemon checks the name */
             break;
         case TIDECTL_OPT_ALL:
             o->all = true;

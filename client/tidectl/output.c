@@ -124,6 +124,10 @@ void tidectl_json_add_plan(json_object *o, const struct tide_job_plan_report *p,
     tidectl_json_set_uint(o, "host_bytes", p->host_bytes);
     tidectl_json_set_uint(o, "plan_us", p->plan_us);
     tidectl_json_set_string(o, "message", p->message);
+    tidectl_json_set_double(o, "predicted_step_ms", p->predicted_step_ms);
+    tidectl_json_set_double(o, "predicted_stall_ms", p->predicted_stall_ms);
+    tidectl_json_set_string(o, "device_profile", p->device_profile);
+    tidectl_json_set_uint(o, "host_budget_bytes", p->host_budget_bytes);
     if (!partitions)
         return;
     tidectl_json_set_uint(o, "n_partitions", p->n_partitions);
@@ -243,7 +247,15 @@ void tidectl_print_plan(const struct tide_job_plan_report *p, bool partitions)
     printf("  nodes           %" PRIu32 " after the memory passes, in partitions of %" PRIu32
            "; swap threshold %" PRIu32 ", prefetch %" PRIu32 "\n",
            p->nodes, p->partition_size, p->swap_threshold, p->prefetch_distance);
-    printf("  host memory     %s\n", tidectl_fmt_bytes(p->host_bytes, b1, sizeof(b1)));
+    if (p->host_budget_bytes)
+        printf("  host memory     %s of a %s host budget\n",
+               tidectl_fmt_bytes(p->host_bytes, b1, sizeof(b1)),
+               tidectl_fmt_bytes(p->host_budget_bytes, b2, sizeof(b2)));
+    else
+        printf("  host memory     %s\n", tidectl_fmt_bytes(p->host_bytes, b1, sizeof(b1)));
+    if (p->device_profile[0])
+        printf("  predicted step  %.2f ms on %s, compute waiting %.2f ms for copies\n",
+               p->predicted_step_ms, p->device_profile, p->predicted_stall_ms);
     printf("  planned in      %.1f ms\n", (double)p->plan_us / 1000.0);
     if (!partitions || p->n_partitions == 0)
         return;

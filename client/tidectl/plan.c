@@ -105,7 +105,8 @@ static int run_plan(const struct tidectl_verb *verb, struct tidectl_options *o, 
     return rc;
 }
 
-static const int accepts[] = {TIDECTL_MODEL_OPTIONS, TIDECTL_OPT_PARTITIONS, TIDECTL_OPT_SVG, 0};
+static const int accepts[] = {TIDECTL_MODEL_OPTIONS, TIDECTL_OPT_PARTITIONS, TIDECTL_OPT_SVG,
+                              TIDECTL_OPT_DEVICE_PROFILE, 0};
 
 const struct tidectl_verb tidectl_verb_plan = {
     .name = "plan",
@@ -114,7 +115,7 @@ const struct tidectl_verb tidectl_verb_plan = {
     .min_args = 0,
     .max_args = 0,
     .synopsis = "plan [MODEL OPTIONS | --onnx FILE [--output NAME] [--loss xent|mse|none]] "
-                "[--partitions] [--svg FILE]",
+                "[--partitions] [--svg FILE] [--device-profile NAME]",
     .summary = "show the memory plan of a model for a budget, without running it",
     .help = "DESCRIPTION\n"
             "  Builds the model as `train` would and asks the daemon to compile it for the\n"
@@ -133,5 +134,10 @@ const struct tidectl_verb tidectl_verb_plan = {
             "                           category (variables, activations, swapped in, workspace),\n"
             "                           the budget, the predicted peak, the partitions and the\n"
             "                           swaps. A plan that does not fit has no picture (exit 1).\n"
+            "  --device-profile NAME    Plan for this device: cpu (the daemon machine's CPU\n"
+            "                           backend, measured), h100 or h200 (published figures).\n"
+            "                           The plan that fits with the lowest predicted step time\n"
+            "                           wins; the report gives that time. Default: the\n"
+            "                           daemon's own device.\n"
             "\n" TIDECTL_MODEL_HELP,
 };

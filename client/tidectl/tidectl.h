@@ -122,6 +122,7 @@ enum tidectl_option_id {
     /* plan */
     TIDECTL_OPT_PARTITIONS,
     TIDECTL_OPT_SVG,
+    TIDECTL_OPT_DEVICE_PROFILE,
     /* jobs, watch, top */
     TIDECTL_OPT_ALL,
     TIDECTL_OPT_STRIDE,
@@ -307,6 +308,7 @@ struct tidectl_options {
     /* plan */
     bool partitions;
     const char *svg; /* the memory picture's path, or NULL */
+    const char *device_profile; /* plan: --device-profile, or NULL (the daemon's device) */
     /* jobs, watch, top */
     bool all;
     uint32_t stride;

@@ -251,6 +251,8 @@ struct tide_job_spec {
     uint32_t checkpoint_keep;  /* checkpoints kept per job; 0: 2 (the newest and the one before) */
     const char *resume_from;   /* a job id whose last checkpoint initialises the variables */
     uint64_t seed;             /* seed of the variable initialisers */
+    /* The device the plan is for: "cpu", "h100", "h200"; NULL or "": the daemon's own. */
+    const char *device_profile;
 };
 
 /* One partition of a plan (tide.v1.PartitionReport). */
@@ -293,6 +295,10 @@ struct tide_job_plan_report {
     struct tide_memory_timeline timeline; /* device memory over the schedule (tide/timeline.h) */
     uint64_t floor_bytes; /* the largest single kernel's working set: no budget below fits */
     char floor_node[TIDE_BUILDER_MAX_NAME + 1]; /* ... and that kernel */
+    double predicted_step_ms;                   /* the step predicted on device_profile's device */
+    double predicted_stall_ms;                  /* ... of which compute waits for copies */
+    char device_profile[16];                    /* "cpu", "h100", "h200" */
+    uint64_t host_budget_bytes; /* the host memory the plan had to fit (0: no limit) */
 };
 
 /* What the daemon knows about a job (tide.v1.JobInfo). */
