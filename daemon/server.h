@@ -75,6 +75,13 @@ struct tided_identity {
  */
 bool tided_identity_may_see(const struct tided_identity *who, uint32_t owner);
 
+/*
+ * Whether the user uid is a member of group gid, primary or supplementary
+ * (the admin group, quota-groups). It asks NSS: it may block on a remote
+ * directory, as admission's checks do once per call.
+ */
+bool tided_uid_in_group(uint32_t uid, uint32_t gid);
+
 /* What tided_server_authorize found. */
 enum tided_authorization {
     TIDED_AUTH_OK = 0,         /* a known token: who is filled */
