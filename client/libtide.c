@@ -123,6 +123,8 @@ const char *tide_job_state_name(enum tide_job_state state)
         return "cancelled";
     case TIDE_JOB_PARKED:
         return "parked";
+    case TIDE_JOB_QUEUED:
+        return "queued";
     case TIDE_JOB_UNSPECIFIED:
         break;
     }
@@ -875,6 +877,9 @@ static void job_from_proto(const Tide__V1__JobInfo *j, struct tide_job_info *out
     out->last_checkpoint_step = j->last_checkpoint_step;
     out->has_plan = j->plan != NULL;
     plan_from_proto(j->plan, &out->plan, false);
+    out->queue_position = j->queue_position;
+    out->priority = j->priority;
+    out->queued_us = j->queued_us;
 }
 
 /* Fills a public tensor view of t (which keeps owning the bytes). */
@@ -1040,6 +1045,7 @@ static int spec_to_bytes(tide_client *c, const struct tide_job_spec *spec,
     js.checkpoint = &checkpoint;
     js.resume_from = (char *)(spec->resume_from ? spec->resume_from : "");
     js.seed = spec->seed;
+    js.priority = spec->priority;
     js.n_streamed_variables = stripped->n;
     js.streamed_variables = stripped->names;
 

@@ -411,6 +411,12 @@ static int run_train(const struct tidectl_verb *verb, struct tidectl_options *o,
                     tidectl_fmt_bytes(t.job.plan.swap_out_bytes, b4, sizeof(b4)), t.job.plan.nodes);
     }
 
+    if (t.job.state == TIDE_JOB_QUEUED) {
+        /* The Train stream waits in the daemon until the job is admitted. */
+        fprintf(stderr, "job %s: queued (position %" PRIu32 "): %s\n", t.job.id,
+                t.job.queue_position, t.job.message);
+        fflush(stderr);
+    }
     tidectl_install_signals();
     t.start_s = t.window_start_s = tidectl_now_s();
     int code = tide_client_train(c, t.job.id, train_feed, train_step, &t);
@@ -499,6 +505,7 @@ static const int accepts[] = {TIDECTL_MODEL_OPTIONS,
                               TIDECTL_OPT_RESUME,
                               TIDECTL_OPT_NO_EVAL,
                               TIDECTL_OPT_KEEP,
+                              TIDECTL_OPT_PRIORITY,
                               0};
 
 const struct tidectl_verb tidectl_verb_train = {
@@ -507,10 +514,10 @@ const struct tidectl_verb tidectl_verb_train = {
     .accepts = accepts,
     .min_args = 0,
     .max_args = 0,
-    .synopsis =
-        "train [MODEL OPTIONS | --onnx FILE [--output NAME] [--loss xent|mse|none]] "
-        "[--data X --labels Y [--test-data X2 --test-labels Y2]] "
-        "[--epochs E | --steps S] [--checkpoint-every N] [--resume JOB] [--keep]",
+    .synopsis = "train [MODEL OPTIONS | --onnx FILE [--output NAME] [--loss xent|mse|none]] "
+                "[--data X --labels Y [--test-data X2 --test-labels Y2]] "
+                "[--epochs E | --steps S] [--checkpoint-every N] [--resume JOB] [--keep] "
+                "[--priority N]",
     .summary = "submit a model and train it on a dataset, with a progress bar",
     .help = "DESCRIPTION\n"
             "  Builds the model with libtide's builders (or imports --onnx FILE and adds the\n"
@@ -528,6 +535,10 @@ const struct tidectl_verb tidectl_verb_train = {
             "  back and marks it DONE; `get` still shows it, --resume JOB continues from its\n"
             "  checkpoint and `export JOB --npz` writes its weights. --keep leaves it READY\n"
             "  instead.\n"
+            "  When the device has no room for the budget now, the job waits QUEUED:\n"
+            "  stderr says \"queued (position N)\" and training starts once tided admits\n"
+            "  it (`tidectl queue` shows the order). A job preempted by a higher priority\n"
+            "  pauses and goes on by itself, bit for bit, when room returns.\n"
             "  Ctrl-C once stops after the steps in flight (the job is finished as above,\n"
             "  unless --keep); twice abandons the stream and leaves the job READY.\n"
             "  With --json, stdout gets a \"submitted\" line, one \"step\" line per step and a\n"
@@ -539,6 +550,9 @@ const struct tidectl_verb tidectl_verb_train = {
             "  --checkpoint-every N     Have the daemon checkpoint every N steps.\n"
             "  --resume JOB             Start from the last checkpoint of job JOB (same model).\n"
             "  --no-eval                Skip the test split.\n"
+            "  --priority N             Admission priority, -1000 to 1000 (default 0):\n"
+            "                           higher is admitted first and may preempt lower\n"
+            "                           jobs. Above 0 only for root and the admin group.\n"
             "  --keep                   Leave the job READY, holding its budget, for more\n"
             "                           Train streams (default: finish it). After the\n"
             "                           daemon's idle-timeout it is parked: checkpointed,\n"

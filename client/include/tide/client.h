@@ -172,6 +172,7 @@ enum tide_job_state {
     TIDE_JOB_FAILED = 6, /* see the job's message */
     TIDE_JOB_CANCELLED = 7,
     TIDE_JOB_PARKED = 8, /* idle: checkpointed, device memory released; Train resumes it */
+    TIDE_JOB_QUEUED = 9, /* waiting for room on the device (or preempted); Train waits too */
 };
 
 /* Returns a state's name in lower case ("running"), or "unknown". */
@@ -251,6 +252,12 @@ struct tide_job_spec {
     uint32_t checkpoint_keep;  /* checkpoints kept per job; 0: 2 (the newest and the one before) */
     const char *resume_from;   /* a job id whose last checkpoint initialises the variables */
     uint64_t seed;             /* seed of the variable initialisers */
+    /*
+     * Admission priority, -1000 to 1000 (0 the default): higher is admitted
+     * first and may preempt lower jobs; above 0 only for root and tided's
+     * admin-group.
+     */
+    int32_t priority;
 };
 
 /* One partition of a plan (tide.v1.PartitionReport). */
@@ -315,6 +322,9 @@ struct tide_job_info {
     uint64_t last_checkpoint_step;
     bool has_plan; /* plan holds the job's plan (without partitions) */
     struct tide_job_plan_report plan;
+    uint32_t queue_position; /* QUEUED: its place in the admission order, 1 first; else 0 */
+    int32_t priority;        /* the job's admission priority (0 the default) */
+    int64_t queued_us;       /* when it last entered the queue (Unix microseconds); 0: never */
 };
 
 /* A tensor handed to a callback or read from a job. */
@@ -351,6 +361,8 @@ enum tide_event_kind {
     TIDE_EVENT_STEP = 2,       /* a step finished */
     TIDE_EVENT_CHECKPOINT = 3, /* a checkpoint was written */
     TIDE_EVENT_LOG = 4,        /* a message from the daemon about the job */
+    TIDE_EVENT_PREEMPTED = 5,  /* parked for a higher-priority job; it waits QUEUED */
+    TIDE_EVENT_RESUMED = 6,    /* a preempted job was admitted again and continues */
 };
 
 /* One event of a watch (tide.v1.JobEvent). */
