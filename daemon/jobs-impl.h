@@ -359,6 +359,14 @@ enum tide_status tided__queue_check_submit(struct tided_daemon *d, const struct 
                                            struct tide_error *err);
 
 /*
+ * The priority rule, for Submit and SetPriority: -1000 to 1000, above the
+ * default 0 only for root and admin-group; TIDE_INVALID or TIDE_PERMISSION
+ * with err naming field and the numbers otherwise.
+ */
+enum tide_status tided__queue_check_priority(const struct tided_identity *who, int32_t priority,
+                                             const char *field, struct tide_error *err);
+
+/*
  * Whether a new job of owner and priority must wait: its budget does not
  * fit now (tided__jobs_admit) or a queued job goes before it.
  */

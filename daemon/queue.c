@@ -249,19 +249,26 @@ static enum tide_status check_quota(const char *quota, const char *who, uint64_t
     return TIDE_OK;
 }
 
+enum tide_status tided__queue_check_priority(const struct tided_identity *who, int32_t priority,
+                                             const char *field, struct tide_error *err)
+{
+    if (priority < PRIORITY_MIN || priority > PRIORITY_MAX)
+        return tide_error_set(err, TIDE_INVALID, "%s: %" PRId32 " is outside %d to %d", field,
+                              priority, PRIORITY_MIN, PRIORITY_MAX);
+    if (priority > PRIORITY_DEFAULT && !who->admin)
+        return tide_error_set(err, TIDE_PERMISSION,
+                              "%s: %" PRId32 " is above the default %d; only root and members "
+                              "of tided's admin-group may raise a priority (%s may lower it)",
+                              field, priority, PRIORITY_DEFAULT, who->peer);
+    return TIDE_OK;
+}
+
 enum tide_status tided__queue_check_submit(struct tided_daemon *d, const struct tided_identity *who,
                                            int32_t priority, uint64_t budget,
                                            struct tide_error *err)
 {
-    if (priority < PRIORITY_MIN || priority > PRIORITY_MAX)
-        return tide_error_set(err, TIDE_INVALID, "spec.priority: %" PRId32 " is outside %d to %d",
-                              priority, PRIORITY_MIN, PRIORITY_MAX);
-    if (priority > PRIORITY_DEFAULT && !who->admin)
-        return tide_error_set(err, TIDE_PERMISSION,
-                              "spec.priority: %" PRId32 " is above the default %d; only root "
-                              "and members of tided's admin-group may raise a priority (%s may "
-                              "lower it)",
-                              priority, PRIORITY_DEFAULT, who->peer);
+    if (tided__queue_check_priority(who, priority, "spec.priority", err) != TIDE_OK)
+        return err->status;
     const struct tided_config *cf = &d->config;
     uint64_t bytes;
     uint32_t n;

@@ -197,6 +197,8 @@ void tided_rpc_checkpoint(struct tided_daemon *d, struct tided_call *call,
                           ProtobufCMessage *request);
 void tided_rpc_trace(struct tided_daemon *d, struct tided_call *call, ProtobufCMessage *request);
 void tided_rpc_remove(struct tided_daemon *d, struct tided_call *call, ProtobufCMessage *request);
+void tided_rpc_set_priority(struct tided_daemon *d, struct tided_call *call,
+                            ProtobufCMessage *request);
 void tided_rpc_write_variables(struct tided_daemon *d, struct tided_call *call,
                                ProtobufCMessage *request);
 void tided_rpc_status(struct tided_daemon *d, struct tided_call *call, ProtobufCMessage *request);
