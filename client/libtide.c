@@ -1378,6 +1378,25 @@ int tide_client_cancel(tide_client *c, const char *job_id, struct tide_job_info 
     return TIDE_CODE_OK;
 }
 
+int tide_client_set_priority(tide_client *c, const char *job_id, int32_t priority,
+                             struct tide_job_info *job)
+{
+    CHECK_CLIENT(c);
+    CHECK_JOB_ID(c, job_id);
+    Tide__V1__SetPriorityRequest req = TIDE__V1__SET_PRIORITY_REQUEST__INIT;
+    req.job_id = (char *)job_id;
+    req.priority = priority;
+    ProtobufCMessage *reply;
+    int code = rpc_unary(c, TIDE__RPC_SET_PRIORITY, pack_message(&req.base),
+                         &tide__v1__job_info__descriptor, &reply);
+    if (code != TIDE_CODE_OK)
+        return code;
+    if (job)
+        job_from_proto((const Tide__V1__JobInfo *)reply, job);
+    protobuf_c_message_free_unpacked(reply, NULL);
+    return TIDE_CODE_OK;
+}
+
 int tide_client_checkpoint(tide_client *c, const char *job_id,
                            struct tide_checkpoint_info *checkpoint)
 {

@@ -388,6 +388,7 @@ extern const struct tidectl_verb tidectl_verb_top;
 extern const struct tidectl_verb tidectl_verb_rm;
 extern const struct tidectl_verb tidectl_verb_prune;
 extern const struct tidectl_verb tidectl_verb_queue;
+extern const struct tidectl_verb tidectl_verb_priority;
 extern const struct tidectl_verb tidectl_verb_help;
 extern const struct tidectl_verb tidectl_verb_export;
 

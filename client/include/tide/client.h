@@ -592,6 +592,15 @@ int tide_client_get(tide_client *c, const char *job_id, struct tide_job_info *jo
 int tide_client_cancel(tide_client *c, const char *job_id, struct tide_job_info *job);
 
 /*
+ * Sets job_id's admission priority (-1000 to 1000; above 0 only for root
+ * and the daemon's admin-group, PERMISSION_DENIED otherwise): a queued job
+ * moves in the queue, and may preempt lower jobs at once. Fills *job (which
+ * may be NULL) with the job after it.
+ */
+int tide_client_set_priority(tide_client *c, const char *job_id, int32_t priority,
+                             struct tide_job_info *job);
+
+/*
  * Writes a checkpoint of job_id's variables and optimizer state now; fills
  * *checkpoint (which may be NULL) with its step, path and size.
  */
