@@ -442,11 +442,27 @@ static void test_queue_positions(void **state)
     assert_non_null(strstr(out, "\"queue_position\":2"));
     free(out);
 
+    /* Lowering q2 further keeps it second; an ended job's priority cannot change. */
+    char *lower[] = {d->tidectl, (char *)"--socket", d->socket_path, (char *)"priority", q2.id,
+                     (char *)"--", (char *)"-7", NULL};
+    snprintf(out_path, sizeof(out_path), "%s/priority.out", d->dir);
+    assert_int_equal(tide_test_run_to_files(lower, out_path, NULL), 0);
+    out = tide_test_read_file(out_path);
+    assert_non_null(out);
+    char want[200];
+    snprintf(want, sizeof(want), "job %s: priority -7, queued (position 2)", q2.id);
+    if (!strstr(out, want))
+        fail_msg("tidectl priority: want \"%s\", got \"%s\"", want, out);
+    free(out);
+
     CHECK_OK(c, tide_client_cancel(c, q1.id, NULL));
     /* q2 is first now and fits next to the holder: admitted. */
     wait_for_state(c, q2.id, TIDE_JOB_READY, &job);
     assert_int_equal(job.queue_position, 0);
+    assert_int_equal(job.priority, -7);
     CHECK_OK(c, tide_client_cancel(c, q2.id, NULL));
+    CHECK_CODE(c, tide_client_set_priority(c, q1.id, -1, &job),
+               TIDE_CODE_FAILED_PRECONDITION, "has already ended (CANCELLED)");
     CHECK_OK(c, tide_client_cancel(c, holder.id, NULL));
     tide_client_free(c);
     free(m.bytes);
@@ -574,6 +590,11 @@ static void test_priority_rules(void **state)
     make_spec(&m, "low", 0, -5, &spec);
     submit(c, &spec, &job);
     assert_int_equal(job.priority, -5);
+    /* SetPriority follows the same rule: back to 0 is fine, above it is not. */
+    CHECK_OK(c, tide_client_set_priority(c, job.id, 0, &job));
+    assert_int_equal(job.priority, 0);
+    CHECK_CODE(c, tide_client_set_priority(c, job.id, 3, NULL), TIDE_CODE_PERMISSION_DENIED,
+               "priority: 3 is above the default 0");
     CHECK_OK(c, tide_client_cancel(c, job.id, NULL));
     tide_client_free(c);
     free(m.bytes);
@@ -661,6 +682,18 @@ static void test_preemption_resumes_bit_identical(void **state)
             _exit(127);
         execv(argv[0], argv);
         _exit(127);
+    }
+    /* It is watching once it has printed where things stand (the finished job's state). */
+    double deadline = tide_test_now_s() + DEADLINE_S;
+    for (;;) {
+        char *so_far = tide_test_read_file(watch_path);
+        bool watching = so_far && strstr(so_far, straight.id);
+        free(so_far);
+        if (watching)
+            break;
+        if (tide_test_now_s() > deadline)
+            fail_msg("tidectl watch printed nothing in %.0f s", DEADLINE_S);
+        tide_test_sleep_ms(50);
     }
 
     make_spec(&m, "low", 48 * MIB, -10, &spec);
