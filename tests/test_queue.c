@@ -443,8 +443,8 @@ static void test_queue_positions(void **state)
     free(out);
 
     /* Lowering q2 further keeps it second; an ended job's priority cannot change. */
-    char *lower[] = {d->tidectl, (char *)"--socket", d->socket_path, (char *)"priority", q2.id,
-                     (char *)"--", (char *)"-7", NULL};
+    char *lower[] = {d->tidectl, (char *)"--socket", d->socket_path, (char *)"priority",
+                     q2.id,      (char *)"--",       (char *)"-7",   NULL};
     snprintf(out_path, sizeof(out_path), "%s/priority.out", d->dir);
     assert_int_equal(tide_test_run_to_files(lower, out_path, NULL), 0);
     out = tide_test_read_file(out_path);
@@ -461,8 +461,8 @@ static void test_queue_positions(void **state)
     assert_int_equal(job.queue_position, 0);
     assert_int_equal(job.priority, -7);
     CHECK_OK(c, tide_client_cancel(c, q2.id, NULL));
-    CHECK_CODE(c, tide_client_set_priority(c, q1.id, -1, &job),
-               TIDE_CODE_FAILED_PRECONDITION, "has already ended (CANCELLED)");
+    CHECK_CODE(c, tide_client_set_priority(c, q1.id, -1, &job), TIDE_CODE_FAILED_PRECONDITION,
+               "has already ended (CANCELLED)");
     CHECK_OK(c, tide_client_cancel(c, holder.id, NULL));
     tide_client_free(c);
     free(m.bytes);
