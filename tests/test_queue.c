@@ -6,7 +6,9 @@
  *    uid with the fewest recent device-byte-seconds), then arrival;
  *  - on a 64 MiB device with 32 MiB default budgets, two `tidectl train
  *    --budget 48M` started at once both succeed: one says "queued
- *    (position 1)" and trains once the other has finished;
+ *    (position 1)" and trains once the other has finished; Ctrl-C while
+ *    queued cancels the job and exits 130; `tidectl queue --json` lists the
+ *    queued jobs in order and `tidectl priority` moves one;
  *  - quotas: a Submit past quota-uid-jobs, quota-uid-bytes or a
  *    quota-groups entry is refused with RESOURCE_EXHAUSTED naming the
  *    quota, the uid or group and the numbers; a priority above 0 from a
@@ -393,6 +395,63 @@ static void test_two_big_trains_both_succeed(void **state)
     stop_daemon(d);
 }
 
+/* Ctrl-C while `tidectl train` waits in the queue: the job, which never ran, is cancelled. */
+static void test_interrupt_while_queued(void **state)
+{
+    (void)state;
+    static const char *const extra[] = {"--device-memory", "64M", "--default-budget", "32M", NULL};
+    struct tide_test_daemon *d = start_daemon("queueint", extra);
+    tide_client *c = connect_to(d);
+    struct model m;
+    build_model(&m);
+    struct tide_job_spec spec;
+    struct tide_job_info holder, job;
+    make_spec(&m, "holder", 48 * MIB, 0, &spec);
+    submit(c, &spec, &holder);
+
+    static const char *const big[] = {"--budget", "48M", NULL};
+    pid_t pid = tide_test_train_in_background_with(d, "waiter", 5, "waiter.log", big);
+    assert_true(pid > 0);
+    char path[600];
+    snprintf(path, sizeof(path), "%s/waiter.log", d->dir);
+    double deadline = tide_test_now_s() + DEADLINE_S;
+    for (;;) {
+        char *log = tide_test_read_file(path);
+        bool queued = log && strstr(log, "queued (position 1)");
+        free(log);
+        if (queued)
+            break;
+        if (tide_test_now_s() > deadline)
+            fail_msg("tidectl train did not say it was queued in %.0f s", DEADLINE_S);
+        tide_test_sleep_ms(50);
+    }
+    assert_int_equal(tide_test_stop_trainer(pid), 130);
+    char *log = tide_test_read_file(path);
+    assert_non_null(log);
+    if (!strstr(log, "cancelled while queued"))
+        fail_msg("tidectl train's output does not say the job was cancelled:\n%s", log);
+    free(log);
+    struct tide_job_info *jobs = NULL;
+    size_t n = 0;
+    CHECK_OK(c, tide_client_list(c, false, &jobs, &n));
+    bool found = false;
+    for (size_t i = 0; i < n; i++) {
+        if (strcmp(jobs[i].name, "waiter") == 0) {
+            found = true;
+            assert_int_equal(jobs[i].state, TIDE_JOB_CANCELLED);
+            assert_int_equal(jobs[i].steps, 0);
+        }
+    }
+    free(jobs);
+    assert_true(found);
+    CHECK_OK(c, tide_client_get(c, holder.id, &job));
+    assert_int_equal(job.state, TIDE_JOB_READY);
+    CHECK_OK(c, tide_client_cancel(c, holder.id, NULL));
+    tide_client_free(c);
+    free(m.bytes);
+    stop_daemon(d);
+}
+
 /*
  * Jobs queued behind a READY job: Submit answers QUEUED with the position;
  * `tidectl queue --json` lists them in order; a budget larger than the
@@ -767,6 +826,7 @@ int main(void)
         cmocka_unit_test(test_order),
         cmocka_unit_test(test_two_big_trains_both_succeed),
         cmocka_unit_test(test_queue_positions),
+        cmocka_unit_test(test_interrupt_while_queued),
         cmocka_unit_test(test_quotas),
         cmocka_unit_test(test_quota_groups_malformed),
         cmocka_unit_test(test_priority_rules),
