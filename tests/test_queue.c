@@ -820,6 +820,52 @@ static void test_preemption_resumes_bit_identical(void **state)
     stop_daemon(d);
 }
 
+/*
+ * A Train stream opened on a QUEUED job (libtide, as any gRPC client may)
+ * waits with its first batch, and its steps run once the job is admitted
+ * and compiled; the step numbers start at 1.
+ */
+static void test_train_stream_waits_in_queue(void **state)
+{
+    (void)state;
+    static const char *const extra[] = {"--device-memory", "64M", "--default-budget", "32M", NULL};
+    struct tide_test_daemon *d = start_daemon("queuestream", extra);
+    tide_client *c = connect_to(d);
+    struct model m;
+    build_model(&m);
+    struct tide_job_spec spec;
+    struct tide_job_info holder, queued, job;
+    make_spec(&m, "holder", 48 * MIB, 0, &spec);
+    submit(c, &spec, &holder);
+    make_spec(&m, "queued", 48 * MIB, 0, &spec);
+    submit(c, &spec, &queued);
+    assert_int_equal(queued.state, TIDE_JOB_QUEUED);
+
+    struct feeder f;
+    feeder_init(&f, &m, 3);
+    struct low_trainer t = {.d = d, .id = queued.id, .f = &f, .steps = 5};
+    pthread_t thread;
+    assert_int_equal(pthread_create(&thread, NULL, low_trainer_main, &t), 0);
+    tide_test_sleep_ms(300); /* most likely attached by now; admitted first works too */
+    CHECK_OK(c, tide_client_get(c, queued.id, &job));
+    assert_int_equal(job.state, TIDE_JOB_QUEUED);
+    CHECK_OK(c, tide_client_finish(c, holder.id));
+    pthread_join(thread, NULL);
+    if (t.code != 0)
+        fail_msg("the queued job's Train stream: %s: %s", tide_code_name(t.code), t.error);
+    assert_int_equal(f.results, 5);
+    assert_int_equal(f.last_step, 5);
+    assert_false(f.bad_loss);
+    feeder_free(&f);
+    CHECK_OK(c, tide_client_finish(c, queued.id));
+    CHECK_OK(c, tide_client_get(c, queued.id, &job));
+    assert_int_equal(job.state, TIDE_JOB_DONE);
+    assert_int_equal(job.steps, 5);
+    tide_client_free(c);
+    free(m.bytes);
+    stop_daemon(d);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -831,6 +877,7 @@ int main(void)
         cmocka_unit_test(test_quota_groups_malformed),
         cmocka_unit_test(test_priority_rules),
         cmocka_unit_test(test_preemption_resumes_bit_identical),
+        cmocka_unit_test(test_train_stream_waits_in_queue),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
