@@ -55,7 +55,11 @@
 
 #define STATE(x) TIDE__V1__JOB_STATE__JOB_##x
 
-/* A batch received and checked, in JobSpec.feeds order; the message holds the bytes. */
+/*
+ * A batch received and checked, in JobSpec.feeds order; the message holds the
+ * bytes. names is NULL for a batch not checked yet: one that came with the
+ * Train stream of a job that was not compiled yet (tided__train_resume).
+ */
 struct batch {
     Tide__V1__TrainRequest *message;
     bool eval;

@@ -338,7 +338,21 @@ void tided_rpc_train(struct tided_daemon *d, struct tided_call *call, ProtobufCM
     if (j->session)
         tided__job_set_state(d, j, STATE(RUNNING), NULL);
     TIDE_LOG_DEBUG("job %s: Train stream from %s", j->id, tided_call_identity(call)->peer);
-    if (m->n_feeds > 0) {
+    if (m->n_feeds > 0 && (j->queued_request || (j->late_start && !j->session))) {
+        /*
+         * A batch for a job not compiled yet: its placeholders are not known,
+         * so it is checked in tided__train_resume, before it can run.
+         */
+        struct batch *raw = calloc(1, sizeof(*raw));
+        if (!raw) {
+            tide__v1__train_request__free_unpacked(m, NULL);
+            tided__job_detach_train(j, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
+            return;
+        }
+        raw->message = m;
+        j->staged = raw;
+        note_finish(j, m);
+    } else if (m->n_feeds > 0) {
         /* The first message may carry a batch too. */
         char error[600];
         struct batch *bt = batch_new(j, m, error, sizeof(error));
@@ -360,6 +374,21 @@ void tided_rpc_train(struct tided_daemon *d, struct tided_call *call, ProtobufCM
 
 void tided__train_resume(struct tided_daemon *d, struct job *j)
 {
+    if (j->train && j->staged && !j->staged->names) {
+        /* The first batch came before the compilation told the placeholders: check it now. */
+        Tide__V1__TrainRequest *m = j->staged->message;
+        j->staged->message = NULL;
+        tided__batch_free(j->staged);
+        j->staged = NULL;
+        char error[600];
+        struct batch *bt = batch_new(j, m, error, sizeof(error));
+        if (!bt) {
+            tide__v1__train_request__free_unpacked(m, NULL);
+            tided__job_detach_train(j, GRPC_STATUS_INVALID_ARGUMENT, error);
+        } else {
+            j->staged = bt;
+        }
+    }
     if (!j->train) {
         tided__job_set_state(d, j, STATE(READY), NULL);
         return;
