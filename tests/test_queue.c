@@ -43,8 +43,19 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <grpc/byte_buffer.h>
+#include <grpc/byte_buffer_reader.h>
+#include <grpc/grpc.h>
+#include <grpc/support/alloc.h>
+#include <grpc/support/time.h>
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wstrict-prototypes"
+#include <grpc/grpc_security.h>
+#pragma GCC diagnostic pop
+
 #include "daemon/queue.h"
 #include "daemon_child.h"
+#include "tide/v1/tide.pb-c.h"
 
 #include "tide/client.h"
 #include "tide/dataset.h"
@@ -866,6 +877,198 @@ static void test_train_stream_waits_in_queue(void **state)
     stop_daemon(d);
 }
 
+/* ============================================================================
+ * A raw Train stream (a gRPC client other than libtide)
+ * ========================================================================== */
+
+struct raw_train {
+    const char *socket;
+    const Tide__V1__TrainRequest *first; /* the one message sent, then a half-close */
+    int status;                          /* the stream's gRPC status */
+    char message[1024];
+    int results;        /* StepResults received */
+    uint64_t last_step; /* the last one's step */
+};
+
+static void *raw_train_main(void *arg)
+{
+    struct raw_train *r = arg;
+    char target[600];
+    snprintf(target, sizeof(target), "unix:%s", r->socket);
+    grpc_init();
+    grpc_channel_credentials *creds = grpc_insecure_credentials_create();
+    grpc_channel *channel = grpc_channel_create(target, creds, NULL);
+    grpc_channel_credentials_release(creds);
+    grpc_completion_queue *cq = grpc_completion_queue_create_for_pluck(NULL);
+    gpr_timespec deadline =
+        gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC), gpr_time_from_millis(120000, GPR_TIMESPAN));
+    grpc_slice path = grpc_slice_from_static_string("/tide.v1.Jobs/Train");
+    grpc_call *call = grpc_channel_create_call(channel, NULL, GRPC_PROPAGATE_DEFAULTS, cq, path,
+                                               NULL, deadline, NULL);
+    grpc_slice_unref(path);
+    void *tag = (void *)1;
+    size_t len = protobuf_c_message_get_packed_size(&r->first->base);
+    grpc_slice slice = grpc_slice_malloc(len);
+    protobuf_c_message_pack(&r->first->base, GRPC_SLICE_START_PTR(slice));
+    grpc_byte_buffer *buffer = grpc_raw_byte_buffer_create(&slice, 1);
+    grpc_slice_unref(slice);
+    grpc_metadata_array initial, trailing;
+    grpc_metadata_array_init(&initial);
+    grpc_metadata_array_init(&trailing);
+    grpc_op ops[4];
+    memset(ops, 0, sizeof(ops));
+    ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
+    ops[1].op = GRPC_OP_SEND_MESSAGE;
+    ops[1].data.send_message.send_message = buffer;
+    ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
+    ops[3].op = GRPC_OP_RECV_INITIAL_METADATA;
+    ops[3].data.recv_initial_metadata.recv_initial_metadata = &initial;
+    if (grpc_call_start_batch(call, ops, 4, tag, NULL) == GRPC_CALL_OK)
+        grpc_completion_queue_pluck(cq, tag, gpr_inf_future(GPR_CLOCK_MONOTONIC), NULL);
+    grpc_byte_buffer_destroy(buffer);
+    for (;;) {
+        grpc_byte_buffer *reply = NULL;
+        memset(ops, 0, sizeof(ops));
+        ops[0].op = GRPC_OP_RECV_MESSAGE;
+        ops[0].data.recv_message.recv_message = &reply;
+        if (grpc_call_start_batch(call, ops, 1, tag, NULL) != GRPC_CALL_OK)
+            break;
+        grpc_completion_queue_pluck(cq, tag, gpr_inf_future(GPR_CLOCK_MONOTONIC), NULL);
+        if (!reply)
+            break;
+        grpc_byte_buffer_reader reader;
+        if (grpc_byte_buffer_reader_init(&reader, reply)) {
+            grpc_slice s = grpc_byte_buffer_reader_readall(&reader);
+            Tide__V1__StepResult *step =
+                tide__v1__step_result__unpack(NULL, GRPC_SLICE_LENGTH(s), GRPC_SLICE_START_PTR(s));
+            if (step) {
+                r->results++;
+                r->last_step = step->step;
+                tide__v1__step_result__free_unpacked(step, NULL);
+            }
+            grpc_slice_unref(s);
+            grpc_byte_buffer_reader_destroy(&reader);
+        }
+        grpc_byte_buffer_destroy(reply);
+    }
+    grpc_status_code status = GRPC_STATUS_UNKNOWN;
+    grpc_slice details = grpc_empty_slice();
+    memset(ops, 0, sizeof(ops));
+    ops[0].op = GRPC_OP_RECV_STATUS_ON_CLIENT;
+    ops[0].data.recv_status_on_client.trailing_metadata = &trailing;
+    ops[0].data.recv_status_on_client.status = &status;
+    ops[0].data.recv_status_on_client.status_details = &details;
+    if (grpc_call_start_batch(call, ops, 1, tag, NULL) == GRPC_CALL_OK)
+        grpc_completion_queue_pluck(cq, tag, gpr_inf_future(GPR_CLOCK_MONOTONIC), NULL);
+    r->status = (int)status;
+    char *text = grpc_slice_to_c_string(details);
+    snprintf(r->message, sizeof(r->message), "%s", text ? text : "");
+    gpr_free(text);
+    grpc_slice_unref(details);
+    grpc_metadata_array_destroy(&initial);
+    grpc_metadata_array_destroy(&trailing);
+    grpc_call_unref(call);
+    grpc_completion_queue_shutdown(cq);
+    grpc_completion_queue_destroy(cq);
+    grpc_channel_destroy(channel);
+    grpc_shutdown();
+    return NULL;
+}
+
+/*
+ * The first TrainRequest of a stream may carry a batch. Sent to a QUEUED
+ * job, whose placeholders nobody knows before it is compiled, it is checked
+ * once the job is: a good batch runs as the job's first step (with finish,
+ * the job is DONE after it), a batch feeding no placeholder of the job
+ * fails the stream with INVALID_ARGUMENT naming the feed.
+ */
+static void test_first_batch_of_a_queued_job(void **state)
+{
+    (void)state;
+    static const char *const extra[] = {"--device-memory", "64M", "--default-budget", "32M", NULL};
+    struct tide_test_daemon *d = start_daemon("queueraw", extra);
+    tide_client *c = connect_to(d);
+    struct model m;
+    build_model(&m);
+    struct tide_job_spec spec;
+    struct tide_job_info holder, queued, job;
+
+    int64_t elements = 1;
+    for (int32_t i = 0; i < m.image_rank; i++)
+        elements *= m.image_dims[i];
+    float *images = calloc((size_t)elements, sizeof(float));
+    int32_t labels[BATCH];
+    assert_non_null(images);
+    for (int64_t i = 0; i < elements; i++)
+        images[i] = (float)(i % 7) / 7.0f;
+    for (int i = 0; i < BATCH; i++)
+        labels[i] = i % CLASSES;
+    Tide__V1__TensorShape image_shape = TIDE__V1__TENSOR_SHAPE__INIT,
+                          label_shape = TIDE__V1__TENSOR_SHAPE__INIT;
+    image_shape.n_dims = (size_t)m.image_rank;
+    image_shape.dims = m.image_dims;
+    int64_t label_dims[1] = {BATCH};
+    label_shape.n_dims = 1;
+    label_shape.dims = label_dims;
+    Tide__V1__Tensor image_tensor = TIDE__V1__TENSOR__INIT, label_tensor = TIDE__V1__TENSOR__INIT;
+    image_tensor.dtype = TIDE__V1__DATA_TYPE__DT_FLOAT32;
+    image_tensor.shape = &image_shape;
+    image_tensor.data.data = (uint8_t *)images;
+    image_tensor.data.len = (size_t)elements * sizeof(float);
+    label_tensor.dtype = TIDE__V1__DATA_TYPE__DT_INT32;
+    label_tensor.shape = &label_shape;
+    label_tensor.data.data = (uint8_t *)labels;
+    label_tensor.data.len = sizeof(labels);
+    Tide__V1__NamedTensor feed_images = TIDE__V1__NAMED_TENSOR__INIT,
+                          feed_labels = TIDE__V1__NAMED_TENSOR__INIT;
+    feed_images.name = (char *)TIDE_MODEL_IMAGES;
+    feed_images.tensor = &image_tensor;
+    feed_labels.name = (char *)TIDE_MODEL_LABELS;
+    feed_labels.tensor = &label_tensor;
+    Tide__V1__NamedTensor *feeds[2] = {&feed_images, &feed_labels};
+
+    for (int bad = 0; bad <= 1; bad++) {
+        make_spec(&m, "holder", 48 * MIB, 0, &spec);
+        submit(c, &spec, &holder);
+        make_spec(&m, "queued", 48 * MIB, 0, &spec);
+        submit(c, &spec, &queued);
+        assert_int_equal(queued.state, TIDE_JOB_QUEUED);
+        feed_images.name = (char *)(bad ? "pictures" : TIDE_MODEL_IMAGES);
+        Tide__V1__TrainRequest first = TIDE__V1__TRAIN_REQUEST__INIT;
+        first.job_id = queued.id;
+        first.n_feeds = 2;
+        first.feeds = feeds;
+        first.finish = true;
+        struct raw_train r = {.socket = d->socket_path, .first = &first};
+        pthread_t thread;
+        assert_int_equal(pthread_create(&thread, NULL, raw_train_main, &r), 0);
+        tide_test_sleep_ms(300); /* most likely attached by now; admitted first works too */
+        CHECK_OK(c, tide_client_finish(c, holder.id));
+        pthread_join(thread, NULL);
+        if (bad) {
+            assert_int_equal(r.status, GRPC_STATUS_INVALID_ARGUMENT);
+            if (!strstr(r.message, "feed \"pictures\": not a placeholder the job feeds"))
+                fail_msg("the refusal does not name the feed: %s", r.message);
+            assert_int_equal(r.results, 0);
+            wait_for_state(c, queued.id, TIDE_JOB_READY, &job);
+            assert_int_equal(job.steps, 0);
+            CHECK_OK(c, tide_client_cancel(c, queued.id, NULL));
+        } else {
+            if (r.status != GRPC_STATUS_OK)
+                fail_msg("the raw Train stream ended with %d: %s", r.status, r.message);
+            assert_int_equal(r.results, 1);
+            assert_int_equal(r.last_step, 1);
+            CHECK_OK(c, tide_client_get(c, queued.id, &job));
+            assert_int_equal(job.state, TIDE_JOB_DONE);
+            assert_int_equal(job.steps, 1);
+        }
+    }
+    free(images);
+    tide_client_free(c);
+    free(m.bytes);
+    stop_daemon(d);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -878,6 +1081,7 @@ int main(void)
         cmocka_unit_test(test_priority_rules),
         cmocka_unit_test(test_preemption_resumes_bit_identical),
         cmocka_unit_test(test_train_stream_waits_in_queue),
+        cmocka_unit_test(test_first_batch_of_a_queued_job),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
