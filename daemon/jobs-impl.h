@@ -7,6 +7,8 @@
  *                        table (which function takes each task kind's result)
  *   lifecycle.c          parking idle jobs, resuming them, removing ended jobs, the
  *                        housekeeping cron
+ *   queue.c              the queue of jobs waiting for room, quotas, priorities,
+ *                        preemption (queue-order.c: the admission order, pure)
  *   store.c              job records: info.pb, listing earlier runs' jobs,
  *                        deleting and forgetting ended jobs
  *   rpc-<verb>.c         one file per RPC of tide.v1.Jobs and tide.v1.Daemon:
