@@ -502,6 +502,7 @@ void tided_jobs_free(struct tided_jobs *jobs)
         tided__job_free(jobs->jobs[i]);
     free(jobs->jobs);
     free(jobs->jobs_dir);
+    free(jobs->usage);
     if (jobs->lock_fd >= 0)
         close(jobs->lock_fd);
     free(jobs);
