@@ -123,6 +123,8 @@ const char *tide_job_state_name(enum tide_job_state state)
         return "cancelled";
     case TIDE_JOB_PARKED:
         return "parked";
+    case TIDE_JOB_QUEUED:
+        return "queued";
     case TIDE_JOB_UNSPECIFIED:
         break;
     }
@@ -879,6 +881,9 @@ static void job_from_proto(const Tide__V1__JobInfo *j, struct tide_job_info *out
     out->last_checkpoint_step = j->last_checkpoint_step;
     out->has_plan = j->plan != NULL;
     plan_from_proto(j->plan, &out->plan, false);
+    out->queue_position = j->queue_position;
+    out->priority = j->priority;
+    out->queued_us = j->queued_us;
 }
 
 /* Fills a public tensor view of t (which keeps owning the bytes). */
@@ -1045,6 +1050,7 @@ static int spec_to_bytes(tide_client *c, const struct tide_job_spec *spec,
     js.resume_from = (char *)(spec->resume_from ? spec->resume_from : "");
     js.seed = spec->seed;
     js.device_profile = (char *)(spec->device_profile ? spec->device_profile : "");
+    js.priority = spec->priority;
     js.n_streamed_variables = stripped->n;
     js.streamed_variables = stripped->names;
 
@@ -1368,6 +1374,25 @@ int tide_client_cancel(tide_client *c, const char *job_id, struct tide_job_info 
     req.job_id = (char *)job_id;
     ProtobufCMessage *reply;
     int code = rpc_unary(c, TIDE__RPC_CANCEL, pack_message(&req.base),
+                         &tide__v1__job_info__descriptor, &reply);
+    if (code != TIDE_CODE_OK)
+        return code;
+    if (job)
+        job_from_proto((const Tide__V1__JobInfo *)reply, job);
+    protobuf_c_message_free_unpacked(reply, NULL);
+    return TIDE_CODE_OK;
+}
+
+int tide_client_set_priority(tide_client *c, const char *job_id, int32_t priority,
+                             struct tide_job_info *job)
+{
+    CHECK_CLIENT(c);
+    CHECK_JOB_ID(c, job_id);
+    Tide__V1__SetPriorityRequest req = TIDE__V1__SET_PRIORITY_REQUEST__INIT;
+    req.job_id = (char *)job_id;
+    req.priority = priority;
+    ProtobufCMessage *reply;
+    int code = rpc_unary(c, TIDE__RPC_SET_PRIORITY, pack_message(&req.base),
                          &tide__v1__job_info__descriptor, &reply);
     if (code != TIDE_CODE_OK)
         return code;

@@ -36,6 +36,7 @@
 #define TIDE__RPC_TRACE           "/tide.v1.Jobs/Trace"
 #define TIDE__RPC_REMOVE          "/tide.v1.Jobs/Remove"
 #define TIDE__RPC_WRITE_VARIABLES "/tide.v1.Jobs/WriteVariables"
+#define TIDE__RPC_SET_PRIORITY    "/tide.v1.Jobs/SetPriority"
 #define TIDE__RPC_STATUS          "/tide.v1.Daemon/Status"
 
 /* Default time limits, in milliseconds. */

@@ -38,18 +38,14 @@
  * Identity
  * ========================================================================== */
 
-bool tided__admin_member(struct tided_server *s, uid_t uid, gid_t gid)
+bool tided_uid_in_group(uint32_t uid, uint32_t gid)
 {
-    if (uid == 0)
-        return true;
-    if (!s->have_admin_gid)
-        return false;
-    if (gid == s->admin_gid)
-        return true;
     struct passwd pw, *found = NULL;
     char buf[4096];
-    if (getpwuid_r(uid, &pw, buf, sizeof(buf), &found) != 0 || !found)
+    if (getpwuid_r((uid_t)uid, &pw, buf, sizeof(buf), &found) != 0 || !found)
         return false;
+    if (found->pw_gid == (gid_t)gid)
+        return true;
     int n = 64;
     gid_t *groups = malloc((size_t)n * sizeof(gid_t));
     if (groups && getgrouplist(found->pw_name, found->pw_gid, groups, &n) < 0) {
@@ -64,9 +60,20 @@ bool tided__admin_member(struct tided_server *s, uid_t uid, gid_t gid)
     }
     bool member = false;
     for (int i = 0; groups && i < n && !member; i++)
-        member = groups[i] == s->admin_gid;
+        member = groups[i] == (gid_t)gid;
     free(groups);
     return member;
+}
+
+bool tided__admin_member(struct tided_server *s, uid_t uid, gid_t gid)
+{
+    if (uid == 0)
+        return true;
+    if (!s->have_admin_gid)
+        return false;
+    if (gid == s->admin_gid)
+        return true;
+    return tided_uid_in_group(uid, s->admin_gid);
 }
 
 static bool auth_property(grpc_auth_context *ctx, const char *name, char *out, size_t size)

@@ -111,6 +111,22 @@ static const struct option options[] = {
      "Delete an ended job (DONE, FAILED or CANCELLED) this long after it ended: its files under "
      "--state-dir and its entry in the job list, as `tidectl rm` does (604800 s: 7 days). 0: keep "
      "ended jobs until they are removed by hand."},
+    {"quota-uid-bytes", OPTION_BYTES, "BYTES", "0", 0, 64 * TIB, NULL, FIELD(quota_uid_bytes), 0,
+     "The most device budget one user's jobs may hold together, counting every job not ended "
+     "(queued, compiling, ready, running, parked). A Submit past it is refused with "
+     "RESOURCE_EXHAUSTED naming the quota, the uid and the numbers. 0: no limit."},
+    {"quota-uid-jobs", OPTION_UINT, "N", "0", 0, UINT32_MAX, NULL, FIELD(quota_uid_jobs), 0,
+     "The most jobs not ended one user may have; 0: no limit."},
+    {"quota-groups", OPTION_STRING, "LIST", "", 0, 0, NULL, FIELD(quota_groups), 0,
+     "Quotas shared by the members (primary or supplementary) of a group: a comma-separated list "
+     "of GROUP:BYTES:JOBS (\"students:24G:4, interns:8G:1\"), each limiting the device budget "
+     "and the number of jobs not ended of all the group's members together; 0 for BYTES or "
+     "JOBS means no limit on it. A Submit past one is refused as with quota-uid-bytes. Empty: "
+     "none."},
+    {"fair-share-window", OPTION_UINT, "SECONDS", "3600", 1, 30 * DAY, NULL,
+     FIELD(fair_share_window), 0,
+     "Queued jobs of the same priority are admitted first for the user whose jobs held the "
+     "fewest device-byte-seconds recently: each user's usage decays with this time constant."},
     {"threads", OPTION_UINT, "N", "0", 0, 1024, NULL, FIELD(threads), 0,
      "Threads of the CPU backend's kernels; 0 means one per core."},
     {"max-message", OPTION_BYTES, "BYTES", "256M", 1 * MIB, 2 * GIB - 1, NULL, FIELD(max_message),
@@ -498,6 +514,92 @@ static enum tided_config_result parse_file(const char *path, struct tided_config
 }
 
 /* ============================================================================
+ * Quota groups
+ * ========================================================================== */
+
+/* Parses one "GROUP:BYTES:JOBS" entry (trimmed, without commas) into g. */
+static int parse_quota_group(char *entry, struct tided_quota_group *g, char *error, size_t size)
+{
+    char *bytes = strchr(entry, ':');
+    char *jobs = bytes ? strchr(bytes + 1, ':') : NULL;
+    if (!bytes || !jobs || strchr(jobs + 1, ':')) {
+        snprintf(error, size, "quota-groups: entry \"%s\": want GROUP:BYTES:JOBS", entry);
+        return -1;
+    }
+    *bytes++ = '\0';
+    *jobs++ = '\0';
+    char *name = trim(entry);
+    bytes = trim(bytes);
+    jobs = trim(jobs);
+    if (!name[0] || strlen(name) >= sizeof(g->name)) {
+        snprintf(error, size, "quota-groups: group name \"%s\": want 1 to %zu bytes", name,
+                 sizeof(g->name) - 1);
+        return -1;
+    }
+    snprintf(g->name, sizeof(g->name), "%s", name);
+    if (tided_parse_bytes(bytes, &g->bytes) != 0) {
+        snprintf(error, size,
+                 "quota-groups: group %s: bytes \"%s\": want bytes with an optional K, M, G or "
+                 "T suffix",
+                 name, bytes);
+        return -1;
+    }
+    char *end = NULL;
+    errno = 0;
+    unsigned long long n = isdigit((unsigned char)jobs[0]) ? strtoull(jobs, &end, 10) : 0;
+    if (!end || *end || errno || n > UINT32_MAX) {
+        snprintf(error, size,
+                 "quota-groups: group %s: jobs \"%s\": want a whole number from 0 to %" PRIu32,
+                 name, jobs, UINT32_MAX);
+        return -1;
+    }
+    g->jobs = (uint32_t)n;
+    return 0;
+}
+
+int tided_quota_groups_parse(const char *text, struct tided_quota_group **groups, size_t *n,
+                             char *error, size_t size)
+{
+    *groups = NULL;
+    *n = 0;
+    char *copy = strdup(text ? text : "");
+    size_t cap = 1;
+    for (const char *p = copy ? copy : ""; *p; p++)
+        cap += *p == ',';
+    struct tided_quota_group *out = calloc(cap, sizeof(*out));
+    if (!copy || !out) {
+        free(copy);
+        free(out);
+        snprintf(error, size, "quota-groups: out of memory");
+        return -1;
+    }
+    size_t count = 0;
+    char *save = NULL;
+    for (char *entry = strtok_r(copy, ",", &save); entry; entry = strtok_r(NULL, ",", &save)) {
+        entry = trim(entry);
+        if (!entry[0])
+            continue;
+        if (parse_quota_group(entry, &out[count], error, size) != 0)
+            goto fail;
+        for (size_t i = 0; i < count; i++) {
+            if (strcmp(out[i].name, out[count].name) == 0) {
+                snprintf(error, size, "quota-groups: group %s is listed twice", out[i].name);
+                goto fail;
+            }
+        }
+        count++;
+    }
+    free(copy);
+    *groups = out;
+    *n = count;
+    return 0;
+fail:
+    free(copy);
+    free(out);
+    return -1;
+}
+
+/* ============================================================================
  * Flags, checks and loading
  * ========================================================================== */
 
@@ -588,6 +690,11 @@ static enum tided_config_result check(struct tided_config *config, char *error, 
                         config->metrics_listen, config->tls_cert[0] ? "tls-cert" : "tls-key",
                         config->tls_cert[0] ? "tls-key" : "tls-cert");
     }
+    struct tided_quota_group *groups = NULL;
+    size_t n_groups = 0;
+    if (tided_quota_groups_parse(config->quota_groups, &groups, &n_groups, error, size) != 0)
+        return TIDED_CONFIG_ERROR;
+    free(groups);
     if (strlen(config->socket) >= 108)
         return fail(error, size, NULL, "socket: the path \"%s\" is longer than the 107 bytes a "
                                        "Unix socket address holds", config->socket);

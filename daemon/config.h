@@ -67,6 +67,11 @@ struct tided_config {
     /* Job lifecycle. */
     uint64_t idle_timeout; /* seconds a READY job waits before it is parked (0: never) */
     uint64_t retain_ended; /* seconds an ended job's files are kept (0: forever) */
+    /* Queue and quotas (queue.c). */
+    uint64_t quota_uid_bytes;   /* device budget of one uid's jobs not ended (0: no limit) */
+    uint64_t quota_uid_jobs;    /* jobs not ended of one uid (0: no limit) */
+    char *quota_groups;         /* "GROUP:BYTES:JOBS, ..." (tided_quota_groups_parse) */
+    uint64_t fair_share_window; /* seconds: the time constant of each uid's usage */
     /* Limits on what clients send. */
     uint64_t max_message;     /* largest gRPC message received, in bytes */
     uint64_t max_graph_nodes; /* nodes per graph */
@@ -133,6 +138,21 @@ struct tided_listen_address {
  * is decided here, once, and not by a resolver at start-up.
  */
 int tided_parse_listen_address(const char *text, struct tided_listen_address *address);
+
+/* One entry of quota-groups: the members of group name together. */
+struct tided_quota_group {
+    char name[64];
+    uint64_t bytes; /* device budget of their jobs not ended; 0: no limit */
+    uint32_t jobs;  /* jobs not ended; 0: no limit */
+};
+
+/*
+ * Parses quota-groups ("students:24G:4, interns:8G:1"; "" gives none) into
+ * a malloc'd array of *n entries (the caller frees it; NULL when none was
+ * made). -1 with error naming the entry and what is wrong otherwise.
+ */
+int tided_quota_groups_parse(const char *text, struct tided_quota_group **groups, size_t *n,
+                             char *error, size_t size);
 
 /* Formats bytes as "4 GiB", "992.1 MiB" or "123 bytes" (exact when the unit divides it). */
 const char *tided_format_bytes(uint64_t bytes, char *buf, size_t size);

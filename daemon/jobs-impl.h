@@ -7,6 +7,8 @@
  *                        table (which function takes each task kind's result)
  *   lifecycle.c          parking idle jobs, resuming them, removing ended jobs, the
  *                        housekeeping cron
+ *   queue.c              the queue of jobs waiting for room, quotas, priorities,
+ *                        preemption (queue-order.c: the admission order, pure)
  *   store.c              job records: info.pb, listing earlier runs' jobs,
  *                        deleting and forgetting ended jobs
  *   rpc-<verb>.c         one file per RPC of tide.v1.Jobs and tide.v1.Daemon:
@@ -55,7 +57,11 @@
 
 #define STATE(x) TIDE__V1__JOB_STATE__JOB_##x
 
-/* A batch received and checked, in JobSpec.feeds order; the message holds the bytes. */
+/*
+ * A batch received and checked, in JobSpec.feeds order; the message holds the
+ * bytes. names is NULL for a batch not checked yet: one that came with the
+ * Train stream of a job that was not compiled yet (tided__train_resume).
+ */
 struct batch {
     Tide__V1__TrainRequest *message;
     bool eval;
@@ -103,13 +109,24 @@ struct job {
     /* The session's release queued a final checkpoint that has not finished yet. */
     bool final_checkpoint_queued;
     uint64_t last_checkpoint_step;
-    bool no_files; /* its directory was removed: nothing more is written */
+    bool no_files; /* no directory (removed, or queued and never compiled): nothing is written */
 
     /* ---- lifecycle.c: parking ---- */
     int64_t idle_since_us; /* when it last became READY; idle-timeout counts from here */
     bool resuming;         /* a parked job's COMPILE is with the worker */
     bool removing;         /* ended, its REMOVE with the worker: calls see no such job */
     bool removed;          /* its files are gone: forgotten when its last task is back */
+
+    /* ---- queue.c: waiting for room, priorities, preemption ---- */
+    int32_t priority;
+    int64_t queued_us;  /* when it last entered the queue; 0 if never */
+    uint64_t queue_seq; /* arrival order among queued jobs (ties of queued_us) */
+    /* QUEUED at Submit: its request (owned) and resume_from's checkpoint, compiled on admission. */
+    Tide__V1__SubmitRequest *queued_request;
+    char *queued_restore_path;
+    bool late_start; /* compiled on admission, after Submit answered: a Train stream may wait */
+    bool preempted;  /* QUEUED after a preemption: its checkpoint is restored on admission */
+    bool preempting; /* to be parked for a higher-priority job once its step is back */
 
     /* ---- calls and the Train stream ---- */
     struct tided_call *train; /* the attached stream, NULL if none */
@@ -165,6 +182,13 @@ struct tided_jobs {
     bool quiet_reported;
     char *jobs_dir;
     int lock_fd; /* tided_store_lock's hold on the state directory */
+
+    /* ---- queue.c ---- */
+    struct tided_queue_usage *usage; /* per uid: decayed device-byte-seconds */
+    size_t n_usage, cap_usage;
+    int64_t usage_us;  /* when usage was last brought up to date */
+    uint64_t next_seq; /* the next job's queue_seq */
+    bool admitting;    /* tided__queue_admit is running (it is not re-entered) */
 };
 
 /* ---- jobs.c ---- */
@@ -326,6 +350,70 @@ void tided__remove_done(struct tided_daemon *d, struct tided_task *t);
 
 /* Drops a removed job from the job table and frees it; once no task holds it. */
 void tided__job_forget(struct tided_jobs *jobs, struct job *j);
+
+/* ---- queue.c: the queue, quotas, priorities and preemption ---- */
+
+/*
+ * Submit's checks before admission: the priority (-1000 to 1000; above 0
+ * only for an admin) and the quotas (quota-uid-*, quota-groups) with the
+ * new job's budget counted; TIDE_INVALID, TIDE_PERMISSION or TIDE_LIMIT
+ * (RESOURCE_EXHAUSTED on the wire) with err naming the field or quota, the uid or group
+ * and the numbers.
+ */
+enum tide_status tided__queue_check_submit(struct tided_daemon *d, const struct tided_identity *who,
+                                           int32_t priority, uint64_t budget,
+                                           struct tide_error *err);
+
+/*
+ * The priority rule, for Submit and SetPriority: -1000 to 1000, above the
+ * default 0 only for root and admin-group; TIDE_INVALID or TIDE_PERMISSION
+ * with err naming field and the numbers otherwise.
+ */
+enum tide_status tided__queue_check_priority(const struct tided_identity *who, int32_t priority,
+                                             const char *field, struct tide_error *err);
+
+/*
+ * Whether a new job of owner and priority must wait: its budget does not
+ * fit now (tided__jobs_admit) or a queued job goes before it.
+ */
+bool tided__queue_must_wait(struct tided_daemon *d, uint32_t owner, int32_t priority,
+                            uint64_t budget);
+
+/*
+ * Puts a submitted job in the queue (QUEUED, no files yet); it takes
+ * request and restore_path (may be NULL) and compiles them on admission.
+ */
+void tided__queue_add(struct tided_daemon *d, struct job *j, Tide__V1__SubmitRequest *request,
+                      char *restore_path);
+
+/*
+ * Admits queued jobs in order while the first fits (preempting
+ * lower-priority jobs when that makes room for it). Called wherever a
+ * budget is released or a job leaves the queue; it does not re-enter.
+ */
+void tided__queue_admit(struct tided_daemon *d);
+
+/* The job's place in the admission order (1 first); 0 when it is not QUEUED. */
+uint32_t tided__queue_position(struct tided_daemon *d, const struct job *j);
+
+/* A job marked preempting has no step in flight now: parks it (rpc-train.c's pump). */
+void tided__queue_preempt_now(struct tided_daemon *d, struct job *j);
+
+/* The job ended or left the queue for good: frees what the queue kept for it. */
+void tided__queue_forget(struct job *j);
+
+/* SIGTERM: a queued job ends (DONE from its checkpoint when preempted, else FAILED). */
+void tided__queue_stop_for_shutdown(struct tided_daemon *d, struct job *j);
+
+/* The cron's part: brings every uid's usage up to date (decay, then the reserved budgets). */
+void tided__queue_cron(struct tided_daemon *d, int64_t now);
+
+/*
+ * rpc-submit.c: hands the worker the COMPILE of a new job (owning request
+ * and restore_path); call (may be NULL) gets the SubmitResponse.
+ */
+void tided__submit_compile(struct tided_daemon *d, struct job *j, Tide__V1__SubmitRequest *request,
+                           char *restore_path, struct tided_call *call);
 
 /* ---- rpc-train.c ---- */
 

@@ -73,6 +73,8 @@ const char *tided__job_state_name(Tide__V1__JobState s)
         return "CANCELLED";
     case STATE(PARKED):
         return "PARKED";
+    case STATE(QUEUED):
+        return "QUEUED";
     default:
         return "UNSPECIFIED";
     }
@@ -134,6 +136,9 @@ void tided__job_info(const struct job *j, Tide__V1__JobInfo *info, bool with_pla
     info->message = (char *)j->message;
     info->last_checkpoint_step = j->last_checkpoint_step;
     info->plan = with_plan ? j->plan : NULL;
+    info->queue_position = tided__queue_position(j->daemon, j);
+    info->priority = j->priority;
+    info->queued_us = j->queued_us;
 }
 
 bool tided__job_may_see(const struct tided_identity *who, const struct job *j)
@@ -221,6 +226,7 @@ void tided__job_set_state(struct tided_daemon *d, struct job *j, Tide__V1__JobSt
     if (tided__job_terminal(j)) {
         tided__trace_job_ended(j);
         tided__writes_job_ended(j);
+        tided__queue_forget(j);
     }
     TIDE_LOG_INFO("job %s: %s -> %s%s%s", j->id, tided__job_state_name(old),
                   tided__job_state_name(state), j->message[0] && format ? ": " : "",
@@ -232,6 +238,8 @@ void tided__job_set_state(struct tided_daemon *d, struct job *j, Tide__V1__JobSt
     if (!flip)
         tided__store_persist_job(d, j);
     tided_daemon_notify_status(d);
+    if (!flip)
+        tided__queue_admit(d); /* it may have left the queue or given room back */
 }
 
 static void release_reservation(struct tided_daemon *d, struct job *j)
@@ -239,6 +247,7 @@ static void release_reservation(struct tided_daemon *d, struct job *j)
     if (j->reserved) {
         d->jobs->reserved -= j->budget;
         j->reserved = false;
+        tided__queue_admit(d);
     }
 }
 
@@ -400,6 +409,7 @@ void tided__job_free(struct job *j)
     /* The worker has been joined: this thread is the only one left to free a session. */
     tide_session_free(j->session);
     tided__batch_free(j->staged);
+    tided__queue_forget(j);
     free(j->name);
     free(j->dir);
     free(j->loss);
@@ -492,6 +502,7 @@ void tided_jobs_free(struct tided_jobs *jobs)
         tided__job_free(jobs->jobs[i]);
     free(jobs->jobs);
     free(jobs->jobs_dir);
+    free(jobs->usage);
     if (jobs->lock_fd >= 0)
         close(jobs->lock_fd);
     free(jobs);
@@ -724,6 +735,8 @@ void tided_jobs_drain(struct tided_daemon *d)
         /* A parked job has its checkpoint already; it ends DONE like the live ones. */
         if ((tided__job_live(j) && !j->step_in_flight) || j->state == STATE(PARKED))
             tided__job_stop_for_shutdown(d, j);
+        else if (j->state == STATE(QUEUED))
+            tided__queue_stop_for_shutdown(d, j);
     }
     check_quiet(d);
 }
@@ -731,14 +744,16 @@ void tided_jobs_drain(struct tided_daemon *d)
 void tided_jobs_summary(struct tided_daemon *d, char *buf, size_t size)
 {
     struct tided_jobs *jobs = d->jobs;
-    uint32_t running = 0, ready = 0, parked = 0;
+    uint32_t running = 0, ready = 0, parked = 0, queued = 0;
     for (size_t i = 0; i < jobs->n_jobs; i++) {
         running += jobs->jobs[i]->state == STATE(RUNNING);
         ready += jobs->jobs[i]->state == STATE(READY);
         parked += jobs->jobs[i]->state == STATE(PARKED);
+        queued += jobs->jobs[i]->state == STATE(QUEUED);
     }
     char a[32], b[32];
-    snprintf(buf, size, "%u running, %u ready, %u parked, %zu known; %s of %s reserved", running,
-             ready, parked, jobs->n_jobs, tided_format_bytes(jobs->reserved, a, sizeof(a)),
+    snprintf(buf, size, "%u running, %u ready, %u parked, %u queued, %zu known; %s of %s reserved",
+             running, ready, parked, queued, jobs->n_jobs,
+             tided_format_bytes(jobs->reserved, a, sizeof(a)),
              tided_format_bytes(d->device_bytes, b, sizeof(b)));
 }

@@ -4,7 +4,9 @@
  * Watch, checkpoints and the state directory.
  *
  *   SUBMITTED -> COMPILING -> READY <-> RUNNING -> DONE | FAILED | CANCELLED
+ *   SUBMITTED -> QUEUED -> COMPILING -> READY | RUNNING        (queue.c)
  *                               READY -> PARKED -> COMPILING -> RUNNING
+ *                     RUNNING | READY -> QUEUED -> COMPILING -> RUNNING  (preempted)
  *
  * A job is admitted when its budget is at most the largest job budget and
  * fits in what the device has left (the sum of admitted budgets never

@@ -300,4 +300,5 @@ void tided_jobs_cron(struct tided_daemon *d)
     int64_t now = tided_now_us();
     park_idle_jobs(d, now);
     expire_ended_jobs(d, now);
+    tided__queue_cron(d, now);
 }

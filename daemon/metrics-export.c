@@ -217,7 +217,7 @@ char *tided_metrics_prometheus(const struct tided_metrics_snapshot *s,
 
     put_family(f, "tide_job_state", "gauge",
                "1 for the state the job is in, 0 for the others (SUBMITTED, COMPILING, READY, "
-               "RUNNING, DONE, FAILED, CANCELLED, PARKED).");
+               "RUNNING, DONE, FAILED, CANCELLED, PARKED, QUEUED).");
     for (size_t i = 0; i < s->n_jobs; i++) {
         const struct tided_metrics_job *j = &s->jobs[i];
         if (!tided_identity_may_see(viewer, j->owner))

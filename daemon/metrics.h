@@ -63,9 +63,9 @@ struct tided_job_metrics;
 #define TIDED_METRICS_STEP_BUCKETS 15
 extern const double tided_metrics_step_buckets[TIDED_METRICS_STEP_BUCKETS];
 
-/* The JobState values a job can be in (1 to 8): the values of tide_job_state's label. */
+/* The JobState values a job can be in (1 to 9): the values of tide_job_state's label. */
 #define TIDED_METRICS_FIRST_STATE 1
-#define TIDED_METRICS_LAST_STATE  8
+#define TIDED_METRICS_LAST_STATE  9
 
 /* A job's recent training losses, oldest first (immutable, shared between snapshots). */
 struct tided_metrics_losses {

@@ -24,7 +24,6 @@ void tided_rpc_submit(struct tided_daemon *d, struct tided_call *call, ProtobufC
     struct tided_jobs *jobs = d->jobs;
     char a[32], buf[80];
     const Tide__V1__JobSpec *spec = req->spec;
-    struct tided_task *t = NULL;
     char *restore_path = NULL;
     uint64_t budget;
     struct tide_error err = {0};
@@ -45,9 +44,23 @@ void tided_rpc_submit(struct tided_daemon *d, struct tided_call *call, ProtobufC
         goto out;
     }
     if (tided__job_budget(d, spec->memory ? spec->memory->device_budget_bytes : 0, &budget, &err) !=
-            TIDE_OK ||
-        tided__jobs_admit(d, budget, &err) != TIDE_OK) {
+        TIDE_OK) {
         tided_call_fail(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "%s", err.message);
+        goto out;
+    }
+    if (tided__queue_check_submit(d, who, spec->priority, budget, &err) != TIDE_OK) {
+        tided_call_fail_status(call, err.status, err.message);
+        goto out;
+    }
+    /* A budget that fits the device but not now (or behind queued jobs) waits QUEUED. */
+    bool queue = tided__queue_must_wait(d, who->uid, spec->priority, budget);
+    if (queue && spec->n_streamed_variables > 0) {
+        if (tided__jobs_admit(d, budget, &err) == TIDE_OK)
+            snprintf(err.message, sizeof(err.message), "queued jobs go before it");
+        tided_call_fail(call, GRPC_STATUS_RESOURCE_EXHAUSTED,
+                        "%s; a job with streamed_variables is not queued (its values are written "
+                        "between Submit and Train): submit it when there is room",
+                        err.message);
         goto out;
     }
     if (tided_spec_streamed_alone(spec, &err) != TIDE_OK) {
@@ -94,8 +107,7 @@ void tided_rpc_submit(struct tided_daemon *d, struct tided_call *call, ProtobufC
     j->owner = who->uid;
     j->created_us = j->updated_us = tided_now_us();
     j->budget = budget;
-    j->reserved = true;
-    jobs->reserved += budget;
+    j->priority = spec->priority;
     j->every_steps = spec->checkpoint ? spec->checkpoint->every_steps : 0;
     j->keep_checkpoints = spec->checkpoint ? spec->checkpoint->keep : 0;
     j->state = STATE(SUBMITTED);
@@ -103,24 +115,55 @@ void tided_rpc_submit(struct tided_daemon *d, struct tided_call *call, ProtobufC
                   tided__shown(spec->name, buf, sizeof(buf)), who->peer,
                   tided_format_bytes(budget, a, sizeof(a)));
 
-    t = tided_task_new(TIDED_TASK_COMPILE, j);
-    if (!t || !j->name || !(t->compile.dir = strdup(j->dir))) {
-        tided_task_free(t);
-        t = NULL;
-        tided__store_remove_job(d, j);
+    if (!j->name) {
         tided__job_fail(d, j, TIDE_NOMEM, "out of memory");
         tided_call_fail(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
         goto out;
     }
-    t->compile.request = request;
-    request = NULL; /* the task owns it now */
-    t->compile.spec = spec;
+    if (queue) {
+        tided__queue_add(d, j, req, restore_path);
+        request = NULL; /* the job owns them until it is admitted */
+        restore_path = NULL;
+        tided__queue_admit(d); /* a higher priority may preempt its way in at once */
+        Tide__V1__JobInfo info;
+        tided__job_info(j, &info, false);
+        Tide__V1__SubmitResponse resp = TIDE__V1__SUBMIT_RESPONSE__INIT;
+        resp.job = &info;
+        tided_call_reply(call, &resp.base);
+        goto out;
+    }
+    j->reserved = true;
+    jobs->reserved += budget;
+    tided__submit_compile(d, j, req, restore_path, call);
+    request = NULL;
+    restore_path = NULL;
+out:
+    free(restore_path);
+    if (request)
+        protobuf_c_message_free_unpacked(request, NULL);
+}
+
+void tided__submit_compile(struct tided_daemon *d, struct job *j, Tide__V1__SubmitRequest *request,
+                           char *restore_path, struct tided_call *call)
+{
+    struct tided_task *t = tided_task_new(TIDED_TASK_COMPILE, j);
+    if (!t || !(t->compile.dir = strdup(j->dir))) {
+        tided_task_free(t);
+        tide__v1__submit_request__free_unpacked(request, NULL);
+        free(restore_path);
+        tided__store_remove_job(d, j);
+        tided__job_fail(d, j, TIDE_NOMEM, "out of memory");
+        if (call)
+            tided_call_fail(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
+        return;
+    }
+    t->compile.request = &request->base; /* the task owns it now */
+    t->compile.spec = request->spec;
     t->compile.backend = d->backend;
     t->compile.limits = d->limits;
-    t->compile.budget = budget;
+    t->compile.budget = j->budget;
     t->compile.host_budget = tided_config_host_budget(&d->config);
     t->compile.restore_path = restore_path;
-    restore_path = NULL;
     j->state = STATE(COMPILING);
     Tide__V1__JobInfo info;
     tided__job_info(j, &info, false);
@@ -128,15 +171,13 @@ void tided_rpc_submit(struct tided_daemon *d, struct tided_call *call, ProtobufC
     t->compile.info.data = malloc(n ? n : 1);
     if (t->compile.info.data)
         t->compile.info.len = tide__v1__job_info__pack(&info, t->compile.info.data);
-    tided__job_emit(d, j, TIDE__V1__JOB_EVENT__KIND__STATE, NULL, NULL);
-    tided__task_wait(t, call);
+    if (!j->late_start) /* an admitted job told its watchers already */
+        tided__job_emit(d, j, TIDE__V1__JOB_EVENT__KIND__STATE, NULL, NULL);
+    if (call)
+        tided__task_wait(t, call);
     j->compiling = t;
     tided__task_submit(d, t);
     tided_daemon_notify_status(d);
-out:
-    free(restore_path);
-    if (request)
-        protobuf_c_message_free_unpacked(request, NULL);
 }
 
 void tided__compile_done(struct tided_daemon *d, struct tided_task *t)
@@ -208,6 +249,7 @@ void tided__compile_done(struct tided_daemon *d, struct tided_task *t)
     j->steps = j->dispatched = t->compile.restored_step;
 
     if (d->phase != TIDED_SERVING) {
+        tided__job_detach_train(j, GRPC_STATUS_UNAVAILABLE, "tided is shutting down");
         tided__job_release_session(d, j, false);
         tided__store_remove_job(d, j);
         tided__job_set_state(d, j, STATE(FAILED),
@@ -232,7 +274,8 @@ void tided__compile_done(struct tided_daemon *d, struct tided_task *t)
     TIDE_LOG_INFO("job %s: planned: peak %s of a %s budget", j->id,
                   tided_format_bytes(j->plan ? j->plan->predicted_peak_bytes : 0, a, sizeof(a)),
                   tided_format_bytes(j->budget, b, sizeof(b)));
-    tided__job_set_state(d, j, STATE(READY), NULL);
+    /* READY; RUNNING when a Train stream waits for a job admitted from the queue. */
+    tided__train_resume(d, j);
     if (call) {
         Tide__V1__JobInfo info;
         tided__job_info(j, &info, true);

@@ -154,6 +154,10 @@ static void pump_train(struct tided_daemon *d, struct job *j)
 {
     if (!j->train || j->state != STATE(RUNNING))
         return;
+    if (j->preempting && !j->step_in_flight) {
+        tided__queue_preempt_now(d, j); /* between steps; its stream waits QUEUED */
+        return;
+    }
     if (!j->step_in_flight && j->staged && tided_call_pending_writes(j->train) < TRAIN_RESULTS_MAX)
         dispatch_step(d, j);
     if (!j->train)
@@ -289,15 +293,24 @@ void tided_rpc_train(struct tided_daemon *d, struct tided_call *call, ProtobufCM
     case STATE(RUNNING):
         why = "is being trained by another stream";
         break;
+    case STATE(QUEUED):
+        if (j->train)
+            why = "is being trained by another stream";
+        break;
     case STATE(SUBMITTED):
     case STATE(COMPILING):
-        why = "is still compiling";
+        /* Admitted from the queue (or resuming): the stream waits for the compilation. */
+        if ((j->late_start || j->resuming) && !j->train)
+            break;
+        why = j->train ? "is being trained by another stream" : "is still compiling";
         break;
     default:
         why = "has ended";
         break;
     }
-    if (why || (!j->session && !j->resuming)) {
+    /* Without a session the stream waits: for admission, or for the compilation in flight. */
+    bool waits = j->resuming || j->state == STATE(QUEUED) || j->state == STATE(COMPILING);
+    if (why || (!j->session && !waits)) {
         tided_call_fail(call, GRPC_STATUS_FAILED_PRECONDITION, "job %s %s (%s)", j->id,
                         why ? why : "has no session", tided__job_state_name(j->state));
         tide__v1__train_request__free_unpacked(m, NULL);
@@ -318,18 +331,35 @@ void tided_rpc_train(struct tided_daemon *d, struct tided_call *call, ProtobufCM
     j->reading = false;
     j->last_step_us = 0; /* the time between streams is no step's */
     tided_call_set_owner(call, &train_ops, j);
-    /* A resuming job stays COMPILING, its batch staged, until tided__train_resume. */
-    if (!j->resuming)
+    /*
+     * A resuming, queued or compiling job stays so, its batch staged, until
+     * tided__train_resume.
+     */
+    if (j->session)
         tided__job_set_state(d, j, STATE(RUNNING), NULL);
     TIDE_LOG_DEBUG("job %s: Train stream from %s", j->id, tided_call_identity(call)->peer);
-    if (m->n_feeds > 0) {
+    if (m->n_feeds > 0 && (j->queued_request || (j->late_start && !j->session))) {
+        /*
+         * A batch for a job not compiled yet: its placeholders are not known,
+         * so it is checked in tided__train_resume, before it can run.
+         */
+        struct batch *raw = calloc(1, sizeof(*raw));
+        if (!raw) {
+            tide__v1__train_request__free_unpacked(m, NULL);
+            tided__job_detach_train(j, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
+            return;
+        }
+        raw->message = m;
+        j->staged = raw;
+        note_finish(j, m);
+    } else if (m->n_feeds > 0) {
         /* The first message may carry a batch too. */
         char error[600];
         struct batch *bt = batch_new(j, m, error, sizeof(error));
         if (!bt) {
             tide__v1__train_request__free_unpacked(m, NULL);
             tided__job_detach_train(j, GRPC_STATUS_INVALID_ARGUMENT, error);
-            if (!j->resuming)
+            if (j->session)
                 tided__job_set_state(d, j, STATE(READY), NULL);
             return;
         }
@@ -344,6 +374,21 @@ void tided_rpc_train(struct tided_daemon *d, struct tided_call *call, ProtobufCM
 
 void tided__train_resume(struct tided_daemon *d, struct job *j)
 {
+    if (j->train && j->staged && !j->staged->names) {
+        /* The first batch came before the compilation told the placeholders: check it now. */
+        Tide__V1__TrainRequest *m = j->staged->message;
+        j->staged->message = NULL;
+        tided__batch_free(j->staged);
+        j->staged = NULL;
+        char error[600];
+        struct batch *bt = batch_new(j, m, error, sizeof(error));
+        if (!bt) {
+            tide__v1__train_request__free_unpacked(m, NULL);
+            tided__job_detach_train(j, GRPC_STATUS_INVALID_ARGUMENT, error);
+        } else {
+            j->staged = bt;
+        }
+    }
     if (!j->train) {
         tided__job_set_state(d, j, STATE(READY), NULL);
         return;
@@ -437,6 +482,8 @@ void tided__step_done(struct tided_daemon *d, struct tided_task *t)
     if (!j->train) {
         if (j->state == STATE(RUNNING))
             tided__job_set_state(d, j, STATE(READY), NULL);
+        if (j->preempting)
+            tided__queue_preempt_now(d, j);
         return;
     }
     pump_train(d, j);

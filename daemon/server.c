@@ -162,6 +162,7 @@ static const struct method_row method_table[] = {
     {&tide__v1__jobs__descriptor, "Trace", KIND_UNARY, tided_rpc_trace},
     {&tide__v1__jobs__descriptor, "Remove", KIND_UNARY, tided_rpc_remove},
     {&tide__v1__jobs__descriptor, "WriteVariables", KIND_CLIENT_STREAM, tided_rpc_write_variables},
+    {&tide__v1__jobs__descriptor, "SetPriority", KIND_UNARY, tided_rpc_set_priority},
     {&tide__v1__daemon__descriptor, "Status", KIND_UNARY, tided_rpc_status},
     {&grpc__health__v1__health__descriptor, "Check", KIND_UNARY, tided__health_check},
     {&grpc__health__v1__health__descriptor, "Watch", KIND_SERVER_STREAM, tided__health_watch},

@@ -75,6 +75,13 @@ struct tided_identity {
  */
 bool tided_identity_may_see(const struct tided_identity *who, uint32_t owner);
 
+/*
+ * Whether the user uid is a member of group gid, primary or supplementary
+ * (the admin group, quota-groups). It asks NSS: it may block on a remote
+ * directory, as admission's checks do once per call.
+ */
+bool tided_uid_in_group(uint32_t uid, uint32_t gid);
+
 /* What tided_server_authorize found. */
 enum tided_authorization {
     TIDED_AUTH_OK = 0,         /* a known token: who is filled */
@@ -190,6 +197,8 @@ void tided_rpc_checkpoint(struct tided_daemon *d, struct tided_call *call,
                           ProtobufCMessage *request);
 void tided_rpc_trace(struct tided_daemon *d, struct tided_call *call, ProtobufCMessage *request);
 void tided_rpc_remove(struct tided_daemon *d, struct tided_call *call, ProtobufCMessage *request);
+void tided_rpc_set_priority(struct tided_daemon *d, struct tided_call *call,
+                            ProtobufCMessage *request);
 void tided_rpc_write_variables(struct tided_daemon *d, struct tided_call *call,
                                ProtobufCMessage *request);
 void tided_rpc_status(struct tided_daemon *d, struct tided_call *call, ProtobufCMessage *request);

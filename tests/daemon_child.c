@@ -58,7 +58,9 @@ static pid_t spawn(char *const argv[], const char *out_path, const char *err_pat
     pid_t pid = fork();
     if (pid != 0)
         return pid;
-    int out = open(out_path ? out_path : "/dev/null", O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    /* Both appending: stdout and stderr to one file must not write over each other. */
+    int out =
+        open(out_path ? out_path : "/dev/null", O_WRONLY | O_CREAT | O_TRUNC | O_APPEND, 0644);
     int err = open(err_path ? err_path : "/dev/null", O_WRONLY | O_CREAT | O_APPEND, 0644);
     if (out < 0 || err < 0)
         _exit(126);

@@ -2704,7 +2704,8 @@ static const char json_job_name[] = "q\"uote back\\slash /slash \t\n\r\b\f \x01\
 #define JOB_KEYS                                                                                   \
     "id", "name", "owner_uid", "state", "steps", "last_loss", "device_budget_bytes",               \
         "device_high_water_bytes", "host_bytes", "h2d_bytes_total", "d2h_bytes_total",             \
-        "steps_per_second", "created_us", "updated_us", "message", "last_checkpoint_step"
+        "steps_per_second", "created_us", "updated_us", "message", "last_checkpoint_step",         \
+        "priority", "queue_position", "queued_us"
 #define PLAN_KEYS                                                                                  \
     "nodes", "budget_bytes", "predicted_peak_bytes", "fits", "min_budget_bytes",                   \
         "min_budget_node", "floor_bytes", "floor_node", "swap_in_bytes", "swap_out_bytes",         \

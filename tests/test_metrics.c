@@ -364,10 +364,11 @@ static void test_scrape_while_training(void **state)
     assert_true(ONE_SAMPLE(first, "tide_job_high_water_bytes", "job", id) > 0.0);
     assert_true(ONE_SAMPLE(first, "tide_job_high_water_bytes", "job", id) <= (double)(64u << 20));
     assert_true(ONE_SAMPLE(first, "tide_job_state", "job", id, "state", "RUNNING") == 1.0);
-    assert_int_equal(find_samples(first, "tide_job_state", NULL, NULL, "job", id, NULL), 8);
+    assert_int_equal(find_samples(first, "tide_job_state", NULL, NULL, "job", id, NULL), 9);
     double zero_states = 0;
-    const char *others[] = {"SUBMITTED", "COMPILING", "READY", "DONE", "FAILED", "CANCELLED"};
-    for (size_t i = 0; i < 6; i++)
+    const char *others[] = {"SUBMITTED", "COMPILING", "READY", "DONE",
+                            "FAILED",    "CANCELLED", "QUEUED"};
+    for (size_t i = 0; i < 7; i++)
         zero_states += ONE_SAMPLE(first, "tide_job_state", "job", id, "state", others[i]);
     assert_true(zero_states == 0.0);
 

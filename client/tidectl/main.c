@@ -15,10 +15,10 @@
 
 /* Every command, in the order `tidectl --help` lists them. */
 static const struct tidectl_verb *const verbs[] = {
-    &tidectl_verb_status, &tidectl_verb_plan,  &tidectl_verb_train,  &tidectl_verb_jobs,
-    &tidectl_verb_get,    &tidectl_verb_watch, &tidectl_verb_cancel, &tidectl_verb_checkpoint,
-    &tidectl_verb_rm,     &tidectl_verb_prune, &tidectl_verb_trace,  &tidectl_verb_top,
-    &tidectl_verb_export, /* weights out */
+    &tidectl_verb_status, &tidectl_verb_plan,       &tidectl_verb_train,  &tidectl_verb_jobs,
+    &tidectl_verb_queue,  &tidectl_verb_priority,   &tidectl_verb_get,    &tidectl_verb_watch,
+    &tidectl_verb_cancel, &tidectl_verb_checkpoint, &tidectl_verb_rm,     &tidectl_verb_prune,
+    &tidectl_verb_trace,  &tidectl_verb_top,        &tidectl_verb_export, /* weights out */
     &tidectl_verb_help,
 };
 

@@ -239,6 +239,7 @@ void tidectl_make_spec(const struct tidectl_options *o, const struct tidectl_mod
     spec->vars_home = o->vars_home;
     spec->autotune = o->swap == TIDE_JOB_SWAP_AUTO;
     spec->checkpoint_every = o->checkpoint_every;
+    spec->priority = o->priority;
     spec->resume_from = o->resume;
     spec->seed = o->seed;
 }

@@ -52,6 +52,7 @@ static const struct option long_options[] = {
     {"steps", required_argument, 0, TIDECTL_OPT_STEPS},
     {"epochs", required_argument, 0, TIDECTL_OPT_EPOCHS},
     {"checkpoint-every", required_argument, 0, TIDECTL_OPT_CHECKPOINT_EVERY},
+    {"priority", required_argument, 0, TIDECTL_OPT_PRIORITY},
     {"resume", required_argument, 0, TIDECTL_OPT_RESUME},
     {"no-eval", no_argument, 0, TIDECTL_OPT_NO_EVAL},
     {"keep", no_argument, 0, TIDECTL_OPT_KEEP},
@@ -530,6 +531,14 @@ int tidectl_parse_options(int argc, char **argv, const struct tidectl_verb *verb
             break;
         case TIDECTL_OPT_RESUME:
             o->resume = optarg;
+            break;
+        case TIDECTL_OPT_PRIORITY:
+            if (parse_int(optarg, -1000, 1000, &v))
+                return tidectl_usage_error(name,
+                                           "--priority wants a whole number from -1000 to "
+                                           "1000, got \"%s\"",
+                                           optarg);
+            o->priority = (int32_t)v;
             break;
         case TIDECTL_OPT_NO_EVAL:
             o->no_eval = true;

@@ -167,6 +167,9 @@ json_object *tidectl_json_job(const struct tide_job_info *j)
     tidectl_json_set_int(o, "updated_us", j->updated_us);
     tidectl_json_set_string(o, "message", j->message);
     tidectl_json_set_uint(o, "last_checkpoint_step", j->last_checkpoint_step);
+    tidectl_json_set_int(o, "priority", j->priority);
+    tidectl_json_set_uint(o, "queue_position", j->queue_position);
+    tidectl_json_set_int(o, "queued_us", j->queued_us);
     if (j->has_plan) {
         json_object *plan = tidectl_json_object();
         tidectl_json_add_plan(plan, &j->plan, false);

@@ -143,6 +143,8 @@ enum tidectl_option_id {
     TIDECTL_OPT_LOSS,
     TIDECTL_OPT_FROZEN,
     TIDECTL_OPT_FROM,
+    /* train: the queue */
+    TIDECTL_OPT_PRIORITY,
     /* trace (-o is its short spelling); plan and train with --onnx: the prediction output */
     TIDECTL_OPT_OUTPUT = 'o',
 };
@@ -305,6 +307,7 @@ struct tidectl_options {
     const char *resume;
     bool no_eval;
     bool keep; /* train: leave the job READY instead of finishing it */
+    int32_t priority; /* train --priority: the job's admission priority (0 the default) */
     /* plan */
     bool partitions;
     const char *svg; /* the memory picture's path, or NULL */
@@ -386,6 +389,8 @@ extern const struct tidectl_verb tidectl_verb_trace;
 extern const struct tidectl_verb tidectl_verb_top;
 extern const struct tidectl_verb tidectl_verb_rm;
 extern const struct tidectl_verb tidectl_verb_prune;
+extern const struct tidectl_verb tidectl_verb_queue;
+extern const struct tidectl_verb tidectl_verb_priority;
 extern const struct tidectl_verb tidectl_verb_help;
 extern const struct tidectl_verb tidectl_verb_export;
 

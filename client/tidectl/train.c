@@ -15,6 +15,7 @@
  */
 #include <inttypes.h>
 #include <math.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -287,6 +288,45 @@ static int train_step(void *user, const struct tide_step_result *r)
     return 0;
 }
 
+/*
+ * The job waits QUEUED: says so on stderr, with its position (again when it
+ * moves), and polls until the daemon admits it. Here, not in a Train stream
+ * held by the daemon, so that Ctrl-C is seen at once: it cancels the job,
+ * which never ran. TIDECTL_EXIT_OK once admitted; a job that ended while
+ * queued (cancelled, or tided shut down) is an error naming its state.
+ */
+static int wait_for_admission(tide_client *c, struct tide_job_info *job)
+{
+    uint32_t shown = 0;
+    while (job->state == TIDE_JOB_QUEUED) {
+        if (job->queue_position != shown) {
+            shown = job->queue_position;
+            fprintf(stderr, "job %s: queued (position %" PRIu32 "): %s\n", job->id, shown,
+                    job->message);
+            fflush(stderr);
+        }
+        for (int i = 0; i < 10 && !tidectl_interrupts; i++)
+            poll(NULL, 0, 50); /* 0.5 s between polls, Ctrl-C seen within 50 ms */
+        if (tidectl_interrupts) {
+            if (tide_client_cancel(c, job->id, NULL) != 0)
+                return tidectl_client_error(c, "train: cancelling the queued job",
+                                            TIDECTL_EXIT_RUNTIME);
+            fprintf(stderr, "job %s: cancelled while queued\n", job->id);
+            return 128 + tidectl_last_signal;
+        }
+        if (tide_client_get(c, job->id, job) != 0)
+            return tidectl_client_error(c, "train: waiting in the queue", TIDECTL_EXIT_RUNTIME);
+    }
+    if (job->state == TIDE_JOB_DONE || job->state == TIDE_JOB_FAILED ||
+        job->state == TIDE_JOB_CANCELLED) {
+        fprintf(stderr, "tidectl: train: job %s ended while queued (%s): %s\n", job->id,
+                tide_job_state_name(job->state), job->message);
+        return TIDECTL_EXIT_RUNTIME;
+    }
+    fprintf(stderr, "job %s: admitted (%s)\n", job->id, job->message);
+    return TIDECTL_EXIT_OK;
+}
+
 static int run_train(const struct tidectl_verb *verb, struct tidectl_options *o,
                      tide_client *client)
 {
@@ -412,6 +452,10 @@ static int run_train(const struct tidectl_verb *verb, struct tidectl_options *o,
     }
 
     tidectl_install_signals();
+    if (t.job.state == TIDE_JOB_QUEUED && (rc = wait_for_admission(c, &t.job)) != TIDECTL_EXIT_OK) {
+        tide_client_free(c);
+        goto out;
+    }
     t.start_s = t.window_start_s = tidectl_now_s();
     int code = tide_client_train(c, t.job.id, train_feed, train_step, &t);
     double elapsed = tidectl_now_s() - t.start_s;
@@ -499,6 +543,7 @@ static const int accepts[] = {TIDECTL_MODEL_OPTIONS,
                               TIDECTL_OPT_RESUME,
                               TIDECTL_OPT_NO_EVAL,
                               TIDECTL_OPT_KEEP,
+                              TIDECTL_OPT_PRIORITY,
                               0};
 
 const struct tidectl_verb tidectl_verb_train = {
@@ -507,10 +552,10 @@ const struct tidectl_verb tidectl_verb_train = {
     .accepts = accepts,
     .min_args = 0,
     .max_args = 0,
-    .synopsis =
-        "train [MODEL OPTIONS | --onnx FILE [--output NAME] [--loss xent|mse|none]] "
-        "[--data X --labels Y [--test-data X2 --test-labels Y2]] "
-        "[--epochs E | --steps S] [--checkpoint-every N] [--resume JOB] [--keep]",
+    .synopsis = "train [MODEL OPTIONS | --onnx FILE [--output NAME] [--loss xent|mse|none]] "
+                "[--data X --labels Y [--test-data X2 --test-labels Y2]] "
+                "[--epochs E | --steps S] [--checkpoint-every N] [--resume JOB] [--keep] "
+                "[--priority N]",
     .summary = "submit a model and train it on a dataset, with a progress bar",
     .help = "DESCRIPTION\n"
             "  Builds the model with libtide's builders (or imports --onnx FILE and adds the\n"
@@ -528,6 +573,11 @@ const struct tidectl_verb tidectl_verb_train = {
             "  back and marks it DONE; `get` still shows it, --resume JOB continues from its\n"
             "  checkpoint and `export JOB --npz` writes its weights. --keep leaves it READY\n"
             "  instead.\n"
+            "  When the device has no room for the budget now, the job waits QUEUED:\n"
+            "  stderr says \"queued (position N)\" and training starts once tided admits\n"
+            "  it (`tidectl queue` shows the order); Ctrl-C while it waits cancels it. A\n"
+            "  job preempted by a higher priority pauses and goes on by itself, bit for\n"
+            "  bit, when room returns.\n"
             "  Ctrl-C once stops after the steps in flight (the job is finished as above,\n"
             "  unless --keep); twice abandons the stream and leaves the job READY.\n"
             "  With --json, stdout gets a \"submitted\" line, one \"step\" line per step and a\n"
@@ -539,6 +589,9 @@ const struct tidectl_verb tidectl_verb_train = {
             "  --checkpoint-every N     Have the daemon checkpoint every N steps.\n"
             "  --resume JOB             Start from the last checkpoint of job JOB (same model).\n"
             "  --no-eval                Skip the test split.\n"
+            "  --priority N             Admission priority, -1000 to 1000 (default 0):\n"
+            "                           higher is admitted first and may preempt lower\n"
+            "                           jobs. Above 0 only for root and the admin group.\n"
             "  --keep                   Leave the job READY, holding its budget, for more\n"
             "                           Train streams (default: finish it). After the\n"
             "                           daemon's idle-timeout it is parked: checkpointed,\n"

@@ -20,6 +20,10 @@ static const char *event_kind_name(enum tide_event_kind kind)
         return "checkpoint";
     case TIDE_EVENT_LOG:
         return "log";
+    case TIDE_EVENT_PREEMPTED:
+        return "preempted";
+    case TIDE_EVENT_RESUMED:
+        return "resumed";
     }
     return "unknown";
 }
@@ -57,6 +61,11 @@ static int watch_event(void *user, const struct tide_job_event *e)
     case TIDE_EVENT_CHECKPOINT:
         printf("%s %s checkpoint at step %" PRIu64 "%s%s\n", t, e->job->id,
                e->job->last_checkpoint_step, e->message[0] ? ": " : "", e->message);
+        break;
+    case TIDE_EVENT_PREEMPTED:
+    case TIDE_EVENT_RESUMED:
+        printf("%s %s %s: %s\n", t, e->job->id,
+               e->kind == TIDE_EVENT_PREEMPTED ? "PREEMPTED" : "RESUMED", e->message);
         break;
     default:
         printf("%s %s %s\n", t, e->job->id, e->message);

@@ -172,6 +172,7 @@ enum tide_job_state {
     TIDE_JOB_FAILED = 6, /* see the job's message */
     TIDE_JOB_CANCELLED = 7,
     TIDE_JOB_PARKED = 8, /* idle: checkpointed, device memory released; Train resumes it */
+    TIDE_JOB_QUEUED = 9, /* waiting for room on the device (or preempted); Train waits too */
 };
 
 /* Returns a state's name in lower case ("running"), or "unknown". */
@@ -253,6 +254,12 @@ struct tide_job_spec {
     uint64_t seed;             /* seed of the variable initialisers */
     /* The device the plan is for: "cpu", "h100", "h200"; NULL or "": the daemon's own. */
     const char *device_profile;
+    /*
+     * Admission priority, -1000 to 1000 (0 the default): higher is admitted
+     * first and may preempt lower jobs; above 0 only for root and tided's
+     * admin-group.
+     */
+    int32_t priority;
 };
 
 /* One partition of a plan (tide.v1.PartitionReport). */
@@ -321,6 +328,9 @@ struct tide_job_info {
     uint64_t last_checkpoint_step;
     bool has_plan; /* plan holds the job's plan (without partitions) */
     struct tide_job_plan_report plan;
+    uint32_t queue_position; /* QUEUED: its place in the admission order, 1 first; else 0 */
+    int32_t priority;        /* the job's admission priority (0 the default) */
+    int64_t queued_us;       /* when it last entered the queue (Unix microseconds); 0: never */
 };
 
 /* A tensor handed to a callback or read from a job. */
@@ -357,6 +367,8 @@ enum tide_event_kind {
     TIDE_EVENT_STEP = 2,       /* a step finished */
     TIDE_EVENT_CHECKPOINT = 3, /* a checkpoint was written */
     TIDE_EVENT_LOG = 4,        /* a message from the daemon about the job */
+    TIDE_EVENT_PREEMPTED = 5,  /* parked for a higher-priority job; it waits QUEUED */
+    TIDE_EVENT_RESUMED = 6,    /* a preempted job was admitted again and continues */
 };
 
 /* One event of a watch (tide.v1.JobEvent). */
@@ -584,6 +596,15 @@ int tide_client_get(tide_client *c, const char *job_id, struct tide_job_info *jo
 
 /* Cancels job_id; fills *job (which may be NULL) with the job after it. */
 int tide_client_cancel(tide_client *c, const char *job_id, struct tide_job_info *job);
+
+/*
+ * Sets job_id's admission priority (-1000 to 1000; above 0 only for root
+ * and the daemon's admin-group, PERMISSION_DENIED otherwise): a queued job
+ * moves in the queue, and may preempt lower jobs at once. Fills *job (which
+ * may be NULL) with the job after it.
+ */
+int tide_client_set_priority(tide_client *c, const char *job_id, int32_t priority,
+                             struct tide_job_info *job);
 
 /*
  * Writes a checkpoint of job_id's variables and optimizer state now; fills
