@@ -22,4 +22,15 @@ enum tide_status tide__set_output(struct tide_graph *graph, struct tide_node *no
 /* The limits of the tide_graph_infer call in progress (set by it). */
 extern _Thread_local const struct tide_graph_limits *tide__infer_limits;
 
+/* The i-th predecessor (data inputs first, then controls) of a node. */
+static inline uint32_t tide__node_pred(const struct tide_node *node, uint32_t i)
+{
+    return i < node->n_inputs ? node->inputs[i].node : node->controls[i - node->n_inputs];
+}
+
+static inline uint32_t tide__node_n_preds(const struct tide_node *node)
+{
+    return node->n_inputs + node->n_controls;
+}
+
 #endif /* TIDE_GRAPH_IMPL_H */

@@ -72,17 +72,6 @@ void tide_graph_users_free(struct tide_graph_users *users)
     users->users = NULL;
 }
 
-/* The i-th predecessor (data inputs first, then controls) of a node. */
-static inline uint32_t pred(const struct tide_node *node, uint32_t i)
-{
-    return i < node->n_inputs ? node->inputs[i].node : node->controls[i - node->n_inputs];
-}
-
-static inline uint32_t n_preds(const struct tide_node *node)
-{
-    return node->n_inputs + node->n_controls;
-}
-
 static enum tide_status cycle_error(const struct tide_graph *graph, struct tide_error *err)
 {
     uint32_t v = tide_graph_find_cycle(graph);
@@ -119,12 +108,12 @@ uint32_t tide_graph_find_cycle(const struct tide_graph *graph)
         while (depth && found == TIDE_NO_NODE) {
             struct frame *f = &stack[depth - 1];
             const struct tide_node *node = &graph->nodes[f->node];
-            if (f->next == n_preds(node)) {
+            if (f->next == tide__node_n_preds(node)) {
                 colour[f->node] = BLACK;
                 depth--;
                 continue;
             }
-            uint32_t p = pred(node, f->next++);
+            uint32_t p = tide__node_pred(node, f->next++);
             if (p >= n)
                 continue;
             if (colour[p] == GREY)
@@ -157,7 +146,7 @@ enum tide_status tide_graph_topo_order(const struct tide_graph *graph, uint32_t 
     }
     uint32_t head = 0, tail = 0;
     for (uint32_t v = 0; v < n; v++) {
-        pending[v] = n_preds(&graph->nodes[v]);
+        pending[v] = tide__node_n_preds(&graph->nodes[v]);
         if (pending[v] == 0)
             order[tail++] = v;
     }
@@ -176,6 +165,40 @@ enum tide_status tide_graph_topo_order(const struct tide_graph *graph, uint32_t 
     return TIDE_OK;
 }
 
+/* The plain depth-first order (see the file comment) into order. */
+static void dfs_base(const struct tide_graph *graph, const struct tide_graph_users *users,
+                     uint8_t *seen, struct frame *stack, uint32_t *order)
+{
+    uint32_t n = graph->n_nodes;
+    uint32_t emitted = 0;
+    /* Two passes: sinks first (the normal case), then anything left (none when acyclic). */
+    for (int pass = 0; pass < 2; pass++) {
+        for (uint32_t root = 0; root < n; root++) {
+            if (seen[root])
+                continue;
+            if (pass == 0 && users->offsets[root] != users->offsets[root + 1])
+                continue;
+            uint32_t depth = 0;
+            stack[depth++] = (struct frame){root, 0};
+            seen[root] = 1;
+            while (depth) {
+                struct frame *f = &stack[depth - 1];
+                const struct tide_node *node = &graph->nodes[f->node];
+                if (f->next == tide__node_n_preds(node)) {
+                    order[emitted++] = f->node;
+                    depth--;
+                    continue;
+                }
+                uint32_t p = tide__node_pred(node, f->next++);
+                if (!seen[p]) {
+                    seen[p] = 1;
+                    stack[depth++] = (struct frame){p, 0};
+                }
+            }
+        }
+    }
+}
+
 enum tide_status tide_graph_dfs_order(const struct tide_graph *graph, uint32_t *order,
                                       struct tide_error *err)
 {
@@ -190,33 +213,7 @@ enum tide_status tide_graph_dfs_order(const struct tide_graph *graph, uint32_t *
         free(stack);
         return tide_error_set(err, TIDE_NOMEM, "out of memory ordering %u nodes", n);
     }
-    uint32_t emitted = 0;
-    /* Two passes: sinks first (the normal case), then anything left (none when acyclic). */
-    for (int pass = 0; pass < 2; pass++) {
-        for (uint32_t root = 0; root < n; root++) {
-            if (seen[root])
-                continue;
-            if (pass == 0 && users.offsets[root] != users.offsets[root + 1])
-                continue;
-            uint32_t depth = 0;
-            stack[depth++] = (struct frame){root, 0};
-            seen[root] = 1;
-            while (depth) {
-                struct frame *f = &stack[depth - 1];
-                const struct tide_node *node = &graph->nodes[f->node];
-                if (f->next == n_preds(node)) {
-                    order[emitted++] = f->node;
-                    depth--;
-                    continue;
-                }
-                uint32_t p = pred(node, f->next++);
-                if (!seen[p]) {
-                    seen[p] = 1;
-                    stack[depth++] = (struct frame){p, 0};
-                }
-            }
-        }
-    }
+    dfs_base(graph, &users, seen, stack, order);
     free(seen);
     free(stack);
     tide_graph_users_free(&users);
