@@ -33,4 +33,13 @@ static inline uint32_t tide__node_n_preds(const struct tide_node *node)
     return node->n_inputs + node->n_controls;
 }
 
+/*
+ * Early updates (early.c): writes into order the plain depth-first order
+ * base (every node of graph once) with each optimizer update, and what only
+ * it reads, moved up to where its inputs are done. users is graph's.
+ * Returns false when out of memory.
+ */
+bool tide__graph_early_updates(const struct tide_graph *graph, const struct tide_graph_users *users,
+                               const uint32_t *base, uint32_t *order);
+
 #endif /* TIDE_GRAPH_IMPL_H */

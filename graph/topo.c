@@ -10,7 +10,9 @@
  *    inputs, started from each sink in id order: a node is emitted right
  *    after the last of its inputs, so a Variable or a Placeholder comes just
  *    before its first consumer and each subtree finishes before the next one
- *    starts — results are consumed while fresh, as in Wei et al.
+ *    starts — results are consumed while fresh, as in Wei et al. Then early
+ *    updates (early.c) move each optimizer update, and the weight gradient
+ *    that only it reads, up to where their inputs are complete.
  * Every search here is iterative with an explicit stack: a 100,000-node chain
  * from the wire must not overflow the C stack.
  */
@@ -199,8 +201,9 @@ static void dfs_base(const struct tide_graph *graph, const struct tide_graph_use
     }
 }
 
-enum tide_status tide_graph_dfs_order(const struct tide_graph *graph, uint32_t *order,
-                                      struct tide_error *err)
+/* The plain order into order, early updates when early; the graph is acyclic. */
+static enum tide_status dfs_order(const struct tide_graph *graph, bool early, uint32_t *order,
+                                  struct tide_error *err)
 {
     uint32_t n = graph->n_nodes;
     if (tide_graph_find_cycle(graph) != TIDE_NO_NODE)
@@ -208,14 +211,34 @@ enum tide_status tide_graph_dfs_order(const struct tide_graph *graph, uint32_t *
     struct tide_graph_users users;
     uint8_t *seen = calloc((size_t)n + 1, 1);
     struct frame *stack = malloc(((size_t)n + 1) * sizeof(*stack));
-    if (!seen || !stack || tide_graph_users_build(graph, &users) != TIDE_OK) {
+    uint32_t *base = early ? malloc(((size_t)n + 1) * sizeof(*base)) : order;
+    if (!seen || !stack || !base || tide_graph_users_build(graph, &users) != TIDE_OK) {
         free(seen);
         free(stack);
+        if (base != order)
+            free(base);
         return tide_error_set(err, TIDE_NOMEM, "out of memory ordering %u nodes", n);
     }
-    dfs_base(graph, &users, seen, stack, order);
+    dfs_base(graph, &users, seen, stack, base);
+    bool ok = !early || tide__graph_early_updates(graph, &users, base, order);
     free(seen);
     free(stack);
+    if (base != order)
+        free(base);
     tide_graph_users_free(&users);
+    if (!ok)
+        return tide_error_set(err, TIDE_NOMEM, "out of memory ordering %u nodes", n);
     return TIDE_OK;
+}
+
+enum tide_status tide_graph_dfs_order(const struct tide_graph *graph, uint32_t *order,
+                                      struct tide_error *err)
+{
+    return dfs_order(graph, true, order, err);
+}
+
+enum tide_status tide_graph_dfs_order_late_updates(const struct tide_graph *graph, uint32_t *order,
+                                                   struct tide_error *err)
+{
+    return dfs_order(graph, false, order, err);
 }
