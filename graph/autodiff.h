@@ -10,7 +10,9 @@
  * Adam's m and v: init zeros, not trainable) and one update node per trained
  * Variable (ApplySGD, ApplyMomentum or ApplyAdam). Each update node gets
  * control edges from every other reader of its Variable, so the update runs
- * after the step's last read of the old value. The graph is re-inferred.
+ * after the step's last read of the old value — which is what lets the
+ * depth-first order (tide_graph_dfs_order) run it as soon as its gradient is
+ * complete rather than at the end of the step. The graph is re-inferred.
  *
  * Names of added nodes are derived from the forward names ("grad/conv1/w",
  * "adam/m/conv1/w"), so they are stable across runs and readable in plans.

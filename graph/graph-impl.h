@@ -22,4 +22,24 @@ enum tide_status tide__set_output(struct tide_graph *graph, struct tide_node *no
 /* The limits of the tide_graph_infer call in progress (set by it). */
 extern _Thread_local const struct tide_graph_limits *tide__infer_limits;
 
+/* The i-th predecessor (data inputs first, then controls) of a node. */
+static inline uint32_t tide__node_pred(const struct tide_node *node, uint32_t i)
+{
+    return i < node->n_inputs ? node->inputs[i].node : node->controls[i - node->n_inputs];
+}
+
+static inline uint32_t tide__node_n_preds(const struct tide_node *node)
+{
+    return node->n_inputs + node->n_controls;
+}
+
+/*
+ * Early updates (early.c): writes into order the plain depth-first order
+ * base (every node of graph once) with each optimizer update, and what only
+ * it reads, moved up to where its inputs are done. users is graph's.
+ * Returns false when out of memory.
+ */
+bool tide__graph_early_updates(const struct tide_graph *graph, const struct tide_graph_users *users,
+                               const uint32_t *base, uint32_t *order);
+
 #endif /* TIDE_GRAPH_IMPL_H */

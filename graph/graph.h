@@ -403,12 +403,22 @@ void tide_graph_users_free(struct tide_graph_users *users);
  *         inputs from each sink in id order, so every node comes right after
  *         its last input and each subtree finishes before the next starts
  *         (results are consumed while fresh; a Variable comes just before
- *         its first consumer).
+ *         its first consumer). Early updates: each update (TIDE_OP_F_UPDATE)
+ *         and the nodes only it reads (its weight gradient, its optimizer
+ *         state) come as soon as their inputs are — the update right after
+ *         the last of its inputs and control inputs, which autodiff makes
+ *         every reader of its Variable — instead of at the end of the step.
+ * dfs_late_updates: the same search without early updates (each update
+ *         where its own sink's search puts it, in practice all at the end
+ *         of the backward pass): the order before issue #11 item 2, kept so
+ *         that tests can show that early updates change no bit.
  */
 enum tide_status tide_graph_topo_order(const struct tide_graph *graph, uint32_t *order,
                                        struct tide_error *err);
 enum tide_status tide_graph_dfs_order(const struct tide_graph *graph, uint32_t *order,
                                       struct tide_error *err);
+enum tide_status tide_graph_dfs_order_late_updates(const struct tide_graph *graph, uint32_t *order,
+                                                   struct tide_error *err);
 
 /* Returns a node id on a cycle, or TIDE_NO_NODE if the graph is acyclic. */
 uint32_t tide_graph_find_cycle(const struct tide_graph *graph);

@@ -10,7 +10,9 @@
  *    inputs, started from each sink in id order: a node is emitted right
  *    after the last of its inputs, so a Variable or a Placeholder comes just
  *    before its first consumer and each subtree finishes before the next one
- *    starts — results are consumed while fresh, as in Wei et al.
+ *    starts — results are consumed while fresh, as in Wei et al. Then early
+ *    updates (early.c) move each optimizer update, and the weight gradient
+ *    that only it reads, up to where their inputs are complete.
  * Every search here is iterative with an explicit stack: a 100,000-node chain
  * from the wire must not overflow the C stack.
  */
@@ -72,17 +74,6 @@ void tide_graph_users_free(struct tide_graph_users *users)
     users->users = NULL;
 }
 
-/* The i-th predecessor (data inputs first, then controls) of a node. */
-static inline uint32_t pred(const struct tide_node *node, uint32_t i)
-{
-    return i < node->n_inputs ? node->inputs[i].node : node->controls[i - node->n_inputs];
-}
-
-static inline uint32_t n_preds(const struct tide_node *node)
-{
-    return node->n_inputs + node->n_controls;
-}
-
 static enum tide_status cycle_error(const struct tide_graph *graph, struct tide_error *err)
 {
     uint32_t v = tide_graph_find_cycle(graph);
@@ -119,12 +110,12 @@ uint32_t tide_graph_find_cycle(const struct tide_graph *graph)
         while (depth && found == TIDE_NO_NODE) {
             struct frame *f = &stack[depth - 1];
             const struct tide_node *node = &graph->nodes[f->node];
-            if (f->next == n_preds(node)) {
+            if (f->next == tide__node_n_preds(node)) {
                 colour[f->node] = BLACK;
                 depth--;
                 continue;
             }
-            uint32_t p = pred(node, f->next++);
+            uint32_t p = tide__node_pred(node, f->next++);
             if (p >= n)
                 continue;
             if (colour[p] == GREY)
@@ -157,7 +148,7 @@ enum tide_status tide_graph_topo_order(const struct tide_graph *graph, uint32_t 
     }
     uint32_t head = 0, tail = 0;
     for (uint32_t v = 0; v < n; v++) {
-        pending[v] = n_preds(&graph->nodes[v]);
+        pending[v] = tide__node_n_preds(&graph->nodes[v]);
         if (pending[v] == 0)
             order[tail++] = v;
     }
@@ -176,27 +167,18 @@ enum tide_status tide_graph_topo_order(const struct tide_graph *graph, uint32_t 
     return TIDE_OK;
 }
 
-enum tide_status tide_graph_dfs_order(const struct tide_graph *graph, uint32_t *order,
-                                      struct tide_error *err)
+/* The plain depth-first order (see the file comment) into order. */
+static void dfs_base(const struct tide_graph *graph, const struct tide_graph_users *users,
+                     uint8_t *seen, struct frame *stack, uint32_t *order)
 {
     uint32_t n = graph->n_nodes;
-    if (tide_graph_find_cycle(graph) != TIDE_NO_NODE)
-        return cycle_error(graph, err);
-    struct tide_graph_users users;
-    uint8_t *seen = calloc((size_t)n + 1, 1);
-    struct frame *stack = malloc(((size_t)n + 1) * sizeof(*stack));
-    if (!seen || !stack || tide_graph_users_build(graph, &users) != TIDE_OK) {
-        free(seen);
-        free(stack);
-        return tide_error_set(err, TIDE_NOMEM, "out of memory ordering %u nodes", n);
-    }
     uint32_t emitted = 0;
     /* Two passes: sinks first (the normal case), then anything left (none when acyclic). */
     for (int pass = 0; pass < 2; pass++) {
         for (uint32_t root = 0; root < n; root++) {
             if (seen[root])
                 continue;
-            if (pass == 0 && users.offsets[root] != users.offsets[root + 1])
+            if (pass == 0 && users->offsets[root] != users->offsets[root + 1])
                 continue;
             uint32_t depth = 0;
             stack[depth++] = (struct frame){root, 0};
@@ -204,12 +186,12 @@ enum tide_status tide_graph_dfs_order(const struct tide_graph *graph, uint32_t *
             while (depth) {
                 struct frame *f = &stack[depth - 1];
                 const struct tide_node *node = &graph->nodes[f->node];
-                if (f->next == n_preds(node)) {
+                if (f->next == tide__node_n_preds(node)) {
                     order[emitted++] = f->node;
                     depth--;
                     continue;
                 }
-                uint32_t p = pred(node, f->next++);
+                uint32_t p = tide__node_pred(node, f->next++);
                 if (!seen[p]) {
                     seen[p] = 1;
                     stack[depth++] = (struct frame){p, 0};
@@ -217,8 +199,46 @@ enum tide_status tide_graph_dfs_order(const struct tide_graph *graph, uint32_t *
             }
         }
     }
+}
+
+/* The plain order into order, early updates when early; the graph is acyclic. */
+static enum tide_status dfs_order(const struct tide_graph *graph, bool early, uint32_t *order,
+                                  struct tide_error *err)
+{
+    uint32_t n = graph->n_nodes;
+    if (tide_graph_find_cycle(graph) != TIDE_NO_NODE)
+        return cycle_error(graph, err);
+    struct tide_graph_users users;
+    uint8_t *seen = calloc((size_t)n + 1, 1);
+    struct frame *stack = malloc(((size_t)n + 1) * sizeof(*stack));
+    uint32_t *base = early ? malloc(((size_t)n + 1) * sizeof(*base)) : order;
+    if (!seen || !stack || !base || tide_graph_users_build(graph, &users) != TIDE_OK) {
+        free(seen);
+        free(stack);
+        if (base != order)
+            free(base);
+        return tide_error_set(err, TIDE_NOMEM, "out of memory ordering %u nodes", n);
+    }
+    dfs_base(graph, &users, seen, stack, base);
+    bool ok = !early || tide__graph_early_updates(graph, &users, base, order);
     free(seen);
     free(stack);
+    if (base != order)
+        free(base);
     tide_graph_users_free(&users);
+    if (!ok)
+        return tide_error_set(err, TIDE_NOMEM, "out of memory ordering %u nodes", n);
     return TIDE_OK;
+}
+
+enum tide_status tide_graph_dfs_order(const struct tide_graph *graph, uint32_t *order,
+                                      struct tide_error *err)
+{
+    return dfs_order(graph, true, order, err);
+}
+
+enum tide_status tide_graph_dfs_order_late_updates(const struct tide_graph *graph, uint32_t *order,
+                                                   struct tide_error *err)
+{
+    return dfs_order(graph, false, order, err);
 }

@@ -4,12 +4,15 @@
  *
  * The first compile pass. It orders the graph depth-first
  * (tide_graph_dfs_order: every node right after its last input, so results
- * are consumed while they are fresh), cuts the order into partitions of
- * partition_size consecutive nodes, and records for every output the
- * partition that produces it and the partitions that use it. The memory
- * passes decide from that liveness what to home on the host and what to swap
- * (Wei et al.: a tensor whose next use is more than `threshold` partitions
- * away is swapped out after its producer and in before that use).
+ * are consumed while they are fresh; each optimizer update and the weight
+ * gradient only it reads as soon as their inputs are done, so a layer's
+ * weights are updated next to its input gradient, not at the end of the
+ * step), cuts the order into partitions of partition_size consecutive
+ * nodes, and records for every output the partition that produces it and
+ * the partitions that use it. The memory passes decide from that liveness
+ * what to home on the host and what to swap (Wei et al.: a tensor whose
+ * next use is more than `threshold` partitions away is swapped out after
+ * its producer and in before that use).
  *
  * Writes node->partition for every node. A pure function of the graph and
  * the partition size; it allocates its result, freed with

@@ -278,8 +278,9 @@ static void test_host_groups_fetch_and_write_back(void **state)
  * A read after an update in the same step (b runs after update, by a
  * control edge): a = MatMul(x, v); ga = MatMul(x, a, transpose_a);
  * update = ApplySGD(v, ga) after a; r1..r4 = Relu(a) chain; b = MatMul(r4, v)
- * after update. Depth-first from the sink b:
- *   x 0, v 1, a 2, r1 3, r2 4, r3 5, r4 6, ga 7, update 8, b 9.
+ * after update. Depth-first from the sink b, the update as soon as its
+ * gradient and the read a are done (early updates):
+ *   x 0, v 1, a 2, ga 3, update 4, r1 5, r2 6, r3 7, r4 8, b 9.
  */
 static void test_fetch_after_write_back(void **state)
 {
@@ -302,10 +303,12 @@ static void test_fetch_after_write_back(void **state)
 
     struct tide_partitioning p;
     assert_int_equal(tide_partition(g, 1, &p, NULL), TIDE_OK);
-    assert_int_equal(p.position[update], 8);
+    assert_int_equal(p.position[ga], 3);
+    assert_int_equal(p.position[update], 4);
     assert_int_equal(p.position[b], 9);
     struct tide_place_insertions ins = {0};
-    struct tide_place_options o = {.host = true, .threshold = 0, .prefetch = 1};
+    /* Prefetch 5 would load b's group at 4, the update's partition: it waits until 5. */
+    struct tide_place_options o = {.host = true, .threshold = 0, .prefetch = 5};
     struct tide_place_report r_;
     assert_int_equal(tide_place(g, &p, &o, &ins, &r_, NULL), TIDE_OK);
     /* Groups {a}, {update}, {b}: three Fetches, one WriteBack after the update. */
@@ -325,8 +328,8 @@ static void test_fetch_after_write_back(void **state)
         if (ins.items[i].node == f2)
             key_f2 = ins.items[i].key;
     }
-    assert_true(key_wb == tide_place_key_after(8));
-    assert_true(key_f2 == tide_place_key_before(9));
+    assert_true(key_wb == tide_place_key_after(4));
+    assert_true(key_f2 == tide_place_key_before(5));
     assert_true(key_f2 > key_wb);
     tide_place_insertions_release(&ins);
     tide_partitioning_release(&p);

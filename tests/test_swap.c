@@ -8,7 +8,11 @@
  *     training steps of a CNN and of a small ResNet are bit-identical
  *     (memcmp) to those of the all-resident run (a session without a memory
  *     policy); so are those of the LSTM, the Transformer and the MoE model
- *     (Dropout on) at their smallest fitting budget.
+ *     (Dropout on) at their smallest fitting budget. Early updates change
+ *     no bit either: the CNN, the ResNet and the Transformer trained on the
+ *     depth-first order without them (every update at the end of the step,
+ *     the order before issue 11 item 2) end with the Variables of the
+ *     all-resident run, which has them.
  *  2. Budget: the measured high-water mark equals the plan's peak (and stays
  *     within the budget), partition by partition too (the top of the arena
  *     that the plan's memory timeline predicts for each), and a model whose
@@ -283,6 +287,8 @@ struct hand_policy {
      * would hide a missing reuse edge from ThreadSanitizer.
      */
     bool poison;
+    /* The depth-first order without early updates (tide_graph_dfs_order_late_updates). */
+    bool late_updates;
 };
 
 /* Where an inserted memory op goes in the order. */
@@ -374,7 +380,9 @@ static void hand_plan(struct tide_graph *g, const uint8_t *pinned_fetches,
     uint32_t n0 = g->n_nodes, K = hp->partition_size;
     uint32_t *order0 = malloc(n0 * sizeof(*order0));
     uint32_t *q = malloc(n0 * sizeof(*q));
-    check(tide_graph_dfs_order(g, order0, &err), &err);
+    check(hp->late_updates ? tide_graph_dfs_order_late_updates(g, order0, &err)
+                           : tide_graph_dfs_order(g, order0, &err),
+          &err);
     for (uint32_t p = 0; p < n0; p++)
         q[order0[p]] = p;
     uint32_t n_parts = (n0 + K - 1) / K;
@@ -548,10 +556,12 @@ static void run_hand(const struct model *m, const struct batches *d, const struc
     struct tide_executor_options eo = {
         .budget_bytes = res->budget, .seed = SEED, .poison = hp->poison};
     check(tide_executor_new(g, &plan.memplan, backend, &eo, &ex, &err), &err);
-    uint32_t images = tide_graph_find(g, TIDE_MODEL_IMAGES);
+    /* The language models read tokens where the others read images. */
+    uint32_t images = tide_graph_find(g, d->tokens[0] ? TIDE_MODEL_TOKENS : TIDE_MODEL_IMAGES);
     uint32_t labels = tide_graph_find(g, TIDE_MODEL_LABELS);
     for (int step = 0; step < STEPS; step++) {
-        check(tide_executor_feed(ex, images, d->images[step], d->image_bytes, &err), &err);
+        const void *input = d->tokens[0] ? (const void *)d->tokens[step] : d->images[step];
+        check(tide_executor_feed(ex, images, input, d->image_bytes, &err), &err);
         check(tide_executor_feed(ex, labels, d->labels[step], d->label_bytes, &err), &err);
         struct tide_step_stats stats;
         check(tide_executor_step(ex, &stats, &err), &err);
@@ -611,7 +621,7 @@ static void hand_transparency(struct model *m)
         for (int swap = 0; swap < 2; swap++) {
             for (int run = 0; run < (swap ? 4 : 2); run++) {
                 int host = run % 2;
-                struct hand_policy hp = {sizes[i], swap, host, run < 2};
+                struct hand_policy hp = {sizes[i], swap, host, run < 2, false};
                 struct variables got;
                 struct hand_result r;
                 run_hand(m, &d, &hp, 0, &got, &r);
@@ -670,7 +680,7 @@ static void test_hand_quarter_budget(void **state)
     struct variables want, got;
     uint64_t resident_peak;
     run_resident(&m, &d, &want, &resident_peak);
-    struct hand_policy hp = {1, true, true, true};
+    struct hand_policy hp = {1, true, true, true, false};
     struct hand_result r;
     uint64_t budget = resident_peak / 4;
     run_hand(&m, &d, &hp, budget, &got, &r);
@@ -949,6 +959,69 @@ static void test_sequence_transparency_moe(void **state)
 }
 
 /*
+ * Early updates change no bit: on the order without them (every update at
+ * the end of the step), resident and swapping with host-homed Variables,
+ * training ends with the Variables of the all-resident run, which updates
+ * each weight as soon as its gradient is complete.
+ */
+static void late_updates_identical(struct model *m)
+{
+    struct batches d;
+    batches_new(m, &d);
+    struct variables want;
+    uint64_t resident_peak;
+    run_resident(m, &d, &want, &resident_peak);
+    static const struct hand_policy policies[] = {
+        {.partition_size = 64, .poison = true, .late_updates = true},
+        {.partition_size = 7,
+         .swap = true,
+         .vars_host = true,
+         .poison = true,
+         .late_updates = true},
+    };
+    for (size_t i = 0; i < sizeof(policies) / sizeof(policies[0]); i++) {
+        struct variables got;
+        struct hand_result r;
+        run_hand(m, &d, &policies[i], 0, &got, &r);
+        print_result(m->what, &policies[i], &r);
+        char what[128];
+        snprintf(what, sizeof(what), "%s without early updates, partition size %u, swap %s",
+                 m->what, policies[i].partition_size, policies[i].swap ? "on" : "off");
+        variables_compare(&want, &got, what);
+        free(got.data);
+    }
+    free(want.data);
+    batches_free(&d);
+}
+
+static void test_late_updates_cnn(void **state)
+{
+    (void)state;
+    struct model m;
+    model_cnn(&m);
+    late_updates_identical(&m);
+    model_free(&m);
+}
+
+static void test_late_updates_resnet(void **state)
+{
+    (void)state;
+    struct model m;
+    model_resnet(&m, 4, 16, 1);
+    late_updates_identical(&m);
+    model_free(&m);
+}
+
+static void test_late_updates_transformer(void **state)
+{
+    (void)state;
+    struct model m;
+    model_lm(&m, false);
+    late_updates_identical(&m);
+    model_free(&m);
+}
+
+/*
  * Invariant 2 and admission control through the session: a quarter of the
  * resident peak fits and trains to the same Variables; a budget below any
  * node's working set is refused with the node and the numbers.
@@ -1062,6 +1135,9 @@ int main(void)
         cmocka_unit_test(test_hand_transparency_cnn),
         cmocka_unit_test(test_hand_transparency_resnet),
         cmocka_unit_test(test_hand_quarter_budget),
+        cmocka_unit_test(test_late_updates_cnn),
+        cmocka_unit_test(test_late_updates_resnet),
+        cmocka_unit_test(test_late_updates_transformer),
         cmocka_unit_test(test_planner_transparency_cnn),
         cmocka_unit_test(test_planner_transparency_resnet),
         cmocka_unit_test(test_sequence_transparency_lstm),

@@ -803,12 +803,13 @@ static void test_quarter_budget_resnet(void **state)
 
 /*
  * A shallow CNN cannot shrink 4x: at batch 64 one ReluGrad alone needs 9.2
- * of its 13.7 MiB. It still runs in three quarters, with partitions of 4.
+ * of its 11.0 MiB (13.7 before early updates). It still runs in 85 % of it,
+ * with partitions of 4.
  */
-static void test_three_quarter_budget_cnn(void **state)
+static void test_most_of_budget_cnn(void **state)
 {
     (void)state;
-    shrink(MODEL_CNN, TIDE_OPTIMIZER_MOMENTUM, 4, 0.75);
+    shrink(MODEL_CNN, TIDE_OPTIMIZER_MOMENTUM, 4, 0.85);
 }
 
 static void test_deterministic(void **state)
@@ -1189,7 +1190,7 @@ int main(void)
         cmocka_unit_test(test_does_not_fit_reports_min_budget),
         cmocka_unit_test(test_min_budget_is_exact),
         cmocka_unit_test(test_quarter_budget_resnet),
-        cmocka_unit_test(test_three_quarter_budget_cnn),
+        cmocka_unit_test(test_most_of_budget_cnn),
         cmocka_unit_test(test_deterministic),
         cmocka_unit_test(test_policy_refusals),
         cmocka_unit_test(test_estimate_is_exact),
