@@ -170,6 +170,8 @@ static enum tide_status plan_with_policy(struct tide_session *s,
 {
     struct tide_memory_policy policy = *o->memory;
     policy.budget_bytes = budget;
+    policy.cancelled = o->cancelled;
+    policy.cancel_context = o->cancel_context;
     /* Without a profile, the plan is for this backend's device (measured once per process). */
     struct tide_device_profile local;
     if (!policy.profile) {

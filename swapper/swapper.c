@@ -373,10 +373,22 @@ struct search {
     struct trial least_trial; /* released with the search unless adopted */
 };
 
+/* TIDE_CANCELLED when the policy's cancellation hook says so. */
+static enum tide_status search_cancelled(const struct search *s, struct tide_error *err)
+{
+    const struct tide_memory_policy *p = s->policy;
+    if (p->cancelled && p->cancelled(p->cancel_context))
+        return tide_error_set(err, TIDE_CANCELLED, "swapper: the plan's search was cancelled");
+    return TIDE_OK;
+}
+
 /* Initialises the planners of every size not yet initialised, from the first one's. */
 static enum tide_status planners_init(struct search *s, struct tide_error *err)
 {
     while (s->n_planners < s->n_sizes) {
+        enum tide_status cst = search_cancelled(s, err);
+        if (cst != TIDE_OK)
+            return cst;
         enum tide_status st = tide__planner_init_from(&s->planners[s->n_planners], &s->planners[0],
                                                       s->sizes[s->n_planners], err);
         if (st != TIDE_OK)
@@ -481,7 +493,9 @@ static enum tide_status smallest(struct search *s, struct tide_error *err)
         if (best->graph && aggressive[i].estimate.live_bytes >= best->plan.peak_bytes)
             break;
         struct trial t;
-        st = build_trial(&s->planners[aggressive[i].planner], &aggressive[i].choice, &t, err);
+        st = search_cancelled(s, err);
+        if (st == TIDE_OK)
+            st = build_trial(&s->planners[aggressive[i].planner], &aggressive[i].choice, &t, err);
         if (st != TIDE_OK) {
             trial_release(best);
             return st;
@@ -620,7 +634,9 @@ static enum tide_status try_candidate(struct search *s, uint32_t i, struct trial
 {
     struct candidate *c = &s->list.items[i];
     struct trial t;
-    enum tide_status st = build_trial(&s->planners[c->planner], &c->choice, &t, err);
+    enum tide_status st = search_cancelled(s, err);
+    if (st == TIDE_OK)
+        st = build_trial(&s->planners[c->planner], &c->choice, &t, err);
     if (st != TIDE_OK)
         return st;
     c->built = true;

@@ -147,6 +147,13 @@ struct tide_memory_policy {
      * staging); 0: no limit. A plan that needs more is refused.
      */
     uint64_t host_budget_bytes;
+    /*
+     * Polled between the search's steps (each partition size's planner, each
+     * built trial): true stops the plan with TIDE_CANCELLED, so that a daemon
+     * abandons a big graph's compile within one step of the search. NULL: never.
+     */
+    bool (*cancelled)(void *context);
+    void *cancel_context;
 };
 
 /* partition_size 0 (auto), swap auto, threshold 1, prefetch 1, vars auto, autotune on. */

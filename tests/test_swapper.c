@@ -671,6 +671,52 @@ static void test_admission_names_the_node(void **state)
     tide_graph_free(g);
 }
 
+/* Cancels after `left` polls. */
+static bool cancel_after(void *context)
+{
+    int *left = context;
+    return (*left)-- <= 0;
+}
+
+/*
+ * The search polls the cancellation hook between its steps: cancelled at
+ * once, or after a few steps, the plan stops with TIDE_CANCELLED; a hook
+ * that never fires changes nothing. (A daemon abandons a big compile
+ * within one step of the search, issue #14.)
+ */
+static void test_search_cancelled(void **state)
+{
+    (void)state;
+    struct tide_plan_env env = cpu_env();
+    for (int after = 0; after < 4; after++) {
+        struct tide_graph *g = model_graph(MODEL_RESNET, TIDE_OPTIMIZER_MOMENTUM);
+        struct tide_memory_policy p = tide_memory_policy_default();
+        p.budget_bytes = largest_working_set(g, NULL) * 2;
+        int left = after;
+        p.cancelled = cancel_after;
+        p.cancel_context = &left;
+        struct tide_memory_plan plan;
+        struct tide_error err = {0};
+        assert_int_equal(tide_plan_memory(g, &p, &env, &plan, &err), TIDE_CANCELLED);
+        assert_string_equal(err.message, "swapper: the plan's search was cancelled");
+        assert_true(left < 0); /* it was polled, and stopped at the first true */
+        tide_memory_plan_release(&plan);
+        tide_graph_free(g);
+    }
+    struct tide_graph *g = model_graph(MODEL_RESNET, TIDE_OPTIMIZER_MOMENTUM);
+    struct tide_memory_policy p = tide_memory_policy_default();
+    p.budget_bytes = largest_working_set(g, NULL) * 2;
+    int left = 1 << 30;
+    p.cancelled = cancel_after;
+    p.cancel_context = &left;
+    struct tide_memory_plan plan;
+    struct tide_error err = {0};
+    assert_int_equal(tide_plan_memory(g, &p, &env, &plan, &err), TIDE_OK);
+    assert_true(left < (1 << 30));
+    tide_memory_plan_release(&plan);
+    tide_graph_free(g);
+}
+
 static void test_does_not_fit_reports_min_budget(void **state)
 {
     (void)state;
@@ -1188,6 +1234,7 @@ int main(void)
         cmocka_unit_test(test_vars_on_host),
         cmocka_unit_test(test_admission_names_the_node),
         cmocka_unit_test(test_does_not_fit_reports_min_budget),
+        cmocka_unit_test(test_search_cancelled),
         cmocka_unit_test(test_min_budget_is_exact),
         cmocka_unit_test(test_quarter_budget_resnet),
         cmocka_unit_test(test_most_of_budget_cnn),
