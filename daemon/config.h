@@ -58,6 +58,8 @@ struct tided_config {
     char *state_dir;     /* jobs/<id>/{spec.pb,info.pb,checkpoint.pb} live here */
     /* Device and memory. */
     char *backend;           /* "cpu", "cuda" or "auto" */
+    char *devices;           /* cuda: "0,2" (the GPUs served), "" every one */
+    uint64_t cpu_devices;    /* cpu: how many devices to emulate */
     uint64_t device_memory;  /* the CPU backend's emulated device size */
     uint64_t default_budget; /* a job's budget when its spec sets none */
     uint64_t max_budget;     /* the largest budget a job may ask for (0: the device's size) */

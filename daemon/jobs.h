@@ -28,7 +28,7 @@
  * Example usage (main.c):
  *
  *     d->jobs = tided_jobs_new(d, error, sizeof(error));      // lists earlier runs' jobs
- *     d->worker = tided_worker_new(d->loop, tided_jobs_task_done, d, error, sizeof(error));
+ *     d->worker = tided_worker_new(d->loop, d->devices->n, tided_jobs_task_done, d, ...);
  *     ...
  *     tided_jobs_drain(d);        // on SIGTERM; tided_daemon_jobs_quiet follows
  *     ...

@@ -27,6 +27,9 @@ void tided_rpc_submit(struct tided_daemon *d, struct tided_call *call, ProtobufC
     struct tided_task *t = NULL;
     char *restore_path = NULL;
     uint64_t budget;
+    uint32_t device = 0;
+    int64_t asked = spec && spec->device ? (int64_t)spec->device->index : -1;
+    enum tide_status st;
     struct tide_error err = {0};
 
     if (who->read_only) {
@@ -44,10 +47,15 @@ void tided_rpc_submit(struct tided_daemon *d, struct tided_call *call, ProtobufC
         tided_call_fail(call, GRPC_STATUS_INVALID_ARGUMENT, "spec.name: longer than 256 bytes");
         goto out;
     }
-    if (tided__job_budget(d, spec->memory ? spec->memory->device_budget_bytes : 0, &budget, &err) !=
-            TIDE_OK ||
-        tided__jobs_admit(d, budget, &err) != TIDE_OK) {
-        tided_call_fail(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "%s", err.message);
+    st = tided__job_budget(d, spec->memory ? spec->memory->device_budget_bytes : 0, &budget, &err);
+    if (st == TIDE_OK)
+        st = tided__jobs_admit(d, budget, asked, &device, &err);
+    if (st != TIDE_OK) {
+        /* No such device is a bad argument; no room is a resource. */
+        tided_call_fail(call,
+                        st == TIDE_INVALID ? GRPC_STATUS_INVALID_ARGUMENT
+                                           : GRPC_STATUS_RESOURCE_EXHAUSTED,
+                        "%s", err.message);
         goto out;
     }
     if (tided_spec_streamed_alone(spec, &err) != TIDE_OK) {
@@ -94,14 +102,14 @@ void tided_rpc_submit(struct tided_daemon *d, struct tided_call *call, ProtobufC
     j->owner = who->uid;
     j->created_us = j->updated_us = tided_now_us();
     j->budget = budget;
-    j->reserved = true;
-    jobs->reserved += budget;
+    j->asked_device = asked;
+    tided__job_reserve(d, j, device);
     j->every_steps = spec->checkpoint ? spec->checkpoint->every_steps : 0;
     j->keep_checkpoints = spec->checkpoint ? spec->checkpoint->keep : 0;
     j->state = STATE(SUBMITTED);
-    TIDE_LOG_INFO("job %s \"%s\" submitted by %s, budget %s", j->id,
+    TIDE_LOG_INFO("job %s \"%s\" submitted by %s, budget %s, device %u", j->id,
                   tided__shown(spec->name, buf, sizeof(buf)), who->peer,
-                  tided_format_bytes(budget, a, sizeof(a)));
+                  tided_format_bytes(budget, a, sizeof(a)), device);
 
     t = tided_task_new(TIDED_TASK_COMPILE, j);
     if (!t || !j->name || !(t->compile.dir = strdup(j->dir))) {
@@ -115,7 +123,7 @@ void tided_rpc_submit(struct tided_daemon *d, struct tided_call *call, ProtobufC
     t->compile.request = request;
     request = NULL; /* the task owns it now */
     t->compile.spec = spec;
-    t->compile.backend = d->backend;
+    t->compile.backend = tided__job_backend(d, j);
     t->compile.limits = d->limits;
     t->compile.budget = budget;
     t->compile.restore_path = restore_path;
