@@ -99,9 +99,9 @@ static const struct option options[] = {
     {"default-budget", OPTION_BYTES, "BYTES", "1G", 1 * MIB, 64 * TIB, NULL, FIELD(default_budget),
      0, "Device memory budget of a job whose MemoryPolicy.device_budget_bytes is 0."},
     {"max-budget", OPTION_BYTES, "BYTES", "0", 0, 64 * TIB, NULL, FIELD(max_budget), 0,
-     "The largest budget one job may ask for; 0 means the whole device. Jobs asking for more are "
-     "refused with RESOURCE_EXHAUSTED, as are jobs whose budget does not fit in what the device "
-     "has left (the sum of admitted budgets never exceeds the device)."},
+     "The largest budget one job may ask for; 0 means the whole of the largest device. Jobs "
+     "asking for more are refused with RESOURCE_EXHAUSTED, as are jobs whose budget does not fit "
+     "in what any device has left (the sum of a device's admitted budgets never exceeds it)."},
     {"host-pool", OPTION_BYTES, "BYTES", "0", 0, 64 * TIB, NULL, FIELD(host_pool), 0,
      "Host memory the plans of all live jobs may use together (homes of variables, swap space); "
      "0 means no limit."},

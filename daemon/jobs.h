@@ -7,8 +7,9 @@
  *                               READY -> PARKED -> COMPILING -> RUNNING
  *
  * A job is admitted when its budget is at most the largest job budget and
- * fits in what the device has left (the sum of admitted budgets never
- * exceeds the device); the worker then compiles it. It is RUNNING while a
+ * fits in what a device has left (the sum of a device's admitted budgets
+ * never exceeds it; devices.c picks the device, best fit, or takes the one
+ * the job asks for); the worker then compiles it on that device. It is RUNNING while a
  * Train stream is attached and READY between streams, so a job trains over
  * as many streams as its client likes, the step count going on: a stream
  * the client half-closes ends OK after its last step, a client that goes
