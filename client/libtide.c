@@ -884,6 +884,7 @@ static void job_from_proto(const Tide__V1__JobInfo *j, struct tide_job_info *out
     out->queue_position = j->queue_position;
     out->priority = j->priority;
     out->queued_us = j->queued_us;
+    out->device = j->device;
 }
 
 /* Fills a public tensor view of t (which keeps owning the bytes). */
@@ -1053,6 +1054,9 @@ static int spec_to_bytes(tide_client *c, const struct tide_job_spec *spec,
     js.priority = spec->priority;
     js.n_streamed_variables = stripped->n;
     js.streamed_variables = stripped->names;
+    Tide__V1__DeviceChoice device = TIDE__V1__DEVICE_CHOICE__INIT;
+    device.index = spec->device;
+    js.device = spec->has_device ? &device : NULL;
 
     bytes_message(b, &js.base);
     if (stripped->graph)
@@ -1561,6 +1565,16 @@ int tide_client_status(tide_client *c, struct tide_daemon_status *status,
         status->started_us = s->started_us;
         status->max_job_budget_bytes = s->max_job_budget_bytes;
         status->default_job_budget_bytes = s->default_job_budget_bytes;
+        for (size_t i = 0; i < s->n_devices && i < TIDE_DEVICES_MAX; i++) {
+            const Tide__V1__DeviceStatus *v = s->devices[i];
+            struct tide_device_status *o = &status->devices[status->n_devices++];
+            o->index = v->index;
+            copy_text(o->name, sizeof(o->name), v->name);
+            o->total_bytes = v->total_bytes;
+            o->reserved_bytes = v->reserved_bytes;
+            o->used_bytes = v->used_bytes;
+            o->jobs = v->jobs;
+        }
     }
     if (jobs)
         code = jobs_from_proto(c, s->jobs, s->n_jobs, jobs, n_jobs);

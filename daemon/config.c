@@ -20,6 +20,7 @@
 
 #include "common/log.h"
 #include "runtime/profile.h"
+#include "daemon/devices.h"
 
 #define TIDED_DEFAULT_CONFIG_FILE "/etc/tide/tided.conf"
 #define TIDED_VERSION_STRING "0.1.0"
@@ -81,18 +82,27 @@ static const struct option options[] = {
      "job's last known state) and checkpoint.pb (its variables). Jobs found here at start are "
      "listed as finished, and their checkpoints can be resumed from."},
     {"backend", OPTION_CHOICE, "NAME", "auto", 0, 0, backend_choices, FIELD(backend), 0,
-     "The device: cpu (an emulated device of --device-memory bytes), cuda (the first GPU), or "
-     "auto (cuda when this build has it and a GPU is present, else cpu)."},
-    {"device-memory", OPTION_BYTES, "BYTES", "4G", 16 * MIB, 64 * TIB, NULL,
-     FIELD(device_memory), 0,
-     "Size of the CPU backend's emulated device memory. Ignored by cuda, which offers the GPU's "
-     "memory."},
+     "The devices: cpu (--cpu-devices emulated devices of --device-memory bytes each), cuda "
+     "(every GPU, or those --devices lists), or auto (cuda when this build has it and a GPU is "
+     "present, else cpu)."},
+    {"devices", OPTION_STRING, "LIST", "", 0, 0, NULL, FIELD(devices), 0,
+     "The GPUs tided serves, by CUDA device number (\"0,2\"; at most 64). Empty: every GPU "
+     "cudaGetDeviceCount reports. Each job runs on one of them, the one whose free memory fits "
+     "its budget most tightly, or the one it asks for (tidectl train --device N). Ignored by "
+     "cpu."},
+    {"cpu-devices", OPTION_UINT, "N", "1", 1, 64, NULL, FIELD(cpu_devices), 0,
+     "How many devices the cpu backend emulates, each of --device-memory bytes with its own "
+     "streams and its own step thread, so that jobs on different devices step in parallel."},
+    {"device-memory", OPTION_BYTES, "BYTES", "4G", 16 * MIB, 64 * TIB, NULL, FIELD(device_memory),
+     0,
+     "Size of each of the CPU backend's emulated devices. Ignored by cuda, which offers the "
+     "GPU's memory."},
     {"default-budget", OPTION_BYTES, "BYTES", "1G", 1 * MIB, 64 * TIB, NULL, FIELD(default_budget),
      0, "Device memory budget of a job whose MemoryPolicy.device_budget_bytes is 0."},
     {"max-budget", OPTION_BYTES, "BYTES", "0", 0, 64 * TIB, NULL, FIELD(max_budget), 0,
-     "The largest budget one job may ask for; 0 means the whole device. Jobs asking for more are "
-     "refused with RESOURCE_EXHAUSTED, as are jobs whose budget does not fit in what the device "
-     "has left (the sum of admitted budgets never exceeds the device)."},
+     "The largest budget one job may ask for; 0 means the whole of the largest device. Jobs "
+     "asking for more are refused with RESOURCE_EXHAUSTED, as are jobs whose budget does not fit "
+     "in what any device has left (the sum of a device's admitted budgets never exceeds it)."},
     {"host-pool", OPTION_BYTES, "BYTES", "0", 0, 64 * TIB, NULL, FIELD(host_pool), 0,
      "Host memory the plans of all live jobs may use together (homes of variables, swap space); "
      "0 means no limit."},
@@ -106,8 +116,7 @@ static const struct option options[] = {
      "next Train stream re-admits it (or is refused with RESOURCE_EXHAUSTED while its budget "
      "does not fit), recompiles it, restores its checkpoint and continues where it stopped, "
      "bit for bit. 0: never park."},
-    {"retain-ended", OPTION_UINT, "SECONDS", "604800", 0, 3650 * DAY, NULL, FIELD(retain_ended),
-     0,
+    {"retain-ended", OPTION_UINT, "SECONDS", "604800", 0, 3650 * DAY, NULL, FIELD(retain_ended), 0,
      "Delete an ended job (DONE, FAILED or CANCELLED) this long after it ended: its files under "
      "--state-dir and its entry in the job list, as `tidectl rm` does (604800 s: 7 days). 0: keep "
      "ended jobs until they are removed by hand."},
@@ -695,6 +704,11 @@ static enum tided_config_result check(struct tided_config *config, char *error, 
     if (tided_quota_groups_parse(config->quota_groups, &groups, &n_groups, error, size) != 0)
         return TIDED_CONFIG_ERROR;
     free(groups);
+    int ordinals[TIDED_DEVICES_MAX];
+    uint32_t n_devices;
+    char why[160];
+    if (tided_devices_parse_list(config->devices, ordinals, &n_devices, why, sizeof(why)) != 0)
+        return fail(error, size, NULL, "devices = %s: %s", config->devices, why);
     if (strlen(config->socket) >= 108)
         return fail(error, size, NULL, "socket: the path \"%s\" is longer than the 107 bytes a "
                                        "Unix socket address holds", config->socket);

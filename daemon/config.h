@@ -58,9 +58,11 @@ struct tided_config {
     char *state_dir;     /* jobs/<id>/{spec.pb,info.pb,checkpoint.pb} live here */
     /* Device and memory. */
     char *backend;           /* "cpu", "cuda" or "auto" */
+    char *devices;           /* cuda: "0,2" (the GPUs served), "" every one */
+    uint64_t cpu_devices;    /* cpu: how many devices to emulate */
     uint64_t device_memory;  /* the CPU backend's emulated device size */
     uint64_t default_budget; /* a job's budget when its spec sets none */
-    uint64_t max_budget;     /* the largest budget a job may ask for (0: the device's size) */
+    uint64_t max_budget;     /* the largest budget a job may ask for (0: the largest device) */
     uint64_t host_pool;      /* host bytes jobs' plans may use together (0: no limit) */
     uint64_t host_budget;    /* host bytes one job's plan may use (0: 80 % of RAM) */
     uint64_t threads;        /* CPU kernel threads (0: one per core) */

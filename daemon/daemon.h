@@ -13,8 +13,11 @@
  *             task table; the tide.v1.Jobs / tide.v1.Daemon RPCs are one file
  *             per verb (rpc-<verb>.c); their shared structs in jobs-impl.h
  *   lifecycle.c  parking idle jobs and resuming them; the housekeeping cron
- *   worker.c  the executor thread: every session call (compile, step, eval,
- *             read variables, checkpoint) and all disk writes
+ *   worker.c  the compile thread and one executor thread per device: every
+ *             session call (compile, step, eval, read variables, checkpoint)
+ *             and all disk writes
+ *   devices.c the devices served (a backend each), the budgets admitted to
+ *             each, and the choice of a device for a job
  *   spec.c    a JobSpec checked and turned into session options, feed and
  *             fetch specs, and the wire's plan report
  *   store.c   atomic files under the state directory, and job records
@@ -54,6 +57,7 @@ struct tided_worker;
 struct tided_jobs;
 struct tided_metrics;
 struct tided_http;
+struct tided_devices;
 
 #define TIDED_VERSION "0.1.0"
 
@@ -73,10 +77,12 @@ struct tided_daemon {
     /* ---- the event loop (main thread) ---- */
     struct ev_loop *loop; /* libev's default loop */
 
-    /* ---- the device ---- */
-    struct tide_backend *backend; /* one per daemon, shared by every job's session */
-    char device_name[128];
-    uint64_t device_bytes;            /* what the device offers jobs */
+    /* ---- the devices ---- */
+    struct tided_devices *devices;    /* devices.c: a backend each; a job's session is on one */
+    struct tide_backend *backend;     /* the first device's: dry-run plans ask it for workspaces */
+    char device_name[128];            /* the first device's */
+    uint64_t device_bytes;            /* what the devices offer jobs, all of them together */
+    uint64_t device_largest_bytes;    /* the largest device's: no job budget above it can fit */
     struct tide_graph_limits limits;  /* from max-graph-nodes, max-tensor-bytes */
 
     /* ---- modules ---- */

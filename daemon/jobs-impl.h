@@ -82,7 +82,9 @@ struct job {
 
     /* ---- admission ---- */
     uint64_t budget;
-    bool reserved; /* budget counted in jobs->reserved */
+    bool reserved;        /* budget counted in jobs->reserved and on its device */
+    uint32_t device;      /* where it runs, or last ran; its tasks go to this device's thread */
+    int64_t asked_device; /* JobSpec.device, or -1: any (re-admission honours it too) */
 
     /* ---- compiled (lent to worker tasks; unchanged until freed at exit) ---- */
     struct tide_session *session; /* NULL before compilation and after release */
@@ -177,7 +179,7 @@ struct tided_jobs {
     struct job **jobs; /* in creation order */
     size_t n_jobs, cap_jobs;
     struct watcher *watchers;
-    uint64_t reserved; /* sum of admitted budgets */
+    uint64_t reserved; /* sum of admitted budgets, over every device */
     uint32_t tasks;    /* worker tasks in flight, all jobs and plans */
     bool quiet_reported;
     char *jobs_dir;
@@ -301,11 +303,24 @@ enum tide_status tided__job_budget(struct tided_daemon *d, uint64_t asked, uint6
                                    struct tide_error *err);
 
 /*
- * Admission, step 2: whether budget fits in what the device has left;
+ * Admission, step 2: the device where budget fits now — asked (>= 0), or
+ * the best fit among every device (asked < 0; devices.h) — in *device.
  * TIDE_DOES_NOT_FIT with err saying what is reserved, by how many jobs, and
- * what is free.
+ * what is free (on each device); TIDE_INVALID naming the device count for
+ * an asked device that does not exist. Nothing is reserved: see
+ * tided__job_reserve.
  */
-enum tide_status tided__jobs_admit(struct tided_daemon *d, uint64_t budget, struct tide_error *err);
+enum tide_status tided__jobs_admit(struct tided_daemon *d, uint64_t budget, int64_t asked,
+                                   uint32_t *device, struct tide_error *err);
+/* A device asked for exists (TIDE_INVALID) and could ever hold budget (TIDE_DOES_NOT_FIT). */
+enum tide_status tided__job_device_holds(struct tided_daemon *d, uint64_t budget, int64_t asked,
+                                         struct tide_error *err);
+
+/* Admission, step 3: the job's budget is counted on device (from tided__jobs_admit). */
+void tided__job_reserve(struct tided_daemon *d, struct job *j, uint32_t device);
+
+/* The backend of the job's device, for its COMPILE. */
+struct tide_backend *tided__job_backend(struct tided_daemon *d, const struct job *j);
 
 /*
  * Device bytes in use: the high-water marks of the jobs holding a session
@@ -313,6 +328,9 @@ enum tide_status tided__jobs_admit(struct tided_daemon *d, uint64_t budget, stru
  * reserved but idle). Status and the metrics report it.
  */
 uint64_t tided__device_used_bytes(struct tided_daemon *d);
+
+/* The same, of the jobs on one device. */
+uint64_t tided__device_used_bytes_on(struct tided_daemon *d, uint32_t device);
 
 /* JobInfos of the jobs who may see (all of them, or the caller's own). */
 Tide__V1__JobInfo **tided__jobs_visible(struct tided_daemon *d, const struct tided_identity *who,
@@ -377,7 +395,7 @@ enum tide_status tided__queue_check_priority(const struct tided_identity *who, i
  * fit now (tided__jobs_admit) or a queued job goes before it.
  */
 bool tided__queue_must_wait(struct tided_daemon *d, uint32_t owner, int32_t priority,
-                            uint64_t budget);
+                            uint64_t budget, int64_t asked);
 
 /*
  * Puts a submitted job in the queue (QUEUED, no files yet); it takes

@@ -51,6 +51,7 @@
 #include <unistd.h>
 
 #include "common/log.h"
+#include "daemon/devices.h"
 #include "daemon/jobs-impl.h"
 #include "daemon/store.h"
 
@@ -139,6 +140,7 @@ void tided__job_info(const struct job *j, Tide__V1__JobInfo *info, bool with_pla
     info->queue_position = tided__queue_position(j->daemon, j);
     info->priority = j->priority;
     info->queued_us = j->queued_us;
+    info->device = j->device;
 }
 
 bool tided__job_may_see(const struct tided_identity *who, const struct job *j)
@@ -203,8 +205,10 @@ void tided__job_emit(struct tided_daemon *d, struct job *j, Tide__V1__JobEvent__
 void tided__task_submit(struct tided_daemon *d, struct tided_task *t)
 {
     struct job *j = t->job;
-    if (j)
+    if (j) {
         j->tasks++;
+        t->device = j->device; /* a job's tasks keep their order on its device's thread */
+    }
     d->jobs->tasks++;
     tided_worker_submit(d->worker, t);
 }
@@ -246,6 +250,7 @@ static void release_reservation(struct tided_daemon *d, struct job *j)
 {
     if (j->reserved) {
         d->jobs->reserved -= j->budget;
+        tided_devices_release(d->devices, j->device, j->budget);
         j->reserved = false;
         tided__queue_admit(d);
     }
@@ -573,7 +578,7 @@ enum tide_status tided__job_budget(struct tided_daemon *d, uint64_t asked, uint6
 {
     char a[32], b[32];
     *budget = asked ? asked : d->config.default_budget;
-    uint64_t max = d->config.max_budget ? d->config.max_budget : d->device_bytes;
+    uint64_t max = d->config.max_budget ? d->config.max_budget : d->device_largest_bytes;
     if (*budget > max)
         return tide_error_set(err, TIDE_DOES_NOT_FIT,
                               "memory.device_budget_bytes: %" PRIu64 " bytes (%s) is more than the "
@@ -583,34 +588,54 @@ enum tide_status tided__job_budget(struct tided_daemon *d, uint64_t asked, uint6
     return TIDE_OK;
 }
 
-/* The jobs holding a reservation. */
-static uint32_t live_jobs(struct tided_jobs *jobs)
+/*
+ * Admission, step 2: the device where budget fits in what it has left (the
+ * sum of a device's admitted budgets never exceeds it); devices.c chooses.
+ */
+enum tide_status tided__jobs_admit(struct tided_daemon *d, uint64_t budget, int64_t asked,
+                                   uint32_t *device, struct tide_error *err)
 {
-    uint32_t n = 0;
-    for (size_t i = 0; i < jobs->n_jobs; i++)
-        n += jobs->jobs[i]->reserved;
-    return n;
+    return tided_devices_choose(d->devices, budget, asked, device, err);
 }
 
 /*
- * Admission, step 2: whether budget fits in what the device has left (the
- * sum of admitted budgets never exceeds the device).
+ * A job that asks for a device: the device exists (else TIDE_INVALID, naming
+ * how many there are) and could ever hold budget (else TIDE_DOES_NOT_FIT), so
+ * that it is refused at once rather than queued for room that never comes.
  */
-enum tide_status tided__jobs_admit(struct tided_daemon *d, uint64_t budget, struct tide_error *err)
+enum tide_status tided__job_device_holds(struct tided_daemon *d, uint64_t budget, int64_t asked,
+                                         struct tide_error *err)
 {
-    struct tided_jobs *jobs = d->jobs;
-    char a[32], b[32], c[32], buf[80];
-    if (budget <= d->device_bytes - jobs->reserved)
+    const struct tided_devices *devs = d->devices;
+    char a[32], b[32];
+    if (asked < 0)
         return TIDE_OK;
-    return tide_error_set(err, TIDE_DOES_NOT_FIT,
-                          "the job's budget of %" PRIu64 " bytes (%s) does not fit on the device: "
-                          "%" PRIu64 " of %" PRIu64 " bytes (%s of %s) are reserved by %u job(s), "
-                          "%" PRIu64 " bytes (%s) are free",
-                          budget, tided_format_bytes(budget, a, sizeof(a)), jobs->reserved,
-                          d->device_bytes, tided_format_bytes(jobs->reserved, b, sizeof(b)),
-                          tided_format_bytes(d->device_bytes, c, sizeof(c)), live_jobs(jobs),
-                          d->device_bytes - jobs->reserved,
-                          tided_format_bytes(d->device_bytes - jobs->reserved, buf, sizeof(buf)));
+    if (asked >= (int64_t)devs->n)
+        return tide_error_set(err, TIDE_INVALID,
+                              "device: %" PRId64 " is not a device of this tided, which has %u "
+                              "(0 to %u)",
+                              asked, devs->n, devs->n - 1);
+    uint64_t total = devs->devices[asked].total_bytes;
+    if (budget > total)
+        return tide_error_set(err, TIDE_DOES_NOT_FIT,
+                              "the job's budget of %" PRIu64 " bytes (%s) is more than device %" PRId64
+                              " has: %" PRIu64 " bytes (%s)",
+                              budget, tided_format_bytes(budget, a, sizeof(a)), asked, total,
+                              tided_format_bytes(total, b, sizeof(b)));
+    return TIDE_OK;
+}
+
+void tided__job_reserve(struct tided_daemon *d, struct job *j, uint32_t device)
+{
+    j->device = device;
+    j->reserved = true;
+    d->jobs->reserved += j->budget;
+    tided_devices_reserve(d->devices, device, j->budget);
+}
+
+struct tide_backend *tided__job_backend(struct tided_daemon *d, const struct job *j)
+{
+    return d->devices->devices[j->device].backend;
 }
 
 bool tided__host_pool_fits(struct tided_daemon *d, const struct job *j, char *text, size_t size)
@@ -641,6 +666,17 @@ uint64_t tided__device_used_bytes(struct tided_daemon *d)
     for (size_t i = 0; i < d->jobs->n_jobs; i++) {
         const struct job *j = d->jobs->jobs[i];
         if (j->session)
+            used += j->high_water;
+    }
+    return used;
+}
+
+uint64_t tided__device_used_bytes_on(struct tided_daemon *d, uint32_t device)
+{
+    uint64_t used = 0;
+    for (size_t i = 0; i < d->jobs->n_jobs; i++) {
+        const struct job *j = d->jobs->jobs[i];
+        if (j->session && j->device == device)
             used += j->high_water;
     }
     return used;
@@ -714,6 +750,7 @@ void tided_jobs_task_done(void *context, struct tided_task *t)
         struct tided_task *f = tided_task_new(TIDED_TASK_FREE, NULL);
         if (f) {
             f->session = t->session;
+            f->device = t->device;
             tided__task_submit(d, f);
         }
         t->session = NULL;
@@ -752,8 +789,10 @@ void tided_jobs_summary(struct tided_daemon *d, char *buf, size_t size)
         queued += jobs->jobs[i]->state == STATE(QUEUED);
     }
     char a[32], b[32];
-    snprintf(buf, size, "%u running, %u ready, %u parked, %u queued, %zu known; %s of %s reserved",
+    snprintf(buf, size,
+             "%u running, %u ready, %u parked, %u queued, %zu known; %s of %s reserved on %u "
+             "device(s)",
              running, ready, parked, queued, jobs->n_jobs,
              tided_format_bytes(jobs->reserved, a, sizeof(a)),
-             tided_format_bytes(d->device_bytes, b, sizeof(b)));
+             tided_format_bytes(d->device_bytes, b, sizeof(b)), d->devices ? d->devices->n : 0);
 }

@@ -9,8 +9,9 @@
  *                     RUNNING | READY -> QUEUED -> COMPILING -> RUNNING  (preempted)
  *
  * A job is admitted when its budget is at most the largest job budget and
- * fits in what the device has left (the sum of admitted budgets never
- * exceeds the device); the worker then compiles it. It is RUNNING while a
+ * fits in what a device has left (the sum of a device's admitted budgets
+ * never exceeds it; devices.c picks the device, best fit, or takes the one
+ * the job asks for); the worker then compiles it on that device. It is RUNNING while a
  * Train stream is attached and READY between streams, so a job trains over
  * as many streams as its client likes, the step count going on: a stream
  * the client half-closes ends OK after its last step, a client that goes
@@ -30,7 +31,7 @@
  * Example usage (main.c):
  *
  *     d->jobs = tided_jobs_new(d, error, sizeof(error));      // lists earlier runs' jobs
- *     d->worker = tided_worker_new(d->loop, tided_jobs_task_done, d, error, sizeof(error));
+ *     d->worker = tided_worker_new(d->loop, d->devices->n, tided_jobs_task_done, d, ...);
  *     ...
  *     tided_jobs_drain(d);        // on SIGTERM; tided_daemon_jobs_quiet follows
  *     ...

@@ -100,7 +100,8 @@ static void park_idle_jobs(struct tided_daemon *d, int64_t now)
 
 enum tide_status tided__job_unpark(struct tided_daemon *d, struct job *j, struct tide_error *err)
 {
-    enum tide_status st = tided__jobs_admit(d, j->budget, err);
+    uint32_t device;
+    enum tide_status st = tided__jobs_admit(d, j->budget, j->asked_device, &device, err);
     if (st != TIDE_OK)
         return st;
     struct tided_task *t = tided_task_new(TIDED_TASK_COMPILE, j);
@@ -110,12 +111,12 @@ enum tide_status tided__job_unpark(struct tided_daemon *d, struct job *j, struct
         tided_task_free(t);
         return tide_error_set(err, TIDE_NOMEM, "out of memory");
     }
-    t->compile.backend = d->backend;
+    /* Maybe another device than before: the checkpoint, not the arena, carries the job over. */
+    tided__job_reserve(d, j, device);
+    t->compile.backend = tided__job_backend(d, j);
     t->compile.limits = d->limits;
     t->compile.budget = j->budget;
     t->compile.host_budget = tided_config_host_budget(&d->config);
-    j->reserved = true;
-    d->jobs->reserved += j->budget;
     j->resuming = true;
     tided__task_submit(d, t);
     tided__job_set_state(d, j, STATE(COMPILING), "resuming from its checkpoint at step %" PRIu64,

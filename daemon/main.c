@@ -3,9 +3,9 @@
  * main.c: tided's start-up, signals, systemd notification and shutdown.
  *
  * Start-up: configuration (exit 2 on a bad one), SIGPIPE ignored, the state
- * directory and the jobs of earlier runs, one backend for the whole daemon
- * (the CPU backend emulates --device-memory bytes of device memory),
- * grpc_init, the worker thread, the server (gRPC, the Unix socket, TCP with
+ * directory and the jobs of earlier runs, a backend per device (devices.c:
+ * every GPU, or --cpu-devices emulated devices of --device-memory bytes),
+ * grpc_init, the worker threads (one per device), the server (gRPC, the Unix socket, TCP with
  * TLS when configured), the signal and timer watchers, then READY=1 and the
  * libev loop on this thread until shutdown.
  *
@@ -43,6 +43,7 @@
 #include "common/log.h"
 #include "daemon/config.h"
 #include "daemon/daemon.h"
+#include "daemon/devices.h"
 #include "daemon/http.h"
 #include "daemon/jobs.h"
 #include "daemon/metrics.h"
@@ -187,28 +188,33 @@ int main(int argc, char **argv)
         goto out_jobs;
     }
 
-    struct tide_error err = {0};
-    struct tide_backend_options bo = {.device_bytes = d->config.device_memory,
-                                      .threads = (int)d->config.threads};
-    if (tide_backend_create(d->config.backend, &bo, &d->backend, &err) != TIDE_OK) {
-        TIDE_LOG_ERROR("backend %s: %s", d->config.backend, err.message);
+    d->devices = tided_devices_open(&d->config, error, sizeof(error));
+    if (!d->devices) {
+        TIDE_LOG_ERROR("%s", error);
         goto out_jobs;
     }
-    tide_backend_device_info(d->backend, d->device_name, sizeof(d->device_name),
-                             &d->device_bytes);
+    d->backend = d->devices->devices[0].backend;
+    snprintf(d->device_name, sizeof(d->device_name), "%s", d->devices->devices[0].name);
+    d->device_bytes = tided_devices_total_bytes(d->devices);
+    d->device_largest_bytes = tided_devices_largest_bytes(d->devices);
     char a[32], b[32], c[32];
-    TIDE_LOG_INFO("device: %s backend, %s, %s; jobs get %s by default, at most %s",
-                  tide_backend_name(d->backend), d->device_name,
-                  tided_format_bytes(d->device_bytes, a, sizeof(a)),
-                  tided_format_bytes(d->config.default_budget, b, sizeof(b)),
-                  tided_format_bytes(d->config.max_budget ? d->config.max_budget : d->device_bytes,
-                                     c, sizeof(c)));
-    if (d->config.default_budget > d->device_bytes)
-        TIDE_LOG_WARN("default-budget (%s) is larger than the device (%s): jobs without a "
+    for (uint32_t i = 0; i < d->devices->n; i++)
+        TIDE_LOG_INFO("device %u: %s backend, %s, %s", i, tide_backend_name(d->backend),
+                      d->devices->devices[i].name,
+                      tided_format_bytes(d->devices->devices[i].total_bytes, a, sizeof(a)));
+    TIDE_LOG_INFO(
+        "%u device(s); jobs get %s by default, at most %s", d->devices->n,
+        tided_format_bytes(d->config.default_budget, b, sizeof(b)),
+        tided_format_bytes(d->config.max_budget ? d->config.max_budget : d->device_largest_bytes, c,
+                           sizeof(c)));
+    tided_format_bytes(d->device_largest_bytes, a, sizeof(a));
+    if (d->config.default_budget > d->device_largest_bytes)
+        TIDE_LOG_WARN("default-budget (%s) is larger than the largest device (%s): jobs without a "
                       "budget of their own will be refused",
                       b, a);
     /* The time model's profile of this device: measured now, once, not at the first plan. */
     struct tide_device_profile profile;
+    struct tide_error err = {0};
     if (tide_device_profile_local(d->backend, &profile, &err) == TIDE_OK)
         TIDE_LOG_INFO("device profile %s: %.1f GFLOP/s, memory %.1f GB/s, copies %.1f GB/s; "
                       "host budget %s per job",
@@ -219,7 +225,8 @@ int main(int argc, char **argv)
         TIDE_LOG_WARN("device profile: %s (the first plan measures it again)", err.message);
 
     grpc_init();
-    d->worker = tided_worker_new(d->loop, tided_jobs_task_done, d, error, sizeof(error));
+    d->worker =
+        tided_worker_new(d->loop, d->devices->n, tided_jobs_task_done, d, error, sizeof(error));
     if (!d->worker) {
         TIDE_LOG_ERROR("%s", error);
         goto out_grpc;
@@ -281,7 +288,9 @@ out_worker:
     d->worker = NULL;
 out_grpc:
     grpc_shutdown();
-    tide_backend_free(d->backend);
+    tided_devices_free(d->devices); /* the device threads are joined */
+    d->devices = NULL;
+    d->backend = NULL;
     tide_picture_shutdown(); /* the worker, which draws plan pictures, is joined */
 out_jobs:
     tided_jobs_free(d->jobs);

@@ -70,6 +70,7 @@ static void put_job_series(FILE *f, const char *name, const char *suffix,
                            const struct tided_metrics_job *j, const char *extra,
                            const char *extra_value)
 {
+    (void)s; /* the device is the job's own now */
     fprintf(f, "%s%s{job=", name, suffix);
     put_label_value(f, j->id);
     fputs(",name=", f);
@@ -77,7 +78,7 @@ static void put_job_series(FILE *f, const char *name, const char *suffix,
     fputs(",user=", f);
     put_label_value(f, j->user);
     fputs(",device=", f);
-    put_label_value(f, s->device);
+    put_label_value(f, j->device);
     if (extra) {
         fprintf(f, ",%s=", extra);
         put_label_value(f, extra_value);
@@ -122,18 +123,22 @@ char *tided_metrics_prometheus(const struct tided_metrics_snapshot *s,
         size_t offset;
     } device[] = {
         {"tide_device_total_bytes", "Device memory tided offers jobs.",
-         offsetof(struct tided_metrics_snapshot, device_total_bytes)},
+         offsetof(struct tided_metrics_device, total_bytes)},
         {"tide_device_reserved_bytes", "Device memory reserved by admitted jobs' budgets.",
-         offsetof(struct tided_metrics_snapshot, device_reserved_bytes)},
+         offsetof(struct tided_metrics_device, reserved_bytes)},
         {"tide_device_used_bytes",
          "Device memory the jobs holding a session touch at their peak (their high-water marks).",
-         offsetof(struct tided_metrics_snapshot, device_used_bytes)},
+         offsetof(struct tided_metrics_device, used_bytes)},
     };
+    /* One sample per device, labelled as the jobs' series are ("cpu:1"). */
     for (size_t i = 0; i < sizeof(device) / sizeof(device[0]); i++) {
         put_family(f, device[i].name, "gauge", device[i].help);
-        fprintf(f, "%s{device=", device[i].name);
-        put_label_value(f, s->device);
-        fprintf(f, "} %" PRIu64 "\n", *(const uint64_t *)((const char *)s + device[i].offset));
+        for (size_t k = 0; k < s->n_devices; k++) {
+            fprintf(f, "%s{device=", device[i].name);
+            put_label_value(f, s->devices[k].id);
+            fprintf(f, "} %" PRIu64 "\n",
+                    *(const uint64_t *)((const char *)&s->devices[k] + device[i].offset));
+        }
     }
     put_family(f, "tide_queue_length", "gauge",
                "Tasks (steps, compilations, checkpoints, file writes) handed to the worker "
@@ -292,6 +297,19 @@ char *tided_metrics_status_json(const struct tided_metrics_snapshot *s,
     json_object_object_add(device, "reserved_bytes", json_u64(s->device_reserved_bytes));
     json_object_object_add(device, "used_bytes", json_u64(s->device_used_bytes));
     json_object_object_add(o, "device", device);
+    json_object *devices = json_object_new_array();
+    for (size_t k = 0; k < s->n_devices; k++) {
+        const struct tided_metrics_device *v = &s->devices[k];
+        json_object *e = json_object_new_object();
+        json_object_object_add(e, "index", json_u64(k));
+        json_object_object_add(e, "id", json_object_new_string(v->id));
+        json_object_object_add(e, "name", json_object_new_string(v->name));
+        json_object_object_add(e, "total_bytes", json_u64(v->total_bytes));
+        json_object_object_add(e, "reserved_bytes", json_u64(v->reserved_bytes));
+        json_object_object_add(e, "used_bytes", json_u64(v->used_bytes));
+        json_object_array_add(devices, e);
+    }
+    json_object_object_add(o, "devices", devices);
     json_object_object_add(o, "default_budget_bytes", json_u64(s->default_budget_bytes));
     json_object_object_add(o, "max_budget_bytes", json_u64(s->max_budget_bytes));
     json_object_object_add(o, "queue_length", json_u64(s->queue_length));
@@ -321,7 +339,7 @@ static json_object *job_json(const struct tided_metrics_snapshot *s,
     json_object_object_add(o, "name", json_object_new_string(j->name));
     json_object_object_add(o, "user", json_object_new_string(j->user));
     json_object_object_add(o, "uid", json_u64(j->owner));
-    json_object_object_add(o, "device", json_object_new_string(s->device));
+    json_object_object_add(o, "device", json_object_new_string(j->device));
     json_object_object_add(o, "state", json_object_new_string(tided_metrics_state_name(j->state)));
     json_object_object_add(o, "message", json_object_new_string(j->message));
     json_object_object_add(o, "steps", json_u64(j->steps));

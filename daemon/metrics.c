@@ -38,6 +38,7 @@
 #include <ev.h>
 
 #include "common/log.h"
+#include "daemon/devices.h"
 #include "daemon/jobs-impl.h"
 
 /* How long a reader waits for the main thread to build its snapshot. */
@@ -334,6 +335,7 @@ void tided_metrics_snapshot_release(struct tided_metrics_snapshot *s)
     }
     free(s->jobs);
     free(s->rpcs);
+    free(s->devices);
     free(s);
 }
 
@@ -373,10 +375,11 @@ static struct tided_metrics_losses *job_losses(struct tided_job_metrics *jm)
     return jm->shared;
 }
 
-static bool fill_job(struct tided_metrics_job *v, struct job *j)
+static bool fill_job(struct tided_metrics_job *v, struct job *j, const char *backend)
 {
     struct tided_job_metrics *jm = job_metrics(j);
     snprintf(v->id, sizeof(v->id), "%s", j->id);
+    snprintf(v->device, sizeof(v->device), "%.12s:%" PRIu32, backend, j->device);
     v->name = utf8_dup(j->name);
     v->message = utf8_dup(j->message);
     if (!v->name || !v->message)
@@ -433,13 +436,26 @@ static struct tided_metrics_snapshot *build(struct tided_metrics *m)
     s->device_reserved_bytes = jobs->reserved;
     s->device_used_bytes = tided__device_used_bytes(d);
     s->default_budget_bytes = d->config.default_budget;
-    s->max_budget_bytes = d->config.max_budget ? d->config.max_budget : d->device_bytes;
+    s->max_budget_bytes = d->config.max_budget ? d->config.max_budget : d->device_largest_bytes;
     s->queue_length = jobs->tasks;
     s->rpcs = calloc(m->n_rpcs + 1, sizeof(*s->rpcs));
     s->jobs = calloc(jobs->n_jobs + 1, sizeof(*s->jobs));
-    if (!s->rpcs || !s->jobs) {
+    s->devices = calloc(d->devices->n, sizeof(*s->devices));
+    if (!s->rpcs || !s->jobs || !s->devices) {
         tided_metrics_snapshot_release(s);
         return NULL;
+    }
+    s->n_devices = d->devices->n;
+    for (uint32_t i = 0; i < d->devices->n; i++) {
+        const struct tided_device *dev = &d->devices->devices[i];
+        struct tided_metrics_device *v = &s->devices[i];
+        snprintf(v->id, sizeof(v->id), "%.12s:%u", s->backend, i);
+        char *name = utf8_dup(dev->name);
+        snprintf(v->name, sizeof(v->name), "%s", name ? name : "");
+        free(name);
+        v->total_bytes = dev->total_bytes;
+        v->reserved_bytes = dev->reserved_bytes;
+        v->used_bytes = tided__device_used_bytes_on(d, i);
     }
     for (size_t i = 0; i < m->n_rpcs; i++) {
         snprintf(s->rpcs[i].method, sizeof(s->rpcs[i].method), "%s", m->rpcs[i].method);
@@ -448,7 +464,7 @@ static struct tided_metrics_snapshot *build(struct tided_metrics *m)
     }
     s->n_rpcs = m->n_rpcs;
     for (size_t i = 0; i < jobs->n_jobs; i++) {
-        bool ok = fill_job(&s->jobs[i], jobs->jobs[i]);
+        bool ok = fill_job(&s->jobs[i], jobs->jobs[i], s->backend);
         s->n_jobs = i + 1; /* so that release frees what fill_job made */
         if (!ok) {
             tided_metrics_snapshot_release(s);

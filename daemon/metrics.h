@@ -95,9 +95,17 @@ struct tided_metrics_blob *tided_metrics_blob_ref(struct tided_metrics_blob *b);
 /* Drops a reference; the last frees the blob. NULL is a no-op. Any thread. */
 void tided_metrics_blob_release(struct tided_metrics_blob *b);
 
+/* One device as a snapshot saw it. */
+struct tided_metrics_device {
+    char id[24]; /* "cpu:0", "cuda:1": the backend and the device's index */
+    char name[128];
+    uint64_t total_bytes, reserved_bytes, used_bytes;
+};
+
 /* One job as a snapshot saw it. Strings are valid UTF-8. */
 struct tided_metrics_job {
     char id[24];
+    char device[24]; /* where it runs or last ran, as tided_metrics_device.id */
     char *name;
     char user[64]; /* the owner's user name, or the uid in decimal */
     uint32_t owner;
@@ -135,9 +143,11 @@ struct tided_metrics_snapshot {
     bool serving; /* false once a graceful shutdown began */
     char version[16];
     char backend[16];
-    char device[24]; /* "cpu:0", "cuda:0" */
+    char device[24]; /* the first device: "cpu:0", "cuda:0" */
     char device_name[128];
-    uint64_t device_total_bytes, device_reserved_bytes, device_used_bytes;
+    uint64_t device_total_bytes, device_reserved_bytes, device_used_bytes; /* every device's sums */
+    size_t n_devices;
+    struct tided_metrics_device *devices; /* by index */
     uint64_t default_budget_bytes, max_budget_bytes;
     uint64_t queue_length; /* worker tasks handed over and not yet back */
     size_t n_rpcs;

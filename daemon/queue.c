@@ -174,10 +174,11 @@ uint32_t tided__queue_position(struct tided_daemon *d, const struct job *j)
 }
 
 bool tided__queue_must_wait(struct tided_daemon *d, uint32_t owner, int32_t priority,
-                            uint64_t budget)
+                            uint64_t budget, int64_t asked)
 {
     struct tide_error err = {0};
-    if (tided__jobs_admit(d, budget, &err) != TIDE_OK)
+    uint32_t device;
+    if (tided__jobs_admit(d, budget, asked, &device, &err) != TIDE_OK)
         return true;
     struct tided_jobs *jobs = d->jobs;
     size_t n;
@@ -346,7 +347,6 @@ void tided__queue_add(struct tided_daemon *d, struct job *j, Tide__V1__SubmitReq
 /* The first queued job fits now: hands it to the worker. */
 static void start(struct tided_daemon *d, struct job *j)
 {
-    struct tided_jobs *jobs = d->jobs;
     double waited = (double)(tided_now_us() - j->queued_us) / 1e6;
     struct tide_error err = {0};
     if (j->preempted) {
@@ -360,8 +360,12 @@ static void start(struct tided_daemon *d, struct job *j)
             tided__job_fail(d, j, err.status, err.message);
         return;
     }
-    j->reserved = true;
-    jobs->reserved += j->budget;
+    uint32_t device;
+    if (tided__jobs_admit(d, j->budget, j->asked_device, &device, &err) != TIDE_OK) {
+        tided__job_fail(d, j, err.status, err.message); /* the caller saw it fit: not reached */
+        return;
+    }
+    tided__job_reserve(d, j, device);
     j->late_start = true;
     j->state = STATE(COMPILING);
     j->updated_us = tided_now_us();
@@ -457,7 +461,8 @@ void tided__queue_admit(struct tided_daemon *d)
         if (!head)
             break;
         struct tide_error err = {0};
-        if (tided__jobs_admit(d, head->budget, &err) == TIDE_OK)
+        uint32_t device;
+        if (tided__jobs_admit(d, head->budget, head->asked_device, &device, &err) == TIDE_OK)
             start(d, head);
         else if (!preempt_for(d, head))
             break;

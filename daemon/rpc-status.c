@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 
 #include "common/log.h"
+#include "daemon/devices.h"
 #include "daemon/jobs-impl.h"
 #include "daemon/store.h"
 
@@ -33,8 +34,23 @@ void tided_rpc_status(struct tided_daemon *d, struct tided_call *call, ProtobufC
     st.device_reserved_bytes = jobs->reserved;
     st.host_pool_bytes = d->config.host_pool;
     st.started_us = d->started_us;
-    st.max_job_budget_bytes = d->config.max_budget ? d->config.max_budget : d->device_bytes;
+    st.max_job_budget_bytes = d->config.max_budget ? d->config.max_budget : d->device_largest_bytes;
     st.default_job_budget_bytes = d->config.default_budget;
+    /* Each device; the fields above are their sums. */
+    Tide__V1__DeviceStatus devices[TIDED_DEVICES_MAX], *device_ptrs[TIDED_DEVICES_MAX];
+    for (uint32_t i = 0; i < d->devices->n; i++) {
+        const struct tided_device *dev = &d->devices->devices[i];
+        tide__v1__device_status__init(&devices[i]);
+        devices[i].index = i;
+        devices[i].name = (char *)dev->name;
+        devices[i].total_bytes = dev->total_bytes;
+        devices[i].reserved_bytes = dev->reserved_bytes;
+        devices[i].used_bytes = tided__device_used_bytes_on(d, i);
+        devices[i].jobs = dev->jobs;
+        device_ptrs[i] = &devices[i];
+    }
+    st.n_devices = d->devices->n;
+    st.devices = device_ptrs;
     Tide__V1__JobInfo *storage;
     size_t n;
     Tide__V1__JobInfo **ptrs = tided__jobs_visible(d, who, true, &n, &storage);

@@ -26,6 +26,9 @@ void tided_rpc_submit(struct tided_daemon *d, struct tided_call *call, ProtobufC
     const Tide__V1__JobSpec *spec = req->spec;
     char *restore_path = NULL;
     uint64_t budget;
+    uint32_t device = 0;
+    int64_t asked = spec && spec->device ? (int64_t)spec->device->index : -1;
+    enum tide_status st;
     struct tide_error err = {0};
 
     if (who->read_only) {
@@ -43,9 +46,15 @@ void tided_rpc_submit(struct tided_daemon *d, struct tided_call *call, ProtobufC
         tided_call_fail(call, GRPC_STATUS_INVALID_ARGUMENT, "spec.name: longer than 256 bytes");
         goto out;
     }
-    if (tided__job_budget(d, spec->memory ? spec->memory->device_budget_bytes : 0, &budget, &err) !=
-        TIDE_OK) {
-        tided_call_fail(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "%s", err.message);
+    st = tided__job_budget(d, spec->memory ? spec->memory->device_budget_bytes : 0, &budget, &err);
+    if (st == TIDE_OK && asked >= 0)
+        st = tided__job_device_holds(d, budget, asked, &err);
+    if (st != TIDE_OK) {
+        /* No such device is a bad argument; no room is a resource. */
+        tided_call_fail(call,
+                        st == TIDE_INVALID ? GRPC_STATUS_INVALID_ARGUMENT
+                                           : GRPC_STATUS_RESOURCE_EXHAUSTED,
+                        "%s", err.message);
         goto out;
     }
     if (tided__queue_check_submit(d, who, spec->priority, budget, &err) != TIDE_OK) {
@@ -53,9 +62,9 @@ void tided_rpc_submit(struct tided_daemon *d, struct tided_call *call, ProtobufC
         goto out;
     }
     /* A budget that fits the device but not now (or behind queued jobs) waits QUEUED. */
-    bool queue = tided__queue_must_wait(d, who->uid, spec->priority, budget);
+    bool queue = tided__queue_must_wait(d, who->uid, spec->priority, budget, asked);
     if (queue && spec->n_streamed_variables > 0) {
-        if (tided__jobs_admit(d, budget, &err) == TIDE_OK)
+        if (tided__jobs_admit(d, budget, asked, &device, &err) == TIDE_OK)
             snprintf(err.message, sizeof(err.message), "queued jobs go before it");
         tided_call_fail(call, GRPC_STATUS_RESOURCE_EXHAUSTED,
                         "%s; a job with streamed_variables is not queued (its values are written "
@@ -108,6 +117,7 @@ void tided_rpc_submit(struct tided_daemon *d, struct tided_call *call, ProtobufC
     j->created_us = j->updated_us = tided_now_us();
     j->budget = budget;
     j->priority = spec->priority;
+    j->asked_device = asked;
     j->every_steps = spec->checkpoint ? spec->checkpoint->every_steps : 0;
     j->keep_checkpoints = spec->checkpoint ? spec->checkpoint->keep : 0;
     j->state = STATE(SUBMITTED);
@@ -132,8 +142,13 @@ void tided_rpc_submit(struct tided_daemon *d, struct tided_call *call, ProtobufC
         tided_call_reply(call, &resp.base);
         goto out;
     }
-    j->reserved = true;
-    jobs->reserved += budget;
+    /* It does not wait, so it fits now: on the device admission picks. */
+    if (tided__jobs_admit(d, budget, asked, &device, &err) != TIDE_OK) {
+        tided__job_fail(d, j, err.status, err.message);
+        tided_call_fail(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "%s", err.message);
+        goto out;
+    }
+    tided__job_reserve(d, j, device);
     tided__submit_compile(d, j, req, restore_path, call);
     request = NULL;
     restore_path = NULL;
@@ -159,7 +174,7 @@ void tided__submit_compile(struct tided_daemon *d, struct job *j, Tide__V1__Subm
     }
     t->compile.request = &request->base; /* the task owns it now */
     t->compile.spec = request->spec;
-    t->compile.backend = d->backend;
+    t->compile.backend = tided__job_backend(d, j);
     t->compile.limits = d->limits;
     t->compile.budget = j->budget;
     t->compile.host_budget = tided_config_host_budget(&d->config);

@@ -690,6 +690,8 @@ void tided__store_load_job(struct tided_jobs *jobs, const char *id)
     j->created_us = info->created_us;
     j->updated_us = info->updated_us;
     j->budget = info->device_budget_bytes;
+    j->device = info->device; /* where it ran; its files' tasks go to that device's thread */
+    j->asked_device = -1;
     j->steps = j->dispatched = info->steps;
     j->last_loss = info->last_loss;
     j->high_water = info->device_high_water_bytes;

@@ -7,24 +7,30 @@
  *
  * DESIGN
  *
- * Two threads, so that one user's big graph does not hold another's steps:
+ * A compile thread and one device thread per device (devices.h), so that
+ * one user's big graph does not hold another's steps, and a job on one
+ * device never waits for a step on another:
  *  - The compile thread runs PLAN tasks and the planning half of COMPILE
  *    tasks (run_compile_plan): the spec saved, the graph imported, autodiff,
  *    the memory plan — a plan-only session, which touches no device. A
  *    planned COMPILE then joins the device thread's queue.
- *  - The device thread runs every task that touches a session, in the order
- *    they reach its queue: STEP, CHECKPOINT, READ_VARIABLES, WRITE_VARIABLE,
- *    FREE, PERSIST, REMOVE, and the instantiating half of COMPILE
- *    (run_compile_instantiate: the executor, so the arena and the initial
- *    Variables, then resume_from).
+ *  - A device thread runs every task for its device (tided_task.device)
+ *    that touches a session, in the order they reach its queue: STEP,
+ *    CHECKPOINT, READ_VARIABLES, WRITE_VARIABLE, FREE, PERSIST, REMOVE, and
+ *    the instantiating half of COMPILE (run_compile_instantiate: the
+ *    executor, so the arena and the initial Variables, then resume_from).
+ *    The job manager gives every task of a job its device, so a job's tasks
+ *    keep their order; different devices' threads run side by side, each
+ *    on its own backend.
  *
  * Threads and what each touches:
  *  - The main thread fills a task and pushes it (under `mutex`) on
- *    `compile_head` (PLAN, COMPILE, REMOVE) or `queue_head` (the rest) and
- *    signals that thread. It later receives the task back in async_cb, which
- *    drains `done` (under `mutex`) and calls the done callback per task.
+ *    `compile_head` (PLAN, COMPILE, REMOVE) or its device's `lanes[].head`
+ *    (the rest) and signals that thread. It later receives the task back
+ *    in async_cb, which drains `done` (under `mutex`) and calls the done
+ *    callback per task.
  *  - The compile and device threads pop their queue, run the task, and push
- *    it on `done` (or a planned COMPILE, a REMOVE, on `queue`) and call
+ *    it on `done` (or a planned COMPILE, a REMOVE, on its lane) and call
  *    ev_async_send — the one libev call that is safe off the loop thread;
  *    it coalesces, so async_cb drains the whole list. While a task runs, the
  *    thread running it alone touches the task and the session in it; they
@@ -34,18 +40,19 @@
  *    both between its passes (tide_session_options.cancelled), so a
  *    compilation stops at its next pass and comes back CANCELLED, or
  *    UNAVAILABLE while draining.
- *  - `busy_since_us` (atomic) is written by the device thread and read by
- *    the watchdog on the main thread. A long compilation is not a stall.
- *  - The backend is shared: the compile thread asks it only for workspace
- *    sizes and op support (read-only; the CUDA backend locks its planning
- *    handle), the device thread runs it.
+ *  - Each lane's `busy_since_us` (atomic) is written by its device thread
+ *    and read by the watchdog on the main thread. A long compilation is not
+ *    a stall. Each lane's `completed` (mutex) counts the tasks it ran.
+ *  - A device's backend is shared: the compile thread asks it only for
+ *    workspace sizes and op support (read-only; the CUDA backend locks its
+ *    planning handle), that device's thread runs it.
  *
  * Sessions: a session is driven by one thread at a time: the compile
  * thread until it is planned, then (handed over under `mutex`) the device
  * thread until tide_session_free, so the executor's and backend's
  * per-session state needs no locks of ours.
  *
- * Ordering: tasks on the device thread run in the order they reach its
+ * Ordering: tasks on a device thread run in the order they reach its
  * queue, which is submission order except for COMPILE, which reaches it
  * when planned. The job manager relies on it: a checkpoint submitted after
  * a step sees that step's variables, a FREE after a step frees the session
@@ -53,7 +60,11 @@
  * freed arena back on the device (the FREE is queued first). Compilations
  * are planned one at a time in submission order. A REMOVE passes through
  * the compile thread first, so that no compilation submitted before it
- * saves a spec into a directory it has deleted. The main thread submits
+ * saves a spec into a directory it has deleted; it then runs on the first
+ * device's thread once every other device's thread has run the tasks
+ * submitted before it (the fence it took at submission: each lane's count
+ * of submitted tasks), so that a final checkpoint or a read of a job on any
+ * device comes first. The main thread submits
  * nothing for a job while its COMPILE is in flight but PERSIST (info.pb)
  * and, on Cancel, nothing more; a cancelled compilation's done callback
  * saves info.pb again, as the planning half may have saved its own after.
@@ -86,19 +97,31 @@
 #include "graph/import.h"
 #include "swapper/swapper.h"
 
-struct tided_worker {
+/* One device's thread and queue. */
+struct lane {
+    struct tided_worker *worker;
+    uint32_t device;
     pthread_t thread;
-    pthread_mutex_t mutex;
+    bool started;
     pthread_cond_t wake;
+    struct tided_task *head, *tail; /* to run on this device's thread (mutex) */
+    uint64_t submitted;             /* tasks pushed on this lane so far (mutex) */
+    uint64_t completed;             /* ... and run (mutex) */
+    _Atomic int64_t busy_since_us;  /* 0: idle (monotonic clock) */
+};
+
+struct tided_worker {
+    pthread_mutex_t mutex;
+    pthread_cond_t progress; /* a lane completed a task (a REMOVE's fence waits on it) */
+    uint32_t n_lanes;
+    struct lane *lanes; /* one per device */
     pthread_t compile_thread;
     pthread_cond_t compile_wake;
-    struct tided_task *queue_head, *queue_tail;     /* to run on the device thread (mutex) */
     struct tided_task *compile_head, *compile_tail; /* to plan on the compile thread (mutex) */
     struct tided_task *done_head, *done_tail;       /* ran (mutex) */
-    bool stop;                                      /* device thread: drain, then exit (mutex) */
+    bool stop;                                      /* device threads: drain, then exit (mutex) */
     bool stop_compiles;                             /* compile thread: drain, then exit (mutex) */
     atomic_bool refuse_compiles;
-    _Atomic int64_t busy_since_us; /* 0: idle (monotonic clock) */
     struct ev_loop *loop;
     ev_async async;
     tided_task_done_fn done_fn;
@@ -209,6 +232,7 @@ static void free_remove(struct tided_task *t)
 {
     tided__free_strings(t->remove.dirs, t->remove.n_dirs);
     tided__free_strings(t->remove.ids, t->remove.n_dirs);
+    free(t->remove.fence);
 }
 
 /* ============================================================================
@@ -775,6 +799,40 @@ static struct tided_task *pop(struct tided_task **head, struct tided_task **tail
     return t;
 }
 
+/*
+ * With the mutex held: the lane of a task's device. A device past the
+ * lanes (a job of an earlier run on more devices: its files only) goes to
+ * the first.
+ */
+static struct lane *lane_of(struct tided_worker *w, const struct tided_task *t)
+{
+    return &w->lanes[t->device < w->n_lanes ? t->device : 0];
+}
+
+/* With the mutex held: queues t on its device's thread. */
+static void push_lane(struct tided_worker *w, struct tided_task *t)
+{
+    struct lane *l = lane_of(w, t);
+    push(&l->head, &l->tail, t);
+    l->submitted++;
+    pthread_cond_signal(&l->wake);
+}
+
+/*
+ * With the mutex held, on a device thread: waits until every other lane
+ * has run the tasks submitted before a REMOVE (its fence).
+ */
+static void wait_fence(struct tided_worker *w, const struct lane *self, const struct tided_task *t)
+{
+    if (!t->remove.fence)
+        return;
+    for (uint32_t i = 0; i < w->n_lanes; i++) {
+        const struct lane *l = &w->lanes[i];
+        while (l != self && l->completed < t->remove.fence[i])
+            pthread_cond_wait(&w->progress, &w->mutex);
+    }
+}
+
 /* With the mutex held: hands a task back to the main thread. */
 static void hand_back(struct tided_worker *w, struct tided_task *t)
 {
@@ -782,24 +840,29 @@ static void hand_back(struct tided_worker *w, struct tided_task *t)
     ev_async_send(w->loop, &w->async);
 }
 
-/* The device thread: every task that touches a session, in submission order. */
+/* A device thread: every task of its device that touches a session, in submission order. */
 static void *worker_main(void *arg)
 {
-    struct tided_worker *w = arg;
+    struct lane *l = arg;
+    struct tided_worker *w = l->worker;
     pthread_mutex_lock(&w->mutex);
     for (;;) {
-        while (!w->queue_head && !w->stop)
-            pthread_cond_wait(&w->wake, &w->mutex);
-        struct tided_task *t = pop(&w->queue_head, &w->queue_tail);
+        while (!l->head && !w->stop)
+            pthread_cond_wait(&l->wake, &w->mutex);
+        struct tided_task *t = pop(&l->head, &l->tail);
         if (!t)
             break; /* stop, and nothing left to run */
-        atomic_store(&w->busy_since_us, monotonic_us());
+        if (t->kind == TIDED_TASK_REMOVE)
+            wait_fence(w, l, t);
+        atomic_store(&l->busy_since_us, monotonic_us());
         pthread_mutex_unlock(&w->mutex);
 
         run(w, t);
 
         pthread_mutex_lock(&w->mutex);
-        atomic_store(&w->busy_since_us, 0);
+        atomic_store(&l->busy_since_us, 0);
+        l->completed++;
+        pthread_cond_broadcast(&w->progress);
         hand_back(w, t);
     }
     pthread_mutex_unlock(&w->mutex);
@@ -831,9 +894,16 @@ static void *compile_main(void *arg)
 
         pthread_mutex_lock(&w->mutex);
         if (t->past_compile_thread) {
-            push(&w->queue_head, &w->queue_tail, t);
-            pthread_cond_signal(&w->wake);
+            /* Counted when submitted (the fence of a REMOVE behind it waits for it). */
+            struct lane *l = lane_of(w, t);
+            push(&l->head, &l->tail, t);
+            pthread_cond_signal(&l->wake);
         } else {
+            if (t->kind == TIDED_TASK_COMPILE) {
+                /* Counted on its lane when submitted, it ends here: no fence waits for it. */
+                lane_of(w, t)->completed++;
+                pthread_cond_broadcast(&w->progress);
+            }
             hand_back(w, t);
         }
     }
@@ -866,38 +936,53 @@ static void destroy(struct tided_worker *w)
 {
     ev_async_stop(w->loop, &w->async);
     pthread_cond_destroy(&w->compile_wake);
-    pthread_cond_destroy(&w->wake);
+    for (uint32_t i = 0; i < w->n_lanes; i++)
+        pthread_cond_destroy(&w->lanes[i].wake);
+    pthread_cond_destroy(&w->progress);
     pthread_mutex_destroy(&w->mutex);
+    free(w->lanes);
     free(w);
 }
 
-/* Stops and joins the compile thread, then the device thread (which it feeds). */
-static void stop_threads(struct tided_worker *w, bool device)
+/* Stops and joins the compile thread, then the started device threads (which it feeds). */
+static void stop_threads(struct tided_worker *w)
 {
     pthread_mutex_lock(&w->mutex);
     w->stop_compiles = true;
     pthread_cond_signal(&w->compile_wake);
     pthread_mutex_unlock(&w->mutex);
     pthread_join(w->compile_thread, NULL);
-    if (!device)
-        return;
     pthread_mutex_lock(&w->mutex);
     w->stop = true;
-    pthread_cond_signal(&w->wake);
+    for (uint32_t i = 0; i < w->n_lanes; i++)
+        pthread_cond_signal(&w->lanes[i].wake);
     pthread_mutex_unlock(&w->mutex);
-    pthread_join(w->thread, NULL);
+    for (uint32_t i = 0; i < w->n_lanes; i++) {
+        if (w->lanes[i].started)
+            pthread_join(w->lanes[i].thread, NULL);
+    }
 }
 
-struct tided_worker *tided_worker_new(struct ev_loop *loop, tided_task_done_fn done,
-                                      void *context, char *error, size_t error_size)
+struct tided_worker *tided_worker_new(struct ev_loop *loop, uint32_t n_devices,
+                                      tided_task_done_fn done, void *context, char *error,
+                                      size_t error_size)
 {
     struct tided_worker *w = calloc(1, sizeof(*w));
-    if (!w) {
+    if (w)
+        w->lanes = calloc(n_devices ? n_devices : 1, sizeof(*w->lanes));
+    if (!w || !w->lanes) {
+        free(w);
         snprintf(error, error_size, "out of memory");
         return NULL;
     }
+    w->n_lanes = n_devices ? n_devices : 1;
     pthread_mutex_init(&w->mutex, NULL);
-    pthread_cond_init(&w->wake, NULL);
+    pthread_cond_init(&w->progress, NULL);
+    for (uint32_t i = 0; i < w->n_lanes; i++) {
+        w->lanes[i].worker = w;
+        w->lanes[i].device = i;
+        pthread_cond_init(&w->lanes[i].wake, NULL);
+    }
     pthread_cond_init(&w->compile_wake, NULL);
     w->loop = loop;
     w->done_fn = done;
@@ -912,12 +997,16 @@ struct tided_worker *tided_worker_new(struct ev_loop *loop, tided_task_done_fn d
         destroy(w);
         return NULL;
     }
-    rc = pthread_create(&w->thread, NULL, worker_main, w);
-    if (rc != 0) {
-        snprintf(error, error_size, "cannot start the worker thread: %s", strerror(rc));
-        stop_threads(w, false);
-        destroy(w);
-        return NULL;
+    for (uint32_t i = 0; i < w->n_lanes; i++) {
+        rc = pthread_create(&w->lanes[i].thread, NULL, worker_main, &w->lanes[i]);
+        if (rc != 0) {
+            snprintf(error, error_size, "cannot start the thread of device %u: %s", i,
+                     strerror(rc));
+            stop_threads(w);
+            destroy(w);
+            return NULL;
+        }
+        w->lanes[i].started = true;
     }
     w->started = true;
     return w;
@@ -926,12 +1015,23 @@ struct tided_worker *tided_worker_new(struct ev_loop *loop, tided_task_done_fn d
 void tided_worker_submit(struct tided_worker *w, struct tided_task *t)
 {
     pthread_mutex_lock(&w->mutex);
+    if (t->kind == TIDED_TASK_REMOVE && !t->past_compile_thread && w->n_lanes > 1) {
+        /* Its fence: the tasks every lane has been given so far (NULL: out of memory, none). */
+        t->remove.fence = calloc(w->n_lanes, sizeof(*t->remove.fence));
+        for (uint32_t i = 0; t->remove.fence && i < w->n_lanes; i++)
+            t->remove.fence[i] = w->lanes[i].submitted;
+        if (!t->remove.fence)
+            TIDE_LOG_WARN("out of memory for a removal's fence; it waits for one device only");
+        t->device = 0;
+    }
     if (on_compile_thread(t)) {
+        /* A COMPILE or REMOVE counts on its lane now: a later REMOVE's fence waits for it. */
+        if (t->kind != TIDED_TASK_PLAN)
+            lane_of(w, t)->submitted++;
         push(&w->compile_head, &w->compile_tail, t);
         pthread_cond_signal(&w->compile_wake);
     } else {
-        push(&w->queue_head, &w->queue_tail, t);
-        pthread_cond_signal(&w->wake);
+        push_lane(w, t);
     }
     pthread_mutex_unlock(&w->mutex);
 }
@@ -949,15 +1049,20 @@ void tided_task_cancel(struct tided_task *t)
 
 bool tided_worker_healthy(struct tided_worker *w, int64_t stall_us)
 {
-    int64_t since = atomic_load(&w->busy_since_us);
-    return since == 0 || monotonic_us() - since < stall_us;
+    int64_t now = monotonic_us();
+    for (uint32_t i = 0; i < w->n_lanes; i++) {
+        int64_t since = atomic_load(&w->lanes[i].busy_since_us);
+        if (since != 0 && now - since >= stall_us)
+            return false;
+    }
+    return true;
 }
 
 void tided_worker_free(struct tided_worker *w)
 {
     if (!w)
         return;
-    stop_threads(w, true);
+    stop_threads(w);
     deliver(w);
     destroy(w);
 }

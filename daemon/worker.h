@@ -1,11 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * worker.h: the executor thread — the one thread that drives sessions.
+ * worker.h: the executor threads — one per device — that drive sessions.
  *
  * Every call into a job's session (create it from a JobSpec, feed and step
  * it, evaluate, read its variables, checkpoint, free it) and every write to
- * the state directory is a task. The main thread fills a task's inputs and
- * submits it; the worker runs tasks one at a time in submission order and
+ * the state directory is a task, for one device (tided_task.device). The
+ * main thread fills a task's inputs and submits it; the thread of the
+ * task's device runs that device's tasks one at a time in submission order and
  * hands each back, outputs filled, through a locked queue and ev_async_send;
  * the done callback then runs on the main thread. Because the main thread
  * submits at most one step per job and submits a job's next step only when
@@ -72,6 +73,7 @@ struct tided_tensor_spec {
 struct tided_task {
     enum tided_task_kind kind;
     struct tided_task *next; /* the link of whichever queue holds it */
+    uint32_t device; /* whose thread runs it (devices.h's index); a job's tasks, its device */
 
     /* Main thread only; the worker never reads these. */
     void *job;               /* the job the task is for (NULL for Plan) */
@@ -192,6 +194,8 @@ struct tided_task {
             uint32_t n_dirs;
             char **dirs;   /* owned: job directories, deleted in order */
             char **ids;    /* owned, NULL or n_dirs: the jobs to forget once deleted */
+            /* Worker only: each device's tasks submitted before it, which run first. */
+            uint64_t *fence;
             /* Out. */
             uint32_t n_removed; /* dirs[0 .. n_removed - 1] are gone (all of them unless an error) */
             uint64_t bytes;     /* what their files held */
@@ -227,11 +231,13 @@ void tided_plan_report_free(Tide__V1__PlanReport *report);
 void tided_tensor_specs_free(struct tided_tensor_spec *specs, uint32_t n);
 
 /*
- * Starts the worker thread. Call on the main thread, with the loop, before
- * any task is submitted. Returns NULL with error filled on failure.
+ * Starts the compile thread and one thread per device (n_devices, at least
+ * 1). Call on the main thread, with the loop, before any task is
+ * submitted. Returns NULL with error filled on failure.
  */
-struct tided_worker *tided_worker_new(struct ev_loop *loop, tided_task_done_fn done,
-                                      void *context, char *error, size_t error_size);
+struct tided_worker *tided_worker_new(struct ev_loop *loop, uint32_t n_devices,
+                                      tided_task_done_fn done, void *context, char *error,
+                                      size_t error_size);
 
 /* Queues a task (main thread). */
 void tided_worker_submit(struct tided_worker *worker, struct tided_task *task);
@@ -250,8 +256,8 @@ void tided_worker_refuse_compiles(struct tided_worker *worker);
 void tided_task_cancel(struct tided_task *task);
 
 /*
- * Whether the worker is making progress: idle, or busy with one task for
- * less than stall_us. For the systemd watchdog. Any thread.
+ * Whether the worker is making progress: each device thread idle, or busy
+ * with one task for less than stall_us. For the systemd watchdog. Any thread.
  */
 bool tided_worker_healthy(struct tided_worker *worker, int64_t stall_us);
 

@@ -30,23 +30,35 @@
 typedef enum tide_status (*backend_new_fn)(const struct tide_backend_options *options,
                                            struct tide_backend **out, struct tide_error *err);
 
+typedef enum tide_status (*backend_count_fn)(int *count, struct tide_error *err);
+
 #ifdef TIDE_HAVE_CUDA
 /* runtime/cuda: in CUDA builds only. */
 enum tide_status tide_backend_cuda_new(const struct tide_backend_options *options,
                                        struct tide_backend **out, struct tide_error *err);
+enum tide_status tide_backend_cuda_count(int *count, struct tide_error *err);
 #endif
+
+/* The CPU backend emulates one device per backend; how many to make is the caller's choice. */
+static enum tide_status cpu_count(int *count, struct tide_error *err)
+{
+    (void)err;
+    *count = 1;
+    return TIDE_OK;
+}
 
 struct backend_entry {
     const char *name;
     backend_new_fn create;
+    backend_count_fn count;
 };
 
 /* In order of preference for "auto". */
 static const struct backend_entry registry[] = {
 #ifdef TIDE_HAVE_CUDA
-    {"cuda", tide_backend_cuda_new},
+    {"cuda", tide_backend_cuda_new, tide_backend_cuda_count},
 #endif
-    {"cpu", tide_backend_cpu_new},
+    {"cpu", tide_backend_cpu_new, cpu_count},
 };
 
 #define REGISTRY_SIZE (sizeof(registry) / sizeof(registry[0]))
@@ -95,6 +107,21 @@ enum tide_status tide_backend_create(const char *name, const struct tide_backend
     if (strcmp(name, "cuda") == 0)
         return tide_error_set(err, TIDE_UNSUPPORTED, "tide was built without CUDA");
     return tide_error_set(err, TIDE_INVALID, "unknown backend \"%s\"; want " BACKEND_NAMES, name);
+}
+
+enum tide_status tide_backend_device_count(const char *name, int *count, struct tide_error *err)
+{
+    if (!name || !count)
+        return tide_error_set(err, TIDE_INVALID,
+                              "tide_backend_device_count: name or count is NULL");
+    *count = 0;
+    const struct backend_entry *entry = registry_find(name);
+    if (entry)
+        return entry->count(count, err);
+    if (strcmp(name, "cuda") == 0)
+        return tide_error_set(err, TIDE_UNSUPPORTED, "tide was built without CUDA");
+    return tide_error_set(err, TIDE_INVALID, "unknown backend \"%s\"; want \"cpu\" or \"cuda\"",
+                          name);
 }
 
 void tide_backend_free(struct tide_backend *backend)

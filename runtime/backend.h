@@ -86,6 +86,14 @@ struct tide_backend_options {
  */
 enum tide_status tide_backend_create(const char *name, const struct tide_backend_options *options,
                                      struct tide_backend **out, struct tide_error *err);
+/*
+ * How many devices the backend named name ("cpu" or "cuda", as
+ * tide_backend_name says) can open, each by its ordinal in
+ * tide_backend_options.device: cuda asks cudaGetDeviceCount (TIDE_DEVICE
+ * with the runtime's words when it fails); cpu says 1, since an emulated
+ * device is made per backend and how many is the caller's choice.
+ */
+enum tide_status tide_backend_device_count(const char *name, int *count, struct tide_error *err);
 /* Frees the backend. NULL is a no-op. */
 void tide_backend_free(struct tide_backend *backend);
 

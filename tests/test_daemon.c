@@ -2705,7 +2705,7 @@ static const char json_job_name[] = "q\"uote back\\slash /slash \t\n\r\b\f \x01\
     "id", "name", "owner_uid", "state", "steps", "last_loss", "device_budget_bytes",               \
         "device_high_water_bytes", "host_bytes", "h2d_bytes_total", "d2h_bytes_total",             \
         "steps_per_second", "created_us", "updated_us", "message", "last_checkpoint_step",         \
-        "priority", "queue_position", "queued_us"
+        "priority", "queue_position", "queued_us", "device"
 #define PLAN_KEYS                                                                                  \
     "nodes", "budget_bytes", "predicted_peak_bytes", "fits", "min_budget_bytes",                   \
         "min_budget_node", "floor_bytes", "floor_node", "swap_in_bytes", "swap_out_bytes",         \
@@ -2805,6 +2805,7 @@ static void expect_job_equals(struct json_object *o, const struct tide_job_info 
     assert_int_equal(tide_test_json_int(o, "updated_us"), j->updated_us);
     assert_string_equal(tide_test_json_string(o, "message"), j->message);
     assert_int_equal(tide_test_json_uint(o, "last_checkpoint_step"), j->last_checkpoint_step);
+    assert_int_equal(tide_test_json_uint(o, "device"), j->device);
     if (j->has_plan) {
         struct json_object *plan = tide_test_json_object(o, "plan");
         tide_test_json_keys(plan, job_plan_keys);
@@ -3171,6 +3172,7 @@ static void test_tidectl_json_job(void **state)
                                               "started_us",
                                               "max_job_budget_bytes",
                                               "default_job_budget_bytes",
+                                              "devices",
                                               "jobs",
                                               NULL};
     lines = tidectl_json_lines(r, 0, &n, (char *[]){"status", NULL});
@@ -3187,6 +3189,17 @@ static void test_tidectl_json_job(void **state)
     assert_int_equal(tide_test_json_uint(status, "max_job_budget_bytes"), MAX_BUDGET);
     assert_int_equal(tide_test_json_uint(status, "default_job_budget_bytes"),
                      s.default_job_budget_bytes);
+    /* One device (the default cpu-devices), holding the whole of the figures above. */
+    struct json_object *devices = tide_test_json_array(status, "devices");
+    assert_int_equal(json_object_array_length(devices), 1);
+    struct json_object *device = json_object_array_get_idx(devices, 0);
+    assert_int_equal(tide_test_json_uint(device, "index"), 0);
+    assert_string_equal(tide_test_json_string(device, "name"), s.device_name);
+    assert_int_equal(tide_test_json_uint(device, "total_bytes"), UINT64_C(1) << 30);
+    assert_int_equal(tide_test_json_uint(device, "reserved_bytes"),
+                     tide_test_json_uint(status, "device_reserved_bytes"));
+    assert_int_equal(tide_test_json_uint(device, "used_bytes"),
+                     tide_test_json_uint(status, "device_used_bytes"));
     expect_job_equals(find_job(tide_test_json_array(status, "jobs"), id, false), &info);
     json_object_put(lines);
 

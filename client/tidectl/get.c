@@ -21,9 +21,9 @@ static void print_job(const struct tide_job_info *j)
     printf("  steps             %" PRIu64 " (last checkpoint at step %" PRIu64 ")\n", j->steps,
            j->last_checkpoint_step);
     printf("  last loss         %.6f\n", (double)j->last_loss);
-    printf("  device memory     %s high water of a %s budget\n",
+    printf("  device memory     %s high water of a %s budget on device %" PRIu32 "\n",
            tidectl_fmt_bytes(j->device_high_water_bytes, b1, sizeof(b1)),
-           tidectl_fmt_bytes(j->device_budget_bytes, b2, sizeof(b2)));
+           tidectl_fmt_bytes(j->device_budget_bytes, b2, sizeof(b2)), j->device);
     printf("  host memory       %s\n", tidectl_fmt_bytes(j->host_bytes, b1, sizeof(b1)));
     printf("  copied so far     %s host to device, %s device to host\n",
            tidectl_fmt_bytes(j->h2d_bytes_total, b1, sizeof(b1)),

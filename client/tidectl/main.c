@@ -105,6 +105,7 @@ int main(int argc, char **argv)
         .model = "cnn",
         .width = 16,
         .dropout = -1,
+        .device = -1,
         .swap = TIDE_JOB_SWAP_AUTO,
         .vars_home = TIDE_JOB_VARS_HOME_AUTO,
         .optimizer = TIDE_JOB_OPTIMIZER_MOMENTUM,

@@ -241,6 +241,8 @@ void tidectl_make_spec(const struct tidectl_options *o, const struct tidectl_mod
     spec->checkpoint_every = o->checkpoint_every;
     spec->priority = o->priority;
     spec->resume_from = o->resume;
+    spec->has_device = o->device >= 0;
+    spec->device = o->device >= 0 ? (uint32_t)o->device : 0;
     spec->seed = o->seed;
 }
 

@@ -56,6 +56,7 @@ static const struct option long_options[] = {
     {"resume", required_argument, 0, TIDECTL_OPT_RESUME},
     {"no-eval", no_argument, 0, TIDECTL_OPT_NO_EVAL},
     {"keep", no_argument, 0, TIDECTL_OPT_KEEP},
+    {"device", required_argument, 0, TIDECTL_OPT_DEVICE},
     {"partitions", no_argument, 0, TIDECTL_OPT_PARTITIONS},
     {"svg", required_argument, 0, TIDECTL_OPT_SVG},
     {"device-profile", required_argument, 0, TIDECTL_OPT_DEVICE_PROFILE},
@@ -545,6 +546,12 @@ int tidectl_parse_options(int argc, char **argv, const struct tidectl_verb *verb
             break;
         case TIDECTL_OPT_KEEP:
             o->keep = true;
+            break;
+        case TIDECTL_OPT_DEVICE:
+            /* The daemon knows how many it has and refuses a larger index, naming the count. */
+            if (parse_int(optarg, 0, UINT32_MAX, &o->device))
+                return tidectl_usage_error(
+                    name, "--device wants a device index 0 to %u, got \"%s\"", UINT32_MAX, optarg);
             break;
         case TIDECTL_OPT_PARTITIONS:
             o->partitions = true;

@@ -170,6 +170,7 @@ json_object *tidectl_json_job(const struct tide_job_info *j)
     tidectl_json_set_int(o, "priority", j->priority);
     tidectl_json_set_uint(o, "queue_position", j->queue_position);
     tidectl_json_set_int(o, "queued_us", j->queued_us);
+    tidectl_json_set_uint(o, "device", j->device);
     if (j->has_plan) {
         json_object *plan = tidectl_json_object();
         tidectl_json_add_plan(plan, &j->plan, false);
@@ -292,14 +293,14 @@ void tidectl_print_jobs_table(const struct tide_job_info *jobs, size_t n)
         printf("no jobs\n");
         return;
     }
-    printf("%-20s %-18s %-8s %-10s %8s %9s %10s %10s %10s %7s\n", "ID", "NAME", "OWNER", "STATE",
-           "STEPS", "LOSS", "BUDGET", "HIGH-WATER", "H2D+D2H", "STEP/S");
+    printf("%-20s %-18s %-8s %-10s %3s %8s %9s %10s %10s %10s %7s\n", "ID", "NAME", "OWNER",
+           "STATE", "DEV", "STEPS", "LOSS", "BUDGET", "HIGH-WATER", "H2D+D2H", "STEP/S");
     for (size_t i = 0; i < n; i++) {
         const struct tide_job_info *j = &jobs[i];
         char b1[32], b2[32], b3[32], user[64];
-        printf("%-20s %-18.18s %-8.8s %-10s %8" PRIu64 " %9.4f %10s %10s %10s %7.2f\n", j->id,
-               j->name, tidectl_fmt_user(j->owner_uid, user, sizeof(user)),
-               tide_job_state_name(j->state), j->steps, (double)j->last_loss,
+        printf("%-20s %-18.18s %-8.8s %-10s %3" PRIu32 " %8" PRIu64 " %9.4f %10s %10s %10s %7.2f\n",
+               j->id, j->name, tidectl_fmt_user(j->owner_uid, user, sizeof(user)),
+               tide_job_state_name(j->state), j->device, j->steps, (double)j->last_loss,
                tidectl_fmt_bytes(j->device_budget_bytes, b1, sizeof(b1)),
                tidectl_fmt_bytes(j->device_high_water_bytes, b2, sizeof(b2)),
                tidectl_fmt_bytes(j->h2d_bytes_total + j->d2h_bytes_total, b3, sizeof(b3)),

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * client/tidectl/status.c: `tidectl status`: the daemon's version, backend
- * and device, its device memory (total, reserved by admitted jobs, in use),
+ * and devices, its device memory (total, reserved by admitted jobs, in use;
+ * in all, then per device),
  * host pool and budget limits, and the table of the jobs it reports.
  */
 #include <inttypes.h>
@@ -31,6 +32,18 @@ static int run_status(const struct tidectl_verb *verb, struct tidectl_options *o
         tidectl_json_set_int(line, "started_us", s.started_us);
         tidectl_json_set_uint(line, "max_job_budget_bytes", s.max_job_budget_bytes);
         tidectl_json_set_uint(line, "default_job_budget_bytes", s.default_job_budget_bytes);
+        struct json_object *devices = tidectl_json_array();
+        for (size_t i = 0; i < s.n_devices; i++) {
+            struct json_object *dev = tidectl_json_object();
+            tidectl_json_set_uint(dev, "index", s.devices[i].index);
+            tidectl_json_set_string(dev, "name", s.devices[i].name);
+            tidectl_json_set_uint(dev, "total_bytes", s.devices[i].total_bytes);
+            tidectl_json_set_uint(dev, "reserved_bytes", s.devices[i].reserved_bytes);
+            tidectl_json_set_uint(dev, "used_bytes", s.devices[i].used_bytes);
+            tidectl_json_set_uint(dev, "jobs", s.devices[i].jobs);
+            tidectl_json_append(devices, dev);
+        }
+        tidectl_json_set(line, "devices", devices);
         struct json_object *list = tidectl_json_array();
         for (size_t i = 0; i < n; i++)
             tidectl_json_append(list, tidectl_json_job(&jobs[i]));
@@ -44,6 +57,13 @@ static int run_status(const struct tidectl_verb *verb, struct tidectl_options *o
                tidectl_fmt_bytes(s.device_total_bytes, b1, sizeof(b1)),
                tidectl_fmt_bytes(s.device_reserved_bytes, b2, sizeof(b2)),
                tidectl_fmt_bytes(s.device_used_bytes, b3, sizeof(b3)));
+        for (size_t i = 0; i < s.n_devices; i++)
+            printf("  device %-8" PRIu32 " %s total, %s reserved by %" PRIu32 " job(s), %s in use "
+                   "(%s)\n",
+                   s.devices[i].index, tidectl_fmt_bytes(s.devices[i].total_bytes, b1, sizeof(b1)),
+                   tidectl_fmt_bytes(s.devices[i].reserved_bytes, b2, sizeof(b2)),
+                   s.devices[i].jobs, tidectl_fmt_bytes(s.devices[i].used_bytes, b3, sizeof(b3)),
+                   s.devices[i].name);
         if (s.host_pool_bytes)
             printf("  host pool       %s, %s used\n",
                    tidectl_fmt_bytes(s.host_pool_bytes, b4, sizeof(b4)),
@@ -71,7 +91,9 @@ const struct tidectl_verb tidectl_verb_status = {
     .synopsis = "status",
     .summary = "show the daemon's device, memory and jobs",
     .help = "DESCRIPTION\n"
-            "  Asks the daemon for its version, backend and device, the device memory it has\n"
-            "  (total, reserved by admitted jobs' budgets, in use by running jobs), its host\n"
-            "  pool and its budget limits, and lists the jobs it reports.\n",
+            "  Asks the daemon for its version, backend and devices, the device memory it has\n"
+            "  (total, reserved by admitted jobs' budgets, in use by running jobs; in all,\n"
+            "  then per device), its host pool and its budget limits, and lists the jobs it\n"
+            "  reports (DEV: the device each runs on). With --json, \"devices\" lists each\n"
+            "  device's index, name, total_bytes, reserved_bytes and used_bytes.\n",
 };

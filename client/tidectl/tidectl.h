@@ -119,6 +119,7 @@ enum tidectl_option_id {
     TIDECTL_OPT_RESUME,
     TIDECTL_OPT_NO_EVAL,
     TIDECTL_OPT_KEEP,
+    TIDECTL_OPT_DEVICE,
     /* plan */
     TIDECTL_OPT_PARTITIONS,
     TIDECTL_OPT_SVG,
@@ -308,6 +309,7 @@ struct tidectl_options {
     bool no_eval;
     bool keep; /* train: leave the job READY instead of finishing it */
     int32_t priority; /* train --priority: the job's admission priority (0 the default) */
+    int64_t device; /* train --device: the daemon's device to run on; -1: the daemon picks */
     /* plan */
     bool partitions;
     const char *svg; /* the memory picture's path, or NULL */

@@ -544,6 +544,7 @@ static const int accepts[] = {TIDECTL_MODEL_OPTIONS,
                               TIDECTL_OPT_NO_EVAL,
                               TIDECTL_OPT_KEEP,
                               TIDECTL_OPT_PRIORITY,
+                              TIDECTL_OPT_DEVICE,
                               0};
 
 const struct tidectl_verb tidectl_verb_train = {
@@ -555,7 +556,7 @@ const struct tidectl_verb tidectl_verb_train = {
     .synopsis = "train [MODEL OPTIONS | --onnx FILE [--output NAME] [--loss xent|mse|none]] "
                 "[--data X --labels Y [--test-data X2 --test-labels Y2]] "
                 "[--epochs E | --steps S] [--checkpoint-every N] [--resume JOB] [--keep] "
-                "[--priority N]",
+                "[--priority N] [--device N]",
     .summary = "submit a model and train it on a dataset, with a progress bar",
     .help = "DESCRIPTION\n"
             "  Builds the model with libtide's builders (or imports --onnx FILE and adds the\n"
@@ -596,5 +597,9 @@ const struct tidectl_verb tidectl_verb_train = {
             "                           Train streams (default: finish it). After the\n"
             "                           daemon's idle-timeout it is parked: checkpointed,\n"
             "                           its budget released until its next Train stream.\n"
+            "  --device N               Run on the daemon's device N (`tidectl status` lists\n"
+            "                           them; default: the one whose free memory fits the\n"
+            "                           budget most tightly). Refused when the daemon has no\n"
+            "                           device N, or that device has no room for the budget.\n"
             "\n" TIDECTL_MODEL_HELP,
 };

@@ -729,6 +729,22 @@ static enum tide_status cuda_probe(int device, struct tide_error *err)
     return TIDE_OK;
 }
 
+/* backend.c's registry: how many devices cudaGetDeviceCount reports. */
+enum tide_status tide_backend_cuda_count(int *count, struct tide_error *err);
+
+enum tide_status tide_backend_cuda_count(int *count, struct tide_error *err)
+{
+    *count = 0;
+    cudaError_t rc = cudaGetDeviceCount(count);
+    if (rc != cudaSuccess) {
+        (void)cudaGetLastError();
+        *count = 0;
+        return tide_error_set(err, TIDE_DEVICE, "cudaGetDeviceCount failed: %s (%s)",
+                              cudaGetErrorString(rc), cudaGetErrorName(rc));
+    }
+    return TIDE_OK;
+}
+
 enum tide_status tide_backend_cuda_new(const struct tide_backend_options *options,
                                        struct tide_backend **out, struct tide_error *err)
 {

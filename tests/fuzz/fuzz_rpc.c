@@ -14,7 +14,9 @@
  *  - Submit and Plan: the path of the handler and of the worker's COMPILE
  *    or PLAN task up to the session: resume_from's job id syntax
  *    (tided__job_id_valid), the budget (tided__job_budget, against a
- *    daemon whose only state is its configuration and device size), then
+ *    daemon whose only state is its configuration and device size), the
+ *    device (tided_devices_choose: spec.device against a table of two
+ *    devices, one half full, that nothing reserves on), then
  *    tided_spec_prepare (graph import and shape inference under the
  *    daemon's limits, spec.train and spec.memory, the feeds, the streamed
  *    Variables, for Submit the Variables' names), the session options, and the fetches
@@ -46,6 +48,7 @@
 #include <string.h>
 
 #include "daemon/daemon.h"
+#include "daemon/devices.h"
 #include "daemon/jobs-impl.h"
 #include "daemon/spec.h"
 #include "runtime/backend.h"
@@ -71,7 +74,14 @@ volatile uint8_t bytes_read_sum;
 /* The daemon's limits and budgets, as small as fuzzing needs them. */
 static const struct tide_graph_limits limits = {.max_nodes = 4096,
                                                 .max_tensor_bytes = (uint64_t)64 << 20};
-static struct tided_daemon daemon_config; /* only config and device_bytes are set */
+static struct tided_daemon daemon_config; /* only config and the device sizes are set */
+
+/* Two devices of 1 GiB, the first half reserved, for the device choice (no backends). */
+static struct tided_device device_table[2] = {
+    {.index = 0, .total_bytes = (uint64_t)1 << 30, .reserved_bytes = (uint64_t)1 << 29, .jobs = 1},
+    {.index = 1, .total_bytes = (uint64_t)1 << 30},
+};
+static const struct tided_devices devices = {.n = 2, .devices = device_table};
 static struct tide_backend *backend;
 
 /* The fixed job Train requests are checked against (the seed corpus's train_* inputs fit it). */
@@ -103,6 +113,16 @@ static void fuzz_spec(const Tide__V1__JobSpec *spec, bool submit)
     check_refusal(st, &err);
     if (st != TIDE_OK)
         return;
+    if (submit) {
+        uint32_t device = UINT32_MAX;
+        st = tided_devices_choose(&devices, budget, spec->device ? spec->device->index : -1,
+                                  &device, &err);
+        check_refusal(st, &err);
+        if (st != TIDE_OK)
+            return;
+        if (device >= devices.n)
+            abort(); /* a choice that is no device */
+    }
 
     struct tided_spec_setup setup;
     struct tide_graph *g = NULL;
@@ -351,7 +371,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
     (void)argc, (void)argv;
     verbose = getenv("FUZZ_RPC_VERBOSE") != NULL;
-    daemon_config.device_bytes = (uint64_t)1 << 30;
+    daemon_config.device_bytes = (uint64_t)2 << 30;
+    daemon_config.device_largest_bytes = (uint64_t)1 << 30;
     daemon_config.config.default_budget = (uint64_t)256 << 20;
     daemon_config.config.max_budget = (uint64_t)512 << 20;
     struct tide_error err = {0};

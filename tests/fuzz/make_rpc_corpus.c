@@ -145,6 +145,12 @@ static void seed_jobs(void)
             emit(&tide__v1__jobs__descriptor, "Submit", &submit.base, "submit_mlp_streamed");
             spec.streamed_variables = NULL;
             spec.n_streamed_variables = 0;
+            /* A device asked for (JobSpec.device). */
+            Tide__V1__DeviceChoice device = TIDE__V1__DEVICE_CHOICE__INIT;
+            device.index = 1;
+            spec.device = &device;
+            emit(&tide__v1__jobs__descriptor, "Submit", &submit.base, "submit_mlp_device");
+            spec.device = NULL;
         }
         spec.checkpoint = NULL;
         spec.fetches = NULL;

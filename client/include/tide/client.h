@@ -260,6 +260,9 @@ struct tide_job_spec {
      * admin-group.
      */
     int32_t priority;
+
+    bool has_device; /* run on device (an index of tide_daemon_status.devices); false: any */
+    uint32_t device; /* the daemon refuses one it does not have, naming how many it has */
 };
 
 /* One partition of a plan (tide.v1.PartitionReport). */
@@ -331,6 +334,7 @@ struct tide_job_info {
     uint32_t queue_position; /* QUEUED: its place in the admission order, 1 first; else 0 */
     int32_t priority;        /* the job's admission priority (0 the default) */
     int64_t queued_us;       /* when it last entered the queue (Unix microseconds); 0: never */
+    uint32_t device; /* the device it runs on, or last ran on (tide_daemon_status.devices) */
 };
 
 /* A tensor handed to a callback or read from a job. */
@@ -380,6 +384,19 @@ struct tide_job_event {
     int64_t time_us;                     /* Unix time in microseconds */
 };
 
+/* The most devices tide_daemon_status lists (what one tided serves at most). */
+#define TIDE_DEVICES_MAX 64
+
+/* One device a daemon serves (tide.v1.DeviceStatus). */
+struct tide_device_status {
+    uint32_t index; /* what tide_job_spec.device and tide_job_info.device name */
+    char name[128];
+    uint64_t total_bytes;    /* what it offers jobs */
+    uint64_t reserved_bytes; /* the sum of the budgets admitted to it */
+    uint64_t used_bytes;     /* high water of its running jobs' arenas */
+    uint32_t jobs;           /* jobs holding a budget on it */
+};
+
 /* The daemon's state (tide.v1.DaemonStatus), jobs aside. */
 struct tide_daemon_status {
     char version[64];
@@ -393,6 +410,9 @@ struct tide_daemon_status {
     int64_t started_us;
     uint64_t max_job_budget_bytes;
     uint64_t default_job_budget_bytes;
+    /* Every device, by index; the device_* fields above are their sums. */
+    size_t n_devices;
+    struct tide_device_status devices[TIDE_DEVICES_MAX];
 };
 
 /* Where a checkpoint went (tide.v1.CheckpointResponse). */
