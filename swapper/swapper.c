@@ -331,6 +331,8 @@ static struct tide_memory_policy chosen_policy(const struct tide_memory_policy *
     chosen.vars_home = ch->vars_host ? TIDE_VARS_HOME_HOST : TIDE_VARS_HOME_DEVICE;
     if (!ch->recompute && policy->recompute == TIDE_RECOMPUTE_AUTO)
         chosen.recompute = TIDE_RECOMPUTE_OFF;
+    if (ch->no_swap)
+        chosen.swap = TIDE_SWAP_OFF;
     return chosen;
 }
 
@@ -558,12 +560,15 @@ static enum tide_status does_not_fit(struct search *s, const struct working_set 
         const struct tide_node *n = &g->nodes[report->min_budget_node];
         tide_error_set(err, TIDE_DOES_NOT_FIT,
                        "plan needs %" PRIu64 " bytes (%.1f MiB) at best (node \"%s\" (%s) at "
-                       "its peak, in partition %d of %u (of %u nodes), with %s and every "
-                       "feature map swapped), budget is %" PRIu64 " bytes (%.1f MiB)",
+                       "its peak, in partition %d of %u (of %u nodes), with %s and %s), "
+                       "budget is %" PRIu64 " bytes (%.1f MiB)",
                        report->min_budget_bytes, mib(report->min_budget_bytes), n->name,
                        tide_op_info(n->op)->name, n->partition, report->n_partitions,
                        c.partition_size,
                        c.choice.vars_host ? "variables on the host" : "variables on the device",
+                       c.choice.no_swap ? "checkpoint-sqrt: cheap feature maps recomputed, the "
+                                          "rest kept"
+                                        : "every feature map swapped",
                        budget, mib(budget));
     }
     if (err)
