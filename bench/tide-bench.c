@@ -23,7 +23,8 @@
  *   tide-bench eval  --onnx FILE [--output NAME] [--frozen A,B] [--dataset D |
  *                    --test-data X --test-labels Y] [--json]
  *   tide-bench plan  --model M [--depth D] [--batch B] --budget BYTES
- *                    [--partition-size K] [--swap auto|on|off] [--json]
+ *                    [--partition-size K] [--swap auto|on|off]
+ *                    [--policy swap|recompute|checkpoint-sqrt] [--json]
  *                    [--svg FILE] [--png FILE]
  *   tide-bench depth [--budget BYTES] [--batch B] [--width W] [--image-size S] [--json]
  *   tide-bench max   --model M --vary batch|depth|seq|experts --budget BYTES
@@ -150,6 +151,13 @@ static void usage(FILE *out)
             "  --swap auto|on|off       plan: swap policy (default auto, with autotune)\n"
             "  --swap-threshold T       plan: swap when the next use is > T partitions away\n"
             "  --prefetch P             plan: swap in P partitions before the use\n"
+            "  --policy swap|recompute|checkpoint-sqrt\n"
+            "                           plan, train, max, maxbatch: the memory actions (default\n"
+            "                           swap: keep or swap); recompute: also run cheap producers\n"
+            "                           again before far uses, where that moves fewer bytes;\n"
+            "                           checkpoint-sqrt: Chen et al.'s baseline, sqrt(n)-node\n"
+            "                           segments, cheap maps used in a later one recomputed,\n"
+            "                           the rest kept, nothing swapped\n"
             "  --vary SIZE              max: batch, depth, seq or experts (see max above)\n"
             "  --confirm                max, maxbatch: train one step at the automatic plan's\n"
             "                           value (synthetic data) and check its high water <= budget\n"
@@ -341,7 +349,7 @@ static int parse_options(int argc, char **argv, struct bench_options *o)
            O_DATA, O_LABELS, O_TEST_DATA, O_TEST_LABELS, O_SAVE_NPZ,
            O_ONNX, O_OUTPUT, O_LOSS, O_FROZEN, O_SAVE,
            /* the language models */
-           O_D_MODEL, O_HEADS, O_VOCAB, O_EXPERTS, O_CAPACITY, O_DROPOUT };
+           O_D_MODEL, O_HEADS, O_VOCAB, O_EXPERTS, O_CAPACITY, O_DROPOUT, O_POLICY };
     static const struct option longs[] = {
         {"model", required_argument, 0, 'm'},   {"depth", required_argument, 0, O_DEPTH},
         {"width", required_argument, 0, O_WIDTH}, {"image-size", required_argument, 0, O_IMAGE},
@@ -356,6 +364,7 @@ static int parse_options(int argc, char **argv, struct bench_options *o)
         {"partition-size", required_argument, 0, O_PARTITION},
         {"swap", required_argument, 0, O_SWAP}, {"swap-threshold", required_argument, 0, O_THRESHOLD},
         {"prefetch", required_argument, 0, O_PREFETCH},
+        {"policy", required_argument, 0, O_POLICY},
         {"trace", required_argument, 0, O_TRACE},
         {"svg", required_argument, 0, O_SVG},   {"png", required_argument, 0, O_PNG},
         {"help", no_argument, 0, 'h'},
@@ -460,6 +469,17 @@ static int parse_options(int argc, char **argv, struct bench_options *o)
                 return -1;
             }
             o->swap = optarg;
+            break;
+        case O_POLICY:
+            if (strcmp(optarg, "swap") && strcmp(optarg, "recompute") &&
+                strcmp(optarg, "checkpoint-sqrt")) {
+                fprintf(stderr,
+                        "tide-bench: --policy must be swap, recompute or checkpoint-sqrt, got "
+                        "\"%s\"\n",
+                        optarg);
+                return -1;
+            }
+            o->policy = optarg;
             break;
         case O_THRESHOLD:
             if (parse_i64(optarg, "--swap-threshold", 0, &o->swap_threshold))
@@ -936,6 +956,10 @@ struct tide_memory_policy tide_bench_memory_policy(const struct bench_options *o
         p.swap_threshold = (uint32_t)o->swap_threshold;
     if (o->prefetch >= 0)
         p.prefetch_distance = (uint32_t)o->prefetch;
+    if (o->policy && strcmp(o->policy, "recompute") == 0)
+        p.recompute = TIDE_RECOMPUTE_AUTO;
+    else if (o->policy && strcmp(o->policy, "checkpoint-sqrt") == 0)
+        p.recompute = TIDE_RECOMPUTE_CHECKPOINT_SQRT;
     /* An explicit threshold or prefetch means: use these, do not search. */
     if (o->swap_threshold >= 0 || o->prefetch >= 0)
         p.autotune = false;
@@ -992,6 +1016,8 @@ static int print_plan(const struct bench_options *o, const struct tide_plan_repo
            (double)r->swap_in_bytes / mib, (double)r->swap_out_bytes / mib,
            (double)r->fetch_bytes / mib, (double)r->write_back_bytes / mib,
            (double)r->host_bytes / mib);
+    printf("recomputed per step: %.1f MiB, %.3f ms estimated (policy %s)\n",
+           (double)r->recompute_bytes / mib, r->recompute_ms, o->policy ? o->policy : "swap");
     printf("predicted peak %.2f MiB of a %.2f MiB budget: %s\n",
            (double)r->predicted_peak_bytes / mib, (double)r->budget_bytes / mib,
            r->fits ? "fits" : "does NOT fit");
@@ -1019,6 +1045,9 @@ static int print_plan(const struct bench_options *o, const struct tide_plan_repo
     tide_bench_json_set_uint(line, "floor_bytes", r->floor_bytes);
     tide_bench_json_set_string(line, "floor_node", floor_node);
     tide_bench_json_set_uint(line, "host_bytes", r->host_bytes);
+    tide_bench_json_set_string(line, "policy", o->policy ? o->policy : "swap");
+    tide_bench_json_set_uint(line, "recompute_bytes", r->recompute_bytes);
+    tide_bench_json_set_fixed(line, "recompute_ms", r->recompute_ms, 3);
     tide_bench_json_set_uint(line, "swap_threshold", r->chosen.swap_threshold);
     tide_bench_json_set_uint(line, "prefetch_distance", r->chosen.prefetch_distance);
     tide_bench_json_set_uint(line, "trials", r->trials);
