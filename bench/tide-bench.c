@@ -1045,14 +1045,14 @@ static int print_plan(const struct bench_options *o, const struct tide_plan_repo
     tide_bench_json_set_uint(line, "floor_bytes", r->floor_bytes);
     tide_bench_json_set_string(line, "floor_node", floor_node);
     tide_bench_json_set_uint(line, "host_bytes", r->host_bytes);
-    tide_bench_json_set_string(line, "policy", o->policy ? o->policy : "swap");
-    tide_bench_json_set_uint(line, "recompute_bytes", r->recompute_bytes);
-    tide_bench_json_set_fixed(line, "recompute_ms", r->recompute_ms, 3);
     tide_bench_json_set_uint(line, "swap_threshold", r->chosen.swap_threshold);
     tide_bench_json_set_uint(line, "prefetch_distance", r->chosen.prefetch_distance);
     tide_bench_json_set_uint(line, "trials", r->trials);
     tide_bench_json_set_fixed(line, "plan_ms", r->plan_ms, 1);
     tide_bench_json_set_fixed(line, "plan_cpu_ms", r->plan_cpu_ms, 1);
+    tide_bench_json_set_string(line, "policy", o->policy ? o->policy : "swap");
+    tide_bench_json_set_uint(line, "recompute_bytes", r->recompute_bytes);
+    tide_bench_json_set_fixed(line, "recompute_ms", r->recompute_ms, 3);
     return tide_bench_json_print_line(line);
 }
 
