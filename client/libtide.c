@@ -770,6 +770,8 @@ static void plan_from_proto(const Tide__V1__PlanReport *p, struct tide_job_plan_
     copy_text(out->message, sizeof(out->message), p->message);
     out->floor_bytes = p->floor_bytes;
     copy_text(out->floor_node, sizeof(out->floor_node), p->floor_node);
+    out->recompute_bytes = p->recompute_bytes;
+    out->recompute_ms = p->recompute_ms;
     if (!with_partitions || p->n_partitions == 0)
         return;
     out->partitions = calloc(p->n_partitions, sizeof(*out->partitions));
@@ -1024,6 +1026,7 @@ static int spec_to_bytes(tide_client *c, const struct tide_job_spec *spec,
     memory.prefetch_distance = spec->prefetch_distance;
     memory.vars_home = (Tide__V1__VarsHome)spec->vars_home;
     memory.autotune = spec->autotune;
+    memory.recompute = (Tide__V1__RecomputeMode)spec->recompute;
 
     Tide__V1__CheckpointPolicy checkpoint = TIDE__V1__CHECKPOINT_POLICY__INIT;
     checkpoint.every_steps = spec->checkpoint_every;

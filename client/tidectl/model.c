@@ -236,6 +236,7 @@ void tidectl_make_spec(const struct tidectl_options *o, const struct tidectl_mod
     spec->partition_size = o->partition_size;
     spec->swap = o->swap;
     spec->vars_home = o->vars_home;
+    spec->recompute = o->recompute;
     spec->autotune = o->swap == TIDE_JOB_SWAP_AUTO;
     spec->checkpoint_every = o->checkpoint_every;
     spec->resume_from = o->resume;

@@ -124,6 +124,8 @@ void tidectl_json_add_plan(json_object *o, const struct tide_job_plan_report *p,
     tidectl_json_set_uint(o, "host_bytes", p->host_bytes);
     tidectl_json_set_uint(o, "plan_us", p->plan_us);
     tidectl_json_set_string(o, "message", p->message);
+    tidectl_json_set_uint(o, "recompute_bytes", p->recompute_bytes);
+    tidectl_json_set_double(o, "recompute_ms", p->recompute_ms);
     if (!partitions)
         return;
     tidectl_json_set_uint(o, "n_partitions", p->n_partitions);
@@ -244,6 +246,8 @@ void tidectl_print_plan(const struct tide_job_plan_report *p, bool partitions)
            "; swap threshold %" PRIu32 ", prefetch %" PRIu32 "\n",
            p->nodes, p->partition_size, p->swap_threshold, p->prefetch_distance);
     printf("  host memory     %s\n", tidectl_fmt_bytes(p->host_bytes, b1, sizeof(b1)));
+    printf("  recomputed      %s per step, %.3f ms estimated\n",
+           tidectl_fmt_bytes(p->recompute_bytes, b1, sizeof(b1)), p->recompute_ms);
     printf("  planned in      %.1f ms\n", (double)p->plan_us / 1000.0);
     if (!partitions || p->n_partitions == 0)
         return;
