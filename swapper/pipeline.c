@@ -117,8 +117,7 @@ enum tide_status tide__planner_init(struct tide__planner *pl, struct tide_graph 
         n_uses += pl->part.tensors[t].n_uses;
     pl->use_writes = calloc(n_uses + 1, 1);
     if (!pl->workspace || !pl->kinds || !pl->delta || !pl->groups || !pl->input_groups ||
-        !pl->tensor_bytes ||
-        !pl->tensor_aligned || !pl->workspace_at || !pl->use_writes) {
+        !pl->tensor_bytes || !pl->tensor_aligned || !pl->workspace_at || !pl->use_writes) {
         tide__planner_release(pl);
         return tide_error_set(err, TIDE_NOMEM, "swapper: out of memory planning %u nodes", n);
     }
@@ -185,8 +184,8 @@ enum tide_status tide__planner_init_from(struct tide__planner *pl, const struct 
     pl->tensor_aligned = copy_bytes(base->tensor_aligned, n_tensors * sizeof(*pl->tensor_aligned));
     pl->workspace_at = copy_bytes(base->workspace_at, n * sizeof(*pl->workspace_at));
     pl->use_writes = copy_bytes(base->use_writes, n_uses);
-    if (!pl->delta || !pl->groups || !pl->input_groups || !pl->workspace || !pl->kinds || !pl->tensor_bytes ||
-        !pl->tensor_aligned || !pl->workspace_at || !pl->use_writes) {
+    if (!pl->delta || !pl->groups || !pl->input_groups || !pl->workspace || !pl->kinds ||
+        !pl->tensor_bytes || !pl->tensor_aligned || !pl->workspace_at || !pl->use_writes) {
         tide__planner_release(pl);
         return tide_error_set(err, TIDE_NOMEM, "swapper: out of memory planning %zu nodes", n);
     }

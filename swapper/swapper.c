@@ -216,13 +216,12 @@ static bool candidates_push(struct candidates *list, uint32_t planner, uint32_t 
         list->items = items;
         list->cap = cap;
     }
-    list->items[list->n++] =
-        (struct candidate){.choice = {.vars_host = vars_host,
-                                      .var_threshold = var_threshold,
-                                      .swap_threshold = swap_threshold,
-                                      .prefetch = prefetch},
-                           .planner = planner,
-                           .partition_size = partition_size};
+    list->items[list->n++] = (struct candidate){.choice = {.vars_host = vars_host,
+                                                           .var_threshold = var_threshold,
+                                                           .swap_threshold = swap_threshold,
+                                                           .prefetch = prefetch},
+                                                .planner = planner,
+                                                .partition_size = partition_size};
     return true;
 }
 
@@ -473,9 +472,8 @@ static enum tide_status smallest(struct search *s, struct tide_error *err)
         tide__estimate(&s->planners[c->planner], &c->choice, &c->estimate);
         s->report->trials++;
     }
-    for (uint32_t i = 0; s->policy->recompute != TIDE_RECOMPUTE_CHECKPOINT_SQRT &&
-                         i < s->n_planners;
-         i++) {
+    for (uint32_t i = 0;
+         s->policy->recompute != TIDE_RECOMPUTE_CHECKPOINT_SQRT && i < s->n_planners; i++) {
         for (int h = 0; h < 4; h++) {
             if (!homes[h % 2] || h / 2 >= recompute)
                 continue;

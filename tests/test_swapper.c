@@ -1434,8 +1434,8 @@ static void test_recompute_plans_fit(void **state)
                           ", partition size %u, recomputed %" PRIu64 " bytes (%.3f ms), swapped "
                           "out %" PRIu64 "\n",
                           m ? "checkpoint-sqrt" : "auto", budgets[b],
-                          plan.report.predicted_peak_bytes, plan.report.chosen.partition_size,
-                          made, plan.report.recompute_ms, plan.report.swap_out_bytes);
+                          plan.report.predicted_peak_bytes, plan.report.chosen.partition_size, made,
+                          plan.report.recompute_ms, plan.report.swap_out_bytes);
             tide_memory_plan_release(&plan);
             tide_graph_free(h);
         }
