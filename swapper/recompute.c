@@ -40,6 +40,10 @@
  *    below), at most MAX_DEPTH producers back: ResNet's Relu reads a
  *    BatchNorm output nothing keeps, which is made again from the
  *    convolution output that BatchNormGrad loads anyway.
+ * And it must be worth it: the copies' estimated time on the compute stream
+ * (tide_recompute_cost_ms) below the SwapIn's (tide_swap_cost_ms), under
+ * the planner's device rates (tide_plan_env.rates).
+ *
  * Whether an input is swapped or recomputed does not matter to the test, so
  * a claim never depends on another tensor's claim and the simulation stays
  * linear. The producer must have one output and no workspace. The copy adds
@@ -288,6 +292,12 @@ static bool recompute_claims(const struct tide__action_tensor *t)
     struct chain c;
     for (uint32_t g = 1; g < t->n_groups; g++) {
         if (!chain_of(t, g, &c))
+            return false;
+        /* Worth it only where running the chain again beats copying the tensor in. */
+        double ms = tide_recompute_cost_ms(pl->graph, &pl->graph->nodes[id], pl->env->rates);
+        for (uint32_t i = 0; i < c.n; i++)
+            ms += tide_recompute_cost_ms(pl->graph, &pl->graph->nodes[c.nodes[i]], pl->env->rates);
+        if (ms >= tide_swap_cost_ms(t->bytes, pl->env->rates))
             return false;
     }
     return true;

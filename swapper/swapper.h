@@ -142,6 +142,21 @@ struct tide_memory_policy {
 /* partition_size 0 (auto), swap auto, threshold 1, prefetch 1, vars auto, autotune on. */
 struct tide_memory_policy tide_memory_policy_default(void);
 
+/*
+ * What the cost of a memory action is measured against: host<->device copy
+ * bandwidth, device memory bandwidth and compute throughput. A device
+ * profile (measured, or a GPU's published figures) fills one; NULL where a
+ * function takes one means TIDE_DEVICE_RATES_DEFAULT, a PCIe 4 GPU's order
+ * of magnitude.
+ */
+struct tide_device_rates {
+    double copy_bytes_per_s;   /* host <-> device, one way */
+    double memory_bytes_per_s; /* device memory, read + write */
+    double flops_per_s;        /* float32, element-wise work */
+};
+
+#define TIDE_DEVICE_RATES_DEFAULT ((struct tide_device_rates){25e9, 2e12, 50e12})
+
 /* What the passes need from the backend. */
 struct tide_plan_env {
     uint64_t alignment; /* 0: 256 */
@@ -149,6 +164,13 @@ struct tide_plan_env {
                                 const struct tide_node *node);
     void *workspace_ctx;
     const uint8_t *pinned; /* per node id of the input graph (fetches); may be NULL */
+    /*
+     * What recomputing and copying cost on the device: RECOMPUTE takes a far
+     * group only where running its copies again costs less time than
+     * swapping it in (tide_recompute_cost_ms against tide_swap_cost_ms).
+     * NULL: TIDE_DEVICE_RATES_DEFAULT.
+     */
+    const struct tide_device_rates *rates;
 };
 
 struct tide_partition_report {
@@ -213,20 +235,6 @@ struct tide_memory_plan {
     struct tide_plan_report report;
 };
 
-/*
- * What the cost of a memory action is measured against: host<->device copy
- * bandwidth, device memory bandwidth and compute throughput. A device
- * profile (measured, or a GPU's published figures) fills one; NULL where a
- * function takes one means TIDE_DEVICE_RATES_DEFAULT, a PCIe 4 GPU's order
- * of magnitude.
- */
-struct tide_device_rates {
-    double copy_bytes_per_s;   /* host <-> device, one way */
-    double memory_bytes_per_s; /* device memory, read + write */
-    double flops_per_s;        /* float32, element-wise work */
-};
-
-#define TIDE_DEVICE_RATES_DEFAULT ((struct tide_device_rates){25e9, 2e12, 50e12})
 
 /*
  * Estimated milliseconds of running node (a kernel of graph) once on the

@@ -1257,6 +1257,7 @@ static void test_recompute_estimate_is_exact(void **state)
  * partition where SWAP would load it (prefetch partitions before its
  * group's first use at most), after its chain's copies, if any, in the same
  * partition; and the original is read by nothing after its production group.
+ * Where copies cost nothing, RECOMPUTE takes nothing.
  */
 static void test_recompute_rewrite(void **state)
 {
@@ -1350,6 +1351,24 @@ static void test_recompute_rewrite(void **state)
     assert_int_equal(moved.actions[TIDE__ACTION_RECOMPUTE].to_host, 0);
     assert_int_equal(moved.actions[TIDE__ACTION_RECOMPUTE].to_device, 0);
     assert_true(moved.actions[TIDE__ACTION_RECOMPUTE].remade > 0);
+
+    /*
+     * On a device whose copies cost nothing against its compute (a byte
+     * copied as fast as a thousand are read), nothing is worth recomputing.
+     */
+    struct tide_device_rates free_copies = {1e18, 1e9, 1e9};
+    struct tide_plan_env fast = env;
+    fast.rates = &free_copies;
+    struct tide__planner fast_pl;
+    assert_int_equal(tide__planner_init(&fast_pl, g, 4, &fast, &err), TIDE_OK);
+    for (uint32_t t = 0; t < fast_pl.part.n_tensors; t++) {
+        if (fast_pl.kinds[t] != TIDE__TENSOR_FEATURE)
+            continue;
+        struct tide__action_tensor at;
+        tide__action_tensor_init(&at, &fast_pl, &c, t, groups);
+        assert_int_not_equal(tide__action_pick(&at), TIDE__ACTION_RECOMPUTE);
+    }
+    tide__planner_release(&fast_pl);
     /* The original tensors of taken maps: read by their production group only. */
     for (uint32_t t = 0; t < pl.part.n_tensors; t++) {
         if (!taken[t])
