@@ -235,7 +235,6 @@ struct tide_memory_plan {
     struct tide_plan_report report;
 };
 
-
 /*
  * Estimated milliseconds of running node (a kernel of graph) once on the
  * compute stream: the bytes it reads and writes against memory bandwidth
