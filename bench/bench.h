@@ -38,6 +38,7 @@ struct bench_options {
     /* plan and depth */
     uint32_t partition_size;
     const char *swap;
+    const char *policy;     /* --policy swap|recompute|checkpoint-sqrt; NULL: swap */
     int64_t swap_threshold; /* -1: the policy default */
     int64_t prefetch;       /* -1: the policy default */
     /* plan and train: the memory picture (picture/picture.h), NULL: none */

@@ -306,6 +306,7 @@ static int run(const struct bench_options *o, const char *command, bool legacy)
 
     struct bench_options off = *o;
     off.swap = "off";
+    off.policy = NULL; /* the baseline: swap off is keep only, whatever --policy says */
     s.policy = tide_bench_memory_policy(&off);
     int64_t off_value = largest(&s, command, "swap off (as plan --swap off)");
     struct bench_options automatic = *o;

@@ -24,7 +24,7 @@
  *                    --test-data X --test-labels Y] [--json]
  *   tide-bench plan  --model M [--depth D] [--batch B] --budget BYTES
  *                    [--partition-size K] [--swap auto|on|off] [--device-profile NAME]
- *                    [--host-budget BYTES] [--json]
+ *                    [--host-budget BYTES] [--policy swap|recompute|checkpoint-sqrt] [--json]
  *                    [--svg FILE] [--png FILE]
  *   tide-bench depth [--budget BYTES] [--batch B] [--width W] [--image-size S] [--json]
  *   tide-bench max   --model M --vary batch|depth|seq|experts --budget BYTES
@@ -164,6 +164,13 @@ static void usage(FILE *out)
             "                           predicted step time; plan prints predicted_step_ms\n"
             "  --host-budget BYTES      host memory a plan may use (host-homed variables, swap\n"
             "                           slots, staging); default 80 %% of RAM, 0: no limit\n"
+            "  --policy swap|recompute|checkpoint-sqrt\n"
+            "                           plan, train, max, maxbatch: the memory actions (default\n"
+            "                           swap: keep or swap); recompute: also run cheap producers\n"
+            "                           again before far uses, where that moves fewer bytes;\n"
+            "                           checkpoint-sqrt: Chen et al.'s baseline, sqrt(n)-node\n"
+            "                           segments, cheap maps used in a later one recomputed,\n"
+            "                           the rest kept, nothing swapped\n"
             "  --vary SIZE              max: batch, depth, seq or experts (see max above)\n"
             "  --confirm                max, maxbatch: train one step at the automatic plan's\n"
             "                           value (synthetic data) and check its high water <= budget\n"
@@ -356,7 +363,7 @@ static int parse_options(int argc, char **argv, struct bench_options *o)
            O_ONNX, O_OUTPUT, O_LOSS, O_FROZEN, O_SAVE,
            /* the language models */
            O_D_MODEL, O_HEADS, O_VOCAB, O_EXPERTS, O_CAPACITY, O_DROPOUT,
-           O_DEVICE_PROFILE, O_HOST_BUDGET };
+           O_DEVICE_PROFILE, O_HOST_BUDGET, O_POLICY };
     static const struct option longs[] = {
         {"model", required_argument, 0, 'm'},   {"depth", required_argument, 0, O_DEPTH},
         {"width", required_argument, 0, O_WIDTH}, {"image-size", required_argument, 0, O_IMAGE},
@@ -373,6 +380,7 @@ static int parse_options(int argc, char **argv, struct bench_options *o)
         {"prefetch", required_argument, 0, O_PREFETCH},
         {"device-profile", required_argument, 0, O_DEVICE_PROFILE},
         {"host-budget", required_argument, 0, O_HOST_BUDGET},
+        {"policy", required_argument, 0, O_POLICY},
         {"trace", required_argument, 0, O_TRACE},
         {"svg", required_argument, 0, O_SVG},   {"png", required_argument, 0, O_PNG},
         {"help", no_argument, 0, 'h'},
@@ -491,6 +499,17 @@ static int parse_options(int argc, char **argv, struct bench_options *o)
                 return -1;
             }
             o->swap = optarg;
+            break;
+        case O_POLICY:
+            if (strcmp(optarg, "swap") && strcmp(optarg, "recompute") &&
+                strcmp(optarg, "checkpoint-sqrt")) {
+                fprintf(stderr,
+                        "tide-bench: --policy must be swap, recompute or checkpoint-sqrt, got "
+                        "\"%s\"\n",
+                        optarg);
+                return -1;
+            }
+            o->policy = optarg;
             break;
         case O_THRESHOLD:
             if (parse_i64(optarg, "--swap-threshold", 0, &o->swap_threshold))
@@ -969,6 +988,10 @@ struct tide_memory_policy tide_bench_memory_policy(const struct bench_options *o
         p.swap_threshold = (uint32_t)o->swap_threshold;
     if (o->prefetch >= 0)
         p.prefetch_distance = (uint32_t)o->prefetch;
+    if (o->policy && strcmp(o->policy, "recompute") == 0)
+        p.recompute = TIDE_RECOMPUTE_AUTO;
+    else if (o->policy && strcmp(o->policy, "checkpoint-sqrt") == 0)
+        p.recompute = TIDE_RECOMPUTE_CHECKPOINT_SQRT;
     /* An explicit threshold or prefetch means: use these, do not search. */
     if (o->swap_threshold >= 0 || o->prefetch >= 0)
         p.autotune = false;
@@ -1025,6 +1048,8 @@ static int print_plan(const struct bench_options *o, const struct tide_plan_repo
            (double)r->swap_in_bytes / mib, (double)r->swap_out_bytes / mib,
            (double)r->fetch_bytes / mib, (double)r->write_back_bytes / mib,
            (double)r->host_bytes / mib);
+    printf("recomputed per step: %.1f MiB, %.3f ms estimated (policy %s)\n",
+           (double)r->recompute_bytes / mib, r->recompute_ms, o->policy ? o->policy : "swap");
     printf("predicted peak %.2f MiB of a %.2f MiB budget: %s\n",
            (double)r->predicted_peak_bytes / mib, (double)r->budget_bytes / mib,
            r->fits ? "fits" : "does NOT fit");
@@ -1067,6 +1092,9 @@ static int print_plan(const struct bench_options *o, const struct tide_plan_repo
     tide_bench_json_set_uint(line, "trials", r->trials);
     tide_bench_json_set_fixed(line, "plan_ms", r->plan_ms, 1);
     tide_bench_json_set_fixed(line, "plan_cpu_ms", r->plan_cpu_ms, 1);
+    tide_bench_json_set_string(line, "policy", o->policy ? o->policy : "swap");
+    tide_bench_json_set_uint(line, "recompute_bytes", r->recompute_bytes);
+    tide_bench_json_set_fixed(line, "recompute_ms", r->recompute_ms, 3);
     return tide_bench_json_print_line(line);
 }
 

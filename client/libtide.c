@@ -776,6 +776,8 @@ static void plan_from_proto(const Tide__V1__PlanReport *p, struct tide_job_plan_
     out->predicted_stall_ms = p->predicted_stall_ms;
     copy_text(out->device_profile, sizeof(out->device_profile), p->device_profile);
     out->host_budget_bytes = p->host_budget_bytes;
+    out->recompute_bytes = p->recompute_bytes;
+    out->recompute_ms = p->recompute_ms;
     if (!with_partitions || p->n_partitions == 0)
         return;
     out->partitions = calloc(p->n_partitions, sizeof(*out->partitions));
@@ -1034,6 +1036,7 @@ static int spec_to_bytes(tide_client *c, const struct tide_job_spec *spec,
     memory.prefetch_distance = spec->prefetch_distance;
     memory.vars_home = (Tide__V1__VarsHome)spec->vars_home;
     memory.autotune = spec->autotune;
+    memory.recompute = (Tide__V1__RecomputeMode)spec->recompute;
 
     Tide__V1__CheckpointPolicy checkpoint = TIDE__V1__CHECKPOINT_POLICY__INIT;
     checkpoint.every_steps = spec->checkpoint_every;

@@ -207,6 +207,8 @@ Tide__V1__PlanReport *tided_spec_plan_report(const struct tide_plan_report *r,
     p->predicted_stall_ms = r->predicted_stall_ms;
     p->device_profile = xstrdup(r->profile);
     p->host_budget_bytes = r->host_budget_bytes;
+    p->recompute_bytes = r->recompute_bytes;
+    p->recompute_ms = r->recompute_ms;
     p->swap_in_bytes = r->swap_in_bytes;
     p->swap_out_bytes = r->swap_out_bytes;
     p->fetch_bytes = r->fetch_bytes;
@@ -326,6 +328,12 @@ enum tide_status tided_spec_setup(const Tide__V1__JobSpec *spec, uint64_t budget
                                   "memory.vars_home: unknown value %d (want VARS_HOME_AUTO, "
                                   "VARS_HOME_HOST or VARS_HOME_DEVICE)",
                                   (int)m->vars_home);
+        if ((unsigned)m->recompute > 2)
+            return tide_error_set(err, TIDE_INVALID,
+                                  "memory.recompute: unknown mode %d (want RECOMPUTE_OFF, "
+                                  "RECOMPUTE_AUTO or RECOMPUTE_CHECKPOINT_SQRT)",
+                                  (int)m->recompute);
+        s->policy.recompute = (enum tide_recompute_mode)m->recompute;
         if (m->partition_size)
             s->policy.partition_size = m->partition_size;
         s->policy.swap = (enum tide_swap_mode)m->swap;

@@ -241,7 +241,8 @@ struct tide_node {
     /* Annotations of the compile passes. */
     int32_t partition; /* -1 until partitioned */
     uint8_t stream;    /* enum tide_stream_id */
-    uint32_t subject;  /* memory ops: the node whose output they move; else TIDE_NO_NODE */
+    uint32_t subject;  /* memory ops: the node whose output they move; recompute copies: the node
+                          they run again (swapper/recompute.c); else TIDE_NO_NODE */
 };
 
 struct tide_graph {

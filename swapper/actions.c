@@ -86,6 +86,18 @@ enum tide__action_id tide__action_pick(const struct tide__action_tensor *t)
     return TIDE__ACTION_KEEP;
 }
 
+void tide__action_rewire(struct tide_graph *graph, const struct tide_tensor_life *life,
+                         const struct tide_use_group *g, struct tide_edge from, struct tide_edge to)
+{
+    for (uint32_t u = g->first; u < g->first + g->n_uses; u++) {
+        struct tide_node *node = &graph->nodes[life->uses[u]];
+        for (uint32_t i = 0; i < node->n_inputs; i++) {
+            if (node->inputs[i].node == from.node && node->inputs[i].output == from.output)
+                node->inputs[i] = to;
+        }
+    }
+}
+
 const struct tide_tensor_life *tide__action_input_life(const struct tide__action_tensor *t,
                                                        uint32_t i)
 {

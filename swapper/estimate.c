@@ -27,7 +27,11 @@
  * The largest sum over keys is the most bytes the plan holds at once; at
  * that point its regions are pairwise disjoint in memplan's arena, so it
  * bounds memplan's peak from below, and the search uses it to discard a
- * choice without building it (tests check it against memplan).
+ * choice without building it (tests check it against memplan). One
+ * exception: the links of a recompute chain (recompute.c) live one after
+ * the other at one key and are counted at once, so a choice that
+ * recomputes in chains may be overestimated by their bytes (and skipped
+ * where it would just fit).
  */
 #include "swapper/swapper-impl.h"
 

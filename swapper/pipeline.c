@@ -108,6 +108,7 @@ enum tide_status tide__planner_init(struct tide__planner *pl, struct tide_graph 
     pl->kinds = malloc((size_t)pl->part.n_tensors + 1);
     pl->delta = malloc(((size_t)n * 4 + 4) * sizeof(*pl->delta));
     pl->groups = malloc(((size_t)most_uses + 1) * sizeof(*pl->groups));
+    pl->input_groups = malloc(((size_t)most_uses + 1) * sizeof(*pl->input_groups));
     pl->tensor_bytes = malloc(((size_t)pl->part.n_tensors + 1) * sizeof(*pl->tensor_bytes));
     pl->tensor_aligned = malloc(((size_t)pl->part.n_tensors + 1) * sizeof(*pl->tensor_aligned));
     pl->workspace_at = malloc(((size_t)n + 1) * sizeof(*pl->workspace_at));
@@ -115,8 +116,8 @@ enum tide_status tide__planner_init(struct tide__planner *pl, struct tide_graph 
     for (uint32_t t = 0; t < pl->part.n_tensors; t++)
         n_uses += pl->part.tensors[t].n_uses;
     pl->use_writes = calloc(n_uses + 1, 1);
-    if (!pl->workspace || !pl->kinds || !pl->delta || !pl->groups || !pl->tensor_bytes ||
-        !pl->tensor_aligned || !pl->workspace_at || !pl->use_writes) {
+    if (!pl->workspace || !pl->kinds || !pl->delta || !pl->groups || !pl->input_groups ||
+        !pl->tensor_bytes || !pl->tensor_aligned || !pl->workspace_at || !pl->use_writes) {
         tide__planner_release(pl);
         return tide_error_set(err, TIDE_NOMEM, "swapper: out of memory planning %u nodes", n);
     }
@@ -176,14 +177,15 @@ enum tide_status tide__planner_init_from(struct tide__planner *pl, const struct 
     }
     pl->delta = malloc((n * 4 + 4) * sizeof(*pl->delta));
     pl->groups = malloc((most_uses + 1) * sizeof(*pl->groups));
+    pl->input_groups = malloc((most_uses + 1) * sizeof(*pl->input_groups));
     pl->workspace = copy_bytes(base->workspace, n * sizeof(*pl->workspace));
     pl->kinds = copy_bytes(base->kinds, n_tensors);
     pl->tensor_bytes = copy_bytes(base->tensor_bytes, n_tensors * sizeof(*pl->tensor_bytes));
     pl->tensor_aligned = copy_bytes(base->tensor_aligned, n_tensors * sizeof(*pl->tensor_aligned));
     pl->workspace_at = copy_bytes(base->workspace_at, n * sizeof(*pl->workspace_at));
     pl->use_writes = copy_bytes(base->use_writes, n_uses);
-    if (!pl->delta || !pl->groups || !pl->workspace || !pl->kinds || !pl->tensor_bytes ||
-        !pl->tensor_aligned || !pl->workspace_at || !pl->use_writes) {
+    if (!pl->delta || !pl->groups || !pl->input_groups || !pl->workspace || !pl->kinds ||
+        !pl->tensor_bytes || !pl->tensor_aligned || !pl->workspace_at || !pl->use_writes) {
         tide__planner_release(pl);
         return tide_error_set(err, TIDE_NOMEM, "swapper: out of memory planning %zu nodes", n);
     }
@@ -206,6 +208,7 @@ void tide__planner_release(struct tide__planner *pl)
     free(pl->kinds);
     free(pl->delta);
     free(pl->groups);
+    free(pl->input_groups);
     free(pl->tensor_bytes);
     free(pl->tensor_aligned);
     free(pl->workspace_at);
@@ -477,6 +480,8 @@ enum tide_status tide__report_fill(const struct tide__planner *pl, const struct 
     report->predicted_peak_bytes = plan->peak_bytes;
     report->swap_in_bytes = report->swap_out_bytes = 0;
     report->fetch_bytes = report->write_back_bytes = report->host_bytes = 0;
+    report->recompute_bytes = 0;
+    report->recompute_ms = 0;
     for (uint32_t i = 0; i < n_parts; i++)
         report->partitions[i].peak_node = TIDE_NO_NODE;
 
@@ -492,6 +497,12 @@ enum tide_status tide__report_fill(const struct tide__planner *pl, const struct 
         }
         part->nodes++;
         uint64_t bytes = node->n_inputs ? tide_graph_input(graph, node, 0)->nbytes : 0;
+        if (v >= pl->n_original && !(tide_op_info(node->op)->flags & TIDE_OP_F_MEMORY)) {
+            /* A recomputed copy (recompute.c). */
+            for (uint32_t k = 0; k < node->n_outputs; k++)
+                report->recompute_bytes += node->outputs[k].nbytes;
+            report->recompute_ms += tide_recompute_cost_ms(graph, node, NULL);
+        }
         switch (node->op) {
         case TIDE_OP_FETCH:
             part->fetch_bytes += bytes;

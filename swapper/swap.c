@@ -20,27 +20,15 @@
  * Only feature maps move (tide__tensor_kind FEATURE): not Variables or
  * Consts (placement's), not outputs of memory ops, not what the caller
  * pinned, not a tensor an update writes in place, not an empty tensor. SWAP
- * claims every feature map with a far group; the driver (actions.c) offers
- * it only feature maps.
+ * claims every feature map with a far group (unless the choice forbids
+ * swapping: checkpoint-sqrt keeps what it does not recompute); the driver
+ * (actions.c) offers it only feature maps.
  */
 #include "swapper/swapper-impl.h"
 
-/* Points the uses of group g at the SwapIn output instead of the original tensor. */
-static void rewire(struct tide_graph *graph, const struct tide_tensor_life *life,
-                   const struct tide_use_group *g, struct tide_edge from, uint32_t to)
-{
-    for (uint32_t u = g->first; u < g->first + g->n_uses; u++) {
-        struct tide_node *node = &graph->nodes[life->uses[u]];
-        for (uint32_t i = 0; i < node->n_inputs; i++) {
-            if (node->inputs[i].node == from.node && node->inputs[i].output == from.output)
-                node->inputs[i] = (struct tide_edge){to, 0};
-        }
-    }
-}
-
 static bool swap_claims(const struct tide__action_tensor *t)
 {
-    return t->n_groups >= 2;
+    return t->n_groups >= 2 && !t->choice->no_swap;
 }
 
 /*
@@ -97,7 +85,7 @@ static enum tide_status swap_rewrite(const struct tide__action_tensor *t, struct
                                             tide_place_key_before(load * p->partition_size), err);
         if (st != TIDE_OK)
             return st;
-        rewire(graph, life, &t->groups[g], tensor, swap_in);
+        tide__action_rewire(graph, life, &t->groups[g], tensor, (struct tide_edge){swap_in, 0});
         cost->to_device += t->bytes;
     }
     return TIDE_OK;

@@ -6,6 +6,7 @@
  *   actions.c   the action table, and the driver that gives every feature
  *               map to the first action that claims it (KEEP: stay put)
  *   swap.c      the SWAP action: SwapOut and SwapIn for far uses of feature maps
+ *   recompute.c the RECOMPUTE action: a cheap producer run again before far uses
  *   pipeline.c  one policy applied to a graph: placement, swap, the final
  *               order, streams and homes, memplan; and the report
  *   estimate.c  the same policy simulated without touching a graph: the
@@ -43,6 +44,8 @@ struct tide__choice {
     uint32_t swap_threshold; /* splits feature maps' uses into near and far groups, which a
                                 memory action (swap) may take; TIDE__NEVER: none is far */
     uint32_t prefetch;
+    bool recompute; /* the RECOMPUTE action may take far groups of cheap tensors (recompute.c) */
+    bool no_swap;   /* SWAP takes nothing: a far group not recomputed is kept (checkpoint-sqrt) */
 };
 
 /* Memory actions, generated from actions.def: TIDE__ACTION_KEEP, TIDE__ACTION_SWAP, ... */
@@ -114,6 +117,11 @@ struct tide__planner {
     /* Scratch of tide__estimate. */
     int64_t *delta; /* 4 * n_original + 4 keys */
     struct tide_use_group *groups;
+    /*
+     * Scratch of the RECOMPUTE action's claims (recompute.c), which splits
+     * the uses of a producer's inputs while groups holds the tensor's own.
+     */
+    struct tide_use_group *input_groups;
 };
 
 /*
@@ -294,6 +302,14 @@ enum tide__action_id tide__action_pick(const struct tide__action_tensor *t);
  */
 const struct tide_tensor_life *tide__action_input_life(const struct tide__action_tensor *t,
                                                        uint32_t i);
+
+/*
+ * Points the uses of group g of life that read from at to instead (a SwapIn's
+ * or a recomputed copy's output).
+ */
+void tide__action_rewire(struct tide_graph *graph, const struct tide_tensor_life *life,
+                         const struct tide_use_group *g, struct tide_edge from,
+                         struct tide_edge to);
 
 /*
  * The memory actions on graph (the planner's or a clone, placement already

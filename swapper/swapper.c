@@ -227,10 +227,12 @@ static bool candidates_push(struct candidates *list, uint32_t planner, uint32_t 
         list->items = items;
         list->cap = cap;
     }
-    list->items[list->n++] =
-        (struct candidate){.choice = {vars_host, var_threshold, swap_threshold, prefetch},
-                           .planner = planner,
-                           .partition_size = partition_size};
+    list->items[list->n++] = (struct candidate){.choice = {.vars_host = vars_host,
+                                                           .var_threshold = var_threshold,
+                                                           .swap_threshold = swap_threshold,
+                                                           .prefetch = prefetch},
+                                                .planner = planner,
+                                                .partition_size = partition_size};
     return true;
 }
 
@@ -289,6 +291,17 @@ static bool make_candidates(const struct tide__planner *pl, uint32_t planner,
     uint32_t t = policy->swap_threshold, pf = policy->prefetch_distance;
     uint32_t size = pl->part.partition_size;
     bool ok = true;
+    if (policy->recompute == TIDE_RECOMPUTE_CHECKPOINT_SQRT) {
+        /* Every use in a later partition is far; far cheap maps are made again, the rest kept. */
+        for (int h = 0; h < 2 && ok; h++) {
+            if (!homes[h])
+                continue;
+            ok = candidates_push(list, planner, size, h == 1, 0, 0, 0);
+            list->items[list->n - 1].choice.recompute = ok;
+            list->items[list->n - 1].choice.no_swap = ok;
+        }
+        return ok;
+    }
     if (policy->swap == TIDE_SWAP_AUTO && policy->autotune && policy->budget_bytes > 0) {
         /* Thresholds past the last partition all mean "one group": one of them will do. */
         uint32_t n_parts = pl->part.n_partitions;
@@ -329,6 +342,10 @@ static struct tide_memory_policy chosen_policy(const struct tide_memory_policy *
         ch->swap_threshold == TIDE__NEVER ? ch->var_threshold : ch->swap_threshold;
     chosen.prefetch_distance = ch->prefetch;
     chosen.vars_home = ch->vars_host ? TIDE_VARS_HOME_HOST : TIDE_VARS_HOME_DEVICE;
+    if (!ch->recompute && policy->recompute == TIDE_RECOMPUTE_AUTO)
+        chosen.recompute = TIDE_RECOMPUTE_OFF;
+    if (ch->no_swap)
+        chosen.swap = TIDE_SWAP_OFF;
     return chosen;
 }
 
@@ -473,14 +490,27 @@ static enum tide_status smallest(struct search *s, struct tide_error *err)
         return st;
     bool homes[2];
     vars_homes(s->policy, homes);
-    struct candidate aggressive[2 * MAX_PLANNERS];
+    struct candidate aggressive[4 * MAX_PLANNERS];
     uint32_t n = 0;
-    for (uint32_t i = 0; i < s->n_planners; i++) {
-        for (int h = 0; h < 2; h++) {
-            if (!homes[h])
+    int recompute = s->policy->recompute == TIDE_RECOMPUTE_AUTO ? 2 : 1;
+    /* Checkpoint-sqrt has one plan per vars home: its candidates are the aggressive ones. */
+    bool checkpoint = s->policy->recompute == TIDE_RECOMPUTE_CHECKPOINT_SQRT;
+    if (checkpoint && s->list.n == 0 && !make_candidates(&s->planners[0], 0, s->policy, &s->list))
+        return tide_error_set(err, TIDE_NOMEM, "swapper: out of memory");
+    for (uint32_t i = 0; s->policy->recompute == TIDE_RECOMPUTE_CHECKPOINT_SQRT && i < s->list.n;
+         i++) {
+        struct candidate *c = &aggressive[n++];
+        *c = s->list.items[i];
+        tide__estimate(&s->planners[c->planner], &c->choice, &c->estimate);
+        s->report->trials++;
+    }
+    for (uint32_t i = 0;
+         s->policy->recompute != TIDE_RECOMPUTE_CHECKPOINT_SQRT && i < s->n_planners; i++) {
+        for (int h = 0; h < 4; h++) {
+            if (!homes[h % 2] || h / 2 >= recompute)
                 continue;
             struct candidate *c = &aggressive[n++];
-            *c = (struct candidate){.choice = {h == 1, 0, 0, 0},
+            *c = (struct candidate){.choice = {.vars_host = h % 2 == 1, .recompute = h / 2 == 1},
                                     .planner = i,
                                     .partition_size = s->sizes[i]};
             tide__estimate(&s->planners[i], &c->choice, &c->estimate);
@@ -562,12 +592,15 @@ static enum tide_status does_not_fit(struct search *s, const struct working_set 
         const struct tide_node *n = &g->nodes[report->min_budget_node];
         tide_error_set(err, TIDE_DOES_NOT_FIT,
                        "plan needs %" PRIu64 " bytes (%.1f MiB) at best (node \"%s\" (%s) at "
-                       "its peak, in partition %d of %u (of %u nodes), with %s and every "
-                       "feature map swapped), budget is %" PRIu64 " bytes (%.1f MiB)",
+                       "its peak, in partition %d of %u (of %u nodes), with %s and %s), "
+                       "budget is %" PRIu64 " bytes (%.1f MiB)",
                        report->min_budget_bytes, mib(report->min_budget_bytes), n->name,
                        tide_op_info(n->op)->name, n->partition, report->n_partitions,
                        c.partition_size,
                        c.choice.vars_host ? "variables on the host" : "variables on the device",
+                       c.choice.no_swap ? "checkpoint-sqrt: cheap feature maps recomputed, the "
+                                          "rest kept"
+                                        : "every feature map swapped",
                        budget, mib(budget));
     }
     if (err)
@@ -603,6 +636,7 @@ static bool repeats_a_failure(const struct candidates *list, uint32_t i)
         const struct candidate *d = &list->items[j];
         if (d->built && d->planner == c->planner && d->choice.vars_host == c->choice.vars_host &&
             d->choice.prefetch == c->choice.prefetch &&
+            d->choice.recompute == c->choice.recompute &&
             d->estimate.live_bytes == c->estimate.live_bytes &&
             memcmp(&d->estimate.moved, &c->estimate.moved, sizeof(c->estimate.moved)) == 0)
             return true;
@@ -722,6 +756,12 @@ static enum tide_status check_policy(const struct tide_memory_policy *p, struct 
                               "memory policy: vars_home is %d; want auto (0), host (1) or "
                               "device (2)",
                               (int)p->vars_home);
+    if (p->recompute != TIDE_RECOMPUTE_OFF && p->recompute != TIDE_RECOMPUTE_AUTO &&
+        p->recompute != TIDE_RECOMPUTE_CHECKPOINT_SQRT)
+        return tide_error_set(err, TIDE_INVALID,
+                              "memory policy: recompute is %d; want off (0), auto (1) or "
+                              "checkpoint-sqrt (2)",
+                              (int)p->recompute);
     return TIDE_OK;
 }
 
@@ -820,6 +860,40 @@ static void rank_by_time(struct search *s)
     }
 }
 
+/*
+ * Recompute allowed: every candidate that splits feature maps comes also
+ * with the RECOMPUTE action on, first (without autotune the list's order is
+ * the order of preference; with it, the ranking decides: fewer bytes moved
+ * wins, and a recompute moves none).
+ */
+static bool with_recompute(struct candidates *list)
+{
+    uint32_t n = list->n;
+    for (uint32_t i = 0; i < n; i++) {
+        if (list->items[i].choice.swap_threshold == TIDE__NEVER)
+            continue;
+        if (!candidates_push(list, 0, 0, false, 0, 0, 0))
+            return false;
+        struct candidate copy = list->items[i];
+        copy.choice.recompute = true;
+        copy.estimated = copy.built = false;
+        list->items[list->n - 1] = copy;
+    }
+    /* Each recomputing copy ahead of its original, in the original order. */
+    struct candidate *sorted = malloc(((size_t)list->n + 1) * sizeof(*sorted));
+    if (!sorted)
+        return false;
+    uint32_t k = 0, extra = n;
+    for (uint32_t i = 0; i < n; i++) {
+        if (list->items[i].choice.swap_threshold != TIDE__NEVER)
+            sorted[k++] = list->items[extra++];
+        sorted[k++] = list->items[i];
+    }
+    memcpy(list->items, sorted, (size_t)k * sizeof(*sorted));
+    free(sorted);
+    return true;
+}
+
 /* Estimates, orders and tries the candidates; *chosen, *found and *fit as choose() sets them. */
 static enum tide_status search(struct search *s, struct candidate *chosen, bool *found,
                                struct trial *fit, struct tide_error *err)
@@ -861,6 +935,8 @@ static enum tide_status search(struct search *s, struct candidate *chosen, bool 
                 return tide_error_set(err, TIDE_NOMEM, "swapper: out of memory");
         }
     }
+    if (policy->recompute == TIDE_RECOMPUTE_AUTO && !with_recompute(list))
+        return tide_error_set(err, TIDE_NOMEM, "swapper: out of memory");
     for (uint32_t i = 0; i < list->n; i++) {
         struct candidate *c = &list->items[i];
         if (!c->estimated) {
@@ -890,9 +966,17 @@ static enum tide_status plan(struct tide_graph *graph, const struct tide_memory_
 
     struct search s = {.graph = graph, .env = env, .policy = policy, .budget = budget,
                        .report = report};
+    bool checkpoint = policy->recompute == TIDE_RECOMPUTE_CHECKPOINT_SQRT;
     bool searches_sizes = policy->partition_size == 0 && policy->swap == TIDE_SWAP_AUTO &&
-                          policy->autotune && budget > 0;
-    if (searches_sizes) {
+                          policy->autotune && budget > 0 && !checkpoint;
+    if (checkpoint && policy->partition_size == 0) {
+        /* Chen et al.'s segments: about sqrt(n) of about sqrt(n) nodes each. */
+        s.n_sizes = 1;
+        uint32_t root = 1;
+        while ((uint64_t)root * root < graph->n_nodes)
+            root++;
+        s.sizes[0] = root;
+    } else if (searches_sizes) {
         s.n_sizes = (uint32_t)MAX_PLANNERS;
         memcpy(s.sizes, auto_sizes, sizeof(auto_sizes));
     } else {
@@ -930,6 +1014,8 @@ static enum tide_status plan(struct tide_graph *graph, const struct tide_memory_
         st = tide_error_set(err, TIDE_NOMEM, "swapper: out of memory");
     else if (budget > 0)
         st = search(&s, &chosen, &found, &fit, err);
+    else if (policy->recompute == TIDE_RECOMPUTE_AUTO && !with_recompute(&s.list))
+        st = tide_error_set(err, TIDE_NOMEM, "swapper: out of memory");
     else if (s.list.n > 0) /* no limit: the first candidate as it is */
         chosen = s.list.items[0], found = true;
     if (st == TIDE_OK && !found && s.host_refused)

@@ -10,7 +10,8 @@
  *                KEEP it on the device, or SWAP it — SwapOut after the
  *                producer and SwapIn prefetch_distance partitions before the
  *                consumer — when its next use is more than swap_threshold
- *                partitions away
+ *                partitions away, or (policy.recompute) RECOMPUTE it there
+ *                from its cheap producer instead
  *   memplan      arena offsets and the predicted peak
  *
  * With swap auto and autotune, tide_plan_memory searches (threshold,
@@ -41,41 +42,29 @@
  *  - Control edges keep the in-place update order valid: a Fetch of v that
  *    follows an update of v runs after that update's WriteBack.
  *
- * Adding a memory action (RECOMPUTE, say: run a producer whose op is cheap
- * to recompute again before its far consumers instead of swapping its
- * output). The passes, the simulation and the search iterate the action
- * table, so an action is one entry, in at most four files:
+ * Adding a memory action. The passes, the simulation and the search iterate
+ * the action table, so an action is one entry, in at most four files
+ * (RECOMPUTE, in swapper/recompute.c, is the example):
  *
- *  1. swapper/actions.def: one line, TIDE_MEMORY_ACTION(RECOMPUTE,
- *     recompute), placed before SWAP so that it claims the tensors it wants
- *     first (the first action that claims a tensor gets it; KEEP stays last).
- *  2. swapper/recompute.c (swapper/CMakeLists.txt globs *.c): defines
- *     const struct tide__memory_action tide__action_recompute
- *     (swapper/swapper-impl.h, "Memory actions") with
- *       claims    the tensor has a far group (t->n_groups >= 2), its
- *                 producer's op has TIDE_OP_F_CHEAP (graph/ops.def), and its
- *                 inputs stay on the device until the far group
- *                 (tide__action_input_life, tide__action_pick, pl->kinds);
- *       estimate  its effect on liveness: the near interval, one copy per
- *                 far group from the recompute to the group's last use, the
- *                 copy's workspace (pl->workspace of the producer), and the
- *                 inputs' lives stretched to the recompute; its cost:
- *                 cost->remade += the bytes made again, nothing copied;
- *       rewrite   its nodes: a copy of the producer on the same inputs
- *                 (tide_graph_add_node), pushed into inserted at the far
- *                 group's load partition (tide_place_key_before), and the
- *                 group's uses rewired to it.
- *  3. graph/ops.def: the "cheap to recompute" flag, TIDE_OP_F_CHEAP, is there
- *     already; only an op whose flag changes is touched.
- *  4. tests/test_swapper.c: a case; test_estimate_is_exact already checks
- *     every action's estimate against memplan and its rewrite's cost.
+ *  1. swapper/actions.def: one line, placed so that the action claims the
+ *     tensors it wants before the actions after it (the first action that
+ *     claims a tensor gets it; KEEP stays last).
+ *  2. swapper/<action>.c (swapper/CMakeLists.txt globs *.c): defines
+ *     const struct tide__memory_action tide__action_<name>
+ *     (swapper/swapper-impl.h, "Memory actions") with claims, estimate (its
+ *     effect on liveness, in keys, and its cost) and rewrite (its nodes,
+ *     pushed into inserted at a key of the final order).
+ *  3. graph/ops.def, where the action depends on an op's flags
+ *     (TIDE_OP_F_CHEAP for RECOMPUTE).
+ *  4. tests/test_swapper.c: a case; the estimate must match memplan and
+ *     the rewrite's cost (test_estimate_is_exact and its recompute twin).
  *
- * The search (swapper.c) needs nothing new: candidates are ranked by
- * predicted step time when the policy has a device profile (copies cost
- * bytes / profile->copy_bytes_per_s where they cannot hide under compute;
- * bytes made again cost bytes / profile->memory_bytes_per_s on compute),
- * then by bytes copied, then by bytes made again, so a recompute that
- * saves copies wins.
+ * The search (swapper.c) ranks candidates by predicted step time when the
+ * policy has a device profile (copies cost bytes / profile->copy_bytes_per_s
+ * where they cannot hide under compute; bytes made again cost bytes /
+ * profile->memory_bytes_per_s on compute), then by bytes copied, then by
+ * bytes made again, so a recompute that saves copies wins; with
+ * policy.recompute AUTO every candidate comes also with RECOMPUTE allowed.
  *
  * Example usage:
  *
@@ -118,6 +107,23 @@ enum tide_vars_home {
 };
 
 /*
+ * Whether the planner may recompute cheap feature maps instead of keeping
+ * or swapping them (swapper/recompute.c):
+ *   OFF   keep and swap only;
+ *   AUTO  the search tries every candidate also with the RECOMPUTE action
+ *         allowed (per tensor: a far group of a cheap tensor whose inputs
+ *         are on the device there is made again, any other is swapped);
+ *   CHECKPOINT_SQRT  Chen et al.'s sqrt(n) checkpointing as a baseline:
+ *         no swapping, a checkpoint every ~sqrt(n) partitions, the cheap
+ *         tensors between checkpoints recomputed (swapper.c).
+ */
+enum tide_recompute_mode {
+    TIDE_RECOMPUTE_OFF = 0,
+    TIDE_RECOMPUTE_AUTO = 1,
+    TIDE_RECOMPUTE_CHECKPOINT_SQRT = 2,
+};
+
+/*
  * The partition size of a policy with partition_size 0 that searches none
  * (swap on or off, no autotune, no budget), and of a plan that moves nothing.
  */
@@ -136,6 +142,7 @@ struct tide_memory_policy {
     uint32_t prefetch_distance; /* SwapIn/Fetch this many partitions before the consumer */
     enum tide_vars_home vars_home;
     bool autotune;              /* with swap auto: search threshold and prefetch */
+    enum tide_recompute_mode recompute; /* default OFF */
     /*
      * The device the plan is for (swapper/timemodel.h), borrowed for the
      * call: autotune ranks the plans that fit by predicted step time, and
@@ -159,6 +166,21 @@ struct tide_memory_policy {
 /* partition_size 0 (auto), swap auto, threshold 1, prefetch 1, vars auto, autotune on. */
 struct tide_memory_policy tide_memory_policy_default(void);
 
+/*
+ * What the cost of a memory action is measured against: host<->device copy
+ * bandwidth, device memory bandwidth and compute throughput. A device
+ * profile (measured, or a GPU's published figures) fills one; NULL where a
+ * function takes one means TIDE_DEVICE_RATES_DEFAULT, a PCIe 4 GPU's order
+ * of magnitude.
+ */
+struct tide_device_rates {
+    double copy_bytes_per_s;   /* host <-> device, one way */
+    double memory_bytes_per_s; /* device memory, read + write */
+    double flops_per_s;        /* float32, element-wise work */
+};
+
+#define TIDE_DEVICE_RATES_DEFAULT ((struct tide_device_rates){25e9, 2e12, 50e12})
+
 /* What the passes need from the backend. */
 struct tide_plan_env {
     uint64_t alignment; /* 0: 256 */
@@ -166,6 +188,13 @@ struct tide_plan_env {
                                 const struct tide_node *node);
     void *workspace_ctx;
     const uint8_t *pinned; /* per node id of the input graph (fetches); may be NULL */
+    /*
+     * What recomputing and copying cost on the device: RECOMPUTE takes a far
+     * group only where running its copies again costs less time than
+     * swapping it in (tide_recompute_cost_ms against tide_swap_cost_ms).
+     * NULL: TIDE_DEVICE_RATES_DEFAULT.
+     */
+    const struct tide_device_rates *rates;
 };
 
 struct tide_partition_report {
@@ -206,6 +235,13 @@ struct tide_plan_report {
     uint64_t write_back_bytes;
     uint64_t host_bytes;      /* host homes and swap space */
     /*
+     * Bytes the plan's recompute copies make again per step (outputs of
+     * nodes the RECOMPUTE action inserted), and that work's estimated time
+     * on the compute stream (tide_recompute_cost_ms).
+     */
+    uint64_t recompute_bytes;
+    double recompute_ms;
+    /*
      * The job's host arena (memplan's host_bytes): host homes, swap slots,
      * Placeholder staging, the initialisation scratch buffer and alignment;
      * what the executor allocates, and what host-pool admission counts.
@@ -231,6 +267,22 @@ struct tide_memory_plan {
     struct tide_memplan memplan; /* order, regions, offsets, peak */
     struct tide_plan_report report;
 };
+
+/*
+ * Estimated milliseconds of running node (a kernel of graph) once on the
+ * compute stream: the bytes it reads and writes against memory bandwidth
+ * plus a few operations per output element against compute throughput —
+ * what the RECOMPUTE action pays for each copy it inserts. rates may be NULL.
+ */
+double tide_recompute_cost_ms(const struct tide_graph *graph, const struct tide_node *node,
+                              const struct tide_device_rates *rates);
+
+/*
+ * Estimated milliseconds of copying bytes one way between host and device:
+ * what SWAP pays per SwapOut or SwapIn (overlapped with compute when
+ * prefetched). rates may be NULL.
+ */
+double tide_swap_cost_ms(uint64_t bytes, const struct tide_device_rates *rates);
 
 /*
  * Runs the pipeline on graph (a validated training or forward graph) under

@@ -139,6 +139,9 @@ static const char *const plan_keys[] = {"model",
                                         "trials",
                                         "plan_ms",
                                         "plan_cpu_ms",
+                                        "policy",
+                                        "recompute_bytes",
+                                        "recompute_ms",
                                         NULL};
 
 /* The figures of a plan line that the text report prints too. */
@@ -169,6 +172,9 @@ static void expect_plan_report(const char *text, struct json_object *line)
                      (double)tide_test_json_uint(line, "write_back_bytes") / mib,
                      (double)tide_test_json_uint(line, "host_bytes") / mib);
     expect_in_report(text, "(%" PRIu64 " plans tried, ", tide_test_json_uint(line, "trials"));
+    expect_in_report(text, "recomputed per step: %.1f MiB, ",
+                     (double)tide_test_json_uint(line, "recompute_bytes") / mib);
+    assert_true(tide_test_json_number(line, "recompute_ms") >= 0);
     assert_true(tide_test_json_number(line, "plan_ms") >= 0);
     assert_true(tide_test_json_number(line, "plan_cpu_ms") >= 0);
 }
@@ -235,6 +241,38 @@ static void test_plan_device_profile_and_host_budget(void **state)
     if (!strstr(r->err, want))
         fail_msg("tide-bench plan's stderr lacks \"%s\":\n%s", want, r->err);
     json_object_put(line);
+    free(r);
+}
+
+/*
+ * `plan --policy`: recompute and checkpoint-sqrt plans of the CNN fit their
+ * budget, say their policy and the bytes they make again, and
+ * checkpoint-sqrt swaps nothing; an unknown policy is refused by name.
+ */
+static void test_plan_policies(void **state)
+{
+    (void)state;
+    struct tide_test_run *r = malloc(sizeof(*r));
+    assert_non_null(r);
+    static const char *const policies[] = {"recompute", "checkpoint-sqrt"};
+    for (int i = 0; i < 2; i++) {
+        struct json_object *line =
+            run_bench(r, 0,
+                      (char *[]){"plan", "--model", "cnn", "--batch", "32", "--budget", "8M",
+                                 "--policy", (char *)policies[i], "--json", NULL});
+        tide_test_json_keys(line, plan_keys);
+        assert_string_equal(tide_test_json_string(line, "policy"), policies[i]);
+        assert_true(tide_test_json_bool(line, "fits"));
+        assert_true(tide_test_json_uint(line, "predicted_peak_bytes") <= UINT64_C(8) << 20);
+        if (i == 1)
+            assert_int_equal(tide_test_json_uint(line, "swap_out_bytes") +
+                                 tide_test_json_uint(line, "swap_in_bytes"),
+                             0);
+        expect_plan_report(r->out, line);
+        json_object_put(line);
+    }
+    run_bench_fails(r, 2, (char *[]){"plan", "--model", "cnn", "--policy", "sqrt", NULL},
+                    "--policy must be swap, recompute or checkpoint-sqrt, got \"sqrt\"");
     free(r);
 }
 
@@ -1391,6 +1429,7 @@ int main(void)
         cmocka_unit_test(test_plan_fits),
         cmocka_unit_test(test_plan_does_not_fit),
         cmocka_unit_test(test_plan_device_profile_and_host_budget),
+        cmocka_unit_test(test_plan_policies),
         cmocka_unit_test(test_plan_auto_reaches_the_floor),
         cmocka_unit_test(test_train_at_the_smallest_budget),
         cmocka_unit_test(test_train),

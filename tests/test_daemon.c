@@ -2711,7 +2711,8 @@ static const char json_job_name[] = "q\"uote back\\slash /slash \t\n\r\b\f \x01\
         "min_budget_node", "floor_bytes", "floor_node", "swap_in_bytes", "swap_out_bytes",         \
         "fetch_bytes", "write_back_bytes", "partition_size", "swap_threshold",                     \
         "prefetch_distance", "host_bytes", "plan_us", "message", "predicted_step_ms",              \
-        "predicted_stall_ms", "device_profile", "host_budget_bytes"
+        "predicted_stall_ms", "device_profile", "host_budget_bytes", "recompute_bytes",            \
+        "recompute_ms"
 static const char *const job_keys[] = {JOB_KEYS, NULL};
 static const char *const job_keys_with_plan[] = {JOB_KEYS, "plan", NULL};
 static const char *const job_plan_keys[] = {PLAN_KEYS, NULL};
@@ -2770,6 +2771,7 @@ static void expect_plan_equals(struct json_object *o, const struct tide_job_plan
     assert_int_equal(tide_test_json_uint(o, "prefetch_distance"), p->prefetch_distance);
     assert_int_equal(tide_test_json_uint(o, "host_bytes"), p->host_bytes);
     assert_int_equal(tide_test_json_uint(o, "plan_us"), p->plan_us);
+    assert_int_equal(tide_test_json_uint(o, "recompute_bytes"), p->recompute_bytes);
     assert_string_equal(tide_test_json_string(o, "message"), p->message);
     /* Nine significant digits (tidectl_json_set_double). */
     assert_true(fabs(tide_test_json_number(o, "predicted_step_ms") - p->predicted_step_ms) <=
@@ -2947,6 +2949,42 @@ static void test_tidectl_plan_partitions_table(void **state)
 }
 
 /* `tidectl --json plan`, one that fits and one that does not, every field. */
+/*
+ * tidectl plan --policy through the daemon: checkpoint-sqrt fits the CNN in
+ * 8 MiB without swapping and says what it recomputes, recompute fits too;
+ * an unknown policy is a usage error naming the choices.
+ */
+static void test_tidectl_plan_policy(void **state)
+{
+    (void)state;
+    NEED_DAEMON();
+    struct tide_test_run *r = malloc(sizeof(*r));
+    assert_non_null(r);
+    static const char *const policies[] = {"checkpoint-sqrt", "recompute"};
+    for (int i = 0; i < 2; i++) {
+        size_t n;
+        struct json_object *lines = tidectl_json_lines(
+            r, 0, &n,
+            (char *[]){"plan", "--model", "cnn", "--dataset", "synthetic", "--batch", "32",
+                       "--budget", "8M", "--policy", (char *)policies[i], NULL});
+        assert_int_equal(n, 1);
+        struct json_object *p = tide_test_json_line(lines, 0);
+        assert_true(tide_test_json_bool(p, "fits"));
+        assert_true(tide_test_json_uint(p, "predicted_peak_bytes") <= UINT64_C(8) << 20);
+        assert_true(tide_test_json_number(p, "recompute_ms") >= 0);
+        if (i == 0)
+            assert_int_equal(tide_test_json_uint(p, "swap_out_bytes") +
+                                 tide_test_json_uint(p, "swap_in_bytes"),
+                             0);
+        json_object_put(lines);
+    }
+    run_tidectl(r, -1, "plan", "--model", "cnn", "--policy", "sqrt", NULL);
+    assert_int_equal(r->exit_code, 2);
+    assert_non_null(strstr(r->err, "--policy must be one of"));
+    assert_non_null(strstr(r->err, "got \"sqrt\""));
+    free(r);
+}
+
 static void test_tidectl_json_plan(void **state)
 {
     (void)state;
@@ -3563,6 +3601,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_tidectl_onnx_train_and_export),
         cmocka_unit_test(test_tidectl_ctrl_c),
         cmocka_unit_test(test_tidectl_json_plan),
+        cmocka_unit_test(test_tidectl_plan_policy),
         cmocka_unit_test(test_tidectl_plan_partitions_table),
         cmocka_unit_test(test_tidectl_plan_device_profile),
         cmocka_unit_test(test_tidectl_json_job),

@@ -136,6 +136,7 @@ static void test_good_spec_gives_the_options(void **state)
     f->memory.prefetch_distance = 3;
     f->memory.vars_home = TIDE__V1__VARS_HOME__VARS_HOME_HOST;
     f->memory.autotune = false;
+    f->memory.recompute = TIDE__V1__RECOMPUTE_MODE__RECOMPUTE_CHECKPOINT_SQRT;
     f->spec.memory = &f->memory;
     struct tided_spec_setup s;
     struct tide_error err = {0};
@@ -155,6 +156,7 @@ static void test_good_spec_gives_the_options(void **state)
     assert_int_equal(s.policy.prefetch_distance, 3);
     assert_int_equal(s.policy.vars_home, TIDE_VARS_HOME_HOST);
     assert_false(s.policy.autotune);
+    assert_int_equal(s.policy.recompute, TIDE_RECOMPUTE_CHECKPOINT_SQRT);
 
     struct tide_backend *backend = (struct tide_backend *)&s; /* only compared */
     struct tide_session_options o =
@@ -320,6 +322,11 @@ static void test_bad_memory_fields(void **state)
     f->memory.swap = TIDE__V1__SWAP_MODE__SWAP_OFF;
     f->memory.vars_home = (Tide__V1__VarsHome)3;
     expect_setup_error(&f->spec, TIDE_INVALID, "memory.vars_home: unknown value 3");
+    f->memory.vars_home = TIDE__V1__VARS_HOME__VARS_HOME_AUTO;
+    f->memory.recompute = (Tide__V1__RecomputeMode)3;
+    expect_setup_error(&f->spec, TIDE_INVALID,
+                       "memory.recompute: unknown mode 3 (want RECOMPUTE_OFF, RECOMPUTE_AUTO or "
+                       "RECOMPUTE_CHECKPOINT_SQRT)");
 }
 
 static void test_bad_feeds_and_graph(void **state)

@@ -705,6 +705,7 @@ struct planned {
     uint64_t peak, budget;
     struct tide_plan_report report; /* a copy, without the partitions */
     double step_ms;                 /* mean */
+    uint32_t dropout_copies;        /* Dropouts the plan runs again (as DropoutGrad, recompute.c) */
 };
 
 /*
@@ -750,6 +751,10 @@ static void run_planned(const struct model *m, const struct batches *d,
         out->step_ms += stats.step_ms / STEPS;
     }
     const struct tide_graph *g = tide_session_graph(s);
+    for (uint32_t v = 0; v < g->n_nodes; v++)
+        out->dropout_copies += g->nodes[v].op == TIDE_OP_DROPOUT_GRAD &&
+                               g->nodes[v].subject != TIDE_NO_NODE &&
+                               g->nodes[g->nodes[v].subject].op == TIDE_OP_DROPOUT;
     variables_alloc(g, vars);
     for (uint32_t i = 0; i < vars->n; i++)
         check(tide_session_fetch(s, g->nodes[vars->ids[i]].name, vars->data + vars->offset[i],
@@ -958,6 +963,155 @@ static void test_sequence_transparency_moe(void **state)
     model_free(&m);
 }
 
+/* ============================================================================
+ * Recompute (issue 11): swap transparency with the third memory action
+ * ========================================================================== */
+
+/* The smallest budget of a policy: what a plan that cannot fit 4 KiB reports. */
+static uint64_t smallest_budget(const struct model *m, const struct tide_memory_policy *policy)
+{
+    struct tide_session_options o = tide_session_options_default();
+    o.train = &m->train;
+    o.seed = SEED;
+    o.memory = policy;
+    o.budget_bytes = 4096;
+    struct tide_session *s = NULL;
+    struct tide_error err = {0};
+    assert_int_equal(tide_session_plan(m->bytes, m->len, &o, &s, &err), TIDE_DOES_NOT_FIT);
+    uint64_t least = tide_session_plan_report(s)->min_budget_bytes;
+    tide_session_free(s);
+    return least;
+}
+
+/*
+ * Invariants 1 and 2 with recomputing plans: recompute auto at three
+ * budgets — the smallest that fits, halfway to the resident peak and three
+ * quarters of the way — and checkpoint-sqrt at its smallest budget and at
+ * the resident peak. Every run ends 5 steps with the all-resident run's
+ * Variables, bit for bit, its measured high water equal to the prediction
+ * and within the budget (run_planned); the recomputing plans make bytes
+ * again, and checkpoint-sqrt swaps nothing. Returns the Dropouts run again.
+ */
+static uint32_t recompute_transparency(struct model *m)
+{
+    struct batches d;
+    batches_new(m, &d);
+    struct variables want;
+    uint64_t resident_peak;
+    run_resident(m, &d, &want, &resident_peak);
+    uint64_t recomputed = 0;
+    uint32_t dropout_copies = 0;
+    static const enum tide_recompute_mode modes[] = {TIDE_RECOMPUTE_AUTO,
+                                                     TIDE_RECOMPUTE_CHECKPOINT_SQRT};
+    for (int i = 0; i < 2; i++) {
+        struct tide_memory_policy policy = tide_memory_policy_default();
+        policy.recompute = modes[i];
+        uint64_t least = smallest_budget(m, &policy);
+        uint64_t budgets[3] = {least, least + (resident_peak - least) / 2,
+                               least + (resident_peak - least) / 4 * 3};
+        if (modes[i] == TIDE_RECOMPUTE_CHECKPOINT_SQRT)
+            budgets[1] = budgets[2] = resident_peak > least ? resident_peak : least;
+        for (int b = 0; b < 3; b++) {
+            if (b > 0 && budgets[b] == budgets[b - 1])
+                continue;
+            policy.budget_bytes = budgets[b];
+            struct variables got;
+            struct planned r;
+            run_planned(m, &d, &policy, &got, &r);
+            check(r.status, &r.err);
+            char what[160];
+            snprintf(what, sizeof(what), "%s, recompute %s, budget %" PRIu64, m->what,
+                     i ? "checkpoint-sqrt" : "auto", budgets[b]);
+            print_message("  %s (resident %" PRIu64 "): peak %" PRIu64 ", partition size %u, "
+                          "recomputed %.1f KiB, swapped out %.1f KiB, %.1f ms/step\n",
+                          what, resident_peak, r.peak, r.report.chosen.partition_size,
+                          (double)r.report.recompute_bytes / 1024,
+                          (double)r.report.swap_out_bytes / 1024, r.step_ms);
+            assert_true(r.peak <= budgets[b]);
+            if (modes[i] == TIDE_RECOMPUTE_CHECKPOINT_SQRT)
+                assert_int_equal(r.report.swap_out_bytes, 0);
+            recomputed += r.report.recompute_bytes;
+            dropout_copies += r.dropout_copies;
+            variables_compare(&want, &got, what);
+            free(got.data);
+        }
+    }
+    /*
+     * Recompute preferred to swapping, without a budget: swap on at
+     * partition sizes 4, 7 and 16, thresholds 1 and 4, prefetch 1 and 2 (a
+     * copy runs where a SwapIn would load, and finds its inputs only where
+     * their loads come as early). Some of these plans make bytes again.
+     */
+    static const uint32_t sizes[] = {4, 7, 16}, thresholds[] = {1, 4}, prefetches[] = {1, 2};
+    uint64_t forced = 0;
+    for (int i = 0; i < 3; i++) {
+        for (int j = 0; j < 2; j++) {
+            for (int k = 0; k < 2; k++) {
+                struct tide_memory_policy policy = tide_memory_policy_default();
+                policy.recompute = TIDE_RECOMPUTE_AUTO;
+                policy.swap = TIDE_SWAP_ON;
+                policy.partition_size = sizes[i];
+                policy.swap_threshold = thresholds[j];
+                policy.prefetch_distance = prefetches[k];
+                struct variables got;
+                struct planned r;
+                run_planned(m, &d, &policy, &got, &r);
+                check(r.status, &r.err);
+                char what[160];
+                snprintf(what, sizeof(what),
+                         "%s, swap on and recompute, partition size %u, threshold %u, prefetch %u",
+                         m->what, sizes[i], thresholds[j], prefetches[k]);
+                print_message("  %s: peak %" PRIu64 ", recomputed %.1f KiB (%u Dropouts), "
+                              "swapped out %.1f KiB, %.1f ms/step\n",
+                              what, r.peak, (double)r.report.recompute_bytes / 1024,
+                              r.dropout_copies, (double)r.report.swap_out_bytes / 1024, r.step_ms);
+                forced += r.report.recompute_bytes;
+                dropout_copies += r.dropout_copies;
+                variables_compare(&want, &got, what);
+                free(got.data);
+            }
+        }
+    }
+    assert_true(forced > 0);
+    recomputed += forced;
+    assert_true(recomputed > 0);
+    free(want.data);
+    batches_free(&d);
+    return dropout_copies;
+}
+
+static void test_recompute_transparency_cnn(void **state)
+{
+    (void)state;
+    struct model m;
+    model_cnn(&m);
+    recompute_transparency(&m);
+    model_free(&m);
+}
+
+static void test_recompute_transparency_resnet(void **state)
+{
+    (void)state;
+    struct model m;
+    model_resnet(&m, 4, 16, 1);
+    recompute_transparency(&m);
+    model_free(&m);
+}
+
+/*
+ * The Transformer with Dropout 0.1 under recomputing plans: some Dropout
+ * runs a second time (as the DropoutGrad that draws its mask), and the
+ * Variables still match the all-resident run bit for bit.
+ */
+static void test_recompute_transparency_transformer(void **state)
+{
+    (void)state;
+    struct model m;
+    model_lm(&m, false);
+    assert_true(recompute_transparency(&m) > 0);
+    model_free(&m);
+}
+
 /*
  * Early updates change no bit: on the order without them (every update at
  * the end of the step), resident and swapping with host-homed Variables,
@@ -1145,6 +1299,9 @@ int main(void)
         cmocka_unit_test(test_sequence_transparency_moe),
         cmocka_unit_test(test_planner_quarter_budget_and_admission),
         cmocka_unit_test(test_host_arena_once_per_job),
+        cmocka_unit_test(test_recompute_transparency_cnn),
+        cmocka_unit_test(test_recompute_transparency_resnet),
+        cmocka_unit_test(test_recompute_transparency_transformer),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

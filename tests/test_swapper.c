@@ -21,6 +21,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -946,7 +947,7 @@ static void test_estimate_is_exact(void **state)
         for (int host = 0; host < 2; host++) {
             for (uint32_t t = 0; t <= 32; t = t ? t * 4 : 1) {
                 for (uint32_t pf = 0; pf <= 2; pf++) {
-                    struct tide__choice c = {host, t, t == 32 ? TIDE__NEVER : t, pf};
+                    struct tide__choice c = {host, t, t == 32 ? TIDE__NEVER : t, pf, false, false};
                     struct tide__estimate e;
                     tide__estimate(&pl, &c, &e);
                     struct tide_graph *clone = tide_graph_clone(g);
@@ -976,11 +977,15 @@ static void test_estimate_is_exact(void **state)
 static void test_action_table(void **state)
 {
     (void)state;
-    assert_int_equal(TIDE__ACTION_COUNT, 2);
+    assert_int_equal(TIDE__ACTION_COUNT, 3);
     assert_ptr_equal(tide__memory_actions[TIDE__ACTION_KEEP], &tide__action_keep);
     assert_ptr_equal(tide__memory_actions[TIDE__ACTION_SWAP], &tide__action_swap);
+    assert_ptr_equal(tide__memory_actions[TIDE__ACTION_RECOMPUTE], &tide__action_recompute);
     assert_string_equal(tide__action_keep.name, "keep");
     assert_string_equal(tide__action_swap.name, "swap");
+    assert_string_equal(tide__action_recompute.name, "recompute");
+    /* RECOMPUTE asks before SWAP, which would claim every tensor it wants. */
+    assert_true(TIDE__ACTION_RECOMPUTE < TIDE__ACTION_SWAP);
     for (int a = 0; a < TIDE__ACTION_COUNT; a++) {
         const struct tide__memory_action *action = tide__memory_actions[a];
         assert_non_null(action);
@@ -993,6 +998,7 @@ static void test_action_table(void **state)
     assert_int_equal(TIDE__ACTION_KEEP, TIDE__ACTION_COUNT - 1);
     assert_null(tide__action_keep.rewrite);
     assert_non_null(tide__action_swap.rewrite);
+    assert_non_null(tide__action_recompute.rewrite);
 }
 
 /*
@@ -1016,8 +1022,8 @@ static void test_actions_pick_and_rewrite(void **state)
     struct tide_use_group *groups = calloc((size_t)most_uses + 1, sizeof(*groups));
     assert_non_null(groups);
 
-    struct tide__choice never = {false, 1, TIDE__NEVER, 1};
-    struct tide__choice all = {false, 1, 0, 0};
+    struct tide__choice never = {false, 1, TIDE__NEVER, 1, false, false};
+    struct tide__choice all = {false, 1, 0, 0, false, false};
     uint32_t features = 0, swapped = 0, far_groups = 0;
     uint64_t swapped_bytes = 0, far_bytes = 0;
     for (uint32_t t = 0; t < pl.part.n_tensors; t++) {
@@ -1087,7 +1093,7 @@ static void test_action_input_life(void **state)
     struct tide__planner pl;
     struct tide_error err = {0};
     assert_int_equal(tide__planner_init(&pl, g, 4, &env, &err), TIDE_OK);
-    struct tide__choice c = {false, 1, 1, 1};
+    struct tide__choice c = {false, 1, 1, 1, false, false};
     uint32_t checked = 0;
     for (uint32_t t = 0; t < pl.part.n_tensors; t++) {
         if (pl.kinds[t] != TIDE__TENSOR_FEATURE)
@@ -1203,6 +1209,308 @@ static void test_session_end_to_end(void **state)
     free(bytes);
 }
 
+/* ============================================================================
+ * RECOMPUTE
+ * ========================================================================== */
+
+/*
+ * Aligned bytes of the outputs of recompute copies that only other copies
+ * read: a chain's links, which the simulation counts at once at their key
+ * although each lives only until the next link.
+ */
+static uint64_t chain_bytes(const struct tide__planner *pl, const struct tide_graph *g)
+{
+    uint64_t sum = 0;
+    for (uint32_t v = pl->n_original; v < g->n_nodes; v++) {
+        if (tide_op_info(g->nodes[v].op)->flags & TIDE_OP_F_MEMORY)
+            continue;
+        bool link = false, original_reader = false;
+        for (uint32_t u = 0; u < g->n_nodes; u++) {
+            for (uint32_t i = 0; i < g->nodes[u].n_inputs; i++) {
+                if (g->nodes[u].inputs[i].node == v)
+                    *(u < pl->n_original ? &original_reader : &link) = true;
+            }
+        }
+        for (uint32_t k = 0; link && !original_reader && k < g->nodes[v].n_outputs; k++)
+            sum += tide__align(pl, g->nodes[v].outputs[k].nbytes);
+    }
+    return sum;
+}
+
+/*
+ * The simulation with RECOMPUTE on (and with swapping off, as
+ * checkpoint-sqrt has it), on the CNN and the ResNet at three partition
+ * sizes: the same costs as the rewrite, and the same live bytes as
+ * memplan's plan — exactly where no copy runs in a chain, else at most the
+ * chain links' bytes more (estimate.c); something is recomputed, in chains
+ * too.
+ */
+static void test_recompute_estimate_is_exact(void **state)
+{
+    (void)state;
+    struct tide_plan_env env = cpu_env();
+    static const enum model models[] = {MODEL_CNN, MODEL_RESNET};
+    for (int m = 0; m < 2; m++) {
+        struct tide_graph *g = model_graph(models[m], TIDE_OPTIMIZER_MOMENTUM);
+        uint8_t *pinned = calloc(g->n_nodes, 1);
+        pinned[find(g, TIDE_MODEL_LOSS)] = 1;
+        env.pinned = pinned;
+        uint64_t remade = 0, chains = 0;
+        static const uint32_t sizes[3] = {1, 7, 64};
+        for (int s = 0; s < 3; s++) {
+            struct tide__planner pl;
+            struct tide_error err = {0};
+            assert_int_equal(tide__planner_init(&pl, g, sizes[s], &env, &err), TIDE_OK);
+            for (int host = 0; host < 2; host++) {
+                for (uint32_t t = 0; t <= 4; t = t ? t * 4 : 1) {
+                    for (uint32_t pf = 0; pf <= 1; pf++) {
+                        for (int no_swap = 0; no_swap < 2; no_swap++) {
+                            struct tide__choice c = {host, t, t, pf, true, no_swap};
+                            struct tide__estimate e;
+                            tide__estimate(&pl, &c, &e);
+                            struct tide_graph *clone = tide_graph_clone(g);
+                            struct tide_memplan mp;
+                            struct tide__moved moved;
+                            if (tide__apply(&pl, clone, &c, &mp, &moved, &err) != TIDE_OK)
+                                fail_msg("%s", err.message);
+                            uint64_t live = most_live(&mp), slack = chain_bytes(&pl, clone);
+                            assert_true(live <= e.live_bytes && e.live_bytes <= live + slack);
+                            assert_true(slack > 0 || e.live_bytes <= mp.peak_bytes);
+                            assert_memory_equal(&e.moved, &moved, sizeof(moved));
+                            remade += moved.actions[TIDE__ACTION_RECOMPUTE].remade;
+                            chains += slack > 0;
+                            if (no_swap)
+                                assert_int_equal(moved.actions[TIDE__ACTION_SWAP].to_host, 0);
+                            tide_memplan_release(&mp);
+                            tide_graph_free(clone);
+                        }
+                    }
+                }
+            }
+            tide__planner_release(&pl);
+        }
+        assert_true(remade > 0);
+        assert_true(models[m] == MODEL_CNN || chains > 0);
+        free(pinned);
+        tide_graph_free(g);
+    }
+}
+
+/*
+ * What the rewrite does with a tensor RECOMPUTE takes: no SwapOut of it;
+ * every far use reads a copy of its producer (the same op, or DropoutGrad
+ * for a Dropout, with node->subject the producer) that reads no input the
+ * order has not made yet and runs on the compute stream at the start of the
+ * partition where SWAP would load it (prefetch partitions before its
+ * group's first use at most), after its chain's copies, if any, in the same
+ * partition; and the original is read by nothing after its production group.
+ * Where copies cost nothing, RECOMPUTE takes nothing.
+ */
+static void test_recompute_rewrite(void **state)
+{
+    (void)state;
+    struct tide_plan_env env = cpu_env();
+    struct tide_graph *g = model_graph(MODEL_RESNET, TIDE_OPTIMIZER_MOMENTUM);
+    struct tide__planner pl;
+    struct tide_error err = {0};
+    assert_int_equal(tide__planner_init(&pl, g, 4, &env, &err), TIDE_OK);
+    struct tide_use_group *groups = calloc((size_t)g->n_nodes + 1, sizeof(*groups));
+    assert_non_null(groups);
+    struct tide__choice c = {false, 0, 0, 1, true, false};
+    uint8_t *taken = calloc(pl.part.n_tensors + 1, 1);
+    uint32_t n_taken = 0, n_copies = 0;
+    for (uint32_t t = 0; t < pl.part.n_tensors; t++) {
+        if (pl.kinds[t] != TIDE__TENSOR_FEATURE)
+            continue;
+        struct tide__action_tensor at;
+        tide__action_tensor_init(&at, &pl, &c, t, groups);
+        taken[t] = tide__action_pick(&at) == TIDE__ACTION_RECOMPUTE;
+        if (taken[t]) {
+            n_taken++;
+            n_copies += at.n_groups - 1;
+            assert_true(tide_op_info(g->nodes[at.life->tensor.node].op)->flags & TIDE_OP_F_CHEAP);
+        }
+    }
+    assert_true(n_taken > 0);
+
+    struct tide_graph *clone = tide_graph_clone(g);
+    struct tide_memplan mp;
+    struct tide__moved moved;
+    if (tide__apply(&pl, clone, &c, &mp, &moved, &err) != TIDE_OK)
+        fail_msg("%s", err.message);
+    uint32_t *position = malloc(clone->n_nodes * sizeof(*position));
+    for (uint32_t i = 0; i < mp.n_order; i++)
+        position[mp.order[i]] = i;
+    uint32_t copies = 0, finals = 0;
+    uint64_t made = 0;
+    for (uint32_t v = pl.n_original; v < clone->n_nodes; v++) {
+        const struct tide_node *node = &clone->nodes[v];
+        if (tide_op_info(node->op)->flags & TIDE_OP_F_MEMORY) {
+            /* No SwapOut of a recomputed tensor. */
+            if (node->op == TIDE_OP_SWAP_OUT) {
+                struct tide_edge in = node->inputs[0];
+                if (in.node < pl.n_original)
+                    assert_false(taken[pl.part.tensor_of[in.node] + in.output]);
+            }
+            continue;
+        }
+        copies++;
+        uint32_t producer = node->subject;
+        assert_true(producer < pl.n_original);
+        enum tide_op op = clone->nodes[producer].op;
+        assert_int_equal(node->op, op == TIDE_OP_DROPOUT ? TIDE_OP_DROPOUT_GRAD : op);
+        assert_int_equal(node->stream, TIDE_STREAM_COMPUTE);
+        assert_int_equal(node->n_inputs, clone->nodes[producer].n_inputs);
+        for (uint32_t i = 0; i < node->n_inputs; i++)
+            assert_true(position[node->inputs[i].node] < position[v]);
+        /*
+         * Its readers: copies after it in its partition (a chain), or original
+         * nodes, the first of them right after it.
+         */
+        uint32_t readers = 0, first = UINT32_MAX;
+        for (uint32_t u = 0; u < clone->n_nodes; u++) {
+            const struct tide_node *r = &clone->nodes[u];
+            for (uint32_t i = 0; i < r->n_inputs; i++) {
+                if (r->inputs[i].node != v)
+                    continue;
+                readers++;
+                assert_true(position[u] > position[v]);
+                if (u >= pl.n_original)
+                    assert_int_equal(r->partition, node->partition);
+                else
+                    first = position[u] < first ? position[u] : first;
+            }
+        }
+        assert_true(readers > 0);
+        if (first != UINT32_MAX) {
+            /* At most prefetch partitions ahead of its group, as a SwapIn would be. */
+            finals++;
+            int32_t use_partition = clone->nodes[mp.order[first]].partition;
+            assert_true(node->partition <= use_partition &&
+                        use_partition - node->partition <= (int32_t)c.prefetch);
+        }
+        for (uint32_t k = 0; k < node->n_outputs; k++)
+            made += node->outputs[k].nbytes;
+    }
+    assert_int_equal(finals, n_copies);
+    assert_true(copies >= finals);
+    assert_int_equal(moved.actions[TIDE__ACTION_RECOMPUTE].remade, made);
+    assert_int_equal(moved.actions[TIDE__ACTION_RECOMPUTE].to_host, 0);
+    assert_int_equal(moved.actions[TIDE__ACTION_RECOMPUTE].to_device, 0);
+    assert_true(moved.actions[TIDE__ACTION_RECOMPUTE].remade > 0);
+
+    /*
+     * On a device whose copies cost nothing against its compute (a byte
+     * copied as fast as a thousand are read), nothing is worth recomputing.
+     */
+    struct tide_device_rates free_copies = {1e18, 1e9, 1e9};
+    struct tide_plan_env fast = env;
+    fast.rates = &free_copies;
+    struct tide__planner fast_pl;
+    assert_int_equal(tide__planner_init(&fast_pl, g, 4, &fast, &err), TIDE_OK);
+    for (uint32_t t = 0; t < fast_pl.part.n_tensors; t++) {
+        if (fast_pl.kinds[t] != TIDE__TENSOR_FEATURE)
+            continue;
+        struct tide__action_tensor at;
+        tide__action_tensor_init(&at, &fast_pl, &c, t, groups);
+        assert_int_not_equal(tide__action_pick(&at), TIDE__ACTION_RECOMPUTE);
+    }
+    tide__planner_release(&fast_pl);
+    /* The original tensors of taken maps: read by their production group only. */
+    for (uint32_t t = 0; t < pl.part.n_tensors; t++) {
+        if (!taken[t])
+            continue;
+        struct tide__action_tensor at;
+        tide__action_tensor_init(&at, &pl, &c, t, groups);
+        struct tide_edge e = at.life->tensor;
+        uint32_t near_end = at.made;
+        if (at.groups[0].n_uses)
+            near_end = pl.part.position[at.life->uses[at.groups[0].n_uses - 1]];
+        for (uint32_t u = 0; u < clone->n_nodes; u++) {
+            const struct tide_node *r = &clone->nodes[u];
+            for (uint32_t i = 0; i < r->n_inputs; i++) {
+                if (r->inputs[i].node == e.node && r->inputs[i].output == e.output)
+                    assert_true(u < pl.n_original && pl.part.position[u] <= near_end);
+            }
+        }
+    }
+    free(position);
+    tide_memplan_release(&mp);
+    tide_graph_free(clone);
+    free(taken);
+    free(groups);
+    tide__planner_release(&pl);
+    tide_graph_free(g);
+}
+
+/*
+ * tide_plan_memory with recompute allowed, and with checkpoint-sqrt: at
+ * three budgets from the resident peak down to the smallest that fits, the
+ * plan fits (predicted peak within the budget), a plan reports the bytes its
+ * copies make (some do), and checkpoint-sqrt swaps nothing.
+ */
+static void test_recompute_plans_fit(void **state)
+{
+    (void)state;
+    struct tide_plan_env env = cpu_env();
+    static const enum tide_recompute_mode modes[] = {TIDE_RECOMPUTE_AUTO,
+                                                     TIDE_RECOMPUTE_CHECKPOINT_SQRT};
+    uint64_t total = 0;
+    for (int m = 0; m < 2; m++) {
+        struct tide_graph *g = model_graph(MODEL_RESNET, TIDE_OPTIMIZER_MOMENTUM);
+        struct tide_memory_policy policy = tide_memory_policy_default();
+        policy.recompute = modes[m];
+        policy.budget_bytes = 4096;
+        struct tide_memory_plan plan;
+        struct tide_error err = {0};
+        struct tide_graph *probe = tide_graph_clone(g);
+        assert_int_equal(tide_plan_memory(probe, &policy, &env, &plan, &err), TIDE_DOES_NOT_FIT);
+        uint64_t least = plan.report.min_budget_bytes;
+        tide_memory_plan_release(&plan);
+        tide_graph_free(probe);
+        probe = tide_graph_clone(g);
+        policy.budget_bytes = 0;
+        assert_int_equal(tide_plan_memory(probe, &policy, &env, &plan, &err), TIDE_OK);
+        uint64_t resident = plan.report.predicted_peak_bytes;
+        tide_memory_plan_release(&plan);
+        tide_graph_free(probe);
+        assert_true(least > 0 && least <= resident);
+        uint64_t budgets[3] = {least, least + (resident - least) / 2, resident};
+        uint64_t recomputed = 0;
+        for (int b = 0; b < 3; b++) {
+            struct tide_graph *h = tide_graph_clone(g);
+            policy.budget_bytes = budgets[b];
+            if (tide_plan_memory(h, &policy, &env, &plan, &err) != TIDE_OK)
+                fail_msg("budget %" PRIu64 ": %s", budgets[b], err.message);
+            assert_true(plan.report.fits);
+            assert_true(plan.report.predicted_peak_bytes <= budgets[b]);
+            assert_int_equal(plan.report.predicted_peak_bytes, plan.memplan.peak_bytes);
+            uint64_t made = 0;
+            for (uint32_t v = g->n_nodes; v < h->n_nodes; v++) {
+                for (uint32_t k = 0; k < h->nodes[v].n_outputs; k++)
+                    if (!(tide_op_info(h->nodes[v].op)->flags & TIDE_OP_F_MEMORY))
+                        made += h->nodes[v].outputs[k].nbytes;
+            }
+            assert_int_equal(plan.report.recompute_bytes, made);
+            assert_true(made == 0 || plan.report.recompute_ms > 0);
+            if (modes[m] == TIDE_RECOMPUTE_CHECKPOINT_SQRT)
+                assert_int_equal(plan.report.swap_out_bytes + plan.report.swap_in_bytes, 0);
+            recomputed += made;
+            print_message("  resnet, recompute %s, budget %" PRIu64 ": peak %" PRIu64
+                          ", partition size %u, recomputed %" PRIu64 " bytes (%.3f ms), swapped "
+                          "out %" PRIu64 "\n",
+                          m ? "checkpoint-sqrt" : "auto", budgets[b],
+                          plan.report.predicted_peak_bytes, plan.report.chosen.partition_size, made,
+                          plan.report.recompute_ms, plan.report.swap_out_bytes);
+            tide_memory_plan_release(&plan);
+            tide_graph_free(h);
+        }
+        total += recomputed;
+        tide_graph_free(g);
+    }
+    assert_true(total > 0);
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -1245,6 +1553,9 @@ int main(void)
         cmocka_unit_test(test_actions_pick_and_rewrite),
         cmocka_unit_test(test_action_input_life),
         cmocka_unit_test(test_session_end_to_end),
+        cmocka_unit_test(test_recompute_estimate_is_exact),
+        cmocka_unit_test(test_recompute_rewrite),
+        cmocka_unit_test(test_recompute_plans_fit),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

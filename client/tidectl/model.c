@@ -237,6 +237,7 @@ void tidectl_make_spec(const struct tidectl_options *o, const struct tidectl_mod
     spec->device_profile = o->device_profile;
     spec->swap = o->swap;
     spec->vars_home = o->vars_home;
+    spec->recompute = o->recompute;
     spec->autotune = o->swap == TIDE_JOB_SWAP_AUTO;
     spec->checkpoint_every = o->checkpoint_every;
     spec->priority = o->priority;

@@ -39,6 +39,7 @@ static const struct option long_options[] = {
     {"swap", required_argument, 0, TIDECTL_OPT_SWAP},
     {"partition-size", required_argument, 0, TIDECTL_OPT_PARTITION_SIZE},
     {"vars-home", required_argument, 0, TIDECTL_OPT_VARS_HOME},
+    {"policy", required_argument, 0, TIDECTL_OPT_POLICY},
     {"optimizer", required_argument, 0, TIDECTL_OPT_OPTIMIZER},
     {"lr", required_argument, 0, TIDECTL_OPT_LR},
     {"seed", required_argument, 0, TIDECTL_OPT_SEED},
@@ -465,6 +466,13 @@ int tidectl_parse_options(int argc, char **argv, const struct tidectl_verb *verb
             if (parse_enum(name, "vars-home", optarg, homes, &e))
                 return TIDECTL_EXIT_USAGE;
             o->vars_home = (enum tide_job_vars_home)e;
+            break;
+        }
+        case TIDECTL_OPT_POLICY: {
+            static const char *const policies[] = {"swap", "recompute", "checkpoint-sqrt", NULL};
+            if (parse_enum(name, "policy", optarg, policies, &e))
+                return TIDECTL_EXIT_USAGE;
+            o->recompute = (int)e;
             break;
         }
         case TIDECTL_OPT_OPTIMIZER: {

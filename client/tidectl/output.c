@@ -128,6 +128,8 @@ void tidectl_json_add_plan(json_object *o, const struct tide_job_plan_report *p,
     tidectl_json_set_double(o, "predicted_stall_ms", p->predicted_stall_ms);
     tidectl_json_set_string(o, "device_profile", p->device_profile);
     tidectl_json_set_uint(o, "host_budget_bytes", p->host_budget_bytes);
+    tidectl_json_set_uint(o, "recompute_bytes", p->recompute_bytes);
+    tidectl_json_set_double(o, "recompute_ms", p->recompute_ms);
     if (!partitions)
         return;
     tidectl_json_set_uint(o, "n_partitions", p->n_partitions);
@@ -260,6 +262,9 @@ void tidectl_print_plan(const struct tide_job_plan_report *p, bool partitions)
     if (p->device_profile[0])
         printf("  predicted step  %.2f ms on %s, compute waiting %.2f ms for copies\n",
                p->predicted_step_ms, p->device_profile, p->predicted_stall_ms);
+    printf("  host memory     %s\n", tidectl_fmt_bytes(p->host_bytes, b1, sizeof(b1)));
+    printf("  recomputed      %s per step, %.3f ms estimated\n",
+           tidectl_fmt_bytes(p->recompute_bytes, b1, sizeof(b1)), p->recompute_ms);
     printf("  planned in      %.1f ms\n", (double)p->plan_us / 1000.0);
     if (!partitions || p->n_partitions == 0)
         return;

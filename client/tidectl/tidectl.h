@@ -101,6 +101,7 @@ enum tidectl_option_id {
     TIDECTL_OPT_SWAP,
     TIDECTL_OPT_PARTITION_SIZE,
     TIDECTL_OPT_VARS_HOME,
+    TIDECTL_OPT_POLICY,
     TIDECTL_OPT_OPTIMIZER,
     TIDECTL_OPT_LR,
     TIDECTL_OPT_SEED,
@@ -154,7 +155,8 @@ enum tidectl_option_id {
 #define TIDECTL_MODEL_OPTIONS                                                                      \
     TIDECTL_OPT_MODEL, TIDECTL_OPT_DEPTH, TIDECTL_OPT_WIDTH, TIDECTL_OPT_DATASET,                  \
         TIDECTL_OPT_DATA_DIR, TIDECTL_OPT_BATCH, TIDECTL_OPT_BUDGET, TIDECTL_OPT_SWAP,             \
-        TIDECTL_OPT_PARTITION_SIZE, TIDECTL_OPT_VARS_HOME, TIDECTL_OPT_OPTIMIZER, TIDECTL_OPT_LR,  \
+        TIDECTL_OPT_PARTITION_SIZE, TIDECTL_OPT_VARS_HOME, TIDECTL_OPT_POLICY,                     \
+        TIDECTL_OPT_OPTIMIZER, TIDECTL_OPT_LR,                                                     \
         TIDECTL_OPT_SEED, TIDECTL_OPT_NAME, TIDECTL_OPT_SEQ_LEN, TIDECTL_OPT_HIDDEN,               \
         TIDECTL_OPT_LAYERS, TIDECTL_LM_OPTIONS, TIDECTL_DATA_FILE_OPTIONS, TIDECTL_ONNX_OPTIONS
 
@@ -214,6 +216,10 @@ enum tidectl_option_id {
     "  --partition-size K       Nodes per partition; 0 (default): the planner picks it.\n"       \
     "  --vars-home auto|host|device\n"                                                             \
     "                           Where Variables live between uses (default auto).\n"               \
+    "  --policy swap|recompute|checkpoint-sqrt\n"                                                  \
+    "                           Memory actions: keep or swap (default); recompute, which also\n"   \
+    "                           runs cheap producers again before far uses where that moves\n"     \
+    "                           fewer bytes; or sqrt(n) checkpointing without swapping.\n"         \
     "  --optimizer NAME         sgd (default for --onnx), momentum (default, 0.9; adam for\n"      \
     "                           lstm, transformer and moe) or adam.\n"                            \
     "  --lr X                   Learning rate (default 0.05 sgd, 0.02 momentum, 0.001 adam;\n"     \
@@ -284,6 +290,7 @@ struct tidectl_options {
     enum tide_job_swap swap;
     uint32_t partition_size;
     enum tide_job_vars_home vars_home;
+    int recompute; /* --policy: tide_job_spec's recompute */
     enum tide_job_optimizer optimizer;
     double lr; /* 0: the optimizer's default */
     uint64_t seed;

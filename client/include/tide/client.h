@@ -247,6 +247,13 @@ struct tide_job_spec {
     uint32_t prefetch_distance;        /* partitions; 0: the daemon's default */
     enum tide_job_vars_home vars_home; /* default auto */
     bool autotune; /* search threshold and prefetch by simulation; default true */
+    /*
+     * The memory actions beyond keep and swap; the numbers are
+     * tide.v1.RecomputeMode's: 0 keep or swap only (default), 1 recompute
+     * cheap feature maps where that moves fewer bytes, 2 Chen et al.'s
+     * sqrt(n) checkpointing (no swapping).
+     */
+    int recompute;
 
     uint64_t checkpoint_every; /* write a checkpoint every N steps; 0: only when asked */
     uint32_t checkpoint_keep;  /* checkpoints kept per job; 0: 2 (the newest and the one before) */
@@ -309,6 +316,8 @@ struct tide_job_plan_report {
     double predicted_stall_ms;                  /* ... of which compute waits for copies */
     char device_profile[16];                    /* "cpu", "h100", "h200" */
     uint64_t host_budget_bytes; /* the host memory the plan had to fit (0: no limit) */
+    uint64_t recompute_bytes; /* bytes the plan's recompute copies make again per step */
+    double recompute_ms;      /* ... and their estimated time on the compute stream */
 };
 
 /* What the daemon knows about a job (tide.v1.JobInfo). */
