@@ -16,8 +16,11 @@
  * combine list (which slot holds each of a token's two choices, or
  * "dropped"). "None" and "dropped" are the index one past the end, so a
  * zero row appended to the table (Concat) makes Gather return zeros for
- * them: the experts run as two BatchMatMuls over [E, C, D] with their
- * weights [E, D, F] and [E, F, D], and a dropped choice adds nothing.
+ * them. Each expert gathers the C tokens of its slots and runs its own two
+ * dense layers (its own Variables, so that each update is small and each
+ * expert's weights are homed and moved alone); their outputs, concatenated
+ * [E * C, D], are gathered back by the combine list, and a dropped choice
+ * adds nothing.
  */
 #include <inttypes.h>
 #include <math.h>
@@ -180,30 +183,36 @@ static tide_ref moe(tide_builder *b, const struct tide_model_lm_options *o, tide
     tide_ref top = tide_builder_top_k(b, "top2", probs, MOE_TOP_K);
     tide_ref choices = tide_builder_output(b, top, 1); /* int32 [T, 2] */
 
-    /* Dispatch: each expert's slots gather their tokens (or zeros) into [E, C, D]. */
+    /* Dispatch: which token (or none) sits in each of the E * C slots, expert by expert. */
     tide_ref route = tide_builder_moe_route(b, "route", choices, e, c);
     tide_ref combine = tide_builder_output(b, route, 1); /* int32 [T, 2] */
     tide_ref tokens = with_zero_row(b, "no_token", h, d);
-    int64_t slots_dims[3] = {e, c, d};
-    tide_ref xe = tide_builder_reshape(b, NULL, tide_builder_gather(b, "dispatch", tokens, route),
-                                       3, slots_dims);
 
-    /* The experts: two batched dense layers with Gelu between, [E, C, D] -> [E, C, D]. */
-    int64_t w1_dims[3] = {e, d, f}, b1_dims[3] = {e, 1, f};
-    int64_t w2_dims[3] = {e, f, d}, b2_dims[3] = {e, 1, d};
-    /* Each expert's matrices as a dense layer's: bounds by their fan-in, D and F. */
-    tide_ref w1 =
-        tide_builder_variable(b, "experts/w1", 3, w1_dims, "uniform", init_bound(d), true);
-    tide_ref b1 = tide_builder_variable(b, "experts/b1", 3, b1_dims, "zeros", 1.0f, true);
-    tide_ref w2 =
-        tide_builder_variable(b, "experts/w2", 3, w2_dims, "uniform", init_bound(f), true);
-    tide_ref b2 = tide_builder_variable(b, "experts/b2", 3, b2_dims, "zeros", 1.0f, true);
-    tide_ref y =
-        tide_builder_add(b, NULL, tide_builder_batch_matmul(b, NULL, xe, w1, false, false), b1);
-    y = tide_builder_gelu(b, NULL, y);
-    y = tide_builder_add(b, NULL, tide_builder_batch_matmul(b, NULL, y, w2, false, false), b2);
-    int64_t flat_dims[2] = {e * c, d};
-    y = tide_builder_reshape(b, NULL, y, 2, flat_dims);
+    /*
+     * The experts, each a dense layer to F, Gelu and a dense layer back to D
+     * over the C tokens routed to it (gathered by its slice of the dispatch
+     * list, zeros for empty slots), each with weights of its own: an update,
+     * a fetch or a swap moves one expert's [D, F], never all experts' at once.
+     */
+    tide_ref *outs = calloc((size_t)e, sizeof(*outs));
+    if (!outs) {
+        tide__builder_set_error(b, "moe: out of memory for %" PRId64 " experts", e);
+        tide_builder_pop_scope(b);
+        return TIDE_REF_NONE;
+    }
+    for (int64_t x = 0; x < e; x++) {
+        char scope[32];
+        snprintf(scope, sizeof(scope), "expert%" PRId64, x);
+        tide_builder_push_scope(b, scope);
+        int64_t begin = x * c;
+        tide_ref slots = tide_builder_slice(b, "slots", route, &begin, &c, 1); /* int32 [C] */
+        tide_ref xe = tide_builder_gather(b, "dispatch", tokens, slots);       /* [C, D] */
+        tide_ref y = tide_builder_gelu(b, NULL, dense(b, "fc1", xe, d, f));
+        outs[x] = dense(b, "fc2", y, f, d);
+        tide_builder_pop_scope(b);
+    }
+    tide_ref y = tide_builder_concat(b, "experts", outs, (int32_t)e, 0); /* [E * C, D] */
+    free(outs);
 
     /* Combine: each token's two slots (or zeros when dropped), weighted by their gate values. */
     tide_ref picked = tide_builder_gather(b, "combine", with_zero_row(b, "dropped", y, d),

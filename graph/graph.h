@@ -97,6 +97,14 @@ enum tide_op_flags {
     TIDE_OP_F_SOURCE = 1u << 1,   /* no inputs: Placeholder, Variable, Const */
     TIDE_OP_F_MEMORY = 1u << 2,   /* Fetch, WriteBack, SwapOut, SwapIn */
     TIDE_OP_F_UPDATE = 1u << 3,   /* writes input 0 in place (optimizer updates) */
+    /*
+     * Element-wise with one output, whose kernels (CPU and CUDA) read element
+     * i of every input before writing element i of the output and read no
+     * other element of an input of the output's size: the output may take
+     * over such an input's memory when this node is its last reader
+     * (tide_graph_may_overwrite; memplan decides).
+     */
+    TIDE_OP_F_INPLACE = 1u << 4,
 };
 
 enum tide_dtype_rule {
@@ -329,6 +337,23 @@ static inline const struct tide_output *tide_graph_input(const struct tide_graph
 {
     const struct tide_edge *e = &node->inputs[i];
     return &graph->nodes[e->node].outputs[e->output];
+}
+
+/*
+ * Whether node's output may be written over the memory of input i, as far
+ * as the op goes: the op is TIDE_OP_F_INPLACE and the input has the
+ * output's dtype and size, so element j of each is the same element.
+ * Whether anything reads the input later is the memory plan's question
+ * (memplan.c, and the swapper's floor and simulation, which agree with it).
+ */
+static inline bool tide_graph_may_overwrite(const struct tide_graph *graph,
+                                            const struct tide_node *node, uint32_t i)
+{
+    if (!(tide_op_info(node->op)->flags & TIDE_OP_F_INPLACE) || node->n_outputs != 1 ||
+        i >= node->n_inputs)
+        return false;
+    const struct tide_output *in = tide_graph_input(graph, node, i);
+    return in->dtype == node->outputs[0].dtype && in->nbytes == node->outputs[0].nbytes;
 }
 
 /*

@@ -10,12 +10,19 @@
  *     producer's position only). Each node's kernel workspace becomes a
  *     region alive at the node's position only. Variables, Consts and pinned
  *     nodes' outputs are persistent: alive over the whole order.
+ *     In place: a node whose op may overwrite an input
+ *     (tide_graph_may_overwrite) and that is the last reader of that input,
+ *     which is not persistent, writes its output over it: the output's
+ *     region takes over the input's (inplace_of), so the output of
+ *     GeluGrad(dy, x) costs nothing beyond dy.
  *  2. Placement. Persistent regions go first, back to back from offset 0, in
  *     order of position, so they are never shared with anything. The others
  *     are placed greedily, largest first (ties: earlier first position, then
  *     lower node id, then lower output index, so the plan is a pure function
  *     of its input), each at the lowest aligned offset that does not overlap
- *     a placed region alive at an overlapping time.
+ *     a placed region alive at an overlapping time. A chain of in-place
+ *     regions is placed as its first region alive until the chain's last
+ *     position; the others take its offset.
  *  3. Reuse edges. A region that takes over addresses of a region that died
  *     earlier must not be written before every reader of the old occupant
  *     has finished — on every stream, not only the last reader by position:
@@ -24,7 +31,8 @@
  *     the new producer's own stream the stream's order guarantees it; for
  *     each other stream we add one control edge (reader -> new producer)
  *     from the latest reader on that stream of any earlier occupant, which
- *     follows all the others there.
+ *     follows all the others there. A region that takes over an input in
+ *     place waits so for that input's readers on other streams too.
  *  4. Death lists: per position, the regions whose last reader it is, so
  *     the executor can account (and poison) regions as it goes.
  *  5. The host arena: in order of position, each host-homed output's home
@@ -386,6 +394,7 @@ static enum tide_status build_regions(const struct tide_graph *graph,
             r->last = p;
             r->offset = TIDE_NO_OFFSET;
             r->persistent = persistent;
+            r->inplace_of = TIDE_MEMPLAN_NO_REGION;
             if (!round_up(out->nbytes, alignment, &r->bytes))
                 return tide_node_error(err, TIDE_LIMIT, node,
                                        "output %u of %" PRIu64 " bytes overflows when aligned", k,
@@ -399,12 +408,23 @@ static enum tide_status build_regions(const struct tide_graph *graph,
             r->first = p;
             r->last = p;
             r->offset = TIDE_NO_OFFSET;
+            r->inplace_of = TIDE_MEMPLAN_NO_REGION;
             if (!round_up(ws, alignment, &r->bytes))
                 return tide_node_error(err, TIDE_LIMIT, node,
                                        "workspace of %" PRIu64 " bytes overflows when aligned", ws);
         }
     }
     return TIDE_OK;
+}
+
+/* The region of output k of node v (device-homed). */
+static uint32_t region_of_output(const struct tide_graph *graph, const uint32_t *first_region,
+                                 uint32_t v, uint32_t k)
+{
+    uint32_t r = first_region[v];
+    for (uint32_t j = 0; j < k; j++)
+        r += graph->nodes[v].outputs[j].home == TIDE_HOME_DEVICE;
+    return r;
 }
 
 /*
@@ -422,9 +442,7 @@ static void extend_to_readers(const struct tide_graph *graph, struct tide_mempla
             const struct tide_node *src = &graph->nodes[e->node];
             if (src->outputs[e->output].home != TIDE_HOME_DEVICE)
                 continue;
-            uint32_t r = first_region[e->node];
-            for (uint32_t k = 0; k < e->output; k++)
-                r += src->outputs[k].home == TIDE_HOME_DEVICE;
+            uint32_t r = region_of_output(graph, first_region, e->node, e->output);
             if (plan->regions[r].last < p)
                 plan->regions[r].last = p;
         }
@@ -437,6 +455,39 @@ static void extend_to_readers(const struct tide_graph *graph, struct tide_mempla
     }
 }
 
+/*
+ * In place: the output of a node whose op may overwrite input i takes over
+ * that input's region when the node is its last reader and it is neither
+ * persistent nor empty nor a Fetch's (the first such input). Regions are in order of
+ * position, so the region taken over always comes before the one taking it.
+ */
+static void pick_inplace(const struct tide_graph *graph, struct tide_memplan *plan,
+                         const uint32_t *first_region)
+{
+    for (uint32_t p = 0; p < plan->n_order; p++) {
+        uint32_t v = plan->order[p];
+        const struct tide_node *node = &graph->nodes[v];
+        if (!(tide_op_info(node->op)->flags & TIDE_OP_F_INPLACE) || node->n_outputs != 1 ||
+            node->outputs[0].home != TIDE_HOME_DEVICE)
+            continue;
+        struct tide_memplan_region *out = &plan->regions[first_region[v]];
+        for (uint32_t i = 0; i < node->n_inputs && !out->persistent && out->bytes; i++) {
+            const struct tide_edge *e = &node->inputs[i];
+            /* A Fetch's copy of a Variable stays whole, as the swapper's simulation has it. */
+            if (!tide_graph_may_overwrite(graph, node, i) ||
+                graph->nodes[e->node].outputs[e->output].home != TIDE_HOME_DEVICE ||
+                graph->nodes[e->node].op == TIDE_OP_FETCH)
+                continue;
+            uint32_t r = region_of_output(graph, first_region, e->node, e->output);
+            const struct tide_memplan_region *in = &plan->regions[r];
+            if (in->persistent || in->last != p || in->bytes != out->bytes)
+                continue;
+            out->inplace_of = r;
+            break;
+        }
+    }
+}
+
 /* ============================================================================
  * Pass 2: placement
  * ========================================================================== */
@@ -445,6 +496,26 @@ static enum tide_status place(struct tide_memplan *plan, struct tide_error *err)
 {
     uint32_t n_regions = plan->n_regions;
     struct tide_memplan_region *regions = plan->regions;
+
+    /*
+     * In-place chains: each region's first (chain[r]); the first is placed
+     * alive until the chain's last position (its own last is kept in
+     * own_last and put back once placed).
+     */
+    uint32_t *chain = malloc(((size_t)n_regions + 1) * sizeof(*chain));
+    uint32_t *own_last = malloc(((size_t)n_regions + 1) * sizeof(*own_last));
+    if (!chain || !own_last) {
+        free(chain);
+        free(own_last);
+        return tide_error_set(err, TIDE_NOMEM, "memplan: out of memory placing regions");
+    }
+    for (uint32_t r = 0; r < n_regions; r++) {
+        own_last[r] = regions[r].last;
+        chain[r] =
+            regions[r].inplace_of == TIDE_MEMPLAN_NO_REGION ? r : chain[regions[r].inplace_of];
+        if (regions[chain[r]].last < regions[r].last)
+            regions[chain[r]].last = regions[r].last;
+    }
 
     /* Persistent regions: back to back from 0, in order of position (regions are). */
     uint64_t top = 0;
@@ -459,11 +530,14 @@ static enum tide_status place(struct tide_memplan *plan, struct tide_error *err)
     plan->persistent_bytes = top;
 
     struct sort_key *by_size = malloc(((size_t)n_regions + 1) * sizeof(*by_size));
-    if (!by_size)
+    if (!by_size) {
+        free(chain);
+        free(own_last);
         return tide_error_set(err, TIDE_NOMEM, "memplan: out of memory sorting regions");
+    }
     uint32_t n_sorted = 0;
     for (uint32_t r = 0; r < n_regions; r++) {
-        if (!regions[r].persistent)
+        if (!regions[r].persistent && chain[r] == r)
             by_size[n_sorted++] = key_of(regions, r);
     }
     qsort(by_size, n_sorted, sizeof(*by_size), compare_by_size);
@@ -472,6 +546,8 @@ static enum tide_status place(struct tide_memplan *plan, struct tide_error *err)
     enum tide_status st = TIDE_OK;
     if (placed_index_init(&index, plan->n_order) != TIDE_OK) {
         free(by_size);
+        free(chain);
+        free(own_last);
         return tide_error_set(err, TIDE_NOMEM, "memplan: out of memory placing regions");
     }
     for (uint32_t i = 0; i < n_sorted && st == TIDE_OK; i++) {
@@ -492,6 +568,12 @@ static enum tide_status place(struct tide_memplan *plan, struct tide_error *err)
     }
     placed_index_free(&index);
     free(by_size);
+    for (uint32_t r = 0; r < n_regions; r++) {
+        regions[r].last = own_last[r];
+        regions[r].offset = regions[chain[r]].offset;
+    }
+    free(chain);
+    free(own_last);
     if (st != TIDE_OK)
         return st;
 
@@ -535,9 +617,7 @@ static enum tide_status collect_accesses(const struct tide_graph *graph,
             const struct tide_node *src = &graph->nodes[e->node];
             if (src->outputs[e->output].home != TIDE_HOME_DEVICE)
                 continue;
-            uint32_t r = first_region[e->node];
-            for (uint32_t k = 0; k < e->output; k++)
-                r += src->outputs[k].home == TIDE_HOME_DEVICE;
+            uint32_t r = region_of_output(graph, first_region, e->node, e->output);
             access[(size_t)r * N_STREAMS + node->stream] = p + 1;
         }
     }
@@ -730,8 +810,14 @@ static enum tide_status add_reuse_edges(struct tide_graph *graph, struct tide_me
         uint32_t lo = coord_of(coords, distinct, r->offset);
         uint32_t hi = coord_of(coords, distinct, r->offset + r->bytes);
         for (int s = 0; s < N_STREAMS; s++) {
-            if (s != graph->nodes[r->node].stream)
-                latest[(size_t)x * N_STREAMS + s] = latest_tree_query(&trees[s], lo, hi);
+            if (s == graph->nodes[r->node].stream)
+                continue;
+            uint32_t at = latest_tree_query(&trees[s], lo, hi);
+            /* The input it overwrites dies at its first position, not before: ask it too. */
+            if (r->inplace_of != TIDE_MEMPLAN_NO_REGION &&
+                access[(size_t)r->inplace_of * N_STREAMS + s] > at)
+                at = access[(size_t)r->inplace_of * N_STREAMS + s];
+            latest[(size_t)x * N_STREAMS + s] = at;
         }
     }
 
@@ -890,6 +976,7 @@ enum tide_status tide_memplan_build(struct tide_graph *graph, const uint32_t *or
     for (uint32_t r = plan->n_regions; r-- > 0;)
         first_region[plan->regions[r].node] = r;
     extend_to_readers(graph, plan, first_region);
+    pick_inplace(graph, plan, first_region);
     st = place(plan, err);
     if (st == TIDE_OK)
         st = add_reuse_edges(graph, plan, first_region, err);

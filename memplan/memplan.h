@@ -14,6 +14,10 @@
  * Persistent tensors (Variables, Consts, and anything the caller pins) live
  * across steps: their interval is the whole order, and they are placed first.
  *
+ * In place: an element-wise node (TIDE_OP_F_INPLACE) that is the last reader
+ * of an input of its output's size writes its output over that input, so the
+ * two regions share one offset (region.inplace_of) and together count once.
+ *
  * The host arena: memplan also lays out the job's one host buffer, which the
  * executor allocates once (pinned on CUDA) and never again. It holds the
  * homes of host-homed outputs (Variables, Consts and optimizer state homed on
@@ -52,6 +56,8 @@ extern "C" {
 #endif
 
 #define TIDE_NO_OFFSET UINT64_MAX
+/* struct tide_memplan_region.inplace_of of a region that takes over no other. */
+#define TIDE_MEMPLAN_NO_REGION UINT32_MAX
 
 /* Every host buffer's offset and size in the host arena is a multiple of this. */
 #define TIDE_MEMPLAN_HOST_ALIGNMENT 64
@@ -81,7 +87,25 @@ struct tide_memplan_region {
     uint64_t offset;
     uint64_t bytes;    /* rounded to alignment */
     uint8_t persistent;
+    /*
+     * The region whose memory this output takes over (TIDE_MEMPLAN_NO_REGION:
+     * none): the producer's op may overwrite that input (INPLACE) and is its
+     * last reader, so both have one offset and that region dies here as
+     * this one is born.
+     */
+    uint32_t inplace_of;
 };
+
+/*
+ * The first position at which region r holds bytes of its own: its first,
+ * or the next for a region written in place over another (at its first it
+ * is the other's memory, counted there). Above r->last when it holds none
+ * of its own. What counts live bytes per position counts from here.
+ */
+static inline uint32_t tide_memplan_own_first(const struct tide_memplan_region *r)
+{
+    return r->first + (r->inplace_of != TIDE_MEMPLAN_NO_REGION);
+}
 
 /* One buffer of the host arena. */
 struct tide_memplan_host_buffer {

@@ -433,11 +433,21 @@ static void treap_erase(struct tide_executor *ex, uint32_t r)
     ex->treap_root = treap_merge(ex, lo, hi);
 }
 
-/* Marks region r alive at position p; a clash is a planner bug. */
+/*
+ * Marks region r alive at position p; a clash is a planner bug. A region
+ * written in place over an input (inplace_of) takes that input's memory
+ * over: the input leaves the live set here, unpoisoned (its death at p then
+ * finds it gone), and the two count once.
+ */
 static enum tide_status region_born(struct tide_executor *ex, uint32_t r, uint32_t p,
                                     struct tide_error *err)
 {
-    uint32_t clash;
+    uint32_t clash, q = ex->regions[r].inplace_of;
+    if (q != TIDE_MEMPLAN_NO_REGION && ex->alive[q]) {
+        ex->alive[q] = 0;
+        if (ex->regions[q].bytes)
+            treap_erase(ex, q);
+    }
     if (ex->regions[r].bytes && !treap_insert(ex, r, &clash)) {
         char a[TIDE_MAX_NAME + 96], b[TIDE_MAX_NAME + 96];
         describe_region(ex, r, a, sizeof(a));
@@ -665,6 +675,16 @@ static enum tide_status map_regions(struct tide_executor *ex, const struct tide_
         if (region->output >= node->n_outputs)
             return tide_error_set(err, TIDE_INVALID, "executor: region %u of the plan is invalid",
                                   r);
+        /* In place: over an earlier region of its size and offset that dies where it is born. */
+        const struct tide_memplan_region *over =
+            region->inplace_of < r ? &plan->regions[region->inplace_of] : NULL;
+        if (region->inplace_of != TIDE_MEMPLAN_NO_REGION &&
+            (!over || over->persistent || region->persistent || over->offset != region->offset ||
+             over->bytes != region->bytes || over->last != region->first))
+            return tide_node_error(err, TIDE_INVALID, node,
+                                   "output %u is planned in place over region %u, which it cannot "
+                                   "take over",
+                                   region->output, region->inplace_of);
         const struct tide_output *out = &node->outputs[region->output];
         if (out->home != TIDE_HOME_DEVICE || out->offset != region->offset ||
             out->nbytes > region->bytes)

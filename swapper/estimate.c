@@ -22,7 +22,11 @@
  *  - a host-homed source: each Fetch output from the Fetch to its group's
  *    last use, or to the WriteBack right after it;
  *  - a kernel's workspace: at the kernel only (inserted memory ops are taken
- *    to need none).
+ *    to need none);
+ *  - in place: where a node may overwrite an input tensor
+ *    (tide__overwrites_input) and an interval of that tensor ends at the
+ *    node, memplan writes the node's output over it (the copy it reads is
+ *    its last reader's), so the output is not counted at that key.
  *
  * The largest sum over keys is the most bytes the plan holds at once; at
  * that point its regions are pairwise disjoint in memplan's arena, so it
@@ -49,6 +53,41 @@ static bool group_writes(const struct tide__planner *pl, const struct tide_tenso
     return false;
 }
 
+bool tide__overwrites_input(const struct tide__planner *pl, uint32_t v, uint32_t t)
+{
+    const struct tide_graph *g = pl->graph;
+    const struct tide_node *node = &g->nodes[v];
+    const struct tide_partitioning *p = &pl->part;
+    if (!(tide_op_info(node->op)->flags & TIDE_OP_F_INPLACE) || v >= pl->n_original)
+        return false;
+    uint32_t out = p->tensor_of[v];
+    if ((pl->kinds[t] != TIDE__TENSOR_FEATURE && pl->kinds[t] != TIDE__TENSOR_FIXED) ||
+        (pl->kinds[out] != TIDE__TENSOR_FEATURE && pl->kinds[out] != TIDE__TENSOR_FIXED) ||
+        pl->tensor_aligned[t] == 0)
+        return false;
+    for (uint32_t i = 0; i < node->n_inputs; i++) {
+        if (p->tensor_of[node->inputs[i].node] + node->inputs[i].output == t &&
+            tide_graph_may_overwrite(g, node, i))
+            return true;
+    }
+    return false;
+}
+
+/* Marks the nodes that overwrite t where one of its intervals (listed in live) ends. */
+static void mark_overwrites(struct tide__planner *pl, uint32_t t, struct tide__live *live)
+{
+    const struct tide_partitioning *p = &pl->part;
+    const struct tide_tensor_life *life = &p->tensors[t];
+    for (uint32_t u = 0; u < life->n_uses; u++) {
+        uint32_t v = life->uses[u];
+        if (live->ends[tide_place_key_at(p->position[v])] && tide__overwrites_input(pl, v, t))
+            pl->overwrites[p->position[v]] = 1;
+    }
+    for (uint32_t i = 0; i < live->n_ended; i++)
+        live->ends[live->ended[i]] = 0;
+    live->n_ended = 0;
+}
+
 void tide__estimate(struct tide__planner *pl, const struct tide__choice *choice,
                     struct tide__estimate *out)
 {
@@ -56,11 +95,12 @@ void tide__estimate(struct tide__planner *pl, const struct tide__choice *choice,
     uint32_t n = p->n_order;
     uint32_t size = p->partition_size;
     int64_t *delta = pl->delta;
-    struct tide__live intervals = {delta};
+    struct tide__live intervals = {.delta = delta};
     struct tide_use_group *groups = pl->groups;
     uint64_t persistent = 0;
     memset(out, 0, sizeof(*out));
     memset(delta, 0, ((size_t)n * 4 + 4) * sizeof(*delta));
+    memset(pl->overwrites, 0, n);
 
     for (uint32_t i = 0; i < n; i++) {
         uint64_t ws = pl->workspace_at[i];
@@ -98,16 +138,33 @@ void tide__estimate(struct tide__planner *pl, const struct tide__choice *choice,
             struct tide__action_tensor at;
             tide__action_tensor_init(&at, pl, choice, t, groups);
             enum tide__action_id a = tide__action_pick(&at);
+            intervals.ends = pl->ends;
+            intervals.ended = pl->ended;
             tide__memory_actions[a]->estimate(&at, &intervals, &out->moved.actions[a]);
+            mark_overwrites(pl, t, &intervals);
+            intervals.ends = NULL;
             break;
         }
         default: { /* TIDE__TENSOR_FIXED: on the device from producer to last use */
             struct tide__action_tensor at;
             tide__action_tensor_init(&at, pl, choice, t, NULL);
+            intervals.ends = pl->ends;
+            intervals.ended = pl->ended;
             tide__action_keep.estimate(&at, &intervals, &out->moved.actions[TIDE__ACTION_KEEP]);
+            mark_overwrites(pl, t, &intervals);
+            intervals.ends = NULL;
             break;
         }
         }
+    }
+    /* An output written over its input shares the input's bytes at its producer. */
+    for (uint32_t i = 0; i < n; i++) {
+        if (!pl->overwrites[i])
+            continue;
+        uint64_t key = tide_place_key_at(i);
+        int64_t bytes = (int64_t)pl->tensor_aligned[p->tensor_of[p->order[i]]];
+        delta[key] -= bytes;
+        delta[key + 1] += bytes;
     }
     int64_t live = 0, most = 0;
     for (size_t k = 0; k < (size_t)n * 4 + 3; k++) {

@@ -109,6 +109,9 @@ enum tide_status tide__planner_init(struct tide__planner *pl, struct tide_graph 
     pl->delta = malloc(((size_t)n * 4 + 4) * sizeof(*pl->delta));
     pl->groups = malloc(((size_t)most_uses + 1) * sizeof(*pl->groups));
     pl->input_groups = malloc(((size_t)most_uses + 1) * sizeof(*pl->input_groups));
+    pl->ends = calloc((size_t)n * 4 + 4, 1);
+    pl->ended = malloc(((size_t)n * 4 + 4) * sizeof(*pl->ended));
+    pl->overwrites = malloc((size_t)n + 1);
     pl->tensor_bytes = malloc(((size_t)pl->part.n_tensors + 1) * sizeof(*pl->tensor_bytes));
     pl->tensor_aligned = malloc(((size_t)pl->part.n_tensors + 1) * sizeof(*pl->tensor_aligned));
     pl->workspace_at = malloc(((size_t)n + 1) * sizeof(*pl->workspace_at));
@@ -117,7 +120,8 @@ enum tide_status tide__planner_init(struct tide__planner *pl, struct tide_graph 
         n_uses += pl->part.tensors[t].n_uses;
     pl->use_writes = calloc(n_uses + 1, 1);
     if (!pl->workspace || !pl->kinds || !pl->delta || !pl->groups || !pl->input_groups ||
-        !pl->tensor_bytes || !pl->tensor_aligned || !pl->workspace_at || !pl->use_writes) {
+        !pl->tensor_bytes || !pl->tensor_aligned || !pl->workspace_at || !pl->use_writes ||
+        !pl->ends || !pl->ended || !pl->overwrites) {
         tide__planner_release(pl);
         return tide_error_set(err, TIDE_NOMEM, "swapper: out of memory planning %u nodes", n);
     }
@@ -178,6 +182,9 @@ enum tide_status tide__planner_init_from(struct tide__planner *pl, const struct 
     pl->delta = malloc((n * 4 + 4) * sizeof(*pl->delta));
     pl->groups = malloc((most_uses + 1) * sizeof(*pl->groups));
     pl->input_groups = malloc((most_uses + 1) * sizeof(*pl->input_groups));
+    pl->ends = calloc(n * 4 + 4, 1);
+    pl->ended = malloc((n * 4 + 4) * sizeof(*pl->ended));
+    pl->overwrites = malloc(n + 1);
     pl->workspace = copy_bytes(base->workspace, n * sizeof(*pl->workspace));
     pl->kinds = copy_bytes(base->kinds, n_tensors);
     pl->tensor_bytes = copy_bytes(base->tensor_bytes, n_tensors * sizeof(*pl->tensor_bytes));
@@ -185,7 +192,8 @@ enum tide_status tide__planner_init_from(struct tide__planner *pl, const struct 
     pl->workspace_at = copy_bytes(base->workspace_at, n * sizeof(*pl->workspace_at));
     pl->use_writes = copy_bytes(base->use_writes, n_uses);
     if (!pl->delta || !pl->groups || !pl->input_groups || !pl->workspace || !pl->kinds ||
-        !pl->tensor_bytes || !pl->tensor_aligned || !pl->workspace_at || !pl->use_writes) {
+        !pl->tensor_bytes || !pl->tensor_aligned || !pl->workspace_at || !pl->use_writes ||
+        !pl->ends || !pl->ended || !pl->overwrites) {
         tide__planner_release(pl);
         return tide_error_set(err, TIDE_NOMEM, "swapper: out of memory planning %zu nodes", n);
     }
@@ -209,6 +217,9 @@ void tide__planner_release(struct tide__planner *pl)
     free(pl->delta);
     free(pl->groups);
     free(pl->input_groups);
+    free(pl->ends);
+    free(pl->ended);
+    free(pl->overwrites);
     free(pl->tensor_bytes);
     free(pl->tensor_aligned);
     free(pl->workspace_at);
@@ -433,7 +444,9 @@ static uint64_t *live_profile(const struct tide_memplan *plan)
         return NULL;
     /* Unsigned wrap-around makes the differences come out right in the prefix sum. */
     for (uint32_t r = 0; r < plan->n_regions; r++) {
-        live[plan->regions[r].first] += plan->regions[r].bytes;
+        if (tide_memplan_own_first(&plan->regions[r]) > plan->regions[r].last)
+            continue;
+        live[tide_memplan_own_first(&plan->regions[r])] += plan->regions[r].bytes;
         live[plan->regions[r].last + 1] -= plan->regions[r].bytes;
     }
     for (uint32_t p = 1; p < plan->n_order; p++)

@@ -122,7 +122,18 @@ struct tide__planner {
      * the uses of a producer's inputs while groups holds the tensor's own.
      */
     struct tide_use_group *input_groups;
+    uint8_t *ends;       /* 4 * n_original + 4 keys: 1 where an interval of one tensor ends */
+    uint32_t *ended;     /* those keys, to clear them */
+    uint8_t *overwrites; /* per position: 1 when the node there writes over an input it frees */
 };
+
+/*
+ * Whether original node v may write its output over tensor t, an input of
+ * it (tide_graph_may_overwrite), as memplan does where v is the last reader
+ * of t's copy: both are feature maps or fixed tensors (never a Variable's,
+ * a Const's or a pinned one) and t is not empty.
+ */
+bool tide__overwrites_input(const struct tide__planner *pl, uint32_t v, uint32_t t);
 
 /*
  * Partitions graph (writing node->partition), asks env for every node's
@@ -255,6 +266,10 @@ struct tide__action_tensor {
 /* The device intervals of a simulated plan, in keys (estimate.c owns the array). */
 struct tide__live {
     int64_t *delta; /* 4 * n_order + 4 entries: += bytes at first, -= bytes after last */
+    /* When not NULL: ends[key] is set where an interval ends, and the key listed in ended. */
+    uint8_t *ends;
+    uint32_t *ended;
+    uint32_t n_ended;
 };
 
 /* Adds bytes live from key first to key last, both included. */
@@ -263,6 +278,10 @@ static inline void tide__live_add(struct tide__live *live, uint64_t first, uint6
 {
     live->delta[first] += (int64_t)bytes;
     live->delta[last + 1] -= (int64_t)bytes;
+    if (live->ends && !live->ends[last]) {
+        live->ends[last] = 1;
+        live->ended[live->n_ended++] = (uint32_t)last;
+    }
 }
 
 struct tide__memory_action {

@@ -163,7 +163,9 @@ static uint64_t add_saturating(uint64_t a, uint64_t b)
  * The kernel with the largest working set: what it reads (each distinct
  * tensor once), writes and scratches, in aligned bytes, as memplan counts
  * them. Sources and memory ops are not kernels: a source's output is some
- * kernel's input, and memory ops move one tensor each.
+ * kernel's input, and memory ops move one tensor each. A kernel that may
+ * write its output over an input it reads last (tide__overwrites_input)
+ * does so in every plan, and its output costs nothing more.
  */
 static struct working_set largest_working_set(const struct tide__planner *pl)
 {
@@ -185,6 +187,15 @@ static struct working_set largest_working_set(const struct tide__planner *pl)
         }
         for (uint32_t k = 0; k < node->n_outputs; k++)
             w.outputs = add_saturating(w.outputs, tide__align(pl, node->outputs[k].nbytes));
+        for (uint32_t i = 0; i < node->n_inputs; i++) {
+            uint32_t t = pl->part.tensor_of[node->inputs[i].node] + node->inputs[i].output;
+            const struct tide_tensor_life *life = &pl->part.tensors[t];
+            if (life->n_uses && life->uses[life->n_uses - 1] == v &&
+                tide__overwrites_input(pl, v, t)) {
+                w.outputs = 0;
+                break;
+            }
+        }
         if (best.node == TIDE_NO_NODE || working_set_total(&w) > working_set_total(&best))
             best = w;
     }

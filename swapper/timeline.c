@@ -70,7 +70,7 @@ static enum tide_status check_plan(const struct tide_graph *graph, const struct 
 /*
  * live[c * (n + 1) + p]: the bytes of category c live at position p. The
  * differences wrap around in unsigned arithmetic and come out right in the
- * prefix sum.
+ * prefix sum. A region written in place counts from tide_memplan_own_first.
  */
 static void live_by_category(const struct tide_graph *graph, const struct tide_memplan *plan,
                              uint64_t *live)
@@ -79,7 +79,10 @@ static void live_by_category(const struct tide_graph *graph, const struct tide_m
     for (uint32_t i = 0; i < plan->n_regions; i++) {
         const struct tide_memplan_region *r = &plan->regions[i];
         uint64_t *row = live + (size_t)category_of(graph, r) * (n + 1);
-        row[r->first] += r->bytes;
+        uint32_t first = tide_memplan_own_first(r);
+        if (first > r->last)
+            continue;
+        row[first] += r->bytes;
         row[r->last + 1] -= r->bytes;
     }
     for (int c = 0; c < TIDE_MEMORY_CATEGORY_COUNT; c++) {

@@ -1379,25 +1379,37 @@ static void test_train_moe(void **state)
     free(r);
 }
 
-/* `plan` of a small MoE model with `experts` experts in 4 MiB (swap: "off" or NULL) fits, or not. */
+/* `plan` of a small MoE model with `experts` experts in 1 MiB (swap: "off" or NULL) fits. */
 static bool moe_plan_fits(struct tide_test_run *r, int64_t experts, const char *swap)
 {
     char text[32];
     snprintf(text, sizeof(text), "%" PRId64, experts);
     char *args[] = {"plan", "--model", "moe", "--layers", "1", "--d-model", "16", "--heads", "2",
-                    "--seq-len", "16", "--batch", "4", "--budget", "4M", "--experts", text, "--json",
+                    "--seq-len", "16", "--batch", "4", "--budget", "1M", "--experts", text, "--json",
                     swap ? "--swap" : NULL, (char *)swap, NULL};
     char *argv[32] = {bench_path};
     for (int i = 0; args[i]; i++)
         argv[i + 1] = args[i];
     tide_test_run_program(argv, -1, -1, r);
-    return r->exit_code == 0 && strstr(r->out, "\"fits\":true");
+    /*
+     * `plan` exits 0 when the plan fits and 1 when it does not. Its report
+     * has a line per partition, which with hundreds of experts in partitions
+     * of one node can outgrow r->out: the JSON line is checked when it is there.
+     */
+    if (r->exit_code != 0 && r->exit_code != 1)
+        fail_msg("tide-bench plan --experts %s: exit %d\n%s", text, r->exit_code, r->err);
+    bool fits = r->exit_code == 0;
+    if (strlen(r->out) + 1 < sizeof(r->out))
+        assert_int_equal(strstr(r->out, "\"fits\":true") != NULL, fits);
+    return fits;
 }
 
 /*
  * `max --model moe --vary experts`: the search counts experts from 2 (top-2
  * routing needs two), and both answers are exact: `plan` at the number
- * fits and at the number + 1 does not, with the same policy.
+ * fits and at the number + 1 does not, with the same policy. The budget is
+ * 1 MiB: with one Variable per expert, 4 MiB holds about a thousand
+ * experts, and each plan of those takes seconds.
  */
 static void test_max_moe_experts_exact(void **state)
 {
@@ -1406,14 +1418,14 @@ static void test_max_moe_experts_exact(void **state)
     assert_non_null(r);
     struct json_object *line =
         run_bench(r, 0,
-                  (char *[]){"max", "--model", "moe", "--vary", "experts", "--budget", "4M",
+                  (char *[]){"max", "--model", "moe", "--vary", "experts", "--budget", "1M",
                              "--layers", "1", "--d-model", "16", "--heads", "2", "--seq-len", "16",
                              "--batch", "4", "--json", NULL});
     assert_string_equal(tide_test_json_string(line, "vary"), "experts");
     int64_t off = tide_test_json_int(line, "value_swap_off");
     int64_t autoplan = tide_test_json_int(line, "value_auto");
     json_object_put(line);
-    print_message("moe in 4 MiB: %" PRId64 " experts with swap off, %" PRId64 " automatic\n", off,
+    print_message("moe in 1 MiB: %" PRId64 " experts with swap off, %" PRId64 " automatic\n", off,
                   autoplan);
     assert_true(off >= 2 && autoplan >= off);
     assert_true(moe_plan_fits(r, off, "off"));

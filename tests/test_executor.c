@@ -572,6 +572,7 @@ static void test_planner_bug_detected(void **state)
     assert_non_null(rr);
     assert_non_null(rh);
     rr->offset = rh->offset;
+    rr->inplace_of = TIDE_MEMPLAN_NO_REGION; /* not taking h1 over: both alive, overlapping */
     m.graph->nodes[m.relu].outputs[0].offset = rh->offset;
     struct tide_error err = {0};
     struct tide_executor_options o = {.budget_bytes = m.plan.peak_bytes};

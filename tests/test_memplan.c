@@ -105,9 +105,9 @@ static void test_chain_exact_peak(void **state)
     (void)state;
     struct tide_graph *g = tide_graph_new();
     uint32_t a = add(g, TIDE_OP_PLACEHOLDER, "a", 1024, 0, NULL);
-    uint32_t b = add(g, TIDE_OP_RELU, "b", 1024, 1, &a);
-    uint32_t c = add(g, TIDE_OP_RELU, "c", 1024, 1, &b);
-    add(g, TIDE_OP_RELU, "d", 1024, 1, &c);
+    uint32_t b = add(g, TIDE_OP_SOFTMAX, "b", 1024, 1, &a);
+    uint32_t c = add(g, TIDE_OP_SOFTMAX, "c", 1024, 1, &b);
+    add(g, TIDE_OP_SOFTMAX, "d", 1024, 1, &c);
     struct tide_memplan plan;
     plan_in_id_order(g, &(struct tide_memplan_options){.alignment = 256}, &plan);
     assert_int_equal(plan.n_regions, 4);
@@ -138,8 +138,8 @@ static void test_alignment(void **state)
     (void)state;
     struct tide_graph *g = tide_graph_new();
     uint32_t a = add(g, TIDE_OP_PLACEHOLDER, "a", 4, 0, NULL);
-    uint32_t b = add(g, TIDE_OP_RELU, "b", 300, 1, &a);
-    add(g, TIDE_OP_RELU, "c", 4, 1, &b);
+    uint32_t b = add(g, TIDE_OP_SOFTMAX, "b", 300, 1, &a);
+    add(g, TIDE_OP_SOFTMAX, "c", 4, 1, &b);
     struct tide_memplan plan;
     plan_in_id_order(g, NULL, &plan);
     assert_int_equal(region_of(&plan, a, 0)->bytes, 256);
@@ -170,8 +170,8 @@ static void test_workspace_counted(void **state)
     (void)state;
     struct tide_graph *g = tide_graph_new();
     uint32_t a = add(g, TIDE_OP_PLACEHOLDER, "a", 1024, 0, NULL);
-    uint32_t b = add(g, TIDE_OP_RELU, "b", 1024, 1, &a);
-    uint32_t c = add(g, TIDE_OP_RELU, "c", 1024, 1, &b);
+    uint32_t b = add(g, TIDE_OP_SOFTMAX, "b", 1024, 1, &a);
+    uint32_t c = add(g, TIDE_OP_SOFTMAX, "c", 1024, 1, &b);
     struct tide_memplan plan;
     struct tide_memplan_options opt = {.alignment = 256, .workspace_bytes = workspace_of_b};
     plan_in_id_order(g, &opt, &plan);
@@ -202,7 +202,7 @@ static void test_persistent_first_never_reused(void **state)
     uint32_t k = add(g, TIDE_OP_CONST, "k", 256, 0, NULL);
     uint32_t in2[2] = {y, k};
     uint32_t z = add(g, TIDE_OP_ADD, "z", 4096, 2, in2);
-    uint32_t r = add(g, TIDE_OP_RELU, "r", 4096, 1, &z);
+    uint32_t r = add(g, TIDE_OP_SOFTMAX, "r", 4096, 1, &z);
     uint8_t pinned[8] = {0};
     pinned[r] = 1;
     struct tide_memplan plan;
@@ -269,7 +269,7 @@ static void test_host_arena(void **state)
     add(g, TIDE_OP_VARIABLE, "v2", 300, 0, NULL);
     uint32_t x = add(g, TIDE_OP_PLACEHOLDER, "x", 10, 0, NULL);
     g->nodes[x].stream = TIDE_STREAM_H2D;
-    uint32_t r = add(g, TIDE_OP_RELU, "r", 10, 1, &x);
+    uint32_t r = add(g, TIDE_OP_SOFTMAX, "r", 10, 1, &x);
     uint32_t so = add(g, TIDE_OP_SWAP_OUT, "so", 10, 1, &r);
     g->nodes[so].stream = TIDE_STREAM_D2H;
     g->nodes[so].outputs[0].home = TIDE_HOME_HOST;
@@ -301,7 +301,7 @@ static void test_host_arena(void **state)
     tide_graph_free(g);
     g = tide_graph_new();
     uint32_t a = add(g, TIDE_OP_CONST, "a", 0, 0, NULL);
-    add(g, TIDE_OP_RELU, "b", 64, 1, &a);
+    add(g, TIDE_OP_SOFTMAX, "b", 64, 1, &a);
     plan_in_id_order(g, NULL, &plan);
     assert_int_equal(plan.n_host_buffers, 0);
     assert_int_equal(plan.host_bytes, 0);
@@ -321,7 +321,7 @@ static void test_reuse_edges_across_streams_only(void **state)
     for (int cross = 0; cross < 2; cross++) {
         struct tide_graph *g = tide_graph_new();
         uint32_t p1 = add(g, TIDE_OP_PLACEHOLDER, "p1", 1024, 0, NULL);
-        uint32_t r1 = add(g, TIDE_OP_RELU, "r1", 1024, 1, &p1);
+        uint32_t r1 = add(g, TIDE_OP_SOFTMAX, "r1", 1024, 1, &p1);
         uint32_t p2 = add(g, TIDE_OP_PLACEHOLDER, "p2", 1024, 0, NULL);
         uint32_t in[2] = {r1, p2};
         uint32_t r2 = add(g, TIDE_OP_ADD, "r2", 1024, 2, in);
@@ -356,12 +356,12 @@ static void test_reuse_waits_for_every_stream(void **state)
     (void)state;
     struct tide_graph *g = tide_graph_new();
     uint32_t src = add(g, TIDE_OP_PLACEHOLDER, "src", 1024, 0, NULL);
-    uint32_t t = add(g, TIDE_OP_RELU, "t", 1024, 1, &src);
+    uint32_t t = add(g, TIDE_OP_SOFTMAX, "t", 1024, 1, &src);
     uint32_t so = add(g, TIDE_OP_SWAP_OUT, "so", 1024, 1, &t);
     g->nodes[so].stream = TIDE_STREAM_D2H;
     g->nodes[so].outputs[0].home = TIDE_HOME_HOST;
-    uint32_t c = add(g, TIDE_OP_RELU, "c", 1024, 1, &t);
-    uint32_t y = add(g, TIDE_OP_RELU, "y", 1024, 1, &c);
+    uint32_t c = add(g, TIDE_OP_SOFTMAX, "c", 1024, 1, &t);
+    uint32_t y = add(g, TIDE_OP_SOFTMAX, "y", 1024, 1, &c);
     struct tide_memplan plan;
     plan_in_id_order(g, NULL, &plan);
     assert_int_equal(region_of(&plan, t, 0)->last, 3);
@@ -376,11 +376,11 @@ static void test_reuse_waits_for_every_stream(void **state)
     tide_graph_free(g);
     g = tide_graph_new();
     src = add(g, TIDE_OP_PLACEHOLDER, "src", 1024, 0, NULL);
-    t = add(g, TIDE_OP_RELU, "t", 1024, 1, &src);
+    t = add(g, TIDE_OP_SOFTMAX, "t", 1024, 1, &src);
     so = add(g, TIDE_OP_SWAP_OUT, "so", 1024, 1, &t);
     g->nodes[so].stream = TIDE_STREAM_D2H;
     g->nodes[so].outputs[0].home = TIDE_HOME_HOST;
-    c = add(g, TIDE_OP_RELU, "c", 1024, 1, &t);
+    c = add(g, TIDE_OP_SOFTMAX, "c", 1024, 1, &t);
     uint32_t in[1] = {c};
     uint32_t p2 = add(g, TIDE_OP_PLACEHOLDER, "p2", 1024, 0, NULL);
     g->nodes[p2].stream = TIDE_STREAM_H2D;
@@ -395,12 +395,125 @@ static void test_reuse_waits_for_every_stream(void **state)
     tide_graph_free(g);
 }
 
+/* ============================================================================
+ * In place
+ * ========================================================================== */
+
+/*
+ * p -> e = Exp(p) -> g = GeluGrad(e, x) -> s = Softmax(g): Exp is p's last
+ * reader and GeluGrad e's, so e takes p's memory and g takes e's; x, still
+ * read by the Softmax after (a second input), is never written over.
+ */
+static void test_inplace_shares_offset(void **state)
+{
+    (void)state;
+    struct tide_graph *g = tide_graph_new();
+    uint32_t p = add(g, TIDE_OP_PLACEHOLDER, "p", 1024, 0, NULL);
+    uint32_t x = add(g, TIDE_OP_PLACEHOLDER, "x", 1024, 0, NULL);
+    uint32_t e = add(g, TIDE_OP_EXP, "e", 1024, 1, &p);
+    uint32_t in[2] = {e, x};
+    uint32_t gg = add(g, TIDE_OP_GELU_GRAD, "g", 1024, 2, in);
+    uint32_t in2[2] = {gg, x};
+    uint32_t s = add(g, TIDE_OP_ADD, "s", 1024, 2, in2);
+    struct tide_memplan plan;
+    plan_in_id_order(g, NULL, &plan);
+    const struct tide_memplan_region *rp = region_of(&plan, p, 0), *rx = region_of(&plan, x, 0),
+                                     *re = region_of(&plan, e, 0), *rg = region_of(&plan, gg, 0),
+                                     *rs = region_of(&plan, s, 0);
+    assert_int_equal(rp->inplace_of, TIDE_MEMPLAN_NO_REGION);
+    assert_int_equal(rx->inplace_of, TIDE_MEMPLAN_NO_REGION);
+    assert_ptr_equal(&plan.regions[re->inplace_of], rp);
+    assert_ptr_equal(&plan.regions[rg->inplace_of], re);
+    /* Add is not an in-place op: its output has memory of its own. */
+    assert_int_equal(rs->inplace_of, TIDE_MEMPLAN_NO_REGION);
+    assert_int_equal(re->offset, rp->offset);
+    assert_int_equal(rg->offset, rp->offset);
+    assert_int_not_equal(rx->offset, rp->offset);
+    assert_int_not_equal(rs->offset, rx->offset);
+    assert_int_not_equal(rs->offset, rg->offset);
+    /* p, e and g are one tensor's worth; x and s the other two: 3 KiB, not 5. */
+    assert_int_equal(plan.peak_bytes, 3072);
+    /* Lifetimes and deaths stay each region's own. */
+    assert_int_equal(re->first, 2);
+    assert_int_equal(rp->last, 2);
+    assert_int_equal(rg->first, 3);
+    assert_int_equal(re->last, 3);
+    assert_int_equal(rg->last, 4);
+    tide_memplan_release(&plan);
+    tide_graph_free(g);
+}
+
+/*
+ * A still-live input is never written over: Exp's input is read again
+ * after it, Relu's is a Variable (persistent) and Gelu's is of another
+ * size. None of them runs in place, and no two regions alive at the same
+ * time share an address.
+ */
+static void test_inplace_never_over_live_input(void **state)
+{
+    (void)state;
+    struct tide_graph *g = tide_graph_new();
+    uint32_t p = add(g, TIDE_OP_PLACEHOLDER, "p", 1024, 0, NULL);
+    uint32_t e = add(g, TIDE_OP_EXP, "e", 1024, 1, &p);
+    uint32_t in[2] = {p, e};
+    uint32_t a = add(g, TIDE_OP_ADD, "a", 1024, 2, in); /* p read after e */
+    uint32_t v = add(g, TIDE_OP_VARIABLE, "v", 1024, 0, NULL);
+    uint32_t r = add(g, TIDE_OP_RELU, "r", 1024, 1, &v); /* v persistent */
+    uint32_t q = add(g, TIDE_OP_PLACEHOLDER, "q", 512, 0, NULL);
+    uint32_t ge = add(g, TIDE_OP_GELU, "ge", 1024, 1, &q); /* another size */
+    uint32_t in2[3] = {a, r, ge};
+    uint32_t sum = add(g, TIDE_OP_ADD_N, "sum", 1024, 3, in2);
+    struct tide_memplan plan;
+    plan_in_id_order(g, NULL, &plan);
+    uint32_t nodes[] = {p, e, a, v, r, q, ge, sum};
+    for (size_t i = 0; i < sizeof(nodes) / sizeof(nodes[0]); i++)
+        assert_int_equal(region_of(&plan, nodes[i], 0)->inplace_of, TIDE_MEMPLAN_NO_REGION);
+    for (uint32_t i = 0; i < plan.n_regions; i++) {
+        for (uint32_t j = i + 1; j < plan.n_regions; j++) {
+            const struct tide_memplan_region *x = &plan.regions[i], *y = &plan.regions[j];
+            bool time = x->first <= y->last && y->first <= x->last;
+            bool space = x->offset < y->offset + y->bytes && y->offset < x->offset + x->bytes;
+            if (time && space)
+                fail_msg("\"%s\" and \"%s\" overlap in time and space", g->nodes[x->node].name,
+                         g->nodes[y->node].name);
+        }
+    }
+    tide_memplan_release(&plan);
+    tide_graph_free(g);
+}
+
+/*
+ * dy is read by a SwapOut on d2h, then last by ReluGrad on compute, which
+ * writes dx over it: ReluGrad must wait for the SwapOut (a control edge),
+ * or it would overwrite dy while the copy reads it.
+ */
+static void test_inplace_waits_for_other_streams(void **state)
+{
+    (void)state;
+    struct tide_graph *g = tide_graph_new();
+    uint32_t src = add(g, TIDE_OP_PLACEHOLDER, "src", 1024, 0, NULL);
+    uint32_t dy = add(g, TIDE_OP_SOFTMAX, "dy", 1024, 1, &src);
+    uint32_t so = add(g, TIDE_OP_SWAP_OUT, "so", 1024, 1, &dy);
+    g->nodes[so].stream = TIDE_STREAM_D2H;
+    g->nodes[so].outputs[0].home = TIDE_HOME_HOST;
+    uint32_t y = add(g, TIDE_OP_PLACEHOLDER, "y", 1024, 0, NULL);
+    uint32_t in[2] = {dy, y};
+    uint32_t dx = add(g, TIDE_OP_RELU_GRAD, "dx", 1024, 2, in);
+    struct tide_memplan plan;
+    plan_in_id_order(g, NULL, &plan);
+    assert_ptr_equal(&plan.regions[region_of(&plan, dx, 0)->inplace_of], region_of(&plan, dy, 0));
+    assert_int_equal(region_of(&plan, dx, 0)->offset, region_of(&plan, dy, 0)->offset);
+    assert_true(has_control(g, dx, so));
+    tide_memplan_release(&plan);
+    tide_graph_free(g);
+}
+
 static void test_bad_order(void **state)
 {
     (void)state;
     struct tide_graph *g = tide_graph_new();
     uint32_t a = add(g, TIDE_OP_PLACEHOLDER, "a", 1024, 0, NULL);
-    add(g, TIDE_OP_RELU, "b", 1024, 1, &a);
+    add(g, TIDE_OP_SOFTMAX, "b", 1024, 1, &a);
     struct tide_memplan plan;
     struct tide_error err = {0};
     uint32_t backwards[2] = {1, 0};
@@ -783,6 +896,9 @@ int main(void)
         cmocka_unit_test(test_host_arena),
         cmocka_unit_test(test_reuse_edges_across_streams_only),
         cmocka_unit_test(test_reuse_waits_for_every_stream),
+        cmocka_unit_test(test_inplace_shares_offset),
+        cmocka_unit_test(test_inplace_never_over_live_input),
+        cmocka_unit_test(test_inplace_waits_for_other_streams),
         cmocka_unit_test(test_bad_order),
         cmocka_unit_test(test_random_dags),
     };

@@ -231,7 +231,9 @@ static struct tide_graph *long_skip(int64_t n)
     char name[16];
     for (int i = 1; i <= 8; i++) {
         snprintf(name, sizeof(name), "r%d", i);
-        prev = node(g, TIDE_OP_RELU, name, prev, TIDE_NO_NODE);
+        /* Softmax, not Relu: a Relu writes over its input (TIDE_OP_F_INPLACE), and the
+         * chain would then need one buffer and no swap. */
+        prev = node(g, TIDE_OP_SOFTMAX, name, prev, TIDE_NO_NODE);
     }
     uint32_t s = node(g, TIDE_OP_REDUCE_SUM, "s", prev, TIDE_NO_NODE);
     node(g, TIDE_OP_ADD, "out", a, s);
