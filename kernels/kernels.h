@@ -118,6 +118,21 @@ enum tide_status tide_variable_init(const struct tide_node *node, uint64_t job_s
  */
 void tide_cpu_kernels_set_threads(int threads);
 
+/*
+ * Whether this build of the CPU kernels runs Conv2D and its gradients through
+ * oneDNN (built with libdnnl, and its CPU engine started).
+ */
+bool tide_cpu_kernels_onednn_available(void);
+
+/*
+ * Turns oneDNN's convolutions on or off (on by default where available, off
+ * when TIDE_CPU_ONEDNN=0 is in the environment). Off, the CPU kernels' own
+ * im2col + sgemm convolutions run every case, as they do where oneDNN has no
+ * primitive. Takes effect for workspace sizes asked after the call: switch
+ * before a plan is made, not between planning and running it.
+ */
+void tide_cpu_kernels_use_onednn(bool on);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,38 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * none.c: the oneDNN entry points of a build without oneDNN (libdnnl-dev
+ * was not found when CMake configured). oneDNN is never available, so the
+ * CPU kernels' own convolutions (kernels/cpu/conv.c) run every case.
+ */
+#include "kernels/onednn/onednn.h"
+
+bool tide__onednn_enabled(void)
+{
+    return false;
+}
+
+void tide_cpu_kernels_use_onednn(bool on)
+{
+    (void)on; /* nothing to turn on */
+}
+
+bool tide_cpu_kernels_onednn_available(void)
+{
+    return false;
+}
+
+bool tide__onednn_conv_workspace(enum tide_op op, const struct tide__kernel_conv *g,
+                                 uint64_t *bytes)
+{
+    (void)op, (void)g, (void)bytes;
+    return false;
+}
+
+enum tide_status tide__onednn_conv_run(const struct tide_kernel_args *args,
+                                       const struct tide__kernel_conv *g, bool *ran,
+                                       struct tide_error *err)
+{
+    (void)args, (void)g, (void)err;
+    *ran = false;
+    return TIDE_OK;
+}
