@@ -18,8 +18,9 @@
  * UPDATE ops (ApplySGD, ApplyMomentum, ApplyAdam) write inputs[0] (and their
  * optimizer state inputs) in place.
  *
- * CPU kernels are the reference: plain C, OpenBLAS for GEMM, deterministic —
- * the same inputs give the same bits whatever the thread count.
+ * CPU kernels are the reference: plain C, OpenBLAS for GEMM, oneDNN for the
+ * convolutions where built with it, deterministic — the same inputs give the
+ * same bits whatever the thread count.
  *
  * Example usage (what the CPU backend does for one node):
  *

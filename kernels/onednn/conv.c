@@ -15,39 +15,45 @@
  * copy in the workspace. TIDE_CPU_ONEDNN=plain keeps every operand plain
  * (no copies: less workspace, slower); TIDE_CPU_ONEDNN=0 turns oneDNN off.
  *
+ * Threads and determinism: the batch is cut into at most TASKS pieces of
+ * consecutive images whose boundaries depend on the batch size only, and
+ * each piece is one task of the kernels' pool (kernels/cpu/parallel.c) that
+ * runs a single-threaded oneDNN primitive for its images. So --threads
+ * bounds oneDNN too (its OpenMP thread count is set to 1 on every thread
+ * that creates or runs a primitive: Debian's libdnnl runs on OpenMP, whose
+ * thread count is a setting of the calling thread); a task that a busy
+ * worker does not pick up is run by another, where an OpenMP team would wait
+ * for its slowest thread (measured here: 2 threads of a loaded 2-core VM
+ * took ten times as long as 1); and which thread runs a piece never changes
+ * its bits. Conv2D and Conv2DBackpropInput write disjoint images per piece.
+ * Conv2DBackpropFilter sums over images: piece 0 writes dw, pieces 1.. write
+ * partial sums in the workspace, added to dw in piece order, as the
+ * fallback's filter groups are. The result depends on the shapes and the
+ * data only, at any thread count.
+ *
  * Workspace: the primitives run in user scratchpad mode
  * (dnnl_scratchpad_mode_user), so every byte they use is in the workspace the
- * memory plan reserved: the largest scratchpad of the convolution and its
- * reorders (they run one after another), then the blocked copies, each at a
- * 64-byte aligned offset. tide__onednn_conv_workspace reports that sum, so
- * the plan stays exact.
+ * memory plan reserved: the filter gradient's partial sums, then one slot
+ * per thread that can work at once (the pool's size when the plan is made),
+ * each holding the largest scratchpad of a piece's convolution and its
+ * reorders (they run one after another) and the piece's blocked copies, at
+ * 64-byte aligned offsets. tide__onednn_conv_workspace reports that sum, so
+ * the plan stays exact; a kernel given a workspace planned for fewer threads
+ * runs on as many as it has slots for.
  *
- * Primitive cache: one entry per (op, geometry, layout policy, thread count),
+ * Primitive cache: one entry per (op, geometry of a piece, layout policy),
  * created the first time the memory plan asks for the node's workspace (the
  * compile-time hook; a kernel called without a plan creates it on first use)
  * and kept for the life of the process: a training job has a handful of
- * convolution shapes, and re-creating a primitive costs about a millisecond.
- * The thread count is part of the key because oneDNN fixes a primitive's
- * thread count, and with it its scratchpad and how its filter gradient
- * sums over the batch, when it creates the primitive.
- *
- * Threads: Debian's libdnnl runs on OpenMP (libgomp). OpenMP's thread count
- * is a setting of the calling thread, so every creation and execution here
- * first calls omp_set_num_threads with the pool's thread count
- * (tide__cpu_workers, which --threads sets): --threads 1 means one core.
- * The kernels' own pool sleeps meanwhile (kernels run one at a time on a
- * stream). A primitive's cache entry and its oneDNN objects are read-only
- * once made, so executor threads of several jobs may run the same primitive
- * at once; each call makes its own memory objects and stream.
- *
- * Determinism: at a fixed thread count a primitive gives the same bits on
- * every run (oneDNN splits work by its thread count only). Across thread
- * counts the filter gradient differs in the last bits (its sum over images
- * is split by thread), unlike the fallback, which is the same at any count;
- * tests compare runs at one thread count (see test_kernels.c).
+ * convolution shapes, and creating a primitive costs about a millisecond.
+ * An entry and its oneDNN objects are read-only once made, so several
+ * threads may run one primitive at once, each with its own scratchpad slot,
+ * memory objects and stream.
  *
  * Threads and state: cache.lock guards the cache list; entries are never
- * changed after they are published, and never freed.
+ * changed after they are published, and never freed. A job's tasks write
+ * disjoint images, slots and partials; a failed task records the first
+ * oneDNN status under job.lock.
  */
 #include "kernels/onednn/onednn.h"
 
@@ -63,6 +69,9 @@
 
 /* Offsets of the blocked copies in the workspace are multiples of this. */
 #define ALIGN 64
+
+/* Most pieces a batch is cut into (fewer when it has fewer images). */
+#define TASKS 8
 
 /* How the primitive's operands are laid out. */
 enum layout {
@@ -127,9 +136,8 @@ struct operand {
 
 struct key {
     enum tide_op op;
-    struct tide__kernel_conv g;
+    struct tide__kernel_conv g; /* of one piece: n is its images */
     enum layout layout;
-    int threads;
 };
 
 struct entry {
@@ -304,7 +312,7 @@ static void entry_build(struct entry *e)
     e->ok = true;
 }
 
-/* The cache entry of key, created (with the calling thread's OpenMP count set) if new. */
+/* The cache entry of key, created (single-threaded: see the file's header) if new. */
 static const struct entry *entry_get(const struct key *key)
 {
     pthread_mutex_lock(&cache.lock);
@@ -316,7 +324,7 @@ static const struct entry *entry_get(const struct key *key)
         e = calloc(1, sizeof(*e));
         if (e) {
             e->key = *key;
-            omp_set_num_threads(key->threads);
+            omp_set_num_threads(1);
             entry_build(e);
             e->next = cache.head;
             cache.head = e;
@@ -326,16 +334,6 @@ static const struct entry *entry_get(const struct key *key)
     return e;
 }
 
-static void key_make(struct key *key, enum tide_op op, const struct tide__kernel_conv *g,
-                     int threads)
-{
-    memset(key, 0, sizeof(*key)); /* padding too: keys are compared with memcmp */
-    key->op = op;
-    key->g = *g;
-    key->layout = layout_policy;
-    key->threads = threads;
-}
-
 /* Whether oneDNN may be asked about g at all: every dimension at least 1. */
 static bool geometry_usable(const struct tide__kernel_conv *g)
 {
@@ -343,17 +341,49 @@ static bool geometry_usable(const struct tide__kernel_conv *g)
            g->oh > 0 && g->ow > 0;
 }
 
+/* How op's batch of g->n images is cut, and what each piece's primitive needs. */
+struct pieces {
+    int64_t tasks;             /* pieces; piece t is images [t*n/tasks, (t+1)*n/tasks) */
+    const struct entry *small; /* the primitive of a piece of n/tasks images */
+    const struct entry *large; /* of n/tasks + 1 images (== small when tasks divides n) */
+    uint64_t partials;         /* Conv2DBackpropFilter: bytes of pieces 1..'s sums */
+    uint64_t slot;             /* one thread's scratchpad and copies */
+};
+
+/* The cut of g's batch and its primitives; false when oneDNN has no primitive for a piece. */
+static bool pieces_get(enum tide_op op, const struct tide__kernel_conv *g, struct pieces *p)
+{
+    p->tasks = g->n < TASKS ? g->n : TASKS;
+    struct key key;
+    memset(&key, 0, sizeof(key)); /* padding too: keys are compared with memcmp */
+    key.op = op;
+    key.g = *g;
+    key.layout = layout_policy;
+    key.g.n = g->n / p->tasks;
+    p->small = entry_get(&key);
+    p->large = p->small;
+    if (g->n % p->tasks != 0) {
+        key.g.n++;
+        p->large = entry_get(&key);
+    }
+    if (!p->small || !p->small->ok || !p->large || !p->large->ok)
+        return false;
+    p->partials = 0;
+    if (op == TIDE_OP_CONV2D_BACKPROP_FILTER)
+        p->partials = align_up((uint64_t)(p->tasks - 1) * (uint64_t)(g->k * g->c * g->r * g->s) *
+                               sizeof(float));
+    p->slot = p->small->workspace > p->large->workspace ? p->small->workspace : p->large->workspace;
+    return true;
+}
+
 bool tide__onednn_conv_workspace(enum tide_op op, const struct tide__kernel_conv *g,
                                  uint64_t *bytes)
 {
-    if (!tide__onednn_enabled() || !geometry_usable(g))
+    struct pieces p;
+    if (!tide__onednn_enabled() || !geometry_usable(g) || !pieces_get(op, g, &p))
         return false;
-    struct key key;
-    key_make(&key, op, g, tide__cpu_workers());
-    const struct entry *e = entry_get(&key);
-    if (!e || !e->ok)
-        return false;
-    *bytes = e->workspace;
+    int64_t slots = p.tasks < tide__cpu_workers() ? p.tasks : tide__cpu_workers();
+    *bytes = p.partials + (uint64_t)slots * p.slot;
     return true;
 }
 
@@ -375,24 +405,25 @@ static void memory_free(dnnl_memory_t m)
         dnnl_memory_destroy(m);
 }
 
-/* Runs e on args; the memory objects live for this call only. */
-static enum tide_status entry_run(const struct entry *e, const struct tide_kernel_args *args,
-                                  struct tide_error *err)
+/*
+ * Runs e on the operands data[0..2] (in tide's order) with workspace slot ws;
+ * the memory objects live for this call only. On a failure returns oneDNN's
+ * status and names the call in *call.
+ */
+static dnnl_status_t entry_run(const struct entry *e, void *const data_of[3], char *ws,
+                               const char **failed)
 {
-    enum tide_status st = TIDE_OK;
     dnnl_status_t s;
     dnnl_stream_t stream = NULL;
     dnnl_memory_t plain[3] = {NULL, NULL, NULL}, used[3] = {NULL, NULL, NULL};
     dnnl_memory_t scratch = NULL, reorder_scratch[3] = {NULL, NULL, NULL};
-    char *ws = args->workspace;
     const char *call = "dnnl_stream_create";
 
-    omp_set_num_threads(e->key.threads);
+    omp_set_num_threads(1);
     s = dnnl_stream_create(&stream, engine, dnnl_stream_default_flags);
     for (int i = 0; s == dnnl_success && i < 3; i++) {
         const struct operand *o = &e->operands[i];
-        void *data = o->slot == SLOT_OUT0 ? args->outputs[0].data
-                                          : args->inputs[o->slot == SLOT_IN0 ? 0 : 1].data;
+        void *data = data_of[o->slot];
         call = "dnnl_memory_create";
         s = dnnl_memory_create(&plain[i], &o->plain, engine, data);
         if (s == dnnl_success && o->reorder) {
@@ -435,7 +466,7 @@ static enum tide_status entry_run(const struct entry *e, const struct tide_kerne
         s = dnnl_stream_wait(stream);
     }
     if (s != dnnl_success)
-        st = dnnl_failed(args, call, s, err);
+        *failed = call;
 
     for (int i = 0; i < 3; i++) {
         memory_free(plain[i]);
@@ -445,7 +476,60 @@ static enum tide_status entry_run(const struct entry *e, const struct tide_kerne
     memory_free(scratch);
     if (stream)
         dnnl_stream_destroy(stream);
-    return st;
+    return s;
+}
+
+/* One convolution's pieces, shared by its tasks. */
+struct job {
+    const struct tide__kernel_conv *g;
+    enum tide_op op;
+    struct pieces p;
+    char *in0, *in1, *out0; /* tide's operands */
+    char *partials;         /* Conv2DBackpropFilter: pieces 1.. */
+    char *slots;            /* one per worker */
+    pthread_mutex_t lock;
+    dnnl_status_t status; /* the first failure */
+    const char *failed;
+};
+
+/* Bytes of one image of the tensor with shape letter x (input), y (output). */
+static uint64_t image_bytes(const struct tide__kernel_conv *g, char shape)
+{
+    return (uint64_t)(shape == 'x' ? g->c * g->h * g->w : g->k * g->oh * g->ow) * sizeof(float);
+}
+
+/* Piece t: images [first, last) through the primitive of its size, in slot worker. */
+static void piece_task(void *ctx, int64_t t, int worker)
+{
+    struct job *j = ctx;
+    const struct tide__kernel_conv *g = j->g;
+    int64_t first = t * g->n / j->p.tasks, last = (t + 1) * g->n / j->p.tasks;
+    const struct entry *e = last - first == j->p.small->key.g.n ? j->p.small : j->p.large;
+    int arg[3];
+    enum slot slot[3];
+    char shape[3];
+    operand_roles(j->op, arg, slot, shape);
+    char *base[3] = {j->in0, j->in1, j->out0};
+    void *data[3];
+    for (int i = 0; i < 3; i++) {
+        if (shape[i] == 'w') /* the filter, or the filter gradient's piece sum */
+            data[i] = slot[i] == SLOT_OUT0 && t > 0
+                          ? j->partials + (uint64_t)(t - 1) *
+                                              (uint64_t)(g->k * g->c * g->r * g->s) * sizeof(float)
+                          : base[i];
+        else
+            data[i] = base[i] + (uint64_t)first * image_bytes(g, shape[i]);
+    }
+    const char *failed = NULL;
+    dnnl_status_t s = entry_run(e, data, j->slots + (uint64_t)worker * j->p.slot, &failed);
+    if (s != dnnl_success) {
+        pthread_mutex_lock(&j->lock);
+        if (j->status == dnnl_success) {
+            j->status = s;
+            j->failed = failed;
+        }
+        pthread_mutex_unlock(&j->lock);
+    }
 }
 
 enum tide_status tide__onednn_conv_run(const struct tide_kernel_args *args,
@@ -453,19 +537,35 @@ enum tide_status tide__onednn_conv_run(const struct tide_kernel_args *args,
                                        struct tide_error *err)
 {
     *ran = false;
-    if (!tide__onednn_enabled() || !geometry_usable(g))
+    struct job j = {.g = g, .op = args->node->op, .status = dnnl_success};
+    if (!tide__onednn_enabled() || !geometry_usable(g) || !pieces_get(j.op, g, &j.p))
         return TIDE_OK;
-    /* The most threads whose workspace fits what the plan reserved (a plan made for fewer). */
-    for (int threads = tide__cpu_workers(); threads >= 1; threads--) {
-        struct key key;
-        key_make(&key, args->node->op, g, threads);
-        const struct entry *e = entry_get(&key);
-        if (!e || !e->ok)
-            return TIDE_OK;
-        if (e->workspace > 0 && (!args->workspace || args->workspace_bytes < e->workspace))
-            continue;
-        *ran = true;
-        return entry_run(e, args, err);
+    /* As many threads as the workspace has slots for (a plan made for fewer has fewer). */
+    uint64_t have = args->workspace ? args->workspace_bytes : 0;
+    if (have < j.p.partials + j.p.slot)
+        return TIDE_OK; /* not planned for oneDNN: the fallback checks its own workspace */
+    int workers = tide__cpu_workers();
+    if (j.p.slot > 0 && (have - j.p.partials) / j.p.slot < (uint64_t)workers)
+        workers = (int)((have - j.p.partials) / j.p.slot);
+    j.in0 = args->inputs[0].data;
+    j.in1 = args->inputs[1].data;
+    j.out0 = args->outputs[0].data;
+    j.partials = args->workspace;
+    j.slots = (char *)args->workspace + j.p.partials;
+    pthread_mutex_init(&j.lock, NULL);
+    *ran = true;
+    tide__cpu_parallel(j.p.tasks, workers, piece_task, &j);
+    pthread_mutex_destroy(&j.lock);
+    if (j.status != dnnl_success)
+        return dnnl_failed(args, j.failed, j.status, err);
+    if (j.op == TIDE_OP_CONV2D_BACKPROP_FILTER) {
+        int64_t size = g->k * g->c * g->r * g->s;
+        float *dw = args->outputs[0].data;
+        for (int64_t t = 1; t < j.p.tasks; t++) {
+            const float *part = (const float *)j.partials + (t - 1) * size;
+            for (int64_t i = 0; i < size; i++)
+                dw[i] += part[i];
+        }
     }
     return TIDE_OK;
 }

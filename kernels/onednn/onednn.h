@@ -33,23 +33,24 @@
 bool tide__onednn_enabled(void);
 
 /*
- * The workspace that oneDNN's primitive for op (Conv2D, Conv2DBackpropInput
- * or Conv2DBackpropFilter) of geometry g needs at the pool's thread count:
- * its scratchpad and the blocked copies of its operands. Returns false, and
- * leaves *bytes alone, when oneDNN is off or has no primitive for the case.
- * Creates the primitive and keeps it in the cache: this is the compile-time
- * hook (the memory plan asks every node for its workspace).
+ * The workspace that oneDNN's primitives for op (Conv2D, Conv2DBackpropInput
+ * or Conv2DBackpropFilter) of geometry g need at the pool's thread count:
+ * the filter gradient's partial sums, then per thread a piece's scratchpad
+ * and blocked copies (see conv.c). Returns false, and leaves *bytes alone,
+ * when oneDNN is off or has no primitive for the case. Creates the
+ * primitives and keeps them in the cache: this is the compile-time hook (the
+ * memory plan asks every node for its workspace).
  */
 bool tide__onednn_conv_workspace(enum tide_op op, const struct tide__kernel_conv *g,
                                  uint64_t *bytes);
 
 /*
- * Runs args->node's convolution through oneDNN on the pool's thread count, or
- * on fewer threads when the workspace was planned for fewer (the largest count
- * whose workspace fits). Sets *ran to false, and returns TIDE_OK, when oneDNN
- * is off, has no primitive, or no thread count fits: the caller then runs its
- * own kernel. A failure of oneDNN while executing returns TIDE_INTERNAL with
- * oneDNN's status in err.
+ * Runs args->node's convolution through oneDNN, its batch cut into pieces
+ * run on the kernels' pool, on as many threads as the pool has and the
+ * workspace has room for. Sets *ran to false, and returns TIDE_OK, when
+ * oneDNN is off, has no primitive, or the workspace was not planned for it:
+ * the caller then runs its own kernel. A failure of oneDNN while executing
+ * returns TIDE_INTERNAL naming the call and oneDNN's status in err.
  */
 enum tide_status tide__onednn_conv_run(const struct tide_kernel_args *args,
                                        const struct tide__kernel_conv *g, bool *ran,
