@@ -24,8 +24,9 @@
  * depends on the shapes and the data only.
  *
  * oneDNN first: where tide was built with oneDNN and it has a primitive for
- * the case, each kernel here hands the whole convolution to it
- * (kernels/onednn/conv.c), and the workspace is what that primitive needs;
+ * the case within one im2col matrix of workspace per thread, each kernel
+ * here hands the whole convolution to it (kernels/onednn/conv.c), and the
+ * workspace is what its primitives need;
  * what follows is the fallback, and the kernel for every case when oneDNN is
  * off (TIDE_CPU_ONEDNN=0).
  */
@@ -157,12 +158,14 @@ uint64_t tide__cpu_conv_workspace(const struct tide_graph *graph, const struct t
         return 0;
     }
     struct tide__kernel_conv g;
-    uint64_t onednn_bytes;
-    tide__kernel_conv_setup(node, x, w, y, &g);
-    if (tide__onednn_conv_workspace(node->op, &g, &onednn_bytes))
-        return onednn_bytes;
     struct conv cv;
-    if (conv_setup(node, x, w, y, &cv, NULL) != TIDE_OK)
+    uint64_t onednn_bytes;
+    bool own = conv_setup(node, x, w, y, &cv, NULL) == TIDE_OK;
+    tide__kernel_conv_setup(node, x, w, y, &g);
+    if (tide__onednn_conv_workspace(node->op, &g, own ? conv_cols_bytes(&cv) : UINT64_MAX,
+                                    &onednn_bytes))
+        return onednn_bytes;
+    if (!own)
         return 0; /* too large for cblas_sgemm: the kernel reports it when it runs */
     return conv_workspace_bytes(&cv, node->op);
 }
@@ -176,8 +179,10 @@ static enum tide_status conv_onednn(const struct tide_kernel_args *args,
                                     const struct tide_shape *y, bool *ran, struct tide_error *err)
 {
     struct tide__kernel_conv g;
+    struct conv cv;
+    bool own = conv_setup(args->node, x, w, y, &cv, NULL) == TIDE_OK;
     tide__kernel_conv_setup(args->node, x, w, y, &g);
-    return tide__onednn_conv_run(args, &g, ran, err);
+    return tide__onednn_conv_run(args, &g, own ? conv_cols_bytes(&cv) : UINT64_MAX, ran, err);
 }
 
 /*

@@ -15,6 +15,12 @@
  * copy in the workspace. TIDE_CPU_ONEDNN=plain keeps every operand plain
  * (no copies: less workspace, slower); TIDE_CPU_ONEDNN=0 turns oneDNN off.
  *
+ * Memory first: a layout is used only if one thread's slot (below) is no
+ * larger than one thread's im2col matrix of the fallback (the caller's
+ * slot_limit), else the plain layout under the same test, else the fallback.
+ * So no convolution needs more workspace than before oneDNN, and a budget
+ * that fitted a model still fits it; the choice depends on the shapes only.
+ *
  * Threads and determinism: the batch is cut into at most TASKS pieces of
  * consecutive images whose boundaries depend on the batch size only, and
  * each piece is one task of the kernels' pool (kernels/cpu/parallel.c) that
@@ -351,14 +357,15 @@ struct pieces {
 };
 
 /* The cut of g's batch and its primitives; false when oneDNN has no primitive for a piece. */
-static bool pieces_get(enum tide_op op, const struct tide__kernel_conv *g, struct pieces *p)
+static bool pieces_get(enum tide_op op, const struct tide__kernel_conv *g, enum layout layout,
+                       struct pieces *p)
 {
     p->tasks = g->n < TASKS ? g->n : TASKS;
     struct key key;
     memset(&key, 0, sizeof(key)); /* padding too: keys are compared with memcmp */
     key.op = op;
     key.g = *g;
-    key.layout = layout_policy;
+    key.layout = layout;
     key.g.n = g->n / p->tasks;
     p->small = entry_get(&key);
     p->large = p->small;
@@ -370,17 +377,34 @@ static bool pieces_get(enum tide_op op, const struct tide__kernel_conv *g, struc
         return false;
     p->partials = 0;
     if (op == TIDE_OP_CONV2D_BACKPROP_FILTER)
-        p->partials = align_up((uint64_t)(p->tasks - 1) * (uint64_t)(g->k * g->c * g->r * g->s) *
-                               sizeof(float));
+        p->partials =
+            (uint64_t)(p->tasks - 1) * (uint64_t)(g->k * g->c * g->r * g->s) * sizeof(float);
     p->slot = p->small->workspace > p->large->workspace ? p->small->workspace : p->large->workspace;
     return true;
 }
 
+/*
+ * The pieces of the first layout (blocked, then plain; plain only under
+ * TIDE_CPU_ONEDNN=plain) whose slot is at most slot_limit bytes: a choice
+ * that depends on the shapes only, so every thread count runs the same
+ * primitives and gets the same bits. False when none qualifies.
+ */
+static bool pieces_choose(enum tide_op op, const struct tide__kernel_conv *g, uint64_t slot_limit,
+                          struct pieces *p)
+{
+    if (!tide__onednn_enabled() || !geometry_usable(g))
+        return false;
+    for (int l = layout_policy; l <= LAYOUT_PLAIN; l++)
+        if (pieces_get(op, g, (enum layout)l, p) && p->slot <= slot_limit)
+            return true;
+    return false;
+}
+
 bool tide__onednn_conv_workspace(enum tide_op op, const struct tide__kernel_conv *g,
-                                 uint64_t *bytes)
+                                 uint64_t slot_limit, uint64_t *bytes)
 {
     struct pieces p;
-    if (!tide__onednn_enabled() || !geometry_usable(g) || !pieces_get(op, g, &p))
+    if (!pieces_choose(op, g, slot_limit, &p))
         return false;
     int64_t slots = p.tasks < tide__cpu_workers() ? p.tasks : tide__cpu_workers();
     *bytes = p.partials + (uint64_t)slots * p.slot;
@@ -533,12 +557,12 @@ static void piece_task(void *ctx, int64_t t, int worker)
 }
 
 enum tide_status tide__onednn_conv_run(const struct tide_kernel_args *args,
-                                       const struct tide__kernel_conv *g, bool *ran,
-                                       struct tide_error *err)
+                                       const struct tide__kernel_conv *g, uint64_t slot_limit,
+                                       bool *ran, struct tide_error *err)
 {
     *ran = false;
     struct job j = {.g = g, .op = args->node->op, .status = dnnl_success};
-    if (!tide__onednn_enabled() || !geometry_usable(g) || !pieces_get(j.op, g, &j.p))
+    if (!pieces_choose(j.op, g, slot_limit, &j.p))
         return TIDE_OK;
     /* As many threads as the workspace has slots for (a plan made for fewer has fewer). */
     uint64_t have = args->workspace ? args->workspace_bytes : 0;

@@ -22,17 +22,17 @@ bool tide_cpu_kernels_onednn_available(void)
 }
 
 bool tide__onednn_conv_workspace(enum tide_op op, const struct tide__kernel_conv *g,
-                                 uint64_t *bytes)
+                                 uint64_t slot_limit, uint64_t *bytes)
 {
-    (void)op, (void)g, (void)bytes;
+    (void)op, (void)g, (void)slot_limit, (void)bytes;
     return false;
 }
 
 enum tide_status tide__onednn_conv_run(const struct tide_kernel_args *args,
-                                       const struct tide__kernel_conv *g, bool *ran,
-                                       struct tide_error *err)
+                                       const struct tide__kernel_conv *g, uint64_t slot_limit,
+                                       bool *ran, struct tide_error *err)
 {
-    (void)args, (void)g, (void)err;
+    (void)args, (void)g, (void)slot_limit, (void)err;
     *ran = false;
     return TIDE_OK;
 }

@@ -13,10 +13,10 @@
  * Example usage (what conv.c does):
  *
  *     uint64_t ws;
- *     if (tide__onednn_conv_workspace(node->op, &geometry, &ws)) // at plan time
+ *     if (tide__onednn_conv_workspace(node->op, &geometry, limit, &ws)) // at plan time
  *         return ws;
  *     bool ran;
- *     st = tide__onednn_conv_run(args, &geometry, &ran, err);      // in the kernel
+ *     st = tide__onednn_conv_run(args, &geometry, limit, &ran, err);      // in the kernel
  *     if (st != TIDE_OK || ran)
  *         return st;
  */
@@ -36,24 +36,26 @@ bool tide__onednn_enabled(void);
  * The workspace that oneDNN's primitives for op (Conv2D, Conv2DBackpropInput
  * or Conv2DBackpropFilter) of geometry g need at the pool's thread count:
  * the filter gradient's partial sums, then per thread a piece's scratchpad
- * and blocked copies (see conv.c). Returns false, and leaves *bytes alone,
- * when oneDNN is off or has no primitive for the case. Creates the
+ * and blocked copies (see conv.c), no more than slot_limit bytes (the
+ * fallback's per thread). Returns false, and leaves *bytes alone, when
+ * oneDNN is off or has no primitive for the case within the limit. Creates the
  * primitives and keeps them in the cache: this is the compile-time hook (the
  * memory plan asks every node for its workspace).
  */
 bool tide__onednn_conv_workspace(enum tide_op op, const struct tide__kernel_conv *g,
-                                 uint64_t *bytes);
+                                 uint64_t slot_limit, uint64_t *bytes);
 
 /*
  * Runs args->node's convolution through oneDNN, its batch cut into pieces
  * run on the kernels' pool, on as many threads as the pool has and the
- * workspace has room for. Sets *ran to false, and returns TIDE_OK, when
+ * workspace has room for; slot_limit as for the workspace, so the choice is
+ * the plan's. Sets *ran to false, and returns TIDE_OK, when
  * oneDNN is off, has no primitive, or the workspace was not planned for it:
  * the caller then runs its own kernel. A failure of oneDNN while executing
  * returns TIDE_INTERNAL naming the call and oneDNN's status in err.
  */
 enum tide_status tide__onednn_conv_run(const struct tide_kernel_args *args,
-                                       const struct tide__kernel_conv *g, bool *ran,
-                                       struct tide_error *err);
+                                       const struct tide__kernel_conv *g, uint64_t slot_limit,
+                                       bool *ran, struct tide_error *err);
 
 #endif /* TIDE_KERNELS_ONEDNN_H */
