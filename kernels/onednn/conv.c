@@ -21,8 +21,9 @@
  * So no convolution needs more workspace than before oneDNN, and a budget
  * that fitted a model still fits it; the choice depends on the shapes only.
  *
- * Threads and determinism: the batch is cut into at most TASKS pieces of
- * consecutive images whose boundaries depend on the batch size only, and
+ * Threads and determinism: the batch is cut into pieces of consecutive
+ * images (TASKS of them, or more where smaller pieces are needed to fit the
+ * workspace limit below) whose boundaries depend on the shapes only, and
  * each piece is one task of the kernels' pool (kernels/cpu/parallel.c) that
  * runs a single-threaded oneDNN primitive for its images. So --threads
  * bounds oneDNN too (its OpenMP thread count is set to 1 on every thread
@@ -358,9 +359,9 @@ struct pieces {
 
 /* The cut of g's batch and its primitives; false when oneDNN has no primitive for a piece. */
 static bool pieces_get(enum tide_op op, const struct tide__kernel_conv *g, enum layout layout,
-                       struct pieces *p)
+                       int64_t tasks, struct pieces *p)
 {
-    p->tasks = g->n < TASKS ? g->n : TASKS;
+    p->tasks = tasks;
     struct key key;
     memset(&key, 0, sizeof(key)); /* padding too: keys are compared with memcmp */
     key.op = op;
@@ -385,7 +386,9 @@ static bool pieces_get(enum tide_op op, const struct tide__kernel_conv *g, enum 
 
 /*
  * The pieces of the first layout (blocked, then plain; plain only under
- * TIDE_CPU_ONEDNN=plain) whose slot is at most slot_limit bytes: a choice
+ * TIDE_CPU_ONEDNN=plain) and the largest pieces (at most TASKS of them, else
+ * fewer images each, down to one: smaller copies) whose slot is at most
+ * slot_limit bytes: a choice
  * that depends on the shapes only, so every thread count runs the same
  * primitives and gets the same bits. False when none qualifies.
  */
@@ -394,9 +397,17 @@ static bool pieces_choose(enum tide_op op, const struct tide__kernel_conv *g, ui
 {
     if (!tide__onednn_enabled() || !geometry_usable(g))
         return false;
-    for (int l = layout_policy; l <= LAYOUT_PLAIN; l++)
-        if (pieces_get(op, g, (enum layout)l, p) && p->slot <= slot_limit)
-            return true;
+    int64_t fewest = g->n < TASKS ? g->n : TASKS;
+    for (int l = layout_policy; l <= LAYOUT_PLAIN; l++) {
+        /* Images per piece from n / TASKS down to 1 (the filter gradient: n / TASKS only). */
+        for (int64_t per = (g->n + fewest - 1) / fewest; per >= 1; per--) {
+            int64_t tasks = op == TIDE_OP_CONV2D_BACKPROP_FILTER ? fewest : (g->n + per - 1) / per;
+            if (pieces_get(op, g, (enum layout)l, tasks, p) && p->slot <= slot_limit)
+                return true;
+            if (op == TIDE_OP_CONV2D_BACKPROP_FILTER)
+                break; /* more pieces would need more partial sums than the fallback's */
+        }
+    }
     return false;
 }
 
