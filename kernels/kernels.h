@@ -120,8 +120,9 @@ enum tide_status tide_variable_init(const struct tide_node *node, uint64_t job_s
 void tide_cpu_kernels_set_threads(int threads);
 
 /*
- * Whether this build of the CPU kernels runs Conv2D and its gradients through
- * oneDNN (built with libdnnl, and its CPU engine started).
+ * Whether this build of the CPU kernels can run Conv2D and its gradients
+ * through oneDNN: built with libdnnl, its CPU engine started, and not turned
+ * off by TIDE_CPU_ONEDNN=0 at the first use (which no later call undoes).
  */
 bool tide_cpu_kernels_onednn_available(void);
 
@@ -133,6 +134,13 @@ bool tide_cpu_kernels_onednn_available(void);
  * before a plan is made, not between planning and running it.
  */
 void tide_cpu_kernels_use_onednn(bool on);
+
+/*
+ * How many convolutions (Conv2D, Conv2DBackpropInput, Conv2DBackpropFilter
+ * kernel calls) oneDNN has run in this process, op by op: tests use it to
+ * see that a case really took oneDNN's path. 0 without oneDNN.
+ */
+uint64_t tide_cpu_kernels_onednn_runs(enum tide_op op);
 
 #ifdef __cplusplus
 }

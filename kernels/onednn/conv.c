@@ -105,6 +105,22 @@ static void settings_init(void)
     atomic_store(&enabled, on);
 }
 
+/* Convolutions run, by op: Conv2D, Conv2DBackpropInput, Conv2DBackpropFilter. */
+static atomic_uint_fast64_t runs[3];
+
+static int run_index(enum tide_op op)
+{
+    return op == TIDE_OP_CONV2D ? 0 : op == TIDE_OP_CONV2D_BACKPROP_INPUT ? 1 : 2;
+}
+
+uint64_t tide_cpu_kernels_onednn_runs(enum tide_op op)
+{
+    if (op != TIDE_OP_CONV2D && op != TIDE_OP_CONV2D_BACKPROP_INPUT &&
+        op != TIDE_OP_CONV2D_BACKPROP_FILTER)
+        return 0;
+    return atomic_load(&runs[run_index(op)]);
+}
+
 bool tide__onednn_enabled(void)
 {
     pthread_once(&settings_once, settings_init);
@@ -589,6 +605,7 @@ enum tide_status tide__onednn_conv_run(const struct tide_kernel_args *args,
     j.slots = (char *)args->workspace + j.p.partials;
     pthread_mutex_init(&j.lock, NULL);
     *ran = true;
+    atomic_fetch_add(&runs[run_index(j.op)], 1);
     tide__cpu_parallel(j.p.tasks, workers, piece_task, &j);
     pthread_mutex_destroy(&j.lock);
     if (j.status != dnnl_success)

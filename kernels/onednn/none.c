@@ -21,6 +21,12 @@ bool tide_cpu_kernels_onednn_available(void)
     return false;
 }
 
+uint64_t tide_cpu_kernels_onednn_runs(enum tide_op op)
+{
+    (void)op;
+    return 0;
+}
+
 bool tide__onednn_conv_workspace(enum tide_op op, const struct tide__kernel_conv *g,
                                  uint64_t slot_limit, uint64_t *bytes)
 {
