@@ -904,6 +904,10 @@ void tided_config_usage(FILE *out)
     wrap(out, 11, "Set by systemd: where READY=1, STATUS=, RELOADING=1, STOPPING=1 and "
                   "WATCHDOG=1 go, and how often the watchdog wants a ping. Without them tided "
                   "runs the same, silently.");
+    fprintf(out, "       TIDE_CPU_ONEDNN\n");
+    wrap(out, 11, "0: the CPU backend runs its own convolutions (im2col + sgemm) instead of "
+                  "oneDNN's; plain: oneDNN on tide's NCHW layout, without blocked copies. "
+                  "Unset: oneDNN where tided was built with it.");
     fprintf(out, "\nEXIT STATUS\n");
     fprintf(out, "       0      clean shutdown, or --help / --version\n");
     fprintf(out, "       1      a fatal error at start or run time: the socket, the "

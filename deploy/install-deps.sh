@@ -15,6 +15,7 @@ packages=(
     libev-dev
     libcmocka-dev
     libopenblas-dev
+    libdnnl-dev                       # oneDNN: the CPU backend's convolutions (optional in CMake)
     zlib1g-dev
     libsystemd-dev systemd
     openssl                           # test certificates for tided's TLS listener

@@ -18,8 +18,9 @@
  * UPDATE ops (ApplySGD, ApplyMomentum, ApplyAdam) write inputs[0] (and their
  * optimizer state inputs) in place.
  *
- * CPU kernels are the reference: plain C, OpenBLAS for GEMM, deterministic —
- * the same inputs give the same bits whatever the thread count.
+ * CPU kernels are the reference: plain C, OpenBLAS for GEMM, oneDNN for the
+ * convolutions where built with it, deterministic — the same inputs give the
+ * same bits whatever the thread count.
  *
  * Example usage (what the CPU backend does for one node):
  *
@@ -117,6 +118,29 @@ enum tide_status tide_variable_init(const struct tide_node *node, uint64_t job_s
  * changes speed, never results. Safe to call at any time.
  */
 void tide_cpu_kernels_set_threads(int threads);
+
+/*
+ * Whether this build of the CPU kernels can run Conv2D and its gradients
+ * through oneDNN: built with libdnnl, its CPU engine started, and not turned
+ * off by TIDE_CPU_ONEDNN=0 at the first use (which no later call undoes).
+ */
+bool tide_cpu_kernels_onednn_available(void);
+
+/*
+ * Turns oneDNN's convolutions on or off (on by default where available, off
+ * when TIDE_CPU_ONEDNN=0 is in the environment). Off, the CPU kernels' own
+ * im2col + sgemm convolutions run every case, as they do where oneDNN has no
+ * primitive. Takes effect for workspace sizes asked after the call: switch
+ * before a plan is made, not between planning and running it.
+ */
+void tide_cpu_kernels_use_onednn(bool on);
+
+/*
+ * How many convolutions (Conv2D, Conv2DBackpropInput, Conv2DBackpropFilter
+ * kernel calls) oneDNN has run in this process, op by op: tests use it to
+ * see that a case really took oneDNN's path. 0 without oneDNN.
+ */
+uint64_t tide_cpu_kernels_onednn_runs(enum tide_op op);
 
 #ifdef __cplusplus
 }

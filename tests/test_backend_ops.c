@@ -380,7 +380,9 @@ static uint32_t judged(const struct op_case *c, const struct run *r, uint32_t i,
     return update ? c->n_in : c->n_out;
 }
 
-static void compare(const struct op_case *c, const struct run *want, const struct run *got)
+/* Fails unless got is within c's tolerance of want; the names say which run is which. */
+static void compare_runs(const struct op_case *c, const struct run *want, const char *want_name,
+                         const struct run *got, const char *got_name)
 {
     for (uint32_t i = 0; i < judged(c, want, 0, NULL, NULL); i++) {
         const struct tensor *t;
@@ -389,7 +391,8 @@ static void compare(const struct op_case *c, const struct run *want, const struc
         int64_t n = tide_shape_numel(&t->shape);
         if (t->dtype == TIDE_DTYPE_INT32) {
             if (memcmp(want->image + off, got->image + off, t->nbytes) != 0)
-                fail_msg("%s: int32 tensor %u differs from the CPU's", c->node.name, i);
+                fail_msg("%s: int32 tensor %u %s differs from %s", c->node.name, i, got_name,
+                         want_name);
             continue;
         }
         const float *w = (const float *)(want->image + off), *g = (const float *)(got->image + off);
@@ -398,24 +401,36 @@ static void compare(const struct op_case *c, const struct run *want, const struc
                 continue;
             double diff = fabs((double)g[k] - (double)w[k]);
             if (!(diff <= c->atol + c->rtol * fabs((double)w[k])))
-                fail_msg("%s (%s): tensor %u element %" PRId64 " is %.9g on CUDA, %.9g on the "
-                         "CPU (rtol %g, atol %g)",
-                         c->node.name, tide_op_info(c->node.op)->name, i, k, g[k], w[k], c->rtol,
-                         c->atol);
+                fail_msg("%s (%s): tensor %u element %" PRId64 " is %.9g %s, %.9g %s (rtol %g, "
+                         "atol %g)",
+                         c->node.name, tide_op_info(c->node.op)->name, i, k, g[k], got_name, w[k],
+                         want_name, c->rtol, c->atol);
         }
     }
 }
 
-static void expect_same_bits(const struct op_case *c, const struct run *a, const struct run *b)
+static void compare(const struct op_case *c, const struct run *want, const struct run *got)
+{
+    compare_runs(c, want, "on the CPU", got, "on CUDA");
+}
+
+/* Fails unless runs a and b (of what, says `what`) gave the same bits. */
+static void expect_same_bits_named(const struct op_case *c, const struct run *a,
+                                   const struct run *b, const char *what)
 {
     for (uint32_t i = 0; i < judged(c, a, 0, NULL, NULL); i++) {
         const struct tensor *t;
         uint64_t off;
         judged(c, a, i, &t, &off);
         if (memcmp(a->image + off, b->image + off, t->nbytes) != 0)
-            fail_msg("%s (%s): two CUDA runs gave different bits in tensor %u", c->node.name,
-                     tide_op_info(c->node.op)->name, i);
+            fail_msg("%s (%s): two %s runs gave different bits in tensor %u", c->node.name,
+                     tide_op_info(c->node.op)->name, what, i);
     }
+}
+
+static void expect_same_bits(const struct op_case *c, const struct run *a, const struct run *b)
+{
+    expect_same_bits_named(c, a, b, "CUDA");
 }
 
 /*
@@ -858,46 +873,117 @@ static int64_t conv_out(int64_t in, int64_t k, int64_t stride, int64_t pad)
     return (in + 2 * pad - k) / stride + 1;
 }
 
+/*
+ * Builds case c as convolution v's Conv2D (which 0), Conv2DBackpropInput (1)
+ * or Conv2DBackpropFilter (2), named in name.
+ */
+static void conv_case_init(struct op_case *c, const struct conv_case *v, int which, char name[64])
+{
+    int64_t oh = conv_out(v->h, v->r, v->sh, v->ph), ow = conv_out(v->w, v->s, v->sw, v->pw);
+    static const char *prefix[3] = {"conv", "conv_dx", "conv_dw"};
+    snprintf(name, 64, "%s_%s", prefix[which], v->name);
+    if (which == 0) {
+        case_init(c, TIDE_OP_CONV2D, name, TOL_GEMM);
+        set_pair(c, TIDE_ATTR_CONV2D_strides, v->sh, v->sw);
+        set_pair(c, TIDE_ATTR_CONV2D_pads, v->ph, v->pw);
+        input(c, 4, DIMS(v->n, v->c, v->h, v->w));
+        input(c, 4, DIMS(v->k, v->c, v->r, v->s));
+        outf(c, 4, DIMS(v->n, v->k, oh, ow));
+    } else if (which == 1) {
+        case_init(c, TIDE_OP_CONV2D_BACKPROP_INPUT, name, TOL_GEMM);
+        set_pair(c, TIDE_ATTR_CONV2D_BACKPROP_INPUT_strides, v->sh, v->sw);
+        set_pair(c, TIDE_ATTR_CONV2D_BACKPROP_INPUT_pads, v->ph, v->pw);
+        set_shape(c, TIDE_ATTR_CONV2D_BACKPROP_INPUT_input_shape, 4, DIMS(v->n, v->c, v->h, v->w));
+        input(c, 4, DIMS(v->n, v->k, oh, ow));
+        input(c, 4, DIMS(v->k, v->c, v->r, v->s));
+        outf(c, 4, DIMS(v->n, v->c, v->h, v->w));
+    } else {
+        case_init(c, TIDE_OP_CONV2D_BACKPROP_FILTER, name, TOL_GEMM);
+        set_pair(c, TIDE_ATTR_CONV2D_BACKPROP_FILTER_strides, v->sh, v->sw);
+        set_pair(c, TIDE_ATTR_CONV2D_BACKPROP_FILTER_pads, v->ph, v->pw);
+        set_shape(c, TIDE_ATTR_CONV2D_BACKPROP_FILTER_filter_shape, 4,
+                  DIMS(v->k, v->c, v->r, v->s));
+        input(c, 4, DIMS(v->n, v->c, v->h, v->w));
+        input(c, 4, DIMS(v->n, v->k, oh, ow));
+        outf(c, 4, DIMS(v->k, v->c, v->r, v->s));
+    }
+}
+
 static void test_conv2d(void **state)
 {
     (void)state;
     for (size_t i = 0; i < sizeof(conv_cases) / sizeof(conv_cases[0]); i++) {
-        const struct conv_case *v = &conv_cases[i];
-        int64_t oh = conv_out(v->h, v->r, v->sh, v->ph), ow = conv_out(v->w, v->s, v->sw, v->pw);
-        char names[3][64];
-        snprintf(names[0], sizeof(names[0]), "conv_%s", v->name);
-        snprintf(names[1], sizeof(names[1]), "conv_dx_%s", v->name);
-        snprintf(names[2], sizeof(names[2]), "conv_dw_%s", v->name);
-        struct op_case c;
-
-        case_init(&c, TIDE_OP_CONV2D, names[0], TOL_GEMM);
-        set_pair(&c, TIDE_ATTR_CONV2D_strides, v->sh, v->sw);
-        set_pair(&c, TIDE_ATTR_CONV2D_pads, v->ph, v->pw);
-        input(&c, 4, DIMS(v->n, v->c, v->h, v->w));
-        input(&c, 4, DIMS(v->k, v->c, v->r, v->s));
-        outf(&c, 4, DIMS(v->n, v->k, oh, ow));
-        check_case(&c);
-
-        case_init(&c, TIDE_OP_CONV2D_BACKPROP_INPUT, names[1], TOL_GEMM);
-        set_pair(&c, TIDE_ATTR_CONV2D_BACKPROP_INPUT_strides, v->sh, v->sw);
-        set_pair(&c, TIDE_ATTR_CONV2D_BACKPROP_INPUT_pads, v->ph, v->pw);
-        set_shape(&c, TIDE_ATTR_CONV2D_BACKPROP_INPUT_input_shape, 4, DIMS(v->n, v->c, v->h, v->w));
-        input(&c, 4, DIMS(v->n, v->k, oh, ow));
-        input(&c, 4, DIMS(v->k, v->c, v->r, v->s));
-        outf(&c, 4, DIMS(v->n, v->c, v->h, v->w));
-        check_case(&c);
-
-        case_init(&c, TIDE_OP_CONV2D_BACKPROP_FILTER, names[2], TOL_GEMM);
-        set_pair(&c, TIDE_ATTR_CONV2D_BACKPROP_FILTER_strides, v->sh, v->sw);
-        set_pair(&c, TIDE_ATTR_CONV2D_BACKPROP_FILTER_pads, v->ph, v->pw);
-        set_shape(&c, TIDE_ATTR_CONV2D_BACKPROP_FILTER_filter_shape, 4,
-                  DIMS(v->k, v->c, v->r, v->s));
-        input(&c, 4, DIMS(v->n, v->c, v->h, v->w));
-        input(&c, 4, DIMS(v->n, v->k, oh, ow));
-        outf(&c, 4, DIMS(v->k, v->c, v->r, v->s));
-        check_case(&c);
+        for (int which = 0; which < 3; which++) {
+            char name[64];
+            struct op_case c;
+            conv_case_init(&c, &conv_cases[i], which, name);
+            check_case(&c);
+        }
     }
     REQUIRE_CUDA();
+}
+
+/*
+ * The CPU backend's two convolutions, oneDNN's primitives and its own im2col
+ * + sgemm (the fallback): within TOL_GEMM of each other, and oneDNN twice
+ * with the same bits. The cases add to conv_cases the shapes of the models
+ * (16 to 64 channels, which oneDNN runs in blocked layouts) and odd ones
+ * (channels not a multiple of oneDNN's block, 1x1 with stride 2).
+ */
+static void test_conv2d_onednn_vs_fallback(void **state)
+{
+    (void)state;
+    if (!tide_cpu_kernels_onednn_available()) {
+        printf("no oneDNN: not built with it, or TIDE_CPU_ONEDNN=0 in the environment\n");
+        skip();
+    }
+    static const struct conv_case extra[] = {
+        {"resnet_16", 2, 16, 12, 12, 16, 3, 3, 1, 1, 1, 1},
+        {"resnet_down", 2, 16, 12, 12, 32, 3, 3, 2, 2, 1, 1},
+        {"resnet_shortcut", 2, 16, 12, 12, 32, 1, 1, 2, 2, 0, 0},
+        {"cnn_first", 3, 1, 14, 14, 32, 3, 3, 1, 1, 1, 1},
+        {"odd_channels", 3, 17, 9, 11, 19, 3, 3, 2, 1, 1, 0},
+        {"wide_5x5", 2, 24, 10, 10, 40, 5, 5, 1, 1, 2, 2},
+    };
+    struct conv_case cases[sizeof(conv_cases) / sizeof(conv_cases[0]) +
+                           sizeof(extra) / sizeof(extra[0])];
+    size_t n = 0;
+    for (size_t i = 0; i < sizeof(conv_cases) / sizeof(conv_cases[0]); i++)
+        cases[n++] = conv_cases[i];
+    for (size_t i = 0; i < sizeof(extra) / sizeof(extra[0]); i++)
+        cases[n++] = extra[i];
+    uint64_t through[3] = {0, 0, 0};
+    for (size_t i = 0; i < n; i++) {
+        for (int which = 0; which < 3; which++) {
+            char name[64];
+            struct op_case c;
+            struct tide_error err = {0};
+            struct run onednn[2], own;
+            conv_case_init(&c, &cases[i], which, name);
+            uint64_t before = tide_cpu_kernels_onednn_runs(c.node.op);
+            for (int r = 0; r < 3; r++) {
+                if (r == 2)
+                    through[which] += tide_cpu_kernels_onednn_runs(c.node.op) - before;
+                tide_cpu_kernels_use_onednn(r < 2);
+                enum tide_status st = run_case(cpu_backend, &c, r < 2 ? &onednn[r] : &own, &err);
+                if (st != TIDE_OK)
+                    fail_msg("%s %s: %s: %s", name, r < 2 ? "through oneDNN" : "without oneDNN",
+                             tide_status_name(st), err.message);
+            }
+            tide_cpu_kernels_use_onednn(true);
+            compare_runs(&c, &own, "without oneDNN", &onednn[0], "through oneDNN");
+            expect_same_bits_named(&c, &onednn[0], &onednn[1], "oneDNN");
+            free(onednn[0].image), free(onednn[1].image), free(own.image);
+            case_free(&c);
+        }
+    }
+    /* Where its workspace is no larger than im2col's, oneDNN runs: some case of each op must. */
+    static const char *ops[3] = {"Conv2D", "Conv2DBackpropInput", "Conv2DBackpropFilter"};
+    for (int which = 0; which < 3; which++)
+        if (through[which] == 0)
+            fail_msg("no %s case ran through oneDNN: the comparison compared the fallback with "
+                     "itself",
+                     ops[which]);
 }
 
 /* One pool over x [2, 3, h, w]. */
@@ -1874,6 +1960,7 @@ int main(void)
         cmocka_unit_test(test_softmax_cross_entropy_bad_label),
         cmocka_unit_test(test_reduce),
         cmocka_unit_test(test_conv2d),
+        cmocka_unit_test(test_conv2d_onednn_vs_fallback),
         cmocka_unit_test(test_pools),
         cmocka_unit_test(test_batch_norm),
         cmocka_unit_test(test_optimizers),

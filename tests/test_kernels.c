@@ -13,7 +13,9 @@
  * the workspace to be zero, or needs more than it asks for, fails here.
  *
  * Determinism across OpenBLAS thread counts is checked bit for bit, and so
- * is every kernel that splits its work over the pool, at 1, 2 and 3 threads;
+ * is every kernel that splits its work over the pool, at 1, 2 and 3 threads,
+ * the convolutions through oneDNN and through the CPU kernels' own im2col +
+ * sgemm;
  * the initialisers are checked for reproducibility and their distributions.
  */
 #include <stdarg.h>
@@ -1019,8 +1021,13 @@ static void test_conv2d(void **state)
         {2, 2, 5, 5, 2, 1, 1, 2, 2, 0, 0}, /* 1x1 with stride 2: im2col */
         {1, 1, 3, 3, 2, 3, 3, 1, 1, 2, 2}, /* padding larger than half the kernel */
     };
-    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
-        check_conv_case(&cases[i]);
+    /* oneDNN's convolutions where this build has them, then the CPU kernels' own. */
+    for (int onednn = tide_cpu_kernels_onednn_available(); onednn >= 0; onednn--) {
+        tide_cpu_kernels_use_onednn(onednn);
+        for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+            check_conv_case(&cases[i]);
+    }
+    tide_cpu_kernels_use_onednn(true);
 }
 
 static void test_conv2d_invalid(void **state)
@@ -1363,6 +1370,61 @@ static void test_optimizers(void **state)
  * Determinism across thread counts
  * ========================================================================== */
 
+/*
+ * Conv2D and its gradients with oneDNN on or off at 1 thread, at 4, and at 4
+ * in a workspace planned for 1: the three runs must give the same bits.
+ */
+static void check_conv_determinism(bool onednn)
+{
+    struct conv_case cc = {8, 16, 20, 20, 32, 3, 3, 1, 1, 1, 1};
+    int64_t nx = 8 * 16 * 20 * 20, nw = 32 * 16 * 9, ny = 8 * 32 * 20 * 20;
+    float *x = falloc(nx), *w = falloc(nw), *dy = falloc(ny);
+    float *y[3], *dx[3], *dw[3];
+    const int threads[3] = {1, 4, 4}, planned[3] = {0, 0, 1};
+    fill(x, nx, 43);
+    fill(w, nw, 44);
+    fill(dy, ny, 45);
+    const int64_t *xd = DIMS(8, 16, 20, 20), *wd = DIMS(32, 16, 3, 3), *yd = DIMS(8, 32, 20, 20);
+    struct tide_tensor_view cin[2] = {fview(x, 4, xd), fview(w, 4, wd)};
+    struct tide_tensor_view iin[2] = {fview(dy, 4, yd), fview(w, 4, wd)};
+    struct tide_tensor_view fin[2] = {fview(x, 4, xd), fview(dy, 4, yd)};
+    struct test_node conv, input_grad, filter_grad;
+    node_init(&conv, TIDE_OP_CONV2D, "conv");
+    set_conv_attrs(&conv, &cc);
+    node_init(&input_grad, TIDE_OP_CONV2D_BACKPROP_INPUT, "conv_dx");
+    set_conv_attrs(&input_grad, &cc);
+    node_init(&filter_grad, TIDE_OP_CONV2D_BACKPROP_FILTER, "conv_dw");
+    set_conv_attrs(&filter_grad, &cc);
+    tide_cpu_kernels_use_onednn(onednn);
+    for (int r = 0; r < 3; r++) {
+        y[r] = falloc(ny);
+        dx[r] = falloc(nx);
+        dw[r] = falloc(nw);
+        struct tide_tensor_view yo = fview(y[r], 4, yd), dxo = fview(dx[r], 4, xd);
+        struct tide_tensor_view dwo = fview(dw[r], 4, wd);
+        tide_cpu_kernels_set_threads(threads[r]);
+        plan_threads = planned[r];
+        run_threads = threads[r];
+        run(&conv, cin, 2, &yo, 1);
+        run(&input_grad, iin, 2, &dxo, 1);
+        run(&filter_grad, fin, 2, &dwo, 1);
+        plan_threads = 0;
+    }
+    tide_cpu_kernels_set_threads(0);
+    tide_cpu_kernels_use_onednn(true);
+    for (int r = 1; r < 3; r++) {
+        if (memcmp(y[0], y[r], (size_t)ny * sizeof(float)) != 0 ||
+            memcmp(dx[0], dx[r], (size_t)nx * sizeof(float)) != 0 ||
+            memcmp(dw[0], dw[r], (size_t)nw * sizeof(float)) != 0)
+            fail_msg("convolution %s oneDNN: %d threads (workspace planned for %d) differs from 1",
+                     onednn ? "through" : "without", threads[r],
+                     planned[r] ? planned[r] : threads[r]);
+    }
+    for (int r = 0; r < 3; r++)
+        free(y[r]), free(dx[r]), free(dw[r]);
+    free(x), free(w), free(dy);
+}
+
 static void test_determinism_threads(void **state)
 {
     (void)state;
@@ -1383,55 +1445,17 @@ static void test_determinism_threads(void **state)
     free(a), free(b), free(y1), free(y4);
 
     /*
-     * Conv2D and its gradients, same-padded 3x3 on a batch: with 1 and 4
-     * threads, and with 4 threads in a workspace sized for 1 (a plan made
-     * before the pool grew).
+     * Conv2D and its gradients, same-padded 3x3 on a batch, through oneDNN
+     * (where built) and through the CPU kernels' own: the same bits with 1
+     * and 4 threads, and with 4 threads in a workspace sized for 1 (a plan
+     * made before the pool grew).
      */
-    struct conv_case cc = {8, 16, 20, 20, 32, 3, 3, 1, 1, 1, 1};
-    int64_t nx = 8 * 16 * 20 * 20, nw = 32 * 16 * 9, ny = 8 * 32 * 20 * 20;
-    float *x = falloc(nx), *w = falloc(nw), *dy = falloc(ny);
-    float *y[3], *dx[3], *dw[3];
-    fill(x, nx, 43);
-    fill(w, nw, 44);
-    fill(dy, ny, 45);
-    const int64_t *xd = DIMS(8, 16, 20, 20), *wd = DIMS(32, 16, 3, 3), *yd = DIMS(8, 32, 20, 20);
-    struct tide_tensor_view cin[2] = {fview(x, 4, xd), fview(w, 4, wd)};
-    struct tide_tensor_view iin[2] = {fview(dy, 4, yd), fview(w, 4, wd)};
-    struct tide_tensor_view fin[2] = {fview(x, 4, xd), fview(dy, 4, yd)};
-    struct test_node conv, input_grad, filter_grad;
-    node_init(&conv, TIDE_OP_CONV2D, "conv");
-    set_conv_attrs(&conv, &cc);
-    node_init(&input_grad, TIDE_OP_CONV2D_BACKPROP_INPUT, "conv_dx");
-    set_conv_attrs(&input_grad, &cc);
-    node_init(&filter_grad, TIDE_OP_CONV2D_BACKPROP_FILTER, "conv_dw");
-    set_conv_attrs(&filter_grad, &cc);
-    const int threads[3] = {1, 4, 4}, planned[3] = {0, 0, 1};
-    for (int r = 0; r < 3; r++) {
-        y[r] = falloc(ny);
-        dx[r] = falloc(nx);
-        dw[r] = falloc(nw);
-        struct tide_tensor_view yo = fview(y[r], 4, yd), dxo = fview(dx[r], 4, xd);
-        struct tide_tensor_view dwo = fview(dw[r], 4, wd);
-        tide_cpu_kernels_set_threads(threads[r]);
-        plan_threads = planned[r];
-        run_threads = threads[r];
-        run(&conv, cin, 2, &yo, 1);
-        run(&input_grad, iin, 2, &dxo, 1);
-        run(&filter_grad, fin, 2, &dwo, 1);
-        plan_threads = 0;
-    }
-    tide_cpu_kernels_set_threads(0);
-    for (int r = 1; r < 3; r++) {
-        assert_memory_equal(y[0], y[r], (size_t)ny * sizeof(float));
-        assert_memory_equal(dx[0], dx[r], (size_t)nx * sizeof(float));
-        assert_memory_equal(dw[0], dw[r], (size_t)nw * sizeof(float));
-    }
-    for (int r = 0; r < 3; r++)
-        free(y[r]), free(dx[r]), free(dw[r]);
-    free(x), free(w), free(dy);
+    for (int onednn = tide_cpu_kernels_onednn_available(); onednn >= 0; onednn--)
+        check_conv_determinism(onednn);
 
     /* The pools run on the thread pool too. */
     int64_t np = 8 * 16 * 20 * 20, no = 8 * 16 * 10 * 10;
+    const int64_t *xd = DIMS(8, 16, 20, 20);
     float *px = falloc(np), *pdy = falloc(no), *pdx[2];
     fill(px, np, 46);
     fill(pdy, no, 47);

@@ -22,8 +22,16 @@
  * the others in the workspace), and the partials are then added in group
  * order. im2col and col2im visit elements in a fixed order. So the result
  * depends on the shapes and the data only.
+ *
+ * oneDNN first: where tide was built with oneDNN and it has a primitive for
+ * the case within one im2col matrix of workspace per thread, each kernel
+ * here hands the whole convolution to it (kernels/onednn/conv.c), and the
+ * workspace is what its primitives need;
+ * what follows is the fallback, and the kernel for every case when oneDNN is
+ * off (TIDE_CPU_ONEDNN=0).
  */
 #include "kernels/cpu/cpu-impl.h"
+#include "kernels/onednn/onednn.h"
 
 #include <cblas.h>
 #include <string.h>
@@ -149,10 +157,32 @@ uint64_t tide__cpu_conv_workspace(const struct tide_graph *graph, const struct t
     default:
         return 0;
     }
+    struct tide__kernel_conv g;
     struct conv cv;
-    if (conv_setup(node, x, w, y, &cv, NULL) != TIDE_OK)
+    uint64_t onednn_bytes;
+    bool own = conv_setup(node, x, w, y, &cv, NULL) == TIDE_OK;
+    tide__kernel_conv_setup(node, x, w, y, &g);
+    if (tide__onednn_conv_workspace(node->op, &g, own ? conv_cols_bytes(&cv) : UINT64_MAX,
+                                    &onednn_bytes))
+        return onednn_bytes;
+    if (!own)
         return 0; /* too large for cblas_sgemm: the kernel reports it when it runs */
     return conv_workspace_bytes(&cv, node->op);
+}
+
+/*
+ * Runs the convolution of args through oneDNN if it can (*ran says); x, w
+ * and y are the shapes of the convolution's input, filter and output.
+ */
+static enum tide_status conv_onednn(const struct tide_kernel_args *args,
+                                    const struct tide_shape *x, const struct tide_shape *w,
+                                    const struct tide_shape *y, bool *ran, struct tide_error *err)
+{
+    struct tide__kernel_conv g;
+    struct conv cv;
+    bool own = conv_setup(args->node, x, w, y, &cv, NULL) == TIDE_OK;
+    tide__kernel_conv_setup(args->node, x, w, y, &g);
+    return tide__onednn_conv_run(args, &g, own ? conv_cols_bytes(&cv) : UINT64_MAX, ran, err);
 }
 
 /*
@@ -319,8 +349,13 @@ enum tide_status tide__cpu_CONV2D(const struct tide_kernel_args *args, struct ti
 {
     struct conv cv;
     int workers;
-    enum tide_status st = conv_setup(args->node, &args->inputs[0].shape, &args->inputs[1].shape,
-                                     &args->outputs[0].shape, &cv, err);
+    bool ran;
+    enum tide_status st = conv_onednn(args, &args->inputs[0].shape, &args->inputs[1].shape,
+                                      &args->outputs[0].shape, &ran, err);
+    if (st != TIDE_OK || ran)
+        return st;
+    st = conv_setup(args->node, &args->inputs[0].shape, &args->inputs[1].shape,
+                    &args->outputs[0].shape, &cv, err);
     if (st == TIDE_OK)
         st = conv_slots(args, &cv, &workers, err);
     if (st != TIDE_OK)
@@ -349,8 +384,13 @@ enum tide_status tide__cpu_CONV2D_BACKPROP_INPUT(const struct tide_kernel_args *
 {
     struct conv cv;
     int workers;
-    enum tide_status st = conv_setup(args->node, &args->outputs[0].shape, &args->inputs[1].shape,
-                                     &args->inputs[0].shape, &cv, err);
+    bool ran;
+    enum tide_status st = conv_onednn(args, &args->outputs[0].shape, &args->inputs[1].shape,
+                                      &args->inputs[0].shape, &ran, err);
+    if (st != TIDE_OK || ran)
+        return st;
+    st = conv_setup(args->node, &args->outputs[0].shape, &args->inputs[1].shape,
+                    &args->inputs[0].shape, &cv, err);
     if (st == TIDE_OK)
         st = conv_slots(args, &cv, &workers, err);
     if (st != TIDE_OK)
@@ -384,8 +424,13 @@ enum tide_status tide__cpu_CONV2D_BACKPROP_FILTER(const struct tide_kernel_args 
 {
     struct conv cv;
     int workers;
-    enum tide_status st = conv_setup(args->node, &args->inputs[0].shape, &args->outputs[0].shape,
-                                     &args->inputs[1].shape, &cv, err);
+    bool ran;
+    enum tide_status st = conv_onednn(args, &args->inputs[0].shape, &args->outputs[0].shape,
+                                      &args->inputs[1].shape, &ran, err);
+    if (st != TIDE_OK || ran)
+        return st;
+    st = conv_setup(args->node, &args->inputs[0].shape, &args->outputs[0].shape,
+                    &args->inputs[1].shape, &cv, err);
     if (st == TIDE_OK)
         st = conv_slots(args, &cv, &workers, err);
     if (st != TIDE_OK)
