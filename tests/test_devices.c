@@ -42,6 +42,7 @@
 #include <json-c/json.h>
 
 #include "daemon_child.h"
+#include "daemon_client.h"
 #include "json-lines.h"
 
 #include "tide/client.h"
@@ -66,62 +67,10 @@
  * The daemon and the client
  * ========================================================================== */
 
-static struct tide_test_daemon *start_daemon(const char *tag, const char *const *extra)
-{
-    struct tide_test_daemon *d = calloc(1, sizeof(*d));
-    assert_non_null(d);
-    if (!tide_test_daemon_init(d, tag)) {
-        free(d);
-        skip();
-    }
-    if (!tide_test_daemon_start(d, extra)) {
-        tide_test_daemon_finish(d);
-        free(d);
-        fail_msg("tided did not start");
-    }
-    return d;
-}
 
-static void stop_daemon(struct tide_test_daemon *d)
-{
-    assert_int_equal(tide_test_daemon_stop(d), 0);
-    tide_test_daemon_finish(d);
-    free(d);
-}
 
-static tide_client *connect_to(const struct tide_test_daemon *d)
-{
-    char target[600];
-    snprintf(target, sizeof(target), "unix:%s", d->socket_path);
-    struct tide_client_options o = {
-        .connect_timeout_ms = 5000, .call_timeout_ms = 120000, .stream_timeout_ms = 120000};
-    tide_client *c = NULL;
-    if (tide_client_connect(target, &o, &c) != 0)
-        fail_msg("connect %s: %s", target, tide_client_error_message(c));
-    return c;
-}
 
-#define CHECK_OK(c, call)                                                                          \
-    do {                                                                                           \
-        int code_ = (call);                                                                        \
-        if (code_ != 0)                                                                            \
-            fail_msg("%s: %s: %s", #call, tide_code_name(code_), tide_client_error_message(c));    \
-    } while (0)
 
-/* Asserts that call failed with code want, and that the message holds every needle. */
-#define CHECK_CODE(c, call, want, ...)                                                             \
-    do {                                                                                           \
-        int code_ = (call);                                                                        \
-        if (code_ != (want))                                                                       \
-            fail_msg("%s: want %s, got %s: %s", #call, tide_code_name(want),                       \
-                     tide_code_name(code_), tide_client_error_message(c));                         \
-        const char *needles_[] = {__VA_ARGS__, NULL};                                              \
-        for (const char *const *n_ = needles_; *n_; n_++) {                                        \
-            if (!strstr(tide_client_error_message(c), *n_))                                        \
-                fail_msg("%s: the message \"%s\" does not mention \"%s\"", #call,                  \
-                         tide_client_error_message(c), *n_);                                       \
-        }                                                                                          \
-    } while (0)
 
 /* Runs tidectl --socket S ARGS...; its exit code, stdout in *out (malloc'd), stderr in *err. */
 static int run_tidectl(const struct tide_test_daemon *d, const char *const *args, char **out,
@@ -342,8 +291,8 @@ static void test_status_lists_devices(void **state)
 {
     (void)state;
     static const char *const extra[] = {TWO_DEVICES, NULL};
-    struct tide_test_daemon *d = start_daemon("devices-status", extra);
-    tide_client *c = connect_to(d);
+    struct tide_test_daemon *d = tide_test_start_daemon("devices-status", extra);
+    tide_client *c = tide_test_connect(d, 120000);
     struct model m;
     build_model(&m);
     struct tide_job_spec spec;
@@ -392,7 +341,7 @@ static void test_status_lists_devices(void **state)
 
     tide_client_free(c);
     free(m.bytes);
-    stop_daemon(d);
+    tide_test_stop_daemon(d);
 }
 
 /*
@@ -404,8 +353,8 @@ static void test_two_jobs_two_devices(void **state)
 {
     (void)state;
     static const char *const extra[] = {TWO_DEVICES, NULL};
-    struct tide_test_daemon *d = start_daemon("devices-two", extra);
-    tide_client *c = connect_to(d);
+    struct tide_test_daemon *d = tide_test_start_daemon("devices-two", extra);
+    tide_client *c = tide_test_connect(d, 120000);
 
     /* Held by libtide first: the placement and the refusal, without timing. */
     struct model m;
@@ -474,7 +423,7 @@ static void test_two_jobs_two_devices(void **state)
 
     tide_client_free(c);
     free(m.bytes);
-    stop_daemon(d);
+    tide_test_stop_daemon(d);
 }
 
 /*
@@ -486,8 +435,8 @@ static void test_best_fit(void **state)
 {
     (void)state;
     static const char *const extra[] = {TWO_DEVICES, NULL};
-    struct tide_test_daemon *d = start_daemon("devices-fit", extra);
-    tide_client *c = connect_to(d);
+    struct tide_test_daemon *d = tide_test_start_daemon("devices-fit", extra);
+    tide_client *c = tide_test_connect(d, 120000);
     struct model m;
     build_model(&m);
     struct tide_job_spec spec;
@@ -509,7 +458,7 @@ static void test_best_fit(void **state)
 
     tide_client_free(c);
     free(m.bytes);
-    stop_daemon(d);
+    tide_test_stop_daemon(d);
 }
 
 /* A job asking for a device gets it, or is refused naming the device count or its room. */
@@ -517,8 +466,8 @@ static void test_asked_device(void **state)
 {
     (void)state;
     static const char *const extra[] = {TWO_DEVICES, NULL};
-    struct tide_test_daemon *d = start_daemon("devices-ask", extra);
-    tide_client *c = connect_to(d);
+    struct tide_test_daemon *d = tide_test_start_daemon("devices-ask", extra);
+    tide_client *c = tide_test_connect(d, 120000);
     struct model m;
     build_model(&m);
     struct tide_job_spec spec;
@@ -583,7 +532,7 @@ static void test_asked_device(void **state)
 
     tide_client_free(c);
     free(m.bytes);
-    stop_daemon(d);
+    tide_test_stop_daemon(d);
 }
 
 /*
@@ -595,8 +544,8 @@ static void test_park_moves_device_bit_identical(void **state)
 {
     (void)state;
     static const char *const extra[] = {TWO_DEVICES, "--idle-timeout", "1", NULL};
-    struct tide_test_daemon *d = start_daemon("devices-park", extra);
-    tide_client *c = connect_to(d);
+    struct tide_test_daemon *d = tide_test_start_daemon("devices-park", extra);
+    tide_client *c = tide_test_connect(d, 120000);
     struct model m;
     build_model(&m);
     struct tide_job_spec spec;
@@ -658,7 +607,7 @@ static void test_park_moves_device_bit_identical(void **state)
     assert_int_equal(tide_test_stop_trainer(blocker), 130);
     tide_client_free(c);
     free(m.bytes);
-    stop_daemon(d);
+    tide_test_stop_daemon(d);
 }
 
 /*
@@ -709,7 +658,7 @@ static void test_metrics_per_device(void **state)
         free(d);
         fail_msg("tided did not start");
     }
-    tide_client *c = connect_to(d);
+    tide_client *c = tide_test_connect(d, 120000);
     struct model m;
     build_model(&m);
     struct tide_job_spec spec;
@@ -734,7 +683,7 @@ static void test_metrics_per_device(void **state)
 
     tide_client_free(c);
     free(m.bytes);
-    stop_daemon(d);
+    tide_test_stop_daemon(d);
 }
 
 /* Bad --cpu-devices and --devices values: exit 2, naming the value and the limit. */

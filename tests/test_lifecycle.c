@@ -54,6 +54,7 @@
 #include <unistd.h>
 
 #include "daemon_child.h"
+#include "daemon_client.h"
 
 #include "tide/client.h"
 #include "tide/dataset.h"
@@ -74,80 +75,11 @@
  * The daemon and the client
  * ========================================================================== */
 
-/* Starts a tided of its own for one test, with extra flags; skips when tided was not built. */
-static struct tide_test_daemon *start_daemon(const char *tag, const char *const *extra)
-{
-    struct tide_test_daemon *d = calloc(1, sizeof(*d));
-    assert_non_null(d);
-    if (!tide_test_daemon_init(d, tag)) {
-        free(d);
-        skip();
-    }
-    if (!tide_test_daemon_start(d, extra)) {
-        tide_test_daemon_finish(d);
-        free(d);
-        fail_msg("tided did not start");
-    }
-    return d;
-}
 
-static void stop_daemon(struct tide_test_daemon *d)
-{
-    assert_int_equal(tide_test_daemon_stop(d), 0);
-    tide_test_daemon_finish(d);
-    free(d);
-}
 
-static tide_client *connect_to(const struct tide_test_daemon *d)
-{
-    char target[600];
-    snprintf(target, sizeof(target), "unix:%s", d->socket_path);
-    struct tide_client_options o = {
-        .connect_timeout_ms = 5000, .call_timeout_ms = 120000, .stream_timeout_ms = 120000};
-    tide_client *c = NULL;
-    if (tide_client_connect(target, &o, &c) != 0)
-        fail_msg("connect %s: %s", target, tide_client_error_message(c));
-    return c;
-}
 
-/* Asserts that call returned 0, printing the client's error otherwise. */
-#define CHECK_OK(c, call)                                                                          \
-    do {                                                                                           \
-        int code_ = (call);                                                                        \
-        if (code_ != 0)                                                                            \
-            fail_msg("%s: %s: %s", #call, tide_code_name(code_), tide_client_error_message(c));    \
-    } while (0)
 
-/* Asserts that call failed with code want, and that the message holds every needle. */
-#define CHECK_CODE(c, call, want, ...)                                                             \
-    do {                                                                                           \
-        int code_ = (call);                                                                        \
-        if (code_ != (want))                                                                       \
-            fail_msg("%s: want %s, got %s: %s", #call, tide_code_name(want),                       \
-                     tide_code_name(code_), tide_client_error_message(c));                         \
-        const char *needles_[] = {__VA_ARGS__, NULL};                                              \
-        for (const char *const *n_ = needles_; *n_; n_++) {                                        \
-            if (!strstr(tide_client_error_message(c), *n_))                                        \
-                fail_msg("%s: the message \"%s\" does not mention \"%s\"", #call,                  \
-                         tide_client_error_message(c), *n_);                                       \
-        }                                                                                          \
-    } while (0)
 
-/* Polls Get until job_id is in state; fails when DEADLINE_S passes first. */
-static void wait_for_state(tide_client *c, const char *job_id, enum tide_job_state state,
-                           struct tide_job_info *job)
-{
-    double deadline = tide_test_now_s() + DEADLINE_S;
-    for (;;) {
-        CHECK_OK(c, tide_client_get(c, job_id, job));
-        if (job->state == state)
-            return;
-        if (tide_test_now_s() > deadline)
-            fail_msg("job %s is still %s after %.0f s, not %s", job_id,
-                     tide_job_state_name(job->state), DEADLINE_S, tide_job_state_name(state));
-        tide_test_sleep_ms(100);
-    }
-}
 
 static uint64_t reserved_bytes(tide_client *c)
 {
@@ -310,8 +242,8 @@ static void test_park_resumes_bit_identical(void **state)
 {
     (void)state;
     static const char *const extra[] = {"--idle-timeout", "1", NULL};
-    struct tide_test_daemon *d = start_daemon("park", extra);
-    tide_client *c = connect_to(d);
+    struct tide_test_daemon *d = tide_test_start_daemon("park", extra);
+    tide_client *c = tide_test_connect(d, 120000);
     struct model m;
     build_model(&m);
     struct tide_job_spec spec;
@@ -333,7 +265,7 @@ static void test_park_resumes_bit_identical(void **state)
     feeder_init(&f, &m, 11);
     train_steps(c, parked, &f, K);
     struct tide_job_info job;
-    wait_for_state(c, parked, TIDE_JOB_PARKED, &job);
+    tide_test_wait_for_state(c, parked, TIDE_JOB_PARKED, &job, 100);
     assert_int_equal(job.steps, K);
     assert_non_null(strstr(job.message, "parked at step 2"));
     /* A parked job's variables are its checkpoint's, read after the parking wrote it. */
@@ -359,7 +291,7 @@ static void test_park_resumes_bit_identical(void **state)
     CHECK_OK(c, tide_client_cancel(c, parked, NULL));
     tide_client_free(c);
     free(m.bytes);
-    stop_daemon(d);
+    tide_test_stop_daemon(d);
 }
 
 /* Waits until the job called name (a background tidectl train) is RUNNING; its id in id. */
@@ -398,8 +330,8 @@ static void test_park_releases_budget(void **state)
     (void)state;
     static const char *const extra[] = {
         "--idle-timeout", "1", "--device-memory", "64M", "--default-budget", "32M", NULL};
-    struct tide_test_daemon *d = start_daemon("park-budget", extra);
-    tide_client *c = connect_to(d);
+    struct tide_test_daemon *d = tide_test_start_daemon("park-budget", extra);
+    tide_client *c = tide_test_connect(d, 120000);
     struct model m;
     build_model(&m);
     struct tide_job_spec spec;
@@ -412,9 +344,9 @@ static void test_park_releases_budget(void **state)
     submit(c, &spec, second);
 
     struct tide_job_info job;
-    wait_for_state(c, first, TIDE_JOB_PARKED, &job);
+    tide_test_wait_for_state(c, first, TIDE_JOB_PARKED, &job, 100);
     assert_non_null(strstr(job.message, "its 32 MiB budget released"));
-    wait_for_state(c, second, TIDE_JOB_PARKED, &job);
+    tide_test_wait_for_state(c, second, TIDE_JOB_PARKED, &job, 100);
     assert_int_equal(reserved_bytes(c), 0);
 
     /* A third and a fourth job are admitted, and fill the device while they train. */
@@ -451,7 +383,7 @@ static void test_park_releases_budget(void **state)
     assert_int_equal(reserved_bytes(c), 0);
     tide_client_free(c);
     free(m.bytes);
-    stop_daemon(d);
+    tide_test_stop_daemon(d);
 }
 
 /* ============================================================================
@@ -528,8 +460,8 @@ static void test_host_budget_refuses(void **state)
 {
     (void)state;
     static const char *const extra[] = {"--host-budget", "1K", NULL};
-    struct tide_test_daemon *d = start_daemon("host-budget", extra);
-    tide_client *c = connect_to(d);
+    struct tide_test_daemon *d = tide_test_start_daemon("host-budget", extra);
+    tide_client *c = tide_test_connect(d, 120000);
     struct model m;
     build_model(&m);
     struct tide_job_spec spec;
@@ -549,7 +481,7 @@ static void test_host_budget_refuses(void **state)
     if (!strstr(why, "host budget is 1024 bytes"))
         fail_msg("submit refused with \"%s\", which should name the host budget", why);
     tide_client_free(c);
-    stop_daemon(d);
+    tide_test_stop_daemon(d);
 }
 
 /* Submits a job, trains it steps steps and, with finish, ends it DONE (a checkpoint on disk). */
@@ -577,8 +509,8 @@ static void make_job(tide_client *c, const struct model *m, const char *name, in
 static void test_rm(void **state)
 {
     (void)state;
-    struct tide_test_daemon *d = start_daemon("rm", NULL);
-    tide_client *c = connect_to(d);
+    struct tide_test_daemon *d = tide_test_start_daemon("rm", NULL);
+    tide_client *c = tide_test_connect(d, 120000);
     struct model m;
     build_model(&m);
     char done[TIDE_JOB_ID_MAX], ready[TIDE_JOB_ID_MAX], cancelled[TIDE_JOB_ID_MAX];
@@ -640,15 +572,15 @@ static void test_rm(void **state)
     CHECK_OK(c, tide_client_cancel(c, ready, NULL));
     tide_client_free(c);
     free(m.bytes);
-    stop_daemon(d);
+    tide_test_stop_daemon(d);
 }
 
 /* prune removes every ended job of the caller's and keeps the live ones. */
 static void test_prune(void **state)
 {
     (void)state;
-    struct tide_test_daemon *d = start_daemon("prune", NULL);
-    tide_client *c = connect_to(d);
+    struct tide_test_daemon *d = tide_test_start_daemon("prune", NULL);
+    tide_client *c = tide_test_connect(d, 120000);
     struct model m;
     build_model(&m);
     char a[TIDE_JOB_ID_MAX], b[TIDE_JOB_ID_MAX], live[TIDE_JOB_ID_MAX];
@@ -686,7 +618,7 @@ static void test_prune(void **state)
     CHECK_OK(c, tide_client_cancel(c, live, NULL));
     tide_client_free(c);
     free(m.bytes);
-    stop_daemon(d);
+    tide_test_stop_daemon(d);
 }
 
 /* With retain-ended 1, an ended job goes by itself; a live one stays. */
@@ -694,8 +626,8 @@ static void test_retain_ended(void **state)
 {
     (void)state;
     static const char *const extra[] = {"--retain-ended", "1", NULL};
-    struct tide_test_daemon *d = start_daemon("retain", extra);
-    tide_client *c = connect_to(d);
+    struct tide_test_daemon *d = tide_test_start_daemon("retain", extra);
+    tide_client *c = tide_test_connect(d, 120000);
     struct model m;
     build_model(&m);
     char ended[TIDE_JOB_ID_MAX], live[TIDE_JOB_ID_MAX];
@@ -728,7 +660,7 @@ static void test_retain_ended(void **state)
     CHECK_OK(c, tide_client_cancel(c, live, NULL));
     tide_client_free(c);
     free(m.bytes);
-    stop_daemon(d);
+    tide_test_stop_daemon(d);
 }
 
 
@@ -874,12 +806,12 @@ static int timed_step(void *user, const struct tide_step_result *r)
 static void test_compile_does_not_hold_steps(void **state)
 {
     (void)state;
-    struct tide_test_daemon *d = start_daemon(
+    struct tide_test_daemon *d = tide_test_start_daemon(
         "hol", (const char *[]){"--device-memory", "1G", "--default-budget", "64M", NULL});
     struct model m, big_model;
     build_model(&m);
     build_big(&big_model);
-    tide_client *c = connect_to(d);
+    tide_client *c = tide_test_connect(d, 120000);
     struct tide_job_spec spec;
     make_spec(&m, "a", 0, &spec);
     char id[TIDE_JOB_ID_MAX];
@@ -913,18 +845,18 @@ static void test_compile_does_not_hold_steps(void **state)
     tide_client_free(c);
     free(m.bytes);
     free(big_model.bytes);
-    stop_daemon(d);
+    tide_test_stop_daemon(d);
 }
 
 /* Cancel abandons compilations in flight: each Submit comes back CANCELLED within 1 s. */
 static void test_cancel_abandons_compile(void **state)
 {
     (void)state;
-    struct tide_test_daemon *d = start_daemon(
+    struct tide_test_daemon *d = tide_test_start_daemon(
         "hol", (const char *[]){"--device-memory", "1G", "--default-budget", "64M", NULL});
     struct model big_model;
     build_big(&big_model);
-    tide_client *c = connect_to(d);
+    tide_client *c = tide_test_connect(d, 120000);
     struct big_submit big[N_BIG];
     start_big_submits(big, d, &big_model);
     char ids[N_BIG][TIDE_JOB_ID_MAX];
@@ -959,18 +891,18 @@ static void test_cancel_abandons_compile(void **state)
     tide_client_free(c);
     free(m.bytes);
     free(big_model.bytes);
-    stop_daemon(d);
+    tide_test_stop_daemon(d);
 }
 
 /* SIGTERM while big graphs compile: tided exits 0 within the 2 s. */
 static void test_sigterm_during_compile(void **state)
 {
     (void)state;
-    struct tide_test_daemon *d = start_daemon(
+    struct tide_test_daemon *d = tide_test_start_daemon(
         "hol", (const char *[]){"--device-memory", "1G", "--default-budget", "64M", NULL});
     struct model big_model;
     build_big(&big_model);
-    tide_client *c = connect_to(d);
+    tide_client *c = tide_test_connect(d, 120000);
     struct big_submit big[N_BIG];
     start_big_submits(big, d, &big_model);
     char ids[N_BIG][TIDE_JOB_ID_MAX];

@@ -55,6 +55,7 @@
 
 #include "daemon/queue.h"
 #include "daemon_child.h"
+#include "daemon_client.h"
 #include "tide/v1/tide.pb-c.h"
 
 #include "tide/client.h"
@@ -106,77 +107,11 @@ static void test_order(void **state)
  * The daemon and the client
  * ========================================================================== */
 
-static struct tide_test_daemon *start_daemon(const char *tag, const char *const *extra)
-{
-    struct tide_test_daemon *d = calloc(1, sizeof(*d));
-    assert_non_null(d);
-    if (!tide_test_daemon_init(d, tag)) {
-        free(d);
-        skip();
-    }
-    if (!tide_test_daemon_start(d, extra)) {
-        tide_test_daemon_finish(d);
-        free(d);
-        fail_msg("tided did not start");
-    }
-    return d;
-}
 
-static void stop_daemon(struct tide_test_daemon *d)
-{
-    assert_int_equal(tide_test_daemon_stop(d), 0);
-    tide_test_daemon_finish(d);
-    free(d);
-}
 
-static tide_client *connect_to(const struct tide_test_daemon *d)
-{
-    char target[600];
-    snprintf(target, sizeof(target), "unix:%s", d->socket_path);
-    struct tide_client_options o = {
-        .connect_timeout_ms = 5000, .call_timeout_ms = 120000, .stream_timeout_ms = 300000};
-    tide_client *c = NULL;
-    if (tide_client_connect(target, &o, &c) != 0)
-        fail_msg("connect %s: %s", target, tide_client_error_message(c));
-    return c;
-}
 
-#define CHECK_OK(c, call)                                                                          \
-    do {                                                                                           \
-        int code_ = (call);                                                                        \
-        if (code_ != 0)                                                                            \
-            fail_msg("%s: %s: %s", #call, tide_code_name(code_), tide_client_error_message(c));    \
-    } while (0)
 
-/* Asserts that call failed with code want, and that the message holds every needle. */
-#define CHECK_CODE(c, call, want, ...)                                                             \
-    do {                                                                                           \
-        int code_ = (call);                                                                        \
-        if (code_ != (want))                                                                       \
-            fail_msg("%s: want %s, got %s: %s", #call, tide_code_name(want),                       \
-                     tide_code_name(code_), tide_client_error_message(c));                         \
-        const char *needles_[] = {__VA_ARGS__, NULL};                                              \
-        for (const char *const *n_ = needles_; *n_; n_++) {                                        \
-            if (!strstr(tide_client_error_message(c), *n_))                                        \
-                fail_msg("%s: the message \"%s\" does not mention \"%s\"", #call,                  \
-                         tide_client_error_message(c), *n_);                                       \
-        }                                                                                          \
-    } while (0)
 
-static void wait_for_state(tide_client *c, const char *job_id, enum tide_job_state state,
-                           struct tide_job_info *job)
-{
-    double deadline = tide_test_now_s() + DEADLINE_S;
-    for (;;) {
-        CHECK_OK(c, tide_client_get(c, job_id, job));
-        if (job->state == state)
-            return;
-        if (tide_test_now_s() > deadline)
-            fail_msg("job %s is still %s after %.0f s, not %s", job_id,
-                     tide_job_state_name(job->state), DEADLINE_S, tide_job_state_name(state));
-        tide_test_sleep_ms(50);
-    }
-}
 
 /* Waits for a child process; its exit code, or -1 when a signal ended it. */
 static int wait_child(pid_t pid)
@@ -361,7 +296,7 @@ static void test_two_big_trains_both_succeed(void **state)
 {
     (void)state;
     static const char *const extra[] = {"--device-memory", "64M", "--default-budget", "32M", NULL};
-    struct tide_test_daemon *d = start_daemon("queue", extra);
+    struct tide_test_daemon *d = tide_test_start_daemon("queue", extra);
     static const char *const big[] = {"--budget", "48M", NULL};
     pid_t a = tide_test_train_in_background_with(d, "first", 20, "first.log", big);
     pid_t b = tide_test_train_in_background_with(d, "second", 20, "second.log", big);
@@ -388,7 +323,7 @@ static void test_two_big_trains_both_succeed(void **state)
     free(log_b);
 
     /* Both finished: nothing is reserved, nothing waits. */
-    tide_client *c = connect_to(d);
+    tide_client *c = tide_test_connect(d, 300000);
     struct tide_daemon_status s;
     CHECK_OK(c, tide_client_status(c, &s, NULL, NULL));
     assert_int_equal(s.device_reserved_bytes, 0);
@@ -403,7 +338,7 @@ static void test_two_big_trains_both_succeed(void **state)
     }
     free(jobs);
     tide_client_free(c);
-    stop_daemon(d);
+    tide_test_stop_daemon(d);
 }
 
 /* Ctrl-C while `tidectl train` waits in the queue: the job, which never ran, is cancelled. */
@@ -411,8 +346,8 @@ static void test_interrupt_while_queued(void **state)
 {
     (void)state;
     static const char *const extra[] = {"--device-memory", "64M", "--default-budget", "32M", NULL};
-    struct tide_test_daemon *d = start_daemon("queueint", extra);
-    tide_client *c = connect_to(d);
+    struct tide_test_daemon *d = tide_test_start_daemon("queueint", extra);
+    tide_client *c = tide_test_connect(d, 300000);
     struct model m;
     build_model(&m);
     struct tide_job_spec spec;
@@ -460,7 +395,7 @@ static void test_interrupt_while_queued(void **state)
     CHECK_OK(c, tide_client_cancel(c, holder.id, NULL));
     tide_client_free(c);
     free(m.bytes);
-    stop_daemon(d);
+    tide_test_stop_daemon(d);
 }
 
 /*
@@ -473,8 +408,8 @@ static void test_queue_positions(void **state)
 {
     (void)state;
     static const char *const extra[] = {"--device-memory", "64M", "--default-budget", "32M", NULL};
-    struct tide_test_daemon *d = start_daemon("queuepos", extra);
-    tide_client *c = connect_to(d);
+    struct tide_test_daemon *d = tide_test_start_daemon("queuepos", extra);
+    tide_client *c = tide_test_connect(d, 300000);
     struct model m;
     build_model(&m);
     struct tide_job_spec spec;
@@ -527,7 +462,7 @@ static void test_queue_positions(void **state)
 
     CHECK_OK(c, tide_client_cancel(c, q1.id, NULL));
     /* q2 is first now and fits next to the holder: admitted. */
-    wait_for_state(c, q2.id, TIDE_JOB_READY, &job);
+    tide_test_wait_for_state(c, q2.id, TIDE_JOB_READY, &job, 50);
     assert_int_equal(job.queue_position, 0);
     assert_int_equal(job.priority, -7);
     CHECK_OK(c, tide_client_cancel(c, q2.id, NULL));
@@ -536,7 +471,7 @@ static void test_queue_positions(void **state)
     CHECK_OK(c, tide_client_cancel(c, holder.id, NULL));
     tide_client_free(c);
     free(m.bytes);
-    stop_daemon(d);
+    tide_test_stop_daemon(d);
 }
 
 /* ============================================================================
@@ -560,8 +495,8 @@ static void test_quotas(void **state)
                                  "--quota-groups",
                                  groups,
                                  NULL};
-    struct tide_test_daemon *d = start_daemon("quota", extra);
-    tide_client *c = connect_to(d);
+    struct tide_test_daemon *d = tide_test_start_daemon("quota", extra);
+    tide_client *c = tide_test_connect(d, 300000);
     struct model m;
     build_model(&m);
     struct tide_job_spec spec;
@@ -589,14 +524,14 @@ static void test_quotas(void **state)
     submit(c, &spec, &job);
     tide_client_free(c);
     free(m.bytes);
-    stop_daemon(d);
+    tide_test_stop_daemon(d);
 
     /* The group's quota alone: two jobs for all its members together. */
     snprintf(groups, sizeof(groups), "%s:40M:2", group);
     const char *const extra2[] = {
         "--device-memory", "256M", "--default-budget", "16M", "--quota-groups", groups, NULL};
-    d = start_daemon("quotagroup", extra2);
-    c = connect_to(d);
+    d = tide_test_start_daemon("quotagroup", extra2);
+    c = tide_test_connect(d, 300000);
     build_model(&m);
     char quota[200], who[200];
     snprintf(quota, sizeof(quota), "quota quota-groups %s", group);
@@ -612,7 +547,7 @@ static void test_quotas(void **state)
                "has 2 job(s) not ended", "quota is 2 job(s)");
     tide_client_free(c);
     free(m.bytes);
-    stop_daemon(d);
+    tide_test_stop_daemon(d);
 }
 
 /* A malformed quota-groups is refused at start, naming the entry. */
@@ -645,8 +580,8 @@ static void test_priority_rules(void **state)
     if (getuid() == 0)
         skip(); /* root is always an admin: nothing to refuse */
     static const char *const extra[] = {"--device-memory", "64M", "--default-budget", "16M", NULL};
-    struct tide_test_daemon *d = start_daemon("priority", extra);
-    tide_client *c = connect_to(d);
+    struct tide_test_daemon *d = tide_test_start_daemon("priority", extra);
+    tide_client *c = tide_test_connect(d, 300000);
     struct model m;
     build_model(&m);
     struct tide_job_spec spec;
@@ -668,7 +603,7 @@ static void test_priority_rules(void **state)
     CHECK_OK(c, tide_client_cancel(c, job.id, NULL));
     tide_client_free(c);
     free(m.bytes);
-    stop_daemon(d);
+    tide_test_stop_daemon(d);
 }
 
 /* ============================================================================
@@ -687,7 +622,7 @@ struct low_trainer {
 static void *low_trainer_main(void *arg)
 {
     struct low_trainer *t = arg;
-    tide_client *c = connect_to(t->d);
+    tide_client *c = tide_test_connect(t->d, 300000);
     t->f->steps_left = t->steps;
     t->f->results = 0;
     t->code = tide_client_train(c, t->id, feeder_feed, feeder_step, t->f);
@@ -720,8 +655,8 @@ static void test_preemption_resumes_bit_identical(void **state)
                                  "--idle-timeout",
                                  "0",
                                  NULL};
-    struct tide_test_daemon *d = start_daemon("preempt", extra);
-    tide_client *c = connect_to(d);
+    struct tide_test_daemon *d = tide_test_start_daemon("preempt", extra);
+    tide_client *c = tide_test_connect(d, 300000);
     struct model m;
     build_model(&m);
     struct tide_job_spec spec;
@@ -780,12 +715,12 @@ static void test_preemption_resumes_bit_identical(void **state)
 
     make_spec(&m, "high", 48 * MIB, 10, &spec);
     submit(c, &spec, &high);
-    wait_for_state(c, low.id, TIDE_JOB_QUEUED, &job);
+    tide_test_wait_for_state(c, low.id, TIDE_JOB_QUEUED, &job, 50);
     assert_non_null(strstr(job.message, "preempted at step"));
     assert_int_equal(job.queue_position, 1);
     uint64_t parked_at = job.steps;
     assert_true(parked_at >= K && parked_at < N);
-    wait_for_state(c, high.id, TIDE_JOB_READY, &job);
+    tide_test_wait_for_state(c, high.id, TIDE_JOB_READY, &job, 50);
 
     struct feeder g;
     feeder_init(&g, &m, 5);
@@ -828,7 +763,7 @@ static void test_preemption_resumes_bit_identical(void **state)
     CHECK_OK(c, tide_client_finish(c, low.id));
     tide_client_free(c);
     free(m.bytes);
-    stop_daemon(d);
+    tide_test_stop_daemon(d);
 }
 
 /*
@@ -840,8 +775,8 @@ static void test_train_stream_waits_in_queue(void **state)
 {
     (void)state;
     static const char *const extra[] = {"--device-memory", "64M", "--default-budget", "32M", NULL};
-    struct tide_test_daemon *d = start_daemon("queuestream", extra);
-    tide_client *c = connect_to(d);
+    struct tide_test_daemon *d = tide_test_start_daemon("queuestream", extra);
+    tide_client *c = tide_test_connect(d, 300000);
     struct model m;
     build_model(&m);
     struct tide_job_spec spec;
@@ -874,7 +809,7 @@ static void test_train_stream_waits_in_queue(void **state)
     assert_int_equal(job.steps, 5);
     tide_client_free(c);
     free(m.bytes);
-    stop_daemon(d);
+    tide_test_stop_daemon(d);
 }
 
 /* ============================================================================
@@ -986,8 +921,8 @@ static void test_first_batch_of_a_queued_job(void **state)
 {
     (void)state;
     static const char *const extra[] = {"--device-memory", "64M", "--default-budget", "32M", NULL};
-    struct tide_test_daemon *d = start_daemon("queueraw", extra);
-    tide_client *c = connect_to(d);
+    struct tide_test_daemon *d = tide_test_start_daemon("queueraw", extra);
+    tide_client *c = tide_test_connect(d, 300000);
     struct model m;
     build_model(&m);
     struct tide_job_spec spec;
@@ -1050,7 +985,7 @@ static void test_first_batch_of_a_queued_job(void **state)
             if (!strstr(r.message, "feed \"pictures\": not a placeholder the job feeds"))
                 fail_msg("the refusal does not name the feed: %s", r.message);
             assert_int_equal(r.results, 0);
-            wait_for_state(c, queued.id, TIDE_JOB_READY, &job);
+            tide_test_wait_for_state(c, queued.id, TIDE_JOB_READY, &job, 50);
             assert_int_equal(job.steps, 0);
             CHECK_OK(c, tide_client_cancel(c, queued.id, NULL));
         } else {
@@ -1066,7 +1001,7 @@ static void test_first_batch_of_a_queued_job(void **state)
     free(images);
     tide_client_free(c);
     free(m.bytes);
-    stop_daemon(d);
+    tide_test_stop_daemon(d);
 }
 
 int main(void)

@@ -1,0 +1,66 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * daemon_client.h: what the daemon's integration tests (test_lifecycle,
+ * test_queue, test_devices) do around tests/daemon_child.h — start a tided of
+ * the test's own and stop it, connect libtide to it, assert on a call's code
+ * and message, wait for a job's state — once, instead of a copy per test.
+ *
+ * Example usage:
+ *
+ *     struct tide_test_daemon *d = tide_test_start_daemon("queue", extra);  // skips without tided
+ *     tide_client *c = tide_test_connect(d, 120000);
+ *     CHECK_OK(c, tide_client_submit(c, &spec, &job));
+ *     CHECK_CODE(c, tide_client_cancel(c, "nope", NULL), TIDE_CODE_NOT_FOUND, "nope");
+ *     tide_test_wait_for_state(c, job.id, TIDE_JOB_READY, &job);
+ *     tide_client_free(c);
+ *     tide_test_stop_daemon(d);  // SIGTERM, exit status 0, directory removed
+ */
+#ifndef TIDE_TESTS_DAEMON_CLIENT_H
+#define TIDE_TESTS_DAEMON_CLIENT_H
+
+#include <stdint.h>
+#include <string.h>
+
+#include "daemon_child.h"
+#include "tide/client.h"
+
+/* The longest a test waits for a job's state (a hang, not a timing). */
+#define TIDE_TEST_STATE_DEADLINE_S 120.0
+
+/* Starts a tided of its own for one test, with extra flags; skip() when tided was not built. */
+struct tide_test_daemon *tide_test_start_daemon(const char *tag, const char *const *extra);
+
+/* Stops it with SIGTERM, asserts exit status 0, removes its directory and frees it. */
+void tide_test_stop_daemon(struct tide_test_daemon *d);
+
+/* A libtide client on d's socket (connect 5 s, calls 120 s, streams stream_timeout_ms). */
+tide_client *tide_test_connect(const struct tide_test_daemon *d, uint32_t stream_timeout_ms);
+
+/* Polls Get every poll_ms until job_id is in state; fails after TIDE_TEST_STATE_DEADLINE_S. */
+void tide_test_wait_for_state(tide_client *c, const char *job_id, enum tide_job_state state,
+                              struct tide_job_info *job, long poll_ms);
+
+/* Asserts that call returned 0, printing the client's error otherwise. */
+#define CHECK_OK(c, call)                                                                          \
+    do {                                                                                           \
+        int code_ = (call);                                                                        \
+        if (code_ != 0)                                                                            \
+            fail_msg("%s: %s: %s", #call, tide_code_name(code_), tide_client_error_message(c));    \
+    } while (0)
+
+/* Asserts that call failed with code want, and that the message holds every needle. */
+#define CHECK_CODE(c, call, want, ...)                                                             \
+    do {                                                                                           \
+        int code_ = (call);                                                                        \
+        if (code_ != (want))                                                                       \
+            fail_msg("%s: want %s, got %s: %s", #call, tide_code_name(want),                       \
+                     tide_code_name(code_), tide_client_error_message(c));                         \
+        const char *needles_[] = {__VA_ARGS__, NULL};                                              \
+        for (const char *const *n_ = needles_; *n_; n_++) {                                        \
+            if (!strstr(tide_client_error_message(c), *n_))                                        \
+                fail_msg("%s: the message \"%s\" does not mention \"%s\"", #call,                  \
+                         tide_client_error_message(c), *n_);                                       \
+        }                                                                                          \
+    } while (0)
+
+#endif
