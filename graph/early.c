@@ -205,9 +205,14 @@ bool tide__graph_early_updates(const struct tide_graph *graph, const struct tide
         }
         e.kind[v] = pullable ? KIND_PULLABLE : KIND_EAGER;
     }
-    /* Pullable nodes of sources alone (the optimizer state, its sources) are ready now. */
+    /*
+     * Pullable nodes of sources alone (the optimizer state, its sources) are
+     * ready now. One that an earlier one's cascade made ready is done
+     * already: counting it off its readers again would make an update ready
+     * before its other inputs (such as the forward reader of its Variable).
+     */
     for (uint32_t v = 0; v < n; v++) {
-        if (e.kind[v] == KIND_PULLABLE && e.pending[v] == 0) {
+        if (e.kind[v] == KIND_PULLABLE && e.pending[v] == 0 && !e.done[v]) {
             e.done[v] = 1;
             early_done(&e, v);
         }
