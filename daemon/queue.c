@@ -53,6 +53,7 @@
 #include <grp.h>
 
 #include "common/log.h"
+#include "daemon/devices.h"
 #include "daemon/jobs-impl.h"
 
 /* Priorities a JobSpec may ask for; above the default only for an admin. */
@@ -399,43 +400,71 @@ static int compare_victims(const void *a, const void *b)
 
 /*
  * The first queued job, head, does not fit: parks lower-priority jobs to
- * make room, if they can. true when the room is there now (every victim was
- * parked at once); false when it is not, or when victims finish their step
- * first (they run admission again when they are parked).
+ * make room, if they can, on one device (the one head asks for, or the one
+ * where the fewest bytes must be preempted; a job's budget is room only on
+ * its own device). true when the room is there now (every victim was parked
+ * at once); false when it is not, or when victims finish their step first
+ * (they run admission again when they are parked).
  */
 static bool preempt_for(struct tided_daemon *d, const struct job *head)
 {
     struct tided_jobs *jobs = d->jobs;
-    uint64_t free_now = d->device_bytes > jobs->reserved ? d->device_bytes - jobs->reserved : 0;
-    uint64_t coming = 0;
-    for (size_t i = 0; i < jobs->n_jobs; i++) {
-        if (jobs->jobs[i]->preempting)
-            coming += jobs->jobs[i]->budget;
-    }
-    if (free_now + coming >= head->budget)
-        return false; /* the room is on its way */
+    const struct tided_devices *devs = d->devices;
     struct job **victims = calloc(jobs->n_jobs + 1, sizeof(*victims));
     if (!victims)
         return false;
-    size_t n = 0;
-    for (size_t i = 0; i < jobs->n_jobs; i++) {
-        struct job *j = jobs->jobs[i];
-        if (!j->preempting && preemptible(j, head->priority))
-            victims[n++] = j;
+    uint32_t first = 0, last = devs->n;
+    if (head->asked_device >= 0 && head->asked_device < (int64_t)devs->n)
+        first = (uint32_t)head->asked_device, last = first + 1;
+    bool found = false;
+    uint32_t best = 0;
+    uint64_t best_bytes = 0, best_coming = 0;
+    for (uint32_t dev = first; dev < last; dev++) {
+        const struct tided_device *dv = &devs->devices[dev];
+        uint64_t free_now =
+            dv->total_bytes > dv->reserved_bytes ? dv->total_bytes - dv->reserved_bytes : 0;
+        uint64_t coming = 0;
+        for (size_t i = 0; i < jobs->n_jobs; i++) {
+            const struct job *j = jobs->jobs[i];
+            if (j->preempting && j->device == dev)
+                coming += j->budget;
+        }
+        if (free_now + coming >= head->budget) {
+            free(victims);
+            return false; /* the room is on its way */
+        }
+        size_t n = 0;
+        for (size_t i = 0; i < jobs->n_jobs; i++) {
+            struct job *j = jobs->jobs[i];
+            if (j->device == dev && !j->preempting && preemptible(j, head->priority))
+                victims[n++] = j;
+        }
+        qsort(victims, n, sizeof(*victims), compare_victims);
+        uint64_t room = free_now + coming, taken = 0;
+        for (size_t k = 0; k < n && room < head->budget; k++)
+            room += victims[k]->budget, taken += victims[k]->budget;
+        if (room >= head->budget && (!found || taken < best_bytes))
+            found = true, best = dev, best_bytes = taken, best_coming = coming;
     }
-    qsort(victims, n, sizeof(*victims), compare_victims);
-    uint64_t room = free_now + coming;
-    size_t take = 0;
-    while (take < n && room < head->budget)
-        room += victims[take++]->budget;
     bool now = false;
-    if (room >= head->budget) {
-        now = true;
-        for (size_t i = 0; i < take; i++) {
-            struct job *v = victims[i];
-            TIDE_LOG_INFO("job %s (priority %" PRId32 "): preempted for job %s (priority %" PRId32
-                          ")",
-                          v->id, v->priority, head->id, head->priority);
+    if (found) {
+        size_t n = 0;
+        for (size_t i = 0; i < jobs->n_jobs; i++) {
+            struct job *j = jobs->jobs[i];
+            if (j->device == best && !j->preempting && preemptible(j, head->priority))
+                victims[n++] = j;
+        }
+        qsort(victims, n, sizeof(*victims), compare_victims);
+        const struct tided_device *dv = &devs->devices[best];
+        uint64_t room = best_coming;
+        room += dv->total_bytes > dv->reserved_bytes ? dv->total_bytes - dv->reserved_bytes : 0;
+        now = best_coming == 0;
+        for (size_t k = 0; k < n && room < head->budget; k++) {
+            struct job *v = victims[k];
+            room += v->budget;
+            TIDE_LOG_INFO("job %s (priority %" PRId32 ", device %u): preempted for job %s "
+                          "(priority %" PRId32 ")",
+                          v->id, v->priority, best, head->id, head->priority);
             v->preempting = true;
             if (v->step_in_flight)
                 now = false;
@@ -444,7 +473,7 @@ static bool preempt_for(struct tided_daemon *d, const struct job *head)
         }
     }
     free(victims);
-    return now && coming == 0;
+    return now;
 }
 
 void tided__queue_admit(struct tided_daemon *d)

@@ -640,6 +640,56 @@ static void *low_trainer_main(void *arg)
  * stream ends OK after N steps, numbered on. Its variables equal those of
  * a job trained N steps without a pause, byte for byte.
  */
+/*
+ * Preemption on a box of two devices: a budget is room only on its own
+ * device, so a high-priority job that asks for device 1 parks the job on
+ * device 1 and leaves the one on device 0 running.
+ */
+static void test_preemption_on_its_device(void **state)
+{
+    (void)state;
+    char group[128];
+    own_group(group, sizeof(group));
+    const char *const extra[] = {"--cpu-devices", "2",     "--device-memory", "64M",
+                                 "--admin-group", group,   "--idle-timeout",  "0",
+                                 NULL};
+    struct tide_test_daemon *d = tide_test_start_daemon("preempt-device", extra);
+    tide_client *c = tide_test_connect(d, 300000);
+    struct model m;
+    build_model(&m);
+    struct tide_job_spec spec;
+    struct tide_job_info low0, low1, high, job;
+    make_spec(&m, "low0", 48 * MIB, -10, &spec);
+    submit(c, &spec, &low0);
+    make_spec(&m, "low1", 48 * MIB, -10, &spec);
+    submit(c, &spec, &low1);
+    tide_test_wait_for_state(c, low0.id, TIDE_JOB_READY, &low0, 50);
+    tide_test_wait_for_state(c, low1.id, TIDE_JOB_READY, &low1, 50);
+    assert_int_not_equal(low0.device, low1.device);
+    const struct tide_job_info *on0 = low0.device == 0 ? &low0 : &low1;
+    const struct tide_job_info *on1 = low0.device == 0 ? &low1 : &low0;
+
+    make_spec(&m, "high", 48 * MIB, 10, &spec);
+    spec.has_device = true;
+    spec.device = 0;
+    submit(c, &spec, &high);
+    tide_test_wait_for_state(c, high.id, TIDE_JOB_READY, &job, 50);
+    assert_int_equal(job.device, 0);
+    CHECK_OK(c, tide_client_get(c, on0->id, &job));
+    assert_int_equal(job.state, TIDE_JOB_QUEUED);
+    assert_non_null(strstr(job.message, "preempted at step"));
+    CHECK_OK(c, tide_client_get(c, on1->id, &job));
+    assert_int_equal(job.state, TIDE_JOB_READY); /* device 1's job is not in the way */
+    assert_int_equal(job.device, 1);
+
+    /* The high job ends: the parked one comes back by itself. */
+    CHECK_OK(c, tide_client_finish(c, high.id));
+    tide_test_wait_for_state(c, on0->id, TIDE_JOB_READY, &job, 50);
+    tide_client_free(c);
+    free(m.bytes);
+    tide_test_stop_daemon(d);
+}
+
 static void test_preemption_resumes_bit_identical(void **state)
 {
     (void)state;
@@ -1015,6 +1065,7 @@ int main(void)
         cmocka_unit_test(test_quota_groups_malformed),
         cmocka_unit_test(test_priority_rules),
         cmocka_unit_test(test_preemption_resumes_bit_identical),
+        cmocka_unit_test(test_preemption_on_its_device),
         cmocka_unit_test(test_train_stream_waits_in_queue),
         cmocka_unit_test(test_first_batch_of_a_queued_job),
     };
