@@ -481,6 +481,7 @@ static void test_host_budget_refuses(void **state)
     if (!strstr(why, "host budget is 1024 bytes"))
         fail_msg("submit refused with \"%s\", which should name the host budget", why);
     tide_client_free(c);
+    free(m.bytes);
     tide_test_stop_daemon(d);
 }
 
