@@ -26,8 +26,8 @@ to one thread and sizes its pool from --threads, but a tide-bench built before
 this makes such a binary run at the stated count too. With --json the last line
 is one JSON object holding every median.
 
-There is no PyTorch column: issue 16's bench/torch-compare, which builds the same
-models in PyTorch from tide's weights and batches, is to give one.
+There is no PyTorch column here: bench/torch-compare builds the same models in
+PyTorch from tide's weights and batches and prints tide / PyTorch step time.
 """
 import argparse
 import json
