@@ -415,8 +415,13 @@ static bool pieces_choose(enum tide_op op, const struct tide__kernel_conv *g, ui
         return false;
     int64_t fewest = g->n < TASKS ? g->n : TASKS;
     for (int l = layout_policy; l <= LAYOUT_PLAIN; l++) {
-        /* Images per piece from n / TASKS down to 1 (the filter gradient: n / TASKS only). */
-        for (int64_t per = (g->n + fewest - 1) / fewest; per >= 1; per--) {
+        /*
+         * Images per piece from n / TASKS down to 1, halving (the filter gradient: n / TASKS
+         * only): a handful of primitives per shape, also for a batch of thousands, whose every
+         * piece size would cost a primitive each and make planning quadratic in the batch.
+         */
+        for (int64_t per = (g->n + fewest - 1) / fewest; per >= 1;
+             per = per == 1 ? 0 : (per + 1) / 2) {
             int64_t tasks = op == TIDE_OP_CONV2D_BACKPROP_FILTER ? fewest : (g->n + per - 1) / per;
             if (pieces_get(op, g, (enum layout)l, tasks, p) && p->slot <= slot_limit)
                 return true;
