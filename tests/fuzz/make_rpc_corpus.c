@@ -261,6 +261,10 @@ static void seed_others(void)
     Tide__V1__RemoveJobsRequest prune = TIDE__V1__REMOVE_JOBS_REQUEST__INIT;
     prune.all_ended = true;
     emit(&tide__v1__jobs__descriptor, "Remove", &prune.base, "remove_all_ended");
+    Tide__V1__SetPriorityRequest priority = TIDE__V1__SET_PRIORITY_REQUEST__INIT;
+    priority.job_id = id;
+    priority.priority = -7;
+    emit(&tide__v1__jobs__descriptor, "SetPriority", &priority.base, "set_priority");
     Tide__V1__StatusRequest status = TIDE__V1__STATUS_REQUEST__INIT;
     emit(&tide__v1__daemon__descriptor, "Status", &status.base, "status");
     Grpc__Health__V1__HealthCheckRequest health = GRPC__HEALTH__V1__HEALTH_CHECK_REQUEST__INIT;
