@@ -57,6 +57,21 @@
 
 #define STEPS 5
 #define SEED  7
+
+/*
+ * The backend every run of this file uses, from TIDE_TEST_BACKEND: "cpu"
+ * (unset: the CI case) or "cuda" (the test_swap_cuda case of CUDA builds,
+ * and bench/gpu/run.sh on a GPU machine). Each test compares runs on the
+ * same backend, so the swap transparency it checks is that backend's.
+ */
+static const char *backend_name = "cpu";
+
+static struct tide_session_options session_options(void)
+{
+    struct tide_session_options o = tide_session_options_default();
+    o.backend_name = backend_name;
+    return o;
+}
 /* The hand planner's prefetch distance and swap threshold, in partitions. */
 #define PREFETCH  1
 #define THRESHOLD 1
@@ -248,7 +263,7 @@ static void check_partition_high_water(const struct tide_graph *g, const struct 
 static void run_resident(const struct model *m, const struct batches *d, struct variables *vars,
                          uint64_t *peak)
 {
-    struct tide_session_options o = tide_session_options_default();
+    struct tide_session_options o = session_options();
     o.train = &m->train;
     o.seed = SEED;
     o.poison = true;
@@ -537,7 +552,7 @@ static void run_hand(const struct model *m, const struct batches *d, const struc
 {
     struct tide_error err = {0};
     struct tide_backend *backend;
-    check(tide_backend_cpu_new(NULL, &backend, &err), &err);
+    check(tide_backend_create(backend_name, NULL, &backend, &err), &err);
     struct tide_graph *g;
     check(tide_graph_import(m->bytes, m->len, NULL, &g, &err), &err);
     struct tide_autodiff_result trained;
@@ -720,7 +735,7 @@ static void run_planned(const struct model *m, const struct batches *d,
                         struct planned *out)
 {
     memset(out, 0, sizeof(*out));
-    struct tide_session_options o = tide_session_options_default();
+    struct tide_session_options o = session_options();
     o.train = &m->train;
     o.seed = SEED;
     o.poison = true;
@@ -898,7 +913,7 @@ static void sequence_transparency(struct model *m)
 
     /* The smallest budget: what a plan that cannot fit 4 KiB reports. */
     struct tide_memory_policy policy = tide_memory_policy_default();
-    struct tide_session_options o = tide_session_options_default();
+    struct tide_session_options o = session_options();
     o.train = &m->train;
     o.seed = SEED;
     o.memory = &policy;
@@ -971,7 +986,7 @@ static void test_sequence_transparency_moe(void **state)
 /* The smallest budget of a policy: what a plan that cannot fit 4 KiB reports. */
 static uint64_t smallest_budget(const struct model *m, const struct tide_memory_policy *policy)
 {
-    struct tide_session_options o = tide_session_options_default();
+    struct tide_session_options o = session_options();
     o.train = &m->train;
     o.seed = SEED;
     o.memory = policy;
@@ -1253,7 +1268,7 @@ static void test_host_arena_once_per_job(void **state)
     policy.partition_size = 7;
     policy.swap = TIDE_SWAP_ON;
     policy.vars_home = TIDE_VARS_HOME_HOST;
-    struct tide_session_options o = tide_session_options_default();
+    struct tide_session_options o = session_options();
     o.train = &m.train;
     o.seed = SEED;
     o.memory = &policy;
@@ -1300,8 +1315,41 @@ static void test_host_arena_once_per_job(void **state)
     model_free(&m);
 }
 
+/* What runs instead of the others when the backend asked for cannot open. */
+static char no_backend_reason[512];
+
+static void test_backend_missing(void **state)
+{
+    (void)state;
+    printf("no CUDA device: %s\n", no_backend_reason);
+    skip();
+}
+
 int main(void)
 {
+    const char *env = getenv("TIDE_TEST_BACKEND");
+    if (env && *env) {
+        if (strcmp(env, "cpu") != 0 && strcmp(env, "cuda") != 0) {
+            fprintf(stderr, "test_swap: TIDE_TEST_BACKEND=%s: expected cpu or cuda\n", env);
+            return 2;
+        }
+        backend_name = env;
+    }
+    print_message("test_swap: backend %s\n", backend_name);
+    if (strcmp(backend_name, "cpu") != 0) {
+        struct tide_backend *probe = NULL;
+        struct tide_error err = {0};
+        if (tide_backend_create(backend_name, NULL, &probe, &err) != TIDE_OK) {
+            snprintf(no_backend_reason, sizeof(no_backend_reason), "%s", err.message);
+            const struct CMUnitTest missing[] = {cmocka_unit_test(test_backend_missing)};
+            return cmocka_run_group_tests(missing, NULL, NULL);
+        }
+        char name[256];
+        uint64_t total = 0;
+        tide_backend_device_info(probe, name, sizeof(name), &total);
+        print_message("test_swap: on %s, %" PRIu64 " bytes\n", name, total);
+        tide_backend_free(probe);
+    }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_hand_transparency_cnn),
         cmocka_unit_test(test_hand_transparency_resnet),

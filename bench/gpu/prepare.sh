@@ -21,7 +21,7 @@ build=${1:-build-gpu}
 bundle=${2:-.device-bundle}
 arch=${CMAKE_CUDA_ARCHITECTURES:-90}
 bundler=${TIDE_BUNDLE_SH:-$(cd .. && pwd)/shared/device/bundle.sh}
-binaries=(test_backend_ops test_backend test_executor tide-bench tide-bandwidth)
+binaries=(test_backend_ops test_backend test_executor test_swap tide-bench tide-bandwidth)
 
 if [[ ! -f CMakeLists.txt || ! -d bench/gpu ]]; then
   echo "prepare.sh: run from the repository root" >&2

@@ -20,6 +20,8 @@
 #                   on a GPU machine any skipped test is a failure
 #   backend         test_backend and test_executor (the registry picks CUDA
 #                   for "auto" now; their CPU tests still run)
+#   swap_tests      test_swap with TIDE_TEST_BACKEND=cuda: swap transparency
+#                   (bit-identical Variables) and high water = plan, on CUDA
 #   bandwidth       tide-bandwidth --json: tide's copy path vs cudaMemcpyAsync
 #   train_*         tide-bench train on CUDA (and a CPU baseline), --json
 #   determinism     the same CUDA training twice: the losses must be equal
@@ -132,6 +134,14 @@ if ran backend_ops && grep -q 'SKIPPED' "$out/backend_ops.log"; then
 fi
 step backend 300 check test_backend
 step executor 300 check test_executor
+# tests/test_swap.c on CUDA: swap on/off, hand and planned plans, recompute, the
+# sequence models: every run's Variables bit-identical to the all-resident one's.
+step swap_tests 600 check env TIDE_TEST_BACKEND=cuda test_swap
+if ran swap_tests && grep -q 'SKIPPED' "$out/swap_tests.log"; then
+  log "swap_tests: skipped on a GPU machine:"
+  grep -E 'no CUDA device|SKIPPED' "$out/swap_tests.log" | head -n 5 | sed 's/^/    /'
+  failed=1
+fi
 
 # Copy bandwidth, tide's path against plain CUDA.
 step bandwidth 600 bench tide-bandwidth --json
