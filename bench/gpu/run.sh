@@ -183,7 +183,11 @@ peak=$(json_field swap_resident predicted_peak_bytes)
 loss_resident=$(json_field swap_resident loss)
 min_budget=""
 if [[ -n $peak ]] && (( peak > 0 )); then
-  step swap_plan 120 bench tide-bench plan --model resnet --depth 38 --batch 32 --budget "$peak" --json
+  # Planned at 1 KiB, which nothing fits: min_budget_bytes is then the smallest budget that
+  # does, exactly (a plan that fits reports only the smallest peak its search built, which at
+  # the resident peak is about the peak itself: the 2026-11-26 run swapped no feature map).
+  # The plan's exit status is 1 (it does not fit); its JSON line is what counts.
+  step swap_plan 120 bench tide-bench plan --model resnet --depth 38 --batch 32 --budget 1K --json
   min_budget=$(json_field swap_plan min_budget_bytes)
 fi
 if [[ -n $min_budget ]] && (( min_budget > 0 && min_budget < peak )); then
@@ -244,8 +248,11 @@ step seq_train_transformer 300 bench tide-bench train --model transformer --step
   --backend cuda --json && record_train seq_train_transformer
 seq_auto=$(json_field seq_max_transformer value_auto)
 if [[ -n $seq_auto ]]; then
-  step seq_longest_transformer 300 bench tide-bench train --model transformer \
-    --seq-len "$seq_auto" --steps 2 --budget 12G --backend cuda --json &&
+  # One step: at ~56k bytes a window the attention is O(seq^2) (about 3e14 FLOPs a step with
+  # its recomputation) and the plan moves ~60 GB through host memory; two steps ran past 160 s
+  # on an H200 (2026-11-26) and took the rest of the run with them.
+  step seq_longest_transformer 240 bench tide-bench train --model transformer \
+    --seq-len "$seq_auto" --steps 1 --budget 12G --backend cuda --json &&
     record_train seq_longest_transformer
 fi
 
