@@ -124,6 +124,7 @@ enum op_id {
 
     /* indexing (Gather, TopK, Mixture-of-Experts routing) */
     OP_GATHER,
+    OP_GATHER_GRAD,
     OP_TOP_K,
     OP_MOE_ROUTE,
 
@@ -187,6 +188,7 @@ static const struct op_spec op_specs[] = {
 
     /* indexing (Gather, TopK, Mixture-of-Experts routing) */
     [OP_GATHER] = {TIDE_OP_GATHER, "gather"},
+    [OP_GATHER_GRAD] = {TIDE_OP_GATHER_GRAD, "gather_grad"},
     [OP_TOP_K] = {TIDE_OP_TOP_K, "top_k"},
     [OP_MOE_ROUTE] = {TIDE_OP_MOE_ROUTE, "moe_route"},
 
@@ -1508,6 +1510,16 @@ tide_ref tide_builder_transpose(tide_builder *b, const char *name, tide_ref x, c
 tide_ref tide_builder_gather(tide_builder *b, const char *name, tide_ref table, tide_ref ids)
 {
     return binary(b, OP_GATHER, name, "table", table, "ids", ids);
+}
+
+tide_ref tide_builder_gather_grad(tide_builder *b, const char *name, tide_ref dy, tide_ref ids,
+                                  int64_t num_rows)
+{
+    struct call c;
+    if (!begin(b, &c, OP_GATHER_GRAD, name) || !input(&c, 0, "dy", dy) || !input(&c, 1, "ids", ids))
+        return TIDE_REF_NONE;
+    attr_int(&c, "num_rows", num_rows);
+    return finish(&c);
 }
 
 tide_ref tide_builder_top_k(tide_builder *b, const char *name, tide_ref x, int64_t k)

@@ -168,7 +168,7 @@ static tide_ref with_zero_row(tide_builder *b, const char *zeros_name, tide_ref 
  * layer's output.
  */
 static tide_ref moe(tide_builder *b, const struct tide_model_lm_options *o, tide_ref h,
-                    tide_ref identity, tide_ref *aux)
+                    tide_ref token_ones, tide_ref *aux)
 {
     int64_t t = o->batch * o->seq_len, d = o->d_model, f = 4 * d, e = o->experts;
     int64_t c = tide_model_moe_capacity(t, e, o->capacity_factor);
@@ -225,15 +225,22 @@ static tide_ref moe(tide_builder *b, const struct tide_model_lm_options *o, tide
 
     /*
      * Load balance (Switch Transformer, GShard): f_e, the share of tokens
-     * whose first choice is e (a one-hot row of the identity by index: no
-     * gradient), against P_e, the mean gate probability (the gradient's path).
+     * whose first choice is e (a histogram of the first choices: GatherGrad
+     * adds each token's 1 at its expert, no gradient), against P_e, the mean
+     * gate probability (the gradient's path). The histogram is O(E); the
+     * one-hot rows of an [E, E] identity it replaces made a 4,097-expert
+     * graph carry 64 MiB of constant and a 32,769-expert one 4 GiB.
      */
     int64_t first_begin[2] = {0, 0}, first_size[2] = {t, 1}, first_dims[1] = {t};
     tide_ref first = tide_builder_reshape(
         b, NULL, tide_builder_slice(b, NULL, choices, first_begin, first_size, 2), 1, first_dims);
     int64_t token_axis[1] = {0};
-    tide_ref share = tide_builder_reduce_mean(
-        b, "share", tide_builder_gather(b, NULL, identity, first), token_axis, 1, false);
+    int64_t share_dims[1] = {e};
+    tide_ref share = tide_builder_scale(
+        b, "share",
+        tide_builder_reshape(b, NULL, tide_builder_gather_grad(b, NULL, token_ones, first, e), 1,
+                             share_dims),
+        1.0f / (float)t);
     tide_ref mean_prob = tide_builder_reduce_mean(b, "mean_prob", probs, token_axis, 1, false);
     tide_ref balance = tide_builder_reduce_sum(
         b, "balance", tide_builder_mul(b, NULL, share, mean_prob), NULL, 0, false);
@@ -332,20 +339,19 @@ static tide_ref language_model(tide_builder *b, const char *model,
         tide_builder_add(b, NULL, tide_builder_gather(b, "embed/lookup", embed, tokens), pos);
     x = dropout(b, o, tide_builder_reshape(b, NULL, x, 2, flat_dims));
 
-    /* The identity, whose rows are the one-hot codes of the experts (MoE's load balance). */
-    tide_ref identity = TIDE_REF_NONE, aux = TIDE_REF_NONE;
+    /* A 1 per token [B * S, 1]: what MoE's load balance counts its first choices with. */
+    tide_ref token_ones = TIDE_REF_NONE, aux = TIDE_REF_NONE;
     if (moe_layers && !tide_builder_error(b)) {
-        int64_t e = o->experts, eye_dims[2] = {e, e};
-        float *eye = calloc((size_t)(e * e), sizeof(float));
-        if (!eye) {
-            tide__builder_set_error(b, "%s: out of memory for a %" PRId64 "x%" PRId64 " identity",
-                                    model, e, e);
+        int64_t t = o->batch * o->seq_len, ones_dims[2] = {t, 1};
+        float *ones = malloc((size_t)t * sizeof(float));
+        if (!ones) {
+            tide__builder_set_error(b, "%s: out of memory for %" PRId64 " tokens' ones", model, t);
             return TIDE_REF_NONE;
         }
-        for (int64_t i = 0; i < e; i++)
-            eye[i * e + i] = 1.0f;
-        identity = tide_builder_constant(b, "experts_one_hot", TIDE_DT_FLOAT32, 2, eye_dims, eye);
-        free(eye);
+        for (int64_t i = 0; i < t; i++)
+            ones[i] = 1.0f;
+        token_ones = tide_builder_constant(b, "token_ones", TIDE_DT_FLOAT32, 2, ones_dims, ones);
+        free(ones);
     }
 
     /* Pre-LayerNorm blocks: x += Dropout(Attention(LN(x))); x += Dropout(MLP(LN(x))). */
@@ -356,7 +362,7 @@ static tide_ref language_model(tide_builder *b, const char *model,
         tide_ref a = attention(b, o, layer_norm(b, "ln1", x, d));
         x = tide_builder_add(b, NULL, x, dropout(b, o, a));
         tide_ref h = layer_norm(b, "ln2", x, d);
-        tide_ref m = moe_layers ? moe(b, o, h, identity, &aux) : mlp(b, o, h);
+        tide_ref m = moe_layers ? moe(b, o, h, token_ones, &aux) : mlp(b, o, h);
         x = tide_builder_add(b, NULL, x, dropout(b, o, m));
         tide_builder_pop_scope(b);
     }

@@ -386,6 +386,15 @@ tide_ref tide_builder_transpose(tide_builder *b, const char *name, tide_ref x, c
 tide_ref tide_builder_gather(tide_builder *b, const char *name, tide_ref table, tide_ref ids);
 
 /*
+ * GatherGrad, Gather's gradient as an op of its own: a [num_rows, d1, ...]
+ * table of zeros (float32) to which each row of dy [ids' shape, d1, ...] is
+ * added at its id (int32, in [0, num_rows)): rows picked several times add
+ * up. A scatter-add; with dy of ones, a histogram of ids. No gradient.
+ */
+tide_ref tide_builder_gather_grad(tide_builder *b, const char *name, tide_ref dy, tide_ref ids,
+                                  int64_t num_rows);
+
+/*
  * TopK: the k largest values along the last axis of x [..., n] (float32),
  * 1 <= k <= n. Returns output 0, the values [..., k] in descending order;
  * tide_builder_output(b, ref, 1) is their indices [..., k] (int32). Equal
