@@ -146,6 +146,14 @@ struct search {
     struct tide_train_options train;
     struct tide_memory_policy policy;
     int plans;
+    /*
+     * The policy's answer is bounded by one of the graph's limits (a larger
+     * value builds a graph over tide_graph_limits_default's node count, say),
+     * not by the budget: such a value counts as not fitting, and the report
+     * says so, with the first such refusal (limit_message).
+     */
+    bool limited;
+    char limit_message[TIDE_ERROR_MESSAGE_MAX];
     uint64_t host_bytes; /* of the last plan that fit: the answer's, as sizes that fit only grow */
     uint64_t peak_bytes;
 };
@@ -178,6 +186,7 @@ static int fits(void *ctx, int64_t v)
     fprintf(stderr, "  %s %7" PRId64 ": %s", s->axis->field, shown(s->axis, v),
             st == TIDE_OK             ? "fits"
             : st == TIDE_DOES_NOT_FIT ? "does not fit"
+            : st == TIDE_LIMIT        ? "over a graph limit, counted as not fitting"
                                       : "error");
     const struct tide_plan_report *r = session ? tide_session_plan_report(session) : NULL;
     if (r)
@@ -189,9 +198,13 @@ static int fits(void *ctx, int64_t v)
         s->host_bytes = r->host_bytes;
         s->peak_bytes = r->predicted_peak_bytes;
     }
+    if (st == TIDE_LIMIT && !s->limited) {
+        s->limited = true;
+        snprintf(s->limit_message, sizeof(s->limit_message), "%s", err.message);
+    }
     tide_session_free(session);
     free(bytes);
-    return st == TIDE_OK ? 1 : st == TIDE_DOES_NOT_FIT ? 0 : -1;
+    return st == TIDE_OK ? 1 : st == TIDE_DOES_NOT_FIT || st == TIDE_LIMIT ? 0 : -1;
 }
 
 /* The largest value that fits under s->policy (0: not even 1), or -1 after saying why. */
@@ -199,6 +212,7 @@ static int64_t largest(struct search *s, const char *command, const char *name)
 {
     bool capped;
     s->host_bytes = s->peak_bytes = 0;
+    s->limited = false;
     fprintf(stderr, "%s:\n", name);
     int64_t v = tide_bench_largest(s->axis->limit, fits, s, &capped);
     if (v >= 0 && capped) {
@@ -309,6 +323,9 @@ static int run(const struct bench_options *o, const char *command, bool legacy)
     off.policy = NULL; /* the baseline: swap off is keep only, whatever --policy says */
     s.policy = tide_bench_memory_policy(&off);
     int64_t off_value = largest(&s, command, "swap off (as plan --swap off)");
+    bool off_limited = s.limited;
+    char off_message[TIDE_ERROR_MESSAGE_MAX];
+    snprintf(off_message, sizeof(off_message), "%s", s.limit_message);
     struct bench_options automatic = *o;
     automatic.swap = NULL;
     s.policy = tide_bench_memory_policy(&automatic);
@@ -323,6 +340,7 @@ static int run(const struct bench_options *o, const char *command, bool legacy)
         goto out;
     }
     uint64_t host_bytes = s.host_bytes, peak_bytes = s.peak_bytes;
+    bool auto_limited = s.limited;
     int64_t shown_off = off_value ? shown(s.axis, off_value) : 0;
     int64_t shown_auto = shown(s.axis, auto_value);
     /* Nothing fits with swap off: there is no ratio to give (null in the JSON line). */
@@ -331,6 +349,11 @@ static int run(const struct bench_options *o, const char *command, bool legacy)
            ", automatic plan %" PRId64 " (%.2fx); %d plans searched\n",
            s.axis->field, o->model, o->budget, (double)o->budget / (1 << 20), shown_off, shown_auto,
            ratio, s.plans);
+    if (off_limited)
+        printf("a graph limit, not the budget, stopped the swap-off search: %s\n", off_message);
+    if (auto_limited)
+        printf("a graph limit, not the budget, stopped the automatic plan's search: %s\n",
+               s.limit_message);
     printf("automatic plan at %s %" PRId64 ": predicted peak %" PRIu64 " bytes, host %" PRIu64
            " bytes (%.1f MiB)\n",
            s.axis->field, shown_auto, peak_bytes, host_bytes, (double)host_bytes / (1 << 20));
@@ -383,6 +406,11 @@ static int run(const struct bench_options *o, const char *command, bool legacy)
         tide_bench_json_set_uint(line, "predicted_peak_bytes", peak_bytes);
         tide_bench_json_set_uint(line, "host_bytes", host_bytes);
         tide_bench_json_set_int(line, "plans", s.plans);
+        /* true where a graph limit (its node count), not the budget, ended a search */
+        if (!legacy) {
+            tide_bench_json_set_bool(line, "graph_limited_swap_off", off_limited);
+            tide_bench_json_set_bool(line, "graph_limited_auto", auto_limited);
+        }
         if (o->confirm) {
             tide_bench_json_set_uint(line, "confirmed_high_water_bytes", high_water);
             tide_bench_json_set_fixed(line, "confirm_step_ms", step_ms, 1);

@@ -680,6 +680,8 @@ static void test_max_lstm_seq_exact(void **state)
                                        "predicted_peak_bytes",
                                        "host_bytes",
                                        "plans",
+                                       "graph_limited_swap_off",
+                                       "graph_limited_auto",
                                        "confirmed_high_water_bytes",
                                        "confirm_step_ms",
                                        NULL};
@@ -705,6 +707,9 @@ static void test_max_lstm_seq_exact(void **state)
     assert_true(fabs(tide_test_json_number(line, "ratio") - (double)automatic / (double)off) <=
                 0.0005);
     assert_true(tide_test_json_uint(line, "predicted_peak_bytes") <= UINT64_C(1) << 20);
+    /* The budget ended both searches, not a graph limit. */
+    assert_false(tide_test_json_bool(line, "graph_limited_swap_off"));
+    assert_false(tide_test_json_bool(line, "graph_limited_auto"));
     /* --confirm trained one step at the automatic plan's length: its high water is the plan's. */
     assert_int_equal(tide_test_json_uint(line, "confirmed_high_water_bytes"),
                      tide_test_json_uint(line, "predicted_peak_bytes"));
