@@ -42,7 +42,6 @@
  */
 #include "graph/graph-impl.h"
 
-#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -72,6 +71,14 @@ struct early {
     struct frame *stack;
     uint32_t *order;
     uint32_t n_emitted;
+    /*
+     * The first of the pass's own invariants found broken (NULL: none): a
+     * node counted off twice, a missing input that readiness did not count,
+     * or a node emitted twice. Checked in every build, not only by assert:
+     * the order would run a node before its input, so the pass then fails
+     * with TIDE_INTERNAL instead of handing it on.
+     */
+    const char *broken;
 };
 
 static bool is_update(const struct tide_graph *graph, uint32_t v)
@@ -98,7 +105,10 @@ static void early_done(struct early *e, uint32_t v)
             uint32_t u = users->users[i];
             if (e->kind[u] == KIND_OTHER || e->done[u])
                 continue;
-            assert(e->pending[u] > 0);
+            if (e->pending[u] == 0) {
+                e->broken = e->broken ? e->broken : "a node's inputs counted off twice";
+                continue;
+            }
             if (--e->pending[u])
                 continue;
             e->done[u] = e->kind[u] == KIND_PULLABLE;
@@ -112,6 +122,10 @@ static void early_done(struct early *e, uint32_t v)
 
 static void early_emit(struct early *e, uint32_t v)
 {
+    if (e->n_emitted == e->graph->n_nodes) {
+        e->broken = e->broken ? e->broken : "more nodes emitted than the graph has";
+        return;
+    }
     e->order[e->n_emitted++] = v;
     e->emitted[v] = 1;
     /* A pullable node was counted off its readers when it became ready. */
@@ -139,15 +153,18 @@ static void early_pull(struct early *e, uint32_t v)
         if (e->emitted[p])
             continue;
         /* Only what readiness counted as done can be missing here. */
-        assert(tide__node_n_preds(&e->graph->nodes[p]) == 0 ||
-               (e->kind[p] == KIND_PULLABLE && e->done[p]));
+        if (tide__node_n_preds(&e->graph->nodes[p]) != 0 &&
+            !(e->kind[p] == KIND_PULLABLE && e->done[p]))
+            e->broken = e->broken ? e->broken : "an input emitted before it was ready";
         e->emitted[p] = 2;
         e->stack[depth++] = (struct frame){p, 0};
     }
 }
 
-bool tide__graph_early_updates(const struct tide_graph *graph, const struct tide_graph_users *users,
-                               const uint32_t *base, uint32_t *order)
+enum tide_status tide__graph_early_updates(const struct tide_graph *graph,
+                                           const struct tide_graph_users *users,
+                                           const uint32_t *base, uint32_t *order,
+                                           struct tide_error *err)
 {
     uint32_t n = graph->n_nodes;
     bool any = false;
@@ -155,7 +172,7 @@ bool tide__graph_early_updates(const struct tide_graph *graph, const struct tide
         any = is_update(graph, v);
     if (!any) {
         memcpy(order, base, (size_t)n * sizeof(*order));
-        return true;
+        return TIDE_OK;
     }
     struct early e = {.graph = graph, .users = users, .order = order};
     uint8_t *forward = calloc((size_t)n + 1, 1);
@@ -226,7 +243,8 @@ bool tide__graph_early_updates(const struct tide_graph *graph, const struct tide
         if (i < n && !e.emitted[base[i]])
             early_emit(&e, base[i]);
     }
-    assert(e.n_emitted == n);
+    if (!e.broken && e.n_emitted != n)
+        e.broken = "nodes left out of the order";
 out:
     free(forward);
     free(owner);
@@ -237,5 +255,12 @@ out:
     free(e.work);
     free(e.ready);
     free(e.stack);
-    return ok;
+    if (!ok)
+        return tide_error_set(err, TIDE_NOMEM, "out of memory ordering %u nodes", n);
+    if (e.broken)
+        return tide_error_set(err, TIDE_INTERNAL,
+                              "early updates: %s (%u of %u nodes emitted); the graph's order is "
+                              "not usable",
+                              e.broken, e.n_emitted, n);
+    return TIDE_OK;
 }

@@ -37,9 +37,12 @@ static inline uint32_t tide__node_n_preds(const struct tide_node *node)
  * Early updates (early.c): writes into order the plain depth-first order
  * base (every node of graph once) with each optimizer update, and what only
  * it reads, moved up to where its inputs are done. users is graph's.
- * Returns false when out of memory.
+ * TIDE_NOMEM when out of memory; TIDE_INTERNAL, saying which, when the
+ * pass finds one of its own invariants broken (order is then not usable).
  */
-bool tide__graph_early_updates(const struct tide_graph *graph, const struct tide_graph_users *users,
-                               const uint32_t *base, uint32_t *order);
+enum tide_status tide__graph_early_updates(const struct tide_graph *graph,
+                                           const struct tide_graph_users *users,
+                                           const uint32_t *base, uint32_t *order,
+                                           struct tide_error *err);
 
 #endif /* TIDE_GRAPH_IMPL_H */

@@ -220,15 +220,14 @@ static enum tide_status dfs_order(const struct tide_graph *graph, bool early, ui
         return tide_error_set(err, TIDE_NOMEM, "out of memory ordering %u nodes", n);
     }
     dfs_base(graph, &users, seen, stack, base);
-    bool ok = !early || tide__graph_early_updates(graph, &users, base, order);
+    enum tide_status st =
+        early ? tide__graph_early_updates(graph, &users, base, order, err) : TIDE_OK;
     free(seen);
     free(stack);
     if (base != order)
         free(base);
     tide_graph_users_free(&users);
-    if (!ok)
-        return tide_error_set(err, TIDE_NOMEM, "out of memory ordering %u nodes", n);
-    return TIDE_OK;
+    return st;
 }
 
 enum tide_status tide_graph_dfs_order(const struct tide_graph *graph, uint32_t *order,
