@@ -305,6 +305,48 @@ static void test_causal_mask_where(void **state)
     tide_test_onnx_free(m);
 }
 
+/*
+ * Identity and Unsqueeze on constants fold into copies (an integer shape and
+ * a float bias), also where a node's output has its input's name: the
+ * Reshape still sees the shape, the Add the bias's values in the new shape.
+ */
+static void test_constant_copies(void **state)
+{
+    (void)state;
+    struct tide_test_onnx *m = tide_test_onnx_new(14);
+    tide_test_onnx_input(m, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 2, (int64_t[]){2, 3}, -1);
+    tide_test_onnx_init_i(m, "axes", 1, (int64_t[]){1}, (int64_t[]){0});
+    Onnx__NodeProto *k =
+        tide_test_onnx_node(m, "Constant", "k", TIDE_TEST_NAMES(NULL), TIDE_TEST_NAMES("s"));
+    tide_test_onnx_attr_t(m, k, "value",
+                          tide_test_onnx_tensor(m, "", ONNX__TENSOR_PROTO__DATA_TYPE__INT64, 1,
+                                                (int64_t[]){2}, (int64_t[]){3, 2}));
+    tide_test_onnx_node(m, "Identity", "id1", TIDE_TEST_NAMES("s"), TIDE_TEST_NAMES("s2"));
+    tide_test_onnx_node(m, "Identity", "id2", TIDE_TEST_NAMES("s2"), TIDE_TEST_NAMES("s2"));
+    tide_test_onnx_node(m, "Reshape", "r", TIDE_TEST_NAMES("x", "s2"), TIDE_TEST_NAMES("xr"));
+    Onnx__NodeProto *bias =
+        tide_test_onnx_node(m, "Constant", "kb", TIDE_TEST_NAMES(NULL), TIDE_TEST_NAMES("c"));
+    tide_test_onnx_attr_t(m, bias, "value",
+                          tide_test_onnx_tensor(m, "", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 1,
+                                                (int64_t[]){2}, (float[]){10, 20}));
+    tide_test_onnx_node(m, "Identity", "id3", TIDE_TEST_NAMES("c"), TIDE_TEST_NAMES("c1"));
+    tide_test_onnx_node(m, "Unsqueeze", "u", TIDE_TEST_NAMES("c1", "axes"), TIDE_TEST_NAMES("c2"));
+    tide_test_onnx_node(m, "Identity", "id4", TIDE_TEST_NAMES("c2"), TIDE_TEST_NAMES("c2"));
+    tide_test_onnx_node(m, "Add", "add", TIDE_TEST_NAMES("xr", "c2"), TIDE_TEST_NAMES("y"));
+    tide_test_onnx_output(m, "y");
+    struct tide_onnx_result r;
+    tide_builder *b = import_ok(m, NULL, &r);
+    assert_shape(b, r.outputs[0], 2, (int64_t[]){3, 2});
+    assert_int_equal(r.n_variables, 0); /* the bias stayed a constant */
+    float x[6] = {1, 2, 3, 4, 5, 6}, y[6];
+    run_forward(b, &r, x, sizeof(x), y, 6);
+    for (int i = 0; i < 6; i++)
+        assert_float_equal(y[i], x[i] + (i % 2 ? 20 : 10), 0);
+    tide_onnx_result_free(&r);
+    tide_builder_free(b);
+    tide_test_onnx_free(m);
+}
+
 /* frozen float initializers become Consts; int64 ones int32 Consts; too large is refused. */
 static void test_initializers(void **state)
 {
@@ -878,6 +920,7 @@ int main(void)
         cmocka_unit_test(test_shape_chain_folds),
         cmocka_unit_test(test_shared_constant_folds_twice),
         cmocka_unit_test(test_causal_mask_where),
+        cmocka_unit_test(test_constant_copies),
         cmocka_unit_test(test_initializers),
         cmocka_unit_test(test_dynamic_batch),
         cmocka_unit_test(test_dynamic_shape_refused),
