@@ -567,6 +567,76 @@ static void test_missing_input(void **state)
                  "node sum (Add, opset 13): input \"nothing\" is produced by no node, "
                  "initializer or graph input");
     tide_test_onnx_free(m);
+
+    /* A required input left out, or given as "" (ONNX's absent optional input). */
+    m = tide_test_onnx_new(13);
+    tide_test_onnx_input(m, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 1, (int64_t[]){2}, -1);
+    tide_test_onnx_node(m, "Add", "sum", TIDE_TEST_NAMES("x"), TIDE_TEST_NAMES("y"));
+    tide_test_onnx_output(m, "y");
+    import_fails(m, NULL, "node sum (Add, opset 13): input 1 is required");
+    tide_test_onnx_free(m);
+    m = tide_test_onnx_new(13);
+    tide_test_onnx_input(m, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 1, (int64_t[]){2}, -1);
+    tide_test_onnx_node(m, "Mul", "product", TIDE_TEST_NAMES("", "x"), TIDE_TEST_NAMES("y"));
+    tide_test_onnx_output(m, "y");
+    import_fails(m, NULL, "node product (Mul, opset 13): input 0 is required");
+    tide_test_onnx_free(m);
+
+    /* A graph output that nothing produces. */
+    m = tide_test_onnx_new(13);
+    tide_test_onnx_input(m, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 1, (int64_t[]){2}, -1);
+    tide_test_onnx_node(m, "Relu", "act", TIDE_TEST_NAMES("x"), TIDE_TEST_NAMES("y"));
+    tide_test_onnx_output(m, "y");
+    tide_test_onnx_output(m, "z");
+    import_fails(m, NULL, "graph output \"z\" is produced by no node, initializer or input");
+    tide_test_onnx_free(m);
+
+    /* An output tide does not compute (Dropout's mask), read by a node. */
+    m = tide_test_onnx_new(13);
+    tide_test_onnx_input(m, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 1, (int64_t[]){2}, -1);
+    tide_test_onnx_node(m, "Dropout", "drop", TIDE_TEST_NAMES("x"), TIDE_TEST_NAMES("y", "mask"));
+    tide_test_onnx_node(m, "Cast", "use", TIDE_TEST_NAMES("mask"), TIDE_TEST_NAMES("m"));
+    tide_test_onnx_output(m, "m");
+    import_fails(m, NULL,
+                 "node use (Cast, opset 13): input \"mask\" is a Dropout mask, which tide does "
+                 "not give");
+    tide_test_onnx_free(m);
+}
+
+/* Graph inputs tide cannot feed: no tensor type, no shape, an element type or a rank it lacks. */
+static void test_graph_inputs_refused(void **state)
+{
+    (void)state;
+    struct tide_test_onnx *m = tide_test_onnx_new(13);
+    tide_test_onnx_input(m, "x", 0, -1, NULL, -1);
+    tide_test_onnx_node(m, "Relu", "act", TIDE_TEST_NAMES("x"), TIDE_TEST_NAMES("y"));
+    tide_test_onnx_output(m, "y");
+    import_fails(m, NULL, "graph input \"x\" is not a tensor");
+    tide_test_onnx_free(m);
+
+    m = tide_test_onnx_new(13);
+    tide_test_onnx_input(m, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 0, NULL, -1);
+    m->inputs[0]->type->tensor_type->shape = NULL;
+    tide_test_onnx_node(m, "Relu", "act", TIDE_TEST_NAMES("x"), TIDE_TEST_NAMES("y"));
+    tide_test_onnx_output(m, "y");
+    import_fails(m, NULL, "graph input \"x\" has no shape; tide needs static shapes");
+    tide_test_onnx_free(m);
+
+    m = tide_test_onnx_new(13);
+    tide_test_onnx_input(m, "x", ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE, 1, (int64_t[]){2}, -1);
+    tide_test_onnx_node(m, "Relu", "act", TIDE_TEST_NAMES("x"), TIDE_TEST_NAMES("y"));
+    tide_test_onnx_output(m, "y");
+    import_fails(m, NULL,
+                 "graph input \"x\" has element type 11; tide takes float, int32 and int64");
+    tide_test_onnx_free(m);
+
+    m = tide_test_onnx_new(13);
+    tide_test_onnx_input(m, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 9,
+                         (int64_t[]){1, 1, 1, 1, 1, 1, 1, 1, 2}, -1);
+    tide_test_onnx_node(m, "Relu", "act", TIDE_TEST_NAMES("x"), TIDE_TEST_NAMES("y"));
+    tide_test_onnx_output(m, "y");
+    import_fails(m, NULL, "graph input \"x\" has rank 9, more than tide's 8");
+    tide_test_onnx_free(m);
 }
 
 /* GELU as PyTorch exports nn.GELU(): x * 0.5 * (1 + Erf(x / sqrt 2)), exact through tide's Erf. */
@@ -926,6 +996,7 @@ int main(void)
         cmocka_unit_test(test_dynamic_shape_refused),
         cmocka_unit_test(test_unsupported_op_and_opset),
         cmocka_unit_test(test_missing_input),
+        cmocka_unit_test(test_graph_inputs_refused),
         cmocka_unit_test(test_erf_gelu),
         cmocka_unit_test(test_lstm_bidirectional),
         cmocka_unit_test(test_gru),
