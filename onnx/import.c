@@ -3213,6 +3213,8 @@ static int import_model(struct ctx *c, const Onnx__ModelProto *m, struct tide_on
         if (!v)
             return failf(c, "graph output \"%s\" is produced by no node, initializer or input",
                          name);
+        if (v->missing)
+            return failf(c, "graph output \"%s\" %s", name, v->missing);
         if (materialize(c, v) != 0)
             return -1;
         char tname[TIDE_BUILDER_MAX_NAME + 1];

@@ -591,7 +591,7 @@ static void test_missing_input(void **state)
     import_fails(m, NULL, "graph output \"z\" is produced by no node, initializer or input");
     tide_test_onnx_free(m);
 
-    /* An output tide does not compute (Dropout's mask), read by a node. */
+    /* An output tide does not compute (Dropout's mask), read by a node or as a graph output. */
     m = tide_test_onnx_new(13);
     tide_test_onnx_input(m, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 1, (int64_t[]){2}, -1);
     tide_test_onnx_node(m, "Dropout", "drop", TIDE_TEST_NAMES("x"), TIDE_TEST_NAMES("y", "mask"));
@@ -600,6 +600,13 @@ static void test_missing_input(void **state)
     import_fails(m, NULL,
                  "node use (Cast, opset 13): input \"mask\" is a Dropout mask, which tide does "
                  "not give");
+    tide_test_onnx_free(m);
+    m = tide_test_onnx_new(13);
+    tide_test_onnx_input(m, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 1, (int64_t[]){2}, -1);
+    tide_test_onnx_node(m, "Dropout", "drop", TIDE_TEST_NAMES("x"), TIDE_TEST_NAMES("y", "mask"));
+    tide_test_onnx_output(m, "y");
+    tide_test_onnx_output(m, "mask");
+    import_fails(m, NULL, "graph output \"mask\" is a Dropout mask, which tide does not give");
     tide_test_onnx_free(m);
 }
 
