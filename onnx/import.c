@@ -795,27 +795,37 @@ static int op_cast(struct ctx *c)
     return set_out(c, 0, r);
 }
 
+/* Gives output 0 a copy of the constant x's values in the shape rank, dims (as many elements).
+ * x may be that output itself (a node whose output has its input's name): its data is then
+ * kept alive until copied, and dims may point into x. */
+static int copy_const_to(struct ctx *c, struct value *x, int32_t rank, const int64_t *dims)
+{
+    int64_t shape[MAX_RANK];
+    if (rank)
+        memcpy(shape, dims, sizeof(int64_t) * (size_t)rank);
+    struct value src = *x;
+    bool replaced = lookup(c, c->node->output[0]) == x; /* an output of the same name */
+    if (replaced)
+        x->f = NULL, x->i = NULL;
+    struct value *v = set_out_const(c, 0, src.type, rank, shape);
+    if (v) {
+        size_t count = (size_t)numel(src.rank, src.dims);
+        if (src.type == CONST_FLOAT)
+            memcpy(v->f, src.f, count * sizeof(float));
+        else
+            memcpy(v->i, src.i, count * sizeof(int64_t));
+    }
+    if (replaced)
+        free(src.f), free(src.i);
+    return v ? 0 : -1;
+}
+
 /* Gives output 0 x's values in a new shape: folded when x is a known, untrained constant (a
  * trainable initializer stays a Variable), a Reshape node otherwise. */
 static int reshape_to(struct ctx *c, struct value *x, int32_t rank, const int64_t *dims)
 {
-    if (x->known && !x->trainable) {
-        struct value src = *x;
-        bool replaced = lookup(c, c->node->output[0]) == x; /* an output of the same name */
-        if (replaced)
-            x->f = NULL, x->i = NULL;
-        struct value *v = set_out_const(c, 0, src.type, rank, dims);
-        if (v) {
-            size_t count = (size_t)numel(src.rank, src.dims);
-            if (src.type == CONST_FLOAT)
-                memcpy(v->f, src.f, count * sizeof(float));
-            else
-                memcpy(v->i, src.i, count * sizeof(int64_t));
-        }
-        if (replaced)
-            free(src.f), free(src.i);
-        return v ? 0 : -1;
-    }
+    if (x->known && !x->trainable)
+        return copy_const_to(c, x, rank, dims);
     tide_ref r;
     if (in_ref(c, 0, &r) != 0)
         return -1;
@@ -1166,23 +1176,8 @@ static int op_identity(struct ctx *c)
     struct value *x = in_value(c, 0);
     if (!x)
         return -1;
-    if (x->known && !x->trainable) {
-        struct value src = *x;
-        bool replaced = lookup(c, c->node->output[0]) == x; /* an output of the same name */
-        if (replaced)
-            x->f = NULL, x->i = NULL;
-        struct value *v = set_out_const(c, 0, src.type, src.rank, src.dims);
-        if (v) {
-            size_t count = (size_t)numel(src.rank, src.dims);
-            if (src.type == CONST_FLOAT)
-                memcpy(v->f, src.f, count * sizeof(float));
-            else
-                memcpy(v->i, src.i, count * sizeof(int64_t));
-        }
-        if (replaced)
-            free(src.f), free(src.i);
-        return v ? 0 : -1;
-    }
+    if (x->known && !x->trainable)
+        return copy_const_to(c, x, x->rank, x->dims);
     tide_ref r;
     if (in_ref(c, 0, &r) != 0)
         return -1;
@@ -3218,6 +3213,8 @@ static int import_model(struct ctx *c, const Onnx__ModelProto *m, struct tide_on
         if (!v)
             return failf(c, "graph output \"%s\" is produced by no node, initializer or input",
                          name);
+        if (v->missing)
+            return failf(c, "graph output \"%s\" %s", name, v->missing);
         if (materialize(c, v) != 0)
             return -1;
         char tname[TIDE_BUILDER_MAX_NAME + 1];

@@ -28,8 +28,8 @@
 #include <cmocka.h>
 
 #include "child.h"
-#include "onnx.pb-c.h"
 #include "json-lines.h"
+#include "onnx_builder.h"
 #include "tide/dataset.h"
 
 static char bench_path[PATH_MAX];
@@ -918,170 +918,19 @@ static void test_maxbatch_needs_a_budget(void **state)
     free(r);
 }
 
-
 /* ============================================================================
- * Small ONNX models built here (the ModelProto pattern of test_onnx.c)
+ * Small ONNX models (tests/onnx_builder.h)
  * ========================================================================== */
 
-#define MB_MAX 8
-
-struct mb {
-    Onnx__ModelProto model;
-    Onnx__GraphProto graph;
-    Onnx__OperatorSetIdProto opset;
-    Onnx__OperatorSetIdProto *opsets[1];
-    Onnx__NodeProto *nodes[MB_MAX];
-    Onnx__ValueInfoProto *inputs[MB_MAX], *outputs[MB_MAX];
-    Onnx__TensorProto *inits[MB_MAX];
-    void *owned[MB_MAX * 16]; /* everything calloc'd, freed by mb_free */
-    int n_owned;
-};
-
-static void *own(struct mb *m, size_t size)
-{
-    void *p = calloc(1, size);
-    assert_non_null(p);
-    assert_true(m->n_owned < MB_MAX * 16);
-    m->owned[m->n_owned++] = p;
-    return p;
-}
-
-static char *own_str(struct mb *m, const char *s)
-{
-    char *p = own(m, strlen(s) + 1);
-    memcpy(p, s, strlen(s));
-    return p;
-}
-
-static struct mb *mb_new(void)
-{
-    struct mb *m = calloc(1, sizeof(*m));
-    assert_non_null(m);
-    onnx__model_proto__init(&m->model);
-    onnx__graph_proto__init(&m->graph);
-    onnx__operator_set_id_proto__init(&m->opset);
-    m->model.has_ir_version = true;
-    m->model.ir_version = 8;
-    m->opset.has_version = true;
-    m->opset.version = 13;
-    m->opset.domain = own_str(m, "");
-    m->opsets[0] = &m->opset;
-    m->model.n_opset_import = 1;
-    m->model.opset_import = m->opsets;
-    m->model.graph = &m->graph;
-    m->graph.name = own_str(m, "g");
-    m->graph.node = m->nodes;
-    m->graph.input = m->inputs;
-    m->graph.output = m->outputs;
-    m->graph.initializer = m->inits;
-    return m;
-}
-
-static void mb_free(struct mb *m)
-{
-    for (int k = 0; k < m->n_owned; k++)
-        free(m->owned[k]);
-    free(m);
-}
-
-/* A graph input (rank >= 0, static dims) or, with rank -1, an output without a type. */
-static Onnx__ValueInfoProto *value_info(struct mb *m, const char *name, int32_t elem_type,
-                                        int32_t rank, const int64_t *dims)
-{
-    Onnx__ValueInfoProto *v = own(m, sizeof(*v));
-    onnx__value_info_proto__init(v);
-    v->name = own_str(m, name);
-    if (rank < 0)
-        return v;
-    Onnx__TypeProto *t = own(m, sizeof(*t));
-    onnx__type_proto__init(t);
-    Onnx__TypeProto__Tensor *tt = own(m, sizeof(*tt));
-    onnx__type_proto__tensor__init(tt);
-    Onnx__TensorShapeProto *shape = own(m, sizeof(*shape));
-    onnx__tensor_shape_proto__init(shape);
-    Onnx__TensorShapeProto__Dimension **d = own(m, sizeof(*d) * (size_t)(rank ? rank : 1));
-    for (int32_t k = 0; k < rank; k++) {
-        d[k] = own(m, sizeof(**d));
-        onnx__tensor_shape_proto__dimension__init(d[k]);
-        d[k]->value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE;
-        d[k]->dim_value = dims[k];
-    }
-    shape->n_dim = (size_t)rank;
-    shape->dim = d;
-    tt->has_elem_type = true;
-    tt->elem_type = elem_type;
-    tt->shape = shape;
-    t->value_case = ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE;
-    t->tensor_type = tt;
-    v->type = t;
-    return v;
-}
-
-static void mb_input(struct mb *m, const char *name, int32_t elem_type, int32_t rank,
-                     const int64_t *dims)
-{
-    m->inputs[m->graph.n_input++] = value_info(m, name, elem_type, rank, dims);
-}
-
-static void mb_output(struct mb *m, const char *name)
-{
-    m->outputs[m->graph.n_output++] = value_info(m, name, 0, -1, NULL);
-}
-
-/* A float initializer of zeros. */
-static void mb_zeros(struct mb *m, const char *name, int32_t rank, const int64_t *dims)
-{
-    Onnx__TensorProto *t = own(m, sizeof(*t));
-    onnx__tensor_proto__init(t);
-    t->name = own_str(m, name);
-    t->has_data_type = true;
-    t->data_type = ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT;
-    t->n_dims = (size_t)rank;
-    t->dims = own(m, sizeof(int64_t) * (size_t)rank);
-    int64_t n = 1;
-    for (int32_t k = 0; k < rank; k++)
-        t->dims[k] = dims[k], n *= dims[k];
-    t->n_float_data = (size_t)n;
-    t->float_data = own(m, sizeof(float) * (size_t)n);
-    m->inits[m->graph.n_initializer++] = t;
-}
-
-/* A node; ins and outs are NULL-terminated lists of names. */
-static void mb_node(struct mb *m, const char *op, const char *const *ins, const char *const *outs)
-{
-    Onnx__NodeProto *n = own(m, sizeof(*n));
-    onnx__node_proto__init(n);
-    n->op_type = own_str(m, op);
-    n->name = own_str(m, op);
-    size_t ni = 0, no = 0;
-    while (ins[ni])
-        ni++;
-    while (outs[no])
-        no++;
-    n->input = own(m, sizeof(char *) * ni);
-    n->output = own(m, sizeof(char *) * no);
-    for (size_t k = 0; k < ni; k++)
-        n->input[k] = own_str(m, ins[k]);
-    for (size_t k = 0; k < no; k++)
-        n->output[k] = own_str(m, outs[k]);
-    n->n_input = ni;
-    n->n_output = no;
-    m->nodes[m->graph.n_node++] = n;
-}
-
 /* Writes m as the file name (in files_dir) and frees it. */
-static void mb_write(struct mb *m, const char *name)
+static void write_model(struct tide_test_onnx *m, const char *name)
 {
-    size_t len = onnx__model_proto__get_packed_size(&m->model);
-    uint8_t *bytes = malloc(len);
-    assert_non_null(bytes);
-    onnx__model_proto__pack(&m->model, bytes);
+    size_t len;
+    uint8_t *bytes = tide_test_onnx_pack(m, &len);
     write_file(name, "", 0, bytes, len);
     free(bytes);
-    mb_free(m);
+    tide_test_onnx_free(m);
 }
-
-#define LIST(...) ((const char *const[]){__VA_ARGS__, NULL})
 
 /* The loss a tide-bench train --json line reports: its last window's mean. */
 static double bench_loss(struct tide_test_run *r, char *const args[])
@@ -1129,23 +978,25 @@ static void test_train_onnx_mse_and_own_loss(void **state)
                  sizeof(classes));
 
     /* y = x W + b, W [3, 2] and b [2] from zeros. */
-    struct mb *m = mb_new();
-    mb_input(m, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 2, (int64_t[]){8, F});
-    mb_zeros(m, "W", 2, (int64_t[]){F, 2});
-    mb_zeros(m, "b", 1, (int64_t[]){2});
-    mb_node(m, "Gemm", LIST("x", "W", "b"), LIST("y"));
-    mb_output(m, "y");
-    mb_write(m, "regression.onnx");
+    struct tide_test_onnx *m = tide_test_onnx_new(13);
+    tide_test_onnx_input(m, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 2, (int64_t[]){8, F}, -1);
+    tide_test_onnx_init_f(m, "W", 2, (int64_t[]){F, 2}, NULL);
+    tide_test_onnx_init_f(m, "b", 1, (int64_t[]){2}, NULL);
+    tide_test_onnx_node(m, "Gemm", "Gemm", TIDE_TEST_NAMES("x", "W", "b"), TIDE_TEST_NAMES("y"));
+    tide_test_onnx_output(m, "y");
+    write_model(m, "regression.onnx");
     /* Its own loss: logits = x W + b (4 classes), then SoftmaxCrossEntropyLoss against "labels". */
-    m = mb_new();
-    mb_input(m, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 2, (int64_t[]){8, F});
-    mb_input(m, "target", ONNX__TENSOR_PROTO__DATA_TYPE__INT64, 1, (int64_t[]){8});
-    mb_zeros(m, "W", 2, (int64_t[]){F, 4});
-    mb_zeros(m, "b", 1, (int64_t[]){4});
-    mb_node(m, "Gemm", LIST("x", "W", "b"), LIST("logits"));
-    mb_node(m, "SoftmaxCrossEntropyLoss", LIST("logits", "target"), LIST("loss"));
-    mb_output(m, "loss");
-    mb_write(m, "own-loss.onnx");
+    m = tide_test_onnx_new(13);
+    tide_test_onnx_input(m, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 2, (int64_t[]){8, F}, -1);
+    tide_test_onnx_input(m, "target", ONNX__TENSOR_PROTO__DATA_TYPE__INT64, 1, (int64_t[]){8}, -1);
+    tide_test_onnx_init_f(m, "W", 2, (int64_t[]){F, 4}, NULL);
+    tide_test_onnx_init_f(m, "b", 1, (int64_t[]){4}, NULL);
+    tide_test_onnx_node(m, "Gemm", "Gemm", TIDE_TEST_NAMES("x", "W", "b"),
+                        TIDE_TEST_NAMES("logits"));
+    tide_test_onnx_node(m, "SoftmaxCrossEntropyLoss", "SoftmaxCrossEntropyLoss",
+                        TIDE_TEST_NAMES("logits", "target"), TIDE_TEST_NAMES("loss"));
+    tide_test_onnx_output(m, "loss");
+    write_model(m, "own-loss.onnx");
 
     struct tide_test_run *r = malloc(sizeof(*r));
     assert_non_null(r);
