@@ -156,6 +156,8 @@ static enum tide_status measure_cpu(struct tide_backend *backend, struct tide_de
     out->memory_bytes_per_s = measure_stream(x, y, z);
     out->copy_bytes_per_s = measure_copy(z, x);
     st = measure_handoff(backend, &out->launch_us, err);
+    if (st == TIDE_OK)
+        st = tide__profile_calibrate_ops(backend, out, err);
 done:
     free(a);
     free(b);
