@@ -5,30 +5,30 @@
  *
  * The time model (swapper/timemodel.h) costs a kernel as the larger of its
  * FLOPs over the profile's GEMM rate and its bytes over the streaming
- * bandwidth. The CPU backend's kernels fall short of both by an amount that
- * depends on the op far more than on the shape: BatchNorm and its gradient
- * walk each channel's map several times with per-channel reductions (on
- * ResNet-38, batch 16, about 8 times the streaming-add time of their
- * bytes), and the convolutions' patch matrices and their three GEMM shapes
- * reach different fractions of the one sgemm shape the profile measures
- * (the filter gradient least). One rate for every op so under-predicted
- * ResNet-38's step by a quarter to a third.
+ * bandwidth. The CPU backend's kernels miss both by an amount that depends
+ * on the op more than on the shape: BatchNorm and its gradient walk each
+ * channel's map several times with per-channel reductions and take 2.5 to
+ * 3.5 times the streaming-add time of their bytes, and the convolutions'
+ * patch matrices and three GEMM shapes reach other fractions of the one
+ * sgemm shape the profile measures. One rate for every op under-predicted
+ * ResNet-38's step by a quarter to a third (docs/benchmarks.md).
  *
  * So the local profile runs the training step of one residual block —
  * Conv2D, BatchNorm, Relu, Conv2D, BatchNorm, Add, Relu, ReduceMean, their
  * gradients and Momentum updates, built with the graph library and
- * autodiff as a job's graph is — on the backend, at the CIFAR ResNets'
- * first-stage shape (batch 16, 16 channels, 32 x 32, 3 x 3 filters), and
- * keeps per op the ratio of the measured time to the model's
- * (profile->op_scale), which tide_time_node_ms multiplies in. Ops the block
- * does not contain keep the model as it is (scale 0: 1).
+ * autodiff as a job's graph is — on the backend, at the first and last
+ * stage shapes of the CIFAR ResNets (batch 16; 16 channels of 32 x 32 and
+ * 64 of 8 x 8; 3 x 3 filters), and keeps per op the ratio of the measured
+ * time to the model's, summed over both (profile->op_scale), which
+ * tide_time_node_ms multiplies in. Ops the blocks lack, and those with too
+ * little work in them to time, keep the model as it is (scale 0: 1).
  *
  * Each kernel is timed as the process's CPU time from its launch to the
  * stream's sync, the best of RUNS: the work of every thread the backend's
  * pool lends it, summed, which a busy machine disturbs far less than wall
  * time (a kernel that waits for a core costs no CPU time meanwhile). The
  * profile's other figures are single-thread rates, so the model predicts a
- * step's CPU time, as before. About 40 ms, once per process.
+ * step's CPU time, as before. About 80 ms of CPU, once per process.
  *
  * Threads: the caller's, and the backend's stream worker and pool while a
  * kernel runs; call it while nothing else in the process runs kernels, or
@@ -44,11 +44,18 @@
 
 #include "graph/autodiff.h"
 
-#define BATCH    16
-#define CHANNELS 16
-#define SIDE     32
-#define RUNS     3
-#define ALIGN    256
+#define BATCH 16
+#define RUNS  3
+#define ALIGN 256
+/*
+ * The blocks timed: the first and last stages of the CIFAR ResNets (16
+ * channels of 32 x 32, 64 of 8 x 8), as many elements a map apart by 4x:
+ * small maps cost more per element.
+ */
+static const struct {
+    int64_t channels, side;
+} shapes[] = {{16, 32}, {64, 8}};
+
 /* The least modelled time, summed over an op's nodes, that gets the op a scale. */
 #define MIN_MODEL_MS 0.02
 
@@ -88,9 +95,9 @@ static enum tide_status variable(struct tide_graph *g, const char *name, int32_t
 
 /* Conv2D (3 x 3, stride 1, pad 1) of x by a new filter, BatchNorm; *out is the normalised map. */
 static enum tide_status conv_bn(struct tide_graph *g, const char *prefix, struct tide_edge x,
-                                struct tide_edge *out, struct tide_error *err)
+                                int64_t n, struct tide_edge *out, struct tide_error *err)
 {
-    static const int64_t filter[] = {CHANNELS, CHANNELS, 3, 3}, channels[] = {CHANNELS};
+    const int64_t filter[] = {n, n, 3, 3}, channels[] = {n};
     static const int64_t ones[] = {1, 1};
     char name[64];
     uint32_t w, gamma, beta, conv, bn;
@@ -116,10 +123,11 @@ static enum tide_status conv_bn(struct tide_graph *g, const char *prefix, struct
     return st;
 }
 
-/* One residual block and its training step (Momentum), inferred. */
-static enum tide_status build_block(struct tide_graph *g, struct tide_error *err)
+/* One residual block of channels maps side x side and its training step (Momentum), inferred. */
+static enum tide_status build_block(struct tide_graph *g, int64_t channels, int64_t side,
+                                    struct tide_error *err)
 {
-    static const int64_t image[] = {BATCH, CHANNELS, SIDE, SIDE};
+    const int64_t image[] = {BATCH, channels, side, side};
     uint32_t x, relu1, sum, relu2, loss;
     struct tide_edge bn1, bn2;
     enum tide_status st = add(g, TIDE_OP_PLACEHOLDER, "x", NULL, 0, &x, err);
@@ -129,11 +137,11 @@ static enum tide_status build_block(struct tide_graph *g, struct tide_error *err
     memcpy(shape.dims, image, sizeof(image));
     tide_attr_set_dtype(g, x, TIDE_ATTR_PLACEHOLDER_dtype, TIDE_DTYPE_FLOAT32);
     tide_attr_set_shape(g, x, TIDE_ATTR_PLACEHOLDER_shape, &shape);
-    st = conv_bn(g, "a", (struct tide_edge){x, 0}, &bn1, err);
+    st = conv_bn(g, "a", (struct tide_edge){x, 0}, channels, &bn1, err);
     if (st == TIDE_OK)
         st = add(g, TIDE_OP_RELU, "a/relu", &bn1, 1, &relu1, err);
     if (st == TIDE_OK)
-        st = conv_bn(g, "b", (struct tide_edge){relu1, 0}, &bn2, err);
+        st = conv_bn(g, "b", (struct tide_edge){relu1, 0}, channels, &bn2, err);
     if (st == TIDE_OK)
         st = add(g, TIDE_OP_ADD, "sum", (struct tide_edge[]){bn2, {relu1, 0}}, 2, &sum, err);
     if (st == TIDE_OK)
@@ -261,9 +269,15 @@ static void fill(float *data, uint64_t bytes)
     }
 }
 
-enum tide_status tide__profile_calibrate_ops(struct tide_backend *backend,
-                                             struct tide_device_profile *profile,
-                                             struct tide_error *err)
+/*
+ * Runs the block of `channels` channels on side x side maps and adds, per
+ * op, the model's time on plain (no scales, no launch) to model[] and the
+ * measured time to measured[].
+ */
+static enum tide_status calibrate_block(struct tide_backend *backend,
+                                        const struct tide_device_profile *plain, int64_t channels,
+                                        int64_t side, double *model, double *measured,
+                                        struct tide_error *err)
 {
     struct tide_graph *g = tide_graph_new();
     struct layout l = {0};
@@ -273,7 +287,7 @@ enum tide_status tide__profile_calibrate_ops(struct tide_backend *backend,
     double *best = NULL;
     if (!g)
         return tide_error_set(err, TIDE_NOMEM, "device profile: out of memory");
-    enum tide_status st = build_block(g, err);
+    enum tide_status st = build_block(g, channels, side, err);
     if (st == TIDE_OK) {
         order = malloc(((size_t)g->n_nodes + 1) * sizeof(*order));
         best = malloc(((size_t)g->n_nodes + 1) * sizeof(*best));
@@ -308,16 +322,11 @@ enum tide_status tide__profile_calibrate_ops(struct tide_backend *backend,
         }
     }
     if (st == TIDE_OK) {
-        /* The model's time without the scales, and the measured time, summed per op. */
-        struct tide_device_profile plain = *profile;
-        memset(plain.op_scale, 0, sizeof(plain.op_scale));
-        plain.launch_us = 0;
-        double model[TIDE_OP_COUNT] = {0}, measured[TIDE_OP_COUNT] = {0};
         /*
-         * The cheapest kernel's time (a Reshape of the scalar loss: no work)
-         * is the round trip of launch and sync that every timing here
-         * includes and a step, which queues its kernels back to back, does
-         * not pay; it comes off every kernel's time.
+         * The cheapest kernel's time (the gradient of a bias, a Reshape: no
+         * work to speak of) is the round trip of a launch and a sync, which
+         * every timing here includes and a step, queueing its kernels back
+         * to back (0.1 us each), does not pay; it comes off every kernel's.
          */
         double round_trip = -1;
         for (uint32_t v = 0; v < g->n_nodes; v++) {
@@ -329,13 +338,8 @@ enum tide_status tide__profile_calibrate_ops(struct tide_backend *backend,
             const struct tide_node *node = &g->nodes[v];
             if (tide_op_info(node->op)->flags & TIDE_OP_F_SOURCE)
                 continue;
-            model[node->op] += tide_time_node_ms(&plain, g, node);
+            model[node->op] += tide_time_node_ms(plain, g, node);
             measured[node->op] += best[v] > round_trip ? best[v] - round_trip : 0;
-        }
-        /* An op with too little work to time (the block's tiny tensors) keeps the model's time. */
-        for (int op = 0; op < TIDE_OP_COUNT; op++) {
-            if (model[op] >= MIN_MODEL_MS && measured[op] > 0)
-                profile->op_scale[op] = measured[op] / model[op];
         }
     }
     if (s)
@@ -345,5 +349,25 @@ enum tide_status tide__profile_calibrate_ops(struct tide_backend *backend,
     free(order);
     free(best);
     tide_graph_free(g);
+    return st;
+}
+
+enum tide_status tide__profile_calibrate_ops(struct tide_backend *backend,
+                                             struct tide_device_profile *profile,
+                                             struct tide_error *err)
+{
+    struct tide_device_profile plain = *profile;
+    memset(plain.op_scale, 0, sizeof(plain.op_scale));
+    plain.launch_us = 0;
+    double model[TIDE_OP_COUNT] = {0}, measured[TIDE_OP_COUNT] = {0};
+    enum tide_status st = TIDE_OK;
+    for (size_t i = 0; i < sizeof(shapes) / sizeof(shapes[0]) && st == TIDE_OK; i++)
+        st = calibrate_block(backend, &plain, shapes[i].channels, shapes[i].side, model, measured,
+                             err);
+    /* An op with too little work to time (the blocks' tiny tensors) keeps the model's time. */
+    for (int op = 0; op < TIDE_OP_COUNT && st == TIDE_OK; op++) {
+        if (model[op] >= MIN_MODEL_MS && measured[op] > 0)
+            profile->op_scale[op] = measured[op] / model[op];
+    }
     return st;
 }

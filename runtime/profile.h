@@ -10,9 +10,9 @@
  * (the CPU backend's copies are memcpy), and 256 no-op items through one of
  * the backend's streams (the hand-off that every kernel and copy pays). The
  * best of three runs of each is kept: the machine may be busy. Then the
- * backend's own kernels of one residual block's training step, timed per
- * op against those figures, give each op's scale (op_scale; about 40 ms,
- * runtime/calibrate.c).
+ * backend's own kernels of one residual block's training step, at two
+ * shapes, timed per op against those figures, give each op's scale
+ * (op_scale; about 80 ms of CPU, runtime/calibrate.c).
  *
  * The CUDA backend's profile is the published one of its device ("h200"
  * when its name says H200, else "h100") until measured ones replace them.
