@@ -47,10 +47,11 @@
 #define BATCH 16
 #define RUNS  3
 #define ALIGN 256
+
 /*
- * The blocks timed: the first and last stages of the CIFAR ResNets (16
- * channels of 32 x 32, 64 of 8 x 8), as many elements a map apart by 4x:
- * small maps cost more per element.
+ * The blocks timed: the first and last stages of the CIFAR ResNets, 16
+ * channels of 32 x 32 and 64 of 8 x 8 (the same FLOPs per convolution on a
+ * quarter of the elements): small maps cost the kernels more per element.
  */
 static const struct {
     int64_t channels, side;
