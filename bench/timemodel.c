@@ -200,6 +200,15 @@ int tide_bench_timemodel(const struct bench_options *o)
            "memory %.2f GB/s, copies %.2f GB/s, launch %.1f us\n",
            o->model, o->batch, o->steps, p->name, p->compute_flops / 1e9,
            p->memory_bytes_per_s / 1e9, p->copy_bytes_per_s / 1e9, p->launch_us);
+    bool scaled = false;
+    for (int op = 0; op < TIDE_OP_COUNT; op++) {
+        if (p->op_scale[op] > 0)
+            printf("%s %s %.2f", scaled ? "," : "measured / modelled kernel time:",
+                   tide_op_info((enum tide_op)op)->name, p->op_scale[op]);
+        scaled = scaled || p->op_scale[op] > 0;
+    }
+    if (scaled)
+        printf("\n");
     printf("%12s %12s %10s %10s %10s %10s %10s %10s %8s\n", "budget", "moved/step", "predicted",
            "median", "fastest", "cpu/step", "stall", "p-stall", "pred/fast");
     uint64_t budgets[3] = {resident, least + (resident - least) / 2, least};

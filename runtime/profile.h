@@ -9,7 +9,10 @@
  * (memory bandwidth: what an element-wise kernel reaches), a 16 MiB memcpy
  * (the CPU backend's copies are memcpy), and 256 no-op items through one of
  * the backend's streams (the hand-off that every kernel and copy pays). The
- * best of three runs of each is kept: the machine may be busy.
+ * best of three runs of each is kept: the machine may be busy. Then the
+ * backend's own kernels of one residual block's training step, at two
+ * shapes, timed per op against those figures, give each op's scale
+ * (op_scale; about 80 ms of CPU, runtime/calibrate.c).
  *
  * The CUDA backend's profile is the published one of its device ("h200"
  * when its name says H200, else "h100") until measured ones replace them.
@@ -56,6 +59,18 @@ enum tide_status tide_device_profile_find(const char *name, const struct tide_de
  */
 enum tide_status tide_device_profile_resolve(const char *name, struct tide_backend *backend,
                                              struct tide_device_profile *out,
+                                             struct tide_error *err);
+
+/*
+ * Internal to profile.c (runtime/calibrate.c): runs one residual block's
+ * training step on backend, a CPU backend, with its tensors in host memory
+ * of its own (not the backend's emulated device), and sets
+ * profile->op_scale of each op in it to its kernels' measured CPU time over
+ * the time the rest of profile gives them. Returns TIDE_NOMEM or a kernel's
+ * failure, with err set.
+ */
+enum tide_status tide__profile_calibrate_ops(struct tide_backend *backend,
+                                             struct tide_device_profile *profile,
                                              struct tide_error *err);
 
 /*

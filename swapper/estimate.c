@@ -78,10 +78,11 @@ static void mark_overwrites(struct tide__planner *pl, uint32_t t, struct tide__l
 {
     const struct tide_partitioning *p = &pl->part;
     const struct tide_tensor_life *life = &p->tensors[t];
+    const uint8_t *may = pl->use_overwrites + (life->uses - p->tensors[0].uses);
     for (uint32_t u = 0; u < life->n_uses; u++) {
-        uint32_t v = life->uses[u];
-        if (live->ends[tide_place_key_at(p->position[v])] && tide__overwrites_input(pl, v, t))
-            pl->overwrites[p->position[v]] = 1;
+        uint32_t at = p->position[life->uses[u]];
+        if (may[u] && live->ends[tide_place_key_at(at)])
+            pl->overwrites[at] = 1;
     }
     for (uint32_t i = 0; i < live->n_ended; i++)
         live->ends[live->ended[i]] = 0;

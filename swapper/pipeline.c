@@ -119,9 +119,10 @@ enum tide_status tide__planner_init(struct tide__planner *pl, struct tide_graph 
     for (uint32_t t = 0; t < pl->part.n_tensors; t++)
         n_uses += pl->part.tensors[t].n_uses;
     pl->use_writes = calloc(n_uses + 1, 1);
+    pl->use_overwrites = calloc(n_uses + 1, 1);
     if (!pl->workspace || !pl->kinds || !pl->delta || !pl->groups || !pl->input_groups ||
         !pl->tensor_bytes || !pl->tensor_aligned || !pl->workspace_at || !pl->use_writes ||
-        !pl->ends || !pl->ended || !pl->overwrites) {
+        !pl->use_overwrites || !pl->ends || !pl->ended || !pl->overwrites) {
         tide__planner_release(pl);
         return tide_error_set(err, TIDE_NOMEM, "swapper: out of memory planning %u nodes", n);
     }
@@ -149,6 +150,12 @@ enum tide_status tide__planner_init(struct tide__planner *pl, struct tide_graph 
                     pl->use_writes[base + u] = 1;
             }
         }
+    }
+    for (uint32_t t = 0; t < pl->part.n_tensors; t++) {
+        const struct tide_tensor_life *life = &pl->part.tensors[t];
+        size_t base = (size_t)(life->uses - pl->part.tensors[0].uses);
+        for (uint32_t u = 0; u < life->n_uses; u++)
+            pl->use_overwrites[base + u] = tide__overwrites_input(pl, life->uses[u], t);
     }
     return TIDE_OK;
 }
@@ -191,9 +198,10 @@ enum tide_status tide__planner_init_from(struct tide__planner *pl, const struct 
     pl->tensor_aligned = copy_bytes(base->tensor_aligned, n_tensors * sizeof(*pl->tensor_aligned));
     pl->workspace_at = copy_bytes(base->workspace_at, n * sizeof(*pl->workspace_at));
     pl->use_writes = copy_bytes(base->use_writes, n_uses);
+    pl->use_overwrites = copy_bytes(base->use_overwrites, n_uses);
     if (!pl->delta || !pl->groups || !pl->input_groups || !pl->workspace || !pl->kinds ||
         !pl->tensor_bytes || !pl->tensor_aligned || !pl->workspace_at || !pl->use_writes ||
-        !pl->ends || !pl->ended || !pl->overwrites) {
+        !pl->use_overwrites || !pl->ends || !pl->ended || !pl->overwrites) {
         tide__planner_release(pl);
         return tide_error_set(err, TIDE_NOMEM, "swapper: out of memory planning %zu nodes", n);
     }
@@ -224,6 +232,7 @@ void tide__planner_release(struct tide__planner *pl)
     free(pl->tensor_aligned);
     free(pl->workspace_at);
     free(pl->use_writes);
+    free(pl->use_overwrites);
     memset(pl, 0, sizeof(*pl));
 }
 

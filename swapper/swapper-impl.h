@@ -114,6 +114,13 @@ struct tide__planner {
      * tensors[0].uses): 1 when the use writes it in place (an update).
      */
     uint8_t *use_writes;
+    /*
+     * Per use of any tensor (indexed as use_writes): 1 when its node may
+     * write its output over the tensor (tide__overwrites_input), which
+     * depends on the graph alone; the simulation asks it of every use
+     * where an interval ends, on every candidate.
+     */
+    uint8_t *use_overwrites;
     /* Scratch of tide__estimate. */
     int64_t *delta; /* 4 * n_original + 4 keys */
     struct tide_use_group *groups;

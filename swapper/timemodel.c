@@ -160,7 +160,8 @@ double tide_time_node_ms(const struct tide_device_profile *profile, const struct
         return launch + w.bytes / profile->copy_bytes_per_s * 1e3;
     double compute = w.flops / profile->compute_flops;
     double memory = w.bytes / profile->memory_bytes_per_s;
-    return launch + (compute > memory ? compute : memory) * 1e3;
+    double scale = profile->op_scale[node->op] > 0 ? profile->op_scale[node->op] : 1;
+    return launch + (compute > memory ? compute : memory) * scale * 1e3;
 }
 
 /* ============================================================================

@@ -13,8 +13,11 @@
  * gradients, Attention and its gradient; every other op counts one FLOP per
  * output element, so it is bound by its bytes) and bytes the node's inputs
  * and outputs, plus a convolution's patch matrix (im2col, col2im) written
- * and read once unless its filter is 1x1. A memory op (Fetch, SwapIn, SwapOut, WriteBack) and a
- * Placeholder's feed cost launch + bytes / copy bandwidth on their stream.
+ * and read once unless its filter is 1x1, that time multiplied by the
+ * profile's scale for the op where it has one (the CPU backend's kernels
+ * measured against this formula: runtime/calibrate.c). A memory op (Fetch,
+ * SwapIn, SwapOut, WriteBack) and a Placeholder's feed cost launch + bytes
+ * / copy bandwidth on their stream.
  *
  * tide_time_predict replays a planned order the way the executor issues it
  * (runtime/executor.c): each stream runs its nodes in order, and a node
@@ -61,6 +64,13 @@ struct tide_device_profile {
      * false on a GPU, whose copy engines run beside its kernels.
      */
     bool copies_share_compute;
+    /*
+     * Per op, the kernel's measured time over the time the figures above
+     * give it (runtime/calibrate.c measures the CPU backend's); 0 where
+     * none was measured, which counts as 1. Multiplies a kernel's time,
+     * not its launch, nor a copy's.
+     */
+    double op_scale[TIDE_OP_COUNT];
 };
 
 /* The published profiles' names, for messages: "h100, h200" (the local one is "cpu"). */

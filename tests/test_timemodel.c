@@ -112,6 +112,14 @@ static void test_node_work(void **state)
     p.compute_flops = 1e9;
     assert_close(tide_time_node_ms(&p, g, &g->nodes[relu]), 0.002 + 160 / 1e9 * 1e3);
     assert_close(tide_time_node_ms(&p, g, &g->nodes[x]), 0.002 + 1536 / 1e6 * 1e3);
+
+    /* An op's scale multiplies its kernel time, not the launch; copies and others keep theirs. */
+    p.op_scale[TIDE_OP_CONV2D] = 2.5;
+    p.op_scale[TIDE_OP_PLACEHOLDER] = 3;
+    assert_close(tide_time_node_ms(&p, g, &g->nodes[conv]),
+                 0.002 + 2.5 * ((384 + 108 + 288) * 4.0 + patches) / 1e9 * 1e3);
+    assert_close(tide_time_node_ms(&p, g, &g->nodes[relu]), 0.002 + 160 / 1e9 * 1e3);
+    assert_close(tide_time_node_ms(&p, g, &g->nodes[x]), 0.002 + 1536 / 1e6 * 1e3);
     tide_graph_free(g);
 }
 
@@ -212,6 +220,26 @@ static void test_profiles(void **state)
     assert_true(cpu.launch_us > 0);
     assert_true(cpu.copies_share_compute);
     assert_false(h100->copies_share_compute);
+    /*
+     * The calibration's block (runtime/calibrate.c) timed its kernels with
+     * work enough to time; an op it lacks, and the published profiles, have
+     * no scale. The values are measured, so only that they are there.
+     */
+    static const enum tide_op calibrated[] = {TIDE_OP_CONV2D,
+                                              TIDE_OP_CONV2D_BACKPROP_INPUT,
+                                              TIDE_OP_CONV2D_BACKPROP_FILTER,
+                                              TIDE_OP_BATCH_NORM,
+                                              TIDE_OP_BATCH_NORM_GRAD,
+                                              TIDE_OP_RELU,
+                                              TIDE_OP_RELU_GRAD,
+                                              TIDE_OP_ADD};
+    for (size_t i = 0; i < sizeof(calibrated) / sizeof(calibrated[0]); i++) {
+        if (!(cpu.op_scale[calibrated[i]] > 0))
+            fail_msg("the cpu profile has no scale for %s", tide_op_info(calibrated[i])->name);
+    }
+    assert_true(cpu.op_scale[TIDE_OP_MATMUL] == 0);
+    for (int op = 0; op < TIDE_OP_COUNT; op++)
+        assert_true(h100->op_scale[op] == 0 && h200->op_scale[op] == 0);
     assert_int_equal(tide_device_profile_resolve(NULL, NULL, &again, &err), TIDE_OK);
     assert_memory_equal(&cpu, &again, sizeof(cpu));
 
