@@ -51,25 +51,17 @@ const char *const *tide_bench_fetches(const char *model, uint32_t *n)
 /* The model's sizes: the options' non-zero values over the defaults. */
 static struct tide_model_lm_options lm_options(const struct bench_options *o)
 {
-    struct tide_model_lm_options m = tide_model_lm_options_default();
-    m.batch = o->batch;
-    if (o->seq_len)
-        m.seq_len = o->seq_len;
-    if (o->layers)
-        m.layers = o->layers;
-    if (o->d_model)
-        m.d_model = o->d_model;
-    if (o->heads)
-        m.heads = o->heads;
-    if (o->vocab)
-        m.vocab = o->vocab;
-    if (o->experts)
-        m.experts = o->experts;
-    if (o->capacity_factor > 0)
-        m.capacity_factor = o->capacity_factor;
-    if (o->dropout >= 0)
-        m.dropout = (float)o->dropout;
-    return m;
+    return tide_model_lm_options_with(&(struct tide_model_lm_options){
+        .batch = o->batch,
+        .seq_len = o->seq_len,
+        .vocab = o->vocab,
+        .d_model = o->d_model,
+        .layers = (int32_t)o->layers,
+        .heads = (int32_t)o->heads,
+        .dropout = (float)o->dropout,
+        .experts = o->experts,
+        .capacity_factor = o->capacity_factor,
+    });
 }
 
 uint8_t *tide_bench_build_lm(const struct bench_options *o, size_t *len, int64_t *parameters)

@@ -58,6 +58,29 @@ struct tide_model_lm_options tide_model_lm_options_default(void)
     };
 }
 
+struct tide_model_lm_options tide_model_lm_options_with(const struct tide_model_lm_options *flags)
+{
+    struct tide_model_lm_options m = tide_model_lm_options_default();
+    m.batch = flags->batch;
+    if (flags->seq_len)
+        m.seq_len = flags->seq_len;
+    if (flags->vocab)
+        m.vocab = flags->vocab;
+    if (flags->d_model)
+        m.d_model = flags->d_model;
+    if (flags->layers)
+        m.layers = flags->layers;
+    if (flags->heads)
+        m.heads = flags->heads;
+    if (flags->experts)
+        m.experts = flags->experts;
+    if (flags->capacity_factor > 0)
+        m.capacity_factor = flags->capacity_factor;
+    if (flags->dropout >= 0)
+        m.dropout = flags->dropout;
+    return m;
+}
+
 int64_t tide_model_moe_capacity(int64_t tokens, int64_t experts, double capacity_factor)
 {
     if (tokens < 1 || experts < 1 || !(capacity_factor > 0) || !isfinite(capacity_factor))

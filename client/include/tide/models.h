@@ -220,6 +220,15 @@ struct tide_model_lm_options {
 struct tide_model_lm_options tide_model_lm_options_default(void);
 
 /*
+ * The defaults with each size that flags sets in their place, as tidectl and
+ * tide-bench read their command lines: flags' batch always; seq_len, vocab,
+ * d_model, layers, heads and experts when not 0; capacity_factor when > 0;
+ * dropout when >= 0 (a command line's -1: not given). aux_loss_weight stays
+ * the default's.
+ */
+struct tide_model_lm_options tide_model_lm_options_with(const struct tide_model_lm_options *flags);
+
+/*
  * A decoder-only Transformer language model: token embedding (Gather) plus
  * learned positions; `layers` pre-LayerNorm blocks, each x += Dropout(causal
  * fused Attention(LN(x))) with `heads` heads, scale 1/sqrt(D / heads), and
