@@ -45,7 +45,10 @@
  *    convolution output that BatchNormGrad loads anyway.
  * And it must be worth it: the copies' estimated time on the compute stream
  * (tide_recompute_cost_ms) below the SwapIn's (tide_swap_cost_ms), under
- * the planner's device rates (tide_plan_env.rates).
+ * the planner's device rates (tide_plan_env.rates); and the tensor no
+ * larger than the choice's recompute_limit, if it has one (a copy holds
+ * its tensor, its chain and its pulled inputs at once: at tight budgets the
+ * search recomputes only small tensors, swapper.c).
  *
  * Whether an input is swapped or recomputed does not matter to the test, so
  * a claim never depends on another tensor's claim (nor on a pull) and the
@@ -409,7 +412,8 @@ uint32_t tide__action_load_position(const struct tide__action_tensor *t, uint32_
 static bool recompute_claims(const struct tide__action_tensor *t)
 {
     const struct tide__planner *pl = t->pl;
-    if (!t->choice->recompute || t->n_groups < 2)
+    if (!t->choice->recompute || t->n_groups < 2 ||
+        (t->choice->recompute_limit && t->aligned > t->choice->recompute_limit))
         return false;
     uint32_t id = t->life->tensor.node;
     if (!rerunnable(pl, id) || pl->graph->nodes[id].n_outputs != 1)

@@ -46,6 +46,12 @@ struct tide__choice {
     uint32_t prefetch;
     bool recompute; /* the RECOMPUTE action may take far groups of cheap tensors (recompute.c) */
     bool no_swap;   /* SWAP takes nothing: a far group not recomputed is kept (checkpoint-sqrt) */
+    /*
+     * RECOMPUTE takes only tensors of at most this many aligned bytes (0: any
+     * size): a copy holds its tensor, its chain's links and its pulled
+     * inputs at once, which at tight budgets only small tensors can afford.
+     */
+    uint64_t recompute_limit;
 };
 
 /* Memory actions, generated from actions.def: TIDE__ACTION_KEEP, TIDE__ACTION_SWAP, ... */
