@@ -393,18 +393,6 @@ void tide__recompute_pulls(const struct tide__planner *pl, const struct tide__ch
     }
 }
 
-uint32_t tide__action_load_position(const struct tide__action_tensor *t, uint32_t g)
-{
-    const struct tide__planner *pl = t->pl;
-    uint32_t at = t->groups[g].load_partition * pl->part.partition_size;
-    if (t->choice->recompute) {
-        uint32_t use = (uint32_t)(t->life->uses - pl->part.tensors[0].uses) + t->groups[g].first;
-        if (pl->pulled[use] < at)
-            at = pl->pulled[use];
-    }
-    return at;
-}
-
 /* ============================================================================
  * The action
  * ========================================================================== */

@@ -346,9 +346,20 @@ void tide__action_rewire(struct tide_graph *graph, const struct tide_tensor_life
 /*
  * Where far group g of t is loaded (a SwapIn's position, the start of a
  * partition): its load partition's start, or earlier where a recomputed
- * copy of a later tensor reads it there (pl->pulled; recompute.c).
+ * copy of a later tensor reads it there (pl->pulled; recompute.c). Inline:
+ * every simulation asks it for every far group.
  */
-uint32_t tide__action_load_position(const struct tide__action_tensor *t, uint32_t g);
+static inline uint32_t tide__action_load_position(const struct tide__action_tensor *t, uint32_t g)
+{
+    const struct tide__planner *pl = t->pl;
+    uint32_t at = t->groups[g].load_partition * pl->part.partition_size;
+    if (t->choice->recompute) {
+        uint32_t use = (uint32_t)(t->life->uses - pl->part.tensors[0].uses) + t->groups[g].first;
+        if (pl->pulled[use] < at)
+            at = pl->pulled[use];
+    }
+    return at;
+}
 
 /*
  * Fills pl->pulled for choice (recompute.c, "Pulled loads"): run before a

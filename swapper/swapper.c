@@ -36,10 +36,11 @@
  *                  traffic the most overlap that fits is the best plan),
  *                  then the lower peak.
  *     Recompute allowed (policy AUTO): every candidate that splits feature
- *     maps comes also with the RECOMPUTE action on, once without a size
- *     limit and once per limit of recompute_divisors (budget / 4, / 16,
- *     / 64), since a copy's tensor, chain and pulled inputs live at once
- *     and at tight budgets only small tensors afford that.
+ *     maps comes also with the RECOMPUTE action on; where that one's
+ *     simulation exceeds the budget and its original's does not, also
+ *     with RECOMPUTE limited to tensors of at most budget / 4, / 16, / 64
+ *     (the first that fits): a copy's tensor, chain and pulled inputs live
+ *     at once, and at tight budgets only small tensors afford that.
  *     Budget 0 means no limit: the first candidate is the plan (nothing
  *     moved, unless the policy asks for swap on or vars on the host).
  *     Partition size 0 (auto) with autotune and a budget: when nothing
@@ -879,9 +880,9 @@ static void rank_by_time(struct search *s)
 
 /*
  * The size limits of the RECOMPUTE action tried with a budget (divisors of
- * the budget; 0: no limit): a copy holds its tensor, its chain and the
- * inputs it pulls at once, so recomputing every cheap tensor can exceed a
- * tight budget that recomputing the small ones keeps to (ResNet-200 at
+ * the budget; [0], no limit, first): a copy holds its tensor, its chain and
+ * the inputs it pulls at once, so recomputing every cheap tensor can exceed
+ * a tight budget that recomputing the small ones keeps to (ResNet-200 at
  * 1.05 x its floor: the 512 KiB maps, not the 1 and 4 MiB ones).
  */
 static const uint64_t recompute_divisors[] = {0, 4, 16, 64};
@@ -889,39 +890,69 @@ static const uint64_t recompute_divisors[] = {0, 4, 16, 64};
 
 /*
  * Recompute allowed: every candidate that splits feature maps comes also
- * with the RECOMPUTE action on, first, once per size limit (one, no limit,
- * without a budget) (without autotune the list's order is the order of
- * preference; with it, the ranking decides: fewer bytes moved wins, and a
- * recompute moves none).
+ * with the RECOMPUTE action on, first (without autotune the list's order is
+ * the order of preference; with it, the ranking decides: fewer bytes moved
+ * wins, and a recompute moves none). Size limits come later, where needed
+ * (with_recompute_limits).
  */
-static bool with_recompute(struct candidates *list, uint64_t budget)
+static bool with_recompute(struct candidates *list)
 {
-    uint32_t n = list->n, limits = budget ? (uint32_t)N_RECOMPUTE_LIMITS : 1;
+    uint32_t n = list->n;
     for (uint32_t i = 0; i < n; i++) {
         if (list->items[i].choice.swap_threshold == TIDE__NEVER)
             continue;
-        for (uint32_t l = 0; l < limits; l++) {
-            if (!candidates_push(list, 0, 0, false, 0, 0, 0))
-                return false;
-            struct candidate copy = list->items[i];
-            copy.choice.recompute = true;
-            copy.choice.recompute_limit = l ? budget / recompute_divisors[l] : 0;
-            copy.estimated = copy.built = false;
-            list->items[list->n - 1] = copy;
-        }
+        if (!candidates_push(list, 0, 0, false, 0, 0, 0))
+            return false;
+        struct candidate copy = list->items[i];
+        copy.choice.recompute = true;
+        copy.estimated = copy.built = false;
+        list->items[list->n - 1] = copy;
     }
-    /* Each original's recomputing copies ahead of it, in the original order. */
+    /* Each recomputing copy ahead of its original, in the original order. */
     struct candidate *sorted = malloc(((size_t)list->n + 1) * sizeof(*sorted));
     if (!sorted)
         return false;
     uint32_t k = 0, extra = n;
     for (uint32_t i = 0; i < n; i++) {
-        for (uint32_t l = 0; l < limits && list->items[i].choice.swap_threshold != TIDE__NEVER; l++)
+        if (list->items[i].choice.swap_threshold != TIDE__NEVER)
             sorted[k++] = list->items[extra++];
         sorted[k++] = list->items[i];
     }
     memcpy(list->items, sorted, (size_t)k * sizeof(*sorted));
     free(sorted);
+    return true;
+}
+
+/*
+ * A recomputing candidate (estimated, just ahead of its original as
+ * with_recompute puts it) whose simulation exceeds the budget where its
+ * original's does not gets copies limited to ever smaller tensors
+ * (recompute_divisors), down to the first whose simulation fits. Only
+ * there: elsewhere the unlimited copy fits, or nothing at that choice does,
+ * and the search stays at about twice the candidates of swapping alone.
+ */
+static bool with_recompute_limits(struct search *s)
+{
+    struct candidates *list = &s->list;
+    uint32_t n = list->n;
+    for (uint32_t i = 0; i + 1 < n; i++) {
+        struct candidate c = list->items[i];
+        const struct candidate *o = &list->items[i + 1];
+        if (!c.choice.recompute || c.choice.recompute_limit || o->choice.recompute ||
+            c.estimate.live_bytes <= s->budget || o->estimate.live_bytes > s->budget)
+            continue;
+        for (uint32_t l = 1; l < N_RECOMPUTE_LIMITS; l++) {
+            if (!candidates_push(list, 0, 0, false, 0, 0, 0))
+                return false;
+            struct candidate *copy = &list->items[list->n - 1];
+            *copy = c;
+            copy->choice.recompute_limit = s->budget / recompute_divisors[l];
+            tide__estimate(&s->planners[copy->planner], &copy->choice, &copy->estimate);
+            s->report->trials++;
+            if (copy->estimate.live_bytes <= s->budget)
+                break;
+        }
+    }
     return true;
 }
 
@@ -966,7 +997,7 @@ static enum tide_status search(struct search *s, struct candidate *chosen, bool 
                 return tide_error_set(err, TIDE_NOMEM, "swapper: out of memory");
         }
     }
-    if (policy->recompute == TIDE_RECOMPUTE_AUTO && !with_recompute(list, s->budget))
+    if (policy->recompute == TIDE_RECOMPUTE_AUTO && !with_recompute(list))
         return tide_error_set(err, TIDE_NOMEM, "swapper: out of memory");
     for (uint32_t i = 0; i < list->n; i++) {
         struct candidate *c = &list->items[i];
@@ -976,6 +1007,8 @@ static enum tide_status search(struct search *s, struct candidate *chosen, bool 
             s->report->trials++;
         }
     }
+    if (policy->recompute == TIDE_RECOMPUTE_AUTO && !with_recompute_limits(s))
+        return tide_error_set(err, TIDE_NOMEM, "swapper: out of memory");
     if (autotune && policy->profile)
         rank_by_time(s);
     if (autotune)
@@ -1045,7 +1078,7 @@ static enum tide_status plan(struct tide_graph *graph, const struct tide_memory_
         st = tide_error_set(err, TIDE_NOMEM, "swapper: out of memory");
     else if (budget > 0)
         st = search(&s, &chosen, &found, &fit, err);
-    else if (policy->recompute == TIDE_RECOMPUTE_AUTO && !with_recompute(&s.list, 0))
+    else if (policy->recompute == TIDE_RECOMPUTE_AUTO && !with_recompute(&s.list))
         st = tide_error_set(err, TIDE_NOMEM, "swapper: out of memory");
     else if (s.list.n > 0) /* no limit: the first candidate as it is */
         chosen = s.list.items[0], found = true;
