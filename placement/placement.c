@@ -162,10 +162,12 @@ static enum tide_status place_source(struct tide_graph *graph, const struct tide
         uint32_t fetch;
         enum tide_status st = tide_place_add_memory_node(graph, TIDE_OP_FETCH, "fetch", source,
                                                          source, g, &fetch, err);
-        uint32_t load = groups[g].load_partition;
+        uint32_t at = groups[g].load_partition * p->partition_size;
+        if (o->pulled && o->pulled[life->uses - p->tensors[0].uses + groups[g].first] < at)
+            at = o->pulled[life->uses - p->tensors[0].uses + groups[g].first];
         if (st == TIDE_OK)
-            st = tide_place_insertions_push(inserted, fetch, load,
-                                            tide_place_key_before(load * p->partition_size), err);
+            st = tide_place_insertions_push(inserted, fetch, at / p->partition_size,
+                                            tide_place_key_before(at), err);
         /* The host home must hold every earlier update of this step before it is read again. */
         for (uint32_t w = 0; st == TIDE_OK && w < n_write_backs; w++)
             st = tide_graph_add_control(graph, fetch, write_backs[w], err);

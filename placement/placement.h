@@ -162,6 +162,14 @@ struct tide_place_options {
     bool host;          /* true: home Variables and Consts on the host; false: on the device */
     uint32_t threshold; /* partitions between uses that split Fetch groups (UINT32_MAX: never) */
     uint32_t prefetch;  /* Fetch this many partitions before a group's first use */
+    /*
+     * May be NULL. Per use (indexed as the partitioning's use arrays, from
+     * tensors[0].uses): a position (the start of a partition) where the
+     * group that starts at that use is read already, when it is before the
+     * group's load (the swapper's recomputed copies); UINT32_MAX: none. The
+     * group's Fetch goes there.
+     */
+    const uint32_t *pulled;
 };
 
 /* What tide_place inserted, in bytes per step. */

@@ -102,6 +102,8 @@ void tide__estimate(struct tide__planner *pl, const struct tide__choice *choice,
     memset(out, 0, sizeof(*out));
     memset(delta, 0, ((size_t)n * 4 + 4) * sizeof(*delta));
     memset(pl->overwrites, 0, n);
+    if (choice->recompute)
+        tide__recompute_pulls(pl, choice);
 
     for (uint32_t i = 0; i < n; i++) {
         uint64_t ws = pl->workspace_at[i];
@@ -129,7 +131,11 @@ void tide__estimate(struct tide__planner *pl, const struct tide__choice *choice,
             for (uint32_t g = 0; g < n_groups; g++) {
                 uint32_t end = p->position[life->uses[groups[g].first + groups[g].n_uses - 1]];
                 bool writes = group_writes(pl, life, &groups[g]);
-                tide__live_add(&intervals, tide_place_key_before(groups[g].load_partition * size),
+                uint32_t at = groups[g].load_partition * size;
+                uint32_t use = (uint32_t)(life->uses - p->tensors[0].uses) + groups[g].first;
+                if (choice->recompute && pl->pulled[use] < at)
+                    at = pl->pulled[use];
+                tide__live_add(&intervals, tide_place_key_before(at),
                                writes ? tide_place_key_after(end) : tide_place_key_at(end), bytes);
                 out->moved.fetch += raw;
                 out->moved.write_back += writes ? raw : 0;

@@ -120,9 +120,10 @@ enum tide_status tide__planner_init(struct tide__planner *pl, struct tide_graph 
         n_uses += pl->part.tensors[t].n_uses;
     pl->use_writes = calloc(n_uses + 1, 1);
     pl->use_overwrites = calloc(n_uses + 1, 1);
-    if (!pl->workspace || !pl->kinds || !pl->delta || !pl->groups || !pl->input_groups ||
-        !pl->tensor_bytes || !pl->tensor_aligned || !pl->workspace_at || !pl->use_writes ||
-        !pl->use_overwrites || !pl->ends || !pl->ended || !pl->overwrites) {
+    pl->pulled = malloc((n_uses + 1) * sizeof(*pl->pulled));
+    if (!pl->pulled || !pl->workspace || !pl->kinds || !pl->delta || !pl->groups ||
+        !pl->input_groups || !pl->tensor_bytes || !pl->tensor_aligned || !pl->workspace_at ||
+        !pl->use_writes || !pl->use_overwrites || !pl->ends || !pl->ended || !pl->overwrites) {
         tide__planner_release(pl);
         return tide_error_set(err, TIDE_NOMEM, "swapper: out of memory planning %u nodes", n);
     }
@@ -199,9 +200,10 @@ enum tide_status tide__planner_init_from(struct tide__planner *pl, const struct 
     pl->workspace_at = copy_bytes(base->workspace_at, n * sizeof(*pl->workspace_at));
     pl->use_writes = copy_bytes(base->use_writes, n_uses);
     pl->use_overwrites = copy_bytes(base->use_overwrites, n_uses);
-    if (!pl->delta || !pl->groups || !pl->input_groups || !pl->workspace || !pl->kinds ||
-        !pl->tensor_bytes || !pl->tensor_aligned || !pl->workspace_at || !pl->use_writes ||
-        !pl->use_overwrites || !pl->ends || !pl->ended || !pl->overwrites) {
+    pl->pulled = malloc((n_uses + 1) * sizeof(*pl->pulled));
+    if (!pl->pulled || !pl->delta || !pl->groups || !pl->input_groups || !pl->workspace ||
+        !pl->kinds || !pl->tensor_bytes || !pl->tensor_aligned || !pl->workspace_at ||
+        !pl->use_writes || !pl->use_overwrites || !pl->ends || !pl->ended || !pl->overwrites) {
         tide__planner_release(pl);
         return tide_error_set(err, TIDE_NOMEM, "swapper: out of memory planning %zu nodes", n);
     }
@@ -233,6 +235,7 @@ void tide__planner_release(struct tide__planner *pl)
     free(pl->workspace_at);
     free(pl->use_writes);
     free(pl->use_overwrites);
+    free(pl->pulled);
     memset(pl, 0, sizeof(*pl));
 }
 
@@ -361,6 +364,10 @@ enum tide_status tide__rewrite(const struct tide__planner *pl, struct tide_graph
     struct tide_place_options po = {.host = choice->vars_host,
                                     .threshold = choice->var_threshold,
                                     .prefetch = choice->prefetch};
+    if (choice->recompute) {
+        tide__recompute_pulls(pl, choice);
+        po.pulled = pl->pulled;
+    }
     struct tide_place_report placed;
     enum tide_status st = tide_place(graph, &pl->part, &po, &inserted, &placed, err);
     moved->fetch = placed.fetch_bytes;

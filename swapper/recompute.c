@@ -36,21 +36,27 @@
  *    swapping, the kept original). The input must be an earlier tensor than
  *    this one, so that its nodes are in the graph (and ahead in the order
  *    at an equal key) when this one's copy is made;
+ *  - else, when the input is a host-homed Variable or Const, or a swapped
+ *    feature map that RECOMPUTE never takes, its next load after the copy,
+ *    pulled up to the copy's position (see "Pulled loads");
  *  - else, the output of a producer that could itself run again (a chain,
  *    below), at most MAX_DEPTH producers back: ResNet's Relu reads a
  *    BatchNorm output nothing keeps, which is made again from the
  *    convolution output that BatchNormGrad loads anyway.
  * And it must be worth it: the copies' estimated time on the compute stream
  * (tide_recompute_cost_ms) below the SwapIn's (tide_swap_cost_ms), under
- * the planner's device rates (tide_plan_env.rates).
+ * the planner's device rates (tide_plan_env.rates); and the tensor no
+ * larger than the choice's recompute_limit, if it has one (a copy holds
+ * its tensor, its chain and its pulled inputs at once: at tight budgets the
+ * search recomputes only small tensors, swapper.c).
  *
  * Whether an input is swapped or recomputed does not matter to the test, so
- * a claim never depends on another tensor's claim and the simulation stays
- * linear. The producer must have one output and no workspace. The copy adds
- * its output from itself to the group's last use, exactly as memplan places
- * it; a chain's links, which live one after the other at the same key, are
- * counted at once, so there the simulation may exceed memplan's most live
- * bytes by their size (estimate.c).
+ * a claim never depends on another tensor's claim (nor on a pull) and the
+ * simulation stays linear. The producer must have one output and no
+ * workspace. The copy adds its output from itself to the group's last use,
+ * exactly as memplan places it; a chain's links, which live one after the
+ * other at the same key, are counted at once, so there the simulation may
+ * exceed memplan's most live bytes by their size (estimate.c).
  *
  * Dropout draws its mask from the job's seed, the step and the node's name
  * and seed attribute (kernels/dropout-hash.h); a copy has another name, so
@@ -97,6 +103,8 @@ struct source {
     bool found;
     bool original;  /* the tensor itself */
     uint32_t group; /* else: the group (of the scratch split) whose version to read */
+    bool pulled;    /* that group's SwapIn, moved up to at (see "Pulled loads") */
+    uint32_t use;   /* the group's first use, indexed as pl->pulled */
 };
 
 /* True if an update writes Variable or Const tensor x in place before position at. */
@@ -152,6 +160,33 @@ static uint32_t loaded_group(const struct tide__planner *pl, const struct tide_t
     return UINT32_MAX;
 }
 
+/* The first group of the split, from group `from` on, loaded after position at; else UINT32_MAX. */
+static uint32_t next_load(const struct tide__planner *pl, const struct tide_use_group *groups,
+                          uint32_t from, uint32_t n_groups, uint32_t at)
+{
+    for (uint32_t g = from; g < n_groups; g++) {
+        if ((uint64_t)groups[g].load_partition * pl->part.partition_size > at)
+            return g;
+    }
+    return UINT32_MAX;
+}
+
+/* Group g's loaded copy as a source: pulled up to at if it is loaded after at. */
+static struct source pulled_or_loaded(const struct tide__planner *pl,
+                                      const struct tide_tensor_life *life,
+                                      const struct tide_use_group *groups, uint32_t g, uint32_t at)
+{
+    const struct tide_partitioning *p = &pl->part;
+    if (g == UINT32_MAX)
+        return (struct source){0};
+    return (struct source){
+        .found = true,
+        .group = g,
+        .pulled = (uint64_t)groups[g].load_partition * p->partition_size > at,
+        .use = (uint32_t)(life->uses - p->tensors[0].uses) + groups[g].first,
+    };
+}
+
 /*
  * Which version of tensor x (an input of tensor `self`'s producer or of its
  * chain) holds its bytes at position at under choice, as the file comment
@@ -163,7 +198,7 @@ static struct source find_source(const struct tide__planner *pl, const struct ti
 {
     const struct tide_partitioning *p = &pl->part;
     const struct tide_tensor_life *life = &p->tensors[x];
-    struct source none = {false, false, 0}, original = {true, true, 0};
+    struct source none = {0}, original = {.found = true, .original = true};
     uint32_t last =
         life->n_uses ? p->position[life->uses[life->n_uses - 1]] : p->position[life->tensor.node];
     uint32_t n_groups = 1, g;
@@ -179,7 +214,9 @@ static struct source find_source(const struct tide__planner *pl, const struct ti
         n_groups =
             tide_place_group_uses(life, choice->var_threshold, choice->prefetch, false, groups);
         g = loaded_group(pl, life, groups, 0, n_groups, at);
-        return g == UINT32_MAX ? none : (struct source){true, false, g};
+        if (g == UINT32_MAX)
+            g = next_load(pl, groups, 0, n_groups, at);
+        return pulled_or_loaded(pl, life, groups, g, at);
     case TIDE__TENSOR_FIXED:
         return at <= last ? original : none;
     case TIDE__TENSOR_FEATURE:
@@ -199,7 +236,10 @@ static struct source find_source(const struct tide__planner *pl, const struct ti
         return original;
     /* A SwapIn or a copy (both at the load partition's start), or the original if kept. */
     g = loaded_group(pl, life, groups, 1, n_groups, at);
-    return g == UINT32_MAX ? none : (struct source){true, false, g};
+    /* Else the next far group's SwapIn, pulled up to at, where SWAP takes the tensor. */
+    if (g == UINT32_MAX && !choice->no_swap && never_recomputed(pl, life->tensor.node))
+        g = next_load(pl, groups, 1, n_groups, at);
+    return pulled_or_loaded(pl, life, groups, g, at);
 }
 
 /* ============================================================================
@@ -278,13 +318,90 @@ static bool chain_of(const struct tide__action_tensor *t, uint32_t g, struct cha
 }
 
 /* ============================================================================
+ * Pulled loads
+ *
+ * At the small partitions of tight budgets, a copy's position (where SWAP
+ * would load the tensor: its far group's first use) often comes a few nodes
+ * before any version of the convolution output its chain starts from is on
+ * the device: ResNet's Relu is first read again by the next convolution's
+ * filter gradient, its convolution output only by the BatchNormGrad after
+ * it. A copy may then read the convolution output's next SwapIn moved up to
+ * its own position: that tensor is loaded anyway, a few nodes earlier, and
+ * the Relu's (and BatchNorm's) bytes are not copied at all.
+ *
+ * Likewise a host-homed Variable or Const (a BatchNorm's scale and shift)
+ * whose next Fetch comes after the copy, unless an update writes it before
+ * then. Only such sources and feature maps that RECOMPUTE never takes
+ * (never_recomputed) and SWAP does are pulled, so a pull never changes a
+ * claim: a claim asks only whether a group is loaded by the copy's
+ * position or later, which does not depend on pulls. Before a choice with
+ * RECOMPUTE is simulated or rewritten, tide__recompute_pulls walks every
+ * tensor RECOMPUTE claims and writes, per loaded group of an input, the
+ * earliest position a copy reads it at; SWAP puts the group's SwapIn there
+ * (tide__action_load_position) and placement its Fetch
+ * (tide_place_options.pulled; estimate.c likewise), once however many
+ * copies read it.
+ * ========================================================================== */
+
+static bool recompute_claims(const struct tide__action_tensor *t);
+
+/*
+ * Lowers pulled[use] to far group g's copy position for every input of the
+ * copies that group gets (the chain's and the producer's) that add_copy will
+ * find in a pulled SwapIn.
+ */
+static void record_pulls(const struct tide__action_tensor *t, uint32_t g, uint32_t *pulled)
+{
+    const struct tide__planner *pl = t->pl;
+    struct tide_use_group *scratch = ((struct tide__planner *)pl)->input_groups;
+    uint32_t at = copy_position(t, g);
+    struct chain c;
+    if (!chain_of(t, g, &c))
+        return;
+    c.nodes[c.n] = t->life->tensor.node;
+    for (uint32_t k = 0; k <= c.n; k++) {
+        const struct tide_node *node = &pl->graph->nodes[c.nodes[k]];
+        for (uint32_t i = 0; i < node->n_inputs; i++) {
+            struct tide_edge in = original_edge(pl, pl->graph, node->inputs[i]);
+            if (chain_has(&c, in.node))
+                continue;
+            struct source s = find_source(pl, t->choice, tensor_of(pl, in), t->tensor, at, scratch);
+            if (s.pulled && at < pulled[s.use])
+                pulled[s.use] = at;
+        }
+    }
+}
+
+void tide__recompute_pulls(const struct tide__planner *pl, const struct tide__choice *choice)
+{
+    const struct tide_partitioning *p = &pl->part;
+    size_t n_uses = 0;
+    for (uint32_t x = 0; x < p->n_tensors; x++)
+        n_uses += p->tensors[x].n_uses;
+    memset(pl->pulled, 0xff, n_uses * sizeof(*pl->pulled));
+    /* The planner's scratch for a tensor's own groups: no caller holds it now. */
+    struct tide_use_group *groups = ((struct tide__planner *)pl)->groups;
+    for (uint32_t x = 0; x < p->n_tensors; x++) {
+        if (pl->kinds[x] != TIDE__TENSOR_FEATURE || never_recomputed(pl, p->tensors[x].tensor.node))
+            continue;
+        struct tide__action_tensor t;
+        tide__action_tensor_init(&t, pl, choice, x, groups);
+        if (!recompute_claims(&t))
+            continue;
+        for (uint32_t g = 1; g < t.n_groups; g++)
+            record_pulls(&t, g, pl->pulled);
+    }
+}
+
+/* ============================================================================
  * The action
  * ========================================================================== */
 
 static bool recompute_claims(const struct tide__action_tensor *t)
 {
     const struct tide__planner *pl = t->pl;
-    if (!t->choice->recompute || t->n_groups < 2)
+    if (!t->choice->recompute || t->n_groups < 2 ||
+        (t->choice->recompute_limit && t->aligned > t->choice->recompute_limit))
         return false;
     uint32_t id = t->life->tensor.node;
     if (!rerunnable(pl, id) || pl->graph->nodes[id].n_outputs != 1)

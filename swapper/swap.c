@@ -52,7 +52,7 @@ static void swap_estimate(const struct tide__action_tensor *t, struct tide__live
     cost->to_host += t->bytes;
     for (uint32_t g = 1; g < t->n_groups; g++) {
         uint32_t end = p->position[life->uses[groups[g].first + groups[g].n_uses - 1]];
-        tide__live_add(live, tide_place_key_before(groups[g].load_partition * p->partition_size),
+        tide__live_add(live, tide_place_key_before(tide__action_load_position(t, g)),
                        tide_place_key_at(end), t->aligned);
         cost->to_device += t->bytes;
     }
@@ -77,12 +77,12 @@ static enum tide_status swap_rewrite(const struct tide__action_tensor *t, struct
     cost->to_host += t->bytes;
     for (uint32_t g = 1; g < t->n_groups; g++) {
         uint32_t swap_in;
-        uint32_t load = t->groups[g].load_partition;
+        uint32_t at = tide__action_load_position(t, g);
         st = tide_place_add_memory_node(graph, TIDE_OP_SWAP_IN, "swapin",
                                         (struct tide_edge){swap_out, 0}, tensor, g, &swap_in, err);
         if (st == TIDE_OK)
-            st = tide_place_insertions_push(inserted, swap_in, load,
-                                            tide_place_key_before(load * p->partition_size), err);
+            st = tide_place_insertions_push(inserted, swap_in, at / p->partition_size,
+                                            tide_place_key_before(at), err);
         if (st != TIDE_OK)
             return st;
         tide__action_rewire(graph, life, &t->groups[g], tensor, (struct tide_edge){swap_in, 0});

@@ -46,6 +46,12 @@ struct tide__choice {
     uint32_t prefetch;
     bool recompute; /* the RECOMPUTE action may take far groups of cheap tensors (recompute.c) */
     bool no_swap;   /* SWAP takes nothing: a far group not recomputed is kept (checkpoint-sqrt) */
+    /*
+     * RECOMPUTE takes only tensors of at most this many aligned bytes (0: any
+     * size): a copy holds its tensor, its chain's links and its pulled
+     * inputs at once, which at tight budgets only small tensors can afford.
+     */
+    uint64_t recompute_limit;
 };
 
 /* Memory actions, generated from actions.def: TIDE__ACTION_KEEP, TIDE__ACTION_SWAP, ... */
@@ -129,6 +135,13 @@ struct tide__planner {
      * the uses of a producer's inputs while groups holds the tensor's own.
      */
     struct tide_use_group *input_groups;
+    /*
+     * Per use (indexed as use_writes), under a choice with RECOMPUTE: the
+     * earliest position at which a recomputed copy reads the far group that
+     * starts at that use, when that is before the group's own load
+     * (UINT32_MAX: none). Written by tide__recompute_pulls.
+     */
+    uint32_t *pulled;
     uint8_t *ends;       /* 4 * n_original + 4 keys: 1 where an interval of one tensor ends */
     uint32_t *ended;     /* those keys, to clear them */
     uint8_t *overwrites; /* per position: 1 when the node there writes over an input it frees */
@@ -336,6 +349,31 @@ const struct tide_tensor_life *tide__action_input_life(const struct tide__action
 void tide__action_rewire(struct tide_graph *graph, const struct tide_tensor_life *life,
                          const struct tide_use_group *g, struct tide_edge from,
                          struct tide_edge to);
+
+/*
+ * Where far group g of t is loaded (a SwapIn's position, the start of a
+ * partition): its load partition's start, or earlier where a recomputed
+ * copy of a later tensor reads it there (pl->pulled; recompute.c). Inline:
+ * every simulation asks it for every far group.
+ */
+static inline uint32_t tide__action_load_position(const struct tide__action_tensor *t, uint32_t g)
+{
+    const struct tide__planner *pl = t->pl;
+    uint32_t at = t->groups[g].load_partition * pl->part.partition_size;
+    if (t->choice->recompute) {
+        uint32_t use = (uint32_t)(t->life->uses - pl->part.tensors[0].uses) + t->groups[g].first;
+        if (pl->pulled[use] < at)
+            at = pl->pulled[use];
+    }
+    return at;
+}
+
+/*
+ * Fills pl->pulled for choice (recompute.c, "Pulled loads"): run before a
+ * simulation or a rewrite of a choice with RECOMPUTE, which read it through
+ * tide__action_load_position. Linear in the graph.
+ */
+void tide__recompute_pulls(const struct tide__planner *pl, const struct tide__choice *choice);
 
 /*
  * The memory actions on graph (the planner's or a clone, placement already

@@ -112,7 +112,9 @@ enum tide_vars_home {
  *   OFF   keep and swap only;
  *   AUTO  the search tries every candidate also with the RECOMPUTE action
  *         allowed (per tensor: a far group of a cheap tensor whose inputs
- *         are on the device there is made again, any other is swapped);
+ *         are on the device there, or loaded soon after and then pulled
+ *         ahead, is made again, any other is swapped), and with it limited
+ *         to tensors of at most a quarter, 1/16 or 1/64 of the budget;
  *   CHECKPOINT_SQRT  Chen et al.'s sqrt(n) checkpointing as a baseline:
  *         no swapping, a checkpoint every ~sqrt(n) partitions, the cheap
  *         tensors between checkpoints recomputed (swapper.c).

@@ -722,7 +722,43 @@ struct planned {
     struct tide_plan_report report; /* a copy, without the partitions */
     double step_ms;                 /* mean */
     uint32_t dropout_copies;        /* Dropouts the plan runs again (as DropoutGrad, recompute.c) */
+    uint32_t pulled_loads; /* SwapIns and Fetches a copy reads, pulled ahead of their own place */
 };
+
+/*
+ * The loads (SwapIn, Fetch) of g that a recompute copy reads and that run
+ * earlier than prefetch partitions before their first other reader: pulled
+ * up to the copy (recompute.c, "Pulled loads").
+ */
+static uint32_t count_pulled_loads(const struct tide_graph *g, uint32_t prefetch)
+{
+    int32_t *first = malloc(((size_t)g->n_nodes + 1) * sizeof(*first));
+    uint8_t *copy_reads = calloc((size_t)g->n_nodes + 1, 1);
+    assert_non_null(first);
+    assert_non_null(copy_reads);
+    for (uint32_t v = 0; v < g->n_nodes; v++)
+        first[v] = INT32_MAX;
+    for (uint32_t u = 0; u < g->n_nodes; u++) {
+        const struct tide_node *n = &g->nodes[u];
+        bool copy = n->subject != TIDE_NO_NODE && !(tide_op_info(n->op)->flags & TIDE_OP_F_MEMORY);
+        for (uint32_t i = 0; i < n->n_inputs; i++) {
+            uint32_t v = n->inputs[i].node;
+            if (copy)
+                copy_reads[v] = 1;
+            else if (n->partition < first[v])
+                first[v] = n->partition;
+        }
+    }
+    uint32_t pulled = 0;
+    for (uint32_t v = 0; v < g->n_nodes; v++) {
+        enum tide_op op = g->nodes[v].op;
+        pulled += (op == TIDE_OP_SWAP_IN || op == TIDE_OP_FETCH) && copy_reads[v] &&
+                  first[v] != INT32_MAX && (int64_t)g->nodes[v].partition + prefetch < first[v];
+    }
+    free(first);
+    free(copy_reads);
+    return pulled;
+}
 
 /*
  * Trains m for STEPS steps through a session under policy (budget_bytes
@@ -771,6 +807,7 @@ static void run_planned(const struct model *m, const struct batches *d,
         out->dropout_copies += g->nodes[v].op == TIDE_OP_DROPOUT_GRAD &&
                                g->nodes[v].subject != TIDE_NO_NODE &&
                                g->nodes[g->nodes[v].subject].op == TIDE_OP_DROPOUT;
+    out->pulled_loads = count_pulled_loads(g, report->chosen.prefetch_distance);
     variables_alloc(g, vars);
     for (uint32_t i = 0; i < vars->n; i++)
         check(tide_session_fetch(s, g->nodes[vars->ids[i]].name, vars->data + vars->offset[i],
@@ -1006,9 +1043,11 @@ static uint64_t smallest_budget(const struct model *m, const struct tide_memory_
  * the resident peak. Every run ends 5 steps with the all-resident run's
  * Variables, bit for bit, its measured high water equal to the prediction
  * and within the budget (run_planned); the recomputing plans make bytes
- * again, and checkpoint-sqrt swaps nothing. Returns the Dropouts run again.
+ * again, and checkpoint-sqrt swaps nothing. Returns the Dropouts run again;
+ * *pulled_loads gets the loads that copies pulled ahead (count_pulled_loads)
+ * in the plans of recompute auto.
  */
-static uint32_t recompute_transparency(struct model *m)
+static uint32_t recompute_transparency(struct model *m, uint32_t *pulled_loads)
 {
     struct batches d;
     batches_new(m, &d);
@@ -1017,6 +1056,7 @@ static uint32_t recompute_transparency(struct model *m)
     run_resident(m, &d, &want, &resident_peak);
     uint64_t recomputed = 0;
     uint32_t dropout_copies = 0;
+    *pulled_loads = 0;
     static const enum tide_recompute_mode modes[] = {TIDE_RECOMPUTE_AUTO,
                                                      TIDE_RECOMPUTE_CHECKPOINT_SQRT};
     /*
@@ -1054,10 +1094,13 @@ static uint32_t recompute_transparency(struct model *m)
             snprintf(what, sizeof(what), "%s, recompute %s, budget %" PRIu64, m->what,
                      i ? "checkpoint-sqrt" : "auto", budgets[b]);
             print_message("  %s (resident %" PRIu64 "): peak %" PRIu64 ", partition size %u, "
-                          "recomputed %.1f KiB, swapped out %.1f KiB, %.1f ms/step\n",
+                          "recomputed %.1f KiB (%u loads pulled), swapped out %.1f KiB, "
+                          "%.1f ms/step\n",
                           what, resident_peak, r.peak, r.report.chosen.partition_size,
-                          (double)r.report.recompute_bytes / 1024,
+                          (double)r.report.recompute_bytes / 1024, r.pulled_loads,
                           (double)r.report.swap_out_bytes / 1024, r.step_ms);
+            if (modes[i] == TIDE_RECOMPUTE_AUTO)
+                *pulled_loads += r.pulled_loads;
             assert_true(r.peak <= budgets[b]);
             if (modes[i] == TIDE_RECOMPUTE_CHECKPOINT_SQRT)
                 assert_int_equal(r.report.swap_out_bytes, 0);
@@ -1117,7 +1160,8 @@ static void test_recompute_transparency_cnn(void **state)
     (void)state;
     struct model m;
     model_cnn(&m);
-    recompute_transparency(&m);
+    uint32_t pulled;
+    recompute_transparency(&m, &pulled);
     model_free(&m);
 }
 
@@ -1126,7 +1170,10 @@ static void test_recompute_transparency_resnet(void **state)
     (void)state;
     struct model m;
     model_resnet(&m, 4, 16, 1);
-    recompute_transparency(&m);
+    /* At its smallest budget (partitions of one node) copies pull convolution outputs ahead. */
+    uint32_t pulled;
+    recompute_transparency(&m, &pulled);
+    assert_true(pulled > 0);
     model_free(&m);
 }
 
@@ -1140,7 +1187,8 @@ static void test_recompute_transparency_transformer(void **state)
     (void)state;
     struct model m;
     model_lm(&m, false);
-    assert_true(recompute_transparency(&m) > 0);
+    uint32_t pulled;
+    assert_true(recompute_transparency(&m, &pulled) > 0);
     model_free(&m);
 }
 

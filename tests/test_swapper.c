@@ -128,16 +128,18 @@ static struct tide_graph *long_skip(int64_t n)
     return g;
 }
 
-enum model { MODEL_CNN, MODEL_RESNET, MODEL_MLP };
+/* MODEL_RESNET38: tide-bench's ResNet-38 (32x32, width 16) at batch 16, for plans only. */
+enum model { MODEL_CNN, MODEL_RESNET, MODEL_MLP, MODEL_RESNET38 };
 
 /* A client model's training graph: serialized, imported and differentiated as the daemon does. */
 static struct tide_graph *model_graph(enum model model, enum tide_optimizer optimizer)
 {
     tide_builder *b = tide_builder_new();
     static const int64_t hidden[] = {256, 128};
-    tide_ref logits = model == MODEL_CNN      ? tide_model_cnn(b, 64, 1, 28, 28, 10)
-                      : model == MODEL_RESNET ? tide_model_resnet(b, 4, 3, 16, 10, 2, 8)
-                                              : tide_model_mlp(b, 32, 784, hidden, 2, 10);
+    tide_ref logits = model == MODEL_CNN        ? tide_model_cnn(b, 64, 1, 28, 28, 10)
+                      : model == MODEL_RESNET   ? tide_model_resnet(b, 4, 3, 16, 10, 2, 8)
+                      : model == MODEL_RESNET38 ? tide_model_resnet(b, 16, 3, 32, 10, 2, 16)
+                                                : tide_model_mlp(b, 32, 784, hidden, 2, 10);
     uint8_t *bytes = NULL;
     size_t len = 0;
     if (logits.id < 0 || tide_builder_serialize(b, &bytes, &len) != 0)
@@ -996,7 +998,8 @@ static void test_estimate_is_exact(void **state)
         for (int host = 0; host < 2; host++) {
             for (uint32_t t = 0; t <= 32; t = t ? t * 4 : 1) {
                 for (uint32_t pf = 0; pf <= 2; pf++) {
-                    struct tide__choice c = {host, t, t == 32 ? TIDE__NEVER : t, pf, false, false};
+                    struct tide__choice c = {host,  t, t == 32 ? TIDE__NEVER : t, pf, false,
+                                             false, 0};
                     struct tide__estimate e;
                     tide__estimate(&pl, &c, &e);
                     struct tide_graph *clone = tide_graph_clone(g);
@@ -1071,8 +1074,8 @@ static void test_actions_pick_and_rewrite(void **state)
     struct tide_use_group *groups = calloc((size_t)most_uses + 1, sizeof(*groups));
     assert_non_null(groups);
 
-    struct tide__choice never = {false, 1, TIDE__NEVER, 1, false, false};
-    struct tide__choice all = {false, 1, 0, 0, false, false};
+    struct tide__choice never = {false, 1, TIDE__NEVER, 1, false, false, 0};
+    struct tide__choice all = {false, 1, 0, 0, false, false, 0};
     uint32_t features = 0, swapped = 0, far_groups = 0;
     uint64_t swapped_bytes = 0, far_bytes = 0;
     for (uint32_t t = 0; t < pl.part.n_tensors; t++) {
@@ -1142,7 +1145,7 @@ static void test_action_input_life(void **state)
     struct tide__planner pl;
     struct tide_error err = {0};
     assert_int_equal(tide__planner_init(&pl, g, 4, &env, &err), TIDE_OK);
-    struct tide__choice c = {false, 1, 1, 1, false, false};
+    struct tide__choice c = {false, 1, 1, 1, false, false, 0};
     uint32_t checked = 0;
     for (uint32_t t = 0; t < pl.part.n_tensors; t++) {
         if (pl.kinds[t] != TIDE__TENSOR_FEATURE)
@@ -1314,7 +1317,7 @@ static void test_recompute_estimate_is_exact(void **state)
                 for (uint32_t t = 0; t <= 4; t = t ? t * 4 : 1) {
                     for (uint32_t pf = 0; pf <= 1; pf++) {
                         for (int no_swap = 0; no_swap < 2; no_swap++) {
-                            struct tide__choice c = {host, t, t, pf, true, no_swap};
+                            struct tide__choice c = {host, t, t, pf, true, no_swap, 0};
                             struct tide__estimate e;
                             tide__estimate(&pl, &c, &e);
                             struct tide_graph *clone = tide_graph_clone(g);
@@ -1365,7 +1368,7 @@ static void test_recompute_rewrite(void **state)
     assert_int_equal(tide__planner_init(&pl, g, 4, &env, &err), TIDE_OK);
     struct tide_use_group *groups = calloc((size_t)g->n_nodes + 1, sizeof(*groups));
     assert_non_null(groups);
-    struct tide__choice c = {false, 0, 0, 1, true, false};
+    struct tide__choice c = {false, 0, 0, 1, true, false, 0};
     uint8_t *taken = calloc(pl.part.n_tensors + 1, 1);
     uint32_t n_taken = 0, n_copies = 0;
     for (uint32_t t = 0; t < pl.part.n_tensors; t++) {
@@ -1560,6 +1563,85 @@ static void test_recompute_plans_fit(void **state)
     assert_true(total > 0);
 }
 
+/*
+ * Issue #11's recompute target on a model small enough for a test: planned
+ * for an H100 (a byte over PCIe costs about 1,000 FLOPs there) at 1.05 x
+ * its floor, recompute allowed, the ResNet's plan fits (predicted peak
+ * within the budget, as memplan places it) and makes cheap maps again
+ * rather than copying them: recompute_bytes > 0, and fewer bytes swapped in
+ * than the plan with recompute off at the same budget. Its copies read
+ * convolution outputs and BatchNorm parameters whose loads they pull ahead
+ * (recompute.c, "Pulled loads"): some SwapIn or Fetch runs before the
+ * partition where its group is first read.
+ */
+static void test_recompute_at_floor_h100(void **state)
+{
+    (void)state;
+    struct tide_plan_env env = cpu_env();
+    const struct tide_device_profile *h100 = tide_device_profile_named("h100");
+    assert_non_null(h100);
+    struct tide_graph *g = model_graph(MODEL_RESNET38, TIDE_OPTIMIZER_MOMENTUM);
+    struct tide_memory_policy policy = tide_memory_policy_default();
+    policy.profile = h100;
+    policy.budget_bytes = 4096;
+    struct tide_memory_plan plan;
+    struct tide_error err = {0};
+    struct tide_graph *h = tide_graph_clone(g);
+    assert_int_equal(tide_plan_memory(h, &policy, &env, &plan, &err), TIDE_DOES_NOT_FIT);
+    uint64_t floor = plan.report.floor_bytes;
+    assert_true(floor > 0);
+    tide_memory_plan_release(&plan);
+    tide_graph_free(h);
+    policy.budget_bytes = floor * 105 / 100;
+
+    uint64_t swapped_in[2];
+    for (int recompute = 0; recompute < 2; recompute++) {
+        policy.recompute = recompute ? TIDE_RECOMPUTE_AUTO : TIDE_RECOMPUTE_OFF;
+        h = tide_graph_clone(g);
+        if (tide_plan_memory(h, &policy, &env, &plan, &err) != TIDE_OK)
+            fail_msg("budget %" PRIu64 ": %s", policy.budget_bytes, err.message);
+        assert_true(plan.report.fits);
+        assert_true(plan.report.predicted_peak_bytes <= policy.budget_bytes);
+        assert_int_equal(plan.report.predicted_peak_bytes, plan.memplan.peak_bytes);
+        swapped_in[recompute] = plan.report.swap_in_bytes;
+        print_message(
+            "  resnet-38, h100, floor %" PRIu64 ", budget %" PRIu64 ", recompute %s: peak "
+            "%" PRIu64 ", partition size %u, recomputed %" PRIu64 ", swapped in %" PRIu64
+            ", predicted %.3f ms\n",
+            floor, policy.budget_bytes, recompute ? "auto" : "off",
+            plan.report.predicted_peak_bytes, plan.report.chosen.partition_size,
+            plan.report.recompute_bytes, plan.report.swap_in_bytes, plan.report.predicted_step_ms);
+        if (!recompute) {
+            assert_int_equal(plan.report.recompute_bytes, 0);
+        } else {
+            assert_true(plan.report.recompute_bytes > 0);
+            /* A load that runs before its readers' partition: pulled for a copy. */
+            uint32_t pulled = 0;
+            for (uint32_t v = g->n_nodes; v < h->n_nodes; v++) {
+                const struct tide_node *n = &h->nodes[v];
+                if (n->op != TIDE_OP_SWAP_IN && n->op != TIDE_OP_FETCH)
+                    continue;
+                int32_t first = INT32_MAX;
+                for (uint32_t u = 0; u < g->n_nodes; u++) {
+                    for (uint32_t i = 0; i < h->nodes[u].n_inputs; i++) {
+                        if (h->nodes[u].inputs[i].node == v && h->nodes[u].partition < first)
+                            first = h->nodes[u].partition;
+                    }
+                }
+                pulled += first != INT32_MAX && n->partition < first;
+            }
+            /* Without prefetch, a load that is not pulled runs in its first reader's partition. */
+            print_message("  %u loads pulled, prefetch %u\n", pulled,
+                          plan.report.chosen.prefetch_distance);
+            assert_true(plan.report.chosen.prefetch_distance > 0 || pulled > 0);
+        }
+        tide_memory_plan_release(&plan);
+        tide_graph_free(h);
+    }
+    assert_true(swapped_in[1] < swapped_in[0]);
+    tide_graph_free(g);
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -1605,6 +1687,7 @@ int main(void)
         cmocka_unit_test(test_recompute_estimate_is_exact),
         cmocka_unit_test(test_recompute_rewrite),
         cmocka_unit_test(test_recompute_plans_fit),
+        cmocka_unit_test(test_recompute_at_floor_h100),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
