@@ -166,8 +166,9 @@ static void usage(FILE *out)
             "  --host-budget BYTES      host memory a plan may use (host-homed variables, swap\n"
             "                           slots, staging); default 80 %% of RAM, 0: no limit\n"
             "  --policy swap|recompute|checkpoint-sqrt\n"
-            "                           plan, train, max, maxbatch: the memory actions (default\n"
-            "                           swap: keep or swap); recompute: also run cheap producers\n"
+            "                           plan, train, max, maxbatch: the memory actions (default:\n"
+            "                           recompute for a GPU's profile, swap for the CPU's); swap:\n"
+            "                           keep or swap only; recompute: also run cheap producers\n"
             "                           again before far uses, where that moves fewer bytes;\n"
             "                           checkpoint-sqrt: Chen et al.'s baseline, sqrt(n)-node\n"
             "                           segments, cheap maps used in a later one recomputed,\n"
@@ -989,7 +990,9 @@ struct tide_memory_policy tide_bench_memory_policy(const struct bench_options *o
         p.swap_threshold = (uint32_t)o->swap_threshold;
     if (o->prefetch >= 0)
         p.prefetch_distance = (uint32_t)o->prefetch;
-    if (o->policy && strcmp(o->policy, "recompute") == 0)
+    if (o->policy && strcmp(o->policy, "swap") == 0)
+        p.recompute = TIDE_RECOMPUTE_OFF;
+    else if (o->policy && strcmp(o->policy, "recompute") == 0)
         p.recompute = TIDE_RECOMPUTE_AUTO;
     else if (o->policy && strcmp(o->policy, "checkpoint-sqrt") == 0)
         p.recompute = TIDE_RECOMPUTE_CHECKPOINT_SQRT;
@@ -1050,7 +1053,7 @@ static int print_plan(const struct bench_options *o, const struct tide_plan_repo
            (double)r->fetch_bytes / mib, (double)r->write_back_bytes / mib,
            (double)r->host_bytes / mib);
     printf("recomputed per step: %.1f MiB, %.3f ms estimated (policy %s)\n",
-           (double)r->recompute_bytes / mib, r->recompute_ms, o->policy ? o->policy : "swap");
+           (double)r->recompute_bytes / mib, r->recompute_ms, o->policy ? o->policy : "device");
     printf("predicted peak %.2f MiB of a %.2f MiB budget: %s\n",
            (double)r->predicted_peak_bytes / mib, (double)r->budget_bytes / mib,
            r->fits ? "fits" : "does NOT fit");
@@ -1093,7 +1096,7 @@ static int print_plan(const struct bench_options *o, const struct tide_plan_repo
     tide_bench_json_set_uint(line, "trials", r->trials);
     tide_bench_json_set_fixed(line, "plan_ms", r->plan_ms, 1);
     tide_bench_json_set_fixed(line, "plan_cpu_ms", r->plan_cpu_ms, 1);
-    tide_bench_json_set_string(line, "policy", o->policy ? o->policy : "swap");
+    tide_bench_json_set_string(line, "policy", o->policy ? o->policy : "device");
     tide_bench_json_set_uint(line, "recompute_bytes", r->recompute_bytes);
     tide_bench_json_set_fixed(line, "recompute_ms", r->recompute_ms, 3);
     return tide_bench_json_print_line(line);

@@ -328,10 +328,10 @@ enum tide_status tided_spec_setup(const Tide__V1__JobSpec *spec, uint64_t budget
                                   "memory.vars_home: unknown value %d (want VARS_HOME_AUTO, "
                                   "VARS_HOME_HOST or VARS_HOME_DEVICE)",
                                   (int)m->vars_home);
-        if ((unsigned)m->recompute > 2)
+        if ((unsigned)m->recompute > 3)
             return tide_error_set(err, TIDE_INVALID,
-                                  "memory.recompute: unknown mode %d (want RECOMPUTE_OFF, "
-                                  "RECOMPUTE_AUTO or RECOMPUTE_CHECKPOINT_SQRT)",
+                                  "memory.recompute: unknown mode %d (want RECOMPUTE_DEVICE, "
+                                  "RECOMPUTE_AUTO, RECOMPUTE_CHECKPOINT_SQRT or RECOMPUTE_OFF)",
                                   (int)m->recompute);
         s->policy.recompute = (enum tide_recompute_mode)m->recompute;
         if (m->partition_size)

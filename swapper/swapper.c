@@ -774,11 +774,11 @@ static enum tide_status check_policy(const struct tide_memory_policy *p, struct 
                               "memory policy: vars_home is %d; want auto (0), host (1) or "
                               "device (2)",
                               (int)p->vars_home);
-    if (p->recompute != TIDE_RECOMPUTE_OFF && p->recompute != TIDE_RECOMPUTE_AUTO &&
-        p->recompute != TIDE_RECOMPUTE_CHECKPOINT_SQRT)
+    if (p->recompute != TIDE_RECOMPUTE_DEVICE && p->recompute != TIDE_RECOMPUTE_OFF &&
+        p->recompute != TIDE_RECOMPUTE_AUTO && p->recompute != TIDE_RECOMPUTE_CHECKPOINT_SQRT)
         return tide_error_set(err, TIDE_INVALID,
-                              "memory policy: recompute is %d; want off (0), auto (1) or "
-                              "checkpoint-sqrt (2)",
+                              "memory policy: recompute is %d; want device (0), auto (1), "
+                              "checkpoint-sqrt (2) or off (3)",
                               (int)p->recompute);
     return TIDE_OK;
 }
@@ -1144,6 +1144,15 @@ enum tide_status tide_plan_memory(struct tide_graph *graph, const struct tide_me
     enum tide_status st = check_policy(policy, err);
     if (st != TIDE_OK)
         return st;
+    /* DEVICE, the default, is AUTO or OFF by the device the plan is for (swapper.h). */
+    struct tide_memory_policy resolved = *policy;
+    if (resolved.recompute == TIDE_RECOMPUTE_DEVICE) {
+        bool gpu = policy->profile && !policy->profile->copies_share_compute;
+        resolved.recompute = gpu && policy->swap == TIDE_SWAP_AUTO && policy->autotune
+                                 ? TIDE_RECOMPUTE_AUTO
+                                 : TIDE_RECOMPUTE_OFF;
+    }
+    policy = &resolved;
     static const struct tide_plan_env no_env;
     double start = clock_ms(CLOCK_MONOTONIC), cpu = clock_ms(CLOCK_THREAD_CPUTIME_ID);
     st = plan(graph, policy, env ? env : &no_env, out, err);

@@ -109,6 +109,11 @@ enum tide_vars_home {
 /*
  * Whether the planner may recompute cheap feature maps instead of keeping
  * or swapping them (swapper/recompute.c):
+ *   DEVICE  the default: AUTO where the plan's device profile has copies
+ *         that do not share compute's cores (a GPU: a byte over PCIe costs
+ *         the time of ~1,000 FLOPs) and the search is automatic (swap auto,
+ *         autotune); OFF otherwise — on the CPU backend a copy is a memcpy,
+ *         so recomputing saves little, and trying it doubles the search;
  *   OFF   keep and swap only;
  *   AUTO  the search tries every candidate also with the RECOMPUTE action
  *         allowed (per tensor: a far group of a cheap tensor whose inputs
@@ -120,9 +125,10 @@ enum tide_vars_home {
  *         tensors between checkpoints recomputed (swapper.c).
  */
 enum tide_recompute_mode {
-    TIDE_RECOMPUTE_OFF = 0,
+    TIDE_RECOMPUTE_DEVICE = 0,
     TIDE_RECOMPUTE_AUTO = 1,
     TIDE_RECOMPUTE_CHECKPOINT_SQRT = 2,
+    TIDE_RECOMPUTE_OFF = 3,
 };
 
 /*
@@ -144,7 +150,7 @@ struct tide_memory_policy {
     uint32_t prefetch_distance; /* SwapIn/Fetch this many partitions before the consumer */
     enum tide_vars_home vars_home;
     bool autotune;              /* with swap auto: search threshold and prefetch */
-    enum tide_recompute_mode recompute; /* default OFF */
+    enum tide_recompute_mode recompute; /* default DEVICE */
     /*
      * The device the plan is for (swapper/timemodel.h), borrowed for the
      * call: autotune ranks the plans that fit by predicted step time, and

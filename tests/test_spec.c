@@ -323,10 +323,10 @@ static void test_bad_memory_fields(void **state)
     f->memory.vars_home = (Tide__V1__VarsHome)3;
     expect_setup_error(&f->spec, TIDE_INVALID, "memory.vars_home: unknown value 3");
     f->memory.vars_home = TIDE__V1__VARS_HOME__VARS_HOME_AUTO;
-    f->memory.recompute = (Tide__V1__RecomputeMode)3;
+    f->memory.recompute = (Tide__V1__RecomputeMode)4;
     expect_setup_error(&f->spec, TIDE_INVALID,
-                       "memory.recompute: unknown mode 3 (want RECOMPUTE_OFF, RECOMPUTE_AUTO or "
-                       "RECOMPUTE_CHECKPOINT_SQRT)");
+                       "memory.recompute: unknown mode 4 (want RECOMPUTE_DEVICE, RECOMPUTE_AUTO, "
+                       "RECOMPUTE_CHECKPOINT_SQRT or RECOMPUTE_OFF)");
 }
 
 static void test_bad_feeds_and_graph(void **state)

@@ -1639,6 +1639,39 @@ static void test_recompute_at_floor_h100(void **state)
         tide_graph_free(h);
     }
     assert_true(swapped_in[1] < swapped_in[0]);
+
+    /*
+     * The default (DEVICE) is AUTO for h100, whose copies do not share
+     * compute: the same plan's bytes recomputed; for a profile whose copies
+     * do (the CPU backend's) and whenever swap is not automatic, it is OFF.
+     */
+    struct tide_device_profile shares = *h100;
+    shares.copies_share_compute = true;
+    static const struct {
+        bool share;
+        enum tide_swap_mode swap;
+        bool recomputes;
+    } defaults[] = {{false, TIDE_SWAP_AUTO, true}, {true, TIDE_SWAP_AUTO, false},
+                    {false, TIDE_SWAP_ON, false}};
+    for (size_t i = 0; i < sizeof(defaults) / sizeof(defaults[0]); i++) {
+        struct tide_memory_policy by_device = tide_memory_policy_default();
+        assert_int_equal(by_device.recompute, TIDE_RECOMPUTE_DEVICE);
+        by_device.profile = defaults[i].share ? &shares : h100;
+        by_device.swap = defaults[i].swap;
+        by_device.budget_bytes = defaults[i].swap == TIDE_SWAP_AUTO ? policy.budget_bytes : 0;
+        h = tide_graph_clone(g);
+        if (tide_plan_memory(h, &by_device, &env, &plan, &err) != TIDE_OK)
+            fail_msg("default policy, case %zu: %s", i, err.message);
+        print_message("  default policy, copies %s compute, swap %d: recomputed %" PRIu64 "\n",
+                      defaults[i].share ? "share" : "do not share", (int)defaults[i].swap,
+                      plan.report.recompute_bytes);
+        if (defaults[i].recomputes)
+            assert_true(plan.report.recompute_bytes > 0);
+        else
+            assert_int_equal(plan.report.recompute_bytes, 0);
+        tide_memory_plan_release(&plan);
+        tide_graph_free(h);
+    }
     tide_graph_free(g);
 }
 

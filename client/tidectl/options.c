@@ -469,10 +469,12 @@ int tidectl_parse_options(int argc, char **argv, const struct tidectl_verb *verb
             break;
         }
         case TIDECTL_OPT_POLICY: {
+            /* tide.v1.RecomputeMode's numbers: swap is RECOMPUTE_OFF (3). */
             static const char *const policies[] = {"swap", "recompute", "checkpoint-sqrt", NULL};
+            static const int modes[] = {3, 1, 2};
             if (parse_enum(name, "policy", optarg, policies, &e))
                 return TIDECTL_EXIT_USAGE;
-            o->recompute = (int)e;
+            o->recompute = modes[e];
             break;
         }
         case TIDECTL_OPT_OPTIMIZER: {

@@ -217,9 +217,10 @@ enum tidectl_option_id {
     "  --vars-home auto|host|device\n"                                                             \
     "                           Where Variables live between uses (default auto).\n"               \
     "  --policy swap|recompute|checkpoint-sqrt\n"                                                  \
-    "                           Memory actions: keep or swap (default); recompute, which also\n"   \
-    "                           runs cheap producers again before far uses where that moves\n"     \
+    "                           Memory actions: keep or swap; recompute, which also runs\n"       \
+    "                           cheap producers again before far uses where that moves\n"         \
     "                           fewer bytes; or sqrt(n) checkpointing without swapping.\n"         \
+    "                           Default: recompute on a GPU, swap on the CPU backend.\n"          \
     "  --optimizer NAME         sgd (default for --onnx), momentum (default, 0.9; adam for\n"      \
     "                           lstm, transformer and moe) or adam.\n"                            \
     "  --lr X                   Learning rate (default 0.05 sgd, 0.02 momentum, 0.001 adam;\n"     \

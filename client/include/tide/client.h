@@ -249,9 +249,10 @@ struct tide_job_spec {
     bool autotune; /* search threshold and prefetch by simulation; default true */
     /*
      * The memory actions beyond keep and swap; the numbers are
-     * tide.v1.RecomputeMode's: 0 keep or swap only (default), 1 recompute
-     * cheap feature maps where that moves fewer bytes, 2 Chen et al.'s
-     * sqrt(n) checkpointing (no swapping).
+     * tide.v1.RecomputeMode's: 0 by the device (default: 1 on a GPU, 3 on
+     * the CPU backend), 1 recompute cheap feature maps where that moves
+     * fewer bytes, 2 Chen et al.'s sqrt(n) checkpointing (no swapping),
+     * 3 keep or swap only.
      */
     int recompute;
 
