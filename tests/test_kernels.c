@@ -397,6 +397,12 @@ static void test_broadcast_to_and_add_n(void **state)
     node_init(&t, TIDE_OP_ADD_N, "addn");
     run(&t, ins, 3, &sum, 1);
     expect_closef("add_n", s, want, 4, 0);
+    /* Two terms (one pass) and one (a copy). */
+    const float want2[4] = {11, 22, 33, 44};
+    run(&t, ins, 2, &sum, 1);
+    expect_closef("add_n of 2", s, want2, 4, 0);
+    run(&t, ins, 1, &sum, 1);
+    expect_closef("add_n of 1", s, a, 4, 0);
 }
 
 static void test_bias_add(void **state)
