@@ -397,6 +397,12 @@ static void test_broadcast_to_and_add_n(void **state)
     node_init(&t, TIDE_OP_ADD_N, "addn");
     run(&t, ins, 3, &sum, 1);
     expect_closef("add_n", s, want, 4, 0);
+    /* Two terms (one pass) and one (a copy). */
+    const float want2[4] = {11, 22, 33, 44};
+    run(&t, ins, 2, &sum, 1);
+    expect_closef("add_n of 2", s, want2, 4, 0);
+    run(&t, ins, 1, &sum, 1);
+    expect_closef("add_n of 1", s, a, 4, 0);
 }
 
 static void test_bias_add(void **state)
@@ -1233,6 +1239,36 @@ static void test_batch_norm(void **state)
     const double inv2[2] = {1 / sqrt(8.0 / 3 + 1e-3), 1 / sqrt(14.0 / 3 + 1e-3)};
     expect_close("bn mean 2d", mean, mean2, 2, 1e-7, 0);
     expect_close("bn inv_std 2d", inv_std, inv2, 2, 1e-6, 0);
+
+    /*
+     * Runs long enough for the float lanes, several stretches of them and a
+     * tail (1,443 elements a run: 90 blocks of 16, flushed after 32, 64 and
+     * 90, and 3 left over), on values of 1000 + [-1, 1): the statistics
+     * hold within 1e-6 of double's.
+     */
+    enum { N = 3, C = 2, H = 37, W = 39, HW = H * W, TOTAL = N * C * HW };
+    float *x3 = falloc(TOTAL), *y3 = falloc(TOTAL);
+    fill(x3, TOTAL, 33);
+    for (int i = 0; i < TOTAL; i++)
+        x3[i] += 1000;
+    in[0] = fview(x3, 4, DIMS(N, C, H, W));
+    out[0] = fview(y3, 4, DIMS(N, C, H, W));
+    run(&t, in, 3, out, 3);
+    double mean3[C], inv3[C];
+    for (int c = 0; c < C; c++) {
+        double s = 0, sq = 0;
+        for (int n = 0; n < N; n++)
+            for (int j = 0; j < HW; j++)
+                s += x3[(n * C + c) * HW + j];
+        mean3[c] = s / (N * HW);
+        for (int n = 0; n < N; n++)
+            for (int j = 0; j < HW; j++)
+                sq += pow(x3[(n * C + c) * HW + j] - mean3[c], 2);
+        inv3[c] = 1 / sqrt(sq / (N * HW) + 1e-3);
+    }
+    expect_close("bn mean lanes", mean, mean3, C, 1e-7, 0);
+    expect_close("bn inv_std lanes", inv_std, inv3, C, 1e-6, 0);
+    free(x3), free(y3);
 }
 
 static void test_batch_norm_grad(void **state)
