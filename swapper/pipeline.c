@@ -88,6 +88,22 @@ static void classify(struct tide__planner *pl)
     }
 }
 
+/*
+ * The length of arrays indexed like the partitioning's uses (use_writes,
+ * use_overwrites, pulled: a tensor's uses start at its uses minus the first
+ * tensor's). The tensors carve one array in order of production, counting
+ * every input edge (partitioner.c), and a node that reads one tensor twice
+ * (Mul(x, x)) keeps one use of its two slots: the array has gaps, so the
+ * sum of n_uses is short of the span.
+ */
+static size_t use_span(const struct tide_partitioning *part)
+{
+    if (part->n_tensors == 0)
+        return 0;
+    const struct tide_tensor_life *last = &part->tensors[part->n_tensors - 1];
+    return (size_t)(last->uses - part->tensors[0].uses) + last->n_uses;
+}
+
 enum tide_status tide__planner_init(struct tide__planner *pl, struct tide_graph *graph,
                                     uint32_t partition_size, const struct tide_plan_env *env,
                                     struct tide_error *err)
@@ -115,9 +131,7 @@ enum tide_status tide__planner_init(struct tide__planner *pl, struct tide_graph 
     pl->tensor_bytes = malloc(((size_t)pl->part.n_tensors + 1) * sizeof(*pl->tensor_bytes));
     pl->tensor_aligned = malloc(((size_t)pl->part.n_tensors + 1) * sizeof(*pl->tensor_aligned));
     pl->workspace_at = malloc(((size_t)n + 1) * sizeof(*pl->workspace_at));
-    size_t n_uses = 0;
-    for (uint32_t t = 0; t < pl->part.n_tensors; t++)
-        n_uses += pl->part.tensors[t].n_uses;
+    size_t n_uses = use_span(&pl->part);
     pl->use_writes = calloc(n_uses + 1, 1);
     pl->use_overwrites = calloc(n_uses + 1, 1);
     pl->pulled = malloc((n_uses + 1) * sizeof(*pl->pulled));
@@ -181,9 +195,9 @@ enum tide_status tide__planner_init_from(struct tide__planner *pl, const struct 
     enum tide_status st = tide_partition_resize(&base->part, partition_size, &pl->part, err);
     if (st != TIDE_OK)
         return st;
-    size_t n = base->n_original, n_tensors = base->part.n_tensors, n_uses = 0, most_uses = 0;
+    size_t n = base->n_original, n_tensors = base->part.n_tensors;
+    size_t n_uses = use_span(&base->part), most_uses = 0;
     for (uint32_t t = 0; t < n_tensors; t++) {
-        n_uses += base->part.tensors[t].n_uses;
         most_uses = base->part.tensors[t].n_uses > most_uses ? base->part.tensors[t].n_uses
                                                              : most_uses;
     }
