@@ -7,8 +7,9 @@
  * FLOPs over the profile's GEMM rate and its bytes over the streaming
  * bandwidth. The CPU backend's kernels miss both by an amount that depends
  * on the op more than on the shape: BatchNorm and its gradient walk each
- * channel's map several times with per-channel reductions and take 2.5 to
- * 3.5 times the streaming-add time of their bytes, and the convolutions'
+ * channel's map more than once with per-channel reductions and take a few
+ * times the streaming-add time of their bytes (2.5 to 3.5 times before
+ * their kernels prefetched each channel's runs), and the convolutions'
  * patch matrices and three GEMM shapes reach other fractions of the one
  * sgemm shape the profile measures. One rate for every op under-predicted
  * ResNet-38's step by a quarter to a third (docs/benchmarks.md).
