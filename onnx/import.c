@@ -149,6 +149,33 @@ static int failf(struct ctx *c, const char *fmt, ...)
     return -1;
 }
 
+/*
+ * ONNX assigns each value once. A node whose output is also one of its own
+ * inputs, or which names one output twice, would have a value replaced
+ * (define frees it) while it still reads or writes it: refused, naming the
+ * output and the input. An empty name is an optional output left out.
+ */
+static int check_output_names(struct ctx *c, const Onnx__NodeProto *n)
+{
+    for (size_t k = 0; k < n->n_output; k++) {
+        const char *out = n->output[k];
+        if (!out || !*out)
+            continue;
+        for (size_t i = 0; i < n->n_input; i++) {
+            if (n->input[i] && strcmp(n->input[i], out) == 0)
+                return failf(c, "output %zu \"%s\" is also its input %zu (ONNX assigns each value "
+                                "once)",
+                             k, out, i);
+        }
+        for (size_t j = 0; j < k; j++) {
+            if (n->output[j] && strcmp(n->output[j], out) == 0)
+                return failf(c, "outputs %zu and %zu are both \"%s\" (ONNX assigns each value once)",
+                             j, k, out);
+        }
+    }
+    return 0;
+}
+
 /* After a builder call: its error, if any, as the node's. */
 static int check_builder(struct ctx *c, tide_ref r)
 {
@@ -3197,8 +3224,10 @@ static int import_model(struct ctx *c, const Onnx__ModelProto *m, struct tide_on
             rc = failf(c, "op %s is not supported", n->op_type ? n->op_type : "(none)");
         else if (n->n_output == 0)
             rc = failf(c, "no outputs");
-        else
+        else if (check_output_names(c, n) == 0)
             rc = fn(c);
+        else
+            rc = -1;
     }
     if (rc != 0) {
         tide_builder_pop_scope(c->b);
