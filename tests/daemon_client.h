@@ -23,6 +23,7 @@
 
 #include "daemon_child.h"
 #include "tide/client.h"
+#include "tide/graph.h"
 
 /* The longest a test waits for a job's state (a hang, not a timing). */
 #define TIDE_TEST_STATE_DEADLINE_S 120.0
@@ -39,6 +40,37 @@ tide_client *tide_test_connect(const struct tide_test_daemon *d, uint32_t stream
 /* Polls Get every poll_ms until job_id is in state; fails after TIDE_TEST_STATE_DEADLINE_S. */
 void tide_test_wait_for_state(tide_client *c, const char *job_id, enum tide_job_state state,
                               struct tide_job_info *job, long poll_ms);
+
+/*
+ * The small job the daemon tests train (test_lifecycle, test_queue,
+ * test_devices): an MLP of one hidden layer of 16 over 8 x 8 images in
+ * 4 classes, batch 16, serialized.
+ */
+#define TIDE_TEST_MLP_SIDE    8
+#define TIDE_TEST_MLP_CLASSES 4
+#define TIDE_TEST_MLP_BATCH   16
+
+struct tide_test_mlp {
+    uint8_t *bytes;
+    size_t len;
+    int64_t image_dims[TIDE_BUILDER_MAX_RANK];
+    int32_t image_rank;
+};
+
+/* Builds the MLP into m (free m->bytes with free). */
+void tide_test_mlp_build(struct tide_test_mlp *m);
+
+/* A momentum job of m named name, lr 0.05, seed 7, of budget bytes (0: the daemon's default). */
+void tide_test_mlp_spec(const struct tide_test_mlp *m, const char *name, uint64_t budget,
+                        struct tide_job_spec *spec);
+
+/* Every Variable of job id (at least one), read back with ReadVariables. */
+tide_variables *tide_test_read_variables(tide_client *c, const char *id);
+
+/* Fails unless a and b hold the same step and the same Variables, bit for bit, naming what moved.
+ */
+void tide_test_assert_same_variables(const tide_variables *a, const tide_variables *b,
+                                     const char *after);
 
 /* Asserts that call returned 0, printing the client's error otherwise. */
 #define CHECK_OK(c, call)                                                                          \

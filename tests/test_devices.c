@@ -53,9 +53,9 @@
 #define MIB (UINT64_C(1) << 20)
 
 /* The small model: 1 x 8 x 8 images in 4 classes, an MLP of 16 hidden units. */
-#define SIDE    8
-#define CLASSES 4
-#define BATCH   16
+#define SIDE    TIDE_TEST_MLP_SIDE
+#define CLASSES TIDE_TEST_MLP_CLASSES
+#define BATCH   TIDE_TEST_MLP_BATCH
 
 /* The longest a test waits for the daemon or a trainer (a hang, not a timing). */
 #define DEADLINE_S 120.0
@@ -114,41 +114,6 @@ static struct json_object *json_status(const struct tide_test_daemon *d)
  * The model
  * ========================================================================== */
 
-struct model {
-    uint8_t *bytes;
-    size_t len;
-    int64_t image_dims[TIDE_BUILDER_MAX_RANK];
-    int32_t image_rank;
-};
-
-static void build_model(struct model *m)
-{
-    memset(m, 0, sizeof(*m));
-    tide_builder *b = tide_builder_new();
-    assert_non_null(b);
-    int64_t hidden[1] = {16};
-    tide_ref logits = tide_model_mlp(b, BATCH, SIDE * SIDE, hidden, 1, CLASSES);
-    if (logits.id < 0)
-        fail_msg("building the model: %s", tide_builder_error(b));
-    tide_ref images = tide_builder_find(b, TIDE_MODEL_IMAGES);
-    assert_int_equal(tide_builder_shape(b, images, m->image_dims, &m->image_rank), 0);
-    assert_int_equal(tide_builder_serialize(b, &m->bytes, &m->len), 0);
-    tide_builder_free(b);
-}
-
-static void make_spec(const struct model *m, const char *name, uint64_t budget,
-                      struct tide_job_spec *spec)
-{
-    tide_job_spec_init(spec);
-    spec->name = name;
-    spec->graph = m->bytes;
-    spec->graph_len = m->len;
-    spec->budget_bytes = budget;
-    spec->optimizer = TIDE_JOB_OPTIMIZER_MOMENTUM;
-    spec->learning_rate = 0.05f;
-    spec->seed = 7;
-}
-
 /* Submits spec; the job's id into id, its device returned. */
 static uint32_t submit(tide_client *c, const struct tide_job_spec *spec, char *id)
 {
@@ -159,7 +124,7 @@ static uint32_t submit(tide_client *c, const struct tide_job_spec *spec, char *i
 }
 
 struct feeder {
-    const struct model *m;
+    const struct tide_test_mlp *m;
     tide_dataset *ds;
     tide_dataset_iter *it;
     int64_t steps_left;
@@ -167,7 +132,7 @@ struct feeder {
     bool bad_loss;
 };
 
-static void feeder_init(struct feeder *f, const struct model *m, uint64_t seed)
+static void feeder_init(struct feeder *f, const struct tide_test_mlp *m, uint64_t seed)
 {
     memset(f, 0, sizeof(*f));
     f->m = m;
@@ -225,29 +190,6 @@ static void train_steps(tide_client *c, const char *id, struct feeder *f, int64_
     assert_false(f->bad_loss);
 }
 
-static tide_variables *read_all(tide_client *c, const char *id)
-{
-    tide_variables *v = NULL;
-    CHECK_OK(c, tide_client_read_variables(c, id, NULL, 0, &v));
-    assert_true(tide_variables_count(v) > 0);
-    return v;
-}
-
-static void assert_same_variables(const tide_variables *a, const tide_variables *b)
-{
-    assert_int_equal(tide_variables_step(a), tide_variables_step(b));
-    assert_int_equal(tide_variables_count(a), tide_variables_count(b));
-    for (size_t i = 0; i < tide_variables_count(a); i++) {
-        const struct tide_tensor *x = tide_variables_at(a, i);
-        const struct tide_tensor *y = tide_variables_find(b, x->name);
-        if (!y)
-            fail_msg("variable %s is missing", x->name);
-        assert_int_equal(x->bytes, y->bytes);
-        if (memcmp(x->data, y->data, x->bytes) != 0)
-            fail_msg("variable %s differs after moving to another device", x->name);
-    }
-}
-
 /* Waits for a background tidectl; its exit code. */
 static int wait_trainer(pid_t pid)
 {
@@ -293,11 +235,11 @@ static void test_status_lists_devices(void **state)
     static const char *const extra[] = {TWO_DEVICES, NULL};
     struct tide_test_daemon *d = tide_test_start_daemon("devices-status", extra);
     tide_client *c = tide_test_connect(d, 120000);
-    struct model m;
-    build_model(&m);
+    struct tide_test_mlp m;
+    tide_test_mlp_build(&m);
     struct tide_job_spec spec;
     char id[TIDE_JOB_ID_MAX];
-    make_spec(&m, "on-one", 40 * MIB, &spec);
+    tide_test_mlp_spec(&m, "on-one", 40 * MIB, &spec);
     uint32_t device = submit(c, &spec, id);
     assert_int_equal(device, 0); /* both empty: best fit ties, the lower index wins */
     struct feeder f;
@@ -334,7 +276,7 @@ static void test_status_lists_devices(void **state)
     json_object_put(status);
 
     /* No budget above one device fits, though the two together have room. */
-    make_spec(&m, "too-big", 80 * MIB, &spec);
+    tide_test_mlp_spec(&m, "too-big", 80 * MIB, &spec);
     struct tide_job_info job;
     CHECK_CODE(c, tide_client_submit(c, &spec, &job), TIDE_CODE_RESOURCE_EXHAUSTED,
                "83886080 bytes", "largest job budget, 67108864 bytes");
@@ -357,16 +299,16 @@ static void test_two_jobs_two_devices(void **state)
     tide_client *c = tide_test_connect(d, 120000);
 
     /* Held by libtide first: the placement and the refusal, without timing. */
-    struct model m;
-    build_model(&m);
+    struct tide_test_mlp m;
+    tide_test_mlp_build(&m);
     struct tide_job_spec spec;
     char a[TIDE_JOB_ID_MAX], b[TIDE_JOB_ID_MAX];
-    make_spec(&m, "a", 48 * MIB, &spec);
+    tide_test_mlp_spec(&m, "a", 48 * MIB, &spec);
     uint32_t device_a = submit(c, &spec, a);
-    make_spec(&m, "b", 48 * MIB, &spec);
+    tide_test_mlp_spec(&m, "b", 48 * MIB, &spec);
     uint32_t device_b = submit(c, &spec, b);
     assert_int_not_equal(device_a, device_b);
-    make_spec(&m, "c", 48 * MIB, &spec);
+    tide_test_mlp_spec(&m, "c", 48 * MIB, &spec);
     struct tide_job_info job;
     /* A third fits neither device now: it waits in the queue (#14 item 2), and is cancelled. */
     char queued[TIDE_JOB_ID_MAX];
@@ -437,15 +379,15 @@ static void test_best_fit(void **state)
     static const char *const extra[] = {TWO_DEVICES, NULL};
     struct tide_test_daemon *d = tide_test_start_daemon("devices-fit", extra);
     tide_client *c = tide_test_connect(d, 120000);
-    struct model m;
-    build_model(&m);
+    struct tide_test_mlp m;
+    tide_test_mlp_build(&m);
     struct tide_job_spec spec;
     char id[TIDE_JOB_ID_MAX];
-    make_spec(&m, "big", 48 * MIB, &spec);
+    tide_test_mlp_spec(&m, "big", 48 * MIB, &spec);
     assert_int_equal(submit(c, &spec, id), 0);
-    make_spec(&m, "small", 16 * MIB, &spec);
+    tide_test_mlp_spec(&m, "small", 16 * MIB, &spec);
     assert_int_equal(submit(c, &spec, id), 0);
-    make_spec(&m, "big-too", 48 * MIB, &spec);
+    tide_test_mlp_spec(&m, "big-too", 48 * MIB, &spec);
     assert_int_equal(submit(c, &spec, id), 1);
 
     struct tide_daemon_status s;
@@ -468,18 +410,18 @@ static void test_asked_device(void **state)
     static const char *const extra[] = {TWO_DEVICES, NULL};
     struct tide_test_daemon *d = tide_test_start_daemon("devices-ask", extra);
     tide_client *c = tide_test_connect(d, 120000);
-    struct model m;
-    build_model(&m);
+    struct tide_test_mlp m;
+    tide_test_mlp_build(&m);
     struct tide_job_spec spec;
     char id[TIDE_JOB_ID_MAX];
     struct tide_job_info job;
 
-    make_spec(&m, "on-one", 48 * MIB, &spec);
+    tide_test_mlp_spec(&m, "on-one", 48 * MIB, &spec);
     spec.has_device = true;
     spec.device = 1;
     assert_int_equal(submit(c, &spec, id), 1);
     /* Device 1 has 16 MiB left: asking for it again does not fit, though device 0 is empty. */
-    make_spec(&m, "on-one-too", 48 * MIB, &spec);
+    tide_test_mlp_spec(&m, "on-one-too", 48 * MIB, &spec);
     spec.has_device = true;
     spec.device = 1;
     char queued[TIDE_JOB_ID_MAX];
@@ -489,12 +431,12 @@ static void test_asked_device(void **state)
     CHECK_OK(c, tide_client_cancel(c, queued, &job));
     assert_int_equal(job.state, TIDE_JOB_CANCELLED);
     /* A budget larger than the asked device is refused at once: it would never leave the queue. */
-    make_spec(&m, "too-big", 65 * MIB, &spec);
+    tide_test_mlp_spec(&m, "too-big", 65 * MIB, &spec);
     spec.has_device = true;
     spec.device = 1;
     CHECK_CODE(c, tide_client_submit(c, &spec, &job), TIDE_CODE_RESOURCE_EXHAUSTED,
                "is more than the largest job budget, 67108864 bytes (64 MiB)");
-    make_spec(&m, "on-one-too", 48 * MIB, &spec);
+    tide_test_mlp_spec(&m, "on-one-too", 48 * MIB, &spec);
     spec.has_device = true;
     spec.device = 5;
     CHECK_CODE(c, tide_client_submit(c, &spec, &job), TIDE_CODE_INVALID_ARGUMENT,
@@ -546,22 +488,22 @@ static void test_park_moves_device_bit_identical(void **state)
     static const char *const extra[] = {TWO_DEVICES, "--idle-timeout", "1", NULL};
     struct tide_test_daemon *d = tide_test_start_daemon("devices-park", extra);
     tide_client *c = tide_test_connect(d, 120000);
-    struct model m;
-    build_model(&m);
+    struct tide_test_mlp m;
+    tide_test_mlp_build(&m);
     struct tide_job_spec spec;
     enum { N = 6, K = 2 };
     struct feeder f;
 
     char straight[TIDE_JOB_ID_MAX], moved[TIDE_JOB_ID_MAX];
-    make_spec(&m, "straight", 48 * MIB, &spec);
+    tide_test_mlp_spec(&m, "straight", 48 * MIB, &spec);
     submit(c, &spec, straight);
     feeder_init(&f, &m, 11);
     train_steps(c, straight, &f, N);
     feeder_free(&f);
-    tide_variables *want = read_all(c, straight);
+    tide_variables *want = tide_test_read_variables(c, straight);
     CHECK_OK(c, tide_client_cancel(c, straight, NULL)); /* its budget back */
 
-    make_spec(&m, "moved", 48 * MIB, &spec);
+    tide_test_mlp_spec(&m, "moved", 48 * MIB, &spec);
     assert_int_equal(submit(c, &spec, moved), 0);
     feeder_init(&f, &m, 11);
     train_steps(c, moved, &f, K);
@@ -599,8 +541,8 @@ static void test_park_moves_device_bit_identical(void **state)
     CHECK_OK(c, tide_client_get(c, moved, &job));
     assert_int_equal(job.device, 1);
     assert_int_equal(job.steps, N);
-    tide_variables *got = read_all(c, moved);
-    assert_same_variables(want, got);
+    tide_variables *got = tide_test_read_variables(c, moved);
+    tide_test_assert_same_variables(want, got, "after moving to another device");
     tide_variables_free(want);
     tide_variables_free(got);
 
@@ -659,11 +601,11 @@ static void test_metrics_per_device(void **state)
         fail_msg("tided did not start");
     }
     tide_client *c = tide_test_connect(d, 120000);
-    struct model m;
-    build_model(&m);
+    struct tide_test_mlp m;
+    tide_test_mlp_build(&m);
     struct tide_job_spec spec;
     char id[TIDE_JOB_ID_MAX];
-    make_spec(&m, "on-one", 48 * MIB, &spec);
+    tide_test_mlp_spec(&m, "on-one", 48 * MIB, &spec);
     spec.has_device = true;
     spec.device = 1;
     assert_int_equal(submit(c, &spec, id), 1);

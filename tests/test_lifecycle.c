@@ -64,9 +64,9 @@
 #define MIB (UINT64_C(1) << 20)
 
 /* The small model: 1 x 8 x 8 images in 4 classes, an MLP of 16 hidden units. */
-#define SIDE    8
-#define CLASSES 4
-#define BATCH   16
+#define SIDE    TIDE_TEST_MLP_SIDE
+#define CLASSES TIDE_TEST_MLP_CLASSES
+#define BATCH   TIDE_TEST_MLP_BATCH
 
 /* The longest a test waits for the daemon's cron to act (a hang, not a timing). */
 #define DEADLINE_S 60.0
@@ -92,42 +92,6 @@ static uint64_t reserved_bytes(tide_client *c)
  * The model and its batches
  * ========================================================================== */
 
-struct model {
-    uint8_t *bytes;
-    size_t len;
-    int64_t image_dims[TIDE_BUILDER_MAX_RANK];
-    int32_t image_rank;
-};
-
-static void build_model(struct model *m)
-{
-    memset(m, 0, sizeof(*m));
-    tide_builder *b = tide_builder_new();
-    assert_non_null(b);
-    int64_t hidden[1] = {16};
-    tide_ref logits = tide_model_mlp(b, BATCH, SIDE * SIDE, hidden, 1, CLASSES);
-    if (logits.id < 0)
-        fail_msg("building the model: %s", tide_builder_error(b));
-    tide_ref images = tide_builder_find(b, TIDE_MODEL_IMAGES);
-    assert_int_equal(tide_builder_shape(b, images, m->image_dims, &m->image_rank), 0);
-    assert_int_equal(tide_builder_serialize(b, &m->bytes, &m->len), 0);
-    tide_builder_free(b);
-}
-
-/* A momentum job of budget bytes (0: the daemon's default budget). */
-static void make_spec(const struct model *m, const char *name, uint64_t budget,
-                      struct tide_job_spec *spec)
-{
-    tide_job_spec_init(spec);
-    spec->name = name;
-    spec->graph = m->bytes;
-    spec->graph_len = m->len;
-    spec->budget_bytes = budget;
-    spec->optimizer = TIDE_JOB_OPTIMIZER_MOMENTUM;
-    spec->learning_rate = 0.05f;
-    spec->seed = 7;
-}
-
 static void submit(tide_client *c, const struct tide_job_spec *spec, char *id)
 {
     struct tide_job_info job;
@@ -137,7 +101,7 @@ static void submit(tide_client *c, const struct tide_job_spec *spec, char *id)
 
 /* Batches of a synthetic dataset, the same sequence for every feeder of the same seed. */
 struct feeder {
-    const struct model *m;
+    const struct tide_test_mlp *m;
     tide_dataset *ds;
     tide_dataset_iter *it;
     int64_t steps_left;
@@ -146,7 +110,7 @@ struct feeder {
     bool bad_loss;
 };
 
-static void feeder_init(struct feeder *f, const struct model *m, uint64_t seed)
+static void feeder_init(struct feeder *f, const struct tide_test_mlp *m, uint64_t seed)
 {
     memset(f, 0, sizeof(*f));
     f->m = m;
@@ -207,29 +171,6 @@ static void train_steps(tide_client *c, const char *id, struct feeder *f, int64_
     assert_false(f->bad_loss);
 }
 
-static tide_variables *read_all(tide_client *c, const char *id)
-{
-    tide_variables *v = NULL;
-    CHECK_OK(c, tide_client_read_variables(c, id, NULL, 0, &v));
-    assert_true(tide_variables_count(v) > 0);
-    return v;
-}
-
-static void assert_same_variables(const tide_variables *a, const tide_variables *b)
-{
-    assert_int_equal(tide_variables_step(a), tide_variables_step(b));
-    assert_int_equal(tide_variables_count(a), tide_variables_count(b));
-    for (size_t i = 0; i < tide_variables_count(a); i++) {
-        const struct tide_tensor *x = tide_variables_at(a, i);
-        const struct tide_tensor *y = tide_variables_find(b, x->name);
-        if (!y)
-            fail_msg("variable %s is missing", x->name);
-        assert_int_equal(x->bytes, y->bytes);
-        if (memcmp(x->data, y->data, x->bytes) != 0)
-            fail_msg("variable %s differs after parking", x->name);
-    }
-}
-
 /* ============================================================================
  * Tests: parking
  * ========================================================================== */
@@ -244,22 +185,22 @@ static void test_park_resumes_bit_identical(void **state)
     static const char *const extra[] = {"--idle-timeout", "1", NULL};
     struct tide_test_daemon *d = tide_test_start_daemon("park", extra);
     tide_client *c = tide_test_connect(d, 120000);
-    struct model m;
-    build_model(&m);
+    struct tide_test_mlp m;
+    tide_test_mlp_build(&m);
     struct tide_job_spec spec;
     enum { N = 6, K = 2 };
 
     char straight[TIDE_JOB_ID_MAX], parked[TIDE_JOB_ID_MAX];
-    make_spec(&m, "straight", 0, &spec);
+    tide_test_mlp_spec(&m, "straight", 0, &spec);
     submit(c, &spec, straight);
-    make_spec(&m, "parked", 0, &spec);
+    tide_test_mlp_spec(&m, "parked", 0, &spec);
     submit(c, &spec, parked);
 
     struct feeder f;
     feeder_init(&f, &m, 11);
     train_steps(c, straight, &f, N);
     feeder_free(&f);
-    tide_variables *want = read_all(c, straight);
+    tide_variables *want = tide_test_read_variables(c, straight);
     assert_int_equal(tide_variables_step(want), N);
 
     feeder_init(&f, &m, 11);
@@ -269,7 +210,7 @@ static void test_park_resumes_bit_identical(void **state)
     assert_int_equal(job.steps, K);
     assert_non_null(strstr(job.message, "parked at step 2"));
     /* A parked job's variables are its checkpoint's, read after the parking wrote it. */
-    tide_variables *at_k = read_all(c, parked);
+    tide_variables *at_k = tide_test_read_variables(c, parked);
     assert_int_equal(tide_variables_step(at_k), K);
     tide_variables_free(at_k);
     CHECK_OK(c, tide_client_get(c, parked, &job));
@@ -282,8 +223,8 @@ static void test_park_resumes_bit_identical(void **state)
     CHECK_OK(c, tide_client_get(c, parked, &job));
     assert_true(job.state == TIDE_JOB_READY || job.state == TIDE_JOB_PARKED);
     assert_int_equal(job.steps, N);
-    tide_variables *got = read_all(c, parked);
-    assert_same_variables(want, got);
+    tide_variables *got = tide_test_read_variables(c, parked);
+    tide_test_assert_same_variables(want, got, "after parking");
     tide_variables_free(want);
     tide_variables_free(got);
 
@@ -332,10 +273,10 @@ static void test_park_releases_budget(void **state)
         "--idle-timeout", "1", "--device-memory", "64M", "--default-budget", "32M", NULL};
     struct tide_test_daemon *d = tide_test_start_daemon("park-budget", extra);
     tide_client *c = tide_test_connect(d, 120000);
-    struct model m;
-    build_model(&m);
+    struct tide_test_mlp m;
+    tide_test_mlp_build(&m);
     struct tide_job_spec spec;
-    make_spec(&m, "budget", 0, &spec);
+    tide_test_mlp_spec(&m, "budget", 0, &spec);
     char first[TIDE_JOB_ID_MAX], second[TIDE_JOB_ID_MAX];
     struct feeder f;
     feeder_init(&f, &m, 3);
@@ -462,10 +403,10 @@ static void test_host_budget_refuses(void **state)
     static const char *const extra[] = {"--host-budget", "1K", NULL};
     struct tide_test_daemon *d = tide_test_start_daemon("host-budget", extra);
     tide_client *c = tide_test_connect(d, 120000);
-    struct model m;
-    build_model(&m);
+    struct tide_test_mlp m;
+    tide_test_mlp_build(&m);
     struct tide_job_spec spec;
-    make_spec(&m, "host", 0, &spec);
+    tide_test_mlp_spec(&m, "host", 0, &spec);
     struct tide_job_plan_report p;
     CHECK_OK(c, tide_client_plan(c, &spec, &p));
     assert_false(p.fits);
@@ -486,11 +427,11 @@ static void test_host_budget_refuses(void **state)
 }
 
 /* Submits a job, trains it steps steps and, with finish, ends it DONE (a checkpoint on disk). */
-static void make_job(tide_client *c, const struct model *m, const char *name, int64_t steps,
+static void make_job(tide_client *c, const struct tide_test_mlp *m, const char *name, int64_t steps,
                      bool finish, char *id)
 {
     struct tide_job_spec spec;
-    make_spec(m, name, 0, &spec);
+    tide_test_mlp_spec(m, name, 0, &spec);
     submit(c, &spec, id);
     if (steps) {
         struct feeder f;
@@ -512,8 +453,8 @@ static void test_rm(void **state)
     (void)state;
     struct tide_test_daemon *d = tide_test_start_daemon("rm", NULL);
     tide_client *c = tide_test_connect(d, 120000);
-    struct model m;
-    build_model(&m);
+    struct tide_test_mlp m;
+    tide_test_mlp_build(&m);
     char done[TIDE_JOB_ID_MAX], ready[TIDE_JOB_ID_MAX], cancelled[TIDE_JOB_ID_MAX];
     make_job(c, &m, "done", 2, true, done);
     make_job(c, &m, "ready", 1, false, ready);
@@ -582,8 +523,8 @@ static void test_prune(void **state)
     (void)state;
     struct tide_test_daemon *d = tide_test_start_daemon("prune", NULL);
     tide_client *c = tide_test_connect(d, 120000);
-    struct model m;
-    build_model(&m);
+    struct tide_test_mlp m;
+    tide_test_mlp_build(&m);
     char a[TIDE_JOB_ID_MAX], b[TIDE_JOB_ID_MAX], live[TIDE_JOB_ID_MAX];
     make_job(c, &m, "a", 1, true, a);
     make_job(c, &m, "b", 0, false, b);
@@ -629,8 +570,8 @@ static void test_retain_ended(void **state)
     static const char *const extra[] = {"--retain-ended", "1", NULL};
     struct tide_test_daemon *d = tide_test_start_daemon("retain", extra);
     tide_client *c = tide_test_connect(d, 120000);
-    struct model m;
-    build_model(&m);
+    struct tide_test_mlp m;
+    tide_test_mlp_build(&m);
     char ended[TIDE_JOB_ID_MAX], live[TIDE_JOB_ID_MAX];
     make_job(c, &m, "ended", 1, true, ended);
     make_job(c, &m, "live", 1, false, live);
@@ -674,7 +615,7 @@ static void test_retain_ended(void **state)
  * trained), on tiny images at width 4 so that its memory is small: planning
  * it is the work, about a second of one core per graph.
  */
-static void build_big(struct model *m)
+static void build_big(struct tide_test_mlp *m)
 {
     memset(m, 0, sizeof(*m));
     tide_builder *b = tide_builder_new();
@@ -693,7 +634,7 @@ static atomic_int big_returned;
 /* One other user's Submit of the big graph, on a thread and a client of its own. */
 struct big_submit {
     const struct tide_test_daemon *d;
-    const struct model *m;
+    const struct tide_test_mlp *m;
     pthread_t thread;
     int code;           /* what Submit returned */
     double returned_s;  /* when (tide_test_now_s) */
@@ -711,7 +652,7 @@ static void *big_submit_main(void *arg)
     b->code = tide_client_connect(target, &o, &c);
     if (b->code == 0) {
         struct tide_job_spec spec;
-        make_spec(b->m, "big", 64 * MIB, &spec);
+        tide_test_mlp_spec(b->m, "big", 64 * MIB, &spec);
         struct tide_job_info job;
         b->code = tide_client_submit(c, &spec, &job);
     }
@@ -722,9 +663,8 @@ static void *big_submit_main(void *arg)
     return NULL;
 }
 
-
 static void start_big_submits(struct big_submit *big, const struct tide_test_daemon *d,
-                              const struct model *m)
+                              const struct tide_test_mlp *m)
 {
     atomic_store(&big_returned, 0);
     for (int i = 0; i < N_BIG; i++) {
@@ -766,7 +706,7 @@ struct timed_feeder {
     struct feeder f;
     struct big_submit *big;
     const struct tide_test_daemon *d;
-    const struct model *big_model;
+    const struct tide_test_mlp *big_model;
     bool started;
     double started_s;
     int64_t steps_after;
@@ -809,12 +749,12 @@ static void test_compile_does_not_hold_steps(void **state)
     (void)state;
     struct tide_test_daemon *d = tide_test_start_daemon(
         "hol", (const char *[]){"--device-memory", "1G", "--default-budget", "64M", NULL});
-    struct model m, big_model;
-    build_model(&m);
+    struct tide_test_mlp m, big_model;
+    tide_test_mlp_build(&m);
     build_big(&big_model);
     tide_client *c = tide_test_connect(d, 120000);
     struct tide_job_spec spec;
-    make_spec(&m, "a", 0, &spec);
+    tide_test_mlp_spec(&m, "a", 0, &spec);
     char id[TIDE_JOB_ID_MAX];
     submit(c, &spec, id);
 
@@ -855,7 +795,7 @@ static void test_cancel_abandons_compile(void **state)
     (void)state;
     struct tide_test_daemon *d = tide_test_start_daemon(
         "hol", (const char *[]){"--device-memory", "1G", "--default-budget", "64M", NULL});
-    struct model big_model;
+    struct tide_test_mlp big_model;
     build_big(&big_model);
     tide_client *c = tide_test_connect(d, 120000);
     struct big_submit big[N_BIG];
@@ -879,10 +819,10 @@ static void test_cancel_abandons_compile(void **state)
             fail_msg("big submit %d came back %.2f s after the Cancel", i, after);
     }
     /* The compile thread is free again: a small job compiles and trains. */
-    struct model m;
-    build_model(&m);
+    struct tide_test_mlp m;
+    tide_test_mlp_build(&m);
     struct tide_job_spec spec;
-    make_spec(&m, "after", 0, &spec);
+    tide_test_mlp_spec(&m, "after", 0, &spec);
     char id[TIDE_JOB_ID_MAX];
     submit(c, &spec, id);
     struct feeder f;
@@ -901,7 +841,7 @@ static void test_sigterm_during_compile(void **state)
     (void)state;
     struct tide_test_daemon *d = tide_test_start_daemon(
         "hol", (const char *[]){"--device-memory", "1G", "--default-budget", "64M", NULL});
-    struct model big_model;
+    struct tide_test_mlp big_model;
     build_big(&big_model);
     tide_client *c = tide_test_connect(d, 120000);
     struct big_submit big[N_BIG];

@@ -66,9 +66,9 @@
 #define MIB (UINT64_C(1) << 20)
 
 /* The small model: 1 x 8 x 8 images in 4 classes, an MLP of 16 hidden units. */
-#define SIDE    8
-#define CLASSES 4
-#define BATCH   16
+#define SIDE    TIDE_TEST_MLP_SIDE
+#define CLASSES TIDE_TEST_MLP_CLASSES
+#define BATCH   TIDE_TEST_MLP_BATCH
 
 /* The longest a test waits for the daemon (a hang, not a timing). */
 #define DEADLINE_S 120.0
@@ -126,39 +126,11 @@ static int wait_child(pid_t pid)
  * The model and its batches
  * ========================================================================== */
 
-struct model {
-    uint8_t *bytes;
-    size_t len;
-    int64_t image_dims[TIDE_BUILDER_MAX_RANK];
-    int32_t image_rank;
-};
-
-static void build_model(struct model *m)
+/* The MLP's momentum job of budget bytes at priority. */
+static void make_spec(const struct tide_test_mlp *m, const char *name, uint64_t budget,
+                      int32_t priority, struct tide_job_spec *spec)
 {
-    memset(m, 0, sizeof(*m));
-    tide_builder *b = tide_builder_new();
-    assert_non_null(b);
-    int64_t hidden[1] = {16};
-    tide_ref logits = tide_model_mlp(b, BATCH, SIDE * SIDE, hidden, 1, CLASSES);
-    if (logits.id < 0)
-        fail_msg("building the model: %s", tide_builder_error(b));
-    tide_ref images = tide_builder_find(b, TIDE_MODEL_IMAGES);
-    assert_int_equal(tide_builder_shape(b, images, m->image_dims, &m->image_rank), 0);
-    assert_int_equal(tide_builder_serialize(b, &m->bytes, &m->len), 0);
-    tide_builder_free(b);
-}
-
-static void make_spec(const struct model *m, const char *name, uint64_t budget, int32_t priority,
-                      struct tide_job_spec *spec)
-{
-    tide_job_spec_init(spec);
-    spec->name = name;
-    spec->graph = m->bytes;
-    spec->graph_len = m->len;
-    spec->budget_bytes = budget;
-    spec->optimizer = TIDE_JOB_OPTIMIZER_MOMENTUM;
-    spec->learning_rate = 0.05f;
-    spec->seed = 7;
+    tide_test_mlp_spec(m, name, budget, spec);
     spec->priority = priority;
 }
 
@@ -169,7 +141,7 @@ static void submit(tide_client *c, const struct tide_job_spec *spec, struct tide
 
 /* Batches of a synthetic dataset, the same sequence for every feeder of the same seed. */
 struct feeder {
-    const struct model *m;
+    const struct tide_test_mlp *m;
     tide_dataset *ds;
     tide_dataset_iter *it;
     int64_t steps_left;
@@ -183,7 +155,7 @@ struct feeder {
     bool signalled;
 };
 
-static void feeder_init(struct feeder *f, const struct model *m, uint64_t seed)
+static void feeder_init(struct feeder *f, const struct tide_test_mlp *m, uint64_t seed)
 {
     memset(f, 0, sizeof(*f));
     f->m = m;
@@ -250,29 +222,6 @@ static void train_steps(tide_client *c, const char *id, struct feeder *f, int64_
     CHECK_OK(c, tide_client_train(c, id, feeder_feed, feeder_step, f));
     assert_int_equal(f->results, steps);
     assert_false(f->bad_loss);
-}
-
-static tide_variables *read_all(tide_client *c, const char *id)
-{
-    tide_variables *v = NULL;
-    CHECK_OK(c, tide_client_read_variables(c, id, NULL, 0, &v));
-    assert_true(tide_variables_count(v) > 0);
-    return v;
-}
-
-static void assert_same_variables(const tide_variables *a, const tide_variables *b)
-{
-    assert_int_equal(tide_variables_step(a), tide_variables_step(b));
-    assert_int_equal(tide_variables_count(a), tide_variables_count(b));
-    for (size_t i = 0; i < tide_variables_count(a); i++) {
-        const struct tide_tensor *x = tide_variables_at(a, i);
-        const struct tide_tensor *y = tide_variables_find(b, x->name);
-        if (!y)
-            fail_msg("variable %s is missing", x->name);
-        assert_int_equal(x->bytes, y->bytes);
-        if (memcmp(x->data, y->data, x->bytes) != 0)
-            fail_msg("variable %s differs after the preemption", x->name);
-    }
 }
 
 /* The caller's primary group's name (for quota-groups and admin-group). */
@@ -348,8 +297,8 @@ static void test_interrupt_while_queued(void **state)
     static const char *const extra[] = {"--device-memory", "64M", "--default-budget", "32M", NULL};
     struct tide_test_daemon *d = tide_test_start_daemon("queueint", extra);
     tide_client *c = tide_test_connect(d, 300000);
-    struct model m;
-    build_model(&m);
+    struct tide_test_mlp m;
+    tide_test_mlp_build(&m);
     struct tide_job_spec spec;
     struct tide_job_info holder, job;
     make_spec(&m, "holder", 48 * MIB, 0, &spec);
@@ -410,8 +359,8 @@ static void test_queue_positions(void **state)
     static const char *const extra[] = {"--device-memory", "64M", "--default-budget", "32M", NULL};
     struct tide_test_daemon *d = tide_test_start_daemon("queuepos", extra);
     tide_client *c = tide_test_connect(d, 300000);
-    struct model m;
-    build_model(&m);
+    struct tide_test_mlp m;
+    tide_test_mlp_build(&m);
     struct tide_job_spec spec;
     struct tide_job_info holder, q1, q2, job;
 
@@ -497,8 +446,8 @@ static void test_quotas(void **state)
                                  NULL};
     struct tide_test_daemon *d = tide_test_start_daemon("quota", extra);
     tide_client *c = tide_test_connect(d, 300000);
-    struct model m;
-    build_model(&m);
+    struct tide_test_mlp m;
+    tide_test_mlp_build(&m);
     struct tide_job_spec spec;
     struct tide_job_info a, b, job;
     char uid[32];
@@ -532,7 +481,7 @@ static void test_quotas(void **state)
         "--device-memory", "256M", "--default-budget", "16M", "--quota-groups", groups, NULL};
     d = tide_test_start_daemon("quotagroup", extra2);
     c = tide_test_connect(d, 300000);
-    build_model(&m);
+    tide_test_mlp_build(&m);
     char quota[200], who[200];
     snprintf(quota, sizeof(quota), "quota quota-groups %s", group);
     snprintf(who, sizeof(who), "group %s (%s is a member)", group, uid);
@@ -582,8 +531,8 @@ static void test_priority_rules(void **state)
     static const char *const extra[] = {"--device-memory", "64M", "--default-budget", "16M", NULL};
     struct tide_test_daemon *d = tide_test_start_daemon("priority", extra);
     tide_client *c = tide_test_connect(d, 300000);
-    struct model m;
-    build_model(&m);
+    struct tide_test_mlp m;
+    tide_test_mlp_build(&m);
     struct tide_job_spec spec;
     struct tide_job_info job;
     make_spec(&m, "high", 0, 1, &spec);
@@ -655,8 +604,8 @@ static void test_preemption_on_its_device(void **state)
                                  NULL};
     struct tide_test_daemon *d = tide_test_start_daemon("preempt-device", extra);
     tide_client *c = tide_test_connect(d, 300000);
-    struct model m;
-    build_model(&m);
+    struct tide_test_mlp m;
+    tide_test_mlp_build(&m);
     struct tide_job_spec spec;
     struct tide_job_info low0, low1, high, job;
     make_spec(&m, "low0", 48 * MIB, -10, &spec);
@@ -707,8 +656,8 @@ static void test_preemption_resumes_bit_identical(void **state)
                                  NULL};
     struct tide_test_daemon *d = tide_test_start_daemon("preempt", extra);
     tide_client *c = tide_test_connect(d, 300000);
-    struct model m;
-    build_model(&m);
+    struct tide_test_mlp m;
+    tide_test_mlp_build(&m);
     struct tide_job_spec spec;
     enum { N = 12, K = 3 };
 
@@ -720,7 +669,7 @@ static void test_preemption_resumes_bit_identical(void **state)
     feeder_init(&f, &m, 11);
     train_steps(c, straight.id, &f, N);
     feeder_free(&f);
-    tide_variables *want = read_all(c, straight.id);
+    tide_variables *want = tide_test_read_variables(c, straight.id);
     assert_int_equal(tide_variables_step(want), N);
     CHECK_OK(c, tide_client_finish(c, straight.id));
 
@@ -792,8 +741,8 @@ static void test_preemption_resumes_bit_identical(void **state)
     CHECK_OK(c, tide_client_get(c, low.id, &job));
     assert_int_equal(job.state, TIDE_JOB_READY);
     assert_int_equal(job.steps, N);
-    tide_variables *got = read_all(c, low.id);
-    assert_same_variables(want, got);
+    tide_variables *got = tide_test_read_variables(c, low.id);
+    tide_test_assert_same_variables(want, got, "after the preemption");
     tide_variables_free(want);
     tide_variables_free(got);
 
@@ -827,8 +776,8 @@ static void test_train_stream_waits_in_queue(void **state)
     static const char *const extra[] = {"--device-memory", "64M", "--default-budget", "32M", NULL};
     struct tide_test_daemon *d = tide_test_start_daemon("queuestream", extra);
     tide_client *c = tide_test_connect(d, 300000);
-    struct model m;
-    build_model(&m);
+    struct tide_test_mlp m;
+    tide_test_mlp_build(&m);
     struct tide_job_spec spec;
     struct tide_job_info holder, queued, job;
     make_spec(&m, "holder", 48 * MIB, 0, &spec);
@@ -973,8 +922,8 @@ static void test_first_batch_of_a_queued_job(void **state)
     static const char *const extra[] = {"--device-memory", "64M", "--default-budget", "32M", NULL};
     struct tide_test_daemon *d = tide_test_start_daemon("queueraw", extra);
     tide_client *c = tide_test_connect(d, 300000);
-    struct model m;
-    build_model(&m);
+    struct tide_test_mlp m;
+    tide_test_mlp_build(&m);
     struct tide_job_spec spec;
     struct tide_job_info holder, queued, job;
 
