@@ -1317,21 +1317,27 @@ void tide_job_plan_report_clear(struct tide_job_plan_report *report)
     memset(report, 0, sizeof(*report));
 }
 
-int tide_client_get(tide_client *c, const char *job_id, struct tide_job_info *job)
+/* A unary call whose reply is a JobInfo, copied into job (when not NULL). */
+static int job_info_call(tide_client *c, const char *method, grpc_byte_buffer *request,
+                         struct tide_job_info *job)
 {
-    CHECK_CLIENT(c);
-    CHECK_JOB_ID(c, job_id);
-    Tide__V1__GetJobRequest req = TIDE__V1__GET_JOB_REQUEST__INIT;
-    req.job_id = (char *)job_id;
     ProtobufCMessage *reply;
-    int code = rpc_unary(c, TIDE__RPC_GET, pack_message(&req.base), &tide__v1__job_info__descriptor,
-                         &reply);
+    int code = rpc_unary(c, method, request, &tide__v1__job_info__descriptor, &reply);
     if (code != TIDE_CODE_OK)
         return code;
     if (job)
         job_from_proto((const Tide__V1__JobInfo *)reply, job);
     protobuf_c_message_free_unpacked(reply, NULL);
     return TIDE_CODE_OK;
+}
+
+int tide_client_get(tide_client *c, const char *job_id, struct tide_job_info *job)
+{
+    CHECK_CLIENT(c);
+    CHECK_JOB_ID(c, job_id);
+    Tide__V1__GetJobRequest req = TIDE__V1__GET_JOB_REQUEST__INIT;
+    req.job_id = (char *)job_id;
+    return job_info_call(c, TIDE__RPC_GET, pack_message(&req.base), job);
 }
 
 /* Copies n JobInfo messages into a malloc'd array for the caller. */
@@ -1379,15 +1385,7 @@ int tide_client_cancel(tide_client *c, const char *job_id, struct tide_job_info 
     CHECK_JOB_ID(c, job_id);
     Tide__V1__CancelJobRequest req = TIDE__V1__CANCEL_JOB_REQUEST__INIT;
     req.job_id = (char *)job_id;
-    ProtobufCMessage *reply;
-    int code = rpc_unary(c, TIDE__RPC_CANCEL, pack_message(&req.base),
-                         &tide__v1__job_info__descriptor, &reply);
-    if (code != TIDE_CODE_OK)
-        return code;
-    if (job)
-        job_from_proto((const Tide__V1__JobInfo *)reply, job);
-    protobuf_c_message_free_unpacked(reply, NULL);
-    return TIDE_CODE_OK;
+    return job_info_call(c, TIDE__RPC_CANCEL, pack_message(&req.base), job);
 }
 
 int tide_client_set_priority(tide_client *c, const char *job_id, int32_t priority,
@@ -1398,15 +1396,7 @@ int tide_client_set_priority(tide_client *c, const char *job_id, int32_t priorit
     Tide__V1__SetPriorityRequest req = TIDE__V1__SET_PRIORITY_REQUEST__INIT;
     req.job_id = (char *)job_id;
     req.priority = priority;
-    ProtobufCMessage *reply;
-    int code = rpc_unary(c, TIDE__RPC_SET_PRIORITY, pack_message(&req.base),
-                         &tide__v1__job_info__descriptor, &reply);
-    if (code != TIDE_CODE_OK)
-        return code;
-    if (job)
-        job_from_proto((const Tide__V1__JobInfo *)reply, job);
-    protobuf_c_message_free_unpacked(reply, NULL);
-    return TIDE_CODE_OK;
+    return job_info_call(c, TIDE__RPC_SET_PRIORITY, pack_message(&req.base), job);
 }
 
 int tide_client_checkpoint(tide_client *c, const char *job_id,
