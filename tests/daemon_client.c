@@ -9,6 +9,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -120,4 +121,83 @@ void tide_test_assert_same_variables(const tide_variables *a, const tide_variabl
         if (memcmp(x->data, y->data, x->bytes) != 0)
             fail_msg("variable %s differs %s", x->name, after);
     }
+}
+
+void tide_test_feeder_init(struct tide_test_feeder *f, const struct tide_test_mlp *m, uint64_t seed)
+{
+    memset(f, 0, sizeof(*f));
+    f->m = m;
+    pthread_mutex_init(&f->lock, NULL);
+    pthread_cond_init(&f->cond, NULL);
+    struct tide_synthetic_options o = {.count = 512,
+                                       .channels = 1,
+                                       .height = TIDE_TEST_MLP_SIDE,
+                                       .width = TIDE_TEST_MLP_SIDE,
+                                       .classes = TIDE_TEST_MLP_CLASSES,
+                                       .seed = seed};
+    char err[256];
+    if (tide_dataset_open_synthetic(&o, "train", &f->ds, err, sizeof(err)) != 0 ||
+        tide_dataset_iter_new(f->ds, TIDE_TEST_MLP_BATCH, seed, TIDE_DATASET_SHUFFLE, &f->it, err,
+                              sizeof(err)) != 0)
+        fail_msg("synthetic dataset: %s", err);
+}
+
+void tide_test_feeder_free(struct tide_test_feeder *f)
+{
+    tide_dataset_iter_free(f->it);
+    tide_dataset_free(f->ds);
+    pthread_mutex_destroy(&f->lock);
+    pthread_cond_destroy(&f->cond);
+}
+
+int tide_test_feeder_feed(void *user, tide_feeds *feeds)
+{
+    struct tide_test_feeder *f = user;
+    if (f->steps_left == 0)
+        return 0;
+    f->steps_left--;
+    float *images = tide_feeds_buffer(feeds, TIDE_MODEL_IMAGES, TIDE_DT_FLOAT32, f->m->image_rank,
+                                      f->m->image_dims);
+    int32_t labels[TIDE_TEST_MLP_BATCH];
+    if (!images)
+        return -1;
+    if (tide_dataset_iter_next(f->it, images, labels) == 0)
+        tide_dataset_iter_next(f->it, images, labels); /* the next epoch */
+    int64_t dims[1] = {TIDE_TEST_MLP_BATCH};
+    return tide_feeds_set(feeds, TIDE_MODEL_LABELS, TIDE_DT_INT32, 1, dims, labels) == 0 ? 1 : -1;
+}
+
+int tide_test_feeder_step(void *user, const struct tide_step_result *r)
+{
+    struct tide_test_feeder *f = user;
+    if (f->results++ == 0)
+        f->first_step = r->step;
+    f->last_step = r->step;
+    if (!isfinite(r->loss))
+        f->bad_loss = true;
+    if (f->signal_at && f->results == f->signal_at) {
+        pthread_mutex_lock(&f->lock);
+        f->signalled = true;
+        pthread_cond_signal(&f->cond);
+        pthread_mutex_unlock(&f->lock);
+    }
+    return 0;
+}
+
+void tide_test_feeder_wait(struct tide_test_feeder *f)
+{
+    pthread_mutex_lock(&f->lock);
+    while (!f->signalled)
+        pthread_cond_wait(&f->cond, &f->lock);
+    pthread_mutex_unlock(&f->lock);
+}
+
+void tide_test_train_steps(tide_client *c, const char *id, struct tide_test_feeder *f,
+                           int64_t steps)
+{
+    f->steps_left = steps;
+    f->results = 0;
+    CHECK_OK(c, tide_client_train(c, id, tide_test_feeder_feed, tide_test_feeder_step, f));
+    assert_int_equal(f->results, steps);
+    assert_false(f->bad_loss);
 }

@@ -18,11 +18,14 @@
 #ifndef TIDE_TESTS_DAEMON_CLIENT_H
 #define TIDE_TESTS_DAEMON_CLIENT_H
 
+#include <pthread.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
 
 #include "daemon_child.h"
 #include "tide/client.h"
+#include "tide/dataset.h"
 #include "tide/graph.h"
 
 /* The longest a test waits for a job's state (a hang, not a timing). */
@@ -71,6 +74,40 @@ tide_variables *tide_test_read_variables(tide_client *c, const char *id);
  */
 void tide_test_assert_same_variables(const tide_variables *a, const tide_variables *b,
                                      const char *after);
+
+/*
+ * Batches of a synthetic dataset for the MLP, the same sequence for every
+ * feeder of the same seed; the Train callbacks (feed, step) count the step
+ * results, the first and last step numbers and any non-finite loss. A test
+ * that must act mid-stream sets signal_at: tide_test_feeder_wait returns
+ * once that many results came.
+ */
+struct tide_test_feeder {
+    const struct tide_test_mlp *m;
+    tide_dataset *ds;
+    tide_dataset_iter *it;
+    int64_t steps_left;
+    int64_t results;
+    uint64_t first_step, last_step;
+    bool bad_loss;
+    int64_t signal_at; /* 0: never */
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    bool signalled;
+};
+
+void tide_test_feeder_init(struct tide_test_feeder *f, const struct tide_test_mlp *m,
+                           uint64_t seed);
+void tide_test_feeder_free(struct tide_test_feeder *f);
+/* tide_client_train's callbacks; user is the feeder. */
+int tide_test_feeder_feed(void *user, tide_feeds *feeds);
+int tide_test_feeder_step(void *user, const struct tide_step_result *r);
+/* Blocks until signal_at results came. */
+void tide_test_feeder_wait(struct tide_test_feeder *f);
+
+/* Trains steps steps of job id over one Train stream; each must come back with a finite loss. */
+void tide_test_train_steps(tide_client *c, const char *id, struct tide_test_feeder *f,
+                           int64_t steps);
 
 /* Asserts that call returned 0, printing the client's error otherwise. */
 #define CHECK_OK(c, call)                                                                          \

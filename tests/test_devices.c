@@ -52,11 +52,6 @@
 
 #define MIB (UINT64_C(1) << 20)
 
-/* The small model: 1 x 8 x 8 images in 4 classes, an MLP of 16 hidden units. */
-#define SIDE    TIDE_TEST_MLP_SIDE
-#define CLASSES TIDE_TEST_MLP_CLASSES
-#define BATCH   TIDE_TEST_MLP_BATCH
-
 /* The longest a test waits for the daemon or a trainer (a hang, not a timing). */
 #define DEADLINE_S 120.0
 
@@ -66,11 +61,6 @@
 /* ============================================================================
  * The daemon and the client
  * ========================================================================== */
-
-
-
-
-
 
 /* Runs tidectl --socket S ARGS...; its exit code, stdout in *out (malloc'd), stderr in *err. */
 static int run_tidectl(const struct tide_test_daemon *d, const char *const *args, char **out,
@@ -121,73 +111,6 @@ static uint32_t submit(tide_client *c, const struct tide_job_spec *spec, char *i
     CHECK_OK(c, tide_client_submit(c, spec, &job));
     snprintf(id, TIDE_JOB_ID_MAX, "%s", job.id);
     return job.device;
-}
-
-struct feeder {
-    const struct tide_test_mlp *m;
-    tide_dataset *ds;
-    tide_dataset_iter *it;
-    int64_t steps_left;
-    int64_t results;
-    bool bad_loss;
-};
-
-static void feeder_init(struct feeder *f, const struct tide_test_mlp *m, uint64_t seed)
-{
-    memset(f, 0, sizeof(*f));
-    f->m = m;
-    struct tide_synthetic_options o = {.count = 512,
-                                       .channels = 1,
-                                       .height = SIDE,
-                                       .width = SIDE,
-                                       .classes = CLASSES,
-                                       .seed = seed};
-    char err[256];
-    if (tide_dataset_open_synthetic(&o, "train", &f->ds, err, sizeof(err)) != 0 ||
-        tide_dataset_iter_new(f->ds, BATCH, seed, TIDE_DATASET_SHUFFLE, &f->it, err, sizeof(err)) !=
-            0)
-        fail_msg("synthetic dataset: %s", err);
-}
-
-static void feeder_free(struct feeder *f)
-{
-    tide_dataset_iter_free(f->it);
-    tide_dataset_free(f->ds);
-}
-
-static int feeder_feed(void *user, tide_feeds *feeds)
-{
-    struct feeder *f = user;
-    if (f->steps_left == 0)
-        return 0;
-    f->steps_left--;
-    float *images = tide_feeds_buffer(feeds, TIDE_MODEL_IMAGES, TIDE_DT_FLOAT32, f->m->image_rank,
-                                      f->m->image_dims);
-    int32_t labels[BATCH];
-    if (!images)
-        return -1;
-    if (tide_dataset_iter_next(f->it, images, labels) == 0)
-        tide_dataset_iter_next(f->it, images, labels); /* the next epoch */
-    int64_t dims[1] = {BATCH};
-    return tide_feeds_set(feeds, TIDE_MODEL_LABELS, TIDE_DT_INT32, 1, dims, labels) == 0 ? 1 : -1;
-}
-
-static int feeder_step(void *user, const struct tide_step_result *r)
-{
-    struct feeder *f = user;
-    f->results++;
-    if (!isfinite(r->loss))
-        f->bad_loss = true;
-    return 0;
-}
-
-static void train_steps(tide_client *c, const char *id, struct feeder *f, int64_t steps)
-{
-    f->steps_left = steps;
-    f->results = 0;
-    CHECK_OK(c, tide_client_train(c, id, feeder_feed, feeder_step, f));
-    assert_int_equal(f->results, steps);
-    assert_false(f->bad_loss);
 }
 
 /* Waits for a background tidectl; its exit code. */
@@ -242,10 +165,10 @@ static void test_status_lists_devices(void **state)
     tide_test_mlp_spec(&m, "on-one", 40 * MIB, &spec);
     uint32_t device = submit(c, &spec, id);
     assert_int_equal(device, 0); /* both empty: best fit ties, the lower index wins */
-    struct feeder f;
-    feeder_init(&f, &m, 5);
-    train_steps(c, id, &f, 2); /* a high water for used_bytes */
-    feeder_free(&f);
+    struct tide_test_feeder f;
+    tide_test_feeder_init(&f, &m, 5);
+    tide_test_train_steps(c, id, &f, 2); /* a high water for used_bytes */
+    tide_test_feeder_free(&f);
 
     struct json_object *status = json_status(d);
     struct json_object *devices = tide_test_json_array(status, "devices");
@@ -319,11 +242,11 @@ static void test_two_jobs_two_devices(void **state)
     CHECK_OK(c, tide_client_cancel(c, queued, &job));
     assert_int_equal(job.state, TIDE_JOB_CANCELLED);
     /* Both train, on their own devices. */
-    struct feeder f;
-    feeder_init(&f, &m, 3);
-    train_steps(c, a, &f, 3);
-    train_steps(c, b, &f, 3);
-    feeder_free(&f);
+    struct tide_test_feeder f;
+    tide_test_feeder_init(&f, &m, 3);
+    tide_test_train_steps(c, a, &f, 3);
+    tide_test_train_steps(c, b, &f, 3);
+    tide_test_feeder_free(&f);
     CHECK_OK(c, tide_client_cancel(c, a, NULL));
     CHECK_OK(c, tide_client_cancel(c, b, NULL));
 
@@ -492,21 +415,21 @@ static void test_park_moves_device_bit_identical(void **state)
     tide_test_mlp_build(&m);
     struct tide_job_spec spec;
     enum { N = 6, K = 2 };
-    struct feeder f;
+    struct tide_test_feeder f;
 
     char straight[TIDE_JOB_ID_MAX], moved[TIDE_JOB_ID_MAX];
     tide_test_mlp_spec(&m, "straight", 48 * MIB, &spec);
     submit(c, &spec, straight);
-    feeder_init(&f, &m, 11);
-    train_steps(c, straight, &f, N);
-    feeder_free(&f);
+    tide_test_feeder_init(&f, &m, 11);
+    tide_test_train_steps(c, straight, &f, N);
+    tide_test_feeder_free(&f);
     tide_variables *want = tide_test_read_variables(c, straight);
     CHECK_OK(c, tide_client_cancel(c, straight, NULL)); /* its budget back */
 
     tide_test_mlp_spec(&m, "moved", 48 * MIB, &spec);
     assert_int_equal(submit(c, &spec, moved), 0);
-    feeder_init(&f, &m, 11);
-    train_steps(c, moved, &f, K);
+    tide_test_feeder_init(&f, &m, 11);
+    tide_test_train_steps(c, moved, &f, K);
     struct tide_job_info job;
     double deadline = tide_test_now_s() + DEADLINE_S;
     for (;;) {
@@ -536,8 +459,8 @@ static void test_park_moves_device_bit_identical(void **state)
         tide_test_sleep_ms(100);
     }
 
-    train_steps(c, moved, &f, N - K);
-    feeder_free(&f);
+    tide_test_train_steps(c, moved, &f, N - K);
+    tide_test_feeder_free(&f);
     CHECK_OK(c, tide_client_get(c, moved, &job));
     assert_int_equal(job.device, 1);
     assert_int_equal(job.steps, N);

@@ -40,7 +40,6 @@
 
 #include <dirent.h>
 #include <inttypes.h>
-#include <math.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -63,23 +62,12 @@
 
 #define MIB (UINT64_C(1) << 20)
 
-/* The small model: 1 x 8 x 8 images in 4 classes, an MLP of 16 hidden units. */
-#define SIDE    TIDE_TEST_MLP_SIDE
-#define CLASSES TIDE_TEST_MLP_CLASSES
-#define BATCH   TIDE_TEST_MLP_BATCH
-
 /* The longest a test waits for the daemon's cron to act (a hang, not a timing). */
 #define DEADLINE_S 60.0
 
 /* ============================================================================
  * The daemon and the client
  * ========================================================================== */
-
-
-
-
-
-
 
 static uint64_t reserved_bytes(tide_client *c)
 {
@@ -97,78 +85,6 @@ static void submit(tide_client *c, const struct tide_job_spec *spec, char *id)
     struct tide_job_info job;
     CHECK_OK(c, tide_client_submit(c, spec, &job));
     snprintf(id, TIDE_JOB_ID_MAX, "%s", job.id);
-}
-
-/* Batches of a synthetic dataset, the same sequence for every feeder of the same seed. */
-struct feeder {
-    const struct tide_test_mlp *m;
-    tide_dataset *ds;
-    tide_dataset_iter *it;
-    int64_t steps_left;
-    int64_t results;
-    uint64_t first_step, last_step;
-    bool bad_loss;
-};
-
-static void feeder_init(struct feeder *f, const struct tide_test_mlp *m, uint64_t seed)
-{
-    memset(f, 0, sizeof(*f));
-    f->m = m;
-    struct tide_synthetic_options o = {.count = 512,
-                                       .channels = 1,
-                                       .height = SIDE,
-                                       .width = SIDE,
-                                       .classes = CLASSES,
-                                       .seed = seed};
-    char err[256];
-    if (tide_dataset_open_synthetic(&o, "train", &f->ds, err, sizeof(err)) != 0 ||
-        tide_dataset_iter_new(f->ds, BATCH, seed, TIDE_DATASET_SHUFFLE, &f->it, err, sizeof(err)) !=
-            0)
-        fail_msg("synthetic dataset: %s", err);
-}
-
-static void feeder_free(struct feeder *f)
-{
-    tide_dataset_iter_free(f->it);
-    tide_dataset_free(f->ds);
-}
-
-static int feeder_feed(void *user, tide_feeds *feeds)
-{
-    struct feeder *f = user;
-    if (f->steps_left == 0)
-        return 0;
-    f->steps_left--;
-    float *images = tide_feeds_buffer(feeds, TIDE_MODEL_IMAGES, TIDE_DT_FLOAT32, f->m->image_rank,
-                                      f->m->image_dims);
-    int32_t labels[BATCH];
-    if (!images)
-        return -1;
-    if (tide_dataset_iter_next(f->it, images, labels) == 0)
-        tide_dataset_iter_next(f->it, images, labels); /* the next epoch */
-    int64_t dims[1] = {BATCH};
-    return tide_feeds_set(feeds, TIDE_MODEL_LABELS, TIDE_DT_INT32, 1, dims, labels) == 0 ? 1 : -1;
-}
-
-static int feeder_step(void *user, const struct tide_step_result *r)
-{
-    struct feeder *f = user;
-    if (f->results++ == 0)
-        f->first_step = r->step;
-    f->last_step = r->step;
-    if (!isfinite(r->loss))
-        f->bad_loss = true;
-    return 0;
-}
-
-/* Trains steps steps of job id over one Train stream, which leaves the job READY. */
-static void train_steps(tide_client *c, const char *id, struct feeder *f, int64_t steps)
-{
-    f->steps_left = steps;
-    f->results = 0;
-    CHECK_OK(c, tide_client_train(c, id, feeder_feed, feeder_step, f));
-    assert_int_equal(f->results, steps);
-    assert_false(f->bad_loss);
 }
 
 /* ============================================================================
@@ -196,15 +112,15 @@ static void test_park_resumes_bit_identical(void **state)
     tide_test_mlp_spec(&m, "parked", 0, &spec);
     submit(c, &spec, parked);
 
-    struct feeder f;
-    feeder_init(&f, &m, 11);
-    train_steps(c, straight, &f, N);
-    feeder_free(&f);
+    struct tide_test_feeder f;
+    tide_test_feeder_init(&f, &m, 11);
+    tide_test_train_steps(c, straight, &f, N);
+    tide_test_feeder_free(&f);
     tide_variables *want = tide_test_read_variables(c, straight);
     assert_int_equal(tide_variables_step(want), N);
 
-    feeder_init(&f, &m, 11);
-    train_steps(c, parked, &f, K);
+    tide_test_feeder_init(&f, &m, 11);
+    tide_test_train_steps(c, parked, &f, K);
     struct tide_job_info job;
     tide_test_wait_for_state(c, parked, TIDE_JOB_PARKED, &job, 100);
     assert_int_equal(job.steps, K);
@@ -216,10 +132,10 @@ static void test_park_resumes_bit_identical(void **state)
     CHECK_OK(c, tide_client_get(c, parked, &job));
     assert_int_equal(job.last_checkpoint_step, K);
 
-    train_steps(c, parked, &f, N - K);
+    tide_test_train_steps(c, parked, &f, N - K);
     assert_int_equal(f.first_step, K + 1);
     assert_int_equal(f.last_step, N);
-    feeder_free(&f);
+    tide_test_feeder_free(&f);
     CHECK_OK(c, tide_client_get(c, parked, &job));
     assert_true(job.state == TIDE_JOB_READY || job.state == TIDE_JOB_PARKED);
     assert_int_equal(job.steps, N);
@@ -278,10 +194,10 @@ static void test_park_releases_budget(void **state)
     struct tide_job_spec spec;
     tide_test_mlp_spec(&m, "budget", 0, &spec);
     char first[TIDE_JOB_ID_MAX], second[TIDE_JOB_ID_MAX];
-    struct feeder f;
-    feeder_init(&f, &m, 3);
+    struct tide_test_feeder f;
+    tide_test_feeder_init(&f, &m, 3);
     submit(c, &spec, first);
-    train_steps(c, first, &f, 1);
+    tide_test_train_steps(c, first, &f, 1);
     submit(c, &spec, second);
 
     struct tide_job_info job;
@@ -298,7 +214,7 @@ static void test_park_releases_budget(void **state)
     wait_for_running(c, "fourth", fourth);
     assert_int_equal(reserved_bytes(c), 64 * MIB);
     f.steps_left = 1;
-    CHECK_CODE(c, tide_client_train(c, first, feeder_feed, feeder_step, &f),
+    CHECK_CODE(c, tide_client_train(c, first, tide_test_feeder_feed, tide_test_feeder_step, &f),
                TIDE_CODE_RESOURCE_EXHAUSTED, first, "is parked and cannot resume now",
                "33554432 bytes (32 MiB) does not fit",
                "67108864 of 67108864 bytes (64 MiB of 64 MiB) are reserved by 2 job(s)");
@@ -315,9 +231,9 @@ static void test_park_releases_budget(void **state)
     assert_int_equal(tide_test_stop_trainer(fourth_pid), 130);
     CHECK_OK(c, tide_client_get(c, fourth, &job));
     assert_int_equal(job.state, TIDE_JOB_DONE);
-    train_steps(c, first, &f, 1);
+    tide_test_train_steps(c, first, &f, 1);
     assert_int_equal(f.first_step, 2);
-    feeder_free(&f);
+    tide_test_feeder_free(&f);
 
     assert_int_equal(tide_test_stop_trainer(third_pid), 130);
     CHECK_OK(c, tide_client_cancel(c, first, NULL));
@@ -434,10 +350,10 @@ static void make_job(tide_client *c, const struct tide_test_mlp *m, const char *
     tide_test_mlp_spec(m, name, 0, &spec);
     submit(c, &spec, id);
     if (steps) {
-        struct feeder f;
-        feeder_init(&f, m, 5);
-        train_steps(c, id, &f, steps);
-        feeder_free(&f);
+        struct tide_test_feeder f;
+        tide_test_feeder_init(&f, m, 5);
+        tide_test_train_steps(c, id, &f, steps);
+        tide_test_feeder_free(&f);
     }
     if (finish)
         CHECK_OK(c, tide_client_finish(c, id));
@@ -605,7 +521,6 @@ static void test_retain_ended(void **state)
     tide_test_stop_daemon(d);
 }
 
-
 /* ============================================================================
  * Tests: compilations do not hold other jobs
  * ========================================================================== */
@@ -703,7 +618,7 @@ static size_t wait_compiling(tide_client *c, size_t n, char ids[][TIDE_JOB_ID_MA
 
 /* Job A's stream: it starts the big submits after its third result and stops after them. */
 struct timed_feeder {
-    struct feeder f;
+    struct tide_test_feeder f;
     struct big_submit *big;
     const struct tide_test_daemon *d;
     const struct tide_test_mlp *big_model;
@@ -719,7 +634,7 @@ static int timed_feed(void *user, tide_feeds *feeds)
     if (t->started && atomic_load(&big_returned) == N_BIG && t->steps_after++ >= 5)
         return 0;
     t->f.steps_left = 1;
-    return feeder_feed(&t->f, feeds);
+    return tide_test_feeder_feed(&t->f, feeds);
 }
 
 static int timed_step(void *user, const struct tide_step_result *r)
@@ -734,7 +649,7 @@ static int timed_step(void *user, const struct tide_step_result *r)
         t->started_s = now;
         start_big_submits(t->big, t->d, t->big_model);
     }
-    return feeder_step(&t->f, r);
+    return tide_test_feeder_step(&t->f, r);
 }
 
 /*
@@ -760,7 +675,7 @@ static void test_compile_does_not_hold_steps(void **state)
 
     struct big_submit big[N_BIG];
     struct timed_feeder t = {.big = big, .d = d, .big_model = &big_model};
-    feeder_init(&t.f, &m, 5);
+    tide_test_feeder_init(&t.f, &m, 5);
     /* The stream runs on this thread until the big submits are back, and 5 steps more. */
     int code = tide_client_train(c, id, timed_feed, timed_step, &t);
     if (t.started)
@@ -782,7 +697,7 @@ static void test_compile_does_not_hold_steps(void **state)
     if (t.max_gap_s >= compiling_s / 2)
         fail_msg("job A waited %.3f s for a step while the others compiled for %.2f s",
                  t.max_gap_s, compiling_s);
-    feeder_free(&t.f);
+    tide_test_feeder_free(&t.f);
     tide_client_free(c);
     free(m.bytes);
     free(big_model.bytes);
@@ -825,10 +740,10 @@ static void test_cancel_abandons_compile(void **state)
     tide_test_mlp_spec(&m, "after", 0, &spec);
     char id[TIDE_JOB_ID_MAX];
     submit(c, &spec, id);
-    struct feeder f;
-    feeder_init(&f, &m, 1);
-    train_steps(c, id, &f, 3);
-    feeder_free(&f);
+    struct tide_test_feeder f;
+    tide_test_feeder_init(&f, &m, 1);
+    tide_test_train_steps(c, id, &f, 3);
+    tide_test_feeder_free(&f);
     tide_client_free(c);
     free(m.bytes);
     free(big_model.bytes);

@@ -32,7 +32,6 @@
 
 #include <grp.h>
 #include <inttypes.h>
-#include <math.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -107,12 +106,6 @@ static void test_order(void **state)
  * The daemon and the client
  * ========================================================================== */
 
-
-
-
-
-
-
 /* Waits for a child process; its exit code, or -1 when a signal ended it. */
 static int wait_child(pid_t pid)
 {
@@ -137,91 +130,6 @@ static void make_spec(const struct tide_test_mlp *m, const char *name, uint64_t 
 static void submit(tide_client *c, const struct tide_job_spec *spec, struct tide_job_info *job)
 {
     CHECK_OK(c, tide_client_submit(c, spec, job));
-}
-
-/* Batches of a synthetic dataset, the same sequence for every feeder of the same seed. */
-struct feeder {
-    const struct tide_test_mlp *m;
-    tide_dataset *ds;
-    tide_dataset_iter *it;
-    int64_t steps_left;
-    int64_t results;
-    uint64_t last_step;
-    bool bad_loss;
-    /* Set once results reaches signal_at (0: never); for the preemption test. */
-    int64_t signal_at;
-    pthread_mutex_t lock;
-    pthread_cond_t cond;
-    bool signalled;
-};
-
-static void feeder_init(struct feeder *f, const struct tide_test_mlp *m, uint64_t seed)
-{
-    memset(f, 0, sizeof(*f));
-    f->m = m;
-    pthread_mutex_init(&f->lock, NULL);
-    pthread_cond_init(&f->cond, NULL);
-    struct tide_synthetic_options o = {.count = 512,
-                                       .channels = 1,
-                                       .height = SIDE,
-                                       .width = SIDE,
-                                       .classes = CLASSES,
-                                       .seed = seed};
-    char err[256];
-    if (tide_dataset_open_synthetic(&o, "train", &f->ds, err, sizeof(err)) != 0 ||
-        tide_dataset_iter_new(f->ds, BATCH, seed, TIDE_DATASET_SHUFFLE, &f->it, err, sizeof(err)) !=
-            0)
-        fail_msg("synthetic dataset: %s", err);
-}
-
-static void feeder_free(struct feeder *f)
-{
-    tide_dataset_iter_free(f->it);
-    tide_dataset_free(f->ds);
-    pthread_mutex_destroy(&f->lock);
-    pthread_cond_destroy(&f->cond);
-}
-
-static int feeder_feed(void *user, tide_feeds *feeds)
-{
-    struct feeder *f = user;
-    if (f->steps_left == 0)
-        return 0;
-    f->steps_left--;
-    float *images = tide_feeds_buffer(feeds, TIDE_MODEL_IMAGES, TIDE_DT_FLOAT32, f->m->image_rank,
-                                      f->m->image_dims);
-    int32_t labels[BATCH];
-    if (!images)
-        return -1;
-    if (tide_dataset_iter_next(f->it, images, labels) == 0)
-        tide_dataset_iter_next(f->it, images, labels); /* the next epoch */
-    int64_t dims[1] = {BATCH};
-    return tide_feeds_set(feeds, TIDE_MODEL_LABELS, TIDE_DT_INT32, 1, dims, labels) == 0 ? 1 : -1;
-}
-
-static int feeder_step(void *user, const struct tide_step_result *r)
-{
-    struct feeder *f = user;
-    f->results++;
-    f->last_step = r->step;
-    if (!isfinite(r->loss))
-        f->bad_loss = true;
-    if (f->signal_at && f->results == f->signal_at) {
-        pthread_mutex_lock(&f->lock);
-        f->signalled = true;
-        pthread_cond_signal(&f->cond);
-        pthread_mutex_unlock(&f->lock);
-    }
-    return 0;
-}
-
-static void train_steps(tide_client *c, const char *id, struct feeder *f, int64_t steps)
-{
-    f->steps_left = steps;
-    f->results = 0;
-    CHECK_OK(c, tide_client_train(c, id, feeder_feed, feeder_step, f));
-    assert_int_equal(f->results, steps);
-    assert_false(f->bad_loss);
 }
 
 /* The caller's primary group's name (for quota-groups and admin-group). */
@@ -562,7 +470,7 @@ static void test_priority_rules(void **state)
 struct low_trainer {
     const struct tide_test_daemon *d;
     const char *id;
-    struct feeder *f;
+    struct tide_test_feeder *f;
     int64_t steps;
     int code;
     char error[512];
@@ -574,7 +482,7 @@ static void *low_trainer_main(void *arg)
     tide_client *c = tide_test_connect(t->d, 300000);
     t->f->steps_left = t->steps;
     t->f->results = 0;
-    t->code = tide_client_train(c, t->id, feeder_feed, feeder_step, t->f);
+    t->code = tide_client_train(c, t->id, tide_test_feeder_feed, tide_test_feeder_step, t->f);
     if (t->code != 0)
         snprintf(t->error, sizeof(t->error), "%s", tide_client_error_message(c));
     tide_client_free(c);
@@ -665,10 +573,10 @@ static void test_preemption_resumes_bit_identical(void **state)
     struct tide_job_info straight, low, high, job;
     make_spec(&m, "straight", 48 * MIB, 0, &spec);
     submit(c, &spec, &straight);
-    struct feeder f;
-    feeder_init(&f, &m, 11);
-    train_steps(c, straight.id, &f, N);
-    feeder_free(&f);
+    struct tide_test_feeder f;
+    tide_test_feeder_init(&f, &m, 11);
+    tide_test_train_steps(c, straight.id, &f, N);
+    tide_test_feeder_free(&f);
     tide_variables *want = tide_test_read_variables(c, straight.id);
     assert_int_equal(tide_variables_step(want), N);
     CHECK_OK(c, tide_client_finish(c, straight.id));
@@ -702,15 +610,12 @@ static void test_preemption_resumes_bit_identical(void **state)
 
     make_spec(&m, "low", 48 * MIB, -10, &spec);
     submit(c, &spec, &low);
-    feeder_init(&f, &m, 11);
+    tide_test_feeder_init(&f, &m, 11);
     f.signal_at = K;
     struct low_trainer lt = {.d = d, .id = low.id, .f = &f, .steps = N};
     pthread_t thread;
     assert_int_equal(pthread_create(&thread, NULL, low_trainer_main, &lt), 0);
-    pthread_mutex_lock(&f.lock);
-    while (!f.signalled)
-        pthread_cond_wait(&f.cond, &f.lock);
-    pthread_mutex_unlock(&f.lock);
+    tide_test_feeder_wait(&f);
 
     make_spec(&m, "high", 48 * MIB, 10, &spec);
     submit(c, &spec, &high);
@@ -721,10 +626,10 @@ static void test_preemption_resumes_bit_identical(void **state)
     assert_true(parked_at >= K && parked_at < N);
     tide_test_wait_for_state(c, high.id, TIDE_JOB_READY, &job, 50);
 
-    struct feeder g;
-    feeder_init(&g, &m, 5);
-    train_steps(c, high.id, &g, 4);
-    feeder_free(&g);
+    struct tide_test_feeder g;
+    tide_test_feeder_init(&g, &m, 5);
+    tide_test_train_steps(c, high.id, &g, 4);
+    tide_test_feeder_free(&g);
     /* The low job's stream is paused, not failed: it waits while the high job holds the room. */
     CHECK_OK(c, tide_client_get(c, low.id, &job));
     assert_int_equal(job.state, TIDE_JOB_QUEUED);
@@ -737,7 +642,7 @@ static void test_preemption_resumes_bit_identical(void **state)
     assert_int_equal(f.results, N);
     assert_int_equal(f.last_step, N);
     assert_false(f.bad_loss);
-    feeder_free(&f);
+    tide_test_feeder_free(&f);
     CHECK_OK(c, tide_client_get(c, low.id, &job));
     assert_int_equal(job.state, TIDE_JOB_READY);
     assert_int_equal(job.steps, N);
@@ -786,8 +691,8 @@ static void test_train_stream_waits_in_queue(void **state)
     submit(c, &spec, &queued);
     assert_int_equal(queued.state, TIDE_JOB_QUEUED);
 
-    struct feeder f;
-    feeder_init(&f, &m, 3);
+    struct tide_test_feeder f;
+    tide_test_feeder_init(&f, &m, 3);
     struct low_trainer t = {.d = d, .id = queued.id, .f = &f, .steps = 5};
     pthread_t thread;
     assert_int_equal(pthread_create(&thread, NULL, low_trainer_main, &t), 0);
@@ -801,7 +706,7 @@ static void test_train_stream_waits_in_queue(void **state)
     assert_int_equal(f.results, 5);
     assert_int_equal(f.last_step, 5);
     assert_false(f.bad_loss);
-    feeder_free(&f);
+    tide_test_feeder_free(&f);
     CHECK_OK(c, tide_client_finish(c, queued.id));
     CHECK_OK(c, tide_client_get(c, queued.id, &job));
     assert_int_equal(job.state, TIDE_JOB_DONE);
