@@ -60,12 +60,34 @@ struct tide_event;
  */
 struct tide_backend;
 
+/* How the CPU backend runs its streams (tide_backend_options.cpu_streams). */
+enum tide_cpu_streams {
+    /* The environment's TIDE_CPU_STREAMS ("inline" or "threads") if set, else inline. */
+    TIDE_CPU_STREAMS_DEFAULT = 0,
+    /*
+     * No thread per stream: a stream's work runs on the thread that waits
+     * for it (stream_sync, event_sync or event_query, or a stream's wait on
+     * an event of another stream), in the order enqueued, so a step runs on
+     * the thread that synchronises it, without a hand-off between threads.
+     * Copies then do not overlap kernels; the kernels' own threads still run.
+     */
+    TIDE_CPU_STREAMS_INLINE,
+    /*
+     * One worker thread per stream, as a GPU runs streams side by side:
+     * copies overlap kernels, and a missing event between streams is a data
+     * race that ThreadSanitizer reports. Each hand-off between threads costs
+     * a wake-up (tens of microseconds on a virtual machine).
+     */
+    TIDE_CPU_STREAMS_THREADS,
+};
+
 struct tide_backend_options {
     /* CPU: the emulated device's memory (0: 4 GiB). CUDA: ignored (the GPU's). */
     uint64_t device_bytes;
     /*
      * CPU: the most threads the kernels run on at once (0: one per core):
-     * the calling stream's worker plus threads - 1 workers of the kernels'
+     * the thread that runs the stream (inline streams: the one that waits
+     * for it; threaded: the stream's worker) plus threads - 1 workers of the kernels'
      * pool. Every library the kernels call is held within it too: OpenBLAS
      * runs on one thread (its threaded GEMM is not reproducible across
      * thread counts; kernels/cpu/parallel.c), and oneDNN is not used.
@@ -75,6 +97,8 @@ struct tide_backend_options {
      * any other code in the process that calls OpenBLAS. Negative: refused.
      */
     int threads;
+    /* CPU: inline streams or a thread per stream (see enum tide_cpu_streams). */
+    enum tide_cpu_streams cpu_streams;
     /* CUDA: device ordinal. */
     int device;
 };

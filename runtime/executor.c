@@ -14,8 +14,9 @@
  * Threads. One host thread (the caller's: the daemon's executor thread, a
  * test, tide-bench) drives an executor; nothing here is locked, and two
  * threads must not call into one executor at once. The backend runs the work
- * on its own threads (the CPU backend: one worker per stream; CUDA: the
- * device). The executor's state is touched by the host thread only, except:
+ * on its own threads (CUDA: the device; the CPU backend: one worker per
+ * stream, or with inline streams, its default, the host thread itself when
+ * it synchronises the step). The executor's state is touched by the host thread only, except:
  *  - the arena, the kernel arguments, the placeholders' staging buffers and
  *    the host buffers (homes of host-homed Variables and Consts, swapped-out
  *    copies), which the backend's workers read and write while a step runs.

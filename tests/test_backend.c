@@ -38,11 +38,19 @@
  * Helpers
  * ========================================================================== */
 
+/*
+ * How the backends of the running group run their streams: the first group
+ * runs every test with a worker per stream (the gate tests need streams that
+ * run by themselves), the second runs those that do not block a stream with
+ * inline streams, and the tests of inline streams.
+ */
+static enum tide_cpu_streams streams_mode = TIDE_CPU_STREAMS_THREADS;
+
 static struct tide_backend *new_cpu(uint64_t device_bytes)
 {
     struct tide_backend *b = NULL;
     struct tide_error err = {0};
-    struct tide_backend_options opts = {.device_bytes = device_bytes};
+    struct tide_backend_options opts = {.device_bytes = device_bytes, .cpu_streams = streams_mode};
     assert_int_equal(tide_backend_create("cpu", &opts, &b, &err), TIDE_OK);
     assert_non_null(b);
     return b;
@@ -168,6 +176,17 @@ static enum tide_status kernel_sleep(const struct tide_kernel_args *args, struct
     return TIDE_OK;
 }
 
+/* Exp: counts its runs and notes the thread of the latest (inline streams). */
+static atomic_int thread_kernel_runs;
+static pthread_t thread_kernel_thread;
+
+static enum tide_status kernel_thread(const struct tide_kernel_args *args, struct tide_error *err)
+{
+    thread_kernel_thread = pthread_self();
+    atomic_fetch_add(&thread_kernel_runs, 1);
+    return TIDE_OK;
+}
+
 /* Relu: fails with a message that does not name the node. */
 static enum tide_status kernel_fail_anonymous(const struct tide_kernel_args *args,
                                               struct tide_error *err)
@@ -202,6 +221,7 @@ static const struct tide_kernel_table test_kernels = {
             [TIDE_OP_IDENTITY] = kernel_gate,
             [TIDE_OP_ADD] = kernel_add,
             [TIDE_OP_SCALE] = kernel_sleep,
+            [TIDE_OP_EXP] = kernel_thread,
             [TIDE_OP_RELU] = kernel_fail_anonymous,
             [TIDE_OP_NEG] = kernel_fail_named,
             [TIDE_OP_TANH] = kernel_fail_silent,
@@ -213,7 +233,8 @@ static struct tide_backend *new_test_cpu(void)
 {
     struct tide_backend *b = NULL;
     struct tide_error err = {0};
-    assert_int_equal(tide__backend_cpu_new_with_kernels(NULL, &test_kernels, &b, &err), TIDE_OK);
+    struct tide_backend_options opts = {.cpu_streams = streams_mode};
+    assert_int_equal(tide__backend_cpu_new_with_kernels(&opts, &test_kernels, &b, &err), TIDE_OK);
     return b;
 }
 
@@ -1085,6 +1106,153 @@ static void test_check_graph_names_the_cpu_backend(void **state)
     tide_backend_free(b);
 }
 
+/* ============================================================================
+ * Inline streams
+ * ========================================================================== */
+
+/* A launch of the thread kernel; static, as the args must outlive the launch. */
+static struct tide_node thread_node = {.name = "who", .op = TIDE_OP_EXP};
+static struct tide_kernel_args thread_args = {.node = &thread_node};
+
+/*
+ * Nothing runs until somebody waits; a stream's wait on another stream's
+ * event runs that stream up to the marker, on the waiting thread; the work
+ * behind the marker stays queued until its own stream is synchronised.
+ */
+static void test_inline_runs_on_the_waiting_thread(void **state)
+{
+    struct tide_backend *b = new_test_cpu();
+    struct tide_stream *s1 = new_stream(b), *s2 = new_stream(b);
+    struct tide_event *e = new_event(b);
+    atomic_store(&thread_kernel_runs, 0);
+
+    assert_int_equal(tide_backend_launch(b, s1, &thread_args), TIDE_OK);
+    assert_int_equal(tide_backend_event_record(b, e, s1), TIDE_OK);
+    assert_int_equal(tide_backend_launch(b, s1, &thread_args), TIDE_OK); /* behind the marker */
+    assert_int_equal(tide_backend_event_wait(b, s2, e), TIDE_OK);
+    static uint32_t src = 9, dst = 0;
+    dst = 0;
+    assert_int_equal(tide_backend_copy_d2h(b, &dst, &src, 4, s2), TIDE_OK);
+    sleep_ms(20);
+    assert_int_equal(atomic_load(&thread_kernel_runs), 0); /* no worker ran it */
+
+    sync_ok(b, s2);
+    assert_int_equal(dst, 9);
+    assert_int_equal(atomic_load(&thread_kernel_runs), 1); /* up to the marker only */
+    assert_true(pthread_equal(thread_kernel_thread, pthread_self()));
+    sync_ok(b, s1);
+    assert_int_equal(atomic_load(&thread_kernel_runs), 2);
+
+    tide_backend_event_free(b, e);
+    tide_backend_stream_free(b, s1);
+    tide_backend_stream_free(b, s2);
+    tide_backend_free(b);
+}
+
+/* event_query and event_sync run the recording stream (nothing else would); free drains. */
+static void test_inline_query_sync_and_free_run_the_work(void **state)
+{
+    struct tide_backend *b = new_test_cpu();
+    struct tide_stream *s = new_stream(b);
+    struct tide_event *e = new_event(b);
+    atomic_store(&thread_kernel_runs, 0);
+
+    assert_int_equal(tide_backend_launch(b, s, &thread_args), TIDE_OK);
+    assert_int_equal(tide_backend_event_record(b, e, s), TIDE_OK);
+    assert_true(query(b, e));
+    assert_int_equal(atomic_load(&thread_kernel_runs), 1);
+
+    assert_int_equal(tide_backend_launch(b, s, &thread_args), TIDE_OK);
+    assert_int_equal(tide_backend_event_record(b, e, s), TIDE_OK);
+    assert_int_equal(tide_backend_event_sync(b, e), TIDE_OK);
+    assert_int_equal(atomic_load(&thread_kernel_runs), 2);
+
+    assert_int_equal(tide_backend_launch(b, s, &thread_args), TIDE_OK);
+    tide_backend_event_free(b, e);
+    tide_backend_stream_free(b, s);
+    assert_int_equal(atomic_load(&thread_kernel_runs), 3);
+    tide_backend_free(b);
+}
+
+/* Two threads synchronising one stream: each item runs once, in order. */
+struct sync_thread {
+    struct tide_backend *b;
+    struct tide_stream *s;
+};
+
+static void *sync_thread_main(void *arg)
+{
+    struct sync_thread *t = arg;
+    struct tide_error err = {0};
+    return tide_backend_stream_sync(t->b, t->s, &err) == TIDE_OK ? NULL : (void *)1;
+}
+
+static void test_inline_two_waiters(void **state)
+{
+    struct tide_backend *b = new_test_cpu();
+    struct tide_stream *s = new_stream(b);
+    atomic_store(&thread_kernel_runs, 0);
+    enum { N = 2000 };
+    for (int i = 0; i < N; i++)
+        assert_int_equal(tide_backend_launch(b, s, &thread_args), TIDE_OK);
+    struct sync_thread t = {b, s};
+    pthread_t other;
+    assert_int_equal(pthread_create(&other, NULL, sync_thread_main, &t), 0);
+    sync_ok(b, s);
+    void *rc = (void *)1;
+    assert_int_equal(pthread_join(other, &rc), 0);
+    assert_null(rc);
+    assert_int_equal(atomic_load(&thread_kernel_runs), N);
+    tide_backend_stream_free(b, s);
+    tide_backend_free(b);
+}
+
+/* TIDE_CPU_STREAMS picks the mode when the options leave it to the environment. */
+static void test_streams_from_environment(void **state)
+{
+    struct tide_backend *b = NULL;
+    struct tide_error err = {0};
+    setenv("TIDE_CPU_STREAMS", "fibers", 1);
+    assert_int_equal(tide__backend_cpu_new_with_kernels(NULL, &test_kernels, &b, &err),
+                     TIDE_INVALID);
+    assert_non_null(strstr(err.message, "TIDE_CPU_STREAMS is \"fibers\""));
+    assert_non_null(strstr(err.message, "inline or threads"));
+    assert_null(b);
+
+    /* threads: a worker runs the launch without anyone waiting. */
+    setenv("TIDE_CPU_STREAMS", "threads", 1);
+    assert_int_equal(tide__backend_cpu_new_with_kernels(NULL, &test_kernels, &b, &err), TIDE_OK);
+    struct tide_stream *s = new_stream(b);
+    atomic_store(&thread_kernel_runs, 0);
+    assert_int_equal(tide_backend_launch(b, s, &thread_args), TIDE_OK);
+    for (int i = 0; i < 1000 && atomic_load(&thread_kernel_runs) == 0; i++)
+        sleep_ms(1);
+    assert_int_equal(atomic_load(&thread_kernel_runs), 1);
+    assert_false(pthread_equal(thread_kernel_thread, pthread_self()));
+    tide_backend_stream_free(b, s);
+    tide_backend_free(b);
+
+    /* An explicit mode wins over the environment; a bad one is refused. */
+    struct tide_backend_options bad = {.cpu_streams = (enum tide_cpu_streams)7};
+    assert_int_equal(tide__backend_cpu_new_with_kernels(&bad, &test_kernels, &b, &err),
+                     TIDE_INVALID);
+    assert_non_null(strstr(err.message, "cpu_streams is 7"));
+    unsetenv("TIDE_CPU_STREAMS");
+}
+
+static int group_threads(void **state)
+{
+    streams_mode = TIDE_CPU_STREAMS_THREADS;
+    return 0;
+}
+
+static int group_inline(void **state)
+{
+    streams_mode = TIDE_CPU_STREAMS_INLINE;
+    return 0;
+}
+
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1113,5 +1281,23 @@ int main(void)
         cmocka_unit_test(test_compile_refuses_unsupported_op),
         cmocka_unit_test(test_check_graph_names_the_cpu_backend),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    const struct CMUnitTest inline_tests[] = {
+        cmocka_unit_test(test_copies_ordered),
+        cmocka_unit_test(test_launch_in_order),
+        cmocka_unit_test(test_free_drains),
+        cmocka_unit_test(test_cross_stream_events),
+        cmocka_unit_test(test_unrecorded_event_is_reached),
+        cmocka_unit_test(test_event_free_while_queued),
+        cmocka_unit_test(test_event_elapsed),
+        cmocka_unit_test(test_sticky_error_no_kernel),
+        cmocka_unit_test(test_sticky_error_kernel_fails),
+        cmocka_unit_test(test_sticky_error_messages),
+        cmocka_unit_test(test_many_streams),
+        cmocka_unit_test(test_inline_runs_on_the_waiting_thread),
+        cmocka_unit_test(test_inline_query_sync_and_free_run_the_work),
+        cmocka_unit_test(test_inline_two_waiters),
+        cmocka_unit_test(test_streams_from_environment),
+    };
+    int failed = cmocka_run_group_tests_name("threads", tests, group_threads, NULL);
+    return failed + cmocka_run_group_tests_name("inline", inline_tests, group_inline, NULL);
 }

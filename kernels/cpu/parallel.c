@@ -27,7 +27,11 @@
  * to finish theirs (pool.running reaches 0). A worker that wakes after the
  * job closed, because the machine is busy or the job was short, finds
  * nothing to do and goes back to sleep: the caller never waits for a thread
- * to be scheduled only to learn that it has no work. One job runs at a
+ * to be scheduled only to learn that it has no work. A worker that has
+ * finished spins for up to SPIN_NS on pool.published (the generation, read
+ * without the lock) before it sleeps on the condition, since the next job
+ * usually follows within microseconds and a sleeping thread takes tens of
+ * them to wake. One job runs at a
  * time: a kernel that finds the pool busy (pool.busy held by a kernel on
  * another executor thread) runs its tasks itself, which gives the same
  * result.
@@ -46,9 +50,18 @@
 #include <cblas.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <time.h>
 
 /* Most threads the pool runs, the caller included. */
 #define MAX_THREADS 64
+/*
+ * How long a worker spins for the next job before it sleeps on the
+ * condition: a sleeping thread takes tens of microseconds to wake (more on a
+ * virtual machine), as long as a small GEMM block takes.
+ */
+#ifndef SPIN_NS
+#define SPIN_NS 100000L
+#endif
 
 struct job {
     tide__cpu_task_fn fn;
@@ -66,9 +79,11 @@ static struct {
     pthread_t threads[MAX_THREADS];
     atomic_int n_threads;      /* worker threads; the caller is one more */
     uint64_t generation;       /* bumped for every job */
+    atomic_uint_fast64_t published; /* generation, for workers spinning without the lock */
     uint64_t first_generation; /* the generation when the current workers started */
     bool open;                 /* the current job takes workers (the caller has tasks left) */
-    int running;               /* workers that joined the current job and have not finished */
+    atomic_int running;        /* workers that joined the current job and have not finished
+                                  (written under lock; read without it while the caller spins) */
     bool stopping;             /* set_threads is stopping the workers */
     struct job job;
 } pool = {
@@ -106,12 +121,47 @@ static void run_tasks(struct job *job, int worker)
     }
 }
 
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ volatile("yield");
+#endif
+}
+
+/* Whether SPIN_NS have passed since t0. */
+static bool spin_expired(const struct timespec *t0)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (t.tv_sec - t0->tv_sec) * 1000000000L + (t.tv_nsec - t0->tv_nsec) > SPIN_NS;
+}
+
+/* Spins (without the lock) until a generation other than seen is published, or SPIN_NS pass. */
+static void spin_for_job(uint64_t seen)
+{
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (int i = 1; atomic_load_explicit(&pool.published, memory_order_acquire) == seen; i++) {
+        cpu_relax();
+        if (i % 64 == 0 && spin_expired(&t0))
+            return;
+    }
+}
+
 static void *worker_main(void *arg)
 {
     int id = (int)(intptr_t)arg;
     pthread_mutex_lock(&pool.lock);
     uint64_t seen = pool.first_generation;
     for (;;) {
+        if (!pool.stopping && pool.generation == seen) {
+            /* A job often follows within microseconds: waking from the condition costs more. */
+            pthread_mutex_unlock(&pool.lock);
+            spin_for_job(seen);
+            pthread_mutex_lock(&pool.lock);
+        }
         while (!pool.stopping && pool.generation == seen)
             pthread_cond_wait(&pool.start, &pool.lock);
         if (pool.stopping)
@@ -158,6 +208,7 @@ void tide__cpu_parallel(int64_t n_tasks, int max_workers, tide__cpu_task_fn fn, 
     atomic_store(&pool.job.next, 0);
     pool.open = true;
     pool.generation++;
+    atomic_store_explicit(&pool.published, pool.generation, memory_order_release);
     pthread_cond_broadcast(&pool.start);
     pthread_mutex_unlock(&pool.lock);
 
@@ -166,6 +217,18 @@ void tide__cpu_parallel(int64_t n_tasks, int max_workers, tide__cpu_task_fn fn, 
     /* No task is left to take: only those taken by workers that joined can be running. */
     pthread_mutex_lock(&pool.lock);
     pool.open = false;
+    if (pool.running > 0) {
+        /* They are about to finish, as a rule: spin a little before sleeping on done. */
+        pthread_mutex_unlock(&pool.lock);
+        struct timespec t0;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        for (int i = 1; atomic_load(&pool.running) > 0; i++) {
+            cpu_relax();
+            if (i % 64 == 0 && spin_expired(&t0))
+                break;
+        }
+        pthread_mutex_lock(&pool.lock);
+    }
     while (pool.running > 0)
         pthread_cond_wait(&pool.done, &pool.lock);
     pthread_mutex_unlock(&pool.lock);

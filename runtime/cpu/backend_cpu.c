@@ -22,7 +22,31 @@
  * plain 64-byte-aligned memory and is not accounted: the daemon's host pool
  * does that.
  *
- * Streams. Each stream is one worker thread and a FIFO queue (a ring of
+ * Two ways to run streams (tide_backend_options.cpu_streams, or the
+ * environment's TIDE_CPU_STREAMS): inline, the default, and threads.
+ *
+ * Inline streams have no thread. Enqueue calls append to the stream's queue
+ * as below and return; the items run on whichever thread needs them done:
+ * stream_sync runs the stream's queue up to its target, event_sync and
+ * event_query run the stream that recorded the event up to its marker, and a
+ * WAIT item, run on some thread, runs the recording stream up to the marker
+ * it waits for (each pending generation remembers its stream and the item
+ * count at which its marker completes). stream_free runs what is left. So
+ * the executor's step — enqueue everything, then synchronise compute, h2d
+ * and d2h — runs on the executor's own thread, each stream in its order,
+ * switching stream where an event says so, with no wake-up of another
+ * thread: on a virtual machine each such hand-off costs tens of
+ * microseconds, several times a step (the MLP of issue 16 spent a quarter
+ * of its step in them). Copies no longer overlap kernels; on this backend
+ * they share the same cores anyway, and --threads 1 then means one core. One
+ * thread runs a stream's items at a time (running, under the stream's
+ * mutex; another thread that needs the same stream waits in done_cond), so
+ * a stream's order holds even when two threads synchronise it. A thread
+ * never waits for a stream it is running itself: a wait refers to earlier
+ * work only (below), so the streams it runs through are each at an earlier
+ * point than the one that waits.
+ *
+ * Threaded streams. Each stream is one worker thread and a FIFO queue (a ring of
  * items under the stream's mutex, with two condition variables: work_cond
  * wakes the worker, done_cond wakes host threads in stream_sync once the
  * least of their targets is completed, not after every item). Enqueue
@@ -73,7 +97,8 @@
  * stream, so no other stream waits forever on it, and a stream that waits
  * before recording still passes on its ordering to the streams behind it.
  *
- * Threads, and what each touches:
+ * Threads, and what each touches (threaded streams; with inline streams the
+ * host threads do the workers' part, one at a time per stream):
  *  - Host threads (the executor's; any thread, but the caller serialises
  *    calls on one stream): everything through the iface. They take the
  *    backend's mutex (arena list), a stream's mutex (queue, counters, error)
@@ -128,6 +153,7 @@ struct cpu_backend {
     /* Immutable after creation. */
     const struct tide_kernel_table *kernels; /* what launch dispatches to */
     uint64_t device_bytes;                   /* the emulated device's size */
+    bool inline_streams;                     /* streams without workers (see DESIGN) */
 
     /* Arenas, under mutex. */
     pthread_mutex_t mutex;
@@ -169,11 +195,22 @@ struct cpu_item {
     };
 };
 
+/*
+ * A record not reached yet: its generation, and where its marker sits (the
+ * stream, and the stream's item count once the marker is done), which is
+ * what an inline stream's waiter runs up to.
+ */
+struct cpu_pending {
+    uint64_t generation;
+    struct tide_stream *stream;
+    uint64_t seq;
+};
+
 struct tide_event {
     pthread_mutex_t mutex;
     pthread_cond_t reached_cond; /* broadcast whenever a generation is reached */
     uint64_t recorded;           /* the latest record's generation; 0: never recorded */
-    uint64_t *pending;           /* generations recorded but not reached yet */
+    struct cpu_pending *pending; /* generations recorded but not reached yet */
     size_t n_pending;
     size_t cap_pending;
     uint64_t time_generation; /* the latest generation reached; its time below */
@@ -184,7 +221,8 @@ struct tide_event {
 struct tide_stream {
     /* Immutable after creation. */
     struct cpu_backend *backend;
-    pthread_t thread; /* the worker */
+    bool inline_mode; /* no worker: items run on the threads that wait for them */
+    pthread_t thread; /* the worker (threads mode) */
     unsigned id;
 
     /* Everything below is under mutex. */
@@ -199,6 +237,9 @@ struct tide_stream {
     uint64_t completed;      /* items ever finished by the worker */
     uint64_t sync_target;    /* the least target of a waiting stream_sync; UINT64_MAX: none */
     bool stopping;           /* stream_free: drain the queue, then exit */
+    bool running;            /* inline: a thread is running this stream's head item */
+    pthread_t runner;        /* inline: that thread */
+    unsigned waiters;        /* inline: threads waiting in done_cond for running to clear */
     struct tide_error error; /* the sticky error; status TIDE_OK when none */
 };
 
@@ -206,13 +247,20 @@ struct tide_stream {
  * Events
  * ========================================================================== */
 
+/* generation's entry in pending, or NULL when it is reached (or never recorded). */
+static const struct cpu_pending *event_find_pending_locked(const struct tide_event *event,
+                                                           uint64_t generation)
+{
+    for (size_t i = 0; i < event->n_pending; i++)
+        if (event->pending[i].generation == generation)
+            return &event->pending[i];
+    return NULL;
+}
+
 /* Whether generation is recorded and not reached yet; with event->mutex held. */
 static bool event_pending_locked(const struct tide_event *event, uint64_t generation)
 {
-    for (size_t i = 0; i < event->n_pending; i++)
-        if (event->pending[i] == generation)
-            return true;
-    return false;
+    return event_find_pending_locked(event, generation) != NULL;
 }
 
 static void event_destroy(struct tide_event *event)
@@ -240,7 +288,7 @@ static void event_reach(struct tide_event *event, uint64_t generation)
     clock_gettime(CLOCK_MONOTONIC, &now);
     pthread_mutex_lock(&event->mutex);
     for (size_t i = 0; i < event->n_pending; i++) {
-        if (event->pending[i] == generation) {
+        if (event->pending[i].generation == generation) {
             event->pending[i] = event->pending[--event->n_pending];
             break;
         }
@@ -253,12 +301,35 @@ static void event_reach(struct tide_event *event, uint64_t generation)
     event_unref_unlock(event);
 }
 
+static void stream_run_until(struct tide_stream *stream, uint64_t target);
+
+/*
+ * Waits until generation is reached, with event->mutex held (it is released
+ * meanwhile). A generation recorded on an inline stream is reached by running
+ * that stream up to its marker here, on this thread; one recorded on a
+ * threaded stream, by its worker.
+ */
+static void event_wait_reached_locked(struct tide_event *event, uint64_t generation)
+{
+    const struct cpu_pending *p;
+    while ((p = event_find_pending_locked(event, generation)) != NULL) {
+        if (p->stream->inline_mode) {
+            struct tide_stream *stream = p->stream;
+            uint64_t seq = p->seq;
+            pthread_mutex_unlock(&event->mutex);
+            stream_run_until(stream, seq);
+            pthread_mutex_lock(&event->mutex);
+        } else {
+            pthread_cond_wait(&event->reached_cond, &event->mutex);
+        }
+    }
+}
+
 /* The worker's side of a wait: blocks until generation is reached. */
 static void event_block(struct tide_event *event, uint64_t generation)
 {
     pthread_mutex_lock(&event->mutex);
-    while (event_pending_locked(event, generation))
-        pthread_cond_wait(&event->reached_cond, &event->mutex);
+    event_wait_reached_locked(event, generation);
     event_unref_unlock(event);
 }
 
@@ -291,7 +362,8 @@ static void stream_push_locked(struct tide_stream *stream, const struct cpu_item
     stream->ring[(stream->head + stream->count) % stream->cap] = *item;
     stream->count++;
     stream->enqueued++;
-    pthread_cond_signal(&stream->work_cond);
+    if (!stream->inline_mode)
+        pthread_cond_signal(&stream->work_cond);
 }
 
 /* Enqueues an item that holds no reference. */
@@ -404,6 +476,49 @@ static void *stream_main(void *arg)
     return NULL;
 }
 
+/*
+ * An inline stream's runner: runs its items on the calling thread, in order,
+ * until target items are completed. One thread runs a stream's items at a
+ * time (running); another that needs the same stream waits for it. A WAIT
+ * item runs the stream that records its event up to the marker
+ * (event_block), so a step's work runs on the thread that synchronises it,
+ * stream by stream as the events demand, with no hand-off between threads.
+ */
+static void stream_run_until(struct tide_stream *stream, uint64_t target)
+{
+    pthread_mutex_lock(&stream->mutex);
+    while (stream->completed < target) {
+        if (stream->running) {
+            /* Never this thread: waits only go back to earlier work (see DESIGN). */
+            assert(!pthread_equal(stream->runner, pthread_self()));
+            stream->waiters++;
+            pthread_cond_wait(&stream->done_cond, &stream->mutex);
+            stream->waiters--;
+            continue;
+        }
+        assert(stream->count > 0);
+        struct cpu_item item = stream->ring[stream->head];
+        stream->head = (stream->head + 1) % stream->cap;
+        stream->count--;
+        stream->running = true;
+        stream->runner = pthread_self();
+        bool failed = stream->error.status != TIDE_OK;
+        pthread_mutex_unlock(&stream->mutex);
+
+        struct tide_error item_err = {.status = TIDE_OK};
+        enum tide_status st = run_item(stream, &item, failed, &item_err);
+
+        pthread_mutex_lock(&stream->mutex);
+        if (st != TIDE_OK && stream->error.status == TIDE_OK)
+            stream->error = item_err;
+        stream->completed++;
+        stream->running = false;
+        if (stream->waiters > 0)
+            pthread_cond_broadcast(&stream->done_cond);
+    }
+    pthread_mutex_unlock(&stream->mutex);
+}
+
 /* ============================================================================
  * The iface: memory
  * ========================================================================== */
@@ -511,6 +626,11 @@ static enum tide_status cpu_stream_new(void *context, struct tide_stream **out,
     pthread_mutex_init(&stream->mutex, NULL);
     pthread_cond_init(&stream->work_cond, NULL);
     pthread_cond_init(&stream->done_cond, NULL);
+    stream->inline_mode = cpu->inline_streams;
+    if (stream->inline_mode) {
+        *out = stream;
+        return TIDE_OK;
+    }
 
     /* The worker inherits a mask that blocks every signal: they are the main thread's. */
     sigset_t all, old;
@@ -535,11 +655,19 @@ static enum tide_status cpu_stream_new(void *context, struct tide_stream **out,
 
 static void cpu_stream_free(void *context, struct tide_stream *stream)
 {
-    pthread_mutex_lock(&stream->mutex);
-    stream->stopping = true;
-    pthread_cond_signal(&stream->work_cond);
-    pthread_mutex_unlock(&stream->mutex);
-    pthread_join(stream->thread, NULL);
+    if (stream->inline_mode) {
+        /* Work nobody waited for still runs, as a worker would drain its queue. */
+        pthread_mutex_lock(&stream->mutex);
+        uint64_t target = stream->enqueued;
+        pthread_mutex_unlock(&stream->mutex);
+        stream_run_until(stream, target);
+    } else {
+        pthread_mutex_lock(&stream->mutex);
+        stream->stopping = true;
+        pthread_cond_signal(&stream->work_cond);
+        pthread_mutex_unlock(&stream->mutex);
+        pthread_join(stream->thread, NULL);
+    }
 
     /* The worker has exited: nothing else touches the stream now. */
     if (stream->error.status != TIDE_OK)
@@ -557,6 +685,11 @@ static enum tide_status cpu_stream_sync(void *context, struct tide_stream *strea
 {
     pthread_mutex_lock(&stream->mutex);
     uint64_t target = stream->enqueued;
+    if (stream->inline_mode) {
+        pthread_mutex_unlock(&stream->mutex);
+        stream_run_until(stream, target);
+        pthread_mutex_lock(&stream->mutex);
+    }
     while (stream->completed < target) {
         /* Every waiter woken short of its target sets it again. */
         if (target < stream->sync_target)
@@ -629,7 +762,7 @@ static enum tide_status cpu_event_record(void *context, struct tide_event *event
     pthread_mutex_lock(&event->mutex);
     if (event->n_pending == event->cap_pending) {
         size_t cap = event->cap_pending ? event->cap_pending * 2 : 4;
-        uint64_t *pending = realloc(event->pending, cap * sizeof(*pending));
+        struct cpu_pending *pending = realloc(event->pending, cap * sizeof(*pending));
         if (!pending) {
             pthread_mutex_unlock(&event->mutex);
             st = TIDE_NOMEM;
@@ -639,7 +772,9 @@ static enum tide_status cpu_event_record(void *context, struct tide_event *event
         event->cap_pending = cap;
     }
     uint64_t generation = ++event->recorded;
-    event->pending[event->n_pending++] = generation;
+    /* The marker will be item number enqueued + 1 of the stream. */
+    event->pending[event->n_pending++] = (struct cpu_pending){
+        .generation = generation, .stream = stream, .seq = stream->enqueued + 1};
     event->refs++;
     pthread_mutex_unlock(&event->mutex);
     stream_push_locked(stream, &(struct cpu_item){
@@ -678,6 +813,9 @@ out:
 static enum tide_status cpu_event_query(void *context, struct tide_event *event, bool *done)
 {
     pthread_mutex_lock(&event->mutex);
+    const struct cpu_pending *p = event_find_pending_locked(event, event->recorded);
+    if (p && p->stream->inline_mode)
+        event_wait_reached_locked(event, event->recorded); /* nothing else would run it */
     *done = !event_pending_locked(event, event->recorded);
     pthread_mutex_unlock(&event->mutex);
     return TIDE_OK;
@@ -686,9 +824,7 @@ static enum tide_status cpu_event_query(void *context, struct tide_event *event,
 static enum tide_status cpu_event_sync(void *context, struct tide_event *event)
 {
     pthread_mutex_lock(&event->mutex);
-    uint64_t generation = event->recorded;
-    while (event_pending_locked(event, generation))
-        pthread_cond_wait(&event->reached_cond, &event->mutex);
+    event_wait_reached_locked(event, event->recorded);
     pthread_mutex_unlock(&event->mutex);
     return TIDE_OK;
 }
@@ -851,6 +987,22 @@ enum tide_status tide__backend_cpu_new_with_kernels(const struct tide_backend_op
                               "cpu backend: threads is %d; want 0 (the default) or more",
                               options->threads);
 
+    enum tide_cpu_streams streams = options->cpu_streams;
+    if (streams == TIDE_CPU_STREAMS_DEFAULT) {
+        const char *env = getenv("TIDE_CPU_STREAMS");
+        if (!env || !*env || strcmp(env, "inline") == 0)
+            streams = TIDE_CPU_STREAMS_INLINE;
+        else if (strcmp(env, "threads") == 0)
+            streams = TIDE_CPU_STREAMS_THREADS;
+        else
+            return tide_error_set(err, TIDE_INVALID,
+                                  "cpu backend: TIDE_CPU_STREAMS is \"%s\"; want inline or threads",
+                                  env);
+    } else if (streams != TIDE_CPU_STREAMS_INLINE && streams != TIDE_CPU_STREAMS_THREADS) {
+        return tide_error_set(err, TIDE_INVALID, "cpu backend: cpu_streams is %d; want 0, 1 or 2",
+                              (int)streams);
+    }
+
     struct tide_backend *backend = calloc(1, sizeof(*backend));
     struct cpu_backend *cpu = calloc(1, sizeof(*cpu));
     if (!backend || !cpu) {
@@ -860,6 +1012,7 @@ enum tide_status tide__backend_cpu_new_with_kernels(const struct tide_backend_op
     }
     cpu->kernels = kernels;
     cpu->device_bytes = options->device_bytes ? options->device_bytes : CPU_DEFAULT_DEVICE_BYTES;
+    cpu->inline_streams = streams == TIDE_CPU_STREAMS_INLINE;
     pthread_mutex_init(&cpu->mutex, NULL);
     atomic_init(&cpu->next_stream_id, 0);
 
