@@ -334,9 +334,9 @@ static int run(const struct bench_options *o, const char *command, bool legacy)
         goto out;
     if (auto_value == 0) {
         fprintf(stderr,
-                "tide-bench %s: not even %s 1 fits within %" PRIu64
+                "tide-bench %s: not even %s %" PRId64 " fits within %" PRIu64
                 " bytes with the automatic plan\n",
-                command, s.axis->field, o->budget);
+                command, s.axis->field, shown(s.axis, 1), o->budget);
         goto out;
     }
     uint64_t host_bytes = s.host_bytes, peak_bytes = s.peak_bytes;
@@ -345,10 +345,17 @@ static int run(const struct bench_options *o, const char *command, bool legacy)
     int64_t shown_auto = shown(s.axis, auto_value);
     /* Nothing fits with swap off: there is no ratio to give (null in the JSON line). */
     double ratio = shown_off ? (double)shown_auto / (double)shown_off : NAN;
-    printf("largest %s of %s within %" PRIu64 " bytes (%.1f MiB): swap off %" PRId64
-           ", automatic plan %" PRId64 " (%.2fx); %d plans searched\n",
-           s.axis->field, o->model, o->budget, (double)o->budget / (1 << 20), shown_off, shown_auto,
-           ratio, s.plans);
+    if (shown_off)
+        printf("largest %s of %s within %" PRIu64 " bytes (%.1f MiB): swap off %" PRId64
+               ", automatic plan %" PRId64 " (%.2fx); %d plans searched\n",
+               s.axis->field, o->model, o->budget, (double)o->budget / (1 << 20), shown_off,
+               shown_auto, ratio, s.plans);
+    else
+        printf("largest %s of %s within %" PRIu64 " bytes (%.1f MiB): swap off none (not even "
+               "%s %" PRId64 " fits, so no ratio), automatic plan %" PRId64
+               "; %d plans searched\n",
+               s.axis->field, o->model, o->budget, (double)o->budget / (1 << 20), s.axis->field,
+               shown(s.axis, 1), shown_auto, s.plans);
     if (off_limited)
         printf("a graph limit, not the budget, stopped the swap-off search: %s\n", off_message);
     if (auto_limited)

@@ -1236,12 +1236,13 @@ static void test_train_moe(void **state)
 }
 
 /* `plan` of a small MoE model with `experts` experts in 1 MiB (swap: "off" or NULL) fits. */
-static bool moe_plan_fits(struct tide_test_run *r, int64_t experts, const char *swap)
+static bool moe_plan_fits(struct tide_test_run *r, int64_t experts, const char *swap,
+                          char *budget)
 {
     char text[32];
     snprintf(text, sizeof(text), "%" PRId64, experts);
     char *args[] = {"plan", "--model", "moe", "--layers", "1", "--d-model", "16", "--heads", "2",
-                    "--seq-len", "16", "--batch", "4", "--budget", "1M", "--experts", text, "--json",
+                    "--seq-len", "16", "--batch", "4", "--budget", budget, "--experts", text, "--json",
                     swap ? "--swap" : NULL, (char *)swap, NULL};
     char *argv[32] = {bench_path};
     for (int i = 0; args[i]; i++)
@@ -1284,10 +1285,42 @@ static void test_max_moe_experts_exact(void **state)
     print_message("moe in 1 MiB: %" PRId64 " experts with swap off, %" PRId64 " automatic\n", off,
                   autoplan);
     assert_true(off >= 2 && autoplan >= off);
-    assert_true(moe_plan_fits(r, off, "off"));
-    assert_false(moe_plan_fits(r, off + 1, "off"));
-    assert_true(moe_plan_fits(r, autoplan, NULL));
-    assert_false(moe_plan_fits(r, autoplan + 1, NULL));
+    assert_true(moe_plan_fits(r, off, "off", "1M"));
+    assert_false(moe_plan_fits(r, off + 1, "off", "1M"));
+    assert_true(moe_plan_fits(r, autoplan, NULL, "1M"));
+    assert_false(moe_plan_fits(r, autoplan + 1, NULL, "1M"));
+    free(r);
+}
+
+/*
+ * Where nothing fits with swap off, `max` says so and gives no ratio (null),
+ * rather than a swap-off value of 0 and a ratio of infinity: at 256 KiB the
+ * small MoE's activations alone outgrow the budget with swap off, while the
+ * automatic plan, which swaps them out, holds hundreds of experts.
+ */
+static void test_max_swap_off_fits_none(void **state)
+{
+    (void)state;
+    struct tide_test_run *r = malloc(sizeof(*r));
+    assert_non_null(r);
+    struct json_object *line =
+        run_bench(r, 0,
+                  (char *[]){"max", "--model", "moe", "--vary", "experts", "--budget", "256K",
+                             "--layers", "1", "--d-model", "16", "--heads", "2", "--seq-len", "16",
+                             "--batch", "4", "--json", NULL});
+    assert_int_equal(tide_test_json_int(line, "value_swap_off"), 0);
+    int64_t autoplan = tide_test_json_int(line, "value_auto");
+    assert_true(autoplan >= 2);
+    struct json_object *ratio = NULL;
+    assert_true(json_object_object_get_ex(line, "ratio", &ratio));
+    assert_null(ratio); /* JSON null */
+    json_object_put(line);
+    expect_in_report(r->out,
+                     "swap off none (not even experts 2 fits, so no ratio), automatic plan %" PRId64
+                     ";",
+                     autoplan);
+    assert_false(moe_plan_fits(r, 2, "off", "256K"));
+    assert_true(moe_plan_fits(r, autoplan, NULL, "256K"));
     free(r);
 }
 
@@ -1316,6 +1349,7 @@ int main(void)
         cmocka_unit_test(test_train_transformer_heldout),
         cmocka_unit_test(test_train_moe),
         cmocka_unit_test(test_max_moe_experts_exact),
+        cmocka_unit_test(test_max_swap_off_fits_none),
     };
     return cmocka_run_group_tests(tests, group_setup, NULL);
 }
