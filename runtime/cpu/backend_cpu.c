@@ -444,6 +444,27 @@ static enum tide_status run_item(struct tide_stream *stream, const struct cpu_it
     return TIDE_OK;
 }
 
+/*
+ * Pops the head item and runs it without the stream's mutex (held on entry
+ * and on return); the first failure becomes the stream's sticky error.
+ */
+static void run_head_locked(struct tide_stream *stream)
+{
+    struct cpu_item item = stream->ring[stream->head];
+    stream->head = (stream->head + 1) % stream->cap;
+    stream->count--;
+    bool failed = stream->error.status != TIDE_OK;
+    pthread_mutex_unlock(&stream->mutex);
+
+    struct tide_error item_err = {.status = TIDE_OK};
+    enum tide_status st = run_item(stream, &item, failed, &item_err);
+
+    pthread_mutex_lock(&stream->mutex);
+    if (st != TIDE_OK && stream->error.status == TIDE_OK)
+        stream->error = item_err;
+    stream->completed++;
+}
+
 static void *stream_main(void *arg)
 {
     struct tide_stream *stream = arg;
@@ -453,19 +474,7 @@ static void *stream_main(void *arg)
             pthread_cond_wait(&stream->work_cond, &stream->mutex);
         if (stream->count == 0)
             break; /* stopping, and drained */
-        struct cpu_item item = stream->ring[stream->head];
-        stream->head = (stream->head + 1) % stream->cap;
-        stream->count--;
-        bool failed = stream->error.status != TIDE_OK;
-        pthread_mutex_unlock(&stream->mutex);
-
-        struct tide_error item_err = {.status = TIDE_OK};
-        enum tide_status st = run_item(stream, &item, failed, &item_err);
-
-        pthread_mutex_lock(&stream->mutex);
-        if (st != TIDE_OK && stream->error.status == TIDE_OK)
-            stream->error = item_err;
-        stream->completed++;
+        run_head_locked(stream);
         /* Wake stream_sync only when a waiter's target is reached, not once per item. */
         if (stream->completed >= stream->sync_target) {
             stream->sync_target = UINT64_MAX;
@@ -497,21 +506,9 @@ static void stream_run_until(struct tide_stream *stream, uint64_t target)
             continue;
         }
         assert(stream->count > 0);
-        struct cpu_item item = stream->ring[stream->head];
-        stream->head = (stream->head + 1) % stream->cap;
-        stream->count--;
         stream->running = true;
         stream->runner = pthread_self();
-        bool failed = stream->error.status != TIDE_OK;
-        pthread_mutex_unlock(&stream->mutex);
-
-        struct tide_error item_err = {.status = TIDE_OK};
-        enum tide_status st = run_item(stream, &item, failed, &item_err);
-
-        pthread_mutex_lock(&stream->mutex);
-        if (st != TIDE_OK && stream->error.status == TIDE_OK)
-            stream->error = item_err;
-        stream->completed++;
+        run_head_locked(stream);
         stream->running = false;
         if (stream->waiters > 0)
             pthread_cond_broadcast(&stream->done_cond);
