@@ -137,25 +137,32 @@ static inline void cpu_relax(void)
 #endif
 }
 
-/* Whether SPIN_NS have passed since t0. */
-static bool spin_expired(const struct timespec *t0)
+/* What a spin waits out: a job not yet published after seen, or workers still running. */
+static bool no_new_job(uint64_t seen)
 {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (t.tv_sec - t0->tv_sec) * 1000000000L + (t.tv_nsec - t0->tv_nsec) > SPIN_NS;
+    return atomic_load_explicit(&pool.published, memory_order_acquire) == seen;
 }
 
-/* Spins (without the lock) until a generation other than seen is published, or SPIN_NS pass. */
-static void spin_for_job(uint64_t seen)
+static bool workers_running(uint64_t unused)
 {
-    struct timespec t0;
+    (void)unused;
+    return atomic_load(&pool.running) > 0;
+}
+
+/*
+ * Spins, without the lock, while busy(arg) holds, for at most SPIN_NS; every
+ * 64 pauses it yields the core, which on a busy machine another thread may want.
+ */
+static void spin_while(bool (*busy)(uint64_t), uint64_t arg)
+{
+    struct timespec t0, t;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    for (int i = 1; atomic_load_explicit(&pool.published, memory_order_acquire) == seen; i++) {
+    for (int i = 1; busy(arg); i++) {
         cpu_relax();
         if (i % 64 == 0) {
-            if (spin_expired(&t0))
+            clock_gettime(CLOCK_MONOTONIC, &t);
+            if ((t.tv_sec - t0.tv_sec) * 1000000000L + (t.tv_nsec - t0.tv_nsec) > SPIN_NS)
                 return;
-            /* On a busy machine another thread may want this core: let it run first. */
             sched_yield();
         }
     }
@@ -170,7 +177,7 @@ static void *worker_main(void *arg)
         if (!pool.stopping && pool.generation == seen) {
             /* A job often follows within microseconds: waking from the condition costs more. */
             pthread_mutex_unlock(&pool.lock);
-            spin_for_job(seen);
+            spin_while(no_new_job, seen);
             pthread_mutex_lock(&pool.lock);
         }
         while (!pool.stopping && pool.generation == seen)
@@ -231,16 +238,7 @@ void tide__cpu_parallel(int64_t n_tasks, int max_workers, tide__cpu_task_fn fn, 
     if (pool.running > 0) {
         /* They are about to finish, as a rule: spin a little before sleeping on done. */
         pthread_mutex_unlock(&pool.lock);
-        struct timespec t0;
-        clock_gettime(CLOCK_MONOTONIC, &t0);
-        for (int i = 1; atomic_load(&pool.running) > 0; i++) {
-            cpu_relax();
-            if (i % 64 == 0) {
-                if (spin_expired(&t0))
-                    break;
-                sched_yield();
-            }
-        }
+        spin_while(workers_running, 0);
         pthread_mutex_lock(&pool.lock);
     }
     while (pool.running > 0)

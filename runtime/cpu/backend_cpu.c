@@ -221,8 +221,7 @@ struct tide_event {
 struct tide_stream {
     /* Immutable after creation. */
     struct cpu_backend *backend;
-    bool inline_mode; /* no worker: items run on the threads that wait for them */
-    pthread_t thread; /* the worker (threads mode) */
+    pthread_t thread; /* the worker (threaded streams) */
     unsigned id;
 
     /* Everything below is under mutex. */
@@ -313,7 +312,7 @@ static void event_wait_reached_locked(struct tide_event *event, uint64_t generat
 {
     const struct cpu_pending *p;
     while ((p = event_find_pending_locked(event, generation)) != NULL) {
-        if (p->stream->inline_mode) {
+        if (p->stream->backend->inline_streams) {
             struct tide_stream *stream = p->stream;
             uint64_t seq = p->seq;
             pthread_mutex_unlock(&event->mutex);
@@ -362,7 +361,7 @@ static void stream_push_locked(struct tide_stream *stream, const struct cpu_item
     stream->ring[(stream->head + stream->count) % stream->cap] = *item;
     stream->count++;
     stream->enqueued++;
-    if (!stream->inline_mode)
+    if (!stream->backend->inline_streams)
         pthread_cond_signal(&stream->work_cond);
 }
 
@@ -623,8 +622,7 @@ static enum tide_status cpu_stream_new(void *context, struct tide_stream **out,
     pthread_mutex_init(&stream->mutex, NULL);
     pthread_cond_init(&stream->work_cond, NULL);
     pthread_cond_init(&stream->done_cond, NULL);
-    stream->inline_mode = cpu->inline_streams;
-    if (stream->inline_mode) {
+    if (cpu->inline_streams) {
         *out = stream;
         return TIDE_OK;
     }
@@ -652,7 +650,7 @@ static enum tide_status cpu_stream_new(void *context, struct tide_stream **out,
 
 static void cpu_stream_free(void *context, struct tide_stream *stream)
 {
-    if (stream->inline_mode) {
+    if (stream->backend->inline_streams) {
         /* Work nobody waited for still runs, as a worker would drain its queue. */
         pthread_mutex_lock(&stream->mutex);
         uint64_t target = stream->enqueued;
@@ -682,7 +680,7 @@ static enum tide_status cpu_stream_sync(void *context, struct tide_stream *strea
 {
     pthread_mutex_lock(&stream->mutex);
     uint64_t target = stream->enqueued;
-    if (stream->inline_mode) {
+    if (stream->backend->inline_streams) {
         pthread_mutex_unlock(&stream->mutex);
         stream_run_until(stream, target);
         pthread_mutex_lock(&stream->mutex);
@@ -811,7 +809,7 @@ static enum tide_status cpu_event_query(void *context, struct tide_event *event,
 {
     pthread_mutex_lock(&event->mutex);
     const struct cpu_pending *p = event_find_pending_locked(event, event->recorded);
-    if (p && p->stream->inline_mode)
+    if (p && p->stream->backend->inline_streams)
         event_wait_reached_locked(event, event->recorded); /* nothing else would run it */
     *done = !event_pending_locked(event, event->recorded);
     pthread_mutex_unlock(&event->mutex);
