@@ -6,24 +6,28 @@
  * cuDNN's convolution API (cudnnConvolutionForward, BackwardData,
  * BackwardFilter: the cudnn_cnn library of cuDNN 9).
  *
- * Determinism and precision. Each op tries a fixed list of algorithms that
- * cuDNN documents as deterministic, in order, and takes the first whose
- * workspace query succeeds: IMPLICIT_PRECOMP_GEMM (then IMPLICIT_GEMM, GEMM)
- * forward, BWD_DATA_ALGO_1 (then FFT_TILING), BWD_FILTER_ALGO_1 (then
- * FFT_TILING). Never the algorithms that accumulate with atomics
- * (BWD_DATA_ALGO_0, BWD_FILTER_ALGO_0 and _3). The choice depends only on
- * the shapes and the GPU, so workspace_bytes (at planning time, with the
- * backend's planning handle) and the launch (with the stream's handle) agree.
+ * Determinism and precision. Each op takes the first algorithm of cuDNN's
+ * heuristic ranking for its shape (cudnnGetConvolution*Algorithm_v7) that
+ * cuDNN marks CUDNN_DETERMINISTIC and whose workspace is at most the largest
+ * of the node's tensors, and falls back to a fixed list when none does
+ * (conv_choose). Never an algorithm that accumulates with atomics. The
+ * choice depends only on the shapes, the GPU and cuDNN, so workspace_bytes
+ * (at planning time, with the backend's planning handle) and the launch
+ * (with the stream's handle) agree; it is cached per shape and device.
  * The math type is CUDNN_FMA_MATH: plain FP32, no TF32 tensor cores, so the
  * results stay within float rounding of the CPU's.
  *
  * Descriptors are made and destroyed per call: host work of a few
- * microseconds against kernels of much more, and no cache to keep coherent.
+ * microseconds against kernels of much more.
  */
 #include "kernels/cuda/cuda-impl.h"
 
+#include "common/log.h"
+
 #include <inttypes.h>
 #include <limits.h>
+#include <pthread.h>
+#include <string.h>
 
 /* The shared geometry (kernels/check.c) plus cuDNN's own limits. */
 static enum tide_status conv_setup(const struct tide_node *node, const struct tide_shape *x,
@@ -106,6 +110,11 @@ static enum tide_status conv_desc_make(const struct tide__kernel_conv *cv, struc
     return st;
 }
 
+/*
+ * The fallback lists, each in order: deterministic algorithms only, never
+ * those that accumulate with atomics (BWD_DATA_ALGO_0, BWD_FILTER_ALGO_0
+ * and _3).
+ */
 static const cudnnConvolutionFwdAlgo_t fwd_algos[] = {
     CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM,
     CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM,
@@ -122,48 +131,195 @@ static const cudnnConvolutionBwdFilterAlgo_t bwd_filter_algos[] = {
 
 #define COUNT(a) (sizeof(a) / sizeof((a)[0]))
 
-/*
- * The first algorithm of op's list that cuDNN supports for d (its index in
- * the list) and its workspace. The queries of algorithms that do not apply
- * are expected to fail, so they are not logged; when none applies, the last
- * failure is reported as TIDE_UNSUPPORTED.
- */
-static enum tide_status conv_choose(cudnnHandle_t handle, const struct tide_node *node,
-                                    const struct conv_desc *d, int *algo, size_t *workspace,
-                                    struct tide_error *err)
+/* cuDNN's workspace query for algorithm algo (a cudnnConvolution*Algo_t) of node's op. */
+static cudnnStatus_t conv_query(cudnnHandle_t handle, const struct tide_node *node,
+                                const struct conv_desc *d, int algo, size_t *workspace)
 {
-    cudnnStatus_t rc = CUDNN_STATUS_NOT_SUPPORTED;
     switch (node->op) {
     case TIDE_OP_CONV2D:
-        for (size_t i = 0; i < COUNT(fwd_algos); i++) {
-            rc = cudnnGetConvolutionForwardWorkspaceSize(handle, d->x, d->w, d->conv, d->y,
-                                                         fwd_algos[i], workspace);
-            if (rc == CUDNN_STATUS_SUCCESS) {
-                *algo = (int)i;
-                return TIDE_OK;
-            }
-        }
-        break;
+        return cudnnGetConvolutionForwardWorkspaceSize(handle, d->x, d->w, d->conv, d->y,
+                                                       (cudnnConvolutionFwdAlgo_t)algo, workspace);
     case TIDE_OP_CONV2D_BACKPROP_INPUT:
-        for (size_t i = 0; i < COUNT(bwd_data_algos); i++) {
-            rc = cudnnGetConvolutionBackwardDataWorkspaceSize(handle, d->w, d->y, d->conv, d->x,
-                                                              bwd_data_algos[i], workspace);
-            if (rc == CUDNN_STATUS_SUCCESS) {
-                *algo = (int)i;
-                return TIDE_OK;
-            }
-        }
-        break;
+        return cudnnGetConvolutionBackwardDataWorkspaceSize(
+            handle, d->w, d->y, d->conv, d->x, (cudnnConvolutionBwdDataAlgo_t)algo, workspace);
     default:
-        for (size_t i = 0; i < COUNT(bwd_filter_algos); i++) {
-            rc = cudnnGetConvolutionBackwardFilterWorkspaceSize(handle, d->x, d->y, d->conv, d->w,
-                                                                bwd_filter_algos[i], workspace);
-            if (rc == CUDNN_STATUS_SUCCESS) {
-                *algo = (int)i;
-                return TIDE_OK;
-            }
-        }
+        return cudnnGetConvolutionBackwardFilterWorkspaceSize(
+            handle, d->x, d->y, d->conv, d->w, (cudnnConvolutionBwdFilterAlgo_t)algo, workspace);
+    }
+}
+
+/* One algorithm of cuDNN's ranking: the fields of its cudnnConvolution*AlgoPerf_t that matter. */
+struct conv_ranked {
+    int algo;
+    cudnnStatus_t status;
+    cudnnDeterminism_t determinism;
+    size_t memory;
+};
+
+#define CONV_RANKED_MAX 16
+
+/*
+ * cuDNN's heuristic ranking of node's algorithms for d, fastest first
+ * (cudnnGetConvolution*Algorithm_v7: a model of the GPU, nothing is run or
+ * timed, so every process on the same GPU and cuDNN gets the same ranking).
+ * Returns how many it filled; 0 when the query fails.
+ */
+static int conv_rank(cudnnHandle_t handle, const struct tide_node *node, const struct conv_desc *d,
+                     struct conv_ranked *out)
+{
+    int n = 0;
+    switch (node->op) {
+    case TIDE_OP_CONV2D: {
+        cudnnConvolutionFwdAlgoPerf_t perf[CONV_RANKED_MAX];
+        if (cudnnGetConvolutionForwardAlgorithm_v7(handle, d->x, d->w, d->conv, d->y,
+                                                   CONV_RANKED_MAX, &n,
+                                                   perf) != CUDNN_STATUS_SUCCESS)
+            return 0;
+        for (int i = 0; i < n; i++)
+            out[i] = (struct conv_ranked){(int)perf[i].algo, perf[i].status, perf[i].determinism,
+                                          perf[i].memory};
         break;
+    }
+    case TIDE_OP_CONV2D_BACKPROP_INPUT: {
+        cudnnConvolutionBwdDataAlgoPerf_t perf[CONV_RANKED_MAX];
+        if (cudnnGetConvolutionBackwardDataAlgorithm_v7(handle, d->w, d->y, d->conv, d->x,
+                                                        CONV_RANKED_MAX, &n,
+                                                        perf) != CUDNN_STATUS_SUCCESS)
+            return 0;
+        for (int i = 0; i < n; i++)
+            out[i] = (struct conv_ranked){(int)perf[i].algo, perf[i].status, perf[i].determinism,
+                                          perf[i].memory};
+        break;
+    }
+    default: {
+        cudnnConvolutionBwdFilterAlgoPerf_t perf[CONV_RANKED_MAX];
+        if (cudnnGetConvolutionBackwardFilterAlgorithm_v7(handle, d->x, d->y, d->conv, d->w,
+                                                          CONV_RANKED_MAX, &n,
+                                                          perf) != CUDNN_STATUS_SUCCESS)
+            return 0;
+        for (int i = 0; i < n; i++)
+            out[i] = (struct conv_ranked){(int)perf[i].algo, perf[i].status, perf[i].determinism,
+                                          perf[i].memory};
+        break;
+    }
+    }
+    return n < 0 ? 0 : n > CONV_RANKED_MAX ? CONV_RANKED_MAX : n;
+}
+
+/*
+ * The choice for one convolution, cached per op, geometry and device: the
+ * heuristic query costs more host time than the launch itself, and a step
+ * of ResNet-50 launches 158 convolutions of 20-odd shapes.
+ */
+struct conv_choice {
+    int op, device;
+    struct tide__kernel_conv cv;
+    int algo;
+    size_t workspace;
+};
+
+#define CONV_CACHE_MAX 1024
+static pthread_mutex_t conv_cache_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct conv_choice conv_cache[CONV_CACHE_MAX];
+static size_t conv_cache_used;
+
+static bool conv_cache_get(struct conv_choice *c)
+{
+    bool found = false;
+    pthread_mutex_lock(&conv_cache_lock);
+    for (size_t i = 0; i < conv_cache_used && !found; i++) {
+        const struct conv_choice *e = &conv_cache[i];
+        if (e->op == c->op && e->device == c->device && !memcmp(&e->cv, &c->cv, sizeof c->cv)) {
+            *c = *e;
+            found = true;
+        }
+    }
+    pthread_mutex_unlock(&conv_cache_lock);
+    return found;
+}
+
+/* Remembers c unless the cache is full (the query then runs again: slower, never wrong). */
+static void conv_cache_put(const struct conv_choice *c)
+{
+    pthread_mutex_lock(&conv_cache_lock);
+    if (conv_cache_used < CONV_CACHE_MAX)
+        conv_cache[conv_cache_used++] = *c;
+    pthread_mutex_unlock(&conv_cache_lock);
+}
+
+/*
+ * The algorithm for node's convolution d (a cudnnConvolution*Algo_t) and its
+ * workspace: the first of cuDNN's heuristic ranking that is deterministic
+ * (CUDNN_DETERMINISTIC: no atomics, the same bits every run), supported,
+ * and needs no more workspace than the largest of the node's three tensors
+ * (so that the choice at most doubles what the node already holds, and a
+ * plan's floor moves little); when none qualifies or the ranking fails, the
+ * first of the fixed list that cuDNN supports. The ranking depends only on
+ * the shapes, the GPU and cuDNN, so workspace_bytes (at planning time, with
+ * the backend's planning handle) and the launch (with the stream's handle)
+ * agree. When nothing applies, the last failure is reported as
+ * TIDE_UNSUPPORTED.
+ */
+static enum tide_status conv_choose(cudnnHandle_t handle, const struct tide_node *node,
+                                    const struct tide__kernel_conv *cv, const struct conv_desc *d,
+                                    int *algo, size_t *workspace, struct tide_error *err)
+{
+    struct conv_choice c;
+    memset(&c, 0, sizeof c); /* the key is compared with memcmp */
+    c.op = (int)node->op;
+    c.cv = *cv;
+    if (cudaGetDevice(&c.device) != cudaSuccess)
+        c.device = -1;
+    if (conv_cache_get(&c)) {
+        *algo = c.algo;
+        *workspace = c.workspace;
+        return TIDE_OK;
+    }
+
+    uint64_t cap = (uint64_t)(cv->n * cv->c * cv->h * cv->w);
+    if ((uint64_t)(cv->n * cv->k * cv->oh * cv->ow) > cap)
+        cap = (uint64_t)(cv->n * cv->k * cv->oh * cv->ow);
+    if ((uint64_t)(cv->k * cv->c * cv->r * cv->s) > cap)
+        cap = (uint64_t)(cv->k * cv->c * cv->r * cv->s);
+    cap *= sizeof(float);
+
+    struct conv_ranked ranked[CONV_RANKED_MAX];
+    int n = conv_rank(handle, node, d, ranked);
+    cudnnStatus_t rc = CUDNN_STATUS_NOT_SUPPORTED;
+    bool chosen = false;
+    for (int i = 0; i < n && !chosen; i++) {
+        if (ranked[i].status != CUDNN_STATUS_SUCCESS ||
+            ranked[i].determinism != CUDNN_DETERMINISTIC || ranked[i].memory > cap)
+            continue;
+        rc = conv_query(handle, node, d, ranked[i].algo, &c.workspace);
+        if (rc == CUDNN_STATUS_SUCCESS && c.workspace <= cap) {
+            c.algo = ranked[i].algo;
+            chosen = true;
+        }
+    }
+    size_t fallbacks = node->op == TIDE_OP_CONV2D                  ? COUNT(fwd_algos)
+                       : node->op == TIDE_OP_CONV2D_BACKPROP_INPUT ? COUNT(bwd_data_algos)
+                                                                   : COUNT(bwd_filter_algos);
+    for (size_t i = 0; i < fallbacks && !chosen; i++) {
+        int a = node->op == TIDE_OP_CONV2D                  ? (int)fwd_algos[i]
+                : node->op == TIDE_OP_CONV2D_BACKPROP_INPUT ? (int)bwd_data_algos[i]
+                                                            : (int)bwd_filter_algos[i];
+        rc = conv_query(handle, node, d, a, &c.workspace);
+        if (rc == CUDNN_STATUS_SUCCESS) {
+            c.algo = a;
+            chosen = true;
+        }
+    }
+    if (chosen) {
+        TIDE_LOG_DEBUG("cuda conv: %s of x [%" PRId64 ", %" PRId64 ", %" PRId64 ", %" PRId64
+                       "], w [%" PRId64 ", %" PRId64 ", %" PRId64 ", %" PRId64
+                       "]: algorithm %d, workspace %zu bytes (cap %" PRIu64 ")",
+                       tide_op_info(node->op)->name, cv->n, cv->c, cv->h, cv->w, cv->k, cv->c,
+                       cv->r, cv->s, c.algo, c.workspace, cap);
+        conv_cache_put(&c);
+        *algo = c.algo;
+        *workspace = c.workspace;
+        return TIDE_OK;
     }
     enum tide_status st =
         tide__cudnn_check(rc, "cudnnGetConvolution*WorkspaceSize", __FILE__, __LINE__, err);
@@ -213,7 +369,7 @@ uint64_t tide__cuda_conv_workspace(struct tide_cuda_launch *launch, const struct
         return 0;
     int algo;
     size_t bytes = 0;
-    if (conv_choose(launch->cudnn, node, &d, &algo, &bytes, NULL) != TIDE_OK)
+    if (conv_choose(launch->cudnn, node, &cv, &d, &algo, &bytes, NULL) != TIDE_OK)
         bytes = 0;
     conv_desc_destroy(&d);
     return bytes;
@@ -238,7 +394,7 @@ static enum tide_status conv_run(const struct tide_kernel_args *args,
         return st;
     int algo = 0;
     size_t need = 0;
-    st = conv_choose(launch->cudnn, args->node, &d, &algo, &need, err);
+    st = conv_choose(launch->cudnn, args->node, cv, &d, &algo, &need, err);
     if (st == TIDE_OK)
         st = tide__cuda_expect_workspace(args, need, err);
     const float alpha = 1.0f, beta = 0.0f;
@@ -246,19 +402,22 @@ static enum tide_status conv_run(const struct tide_kernel_args *args,
     if (st == TIDE_OK) {
         switch (args->node->op) {
         case TIDE_OP_CONV2D:
-            st = TIDE_CUDNN_CHECK(err, cudnnConvolutionForward(launch->cudnn, &alpha, d.x, x, d.w,
-                                                               w, d.conv, fwd_algos[algo], ws, need,
-                                                               &beta, d.y, out));
+            st = TIDE_CUDNN_CHECK(err,
+                                  cudnnConvolutionForward(launch->cudnn, &alpha, d.x, x, d.w, w,
+                                                          d.conv, (cudnnConvolutionFwdAlgo_t)algo,
+                                                          ws, need, &beta, d.y, out));
             break;
         case TIDE_OP_CONV2D_BACKPROP_INPUT:
             st = TIDE_CUDNN_CHECK(
                 err, cudnnConvolutionBackwardData(launch->cudnn, &alpha, d.w, w, d.y, y, d.conv,
-                                                  bwd_data_algos[algo], ws, need, &beta, d.x, out));
+                                                  (cudnnConvolutionBwdDataAlgo_t)algo, ws, need,
+                                                  &beta, d.x, out));
             break;
         default:
-            st = TIDE_CUDNN_CHECK(err, cudnnConvolutionBackwardFilter(
-                                           launch->cudnn, &alpha, d.x, x, d.y, y, d.conv,
-                                           bwd_filter_algos[algo], ws, need, &beta, d.w, out));
+            st = TIDE_CUDNN_CHECK(
+                err, cudnnConvolutionBackwardFilter(launch->cudnn, &alpha, d.x, x, d.y, y, d.conv,
+                                                    (cudnnConvolutionBwdFilterAlgo_t)algo, ws, need,
+                                                    &beta, d.w, out));
             break;
         }
     }
