@@ -11,8 +11,13 @@ torch.cuda.max_memory_allocated, or "oom" when the model does not fit the
 budget (torch.cuda.set_per_process_memory_fraction caps the caching
 allocator at --budget-gib, as tide's --budget caps its device arena).
 
+--math tf32 (PyTorch's default: cuDNN convolutions may use TF32 tensor
+cores) or fp32 (plain float32 arithmetic, as tide's CUDA kernels);
+--deterministic: only deterministic cuDNN algorithms, no autotuning (as
+tide). With --math fp32 --deterministic, PyTorch runs under tide's rules.
+
   torch_resnet.py --n N [N ...] [--batch 16] [--image-size 224] [--steps 5]
-                  [--budget-gib 12]
+                  [--budget-gib 12] [--math tf32|fp32] [--deterministic]
 """
 import argparse
 import json
@@ -90,7 +95,8 @@ def run(n, a):
                "batch": a.batch, "image_size": a.image_size, "steps": a.steps,
                "images_per_s": a.batch * a.steps / dt, "step_ms": 1000 * dt / a.steps,
                "peak_bytes": torch.cuda.max_memory_allocated(), "loss": float(loss),
-               "budget_gib": a.budget_gib, "device": torch.cuda.get_device_name()}
+               "budget_gib": a.budget_gib, "math": a.math, "deterministic": a.deterministic,
+               "device": torch.cuda.get_device_name()}
     except torch.OutOfMemoryError:
         out = {"framework": "pytorch " + torch.__version__, "n": n, "depth": depth,
                "batch": a.batch, "image_size": a.image_size, "oom": True,
@@ -105,10 +111,15 @@ def main():
     p.add_argument("--image-size", type=int, default=224)
     p.add_argument("--steps", type=int, default=5)
     p.add_argument("--budget-gib", type=float, default=12)
+    p.add_argument("--math", choices=["tf32", "fp32"], default="tf32")
+    p.add_argument("--deterministic", action="store_true")
     a = p.parse_args()
     total = torch.cuda.get_device_properties(0).total_memory
     torch.cuda.set_per_process_memory_fraction(min(1.0, a.budget_gib * 2**30 / total))
-    torch.backends.cudnn.benchmark = True
+    torch.backends.cudnn.allow_tf32 = a.math == "tf32"
+    torch.backends.cuda.matmul.allow_tf32 = a.math == "tf32"
+    torch.backends.cudnn.benchmark = not a.deterministic
+    torch.backends.cudnn.deterministic = a.deterministic
     for n in a.n:
         run(n, a)
 
