@@ -208,9 +208,11 @@ elif ran swap_resident; then
 fi
 
 # ResNet-50 at batch 16, 224x224: swap off against every feature map swapped (--swap on).
+# 60 steps: step_ms_mean counts the first step (about twice the others: cuDNN's lazy
+# loading), which made a 10-step mean 5-10 ms too high.
 for policy in off on; do
   step "resnet50_swap_$policy" 180 bench tide-bench train --model resnet --depth 50 --width 64 \
-    --image-size 224 --batch 16 --steps 10 --dataset synthetic --swap "$policy" --no-eval \
+    --image-size 224 --batch 16 --steps 60 --dataset synthetic --swap "$policy" --no-eval \
     --backend cuda --json && record_train "resnet50_swap_$policy"
 done
 
@@ -235,6 +237,10 @@ if command -v python3 > /dev/null && python3 -c 'import torch' 2> /dev/null; the
   step torch_resnet 180 bench python3 "$(dirname "$0")/torch_resnet.py" --n "${torch_n[@]}" \
     --batch 16 --image-size 224 --steps 5 --budget-gib 12
   ran torch_resnet && { grep -E '^\{' "$out/torch_resnet.log" > "$out/torch.jsonl" || true; }
+  # ResNet-50 under tide's rules: plain float32 and deterministic algorithms.
+  step torch_resnet_fp32 120 bench python3 "$(dirname "$0")/torch_resnet.py" --n 6 \
+    --batch 16 --image-size 224 --steps 30 --budget-gib 12 --math fp32 --deterministic
+  ran torch_resnet_fp32 && { grep -E '^\{' "$out/torch_resnet_fp32.log" >> "$out/torch.jsonl" || true; }
 fi
 
 # The sequence models (#12) under 12 GiB: the longest Transformer sequence and the most MoE
