@@ -977,7 +977,7 @@ static void test_conv2d_onednn_vs_fallback(void **state)
             case_free(&c);
         }
     }
-    /* Where its workspace is no larger than im2col's, oneDNN runs: some case of each op must. */
+    /* Where its workspace fits conv_slot_limit, oneDNN runs: some case of each op must. */
     static const char *ops[3] = {"Conv2D", "Conv2DBackpropInput", "Conv2DBackpropFilter"};
     for (int which = 0; which < 3; which++)
         if (through[which] == 0)

@@ -24,9 +24,9 @@
  * depends on the shapes and the data only.
  *
  * oneDNN first: where tide was built with oneDNN and it has a primitive for
- * the case within one im2col matrix of workspace per thread, each kernel
- * here hands the whole convolution to it (kernels/onednn/conv.c), and the
- * workspace is what its primitives need;
+ * the case within the workspace limit per thread (conv_slot_limit), each
+ * kernel here hands the whole convolution to it (kernels/onednn/conv.c), and
+ * the workspace is what its primitives need;
  * what follows is the fallback, and the kernel for every case when oneDNN is
  * off (TIDE_CPU_ONEDNN=0).
  */
@@ -133,6 +133,38 @@ static enum tide_status conv_slots(const struct tide_kernel_args *args, const st
     return TIDE_OK;
 }
 
+/*
+ * The most workspace a thread's oneDNN slot may take for this convolution.
+ * Memory first: one im2col matrix of the fallback, so that oneDNN never
+ * makes a plan larger. Except where oneDNN's direct kernels beat the
+ * fallback's GEMMs by far, measured per shape class on ResNet-38 at batch 16
+ * (an AVX-512 VM, 1 thread, docs/benchmarks.md): 3x3-and-larger filters
+ * forward and for the input gradient (1.4-1.8x at 8x8 and 4x4 outputs), and
+ * filter gradients over many output positions (at least 64 for a 3x3 filter,
+ * 256 for a 1x1: 1.2-2x), where the small pointwise GEMMs and the
+ * small-image filter gradients are as fast or faster in the fallback. There
+ * the slot may take as much as the node's three tensors together (it holds
+ * blocked copies of a piece of the batch's input and output, of the whole
+ * filter, and oneDNN's scratchpad). The
+ * choice depends on the shapes only, so the plan's workspace and the run
+ * agree, and every run takes the same kernel.
+ */
+static uint64_t conv_slot_limit(enum tide_op op, const struct tide__kernel_conv *g,
+                                const struct conv *cv, bool own)
+{
+    uint64_t cols = own ? conv_cols_bytes(cv) : UINT64_MAX;
+    int64_t outputs = g->oh * g->ow;
+    bool wide = g->r * g->s > 1;
+    bool faster = op == TIDE_OP_CONV2D_BACKPROP_FILTER ? outputs >= (wide ? 64 : 256) : wide;
+    if (!faster)
+        return cols;
+    uint64_t operands =
+        ((uint64_t)(g->n * g->c * g->h * g->w) + (uint64_t)(g->n * g->k * g->oh * g->ow) +
+         (uint64_t)(g->k * g->c * g->r * g->s)) *
+        sizeof(float);
+    return cols > operands ? cols : operands;
+}
+
 uint64_t tide__cpu_conv_workspace(const struct tide_graph *graph, const struct tide_node *node)
 {
     if (!node->outputs || node->n_outputs < 1 || node->n_inputs < 2)
@@ -162,7 +194,7 @@ uint64_t tide__cpu_conv_workspace(const struct tide_graph *graph, const struct t
     uint64_t onednn_bytes;
     bool own = conv_setup(node, x, w, y, &cv, NULL) == TIDE_OK;
     tide__kernel_conv_setup(node, x, w, y, &g);
-    if (tide__onednn_conv_workspace(node->op, &g, own ? conv_cols_bytes(&cv) : UINT64_MAX,
+    if (tide__onednn_conv_workspace(node->op, &g, conv_slot_limit(node->op, &g, &cv, own),
                                     &onednn_bytes))
         return onednn_bytes;
     if (!own)
@@ -174,15 +206,15 @@ uint64_t tide__cpu_conv_workspace(const struct tide_graph *graph, const struct t
  * Runs the convolution of args through oneDNN if it can (*ran says); x, w
  * and y are the shapes of the convolution's input, filter and output.
  */
-static enum tide_status conv_onednn(const struct tide_kernel_args *args,
-                                    const struct tide_shape *x, const struct tide_shape *w,
-                                    const struct tide_shape *y, bool *ran, struct tide_error *err)
+static enum tide_status conv_onednn(const struct tide_kernel_args *args, const struct tide_shape *x,
+                                    const struct tide_shape *w, const struct tide_shape *y,
+                                    bool *ran, struct tide_error *err)
 {
     struct tide__kernel_conv g;
     struct conv cv;
     bool own = conv_setup(args->node, x, w, y, &cv, NULL) == TIDE_OK;
     tide__kernel_conv_setup(args->node, x, w, y, &g);
-    return tide__onednn_conv_run(args, &g, own ? conv_cols_bytes(&cv) : UINT64_MAX, ran, err);
+    return tide__onednn_conv_run(args, &g, conv_slot_limit(args->node->op, &g, &cv, own), ran, err);
 }
 
 /*

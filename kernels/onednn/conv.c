@@ -15,11 +15,11 @@
  * copy in the workspace. TIDE_CPU_ONEDNN=plain keeps every operand plain
  * (no copies: less workspace, slower); TIDE_CPU_ONEDNN=0 turns oneDNN off.
  *
- * Memory first: a layout is used only if one thread's slot (below) is no
- * larger than one thread's im2col matrix of the fallback (the caller's
- * slot_limit), else the plain layout under the same test, else the fallback.
- * So no convolution needs more workspace than before oneDNN, and a budget
- * that fitted a model still fits it; the choice depends on the shapes only.
+ * Workspace limit: a layout is used only if one thread's slot (below) is no
+ * larger than the caller's slot_limit (kernels/cpu/conv.c's conv_slot_limit:
+ * one im2col matrix of the fallback, or up to the node's largest tensor for
+ * the shapes where oneDNN is much the faster), else the plain layout under
+ * the same test, else the fallback. The choice depends on the shapes only.
  *
  * Threads and determinism: the batch is cut into pieces of consecutive
  * images (TASKS of them, or more where smaller pieces are needed to fit the
