@@ -168,41 +168,31 @@ static int conv_rank(cudnnHandle_t handle, const struct tide_node *node, const s
                      struct conv_ranked *out)
 {
     int n = 0;
+/* Runs QUERY (a cudnnGetConvolution*Algorithm_v7) with its descriptors; copies its PERF_Ts. */
+#define CONV_RANK(PERF_T, QUERY, ...)                                                              \
+    do {                                                                                           \
+        PERF_T perf[CONV_RANKED_MAX];                                                              \
+        if (QUERY(handle, __VA_ARGS__, CONV_RANKED_MAX, &n, perf) != CUDNN_STATUS_SUCCESS)         \
+            return 0;                                                                              \
+        for (int i = 0; i < n && i < CONV_RANKED_MAX; i++)                                         \
+            out[i] = (struct conv_ranked){(int)perf[i].algo, perf[i].status, perf[i].determinism,  \
+                                          perf[i].memory};                                         \
+    } while (0)
     switch (node->op) {
-    case TIDE_OP_CONV2D: {
-        cudnnConvolutionFwdAlgoPerf_t perf[CONV_RANKED_MAX];
-        if (cudnnGetConvolutionForwardAlgorithm_v7(handle, d->x, d->w, d->conv, d->y,
-                                                   CONV_RANKED_MAX, &n,
-                                                   perf) != CUDNN_STATUS_SUCCESS)
-            return 0;
-        for (int i = 0; i < n; i++)
-            out[i] = (struct conv_ranked){(int)perf[i].algo, perf[i].status, perf[i].determinism,
-                                          perf[i].memory};
+    case TIDE_OP_CONV2D:
+        CONV_RANK(cudnnConvolutionFwdAlgoPerf_t, cudnnGetConvolutionForwardAlgorithm_v7, d->x, d->w,
+                  d->conv, d->y);
+        break;
+    case TIDE_OP_CONV2D_BACKPROP_INPUT:
+        CONV_RANK(cudnnConvolutionBwdDataAlgoPerf_t, cudnnGetConvolutionBackwardDataAlgorithm_v7,
+                  d->w, d->y, d->conv, d->x);
+        break;
+    default:
+        CONV_RANK(cudnnConvolutionBwdFilterAlgoPerf_t,
+                  cudnnGetConvolutionBackwardFilterAlgorithm_v7, d->x, d->y, d->conv, d->w);
         break;
     }
-    case TIDE_OP_CONV2D_BACKPROP_INPUT: {
-        cudnnConvolutionBwdDataAlgoPerf_t perf[CONV_RANKED_MAX];
-        if (cudnnGetConvolutionBackwardDataAlgorithm_v7(handle, d->w, d->y, d->conv, d->x,
-                                                        CONV_RANKED_MAX, &n,
-                                                        perf) != CUDNN_STATUS_SUCCESS)
-            return 0;
-        for (int i = 0; i < n; i++)
-            out[i] = (struct conv_ranked){(int)perf[i].algo, perf[i].status, perf[i].determinism,
-                                          perf[i].memory};
-        break;
-    }
-    default: {
-        cudnnConvolutionBwdFilterAlgoPerf_t perf[CONV_RANKED_MAX];
-        if (cudnnGetConvolutionBackwardFilterAlgorithm_v7(handle, d->x, d->y, d->conv, d->w,
-                                                          CONV_RANKED_MAX, &n,
-                                                          perf) != CUDNN_STATUS_SUCCESS)
-            return 0;
-        for (int i = 0; i < n; i++)
-            out[i] = (struct conv_ranked){(int)perf[i].algo, perf[i].status, perf[i].determinism,
-                                          perf[i].memory};
-        break;
-    }
-    }
+#undef CONV_RANK
     return n < 0 ? 0 : n > CONV_RANKED_MAX ? CONV_RANKED_MAX : n;
 }
 
