@@ -145,9 +145,9 @@ static enum tide_status conv_slots(const struct tide_kernel_args *args, const st
  * small-image filter gradients are as fast or faster in the fallback. There
  * the slot may take as much as the node's three tensors together (it holds
  * blocked copies of a piece of the batch's input and output, of the whole
- * filter, and oneDNN's scratchpad). The
- * choice depends on the shapes only, so the plan's workspace and the run
- * agree, and every run takes the same kernel.
+ * filter, and oneDNN's scratchpad). The choice depends on the shapes only,
+ * so the plan's workspace and the run agree, and every run takes the same
+ * kernel.
  */
 static uint64_t conv_slot_limit(enum tide_op op, const struct tide__kernel_conv *g,
                                 const struct conv *cv, bool own)
