@@ -69,6 +69,10 @@ def run(n, a):
     torch.cuda.empty_cache()
     torch.cuda.reset_peak_memory_stats()
     depth = 3 * (10 + n) + 2
+    out = {"framework": "pytorch " + torch.__version__, "n": n, "depth": depth,
+           "batch": a.batch, "image_size": a.image_size, "budget_gib": a.budget_gib,
+           "math": a.math, "deterministic": a.deterministic,
+           "device": torch.cuda.get_device_name()}
     try:
         model = resnet(n, a.image_size).cuda()
         opt = torch.optim.SGD(model.parameters(), lr=0.01)
@@ -91,16 +95,11 @@ def run(n, a):
             loss = step()
         torch.cuda.synchronize()
         dt = time.perf_counter() - t0
-        out = {"framework": "pytorch " + torch.__version__, "n": n, "depth": depth,
-               "batch": a.batch, "image_size": a.image_size, "steps": a.steps,
-               "images_per_s": a.batch * a.steps / dt, "step_ms": 1000 * dt / a.steps,
-               "peak_bytes": torch.cuda.max_memory_allocated(), "loss": float(loss),
-               "budget_gib": a.budget_gib, "math": a.math, "deterministic": a.deterministic,
-               "device": torch.cuda.get_device_name()}
+        out.update(steps=a.steps, images_per_s=a.batch * a.steps / dt,
+                   step_ms=1000 * dt / a.steps, peak_bytes=torch.cuda.max_memory_allocated(),
+                   loss=float(loss))
     except torch.OutOfMemoryError:
-        out = {"framework": "pytorch " + torch.__version__, "n": n, "depth": depth,
-               "batch": a.batch, "image_size": a.image_size, "oom": True,
-               "budget_gib": a.budget_gib, "device": torch.cuda.get_device_name()}
+        out["oom"] = True
     print(json.dumps(out), flush=True)
 
 
