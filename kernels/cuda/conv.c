@@ -131,6 +131,19 @@ static const cudnnConvolutionBwdFilterAlgo_t bwd_filter_algos[] = {
 
 #define COUNT(a) (sizeof(a) / sizeof((a)[0]))
 
+/* Algorithm i of op's fallback list (a cudnnConvolution*Algo_t), or -1 past its end. */
+static int conv_fallback(enum tide_op op, size_t i)
+{
+    switch (op) {
+    case TIDE_OP_CONV2D:
+        return i < COUNT(fwd_algos) ? (int)fwd_algos[i] : -1;
+    case TIDE_OP_CONV2D_BACKPROP_INPUT:
+        return i < COUNT(bwd_data_algos) ? (int)bwd_data_algos[i] : -1;
+    default:
+        return i < COUNT(bwd_filter_algos) ? (int)bwd_filter_algos[i] : -1;
+    }
+}
+
 /* cuDNN's workspace query for algorithm algo (a cudnnConvolution*Algo_t) of node's op. */
 static cudnnStatus_t conv_query(cudnnHandle_t handle, const struct tide_node *node,
                                 const struct conv_desc *d, int algo, size_t *workspace)
@@ -287,13 +300,8 @@ static enum tide_status conv_choose(cudnnHandle_t handle, const struct tide_node
             chosen = true;
         }
     }
-    size_t fallbacks = node->op == TIDE_OP_CONV2D                  ? COUNT(fwd_algos)
-                       : node->op == TIDE_OP_CONV2D_BACKPROP_INPUT ? COUNT(bwd_data_algos)
-                                                                   : COUNT(bwd_filter_algos);
-    for (size_t i = 0; i < fallbacks && !chosen; i++) {
-        int a = node->op == TIDE_OP_CONV2D                  ? (int)fwd_algos[i]
-                : node->op == TIDE_OP_CONV2D_BACKPROP_INPUT ? (int)bwd_data_algos[i]
-                                                            : (int)bwd_filter_algos[i];
+    for (size_t i = 0; !chosen && conv_fallback(node->op, i) >= 0; i++) {
+        int a = conv_fallback(node->op, i);
         rc = conv_query(handle, node, d, a, &c.workspace);
         if (rc == CUDNN_STATUS_SUCCESS) {
             c.algo = a;
