@@ -905,9 +905,11 @@ void tided_config_usage(FILE *out)
                   "WATCHDOG=1 go, and how often the watchdog wants a ping. Without them tided "
                   "runs the same, silently.");
     fprintf(out, "       TIDE_CPU_ONEDNN\n");
-    wrap(out, 11, "0: the CPU backend runs its own convolutions (im2col + sgemm) instead of "
-                  "oneDNN's; plain: oneDNN on tide's NCHW layout, without blocked copies. "
-                  "Unset: oneDNN where tided was built with it.");
+    wrap(out, 11, "0: the CPU backend runs its own convolutions (im2col + sgemm) and pools "
+                  "instead of oneDNN's; plain: oneDNN's convolutions on tide's NCHW layout, "
+                  "without blocked copies; all: oneDNN also for the pools and batch norms "
+                  "where tide's own kernels are the faster. Unset: oneDNN where tided was "
+                  "built with it, for convolutions and average pools.");
     fprintf(out, "\nEXIT STATUS\n");
     fprintf(out, "       0      clean shutdown, or --help / --version\n");
     fprintf(out, "       1      a fatal error at start or run time: the socket, the "

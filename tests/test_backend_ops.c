@@ -1119,6 +1119,222 @@ static void test_batch_norm(void **state)
     REQUIRE_CUDA();
 }
 
+/* ============================================================================
+ * oneDNN's pools and batch norms against the CPU kernels' own
+ * ========================================================================== */
+
+/*
+ * Runs case c on the CPU three times: through oneDNN, forced for every
+ * shape, at 1 and at 3 threads, then with oneDNN off. The two oneDNN runs
+ * must both have taken oneDNN's path and give the same bits; they must be
+ * within c's tolerance of tide's own kernel, whose workspace stays 0 (the
+ * planner recomputes pools and batch norms only without one). Frees c.
+ */
+static void onednn_vs_own(struct op_case *c)
+{
+    covered[c->node.op] = true;
+    struct tide_error err = {0};
+    struct run onednn[2], own;
+    uint64_t before = tide_cpu_kernels_onednn_runs(c->node.op);
+    for (int r = 0; r < 3; r++) {
+        tide_cpu_kernels_use_onednn(r < 2);
+        tide_cpu_kernels_onednn_everywhere(r < 2);
+        tide_cpu_kernels_set_threads(r == 0 ? 1 : 3);
+        enum tide_status st = run_case(cpu_backend, c, r < 2 ? &onednn[r] : &own, &err);
+        if (st != TIDE_OK)
+            fail_msg("%s %s: %s: %s", c->node.name, r < 2 ? "through oneDNN" : "without oneDNN",
+                     tide_status_name(st), err.message);
+    }
+    uint64_t through = tide_cpu_kernels_onednn_runs(c->node.op) - before;
+    tide_cpu_kernels_use_onednn(true);
+    tide_cpu_kernels_onednn_everywhere(false);
+    tide_cpu_kernels_set_threads(0);
+    if (through != 2)
+        fail_msg("%s: %" PRIu64 " of 2 forced runs went through oneDNN", c->node.name, through);
+    if (own.ws_bytes != 0)
+        fail_msg("%s: tide's own kernel asked for %" PRIu64 " bytes of workspace, not 0",
+                 c->node.name, own.ws_bytes);
+    compare_runs(c, &own, "without oneDNN", &onednn[0], "through oneDNN");
+    expect_same_bits_named(c, &onednn[0], &onednn[1], "oneDNN (1 and 3 threads)");
+    free(onednn[0].image), free(onednn[1].image), free(own.image);
+    case_free(c);
+}
+
+static void test_pools_onednn_vs_fallback(void **state)
+{
+    (void)state;
+    if (!tide_cpu_kernels_onednn_available()) {
+        printf("no oneDNN: not built with it, or TIDE_CPU_ONEDNN=0 in the environment\n");
+        skip();
+    }
+    /* pool_cases' windows, and batches of 11 (not a multiple of the 8 pieces) and model shapes. */
+    static const struct {
+        const char *name;
+        int64_t n, c, h, w, kh, kw, sh, sw, ph, pw;
+    } cases[] = {
+        {"2x2s2", 2, 3, 8, 8, 2, 2, 2, 2, 0, 0},
+        {"3x3s2p1", 2, 3, 8, 8, 3, 3, 2, 2, 1, 1},
+        {"3x3s1p1", 2, 3, 5, 5, 3, 3, 1, 1, 1, 1},
+        {"3x2s1p0", 2, 3, 6, 5, 3, 2, 1, 2, 0, 1},
+        {"odd_n11", 11, 5, 9, 7, 3, 3, 2, 2, 1, 1},
+        {"uneven_end", 3, 4, 9, 10, 2, 3, 3, 2, 0, 1},
+        {"model_2x2", 16, 32, 16, 16, 2, 2, 2, 2, 0, 0},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        int64_t n = cases[i].n, ch = cases[i].c, h = cases[i].h, w = cases[i].w;
+        int64_t oh = conv_out(h, cases[i].kh, cases[i].sh, cases[i].ph);
+        int64_t ow = conv_out(w, cases[i].kw, cases[i].sw, cases[i].pw);
+        struct pool_case v = {cases[i].name, h,           w,           cases[i].kh, cases[i].kw,
+                              cases[i].sh,   cases[i].sw, cases[i].ph, cases[i].pw};
+        char names[2][64];
+        snprintf(names[0], sizeof(names[0]), "avg_pool_%s", v.name);
+        snprintf(names[1], sizeof(names[1]), "avg_pool_grad_%s", v.name);
+        struct op_case c;
+        case_init(&c, TIDE_OP_AVG_POOL2D, names[0], TOL_ELEM);
+        set_pool_attrs(&c, TIDE_ATTR_AVG_POOL2D_ksize, TIDE_ATTR_AVG_POOL2D_strides,
+                       TIDE_ATTR_AVG_POOL2D_pads, &v);
+        input(&c, 4, DIMS(n, ch, h, w));
+        outf(&c, 4, DIMS(n, ch, oh, ow));
+        onednn_vs_own(&c);
+
+        case_init(&c, TIDE_OP_AVG_POOL2D_GRAD, names[1], TOL_ELEM);
+        set_pool_attrs(&c, TIDE_ATTR_AVG_POOL2D_GRAD_ksize, TIDE_ATTR_AVG_POOL2D_GRAD_strides,
+                       TIDE_ATTR_AVG_POOL2D_GRAD_pads, &v);
+        set_shape(&c, TIDE_ATTR_AVG_POOL2D_GRAD_input_shape, 4, DIMS(n, ch, h, w));
+        input(&c, 4, DIMS(n, ch, oh, ow));
+        outf(&c, 4, DIMS(n, ch, h, w));
+        onednn_vs_own(&c);
+    }
+    /* The global pools: small planes, odd batches, ResNet-38's last feature map. */
+    static const int64_t globals[][4] = {{3, 4, 5, 6}, {11, 20, 7, 7}, {16, 512, 4, 4}};
+    for (size_t i = 0; i < sizeof(globals) / sizeof(globals[0]); i++) {
+        const int64_t *d = globals[i];
+        char names[2][64];
+        snprintf(names[0], sizeof(names[0]), "global_avg_pool_%" PRId64 "x%" PRId64, d[0], d[1]);
+        snprintf(names[1], sizeof(names[1]), "global_avg_pool_grad_%" PRId64 "x%" PRId64, d[0],
+                 d[1]);
+        struct op_case c;
+        case_init(&c, TIDE_OP_GLOBAL_AVG_POOL, names[0], TOL_ELEM);
+        input(&c, 4, d);
+        outf(&c, 2, DIMS(d[0], d[1]));
+        onednn_vs_own(&c);
+
+        case_init(&c, TIDE_OP_GLOBAL_AVG_POOL_GRAD, names[1], TOL_ELEM);
+        set_shape(&c, TIDE_ATTR_GLOBAL_AVG_POOL_GRAD_input_shape, 4, d);
+        input(&c, 2, DIMS(d[0], d[1]));
+        outf(&c, 4, d);
+        onednn_vs_own(&c);
+    }
+}
+
+static void test_batch_norm_onednn_vs_fallback(void **state)
+{
+    (void)state;
+    if (!tide_cpu_kernels_onednn_available()) {
+        printf("no oneDNN: not built with it, or TIDE_CPU_ONEDNN=0 in the environment\n");
+        skip();
+    }
+    static const struct {
+        const char *name;
+        int32_t rank;
+        int64_t dims[4];
+    } shapes[] = {
+        {"bn_4d", 4, {4, 3, 5, 5}},   {"bn_2d", 2, {16, 6}},     {"bn_large", 4, {8, 2, 40, 40}},
+        {"bn_odd", 4, {3, 17, 7, 9}}, {"bn_2d_odd", 2, {5, 33}}, {"bn_resnet", 4, {16, 16, 16, 16}},
+    };
+    for (size_t i = 0; i < sizeof(shapes) / sizeof(shapes[0]); i++) {
+        int32_t rank = shapes[i].rank;
+        const int64_t *dims = shapes[i].dims;
+        int64_t channels = dims[1];
+        char names[2][64];
+        snprintf(names[0], sizeof(names[0]), "onednn_%s", shapes[i].name);
+        snprintf(names[1], sizeof(names[1]), "onednn_%s_grad", shapes[i].name);
+        struct op_case c;
+        case_init(&c, TIDE_OP_BATCH_NORM, names[0], TOL_ELEM);
+        c.attrs[TIDE_ATTR_BATCH_NORM_epsilon].f = 1e-3;
+        float *x = input(&c, rank, dims);
+        /* An offset against the spread, as real activations have. */
+        for (int64_t k = 0; k < tide_shape_numel(&c.in[0].shape); k++)
+            x[k] = 3.0f + 0.5f * x[k];
+        input_range(&c, 1, DIMS(channels), 0.5f, 1.5f);
+        input(&c, 1, DIMS(channels));
+        outf(&c, rank, dims);
+        outf(&c, 1, DIMS(channels));
+        outf(&c, 1, DIMS(channels));
+        onednn_vs_own(&c);
+
+        /* inv_std as the forward makes them with epsilon 1e-3: variances 0.25 to 1 - 1e-3. */
+        case_init(&c, TIDE_OP_BATCH_NORM_GRAD, names[1], TOL_ELEM);
+        c.attrs[TIDE_ATTR_BATCH_NORM_GRAD_epsilon].f = 1e-3;
+        input(&c, rank, dims);                           /* dy */
+        input(&c, rank, dims);                           /* x */
+        input_range(&c, 1, DIMS(channels), 0.5f, 1.5f);  /* gamma */
+        input_range(&c, 1, DIMS(channels), -0.1f, 0.1f); /* mean */
+        input_range(&c, 1, DIMS(channels), 1.0f, 2.0f);  /* inv_std */
+        outf(&c, rank, dims);
+        outf(&c, 1, DIMS(channels));
+        outf(&c, 1, DIMS(channels));
+        onednn_vs_own(&c);
+    }
+}
+
+/*
+ * The default choice (kernels/onednn/pool.c, norm.c): oneDNN runs average
+ * pools of 16 channels or more and plans a workspace for them; tide's own
+ * kernels run BatchNorm and pools of fewer channels, with workspace 0.
+ */
+static void test_onednn_default_choice(void **state)
+{
+    (void)state;
+    if (!tide_cpu_kernels_onednn_available()) {
+        printf("no oneDNN: not built with it, or TIDE_CPU_ONEDNN=0 in the environment\n");
+        skip();
+    }
+    tide_cpu_kernels_onednn_everywhere(false);
+    static const struct {
+        const char *name;
+        enum tide_op op;
+        int64_t c;
+        bool onednn;
+    } cases[] = {
+        {"default_avg_pool_c32", TIDE_OP_AVG_POOL2D, 32, true},
+        {"default_avg_pool_c3", TIDE_OP_AVG_POOL2D, 3, false},
+        {"default_batch_norm_c32", TIDE_OP_BATCH_NORM, 32, false},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        struct op_case c;
+        int64_t ch = cases[i].c;
+        case_init(&c, cases[i].op, cases[i].name, TOL_ELEM);
+        input(&c, 4, DIMS(4, ch, 8, 8));
+        if (cases[i].op == TIDE_OP_AVG_POOL2D) {
+            set_pair(&c, TIDE_ATTR_AVG_POOL2D_ksize, 2, 2);
+            set_pair(&c, TIDE_ATTR_AVG_POOL2D_strides, 2, 2);
+            outf(&c, 4, DIMS(4, ch, 4, 4));
+        } else {
+            input_range(&c, 1, DIMS(ch), 0.5f, 1.5f);
+            input(&c, 1, DIMS(ch));
+            outf(&c, 4, DIMS(4, ch, 8, 8));
+            outf(&c, 1, DIMS(ch));
+            outf(&c, 1, DIMS(ch));
+        }
+        struct tide_error err = {0};
+        struct run r;
+        uint64_t before = tide_cpu_kernels_onednn_runs(c.node.op);
+        enum tide_status st = run_case(cpu_backend, &c, &r, &err);
+        if (st != TIDE_OK)
+            fail_msg("%s: %s: %s", c.node.name, tide_status_name(st), err.message);
+        uint64_t through = tide_cpu_kernels_onednn_runs(c.node.op) - before;
+        if (through != (cases[i].onednn ? 1u : 0u))
+            fail_msg("%s: %" PRIu64 " runs through oneDNN, expected %d", c.node.name, through,
+                     cases[i].onednn);
+        if (!cases[i].onednn && r.ws_bytes != 0)
+            fail_msg("%s: workspace %" PRIu64 " bytes for tide's own kernel, not 0", c.node.name,
+                     r.ws_bytes);
+        free(r.image);
+        case_free(&c);
+    }
+}
+
 static void test_optimizers(void **state)
 {
     (void)state;
@@ -1963,6 +2179,9 @@ int main(void)
         cmocka_unit_test(test_conv2d_onednn_vs_fallback),
         cmocka_unit_test(test_pools),
         cmocka_unit_test(test_batch_norm),
+        cmocka_unit_test(test_pools_onednn_vs_fallback),
+        cmocka_unit_test(test_batch_norm_onednn_vs_fallback),
+        cmocka_unit_test(test_onednn_default_choice),
         cmocka_unit_test(test_optimizers),
         /* element-wise math (Exp, Log, Div, Sqrt, Max, Min, Gelu) */
         cmocka_unit_test(test_math_unary),

@@ -15,8 +15,13 @@
  * Channels are independent: both kernels are range jobs over them
  * (tide__cpu_parallel_for), each channel computed whole by one thread in the
  * order above, so the thread count never changes a bit.
+ *
+ * oneDNN first: where it is the faster for the shapes (kernels/onednn/norm.c
+ * says which), or for every shape under TIDE_CPU_ONEDNN=all, both kernels
+ * hand the op to oneDNN; what follows is the fallback.
  */
 #include "kernels/cpu/cpu-impl.h"
+#include "kernels/onednn/onednn.h"
 
 #include <math.h>
 #include <string.h>
@@ -223,6 +228,10 @@ static void batch_norm_range(const void *ctx, int64_t begin, int64_t end)
 /* BatchNorm(x, gamma, beta; epsilon) -> y, mean [C], inv_std [C]. */
 enum tide_status tide__cpu_BATCH_NORM(const struct tide_kernel_args *args, struct tide_error *err)
 {
+    bool ran;
+    enum tide_status st = tide__onednn_batch_norm_run(args, &ran, err);
+    if (st != TIDE_OK || ran)
+        return st;
     struct norm_job job = {.args = args};
     tide__kernel_batch_setup(args, 0, &job.b);
     tide__cpu_parallel_for(job.b.c, tide__cpu_grain(job.b.n * job.b.hw), batch_norm_range, &job);
@@ -279,6 +288,10 @@ static void batch_norm_grad_range(const void *ctx, int64_t begin, int64_t end)
 enum tide_status tide__cpu_BATCH_NORM_GRAD(const struct tide_kernel_args *args,
                                            struct tide_error *err)
 {
+    bool ran;
+    enum tide_status st = tide__onednn_batch_norm_run(args, &ran, err);
+    if (st != TIDE_OK || ran)
+        return st;
     struct norm_job job = {.args = args};
     tide__kernel_batch_setup(args, 1, &job.b);
     tide__cpu_parallel_for(job.b.c, tide__cpu_grain(job.b.n * job.b.hw), batch_norm_grad_range,

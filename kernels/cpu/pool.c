@@ -26,6 +26,7 @@
  * indices (issue 16, item 5).
  */
 #include "kernels/cpu/cpu-impl.h"
+#include "kernels/onednn/onednn.h"
 
 #include <assert.h>
 #include <math.h>
@@ -181,8 +182,14 @@ static void avg_pool_plane(const struct pool_job *job, int64_t pl)
     }
 }
 
+/* oneDNN first, for the shapes where it is the faster (kernels/onednn/pool.c). */
 enum tide_status tide__cpu_AVG_POOL2D(const struct tide_kernel_args *args, struct tide_error *err)
 {
+    bool ran;
+    enum tide_status st = tide__onednn_pool_run(args, &args->inputs[0].shape,
+                                                &args->outputs[0].shape, &ran, err);
+    if (st != TIDE_OK || ran)
+        return st;
     struct pool_job job = {
         .x = tide__cpu_in(args, 0), .y = tide__cpu_out(args, 0), .plane = avg_pool_plane};
     tide__kernel_pool_setup(args->node, &args->inputs[0].shape, &args->outputs[0].shape, &job.p);
@@ -269,10 +276,15 @@ static void avg_pool_grad_plane(const struct pool_job *job, int64_t pl)
     }
 }
 
-/* AvgPool2DGrad(dy; input_shape) -> dx. */
+/* AvgPool2DGrad(dy; input_shape) -> dx; oneDNN first, as AvgPool2D. */
 enum tide_status tide__cpu_AVG_POOL2D_GRAD(const struct tide_kernel_args *args,
                                            struct tide_error *err)
 {
+    bool ran;
+    enum tide_status st = tide__onednn_pool_run(args, &args->outputs[0].shape,
+                                                &args->inputs[0].shape, &ran, err);
+    if (st != TIDE_OK || ran)
+        return st;
     struct pool_job job = {
         .dy = tide__cpu_in(args, 0), .dx = tide__cpu_out(args, 0), .plane = avg_pool_grad_plane};
     tide__kernel_pool_setup(args->node, &args->outputs[0].shape, &args->inputs[0].shape, &job.p);
@@ -295,11 +307,15 @@ static void global_avg_pool_range(const void *ctx, int64_t begin, int64_t end)
             (float)(tide__cpu_sum_row(job->in + pl * job->hw, job->hw) / (double)job->hw);
 }
 
-/* GlobalAvgPool(x [N, C, H, W]) -> [N, C]: the mean of each plane. */
+/* GlobalAvgPool(x [N, C, H, W]) -> [N, C]: the mean of each plane; oneDNN first, as AvgPool2D. */
 enum tide_status tide__cpu_GLOBAL_AVG_POOL(const struct tide_kernel_args *args,
                                            struct tide_error *err)
 {
     const struct tide_shape *xs = &args->inputs[0].shape;
+    bool ran;
+    enum tide_status st = tide__onednn_pool_run(args, xs, &args->outputs[0].shape, &ran, err);
+    if (st != TIDE_OK || ran)
+        return st;
     assert(xs->rank == 4 && tide__cpu_numel(&args->outputs[0]) == xs->dims[0] * xs->dims[1]);
     struct global_job job = {.in = tide__cpu_in(args, 0),
                              .out = tide__cpu_out(args, 0),
@@ -320,11 +336,18 @@ static void global_avg_pool_grad_range(const void *ctx, int64_t begin, int64_t e
     }
 }
 
-/* GlobalAvgPoolGrad(dy [N, C]; input_shape) -> dx [N, C, H, W] = dy / (H * W) on every cell. */
+/*
+ * GlobalAvgPoolGrad(dy [N, C]; input_shape) -> dx [N, C, H, W] = dy / (H * W) on every cell;
+ * oneDNN first, as AvgPool2D.
+ */
 enum tide_status tide__cpu_GLOBAL_AVG_POOL_GRAD(const struct tide_kernel_args *args,
                                                 struct tide_error *err)
 {
     const struct tide_shape *xs = &args->outputs[0].shape;
+    bool ran;
+    enum tide_status st = tide__onednn_pool_run(args, xs, &args->inputs[0].shape, &ran, err);
+    if (st != TIDE_OK || ran)
+        return st;
     assert(xs->rank == 4 && tide__cpu_numel(&args->inputs[0]) == xs->dims[0] * xs->dims[1]);
     struct global_job job = {.in = tide__cpu_in(args, 0),
                              .out = tide__cpu_out(args, 0),

@@ -8,6 +8,7 @@
  * is expanded; every other op must have a kernel or the link fails.
  */
 #include "kernels/cpu/cpu-impl.h"
+#include "kernels/onednn/onednn.h"
 
 /* Ops without a kernel: the executor copies, initialises or moves their data. */
 #define tide__cpu_PLACEHOLDER NULL
@@ -17,6 +18,29 @@
 #define tide__cpu_WRITE_BACK  NULL
 #define tide__cpu_SWAP_OUT    NULL
 #define tide__cpu_SWAP_IN     NULL
+
+/*
+ * The pools' and batch norms' workspace: 0 for tide's own kernels, oneDNN's
+ * where it runs them (kernels/onednn/pool.c and norm.c choose by shape).
+ */
+static uint64_t onednn_workspace(const struct tide_graph *graph, const struct tide_node *node)
+{
+    if (!node->outputs || node->n_outputs < 1 || node->n_inputs < 1)
+        return 0;
+    const struct tide_shape *in0 = &tide_graph_input(graph, node, 0)->shape;
+    const struct tide_shape *out0 = &node->outputs[0].shape;
+    uint64_t bytes = 0;
+    switch (node->op) {
+    case TIDE_OP_AVG_POOL2D:
+    case TIDE_OP_GLOBAL_AVG_POOL: /* x -> y */
+        return tide__onednn_pool_workspace(node, in0, out0, &bytes) ? bytes : 0;
+    case TIDE_OP_AVG_POOL2D_GRAD:
+    case TIDE_OP_GLOBAL_AVG_POOL_GRAD: /* dy -> dx */
+        return tide__onednn_pool_workspace(node, out0, in0, &bytes) ? bytes : 0;
+    default: /* BatchNorm (x, gamma, beta), BatchNormGrad (dy, x, ...): dy has x's shape */
+        return tide__onednn_batch_norm_workspace(node, in0, &bytes) ? bytes : 0;
+    }
+}
 
 static uint64_t cpu_workspace_bytes(void *stream, const struct tide_graph *graph,
                                     const struct tide_node *node)
@@ -40,6 +64,15 @@ static uint64_t cpu_workspace_bytes(void *stream, const struct tide_graph *graph
     case TIDE_OP_MOE_ROUTE:
         return tide__kernel_index_workspace(
             node, tide_shape_numel(&tide_graph_input(graph, node, node->n_inputs - 1)->shape));
+
+    /* pooling and batch norm, where oneDNN runs them */
+    case TIDE_OP_AVG_POOL2D:
+    case TIDE_OP_AVG_POOL2D_GRAD:
+    case TIDE_OP_GLOBAL_AVG_POOL:
+    case TIDE_OP_GLOBAL_AVG_POOL_GRAD:
+    case TIDE_OP_BATCH_NORM:
+    case TIDE_OP_BATCH_NORM_GRAD:
+        return onednn_workspace(graph, node);
 
     /* normalisation and regularisation (LayerNorm, Dropout) */
 

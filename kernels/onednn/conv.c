@@ -62,13 +62,11 @@
  * disjoint images, slots and partials; a failed task records the first
  * oneDNN status under job.lock.
  */
-#include "kernels/onednn/onednn.h"
+#include "kernels/onednn/onednn-impl.h"
 
 #include <inttypes.h>
 #include <omp.h>
-#include <oneapi/dnnl/dnnl.h>
 #include <pthread.h>
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -85,59 +83,6 @@ enum layout {
     LAYOUT_BLOCKED, /* oneDNN chooses; reorders into workspace copies */
     LAYOUT_PLAIN,   /* nchw / oihw, no copies */
 };
-
-/* The settings, from TIDE_CPU_ONEDNN at the first use; the switch can be flipped later. */
-static pthread_once_t settings_once = PTHREAD_ONCE_INIT;
-static atomic_bool enabled;
-static enum layout layout_policy = LAYOUT_BLOCKED;
-static dnnl_engine_t engine;
-
-static void settings_init(void)
-{
-    const char *env = getenv("TIDE_CPU_ONEDNN");
-    bool on = true;
-    if (env && (strcmp(env, "0") == 0 || strcmp(env, "off") == 0))
-        on = false;
-    if (env && strcmp(env, "plain") == 0)
-        layout_policy = LAYOUT_PLAIN;
-    if (on && dnnl_engine_create(&engine, dnnl_cpu, 0) != dnnl_success)
-        on = false; /* no CPU engine: the fallback runs everything */
-    atomic_store(&enabled, on);
-}
-
-/* Convolutions run, by op: Conv2D, Conv2DBackpropInput, Conv2DBackpropFilter. */
-static atomic_uint_fast64_t runs[3];
-
-static int run_index(enum tide_op op)
-{
-    return op == TIDE_OP_CONV2D ? 0 : op == TIDE_OP_CONV2D_BACKPROP_INPUT ? 1 : 2;
-}
-
-uint64_t tide_cpu_kernels_onednn_runs(enum tide_op op)
-{
-    if (op != TIDE_OP_CONV2D && op != TIDE_OP_CONV2D_BACKPROP_INPUT &&
-        op != TIDE_OP_CONV2D_BACKPROP_FILTER)
-        return 0;
-    return atomic_load(&runs[run_index(op)]);
-}
-
-bool tide__onednn_enabled(void)
-{
-    pthread_once(&settings_once, settings_init);
-    return atomic_load(&enabled) && engine != NULL;
-}
-
-void tide_cpu_kernels_use_onednn(bool on)
-{
-    pthread_once(&settings_once, settings_init);
-    atomic_store(&enabled, on);
-}
-
-bool tide_cpu_kernels_onednn_available(void)
-{
-    pthread_once(&settings_once, settings_init);
-    return engine != NULL;
-}
 
 /* ============================================================================
  * Primitives
@@ -238,7 +183,7 @@ static dnnl_primitive_desc_t conv_pd(const struct key *key, const_dnnl_primitive
     if (dnnl_convolution_forward_desc_init(&fwd_d, dnnl_forward_training, dnnl_convolution_direct,
                                            &x, &w, NULL, &y, strides, pad_l,
                                            pad_r) != dnnl_success ||
-        dnnl_primitive_desc_create(&fwd, &fwd_d, attr, engine, NULL) != dnnl_success)
+        dnnl_primitive_desc_create(&fwd, &fwd_d, attr, tide__onednn_engine(), NULL) != dnnl_success)
         return NULL;
     if (key->op == TIDE_OP_CONV2D)
         return fwd;
@@ -249,7 +194,8 @@ static dnnl_primitive_desc_t conv_pd(const struct key *key, const_dnnl_primitive
     else
         s = dnnl_convolution_backward_weights_desc_init(&d, dnnl_convolution_direct, &x, &w, NULL,
                                                         &y, strides, pad_l, pad_r);
-    if (s == dnnl_success && dnnl_primitive_desc_create(&pd, &d, attr, engine, fwd) != dnnl_success)
+    if (s == dnnl_success &&
+        dnnl_primitive_desc_create(&pd, &d, attr, tide__onednn_engine(), fwd) != dnnl_success)
         pd = NULL;
     dnnl_primitive_desc_destroy(fwd);
     return pd;
@@ -262,7 +208,8 @@ static dnnl_primitive_t make_reorder(const dnnl_memory_desc_t *src, const dnnl_m
 {
     dnnl_primitive_desc_t pd;
     dnnl_primitive_t p = NULL;
-    if (dnnl_reorder_primitive_desc_create(&pd, src, engine, dst, engine, attr) != dnnl_success)
+    if (dnnl_reorder_primitive_desc_create(&pd, src, tide__onednn_engine(), dst,
+                                           tide__onednn_engine(), attr) != dnnl_success)
         return NULL;
     *scratchpad = *dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
     if (dnnl_primitive_create(&p, pd) != dnnl_success)
@@ -414,7 +361,8 @@ static bool pieces_choose(enum tide_op op, const struct tide__kernel_conv *g, ui
     if (!tide__onednn_enabled() || !geometry_usable(g))
         return false;
     int64_t fewest = g->n < TASKS ? g->n : TASKS;
-    for (int l = layout_policy; l <= LAYOUT_PLAIN; l++) {
+    for (int l = tide__onednn_plain_layouts() ? LAYOUT_PLAIN : LAYOUT_BLOCKED; l <= LAYOUT_PLAIN;
+         l++) {
         /*
          * Images per piece from n / TASKS down to 1, halving (the filter gradient: n / TASKS
          * only): a handful of primitives per shape, also for a batch of thousands, whose every
@@ -476,21 +424,21 @@ static dnnl_status_t entry_run(const struct entry *e, void *const data_of[3], ch
     const char *call = "dnnl_stream_create";
 
     omp_set_num_threads(1);
-    s = dnnl_stream_create(&stream, engine, dnnl_stream_default_flags);
+    s = dnnl_stream_create(&stream, tide__onednn_engine(), dnnl_stream_default_flags);
     for (int i = 0; s == dnnl_success && i < 3; i++) {
         const struct operand *o = &e->operands[i];
         void *data = data_of[o->slot];
         call = "dnnl_memory_create";
-        s = dnnl_memory_create(&plain[i], &o->plain, engine, data);
+        s = dnnl_memory_create(&plain[i], &o->plain, tide__onednn_engine(), data);
         if (s == dnnl_success && o->reorder) {
-            s = dnnl_memory_create(&used[i], &o->md, engine, ws + o->offset);
+            s = dnnl_memory_create(&used[i], &o->md, tide__onednn_engine(), ws + o->offset);
             if (s == dnnl_success)
-                s = dnnl_memory_create(&reorder_scratch[i], &e->reorder_scratchpad_md[i], engine,
-                                       ws);
+                s = dnnl_memory_create(&reorder_scratch[i], &e->reorder_scratchpad_md[i],
+                                       tide__onednn_engine(), ws);
         }
     }
     if (s == dnnl_success)
-        s = dnnl_memory_create(&scratch, &e->scratchpad_md, engine, ws);
+        s = dnnl_memory_create(&scratch, &e->scratchpad_md, tide__onednn_engine(), ws);
 
     /* The inputs into their blocked copies, the convolution, its output back to plain. */
     for (int i = 0; s == dnnl_success && i < 2; i++) {
@@ -610,7 +558,7 @@ enum tide_status tide__onednn_conv_run(const struct tide_kernel_args *args,
     j.slots = (char *)args->workspace + j.p.partials;
     pthread_mutex_init(&j.lock, NULL);
     *ran = true;
-    atomic_fetch_add(&runs[run_index(j.op)], 1);
+    tide__onednn_count_run(j.op);
     tide__cpu_parallel(j.p.tasks, workers, piece_task, &j);
     pthread_mutex_destroy(&j.lock);
     if (j.status != dnnl_success)
