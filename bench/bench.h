@@ -161,6 +161,14 @@ int tide_bench_timemodel(const struct bench_options *o);
  */
 int tide_bench_onnx_tests(int argc, char **argv);
 
+/*
+ * tide-bench cpu-ops [--threads T[,T...]] [--reps R] [--only SUBSTRING]
+ * (cpu-ops.c): the CPU backend's pooling and BatchNorm kernels against
+ * oneDNN's at the models' shapes; argv[0] is "cpu-ops". Returns 0, 1 without
+ * oneDNN, 2 on a bad flag.
+ */
+int tide_bench_cpu_ops(int argc, char **argv);
+
 /* train --trace-overhead K (bench/trace-overhead.c): blocks of K steps with the trace recorder
  * off and on alternately (off on on off, ...); each on block paired with the off block beside it. */
 struct tide_bench_trace_ab;

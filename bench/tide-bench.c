@@ -74,6 +74,7 @@ static void usage(FILE *out)
             "       tide-bench maxbatch --budget BYTES [options]\n"
             "       tide-bench timemodel [options]\n"
             "       tide-bench onnx-tests DIR [--json] [--timeout S]\n"
+            "       tide-bench cpu-ops [--threads T[,T...]] [--reps R] [--only SUBSTRING]\n"
             "\n"
             "train  trains a model in-process (the daemon's path from the graph on) and\n"
             "       prints loss, test accuracy (held-out loss in nats per byte for the\n"
@@ -111,6 +112,9 @@ static void usage(FILE *out)
             "       S, default 60) and compares the outputs (rtol 1e-3, atol 1e-5). Prints\n"
             "       pass|fail|unsupported|crashed DIR [why] per case, a summary and with\n"
             "       --json the counts; exits 1 on any fail or crash.\n"
+            "cpu-ops  the CPU backend's pooling and BatchNorm kernels against oneDNN's at\n"
+            "       the models' shapes: the fastest of --reps R (default 5) runs of each,\n"
+            "       alternating, at each --threads count (default 1,2), and oneDNN / tide.\n"
             "\n"
             "  --model NAME             mlp, cnn (default), resnet, lstm, or the language models\n"
             "                           transformer and moe (on the fortunes corpus)\n"
@@ -1698,6 +1702,8 @@ int main(int argc, char **argv)
     const char *cmd = argv[1];
     if (strcmp(cmd, "onnx-tests") == 0)
         return tide_bench_onnx_tests(argc - 1, argv + 1);
+    if (strcmp(cmd, "cpu-ops") == 0)
+        return tide_bench_cpu_ops(argc - 1, argv + 1);
     int (*run)(const struct bench_options *) = NULL;
     if (strcmp(cmd, "train") == 0) {
         run = cmd_train;
@@ -1719,7 +1725,7 @@ int main(int argc, char **argv)
         run = tide_bench_timemodel;
     } else {
         fprintf(stderr, "tide-bench: unknown command \"%s\"; commands: train, plan, depth, "
-                "eval, max, maxbatch, timemodel, onnx-tests\n", cmd);
+                "eval, max, maxbatch, timemodel, onnx-tests, cpu-ops\n", cmd);
         return 2;
     }
     o.host_budget = tide_host_budget_default();
