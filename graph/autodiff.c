@@ -651,19 +651,29 @@ static enum tide_status tide__grad_conv2d(struct grad_ctx *c)
     return st;
 }
 
+/*
+ * MaxPool2D(x) -> y, argmax. Only y is differentiable (argmax is int32);
+ * MaxPool2DGrad routes dy to the cells the forward pass's argmax names, so
+ * the gradient reads the saved indices, not x: whether they are kept,
+ * swapped or made again from x is the planner's choice (swapper/).
+ */
 static enum tide_status tide__grad_max_pool2d(struct grad_ctx *c)
 {
     struct tide_graph *graph = c->ad->graph;
     struct tide_attr_value ksize = *fwd_attr(c, TIDE_ATTR_MAX_POOL2D_ksize);
     struct tide_attr_value strides = *fwd_attr(c, TIDE_ATTR_MAX_POOL2D_strides);
     struct tide_attr_value pads = *fwd_attr(c, TIDE_ATTR_MAX_POOL2D_pads);
+    struct tide_shape x = in_shape(c, 0);
     uint32_t id;
-    enum tide_status st = emit2(c, TIDE_OP_MAX_POOL2D_GRAD, 0, "x", in_edge(c, 0), c->dy[0], &id);
+    assert(c->dy[1].node == TIDE_NO_NODE);
+    enum tide_status st = emit2(c, TIDE_OP_MAX_POOL2D_GRAD, 0, "x", c->dy[0],
+                                (struct tide_edge){c->id, 1}, &id);
     if (st != TIDE_OK)
         return st;
     copy_ints(graph, id, TIDE_ATTR_MAX_POOL2D_GRAD_ksize, &ksize);
     copy_ints(graph, id, TIDE_ATTR_MAX_POOL2D_GRAD_strides, &strides);
     copy_ints(graph, id, TIDE_ATTR_MAX_POOL2D_GRAD_pads, &pads);
+    tide_attr_set_shape(graph, id, TIDE_ATTR_MAX_POOL2D_GRAD_input_shape, &x);
     c->dx[0] = out0(id);
     return TIDE_OK;
 }

@@ -999,20 +999,64 @@ enum tide_status tide__infer_pool2d(struct tide_graph *graph, struct tide_node *
     return tide__set_output(graph, node, 0, TIDE_DTYPE_FLOAT32, &y, err);
 }
 
-/* MaxPool2DGrad(x, dy): dy must have the shape MaxPool2D(x) has; the output is x's shape. */
-enum tide_status tide__infer_same_as_0(struct tide_graph *graph, struct tide_node *node,
-                                       struct tide_error *err)
+/* Refuses planes whose cells an int32 argmax cannot index; label names x. */
+static enum tide_status check_argmax_plane(struct tide_node *node, const char *label,
+                                           const struct tide_shape *x, struct tide_error *err)
+{
+    if (x->dims[2] > INT32_MAX / (x->dims[3] > 0 ? x->dims[3] : 1))
+        return tide_node_error(err, TIDE_LIMIT, node,
+                               "%s %s has planes of %" PRId64 " x %" PRId64
+                               " cells, more than the int32 argmax can index (%d)",
+                               label, shape_text(x).s, x->dims[2], x->dims[3], INT32_MAX);
+    return TIDE_OK;
+}
+
+/* MaxPool2D(x) -> y (float32), argmax (int32, y's shape). */
+enum tide_status tide__infer_max_pool2d(struct tide_graph *graph, struct tide_node *node,
+                                        struct tide_error *err)
 {
     const struct tide_shape *x = input_shape(graph, node, 0);
-    if (node->op == TIDE_OP_MAX_POOL2D_GRAD) {
-        struct tide_shape y;
-        enum tide_status st = pool2d_output_shape(node, "input 0 (x)", x, &y, err);
-        if (st == TIDE_OK)
-            st = expect_input_shape(graph, node, 1, "dy", &y, err,
-                                    "what MaxPool2D of input 0 (x) %s gives", shape_text(x).s);
-        if (st != TIDE_OK)
-            return st;
-    }
+    struct tide_shape y;
+    enum tide_status st = expect_input_dtype(graph, node, 0, "x", TIDE_DTYPE_FLOAT32, err);
+    if (st == TIDE_OK)
+        st = pool2d_output_shape(node, "input 0 (x)", x, &y, err);
+    if (st == TIDE_OK)
+        st = check_argmax_plane(node, "input 0 (x)", x, err);
+    if (st == TIDE_OK)
+        st = tide__set_output(graph, node, 0, TIDE_DTYPE_FLOAT32, &y, err);
+    if (st == TIDE_OK)
+        st = tide__set_output(graph, node, 1, TIDE_DTYPE_INT32, &y, err);
+    return st;
+}
+
+/*
+ * MaxPool2DGrad(dy, argmax; input_shape): dy (float32) and argmax (int32)
+ * have the shape MaxPool2D of input_shape gives; the output is input_shape.
+ */
+enum tide_status tide__infer_max_pool2d_grad(struct tide_graph *graph, struct tide_node *node,
+                                             struct tide_error *err)
+{
+    const struct tide_shape *x = &node->attrs[TIDE_ATTR_MAX_POOL2D_GRAD_input_shape].shape;
+    struct tide_shape y;
+    enum tide_status st = check_shape(node, "attribute \"input_shape\"", x, err);
+    if (st == TIDE_OK)
+        st = pool2d_output_shape(node, "attribute \"input_shape\"", x, &y, err);
+    if (st == TIDE_OK)
+        st = check_argmax_plane(node, "attribute \"input_shape\"", x, err);
+    if (st == TIDE_OK)
+        st = expect_input_dtype(graph, node, 0, "dy", TIDE_DTYPE_FLOAT32, err);
+    if (st == TIDE_OK)
+        st = expect_input_shape(graph, node, 0, "dy", &y, err,
+                                "what MaxPool2D of attribute \"input_shape\" %s gives",
+                                shape_text(x).s);
+    if (st == TIDE_OK)
+        st = expect_input_dtype(graph, node, 1, "argmax", TIDE_DTYPE_INT32, err);
+    if (st == TIDE_OK)
+        st = expect_input_shape(graph, node, 1, "argmax", &y, err,
+                                "what MaxPool2D of attribute \"input_shape\" %s gives",
+                                shape_text(x).s);
+    if (st != TIDE_OK)
+        return st;
     return tide__set_output(graph, node, 0, TIDE_DTYPE_FLOAT32, x, err);
 }
 

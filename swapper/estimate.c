@@ -32,10 +32,11 @@
  * that point its regions are pairwise disjoint in memplan's arena, so it
  * bounds memplan's peak from below, and the search uses it to discard a
  * choice without building it (tests check it against memplan). One
- * exception: the links of a recompute chain (recompute.c) live one after
- * the other at one key and are counted at once, so a choice that
- * recomputes in chains may be overestimated by their bytes (and skipped
- * where it would just fit).
+ * exception: the links of a recompute chain (recompute.c), and the outputs
+ * of recompute copies that nothing reads (MaxPool2D's second), live one
+ * after the other at one key and are counted at once, so a choice that
+ * recomputes in chains, or both outputs of a MaxPool2D, may be
+ * overestimated by their bytes (and skipped where it would just fit).
  */
 #include "swapper/swapper-impl.h"
 

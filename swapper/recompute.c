@@ -52,11 +52,14 @@
  *
  * Whether an input is swapped or recomputed does not matter to the test, so
  * a claim never depends on another tensor's claim (nor on a pull) and the
- * simulation stays linear. The producer must have one output and no
- * workspace. The copy adds its output from itself to the group's last use,
- * exactly as memplan places it; a chain's links, which live one after the
- * other at the same key, are counted at once, so there the simulation may
- * exceed memplan's most live bytes by their size (estimate.c).
+ * simulation stays linear. The producer must have no workspace, and one
+ * output or MaxPool2D's two (copy_outputs_ok). The copy adds its output
+ * from itself to the group's last use, exactly as memplan places it, and
+ * its other outputs, which nothing reads, at its key; a chain's links, and
+ * the unread outputs of copies that share a key (MaxPool2D's maximum and
+ * argmax both made again before one group), live one after the other at
+ * the same key but are counted at once, so there the simulation may exceed
+ * memplan's most live bytes by their size (estimate.c).
  *
  * Dropout draws its mask from the job's seed, the step and the node's name
  * and seed attribute (kernels/dropout-hash.h); a copy has another name, so
@@ -135,10 +138,25 @@ static bool rerunnable(const struct tide__planner *pl, uint32_t id)
            node->n_inputs <= MAX_INPUTS && pl->workspace[id] == 0;
 }
 
+/*
+ * True if RECOMPUTE may copy node id for what it makes: a node of one
+ * output, or MaxPool2D with its two. A copy makes all of its producer's outputs, and the
+ * ones not claimed die at it (recompute_estimate counts them): MaxPool2D's
+ * maximum and argmax are of one shape, so a copy that remakes either makes
+ * the other at the same cost, and the search again that MaxPool2DGrad once
+ * did itself becomes the copy that remakes the argmax (the planner's choice
+ * against keeping or swapping it). BatchNorm's output stays what it was, a
+ * link of a chain only: its copies' statistics are claimed by nothing.
+ */
+static bool copy_outputs_ok(const struct tide_node *node)
+{
+    return node->n_outputs == 1 || node->op == TIDE_OP_MAX_POOL2D;
+}
+
 /* True if RECOMPUTE can never take an output of node id (see recompute_claims). */
 static bool never_recomputed(const struct tide__planner *pl, uint32_t id)
 {
-    return !rerunnable(pl, id) || pl->graph->nodes[id].n_outputs != 1;
+    return !rerunnable(pl, id) || !copy_outputs_ok(&pl->graph->nodes[id]);
 }
 
 /*
@@ -404,7 +422,7 @@ static bool recompute_claims(const struct tide__action_tensor *t)
         (t->choice->recompute_limit && t->aligned > t->choice->recompute_limit))
         return false;
     uint32_t id = t->life->tensor.node;
-    if (!rerunnable(pl, id) || pl->graph->nodes[id].n_outputs != 1)
+    if (never_recomputed(pl, id))
         return false;
     struct chain c;
     for (uint32_t g = 1; g < t->n_groups; g++) {
@@ -452,6 +470,15 @@ static void recompute_estimate(const struct tide__action_tensor *t, struct tide_
         uint32_t end = p->position[life->uses[groups[g].first + groups[g].n_uses - 1]];
         tide__live_add(live, tide_place_key_before(at), tide_place_key_at(end), t->aligned);
         cost->remade += t->bytes;
+        /* The copy's other outputs (MaxPool2D's), read by nothing: at the copy's key only. */
+        uint32_t first = p->tensor_of[life->tensor.node];
+        for (uint32_t k = 0; k < t->pl->graph->nodes[life->tensor.node].n_outputs; k++) {
+            if (k == life->tensor.output)
+                continue;
+            tide__live_add(live, tide_place_key_before(at), tide_place_key_before(at),
+                           t->pl->tensor_aligned[first + k]);
+            cost->remade += t->pl->tensor_bytes[first + k];
+        }
         struct chain c;
         chain_of(t, g, &c);
         for (uint32_t i = 0; i < c.n; i++) {

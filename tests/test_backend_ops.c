@@ -1007,6 +1007,38 @@ static void set_pool_attrs(struct op_case *c, int ksize, int strides, int pads,
     set_pair(c, pads, v->ph, v->pw);
 }
 
+/*
+ * MaxPool2DGrad's int32 argmax input for pool case v over [2, 3, H, W]: for
+ * each window a random cell of it, clipped to the input, as an index into
+ * its plane (windows overlap where the stride is below the kernel, so some
+ * cells take several dy).
+ */
+static void input_argmax(struct op_case *c, const struct pool_case *v, int64_t oh, int64_t ow)
+{
+    assert_true(c->n_in < MAX_IO);
+    struct tensor *t = &c->in[c->n_in++];
+    *t = make_tensor(TIDE_DTYPE_INT32, 4, DIMS(2, 3, oh, ow));
+    int32_t *a = malloc(t->nbytes);
+    assert_non_null(a);
+    for (int64_t pl = 0; pl < 6; pl++) {
+        for (int64_t i = 0; i < oh; i++) {
+            for (int64_t j = 0; j < ow; j++) {
+                int64_t h0 = i * v->sh - v->ph, w0 = j * v->sw - v->pw;
+                int64_t h1 = h0 + v->kh < v->h ? h0 + v->kh : v->h;
+                int64_t w1 = w0 + v->kw < v->w ? w0 + v->kw : v->w;
+                h0 = h0 < 0 ? 0 : h0;
+                w0 = w0 < 0 ? 0 : w0;
+                int64_t h = h0 + (int64_t)((frand(&c->seed) + 1.0f) / 2.0f * (float)(h1 - h0));
+                int64_t w = w0 + (int64_t)((frand(&c->seed) + 1.0f) / 2.0f * (float)(w1 - w0));
+                h = h < h1 ? h : h1 - 1;
+                w = w < w1 ? w : w1 - 1;
+                a[(pl * oh + i) * ow + j] = (int32_t)(h * v->w + w);
+            }
+        }
+    }
+    t->host = a;
+}
+
 static void test_pools(void **state)
 {
     (void)state;
@@ -1026,6 +1058,7 @@ static void test_pools(void **state)
                        TIDE_ATTR_MAX_POOL2D_pads, v);
         input_ties(&c, 4, DIMS(2, 3, v->h, v->w));
         outf(&c, 4, DIMS(2, 3, oh, ow));
+        output(&c, TIDE_DTYPE_INT32, 4, DIMS(2, 3, oh, ow)); /* argmax */
         check_case(&c);
 
         case_init(&c, TIDE_OP_AVG_POOL2D, names[1], TOL_EXACT);
@@ -1038,8 +1071,9 @@ static void test_pools(void **state)
         case_init(&c, TIDE_OP_MAX_POOL2D_GRAD, names[2], TOL_EXACT);
         set_pool_attrs(&c, TIDE_ATTR_MAX_POOL2D_GRAD_ksize, TIDE_ATTR_MAX_POOL2D_GRAD_strides,
                        TIDE_ATTR_MAX_POOL2D_GRAD_pads, v);
-        input_ties(&c, 4, DIMS(2, 3, v->h, v->w));
+        set_shape(&c, TIDE_ATTR_MAX_POOL2D_GRAD_input_shape, 4, DIMS(2, 3, v->h, v->w));
         input(&c, 4, DIMS(2, 3, oh, ow));
+        input_argmax(&c, v, oh, ow);
         outf(&c, 4, DIMS(2, 3, v->h, v->w));
         check_case(&c);
 

@@ -1002,6 +1002,7 @@ static void test_pool2d(void **state)
     tide_attr_set_ints(g, odd, TIDE_ATTR_MAX_POOL2D_ksize, LIST(3, 2));
     infer_ok();
     expect_f32(mp, SHAPE(2, 3, 4, 4));
+    expect_out(mp, 1, TIDE_DTYPE_INT32, SHAPE(2, 3, 4, 4)); /* argmax */
     expect_ints(mp, TIDE_ATTR_MAX_POOL2D_strides, LIST(2, 2));
     expect_ints(mp, TIDE_ATTR_MAX_POOL2D_pads, LIST(0, 0));
     expect_f32(ap, SHAPE(2, 3, 8, 8));
@@ -1020,6 +1021,18 @@ static void test_pool2d(void **state)
     mp = OP(TIDE_OP_MAX_POOL2D, "bad", x);
     tide_attr_set_ints(g, mp, TIDE_ATTR_MAX_POOL2D_ksize, LIST(9, 2));
     FAILS(TIDE_INVALID, "bad", "kernel height 9 is larger than the padded input height 8");
+
+    reset();
+    x = ph("x", SHAPE(1, 1, 65536, 32769));
+    mp = OP(TIDE_OP_MAX_POOL2D, "bad", x);
+    tide_attr_set_ints(g, mp, TIDE_ATTR_MAX_POOL2D_ksize, LIST(2, 2));
+    FAILS(TIDE_LIMIT, "bad", "planes of 65536 x 32769 cells, more than the int32 argmax can index");
+
+    reset();
+    x = placeholder_of("x", TIDE_DTYPE_INT32, SHAPE(2, 3, 8, 8));
+    mp = OP(TIDE_OP_MAX_POOL2D, "bad", x);
+    tide_attr_set_ints(g, mp, TIDE_ATTR_MAX_POOL2D_ksize, LIST(2, 2));
+    FAILS(TIDE_INVALID, "bad", "input 0 (x)", "float32");
 
     reset();
     x = ph("x", SHAPE(2, 3, 8, 8));
@@ -1043,9 +1056,11 @@ static void test_pool2d(void **state)
 static void test_pool2d_grads(void **state)
 {
     (void)state;
-    uint32_t x = ph("x", SHAPE(2, 3, 8, 8)), dy = ph("dy", SHAPE(2, 3, 4, 4));
-    uint32_t mg = OP(TIDE_OP_MAX_POOL2D_GRAD, "mg", x, dy);
+    uint32_t dy = ph("dy", SHAPE(2, 3, 4, 4));
+    uint32_t am = placeholder_of("argmax", TIDE_DTYPE_INT32, SHAPE(2, 3, 4, 4));
+    uint32_t mg = OP(TIDE_OP_MAX_POOL2D_GRAD, "mg", dy, am);
     tide_attr_set_ints(g, mg, TIDE_ATTR_MAX_POOL2D_GRAD_ksize, LIST(2, 2));
+    set_shape(mg, TIDE_ATTR_MAX_POOL2D_GRAD_input_shape, SHAPE(2, 3, 8, 8));
     uint32_t ag = OP(TIDE_OP_AVG_POOL2D_GRAD, "ag", dy);
     tide_attr_set_ints(g, ag, TIDE_ATTR_AVG_POOL2D_GRAD_ksize, LIST(2, 2));
     set_shape(ag, TIDE_ATTR_AVG_POOL2D_GRAD_input_shape, SHAPE(2, 3, 8, 8));
@@ -1057,10 +1072,26 @@ static void test_pool2d_grads(void **state)
     expect_ints(ag, TIDE_ATTR_AVG_POOL2D_GRAD_strides, LIST(2, 2));
 
     reset();
-    x = ph("x", SHAPE(2, 3, 8, 8));
-    mg = OP(TIDE_OP_MAX_POOL2D_GRAD, "bad", x, x);
+    dy = ph("dy", SHAPE(2, 3, 8, 8));
+    am = placeholder_of("argmax", TIDE_DTYPE_INT32, SHAPE(2, 3, 4, 4));
+    mg = OP(TIDE_OP_MAX_POOL2D_GRAD, "bad", dy, am);
     tide_attr_set_ints(g, mg, TIDE_ATTR_MAX_POOL2D_GRAD_ksize, LIST(2, 2));
-    FAILS(TIDE_INVALID, "bad", "input 1 (dy) has shape [2, 3, 8, 8], wants [2, 3, 4, 4]");
+    set_shape(mg, TIDE_ATTR_MAX_POOL2D_GRAD_input_shape, SHAPE(2, 3, 8, 8));
+    FAILS(TIDE_INVALID, "bad", "input 0 (dy) has shape [2, 3, 8, 8], wants [2, 3, 4, 4]");
+
+    reset();
+    dy = ph("dy", SHAPE(2, 3, 4, 4));
+    mg = OP(TIDE_OP_MAX_POOL2D_GRAD, "bad", dy, dy);
+    tide_attr_set_ints(g, mg, TIDE_ATTR_MAX_POOL2D_GRAD_ksize, LIST(2, 2));
+    set_shape(mg, TIDE_ATTR_MAX_POOL2D_GRAD_input_shape, SHAPE(2, 3, 8, 8));
+    FAILS(TIDE_INVALID, "bad", "input 1 (argmax)", "int32");
+
+    reset();
+    dy = ph("dy", SHAPE(2, 3, 4, 4));
+    am = placeholder_of("argmax", TIDE_DTYPE_INT32, SHAPE(2, 3, 4, 4));
+    mg = OP(TIDE_OP_MAX_POOL2D_GRAD, "bad", dy, am);
+    tide_attr_set_ints(g, mg, TIDE_ATTR_MAX_POOL2D_GRAD_ksize, LIST(2, 2));
+    FAILS(TIDE_INVALID, "bad", "missing required attribute \"input_shape\"");
 
     reset();
     dy = ph("dy", SHAPE(2, 3, 3, 3));

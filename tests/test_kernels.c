@@ -1101,21 +1101,52 @@ static void pool_attrs(struct test_node *t, int64_t k, int64_t s, int64_t p)
     set_pair(t, pads_k, p, p);
 }
 
+/*
+ * MaxPool2D of x (argmax into a buffer of its own), then MaxPool2DGrad of
+ * dy through that argmax into dx: the pair a training graph runs. x and dx
+ * have x's shape, dy MaxPool2D's output shape.
+ */
+static void run_max_pool_grad(int64_t k, int64_t stride, int64_t pad,
+                              const struct tide_tensor_view *x, const struct tide_tensor_view *dy,
+                              const struct tide_tensor_view *dx)
+{
+    int64_t n = tide_shape_numel(&dy->shape);
+    float *y = falloc(n);
+    int32_t *argmax = malloc((size_t)n * sizeof(int32_t));
+    assert_non_null(argmax);
+    struct test_node t;
+    node_init(&t, TIDE_OP_MAX_POOL2D, "max");
+    pool_attrs(&t, k, stride, pad);
+    struct tide_tensor_view fwd_out[2] = {
+        fview(y, 4, dy->shape.dims), view(TIDE_DTYPE_INT32, argmax, 4, dy->shape.dims)};
+    run(&t, x, 1, fwd_out, 2);
+    node_init(&t, TIDE_OP_MAX_POOL2D_GRAD, "max_grad");
+    pool_attrs(&t, k, stride, pad);
+    set_shape(&t, TIDE_ATTR_MAX_POOL2D_GRAD_input_shape, 4, x->shape.dims);
+    struct tide_tensor_view grad_in[2] = {*dy, fwd_out[1]};
+    run(&t, grad_in, 2, dx, 1);
+    free(y), free(argmax);
+}
+
 static void test_pools(void **state)
 {
     (void)state;
     /* 3x3 input, 2x2 windows, stride 2, padding 1: four windows clipped to 1, 2, 2, 4 cells. */
     float x[9], y[4];
+    int32_t argmax[4];
     for (int i = 0; i < 9; i++)
         x[i] = -(float)(i + 1);
     struct tide_tensor_view in = fview(x, 4, DIMS(1, 1, 3, 3)), out = fview(y, 4, DIMS(1, 1, 2, 2));
+    struct tide_tensor_view max_out[2] = {out, view(TIDE_DTYPE_INT32, argmax, 4, DIMS(1, 1, 2, 2))};
     struct test_node t;
     node_init(&t, TIDE_OP_MAX_POOL2D, "max");
     pool_attrs(&t, 2, 2, 1);
-    run(&t, &in, 1, &out, 1);
+    run(&t, &in, 1, max_out, 2);
     /* All values are negative: a padding cell read as 0 would win. */
     const float max_want[4] = {-1, -2, -4, -5};
     expect_closef("max_pool", y, max_want, 4, 0);
+    /* The argmax: each maximum's index in the 3x3 plane. */
+    assert_memory_equal(argmax, ((const int32_t[]){0, 1, 3, 4}), sizeof(argmax));
 
     for (int i = 0; i < 9; i++)
         x[i] = (float)(i + 1);
@@ -1129,12 +1160,15 @@ static void test_pools(void **state)
     /* Overlapping windows without padding, 2 planes: 3x3 -> 2x2 with stride 1. */
     float x2[18] = {1, 5, 2, 3, 4, 6, 0, 7, 1, 9, 8, 7, 6, 5, 4, 3, 2, 1}, y2[8];
     struct tide_tensor_view in2 = fview(x2, 4, DIMS(1, 2, 3, 3));
-    struct tide_tensor_view out2 = fview(y2, 4, DIMS(1, 2, 2, 2));
+    int32_t argmax2[8];
+    struct tide_tensor_view out2[2] = {fview(y2, 4, DIMS(1, 2, 2, 2)),
+                                       view(TIDE_DTYPE_INT32, argmax2, 4, DIMS(1, 2, 2, 2))};
     node_init(&t, TIDE_OP_MAX_POOL2D, "max");
     pool_attrs(&t, 2, 1, 0);
-    run(&t, &in2, 1, &out2, 1);
+    run(&t, &in2, 1, out2, 2);
     const float max2[8] = {5, 6, 7, 7, 9, 8, 6, 5};
     expect_closef("max_pool overlap", y2, max2, 8, 0);
+    assert_memory_equal(argmax2, ((const int32_t[]){1, 5, 7, 7, 0, 1, 3, 4}), sizeof(argmax2));
 
     /* GlobalAvgPool: [1, 2, 3, 3] -> [1, 2]. */
     float g[2];
@@ -1151,21 +1185,18 @@ static void test_pool_grads(void **state)
     struct test_node t;
     /* MaxPool2DGrad routes dy to the first maximum; overlapping windows accumulate. */
     float x[9] = {1, 5, 2, 3, 4, 6, 0, 7, 1}, dy[4] = {1, 2, 3, 4}, dx[9];
-    struct tide_tensor_view in[2] = {fview(x, 4, DIMS(1, 1, 3, 3)), fview(dy, 4, DIMS(1, 1, 2, 2))};
+    struct tide_tensor_view in = fview(x, 4, DIMS(1, 1, 3, 3)), dyv = fview(dy, 4, DIMS(1, 1, 2, 2));
     struct tide_tensor_view out = fview(dx, 4, DIMS(1, 1, 3, 3));
-    node_init(&t, TIDE_OP_MAX_POOL2D_GRAD, "max_grad");
-    pool_attrs(&t, 2, 1, 0);
-    run(&t, in, 2, &out, 1);
+    run_max_pool_grad(2, 1, 0, &in, &dyv, &out);
     const float want[9] = {0, 1, 0, 0, 0, 2, 0, 7, 0};
     expect_closef("max_pool_grad", dx, want, 9, 0);
 
     /* Ties go to the first maximum in row-major order. */
     float tie[4] = {2, 2, 2, 2}, tdy = 3, tdx[4];
-    struct tide_tensor_view tin[2] = {fview(tie, 4, DIMS(1, 1, 2, 2)),
-                                      fview(&tdy, 4, DIMS(1, 1, 1, 1))};
+    struct tide_tensor_view tin = fview(tie, 4, DIMS(1, 1, 2, 2));
+    struct tide_tensor_view tdyv = fview(&tdy, 4, DIMS(1, 1, 1, 1));
     struct tide_tensor_view tout = fview(tdx, 4, DIMS(1, 1, 2, 2));
-    pool_attrs(&t, 2, 2, 0);
-    run(&t, tin, 2, &tout, 1);
+    run_max_pool_grad(2, 2, 0, &tin, &tdyv, &tout);
     const float tie_want[4] = {3, 0, 0, 0};
     expect_closef("max_pool_grad tie", tdx, tie_want, 4, 0);
 
@@ -1173,13 +1204,22 @@ static void test_pool_grads(void **state)
     float neg[9], ndx[9];
     for (int i = 0; i < 9; i++)
         neg[i] = -(float)(i + 1);
-    struct tide_tensor_view nin[2] = {fview(neg, 4, DIMS(1, 1, 3, 3)),
-                                      fview(dy, 4, DIMS(1, 1, 2, 2))};
+    struct tide_tensor_view nin = fview(neg, 4, DIMS(1, 1, 3, 3));
     struct tide_tensor_view nout = fview(ndx, 4, DIMS(1, 1, 3, 3));
-    pool_attrs(&t, 2, 2, 1);
-    run(&t, nin, 2, &nout, 1);
+    run_max_pool_grad(2, 2, 1, &nin, &dyv, &nout);
     const float neg_want[9] = {1, 2, 0, 3, 4, 0, 0, 0, 0};
     expect_closef("max_pool_grad padded", ndx, neg_want, 9, 0);
+
+    /* An argmax outside its plane (any int32 tensor may be fed in) is refused, not written. */
+    int32_t bad[4] = {0, 1, 9, 3};
+    struct tide_tensor_view bin[2] = {dyv, view(TIDE_DTYPE_INT32, bad, 4, DIMS(1, 1, 2, 2))};
+    node_init(&t, TIDE_OP_MAX_POOL2D_GRAD, "max_grad");
+    pool_attrs(&t, 2, 2, 1);
+    set_shape(&t, TIDE_ATTR_MAX_POOL2D_GRAD_input_shape, 4, DIMS(1, 1, 3, 3));
+    struct tide_error err = {0};
+    assert_int_equal(run_step(&t, bin, 2, &out, 1, NULL, &err), TIDE_INVALID);
+    assert_non_null(strstr(err.message, "input 1 (argmax): index 9 at position 2 is outside its "
+                                        "plane of 3 x 3 cells"));
 
     /* AvgPool2DGrad spreads dy over the real cells only: counts 1, 2, 2, 4. */
     node_init(&t, TIDE_OP_AVG_POOL2D_GRAD, "avg_grad");
@@ -1495,15 +1535,12 @@ static void test_determinism_threads(void **state)
     float *px = falloc(np), *pdy = falloc(no), *pdx[2];
     fill(px, np, 46);
     fill(pdy, no, 47);
-    struct test_node mpg;
-    node_init(&mpg, TIDE_OP_MAX_POOL2D_GRAD, "max_grad");
-    pool_attrs(&mpg, 3, 2, 1);
-    struct tide_tensor_view pin[2] = {fview(px, 4, xd), fview(pdy, 4, DIMS(8, 16, 10, 10))};
+    struct tide_tensor_view pin = fview(px, 4, xd), pdyv = fview(pdy, 4, DIMS(8, 16, 10, 10));
     for (int r = 0; r < 2; r++) {
         pdx[r] = falloc(np);
         struct tide_tensor_view pout = fview(pdx[r], 4, xd);
         tide_cpu_kernels_set_threads(r ? 4 : 1);
-        run(&mpg, pin, 2, &pout, 1);
+        run_max_pool_grad(3, 2, 1, &pin, &pdyv, &pout);
     }
     tide_cpu_kernels_set_threads(0);
     assert_memory_equal(pdx[0], pdx[1], (size_t)np * sizeof(float));
@@ -2003,19 +2040,23 @@ static void test_max_pool_tiled(void **state)
         }
         const int64_t *yd = DIMS(N, C, oh, ow);
         struct test_node t;
+        int32_t *argmax = malloc((size_t)no * sizeof(int32_t));
+        assert_non_null(argmax);
         node_init(&t, TIDE_OP_MAX_POOL2D, "max");
         pool_attrs(&t, k, k, 0);
-        struct tide_tensor_view in = fview(x, 4, xd), out = fview(y, 4, yd);
-        expect_same_at_threads("max_pool tiled", &t, &in, 1, &out, 1, NULL, NULL);
+        struct tide_tensor_view in = fview(x, 4, xd);
+        struct tide_tensor_view out[2] = {fview(y, 4, yd), view(TIDE_DTYPE_INT32, argmax, 4, yd)};
+        expect_same_at_threads("max_pool tiled", &t, &in, 1, out, 2, NULL, NULL);
         expect_exact("max_pool tiled", y, want_y, no);
 
         node_init(&t, TIDE_OP_MAX_POOL2D_GRAD, "max_grad");
         pool_attrs(&t, k, k, 0);
-        struct tide_tensor_view gin[2] = {fview(x, 4, xd), fview(dy, 4, yd)};
+        set_shape(&t, TIDE_ATTR_MAX_POOL2D_GRAD_input_shape, 4, xd);
+        struct tide_tensor_view gin[2] = {fview(dy, 4, yd), out[1]};
         struct tide_tensor_view gout = fview(dx, 4, xd);
         expect_same_at_threads("max_pool_grad tiled", &t, gin, 2, &gout, 1, NULL, NULL);
         expect_exact("max_pool_grad tiled", dx, want_dx, TOTAL);
-        free(y), free(want_y), free(dy);
+        free(y), free(want_y), free(dy), free(argmax);
     }
     free(x), free(dx), free(want_dx);
 }
@@ -2234,25 +2275,36 @@ static void test_graph_normalised_attrs(void **state)
     }
     for (uint32_t id = conv; id <= soft; id++) {
         const struct tide_node *node = &g->nodes[id];
-        struct tide_tensor_view in[2], out;
+        struct tide_tensor_view in[2], out[2];
         for (uint32_t i = 0; i < node->n_inputs; i++) {
             const struct tide_output *o = tide_graph_input(g, node, i);
             in[i] = view(o->dtype, data[node->inputs[i].node], o->shape.rank, o->shape.dims);
         }
-        out = view(node->outputs[0].dtype, data[id], node->outputs[0].shape.rank,
-                   node->outputs[0].shape.dims);
+        /* Output 0 into data[id]; MaxPool2D's argmax into a buffer of its own. */
+        void *second = NULL;
+        assert_true(node->n_outputs <= 2);
+        for (uint32_t k = 0; k < node->n_outputs; k++) {
+            const struct tide_output *o = &node->outputs[k];
+            void *buf = data[id];
+            if (k > 0) {
+                second = malloc(o->nbytes);
+                assert_non_null(second);
+                buf = second;
+            }
+            out[k] = view(o->dtype, buf, o->shape.rank, o->shape.dims);
+        }
         uint64_t ws_bytes = tide_cpu_kernels.workspace_bytes(NULL, g, node);
         void *ws = ws_bytes ? malloc(ws_bytes) : NULL;
         struct tide_kernel_args args = {.node = node,
                                         .n_inputs = node->n_inputs,
                                         .inputs = in,
-                                        .n_outputs = 1,
-                                        .outputs = &out,
+                                        .n_outputs = node->n_outputs,
+                                        .outputs = out,
                                         .workspace = ws,
                                         .workspace_bytes = ws_bytes};
         if (tide_cpu_kernels.fn[node->op](&args, &err) != TIDE_OK)
             fail_msg("%s: %s", node->name, err.message);
-        free(ws);
+        free(ws), free(second);
     }
 
     /* conv [2, 4, 9, 9] -> pool [2, 4, 3, 3] -> mean [2, 4] -> softmax over 4. */

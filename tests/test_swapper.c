@@ -1267,8 +1267,9 @@ static void test_session_end_to_end(void **state)
 
 /*
  * Aligned bytes of the outputs of recompute copies that only other copies
- * read: a chain's links, which the simulation counts at once at their key
- * although each lives only until the next link.
+ * read, or that nothing reads: a chain's links, and the output a MaxPool2D
+ * copy makes beside the one it was made for, which the simulation counts at
+ * once at their key although each lives only until the next link or copy.
  */
 static uint64_t chain_bytes(const struct tide__planner *pl, const struct tide_graph *g)
 {
@@ -1283,8 +1284,15 @@ static uint64_t chain_bytes(const struct tide__planner *pl, const struct tide_gr
                     *(u < pl->n_original ? &original_reader : &link) = true;
             }
         }
-        for (uint32_t k = 0; link && !original_reader && k < g->nodes[v].n_outputs; k++)
-            sum += tide__align(pl, g->nodes[v].outputs[k].nbytes);
+        for (uint32_t k = 0; k < g->nodes[v].n_outputs; k++) {
+            bool read = false;
+            for (uint32_t u = 0; u < g->n_nodes && !read; u++) {
+                for (uint32_t i = 0; i < g->nodes[u].n_inputs; i++)
+                    read |= g->nodes[u].inputs[i].node == v && g->nodes[u].inputs[i].output == k;
+            }
+            if ((link && !original_reader) || !read)
+                sum += tide__align(pl, g->nodes[v].outputs[k].nbytes);
+        }
     }
     return sum;
 }
@@ -1574,6 +1582,87 @@ static void test_recompute_plans_fit(void **state)
  * (recompute.c, "Pulled loads"): some SwapIn or Fetch runs before the
  * partition where its group is first read.
  */
+/*
+ * Where each MaxPool2DGrad of plan h finds its argmax (input 1): the
+ * MaxPool2D's own (kept, counted in *kept), a recompute copy of it
+ * (*remade), or a SwapIn (*swapped).
+ */
+static void argmax_sources(const struct tide_graph *h, uint32_t n_original, uint32_t *kept,
+                           uint32_t *remade, uint32_t *swapped)
+{
+    *kept = *remade = *swapped = 0;
+    for (uint32_t v = 0; v < n_original; v++) {
+        if (h->nodes[v].op != TIDE_OP_MAX_POOL2D_GRAD)
+            continue;
+        struct tide_edge e = h->nodes[v].inputs[1];
+        const struct tide_node *src = &h->nodes[e.node];
+        if (e.node < n_original) {
+            assert_int_equal(src->op, TIDE_OP_MAX_POOL2D);
+            assert_int_equal(e.output, 1);
+            ++*kept;
+        } else if (src->op == TIDE_OP_SWAP_IN) {
+            ++*swapped;
+        } else {
+            /* A copy: MaxPool2D again, of the original's input, making both outputs. */
+            assert_int_equal(src->op, TIDE_OP_MAX_POOL2D);
+            assert_int_equal(h->nodes[src->subject].op, TIDE_OP_MAX_POOL2D);
+            assert_int_equal(src->n_outputs, 2);
+            assert_int_equal(e.output, 1);
+            ++*remade;
+        }
+    }
+}
+
+/*
+ * MaxPool2D saves its argmax for MaxPool2DGrad, and whether that tensor is
+ * kept, swapped or made again before the gradient is the planner's choice
+ * (issue 16, item 5): the CNN's plan with room to spare keeps both argmaxes;
+ * at its least budget with recompute on, on an H100's rates (a copied byte
+ * costs ~1,000 FLOPs), the search again is the cheaper way and some argmax
+ * is recomputed from x. Every plan fits and its peak is memplan's.
+ */
+static void test_max_pool_argmax_choice(void **state)
+{
+    (void)state;
+    struct tide_plan_env env = cpu_env();
+    struct tide_graph *g = model_graph(MODEL_CNN, TIDE_OPTIMIZER_MOMENTUM);
+    struct tide_memory_policy policy = tide_memory_policy_default();
+    policy.profile = tide_device_profile_named("h100");
+    policy.recompute = TIDE_RECOMPUTE_AUTO;
+    struct tide_memory_plan plan;
+    struct tide_error err = {0};
+    uint32_t kept, remade, swapped;
+
+    struct tide_graph *h = tide_graph_clone(g);
+    policy.budget_bytes = 0;
+    assert_int_equal(tide_plan_memory(h, &policy, &env, &plan, &err), TIDE_OK);
+    argmax_sources(h, g->n_nodes, &kept, &remade, &swapped);
+    assert_int_equal(kept, 2);
+    tide_memory_plan_release(&plan);
+    tide_graph_free(h);
+
+    h = tide_graph_clone(g);
+    policy.budget_bytes = 4096;
+    assert_int_equal(tide_plan_memory(h, &policy, &env, &plan, &err), TIDE_DOES_NOT_FIT);
+    policy.budget_bytes = plan.report.min_budget_bytes;
+    tide_memory_plan_release(&plan);
+    tide_graph_free(h);
+    h = tide_graph_clone(g);
+    if (tide_plan_memory(h, &policy, &env, &plan, &err) != TIDE_OK)
+        fail_msg("budget %" PRIu64 ": %s", policy.budget_bytes, err.message);
+    assert_true(plan.report.fits);
+    assert_int_equal(plan.report.predicted_peak_bytes, plan.memplan.peak_bytes);
+    argmax_sources(h, g->n_nodes, &kept, &remade, &swapped);
+    print_message("  cnn, h100, least budget %" PRIu64 ": argmax kept %u, recomputed %u, "
+                  "swapped %u\n",
+                  policy.budget_bytes, kept, remade, swapped);
+    assert_int_equal(kept + remade + swapped, 2);
+    assert_true(remade > 0);
+    tide_memory_plan_release(&plan);
+    tide_graph_free(h);
+    tide_graph_free(g);
+}
+
 static void test_recompute_at_floor_h100(void **state)
 {
     (void)state;
@@ -1720,6 +1809,7 @@ int main(void)
         cmocka_unit_test(test_recompute_estimate_is_exact),
         cmocka_unit_test(test_recompute_rewrite),
         cmocka_unit_test(test_recompute_plans_fit),
+        cmocka_unit_test(test_max_pool_argmax_choice),
         cmocka_unit_test(test_recompute_at_floor_h100),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

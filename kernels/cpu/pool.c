@@ -13,23 +13,29 @@
  * as the forward pass, so overlapping windows give the same bits every run.
  * Planes ([H, W] of one image and channel) are independent: the pooling ops
  * spread them over the pool of parallel.c, which cannot change a result.
- * MaxPool2DGrad routes each dy to the first maximum of its window in
- * row-major order, the cell the forward pass's strict comparison keeps.
  *
  * Max pooling whose windows tile the input (stride = window, no padding: the
- * CNN's 2x2 pools) takes a path of its own: no window needs clipping, and
- * each input cell is in at most one window, so the gradient writes dx cell by
- * cell instead of accumulating. It compares the cells in the same order with
- * the same strict comparisons, so it gives the bits of the general path, in
- * about half its time for the CNN (perf: 239 samples against 135). The
- * gradient still finds the argmax again: MaxPool2D has no output for saved
- * indices (issue 16, item 5).
+ * CNN's 2x2 pools) takes a path of its own: no window needs clipping. It
+ * compares the cells in the same order with the same strict comparisons, so
+ * it gives the bits of the general path, in about half its time for the CNN
+ * (perf: 239 samples against 135).
+ *
+ * MaxPool2D writes, beside each maximum, its argmax: the index in the plane
+ * of the window's first maximum in row-major order (found with the strict
+ * comparisons from the window's first cell that the gradient used when it
+ * searched x itself), and MaxPool2DGrad reads those indices instead of x.
+ * Whether the indices are kept from the forward pass or made again by a
+ * recompute copy of the MaxPool2D is the planner's choice (swapper/). An
+ * index outside its plane (a graph may feed MaxPool2DGrad any int32 tensor)
+ * is refused, never written through.
  */
 #include "kernels/cpu/cpu-impl.h"
 #include "kernels/onednn/onednn.h"
 
 #include <assert.h>
+#include <inttypes.h>
 #include <math.h>
+#include <stdatomic.h>
 #include <string.h>
 
 /* A window clipped to the input: rows [h0, h1), columns [w0, w1). */
@@ -71,7 +77,10 @@ struct pool_job {
     struct tide__kernel_pool p;
     const float *x, *dy;
     float *y, *dx;
-    void (*plane)(const struct pool_job *job, int64_t plane);
+    int32_t *argmax;          /* MaxPool2D's second output */
+    const int32_t *argmax_in; /* MaxPool2DGrad's second input */
+    atomic_bool bad_index;    /* MaxPool2DGrad: an argmax outside its plane was skipped */
+    void (*plane)(struct pool_job *job, int64_t plane);
 };
 
 /* Planes per task: planes are independent, so the split changes nothing but the speed. */
@@ -80,7 +89,7 @@ struct pool_job {
 static void pool_task(void *ctx, int64_t task, int worker)
 {
     (void)worker;
-    const struct pool_job *job = ctx;
+    struct pool_job *job = ctx;
     int64_t last = (task + 1) * PLANES_PER_TASK;
     if (last > job->p.planes)
         last = job->p.planes;
@@ -95,11 +104,16 @@ static void pool_run(struct pool_job *job)
     tide__cpu_parallel(tasks, tide__cpu_workers(), pool_task, job);
 }
 
-static void max_pool_plane(const struct pool_job *job, int64_t pl)
+/*
+ * The window's maximum (from -inf, so that NaNs never win it) and its argmax
+ * (window_argmax's: from the first cell, strict comparisons).
+ */
+static void max_pool_plane(struct pool_job *job, int64_t pl)
 {
     const struct tide__kernel_pool *p = &job->p;
     const float *xp = job->x + pl * p->h * p->w;
     float *yp = job->y + pl * p->oh * p->ow;
+    int32_t *ap = job->argmax + pl * p->oh * p->ow;
     for (int64_t oh = 0; oh < p->oh; oh++) {
         for (int64_t ow = 0; ow < p->ow; ow++) {
             struct clip c = pool_clip(p, oh, ow);
@@ -110,6 +124,7 @@ static void max_pool_plane(const struct pool_job *job, int64_t pl)
                     m = row[w] > m ? row[w] : m;
             }
             yp[oh * p->ow + ow] = m;
+            ap[oh * p->ow + ow] = (int32_t)window_argmax(xp, p->w, &c);
         }
     }
 }
@@ -120,42 +135,61 @@ static bool pool_tiles(const struct tide__kernel_pool *p)
     return p->sh == p->kh && p->sw == p->kw && p->ph == 0 && p->pw == 0;
 }
 
+/* One cell of a tiled window: the maximum's and the argmax's comparisons, as max_pool_plane's. */
+#define TILE_CELL(value, index)                                                                    \
+    do {                                                                                           \
+        float v_ = (value);                                                                        \
+        m = v_ > m ? v_ : m;                                                                       \
+        bool above_ = v_ > best;                                                                   \
+        best = above_ ? v_ : best;                                                                 \
+        best_i = above_ ? (index) : best_i;                                                        \
+    } while (0)
+
 /* max_pool_plane for windows that tile the input: no clipping, the same comparisons. */
-static void max_pool_plane_tiled(const struct pool_job *job, int64_t pl)
+static void max_pool_plane_tiled(struct pool_job *job, int64_t pl)
 {
     const struct tide__kernel_pool *p = &job->p;
     const float *xp = job->x + pl * p->h * p->w;
     float *yp = job->y + pl * p->oh * p->ow;
+    int32_t *ap = job->argmax + pl * p->oh * p->ow;
     for (int64_t oh = 0; oh < p->oh; oh++) {
-        const float *top = xp + oh * p->kh * p->w;
+        int64_t top = oh * p->kh * p->w;
         float *yr = yp + oh * p->ow;
+        int32_t *ar = ap + oh * p->ow;
         if (p->kh == 2 && p->kw == 2) {
             /* The CNN's case, unrolled: the cells in row-major order, as below. */
-            const float *bottom = top + p->w;
+            int64_t bottom = top + p->w;
             for (int64_t ow = 0; ow < p->ow; ow++) {
-                float m = -INFINITY;
-                m = top[2 * ow] > m ? top[2 * ow] : m;
-                m = top[2 * ow + 1] > m ? top[2 * ow + 1] : m;
-                m = bottom[2 * ow] > m ? bottom[2 * ow] : m;
-                m = bottom[2 * ow + 1] > m ? bottom[2 * ow + 1] : m;
+                int64_t i = top + 2 * ow, j = bottom + 2 * ow, best_i = i;
+                float m = -INFINITY, best = xp[i];
+                TILE_CELL(xp[i], i);
+                TILE_CELL(xp[i + 1], i + 1);
+                TILE_CELL(xp[j], j);
+                TILE_CELL(xp[j + 1], j + 1);
                 yr[ow] = m;
+                ar[ow] = (int32_t)best_i;
             }
             continue;
         }
         for (int64_t ow = 0; ow < p->ow; ow++) {
-            const float *cell = top + ow * p->kw;
-            float m = -INFINITY;
+            int64_t first = top + ow * p->kw, best_i = first;
+            float m = -INFINITY, best = xp[first];
             for (int64_t h = 0; h < p->kh; h++)
                 for (int64_t w = 0; w < p->kw; w++)
-                    m = cell[h * p->w + w] > m ? cell[h * p->w + w] : m;
+                    TILE_CELL(xp[first + h * p->w + w], first + h * p->w + w);
             yr[ow] = m;
+            ar[ow] = (int32_t)best_i;
         }
     }
 }
 
+#undef TILE_CELL
+
+/* MaxPool2D(x) -> y, argmax. */
 enum tide_status tide__cpu_MAX_POOL2D(const struct tide_kernel_args *args, struct tide_error *err)
 {
-    struct pool_job job = {.x = tide__cpu_in(args, 0), .y = tide__cpu_out(args, 0)};
+    struct pool_job job = {
+        .x = tide__cpu_in(args, 0), .y = tide__cpu_out(args, 0), .argmax = args->outputs[1].data};
     tide__kernel_pool_setup(args->node, &args->inputs[0].shape, &args->outputs[0].shape, &job.p);
     job.plane = pool_tiles(&job.p) ? max_pool_plane_tiled : max_pool_plane;
     pool_run(&job);
@@ -163,7 +197,7 @@ enum tide_status tide__cpu_MAX_POOL2D(const struct tide_kernel_args *args, struc
 }
 
 /* The divisor counts only the cells inside the input. */
-static void avg_pool_plane(const struct pool_job *job, int64_t pl)
+static void avg_pool_plane(struct pool_job *job, int64_t pl)
 {
     const struct tide__kernel_pool *p = &job->p;
     const float *xp = job->x + pl * p->h * p->w;
@@ -197,67 +231,62 @@ enum tide_status tide__cpu_AVG_POOL2D(const struct tide_kernel_args *args, struc
     return TIDE_OK;
 }
 
-/* Each dy goes to the first maximum of its window; overlapping windows add up in window order. */
-static void max_pool_grad_plane(const struct pool_job *job, int64_t pl)
+/*
+ * Each dy goes to the cell its argmax names; overlapping windows add up in
+ * window order. An index outside the plane is skipped and flagged.
+ */
+static void max_pool_grad_plane(struct pool_job *job, int64_t pl)
 {
     const struct tide__kernel_pool *p = &job->p;
-    const float *xp = job->x + pl * p->h * p->w;
+    const int32_t *ap = job->argmax_in + pl * p->oh * p->ow;
     const float *dyp = job->dy + pl * p->oh * p->ow;
     float *dxp = job->dx + pl * p->h * p->w;
-    memset(dxp, 0, (size_t)(p->h * p->w) * sizeof(float));
-    for (int64_t oh = 0; oh < p->oh; oh++) {
-        for (int64_t ow = 0; ow < p->ow; ow++) {
-            struct clip c = pool_clip(p, oh, ow);
-            dxp[window_argmax(xp, p->w, &c)] += dyp[oh * p->ow + ow];
+    int64_t cells = p->h * p->w, outputs = p->oh * p->ow;
+    memset(dxp, 0, (size_t)cells * sizeof(float));
+    for (int64_t o = 0; o < outputs; o++) {
+        if (ap[o] < 0 || ap[o] >= cells) {
+            atomic_store_explicit(&job->bad_index, true, memory_order_relaxed);
+            continue;
         }
+        dxp[ap[o]] += dyp[o];
     }
 }
 
 /*
- * max_pool_grad_plane for windows that tile the input: each window's first
- * maximum, found with the same strict comparisons in the same order, gets
- * 0 + dy (what accumulating into the zeroed dx gives, -0 included).
+ * The first argmax of MaxPool2DGrad's input 1 outside its plane, as an
+ * error (a serial pass, run only when a task flagged one).
  */
-static void max_pool_grad_plane_tiled(const struct pool_job *job, int64_t pl)
+static enum tide_status bad_argmax(const struct tide_kernel_args *args, const struct pool_job *job,
+                                   struct tide_error *err)
 {
     const struct tide__kernel_pool *p = &job->p;
-    const float *xp = job->x + pl * p->h * p->w;
-    const float *dyp = job->dy + pl * p->oh * p->ow;
-    float *dxp = job->dx + pl * p->h * p->w;
-    memset(dxp, 0, (size_t)(p->h * p->w) * sizeof(float));
-    for (int64_t oh = 0; oh < p->oh; oh++) {
-        int64_t top = oh * p->kh * p->w;
-        for (int64_t ow = 0; ow < p->ow; ow++) {
-            int64_t first = top + ow * p->kw, best_i = first;
-            float best = xp[first];
-            for (int64_t h = 0; h < p->kh; h++) {
-                for (int64_t w = 0; w < p->kw; w++) {
-                    int64_t i = first + h * p->w + w;
-                    bool above = xp[i] > best;
-                    best = above ? xp[i] : best;
-                    best_i = above ? i : best_i;
-                }
-            }
-            dxp[best_i] = 0.0f + dyp[oh * p->ow + ow];
-        }
+    int64_t n = p->planes * p->oh * p->ow, cells = p->h * p->w;
+    for (int64_t i = 0; i < n; i++) {
+        if (job->argmax_in[i] < 0 || job->argmax_in[i] >= cells)
+            return tide_node_error(err, TIDE_INVALID, args->node,
+                                   "input 1 (argmax): index %" PRId32 " at position %" PRId64
+                                   " is outside its plane of %" PRId64 " x %" PRId64 " cells",
+                                   job->argmax_in[i], i, p->h, p->w);
     }
-}
-
-/* MaxPool2DGrad(x, dy) -> dx. */
-enum tide_status tide__cpu_MAX_POOL2D_GRAD(const struct tide_kernel_args *args,
-                                           struct tide_error *err)
-{
-    struct pool_job job = {
-        .x = tide__cpu_in(args, 0), .dy = tide__cpu_in(args, 1), .dx = tide__cpu_out(args, 0)};
-    tide__kernel_pool_setup(args->node, &args->inputs[0].shape, &args->inputs[1].shape, &job.p);
-    job.plane = pool_tiles(&job.p) ? max_pool_grad_plane_tiled : max_pool_grad_plane;
-    tide__kernel_same_size(args, 0);
-    pool_run(&job);
     return TIDE_OK;
 }
 
+/* MaxPool2DGrad(dy, argmax; input_shape) -> dx. */
+enum tide_status tide__cpu_MAX_POOL2D_GRAD(const struct tide_kernel_args *args,
+                                           struct tide_error *err)
+{
+    struct pool_job job = {.dy = tide__cpu_in(args, 0),
+                           .argmax_in = args->inputs[1].data,
+                           .dx = tide__cpu_out(args, 0),
+                           .plane = max_pool_grad_plane};
+    tide__kernel_pool_setup(args->node, &args->outputs[0].shape, &args->inputs[0].shape, &job.p);
+    atomic_init(&job.bad_index, false);
+    pool_run(&job);
+    return atomic_load(&job.bad_index) ? bad_argmax(args, &job, err) : TIDE_OK;
+}
+
 /* Each dy is spread evenly over the real cells of its window. */
-static void avg_pool_grad_plane(const struct pool_job *job, int64_t pl)
+static void avg_pool_grad_plane(struct pool_job *job, int64_t pl)
 {
     const struct tide__kernel_pool *p = &job->p;
     const float *dyp = job->dy + pl * p->oh * p->ow;

@@ -163,14 +163,13 @@ cudaError_t tide__cuda_launch_softmax_xent_grad(cudaStream_t stream, const float
                                                 const int32_t *labels, const float *dloss,
                                                 float *dx, int64_t n, int64_t c);
 
-/* pool.cu; argmax is a workspace of one int32 per element of dy. */
+/* pool.cu; argmax: MaxPool2D's second output, one int32 per element of y. */
 cudaError_t tide__cuda_launch_max_pool(cudaStream_t stream, const struct tide__cuda_pool *p,
-                                       const float *x, float *y);
+                                       const float *x, float *y, int32_t *argmax);
 cudaError_t tide__cuda_launch_avg_pool(cudaStream_t stream, const struct tide__cuda_pool *p,
                                        const float *x, float *y);
 cudaError_t tide__cuda_launch_max_pool_grad(cudaStream_t stream, const struct tide__cuda_pool *p,
-                                            const float *x, const float *dy, float *dx,
-                                            int32_t *argmax);
+                                            const float *dy, const int32_t *argmax, float *dx);
 cudaError_t tide__cuda_launch_avg_pool_grad(cudaStream_t stream, const struct tide__cuda_pool *p,
                                             const float *dy, float *dx);
 
@@ -274,8 +273,6 @@ void tide__cuda_reduce_plan(struct tide__cuda_reduce *plan, const struct tide_sh
 uint64_t tide__cuda_conv_workspace(struct tide_cuda_launch *launch, const struct tide_graph *graph,
                                    const struct tide_node *node);
 
-/* MaxPool2DGrad (pool.c): one int32 per element of dy. */
-uint64_t tide__cuda_pool_workspace(const struct tide_graph *graph, const struct tide_node *node);
 
 /* Attention and AttentionGrad (attention.c): double accumulators, O(S * D) per head. */
 uint64_t tide__cuda_attention_workspace(const struct tide_graph *graph,

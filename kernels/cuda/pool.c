@@ -6,8 +6,6 @@
  */
 #include "kernels/cuda/cuda-impl.h"
 
-#include <inttypes.h>
-
 /* The shared geometry (kernels/check.c), in the device launchers' struct. */
 static void pool_setup(const struct tide_node *node, const struct tide_shape *x,
                        const struct tide_shape *y, struct tide__cuda_pool *p)
@@ -35,9 +33,10 @@ enum tide_status tide__cuda_MAX_POOL2D(const struct tide_kernel_args *args, stru
     if (st != TIDE_OK)
         return st;
     pool_setup(args->node, &args->inputs[0].shape, &args->outputs[0].shape, &p);
-    return TIDE_CUDA_CHECK(err,
-                           tide__cuda_launch_max_pool(launch->stream, &p, tide__cuda_in(args, 0),
-                                                      tide__cuda_out(args, 0)));
+    return TIDE_CUDA_CHECK(err, tide__cuda_launch_max_pool(launch->stream, &p,
+                                                           tide__cuda_in(args, 0),
+                                                           tide__cuda_out(args, 0),
+                                                           (int32_t *)args->outputs[1].data));
 }
 
 enum tide_status tide__cuda_AVG_POOL2D(const struct tide_kernel_args *args, struct tide_error *err)
@@ -53,16 +52,7 @@ enum tide_status tide__cuda_AVG_POOL2D(const struct tide_kernel_args *args, stru
                                                       tide__cuda_out(args, 0)));
 }
 
-/* One int32 argmax per element of dy (input 1), the window's index into its plane. */
-uint64_t tide__cuda_pool_workspace(const struct tide_graph *graph, const struct tide_node *node)
-{
-    if (node->op != TIDE_OP_MAX_POOL2D_GRAD || node->n_inputs < 2)
-        return 0;
-    int64_t n = tide_shape_numel(&tide_graph_input(graph, node, 1)->shape);
-    return n > 0 ? (uint64_t)n * sizeof(int32_t) : 0;
-}
-
-/* MaxPool2DGrad(x, dy) -> dx. */
+/* MaxPool2DGrad(dy, argmax; input_shape) -> dx. */
 enum tide_status tide__cuda_MAX_POOL2D_GRAD(const struct tide_kernel_args *args,
                                             struct tide_error *err)
 {
@@ -71,21 +61,10 @@ enum tide_status tide__cuda_MAX_POOL2D_GRAD(const struct tide_kernel_args *args,
     enum tide_status st = tide__cuda_context(args, &launch, err);
     if (st != TIDE_OK)
         return st;
-    pool_setup(args->node, &args->inputs[0].shape, &args->inputs[1].shape, &p);
-    tide__kernel_same_size(args, 0);
-    if (p.h * p.w > INT32_MAX)
-        st = tide_node_error(err, TIDE_LIMIT, args->node,
-                             "planes of %" PRId64 " x %" PRId64 " cells exceed the int32 argmax",
-                             p.h, p.w);
-    if (st == TIDE_OK)
-        st = tide__cuda_expect_workspace(args, (uint64_t)(p.planes * p.oh * p.ow) * sizeof(int32_t),
-                                         err);
-    if (st != TIDE_OK)
-        return st;
-    return TIDE_CUDA_CHECK(
-        err, tide__cuda_launch_max_pool_grad(launch->stream, &p, tide__cuda_in(args, 0),
-                                             tide__cuda_in(args, 1), tide__cuda_out(args, 0),
-                                             args->workspace));
+    pool_setup(args->node, &args->outputs[0].shape, &args->inputs[0].shape, &p);
+    return TIDE_CUDA_CHECK(err, tide__cuda_launch_max_pool_grad(
+                                    launch->stream, &p, tide__cuda_in(args, 0),
+                                    (const int32_t *)args->inputs[1].data, tide__cuda_out(args, 0)));
 }
 
 /* AvgPool2DGrad(dy; input_shape) -> dx. */

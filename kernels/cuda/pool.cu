@@ -13,8 +13,12 @@
  * instead of scatter: each thread owns one input cell and adds, in the
  * windows' row-major order, the contributions of the windows that contain it,
  * which is the order in which the CPU kernel accumulates into that cell; so
- * the sums involve no atomics and are the CPU's bits. MaxPool2DGrad first
- * writes each window's argmax (an index into its plane) to the workspace.
+ * the sums involve no atomics and are the CPU's bits. MaxPool2D writes each
+ * window's argmax (an index into its plane) beside its maximum, and
+ * MaxPool2DGrad reads it: a cell takes the dy of each covering window whose
+ * argmax names it, so an index outside its plane (a graph may feed the
+ * gradient any int32 tensor) is never written through; the CPU kernel
+ * refuses one, this one drops it.
  */
 #include "kernels/cuda/cuda-impl.h"
 #include "kernels/cuda/device.cuh"
@@ -51,7 +55,12 @@ __device__ __forceinline__ void covering(int64_t i, int64_t k, int64_t stride, i
         *hi = out - 1;
 }
 
-__global__ void max_pool_kernel(tide__cuda_pool p, const float *x, float *y)
+/*
+ * y[o]: the window's maximum (from -inf, so that NaNs never win it);
+ * argmax[o]: the index in its plane of the window's first maximum in
+ * row-major order (strict comparisons from the first cell), the CPU's.
+ */
+__global__ void max_pool_kernel(tide__cuda_pool p, const float *x, float *y, int32_t *argmax)
 {
     int64_t n = p.planes * p.oh * p.ow;
     for (int64_t o = first_index(); o < n; o += grid_stride()) {
@@ -59,10 +68,20 @@ __global__ void max_pool_kernel(tide__cuda_pool p, const float *x, float *y)
         const float *plane = x + pl * p.h * p.w;
         clip c = window(p, oh, ow);
         float m = -INFINITY;
-        for (int64_t h = c.h0; h < c.h1; h++)
-            for (int64_t w = c.w0; w < c.w1; w++)
-                m = max_keep(m, plane[h * p.w + w]);
+        int64_t best_i = c.h0 * p.w + c.w0;
+        float best = plane[best_i];
+        for (int64_t h = c.h0; h < c.h1; h++) {
+            for (int64_t w = c.w0; w < c.w1; w++) {
+                float v = plane[h * p.w + w];
+                m = max_keep(m, v);
+                if (v > best) {
+                    best = v;
+                    best_i = h * p.w + w;
+                }
+            }
+        }
         y[o] = m;
+        argmax[o] = (int32_t)best_i;
     }
 }
 
@@ -78,29 +97,6 @@ __global__ void avg_pool_kernel(tide__cuda_pool p, const float *x, float *y)
             for (int64_t w = c.w0; w < c.w1; w++)
                 sum += plane[h * p.w + w];
         y[o] = (float)(sum / (double)((c.h1 - c.h0) * (c.w1 - c.w0)));
-    }
-}
-
-/* argmax[o]: the index in its plane of the first maximum of window o, in row-major order. */
-__global__ void argmax_kernel(tide__cuda_pool p, const float *x, int32_t *argmax)
-{
-    int64_t n = p.planes * p.oh * p.ow;
-    for (int64_t o = first_index(); o < n; o += grid_stride()) {
-        int64_t pl = o / (p.oh * p.ow), oh = o / p.ow % p.oh, ow = o % p.ow;
-        const float *plane = x + pl * p.h * p.w;
-        clip c = window(p, oh, ow);
-        int64_t best_i = c.h0 * p.w + c.w0;
-        float best = plane[best_i];
-        for (int64_t h = c.h0; h < c.h1; h++) {
-            for (int64_t w = c.w0; w < c.w1; w++) {
-                float v = plane[h * p.w + w];
-                if (v > best) {
-                    best = v;
-                    best_i = h * p.w + w;
-                }
-            }
-        }
-        argmax[o] = (int32_t)best_i;
     }
 }
 
@@ -149,12 +145,12 @@ __global__ void avg_pool_grad_kernel(tide__cuda_pool p, const float *dy, float *
 extern "C" {
 
 cudaError_t tide__cuda_launch_max_pool(cudaStream_t stream, const struct tide__cuda_pool *p,
-                                       const float *x, float *y)
+                                       const float *x, float *y, int32_t *argmax)
 {
     int64_t n = p->planes * p->oh * p->ow;
     if (n <= 0)
         return cudaSuccess;
-    max_pool_kernel<<<blocks_for(n), kThreads, 0, stream>>>(*p, x, y);
+    max_pool_kernel<<<blocks_for(n), kThreads, 0, stream>>>(*p, x, y, argmax);
     return cudaGetLastError();
 }
 
@@ -169,18 +165,11 @@ cudaError_t tide__cuda_launch_avg_pool(cudaStream_t stream, const struct tide__c
 }
 
 cudaError_t tide__cuda_launch_max_pool_grad(cudaStream_t stream, const struct tide__cuda_pool *p,
-                                            const float *x, const float *dy, float *dx,
-                                            int32_t *argmax)
+                                            const float *dy, const int32_t *argmax, float *dx)
 {
-    int64_t n_out = p->planes * p->oh * p->ow, n_in = p->planes * p->h * p->w;
+    int64_t n_in = p->planes * p->h * p->w;
     if (n_in <= 0)
         return cudaSuccess;
-    if (n_out > 0) {
-        argmax_kernel<<<blocks_for(n_out), kThreads, 0, stream>>>(*p, x, argmax);
-        cudaError_t rc = cudaGetLastError();
-        if (rc != cudaSuccess)
-            return rc;
-    }
     max_pool_grad_kernel<<<blocks_for(n_in), kThreads, 0, stream>>>(*p, dy, argmax, dx);
     return cudaGetLastError();
 }

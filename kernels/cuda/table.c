@@ -34,8 +34,6 @@ static uint64_t cuda_workspace_bytes(void *stream, const struct tide_graph *grap
     case TIDE_OP_CONV2D_BACKPROP_INPUT:
     case TIDE_OP_CONV2D_BACKPROP_FILTER:
         return tide__cuda_conv_workspace(stream, graph, node);
-    case TIDE_OP_MAX_POOL2D_GRAD:
-        return tide__cuda_pool_workspace(graph, node);
     /* element-wise math (Exp, Log, Div, Sqrt, Max, Min, Gelu) */
 
     /* batched products and axis permutation (BatchMatMul, Transpose) */
