@@ -28,6 +28,11 @@
  * recompute copy of the MaxPool2D is the planner's choice (swapper/). An
  * index outside its plane (a graph may feed MaxPool2DGrad any int32 tensor)
  * is refused, never written through.
+ *
+ * oneDNN first for the average pools: where tide was built with it and a
+ * rule on the shapes says it is the faster (kernels/onednn/pool.c), the
+ * AvgPool2D and GlobalAvgPool kernels and their gradients hand the op to
+ * it; what follows is the fallback, and what runs every other case.
  */
 #include "kernels/cpu/cpu-impl.h"
 #include "kernels/onednn/onednn.h"
@@ -145,6 +150,73 @@ static bool pool_tiles(const struct tide__kernel_pool *p)
         best_i = above_ ? (index) : best_i;                                                        \
     } while (0)
 
+/* Four floats, four int32s: GCC and Clang vector extensions, lane by lane. */
+typedef float float4 __attribute__((vector_size(16)));
+typedef int32_t int4 __attribute__((vector_size(16)));
+
+static inline float4 load4(const float *p)
+{
+    float4 v;
+    memcpy(&v, p, sizeof(v));
+    return v;
+}
+
+/* Lanes of a where mask is set (all ones), else of b. */
+static inline float4 select4(int4 mask, float4 a, float4 b)
+{
+    return (float4)((mask & (int4)a) | (~mask & (int4)b));
+}
+
+/*
+ * One row of 2x2 windows that tile the input, four windows at a time: the
+ * cells of rows top and top + width of plane xp, deinterleaved into the
+ * windows' four cells, then TILE_CELL's comparisons lane by lane (the
+ * maximum from -inf, the argmax from the first cell, strict), so every lane
+ * gets the scalar loop's bits. Writes the windows [0, ow4) of yr and ar,
+ * ow4 a multiple of 4 with 2 * ow4 + 8 cells within the row, and returns
+ * ow4 (the caller does the rest).
+ */
+static int64_t max_pool_row_2x2(const float *xp, int64_t top, int64_t width, int64_t ow_count,
+                                float *yr, int32_t *ar)
+{
+    int64_t ow4 = 0;
+    if (width > INT32_MAX)
+        return 0;
+    const float *t = xp + top, *b = t + width;
+    const int4 right = {1, 1, 1, 1}, below = {(int32_t)width, (int32_t)width, (int32_t)width,
+                                              (int32_t)width};
+    const float4 neg_inf = {-INFINITY, -INFINITY, -INFINITY, -INFINITY};
+    for (; ow4 + 4 <= ow_count && 2 * ow4 + 8 <= width; ow4 += 4) {
+        float4 t0 = load4(t + 2 * ow4), t1 = load4(t + 2 * ow4 + 4);
+        float4 b0 = load4(b + 2 * ow4), b1 = load4(b + 2 * ow4 + 4);
+        float4 c0 = __builtin_shufflevector(t0, t1, 0, 2, 4, 6);
+        float4 c1 = __builtin_shufflevector(t0, t1, 1, 3, 5, 7);
+        float4 c2 = __builtin_shufflevector(b0, b1, 0, 2, 4, 6);
+        float4 c3 = __builtin_shufflevector(b0, b1, 1, 3, 5, 7);
+        float4 m = neg_inf;
+        m = select4(c0 > m, c0, m);
+        m = select4(c1 > m, c1, m);
+        m = select4(c2 > m, c2, m);
+        m = select4(c3 > m, c3, m);
+        float4 best = c0;
+        int4 off = {0, 0, 0, 0}, above;
+        above = c1 > best;
+        best = select4(above, c1, best);
+        off = (above & right) | (~above & off);
+        above = c2 > best;
+        best = select4(above, c2, best);
+        off = (above & below) | (~above & off);
+        above = c3 > best;
+        off = (above & (below + right)) | (~above & off);
+        int32_t first = (int32_t)(top + 2 * ow4);
+        int4 index = {first, first + 2, first + 4, first + 6};
+        index += off;
+        memcpy(yr + ow4, &m, sizeof(m));
+        memcpy(ar + ow4, &index, sizeof(index));
+    }
+    return ow4;
+}
+
 /* max_pool_plane for windows that tile the input: no clipping, the same comparisons. */
 static void max_pool_plane_tiled(struct pool_job *job, int64_t pl)
 {
@@ -158,8 +230,8 @@ static void max_pool_plane_tiled(struct pool_job *job, int64_t pl)
         int32_t *ar = ap + oh * p->ow;
         if (p->kh == 2 && p->kw == 2) {
             /* The CNN's case, unrolled: the cells in row-major order, as below. */
-            int64_t bottom = top + p->w;
-            for (int64_t ow = 0; ow < p->ow; ow++) {
+            int64_t bottom = top + p->w, ow = max_pool_row_2x2(xp, top, p->w, p->ow, yr, ar);
+            for (; ow < p->ow; ow++) {
                 int64_t i = top + 2 * ow, j = bottom + 2 * ow, best_i = i;
                 float m = -INFINITY, best = xp[i];
                 TILE_CELL(xp[i], i);
