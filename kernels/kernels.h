@@ -120,10 +120,10 @@ enum tide_status tide_variable_init(const struct tide_node *node, uint64_t job_s
 void tide_cpu_kernels_set_threads(int threads);
 
 /*
- * Whether this build of the CPU kernels can run Conv2D, the average pools,
- * BatchNorm and their gradients through oneDNN: built with libdnnl, its CPU
- * engine started, and not turned off by TIDE_CPU_ONEDNN=0 at the first use
- * (which no later call undoes).
+ * Whether this build of the CPU kernels can run Conv2D, MaxPool2D, the
+ * average pools, BatchNorm and their gradients (but MaxPool2DGrad's) through
+ * oneDNN: built with libdnnl, its CPU engine started, and not turned off by
+ * TIDE_CPU_ONEDNN=0 at the first use (which no later call undoes).
  */
 bool tide_cpu_kernels_onednn_available(void);
 
@@ -138,19 +138,20 @@ bool tide_cpu_kernels_onednn_available(void);
 void tide_cpu_kernels_use_onednn(bool on);
 
 /*
- * Sends pooling (AvgPool2D, GlobalAvgPool and their gradients) and BatchNorm
- * (and BatchNormGrad) through oneDNN for every shape it has a primitive for
- * (on), rather than only for the shapes where it measured faster than the
- * CPU kernels' own (off, the default; on when TIDE_CPU_ONEDNN=all is in the
- * environment). Tests use it to compare the two on every case. Has no effect
- * while oneDNN is off. As for tide_cpu_kernels_use_onednn, switch before a
- * plan is made, not between planning and running it.
+ * Sends pooling (MaxPool2D, AvgPool2D, GlobalAvgPool and the average pools'
+ * gradients) and BatchNorm (and BatchNormGrad) through oneDNN for every
+ * shape it has a primitive for (on), rather than only for the shapes where
+ * it measured faster than the CPU kernels' own (off, the default; on when
+ * TIDE_CPU_ONEDNN=all is in the environment). Tests use it to compare the
+ * two on every case. Has no effect while oneDNN is off. As for
+ * tide_cpu_kernels_use_onednn, switch before a plan is made, not between
+ * planning and running it.
  */
 void tide_cpu_kernels_onednn_everywhere(bool on);
 
 /*
  * How many kernel calls of op (Conv2D, Conv2DBackpropInput,
- * Conv2DBackpropFilter, AvgPool2D, AvgPool2DGrad, GlobalAvgPool,
+ * Conv2DBackpropFilter, MaxPool2D, AvgPool2D, AvgPool2DGrad, GlobalAvgPool,
  * GlobalAvgPoolGrad, BatchNorm, BatchNormGrad) oneDNN has run in this
  * process: tests use it to see that a case really took oneDNN's path. 0 for
  * other ops, and without oneDNN.

@@ -33,6 +33,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include <float.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdbool.h>
@@ -380,7 +381,10 @@ static uint32_t judged(const struct op_case *c, const struct run *r, uint32_t i,
     return update ? c->n_in : c->n_out;
 }
 
-/* Fails unless got is within c's tolerance of want; the names say which run is which. */
+/*
+ * Fails unless got is within c's tolerance of want (a tolerance of 0: the
+ * same bits); the names say which run is which.
+ */
 static void compare_runs(const struct op_case *c, const struct run *want, const char *want_name,
                          const struct run *got, const char *got_name)
 {
@@ -397,6 +401,14 @@ static void compare_runs(const struct op_case *c, const struct run *want, const 
         }
         const float *w = (const float *)(want->image + off), *g = (const float *)(got->image + off);
         for (int64_t k = 0; k < n; k++) {
+            if (c->rtol == 0 && c->atol == 0) {
+                if (memcmp(&w[k], &g[k], sizeof(float)) != 0)
+                    fail_msg("%s (%s): tensor %u element %" PRId64 " is %.9g %s, %.9g %s (not the "
+                             "same bits)",
+                             c->node.name, tide_op_info(c->node.op)->name, i, k, g[k], got_name,
+                             w[k], want_name);
+                continue;
+            }
             if (isnan(w[k]) && isnan(g[k]))
                 continue;
             double diff = fabs((double)g[k] - (double)w[k]);
@@ -1194,6 +1206,72 @@ static void onednn_vs_own(struct op_case *c)
     case_free(c);
 }
 
+/*
+ * MaxPool2D through oneDNN (its positions turned into tide's argmax,
+ * kernels/onednn/pool.c) against tide's kernel: y and argmax must be the
+ * same bits. Values from {-1, 0, 1} give windows of equal maxima, where the
+ * first in row-major order must win; then values with -inf, NaN and
+ * -FLT_MAX, which oneDNN starts from and tide does not, where pool.c
+ * redoes the window with tide's code. Windows of 2x2 (the CNN's, and with
+ * channels that are not a multiple of oneDNN's blocks of 16), 3x3 stride 2
+ * pad 1 (ResNet-50's stem), 3x3 stride 1, uneven and odd shapes, batches
+ * not a multiple of the 8 pieces, and a 17x17 window whose positions
+ * oneDNN stores as s32 (more than 256 cells).
+ */
+static void max_pools_onednn_vs_fallback(void)
+{
+    static const struct {
+        const char *name;
+        int64_t n, c, h, w, kh, kw, sh, sw, ph, pw;
+    } cases[] = {
+        {"2x2s2", 2, 3, 8, 8, 2, 2, 2, 2, 0, 0},
+        {"3x3s2p1", 2, 3, 8, 8, 3, 3, 2, 2, 1, 1},
+        {"3x3s1p1", 2, 3, 5, 5, 3, 3, 1, 1, 1, 1},
+        {"3x2s1p0", 2, 3, 6, 5, 3, 2, 1, 2, 0, 1},
+        {"odd_n11", 11, 5, 9, 7, 3, 3, 2, 2, 1, 1},
+        {"uneven_end", 3, 4, 9, 10, 2, 3, 3, 2, 0, 1},
+        {"model_2x2", 16, 32, 16, 16, 2, 2, 2, 2, 0, 0},
+        {"2x2s2_c20_odd", 9, 20, 11, 13, 2, 2, 2, 2, 0, 0},
+        {"3x3s2p1_c16", 3, 16, 15, 14, 3, 3, 2, 2, 1, 1},
+        {"3x3s1p1_c32", 5, 32, 9, 9, 3, 3, 1, 1, 1, 1},
+        {"stem_3x3s2p1", 10, 64, 28, 28, 3, 3, 2, 2, 1, 1},
+        {"17x17_s32", 3, 16, 20, 20, 17, 17, 1, 1, 0, 0},
+        {"17x17_s32_c3", 2, 3, 20, 19, 17, 17, 3, 2, 0, 0},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        int64_t n = cases[i].n, ch = cases[i].c, h = cases[i].h, w = cases[i].w;
+        int64_t oh = conv_out(h, cases[i].kh, cases[i].sh, cases[i].ph);
+        int64_t ow = conv_out(w, cases[i].kw, cases[i].sw, cases[i].pw);
+        struct pool_case v = {cases[i].name, h,           w,           cases[i].kh, cases[i].kw,
+                              cases[i].sh,   cases[i].sw, cases[i].ph, cases[i].pw};
+        for (int values = 0; values < 2; values++) {
+            char name[64];
+            snprintf(name, sizeof(name), "max_pool_%s_%s", v.name, values ? "special" : "ties");
+            struct op_case c;
+            case_init(&c, TIDE_OP_MAX_POOL2D, name, TOL_EXACT);
+            c.rtol = c.atol = 0; /* the same bits */
+            set_pool_attrs(&c, TIDE_ATTR_MAX_POOL2D_ksize, TIDE_ATTR_MAX_POOL2D_strides,
+                           TIDE_ATTR_MAX_POOL2D_pads, &v);
+            input_ties(&c, 4, DIMS(n, ch, h, w));
+            if (values) {
+                /* Every eighth cell -inf, NaN or -FLT_MAX; some planes all -inf. */
+                float *x = c.in[0].host;
+                int64_t cells = n * ch * h * w;
+                static const float special[3] = {-INFINITY, NAN, -FLT_MAX};
+                for (int64_t k = 0; k < cells; k++) {
+                    if (k / (h * w) % 5 == 3)
+                        x[k] = -INFINITY;
+                    else if (frand(&c.seed) < -0.75f)
+                        x[k] = special[k % 3];
+                }
+            }
+            outf(&c, 4, DIMS(n, ch, oh, ow));
+            output(&c, TIDE_DTYPE_INT32, 4, DIMS(n, ch, oh, ow)); /* argmax */
+            onednn_vs_own(&c);
+        }
+    }
+}
+
 static void test_pools_onednn_vs_fallback(void **state)
 {
     (void)state;
@@ -1239,6 +1317,7 @@ static void test_pools_onednn_vs_fallback(void **state)
         outf(&c, 4, DIMS(n, ch, h, w));
         onednn_vs_own(&c);
     }
+    max_pools_onednn_vs_fallback();
     /* The global pools: small planes, odd batches, ResNet-38's last feature map. */
     static const int64_t globals[][4] = {{3, 4, 5, 6}, {11, 20, 7, 7}, {16, 512, 4, 4}};
     for (size_t i = 0; i < sizeof(globals) / sizeof(globals[0]); i++) {
@@ -1314,8 +1393,11 @@ static void test_batch_norm_onednn_vs_fallback(void **state)
 
 /*
  * The default choice (kernels/onednn/pool.c, norm.c): oneDNN runs average
- * pools of 16 channels or more and plans a workspace for them; tide's own
- * kernels run BatchNorm and pools of fewer channels, with workspace 0.
+ * pools of 16 channels or more, and max pools of 16 channels or more whose
+ * windows overlap or pad (ResNet-50's stem), and plans a workspace for
+ * them; tide's own kernels run BatchNorm, pools of fewer channels and max
+ * pools whose windows tile the input (the CNN's), with workspace 0 (which
+ * a MaxPool2D needs to be recomputable).
  */
 static void test_onednn_default_choice(void **state)
 {
@@ -1328,22 +1410,34 @@ static void test_onednn_default_choice(void **state)
     static const struct {
         const char *name;
         enum tide_op op;
-        int64_t c;
+        int64_t c, k, s, p; /* the pools' window, stride, pad */
         bool onednn;
     } cases[] = {
-        {"default_avg_pool_c32", TIDE_OP_AVG_POOL2D, 32, true},
-        {"default_avg_pool_c3", TIDE_OP_AVG_POOL2D, 3, false},
-        {"default_batch_norm_c32", TIDE_OP_BATCH_NORM, 32, false},
+        {"default_avg_pool_c32", TIDE_OP_AVG_POOL2D, 32, 2, 2, 0, true},
+        {"default_avg_pool_c3", TIDE_OP_AVG_POOL2D, 3, 2, 2, 0, false},
+        {"default_batch_norm_c32", TIDE_OP_BATCH_NORM, 32, 0, 0, 0, false},
+        {"default_max_pool_3x3s2p1_c32", TIDE_OP_MAX_POOL2D, 32, 3, 2, 1, true},
+        {"default_max_pool_3x3s1p1_c16", TIDE_OP_MAX_POOL2D, 16, 3, 1, 1, true},
+        {"default_max_pool_3x3s2p1_c3", TIDE_OP_MAX_POOL2D, 3, 3, 2, 1, false},
+        {"default_max_pool_2x2s2_c32", TIDE_OP_MAX_POOL2D, 32, 2, 2, 0, false},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         struct op_case c;
         int64_t ch = cases[i].c;
         case_init(&c, cases[i].op, cases[i].name, TOL_ELEM);
         input(&c, 4, DIMS(4, ch, 8, 8));
+        int64_t out = cases[i].s ? conv_out(8, cases[i].k, cases[i].s, cases[i].p) : 8;
         if (cases[i].op == TIDE_OP_AVG_POOL2D) {
-            set_pair(&c, TIDE_ATTR_AVG_POOL2D_ksize, 2, 2);
-            set_pair(&c, TIDE_ATTR_AVG_POOL2D_strides, 2, 2);
-            outf(&c, 4, DIMS(4, ch, 4, 4));
+            set_pair(&c, TIDE_ATTR_AVG_POOL2D_ksize, cases[i].k, cases[i].k);
+            set_pair(&c, TIDE_ATTR_AVG_POOL2D_strides, cases[i].s, cases[i].s);
+            set_pair(&c, TIDE_ATTR_AVG_POOL2D_pads, cases[i].p, cases[i].p);
+            outf(&c, 4, DIMS(4, ch, out, out));
+        } else if (cases[i].op == TIDE_OP_MAX_POOL2D) {
+            set_pair(&c, TIDE_ATTR_MAX_POOL2D_ksize, cases[i].k, cases[i].k);
+            set_pair(&c, TIDE_ATTR_MAX_POOL2D_strides, cases[i].s, cases[i].s);
+            set_pair(&c, TIDE_ATTR_MAX_POOL2D_pads, cases[i].p, cases[i].p);
+            outf(&c, 4, DIMS(4, ch, out, out));
+            output(&c, TIDE_DTYPE_INT32, 4, DIMS(4, ch, out, out)); /* argmax */
         } else {
             input_range(&c, 1, DIMS(ch), 0.5f, 1.5f);
             input(&c, 1, DIMS(ch));
@@ -1364,6 +1458,8 @@ static void test_onednn_default_choice(void **state)
         if (!cases[i].onednn && r.ws_bytes != 0)
             fail_msg("%s: workspace %" PRIu64 " bytes for tide's own kernel, not 0", c.node.name,
                      r.ws_bytes);
+        if (cases[i].op == TIDE_OP_MAX_POOL2D && cases[i].onednn && r.ws_bytes == 0)
+            fail_msg("%s: no workspace planned for oneDNN's positions", c.node.name);
         free(r.image);
         case_free(&c);
     }

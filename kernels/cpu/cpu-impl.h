@@ -149,6 +149,17 @@ struct tide__cpu_window {
     int64_t ph, pw; /* symmetric zero padding */
 };
 
+/*
+ * MaxPool2D's answer for one window (output oh, ow of a plane of p): its
+ * maximum, from -inf so that NaNs never win it, into *y, and its argmax (the
+ * plane index of the first maximum in row-major order, from the window's
+ * first cell, strict comparisons) into *argmax, as tide's kernels compute
+ * them (pool.c). kernels/onednn/pool.c redoes with it the windows where
+ * oneDNN's answer may differ.
+ */
+void tide__cpu_max_pool_window(const float *plane, const struct tide__kernel_pool *p, int64_t oh,
+                               int64_t ow, float *y, int32_t *argmax);
+
 /* ============================================================================
  * Threads (parallel.c)
  * ========================================================================== */

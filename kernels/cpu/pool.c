@@ -29,10 +29,15 @@
  * index outside its plane (a graph may feed MaxPool2DGrad any int32 tensor)
  * is refused, never written through.
  *
- * oneDNN first for the average pools: where tide was built with it and a
- * rule on the shapes says it is the faster (kernels/onednn/pool.c), the
- * AvgPool2D and GlobalAvgPool kernels and their gradients hand the op to
- * it; what follows is the fallback, and what runs every other case.
+ * oneDNN first for MaxPool2D and the average pools: where tide was built
+ * with it and a rule on the shapes says it is the faster
+ * (kernels/onednn/pool.c: max pools whose windows overlap or pad, average
+ * pools of 16 channels or more), the MaxPool2D, AvgPool2D and GlobalAvgPool
+ * kernels and the average pools' gradients hand the op to it; what follows
+ * is the fallback, and what runs every other case. MaxPool2D through oneDNN
+ * gives the bits of the code below (onednn/pool.c turns oneDNN's max
+ * positions into this argmax, and redoes with tide__cpu_max_pool_window the
+ * windows where oneDNN's would differ).
  */
 #include "kernels/cpu/cpu-impl.h"
 #include "kernels/onednn/onednn.h"
@@ -113,25 +118,35 @@ static void pool_run(struct pool_job *job)
  * The window's maximum (from -inf, so that NaNs never win it) and its argmax
  * (window_argmax's: from the first cell, strict comparisons).
  */
+static inline void max_pool_window(const float *xp, const struct tide__kernel_pool *p, int64_t oh,
+                                   int64_t ow, float *y, int32_t *argmax)
+{
+    struct clip c = pool_clip(p, oh, ow);
+    float m = -INFINITY;
+    for (int64_t h = c.h0; h < c.h1; h++) {
+        const float *row = xp + h * p->w;
+        for (int64_t w = c.w0; w < c.w1; w++)
+            m = row[w] > m ? row[w] : m;
+    }
+    *y = m;
+    *argmax = (int32_t)window_argmax(xp, p->w, &c);
+}
+
+void tide__cpu_max_pool_window(const float *plane, const struct tide__kernel_pool *p, int64_t oh,
+                               int64_t ow, float *y, int32_t *argmax)
+{
+    max_pool_window(plane, p, oh, ow, y, argmax);
+}
+
 static void max_pool_plane(struct pool_job *job, int64_t pl)
 {
     const struct tide__kernel_pool *p = &job->p;
     const float *xp = job->x + pl * p->h * p->w;
     float *yp = job->y + pl * p->oh * p->ow;
     int32_t *ap = job->argmax + pl * p->oh * p->ow;
-    for (int64_t oh = 0; oh < p->oh; oh++) {
-        for (int64_t ow = 0; ow < p->ow; ow++) {
-            struct clip c = pool_clip(p, oh, ow);
-            float m = -INFINITY;
-            for (int64_t h = c.h0; h < c.h1; h++) {
-                const float *row = xp + h * p->w;
-                for (int64_t w = c.w0; w < c.w1; w++)
-                    m = row[w] > m ? row[w] : m;
-            }
-            yp[oh * p->ow + ow] = m;
-            ap[oh * p->ow + ow] = (int32_t)window_argmax(xp, p->w, &c);
-        }
-    }
+    for (int64_t oh = 0; oh < p->oh; oh++)
+        for (int64_t ow = 0; ow < p->ow; ow++)
+            max_pool_window(xp, p, oh, ow, &yp[oh * p->ow + ow], &ap[oh * p->ow + ow]);
 }
 
 /* Whether the windows tile the input: every window inside it, no cell in two windows. */
@@ -257,9 +272,14 @@ static void max_pool_plane_tiled(struct pool_job *job, int64_t pl)
 
 #undef TILE_CELL
 
-/* MaxPool2D(x) -> y, argmax. */
+/* MaxPool2D(x) -> y, argmax; oneDNN first, where it is chosen (kernels/onednn/pool.c). */
 enum tide_status tide__cpu_MAX_POOL2D(const struct tide_kernel_args *args, struct tide_error *err)
 {
+    bool ran;
+    enum tide_status st = tide__onednn_pool_run(args, &args->inputs[0].shape,
+                                                &args->outputs[0].shape, &ran, err);
+    if (st != TIDE_OK || ran)
+        return st;
     struct pool_job job = {
         .x = tide__cpu_in(args, 0), .y = tide__cpu_out(args, 0), .argmax = args->outputs[1].data};
     tide__kernel_pool_setup(args->node, &args->inputs[0].shape, &args->outputs[0].shape, &job.p);

@@ -21,7 +21,9 @@
 
 /*
  * The pools' and batch norms' workspace: 0 for tide's own kernels, oneDNN's
- * where it runs them (kernels/onednn/pool.c and norm.c choose by shape).
+ * where it runs them (kernels/onednn/pool.c and norm.c choose by shape). A
+ * MaxPool2D with a workspace cannot be recomputed (swapper/recompute.c), so
+ * pool.c chooses oneDNN for it by default only where it is much the faster.
  */
 static uint64_t onednn_workspace(const struct tide_graph *graph, const struct tide_node *node)
 {
@@ -31,6 +33,7 @@ static uint64_t onednn_workspace(const struct tide_graph *graph, const struct ti
     const struct tide_shape *out0 = &node->outputs[0].shape;
     uint64_t bytes = 0;
     switch (node->op) {
+    case TIDE_OP_MAX_POOL2D:
     case TIDE_OP_AVG_POOL2D:
     case TIDE_OP_GLOBAL_AVG_POOL: /* x -> y */
         return tide__onednn_pool_workspace(node, in0, out0, &bytes) ? bytes : 0;
@@ -66,6 +69,7 @@ static uint64_t cpu_workspace_bytes(void *stream, const struct tide_graph *graph
             node, tide_shape_numel(&tide_graph_input(graph, node, node->n_inputs - 1)->shape));
 
     /* pooling and batch norm, where oneDNN runs them */
+    case TIDE_OP_MAX_POOL2D:
     case TIDE_OP_AVG_POOL2D:
     case TIDE_OP_AVG_POOL2D_GRAD:
     case TIDE_OP_GLOBAL_AVG_POOL:

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * onednn.h: Conv2D and its two gradients, AvgPool2D, GlobalAvgPool and
- * their gradients, and BatchNorm and its gradient, through oneDNN on the CPU
- * backend.
+ * onednn.h: Conv2D and its two gradients, MaxPool2D, AvgPool2D,
+ * GlobalAvgPool and the average pools' gradients, and BatchNorm and its
+ * gradient, through oneDNN on the CPU backend.
  *
  * The CPU kernels (kernels/cpu/conv.c, pool.c, norm.c) ask this module
  * first: when tide was built with oneDNN (Debian's libdnnl-dev), oneDNN is
@@ -72,25 +72,28 @@ enum tide_status tide__onednn_conv_run(const struct tide_kernel_args *args,
                                        bool *ran, struct tide_error *err);
 
 /*
- * The workspace of pooling node (AvgPool2D, AvgPool2DGrad, GlobalAvgPool or
- * GlobalAvgPoolGrad, the global ones as an average pool whose window is the
- * whole plane) from x [N, C, H, W] (its input, or its gradient's output)
- * to y (its output, or its gradient's input), when oneDNN runs it: per
- * thread that can work at once, the largest scratchpad of a piece's
- * primitive. Returns false, and leaves *bytes alone, when oneDNN is off, has
- * no primitive for the case, or is not chosen for these shapes (pool.c
- * says which it is chosen for).
+ * The workspace of pooling node (MaxPool2D, AvgPool2D, AvgPool2DGrad,
+ * GlobalAvgPool or GlobalAvgPoolGrad, the global ones as an average pool
+ * whose window is the whole plane) from x [N, C, H, W] (its input, or its
+ * gradient's output) to y (its output, or its gradient's input), when
+ * oneDNN runs it: per thread that can work at once, the largest scratchpad
+ * of a piece's primitive, and for MaxPool2D the piece's max positions (which
+ * the run turns into the argmax). Returns false, and leaves *bytes alone,
+ * when oneDNN is off, has no primitive for the case, or is not chosen for
+ * these shapes (pool.c says which it is chosen for).
  */
 bool tide__onednn_pool_workspace(const struct tide_node *node, const struct tide_shape *x,
                                  const struct tide_shape *y, uint64_t *bytes);
 
 /*
  * Runs args->node's pooling (x and y as for the workspace) through oneDNN,
- * its batch cut into pieces of images run on the kernels' pool. Sets *ran
- * to false, and returns TIDE_OK, when oneDNN is off, has no primitive, is
- * not chosen for the shapes, or the workspace was not planned for it: the
- * caller then runs its own kernel. A failure of oneDNN while executing
- * returns TIDE_INTERNAL naming the call and oneDNN's status in err.
+ * its batch cut into pieces of images run on the kernels' pool; for
+ * MaxPool2D, y and the argmax (output 1) get the bits of tide's kernel.
+ * Sets *ran to false, and returns TIDE_OK, when oneDNN is off, has no
+ * primitive, is not chosen for the shapes, or the workspace was not planned
+ * for it: the caller then runs its own kernel. A failure of oneDNN while
+ * executing returns TIDE_INTERNAL naming the call and oneDNN's status in
+ * err.
  */
 enum tide_status tide__onednn_pool_run(const struct tide_kernel_args *args,
                                        const struct tide_shape *x, const struct tide_shape *y,
