@@ -5,8 +5,8 @@
  *
  *   tide-bench cpu-ops [--threads T[,T...]] [--reps R] [--only SUBSTRING]
  *
- * Each case is one node (AvgPool2D, GlobalAvgPool, BatchNorm and their
- * gradients) on random data, run through the CPU kernel table as the
+ * Each case is one node (MaxPool2D, AvgPool2D, GlobalAvgPool, BatchNorm and
+ * their gradients but MaxPool2DGrad) on random data, run through the CPU kernel table as the
  * executor runs it: the workspace from the table's workspace_bytes (so
  * oneDNN's primitives are made before the clock starts), then the kernel.
  * For each thread count, the two kernels (oneDNN forced with
@@ -14,8 +14,9 @@
  * alternate R times after a warm-up run each, and the line gives the
  * fastest run of each and their ratio: on a shared machine the fastest run
  * is the one least disturbed. The shapes: ResNet-38 (width 16, batch 16,
- * 32x32 images), ResNet-50 (width 64, batch 16, 224x224), and average
- * pools of the sizes such a network would have (no built-in model has one).
+ * 32x32 images), ResNet-50 (width 64, batch 16, 224x224), the CNN's max
+ * pools (batch 64, 28x28 images), and average pools of the sizes such a
+ * network would have (no built-in model has one).
  * kernels/onednn/pool.c and norm.c choose by these figures
  * (docs/benchmarks.md, "oneDNN pooling and BatchNorm").
  *
@@ -113,6 +114,13 @@ static void add_out(struct op *o, int32_t rank, const int64_t *dims)
     o->out[o->n_out++] = tensor(rank, dims, 0, 0, false);
 }
 
+/* An int32 output (MaxPool2D's argmax): the float tensor's bytes, the other dtype. */
+static void add_out_int32(struct op *o, int32_t rank, const int64_t *dims)
+{
+    add_out(o, rank, dims);
+    o->out[o->n_out - 1].dtype = TIDE_DTYPE_INT32;
+}
+
 static void op_free(struct op *o)
 {
     for (uint32_t i = 0; i < o->n_in; i++)
@@ -135,7 +143,7 @@ static double run_once(struct op *o)
     }
     for (uint32_t i = 0; i < o->n_out; i++)
         o->outputs[i] = (struct tide_output){
-            .dtype = TIDE_DTYPE_FLOAT32, .shape = o->out[i].shape, .nbytes = o->out[i].nbytes};
+            .dtype = o->out[i].dtype, .shape = o->out[i].shape, .nbytes = o->out[i].nbytes};
     o->node.n_inputs = o->n_in;
     o->node.inputs = o->edges;
     o->node.n_outputs = o->n_out;
@@ -205,8 +213,18 @@ static bool build_case(int i, struct op *o)
         {16, 512, 7, 7, 3, 1, 1},  {16, 16, 8, 8, 2, 2, 0},   {16, 3, 32, 32, 2, 2, 0},
         {2, 3, 8, 8, 3, 2, 1},     {2, 3, 5, 5, 3, 1, 1},
     };
+    /*
+     * Max pools: the CNN's two (2x2 stride 2, batch 64), ResNet-50's stem (3x3 s2 p1), and
+     * overlapping, small and 3-channel windows.
+     */
+    static const int64_t max[][7] = {
+        {64, 32, 28, 28, 2, 2, 0}, {64, 64, 14, 14, 2, 2, 0}, {16, 64, 112, 112, 3, 2, 1},
+        {16, 64, 56, 56, 3, 2, 1}, {16, 32, 16, 16, 3, 1, 1}, {16, 16, 32, 32, 2, 2, 0},
+        {16, 3, 32, 32, 3, 2, 1},
+    };
     const int n_bn = (int)(sizeof(bn) / sizeof(bn[0])), n_global = 2;
-    const int n_avg = (int)(sizeof(avg) / sizeof(avg[0]));
+    const int n_avg = (int)(sizeof(avg) / sizeof(avg[0])),
+              n_max = (int)(sizeof(max) / sizeof(max[0]));
     char name[64];
     if (i < 2 * n_bn) {
         const int64_t *d = bn[i / 2];
@@ -269,6 +287,23 @@ static bool build_case(int i, struct op *o)
             add_in(o, 4, a, -1, 1);
             add_out(o, 4, DIMS(a[0], a[1], oh, ow));
         }
+        return true;
+    }
+    i -= 2 * n_avg;
+    if (i < n_max) {
+        const int64_t *a = max[i];
+        int64_t oh = (a[2] + 2 * a[6] - a[4]) / a[5] + 1, ow = (a[3] + 2 * a[6] - a[4]) / a[5] + 1;
+        snprintf(name, sizeof(name),
+                 "MaxPool2D %" PRId64 "x%" PRId64 "x%" PRId64 "x%" PRId64 " k%" PRId64 "s%" PRId64
+                 "p%" PRId64,
+                 a[0], a[1], a[2], a[3], a[4], a[5], a[6]);
+        op_init(o, TIDE_OP_MAX_POOL2D, name);
+        set_pair(o, TIDE_ATTR_MAX_POOL2D_ksize, a[4], a[4]);
+        set_pair(o, TIDE_ATTR_MAX_POOL2D_strides, a[5], a[5]);
+        set_pair(o, TIDE_ATTR_MAX_POOL2D_pads, a[6], a[6]);
+        add_in(o, 4, a, -1, 1);
+        add_out(o, 4, DIMS(a[0], a[1], oh, ow));
+        add_out_int32(o, 4, DIMS(a[0], a[1], oh, ow)); /* argmax */
         return true;
     }
     return false;
