@@ -666,8 +666,8 @@ static enum tide_status tide__grad_max_pool2d(struct grad_ctx *c)
     struct tide_shape x = in_shape(c, 0);
     uint32_t id;
     assert(c->dy[1].node == TIDE_NO_NODE);
-    enum tide_status st = emit2(c, TIDE_OP_MAX_POOL2D_GRAD, 0, "x", c->dy[0],
-                                (struct tide_edge){c->id, 1}, &id);
+    enum tide_status st =
+        emit2(c, TIDE_OP_MAX_POOL2D_GRAD, 0, "x", c->dy[0], (struct tide_edge){c->id, 1}, &id);
     if (st != TIDE_OK)
         return st;
     copy_ints(graph, id, TIDE_ATTR_MAX_POOL2D_GRAD_ksize, &ksize);

@@ -1117,8 +1117,8 @@ static void run_max_pool_grad(int64_t k, int64_t stride, int64_t pad,
     struct test_node t;
     node_init(&t, TIDE_OP_MAX_POOL2D, "max");
     pool_attrs(&t, k, stride, pad);
-    struct tide_tensor_view fwd_out[2] = {
-        fview(y, 4, dy->shape.dims), view(TIDE_DTYPE_INT32, argmax, 4, dy->shape.dims)};
+    struct tide_tensor_view fwd_out[2] = {fview(y, 4, dy->shape.dims),
+                                          view(TIDE_DTYPE_INT32, argmax, 4, dy->shape.dims)};
     run(&t, x, 1, fwd_out, 2);
     node_init(&t, TIDE_OP_MAX_POOL2D_GRAD, "max_grad");
     pool_attrs(&t, k, stride, pad);
@@ -1185,7 +1185,8 @@ static void test_pool_grads(void **state)
     struct test_node t;
     /* MaxPool2DGrad routes dy to the first maximum; overlapping windows accumulate. */
     float x[9] = {1, 5, 2, 3, 4, 6, 0, 7, 1}, dy[4] = {1, 2, 3, 4}, dx[9];
-    struct tide_tensor_view in = fview(x, 4, DIMS(1, 1, 3, 3)), dyv = fview(dy, 4, DIMS(1, 1, 2, 2));
+    struct tide_tensor_view in = fview(x, 4, DIMS(1, 1, 3, 3)),
+                            dyv = fview(dy, 4, DIMS(1, 1, 2, 2));
     struct tide_tensor_view out = fview(dx, 4, DIMS(1, 1, 3, 3));
     run_max_pool_grad(2, 1, 0, &in, &dyv, &out);
     const float want[9] = {0, 1, 0, 0, 0, 2, 0, 7, 0};

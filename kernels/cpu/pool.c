@@ -198,8 +198,8 @@ static int64_t max_pool_row_2x2(const float *xp, int64_t top, int64_t width, int
     if (width > INT32_MAX)
         return 0;
     const float *t = xp + top, *b = t + width;
-    const int4 right = {1, 1, 1, 1}, below = {(int32_t)width, (int32_t)width, (int32_t)width,
-                                              (int32_t)width};
+    const int4 right = {1, 1, 1, 1},
+               below = {(int32_t)width, (int32_t)width, (int32_t)width, (int32_t)width};
     const float4 neg_inf = {-INFINITY, -INFINITY, -INFINITY, -INFINITY};
     for (; ow4 + 4 <= ow_count && 2 * ow4 + 8 <= width; ow4 += 4) {
         float4 t0 = load4(t + 2 * ow4), t1 = load4(t + 2 * ow4 + 4);
@@ -276,8 +276,8 @@ static void max_pool_plane_tiled(struct pool_job *job, int64_t pl)
 enum tide_status tide__cpu_MAX_POOL2D(const struct tide_kernel_args *args, struct tide_error *err)
 {
     bool ran;
-    enum tide_status st = tide__onednn_pool_run(args, &args->inputs[0].shape,
-                                                &args->outputs[0].shape, &ran, err);
+    enum tide_status st =
+        tide__onednn_pool_run(args, &args->inputs[0].shape, &args->outputs[0].shape, &ran, err);
     if (st != TIDE_OK || ran)
         return st;
     struct pool_job job = {
@@ -312,8 +312,8 @@ static void avg_pool_plane(struct pool_job *job, int64_t pl)
 enum tide_status tide__cpu_AVG_POOL2D(const struct tide_kernel_args *args, struct tide_error *err)
 {
     bool ran;
-    enum tide_status st = tide__onednn_pool_run(args, &args->inputs[0].shape,
-                                                &args->outputs[0].shape, &ran, err);
+    enum tide_status st =
+        tide__onednn_pool_run(args, &args->inputs[0].shape, &args->outputs[0].shape, &ran, err);
     if (st != TIDE_OK || ran)
         return st;
     struct pool_job job = {
@@ -402,8 +402,8 @@ enum tide_status tide__cpu_AVG_POOL2D_GRAD(const struct tide_kernel_args *args,
                                            struct tide_error *err)
 {
     bool ran;
-    enum tide_status st = tide__onednn_pool_run(args, &args->outputs[0].shape,
-                                                &args->inputs[0].shape, &ran, err);
+    enum tide_status st =
+        tide__onednn_pool_run(args, &args->outputs[0].shape, &args->inputs[0].shape, &ran, err);
     if (st != TIDE_OK || ran)
         return st;
     struct pool_job job = {

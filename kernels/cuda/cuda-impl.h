@@ -273,7 +273,6 @@ void tide__cuda_reduce_plan(struct tide__cuda_reduce *plan, const struct tide_sh
 uint64_t tide__cuda_conv_workspace(struct tide_cuda_launch *launch, const struct tide_graph *graph,
                                    const struct tide_node *node);
 
-
 /* Attention and AttentionGrad (attention.c): double accumulators, O(S * D) per head. */
 uint64_t tide__cuda_attention_workspace(const struct tide_graph *graph,
                                         const struct tide_node *node);

@@ -33,10 +33,9 @@ enum tide_status tide__cuda_MAX_POOL2D(const struct tide_kernel_args *args, stru
     if (st != TIDE_OK)
         return st;
     pool_setup(args->node, &args->inputs[0].shape, &args->outputs[0].shape, &p);
-    return TIDE_CUDA_CHECK(err, tide__cuda_launch_max_pool(launch->stream, &p,
-                                                           tide__cuda_in(args, 0),
-                                                           tide__cuda_out(args, 0),
-                                                           (int32_t *)args->outputs[1].data));
+    return TIDE_CUDA_CHECK(
+        err, tide__cuda_launch_max_pool(launch->stream, &p, tide__cuda_in(args, 0),
+                                        tide__cuda_out(args, 0), (int32_t *)args->outputs[1].data));
 }
 
 enum tide_status tide__cuda_AVG_POOL2D(const struct tide_kernel_args *args, struct tide_error *err)
@@ -62,9 +61,10 @@ enum tide_status tide__cuda_MAX_POOL2D_GRAD(const struct tide_kernel_args *args,
     if (st != TIDE_OK)
         return st;
     pool_setup(args->node, &args->outputs[0].shape, &args->inputs[0].shape, &p);
-    return TIDE_CUDA_CHECK(err, tide__cuda_launch_max_pool_grad(
-                                    launch->stream, &p, tide__cuda_in(args, 0),
-                                    (const int32_t *)args->inputs[1].data, tide__cuda_out(args, 0)));
+    return TIDE_CUDA_CHECK(
+        err, tide__cuda_launch_max_pool_grad(launch->stream, &p, tide__cuda_in(args, 0),
+                                             (const int32_t *)args->inputs[1].data,
+                                             tide__cuda_out(args, 0)));
 }
 
 /* AvgPool2DGrad(dy; input_shape) -> dx. */
