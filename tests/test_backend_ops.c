@@ -87,6 +87,15 @@ static int teardown_backends(void **state)
         }                                                                                          \
     } while (0)
 
+/* Skips a test that compares oneDNN with the CPU kernels' own where there is no oneDNN. */
+#define REQUIRE_ONEDNN()                                                                           \
+    do {                                                                                           \
+        if (!tide_cpu_kernels_onednn_available()) {                                                \
+            printf("no oneDNN: not built with it, or TIDE_CPU_ONEDNN=0 in the environment\n");     \
+            skip();                                                                                \
+        }                                                                                          \
+    } while (0)
+
 /* ============================================================================
  * Cases
  * ========================================================================== */
@@ -945,10 +954,7 @@ static void test_conv2d(void **state)
 static void test_conv2d_onednn_vs_fallback(void **state)
 {
     (void)state;
-    if (!tide_cpu_kernels_onednn_available()) {
-        printf("no oneDNN: not built with it, or TIDE_CPU_ONEDNN=0 in the environment\n");
-        skip();
-    }
+    REQUIRE_ONEDNN();
     static const struct conv_case extra[] = {
         {"resnet_16", 2, 16, 12, 12, 16, 3, 3, 1, 1, 1, 1},
         {"resnet_down", 2, 16, 12, 12, 32, 3, 3, 2, 2, 1, 1},
@@ -1275,10 +1281,7 @@ static void max_pools_onednn_vs_fallback(void)
 static void test_pools_onednn_vs_fallback(void **state)
 {
     (void)state;
-    if (!tide_cpu_kernels_onednn_available()) {
-        printf("no oneDNN: not built with it, or TIDE_CPU_ONEDNN=0 in the environment\n");
-        skip();
-    }
+    REQUIRE_ONEDNN();
     /* pool_cases' windows, and batches of 11 (not a multiple of the 8 pieces) and model shapes. */
     static const struct {
         const char *name;
@@ -1343,10 +1346,7 @@ static void test_pools_onednn_vs_fallback(void **state)
 static void test_batch_norm_onednn_vs_fallback(void **state)
 {
     (void)state;
-    if (!tide_cpu_kernels_onednn_available()) {
-        printf("no oneDNN: not built with it, or TIDE_CPU_ONEDNN=0 in the environment\n");
-        skip();
-    }
+    REQUIRE_ONEDNN();
     static const struct {
         const char *name;
         int32_t rank;
@@ -1402,10 +1402,7 @@ static void test_batch_norm_onednn_vs_fallback(void **state)
 static void test_onednn_default_choice(void **state)
 {
     (void)state;
-    if (!tide_cpu_kernels_onednn_available()) {
-        printf("no oneDNN: not built with it, or TIDE_CPU_ONEDNN=0 in the environment\n");
-        skip();
-    }
+    REQUIRE_ONEDNN();
     tide_cpu_kernels_onednn_everywhere(false);
     static const struct {
         const char *name;

@@ -208,3 +208,14 @@ dnnl_status_t tide__onednn_execute(dnnl_primitive_t p, const struct tide__onednn
         dnnl_stream_destroy(stream);
     return s;
 }
+
+void tide__onednn_record_failure(pthread_mutex_t *lock, dnnl_status_t *status, const char **failed,
+                                 dnnl_status_t s, const char *call)
+{
+    pthread_mutex_lock(lock);
+    if (*status == dnnl_success) {
+        *status = s;
+        *failed = call;
+    }
+    pthread_mutex_unlock(lock);
+}

@@ -526,14 +526,8 @@ static void piece_task(void *ctx, int64_t t, int worker)
     }
     const char *failed = NULL;
     dnnl_status_t s = entry_run(e, data, j->slots + (uint64_t)worker * j->p.slot, &failed);
-    if (s != dnnl_success) {
-        pthread_mutex_lock(&j->lock);
-        if (j->status == dnnl_success) {
-            j->status = s;
-            j->failed = failed;
-        }
-        pthread_mutex_unlock(&j->lock);
-    }
+    if (s != dnnl_success)
+        tide__onednn_record_failure(&j->lock, &j->status, &j->failed, s, failed);
 }
 
 enum tide_status tide__onednn_conv_run(const struct tide_kernel_args *args,

@@ -12,6 +12,7 @@
 #define TIDE_KERNELS_ONEDNN_IMPL_H
 
 #include <oneapi/dnnl/dnnl.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -75,5 +76,13 @@ struct tide__onednn_arg {
  */
 dnnl_status_t tide__onednn_execute(dnnl_primitive_t p, const struct tide__onednn_arg *args, int n,
                                    const char **failed);
+
+/*
+ * Keeps the first failure of a job's pieces: under lock, if *status is
+ * still dnnl_success, sets it to s and *failed to call (the pieces run on
+ * several threads; the kernel reports the one kept once they are done).
+ */
+void tide__onednn_record_failure(pthread_mutex_t *lock, dnnl_status_t *status, const char **failed,
+                                 dnnl_status_t s, const char *call);
 
 #endif /* TIDE_KERNELS_ONEDNN_IMPL_H */

@@ -394,14 +394,8 @@ static void piece_task(void *ctx, int64_t t, int worker)
         positions_to_argmax(e, slot + e->ws_offset, (const float *)x, (float *)y,
                             j->argmax + (uint64_t)first * (uint64_t)(j->k.c * j->k.oh * j->k.ow),
                             (last - first) * j->k.c);
-    if (s != dnnl_success) {
-        pthread_mutex_lock(&j->lock);
-        if (j->status == dnnl_success) {
-            j->status = s;
-            j->failed = failed;
-        }
-        pthread_mutex_unlock(&j->lock);
-    }
+    if (s != dnnl_success)
+        tide__onednn_record_failure(&j->lock, &j->status, &j->failed, s, failed);
 }
 
 enum tide_status tide__onednn_pool_run(const struct tide_kernel_args *args,
