@@ -183,53 +183,62 @@ static inline float4 select4(int4 mask, float4 a, float4 b)
 }
 
 /*
- * One row of 2x2 windows that tile the input, four windows at a time: the
+ * Windows ow .. ow + 3 of a row of 2x2 windows that tile the input: the
  * cells of rows top and top + width of plane xp, deinterleaved into the
  * windows' four cells, then TILE_CELL's comparisons lane by lane (the
  * maximum from -inf, the argmax from the first cell, strict), so every lane
- * gets the scalar loop's bits. Writes the windows [0, ow4) of yr and ar,
- * ow4 a multiple of 4 with 2 * ow4 + 8 cells within the row, and returns
- * ow4 (the caller does the rest).
+ * gets the scalar loop's bits.
+ */
+static inline void max_pool_block_2x2(const float *xp, int64_t top, int32_t width, int64_t ow,
+                                      float *yr, int32_t *ar)
+{
+    const float *t = xp + top + 2 * ow, *b = t + width;
+    const int4 right = {1, 1, 1, 1}, below = {width, width, width, width};
+    float4 t0 = load4(t), t1 = load4(t + 4), b0 = load4(b), b1 = load4(b + 4);
+    float4 c0 = __builtin_shufflevector(t0, t1, 0, 2, 4, 6);
+    float4 c1 = __builtin_shufflevector(t0, t1, 1, 3, 5, 7);
+    float4 c2 = __builtin_shufflevector(b0, b1, 0, 2, 4, 6);
+    float4 c3 = __builtin_shufflevector(b0, b1, 1, 3, 5, 7);
+    float4 m = {-INFINITY, -INFINITY, -INFINITY, -INFINITY};
+    m = select4(c0 > m, c0, m);
+    m = select4(c1 > m, c1, m);
+    m = select4(c2 > m, c2, m);
+    m = select4(c3 > m, c3, m);
+    float4 best = c0;
+    int4 off = {0, 0, 0, 0}, above;
+    above = c1 > best;
+    best = select4(above, c1, best);
+    off = (above & right) | (~above & off);
+    above = c2 > best;
+    best = select4(above, c2, best);
+    off = (above & below) | (~above & off);
+    above = c3 > best;
+    off = (above & (below + right)) | (~above & off);
+    int32_t first = (int32_t)(top + 2 * ow);
+    int4 index = {first, first + 2, first + 4, first + 6};
+    index += off;
+    memcpy(yr + ow, &m, sizeof(m));
+    memcpy(ar + ow, &index, sizeof(index));
+}
+
+/*
+ * A row of ow_count 2x2 windows that tile the input (2 * ow_count <= width),
+ * four at a time; a last block that overlaps the one before it ends the row
+ * (its windows written twice, with the same bits). Returns how many windows
+ * it wrote: all of them, or none for a row of fewer than four (the caller's
+ * scalar loop does those).
  */
 static int64_t max_pool_row_2x2(const float *xp, int64_t top, int64_t width, int64_t ow_count,
                                 float *yr, int32_t *ar)
 {
-    int64_t ow4 = 0;
-    if (width > INT32_MAX)
+    if (ow_count < 4 || width > INT32_MAX || 2 * ow_count > width)
         return 0;
-    const float *t = xp + top, *b = t + width;
-    const int4 right = {1, 1, 1, 1},
-               below = {(int32_t)width, (int32_t)width, (int32_t)width, (int32_t)width};
-    const float4 neg_inf = {-INFINITY, -INFINITY, -INFINITY, -INFINITY};
-    for (; ow4 + 4 <= ow_count && 2 * ow4 + 8 <= width; ow4 += 4) {
-        float4 t0 = load4(t + 2 * ow4), t1 = load4(t + 2 * ow4 + 4);
-        float4 b0 = load4(b + 2 * ow4), b1 = load4(b + 2 * ow4 + 4);
-        float4 c0 = __builtin_shufflevector(t0, t1, 0, 2, 4, 6);
-        float4 c1 = __builtin_shufflevector(t0, t1, 1, 3, 5, 7);
-        float4 c2 = __builtin_shufflevector(b0, b1, 0, 2, 4, 6);
-        float4 c3 = __builtin_shufflevector(b0, b1, 1, 3, 5, 7);
-        float4 m = neg_inf;
-        m = select4(c0 > m, c0, m);
-        m = select4(c1 > m, c1, m);
-        m = select4(c2 > m, c2, m);
-        m = select4(c3 > m, c3, m);
-        float4 best = c0;
-        int4 off = {0, 0, 0, 0}, above;
-        above = c1 > best;
-        best = select4(above, c1, best);
-        off = (above & right) | (~above & off);
-        above = c2 > best;
-        best = select4(above, c2, best);
-        off = (above & below) | (~above & off);
-        above = c3 > best;
-        off = (above & (below + right)) | (~above & off);
-        int32_t first = (int32_t)(top + 2 * ow4);
-        int4 index = {first, first + 2, first + 4, first + 6};
-        index += off;
-        memcpy(yr + ow4, &m, sizeof(m));
-        memcpy(ar + ow4, &index, sizeof(index));
-    }
-    return ow4;
+    int64_t ow = 0;
+    for (; ow + 4 <= ow_count; ow += 4)
+        max_pool_block_2x2(xp, top, (int32_t)width, ow, yr, ar);
+    if (ow < ow_count)
+        max_pool_block_2x2(xp, top, (int32_t)width, ow_count - 4, yr, ar);
+    return ow_count;
 }
 
 /* max_pool_plane for windows that tile the input: no clipping, the same comparisons. */
