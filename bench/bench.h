@@ -132,6 +132,10 @@ int tide_bench_train_step(const char *what, const uint8_t *bytes, size_t len, in
                           const struct tide_memory_policy *policy, struct tide_backend *backend,
                           uint64_t *high_water, uint64_t *peak, double *ms);
 
+/* Wall time on the monotonic clock, and the whole process's CPU time (every thread). */
+double tide_bench_now_ms(void);
+double tide_bench_process_cpu_s(void);
+
 /*
  * The language models (bench/lm.c). tide_bench_is_lm: whether model names
  * one ("transformer", "moe"). tide_bench_build_lm: its serialized graph

@@ -26,7 +26,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "bench/bench.h"
 #include "graph/graph.h"
@@ -48,13 +47,6 @@ struct op {
     struct tide_tensor_view in[MAX_IO], out[MAX_IO];
     uint32_t n_in, n_out;
 };
-
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
 
 static void op_init(struct op *o, enum tide_op op, const char *name)
 {
@@ -161,9 +153,9 @@ static double run_once(struct op *o)
                                     .workspace = workspace,
                                     .workspace_bytes = workspace ? ws : 0};
     struct tide_error err = {0};
-    double t0 = now_ms();
+    double t0 = tide_bench_now_ms();
     enum tide_status st = tide_cpu_kernels.fn[o->node.op](&args, &err);
-    double t = now_ms() - t0;
+    double t = tide_bench_now_ms() - t0;
     free(workspace);
     if (st != TIDE_OK) {
         fprintf(stderr, "tide-bench cpu-ops: %s: %s\n", o->name, err.message);

@@ -16,7 +16,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "bench/bench-json.h"
 #include "bench/bench.h"
@@ -83,20 +82,6 @@ uint8_t *tide_bench_build_lm(const struct bench_options *o, size_t *len, int64_t
         *parameters = tide_builder_parameter_count(b);
     tide_builder_free(b);
     return bytes;
-}
-
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
-static double process_cpu_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
 /* Feeds one batch of windows: tokens and labels, [batch, seq_len] int32 each. */
@@ -203,12 +188,12 @@ int tide_bench_train_lm(const struct bench_options *o)
     so.fetches = fetches;
     so.n_fetches = n_fetches;
     struct tide_error err = {0};
-    double t0 = now_ms();
+    double t0 = tide_bench_now_ms();
     if (tide_session_new(bytes, len, &so, &s, &err) != TIDE_OK) {
         fprintf(stderr, "tide-bench: %s\n", err.message);
         goto out;
     }
-    double compile_ms = now_ms() - t0;
+    double compile_ms = tide_bench_now_ms() - t0;
     const struct tide_memplan *plan = tide_session_memplan(s);
     const struct tide_graph *graph = tide_session_graph(s);
 
@@ -244,7 +229,8 @@ int tide_bench_train_lm(const struct bench_options *o)
     }
 
     uint64_t batch_bytes = n_tokens * sizeof(int32_t);
-    double step_ms_sum = 0, loss_sum = 0, train_start = now_ms(), cpu_start = process_cpu_s();
+    double step_ms_sum = 0, loss_sum = 0, train_start = tide_bench_now_ms(),
+           cpu_start = tide_bench_process_cpu_s();
     float loss = NAN, lm_loss = NAN, aux_loss = NAN, first_loss = NAN;
     uint64_t high_water = 0;
     int64_t window = 0;
@@ -274,7 +260,7 @@ int tide_bench_train_lm(const struct bench_options *o)
         loss_sum += loss;
         window++;
         if ((step + 1) % 25 == 0 || step + 1 == steps) {
-            double elapsed = (now_ms() - train_start) / 1e3;
+            double elapsed = (tide_bench_now_ms() - train_start) / 1e3;
             double eta = elapsed / (double)(step + 1) * (double)(steps - step - 1);
             fprintf(stderr,
                     "\rstep %6" PRId64 "/%" PRId64 "  loss %.4f  %.1f ms/step  %.0f s elapsed, "
@@ -286,8 +272,8 @@ int tide_bench_train_lm(const struct bench_options *o)
         }
     }
     fprintf(stderr, "\n");
-    double train_s = (now_ms() - train_start) / 1e3;
-    double train_cpu_s = process_cpu_s() - cpu_start;
+    double train_s = (tide_bench_now_ms() - train_start) / 1e3;
+    double train_cpu_s = tide_bench_process_cpu_s() - cpu_start;
     if (o->trace) {
         tide_session_trace_stop(s);
         if (tide_trace_write_file(tide_session_trace(s), o->trace, &err) != TIDE_OK) {
@@ -298,11 +284,11 @@ int tide_bench_train_lm(const struct bench_options *o)
     }
     double heldout = NAN;
     int64_t heldout_windows = 0;
-    double eval_start = now_ms();
+    double eval_start = tide_bench_now_ms();
     if (!o->no_eval &&
         heldout_loss(s, &m, test, tokens, labels, xent, &heldout, &heldout_windows) != 0)
         goto out;
-    double eval_s = (now_ms() - eval_start) / 1e3;
+    double eval_s = (tide_bench_now_ms() - eval_start) / 1e3;
 
     printf("model %s, dataset %s, batch %" PRId64 ", seq_len %" PRId64 ", steps %" PRId64
            ", %" PRId64 " parameters\n",

@@ -688,7 +688,7 @@ static int parse_options(int argc, char **argv, struct bench_options *o)
  * Training
  * ========================================================================== */
 
-static double now_ms(void)
+double tide_bench_now_ms(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -696,7 +696,7 @@ static double now_ms(void)
 }
 
 /* CPU time of the whole process (every thread) so far, in seconds. */
-static double process_cpu_s(void)
+double tide_bench_process_cpu_s(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
@@ -1404,12 +1404,12 @@ static int cmd_train(const struct bench_options *o)
     so.fetches = fetches;
     so.n_fetches = 1;
     struct tide_error err = {0};
-    double t0 = now_ms();
+    double t0 = tide_bench_now_ms();
     if (tide_session_new(bytes, len, &so, &s, &err) != TIDE_OK) {
         fprintf(stderr, "tide-bench: %s\n", err.message);
         goto out;
     }
-    double compile_ms = now_ms() - t0;
+    double compile_ms = tide_bench_now_ms() - t0;
     const struct tide_memplan *plan = tide_session_memplan(s);
     const struct tide_graph *graph = tide_session_graph(s);
 
@@ -1458,7 +1458,8 @@ static int cmd_train(const struct bench_options *o)
         goto out;
     }
     uint64_t image_bytes = (uint64_t)(o->batch * per_example) * sizeof(float);
-    double step_ms_sum = 0, loss_sum = 0, train_start = now_ms(), cpu_start = process_cpu_s();
+    double step_ms_sum = 0, loss_sum = 0, train_start = tide_bench_now_ms(),
+           cpu_start = tide_bench_process_cpu_s();
     float loss = NAN;
     uint64_t high_water = 0;
     int64_t window = 0;
@@ -1500,7 +1501,7 @@ static int cmd_train(const struct bench_options *o)
         loss_sum += loss;
         window++;
         if ((step + 1) % 50 == 0 || step + 1 == steps) {
-            double elapsed = (now_ms() - train_start) / 1e3;
+            double elapsed = (tide_bench_now_ms() - train_start) / 1e3;
             double eta = elapsed / (double)(step + 1) * (double)(steps - step - 1);
             fprintf(stderr,
                     "\rstep %6" PRId64 "/%" PRId64 "  loss %.4f  %.1f ms/step  %.0f s elapsed, "
@@ -1512,9 +1513,9 @@ static int cmd_train(const struct bench_options *o)
         }
     }
     fprintf(stderr, "\n");
-    double train_s = (now_ms() - train_start) / 1e3;
+    double train_s = (tide_bench_now_ms() - train_start) / 1e3;
     /* What --threads bounds: at most that many cores busy over the training steps. */
-    double train_cpu_s = process_cpu_s() - cpu_start;
+    double train_cpu_s = tide_bench_process_cpu_s() - cpu_start;
     if (o->trace) {
         /* Only the training steps: the evaluation below is not traced. */
         tide_session_trace_stop(s);
@@ -1538,7 +1539,7 @@ static int cmd_train(const struct bench_options *o)
                 ab_figures.pairs, o->trace_overhead, ab_figures.off_ms, ab_figures.on_ms,
                 ab_figures.overhead_percent);
     double accuracy = NAN;
-    double eval_start = now_ms();
+    double eval_start = tide_bench_now_ms();
     /* --data without --test-data: no test split; accuracy is of class labels only. */
     bool no_eval = o->no_eval || !test || (o->onnx && onnx.t.classes == 0);
     if (!no_eval && evaluate(s, o, &names, test, images, labels, logits, &accuracy) != 0)
@@ -1547,7 +1548,7 @@ static int cmd_train(const struct bench_options *o)
         goto out;
     if (o->save_onnx && save_onnx(s, bytes, len, &onnx, o->save_onnx) != 0)
         goto out;
-    double eval_s = (now_ms() - eval_start) / 1e3;
+    double eval_s = (tide_bench_now_ms() - eval_start) / 1e3;
     char device[128];
     uint64_t device_total;
     tide_backend_device_info(NULL, device, sizeof(device), &device_total);
@@ -1660,10 +1661,10 @@ static int cmd_eval(const struct bench_options *o)
         fprintf(stderr, "tide-bench: out of memory for batch buffers\n");
         goto out;
     }
-    double accuracy, start = now_ms();
+    double accuracy, start = tide_bench_now_ms();
     if (evaluate(s, o, &names, test, images, labels, logits, &accuracy) != 0)
         goto out;
-    double eval_s = (now_ms() - start) / 1e3;
+    double eval_s = (tide_bench_now_ms() - start) / 1e3;
     printf("model %s, dataset %s, batch %" PRId64 ": test accuracy %.4f (%" PRId64
            " examples), eval %.1f s\n",
            o->onnx, o->dataset, o->batch, accuracy, tide_dataset_count(test), eval_s);

@@ -20,7 +20,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "bench/bench-json.h"
 #include "bench/bench.h"
@@ -30,13 +29,6 @@
 #include "tide/models.h"
 
 #define WARM_UP 2
-
-static double cpu_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
 
 static int compare_doubles(const void *a, const void *b)
 {
@@ -104,7 +96,7 @@ static int run_budget(const struct bench_options *o, const uint8_t *bytes, size_
     double cpu = 0, stall = 0;
     for (int64_t step = 0; step < WARM_UP + steps; step++) {
         struct tide_step_stats stats;
-        double cpu0 = cpu_ms();
+        double cpu0 = tide_bench_process_cpu_s() * 1e3;
         if (tide_session_feed(s, TIDE_MODEL_IMAGES, images, (uint64_t)floats * 4, &err) !=
                 TIDE_OK ||
             tide_session_feed(s, TIDE_MODEL_LABELS, labels, (uint64_t)o->batch * 4, &err) !=
@@ -120,7 +112,7 @@ static int run_budget(const struct bench_options *o, const uint8_t *bytes, size_
         if (step < WARM_UP)
             continue;
         ms[step - WARM_UP] = stats.step_ms;
-        cpu += cpu_ms() - cpu0;
+        cpu += tide_bench_process_cpu_s() * 1e3 - cpu0;
         stall += stats.stall_ms;
         for (uint32_t v = 0; m->by_op && stats.node_ms && v < g->n_nodes; v++) {
             const struct tide_node *n = &g->nodes[v];
