@@ -1213,43 +1213,55 @@ static void onednn_vs_own(struct op_case *c)
 }
 
 /*
+ * The pools that oneDNN and tide's kernels are compared on: pool_cases'
+ * windows, batches not a multiple of the 8 pieces (11, 9, 5, 3), channels
+ * not a multiple of oneDNN's blocks of 16, model shapes (the CNN's 2x2,
+ * ResNet-50's 3x3 stride 2 pad 1 stem), and 17x17 windows, whose max
+ * positions oneDNN stores as s32 (more than 256 cells).
+ */
+static const struct onednn_pool_case {
+    const char *name;
+    int64_t n, c, h, w, kh, kw, sh, sw, ph, pw;
+} onednn_pools[] = {
+    {"2x2s2", 2, 3, 8, 8, 2, 2, 2, 2, 0, 0},
+    {"3x3s2p1", 2, 3, 8, 8, 3, 3, 2, 2, 1, 1},
+    {"3x3s1p1", 2, 3, 5, 5, 3, 3, 1, 1, 1, 1},
+    {"3x2s1p0", 2, 3, 6, 5, 3, 2, 1, 2, 0, 1},
+    {"odd_n11", 11, 5, 9, 7, 3, 3, 2, 2, 1, 1},
+    {"uneven_end", 3, 4, 9, 10, 2, 3, 3, 2, 0, 1},
+    {"model_2x2", 16, 32, 16, 16, 2, 2, 2, 2, 0, 0},
+    {"2x2s2_c20_odd", 9, 20, 11, 13, 2, 2, 2, 2, 0, 0},
+    {"3x3s2p1_c16", 3, 16, 15, 14, 3, 3, 2, 2, 1, 1},
+    {"3x3s1p1_c32", 5, 32, 9, 9, 3, 3, 1, 1, 1, 1},
+    {"stem_3x3s2p1", 10, 64, 28, 28, 3, 3, 2, 2, 1, 1},
+    {"17x17_s32", 3, 16, 20, 20, 17, 17, 1, 1, 0, 0},
+    {"17x17_s32_c3", 2, 3, 20, 19, 17, 17, 3, 2, 0, 0},
+};
+
+/* Case p as a pool_case, with its batch, channels and output size. */
+static struct pool_case onednn_pool(const struct onednn_pool_case *p, int64_t *n, int64_t *ch,
+                                    int64_t *oh, int64_t *ow)
+{
+    *n = p->n, *ch = p->c;
+    *oh = conv_out(p->h, p->kh, p->sh, p->ph);
+    *ow = conv_out(p->w, p->kw, p->sw, p->pw);
+    return (struct pool_case){p->name, p->h, p->w, p->kh, p->kw, p->sh, p->sw, p->ph, p->pw};
+}
+
+/*
  * MaxPool2D through oneDNN (its positions turned into tide's argmax,
  * kernels/onednn/pool.c) against tide's kernel: y and argmax must be the
  * same bits. Values from {-1, 0, 1} give windows of equal maxima, where the
  * first in row-major order must win; then values with -inf, NaN and
  * -FLT_MAX, which oneDNN starts from and tide does not, where pool.c
- * redoes the window with tide's code. Windows of 2x2 (the CNN's, and with
- * channels that are not a multiple of oneDNN's blocks of 16), 3x3 stride 2
- * pad 1 (ResNet-50's stem), 3x3 stride 1, uneven and odd shapes, batches
- * not a multiple of the 8 pieces, and a 17x17 window whose positions
- * oneDNN stores as s32 (more than 256 cells).
+ * redoes the window with tide's code; on every shape of onednn_pools.
  */
 static void max_pools_onednn_vs_fallback(void)
 {
-    static const struct {
-        const char *name;
-        int64_t n, c, h, w, kh, kw, sh, sw, ph, pw;
-    } cases[] = {
-        {"2x2s2", 2, 3, 8, 8, 2, 2, 2, 2, 0, 0},
-        {"3x3s2p1", 2, 3, 8, 8, 3, 3, 2, 2, 1, 1},
-        {"3x3s1p1", 2, 3, 5, 5, 3, 3, 1, 1, 1, 1},
-        {"3x2s1p0", 2, 3, 6, 5, 3, 2, 1, 2, 0, 1},
-        {"odd_n11", 11, 5, 9, 7, 3, 3, 2, 2, 1, 1},
-        {"uneven_end", 3, 4, 9, 10, 2, 3, 3, 2, 0, 1},
-        {"model_2x2", 16, 32, 16, 16, 2, 2, 2, 2, 0, 0},
-        {"2x2s2_c20_odd", 9, 20, 11, 13, 2, 2, 2, 2, 0, 0},
-        {"3x3s2p1_c16", 3, 16, 15, 14, 3, 3, 2, 2, 1, 1},
-        {"3x3s1p1_c32", 5, 32, 9, 9, 3, 3, 1, 1, 1, 1},
-        {"stem_3x3s2p1", 10, 64, 28, 28, 3, 3, 2, 2, 1, 1},
-        {"17x17_s32", 3, 16, 20, 20, 17, 17, 1, 1, 0, 0},
-        {"17x17_s32_c3", 2, 3, 20, 19, 17, 17, 3, 2, 0, 0},
-    };
-    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-        int64_t n = cases[i].n, ch = cases[i].c, h = cases[i].h, w = cases[i].w;
-        int64_t oh = conv_out(h, cases[i].kh, cases[i].sh, cases[i].ph);
-        int64_t ow = conv_out(w, cases[i].kw, cases[i].sw, cases[i].pw);
-        struct pool_case v = {cases[i].name, h,           w,           cases[i].kh, cases[i].kw,
-                              cases[i].sh,   cases[i].sw, cases[i].ph, cases[i].pw};
+    for (size_t i = 0; i < sizeof(onednn_pools) / sizeof(onednn_pools[0]); i++) {
+        int64_t n, ch, oh, ow;
+        struct pool_case v = onednn_pool(&onednn_pools[i], &n, &ch, &oh, &ow);
+        int64_t h = v.h, w = v.w;
         for (int values = 0; values < 2; values++) {
             char name[64];
             snprintf(name, sizeof(name), "max_pool_%s_%s", v.name, values ? "special" : "ties");
@@ -1282,25 +1294,10 @@ static void test_pools_onednn_vs_fallback(void **state)
 {
     (void)state;
     REQUIRE_ONEDNN();
-    /* pool_cases' windows, and batches of 11 (not a multiple of the 8 pieces) and model shapes. */
-    static const struct {
-        const char *name;
-        int64_t n, c, h, w, kh, kw, sh, sw, ph, pw;
-    } cases[] = {
-        {"2x2s2", 2, 3, 8, 8, 2, 2, 2, 2, 0, 0},
-        {"3x3s2p1", 2, 3, 8, 8, 3, 3, 2, 2, 1, 1},
-        {"3x3s1p1", 2, 3, 5, 5, 3, 3, 1, 1, 1, 1},
-        {"3x2s1p0", 2, 3, 6, 5, 3, 2, 1, 2, 0, 1},
-        {"odd_n11", 11, 5, 9, 7, 3, 3, 2, 2, 1, 1},
-        {"uneven_end", 3, 4, 9, 10, 2, 3, 3, 2, 0, 1},
-        {"model_2x2", 16, 32, 16, 16, 2, 2, 2, 2, 0, 0},
-    };
-    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-        int64_t n = cases[i].n, ch = cases[i].c, h = cases[i].h, w = cases[i].w;
-        int64_t oh = conv_out(h, cases[i].kh, cases[i].sh, cases[i].ph);
-        int64_t ow = conv_out(w, cases[i].kw, cases[i].sw, cases[i].pw);
-        struct pool_case v = {cases[i].name, h,           w,           cases[i].kh, cases[i].kw,
-                              cases[i].sh,   cases[i].sw, cases[i].ph, cases[i].pw};
+    for (size_t i = 0; i < sizeof(onednn_pools) / sizeof(onednn_pools[0]); i++) {
+        int64_t n, ch, oh, ow;
+        struct pool_case v = onednn_pool(&onednn_pools[i], &n, &ch, &oh, &ow);
+        int64_t h = v.h, w = v.w;
         char names[2][64];
         snprintf(names[0], sizeof(names[0]), "avg_pool_%s", v.name);
         snprintf(names[1], sizeof(names[1]), "avg_pool_grad_%s", v.name);
