@@ -216,11 +216,10 @@ static bool pool_geometry(const struct tide_node *node, const struct tide_shape 
  * channels or more (ResNet-50's stem, 16x64x112x112 3x3 s2 p1: 11.8 ms
  * against 27.5); with 3 channels (oneDNN's simple nchw loop) 7 times as
  * long. Where the windows tile the input, tide's vectorised 2x2 path keeps
- * them: 16x16x32x32 and the CNN's first pool (64x32x28x28) took 1.0 to 1.6
- * times as long through oneDNN. The CNN's second pool (64x64x14x14, rows of
- * 7 windows, 3 of them on tide's scalar tail) took 0.57 to 0.63 of tide's
- * time, 0.2 to 0.3 ms a step; it stays tide's, which keeps that MaxPool2D
- * recomputable and the CNN's plans as they were.
+ * them: 16x16x32x32 took 1.6 times as long through oneDNN, and since a
+ * row's last windows run as one more vector block, the CNN's two pools
+ * (64x32x28x28, 64x64x14x14) 1.2 to 1.5 times as long; tide's kernel also
+ * keeps such a MaxPool2D recomputable.
  *
  * Average pools: with 16 channels or more, oneDNN's jit pooling (channel
  * blocks of 16) took 0.12 to 0.3 of tide's time forward and backward
