@@ -96,7 +96,9 @@ step() {
 }
 
 # The last line of a step's log, when it is a JSON object.
-last_json() { tail -n 1 "$out/$1.log" 2> /dev/null | grep -E '^\{.*\}$' || true; }
+# The log's last JSON line: a command that fails may print its JSON line and then its error
+# (tide-bench plan on a budget that nothing fits).
+last_json() { grep -E '^\{.*\}$' "$out/$1.log" 2> /dev/null | tail -n 1 || true; }
 
 # Whether a step ran (TIDE_GPU_ONLY may have left it out).
 ran() { [[ -f $out/$1.log ]]; }
@@ -187,7 +189,8 @@ if [[ -n $peak ]] && (( peak > 0 )); then
   # does, exactly (a plan that fits reports only the smallest peak its search built, which at
   # the resident peak is about the peak itself: the 2026-11-26 run swapped no feature map).
   # The plan's exit status is 1 (it does not fit); its JSON line is what counts.
-  step swap_plan 120 bench tide-bench plan --model resnet --depth 38 --batch 32 --budget 1K --json
+  step swap_plan 120 bench tide-bench plan --model resnet --depth 38 --batch 32 --budget 1K \
+    --backend cuda --json
   min_budget=$(json_field swap_plan min_budget_bytes)
 fi
 if [[ -n $min_budget ]] && (( min_budget > 0 && min_budget < peak )); then
