@@ -1443,6 +1443,28 @@ static enum tide_status seed(struct autodiff *ad)
     return contribute(ad, ad->loss, out0(id));
 }
 
+/*
+ * The products a node's gradient made (nodes first_new onward with a "math"
+ * attribute: the convolution's two gradients, MatMuls, BatchMatMuls) use the
+ * math the node sets explicitly, so that a Conv2D marked tf32 trains in tf32.
+ */
+static enum tide_status inherit_math(struct tide_graph *graph, uint32_t v, uint32_t first_new)
+{
+    int k = tide_op_math_attr(graph->nodes[v].op);
+    if (k < 0 || !graph->nodes[v].attrs[k].present)
+        return TIDE_OK;
+    const char *math = graph->nodes[v].attrs[k].s; /* in the graph's arena: stays put */
+    for (uint32_t id = first_new; id < graph->n_nodes; id++) {
+        int kn = tide_op_math_attr(graph->nodes[id].op);
+        if (kn < 0 || graph->nodes[id].attrs[kn].present)
+            continue;
+        enum tide_status st = tide_attr_set_string(graph, id, kn, math);
+        if (st != TIDE_OK)
+            return st;
+    }
+    return TIDE_OK;
+}
+
 /* Runs forward node v's gradient function and hands its results to the slots it read. */
 static enum tide_status backprop_node(struct autodiff *ad, uint32_t v)
 {
@@ -1474,7 +1496,10 @@ static enum tide_status backprop_node(struct autodiff *ad, uint32_t v)
         .dx = ad->dx,
         .hint = ad->hint,
     };
+    uint32_t first_new = ad->graph->n_nodes;
     enum tide_status st = grad_table[ad->graph->nodes[v].op](&c);
+    if (st == TIDE_OK && inherit_math(ad->graph, v, first_new) != TIDE_OK)
+        return nomem(ad);
     for (uint32_t i = 0; st == TIDE_OK && i < n_inputs; i++) {
         if (!ad->wanted[i])
             continue;

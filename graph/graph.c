@@ -486,6 +486,19 @@ enum tide_status tide_attr_set_string(struct tide_graph *graph, uint32_t id, int
     return TIDE_OK;
 }
 
+enum tide_status tide_graph_set_math(struct tide_graph *graph, enum tide_math math)
+{
+    for (uint32_t id = 0; id < graph->n_nodes; id++) {
+        int k = tide_op_math_attr(graph->nodes[id].op);
+        if (k < 0 || graph->nodes[id].attrs[k].present)
+            continue;
+        enum tide_status st = tide_attr_set_string(graph, id, k, tide_math_name(math));
+        if (st != TIDE_OK)
+            return st;
+    }
+    return TIDE_OK;
+}
+
 enum tide_status tide_attr_set_tensor(struct tide_graph *graph, uint32_t id, int k,
                                       enum tide_dtype dtype, const struct tide_shape *shape,
                                       const void *data, uint64_t nbytes)

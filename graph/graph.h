@@ -376,6 +376,31 @@ enum tide_status tide_attr_set_tensor(struct tide_graph *graph, uint32_t id, int
                                       const void *data, uint64_t nbytes);
 
 /*
+ * The math a node's products may use: the "math" attribute of Conv2D, its two
+ * gradients, MatMul and BatchMatMul (ops.def). Every other op computes float32.
+ */
+enum tide_math {
+    TIDE_MATH_FP32 = 0, /* "fp32": plain float32 products (the default) */
+    TIDE_MATH_TF32 = 1, /* "tf32": a GPU may multiply on TF32 tensor cores; the CPU does not */
+};
+
+/* "fp32" or "tf32" into *out; anything else (NULL too) is TIDE_INVALID, naming both. */
+enum tide_status tide_math_parse(const char *name, enum tide_math *out, struct tide_error *err);
+const char *tide_math_name(enum tide_math math);
+
+/* The index of op's "math" attribute, or -1 when the op has none. */
+int tide_op_math_attr(enum tide_op op);
+
+/* node's math: TIDE_MATH_FP32 for an op without the attribute (infer checked its value). */
+enum tide_math tide_node_math(const struct tide_node *node);
+
+/*
+ * A job's math: every node with a "math" attribute that it does not set
+ * explicitly gets `math`; an explicit attribute wins. TIDE_NOMEM on OOM.
+ */
+enum tide_status tide_graph_set_math(struct tide_graph *graph, enum tide_math math);
+
+/*
  * Validates the whole graph and infers every output's dtype and shape:
  * input arity, edge targets, cycles (naming a node on the cycle), attribute
  * presence, dtype rules, each op's shape rules, the limits (NULL: defaults).

@@ -579,9 +579,24 @@ enum tide_status tide__infer_same_as_1(struct tide_graph *graph, struct tide_nod
  * Linear algebra, bias, softmax
  * ========================================================================== */
 
+/* The "math" attribute of the ops that have one (ops.def): fp32 or tf32. */
+static enum tide_status check_math(const struct tide_node *node, struct tide_error *err)
+{
+    int k = tide_op_math_attr(node->op);
+    struct tide_error ignored;
+    enum tide_math math;
+    if (k < 0 || tide_math_parse(node->attrs[k].s, &math, &ignored) == TIDE_OK)
+        return TIDE_OK;
+    return tide_node_error(err, TIDE_INVALID, node,
+                           "attribute \"math\" is \"%.64s\", wants fp32 or tf32",
+                           node->attrs[k].s ? node->attrs[k].s : "");
+}
+
 enum tide_status tide__infer_matmul(struct tide_graph *graph, struct tide_node *node,
                                     struct tide_error *err)
 {
+    if (check_math(node, err) != TIDE_OK)
+        return TIDE_INVALID; /* its only failure */
     const struct tide_shape *a = input_shape(graph, node, 0), *b = input_shape(graph, node, 1);
     enum tide_status st = require_rank(node, "input 0 (a)", a, 2, 2, "[M, K]", err);
     if (st == TIDE_OK)
@@ -943,6 +958,8 @@ enum tide_status tide__infer_broadcast_to(struct tide_graph *graph, struct tide_
 enum tide_status tide__infer_conv2d(struct tide_graph *graph, struct tide_node *node,
                                     struct tide_error *err)
 {
+    if (check_math(node, err) != TIDE_OK)
+        return TIDE_INVALID; /* its only failure */
     struct tide_shape y;
     enum tide_status st = conv2d_output_shape(node, "input 0 (x)", input_shape(graph, node, 0),
                                               "input 1 (w)", input_shape(graph, node, 1), &y, err);
@@ -954,6 +971,8 @@ enum tide_status tide__infer_conv2d(struct tide_graph *graph, struct tide_node *
 enum tide_status tide__infer_conv2d_backprop_input(struct tide_graph *graph, struct tide_node *node,
                                                    struct tide_error *err)
 {
+    if (check_math(node, err) != TIDE_OK)
+        return TIDE_INVALID; /* its only failure */
     const struct tide_shape *x = &node->attrs[TIDE_ATTR_CONV2D_BACKPROP_INPUT_input_shape].shape;
     const struct tide_shape *w = input_shape(graph, node, 1);
     struct tide_shape y;
@@ -972,6 +991,8 @@ enum tide_status tide__infer_conv2d_backprop_input(struct tide_graph *graph, str
 enum tide_status tide__infer_conv2d_backprop_filter(struct tide_graph *graph,
                                                     struct tide_node *node, struct tide_error *err)
 {
+    if (check_math(node, err) != TIDE_OK)
+        return TIDE_INVALID; /* its only failure */
     const struct tide_shape *x = input_shape(graph, node, 0);
     const struct tide_shape *w = &node->attrs[TIDE_ATTR_CONV2D_BACKPROP_FILTER_filter_shape].shape;
     struct tide_shape y;
@@ -1281,6 +1302,8 @@ enum tide_status tide__infer_select_grad(struct tide_graph *graph, struct tide_n
 enum tide_status tide__infer_batch_matmul(struct tide_graph *graph, struct tide_node *node,
                                           struct tide_error *err)
 {
+    if (check_math(node, err) != TIDE_OK)
+        return TIDE_INVALID; /* its only failure */
     const struct tide_shape *a = input_shape(graph, node, 0), *b = input_shape(graph, node, 1);
     bool ta = node->attrs[TIDE_ATTR_BATCH_MATMUL_transpose_a].b;
     bool tb = node->attrs[TIDE_ATTR_BATCH_MATMUL_transpose_b].b;

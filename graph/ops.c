@@ -70,3 +70,52 @@ const char *tide_attr_type_name(enum tide_attr_type type)
                                         "shape", "tensor", "ints", "floats"};
     return (unsigned)type < sizeof(names) / sizeof(names[0]) ? names[type] : "unknown";
 }
+
+/* ============================================================================
+ * Math
+ * ========================================================================== */
+
+static const char *const math_names[] = {"fp32", "tf32"};
+
+enum tide_status tide_math_parse(const char *name, enum tide_math *out, struct tide_error *err)
+{
+    for (size_t i = 0; name && i < sizeof(math_names) / sizeof(math_names[0]); i++) {
+        if (strcmp(name, math_names[i]) == 0) {
+            *out = (enum tide_math)i;
+            return TIDE_OK;
+        }
+    }
+    return tide_error_set(err, TIDE_INVALID, "math \"%.64s\": wants fp32 or tf32",
+                          name ? name : "(none)");
+}
+
+const char *tide_math_name(enum tide_math math)
+{
+    return (unsigned)math < sizeof(math_names) / sizeof(math_names[0]) ? math_names[math] : "?";
+}
+
+int tide_op_math_attr(enum tide_op op)
+{
+    switch (op) {
+    case TIDE_OP_CONV2D:
+        return TIDE_ATTR_CONV2D_math;
+    case TIDE_OP_CONV2D_BACKPROP_INPUT:
+        return TIDE_ATTR_CONV2D_BACKPROP_INPUT_math;
+    case TIDE_OP_CONV2D_BACKPROP_FILTER:
+        return TIDE_ATTR_CONV2D_BACKPROP_FILTER_math;
+    case TIDE_OP_MATMUL:
+        return TIDE_ATTR_MATMUL_math;
+    case TIDE_OP_BATCH_MATMUL:
+        return TIDE_ATTR_BATCH_MATMUL_math;
+    default:
+        return -1;
+    }
+}
+
+enum tide_math tide_node_math(const struct tide_node *node)
+{
+    int k = tide_op_math_attr(node->op);
+    const char *s = k >= 0 ? node->attrs[k].s : NULL;
+    return s && strcmp(s, "tf32") == 0 ? TIDE_MATH_TF32 : TIDE_MATH_FP32;
+}
+

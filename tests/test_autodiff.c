@@ -1431,6 +1431,61 @@ static void test_batch_matmul_gradient_nodes(void **state)
     tide_graph_free(g);
 }
 
+/* Whether node id has an explicit "math" attribute of value math. */
+static bool math_is(const struct tide_graph *g, uint32_t id, const char *math)
+{
+    int k = tide_op_math_attr(g->nodes[id].op);
+    return k >= 0 && g->nodes[id].attrs[k].present && strcmp(g->nodes[id].attrs[k].s, math) == 0;
+}
+
+/*
+ * A product that sets its math passes it to the products its gradient makes
+ * (the convolution's two gradients; a BatchMatMul's MatMul over rows and its
+ * BatchMatMuls); one that does not leaves theirs unset, for a job's math.
+ */
+static void test_math_inherited(void **state)
+{
+    (void)state;
+    struct tide_graph *g = tide_graph_new();
+    uint32_t x = variable(g, "x", 4, (const int64_t[]){1, 2, 5, 5}, NULL);
+    uint32_t w = variable(g, "w", 4, (const int64_t[]){3, 2, 3, 3}, NULL);
+    uint32_t a = variable(g, "a", 3, (const int64_t[]){2, 3, 4}, NULL);
+    uint32_t v = variable(g, "v", 2, (const int64_t[]){4, 5}, NULL);
+    uint32_t p = variable(g, "p", 2, (const int64_t[]){6, 4}, NULL);
+    uint32_t q = variable(g, "q", 2, (const int64_t[]){4, 2}, NULL);
+    uint32_t conv = op2(g, TIDE_OP_CONV2D, "conv", x, w);
+    assert_int_equal(tide_attr_set_string(g, conv, TIDE_ATTR_CONV2D_math, "tf32"), TIDE_OK);
+    uint32_t bmm = op2(g, TIDE_OP_BATCH_MATMUL, "bmm", a, v);
+    assert_int_equal(tide_attr_set_string(g, bmm, TIDE_ATTR_BATCH_MATMUL_math, "tf32"), TIDE_OK);
+    uint32_t mm = op2(g, TIDE_OP_MATMUL, "mm", p, q); /* no math of its own */
+    uint32_t s1 = reduce_sum_all(g, "s1", conv), s2 = reduce_sum_all(g, "s2", bmm);
+    uint32_t s3 = reduce_sum_all(g, "s3", mm);
+    uint32_t s12 = op2(g, TIDE_OP_ADD, "s12", s1, s2);
+    uint32_t loss = op2(g, TIDE_OP_ADD, "loss", s12, s3);
+    infer_ok(g);
+    struct tide_edge wrt[6] = {edge_of(x), edge_of(w), edge_of(a),
+                               edge_of(v), edge_of(p), edge_of(q)},
+                     grads[6];
+    struct tide_error err = {0};
+    if (tide_autodiff_gradients(g, edge_of(loss), wrt, 6, grads, &err) != TIDE_OK)
+        fail_msg("gradients: %s", err.message);
+    assert_int_equal(g->nodes[grads[0].node].op, TIDE_OP_CONV2D_BACKPROP_INPUT);
+    assert_true(math_is(g, grads[0].node, "tf32"));
+    assert_int_equal(g->nodes[grads[1].node].op, TIDE_OP_CONV2D_BACKPROP_FILTER);
+    assert_true(math_is(g, grads[1].node, "tf32"));
+    assert_int_equal(g->nodes[grads[2].node].op, TIDE_OP_BATCH_MATMUL);
+    assert_true(math_is(g, grads[2].node, "tf32"));
+    assert_int_equal(g->nodes[grads[3].node].op, TIDE_OP_MATMUL); /* over a's rows */
+    assert_true(math_is(g, grads[3].node, "tf32"));
+    for (int i = 4; i < 6; i++) {
+        assert_int_equal(g->nodes[grads[i].node].op, TIDE_OP_MATMUL);
+        assert_false(g->nodes[grads[i].node].attrs[TIDE_ATTR_MATMUL_math].present);
+        assert_int_equal(tide_node_math(&g->nodes[grads[i].node]), TIDE_MATH_FP32);
+    }
+    infer_ok(g);
+    tide_graph_free(g);
+}
+
 /* ---- Sequence-model ops: indexing (Gather, TopK, Mixture-of-Experts routing) ---- */
 
 /* Gather with repeated ids, so that GatherGrad must add rows up; row 2 is never picked. */
@@ -2148,6 +2203,7 @@ int main(void)
         cmocka_unit_test(test_deterministic),
         cmocka_unit_test(test_names),
         cmocka_unit_test(test_batch_matmul_gradient_nodes),
+        cmocka_unit_test(test_math_inherited),
         cmocka_unit_test(test_variable_selection),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_gradients_api),

@@ -550,6 +550,63 @@ static void test_matmul(void **state)
     FAILS(TIDE_INVALID, "mm", "input 0 (a) has shape [2, 3, 4], wants rank 2");
 }
 
+/*
+ * The "math" attribute of the products (Conv2D, its gradients, MatMul,
+ * BatchMatMul): fp32 by default, tf32 accepted, anything else refused naming
+ * the node and the value; tide_node_math reads it, tide_graph_set_math gives
+ * a job's math to the nodes that do not set their own.
+ */
+static void test_math(void **state)
+{
+    (void)state;
+    uint32_t a = ph("a", SHAPE(2, 4)), b = ph("b", SHAPE(4, 5));
+    uint32_t plain = OP(TIDE_OP_MATMUL, "plain", a, b);
+    uint32_t fast = OP(TIDE_OP_MATMUL, "fast", a, b);
+    assert_int_equal(tide_attr_set_string(g, fast, TIDE_ATTR_MATMUL_math, "tf32"), TIDE_OK);
+    uint32_t exact = OP(TIDE_OP_MATMUL, "exact", a, b);
+    assert_int_equal(tide_attr_set_string(g, exact, TIDE_ATTR_MATMUL_math, "fp32"), TIDE_OK);
+    uint32_t x = ph("x", SHAPE(1, 3, 8, 8)), w = ph("w", SHAPE(4, 3, 3, 3));
+    uint32_t conv = OP(TIDE_OP_CONV2D, "conv", x, w);
+    uint32_t relu = OP(TIDE_OP_RELU, "relu", conv);
+    infer_ok();
+    assert_int_equal(tide_node_math(&g->nodes[plain]), TIDE_MATH_FP32);
+    assert_int_equal(tide_node_math(&g->nodes[fast]), TIDE_MATH_TF32);
+    assert_int_equal(tide_node_math(&g->nodes[relu]), TIDE_MATH_FP32); /* no attribute */
+    assert_int_equal(tide_op_math_attr(TIDE_OP_RELU), -1);
+
+    /* A job's tf32: the nodes without their own math get it; "exact" keeps fp32. */
+    assert_int_equal(tide_graph_set_math(g, TIDE_MATH_TF32), TIDE_OK);
+    assert_int_equal(tide_node_math(&g->nodes[plain]), TIDE_MATH_TF32);
+    assert_int_equal(tide_node_math(&g->nodes[conv]), TIDE_MATH_TF32);
+    assert_int_equal(tide_node_math(&g->nodes[exact]), TIDE_MATH_FP32);
+    infer_ok();
+
+    struct tide_error err = {0};
+    enum tide_math m = TIDE_MATH_FP32;
+    assert_int_equal(tide_math_parse("tf32", &m, &err), TIDE_OK);
+    assert_int_equal(m, TIDE_MATH_TF32);
+    assert_int_equal(tide_math_parse("TF32", &m, &err), TIDE_INVALID);
+    assert_non_null(strstr(err.message, "math \"TF32\": wants fp32 or tf32"));
+    assert_int_equal(tide_math_parse(NULL, &m, &err), TIDE_INVALID);
+
+    static const enum tide_op ops[] = {TIDE_OP_CONV2D, TIDE_OP_MATMUL};
+    for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++) {
+        reset();
+        uint32_t id;
+        if (ops[i] == TIDE_OP_CONV2D) {
+            x = ph("x", SHAPE(1, 3, 8, 8));
+            w = ph("w", SHAPE(4, 3, 3, 3));
+            id = OP(TIDE_OP_CONV2D, "bad", x, w);
+        } else {
+            a = ph("a", SHAPE(2, 4));
+            b = ph("b", SHAPE(4, 5));
+            id = OP(TIDE_OP_MATMUL, "bad", a, b);
+        }
+        assert_int_equal(tide_attr_set_string(g, id, tide_op_math_attr(ops[i]), "bf16"), TIDE_OK);
+        FAILS(TIDE_INVALID, "bad", "attribute \"math\" is \"bf16\", wants fp32 or tf32");
+    }
+}
+
 static void test_bias_add(void **state)
 {
     (void)state;
@@ -2227,6 +2284,7 @@ int main(void)
         TEST(test_add_n),
         TEST(test_elementwise_grads),
         TEST(test_matmul),
+        TEST(test_math),
         TEST(test_bias_add),
         TEST(test_softmax),
         TEST(test_softmax_cross_entropy),
