@@ -4,10 +4,13 @@
  * profiles, and the replay of a planned order on the executor's three
  * streams (timemodel.h).
  *
- * The published profiles. tide's CUDA kernels compute in plain FP32:
- * cublasSgemm in its default math mode and cuDNN with CUDNN_FMA_MATH, no
- * TF32 tensor cores (kernels/cuda/cuda-impl.h: the same inputs give the
- * same bits). So the compute figure is the FP32 non-tensor peak, 67 TFLOP/s
+ * The published profiles. tide's CUDA kernels compute in plain FP32 by
+ * default: cublasSgemm in its default math mode and cuDNN with
+ * CUDNN_FMA_MATH, no TF32 tensor cores (kernels/cuda/cuda-impl.h: the same
+ * inputs give the same bits). A job may ask for TF32 (graph.h's math); its
+ * products are still costed at the FP32 figure, which overstates their time
+ * (ResNet-50's step is 2.4x faster in TF32 on the H200, not the peaks' 7x).
+ * So the compute figure is the FP32 non-tensor peak, 67 TFLOP/s
  * on both the H100 SXM and the H200 (the 989 TFLOP/s headline is dense
  * BF16 on tensor cores, which tide does not use). Memory bandwidth is HBM3's
  * 3.35 TB/s (H100 SXM) and HBM3e's 4.8 TB/s (H200). Copies run over PCIe

@@ -12,7 +12,8 @@
  *   TOL_EXACT   rtol 1e-6: ops that move or add without rounding differences;
  *   TOL_ELEM    rtol 1e-4: element-wise math, sums in double, softmax,
  *               batch norm, optimizers (CUDA's expf and FMA contraction);
- *   TOL_GEMM    rtol 1e-3: MatMul and the convolutions (cuBLAS, cuDNN).
+ *   TOL_GEMM    rtol 1e-3: MatMul and the convolutions (cuBLAS, cuDNN);
+ *   tf32_rtol, tf32_atol (1e-2, 5e-2): the same in math "tf32" (test_tf32).
  *
  * Each CUDA case runs twice and must give the same bits (determinism). The
  * run goes through arena_alloc, host_alloc, copy_h2d, launch, copy_d2h and
@@ -1875,6 +1876,107 @@ static void test_batch_matmul(void **state)
     REQUIRE_CUDA();
 }
 
+/* ============================================================================
+ * TF32 math
+ * ========================================================================== */
+
+/*
+ * Tolerance of math "tf32" against the CPU's float32: TF32 keeps 10 of the
+ * mantissa's 23 bits of each factor (a relative error up to 2^-10 when the
+ * hardware truncates), so a sum of a few hundred products of numbers in
+ * [-1, 1] (outputs of magnitude 5 to 20) moves by up to a few 1e-2.
+ */
+static const double tf32_rtol = 1e-2, tf32_atol = 5e-2;
+
+static void set_math(struct op_case *c, const char *math)
+{
+    int k = tide_op_math_attr(c->node.op);
+    assert_true(k >= 0);
+    c->attrs[k].present = true;
+    c->attrs[k].s = math;
+}
+
+/* Whether runs a and b of case c differ anywhere in what c is judged by. */
+static bool runs_differ(const struct op_case *c, const struct run *a, const struct run *b)
+{
+    for (uint32_t i = 0; i < judged(c, a, 0, NULL, NULL); i++) {
+        const struct tensor *t;
+        uint64_t off;
+        judged(c, a, i, &t, &off);
+        if (memcmp(a->image + off, b->image + off, t->nbytes) != 0)
+            return true;
+    }
+    return false;
+}
+
+/*
+ * Case c, built in fp32, run in both maths: the CPU gives the same bits in
+ * tf32 as in fp32 (it has no TF32); on a GPU the tf32 run is within tf32_rtol and tf32_atol
+ * of the CPU and the same bits twice (check_case), and where expect_differs,
+ * not the bits of the fp32 run, so the attribute reached the library. Frees c.
+ */
+static void tf32_case(struct op_case *c, bool expect_differs)
+{
+    struct tide_error err = {0};
+    struct run cpu32, cpu_tf, gpu32 = {0}, gpu_tf = {0};
+    if (run_case(cpu_backend, c, &cpu32, &err) != TIDE_OK)
+        fail_msg("%s on the CPU: %s", c->node.name, err.message);
+    if (cuda_backend && run_case(cuda_backend, c, &gpu32, &err) != TIDE_OK)
+        fail_msg("%s on CUDA in fp32: %s", c->node.name, err.message);
+    set_math(c, "tf32");
+    if (run_case(cpu_backend, c, &cpu_tf, &err) != TIDE_OK)
+        fail_msg("%s on the CPU in tf32: %s", c->node.name, err.message);
+    expect_same_bits_named(c, &cpu32, &cpu_tf, "CPU (fp32 and tf32)");
+    if (cuda_backend) {
+        if (run_case(cuda_backend, c, &gpu_tf, &err) != TIDE_OK)
+            fail_msg("%s on CUDA in tf32: %s", c->node.name, err.message);
+        bool differ = runs_differ(c, &gpu32, &gpu_tf);
+        printf("%s: CUDA's tf32 run %s its fp32 run\n", c->node.name,
+               differ ? "differs from" : "has the bits of");
+        if (expect_differs && !differ)
+            fail_msg("%s: CUDA gave the same bits in tf32 as in fp32: the math attribute did "
+                     "not reach the library",
+                     c->node.name);
+    }
+    free(cpu32.image);
+    free(cpu_tf.image);
+    free(gpu32.image);
+    free(gpu_tf.image);
+    c->rtol = tf32_rtol;
+    c->atol = tf32_atol;
+    check_case(c);
+}
+
+/*
+ * math "tf32" on the convolutions (a shape large enough for cuDNN's tensor
+ * core kernels), MatMul and BatchMatMul (the products cuBLAS runs on tensor
+ * cores, so a tf32 run must differ from the fp32 one).
+ */
+static void test_tf32(void **state)
+{
+    (void)state;
+    static const struct conv_case conv = {"tf32_3x3", 4, 32, 14, 14, 32, 3, 3, 1, 1, 1, 1};
+    for (int which = 0; which < 3; which++) {
+        char name[64];
+        struct op_case c;
+        conv_case_init(&c, &conv, which, name);
+        tf32_case(&c, false);
+    }
+    struct op_case c;
+    case_init(&c, TIDE_OP_MATMUL, "matmul_tf32", TOL_GEMM);
+    input(&c, 2, DIMS(64, 300));
+    input(&c, 2, DIMS(300, 80));
+    outf(&c, 2, DIMS(64, 80));
+    tf32_case(&c, true);
+    case_init(&c, TIDE_OP_BATCH_MATMUL, "batch_matmul_tf32", TOL_GEMM);
+    c.attrs[TIDE_ATTR_BATCH_MATMUL_transpose_b].b = true;
+    input(&c, 3, DIMS(4, 32, 256));
+    input(&c, 3, DIMS(4, 48, 256));
+    outf(&c, 3, DIMS(4, 32, 48));
+    tf32_case(&c, true);
+    REQUIRE_CUDA();
+}
+
 /* A Transpose case of a float32 x (or int32 ids in [0, 1000) when ints is set). */
 static void transpose_case(const char *name, bool ints, int32_t rank, const int64_t *x,
                            const int64_t *perm)
@@ -2314,6 +2416,7 @@ int main(void)
 
         /* batched products and axis permutation (BatchMatMul, Transpose) */
         cmocka_unit_test(test_batch_matmul),
+        cmocka_unit_test(test_tf32),
         cmocka_unit_test(test_transpose),
 
         /* indexing (Gather, TopK, Mixture-of-Experts routing) */

@@ -44,6 +44,9 @@ enum tide_status tide__cuda_BATCH_MATMUL(const struct tide_kernel_args *args,
     float *y = tide__cuda_out(args, 0);
     if (g.k == 0)
         return TIDE_CUDA_CHECK(err, cudaMemsetAsync(y, 0, args->outputs[0].nbytes, launch->stream));
+    st = tide__cuda_blas_math(args, launch, err);
+    if (st != TIDE_OK)
+        return st;
     const float alpha = 1.0f, beta = 0.0f;
     const float *a = tide__cuda_in(args, 0), *b = tide__cuda_in(args, 1);
     cublasOperation_t op_a = g.ta ? CUBLAS_OP_T : CUBLAS_OP_N;

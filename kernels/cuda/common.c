@@ -31,6 +31,14 @@ enum tide_status tide__cuda_context(const struct tide_kernel_args *args,
                            "a CUDA kernel was called without its stream (args->stream is NULL)");
 }
 
+enum tide_status tide__cuda_blas_math(const struct tide_kernel_args *args,
+                                      struct tide_cuda_launch *launch, struct tide_error *err)
+{
+    cublasMath_t mode = tide_node_math(args->node) == TIDE_MATH_TF32 ? CUBLAS_TF32_TENSOR_OP_MATH
+                                                                     : CUBLAS_DEFAULT_MATH;
+    return TIDE_CUBLAS_CHECK(err, cublasSetMathMode(launch->cublas, mode));
+}
+
 /* ============================================================================
  * Check functions
  * ========================================================================== */

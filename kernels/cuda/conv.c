@@ -14,8 +14,14 @@
  * choice depends only on the shapes, the GPU and cuDNN, so workspace_bytes
  * (at planning time, with the backend's planning handle) and the launch
  * (with the stream's handle) agree; it is cached per shape and device.
- * The math type is CUDNN_FMA_MATH: plain FP32, no TF32 tensor cores, so the
- * results stay within float rounding of the CPU's.
+ * The math type follows the node's "math" attribute: fp32 (the default) is
+ * CUDNN_FMA_MATH, plain FP32 without tensor cores, so the results stay within
+ * float rounding of the CPU's; tf32 is CUDNN_DEFAULT_MATH, which lets cuDNN
+ * multiply on TF32 tensor cores (10-bit mantissas, FP32 sums), with the same
+ * deterministic choice, so still the same bits on every run. tf32 also allows
+ * a workspace of 4x the node's largest tensor, not 1x: on the H200 that is
+ * cuDNN's first choice for every ResNet-50 shape, and together they take its
+ * step from 38.5 to about 16 ms (docs/benchmarks.md).
  *
  * Descriptors are made and destroyed per call: host work of a few
  * microseconds against kernels of much more.
@@ -76,8 +82,8 @@ static void conv_desc_destroy(struct conv_desc *d)
 }
 
 /* Describes a non-empty convolution; on failure, destroys what it made. */
-static enum tide_status conv_desc_make(const struct tide__kernel_conv *cv, struct conv_desc *d,
-                                       struct tide_error *err)
+static enum tide_status conv_desc_make(const struct tide__kernel_conv *cv, enum tide_math math,
+                                       struct conv_desc *d, struct tide_error *err)
 {
     *d = (struct conv_desc){0};
     enum tide_status st = TIDE_CUDNN_CHECK(err, cudnnCreateTensorDescriptor(&d->x));
@@ -104,7 +110,9 @@ static enum tide_status conv_desc_make(const struct tide__kernel_conv *cv, struc
                                        d->conv, (int)cv->ph, (int)cv->pw, (int)cv->sh, (int)cv->sw,
                                        1, 1, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
     if (st == TIDE_OK)
-        st = TIDE_CUDNN_CHECK(err, cudnnSetConvolutionMathType(d->conv, CUDNN_FMA_MATH));
+        st = TIDE_CUDNN_CHECK(err, cudnnSetConvolutionMathType(d->conv, math == TIDE_MATH_TF32
+                                                                            ? CUDNN_DEFAULT_MATH
+                                                                            : CUDNN_FMA_MATH));
     if (st != TIDE_OK)
         conv_desc_destroy(d);
     return st;
@@ -166,6 +174,7 @@ struct conv_ranked {
     int algo;
     cudnnStatus_t status;
     cudnnDeterminism_t determinism;
+    cudnnMathType_t math_type; /* what the algorithm runs with: the descriptor must say it */
     size_t memory;
 };
 
@@ -189,7 +198,7 @@ static int conv_rank(cudnnHandle_t handle, const struct tide_node *node, const s
             return 0;                                                                              \
         for (int i = 0; i < n && i < CONV_RANKED_MAX; i++)                                         \
             out[i] = (struct conv_ranked){(int)perf[i].algo, perf[i].status, perf[i].determinism,  \
-                                          perf[i].memory};                                         \
+                                          perf[i].mathType, perf[i].memory};                       \
     } while (0)
     switch (node->op) {
     case TIDE_OP_CONV2D:
@@ -210,14 +219,15 @@ static int conv_rank(cudnnHandle_t handle, const struct tide_node *node, const s
 }
 
 /*
- * The choice for one convolution, cached per op, geometry and device: the
+ * The choice for one convolution, cached per op, geometry, math and device: the
  * heuristic query costs more host time than the launch itself, and a step
  * of ResNet-50 launches 158 convolutions of 20-odd shapes.
  */
 struct conv_choice {
-    int op, device;
+    int op, device, math;
     struct tide__kernel_conv cv;
     int algo;
+    cudnnMathType_t math_type; /* the descriptor's math type for algo */
     size_t workspace;
 };
 
@@ -232,7 +242,8 @@ static bool conv_cache_get(struct conv_choice *c)
     pthread_mutex_lock(&conv_cache_lock);
     for (size_t i = 0; i < conv_cache_used && !found; i++) {
         const struct conv_choice *e = &conv_cache[i];
-        if (e->op == c->op && e->device == c->device && !memcmp(&e->cv, &c->cv, sizeof c->cv)) {
+        if (e->op == c->op && e->device == c->device && e->math == c->math &&
+            !memcmp(&e->cv, &c->cv, sizeof c->cv)) {
             *c = *e;
             found = true;
         }
@@ -256,7 +267,7 @@ static void conv_cache_put(const struct conv_choice *c)
  * (CUDNN_DETERMINISTIC: no atomics, the same bits every run), supported,
  * and needs no more workspace than the largest of the node's three tensors
  * (so that the choice at most doubles what the node already holds, and a
- * plan's floor moves little); when none qualifies or the ranking fails, the
+ * plan's floor moves little; 4x under tf32); when none qualifies or the ranking fails, the
  * first of the fixed list that cuDNN supports. The ranking depends only on
  * the shapes, the GPU and cuDNN, so workspace_bytes (at planning time, with
  * the backend's planning handle) and the launch (with the stream's handle)
@@ -270,13 +281,23 @@ static enum tide_status conv_choose(cudnnHandle_t handle, const struct tide_node
     struct conv_choice c;
     memset(&c, 0, sizeof c); /* the key is compared with memcmp */
     c.op = (int)node->op;
+    c.math = (int)tide_node_math(node);
     c.cv = *cv;
     if (cudaGetDevice(&c.device) != cudaSuccess)
         c.device = -1;
+    /*
+     * Under tf32 the ranking lists each algorithm with the math type it runs
+     * with (tensor op, FMA), which the descriptor must then carry: launched
+     * with another, cuDNN refuses it (CUDNN_STATUS_BAD_PARAM). Algorithms
+     * that would convert FP32 down to FP16 or BF16 are never taken. Under fp32
+     * the descriptor stays CUDNN_FMA_MATH, as conv_desc_make set it.
+     */
+    bool tf32 = c.math == TIDE_MATH_TF32;
+    c.math_type = tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
     if (conv_cache_get(&c)) {
         *algo = c.algo;
         *workspace = c.workspace;
-        return TIDE_OK;
+        return TIDE_CUDNN_CHECK(err, cudnnSetConvolutionMathType(d->conv, c.math_type));
     }
 
     uint64_t cap = (uint64_t)(cv->n * cv->c * cv->h * cv->w);
@@ -284,7 +305,7 @@ static enum tide_status conv_choose(cudnnHandle_t handle, const struct tide_node
         cap = (uint64_t)(cv->n * cv->k * cv->oh * cv->ow);
     if ((uint64_t)(cv->k * cv->c * cv->r * cv->s) > cap)
         cap = (uint64_t)(cv->k * cv->c * cv->r * cv->s);
-    cap *= sizeof(float);
+    cap *= sizeof(float) * (c.math == TIDE_MATH_TF32 ? 4 : 1);
 
     struct conv_ranked ranked[CONV_RANKED_MAX];
     int n = conv_rank(handle, node, d, ranked);
@@ -292,15 +313,29 @@ static enum tide_status conv_choose(cudnnHandle_t handle, const struct tide_node
     bool chosen = false;
     for (int i = 0; i < n && !chosen; i++) {
         if (ranked[i].status != CUDNN_STATUS_SUCCESS ||
-            ranked[i].determinism != CUDNN_DETERMINISTIC || ranked[i].memory > cap)
+            ranked[i].determinism != CUDNN_DETERMINISTIC || ranked[i].memory > cap ||
+            (tf32 && ranked[i].math_type == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION))
             continue;
+        if (tf32) {
+            rc = cudnnSetConvolutionMathType(d->conv, ranked[i].math_type);
+            if (rc != CUDNN_STATUS_SUCCESS)
+                continue;
+        }
         rc = conv_query(handle, node, d, ranked[i].algo, &c.workspace);
         if (rc == CUDNN_STATUS_SUCCESS && c.workspace <= cap) {
             c.algo = ranked[i].algo;
+            if (tf32)
+                c.math_type = ranked[i].math_type;
             chosen = true;
         }
     }
-    for (size_t i = 0; !chosen && conv_fallback(node->op, i) >= 0; i++) {
+    /* The fallback list runs with the descriptor's own math type. */
+    bool fallback = !chosen;
+    if (fallback && tf32) {
+        rc = cudnnSetConvolutionMathType(d->conv, c.math_type);
+        fallback = rc == CUDNN_STATUS_SUCCESS;
+    }
+    for (size_t i = 0; fallback && !chosen && conv_fallback(node->op, i) >= 0; i++) {
         int a = conv_fallback(node->op, i);
         rc = conv_query(handle, node, d, a, &c.workspace);
         if (rc == CUDNN_STATUS_SUCCESS) {
@@ -311,9 +346,9 @@ static enum tide_status conv_choose(cudnnHandle_t handle, const struct tide_node
     if (chosen) {
         TIDE_LOG_DEBUG("cuda conv: %s of x [%" PRId64 ", %" PRId64 ", %" PRId64 ", %" PRId64
                        "], w [%" PRId64 ", %" PRId64 ", %" PRId64 ", %" PRId64
-                       "]: algorithm %d, workspace %zu bytes (cap %" PRIu64 ")",
+                       "]: algorithm %d, math type %d, workspace %zu bytes (cap %" PRIu64 ")",
                        tide_op_info(node->op)->name, cv->n, cv->c, cv->h, cv->w, cv->k, cv->c,
-                       cv->r, cv->s, c.algo, c.workspace, cap);
+                       cv->r, cv->s, c.algo, (int)c.math_type, c.workspace, cap);
         conv_cache_put(&c);
         *algo = c.algo;
         *workspace = c.workspace;
@@ -363,7 +398,7 @@ uint64_t tide__cuda_conv_workspace(struct tide_cuda_launch *launch, const struct
         conv_setup(node, x, w, y, &cv, NULL) != TIDE_OK || conv_empty(&cv))
         return 0; /* the kernel reports the fault when it runs */
     struct conv_desc d;
-    if (conv_desc_make(&cv, &d, NULL) != TIDE_OK)
+    if (conv_desc_make(&cv, tide_node_math(node), &d, NULL) != TIDE_OK)
         return 0;
     int algo;
     size_t bytes = 0;
@@ -387,7 +422,7 @@ static enum tide_status conv_run(const struct tide_kernel_args *args,
                                  const void *y, void *out, struct tide_error *err)
 {
     struct conv_desc d;
-    enum tide_status st = conv_desc_make(cv, &d, err);
+    enum tide_status st = conv_desc_make(cv, tide_node_math(args->node), &d, err);
     if (st != TIDE_OK)
         return st;
     int algo = 0;

@@ -22,7 +22,8 @@
  * thread's loop in a fixed order or a tree over a block whose size depends
  * on the shapes only, accumulated in double as on the CPU. cuBLAS runs with
  * a fixed workspace per stream and no atomics; cuDNN runs with fixed
- * deterministic algorithms and FMA math (no TF32). So the same inputs give
+ * deterministic algorithms. Both use FP32 math, or TF32 tensor cores for a
+ * node whose "math" attribute is tf32 (graph.h). So the same inputs give
  * the same bits on every run on the same GPU model and library versions.
  */
 #ifndef TIDE_KERNELS_CUDA_IMPL_H
@@ -234,6 +235,14 @@ cudaError_t tide__cuda_launch_moe_route(cudaStream_t stream, const int32_t *choi
  */
 enum tide_status tide__cuda_context(const struct tide_kernel_args *args,
                                     struct tide_cuda_launch **launch, struct tide_error *err);
+
+/*
+ * Sets the math mode of the launch's cuBLAS handle for args->node's "math"
+ * attribute: CUBLAS_DEFAULT_MATH for fp32 (plain FP32), CUBLAS_TF32_TENSOR_OP_MATH
+ * for tf32. Every GEMM launch sets it, so no launch inherits another's mode.
+ */
+enum tide_status tide__cuda_blas_math(const struct tide_kernel_args *args,
+                                      struct tide_cuda_launch *launch, struct tide_error *err);
 
 /* Input i and output i as float32 device pointers. */
 static inline const float *tide__cuda_in(const struct tide_kernel_args *args, uint32_t i)

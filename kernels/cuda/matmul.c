@@ -9,8 +9,9 @@
  * as its leading dimension. No copy, no transpose kernel.
  *
  * Determinism and precision: the backend gives each stream's handle a fixed
- * workspace, the default math mode (plain FP32, no TF32) and no atomics, so
- * cuBLAS picks the same kernel and gives the same bits every run.
+ * workspace and no atomics, and each launch sets the math mode of the node's
+ * "math" attribute (fp32: plain FP32; tf32: TF32 tensor cores), so cuBLAS
+ * picks the same kernel and gives the same bits every run.
  */
 #include "kernels/cuda/cuda-impl.h"
 
@@ -47,6 +48,9 @@ enum tide_status tide__cuda_MATMUL(const struct tide_kernel_args *args, struct t
     if (k == 0)
         return TIDE_CUDA_CHECK(
             err, cudaMemsetAsync(y, 0, (size_t)(m * n) * sizeof(float), launch->stream));
+    st = tide__cuda_blas_math(args, launch, err);
+    if (st != TIDE_OK)
+        return st;
     const float alpha = 1.0f, beta = 0.0f;
     int lda = (int)as->dims[1], ldb = (int)bs->dims[1];
     return TIDE_CUBLAS_CHECK(err, cublasSgemm(launch->cublas, tb ? CUBLAS_OP_T : CUBLAS_OP_N,

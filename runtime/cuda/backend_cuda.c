@@ -21,8 +21,9 @@
  * synchronises with the legacy default stream), with its own cuBLAS handle
  * and cuDNN handle bound to it. The cuBLAS handle gets a fixed workspace
  * (cublasSetWorkspace; 32 MiB on Hopper and later, 4 MiB before, NVIDIA's
- * recommendation), the default FP32 math mode (no TF32) and no atomics, so
- * its GEMMs are reproducible bit for bit without CUBLAS_WORKSPACE_CONFIG.
+ * recommendation), the default FP32 math mode (each GEMM launch sets its
+ * node's: kernels/cuda/common.c) and no atomics, so its GEMMs are
+ * reproducible bit for bit without CUBLAS_WORKSPACE_CONFIG.
  * Launch passes the stream, the handles and the stream's fault record to the
  * kernel of tide_cuda_kernels in its args (args->stream, a struct
  * tide_cuda_launch on the launch's own copy of the args), and the kernel
