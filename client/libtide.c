@@ -1054,6 +1054,7 @@ static int spec_to_bytes(tide_client *c, const struct tide_job_spec *spec,
     js.resume_from = (char *)(spec->resume_from ? spec->resume_from : "");
     js.seed = spec->seed;
     js.device_profile = (char *)(spec->device_profile ? spec->device_profile : "");
+    js.math = (char *)(spec->math ? spec->math : "");
     js.priority = spec->priority;
     js.n_streamed_variables = stripped->n;
     js.streamed_variables = stripped->names;

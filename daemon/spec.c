@@ -344,6 +344,9 @@ enum tide_status tided_spec_setup(const Tide__V1__JobSpec *spec, uint64_t budget
         s->policy.vars_home = (enum tide_vars_home)m->vars_home;
         s->policy.autotune = m->autotune;
     }
+    s->math = TIDE_MATH_FP32;
+    if (spec->math && spec->math[0] && tide_math_parse(spec->math, &s->math, err) != TIDE_OK)
+        return TIDE_INVALID; /* 'math "bf16": wants fp32 or tf32' */
     enum tide_status st = tide_device_profile_find(spec->device_profile, &s->policy.profile, err);
     if (st != TIDE_OK)
         tide_error_prefix(err, "device_profile");
@@ -361,6 +364,7 @@ struct tide_session_options tided_spec_session_options(const Tide__V1__JobSpec *
     o.budget_bytes = budget;
     o.memory = &setup->policy;
     o.seed = spec->seed;
+    o.math = setup->math;
     o.train = setup->training ? &setup->train : NULL;
     o.fetches = (const char *const *)spec->fetches;
     o.n_fetches = (uint32_t)spec->n_fetches;

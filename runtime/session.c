@@ -232,6 +232,8 @@ static enum tide_status setup(struct tide_session *s, const struct tide_session_
             return st;
         s->training = true;
     }
+    if (o->math != TIDE_MATH_FP32 && tide_graph_set_math(g, o->math) != TIDE_OK)
+        return tide_error_set(err, TIDE_NOMEM, "session: out of memory");
 
     /* Fetches: the named ones, then the loss. */
     s->fetches = calloc((size_t)o->n_fetches + 1, sizeof(*s->fetches));

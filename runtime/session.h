@@ -80,6 +80,13 @@ struct tide_session_options {
     uint32_t n_fetches;
     const struct tide_graph_limits *limits; /* NULL: defaults */
     /*
+     * The job's math (graph.h): TIDE_MATH_TF32 lets every convolution and
+     * matrix product that does not set its own "math" attribute, and the
+     * gradients autodiff makes of them, run on a GPU's TF32 tensor cores.
+     * The CPU backend computes float32 either way.
+     */
+    enum tide_math math;
+    /*
      * Plan only: import, autodiff and the memory plan run as usual (a plan
      * that does not fit fails tide_session_new with TIDE_DOES_NOT_FIT; use
      * tide_session_plan to get its report), but no executor is created, so

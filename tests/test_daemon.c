@@ -2902,6 +2902,63 @@ static void test_tidectl_plan_device_profile(void **state)
     free(r);
 }
 
+/* The losses of the step lines of a `tidectl --json train` run's output, in order; *n of them. */
+static size_t step_losses(const char *out, double *losses, size_t max)
+{
+    size_t n_lines, n = 0;
+    struct json_object *lines = tide_test_json_lines(out, &n_lines);
+    for (size_t i = 0; i < n_lines; i++) {
+        struct json_object *line = tide_test_json_line(lines, i);
+        if (strcmp(tide_test_json_string(line, "event"), "step") != 0)
+            continue;
+        struct json_object *result;
+        assert_true(json_object_object_get_ex(line, "result", &result));
+        assert_true(n < max);
+        losses[n++] = tide_test_json_number(result, "loss");
+    }
+    json_object_put(lines);
+    return n;
+}
+
+/*
+ * tidectl --math: a job in tf32 runs on the daemon's CPU backend with the
+ * losses of fp32, bit for bit (the CPU has no TF32; its products compute
+ * float32 whatever the math), and an unknown math is refused by the daemon,
+ * naming it.
+ */
+static void test_tidectl_math(void **state)
+{
+    (void)state;
+    NEED_DAEMON();
+    struct tide_test_run *r = malloc(sizeof(*r));
+    assert_non_null(r);
+    double losses[2][8];
+    size_t n[2];
+    for (int k = 0; k < 2; k++) {
+        run_tidectl(r, -1, "--json", "train", "--model", "cnn", "--dataset", "synthetic",
+                    "--steps", "4", "--batch", "16", "--budget", "64M", "--no-eval", "--math",
+                    k ? "tf32" : "fp32", (char *)NULL);
+        if (r->exit_code != 0)
+            fail_msg("tidectl train --math %s: exit %d\n%s\n%s", k ? "tf32" : "fp32",
+                     r->exit_code, r->out, r->err);
+        n[k] = step_losses(r->out, losses[k], 8);
+    }
+    assert_int_equal(n[0], 4);
+    assert_int_equal(n[1], 4);
+    for (size_t i = 0; i < 4; i++)
+        if (losses[0][i] != losses[1][i])
+            fail_msg("step %zu: loss %.9g in fp32, %.9g in tf32", i + 1, losses[0][i],
+                     losses[1][i]);
+
+    run_tidectl(r, -1, "plan", "--model", "cnn", "--budget", "10M", "--math", "bf16",
+                (char *)NULL);
+    assert_int_not_equal(r->exit_code, 0);
+    const char *message = "math \"bf16\": wants fp32 or tf32";
+    if (!strstr(r->err, message))
+        fail_msg("tidectl plan --math bf16: stderr lacks \"%s\":\n%s", message, r->err);
+    free(r);
+}
+
 static void test_tidectl_plan_partitions_table(void **state)
 {
     (void)state;
@@ -3604,6 +3661,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_tidectl_plan_policy),
         cmocka_unit_test(test_tidectl_plan_partitions_table),
         cmocka_unit_test(test_tidectl_plan_device_profile),
+        cmocka_unit_test(test_tidectl_math),
         cmocka_unit_test(test_tidectl_json_job),
         cmocka_unit_test(test_tidectl_transformer),
         cmocka_unit_test(test_restart_after_sigterm),

@@ -138,9 +138,11 @@ static void test_good_spec_gives_the_options(void **state)
     f->memory.autotune = false;
     f->memory.recompute = TIDE__V1__RECOMPUTE_MODE__RECOMPUTE_CHECKPOINT_SQRT;
     f->spec.memory = &f->memory;
+    f->spec.math = "tf32";
     struct tided_spec_setup s;
     struct tide_error err = {0};
     assert_int_equal(tided_spec_setup(&f->spec, 5 << 20, &s, &err), TIDE_OK);
+    assert_int_equal(s.math, TIDE_MATH_TF32);
     assert_true(s.training);
     assert_string_equal(s.train.loss, TIDE_MODEL_LOSS);
     assert_int_equal(s.train.optimizer, TIDE_OPTIMIZER_ADAM);
@@ -169,6 +171,7 @@ static void test_good_spec_gives_the_options(void **state)
     assert_int_equal(o.n_fetches, 1);
     assert_string_equal(o.fetches[0], TIDE_MODEL_LOGITS);
     assert_ptr_equal(o.limits, &f->limits);
+    assert_int_equal(o.math, TIDE_MATH_TF32);
     assert_false(o.plan_only);
 }
 
@@ -188,8 +191,13 @@ static void test_defaults_and_forward_only(void **state)
     assert_int_equal(s.policy.prefetch_distance, d.prefetch_distance);
     assert_int_equal(s.policy.vars_home, d.vars_home);
     assert_int_equal(s.policy.budget_bytes, 1 << 20);
+    assert_int_equal(s.math, TIDE_MATH_FP32); /* math "" */
     struct tide_session_options o = tided_spec_session_options(&f->spec, &s, NULL, 0, NULL);
     assert_null(o.train);
+    assert_int_equal(o.math, TIDE_MATH_FP32);
+    f->spec.math = "fp32";
+    assert_int_equal(tided_spec_setup(&f->spec, 1 << 20, &s, &err), TIDE_OK);
+    assert_int_equal(s.math, TIDE_MATH_FP32);
     assert_non_null(o.memory);
 
     /* Momentum and SGD fill their own fields. */
@@ -327,6 +335,9 @@ static void test_bad_memory_fields(void **state)
     expect_setup_error(&f->spec, TIDE_INVALID,
                        "memory.recompute: unknown mode 4 (want RECOMPUTE_DEVICE, RECOMPUTE_AUTO, "
                        "RECOMPUTE_CHECKPOINT_SQRT or RECOMPUTE_OFF)");
+    f->memory.recompute = TIDE__V1__RECOMPUTE_MODE__RECOMPUTE_AUTO;
+    f->spec.math = "bf16";
+    expect_setup_error(&f->spec, TIDE_INVALID, "math \"bf16\": wants fp32 or tf32");
 }
 
 static void test_bad_feeds_and_graph(void **state)

@@ -388,6 +388,59 @@ static void test_instantiate_matches_new(void **state)
     free(bytes);
 }
 
+/*
+ * A job's math: under TIDE_MATH_TF32 every MatMul of the trained graph, the
+ * forward ones and those autodiff made, carries "tf32"; the CPU computes
+ * float32 either way, so one step gives the loss and Variables of fp32 bit
+ * for bit.
+ */
+static void test_job_math(void **state)
+{
+    (void)state;
+    size_t len;
+    uint8_t *bytes = small_mlp(&len);
+    struct tide_train_options adam = {
+        .loss = TIDE_MODEL_LOSS, .optimizer = TIDE_OPTIMIZER_ADAM, .learning_rate = 0.01f};
+    struct tide_session_options o = tide_session_options_default();
+    o.train = &adam;
+    o.seed = 5;
+    struct tide_error err = {0};
+    struct tide_session *s[2];
+    check(tide_session_new(bytes, len, &o, &s[0], &err), &err);
+    o.math = TIDE_MATH_TF32;
+    check(tide_session_new(bytes, len, &o, &s[1], &err), &err);
+
+    uint32_t products[2] = {0, 0};
+    for (int k = 0; k < 2; k++) {
+        const struct tide_graph *g = tide_session_graph(s[k]);
+        for (uint32_t v = 0; v < g->n_nodes; v++) {
+            if (g->nodes[v].op != TIDE_OP_MATMUL)
+                continue;
+            products[k]++;
+            assert_int_equal(tide_node_math(&g->nodes[v]), k ? TIDE_MATH_TF32 : TIDE_MATH_FP32);
+        }
+    }
+    assert_int_equal(products[0], products[1]);
+    assert_true(products[1] >= 5); /* two layers forward, and their gradients */
+
+    float x[4 * 64];
+    int32_t labels[4] = {0, 2, 4, 6};
+    for (int i = 0; i < 4 * 64; i++)
+        x[i] = (float)((i * 13) % 7) / 7.0f - 0.5f;
+    float loss[2];
+    for (int k = 0; k < 2; k++) {
+        check(tide_session_feed(s[k], TIDE_MODEL_IMAGES, x, sizeof(x), &err), &err);
+        check(tide_session_feed(s[k], TIDE_MODEL_LABELS, labels, sizeof(labels), &err), &err);
+        check(tide_session_step(s[k], NULL, &err), &err);
+        check(tide_session_step(s[k], NULL, &err), &err);
+        check(tide_session_fetch(s[k], TIDE_MODEL_LOSS, &loss[k], sizeof(float), &err), &err);
+    }
+    assert_memory_equal(&loss[0], &loss[1], sizeof(float));
+    tide_session_free(s[0]);
+    tide_session_free(s[1]);
+    free(bytes);
+}
+
 static bool cancel_after(void *context)
 {
     int *polls_left = context;
@@ -502,6 +555,7 @@ int main(void)
         cmocka_unit_test(test_deterministic_across_runs_and_threads),
         cmocka_unit_test(test_mlp_learns_synthetic),
         cmocka_unit_test(test_plan_only),
+        cmocka_unit_test(test_job_math),
         cmocka_unit_test(test_instantiate_matches_new),
         cmocka_unit_test(test_cancel_between_passes),
         cmocka_unit_test(test_plan_reports_when_not_fitting),

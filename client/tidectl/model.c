@@ -227,6 +227,7 @@ void tidectl_make_spec(const struct tidectl_options *o, const struct tidectl_mod
     spec->budget_bytes = o->budget;
     spec->partition_size = o->partition_size;
     spec->device_profile = o->device_profile;
+    spec->math = o->math;
     spec->swap = o->swap;
     spec->vars_home = o->vars_home;
     spec->recompute = o->recompute;

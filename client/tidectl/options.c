@@ -61,6 +61,7 @@ static const struct option long_options[] = {
     {"partitions", no_argument, 0, TIDECTL_OPT_PARTITIONS},
     {"svg", required_argument, 0, TIDECTL_OPT_SVG},
     {"device-profile", required_argument, 0, TIDECTL_OPT_DEVICE_PROFILE},
+    {"math", required_argument, 0, TIDECTL_OPT_MATH},
     {"all", no_argument, 0, TIDECTL_OPT_ALL},
     {"stride", required_argument, 0, TIDECTL_OPT_STRIDE},
     {"once", no_argument, 0, TIDECTL_OPT_ONCE},
@@ -571,6 +572,9 @@ int tidectl_parse_options(int argc, char **argv, const struct tidectl_verb *verb
             break;
         case TIDECTL_OPT_DEVICE_PROFILE:
             o->device_profile = optarg; /* the daemon checks the name */
+            break;
+        case TIDECTL_OPT_MATH:
+            o->math = optarg; /* the daemon checks the name */
             break;
         case TIDECTL_OPT_ALL:
             o->all = true;

@@ -125,6 +125,7 @@ enum tidectl_option_id {
     TIDECTL_OPT_PARTITIONS,
     TIDECTL_OPT_SVG,
     TIDECTL_OPT_DEVICE_PROFILE,
+    TIDECTL_OPT_MATH,
     /* jobs, watch, top */
     TIDECTL_OPT_ALL,
     TIDECTL_OPT_STRIDE,
@@ -156,7 +157,7 @@ enum tidectl_option_id {
     TIDECTL_OPT_MODEL, TIDECTL_OPT_DEPTH, TIDECTL_OPT_WIDTH, TIDECTL_OPT_DATASET,                  \
         TIDECTL_OPT_DATA_DIR, TIDECTL_OPT_BATCH, TIDECTL_OPT_BUDGET, TIDECTL_OPT_SWAP,             \
         TIDECTL_OPT_PARTITION_SIZE, TIDECTL_OPT_VARS_HOME, TIDECTL_OPT_POLICY,                     \
-        TIDECTL_OPT_OPTIMIZER, TIDECTL_OPT_LR,                                                     \
+        TIDECTL_OPT_MATH, TIDECTL_OPT_OPTIMIZER, TIDECTL_OPT_LR,                                   \
         TIDECTL_OPT_SEED, TIDECTL_OPT_NAME, TIDECTL_OPT_SEQ_LEN, TIDECTL_OPT_HIDDEN,               \
         TIDECTL_OPT_LAYERS, TIDECTL_LM_OPTIONS, TIDECTL_DATA_FILE_OPTIONS, TIDECTL_ONNX_OPTIONS
 
@@ -221,6 +222,10 @@ enum tidectl_option_id {
     "                           cheap producers again before far uses where that moves\n"         \
     "                           fewer bytes; or sqrt(n) checkpointing without swapping.\n"         \
     "                           Default: recompute on a GPU, swap on the CPU backend.\n"          \
+    "  --math fp32|tf32         The math of the convolutions and matrix products (default\n"    \
+    "                           fp32). tf32 lets a GPU multiply on TF32 tensor cores:\n"        \
+    "                           faster, 10-bit mantissas, still the same bits every run.\n"     \
+    "                           The CPU backend computes fp32 either way.\n"                    \
     "  --optimizer NAME         sgd (default for --onnx), momentum (default, 0.9; adam for\n"      \
     "                           lstm, transformer and moe) or adam.\n"                            \
     "  --lr X                   Learning rate (default 0.05 sgd, 0.02 momentum, 0.001 adam;\n"     \
@@ -322,6 +327,7 @@ struct tidectl_options {
     bool partitions;
     const char *svg; /* the memory picture's path, or NULL */
     const char *device_profile; /* plan: --device-profile, or NULL (the daemon's device) */
+    const char *math;           /* --math fp32|tf32, or NULL (fp32); the daemon checks it */
     /* jobs, watch, top */
     bool all;
     uint32_t stride;

@@ -263,6 +263,13 @@ struct tide_job_spec {
     /* The device the plan is for: "cpu", "h100", "h200"; NULL or "": the daemon's own. */
     const char *device_profile;
     /*
+     * The math of the convolutions and matrix products that do not set their
+     * own "math" attribute: "fp32" (NULL or "": plain float32) or "tf32" (a GPU
+     * may multiply on TF32 tensor cores: faster, 10-bit mantissas, still the
+     * same bits every run; the CPU computes float32). The daemon checks it.
+     */
+    const char *math;
+    /*
      * Admission priority, -1000 to 1000 (0 the default): higher is admitted
      * first and may preempt lower jobs; above 0 only for root and tided's
      * admin-group.
