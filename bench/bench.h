@@ -73,6 +73,7 @@ struct bench_options {
     bool has_profile;                   /* --device-profile was given: profile is it */
     struct tide_device_profile profile; /* else the backend's own, measured by the session */
     uint64_t host_budget;               /* --host-budget; default 80 % of RAM */
+    enum tide_math math;                /* --math: the job's math (graph.h); default fp32 */
 };
 
 /*
@@ -106,7 +107,7 @@ int tide_bench_train_options(const char *optimizer, double lr, struct tide_train
  */
 enum tide_status tide_bench_plan(const char *model, const uint8_t *bytes, size_t len,
                                  const struct tide_train_options *train,
-                                 const struct tide_memory_policy *policy,
+                                 const struct tide_memory_policy *policy, enum tide_math math,
                                  struct tide_backend *backend, struct tide_session **session,
                                  struct tide_error *err);
 
@@ -129,8 +130,9 @@ int64_t tide_bench_largest(int64_t max, int (*fits)(void *ctx, int64_t size), vo
 int tide_bench_train_step(const char *what, const uint8_t *bytes, size_t len, int64_t batch,
                           int64_t c, int64_t h, int64_t w, uint64_t seed,
                           const struct tide_train_options *train,
-                          const struct tide_memory_policy *policy, struct tide_backend *backend,
-                          uint64_t *high_water, uint64_t *peak, double *ms);
+                          const struct tide_memory_policy *policy, enum tide_math math,
+                          struct tide_backend *backend, uint64_t *high_water, uint64_t *peak,
+                          double *ms);
 
 /* Wall time on the monotonic clock, and the whole process's CPU time (every thread). */
 double tide_bench_now_ms(void);

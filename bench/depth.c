@@ -54,7 +54,8 @@ static int fits(void *ctx, int64_t size)
     struct tide_session *session = NULL;
     struct tide_error err = {0};
     enum tide_status st =
-        tide_bench_plan("resnet", bytes, len, &s->train, &s->policy, s->backend, &session, &err);
+        tide_bench_plan("resnet", bytes, len, &s->train, &s->policy, s->o->math, s->backend,
+                        &session, &err);
     s->plans++;
     fprintf(stderr, "  depth %5d (n %4d): %s", tide_model_resnet_depth(n), n,
             st == TIDE_OK ? "fits" : st == TIDE_DOES_NOT_FIT ? "does not fit" : "error");
@@ -84,7 +85,7 @@ static int confirm(struct search *s, int32_t n, uint64_t *high_water, uint64_t *
         return -1;
     int rc = tide_bench_train_step("depth", bytes, len, s->o->batch, 3, s->o->image_size,
                                    s->o->image_size, s->o->seed, &s->train, &s->policy,
-                                   s->backend, high_water, peak, ms);
+                                   s->o->math, s->backend, high_water, peak, ms);
     free(bytes);
     return rc;
 }

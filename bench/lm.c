@@ -181,6 +181,7 @@ int tide_bench_train_lm(const struct bench_options *o)
     so.threads = o->threads;
     so.budget_bytes = o->budget;
     so.seed = o->seed;
+    so.math = o->math;
     so.poison = o->poison;
     so.train = &train_opts;
     if (o->budget || o->swap)
@@ -311,6 +312,7 @@ int tide_bench_train_lm(const struct bench_options *o)
     if (o->json) {
         struct json_object *line = tide_bench_json_object();
         tide_bench_json_set_string(line, "model", o->model);
+        tide_bench_json_set_string(line, "math", tide_math_name(o->math));
         tide_bench_json_set_string(line, "dataset", o->dataset);
         tide_bench_json_set_int(line, "batch", m.batch);
         tide_bench_json_set_int(line, "seq_len", m.seq_len);

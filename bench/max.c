@@ -181,7 +181,8 @@ static int fits(void *ctx, int64_t v)
     struct tide_session *session = NULL;
     struct tide_error err = {0};
     enum tide_status st =
-        tide_bench_plan(o.model, bytes, len, &s->train, &s->policy, s->backend, &session, &err);
+        tide_bench_plan(o.model, bytes, len, &s->train, &s->policy, o.math, s->backend, &session,
+                        &err);
     s->plans++;
     fprintf(stderr, "  %s %7" PRId64 ": %s", s->axis->field, shown(s->axis, v),
             st == TIDE_OK             ? "fits"
@@ -376,7 +377,7 @@ static int run(const struct bench_options *o, const char *command, bool legacy)
         size_t len;
         uint8_t *bytes = build_at(&s, auto_value, &at, &c, &h, &w, &len);
         if (!bytes || tide_bench_train_step(command, bytes, len, at.batch, c, h, w, o->seed,
-                                            &s.train, &s.policy, s.backend, &high_water,
+                                            &s.train, &s.policy, o->math, s.backend, &high_water,
                                             &confirmed_peak, &step_ms) != 0) {
             free(bytes);
             rc = 1;

@@ -55,8 +55,9 @@ int64_t tide_bench_largest(int64_t max, int (*fits)(void *ctx, int64_t size), vo
 int tide_bench_train_step(const char *what, const uint8_t *bytes, size_t len, int64_t batch,
                           int64_t c, int64_t h, int64_t w, uint64_t seed,
                           const struct tide_train_options *train,
-                          const struct tide_memory_policy *policy, struct tide_backend *backend,
-                          uint64_t *high_water, uint64_t *peak, double *ms)
+                          const struct tide_memory_policy *policy, enum tide_math math,
+                          struct tide_backend *backend, uint64_t *high_water, uint64_t *peak,
+                          double *ms)
 {
     /* The fetches of tide_bench_plan, so that the step runs the plan the search found. */
     static const char *const fetches[] = {TIDE_MODEL_LOGITS};
@@ -89,6 +90,7 @@ int tide_bench_train_step(const char *what, const uint8_t *bytes, size_t len, in
     opt.memory = policy;
     opt.train = train;
     opt.seed = seed;
+    opt.math = math;
     opt.fetches = fetches;
     opt.n_fetches = 1;
     struct tide_step_stats stats;

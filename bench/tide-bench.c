@@ -15,7 +15,7 @@
  *                    [--experts E] [--capacity-factor C] [--dropout R]
  *                    [--seed S] [--optimizer sgd|momentum|adam] [--lr X]
  *                    [--budget BYTES] [--backend cpu|cuda|auto] [--threads N] [--json]
- *                    [--trace FILE] [--svg FILE] [--png FILE]
+ *                    [--math fp32|tf32] [--trace FILE] [--svg FILE] [--png FILE]
  *                    [--data X --labels Y [--test-data X2 --test-labels Y2]]
  *                    [--save-npz OUT.npz]
  *                    [--onnx FILE [--output NAME] [--loss xent|mse|none] [--frozen A,B]
@@ -167,6 +167,10 @@ static void usage(FILE *out)
             "                           h200 (published figures); default: the backend's own.\n"
             "                           The automatic plan is the fitting one with the lowest\n"
             "                           predicted step time; plan prints predicted_step_ms\n"
+            "  --math fp32|tf32         every command: the math of the convolutions and matrix\n"
+            "                           products (default fp32); tf32 lets a GPU multiply on TF32\n"
+            "                           tensor cores (faster, 10-bit mantissas, still the same\n"
+            "                           bits every run); the CPU computes fp32 either way\n"
             "  --host-budget BYTES      host memory a plan may use (host-homed variables, swap\n"
             "                           slots, staging); default 80 %% of RAM, 0: no limit\n"
             "  --policy swap|recompute|checkpoint-sqrt\n"
@@ -369,7 +373,7 @@ static int parse_options(int argc, char **argv, struct bench_options *o)
            O_ONNX, O_OUTPUT, O_LOSS, O_FROZEN, O_SAVE,
            /* the language models */
            O_D_MODEL, O_HEADS, O_VOCAB, O_EXPERTS, O_CAPACITY, O_DROPOUT,
-           O_DEVICE_PROFILE, O_HOST_BUDGET, O_POLICY };
+           O_DEVICE_PROFILE, O_HOST_BUDGET, O_POLICY, O_MATH };
     static const struct option longs[] = {
         {"model", required_argument, 0, 'm'},   {"depth", required_argument, 0, O_DEPTH},
         {"width", required_argument, 0, O_WIDTH}, {"image-size", required_argument, 0, O_IMAGE},
@@ -387,6 +391,7 @@ static int parse_options(int argc, char **argv, struct bench_options *o)
         {"device-profile", required_argument, 0, O_DEVICE_PROFILE},
         {"host-budget", required_argument, 0, O_HOST_BUDGET},
         {"policy", required_argument, 0, O_POLICY},
+        {"math", required_argument, 0, O_MATH},
         {"trace", required_argument, 0, O_TRACE},
         {"svg", required_argument, 0, O_SVG},   {"png", required_argument, 0, O_PNG},
         {"help", no_argument, 0, 'h'},
@@ -476,6 +481,14 @@ static int parse_options(int argc, char **argv, struct bench_options *o)
                 return -1;
             }
             o->has_profile = true;
+            break;
+        }
+        case O_MATH: {
+            struct tide_error merr = {0};
+            if (tide_math_parse(optarg, &o->math, &merr) != TIDE_OK) {
+                fprintf(stderr, "tide-bench: --math: %s\n", merr.message);
+                return -1;
+            }
             break;
         }
         case O_HOST_BUDGET:
@@ -1008,7 +1021,7 @@ struct tide_memory_policy tide_bench_memory_policy(const struct bench_options *o
 
 enum tide_status tide_bench_plan(const char *model, const uint8_t *bytes, size_t len,
                                  const struct tide_train_options *train,
-                                 const struct tide_memory_policy *policy,
+                                 const struct tide_memory_policy *policy, enum tide_math math,
                                  struct tide_backend *backend, struct tide_session **session,
                                  struct tide_error *err)
 {
@@ -1022,6 +1035,7 @@ enum tide_status tide_bench_plan(const char *model, const uint8_t *bytes, size_t
     so.backend = backend;
     so.memory = policy;
     so.train = train;
+    so.math = math;
     so.fetches = tide_bench_fetches(model, &so.n_fetches);
     return tide_session_plan(bytes, len, &so, session, err);
 }
@@ -1075,6 +1089,7 @@ static int print_plan(const struct bench_options *o, const struct tide_plan_repo
         return 0;
     struct json_object *line = tide_bench_json_object();
     tide_bench_json_set_string(line, "model", o->model);
+    tide_bench_json_set_string(line, "math", tide_math_name(o->math));
     tide_bench_json_set_int(line, "batch", o->batch);
     tide_bench_json_set_bool(line, "fits", r->fits);
     tide_bench_json_set_uint(line, "predicted_peak_bytes", r->predicted_peak_bytes);
@@ -1180,7 +1195,7 @@ static int cmd_plan(const struct bench_options *o)
         goto out;
     }
     enum tide_status st =
-        tide_bench_plan(o->model, bytes, len, &train, &policy, backend, &session, &err);
+        tide_bench_plan(o->model, bytes, len, &train, &policy, o->math, backend, &session, &err);
     if (st != TIDE_OK && st != TIDE_DOES_NOT_FIT) {
         fprintf(stderr, "tide-bench: %s\n", err.message);
         goto out;
@@ -1396,6 +1411,7 @@ static int cmd_train(const struct bench_options *o)
     so.threads = o->threads;
     so.budget_bytes = o->budget;
     so.seed = o->seed;
+    so.math = o->math;
     so.poison = o->poison;
     so.train = &train_opts;
     /* A budget or a swap policy plans memory; otherwise everything is resident. */
@@ -1567,6 +1583,7 @@ static int cmd_train(const struct bench_options *o)
     if (o->json) {
         struct json_object *line = tide_bench_json_object();
         tide_bench_json_set_string(line, "model", o->model);
+        tide_bench_json_set_string(line, "math", tide_math_name(o->math));
         tide_bench_json_set_string(line, "dataset", data_name);
         tide_bench_json_set_int(line, "batch", o->batch);
         tide_bench_json_set_int(line, "steps", steps);
@@ -1644,6 +1661,7 @@ static int cmd_eval(const struct bench_options *o)
     so.threads = o->threads;
     so.budget_bytes = o->budget;
     so.seed = o->seed;
+    so.math = o->math;
     so.train = &train_opts;
     if (o->budget || o->swap)
         so.memory = &policy;

@@ -82,6 +82,7 @@ static int run_budget(const struct bench_options *o, const uint8_t *bytes, size_
     opt.memory = policy;
     opt.train = train;
     opt.seed = o->seed;
+    opt.math = o->math;
     opt.fetches = fetches;
     opt.n_fetches = 1;
     opt.profile = m->by_op;
@@ -148,7 +149,8 @@ static int plan_bound(const struct bench_options *o, const uint8_t *bytes, size_
     struct tide_session *s = NULL;
     struct tide_error err = {0};
     policy.budget_bytes = budget;
-    enum tide_status st = tide_bench_plan(o->model, bytes, len, train, &policy, backend, &s, &err);
+    enum tide_status st =
+        tide_bench_plan(o->model, bytes, len, train, &policy, o->math, backend, &s, &err);
     if (st != TIDE_OK && st != TIDE_DOES_NOT_FIT) {
         fprintf(stderr, "tide-bench timemodel: %s\n", err.message);
         return -1;

@@ -114,6 +114,7 @@ static void expect_in_report(const char *text, const char *format, ...)
 }
 
 static const char *const plan_keys[] = {"model",
+                                        "math",
                                         "batch",
                                         "fits",
                                         "predicted_peak_bytes",
@@ -204,7 +205,8 @@ static void test_plan_fits(void **state)
 
 /*
  * `plan --device-profile`: the plan is for that device and predicts its
- * step; an unknown profile is refused listing the known ones; a host budget
+ * step; an unknown profile is refused listing the known ones, as is an
+ * unknown --math, and the plan's line says its math; a host budget
  * below what the plan needs is refused naming both numbers.
  */
 static void test_plan_device_profile_and_host_budget(void **state)
@@ -230,6 +232,15 @@ static void test_plan_device_profile_and_host_budget(void **state)
                     (char *[]){"plan", "--model", "cnn", "--budget", "8M", "--device-profile",
                                "a100", NULL},
                     "device profile \"a100\" is unknown; known profiles: cpu, h100, h200");
+    run_bench_fails(r, 2,
+                    (char *[]){"plan", "--model", "cnn", "--budget", "8M", "--math", "bf16", NULL},
+                    "tide-bench: --math: math \"bf16\": wants fp32 or tf32");
+    /* The plan says its math (tf32 moves nothing on the CPU backend). */
+    line = run_bench(r, 0,
+                     (char *[]){"plan", "--model", "cnn", "--batch", "32", "--budget", "5M",
+                                "--math", "tf32", "--json", NULL});
+    assert_string_equal(tide_test_json_string(line, "math"), "tf32");
+    json_object_put(line);
     line = run_bench(r, 1,
                      (char *[]){"plan", "--model", "cnn", "--batch", "32", "--budget", "5M",
                                 "--device-profile", "h100", "--host-budget", "1M", "--json",
@@ -374,6 +385,7 @@ static void test_train(void **state)
 {
     (void)state;
     static const char *const keys[] = {"model",
+                                       "math",
                                        "dataset",
                                        "batch",
                                        "steps",
@@ -428,6 +440,7 @@ static void test_train_no_eval(void **state)
 {
     (void)state;
     static const char *const keys[] = {"model",
+                                       "math",
                                        "dataset",
                                        "batch",
                                        "steps",
@@ -1152,6 +1165,7 @@ static void test_train_transformer_heldout(void **state)
 {
     (void)state;
     static const char *const keys[] = {"model",
+                                       "math",
                                        "dataset",
                                        "batch",
                                        "seq_len",

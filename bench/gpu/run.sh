@@ -29,6 +29,8 @@
 #                   its loss must equal the resident run's (swap transparency)
 #   seq_*           the Transformer's longest sequence and MoE's most experts in
 #                   12 GiB (plans), the Transformer trained on CUDA (defaults, longest)
+#   resnet50_*      ResNet-50 at 224x224, swap off and on, in fp32 and in tf32 (whose
+#                   losses must be equal too)
 #   depth           tide-bench depth at batch 16, 224x224, 12 GiB (Wei et al.),
 #                   a training run at the swap-off depth, and PyTorch's figure for
 #                   the same models (torch_resnet.py, when torch imports)
@@ -219,6 +221,24 @@ for policy in off on; do
     --backend cuda --json && record_train "resnet50_swap_$policy"
 done
 
+# The same in math tf32 (TF32 tensor cores in the convolutions and products, still the same
+# bits every run): swap off and on must end with the same loss, as in fp32.
+for policy in off on; do
+  step "resnet50_tf32_swap_$policy" 180 check tide-bench train --model resnet --depth 50 \
+    --width 64 --image-size 224 --batch 16 --steps 60 --dataset synthetic --swap "$policy" \
+    --no-eval --math tf32 --backend cuda --json && record_train "resnet50_tf32_swap_$policy"
+done
+if ran resnet50_tf32_swap_off; then
+  loss_off=$(json_field resnet50_tf32_swap_off loss)
+  loss_on=$(json_field resnet50_tf32_swap_on loss)
+  if [[ -z $loss_off || $loss_off != "$loss_on" ]]; then
+    log "tf32 swap: the losses differ or are missing: '$loss_off' (off) vs '$loss_on' (on)"
+    failed=1
+  else
+    log "tf32 swap: swap off and on both end with loss $loss_off"
+  fi
+fi
+
 # Depth (Wei et al.: 504 -> 1916 layers): the deepest ResNet at batch 16, 224x224, under
 # 12 GiB with swap off and with the automatic plan (one confirming step at the latter), a
 # training run at the swap-off depth for its images/s, and PyTorch on the same models.
@@ -244,6 +264,11 @@ if command -v python3 > /dev/null && python3 -c 'import torch' 2> /dev/null; the
   step torch_resnet_fp32 120 bench python3 "$(dirname "$0")/torch_resnet.py" --n 6 \
     --batch 16 --image-size 224 --steps 30 --budget-gib 12 --math fp32 --deterministic
   ran torch_resnet_fp32 && { grep -E '^\{' "$out/torch_resnet_fp32.log" >> "$out/torch.jsonl" || true; }
+  # ...and as tide's --math tf32: TF32 allowed, deterministic algorithms.
+  step torch_resnet_tf32_det 120 bench python3 "$(dirname "$0")/torch_resnet.py" --n 6 \
+    --batch 16 --image-size 224 --steps 30 --budget-gib 12 --math tf32 --deterministic
+  ran torch_resnet_tf32_det &&
+    { grep -E '^\{' "$out/torch_resnet_tf32_det.log" >> "$out/torch.jsonl" || true; }
 fi
 
 # The sequence models (#12) under 12 GiB: the longest Transformer sequence and the most MoE
