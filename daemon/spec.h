@@ -65,8 +65,8 @@ enum tide_status tided_spec_import(const Tide__V1__JobSpec *spec,
  * budget set to budget. TIDE_INVALID names the field and the value (an
  * optimizer's learning rate that is not a positive number, a momentum
  * outside [0, 1), no optimizer, an optimizer without a loss, an unknown
- * swap or vars_home mode, a math other than fp32 or tf32); TIDE_UNSUPPORTED for a clip_norm other
- * than 0.
+ * swap or vars_home mode, a math other than fp32 or tf32); TIDE_UNSUPPORTED
+ * for a clip_norm other than 0.
  */
 enum tide_status tided_spec_setup(const Tide__V1__JobSpec *spec, uint64_t budget,
                                   struct tided_spec_setup *out, struct tide_error *err);

@@ -118,4 +118,3 @@ enum tide_math tide_node_math(const struct tide_node *node)
     const char *s = k >= 0 ? node->attrs[k].s : NULL;
     return s && strcmp(s, "tf32") == 0 ? TIDE_MATH_TF32 : TIDE_MATH_FP32;
 }
-

@@ -13,15 +13,17 @@
  * (conv_choose). Never an algorithm that accumulates with atomics. The
  * choice depends only on the shapes, the GPU and cuDNN, so workspace_bytes
  * (at planning time, with the backend's planning handle) and the launch
- * (with the stream's handle) agree; it is cached per shape and device.
+ * (with the stream's handle) agree; it is cached per shape, math and device.
  * The math type follows the node's "math" attribute: fp32 (the default) is
  * CUDNN_FMA_MATH, plain FP32 without tensor cores, so the results stay within
- * float rounding of the CPU's; tf32 is CUDNN_DEFAULT_MATH, which lets cuDNN
- * multiply on TF32 tensor cores (10-bit mantissas, FP32 sums), with the same
- * deterministic choice, so still the same bits on every run. tf32 also allows
- * a workspace of 4x the node's largest tensor, not 1x: on the H200 that is
- * cuDNN's first choice for every ResNet-50 shape, and together they take its
- * step from 38.5 to about 16 ms (docs/benchmarks.md).
+ * float rounding of the CPU's; tf32 lets cuDNN multiply on TF32 tensor cores
+ * (10-bit mantissas, FP32 sums): CUDNN_DEFAULT_MATH for the ranking, then the
+ * math type the chosen algorithm runs with, never one that converts down to
+ * FP16 or BF16. The choice is made the same way, so still the same bits on
+ * every run. tf32 also allows a workspace of 4x the node's largest tensor,
+ * not 1x: on the H200 that is cuDNN's first choice for every ResNet-50
+ * shape, and together they take its step from 38.6 to about 17 ms
+ * (docs/benchmarks.md).
  *
  * Descriptors are made and destroyed per call: host work of a few
  * microseconds against kernels of much more.
@@ -267,8 +269,8 @@ static void conv_cache_put(const struct conv_choice *c)
  * (CUDNN_DETERMINISTIC: no atomics, the same bits every run), supported,
  * and needs no more workspace than the largest of the node's three tensors
  * (so that the choice at most doubles what the node already holds, and a
- * plan's floor moves little; 4x under tf32); when none qualifies or the ranking fails, the
- * first of the fixed list that cuDNN supports. The ranking depends only on
+ * plan's floor moves little; 4x under tf32); when none qualifies or the
+ * ranking fails, the first of the fixed list that cuDNN supports. The ranking depends only on
  * the shapes, the GPU and cuDNN, so workspace_bytes (at planning time, with
  * the backend's planning handle) and the launch (with the stream's handle)
  * agree. When nothing applies, the last failure is reported as
@@ -305,7 +307,7 @@ static enum tide_status conv_choose(cudnnHandle_t handle, const struct tide_node
         cap = (uint64_t)(cv->n * cv->k * cv->oh * cv->ow);
     if ((uint64_t)(cv->k * cv->c * cv->r * cv->s) > cap)
         cap = (uint64_t)(cv->k * cv->c * cv->r * cv->s);
-    cap *= sizeof(float) * (c.math == TIDE_MATH_TF32 ? 4 : 1);
+    cap *= sizeof(float) * (tf32 ? 4 : 1);
 
     struct conv_ranked ranked[CONV_RANKED_MAX];
     int n = conv_rank(handle, node, d, ranked);
