@@ -778,6 +778,8 @@ static void plan_from_proto(const Tide__V1__PlanReport *p, struct tide_job_plan_
     out->host_budget_bytes = p->host_budget_bytes;
     out->recompute_bytes = p->recompute_bytes;
     out->recompute_ms = p->recompute_ms;
+    out->products = p->products;
+    out->tf32_products = p->tf32_products;
     if (!with_partitions || p->n_partitions == 0)
         return;
     out->partitions = calloc(p->n_partitions, sizeof(*out->partitions));

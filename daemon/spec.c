@@ -209,6 +209,12 @@ Tide__V1__PlanReport *tided_spec_plan_report(const struct tide_plan_report *r,
     p->host_budget_bytes = r->host_budget_bytes;
     p->recompute_bytes = r->recompute_bytes;
     p->recompute_ms = r->recompute_ms;
+    for (uint32_t v = 0; g && v < g->n_nodes; v++) {
+        if (tide_op_math_attr(g->nodes[v].op) < 0)
+            continue;
+        p->products++;
+        p->tf32_products += tide_node_math(&g->nodes[v]) == TIDE_MATH_TF32;
+    }
     p->swap_in_bytes = r->swap_in_bytes;
     p->swap_out_bytes = r->swap_out_bytes;
     p->fetch_bytes = r->fetch_bytes;

@@ -2712,7 +2712,7 @@ static const char json_job_name[] = "q\"uote back\\slash /slash \t\n\r\b\f \x01\
         "fetch_bytes", "write_back_bytes", "partition_size", "swap_threshold",                     \
         "prefetch_distance", "host_bytes", "plan_us", "message", "predicted_step_ms",              \
         "predicted_stall_ms", "device_profile", "host_budget_bytes", "recompute_bytes",            \
-        "recompute_ms"
+        "recompute_ms", "products", "tf32_products"
 static const char *const job_keys[] = {JOB_KEYS, NULL};
 static const char *const job_keys_with_plan[] = {JOB_KEYS, "plan", NULL};
 static const char *const job_plan_keys[] = {PLAN_KEYS, NULL};
@@ -2779,6 +2779,8 @@ static void expect_plan_equals(struct json_object *o, const struct tide_job_plan
     assert_true(fabs(tide_test_json_number(o, "predicted_stall_ms") - p->predicted_stall_ms) <=
                 1e-8 * fabs(p->predicted_stall_ms));
     assert_string_equal(tide_test_json_string(o, "device_profile"), p->device_profile);
+    assert_int_equal(tide_test_json_uint(o, "products"), p->products);
+    assert_int_equal(tide_test_json_uint(o, "tf32_products"), p->tf32_products);
     assert_int_equal(tide_test_json_uint(o, "host_budget_bytes"), p->host_budget_bytes);
 }
 
@@ -2923,8 +2925,8 @@ static size_t step_losses(const char *out, double *losses, size_t max)
 /*
  * tidectl --math: a job in tf32 runs on the daemon's CPU backend with the
  * losses of fp32, bit for bit (the CPU has no TF32; its products compute
- * float32 whatever the math), and an unknown math is refused by the daemon,
- * naming it.
+ * float32 whatever the math); its plan counts the products in tf32; an
+ * unknown math is refused by the daemon, naming it.
  */
 static void test_tidectl_math(void **state)
 {
@@ -2949,6 +2951,28 @@ static void test_tidectl_math(void **state)
         if (losses[0][i] != losses[1][i])
             fail_msg("step %zu: loss %.9g in fp32, %.9g in tf32", i + 1, losses[0][i],
                      losses[1][i]);
+
+    /* The plan counts the products and those in tf32: the CNN's 2 convolutions, 2 MatMuls and
+     * their gradients (the first convolution has no input gradient): 11. */
+    for (int k = 0; k < 2; k++) {
+        size_t lines_n;
+        char *args[] = {"plan", "--model", "cnn", "--budget", "10M", "--math",
+                        k ? "tf32" : "fp32", NULL};
+        struct json_object *lines = tidectl_json_lines(r, 0, &lines_n, args);
+        assert_int_equal(lines_n, 1);
+        struct json_object *line = tide_test_json_line(lines, 0);
+        assert_int_equal(tide_test_json_uint(line, "products"), 11);
+        assert_int_equal(tide_test_json_uint(line, "tf32_products"), k ? 11 : 0);
+        json_object_put(lines);
+    }
+    run_tidectl(r, -1, "plan", "--model", "cnn", "--budget", "10M", "--math", "tf32",
+                (char *)NULL);
+    assert_int_equal(r->exit_code, 0);
+    if (!strstr(r->out, "  math            tf32 in its 11 convolutions and matrix products\n"))
+        fail_msg("tidectl plan --math tf32: no math line:\n%s", r->out);
+    const char *host = strstr(r->out, "  host memory");
+    assert_non_null(host);
+    assert_null(strstr(host + 1, "  host memory")); /* one line, not two */
 
     run_tidectl(r, -1, "plan", "--model", "cnn", "--budget", "10M", "--math", "bf16",
                 (char *)NULL);

@@ -130,6 +130,8 @@ void tidectl_json_add_plan(json_object *o, const struct tide_job_plan_report *p,
     tidectl_json_set_uint(o, "host_budget_bytes", p->host_budget_bytes);
     tidectl_json_set_uint(o, "recompute_bytes", p->recompute_bytes);
     tidectl_json_set_double(o, "recompute_ms", p->recompute_ms);
+    tidectl_json_set_uint(o, "products", p->products);
+    tidectl_json_set_uint(o, "tf32_products", p->tf32_products);
     if (!partitions)
         return;
     tidectl_json_set_uint(o, "n_partitions", p->n_partitions);
@@ -262,7 +264,13 @@ void tidectl_print_plan(const struct tide_job_plan_report *p, bool partitions)
     if (p->device_profile[0])
         printf("  predicted step  %.2f ms on %s, compute waiting %.2f ms for copies\n",
                p->predicted_step_ms, p->device_profile, p->predicted_stall_ms);
-    printf("  host memory     %s\n", tidectl_fmt_bytes(p->host_bytes, b1, sizeof(b1)));
+    if (p->products && (p->tf32_products == 0 || p->tf32_products == p->products))
+        printf("  math            %s in its %" PRIu32 " convolutions and matrix products\n",
+               p->tf32_products ? "tf32" : "fp32", p->products);
+    else if (p->products)
+        printf("  math            tf32 in %" PRIu32 " of %" PRIu32
+               " convolutions and matrix products, fp32 in the rest\n",
+               p->tf32_products, p->products);
     printf("  recomputed      %s per step, %.3f ms estimated\n",
            tidectl_fmt_bytes(p->recompute_bytes, b1, sizeof(b1)), p->recompute_ms);
     printf("  planned in      %.1f ms\n", (double)p->plan_us / 1000.0);

@@ -326,6 +326,8 @@ struct tide_job_plan_report {
     uint64_t host_budget_bytes; /* the host memory the plan had to fit (0: no limit) */
     uint64_t recompute_bytes; /* bytes the plan's recompute copies make again per step */
     double recompute_ms;      /* ... and their estimated time on the compute stream */
+    uint32_t products;        /* convolutions and matrix products in the graph */
+    uint32_t tf32_products;   /* ... of which in math tf32 */
 };
 
 /* What the daemon knows about a job (tide.v1.JobInfo). */
