@@ -2195,6 +2195,7 @@ static void test_layer_norm(void **state)
         {"ln_rank1", 1, {33}},
         {"ln_long", 2, {3, 2053}},
         {"ln_many_rows", 2, {1500, 65}},
+        {"ln_transformer_rows", 2, {4100, 130}}, /* dgain's 32-warp blocks, a partial group */
     };
     for (size_t i = 0; i < sizeof(shapes) / sizeof(shapes[0]); i++) {
         int32_t rank = shapes[i].rank;

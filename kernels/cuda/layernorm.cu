@@ -6,8 +6,14 @@
  * the mean, each in double through the block's fixed tree (device.cuh), then
  * the outputs with the CPU kernels' expressions (kernels/cpu/layernorm.c).
  * Rows of fewer than 1024 elements get one warp, longer ones 256 threads: a
- * function of the shape. LayerNormGrad's dgain and dbias give each column
- * one thread, which sums the rows in order in double: no atomics.
+ * function of the shape. LayerNormGrad's dgain and dbias: a block owns 32
+ * columns, one per lane, and its warps split the rows (warp w takes rows w,
+ * w + warps, ... in order), each lane summing in double; then the warps'
+ * sums are added in warp order. The split depends on the shape only, so the
+ * sums are the same bits every run, with no atomics. (One thread per column
+ * summing every row took 0.8 ms for a [4096, 128] gradient on an H200, half
+ * of the Transformer's kernel time; reading 32 columns per warp, coalesced,
+ * over many warps, it takes microseconds.)
  */
 #include "kernels/cuda/device.cuh"
 #include "kernels/cuda/norm-seq.h"
@@ -73,19 +79,39 @@ __global__ void layer_norm_dx_kernel(const float *dy, const float *x, const floa
     }
 }
 
+/* Warps per block of the dgain kernel: more for more rows, a function of the shape. */
+unsigned dgain_warps(int64_t rows)
+{
+    return rows >= 4096 ? 32 : rows >= 512 ? 8 : 1;
+}
+
 __global__ void layer_norm_dgain_kernel(const float *dy, const float *x, const float *mean_in,
                                         const float *inv_in, float *dgain, float *dbias,
                                         int64_t rows, int64_t d)
 {
-    for (int64_t j = first_index(); j < d; j += grid_stride()) {
+    __shared__ double part_dyx[32][33], part_dy[32][33]; /* [warp][lane], padded */
+    int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
+    for (int64_t j0 = (int64_t)blockIdx.x * 32; j0 < d; j0 += (int64_t)gridDim.x * 32) {
+        int64_t j = j0 + lane;
         double sum_dyx = 0.0, sum_dy = 0.0;
-        for (int64_t r = 0; r < rows; r++) {
+        for (int64_t r = warp; j < d && r < rows; r += warps) {
             float g = dy[r * d + j];
             sum_dyx += g * ((x[r * d + j] - (double)mean_in[r]) * (double)inv_in[r]);
             sum_dy += g;
         }
-        dgain[j] = (float)sum_dyx;
-        dbias[j] = (float)sum_dy;
+        part_dyx[warp][lane] = sum_dyx;
+        part_dy[warp][lane] = sum_dy;
+        __syncthreads();
+        if (warp == 0 && j < d) {
+            double a = 0.0, b = 0.0;
+            for (int w = 0; w < warps; w++) {
+                a += part_dyx[w][lane];
+                b += part_dy[w][lane];
+            }
+            dgain[j] = (float)a;
+            dbias[j] = (float)b;
+        }
+        __syncthreads(); /* the next columns overwrite the partial sums */
     }
 }
 
@@ -119,8 +145,10 @@ cudaError_t tide__cuda_launch_layer_norm_grad(cudaStream_t stream, const float *
             return rc;
     }
     /* With no rows, dgain and dbias are the empty sums: 0. */
-    layer_norm_dgain_kernel<<<blocks_for(d), kThreads, 0, stream>>>(dy, x, mean, inv_std, dgain,
-                                                                    dbias, rows, d);
+    int64_t groups = (d + 31) / 32;
+    unsigned blocks = groups < 65535 ? (unsigned)groups : 65535u;
+    layer_norm_dgain_kernel<<<blocks, 32 * dgain_warps(rows), 0, stream>>>(dy, x, mean, inv_std,
+                                                                           dgain, dbias, rows, d);
     return cudaGetLastError();
 }
 
