@@ -71,6 +71,12 @@ struct tide_device_profile {
      * not its launch, nor a copy's.
      */
     double op_scale[TIDE_OP_COUNT];
+    /*
+     * How many times faster a product in math tf32 (graph.h) computes than
+     * in fp32: divides its compute time, not its memory time; 0 counts as 1
+     * (the CPU, which has no TF32).
+     */
+    double tf32_speedup;
 };
 
 /* The published profiles' names, for messages: "h100, h200" (the local one is "cpu"). */

@@ -120,6 +120,21 @@ static void test_node_work(void **state)
                  0.002 + 2.5 * ((384 + 108 + 288) * 4.0 + patches) / 1e9 * 1e3);
     assert_close(tide_time_node_ms(&p, g, &g->nodes[relu]), 0.002 + 160 / 1e9 * 1e3);
     assert_close(tide_time_node_ms(&p, g, &g->nodes[x]), 0.002 + 1536 / 1e6 * 1e3);
+
+    /*
+     * Math tf32 divides a product's compute time by the profile's speedup
+     * (none without one: the CPU), never its memory time nor another op's.
+     */
+    p.op_scale[TIDE_OP_CONV2D] = 0;
+    p.compute_flops = 1e7; /* the convolution compute-bound again */
+    assert_int_equal(tide_attr_set_string(g, conv, TIDE_ATTR_CONV2D_math, "tf32"), TIDE_OK);
+    assert_close(tide_time_node_ms(&p, g, &g->nodes[conv]), 0.002 + 15552 / 1e7 * 1e3);
+    p.tf32_speedup = 4;
+    assert_close(tide_time_node_ms(&p, g, &g->nodes[conv]), 0.002 + 15552 / 1e7 / 4 * 1e3);
+    p.compute_flops = 1e12; /* memory-bound: the speedup does not apply */
+    assert_close(tide_time_node_ms(&p, g, &g->nodes[conv]),
+                 0.002 + ((384 + 108 + 288) * 4.0 + patches) / 1e9 * 1e3);
+    assert_close(tide_time_node_ms(&p, g, &g->nodes[relu]), 0.002 + 160 / 1e9 * 1e3);
     tide_graph_free(g);
 }
 
@@ -200,6 +215,8 @@ static void test_profiles(void **state)
     assert_close(h100->memory_bytes_per_s, 3.35e12);
     assert_close(h200->memory_bytes_per_s, 4.8e12);
     assert_close(h200->copy_bytes_per_s, 55e9);
+    assert_close(h100->tf32_speedup, 1.7); /* measured on the H200 (timemodel.c) */
+    assert_close(h200->tf32_speedup, 1.7);
     assert_null(tide_device_profile_named("a100"));
     assert_null(tide_device_profile_named(NULL));
 
