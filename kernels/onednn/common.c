@@ -116,6 +116,20 @@ dnnl_primitive_attr_t tide__onednn_attr_new(void)
     return attr;
 }
 
+dnnl_primitive_desc_t tide__onednn_pass_pd(const_dnnl_op_desc_t fwd_d, const_dnnl_op_desc_t bwd_d,
+                                           const_dnnl_primitive_attr_t attr)
+{
+    dnnl_primitive_desc_t fwd = NULL, pd = NULL;
+    if (dnnl_primitive_desc_create(&fwd, fwd_d, attr, tide__onednn_engine(), NULL) != dnnl_success)
+        return NULL;
+    if (!bwd_d)
+        return fwd;
+    if (dnnl_primitive_desc_create(&pd, bwd_d, attr, tide__onednn_engine(), fwd) != dnnl_success)
+        pd = NULL;
+    dnnl_primitive_desc_destroy(fwd);
+    return pd;
+}
+
 /* ============================================================================
  * Cache
  * ========================================================================== */

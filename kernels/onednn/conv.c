@@ -179,14 +179,12 @@ static dnnl_primitive_desc_t conv_pd(const struct key *key, const_dnnl_primitive
     dnnl_dims_t pad_r = {(g->oh - 1) * g->sh + g->r - g->h - g->ph,
                          (g->ow - 1) * g->sw + g->s - g->w - g->pw};
     dnnl_convolution_desc_t fwd_d, d;
-    dnnl_primitive_desc_t fwd = NULL, pd = NULL;
     if (dnnl_convolution_forward_desc_init(&fwd_d, dnnl_forward_training, dnnl_convolution_direct,
                                            &x, &w, NULL, &y, strides, pad_l,
-                                           pad_r) != dnnl_success ||
-        dnnl_primitive_desc_create(&fwd, &fwd_d, attr, tide__onednn_engine(), NULL) != dnnl_success)
+                                           pad_r) != dnnl_success)
         return NULL;
     if (key->op == TIDE_OP_CONV2D)
-        return fwd;
+        return tide__onednn_pass_pd(&fwd_d, NULL, attr);
     dnnl_status_t s;
     if (key->op == TIDE_OP_CONV2D_BACKPROP_INPUT)
         s = dnnl_convolution_backward_data_desc_init(&d, dnnl_convolution_direct, &x, &w, &y,
@@ -194,11 +192,7 @@ static dnnl_primitive_desc_t conv_pd(const struct key *key, const_dnnl_primitive
     else
         s = dnnl_convolution_backward_weights_desc_init(&d, dnnl_convolution_direct, &x, &w, NULL,
                                                         &y, strides, pad_l, pad_r);
-    if (s == dnnl_success &&
-        dnnl_primitive_desc_create(&pd, &d, attr, tide__onednn_engine(), fwd) != dnnl_success)
-        pd = NULL;
-    dnnl_primitive_desc_destroy(fwd);
-    return pd;
+    return s == dnnl_success ? tide__onednn_pass_pd(&fwd_d, &d, attr) : NULL;
 }
 
 /* A reorder primitive from src to dst with a user scratchpad, or NULL. */
@@ -222,12 +216,10 @@ static dnnl_primitive_t make_reorder(const dnnl_memory_desc_t *src, const dnnl_m
 static void entry_build(struct entry *e)
 {
     e->ok = false;
-    dnnl_primitive_attr_t attr;
-    if (dnnl_primitive_attr_create(&attr) != dnnl_success)
+    dnnl_primitive_attr_t attr = tide__onednn_attr_new();
+    if (!attr)
         return;
-    dnnl_primitive_desc_t pd = NULL;
-    if (dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user) == dnnl_success)
-        pd = conv_pd(&e->key, attr);
+    dnnl_primitive_desc_t pd = conv_pd(&e->key, attr);
     if (!pd) {
         dnnl_primitive_attr_destroy(attr);
         return;

@@ -75,7 +75,7 @@ static void entry_build(void *entry)
     const unsigned flags = dnnl_use_scale | dnnl_use_shift;
     dnnl_primitive_attr_t attr = tide__onednn_attr_new();
     dnnl_batch_normalization_desc_t fwd_d, bwd_d;
-    dnnl_primitive_desc_t fwd = NULL, pd = NULL;
+    dnnl_primitive_desc_t pd = NULL;
     e->ok = false;
     if (!attr)
         return;
@@ -84,16 +84,10 @@ static void entry_build(void *entry)
         dnnl_memory_desc_init_by_tag(&e->stat, 1, cd, dnnl_f32, dnnl_a) == dnnl_success &&
         dnnl_batch_normalization_forward_desc_init(&fwd_d, dnnl_forward_training, &e->x, k->epsilon,
                                                    flags) == dnnl_success &&
-        dnnl_primitive_desc_create(&fwd, &fwd_d, attr, tide__onednn_engine(), NULL) == dnnl_success;
-    if (ok && k->backward) {
-        ok = dnnl_batch_normalization_backward_desc_init(&bwd_d, dnnl_backward, &e->x, &e->x,
-                                                         k->epsilon, flags) == dnnl_success &&
-             dnnl_primitive_desc_create(&pd, &bwd_d, attr, tide__onednn_engine(), fwd) ==
-                 dnnl_success;
-    } else if (ok) {
-        pd = fwd;
-        fwd = NULL;
-    }
+        (!k->backward ||
+         dnnl_batch_normalization_backward_desc_init(&bwd_d, dnnl_backward, &e->x, &e->x,
+                                                     k->epsilon, flags) == dnnl_success) &&
+        (pd = tide__onednn_pass_pd(&fwd_d, k->backward ? &bwd_d : NULL, attr)) != NULL;
     if (ok) {
         e->scratchpad = *dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
         e->variance = k->backward ? tide__onednn_align((uint64_t)k->c * sizeof(float)) : 0;
@@ -105,8 +99,6 @@ static void entry_build(void *entry)
     }
     if (pd)
         dnnl_primitive_desc_destroy(pd);
-    if (fwd)
-        dnnl_primitive_desc_destroy(fwd);
     dnnl_primitive_attr_destroy(attr);
     e->ok = ok;
 }

@@ -50,6 +50,16 @@ void tide__onednn_count_run(enum tide_op op);
 dnnl_primitive_attr_t tide__onednn_attr_new(void);
 
 /*
+ * The primitive descriptor of one pass under attr: fwd_d's (a forward
+ * training pass), or, when bwd_d is not NULL, bwd_d's with fwd_d's as the
+ * hint oneDNN's backward passes need (that one is destroyed before
+ * returning: the backward descriptor keeps what it needs). NULL when oneDNN
+ * has no implementation; the caller destroys the result.
+ */
+dnnl_primitive_desc_t tide__onednn_pass_pd(const_dnnl_op_desc_t fwd_d, const_dnnl_op_desc_t bwd_d,
+                                           const_dnnl_primitive_attr_t attr);
+
+/*
  * The cache entry whose key (its first key_bytes bytes) equals key, else a
  * new zeroed entry of entry_bytes with the key copied in, filled by
  * build(entry) under the cache's lock with OpenMP at one thread (building

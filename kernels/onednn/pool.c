@@ -135,7 +135,7 @@ static void entry_build(void *entry)
     dnnl_alg_kind_t alg = k->max ? dnnl_pooling_max : dnnl_pooling_avg_exclude_padding;
     dnnl_primitive_attr_t attr = tide__onednn_attr_new();
     dnnl_pooling_desc_t fwd_d, bwd_d;
-    dnnl_primitive_desc_t fwd = NULL, pd = NULL;
+    dnnl_primitive_desc_t pd = NULL;
     e->ok = false;
     if (!attr)
         return;
@@ -144,17 +144,10 @@ static void entry_build(void *entry)
         dnnl_memory_desc_init_by_tag(&e->y, 4, yd, dnnl_f32, dnnl_nchw) == dnnl_success &&
         dnnl_pooling_forward_desc_init(&fwd_d, dnnl_forward_training, alg, &e->x, &e->y, strides,
                                        kernel, pad_l, pad_r) == dnnl_success &&
-        dnnl_primitive_desc_create(&fwd, &fwd_d, attr, tide__onednn_engine(), NULL) == dnnl_success;
-    if (ok && k->backward) {
-        ok = !k->max && /* MaxPool2DGrad is tide's own scatter */
-             dnnl_pooling_backward_desc_init(&bwd_d, alg, &e->x, &e->y, strides, kernel, pad_l,
-                                             pad_r) == dnnl_success &&
-             dnnl_primitive_desc_create(&pd, &bwd_d, attr, tide__onednn_engine(), fwd) ==
-                 dnnl_success;
-    } else if (ok) {
-        pd = fwd;
-        fwd = NULL;
-    }
+        (!k->backward || (!k->max && /* MaxPool2DGrad is tide's own scatter */
+                          dnnl_pooling_backward_desc_init(&bwd_d, alg, &e->x, &e->y, strides,
+                                                          kernel, pad_l, pad_r) == dnnl_success)) &&
+        (pd = tide__onednn_pass_pd(&fwd_d, k->backward ? &bwd_d : NULL, attr)) != NULL;
     if (ok) {
         e->scratchpad = *dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
         e->ws = *dnnl_primitive_desc_query_md(pd, dnnl_query_workspace_md, 0);
@@ -166,8 +159,6 @@ static void entry_build(void *entry)
     }
     if (pd)
         dnnl_primitive_desc_destroy(pd);
-    if (fwd)
-        dnnl_primitive_desc_destroy(fwd);
     dnnl_primitive_attr_destroy(attr);
     e->ok = ok;
 }
