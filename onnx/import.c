@@ -27,7 +27,7 @@
 #include "onnx.pb-c.h"
 
 #define MAX_RANK  TIDE_BUILDER_MAX_RANK
-#define OPSET_MIN 11
+#define OPSET_MIN 1
 #define OPSET_MAX 17
 
 /* ============================================================================
@@ -59,6 +59,7 @@ struct ctx {
     tide_builder *b;
     const struct tide_onnx_options *o;
     int64_t opset;
+    int64_t version;      /* the node's op version: the newest ONNX defines up to the opset */
     struct value *values; /* open addressing by name */
     size_t cap;
     char *err;
@@ -569,6 +570,23 @@ static int64_t attr_ints(const Onnx__NodeProto *n, const char *name, const int64
     return (int64_t)a->n_ints;
 }
 
+/* The ints of attribute name (at most MAX_RANK) into out: *count -1 when absent and not
+ * required; -1 with the error set when required and absent, or too long. */
+static int ints_attr(struct ctx *c, const char *name, bool required, int64_t out[MAX_RANK],
+                     int64_t *count)
+{
+    const int64_t *list = NULL;
+    *count = attr_ints(c->node, name, &list);
+    if (*count < 0)
+        return required ? failf(c, "attribute %s is required", name) : 0;
+    if (*count > MAX_RANK)
+        return failf(c, "attribute %s holds %" PRId64 " values, more than %d", name, *count,
+                     MAX_RANK);
+    if (*count)
+        memcpy(out, list, sizeof(int64_t) * (size_t)*count);
+    return 0;
+}
+
 static bool attr_s_is(const Onnx__NodeProto *n, const char *name, const char *want)
 {
     const Onnx__AttributeProto *a = attr(n, name);
@@ -1049,14 +1067,87 @@ static int fold_binary(struct ctx *c, enum binop op, size_t out_k, struct value 
     return v ? 0 : -1;
 }
 
+/* "[2, 3, 4]" into buf. */
+static const char *dims_text(char *buf, size_t size, int32_t rank, const int64_t *dims)
+{
+    size_t at = (size_t)snprintf(buf, size, "[");
+    for (int32_t k = 0; k < rank && at < size; k++)
+        at += (size_t)snprintf(buf + at, size - at, k ? ", %" PRId64 : "%" PRId64, dims[k]);
+    if (at < size)
+        snprintf(buf + at, size - at, "]");
+    return buf;
+}
+
+/*
+ * Add, Sub, Mul, Div and Equal before version 7 broadcast only when their
+ * attribute broadcast is 1, and then B's shape is a run of A's dims starting
+ * at axis (by default A's last ones), each equal to A's or 1; with broadcast
+ * 0 the shapes are the same. Gives B's shape padded with 1s to A's rank, so
+ * that NumPy broadcasting (what tide does) computes the same.
+ */
+static int legacy_broadcast(struct ctx *c, struct value *a, struct value *b, int32_t *rank,
+                            int64_t dims[MAX_RANK])
+{
+    int32_t ra, rb;
+    int64_t da[MAX_RANK], db[MAX_RANK];
+    char ta[160], tb[160];
+    if (value_shape(c, a, &ra, da) != 0 || value_shape(c, b, &rb, db) != 0)
+        return -1;
+    dims_text(ta, sizeof(ta), ra, da), dims_text(tb, sizeof(tb), rb, db);
+    if (attr_i(c->node, "broadcast", 0) == 0) {
+        if (ra != rb || (ra && memcmp(da, db, sizeof(int64_t) * (size_t)ra) != 0))
+            return failf(c, "input shapes %s and %s differ and broadcast is 0", ta, tb);
+    } else {
+        const Onnx__AttributeProto *ax = attr(c->node, "axis");
+        int64_t axis = ax && ax->has_i ? ax->i : ra - rb;
+        if (rb > ra || axis < 0 || axis > ra - rb)
+            return failf(c, "B's shape %s does not fit A's %s at axis %" PRId64, tb, ta, axis);
+        for (int32_t k = 0; k < rb; k++)
+            if (db[k] != da[axis + k] && db[k] != 1)
+                return failf(c, "B's shape %s does not match A's %s at axis %" PRId64, tb, ta,
+                             axis);
+        for (int32_t k = 0; k < ra; k++)
+            dims[k] = k >= axis && k < axis + rb ? db[k - axis] : 1;
+        *rank = ra;
+        return 0;
+    }
+    *rank = rb;
+    memcpy(dims, db, sizeof(int64_t) * MAX_RANK);
+    return 0;
+}
+
+/* Max, Min, Sum and Mean before version 8 take inputs of one shape (no broadcasting). */
+static int same_shapes(struct ctx *c)
+{
+    int32_t r0, r;
+    int64_t d0[MAX_RANK], d[MAX_RANK];
+    for (size_t k = 0; k < c->node->n_input; k++) {
+        struct value *v = in_value(c, k);
+        if (!v || value_shape(c, v, k ? &r : &r0, k ? d : d0) != 0)
+            return -1;
+        if (k && (r != r0 || (r && memcmp(d, d0, sizeof(int64_t) * (size_t)r) != 0))) {
+            char t0[160], t[160];
+            return failf(c, "inputs 0 and %zu have shapes %s and %s (before version 8 they must "
+                            "be the same)",
+                         k, dims_text(t0, sizeof(t0), r0, d0), dims_text(t, sizeof(t), r, d));
+        }
+    }
+    return 0;
+}
+
 static int binary(struct ctx *c, enum binop op)
 {
     struct value *a = in_value(c, 0), *b = a ? in_value(c, 1) : NULL;
     if (!b)
         return -1;
+    /* B reshaped for the legacy broadcasting of versions before 7. */
+    bool legacy = c->version < 7 && op != BIN_MAX && op != BIN_MIN;
+    struct value legacy_b = *b;
+    if (legacy && legacy_broadcast(c, a, b, &legacy_b.rank, legacy_b.dims) != 0)
+        return -1;
     /* Fold constants, but never an initializer that is to be trained. */
     if (a->known && b->known && !a->trainable && !b->trainable)
-        return fold_binary(c, op, 0, a, b);
+        return fold_binary(c, op, 0, a, &legacy_b);
     if (op == BIN_EQUAL)
         return failf(c, "Equal of tensors computed in the graph is not supported (tide has no "
                         "bool tensors); only constant conditions are folded");
@@ -1066,6 +1157,8 @@ static int binary(struct ctx *c, enum binop op)
     if (tide_builder_dtype(c->b, x) != TIDE_DT_FLOAT32 ||
         tide_builder_dtype(c->b, y) != TIDE_DT_FLOAT32)
         return failf(c, "integer arithmetic on tensors computed in the graph is not supported");
+    if (legacy && legacy_b.rank != b->rank)
+        y = tide_builder_reshape(c->b, NULL, y, legacy_b.rank, legacy_b.dims);
     tide_ref r;
     switch (op) {
     case BIN_ADD:
@@ -1115,6 +1208,8 @@ static int op_equal(struct ctx *c)
 static int variadic(struct ctx *c, enum binop op)
 {
     const Onnx__NodeProto *n = c->node;
+    if (c->version < 8 && same_shapes(c) != 0)
+        return -1;
     if (n->n_input == 2)
         return binary(c, op);
     tide_ref acc;
@@ -1390,6 +1485,18 @@ static int op_gemm(struct ctx *c)
         tide_ref bias;
         if (float_in(c, 2, &bias) != 0)
             return -1;
+        if (c->version < 7 && attr_i(n, "broadcast", 0) == 0) {
+            /* Before version 7, C broadcasts only with broadcast 1; otherwise it is [M, N]. */
+            int32_t rr, rc;
+            int64_t dr[MAX_RANK], dc[MAX_RANK];
+            if (ref_shape(c, r, &rr, dr) != 0 || ref_shape(c, bias, &rc, dc) != 0)
+                return -1;
+            if (rc != 2 || dc[0] != dr[0] || dc[1] != dr[1]) {
+                char tr[160], tc[160];
+                return failf(c, "C has shape %s, not the product's %s, and broadcast is 0",
+                             dims_text(tc, sizeof(tc), rc, dc), dims_text(tr, sizeof(tr), rr, dr));
+            }
+        }
         if (beta != 1.0f)
             bias = tide_builder_scale(c->b, NULL, bias, beta);
         r = tide_builder_add(c->b, NULL, r, bias);
@@ -1584,7 +1691,14 @@ static int op_global_average_pool(struct ctx *c)
 static int op_batch_normalization(struct ctx *c)
 {
     const Onnx__NodeProto *n = c->node;
-    bool training = c->opset >= 14 ? attr_i(n, "training_mode", 0) != 0 : n->n_output > 1;
+    /* Versions 7 to 13 train when they give the statistics; 1 and 6 unless is_test is set. */
+    bool training = c->version >= 14  ? attr_i(n, "training_mode", 0) != 0
+                    : c->version >= 7 ? n->n_output > 1
+                                      : attr_i(n, "is_test", 0) == 0;
+    if (c->version < 9 && attr_i(n, "spatial", 1) != 1)
+        return failf(c, "spatial %" PRId64 " (statistics per element, not per channel) is not "
+                        "supported",
+                     attr_i(n, "spatial", 1));
     if (!training)
         return failf(c, "inference-mode BatchNormalization (running statistics) cannot be "
                         "expressed exactly in tide, which normalises with the batch's statistics: "
@@ -1674,8 +1788,9 @@ static int op_dropout(struct ctx *c)
 {
     const Onnx__NodeProto *n = c->node;
     float ratio = attr_f(n, "ratio", 0.5f);
-    bool training = false;
-    if (c->opset >= 12) {
+    /* Versions 7 to 10 have no mode (tide runs them as in inference); 1 and 6 have is_test. */
+    bool training = c->version < 7 && attr_i(n, "is_test", 0) == 0;
+    if (c->version >= 12) {
         if (has_input(n, 1)) {
             struct value *r = in_const(c, 1, "ratio");
             if (!r)
@@ -1703,13 +1818,17 @@ static int op_dropout(struct ctx *c)
 
 static int op_reshape(struct ctx *c)
 {
-    struct value *x = in_value(c, 0), *s = x ? in_const(c, 1, "the shape") : NULL;
-    if (!s)
-        return -1;
+    struct value *x = in_value(c, 0), *s = NULL;
     int32_t rank;
     int64_t dims[MAX_RANK], shape[MAX_RANK], n;
-    if (value_shape(c, x, &rank, dims) != 0 || const_ints(c, s, shape, &n, MAX_RANK) != 0)
+    if (!x || value_shape(c, x, &rank, dims) != 0)
         return -1;
+    if (c->version < 5) { /* Reshape-1: the shape is an attribute */
+        if (ints_attr(c, "shape", true, shape, &n) != 0)
+            return -1;
+    } else if (!(s = in_const(c, 1, "the shape")) || const_ints(c, s, shape, &n, MAX_RANK) != 0) {
+        return -1;
+    }
     bool allow_zero = attr_i(c->node, "allowzero", 0) != 0;
     int64_t known = 1, infer_at = -1;
     for (int64_t k = 0; k < n; k++) {
@@ -1826,8 +1945,10 @@ static int op_concat(struct ctx *c)
     }
     if (n->n_input == 0)
         return failf(c, "no inputs");
-    int64_t axis;
-    if (norm_axis(c, attr_i(n, "axis", 0), rank, &axis) != 0)
+    int64_t axis; /* Concat-1's axis defaults to 1; later versions require it */
+    if (c->version >= 4 && !attr(n, "axis"))
+        return failf(c, "attribute axis is required");
+    if (norm_axis(c, attr_i(n, "axis", 1), rank, &axis) != 0)
         return -1;
     if (all_known) {
         /* Fold: outer x (sum of inner blocks). */
@@ -1932,16 +2053,23 @@ static int op_slice(struct ctx *c)
     int64_t starts[MAX_RANK], ends[MAX_RANK], axes[MAX_RANK], steps[MAX_RANK], ns, ne, na = -1,
                                                                                        nst = -1;
     struct value *v;
-    if (!(v = in_const(c, 1, "starts")) || const_ints(c, v, starts, &ns, MAX_RANK) != 0)
-        return -1;
-    if (!(v = in_const(c, 2, "ends")) || const_ints(c, v, ends, &ne, MAX_RANK) != 0)
-        return -1;
-    if (has_input(n, 3) &&
-        (!(v = in_const(c, 3, "axes")) || const_ints(c, v, axes, &na, MAX_RANK) != 0))
-        return -1;
-    if (has_input(n, 4) &&
-        (!(v = in_const(c, 4, "steps")) || const_ints(c, v, steps, &nst, MAX_RANK) != 0))
-        return -1;
+    if (c->version < 10) { /* Slice-1: starts, ends and axes are attributes; no steps */
+        if (ints_attr(c, "starts", true, starts, &ns) != 0 ||
+            ints_attr(c, "ends", true, ends, &ne) != 0 ||
+            ints_attr(c, "axes", false, axes, &na) != 0)
+            return -1;
+    } else {
+        if (!(v = in_const(c, 1, "starts")) || const_ints(c, v, starts, &ns, MAX_RANK) != 0)
+            return -1;
+        if (!(v = in_const(c, 2, "ends")) || const_ints(c, v, ends, &ne, MAX_RANK) != 0)
+            return -1;
+        if (has_input(n, 3) &&
+            (!(v = in_const(c, 3, "axes")) || const_ints(c, v, axes, &na, MAX_RANK) != 0))
+            return -1;
+        if (has_input(n, 4) &&
+            (!(v = in_const(c, 4, "steps")) || const_ints(c, v, steps, &nst, MAX_RANK) != 0))
+            return -1;
+    }
     if (ne != ns || (na >= 0 && na != ns) || (nst >= 0 && nst != ns))
         return failf(c, "starts, ends, axes and steps differ in length");
     int64_t begin[MAX_RANK], size[MAX_RANK];
@@ -2296,6 +2424,12 @@ static int op_clip(struct ctx *c)
                 return -1;
             has_hi = true, hi = (float)get_num(v, 0);
         }
+    } else { /* Clip-1 and Clip-6: the bounds are attributes */
+        const Onnx__AttributeProto *a;
+        if ((a = attr(n, "min")) && a->has_f)
+            has_lo = true, lo = a->f;
+        if ((a = attr(n, "max")) && a->has_f)
+            has_hi = true, hi = a->f;
     }
     if (has_lo)
         x = tide_builder_max(c->b, NULL, x, scalar(c, lo));
@@ -2324,6 +2458,26 @@ static int op_prelu(struct ctx *c)
     tide_ref x, slope;
     if (float_in(c, 0, &x) != 0 || float_in(c, 1, &slope) != 0)
         return -1;
+    if (c->version < 7) {
+        /* PRelu-1 and PRelu-6: a slope of one value is shared, one of C values is per channel
+         * (axis 1); later versions broadcast it as NumPy does. */
+        int32_t rx, rs;
+        int64_t dx[MAX_RANK], ds[MAX_RANK], one[MAX_RANK];
+        if (ref_shape(c, x, &rx, dx) != 0 || ref_shape(c, slope, &rs, ds) != 0)
+            return -1;
+        int64_t count = numel(rs, ds);
+        if (count != 1) {
+            if (rx < 2 || count != dx[1]) {
+                char tx[160], ts[160];
+                return failf(c, "slope of shape %s is neither one value nor one per channel of "
+                                "x's %s",
+                             dims_text(ts, sizeof(ts), rs, ds), dims_text(tx, sizeof(tx), rx, dx));
+            }
+            for (int32_t k = 0; k < rx - 1; k++)
+                one[k] = k ? 1 : count;
+            slope = tide_builder_reshape(c->b, NULL, slope, rx - 1, one);
+        }
+    }
     tide_ref neg =
         tide_builder_mul(c->b, NULL, tide_builder_min(c->b, NULL, x, scalar(c, 0.0f)), slope);
     return set_out(c, 0, tide_builder_add(c->b, NULL, tide_builder_relu(c->b, NULL, x), neg));
@@ -2417,7 +2571,7 @@ static int op_mean(struct ctx *c)
 {
     const Onnx__NodeProto *n = c->node;
     tide_ref acc;
-    if (float_in(c, 0, &acc) != 0)
+    if (float_in(c, 0, &acc) != 0 || (c->version < 8 && same_shapes(c) != 0))
         return -1;
     for (size_t k = 1; k < n->n_input; k++) {
         tide_ref y;
@@ -2552,12 +2706,20 @@ static int op_top_k(struct ctx *c)
     tide_ref x;
     if (float_in(c, 0, &x) != 0)
         return -1;
-    struct value *kv = in_const(c, 1, "K");
-    if (!kv)
-        return -1;
-    if (kv->type == CONST_FLOAT || numel(kv->rank, kv->dims) != 1)
-        return failf(c, "K must be one integer");
-    int64_t k = kv->i[0];
+    int64_t k;
+    if (c->version < 10) { /* TopK-1: k is an attribute */
+        const Onnx__AttributeProto *a = attr(n, "k");
+        if (!a || !a->has_i)
+            return failf(c, "attribute k is required");
+        k = a->i;
+    } else {
+        struct value *kv = in_const(c, 1, "K");
+        if (!kv)
+            return -1;
+        if (kv->type == CONST_FLOAT || numel(kv->rank, kv->dims) != 1)
+            return failf(c, "K must be one integer");
+        k = kv->i[0];
+    }
     bool largest = attr_i(n, "largest", 1) != 0;
     int32_t rank;
     int64_t dims[MAX_RANK], axis, perm[MAX_RANK];
@@ -3007,94 +3169,120 @@ static int op_erf(struct ctx *c)
  * The op table
  * ========================================================================== */
 
+/*
+ * An op tide imports: its handler, the oldest of its versions the handler
+ * implements, and every version ONNX defines, each named by the opset that
+ * introduced it (onnx.defs.get_all_schemas_with_history() of ONNX 1.12, the
+ * Debian python3-onnx; opsets up to 17). A model's opset selects each op's
+ * newest version at or below it; the handlers read c->version where versions
+ * differ (legacy broadcasting before 7, attributes that became inputs, ...).
+ */
 struct op_entry {
     const char *name;
     handler_fn fn;
+    uint8_t first;
+    uint8_t versions[8]; /* ascending, 0-terminated */
 };
 
 static const struct op_entry ops[] = {
-    {"Abs", op_abs},
-    {"Add", op_add},
-    {"ArgMax", op_arg_max},
-    {"ArgMin", op_arg_min},
-    {"AveragePool", op_average_pool},
-    {"BatchNormalization", op_batch_normalization},
-    {"Cast", op_cast},
-    {"Clip", op_clip},
-    {"Concat", op_concat},
-    {"Constant", op_constant},
-    {"ConstantOfShape", op_constant_of_shape},
-    {"Conv", op_conv},
-    {"Div", op_div},
-    {"Dropout", op_dropout},
-    {"Elu", op_elu},
-    {"Equal", op_equal},
-    {"Erf", op_erf},
-    {"Exp", op_exp},
-    {"Expand", op_expand},
-    {"Flatten", op_flatten},
-    {"Gather", op_gather},
-    {"Gemm", op_gemm},
-    {"GlobalAveragePool", op_global_average_pool},
-    {"GRU", op_gru},
-    {"HardSigmoid", op_hard_sigmoid},
-    {"Identity", op_identity},
-    {"LayerNormalization", op_layer_normalization},
-    {"LeakyRelu", op_leaky_relu},
-    {"Log", op_log},
-    {"LogSoftmax", op_log_softmax},
-    {"LSTM", op_lstm},
-    {"MatMul", op_matmul},
-    {"Max", op_max},
-    {"MaxPool", op_max_pool},
-    {"Mean", op_mean},
-    {"Min", op_min},
-    {"Mul", op_mul},
-    {"Neg", op_neg},
-    {"Pow", op_pow},
-    {"PRelu", op_prelu},
-    {"Range", op_range},
-    {"Reciprocal", op_reciprocal},
-    {"ReduceL1", op_reduce_l1},
-    {"ReduceL2", op_reduce_l2},
-    {"ReduceLogSum", op_reduce_log_sum},
-    {"ReduceLogSumExp", op_reduce_log_sum_exp},
-    {"ReduceMax", op_reduce_max},
-    {"ReduceMean", op_reduce_mean},
-    {"ReduceMin", op_reduce_min},
-    {"ReduceSum", op_reduce_sum},
-    {"ReduceSumSquare", op_reduce_sum_square},
-    {"Relu", op_relu},
-    {"Reshape", op_reshape},
-    {"RNN", op_rnn},
-    {"Selu", op_selu},
-    {"Shape", op_shape},
-    {"Sigmoid", op_sigmoid},
-    {"Size", op_size},
-    {"Slice", op_slice},
-    {"Softmax", op_softmax},
-    {"SoftmaxCrossEntropyLoss", op_softmax_cross_entropy_loss},
-    {"Softplus", op_softplus},
-    {"Softsign", op_softsign},
-    {"Split", op_split},
-    {"Sqrt", op_sqrt},
-    {"Squeeze", op_squeeze},
-    {"Sub", op_sub},
-    {"Sum", op_sum},
-    {"Tanh", op_tanh},
-    {"TopK", op_top_k},
-    {"Transpose", op_transpose},
-    {"Trilu", op_trilu},
-    {"Unsqueeze", op_unsqueeze},
-    {"Where", op_where},
+    {"Abs", op_abs, 1, {1, 6, 13}},
+    {"Add", op_add, 1, {1, 6, 7, 13, 14}},
+    {"ArgMax", op_arg_max, 1, {1, 11, 12, 13}},
+    {"ArgMin", op_arg_min, 1, {1, 11, 12, 13}},
+    {"AveragePool", op_average_pool, 1, {1, 7, 10, 11}},
+    {"BatchNormalization", op_batch_normalization, 1, {1, 6, 7, 9, 14, 15}},
+    {"Cast", op_cast, 6, {1, 6, 9, 13}},
+    {"Clip", op_clip, 1, {1, 6, 11, 12, 13}},
+    {"Concat", op_concat, 1, {1, 4, 11, 13}},
+    {"Constant", op_constant, 1, {1, 9, 11, 12, 13}},
+    {"ConstantOfShape", op_constant_of_shape, 9, {9}},
+    {"Conv", op_conv, 1, {1, 11}},
+    {"Div", op_div, 1, {1, 6, 7, 13, 14}},
+    {"Dropout", op_dropout, 1, {1, 6, 7, 10, 12, 13}},
+    {"Elu", op_elu, 1, {1, 6}},
+    {"Equal", op_equal, 1, {1, 7, 11, 13}},
+    {"Erf", op_erf, 9, {9, 13}},
+    {"Exp", op_exp, 1, {1, 6, 13}},
+    {"Expand", op_expand, 8, {8, 13}},
+    {"Flatten", op_flatten, 1, {1, 9, 11, 13}},
+    {"Gather", op_gather, 1, {1, 11, 13}},
+    {"Gemm", op_gemm, 1, {1, 6, 7, 9, 11, 13}},
+    {"GlobalAveragePool", op_global_average_pool, 1, {1}},
+    {"GRU", op_gru, 7, {1, 3, 7, 14}},
+    {"HardSigmoid", op_hard_sigmoid, 1, {1, 6}},
+    {"Identity", op_identity, 1, {1, 13, 14, 16}},
+    {"LayerNormalization", op_layer_normalization, 17, {17}},
+    {"LeakyRelu", op_leaky_relu, 1, {1, 6, 16}},
+    {"Log", op_log, 1, {1, 6, 13}},
+    {"LogSoftmax", op_log_softmax, 1, {1, 11, 13}},
+    {"LSTM", op_lstm, 7, {1, 7, 14}},
+    {"MatMul", op_matmul, 1, {1, 9, 13}},
+    {"Max", op_max, 1, {1, 6, 8, 12, 13}},
+    {"MaxPool", op_max_pool, 1, {1, 8, 10, 11, 12}},
+    {"Mean", op_mean, 1, {1, 6, 8, 13}},
+    {"Min", op_min, 1, {1, 6, 8, 12, 13}},
+    {"Mul", op_mul, 1, {1, 6, 7, 13, 14}},
+    {"Neg", op_neg, 1, {1, 6, 13}},
+    {"Pow", op_pow, 1, {1, 7, 12, 13, 15}},
+    {"PRelu", op_prelu, 1, {1, 6, 7, 9, 16}},
+    {"Range", op_range, 11, {11}},
+    {"Reciprocal", op_reciprocal, 1, {1, 6, 13}},
+    {"ReduceL1", op_reduce_l1, 1, {1, 11, 13}},
+    {"ReduceL2", op_reduce_l2, 1, {1, 11, 13}},
+    {"ReduceLogSum", op_reduce_log_sum, 1, {1, 11, 13}},
+    {"ReduceLogSumExp", op_reduce_log_sum_exp, 1, {1, 11, 13}},
+    {"ReduceMax", op_reduce_max, 1, {1, 11, 12, 13}},
+    {"ReduceMean", op_reduce_mean, 1, {1, 11, 13}},
+    {"ReduceMin", op_reduce_min, 1, {1, 11, 12, 13}},
+    {"ReduceSum", op_reduce_sum, 1, {1, 11, 13}},
+    {"ReduceSumSquare", op_reduce_sum_square, 1, {1, 11, 13}},
+    {"Relu", op_relu, 1, {1, 6, 13, 14}},
+    {"Reshape", op_reshape, 1, {1, 5, 13, 14}},
+    {"RNN", op_rnn, 7, {1, 7, 14}},
+    {"Selu", op_selu, 1, {1, 6}},
+    {"Shape", op_shape, 1, {1, 13, 15}},
+    {"Sigmoid", op_sigmoid, 1, {1, 6, 13}},
+    {"Size", op_size, 1, {1, 13}},
+    {"Slice", op_slice, 1, {1, 10, 11, 13}},
+    {"Softmax", op_softmax, 1, {1, 11, 13}},
+    {"SoftmaxCrossEntropyLoss", op_softmax_cross_entropy_loss, 12, {12, 13}},
+    {"Softplus", op_softplus, 1, {1}},
+    {"Softsign", op_softsign, 1, {1}},
+    {"Split", op_split, 2, {1, 2, 11, 13}},
+    {"Sqrt", op_sqrt, 1, {1, 6, 13}},
+    {"Squeeze", op_squeeze, 1, {1, 11, 13}},
+    {"Sub", op_sub, 1, {1, 6, 7, 13, 14}},
+    {"Sum", op_sum, 1, {1, 6, 8, 13}},
+    {"Tanh", op_tanh, 1, {1, 6, 13}},
+    {"TopK", op_top_k, 1, {1, 10, 11}},
+    {"Transpose", op_transpose, 1, {1, 13}},
+    {"Trilu", op_trilu, 14, {14}},
+    {"Unsqueeze", op_unsqueeze, 1, {1, 11, 13}},
+    {"Where", op_where, 9, {9, 16}},
 };
 
-static handler_fn find_op(const char *name)
+static const struct op_entry *find_op(const char *name)
 {
     for (size_t k = 0; k < sizeof(ops) / sizeof(ops[0]); k++)
         if (strcmp(ops[k].name, name) == 0)
-            return ops[k].fn;
+            return &ops[k];
     return NULL;
+}
+
+/* Sets c->version to the version of e that c->opset selects; -1 when it is none tide handles. */
+static int select_version(struct ctx *c, const struct op_entry *e)
+{
+    c->version = 0;
+    for (size_t k = 0; k < sizeof(e->versions) && e->versions[k]; k++)
+        if (e->versions[k] <= c->opset)
+            c->version = e->versions[k];
+    if (c->version == 0)
+        return failf(c, "%s does not exist in opset %" PRId64 " (ONNX added it in opset %d)",
+                     e->name, c->opset, e->versions[0]);
+    if (c->version < e->first)
+        return failf(c, "%s-%" PRId64 " is not supported (tide imports %s-%d and later)", e->name,
+                     c->version, e->name, e->first);
+    return 0;
 }
 
 /* ============================================================================
@@ -3217,15 +3405,17 @@ static int import_model(struct ctx *c, const Onnx__ModelProto *m, struct tide_on
     for (size_t k = 0; k < g->n_node && rc == 0; k++) {
         const Onnx__NodeProto *n = g->node[k];
         c->node = n;
-        handler_fn fn = find_op(n->op_type ? n->op_type : "");
+        const struct op_entry *e = find_op(n->op_type ? n->op_type : "");
         if (n->domain && *n->domain && strcmp(n->domain, "ai.onnx") != 0)
             rc = failf(c, "domain \"%s\" is not supported", n->domain);
-        else if (!fn)
+        else if (!e)
             rc = failf(c, "op %s is not supported", n->op_type ? n->op_type : "(none)");
+        else if (select_version(c, e) != 0)
+            rc = -1;
         else if (n->n_output == 0)
             rc = failf(c, "no outputs");
         else if (check_output_names(c, n) == 0)
-            rc = fn(c);
+            rc = e->fn(c);
         else
             rc = -1;
     }

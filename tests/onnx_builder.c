@@ -211,6 +211,27 @@ void tide_test_onnx_attr_i(struct tide_test_onnx *m, Onnx__NodeProto *n, const c
     a->i = v;
 }
 
+void tide_test_onnx_attr_f(struct tide_test_onnx *m, Onnx__NodeProto *n, const char *name, float v)
+{
+    Onnx__AttributeProto *a = tide_test_onnx_attr(m, n, name);
+    a->has_type = true;
+    a->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT;
+    a->has_f = true;
+    a->f = v;
+}
+
+void tide_test_onnx_attr_ints(struct tide_test_onnx *m, Onnx__NodeProto *n, const char *name,
+                              size_t count, const int64_t *v)
+{
+    Onnx__AttributeProto *a = tide_test_onnx_attr(m, n, name);
+    a->has_type = true;
+    a->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS;
+    a->n_ints = count;
+    a->ints = tide_test_onnx_own(m, count ? count * sizeof(int64_t) : 1);
+    if (count)
+        memcpy(a->ints, v, count * sizeof(int64_t));
+}
+
 void tide_test_onnx_attr_t(struct tide_test_onnx *m, Onnx__NodeProto *n, const char *name,
                            Onnx__TensorProto *t)
 {

@@ -103,6 +103,13 @@ Onnx__AttributeProto *tide_test_onnx_attr(struct tide_test_onnx *m, Onnx__NodePr
 void tide_test_onnx_attr_i(struct tide_test_onnx *m, Onnx__NodeProto *n, const char *name,
                            int64_t v);
 
+/* A FLOAT attribute of n. */
+void tide_test_onnx_attr_f(struct tide_test_onnx *m, Onnx__NodeProto *n, const char *name, float v);
+
+/* An INTS attribute of n: count values copied from v. */
+void tide_test_onnx_attr_ints(struct tide_test_onnx *m, Onnx__NodeProto *n, const char *name,
+                              size_t count, const int64_t *v);
+
 /* A TENSOR attribute of n (t from tide_test_onnx_tensor). */
 void tide_test_onnx_attr_t(struct tide_test_onnx *m, Onnx__NodeProto *n, const char *name,
                            Onnx__TensorProto *t);

@@ -468,17 +468,17 @@ static void test_unsupported_op_and_opset(void **state)
     import_fails(m, NULL, "node hm (Hardmax, opset 13): op Hardmax is not supported");
     tide_test_onnx_free(m);
 
-    m = tide_test_onnx_new(9);
+    m = tide_test_onnx_new(0);
     tide_test_onnx_input(m, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 1, (int64_t[]){2}, -1);
     tide_test_onnx_node(m, "Relu", "act", TIDE_TEST_NAMES("x"), TIDE_TEST_NAMES("y"));
     tide_test_onnx_output(m, "y");
-    import_fails(m, NULL, "opset 9 is not supported (tide imports opsets 11 to 17)");
+    import_fails(m, NULL, "opset 0 is not supported (tide imports opsets 1 to 17)");
     tide_test_onnx_free(m);
 
     m = tide_test_onnx_new(18);
     tide_test_onnx_input(m, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 1, (int64_t[]){2}, -1);
     tide_test_onnx_output(m, "x");
-    import_fails(m, NULL, "opset 18 is not supported (tide imports opsets 11 to 17)");
+    import_fails(m, NULL, "opset 18 is not supported (tide imports opsets 1 to 17)");
     tide_test_onnx_free(m);
 
     /* Inference-mode BatchNormalization cannot be expressed exactly. */
@@ -957,6 +957,311 @@ static void test_reduce_max_and_arg_max(void **state)
     tide_test_onnx_free(m);
 }
 
+/* ============================================================================
+ * Opsets before 11: each op's version is the newest at or below the opset
+ * ========================================================================== */
+
+/* A model of one node op over x (float, rank r, dims d) and y: the node is returned. */
+static Onnx__NodeProto *one_node(struct tide_test_onnx *m, const char *op, int32_t r,
+                                 const int64_t *d, const char *const *ins)
+{
+    tide_test_onnx_input(m, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, r, d, -1);
+    Onnx__NodeProto *n = tide_test_onnx_node(m, op, "n", ins, TIDE_TEST_NAMES("y"));
+    tide_test_onnx_output(m, "y");
+    return n;
+}
+
+/* Add-6 with broadcast 1 lines B up with A at axis; B's dims are A's there. */
+static void test_legacy_broadcast(void **state)
+{
+    (void)state;
+    struct tide_test_onnx *m = tide_test_onnx_new(6);
+    tide_test_onnx_init_f(m, "b", 1, (int64_t[]){3}, (float[]){10, 20, 30});
+    Onnx__NodeProto *n = one_node(m, "Add", 3, (int64_t[]){2, 3, 2}, TIDE_TEST_NAMES("x", "b"));
+    tide_test_onnx_attr_i(m, n, "broadcast", 1);
+    tide_test_onnx_attr_i(m, n, "axis", 1);
+    struct tide_onnx_result r;
+    tide_builder *b = import_ok(m, NULL, &r);
+    assert_int_equal(r.opset, 6);
+    assert_shape(b, r.outputs[0], 3, (int64_t[]){2, 3, 2});
+    float x[12], y[12];
+    for (int k = 0; k < 12; k++)
+        x[k] = (float)k;
+    run_forward(b, &r, x, sizeof(x), y, 12);
+    for (int k = 0; k < 12; k++)
+        assert_float_equal(y[k], (float)k + 10.0f * (float)(k / 2 % 3 + 1), 0);
+    tide_onnx_result_free(&r);
+    tide_builder_free(b);
+    tide_test_onnx_free(m);
+
+    /* Without axis, B is A's trailing dims, as NumPy has it. */
+    m = tide_test_onnx_new(6);
+    tide_test_onnx_init_f(m, "b", 1, (int64_t[]){2}, (float[]){1, 2});
+    n = one_node(m, "Mul", 3, (int64_t[]){2, 3, 2}, TIDE_TEST_NAMES("x", "b"));
+    tide_test_onnx_attr_i(m, n, "broadcast", 1);
+    b = import_ok(m, NULL, &r);
+    run_forward(b, &r, x, sizeof(x), y, 12);
+    for (int k = 0; k < 12; k++)
+        assert_float_equal(y[k], (float)k * (float)(k % 2 + 1), 0);
+    tide_onnx_result_free(&r);
+    tide_builder_free(b);
+    tide_test_onnx_free(m);
+
+    /* broadcast 0 wants one shape; B must fit A at axis. */
+    m = tide_test_onnx_new(6);
+    tide_test_onnx_init_f(m, "b", 1, (int64_t[]){3}, NULL);
+    one_node(m, "Add", 3, (int64_t[]){2, 3, 2}, TIDE_TEST_NAMES("x", "b"));
+    import_fails(m, NULL,
+                 "node n (Add, opset 6): input shapes [2, 3, 2] and [3] differ and broadcast is 0");
+    tide_test_onnx_free(m);
+    m = tide_test_onnx_new(6);
+    tide_test_onnx_init_f(m, "b", 1, (int64_t[]){3}, NULL);
+    n = one_node(m, "Sub", 3, (int64_t[]){2, 3, 2}, TIDE_TEST_NAMES("x", "b"));
+    tide_test_onnx_attr_i(m, n, "broadcast", 1);
+    tide_test_onnx_attr_i(m, n, "axis", 2);
+    import_fails(m, NULL,
+                 "node n (Sub, opset 6): B's shape [3] does not match A's [2, 3, 2] at axis 2");
+    tide_test_onnx_free(m);
+    m = tide_test_onnx_new(6);
+    tide_test_onnx_init_f(m, "b", 2, (int64_t[]){3, 2}, NULL);
+    n = one_node(m, "Div", 3, (int64_t[]){2, 3, 2}, TIDE_TEST_NAMES("x", "b"));
+    tide_test_onnx_attr_i(m, n, "broadcast", 1);
+    tide_test_onnx_attr_i(m, n, "axis", 2);
+    import_fails(m, NULL,
+                 "node n (Div, opset 6): B's shape [3, 2] does not fit A's [2, 3, 2] at axis 2");
+    tide_test_onnx_free(m);
+
+    /* From version 7 on, NumPy broadcasting: the same B of [3] against [2, 3, 2] is refused by
+     * tide's shape inference, and [2] is broadcast without any attribute. */
+    m = tide_test_onnx_new(7);
+    tide_test_onnx_init_f(m, "b", 1, (int64_t[]){2}, (float[]){1, 2});
+    one_node(m, "Mul", 3, (int64_t[]){2, 3, 2}, TIDE_TEST_NAMES("x", "b"));
+    b = import_ok(m, NULL, &r);
+    assert_shape(b, r.outputs[0], 3, (int64_t[]){2, 3, 2});
+    tide_onnx_result_free(&r);
+    tide_builder_free(b);
+    tide_test_onnx_free(m);
+
+    /* Max, Min, Sum and Mean before version 8 take one shape. */
+    m = tide_test_onnx_new(7);
+    tide_test_onnx_init_f(m, "b", 1, (int64_t[]){3}, NULL);
+    one_node(m, "Max", 2, (int64_t[]){2, 3}, TIDE_TEST_NAMES("x", "b"));
+    import_fails(m, NULL,
+                 "node n (Max, opset 7): inputs 0 and 1 have shapes [2, 3] and [3] (before "
+                 "version 8 they must be the same)");
+    tide_test_onnx_free(m);
+    m = tide_test_onnx_new(8);
+    tide_test_onnx_init_f(m, "b", 1, (int64_t[]){3}, NULL);
+    one_node(m, "Mean", 2, (int64_t[]){2, 3}, TIDE_TEST_NAMES("x", "b", "x"));
+    b = import_ok(m, NULL, &r);
+    assert_shape(b, r.outputs[0], 2, (int64_t[]){2, 3});
+    tide_onnx_result_free(&r);
+    tide_builder_free(b);
+    tide_test_onnx_free(m);
+}
+
+/* Versions tide does not import, and ops the opset does not have yet. */
+static void test_op_versions(void **state)
+{
+    (void)state;
+    struct tide_test_onnx *m = tide_test_onnx_new(5);
+    Onnx__NodeProto *n = one_node(m, "Cast", 1, (int64_t[]){2}, TIDE_TEST_NAMES("x"));
+    tide_test_onnx_attr_i(m, n, "to", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT);
+    import_fails(m, NULL, "node n (Cast, opset 5): Cast-1 is not supported (tide imports Cast-6 "
+                          "and later)");
+    tide_test_onnx_free(m);
+    m = tide_test_onnx_new(6);
+    n = one_node(m, "Cast", 1, (int64_t[]){2}, TIDE_TEST_NAMES("x"));
+    tide_test_onnx_attr_i(m, n, "to", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT);
+    struct tide_onnx_result r;
+    tide_builder *b = import_ok(m, NULL, &r);
+    tide_onnx_result_free(&r);
+    tide_builder_free(b);
+    tide_test_onnx_free(m);
+
+    m = tide_test_onnx_new(8);
+    one_node(m, "Erf", 1, (int64_t[]){2}, TIDE_TEST_NAMES("x"));
+    import_fails(m, NULL, "node n (Erf, opset 8): Erf does not exist in opset 8 (ONNX added it in "
+                          "opset 9)");
+    tide_test_onnx_free(m);
+    m = tide_test_onnx_new(6);
+    one_node(m, "LSTM", 3, (int64_t[]){1, 1, 1}, TIDE_TEST_NAMES("x"));
+    import_fails(m, NULL, "node n (LSTM, opset 6): LSTM-1 is not supported (tide imports LSTM-7 "
+                          "and later)");
+    tide_test_onnx_free(m);
+}
+
+/* Attributes that later versions made inputs, and their defaults. */
+static void test_legacy_attributes(void **state)
+{
+    (void)state;
+    float x[6] = {1, -4, 3, 0.5f, 2, -1}, y[6];
+    struct tide_onnx_result r;
+
+    /* TopK-1: k is an attribute. */
+    struct tide_test_onnx *m = tide_test_onnx_new(9);
+    tide_test_onnx_input(m, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 2, (int64_t[]){2, 3}, -1);
+    Onnx__NodeProto *n =
+        tide_test_onnx_node(m, "TopK", "n", TIDE_TEST_NAMES("x"), TIDE_TEST_NAMES("y", "i"));
+    tide_test_onnx_output(m, "y");
+    tide_test_onnx_attr_i(m, n, "k", 2);
+    tide_builder *b = import_ok(m, NULL, &r);
+    assert_shape(b, r.outputs[0], 2, (int64_t[]){2, 2});
+    run_forward(b, &r, x, sizeof(x), y, 4);
+    assert_float_equal(y[0], 3, 0);
+    assert_float_equal(y[1], 1, 0);
+    assert_float_equal(y[2], 2, 0);
+    assert_float_equal(y[3], 0.5f, 0);
+    tide_onnx_result_free(&r);
+    tide_builder_free(b);
+    tide_test_onnx_free(m);
+    m = tide_test_onnx_new(9);
+    one_node(m, "TopK", 2, (int64_t[]){2, 3}, TIDE_TEST_NAMES("x"));
+    import_fails(m, NULL, "node n (TopK, opset 9): attribute k is required");
+    tide_test_onnx_free(m);
+
+    /* Slice-1: starts, ends and axes are attributes. */
+    m = tide_test_onnx_new(9);
+    n = one_node(m, "Slice", 2, (int64_t[]){2, 3}, TIDE_TEST_NAMES("x"));
+    tide_test_onnx_attr_ints(m, n, "starts", 1, (int64_t[]){1});
+    tide_test_onnx_attr_ints(m, n, "ends", 1, (int64_t[]){-1});
+    tide_test_onnx_attr_ints(m, n, "axes", 1, (int64_t[]){1});
+    b = import_ok(m, NULL, &r);
+    assert_shape(b, r.outputs[0], 2, (int64_t[]){2, 1});
+    run_forward(b, &r, x, sizeof(x), y, 2);
+    assert_float_equal(y[0], -4, 0);
+    assert_float_equal(y[1], 2, 0);
+    tide_onnx_result_free(&r);
+    tide_builder_free(b);
+    tide_test_onnx_free(m);
+    m = tide_test_onnx_new(9);
+    n = one_node(m, "Slice", 2, (int64_t[]){2, 3}, TIDE_TEST_NAMES("x"));
+    tide_test_onnx_attr_ints(m, n, "ends", 1, (int64_t[]){1});
+    import_fails(m, NULL, "node n (Slice, opset 9): attribute starts is required");
+    tide_test_onnx_free(m);
+
+    /* Clip-6: min and max are attributes. */
+    m = tide_test_onnx_new(6);
+    n = one_node(m, "Clip", 2, (int64_t[]){2, 3}, TIDE_TEST_NAMES("x"));
+    tide_test_onnx_attr_f(m, n, "min", -1.5f);
+    tide_test_onnx_attr_f(m, n, "max", 2.5f);
+    b = import_ok(m, NULL, &r);
+    run_forward(b, &r, x, sizeof(x), y, 6);
+    float clipped[6] = {1, -1.5f, 2.5f, 0.5f, 2, -1};
+    for (int k = 0; k < 6; k++)
+        assert_float_equal(y[k], clipped[k], 0);
+    tide_onnx_result_free(&r);
+    tide_builder_free(b);
+    tide_test_onnx_free(m);
+
+    /* Reshape-1: the shape is an attribute. Concat-1: axis defaults to 1 (Concat-4 wants it). */
+    m = tide_test_onnx_new(3);
+    n = one_node(m, "Reshape", 2, (int64_t[]){2, 3}, TIDE_TEST_NAMES("x"));
+    tide_test_onnx_attr_ints(m, n, "shape", 2, (int64_t[]){3, -1});
+    n->output[0] = tide_test_onnx_own_str(m, "r");
+    tide_test_onnx_node(m, "Concat", "cat", TIDE_TEST_NAMES("r", "r"), TIDE_TEST_NAMES("y"));
+    b = import_ok(m, NULL, &r);
+    assert_shape(b, r.outputs[0], 2, (int64_t[]){3, 4});
+    tide_onnx_result_free(&r);
+    tide_builder_free(b);
+    m->opset.version = 4;
+    import_fails(m, NULL, "node cat (Concat, opset 4): attribute axis is required");
+    tide_test_onnx_free(m);
+}
+
+/* BatchNormalization-6 trains unless is_test; Dropout-6 drops unless is_test; Gemm-6's C. */
+static void test_legacy_modes(void **state)
+{
+    (void)state;
+    struct tide_onnx_result r;
+    const char *bn_ins[] = {"x", "g", "b", "mean", "var", NULL};
+    for (int is_test = 0; is_test <= 1; is_test++) {
+        struct tide_test_onnx *m = tide_test_onnx_new(6);
+        tide_test_onnx_init_f(m, "g", 1, (int64_t[]){2}, (float[]){1, 1});
+        tide_test_onnx_init_f(m, "b", 1, (int64_t[]){2}, (float[]){0, 0});
+        tide_test_onnx_init_f(m, "mean", 1, (int64_t[]){2}, (float[]){0, 0});
+        tide_test_onnx_init_f(m, "var", 1, (int64_t[]){2}, (float[]){1, 1});
+        Onnx__NodeProto *n = one_node(m, "BatchNormalization", 4, (int64_t[]){2, 2, 1, 1}, bn_ins);
+        tide_test_onnx_attr_i(m, n, "is_test", is_test);
+        if (is_test) {
+            import_fails(m, NULL,
+                         "node n (BatchNormalization, opset 6): inference-mode "
+                         "BatchNormalization (running statistics) cannot be expressed exactly in "
+                         "tide, which normalises with the batch's statistics: export the model "
+                         "with training=torch.onnx.TrainingMode.TRAINING and "
+                         "do_constant_folding=False");
+        } else {
+            tide_builder *b = import_ok(m, NULL, &r);
+            float x[4] = {1, 5, 3, -1}, y[4];
+            run_forward(b, &r, x, sizeof(x), y, 4);
+            /* Each channel's two values normalised by the batch: -1 and 1 (within epsilon). */
+            assert_float_equal(y[0], -1, 1e-5);
+            assert_float_equal(y[2], 1, 1e-5);
+            assert_float_equal(y[1], 1, 1e-5);
+            assert_float_equal(y[3], -1, 1e-5);
+            tide_onnx_result_free(&r);
+            tide_builder_free(b);
+        }
+        tide_test_onnx_free(m);
+    }
+    struct tide_test_onnx *m = tide_test_onnx_new(7);
+    tide_test_onnx_init_f(m, "g", 1, (int64_t[]){2}, NULL);
+    tide_test_onnx_init_f(m, "b", 1, (int64_t[]){2}, NULL);
+    tide_test_onnx_init_f(m, "mean", 1, (int64_t[]){2}, NULL);
+    tide_test_onnx_init_f(m, "var", 1, (int64_t[]){2}, NULL);
+    Onnx__NodeProto *n = one_node(m, "BatchNormalization", 4, (int64_t[]){2, 2, 1, 1}, bn_ins);
+    tide_test_onnx_attr_i(m, n, "spatial", 0);
+    import_fails(m, NULL,
+                 "node n (BatchNormalization, opset 7): spatial 0 (statistics per element, not "
+                 "per channel) is not supported");
+    tide_test_onnx_free(m);
+
+    for (int is_test = 0; is_test <= 1; is_test++) {
+        m = tide_test_onnx_new(6);
+        n = one_node(m, "Dropout", 2, (int64_t[]){2, 3}, TIDE_TEST_NAMES("x"));
+        tide_test_onnx_attr_f(m, n, "ratio", 0.25f);
+        tide_test_onnx_attr_i(m, n, "is_test", is_test);
+        tide_builder *b = import_ok(m, NULL, &r);
+        tide_ref drop = tide_builder_find(b, "onnx/dropout_0");
+        if (is_test)
+            assert_null(tide_builder_op(b, drop));
+        else
+            assert_string_equal(tide_builder_op(b, drop), "Dropout");
+        tide_onnx_result_free(&r);
+        tide_builder_free(b);
+        tide_test_onnx_free(m);
+    }
+
+    /* Gemm-6: C of another shape than the product's wants broadcast 1. */
+    for (int broadcast = 0; broadcast <= 1; broadcast++) {
+        m = tide_test_onnx_new(6);
+        tide_test_onnx_init_f(m, "w", 2, (int64_t[]){3, 2}, NULL);
+        tide_test_onnx_init_f(m, "c", 1, (int64_t[]){2}, NULL);
+        n = one_node(m, "Gemm", 2, (int64_t[]){4, 3}, TIDE_TEST_NAMES("x", "w", "c"));
+        tide_test_onnx_attr_i(m, n, "broadcast", broadcast);
+        if (broadcast) {
+            tide_builder *b = import_ok(m, NULL, &r);
+            assert_shape(b, r.outputs[0], 2, (int64_t[]){4, 2});
+            tide_onnx_result_free(&r);
+            tide_builder_free(b);
+        } else {
+            import_fails(m, NULL,
+                         "node n (Gemm, opset 6): C has shape [2], not the product's [4, 2], and "
+                         "broadcast is 0");
+        }
+        tide_test_onnx_free(m);
+    }
+
+    /* PRelu-6: a slope per channel of x (axis 1), or one. */
+    m = tide_test_onnx_new(6);
+    tide_test_onnx_init_f(m, "s", 1, (int64_t[]){4}, NULL);
+    one_node(m, "PRelu", 2, (int64_t[]){2, 3}, TIDE_TEST_NAMES("x", "s"));
+    import_fails(m, NULL,
+                 "node n (PRelu, opset 6): slope of shape [4] is neither one value nor one per "
+                 "channel of x's [2, 3]");
+    tide_test_onnx_free(m);
+}
+
 static void test_bad_bytes(void **state)
 {
     (void)state;
@@ -1030,6 +1335,10 @@ int main(void)
         cmocka_unit_test(test_lstm_bidirectional),
         cmocka_unit_test(test_gru),
         cmocka_unit_test(test_reduce_max_and_arg_max),
+        cmocka_unit_test(test_legacy_broadcast),
+        cmocka_unit_test(test_op_versions),
+        cmocka_unit_test(test_legacy_attributes),
+        cmocka_unit_test(test_legacy_modes),
         cmocka_unit_test(test_bad_bytes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
