@@ -28,7 +28,7 @@
 
 #define MAX_RANK  TIDE_BUILDER_MAX_RANK
 #define OPSET_MIN 1
-#define OPSET_MAX 17
+#define OPSET_MAX 27
 
 /* ============================================================================
  * Values
@@ -2109,7 +2109,26 @@ static int op_split(struct ctx *c)
     if (!split)
         return failf(c, "out of memory");
     int64_t count = -1;
-    if (c->opset >= 13) {
+    const Onnx__AttributeProto *num = c->version >= 18 ? attr(n, "num_outputs") : NULL;
+    if (num) {
+        /* Split-18: num_outputs parts of ceil(size / num_outputs), the last one smaller. */
+        int64_t d = dims[axis], want = num->has_i ? num->i : 0;
+        int64_t chunk = want > 0 ? (d + want - 1) / want : 0;
+        if (has_input(n, 1) || want != (int64_t)parts || (want > 0 && chunk * (want - 1) > d)) {
+            free(split);
+            if (has_input(n, 1))
+                return failf(c, "num_outputs and the input split are both given");
+            if (want != (int64_t)parts)
+                return failf(c, "num_outputs is %" PRId64 ", but the node has %zu outputs", want,
+                             parts);
+            return failf(c, "axis %" PRId64 " of size %" PRId64 " does not split in %" PRId64
+                            " parts of %" PRId64,
+                         axis, d, want, chunk);
+        }
+        for (size_t k = 0; k < parts; k++)
+            split[k] = k + 1 < parts ? chunk : d - chunk * (want - 1);
+        count = want;
+    } else if (c->version >= 13) {
         if (has_input(n, 1)) {
             struct value *s = in_const(c, 1, "split");
             if (!s || s->type == CONST_FLOAT) {
@@ -2295,32 +2314,47 @@ enum reduction {
 
 static tide_ref abs_of(struct ctx *c, tide_ref x);
 
+/*
+ * The axes of a reduction: an attribute until ReduceSum-13 and the others'
+ * version 18, an optional constant input since. *n_axes 0 when none are
+ * given: all axes, or none (*noop) when noop_with_empty_axes says so.
+ */
+static int reduce_axes(struct ctx *c, bool sum, int64_t axes[MAX_RANK], int64_t *n_axes,
+                       bool *noop)
+{
+    const Onnx__NodeProto *n = c->node;
+    *n_axes = 0;
+    *noop = false;
+    if (c->version >= (sum ? 13 : 18)) {
+        if (attr(n, "axes"))
+            return failf(c, "axes is an input from %s-%d on, not an attribute", n->op_type,
+                         sum ? 13 : 18);
+        if (has_input(n, 1)) {
+            struct value *a = in_const(c, 1, "axes");
+            if (!a || const_ints(c, a, axes, n_axes, MAX_RANK) != 0)
+                return -1;
+        }
+        *noop = *n_axes == 0 && attr_i(n, "noop_with_empty_axes", 0) != 0;
+        return 0;
+    }
+    int64_t count;
+    if (ints_attr(c, "axes", false, axes, &count) != 0)
+        return -1;
+    *n_axes = count > 0 ? count : 0;
+    return 0;
+}
+
 static int reduce(struct ctx *c, enum reduction kind)
 {
     const Onnx__NodeProto *n = c->node;
     tide_ref x;
     if (float_in(c, 0, &x) != 0)
         return -1;
-    int64_t axes[MAX_RANK], n_axes = 0;
-    bool keep = attr_i(n, "keepdims", 1) != 0;
-    /* ReduceSum took its axes as an input from opset 13 on; the others until opset 18. */
-    bool axes_input = kind == REDUCE_SUM && c->opset >= 13;
-    if (axes_input) {
-        if (has_input(n, 1)) {
-            struct value *a = in_const(c, 1, "axes");
-            if (!a || const_ints(c, a, axes, &n_axes, MAX_RANK) != 0)
-                return -1;
-        }
-    } else {
-        const int64_t *list = NULL;
-        int64_t count = attr_ints(n, "axes", &list);
-        if (count > MAX_RANK)
-            return failf(c, "too many axes");
-        for (int64_t k = 0; k < count; k++)
-            axes[k] = list[k];
-        n_axes = count > 0 ? count : 0;
-    }
-    if (n_axes == 0 && attr_i(n, "noop_with_empty_axes", 0) != 0)
+    int64_t axes[MAX_RANK], n_axes;
+    bool keep = attr_i(n, "keepdims", 1) != 0, noop;
+    if (reduce_axes(c, kind == REDUCE_SUM, axes, &n_axes, &noop) != 0)
+        return -1;
+    if (noop)
         return set_out(c, 0, tide_builder_identity(c->b, NULL, x));
     switch (kind) {
     case REDUCE_L1:
@@ -2644,12 +2678,15 @@ static int reduce_extreme(struct ctx *c, bool largest)
     int64_t dims[MAX_RANK];
     if (ref_shape(c, x, &rank, dims) != 0)
         return -1;
-    bool reduce[MAX_RANK] = {0};
-    const int64_t *list = NULL;
-    int64_t count = attr_ints(n, "axes", &list);
+    bool reduce[MAX_RANK] = {0}, noop;
+    int64_t axes[MAX_RANK], count;
+    if (reduce_axes(c, false, axes, &count, &noop) != 0)
+        return -1;
+    if (noop)
+        return set_out(c, 0, tide_builder_identity(c->b, NULL, x));
     for (int64_t k = 0; k < count; k++) {
         int64_t a;
-        if (norm_axis(c, list[k], rank, &a) != 0)
+        if (norm_axis(c, axes[k], rank, &a) != 0)
             return -1;
         reduce[a] = true;
     }
@@ -3165,6 +3202,22 @@ static int op_erf(struct ctx *c)
     return unary(c, tide_builder_erf);
 }
 
+/* Gelu-20: approximate "tanh" is tide's Gelu; "none" (the default) 0.5 x (1 + erf(x / sqrt 2)). */
+static int op_gelu(struct ctx *c)
+{
+    tide_ref x;
+    if (float_in(c, 0, &x) != 0)
+        return -1;
+    if (attr_s_is(c->node, "approximate", "tanh"))
+        return set_out(c, 0, tide_builder_gelu(c->b, NULL, x));
+    if (!attr_s_is(c->node, "approximate", NULL) && !attr_s_is(c->node, "approximate", "none"))
+        return failf(c, "approximate must be \"none\" or \"tanh\"");
+    tide_ref e = tide_builder_erf(c->b, NULL, tide_builder_scale(c->b, NULL, x, (float)M_SQRT1_2));
+    tide_ref one_plus = tide_builder_add(c->b, NULL, e, scalar(c, 1.0f));
+    return set_out(c, 0,
+                   tide_builder_mul(c->b, NULL, tide_builder_scale(c->b, NULL, x, 0.5f), one_plus));
+}
+
 /* ============================================================================
  * The op table
  * ========================================================================== */
@@ -3172,16 +3225,20 @@ static int op_erf(struct ctx *c)
 /*
  * An op tide imports: its handler, the oldest of its versions the handler
  * implements, and every version ONNX defines, each named by the opset that
- * introduced it (onnx.defs.get_all_schemas_with_history() of ONNX 1.12, the
- * Debian python3-onnx; opsets up to 17). A model's opset selects each op's
- * newest version at or below it; the handlers read c->version where versions
- * differ (legacy broadcasting before 7, attributes that became inputs, ...).
+ * introduced it: up to opset 17 from onnx.defs.get_all_schemas_with_history()
+ * of ONNX 1.12 (Debian's python3-onnx), from 18 to 27 (ONNX 1.13 to 1.22)
+ * from ONNX's docs/Changelog.md and onnx/defs/operator_sets.h. A model's
+ * opset selects each op's newest version at or below it; the handlers read
+ * c->version where versions differ (legacy broadcasting before 7, attributes
+ * that became inputs, Split-18's num_outputs, ...). Most versions from 19 on
+ * only add element types (float8, int4, bfloat16, ...), which tide refuses
+ * where it meets them, as it does float16 and double.
  */
 struct op_entry {
     const char *name;
     handler_fn fn;
     uint8_t first;
-    uint8_t versions[8]; /* ascending, 0-terminated */
+    uint8_t versions[12]; /* ascending, 0-terminated */
 };
 
 static const struct op_entry ops[] = {
@@ -3189,75 +3246,76 @@ static const struct op_entry ops[] = {
     {"Add", op_add, 1, {1, 6, 7, 13, 14}},
     {"ArgMax", op_arg_max, 1, {1, 11, 12, 13}},
     {"ArgMin", op_arg_min, 1, {1, 11, 12, 13}},
-    {"AveragePool", op_average_pool, 1, {1, 7, 10, 11}},
+    {"AveragePool", op_average_pool, 1, {1, 7, 10, 11, 19, 22}},
     {"BatchNormalization", op_batch_normalization, 1, {1, 6, 7, 9, 14, 15}},
-    {"Cast", op_cast, 6, {1, 6, 9, 13}},
+    {"Cast", op_cast, 6, {1, 6, 9, 13, 19, 21, 23, 24, 25}},
     {"Clip", op_clip, 1, {1, 6, 11, 12, 13}},
     {"Concat", op_concat, 1, {1, 4, 11, 13}},
-    {"Constant", op_constant, 1, {1, 9, 11, 12, 13}},
-    {"ConstantOfShape", op_constant_of_shape, 9, {9}},
-    {"Conv", op_conv, 1, {1, 11}},
+    {"Constant", op_constant, 1, {1, 9, 11, 12, 13, 19, 21, 23, 24, 25}},
+    {"ConstantOfShape", op_constant_of_shape, 9, {9, 20, 21, 23, 24, 25}},
+    {"Conv", op_conv, 1, {1, 11, 22}},
     {"Div", op_div, 1, {1, 6, 7, 13, 14}},
-    {"Dropout", op_dropout, 1, {1, 6, 7, 10, 12, 13}},
-    {"Elu", op_elu, 1, {1, 6}},
-    {"Equal", op_equal, 1, {1, 7, 11, 13}},
+    {"Dropout", op_dropout, 1, {1, 6, 7, 10, 12, 13, 22}},
+    {"Elu", op_elu, 1, {1, 6, 22}},
+    {"Equal", op_equal, 1, {1, 7, 11, 13, 19}},
     {"Erf", op_erf, 9, {9, 13}},
     {"Exp", op_exp, 1, {1, 6, 13}},
     {"Expand", op_expand, 8, {8, 13}},
-    {"Flatten", op_flatten, 1, {1, 9, 11, 13}},
+    {"Flatten", op_flatten, 1, {1, 9, 11, 13, 21, 23, 24, 25}},
     {"Gather", op_gather, 1, {1, 11, 13}},
     {"Gemm", op_gemm, 1, {1, 6, 7, 9, 11, 13}},
-    {"GlobalAveragePool", op_global_average_pool, 1, {1}},
-    {"GRU", op_gru, 7, {1, 3, 7, 14}},
-    {"HardSigmoid", op_hard_sigmoid, 1, {1, 6}},
-    {"Identity", op_identity, 1, {1, 13, 14, 16}},
+    {"Gelu", op_gelu, 20, {20}},
+    {"GlobalAveragePool", op_global_average_pool, 1, {1, 22}},
+    {"GRU", op_gru, 7, {1, 3, 7, 14, 22}},
+    {"HardSigmoid", op_hard_sigmoid, 1, {1, 6, 22}},
+    {"Identity", op_identity, 1, {1, 13, 14, 16, 19, 21, 23, 24, 25}},
     {"LayerNormalization", op_layer_normalization, 17, {17}},
     {"LeakyRelu", op_leaky_relu, 1, {1, 6, 16}},
     {"Log", op_log, 1, {1, 6, 13}},
     {"LogSoftmax", op_log_softmax, 1, {1, 11, 13}},
-    {"LSTM", op_lstm, 7, {1, 7, 14}},
+    {"LSTM", op_lstm, 7, {1, 7, 14, 22}},
     {"MatMul", op_matmul, 1, {1, 9, 13}},
     {"Max", op_max, 1, {1, 6, 8, 12, 13}},
-    {"MaxPool", op_max_pool, 1, {1, 8, 10, 11, 12}},
+    {"MaxPool", op_max_pool, 1, {1, 8, 10, 11, 12, 22}},
     {"Mean", op_mean, 1, {1, 6, 8, 13}},
     {"Min", op_min, 1, {1, 6, 8, 12, 13}},
     {"Mul", op_mul, 1, {1, 6, 7, 13, 14}},
     {"Neg", op_neg, 1, {1, 6, 13}},
     {"Pow", op_pow, 1, {1, 7, 12, 13, 15}},
     {"PRelu", op_prelu, 1, {1, 6, 7, 9, 16}},
-    {"Range", op_range, 11, {11}},
+    {"Range", op_range, 11, {11, 27}},
     {"Reciprocal", op_reciprocal, 1, {1, 6, 13}},
-    {"ReduceL1", op_reduce_l1, 1, {1, 11, 13}},
-    {"ReduceL2", op_reduce_l2, 1, {1, 11, 13}},
-    {"ReduceLogSum", op_reduce_log_sum, 1, {1, 11, 13}},
-    {"ReduceLogSumExp", op_reduce_log_sum_exp, 1, {1, 11, 13}},
-    {"ReduceMax", op_reduce_max, 1, {1, 11, 12, 13}},
-    {"ReduceMean", op_reduce_mean, 1, {1, 11, 13}},
-    {"ReduceMin", op_reduce_min, 1, {1, 11, 12, 13}},
+    {"ReduceL1", op_reduce_l1, 1, {1, 11, 13, 18}},
+    {"ReduceL2", op_reduce_l2, 1, {1, 11, 13, 18}},
+    {"ReduceLogSum", op_reduce_log_sum, 1, {1, 11, 13, 18}},
+    {"ReduceLogSumExp", op_reduce_log_sum_exp, 1, {1, 11, 13, 18}},
+    {"ReduceMax", op_reduce_max, 1, {1, 11, 12, 13, 18, 20}},
+    {"ReduceMean", op_reduce_mean, 1, {1, 11, 13, 18}},
+    {"ReduceMin", op_reduce_min, 1, {1, 11, 12, 13, 18, 20}},
     {"ReduceSum", op_reduce_sum, 1, {1, 11, 13}},
-    {"ReduceSumSquare", op_reduce_sum_square, 1, {1, 11, 13}},
+    {"ReduceSumSquare", op_reduce_sum_square, 1, {1, 11, 13, 18}},
     {"Relu", op_relu, 1, {1, 6, 13, 14}},
-    {"Reshape", op_reshape, 1, {1, 5, 13, 14}},
-    {"RNN", op_rnn, 7, {1, 7, 14}},
-    {"Selu", op_selu, 1, {1, 6}},
-    {"Shape", op_shape, 1, {1, 13, 15}},
+    {"Reshape", op_reshape, 1, {1, 5, 13, 14, 19, 21, 23, 24, 25}},
+    {"RNN", op_rnn, 7, {1, 7, 14, 22}},
+    {"Selu", op_selu, 1, {1, 6, 22}},
+    {"Shape", op_shape, 1, {1, 13, 15, 19, 21, 23, 24, 25}},
     {"Sigmoid", op_sigmoid, 1, {1, 6, 13}},
-    {"Size", op_size, 1, {1, 13}},
+    {"Size", op_size, 1, {1, 13, 19, 21, 23, 24, 25}},
     {"Slice", op_slice, 1, {1, 10, 11, 13}},
     {"Softmax", op_softmax, 1, {1, 11, 13}},
     {"SoftmaxCrossEntropyLoss", op_softmax_cross_entropy_loss, 12, {12, 13}},
-    {"Softplus", op_softplus, 1, {1}},
-    {"Softsign", op_softsign, 1, {1}},
-    {"Split", op_split, 2, {1, 2, 11, 13}},
+    {"Softplus", op_softplus, 1, {1, 22}},
+    {"Softsign", op_softsign, 1, {1, 22}},
+    {"Split", op_split, 2, {1, 2, 11, 13, 18}},
     {"Sqrt", op_sqrt, 1, {1, 6, 13}},
-    {"Squeeze", op_squeeze, 1, {1, 11, 13}},
+    {"Squeeze", op_squeeze, 1, {1, 11, 13, 21, 23, 24, 25}},
     {"Sub", op_sub, 1, {1, 6, 7, 13, 14}},
     {"Sum", op_sum, 1, {1, 6, 8, 13}},
     {"Tanh", op_tanh, 1, {1, 6, 13}},
-    {"TopK", op_top_k, 1, {1, 10, 11}},
-    {"Transpose", op_transpose, 1, {1, 13}},
+    {"TopK", op_top_k, 1, {1, 10, 11, 24}},
+    {"Transpose", op_transpose, 1, {1, 13, 21, 23, 24, 25}},
     {"Trilu", op_trilu, 14, {14}},
-    {"Unsqueeze", op_unsqueeze, 1, {1, 11, 13}},
+    {"Unsqueeze", op_unsqueeze, 1, {1, 11, 13, 21, 23, 24, 25}},
     {"Where", op_where, 9, {9, 16}},
 };
 

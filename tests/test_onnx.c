@@ -472,13 +472,13 @@ static void test_unsupported_op_and_opset(void **state)
     tide_test_onnx_input(m, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 1, (int64_t[]){2}, -1);
     tide_test_onnx_node(m, "Relu", "act", TIDE_TEST_NAMES("x"), TIDE_TEST_NAMES("y"));
     tide_test_onnx_output(m, "y");
-    import_fails(m, NULL, "opset 0 is not supported (tide imports opsets 1 to 17)");
+    import_fails(m, NULL, "opset 0 is not supported (tide imports opsets 1 to 27)");
     tide_test_onnx_free(m);
 
-    m = tide_test_onnx_new(18);
+    m = tide_test_onnx_new(28);
     tide_test_onnx_input(m, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 1, (int64_t[]){2}, -1);
     tide_test_onnx_output(m, "x");
-    import_fails(m, NULL, "opset 18 is not supported (tide imports opsets 1 to 17)");
+    import_fails(m, NULL, "opset 28 is not supported (tide imports opsets 1 to 27)");
     tide_test_onnx_free(m);
 
     /* Inference-mode BatchNormalization cannot be expressed exactly. */
@@ -1262,6 +1262,108 @@ static void test_legacy_modes(void **state)
     tide_test_onnx_free(m);
 }
 
+/* Opsets 18 on: reductions take their axes as an input, Split-18's num_outputs, Gelu-20. */
+static void test_opsets_18_on(void **state)
+{
+    (void)state;
+    float x[6] = {1, -4, 3, 0.5f, 2, -1}, y[6];
+    struct tide_onnx_result r;
+    struct tide_test_onnx *m = tide_test_onnx_new(18);
+    tide_test_onnx_init_i(m, "axes", 1, (int64_t[]){1}, (int64_t[]){1});
+    Onnx__NodeProto *n =
+        one_node(m, "ReduceMean", 2, (int64_t[]){2, 3}, TIDE_TEST_NAMES("x", "axes"));
+    tide_test_onnx_attr_i(m, n, "keepdims", 0);
+    tide_builder *b = import_ok(m, NULL, &r);
+    assert_shape(b, r.outputs[0], 1, (int64_t[]){2});
+    run_forward(b, &r, x, sizeof(x), y, 2);
+    assert_float_equal(y[0], 0, 1e-6);
+    assert_float_equal(y[1], 0.5f, 1e-6);
+    tide_onnx_result_free(&r);
+    tide_builder_free(b);
+    tide_test_onnx_free(m);
+
+    m = tide_test_onnx_new(20);
+    tide_test_onnx_init_i(m, "axes", 1, (int64_t[]){1}, (int64_t[]){0});
+    one_node(m, "ReduceMax", 2, (int64_t[]){2, 3}, TIDE_TEST_NAMES("x", "axes"));
+    b = import_ok(m, NULL, &r);
+    assert_shape(b, r.outputs[0], 2, (int64_t[]){1, 3});
+    run_forward(b, &r, x, sizeof(x), y, 3);
+    assert_float_equal(y[0], 1, 0);
+    assert_float_equal(y[1], 2, 0);
+    assert_float_equal(y[2], 3, 0);
+    tide_onnx_result_free(&r);
+    tide_builder_free(b);
+    tide_test_onnx_free(m);
+
+    /* No axes and noop_with_empty_axes: x itself. */
+    m = tide_test_onnx_new(18);
+    n = one_node(m, "ReduceL2", 2, (int64_t[]){2, 3}, TIDE_TEST_NAMES("x"));
+    tide_test_onnx_attr_i(m, n, "noop_with_empty_axes", 1);
+    b = import_ok(m, NULL, &r);
+    assert_shape(b, r.outputs[0], 2, (int64_t[]){2, 3});
+    tide_onnx_result_free(&r);
+    tide_builder_free(b);
+    tide_test_onnx_free(m);
+
+    m = tide_test_onnx_new(18);
+    n = one_node(m, "ReduceMin", 2, (int64_t[]){2, 3}, TIDE_TEST_NAMES("x"));
+    tide_test_onnx_attr_ints(m, n, "axes", 1, (int64_t[]){1});
+    import_fails(m, NULL,
+                 "node n (ReduceMin, opset 18): axes is an input from ReduceMin-18 on, not an "
+                 "attribute");
+    tide_test_onnx_free(m);
+
+    /* Split-18: num_outputs parts, the last one smaller. */
+    m = tide_test_onnx_new(18);
+    tide_test_onnx_input(m, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 2, (int64_t[]){1, 10}, -1);
+    n = tide_test_onnx_node(m, "Split", "n", TIDE_TEST_NAMES("x"),
+                            TIDE_TEST_NAMES("a", "b", "c", "d"));
+    tide_test_onnx_attr_i(m, n, "axis", 1);
+    tide_test_onnx_attr_i(m, n, "num_outputs", 4);
+    tide_test_onnx_output(m, "a");
+    tide_test_onnx_output(m, "d");
+    b = import_ok(m, NULL, &r);
+    assert_shape(b, r.outputs[0], 2, (int64_t[]){1, 3});
+    assert_shape(b, r.outputs[1], 2, (int64_t[]){1, 1});
+    tide_onnx_result_free(&r);
+    tide_builder_free(b);
+    n->attribute[1]->i = 3;
+    import_fails(m, NULL, "node n (Split, opset 18): num_outputs is 3, but the node has 4 outputs");
+    tide_test_onnx_free(m);
+
+    /* Gelu-20, exact and tanh forms, against float64 references. */
+    float gx[6] = {-3, -1, -0.25f, 0, 0.5f, 2};
+    for (int tanh_form = 0; tanh_form <= 1; tanh_form++) {
+        m = tide_test_onnx_new(20);
+        n = one_node(m, "Gelu", 1, (int64_t[]){6}, TIDE_TEST_NAMES("x"));
+        if (tanh_form) {
+            Onnx__AttributeProto *a = tide_test_onnx_attr(m, n, "approximate");
+            a->has_type = true;
+            a->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING;
+            a->has_s = true;
+            a->s.data = (uint8_t *)tide_test_onnx_own_str(m, "tanh");
+            a->s.len = 4;
+        }
+        b = import_ok(m, NULL, &r);
+        run_forward(b, &r, gx, sizeof(gx), y, 6);
+        for (int k = 0; k < 6; k++) {
+            double v = gx[k];
+            double want = tanh_form ? 0.5 * v * (1 + tanh(sqrt(2 / M_PI) * (v + 0.044715 * v * v * v)))
+                                    : 0.5 * v * (1 + erf(v / sqrt(2.0)));
+            assert_float_equal(y[k], want, 1e-6);
+        }
+        tide_onnx_result_free(&r);
+        tide_builder_free(b);
+        tide_test_onnx_free(m);
+    }
+    m = tide_test_onnx_new(19);
+    one_node(m, "Gelu", 1, (int64_t[]){6}, TIDE_TEST_NAMES("x"));
+    import_fails(m, NULL,
+                 "node n (Gelu, opset 19): Gelu does not exist in opset 19 (ONNX added it in "
+                 "opset 20)");
+    tide_test_onnx_free(m);
+}
+
 static void test_bad_bytes(void **state)
 {
     (void)state;
@@ -1339,6 +1441,7 @@ int main(void)
         cmocka_unit_test(test_op_versions),
         cmocka_unit_test(test_legacy_attributes),
         cmocka_unit_test(test_legacy_modes),
+        cmocka_unit_test(test_opsets_18_on),
         cmocka_unit_test(test_bad_bytes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

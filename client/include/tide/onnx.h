@@ -30,7 +30,7 @@
  * result's refs give the names used (tide_builder_name). Nodes made for the
  * model's inner values get automatic names under the scope "onnx/".
  *
- * Opsets 1 to 17 of the default domain are accepted, each op read as the
+ * Opsets 1 to 27 of the default domain are accepted, each op read as the
  * version the opset selects (the newest at or below it). A node tide cannot
  * express exactly is refused with "node <name> (<op>, opset <n>): <why>";
  * docs/onnx.md lists what is imported and what is refused.
