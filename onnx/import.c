@@ -2699,6 +2699,61 @@ static int reduce_extreme(struct ctx *c, bool largest)
     return set_out(c, 0, v);
 }
 
+/* GlobalMaxPool: the largest of each (instance, channel) over the spatial axes, kept as 1s. */
+static int op_global_max_pool(struct ctx *c)
+{
+    tide_ref x, v;
+    int32_t rank;
+    int64_t dims[MAX_RANK];
+    if (float_in(c, 0, &x) != 0 || ref_shape(c, x, &rank, dims) != 0)
+        return -1;
+    if (rank < 3)
+        return failf(c, "x has rank %d, wants N, C and at least one spatial axis", rank);
+    bool spatial[MAX_RANK] = {0};
+    for (int32_t a = 2; a < rank; a++)
+        spatial[a] = true;
+    if (select_one(c, x, spatial, true, true, &v, NULL) != 0)
+        return -1;
+    return set_out(c, 0, v);
+}
+
+/*
+ * InstanceNormalization: each (instance, channel) normalised over its
+ * spatial axes with its own mean and biased variance, then scale and B per
+ * channel: ReduceMean, Sub, Mul, ReduceMean, Add epsilon, Sqrt, Div, Mul, Add.
+ */
+static int op_instance_normalization(struct ctx *c)
+{
+    tide_ref x, scale, bias;
+    int32_t rank, rs, rb;
+    int64_t dims[MAX_RANK], ds[MAX_RANK], db[MAX_RANK];
+    if (float_in(c, 0, &x) != 0 || float_in(c, 1, &scale) != 0 || float_in(c, 2, &bias) != 0 ||
+        ref_shape(c, x, &rank, dims) != 0 || ref_shape(c, scale, &rs, ds) != 0 ||
+        ref_shape(c, bias, &rb, db) != 0)
+        return -1;
+    if (rank < 3)
+        return failf(c, "x has rank %d, wants N, C and at least one spatial axis", rank);
+    if (rs != 1 || ds[0] != dims[1] || rb != 1 || db[0] != dims[1])
+        return failf(c, "scale and B must hold one value per channel (%" PRId64 ")", dims[1]);
+    int64_t axes[MAX_RANK], per_channel[MAX_RANK];
+    for (int32_t a = 2; a < rank; a++)
+        axes[a - 2] = a;
+    for (int32_t a = 0; a < rank - 1; a++)
+        per_channel[a] = a ? 1 : dims[1];
+    tide_builder *b = c->b;
+    tide_ref mean = tide_builder_reduce_mean(b, NULL, x, axes, rank - 2, true);
+    tide_ref d = tide_builder_sub(b, NULL, x, mean);
+    tide_ref var = tide_builder_reduce_mean(b, NULL, tide_builder_mul(b, NULL, d, d), axes,
+                                            rank - 2, true);
+    tide_ref sd = tide_builder_sqrt(
+        b, NULL, tide_builder_add(b, NULL, var, scalar(c, attr_f(c->node, "epsilon", 1e-5f))));
+    tide_ref y = tide_builder_mul(b, NULL, tide_builder_div(b, NULL, d, sd),
+                                  tide_builder_reshape(b, NULL, scale, rank - 1, per_channel));
+    return set_out(c, 0,
+                   tide_builder_add(b, NULL, y,
+                                    tide_builder_reshape(b, NULL, bias, rank - 1, per_channel)));
+}
+
 static int op_reduce_max(struct ctx *c)
 {
     return reduce_extreme(c, true);
@@ -3266,9 +3321,11 @@ static const struct op_entry ops[] = {
     {"Gemm", op_gemm, 1, {1, 6, 7, 9, 11, 13}},
     {"Gelu", op_gelu, 20, {20}},
     {"GlobalAveragePool", op_global_average_pool, 1, {1, 22}},
+    {"GlobalMaxPool", op_global_max_pool, 1, {1, 22}},
     {"GRU", op_gru, 7, {1, 3, 7, 14, 22}},
     {"HardSigmoid", op_hard_sigmoid, 1, {1, 6, 22}},
     {"Identity", op_identity, 1, {1, 13, 14, 16, 19, 21, 23, 24, 25}},
+    {"InstanceNormalization", op_instance_normalization, 1, {1, 6, 22}},
     {"LayerNormalization", op_layer_normalization, 17, {17}},
     {"LeakyRelu", op_leaky_relu, 1, {1, 6, 16}},
     {"Log", op_log, 1, {1, 6, 13}},

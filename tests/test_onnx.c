@@ -1364,6 +1364,64 @@ static void test_opsets_18_on(void **state)
     tide_test_onnx_free(m);
 }
 
+/* InstanceNormalization and GlobalMaxPool, as compositions of tide's ops. */
+static void test_instance_norm_global_max_pool(void **state)
+{
+    (void)state;
+    /* x [1, 2, 1, 3]: channel 0 is 1 2 6, channel 1 is -1 -1 2. */
+    float x[6] = {1, 2, 6, -1, -1, 2}, y[6];
+    struct tide_onnx_result r;
+    struct tide_test_onnx *m = tide_test_onnx_new(6);
+    tide_test_onnx_init_f(m, "s", 1, (int64_t[]){2}, (float[]){2, 1});
+    tide_test_onnx_init_f(m, "b", 1, (int64_t[]){2}, (float[]){0, 10});
+    Onnx__NodeProto *n = one_node(m, "InstanceNormalization", 4, (int64_t[]){1, 2, 1, 3},
+                                  TIDE_TEST_NAMES("x", "s", "b"));
+    tide_test_onnx_attr_f(m, n, "epsilon", 0.01f);
+    tide_builder *b = import_ok(m, NULL, &r);
+    run_forward(b, &r, x, sizeof(x), y, 6);
+    for (int ch = 0; ch < 2; ch++) {
+        double mean = 0, var = 0;
+        for (int k = 0; k < 3; k++)
+            mean += x[ch * 3 + k] / 3.0;
+        for (int k = 0; k < 3; k++)
+            var += (x[ch * 3 + k] - mean) * (x[ch * 3 + k] - mean) / 3.0;
+        for (int k = 0; k < 3; k++)
+            assert_float_equal(y[ch * 3 + k],
+                               (ch ? 1 : 2) * (x[ch * 3 + k] - mean) / sqrt(var + 0.01) +
+                                   (ch ? 10 : 0),
+                               1e-5);
+    }
+    tide_onnx_result_free(&r);
+    tide_builder_free(b);
+    tide_test_onnx_free(m);
+    m = tide_test_onnx_new(6);
+    tide_test_onnx_init_f(m, "s", 1, (int64_t[]){3}, NULL);
+    tide_test_onnx_init_f(m, "b", 1, (int64_t[]){2}, NULL);
+    one_node(m, "InstanceNormalization", 4, (int64_t[]){1, 2, 1, 3},
+             TIDE_TEST_NAMES("x", "s", "b"));
+    import_fails(m, NULL,
+                 "node n (InstanceNormalization, opset 6): scale and B must hold one value per "
+                 "channel (2)");
+    tide_test_onnx_free(m);
+
+    m = tide_test_onnx_new(1);
+    one_node(m, "GlobalMaxPool", 4, (int64_t[]){1, 2, 1, 3}, TIDE_TEST_NAMES("x"));
+    b = import_ok(m, NULL, &r);
+    assert_shape(b, r.outputs[0], 4, (int64_t[]){1, 2, 1, 1});
+    run_forward(b, &r, x, sizeof(x), y, 2);
+    assert_float_equal(y[0], 6, 0);
+    assert_float_equal(y[1], 2, 0);
+    tide_onnx_result_free(&r);
+    tide_builder_free(b);
+    tide_test_onnx_free(m);
+    m = tide_test_onnx_new(1);
+    one_node(m, "GlobalMaxPool", 2, (int64_t[]){2, 3}, TIDE_TEST_NAMES("x"));
+    import_fails(m, NULL,
+                 "node n (GlobalMaxPool, opset 1): x has rank 2, wants N, C and at least one "
+                 "spatial axis");
+    tide_test_onnx_free(m);
+}
+
 static void test_bad_bytes(void **state)
 {
     (void)state;
@@ -1442,6 +1500,7 @@ int main(void)
         cmocka_unit_test(test_legacy_attributes),
         cmocka_unit_test(test_legacy_modes),
         cmocka_unit_test(test_opsets_18_on),
+        cmocka_unit_test(test_instance_norm_global_max_pool),
         cmocka_unit_test(test_bad_bytes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
