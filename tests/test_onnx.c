@@ -1420,6 +1420,49 @@ static void test_instance_norm_global_max_pool(void **state)
                  "node n (GlobalMaxPool, opset 1): x has rank 2, wants N, C and at least one "
                  "spatial axis");
     tide_test_onnx_free(m);
+
+    /* Both train: x -> InstanceNormalization -> GlobalMaxPool -> mean of squares; one SGD step
+     * moves scale and B. */
+    m = tide_test_onnx_new(6);
+    tide_test_onnx_init_f(m, "s", 1, (int64_t[]){2}, (float[]){2, 1});
+    tide_test_onnx_init_f(m, "b", 1, (int64_t[]){2}, (float[]){0, 10});
+    tide_test_onnx_input(m, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 4,
+                         (int64_t[]){1, 2, 1, 3}, -1);
+    tide_test_onnx_node(m, "InstanceNormalization", "in", TIDE_TEST_NAMES("x", "s", "b"),
+                        TIDE_TEST_NAMES("h"));
+    tide_test_onnx_node(m, "GlobalMaxPool", "gmp", TIDE_TEST_NAMES("h"), TIDE_TEST_NAMES("y"));
+    tide_test_onnx_output(m, "y");
+    b = import_ok(m, NULL, &r);
+    tide_ref loss = tide_builder_reduce_mean(
+        b, "loss", tide_builder_mul(b, NULL, r.outputs[0], r.outputs[0]), NULL, 0, false);
+    assert_true(loss.id >= 0);
+    uint8_t *graph;
+    size_t len;
+    assert_int_equal(tide_builder_serialize(b, &graph, &len), 0);
+    struct tide_train_options train = {
+        .loss = "loss", .optimizer = TIDE_OPTIMIZER_SGD, .learning_rate = 0.1f};
+    struct tide_session_options o = tide_session_options_default();
+    o.threads = 1;
+    o.train = &train;
+    struct tide_session *sess;
+    struct tide_error err = {0};
+    if (tide_session_new(graph, len, &o, &sess, &err) != TIDE_OK)
+        fail_msg("training session: %s", err.message);
+    free(graph);
+    struct tide_step_stats stats;
+    assert_int_equal(tide_session_feed(sess, "x", x, sizeof(x), &err), TIDE_OK);
+    if (tide_session_step(sess, &stats, &err) != TIDE_OK)
+        fail_msg("step: %s", err.message);
+    float scale[2], bias[2];
+    assert_int_equal(tide_session_fetch(sess, "s", scale, sizeof(scale), &err), TIDE_OK);
+    assert_int_equal(tide_session_fetch(sess, "b", bias, sizeof(bias), &err), TIDE_OK);
+    /* d loss / d b_c = y_c (the mean over 2 channels of y^2), so b moves by -0.1 y_c. */
+    assert_true(scale[0] != 2 && scale[1] != 1);
+    assert_true(bias[0] < 0 && bias[1] < 10);
+    tide_session_free(sess);
+    tide_onnx_result_free(&r);
+    tide_builder_free(b);
+    tide_test_onnx_free(m);
 }
 
 static void test_bad_bytes(void **state)
