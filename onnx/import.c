@@ -2113,14 +2113,17 @@ static int op_split(struct ctx *c)
     if (num) {
         /* Split-18: num_outputs parts of ceil(size / num_outputs), the last one smaller. */
         int64_t d = dims[axis], want = num->has_i ? num->i : 0;
-        int64_t chunk = want > 0 ? (d + want - 1) / want : 0;
-        if (has_input(n, 1) || want != (int64_t)parts || (want > 0 && chunk * (want - 1) > d)) {
+        if (has_input(n, 1) || want != (int64_t)parts) {
             free(split);
             if (has_input(n, 1))
                 return failf(c, "num_outputs and the input split are both given");
-            if (want != (int64_t)parts)
-                return failf(c, "num_outputs is %" PRId64 ", but the node has %zu outputs", want,
-                             parts);
+            return failf(c, "num_outputs is %" PRId64 ", but the node has %zu outputs", want,
+                         parts);
+        }
+        /* want is the node's output count (at least 1) from here: nothing overflows. */
+        int64_t chunk = (d + want - 1) / want;
+        if (chunk * (want - 1) > d) {
+            free(split);
             return failf(c, "axis %" PRId64 " of size %" PRId64 " does not split in %" PRId64
                             " parts of %" PRId64,
                          axis, d, want, chunk);

@@ -1329,6 +1329,15 @@ static void test_opsets_18_on(void **state)
     tide_builder_free(b);
     n->attribute[1]->i = 3;
     import_fails(m, NULL, "node n (Split, opset 18): num_outputs is 3, but the node has 4 outputs");
+    n->attribute[1]->i = INT64_MAX;
+    import_fails(m, NULL,
+                 "node n (Split, opset 18): num_outputs is 9223372036854775807, but the node has "
+                 "4 outputs");
+    /* 5 in 4 parts of ceil(5 / 4) = 2 would leave the last one -1. */
+    n->attribute[1]->i = 4;
+    m->graph.input[0]->type->tensor_type->shape->dim[1]->dim_value = 5;
+    import_fails(m, NULL,
+                 "node n (Split, opset 18): axis 1 of size 5 does not split in 4 parts of 2");
     tide_test_onnx_free(m);
 
     /* Gelu-20, exact and tanh forms, against float64 references. */
