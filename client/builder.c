@@ -105,6 +105,7 @@ enum op_id {
     OP_CONCAT,
     OP_SLICE,
     OP_CONV2D,
+    OP_CONV2D_TRANSPOSE,
     OP_MAX_POOL2D,
     OP_AVG_POOL2D,
     OP_GLOBAL_AVG_POOL,
@@ -169,6 +170,7 @@ static const struct op_spec op_specs[] = {
     [OP_CONCAT] = {TIDE_OP_CONCAT, "concat"},
     [OP_SLICE] = {TIDE_OP_SLICE, "slice"},
     [OP_CONV2D] = {TIDE_OP_CONV2D, "conv2d"},
+    [OP_CONV2D_TRANSPOSE] = {TIDE_OP_CONV2D_BACKPROP_INPUT, "conv2d_transpose"},
     [OP_MAX_POOL2D] = {TIDE_OP_MAX_POOL2D, "max_pool2d"},
     [OP_AVG_POOL2D] = {TIDE_OP_AVG_POOL2D, "avg_pool2d"},
     [OP_GLOBAL_AVG_POOL] = {TIDE_OP_GLOBAL_AVG_POOL, "global_avg_pool"},
@@ -1388,6 +1390,31 @@ tide_ref tide_builder_conv2d(tide_builder *b, const char *name, tide_ref x, tide
     const int64_t s[2] = {stride_h, stride_w}, p[2] = {pad_h, pad_w};
     attr_ints(&c, "strides", 2, s);
     attr_ints(&c, "pads", 2, p);
+    return finish(&c);
+}
+
+/*
+ * The transposed convolution is the op that makes Conv2D's input gradient:
+ * x plays dy, and the output's shape is the attribute input_shape, [N of x,
+ * C of w, out_h, out_w].
+ */
+tide_ref tide_builder_conv2d_transpose(tide_builder *b, const char *name, tide_ref x, tide_ref w,
+                                       int64_t stride_h, int64_t stride_w, int64_t pad_h,
+                                       int64_t pad_w, int64_t out_h, int64_t out_w)
+{
+    struct call c;
+    if (!begin(b, &c, OP_CONV2D_TRANSPOSE, name) || !input(&c, 0, "dy", x) || !input(&c, 1, "w", w))
+        return TIDE_REF_NONE;
+    int64_t xd[TIDE_BUILDER_MAX_RANK], wd[TIDE_BUILDER_MAX_RANK];
+    int32_t xr, wr;
+    if (tide_builder_shape(b, x, xd, &xr) != 0 || tide_builder_shape(b, w, wd, &wr) != 0 ||
+        xr != 4 || wr != 4)
+        return fail(&c, "x and w must have rank 4 ([N, K, H, W] and [K, C, R, S])");
+    const int64_t s[2] = {stride_h, stride_w}, p[2] = {pad_h, pad_w};
+    const int64_t y[4] = {xd[0], wd[1], out_h, out_w};
+    attr_ints(&c, "strides", 2, s);
+    attr_ints(&c, "pads", 2, p);
+    attr_shape(&c, "input_shape", 4, y);
     return finish(&c);
 }
 

@@ -652,6 +652,42 @@ static enum tide_status tide__grad_conv2d(struct grad_ctx *c)
 }
 
 /*
+ * Conv2DBackpropInput(a, w; input_shape) -> y: the transposed convolution
+ * (ONNX's ConvTranspose imports as this op). It is linear in a and in w:
+ * y[n, c, h] = sum over k, r of a[n, k, o] w[k, c, r] where h = o * stride
+ * - pad + r. So da is the forward convolution of dy with w (the adjoint of
+ * the adjoint), and dw is the filter gradient of a convolution whose input
+ * is dy and whose output gradient is a.
+ */
+static enum tide_status tide__grad_conv2d_backprop_input(struct grad_ctx *c)
+{
+    struct tide_graph *graph = c->ad->graph;
+    struct tide_attr_value strides = *fwd_attr(c, TIDE_ATTR_CONV2D_BACKPROP_INPUT_strides);
+    struct tide_attr_value pads = *fwd_attr(c, TIDE_ATTR_CONV2D_BACKPROP_INPUT_pads);
+    uint32_t id;
+    enum tide_status st = TIDE_OK;
+    if (c->wanted[0]) {
+        st = emit2(c, TIDE_OP_CONV2D, 0, "dy", c->dy[0], in_edge(c, 1), &id);
+        if (st != TIDE_OK)
+            return st;
+        copy_ints(graph, id, TIDE_ATTR_CONV2D_strides, &strides);
+        copy_ints(graph, id, TIDE_ATTR_CONV2D_pads, &pads);
+        c->dx[0] = out0(id);
+    }
+    if (c->wanted[1]) {
+        struct tide_shape w = in_shape(c, 1);
+        st = emit2(c, TIDE_OP_CONV2D_BACKPROP_FILTER, 1, "w", c->dy[0], in_edge(c, 0), &id);
+        if (st != TIDE_OK)
+            return st;
+        copy_ints(graph, id, TIDE_ATTR_CONV2D_BACKPROP_FILTER_strides, &strides);
+        copy_ints(graph, id, TIDE_ATTR_CONV2D_BACKPROP_FILTER_pads, &pads);
+        tide_attr_set_shape(graph, id, TIDE_ATTR_CONV2D_BACKPROP_FILTER_filter_shape, &w);
+        c->dx[1] = out0(id);
+    }
+    return st;
+}
+
+/*
  * MaxPool2D(x) -> y, argmax. Only y is differentiable (argmax is int32);
  * MaxPool2DGrad routes dy to the cells the forward pass's argmax names, so
  * the gradient reads the saved indices, not x: whether they are kept,

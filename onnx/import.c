@@ -1632,6 +1632,168 @@ static int op_conv(struct ctx *c)
     return set_out(c, 0, r);
 }
 
+/*
+ * One spatial axis of a ConvTranspose as tide's Conv2DBackpropInput with pad
+ * *pad and output length *bpi, then (when that is not out) the out elements
+ * from *begin on. The full (unpadded) result is stride * (in - 1) + k +
+ * output_padding long; ONNX's output is it with pb cut from the start and pe
+ * from the end (pe < 0: zeros appended). Conv2DBackpropInput with pad p gives
+ * full[p + h] for every h whose convolution still has in windows: (bpi + 2p -
+ * k) / stride + 1 == in; rows of full past the last window are zeros. So pad
+ * pb gives the output directly when out lies in that range, or a longer one
+ * to crop when the end pad is larger; otherwise pad 0 gives the whole result
+ * (and up to stride - 1 zeros), cropped from pb on.
+ */
+static int transpose_axis(struct ctx *c, const char *axis, int64_t in, int64_t k, int64_t stride,
+                          int64_t pb, int64_t out, int64_t *pad, int64_t *bpi, int64_t *begin)
+{
+    if (out < 1)
+        return failf(c,
+                     "the output's %s would be %" PRId64 " (pads too large for input %" PRId64
+                     ", kernel %" PRId64 ", stride %" PRId64 ")",
+                     axis, out, in, k, stride);
+    int64_t low = stride * (in - 1) + k - 2 * pb, high = low + stride - 1;
+    if (low < 1)
+        low = 1;
+    if (low + 2 * pb >= k && (low + 2 * pb - k) / stride + 1 == in && out <= high) {
+        *pad = pb, *begin = 0;
+        *bpi = out < low ? low : out;
+        return 0;
+    }
+    int64_t longest = stride * (in - 1) + k + stride - 1;
+    if (pb + out > longest)
+        return failf(c,
+                     "the output's %s of %" PRId64 " from begin pad %" PRId64
+                     " runs past the %" PRId64 " that input %" PRId64 ", kernel %" PRId64
+                     " and stride %" PRId64 " give",
+                     axis, out, pb, longest, in, k, stride);
+    *pad = 0, *begin = pb;
+    *bpi = stride * (in - 1) + k;
+    if (*bpi < pb + out)
+        *bpi = pb + out;
+    return 0;
+}
+
+/*
+ * ConvTranspose: the input gradient of a convolution (tide's
+ * Conv2DBackpropInput), so it trains with Conv2D and Conv2DBackpropFilter as
+ * its gradients. 2-D, group 1 and dilation 1; asymmetric pads by a crop.
+ */
+static int op_conv_transpose(struct ctx *c)
+{
+    const Onnx__NodeProto *n = c->node;
+    tide_ref x, w;
+    if (float_in(c, 0, &x) != 0 || float_in(c, 1, &w) != 0)
+        return -1;
+    if (attr_i(n, "group", 1) != 1)
+        return failf(c, "group %" PRId64 " is not supported (only 1)", attr_i(n, "group", 1));
+    int32_t rx, rw;
+    int64_t dx[MAX_RANK], dw[MAX_RANK];
+    if (ref_shape(c, x, &rx, dx) != 0 || ref_shape(c, w, &rw, dw) != 0)
+        return -1;
+    if (rw != 4)
+        return failf(c, "only 2-D transposed convolutions are supported, the weight has rank %d",
+                     rw);
+    if (rx != 4)
+        return failf(c, "the input must be [N, C, H, W], not rank %d", rx);
+    char wt[96];
+    dims_text(wt, sizeof(wt), rw, dw);
+    if (dx[1] != dw[0])
+        return failf(c, "the input has %" PRId64 " channels but the weight %s wants %" PRId64,
+                     dx[1], wt, dw[0]);
+    const int64_t *list;
+    int64_t count;
+    if ((count = attr_ints(n, "kernel_shape", &list)) >= 0 &&
+        (count != 2 || list[0] != dw[2] || list[1] != dw[3]))
+        return failf(c, "kernel_shape does not match the weight %s", wt);
+    if ((count = attr_ints(n, "dilations", &list)) >= 0) {
+        for (int64_t i = 0; i < count; i++)
+            if (list[i] != 1)
+                return failf(c, "dilations other than 1 are not supported");
+    }
+    int64_t strides[2] = {1, 1}, outpad[2] = {0, 0}, p[4] = {0, 0, 0, 0};
+    if ((count = attr_ints(n, "strides", &list)) >= 0) {
+        if (count != 2)
+            return failf(c, "strides holds %" PRId64 " values, not 2", count);
+        memcpy(strides, list, sizeof(strides));
+    }
+    for (int a = 0; a < 2; a++)
+        if (strides[a] < 1 || strides[a] > INT32_MAX)
+            return failf(c, "strides[%d] is %" PRId64 ", not in 1..%d", a, strides[a], INT32_MAX);
+    if ((count = attr_ints(n, "output_padding", &list)) >= 0) {
+        if (count != 2)
+            return failf(c, "output_padding holds %" PRId64 " values, not 2", count);
+        memcpy(outpad, list, sizeof(outpad));
+        for (int a = 0; a < 2; a++)
+            if (outpad[a] < 0 || outpad[a] >= strides[a])
+                return failf(c,
+                             "output_padding[%d] is %" PRId64 ", not in 0..%" PRId64 " (less "
+                             "than the stride)",
+                             a, outpad[a], strides[a] - 1);
+    }
+    if ((count = attr_ints(n, "pads", &list)) >= 0) {
+        if (count != 4)
+            return failf(c, "pads holds %" PRId64 " values, not 4", count);
+        memcpy(p, list, sizeof(p));
+        for (int a = 0; a < 4; a++)
+            if (p[a] < 0 || p[a] > INT32_MAX)
+                return failf(c, "pads[%d] is %" PRId64 ", not in 0..%d", a, p[a], INT32_MAX);
+    }
+    /* Beyond these, the sizes below could overflow; no real model comes near. */
+    for (int a = 0; a < 2; a++)
+        if (dx[2 + a] > INT32_MAX || dw[2 + a] > INT32_MAX)
+            return failf(c, "the input or kernel is over %d on an axis", INT32_MAX);
+    int64_t full[2], out[2];
+    for (int a = 0; a < 2; a++)
+        full[a] = strides[a] * (dx[2 + a] - 1) + dw[2 + a] + outpad[a];
+    bool upper = attr_s_is(n, "auto_pad", "SAME_UPPER");
+    bool same = upper || attr_s_is(n, "auto_pad", "SAME_LOWER");
+    if (!same && !attr_s_is(n, "auto_pad", NULL) && !attr_s_is(n, "auto_pad", "NOTSET") &&
+        !attr_s_is(n, "auto_pad", "VALID"))
+        return failf(c, "auto_pad is not NOTSET, VALID, SAME_UPPER or SAME_LOWER");
+    if (attr_s_is(n, "auto_pad", "VALID"))
+        memset(p, 0, sizeof(p));
+    if ((count = attr_ints(n, "output_shape", &list)) >= 0 || same) {
+        /* The pads follow from the output's size: ONNX's total_padding, split by auto_pad. */
+        for (int a = 0; a < 2; a++) {
+            if (count >= 0) {
+                if (count != 2 && count != 4)
+                    return failf(c, "output_shape holds %" PRId64 " values, not 2 (or 4)", count);
+                out[a] = list[count - 2 + a];
+                if (out[a] < 1 || out[a] > INT32_MAX)
+                    return failf(c, "output_shape[%d] is %" PRId64 ", not in 1..%d",
+                                 (int)(count - 2 + a), out[a], INT32_MAX);
+            } else {
+                out[a] = dx[2 + a] * strides[a];
+            }
+            int64_t total = full[a] - out[a];
+            /* A longer output gains zero rows at the end, as ONNX's own suite has it. */
+            p[a] = total < 0 ? 0 : upper ? total / 2 : total - total / 2;
+            p[a + 2] = total - p[a];
+        }
+    }
+    for (int a = 0; a < 2; a++)
+        out[a] = full[a] - p[a] - p[a + 2];
+    int64_t pad[2], bpi[2], begin[2];
+    if (transpose_axis(c, "H", dx[2], dw[2], strides[0], p[0], out[0], &pad[0], &bpi[0],
+                       &begin[0]) != 0 ||
+        transpose_axis(c, "W", dx[3], dw[3], strides[1], p[1], out[1], &pad[1], &bpi[1],
+                       &begin[1]) != 0)
+        return -1;
+    tide_ref r = tide_builder_conv2d_transpose(c->b, NULL, x, w, strides[0], strides[1], pad[0],
+                                               pad[1], bpi[0], bpi[1]);
+    if (bpi[0] != out[0] || bpi[1] != out[1])
+        r = tide_builder_slice(c->b, NULL, r, (int64_t[]){0, 0, begin[0], begin[1]},
+                               (int64_t[]){dx[0], dw[1], out[0], out[1]}, 4);
+    if (has_input(n, 2)) {
+        tide_ref bias;
+        if (check_builder(c, r) != 0 || float_in(c, 2, &bias) != 0)
+            return -1;
+        r = tide_builder_bias_add(c->b, NULL, r, bias);
+    }
+    return set_out(c, 0, r);
+}
+
 static int pool(struct ctx *c, bool is_max)
 {
     const Onnx__NodeProto *n = c->node;
@@ -3312,6 +3474,7 @@ static const struct op_entry ops[] = {
     {"Constant", op_constant, 1, {1, 9, 11, 12, 13, 19, 21, 23, 24, 25}},
     {"ConstantOfShape", op_constant_of_shape, 9, {9, 20, 21, 23, 24, 25}},
     {"Conv", op_conv, 1, {1, 11, 22}},
+    {"ConvTranspose", op_conv_transpose, 1, {1, 11, 22}},
     {"Div", op_div, 1, {1, 6, 7, 13, 14}},
     {"Dropout", op_dropout, 1, {1, 6, 7, 10, 12, 13, 22}},
     {"Elu", op_elu, 1, {1, 6, 22}},

@@ -1195,6 +1195,36 @@ static uint32_t build_conv_s1p0(struct tide_graph *g, const uint32_t *in)
     return build_conv(g, in, 1, 0);
 }
 
+/*
+ * The transposed convolution (ONNX's ConvTranspose): a [N, K, OH, OW] and w
+ * [K, C, R, S] make y of the input_shape [N, C, H, W]; rows of y past the
+ * last window (an ONNX output_padding) get no contribution.
+ */
+static uint32_t build_conv_transpose(struct tide_graph *g, const uint32_t *in, int64_t stride,
+                                     int64_t pad, const int64_t *y_dims)
+{
+    int64_t strides[2] = {stride, stride}, pads[2] = {pad, pad};
+    uint32_t y = op2(g, TIDE_OP_CONV2D_BACKPROP_INPUT, "y", in[0], in[1]);
+    tide_attr_set_ints(g, y, TIDE_ATTR_CONV2D_BACKPROP_INPUT_strides, strides, 2);
+    tide_attr_set_ints(g, y, TIDE_ATTR_CONV2D_BACKPROP_INPUT_pads, pads, 2);
+    struct tide_shape shape = {.rank = 4};
+    memcpy(shape.dims, y_dims, 4 * sizeof(int64_t));
+    tide_attr_set_shape(g, y, TIDE_ATTR_CONV2D_BACKPROP_INPUT_input_shape, &shape);
+    return y;
+}
+
+/* a [1, 3, 3, 3], w [3, 2, 3, 3], stride 2, pad 1: y [1, 2, 6, 6] (one output_padding row). */
+static uint32_t build_conv_transpose_s2p1(struct tide_graph *g, const uint32_t *in)
+{
+    return build_conv_transpose(g, in, 2, 1, (const int64_t[]){1, 2, 6, 6});
+}
+
+/* a [2, 2, 3, 3], w [2, 3, 2, 2], stride 1, pad 0: y [2, 3, 4, 4]. */
+static uint32_t build_conv_transpose_s1p0(struct tide_graph *g, const uint32_t *in)
+{
+    return build_conv_transpose(g, in, 1, 0, (const int64_t[]){2, 3, 4, 4});
+}
+
 static uint32_t build_pool(struct tide_graph *g, const uint32_t *in, enum tide_op op, int64_t k,
                            int64_t stride, int64_t pad)
 {
@@ -1971,6 +2001,8 @@ static const struct gc_case gc_cases[] = {
     {"Slice", IN1(T2(3, 4)), build_slice},
     {"Conv2D_s2_p1", IN2(T4(1, 2, 5, 5), T4(3, 2, 3, 3)), build_conv_s2p1},
     {"Conv2D_s1_p0", IN2(T4(2, 2, 4, 4), T4(2, 2, 2, 2)), build_conv_s1p0},
+    {"Conv2DBackpropInput_s2_p1", IN2(T4(1, 3, 3, 3), T4(3, 2, 3, 3)), build_conv_transpose_s2p1},
+    {"Conv2DBackpropInput_s1_p0", IN2(T4(2, 2, 3, 3), T4(2, 3, 2, 2)), build_conv_transpose_s1p0},
     {"MaxPool2D_k2_s2", IN1(DISTINCT4(1, 2, 4, 4)), build_max_k2s2},
     {"MaxPool2D_k3_s2_p1", IN1(DISTINCT4(1, 2, 5, 5)), build_max_k3s2p1},
     {"AvgPool2D_k3_s2_p1", IN1(T4(1, 2, 4, 4)), build_avg_k3s2p1},

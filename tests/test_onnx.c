@@ -1474,6 +1474,199 @@ static void test_instance_norm_global_max_pool(void **state)
     tide_test_onnx_free(m);
 }
 
+/*
+ * ConvTranspose by its definition: every input cell x[n, i, ih, iw] adds
+ * x * w[i, o, r, s] at full position (ih * stride + r, iw * stride + s) of
+ * output channel o; the output is the full result from begin pad pb on,
+ * oh x ow long (rows past the full result are zero). g, when not NULL, is
+ * the loss's gradient with respect to y: then dw (not y) is accumulated.
+ */
+struct ct_geometry {
+    int64_t n, ci, h, w, co, k, stride, pb, oh, ow;
+};
+
+static void conv_transpose_ref(const struct ct_geometry *c, const float *x, const float *w,
+                               const float *g, float *y, double *dw)
+{
+    if (y)
+        memset(y, 0, (size_t)(c->n * c->co * c->oh * c->ow) * sizeof(float));
+    for (int64_t n = 0; n < c->n; n++)
+        for (int64_t i = 0; i < c->ci; i++)
+            for (int64_t ih = 0; ih < c->h; ih++)
+                for (int64_t iw = 0; iw < c->w; iw++)
+                    for (int64_t o = 0; o < c->co; o++)
+                        for (int64_t r = 0; r < c->k; r++)
+                            for (int64_t q = 0; q < c->k; q++) {
+                                int64_t y0 = ih * c->stride + r - c->pb,
+                                        y1 = iw * c->stride + q - c->pb;
+                                if (y0 < 0 || y0 >= c->oh || y1 < 0 || y1 >= c->ow)
+                                    continue;
+                                int64_t xi = ((n * c->ci + i) * c->h + ih) * c->w + iw;
+                                int64_t wi = ((i * c->co + o) * c->k + r) * c->k + q;
+                                int64_t yi = ((n * c->co + o) * c->oh + y0) * c->ow + y1;
+                                if (g)
+                                    dw[wi] += (double)x[xi] * g[yi];
+                                else
+                                    y[yi] += x[xi] * w[wi];
+                            }
+}
+
+/* A ConvTranspose model over x [n, ci, h, w] with weight "w" [ci, co, k, k] (values wv). */
+static Onnx__NodeProto *conv_transpose_model(struct tide_test_onnx *m, const struct ct_geometry *c,
+                                             const float *wv)
+{
+    tide_test_onnx_init_f(m, "w", 4, (int64_t[]){c->ci, c->co, c->k, c->k}, wv);
+    return one_node(m, "ConvTranspose", 4, (int64_t[]){c->n, c->ci, c->h, c->w},
+                    TIDE_TEST_NAMES("x", "w"));
+}
+
+static void test_conv_transpose(void **state)
+{
+    (void)state;
+    float x[2 * 2 * 3 * 3], w[2 * 3 * 3 * 3], y[2 * 3 * 6 * 6], want[2 * 3 * 6 * 6];
+    for (int k = 0; k < 36; k++)
+        x[k] = (float)((k * 7) % 11) - 5.0f;
+    for (int k = 0; k < 54; k++)
+        w[k] = (float)((k * 5) % 9) * 0.25f - 1.0f;
+
+    /* Stride 2, pads 1 and output_padding 1: 2 * (3 - 1) + 3 + 1 - 2 = 6 per axis. */
+    struct ct_geometry c = {2, 2, 3, 3, 3, 3, 2, 1, 6, 6};
+    struct tide_test_onnx *m = tide_test_onnx_new(11);
+    Onnx__NodeProto *n = conv_transpose_model(m, &c, w);
+    tide_test_onnx_attr_ints(m, n, "strides", 2, (int64_t[]){2, 2});
+    tide_test_onnx_attr_ints(m, n, "pads", 4, (int64_t[]){1, 1, 1, 1});
+    tide_test_onnx_attr_ints(m, n, "output_padding", 2, (int64_t[]){1, 1});
+    struct tide_onnx_result r;
+    tide_builder *b = import_ok(m, NULL, &r);
+    assert_shape(b, r.outputs[0], 4, (int64_t[]){2, 3, 6, 6});
+    run_forward(b, &r, x, sizeof(x), y, 216);
+    conv_transpose_ref(&c, x, w, NULL, want, NULL);
+    for (int k = 0; k < 216; k++)
+        assert_float_equal(y[k], want[k], 1e-5);
+    tide_onnx_result_free(&r);
+    tide_builder_free(b);
+    tide_test_onnx_free(m);
+
+    /* A larger end pad: the output is cropped from a longer one (3 + 2 - 0 - 2 = 3). */
+    struct ct_geometry crop = {1, 1, 3, 3, 1, 3, 1, 0, 3, 3};
+    m = tide_test_onnx_new(11);
+    n = conv_transpose_model(m, &crop, w);
+    tide_test_onnx_attr_ints(m, n, "pads", 4, (int64_t[]){0, 0, 2, 2});
+    b = import_ok(m, NULL, &r);
+    assert_shape(b, r.outputs[0], 4, (int64_t[]){1, 1, 3, 3});
+    run_forward(b, &r, x, 9 * sizeof(float), y, 9);
+    conv_transpose_ref(&crop, x, w, NULL, want, NULL);
+    for (int k = 0; k < 9; k++)
+        assert_float_equal(y[k], want[k], 1e-5);
+    tide_onnx_result_free(&r);
+    tide_builder_free(b);
+    tide_test_onnx_free(m);
+
+    /* output_shape one longer than the result (2 * 2 + 3 = 7): a zero row and column at the end. */
+    struct ct_geometry longer = {1, 1, 3, 3, 1, 3, 2, 0, 8, 8};
+    m = tide_test_onnx_new(11);
+    n = conv_transpose_model(m, &longer, w);
+    tide_test_onnx_attr_ints(m, n, "output_shape", 2, (int64_t[]){8, 8});
+    tide_test_onnx_attr_ints(m, n, "strides", 2, (int64_t[]){2, 2});
+    b = import_ok(m, NULL, &r);
+    assert_shape(b, r.outputs[0], 4, (int64_t[]){1, 1, 8, 8});
+    run_forward(b, &r, x, 9 * sizeof(float), y, 64);
+    conv_transpose_ref(&longer, x, w, NULL, want, NULL);
+    for (int k = 0; k < 64; k++)
+        assert_float_equal(y[k], want[k], 1e-5);
+    assert_float_equal(y[63], 0, 0);
+    tide_onnx_result_free(&r);
+    tide_builder_free(b);
+    tide_test_onnx_free(m);
+
+    /* A larger begin pad: the whole result, cropped from the begin pad on. */
+    struct ct_geometry start = {1, 1, 3, 3, 1, 3, 1, 2, 3, 3};
+    m = tide_test_onnx_new(11);
+    n = conv_transpose_model(m, &start, w);
+    tide_test_onnx_attr_ints(m, n, "pads", 4, (int64_t[]){2, 2, 0, 0});
+    b = import_ok(m, NULL, &r);
+    assert_shape(b, r.outputs[0], 4, (int64_t[]){1, 1, 3, 3});
+    run_forward(b, &r, x, 9 * sizeof(float), y, 9);
+    conv_transpose_ref(&start, x, w, NULL, want, NULL);
+    for (int k = 0; k < 9; k++)
+        assert_float_equal(y[k], want[k], 1e-5);
+    tide_onnx_result_free(&r);
+    tide_builder_free(b);
+    tide_test_onnx_free(m);
+
+    /* Refusals name the attribute and the numbers. */
+    m = tide_test_onnx_new(11);
+    n = conv_transpose_model(m, &crop, w);
+    tide_test_onnx_attr_ints(m, n, "output_shape", 2, (int64_t[]){6, 5});
+    import_fails(m, NULL,
+                 "node n (ConvTranspose, opset 11): the output's H of 6 from begin pad 0 runs "
+                 "past the 5 that input 3, kernel 3 and stride 1 give");
+    tide_test_onnx_free(m);
+    m = tide_test_onnx_new(11);
+    n = conv_transpose_model(m, &c, w);
+    tide_test_onnx_attr_ints(m, n, "strides", 2, (int64_t[]){2, 2});
+    tide_test_onnx_attr_ints(m, n, "output_padding", 2, (int64_t[]){1, 2});
+    import_fails(m, NULL,
+                 "node n (ConvTranspose, opset 11): output_padding[1] is 2, not in 0..1 (less "
+                 "than the stride)");
+    tide_test_onnx_free(m);
+    m = tide_test_onnx_new(11);
+    n = conv_transpose_model(m, &c, w);
+    tide_test_onnx_attr_ints(m, n, "pads", 4, (int64_t[]){3, 3, 3, 3});
+    import_fails(m, NULL,
+                 "node n (ConvTranspose, opset 11): the output's H would be -1 (pads too large "
+                 "for input 3, kernel 3, stride 1)");
+    tide_test_onnx_free(m);
+
+    /*
+     * It trains: loss = mean(y^2), one SGD step at lr 0.5 moves w by -0.5 dL/dw, where
+     * dL/dw[i, o, r, s] = sum of x * dL/dy over the cells that w[i, o, r, s] connects.
+     */
+    m = tide_test_onnx_new(11);
+    n = conv_transpose_model(m, &c, w);
+    tide_test_onnx_attr_ints(m, n, "strides", 2, (int64_t[]){2, 2});
+    tide_test_onnx_attr_ints(m, n, "pads", 4, (int64_t[]){1, 1, 1, 1});
+    tide_test_onnx_attr_ints(m, n, "output_padding", 2, (int64_t[]){1, 1});
+    b = import_ok(m, NULL, &r);
+    tide_ref loss = tide_builder_reduce_mean(
+        b, "loss", tide_builder_mul(b, NULL, r.outputs[0], r.outputs[0]), NULL, 0, false);
+    assert_true(loss.id >= 0);
+    uint8_t *graph;
+    size_t len;
+    assert_int_equal(tide_builder_serialize(b, &graph, &len), 0);
+    struct tide_train_options train = {
+        .loss = "loss", .optimizer = TIDE_OPTIMIZER_SGD, .learning_rate = 0.5f};
+    struct tide_session_options o = tide_session_options_default();
+    o.threads = 1;
+    o.train = &train;
+    struct tide_session *sess;
+    struct tide_error err = {0};
+    if (tide_session_new(graph, len, &o, &sess, &err) != TIDE_OK)
+        fail_msg("training session: %s", err.message);
+    free(graph);
+    struct tide_step_stats stats;
+    assert_int_equal(tide_session_feed(sess, "x", x, sizeof(x), &err), TIDE_OK);
+    if (tide_session_step(sess, &stats, &err) != TIDE_OK)
+        fail_msg("step: %s", err.message);
+    float w_after[54], g[216];
+    double dw[54] = {0};
+    assert_int_equal(tide_session_fetch(sess, "w", w_after, sizeof(w_after), &err), TIDE_OK);
+    conv_transpose_ref(&c, x, w, NULL, want, NULL);
+    for (int k = 0; k < 216; k++)
+        g[k] = 2.0f * want[k] / 216.0f;
+    conv_transpose_ref(&c, x, w, g, NULL, dw);
+    int moved = 0;
+    for (int k = 0; k < 54; k++) {
+        assert_float_equal(w_after[k], w[k] - 0.5 * dw[k], 1e-5);
+        moved += w_after[k] != w[k];
+    }
+    assert_true(moved > 40);
+    tide_session_free(sess);
+    tide_onnx_result_free(&r);
+    tide_builder_free(b);
+    tide_test_onnx_free(m);
+}
+
 static void test_bad_bytes(void **state)
 {
     (void)state;
@@ -1553,6 +1746,7 @@ int main(void)
         cmocka_unit_test(test_legacy_modes),
         cmocka_unit_test(test_opsets_18_on),
         cmocka_unit_test(test_instance_norm_global_max_pool),
+        cmocka_unit_test(test_conv_transpose),
         cmocka_unit_test(test_bad_bytes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
