@@ -1544,22 +1544,28 @@ static int op_log_softmax(struct ctx *c)
 
 /* ---- convolution and pooling ---- */
 
-/* Reads kernel, strides, pads and dilations of a 2-D window op; checks what tide supports. */
-static int window_2d(struct ctx *c, int32_t rank, const int64_t *in_dims, const int64_t *kernel,
-                     int64_t strides[2], int64_t pads[2])
+/*
+ * Reads kernel, strides, pads and dilations of a window op over sp spatial
+ * axes (1 or 2: an [N, C, L] or [N, C, H, W] input) into strides[sp] and
+ * pads[sp]; checks what tide supports.
+ */
+static int window_nd(struct ctx *c, int sp, int32_t rank, const int64_t *in_dims,
+                     const int64_t *kernel, int64_t *strides, int64_t *pads)
 {
     const Onnx__NodeProto *n = c->node;
-    if (rank != 4)
-        return failf(c, "only 2-D windows (a rank-4 NCHW input) are supported, got rank %d", rank);
+    if (rank != 2 + sp)
+        return failf(c, "only %d-D windows (a rank-%d input) are supported, got rank %d", sp,
+                     2 + sp, rank);
     const int64_t *list = NULL;
     int64_t count;
-    strides[0] = strides[1] = 1;
+    for (int k = 0; k < sp; k++)
+        strides[k] = 1;
     if ((count = attr_ints(n, "strides", &list)) >= 0) {
-        if (count != 2)
-            return failf(c, "strides holds %" PRId64 " values, not 2", count);
-        strides[0] = list[0], strides[1] = list[1];
+        if (count != sp)
+            return failf(c, "strides holds %" PRId64 " values, not %d", count, sp);
+        memcpy(strides, list, (size_t)sp * sizeof(int64_t));
     }
-    for (int k = 0; k < 2; k++) {
+    for (int k = 0; k < sp; k++) {
         if (strides[k] < 1 || strides[k] > INT32_MAX)
             return failf(c, "strides[%d] is %" PRId64 ", not in 1..%d", k, strides[k], INT32_MAX);
         if (kernel[k] < 1 || kernel[k] > INT32_MAX)
@@ -1573,10 +1579,10 @@ static int window_2d(struct ctx *c, int32_t rank, const int64_t *in_dims, const 
     }
     int64_t p[4] = {0, 0, 0, 0};
     if ((count = attr_ints(n, "pads", &list)) >= 0) {
-        if (count != 4)
-            return failf(c, "pads holds %" PRId64 " values, not 4", count);
-        memcpy(p, list, sizeof(p));
-        for (int k = 0; k < 4; k++)
+        if (count != 2 * sp)
+            return failf(c, "pads holds %" PRId64 " values, not %d", count, 2 * sp);
+        memcpy(p, list, (size_t)(2 * sp) * sizeof(int64_t));
+        for (int k = 0; k < 2 * sp; k++)
             if (p[k] < 0 || p[k] > INT32_MAX)
                 return failf(c, "pads[%d] is %" PRId64 ", not in 0..%d", k, p[k], INT32_MAX);
     }
@@ -1587,23 +1593,30 @@ static int window_2d(struct ctx *c, int32_t rank, const int64_t *in_dims, const 
             bool upper = attr_s_is(n, "auto_pad", "SAME_UPPER");
             if (!upper && !attr_s_is(n, "auto_pad", "SAME_LOWER"))
                 return failf(c, "auto_pad is not NOTSET, VALID, SAME_UPPER or SAME_LOWER");
-            for (int k = 0; k < 2; k++) {
+            for (int k = 0; k < sp; k++) {
                 int64_t out = (in_dims[2 + k] + strides[k] - 1) / strides[k];
                 int64_t total = (out - 1) * strides[k] + kernel[k] - in_dims[2 + k];
                 if (total < 0)
                     total = 0;
                 p[k] = upper ? total / 2 : total - total / 2;
-                p[k + 2] = total - p[k];
+                p[k + sp] = total - p[k];
             }
         }
     }
-    if (p[0] != p[2] || p[1] != p[3])
-        return failf(c,
-                     "asymmetric pads [%" PRId64 ", %" PRId64 ", %" PRId64 ", %" PRId64
-                     "] are not supported (tide pads each side alike)",
-                     p[0], p[1], p[2], p[3]);
-    pads[0] = p[0], pads[1] = p[1];
+    for (int k = 0; k < sp; k++)
+        if (p[k] != p[k + sp]) {
+            char text[96];
+            return failf(c, "asymmetric pads %s are not supported (tide pads each side alike)",
+                         dims_text(text, sizeof(text), 2 * sp, p));
+        }
+    memcpy(pads, p, (size_t)sp * sizeof(int64_t));
     return 0;
+}
+
+static int window_2d(struct ctx *c, int32_t rank, const int64_t *in_dims, const int64_t *kernel,
+                     int64_t strides[2], int64_t pads[2])
+{
+    return window_nd(c, 2, rank, in_dims, kernel, strides, pads);
 }
 
 static int op_conv(struct ctx *c)
@@ -1806,20 +1819,34 @@ static int pool(struct ctx *c, bool is_max)
         return failf(c, "ceil_mode 1 is not supported");
     if (attr_i(n, "storage_order", 0) != 0)
         return failf(c, "storage_order 1 is not supported");
-    const int64_t *k = NULL;
-    if (attr_ints(n, "kernel_shape", &k) != 2)
-        return failf(c, "kernel_shape must hold 2 values (2-D pooling)");
+    const int64_t *kernel = NULL;
+    int64_t sp = attr_ints(n, "kernel_shape", &kernel);
+    if (sp != 1 && sp != 2)
+        return failf(c, "kernel_shape must hold 1 or 2 values (1-D or 2-D pooling), not %" PRId64,
+                     sp);
+    /* 1-D pooling is 2-D pooling of [N, C, 1, L] with a 1 x k window. */
     int32_t rank;
-    int64_t dims[MAX_RANK], strides[2], pads[2];
-    if (ref_shape(c, x, &rank, dims) != 0 || window_2d(c, rank, dims, k, strides, pads) != 0)
+    int64_t dims[MAX_RANK], k[2] = {1, 1}, strides[2] = {1, 1}, pads[2] = {0, 0};
+    if (ref_shape(c, x, &rank, dims) != 0 ||
+        window_nd(c, (int)sp, rank, dims, kernel, strides + 2 - sp, pads + 2 - sp) != 0)
         return -1;
+    memcpy(k + 2 - sp, kernel, (size_t)sp * sizeof(int64_t));
     if (!is_max && attr_i(n, "count_include_pad", 0) != 0 && (pads[0] || pads[1]))
         return failf(c, "count_include_pad 1 with padding is not supported (tide averages over "
                         "the cells inside the input)");
+    if (sp == 1)
+        x = tide_builder_reshape(c->b, NULL, x, 4, (int64_t[]){dims[0], dims[1], 1, dims[2]});
     tide_ref r = is_max ? tide_builder_max_pool2d(c->b, NULL, x, k[0], k[1], strides[0], strides[1],
                                                   pads[0], pads[1])
                         : tide_builder_avg_pool2d(c->b, NULL, x, k[0], k[1], strides[0], strides[1],
                                                   pads[0], pads[1]);
+    if (sp == 1) {
+        int64_t y[TIDE_BUILDER_MAX_RANK];
+        int32_t ry;
+        if (check_builder(c, r) != 0 || tide_builder_shape(c->b, r, y, &ry) != 0)
+            return -1;
+        r = tide_builder_reshape(c->b, NULL, r, 3, (int64_t[]){y[0], y[1], y[3]});
+    }
     return set_out(c, 0, r);
 }
 

@@ -1667,6 +1667,48 @@ static void test_conv_transpose(void **state)
     tide_test_onnx_free(m);
 }
 
+/* 1-D pooling: [N, C, L] with a window of k along L, as 2-D pooling of [N, C, 1, L]. */
+static void test_pool_1d(void **state)
+{
+    (void)state;
+    /* x [1, 2, 5]; window 3, stride 2, pad 1: windows over [-1, 1], [1, 3], [3, 5]. */
+    float x[10] = {1, 5, 2, 8, 3, -4, -1, -6, -2, -3}, y[6];
+    static const float want_max[6] = {5, 8, 8, -1, -1, -2};
+    static const float want_avg[6] = {3, 5, 5.5f, -2.5f, -3, -2.5f};
+    for (int is_max = 0; is_max < 2; is_max++) {
+        struct tide_test_onnx *m = tide_test_onnx_new(11);
+        Onnx__NodeProto *n = one_node(m, is_max ? "MaxPool" : "AveragePool", 3,
+                                      (int64_t[]){1, 2, 5}, TIDE_TEST_NAMES("x"));
+        tide_test_onnx_attr_ints(m, n, "kernel_shape", 1, (int64_t[]){3});
+        tide_test_onnx_attr_ints(m, n, "strides", 1, (int64_t[]){2});
+        tide_test_onnx_attr_ints(m, n, "pads", 2, (int64_t[]){1, 1});
+        struct tide_onnx_result r;
+        tide_builder *b = import_ok(m, NULL, &r);
+        assert_shape(b, r.outputs[0], 3, (int64_t[]){1, 2, 3});
+        run_forward(b, &r, x, sizeof(x), y, 6);
+        for (int k = 0; k < 6; k++)
+            assert_float_equal(y[k], is_max ? want_max[k] : want_avg[k], 1e-6);
+        tide_onnx_result_free(&r);
+        tide_builder_free(b);
+        tide_test_onnx_free(m);
+    }
+    struct tide_test_onnx *m = tide_test_onnx_new(11);
+    Onnx__NodeProto *n = one_node(m, "MaxPool", 3, (int64_t[]){1, 2, 5}, TIDE_TEST_NAMES("x"));
+    tide_test_onnx_attr_ints(m, n, "kernel_shape", 1, (int64_t[]){3});
+    tide_test_onnx_attr_ints(m, n, "pads", 2, (int64_t[]){0, 1});
+    import_fails(m, NULL,
+                 "node n (MaxPool, opset 11): asymmetric pads [0, 1] are not supported (tide "
+                 "pads each side alike)");
+    tide_test_onnx_free(m);
+    m = tide_test_onnx_new(11);
+    n = one_node(m, "MaxPool", 4, (int64_t[]){1, 2, 5, 5}, TIDE_TEST_NAMES("x"));
+    tide_test_onnx_attr_ints(m, n, "kernel_shape", 1, (int64_t[]){3});
+    import_fails(m, NULL,
+                 "node n (MaxPool, opset 11): only 1-D windows (a rank-3 input) are supported, "
+                 "got rank 4");
+    tide_test_onnx_free(m);
+}
+
 static void test_bad_bytes(void **state)
 {
     (void)state;
@@ -1747,6 +1789,7 @@ int main(void)
         cmocka_unit_test(test_opsets_18_on),
         cmocka_unit_test(test_instance_norm_global_max_pool),
         cmocka_unit_test(test_conv_transpose),
+        cmocka_unit_test(test_pool_1d),
         cmocka_unit_test(test_bad_bytes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
