@@ -16,6 +16,7 @@
  */
 #include "tide/onnx.h"
 
+#include <float.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
@@ -3465,6 +3466,449 @@ static int op_gelu(struct ctx *c)
                    tide_builder_mul(c->b, NULL, tide_builder_scale(c->b, NULL, x, 0.5f), one_plus));
 }
 
+/* ---- resampling (Resize, Upsample): rows picked and weighted along one axis at a time ---- */
+
+/*
+ * x (rank, dims) with axis replaced by n_out rows, row o being the sum over
+ * the taps t of w[t * n_out + o] * x[..., ids[t * n_out + o], ...]; w NULL
+ * means a single tap of weight 1. ids and w are constants worked out at
+ * import, so the gradient reaches x through Gather's (a scatter-add) and
+ * Mul's. Gather picks along axis 0: the axis moves to the front and back,
+ * by a Reshape when every axis before it has size 1 (the elements keep
+ * their order), by a Transpose otherwise. dims[axis] becomes n_out.
+ */
+static int gather_axis(struct ctx *c, tide_ref *x, int32_t rank, int64_t dims[MAX_RANK],
+                       int32_t axis, int64_t n_out, int32_t taps, const int32_t *ids,
+                       const float *w)
+{
+    tide_builder *b = c->b;
+    bool by_reshape = numel(axis, dims) == 1;
+    int64_t perm[MAX_RANK], inverse[MAX_RANK], front[MAX_RANK], wdims[MAX_RANK];
+    for (int32_t k = 0; k < rank; k++) {
+        perm[k] = k == 0 ? axis : k <= axis ? k - 1 : k;
+        inverse[perm[k]] = k;
+        front[k] = dims[perm[k]];
+        wdims[k] = k == 0 ? n_out : 1;
+    }
+    tide_ref t = axis == 0    ? *x
+                 : by_reshape ? tide_builder_reshape(b, NULL, *x, rank, front)
+                              : tide_builder_transpose(b, NULL, *x, perm, rank);
+    tide_ref y = t;
+    for (int32_t k = 0; k < taps; k++) {
+        tide_ref id = tide_builder_constant(b, NULL, TIDE_DT_INT32, 1, &n_out, ids + k * n_out);
+        tide_ref g = tide_builder_gather(b, NULL, t, id);
+        if (w)
+            g = tide_builder_mul(
+                b, NULL, g,
+                tide_builder_constant(b, NULL, TIDE_DT_FLOAT32, rank, wdims, w + k * n_out));
+        y = k == 0 ? g : tide_builder_add(b, NULL, y, g);
+    }
+    dims[axis] = n_out;
+    *x = axis == 0    ? y
+         : by_reshape ? tide_builder_reshape(b, NULL, y, rank, dims)
+                      : tide_builder_transpose(b, NULL, y, inverse, rank);
+    return check_builder(c, *x);
+}
+
+/* The index of string attribute name's value in choices (NULL-terminated); def when it is
+ * absent, -1 with the error set when it is none of them. */
+static int attr_choice(struct ctx *c, const char *name, const char *const *choices, int def)
+{
+    const Onnx__AttributeProto *a = attr(c->node, name);
+    if (!a || !a->has_s)
+        return def;
+    for (int k = 0; choices[k]; k++) {
+        if (a->s.len == strlen(choices[k]) && memcmp(a->s.data, choices[k], a->s.len) == 0)
+            return k;
+    }
+    char got[40], list[200] = "";
+    size_t n = a->s.len < sizeof(got) - 1 ? a->s.len : sizeof(got) - 1;
+    for (size_t k = 0; k < n; k++) /* the file's bytes, printable */
+        got[k] = a->s.data[k] >= 0x20 && a->s.data[k] < 0x7f ? (char)a->s.data[k] : '?';
+    got[n] = 0;
+    for (int k = 0; choices[k]; k++)
+        snprintf(list + strlen(list), sizeof(list) - strlen(list), "%s%s", k ? ", " : "",
+                 choices[k]);
+    return failf(c, "%s \"%s\" is not one of %s", name, got, list);
+}
+
+enum resample_mode { RESAMPLE_NEAREST, RESAMPLE_LINEAR, RESAMPLE_CUBIC };
+
+/* coordinate_transformation_mode's values, in the order attr_choice reads them. */
+enum coordinates {
+    COORD_HALF_PIXEL,
+    COORD_PYTORCH_HALF_PIXEL,
+    COORD_ALIGN_CORNERS,
+    COORD_ASYMMETRIC,
+    COORD_TF_HALF_PIXEL_FOR_NN,
+    COORD_TF_CROP_AND_RESIZE,
+    COORD_HALF_PIXEL_SYMMETRIC,
+};
+
+/* nearest_mode's values, in the order attr_choice reads them. */
+enum rounding { ROUND_PREFER_FLOOR, ROUND_PREFER_CEIL, ROUND_FLOOR, ROUND_CEIL };
+
+struct resample {
+    enum resample_mode mode;
+    enum coordinates coord;
+    enum rounding rounding;
+    double cubic_a;
+    bool exclude_outside;
+};
+
+/*
+ * Resamples axis of x to n_out elements, each output element a weighted sum
+ * of at most 4 input elements along the axis, computed here as ONNX's
+ * reference implementation (onnx/backend/test/case/node/resize.py, which
+ * made the conformance data) computes them: the output coordinate o maps to
+ * x_original by the coordinate mode, with scale the axis's scale and
+ * resized its length_resized (scale x length_original, unfloored, when
+ * scales are given: the reference's align_corners divides by it); x_original
+ * splits into a base index b and a ratio r in (0, 1], an integer position
+ * being b + 1 with r = 1; the taps are b and b + 1 (nearest picks one,
+ * linear weighs them 1 - r and r) or b - 1 to b + 2 (cubic, Keys' kernel
+ * with cubic_coeff_a), and indices past the edges read the edge element.
+ * Taps that read the same element are merged and zero weights dropped, so
+ * an axis that comes out unchanged costs nothing, and a nearest one a
+ * single Gather.
+ */
+static int resample_axis(struct ctx *c, const struct resample *s, tide_ref *x, int32_t rank,
+                         int64_t dims[MAX_RANK], int32_t axis, int64_t n_out, double scale,
+                         double resized)
+{
+    int64_t in = dims[axis];
+    if (in < 1 || in > INT32_MAX)
+        return failf(
+            c, "axis %d of size %" PRId64 " cannot be resized: tide's Gather indices are int32",
+            axis, in);
+    if (n_out < 1 || n_out > FOLD_MAX_ELEMENTS / 4)
+        return failf(
+            c, "axis %d of size %" PRId64 " would have %" PRId64 " elements, not 1 to %" PRId64,
+            axis, in, n_out, FOLD_MAX_ELEMENTS / 4);
+    int32_t *ids = malloc((size_t)n_out * 4 * sizeof(int32_t));
+    float *w = malloc((size_t)n_out * 4 * sizeof(float));
+    int8_t *count = malloc((size_t)n_out);
+    if (!ids || !w || !count) {
+        free(ids), free(w), free(count);
+        return failf(c, "out of memory");
+    }
+    int32_t taps = 1;
+    bool identity = n_out == in, weighted = false;
+    for (int64_t o = 0; o < n_out; o++) {
+        double xo, a = s->cubic_a;
+        switch (s->coord) {
+        case COORD_PYTORCH_HALF_PIXEL:
+            xo = resized > 1 ? (o + 0.5) / scale - 0.5 : 0;
+            break;
+        case COORD_ALIGN_CORNERS:
+            xo = resized == 1 ? 0 : o * (double)(in - 1) / (resized - 1);
+            break;
+        case COORD_ASYMMETRIC:
+            xo = o / scale;
+            break;
+        case COORD_TF_HALF_PIXEL_FOR_NN:
+            xo = (o + 0.5) / scale;
+            break;
+        default:
+            xo = (o + 0.5) / scale - 0.5;
+            break;
+        }
+        if (!(fabs(xo) < 1e15)) {
+            free(ids), free(w), free(count);
+            return failf(c, "output %" PRId64 " of axis %d maps to input position %g", o, axis, xo);
+        }
+        double fl = floor(xo);
+        int64_t base = xo == fl ? (int64_t)fl - 1 : (int64_t)fl;
+        double r = xo - (double)base, cw[4];
+        int64_t at[4];
+        int n = 0;
+        if (s->mode == RESAMPLE_NEAREST) {
+            bool up = r == 1 || s->rounding == ROUND_CEIL ||
+                      (s->rounding == ROUND_PREFER_FLOOR && r > 0.5) ||
+                      (s->rounding == ROUND_PREFER_CEIL && r >= 0.5);
+            at[n] = base + up, cw[n++] = 1;
+        } else if (s->mode == RESAMPLE_LINEAR) {
+            at[n] = base, cw[n++] = 1 - r;
+            at[n] = base + 1, cw[n++] = r;
+        } else {
+            double q = 1 - r;
+            at[n] = base - 1, cw[n++] = ((a * (r + 1) - 5 * a) * (r + 1) + 8 * a) * (r + 1) - 4 * a;
+            at[n] = base, cw[n++] = ((a + 2) * r - (a + 3)) * r * r + 1;
+            at[n] = base + 1, cw[n++] = ((a + 2) * q - (a + 3)) * q * q + 1;
+            at[n] = base + 2, cw[n++] = ((a * (q + 1) - 5 * a) * (q + 1) + 8 * a) * (q + 1) - 4 * a;
+        }
+        if (s->exclude_outside && s->mode != RESAMPLE_NEAREST) {
+            double sum = 0;
+            for (int k = 0; k < n; k++) {
+                if (at[k] < 0 || at[k] >= in)
+                    cw[k] = 0;
+                sum += cw[k];
+            }
+            for (int k = 0; sum != 0 && k < n; k++)
+                cw[k] /= sum;
+        }
+        /* Edges, then taps of one element merged and zero weights dropped (one kept). */
+        int64_t mi[4];
+        double mw[4];
+        int kept = 0, live = 0;
+        for (int k = 0; k < n; k++) {
+            int64_t i = at[k] < 0 ? 0 : at[k] >= in ? in - 1 : at[k];
+            int j = 0;
+            while (j < kept && mi[j] != i)
+                j++;
+            if (j == kept)
+                mi[kept] = i, mw[kept++] = 0;
+            mw[j] += cw[k];
+        }
+        for (int j = 0; j < kept; j++) {
+            if (!(fabs(mw[j]) <= FLT_MAX)) {
+                free(ids), free(w), free(count);
+                return failf(
+                    c,
+                    "output %" PRId64
+                    " of axis %d gets the weight %g, which float does not hold (cubic_coeff_a %g)",
+                    o, axis, mw[j], s->cubic_a);
+            }
+            if (mw[j] != 0 || (live == 0 && j == kept - 1)) {
+                ids[live * n_out + o] = (int32_t)mi[j];
+                w[live * n_out + o] = (float)mw[j];
+                live++;
+            }
+        }
+        count[o] = (int8_t)live;
+        taps = live > taps ? live : taps;
+        weighted |= live > 1 || w[o] != 1;
+        identity &= live == 1 && w[o] == 1 && ids[o] == o;
+    }
+    /* Outputs with fewer taps read their first element again, with weight 0. */
+    for (int64_t o = 0; o < n_out; o++) {
+        for (int32_t j = count[o]; j < taps; j++)
+            ids[j * n_out + o] = ids[o], w[j * n_out + o] = 0;
+    }
+    int rc =
+        identity ? 0 : gather_axis(c, x, rank, dims, axis, n_out, taps, ids, weighted ? w : NULL);
+    free(ids), free(w), free(count);
+    return rc;
+}
+
+/* Resamples x to out[a] elements along each axis listed (all when axes is NULL). */
+static int resample_axes(struct ctx *c, const struct resample *s, tide_ref x, int32_t rank,
+                         int64_t dims[MAX_RANK], const int64_t *axes, int64_t n_axes,
+                         const int64_t *out, const double *scale, const double *resized)
+{
+    for (int64_t k = 0; k < n_axes; k++) {
+        int32_t a = (int32_t)axes[k];
+        if (resample_axis(c, s, &x, rank, dims, a, out[a], scale[a], resized[a]) != 0)
+            return -1;
+    }
+    return set_out(c, 0, x);
+}
+
+/*
+ * Upsample and Resize-10, for which ONNX defines only that each output axis
+ * is floor(input axis x scale) long. Linear is read with asymmetric
+ * coordinates (x_original = x / scale), as ONNX Runtime reads these
+ * versions. Nearest is taken only with integer scales, where every reading
+ * agrees (each element repeated scale times): a fractional one is refused,
+ * ONNX defining nearest's rounding from Resize-11 on.
+ */
+static int resample_legacy(struct ctx *c, tide_ref x, int32_t rank, int64_t dims[MAX_RANK],
+                           const float *scales, bool linear, bool upsample)
+{
+    struct resample s = {.mode = linear ? RESAMPLE_LINEAR : RESAMPLE_NEAREST,
+                         .coord = COORD_ASYMMETRIC,
+                         .rounding = ROUND_FLOOR};
+    int64_t axes[MAX_RANK], out[MAX_RANK];
+    double scale[MAX_RANK], resized[MAX_RANK];
+    for (int32_t a = 0; a < rank; a++) {
+        double sc = scales[a], len = (double)dims[a] * sc;
+        if (!(sc > 0 && sc < 1e15))
+            return failf(c, "scales[%d] is %g, not a positive number", a, sc);
+        if (upsample && sc < 1)
+            return failf(c, "scales[%d] is %g; Upsample's scales are 1 or more", a, sc);
+        if (!linear && sc != floor(sc))
+            return failf(c,
+                         "mode nearest with the fractional scale %g (scales[%d]) is not "
+                         "supported: ONNX defines its rounding from Resize-11 on",
+                         sc, a);
+        axes[a] = a;
+        out[a] = len < 1e15 ? (int64_t)floor(len) : INT64_MAX;
+        scale[a] = sc;
+        resized[a] = len;
+    }
+    return resample_axes(c, &s, x, rank, dims, axes, rank, out, scale, resized);
+}
+
+static int op_upsample(struct ctx *c)
+{
+    const Onnx__NodeProto *n = c->node;
+    static const char *const modes_1[] = {"nearest", "bilinear", NULL};
+    static const char *const modes[] = {"nearest", "linear", NULL};
+    tide_ref x;
+    int32_t rank;
+    int64_t dims[MAX_RANK];
+    if (float_in(c, 0, &x) != 0 || ref_shape(c, x, &rank, dims) != 0)
+        return -1;
+    int mode = attr_choice(c, "mode", c->version < 7 ? modes_1 : modes, 0);
+    if (mode < 0)
+        return -1;
+    float scales[MAX_RANK];
+    if (c->version < 7) { /* Upsample-1: height_scale and width_scale of [N, C, H, W] */
+        const Onnx__AttributeProto *h = attr(n, "height_scale"), *w = attr(n, "width_scale");
+        if (!h || !h->has_f || !w || !w->has_f)
+            return failf(c, "attributes height_scale and width_scale are required");
+        if (rank != 4)
+            return failf(c, "X has rank %d; Upsample-1 takes [N, C, H, W]", rank);
+        scales[0] = scales[1] = 1;
+        scales[2] = h->f;
+        scales[3] = w->f;
+    } else if (c->version < 9) { /* Upsample-7: the attribute scales */
+        const Onnx__AttributeProto *a = attr(n, "scales");
+        if (!a)
+            return failf(c, "attribute scales is required");
+        if (a->n_floats != (size_t)rank)
+            return failf(c, "scales holds %zu values for X of rank %d", a->n_floats, rank);
+        for (int32_t k = 0; k < rank; k++)
+            scales[k] = a->floats[k];
+    } else {
+        struct value *v = in_const(c, 1, "scales");
+        if (!v)
+            return -1;
+        if (v->type != CONST_FLOAT)
+            return failf(c, "scales must hold floats");
+        if (numel(v->rank, v->dims) != rank)
+            return failf(c, "scales holds %" PRId64 " values for X of rank %d",
+                         numel(v->rank, v->dims), rank);
+        for (int32_t k = 0; k < rank; k++)
+            scales[k] = v->f[k];
+    }
+    return resample_legacy(c, x, rank, dims, scales, mode == 1, true);
+}
+
+/*
+ * Resize: per axis, as resample_axis says, from scales (output floor(input
+ * x scale)) or sizes; Resize-10 as Upsample. Refused by name: the
+ * coordinate modes tf_crop_and_resize (a crop to roi, extrapolating) and
+ * half_pixel_symmetric, antialias when an axis shrinks under linear or
+ * cubic, and keep_aspect_ratio_policy other than stretch.
+ */
+static int op_resize(struct ctx *c)
+{
+    const Onnx__NodeProto *n = c->node;
+    static const char *const modes[] = {"nearest", "linear", "cubic", NULL};
+    static const char *const coords[] = {
+        "half_pixel",           "pytorch_half_pixel", "align_corners",        "asymmetric",
+        "tf_half_pixel_for_nn", "tf_crop_and_resize", "half_pixel_symmetric", NULL};
+    static const char *const roundings[] = {"round_prefer_floor", "round_prefer_ceil", "floor",
+                                            "ceil", NULL};
+    static const char *const policies[] = {"stretch", "not_larger", "not_smaller", NULL};
+    tide_ref x;
+    int32_t rank;
+    int64_t dims[MAX_RANK];
+    if (float_in(c, 0, &x) != 0 || ref_shape(c, x, &rank, dims) != 0)
+        return -1;
+    int mode = attr_choice(c, "mode", modes, 0);
+    if (mode < 0)
+        return -1;
+    if (c->version < 11) {
+        if (mode == RESAMPLE_CUBIC)
+            return failf(c, "mode cubic is not in Resize-10 (it came with Resize-11)");
+        struct value *v = in_const(c, 1, "scales");
+        if (!v)
+            return -1;
+        if (v->type != CONST_FLOAT)
+            return failf(c, "scales must hold floats");
+        if (numel(v->rank, v->dims) != rank)
+            return failf(c, "scales holds %" PRId64 " values for X of rank %d",
+                         numel(v->rank, v->dims), rank);
+        return resample_legacy(c, x, rank, dims, v->f, mode == RESAMPLE_LINEAR, false);
+    }
+    int coord = attr_choice(c, "coordinate_transformation_mode", coords, COORD_HALF_PIXEL);
+    int rounding = attr_choice(c, "nearest_mode", roundings, ROUND_PREFER_FLOOR);
+    int policy = c->version >= 18 ? attr_choice(c, "keep_aspect_ratio_policy", policies, 0) : 0;
+    if (coord < 0 || rounding < 0 || policy < 0)
+        return -1;
+    if (coord == COORD_TF_HALF_PIXEL_FOR_NN && c->version >= 13)
+        return failf(c, "coordinate_transformation_mode tf_half_pixel_for_nn is Resize-11's "
+                        "(Resize-13 removed it)");
+    if (coord == COORD_HALF_PIXEL_SYMMETRIC && c->version < 19)
+        return failf(c,
+                     "coordinate_transformation_mode half_pixel_symmetric is not in Resize-%" PRId64
+                     " (it came with Resize-19)",
+                     c->version);
+    if (coord == COORD_TF_CROP_AND_RESIZE || coord == COORD_HALF_PIXEL_SYMMETRIC)
+        return failf(c, "coordinate_transformation_mode %s is not supported", coords[coord]);
+    struct resample s = {.mode = (enum resample_mode)mode,
+                         .coord = (enum coordinates)coord,
+                         .rounding = (enum rounding)rounding,
+                         .cubic_a = attr_f(n, "cubic_coeff_a", -0.75f),
+                         .exclude_outside = attr_i(n, "exclude_outside", 0) != 0};
+    int64_t axes[MAX_RANK], n_axes = rank;
+    for (int32_t a = 0; a < rank; a++)
+        axes[a] = a;
+    if (c->version >= 18 && attr(n, "axes")) {
+        bool seen[MAX_RANK] = {false};
+        if (ints_attr(c, "axes", false, axes, &n_axes) != 0)
+            return -1;
+        for (int64_t k = 0; k < n_axes; k++) {
+            if (norm_axis(c, axes[k], rank, &axes[k]) != 0)
+                return -1;
+            if (seen[axes[k]])
+                return failf(c, "axes lists axis %" PRId64 " twice", axes[k]);
+            seen[axes[k]] = true;
+        }
+    }
+    /* Exactly one of scales and sizes; an empty one stands for none (Resize-11's scales is a
+     * required input, empty when sizes are given). */
+    struct value *sv = NULL, *zv = NULL;
+    if (has_input(n, 2) && !(sv = in_const(c, 2, "scales")))
+        return -1;
+    if (has_input(n, 3) && !(zv = in_const(c, 3, "sizes")))
+        return -1;
+    if (sv && numel(sv->rank, sv->dims) == 0)
+        sv = NULL;
+    if (zv && numel(zv->rank, zv->dims) == 0)
+        zv = NULL;
+    if (!sv == !zv)
+        return failf(c, sv ? "scales and sizes are both given; Resize takes one"
+                           : "neither scales nor sizes is given");
+    struct value *v = sv ? sv : zv;
+    const char *what = sv ? "scales" : "sizes";
+    if ((v->type == CONST_FLOAT) != (sv != NULL))
+        return failf(c, "%s must hold %s", what, sv ? "floats" : "integers");
+    if (numel(v->rank, v->dims) != n_axes)
+        return failf(c, "%s holds %" PRId64 " values for %" PRId64 " axes", what,
+                     numel(v->rank, v->dims), n_axes);
+    if (zv && policy != 0)
+        return failf(c, "keep_aspect_ratio_policy %s is not supported (only stretch)",
+                     policies[policy]);
+    bool antialias = c->version >= 18 && attr_i(n, "antialias", 0) != 0 && mode != RESAMPLE_NEAREST;
+    int64_t out[MAX_RANK];
+    double scale[MAX_RANK], resized[MAX_RANK];
+    for (int64_t k = 0; k < n_axes; k++) {
+        int64_t a = axes[k];
+        if (sv) {
+            double sc = sv->f[k], len = (double)dims[a] * sc;
+            if (!(sc > 0 && sc < 1e15))
+                return failf(c, "scales[%" PRId64 "] is %g, not a positive number", k, sc);
+            out[a] = len < 1e15 ? (int64_t)floor(len) : INT64_MAX;
+            scale[a] = sc;
+            resized[a] = len;
+        } else {
+            if (zv->i[k] < 1)
+                return failf(c, "sizes[%" PRId64 "] is %" PRId64 "; tide resizes to 1 or more", k,
+                             zv->i[k]);
+            out[a] = zv->i[k];
+            scale[a] = dims[a] > 0 ? (double)zv->i[k] / (double)dims[a] : 1;
+            resized[a] = (double)zv->i[k];
+        }
+        if (antialias && scale[a] < 1)
+            return failf(c, "antialias when axis %" PRId64 " shrinks (scale %g) is not supported",
+                         a, scale[a]);
+    }
+    return resample_axes(c, &s, x, rank, dims, axes, n_axes, out, scale, resized);
+}
+
 /* ============================================================================
  * The op table
  * ========================================================================== */
@@ -3546,6 +3990,7 @@ static const struct op_entry ops[] = {
     {"ReduceSumSquare", op_reduce_sum_square, 1, {1, 11, 13, 18}},
     {"Relu", op_relu, 1, {1, 6, 13, 14}},
     {"Reshape", op_reshape, 1, {1, 5, 13, 14, 19, 21, 23, 24, 25}},
+    {"Resize", op_resize, 10, {10, 11, 13, 18, 19}},
     {"RNN", op_rnn, 7, {1, 7, 14, 22}},
     {"Selu", op_selu, 1, {1, 6, 22}},
     {"Shape", op_shape, 1, {1, 13, 15, 19, 21, 23, 24, 25}},
@@ -3566,6 +4011,7 @@ static const struct op_entry ops[] = {
     {"Transpose", op_transpose, 1, {1, 13, 21, 23, 24, 25}},
     {"Trilu", op_trilu, 14, {14}},
     {"Unsqueeze", op_unsqueeze, 1, {1, 11, 13, 21, 23, 24, 25}},
+    {"Upsample", op_upsample, 1, {1, 7, 9, 10}},
     {"Where", op_where, 9, {9, 16}},
 };
 

@@ -1474,6 +1474,224 @@ static void test_instance_norm_global_max_pool(void **state)
     tide_test_onnx_free(m);
 }
 
+/* A STRING attribute of n. */
+static void attr_str(struct tide_test_onnx *m, Onnx__NodeProto *n, const char *name, const char *v)
+{
+    Onnx__AttributeProto *a = tide_test_onnx_attr(m, n, name);
+    a->has_type = true;
+    a->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING;
+    a->has_s = true;
+    a->s.data = (uint8_t *)tide_test_onnx_own_str(m, v);
+    a->s.len = strlen(v);
+}
+
+/* Imports m (one input x, one output), checks the output's shape, runs x forward and compares
+ * with want (within 1e-6); frees m. */
+static void expect_values(struct tide_test_onnx *m, const float *x, size_t n_x, int32_t rank,
+                          const int64_t *dims, const float *want, size_t n_want)
+{
+    struct tide_onnx_result r;
+    float y[64];
+    assert_true(n_want <= 64);
+    tide_builder *b = import_ok(m, NULL, &r);
+    assert_shape(b, r.outputs[0], rank, dims);
+    run_forward(b, &r, x, n_x * sizeof(float), y, n_want);
+    for (size_t k = 0; k < n_want; k++) {
+        if (fabsf(y[k] - want[k]) > 1e-6f)
+            fail_msg("output %zu is %.9g, want %.9g", k, y[k], want[k]);
+    }
+    tide_onnx_result_free(&r);
+    tide_builder_free(b);
+    tide_test_onnx_free(m);
+}
+
+/* Imports m (one float input x, one output y), adds loss = mean(y^2), runs one SGD step of
+ * learning rate 0.1 on x and fetches the Variable var (count floats) after it; m stays m's. */
+static void train_one_step(struct tide_test_onnx *m, const float *x, size_t x_bytes,
+                           const char *var, float *out, size_t count)
+{
+    struct tide_onnx_result r;
+    tide_builder *b = import_ok(m, NULL, &r);
+    tide_ref loss = tide_builder_reduce_mean(
+        b, "loss", tide_builder_mul(b, NULL, r.outputs[0], r.outputs[0]), NULL, 0, false);
+    assert_true(loss.id >= 0);
+    uint8_t *graph;
+    size_t len;
+    assert_int_equal(tide_builder_serialize(b, &graph, &len), 0);
+    struct tide_train_options train = {
+        .loss = "loss", .optimizer = TIDE_OPTIMIZER_SGD, .learning_rate = 0.1f};
+    struct tide_session_options o = tide_session_options_default();
+    o.threads = 1;
+    o.train = &train;
+    struct tide_session *sess;
+    struct tide_error err = {0};
+    if (tide_session_new(graph, len, &o, &sess, &err) != TIDE_OK)
+        fail_msg("training session: %s", err.message);
+    free(graph);
+    struct tide_step_stats stats;
+    assert_int_equal(tide_session_feed(sess, tide_builder_name(b, r.inputs[0]), x, x_bytes, &err),
+                     TIDE_OK);
+    if (tide_session_step(sess, &stats, &err) != TIDE_OK)
+        fail_msg("step: %s", err.message);
+    assert_int_equal(tide_session_fetch(sess, var, out, count * sizeof(float), &err), TIDE_OK);
+    tide_session_free(sess);
+    tide_onnx_result_free(&r);
+    tide_builder_free(b);
+}
+
+/* Resize and Upsample: nearest, linear and their coordinate modes against ONNX's worked
+ * examples and values computed by hand; the refusals. */
+static void test_resize(void **state)
+{
+    (void)state;
+    const float x4[4] = {1, 2, 3, 4}, x8[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+
+    /* Nearest, scales [1, 1, 2, 3]: each element repeated 2 x 3 times (ONNX's example). */
+    const float rep[24] = {1, 1, 1, 2, 2, 2, 1, 1, 1, 2, 2, 2, 3, 3, 3, 4, 4, 4, 3, 3, 3, 4, 4, 4};
+    struct tide_test_onnx *m = tide_test_onnx_new(13);
+    tide_test_onnx_init_f(m, "scales", 1, (int64_t[]){4}, (float[]){1, 1, 2, 3});
+    one_node(m, "Resize", 4, (int64_t[]){1, 1, 2, 2}, TIDE_TEST_NAMES("x", "", "scales"));
+    expect_values(m, x4, 4, 4, (int64_t[]){1, 1, 4, 6}, rep, 24);
+    /* The same as Upsample-9 (scales an input) and Upsample-7 (an attribute). */
+    m = tide_test_onnx_new(9);
+    tide_test_onnx_init_f(m, "scales", 1, (int64_t[]){4}, (float[]){1, 1, 2, 3});
+    one_node(m, "Upsample", 4, (int64_t[]){1, 1, 2, 2}, TIDE_TEST_NAMES("x", "scales"));
+    expect_values(m, x4, 4, 4, (int64_t[]){1, 1, 4, 6}, rep, 24);
+    m = tide_test_onnx_new(7);
+    Onnx__NodeProto *n = one_node(m, "Upsample", 4, (int64_t[]){1, 1, 2, 2}, TIDE_TEST_NAMES("x"));
+    Onnx__AttributeProto *a = tide_test_onnx_attr(m, n, "scales");
+    a->has_type = true;
+    a->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOATS;
+    a->n_floats = 4;
+    a->floats = tide_test_onnx_own(m, 4 * sizeof(float));
+    a->floats[0] = a->floats[1] = 1, a->floats[2] = 2, a->floats[3] = 3;
+    expect_values(m, x4, 4, 4, (int64_t[]){1, 1, 4, 6}, rep, 24);
+
+    /* Linear, half_pixel (the default) and align_corners, 2 x 2 to 4 x 4 (ONNX's examples). */
+    m = tide_test_onnx_new(13);
+    tide_test_onnx_init_f(m, "scales", 1, (int64_t[]){4}, (float[]){1, 1, 2, 2});
+    n = one_node(m, "Resize", 4, (int64_t[]){1, 1, 2, 2}, TIDE_TEST_NAMES("x", "", "scales"));
+    attr_str(m, n, "mode", "linear");
+    expect_values(m, x4, 4, 4, (int64_t[]){1, 1, 4, 4},
+                  (float[]){1, 1.25f, 1.75f, 2, 1.5f, 1.75f, 2.25f, 2.5f, 2.5f, 2.75f, 3.25f, 3.5f,
+                            3, 3.25f, 3.75f, 4},
+                  16);
+    m = tide_test_onnx_new(13);
+    tide_test_onnx_init_f(m, "scales", 1, (int64_t[]){4}, (float[]){1, 1, 2, 2});
+    n = one_node(m, "Resize", 4, (int64_t[]){1, 1, 2, 2}, TIDE_TEST_NAMES("x", "", "scales"));
+    attr_str(m, n, "mode", "linear");
+    attr_str(m, n, "coordinate_transformation_mode", "align_corners");
+    float third = 1.0f / 3, ac[16];
+    for (int i = 0; i < 4; i++) /* x_original = o / 3 on both axes: 1 + 2 row + col */
+        for (int j = 0; j < 4; j++)
+            ac[i * 4 + j] = 1 + 2 * i * third + j * third;
+    expect_values(m, x4, 4, 4, (int64_t[]){1, 1, 4, 4}, ac, 16);
+
+    /* Downsampling by sizes, nearest: 2 x 4 to 1 x 2 picks 1 and 3 (ONNX's example). */
+    m = tide_test_onnx_new(13);
+    tide_test_onnx_init_i(m, "sizes", 1, (int64_t[]){4}, (int64_t[]){1, 1, 1, 2});
+    one_node(m, "Resize", 4, (int64_t[]){1, 1, 2, 4}, TIDE_TEST_NAMES("x", "", "", "sizes"));
+    expect_values(m, x8, 8, 4, (int64_t[]){1, 1, 1, 2}, (float[]){1, 3}, 2);
+    /* Rank 1, 4 to 3, asymmetric: x_original 0, 4/3, 8/3; nearest_mode ceil takes 0, 2, 3,
+     * round_prefer_floor 0, 1, 3; Resize-11 with an empty scales and a roi it does not read. */
+    const float x10[4] = {10, 20, 30, 40};
+    for (int ceil_mode = 0; ceil_mode <= 1; ceil_mode++) {
+        m = tide_test_onnx_new(11);
+        tide_test_onnx_init_f(m, "roi", 1, (int64_t[]){0}, NULL);
+        tide_test_onnx_init_f(m, "none", 1, (int64_t[]){0}, NULL);
+        tide_test_onnx_init_i(m, "sizes", 1, (int64_t[]){1}, (int64_t[]){3});
+        n = one_node(m, "Resize", 1, (int64_t[]){4}, TIDE_TEST_NAMES("x", "roi", "none", "sizes"));
+        attr_str(m, n, "coordinate_transformation_mode", "asymmetric");
+        if (ceil_mode)
+            attr_str(m, n, "nearest_mode", "ceil");
+        expect_values(m, x10, 4, 1, (int64_t[]){3},
+                      ceil_mode ? (float[]){10, 30, 40} : (float[]){10, 20, 40}, 3);
+    }
+    /* Resize-10 linear (asymmetric): x_original 0, 0.5, 1, 1.5 reads 1, 2, 3, and 3 past the
+     * edge. */
+    m = tide_test_onnx_new(10);
+    tide_test_onnx_init_f(m, "scales", 1, (int64_t[]){2}, (float[]){1, 2});
+    n = one_node(m, "Resize", 2, (int64_t[]){1, 2}, TIDE_TEST_NAMES("x", "scales"));
+    attr_str(m, n, "mode", "linear");
+    expect_values(m, (float[]){1, 3}, 2, 2, (int64_t[]){1, 4}, (float[]){1, 2, 3, 3}, 4);
+    /* Resize-18's axes: scales for axis -1 only; pytorch_half_pixel, linear, 4 to 2 reads
+     * x_original 0.5 and 2.5. */
+    m = tide_test_onnx_new(18);
+    tide_test_onnx_init_f(m, "scales", 1, (int64_t[]){1}, (float[]){0.5f});
+    n = one_node(m, "Resize", 2, (int64_t[]){2, 4}, TIDE_TEST_NAMES("x", "", "scales"));
+    tide_test_onnx_attr_ints(m, n, "axes", 1, (int64_t[]){-1});
+    attr_str(m, n, "mode", "linear");
+    attr_str(m, n, "coordinate_transformation_mode", "pytorch_half_pixel");
+    expect_values(m, x8, 8, 2, (int64_t[]){2, 2}, (float[]){1.5f, 3.5f, 5.5f, 7.5f}, 4);
+
+    /* Refusals, each naming the problem. */
+    m = tide_test_onnx_new(13);
+    one_node(m, "Resize", 4, (int64_t[]){1, 1, 2, 2}, TIDE_TEST_NAMES("x", "", "s"));
+    tide_test_onnx_input(m, "s", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 1, (int64_t[]){4}, -1);
+    import_fails(m, NULL,
+                 "node n (Resize, opset 13): scales (input \"s\") must be a constant known at "
+                 "import");
+    tide_test_onnx_free(m);
+    m = tide_test_onnx_new(13);
+    tide_test_onnx_init_f(m, "scales", 1, (int64_t[]){4}, (float[]){1, 1, 2, 2});
+    n = one_node(m, "Resize", 4, (int64_t[]){1, 1, 2, 2}, TIDE_TEST_NAMES("x", "", "scales"));
+    attr_str(m, n, "mode", "bicubic");
+    import_fails(
+        m, NULL,
+        "node n (Resize, opset 13): mode \"bicubic\" is not one of nearest, linear, cubic");
+    n->attribute[0]->s.data = (uint8_t *)tide_test_onnx_own_str(m, "cubic");
+    n->attribute[0]->s.len = strlen("cubic");
+    attr_str(m, n, "coordinate_transformation_mode", "tf_crop_and_resize");
+    import_fails(m, NULL,
+                 "node n (Resize, opset 13): coordinate_transformation_mode tf_crop_and_resize is "
+                 "not supported");
+    tide_test_onnx_free(m);
+    m = tide_test_onnx_new(13);
+    tide_test_onnx_init_f(m, "scales", 1, (int64_t[]){3}, (float[]){1, 2, 2});
+    tide_test_onnx_init_i(m, "sizes", 1, (int64_t[]){4}, (int64_t[]){1, 1, 4, 4});
+    n = one_node(m, "Resize", 4, (int64_t[]){1, 1, 2, 2},
+                 TIDE_TEST_NAMES("x", "", "scales", "sizes"));
+    import_fails(m, NULL,
+                 "node n (Resize, opset 13): scales and sizes are both given; Resize "
+                 "takes one");
+    n->input[3] = tide_test_onnx_own_str(m, "");
+    import_fails(m, NULL, "node n (Resize, opset 13): scales holds 3 values for 4 axes");
+    tide_test_onnx_free(m);
+    m = tide_test_onnx_new(9);
+    tide_test_onnx_init_f(m, "scales", 1, (int64_t[]){4}, (float[]){1, 1, 1.5f, 2});
+    one_node(m, "Upsample", 4, (int64_t[]){1, 1, 2, 2}, TIDE_TEST_NAMES("x", "scales"));
+    import_fails(m, NULL,
+                 "node n (Upsample, opset 9): mode nearest with the fractional scale 1.5 "
+                 "(scales[2]) is not supported: ONNX defines its rounding from Resize-11 on");
+    tide_test_onnx_free(m);
+    m = tide_test_onnx_new(13);
+    tide_test_onnx_init_f(m, "scales", 1, (int64_t[]){2}, (float[]){1, 0.1f});
+    one_node(m, "Resize", 2, (int64_t[]){1, 4}, TIDE_TEST_NAMES("x", "", "scales"));
+    import_fails(m, NULL,
+                 "node n (Resize, opset 13): axis 1 of size 4 would have 0 elements, not 1 to "
+                 "8388608");
+    tide_test_onnx_free(m);
+
+    /* Training through Resize: h = x * w, y = linear Resize of h, 2 to 4 (half_pixel reads
+     * x_original -0.25, 0.25, 0.75, 1.25), loss the mean of y^2. With x = 1 and w = (2, 4),
+     * y = (2, 2.5, 3.5, 4), d loss / d y = y / 2 = (1, 1.25, 1.75, 2), and the weights carry
+     * it back: d loss / d w = (1 + 0.75 * 1.25 + 0.25 * 1.75, 0.25 * 1.25 + 0.75 * 1.75 + 2)
+     * = (2.375, 3.625). One SGD step of 0.1 moves w to (1.7625, 3.6375). */
+    m = tide_test_onnx_new(13);
+    tide_test_onnx_init_f(m, "w", 2, (int64_t[]){1, 2}, (float[]){2, 4});
+    tide_test_onnx_init_f(m, "scales", 1, (int64_t[]){2}, (float[]){1, 2});
+    tide_test_onnx_input(m, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 2, (int64_t[]){1, 2}, -1);
+    tide_test_onnx_node(m, "Mul", "mul", TIDE_TEST_NAMES("x", "w"), TIDE_TEST_NAMES("h"));
+    n = tide_test_onnx_node(m, "Resize", "resize", TIDE_TEST_NAMES("h", "", "scales"),
+                            TIDE_TEST_NAMES("y"));
+    attr_str(m, n, "mode", "linear");
+    tide_test_onnx_output(m, "y");
+    float w[2];
+    train_one_step(m, (float[]){1, 1}, 2 * sizeof(float), "w", w, 2);
+    assert_float_equal(w[0], 2 - 0.1 * 2.375, 1e-6);
+    assert_float_equal(w[1], 4 - 0.1 * 3.625, 1e-6);
+    tide_test_onnx_free(m);
+}
 /*
  * ConvTranspose by its definition: every input cell x[n, i, ih, iw] adds
  * x * w[i, o, r, s] at full position (ih * stride + r, iw * stride + s) of
@@ -1788,6 +2006,7 @@ int main(void)
         cmocka_unit_test(test_legacy_modes),
         cmocka_unit_test(test_opsets_18_on),
         cmocka_unit_test(test_instance_norm_global_max_pool),
+        cmocka_unit_test(test_resize),
         cmocka_unit_test(test_conv_transpose),
         cmocka_unit_test(test_pool_1d),
         cmocka_unit_test(test_bad_bytes),
