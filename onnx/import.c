@@ -3909,6 +3909,166 @@ static int op_resize(struct ctx *c)
     return resample_axes(c, &s, x, rank, dims, axes, n_axes, out, scale, resized);
 }
 
+/* ---- padding (Pad) ---- */
+
+/* Pad's modes, in the order attr_choice reads them. */
+enum pad_mode { PAD_CONSTANT, PAD_REFLECT, PAD_EDGE, PAD_WRAP };
+
+/*
+ * Pad, one axis at a time: its negative pads first remove elements (a
+ * Slice), then the positive ones pad what is left. Constant: Concat with
+ * blocks of the value. Reflect, edge and wrap: a Gather along the axis
+ * (gather_axis) of the index map numpy.pad gives (ONNX's reference is
+ * numpy.pad): reflect mirrors about the edge elements, repeating when the
+ * pad is longer than the axis; edge repeats them; wrap continues from the
+ * other end; a removal is folded into the map. Gather's gradient adds up
+ * each element's copies.
+ */
+static int op_pad(struct ctx *c)
+{
+    const Onnx__NodeProto *n = c->node;
+    static const char *const modes[] = {"constant", "reflect", "edge", "wrap", NULL};
+    tide_ref x;
+    int32_t rank;
+    int64_t dims[MAX_RANK];
+    if (float_in(c, 0, &x) != 0 || ref_shape(c, x, &rank, dims) != 0)
+        return -1;
+    int mode = attr_choice(c, "mode", modes, PAD_CONSTANT);
+    if (mode < 0)
+        return -1;
+    if (mode == PAD_WRAP && c->version < 19)
+        return failf(c, "mode wrap is not in Pad-%" PRId64 " (it came with Pad-19)", c->version);
+    int64_t pads[2 * MAX_RANK], n_pads, axes[MAX_RANK], n_axes = rank;
+    float value = 0;
+    for (int32_t a = 0; a < rank; a++)
+        axes[a] = a;
+    if (c->version < 11) { /* Pad-1's paddings, Pad-2's pads and value are attributes */
+        const char *name = c->version < 2 ? "paddings" : "pads";
+        const int64_t *list = NULL;
+        n_pads = attr_ints(n, name, &list);
+        if (n_pads < 0)
+            return failf(c, "attribute %s is required", name);
+        if (n_pads != 2 * (int64_t)rank)
+            return failf(c, "%s holds %" PRId64 " values for rank %d (wants %d)", name, n_pads,
+                         rank, 2 * rank);
+        if (n_pads)
+            memcpy(pads, list, (size_t)n_pads * sizeof(int64_t));
+        value = attr_f(n, "value", 0);
+    } else {
+        struct value *p = in_const(c, 1, "pads");
+        if (!p || const_ints(c, p, pads, &n_pads, 2 * MAX_RANK) != 0)
+            return -1;
+        if (has_input(n, 2)) {
+            struct value *v = in_const(c, 2, "constant_value");
+            if (!v)
+                return -1;
+            if (numel(v->rank, v->dims) != 1)
+                return failf(c, "constant_value holds %" PRId64 " values, not one",
+                             numel(v->rank, v->dims));
+            value = (float)get_num(v, 0);
+        }
+        if (c->version >= 18 && has_input(n, 3)) {
+            struct value *v = in_const(c, 3, "axes");
+            bool seen[MAX_RANK] = {false};
+            if (!v || const_ints(c, v, axes, &n_axes, MAX_RANK) != 0)
+                return -1;
+            for (int64_t k = 0; k < n_axes; k++) {
+                if (norm_axis(c, axes[k], rank, &axes[k]) != 0)
+                    return -1;
+                if (seen[axes[k]])
+                    return failf(c, "axes lists axis %" PRId64 " twice", axes[k]);
+                seen[axes[k]] = true;
+            }
+        }
+        if (n_pads != 2 * n_axes)
+            return failf(c,
+                         "pads holds %" PRId64 " values for %" PRId64 " axes (wants %" PRId64 ")",
+                         n_pads, n_axes, 2 * n_axes);
+    }
+    for (int64_t k = 0; k < n_axes; k++) {
+        int32_t a = (int32_t)axes[k];
+        int64_t d = dims[a], before = pads[k], after = pads[k + n_axes];
+        if (before == 0 && after == 0)
+            continue;
+        /* What stays of the axis is [lo, d - hi), keep elements; the pads are bounded first so
+         * that nothing below overflows. */
+        if (before < -d || after < -d || before > FOLD_MAX_ELEMENTS || after > FOLD_MAX_ELEMENTS ||
+            d - (before < 0 ? -before : 0) - (after < 0 ? -after : 0) < 1)
+            return failf(c,
+                         "pads %" PRId64 " and %" PRId64
+                         " leave no element of axis %d (size %" PRId64 ")",
+                         before, after, a, d);
+        int64_t lo = before < 0 ? -before : 0, hi = after < 0 ? -after : 0, keep = d - lo - hi;
+        int64_t pb = before > 0 ? before : 0, pe = after > 0 ? after : 0, n_out;
+        if (__builtin_add_overflow(pb + pe, keep, &n_out))
+            return failf(c, "pads %" PRId64 " and %" PRId64 " overflow axis %d (size %" PRId64 ")",
+                         before, after, a, d);
+        if (mode != PAD_CONSTANT && (n_out > FOLD_MAX_ELEMENTS || d > INT32_MAX))
+            return failf(c,
+                         "axis %d of size %" PRId64 " padded to %" PRId64
+                         " elements: mode %s pads to at most %" PRId64 " from at most %d",
+                         a, d, n_out, modes[mode], FOLD_MAX_ELEMENTS, INT32_MAX);
+        if (mode != PAD_CONSTANT) {
+            int32_t *ids = malloc((size_t)n_out * sizeof(int32_t));
+            if (!ids)
+                return failf(c, "out of memory");
+            for (int64_t o = 0; o < n_out; o++) {
+                int64_t i = o - pb, p = 2 * (keep - 1), m;
+                if (mode == PAD_EDGE)
+                    m = i < 0 ? 0 : i >= keep ? keep - 1 : i;
+                else if (mode == PAD_WRAP)
+                    m = (i % keep + keep) % keep;
+                else if (keep == 1)
+                    m = 0;
+                else
+                    m = (i % p + p) % p, m = m < keep ? m : p - m;
+                ids[o] = (int32_t)(lo + m);
+            }
+            int rc = gather_axis(c, &x, rank, dims, a, n_out, 1, ids, NULL);
+            free(ids);
+            if (rc != 0)
+                return -1;
+            continue;
+        }
+        if (lo || hi) {
+            int64_t begin[MAX_RANK] = {0}, size[MAX_RANK];
+            memcpy(size, dims, sizeof(size));
+            begin[a] = lo;
+            size[a] = keep;
+            x = tide_builder_slice(c->b, NULL, x, begin, size, rank);
+            dims[a] = keep;
+        }
+        tide_ref parts[3];
+        int32_t n_parts = 0;
+        for (int side = 0; side < 2; side++) {
+            int64_t block[MAX_RANK], count;
+            memcpy(block, dims, sizeof(block));
+            block[a] = side ? pe : pb;
+            if (side == 1)
+                parts[n_parts++] = x;
+            if (block[a] == 0)
+                continue;
+            if ((count = numel(rank, block)) > FOLD_MAX_ELEMENTS)
+                return failf(
+                    c, "a pad of %" PRId64 " elements is more than the import builds (%" PRId64 ")",
+                    count, FOLD_MAX_ELEMENTS);
+            float *fill = malloc((size_t)(count ? count : 1) * sizeof(float));
+            if (!fill)
+                return failf(c, "out of memory");
+            for (int64_t e = 0; e < count; e++)
+                fill[e] = value;
+            parts[n_parts++] =
+                tide_builder_constant(c->b, NULL, TIDE_DT_FLOAT32, rank, block, fill);
+            free(fill);
+        }
+        x = tide_builder_concat(c->b, NULL, parts, n_parts, a);
+        dims[a] = n_out;
+        if (check_builder(c, x) != 0)
+            return -1;
+    }
+    return set_out(c, 0, x);
+}
+
 /* ============================================================================
  * The op table
  * ========================================================================== */
@@ -3975,6 +4135,7 @@ static const struct op_entry ops[] = {
     {"Min", op_min, 1, {1, 6, 8, 12, 13}},
     {"Mul", op_mul, 1, {1, 6, 7, 13, 14}},
     {"Neg", op_neg, 1, {1, 6, 13}},
+    {"Pad", op_pad, 1, {1, 2, 11, 13, 18, 19, 21, 23, 24, 25}},
     {"Pow", op_pow, 1, {1, 7, 12, 13, 15}},
     {"PRelu", op_prelu, 1, {1, 6, 7, 9, 16}},
     {"Range", op_range, 11, {11, 27}},

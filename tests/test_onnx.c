@@ -1692,6 +1692,136 @@ static void test_resize(void **state)
     assert_float_equal(w[1], 4 - 0.1 * 3.625, 1e-6);
     tide_test_onnx_free(m);
 }
+/* Pad: constant, reflect, edge and wrap against ONNX's examples and numpy.pad's values
+ * (ONNX's reference); negative pads, Pad-18's axes; the refusals; training through it. */
+static void test_pad(void **state)
+{
+    (void)state;
+    /* ONNX's example: [[1, 1.2], [2.3, 3.4], [4.5, 5.7]], pads [0, 2, 0, 0]. */
+    const float ex[6] = {1, 1.2f, 2.3f, 3.4f, 4.5f, 5.7f};
+    const float want[3][12] = {
+        {0, 0, 1, 1.2f, 0, 0, 2.3f, 3.4f, 0, 0, 4.5f, 5.7f},                /* constant */
+        {1, 1.2f, 1, 1.2f, 2.3f, 3.4f, 2.3f, 3.4f, 4.5f, 5.7f, 4.5f, 5.7f}, /* reflect */
+        {1, 1, 1, 1.2f, 2.3f, 2.3f, 2.3f, 3.4f, 4.5f, 4.5f, 4.5f, 5.7f},    /* edge */
+    };
+    const char *const modes[3] = {"constant", "reflect", "edge"};
+    for (int k = 0; k < 3; k++) {
+        struct tide_test_onnx *m = tide_test_onnx_new(13);
+        tide_test_onnx_init_i(m, "pads", 1, (int64_t[]){4}, (int64_t[]){0, 2, 0, 0});
+        Onnx__NodeProto *n = one_node(m, "Pad", 2, (int64_t[]){3, 2}, TIDE_TEST_NAMES("x", "pads"));
+        attr_str(m, n, "mode", modes[k]);
+        expect_values(m, ex, 6, 2, (int64_t[]){3, 4}, want[k], 12);
+    }
+    /* Pad-2: pads and value as attributes, on both axes. */
+    const float x6[6] = {1, 2, 3, 4, 5, 6};
+    struct tide_test_onnx *m = tide_test_onnx_new(2);
+    Onnx__NodeProto *n = one_node(m, "Pad", 2, (int64_t[]){2, 3}, TIDE_TEST_NAMES("x"));
+    tide_test_onnx_attr_ints(m, n, "pads", 4, (int64_t[]){0, 1, 1, 2});
+    tide_test_onnx_attr_f(m, n, "value", 2.5f);
+    float v = 2.5f;
+    expect_values(m, x6, 6, 2, (int64_t[]){3, 6},
+                  (float[]){v, 1, 2, 3, v, v, v, 4, 5, 6, v, v, v, v, v, v, v, v}, 18);
+    /* Reflect longer than the axis repeats the mirror, as numpy.pad: [1, 2, 3, 4] padded 5
+     * and 3. */
+    const float x4[4] = {1, 2, 3, 4};
+    m = tide_test_onnx_new(11);
+    tide_test_onnx_init_i(m, "pads", 1, (int64_t[]){2}, (int64_t[]){5, 3});
+    n = one_node(m, "Pad", 1, (int64_t[]){4}, TIDE_TEST_NAMES("x", "pads"));
+    attr_str(m, n, "mode", "reflect");
+    expect_values(m, x4, 4, 1, (int64_t[]){12}, (float[]){2, 3, 4, 3, 2, 1, 2, 3, 4, 3, 2, 1}, 12);
+    /* Negative pads remove: constant (-1, 1) with constant_value 9, then edge (2, -2) pads
+     * what is left of [1, 2]. */
+    m = tide_test_onnx_new(13);
+    tide_test_onnx_init_i(m, "pads", 1, (int64_t[]){2}, (int64_t[]){-1, 1});
+    tide_test_onnx_init_f(m, "value", 0, NULL, (float[]){9});
+    one_node(m, "Pad", 1, (int64_t[]){4}, TIDE_TEST_NAMES("x", "pads", "value"));
+    expect_values(m, x4, 4, 1, (int64_t[]){4}, (float[]){2, 3, 4, 9}, 4);
+    m = tide_test_onnx_new(13);
+    tide_test_onnx_init_i(m, "pads", 1, (int64_t[]){2}, (int64_t[]){2, -2});
+    n = one_node(m, "Pad", 1, (int64_t[]){4}, TIDE_TEST_NAMES("x", "pads"));
+    attr_str(m, n, "mode", "edge");
+    expect_values(m, x4, 4, 1, (int64_t[]){4}, (float[]){1, 1, 1, 2}, 4);
+    /* Pad-18's axes: the last axis only, edge; Pad-19's wrap: [1, 2, 3] padded 2 and 1. */
+    m = tide_test_onnx_new(18);
+    tide_test_onnx_init_i(m, "pads", 1, (int64_t[]){2}, (int64_t[]){1, 1});
+    tide_test_onnx_init_i(m, "axes", 1, (int64_t[]){1}, (int64_t[]){-1});
+    n = one_node(m, "Pad", 2, (int64_t[]){2, 3}, TIDE_TEST_NAMES("x", "pads", "", "axes"));
+    attr_str(m, n, "mode", "edge");
+    expect_values(m, x6, 6, 2, (int64_t[]){2, 5}, (float[]){1, 1, 2, 3, 3, 4, 4, 5, 6, 6}, 10);
+    m = tide_test_onnx_new(19);
+    tide_test_onnx_init_i(m, "pads", 1, (int64_t[]){2}, (int64_t[]){2, 1});
+    n = one_node(m, "Pad", 1, (int64_t[]){3}, TIDE_TEST_NAMES("x", "pads"));
+    attr_str(m, n, "mode", "wrap");
+    expect_values(m, x6, 3, 1, (int64_t[]){6}, (float[]){2, 3, 1, 2, 3, 1}, 6);
+
+    /* Refusals, each naming the problem. */
+    m = tide_test_onnx_new(13);
+    one_node(m, "Pad", 1, (int64_t[]){4}, TIDE_TEST_NAMES("x", "p"));
+    tide_test_onnx_input(m, "p", ONNX__TENSOR_PROTO__DATA_TYPE__INT64, 1, (int64_t[]){2}, -1);
+    import_fails(m, NULL,
+                 "node n (Pad, opset 13): pads (input \"p\") must be a constant known at import");
+    tide_test_onnx_free(m);
+    m = tide_test_onnx_new(13);
+    tide_test_onnx_init_i(m, "pads", 1, (int64_t[]){2}, (int64_t[]){-3, -1});
+    n = one_node(m, "Pad", 1, (int64_t[]){4}, TIDE_TEST_NAMES("x", "pads"));
+    import_fails(m, NULL,
+                 "node n (Pad, opset 13): pads -3 and -1 leave no element of axis 0 "
+                 "(size 4)");
+    attr_str(m, n, "mode", "wrap");
+    import_fails(m, NULL,
+                 "node n (Pad, opset 13): mode wrap is not in Pad-13 (it came with "
+                 "Pad-19)");
+    n->attribute[0]->s.data = (uint8_t *)tide_test_onnx_own_str(m, "symmetric");
+    n->attribute[0]->s.len = strlen("symmetric");
+    import_fails(m, NULL,
+                 "node n (Pad, opset 13): mode \"symmetric\" is not one of constant, reflect, "
+                 "edge, wrap");
+    tide_test_onnx_free(m);
+    m = tide_test_onnx_new(13);
+    tide_test_onnx_init_i(m, "pads", 1, (int64_t[]){3}, (int64_t[]){1, 1, 1});
+    one_node(m, "Pad", 1, (int64_t[]){4}, TIDE_TEST_NAMES("x", "pads"));
+    import_fails(m, NULL, "node n (Pad, opset 13): pads holds 3 values for 1 axes (wants 2)");
+    tide_test_onnx_free(m);
+
+    /* Training through Resize and Pad: h = x * w, r = linear Resize of h, 2 to 4 (as in
+     * test_resize: r = (2, 2.5, 3.5, 4)), y = r padded 1 and 1 by edge, (2, 2, 2.5, 3.5, 4,
+     * 4), loss the mean of y^2. d loss / d y = y / 3; edge adds the copies up: d loss / d r =
+     * (4, 2.5, 3.5, 8) / 3; Resize's weights carry it to h: d loss / d w = ((4 + 0.75 * 2.5 +
+     * 0.25 * 3.5) / 3, (0.25 * 2.5 + 0.75 * 3.5 + 8) / 3) = (2.25, 3.75). One SGD step of
+     * 0.1 moves w to (1.775, 3.625). */
+    m = tide_test_onnx_new(13);
+    tide_test_onnx_init_f(m, "w", 2, (int64_t[]){1, 2}, (float[]){2, 4});
+    tide_test_onnx_init_f(m, "scales", 1, (int64_t[]){2}, (float[]){1, 2});
+    tide_test_onnx_init_i(m, "pads", 1, (int64_t[]){4}, (int64_t[]){0, 1, 0, 1});
+    tide_test_onnx_input(m, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 2, (int64_t[]){1, 2}, -1);
+    tide_test_onnx_node(m, "Mul", "mul", TIDE_TEST_NAMES("x", "w"), TIDE_TEST_NAMES("h"));
+    n = tide_test_onnx_node(m, "Resize", "resize", TIDE_TEST_NAMES("h", "", "scales"),
+                            TIDE_TEST_NAMES("r"));
+    attr_str(m, n, "mode", "linear");
+    n = tide_test_onnx_node(m, "Pad", "pad", TIDE_TEST_NAMES("r", "pads"), TIDE_TEST_NAMES("y"));
+    attr_str(m, n, "mode", "edge");
+    tide_test_onnx_output(m, "y");
+    float w[2];
+    train_one_step(m, (float[]){1, 1}, 2 * sizeof(float), "w", w, 2);
+    assert_float_equal(w[0], 2 - 0.1 * 2.25, 1e-6);
+    assert_float_equal(w[1], 4 - 0.1 * 3.75, 1e-6);
+    tide_test_onnx_free(m);
+    /* Constant padding trains too (Concat's gradient): y = (5, h0, h1), d loss / d h = 2 h / 3
+     * = (4 / 3, 8 / 3). */
+    m = tide_test_onnx_new(2);
+    tide_test_onnx_init_f(m, "w", 2, (int64_t[]){1, 2}, (float[]){2, 4});
+    tide_test_onnx_input(m, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 2, (int64_t[]){1, 2}, -1);
+    tide_test_onnx_node(m, "Mul", "mul", TIDE_TEST_NAMES("x", "w"), TIDE_TEST_NAMES("h"));
+    n = tide_test_onnx_node(m, "Pad", "pad", TIDE_TEST_NAMES("h"), TIDE_TEST_NAMES("y"));
+    tide_test_onnx_attr_ints(m, n, "pads", 4, (int64_t[]){0, 1, 0, 0});
+    tide_test_onnx_attr_f(m, n, "value", 5);
+    tide_test_onnx_output(m, "y");
+    train_one_step(m, (float[]){1, 1}, 2 * sizeof(float), "w", w, 2);
+    assert_float_equal(w[0], 2 - 0.1 * 4 / 3, 1e-6);
+    assert_float_equal(w[1], 4 - 0.1 * 8 / 3, 1e-6);
+    tide_test_onnx_free(m);
+}
+
 /*
  * ConvTranspose by its definition: every input cell x[n, i, ih, iw] adds
  * x * w[i, o, r, s] at full position (ih * stride + r, iw * stride + s) of
@@ -2007,6 +2137,7 @@ int main(void)
         cmocka_unit_test(test_opsets_18_on),
         cmocka_unit_test(test_instance_norm_global_max_pool),
         cmocka_unit_test(test_resize),
+        cmocka_unit_test(test_pad),
         cmocka_unit_test(test_conv_transpose),
         cmocka_unit_test(test_pool_1d),
         cmocka_unit_test(test_bad_bytes),
