@@ -126,6 +126,7 @@ enum op_id {
     /* indexing (Gather, TopK, Mixture-of-Experts routing) */
     OP_GATHER,
     OP_GATHER_GRAD,
+    OP_GATHER_ELEMENTS,
     OP_TOP_K,
     OP_MOE_ROUTE,
 
@@ -191,6 +192,7 @@ static const struct op_spec op_specs[] = {
     /* indexing (Gather, TopK, Mixture-of-Experts routing) */
     [OP_GATHER] = {TIDE_OP_GATHER, "gather"},
     [OP_GATHER_GRAD] = {TIDE_OP_GATHER_GRAD, "gather_grad"},
+    [OP_GATHER_ELEMENTS] = {TIDE_OP_GATHER_ELEMENTS, "gather_elements"},
     [OP_TOP_K] = {TIDE_OP_TOP_K, "top_k"},
     [OP_MOE_ROUTE] = {TIDE_OP_MOE_ROUTE, "moe_route"},
 
@@ -1546,6 +1548,19 @@ tide_ref tide_builder_gather_grad(tide_builder *b, const char *name, tide_ref dy
     if (!begin(b, &c, OP_GATHER_GRAD, name) || !input(&c, 0, "dy", dy) || !input(&c, 1, "ids", ids))
         return TIDE_REF_NONE;
     attr_int(&c, "num_rows", num_rows);
+    return finish(&c);
+}
+
+tide_ref tide_builder_gather_elements(tide_builder *b, const char *name, tide_ref data,
+                                      tide_ref indices, int64_t axis, int64_t ignore_index)
+{
+    struct call c;
+    if (!begin(b, &c, OP_GATHER_ELEMENTS, name) || !input(&c, 0, "data", data) ||
+        !input(&c, 1, "indices", indices))
+        return TIDE_REF_NONE;
+    attr_int(&c, "axis", axis);
+    if (ignore_index != TIDE_BUILDER_NO_IGNORE_INDEX)
+        attr_int(&c, "ignore_index", ignore_index);
     return finish(&c);
 }
 

@@ -1078,6 +1078,29 @@ static enum tide_status tide__grad_gather(struct grad_ctx *c)
 }
 
 /*
+ * GatherElements(data, indices): data's gradient adds dy at the elements read
+ * (GatherElementsGrad, with the forward's axis and ignore_index); indices
+ * (int32) get none.
+ */
+static enum tide_status tide__grad_gather_elements(struct grad_ctx *c)
+{
+    struct tide_shape data = in_shape(c, 0);
+    uint32_t id;
+    enum tide_status st =
+        emit2(c, TIDE_OP_GATHER_ELEMENTS_GRAD, 0, "data", c->dy[0], in_edge(c, 1), &id);
+    if (st != TIDE_OK)
+        return st;
+    struct tide_graph *graph = c->ad->graph;
+    tide_attr_set_int(graph, id, TIDE_ATTR_GATHER_ELEMENTS_GRAD_axis,
+                      fwd_attr(c, TIDE_ATTR_GATHER_ELEMENTS_axis)->i);
+    tide_attr_set_int(graph, id, TIDE_ATTR_GATHER_ELEMENTS_GRAD_ignore_index,
+                      fwd_attr(c, TIDE_ATTR_GATHER_ELEMENTS_ignore_index)->i);
+    tide_attr_set_shape(graph, id, TIDE_ATTR_GATHER_ELEMENTS_GRAD_shape, &data);
+    c->dx[0] = out0(id);
+    return TIDE_OK;
+}
+
+/*
  * TopK(x) -> values, indices. Only values is differentiable; indices are
  * int32, so analysis never sends a gradient there. TopKGrad places dvalues
  * at the chosen indices of zeros of x's shape.

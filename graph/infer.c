@@ -1548,6 +1548,72 @@ enum tide_status tide__infer_moe_route(struct tide_graph *graph, struct tide_nod
     return st;
 }
 
+/*
+ * GatherElements' and GatherElementsGrad's rules: axis in [0, rank), indices (idx_label) of
+ * data's rank (data_label), at most data's size on every axis but axis.
+ */
+static enum tide_status check_gather_elements(struct tide_node *node, const char *data_label,
+                                              const struct tide_shape *data, const char *idx_label,
+                                              const struct tide_shape *idx, struct tide_error *err)
+{
+    enum tide_status st = require_rank(node, data_label, data, 1, TIDE_MAX_RANK, "", err);
+    if (st != TIDE_OK)
+        return st;
+    int64_t axis = attr(node, "axis")->i;
+    if (axis < 0 || axis >= data->rank)
+        return tide_node_error(err, TIDE_INVALID, node,
+                               "attribute \"axis\" is %" PRId64 ", wants 0 to %d (%s has shape %s)",
+                               axis, data->rank - 1, data_label, shape_text(data).s);
+    if (idx->rank != data->rank)
+        return tide_node_error(err, TIDE_INVALID, node,
+                               "%s has shape %s, wants rank %d, the rank of %s %s", idx_label,
+                               shape_text(idx).s, data->rank, data_label, shape_text(data).s);
+    for (int32_t i = 0; i < idx->rank; i++) {
+        if (i != axis && idx->dims[i] > data->dims[i])
+            return tide_node_error(err, TIDE_INVALID, node,
+                                   "%s %s has %" PRId64 " elements along axis %d, more than the "
+                                   "%" PRId64 " of %s %s (only axis %" PRId64 " may differ)",
+                                   idx_label, shape_text(idx).s, idx->dims[i], i, data->dims[i],
+                                   data_label, shape_text(data).s, axis);
+    }
+    return TIDE_OK;
+}
+
+/* GatherElements(data float32 [d0, ...], indices int32 of data's rank; axis) -> indices' shape. */
+enum tide_status tide__infer_gather_elements(struct tide_graph *graph, struct tide_node *node,
+                                             struct tide_error *err)
+{
+    const struct tide_shape *data = input_shape(graph, node, 0), *idx = input_shape(graph, node, 1);
+    enum tide_status st = expect_input_dtype(graph, node, 0, "data", TIDE_DTYPE_FLOAT32, err);
+    if (st == TIDE_OK)
+        st = expect_input_dtype(graph, node, 1, "indices", TIDE_DTYPE_INT32, err);
+    if (st == TIDE_OK)
+        st = check_gather_elements(node, "input 0 (data)", data, "input 1 (indices)", idx, err);
+    if (st != TIDE_OK)
+        return st;
+    return tide__set_output(graph, node, 0, TIDE_DTYPE_FLOAT32, idx, err);
+}
+
+/* GatherElementsGrad(dy float32, indices int32 of dy's shape; axis, shape) -> shape. */
+enum tide_status tide__infer_gather_elements_grad(struct tide_graph *graph, struct tide_node *node,
+                                                  struct tide_error *err)
+{
+    const struct tide_shape *dy = input_shape(graph, node, 0);
+    const struct tide_shape *full = &attr(node, "shape")->shape;
+    enum tide_status st = expect_input_dtype(graph, node, 0, "dy", TIDE_DTYPE_FLOAT32, err);
+    if (st == TIDE_OK)
+        st = expect_input_dtype(graph, node, 1, "indices", TIDE_DTYPE_INT32, err);
+    if (st == TIDE_OK)
+        st = expect_input_shape(graph, node, 1, "indices", dy, err, "the shape of input 0 (dy)");
+    if (st == TIDE_OK)
+        st = check_shape(node, "attribute \"shape\"", full, err);
+    if (st == TIDE_OK)
+        st = check_gather_elements(node, "attribute \"shape\"", full, "input 0 (dy)", dy, err);
+    if (st != TIDE_OK)
+        return st;
+    return tide__set_output(graph, node, 0, TIDE_DTYPE_FLOAT32, full, err);
+}
+
 /* ============================================================================
  * Sequence-model ops: normalisation and regularisation (LayerNorm, Dropout)
  * ========================================================================== */

@@ -378,6 +378,56 @@ void tide__kernel_like_variable(const struct tide_kernel_args *args)
     (void)args;
 }
 
+void tide__kernel_gather_elements_setup(const struct tide_kernel_args *args,
+                                        struct tide__kernel_gather_elements *g)
+{
+    bool grad = args->node->op == TIDE_OP_GATHER_ELEMENTS_GRAD;
+    assert(grad || args->node->op == TIDE_OP_GATHER_ELEMENTS);
+    const struct tide_shape *is = &args->inputs[1].shape;
+    const struct tide_shape *ds = grad ? &args->outputs[0].shape : &args->inputs[0].shape;
+    const struct tide_attr_value *attrs = args->node->attrs;
+    g->axis =
+        (int32_t)attrs[grad ? TIDE_ATTR_GATHER_ELEMENTS_GRAD_axis : TIDE_ATTR_GATHER_ELEMENTS_axis]
+            .i;
+    g->ignore_index = attrs[grad ? TIDE_ATTR_GATHER_ELEMENTS_GRAD_ignore_index
+                                 : TIDE_ATTR_GATHER_ELEMENTS_ignore_index]
+                          .i;
+    g->rank = is->rank;
+    assert(ds->rank == is->rank && g->axis >= 0 && g->axis < g->rank);
+    assert(tide_shape_equal(grad ? &args->inputs[0].shape : &args->outputs[0].shape, is));
+    int64_t istride = 1, dstride = 1;
+    g->columns = 1;
+    for (int32_t i = g->rank - 1; i >= 0; i--) {
+        assert(i == g->axis || is->dims[i] <= ds->dims[i]);
+        g->idims[i] = is->dims[i];
+        g->ddims[i] = ds->dims[i];
+        g->istrides[i] = istride;
+        g->dstrides[i] = dstride;
+        istride *= is->dims[i];
+        dstride *= ds->dims[i];
+        if (i != g->axis)
+            g->columns *= is->dims[i];
+    }
+    g->n = is->dims[g->axis];
+    g->d = ds->dims[g->axis];
+}
+
+void tide__kernel_gather_elements_column(const struct tide__kernel_gather_elements *g, int64_t c,
+                                         int64_t *index_offset, int64_t *data_offset)
+{
+    int64_t io = 0, dof = 0;
+    for (int32_t i = g->rank - 1; i >= 0; i--) {
+        if (i == g->axis)
+            continue;
+        int64_t at = c % g->idims[i];
+        c /= g->idims[i];
+        io += at * g->istrides[i];
+        dof += at * g->dstrides[i];
+    }
+    *index_offset = io;
+    *data_offset = dof;
+}
+
 uint64_t tide__kernel_index_workspace(const struct tide_node *node, int64_t n_ids)
 {
     if (node->op == TIDE_OP_GATHER_GRAD) {

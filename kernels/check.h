@@ -202,6 +202,34 @@ void tide__kernel_like_variable(const struct tide_kernel_args *args);
  */
 uint64_t tide__kernel_index_workspace(const struct tide_node *node, int64_t n_ids);
 
+/*
+ * GatherElements' and GatherElementsGrad's geometry: indices (y, dy) of shape
+ * idims and data (dx) of shape ddims, of one rank, row-major. A column is a
+ * position on every axis but axis inside idims; column c's indices lie at
+ * its index offset + j * istrides[axis] for j in [0, n), and an index v reads
+ * data at its data offset + v * dstrides[axis] (v wrapped into [0, d)).
+ */
+struct tide__kernel_gather_elements {
+    int32_t rank, axis;
+    int64_t n;       /* idims[axis] */
+    int64_t d;       /* ddims[axis] */
+    int64_t columns; /* the product of idims over every axis but axis */
+    int64_t ignore_index;
+    int64_t idims[TIDE_MAX_RANK], istrides[TIDE_MAX_RANK];
+    int64_t ddims[TIDE_MAX_RANK], dstrides[TIDE_MAX_RANK];
+};
+
+/*
+ * The geometry of a GatherElements (data: input 0) or GatherElementsGrad (dx:
+ * output 0) node, after asserting what infer guarantees.
+ */
+void tide__kernel_gather_elements_setup(const struct tide_kernel_args *args,
+                                        struct tide__kernel_gather_elements *g);
+
+/* Column c's first index offset (in indices) and data offset (in data). */
+void tide__kernel_gather_elements_column(const struct tide__kernel_gather_elements *g, int64_t c,
+                                         int64_t *index_offset, int64_t *data_offset);
+
 /* Attention's geometry: B * H independent heads, each q [Sq, D] against k and v [Sk, D]. */
 struct tide__kernel_attention {
     int64_t heads; /* B * H */

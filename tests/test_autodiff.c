@@ -1535,6 +1535,32 @@ static uint32_t build_gather_scalar(struct tide_graph *g, const uint32_t *in)
     return op2(g, TIDE_OP_GATHER, "y", in[0], c);
 }
 
+/*
+ * GatherElements along axis 1 of a [3, 4] input: indices [3, 3] with a
+ * repeat in row 0 (its gradient adds up), a negative index, and row 2's 3s
+ * ignored (no gradient); column 3 of in0 is picked only where ignored.
+ */
+static uint32_t build_gather_elements(struct tide_graph *g, const uint32_t *in)
+{
+    static const int64_t dims[2] = {3, 3};
+    static const int32_t idx[9] = {1, 1, 0, -2, 0, 1, 3, 2, 3};
+    uint32_t c = constant(g, "idx", TIDE_DTYPE_INT32, 2, dims, idx);
+    uint32_t y = op2(g, TIDE_OP_GATHER_ELEMENTS, "y", in[0], c);
+    tide_attr_set_int(g, y, TIDE_ATTR_GATHER_ELEMENTS_axis, 1);
+    tide_attr_set_int(g, y, TIDE_ATTR_GATHER_ELEMENTS_ignore_index, 3);
+    return y;
+}
+
+/* Along axis 0 of a [3, 2, 2] input, indices [4, 1, 2]: more than data along the axis, fewer on
+ * axis 1. */
+static uint32_t build_gather_elements_axis0(struct tide_graph *g, const uint32_t *in)
+{
+    static const int64_t dims[3] = {4, 1, 2};
+    static const int32_t idx[8] = {2, 0, -1, 1, 0, 0, 1, -3};
+    uint32_t c = constant(g, "idx", TIDE_DTYPE_INT32, 3, dims, idx);
+    return op2(g, TIDE_OP_GATHER_ELEMENTS, "y", in[0], c);
+}
+
 static uint32_t build_top_k(struct tide_graph *g, const uint32_t *in, int64_t k)
 {
     uint32_t y = op1(g, TIDE_OP_TOP_K, "y", in[0]);
@@ -2053,6 +2079,8 @@ static const struct gc_case gc_cases[] = {
     {"Gather", IN1(T2(5, 3)), build_gather},
     {"Gather_scalar_id", IN1(T3(4, 2, 3)), build_gather_scalar},
     {"Gather_moe_layer", 2, {T2(5, 3), {2, {5, 4}, GC_DISTINCT}}, build_moe_layer},
+    {"GatherElements", IN1(T2(3, 4)), build_gather_elements},
+    {"GatherElements_axis0", IN1(T3(3, 2, 2)), build_gather_elements_axis0},
     {"TopK", IN1(DISTINCT4(2, 1, 3, 5)), build_top_k_2},
     {"TopK_all", IN1(DISTINCT4(1, 1, 2, 5)), build_top_k_all},
 

@@ -2071,6 +2071,55 @@ static void test_gather(void **state)
 }
 
 /*
+ * GatherElements and its gradient: indices in [-d, d) (both signs), some
+ * equal to ignore_index; axis 0 with indices shorter than data on axis 1, a
+ * middle axis of rank 3, and a wide NLL-like [N, 1] pick from [N, C].
+ */
+static void test_gather_elements(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *name;
+        int32_t rank;
+        int64_t data[3], idx[3];
+        int64_t axis;
+    } shapes[3] = {
+        {"gather_elements_axis0", 2, {37, 129}, {50, 100}, 0},
+        {"gather_elements_axis1", 3, {4, 17, 33}, {3, 40, 33}, 1},
+        {"gather_elements_nll", 2, {3000, 10}, {3000, 1}, 1},
+    };
+    for (int i = 0; i < 3; i++) {
+        int64_t d = shapes[i].data[shapes[i].axis];
+        for (int grad = 0; grad < 2; grad++) {
+            struct op_case c;
+            char name[64];
+            snprintf(name, sizeof(name), "%s%s", shapes[i].name, grad ? "_grad" : "");
+            if (grad) {
+                /* Both backends add in ascending order along the axis in float: the same bits. */
+                case_init(&c, TIDE_OP_GATHER_ELEMENTS_GRAD, name, 0, 0);
+                c.attrs[TIDE_ATTR_GATHER_ELEMENTS_GRAD_axis].i = shapes[i].axis;
+                c.attrs[TIDE_ATTR_GATHER_ELEMENTS_GRAD_ignore_index].i = 1;
+                set_shape(&c, TIDE_ATTR_GATHER_ELEMENTS_GRAD_shape, shapes[i].rank,
+                          shapes[i].data);
+                input(&c, shapes[i].rank, shapes[i].idx);
+            } else {
+                case_init(&c, TIDE_OP_GATHER_ELEMENTS, name, 0, 0);
+                c.attrs[TIDE_ATTR_GATHER_ELEMENTS_axis].i = shapes[i].axis;
+                c.attrs[TIDE_ATTR_GATHER_ELEMENTS_ignore_index].i = 1;
+                input(&c, shapes[i].rank, shapes[i].data);
+            }
+            int32_t *idx = input_ids(&c, shapes[i].rank, shapes[i].idx, 2 * d);
+            int64_t n = tide_shape_numel(&c.in[c.n_in - 1].shape);
+            for (int64_t p = 0; p < n; p++)
+                idx[p] -= (int32_t)d; /* [-d, d); the 1s are ignored */
+            outf(&c, shapes[i].rank, grad ? shapes[i].data : shapes[i].idx);
+            check_case(&c);
+        }
+    }
+    REQUIRE_CUDA();
+}
+
+/*
  * An id out of range: the CPU refuses it before the kernel writes; CUDA
  * finds it on the device and reports it at stream_sync. Both name the node,
  * the position and the index; so for TopKGrad and MoeRoute.
@@ -2082,10 +2131,28 @@ static void test_index_out_of_range(void **state)
         struct tide_backend *b = pass == 0 ? cpu_backend : cuda_backend;
         if (!b)
             REQUIRE_CUDA();
-        for (int op = 0; op < 4; op++) {
+        for (int op = 0; op < 6; op++) {
             struct op_case c;
             const char *want;
-            if (op == 0) {
+            if (op == 4) {
+                /* Signed indices: [-4, 4); the ignored -9 is no fault. */
+                case_init(&c, TIDE_OP_GATHER_ELEMENTS, "gather_elements_bad", TOL_EXACT);
+                c.attrs[TIDE_ATTR_GATHER_ELEMENTS_axis].i = 1;
+                c.attrs[TIDE_ATTR_GATHER_ELEMENTS_ignore_index].i = -9;
+                input(&c, 2, DIMS(3, 4));
+                int32_t *idx = input_ids(&c, 2, DIMS(3, 2), 4);
+                idx[1] = -9;
+                idx[3] = -5;
+                outf(&c, 2, DIMS(3, 2));
+                want = "index -5 at position 3 is out of range [-4, 4)";
+            } else if (op == 5) {
+                case_init(&c, TIDE_OP_GATHER_ELEMENTS_GRAD, "gather_elements_grad_bad", TOL_EXACT);
+                set_shape(&c, TIDE_ATTR_GATHER_ELEMENTS_GRAD_shape, 2, DIMS(3, 4));
+                input(&c, 2, DIMS(5, 4));
+                input_ids(&c, 2, DIMS(5, 4), 3)[7] = 3;
+                outf(&c, 2, DIMS(3, 4));
+                want = "index 3 at position 7 is out of range [-3, 3)";
+            } else if (op == 0) {
                 case_init(&c, TIDE_OP_GATHER, "gather_bad", TOL_EXACT);
                 input(&c, 2, DIMS(5, 3));
                 input_ids(&c, 1, DIMS(6), 5)[2] = 9;
@@ -2422,6 +2489,7 @@ int main(void)
 
         /* indexing (Gather, TopK, Mixture-of-Experts routing) */
         cmocka_unit_test(test_gather),
+        cmocka_unit_test(test_gather_elements),
         cmocka_unit_test(test_index_out_of_range),
         cmocka_unit_test(test_top_k),
         cmocka_unit_test(test_moe_route),

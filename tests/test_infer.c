@@ -1722,6 +1722,112 @@ static void test_gather_grad(void **state)
     FAILS(TIDE_INVALID, "bad", "the output would have rank 9", "the limit is 8");
 }
 
+static void test_gather_elements(void **state)
+{
+    (void)state;
+    /* Along axis 1, indices longer than data there and shorter on axis 0. */
+    uint32_t data = ph("data", SHAPE(4, 3, 5));
+    uint32_t idx = int_ph("idx", SHAPE(2, 7, 5));
+    uint32_t y = OP(TIDE_OP_GATHER_ELEMENTS, "y", data, idx);
+    tide_attr_set_int(g, y, TIDE_ATTR_GATHER_ELEMENTS_axis, 1);
+    uint32_t v = ph("v", SHAPE(6));
+    uint32_t picks = int_ph("picks", SHAPE(9));
+    uint32_t y1 = OP(TIDE_OP_GATHER_ELEMENTS, "y1", v, picks); /* axis 0 by default */
+    tide_attr_set_int(g, y1, TIDE_ATTR_GATHER_ELEMENTS_ignore_index, -100);
+    infer_ok();
+    expect_f32(y, SHAPE(2, 7, 5));
+    expect_f32(y1, SHAPE(9));
+
+    reset();
+    data = ph("data", SHAPE(4, 3));
+    idx = int_ph("idx", SHAPE(4, 3));
+    y = OP(TIDE_OP_GATHER_ELEMENTS, "bad", data, idx);
+    tide_attr_set_int(g, y, TIDE_ATTR_GATHER_ELEMENTS_axis, 2);
+    FAILS(TIDE_INVALID, "bad",
+          "attribute \"axis\" is 2, wants 0 to 1 (input 0 (data) has shape [4, 3])");
+
+    reset();
+    data = ph("data", SHAPE(4, 3));
+    idx = int_ph("idx", SHAPE(4, 3));
+    y = OP(TIDE_OP_GATHER_ELEMENTS, "bad", data, idx);
+    tide_attr_set_int(g, y, TIDE_ATTR_GATHER_ELEMENTS_axis, -1);
+    FAILS(TIDE_INVALID, "bad", "attribute \"axis\" is -1, wants 0 to 1");
+
+    reset();
+    data = ph("data", SHAPE(4, 3));
+    idx = int_ph("idx", SHAPE(12));
+    OP(TIDE_OP_GATHER_ELEMENTS, "bad", data, idx);
+    FAILS(TIDE_INVALID, "bad",
+          "input 1 (indices) has shape [12], wants rank 2, the rank of input 0 (data) [4, 3]");
+
+    reset();
+    data = ph("data", SHAPE(4, 3));
+    idx = int_ph("idx", SHAPE(9, 4));
+    OP(TIDE_OP_GATHER_ELEMENTS, "bad", data, idx);
+    FAILS(TIDE_INVALID, "bad",
+          "input 1 (indices) [9, 4] has 4 elements along axis 1, more than the 3 of input 0 "
+          "(data) [4, 3] (only axis 0 may differ)");
+
+    reset();
+    data = ph("data", SCALAR);
+    idx = int_ph("idx", SCALAR);
+    OP(TIDE_OP_GATHER_ELEMENTS, "bad", data, idx);
+    FAILS(TIDE_INVALID, "bad", "input 0 (data) has shape [], wants rank 1 or more");
+
+    reset();
+    data = ph("data", SHAPE(4, 3));
+    idx = ph("idx", SHAPE(4, 3));
+    OP(TIDE_OP_GATHER_ELEMENTS, "bad", data, idx);
+    FAILS(TIDE_INVALID, "bad", "input 1 (indices) is float32, wants int32");
+
+    reset();
+    data = int_ph("data", SHAPE(4, 3));
+    idx = int_ph("idx", SHAPE(4, 3));
+    OP(TIDE_OP_GATHER_ELEMENTS, "bad", data, idx);
+    FAILS(TIDE_INVALID, "bad", "input 0 (data) is int32, wants float32");
+}
+
+static void test_gather_elements_grad(void **state)
+{
+    (void)state;
+    uint32_t dy = ph("dy", SHAPE(2, 7, 5));
+    uint32_t idx = int_ph("idx", SHAPE(2, 7, 5));
+    uint32_t dx = OP(TIDE_OP_GATHER_ELEMENTS_GRAD, "dx", dy, idx);
+    tide_attr_set_int(g, dx, TIDE_ATTR_GATHER_ELEMENTS_GRAD_axis, 1);
+    set_shape(dx, TIDE_ATTR_GATHER_ELEMENTS_GRAD_shape, SHAPE(4, 3, 5));
+    infer_ok();
+    expect_f32(dx, SHAPE(4, 3, 5));
+
+    reset();
+    dy = ph("dy", SHAPE(2, 3));
+    idx = int_ph("idx", SHAPE(2, 3));
+    OP(TIDE_OP_GATHER_ELEMENTS_GRAD, "bad", dy, idx);
+    FAILS(TIDE_INVALID, "bad", "missing required attribute \"shape\"");
+
+    reset();
+    dy = ph("dy", SHAPE(2, 3));
+    idx = int_ph("idx", SHAPE(3, 2));
+    dx = OP(TIDE_OP_GATHER_ELEMENTS_GRAD, "bad", dy, idx);
+    set_shape(dx, TIDE_ATTR_GATHER_ELEMENTS_GRAD_shape, SHAPE(4, 3));
+    FAILS(TIDE_INVALID, "bad", "input 1 (indices) has shape [3, 2], wants [2, 3]");
+
+    reset();
+    dy = ph("dy", SHAPE(2, 3));
+    idx = int_ph("idx", SHAPE(2, 3));
+    dx = OP(TIDE_OP_GATHER_ELEMENTS_GRAD, "bad", dy, idx);
+    set_shape(dx, TIDE_ATTR_GATHER_ELEMENTS_GRAD_shape, SHAPE(4, 2));
+    FAILS(TIDE_INVALID, "bad",
+          "input 0 (dy) [2, 3] has 3 elements along axis 1, more than the 2 of attribute "
+          "\"shape\" [4, 2]");
+
+    reset();
+    dy = ph("dy", SHAPE(2, 3));
+    idx = int_ph("idx", SHAPE(2, 3));
+    dx = OP(TIDE_OP_GATHER_ELEMENTS_GRAD, "bad", dy, idx);
+    set_shape(dx, TIDE_ATTR_GATHER_ELEMENTS_GRAD_shape, SHAPE(4, -3));
+    FAILS(TIDE_INVALID, "bad", "attribute \"shape\" [4, -3] has negative dimension -3 at axis 1");
+}
+
 static void test_top_k(void **state)
 {
     (void)state;
@@ -2313,6 +2419,8 @@ int main(void)
         /* indexing (Gather, TopK, Mixture-of-Experts routing) */
         TEST(test_gather),
         TEST(test_gather_grad),
+        TEST(test_gather_elements),
+        TEST(test_gather_elements_grad),
         TEST(test_top_k),
         TEST(test_top_k_grad),
         TEST(test_moe_route),

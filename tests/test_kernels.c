@@ -2912,6 +2912,87 @@ static void test_gather_grad(void **state)
     run(&t, ein, 2, &eout, 1);
 }
 
+static void test_gather_elements(void **state)
+{
+    (void)state;
+    float data[12], y[8];
+    for (int i = 0; i < 12; i++)
+        data[i] = (float)(10 * (i / 4) + i % 4); /* data[r][c] = 10 r + c */
+    /* Axis 0, negative indices counting from the end. */
+    int32_t idx[8] = {2, 0, 1, -1, 0, -3, 2, 1};
+    struct tide_tensor_view in[2] = {fview(data, 2, DIMS(3, 4)),
+                                     view(TIDE_DTYPE_INT32, idx, 2, DIMS(2, 4))};
+    struct tide_tensor_view out = fview(y, 2, DIMS(2, 4));
+    struct test_node t;
+    node_init(&t, TIDE_OP_GATHER_ELEMENTS, "gather_elements");
+    run(&t, in, 2, &out, 1);
+    expect_exact("gather_elements axis 0", y, (const float[]){20, 1, 12, 23, 0, 1, 22, 13}, 8);
+
+    /* Axis 1, indices [2, 2]: fewer rows and columns than data. */
+    int32_t idx1[4] = {3, 0, -1, 1};
+    struct tide_tensor_view in1[2] = {in[0], view(TIDE_DTYPE_INT32, idx1, 2, DIMS(2, 2))};
+    struct tide_tensor_view out1 = fview(y, 2, DIMS(2, 2));
+    set_int(&t, TIDE_ATTR_GATHER_ELEMENTS_axis, 1);
+    run(&t, in1, 2, &out1, 1);
+    expect_exact("gather_elements axis 1", y, (const float[]){3, 0, 13, 11}, 4);
+
+    /* ignore_index -1: compared before the wrap-around, so -1 gives 0, not the last column. */
+    set_int(&t, TIDE_ATTR_GATHER_ELEMENTS_ignore_index, -1);
+    idx1[1] = -1;
+    run(&t, in1, 2, &out1, 1);
+    expect_exact("gather_elements ignore_index", y, (const float[]){3, 0, 0, 11}, 4);
+
+    /* Out of [-4, 4) along axis 1: refused, naming the first; an ignored -1 is not. */
+    idx1[2] = 4;
+    expect_refused(&t, in1, 2, &out1, 1,
+                   "input 1 (indices): index 4 at position 2 is out of range [-4, 4)");
+    idx1[2] = 0;
+    idx1[3] = -5;
+    expect_refused(&t, in1, 2, &out1, 1, "index -5 at position 3 is out of range [-4, 4)");
+}
+
+static void test_gather_elements_grad(void **state)
+{
+    (void)state;
+    float dy[8] = {1, 2, 3, 4, 10, 20, 30, 40}, dx[12];
+    int32_t idx[8] = {2, 0, 1, -1, 2, 0, -3, 2};
+    struct tide_tensor_view in[2] = {fview(dy, 2, DIMS(2, 4)),
+                                     view(TIDE_DTYPE_INT32, idx, 2, DIMS(2, 4))};
+    struct tide_tensor_view out = fview(dx, 2, DIMS(3, 4));
+    struct test_node t;
+    node_init(&t, TIDE_OP_GATHER_ELEMENTS_GRAD, "gather_elements_grad");
+    set_shape(&t, TIDE_ATTR_GATHER_ELEMENTS_GRAD_shape, 2, DIMS(3, 4));
+    memset(dx, 0xff, sizeof(dx));
+    run(&t, in, 2, &out, 1);
+    /* Column 0 sends both to row 2, column 1 both to row 0, column 3 (-1 and 2) both to row 2. */
+    expect_exact("gather_elements_grad", dx,
+                 (const float[]){0, 22, 30, 0, 0, 0, 3, 0, 11, 0, 0, 44}, 12);
+
+    /* ignore_index 2: the 2s add nothing, the -1 (row 2 too, but not equal to 2) does. */
+    set_int(&t, TIDE_ATTR_GATHER_ELEMENTS_GRAD_ignore_index, 2);
+    memset(dx, 0xff, sizeof(dx));
+    run(&t, in, 2, &out, 1);
+    expect_exact("gather_elements_grad ignore_index", dx,
+                 (const float[]){0, 22, 30, 0, 0, 0, 3, 0, 0, 0, 0, 4}, 12);
+
+    /* Axis 1 with dy [2, 2]: row 2 and columns 1 and 2 are outside it, and stay 0. */
+    int32_t idx1[4] = {3, 3, 0, -4};
+    float dy1[4] = {1, 2, 5, 7};
+    struct tide_tensor_view in1[2] = {fview(dy1, 2, DIMS(2, 2)),
+                                      view(TIDE_DTYPE_INT32, idx1, 2, DIMS(2, 2))};
+    node_init(&t, TIDE_OP_GATHER_ELEMENTS_GRAD, "gather_elements_grad");
+    set_shape(&t, TIDE_ATTR_GATHER_ELEMENTS_GRAD_shape, 2, DIMS(3, 4));
+    set_int(&t, TIDE_ATTR_GATHER_ELEMENTS_GRAD_axis, 1);
+    memset(dx, 0xff, sizeof(dx));
+    run(&t, in1, 2, &out, 1);
+    expect_exact("gather_elements_grad axis 1", dx,
+                 (const float[]){0, 0, 0, 3, 12, 0, 0, 0, 0, 0, 0, 0}, 12);
+
+    idx1[1] = -5;
+    expect_refused(&t, in1, 2, &out, 1,
+                   "input 1 (indices): index -5 at position 1 is out of range [-4, 4)");
+}
+
 /* TopK's order, written independently: by value descending, NaN first, ties by lower index. */
 static int naive_rank_cmp(const float *x, int32_t a, int32_t b)
 {
@@ -3114,6 +3195,65 @@ static void test_range_jobs_gather(void **state)
     free(table);
     free(y);
     free(dx);
+}
+
+/*
+ * GatherElements and its gradient split over the pool, along axis 0 (columns
+ * strided) and axis 1 (columns contiguous): the same bits at 1, 2 and 3
+ * threads, and the gradient equal to sums made here in the same order.
+ */
+static void test_range_jobs_gather_elements(void **state)
+{
+    (void)state;
+    enum { ROWS = 40, COLS = 300, N = 120 };
+    for (int axis = 0; axis < 2; axis++) {
+        int64_t d = axis == 0 ? ROWS : COLS;
+        int64_t irows = axis == 0 ? N : ROWS, icols = axis == 0 ? COLS : N;
+        float *data = falloc(ROWS * COLS), *y = falloc(irows * icols), *dx = falloc(ROWS * COLS);
+        float *want = falloc(ROWS * COLS);
+        int32_t *idx = malloc((size_t)(irows * icols) * sizeof(int32_t));
+        assert_non_null(idx);
+        uint32_t seed = 11;
+        fill(data, ROWS * COLS, 5);
+        for (int64_t p = 0; p < irows * icols; p++) /* in [-d, d): both signs */
+            idx[p] = (int32_t)((int64_t)((frand(&seed) + 1.0f) * (float)d) % (2 * d) - d);
+        struct tide_tensor_view in[2] = {fview(data, 2, DIMS(ROWS, COLS)),
+                                         view(TIDE_DTYPE_INT32, idx, 2, DIMS(irows, icols))};
+        struct tide_tensor_view out = fview(y, 2, DIMS(irows, icols));
+        struct test_node t;
+        node_init(&t, TIDE_OP_GATHER_ELEMENTS, "gather_elements");
+        set_int(&t, TIDE_ATTR_GATHER_ELEMENTS_axis, axis);
+        expect_same_at_threads("gather_elements", &t, in, 2, &out, 1, NULL, NULL);
+        for (int64_t r = 0; r < irows; r++)
+            for (int64_t c = 0; c < icols; c++) {
+                int64_t v = idx[r * icols + c], w = v < 0 ? v + d : v;
+                float expect = axis == 0 ? data[w * COLS + c] : data[r * COLS + w];
+                if (y[r * icols + c] != expect)
+                    fail_msg("gather_elements axis %d [%lld][%lld] is %.9g, want %.9g", axis,
+                             (long long)r, (long long)c, y[r * icols + c], expect);
+            }
+
+        struct tide_tensor_view gin[2] = {fview(y, 2, DIMS(irows, icols)), in[1]};
+        struct tide_tensor_view gout = fview(dx, 2, DIMS(ROWS, COLS));
+        node_init(&t, TIDE_OP_GATHER_ELEMENTS_GRAD, "gather_elements_grad");
+        set_int(&t, TIDE_ATTR_GATHER_ELEMENTS_GRAD_axis, axis);
+        set_shape(&t, TIDE_ATTR_GATHER_ELEMENTS_GRAD_shape, 2, DIMS(ROWS, COLS));
+        expect_same_at_threads("gather_elements_grad", &t, gin, 2, &gout, 1, NULL, NULL);
+        memset(want, 0, (size_t)(ROWS * COLS) * sizeof(float));
+        /* Float sums in ascending order along the axis, per column, as the kernel promises. */
+        for (int64_t j = 0; j < (axis == 0 ? irows : icols); j++)
+            for (int64_t k = 0; k < (axis == 0 ? icols : irows); k++) {
+                int64_t p = axis == 0 ? j * icols + k : k * icols + j;
+                int64_t v = idx[p], w = v < 0 ? v + d : v;
+                want[axis == 0 ? w * COLS + k : k * COLS + w] += y[p];
+            }
+        expect_exact("gather_elements_grad", dx, want, ROWS * COLS);
+        free(idx);
+        free(want);
+        free(data);
+        free(y);
+        free(dx);
+    }
 }
 
 /* ---- Sequence-model ops: normalisation and regularisation (LayerNorm, Dropout) ---- */
@@ -3750,10 +3890,13 @@ int main(void)
         /* indexing (Gather, TopK, Mixture-of-Experts routing) */
         cmocka_unit_test(test_gather),
         cmocka_unit_test(test_gather_grad),
+        cmocka_unit_test(test_gather_elements),
+        cmocka_unit_test(test_gather_elements_grad),
         cmocka_unit_test(test_top_k),
         cmocka_unit_test(test_top_k_grad),
         cmocka_unit_test(test_moe_route),
         cmocka_unit_test(test_range_jobs_gather),
+        cmocka_unit_test(test_range_jobs_gather_elements),
 
         /* normalisation and regularisation (LayerNorm, Dropout) */
         cmocka_unit_test(test_layer_norm),

@@ -1,12 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * index.c: CPU kernels for the indexing ops: Gather and GatherGrad, TopK and
- * TopKGrad, and MoeRoute (the routing tables of a Mixture-of-Experts layer).
+ * index.c: CPU kernels for the indexing ops: Gather and GatherGrad,
+ * GatherElements and GatherElementsGrad, TopK and TopKGrad, and MoeRoute
+ * (the routing tables of a Mixture-of-Experts layer).
  *
  * Indices are data, so a kernel checks every index it reads before it writes
  * anything, and refuses the first one out of range with a message naming the
  * node, the input, the position, the index and the range: an id past the end
  * of an embedding table usually means the vocabulary and the model disagree.
+ * GatherElements' indices may count from the end, as ONNX's do: [-d, d).
  *
  * Determinism. Gather copies rows, TopK and TopKGrad work row by row, each
  * row whole in one task of the pool; task boundaries depend on shapes only.
@@ -16,6 +18,10 @@
  * positions in ascending order, so the bits do not depend on the thread
  * count; the CUDA kernel (kernels/cuda/index.cu) sums in the same order.
  * MoeRoute is sequential: it is O(T * k) and its slots are filled in order.
+ * GatherElementsGrad gives each task whole columns (every position but the
+ * gathered axis): a column's additions land in its own column of dx, made in
+ * ascending order along the axis, in float, as the CUDA kernel's one thread
+ * per element of dx makes them.
  *
  * TopK ranks NaN above every number and equal values by index, lower first,
  * so its result is a function of the input (torch.topk ranks NaN the same
@@ -145,6 +151,112 @@ enum tide_status tide__cpu_GATHER_GRAD(const struct tide_kernel_args *args, stru
 
     struct gather_grad_job job = {tide__cpu_in(args, 0), start, pos, tide__cpu_out(args, 0), row};
     tide__cpu_parallel_for(rows, tide__cpu_grain(row), gather_grad_range, &job);
+    return TIDE_OK;
+}
+
+/* ============================================================================
+ * GatherElements and GatherElementsGrad
+ * ========================================================================== */
+
+/*
+ * Refuses the first entry of indices (input 1) outside [-d, d) that is not
+ * ignore_index: GatherElements' indices count from the end when negative.
+ */
+static enum tide_status check_signed_indices(const struct tide_kernel_args *args,
+                                             const struct tide__kernel_gather_elements *g,
+                                             struct tide_error *err)
+{
+    const int32_t *v = args->inputs[1].data;
+    int64_t n = tide__cpu_numel(&args->inputs[1]);
+    for (int64_t p = 0; p < n; p++) {
+        if (v[p] != g->ignore_index && (v[p] < -g->d || v[p] >= g->d))
+            return tide_node_error(err, TIDE_INVALID, args->node,
+                                   "input 1 (indices): index %" PRId32 " at position %" PRId64
+                                   " is out of range [%" PRId64 ", %" PRId64 ")",
+                                   v[p], p, -g->d, g->d);
+    }
+    return TIDE_OK;
+}
+
+struct gather_elements_job {
+    const struct tide__kernel_gather_elements *g;
+    const float *src; /* data (GatherElements), dy (GatherElementsGrad) */
+    const int32_t *indices;
+    float *dst; /* y, dx */
+};
+
+/* Columns [begin, end): y at each index position, 0 where the index is ignore_index. */
+static void gather_elements_range(const void *ctx, int64_t begin, int64_t end)
+{
+    const struct gather_elements_job *job = ctx;
+    const struct tide__kernel_gather_elements *g = job->g;
+    int64_t is = g->istrides[g->axis], ds = g->dstrides[g->axis];
+    for (int64_t c = begin; c < end; c++) {
+        int64_t io, dof;
+        tide__kernel_gather_elements_column(g, c, &io, &dof);
+        for (int64_t j = 0; j < g->n; j++) {
+            int64_t p = io + j * is, v = job->indices[p];
+            if (v == g->ignore_index)
+                job->dst[p] = 0.0f;
+            else
+                job->dst[p] = job->src[dof + (v < 0 ? v + g->d : v) * ds];
+        }
+    }
+}
+
+/*
+ * Columns [begin, end) of dx, zero already: dy added at each index in
+ * ascending j, in float, as the CUDA kernel sums (the same bits). Columns
+ * never share an element of dx, so tasks never write the same one.
+ */
+static void gather_elements_grad_range(const void *ctx, int64_t begin, int64_t end)
+{
+    const struct gather_elements_job *job = ctx;
+    const struct tide__kernel_gather_elements *g = job->g;
+    int64_t is = g->istrides[g->axis], ds = g->dstrides[g->axis];
+    for (int64_t c = begin; c < end; c++) {
+        int64_t io, dof;
+        tide__kernel_gather_elements_column(g, c, &io, &dof);
+        for (int64_t j = 0; j < g->n; j++) {
+            int64_t p = io + j * is, v = job->indices[p];
+            if (v != g->ignore_index)
+                job->dst[dof + (v < 0 ? v + g->d : v) * ds] += job->src[p];
+        }
+    }
+}
+
+/* GatherElements(data, indices; axis, ignore_index) -> y[p] = data[p with indices[p] on axis]. */
+enum tide_status tide__cpu_GATHER_ELEMENTS(const struct tide_kernel_args *args,
+                                           struct tide_error *err)
+{
+    struct tide__kernel_gather_elements g;
+    tide__kernel_gather_elements_setup(args, &g);
+    enum tide_status st = check_signed_indices(args, &g, err);
+    if (st != TIDE_OK || g.columns == 0 || g.n == 0)
+        return st;
+    struct gather_elements_job job = {&g, tide__cpu_in(args, 0), args->inputs[1].data,
+                                      tide__cpu_out(args, 0)};
+    tide__cpu_parallel_for(g.columns, tide__cpu_grain(g.n), gather_elements_range, &job);
+    return TIDE_OK;
+}
+
+/* GatherElementsGrad(dy, indices; axis, ignore_index, shape) -> dx: dy added at the indices. */
+enum tide_status tide__cpu_GATHER_ELEMENTS_GRAD(const struct tide_kernel_args *args,
+                                                struct tide_error *err)
+{
+    struct tide__kernel_gather_elements g;
+    tide__kernel_gather_elements_setup(args, &g);
+    enum tide_status st = check_signed_indices(args, &g, err);
+    if (st != TIDE_OK)
+        return st;
+    float *dx = tide__cpu_out(args, 0);
+    int64_t n_dx = tide__cpu_numel(&args->outputs[0]);
+    if (n_dx > 0)
+        memset(dx, 0, (size_t)n_dx * sizeof(float));
+    if (g.columns == 0 || g.n == 0)
+        return TIDE_OK;
+    struct gather_elements_job job = {&g, tide__cpu_in(args, 0), args->inputs[1].data, dx};
+    tide__cpu_parallel_for(g.columns, tide__cpu_grain(g.n), gather_elements_grad_range, &job);
     return TIDE_OK;
 }
 

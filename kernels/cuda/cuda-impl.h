@@ -209,6 +209,22 @@ cudaError_t tide__cuda_launch_gather(cudaStream_t stream, const float *table, co
 cudaError_t tide__cuda_launch_gather_grad(cudaStream_t stream, const float *dy, const int32_t *ids,
                                           float *dx, int64_t rows, int64_t row, int64_t n_ids,
                                           int64_t *start, int64_t *pos);
+/*
+ * check_signed_indices: as check_indices, for GatherElements' indices: the
+ * first entry outside [-limit, limit) that is not ignore (the fault's code
+ * TIDE_CUDA_FAULT_SIGNED_INDEX). gather_elements: y (n_indices elements) of
+ * data; gather_elements_grad: dx of g's data shape (every element written).
+ */
+cudaError_t tide__cuda_launch_check_signed_indices(cudaStream_t stream, const int32_t *v, int64_t n,
+                                                   int64_t limit, int64_t ignore,
+                                                   struct tide_cuda_fault *fault, uint32_t tag);
+cudaError_t tide__cuda_launch_gather_elements(cudaStream_t stream, const float *data,
+                                              const int32_t *indices, float *y,
+                                              const struct tide__kernel_gather_elements *g,
+                                              int64_t n_indices);
+cudaError_t tide__cuda_launch_gather_elements_grad(cudaStream_t stream, const float *dy,
+                                                   const int32_t *indices, float *dx,
+                                                   const struct tide__kernel_gather_elements *g);
 cudaError_t tide__cuda_launch_top_k(cudaStream_t stream, const float *x, float *values,
                                     int32_t *indices, int64_t rows, int64_t n, int64_t k);
 cudaError_t tide__cuda_launch_top_k_grad(cudaStream_t stream, const float *dvalues,

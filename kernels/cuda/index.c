@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * index.c: the host half of Gather, GatherGrad, TopK, TopKGrad and MoeRoute
- * on CUDA (device half: index.cu).
+ * index.c: the host half of Gather, GatherGrad, GatherElements,
+ * GatherElementsGrad, TopK, TopKGrad and MoeRoute on CUDA (device half:
+ * index.cu).
  *
  * The CPU kernels refuse an index out of range before they write anything.
  * Here the indices are on the device, so each kernel that reads some
@@ -82,6 +83,63 @@ enum tide_status tide__cuda_GATHER_GRAD(const struct tide_kernel_args *args, str
     return TIDE_CUDA_CHECK(err, tide__cuda_launch_gather_grad(
                                     launch->stream, tide__cuda_in(args, 0), args->inputs[1].data,
                                     tide__cuda_out(args, 0), rows, row, n_ids, start, pos));
+}
+
+/*
+ * GatherElements' and GatherElementsGrad's index check: entries outside
+ * [-d, d) that are not ignore_index, into the fault record (signed range).
+ */
+static enum tide_status signed_indices_check(const struct tide_kernel_args *args,
+                                             struct tide_cuda_launch *launch,
+                                             const struct tide__kernel_gather_elements *g,
+                                             struct tide_error *err)
+{
+    int64_t n = tide__cuda_numel(&args->inputs[1]);
+    if (!launch->fault || n == 0)
+        return TIDE_OK;
+    enum tide_status st = TIDE_CUDA_CHECK(
+        err, tide__cuda_launch_check_signed_indices(launch->stream, args->inputs[1].data, n, g->d,
+                                                    g->ignore_index, launch->fault, launch->tag));
+    if (st == TIDE_OK)
+        launch->fault_armed = true;
+    return st;
+}
+
+/* GatherElements(data, indices; axis, ignore_index) -> y[p] = data[p with indices[p] on axis]. */
+enum tide_status tide__cuda_GATHER_ELEMENTS(const struct tide_kernel_args *args,
+                                            struct tide_error *err)
+{
+    struct tide_cuda_launch *launch;
+    enum tide_status st = tide__cuda_context(args, &launch, err);
+    if (st != TIDE_OK)
+        return st;
+    struct tide__kernel_gather_elements g;
+    tide__kernel_gather_elements_setup(args, &g);
+    st = signed_indices_check(args, launch, &g, err);
+    if (st != TIDE_OK)
+        return st;
+    return TIDE_CUDA_CHECK(
+        err, tide__cuda_launch_gather_elements(launch->stream, tide__cuda_in(args, 0),
+                                               args->inputs[1].data, tide__cuda_out(args, 0), &g,
+                                               tide__cuda_numel(&args->inputs[1])));
+}
+
+/* GatherElementsGrad(dy, indices; axis, ignore_index, shape) -> dx: dy added at the indices. */
+enum tide_status tide__cuda_GATHER_ELEMENTS_GRAD(const struct tide_kernel_args *args,
+                                                 struct tide_error *err)
+{
+    struct tide_cuda_launch *launch;
+    enum tide_status st = tide__cuda_context(args, &launch, err);
+    if (st != TIDE_OK)
+        return st;
+    struct tide__kernel_gather_elements g;
+    tide__kernel_gather_elements_setup(args, &g);
+    st = signed_indices_check(args, launch, &g, err);
+    if (st != TIDE_OK)
+        return st;
+    return TIDE_CUDA_CHECK(err, tide__cuda_launch_gather_elements_grad(
+                                    launch->stream, tide__cuda_in(args, 0), args->inputs[1].data,
+                                    tide__cuda_out(args, 0), &g));
 }
 
 /* TopK(x [..., n]; k) -> values [..., k] (descending), indices [..., k] (int32). */

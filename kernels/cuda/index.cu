@@ -1,13 +1,16 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * index.cu: the device half of Gather, GatherGrad, TopK, TopKGrad, MoeRoute,
- * and the index check they share (host half: index.c).
+ * index.cu: the device half of Gather, GatherGrad, GatherElements,
+ * GatherElementsGrad, TopK, TopKGrad, MoeRoute, and the index check they
+ * share (host half: index.c).
  *
  * Indices. check_indices runs first, in one block, and writes the smallest
  * position whose index is outside its range into the stream's fault record
  * (if the record is clear), so the report is the same on every run. The
- * kernels after it never follow such an index: Gather gives its row NaN,
- * GatherGrad and TopKGrad skip it, MoeRoute drops the choice.
+ * kernels after it never follow such an index: Gather and GatherElements
+ * give NaN, GatherGrad, GatherElementsGrad and TopKGrad skip it, MoeRoute
+ * drops the choice. GatherElements' indices may count from the end: their
+ * range is [-d, d), and an entry equal to ignore_index is no fault.
  *
  * Determinism without float atomics. GatherGrad groups the positions of the
  * ids by table row with a counting sort in position order, run by a single
@@ -16,7 +19,10 @@
  * double in ascending position order, as the CPU kernel does. TopK and
  * TopKGrad give one thread a whole row (the CPU's insertion, O(n * k) at
  * worst). MoeRoute runs on one thread: it is O(T * k + experts * capacity)
- * and its slots are handed out strictly in order.
+ * and its slots are handed out strictly in order. GatherElementsGrad gives
+ * one thread each element of dx, which walks its column along the gathered
+ * axis in ascending order and adds the dy of the indices that name it: the
+ * CPU kernel's order, so the same bits.
  */
 #include "kernels/cuda/cuda-impl.h"
 #include "kernels/cuda/device.cuh"
@@ -28,13 +34,18 @@ using namespace tide_cuda;
 
 constexpr int kCheckThreads = 256;
 
-__global__ void check_indices_kernel(const int32_t *v, int64_t n, int64_t limit,
-                                     tide_cuda_fault *fault, uint32_t tag)
+/*
+ * The first position of v[0..n) whose entry is outside [lo, limit) and is not
+ * ignore, into the fault record with code (if the record is clear).
+ */
+__global__ void check_indices_kernel(const int32_t *v, int64_t n, int64_t lo, int64_t limit,
+                                     int64_t ignore, int32_t code, tide_cuda_fault *fault,
+                                     uint32_t tag)
 {
     __shared__ int64_t first_bad[kCheckThreads];
     int64_t bad = n;
     for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
-        if (v[i] < 0 || v[i] >= limit) {
+        if (v[i] != ignore && (v[i] < lo || v[i] >= limit)) {
             bad = i;
             break;
         }
@@ -53,7 +64,7 @@ __global__ void check_indices_kernel(const int32_t *v, int64_t n, int64_t limit,
     record->value = v[bad];
     record->limit = limit;
     __threadfence_system(); /* the fields before the code that publishes them */
-    record->code = TIDE_CUDA_FAULT_INDEX;
+    record->code = code;
 }
 
 __global__ void gather_kernel(const float *table, const int32_t *ids, float *y, int64_t rows,
@@ -98,6 +109,58 @@ __global__ void gather_grad_kernel(const float *dy, const int64_t *start, const 
         for (int64_t q = start[r]; q < start[r + 1]; q++)
             sum += dy[pos[q] * row + c];
         dx[i] = (float)sum;
+    }
+}
+
+/* y[p] = data at p's column, indices[p] along the axis; 0 where ignored, NaN where out of range. */
+__global__ void gather_elements_kernel(const float *data, const int32_t *indices, float *y,
+                                       tide__kernel_gather_elements g, int64_t total)
+{
+    for (int64_t p = first_index(); p < total; p += grid_stride()) {
+        int64_t rem = p, at = 0;
+        for (int32_t i = g.rank - 1; i >= 0; i--) {
+            if (i != g.axis)
+                at += rem % g.idims[i] * g.dstrides[i];
+            rem /= g.idims[i];
+        }
+        int64_t v = indices[p];
+        if (v == g.ignore_index)
+            y[p] = 0.0f;
+        else if (v < -g.d || v >= g.d)
+            y[p] = __int_as_float(0x7fc00000);
+        else
+            y[p] = data[at + (v < 0 ? v + g.d : v) * g.dstrides[g.axis]];
+    }
+}
+
+/*
+ * One thread per element of dx: the dy of every index along its column that
+ * names its position on the axis, added in ascending order, in float, as the
+ * CPU kernel adds them; 0 outside the columns indices cover.
+ */
+__global__ void gather_elements_grad_kernel(const float *dy, const int32_t *indices, float *dx,
+                                            tide__kernel_gather_elements g, int64_t total)
+{
+    for (int64_t q = first_index(); q < total; q += grid_stride()) {
+        int64_t rem = q, io = 0, target = 0;
+        bool covered = true;
+        for (int32_t i = g.rank - 1; i >= 0; i--) {
+            int64_t at = rem % g.ddims[i];
+            rem /= g.ddims[i];
+            if (i == g.axis)
+                target = at;
+            else if (at < g.idims[i])
+                io += at * g.istrides[i];
+            else
+                covered = false;
+        }
+        float sum = 0.0f;
+        for (int64_t j = 0; covered && j < g.n; j++) {
+            int64_t p = io + j * g.istrides[g.axis], v = indices[p];
+            if (v != g.ignore_index && (v < 0 ? v + g.d : v) == target)
+                sum += dy[p];
+        }
+        dx[q] = sum;
     }
 }
 
@@ -187,7 +250,20 @@ cudaError_t tide__cuda_launch_check_indices(cudaStream_t stream, const int32_t *
 {
     if (n <= 0)
         return cudaSuccess;
-    check_indices_kernel<<<1, kCheckThreads, 0, stream>>>(v, n, limit, fault, tag);
+    /* INT64_MIN: no int32 entry is ignored. */
+    check_indices_kernel<<<1, kCheckThreads, 0, stream>>>(v, n, 0, limit, INT64_MIN,
+                                                          TIDE_CUDA_FAULT_INDEX, fault, tag);
+    return cudaGetLastError();
+}
+
+cudaError_t tide__cuda_launch_check_signed_indices(cudaStream_t stream, const int32_t *v, int64_t n,
+                                                   int64_t limit, int64_t ignore,
+                                                   struct tide_cuda_fault *fault, uint32_t tag)
+{
+    if (n <= 0)
+        return cudaSuccess;
+    check_indices_kernel<<<1, kCheckThreads, 0, stream>>>(v, n, -limit, limit, ignore,
+                                                          TIDE_CUDA_FAULT_SIGNED_INDEX, fault, tag);
     return cudaGetLastError();
 }
 
@@ -213,6 +289,30 @@ cudaError_t tide__cuda_launch_gather_grad(cudaStream_t stream, const float *dy, 
     if (rc != cudaSuccess)
         return rc;
     gather_grad_kernel<<<blocks_for(total), kThreads, 0, stream>>>(dy, start, pos, dx, row, total);
+    return cudaGetLastError();
+}
+
+cudaError_t tide__cuda_launch_gather_elements(cudaStream_t stream, const float *data,
+                                              const int32_t *indices, float *y,
+                                              const struct tide__kernel_gather_elements *g,
+                                              int64_t n_indices)
+{
+    if (n_indices <= 0)
+        return cudaSuccess;
+    gather_elements_kernel<<<blocks_for(n_indices), kThreads, 0, stream>>>(data, indices, y, *g,
+                                                                           n_indices);
+    return cudaGetLastError();
+}
+
+cudaError_t tide__cuda_launch_gather_elements_grad(cudaStream_t stream, const float *dy,
+                                                   const int32_t *indices, float *dx,
+                                                   const struct tide__kernel_gather_elements *g)
+{
+    int64_t total = g->ddims[0] * g->dstrides[0];
+    if (total <= 0)
+        return cudaSuccess;
+    gather_elements_grad_kernel<<<blocks_for(total), kThreads, 0, stream>>>(dy, indices, dx, *g,
+                                                                            total);
     return cudaGetLastError();
 }
 

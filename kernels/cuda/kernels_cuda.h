@@ -74,6 +74,7 @@ enum tide_cuda_fault_code {
     TIDE_CUDA_FAULT_NONE = 0,
     TIDE_CUDA_FAULT_LABEL = 1, /* labels[index] = value is outside [0, limit) */
     TIDE_CUDA_FAULT_INDEX = 2, /* an int32 index input's [index] = value is outside [0, limit) */
+    TIDE_CUDA_FAULT_SIGNED_INDEX = 3, /* likewise, outside [-limit, limit) (GatherElements) */
 };
 
 /*

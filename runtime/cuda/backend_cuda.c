@@ -368,6 +368,11 @@ static enum tide_status stream_take_fault(struct tide_stream *stream, struct tid
                               "node \"%s\" (%s): index %" PRId64 " at position %" PRId64
                               " is out of range [0, %" PRId64 ")",
                               name, op, value, index, limit);
+    if (code == TIDE_CUDA_FAULT_SIGNED_INDEX)
+        return tide_error_set(err, TIDE_INVALID,
+                              "node \"%s\" (%s): index %" PRId64 " at position %" PRId64
+                              " is out of range [%" PRId64 ", %" PRId64 ")",
+                              name, op, value, index, -limit, limit);
     return tide_error_set(err, TIDE_INTERNAL, "node \"%s\" (%s): unknown device fault %" PRId32,
                           name, op, code);
 }

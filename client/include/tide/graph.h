@@ -407,6 +407,24 @@ tide_ref tide_builder_gather(tide_builder *b, const char *name, tide_ref table, 
 tide_ref tide_builder_gather_grad(tide_builder *b, const char *name, tide_ref dy, tide_ref ids,
                                   int64_t num_rows);
 
+/* tide_builder_gather_elements' ignore_index when no index is to be ignored. */
+#define TIDE_BUILDER_NO_IGNORE_INDEX INT64_MIN
+
+/*
+ * GatherElements: picks along axis (0 <= axis < rank), as ONNX's
+ * GatherElements and torch.gather do: y has the shape of indices (int32, of
+ * data's rank, at most data's size on every other axis) and, for axis 1 of
+ * rank 3, y[i][j][k] = data[i][indices[i][j][k]][k] (data float32). An index
+ * in [-d, 0) counts from the end of the d elements along axis; one outside
+ * [-d, d) fails the step, naming the node, the position and the index. An
+ * index equal to ignore_index (before that wrap-around;
+ * TIDE_BUILDER_NO_IGNORE_INDEX for none) gives 0 and no gradient, as
+ * NegativeLogLikelihoodLoss's ignore_index. The gradient reaches data
+ * (elements picked several times add up); indices get none.
+ */
+tide_ref tide_builder_gather_elements(tide_builder *b, const char *name, tide_ref data,
+                                      tide_ref indices, int64_t axis, int64_t ignore_index);
+
 /*
  * TopK: the k largest values along the last axis of x [..., n] (float32),
  * 1 <= k <= n. Returns output 0, the values [..., k] in descending order;
