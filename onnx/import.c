@@ -2460,6 +2460,27 @@ static int op_gather(struct ctx *c)
     return set_out(c, 0, tide_builder_gather(c->b, NULL, table, idx));
 }
 
+/*
+ * GatherElements: tide's GatherElements along the normalised axis; int64
+ * indices arrive as int32, negative ones count from the end on the device.
+ */
+static int op_gather_elements(struct ctx *c)
+{
+    tide_ref data, idx;
+    if (float_in(c, 0, &data) != 0 || in_ref(c, 1, &idx) != 0)
+        return -1;
+    if (tide_builder_dtype(c->b, idx) != TIDE_DT_INT32)
+        return failf(c, "indices must be integers");
+    int32_t rank;
+    int64_t dims[MAX_RANK], axis;
+    if (ref_shape(c, data, &rank, dims) != 0 ||
+        norm_axis(c, attr_i(c->node, "axis", 0), rank, &axis) != 0)
+        return -1;
+    return set_out(c, 0,
+                   tide_builder_gather_elements(c->b, NULL, data, idx, axis,
+                                                TIDE_BUILDER_NO_IGNORE_INDEX));
+}
+
 static int op_expand(struct ctx *c)
 {
     struct value *x = in_value(c, 0), *s = x ? in_const(c, 1, "the shape") : NULL;
@@ -3094,18 +3115,141 @@ static int op_trilu(struct ctx *c)
 /* ---- losses ---- */
 
 /*
- * SoftmaxCrossEntropyLoss without weights or ignore_index: tide's
- * SoftmaxCrossEntropy over rows, the class axis (1) moved last and the other
- * axes flattened, then the reduction. The optional log_prob output is
- * Log(Softmax) over axis 1.
+ * NegativeLogLikelihoodLoss of log-probabilities lp [N, C, d1, ...] against
+ * the target (input target_k, integers [N, d1, ...]) with the optional class
+ * weights [C] (input weight_k), ONNX's ignore_index and reduction, into
+ * output 0. Each target picks its class along axis 1 by GatherElements (the
+ * target reshaped to [N, 1, d1, ...]), whose ignore_index gives 0 for an
+ * ignored one; the weights are picked the same way from [C], so an ignored
+ * target weighs 0. "mean" with weights or ignore_index divides the sum by
+ * the sum of those weights (1 each without weights), as ONNX's reference
+ * does: a batch whose targets are all ignored gives 0 / 0, NaN, there too.
+ */
+static int nll_loss(struct ctx *c, tide_ref lp, size_t target_k, size_t weight_k)
+{
+    const Onnx__NodeProto *n = c->node;
+    bool none = attr_s_is(n, "reduction", "none"), sum = attr_s_is(n, "reduction", "sum");
+    bool mean = attr_s_is(n, "reduction", NULL) || attr_s_is(n, "reduction", "mean");
+    if (!none && !sum && !mean)
+        return failf(c, "reduction must be none, sum or mean");
+    const Onnx__AttributeProto *ii = attr(n, "ignore_index");
+    if (ii && !ii->has_i)
+        return failf(c, "ignore_index must be an integer");
+    int64_t ignore = ii ? ii->i : TIDE_BUILDER_NO_IGNORE_INDEX;
+    tide_ref target;
+    if (in_ref(c, target_k, &target) != 0)
+        return -1;
+    if (tide_builder_dtype(c->b, target) != TIDE_DT_INT32)
+        return failf(c, "the target must be integers");
+    int32_t rank, rt;
+    int64_t dims[MAX_RANK], td[MAX_RANK];
+    if (ref_shape(c, lp, &rank, dims) != 0 || ref_shape(c, target, &rt, td) != 0)
+        return -1;
+    if (rank < 2)
+        return failf(c, "the input must have rank 2 or more ([N, C, d1, ...]), not %d", rank);
+    bool fits = rt == rank - 1 && td[0] == dims[0];
+    for (int32_t a = 2; fits && a < rank; a++)
+        fits = td[a - 1] == dims[a];
+    char tbuf[128], xbuf[128];
+    if (!fits)
+        return failf(c,
+                     "the target %s does not fit the input %s: wants [N, d1, ...], the input's "
+                     "shape without axis 1",
+                     dims_text(tbuf, sizeof(tbuf), rt, td),
+                     dims_text(xbuf, sizeof(xbuf), rank, dims));
+    int64_t classes = dims[1], picks = numel(rt, td), picked[MAX_RANK];
+    picked[0] = dims[0];
+    picked[1] = 1;
+    for (int32_t a = 2; a < rank; a++)
+        picked[a] = dims[a];
+    tide_ref idx = tide_builder_reshape(c->b, NULL, target, rank, picked);
+    tide_ref loss = tide_builder_gather_elements(c->b, NULL, lp, idx, 1, ignore);
+    loss = tide_builder_neg(c->b, NULL, tide_builder_reshape(c->b, NULL, loss, rt, td));
+    tide_ref weights = TIDE_REF_NONE, flat = tide_builder_reshape(c->b, NULL, target, 1, &picks);
+    if (has_input(n, weight_k)) {
+        tide_ref w;
+        int32_t rw;
+        int64_t wd[MAX_RANK];
+        if (float_in(c, weight_k, &w) != 0 || ref_shape(c, w, &rw, wd) != 0)
+            return -1;
+        if (rw != 1 || wd[0] != classes)
+            return failf(c, "the weights have shape %s, wants [%" PRId64 "] (one per class)",
+                         dims_text(tbuf, sizeof(tbuf), rw, wd), classes);
+        weights = tide_builder_gather_elements(c->b, NULL, w, flat, 0, ignore);
+    } else if (ii && mean) {
+        /* Without weights each target weighs 1, an ignored one 0: the mean's count. */
+        float *ones = malloc((size_t)(classes > 0 ? classes : 1) * sizeof(float));
+        if (!ones)
+            return failf(c, "out of memory");
+        for (int64_t k = 0; k < classes; k++)
+            ones[k] = 1.0f;
+        tide_ref w = tide_builder_constant(c->b, NULL, TIDE_DT_FLOAT32, 1, &classes, ones);
+        free(ones);
+        weights = tide_builder_gather_elements(c->b, NULL, w, flat, 0, ignore);
+    }
+    bool weighted = has_input(n, weight_k) || (ii && mean);
+    if (weighted) {
+        weights = tide_builder_reshape(c->b, NULL, weights, rt, td);
+        if (check_builder(c, weights) != 0)
+            return -1;
+        if (has_input(n, weight_k))
+            loss = tide_builder_mul(c->b, NULL, loss, weights);
+    }
+    if (check_builder(c, loss) != 0)
+        return -1;
+    if (sum)
+        loss = tide_builder_reduce_sum(c->b, NULL, loss, NULL, 0, false);
+    else if (mean && weighted)
+        loss = tide_builder_div(c->b, NULL,
+                                tide_builder_reduce_sum(c->b, NULL, loss, NULL, 0, false),
+                                tide_builder_reduce_sum(c->b, NULL, weights, NULL, 0, false));
+    else if (mean)
+        loss = tide_builder_reduce_mean(c->b, NULL, loss, NULL, 0, false);
+    return set_out(c, 0, loss);
+}
+
+/* NegativeLogLikelihoodLoss(input, target, weight): see nll_loss. */
+static int op_negative_log_likelihood_loss(struct ctx *c)
+{
+    tide_ref lp;
+    if (float_in(c, 0, &lp) != 0)
+        return -1;
+    return nll_loss(c, lp, 1, 2);
+}
+
+/*
+ * SoftmaxCrossEntropyLoss with class weights or ignore_index: ONNX's own
+ * definition, NegativeLogLikelihoodLoss of LogSoftmax over the class axis
+ * (1); log_prob (output 1) is that LogSoftmax.
+ */
+static int softmax_cross_entropy_loss_nll(struct ctx *c)
+{
+    tide_ref x;
+    if (float_in(c, 0, &x) != 0)
+        return -1;
+    int32_t rank;
+    int64_t dims[MAX_RANK];
+    if (ref_shape(c, x, &rank, dims) != 0)
+        return -1;
+    if (rank < 2)
+        return failf(c, "the scores must have rank 2 or more, not %d", rank);
+    tide_ref lp = tide_builder_log(c->b, NULL, tide_builder_softmax(c->b, NULL, x, 1));
+    if (check_builder(c, lp) != 0 || nll_loss(c, lp, 1, 2) != 0)
+        return -1;
+    return c->node->n_output > 1 ? set_out(c, 1, lp) : 0;
+}
+
+/*
+ * SoftmaxCrossEntropyLoss without weights or ignore_index (with either: the
+ * composition above): tide's fused SoftmaxCrossEntropy over rows, the class
+ * axis (1) moved last and the other axes flattened, then the reduction. The
+ * optional log_prob output is Log(Softmax) over axis 1.
  */
 static int op_softmax_cross_entropy_loss(struct ctx *c)
 {
     const Onnx__NodeProto *n = c->node;
-    if (has_input(n, 2))
-        return failf(c, "class weights are not supported");
-    if (attr(n, "ignore_index"))
-        return failf(c, "ignore_index is not supported");
+    if (has_input(n, 2) || attr(n, "ignore_index"))
+        return softmax_cross_entropy_loss_nll(c);
     tide_ref x, labels;
     if (float_in(c, 0, &x) != 0 || in_ref(c, 1, &labels) != 0)
         return -1;
@@ -4115,6 +4259,7 @@ static const struct op_entry ops[] = {
     {"Expand", op_expand, 8, {8, 13}},
     {"Flatten", op_flatten, 1, {1, 9, 11, 13, 21, 23, 24, 25}},
     {"Gather", op_gather, 1, {1, 11, 13}},
+    {"GatherElements", op_gather_elements, 11, {11, 13}},
     {"Gemm", op_gemm, 1, {1, 6, 7, 9, 11, 13}},
     {"Gelu", op_gelu, 20, {20}},
     {"GlobalAveragePool", op_global_average_pool, 1, {1, 22}},
@@ -4135,6 +4280,7 @@ static const struct op_entry ops[] = {
     {"Min", op_min, 1, {1, 6, 8, 12, 13}},
     {"Mul", op_mul, 1, {1, 6, 7, 13, 14}},
     {"Neg", op_neg, 1, {1, 6, 13}},
+    {"NegativeLogLikelihoodLoss", op_negative_log_likelihood_loss, 12, {12, 13, 22}},
     {"Pad", op_pad, 1, {1, 2, 11, 13, 18, 19, 21, 23, 24, 25}},
     {"Pow", op_pow, 1, {1, 7, 12, 13, 15}},
     {"PRelu", op_prelu, 1, {1, 6, 7, 9, 16}},

@@ -2057,6 +2057,292 @@ static void test_pool_1d(void **state)
     tide_test_onnx_free(m);
 }
 
+/* ============================================================================
+ * GatherElements, NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss's weights and ignore_index
+ * ========================================================================== */
+
+/* A STRING attribute of n. */
+static void attr_s(struct tide_test_onnx *m, Onnx__NodeProto *n, const char *name,
+                   const char *value)
+{
+    Onnx__AttributeProto *a = tide_test_onnx_attr(m, n, name);
+    a->has_type = true;
+    a->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING;
+    a->has_s = true;
+    a->s.data = (uint8_t *)tide_test_onnx_own_str(m, value);
+    a->s.len = strlen(value);
+}
+
+static void test_gather_elements_import(void **state)
+{
+    (void)state;
+    /* x [2, 3] along axis -1 (1): a negative index counts from the end. */
+    float x[6] = {10, 11, 12, 20, 21, 22}, y[6];
+    struct tide_onnx_result r;
+    struct tide_test_onnx *m = tide_test_onnx_new(13);
+    tide_test_onnx_init_i(m, "idx", 2, (int64_t[]){2, 3}, (int64_t[]){2, -1, 0, 1, 1, -3});
+    Onnx__NodeProto *n = one_node(m, "GatherElements", 2, (int64_t[]){2, 3},
+                                  TIDE_TEST_NAMES("x", "idx"));
+    tide_test_onnx_attr_i(m, n, "axis", -1);
+    tide_builder *b = import_ok(m, NULL, &r);
+    assert_shape(b, r.outputs[0], 2, (int64_t[]){2, 3});
+    run_forward(b, &r, x, sizeof(x), y, 6);
+    const float want[6] = {12, 12, 10, 21, 21, 20};
+    for (int k = 0; k < 6; k++)
+        assert_float_equal(y[k], want[k], 0);
+    tide_onnx_result_free(&r);
+    tide_builder_free(b);
+    tide_test_onnx_free(m);
+
+    /* Axis 0 with indices [1, 3] (fewer rows than x). */
+    m = tide_test_onnx_new(11);
+    tide_test_onnx_init_i(m, "idx", 2, (int64_t[]){1, 3}, (int64_t[]){1, 0, 1});
+    one_node(m, "GatherElements", 2, (int64_t[]){2, 3}, TIDE_TEST_NAMES("x", "idx"));
+    b = import_ok(m, NULL, &r);
+    run_forward(b, &r, x, sizeof(x), y, 3);
+    assert_float_equal(y[0], 20, 0);
+    assert_float_equal(y[1], 11, 0);
+    assert_float_equal(y[2], 22, 0);
+    tide_onnx_result_free(&r);
+    tide_builder_free(b);
+    tide_test_onnx_free(m);
+
+    m = tide_test_onnx_new(13);
+    tide_test_onnx_init_i(m, "idx", 2, (int64_t[]){2, 3}, NULL);
+    n = one_node(m, "GatherElements", 2, (int64_t[]){2, 3}, TIDE_TEST_NAMES("x", "idx"));
+    tide_test_onnx_attr_i(m, n, "axis", 2);
+    import_fails(m, NULL, "node n (GatherElements, opset 13): axis 2 is out of range for rank 2");
+    tide_test_onnx_free(m);
+
+    m = tide_test_onnx_new(10);
+    tide_test_onnx_init_i(m, "idx", 2, (int64_t[]){2, 3}, NULL);
+    one_node(m, "GatherElements", 2, (int64_t[]){2, 3}, TIDE_TEST_NAMES("x", "idx"));
+    import_fails(m, NULL,
+                 "node n (GatherElements, opset 10): GatherElements does not exist in opset 10 "
+                 "(ONNX added it in opset 11)");
+    tide_test_onnx_free(m);
+}
+
+/*
+ * One NegativeLogLikelihoodLoss (or SoftmaxCrossEntropyLoss: op) node over x
+ * (float input of shape xd), the int64 target tgt of shape td, and the class
+ * weights w (frozen; NULL: none); ignore (INT64_MIN: none), reduction (NULL:
+ * the default). Runs it forward and returns output 0 in out.
+ */
+static void run_loss(const char *op, int32_t xr, const int64_t *xd, const float *x, int32_t tr,
+                     const int64_t *td, const int64_t *tgt, int64_t classes, const float *w,
+                     int64_t ignore, const char *reduction, float *out, size_t out_count)
+{
+    struct tide_onnx_result r;
+    struct tide_test_onnx *m = tide_test_onnx_new(13);
+    tide_test_onnx_init_i(m, "t", tr, td, tgt);
+    if (w)
+        tide_test_onnx_init_f(m, "w", 1, &classes, w);
+    Onnx__NodeProto *n = one_node(m, op, xr, xd,
+                                  w ? TIDE_TEST_NAMES("x", "t", "w") : TIDE_TEST_NAMES("x", "t"));
+    if (ignore != INT64_MIN)
+        tide_test_onnx_attr_i(m, n, "ignore_index", ignore);
+    if (reduction)
+        attr_s(m, n, "reduction", reduction);
+    const char *frozen[] = {"w"};
+    struct tide_onnx_options o = {.frozen = frozen, .n_frozen = 1};
+    tide_builder *b = import_ok(m, &o, &r);
+    int64_t n_x = 1;
+    for (int32_t k = 0; k < xr; k++)
+        n_x *= xd[k];
+    run_forward(b, &r, x, (size_t)n_x * sizeof(float), out, out_count);
+    tide_onnx_result_free(&r);
+    tide_builder_free(b);
+    tide_test_onnx_free(m);
+}
+
+static void test_nll_loss(void **state)
+{
+    (void)state;
+    /* [N, C] = [3, 4] log-probabilities; targets 2, 0, 3; weights 0.5 1 2 4. */
+    const float x[12] = {-1.0f, -2.0f, -0.5f, -3.0f, -0.1f, -1.5f,
+                         -2.5f, -4.0f, -2.0f, -1.0f, -3.0f, -0.25f};
+    const int64_t t[3] = {2, 0, 3}, xd[2] = {3, 4};
+    const float w[4] = {0.5f, 1, 2, 4};
+    const char *nll = "NegativeLogLikelihoodLoss";
+    float y[4];
+    /* No weights, no ignore_index: the mean of 0.5, 0.1, 0.25. */
+    run_loss(nll, 2, xd, x, 1, (int64_t[]){3}, t, 4, NULL, INT64_MIN, NULL, y, 1);
+    assert_float_equal(y[0], 0.85 / 3, 1e-6);
+    /* ignore_index 0 drops row 1: (0.5 + 0.25) / 2 targets, not 3. */
+    run_loss(nll, 2, xd, x, 1, (int64_t[]){3}, t, 4, NULL, 0, "mean", y, 1);
+    assert_float_equal(y[0], 0.375, 1e-6);
+    /* Weights and ignore_index: none gives 0.5 * 2, 0, 0.25 * 4; mean divides by 2 + 4 (row 1
+     * weighs nothing), sum does not. */
+    run_loss(nll, 2, xd, x, 1, (int64_t[]){3}, t, 4, w, 0, "none", y, 3);
+    assert_float_equal(y[0], 1.0, 1e-6);
+    assert_float_equal(y[1], 0.0, 0);
+    assert_float_equal(y[2], 1.0, 1e-6);
+    run_loss(nll, 2, xd, x, 1, (int64_t[]){3}, t, 4, w, 0, "mean", y, 1);
+    assert_float_equal(y[0], 2.0 / 6.0, 1e-6);
+    run_loss(nll, 2, xd, x, 1, (int64_t[]){3}, t, 4, w, 0, "sum", y, 1);
+    assert_float_equal(y[0], 2.0, 1e-6);
+    /* Weights without ignore_index: (0.5 * 2 + 0.1 * 0.5 + 0.25 * 4) / (2 + 0.5 + 4). */
+    run_loss(nll, 2, xd, x, 1, (int64_t[]){3}, t, 4, w, INT64_MIN, NULL, y, 1);
+    assert_float_equal(y[0], 2.05 / 6.5, 1e-6);
+
+    /* [N, C, d1] = [2, 3, 2], ONNX's own example: targets [[2, 1], [0, 2]], weights 0.2 0.3 0.1. */
+    const float x3[12] = {1, 2, 2, 2, 3, 2, 0, 1, 2, 2, 1, 2};
+    const int64_t t3[4] = {2, 1, 0, 2}, xd3[3] = {2, 3, 2}, td3[2] = {2, 2};
+    const float w3[3] = {0.2f, 0.3f, 0.1f};
+    run_loss(nll, 3, xd3, x3, 2, td3, t3, 3, NULL, INT64_MIN, "none", y, 4);
+    assert_float_equal(y[0], -3, 0);
+    assert_float_equal(y[1], -2, 0);
+    assert_float_equal(y[2], 0, 0);
+    assert_float_equal(y[3], -2, 0);
+    /* -(3 * 0.1 + 2 * 0.3 + 0 * 0.2 + 2 * 0.1) = -1.1 over weights 0.7 */
+    run_loss(nll, 3, xd3, x3, 2, td3, t3, 3, w3, INT64_MIN, "sum", y, 1);
+    assert_float_equal(y[0], -1.1, 1e-6);
+    run_loss(nll, 3, xd3, x3, 2, td3, t3, 3, w3, INT64_MIN, "mean", y, 1);
+    assert_float_equal(y[0], -1.1 / 0.7, 1e-6);
+    /* ignore_index 1 drops [0][1] (-0.6 and its weight 0.3): -0.5 / 0.4. */
+    run_loss(nll, 3, xd3, x3, 2, td3, t3, 3, w3, 1, "mean", y, 1);
+    assert_float_equal(y[0], -1.25, 1e-6);
+    /* A negative ignore_index, as PyTorch's -100, with every other target in range. */
+    const int64_t t3n[4] = {2, -100, -100, 2};
+    run_loss(nll, 3, xd3, x3, 2, td3, t3n, 3, NULL, -100, "mean", y, 1);
+    assert_float_equal(y[0], -2.5, 1e-6);
+
+    /* Refusals: a target of the wrong shape, weights of the wrong size, an unknown reduction. */
+    struct tide_test_onnx *m = tide_test_onnx_new(13);
+    tide_test_onnx_init_i(m, "t", 1, (int64_t[]){4}, NULL);
+    one_node(m, nll, 2, xd, TIDE_TEST_NAMES("x", "t"));
+    import_fails(m, NULL,
+                 "node n (NegativeLogLikelihoodLoss, opset 13): the target [4] does not fit the "
+                 "input [3, 4]: wants [N, d1, ...], the input's shape without axis 1");
+    tide_test_onnx_free(m);
+    m = tide_test_onnx_new(13);
+    tide_test_onnx_init_i(m, "t", 1, (int64_t[]){3}, NULL);
+    tide_test_onnx_init_f(m, "w", 1, (int64_t[]){3}, NULL);
+    one_node(m, nll, 2, xd, TIDE_TEST_NAMES("x", "t", "w"));
+    import_fails(m, NULL,
+                 "node n (NegativeLogLikelihoodLoss, opset 13): the weights have shape [3], wants "
+                 "[4] (one per class)");
+    tide_test_onnx_free(m);
+    m = tide_test_onnx_new(13);
+    tide_test_onnx_init_i(m, "t", 1, (int64_t[]){3}, NULL);
+    Onnx__NodeProto *n = one_node(m, nll, 2, xd, TIDE_TEST_NAMES("x", "t"));
+    attr_s(m, n, "reduction", "max");
+    import_fails(m, NULL,
+                 "node n (NegativeLogLikelihoodLoss, opset 13): reduction must be none, sum or "
+                 "mean");
+    tide_test_onnx_free(m);
+    m = tide_test_onnx_new(11);
+    tide_test_onnx_init_i(m, "t", 1, (int64_t[]){3}, NULL);
+    one_node(m, nll, 2, xd, TIDE_TEST_NAMES("x", "t"));
+    import_fails(m, NULL,
+                 "node n (NegativeLogLikelihoodLoss, opset 11): NegativeLogLikelihoodLoss does "
+                 "not exist in opset 11 (ONNX added it in opset 12)");
+    tide_test_onnx_free(m);
+}
+
+/* SoftmaxCrossEntropyLoss with weights and ignore_index: NLL of LogSoftmax, log_prob too. */
+static void test_softmax_cross_entropy_loss_weights(void **state)
+{
+    (void)state;
+    const float x[6] = {1, 2, 3, 1, 1, 1};
+    const int64_t t[2] = {2, 1}, xd[2] = {2, 3};
+    const float w[3] = {1, 2, 3};
+    float y[6];
+    double lse0 = log(exp(1.0) + exp(2.0) + exp(3.0)), lse1 = log(3 * exp(1.0));
+    /* Row 1 is ignored: mean = 3 (lse0 - 3) / 3. */
+    run_loss("SoftmaxCrossEntropyLoss", 2, xd, x, 1, (int64_t[]){2}, t, 3, w, 1, NULL, y, 1);
+    assert_float_equal(y[0], lse0 - 3, 1e-6);
+    /* Weights alone: (3 (lse0 - 3) + 2 (lse1 - 1)) / (3 + 2). */
+    run_loss("SoftmaxCrossEntropyLoss", 2, xd, x, 1, (int64_t[]){2}, t, 3, w, INT64_MIN, "mean",
+             y, 1);
+    assert_float_equal(y[0], (3 * (lse0 - 3) + 2 * (lse1 - 1)) / 5, 1e-6);
+
+    /* log_prob, output 1, is LogSoftmax over the classes. */
+    struct tide_onnx_result r;
+    struct tide_test_onnx *m = tide_test_onnx_new(13);
+    tide_test_onnx_init_i(m, "t", 1, (int64_t[]){2}, t);
+    tide_test_onnx_input(m, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 2, xd, -1);
+    Onnx__NodeProto *n = tide_test_onnx_node(m, "SoftmaxCrossEntropyLoss", "n",
+                                             TIDE_TEST_NAMES("x", "t"),
+                                             TIDE_TEST_NAMES("loss", "log_prob"));
+    tide_test_onnx_attr_i(m, n, "ignore_index", 2);
+    attr_s(m, n, "reduction", "none");
+    tide_test_onnx_output(m, "loss");
+    tide_test_onnx_output(m, "log_prob");
+    tide_builder *b = import_ok(m, NULL, &r);
+    float loss[2], lp[6];
+    run_forward_all(b, &r, x, sizeof(x), (float *[]){loss, lp}, (size_t[]){2, 6});
+    assert_float_equal(loss[0], 0, 0); /* ignored */
+    assert_float_equal(loss[1], lse1 - 1, 1e-6);
+    for (int k = 0; k < 6; k++)
+        assert_float_equal(lp[k], x[k] - (k < 3 ? lse0 : lse1), 1e-6);
+    tide_onnx_result_free(&r);
+    tide_builder_free(b);
+    tide_test_onnx_free(m);
+}
+
+/*
+ * One SGD step through NegativeLogLikelihoodLoss (weights, ignore_index, mean):
+ * lp = x + b, b an initializer (trainable), w frozen. d loss / d b[n][c] is -w[t_n] / W
+ * at the target (W: the weights of the targets not ignored) and 0 elsewhere,
+ * so the step raises each kept target's log-probability by lr w[t_n] / W and
+ * leaves the ignored row and the other classes alone.
+ */
+static void test_nll_loss_trains(void **state)
+{
+    (void)state;
+    const float x[9] = {-1, -2, -3, -0.5f, -1.5f, -2.5f, -2, -1, -0.5f};
+    const float b0[9] = {0.1f, 0.2f, 0.3f, 0.4f, 0.5f, 0.6f, 0.7f, 0.8f, 0.9f};
+    struct tide_onnx_result r;
+    struct tide_test_onnx *m = tide_test_onnx_new(13);
+    tide_test_onnx_init_f(m, "b", 2, (int64_t[]){3, 3}, b0);
+    tide_test_onnx_init_f(m, "w", 1, (int64_t[]){3}, (float[]){1, 2, 4});
+    tide_test_onnx_init_i(m, "t", 1, (int64_t[]){3}, (int64_t[]){0, 2, 1});
+    tide_test_onnx_input(m, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 2, (int64_t[]){3, 3}, -1);
+    tide_test_onnx_node(m, "Add", "add", TIDE_TEST_NAMES("x", "b"), TIDE_TEST_NAMES("lp"));
+    Onnx__NodeProto *n = tide_test_onnx_node(m, "NegativeLogLikelihoodLoss", "nll",
+                                             TIDE_TEST_NAMES("lp", "t", "w"),
+                                             TIDE_TEST_NAMES("loss"));
+    tide_test_onnx_attr_i(m, n, "ignore_index", 0);
+    tide_test_onnx_output(m, "loss");
+    const char *frozen[] = {"w"};
+    struct tide_onnx_options o = {.frozen = frozen, .n_frozen = 1};
+    tide_builder *b = import_ok(m, &o, &r);
+    assert_int_equal(r.n_variables, 1);
+    uint8_t *graph;
+    size_t len;
+    assert_int_equal(tide_builder_serialize(b, &graph, &len), 0);
+    struct tide_train_options train = {.loss = tide_builder_name(b, r.outputs[0]),
+                                       .optimizer = TIDE_OPTIMIZER_SGD,
+                                       .learning_rate = 0.5f};
+    struct tide_session_options so = tide_session_options_default();
+    so.threads = 1;
+    so.train = &train;
+    struct tide_session *sess;
+    struct tide_error err = {0};
+    if (tide_session_new(graph, len, &so, &sess, &err) != TIDE_OK)
+        fail_msg("training session: %s", err.message);
+    free(graph);
+    struct tide_step_stats stats;
+    assert_int_equal(tide_session_feed(sess, tide_builder_name(b, r.inputs[0]), x, sizeof(x), &err),
+                     TIDE_OK);
+    if (tide_session_step(sess, &stats, &err) != TIDE_OK)
+        fail_msg("step: %s", err.message);
+    float after[9];
+    assert_int_equal(tide_session_fetch(sess, r.variables[0].name, after, sizeof(after), &err),
+                     TIDE_OK);
+    /* Row 0's target 0 is ignored, so W = w[2] + w[1] = 6: b[1][2] rises by 0.5 * 4 / 6 and
+     * b[2][1] by 0.5 * 2 / 6; nothing else moves. */
+    const double want[9] = {0.1, 0.2, 0.3, 0.4, 0.5, 0.6 + 2.0 / 6, 0.7, 0.8 + 1.0 / 6, 0.9};
+    for (int k = 0; k < 9; k++)
+        assert_float_equal(after[k], want[k], 1e-6);
+    tide_session_free(sess);
+    tide_onnx_result_free(&r);
+    tide_builder_free(b);
+    tide_test_onnx_free(m);
+}
+
 static void test_bad_bytes(void **state)
 {
     (void)state;
@@ -2140,6 +2426,10 @@ int main(void)
         cmocka_unit_test(test_pad),
         cmocka_unit_test(test_conv_transpose),
         cmocka_unit_test(test_pool_1d),
+        cmocka_unit_test(test_gather_elements_import),
+        cmocka_unit_test(test_nll_loss),
+        cmocka_unit_test(test_softmax_cross_entropy_loss_weights),
+        cmocka_unit_test(test_nll_loss_trains),
         cmocka_unit_test(test_bad_bytes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
