@@ -319,9 +319,10 @@ static enum tide_status window_output(struct tide_node *node, const char *label,
 }
 
 /*
- * The output shape of Conv2D of x [N, C, H, W] with filter w [K, C, R, S]
- * (x_label and w_label name them) under the node's strides (default [1, 1])
- * and pads (default [0, 0]), which are normalised in place.
+ * The output shape of Conv2D of x [N, C, H, W] with filter w [K, C / group,
+ * R, S] (x_label and w_label name them) under the node's strides (default
+ * [1, 1]) and pads (default [0, 0]), which are normalised in place, and its
+ * group (default 1), which must divide C and K.
  */
 static enum tide_status conv2d_output_shape(struct tide_node *node, const char *x_label,
                                             const struct tide_shape *x, const char *w_label,
@@ -333,10 +334,31 @@ static enum tide_status conv2d_output_shape(struct tide_node *node, const char *
         st = require_rank(node, w_label, w, 4, 4, "[K, C, R, S]", err);
     if (st != TIDE_OK)
         return st;
-    if (x->dims[1] != w->dims[1])
+    int64_t group = attr(node, "group")->i;
+    if (group < 1)
         return tide_node_error(err, TIDE_INVALID, node,
-                               "%s %s has %" PRId64 " channels, but %s %s wants %" PRId64, x_label,
-                               shape_text(x).s, x->dims[1], w_label, shape_text(w).s, w->dims[1]);
+                               "attribute \"group\" is %" PRId64 ", wants 1 or more", group);
+    if (x->dims[1] % group != 0)
+        return tide_node_error(err, TIDE_INVALID, node,
+                               "attribute \"group\" %" PRId64 " does not divide the %" PRId64
+                               " channels of %s %s",
+                               group, x->dims[1], x_label, shape_text(x).s);
+    if (w->dims[0] % group != 0)
+        return tide_node_error(err, TIDE_INVALID, node,
+                               "attribute \"group\" %" PRId64 " does not divide the %" PRId64
+                               " filters of %s %s",
+                               group, w->dims[0], w_label, shape_text(w).s);
+    if (x->dims[1] / group != w->dims[1]) {
+        if (group == 1)
+            return tide_node_error(
+                err, TIDE_INVALID, node, "%s %s has %" PRId64 " channels, but %s %s wants %" PRId64,
+                x_label, shape_text(x).s, x->dims[1], w_label, shape_text(w).s, w->dims[1]);
+        return tide_node_error(err, TIDE_INVALID, node,
+                               "%s %s has %" PRId64 " channels, %" PRId64 " per group of %" PRId64
+                               ", but %s %s wants %" PRId64 " per group",
+                               x_label, shape_text(x).s, x->dims[1], x->dims[1] / group, group,
+                               w_label, shape_text(w).s, w->dims[1]);
+    }
     if (w->dims[2] < 1 || w->dims[3] < 1)
         return tide_node_error(err, TIDE_INVALID, node, "%s %s has an empty kernel window", w_label,
                                shape_text(w).s);

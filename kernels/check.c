@@ -129,26 +129,31 @@ void tide__kernel_conv_setup(const struct tide_node *node, const struct tide_sha
                              struct tide__kernel_conv *cv)
 {
     static const int64_t ones[2] = {1, 1}, zeros[2] = {0, 0};
-    int strides_k, pads_k;
+    int strides_k, pads_k, group_k;
     switch (node->op) {
     case TIDE_OP_CONV2D:
         strides_k = TIDE_ATTR_CONV2D_strides;
         pads_k = TIDE_ATTR_CONV2D_pads;
+        group_k = TIDE_ATTR_CONV2D_group;
         break;
     case TIDE_OP_CONV2D_BACKPROP_INPUT:
         strides_k = TIDE_ATTR_CONV2D_BACKPROP_INPUT_strides;
         pads_k = TIDE_ATTR_CONV2D_BACKPROP_INPUT_pads;
+        group_k = TIDE_ATTR_CONV2D_BACKPROP_INPUT_group;
         break;
     default:
         assert(node->op == TIDE_OP_CONV2D_BACKPROP_FILTER);
         strides_k = TIDE_ATTR_CONV2D_BACKPROP_FILTER_strides;
         pads_k = TIDE_ATTR_CONV2D_BACKPROP_FILTER_pads;
+        group_k = TIDE_ATTR_CONV2D_BACKPROP_FILTER_group;
         break;
     }
     int64_t strides[2], pads[2];
     tide__kernel_read_pair(node, strides_k, ones, strides);
     tide__kernel_read_pair(node, pads_k, zeros, pads);
-    assert(x->rank == 4 && w->rank == 4 && y->rank == 4 && x->dims[1] == w->dims[1]);
+    int64_t group = node->attrs[group_k].i;
+    assert(x->rank == 4 && w->rank == 4 && y->rank == 4 && group >= 1);
+    assert(x->dims[1] % group == 0 && y->dims[1] % group == 0 && x->dims[1] / group == w->dims[1]);
     *cv = (struct tide__kernel_conv){
         .n = x->dims[0],
         .c = x->dims[1],
@@ -163,6 +168,7 @@ void tide__kernel_conv_setup(const struct tide_node *node, const struct tide_sha
         .sw = strides[1],
         .ph = pads[0],
         .pw = pads[1],
+        .group = group,
     };
 #ifndef NDEBUG
     int64_t oh = -1, ow = -1;

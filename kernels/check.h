@@ -77,18 +77,23 @@ struct tide__kernel_pool {
 void tide__kernel_pool_setup(const struct tide_node *node, const struct tide_shape *x,
                              const struct tide_shape *y, struct tide__kernel_pool *p);
 
-/* A 2-D convolution's geometry: x [N, C, H, W], w [K, C, R, S], y [N, K, OH, OW]. */
+/*
+ * A 2-D convolution's geometry: x [N, C, H, W], w [K, C / group, R, S],
+ * y [N, K, OH, OW]; output channel block g of K / group reads input channel
+ * block g of C / group.
+ */
 struct tide__kernel_conv {
     int64_t n, c, h, w;
     int64_t k, r, s;
     int64_t oh, ow;
     int64_t sh, sw, ph, pw;
+    int64_t group;
 };
 
 /*
- * The geometry of Conv2D or its two gradients, from the node's strides and
- * pads (defaults as infer writes them) and the three shapes, which infer
- * made agree with the output size formula.
+ * The geometry of Conv2D or its two gradients, from the node's strides,
+ * pads and group (defaults as infer writes them) and the three shapes, which
+ * infer made agree with the output size formula and the group.
  */
 void tide__kernel_conv_setup(const struct tide_node *node, const struct tide_shape *x,
                              const struct tide_shape *w, const struct tide_shape *y,

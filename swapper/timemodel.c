@@ -76,7 +76,11 @@ static double contracted(const struct tide_shape *a, bool transpose_a)
     return (double)a->dims[transpose_a ? a->rank - 2 : a->rank - 1];
 }
 
-/* A filter [K, C, R, S]'s products per output element: C * R * S. */
+/*
+ * A filter [K, C / G, R, S]'s products per output element: C / G * R * S
+ * (an output channel sees its group's C / G input channels only, so a
+ * grouped convolution's FLOPs are the dense one's divided by G).
+ */
 static double per_output(const struct tide_shape *w)
 {
     return w->rank == 4 ? (double)w->dims[1] * (double)w->dims[2] * (double)w->dims[3] : 1;
@@ -94,15 +98,15 @@ static double attention_flops(const struct tide_shape *q, const struct tide_shap
 
 /*
  * The patch matrix of a convolution (im2col, or col2im backwards) with y
- * elements of forward output under filter w [K, C, R, S]: C*R*S rows per
- * output position, written once and read once by the GEMM. A 1x1 filter
- * needs none (the input is the matrix).
+ * elements of forward output under filter w [K, C / group, R, S]: C*R*S rows
+ * per output position (every group's), written once and read once by the
+ * GEMMs. A 1x1 filter needs none (the input is the matrix).
  */
-static double patch_bytes(double y, const struct tide_shape *w)
+static double patch_bytes(double y, const struct tide_shape *w, int64_t group)
 {
     if (w->rank != 4 || (w->dims[2] == 1 && w->dims[3] == 1) || w->dims[0] < 1)
         return 0;
-    return 2.0 * sizeof(float) * y / (double)w->dims[0] * per_output(w);
+    return 2.0 * sizeof(float) * y / (double)w->dims[0] * per_output(w) * (double)group;
 }
 
 static double formula_flops(const struct tide_graph *g, const struct tide_node *n, double out)
@@ -148,12 +152,15 @@ struct tide_node_work tide_time_node_work(const struct tide_graph *graph,
         w.bytes += (double)tide_graph_input(graph, node, i)->nbytes;
     w.flops = formula_flops(graph, node, out);
     if (node->op == TIDE_OP_CONV2D)
-        w.bytes += patch_bytes(out, input_shape(graph, node, 1));
+        w.bytes +=
+            patch_bytes(out, input_shape(graph, node, 1), node->attrs[TIDE_ATTR_CONV2D_group].i);
     else if (node->op == TIDE_OP_CONV2D_BACKPROP_INPUT)
-        w.bytes += patch_bytes(numel(input_shape(graph, node, 0)), input_shape(graph, node, 1));
+        w.bytes += patch_bytes(numel(input_shape(graph, node, 0)), input_shape(graph, node, 1),
+                               node->attrs[TIDE_ATTR_CONV2D_BACKPROP_INPUT_group].i);
     else if (node->op == TIDE_OP_CONV2D_BACKPROP_FILTER)
         w.bytes += patch_bytes(numel(input_shape(graph, node, 1)),
-                               &node->attrs[TIDE_ATTR_CONV2D_BACKPROP_FILTER_filter_shape].shape);
+                               &node->attrs[TIDE_ATTR_CONV2D_BACKPROP_FILTER_filter_shape].shape,
+                               node->attrs[TIDE_ATTR_CONV2D_BACKPROP_FILTER_group].i);
     return w;
 }
 

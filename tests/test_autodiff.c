@@ -1176,23 +1176,35 @@ static uint32_t build_slice(struct tide_graph *g, const uint32_t *in)
     return y;
 }
 
-static uint32_t build_conv(struct tide_graph *g, const uint32_t *in, int64_t stride, int64_t pad)
+static uint32_t build_conv(struct tide_graph *g, const uint32_t *in, int64_t stride, int64_t pad,
+                           int64_t group)
 {
     int64_t strides[2] = {stride, stride}, pads[2] = {pad, pad};
     uint32_t y = op2(g, TIDE_OP_CONV2D, "y", in[0], in[1]);
     tide_attr_set_ints(g, y, TIDE_ATTR_CONV2D_strides, strides, 2);
     tide_attr_set_ints(g, y, TIDE_ATTR_CONV2D_pads, pads, 2);
+    tide_attr_set_int(g, y, TIDE_ATTR_CONV2D_group, group);
     return y;
 }
 
 static uint32_t build_conv_s2p1(struct tide_graph *g, const uint32_t *in)
 {
-    return build_conv(g, in, 2, 1);
+    return build_conv(g, in, 2, 1, 1);
 }
 
 static uint32_t build_conv_s1p0(struct tide_graph *g, const uint32_t *in)
 {
-    return build_conv(g, in, 1, 0);
+    return build_conv(g, in, 1, 0, 1);
+}
+
+static uint32_t build_conv_group2(struct tide_graph *g, const uint32_t *in)
+{
+    return build_conv(g, in, 1, 1, 2);
+}
+
+static uint32_t build_conv_depthwise(struct tide_graph *g, const uint32_t *in)
+{
+    return build_conv(g, in, 2, 1, 3);
 }
 
 /*
@@ -2029,6 +2041,8 @@ static const struct gc_case gc_cases[] = {
     {"Conv2D_s1_p0", IN2(T4(2, 2, 4, 4), T4(2, 2, 2, 2)), build_conv_s1p0},
     {"Conv2DBackpropInput_s2_p1", IN2(T4(1, 3, 3, 3), T4(3, 2, 3, 3)), build_conv_transpose_s2p1},
     {"Conv2DBackpropInput_s1_p0", IN2(T4(2, 2, 3, 3), T4(2, 3, 2, 2)), build_conv_transpose_s1p0},
+    {"Conv2D_group2", IN2(T4(2, 4, 4, 4), T4(6, 2, 3, 3)), build_conv_group2},
+    {"Conv2D_depthwise", IN2(T4(1, 3, 5, 5), T4(6, 1, 3, 3)), build_conv_depthwise},
     {"MaxPool2D_k2_s2", IN1(DISTINCT4(1, 2, 4, 4)), build_max_k2s2},
     {"MaxPool2D_k3_s2_p1", IN1(DISTINCT4(1, 2, 5, 5)), build_max_k3s2p1},
     {"AvgPool2D_k3_s2_p1", IN1(T4(1, 2, 4, 4)), build_avg_k3s2p1},

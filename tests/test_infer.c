@@ -16,6 +16,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -1043,6 +1044,89 @@ static void test_conv2d_backprop(void **state)
     dw = OP(TIDE_OP_CONV2D_BACKPROP_FILTER, "bad", x, dy);
     set_shape(dw, TIDE_ATTR_CONV2D_BACKPROP_FILTER_filter_shape, SHAPE(8, 3, 5, 5));
     FAILS(TIDE_INVALID, "bad", "input 1 (dy) has shape [2, 16, 28, 28], wants [2, 8, 28, 28]");
+}
+
+/* Conv2D's group and its gradients': shapes, and the refusals naming the numbers. */
+static void test_conv2d_group(void **state)
+{
+    (void)state;
+    uint32_t x = ph("x", SHAPE(2, 6, 8, 8)), w = ph("w", SHAPE(4, 3, 3, 3));
+    uint32_t grouped = OP(TIDE_OP_CONV2D, "grouped", x, w);
+    tide_attr_set_int(g, grouped, TIDE_ATTR_CONV2D_group, 2);
+    uint32_t dwise = ph("dwise_w", SHAPE(12, 1, 3, 3));
+    uint32_t depthwise = OP(TIDE_OP_CONV2D, "depthwise", x, dwise);
+    tide_attr_set_int(g, depthwise, TIDE_ATTR_CONV2D_group, 6);
+    tide_attr_set_ints(g, depthwise, TIDE_ATTR_CONV2D_strides, LIST(2, 2));
+    tide_attr_set_ints(g, depthwise, TIDE_ATTR_CONV2D_pads, LIST(1, 1));
+    uint32_t dy = ph("dy", SHAPE(2, 4, 6, 6));
+    uint32_t dx = OP(TIDE_OP_CONV2D_BACKPROP_INPUT, "dx", dy, w);
+    set_shape(dx, TIDE_ATTR_CONV2D_BACKPROP_INPUT_input_shape, SHAPE(2, 6, 8, 8));
+    tide_attr_set_int(g, dx, TIDE_ATTR_CONV2D_BACKPROP_INPUT_group, 2);
+    uint32_t dw = OP(TIDE_OP_CONV2D_BACKPROP_FILTER, "dw", x, dy);
+    set_shape(dw, TIDE_ATTR_CONV2D_BACKPROP_FILTER_filter_shape, SHAPE(4, 3, 3, 3));
+    tide_attr_set_int(g, dw, TIDE_ATTR_CONV2D_BACKPROP_FILTER_group, 2);
+    uint32_t plain = OP(TIDE_OP_CONV2D, "plain", x, ph("w6", SHAPE(4, 6, 3, 3)));
+    infer_ok();
+    expect_f32(grouped, SHAPE(2, 4, 6, 6));
+    expect_f32(depthwise, SHAPE(2, 12, 4, 4));
+    expect_f32(dx, SHAPE(2, 6, 8, 8));
+    expect_f32(dw, SHAPE(4, 3, 3, 3));
+    assert_int_equal(g->nodes[plain].attrs[TIDE_ATTR_CONV2D_group].i, 1); /* the default */
+
+    /* The filter's channels must be C / group, which with group 1 reads as before. */
+    reset();
+    x = ph("x", SHAPE(2, 6, 8, 8));
+    w = ph("w", SHAPE(4, 6, 3, 3));
+    grouped = OP(TIDE_OP_CONV2D, "bad", x, w);
+    tide_attr_set_int(g, grouped, TIDE_ATTR_CONV2D_group, 2);
+    FAILS(TIDE_INVALID, "bad", "[2, 6, 8, 8] has 6 channels, 3 per group of 2",
+          "[4, 6, 3, 3] wants 6 per group");
+
+    reset();
+    x = ph("x", SHAPE(2, 6, 8, 8));
+    w = ph("w", SHAPE(4, 1, 3, 3));
+    grouped = OP(TIDE_OP_CONV2D, "bad", x, w);
+    tide_attr_set_int(g, grouped, TIDE_ATTR_CONV2D_group, 4);
+    FAILS(TIDE_INVALID, "bad", "attribute \"group\" 4 does not divide the 6 channels",
+          "input 0 (x) [2, 6, 8, 8]");
+
+    reset();
+    x = ph("x", SHAPE(2, 6, 8, 8));
+    w = ph("w", SHAPE(4, 2, 3, 3));
+    grouped = OP(TIDE_OP_CONV2D, "bad", x, w);
+    tide_attr_set_int(g, grouped, TIDE_ATTR_CONV2D_group, 3);
+    FAILS(TIDE_INVALID, "bad", "attribute \"group\" 3 does not divide the 4 filters",
+          "input 1 (w) [4, 2, 3, 3]");
+
+    static const int64_t below[] = {0, -2, INT64_MIN};
+    for (size_t i = 0; i < sizeof(below) / sizeof(below[0]); i++) {
+        reset();
+        x = ph("x", SHAPE(2, 6, 8, 8));
+        w = ph("w", SHAPE(4, 6, 3, 3));
+        grouped = OP(TIDE_OP_CONV2D, "bad", x, w);
+        tide_attr_set_int(g, grouped, TIDE_ATTR_CONV2D_group, below[i]);
+        char want[64];
+        snprintf(want, sizeof(want), "attribute \"group\" is %" PRId64 ", wants 1 or more",
+                 below[i]);
+        FAILS(TIDE_INVALID, "bad", want);
+    }
+
+    /* The gradients check their group against the shape attribute they are given. */
+    reset();
+    dy = ph("dy", SHAPE(2, 4, 6, 6));
+    w = ph("w", SHAPE(4, 3, 3, 3));
+    dx = OP(TIDE_OP_CONV2D_BACKPROP_INPUT, "bad", dy, w);
+    set_shape(dx, TIDE_ATTR_CONV2D_BACKPROP_INPUT_input_shape, SHAPE(2, 6, 8, 8));
+    FAILS(TIDE_INVALID, "bad", "attribute \"input_shape\" [2, 6, 8, 8] has 6 channels",
+          "input 1 (w) [4, 3, 3, 3] wants 3");
+
+    reset();
+    x = ph("x", SHAPE(2, 6, 8, 8));
+    dy = ph("dy", SHAPE(2, 4, 6, 6));
+    dw = OP(TIDE_OP_CONV2D_BACKPROP_FILTER, "bad", x, dy);
+    set_shape(dw, TIDE_ATTR_CONV2D_BACKPROP_FILTER_filter_shape, SHAPE(4, 3, 3, 3));
+    tide_attr_set_int(g, dw, TIDE_ATTR_CONV2D_BACKPROP_FILTER_group, 4);
+    FAILS(TIDE_INVALID, "bad", "attribute \"group\" 4 does not divide the 6 channels");
 }
 
 static void test_pool2d(void **state)
@@ -2402,6 +2486,7 @@ int main(void)
         TEST(test_sum_to_shape_and_broadcast_to),
         TEST(test_conv2d),
         TEST(test_conv2d_backprop),
+        TEST(test_conv2d_group),
         TEST(test_pool2d),
         TEST(test_pool2d_grads),
         TEST(test_global_avg_pool),

@@ -24,6 +24,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -885,8 +886,9 @@ static void test_slice_and_grad(void **state)
  * Convolution
  * ========================================================================== */
 
+/* x [n, c, h, w], w [k, c / g, r, s]: g channel groups. */
 struct conv_case {
-    int64_t n, c, h, w, k, r, s, sh, sw, ph, pw;
+    int64_t n, c, h, w, k, r, s, sh, sw, ph, pw, g;
 };
 
 static int64_t out_dim(int64_t in, int64_t k, int64_t stride, int64_t pad)
@@ -894,23 +896,28 @@ static int64_t out_dim(int64_t in, int64_t k, int64_t stride, int64_t pad)
     return (in + 2 * pad - k) / stride + 1;
 }
 
-/* Direct convolution in double. */
+/*
+ * Direct convolution in double: output channel k of group k / (K / G) sums
+ * over that group's C / G input channels, filter channel c of them.
+ */
 static void naive_conv(const struct conv_case *cc, const float *x, const float *w, double *y)
 {
     int64_t oh = out_dim(cc->h, cc->r, cc->sh, cc->ph), ow = out_dim(cc->w, cc->s, cc->sw, cc->pw);
+    int64_t cg = cc->c / cc->g, kg = cc->k / cc->g;
     for (int64_t n = 0; n < cc->n; n++)
         for (int64_t k = 0; k < cc->k; k++)
             for (int64_t i = 0; i < oh; i++)
                 for (int64_t j = 0; j < ow; j++) {
                     double s = 0;
-                    for (int64_t c = 0; c < cc->c; c++)
+                    for (int64_t c = 0; c < cg; c++)
                         for (int64_t r = 0; r < cc->r; r++)
                             for (int64_t q = 0; q < cc->s; q++) {
                                 int64_t ih = i * cc->sh - cc->ph + r, iw = j * cc->sw - cc->pw + q;
                                 if (ih < 0 || ih >= cc->h || iw < 0 || iw >= cc->w)
                                     continue;
-                                s += (double)x[((n * cc->c + c) * cc->h + ih) * cc->w + iw] *
-                                     w[((k * cc->c + c) * cc->r + r) * cc->s + q];
+                                int64_t xc = k / kg * cg + c;
+                                s += (double)x[((n * cc->c + xc) * cc->h + ih) * cc->w + iw] *
+                                     w[((k * cg + c) * cc->r + r) * cc->s + q];
                             }
                     y[((n * cc->k + k) * oh + i) * ow + j] = s;
                 }
@@ -921,21 +928,23 @@ static void naive_conv_grads(const struct conv_case *cc, const float *x, const f
                              const float *dy, double *dx, double *dw)
 {
     int64_t oh = out_dim(cc->h, cc->r, cc->sh, cc->ph), ow = out_dim(cc->w, cc->s, cc->sw, cc->pw);
+    int64_t cg = cc->c / cc->g, kg = cc->k / cc->g;
     memset(dx, 0, (size_t)(cc->n * cc->c * cc->h * cc->w) * sizeof(double));
-    memset(dw, 0, (size_t)(cc->k * cc->c * cc->r * cc->s) * sizeof(double));
+    memset(dw, 0, (size_t)(cc->k * cg * cc->r * cc->s) * sizeof(double));
     for (int64_t n = 0; n < cc->n; n++)
         for (int64_t k = 0; k < cc->k; k++)
             for (int64_t i = 0; i < oh; i++)
                 for (int64_t j = 0; j < ow; j++) {
                     double g = dy[((n * cc->k + k) * oh + i) * ow + j];
-                    for (int64_t c = 0; c < cc->c; c++)
+                    for (int64_t c = 0; c < cg; c++)
                         for (int64_t r = 0; r < cc->r; r++)
                             for (int64_t q = 0; q < cc->s; q++) {
                                 int64_t ih = i * cc->sh - cc->ph + r, iw = j * cc->sw - cc->pw + q;
                                 if (ih < 0 || ih >= cc->h || iw < 0 || iw >= cc->w)
                                     continue;
-                                int64_t xi = ((n * cc->c + c) * cc->h + ih) * cc->w + iw;
-                                int64_t wi = ((k * cc->c + c) * cc->r + r) * cc->s + q;
+                                int64_t xc = k / kg * cg + c;
+                                int64_t xi = ((n * cc->c + xc) * cc->h + ih) * cc->w + iw;
+                                int64_t wi = ((k * cg + c) * cc->r + r) * cc->s + q;
                                 dx[xi] += g * w[wi];
                                 dw[wi] += g * x[xi];
                             }
@@ -944,34 +953,38 @@ static void naive_conv_grads(const struct conv_case *cc, const float *x, const f
 
 static void set_conv_attrs(struct test_node *t, const struct conv_case *cc)
 {
-    int strides_k, pads_k;
+    int strides_k, pads_k, group_k;
     switch (t->node.op) {
     case TIDE_OP_CONV2D:
         strides_k = TIDE_ATTR_CONV2D_strides;
         pads_k = TIDE_ATTR_CONV2D_pads;
+        group_k = TIDE_ATTR_CONV2D_group;
         break;
     case TIDE_OP_CONV2D_BACKPROP_INPUT:
         strides_k = TIDE_ATTR_CONV2D_BACKPROP_INPUT_strides;
         pads_k = TIDE_ATTR_CONV2D_BACKPROP_INPUT_pads;
+        group_k = TIDE_ATTR_CONV2D_BACKPROP_INPUT_group;
         set_shape(t, TIDE_ATTR_CONV2D_BACKPROP_INPUT_input_shape, 4,
                   DIMS(cc->n, cc->c, cc->h, cc->w));
         break;
     default:
         strides_k = TIDE_ATTR_CONV2D_BACKPROP_FILTER_strides;
         pads_k = TIDE_ATTR_CONV2D_BACKPROP_FILTER_pads;
+        group_k = TIDE_ATTR_CONV2D_BACKPROP_FILTER_group;
         set_shape(t, TIDE_ATTR_CONV2D_BACKPROP_FILTER_filter_shape, 4,
-                  DIMS(cc->k, cc->c, cc->r, cc->s));
+                  DIMS(cc->k, cc->c / cc->g, cc->r, cc->s));
         break;
     }
     set_pair(t, strides_k, cc->sh, cc->sw);
     set_pair(t, pads_k, cc->ph, cc->pw);
+    t->attrs[group_k].i = cc->g;
 }
 
 /* Runs Conv2D and both gradients of one case against the naive versions. */
 static void check_conv_case(const struct conv_case *cc)
 {
     int64_t oh = out_dim(cc->h, cc->r, cc->sh, cc->ph), ow = out_dim(cc->w, cc->s, cc->sw, cc->pw);
-    int64_t nx = cc->n * cc->c * cc->h * cc->w, nw = cc->k * cc->c * cc->r * cc->s;
+    int64_t nx = cc->n * cc->c * cc->h * cc->w, nw = cc->k * cc->c / cc->g * cc->r * cc->s;
     int64_t ny = cc->n * cc->k * oh * ow;
     float *x = falloc(nx), *w = falloc(nw), *y = falloc(ny), *dy = falloc(ny);
     float *dx = falloc(nx), *dw = falloc(nw);
@@ -982,7 +995,8 @@ static void check_conv_case(const struct conv_case *cc)
     naive_conv(cc, x, w, want_y);
     naive_conv_grads(cc, x, w, dy, want_dx, want_dw);
 
-    const int64_t *xd = DIMS(cc->n, cc->c, cc->h, cc->w), *wd = DIMS(cc->k, cc->c, cc->r, cc->s);
+    const int64_t *xd = DIMS(cc->n, cc->c, cc->h, cc->w);
+    const int64_t *wd = DIMS(cc->k, cc->c / cc->g, cc->r, cc->s);
     const int64_t *yd = DIMS(cc->n, cc->k, oh, ow);
     struct test_node t;
 
@@ -1019,13 +1033,18 @@ static void test_conv2d(void **state)
 {
     (void)state;
     static const struct conv_case cases[] = {
-        /* n  c  h  w  k  r  s  sh sw ph pw */
-        {2, 3, 7, 6, 4, 3, 3, 2, 2, 1, 1}, /* stride 2, padding 1 */
-        {2, 3, 5, 5, 4, 3, 3, 1, 1, 1, 1}, /* "same" padding */
-        {1, 2, 6, 7, 3, 2, 3, 1, 2, 0, 1}, /* non-square kernel, mixed strides and pads */
-        {3, 3, 4, 4, 5, 1, 1, 1, 1, 0, 0}, /* pointwise: no im2col */
-        {2, 2, 5, 5, 2, 1, 1, 2, 2, 0, 0}, /* 1x1 with stride 2: im2col */
-        {1, 1, 3, 3, 2, 3, 3, 1, 1, 2, 2}, /* padding larger than half the kernel */
+        /* n  c  h  w  k  r  s  sh sw ph pw g */
+        {2, 3, 7, 6, 4, 3, 3, 2, 2, 1, 1, 1}, /* stride 2, padding 1 */
+        {2, 3, 5, 5, 4, 3, 3, 1, 1, 1, 1, 1}, /* "same" padding */
+        {1, 2, 6, 7, 3, 2, 3, 1, 2, 0, 1, 1}, /* non-square kernel, mixed strides and pads */
+        {3, 3, 4, 4, 5, 1, 1, 1, 1, 0, 0, 1}, /* pointwise: no im2col */
+        {2, 2, 5, 5, 2, 1, 1, 2, 2, 0, 0, 1}, /* 1x1 with stride 2: im2col */
+        {1, 1, 3, 3, 2, 3, 3, 1, 1, 2, 2, 1}, /* padding larger than half the kernel */
+        {2, 6, 6, 5, 4, 3, 3, 1, 1, 1, 1, 2}, /* 2 groups of 3 channels into 2 filters each */
+        {3, 4, 7, 7, 4, 3, 3, 2, 2, 1, 1, 4}, /* depthwise, strided */
+        {2, 3, 5, 5, 6, 3, 2, 1, 2, 1, 0, 3}, /* depthwise with 2 filters per channel */
+        {2, 6, 4, 4, 9, 1, 1, 1, 1, 0, 0, 3}, /* grouped pointwise: no im2col */
+        {9, 4, 5, 5, 2, 3, 3, 1, 1, 1, 1, 2}, /* more images than filter-gradient tasks */
     };
     /* oneDNN's convolutions where this build has them, then the CPU kernels' own. */
     for (int onednn = tide_cpu_kernels_onednn_available(); onednn >= 0; onednn--) {
@@ -1448,20 +1467,23 @@ static void test_optimizers(void **state)
  * ========================================================================== */
 
 /*
- * Conv2D and its gradients with oneDNN on or off at 1 thread, at 4, and at 4
- * in a workspace planned for 1: the three runs must give the same bits.
+ * Conv2D and its gradients of 16 channels, 20x20, same-padded 3x3 over 8
+ * images, into 32 filters in group groups, with oneDNN on or off at 1
+ * thread, at 4, and at 4 in a workspace planned for 1: the three runs must
+ * give the same bits.
  */
-static void check_conv_determinism(bool onednn)
+static void check_conv_determinism(bool onednn, int64_t group)
 {
-    struct conv_case cc = {8, 16, 20, 20, 32, 3, 3, 1, 1, 1, 1};
-    int64_t nx = 8 * 16 * 20 * 20, nw = 32 * 16 * 9, ny = 8 * 32 * 20 * 20;
+    struct conv_case cc = {8, 16, 20, 20, 32, 3, 3, 1, 1, 1, 1, group};
+    int64_t nx = 8 * 16 * 20 * 20, nw = 32 * (16 / group) * 9, ny = 8 * 32 * 20 * 20;
     float *x = falloc(nx), *w = falloc(nw), *dy = falloc(ny);
     float *y[3], *dx[3], *dw[3];
     const int threads[3] = {1, 4, 4}, planned[3] = {0, 0, 1};
     fill(x, nx, 43);
     fill(w, nw, 44);
     fill(dy, ny, 45);
-    const int64_t *xd = DIMS(8, 16, 20, 20), *wd = DIMS(32, 16, 3, 3), *yd = DIMS(8, 32, 20, 20);
+    const int64_t *xd = DIMS(8, 16, 20, 20), *wd = DIMS(32, 16 / group, 3, 3);
+    const int64_t *yd = DIMS(8, 32, 20, 20);
     struct tide_tensor_view cin[2] = {fview(x, 4, xd), fview(w, 4, wd)};
     struct tide_tensor_view iin[2] = {fview(dy, 4, yd), fview(w, 4, wd)};
     struct tide_tensor_view fin[2] = {fview(x, 4, xd), fview(dy, 4, yd)};
@@ -1493,8 +1515,9 @@ static void check_conv_determinism(bool onednn)
         if (memcmp(y[0], y[r], (size_t)ny * sizeof(float)) != 0 ||
             memcmp(dx[0], dx[r], (size_t)nx * sizeof(float)) != 0 ||
             memcmp(dw[0], dw[r], (size_t)nw * sizeof(float)) != 0)
-            fail_msg("convolution %s oneDNN: %d threads (workspace planned for %d) differs from 1",
-                     onednn ? "through" : "without", threads[r],
+            fail_msg("convolution of %" PRId64 " groups %s oneDNN: %d threads (workspace planned "
+                     "for %d) differs from 1",
+                     group, onednn ? "through" : "without", threads[r],
                      planned[r] ? planned[r] : threads[r]);
     }
     for (int r = 0; r < 3; r++)
@@ -1522,13 +1545,17 @@ static void test_determinism_threads(void **state)
     free(a), free(b), free(y1), free(y4);
 
     /*
-     * Conv2D and its gradients, same-padded 3x3 on a batch, through oneDNN
+     * Conv2D and its gradients, same-padded 3x3 on a batch, dense, in 4
+     * groups and depthwise-like (16 groups of one channel), through oneDNN
      * (where built) and through the CPU kernels' own: the same bits with 1
      * and 4 threads, and with 4 threads in a workspace sized for 1 (a plan
      * made before the pool grew).
      */
-    for (int onednn = tide_cpu_kernels_onednn_available(); onednn >= 0; onednn--)
-        check_conv_determinism(onednn);
+    for (int onednn = tide_cpu_kernels_onednn_available(); onednn >= 0; onednn--) {
+        check_conv_determinism(onednn, 1);
+        check_conv_determinism(onednn, 4);
+        check_conv_determinism(onednn, 16);
+    }
 
     /* The pools run on the thread pool too. */
     int64_t np = 8 * 16 * 20 * 20, no = 8 * 16 * 10 * 10;
@@ -2309,7 +2336,7 @@ static void test_graph_normalised_attrs(void **state)
     }
 
     /* conv [2, 4, 9, 9] -> pool [2, 4, 3, 3] -> mean [2, 4] -> softmax over 4. */
-    struct conv_case cc = {2, 3, 9, 9, 4, 3, 3, 1, 1, 1, 1};
+    struct conv_case cc = {2, 3, 9, 9, 4, 3, 3, 1, 1, 1, 1, 1};
     double *want_conv = dalloc(2 * 4 * 81), want_soft[8];
     naive_conv(&cc, data[x], data[w], want_conv);
     expect_close("graph conv", data[conv], want_conv, 2 * 4 * 81, 1e-4, 1e-5);

@@ -1,27 +1,33 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * conv.c: CPU kernels for Conv2D and its gradients Conv2DBackpropInput and
- * Conv2DBackpropFilter, NCHW input x [N, C, H, W], KCRS filter w [K, C, R, S],
- * output y [N, K, OH, OW], symmetric zero padding.
+ * Conv2DBackpropFilter, NCHW input x [N, C, H, W], KCRS filter
+ * w [K, C / G, R, S] (G: the group attribute), output y [N, K, OH, OW],
+ * symmetric zero padding.
  *
- * Each image is lowered to a GEMM through im2col: its [C*R*S, OH*OW] matrix
- * of input patches is built in the workspace, then
- *   Conv2D:               y_n  = w [K, CRS] x cols_n
- *   Conv2DBackpropInput:  cols = w^T [CRS, K] x dy_n, scattered back by col2im
- *   Conv2DBackpropFilter: dw   = sum over n of dy_n [K, OH*OW] x cols_n^T
- * A 1x1 filter with stride 1 and no padding needs no lowering: the image is
- * its own patch matrix, and needs no im2col workspace.
+ * Each image is lowered to GEMMs through im2col: its [C*R*S, OH*OW] matrix
+ * of input patches is built in the workspace, then for each group g (rows
+ * g*CRS.. of the patch matrix, with CRS = C/G*R*S; filters and outputs
+ * g*K/G..; one GEMM when G is 1)
+ *   Conv2D:               y_ng  = w_g [K/G, CRS] x cols_ng
+ *   Conv2DBackpropInput:  cols_ng = w_g^T [CRS, K/G] x dy_ng, then col2im
+ *   Conv2DBackpropFilter: dw_g  = sum over n of dy_ng [K/G, OH*OW] x cols_ng^T
+ * The groups' blocks of the patch matrix are those of the whole image's, so
+ * grouping changes neither the lowering nor the workspace. A 1x1 filter with
+ * stride 1 and no padding needs no lowering: the image is its own patch
+ * matrix, and needs no im2col workspace.
  *
  * Threads and determinism: the images are the tasks of a parallel job
- * (parallel.c), each with a single-threaded sgemm and the im2col matrix of
- * the worker that runs it; the workspace holds one matrix per thread of the
- * pool when the plan was made (fewer threads work at once if the pool grew
- * since). The filter gradient sums over images, so its tasks are fixed
- * groups of images (FILTER_GROUPS, whatever the thread count): each group
- * sums its images in order into its own partial (group 0 straight into dw,
- * the others in the workspace), and the partials are then added in group
- * order. im2col and col2im visit elements in a fixed order. So the result
- * depends on the shapes and the data only.
+ * (parallel.c), each with single-threaded sgemms (one per channel group, in
+ * group order) and the im2col matrix of the worker that runs it; the
+ * workspace holds one matrix per thread of the pool when the plan was made
+ * (fewer threads work at once if the pool grew since). The filter gradient
+ * sums over images, so its tasks are fixed groups of images (FILTER_GROUPS,
+ * whatever the thread count): each group sums its images in order into its
+ * own partial (group 0 straight into dw, the others in the workspace), and
+ * the partials are then added in group order. im2col and col2im visit
+ * elements in a fixed order. So the result depends on the shapes and the
+ * data only.
  *
  * oneDNN first: where tide was built with oneDNN and it has a primitive for
  * the case within the workspace limit per thread (conv_slot_limit), each
@@ -42,7 +48,10 @@ struct conv {
     int64_t k;                   /* filters */
     int64_t oh, ow;              /* y's spatial dims */
     struct tide__cpu_window win; /* kh, kw: the filter's R and S */
-    int64_t crs, ohw;            /* GEMM dims: C*R*S and OH*OW */
+    int64_t group;               /* channel groups: G */
+    int64_t kg;                  /* filters per group: K/G */
+    int64_t crs, ohw;            /* GEMM dims: C/G*R*S (a group's patch rows) and OH*OW */
+    int64_t rows;                /* the image's patch matrix rows: C*R*S = G * crs */
     bool pointwise;              /* 1x1 filter, stride 1, no padding: no im2col */
 };
 
@@ -65,8 +74,11 @@ static enum tide_status conv_setup(const struct tide_node *node, const struct ti
         .oh = g.oh,
         .ow = g.ow,
         .win = {.kh = g.r, .kw = g.s, .sh = g.sh, .sw = g.sw, .ph = g.ph, .pw = g.pw},
+        .group = g.group,
+        .kg = g.k / g.group,
     };
-    cv->crs = cv->c * cv->win.kh * cv->win.kw;
+    cv->crs = cv->c / cv->group * cv->win.kh * cv->win.kw;
+    cv->rows = cv->c * cv->win.kh * cv->win.kw;
     cv->ohw = cv->oh * cv->ow;
     if (!tide__cpu_fits_blas_int(cv->k, cv->crs, cv->ohw))
         return tide_node_error(err, TIDE_LIMIT, node,
@@ -81,7 +93,7 @@ static enum tide_status conv_setup(const struct tide_node *node, const struct ti
 
 static uint64_t conv_cols_bytes(const struct conv *cv)
 {
-    return cv->pointwise ? 0 : (uint64_t)cv->crs * (uint64_t)cv->ohw * sizeof(float);
+    return cv->pointwise ? 0 : (uint64_t)cv->rows * (uint64_t)cv->ohw * sizeof(float);
 }
 
 /* Tasks of a convolution: one per image, or for the filter gradient one per group of images. */
@@ -92,7 +104,10 @@ static int64_t conv_tasks(const struct conv *cv, enum tide_op op)
     return cv->n < FILTER_GROUPS ? cv->n : FILTER_GROUPS;
 }
 
-/* The filter gradient's partial sums of groups 1.. (group 0 sums into the output). */
+/*
+ * The filter gradient's partial sums, each of dw's K * C/G*R*S elements, of
+ * groups of images 1.. (group 0 sums into the output).
+ */
 static uint64_t conv_partial_bytes(const struct conv *cv, enum tide_op op)
 {
     int64_t groups = conv_tasks(cv, op);
@@ -160,7 +175,7 @@ static uint64_t conv_slot_limit(enum tide_op op, const struct tide__kernel_conv 
         return cols;
     uint64_t operands =
         ((uint64_t)(g->n * g->c * g->h * g->w) + (uint64_t)(g->n * g->k * g->oh * g->ow) +
-         (uint64_t)(g->k * g->c * g->r * g->s)) *
+         (uint64_t)(g->k * (g->c / g->group) * g->r * g->s)) *
         sizeof(float);
     return cols > operands ? cols : operands;
 }
@@ -314,10 +329,10 @@ struct conv_job {
 /* The im2col matrix of worker, in the workspace after the partial sums. */
 static float *worker_cols(const struct conv_job *j, int worker)
 {
-    return j->cols + (size_t)worker * (size_t)(j->cv->crs * j->cv->ohw);
+    return j->cols + (size_t)worker * (size_t)(j->cv->rows * j->cv->ohw);
 }
 
-/* Conv2D of image n: y_n = w [K, CRS] x cols_n. */
+/* Conv2D of image n: y_ng = w_g [K/G, CRS] x cols_ng for each group g. */
 static void conv_forward_image(void *ctx, int64_t n, int worker)
 {
     const struct conv_job *j = ctx;
@@ -328,23 +343,32 @@ static void conv_forward_image(void *ctx, int64_t n, int worker)
         im2col(xn, cv, worker_cols(j, worker));
         cols = worker_cols(j, worker);
     }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)cv->k, (int)cv->ohw, (int)cv->crs,
-                1.0f, j->w, (int)cv->crs, cols, (int)cv->ohw, 0.0f, j->y + n * cv->k * cv->ohw,
-                (int)cv->ohw);
+    float *yn = j->y + n * cv->k * cv->ohw;
+    for (int64_t g = 0; g < cv->group; g++)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)cv->kg, (int)cv->ohw,
+                    (int)cv->crs, 1.0f, j->w + g * cv->kg * cv->crs, (int)cv->crs,
+                    cols + g * cv->crs * cv->ohw, (int)cv->ohw, 0.0f, yn + g * cv->kg * cv->ohw,
+                    (int)cv->ohw);
 }
 
-/* Conv2DBackpropInput of image n: cols = w^T [CRS, K] x dy_n, then col2im into dx_n. */
+/*
+ * Conv2DBackpropInput of image n: cols_ng = w_g^T [CRS, K/G] x dy_ng for each
+ * group g, then col2im into dx_n.
+ */
 static void conv_input_grad_image(void *ctx, int64_t n, int worker)
 {
     const struct conv_job *j = ctx;
     const struct conv *cv = j->cv;
     int64_t image = cv->c * cv->h * cv->w;
     float *dxn = j->dx + n * image;
+    const float *dyn = j->dy + n * cv->k * cv->ohw;
     /* With a pointwise filter the patch matrix is dx_n itself, and every entry is written. */
     float *cols = cv->pointwise ? dxn : worker_cols(j, worker);
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)cv->crs, (int)cv->ohw, (int)cv->k,
-                1.0f, j->w, (int)cv->crs, j->dy + n * cv->k * cv->ohw, (int)cv->ohw, 0.0f, cols,
-                (int)cv->ohw);
+    for (int64_t g = 0; g < cv->group; g++)
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)cv->crs, (int)cv->ohw,
+                    (int)cv->kg, 1.0f, j->w + g * cv->kg * cv->crs, (int)cv->crs,
+                    dyn + g * cv->kg * cv->ohw, (int)cv->ohw, 0.0f, cols + g * cv->crs * cv->ohw,
+                    (int)cv->ohw);
     if (!cv->pointwise) {
         memset(dxn, 0, (size_t)image * sizeof(float));
         col2im(cols, cv, dxn);
@@ -353,8 +377,9 @@ static void conv_input_grad_image(void *ctx, int64_t n, int worker)
 
 /*
  * Conv2DBackpropFilter of group g of images: the sum over its images, in
- * order, of dy_n [K, OH*OW] x cols_n^T, into the output (g = 0) or partial
- * g - 1.
+ * order, of dy_n [K, OH*OW] x cols_n^T (per channel group c: dy_nc
+ * [K/G, OH*OW] x cols_nc^T into dw_c [K/G, CRS]), into the output (g = 0)
+ * or partial g - 1.
  */
 static void conv_filter_grad_group(void *ctx, int64_t g, int worker)
 {
@@ -365,14 +390,17 @@ static void conv_filter_grad_group(void *ctx, int64_t g, int worker)
     float *out = g == 0 ? j->dw : j->partials + (g - 1) * cv->k * cv->crs;
     for (int64_t n = first; n < last; n++) {
         const float *xn = j->x + n * cv->c * cv->h * cv->w;
+        const float *dyn = j->dy + n * cv->k * cv->ohw;
         const float *cols = xn;
         if (!cv->pointwise) {
             im2col(xn, cv, worker_cols(j, worker));
             cols = worker_cols(j, worker);
         }
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)cv->k, (int)cv->crs, (int)cv->ohw,
-                    1.0f, j->dy + n * cv->k * cv->ohw, (int)cv->ohw, cols, (int)cv->ohw,
-                    n == first ? 0.0f : 1.0f, out, (int)cv->crs);
+        for (int64_t c = 0; c < cv->group; c++)
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)cv->kg, (int)cv->crs,
+                        (int)cv->ohw, 1.0f, dyn + c * cv->kg * cv->ohw, (int)cv->ohw,
+                        cols + c * cv->crs * cv->ohw, (int)cv->ohw, n == first ? 0.0f : 1.0f,
+                        out + c * cv->kg * cv->crs, (int)cv->crs);
     }
 }
 
