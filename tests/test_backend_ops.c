@@ -956,8 +956,9 @@ static void test_conv2d(void **state)
  * The CPU backend's two convolutions, oneDNN's primitives and its own im2col
  * + sgemm (the fallback): within TOL_GEMM of each other, and oneDNN twice
  * with the same bits. The cases add to conv_cases the shapes of the models
- * (16 to 64 channels, which oneDNN runs in blocked layouts) and odd ones
- * (channels not a multiple of oneDNN's block, 1x1 with stride 2).
+ * (16 to 64 channels, which oneDNN runs in blocked layouts; MobileNet's
+ * depthwise and ResNeXt's 32 groups) and odd ones (channels not a multiple
+ * of oneDNN's block, 1x1 with stride 2, 6 groups of 3 channels).
  */
 static void test_conv2d_onednn_vs_fallback(void **state)
 {
@@ -970,6 +971,10 @@ static void test_conv2d_onednn_vs_fallback(void **state)
         {"cnn_first", 3, 1, 14, 14, 32, 3, 3, 1, 1, 1, 1, 1},
         {"odd_channels", 3, 17, 9, 11, 19, 3, 3, 2, 1, 1, 0, 1},
         {"wide_5x5", 2, 24, 10, 10, 40, 5, 5, 1, 1, 2, 2, 1},
+        {"mobilenet_dw", 2, 32, 14, 14, 32, 3, 3, 1, 1, 1, 1, 32},
+        {"mobilenet_dw_down", 2, 32, 14, 14, 32, 3, 3, 2, 2, 1, 1, 32},
+        {"resnext_32x4d", 2, 128, 8, 8, 128, 3, 3, 1, 1, 1, 1, 32},
+        {"grouped_odd", 3, 18, 9, 7, 12, 3, 3, 2, 1, 1, 0, 6},
     };
     struct conv_case cases[sizeof(conv_cases) / sizeof(conv_cases[0]) +
                            sizeof(extra) / sizeof(extra[0])];
@@ -978,7 +983,7 @@ static void test_conv2d_onednn_vs_fallback(void **state)
         cases[n++] = conv_cases[i];
     for (size_t i = 0; i < sizeof(extra) / sizeof(extra[0]); i++)
         cases[n++] = extra[i];
-    uint64_t through[3] = {0, 0, 0};
+    uint64_t through[3] = {0, 0, 0}, through_grouped[3] = {0, 0, 0};
     for (size_t i = 0; i < n; i++) {
         for (int which = 0; which < 3; which++) {
             char name[64];
@@ -988,8 +993,12 @@ static void test_conv2d_onednn_vs_fallback(void **state)
             conv_case_init(&c, &cases[i], which, name);
             uint64_t before = tide_cpu_kernels_onednn_runs(c.node.op);
             for (int r = 0; r < 3; r++) {
-                if (r == 2)
-                    through[which] += tide_cpu_kernels_onednn_runs(c.node.op) - before;
+                if (r == 2) {
+                    uint64_t runs = tide_cpu_kernels_onednn_runs(c.node.op) - before;
+                    through[which] += runs;
+                    if (cases[i].group > 1)
+                        through_grouped[which] += runs;
+                }
                 tide_cpu_kernels_use_onednn(r < 2);
                 enum tide_status st = run_case(cpu_backend, &c, r < 2 ? &onednn[r] : &own, &err);
                 if (st != TIDE_OK)
@@ -1005,11 +1014,14 @@ static void test_conv2d_onednn_vs_fallback(void **state)
     }
     /* Where its workspace fits conv_slot_limit, oneDNN runs: some case of each op must. */
     static const char *ops[3] = {"Conv2D", "Conv2DBackpropInput", "Conv2DBackpropFilter"};
-    for (int which = 0; which < 3; which++)
+    for (int which = 0; which < 3; which++) {
         if (through[which] == 0)
             fail_msg("no %s case ran through oneDNN: the comparison compared the fallback with "
                      "itself",
                      ops[which]);
+        if (through_grouped[which] == 0)
+            fail_msg("no grouped %s case ran through oneDNN", ops[which]);
+    }
 }
 
 /* One pool over x [2, 3, h, w]. */

@@ -5,7 +5,8 @@
  * convolution_backward_weights), fp32, on tide's NCHW / KCRS tensors.
  *
  * Layouts: tide stores activations as NCHW and filters as KCRS (oneDNN's
- * nchw and oihw). oneDNN's direct convolutions (jit:avx512_core, jit:avx2)
+ * nchw and oihw; a grouped convolution's filter [K, C / G, R, S] is oneDNN's
+ * 5-D goihw [G, K / G, C / G, R, S], the same bytes). oneDNN's direct convolutions (jit:avx512_core, jit:avx2)
  * want channel-blocked layouts (nChw16c, ...); on plain layouts it picks its
  * im2col + GEMM implementation. Measured on this project's 2-core VM (AVX-512)
  * the direct kernels are about twice as fast, and the reorders to and from
@@ -149,16 +150,29 @@ static void operand_roles(enum tide_op op, int arg[3], enum slot slot[3], char s
     slot[0] = SLOT_IN0, slot[1] = SLOT_IN1, slot[2] = SLOT_OUT0;
 }
 
-/* Memory descriptors of x, w and y with format tag fmt (any, or the plain ones if 0). */
+/* Elements of the filter w [K, C / group, R, S]. */
+static int64_t filter_elements(const struct tide__kernel_conv *g)
+{
+    return g->k * (g->c / g->group) * g->r * g->s;
+}
+
+/*
+ * Memory descriptors of x, w and y, in oneDNN's choice of layout (any) or
+ * the plain ones. A grouped convolution's filter is 5-D for oneDNN,
+ * [G, K / G, C / G, R, S] (goihw): the same bytes as tide's [K, C / G, R, S].
+ */
 static bool conv_mds(const struct tide__kernel_conv *g, bool any, dnnl_memory_desc_t *x,
                      dnnl_memory_desc_t *w, dnnl_memory_desc_t *y)
 {
     dnnl_dims_t xd = {g->n, g->c, g->h, g->w}, wd = {g->k, g->c, g->r, g->s};
+    dnnl_dims_t gwd = {g->group, g->k / g->group, g->c / g->group, g->r, g->s};
     dnnl_dims_t yd = {g->n, g->k, g->oh, g->ow};
+    bool grouped = g->group > 1;
+    dnnl_format_tag_t wtag = any ? dnnl_format_tag_any : grouped ? dnnl_goihw : dnnl_oihw;
     return dnnl_memory_desc_init_by_tag(x, 4, xd, dnnl_f32,
                                         any ? dnnl_format_tag_any : dnnl_nchw) == dnnl_success &&
-           dnnl_memory_desc_init_by_tag(w, 4, wd, dnnl_f32,
-                                        any ? dnnl_format_tag_any : dnnl_oihw) == dnnl_success &&
+           dnnl_memory_desc_init_by_tag(w, grouped ? 5 : 4, grouped ? gwd : wd, dnnl_f32, wtag) ==
+               dnnl_success &&
            dnnl_memory_desc_init_by_tag(y, 4, yd, dnnl_f32,
                                         any ? dnnl_format_tag_any : dnnl_nchw) == dnnl_success;
 }
@@ -296,14 +310,11 @@ static const struct entry *entry_get(const struct key *key)
     return e;
 }
 
-/*
- * Whether oneDNN may be asked about g at all: every dimension at least 1,
- * and one channel group (grouped convolutions run in the fallback).
- */
+/* Whether oneDNN may be asked about g at all: every dimension at least 1. */
 static bool geometry_usable(const struct tide__kernel_conv *g)
 {
-    return g->group == 1 && g->n > 0 && g->c > 0 && g->h > 0 && g->w > 0 && g->k > 0 &&
-           g->r > 0 && g->s > 0 && g->oh > 0 && g->ow > 0;
+    return g->n > 0 && g->c > 0 && g->h > 0 && g->w > 0 && g->k > 0 && g->r > 0 && g->s > 0 &&
+           g->oh > 0 && g->ow > 0;
 }
 
 /* How op's batch of g->n images is cut, and what each piece's primitive needs. */
@@ -336,8 +347,7 @@ static bool pieces_get(enum tide_op op, const struct tide__kernel_conv *g, enum 
         return false;
     p->partials = 0;
     if (op == TIDE_OP_CONV2D_BACKPROP_FILTER)
-        p->partials =
-            (uint64_t)(p->tasks - 1) * (uint64_t)(g->k * g->c * g->r * g->s) * sizeof(float);
+        p->partials = (uint64_t)(p->tasks - 1) * (uint64_t)filter_elements(g) * sizeof(float);
     p->slot = p->small->workspace > p->large->workspace ? p->small->workspace : p->large->workspace;
     return true;
 }
@@ -513,8 +523,8 @@ static void piece_task(void *ctx, int64_t t, int worker)
     for (int i = 0; i < 3; i++) {
         if (shape[i] == 'w') /* the filter, or the filter gradient's piece sum */
             data[i] = slot[i] == SLOT_OUT0 && t > 0
-                          ? j->partials + (uint64_t)(t - 1) *
-                                              (uint64_t)(g->k * g->c * g->r * g->s) * sizeof(float)
+                          ? j->partials +
+                                (uint64_t)(t - 1) * (uint64_t)filter_elements(g) * sizeof(float)
                           : base[i];
         else
             data[i] = base[i] + (uint64_t)first * image_bytes(g, shape[i]);
@@ -553,7 +563,7 @@ enum tide_status tide__onednn_conv_run(const struct tide_kernel_args *args,
     if (j.status != dnnl_success)
         return dnnl_failed(args, j.failed, j.status, err);
     if (j.op == TIDE_OP_CONV2D_BACKPROP_FILTER) {
-        int64_t size = g->k * g->c * g->r * g->s;
+        int64_t size = filter_elements(g);
         float *dw = args->outputs[0].data;
         for (int64_t t = 1; t < j.p.tasks; t++) {
             const float *part = (const float *)j.partials + (t - 1) * size;
