@@ -2,9 +2,11 @@
 /*
  * conv.c: the CUDA kernels for Conv2D and its gradients Conv2DBackpropInput
  * and Conv2DBackpropFilter, NCHW input x [N, C, H, W], KCRS filter
- * w [K, C, R, S], output y [N, K, OH, OW], symmetric zero padding, through
- * cuDNN's convolution API (cudnnConvolutionForward, BackwardData,
- * BackwardFilter: the cudnn_cnn library of cuDNN 9).
+ * w [K, C / G, R, S] (G channel groups: the filter descriptor holds C / G
+ * channels and the convolution descriptor the group count), output
+ * y [N, K, OH, OW], symmetric zero padding, through cuDNN's convolution API
+ * (cudnnConvolutionForward, BackwardData, BackwardFilter: the cudnn_cnn
+ * library of cuDNN 9).
  *
  * Determinism and precision. Each op takes the first algorithm of cuDNN's
  * heuristic ranking for its shape (cudnnGetConvolution*Algorithm_v7) that
@@ -43,11 +45,6 @@ static enum tide_status conv_setup(const struct tide_node *node, const struct ti
                                    struct tide__kernel_conv *cv, struct tide_error *err)
 {
     tide__kernel_conv_setup(node, x, w, y, cv);
-    if (cv->group != 1)
-        return tide_node_error(err, TIDE_UNSUPPORTED, node,
-                               "attribute \"group\" %" PRId64
-                               ": the CUDA kernels run one channel group only",
-                               cv->group);
     /* cuDNN's legacy API takes int dims and indexes each tensor with 32 bits. */
     int64_t nx = tide_shape_numel(x), nw = tide_shape_numel(w), ny = tide_shape_numel(y);
     if (nx > INT_MAX || nw > INT_MAX || ny > INT_MAX)
@@ -109,13 +106,15 @@ static enum tide_status conv_desc_make(const struct tide__kernel_conv *cv, enum 
             err, cudnnSetTensor4dDescriptor(d->y, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, (int)cv->n,
                                             (int)cv->k, (int)cv->oh, (int)cv->ow));
     if (st == TIDE_OK)
-        st = TIDE_CUDNN_CHECK(err, cudnnSetFilter4dDescriptor(d->w, CUDNN_DATA_FLOAT,
-                                                              CUDNN_TENSOR_NCHW, (int)cv->k,
-                                                              (int)cv->c, (int)cv->r, (int)cv->s));
+        st = TIDE_CUDNN_CHECK(
+            err, cudnnSetFilter4dDescriptor(d->w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, (int)cv->k,
+                                            (int)(cv->c / cv->group), (int)cv->r, (int)cv->s));
     if (st == TIDE_OK)
         st = TIDE_CUDNN_CHECK(err, cudnnSetConvolution2dDescriptor(
                                        d->conv, (int)cv->ph, (int)cv->pw, (int)cv->sh, (int)cv->sw,
                                        1, 1, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+    if (st == TIDE_OK)
+        st = TIDE_CUDNN_CHECK(err, cudnnSetConvolutionGroupCount(d->conv, (int)cv->group));
     if (st == TIDE_OK)
         st = TIDE_CUDNN_CHECK(err, cudnnSetConvolutionMathType(d->conv, math == TIDE_MATH_TF32
                                                                             ? CUDNN_DEFAULT_MATH
