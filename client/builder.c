@@ -1386,12 +1386,22 @@ tide_ref tide_builder_slice(tide_builder *b, const char *name, tide_ref x, const
 tide_ref tide_builder_conv2d(tide_builder *b, const char *name, tide_ref x, tide_ref w,
                              int64_t stride_h, int64_t stride_w, int64_t pad_h, int64_t pad_w)
 {
+    return tide_builder_conv2d_grouped(b, name, x, w, stride_h, stride_w, pad_h, pad_w, 1);
+}
+
+tide_ref tide_builder_conv2d_grouped(tide_builder *b, const char *name, tide_ref x, tide_ref w,
+                                     int64_t stride_h, int64_t stride_w, int64_t pad_h,
+                                     int64_t pad_w, int64_t group)
+{
     struct call c;
     if (!begin(b, &c, OP_CONV2D, name) || !input(&c, 0, "x", x) || !input(&c, 1, "w", w))
         return TIDE_REF_NONE;
     const int64_t s[2] = {stride_h, stride_w}, p[2] = {pad_h, pad_w};
     attr_ints(&c, "strides", 2, s);
     attr_ints(&c, "pads", 2, p);
+    /* Written only where it says something: a dense convolution's message is as before. */
+    if (group != 1)
+        attr_int(&c, "group", group);
     return finish(&c);
 }
 

@@ -346,6 +346,8 @@ static void test_builder_writes_window_attrs_outputs_and_control_edges(void **st
     const Tide__V1__Node *n = node_named(g, "conv");
     expect_ints(attr_of(n, "strides"), 2, (int64_t[]){2, 1});
     expect_ints(attr_of(n, "pads"), 2, (int64_t[]){1, 0});
+    for (size_t i = 0; i < n->n_attrs; i++) /* one group: the default, not written */
+        assert_string_not_equal(n->attrs[i]->key, "group");
     n = node_named(g, "pool");
     assert_string_equal(n->op, "MaxPool2D");
     expect_ints(attr_of(n, "ksize"), 2, (int64_t[]){3, 2});
@@ -371,6 +373,33 @@ static void test_builder_writes_window_attrs_outputs_and_control_edges(void **st
     /* An edge that closes a cycle is refused: avg already runs after scaled. */
     assert_int_equal(tide_builder_control_edge(b, s, avg), -1);
     assert_contains(tide_builder_error(b), "cycle");
+    tide_builder_free(b);
+}
+
+/* A grouped and a depthwise convolution: their shapes, the group on the wire, and a refusal. */
+static void test_builder_writes_grouped_conv(void **state)
+{
+    (void)state;
+    tide_builder *b = tide_builder_new();
+    tide_ref x = tide_builder_placeholder(b, "x", TIDE_DT_FLOAT32, 4, (int64_t[]){2, 6, 9, 9});
+    tide_ref w = tide_builder_variable(b, "w", 4, (int64_t[]){4, 3, 3, 3}, "ones", 1.0f, true);
+    tide_ref dw = tide_builder_variable(b, "dw", 4, (int64_t[]){6, 1, 3, 3}, "ones", 1.0f, true);
+    tide_ref grouped = tide_builder_conv2d_grouped(b, "grouped", x, w, 1, 1, 1, 1, 2);
+    tide_ref depthwise = tide_builder_conv2d_grouped(b, "depthwise", x, dw, 2, 2, 1, 1, 6);
+    assert_null(tide_builder_error(b));
+    expect_shape(b, grouped, 4, (int64_t[]){2, 4, 9, 9});
+    expect_shape(b, depthwise, 4, (int64_t[]){2, 6, 5, 5});
+    Tide__V1__Graph *g = roundtrip(b);
+    check_against_op_table(g);
+    assert_int_equal(attr_of(node_named(g, "grouped"), "group")->i, 2);
+    assert_int_equal(attr_of(node_named(g, "depthwise"), "group")->i, 6);
+    tide__v1__graph__free_unpacked(g, NULL);
+
+    /* 4 groups do not divide 6 channels: infer's refusal, in the builder's error. */
+    assert_int_equal(tide_builder_conv2d_grouped(b, "bad", x, dw, 1, 1, 0, 0, 4).id, -1);
+    assert_string_equal(tide_builder_error(b),
+                        "node \"bad\" (Conv2D): attribute \"group\" 4 does not divide the 6 "
+                        "channels of input 0 (x) [2, 6, 9, 9]");
     tide_builder_free(b);
 }
 
@@ -2247,6 +2276,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_builder_serializes_a_dense_graph),
         cmocka_unit_test(test_builder_writes_window_attrs_outputs_and_control_edges),
+        cmocka_unit_test(test_builder_writes_grouped_conv),
         cmocka_unit_test(test_builder_writes_values_and_shape_ops),
         cmocka_unit_test(test_builder_errors_are_sticky),
         cmocka_unit_test(test_builder_reports_the_daemons_words),

@@ -304,6 +304,17 @@ tide_ref tide_builder_conv2d(tide_builder *b, const char *name, tide_ref x, tide
                              int64_t stride_h, int64_t stride_w, int64_t pad_h, int64_t pad_w);
 
 /*
+ * Conv2D in group channel groups (ONNX Conv's group): w is [K, C / group,
+ * R, S], group divides C and K, and output channels [g * K / group, (g + 1)
+ * * K / group) see only input channels [g * C / group, (g + 1) * C / group).
+ * group == C (and K a multiple of C) is a depthwise convolution; group 1 is
+ * tide_builder_conv2d.
+ */
+tide_ref tide_builder_conv2d_grouped(tide_builder *b, const char *name, tide_ref x, tide_ref w,
+                                     int64_t stride_h, int64_t stride_w, int64_t pad_h,
+                                     int64_t pad_w, int64_t group);
+
+/*
  * The transposed convolution (ONNX's ConvTranspose, the adjoint of Conv2D):
  * x [N, K, H, W] with filter w [K, C, R, S] -> [N, C, out_h, out_w], the
  * input gradient of a Conv2D with these strides and pads whose output is x.
