@@ -1626,8 +1626,6 @@ static int op_conv(struct ctx *c)
     tide_ref x, w;
     if (float_in(c, 0, &x) != 0 || float_in(c, 1, &w) != 0)
         return -1;
-    if (attr_i(n, "group", 1) != 1)
-        return failf(c, "group %" PRId64 " is not supported (only 1)", attr_i(n, "group", 1));
     int32_t rx, rw;
     int64_t dx[MAX_RANK], dw[MAX_RANK], strides[2], pads[2];
     if (ref_shape(c, x, &rx, dx) != 0 || ref_shape(c, w, &rw, dw) != 0)
@@ -1636,7 +1634,22 @@ static int op_conv(struct ctx *c)
         return failf(c, "only 2-D convolutions are supported, the weight has rank %d", rw);
     if (window_2d(c, rx, dx, dw + 2, strides, pads) != 0)
         return -1;
-    tide_ref r = tide_builder_conv2d(c->b, NULL, x, w, strides[0], strides[1], pads[0], pads[1]);
+    /* group: W is [M, C / group, kH, kW]; output channel block g reads input channel block g. */
+    int64_t group = attr_i(n, "group", 1);
+    if (group < 1)
+        return failf(c, "group is %" PRId64 ", not 1 or more", group);
+    if (dx[1] % group != 0 || dw[0] % group != 0)
+        return failf(c,
+                     "group %" PRId64 " must divide the input's %" PRId64
+                     " channels and the weight's %" PRId64 " feature maps",
+                     group, dx[1], dw[0]);
+    if (dx[1] / group != dw[1])
+        return failf(c,
+                     "the weight's channel dimension is %" PRId64 ", but the input's %" PRId64
+                     " channels in %" PRId64 " group%s want %" PRId64,
+                     dw[1], dx[1], group, group == 1 ? "" : "s", dx[1] / group);
+    tide_ref r = tide_builder_conv2d_grouped(c->b, NULL, x, w, strides[0], strides[1], pads[0],
+                                             pads[1], group);
     if (has_input(n, 2)) {
         tide_ref bias;
         if (check_builder(c, r) != 0 || float_in(c, 2, &bias) != 0)

@@ -2343,6 +2343,114 @@ static void test_nll_loss_trains(void **state)
     tide_test_onnx_free(m);
 }
 
+/*
+ * Conv of x [N, C, H, W] with W [M, C / group, kH, kW] and B [M] (or none),
+ * strides s and symmetric pads p, in double: output channel m reads input
+ * channels [m / (M / group) * C / group, ..) only.
+ */
+static void reference_conv(const int64_t *xd, const float *x, const int64_t *wd, const float *w,
+                           const float *bias, int64_t group, int64_t s, int64_t p, int64_t oh,
+                           int64_t ow, double *y)
+{
+    int64_t cg = xd[1] / group, mg = wd[0] / group;
+    for (int64_t n = 0; n < xd[0]; n++)
+        for (int64_t m = 0; m < wd[0]; m++)
+            for (int64_t i = 0; i < oh; i++)
+                for (int64_t j = 0; j < ow; j++) {
+                    double sum = bias ? bias[m] : 0;
+                    for (int64_t c = 0; c < cg; c++)
+                        for (int64_t r = 0; r < wd[2]; r++)
+                            for (int64_t q = 0; q < wd[3]; q++) {
+                                int64_t ih = i * s - p + r, iw = j * s - p + q;
+                                if (ih < 0 || ih >= xd[2] || iw < 0 || iw >= xd[3])
+                                    continue;
+                                int64_t xc = m / mg * cg + c;
+                                sum += (double)x[((n * xd[1] + xc) * xd[2] + ih) * xd[3] + iw] *
+                                       w[((m * cg + c) * wd[2] + r) * wd[3] + q];
+                            }
+                    y[((n * wd[0] + m) * oh + i) * ow + j] = sum;
+                }
+}
+
+/* A Conv node of opset 11 over input x with weight W (and B if bias), group, strides and pads. */
+static Onnx__NodeProto *conv_model(struct tide_test_onnx *m, const int64_t *xd, const int64_t *wd,
+                                   const float *w, const float *bias, int64_t group, int64_t s,
+                                   int64_t p)
+{
+    tide_test_onnx_init_f(m, "W", 4, wd, w);
+    if (bias)
+        tide_test_onnx_init_f(m, "B", 1, wd, bias);
+    Onnx__NodeProto *n = one_node(m, "Conv", 4, xd,
+                                  bias ? TIDE_TEST_NAMES("x", "W", "B") : TIDE_TEST_NAMES("x", "W"));
+    tide_test_onnx_attr_i(m, n, "group", group);
+    tide_test_onnx_attr_ints(m, n, "strides", 2, (int64_t[]){s, s});
+    tide_test_onnx_attr_ints(m, n, "pads", 4, (int64_t[]){p, p, p, p});
+    return n;
+}
+
+/* Grouped and depthwise Conv (group > 1), against a float64 reference loop; bad groups refused. */
+static void test_grouped_conv(void **state)
+{
+    (void)state;
+    static const struct {
+        int64_t x[4], w[4], group, stride, pad, oh, ow;
+        bool bias;
+    } cases[] = {
+        {{2, 4, 5, 5}, {6, 2, 3, 3}, 2, 1, 1, 5, 5, true},   /* 2 groups of 2 channels, 3 maps */
+        {{1, 3, 6, 6}, {3, 1, 3, 3}, 3, 2, 1, 3, 3, false},  /* depthwise, strided */
+        {{2, 2, 4, 4}, {6, 1, 3, 3}, 2, 1, 0, 2, 2, true},   /* depthwise, 3 maps per channel */
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        const int64_t *xd = cases[i].x, *wd = cases[i].w;
+        int64_t nx = xd[0] * xd[1] * xd[2] * xd[3], nw = wd[0] * wd[1] * wd[2] * wd[3];
+        int64_t ny = xd[0] * wd[0] * cases[i].oh * cases[i].ow;
+        float *x = malloc((size_t)nx * sizeof(float)), *w = malloc((size_t)nw * sizeof(float));
+        float *y = malloc((size_t)ny * sizeof(float)), bias[6];
+        double *want = malloc((size_t)ny * sizeof(double));
+        assert_true(x && w && y && want);
+        for (int64_t k = 0; k < nx; k++)
+            x[k] = (float)((k * 37) % 17 - 8) / 8.0f;
+        for (int64_t k = 0; k < nw; k++)
+            w[k] = (float)((k * 11) % 13 - 6) / 6.0f;
+        for (int64_t k = 0; k < wd[0]; k++)
+            bias[k] = 0.5f * (float)k - 1.0f;
+        struct tide_test_onnx *m = tide_test_onnx_new(11);
+        conv_model(m, xd, wd, w, cases[i].bias ? bias : NULL, cases[i].group, cases[i].stride,
+                   cases[i].pad);
+        struct tide_onnx_result r;
+        tide_builder *b = import_ok(m, NULL, &r);
+        assert_shape(b, r.outputs[0], 4, (int64_t[]){xd[0], wd[0], cases[i].oh, cases[i].ow});
+        run_forward(b, &r, x, (size_t)nx * sizeof(float), y, (size_t)ny);
+        reference_conv(xd, x, wd, w, cases[i].bias ? bias : NULL, cases[i].group,
+                       cases[i].stride, cases[i].pad, cases[i].oh, cases[i].ow, want);
+        for (int64_t k = 0; k < ny; k++)
+            if (!(fabs(y[k] - want[k]) <= 1e-5 + 1e-4 * fabs(want[k])))
+                fail_msg("case %zu: y[%lld] is %.9g, want %.9g", i, (long long)k, y[k], want[k]);
+        tide_onnx_result_free(&r);
+        tide_builder_free(b);
+        tide_test_onnx_free(m);
+        free(x), free(w), free(y), free(want);
+    }
+
+    /* Groups that do not divide the channels, a group below 1, and a weight of other channels. */
+    struct tide_test_onnx *m = tide_test_onnx_new(11);
+    conv_model(m, (int64_t[]){1, 4, 5, 5}, (int64_t[]){6, 1, 3, 3}, NULL, NULL, 3, 1, 0);
+    import_fails(m, NULL,
+                 "node n (Conv, opset 11): group 3 must divide the input's 4 channels and the "
+                 "weight's 6 feature maps");
+    tide_test_onnx_free(m);
+    m = tide_test_onnx_new(11);
+    conv_model(m, (int64_t[]){1, 4, 5, 5}, (int64_t[]){4, 1, 3, 3}, NULL, NULL, 0, 1, 0);
+    import_fails(m, NULL, "node n (Conv, opset 11): group is 0, not 1 or more");
+    tide_test_onnx_free(m);
+    m = tide_test_onnx_new(11);
+    conv_model(m, (int64_t[]){1, 4, 5, 5}, (int64_t[]){6, 1, 3, 3}, NULL, NULL, 2, 1, 0);
+    import_fails(m, NULL,
+                 "node n (Conv, opset 11): the weight's channel dimension is 1, but the input's 4 "
+                 "channels in 2 groups want 2");
+    tide_test_onnx_free(m);
+}
+
 static void test_bad_bytes(void **state)
 {
     (void)state;
@@ -2430,6 +2538,7 @@ int main(void)
         cmocka_unit_test(test_nll_loss),
         cmocka_unit_test(test_softmax_cross_entropy_loss_weights),
         cmocka_unit_test(test_nll_loss_trains),
+        cmocka_unit_test(test_grouped_conv),
         cmocka_unit_test(test_bad_bytes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
