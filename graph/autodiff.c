@@ -667,6 +667,7 @@ static enum tide_status tide__grad_conv2d_backprop_input(struct grad_ctx *c)
     struct tide_graph *graph = c->ad->graph;
     struct tide_attr_value strides = *fwd_attr(c, TIDE_ATTR_CONV2D_BACKPROP_INPUT_strides);
     struct tide_attr_value pads = *fwd_attr(c, TIDE_ATTR_CONV2D_BACKPROP_INPUT_pads);
+    int64_t group = fwd_attr(c, TIDE_ATTR_CONV2D_BACKPROP_INPUT_group)->i;
     uint32_t id;
     enum tide_status st = TIDE_OK;
     if (c->wanted[0]) {
@@ -675,6 +676,7 @@ static enum tide_status tide__grad_conv2d_backprop_input(struct grad_ctx *c)
             return st;
         copy_ints(graph, id, TIDE_ATTR_CONV2D_strides, &strides);
         copy_ints(graph, id, TIDE_ATTR_CONV2D_pads, &pads);
+        tide_attr_set_int(graph, id, TIDE_ATTR_CONV2D_group, group);
         c->dx[0] = out0(id);
     }
     if (c->wanted[1]) {
@@ -684,6 +686,7 @@ static enum tide_status tide__grad_conv2d_backprop_input(struct grad_ctx *c)
             return st;
         copy_ints(graph, id, TIDE_ATTR_CONV2D_BACKPROP_FILTER_strides, &strides);
         copy_ints(graph, id, TIDE_ATTR_CONV2D_BACKPROP_FILTER_pads, &pads);
+        tide_attr_set_int(graph, id, TIDE_ATTR_CONV2D_BACKPROP_FILTER_group, group);
         tide_attr_set_shape(graph, id, TIDE_ATTR_CONV2D_BACKPROP_FILTER_filter_shape, &w);
         c->dx[1] = out0(id);
     }

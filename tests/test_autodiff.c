@@ -1213,7 +1213,7 @@ static uint32_t build_conv_depthwise(struct tide_graph *g, const uint32_t *in)
  * last window (an ONNX output_padding) get no contribution.
  */
 static uint32_t build_conv_transpose(struct tide_graph *g, const uint32_t *in, int64_t stride,
-                                     int64_t pad, const int64_t *y_dims)
+                                     int64_t pad, const int64_t *y_dims, int64_t group)
 {
     int64_t strides[2] = {stride, stride}, pads[2] = {pad, pad};
     uint32_t y = op2(g, TIDE_OP_CONV2D_BACKPROP_INPUT, "y", in[0], in[1]);
@@ -1222,19 +1222,27 @@ static uint32_t build_conv_transpose(struct tide_graph *g, const uint32_t *in, i
     struct tide_shape shape = {.rank = 4};
     memcpy(shape.dims, y_dims, 4 * sizeof(int64_t));
     tide_attr_set_shape(g, y, TIDE_ATTR_CONV2D_BACKPROP_INPUT_input_shape, &shape);
+    if (group != 1)
+        tide_attr_set_int(g, y, TIDE_ATTR_CONV2D_BACKPROP_INPUT_group, group);
     return y;
 }
 
 /* a [1, 3, 3, 3], w [3, 2, 3, 3], stride 2, pad 1: y [1, 2, 6, 6] (one output_padding row). */
 static uint32_t build_conv_transpose_s2p1(struct tide_graph *g, const uint32_t *in)
 {
-    return build_conv_transpose(g, in, 2, 1, (const int64_t[]){1, 2, 6, 6});
+    return build_conv_transpose(g, in, 2, 1, (const int64_t[]){1, 2, 6, 6}, 1);
 }
 
 /* a [2, 2, 3, 3], w [2, 3, 2, 2], stride 1, pad 0: y [2, 3, 4, 4]. */
 static uint32_t build_conv_transpose_s1p0(struct tide_graph *g, const uint32_t *in)
 {
-    return build_conv_transpose(g, in, 1, 0, (const int64_t[]){2, 3, 4, 4});
+    return build_conv_transpose(g, in, 1, 0, (const int64_t[]){2, 3, 4, 4}, 1);
+}
+
+/* a [1, 4, 3, 3], w [4, 3, 3, 3] in 2 groups, stride 2, pad 1: y [1, 6, 5, 5]. */
+static uint32_t build_conv_transpose_group2(struct tide_graph *g, const uint32_t *in)
+{
+    return build_conv_transpose(g, in, 2, 1, (const int64_t[]){1, 6, 5, 5}, 2);
 }
 
 static uint32_t build_pool(struct tide_graph *g, const uint32_t *in, enum tide_op op, int64_t k,
@@ -2041,6 +2049,7 @@ static const struct gc_case gc_cases[] = {
     {"Conv2D_s1_p0", IN2(T4(2, 2, 4, 4), T4(2, 2, 2, 2)), build_conv_s1p0},
     {"Conv2DBackpropInput_s2_p1", IN2(T4(1, 3, 3, 3), T4(3, 2, 3, 3)), build_conv_transpose_s2p1},
     {"Conv2DBackpropInput_s1_p0", IN2(T4(2, 2, 3, 3), T4(2, 3, 2, 2)), build_conv_transpose_s1p0},
+    {"Conv2DBackpropInput_group2", IN2(T4(1, 4, 3, 3), T4(4, 3, 3, 3)), build_conv_transpose_group2},
     {"Conv2D_group2", IN2(T4(2, 4, 4, 4), T4(6, 2, 3, 3)), build_conv_group2},
     {"Conv2D_depthwise", IN2(T4(1, 3, 5, 5), T4(6, 1, 3, 3)), build_conv_depthwise},
     {"MaxPool2D_k2_s2", IN1(DISTINCT4(1, 2, 4, 4)), build_max_k2s2},
