@@ -2210,9 +2210,19 @@ static int op_concat(struct ctx *c)
     return set_out(c, 0, r);
 }
 
-/* Slices x (a graph tensor or a constant) to [begin, begin + size) on each axis. */
+static int gather_axis(struct ctx *c, tide_ref *x, int32_t rank, int64_t dims[MAX_RANK],
+                       int32_t axis, int64_t n_out, int32_t taps, const int32_t *ids,
+                       const float *w);
+
+/*
+ * Slices x (a graph tensor or a constant) to size[a] elements from begin[a]
+ * on each axis a, step[a] apart (step NULL: every step 1). A tensor is
+ * sliced by tide's Slice where the steps are 1, and along each other axis by
+ * a Gather of the elements' constant indices (so the gradient reaches x).
+ */
 static int slice_out(struct ctx *c, size_t out_k, struct value *x, int32_t rank,
-                     const int64_t *dims, const int64_t *begin, const int64_t *size)
+                     const int64_t *dims, const int64_t *begin, const int64_t *size,
+                     const int64_t *step)
 {
     if (x->known && !x->trainable) {
         struct value src = *x;
@@ -2224,7 +2234,7 @@ static int slice_out(struct ctx *c, size_t out_k, struct value *x, int32_t rank,
         for (int64_t k = 0; v && k < total; k++) {
             int64_t rem = k, pos = 0, stride = 1;
             for (int32_t a = rank - 1; a >= 0; a--) {
-                pos += (begin[a] + rem % size[a]) * stride;
+                pos += (begin[a] + rem % size[a] * (step ? step[a] : 1)) * stride;
                 rem /= size[a];
                 stride *= dims[a];
             }
@@ -2240,7 +2250,33 @@ static int slice_out(struct ctx *c, size_t out_k, struct value *x, int32_t rank,
     tide_ref r;
     if (in_ref(c, 0, &r) != 0)
         return -1;
-    return set_out(c, out_k, tide_builder_slice(c->b, NULL, r, begin, size, rank));
+    int64_t b1[MAX_RANK], s1[MAX_RANK], d[MAX_RANK];
+    bool stepped = false;
+    for (int32_t a = 0; a < rank; a++) {
+        bool unit = !step || step[a] == 1;
+        b1[a] = unit ? begin[a] : 0;
+        s1[a] = unit ? size[a] : dims[a];
+        d[a] = s1[a];
+        stepped |= !unit;
+    }
+    r = tide_builder_slice(c->b, NULL, r, b1, s1, rank);
+    if (stepped && tide_builder_dtype(c->b, r) != TIDE_DT_FLOAT32)
+        return failf(c, "a step other than 1 on an integer tensor computed in the graph is not "
+                        "supported");
+    for (int32_t a = 0; stepped && a < rank; a++) {
+        if (step[a] == 1)
+            continue;
+        int32_t *ids = malloc((size_t)(size[a] ? size[a] : 1) * sizeof(int32_t));
+        if (!ids)
+            return failf(c, "out of memory");
+        for (int64_t k = 0; k < size[a]; k++) /* inside [0, dims[a]): op_slice clamped them */
+            ids[k] = (int32_t)(begin[a] + k * step[a]);
+        int rc = gather_axis(c, &r, rank, d, a, size[a], 1, ids, NULL);
+        free(ids);
+        if (rc != 0)
+            return -1;
+    }
+    return set_out(c, out_k, r);
 }
 
 static int op_slice(struct ctx *c)
@@ -2275,26 +2311,37 @@ static int op_slice(struct ctx *c)
     }
     if (ne != ns || (na >= 0 && na != ns) || (nst >= 0 && nst != ns))
         return failf(c, "starts, ends, axes and steps differ in length");
-    int64_t begin[MAX_RANK], size[MAX_RANK];
+    int64_t begin[MAX_RANK], size[MAX_RANK], step[MAX_RANK];
     for (int32_t a = 0; a < rank; a++)
-        begin[a] = 0, size[a] = dims[a];
+        begin[a] = 0, size[a] = dims[a], step[a] = 1;
     for (int64_t k = 0; k < ns; k++) {
         int64_t axis;
         if (norm_axis(c, na >= 0 ? axes[k] : k, rank, &axis) != 0)
             return -1;
-        if (nst >= 0 && steps[k] != 1)
-            return failf(c, "step %" PRId64 " is not supported (only 1)", steps[k]);
+        int64_t st = nst >= 0 ? steps[k] : 1;
+        /* Past these, the element counts below could overflow; dims are far smaller. */
+        if (st == 0 || st < -INT32_MAX || st > INT32_MAX)
+            return failf(c, "steps[%" PRId64 "] is %" PRId64 ", not a non-zero value in -%d..%d",
+                         k, st, INT32_MAX, INT32_MAX);
+        /* ONNX's clamping: [0, d] for a positive step, [-1, d - 1] for a negative one. */
         int64_t d = dims[axis], s = starts[k], e = ends[k];
         if (s < 0)
-            s += d;
+            s = s < -d ? -1 : s + d;
         if (e < 0)
-            e += d;
-        s = s < 0 ? 0 : s > d ? d : s;
-        e = e < 0 ? 0 : e > d ? d : e;
+            e = e < -d ? -1 : e + d;
+        if (st > 0) {
+            s = s < 0 ? 0 : s > d ? d : s;
+            e = e < 0 ? 0 : e > d ? d : e;
+            size[axis] = e > s ? (e - s + st - 1) / st : 0;
+        } else {
+            s = s < 0 ? 0 : s > d - 1 ? d - 1 : s;
+            e = e < -1 ? -1 : e > d - 1 ? d - 1 : e;
+            size[axis] = s > e ? (s - e - st - 1) / -st : 0;
+        }
         begin[axis] = s;
-        size[axis] = e > s ? e - s : 0;
+        step[axis] = st;
     }
-    return slice_out(c, 0, x, rank, dims, begin, size);
+    return slice_out(c, 0, x, rank, dims, begin, size, step);
 }
 
 static int op_split(struct ctx *c)
@@ -2387,7 +2434,7 @@ static int op_split(struct ctx *c)
         begin[axis] = at;
         size[axis] = split[k];
         at += split[k];
-        rc = slice_out(c, k, x, rank, dims, begin, size);
+        rc = slice_out(c, k, x, rank, dims, begin, size, NULL);
     }
     free(split);
     return rc;

@@ -2451,6 +2451,87 @@ static void test_grouped_conv(void **state)
     tide_test_onnx_free(m);
 }
 
+/*
+ * Slice with steps: on constants (a reversed shape list, folded at import) and on tensors
+ * (a Gather of the picked indices along each stepped axis), which train.
+ */
+static void test_slice_steps(void **state)
+{
+    (void)state;
+    /* x [3, 5] sliced rows 2..0 backwards (step -1) and columns 0, 2, 4 (step 2). */
+    float x[15], y[9];
+    for (int k = 0; k < 15; k++)
+        x[k] = (float)k;
+    struct tide_test_onnx *m = tide_test_onnx_new(13);
+    tide_test_onnx_init_i(m, "starts", 1, (int64_t[]){2}, (int64_t[]){-1, 0});
+    tide_test_onnx_init_i(m, "ends", 1, (int64_t[]){2}, (int64_t[]){INT64_MIN, 100});
+    tide_test_onnx_init_i(m, "axes", 1, (int64_t[]){2}, (int64_t[]){0, 1});
+    tide_test_onnx_init_i(m, "steps", 1, (int64_t[]){2}, (int64_t[]){-1, 2});
+    one_node(m, "Slice", 2, (int64_t[]){3, 5},
+             TIDE_TEST_NAMES("x", "starts", "ends", "axes", "steps"));
+    struct tide_onnx_result r;
+    tide_builder *b = import_ok(m, NULL, &r);
+    assert_shape(b, r.outputs[0], 2, (int64_t[]){3, 3});
+    run_forward(b, &r, x, sizeof(x), y, 9);
+    static const float want[9] = {10, 12, 14, 5, 7, 9, 0, 2, 4};
+    for (int k = 0; k < 9; k++)
+        assert_float_equal(y[k], want[k], 0);
+    tide_onnx_result_free(&r);
+    tide_builder_free(b);
+    tide_test_onnx_free(m);
+
+    /* A constant [6, 2, 99] reversed from its second-last element: the shape [2, 6]. */
+    m = tide_test_onnx_new(13);
+    tide_test_onnx_init_i(m, "dims", 1, (int64_t[]){3}, (int64_t[]){6, 2, 99});
+    tide_test_onnx_init_i(m, "s0", 1, (int64_t[]){1}, (int64_t[]){-2});
+    tide_test_onnx_init_i(m, "e0", 1, (int64_t[]){1}, (int64_t[]){-INT64_MAX});
+    tide_test_onnx_init_i(m, "a0", 1, (int64_t[]){1}, (int64_t[]){0});
+    tide_test_onnx_init_i(m, "st0", 1, (int64_t[]){1}, (int64_t[]){-1});
+    tide_test_onnx_input(m, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 2, (int64_t[]){3, 4}, -1);
+    tide_test_onnx_node(m, "Slice", "s", TIDE_TEST_NAMES("dims", "s0", "e0", "a0", "st0"),
+                        TIDE_TEST_NAMES("shape"));
+    tide_test_onnx_node(m, "Reshape", "r", TIDE_TEST_NAMES("x", "shape"), TIDE_TEST_NAMES("y"));
+    tide_test_onnx_output(m, "y");
+    b = import_ok(m, NULL, &r);
+    assert_shape(b, r.outputs[0], 2, (int64_t[]){2, 6});
+    tide_onnx_result_free(&r);
+    tide_builder_free(b);
+    tide_test_onnx_free(m);
+
+    /* Training: v [2, 4] (a Variable) sliced columns 3 and 1 (step -2), times x [2, 2]; loss
+     * mean(y^2) over 4 elements, so each picked v moves by -0.1 * y * x / 2 and the rest stay. */
+    m = tide_test_onnx_new(13);
+    tide_test_onnx_init_f(m, "v", 2, (int64_t[]){2, 4}, (float[]){1, 2, 3, 4, 5, 6, 7, 8});
+    tide_test_onnx_init_i(m, "s1", 1, (int64_t[]){1}, (int64_t[]){3});
+    tide_test_onnx_init_i(m, "e1", 1, (int64_t[]){1}, (int64_t[]){0});
+    tide_test_onnx_init_i(m, "a1", 1, (int64_t[]){1}, (int64_t[]){1});
+    tide_test_onnx_init_i(m, "st1", 1, (int64_t[]){1}, (int64_t[]){-2});
+    tide_test_onnx_input(m, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 2, (int64_t[]){2, 2}, -1);
+    tide_test_onnx_node(m, "Slice", "s", TIDE_TEST_NAMES("v", "s1", "e1", "a1", "st1"),
+                        TIDE_TEST_NAMES("p"));
+    tide_test_onnx_node(m, "Mul", "m", TIDE_TEST_NAMES("p", "x"), TIDE_TEST_NAMES("y"));
+    tide_test_onnx_output(m, "y");
+    float v[8], xs[4] = {1, -1, 0.5f, 2};
+    train_one_step(m, xs, sizeof(xs), "v", v, 8);
+    /* p = [[4, 2], [8, 6]], y = p * x = [[4, -2], [4, 12]]; dL/dp = y * x / 2. */
+    static const float want_v[8] = {1, 2 - 0.1f * -2 * -1 / 2.0f, 3, 4 - 0.1f * 4 * 1 / 2.0f,
+                                    5, 6 - 0.1f * 12 * 2 / 2.0f,  7, 8 - 0.1f * 4 * 0.5f / 2.0f};
+    for (int k = 0; k < 8; k++)
+        assert_float_equal(v[k], want_v[k], 1e-6);
+    tide_test_onnx_free(m);
+
+    m = tide_test_onnx_new(13);
+    tide_test_onnx_init_i(m, "s1", 1, (int64_t[]){1}, (int64_t[]){0});
+    tide_test_onnx_init_i(m, "e1", 1, (int64_t[]){1}, (int64_t[]){3});
+    tide_test_onnx_init_i(m, "a1", 1, (int64_t[]){1}, (int64_t[]){1});
+    tide_test_onnx_init_i(m, "st1", 1, (int64_t[]){1}, (int64_t[]){0});
+    one_node(m, "Slice", 2, (int64_t[]){3, 5}, TIDE_TEST_NAMES("x", "s1", "e1", "a1", "st1"));
+    import_fails(m, NULL,
+                 "node n (Slice, opset 13): steps[0] is 0, not a non-zero value in "
+                 "-2147483647..2147483647");
+    tide_test_onnx_free(m);
+}
+
 static void test_bad_bytes(void **state)
 {
     (void)state;
@@ -2539,6 +2620,7 @@ int main(void)
         cmocka_unit_test(test_softmax_cross_entropy_loss_weights),
         cmocka_unit_test(test_nll_loss_trains),
         cmocka_unit_test(test_grouped_conv),
+        cmocka_unit_test(test_slice_steps),
         cmocka_unit_test(test_bad_bytes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
