@@ -1408,11 +1408,11 @@ tide_ref tide_builder_conv2d_grouped(tide_builder *b, const char *name, tide_ref
 /*
  * The transposed convolution is the op that makes Conv2D's input gradient:
  * x plays dy, and the output's shape is the attribute input_shape, [N of x,
- * C of w, out_h, out_w].
+ * group times C of w, out_h, out_w].
  */
 tide_ref tide_builder_conv2d_transpose(tide_builder *b, const char *name, tide_ref x, tide_ref w,
                                        int64_t stride_h, int64_t stride_w, int64_t pad_h,
-                                       int64_t pad_w, int64_t out_h, int64_t out_w)
+                                       int64_t pad_w, int64_t out_h, int64_t out_w, int64_t group)
 {
     struct call c;
     if (!begin(b, &c, OP_CONV2D_TRANSPOSE, name) || !input(&c, 0, "dy", x) || !input(&c, 1, "w", w))
@@ -1423,10 +1423,15 @@ tide_ref tide_builder_conv2d_transpose(tide_builder *b, const char *name, tide_r
         xr != 4 || wr != 4)
         return fail(&c, "x and w must have rank 4 ([N, K, H, W] and [K, C, R, S])");
     const int64_t s[2] = {stride_h, stride_w}, p[2] = {pad_h, pad_w};
-    const int64_t y[4] = {xd[0], wd[1], out_h, out_w};
+    if (group < 1 || wd[1] > INT64_MAX / group)
+        return fail(&c, "group is %" PRId64 ", not 1 or more (with w's %" PRId64 " channels)",
+                    group, wd[1]);
+    const int64_t y[4] = {xd[0], wd[1] * group, out_h, out_w};
     attr_ints(&c, "strides", 2, s);
     attr_ints(&c, "pads", 2, p);
     attr_shape(&c, "input_shape", 4, y);
+    if (group != 1)
+        attr_int(&c, "group", group);
     return finish(&c);
 }
 

@@ -1614,12 +1614,6 @@ static int window_nd(struct ctx *c, int sp, int32_t rank, const int64_t *in_dims
     return 0;
 }
 
-static int window_2d(struct ctx *c, int32_t rank, const int64_t *in_dims, const int64_t *kernel,
-                     int64_t strides[2], int64_t pads[2])
-{
-    return window_nd(c, 2, rank, in_dims, kernel, strides, pads);
-}
-
 static int op_conv(struct ctx *c)
 {
     const Onnx__NodeProto *n = c->node;
@@ -1627,12 +1621,13 @@ static int op_conv(struct ctx *c)
     if (float_in(c, 0, &x) != 0 || float_in(c, 1, &w) != 0)
         return -1;
     int32_t rx, rw;
-    int64_t dx[MAX_RANK], dw[MAX_RANK], strides[2], pads[2];
+    int64_t dx[MAX_RANK], dw[MAX_RANK], strides[2] = {1, 1}, pads[2] = {0, 0};
     if (ref_shape(c, x, &rx, dx) != 0 || ref_shape(c, w, &rw, dw) != 0)
         return -1;
-    if (rw != 4)
-        return failf(c, "only 2-D convolutions are supported, the weight has rank %d", rw);
-    if (window_2d(c, rx, dx, dw + 2, strides, pads) != 0)
+    int sp = rw - 2;
+    if (sp != 1 && sp != 2)
+        return failf(c, "only 1-D and 2-D convolutions are supported, the weight has rank %d", rw);
+    if (window_nd(c, sp, rx, dx, dw + 2, strides + 2 - sp, pads + 2 - sp) != 0)
         return -1;
     /* group: W is [M, C / group, kH, kW]; output channel block g reads input channel block g. */
     int64_t group = attr_i(n, "group", 1);
@@ -1648,6 +1643,11 @@ static int op_conv(struct ctx *c)
                      "the weight's channel dimension is %" PRId64 ", but the input's %" PRId64
                      " channels in %" PRId64 " group%s want %" PRId64,
                      dw[1], dx[1], group, group == 1 ? "" : "s", dx[1] / group);
+    /* 1-D is 2-D of [N, C, 1, L] with a 1 x k kernel. */
+    if (sp == 1) {
+        x = tide_builder_reshape(c->b, NULL, x, 4, (int64_t[]){dx[0], dx[1], 1, dx[2]});
+        w = tide_builder_reshape(c->b, NULL, w, 4, (int64_t[]){dw[0], dw[1], 1, dw[2]});
+    }
     tide_ref r = tide_builder_conv2d_grouped(c->b, NULL, x, w, strides[0], strides[1], pads[0],
                                              pads[1], group);
     if (has_input(n, 2)) {
@@ -1655,6 +1655,13 @@ static int op_conv(struct ctx *c)
         if (check_builder(c, r) != 0 || float_in(c, 2, &bias) != 0)
             return -1;
         r = tide_builder_bias_add(c->b, NULL, r, bias);
+    }
+    if (sp == 1) {
+        int64_t y[TIDE_BUILDER_MAX_RANK];
+        int32_t ry;
+        if (check_builder(c, r) != 0 || tide_builder_shape(c->b, r, y, &ry) != 0)
+            return -1;
+        r = tide_builder_reshape(c->b, NULL, r, 3, (int64_t[]){y[0], y[1], y[3]});
     }
     return set_out(c, 0, r);
 }
@@ -1702,9 +1709,33 @@ static int transpose_axis(struct ctx *c, const char *axis, int64_t in, int64_t k
 }
 
 /*
+ * The spatial attribute name of a 1-D or 2-D window op (sp values; pads:
+ * 2 sp, begins then ends) into its 2-D layout: a 1-D op's values go to the
+ * W axis and H keeps def. Returns the count read, 0 when absent, -1 on error.
+ */
+static int spatial_attr(struct ctx *c, const char *name, int sp, int64_t def, int64_t *out)
+{
+    const int64_t *list;
+    int64_t count = attr_ints(c->node, name, &list);
+    bool pads = strcmp(name, "pads") == 0;
+    int per = pads ? 2 : 1;
+    for (int k = 0; k < 2 * per; k++)
+        out[k] = def;
+    if (count < 0)
+        return 0;
+    if (count != per * sp)
+        return failf(c, "%s holds %" PRId64 " values, not %d", name, count, per * sp);
+    for (int e = 0; e < per; e++)
+        for (int a = 0; a < sp; a++)
+            out[e * 2 + 2 - sp + a] = list[e * sp + a];
+    return (int)count;
+}
+
+/*
  * ConvTranspose: the input gradient of a convolution (tide's
- * Conv2DBackpropInput), so it trains with Conv2D and Conv2DBackpropFilter as
- * its gradients. 2-D, group 1 and dilation 1; asymmetric pads by a crop.
+ * Conv2DBackpropInput, in the node's channel groups), so it trains with
+ * Conv2D and Conv2DBackpropFilter as its gradients. 2-D, or 1-D as 2-D of
+ * [N, C, 1, L]; dilation 1; asymmetric pads by a crop.
  */
 static int op_conv_transpose(struct ctx *c)
 {
@@ -1712,67 +1743,70 @@ static int op_conv_transpose(struct ctx *c)
     tide_ref x, w;
     if (float_in(c, 0, &x) != 0 || float_in(c, 1, &w) != 0)
         return -1;
-    if (attr_i(n, "group", 1) != 1)
-        return failf(c, "group %" PRId64 " is not supported (only 1)", attr_i(n, "group", 1));
     int32_t rx, rw;
     int64_t dx[MAX_RANK], dw[MAX_RANK];
     if (ref_shape(c, x, &rx, dx) != 0 || ref_shape(c, w, &rw, dw) != 0)
         return -1;
-    if (rw != 4)
-        return failf(c, "only 2-D transposed convolutions are supported, the weight has rank %d",
+    int sp = rw - 2;
+    if (sp != 1 && sp != 2)
+        return failf(c,
+                     "only 1-D and 2-D transposed convolutions are supported, the weight has "
+                     "rank %d",
                      rw);
-    if (rx != 4)
-        return failf(c, "the input must be [N, C, H, W], not rank %d", rx);
+    if (rx != rw)
+        return failf(c, "the input has rank %d, the weight %d", rx, rw);
     char wt[96];
     dims_text(wt, sizeof(wt), rw, dw);
-    if (dx[1] != dw[0])
-        return failf(c, "the input has %" PRId64 " channels but the weight %s wants %" PRId64,
-                     dx[1], wt, dw[0]);
+    int64_t group = attr_i(n, "group", 1);
+    if (group < 1)
+        return failf(c, "group is %" PRId64 ", not 1 or more", group);
+    if (dx[1] != dw[0] || dw[0] % group != 0)
+        return failf(c,
+                     "the input has %" PRId64 " channels; the weight %s wants %" PRId64
+                     " in %" PRId64 " group%s",
+                     dx[1], wt, dw[0], group, group == 1 ? "" : "s");
+    /* The 2-D view: a 1-D op's [N, C, L] is [N, C, 1, L], its kernel 1 x k. */
+    int64_t in[2] = {1, 1}, k[2] = {1, 1};
+    for (int a = 0; a < sp; a++)
+        in[2 - sp + a] = dx[2 + a], k[2 - sp + a] = dw[2 + a];
     const int64_t *list;
     int64_t count;
-    if ((count = attr_ints(n, "kernel_shape", &list)) >= 0 &&
-        (count != 2 || list[0] != dw[2] || list[1] != dw[3]))
-        return failf(c, "kernel_shape does not match the weight %s", wt);
+    if ((count = attr_ints(n, "kernel_shape", &list)) >= 0) {
+        bool same = count == sp;
+        for (int a = 0; same && a < sp; a++)
+            same = list[a] == dw[2 + a];
+        if (!same)
+            return failf(c, "kernel_shape does not match the weight %s", wt);
+    }
     if ((count = attr_ints(n, "dilations", &list)) >= 0) {
         for (int64_t i = 0; i < count; i++)
             if (list[i] != 1)
                 return failf(c, "dilations other than 1 are not supported");
     }
-    int64_t strides[2] = {1, 1}, outpad[2] = {0, 0}, p[4] = {0, 0, 0, 0};
-    if ((count = attr_ints(n, "strides", &list)) >= 0) {
-        if (count != 2)
-            return failf(c, "strides holds %" PRId64 " values, not 2", count);
-        memcpy(strides, list, sizeof(strides));
-    }
-    for (int a = 0; a < 2; a++)
+    int64_t strides[2], outpad[2], p[4];
+    if (spatial_attr(c, "strides", sp, 1, strides) < 0 ||
+        spatial_attr(c, "output_padding", sp, 0, outpad) < 0 ||
+        spatial_attr(c, "pads", sp, 0, p) < 0)
+        return -1;
+    for (int a = 0; a < 2; a++) {
         if (strides[a] < 1 || strides[a] > INT32_MAX)
-            return failf(c, "strides[%d] is %" PRId64 ", not in 1..%d", a, strides[a], INT32_MAX);
-    if ((count = attr_ints(n, "output_padding", &list)) >= 0) {
-        if (count != 2)
-            return failf(c, "output_padding holds %" PRId64 " values, not 2", count);
-        memcpy(outpad, list, sizeof(outpad));
-        for (int a = 0; a < 2; a++)
-            if (outpad[a] < 0 || outpad[a] >= strides[a])
-                return failf(c,
-                             "output_padding[%d] is %" PRId64 ", not in 0..%" PRId64 " (less "
-                             "than the stride)",
-                             a, outpad[a], strides[a] - 1);
-    }
-    if ((count = attr_ints(n, "pads", &list)) >= 0) {
-        if (count != 4)
-            return failf(c, "pads holds %" PRId64 " values, not 4", count);
-        memcpy(p, list, sizeof(p));
-        for (int a = 0; a < 4; a++)
-            if (p[a] < 0 || p[a] > INT32_MAX)
-                return failf(c, "pads[%d] is %" PRId64 ", not in 0..%d", a, p[a], INT32_MAX);
-    }
-    /* Beyond these, the sizes below could overflow; no real model comes near. */
-    for (int a = 0; a < 2; a++)
-        if (dx[2 + a] > INT32_MAX || dw[2 + a] > INT32_MAX)
+            return failf(c, "strides[%d] is %" PRId64 ", not in 1..%d", a + sp - 2, strides[a],
+                         INT32_MAX);
+        if (outpad[a] < 0 || outpad[a] >= strides[a])
+            return failf(c,
+                         "output_padding[%d] is %" PRId64 ", not in 0..%" PRId64 " (less than "
+                         "the stride)",
+                         a + sp - 2, outpad[a], strides[a] - 1);
+        if (p[a] < 0 || p[a] > INT32_MAX || p[a + 2] < 0 || p[a + 2] > INT32_MAX)
+            return failf(c, "pads on axis %d are %" PRId64 " and %" PRId64 ", not in 0..%d",
+                         a + sp - 2, p[a], p[a + 2], INT32_MAX);
+        /* Beyond these, the sizes below could overflow; no real model comes near. */
+        if (in[a] > INT32_MAX || k[a] > INT32_MAX)
             return failf(c, "the input or kernel is over %d on an axis", INT32_MAX);
+    }
     int64_t full[2], out[2];
     for (int a = 0; a < 2; a++)
-        full[a] = strides[a] * (dx[2 + a] - 1) + dw[2 + a] + outpad[a];
+        full[a] = strides[a] * (in[a] - 1) + k[a] + outpad[a];
     bool upper = attr_s_is(n, "auto_pad", "SAME_UPPER");
     bool same = upper || attr_s_is(n, "auto_pad", "SAME_LOWER");
     if (!same && !attr_s_is(n, "auto_pad", NULL) && !attr_s_is(n, "auto_pad", "NOTSET") &&
@@ -1782,16 +1816,17 @@ static int op_conv_transpose(struct ctx *c)
         memset(p, 0, sizeof(p));
     if ((count = attr_ints(n, "output_shape", &list)) >= 0 || same) {
         /* The pads follow from the output's size: ONNX's total_padding, split by auto_pad. */
-        for (int a = 0; a < 2; a++) {
+        if (count >= 0 && count != sp && count != sp + 2)
+            return failf(c, "output_shape holds %" PRId64 " values, not %d (or %d)", count, sp,
+                         sp + 2);
+        for (int a = 2 - sp; a < 2; a++) {
             if (count >= 0) {
-                if (count != 2 && count != 4)
-                    return failf(c, "output_shape holds %" PRId64 " values, not 2 (or 4)", count);
                 out[a] = list[count - 2 + a];
                 if (out[a] < 1 || out[a] > INT32_MAX)
                     return failf(c, "output_shape[%d] is %" PRId64 ", not in 1..%d",
                                  (int)(count - 2 + a), out[a], INT32_MAX);
             } else {
-                out[a] = dx[2 + a] * strides[a];
+                out[a] = in[a] * strides[a];
             }
             int64_t total = full[a] - out[a];
             /* A longer output gains zero rows at the end, as ONNX's own suite has it. */
@@ -1802,22 +1837,29 @@ static int op_conv_transpose(struct ctx *c)
     for (int a = 0; a < 2; a++)
         out[a] = full[a] - p[a] - p[a + 2];
     int64_t pad[2], bpi[2], begin[2];
-    if (transpose_axis(c, "H", dx[2], dw[2], strides[0], p[0], out[0], &pad[0], &bpi[0],
+    if (transpose_axis(c, "H", in[0], k[0], strides[0], p[0], out[0], &pad[0], &bpi[0],
                        &begin[0]) != 0 ||
-        transpose_axis(c, "W", dx[3], dw[3], strides[1], p[1], out[1], &pad[1], &bpi[1],
-                       &begin[1]) != 0)
+        transpose_axis(c, sp == 1 ? "L" : "W", in[1], k[1], strides[1], p[1], out[1], &pad[1],
+                       &bpi[1], &begin[1]) != 0)
         return -1;
+    int64_t channels = dw[1] * group;
+    if (sp == 1) {
+        x = tide_builder_reshape(c->b, NULL, x, 4, (int64_t[]){dx[0], dx[1], 1, dx[2]});
+        w = tide_builder_reshape(c->b, NULL, w, 4, (int64_t[]){dw[0], dw[1], 1, dw[2]});
+    }
     tide_ref r = tide_builder_conv2d_transpose(c->b, NULL, x, w, strides[0], strides[1], pad[0],
-                                               pad[1], bpi[0], bpi[1]);
+                                               pad[1], bpi[0], bpi[1], group);
     if (bpi[0] != out[0] || bpi[1] != out[1])
         r = tide_builder_slice(c->b, NULL, r, (int64_t[]){0, 0, begin[0], begin[1]},
-                               (int64_t[]){dx[0], dw[1], out[0], out[1]}, 4);
+                               (int64_t[]){dx[0], channels, out[0], out[1]}, 4);
     if (has_input(n, 2)) {
         tide_ref bias;
         if (check_builder(c, r) != 0 || float_in(c, 2, &bias) != 0)
             return -1;
         r = tide_builder_bias_add(c->b, NULL, r, bias);
     }
+    if (sp == 1)
+        r = tide_builder_reshape(c->b, NULL, r, 3, (int64_t[]){dx[0], channels, out[1]});
     return set_out(c, 0, r);
 }
 

@@ -1831,6 +1831,7 @@ static void test_pad(void **state)
  */
 struct ct_geometry {
     int64_t n, ci, h, w, co, k, stride, pb, oh, ow;
+    int64_t group; /* 1: dense; else ci and co divide by it and w is [ci, co / group, k, k] */
 };
 
 static void conv_transpose_ref(const struct ct_geometry *c, const float *x, const float *w,
@@ -1845,12 +1846,14 @@ static void conv_transpose_ref(const struct ct_geometry *c, const float *x, cons
                     for (int64_t o = 0; o < c->co; o++)
                         for (int64_t r = 0; r < c->k; r++)
                             for (int64_t q = 0; q < c->k; q++) {
+                                int64_t groups = c->group > 1 ? c->group : 1;
+                                int64_t cog = c->co / groups, gi = i / (c->ci / groups);
                                 int64_t y0 = ih * c->stride + r - c->pb,
                                         y1 = iw * c->stride + q - c->pb;
-                                if (y0 < 0 || y0 >= c->oh || y1 < 0 || y1 >= c->ow)
+                                if (o / cog != gi || y0 < 0 || y0 >= c->oh || y1 < 0 || y1 >= c->ow)
                                     continue;
                                 int64_t xi = ((n * c->ci + i) * c->h + ih) * c->w + iw;
-                                int64_t wi = ((i * c->co + o) * c->k + r) * c->k + q;
+                                int64_t wi = ((i * cog + o % cog) * c->k + r) * c->k + q;
                                 int64_t yi = ((n * c->co + o) * c->oh + y0) * c->ow + y1;
                                 if (g)
                                     dw[wi] += (double)x[xi] * g[yi];
@@ -1863,22 +1866,27 @@ static void conv_transpose_ref(const struct ct_geometry *c, const float *x, cons
 static Onnx__NodeProto *conv_transpose_model(struct tide_test_onnx *m, const struct ct_geometry *c,
                                              const float *wv)
 {
-    tide_test_onnx_init_f(m, "w", 4, (int64_t[]){c->ci, c->co, c->k, c->k}, wv);
-    return one_node(m, "ConvTranspose", 4, (int64_t[]){c->n, c->ci, c->h, c->w},
-                    TIDE_TEST_NAMES("x", "w"));
+    int64_t groups = c->group > 1 ? c->group : 1;
+    tide_test_onnx_init_f(m, "w", 4, (int64_t[]){c->ci, c->co / groups, c->k, c->k}, wv);
+    Onnx__NodeProto *n = one_node(m, "ConvTranspose", 4, (int64_t[]){c->n, c->ci, c->h, c->w},
+                                  TIDE_TEST_NAMES("x", "w"));
+    if (groups > 1)
+        tide_test_onnx_attr_i(m, n, "group", groups);
+    return n;
 }
 
 static void test_conv_transpose(void **state)
 {
     (void)state;
-    float x[2 * 2 * 3 * 3], w[2 * 3 * 3 * 3], y[2 * 3 * 6 * 6], want[2 * 3 * 6 * 6];
+    /* w has room for the grouped case's [4, 3, 3, 3]; the others read its first 54. */
+    float x[2 * 2 * 3 * 3], w[4 * 3 * 3 * 3], y[2 * 3 * 6 * 6], want[2 * 3 * 6 * 6];
     for (int k = 0; k < 36; k++)
         x[k] = (float)((k * 7) % 11) - 5.0f;
-    for (int k = 0; k < 54; k++)
+    for (int k = 0; k < 108; k++)
         w[k] = (float)((k * 5) % 9) * 0.25f - 1.0f;
 
     /* Stride 2, pads 1 and output_padding 1: 2 * (3 - 1) + 3 + 1 - 2 = 6 per axis. */
-    struct ct_geometry c = {2, 2, 3, 3, 3, 3, 2, 1, 6, 6};
+    struct ct_geometry c = {2, 2, 3, 3, 3, 3, 2, 1, 6, 6, 1};
     struct tide_test_onnx *m = tide_test_onnx_new(11);
     Onnx__NodeProto *n = conv_transpose_model(m, &c, w);
     tide_test_onnx_attr_ints(m, n, "strides", 2, (int64_t[]){2, 2});
@@ -1896,7 +1904,7 @@ static void test_conv_transpose(void **state)
     tide_test_onnx_free(m);
 
     /* A larger end pad: the output is cropped from a longer one (3 + 2 - 0 - 2 = 3). */
-    struct ct_geometry crop = {1, 1, 3, 3, 1, 3, 1, 0, 3, 3};
+    struct ct_geometry crop = {1, 1, 3, 3, 1, 3, 1, 0, 3, 3, 1};
     m = tide_test_onnx_new(11);
     n = conv_transpose_model(m, &crop, w);
     tide_test_onnx_attr_ints(m, n, "pads", 4, (int64_t[]){0, 0, 2, 2});
@@ -1911,7 +1919,7 @@ static void test_conv_transpose(void **state)
     tide_test_onnx_free(m);
 
     /* output_shape one longer than the result (2 * 2 + 3 = 7): a zero row and column at the end. */
-    struct ct_geometry longer = {1, 1, 3, 3, 1, 3, 2, 0, 8, 8};
+    struct ct_geometry longer = {1, 1, 3, 3, 1, 3, 2, 0, 8, 8, 1};
     m = tide_test_onnx_new(11);
     n = conv_transpose_model(m, &longer, w);
     tide_test_onnx_attr_ints(m, n, "output_shape", 2, (int64_t[]){8, 8});
@@ -1928,7 +1936,7 @@ static void test_conv_transpose(void **state)
     tide_test_onnx_free(m);
 
     /* A larger begin pad: the whole result, cropped from the begin pad on. */
-    struct ct_geometry start = {1, 1, 3, 3, 1, 3, 1, 2, 3, 3};
+    struct ct_geometry start = {1, 1, 3, 3, 1, 3, 1, 2, 3, 3, 1};
     m = tide_test_onnx_new(11);
     n = conv_transpose_model(m, &start, w);
     tide_test_onnx_attr_ints(m, n, "pads", 4, (int64_t[]){2, 2, 0, 0});
@@ -1942,7 +1950,31 @@ static void test_conv_transpose(void **state)
     tide_builder_free(b);
     tide_test_onnx_free(m);
 
+    /* In 2 groups: input channels 0-1 make outputs 0-2, 2-3 make 3-5 (w [4, 3, 3, 3]). */
+    struct ct_geometry grouped = {1, 4, 3, 3, 6, 3, 2, 1, 5, 5, 2};
+    m = tide_test_onnx_new(11);
+    n = conv_transpose_model(m, &grouped, w);
+    tide_test_onnx_attr_ints(m, n, "strides", 2, (int64_t[]){2, 2});
+    tide_test_onnx_attr_ints(m, n, "pads", 4, (int64_t[]){1, 1, 1, 1});
+    b = import_ok(m, NULL, &r);
+    assert_shape(b, r.outputs[0], 4, (int64_t[]){1, 6, 5, 5});
+    run_forward(b, &r, x, 36 * sizeof(float), y, 150);
+    conv_transpose_ref(&grouped, x, w, NULL, want, NULL);
+    for (int k = 0; k < 150; k++)
+        assert_float_equal(y[k], want[k], 1e-5);
+    tide_onnx_result_free(&r);
+    tide_builder_free(b);
+    tide_test_onnx_free(m);
+
     /* Refusals name the attribute and the numbers. */
+    struct ct_geometry dense = {1, 4, 3, 3, 3, 3, 2, 1, 5, 5, 1};
+    m = tide_test_onnx_new(11);
+    n = conv_transpose_model(m, &dense, w);
+    tide_test_onnx_attr_i(m, n, "group", 3);
+    import_fails(m, NULL,
+                 "node n (ConvTranspose, opset 11): the input has 4 channels; the weight [4, 3, "
+                 "3, 3] wants 4 in 3 groups");
+    tide_test_onnx_free(m);
     m = tide_test_onnx_new(11);
     n = conv_transpose_model(m, &crop, w);
     tide_test_onnx_attr_ints(m, n, "output_shape", 2, (int64_t[]){6, 5});
@@ -2451,6 +2483,76 @@ static void test_grouped_conv(void **state)
     tide_test_onnx_free(m);
 }
 
+/* 1-D Conv and ConvTranspose: [N, C, L] as 2-D of [N, C, 1, L], against reference loops. */
+static void test_conv_1d(void **state)
+{
+    (void)state;
+    /* Conv: x [2, 4, 7], w [6, 2, 3] in 2 groups, stride 2, pads 1: L' = (7 + 2 - 3) / 2 + 1. */
+    float x[2 * 4 * 7], w[6 * 2 * 3], bias[6] = {0.5f, -1, 2, 0, 1, -0.25f}, y[2 * 6 * 4];
+    for (int k = 0; k < 56; k++)
+        x[k] = (float)((k * 5) % 13) * 0.5f - 3.0f;
+    for (int k = 0; k < 36; k++)
+        w[k] = (float)((k * 7) % 10) * 0.2f - 1.0f;
+    struct tide_test_onnx *m = tide_test_onnx_new(13);
+    tide_test_onnx_init_f(m, "w", 3, (int64_t[]){6, 2, 3}, w);
+    tide_test_onnx_init_f(m, "b", 1, (int64_t[]){6}, bias);
+    Onnx__NodeProto *n =
+        one_node(m, "Conv", 3, (int64_t[]){2, 4, 7}, TIDE_TEST_NAMES("x", "w", "b"));
+    tide_test_onnx_attr_i(m, n, "group", 2);
+    tide_test_onnx_attr_ints(m, n, "strides", 1, (int64_t[]){2});
+    tide_test_onnx_attr_ints(m, n, "pads", 2, (int64_t[]){1, 1});
+    struct tide_onnx_result r;
+    tide_builder *b = import_ok(m, NULL, &r);
+    assert_shape(b, r.outputs[0], 3, (int64_t[]){2, 6, 4});
+    run_forward(b, &r, x, sizeof(x), y, 48);
+    for (int nn = 0; nn < 2; nn++)
+        for (int o = 0; o < 6; o++)
+            for (int l = 0; l < 4; l++) {
+                double want = bias[o];
+                for (int ci = 0; ci < 2; ci++)
+                    for (int t = 0; t < 3; t++) {
+                        int at = l * 2 - 1 + t, c_in = (o / 3) * 2 + ci;
+                        if (at >= 0 && at < 7)
+                            want += (double)x[(nn * 4 + c_in) * 7 + at] * w[(o * 2 + ci) * 3 + t];
+                    }
+                assert_float_equal(y[(nn * 6 + o) * 4 + l], want, 1e-5);
+            }
+    tide_onnx_result_free(&r);
+    tide_builder_free(b);
+    tide_test_onnx_free(m);
+
+    /* ConvTranspose: x [1, 2, 4], w [2, 3, 3], stride 2, output_padding 1: L' = 2 * 3 + 3 + 1. */
+    float yt[3 * 10];
+    m = tide_test_onnx_new(13);
+    tide_test_onnx_init_f(m, "w", 3, (int64_t[]){2, 3, 3}, w);
+    n = one_node(m, "ConvTranspose", 3, (int64_t[]){1, 2, 4}, TIDE_TEST_NAMES("x", "w"));
+    tide_test_onnx_attr_ints(m, n, "strides", 1, (int64_t[]){2});
+    tide_test_onnx_attr_ints(m, n, "output_padding", 1, (int64_t[]){1});
+    b = import_ok(m, NULL, &r);
+    assert_shape(b, r.outputs[0], 3, (int64_t[]){1, 3, 10});
+    run_forward(b, &r, x, 8 * sizeof(float), yt, 30);
+    double want_t[30] = {0};
+    for (int i = 0; i < 2; i++)
+        for (int l = 0; l < 4; l++)
+            for (int o = 0; o < 3; o++)
+                for (int t = 0; t < 3; t++)
+                    want_t[o * 10 + l * 2 + t] += (double)x[i * 4 + l] * w[(i * 3 + o) * 3 + t];
+    for (int k = 0; k < 30; k++)
+        assert_float_equal(yt[k], want_t[k], 1e-5);
+    assert_float_equal(yt[9], 0, 0); /* the output_padding element */
+    tide_onnx_result_free(&r);
+    tide_builder_free(b);
+    tide_test_onnx_free(m);
+
+    m = tide_test_onnx_new(13);
+    tide_test_onnx_init_f(m, "w", 3, (int64_t[]){6, 2, 3}, w);
+    n = one_node(m, "Conv", 3, (int64_t[]){2, 4, 7}, TIDE_TEST_NAMES("x", "w"));
+    tide_test_onnx_attr_i(m, n, "group", 2);
+    tide_test_onnx_attr_ints(m, n, "strides", 2, (int64_t[]){2, 2});
+    import_fails(m, NULL, "node n (Conv, opset 13): strides holds 2 values, not 1");
+    tide_test_onnx_free(m);
+}
+
 /*
  * Slice with steps: on constants (a reversed shape list, folded at import) and on tensors
  * (a Gather of the picked indices along each stepped axis), which train.
@@ -2620,6 +2722,7 @@ int main(void)
         cmocka_unit_test(test_softmax_cross_entropy_loss_weights),
         cmocka_unit_test(test_nll_loss_trains),
         cmocka_unit_test(test_grouped_conv),
+        cmocka_unit_test(test_conv_1d),
         cmocka_unit_test(test_slice_steps),
         cmocka_unit_test(test_bad_bytes),
     };

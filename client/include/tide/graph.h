@@ -316,16 +316,16 @@ tide_ref tide_builder_conv2d_grouped(tide_builder *b, const char *name, tide_ref
 
 /*
  * The transposed convolution (ONNX's ConvTranspose, the adjoint of Conv2D):
- * x [N, K, H, W] with filter w [K, C, R, S] -> [N, C, out_h, out_w], the
- * input gradient of a Conv2D with these strides and pads whose output is x.
- * out_h must satisfy (out_h + 2 * pad_h - R) / stride_h + 1 == H (and alike
- * for W): out_h from (H - 1) * stride_h + R - 2 * pad_h up to stride_h - 1
- * more (the rows past the last window are zero). No bias: add one with
- * tide_builder_bias_add.
+ * x [N, K, H, W] with filter w [K, C / group, R, S] -> [N, C, out_h, out_w],
+ * the input gradient of a Conv2D with these strides, pads and groups whose
+ * output is x. out_h must satisfy (out_h + 2 * pad_h - R) / stride_h + 1 ==
+ * H (and alike for W): out_h from (H - 1) * stride_h + R - 2 * pad_h up to
+ * stride_h - 1 more (the rows past the last window are zero). group divides
+ * K (1: dense). No bias: add one with tide_builder_bias_add.
  */
 tide_ref tide_builder_conv2d_transpose(tide_builder *b, const char *name, tide_ref x, tide_ref w,
                                        int64_t stride_h, int64_t stride_w, int64_t pad_h,
-                                       int64_t pad_w, int64_t out_h, int64_t out_w);
+                                       int64_t pad_w, int64_t out_h, int64_t out_w, int64_t group);
 
 /*
  * MaxPool2D and AvgPool2D over [N, C, H, W] with a kh x kw window, strides
