@@ -133,6 +133,16 @@ static const struct example cnn = {
     .losses = {2.3454859256744385, 2.203578472137451, 2.136988639831543},
 };
 
+/* Grouped and depthwise Conv, ConvTranspose, Resize (nearest and bilinear) and Pad. */
+static const struct example unet = {
+    .model = "unet.onnx",
+    .inputs = "unet_images.npy",
+    .labels = "unet_labels.npy",
+    .float_inputs = true,
+    .lr = 0.1f,
+    .losses = {2.2489938735961914, 2.2258405685424805, 2.3026602268218994},
+};
+
 static const struct example gpt = {
     .model = "gpt.onnx",
     .inputs = "gpt_tokens.npy",
@@ -350,6 +360,12 @@ static void test_cnn_matches_pytorch(void **state)
 }
 
 /* PyTorch's GPT: int64 tokens, the causal mask frozen, logits [4, 32, 256] and labels [4, 32]. */
+static void test_unet_matches_pytorch(void **state)
+{
+    (void)state;
+    train_example(&unet);
+}
+
 static void test_gpt_matches_pytorch(void **state)
 {
     (void)state;
@@ -475,6 +491,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cnn_matches_pytorch),
+        cmocka_unit_test(test_unet_matches_pytorch),
         cmocka_unit_test(test_gpt_matches_pytorch),
         cmocka_unit_test(test_frozen_buffers),
         cmocka_unit_test(test_refusals),

@@ -74,6 +74,39 @@ class SmallCNN(nn.Module):
         return self.fc(x)
 
 
+class SmallUNet(nn.Module):
+    """An encoder-decoder CNN of the layers segmentation and detection models
+    are made of, pooled to [batch, 10] logits: a depthwise-separable block
+    (a 3x3 convolution with one group per channel, then 1x1), a strided
+    convolution down, a grouped 3x3 convolution behind reflection padding,
+    then back up three ways (a 2x2 ConvTranspose of stride 2, nearest and
+    bilinear upsampling), a skip connection from the stem, zero padding and
+    global average pooling."""
+
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Conv2d(1, 8, 3, padding=1)
+        self.dw = nn.Conv2d(8, 8, 3, padding=1, groups=8)
+        self.pw = nn.Conv2d(8, 16, 1)
+        self.down = nn.Conv2d(16, 16, 3, stride=2, padding=1)
+        self.grouped = nn.Conv2d(16, 16, 3, groups=4)
+        self.up = nn.ConvTranspose2d(16, 8, 2, stride=2)
+        self.lat = nn.Conv2d(16, 8, 1)
+        self.head = nn.Conv2d(24, 10, 2)
+
+    def forward(self, images):
+        s = F.relu(self.stem(images))                                     # [B, 8, 28, 28]
+        x = F.relu(self.pw(self.dw(s)))                                   # [B, 16, 28, 28]
+        d = F.relu(self.down(x))                                          # [B, 16, 14, 14]
+        d = F.relu(self.grouped(F.pad(d, (1, 1, 1, 1), mode="reflect")))  # [B, 16, 14, 14]
+        lat = self.lat(d)
+        n = F.interpolate(lat, scale_factor=2, mode="nearest")            # [B, 8, 28, 28]
+        b = F.interpolate(lat, scale_factor=2, mode="bilinear", align_corners=False)
+        y = torch.cat([s, self.up(d) + n, b], dim=1)                      # [B, 24, 28, 28]
+        y = self.head(F.pad(y, (0, 1, 0, 1)))                             # [B, 10, 28, 28]
+        return F.adaptive_avg_pool2d(y, 1).flatten(1)
+
+
 class CausalSelfAttention(nn.Module):
     """Multi-head causal self-attention written the usual (nanoGPT) way: one
     projection to q, k and v, split, heads by view and transpose, scores
@@ -227,21 +260,92 @@ def check_initializers(proto, model):
 # ---------------------------------------------------------------------------
 
 def _np_conv2d(x, w, b, pads, strides, dilations, group):
-    if group != 1 or list(dilations) != [1, 1]:
-        raise NotImplementedError("Conv: groups or dilations other than 1")
+    if list(dilations) != [1, 1]:
+        raise NotImplementedError("Conv: dilations other than 1")
     x = np.pad(x, ((0, 0), (0, 0), (pads[0], pads[2]), (pads[1], pads[3])))
     n, c, h, wd = x.shape
-    k, _, kh, kw = w.shape
+    k, cg, kh, kw = w.shape
+    kg = k // group
     oh = (h - kh) // strides[0] + 1
     ow = (wd - kw) // strides[1] + 1
     out = np.zeros((n, k, oh, ow), dtype=np.float64)
-    for i in range(kh):
-        for j in range(kw):
-            patch = x[:, :, i:i + strides[0] * oh:strides[0], j:j + strides[1] * ow:strides[1]]
-            out += np.einsum("nchw,kc->nkhw", patch, w[:, :, i, j], dtype=np.float64)
+    for g in range(group):
+        xg = x[:, g * cg:(g + 1) * cg]
+        for i in range(kh):
+            for j in range(kw):
+                patch = xg[:, :, i:i + strides[0] * oh:strides[0], j:j + strides[1] * ow:strides[1]]
+                out[:, g * kg:(g + 1) * kg] += np.einsum(
+                    "nchw,kc->nkhw", patch, w[g * kg:(g + 1) * kg, :, i, j], dtype=np.float64)
     if b is not None:
         out += b.reshape(1, -1, 1, 1)
     return out.astype(np.float32)
+
+
+def _np_conv_transpose2d(x, w, b, a):
+    """ConvTranspose by its definition: input cell (ih, iw) adds x * w[:, :, r, s] at
+    (ih * stride + r, iw * stride + s) of the full result, which the pads then crop."""
+    if a.get("group", 1) != 1 or list(a.get("dilations", [1, 1])) != [1, 1] \
+            or "output_shape" in a or a.get("auto_pad", b"NOTSET") != b"NOTSET":
+        raise NotImplementedError("ConvTranspose: groups, dilations, output_shape, auto_pad")
+    st = a.get("strides", [1, 1])
+    op = a.get("output_padding", [0, 0])
+    pads = a.get("pads", [0] * 4)
+    n, c, h, wd = x.shape
+    _, k, kh, kw = w.shape
+    fh, fw = st[0] * (h - 1) + kh + op[0], st[1] * (wd - 1) + kw + op[1]
+    full = np.zeros((n, k, fh, fw), dtype=np.float64)
+    for r in range(kh):
+        for q in range(kw):
+            full[:, :, r:r + st[0] * h:st[0], q:q + st[1] * wd:st[1]] += np.einsum(
+                "nchw,ck->nkhw", x, w[:, :, r, q], dtype=np.float64)
+    out = full[:, :, pads[0]:fh - pads[2], pads[1]:fw - pads[3]]
+    if b is not None:
+        out = out + b.reshape(1, -1, 1, 1)
+    return out.astype(np.float32)
+
+
+def _np_resize_axis(x, axis, scale, a):
+    """One axis of Resize (opset 13) from the operator's formulas: the output
+    coordinate mapped back by coordinate_transformation_mode, then nearest
+    (by nearest_mode) or linear interpolation clamped at the edges."""
+    n_in = x.shape[axis]
+    n_out = int(math.floor(n_in * scale))
+    mode = a.get("coordinate_transformation_mode", b"half_pixel").decode()
+    out = np.arange(n_out, dtype=np.float64)
+    if mode == "half_pixel":
+        src = (out + 0.5) / scale - 0.5
+    elif mode == "asymmetric":
+        src = out / scale
+    elif mode == "align_corners":
+        src = out * (n_in - 1) / (n_out - 1) if n_out > 1 else np.zeros_like(out)
+    else:
+        raise NotImplementedError(f"Resize: coordinate_transformation_mode {mode}")
+    if a.get("mode", b"nearest") == b"nearest":
+        nearest = a.get("nearest_mode", b"round_prefer_floor").decode()
+        if nearest == "floor":
+            idx = np.floor(src)
+        elif nearest == "round_prefer_floor":
+            idx = np.ceil(src - 0.5)
+        else:
+            raise NotImplementedError(f"Resize: nearest_mode {nearest}")
+        return np.take(x, np.clip(idx, 0, n_in - 1).astype(np.int64), axis=axis)
+    if a["mode"] != b"linear":
+        raise NotImplementedError("Resize: cubic")
+    src = np.clip(src, 0, n_in - 1)
+    lo = np.floor(src).astype(np.int64)
+    hi = np.minimum(lo + 1, n_in - 1)
+    shape = [1] * x.ndim
+    shape[axis] = n_out
+    frac = (src - lo).reshape(shape)
+    return np.take(x, lo, axis=axis) * (1 - frac) + np.take(x, hi, axis=axis) * frac
+
+
+def _np_resize(x, scales, a):
+    y = x.astype(np.float64)
+    for axis, scale in enumerate(scales):
+        if scale != 1:
+            y = _np_resize_axis(y, axis, float(scale), a)
+    return y.astype(x.dtype)
 
 
 def _np_maxpool(x, kernel, strides, pads, ceil_mode):
@@ -268,8 +372,8 @@ _ERF = np.vectorize(math.erf, otypes=[np.float64])
 
 def onnx_forward(proto, feeds):
     """Runs the graph with NumPy, op by op, knowing only the ONNX operator
-    definitions of opset 14 (and only the ops and attributes these two models
-    use): a check on the exporter, independent of PyTorch's own kernels."""
+    definitions of opset 14 (and only the ops and attributes these three
+    models use): a check on the exporter, independent of PyTorch's own kernels."""
     env = {t.name: onnx.numpy_helper.to_array(t) for t in proto.graph.initializer}
     env.update(feeds)
     for node in proto.graph.node:
@@ -340,6 +444,30 @@ def onnx_forward(proto, feeds):
             out = [np.where(x[0], x[1], x[2]).astype(x[2].dtype)]
         elif op == "Softmax":
             out = [_np_softmax(x[0], a.get("axis", -1))]
+        elif op == "ConvTranspose":
+            out = [_np_conv_transpose2d(x[0], x[1], x[2] if len(x) > 2 else None, a)]
+        elif op == "Resize":
+            if len(x) > 3 and x[3] is not None and x[3].size:
+                raise NotImplementedError("Resize: sizes")
+            out = [_np_resize(x[0], x[2], a)]
+        elif op == "Pad":
+            pads = [int(p) for p in x[1]]
+            r = x[0].ndim
+            width = [(pads[i], pads[i + r]) for i in range(r)]
+            mode = a.get("mode", b"constant").decode()
+            if mode == "constant":
+                value = x[2] if len(x) > 2 and x[2] is not None else 0
+                out = [np.pad(x[0], width, mode="constant", constant_values=value)]
+            else:
+                out = [np.pad(x[0], width, mode={"reflect": "reflect", "edge": "edge"}[mode])]
+        elif op == "Shape":
+            out = [np.array(x[0].shape, dtype=np.int64)]
+        elif op == "ConstantOfShape":
+            value = onnx.numpy_helper.to_array(a["value"]) if "value" in a \
+                else np.zeros(1, np.float32)
+            out = [np.full(tuple(int(i) for i in x[0]), value[0], dtype=value.dtype)]
+        elif op == "GlobalAveragePool":
+            out = [np.mean(x[0], axis=(2, 3), keepdims=True)]
         else:
             raise NotImplementedError(f"onnx_forward: op {op}")
         env.update(zip(node.output, out))
@@ -462,6 +590,43 @@ def main():
         "ops": op_counts(proto),
         "nodes": len(proto.graph.node),
         "model_seed": 1301,
+    }
+
+    # -- U-Net-like CNN ----------------------------------------------------
+    batch, lr = 8, 0.1
+    torch.manual_seed(1304)
+    unet = SmallUNet()
+    images, labels = cnn_data(1305, steps, batch)
+    path = os.path.join(args.out, "unet.onnx")
+    initial = copy.deepcopy(unet.state_dict())
+    proto = export(unet, images[:batch], "images", path)
+    unet.load_state_dict(initial)
+    init_names = check_initializers(proto, unet)
+    forward = check_forward(proto, unet, "images", images[:batch], labels[:batch])
+    np.save(os.path.join(args.out, "unet_images.npy"), images.numpy())
+    np.save(os.path.join(args.out, "unet_labels.npy"), labels.numpy())
+    losses, untrained = sgd_losses(unet, images, labels, batch, lr, steps)
+    reference["models"]["unet"] = {
+        "file": "unet.onnx",
+        "input": {"name": "images", "file": "unet_images.npy", "dtype": "float32",
+                  "shape": list(images.shape), "batch_shape": [batch, 1, 28, 28],
+                  "content": "torch.rand with torch.Generator seed 1305: uniform in [0, 1)"},
+        "labels": {"file": "unet_labels.npy", "dtype": "int64", "shape": list(labels.shape),
+                   "content": "torch.randint(0, 10) from the same generator, after the images"},
+        "output": "logits",
+        "output_shape": [batch, 10],
+        "batch": batch,
+        "loss": "cross-entropy of logits against the class labels, mean over the batch",
+        "optimizer": {"name": "sgd", "lr": lr, "momentum": 0.0, "weight_decay": 0.0},
+        "losses": losses,
+        "losses_with_initial_weights": untrained,
+        "parameters": sum(p.numel() for p in unet.parameters()),
+        "initializers": init_names,
+        "buffers": [n for n in init_names if n not in dict(unet.named_parameters())],
+        "onnx_forward_check": forward,
+        "ops": op_counts(proto),
+        "nodes": len(proto.graph.node),
+        "model_seed": 1304,
     }
 
     # -- GPT ---------------------------------------------------------------
