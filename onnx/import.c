@@ -1551,7 +1551,8 @@ static int op_log_softmax(struct ctx *c)
  * pads[sp]; checks what tide supports.
  */
 static int window_nd(struct ctx *c, int sp, int32_t rank, const int64_t *in_dims,
-                     const int64_t *kernel, int64_t *strides, int64_t *pads)
+                     const int64_t *kernel, int64_t *strides, int64_t *pads_begin,
+                     int64_t *pads_end)
 {
     const Onnx__NodeProto *n = c->node;
     if (rank != 2 + sp)
@@ -1604,13 +1605,29 @@ static int window_nd(struct ctx *c, int sp, int32_t rank, const int64_t *in_dims
             }
         }
     }
-    for (int k = 0; k < sp; k++)
-        if (p[k] != p[k + sp]) {
-            char text[96];
-            return failf(c, "asymmetric pads %s are not supported (tide pads each side alike)",
-                         dims_text(text, sizeof(text), 2 * sp, p));
-        }
-    memcpy(pads, p, (size_t)sp * sizeof(int64_t));
+    memcpy(pads_begin, p, (size_t)sp * sizeof(int64_t));
+    memcpy(pads_end, p + sp, (size_t)sp * sizeof(int64_t));
+    return 0;
+}
+
+static int pad_constant_axis(struct ctx *c, tide_ref *x, int32_t rank, int64_t dims[MAX_RANK],
+                             int32_t axis, int64_t before, int64_t after, float value);
+
+/*
+ * Where a window's pads differ between the sides (ONNX's SAME_UPPER and
+ * SAME_LOWER, TensorFlow's SAME): the even part stays the op's own pad
+ * (pads[a]) and the rest is a block of fill concatenated to x (4-D, dims) on
+ * that side of axis 2 + a.
+ */
+static int even_pads(struct ctx *c, tide_ref *x, int64_t dims[MAX_RANK], const int64_t pb[2],
+                     const int64_t pe[2], float fill, int64_t pads[2])
+{
+    for (int a = 0; a < 2; a++) {
+        pads[a] = pb[a] < pe[a] ? pb[a] : pe[a];
+        if (pb[a] != pe[a] &&
+            pad_constant_axis(c, x, 4, dims, 2 + a, pb[a] - pads[a], pe[a] - pads[a], fill) != 0)
+            return -1;
+    }
     return 0;
 }
 
@@ -1621,13 +1638,14 @@ static int op_conv(struct ctx *c)
     if (float_in(c, 0, &x) != 0 || float_in(c, 1, &w) != 0)
         return -1;
     int32_t rx, rw;
-    int64_t dx[MAX_RANK], dw[MAX_RANK], strides[2] = {1, 1}, pads[2] = {0, 0};
+    int64_t dx[MAX_RANK], dw[MAX_RANK], strides[2] = {1, 1}, pads[2], pb[2] = {0, 0},
+                                                              pe[2] = {0, 0};
     if (ref_shape(c, x, &rx, dx) != 0 || ref_shape(c, w, &rw, dw) != 0)
         return -1;
     int sp = rw - 2;
     if (sp != 1 && sp != 2)
         return failf(c, "only 1-D and 2-D convolutions are supported, the weight has rank %d", rw);
-    if (window_nd(c, sp, rx, dx, dw + 2, strides + 2 - sp, pads + 2 - sp) != 0)
+    if (window_nd(c, sp, rx, dx, dw + 2, strides + 2 - sp, pb + 2 - sp, pe + 2 - sp) != 0)
         return -1;
     /* group: W is [M, C / group, kH, kW]; output channel block g reads input channel block g. */
     int64_t group = attr_i(n, "group", 1);
@@ -1645,9 +1663,13 @@ static int op_conv(struct ctx *c)
                      dw[1], dx[1], group, group == 1 ? "" : "s", dx[1] / group);
     /* 1-D is 2-D of [N, C, 1, L] with a 1 x k kernel. */
     if (sp == 1) {
-        x = tide_builder_reshape(c->b, NULL, x, 4, (int64_t[]){dx[0], dx[1], 1, dx[2]});
+        int64_t x4[MAX_RANK] = {dx[0], dx[1], 1, dx[2]};
+        x = tide_builder_reshape(c->b, NULL, x, 4, x4);
         w = tide_builder_reshape(c->b, NULL, w, 4, (int64_t[]){dw[0], dw[1], 1, dw[2]});
+        memcpy(dx, x4, sizeof(x4));
     }
+    if (even_pads(c, &x, dx, pb, pe, 0.0f, pads) != 0)
+        return -1;
     tide_ref r = tide_builder_conv2d_grouped(c->b, NULL, x, w, strides[0], strides[1], pads[0],
                                              pads[1], group);
     if (has_input(n, 2)) {
@@ -1863,6 +1885,30 @@ static int op_conv_transpose(struct ctx *c)
     return set_out(c, 0, r);
 }
 
+/*
+ * How many cells of the window [start, start + k) lie in [lo, hi): the
+ * divisor of an average over that range.
+ */
+static int64_t overlap(int64_t start, int64_t k, int64_t lo, int64_t hi)
+{
+    int64_t a = start > lo ? start : lo, b = start + k < hi ? start + k : hi;
+    return b > a ? b - a : 0;
+}
+
+/*
+ * MaxPool and AveragePool, 2-D or 1-D (as 2-D of [N, C, 1, L] with a 1 x k
+ * window). Even pads and floor sizes are tide's pools as they are (their
+ * pad cells count as -inf for the max and not at all for the average).
+ * Otherwise the window's extent on each axis is [-pb, L + pe), with
+ * ceil_mode's last window reaching past it (a window that would start past
+ * the input and its begin pad is dropped, as PyTorch does; ONNX 1.12's
+ * reference agrees wherever the last window starts inside).
+ * MaxPool: the uneven part of the pads is a block of -inf (even_pads).
+ * AveragePool: every pad is a block of zeros, tide's pool runs unpadded
+ * (dividing by the window's size), and a constant per output position
+ * rescales to ONNX's divisor, the window's cells inside the input
+ * (count_include_pad 0) or inside the pads (1).
+ */
 static int pool(struct ctx *c, bool is_max)
 {
     const Onnx__NodeProto *n = c->node;
@@ -1871,38 +1917,83 @@ static int pool(struct ctx *c, bool is_max)
         return -1;
     if (is_max && n->n_output > 1 && *n->output[1])
         return failf(c, "the Indices output is not supported");
-    if (attr_i(n, "ceil_mode", 0) != 0)
-        return failf(c, "ceil_mode 1 is not supported");
     if (attr_i(n, "storage_order", 0) != 0)
         return failf(c, "storage_order 1 is not supported");
+    bool ceil_mode = attr_i(n, "ceil_mode", 0) != 0;
+    bool count_pads = !is_max && attr_i(n, "count_include_pad", 0) != 0;
     const int64_t *kernel = NULL;
     int64_t sp = attr_ints(n, "kernel_shape", &kernel);
     if (sp != 1 && sp != 2)
         return failf(c, "kernel_shape must hold 1 or 2 values (1-D or 2-D pooling), not %" PRId64,
                      sp);
-    /* 1-D pooling is 2-D pooling of [N, C, 1, L] with a 1 x k window. */
     int32_t rank;
-    int64_t dims[MAX_RANK], k[2] = {1, 1}, strides[2] = {1, 1}, pads[2] = {0, 0};
+    int64_t dims[MAX_RANK], k[2] = {1, 1}, strides[2] = {1, 1}, pb[2] = {0, 0}, pe[2] = {0, 0};
     if (ref_shape(c, x, &rank, dims) != 0 ||
-        window_nd(c, (int)sp, rank, dims, kernel, strides + 2 - sp, pads + 2 - sp) != 0)
+        window_nd(c, (int)sp, rank, dims, kernel, strides + 2 - sp, pb + 2 - sp, pe + 2 - sp) != 0)
         return -1;
     memcpy(k + 2 - sp, kernel, (size_t)sp * sizeof(int64_t));
-    if (!is_max && attr_i(n, "count_include_pad", 0) != 0 && (pads[0] || pads[1]))
-        return failf(c, "count_include_pad 1 with padding is not supported (tide averages over "
-                        "the cells inside the input)");
-    if (sp == 1)
-        x = tide_builder_reshape(c->b, NULL, x, 4, (int64_t[]){dims[0], dims[1], 1, dims[2]});
-    tide_ref r = is_max ? tide_builder_max_pool2d(c->b, NULL, x, k[0], k[1], strides[0], strides[1],
-                                                  pads[0], pads[1])
-                        : tide_builder_avg_pool2d(c->b, NULL, x, k[0], k[1], strides[0], strides[1],
-                                                  pads[0], pads[1]);
     if (sp == 1) {
-        int64_t y[TIDE_BUILDER_MAX_RANK];
-        int32_t ry;
-        if (check_builder(c, r) != 0 || tide_builder_shape(c->b, r, y, &ry) != 0)
-            return -1;
-        r = tide_builder_reshape(c->b, NULL, r, 3, (int64_t[]){y[0], y[1], y[3]});
+        int64_t x4[MAX_RANK] = {dims[0], dims[1], 1, dims[2]};
+        x = tide_builder_reshape(c->b, NULL, x, 4, x4);
+        memcpy(dims, x4, sizeof(x4));
     }
+    /* Each axis's output size, and how far its last window reaches past the input's end. */
+    int64_t in[2] = {dims[2], dims[3]}, out[2], end[2];
+    bool plain = true;
+    for (int a = 0; a < 2; a++) {
+        int64_t span = in[a] + pb[a] + pe[a] - k[a];
+        if (span < 0)
+            return failf(c, "the kernel's %" PRId64 " is more than the padded input's %" PRId64,
+                         k[a], in[a] + pb[a] + pe[a]);
+        out[a] = (ceil_mode ? (span + strides[a] - 1) / strides[a] : span / strides[a]) + 1;
+        if (ceil_mode && (out[a] - 1) * strides[a] >= in[a] + pb[a])
+            out[a]--;
+        end[a] = (out[a] - 1) * strides[a] + k[a] - in[a] - pb[a];
+        if (end[a] < pe[a])
+            end[a] = pe[a];
+        plain &= pb[a] == pe[a] && end[a] == pe[a] && (!count_pads || pb[a] == 0);
+    }
+    int64_t pads[2] = {0, 0};
+    tide_ref r;
+    if (plain || is_max) {
+        if (!plain && even_pads(c, &x, dims, pb, end, -INFINITY, pads) != 0)
+            return -1;
+        if (plain)
+            pads[0] = pb[0], pads[1] = pb[1];
+        r = is_max ? tide_builder_max_pool2d(c->b, NULL, x, k[0], k[1], strides[0], strides[1],
+                                             pads[0], pads[1])
+                   : tide_builder_avg_pool2d(c->b, NULL, x, k[0], k[1], strides[0], strides[1],
+                                             pads[0], pads[1]);
+    } else {
+        for (int a = 0; a < 2; a++)
+            if (pad_constant_axis(c, &x, 4, dims, 2 + a, pb[a], end[a], 0.0f) != 0)
+                return -1;
+        r = tide_builder_avg_pool2d(c->b, NULL, x, k[0], k[1], strides[0], strides[1], 0, 0);
+        float *scale = malloc((size_t)(out[0] * out[1]) * sizeof(float));
+        if (!scale)
+            return failf(c, "out of memory");
+        for (int64_t i = 0; i < out[0]; i++)
+            for (int64_t j = 0; j < out[1]; j++) {
+                int64_t h0 = i * strides[0] - pb[0], w0 = j * strides[1] - pb[1];
+                int64_t cells = count_pads ? overlap(h0, k[0], -pb[0], in[0] + pe[0]) *
+                                                 overlap(w0, k[1], -pb[1], in[1] + pe[1])
+                                           : overlap(h0, k[0], 0, in[0]) * overlap(w0, k[1], 0, in[1]);
+                scale[i * out[1] + j] = cells ? (float)(k[0] * k[1]) / (float)cells : 0.0f;
+            }
+        r = tide_builder_mul(c->b, NULL, r,
+                             tide_builder_constant(c->b, NULL, TIDE_DT_FLOAT32, 2, out, scale));
+        free(scale);
+    }
+    int64_t y[TIDE_BUILDER_MAX_RANK];
+    int32_t ry;
+    if (check_builder(c, r) != 0 || tide_builder_shape(c->b, r, y, &ry) != 0)
+        return -1;
+    /* tide's pools give floor sizes: a window the ceil rule dropped is cut off. */
+    if (y[2] != out[0] || y[3] != out[1])
+        r = tide_builder_slice(c->b, NULL, r, (int64_t[]){0, 0, 0, 0},
+                               (int64_t[]){y[0], y[1], out[0], out[1]}, 4);
+    if (sp == 1)
+        r = tide_builder_reshape(c->b, NULL, r, 3, (int64_t[]){y[0], y[1], out[1]});
     return set_out(c, 0, r);
 }
 
@@ -4284,35 +4375,46 @@ static int op_pad(struct ctx *c)
             x = tide_builder_slice(c->b, NULL, x, begin, size, rank);
             dims[a] = keep;
         }
-        tide_ref parts[3];
-        int32_t n_parts = 0;
-        for (int side = 0; side < 2; side++) {
-            int64_t block[MAX_RANK], count;
-            memcpy(block, dims, sizeof(block));
-            block[a] = side ? pe : pb;
-            if (side == 1)
-                parts[n_parts++] = x;
-            if (block[a] == 0)
-                continue;
-            if ((count = numel(rank, block)) > FOLD_MAX_ELEMENTS)
-                return failf(
-                    c, "a pad of %" PRId64 " elements is more than the import builds (%" PRId64 ")",
-                    count, FOLD_MAX_ELEMENTS);
-            float *fill = malloc((size_t)(count ? count : 1) * sizeof(float));
-            if (!fill)
-                return failf(c, "out of memory");
-            for (int64_t e = 0; e < count; e++)
-                fill[e] = value;
-            parts[n_parts++] =
-                tide_builder_constant(c->b, NULL, TIDE_DT_FLOAT32, rank, block, fill);
-            free(fill);
-        }
-        x = tide_builder_concat(c->b, NULL, parts, n_parts, a);
-        dims[a] = n_out;
-        if (check_builder(c, x) != 0)
+        if (pad_constant_axis(c, &x, rank, dims, a, pb, pe, value) != 0)
             return -1;
     }
     return set_out(c, 0, x);
+}
+
+/*
+ * x (rank, dims) with before and after elements of value on each side of
+ * axis: a Concat with constant blocks, so the gradient reaches x (Concat's).
+ * dims[axis] grows by both.
+ */
+static int pad_constant_axis(struct ctx *c, tide_ref *x, int32_t rank, int64_t dims[MAX_RANK],
+                             int32_t axis, int64_t before, int64_t after, float value)
+{
+    tide_ref parts[3];
+    int32_t n_parts = 0;
+    for (int side = 0; side < 2; side++) {
+        int64_t block[MAX_RANK], count;
+        memcpy(block, dims, sizeof(block));
+        block[axis] = side ? after : before;
+        if (side == 1)
+            parts[n_parts++] = *x;
+        if (block[axis] == 0)
+            continue;
+        if ((count = numel(rank, block)) > FOLD_MAX_ELEMENTS)
+            return failf(c,
+                         "a pad of %" PRId64 " elements is more than the import builds (%" PRId64
+                         ")",
+                         count, FOLD_MAX_ELEMENTS);
+        float *fill = malloc((size_t)(count ? count : 1) * sizeof(float));
+        if (!fill)
+            return failf(c, "out of memory");
+        for (int64_t e = 0; e < count; e++)
+            fill[e] = value;
+        parts[n_parts++] = tide_builder_constant(c->b, NULL, TIDE_DT_FLOAT32, rank, block, fill);
+        free(fill);
+    }
+    *x = tide_builder_concat(c->b, NULL, parts, n_parts, axis);
+    dims[axis] += before + after;
+    return check_builder(c, *x);
 }
 
 /* ============================================================================

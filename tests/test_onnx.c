@@ -11,6 +11,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -500,33 +501,14 @@ static void test_unsupported_op_and_opset(void **state)
                  "do_constant_folding=False");
     tide_test_onnx_free(m);
 
-    /* Asymmetric pads are named. */
-    m = tide_test_onnx_new(13);
-    tide_test_onnx_input(m, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 4, (int64_t[]){1, 1, 4, 4},
-                         -1);
-    Onnx__NodeProto *p =
-        tide_test_onnx_node(m, "MaxPool", "pool", TIDE_TEST_NAMES("x"), TIDE_TEST_NAMES("y"));
-    Onnx__AttributeProto *k = tide_test_onnx_attr(m, p, "kernel_shape");
-    k->n_ints = 2;
-    k->ints = tide_test_onnx_own(m, 2 * sizeof(int64_t));
-    k->ints[0] = k->ints[1] = 2;
-    Onnx__AttributeProto *pads = tide_test_onnx_attr(m, p, "pads");
-    pads->n_ints = 4;
-    pads->ints = tide_test_onnx_own(m, 4 * sizeof(int64_t));
-    pads->ints[0] = 1, pads->ints[1] = 0, pads->ints[2] = 0, pads->ints[3] = 0;
-    tide_test_onnx_output(m, "y");
-    import_fails(m, NULL,
-                 "node pool (MaxPool, opset 13): asymmetric pads [1, 0, 0, 0] are not "
-                 "supported (tide pads each side alike)");
-    tide_test_onnx_free(m);
-
     /* A zero stride is refused before any arithmetic divides by it (fuzz_onnx found this with
      * auto_pad SAME_UPPER), and so is a negative pad. */
     m = tide_test_onnx_new(13);
     tide_test_onnx_input(m, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 4, (int64_t[]){1, 1, 5, 5},
                          -1);
-    p = tide_test_onnx_node(m, "AveragePool", "pool", TIDE_TEST_NAMES("x"), TIDE_TEST_NAMES("y"));
-    k = tide_test_onnx_attr(m, p, "kernel_shape");
+    Onnx__NodeProto *p =
+        tide_test_onnx_node(m, "AveragePool", "pool", TIDE_TEST_NAMES("x"), TIDE_TEST_NAMES("y"));
+    Onnx__AttributeProto *k = tide_test_onnx_attr(m, p, "kernel_shape");
     k->n_ints = 2;
     k->ints = tide_test_onnx_own(m, 2 * sizeof(int64_t));
     k->ints[0] = k->ints[1] = 3;
@@ -547,7 +529,7 @@ static void test_unsupported_op_and_opset(void **state)
                  "node pool (AveragePool, opset 13): auto_pad is not NOTSET, VALID, SAME_UPPER "
                  "or SAME_LOWER");
     auto_pad->has_s = 0;
-    pads = tide_test_onnx_attr(m, p, "pads");
+    Onnx__AttributeProto *pads = tide_test_onnx_attr(m, p, "pads");
     pads->n_ints = 4;
     pads->ints = tide_test_onnx_own(m, 4 * sizeof(int64_t));
     pads->ints[0] = pads->ints[2] = -1, pads->ints[1] = pads->ints[3] = 0;
@@ -2074,11 +2056,10 @@ static void test_pool_1d(void **state)
     }
     struct tide_test_onnx *m = tide_test_onnx_new(11);
     Onnx__NodeProto *n = one_node(m, "MaxPool", 3, (int64_t[]){1, 2, 5}, TIDE_TEST_NAMES("x"));
-    tide_test_onnx_attr_ints(m, n, "kernel_shape", 1, (int64_t[]){3});
+    tide_test_onnx_attr_ints(m, n, "kernel_shape", 1, (int64_t[]){9});
     tide_test_onnx_attr_ints(m, n, "pads", 2, (int64_t[]){0, 1});
     import_fails(m, NULL,
-                 "node n (MaxPool, opset 11): asymmetric pads [0, 1] are not supported (tide "
-                 "pads each side alike)");
+                 "node n (MaxPool, opset 11): the kernel's 9 is more than the padded input's 6");
     tide_test_onnx_free(m);
     m = tide_test_onnx_new(11);
     n = one_node(m, "MaxPool", 4, (int64_t[]){1, 2, 5, 5}, TIDE_TEST_NAMES("x"));
@@ -2634,6 +2615,161 @@ static void test_slice_steps(void **state)
     tide_test_onnx_free(m);
 }
 
+/*
+ * A pooling window by its definition, on one [h, w] plane: output (i, j) covers rows
+ * [i s - pb0, i s - pb0 + k) and columns alike; max over the cells inside the input, or
+ * their sum divided by the cells inside the input (count_pads false) or inside [-pb, in + pe)
+ * (count_pads true). oh and ow are the output's size.
+ */
+struct pool_case {
+    int64_t h, w, k, s, pb[2], pe[2], oh, ow;
+    bool is_max, count_pads;
+};
+
+static double pool_ref(const struct pool_case *p, const float *x, int64_t i, int64_t j)
+{
+    int64_t r0 = i * p->s - p->pb[0], c0 = j * p->s - p->pb[1], count = 0;
+    double acc = p->is_max ? -INFINITY : 0;
+    for (int64_t r = r0; r < r0 + p->k; r++)
+        for (int64_t q = c0; q < c0 + p->k; q++) {
+            bool inside = r >= 0 && r < p->h && q >= 0 && q < p->w;
+            bool padded =
+                r >= -p->pb[0] && r < p->h + p->pe[0] && q >= -p->pb[1] && q < p->w + p->pe[1];
+            count += p->count_pads ? padded : inside;
+            if (inside)
+                acc = p->is_max ? fmax(acc, x[r * p->w + q]) : acc + x[r * p->w + q];
+        }
+    return p->is_max ? acc : acc / (double)count;
+}
+
+static Onnx__NodeProto *pool_model(struct tide_test_onnx *m, const struct pool_case *p)
+{
+    Onnx__NodeProto *n = one_node(m, p->is_max ? "MaxPool" : "AveragePool", 4,
+                                  (int64_t[]){1, 1, p->h, p->w}, TIDE_TEST_NAMES("x"));
+    tide_test_onnx_attr_ints(m, n, "kernel_shape", 2, (int64_t[]){p->k, p->k});
+    tide_test_onnx_attr_ints(m, n, "strides", 2, (int64_t[]){p->s, p->s});
+    tide_test_onnx_attr_ints(m, n, "pads", 4, (int64_t[]){p->pb[0], p->pb[1], p->pe[0], p->pe[1]});
+    return n;
+}
+
+/*
+ * Pads that differ between the sides, ceil_mode and count_include_pad: pools against their
+ * definition, a Conv against a reference loop, and one SGD step through a rescaled average.
+ */
+static void test_window_pads(void **state)
+{
+    (void)state;
+    float x[5 * 6], y[64];
+    for (int k = 0; k < 30; k++)
+        x[k] = (float)((k * 7) % 11) - 4.5f;
+    static const struct pool_case cases[] = {
+        /* One more pad at one end: (5 + 1 - 3) / 2 + 1 = 2 rows, (6 + 1 - 3) / 2 + 1 = 3
+         * columns; max and both averages. */
+        {5, 6, 3, 2, {0, 0}, {1, 1}, 2, 3, true, false},
+        {5, 6, 3, 2, {0, 0}, {1, 1}, 2, 3, false, false},
+        {5, 6, 3, 2, {1, 0}, {0, 1}, 2, 3, false, true},
+        /* count_include_pad with even pads, floor sizes. */
+        {5, 6, 3, 1, {1, 1}, {1, 1}, 5, 6, false, true},
+        /* ceil_mode: (5 - 2) / 2 rounds up to 2, so 3 rows; (6 + 1 - 2) / 2 to 3, so 4 columns. */
+        {5, 6, 2, 2, {0, 1}, {0, 0}, 3, 4, true, false},
+        {5, 6, 2, 2, {0, 1}, {0, 0}, 3, 4, false, false},
+        {5, 6, 2, 2, {0, 1}, {0, 0}, 3, 4, false, true},
+    };
+    for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+        const struct pool_case *p = &cases[c];
+        struct tide_test_onnx *m = tide_test_onnx_new(13);
+        Onnx__NodeProto *n = pool_model(m, p);
+        bool ceil_mode = c >= 4;
+        if (ceil_mode)
+            tide_test_onnx_attr_i(m, n, "ceil_mode", 1);
+        if (p->count_pads)
+            tide_test_onnx_attr_i(m, n, "count_include_pad", 1);
+        struct tide_onnx_result r;
+        tide_builder *b = import_ok(m, NULL, &r);
+        assert_shape(b, r.outputs[0], 4, (int64_t[]){1, 1, p->oh, p->ow});
+        run_forward(b, &r, x, sizeof(x), y, (size_t)(p->oh * p->ow));
+        for (int64_t i = 0; i < p->oh; i++)
+            for (int64_t j = 0; j < p->ow; j++)
+                if (fabs(y[i * p->ow + j] - pool_ref(p, x, i, j)) > 1e-5)
+                    fail_msg("case %zu: output (%" PRId64 ", %" PRId64 ") is %.9g, want %.9g", c, i,
+                             j, y[i * p->ow + j], pool_ref(p, x, i, j));
+        tide_onnx_result_free(&r);
+        tide_builder_free(b);
+        tide_test_onnx_free(m);
+    }
+
+    /* Conv with auto_pad SAME_UPPER at stride 2 on 5 x 6: pads [1, 0] before, [1, 1] after. */
+    float w[9];
+    for (int k = 0; k < 9; k++)
+        w[k] = (float)(k % 4) - 1.5f;
+    struct tide_test_onnx *m = tide_test_onnx_new(13);
+    tide_test_onnx_init_f(m, "w", 4, (int64_t[]){1, 1, 3, 3}, w);
+    Onnx__NodeProto *n = one_node(m, "Conv", 4, (int64_t[]){1, 1, 5, 6}, TIDE_TEST_NAMES("x", "w"));
+    tide_test_onnx_attr_ints(m, n, "strides", 2, (int64_t[]){2, 2});
+    attr_str(m, n, "auto_pad", "SAME_UPPER");
+    struct tide_onnx_result r;
+    tide_builder *b = import_ok(m, NULL, &r);
+    assert_shape(b, r.outputs[0], 4, (int64_t[]){1, 1, 3, 3});
+    run_forward(b, &r, x, sizeof(x), y, 9);
+    for (int i = 0; i < 3; i++)
+        for (int j = 0; j < 3; j++) {
+            double want = 0;
+            for (int rr = 0; rr < 3; rr++)
+                for (int q = 0; q < 3; q++) {
+                    int at_r = i * 2 - 1 + rr, at_c = j * 2 + q; /* begin pads 1 (H), 0 (W) */
+                    if (at_r >= 0 && at_r < 5 && at_c >= 0 && at_c < 6)
+                        want += (double)x[at_r * 6 + at_c] * w[rr * 3 + q];
+                }
+            assert_float_equal(y[i * 3 + j], want, 1e-5);
+        }
+    tide_onnx_result_free(&r);
+    tide_builder_free(b);
+    tide_test_onnx_free(m);
+
+    /*
+     * Training: y = AveragePool(v * x) with v a Variable [1, 1, 5, 6], ceil_mode and
+     * count_include_pad (case 6); loss = mean(y^2) over 12 outputs. Each v cell moves by
+     * -0.1 * x * (sum over the windows holding it of 2 y / 12 / divisor).
+     */
+    const struct pool_case *p = &cases[6];
+    float v0[30], v[30];
+    for (int k = 0; k < 30; k++)
+        v0[k] = 1.0f + 0.1f * (float)(k % 5);
+    m = tide_test_onnx_new(13);
+    tide_test_onnx_init_f(m, "v", 4, (int64_t[]){1, 1, 5, 6}, v0);
+    tide_test_onnx_input(m, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 4, (int64_t[]){1, 1, 5, 6},
+                         -1);
+    tide_test_onnx_node(m, "Mul", "mul", TIDE_TEST_NAMES("v", "x"), TIDE_TEST_NAMES("vx"));
+    n = tide_test_onnx_node(m, "AveragePool", "pool", TIDE_TEST_NAMES("vx"), TIDE_TEST_NAMES("y"));
+    tide_test_onnx_attr_ints(m, n, "kernel_shape", 2, (int64_t[]){2, 2});
+    tide_test_onnx_attr_ints(m, n, "strides", 2, (int64_t[]){2, 2});
+    tide_test_onnx_attr_ints(m, n, "pads", 4, (int64_t[]){0, 1, 0, 0});
+    tide_test_onnx_attr_i(m, n, "ceil_mode", 1);
+    tide_test_onnx_attr_i(m, n, "count_include_pad", 1);
+    tide_test_onnx_output(m, "y");
+    train_one_step(m, x, sizeof(x), "v", v, 30);
+    float vx[30];
+    double grad[30] = {0};
+    for (int k = 0; k < 30; k++)
+        vx[k] = v0[k] * x[k];
+    for (int64_t i = 0; i < p->oh; i++)
+        for (int64_t j = 0; j < p->ow; j++) {
+            double yo = pool_ref(p, vx, i, j), count = 0;
+            int64_t r0 = i * p->s - p->pb[0], c0 = j * p->s - p->pb[1];
+            for (int64_t rr = r0; rr < r0 + p->k; rr++)
+                for (int64_t q = c0; q < c0 + p->k; q++)
+                    count += rr >= -p->pb[0] && rr < p->h + p->pe[0] && q >= -p->pb[1] &&
+                             q < p->w + p->pe[1];
+            for (int64_t rr = r0; rr < r0 + p->k; rr++)
+                for (int64_t q = c0; q < c0 + p->k; q++)
+                    if (rr >= 0 && rr < p->h && q >= 0 && q < p->w)
+                        grad[rr * p->w + q] += 2 * yo / 12.0 / count * x[rr * p->w + q];
+        }
+    for (int k = 0; k < 30; k++)
+        assert_float_equal(v[k], v0[k] - 0.1 * grad[k], 1e-6);
+    tide_test_onnx_free(m);
+}
+
 static void test_bad_bytes(void **state)
 {
     (void)state;
@@ -2724,6 +2860,7 @@ int main(void)
         cmocka_unit_test(test_grouped_conv),
         cmocka_unit_test(test_conv_1d),
         cmocka_unit_test(test_slice_steps),
+        cmocka_unit_test(test_window_pads),
         cmocka_unit_test(test_bad_bytes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
