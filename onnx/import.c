@@ -1308,13 +1308,22 @@ static int op_identity(struct ctx *c)
 }
 
 /* Pow with a constant exponent that tide computes exactly: 1, 2 (x * x) and 0.5 (Sqrt). */
+static tide_ref scalar(struct ctx *c, float value);
+
+/*
+ * Pow with one constant exponent p. Integers up to 64 in magnitude multiply
+ * x by itself (by squaring; 1 / that for a negative p), exact in sign for a
+ * negative base; 0.5 is Sqrt. Any other p is exp(p log x), which for a
+ * non-integer p gives what powf gives at every x: NaN below 0, 0 or inf
+ * at 0, the power above.
+ */
 static int op_pow(struct ctx *c)
 {
     struct value *e = in_value(c, 1);
     if (!e)
         return -1;
     if (!e->known || numel(e->rank, e->dims) != 1)
-        return failf(c, "the exponent must be one constant (2 or 0.5)");
+        return failf(c, "the exponent must be one constant");
     double p = get_num(e, 0);
     tide_ref x;
     if (float_in(c, 0, &x) != 0)
@@ -1326,13 +1335,30 @@ static int op_pow(struct ctx *c)
         return -1;
     if (e->rank > xr)
         return failf(c, "an exponent of rank %d above the base's %d is not supported", e->rank, xr);
-    if (p == 2.0)
-        return set_out(c, 0, tide_builder_mul(c->b, NULL, x, x));
+    if (!isfinite(p))
+        return failf(c, "exponent %g is not supported (only finite ones)", p);
     if (p == 0.5)
         return set_out(c, 0, tide_builder_sqrt(c->b, NULL, x));
-    if (p == 1.0)
-        return set_out(c, 0, tide_builder_identity(c->b, NULL, x));
-    return failf(c, "exponent %g is not supported (only 2, 0.5 and 1)", p);
+    if (p == 0) /* 1 everywhere, NaN included, as powf */
+        return set_out(c, 0, tide_builder_add(c->b, NULL, tide_builder_scale(c->b, NULL, x, 0.0f),
+                                              scalar(c, 1.0f)));
+    if (p != floor(p) || fabs(p) > 64) {
+        tide_ref l = tide_builder_scale(c->b, NULL, tide_builder_log(c->b, NULL, x), (float)p);
+        return set_out(c, 0, tide_builder_exp(c->b, NULL, l));
+    }
+    int64_t q = (int64_t)fabs(p);
+    tide_ref r = TIDE_REF_NONE, sq = x;
+    for (; q; q >>= 1) {
+        if (q & 1)
+            r = r.id < 0 ? sq : tide_builder_mul(c->b, NULL, r, sq);
+        if (q > 1)
+            sq = tide_builder_mul(c->b, NULL, sq, sq);
+    }
+    if (p < 0)
+        r = tide_builder_div(c->b, NULL, scalar(c, 1.0f), r);
+    else if (p == 1)
+        r = tide_builder_identity(c->b, NULL, x);
+    return set_out(c, 0, r);
 }
 
 /* Where with a constant condition: x * m + y * (1 - m) with m the condition as 0/1, computed
@@ -2965,6 +2991,72 @@ static int op_softplus(struct ctx *c)
     return set_out(c, 0, tide_builder_log(c->b, NULL, e));
 }
 
+/* HardSwish: x * HardSigmoid(x) with alpha 1/6 and beta 0.5. */
+static int op_hard_swish(struct ctx *c)
+{
+    tide_ref x;
+    if (float_in(c, 0, &x) != 0)
+        return -1;
+    tide_ref h = tide_builder_add(c->b, NULL, tide_builder_scale(c->b, NULL, x, 1.0f / 6.0f),
+                                  scalar(c, 0.5f));
+    h = tide_builder_max(c->b, NULL, tide_builder_min(c->b, NULL, h, scalar(c, 1.0f)),
+                         scalar(c, 0.0f));
+    return set_out(c, 0, tide_builder_mul(c->b, NULL, x, h));
+}
+
+/* Mish: x * tanh(softplus(x)), softplus as ln(1 + e^x) (past e^88 it is inf, and tanh 1). */
+static int op_mish(struct ctx *c)
+{
+    tide_ref x;
+    if (float_in(c, 0, &x) != 0)
+        return -1;
+    tide_ref sp = tide_builder_log(
+        c->b, NULL, tide_builder_add(c->b, NULL, tide_builder_exp(c->b, NULL, x), scalar(c, 1.0f)));
+    return set_out(c, 0, tide_builder_mul(c->b, NULL, x, tide_builder_tanh(c->b, NULL, sp)));
+}
+
+/*
+ * LRN (AlexNet's local response normalisation across channels): the sum of
+ * squares over the channel window [c - floor((size - 1) / 2), c + ceil((size
+ * - 1) / 2)] is an unpadded average pool (times size) of x^2 seen as [N, 1,
+ * C, D1 ... Dk] with zeros past both ends of C; y = x * exp(-beta ln(bias +
+ * alpha * that average)), the base being above bias > 0.
+ */
+static int op_lrn(struct ctx *c)
+{
+    const Onnx__NodeProto *n = c->node;
+    tide_ref x;
+    int32_t rank;
+    int64_t dims[MAX_RANK];
+    if (float_in(c, 0, &x) != 0 || ref_shape(c, x, &rank, dims) != 0)
+        return -1;
+    if (rank < 3)
+        return failf(c, "x has rank %d, wants [N, C, D1, ...]", rank);
+    const Onnx__AttributeProto *size_attr = attr(n, "size");
+    if (!size_attr || !size_attr->has_i)
+        return failf(c, "attribute size is required");
+    int64_t size = size_attr->i;
+    float alpha = attr_f(n, "alpha", 1e-4f), beta = attr_f(n, "beta", 0.75f),
+          bias = attr_f(n, "bias", 1.0f);
+    if (size < 1 || size > INT32_MAX)
+        return failf(c, "size is %" PRId64 ", not in 1..%d", size, INT32_MAX);
+    if (!(bias > 0) || !isfinite(alpha) || !isfinite(beta) || !isfinite(bias))
+        return failf(c, "bias %g, alpha %g and beta %g must be finite and bias above 0", bias,
+                     alpha, beta);
+    int64_t spatial = numel(rank - 2, dims + 2);
+    int64_t view[MAX_RANK] = {dims[0], 1, dims[1], spatial};
+    tide_ref sq = tide_builder_reshape(c->b, NULL, tide_builder_mul(c->b, NULL, x, x), 4, view);
+    if (pad_constant_axis(c, &sq, 4, view, 2, (size - 1) / 2, size / 2, 0.0f) != 0)
+        return -1;
+    tide_ref mean = tide_builder_avg_pool2d(c->b, NULL, sq, size, 1, 1, 1, 0, 0);
+    mean = tide_builder_reshape(c->b, NULL, mean, rank, dims);
+    tide_ref base = tide_builder_add(c->b, NULL, tide_builder_scale(c->b, NULL, mean, alpha),
+                                     scalar(c, bias));
+    tide_ref inv = tide_builder_exp(
+        c->b, NULL, tide_builder_scale(c->b, NULL, tide_builder_log(c->b, NULL, base), -beta));
+    return set_out(c, 0, tide_builder_mul(c->b, NULL, x, inv));
+}
+
 /* Elu and Selu: gamma (relu(x) + min(0, alpha (exp(x) - 1))), which for alpha > 0 is
  * gamma x where x > 0 and gamma alpha (exp(x) - 1) elsewhere. */
 static int elu_common(struct ctx *c, float alpha, float gamma)
@@ -4470,18 +4562,21 @@ static const struct op_entry ops[] = {
     {"GlobalMaxPool", op_global_max_pool, 1, {1, 22}},
     {"GRU", op_gru, 7, {1, 3, 7, 14, 22}},
     {"HardSigmoid", op_hard_sigmoid, 1, {1, 6, 22}},
+    {"HardSwish", op_hard_swish, 14, {14, 22}},
     {"Identity", op_identity, 1, {1, 13, 14, 16, 19, 21, 23, 24, 25}},
     {"InstanceNormalization", op_instance_normalization, 1, {1, 6, 22}},
     {"LayerNormalization", op_layer_normalization, 17, {17}},
     {"LeakyRelu", op_leaky_relu, 1, {1, 6, 16}},
     {"Log", op_log, 1, {1, 6, 13}},
     {"LogSoftmax", op_log_softmax, 1, {1, 11, 13}},
+    {"LRN", op_lrn, 1, {1, 13}},
     {"LSTM", op_lstm, 7, {1, 7, 14, 22}},
     {"MatMul", op_matmul, 1, {1, 9, 13}},
     {"Max", op_max, 1, {1, 6, 8, 12, 13}},
     {"MaxPool", op_max_pool, 1, {1, 8, 10, 11, 12, 22}},
     {"Mean", op_mean, 1, {1, 6, 8, 13}},
     {"Min", op_min, 1, {1, 6, 8, 12, 13}},
+    {"Mish", op_mish, 18, {18, 22}},
     {"Mul", op_mul, 1, {1, 6, 7, 13, 14}},
     {"Neg", op_neg, 1, {1, 6, 13}},
     {"NegativeLogLikelihoodLoss", op_negative_log_likelihood_loss, 12, {12, 13, 22}},

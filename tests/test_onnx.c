@@ -1489,11 +1489,22 @@ static void expect_values(struct tide_test_onnx *m, const float *x, size_t n_x, 
 
 /* Imports m (one float input x, one output y), adds loss = mean(y^2), runs one SGD step of
  * learning rate 0.1 on x and fetches the Variable var (count floats) after it; m stays m's. */
+static void train_one_step_frozen(struct tide_test_onnx *m, const float *x, size_t x_bytes,
+                                  const char *frozen, const char *var, float *out, size_t count);
+
 static void train_one_step(struct tide_test_onnx *m, const float *x, size_t x_bytes,
                            const char *var, float *out, size_t count)
 {
+    train_one_step_frozen(m, x, x_bytes, NULL, var, out, count);
+}
+
+/* train_one_step with the float initializer frozen (when not NULL) imported as a constant. */
+static void train_one_step_frozen(struct tide_test_onnx *m, const float *x, size_t x_bytes,
+                                  const char *frozen, const char *var, float *out, size_t count)
+{
     struct tide_onnx_result r;
-    tide_builder *b = import_ok(m, NULL, &r);
+    struct tide_onnx_options io = {.frozen = &frozen, .n_frozen = frozen ? 1 : 0};
+    tide_builder *b = import_ok(m, &io, &r);
     tide_ref loss = tide_builder_reduce_mean(
         b, "loss", tide_builder_mul(b, NULL, r.outputs[0], r.outputs[0]), NULL, 0, false);
     assert_true(loss.id >= 0);
@@ -2770,6 +2781,97 @@ static void test_window_pads(void **state)
     tide_test_onnx_free(m);
 }
 
+/* Pow with any constant exponent, HardSwish, Mish and LRN against their formulas. */
+static void test_pow_activations_lrn(void **state)
+{
+    (void)state;
+    float x[6] = {-2.5f, -1, 0, 0.5f, 1.25f, 3}, y[6];
+    static const float exps[] = {3, -2, 1.5f, 0, 7, -0.5f, 1};
+    for (size_t e = 0; e < sizeof(exps) / sizeof(exps[0]); e++) {
+        struct tide_test_onnx *m = tide_test_onnx_new(13);
+        tide_test_onnx_init_f(m, "p", 0, NULL, &exps[e]);
+        one_node(m, "Pow", 1, (int64_t[]){6}, TIDE_TEST_NAMES("x", "p"));
+        struct tide_onnx_result r;
+        /* The exponent is a float initializer: frozen, so it is a constant. */
+        struct tide_onnx_options o = {.frozen = (const char *const[]){"p"}, .n_frozen = 1};
+        tide_builder *b = import_ok(m, &o, &r);
+        run_forward(b, &r, x, sizeof(x), y, 6);
+        for (int k = 0; k < 6; k++) {
+            float want = powf(x[k], exps[e]);
+            if (isnan(want))
+                assert_true(isnan(y[k]));
+            else if (isinf(want))
+                assert_true(isinf(y[k]) && (y[k] > 0) == (want > 0));
+            else if (fabsf(y[k] - want) > 1e-5f + 1e-5f * fabsf(want))
+                fail_msg("Pow exponent %g at %g: %.9g, want %.9g", exps[e], x[k], y[k], want);
+        }
+        tide_onnx_result_free(&r);
+        tide_builder_free(b);
+        tide_test_onnx_free(m);
+    }
+    for (int op = 0; op < 2; op++) {
+        struct tide_test_onnx *m = tide_test_onnx_new(op ? 18 : 14);
+        one_node(m, op ? "Mish" : "HardSwish", 1, (int64_t[]){6}, TIDE_TEST_NAMES("x"));
+        struct tide_onnx_result r;
+        tide_builder *b = import_ok(m, NULL, &r);
+        run_forward(b, &r, x, sizeof(x), y, 6);
+        for (int k = 0; k < 6; k++) {
+            double v = x[k];
+            double want = op ? v * tanh(log1p(exp(v))) : v * fmax(0, fmin(1, v / 6 + 0.5));
+            assert_float_equal(y[k], want, 1e-6);
+        }
+        tide_onnx_result_free(&r);
+        tide_builder_free(b);
+        tide_test_onnx_free(m);
+    }
+
+    /* LRN over x [1, 5, 1, 2], size 4 (one channel before, two after), against its formula. */
+    float lx[10], ly[10];
+    for (int k = 0; k < 10; k++)
+        lx[k] = (float)k - 3.5f;
+    struct tide_test_onnx *m = tide_test_onnx_new(13);
+    Onnx__NodeProto *n = one_node(m, "LRN", 4, (int64_t[]){1, 5, 1, 2}, TIDE_TEST_NAMES("x"));
+    tide_test_onnx_attr_i(m, n, "size", 4);
+    tide_test_onnx_attr_f(m, n, "alpha", 0.3f);
+    tide_test_onnx_attr_f(m, n, "beta", 0.6f);
+    tide_test_onnx_attr_f(m, n, "bias", 2.0f);
+    struct tide_onnx_result r;
+    tide_builder *b = import_ok(m, NULL, &r);
+    run_forward(b, &r, lx, sizeof(lx), ly, 10);
+    for (int ch = 0; ch < 5; ch++)
+        for (int pos = 0; pos < 2; pos++) {
+            double sum = 0;
+            for (int i = ch - 1; i <= ch + 2; i++)
+                if (i >= 0 && i < 5)
+                    sum += (double)lx[i * 2 + pos] * lx[i * 2 + pos];
+            double want = lx[ch * 2 + pos] / pow(2.0 + 0.3 / 4 * sum, 0.6);
+            assert_float_equal(ly[ch * 2 + pos], want, 1e-5);
+        }
+    tide_onnx_result_free(&r);
+    tide_builder_free(b);
+    tide_test_onnx_free(m);
+    m = tide_test_onnx_new(13);
+    n = one_node(m, "LRN", 4, (int64_t[]){1, 5, 1, 2}, TIDE_TEST_NAMES("x"));
+    tide_test_onnx_attr_i(m, n, "size", 0);
+    import_fails(m, NULL, "node n (LRN, opset 13): size is 0, not in 1..2147483647");
+    tide_test_onnx_free(m);
+
+    /* Pow trains: y = (v x)^3, loss mean(y^2) over 2, so v moves by -0.1 * 3 y (v x)^2 x. */
+    m = tide_test_onnx_new(13);
+    tide_test_onnx_init_f(m, "v", 1, (int64_t[]){2}, (float[]){0.5f, -1});
+    tide_test_onnx_init_f(m, "p", 0, NULL, (float[]){3});
+    tide_test_onnx_input(m, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 1, (int64_t[]){2}, -1);
+    tide_test_onnx_node(m, "Mul", "mul", TIDE_TEST_NAMES("v", "x"), TIDE_TEST_NAMES("vx"));
+    tide_test_onnx_node(m, "Pow", "pow", TIDE_TEST_NAMES("vx", "p"), TIDE_TEST_NAMES("y"));
+    tide_test_onnx_output(m, "y");
+    float v[3];
+    train_one_step_frozen(m, (float[]){2, 0.5f}, 2 * sizeof(float), "p", "v", v, 2);
+    /* vx = 1, -0.5; y = 1, -0.125. */
+    assert_float_equal(v[0], 0.5 - 0.1 * 3 * 1 * 1 * 2, 1e-6);
+    assert_float_equal(v[1], -1 - 0.1 * 3 * -0.125 * 0.25 * 0.5, 1e-6);
+    tide_test_onnx_free(m);
+}
+
 static void test_bad_bytes(void **state)
 {
     (void)state;
@@ -2861,6 +2963,7 @@ int main(void)
         cmocka_unit_test(test_conv_1d),
         cmocka_unit_test(test_slice_steps),
         cmocka_unit_test(test_window_pads),
+        cmocka_unit_test(test_pow_activations_lrn),
         cmocka_unit_test(test_bad_bytes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
