@@ -1571,6 +1571,10 @@ static int op_log_softmax(struct ctx *c)
 
 /* ---- convolution and pooling ---- */
 
+static int gather_axis(struct ctx *c, tide_ref *x, int32_t rank, int64_t dims[MAX_RANK],
+                       int32_t axis, int64_t n_out, int32_t taps, const int32_t *ids,
+                       const float *w);
+
 /*
  * Reads kernel, strides, pads and dilations of a window op over sp spatial
  * axes (1 or 2: an [N, C, L] or [N, C, H, W] input) into strides[sp] and
@@ -1605,7 +1609,7 @@ static int window_nd(struct ctx *c, int sp, int32_t rank, const int64_t *in_dims
             if (list[k] != 1)
                 return failf(c, "dilations other than 1 are not supported");
     }
-    int64_t p[4] = {0, 0, 0, 0};
+    int64_t p[6] = {0, 0, 0, 0, 0, 0};
     if ((count = attr_ints(n, "pads", &list)) >= 0) {
         if (count != 2 * sp)
             return failf(c, "pads holds %" PRId64 " values, not %d", count, 2 * sp);
@@ -1657,6 +1661,86 @@ static int even_pads(struct ctx *c, tide_ref *x, int64_t dims[MAX_RANK], const i
     return 0;
 }
 
+static int depth_taps(struct ctx *c, tide_ref x, const int64_t dims[5], int64_t kd,
+                      int64_t stride, int64_t pb, int64_t end, int64_t out, float fill,
+                      tide_ref *taps);
+static tide_ref depth_back(struct ctx *c, tide_ref y, int64_t n, int64_t out);
+
+/* At most this many depth taps (a kernel's depth) are unrolled into 2-D ops. */
+#define MAX_DEPTH_TAPS 64
+
+/* group: W is [M, C / group, k...]; output channel block g reads input channel block g. */
+static int conv_group(struct ctx *c, const int64_t *dx, const int64_t *dw, int64_t *group)
+{
+    int64_t g = attr_i(c->node, "group", 1);
+    if (g < 1)
+        return failf(c, "group is %" PRId64 ", not 1 or more", g);
+    if (dx[1] % g != 0 || dw[0] % g != 0)
+        return failf(c,
+                     "group %" PRId64 " must divide the input's %" PRId64
+                     " channels and the weight's %" PRId64 " feature maps",
+                     g, dx[1], dw[0]);
+    if (dx[1] / g != dw[1])
+        return failf(c,
+                     "the weight's channel dimension is %" PRId64 ", but the input's %" PRId64
+                     " channels in %" PRId64 " group%s want %" PRId64,
+                     dw[1], dx[1], g, g == 1 ? "" : "s", dx[1] / g);
+    *group = g;
+    return 0;
+}
+
+/*
+ * 3-D Conv of x [N, C, D, H, W] with w [K, C / group, kd, kh, kw] as kd
+ * 2-D convolutions: depth tap t (depth_taps: the planes o * stride + t of
+ * every output depth o, zeros past the depth pads) convolves with w[:, :, t]
+ * in 2-D, and the taps' sum is the 3-D convolution, so it trains through
+ * Gather, Slice, Conv2D and Add. Uneven pads on H and W are zeros
+ * concatenated to x first, as in 2-D.
+ */
+static int conv_3d(struct ctx *c, tide_ref x, tide_ref w, int32_t rx, int64_t dx[MAX_RANK],
+                   const int64_t dw[MAX_RANK])
+{
+    const Onnx__NodeProto *n = c->node;
+    int64_t strides[3], pb[3], pe[3], group;
+    if (window_nd(c, 3, rx, dx, dw + 2, strides, pb, pe) != 0 || conv_group(c, dx, dw, &group) != 0)
+        return -1;
+    if (dw[2] > MAX_DEPTH_TAPS)
+        return failf(c, "a kernel %" PRId64 " deep is more than the import unrolls (%d)", dw[2],
+                     MAX_DEPTH_TAPS);
+    int64_t pads[2];
+    for (int a = 0; a < 2; a++) {
+        pads[a] = pb[1 + a] < pe[1 + a] ? pb[1 + a] : pe[1 + a];
+        if (pad_constant_axis(c, &x, 5, dx, 3 + a, pb[1 + a] - pads[a], pe[1 + a] - pads[a],
+                              0.0f) != 0)
+            return -1;
+    }
+    int64_t span = dx[2] + pb[0] + pe[0] - dw[2];
+    if (span < 0)
+        return failf(c, "the kernel's depth %" PRId64 " is more than the padded input's %" PRId64,
+                     dw[2], dx[2] + pb[0] + pe[0]);
+    int64_t depth = span / strides[0] + 1;
+    tide_ref taps[MAX_DEPTH_TAPS], r = TIDE_REF_NONE;
+    if (depth_taps(c, x, dx, dw[2], strides[0], pb[0], pe[0], depth, 0.0f, taps) != 0)
+        return -1;
+    for (int64_t t = 0; t < dw[2]; t++) {
+        tide_ref wt = tide_builder_slice(c->b, NULL, w, (int64_t[]){0, 0, t, 0, 0},
+                                         (int64_t[]){dw[0], dw[1], 1, dw[3], dw[4]}, 5);
+        wt = tide_builder_reshape(c->b, NULL, wt, 4, (int64_t[]){dw[0], dw[1], dw[3], dw[4]});
+        tide_ref y = tide_builder_conv2d_grouped(c->b, NULL, taps[t], wt, strides[1], strides[2],
+                                                 pads[0], pads[1], group);
+        r = t == 0 ? y : tide_builder_add(c->b, NULL, r, y);
+    }
+    if (has_input(n, 2)) {
+        tide_ref bias;
+        if (check_builder(c, r) != 0 || float_in(c, 2, &bias) != 0)
+            return -1;
+        r = tide_builder_bias_add(c->b, NULL, r, bias);
+    }
+    if (check_builder(c, r) != 0)
+        return -1;
+    return set_out(c, 0, depth_back(c, r, dx[0], depth));
+}
+
 static int op_conv(struct ctx *c)
 {
     const Onnx__NodeProto *n = c->node;
@@ -1669,24 +1753,16 @@ static int op_conv(struct ctx *c)
     if (ref_shape(c, x, &rx, dx) != 0 || ref_shape(c, w, &rw, dw) != 0)
         return -1;
     int sp = rw - 2;
+    if (sp == 3)
+        return conv_3d(c, x, w, rx, dx, dw);
     if (sp != 1 && sp != 2)
-        return failf(c, "only 1-D and 2-D convolutions are supported, the weight has rank %d", rw);
+        return failf(c, "only 1-D, 2-D and 3-D convolutions are supported, the weight has rank %d",
+                     rw);
     if (window_nd(c, sp, rx, dx, dw + 2, strides + 2 - sp, pb + 2 - sp, pe + 2 - sp) != 0)
         return -1;
-    /* group: W is [M, C / group, kH, kW]; output channel block g reads input channel block g. */
-    int64_t group = attr_i(n, "group", 1);
-    if (group < 1)
-        return failf(c, "group is %" PRId64 ", not 1 or more", group);
-    if (dx[1] % group != 0 || dw[0] % group != 0)
-        return failf(c,
-                     "group %" PRId64 " must divide the input's %" PRId64
-                     " channels and the weight's %" PRId64 " feature maps",
-                     group, dx[1], dw[0]);
-    if (dx[1] / group != dw[1])
-        return failf(c,
-                     "the weight's channel dimension is %" PRId64 ", but the input's %" PRId64
-                     " channels in %" PRId64 " group%s want %" PRId64,
-                     dw[1], dx[1], group, group == 1 ? "" : "s", dx[1] / group);
+    int64_t group;
+    if (conv_group(c, dx, dw, &group) != 0)
+        return -1;
     /* 1-D is 2-D of [N, C, 1, L] with a 1 x k kernel. */
     if (sp == 1) {
         int64_t x4[MAX_RANK] = {dx[0], dx[1], 1, dx[2]};
@@ -1922,74 +1998,67 @@ static int64_t overlap(int64_t start, int64_t k, int64_t lo, int64_t hi)
 }
 
 /*
- * MaxPool and AveragePool, 2-D or 1-D (as 2-D of [N, C, 1, L] with a 1 x k
- * window). Even pads and floor sizes are tide's pools as they are (their
- * pad cells count as -inf for the max and not at all for the average).
- * Otherwise the window's extent on each axis is [-pb, L + pe), with
- * ceil_mode's last window reaching past it (a window that would start past
- * the input and its begin pad is dropped, as PyTorch does; ONNX 1.12's
- * reference agrees wherever the last window starts inside).
- * MaxPool: the uneven part of the pads is a block of -inf (even_pads).
- * AveragePool: every pad is a block of zeros, tide's pool runs unpadded
- * (dividing by the window's size), and a constant per output position
- * rescales to ONNX's divisor, the window's cells inside the input
- * (count_include_pad 0) or inside the pads (1).
+ * One axis of a pooling window: the output's size (floor, or ceil_mode's
+ * ceiling without a last window that would start past the input and its
+ * begin pad, as PyTorch has it; ONNX 1.12's reference agrees wherever the
+ * last window starts inside) and *end, how far the last window reaches
+ * past the input (at least the end pad pe).
  */
-static int pool(struct ctx *c, bool is_max)
+static int pool_extent(struct ctx *c, int64_t in, int64_t k, int64_t stride, int64_t pb,
+                       int64_t pe, bool ceil_mode, int64_t *out, int64_t *end)
 {
-    const Onnx__NodeProto *n = c->node;
-    tide_ref x;
-    if (float_in(c, 0, &x) != 0)
-        return -1;
-    if (is_max && n->n_output > 1 && *n->output[1])
-        return failf(c, "the Indices output is not supported");
-    if (attr_i(n, "storage_order", 0) != 0)
-        return failf(c, "storage_order 1 is not supported");
-    bool ceil_mode = attr_i(n, "ceil_mode", 0) != 0;
-    bool count_pads = !is_max && attr_i(n, "count_include_pad", 0) != 0;
-    const int64_t *kernel = NULL;
-    int64_t sp = attr_ints(n, "kernel_shape", &kernel);
-    if (sp != 1 && sp != 2)
-        return failf(c, "kernel_shape must hold 1 or 2 values (1-D or 2-D pooling), not %" PRId64,
-                     sp);
-    int32_t rank;
-    int64_t dims[MAX_RANK], k[2] = {1, 1}, strides[2] = {1, 1}, pb[2] = {0, 0}, pe[2] = {0, 0};
-    if (ref_shape(c, x, &rank, dims) != 0 ||
-        window_nd(c, (int)sp, rank, dims, kernel, strides + 2 - sp, pb + 2 - sp, pe + 2 - sp) != 0)
-        return -1;
-    memcpy(k + 2 - sp, kernel, (size_t)sp * sizeof(int64_t));
-    if (sp == 1) {
-        int64_t x4[MAX_RANK] = {dims[0], dims[1], 1, dims[2]};
-        x = tide_builder_reshape(c->b, NULL, x, 4, x4);
-        memcpy(dims, x4, sizeof(x4));
-    }
-    /* Each axis's output size, and how far its last window reaches past the input's end. */
-    int64_t in[2] = {dims[2], dims[3]}, out[2], end[2];
+    int64_t span = in + pb + pe - k;
+    if (span < 0)
+        return failf(c, "the kernel's %" PRId64 " is more than the padded input's %" PRId64, k,
+                     in + pb + pe);
+    *out = (ceil_mode ? (span + stride - 1) / stride : span / stride) + 1;
+    if (ceil_mode && (*out - 1) * stride >= in + pb)
+        (*out)--;
+    *end = (*out - 1) * stride + k - in - pb;
+    if (*end < pe)
+        *end = pe;
+    return 0;
+}
+
+/* How pooling counts: the max, or the average over the cells inside the input or the pads. */
+struct pool_rule {
+    bool is_max, ceil_mode, count_pads;
+};
+
+/*
+ * 2-D pooling of x [N, C, H, W] (dims) with window k, strides, begin and
+ * end pads pb, pe, as ONNX defines it, into *y [N, C, out[0], out[1]]. Even
+ * pads and floor sizes are tide's pools as they are (their pad cells count
+ * as -inf for the max and not at all for the average). Otherwise MaxPool
+ * pads the uneven part with a block of -inf (even_pads); AveragePool pads
+ * every side with zeros, pools unpadded (dividing by the window's size) and
+ * multiplies by a constant per output position that turns that into ONNX's
+ * divisor: the window's cells inside the input, or inside the pads
+ * (count_include_pad 1).
+ */
+static int pool_2d(struct ctx *c, tide_ref x, int64_t dims[MAX_RANK], const int64_t k[2],
+                   const int64_t strides[2], const int64_t pb[2], const int64_t pe[2],
+                   const struct pool_rule *rule, tide_ref *y, int64_t out[2])
+{
+    int64_t in[2] = {dims[2], dims[3]}, end[2];
     bool plain = true;
     for (int a = 0; a < 2; a++) {
-        int64_t span = in[a] + pb[a] + pe[a] - k[a];
-        if (span < 0)
-            return failf(c, "the kernel's %" PRId64 " is more than the padded input's %" PRId64,
-                         k[a], in[a] + pb[a] + pe[a]);
-        out[a] = (ceil_mode ? (span + strides[a] - 1) / strides[a] : span / strides[a]) + 1;
-        if (ceil_mode && (out[a] - 1) * strides[a] >= in[a] + pb[a])
-            out[a]--;
-        end[a] = (out[a] - 1) * strides[a] + k[a] - in[a] - pb[a];
-        if (end[a] < pe[a])
-            end[a] = pe[a];
-        plain &= pb[a] == pe[a] && end[a] == pe[a] && (!count_pads || pb[a] == 0);
+        if (pool_extent(c, in[a], k[a], strides[a], pb[a], pe[a], rule->ceil_mode, &out[a],
+                        &end[a]) != 0)
+            return -1;
+        plain &= pb[a] == pe[a] && end[a] == pe[a] && (!rule->count_pads || pb[a] == 0);
     }
     int64_t pads[2] = {0, 0};
     tide_ref r;
-    if (plain || is_max) {
+    if (plain || rule->is_max) {
         if (!plain && even_pads(c, &x, dims, pb, end, -INFINITY, pads) != 0)
             return -1;
         if (plain)
             pads[0] = pb[0], pads[1] = pb[1];
-        r = is_max ? tide_builder_max_pool2d(c->b, NULL, x, k[0], k[1], strides[0], strides[1],
-                                             pads[0], pads[1])
-                   : tide_builder_avg_pool2d(c->b, NULL, x, k[0], k[1], strides[0], strides[1],
-                                             pads[0], pads[1]);
+        r = rule->is_max ? tide_builder_max_pool2d(c->b, NULL, x, k[0], k[1], strides[0],
+                                                   strides[1], pads[0], pads[1])
+                         : tide_builder_avg_pool2d(c->b, NULL, x, k[0], k[1], strides[0],
+                                                   strides[1], pads[0], pads[1]);
     } else {
         for (int a = 0; a < 2; a++)
             if (pad_constant_axis(c, &x, 4, dims, 2 + a, pb[a], end[a], 0.0f) != 0)
@@ -2001,25 +2070,158 @@ static int pool(struct ctx *c, bool is_max)
         for (int64_t i = 0; i < out[0]; i++)
             for (int64_t j = 0; j < out[1]; j++) {
                 int64_t h0 = i * strides[0] - pb[0], w0 = j * strides[1] - pb[1];
-                int64_t cells = count_pads ? overlap(h0, k[0], -pb[0], in[0] + pe[0]) *
-                                                 overlap(w0, k[1], -pb[1], in[1] + pe[1])
-                                           : overlap(h0, k[0], 0, in[0]) * overlap(w0, k[1], 0, in[1]);
+                int64_t cells = rule->count_pads
+                                    ? overlap(h0, k[0], -pb[0], in[0] + pe[0]) *
+                                          overlap(w0, k[1], -pb[1], in[1] + pe[1])
+                                    : overlap(h0, k[0], 0, in[0]) * overlap(w0, k[1], 0, in[1]);
                 scale[i * out[1] + j] = cells ? (float)(k[0] * k[1]) / (float)cells : 0.0f;
             }
         r = tide_builder_mul(c->b, NULL, r,
                              tide_builder_constant(c->b, NULL, TIDE_DT_FLOAT32, 2, out, scale));
         free(scale);
     }
-    int64_t y[TIDE_BUILDER_MAX_RANK];
-    int32_t ry;
-    if (check_builder(c, r) != 0 || tide_builder_shape(c->b, r, y, &ry) != 0)
+    int64_t got[TIDE_BUILDER_MAX_RANK];
+    int32_t rank;
+    if (check_builder(c, r) != 0 || tide_builder_shape(c->b, r, got, &rank) != 0)
         return -1;
     /* tide's pools give floor sizes: a window the ceil rule dropped is cut off. */
-    if (y[2] != out[0] || y[3] != out[1])
+    if (got[2] != out[0] || got[3] != out[1])
         r = tide_builder_slice(c->b, NULL, r, (int64_t[]){0, 0, 0, 0},
-                               (int64_t[]){y[0], y[1], out[0], out[1]}, 4);
-    if (sp == 1)
-        r = tide_builder_reshape(c->b, NULL, r, 3, (int64_t[]){y[0], y[1], out[1]});
+                               (int64_t[]){got[0], got[1], out[0], out[1]}, 4);
+    *y = r;
+    return check_builder(c, r);
+}
+
+/*
+ * The kd taps along depth of a 3-D window op over x [N, C, D, H, W]: x goes
+ * depth-first ([D, N, C, H, W]) and is padded in depth with fill (pb, end);
+ * tap t gathers the planes o * stride + t of every output depth o < out, as
+ * [out * N, C, H, W] (taps[t]). Each tap is then a 2-D window op whose
+ * results combine into the 3-D one (depth_back).
+ */
+static int depth_taps(struct ctx *c, tide_ref x, const int64_t dims[5], int64_t kd,
+                      int64_t stride, int64_t pb, int64_t end, int64_t out, float fill,
+                      tide_ref *taps)
+{
+    int64_t d[MAX_RANK] = {dims[2], dims[0], dims[1], dims[3], dims[4]};
+    x = tide_builder_transpose(c->b, NULL, x, (int64_t[]){2, 0, 1, 3, 4}, 5);
+    if (pad_constant_axis(c, &x, 5, d, 0, pb, end, fill) != 0)
+        return -1;
+    int32_t *ids = malloc((size_t)out * sizeof(int32_t));
+    if (!ids)
+        return failf(c, "out of memory");
+    for (int64_t t = 0; t < kd; t++) {
+        int64_t td[MAX_RANK];
+        memcpy(td, d, sizeof(td));
+        for (int64_t o = 0; o < out; o++)
+            ids[o] = (int32_t)(o * stride + t);
+        taps[t] = x;
+        if (gather_axis(c, &taps[t], 5, td, 0, out, 1, ids, NULL) != 0) {
+            free(ids);
+            return -1;
+        }
+        taps[t] = tide_builder_reshape(c->b, NULL, taps[t], 4,
+                                       (int64_t[]){out * dims[0], dims[1], dims[3], dims[4]});
+    }
+    free(ids);
+    return 0;
+}
+
+/* A 2-D result [out * N, K, H, W] of the depth taps as [N, K, out, H, W]. */
+static tide_ref depth_back(struct ctx *c, tide_ref y, int64_t n, int64_t out)
+{
+    int64_t d[TIDE_BUILDER_MAX_RANK];
+    int32_t rank;
+    if (tide_builder_shape(c->b, y, d, &rank) != 0)
+        return y; /* the builder's error stands */
+    y = tide_builder_reshape(c->b, NULL, y, 5, (int64_t[]){out, n, d[1], d[2], d[3]});
+    return tide_builder_transpose(c->b, NULL, y, (int64_t[]){1, 2, 0, 3, 4}, 5);
+}
+
+/*
+ * MaxPool and AveragePool over 1, 2 or 3 spatial axes, as ONNX defines
+ * them (pool_2d). 1-D is 2-D of [N, C, 1, L] with a 1 x k window. 3-D pools
+ * each depth tap of the window in 2-D (depth_taps) and combines the taps:
+ * their Max (padding -inf in depth), or their sum (padding zeros) times a
+ * constant per output depth, 1 / the tap count inside the input (or the
+ * pads); each tap's 2-D average already divides by its own cells, which do
+ * not depend on the depth.
+ */
+static int pool(struct ctx *c, bool is_max)
+{
+    const Onnx__NodeProto *n = c->node;
+    tide_ref x;
+    if (float_in(c, 0, &x) != 0)
+        return -1;
+    if (is_max && n->n_output > 1 && *n->output[1])
+        return failf(c, "the Indices output is not supported");
+    if (attr_i(n, "storage_order", 0) != 0)
+        return failf(c, "storage_order 1 is not supported");
+    struct pool_rule rule = {.is_max = is_max,
+                             .ceil_mode = attr_i(n, "ceil_mode", 0) != 0,
+                             .count_pads = !is_max && attr_i(n, "count_include_pad", 0) != 0};
+    const int64_t *kernel = NULL;
+    int64_t sp = attr_ints(n, "kernel_shape", &kernel);
+    if (sp < 1 || sp > 3)
+        return failf(c, "kernel_shape must hold 1, 2 or 3 values (1-D to 3-D pooling), not %" PRId64,
+                     sp);
+    /* Axes: [depth,] H, W in the last two entries; a 1-D window is 1 x k. */
+    int32_t rank;
+    int64_t dims[MAX_RANK], k[3] = {1, 1, 1}, strides[3] = {1, 1, 1}, pb[3] = {0, 0, 0},
+                            pe[3] = {0, 0, 0};
+    if (ref_shape(c, x, &rank, dims) != 0 ||
+        window_nd(c, (int)sp, rank, dims, kernel, strides + 3 - sp, pb + 3 - sp, pe + 3 - sp) != 0)
+        return -1;
+    memcpy(k + 3 - sp, kernel, (size_t)sp * sizeof(int64_t));
+    tide_ref r;
+    int64_t out[2];
+    if (sp < 3) {
+        if (sp == 1) {
+            int64_t x4[MAX_RANK] = {dims[0], dims[1], 1, dims[2]};
+            x = tide_builder_reshape(c->b, NULL, x, 4, x4);
+            memcpy(dims, x4, sizeof(x4));
+        }
+        if (pool_2d(c, x, dims, k + 1, strides + 1, pb + 1, pe + 1, &rule, &r, out) != 0)
+            return -1;
+        if (sp == 1)
+            r = tide_builder_reshape(c->b, NULL, r, 3, (int64_t[]){dims[0], dims[1], out[1]});
+        return set_out(c, 0, r);
+    }
+    int64_t depth, end;
+    if (k[0] > MAX_DEPTH_TAPS)
+        return failf(c, "a window %" PRId64 " deep is more than the import unrolls (%d)", k[0],
+                     MAX_DEPTH_TAPS);
+    if (pool_extent(c, dims[2], k[0], strides[0], pb[0], pe[0], rule.ceil_mode, &depth, &end) != 0)
+        return -1;
+    tide_ref taps[MAX_DEPTH_TAPS];
+    if (depth_taps(c, x, dims, k[0], strides[0], pb[0], end, depth, is_max ? -INFINITY : 0.0f,
+                   taps) != 0)
+        return -1;
+    int64_t plane[MAX_RANK] = {depth * dims[0], dims[1], dims[3], dims[4]};
+    for (int64_t t = 0; t < k[0]; t++) {
+        int64_t pd[MAX_RANK];
+        memcpy(pd, plane, sizeof(pd));
+        tide_ref y;
+        if (pool_2d(c, taps[t], pd, k + 1, strides + 1, pb + 1, pe + 1, &rule, &y, out) != 0)
+            return -1;
+        r = t == 0 ? y : is_max ? tide_builder_max(c->b, NULL, r, y) : tide_builder_add(c->b, NULL, r, y);
+    }
+    r = depth_back(c, r, dims[0], depth);
+    if (!is_max) {
+        float *scale = malloc((size_t)depth * sizeof(float));
+        if (!scale)
+            return failf(c, "out of memory");
+        for (int64_t o = 0; o < depth; o++) {
+            int64_t z = o * strides[0] - pb[0];
+            int64_t taps_in = rule.count_pads ? overlap(z, k[0], -pb[0], dims[2] + pe[0])
+                                              : overlap(z, k[0], 0, dims[2]);
+            scale[o] = taps_in ? 1.0f / (float)taps_in : 0.0f;
+        }
+        r = tide_builder_mul(c->b, NULL, r,
+                             tide_builder_constant(c->b, NULL, TIDE_DT_FLOAT32, 3,
+                                                   (int64_t[]){depth, 1, 1}, scale));
+        free(scale);
+    }
     return set_out(c, 0, r);
 }
 
@@ -2368,10 +2570,6 @@ static int op_concat(struct ctx *c)
     free(xs);
     return set_out(c, 0, r);
 }
-
-static int gather_axis(struct ctx *c, tide_ref *x, int32_t rank, int64_t dims[MAX_RANK],
-                       int32_t axis, int64_t n_out, int32_t taps, const int32_t *ids,
-                       const float *w);
 
 /*
  * Slices x (a graph tensor or a constant) to size[a] elements from begin[a]

@@ -2872,6 +2872,140 @@ static void test_pow_activations_lrn(void **state)
     tide_test_onnx_free(m);
 }
 
+/*
+ * 3-D windows, against their definitions: Conv (2 groups, strides, pads, bias; and one SGD
+ * step, whose weight update is -lr dL/dw worked out by loops) and the pools (ceil_mode and
+ * count_include_pad through the depth).
+ */
+struct conv3d_case {
+    int64_t n, c, d, h, w, k, group, kd, kh, kw, s[3], p[3], od, oh, ow;
+};
+
+/* y = conv3d(x, w) + b; with g not NULL, dw += the weight gradient for dL/dy = g instead. */
+static void conv3d_ref(const struct conv3d_case *q, const float *x, const float *w, const float *b,
+                       float *y, const float *g, double *dw)
+{
+    int64_t cg = q->c / q->group, kg = q->k / q->group;
+    for (int64_t n = 0; n < q->n; n++)
+        for (int64_t k = 0; k < q->k; k++)
+            for (int64_t od = 0; od < q->od; od++)
+                for (int64_t oh = 0; oh < q->oh; oh++)
+                    for (int64_t ow = 0; ow < q->ow; ow++) {
+                        int64_t yi = (((n * q->k + k) * q->od + od) * q->oh + oh) * q->ow + ow;
+                        double acc = b ? b[k] : 0;
+                        for (int64_t ci = 0; ci < cg; ci++)
+                            for (int64_t t = 0; t < q->kd; t++)
+                                for (int64_t r = 0; r < q->kh; r++)
+                                    for (int64_t u = 0; u < q->kw; u++) {
+                                        int64_t zd = od * q->s[0] - q->p[0] + t,
+                                                zh = oh * q->s[1] - q->p[1] + r,
+                                                zw = ow * q->s[2] - q->p[2] + u;
+                                        if (zd < 0 || zd >= q->d || zh < 0 || zh >= q->h ||
+                                            zw < 0 || zw >= q->w)
+                                            continue;
+                                        int64_t c = (k / kg) * cg + ci;
+                                        int64_t xi =
+                                            (((n * q->c + c) * q->d + zd) * q->h + zh) * q->w + zw;
+                                        int64_t wi =
+                                            (((k * cg + ci) * q->kd + t) * q->kh + r) * q->kw + u;
+                                        if (g)
+                                            dw[wi] += (double)g[yi] * x[xi];
+                                        else
+                                            acc += (double)x[xi] * w[wi];
+                                    }
+                        if (!g)
+                            y[yi] = (float)acc;
+                    }
+}
+
+static void test_windows_3d(void **state)
+{
+    (void)state;
+    /* x [1, 4, 5, 4, 3], w [6, 2, 3, 2, 2] in 2 groups, strides 2, 1, 2, pads 1, 0, 1. */
+    static const struct conv3d_case q = {1, 4, 5,         4,         3, 6, 2, 3,
+                                         2, 2, {2, 1, 2}, {1, 0, 1}, 3, 3, 2};
+    float x[240], w[144], bias[6] = {0.25f, -0.5f, 1, 0, -1, 0.5f}, y[108], want[108];
+    for (int k = 0; k < 240; k++)
+        x[k] = (float)((k * 7) % 17) * 0.25f - 2.0f;
+    for (int k = 0; k < 144; k++)
+        w[k] = (float)((k * 5) % 11) * 0.1f - 0.5f;
+    struct tide_test_onnx *m = tide_test_onnx_new(13);
+    tide_test_onnx_init_f(m, "w", 5, (int64_t[]){6, 2, 3, 2, 2}, w);
+    tide_test_onnx_init_f(m, "b", 1, (int64_t[]){6}, bias);
+    Onnx__NodeProto *n =
+        one_node(m, "Conv", 5, (int64_t[]){1, 4, 5, 4, 3}, TIDE_TEST_NAMES("x", "w", "b"));
+    tide_test_onnx_attr_i(m, n, "group", 2);
+    tide_test_onnx_attr_ints(m, n, "strides", 3, q.s);
+    tide_test_onnx_attr_ints(m, n, "pads", 6, (int64_t[]){1, 0, 1, 1, 0, 1});
+    struct tide_onnx_result r;
+    tide_builder *b = import_ok(m, NULL, &r);
+    assert_shape(b, r.outputs[0], 5, (int64_t[]){1, 6, 3, 3, 2});
+    run_forward(b, &r, x, sizeof(x), y, 108);
+    conv3d_ref(&q, x, w, bias, want, NULL, NULL);
+    for (int k = 0; k < 108; k++)
+        assert_float_equal(y[k], want[k], 1e-5);
+    tide_onnx_result_free(&r);
+    tide_builder_free(b);
+
+    /* It trains: loss mean(y^2) over 108 outputs; SGD at 0.1 moves w by -0.1 dL/dw. */
+    float w_after[144], g[108];
+    double dw[144] = {0};
+    train_one_step(m, x, sizeof(x), "w", w_after, 144);
+    for (int k = 0; k < 108; k++)
+        g[k] = 2.0f * want[k] / 108.0f;
+    conv3d_ref(&q, x, w, NULL, NULL, g, dw);
+    for (int k = 0; k < 144; k++)
+        assert_float_equal(w_after[k], w[k] - 0.1 * dw[k], 1e-5);
+    tide_test_onnx_free(m);
+
+    /* Pools over x's first channel [1, 1, 5, 4, 3]: window 2 x 3 x 2, strides 2, ceil_mode. */
+    for (int is_max = 0; is_max < 2; is_max++) {
+        for (int count_pads = 0; count_pads < 2 - is_max; count_pads++) {
+            m = tide_test_onnx_new(13);
+            n = one_node(m, is_max ? "MaxPool" : "AveragePool", 5, (int64_t[]){1, 1, 5, 4, 3},
+                         TIDE_TEST_NAMES("x"));
+            tide_test_onnx_attr_ints(m, n, "kernel_shape", 3, (int64_t[]){2, 3, 2});
+            tide_test_onnx_attr_ints(m, n, "strides", 3, (int64_t[]){2, 2, 2});
+            tide_test_onnx_attr_ints(m, n, "pads", 6, (int64_t[]){1, 1, 0, 0, 1, 1});
+            tide_test_onnx_attr_i(m, n, "ceil_mode", 1);
+            if (count_pads)
+                tide_test_onnx_attr_i(m, n, "count_include_pad", 1);
+            b = import_ok(m, NULL, &r);
+            /* depth: (5 + 1 - 2) / 2 rounds to 2, so 3; rows (4 + 2 - 3) / 2 to 2, so 3;
+             * columns (3 + 1 - 2) / 2 = 1, so 2. */
+            assert_shape(b, r.outputs[0], 5, (int64_t[]){1, 1, 3, 3, 2});
+            run_forward(b, &r, x, 60 * sizeof(float), y, 18);
+            static const int64_t pb[3] = {1, 1, 0}, pe[3] = {0, 1, 1},
+                                 in[3] = {5, 4, 3};
+            for (int64_t o = 0; o < 18; o++) {
+                int64_t at[3] = {o / 6, o / 2 % 3, o % 2}, cells = 0;
+                double acc = is_max ? -INFINITY : 0;
+                for (int64_t t = 0; t < 12; t++) {
+                    int64_t z[3] = {at[0] * 2 - pb[0] + t / 6, at[1] * 2 - pb[1] + t / 2 % 3,
+                                    at[2] * 2 - pb[2] + t % 2};
+                    bool inside = true, padded = true;
+                    for (int a = 0; a < 3; a++) {
+                        inside &= z[a] >= 0 && z[a] < in[a];
+                        padded &= z[a] >= -pb[a] && z[a] < in[a] + pe[a];
+                    }
+                    cells += count_pads ? padded : inside;
+                    if (inside) {
+                        float v = x[(z[0] * 4 + z[1]) * 3 + z[2]];
+                        acc = is_max ? fmax(acc, v) : acc + v;
+                    }
+                }
+                double expect = is_max ? acc : acc / (double)cells;
+                if (fabs(y[o] - expect) > 1e-5)
+                    fail_msg("%s count_pads %d: output %" PRId64 " is %.9g, want %.9g",
+                             is_max ? "MaxPool" : "AveragePool", count_pads, o, y[o], expect);
+            }
+            tide_onnx_result_free(&r);
+            tide_builder_free(b);
+            tide_test_onnx_free(m);
+        }
+    }
+}
+
 static void test_bad_bytes(void **state)
 {
     (void)state;
@@ -2964,6 +3098,7 @@ int main(void)
         cmocka_unit_test(test_slice_steps),
         cmocka_unit_test(test_window_pads),
         cmocka_unit_test(test_pow_activations_lrn),
+        cmocka_unit_test(test_windows_3d),
         cmocka_unit_test(test_bad_bytes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
