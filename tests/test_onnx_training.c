@@ -143,6 +143,17 @@ static const struct example unet = {
     .losses = {2.2489938735961914, 2.2258405685424805, 2.3026602268218994},
 };
 
+/* BatchNorm (batch statistics), depthwise Conv, squeeze-and-excitation, HardSwish, SiLU, a
+ * channel shuffle, ceil_mode MaxPool, a fire module. */
+static const struct example mobilenet = {
+    .model = "mobilenet.onnx",
+    .inputs = "mobilenet_images.npy",
+    .labels = "mobilenet_labels.npy",
+    .float_inputs = true,
+    .lr = 0.1f,
+    .losses = {2.2710423469543457, 2.284419059753418, 2.226470470428467},
+};
+
 static const struct example gpt = {
     .model = "gpt.onnx",
     .inputs = "gpt_tokens.npy",
@@ -366,6 +377,12 @@ static void test_unet_matches_pytorch(void **state)
     train_example(&unet);
 }
 
+static void test_mobilenet_matches_pytorch(void **state)
+{
+    (void)state;
+    train_example(&mobilenet);
+}
+
 static void test_gpt_matches_pytorch(void **state)
 {
     (void)state;
@@ -492,6 +509,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cnn_matches_pytorch),
         cmocka_unit_test(test_unet_matches_pytorch),
+        cmocka_unit_test(test_mobilenet_matches_pytorch),
         cmocka_unit_test(test_gpt_matches_pytorch),
         cmocka_unit_test(test_frozen_buffers),
         cmocka_unit_test(test_refusals),

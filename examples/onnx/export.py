@@ -107,6 +107,48 @@ class SmallUNet(nn.Module):
         return F.adaptive_avg_pool2d(y, 1).flatten(1)
 
 
+class SmallMobileNet(nn.Module):
+    """The layers of mobile CNNs (MobileNetV2/V3, EfficientNet, ShuffleNet,
+    SqueezeNet) at Fashion-MNIST size: a strided stem with BatchNorm and
+    HardSwish; an inverted residual block (1x1 expansion, depthwise 3x3, a
+    squeeze-and-excitation gate with HardSigmoid, 1x1 projection, SiLU and
+    BatchNorm, a residual Add); a channel shuffle; ceil_mode max pooling; a
+    fire module (1x1 squeeze, 1x1 and 3x3 expansions concatenated); global
+    average pooling and a Linear head. BatchNorm trains with the batch's
+    statistics, as tide's does."""
+
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Conv2d(1, 8, 3, stride=2, padding=1, bias=False)
+        self.stem_bn = nn.BatchNorm2d(8)
+        self.expand = nn.Conv2d(8, 16, 1, bias=False)
+        self.expand_bn = nn.BatchNorm2d(16)
+        self.dw = nn.Conv2d(16, 16, 3, padding=1, groups=16, bias=False)
+        self.dw_bn = nn.BatchNorm2d(16)
+        self.se_reduce = nn.Conv2d(16, 4, 1)
+        self.se_expand = nn.Conv2d(4, 16, 1)
+        self.project = nn.Conv2d(16, 8, 1, bias=False)
+        self.project_bn = nn.BatchNorm2d(8)
+        self.squeeze = nn.Conv2d(8, 4, 1)
+        self.expand1 = nn.Conv2d(4, 8, 1)
+        self.expand3 = nn.Conv2d(4, 8, 3, padding=1)
+        self.fc = nn.Linear(16, 10)
+
+    def forward(self, images):
+        x = F.hardswish(self.stem_bn(self.stem(images)))                 # [B, 8, 14, 14]
+        h = F.silu(self.expand_bn(self.expand(x)))
+        h = F.silu(self.dw_bn(self.dw(h)))
+        gate = F.adaptive_avg_pool2d(h, 1)
+        gate = F.hardsigmoid(self.se_expand(F.relu(self.se_reduce(gate))))
+        x = x + self.project_bn(self.project(h * gate))                  # [B, 8, 14, 14]
+        b, c, hh, ww = x.shape
+        x = x.view(b, 2, c // 2, hh, ww).transpose(1, 2).reshape(b, c, hh, ww)
+        x = F.max_pool2d(x, 3, stride=2, ceil_mode=True)                 # [B, 8, 7, 7]
+        s = F.relu(self.squeeze(x))
+        x = torch.cat([F.relu(self.expand1(s)), F.relu(self.expand3(s))], dim=1)
+        return self.fc(F.adaptive_avg_pool2d(x, 1).flatten(1))
+
+
 class CausalSelfAttention(nn.Module):
     """Multi-head causal self-attention written the usual (nanoGPT) way: one
     projection to q, k and v, split, heads by view and transpose, scores
@@ -349,11 +391,19 @@ def _np_resize(x, scales, a):
 
 
 def _np_maxpool(x, kernel, strides, pads, ceil_mode):
-    if any(pads) or ceil_mode:
-        raise NotImplementedError("MaxPool: padding or ceil_mode")
     n, c, h, w = x.shape
-    oh = (h - kernel[0]) // strides[0] + 1
-    ow = (w - kernel[1]) // strides[1] + 1
+    size = []
+    for a, length in enumerate((h, w)):
+        span = length + pads[a] + pads[a + 2] - kernel[a]
+        o = (-(-span // strides[a]) if ceil_mode else span // strides[a]) + 1
+        if ceil_mode and (o - 1) * strides[a] >= length + pads[a]:
+            o -= 1  # PyTorch's rule: no window starts in the end padding
+        size.append(o)
+    oh, ow = size
+    # -inf around x, far enough for ceil_mode's last window.
+    x = np.pad(x, ((0, 0), (0, 0), (pads[0], (oh - 1) * strides[0] + kernel[0] - h - pads[0]),
+                   (pads[1], (ow - 1) * strides[1] + kernel[1] - w - pads[1])),
+               constant_values=-np.inf)
     out = np.full((n, c, oh, ow), -np.inf, dtype=x.dtype)
     for i in range(kernel[0]):
         for j in range(kernel[1]):
@@ -391,6 +441,26 @@ def onnx_forward(proto, feeds):
                                a.get("pads", [0] * 4), a.get("ceil_mode", 0))]
         elif op == "Relu":
             out = [np.maximum(x[0], 0)]
+        elif op == "Sigmoid":
+            out = [(1 / (1 + np.exp(-x[0].astype(np.float64)))).astype(x[0].dtype)]
+        elif op == "HardSigmoid":
+            y = a.get("alpha", 0.2) * x[0].astype(np.float64) + a.get("beta", 0.5)
+            out = [np.clip(y, 0, 1).astype(x[0].dtype)]
+        elif op == "HardSwish":
+            v = x[0].astype(np.float64)
+            out = [(v * np.clip(v / 6 + 0.5, 0, 1)).astype(x[0].dtype)]
+        elif op == "BatchNormalization":
+            if not a.get("training_mode", 0):
+                raise NotImplementedError("BatchNormalization: inference mode")
+            # Training mode: the batch's mean and biased variance per channel.
+            v = x[0].astype(np.float64)
+            axes = (0,) + tuple(range(2, v.ndim))
+            mean = v.mean(axis=axes, keepdims=True)
+            var = v.var(axis=axes, keepdims=True)
+            shape = (1, -1) + (1,) * (v.ndim - 2)
+            y = (v - mean) / np.sqrt(var + a.get("epsilon", 1e-5))
+            y = y * x[1].reshape(shape) + x[2].reshape(shape)
+            out = [y.astype(x[0].dtype)]
         elif op == "Flatten":
             ax = a.get("axis", 1)
             out = [x[0].reshape(int(np.prod(x[0].shape[:ax])), -1)]
@@ -627,6 +697,45 @@ def main():
         "ops": op_counts(proto),
         "nodes": len(proto.graph.node),
         "model_seed": 1304,
+    }
+
+    # -- Mobile CNN ---------------------------------------------------------
+    batch, lr = 8, 0.1
+    torch.manual_seed(1306)
+    mobile = SmallMobileNet()
+    images, labels = cnn_data(1307, steps, batch)
+    path = os.path.join(args.out, "mobilenet.onnx")
+    initial = copy.deepcopy(mobile.state_dict())
+    proto = export(mobile, images[:batch], "images", path)
+    mobile.load_state_dict(initial)
+    init_names = check_initializers(proto, mobile)
+    mobile.train()
+    forward = check_forward(proto, mobile, "images", images[:batch], labels[:batch])
+    mobile.load_state_dict(initial)  # the forward pass moved BatchNorm's running statistics
+    np.save(os.path.join(args.out, "mobilenet_images.npy"), images.numpy())
+    np.save(os.path.join(args.out, "mobilenet_labels.npy"), labels.numpy())
+    losses, untrained = sgd_losses(mobile, images, labels, batch, lr, steps)
+    reference["models"]["mobilenet"] = {
+        "file": "mobilenet.onnx",
+        "input": {"name": "images", "file": "mobilenet_images.npy", "dtype": "float32",
+                  "shape": list(images.shape), "batch_shape": [batch, 1, 28, 28],
+                  "content": "torch.rand with torch.Generator seed 1307: uniform in [0, 1)"},
+        "labels": {"file": "mobilenet_labels.npy", "dtype": "int64", "shape": list(labels.shape),
+                   "content": "torch.randint(0, 10) from the same generator, after the images"},
+        "output": "logits",
+        "output_shape": [batch, 10],
+        "batch": batch,
+        "loss": "cross-entropy of logits against the class labels, mean over the batch",
+        "optimizer": {"name": "sgd", "lr": lr, "momentum": 0.0, "weight_decay": 0.0},
+        "losses": losses,
+        "losses_with_initial_weights": untrained,
+        "parameters": sum(p.numel() for p in mobile.parameters()),
+        "initializers": init_names,
+        "buffers": [n for n in init_names if n not in dict(mobile.named_parameters())],
+        "onnx_forward_check": forward,
+        "ops": op_counts(proto),
+        "nodes": len(proto.graph.node),
+        "model_seed": 1306,
     }
 
     # -- GPT ---------------------------------------------------------------
