@@ -581,6 +581,17 @@ static enum tide_status tide__grad_reshape(struct grad_ctx *c)
     return TIDE_OK;
 }
 
+/*
+ * BroadcastTo copies x along the axes it adds in front and the axes where x
+ * has size 1, so each element of x reaches every output element it was
+ * copied to: dx is dy summed over those axes, to x's shape (as Add's
+ * broadcast operand). A BroadcastTo to x's own shape passes dy through.
+ */
+static enum tide_status tide__grad_broadcast_to(struct grad_ctx *c)
+{
+    return sum_to_input(c, 0, c->dy[0], true, "x", &c->dx[0]);
+}
+
 /* Input i's gradient is the slice of dy that input i filled. */
 static enum tide_status tide__grad_concat(struct grad_ctx *c)
 {

@@ -1176,6 +1176,24 @@ static uint32_t build_slice(struct tide_graph *g, const uint32_t *in)
     return y;
 }
 
+/* x [3, 1] to [2, 3, 4]: a leading axis added and a size-1 axis widened. */
+static uint32_t build_broadcast_to(struct tide_graph *g, const uint32_t *in)
+{
+    uint32_t y = op1(g, TIDE_OP_BROADCAST_TO, "y", in[0]);
+    struct tide_shape s = {.rank = 3, .dims = {2, 3, 4}};
+    tide_attr_set_shape(g, y, TIDE_ATTR_BROADCAST_TO_shape, &s);
+    return y;
+}
+
+/* x [2, 3] to its own shape: the gradient passes through. */
+static uint32_t build_broadcast_to_same(struct tide_graph *g, const uint32_t *in)
+{
+    uint32_t y = op1(g, TIDE_OP_BROADCAST_TO, "y", in[0]);
+    struct tide_shape s = {.rank = 2, .dims = {2, 3}};
+    tide_attr_set_shape(g, y, TIDE_ATTR_BROADCAST_TO_shape, &s);
+    return y;
+}
+
 static uint32_t build_conv(struct tide_graph *g, const uint32_t *in, int64_t stride, int64_t pad,
                            int64_t group)
 {
@@ -2045,6 +2063,9 @@ static const struct gc_case gc_cases[] = {
     {"Concat_axis1", IN3(T2(2, 1), T2(2, 2), T2(2, 3)), build_concat_axis1},
     {"Concat_axis-2", IN2(T2(1, 3), T2(2, 3)), build_concat_axis0},
     {"Slice", IN1(T2(3, 4)), build_slice},
+    {"BroadcastTo", IN1(T2(3, 1)), build_broadcast_to},
+    {"BroadcastTo_scalar", IN1(T0), build_broadcast_to},
+    {"BroadcastTo_same", IN1(T2(2, 3)), build_broadcast_to_same},
     {"Conv2D_s2_p1", IN2(T4(1, 2, 5, 5), T4(3, 2, 3, 3)), build_conv_s2p1},
     {"Conv2D_s1_p0", IN2(T4(2, 2, 4, 4), T4(2, 2, 2, 2)), build_conv_s1p0},
     {"Conv2DBackpropInput_s2_p1", IN2(T4(1, 3, 3, 3), T4(3, 2, 3, 3)), build_conv_transpose_s2p1},

@@ -3006,6 +3006,43 @@ static void test_windows_3d(void **state)
     }
 }
 
+/* Expand on a tensor: forward values, and one SGD step through its gradient (BroadcastTo's:
+ * dy summed over the broadcast axes). */
+static void test_expand_trains(void **state)
+{
+    (void)state;
+    /* x [3, 1] expanded to [2, 3, 2]: a leading axis added, the last widened. */
+    struct tide_test_onnx *m = tide_test_onnx_new(13);
+    tide_test_onnx_init_i(m, "shape", 1, (int64_t[]){3}, (int64_t[]){2, 1, 2});
+    one_node(m, "Expand", 2, (int64_t[]){3, 1}, TIDE_TEST_NAMES("x", "shape"));
+    static const float want[12] = {1, 1, 2, 2, 3, 3, 1, 1, 2, 2, 3, 3};
+    expect_values(m, (float[]){1, 2, 3}, 3, 3, (int64_t[]){2, 3, 2}, want, 12);
+
+    /* v [3, 1] (a Variable) expanded to [2, 3, 2], times x; loss mean(y^2) over 12 elements:
+     * dL/dv[i] = sum over the 4 copies of v[i] of 2 y x / 12 = v[i] * sum(x^2) / 6 there. */
+    m = tide_test_onnx_new(13);
+    tide_test_onnx_init_f(m, "v", 2, (int64_t[]){3, 1}, (float[]){1, -2, 3});
+    tide_test_onnx_init_i(m, "shape", 1, (int64_t[]){3}, (int64_t[]){2, 3, 2});
+    tide_test_onnx_input(m, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 3, (int64_t[]){2, 3, 2},
+                         -1);
+    tide_test_onnx_node(m, "Expand", "e", TIDE_TEST_NAMES("v", "shape"), TIDE_TEST_NAMES("p"));
+    tide_test_onnx_node(m, "Mul", "m", TIDE_TEST_NAMES("p", "x"), TIDE_TEST_NAMES("y"));
+    tide_test_onnx_output(m, "y");
+    float x[12], v[3];
+    for (int k = 0; k < 12; k++)
+        x[k] = 0.25f * (float)(k % 5) - 0.5f;
+    train_one_step(m, x, sizeof(x), "v", v, 3);
+    static const float v0[3] = {1, -2, 3};
+    for (int i = 0; i < 3; i++) {
+        double sq = 0;
+        for (int a = 0; a < 2; a++)
+            for (int j = 0; j < 2; j++)
+                sq += (double)x[a * 6 + i * 2 + j] * x[a * 6 + i * 2 + j];
+        assert_float_equal(v[i], v0[i] - 0.1 * v0[i] * sq / 6, 1e-6);
+    }
+    tide_test_onnx_free(m);
+}
+
 static void test_bad_bytes(void **state)
 {
     (void)state;
@@ -3099,6 +3136,7 @@ int main(void)
         cmocka_unit_test(test_window_pads),
         cmocka_unit_test(test_pow_activations_lrn),
         cmocka_unit_test(test_windows_3d),
+        cmocka_unit_test(test_expand_trains),
         cmocka_unit_test(test_bad_bytes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
