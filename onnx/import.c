@@ -985,9 +985,72 @@ static int op_range(struct ctx *c)
 
 /* ---- element-wise ---- */
 
-enum binop { BIN_ADD, BIN_SUB, BIN_MUL, BIN_DIV, BIN_MAX, BIN_MIN, BIN_EQUAL };
+enum binop {
+    BIN_ADD,
+    BIN_SUB,
+    BIN_MUL,
+    BIN_DIV,
+    BIN_MAX,
+    BIN_MIN,
+    /* The ops with a bool result, folded on constants only (tide has no bool tensors). */
+    BIN_EQUAL,
+    BIN_LESS,
+    BIN_GREATER,
+    BIN_LESS_EQUAL,
+    BIN_GREATER_EQUAL,
+    BIN_AND,
+    BIN_OR,
+};
 
-/* Folds a binary op of two known values; the output's type is a's (bool for Equal). */
+static bool is_logical(enum binop op)
+{
+    return op >= BIN_EQUAL;
+}
+
+/* A comparison or logical op of x and y (And and Or read nonzero as true). */
+static bool logical(enum binop op, double x, double y)
+{
+    switch (op) {
+    case BIN_EQUAL:
+        return x == y;
+    case BIN_LESS:
+        return x < y;
+    case BIN_GREATER:
+        return x > y;
+    case BIN_LESS_EQUAL:
+        return x <= y;
+    case BIN_GREATER_EQUAL:
+        return x >= y;
+    case BIN_AND:
+        return x != 0 && y != 0;
+    default:
+        return x != 0 || y != 0;
+    }
+}
+
+/* The same on int64 values, compared as integers (a double cannot hold every int64). */
+static bool logical_i(enum binop op, int64_t x, int64_t y)
+{
+    switch (op) {
+    case BIN_EQUAL:
+        return x == y;
+    case BIN_LESS:
+        return x < y;
+    case BIN_GREATER:
+        return x > y;
+    case BIN_LESS_EQUAL:
+        return x <= y;
+    case BIN_GREATER_EQUAL:
+        return x >= y;
+    case BIN_AND:
+        return x != 0 && y != 0;
+    default:
+        return x != 0 || y != 0;
+    }
+}
+
+/* Folds a binary op of two known values; the output's type is a's (bool for the comparisons
+ * and the logical ops). */
 static int fold_binary(struct ctx *c, enum binop op, size_t out_k, struct value *a, struct value *b)
 {
     int32_t r;
@@ -997,7 +1060,7 @@ static int fold_binary(struct ctx *c, enum binop op, size_t out_k, struct value 
     /* ONNX values are assigned once, so the output is neither a nor b. */
     struct value va = *a, vb = *b;
     bool is_float = a->type == CONST_FLOAT || b->type == CONST_FLOAT;
-    enum const_type t = op == BIN_EQUAL ? CONST_BOOL : is_float ? CONST_FLOAT : CONST_INT;
+    enum const_type t = is_logical(op) ? CONST_BOOL : is_float ? CONST_FLOAT : CONST_INT;
     struct value *v = set_out_const(c, out_k, t, r, dims);
     int64_t count = numel(r, dims);
     for (int64_t k = 0; v && k < count; k++) {
@@ -1027,13 +1090,17 @@ static int fold_binary(struct ctx *c, enum binop op, size_t out_k, struct value 
             }
             v->f[k] = z;
         } else {
-            if (op == BIN_EQUAL && is_float) {
-                v->i[k] = x == y;
+            if (is_logical(op) && is_float) {
+                v->i[k] = logical(op, x, y);
                 continue;
             }
             /* Integers wrap on overflow, as two's complement hardware does. */
             int64_t ix = va.i[broadcast_index(r, dims, k, va.rank, va.dims)];
             int64_t iy = vb.i[broadcast_index(r, dims, k, vb.rank, vb.dims)], z;
+            if (is_logical(op)) {
+                v->i[k] = logical_i(op, ix, iy);
+                continue;
+            }
             switch (op) {
             case BIN_ADD:
                 z = (int64_t)((uint64_t)ix + (uint64_t)iy);
@@ -1055,11 +1122,8 @@ static int fold_binary(struct ctx *c, enum binop op, size_t out_k, struct value 
             case BIN_MAX:
                 z = ix > iy ? ix : iy;
                 break;
-            case BIN_MIN:
-                z = ix < iy ? ix : iy;
-                break;
             default:
-                z = ix == iy;
+                z = ix < iy ? ix : iy;
                 break;
             }
             v->i[k] = z;
@@ -1149,9 +1213,10 @@ static int binary(struct ctx *c, enum binop op)
     /* Fold constants, but never an initializer that is to be trained. */
     if (a->known && b->known && !a->trainable && !b->trainable)
         return fold_binary(c, op, 0, a, &legacy_b);
-    if (op == BIN_EQUAL)
-        return failf(c, "Equal of tensors computed in the graph is not supported (tide has no "
-                        "bool tensors); only constant conditions are folded");
+    if (is_logical(op))
+        return failf(c, "%s of tensors computed in the graph is not supported (tide has no "
+                        "bool tensors); only constant conditions are folded",
+                     c->node->op_type);
     tide_ref x, y;
     if (in_ref(c, 0, &x) != 0 || in_ref(c, 1, &y) != 0)
         return -1;
@@ -1203,6 +1268,68 @@ static int op_div(struct ctx *c)
 static int op_equal(struct ctx *c)
 {
     return binary(c, BIN_EQUAL);
+}
+static int op_less(struct ctx *c)
+{
+    return binary(c, BIN_LESS);
+}
+static int op_greater(struct ctx *c)
+{
+    return binary(c, BIN_GREATER);
+}
+static int op_less_or_equal(struct ctx *c)
+{
+    return binary(c, BIN_LESS_EQUAL);
+}
+static int op_greater_or_equal(struct ctx *c)
+{
+    return binary(c, BIN_GREATER_EQUAL);
+}
+
+/* And and Or take bool inputs: float constants are refused (ONNX's type check). */
+static int logical_binary(struct ctx *c, enum binop op)
+{
+    for (size_t k = 0; k < 2; k++) {
+        struct value *v = in_value(c, k);
+        if (!v)
+            return -1;
+        if (v->known && v->type == CONST_FLOAT)
+            return failf(c, "input %zu (\"%s\") is a float constant; %s takes bool inputs", k,
+                         v->name, c->node->op_type);
+    }
+    return binary(c, op);
+}
+static int op_and(struct ctx *c)
+{
+    return logical_binary(c, BIN_AND);
+}
+static int op_or(struct ctx *c)
+{
+    return logical_binary(c, BIN_OR);
+}
+
+/* Not: folded on a constant bool input; refused on tensors as And and Or are. */
+static int op_not(struct ctx *c)
+{
+    struct value *x = in_value(c, 0);
+    if (!x)
+        return -1;
+    if (!x->known || x->trainable)
+        return failf(c, "Not of tensors computed in the graph is not supported (tide has no bool "
+                        "tensors); only constant conditions are folded");
+    if (x->type == CONST_FLOAT)
+        return failf(c, "input 0 (\"%s\") is a float constant; Not takes a bool input", x->name);
+    struct value src = *x;
+    bool replaced = lookup(c, c->node->output[0]) == x; /* an output of the same name */
+    if (replaced)
+        x->i = NULL;
+    struct value *v = set_out_const(c, 0, CONST_BOOL, src.rank, src.dims);
+    int64_t count = numel(src.rank, src.dims);
+    for (int64_t k = 0; v && k < count; k++)
+        v->i[k] = src.i[k] == 0;
+    if (replaced)
+        free(src.i);
+    return v ? 0 : -1;
 }
 
 /* Max and Min take one or more inputs in ONNX; tide's take two: a chain. */
@@ -4733,6 +4860,7 @@ struct op_entry {
 static const struct op_entry ops[] = {
     {"Abs", op_abs, 1, {1, 6, 13}},
     {"Add", op_add, 1, {1, 6, 7, 13, 14}},
+    {"And", op_and, 1, {1, 7}},
     {"ArgMax", op_arg_max, 1, {1, 11, 12, 13}},
     {"ArgMin", op_arg_min, 1, {1, 11, 12, 13}},
     {"AveragePool", op_average_pool, 1, {1, 7, 10, 11, 19, 22}},
@@ -4753,6 +4881,8 @@ static const struct op_entry ops[] = {
     {"Expand", op_expand, 8, {8, 13}},
     {"Flatten", op_flatten, 1, {1, 9, 11, 13, 21, 23, 24, 25}},
     {"Gather", op_gather, 1, {1, 11, 13}},
+    {"Greater", op_greater, 1, {1, 7, 9, 13}},
+    {"GreaterOrEqual", op_greater_or_equal, 12, {12, 16}},
     {"GatherElements", op_gather_elements, 11, {11, 13}},
     {"Gemm", op_gemm, 1, {1, 6, 7, 9, 11, 13}},
     {"Gelu", op_gelu, 20, {20}},
@@ -4765,6 +4895,8 @@ static const struct op_entry ops[] = {
     {"InstanceNormalization", op_instance_normalization, 1, {1, 6, 22}},
     {"LayerNormalization", op_layer_normalization, 17, {17}},
     {"LeakyRelu", op_leaky_relu, 1, {1, 6, 16}},
+    {"Less", op_less, 1, {1, 7, 9, 13}},
+    {"LessOrEqual", op_less_or_equal, 12, {12, 16}},
     {"Log", op_log, 1, {1, 6, 13}},
     {"LogSoftmax", op_log_softmax, 1, {1, 11, 13}},
     {"LRN", op_lrn, 1, {1, 13}},
@@ -4778,6 +4910,8 @@ static const struct op_entry ops[] = {
     {"Mul", op_mul, 1, {1, 6, 7, 13, 14}},
     {"Neg", op_neg, 1, {1, 6, 13}},
     {"NegativeLogLikelihoodLoss", op_negative_log_likelihood_loss, 12, {12, 13, 22}},
+    {"Not", op_not, 1, {1}},
+    {"Or", op_or, 1, {1, 7}},
     {"Pad", op_pad, 1, {1, 2, 11, 13, 18, 19, 21, 23, 24, 25}},
     {"Pow", op_pow, 1, {1, 7, 12, 13, 15}},
     {"PRelu", op_prelu, 1, {1, 6, 7, 9, 16}},

@@ -3043,6 +3043,91 @@ static void test_expand_trains(void **state)
     tide_test_onnx_free(m);
 }
 
+/* A Constant node named name holding a float tensor. */
+static void float_constant(struct tide_test_onnx *m, const char *name, int32_t rank,
+                           const int64_t *dims, const float *data)
+{
+    Onnx__NodeProto *k =
+        tide_test_onnx_node(m, "Constant", name, TIDE_TEST_NAMES(NULL), TIDE_TEST_NAMES(name));
+    tide_test_onnx_attr_t(m, k, "value",
+                          tide_test_onnx_tensor(m, "", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, rank,
+                                                dims, data));
+}
+
+/*
+ * Model: cond = op(a, b) of int64 constants (with Not after it when negate), then
+ * y = Where(cond, x, -x) on x [4] = 1..4; imports, runs and compares y with want's signs.
+ */
+static void expect_condition(const char *op, const int64_t *a, const int64_t *b, bool negate,
+                             const float *want)
+{
+    struct tide_test_onnx *m = tide_test_onnx_new(13);
+    tide_test_onnx_init_i(m, "a", 1, (int64_t[]){4}, a);
+    tide_test_onnx_init_i(m, "b", 1, (int64_t[]){4}, b);
+    tide_test_onnx_input(m, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 1, (int64_t[]){4}, -1);
+    tide_test_onnx_node(m, op, "c", TIDE_TEST_NAMES("a", "b"), TIDE_TEST_NAMES("c0"));
+    if (negate)
+        tide_test_onnx_node(m, "Not", "not", TIDE_TEST_NAMES("c0"), TIDE_TEST_NAMES("c1"));
+    tide_test_onnx_node(m, "Neg", "neg", TIDE_TEST_NAMES("x"), TIDE_TEST_NAMES("nx"));
+    tide_test_onnx_node(m, "Where", "w", TIDE_TEST_NAMES(negate ? "c1" : "c0", "x", "nx"),
+                        TIDE_TEST_NAMES("y"));
+    tide_test_onnx_output(m, "y");
+    expect_values(m, (float[]){1, 2, 3, 4}, 4, 1, (int64_t[]){4}, want, 4);
+}
+
+/* Less, Greater, LessOrEqual, GreaterOrEqual, And, Or, Not folded on constants (a mask feeding
+ * Where); on tensors refused by name, as Equal is. */
+static void test_comparisons_fold(void **state)
+{
+    (void)state;
+    static const int64_t a[4] = {1, 5, 3, INT64_MAX - 1}, b[4] = {3, 3, 3, INT64_MAX};
+    /* a < b: [1 0 0 1] (INT64_MAX - 1 < INT64_MAX compared as integers, not as doubles). */
+    expect_condition("Less", a, b, false, (float[]){1, -2, -3, 4});
+    expect_condition("Greater", a, b, false, (float[]){-1, 2, -3, -4});
+    expect_condition("LessOrEqual", a, b, false, (float[]){1, -2, 3, 4});
+    expect_condition("GreaterOrEqual", a, b, false, (float[]){-1, 2, 3, -4});
+    expect_condition("Less", a, b, true, (float[]){-1, 2, 3, -4});
+    /* And and Or of bools: a != 0 and b != 0 are all true, so And is all, Or too; with
+     * zeros: [0 1 0 1] and [0 0 1 1] give And [0 0 0 1], Or [0 1 1 1]. */
+    static const int64_t p[4] = {0, 1, 0, 1}, q[4] = {0, 0, 1, 1};
+    expect_condition("And", p, q, false, (float[]){-1, -2, -3, 4});
+    expect_condition("Or", p, q, false, (float[]){-1, 2, 3, 4});
+    expect_condition("Or", p, q, true, (float[]){1, -2, -3, -4});
+
+    /* Float constants compare as floats: [0.5, -1] < [0.25, 0] is [0 1]. */
+    struct tide_test_onnx *m = tide_test_onnx_new(13);
+    float_constant(m, "a", 1, (int64_t[]){2}, (float[]){0.5f, -1});
+    float_constant(m, "b", 1, (int64_t[]){2}, (float[]){0.25f, 0});
+    tide_test_onnx_input(m, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 1, (int64_t[]){2}, -1);
+    tide_test_onnx_node(m, "Less", "c", TIDE_TEST_NAMES("a", "b"), TIDE_TEST_NAMES("c0"));
+    tide_test_onnx_node(m, "Neg", "neg", TIDE_TEST_NAMES("x"), TIDE_TEST_NAMES("nx"));
+    tide_test_onnx_node(m, "Where", "w", TIDE_TEST_NAMES("c0", "x", "nx"), TIDE_TEST_NAMES("y"));
+    tide_test_onnx_output(m, "y");
+    expect_values(m, (float[]){1, 2}, 2, 1, (int64_t[]){2}, (float[]){-1, 2}, 2);
+
+    /* Refusals: a tensor operand, a float operand of And, Not of a tensor. */
+    m = tide_test_onnx_new(13);
+    tide_test_onnx_init_i(m, "b", 1, (int64_t[]){1}, (int64_t[]){0});
+    one_node(m, "GreaterOrEqual", 1, (int64_t[]){4}, TIDE_TEST_NAMES("x", "b"));
+    import_fails(m, NULL,
+                 "node n (GreaterOrEqual, opset 13): GreaterOrEqual of tensors computed in the "
+                 "graph is not supported (tide has no bool tensors); only constant conditions are "
+                 "folded");
+    tide_test_onnx_free(m);
+    m = tide_test_onnx_new(13);
+    float_constant(m, "f", 1, (int64_t[]){1}, (float[]){1});
+    one_node(m, "And", 1, (int64_t[]){4}, TIDE_TEST_NAMES("f", "f"));
+    import_fails(m, NULL, "node n (And, opset 13): input 0 (\"f\") is a float constant; And takes "
+                          "bool inputs");
+    tide_test_onnx_free(m);
+    m = tide_test_onnx_new(13);
+    one_node(m, "Not", 1, (int64_t[]){4}, TIDE_TEST_NAMES("x"));
+    import_fails(m, NULL,
+                 "node n (Not, opset 13): Not of tensors computed in the graph is not supported "
+                 "(tide has no bool tensors); only constant conditions are folded");
+    tide_test_onnx_free(m);
+}
+
 static void test_bad_bytes(void **state)
 {
     (void)state;
@@ -3137,6 +3222,7 @@ int main(void)
         cmocka_unit_test(test_pow_activations_lrn),
         cmocka_unit_test(test_windows_3d),
         cmocka_unit_test(test_expand_trains),
+        cmocka_unit_test(test_comparisons_fold),
         cmocka_unit_test(test_bad_bytes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
