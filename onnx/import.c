@@ -4834,6 +4834,134 @@ static int pad_constant_axis(struct ctx *c, tide_ref *x, int32_t rank, int64_t d
     return check_builder(c, *x);
 }
 
+/* ---- copies and rearrangements (Tile) ---- */
+
+/* The integer value of a one-element constant (Tile-1's tiles and axis are typed like the
+ * input, so a float that holds an integer is taken); -1 with the error set otherwise. */
+static int scalar_int(struct ctx *c, struct value *v, const char *what, int64_t *out)
+{
+    int64_t count = numel(v->rank, v->dims);
+    if (count != 1)
+        return failf(c, "%s (input \"%s\") holds %" PRId64 " values, not 1", what, v->name, count);
+    double d = get_num(v, 0);
+    if (v->type != CONST_FLOAT) {
+        *out = v->i[0];
+        return 0;
+    }
+    if (!float_to_int(d, out) || (double)*out != d)
+        return failf(c, "%s (input \"%s\") is %g, not an integer", what, v->name, d);
+    return 0;
+}
+
+/* The most tiled axes one Reshape + BroadcastTo + Reshape round takes: with the untiled
+ * axes between them merged, 3 give rank 7 at most, within tide's 8. */
+#define TILE_AXES_PER_ROUND 3
+
+/*
+ * Tile: the input repeated repeats[a] times along each axis a, whole (numpy.tile). Tile-1
+ * takes one axis and its count as inputs. Folded on constants. On a tensor the copies are a
+ * broadcast: x reshaped with a 1 before each tiled axis (the untiled axes between merged),
+ * BroadcastTo the repeats there, reshaped to the tiled shape: 3 nodes whatever the repeats,
+ * where a Concat of copies takes one input per copy and its gradient one Slice per copy.
+ * BroadcastTo's gradient sums dy over the copies, so a tiled tensor trains.
+ */
+static int op_tile(struct ctx *c)
+{
+    struct value *x = in_value(c, 0);
+    if (!x)
+        return -1;
+    int32_t rank;
+    int64_t dims[MAX_RANK], reps[MAX_RANK];
+    if (value_shape(c, x, &rank, dims) != 0)
+        return -1;
+    if (c->version < 6) {
+        struct value *t = in_const(c, 1, "tiles"), *a = t ? in_const(c, 2, "axis") : NULL;
+        int64_t tiles, axis;
+        if (!a || scalar_int(c, t, "tiles", &tiles) != 0 || scalar_int(c, a, "axis", &axis) != 0 ||
+            norm_axis(c, axis, rank, &axis) != 0)
+            return -1;
+        for (int32_t k = 0; k < rank; k++)
+            reps[k] = k == axis ? tiles : 1;
+    } else {
+        struct value *r = in_const(c, 1, "repeats");
+        int64_t n;
+        if (!r || const_ints(c, r, reps, &n, MAX_RANK) != 0)
+            return -1;
+        if (n != rank)
+            return failf(c, "repeats holds %" PRId64 " values for an input of rank %d", n, rank);
+    }
+    int64_t out[MAX_RANK];
+    int32_t tiled = 0;
+    for (int32_t k = 0; k < rank; k++) {
+        if (reps[k] < 0)
+            return failf(c, "repeats[%d] is %" PRId64 ", negative", k, reps[k]);
+        if (__builtin_mul_overflow(dims[k], reps[k], &out[k]))
+            return failf(c, "axis %d of size %" PRId64 " repeated %" PRId64 " times overflows", k,
+                         dims[k], reps[k]);
+        tiled += reps[k] != 1;
+    }
+    if (x->known && !x->trainable) {
+        struct value src = *x;
+        bool replaced = lookup(c, c->node->output[0]) == x; /* an output of the same name */
+        if (replaced)
+            x->f = NULL, x->i = NULL;
+        struct value *v = set_out_const(c, 0, src.type, rank, out);
+        int64_t total = numel(rank, out);
+        for (int64_t k = 0; v && k < total; k++) {
+            /* Output coordinate o reads the input at o mod the input's size, per axis. */
+            int64_t rem = k, from = 0, stride = 1;
+            for (int32_t a = rank - 1; a >= 0; a--) {
+                from += rem % out[a] % dims[a] * stride;
+                rem /= out[a];
+                stride *= dims[a];
+            }
+            if (src.type == CONST_FLOAT)
+                v->f[k] = src.f[from];
+            else
+                v->i[k] = src.i[from];
+        }
+        if (replaced)
+            free(src.f), free(src.i);
+        return v ? 0 : -1;
+    }
+    tide_ref r;
+    if (float_in(c, 0, &r) != 0)
+        return -1;
+    if (tiled == 0)
+        return set_out(c, 0, tide_builder_identity(c->b, NULL, r));
+    int64_t cur[MAX_RANK];
+    memcpy(cur, dims, sizeof(cur));
+    for (int32_t next = 0; next < rank;) {
+        /* One round: the next TILE_AXES_PER_ROUND tiled axes from axis next on. */
+        int64_t one[2 * MAX_RANK], wide[2 * MAX_RANK], run = 1;
+        int32_t n = 0, taken = 0;
+        bool in_run = false;
+        for (int32_t k = 0; k < rank; k++) {
+            if (k >= next && reps[k] != 1 && taken < TILE_AXES_PER_ROUND) {
+                if (in_run)
+                    one[n] = wide[n] = run, n++;
+                one[n] = 1, wide[n] = reps[k], n++;
+                run = 1;
+                cur[k] *= reps[k];
+                next = k + 1;
+                taken++;
+            }
+            run *= dims[k];
+            in_run = true;
+        }
+        if (taken == 0)
+            break;
+        one[n] = wide[n] = run, n++;
+        r = tide_builder_reshape(c->b, NULL, r, n, one);
+        r = tide_builder_broadcast_to(c->b, NULL, r, n, wide);
+        r = tide_builder_reshape(c->b, NULL, r, rank, cur);
+        if (check_builder(c, r) != 0)
+            return -1;
+        memcpy(dims, cur, sizeof(cur));
+    }
+    return set_out(c, 0, r);
+}
+
 /* ============================================================================
  * The op table
  * ========================================================================== */
@@ -4945,6 +5073,7 @@ static const struct op_entry ops[] = {
     {"Sub", op_sub, 1, {1, 6, 7, 13, 14}},
     {"Sum", op_sum, 1, {1, 6, 8, 13}},
     {"Tanh", op_tanh, 1, {1, 6, 13}},
+    {"Tile", op_tile, 1, {1, 6, 13}},
     {"TopK", op_top_k, 1, {1, 10, 11, 24}},
     {"Transpose", op_transpose, 1, {1, 13, 21, 23, 24, 25}},
     {"Trilu", op_trilu, 14, {14}},

@@ -3054,6 +3054,132 @@ static void float_constant(struct tide_test_onnx *m, const char *name, int32_t r
                                                 dims, data));
 }
 
+/* Tile: values against numpy.tile's by hand, the rounds of 3 tiled axes, Tile-1's tiles and
+ * axis, the constant fold, one SGD step through it (BroadcastTo's gradient sums the copies);
+ * the refusals. */
+static void test_tile(void **state)
+{
+    (void)state;
+    /* x [2, 3] = 0..5 tiled [2, 2]: rows [0 1 2 0 1 2] and [3 4 5 3 4 5], twice. */
+    struct tide_test_onnx *m = tide_test_onnx_new(13);
+    tide_test_onnx_init_i(m, "reps", 1, (int64_t[]){2}, (int64_t[]){2, 2});
+    one_node(m, "Tile", 2, (int64_t[]){2, 3}, TIDE_TEST_NAMES("x", "reps"));
+    static const float want[24] = {0, 1, 2, 0, 1, 2, 3, 4, 5, 3, 4, 5,
+                                   0, 1, 2, 0, 1, 2, 3, 4, 5, 3, 4, 5};
+    expect_values(m, (float[]){0, 1, 2, 3, 4, 5}, 6, 2, (int64_t[]){4, 6}, want, 24);
+
+    /* Rank 5, every axis tiled: two rounds (3 axes, then 2; in one, the broadcast would have
+     * rank 10). y at each coordinate is x at the coordinate modulo x's dims [1, 2, 1, 1, 2]. */
+    m = tide_test_onnx_new(13);
+    tide_test_onnx_init_i(m, "reps", 1, (int64_t[]){5}, (int64_t[]){2, 2, 2, 2, 2});
+    one_node(m, "Tile", 5, (int64_t[]){1, 2, 1, 1, 2}, TIDE_TEST_NAMES("x", "reps"));
+    struct tide_onnx_result r;
+    tide_builder *b = import_ok(m, NULL, &r);
+    assert_shape(b, r.outputs[0], 5, (int64_t[]){2, 4, 2, 2, 4});
+    float y5[128];
+    run_forward(b, &r, (float[]){0, 1, 10, 11}, 4 * sizeof(float), y5, 128);
+    for (int k = 0; k < 128; k++) {
+        int w = k % 4, ch = k / 16 % 4; /* axes 1 and 4 carry x */
+        assert_float_equal(y5[k], 10 * (ch % 2) + w % 2, 0);
+    }
+    tide_onnx_result_free(&r);
+    tide_builder_free(b);
+    tide_test_onnx_free(m);
+
+    /* Tile-1: tiles 3 along axis 1 (int64 scalars), and as floats holding integers. */
+    for (int as_float = 0; as_float < 2; as_float++) {
+        m = tide_test_onnx_new(1);
+        if (as_float) {
+            float_constant(m, "tiles", 0, NULL, (float[]){3});
+            float_constant(m, "axis", 0, NULL, (float[]){-1});
+        } else {
+            tide_test_onnx_init_i(m, "tiles", 0, NULL, (int64_t[]){3});
+            tide_test_onnx_init_i(m, "axis", 0, NULL, (int64_t[]){1});
+        }
+        one_node(m, "Tile", 2, (int64_t[]){2, 2}, TIDE_TEST_NAMES("x", "tiles", "axis"));
+        static const float want1[12] = {1, 2, 1, 2, 1, 2, 3, 4, 3, 4, 3, 4};
+        expect_values(m, (float[]){1, 2, 3, 4}, 4, 2, (int64_t[]){2, 6}, want1, 12);
+    }
+
+    /* On a constant it folds: Tile([[1], [2]], [1, 3]) + x. */
+    m = tide_test_onnx_new(13);
+    float_constant(m, "k", 2, (int64_t[]){2, 1}, (float[]){1, 2});
+    tide_test_onnx_init_i(m, "reps", 1, (int64_t[]){2}, (int64_t[]){1, 3});
+    tide_test_onnx_input(m, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 2, (int64_t[]){2, 3}, -1);
+    tide_test_onnx_node(m, "Tile", "t", TIDE_TEST_NAMES("k", "reps"), TIDE_TEST_NAMES("kt"));
+    tide_test_onnx_node(m, "Add", "a", TIDE_TEST_NAMES("x", "kt"), TIDE_TEST_NAMES("y"));
+    tide_test_onnx_output(m, "y");
+    static const float want_fold[6] = {1.5f, 1.5f, 1.5f, 2.5f, 2.5f, 2.5f};
+    expect_values(m, (float[]){0.5f, 0.5f, 0.5f, 0.5f, 0.5f, 0.5f}, 6, 2, (int64_t[]){2, 3},
+                  want_fold, 6);
+
+    /* Training: v [1, 2] (a Variable) tiled [2, 3] to [2, 6], times x; loss mean(y^2) over 12:
+     * dL/dv[j] = sum over v[j]'s 6 copies (columns j, j + 2, j + 4) of 2 y x / 12. */
+    m = tide_test_onnx_new(13);
+    tide_test_onnx_init_f(m, "v", 2, (int64_t[]){1, 2}, (float[]){2, -1});
+    tide_test_onnx_init_i(m, "reps", 1, (int64_t[]){2}, (int64_t[]){2, 3});
+    tide_test_onnx_input(m, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 2, (int64_t[]){2, 6}, -1);
+    tide_test_onnx_node(m, "Tile", "t", TIDE_TEST_NAMES("v", "reps"), TIDE_TEST_NAMES("p"));
+    tide_test_onnx_node(m, "Mul", "m", TIDE_TEST_NAMES("p", "x"), TIDE_TEST_NAMES("y"));
+    tide_test_onnx_output(m, "y");
+    float x[12], v[2];
+    for (int k = 0; k < 12; k++)
+        x[k] = 0.5f * (float)(k % 7) - 1;
+    train_one_step(m, x, sizeof(x), "v", v, 2);
+    static const float v0[2] = {2, -1};
+    for (int j = 0; j < 2; j++) {
+        double sq = 0;
+        for (int k = j; k < 12; k += 2)
+            sq += (double)x[k] * x[k];
+        assert_float_equal(v[j], v0[j] - 0.1 * v0[j] * sq / 6, 1e-6);
+    }
+    tide_test_onnx_free(m);
+
+    /* Refusals. */
+    m = tide_test_onnx_new(13);
+    tide_test_onnx_init_i(m, "reps", 1, (int64_t[]){1}, (int64_t[]){2});
+    one_node(m, "Tile", 2, (int64_t[]){2, 3}, TIDE_TEST_NAMES("x", "reps"));
+    import_fails(m, NULL, "node n (Tile, opset 13): repeats holds 1 values for an input of rank 2");
+    tide_test_onnx_free(m);
+    m = tide_test_onnx_new(13);
+    tide_test_onnx_init_i(m, "reps", 1, (int64_t[]){2}, (int64_t[]){1, -2});
+    one_node(m, "Tile", 2, (int64_t[]){2, 3}, TIDE_TEST_NAMES("x", "reps"));
+    import_fails(m, NULL, "node n (Tile, opset 13): repeats[1] is -2, negative");
+    tide_test_onnx_free(m);
+    m = tide_test_onnx_new(13);
+    tide_test_onnx_input(m, "reps", ONNX__TENSOR_PROTO__DATA_TYPE__INT64, 1, (int64_t[]){2}, -1);
+    one_node(m, "Tile", 2, (int64_t[]){2, 3}, TIDE_TEST_NAMES("x", "reps"));
+    import_fails(m, NULL,
+                 "node n (Tile, opset 13): repeats (input \"reps\") must be a constant known at "
+                 "import");
+    tide_test_onnx_free(m);
+    m = tide_test_onnx_new(13);
+    tide_test_onnx_init_i(m, "reps", 1, (int64_t[]){2}, (int64_t[]){INT64_MAX, 1});
+    one_node(m, "Tile", 2, (int64_t[]){2, 3}, TIDE_TEST_NAMES("x", "reps"));
+    import_fails(m, NULL,
+                 "node n (Tile, opset 13): axis 0 of size 2 repeated 9223372036854775807 times "
+                 "overflows");
+    tide_test_onnx_free(m);
+    m = tide_test_onnx_new(1);
+    tide_test_onnx_init_i(m, "tiles", 1, (int64_t[]){2}, (int64_t[]){2, 2});
+    tide_test_onnx_init_i(m, "axis", 0, NULL, (int64_t[]){0});
+    one_node(m, "Tile", 2, (int64_t[]){2, 3}, TIDE_TEST_NAMES("x", "tiles", "axis"));
+    import_fails(m, NULL, "node n (Tile, opset 1): tiles (input \"tiles\") holds 2 values, not 1");
+    tide_test_onnx_free(m);
+    m = tide_test_onnx_new(1);
+    tide_test_onnx_init_i(m, "tiles", 0, NULL, (int64_t[]){2});
+    float_constant(m, "axis", 0, NULL, (float[]){0.5f});
+    one_node(m, "Tile", 2, (int64_t[]){2, 3}, TIDE_TEST_NAMES("x", "tiles", "axis"));
+    import_fails(m, NULL, "node n (Tile, opset 1): axis (input \"axis\") is 0.5, not an integer");
+    tide_test_onnx_free(m);
+    m = tide_test_onnx_new(1);
+    tide_test_onnx_init_i(m, "tiles", 0, NULL, (int64_t[]){2});
+    tide_test_onnx_init_i(m, "axis", 0, NULL, (int64_t[]){2});
+    one_node(m, "Tile", 2, (int64_t[]){2, 3}, TIDE_TEST_NAMES("x", "tiles", "axis"));
+    import_fails(m, NULL, "node n (Tile, opset 1): axis 2 is out of range for rank 2");
+    tide_test_onnx_free(m);
+}
+
 /*
  * Model: cond = op(a, b) of int64 constants (with Not after it when negate), then
  * y = Where(cond, x, -x) on x [4] = 1..4; imports, runs and compares y with want's signs.
@@ -3222,6 +3348,7 @@ int main(void)
         cmocka_unit_test(test_pow_activations_lrn),
         cmocka_unit_test(test_windows_3d),
         cmocka_unit_test(test_expand_trains),
+        cmocka_unit_test(test_tile),
         cmocka_unit_test(test_comparisons_fold),
         cmocka_unit_test(test_bad_bytes),
     };
