@@ -4834,7 +4834,7 @@ static int pad_constant_axis(struct ctx *c, tide_ref *x, int32_t rank, int64_t d
     return check_builder(c, *x);
 }
 
-/* ---- copies and rearrangements (Tile) ---- */
+/* ---- copies and rearrangements (Tile, DepthToSpace, SpaceToDepth) ---- */
 
 /* The integer value of a one-element constant (Tile-1's tiles and axis are typed like the
  * input, so a float that holds an integer is taken); -1 with the error set otherwise. */
@@ -4962,6 +4962,87 @@ static int op_tile(struct ctx *c)
     return set_out(c, 0, r);
 }
 
+/*
+ * DepthToSpace and SpaceToDepth on [N, C, H, W]: Reshape to rank 6, Transpose, Reshape, as
+ * ONNX's definitions compute them (each a permutation, so each trains through Transpose's
+ * gradient). DepthToSpace's DCR mode (the default, and the only one before version 11) reads
+ * the channels as [blocksize, blocksize, C / blocksize^2], CRD as [C / blocksize^2,
+ * blocksize, blocksize]; SpaceToDepth is DCR's inverse.
+ */
+static int depth_space(struct ctx *c, bool to_space)
+{
+    struct value *x = in_value(c, 0);
+    if (!x)
+        return -1;
+    int32_t rank;
+    int64_t d[MAX_RANK];
+    if (value_shape(c, x, &rank, d) != 0)
+        return -1;
+    char text[160];
+    if (rank != 4)
+        return failf(c, "input 0 has shape %s; %s takes [N, C, H, W]",
+                     dims_text(text, sizeof(text), rank, d), c->node->op_type);
+    const Onnx__AttributeProto *a = attr(c->node, "blocksize");
+    if (!a || !a->has_i)
+        return failf(c, "attribute blocksize is required");
+    int64_t bs = a->i, bs2;
+    if (bs < 1)
+        return failf(c, "blocksize %" PRId64 " is not positive", bs);
+    static const char *const modes[] = {"DCR", "CRD", NULL};
+    int mode = to_space && c->version >= 11 ? attr_choice(c, "mode", modes, 0) : 0;
+    if (mode < 0)
+        return -1;
+    int64_t n = d[0], ch = d[1], h = d[2], w = d[3], mid[6], out[4], hb, wb, cb;
+    int64_t perm[6];
+    if (to_space) {
+        if (__builtin_mul_overflow(bs, bs, &bs2) || ch % bs2 != 0)
+            return failf(c, "input 0's %" PRId64 " channels are not a multiple of blocksize %" PRId64
+                            " squared",
+                         ch, bs);
+        if (__builtin_mul_overflow(h, bs, &hb) || __builtin_mul_overflow(w, bs, &wb))
+            return failf(c, "input 0's H %" PRId64 " or W %" PRId64 " times blocksize %" PRId64
+                            " overflows",
+                         h, w, bs);
+        int64_t cd = ch / bs2;
+        if (mode == 0) {
+            memcpy(mid, (int64_t[]){n, bs, bs, cd, h, w}, sizeof(mid));
+            memcpy(perm, (int64_t[]){0, 3, 4, 1, 5, 2}, sizeof(perm));
+        } else {
+            memcpy(mid, (int64_t[]){n, cd, bs, bs, h, w}, sizeof(mid));
+            memcpy(perm, (int64_t[]){0, 1, 4, 2, 5, 3}, sizeof(perm));
+        }
+        memcpy(out, (int64_t[]){n, cd, hb, wb}, sizeof(out));
+    } else {
+        if (h % bs != 0 || w % bs != 0)
+            return failf(c, "input 0's H %" PRId64 " and W %" PRId64
+                            " are not both multiples of blocksize %" PRId64,
+                         h, w, bs);
+        if (__builtin_mul_overflow(bs, bs, &bs2) || __builtin_mul_overflow(ch, bs2, &cb))
+            return failf(c, "input 0's %" PRId64 " channels times blocksize %" PRId64
+                            " squared overflows",
+                         ch, bs);
+        memcpy(mid, (int64_t[]){n, ch, h / bs, bs, w / bs, bs}, sizeof(mid));
+        memcpy(perm, (int64_t[]){0, 3, 5, 1, 2, 4}, sizeof(perm));
+        memcpy(out, (int64_t[]){n, cb, h / bs, w / bs}, sizeof(out));
+    }
+    tide_ref r;
+    if (in_ref(c, 0, &r) != 0)
+        return -1;
+    r = tide_builder_reshape(c->b, NULL, r, 6, mid);
+    r = tide_builder_transpose(c->b, NULL, r, perm, 6);
+    return set_out(c, 0, tide_builder_reshape(c->b, NULL, r, 4, out));
+}
+
+static int op_depth_to_space(struct ctx *c)
+{
+    return depth_space(c, true);
+}
+
+static int op_space_to_depth(struct ctx *c)
+{
+    return depth_space(c, false);
+}
+
 /* ============================================================================
  * The op table
  * ========================================================================== */
@@ -5000,6 +5081,7 @@ static const struct op_entry ops[] = {
     {"ConstantOfShape", op_constant_of_shape, 9, {9, 20, 21, 23, 24, 25}},
     {"Conv", op_conv, 1, {1, 11, 22}},
     {"ConvTranspose", op_conv_transpose, 1, {1, 11, 22}},
+    {"DepthToSpace", op_depth_to_space, 1, {1, 11, 13}},
     {"Div", op_div, 1, {1, 6, 7, 13, 14}},
     {"Dropout", op_dropout, 1, {1, 6, 7, 10, 12, 13, 22}},
     {"Elu", op_elu, 1, {1, 6, 22}},
@@ -5067,6 +5149,7 @@ static const struct op_entry ops[] = {
     {"SoftmaxCrossEntropyLoss", op_softmax_cross_entropy_loss, 12, {12, 13}},
     {"Softplus", op_softplus, 1, {1, 22}},
     {"Softsign", op_softsign, 1, {1, 22}},
+    {"SpaceToDepth", op_space_to_depth, 1, {1, 13}},
     {"Split", op_split, 2, {1, 2, 11, 13, 18}},
     {"Sqrt", op_sqrt, 1, {1, 6, 13}},
     {"Squeeze", op_squeeze, 1, {1, 11, 13, 21, 23, 24, 25}},

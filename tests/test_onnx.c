@@ -3180,6 +3180,120 @@ static void test_tile(void **state)
     tide_test_onnx_free(m);
 }
 
+/* DepthToSpace (DCR and CRD) and SpaceToDepth against ONNX's formulas worked by hand, a round
+ * trip, one SGD step through DepthToSpace; the refusals. */
+static void test_depth_space(void **state)
+{
+    (void)state;
+    /* x [1, 4, 1, 2], channels [0 1], [2 3], [4 5], [6 7], blocksize 2: y[0][0][2h + i][2w + j]
+     * is channel 2i + j at (h, w), so rows [0 2 1 3] and [4 6 5 7]. */
+    static const float seq[16] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+    struct tide_test_onnx *m = tide_test_onnx_new(13);
+    tide_test_onnx_attr_i(m, one_node(m, "DepthToSpace", 4, (int64_t[]){1, 4, 1, 2},
+                                      TIDE_TEST_NAMES("x")),
+                          "blocksize", 2);
+    static const float interleaved[8] = {0, 2, 1, 3, 4, 6, 5, 7};
+    expect_values(m, seq, 8, 4, (int64_t[]){1, 1, 2, 4}, interleaved, 8);
+
+    /* x [1, 8, 1, 1] = 0..7, blocksize 2 to [1, 2, 2, 2]: DCR reads channel 4i + 2j + c
+     * (blocks outermost), CRD 4c + 2i + j (depth outermost, so the order stays). */
+    static const float dcr[8] = {0, 2, 4, 6, 1, 3, 5, 7};
+    for (int crd = 0; crd < 2; crd++) {
+        m = tide_test_onnx_new(13);
+        Onnx__NodeProto *n =
+            one_node(m, "DepthToSpace", 4, (int64_t[]){1, 8, 1, 1}, TIDE_TEST_NAMES("x"));
+        tide_test_onnx_attr_i(m, n, "blocksize", 2);
+        attr_str(m, n, "mode", crd ? "CRD" : "DCR");
+        expect_values(m, seq, 8, 4, (int64_t[]){1, 2, 2, 2}, crd ? seq : dcr, 8);
+    }
+    /* DepthToSpace-1 has no mode: DCR. */
+    m = tide_test_onnx_new(1);
+    tide_test_onnx_attr_i(m, one_node(m, "DepthToSpace", 4, (int64_t[]){1, 8, 1, 1},
+                                      TIDE_TEST_NAMES("x")),
+                          "blocksize", 2);
+    expect_values(m, seq, 8, 4, (int64_t[]){1, 2, 2, 2}, dcr, 8);
+
+    /* SpaceToDepth of x [1, 1, 2, 4] = rows [0 1 2 3], [4 5 6 7]: channel 2i + j at (h, w) is
+     * x[2h + i][2w + j], so channels [0 2], [1 3], [4 6], [5 7]. */
+    m = tide_test_onnx_new(13);
+    tide_test_onnx_attr_i(m, one_node(m, "SpaceToDepth", 4, (int64_t[]){1, 1, 2, 4},
+                                      TIDE_TEST_NAMES("x")),
+                          "blocksize", 2);
+    expect_values(m, seq, 8, 4, (int64_t[]){1, 4, 1, 2}, interleaved, 8);
+
+    /* SpaceToDepth undoes DepthToSpace (DCR): x [2, 4, 1, 2] comes back. */
+    m = tide_test_onnx_new(13);
+    tide_test_onnx_input(m, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 4, (int64_t[]){2, 4, 1, 2},
+                         -1);
+    tide_test_onnx_attr_i(
+        m, tide_test_onnx_node(m, "DepthToSpace", "d", TIDE_TEST_NAMES("x"), TIDE_TEST_NAMES("s")),
+        "blocksize", 2);
+    tide_test_onnx_attr_i(
+        m, tide_test_onnx_node(m, "SpaceToDepth", "e", TIDE_TEST_NAMES("s"), TIDE_TEST_NAMES("y")),
+        "blocksize", 2);
+    tide_test_onnx_output(m, "y");
+    expect_values(m, seq, 16, 4, (int64_t[]){2, 4, 1, 2}, seq, 16);
+
+    /* Training: v [1, 8, 1, 1] (a Variable) through DepthToSpace DCR, times x; loss mean(y^2)
+     * over 8: y[k] = v[src[k]] x[k], so v[src[k]] moves by -0.1 * 2 y[k] x[k] / 8. */
+    m = tide_test_onnx_new(13);
+    static const float v0[8] = {1, -2, 3, -4, 5, -6, 7, -8};
+    tide_test_onnx_init_f(m, "v", 4, (int64_t[]){1, 8, 1, 1}, v0);
+    tide_test_onnx_input(m, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 4, (int64_t[]){1, 2, 2, 2},
+                         -1);
+    tide_test_onnx_attr_i(
+        m, tide_test_onnx_node(m, "DepthToSpace", "d", TIDE_TEST_NAMES("v"), TIDE_TEST_NAMES("p")),
+        "blocksize", 2);
+    tide_test_onnx_node(m, "Mul", "m", TIDE_TEST_NAMES("p", "x"), TIDE_TEST_NAMES("y"));
+    tide_test_onnx_output(m, "y");
+    static const float x[8] = {0.5f, -1, 1.5f, 2, -0.25f, 1, 3, -2};
+    float v[8];
+    train_one_step(m, x, sizeof(x), "v", v, 8);
+    static const int src[8] = {0, 2, 4, 6, 1, 3, 5, 7};
+    for (int k = 0; k < 8; k++)
+        assert_float_equal(v[src[k]], v0[src[k]] - 0.1 * v0[src[k]] * x[k] * x[k] / 4, 1e-6);
+    tide_test_onnx_free(m);
+
+    /* Refusals. */
+    static const struct {
+        const char *op;
+        int32_t rank;
+        int64_t dims[4];
+        int64_t blocksize; /* 0: absent */
+        const char *mode;
+        const char *want;
+    } bad[] = {
+        {"DepthToSpace", 3, {4, 2, 2}, 2, NULL,
+         "node n (DepthToSpace, opset 13): input 0 has shape [4, 2, 2]; DepthToSpace takes [N, "
+         "C, H, W]"},
+        {"SpaceToDepth", 4, {1, 1, 2, 2}, 0, NULL,
+         "node n (SpaceToDepth, opset 13): attribute blocksize is required"},
+        {"DepthToSpace", 4, {1, 4, 2, 2}, -1, NULL,
+         "node n (DepthToSpace, opset 13): blocksize -1 is not positive"},
+        {"DepthToSpace", 4, {1, 6, 2, 2}, 2, NULL,
+         "node n (DepthToSpace, opset 13): input 0's 6 channels are not a multiple of blocksize "
+         "2 squared"},
+        {"DepthToSpace", 4, {1, 4, 2, 2}, 2, "RDC",
+         "node n (DepthToSpace, opset 13): mode \"RDC\" is not one of DCR, CRD"},
+        {"SpaceToDepth", 4, {1, 1, 4, 3}, 2, NULL,
+         "node n (SpaceToDepth, opset 13): input 0's H 4 and W 3 are not both multiples of "
+         "blocksize 2"},
+        {"DepthToSpace", 4, {1, 4, 1, 1}, INT64_MAX, NULL,
+         "node n (DepthToSpace, opset 13): input 0's 4 channels are not a multiple of blocksize "
+         "9223372036854775807 squared"},
+    };
+    for (size_t k = 0; k < sizeof(bad) / sizeof(bad[0]); k++) {
+        m = tide_test_onnx_new(13);
+        Onnx__NodeProto *n = one_node(m, bad[k].op, bad[k].rank, bad[k].dims, TIDE_TEST_NAMES("x"));
+        if (bad[k].blocksize)
+            tide_test_onnx_attr_i(m, n, "blocksize", bad[k].blocksize);
+        if (bad[k].mode)
+            attr_str(m, n, "mode", bad[k].mode);
+        import_fails(m, NULL, bad[k].want);
+        tide_test_onnx_free(m);
+    }
+}
+
 /*
  * Model: cond = op(a, b) of int64 constants (with Not after it when negate), then
  * y = Where(cond, x, -x) on x [4] = 1..4; imports, runs and compares y with want's signs.
@@ -3349,6 +3463,7 @@ int main(void)
         cmocka_unit_test(test_windows_3d),
         cmocka_unit_test(test_expand_trains),
         cmocka_unit_test(test_tile),
+        cmocka_unit_test(test_depth_space),
         cmocka_unit_test(test_comparisons_fold),
         cmocka_unit_test(test_bad_bytes),
     };
