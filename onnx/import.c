@@ -1499,6 +1499,10 @@ static int op_where(struct ctx *c)
     if (!cond->known)
         return failf(c, "a condition computed in the graph is not supported (tide has no select "
                         "op); only constant conditions, such as a causal mask, are folded");
+    if (cond->type == CONST_FLOAT) /* it holds no integers to read as bools */
+        return failf(c, "the condition (input \"%s\") is a float constant; Where takes a bool "
+                        "condition",
+                     cond->name);
     int32_t rx, ry, r1, r;
     int64_t dx[MAX_RANK], dy[MAX_RANK], d1[MAX_RANK], d[MAX_RANK];
     if (value_shape(c, x, &rx, dx) != 0 || value_shape(c, y, &ry, dy) != 0 ||

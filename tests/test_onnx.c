@@ -3360,6 +3360,13 @@ static void test_comparisons_fold(void **state)
     import_fails(m, NULL, "node n (And, opset 13): input 0 (\"f\") is a float constant; And takes "
                           "bool inputs");
     tide_test_onnx_free(m);
+    /* A float condition of Where (a malformed model): refused, not read as integers. */
+    m = tide_test_onnx_new(13);
+    float_constant(m, "f", 1, (int64_t[]){1}, (float[]){1});
+    one_node(m, "Where", 1, (int64_t[]){4}, TIDE_TEST_NAMES("f", "x", "x"));
+    import_fails(m, NULL, "node n (Where, opset 13): the condition (input \"f\") is a float "
+                          "constant; Where takes a bool condition");
+    tide_test_onnx_free(m);
     m = tide_test_onnx_new(13);
     one_node(m, "Not", 1, (int64_t[]){4}, TIDE_TEST_NAMES("x"));
     import_fails(m, NULL,
