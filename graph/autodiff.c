@@ -637,6 +637,7 @@ static enum tide_status tide__grad_conv2d(struct grad_ctx *c)
     struct tide_graph *graph = c->ad->graph;
     struct tide_attr_value strides = *fwd_attr(c, TIDE_ATTR_CONV2D_strides); /* explicit */
     struct tide_attr_value pads = *fwd_attr(c, TIDE_ATTR_CONV2D_pads);
+    struct tide_attr_value dilations = *fwd_attr(c, TIDE_ATTR_CONV2D_dilations);
     int64_t group = fwd_attr(c, TIDE_ATTR_CONV2D_group)->i;
     uint32_t id;
     enum tide_status st = TIDE_OK;
@@ -649,6 +650,7 @@ static enum tide_status tide__grad_conv2d(struct grad_ctx *c)
         copy_ints(graph, id, TIDE_ATTR_CONV2D_BACKPROP_INPUT_pads, &pads);
         tide_attr_set_shape(graph, id, TIDE_ATTR_CONV2D_BACKPROP_INPUT_input_shape, &x);
         tide_attr_set_int(graph, id, TIDE_ATTR_CONV2D_BACKPROP_INPUT_group, group);
+        copy_ints(graph, id, TIDE_ATTR_CONV2D_BACKPROP_INPUT_dilations, &dilations);
         c->dx[0] = out0(id);
     }
     if (c->wanted[1]) {
@@ -660,6 +662,7 @@ static enum tide_status tide__grad_conv2d(struct grad_ctx *c)
         copy_ints(graph, id, TIDE_ATTR_CONV2D_BACKPROP_FILTER_pads, &pads);
         tide_attr_set_shape(graph, id, TIDE_ATTR_CONV2D_BACKPROP_FILTER_filter_shape, &w);
         tide_attr_set_int(graph, id, TIDE_ATTR_CONV2D_BACKPROP_FILTER_group, group);
+        copy_ints(graph, id, TIDE_ATTR_CONV2D_BACKPROP_FILTER_dilations, &dilations);
         c->dx[1] = out0(id);
     }
     return st;
@@ -669,15 +672,17 @@ static enum tide_status tide__grad_conv2d(struct grad_ctx *c)
  * Conv2DBackpropInput(a, w; input_shape) -> y: the transposed convolution
  * (ONNX's ConvTranspose imports as this op). It is linear in a and in w:
  * y[n, c, h] = sum over k, r of a[n, k, o] w[k, c, r] where h = o * stride
- * - pad + r. So da is the forward convolution of dy with w (the adjoint of
- * the adjoint), and dw is the filter gradient of a convolution whose input
- * is dy and whose output gradient is a.
+ * - pad + r * dilation. So da is the forward convolution of dy with w (the
+ * adjoint of the adjoint), and dw is the filter gradient of a convolution
+ * whose input is dy and whose output gradient is a: both in the same
+ * strides, pads, group and dilations.
  */
 static enum tide_status tide__grad_conv2d_backprop_input(struct grad_ctx *c)
 {
     struct tide_graph *graph = c->ad->graph;
     struct tide_attr_value strides = *fwd_attr(c, TIDE_ATTR_CONV2D_BACKPROP_INPUT_strides);
     struct tide_attr_value pads = *fwd_attr(c, TIDE_ATTR_CONV2D_BACKPROP_INPUT_pads);
+    struct tide_attr_value dilations = *fwd_attr(c, TIDE_ATTR_CONV2D_BACKPROP_INPUT_dilations);
     int64_t group = fwd_attr(c, TIDE_ATTR_CONV2D_BACKPROP_INPUT_group)->i;
     uint32_t id;
     enum tide_status st = TIDE_OK;
@@ -688,6 +693,7 @@ static enum tide_status tide__grad_conv2d_backprop_input(struct grad_ctx *c)
         copy_ints(graph, id, TIDE_ATTR_CONV2D_strides, &strides);
         copy_ints(graph, id, TIDE_ATTR_CONV2D_pads, &pads);
         tide_attr_set_int(graph, id, TIDE_ATTR_CONV2D_group, group);
+        copy_ints(graph, id, TIDE_ATTR_CONV2D_dilations, &dilations);
         c->dx[0] = out0(id);
     }
     if (c->wanted[1]) {
@@ -698,6 +704,7 @@ static enum tide_status tide__grad_conv2d_backprop_input(struct grad_ctx *c)
         copy_ints(graph, id, TIDE_ATTR_CONV2D_BACKPROP_FILTER_strides, &strides);
         copy_ints(graph, id, TIDE_ATTR_CONV2D_BACKPROP_FILTER_pads, &pads);
         tide_attr_set_int(graph, id, TIDE_ATTR_CONV2D_BACKPROP_FILTER_group, group);
+        copy_ints(graph, id, TIDE_ATTR_CONV2D_BACKPROP_FILTER_dilations, &dilations);
         tide_attr_set_shape(graph, id, TIDE_ATTR_CONV2D_BACKPROP_FILTER_filter_shape, &w);
         c->dx[1] = out0(id);
     }

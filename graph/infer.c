@@ -246,11 +246,16 @@ static bool broadcasts_to(const struct tide_shape *from, const struct tide_shape
  * Helpers: 2-D windows (Conv2D and the pools)
  * ========================================================================== */
 
-/* A window over the H and W axes of an NCHW tensor; each pair is [h, w]. */
+/*
+ * A window over the H and W axes of an NCHW tensor; each pair is [h, w].
+ * Its taps are dilations apart (1 for the pools), so it spans
+ * (ksize - 1) * dilation + 1 cells.
+ */
 struct window {
     int64_t ksize[2];
     int64_t strides[2];
     int64_t pads[2];
+    int64_t dilations[2];
 };
 
 static const int64_t pair_ones[2] = {1, 1};
@@ -291,7 +296,8 @@ static enum tide_status read_pair(struct tide_node *node, const char *name, cons
 
 /*
  * The output shape [N, channels, OH, OW] of win slid over x [N, C, H, W]
- * (label names x): O = (I + 2 * pad - k) / stride + 1 on each axis.
+ * (label names x): O = (I + 2 * pad - span) / stride + 1 on each axis, where
+ * span = (k - 1) * dilation + 1.
  */
 static enum tide_status window_output(struct tide_node *node, const char *label,
                                       const struct tide_shape *x, const struct window *win,
@@ -305,14 +311,22 @@ static enum tide_status window_output(struct tide_node *node, const char *label,
             return tide_node_error(err, TIDE_INVALID, node,
                                    "pad %s %" PRId64 " is too large for %s %s", hw_name[i], pad,
                                    label, shape_text(x).s);
-        int64_t padded = in + 2 * pad;
+        int64_t padded = in + 2 * pad, d = win->dilations[i];
         if (padded < k)
             return tide_node_error(
                 err, TIDE_INVALID, node,
                 "kernel %s %" PRId64 " is larger than the padded input %s %" PRId64
                 " + 2 * %" PRId64 " = %" PRId64 " (%s is %s)",
                 hw_name[i], k, hw_name[i], in, pad, padded, label, shape_text(x).s);
-        dims[2 + i] = (padded - k) / win->strides[i] + 1;
+        /* (k - 1) * d + 1 <= padded, asked without overflowing: padded >= k >= 1 here. */
+        if (k - 1 > (padded - 1) / d)
+            return tide_node_error(err, TIDE_INVALID, node,
+                                   "kernel %s %" PRId64 " dilated by %" PRId64
+                                   " spans more than the padded input %s %" PRId64 " + 2 * %" PRId64
+                                   " = %" PRId64 " (%s is %s)",
+                                   hw_name[i], k, d, hw_name[i], in, pad, padded, label,
+                                   shape_text(x).s);
+        dims[2 + i] = (padded - ((k - 1) * d + 1)) / win->strides[i] + 1;
     }
     *y = tide_shape_make(4, dims);
     return TIDE_OK;
@@ -321,8 +335,8 @@ static enum tide_status window_output(struct tide_node *node, const char *label,
 /*
  * The output shape of Conv2D of x [N, C, H, W] with filter w [K, C / group,
  * R, S] (x_label and w_label name them) under the node's strides (default
- * [1, 1]) and pads (default [0, 0]), which are normalised in place, and its
- * group (default 1), which must divide C and K.
+ * [1, 1]), pads (default [0, 0]) and dilations (default [1, 1]), which are
+ * normalised in place, and its group (default 1), which must divide C and K.
  */
 static enum tide_status conv2d_output_shape(struct tide_node *node, const char *x_label,
                                             const struct tide_shape *x, const char *w_label,
@@ -366,6 +380,8 @@ static enum tide_status conv2d_output_shape(struct tide_node *node, const char *
     st = read_pair(node, "strides", pair_ones, 1, win.strides, err);
     if (st == TIDE_OK)
         st = read_pair(node, "pads", pair_zeros, 0, win.pads, err);
+    if (st == TIDE_OK)
+        st = read_pair(node, "dilations", pair_ones, 1, win.dilations, err);
     if (st != TIDE_OK)
         return st;
     return window_output(node, x_label, x, &win, w->dims[0], y, err);
@@ -380,7 +396,7 @@ static enum tide_status pool2d_output_shape(struct tide_node *node, const char *
                                             const struct tide_shape *x, struct tide_shape *y,
                                             struct tide_error *err)
 {
-    struct window win;
+    struct window win = {.dilations = {1, 1}};
     enum tide_status st = require_rank(node, label, x, 4, 4, "[N, C, H, W]", err);
     if (st == TIDE_OK)
         st = read_pair(node, "ksize", NULL, 1, win.ksize, err);

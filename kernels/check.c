@@ -129,28 +129,33 @@ void tide__kernel_conv_setup(const struct tide_node *node, const struct tide_sha
                              struct tide__kernel_conv *cv)
 {
     static const int64_t ones[2] = {1, 1}, zeros[2] = {0, 0};
-    int strides_k, pads_k, group_k;
+    int strides_k, pads_k, group_k, dilations_k;
     switch (node->op) {
     case TIDE_OP_CONV2D:
         strides_k = TIDE_ATTR_CONV2D_strides;
         pads_k = TIDE_ATTR_CONV2D_pads;
         group_k = TIDE_ATTR_CONV2D_group;
+        dilations_k = TIDE_ATTR_CONV2D_dilations;
         break;
     case TIDE_OP_CONV2D_BACKPROP_INPUT:
         strides_k = TIDE_ATTR_CONV2D_BACKPROP_INPUT_strides;
         pads_k = TIDE_ATTR_CONV2D_BACKPROP_INPUT_pads;
         group_k = TIDE_ATTR_CONV2D_BACKPROP_INPUT_group;
+        dilations_k = TIDE_ATTR_CONV2D_BACKPROP_INPUT_dilations;
         break;
     default:
         assert(node->op == TIDE_OP_CONV2D_BACKPROP_FILTER);
         strides_k = TIDE_ATTR_CONV2D_BACKPROP_FILTER_strides;
         pads_k = TIDE_ATTR_CONV2D_BACKPROP_FILTER_pads;
         group_k = TIDE_ATTR_CONV2D_BACKPROP_FILTER_group;
+        dilations_k = TIDE_ATTR_CONV2D_BACKPROP_FILTER_dilations;
         break;
     }
-    int64_t strides[2], pads[2];
+    int64_t strides[2], pads[2], dilations[2];
     tide__kernel_read_pair(node, strides_k, ones, strides);
     tide__kernel_read_pair(node, pads_k, zeros, pads);
+    tide__kernel_read_pair(node, dilations_k, ones, dilations);
+    assert(dilations[0] >= 1 && dilations[1] >= 1);
     int64_t group = node->attrs[group_k].i;
     assert(x->rank == 4 && w->rank == 4 && y->rank == 4 && group >= 1);
     assert(x->dims[1] % group == 0 && y->dims[1] % group == 0 && x->dims[1] / group == w->dims[1]);
@@ -169,12 +174,24 @@ void tide__kernel_conv_setup(const struct tide_node *node, const struct tide_sha
         .ph = pads[0],
         .pw = pads[1],
         .group = group,
+        /*
+         * A single tap reads the same cells at any dilation: 1 there lets
+         * every backend see the dense case (cuDNN takes ints; oneDNN's
+         * primitives are cached by this geometry).
+         */
+        .dh = w->dims[2] == 1 ? 1 : dilations[0],
+        .dw = w->dims[3] == 1 ? 1 : dilations[1],
     };
 #ifndef NDEBUG
+    /* infer bounded the dilated windows by the padded input, so these spans do not overflow. */
     int64_t oh = -1, ow = -1;
     assert(y->dims[0] == cv->n && y->dims[1] == cv->k);
-    assert(tide__kernel_window_axis(cv->h, cv->r, cv->sh, cv->ph, &oh) && oh == cv->oh);
-    assert(tide__kernel_window_axis(cv->w, cv->s, cv->sw, cv->pw, &ow) && ow == cv->ow);
+    assert(cv->r < 1 || cv->r - 1 <= (INT64_MAX - 1) / cv->dh);
+    assert(cv->s < 1 || cv->s - 1 <= (INT64_MAX - 1) / cv->dw);
+    assert(tide__kernel_window_axis(cv->h, (cv->r - 1) * cv->dh + 1, cv->sh, cv->ph, &oh) &&
+           oh == cv->oh);
+    assert(tide__kernel_window_axis(cv->w, (cv->s - 1) * cv->dw + 1, cv->sw, cv->pw, &ow) &&
+           ow == cv->ow);
 #endif
 }
 

@@ -80,7 +80,8 @@ void tide__kernel_pool_setup(const struct tide_node *node, const struct tide_sha
 /*
  * A 2-D convolution's geometry: x [N, C, H, W], w [K, C / group, R, S],
  * y [N, K, OH, OW]; output channel block g of K / group reads input channel
- * block g of C / group.
+ * block g of C / group. Filter tap (r, s) of output (oh, ow) reads input
+ * (oh * sh - ph + r * dh, ow * sw - pw + s * dw).
  */
 struct tide__kernel_conv {
     int64_t n, c, h, w;
@@ -88,12 +89,13 @@ struct tide__kernel_conv {
     int64_t oh, ow;
     int64_t sh, sw, ph, pw;
     int64_t group;
+    int64_t dh, dw; /* dilations; 1 on an axis of one tap (R or S 1), where it is moot */
 };
 
 /*
  * The geometry of Conv2D or its two gradients, from the node's strides,
- * pads and group (defaults as infer writes them) and the three shapes, which
- * infer made agree with the output size formula and the group.
+ * pads, group and dilations (defaults as infer writes them) and the three
+ * shapes, which infer made agree with the output size formula and the group.
  */
 void tide__kernel_conv_setup(const struct tide_node *node, const struct tide_shape *x,
                              const struct tide_shape *w, const struct tide_shape *y,

@@ -1225,6 +1225,22 @@ static uint32_t build_conv_depthwise(struct tide_graph *g, const uint32_t *in)
     return build_conv(g, in, 2, 1, 3);
 }
 
+/* x [2, 2, 7, 6], w [3, 2, 3, 2], stride 2, pad 1, dilations [2, 3]: y [2, 3, 3, 3]. */
+static uint32_t build_conv_dilated(struct tide_graph *g, const uint32_t *in)
+{
+    uint32_t y = build_conv(g, in, 2, 1, 1);
+    tide_attr_set_ints(g, y, TIDE_ATTR_CONV2D_dilations, (const int64_t[]){2, 3}, 2);
+    return y;
+}
+
+/* x [1, 4, 6, 6], w [4, 2, 3, 3] in 2 groups, pad 2, dilation 2: y [1, 4, 6, 6]. */
+static uint32_t build_conv_dilated_group2(struct tide_graph *g, const uint32_t *in)
+{
+    uint32_t y = build_conv(g, in, 1, 2, 2);
+    tide_attr_set_ints(g, y, TIDE_ATTR_CONV2D_dilations, (const int64_t[]){2, 2}, 2);
+    return y;
+}
+
 /*
  * The transposed convolution (ONNX's ConvTranspose): a [N, K, OH, OW] and w
  * [K, C, R, S] make y of the input_shape [N, C, H, W]; rows of y past the
@@ -1261,6 +1277,18 @@ static uint32_t build_conv_transpose_s1p0(struct tide_graph *g, const uint32_t *
 static uint32_t build_conv_transpose_group2(struct tide_graph *g, const uint32_t *in)
 {
     return build_conv_transpose(g, in, 2, 1, (const int64_t[]){1, 6, 5, 5}, 2);
+}
+
+/*
+ * a [1, 3, 3, 3], w [3, 2, 3, 3], stride 2, pad 1, dilation 2: y [1, 2, 8, 8]
+ * (the Conv2D of 8 rows under a 5-row window gives 3; its last row gets no
+ * contribution).
+ */
+static uint32_t build_conv_transpose_dilated(struct tide_graph *g, const uint32_t *in)
+{
+    uint32_t y = build_conv_transpose(g, in, 2, 1, (const int64_t[]){1, 2, 8, 8}, 1);
+    tide_attr_set_ints(g, y, TIDE_ATTR_CONV2D_BACKPROP_INPUT_dilations, (const int64_t[]){2, 2}, 2);
+    return y;
 }
 
 static uint32_t build_pool(struct tide_graph *g, const uint32_t *in, enum tide_op op, int64_t k,
@@ -2073,6 +2101,10 @@ static const struct gc_case gc_cases[] = {
     {"Conv2DBackpropInput_group2", IN2(T4(1, 4, 3, 3), T4(4, 3, 3, 3)), build_conv_transpose_group2},
     {"Conv2D_group2", IN2(T4(2, 4, 4, 4), T4(6, 2, 3, 3)), build_conv_group2},
     {"Conv2D_depthwise", IN2(T4(1, 3, 5, 5), T4(6, 1, 3, 3)), build_conv_depthwise},
+    {"Conv2D_dilated", IN2(T4(2, 2, 7, 6), T4(3, 2, 3, 2)), build_conv_dilated},
+    {"Conv2D_dilated_group2", IN2(T4(1, 4, 6, 6), T4(4, 2, 3, 3)), build_conv_dilated_group2},
+    {"Conv2DBackpropInput_dilated", IN2(T4(1, 3, 3, 3), T4(3, 2, 3, 3)),
+     build_conv_transpose_dilated},
     {"MaxPool2D_k2_s2", IN1(DISTINCT4(1, 2, 4, 4)), build_max_k2s2},
     {"MaxPool2D_k3_s2_p1", IN1(DISTINCT4(1, 2, 5, 5)), build_max_k3s2p1},
     {"AvgPool2D_k3_s2_p1", IN1(T4(1, 2, 4, 4)), build_avg_k3s2p1},

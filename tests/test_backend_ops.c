@@ -877,21 +877,28 @@ static void test_reduce(void **state)
  * Convolutions and pools
  * ========================================================================== */
 
-/* One convolution: x [n, c, h, w], w [k, c / group, r, s], strides, pads and channel groups. */
+/*
+ * One convolution: x [n, c, h, w], w [k, c / group, r, s], strides, pads,
+ * channel groups and dilations.
+ */
 struct conv_case {
     const char *name;
-    int64_t n, c, h, w, k, r, s, sh, sw, ph, pw, group;
+    int64_t n, c, h, w, k, r, s, sh, sw, ph, pw, group, dh, dw;
 };
 
 static const struct conv_case conv_cases[] = {
-    {"same_3x3", 2, 3, 7, 7, 4, 3, 3, 1, 1, 1, 1, 1},
-    {"strided_3x3", 2, 3, 7, 7, 4, 3, 3, 2, 2, 0, 0, 1},
-    {"pointwise", 2, 3, 7, 7, 5, 1, 1, 1, 1, 0, 0, 1},
-    {"odd_5x3", 3, 2, 9, 6, 4, 5, 3, 2, 1, 2, 1, 1},
-    {"grouped_3x3", 2, 6, 7, 7, 4, 3, 3, 1, 1, 1, 1, 2},
-    {"depthwise_3x3", 2, 4, 7, 7, 4, 3, 3, 2, 2, 1, 1, 4},
-    {"depthwise_x2", 3, 3, 6, 5, 6, 3, 2, 1, 1, 1, 0, 3},
-    {"grouped_pointwise", 2, 6, 5, 5, 9, 1, 1, 1, 1, 0, 0, 3},
+    {"same_3x3", 2, 3, 7, 7, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1},
+    {"strided_3x3", 2, 3, 7, 7, 4, 3, 3, 2, 2, 0, 0, 1, 1, 1},
+    {"pointwise", 2, 3, 7, 7, 5, 1, 1, 1, 1, 0, 0, 1, 1, 1},
+    {"odd_5x3", 3, 2, 9, 6, 4, 5, 3, 2, 1, 2, 1, 1, 1, 1},
+    {"grouped_3x3", 2, 6, 7, 7, 4, 3, 3, 1, 1, 1, 1, 2, 1, 1},
+    {"depthwise_3x3", 2, 4, 7, 7, 4, 3, 3, 2, 2, 1, 1, 4, 1, 1},
+    {"depthwise_x2", 3, 3, 6, 5, 6, 3, 2, 1, 1, 1, 0, 3, 1, 1},
+    {"grouped_pointwise", 2, 6, 5, 5, 9, 1, 1, 1, 1, 0, 0, 3, 1, 1},
+    {"dilated_3x3", 2, 3, 9, 9, 4, 3, 3, 1, 1, 2, 2, 1, 2, 2},
+    {"dilated_strided", 2, 3, 11, 10, 4, 3, 3, 2, 1, 1, 3, 1, 3, 2},
+    {"dilated_grouped", 2, 6, 9, 9, 4, 3, 3, 1, 2, 2, 1, 2, 2, 3},
+    {"dilated_1d", 2, 3, 1, 16, 4, 1, 3, 1, 1, 0, 4, 1, 1, 4},
 };
 
 static int64_t conv_out(int64_t in, int64_t k, int64_t stride, int64_t pad)
@@ -905,7 +912,9 @@ static int64_t conv_out(int64_t in, int64_t k, int64_t stride, int64_t pad)
  */
 static void conv_case_init(struct op_case *c, const struct conv_case *v, int which, char name[64])
 {
-    int64_t oh = conv_out(v->h, v->r, v->sh, v->ph), ow = conv_out(v->w, v->s, v->sw, v->pw);
+    /* A dilated filter's window spans (r - 1) * dh + 1 rows. */
+    int64_t oh = conv_out(v->h, (v->r - 1) * v->dh + 1, v->sh, v->ph);
+    int64_t ow = conv_out(v->w, (v->s - 1) * v->dw + 1, v->sw, v->pw);
     int64_t group = v->group, cg = v->c / group;
     static const char *prefix[3] = {"conv", "conv_dx", "conv_dw"};
     snprintf(name, 64, "%s_%s", prefix[which], v->name);
@@ -914,6 +923,7 @@ static void conv_case_init(struct op_case *c, const struct conv_case *v, int whi
         set_pair(c, TIDE_ATTR_CONV2D_strides, v->sh, v->sw);
         set_pair(c, TIDE_ATTR_CONV2D_pads, v->ph, v->pw);
         c->node.attrs[TIDE_ATTR_CONV2D_group].i = group;
+        set_pair(c, TIDE_ATTR_CONV2D_dilations, v->dh, v->dw);
         input(c, 4, DIMS(v->n, v->c, v->h, v->w));
         input(c, 4, DIMS(v->k, cg, v->r, v->s));
         outf(c, 4, DIMS(v->n, v->k, oh, ow));
@@ -923,6 +933,7 @@ static void conv_case_init(struct op_case *c, const struct conv_case *v, int whi
         set_pair(c, TIDE_ATTR_CONV2D_BACKPROP_INPUT_pads, v->ph, v->pw);
         set_shape(c, TIDE_ATTR_CONV2D_BACKPROP_INPUT_input_shape, 4, DIMS(v->n, v->c, v->h, v->w));
         c->node.attrs[TIDE_ATTR_CONV2D_BACKPROP_INPUT_group].i = group;
+        set_pair(c, TIDE_ATTR_CONV2D_BACKPROP_INPUT_dilations, v->dh, v->dw);
         input(c, 4, DIMS(v->n, v->k, oh, ow));
         input(c, 4, DIMS(v->k, cg, v->r, v->s));
         outf(c, 4, DIMS(v->n, v->c, v->h, v->w));
@@ -932,6 +943,7 @@ static void conv_case_init(struct op_case *c, const struct conv_case *v, int whi
         set_pair(c, TIDE_ATTR_CONV2D_BACKPROP_FILTER_pads, v->ph, v->pw);
         set_shape(c, TIDE_ATTR_CONV2D_BACKPROP_FILTER_filter_shape, 4, DIMS(v->k, cg, v->r, v->s));
         c->node.attrs[TIDE_ATTR_CONV2D_BACKPROP_FILTER_group].i = group;
+        set_pair(c, TIDE_ATTR_CONV2D_BACKPROP_FILTER_dilations, v->dh, v->dw);
         input(c, 4, DIMS(v->n, v->c, v->h, v->w));
         input(c, 4, DIMS(v->n, v->k, oh, ow));
         outf(c, 4, DIMS(v->k, cg, v->r, v->s));
@@ -965,16 +977,16 @@ static void test_conv2d_onednn_vs_fallback(void **state)
     (void)state;
     REQUIRE_ONEDNN();
     static const struct conv_case extra[] = {
-        {"resnet_16", 2, 16, 12, 12, 16, 3, 3, 1, 1, 1, 1, 1},
-        {"resnet_down", 2, 16, 12, 12, 32, 3, 3, 2, 2, 1, 1, 1},
-        {"resnet_shortcut", 2, 16, 12, 12, 32, 1, 1, 2, 2, 0, 0, 1},
-        {"cnn_first", 3, 1, 14, 14, 32, 3, 3, 1, 1, 1, 1, 1},
-        {"odd_channels", 3, 17, 9, 11, 19, 3, 3, 2, 1, 1, 0, 1},
-        {"wide_5x5", 2, 24, 10, 10, 40, 5, 5, 1, 1, 2, 2, 1},
-        {"mobilenet_dw", 2, 32, 14, 14, 32, 3, 3, 1, 1, 1, 1, 32},
-        {"mobilenet_dw_down", 2, 32, 14, 14, 32, 3, 3, 2, 2, 1, 1, 32},
-        {"resnext_32x4d", 2, 128, 8, 8, 128, 3, 3, 1, 1, 1, 1, 32},
-        {"grouped_odd", 3, 18, 9, 7, 12, 3, 3, 2, 1, 1, 0, 6},
+        {"resnet_16", 2, 16, 12, 12, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1},
+        {"resnet_down", 2, 16, 12, 12, 32, 3, 3, 2, 2, 1, 1, 1, 1, 1},
+        {"resnet_shortcut", 2, 16, 12, 12, 32, 1, 1, 2, 2, 0, 0, 1, 1, 1},
+        {"cnn_first", 3, 1, 14, 14, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1},
+        {"odd_channels", 3, 17, 9, 11, 19, 3, 3, 2, 1, 1, 0, 1, 1, 1},
+        {"wide_5x5", 2, 24, 10, 10, 40, 5, 5, 1, 1, 2, 2, 1, 1, 1},
+        {"mobilenet_dw", 2, 32, 14, 14, 32, 3, 3, 1, 1, 1, 1, 32, 1, 1},
+        {"mobilenet_dw_down", 2, 32, 14, 14, 32, 3, 3, 2, 2, 1, 1, 32, 1, 1},
+        {"resnext_32x4d", 2, 128, 8, 8, 128, 3, 3, 1, 1, 1, 1, 32, 1, 1},
+        {"grouped_odd", 3, 18, 9, 7, 12, 3, 3, 2, 1, 1, 0, 6, 1, 1},
     };
     struct conv_case cases[sizeof(conv_cases) / sizeof(conv_cases[0]) +
                            sizeof(extra) / sizeof(extra[0])];
@@ -1974,7 +1986,7 @@ static void tf32_case(struct op_case *c, bool expect_differs)
 static void test_tf32(void **state)
 {
     (void)state;
-    static const struct conv_case conv = {"tf32_3x3", 4, 32, 14, 14, 32, 3, 3, 1, 1, 1, 1, 1};
+    static const struct conv_case conv = {"tf32_3x3", 4, 32, 14, 14, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1};
     for (int which = 0; which < 3; which++) {
         char name[64];
         struct op_case c;

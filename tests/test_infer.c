@@ -1129,6 +1129,113 @@ static void test_conv2d_group(void **state)
     FAILS(TIDE_INVALID, "bad", "attribute \"group\" 4 does not divide the 6 channels");
 }
 
+/*
+ * Conv2D's dilations and its gradients': O = (I + 2 pad - ((k - 1) d + 1)) /
+ * stride + 1, and the refusals naming the numbers.
+ */
+static void test_conv2d_dilations(void **state)
+{
+    (void)state;
+    uint32_t x = ph("x", SHAPE(2, 4, 17, 12)), w = ph("w", SHAPE(6, 4, 3, 3));
+    uint32_t dilated = OP(TIDE_OP_CONV2D, "dilated", x, w);
+    tide_attr_set_ints(g, dilated, TIDE_ATTR_CONV2D_dilations, LIST(2, 3));
+    /* height: (17 + 2 * 1 - 5) / 2 + 1 = 8; width: (12 + 0 - 7) / 1 + 1 = 6 */
+    uint32_t mixed = OP(TIDE_OP_CONV2D, "mixed", x, w);
+    tide_attr_set_ints(g, mixed, TIDE_ATTR_CONV2D_dilations, LIST(2, 3));
+    tide_attr_set_ints(g, mixed, TIDE_ATTR_CONV2D_strides, LIST(2, 1));
+    tide_attr_set_ints(g, mixed, TIDE_ATTR_CONV2D_pads, LIST(1, 0));
+    /* A 1x1 filter reads one cell at any dilation. */
+    uint32_t point = OP(TIDE_OP_CONV2D, "point", x, ph("w1", SHAPE(6, 4, 1, 1)));
+    tide_attr_set_ints(g, point, TIDE_ATTR_CONV2D_dilations, LIST(1000, 1000));
+    uint32_t dy = ph("dy", SHAPE(2, 6, 8, 6));
+    uint32_t dx = OP(TIDE_OP_CONV2D_BACKPROP_INPUT, "dx", dy, w);
+    set_shape(dx, TIDE_ATTR_CONV2D_BACKPROP_INPUT_input_shape, SHAPE(2, 4, 17, 12));
+    tide_attr_set_ints(g, dx, TIDE_ATTR_CONV2D_BACKPROP_INPUT_strides, LIST(2, 1));
+    tide_attr_set_ints(g, dx, TIDE_ATTR_CONV2D_BACKPROP_INPUT_pads, LIST(1, 0));
+    tide_attr_set_ints(g, dx, TIDE_ATTR_CONV2D_BACKPROP_INPUT_dilations, LIST(2, 3));
+    uint32_t dw = OP(TIDE_OP_CONV2D_BACKPROP_FILTER, "dw", x, dy);
+    set_shape(dw, TIDE_ATTR_CONV2D_BACKPROP_FILTER_filter_shape, SHAPE(6, 4, 3, 3));
+    tide_attr_set_ints(g, dw, TIDE_ATTR_CONV2D_BACKPROP_FILTER_strides, LIST(2, 1));
+    tide_attr_set_ints(g, dw, TIDE_ATTR_CONV2D_BACKPROP_FILTER_pads, LIST(1, 0));
+    tide_attr_set_ints(g, dw, TIDE_ATTR_CONV2D_BACKPROP_FILTER_dilations, LIST(2, 3));
+    uint32_t plain = OP(TIDE_OP_CONV2D, "plain", x, w);
+    infer_ok();
+    expect_f32(dilated, SHAPE(2, 6, 13, 6));
+    expect_f32(mixed, SHAPE(2, 6, 8, 6));
+    expect_f32(point, SHAPE(2, 6, 17, 12));
+    expect_f32(dx, SHAPE(2, 4, 17, 12));
+    expect_f32(dw, SHAPE(6, 4, 3, 3));
+    expect_ints(plain, TIDE_ATTR_CONV2D_dilations, LIST(1, 1)); /* the default, written back */
+
+    /* The dilated window must fit the padded input: 3 taps 5 apart span 11 > 8 + 2. */
+    reset();
+    x = ph("x", SHAPE(1, 1, 8, 8));
+    w = ph("w", SHAPE(1, 1, 3, 3));
+    uint32_t c = OP(TIDE_OP_CONV2D, "bad", x, w);
+    tide_attr_set_ints(g, c, TIDE_ATTR_CONV2D_dilations, LIST(1, 5));
+    tide_attr_set_ints(g, c, TIDE_ATTR_CONV2D_pads, LIST(1, 1));
+    FAILS(TIDE_INVALID, "bad",
+          "kernel width 3 dilated by 5 spans more than the padded input width 8 + 2 * 1 = 10",
+          "input 0 (x) is [1, 1, 8, 8]");
+
+    /* Exactly fitting: 3 taps 4 apart span 9 = 7 + 2 * 1. */
+    reset();
+    x = ph("x", SHAPE(1, 1, 7, 7));
+    w = ph("w", SHAPE(1, 1, 3, 3));
+    c = OP(TIDE_OP_CONV2D, "fits", x, w);
+    tide_attr_set_ints(g, c, TIDE_ATTR_CONV2D_dilations, LIST(4, 4));
+    tide_attr_set_ints(g, c, TIDE_ATTR_CONV2D_pads, LIST(1, 1));
+    infer_ok();
+    expect_f32(c, SHAPE(1, 1, 1, 1));
+
+    /* A dilation whose span would overflow int64 is refused, not wrapped. */
+    reset();
+    x = ph("x", SHAPE(1, 1, 8, 8));
+    w = ph("w", SHAPE(1, 1, 3, 3));
+    c = OP(TIDE_OP_CONV2D, "bad", x, w);
+    tide_attr_set_ints(g, c, TIDE_ATTR_CONV2D_dilations, LIST(INT64_MAX, 1));
+    FAILS(TIDE_INVALID, "bad", "kernel height 3 dilated by 9223372036854775807 spans more");
+
+    static const int64_t below[][2] = {{0, 1}, {1, -2}, {INT64_MIN, 1}};
+    static const char *const want[] = {
+        "\"dilations\" [0, 1] has height 0, wants 1 or more",
+        "\"dilations\" [1, -2] has width -2, wants 1 or more",
+        "\"dilations\" [-9223372036854775808, 1] has height -9223372036854775808, wants 1 or more",
+    };
+    for (size_t i = 0; i < sizeof(below) / sizeof(below[0]); i++) {
+        reset();
+        x = ph("x", SHAPE(1, 1, 8, 8));
+        w = ph("w", SHAPE(1, 1, 3, 3));
+        c = OP(TIDE_OP_CONV2D, "bad", x, w);
+        tide_attr_set_ints(g, c, TIDE_ATTR_CONV2D_dilations, below[i], 2);
+        FAILS(TIDE_INVALID, "bad", want[i]);
+    }
+
+    reset();
+    x = ph("x", SHAPE(1, 1, 8, 8));
+    w = ph("w", SHAPE(1, 1, 3, 3));
+    c = OP(TIDE_OP_CONV2D, "bad", x, w);
+    tide_attr_set_ints(g, c, TIDE_ATTR_CONV2D_dilations, LIST(2));
+    FAILS(TIDE_INVALID, "bad", "\"dilations\" [2] has 1 entries, wants 2");
+
+    /* The gradients check dy against the dilated forward's output. */
+    reset();
+    dy = ph("dy", SHAPE(2, 6, 15, 10));
+    w = ph("w", SHAPE(6, 4, 3, 3));
+    dx = OP(TIDE_OP_CONV2D_BACKPROP_INPUT, "bad", dy, w);
+    set_shape(dx, TIDE_ATTR_CONV2D_BACKPROP_INPUT_input_shape, SHAPE(2, 4, 17, 12));
+    tide_attr_set_ints(g, dx, TIDE_ATTR_CONV2D_BACKPROP_INPUT_dilations, LIST(2, 2));
+    FAILS(TIDE_INVALID, "bad", "input 0 (dy) has shape [2, 6, 15, 10], wants [2, 6, 13, 8]");
+
+    reset();
+    x = ph("x", SHAPE(2, 4, 17, 12));
+    dy = ph("dy", SHAPE(2, 6, 15, 10));
+    dw = OP(TIDE_OP_CONV2D_BACKPROP_FILTER, "bad", x, dy);
+    set_shape(dw, TIDE_ATTR_CONV2D_BACKPROP_FILTER_filter_shape, SHAPE(6, 4, 3, 3));
+    tide_attr_set_ints(g, dw, TIDE_ATTR_CONV2D_BACKPROP_FILTER_dilations, LIST(3, 1));
+    FAILS(TIDE_INVALID, "bad", "input 1 (dy) has shape [2, 6, 15, 10], wants [2, 6, 11, 10]");
+}
+
 static void test_pool2d(void **state)
 {
     (void)state;
@@ -2487,6 +2594,7 @@ int main(void)
         TEST(test_conv2d),
         TEST(test_conv2d_backprop),
         TEST(test_conv2d_group),
+        TEST(test_conv2d_dilations),
         TEST(test_pool2d),
         TEST(test_pool2d_grads),
         TEST(test_global_avg_pool),

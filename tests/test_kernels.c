@@ -886,23 +886,26 @@ static void test_slice_and_grad(void **state)
  * Convolution
  * ========================================================================== */
 
-/* x [n, c, h, w], w [k, c / g, r, s]: g channel groups. */
+/* x [n, c, h, w], w [k, c / g, r, s]: g channel groups; taps dh rows and dw columns apart. */
 struct conv_case {
-    int64_t n, c, h, w, k, r, s, sh, sw, ph, pw, g;
+    int64_t n, c, h, w, k, r, s, sh, sw, ph, pw, g, dh, dw;
 };
 
-static int64_t out_dim(int64_t in, int64_t k, int64_t stride, int64_t pad)
+static int64_t out_dim(int64_t in, int64_t k, int64_t stride, int64_t pad, int64_t dilation)
 {
-    return (in + 2 * pad - k) / stride + 1;
+    return (in + 2 * pad - ((k - 1) * dilation + 1)) / stride + 1;
 }
 
 /*
  * Direct convolution in double: output channel k of group k / (K / G) sums
- * over that group's C / G input channels, filter channel c of them.
+ * over that group's C / G input channels, filter channel c of them; tap
+ * (r, q) of output (i, j) reads input (i * sh - ph + r * dh, j * sw - pw +
+ * q * dw).
  */
 static void naive_conv(const struct conv_case *cc, const float *x, const float *w, double *y)
 {
-    int64_t oh = out_dim(cc->h, cc->r, cc->sh, cc->ph), ow = out_dim(cc->w, cc->s, cc->sw, cc->pw);
+    int64_t oh = out_dim(cc->h, cc->r, cc->sh, cc->ph, cc->dh);
+    int64_t ow = out_dim(cc->w, cc->s, cc->sw, cc->pw, cc->dw);
     int64_t cg = cc->c / cc->g, kg = cc->k / cc->g;
     for (int64_t n = 0; n < cc->n; n++)
         for (int64_t k = 0; k < cc->k; k++)
@@ -912,7 +915,8 @@ static void naive_conv(const struct conv_case *cc, const float *x, const float *
                     for (int64_t c = 0; c < cg; c++)
                         for (int64_t r = 0; r < cc->r; r++)
                             for (int64_t q = 0; q < cc->s; q++) {
-                                int64_t ih = i * cc->sh - cc->ph + r, iw = j * cc->sw - cc->pw + q;
+                                int64_t ih = i * cc->sh - cc->ph + r * cc->dh;
+                                int64_t iw = j * cc->sw - cc->pw + q * cc->dw;
                                 if (ih < 0 || ih >= cc->h || iw < 0 || iw >= cc->w)
                                     continue;
                                 int64_t xc = k / kg * cg + c;
@@ -927,7 +931,8 @@ static void naive_conv(const struct conv_case *cc, const float *x, const float *
 static void naive_conv_grads(const struct conv_case *cc, const float *x, const float *w,
                              const float *dy, double *dx, double *dw)
 {
-    int64_t oh = out_dim(cc->h, cc->r, cc->sh, cc->ph), ow = out_dim(cc->w, cc->s, cc->sw, cc->pw);
+    int64_t oh = out_dim(cc->h, cc->r, cc->sh, cc->ph, cc->dh);
+    int64_t ow = out_dim(cc->w, cc->s, cc->sw, cc->pw, cc->dw);
     int64_t cg = cc->c / cc->g, kg = cc->k / cc->g;
     memset(dx, 0, (size_t)(cc->n * cc->c * cc->h * cc->w) * sizeof(double));
     memset(dw, 0, (size_t)(cc->k * cg * cc->r * cc->s) * sizeof(double));
@@ -939,7 +944,8 @@ static void naive_conv_grads(const struct conv_case *cc, const float *x, const f
                     for (int64_t c = 0; c < cg; c++)
                         for (int64_t r = 0; r < cc->r; r++)
                             for (int64_t q = 0; q < cc->s; q++) {
-                                int64_t ih = i * cc->sh - cc->ph + r, iw = j * cc->sw - cc->pw + q;
+                                int64_t ih = i * cc->sh - cc->ph + r * cc->dh;
+                                int64_t iw = j * cc->sw - cc->pw + q * cc->dw;
                                 if (ih < 0 || ih >= cc->h || iw < 0 || iw >= cc->w)
                                     continue;
                                 int64_t xc = k / kg * cg + c;
@@ -953,17 +959,19 @@ static void naive_conv_grads(const struct conv_case *cc, const float *x, const f
 
 static void set_conv_attrs(struct test_node *t, const struct conv_case *cc)
 {
-    int strides_k, pads_k, group_k;
+    int strides_k, pads_k, group_k, dilations_k;
     switch (t->node.op) {
     case TIDE_OP_CONV2D:
         strides_k = TIDE_ATTR_CONV2D_strides;
         pads_k = TIDE_ATTR_CONV2D_pads;
         group_k = TIDE_ATTR_CONV2D_group;
+        dilations_k = TIDE_ATTR_CONV2D_dilations;
         break;
     case TIDE_OP_CONV2D_BACKPROP_INPUT:
         strides_k = TIDE_ATTR_CONV2D_BACKPROP_INPUT_strides;
         pads_k = TIDE_ATTR_CONV2D_BACKPROP_INPUT_pads;
         group_k = TIDE_ATTR_CONV2D_BACKPROP_INPUT_group;
+        dilations_k = TIDE_ATTR_CONV2D_BACKPROP_INPUT_dilations;
         set_shape(t, TIDE_ATTR_CONV2D_BACKPROP_INPUT_input_shape, 4,
                   DIMS(cc->n, cc->c, cc->h, cc->w));
         break;
@@ -971,6 +979,7 @@ static void set_conv_attrs(struct test_node *t, const struct conv_case *cc)
         strides_k = TIDE_ATTR_CONV2D_BACKPROP_FILTER_strides;
         pads_k = TIDE_ATTR_CONV2D_BACKPROP_FILTER_pads;
         group_k = TIDE_ATTR_CONV2D_BACKPROP_FILTER_group;
+        dilations_k = TIDE_ATTR_CONV2D_BACKPROP_FILTER_dilations;
         set_shape(t, TIDE_ATTR_CONV2D_BACKPROP_FILTER_filter_shape, 4,
                   DIMS(cc->k, cc->c / cc->g, cc->r, cc->s));
         break;
@@ -978,12 +987,14 @@ static void set_conv_attrs(struct test_node *t, const struct conv_case *cc)
     set_pair(t, strides_k, cc->sh, cc->sw);
     set_pair(t, pads_k, cc->ph, cc->pw);
     t->attrs[group_k].i = cc->g;
+    set_pair(t, dilations_k, cc->dh, cc->dw);
 }
 
 /* Runs Conv2D and both gradients of one case against the naive versions. */
 static void check_conv_case(const struct conv_case *cc)
 {
-    int64_t oh = out_dim(cc->h, cc->r, cc->sh, cc->ph), ow = out_dim(cc->w, cc->s, cc->sw, cc->pw);
+    int64_t oh = out_dim(cc->h, cc->r, cc->sh, cc->ph, cc->dh);
+    int64_t ow = out_dim(cc->w, cc->s, cc->sw, cc->pw, cc->dw);
     int64_t nx = cc->n * cc->c * cc->h * cc->w, nw = cc->k * cc->c / cc->g * cc->r * cc->s;
     int64_t ny = cc->n * cc->k * oh * ow;
     float *x = falloc(nx), *w = falloc(nw), *y = falloc(ny), *dy = falloc(ny);
@@ -1033,18 +1044,27 @@ static void test_conv2d(void **state)
 {
     (void)state;
     static const struct conv_case cases[] = {
-        /* n  c  h  w  k  r  s  sh sw ph pw g */
-        {2, 3, 7, 6, 4, 3, 3, 2, 2, 1, 1, 1}, /* stride 2, padding 1 */
-        {2, 3, 5, 5, 4, 3, 3, 1, 1, 1, 1, 1}, /* "same" padding */
-        {1, 2, 6, 7, 3, 2, 3, 1, 2, 0, 1, 1}, /* non-square kernel, mixed strides and pads */
-        {3, 3, 4, 4, 5, 1, 1, 1, 1, 0, 0, 1}, /* pointwise: no im2col */
-        {2, 2, 5, 5, 2, 1, 1, 2, 2, 0, 0, 1}, /* 1x1 with stride 2: im2col */
-        {1, 1, 3, 3, 2, 3, 3, 1, 1, 2, 2, 1}, /* padding larger than half the kernel */
-        {2, 6, 6, 5, 4, 3, 3, 1, 1, 1, 1, 2}, /* 2 groups of 3 channels into 2 filters each */
-        {3, 4, 7, 7, 4, 3, 3, 2, 2, 1, 1, 4}, /* depthwise, strided */
-        {2, 3, 5, 5, 6, 3, 2, 1, 2, 1, 0, 3}, /* depthwise with 2 filters per channel */
-        {2, 6, 4, 4, 9, 1, 1, 1, 1, 0, 0, 3}, /* grouped pointwise: no im2col */
-        {9, 4, 5, 5, 2, 3, 3, 1, 1, 1, 1, 2}, /* more images than filter-gradient tasks */
+        /* n  c  h  w  k  r  s  sh sw ph pw g  dh dw */
+        {2, 3, 7, 6, 4, 3, 3, 2, 2, 1, 1, 1, 1, 1}, /* stride 2, padding 1 */
+        {2, 3, 5, 5, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1}, /* "same" padding */
+        {1, 2, 6, 7, 3, 2, 3, 1, 2, 0, 1, 1, 1, 1}, /* non-square kernel, mixed strides and pads */
+        {3, 3, 4, 4, 5, 1, 1, 1, 1, 0, 0, 1, 1, 1}, /* pointwise: no im2col */
+        {2, 2, 5, 5, 2, 1, 1, 2, 2, 0, 0, 1, 1, 1}, /* 1x1 with stride 2: im2col */
+        {1, 1, 3, 3, 2, 3, 3, 1, 1, 2, 2, 1, 1, 1}, /* padding larger than half the kernel */
+        {2, 6, 6, 5, 4, 3, 3, 1, 1, 1, 1, 2, 1, 1}, /* 2 groups of 3 channels into 2 filters each */
+        {3, 4, 7, 7, 4, 3, 3, 2, 2, 1, 1, 4, 1, 1}, /* depthwise, strided */
+        {2, 3, 5, 5, 6, 3, 2, 1, 2, 1, 0, 3, 1, 1}, /* depthwise with 2 filters per channel */
+        {2, 6, 4, 4, 9, 1, 1, 1, 1, 0, 0, 3, 1, 1}, /* grouped pointwise: no im2col */
+        {9, 4, 5, 5, 2, 3, 3, 1, 1, 1, 1, 2, 1, 1}, /* more images than filter-gradient tasks */
+        {2, 3, 9, 9, 4, 3, 3, 1, 1, 2, 2, 1, 2, 2}, /* dilation 2, "same" padding (DeepLab) */
+        {2, 2, 11, 10, 3, 3, 3, 1, 1, 0, 0, 1, 3, 3}, /* dilation 3, no padding */
+        {2, 3, 12, 11, 4, 3, 2, 2, 3, 1, 2, 1, 3, 2}, /* dilations 3 x 2, strides 2 x 3, pads */
+        {1, 2, 5, 9, 3, 3, 3, 2, 1, 3, 1, 1, 2, 3},   /* padding larger than the dilated half */
+        {2, 6, 10, 9, 4, 3, 3, 2, 1, 1, 2, 2, 2, 2},  /* 2 groups, dilated, strided */
+        {2, 4, 9, 9, 8, 3, 3, 1, 2, 2, 1, 4, 2, 3},   /* depthwise x2, dilations 2 x 3 */
+        {2, 3, 1, 13, 4, 1, 3, 1, 1, 0, 2, 1, 1, 4},  /* 1-D: a 1 x 3 filter dilated 4 (WaveNet) */
+        {3, 2, 6, 6, 3, 1, 1, 2, 1, 0, 0, 1, 5, 5},   /* 1x1 filter: its dilation moot */
+        {9, 4, 7, 7, 2, 2, 2, 1, 1, 1, 1, 2, 3, 2},   /* even filter, dilated, 9 images */
     };
     /* oneDNN's convolutions where this build has them, then the CPU kernels' own. */
     for (int onednn = tide_cpu_kernels_onednn_available(); onednn >= 0; onednn--) {
@@ -1472,9 +1492,10 @@ static void test_optimizers(void **state)
  * thread, at 4, and at 4 in a workspace planned for 1: the three runs must
  * give the same bits.
  */
-static void check_conv_determinism(bool onednn, int64_t group)
+static void check_conv_determinism(bool onednn, int64_t group, int64_t dilation)
 {
-    struct conv_case cc = {8, 16, 20, 20, 32, 3, 3, 1, 1, 1, 1, group};
+    struct conv_case cc = {8, 16, 20, 20, 32, 3, 3, 1, 1, 1, 1, group, 1, 1};
+    cc.ph = cc.pw = cc.dh = cc.dw = dilation; /* padding as the dilation keeps 20 x 20 */
     int64_t nx = 8 * 16 * 20 * 20, nw = 32 * (16 / group) * 9, ny = 8 * 32 * 20 * 20;
     float *x = falloc(nx), *w = falloc(nw), *dy = falloc(ny);
     float *y[3], *dx[3], *dw[3];
@@ -1515,9 +1536,9 @@ static void check_conv_determinism(bool onednn, int64_t group)
         if (memcmp(y[0], y[r], (size_t)ny * sizeof(float)) != 0 ||
             memcmp(dx[0], dx[r], (size_t)nx * sizeof(float)) != 0 ||
             memcmp(dw[0], dw[r], (size_t)nw * sizeof(float)) != 0)
-            fail_msg("convolution of %" PRId64 " groups %s oneDNN: %d threads (workspace planned "
-                     "for %d) differs from 1",
-                     group, onednn ? "through" : "without", threads[r],
+            fail_msg("convolution of %" PRId64 " groups, dilation %" PRId64
+                     ", %s oneDNN: %d threads (workspace planned for %d) differs from 1",
+                     group, dilation, onednn ? "through" : "without", threads[r],
                      planned[r] ? planned[r] : threads[r]);
     }
     for (int r = 0; r < 3; r++)
@@ -1552,9 +1573,11 @@ static void test_determinism_threads(void **state)
      * made before the pool grew).
      */
     for (int onednn = tide_cpu_kernels_onednn_available(); onednn >= 0; onednn--) {
-        check_conv_determinism(onednn, 1);
-        check_conv_determinism(onednn, 4);
-        check_conv_determinism(onednn, 16);
+        check_conv_determinism(onednn, 1, 1);
+        check_conv_determinism(onednn, 4, 1);
+        check_conv_determinism(onednn, 16, 1);
+        check_conv_determinism(onednn, 1, 2);
+        check_conv_determinism(onednn, 4, 3);
     }
 
     /* The pools run on the thread pool too. */
@@ -2336,7 +2359,7 @@ static void test_graph_normalised_attrs(void **state)
     }
 
     /* conv [2, 4, 9, 9] -> pool [2, 4, 3, 3] -> mean [2, 4] -> softmax over 4. */
-    struct conv_case cc = {2, 3, 9, 9, 4, 3, 3, 1, 1, 1, 1, 1};
+    struct conv_case cc = {2, 3, 9, 9, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1};
     double *want_conv = dalloc(2 * 4 * 81), want_soft[8];
     naive_conv(&cc, data[x], data[w], want_conv);
     expect_close("graph conv", data[conv], want_conv, 2 * 4 * 81, 1e-4, 1e-5);

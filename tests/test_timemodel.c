@@ -175,6 +175,43 @@ static void test_node_work_grouped(void **state)
     tide_graph_free(g);
 }
 
+/*
+ * A dilated convolution: its taps lie further apart, not more of them, so
+ * each output costs the C * R * S products of the dense filter and its
+ * patch matrix has as many rows; only the output is smaller.
+ */
+static void test_node_work_dilated(void **state)
+{
+    (void)state;
+    struct tide_graph *g = tide_graph_new();
+    uint32_t x = placeholder(g, "x", 4, (int64_t[]){2, 4, 9, 9});
+    uint32_t w = placeholder(g, "w", 4, (int64_t[]){5, 4, 3, 3});
+    uint32_t conv = node(g, TIDE_OP_CONV2D, "conv", x, w);
+    tide_attr_set_ints(g, conv, TIDE_ATTR_CONV2D_dilations, (int64_t[]){2, 2}, 2);
+    uint32_t dy = placeholder(g, "dy", 4, (int64_t[]){2, 5, 5, 5});
+    uint32_t dx = node(g, TIDE_OP_CONV2D_BACKPROP_INPUT, "dx", dy, w);
+    struct tide_shape xs = {4, {2, 4, 9, 9}}, ws = {4, {5, 4, 3, 3}};
+    tide_attr_set_shape(g, dx, TIDE_ATTR_CONV2D_BACKPROP_INPUT_input_shape, &xs);
+    tide_attr_set_ints(g, dx, TIDE_ATTR_CONV2D_BACKPROP_INPUT_dilations, (int64_t[]){2, 2}, 2);
+    uint32_t dw = node(g, TIDE_OP_CONV2D_BACKPROP_FILTER, "dw", x, dy);
+    tide_attr_set_shape(g, dw, TIDE_ATTR_CONV2D_BACKPROP_FILTER_filter_shape, &ws);
+    tide_attr_set_ints(g, dw, TIDE_ATTR_CONV2D_BACKPROP_FILTER_dilations, (int64_t[]){2, 2}, 2);
+    infer(g);
+
+    /* y [2, 5, 5, 5]: 250 outputs of 4 * 3 * 3 products; patches of 36 rows by 50 positions. */
+    double patches = 2 * 4.0 * 36 * 50, operands = (648 + 180 + 250) * 4.0;
+    struct tide_node_work cw = tide_time_node_work(g, &g->nodes[conv]);
+    assert_close(cw.flops, 2.0 * 250 * 36);
+    assert_close(cw.bytes, operands + patches);
+    struct tide_node_work iw = tide_time_node_work(g, &g->nodes[dx]);
+    assert_close(iw.flops, 2.0 * 250 * 36);
+    assert_close(iw.bytes, operands + patches);
+    struct tide_node_work fw = tide_time_node_work(g, &g->nodes[dw]);
+    assert_close(fw.flops, 2.0 * 250 * 36);
+    assert_close(fw.bytes, operands + patches);
+    tide_graph_free(g);
+}
+
 /* Appends a memory op reading in, shaped like it (no infer after it: it would reset homes). */
 static uint32_t memory_op(struct tide_graph *g, enum tide_op op, const char *name, uint32_t in,
                           uint8_t stream)
@@ -410,9 +447,10 @@ static void test_host_budget(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_node_work),      cmocka_unit_test(test_node_work_grouped),
-        cmocka_unit_test(test_predict_replay), cmocka_unit_test(test_profiles),
-        cmocka_unit_test(test_plan_predicts),  cmocka_unit_test(test_host_budget),
+        cmocka_unit_test(test_node_work),         cmocka_unit_test(test_node_work_grouped),
+        cmocka_unit_test(test_node_work_dilated), cmocka_unit_test(test_predict_replay),
+        cmocka_unit_test(test_profiles),          cmocka_unit_test(test_plan_predicts),
+        cmocka_unit_test(test_host_budget),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -3,7 +3,8 @@
  * conv.c: CPU kernels for Conv2D and its gradients Conv2DBackpropInput and
  * Conv2DBackpropFilter, NCHW input x [N, C, H, W], KCRS filter
  * w [K, C / G, R, S] (G: the group attribute), output y [N, K, OH, OW],
- * symmetric zero padding.
+ * symmetric zero padding, dilated filters (taps dh rows and dw columns
+ * apart).
  *
  * Each image is lowered to GEMMs through im2col: its [C*R*S, OH*OW] matrix
  * of input patches is built in the workspace, then for each group g (rows
@@ -13,7 +14,8 @@
  *   Conv2DBackpropInput:  cols_ng = w_g^T [CRS, K/G] x dy_ng, then col2im
  *   Conv2DBackpropFilter: dw_g  = sum over n of dy_ng [K/G, OH*OW] x cols_ng^T
  * The groups' blocks of the patch matrix are those of the whole image's, so
- * grouping changes neither the lowering nor the workspace. A 1x1 filter with
+ * grouping changes neither the lowering nor the workspace; nor does dilation,
+ * which only moves the cell each entry is read from. A 1x1 filter with
  * stride 1 and no padding needs no lowering: the image is its own patch
  * matrix, and needs no im2col workspace.
  *
@@ -48,6 +50,7 @@ struct conv {
     int64_t k;                   /* filters */
     int64_t oh, ow;              /* y's spatial dims */
     struct tide__cpu_window win; /* kh, kw: the filter's R and S */
+    int64_t dh, dw;              /* dilations: filter tap r reads input row oh * sh - ph + r * dh */
     int64_t group;               /* channel groups: G */
     int64_t kg;                  /* filters per group: K/G */
     int64_t crs, ohw;            /* GEMM dims: C/G*R*S (a group's patch rows) and OH*OW */
@@ -56,7 +59,7 @@ struct conv {
 };
 
 /*
- * Reads the strides and pads of a convolution node (x, w and y agree: infer
+ * Reads the strides, pads, group and dilations of a convolution node (x, w and y agree: infer
  * made them) and refuses GEMM dimensions that cblas_sgemm cannot index.
  */
 static enum tide_status conv_setup(const struct tide_node *node, const struct tide_shape *x,
@@ -74,6 +77,8 @@ static enum tide_status conv_setup(const struct tide_node *node, const struct ti
         .oh = g.oh,
         .ow = g.ow,
         .win = {.kh = g.r, .kw = g.s, .sh = g.sh, .sw = g.sw, .ph = g.ph, .pw = g.pw},
+        .dh = g.dh,
+        .dw = g.dw,
         .group = g.group,
         .kg = g.k / g.group,
     };
@@ -251,7 +256,12 @@ static void valid_range(int64_t offset, int64_t stride, int64_t in_len, int64_t 
     *hi = h;
 }
 
-/* Builds one image's patch matrix cols [C*R*S, OH*OW] from x_n [C, H, W]; padding reads as 0. */
+/*
+ * Builds one image's patch matrix cols [C*R*S, OH*OW] from x_n [C, H, W]:
+ * row (c, r, s) holds, for each output position, the input cell its tap
+ * reads (dilated: r * dh rows and s * dw columns from the window's corner);
+ * padding reads as 0.
+ */
 static void im2col(const float *x, const struct conv *cv, float *cols)
 {
     const struct tide__cpu_window *win = &cv->win;
@@ -260,11 +270,11 @@ static void im2col(const float *x, const struct conv *cv, float *cols)
         for (int64_t r = 0; r < win->kh; r++) {
             for (int64_t s = 0; s < win->kw; s++) {
                 float *row = cols + ((c * win->kh + r) * win->kw + s) * cv->ohw;
-                int64_t off = s - win->pw, lo, hi;
+                int64_t off = s * cv->dw - win->pw, lo, hi;
                 valid_range(off, win->sw, cv->w, cv->ow, &lo, &hi);
                 for (int64_t oh = 0; oh < cv->oh; oh++) {
                     float *dst = row + oh * cv->ow;
-                    int64_t ih = oh * win->sh - win->ph + r;
+                    int64_t ih = oh * win->sh - win->ph + r * cv->dh;
                     if (ih < 0 || ih >= cv->h) {
                         memset(dst, 0, (size_t)cv->ow * sizeof(float));
                         continue;
@@ -287,7 +297,10 @@ static void im2col(const float *x, const struct conv *cv, float *cols)
     }
 }
 
-/* Adds one image's patch matrix cols back into dx_n [C, H, W]; entries over padding are dropped. */
+/*
+ * Adds one image's patch matrix cols back into dx_n [C, H, W], each entry
+ * to the cell im2col read it from; entries over padding are dropped.
+ */
 static void col2im(const float *cols, const struct conv *cv, float *dx)
 {
     const struct tide__cpu_window *win = &cv->win;
@@ -296,10 +309,10 @@ static void col2im(const float *cols, const struct conv *cv, float *dx)
         for (int64_t r = 0; r < win->kh; r++) {
             for (int64_t s = 0; s < win->kw; s++) {
                 const float *row = cols + ((c * win->kh + r) * win->kw + s) * cv->ohw;
-                int64_t off = s - win->pw, lo, hi;
+                int64_t off = s * cv->dw - win->pw, lo, hi;
                 valid_range(off, win->sw, cv->w, cv->ow, &lo, &hi);
                 for (int64_t oh = 0; oh < cv->oh; oh++) {
-                    int64_t ih = oh * win->sh - win->ph + r;
+                    int64_t ih = oh * win->sh - win->ph + r * cv->dh;
                     if (ih < 0 || ih >= cv->h)
                         continue;
                     const float *src = row + oh * cv->ow;

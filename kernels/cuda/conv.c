@@ -45,6 +45,11 @@ static enum tide_status conv_setup(const struct tide_node *node, const struct ti
                                    struct tide__kernel_conv *cv, struct tide_error *err)
 {
     tide__kernel_conv_setup(node, x, w, y, cv);
+    if (cv->dh != 1 || cv->dw != 1)
+        return tide_node_error(err, TIDE_UNSUPPORTED, node,
+                               "attribute \"dilations\" [%" PRId64 ", %" PRId64
+                               "]: the CUDA kernels run undilated filters only",
+                               cv->dh, cv->dw);
     /* cuDNN's legacy API takes int dims and indexes each tensor with 32 bits. */
     int64_t nx = tide_shape_numel(x), nw = tide_shape_numel(w), ny = tide_shape_numel(y);
     if (nx > INT_MAX || nw > INT_MAX || ny > INT_MAX)

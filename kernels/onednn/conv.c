@@ -310,10 +310,13 @@ static const struct entry *entry_get(const struct key *key)
     return e;
 }
 
-/* Whether oneDNN may be asked about g at all: every dimension at least 1. */
+/*
+ * Whether oneDNN may be asked about g at all: every dimension at least 1,
+ * and no dilation (dilated convolutions run in the fallback).
+ */
 static bool geometry_usable(const struct tide__kernel_conv *g)
 {
-    return g->n > 0 && g->c > 0 && g->h > 0 && g->w > 0 && g->k > 0 && g->r > 0 && g->s > 0 &&
+    return g->dh == 1 && g->dw == 1 && g->n > 0 && g->c > 0 && g->h > 0 && g->w > 0 && g->k > 0 && g->r > 0 && g->s > 0 &&
            g->oh > 0 && g->ow > 0;
 }
 
