@@ -969,8 +969,10 @@ static void test_conv2d(void **state)
  * + sgemm (the fallback): within TOL_GEMM of each other, and oneDNN twice
  * with the same bits. The cases add to conv_cases the shapes of the models
  * (16 to 64 channels, which oneDNN runs in blocked layouts; MobileNet's
- * depthwise and ResNeXt's 32 groups) and odd ones (channels not a multiple
- * of oneDNN's block, 1x1 with stride 2, 6 groups of 3 channels).
+ * depthwise and ResNeXt's 32 groups, DeepLab's atrous 3x3 at rates 6 and
+ * 12, WaveNet's 1-D causal-style 1 x 2 at dilation 8) and odd ones
+ * (channels not a multiple of oneDNN's block, 1x1 with stride 2, 6 groups of
+ * 3 channels, dilated with strides or in depthwise groups).
  */
 static void test_conv2d_onednn_vs_fallback(void **state)
 {
@@ -987,6 +989,12 @@ static void test_conv2d_onednn_vs_fallback(void **state)
         {"mobilenet_dw_down", 2, 32, 14, 14, 32, 3, 3, 2, 2, 1, 1, 32, 1, 1},
         {"resnext_32x4d", 2, 128, 8, 8, 128, 3, 3, 1, 1, 1, 1, 32, 1, 1},
         {"grouped_odd", 3, 18, 9, 7, 12, 3, 3, 2, 1, 1, 0, 6, 1, 1},
+        {"deeplab_aspp_6", 2, 32, 16, 16, 32, 3, 3, 1, 1, 6, 6, 1, 6, 6},
+        {"deeplab_aspp_12", 1, 16, 20, 20, 24, 3, 3, 1, 1, 12, 12, 1, 12, 12},
+        {"dilated_strided", 2, 16, 15, 13, 16, 3, 3, 2, 1, 1, 3, 1, 2, 3},
+        {"wavenet_1d", 2, 16, 1, 40, 32, 1, 2, 1, 1, 0, 0, 1, 1, 8},
+        {"dilated_dw", 2, 32, 14, 14, 32, 3, 3, 1, 1, 2, 2, 32, 2, 2},
+        {"dilated_odd", 3, 5, 11, 9, 7, 3, 2, 1, 2, 2, 1, 1, 3, 2},
     };
     struct conv_case cases[sizeof(conv_cases) / sizeof(conv_cases[0]) +
                            sizeof(extra) / sizeof(extra[0])];
@@ -995,7 +1003,7 @@ static void test_conv2d_onednn_vs_fallback(void **state)
         cases[n++] = conv_cases[i];
     for (size_t i = 0; i < sizeof(extra) / sizeof(extra[0]); i++)
         cases[n++] = extra[i];
-    uint64_t through[3] = {0, 0, 0}, through_grouped[3] = {0, 0, 0};
+    uint64_t through[3] = {0, 0, 0}, through_grouped[3] = {0, 0, 0}, through_dilated[3] = {0, 0, 0};
     for (size_t i = 0; i < n; i++) {
         for (int which = 0; which < 3; which++) {
             char name[64];
@@ -1010,6 +1018,8 @@ static void test_conv2d_onednn_vs_fallback(void **state)
                     through[which] += runs;
                     if (cases[i].group > 1)
                         through_grouped[which] += runs;
+                    if (cases[i].dh > 1 || cases[i].dw > 1)
+                        through_dilated[which] += runs;
                 }
                 tide_cpu_kernels_use_onednn(r < 2);
                 enum tide_status st = run_case(cpu_backend, &c, r < 2 ? &onednn[r] : &own, &err);
@@ -1033,6 +1043,8 @@ static void test_conv2d_onednn_vs_fallback(void **state)
                      ops[which]);
         if (through_grouped[which] == 0)
             fail_msg("no grouped %s case ran through oneDNN", ops[which]);
+        if (through_dilated[which] == 0)
+            fail_msg("no dilated %s case ran through oneDNN", ops[which]);
     }
 }
 

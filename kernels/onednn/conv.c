@@ -189,23 +189,28 @@ static dnnl_primitive_desc_t conv_pd(const struct key *key, const_dnnl_primitive
     if (!conv_mds(g, key->layout == LAYOUT_BLOCKED, &x, &w, &y))
         return NULL;
     dnnl_dims_t strides = {g->sh, g->sw}, pad_l = {g->ph, g->pw};
-    /* oneDNN's right padding: what the output size formula leaves past the last window. */
-    dnnl_dims_t pad_r = {(g->oh - 1) * g->sh + g->r - g->h - g->ph,
-                         (g->ow - 1) * g->sw + g->s - g->w - g->pw};
+    /* oneDNN counts a dilation as the cells skipped between taps: 0 is a dense filter. */
+    dnnl_dims_t dilates = {g->dh - 1, g->dw - 1};
+    /*
+     * oneDNN's right padding: what the output size formula leaves past the
+     * last window, which spans (R - 1) * dh + 1 rows.
+     */
+    dnnl_dims_t pad_r = {(g->oh - 1) * g->sh + (g->r - 1) * g->dh + 1 - g->h - g->ph,
+                         (g->ow - 1) * g->sw + (g->s - 1) * g->dw + 1 - g->w - g->pw};
     dnnl_convolution_desc_t fwd_d, d;
-    if (dnnl_convolution_forward_desc_init(&fwd_d, dnnl_forward_training, dnnl_convolution_direct,
-                                           &x, &w, NULL, &y, strides, pad_l,
-                                           pad_r) != dnnl_success)
+    if (dnnl_dilated_convolution_forward_desc_init(&fwd_d, dnnl_forward_training,
+                                                   dnnl_convolution_direct, &x, &w, NULL, &y,
+                                                   strides, dilates, pad_l, pad_r) != dnnl_success)
         return NULL;
     if (key->op == TIDE_OP_CONV2D)
         return tide__onednn_pass_pd(&fwd_d, NULL, attr);
     dnnl_status_t s;
     if (key->op == TIDE_OP_CONV2D_BACKPROP_INPUT)
-        s = dnnl_convolution_backward_data_desc_init(&d, dnnl_convolution_direct, &x, &w, &y,
-                                                     strides, pad_l, pad_r);
+        s = dnnl_dilated_convolution_backward_data_desc_init(
+            &d, dnnl_convolution_direct, &x, &w, &y, strides, dilates, pad_l, pad_r);
     else
-        s = dnnl_convolution_backward_weights_desc_init(&d, dnnl_convolution_direct, &x, &w, NULL,
-                                                        &y, strides, pad_l, pad_r);
+        s = dnnl_dilated_convolution_backward_weights_desc_init(
+            &d, dnnl_convolution_direct, &x, &w, NULL, &y, strides, dilates, pad_l, pad_r);
     return s == dnnl_success ? tide__onednn_pass_pd(&fwd_d, &d, attr) : NULL;
 }
 
@@ -310,13 +315,10 @@ static const struct entry *entry_get(const struct key *key)
     return e;
 }
 
-/*
- * Whether oneDNN may be asked about g at all: every dimension at least 1,
- * and no dilation (dilated convolutions run in the fallback).
- */
+/* Whether oneDNN may be asked about g at all: every dimension at least 1. */
 static bool geometry_usable(const struct tide__kernel_conv *g)
 {
-    return g->dh == 1 && g->dw == 1 && g->n > 0 && g->c > 0 && g->h > 0 && g->w > 0 && g->k > 0 && g->r > 0 && g->s > 0 &&
+    return g->n > 0 && g->c > 0 && g->h > 0 && g->w > 0 && g->k > 0 && g->r > 0 && g->s > 0 &&
            g->oh > 0 && g->ow > 0;
 }
 
