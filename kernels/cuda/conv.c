@@ -45,11 +45,6 @@ static enum tide_status conv_setup(const struct tide_node *node, const struct ti
                                    struct tide__kernel_conv *cv, struct tide_error *err)
 {
     tide__kernel_conv_setup(node, x, w, y, cv);
-    if (cv->dh != 1 || cv->dw != 1)
-        return tide_node_error(err, TIDE_UNSUPPORTED, node,
-                               "attribute \"dilations\" [%" PRId64 ", %" PRId64
-                               "]: the CUDA kernels run undilated filters only",
-                               cv->dh, cv->dw);
     /* cuDNN's legacy API takes int dims and indexes each tensor with 32 bits. */
     int64_t nx = tide_shape_numel(x), nw = tide_shape_numel(w), ny = tide_shape_numel(y);
     if (nx > INT_MAX || nw > INT_MAX || ny > INT_MAX)
@@ -57,6 +52,14 @@ static enum tide_status conv_setup(const struct tide_node *node, const struct ti
                                "a tensor of %" PRId64 ", %" PRId64 " or %" PRId64
                                " elements exceeds what cuDNN's convolution can index",
                                nx, nw, ny);
+    /* Its pads, strides and dilations are ints too (a dilation of a single tap is 1 here). */
+    if (cv->ph > INT_MAX || cv->pw > INT_MAX || cv->sh > INT_MAX || cv->sw > INT_MAX ||
+        cv->dh > INT_MAX || cv->dw > INT_MAX)
+        return tide_node_error(err, TIDE_LIMIT, node,
+                               "pads [%" PRId64 ", %" PRId64 "], strides [%" PRId64 ", %" PRId64
+                               "] or dilations [%" PRId64 ", %" PRId64
+                               "] exceed what cuDNN's convolution takes (%d)",
+                               cv->ph, cv->pw, cv->sh, cv->sw, cv->dh, cv->dw, INT_MAX);
     return TIDE_OK;
 }
 
@@ -115,9 +118,10 @@ static enum tide_status conv_desc_make(const struct tide__kernel_conv *cv, enum 
             err, cudnnSetFilter4dDescriptor(d->w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, (int)cv->k,
                                             (int)(cv->c / cv->group), (int)cv->r, (int)cv->s));
     if (st == TIDE_OK)
-        st = TIDE_CUDNN_CHECK(err, cudnnSetConvolution2dDescriptor(
-                                       d->conv, (int)cv->ph, (int)cv->pw, (int)cv->sh, (int)cv->sw,
-                                       1, 1, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+        st = TIDE_CUDNN_CHECK(
+            err, cudnnSetConvolution2dDescriptor(d->conv, (int)cv->ph, (int)cv->pw, (int)cv->sh,
+                                                 (int)cv->sw, (int)cv->dh, (int)cv->dw,
+                                                 CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
     if (st == TIDE_OK)
         st = TIDE_CUDNN_CHECK(err, cudnnSetConvolutionGroupCount(d->conv, (int)cv->group));
     if (st == TIDE_OK)
