@@ -1393,15 +1393,27 @@ tide_ref tide_builder_conv2d_grouped(tide_builder *b, const char *name, tide_ref
                                      int64_t stride_h, int64_t stride_w, int64_t pad_h,
                                      int64_t pad_w, int64_t group)
 {
+    return tide_builder_conv2d_dilated(b, name, x, w, stride_h, stride_w, pad_h, pad_w, 1, 1,
+                                       group);
+}
+
+tide_ref tide_builder_conv2d_dilated(tide_builder *b, const char *name, tide_ref x, tide_ref w,
+                                     int64_t stride_h, int64_t stride_w, int64_t pad_h,
+                                     int64_t pad_w, int64_t dilation_h, int64_t dilation_w,
+                                     int64_t group)
+{
     struct call c;
     if (!begin(b, &c, OP_CONV2D, name) || !input(&c, 0, "x", x) || !input(&c, 1, "w", w))
         return TIDE_REF_NONE;
     const int64_t s[2] = {stride_h, stride_w}, p[2] = {pad_h, pad_w};
+    const int64_t d[2] = {dilation_h, dilation_w};
     attr_ints(&c, "strides", 2, s);
     attr_ints(&c, "pads", 2, p);
-    /* Written only where it says something: a dense convolution's message is as before. */
+    /* Written only where they say something: a dense convolution's message is as before. */
     if (group != 1)
         attr_int(&c, "group", group);
+    if (dilation_h != 1 || dilation_w != 1)
+        attr_ints(&c, "dilations", 2, d);
     return finish(&c);
 }
 
@@ -1413,6 +1425,16 @@ tide_ref tide_builder_conv2d_grouped(tide_builder *b, const char *name, tide_ref
 tide_ref tide_builder_conv2d_transpose(tide_builder *b, const char *name, tide_ref x, tide_ref w,
                                        int64_t stride_h, int64_t stride_w, int64_t pad_h,
                                        int64_t pad_w, int64_t out_h, int64_t out_w, int64_t group)
+{
+    return tide_builder_conv2d_transpose_dilated(b, name, x, w, stride_h, stride_w, pad_h, pad_w, 1,
+                                                 1, out_h, out_w, group);
+}
+
+tide_ref tide_builder_conv2d_transpose_dilated(tide_builder *b, const char *name, tide_ref x,
+                                               tide_ref w, int64_t stride_h, int64_t stride_w,
+                                               int64_t pad_h, int64_t pad_w, int64_t dilation_h,
+                                               int64_t dilation_w, int64_t out_h, int64_t out_w,
+                                               int64_t group)
 {
     struct call c;
     if (!begin(b, &c, OP_CONV2D_TRANSPOSE, name) || !input(&c, 0, "dy", x) || !input(&c, 1, "w", w))
@@ -1432,6 +1454,8 @@ tide_ref tide_builder_conv2d_transpose(tide_builder *b, const char *name, tide_r
     attr_shape(&c, "input_shape", 4, y);
     if (group != 1)
         attr_int(&c, "group", group);
+    if (dilation_h != 1 || dilation_w != 1)
+        attr_ints(&c, "dilations", 2, (const int64_t[]){dilation_h, dilation_w});
     return finish(&c);
 }
 

@@ -403,6 +403,45 @@ static void test_builder_writes_grouped_conv(void **state)
     tide_builder_free(b);
 }
 
+/*
+ * A dilated convolution and its transposed one: their shapes, the dilations
+ * on the wire (absent at 1, so dense graphs serialize as before), and
+ * infer's refusal of a dilated window larger than the input.
+ */
+static void test_builder_writes_dilated_conv(void **state)
+{
+    (void)state;
+    tide_builder *b = tide_builder_new();
+    tide_ref x = tide_builder_placeholder(b, "x", TIDE_DT_FLOAT32, 4, (int64_t[]){2, 6, 17, 12});
+    tide_ref w = tide_builder_variable(b, "w", 4, (int64_t[]){4, 3, 3, 3}, "ones", 1.0f, true);
+    /* H: (17 + 2 * 2 - 9) / 2 + 1 = 7; W: (12 + 2 * 1 - 5) / 1 + 1 = 10, in 2 groups. */
+    tide_ref atrous = tide_builder_conv2d_dilated(b, "atrous", x, w, 2, 1, 2, 1, 4, 2, 2);
+    tide_ref dense = tide_builder_conv2d_dilated(b, "dense", x, w, 1, 1, 1, 1, 1, 1, 2);
+    /* The transpose of atrous: [2, 4, 7, 10] back to [2, 6, 17, 12]. */
+    tide_ref back =
+        tide_builder_conv2d_transpose_dilated(b, "back", atrous, w, 2, 1, 2, 1, 4, 2, 17, 12, 2);
+    assert_null(tide_builder_error(b));
+    expect_shape(b, atrous, 4, (int64_t[]){2, 4, 7, 10});
+    expect_shape(b, dense, 4, (int64_t[]){2, 4, 17, 12});
+    expect_shape(b, back, 4, (int64_t[]){2, 6, 17, 12});
+    Tide__V1__Graph *g = roundtrip(b);
+    check_against_op_table(g);
+    expect_ints(attr_of(node_named(g, "atrous"), "dilations"), 2, (int64_t[]){4, 2});
+    expect_ints(attr_of(node_named(g, "back"), "dilations"), 2, (int64_t[]){4, 2});
+    assert_string_equal(node_named(g, "back")->op, "Conv2DBackpropInput");
+    const Tide__V1__Node *n = node_named(g, "dense");
+    for (size_t i = 0; i < n->n_attrs; i++) /* dilations of 1: the default, not written */
+        assert_string_not_equal(n->attrs[i]->key, "dilations");
+    tide__v1__graph__free_unpacked(g, NULL);
+
+    /* 3 taps 9 apart span 19 rows, more than 17 + 2 * 0. */
+    assert_int_equal(tide_builder_conv2d_dilated(b, "bad", x, w, 1, 1, 0, 0, 9, 1, 2).id, -1);
+    assert_string_equal(tide_builder_error(b),
+                        "node \"bad\" (Conv2D): kernel height 3 dilated by 9 spans more than the "
+                        "padded input height 17 + 2 * 0 = 17 (input 0 (x) is [2, 6, 17, 12])");
+    tide_builder_free(b);
+}
+
 static void test_builder_writes_values_and_shape_ops(void **state)
 {
     (void)state;
@@ -2277,6 +2316,7 @@ int main(void)
         cmocka_unit_test(test_builder_serializes_a_dense_graph),
         cmocka_unit_test(test_builder_writes_window_attrs_outputs_and_control_edges),
         cmocka_unit_test(test_builder_writes_grouped_conv),
+        cmocka_unit_test(test_builder_writes_dilated_conv),
         cmocka_unit_test(test_builder_writes_values_and_shape_ops),
         cmocka_unit_test(test_builder_errors_are_sticky),
         cmocka_unit_test(test_builder_reports_the_daemons_words),

@@ -315,6 +315,18 @@ tide_ref tide_builder_conv2d_grouped(tide_builder *b, const char *name, tide_ref
                                      int64_t pad_w, int64_t group);
 
 /*
+ * Conv2D with a dilated filter (ONNX Conv's dilations; atrous convolution):
+ * filter tap r reads input row oh * stride_h - pad_h + r * dilation_h (and
+ * alike for W), so the window spans (R - 1) * dilation_h + 1 rows and OH =
+ * (H + 2 * pad_h - ((R - 1) * dilation_h + 1)) / stride_h + 1. Dilations of
+ * 1 are tide_builder_conv2d_grouped; group as there.
+ */
+tide_ref tide_builder_conv2d_dilated(tide_builder *b, const char *name, tide_ref x, tide_ref w,
+                                     int64_t stride_h, int64_t stride_w, int64_t pad_h,
+                                     int64_t pad_w, int64_t dilation_h, int64_t dilation_w,
+                                     int64_t group);
+
+/*
  * The transposed convolution (ONNX's ConvTranspose, the adjoint of Conv2D):
  * x [N, K, H, W] with filter w [K, C / group, R, S] -> [N, C, out_h, out_w],
  * the input gradient of a Conv2D with these strides, pads and groups whose
@@ -326,6 +338,19 @@ tide_ref tide_builder_conv2d_grouped(tide_builder *b, const char *name, tide_ref
 tide_ref tide_builder_conv2d_transpose(tide_builder *b, const char *name, tide_ref x, tide_ref w,
                                        int64_t stride_h, int64_t stride_w, int64_t pad_h,
                                        int64_t pad_w, int64_t out_h, int64_t out_w, int64_t group);
+
+/*
+ * The transposed convolution of a dilated filter (ONNX ConvTranspose's
+ * dilations): the input gradient of tide_builder_conv2d_dilated, so out_h
+ * must satisfy (out_h + 2 * pad_h - ((R - 1) * dilation_h + 1)) / stride_h
+ * + 1 == H (and alike for W). Dilations of 1 are
+ * tide_builder_conv2d_transpose.
+ */
+tide_ref tide_builder_conv2d_transpose_dilated(tide_builder *b, const char *name, tide_ref x,
+                                               tide_ref w, int64_t stride_h, int64_t stride_w,
+                                               int64_t pad_h, int64_t pad_w, int64_t dilation_h,
+                                               int64_t dilation_w, int64_t out_h, int64_t out_w,
+                                               int64_t group);
 
 /*
  * MaxPool2D and AvgPool2D over [N, C, H, W] with a kh x kw window, strides
