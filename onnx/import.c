@@ -1708,12 +1708,14 @@ static int gather_axis(struct ctx *c, tide_ref *x, int32_t rank, int64_t dims[MA
 
 /*
  * Reads kernel, strides, pads and dilations of a window op over sp spatial
- * axes (1 or 2: an [N, C, L] or [N, C, H, W] input) into strides[sp] and
- * pads[sp]; checks what tide supports.
+ * axes (1 to 3: an [N, C, L], [N, C, H, W] or [N, C, D, H, W] input) into
+ * strides[sp], pads_begin[sp], pads_end[sp] and (Conv) dilations[sp]; checks
+ * what tide supports. With dilations NULL (the pools), dilations other than
+ * 1 are refused.
  */
 static int window_nd(struct ctx *c, int sp, int32_t rank, const int64_t *in_dims,
                      const int64_t *kernel, int64_t *strides, int64_t *pads_begin,
-                     int64_t *pads_end)
+                     int64_t *pads_end, int64_t *dilations)
 {
     const Onnx__NodeProto *n = c->node;
     if (rank != 2 + sp)
@@ -1735,7 +1737,24 @@ static int window_nd(struct ctx *c, int sp, int32_t rank, const int64_t *in_dims
             return failf(c, "kernel dimension %d is %" PRId64 ", not in 1..%d", k, kernel[k],
                          INT32_MAX);
     }
-    if ((count = attr_ints(n, "dilations", &list)) >= 0) {
+    int64_t span[3];
+    if (dilations) {
+        for (int k = 0; k < sp; k++)
+            dilations[k] = 1;
+        if ((count = attr_ints(n, "dilations", &list)) > 0) {
+            if (count != sp)
+                return failf(c, "dilations holds %" PRId64 " values, not %d", count, sp);
+            memcpy(dilations, list, (size_t)sp * sizeof(int64_t));
+        }
+        /* The window spans (k - 1) * d + 1 cells: so auto_pad computes, as ONNX does. */
+        for (int k = 0; k < sp; k++) {
+            if (dilations[k] < 1 || dilations[k] > INT32_MAX)
+                return failf(c, "dilations[%d] is %" PRId64 ", not in 1..%d", k, dilations[k],
+                             INT32_MAX);
+            span[k] = (kernel[k] - 1) * dilations[k] + 1;
+        }
+        kernel = span;
+    } else if ((count = attr_ints(n, "dilations", &list)) >= 0) {
         for (int64_t k = 0; k < count; k++)
             if (list[k] != 1)
                 return failf(c, "dilations other than 1 are not supported");
@@ -1793,8 +1812,8 @@ static int even_pads(struct ctx *c, tide_ref *x, int64_t dims[MAX_RANK], const i
 }
 
 static int depth_taps(struct ctx *c, tide_ref x, const int64_t dims[5], int64_t kd,
-                      int64_t stride, int64_t pb, int64_t end, int64_t out, float fill,
-                      tide_ref *taps);
+                      int64_t dilation, int64_t stride, int64_t pb, int64_t end, int64_t out,
+                      float fill, tide_ref *taps);
 static tide_ref depth_back(struct ctx *c, tide_ref y, int64_t n, int64_t out);
 
 /* At most this many depth taps (a kernel's depth) are unrolled into 2-D ops. */
@@ -1832,8 +1851,9 @@ static int conv_3d(struct ctx *c, tide_ref x, tide_ref w, int32_t rx, int64_t dx
                    const int64_t dw[MAX_RANK])
 {
     const Onnx__NodeProto *n = c->node;
-    int64_t strides[3], pb[3], pe[3], group;
-    if (window_nd(c, 3, rx, dx, dw + 2, strides, pb, pe) != 0 || conv_group(c, dx, dw, &group) != 0)
+    int64_t strides[3], pb[3], pe[3], dil[3], group;
+    if (window_nd(c, 3, rx, dx, dw + 2, strides, pb, pe, dil) != 0 ||
+        conv_group(c, dx, dw, &group) != 0)
         return -1;
     if (dw[2] > MAX_DEPTH_TAPS)
         return failf(c, "a kernel %" PRId64 " deep is more than the import unrolls (%d)", dw[2],
@@ -1845,20 +1865,22 @@ static int conv_3d(struct ctx *c, tide_ref x, tide_ref w, int32_t rx, int64_t dx
                               0.0f) != 0)
             return -1;
     }
-    int64_t span = dx[2] + pb[0] + pe[0] - dw[2];
+    int64_t span = dx[2] + pb[0] + pe[0] - ((dw[2] - 1) * dil[0] + 1);
     if (span < 0)
-        return failf(c, "the kernel's depth %" PRId64 " is more than the padded input's %" PRId64,
-                     dw[2], dx[2] + pb[0] + pe[0]);
+        return failf(c,
+                     "the kernel's depth %" PRId64 " dilated by %" PRId64
+                     " is more than the padded input's %" PRId64,
+                     dw[2], dil[0], dx[2] + pb[0] + pe[0]);
     int64_t depth = span / strides[0] + 1;
     tide_ref taps[MAX_DEPTH_TAPS], r = TIDE_REF_NONE;
-    if (depth_taps(c, x, dx, dw[2], strides[0], pb[0], pe[0], depth, 0.0f, taps) != 0)
+    if (depth_taps(c, x, dx, dw[2], dil[0], strides[0], pb[0], pe[0], depth, 0.0f, taps) != 0)
         return -1;
     for (int64_t t = 0; t < dw[2]; t++) {
         tide_ref wt = tide_builder_slice(c->b, NULL, w, (int64_t[]){0, 0, t, 0, 0},
                                          (int64_t[]){dw[0], dw[1], 1, dw[3], dw[4]}, 5);
         wt = tide_builder_reshape(c->b, NULL, wt, 4, (int64_t[]){dw[0], dw[1], dw[3], dw[4]});
-        tide_ref y = tide_builder_conv2d_grouped(c->b, NULL, taps[t], wt, strides[1], strides[2],
-                                                 pads[0], pads[1], group);
+        tide_ref y = tide_builder_conv2d_dilated(c->b, NULL, taps[t], wt, strides[1], strides[2],
+                                                 pads[0], pads[1], dil[1], dil[2], group);
         r = t == 0 ? y : tide_builder_add(c->b, NULL, r, y);
     }
     if (has_input(n, 2)) {
@@ -1889,7 +1911,9 @@ static int op_conv(struct ctx *c)
     if (sp != 1 && sp != 2)
         return failf(c, "only 1-D, 2-D and 3-D convolutions are supported, the weight has rank %d",
                      rw);
-    if (window_nd(c, sp, rx, dx, dw + 2, strides + 2 - sp, pb + 2 - sp, pe + 2 - sp) != 0)
+    int64_t dilations[2] = {1, 1};
+    if (window_nd(c, sp, rx, dx, dw + 2, strides + 2 - sp, pb + 2 - sp, pe + 2 - sp,
+                  dilations + 2 - sp) != 0)
         return -1;
     int64_t group;
     if (conv_group(c, dx, dw, &group) != 0)
@@ -1903,8 +1927,8 @@ static int op_conv(struct ctx *c)
     }
     if (even_pads(c, &x, dx, pb, pe, 0.0f, pads) != 0)
         return -1;
-    tide_ref r = tide_builder_conv2d_grouped(c->b, NULL, x, w, strides[0], strides[1], pads[0],
-                                             pads[1], group);
+    tide_ref r = tide_builder_conv2d_dilated(c->b, NULL, x, w, strides[0], strides[1], pads[0],
+                                             pads[1], dilations[0], dilations[1], group);
     if (has_input(n, 2)) {
         tide_ref bias;
         if (check_builder(c, r) != 0 || float_in(c, 2, &bias) != 0)
@@ -1990,7 +2014,9 @@ static int spatial_attr(struct ctx *c, const char *name, int sp, int64_t def, in
  * ConvTranspose: the input gradient of a convolution (tide's
  * Conv2DBackpropInput, in the node's channel groups), so it trains with
  * Conv2D and Conv2DBackpropFilter as its gradients. 2-D, or 1-D as 2-D of
- * [N, C, 1, L]; dilation 1; asymmetric pads by a crop.
+ * [N, C, 1, L]; dilated (the sizes below take the dilated kernel's span
+ * (k - 1) * d + 1, as ONNX's output size formula does); asymmetric pads by a
+ * crop.
  */
 static int op_conv_transpose(struct ctx *c)
 {
@@ -2033,15 +2059,10 @@ static int op_conv_transpose(struct ctx *c)
         if (!same)
             return failf(c, "kernel_shape does not match the weight %s", wt);
     }
-    if ((count = attr_ints(n, "dilations", &list)) >= 0) {
-        for (int64_t i = 0; i < count; i++)
-            if (list[i] != 1)
-                return failf(c, "dilations other than 1 are not supported");
-    }
-    int64_t strides[2], outpad[2], p[4];
+    int64_t strides[2], outpad[2], p[4], dil[2];
     if (spatial_attr(c, "strides", sp, 1, strides) < 0 ||
         spatial_attr(c, "output_padding", sp, 0, outpad) < 0 ||
-        spatial_attr(c, "pads", sp, 0, p) < 0)
+        spatial_attr(c, "pads", sp, 0, p) < 0 || spatial_attr(c, "dilations", sp, 1, dil) < 0)
         return -1;
     for (int a = 0; a < 2; a++) {
         if (strides[a] < 1 || strides[a] > INT32_MAX)
@@ -2058,6 +2079,15 @@ static int op_conv_transpose(struct ctx *c)
         /* Beyond these, the sizes below could overflow; no real model comes near. */
         if (in[a] > INT32_MAX || k[a] > INT32_MAX)
             return failf(c, "the input or kernel is over %d on an axis", INT32_MAX);
+        if (dil[a] < 1 || dil[a] > INT32_MAX)
+            return failf(c, "dilations[%d] is %" PRId64 ", not in 1..%d", a + sp - 2, dil[a],
+                         INT32_MAX);
+        /* From here on k is the dilated kernel's span. */
+        if (k[a] - 1 > (INT32_MAX - 1) / dil[a])
+            return failf(c,
+                         "kernel %" PRId64 " dilated by %" PRId64 " spans over %d on axis %d",
+                         k[a], dil[a], INT32_MAX, a + sp - 2);
+        k[a] = (k[a] - 1) * dil[a] + 1;
     }
     int64_t full[2], out[2];
     for (int a = 0; a < 2; a++)
@@ -2102,8 +2132,9 @@ static int op_conv_transpose(struct ctx *c)
         x = tide_builder_reshape(c->b, NULL, x, 4, (int64_t[]){dx[0], dx[1], 1, dx[2]});
         w = tide_builder_reshape(c->b, NULL, w, 4, (int64_t[]){dw[0], dw[1], 1, dw[2]});
     }
-    tide_ref r = tide_builder_conv2d_transpose(c->b, NULL, x, w, strides[0], strides[1], pad[0],
-                                               pad[1], bpi[0], bpi[1], group);
+    tide_ref r = tide_builder_conv2d_transpose_dilated(c->b, NULL, x, w, strides[0], strides[1],
+                                                       pad[0], pad[1], dil[0], dil[1], bpi[0],
+                                                       bpi[1], group);
     if (bpi[0] != out[0] || bpi[1] != out[1])
         r = tide_builder_slice(c->b, NULL, r, (int64_t[]){0, 0, begin[0], begin[1]},
                                (int64_t[]){dx[0], channels, out[0], out[1]}, 4);
@@ -2226,13 +2257,13 @@ static int pool_2d(struct ctx *c, tide_ref x, int64_t dims[MAX_RANK], const int6
 /*
  * The kd taps along depth of a 3-D window op over x [N, C, D, H, W]: x goes
  * depth-first ([D, N, C, H, W]) and is padded in depth with fill (pb, end);
- * tap t gathers the planes o * stride + t of every output depth o < out, as
- * [out * N, C, H, W] (taps[t]). Each tap is then a 2-D window op whose
+ * tap t gathers the planes o * stride + t * dilation of every output depth
+ * o < out, as [out * N, C, H, W] (taps[t]). Each tap is then a 2-D window op whose
  * results combine into the 3-D one (depth_back).
  */
 static int depth_taps(struct ctx *c, tide_ref x, const int64_t dims[5], int64_t kd,
-                      int64_t stride, int64_t pb, int64_t end, int64_t out, float fill,
-                      tide_ref *taps)
+                      int64_t dilation, int64_t stride, int64_t pb, int64_t end, int64_t out,
+                      float fill, tide_ref *taps)
 {
     int64_t d[MAX_RANK] = {dims[2], dims[0], dims[1], dims[3], dims[4]};
     x = tide_builder_transpose(c->b, NULL, x, (int64_t[]){2, 0, 1, 3, 4}, 5);
@@ -2245,7 +2276,7 @@ static int depth_taps(struct ctx *c, tide_ref x, const int64_t dims[5], int64_t 
         int64_t td[MAX_RANK];
         memcpy(td, d, sizeof(td));
         for (int64_t o = 0; o < out; o++)
-            ids[o] = (int32_t)(o * stride + t);
+            ids[o] = (int32_t)(o * stride + t * dilation);
         taps[t] = x;
         if (gather_axis(c, &taps[t], 5, td, 0, out, 1, ids, NULL) != 0) {
             free(ids);
@@ -2301,7 +2332,8 @@ static int pool(struct ctx *c, bool is_max)
     int64_t dims[MAX_RANK], k[3] = {1, 1, 1}, strides[3] = {1, 1, 1}, pb[3] = {0, 0, 0},
                             pe[3] = {0, 0, 0};
     if (ref_shape(c, x, &rank, dims) != 0 ||
-        window_nd(c, (int)sp, rank, dims, kernel, strides + 3 - sp, pb + 3 - sp, pe + 3 - sp) != 0)
+        window_nd(c, (int)sp, rank, dims, kernel, strides + 3 - sp, pb + 3 - sp, pe + 3 - sp,
+                  NULL) != 0)
         return -1;
     memcpy(k + 3 - sp, kernel, (size_t)sp * sizeof(int64_t));
     tide_ref r;
@@ -2325,7 +2357,7 @@ static int pool(struct ctx *c, bool is_max)
     if (pool_extent(c, dims[2], k[0], strides[0], pb[0], pe[0], rule.ceil_mode, &depth, &end) != 0)
         return -1;
     tide_ref taps[MAX_DEPTH_TAPS];
-    if (depth_taps(c, x, dims, k[0], strides[0], pb[0], end, depth, is_max ? -INFINITY : 0.0f,
+    if (depth_taps(c, x, dims, k[0], 1, strides[0], pb[0], end, depth, is_max ? -INFINITY : 0.0f,
                    taps) != 0)
         return -1;
     int64_t plane[MAX_RANK] = {depth * dims[0], dims[1], dims[3], dims[4]};

@@ -2546,6 +2546,221 @@ static void test_conv_1d(void **state)
 }
 
 /*
+ * A dilated 2-D convolution by its definition, in float64: tap (r, q) of
+ * output (i, j) reads input (i * sh - ph + r * dh, j * sw - pw + q * dw), in
+ * channel groups; bias may be NULL. x [N, C, H, W], w [M, C / group, R, S].
+ */
+struct dil_geometry {
+    int64_t x[4], w[4], group, sh, sw, ph, pw, dh, dw, oh, ow;
+};
+
+static void dilated_conv_ref(const struct dil_geometry *g, const float *x, const float *w,
+                             const float *bias, double *y)
+{
+    int64_t cg = g->x[1] / g->group, mg = g->w[0] / g->group;
+    for (int64_t n = 0; n < g->x[0]; n++)
+        for (int64_t m = 0; m < g->w[0]; m++)
+            for (int64_t i = 0; i < g->oh; i++)
+                for (int64_t j = 0; j < g->ow; j++) {
+                    double sum = bias ? bias[m] : 0;
+                    for (int64_t c = 0; c < cg; c++)
+                        for (int64_t r = 0; r < g->w[2]; r++)
+                            for (int64_t q = 0; q < g->w[3]; q++) {
+                                int64_t ih = i * g->sh - g->ph + r * g->dh;
+                                int64_t iw = j * g->sw - g->pw + q * g->dw;
+                                if (ih < 0 || ih >= g->x[2] || iw < 0 || iw >= g->x[3])
+                                    continue;
+                                int64_t xc = m / mg * cg + c;
+                                sum += (double)x[((n * g->x[1] + xc) * g->x[2] + ih) * g->x[3] +
+                                                 iw] *
+                                       w[((m * cg + c) * g->w[2] + r) * g->w[3] + q];
+                            }
+                    y[((n * g->w[0] + m) * g->oh + i) * g->ow + j] = sum;
+                }
+}
+
+/* Fills n values of v with a fixed pattern in [-1, 1). */
+static void dil_fill(float *v, int64_t n, int64_t mul, int64_t mod)
+{
+    for (int64_t k = 0; k < n; k++)
+        v[k] = (float)((k * mul) % mod) * 2.0f / (float)mod - 1.0f;
+}
+
+/*
+ * Dilated Conv (DeepLab's atrous 2-D, WaveNet's 1-D) and ConvTranspose against float64
+ * reference loops; auto_pad over the dilated span; a dilated 1-D Conv trains; the refusals.
+ */
+static void test_dilated_conv(void **state)
+{
+    (void)state;
+    /*
+     * 2-D: x [2, 4, 9, 8], W [6, 2, 3, 3] in 2 groups with bias, strides [1, 2], pads [2, 3],
+     * dilations [2, 3]: OH = (9 + 4 - 5) / 1 + 1 = 9, OW = (8 + 6 - 7) / 2 + 1 = 4.
+     */
+    struct dil_geometry g = {{2, 4, 9, 8}, {6, 2, 3, 3}, 2, 1, 2, 2, 3, 2, 3, 9, 4};
+    float x[2 * 4 * 9 * 8], w[6 * 2 * 3 * 3], bias[6] = {0.5f, -1, 0.25f, 2, 0, -0.75f};
+    float y[2 * 6 * 9 * 4];
+    double want[2 * 6 * 9 * 4];
+    dil_fill(x, 576, 37, 17);
+    dil_fill(w, 108, 11, 13);
+    struct tide_test_onnx *m = tide_test_onnx_new(11);
+    tide_test_onnx_init_f(m, "W", 4, g.w, w);
+    tide_test_onnx_init_f(m, "B", 1, g.w, bias);
+    Onnx__NodeProto *n = one_node(m, "Conv", 4, g.x, TIDE_TEST_NAMES("x", "W", "B"));
+    tide_test_onnx_attr_i(m, n, "group", 2);
+    tide_test_onnx_attr_ints(m, n, "strides", 2, (int64_t[]){1, 2});
+    tide_test_onnx_attr_ints(m, n, "pads", 4, (int64_t[]){2, 3, 2, 3});
+    tide_test_onnx_attr_ints(m, n, "dilations", 2, (int64_t[]){2, 3});
+    struct tide_onnx_result r;
+    tide_builder *b = import_ok(m, NULL, &r);
+    assert_shape(b, r.outputs[0], 4, (int64_t[]){2, 6, 9, 4});
+    run_forward(b, &r, x, sizeof(x), y, 432);
+    dilated_conv_ref(&g, x, w, bias, want);
+    for (int k = 0; k < 432; k++)
+        if (!(fabs(y[k] - want[k]) <= 1e-5 + 1e-4 * fabs(want[k])))
+            fail_msg("2-D: y[%d] is %.9g, want %.9g", k, y[k], want[k]);
+    tide_onnx_result_free(&r);
+    tide_builder_free(b);
+    tide_test_onnx_free(m);
+
+    /*
+     * auto_pad SAME_UPPER pads for the dilated span (ONNX's rule): x [1, 2, 7, 7], W [3, 2, 3,
+     * 3], dilations [2, 2] span 5, so 4 pad cells per axis, 2 a side, and the output stays 7 x 7
+     * (the undilated kernel would give 1 a side and 5 x 5).
+     */
+    struct dil_geometry same = {{1, 2, 7, 7}, {3, 2, 3, 3}, 1, 1, 1, 2, 2, 2, 2, 7, 7};
+    m = tide_test_onnx_new(11);
+    tide_test_onnx_init_f(m, "W", 4, same.w, w);
+    n = one_node(m, "Conv", 4, same.x, TIDE_TEST_NAMES("x", "W"));
+    attr_str(m, n, "auto_pad", "SAME_UPPER");
+    tide_test_onnx_attr_ints(m, n, "dilations", 2, (int64_t[]){2, 2});
+    b = import_ok(m, NULL, &r);
+    assert_shape(b, r.outputs[0], 4, (int64_t[]){1, 3, 7, 7});
+    run_forward(b, &r, x, 98 * sizeof(float), y, 147);
+    dilated_conv_ref(&same, x, w, NULL, want);
+    for (int k = 0; k < 147; k++)
+        if (!(fabs(y[k] - want[k]) <= 1e-5 + 1e-4 * fabs(want[k])))
+            fail_msg("SAME_UPPER: y[%d] is %.9g, want %.9g", k, y[k], want[k]);
+    tide_onnx_result_free(&r);
+    tide_builder_free(b);
+    tide_test_onnx_free(m);
+
+    /* 1-D (WaveNet): x [2, 3, 16], W [4, 3, 2], dilation 4 with bias: L' = 16 - 5 + 1 = 12. */
+    struct dil_geometry wave = {{2, 3, 1, 16}, {4, 3, 1, 2}, 1, 1, 1, 0, 0, 1, 4, 1, 12};
+    m = tide_test_onnx_new(13);
+    tide_test_onnx_init_f(m, "W", 3, (int64_t[]){4, 3, 2}, w);
+    tide_test_onnx_init_f(m, "B", 1, (int64_t[]){4}, bias);
+    n = one_node(m, "Conv", 3, (int64_t[]){2, 3, 16}, TIDE_TEST_NAMES("x", "W", "B"));
+    tide_test_onnx_attr_ints(m, n, "dilations", 1, (int64_t[]){4});
+    b = import_ok(m, NULL, &r);
+    assert_shape(b, r.outputs[0], 3, (int64_t[]){2, 4, 12});
+    run_forward(b, &r, x, 96 * sizeof(float), y, 96);
+    dilated_conv_ref(&wave, x, w, bias, want);
+    for (int k = 0; k < 96; k++)
+        if (!(fabs(y[k] - want[k]) <= 1e-5 + 1e-4 * fabs(want[k])))
+            fail_msg("1-D: y[%d] is %.9g, want %.9g", k, y[k], want[k]);
+    tide_onnx_result_free(&r);
+    tide_builder_free(b);
+    tide_test_onnx_free(m);
+
+    /*
+     * It trains: loss = mean(y^2) over the 96 outputs, so dL/dw[m, c, t] = sum over n, l of
+     * 2 y[n, m, l] / 96 * x[n, c, l + 4 t]; one SGD step of 0.1.
+     */
+    m = tide_test_onnx_new(13);
+    tide_test_onnx_init_f(m, "w", 3, (int64_t[]){4, 3, 2}, w);
+    n = one_node(m, "Conv", 3, (int64_t[]){2, 3, 16}, TIDE_TEST_NAMES("x", "w"));
+    tide_test_onnx_attr_ints(m, n, "dilations", 1, (int64_t[]){4});
+    float trained[24];
+    train_one_step(m, x, 96 * sizeof(float), "w", trained, 24);
+    dilated_conv_ref(&wave, x, w, NULL, want);
+    for (int mm = 0; mm < 4; mm++)
+        for (int c = 0; c < 3; c++)
+            for (int t = 0; t < 2; t++) {
+                double grad = 0;
+                for (int nn = 0; nn < 2; nn++)
+                    for (int l = 0; l < 12; l++)
+                        grad += 2 * want[(nn * 4 + mm) * 12 + l] / 96 *
+                                x[(nn * 3 + c) * 16 + l + 4 * t];
+                int wi = (mm * 3 + c) * 2 + t;
+                assert_float_equal(trained[wi], w[wi] - 0.1 * grad, 1e-6);
+            }
+    tide_test_onnx_free(m);
+
+    /*
+     * ConvTranspose: x [1, 2, 3, 3], w [2, 3, 3, 3], strides 2, dilations 2, pads 1,
+     * output_padding 1: 2 * (3 - 1) + (3 - 1) * 2 + 1 + 1 - 2 = 8 per axis; input cell (ih,
+     * iw) adds x * w[i, o, r, q] at (ih * 2 + r * 2 - 1, iw * 2 + q * 2 - 1).
+     */
+    float yt[3 * 8 * 8];
+    double want_t[3 * 8 * 8] = {0};
+    m = tide_test_onnx_new(11);
+    tide_test_onnx_init_f(m, "w", 4, (int64_t[]){2, 3, 3, 3}, w);
+    n = one_node(m, "ConvTranspose", 4, (int64_t[]){1, 2, 3, 3}, TIDE_TEST_NAMES("x", "w"));
+    tide_test_onnx_attr_ints(m, n, "strides", 2, (int64_t[]){2, 2});
+    tide_test_onnx_attr_ints(m, n, "dilations", 2, (int64_t[]){2, 2});
+    tide_test_onnx_attr_ints(m, n, "pads", 4, (int64_t[]){1, 1, 1, 1});
+    tide_test_onnx_attr_ints(m, n, "output_padding", 2, (int64_t[]){1, 1});
+    b = import_ok(m, NULL, &r);
+    assert_shape(b, r.outputs[0], 4, (int64_t[]){1, 3, 8, 8});
+    run_forward(b, &r, x, 18 * sizeof(float), yt, 192);
+    for (int i = 0; i < 2; i++)
+        for (int ih = 0; ih < 3; ih++)
+            for (int iw = 0; iw < 3; iw++)
+                for (int o = 0; o < 3; o++)
+                    for (int rr = 0; rr < 3; rr++)
+                        for (int q = 0; q < 3; q++) {
+                            int y0 = ih * 2 + rr * 2 - 1, y1 = iw * 2 + q * 2 - 1;
+                            double xw = (double)x[(i * 3 + ih) * 3 + iw] *
+                                        w[((i * 3 + o) * 3 + rr) * 3 + q];
+                            if (y0 >= 0 && y0 < 8 && y1 >= 0 && y1 < 8)
+                                want_t[(o * 8 + y0) * 8 + y1] += xw;
+                        }
+    for (int k = 0; k < 192; k++)
+        assert_float_equal(yt[k], want_t[k], 1e-5);
+    tide_onnx_result_free(&r);
+    tide_builder_free(b);
+    tide_test_onnx_free(m);
+
+    /* Refusals: a dilation below 1, one of the wrong count, a span longer than the input. */
+    m = tide_test_onnx_new(11);
+    tide_test_onnx_init_f(m, "W", 4, same.w, w);
+    n = one_node(m, "Conv", 4, same.x, TIDE_TEST_NAMES("x", "W"));
+    tide_test_onnx_attr_ints(m, n, "dilations", 2, (int64_t[]){1, 0});
+    import_fails(m, NULL, "node n (Conv, opset 11): dilations[1] is 0, not in 1..2147483647");
+    tide_test_onnx_free(m);
+    m = tide_test_onnx_new(11);
+    tide_test_onnx_init_f(m, "W", 4, same.w, w);
+    n = one_node(m, "Conv", 4, same.x, TIDE_TEST_NAMES("x", "W"));
+    tide_test_onnx_attr_ints(m, n, "dilations", 1, (int64_t[]){2});
+    import_fails(m, NULL, "node n (Conv, opset 11): dilations holds 1 values, not 2");
+    tide_test_onnx_free(m);
+    m = tide_test_onnx_new(11);
+    tide_test_onnx_init_f(m, "W", 4, same.w, w);
+    n = one_node(m, "Conv", 4, same.x, TIDE_TEST_NAMES("x", "W"));
+    tide_test_onnx_attr_ints(m, n, "dilations", 2, (int64_t[]){4, 1});
+    import_fails(m, NULL,
+                 "node n (Conv, opset 11): node \"onnx/conv2d_0\" (Conv2D): kernel height 3 "
+                 "dilated by 4 spans more than the padded input height 7 + 2 * 0 = 7 (input 0 "
+                 "(x) is [1, 2, 7, 7])");
+    tide_test_onnx_free(m);
+    m = tide_test_onnx_new(11);
+    tide_test_onnx_init_f(m, "w", 4, (int64_t[]){2, 3, 3, 3}, w);
+    n = one_node(m, "ConvTranspose", 4, (int64_t[]){1, 2, 3, 3}, TIDE_TEST_NAMES("x", "w"));
+    tide_test_onnx_attr_ints(m, n, "dilations", 2, (int64_t[]){-1, 2});
+    import_fails(m, NULL,
+                 "node n (ConvTranspose, opset 11): dilations[0] is -1, not in 1..2147483647");
+    tide_test_onnx_free(m);
+    /* The pools still refuse dilations, by name. */
+    m = tide_test_onnx_new(12);
+    n = one_node(m, "MaxPool", 4, same.x, TIDE_TEST_NAMES("x"));
+    tide_test_onnx_attr_ints(m, n, "kernel_shape", 2, (int64_t[]){2, 2});
+    tide_test_onnx_attr_ints(m, n, "dilations", 2, (int64_t[]){2, 2});
+    import_fails(m, NULL, "node n (MaxPool, opset 12): dilations other than 1 are not supported");
+    tide_test_onnx_free(m);
+}
+
+/*
  * Slice with steps: on constants (a reversed shape list, folded at import) and on tensors
  * (a Gather of the picked indices along each stepped axis), which train.
  */
@@ -3464,6 +3679,7 @@ int main(void)
         cmocka_unit_test(test_nll_loss_trains),
         cmocka_unit_test(test_grouped_conv),
         cmocka_unit_test(test_conv_1d),
+        cmocka_unit_test(test_dilated_conv),
         cmocka_unit_test(test_slice_steps),
         cmocka_unit_test(test_window_pads),
         cmocka_unit_test(test_pow_activations_lrn),
