@@ -632,38 +632,69 @@ static enum tide_status tide__grad_slice(struct grad_ctx *c)
     return TIDE_OK;
 }
 
+/* The attribute slots of a convolution-family op's geometry and its shape attribute. */
+struct conv_attrs {
+    int strides, pads, dilations, group, shape;
+};
+
+static struct conv_attrs conv_attrs_of(enum tide_op op)
+{
+    switch (op) {
+    case TIDE_OP_CONV2D:
+        return (struct conv_attrs){TIDE_ATTR_CONV2D_strides, TIDE_ATTR_CONV2D_pads,
+                                   TIDE_ATTR_CONV2D_dilations, TIDE_ATTR_CONV2D_group, -1};
+    case TIDE_OP_CONV2D_BACKPROP_INPUT:
+        return (struct conv_attrs){
+            TIDE_ATTR_CONV2D_BACKPROP_INPUT_strides, TIDE_ATTR_CONV2D_BACKPROP_INPUT_pads,
+            TIDE_ATTR_CONV2D_BACKPROP_INPUT_dilations, TIDE_ATTR_CONV2D_BACKPROP_INPUT_group,
+            TIDE_ATTR_CONV2D_BACKPROP_INPUT_input_shape};
+    default:
+        return (struct conv_attrs){
+            TIDE_ATTR_CONV2D_BACKPROP_FILTER_strides, TIDE_ATTR_CONV2D_BACKPROP_FILTER_pads,
+            TIDE_ATTR_CONV2D_BACKPROP_FILTER_dilations, TIDE_ATTR_CONV2D_BACKPROP_FILTER_group,
+            TIDE_ATTR_CONV2D_BACKPROP_FILTER_filter_shape};
+    }
+}
+
+/*
+ * Appends op, a convolution-family node reading a and b that makes dx[for_input], in the
+ * forward node's strides, pads, dilations and group; shape is its input_shape or
+ * filter_shape (NULL for Conv2D). The forward attributes are copied out first: appending
+ * may move the graph's nodes.
+ */
+static enum tide_status emit_conv(struct grad_ctx *c, enum tide_op op, int for_input,
+                                  const char *role, struct tide_edge a, struct tide_edge b,
+                                  const struct tide_shape *shape)
+{
+    struct conv_attrs from = conv_attrs_of(fwd(c)->op), to = conv_attrs_of(op);
+    struct tide_attr_value strides = *fwd_attr(c, from.strides), pads = *fwd_attr(c, from.pads),
+                           dilations = *fwd_attr(c, from.dilations);
+    int64_t group = fwd_attr(c, from.group)->i;
+    struct tide_graph *graph = c->ad->graph;
+    uint32_t id;
+    enum tide_status st = emit2(c, op, for_input, role, a, b, &id);
+    if (st != TIDE_OK)
+        return st;
+    copy_ints(graph, id, to.strides, &strides);
+    copy_ints(graph, id, to.pads, &pads);
+    copy_ints(graph, id, to.dilations, &dilations);
+    tide_attr_set_int(graph, id, to.group, group);
+    if (shape)
+        tide_attr_set_shape(graph, id, to.shape, shape);
+    c->dx[for_input] = out0(id);
+    return TIDE_OK;
+}
+
 static enum tide_status tide__grad_conv2d(struct grad_ctx *c)
 {
-    struct tide_graph *graph = c->ad->graph;
-    struct tide_attr_value strides = *fwd_attr(c, TIDE_ATTR_CONV2D_strides); /* explicit */
-    struct tide_attr_value pads = *fwd_attr(c, TIDE_ATTR_CONV2D_pads);
-    struct tide_attr_value dilations = *fwd_attr(c, TIDE_ATTR_CONV2D_dilations);
-    int64_t group = fwd_attr(c, TIDE_ATTR_CONV2D_group)->i;
-    uint32_t id;
     enum tide_status st = TIDE_OK;
     if (c->wanted[0]) {
         struct tide_shape x = in_shape(c, 0);
-        st = emit2(c, TIDE_OP_CONV2D_BACKPROP_INPUT, 0, "x", c->dy[0], in_edge(c, 1), &id);
-        if (st != TIDE_OK)
-            return st;
-        copy_ints(graph, id, TIDE_ATTR_CONV2D_BACKPROP_INPUT_strides, &strides);
-        copy_ints(graph, id, TIDE_ATTR_CONV2D_BACKPROP_INPUT_pads, &pads);
-        tide_attr_set_shape(graph, id, TIDE_ATTR_CONV2D_BACKPROP_INPUT_input_shape, &x);
-        tide_attr_set_int(graph, id, TIDE_ATTR_CONV2D_BACKPROP_INPUT_group, group);
-        copy_ints(graph, id, TIDE_ATTR_CONV2D_BACKPROP_INPUT_dilations, &dilations);
-        c->dx[0] = out0(id);
+        st = emit_conv(c, TIDE_OP_CONV2D_BACKPROP_INPUT, 0, "x", c->dy[0], in_edge(c, 1), &x);
     }
-    if (c->wanted[1]) {
+    if (st == TIDE_OK && c->wanted[1]) {
         struct tide_shape w = in_shape(c, 1);
-        st = emit2(c, TIDE_OP_CONV2D_BACKPROP_FILTER, 1, "w", in_edge(c, 0), c->dy[0], &id);
-        if (st != TIDE_OK)
-            return st;
-        copy_ints(graph, id, TIDE_ATTR_CONV2D_BACKPROP_FILTER_strides, &strides);
-        copy_ints(graph, id, TIDE_ATTR_CONV2D_BACKPROP_FILTER_pads, &pads);
-        tide_attr_set_shape(graph, id, TIDE_ATTR_CONV2D_BACKPROP_FILTER_filter_shape, &w);
-        tide_attr_set_int(graph, id, TIDE_ATTR_CONV2D_BACKPROP_FILTER_group, group);
-        copy_ints(graph, id, TIDE_ATTR_CONV2D_BACKPROP_FILTER_dilations, &dilations);
-        c->dx[1] = out0(id);
+        st = emit_conv(c, TIDE_OP_CONV2D_BACKPROP_FILTER, 1, "w", in_edge(c, 0), c->dy[0], &w);
     }
     return st;
 }
@@ -679,34 +710,12 @@ static enum tide_status tide__grad_conv2d(struct grad_ctx *c)
  */
 static enum tide_status tide__grad_conv2d_backprop_input(struct grad_ctx *c)
 {
-    struct tide_graph *graph = c->ad->graph;
-    struct tide_attr_value strides = *fwd_attr(c, TIDE_ATTR_CONV2D_BACKPROP_INPUT_strides);
-    struct tide_attr_value pads = *fwd_attr(c, TIDE_ATTR_CONV2D_BACKPROP_INPUT_pads);
-    struct tide_attr_value dilations = *fwd_attr(c, TIDE_ATTR_CONV2D_BACKPROP_INPUT_dilations);
-    int64_t group = fwd_attr(c, TIDE_ATTR_CONV2D_BACKPROP_INPUT_group)->i;
-    uint32_t id;
     enum tide_status st = TIDE_OK;
-    if (c->wanted[0]) {
-        st = emit2(c, TIDE_OP_CONV2D, 0, "dy", c->dy[0], in_edge(c, 1), &id);
-        if (st != TIDE_OK)
-            return st;
-        copy_ints(graph, id, TIDE_ATTR_CONV2D_strides, &strides);
-        copy_ints(graph, id, TIDE_ATTR_CONV2D_pads, &pads);
-        tide_attr_set_int(graph, id, TIDE_ATTR_CONV2D_group, group);
-        copy_ints(graph, id, TIDE_ATTR_CONV2D_dilations, &dilations);
-        c->dx[0] = out0(id);
-    }
-    if (c->wanted[1]) {
+    if (c->wanted[0])
+        st = emit_conv(c, TIDE_OP_CONV2D, 0, "dy", c->dy[0], in_edge(c, 1), NULL);
+    if (st == TIDE_OK && c->wanted[1]) {
         struct tide_shape w = in_shape(c, 1);
-        st = emit2(c, TIDE_OP_CONV2D_BACKPROP_FILTER, 1, "w", c->dy[0], in_edge(c, 0), &id);
-        if (st != TIDE_OK)
-            return st;
-        copy_ints(graph, id, TIDE_ATTR_CONV2D_BACKPROP_FILTER_strides, &strides);
-        copy_ints(graph, id, TIDE_ATTR_CONV2D_BACKPROP_FILTER_pads, &pads);
-        tide_attr_set_int(graph, id, TIDE_ATTR_CONV2D_BACKPROP_FILTER_group, group);
-        copy_ints(graph, id, TIDE_ATTR_CONV2D_BACKPROP_FILTER_dilations, &dilations);
-        tide_attr_set_shape(graph, id, TIDE_ATTR_CONV2D_BACKPROP_FILTER_filter_shape, &w);
-        c->dx[1] = out0(id);
+        st = emit_conv(c, TIDE_OP_CONV2D_BACKPROP_FILTER, 1, "w", c->dy[0], in_edge(c, 0), &w);
     }
     return st;
 }
