@@ -1731,6 +1731,10 @@ static int window_nd(struct ctx *c, int sp, int32_t rank, const int64_t *in_dims
         memcpy(strides, list, (size_t)sp * sizeof(int64_t));
     }
     for (int k = 0; k < sp; k++) {
+        /* Bounds every size computed from these below (pads, spans, ceil_mode's reach). */
+        if (in_dims[2 + k] > INT32_MAX)
+            return failf(c, "spatial axis %d of the input is %" PRId64 " long, over %d", k,
+                         in_dims[2 + k], INT32_MAX);
         if (strides[k] < 1 || strides[k] > INT32_MAX)
             return failf(c, "strides[%d] is %" PRId64 ", not in 1..%d", k, strides[k], INT32_MAX);
         if (kernel[k] < 1 || kernel[k] > INT32_MAX)
@@ -2226,6 +2230,12 @@ static int pool_2d(struct ctx *c, tide_ref x, int64_t dims[MAX_RANK], const int6
             if (pad_constant_axis(c, &x, 4, dims, 2 + a, pb[a], end[a], 0.0f) != 0)
                 return -1;
         r = tide_builder_avg_pool2d(c->b, NULL, x, k[0], k[1], strides[0], strides[1], 0, 0);
+        /* The divisors are a constant of the output's plane: bounded like the import's others. */
+        if (out[1] > FOLD_MAX_ELEMENTS / out[0])
+            return failf(c,
+                         "an average over uneven pads builds a %" PRId64 " x %" PRId64
+                         " constant, more than the import builds (%" PRId64 " elements)",
+                         out[0], out[1], FOLD_MAX_ELEMENTS);
         float *scale = malloc((size_t)(out[0] * out[1]) * sizeof(float));
         if (!scale)
             return failf(c, "out of memory");
@@ -2265,6 +2275,11 @@ static int depth_taps(struct ctx *c, tide_ref x, const int64_t dims[5], int64_t 
                       int64_t dilation, int64_t stride, int64_t pb, int64_t end, int64_t out,
                       float fill, tide_ref *taps)
 {
+    /* Gather's ids are int32: the padded depth must be indexable by them. */
+    if (dims[2] + pb + end > INT32_MAX || out > FOLD_MAX_ELEMENTS)
+        return failf(c, "a depth of %" PRId64 " padded by %" PRId64 " and %" PRId64
+                        " is more than the import gathers (%d)",
+                     dims[2], pb, end, INT32_MAX);
     int64_t d[MAX_RANK] = {dims[2], dims[0], dims[1], dims[3], dims[4]};
     x = tide_builder_transpose(c->b, NULL, x, (int64_t[]){2, 0, 1, 3, 4}, 5);
     if (pad_constant_axis(c, &x, 5, d, 0, pb, end, fill) != 0)
@@ -2786,6 +2801,11 @@ static int slice_out(struct ctx *c, size_t out_k, struct value *x, int32_t rank,
     for (int32_t a = 0; stepped && a < rank; a++) {
         if (step[a] == 1)
             continue;
+        /* Gather's ids are int32, and the constant is bounded like the import's others. */
+        if (dims[a] > INT32_MAX || size[a] > FOLD_MAX_ELEMENTS)
+            return failf(c,
+                         "a step on axis %d of size %" PRId64 " is more than the import gathers",
+                         a, dims[a]);
         int32_t *ids = malloc((size_t)(size[a] ? size[a] : 1) * sizeof(int32_t));
         if (!ids)
             return failf(c, "out of memory");

@@ -2924,6 +2924,17 @@ static void test_window_pads(void **state)
         tide_test_onnx_free(m);
     }
 
+    /* A window over an axis past int32 is refused before any size is computed from it. */
+    struct tide_test_onnx *big = tide_test_onnx_new(13);
+    Onnx__NodeProto *bn =
+        one_node(big, "MaxPool", 4, (int64_t[]){1, 1, 2, 3000000000}, TIDE_TEST_NAMES("x"));
+    tide_test_onnx_attr_ints(big, bn, "kernel_shape", 2, (int64_t[]){2, 2});
+    tide_test_onnx_attr_i(big, bn, "ceil_mode", 1);
+    import_fails(big, NULL,
+                 "node n (MaxPool, opset 13): spatial axis 1 of the input is 3000000000 long, "
+                 "over 2147483647");
+    tide_test_onnx_free(big);
+
     /* Conv with auto_pad SAME_UPPER at stride 2 on 5 x 6: pads [1, 0] before, [1, 1] after. */
     float w[9];
     for (int k = 0; k < 9; k++)
