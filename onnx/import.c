@@ -3499,19 +3499,16 @@ static int op_mean(struct ctx *c)
 /* ---- selections by TopK: ReduceMax, ReduceMin, ArgMax, ArgMin, TopK, and Trilu ---- */
 
 /*
- * The largest (or, negated around TopK, the smallest) element over the axes
- * in reduce[] of x: the reduced axes are moved last and flattened into one,
- * TopK with k 1 picks the element, and *index gets its position along that
- * axis (which is the index along the axis when only one is reduced). The
- * result keeps the reduced axes as 1s or drops them. Equal values give the
- * lowest index and NaN ranks first, as NumPy's argmax has it.
+ * x with the axes in reduce[] moved last and flattened into one (*x, rank
+ * *n_flat, its last axis the reduced elements); out (*no axes) is the
+ * reduction's shape, the reduced axes kept as 1s or dropped.
  */
-static int select_one(struct ctx *c, tide_ref x, const bool *reduce, bool largest, bool keep,
-                      tide_ref *value, tide_ref *index)
+static int reduced_last(struct ctx *c, tide_ref *x, const bool *reduce, bool keep,
+                        int32_t *n_flat, int64_t out[MAX_RANK], int32_t *n_out)
 {
     int32_t rank;
-    int64_t dims[MAX_RANK], perm[MAX_RANK], flat[MAX_RANK], kept[MAX_RANK], out[MAX_RANK];
-    if (ref_shape(c, x, &rank, dims) != 0)
+    int64_t dims[MAX_RANK], perm[MAX_RANK], flat[MAX_RANK], kept[MAX_RANK];
+    if (ref_shape(c, *x, &rank, dims) != 0)
         return -1;
     int32_t np = 0, nk = 0, no = 0;
     int64_t inner = 1;
@@ -3532,9 +3529,29 @@ static int select_one(struct ctx *c, tide_ref x, const bool *reduce, bool larges
     if (inner == 0)
         return failf(c, "a reduction over an empty axis is not supported");
     if (moved)
-        x = tide_builder_transpose(c->b, NULL, x, perm, rank);
+        *x = tide_builder_transpose(c->b, NULL, *x, perm, rank);
     flat[nk] = inner;
-    x = tide_builder_reshape(c->b, NULL, x, nk + 1, flat);
+    *x = tide_builder_reshape(c->b, NULL, *x, nk + 1, flat);
+    *n_flat = nk + 1;
+    *n_out = no;
+    return check_builder(c, *x);
+}
+
+/*
+ * The largest (or, negated around TopK, the smallest) element over the axes
+ * in reduce[] of x: the reduced axes are moved last and flattened into one,
+ * TopK with k 1 picks the element, and *index gets its position along that
+ * axis (which is the index along the axis when only one is reduced). The
+ * result keeps the reduced axes as 1s or drops them. Equal values give the
+ * lowest index and NaN ranks first, as NumPy's argmax has it.
+ */
+static int select_one(struct ctx *c, tide_ref x, const bool *reduce, bool largest, bool keep,
+                      tide_ref *value, tide_ref *index)
+{
+    int32_t nf, no;
+    int64_t out[MAX_RANK];
+    if (reduced_last(c, &x, reduce, keep, &nf, out, &no) != 0)
+        return -1;
     if (!largest)
         x = tide_builder_neg(c->b, NULL, x);
     tide_ref top = tide_builder_top_k(c->b, NULL, x, 1);
@@ -3548,35 +3565,82 @@ static int select_one(struct ctx *c, tide_ref x, const bool *reduce, bool larges
     return 0;
 }
 
-static int reduce_extreme(struct ctx *c, bool largest)
+/*
+ * The axes a ReduceMax, ReduceMin or ReduceProd of x reduces, as reduce[]
+ * (all of them when none are given); *noop when noop_with_empty_axes makes
+ * it the identity.
+ */
+static int reduce_mask(struct ctx *c, tide_ref x, bool reduce[MAX_RANK], bool *noop)
 {
-    const Onnx__NodeProto *n = c->node;
-    tide_ref x;
-    if (float_in(c, 0, &x) != 0)
-        return -1;
     int32_t rank;
-    int64_t dims[MAX_RANK];
-    if (ref_shape(c, x, &rank, dims) != 0)
+    int64_t dims[MAX_RANK], axes[MAX_RANK], count;
+    if (ref_shape(c, x, &rank, dims) != 0 || reduce_axes(c, false, axes, &count, noop) != 0)
         return -1;
-    bool reduce[MAX_RANK] = {0}, noop;
-    int64_t axes[MAX_RANK], count;
-    if (reduce_axes(c, false, axes, &count, &noop) != 0)
-        return -1;
-    if (noop)
-        return set_out(c, 0, tide_builder_identity(c->b, NULL, x));
+    for (int32_t a = 0; a < rank; a++)
+        reduce[a] = count <= 0;
     for (int64_t k = 0; k < count; k++) {
         int64_t a;
         if (norm_axis(c, axes[k], rank, &a) != 0)
             return -1;
         reduce[a] = true;
     }
-    if (count <= 0)
-        for (int32_t a = 0; a < rank; a++)
-            reduce[a] = true;
-    tide_ref v;
-    if (select_one(c, x, reduce, largest, attr_i(n, "keepdims", 1) != 0, &v, NULL) != 0)
+    return 0;
+}
+
+static int reduce_extreme(struct ctx *c, bool largest)
+{
+    tide_ref x, v;
+    bool reduce[MAX_RANK], noop;
+    if (float_in(c, 0, &x) != 0 || reduce_mask(c, x, reduce, &noop) != 0)
+        return -1;
+    if (noop)
+        return set_out(c, 0, tide_builder_identity(c->b, NULL, x));
+    if (select_one(c, x, reduce, largest, attr_i(c->node, "keepdims", 1) != 0, &v, NULL) != 0)
         return -1;
     return set_out(c, 0, v);
+}
+
+/*
+ * ReduceProd: the reduced axes moved last and flattened (reduced_last),
+ * then halved until one element is left, each half times the other (an odd
+ * last element carried to the next round): log2(n) Mul nodes, exact at
+ * zeros and negative values and differentiable, where exp(sum(log x))
+ * would be neither.
+ */
+static int op_reduce_prod(struct ctx *c)
+{
+    tide_ref x;
+    bool reduce[MAX_RANK], noop;
+    if (float_in(c, 0, &x) != 0 || reduce_mask(c, x, reduce, &noop) != 0)
+        return -1;
+    if (noop)
+        return set_out(c, 0, tide_builder_identity(c->b, NULL, x));
+    int32_t nf, no;
+    int64_t out[MAX_RANK], d[MAX_RANK];
+    if (reduced_last(c, &x, reduce, attr_i(c->node, "keepdims", 1) != 0, &nf, out, &no) != 0 ||
+        ref_shape(c, x, &nf, d) != 0)
+        return -1;
+    int32_t last = nf - 1;
+    while (d[last] > 1) {
+        int64_t half = d[last] / 2, begin[MAX_RANK] = {0}, size[MAX_RANK];
+        memcpy(size, d, sizeof(size));
+        size[last] = half;
+        tide_ref lo = tide_builder_slice(c->b, NULL, x, begin, size, nf);
+        begin[last] = half;
+        tide_ref hi = tide_builder_slice(c->b, NULL, x, begin, size, nf);
+        tide_ref p = tide_builder_mul(c->b, NULL, lo, hi);
+        if (d[last] % 2) {
+            begin[last] = 2 * half;
+            size[last] = 1;
+            tide_ref odd = tide_builder_slice(c->b, NULL, x, begin, size, nf);
+            p = tide_builder_concat(c->b, NULL, (tide_ref[]){p, odd}, 2, last);
+        }
+        x = p;
+        d[last] = half + d[last] % 2;
+        if (check_builder(c, x) != 0)
+            return -1;
+    }
+    return set_out(c, 0, tide_builder_reshape(c->b, NULL, x, no, out));
 }
 
 /* GlobalMaxPool: the largest of each (instance, channel) over the spatial axes, kept as 1s. */
@@ -5190,6 +5254,7 @@ static const struct op_entry ops[] = {
     {"ReduceMax", op_reduce_max, 1, {1, 11, 12, 13, 18, 20}},
     {"ReduceMean", op_reduce_mean, 1, {1, 11, 13, 18}},
     {"ReduceMin", op_reduce_min, 1, {1, 11, 12, 13, 18, 20}},
+    {"ReduceProd", op_reduce_prod, 1, {1, 11, 13, 18}},
     {"ReduceSum", op_reduce_sum, 1, {1, 11, 13}},
     {"ReduceSumSquare", op_reduce_sum_square, 1, {1, 11, 13, 18}},
     {"Relu", op_relu, 1, {1, 6, 13, 14}},

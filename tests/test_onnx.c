@@ -3601,6 +3601,63 @@ static void test_comparisons_fold(void **state)
     tide_test_onnx_free(m);
 }
 
+/* ReduceProd: a Mul tree over the reduced elements (odd counts carried), exact at zeros and
+ * negative values; it trains through Mul's gradient. */
+static void test_reduce_prod(void **state)
+{
+    (void)state;
+    /* x [2, 5, 2]: the product over axis 1 (5 elements: one carried each round but the last). */
+    float x[20], y[4];
+    for (int k = 0; k < 20; k++)
+        x[k] = (k % 3 == 0 ? -0.5f : 1.25f) + (float)(k % 4) * 0.25f;
+    x[13] = 0; /* one product is 0 */
+    struct tide_test_onnx *m = tide_test_onnx_new(13);
+    Onnx__NodeProto *n = one_node(m, "ReduceProd", 3, (int64_t[]){2, 5, 2}, TIDE_TEST_NAMES("x"));
+    tide_test_onnx_attr_ints(m, n, "axes", 1, (int64_t[]){-2});
+    tide_test_onnx_attr_i(m, n, "keepdims", 0);
+    struct tide_onnx_result r;
+    tide_builder *b = import_ok(m, NULL, &r);
+    assert_shape(b, r.outputs[0], 2, (int64_t[]){2, 2});
+    run_forward(b, &r, x, sizeof(x), y, 4);
+    for (int i = 0; i < 2; i++)
+        for (int j = 0; j < 2; j++) {
+            double want = 1;
+            for (int k = 0; k < 5; k++)
+                want *= x[(i * 5 + k) * 2 + j];
+            assert_float_equal(y[i * 2 + j], want, 1e-6);
+        }
+    assert_float_equal(y[2 + 1], 0, 0);
+    tide_onnx_result_free(&r);
+    tide_builder_free(b);
+    tide_test_onnx_free(m);
+
+    /* Training: y_i = prod_k (v x)_ik over 3; loss mean(y^2) over 2, so v_ik moves by
+     * -0.1 * y_i * prod_{l != k} (v x)_il * x_ik. Row 1 holds a 0: its y and gradient are 0. */
+    float v0[6] = {0.5f, -2, 1.5f, 3, 0, -1}, v[6], xs[6] = {2, 0.5f, -1, 1, 4, 0.25f};
+    m = tide_test_onnx_new(13);
+    tide_test_onnx_init_f(m, "v", 2, (int64_t[]){2, 3}, v0);
+    tide_test_onnx_input(m, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 2, (int64_t[]){2, 3}, -1);
+    tide_test_onnx_node(m, "Mul", "mul", TIDE_TEST_NAMES("v", "x"), TIDE_TEST_NAMES("vx"));
+    n = tide_test_onnx_node(m, "ReduceProd", "prod", TIDE_TEST_NAMES("vx"), TIDE_TEST_NAMES("y"));
+    tide_test_onnx_attr_ints(m, n, "axes", 1, (int64_t[]){1});
+    tide_test_onnx_output(m, "y");
+    train_one_step(m, xs, sizeof(xs), "v", v, 6);
+    for (int i = 0; i < 2; i++) {
+        double yi = 1;
+        for (int k = 0; k < 3; k++)
+            yi *= (double)v0[i * 3 + k] * xs[i * 3 + k];
+        for (int k = 0; k < 3; k++) {
+            double others = 1;
+            for (int l = 0; l < 3; l++)
+                if (l != k)
+                    others *= (double)v0[i * 3 + l] * xs[i * 3 + l];
+            assert_float_equal(v[i * 3 + k], v0[i * 3 + k] - 0.1 * yi * others * xs[i * 3 + k],
+                               1e-6);
+        }
+    }
+    tide_test_onnx_free(m);
+}
+
 static void test_bad_bytes(void **state)
 {
     (void)state;
@@ -3699,6 +3756,7 @@ int main(void)
         cmocka_unit_test(test_tile),
         cmocka_unit_test(test_depth_space),
         cmocka_unit_test(test_comparisons_fold),
+        cmocka_unit_test(test_reduce_prod),
         cmocka_unit_test(test_bad_bytes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
