@@ -1868,11 +1868,36 @@ static Onnx__NodeProto *conv_transpose_model(struct tide_test_onnx *m, const str
     return n;
 }
 
+/*
+ * Imports m (a ConvTranspose built by conv_transpose_model, its attributes set), runs it on
+ * x and compares the output's shape and values with conv_transpose_ref; frees m.
+ */
+static void expect_conv_transpose(struct tide_test_onnx *m, const struct ct_geometry *c,
+                                  const float *x, const float *w)
+{
+    int64_t count = c->n * c->co * c->oh * c->ow;
+    float *y = malloc((size_t)count * sizeof(float)), *want = malloc((size_t)count * sizeof(float));
+    assert_non_null(y);
+    assert_non_null(want);
+    struct tide_onnx_result r;
+    tide_builder *b = import_ok(m, NULL, &r);
+    assert_shape(b, r.outputs[0], 4, (int64_t[]){c->n, c->co, c->oh, c->ow});
+    run_forward(b, &r, x, (size_t)(c->n * c->ci * c->h * c->w) * sizeof(float), y, (size_t)count);
+    conv_transpose_ref(c, x, w, NULL, want, NULL);
+    for (int64_t k = 0; k < count; k++)
+        assert_float_equal(y[k], want[k], 1e-5);
+    free(y);
+    free(want);
+    tide_onnx_result_free(&r);
+    tide_builder_free(b);
+    tide_test_onnx_free(m);
+}
+
 static void test_conv_transpose(void **state)
 {
     (void)state;
     /* w has room for the grouped case's [4, 3, 3, 3]; the others read its first 54. */
-    float x[2 * 2 * 3 * 3], w[4 * 3 * 3 * 3], y[2 * 3 * 6 * 6], want[2 * 3 * 6 * 6];
+    float x[2 * 2 * 3 * 3], w[4 * 3 * 3 * 3], want[2 * 3 * 6 * 6];
     for (int k = 0; k < 36; k++)
         x[k] = (float)((k * 7) % 11) - 5.0f;
     for (int k = 0; k < 108; k++)
@@ -1885,31 +1910,14 @@ static void test_conv_transpose(void **state)
     tide_test_onnx_attr_ints(m, n, "strides", 2, (int64_t[]){2, 2});
     tide_test_onnx_attr_ints(m, n, "pads", 4, (int64_t[]){1, 1, 1, 1});
     tide_test_onnx_attr_ints(m, n, "output_padding", 2, (int64_t[]){1, 1});
-    struct tide_onnx_result r;
-    tide_builder *b = import_ok(m, NULL, &r);
-    assert_shape(b, r.outputs[0], 4, (int64_t[]){2, 3, 6, 6});
-    run_forward(b, &r, x, sizeof(x), y, 216);
-    conv_transpose_ref(&c, x, w, NULL, want, NULL);
-    for (int k = 0; k < 216; k++)
-        assert_float_equal(y[k], want[k], 1e-5);
-    tide_onnx_result_free(&r);
-    tide_builder_free(b);
-    tide_test_onnx_free(m);
+    expect_conv_transpose(m, &c, x, w);
 
     /* A larger end pad: the output is cropped from a longer one (3 + 2 - 0 - 2 = 3). */
     struct ct_geometry crop = {1, 1, 3, 3, 1, 3, 1, 0, 3, 3, 1};
     m = tide_test_onnx_new(11);
     n = conv_transpose_model(m, &crop, w);
     tide_test_onnx_attr_ints(m, n, "pads", 4, (int64_t[]){0, 0, 2, 2});
-    b = import_ok(m, NULL, &r);
-    assert_shape(b, r.outputs[0], 4, (int64_t[]){1, 1, 3, 3});
-    run_forward(b, &r, x, 9 * sizeof(float), y, 9);
-    conv_transpose_ref(&crop, x, w, NULL, want, NULL);
-    for (int k = 0; k < 9; k++)
-        assert_float_equal(y[k], want[k], 1e-5);
-    tide_onnx_result_free(&r);
-    tide_builder_free(b);
-    tide_test_onnx_free(m);
+    expect_conv_transpose(m, &crop, x, w);
 
     /* output_shape one longer than the result (2 * 2 + 3 = 7): a zero row and column at the end. */
     struct ct_geometry longer = {1, 1, 3, 3, 1, 3, 2, 0, 8, 8, 1};
@@ -1917,31 +1925,14 @@ static void test_conv_transpose(void **state)
     n = conv_transpose_model(m, &longer, w);
     tide_test_onnx_attr_ints(m, n, "output_shape", 2, (int64_t[]){8, 8});
     tide_test_onnx_attr_ints(m, n, "strides", 2, (int64_t[]){2, 2});
-    b = import_ok(m, NULL, &r);
-    assert_shape(b, r.outputs[0], 4, (int64_t[]){1, 1, 8, 8});
-    run_forward(b, &r, x, 9 * sizeof(float), y, 64);
-    conv_transpose_ref(&longer, x, w, NULL, want, NULL);
-    for (int k = 0; k < 64; k++)
-        assert_float_equal(y[k], want[k], 1e-5);
-    assert_float_equal(y[63], 0, 0);
-    tide_onnx_result_free(&r);
-    tide_builder_free(b);
-    tide_test_onnx_free(m);
+    expect_conv_transpose(m, &longer, x, w);
 
     /* A larger begin pad: the whole result, cropped from the begin pad on. */
     struct ct_geometry start = {1, 1, 3, 3, 1, 3, 1, 2, 3, 3, 1};
     m = tide_test_onnx_new(11);
     n = conv_transpose_model(m, &start, w);
     tide_test_onnx_attr_ints(m, n, "pads", 4, (int64_t[]){2, 2, 0, 0});
-    b = import_ok(m, NULL, &r);
-    assert_shape(b, r.outputs[0], 4, (int64_t[]){1, 1, 3, 3});
-    run_forward(b, &r, x, 9 * sizeof(float), y, 9);
-    conv_transpose_ref(&start, x, w, NULL, want, NULL);
-    for (int k = 0; k < 9; k++)
-        assert_float_equal(y[k], want[k], 1e-5);
-    tide_onnx_result_free(&r);
-    tide_builder_free(b);
-    tide_test_onnx_free(m);
+    expect_conv_transpose(m, &start, x, w);
 
     /* In 2 groups: input channels 0-1 make outputs 0-2, 2-3 make 3-5 (w [4, 3, 3, 3]). */
     struct ct_geometry grouped = {1, 4, 3, 3, 6, 3, 2, 1, 5, 5, 2};
@@ -1949,15 +1940,7 @@ static void test_conv_transpose(void **state)
     n = conv_transpose_model(m, &grouped, w);
     tide_test_onnx_attr_ints(m, n, "strides", 2, (int64_t[]){2, 2});
     tide_test_onnx_attr_ints(m, n, "pads", 4, (int64_t[]){1, 1, 1, 1});
-    b = import_ok(m, NULL, &r);
-    assert_shape(b, r.outputs[0], 4, (int64_t[]){1, 6, 5, 5});
-    run_forward(b, &r, x, 36 * sizeof(float), y, 150);
-    conv_transpose_ref(&grouped, x, w, NULL, want, NULL);
-    for (int k = 0; k < 150; k++)
-        assert_float_equal(y[k], want[k], 1e-5);
-    tide_onnx_result_free(&r);
-    tide_builder_free(b);
-    tide_test_onnx_free(m);
+    expect_conv_transpose(m, &grouped, x, w);
 
     /* Refusals name the attribute and the numbers. */
     struct ct_geometry dense = {1, 4, 3, 3, 3, 3, 2, 1, 5, 5, 1};
@@ -2000,7 +1983,8 @@ static void test_conv_transpose(void **state)
     tide_test_onnx_attr_ints(m, n, "strides", 2, (int64_t[]){2, 2});
     tide_test_onnx_attr_ints(m, n, "pads", 4, (int64_t[]){1, 1, 1, 1});
     tide_test_onnx_attr_ints(m, n, "output_padding", 2, (int64_t[]){1, 1});
-    b = import_ok(m, NULL, &r);
+    struct tide_onnx_result r;
+    tide_builder *b = import_ok(m, NULL, &r);
     tide_ref loss = tide_builder_reduce_mean(
         b, "loss", tide_builder_mul(b, NULL, r.outputs[0], r.outputs[0]), NULL, 0, false);
     assert_true(loss.id >= 0);
