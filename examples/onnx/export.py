@@ -315,7 +315,8 @@ def _np_conv2d(x, w, b, pads, strides, dilations, group):
         xg = x[:, g * cg:(g + 1) * cg]
         for i in range(kh):
             for j in range(kw):
-                patch = xg[:, :, i:i + strides[0] * oh:strides[0], j:j + strides[1] * ow:strides[1]]
+                patch = xg[:, :, i:i + strides[0] * oh:strides[0],
+                           j:j + strides[1] * ow:strides[1]]
                 out[:, g * kg:(g + 1) * kg] += np.einsum(
                     "nchw,kc->nkhw", patch, w[g * kg:(g + 1) * kg, :, i, j], dtype=np.float64)
     if b is not None:
@@ -580,6 +581,50 @@ def sgd_losses(model, inputs, labels, batch, lr, steps):
     return losses, untrained_losses
 
 
+def image_model(reference, out, name, model_cls, model_seed, data_seed, steps, batch=8, lr=0.1):
+    """An image classifier's files and reference entry: model_cls built after
+    torch.manual_seed(model_seed), exported as name.onnx, its initializers
+    and its forward pass checked against the file, then a copy trained
+    steps SGD steps on cnn_data(data_seed) (name_images.npy,
+    name_labels.npy)."""
+    torch.manual_seed(model_seed)
+    model = model_cls()
+    images, labels = cnn_data(data_seed, steps, batch)
+    initial = copy.deepcopy(model.state_dict())
+    proto = export(model, images[:batch], "images", os.path.join(out, name + ".onnx"))
+    model.load_state_dict(initial)  # tracing in training mode moved BatchNorm's statistics
+    init_names = check_initializers(proto, model)
+    model.train()
+    forward = check_forward(proto, model, "images", images[:batch], labels[:batch])
+    model.load_state_dict(initial)  # and so did the check's forward pass
+    np.save(os.path.join(out, name + "_images.npy"), images.numpy())
+    np.save(os.path.join(out, name + "_labels.npy"), labels.numpy())
+    losses, untrained = sgd_losses(model, images, labels, batch, lr, steps)
+    reference["models"][name] = {
+        "file": name + ".onnx",
+        "input": {"name": "images", "file": name + "_images.npy", "dtype": "float32",
+                  "shape": list(images.shape), "batch_shape": [batch, 1, 28, 28],
+                  "content": (f"torch.rand with torch.Generator seed {data_seed}: "
+                              "uniform in [0, 1)")},
+        "labels": {"file": name + "_labels.npy", "dtype": "int64", "shape": list(labels.shape),
+                   "content": "torch.randint(0, 10) from the same generator, after the images"},
+        "output": "logits",
+        "output_shape": [batch, 10],
+        "batch": batch,
+        "loss": "cross-entropy of logits against the class labels, mean over the batch",
+        "optimizer": {"name": "sgd", "lr": lr, "momentum": 0.0, "weight_decay": 0.0},
+        "losses": losses,
+        "losses_with_initial_weights": untrained,
+        "parameters": sum(p.numel() for p in model.parameters()),
+        "initializers": init_names,
+        "buffers": [n for n in init_names if n not in dict(model.named_parameters())],
+        "onnx_forward_check": forward,
+        "ops": op_counts(proto),
+        "nodes": len(proto.graph.node),
+        "model_seed": model_seed,
+    }
+
+
 def debian_version(package):
     """The Debian package's version (torch.__version__ of Debian's build says
     1.13.0a0 for 1.13.1), or None off Debian."""
@@ -625,118 +670,10 @@ def main():
         "models": {},
     }
 
-    # -- CNN ---------------------------------------------------------------
-    batch, lr = 8, 0.1
-    torch.manual_seed(1301)
-    cnn = SmallCNN()
-    images, labels = cnn_data(1302, steps, batch)
-    path = os.path.join(args.out, "cnn.onnx")
-    initial = copy.deepcopy(cnn.state_dict())
-    proto = export(cnn, images[:batch], "images", path)
-    cnn.load_state_dict(initial)
-    init_names = check_initializers(proto, cnn)
-    forward = check_forward(proto, cnn, "images", images[:batch], labels[:batch])
-    np.save(os.path.join(args.out, "cnn_images.npy"), images.numpy())
-    np.save(os.path.join(args.out, "cnn_labels.npy"), labels.numpy())
-    losses, untrained = sgd_losses(cnn, images, labels, batch, lr, steps)
-    reference["models"]["cnn"] = {
-        "file": "cnn.onnx",
-        "input": {"name": "images", "file": "cnn_images.npy", "dtype": "float32",
-                  "shape": list(images.shape), "batch_shape": [batch, 1, 28, 28],
-                  "content": "torch.rand with torch.Generator seed 1302: uniform in [0, 1)"},
-        "labels": {"file": "cnn_labels.npy", "dtype": "int64", "shape": list(labels.shape),
-                   "content": "torch.randint(0, 10) from the same generator, after the images"},
-        "output": "logits",
-        "output_shape": [batch, 10],
-        "batch": batch,
-        "loss": "cross-entropy of logits against the class labels, mean over the batch",
-        "optimizer": {"name": "sgd", "lr": lr, "momentum": 0.0, "weight_decay": 0.0},
-        "losses": losses,
-        "losses_with_initial_weights": untrained,
-        "parameters": sum(p.numel() for p in cnn.parameters()),
-        "initializers": init_names,
-        "buffers": [n for n in init_names if n not in dict(cnn.named_parameters())],
-        "onnx_forward_check": forward,
-        "ops": op_counts(proto),
-        "nodes": len(proto.graph.node),
-        "model_seed": 1301,
-    }
-
-    # -- U-Net-like CNN ----------------------------------------------------
-    batch, lr = 8, 0.1
-    torch.manual_seed(1304)
-    unet = SmallUNet()
-    images, labels = cnn_data(1305, steps, batch)
-    path = os.path.join(args.out, "unet.onnx")
-    initial = copy.deepcopy(unet.state_dict())
-    proto = export(unet, images[:batch], "images", path)
-    unet.load_state_dict(initial)
-    init_names = check_initializers(proto, unet)
-    forward = check_forward(proto, unet, "images", images[:batch], labels[:batch])
-    np.save(os.path.join(args.out, "unet_images.npy"), images.numpy())
-    np.save(os.path.join(args.out, "unet_labels.npy"), labels.numpy())
-    losses, untrained = sgd_losses(unet, images, labels, batch, lr, steps)
-    reference["models"]["unet"] = {
-        "file": "unet.onnx",
-        "input": {"name": "images", "file": "unet_images.npy", "dtype": "float32",
-                  "shape": list(images.shape), "batch_shape": [batch, 1, 28, 28],
-                  "content": "torch.rand with torch.Generator seed 1305: uniform in [0, 1)"},
-        "labels": {"file": "unet_labels.npy", "dtype": "int64", "shape": list(labels.shape),
-                   "content": "torch.randint(0, 10) from the same generator, after the images"},
-        "output": "logits",
-        "output_shape": [batch, 10],
-        "batch": batch,
-        "loss": "cross-entropy of logits against the class labels, mean over the batch",
-        "optimizer": {"name": "sgd", "lr": lr, "momentum": 0.0, "weight_decay": 0.0},
-        "losses": losses,
-        "losses_with_initial_weights": untrained,
-        "parameters": sum(p.numel() for p in unet.parameters()),
-        "initializers": init_names,
-        "buffers": [n for n in init_names if n not in dict(unet.named_parameters())],
-        "onnx_forward_check": forward,
-        "ops": op_counts(proto),
-        "nodes": len(proto.graph.node),
-        "model_seed": 1304,
-    }
-
-    # -- Mobile CNN ---------------------------------------------------------
-    batch, lr = 8, 0.1
-    torch.manual_seed(1306)
-    mobile = SmallMobileNet()
-    images, labels = cnn_data(1307, steps, batch)
-    path = os.path.join(args.out, "mobilenet.onnx")
-    initial = copy.deepcopy(mobile.state_dict())
-    proto = export(mobile, images[:batch], "images", path)
-    mobile.load_state_dict(initial)
-    init_names = check_initializers(proto, mobile)
-    mobile.train()
-    forward = check_forward(proto, mobile, "images", images[:batch], labels[:batch])
-    mobile.load_state_dict(initial)  # the forward pass moved BatchNorm's running statistics
-    np.save(os.path.join(args.out, "mobilenet_images.npy"), images.numpy())
-    np.save(os.path.join(args.out, "mobilenet_labels.npy"), labels.numpy())
-    losses, untrained = sgd_losses(mobile, images, labels, batch, lr, steps)
-    reference["models"]["mobilenet"] = {
-        "file": "mobilenet.onnx",
-        "input": {"name": "images", "file": "mobilenet_images.npy", "dtype": "float32",
-                  "shape": list(images.shape), "batch_shape": [batch, 1, 28, 28],
-                  "content": "torch.rand with torch.Generator seed 1307: uniform in [0, 1)"},
-        "labels": {"file": "mobilenet_labels.npy", "dtype": "int64", "shape": list(labels.shape),
-                   "content": "torch.randint(0, 10) from the same generator, after the images"},
-        "output": "logits",
-        "output_shape": [batch, 10],
-        "batch": batch,
-        "loss": "cross-entropy of logits against the class labels, mean over the batch",
-        "optimizer": {"name": "sgd", "lr": lr, "momentum": 0.0, "weight_decay": 0.0},
-        "losses": losses,
-        "losses_with_initial_weights": untrained,
-        "parameters": sum(p.numel() for p in mobile.parameters()),
-        "initializers": init_names,
-        "buffers": [n for n in init_names if n not in dict(mobile.named_parameters())],
-        "onnx_forward_check": forward,
-        "ops": op_counts(proto),
-        "nodes": len(proto.graph.node),
-        "model_seed": 1306,
-    }
+    # -- The image classifiers: [8, 1, 28, 28] -> [8, 10] -------------------
+    image_model(reference, args.out, "cnn", SmallCNN, 1301, 1302, steps)
+    image_model(reference, args.out, "unet", SmallUNet, 1304, 1305, steps)
+    image_model(reference, args.out, "mobilenet", SmallMobileNet, 1306, 1307, steps)
 
     # -- GPT ---------------------------------------------------------------
     batch, seq, lr = 4, 32, 0.05
