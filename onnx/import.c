@@ -1707,6 +1707,30 @@ static int gather_axis(struct ctx *c, tide_ref *x, int32_t rank, int64_t dims[MA
                        const float *w);
 
 /*
+ * The spatial attribute name of a window op over sp axes (sp values; pads:
+ * 2 sp, begins then ends) into a layout of width axes (width >= sp: the op's
+ * axes are the last sp, the others keep def; pads' begins in out[0, width),
+ * ends in out[width, 2 width)). Absent or empty: def. Returns -1 on error.
+ */
+static int spatial_attr(struct ctx *c, const char *name, int sp, int width, int64_t def,
+                        int64_t *out)
+{
+    const int64_t *list;
+    int64_t count = attr_ints(c->node, name, &list);
+    int per = strcmp(name, "pads") == 0 ? 2 : 1;
+    for (int k = 0; k < per * width; k++)
+        out[k] = def;
+    if (count <= 0)
+        return 0;
+    if (count != per * sp)
+        return failf(c, "%s holds %" PRId64 " values, not %d", name, count, per * sp);
+    for (int e = 0; e < per; e++)
+        for (int a = 0; a < sp; a++)
+            out[e * width + width - sp + a] = list[e * sp + a];
+    return 0;
+}
+
+/*
  * Reads kernel, strides, pads and dilations of a window op over sp spatial
  * axes (1 to 3: an [N, C, L], [N, C, H, W] or [N, C, D, H, W] input) into
  * strides[sp], pads_begin[sp], pads_end[sp] and (Conv) dilations[sp]; checks
@@ -1723,13 +1747,8 @@ static int window_nd(struct ctx *c, int sp, int32_t rank, const int64_t *in_dims
                      2 + sp, rank);
     const int64_t *list = NULL;
     int64_t count;
-    for (int k = 0; k < sp; k++)
-        strides[k] = 1;
-    if ((count = attr_ints(n, "strides", &list)) >= 0) {
-        if (count != sp)
-            return failf(c, "strides holds %" PRId64 " values, not %d", count, sp);
-        memcpy(strides, list, (size_t)sp * sizeof(int64_t));
-    }
+    if (spatial_attr(c, "strides", sp, sp, 1, strides) != 0)
+        return -1;
     for (int k = 0; k < sp; k++) {
         /* Bounds every size computed from these below (pads, spans, ceil_mode's reach). */
         if (in_dims[2 + k] > INT32_MAX)
@@ -1743,13 +1762,8 @@ static int window_nd(struct ctx *c, int sp, int32_t rank, const int64_t *in_dims
     }
     int64_t span[3];
     if (dilations) {
-        for (int k = 0; k < sp; k++)
-            dilations[k] = 1;
-        if ((count = attr_ints(n, "dilations", &list)) > 0) {
-            if (count != sp)
-                return failf(c, "dilations holds %" PRId64 " values, not %d", count, sp);
-            memcpy(dilations, list, (size_t)sp * sizeof(int64_t));
-        }
+        if (spatial_attr(c, "dilations", sp, sp, 1, dilations) != 0)
+            return -1;
         /* The window spans (k - 1) * d + 1 cells: so auto_pad computes, as ONNX does. */
         for (int k = 0; k < sp; k++) {
             if (dilations[k] < 1 || dilations[k] > INT32_MAX)
@@ -1763,15 +1777,12 @@ static int window_nd(struct ctx *c, int sp, int32_t rank, const int64_t *in_dims
             if (list[k] != 1)
                 return failf(c, "dilations other than 1 are not supported");
     }
-    int64_t p[6] = {0, 0, 0, 0, 0, 0};
-    if ((count = attr_ints(n, "pads", &list)) >= 0) {
-        if (count != 2 * sp)
-            return failf(c, "pads holds %" PRId64 " values, not %d", count, 2 * sp);
-        memcpy(p, list, (size_t)(2 * sp) * sizeof(int64_t));
-        for (int k = 0; k < 2 * sp; k++)
-            if (p[k] < 0 || p[k] > INT32_MAX)
-                return failf(c, "pads[%d] is %" PRId64 ", not in 0..%d", k, p[k], INT32_MAX);
-    }
+    int64_t p[6];
+    if (spatial_attr(c, "pads", sp, sp, 0, p) != 0)
+        return -1;
+    for (int k = 0; k < 2 * sp; k++)
+        if (p[k] < 0 || p[k] > INT32_MAX)
+            return failf(c, "pads[%d] is %" PRId64 ", not in 0..%d", k, p[k], INT32_MAX);
     if (!attr_s_is(n, "auto_pad", NULL) && !attr_s_is(n, "auto_pad", "NOTSET")) {
         if (attr_s_is(n, "auto_pad", "VALID")) {
             memset(p, 0, sizeof(p));
@@ -1992,29 +2003,6 @@ static int transpose_axis(struct ctx *c, const char *axis, int64_t in, int64_t k
 }
 
 /*
- * The spatial attribute name of a 1-D or 2-D window op (sp values; pads:
- * 2 sp, begins then ends) into its 2-D layout: a 1-D op's values go to the
- * W axis and H keeps def. Returns the count read, 0 when absent, -1 on error.
- */
-static int spatial_attr(struct ctx *c, const char *name, int sp, int64_t def, int64_t *out)
-{
-    const int64_t *list;
-    int64_t count = attr_ints(c->node, name, &list);
-    bool pads = strcmp(name, "pads") == 0;
-    int per = pads ? 2 : 1;
-    for (int k = 0; k < 2 * per; k++)
-        out[k] = def;
-    if (count < 0)
-        return 0;
-    if (count != per * sp)
-        return failf(c, "%s holds %" PRId64 " values, not %d", name, count, per * sp);
-    for (int e = 0; e < per; e++)
-        for (int a = 0; a < sp; a++)
-            out[e * 2 + 2 - sp + a] = list[e * sp + a];
-    return (int)count;
-}
-
-/*
  * ConvTranspose: the input gradient of a convolution (tide's
  * Conv2DBackpropInput, in the node's channel groups), so it trains with
  * Conv2D and Conv2DBackpropFilter as its gradients. 2-D, or 1-D as 2-D of
@@ -2064,9 +2052,10 @@ static int op_conv_transpose(struct ctx *c)
             return failf(c, "kernel_shape does not match the weight %s", wt);
     }
     int64_t strides[2], outpad[2], p[4], dil[2];
-    if (spatial_attr(c, "strides", sp, 1, strides) < 0 ||
-        spatial_attr(c, "output_padding", sp, 0, outpad) < 0 ||
-        spatial_attr(c, "pads", sp, 0, p) < 0 || spatial_attr(c, "dilations", sp, 1, dil) < 0)
+    if (spatial_attr(c, "strides", sp, 2, 1, strides) != 0 ||
+        spatial_attr(c, "output_padding", sp, 2, 0, outpad) != 0 ||
+        spatial_attr(c, "pads", sp, 2, 0, p) != 0 ||
+        spatial_attr(c, "dilations", sp, 2, 1, dil) != 0)
         return -1;
     for (int a = 0; a < 2; a++) {
         if (strides[a] < 1 || strides[a] > INT32_MAX)
