@@ -86,18 +86,24 @@ enum tide_status tide__cuda_GATHER_GRAD(const struct tide_kernel_args *args, str
 }
 
 /*
- * GatherElements' and GatherElementsGrad's index check: entries outside
- * [-d, d) that are not ignore_index, into the fault record (signed range).
+ * What GatherElements and GatherElementsGrad do first: the stream (*launch),
+ * the geometry (*g), and the index check: entries outside [-d, d) that are
+ * not ignore_index, into the fault record (signed range).
  */
-static enum tide_status signed_indices_check(const struct tide_kernel_args *args,
-                                             struct tide_cuda_launch *launch,
-                                             const struct tide__kernel_gather_elements *g,
-                                             struct tide_error *err)
+static enum tide_status gather_elements_begin(const struct tide_kernel_args *args,
+                                              struct tide_cuda_launch **launch_out,
+                                              struct tide__kernel_gather_elements *g,
+                                              struct tide_error *err)
 {
+    enum tide_status st = tide__cuda_context(args, launch_out, err);
+    if (st != TIDE_OK)
+        return st;
+    struct tide_cuda_launch *launch = *launch_out;
+    tide__kernel_gather_elements_setup(args, g);
     int64_t n = tide__cuda_numel(&args->inputs[1]);
     if (!launch->fault || n == 0)
         return TIDE_OK;
-    enum tide_status st = TIDE_CUDA_CHECK(
+    st = TIDE_CUDA_CHECK(
         err, tide__cuda_launch_check_signed_indices(launch->stream, args->inputs[1].data, n, g->d,
                                                     g->ignore_index, launch->fault, launch->tag));
     if (st == TIDE_OK)
@@ -110,12 +116,8 @@ enum tide_status tide__cuda_GATHER_ELEMENTS(const struct tide_kernel_args *args,
                                             struct tide_error *err)
 {
     struct tide_cuda_launch *launch;
-    enum tide_status st = tide__cuda_context(args, &launch, err);
-    if (st != TIDE_OK)
-        return st;
     struct tide__kernel_gather_elements g;
-    tide__kernel_gather_elements_setup(args, &g);
-    st = signed_indices_check(args, launch, &g, err);
+    enum tide_status st = gather_elements_begin(args, &launch, &g, err);
     if (st != TIDE_OK)
         return st;
     return TIDE_CUDA_CHECK(
@@ -129,12 +131,8 @@ enum tide_status tide__cuda_GATHER_ELEMENTS_GRAD(const struct tide_kernel_args *
                                                  struct tide_error *err)
 {
     struct tide_cuda_launch *launch;
-    enum tide_status st = tide__cuda_context(args, &launch, err);
-    if (st != TIDE_OK)
-        return st;
     struct tide__kernel_gather_elements g;
-    tide__kernel_gather_elements_setup(args, &g);
-    st = signed_indices_check(args, launch, &g, err);
+    enum tide_status st = gather_elements_begin(args, &launch, &g, err);
     if (st != TIDE_OK)
         return st;
     return TIDE_CUDA_CHECK(err, tide__cuda_launch_gather_elements_grad(
