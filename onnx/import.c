@@ -1811,16 +1811,16 @@ static int pad_constant_axis(struct ctx *c, tide_ref *x, int32_t rank, int64_t d
 /*
  * Where a window's pads differ between the sides (ONNX's SAME_UPPER and
  * SAME_LOWER, TensorFlow's SAME): the even part stays the op's own pad
- * (pads[a]) and the rest is a block of fill concatenated to x (4-D, dims) on
- * that side of axis 2 + a.
+ * (pads[a]) and the rest is a block of fill concatenated to x (rank, dims)
+ * on that side of its last two axes.
  */
-static int even_pads(struct ctx *c, tide_ref *x, int64_t dims[MAX_RANK], const int64_t pb[2],
-                     const int64_t pe[2], float fill, int64_t pads[2])
+static int even_pads(struct ctx *c, tide_ref *x, int32_t rank, int64_t dims[MAX_RANK],
+                     const int64_t pb[2], const int64_t pe[2], float fill, int64_t pads[2])
 {
     for (int a = 0; a < 2; a++) {
         pads[a] = pb[a] < pe[a] ? pb[a] : pe[a];
-        if (pb[a] != pe[a] &&
-            pad_constant_axis(c, x, 4, dims, 2 + a, pb[a] - pads[a], pe[a] - pads[a], fill) != 0)
+        if (pb[a] != pe[a] && pad_constant_axis(c, x, rank, dims, rank - 2 + a, pb[a] - pads[a],
+                                                pe[a] - pads[a], fill) != 0)
             return -1;
     }
     return 0;
@@ -1860,7 +1860,7 @@ static int conv_group(struct ctx *c, const int64_t *dx, const int64_t *dw, int64
  * every output depth o, zeros past the depth pads) convolves with w[:, :, t]
  * in 2-D, and the taps' sum is the 3-D convolution, so it trains through
  * Gather, Slice, Conv2D and Add. Uneven pads on H and W are zeros
- * concatenated to x first, as in 2-D.
+ * concatenated to x first (even_pads), as in 2-D.
  */
 static int conv_3d(struct ctx *c, tide_ref x, tide_ref w, int32_t rx, int64_t dx[MAX_RANK],
                    const int64_t dw[MAX_RANK])
@@ -1874,12 +1874,8 @@ static int conv_3d(struct ctx *c, tide_ref x, tide_ref w, int32_t rx, int64_t dx
         return failf(c, "a kernel %" PRId64 " deep is more than the import unrolls (%d)", dw[2],
                      MAX_DEPTH_TAPS);
     int64_t pads[2];
-    for (int a = 0; a < 2; a++) {
-        pads[a] = pb[1 + a] < pe[1 + a] ? pb[1 + a] : pe[1 + a];
-        if (pad_constant_axis(c, &x, 5, dx, 3 + a, pb[1 + a] - pads[a], pe[1 + a] - pads[a],
-                              0.0f) != 0)
-            return -1;
-    }
+    if (even_pads(c, &x, 5, dx, pb + 1, pe + 1, 0.0f, pads) != 0)
+        return -1;
     int64_t span = dx[2] + pb[0] + pe[0] - ((dw[2] - 1) * dil[0] + 1);
     if (span < 0)
         return failf(c,
@@ -1940,7 +1936,7 @@ static int op_conv(struct ctx *c)
         w = tide_builder_reshape(c->b, NULL, w, 4, (int64_t[]){dw[0], dw[1], 1, dw[2]});
         memcpy(dx, x4, sizeof(x4));
     }
-    if (even_pads(c, &x, dx, pb, pe, 0.0f, pads) != 0)
+    if (even_pads(c, &x, 4, dx, pb, pe, 0.0f, pads) != 0)
         return -1;
     tide_ref r = tide_builder_conv2d_dilated(c->b, NULL, x, w, strides[0], strides[1], pads[0],
                                              pads[1], dilations[0], dilations[1], group);
@@ -2206,7 +2202,7 @@ static int pool_2d(struct ctx *c, tide_ref x, int64_t dims[MAX_RANK], const int6
     int64_t pads[2] = {0, 0};
     tide_ref r;
     if (plain || rule->is_max) {
-        if (!plain && even_pads(c, &x, dims, pb, end, -INFINITY, pads) != 0)
+        if (!plain && even_pads(c, &x, 4, dims, pb, end, -INFINITY, pads) != 0)
             return -1;
         if (plain)
             pads[0] = pb[0], pads[1] = pb[1];

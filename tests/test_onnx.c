@@ -3116,6 +3116,27 @@ static void test_windows_3d(void **state)
     tide_onnx_result_free(&r);
     tide_builder_free(b);
 
+    /* auto_pad SAME_UPPER: pads 1 and 1 in depth but 0 and 1 on H and W (even_pads' uneven
+     * part, a Concat of zeros); the output is ceil(5 / 2) x 4 x ceil(3 / 2). */
+    static const struct conv3d_case same = {1, 4, 5, 4, 3, 6, 2, 3, 2, 2, {2, 1, 2}, {1, 0, 0},
+                                            3, 4, 2};
+    float ys[144], wants[144];
+    struct tide_test_onnx *ms = tide_test_onnx_new(13);
+    tide_test_onnx_init_f(ms, "w", 5, (int64_t[]){6, 2, 3, 2, 2}, w);
+    n = one_node(ms, "Conv", 5, (int64_t[]){1, 4, 5, 4, 3}, TIDE_TEST_NAMES("x", "w"));
+    tide_test_onnx_attr_i(ms, n, "group", 2);
+    tide_test_onnx_attr_ints(ms, n, "strides", 3, same.s);
+    attr_str(ms, n, "auto_pad", "SAME_UPPER");
+    tide_builder *bs = import_ok(ms, NULL, &r);
+    assert_shape(bs, r.outputs[0], 5, (int64_t[]){1, 6, 3, 4, 2});
+    run_forward(bs, &r, x, sizeof(x), ys, 144);
+    conv3d_ref(&same, x, w, NULL, wants, NULL, NULL);
+    for (int k = 0; k < 144; k++)
+        assert_float_equal(ys[k], wants[k], 1e-5);
+    tide_onnx_result_free(&r);
+    tide_builder_free(bs);
+    tide_test_onnx_free(ms);
+
     /* It trains: loss mean(y^2) over 108 outputs; SGD at 0.1 moves w by -0.1 dL/dw. */
     float w_after[144], g[108];
     double dw[144] = {0};
