@@ -220,6 +220,17 @@ void tide_test_onnx_attr_f(struct tide_test_onnx *m, Onnx__NodeProto *n, const c
     a->f = v;
 }
 
+void tide_test_onnx_attr_s(struct tide_test_onnx *m, Onnx__NodeProto *n, const char *name,
+                           const char *v)
+{
+    Onnx__AttributeProto *a = tide_test_onnx_attr(m, n, name);
+    a->has_type = true;
+    a->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING;
+    a->has_s = true;
+    a->s.data = (uint8_t *)tide_test_onnx_own_str(m, v);
+    a->s.len = strlen(v);
+}
+
 void tide_test_onnx_attr_ints(struct tide_test_onnx *m, Onnx__NodeProto *n, const char *name,
                               size_t count, const int64_t *v)
 {

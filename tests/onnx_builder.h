@@ -106,6 +106,10 @@ void tide_test_onnx_attr_i(struct tide_test_onnx *m, Onnx__NodeProto *n, const c
 /* A FLOAT attribute of n. */
 void tide_test_onnx_attr_f(struct tide_test_onnx *m, Onnx__NodeProto *n, const char *name, float v);
 
+/* A STRING attribute of n (v copied). */
+void tide_test_onnx_attr_s(struct tide_test_onnx *m, Onnx__NodeProto *n, const char *name,
+                           const char *v);
+
 /* An INTS attribute of n: count values copied from v. */
 void tide_test_onnx_attr_ints(struct tide_test_onnx *m, Onnx__NodeProto *n, const char *name,
                               size_t count, const int64_t *v);

@@ -1485,17 +1485,6 @@ static void test_instance_norm_global_max_pool(void **state)
     }
 }
 
-/* A STRING attribute of n. */
-static void attr_str(struct tide_test_onnx *m, Onnx__NodeProto *n, const char *name, const char *v)
-{
-    Onnx__AttributeProto *a = tide_test_onnx_attr(m, n, name);
-    a->has_type = true;
-    a->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING;
-    a->has_s = true;
-    a->s.data = (uint8_t *)tide_test_onnx_own_str(m, v);
-    a->s.len = strlen(v);
-}
-
 /* Imports m (one input x, one output), checks the output's shape, runs x forward and compares
  * with want (within 1e-6); frees m. */
 static void expect_values(struct tide_test_onnx *m, const float *x, size_t n_x, int32_t rank,
@@ -1548,7 +1537,7 @@ static void test_resize(void **state)
     m = tide_test_onnx_new(13);
     tide_test_onnx_init_f(m, "scales", 1, (int64_t[]){4}, (float[]){1, 1, 2, 2});
     n = one_node(m, "Resize", 4, (int64_t[]){1, 1, 2, 2}, TIDE_TEST_NAMES("x", "", "scales"));
-    attr_str(m, n, "mode", "linear");
+    tide_test_onnx_attr_s(m, n, "mode", "linear");
     expect_values(m, x4, 4, 4, (int64_t[]){1, 1, 4, 4},
                   (float[]){1, 1.25f, 1.75f, 2, 1.5f, 1.75f, 2.25f, 2.5f, 2.5f, 2.75f, 3.25f, 3.5f,
                             3, 3.25f, 3.75f, 4},
@@ -1556,8 +1545,8 @@ static void test_resize(void **state)
     m = tide_test_onnx_new(13);
     tide_test_onnx_init_f(m, "scales", 1, (int64_t[]){4}, (float[]){1, 1, 2, 2});
     n = one_node(m, "Resize", 4, (int64_t[]){1, 1, 2, 2}, TIDE_TEST_NAMES("x", "", "scales"));
-    attr_str(m, n, "mode", "linear");
-    attr_str(m, n, "coordinate_transformation_mode", "align_corners");
+    tide_test_onnx_attr_s(m, n, "mode", "linear");
+    tide_test_onnx_attr_s(m, n, "coordinate_transformation_mode", "align_corners");
     float third = 1.0f / 3, ac[16];
     for (int i = 0; i < 4; i++) /* x_original = o / 3 on both axes: 1 + 2 row + col */
         for (int j = 0; j < 4; j++)
@@ -1578,9 +1567,9 @@ static void test_resize(void **state)
         tide_test_onnx_init_f(m, "none", 1, (int64_t[]){0}, NULL);
         tide_test_onnx_init_i(m, "sizes", 1, (int64_t[]){1}, (int64_t[]){3});
         n = one_node(m, "Resize", 1, (int64_t[]){4}, TIDE_TEST_NAMES("x", "roi", "none", "sizes"));
-        attr_str(m, n, "coordinate_transformation_mode", "asymmetric");
+        tide_test_onnx_attr_s(m, n, "coordinate_transformation_mode", "asymmetric");
         if (ceil_mode)
-            attr_str(m, n, "nearest_mode", "ceil");
+            tide_test_onnx_attr_s(m, n, "nearest_mode", "ceil");
         expect_values(m, x10, 4, 1, (int64_t[]){3},
                       ceil_mode ? (float[]){10, 30, 40} : (float[]){10, 20, 40}, 3);
     }
@@ -1589,7 +1578,7 @@ static void test_resize(void **state)
     m = tide_test_onnx_new(10);
     tide_test_onnx_init_f(m, "scales", 1, (int64_t[]){2}, (float[]){1, 2});
     n = one_node(m, "Resize", 2, (int64_t[]){1, 2}, TIDE_TEST_NAMES("x", "scales"));
-    attr_str(m, n, "mode", "linear");
+    tide_test_onnx_attr_s(m, n, "mode", "linear");
     expect_values(m, (float[]){1, 3}, 2, 2, (int64_t[]){1, 4}, (float[]){1, 2, 3, 3}, 4);
     /* Resize-18's axes: scales for axis -1 only; pytorch_half_pixel, linear, 4 to 2 reads
      * x_original 0.5 and 2.5. */
@@ -1597,8 +1586,8 @@ static void test_resize(void **state)
     tide_test_onnx_init_f(m, "scales", 1, (int64_t[]){1}, (float[]){0.5f});
     n = one_node(m, "Resize", 2, (int64_t[]){2, 4}, TIDE_TEST_NAMES("x", "", "scales"));
     tide_test_onnx_attr_ints(m, n, "axes", 1, (int64_t[]){-1});
-    attr_str(m, n, "mode", "linear");
-    attr_str(m, n, "coordinate_transformation_mode", "pytorch_half_pixel");
+    tide_test_onnx_attr_s(m, n, "mode", "linear");
+    tide_test_onnx_attr_s(m, n, "coordinate_transformation_mode", "pytorch_half_pixel");
     expect_values(m, x8, 8, 2, (int64_t[]){2, 2}, (float[]){1.5f, 3.5f, 5.5f, 7.5f}, 4);
 
     /* Refusals, each naming the problem. */
@@ -1612,13 +1601,13 @@ static void test_resize(void **state)
     m = tide_test_onnx_new(13);
     tide_test_onnx_init_f(m, "scales", 1, (int64_t[]){4}, (float[]){1, 1, 2, 2});
     n = one_node(m, "Resize", 4, (int64_t[]){1, 1, 2, 2}, TIDE_TEST_NAMES("x", "", "scales"));
-    attr_str(m, n, "mode", "bicubic");
+    tide_test_onnx_attr_s(m, n, "mode", "bicubic");
     import_fails(
         m, NULL,
         "node n (Resize, opset 13): mode \"bicubic\" is not one of nearest, linear, cubic");
     n->attribute[0]->s.data = (uint8_t *)tide_test_onnx_own_str(m, "cubic");
     n->attribute[0]->s.len = strlen("cubic");
-    attr_str(m, n, "coordinate_transformation_mode", "tf_crop_and_resize");
+    tide_test_onnx_attr_s(m, n, "coordinate_transformation_mode", "tf_crop_and_resize");
     import_fails(m, NULL,
                  "node n (Resize, opset 13): coordinate_transformation_mode tf_crop_and_resize is "
                  "not supported");
@@ -1661,7 +1650,7 @@ static void test_resize(void **state)
     tide_test_onnx_node(m, "Mul", "mul", TIDE_TEST_NAMES("x", "w"), TIDE_TEST_NAMES("h"));
     n = tide_test_onnx_node(m, "Resize", "resize", TIDE_TEST_NAMES("h", "", "scales"),
                             TIDE_TEST_NAMES("y"));
-    attr_str(m, n, "mode", "linear");
+    tide_test_onnx_attr_s(m, n, "mode", "linear");
     tide_test_onnx_output(m, "y");
     float w[2];
     train_one_step(m, (float[]){1, 1}, 2 * sizeof(float), "w", w, 2);
@@ -1686,7 +1675,7 @@ static void test_pad(void **state)
         struct tide_test_onnx *m = tide_test_onnx_new(13);
         tide_test_onnx_init_i(m, "pads", 1, (int64_t[]){4}, (int64_t[]){0, 2, 0, 0});
         Onnx__NodeProto *n = one_node(m, "Pad", 2, (int64_t[]){3, 2}, TIDE_TEST_NAMES("x", "pads"));
-        attr_str(m, n, "mode", modes[k]);
+        tide_test_onnx_attr_s(m, n, "mode", modes[k]);
         expect_values(m, ex, 6, 2, (int64_t[]){3, 4}, want[k], 12);
     }
     /* Pad-2: pads and value as attributes, on both axes. */
@@ -1704,7 +1693,7 @@ static void test_pad(void **state)
     m = tide_test_onnx_new(11);
     tide_test_onnx_init_i(m, "pads", 1, (int64_t[]){2}, (int64_t[]){5, 3});
     n = one_node(m, "Pad", 1, (int64_t[]){4}, TIDE_TEST_NAMES("x", "pads"));
-    attr_str(m, n, "mode", "reflect");
+    tide_test_onnx_attr_s(m, n, "mode", "reflect");
     expect_values(m, x4, 4, 1, (int64_t[]){12}, (float[]){2, 3, 4, 3, 2, 1, 2, 3, 4, 3, 2, 1}, 12);
     /* Negative pads remove: constant (-1, 1) with constant_value 9, then edge (2, -2) pads
      * what is left of [1, 2]. */
@@ -1716,19 +1705,19 @@ static void test_pad(void **state)
     m = tide_test_onnx_new(13);
     tide_test_onnx_init_i(m, "pads", 1, (int64_t[]){2}, (int64_t[]){2, -2});
     n = one_node(m, "Pad", 1, (int64_t[]){4}, TIDE_TEST_NAMES("x", "pads"));
-    attr_str(m, n, "mode", "edge");
+    tide_test_onnx_attr_s(m, n, "mode", "edge");
     expect_values(m, x4, 4, 1, (int64_t[]){4}, (float[]){1, 1, 1, 2}, 4);
     /* Pad-18's axes: the last axis only, edge; Pad-19's wrap: [1, 2, 3] padded 2 and 1. */
     m = tide_test_onnx_new(18);
     tide_test_onnx_init_i(m, "pads", 1, (int64_t[]){2}, (int64_t[]){1, 1});
     tide_test_onnx_init_i(m, "axes", 1, (int64_t[]){1}, (int64_t[]){-1});
     n = one_node(m, "Pad", 2, (int64_t[]){2, 3}, TIDE_TEST_NAMES("x", "pads", "", "axes"));
-    attr_str(m, n, "mode", "edge");
+    tide_test_onnx_attr_s(m, n, "mode", "edge");
     expect_values(m, x6, 6, 2, (int64_t[]){2, 5}, (float[]){1, 1, 2, 3, 3, 4, 4, 5, 6, 6}, 10);
     m = tide_test_onnx_new(19);
     tide_test_onnx_init_i(m, "pads", 1, (int64_t[]){2}, (int64_t[]){2, 1});
     n = one_node(m, "Pad", 1, (int64_t[]){3}, TIDE_TEST_NAMES("x", "pads"));
-    attr_str(m, n, "mode", "wrap");
+    tide_test_onnx_attr_s(m, n, "mode", "wrap");
     expect_values(m, x6, 3, 1, (int64_t[]){6}, (float[]){2, 3, 1, 2, 3, 1}, 6);
 
     /* Refusals, each naming the problem. */
@@ -1744,7 +1733,7 @@ static void test_pad(void **state)
     import_fails(m, NULL,
                  "node n (Pad, opset 13): pads -3 and -1 leave no element of axis 0 "
                  "(size 4)");
-    attr_str(m, n, "mode", "wrap");
+    tide_test_onnx_attr_s(m, n, "mode", "wrap");
     import_fails(m, NULL,
                  "node n (Pad, opset 13): mode wrap is not in Pad-13 (it came with "
                  "Pad-19)");
@@ -1774,9 +1763,9 @@ static void test_pad(void **state)
     tide_test_onnx_node(m, "Mul", "mul", TIDE_TEST_NAMES("x", "w"), TIDE_TEST_NAMES("h"));
     n = tide_test_onnx_node(m, "Resize", "resize", TIDE_TEST_NAMES("h", "", "scales"),
                             TIDE_TEST_NAMES("r"));
-    attr_str(m, n, "mode", "linear");
+    tide_test_onnx_attr_s(m, n, "mode", "linear");
     n = tide_test_onnx_node(m, "Pad", "pad", TIDE_TEST_NAMES("r", "pads"), TIDE_TEST_NAMES("y"));
-    attr_str(m, n, "mode", "edge");
+    tide_test_onnx_attr_s(m, n, "mode", "edge");
     tide_test_onnx_output(m, "y");
     float w[2];
     train_one_step(m, (float[]){1, 1}, 2 * sizeof(float), "w", w, 2);
@@ -2028,18 +2017,6 @@ static void test_pool_1d(void **state)
  * GatherElements, NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss's weights and ignore_index
  * ========================================================================== */
 
-/* A STRING attribute of n. */
-static void attr_s(struct tide_test_onnx *m, Onnx__NodeProto *n, const char *name,
-                   const char *value)
-{
-    Onnx__AttributeProto *a = tide_test_onnx_attr(m, n, name);
-    a->has_type = true;
-    a->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING;
-    a->has_s = true;
-    a->s.data = (uint8_t *)tide_test_onnx_own_str(m, value);
-    a->s.len = strlen(value);
-}
-
 static void test_gather_elements_import(void **state)
 {
     (void)state;
@@ -2110,7 +2087,7 @@ static void run_loss(const char *op, int32_t xr, const int64_t *xd, const float 
     if (ignore != INT64_MIN)
         tide_test_onnx_attr_i(m, n, "ignore_index", ignore);
     if (reduction)
-        attr_s(m, n, "reduction", reduction);
+        tide_test_onnx_attr_s(m, n, "reduction", reduction);
     const char *frozen[] = {"w"};
     struct tide_onnx_options o = {.frozen = frozen, .n_frozen = 1};
     tide_builder *b = import_ok(m, &o, &r);
@@ -2194,7 +2171,7 @@ static void test_nll_loss(void **state)
     m = tide_test_onnx_new(13);
     tide_test_onnx_init_i(m, "t", 1, (int64_t[]){3}, NULL);
     Onnx__NodeProto *n = one_node(m, nll, 2, xd, TIDE_TEST_NAMES("x", "t"));
-    attr_s(m, n, "reduction", "max");
+    tide_test_onnx_attr_s(m, n, "reduction", "max");
     import_fails(m, NULL,
                  "node n (NegativeLogLikelihoodLoss, opset 13): reduction must be none, sum or "
                  "mean");
@@ -2234,7 +2211,7 @@ static void test_softmax_cross_entropy_loss_weights(void **state)
                                              TIDE_TEST_NAMES("x", "t"),
                                              TIDE_TEST_NAMES("loss", "log_prob"));
     tide_test_onnx_attr_i(m, n, "ignore_index", 2);
-    attr_s(m, n, "reduction", "none");
+    tide_test_onnx_attr_s(m, n, "reduction", "none");
     tide_test_onnx_output(m, "loss");
     tide_test_onnx_output(m, "log_prob");
     tide_builder *b = import_ok(m, NULL, &r);
@@ -2575,7 +2552,7 @@ static void test_dilated_conv(void **state)
     m = tide_test_onnx_new(11);
     tide_test_onnx_init_f(m, "W", 4, same.w, w);
     n = one_node(m, "Conv", 4, same.x, TIDE_TEST_NAMES("x", "W"));
-    attr_str(m, n, "auto_pad", "SAME_UPPER");
+    tide_test_onnx_attr_s(m, n, "auto_pad", "SAME_UPPER");
     tide_test_onnx_attr_ints(m, n, "dilations", 2, (int64_t[]){2, 2});
     b = import_ok(m, NULL, &r);
     assert_shape(b, r.outputs[0], 4, (int64_t[]){1, 3, 7, 7});
@@ -2886,7 +2863,7 @@ static void test_window_pads(void **state)
     tide_test_onnx_init_f(m, "w", 4, (int64_t[]){1, 1, 3, 3}, w);
     Onnx__NodeProto *n = one_node(m, "Conv", 4, (int64_t[]){1, 1, 5, 6}, TIDE_TEST_NAMES("x", "w"));
     tide_test_onnx_attr_ints(m, n, "strides", 2, (int64_t[]){2, 2});
-    attr_str(m, n, "auto_pad", "SAME_UPPER");
+    tide_test_onnx_attr_s(m, n, "auto_pad", "SAME_UPPER");
     struct tide_onnx_result r;
     tide_builder *b = import_ok(m, NULL, &r);
     assert_shape(b, r.outputs[0], 4, (int64_t[]){1, 1, 3, 3});
@@ -3126,7 +3103,7 @@ static void test_windows_3d(void **state)
     n = one_node(ms, "Conv", 5, (int64_t[]){1, 4, 5, 4, 3}, TIDE_TEST_NAMES("x", "w"));
     tide_test_onnx_attr_i(ms, n, "group", 2);
     tide_test_onnx_attr_ints(ms, n, "strides", 3, same.s);
-    attr_str(ms, n, "auto_pad", "SAME_UPPER");
+    tide_test_onnx_attr_s(ms, n, "auto_pad", "SAME_UPPER");
     tide_builder *bs = import_ok(ms, NULL, &r);
     assert_shape(bs, r.outputs[0], 5, (int64_t[]){1, 6, 3, 4, 2});
     run_forward(bs, &r, x, sizeof(x), ys, 144);
@@ -3393,7 +3370,7 @@ static void test_depth_space(void **state)
         Onnx__NodeProto *n =
             one_node(m, "DepthToSpace", 4, (int64_t[]){1, 8, 1, 1}, TIDE_TEST_NAMES("x"));
         tide_test_onnx_attr_i(m, n, "blocksize", 2);
-        attr_str(m, n, "mode", crd ? "CRD" : "DCR");
+        tide_test_onnx_attr_s(m, n, "mode", crd ? "CRD" : "DCR");
         expect_values(m, seq, 8, 4, (int64_t[]){1, 2, 2, 2}, crd ? seq : dcr, 8);
     }
     /* DepthToSpace-1 has no mode: DCR. */
@@ -3478,7 +3455,7 @@ static void test_depth_space(void **state)
         if (bad[k].blocksize)
             tide_test_onnx_attr_i(m, n, "blocksize", bad[k].blocksize);
         if (bad[k].mode)
-            attr_str(m, n, "mode", bad[k].mode);
+            tide_test_onnx_attr_s(m, n, "mode", bad[k].mode);
         import_fails(m, NULL, bad[k].want);
         tide_test_onnx_free(m);
     }
