@@ -18,6 +18,8 @@
 #   device          nvidia-smi -L and the GPU's name, driver, memory
 #   backend_ops     test_backend_ops: every op, CPU vs CUDA, and determinism;
 #                   on a GPU machine any skipped test is a failure
+#   onnx_*          examples/onnx's MobileNet and U-Net trained on CUDA: loss against the
+#                   CPU backend's, and swapping under a budget against resident
 #   backend         test_backend and test_executor (the registry picks CUDA
 #                   for "auto" now; their CPU tests still run)
 #   swap_tests      test_swap with TIDE_TEST_BACKEND=cuda: swap transparency
@@ -136,6 +138,39 @@ if ran backend_ops && grep -q 'SKIPPED' "$out/backend_ops.log"; then
   grep -E 'no CUDA device|SKIPPED' "$out/backend_ops.log" | head -n 5 | sed 's/^/    /'
   failed=1
 fi
+# The exported models of examples/onnx/ (grouped, depthwise, dilated and transposed
+# convolutions, Resize, Pad, GatherElements through the import) trained on CUDA: their loss
+# after 20 steps within 1e-3 (relative) of the CPU backend's, and with every feature map
+# swapped (--swap on) equal to the resident CUDA run's.
+for model in mobilenet unet; do
+  onnx_run=(tide-bench train --onnx "examples/onnx/$model.onnx" --dataset synthetic --batch 8
+    --steps 20 --no-eval --json)
+  step "onnx_${model}_cpu" 300 check "${onnx_run[@]}" --backend cpu && record_train "onnx_${model}_cpu"
+  step "onnx_${model}_cuda" 300 check "${onnx_run[@]}" --backend cuda &&
+    record_train "onnx_${model}_cuda"
+  ran "onnx_${model}_cuda" || continue
+  loss_cpu=$(json_field "onnx_${model}_cpu" loss)
+  loss_cuda=$(json_field "onnx_${model}_cuda" loss)
+  if ! python3 -c 'import sys; a, b = float(sys.argv[1]), float(sys.argv[2])
+sys.exit(0 if abs(a - b) <= 1e-3 * abs(a) else 1)' "$loss_cpu" "$loss_cuda" 2> /dev/null; then
+    log "onnx $model: CUDA loss '$loss_cuda' is not within 1e-3 of the CPU's '$loss_cpu'"
+    failed=1
+  else
+    log "onnx $model: loss $loss_cuda on CUDA, $loss_cpu on the CPU"
+  fi
+  # --swap on: every feature map out to host memory and back (plan only reads --onnx in train).
+  if step "onnx_${model}_swap" 300 check "${onnx_run[@]}" --backend cuda --swap on; then
+    record_train "onnx_${model}_swap"
+    loss_swap=$(json_field "onnx_${model}_swap" loss)
+    if [[ $loss_swap != "$loss_cuda" ]]; then
+      log "onnx $model swap: loss $loss_swap with every feature map swapped, $loss_cuda resident"
+      failed=1
+    else
+      log "onnx $model swap: loss $loss_swap with every feature map swapped, as resident"
+    fi
+  fi
+done
+
 step backend 300 check test_backend
 step executor 300 check test_executor
 # tests/test_swap.c on CUDA: swap on/off, hand and planned plans, recompute, the
