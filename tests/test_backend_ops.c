@@ -2098,11 +2098,23 @@ static void test_gather(void **state)
     outf(&c, 2, DIMS(3, 7));
     check_case(&c);
 
-    /* Many ids onto few rows (long runs per row), and a wide row (the grid-stride path). */
-    static const int64_t grad_sizes[2][3] = {{37, 5, 129}, {3000, 9, 1}};
-    for (int i = 0; i < 2; i++) {
-        int64_t n_ids = grad_sizes[i][0], rows = grad_sizes[i][1], width = grad_sizes[i][2];
-        case_init(&c, TIDE_OP_GATHER_GRAD, i ? "gather_grad_narrow" : "gather_grad", TOL_ELEM);
+    /*
+     * Many ids onto few rows (long runs per row), a wide row (the grid-stride
+     * path), and more rows than the CUDA grouping keeps in shared memory
+     * (4096: its cursors in global memory, each of its 1024 threads scanning
+     * several rows).
+     */
+    static const struct {
+        const char *name;
+        int64_t n_ids, rows, width;
+    } grads[] = {
+        {"gather_grad", 37, 5, 129},
+        {"gather_grad_narrow", 3000, 9, 1},
+        {"gather_grad_many_rows", 5001, 6000, 3},
+    };
+    for (size_t i = 0; i < sizeof grads / sizeof grads[0]; i++) {
+        int64_t n_ids = grads[i].n_ids, rows = grads[i].rows, width = grads[i].width;
+        case_init(&c, TIDE_OP_GATHER_GRAD, grads[i].name, TOL_ELEM);
         c.attrs[TIDE_ATTR_GATHER_GRAD_num_rows].present = true;
         c.attrs[TIDE_ATTR_GATHER_GRAD_num_rows].i = rows + 2; /* two rows no id picks */
         input(&c, 2, DIMS(n_ids, width));

@@ -13,10 +13,10 @@
  * range is [-d, d), and an entry equal to ignore_index is no fault.
  *
  * Determinism without float atomics. GatherGrad groups the positions of the
- * ids by table row with a counting sort in position order, run by a single
- * thread (O(rows + ids), sequential by design: it is what makes the order
- * fixed), then one thread per output element sums its row's dy values in
- * double in ascending position order, as the CPU kernel does. TopK and
+ * ids by table row with a stable counting sort in one block (integer
+ * counts, a scan, one warp placing 32 positions at a time in a fixed order),
+ * then one thread per output element sums its row's dy values in double in
+ * ascending position order, as the CPU kernel does. TopK and
  * TopKGrad give one thread a whole row (the CPU's insertion, O(n * k) at
  * worst). MoeRoute runs on one thread: it is O(T * k + experts * capacity)
  * and its slots are handed out strictly in order. GatherElementsGrad gives
@@ -77,27 +77,84 @@ __global__ void gather_kernel(const float *table, const int32_t *ids, float *y, 
     }
 }
 
-/* One thread: start[r] .. start[r + 1] become the positions (in pos) of row r's ids, ascending. */
+constexpr int kGroupThreads = 1024;
+constexpr int64_t kSharedCursors = 4096; /* rows whose cursors fit in shared memory (32 KiB) */
+
+/*
+ * One block: start[r] .. start[r + 1] become the positions (in pos) of row r's
+ * ids, ascending (a stable counting sort; ids outside [0, rows) are left out).
+ *  1. counts: start[r] = how many ids are r (integer atomics: the same counts
+ *     in any order);
+ *  2. an inclusive scan: start[r] = the end of row r's run, each thread a
+ *     contiguous chunk of rows, the chunks' sums scanned in shared memory;
+ *  3. warp 0 places the positions from the last to the first, 32 at a time:
+ *     lanes with the same id (__match_any_sync) take consecutive slots below
+ *     their row's cursor, the highest position the highest slot, and the
+ *     cursor moves down past them. Each row's cursor ends at its run's
+ *     beginning: start[r] = the start of row r, and start[rows] = the end of
+ *     the last run. The cursors are in shared memory when the rows fit.
+ * Which slot a position takes depends only on the ids, so pos is the same
+ * array on every run, and the same as the CPU kernel's grouping.
+ */
 __global__ void group_ids_kernel(const int32_t *ids, int64_t n_ids, int64_t rows, int64_t *start,
                                  int64_t *pos)
 {
-    if (blockIdx.x != 0 || threadIdx.x != 0)
-        return;
-    for (int64_t r = 0; r <= rows; r++)
+    __shared__ int64_t chunk_sum[kGroupThreads];
+    __shared__ int64_t shared_cursor[kSharedCursors];
+    const int t = threadIdx.x;
+    for (int64_t r = t; r <= rows; r += kGroupThreads)
         start[r] = 0;
-    for (int64_t p = 0; p < n_ids; p++) {
-        if (ids[p] >= 0 && ids[p] < rows)
-            start[ids[p] + 1]++;
+    __syncthreads();
+    for (int64_t p = t; p < n_ids; p += kGroupThreads) {
+        int32_t id = ids[p];
+        if (id >= 0 && id < rows)
+            atomicAdd(reinterpret_cast<unsigned long long *>(&start[id]), 1ull);
     }
-    for (int64_t r = 0; r < rows; r++)
-        start[r + 1] += start[r];
-    for (int64_t p = 0; p < n_ids; p++) {
-        if (ids[p] >= 0 && ids[p] < rows)
-            pos[start[ids[p]]++] = p;
+    __syncthreads();
+
+    int64_t per = (rows + kGroupThreads - 1) / kGroupThreads;
+    int64_t lo = min(rows, (int64_t)t * per), hi = min(rows, lo + per), sum = 0;
+    for (int64_t r = lo; r < hi; r++)
+        sum += start[r];
+    chunk_sum[t] = sum;
+    __syncthreads();
+    for (int off = 1; off < kGroupThreads; off <<= 1) {
+        int64_t add = t >= off ? chunk_sum[t - off] : 0;
+        __syncthreads();
+        chunk_sum[t] += add;
+        __syncthreads();
     }
-    for (int64_t r = rows; r > 0; r--)
-        start[r] = start[r - 1];
-    start[0] = 0;
+    int64_t run = chunk_sum[t] - sum; /* the ids of the rows before this chunk */
+    const bool in_shared = rows <= kSharedCursors;
+    int64_t *cursor = in_shared ? shared_cursor : start;
+    for (int64_t r = lo; r < hi; r++) {
+        run += start[r];
+        cursor[r] = run;
+    }
+    if (t == 0)
+        start[rows] = chunk_sum[kGroupThreads - 1];
+    __syncthreads();
+
+    if (t < 32) {
+        const unsigned below = (1u << t) - 1;
+        for (int64_t top = n_ids; top > 0; top -= 32) {
+            int64_t p = top - 1 - t;
+            int32_t id = p >= 0 ? ids[p] : -1;
+            bool placed = p >= 0 && id >= 0 && id < rows;
+            unsigned same = __match_any_sync(0xffffffffu, placed ? id : -1);
+            if (placed)
+                pos[cursor[id] - 1 - __popc(same & below)] = p;
+            __syncwarp();
+            if (placed && (same & below) == 0)
+                cursor[id] -= __popc(same);
+            __syncwarp();
+        }
+    }
+    __syncthreads();
+    if (in_shared) {
+        for (int64_t r = t; r < rows; r += kGroupThreads)
+            start[r] = shared_cursor[r];
+    }
 }
 
 __global__ void gather_grad_kernel(const float *dy, const int64_t *start, const int64_t *pos,
@@ -284,7 +341,7 @@ cudaError_t tide__cuda_launch_gather_grad(cudaStream_t stream, const float *dy, 
     int64_t total = rows * row;
     if (total <= 0)
         return cudaSuccess;
-    group_ids_kernel<<<1, 1, 0, stream>>>(ids, n_ids, rows, start, pos);
+    group_ids_kernel<<<1, kGroupThreads, 0, stream>>>(ids, n_ids, rows, start, pos);
     cudaError_t rc = cudaGetLastError();
     if (rc != cudaSuccess)
         return rc;
