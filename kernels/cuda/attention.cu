@@ -6,14 +6,14 @@
  * One warp owns one row: a query row (forward, dq) or a key row (dk, dv);
  * a block of kWarps warps owns a tile of kWarps consecutive rows of a head,
  * which read the same keys and values at the same time, so those are served
- * from L1 and L2. The other side is walked in tiles of 32: for each of the
- * tile's rows the warp computes a score as a dot product split over its
- * lanes (lane c takes elements c, c + 32, ...) and reduced by a butterfly,
- * which leaves the same bits in every lane; lane t keeps the tile's t-th
- * score. The accumulators (D per row, in double) live in the workspace, each
- * element owned by one lane, and are updated once per tile with the 32
- * values broadcast by shuffles. K and V are not staged in shared memory:
- * D has no upper bound, and a warp's reads of a row are already coalesced.
+ * from L1 and L2. The other side is walked in tiles of 32 rows: lane t
+ * computes the tile's t-th score (and in the backward pass its dP) as a dot
+ * product of its own, over the D elements in order, in double; the tile's
+ * rows pass through a 32 x 32 staging tile in shared memory, 32 columns at a
+ * time, so any D fits (tile_dot). The accumulators (D per row, in double)
+ * live in the workspace, each element owned by one lane, and are updated
+ * once per tile with the 32 values broadcast by shuffles, reading the
+ * tile's rows in coalesced loads.
  *
  * Forward: the online softmax per query row (running maximum m, sum l,
  * accumulator rescaled by exp(m_old - m_new)); o = acc / l, lse = m + log l.
@@ -70,6 +70,37 @@ __device__ __forceinline__ double warp_dot(const float *x, const float *y, int64
     return warp_all_sum(part);
 }
 
+/* A warp's staging tile: 32 rows of 32 floats, padded so that a column is in 32 banks. */
+typedef float warp_tile[32][33];
+
+/*
+ * Lane t < n gets row t of rows (n <= 32 consecutive rows of a [*, d]
+ * matrix) dot y, over the d elements in order, in double; lanes t >= n get
+ * 0. The rows go through the warp's tile 32 columns at a time, each row
+ * read whole by the warp (one coalesced load) and each lane reading its own
+ * row from shared memory: a lane walking its row in global memory would
+ * make every load touch 32 cache lines. Called by the whole warp.
+ */
+__device__ double tile_dot(const float *rows, int n, const float *y, int64_t d, warp_tile &tile,
+                           int lane)
+{
+    double sum = 0.0;
+    for (int64_t c0 = 0; c0 < d; c0 += 32) {
+        int w = d - c0 < 32 ? (int)(d - c0) : 32;
+        __syncwarp();
+        if (lane < w) {
+            for (int r = 0; r < n; r++)
+                tile[r][lane] = rows[r * d + c0 + lane];
+        }
+        __syncwarp();
+        if (lane < n) {
+            for (int c = 0; c < w; c++)
+                sum += (double)tile[lane][c] * y[c0 + c];
+        }
+    }
+    return sum;
+}
+
 /* The warp's row, or -1 when this block's tile has no row for it. */
 __device__ __forceinline__ int64_t warp_row(int64_t tile_base, int64_t rows)
 {
@@ -80,6 +111,8 @@ __device__ __forceinline__ int64_t warp_row(int64_t tile_base, int64_t rows)
 __global__ void attention_kernel(geometry g, const float *q, const float *k, const float *v,
                                  float *o, float *lse, double *acc_all)
 {
+    __shared__ warp_tile tiles[kWarps];
+    warp_tile &tile = tiles[threadIdx.x / 32];
     int lane = threadIdx.x % 32;
     int64_t rows = g.heads * g.sq, d = g.d;
     for (int64_t base = (int64_t)blockIdx.x * kWarps; base < rows;
@@ -96,12 +129,8 @@ __global__ void attention_kernel(geometry g, const float *q, const float *k, con
         int64_t keys = g.causal ? i + 1 : g.sk;
         for (int64_t j0 = 0; j0 < keys; j0 += 32) {
             int n = keys - j0 < 32 ? (int)(keys - j0) : 32;
-            double mine = -INFINITY;
-            for (int t = 0; t < n; t++) {
-                double s = g.scale * warp_dot(qi, kh + (j0 + t) * d, d, lane);
-                if (lane == t)
-                    mine = s;
-            }
+            double dot = tile_dot(kh + j0 * d, n, qi, d, tile, lane);
+            double mine = lane < n ? g.scale * dot : -INFINITY;
             double tile_max = warp_all_max(mine);
             double m_new = tile_max > m ? tile_max : m;
             double correction = exp(m - m_new); /* 0 on the first tile: m is -inf */
@@ -148,6 +177,8 @@ __global__ void key_grad_kernel(geometry g, const float *q, const float *k, cons
                                 const float *lse, const float *dout, const double *di, float *dk,
                                 float *dv, double *dk_all, double *dv_all)
 {
+    __shared__ warp_tile tiles[kWarps];
+    warp_tile &tile = tiles[threadIdx.x / 32];
     int lane = threadIdx.x % 32;
     int64_t rows = g.heads * g.sk, d = g.d;
     for (int64_t base = (int64_t)blockIdx.x * kWarps; base < rows;
@@ -167,16 +198,12 @@ __global__ void key_grad_kernel(geometry g, const float *q, const float *k, cons
         }
         for (int64_t i0 = g.causal ? j : 0; i0 < g.sq; i0 += 32) {
             int n = g.sq - i0 < 32 ? (int)(g.sq - i0) : 32;
+            double s = g.scale * tile_dot(qh + i0 * d, n, kj, d, tile, lane);
+            double dp = tile_dot(doh + i0 * d, n, vj, d, tile, lane);
             double p_mine = 0.0, ds_mine = 0.0;
-            for (int t = 0; t < n; t++) {
-                int64_t i = i0 + t;
-                double s = g.scale * warp_dot(qh + i * d, kj, d, lane);
-                double dp = warp_dot(doh + i * d, vj, d, lane);
-                double p = exp(s - (double)lseh[i]);
-                if (lane == t) {
-                    p_mine = p;
-                    ds_mine = p * (dp - dih[i]) * g.scale;
-                }
+            if (lane < n) {
+                p_mine = exp(s - (double)lseh[i0 + lane]);
+                ds_mine = p_mine * (dp - dih[i0 + lane]) * g.scale;
             }
             for (int64_t c0 = 0; c0 < d; c0 += 32) {
                 int64_t c = c0 + lane;
@@ -207,6 +234,8 @@ __global__ void query_grad_kernel(geometry g, const float *q, const float *k, co
                                   const float *lse, const float *dout, const double *di, float *dq,
                                   double *dq_all)
 {
+    __shared__ warp_tile tiles[kWarps];
+    warp_tile &tile = tiles[threadIdx.x / 32];
     int lane = threadIdx.x % 32;
     int64_t rows = g.heads * g.sq, d = g.d;
     for (int64_t base = (int64_t)blockIdx.x * kWarps; base < rows;
@@ -223,14 +252,9 @@ __global__ void query_grad_kernel(geometry g, const float *q, const float *k, co
         int64_t keys = g.causal ? i + 1 : g.sk;
         for (int64_t j0 = 0; j0 < keys; j0 += 32) {
             int n = keys - j0 < 32 ? (int)(keys - j0) : 32;
-            double ds_mine = 0.0;
-            for (int t = 0; t < n; t++) {
-                double s = g.scale * warp_dot(qi, kh + (j0 + t) * d, d, lane);
-                double dp = warp_dot(doi, vh + (j0 + t) * d, d, lane);
-                double p = exp(s - (double)lse[row]);
-                if (lane == t)
-                    ds_mine = p * (dp - di[row]);
-            }
+            double s = g.scale * tile_dot(kh + j0 * d, n, qi, d, tile, lane);
+            double dp = tile_dot(vh + j0 * d, n, doi, d, tile, lane);
+            double ds_mine = lane < n ? exp(s - (double)lse[row]) * (dp - di[row]) : 0.0;
             for (int64_t c0 = 0; c0 < d; c0 += 32) {
                 int64_t c = c0 + lane;
                 double a = c < d ? acc[c] : 0.0;
