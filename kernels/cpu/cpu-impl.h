@@ -108,6 +108,19 @@ void tide__cpu_broadcast_rows(const struct tide_shape *out, const struct tide_sh
                               tide__cpu_broadcast_row_fn row, const void *ctx);
 
 /*
+ * One row of a broadcast over three inputs (Select): output elements first ..
+ * first + n, whose operands are in[k][j * strides[k]] for j < n, each stride
+ * 0 or 1.
+ */
+typedef void (*tide__cpu_broadcast_row3_fn)(const void *ctx, const float *const *in,
+                                            const int64_t *strides, int64_t first, int64_t n);
+
+/* tide__cpu_broadcast_rows for three inputs, shapes[k] the shape of in[k]. */
+void tide__cpu_broadcast_rows3(const struct tide_shape *out, const struct tide_shape *const *shapes,
+                               const float *const *in, tide__cpu_broadcast_row3_fn row,
+                               const void *ctx);
+
+/*
  * The body of a row function: z[j] = EXPR for j < n, x and y being the
  * operands a[j * sa] and b[j * sb], written once per stride pattern so that
  * each is a plain loop the compiler can vectorise.

@@ -10,8 +10,9 @@
  * [C, 1, 1], equal shapes) become a loop over contiguous rows in which each
  * input either advances (stride 1) or stays put (stride 0); the row loops are
  * written per stride pattern so the compiler can vectorise them. The row
- * traversal is shared (tide__cpu_broadcast_rows in cpu-impl.h), so that the
- * binary ops of other files (Div, Max, Min in math.c) broadcast the same way.
+ * traversal is shared (tide__cpu_broadcast_rows in cpu-impl.h, and
+ * tide__cpu_broadcast_rows3 for three inputs), so that the ops of other files
+ * (Div, Max, Min, Compare and Select in math.c) broadcast the same way.
  *
  * Every kernel here computes each output element from its inputs alone, so
  * it runs on the pool as a range job (tide__cpu_parallel_for) over its
@@ -28,15 +29,19 @@
  * Broadcasting
  * ========================================================================== */
 
+/* The most inputs a traversal carries: Select's three. */
+#define BROADCAST_INPUTS 3
+
 /*
- * A traversal of an output in row-major order together with up to two inputs
- * broadcast to it. After merging, the last axis is the row: along it each
- * input's stride is 0 or 1.
+ * A traversal of an output in row-major order together with up to three
+ * inputs broadcast to it. After merging, the last axis is the row: along it
+ * each input's stride is 0 or 1.
  */
 struct broadcast {
     int32_t rank; /* merged axes; 0: the output has a single element */
     int64_t dims[TIDE_MAX_RANK];
-    int64_t strides[2][TIDE_MAX_RANK]; /* element strides of each input; 0 along broadcast axes */
+    /* element strides of each input; 0 along broadcast axes */
+    int64_t strides[BROADCAST_INPUTS][TIDE_MAX_RANK];
 };
 
 /*
@@ -47,7 +52,8 @@ static bool broadcast_plan(struct broadcast *plan, const struct tide_shape *out,
                            const struct tide_shape *const *ins, int n_in)
 {
     int32_t rank = out->rank;
-    int64_t full[2][TIDE_MAX_RANK];
+    int64_t full[BROADCAST_INPUTS][TIDE_MAX_RANK];
+    assert(n_in <= BROADCAST_INPUTS);
     for (int k = 0; k < n_in; k++) {
         const struct tide_shape *in = ins[k];
         if (in->rank > rank)
@@ -82,7 +88,7 @@ static bool broadcast_plan(struct broadcast *plan, const struct tide_shape *out,
             plan->rank++;
         }
     }
-    for (int k = n_in; k < 2; k++)
+    for (int k = n_in; k < BROADCAST_INPUTS; k++)
         memset(plan->strides[k], 0, sizeof(plan->strides[k]));
     return true;
 }
@@ -92,14 +98,15 @@ static bool broadcast_plan(struct broadcast *plan, const struct tide_shape *out,
  * row over the merged axes before the last, where a range job's piece starts.
  */
 static void broadcast_seek(const struct broadcast *plan, int64_t row, int64_t *index,
-                           int64_t offset[2])
+                           int64_t offset[BROADCAST_INPUTS])
 {
-    offset[0] = offset[1] = 0;
+    for (int k = 0; k < BROADCAST_INPUTS; k++)
+        offset[k] = 0;
     for (int32_t d = plan->rank - 2; d >= 0; d--) {
         index[d] = row % plan->dims[d];
         row /= plan->dims[d];
-        offset[0] += index[d] * plan->strides[0][d];
-        offset[1] += index[d] * plan->strides[1][d];
+        for (int k = 0; k < BROADCAST_INPUTS; k++)
+            offset[k] += index[d] * plan->strides[k][d];
     }
 }
 
@@ -107,16 +114,17 @@ static void broadcast_seek(const struct broadcast *plan, int64_t row, int64_t *i
  * Advances the per-input offsets to the next row: an odometer over the
  * merged axes before the last.
  */
-static void broadcast_next_row(const struct broadcast *plan, int64_t *index, int64_t offset[2])
+static void broadcast_next_row(const struct broadcast *plan, int64_t *index,
+                               int64_t offset[BROADCAST_INPUTS])
 {
     for (int32_t d = plan->rank - 2; d >= 0; d--) {
-        offset[0] += plan->strides[0][d];
-        offset[1] += plan->strides[1][d];
+        for (int k = 0; k < BROADCAST_INPUTS; k++)
+            offset[k] += plan->strides[k][d];
         if (++index[d] < plan->dims[d])
             return;
         index[d] = 0;
-        offset[0] -= plan->strides[0][d] * plan->dims[d];
-        offset[1] -= plan->strides[1][d] * plan->dims[d];
+        for (int k = 0; k < BROADCAST_INPUTS; k++)
+            offset[k] -= plan->strides[k][d] * plan->dims[d];
     }
 }
 
@@ -142,7 +150,7 @@ static void broadcast_rows_range(const void *ctx, int64_t begin, int64_t end)
     const struct broadcast *plan = &job->plan;
     int64_t n = plan->dims[plan->rank - 1];
     int64_t sa = plan->strides[0][plan->rank - 1], sb = plan->strides[1][plan->rank - 1];
-    int64_t index[TIDE_MAX_RANK] = {0}, offset[2];
+    int64_t index[TIDE_MAX_RANK] = {0}, offset[BROADCAST_INPUTS];
     broadcast_seek(plan, begin, index, offset);
     for (int64_t row = begin; row < end; row++) {
         job->row(job->ctx, job->a + offset[0], sa, job->b + offset[1], sb, row * n, n);
@@ -174,6 +182,66 @@ void tide__cpu_broadcast_rows(const struct tide_shape *out, const struct tide_sh
     }
     int64_t n = job.plan.dims[job.plan.rank - 1];
     tide__cpu_parallel_for(total / n, tide__cpu_grain(n), broadcast_rows_range, &job);
+}
+
+/* The rows of a broadcast over three inputs, shared by the pieces of its range job. */
+struct broadcast_rows3_job {
+    const float *in[BROADCAST_INPUTS];
+    tide__cpu_broadcast_row3_fn row;
+    const void *ctx;
+    struct broadcast plan; /* zero when the shapes are equal: one contiguous row */
+};
+
+/* Elements [begin, end) of equal shapes. */
+static void broadcast3_same_range(const void *ctx, int64_t begin, int64_t end)
+{
+    const struct broadcast_rows3_job *job = ctx;
+    const float *in[3] = {job->in[0] + begin, job->in[1] + begin, job->in[2] + begin};
+    const int64_t strides[3] = {1, 1, 1};
+    job->row(job->ctx, in, strides, begin, end - begin);
+}
+
+/* Rows [begin, end) of a broadcast. */
+static void broadcast_rows3_range(const void *ctx, int64_t begin, int64_t end)
+{
+    const struct broadcast_rows3_job *job = ctx;
+    const struct broadcast *plan = &job->plan;
+    int64_t n = plan->dims[plan->rank - 1];
+    const int64_t strides[3] = {plan->strides[0][plan->rank - 1], plan->strides[1][plan->rank - 1],
+                                plan->strides[2][plan->rank - 1]};
+    int64_t index[TIDE_MAX_RANK] = {0}, offset[BROADCAST_INPUTS];
+    broadcast_seek(plan, begin, index, offset);
+    for (int64_t row = begin; row < end; row++) {
+        const float *in[3] = {job->in[0] + offset[0], job->in[1] + offset[1],
+                              job->in[2] + offset[2]};
+        job->row(job->ctx, in, strides, row * n, n);
+        broadcast_next_row(plan, index, offset);
+    }
+}
+
+void tide__cpu_broadcast_rows3(const struct tide_shape *out, const struct tide_shape *const *shapes,
+                               const float *const *in, tide__cpu_broadcast_row3_fn row,
+                               const void *ctx)
+{
+    struct broadcast_rows3_job job = {.in = {in[0], in[1], in[2]}, .row = row, .ctx = ctx};
+    int64_t total = tide_shape_numel(out);
+    if (total == 0)
+        return;
+    if (tide_shape_equal(shapes[0], out) && tide_shape_equal(shapes[1], out) &&
+        tide_shape_equal(shapes[2], out)) {
+        tide__cpu_parallel_for(total, TIDE__CPU_GRAIN, broadcast3_same_range, &job);
+        return;
+    }
+    bool broadcasts = broadcast_plan(&job.plan, out, shapes, 3);
+    assert(broadcasts); /* infer made the output the inputs' broadcast shape */
+    (void)broadcasts;
+    if (job.plan.rank == 0) {
+        const int64_t strides[3] = {0, 0, 0};
+        row(ctx, in, strides, 0, 1);
+        return;
+    }
+    int64_t n = job.plan.dims[job.plan.rank - 1];
+    tide__cpu_parallel_for(total / n, tide__cpu_grain(n), broadcast_rows3_range, &job);
 }
 
 enum binary_op { BINARY_ADD, BINARY_SUB, BINARY_MUL };
@@ -239,7 +307,7 @@ static void broadcast_to_range(const void *ctx, int64_t begin, int64_t end)
     const struct broadcast *plan = &job->plan;
     int64_t n = plan->dims[plan->rank - 1];
     int64_t sx = plan->strides[0][plan->rank - 1];
-    int64_t index[TIDE_MAX_RANK] = {0}, offset[2];
+    int64_t index[TIDE_MAX_RANK] = {0}, offset[BROADCAST_INPUTS];
     broadcast_seek(plan, begin, index, offset);
     for (int64_t row = begin; row < end; row++) {
         float *dst = job->y + row * n;

@@ -11,6 +11,7 @@
  */
 #include "kernels/cuda/cuda-impl.h"
 
+#include <assert.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
@@ -148,7 +149,8 @@ bool tide__cuda_broadcast_plan(struct tide__cuda_broadcast *plan, const struct t
                                const struct tide_shape *const *ins, int n_in)
 {
     int32_t rank = out->rank;
-    int64_t full[2][TIDE_MAX_RANK];
+    int64_t full[TIDE_CUDA_BROADCAST_INPUTS][TIDE_MAX_RANK];
+    assert(n_in >= 1 && n_in <= TIDE_CUDA_BROADCAST_INPUTS);
     memset(plan, 0, sizeof(*plan));
     for (int k = 0; k < n_in; k++) {
         const struct tide_shape *in = ins[k];

@@ -45,15 +45,18 @@ extern "C" {
 
 #define TIDE_CUDA_MAX_RANK 8
 
+/* The most inputs a broadcast carries: Select's three. */
+#define TIDE_CUDA_BROADCAST_INPUTS 3
+
 /*
- * A row-major traversal of an output of `rank` merged axes with up to two
+ * A row-major traversal of an output of `rank` merged axes with up to three
  * inputs broadcast to it: element strides of each input, 0 along broadcast
- * axes. rank 0 is a single element.
+ * axes (and for inputs past those planned). rank 0 is a single element.
  */
 struct tide__cuda_broadcast {
     int32_t rank;
     int64_t dims[TIDE_CUDA_MAX_RANK];
-    int64_t strides[2][TIDE_CUDA_MAX_RANK];
+    int64_t strides[TIDE_CUDA_BROADCAST_INPUTS][TIDE_CUDA_MAX_RANK];
 };
 
 /*
@@ -281,8 +284,9 @@ enum tide_status tide__cuda_expect_workspace(const struct tide_kernel_args *args
                                              struct tide_error *err);
 
 /*
- * Plans the traversal of out with inputs ins[0..n_in) (n_in is 1 or 2) by
- * NumPy rules; false if an input does not broadcast to out.
+ * Plans the traversal of out with inputs ins[0..n_in) (n_in is 1 to
+ * TIDE_CUDA_BROADCAST_INPUTS) by NumPy rules; false if an input does not
+ * broadcast to out.
  */
 bool tide__cuda_broadcast_plan(struct tide__cuda_broadcast *plan, const struct tide_shape *out,
                                const struct tide_shape *const *ins, int n_in);
