@@ -14,7 +14,9 @@
  *
  *  1. Analysis, which appends nothing, so that a refused graph is left as it
  *     was. Each output ("slot") learns whether it depends on an edge we
- *     differentiate with respect to ("wrt"), through float32 edges only; each
+ *     differentiate with respect to ("wrt"), through float32 edges only, and
+ *     only through inputs that take a gradient (not Compare's operands,
+ *     Select's condition or a Cast to int32: input_differentiable); each
  *     node learns whether it reaches the loss. A node on a path — it reaches
  *     the loss and has a float input that depends on a wrt edge — will run its
  *     gradient function; each such input is one gradient contribution to the
@@ -163,12 +165,36 @@ static struct tide_shape forward_shape(const struct autodiff *ad, struct tide_ed
     return ad->graph->nodes[e.node].outputs[e.output].shape;
 }
 
-/* Whether input i of forward node v is float32 and depends on a wrt edge. */
+/*
+ * Whether any gradient flows from node back into its input i. Not into
+ * Compare's operands (a step function: its derivative is 0 almost
+ * everywhere), Select's condition (it only picks), or a Cast to int32
+ * (integers carry none). Such an input is treated as an int32 one is: the
+ * path through it contributes nothing, so it is neither refused nor waited
+ * for, and a wrt edge whose every path to the loss crosses one does not
+ * reach the loss.
+ */
+static bool input_differentiable(const struct tide_node *node, uint32_t i)
+{
+    switch (node->op) {
+    case TIDE_OP_COMPARE:
+        return false;
+    case TIDE_OP_SELECT:
+        return i != 0;
+    case TIDE_OP_CAST:
+        return node->attrs[TIDE_ATTR_CAST_to].i == TIDE_DTYPE_FLOAT32;
+    default:
+        return true;
+    }
+}
+
+/* Whether input i of forward node v is float32, takes a gradient and depends on a wrt edge. */
 static bool input_wanted(const struct autodiff *ad, uint32_t v, uint32_t i)
 {
-    struct tide_edge e = ad->graph->nodes[v].inputs[i];
+    const struct tide_node *node = &ad->graph->nodes[v];
+    struct tide_edge e = node->inputs[i];
     return ad->graph->nodes[e.node].outputs[e.output].dtype == TIDE_DTYPE_FLOAT32 &&
-           ad->dep[slot_of(ad, e)] != 0;
+           input_differentiable(node, i) && ad->dep[slot_of(ad, e)] != 0;
 }
 
 /* ============================================================================
@@ -950,6 +976,58 @@ static enum tide_status tide__grad_max(struct grad_ctx *c)
 static enum tide_status tide__grad_min(struct grad_ctx *c)
 {
     return grad_select(c, TIDE_OP_MIN_GRAD);
+}
+
+/* ---- Masks: Cast, Compare, Select ---- */
+
+/*
+ * Cast: only float32 -> float32 gets here (input_differentiable keeps a
+ * Cast to int32 off every path, and an int32 input wants nothing), and that
+ * is the identity.
+ */
+static enum tide_status tide__grad_cast(struct grad_ctx *c)
+{
+    assert(fwd_attr(c, TIDE_ATTR_CAST_to)->i == TIDE_DTYPE_FLOAT32);
+    c->dx[0] = c->dy[0];
+    return TIDE_OK;
+}
+
+/*
+ * Select(cond, x, y): x gets dy where cond holds, y where it does not:
+ * Select(cond, dy, 0) and Select(cond, 0, dy), 0 a scalar Const that
+ * broadcasts, each summed to its input's shape. cond gets none.
+ */
+static enum tide_status tide__grad_select(struct grad_ctx *c)
+{
+    static const char *const roles[3] = {"cond", "x", "y"};
+    static const char *const full_roles[3] = {"cond_full", "x_full", "y_full"};
+    assert(!c->wanted[0]);
+    uint32_t zero;
+    enum tide_status st = emit(c, TIDE_OP_CONST, -1, "zero", NULL, 0, &zero);
+    if (st != TIDE_OK)
+        return st;
+    const float value = 0.0f;
+    const struct tide_shape scalar = {0};
+    if (tide_attr_set_tensor(c->ad->graph, zero, TIDE_ATTR_CONST_value, TIDE_DTYPE_FLOAT32, &scalar,
+                             &value, sizeof(value)) != TIDE_OK)
+        return tide_error_set(c->ad->err, TIDE_NOMEM, "out of memory differentiating \"%s\"",
+                              fwd(c)->name);
+    for (uint32_t i = 1; st == TIDE_OK && i < 3; i++) {
+        if (!c->wanted[i])
+            continue;
+        bool reduce = was_broadcast(c, i);
+        struct tide_edge in[3] = {in_edge(c, 0), c->dy[0], out0(zero)};
+        if (i == 2) {
+            in[1] = out0(zero);
+            in[2] = c->dy[0];
+        }
+        uint32_t id;
+        st = emit(c, TIDE_OP_SELECT, reduce ? -1 : (int)i, reduce ? full_roles[i] : roles[i], in, 3,
+                  &id);
+        if (st == TIDE_OK)
+            st = sum_to_input(c, i, out0(id), true, roles[i], &c->dx[i]);
+    }
+    return st;
 }
 
 /* ---- Sequence-model ops: batched products and axis permutation (BatchMatMul, Transpose) ---- */

@@ -63,6 +63,20 @@ enum tide_dtype {
     TIDE_DTYPE_INT32 = 2,
 };
 
+/*
+ * The "mode" attribute of Compare (ops.def); the numbers are tide/graph.h's
+ * enum tide_compare_mode, which the builder checks against these.
+ */
+enum tide_comparison {
+    TIDE_COMPARISON_EQUAL = 0,
+    TIDE_COMPARISON_NOT_EQUAL = 1,
+    TIDE_COMPARISON_LESS = 2,
+    TIDE_COMPARISON_LESS_EQUAL = 3,
+    TIDE_COMPARISON_GREATER = 4,
+    TIDE_COMPARISON_GREATER_EQUAL = 5,
+    TIDE_COMPARISON_COUNT = 6,
+};
+
 /* Bytes per element; 0 for TIDE_DTYPE_INVALID or an unknown value. */
 size_t tide_dtype_size(enum tide_dtype dtype);
 /* "float32", "int32", or "invalid". */

@@ -583,6 +583,57 @@ enum tide_status tide__infer_broadcast(struct tide_graph *graph, struct tide_nod
     return tide__set_output(graph, node, 0, TIDE_DTYPE_FLOAT32, &y, err);
 }
 
+/* ---- Masks: Cast, Compare, Select ---- */
+
+/* Cast(x; to): x's shape in dtype `to`, float32 or int32, from x of either. */
+enum tide_status tide__infer_cast(struct tide_graph *graph, struct tide_node *node,
+                                  struct tide_error *err)
+{
+    int64_t to = node->attrs[TIDE_ATTR_CAST_to].i;
+    if (to != TIDE_DTYPE_FLOAT32 && to != TIDE_DTYPE_INT32)
+        return tide_node_error(err, TIDE_INVALID, node,
+                               "attribute \"to\" is %" PRId64 ", wants %d (float32) or %d (int32)",
+                               to, (int)TIDE_DTYPE_FLOAT32, (int)TIDE_DTYPE_INT32);
+    return tide__set_output(graph, node, 0, (enum tide_dtype)to, input_shape(graph, node, 0), err);
+}
+
+/* Compare(x, y; mode): x and y of one dtype, broadcast; the output is float32 0.0 / 1.0. */
+enum tide_status tide__infer_compare(struct tide_graph *graph, struct tide_node *node,
+                                     struct tide_error *err)
+{
+    int64_t mode = node->attrs[TIDE_ATTR_COMPARE_mode].i;
+    if (mode < 0 || mode >= TIDE_COMPARISON_COUNT)
+        return tide_node_error(err, TIDE_INVALID, node,
+                               "attribute \"mode\" is %" PRId64 ", wants 0 to %d (equal, not "
+                               "equal, less, less or equal, greater, greater or equal)",
+                               mode, TIDE_COMPARISON_COUNT - 1);
+    enum tide_dtype a = tide_graph_input(graph, node, 0)->dtype;
+    enum tide_dtype b = tide_graph_input(graph, node, 1)->dtype;
+    if (a != b)
+        return tide_node_error(err, TIDE_INVALID, node,
+                               "input 0 (x) is %s and input 1 (y) is %s; wants both float32 or "
+                               "both int32",
+                               tide_dtype_name(a), tide_dtype_name(b));
+    return tide__infer_broadcast(graph, node, err);
+}
+
+/* Select(cond, x, y): the three broadcast together by NumPy rules. */
+enum tide_status tide__infer_select(struct tide_graph *graph, struct tide_node *node,
+                                    struct tide_error *err)
+{
+    const struct tide_shape *cond = input_shape(graph, node, 0);
+    const struct tide_shape *x = input_shape(graph, node, 1), *y = input_shape(graph, node, 2);
+    struct tide_shape cx, out;
+    int64_t clash[2];
+    if (!broadcast_shapes(cond, x, &cx, clash) || !broadcast_shapes(&cx, y, &out, clash))
+        return tide_node_error(err, TIDE_INVALID, node,
+                               "input shapes %s (cond), %s (x) and %s (y) do not broadcast: "
+                               "dimensions %" PRId64 " and %" PRId64 " differ and neither is 1",
+                               shape_text(cond).s, shape_text(x).s, shape_text(y).s, clash[0],
+                               clash[1]);
+    return tide__set_output(graph, node, 0, TIDE_DTYPE_FLOAT32, &out, err);
+}
+
 enum tide_status tide__infer_add_n(struct tide_graph *graph, struct tide_node *node,
                                    struct tide_error *err)
 {

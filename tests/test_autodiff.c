@@ -1441,6 +1441,69 @@ static uint32_t build_min_const_a(struct tide_graph *g, const uint32_t *in)
 #define MATH_POSITIVE2(A, B) {2, {A, B}, GC_POSITIVE}
 // clang-format on
 
+/* ---- Masks: Cast, Compare, Select ---- */
+
+static uint32_t cast_to(struct tide_graph *g, const char *name, uint32_t x, enum tide_dtype to)
+{
+    uint32_t id = op1(g, TIDE_OP_CAST, name, x);
+    tide_attr_set_int(g, id, TIDE_ATTR_CAST_to, to);
+    return id;
+}
+
+static uint32_t compare(struct tide_graph *g, const char *name, uint32_t a, uint32_t b,
+                        enum tide_comparison mode)
+{
+    uint32_t id = op2(g, TIDE_OP_COMPARE, name, a, b);
+    tide_attr_set_int(g, id, TIDE_ATTR_COMPARE_mode, mode);
+    return id;
+}
+
+static uint32_t select3(struct tide_graph *g, const char *name, uint32_t cond, uint32_t x,
+                        uint32_t y)
+{
+    struct tide_edge in[3] = {edge_of(cond), edge_of(x), edge_of(y)};
+    return node_in(g, TIDE_OP_SELECT, name, in, 3);
+}
+
+/* Cast float32 -> float32: the identity's gradient. */
+static uint32_t build_cast(struct tide_graph *g, const uint32_t *in)
+{
+    return cast_to(g, "y", in[0], TIDE_DTYPE_FLOAT32);
+}
+
+/* x + Cast(Cast(x, int32), float32): the path through int32 adds nothing, so dy / dx is 1. */
+static uint32_t build_cast_int_path(struct tide_graph *g, const uint32_t *in)
+{
+    uint32_t i = cast_to(g, "to_int", in[0], TIDE_DTYPE_INT32);
+    uint32_t f = cast_to(g, "to_float", i, TIDE_DTYPE_FLOAT32);
+    return op2(g, TIDE_OP_ADD, "y", in[0], f);
+}
+
+/* A Const cond [3, 4]: 0 and -0 take y; 1, 2, -1 and NaN take x. */
+static uint32_t build_select(struct tide_graph *g, const uint32_t *in)
+{
+    static const float cond[12] = {1, 0, NAN, -0.0f, 2, 0, 1, 1, 0, -1, 0, 1};
+    uint32_t c = constant(g, "cond", TIDE_DTYPE_FLOAT32, 2, (const int64_t[]){3, 4}, cond);
+    return select3(g, "y", c, in[0], in[1]);
+}
+
+/* cond [3, 1] and x or y broadcast to [3, 4]: their gradients are summed back. */
+static uint32_t build_select_rows(struct tide_graph *g, const uint32_t *in)
+{
+    static const float cond[3] = {1, 0, NAN};
+    uint32_t c = constant(g, "cond", TIDE_DTYPE_FLOAT32, 2, (const int64_t[]){3, 1}, cond);
+    return select3(g, "y", c, in[0], in[1]);
+}
+
+/* The mask from data: Select(x > k, x, y); the Compare gives x no gradient of its own. */
+static uint32_t build_select_masked(struct tide_graph *g, const uint32_t *in)
+{
+    static const float values[4] = {-0.075f, 0.125f, -0.025f, 0.025f};
+    uint32_t k = constant(g, "k", TIDE_DTYPE_FLOAT32, 1, (const int64_t[]){4}, values);
+    uint32_t mask = compare(g, "mask", in[0], k, TIDE_COMPARISON_GREATER);
+    return select3(g, "y", mask, in[0], in[1]);
+}
+
 /* ---- Sequence-model ops: batched products and axis permutation (BatchMatMul, Transpose) ---- */
 
 static uint32_t build_batch_matmul(struct tide_graph *g, const uint32_t *in, bool ta, bool tb)
@@ -2135,6 +2198,13 @@ static const struct gc_case gc_cases[] = {
     {"Min_broadcast_both", IN2(MATH_DISTINCT2(3, 1), MATH_BETWEEN2(1, 4)), build_min},
     {"Max_const_b", IN1(MATH_DISTINCT2(3, 4)), build_max_const_b},
     {"Min_const_a", IN1(MATH_DISTINCT2(3, 4)), build_min_const_a},
+    {"Cast", IN1(T2(2, 3)), build_cast},
+    {"Cast_int_path", IN1(MATH_DISTINCT2(2, 3)), build_cast_int_path},
+    {"Select", IN2(T2(3, 4), T2(3, 4)), build_select},
+    {"Select_broadcast_x", IN2(T2(1, 4), T2(3, 4)), build_select_rows},
+    {"Select_broadcast_y", IN2(T2(3, 4), T0), build_select_rows},
+    {"Select_broadcast_both", IN2(T1(4), T2(3, 1)), build_select_rows},
+    {"Select_masked", IN2(MATH_DISTINCT2(3, 4), T2(3, 4)), build_select_masked},
 
     /* batched products and axis permutation (BatchMatMul, Transpose) */
     {"BatchMatMul", IN2(T3(2, 3, 4), T3(2, 4, 5)), build_batch_matmul_nn},
@@ -2200,6 +2270,62 @@ static void test_gradient_check(void **state)
     if (failed_cases)
         fail_msg("%d of %zu gradient checks failed", failed_cases,
                  sizeof(gc_cases) / sizeof(gc_cases[0]));
+}
+
+/*
+ * A Variable w feeds both a Compare and the loss: loss = sum(w * (w > 0)).
+ * The Compare's path contributes nothing (no node is made for it, nothing is
+ * refused), so d loss / d w is the mask itself. A Variable whose only paths
+ * to the loss cross a Compare or a Cast to int32 does not reach it.
+ */
+static void test_mask_paths(void **state)
+{
+    (void)state;
+    struct tide_graph *g = tide_graph_new();
+    assert_non_null(g);
+    static const float wv[6] = {-1.5f, 2.0f, 0.0f, 3.25f, -0.0f, 0.5f};
+    static const float zero = 0.0f;
+    uint32_t w = variable(g, "w", 1, (const int64_t[]){6}, wv);
+    uint32_t v = variable(g, "v", 1, (const int64_t[]){6}, wv);
+    uint32_t u = variable(g, "u", 1, (const int64_t[]){6}, wv);
+    uint32_t z = constant(g, "zero", TIDE_DTYPE_FLOAT32, 0, NULL, &zero);
+    uint32_t mask = compare(g, "mask", w, z, TIDE_COMPARISON_GREATER);
+    uint32_t masked = op2(g, TIDE_OP_MUL, "masked", w, mask);
+    /* v only through a Compare, u only through a Cast to int32 and back. */
+    uint32_t v_mask = compare(g, "v_mask", v, z, TIDE_COMPARISON_LESS);
+    uint32_t u_int = cast_to(g, "u_int", u, TIDE_DTYPE_INT32);
+    uint32_t u_back = cast_to(g, "u_back", u_int, TIDE_DTYPE_FLOAT32);
+    uint32_t sum = op2(g, TIDE_OP_ADD, "sum", masked, v_mask);
+    sum = op2(g, TIDE_OP_ADD, "sum2", sum, u_back);
+    uint32_t loss = reduce_sum_all(g, "loss", sum);
+    struct tide_error err = {0};
+    const uint32_t n_forward = g->n_nodes;
+    struct tide_edge wrt[3] = {edge_of(w), edge_of(v), edge_of(u)}, grads[3];
+    if (tide_autodiff_gradients(g, edge_of(loss), wrt, 3, grads, &err) != TIDE_OK)
+        fail_msg("autodiff: %s", err.message);
+    assert_int_not_equal(grads[0].node, TIDE_NO_NODE);
+    assert_int_equal(grads[1].node, TIDE_NO_NODE);
+    assert_int_equal(grads[2].node, TIDE_NO_NODE);
+    for (uint32_t id = n_forward; id < g->n_nodes; id++) {
+        const char *name = g->nodes[id].name;
+        if (strstr(name, "mask/") || strstr(name, "u_int") || strstr(name, "u_back") ||
+            strstr(name, "grad/v") || strstr(name, "grad/u"))
+            fail_msg("node \"%s\" was made for a path without a gradient", name);
+    }
+    char gname[TIDE_MAX_NAME + 16];
+    snprintf(gname, sizeof(gname), "%s:%u", g->nodes[grads[0].node].name, grads[0].output);
+    const char *fetches[1] = {gname};
+    struct tide_session *s = gc_session(g, fetches, 1, "mask paths");
+    if (tide_session_step(s, NULL, &err) != TIDE_OK)
+        fail_msg("step: %s", err.message);
+    float dw[6];
+    gc_fetch(s, gname, dw, 6, "mask paths");
+    static const float want[6] = {0, 1, 0, 1, 0, 1};
+    for (int i = 0; i < 6; i++) {
+        if (dw[i] != want[i])
+            fail_msg("d loss / d w[%d] is %g, want %g", i, dw[i], want[i]);
+    }
+    tide_session_free(s);
 }
 
 /* Every op with a gradient in ops.def has a case above (by its wire name as a prefix). */
@@ -2345,6 +2471,7 @@ int main(void)
         cmocka_unit_test(test_gradients_api),
         cmocka_unit_test(test_pass_through),
         cmocka_unit_test(test_gradient_check_covers_every_op),
+        cmocka_unit_test(test_mask_paths),
         cmocka_unit_test(test_gradient_check),
         cmocka_unit_test(test_attention_lse_refused),
         cmocka_unit_test(test_attention_equals_composition),

@@ -1863,6 +1863,150 @@ static void test_select_grads(void **state)
     REQUIRE_CUDA();
 }
 
+/* ---- Masks: Cast, Compare, Select ---- */
+
+/* Adds an int32 input of values in [lo, hi]; returns its data. */
+static int32_t *input_ints(struct op_case *c, int32_t rank, const int64_t *dims, int32_t lo,
+                           int32_t hi)
+{
+    assert_true(c->n_in < MAX_IO);
+    struct tensor *t = &c->in[c->n_in++];
+    *t = make_tensor(TIDE_DTYPE_INT32, rank, dims);
+    int32_t *x = malloc(t->nbytes ? t->nbytes : 4);
+    assert_non_null(x);
+    int64_t n = tide_shape_numel(&t->shape);
+    double span = (double)hi - (double)lo + 1.0;
+    for (int64_t i = 0; i < n; i++) {
+        double v = (double)lo + (frand(&c->seed) + 1.0f) / 2.0f * span;
+        x[i] = v >= (double)hi ? hi : (int32_t)v;
+    }
+    t->host = x;
+    return x;
+}
+
+/*
+ * Cast, both ways and to the same dtype: floats past the int32 range, its
+ * ends, infinities, NaN and fractions of both signs; ints past 2^24 that
+ * round. Every case bit for bit.
+ */
+static void test_cast(void **state)
+{
+    (void)state;
+    static const float special[] = {NAN,   INFINITY,       -INFINITY, 3e9f, -3e9f, 2147483648.0f,
+                                    -2147483648.0f, 2147483520.0f, -0.0f,     0.5f, -0.5f, -1.75f};
+    const int64_t n_special = (int64_t)(sizeof(special) / sizeof(special[0]));
+    for (int to_int = 0; to_int < 2; to_int++) {
+        struct op_case c;
+        enum tide_dtype to = to_int ? TIDE_DTYPE_INT32 : TIDE_DTYPE_FLOAT32;
+        case_init(&c, TIDE_OP_CAST, to_int ? "cast_float_int" : "cast_float_float", 0, 0);
+        c.attrs[TIDE_ATTR_CAST_to].i = to;
+        float *x = input_range(&c, 2, DIMS(3, 20011), -5e9f, 5e9f);
+        for (int64_t i = 0; i < 3 * 20011; i += 7)
+            x[i] = special[(i / 7) % n_special];
+        for (int64_t i = 3; i < 3 * 20011; i += 11)
+            x[i] = x[i] * 1e-9f; /* fractions */
+        output(&c, to, 2, DIMS(3, 20011));
+        check_case(&c);
+
+        case_init(&c, TIDE_OP_CAST, to_int ? "cast_int_int" : "cast_int_float", 0, 0);
+        c.attrs[TIDE_ATTR_CAST_to].i = to;
+        input_ints(&c, 1, DIMS(40009), INT32_MIN, INT32_MAX);
+        output(&c, to, 1, DIMS(40009));
+        check_case(&c);
+
+        case_init(&c, TIDE_OP_CAST, "cast_scalar", 0, 0);
+        c.attrs[TIDE_ATTR_CAST_to].i = to;
+        input_range(&c, 0, NULL, -3.0f, 3.0f);
+        output(&c, to, 0, NULL);
+        check_case(&c);
+    }
+    REQUIRE_CUDA();
+}
+
+/*
+ * Compare, every mode, on float32 inputs full of ties (and a NaN, -0 and
+ * infinities) and on int32 ones of few values, equal shapes and
+ * broadcasts of either input; bit for bit.
+ */
+static void test_compare(void **state)
+{
+    (void)state;
+    for (int mode = 0; mode < TIDE_COMPARISON_COUNT; mode++) {
+        struct op_case c;
+        case_init(&c, TIDE_OP_COMPARE, "compare_same", 0, 0);
+        c.attrs[TIDE_ATTR_COMPARE_mode].i = mode;
+        c.seed += (uint32_t)mode;
+        input_ties(&c, 2, DIMS(6, 35));
+        float *b = input(&c, 2, DIMS(6, 35));
+        for (int i = 0; i < 6 * 35; i++)
+            b[i] = i % 5 == 0 ? NAN : i % 7 == 0 ? -0.0f : i % 11 == 0 ? INFINITY : roundf(b[i]);
+        outf(&c, 2, DIMS(6, 35));
+        check_case(&c);
+
+        case_init(&c, TIDE_OP_COMPARE, "compare_channels", 0, 0);
+        c.attrs[TIDE_ATTR_COMPARE_mode].i = mode;
+        input_ties(&c, 4, DIMS(2, 3, 4, 5));
+        input_ties(&c, 3, DIMS(3, 1, 1));
+        outf(&c, 4, DIMS(2, 3, 4, 5));
+        check_case(&c);
+
+        case_init(&c, TIDE_OP_COMPARE, "compare_int_outer", 0, 0);
+        c.attrs[TIDE_ATTR_COMPARE_mode].i = mode;
+        input_ints(&c, 2, DIMS(9, 1), -3, 3);
+        input_ints(&c, 2, DIMS(1, 13), -3, 3);
+        outf(&c, 2, DIMS(9, 13));
+        check_case(&c);
+
+        case_init(&c, TIDE_OP_COMPARE, "compare_int_long", 0, 0);
+        c.attrs[TIDE_ATTR_COMPARE_mode].i = mode;
+        input_ints(&c, 0, NULL, 0, 0);
+        input_ints(&c, 3, DIMS(70, 3, 513), -1, 1);
+        outf(&c, 3, DIMS(70, 3, 513));
+        check_case(&c);
+    }
+    REQUIRE_CUDA();
+}
+
+/*
+ * Select: conds of 0, +-1, NaN and -0; x and y with -inf and NaN; equal
+ * shapes, each input broadcast, a scalar, three-way broadcasts and long
+ * rows; bit for bit.
+ */
+static void test_select(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *name;
+        int32_t rank[4];
+        int64_t dims[4][4];
+    } shapes[] = {
+        {"select_same", {2, 2, 2, 2}, {{7, 9}, {7, 9}, {7, 9}, {7, 9}}},
+        {"select_mask", {4, 4, 0, 4}, {{2, 1, 1, 6}, {2, 3, 5, 6}, {0}, {2, 3, 5, 6}}},
+        {"select_three_way", {2, 2, 3, 3}, {{4, 1}, {1, 5}, {3, 1, 1}, {3, 4, 5}}},
+        {"select_scalar_cond", {0, 1, 1, 1}, {{0}, {6}, {6}, {6}}},
+        {"select_long_rows", {3, 2, 3, 3}, {{40, 1, 1031}, {2, 1031}, {40, 2, 1}, {40, 2, 1031}}},
+        {"select_long_same", {1, 1, 1, 1}, {{50021}, {50021}, {50021}, {50021}}},
+    };
+    for (size_t k = 0; k < sizeof(shapes) / sizeof(shapes[0]); k++) {
+        struct op_case c;
+        case_init(&c, TIDE_OP_SELECT, shapes[k].name, 0, 0);
+        c.seed += (uint32_t)k;
+        for (int i = 0; i < 3; i++) {
+            float *v = input(&c, shapes[k].rank[i], shapes[k].dims[i]);
+            int64_t n = tide_shape_numel(&c.in[i].shape);
+            for (int64_t j = 0; j < n; j++) {
+                if (i == 0)
+                    v[j] = j % 13 == 5 ? NAN : j % 13 == 6 ? -0.0f : roundf(v[j]);
+                else if (j % 17 == 3)
+                    v[j] = i == 1 ? -INFINITY : NAN;
+            }
+        }
+        outf(&c, shapes[k].rank[3], shapes[k].dims[3]);
+        check_case(&c);
+    }
+    REQUIRE_CUDA();
+}
+
 /* ============================================================================
  * Sequence-model ops: batched products and axis permutation (BatchMatMul, Transpose)
  * ========================================================================== */
@@ -2536,6 +2680,9 @@ int main(void)
         cmocka_unit_test(test_math_unary),
         cmocka_unit_test(test_math_binary),
         cmocka_unit_test(test_select_grads),
+        cmocka_unit_test(test_cast),
+        cmocka_unit_test(test_compare),
+        cmocka_unit_test(test_select),
 
         /* batched products and axis permutation (BatchMatMul, Transpose) */
         cmocka_unit_test(test_batch_matmul),

@@ -1656,6 +1656,114 @@ static void test_math_grads(void **state)
     }
 }
 
+/*
+ * The mask ops: Cast to either dtype from either, Compare of two float32 or
+ * two int32 inputs broadcast (a float32 output), Select of three broadcast
+ * inputs; each refusal names the value, the dtypes or the shapes.
+ */
+static void test_masks(void **state)
+{
+    (void)state;
+    uint32_t f = ph("f", SHAPE(2, 3)), i = placeholder_of("i", TIDE_DTYPE_INT32, SHAPE(2, 1, 3));
+    uint32_t cast[4];
+    const uint32_t from[4] = {f, f, i, i};
+    const enum tide_dtype to[4] = {TIDE_DTYPE_FLOAT32, TIDE_DTYPE_INT32, TIDE_DTYPE_FLOAT32,
+                                   TIDE_DTYPE_INT32};
+    for (int k = 0; k < 4; k++) {
+        char name[16];
+        snprintf(name, sizeof(name), "cast%d", k);
+        cast[k] = OP(TIDE_OP_CAST, name, from[k]);
+        tide_attr_set_int(g, cast[k], TIDE_ATTR_CAST_to, to[k]);
+    }
+    uint32_t j = placeholder_of("j", TIDE_DTYPE_INT32, SHAPE(3));
+    uint32_t cmp_f = OP(TIDE_OP_COMPARE, "cmp_f", f, f);
+    tide_attr_set_int(g, cmp_f, TIDE_ATTR_COMPARE_mode, TIDE_COMPARISON_GREATER_EQUAL);
+    uint32_t cmp_i = OP(TIDE_OP_COMPARE, "cmp_i", j, i); /* [3] against [2, 1, 3] */
+    tide_attr_set_int(g, cmp_i, TIDE_ATTR_COMPARE_mode, TIDE_COMPARISON_NOT_EQUAL);
+    uint32_t cond = ph("cond", SHAPE(4, 1, 1)), x = ph("x", SHAPE(3)), s = ph("s", SCALAR);
+    uint32_t sel = OP(TIDE_OP_SELECT, "sel", cond, x, s);
+    uint32_t sel2 = OP(TIDE_OP_SELECT, "sel2", s, f, cond);
+    infer_ok();
+    expect_f32(cast[0], SHAPE(2, 3));
+    expect_out(cast[1], 0, TIDE_DTYPE_INT32, SHAPE(2, 3));
+    expect_out(cast[2], 0, TIDE_DTYPE_FLOAT32, SHAPE(2, 1, 3));
+    expect_out(cast[3], 0, TIDE_DTYPE_INT32, SHAPE(2, 1, 3));
+    expect_f32(cmp_f, SHAPE(2, 3));
+    expect_f32(cmp_i, SHAPE(2, 1, 3));
+    expect_f32(sel, SHAPE(4, 1, 3));
+    expect_f32(sel2, SHAPE(4, 2, 3));
+    static const enum tide_op ops[] = {TIDE_OP_CAST, TIDE_OP_COMPARE, TIDE_OP_SELECT};
+    for (int k = 0; k < 3; k++)
+        assert_true(tide_op_info(ops[k])->flags & TIDE_OP_F_CHEAP);
+
+    /* Cast to a dtype that is not float32 or int32, and without "to". */
+    const int64_t bad_to[3] = {0, 3, -1};
+    for (int k = 0; k < 3; k++) {
+        reset();
+        f = ph("f", SHAPE(2));
+        uint32_t bad = OP(TIDE_OP_CAST, "bad", f);
+        tide_attr_set_int(g, bad, TIDE_ATTR_CAST_to, bad_to[k]);
+        char want[64];
+        snprintf(want, sizeof(want), "attribute \"to\" is %d, wants 1 (float32) or 2 (int32)",
+                 (int)bad_to[k]);
+        FAILS(TIDE_INVALID, "bad", want);
+    }
+    reset();
+    f = ph("f", SHAPE(2));
+    OP(TIDE_OP_CAST, "bad", f);
+    FAILS(TIDE_INVALID, "bad", "\"to\"");
+
+    /* Compare: a mode out of range, mixed dtypes, shapes that do not broadcast. */
+    const int64_t bad_mode[2] = {-1, 6};
+    for (int k = 0; k < 2; k++) {
+        reset();
+        f = ph("f", SHAPE(2));
+        uint32_t bad = OP(TIDE_OP_COMPARE, "bad", f, f);
+        tide_attr_set_int(g, bad, TIDE_ATTR_COMPARE_mode, bad_mode[k]);
+        char want[64];
+        snprintf(want, sizeof(want), "attribute \"mode\" is %d, wants 0 to 5", (int)bad_mode[k]);
+        FAILS(TIDE_INVALID, "bad", want);
+    }
+    reset();
+    f = ph("f", SHAPE(3));
+    j = placeholder_of("j", TIDE_DTYPE_INT32, SHAPE(3));
+    uint32_t bad = OP(TIDE_OP_COMPARE, "bad", f, j);
+    tide_attr_set_int(g, bad, TIDE_ATTR_COMPARE_mode, TIDE_COMPARISON_EQUAL);
+    FAILS(TIDE_INVALID, "bad", "input 0 (x) is float32 and input 1 (y) is int32",
+          "wants both float32 or both int32");
+    reset();
+    f = ph("f", SHAPE(2, 3));
+    x = ph("x", SHAPE(4));
+    bad = OP(TIDE_OP_COMPARE, "bad", f, x);
+    tide_attr_set_int(g, bad, TIDE_ATTR_COMPARE_mode, TIDE_COMPARISON_LESS);
+    FAILS(TIDE_INVALID, "bad", "[2, 3]", "[4]", "do not broadcast", "3 and 4");
+
+    /* Select: shapes that do not broadcast (each pair), an int32 input, two inputs. */
+    const struct tide_shape shapes[3][3] = {{SHAPE(2, 3), SHAPE(4), SHAPE(3)},
+                                            {SHAPE(3), SHAPE(2, 3), SHAPE(5)},
+                                            {SHAPE(2, 1), SHAPE(7), SHAPE(3, 1)}};
+    const char *const want[3][3] = {{"[2, 3] (cond), [4] (x) and [3] (y)", "3 and 4"},
+                                    {"[3] (cond), [2, 3] (x) and [5] (y)", "3 and 5"},
+                                    {"[2, 1] (cond), [7] (x) and [3, 1] (y)", "2 and 3"}};
+    for (int k = 0; k < 3; k++) {
+        reset();
+        cond = ph("cond", shapes[k][0]);
+        x = ph("x", shapes[k][1]);
+        uint32_t y = ph("y", shapes[k][2]);
+        OP(TIDE_OP_SELECT, "bad", cond, x, y);
+        FAILS(TIDE_INVALID, "bad", want[k][0], "do not broadcast", want[k][1]);
+    }
+    reset();
+    cond = placeholder_of("cond", TIDE_DTYPE_INT32, SHAPE(3));
+    x = ph("x", SHAPE(3));
+    OP(TIDE_OP_SELECT, "bad", cond, x, x);
+    FAILS(TIDE_INVALID, "bad", "input 0 (\"cond\") is int32, wants float32");
+    reset();
+    x = ph("x", SHAPE(3));
+    OP(TIDE_OP_SELECT, "bad", x, x);
+    FAILS(TIDE_INVALID, "bad", "has 2 data inputs, wants 3");
+}
+
 /* ---- Sequence-model ops: batched products and axis permutation (BatchMatMul, Transpose) ---- */
 
 static void test_batch_matmul(void **state)
@@ -2604,6 +2712,7 @@ int main(void)
         TEST(test_math_unary),
         TEST(test_math_binary),
         TEST(test_math_grads),
+        TEST(test_masks),
 
         /* batched products and axis permutation (BatchMatMul, Transpose) */
         TEST(test_batch_matmul),

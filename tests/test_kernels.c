@@ -2585,6 +2585,182 @@ static void test_select_grads(void **state)
     expect_exact("max_grad scalar db", gb, (const float[]){0, 0, 3, 0}, 4);
 }
 
+/* ---- Masks: Cast, Compare, Select ---- */
+
+/* Fails unless got[i] == want[i] for every i. */
+static void expect_ints(const char *what, const int32_t *got, const int32_t *want, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) {
+        if (got[i] != want[i])
+            fail_msg("%s: element %lld is %d, want %d", what, (long long)i, got[i], want[i]);
+    }
+}
+
+/*
+ * Cast: float32 -> int32 truncates toward zero and saturates, NaN -> 0;
+ * int32 -> float32 rounds to nearest even; the same dtype copies the bits.
+ */
+static void test_cast(void **state)
+{
+    (void)state;
+    struct test_node t;
+    enum { NF = 16 };
+    float f[NF] = {1.9f,  -1.9f,          0.5f,           -0.5f,    2147483520.0f, 2147483648.0f,
+                   3e9f,  -2147483648.0f, -3e9f,          INFINITY, -INFINITY,     NAN,
+                   -0.0f, 7.0f,           -2147483520.0f, 1e-30f};
+    const int32_t f_want[NF] = {1,         -1,        0,           0,         2147483520, INT32_MAX,
+                                INT32_MAX, INT32_MIN, INT32_MIN,   INT32_MAX, INT32_MIN,  0,
+                                0,         7,         -2147483520, 0};
+    int32_t i_out[NF];
+    struct tide_tensor_view fin = fview(f, 1, DIMS(NF));
+    struct tide_tensor_view iout = view(TIDE_DTYPE_INT32, i_out, 1, DIMS(NF));
+    node_init(&t, TIDE_OP_CAST, "to_int");
+    t.attrs[TIDE_ATTR_CAST_to].i = TIDE_DTYPE_INT32;
+    run(&t, &fin, 1, &iout, 1);
+    expect_ints("float to int", i_out, f_want, NF);
+
+    /* 2^24 + 1 and 2^24 + 3 lie halfway between floats: to the even one. */
+    enum { NI = 7 };
+    int32_t ints[NI] = {0, -7, 16777217, 16777219, INT32_MAX, INT32_MIN, 123456789};
+    const float i_want[NI] = {0.0f,          -7.0f,          16777216.0f, 16777220.0f,
+                              2147483648.0f, -2147483648.0f, 123456792.0f};
+    float f_out[NI];
+    struct tide_tensor_view iin = view(TIDE_DTYPE_INT32, ints, 2, DIMS(1, NI));
+    struct tide_tensor_view fout = fview(f_out, 2, DIMS(1, NI));
+    node_init(&t, TIDE_OP_CAST, "to_float");
+    t.attrs[TIDE_ATTR_CAST_to].i = TIDE_DTYPE_FLOAT32;
+    run(&t, &iin, 1, &fout, 1);
+    expect_exact("int to float", f_out, i_want, NI);
+
+    /* The same dtype: a copy, NaN, -0 and infinities as they are. */
+    float copy[NF];
+    struct tide_tensor_view cout = fview(copy, 1, DIMS(NF));
+    node_init(&t, TIDE_OP_CAST, "float_copy");
+    t.attrs[TIDE_ATTR_CAST_to].i = TIDE_DTYPE_FLOAT32;
+    run(&t, &fin, 1, &cout, 1);
+    expect_exact("float to float", copy, f, NF);
+    int32_t icopy[NI];
+    struct tide_tensor_view icout = view(TIDE_DTYPE_INT32, icopy, 2, DIMS(1, NI));
+    node_init(&t, TIDE_OP_CAST, "int_copy");
+    t.attrs[TIDE_ATTR_CAST_to].i = TIDE_DTYPE_INT32;
+    run(&t, &iin, 1, &icout, 1);
+    expect_ints("int to int", icopy, ints, NI);
+}
+
+/*
+ * Compare, every mode: float32 [2, 3] against [3] with a NaN (false but
+ * for not-equal), -0 against +0 (equal) and -inf; int32 [2, 1] against [3]
+ * at the ends of the range, and two ints that one float cannot tell apart.
+ */
+static void test_compare(void **state)
+{
+    (void)state;
+    struct test_node t;
+    float a[6] = {1.0f, NAN, -0.0f, 2.0f, -INFINITY, 3.0f}, b[3] = {1.0f, 1.0f, 0.0f}, y[6];
+    struct tide_tensor_view fin[2] = {fview(a, 2, DIMS(2, 3)), fview(b, 1, DIMS(3))};
+    struct tide_tensor_view out = fview(y, 2, DIMS(2, 3));
+    static const float f_want[TIDE_COMPARISON_COUNT][6] = {
+        {1, 0, 1, 0, 0, 0}, /* equal */
+        {0, 1, 0, 1, 1, 1}, /* not equal */
+        {0, 0, 0, 0, 1, 0}, /* less */
+        {1, 0, 1, 0, 1, 0}, /* less or equal */
+        {0, 0, 0, 1, 0, 1}, /* greater */
+        {1, 0, 1, 1, 0, 1}, /* greater or equal */
+    };
+    int32_t ia[2] = {3, -5}, ib[3] = {3, INT32_MIN, INT32_MAX};
+    struct tide_tensor_view iin[2] = {view(TIDE_DTYPE_INT32, ia, 2, DIMS(2, 1)),
+                                      view(TIDE_DTYPE_INT32, ib, 1, DIMS(3))};
+    static const float i_want[TIDE_COMPARISON_COUNT][6] = {
+        {1, 0, 0, 0, 0, 0}, {0, 1, 1, 1, 1, 1}, {0, 0, 1, 1, 0, 1},
+        {1, 0, 1, 1, 0, 1}, {0, 1, 0, 0, 1, 0}, {1, 1, 0, 0, 1, 0},
+    };
+    int32_t big = 16777217, near = 16777216;
+    struct tide_tensor_view bin[2] = {view(TIDE_DTYPE_INT32, &big, 0, NULL),
+                                      view(TIDE_DTYPE_INT32, &near, 1, DIMS(1))};
+    struct tide_tensor_view bout = fview(y, 1, DIMS(1));
+    static const float big_want[TIDE_COMPARISON_COUNT] = {0, 1, 0, 0, 1, 1};
+    for (int mode = 0; mode < TIDE_COMPARISON_COUNT; mode++) {
+        char what[32];
+        node_init(&t, TIDE_OP_COMPARE, "cmp");
+        t.attrs[TIDE_ATTR_COMPARE_mode].i = mode;
+        snprintf(what, sizeof(what), "float mode %d", mode);
+        run(&t, fin, 2, &out, 1);
+        expect_exact(what, y, f_want[mode], 6);
+        snprintf(what, sizeof(what), "int mode %d", mode);
+        run(&t, iin, 2, &out, 1);
+        expect_exact(what, y, i_want[mode], 6);
+        snprintf(what, sizeof(what), "2^24 + 1 mode %d", mode);
+        run(&t, bin, 2, &bout, 1);
+        expect_exact(what, y, &big_want[mode], 1);
+    }
+}
+
+/*
+ * Select: cond [4, 1] (1, 0, NaN, -0) over x [3] and a scalar y: a NaN
+ * cond takes x, -0 takes y; -inf and NaN pass as they are, from x and y.
+ */
+static void test_select(void **state)
+{
+    (void)state;
+    struct test_node t;
+    float cond[4] = {1.0f, 0.0f, NAN, -0.0f}, x[3] = {-INFINITY, NAN, 5.0f}, y = 7.0f, z[12];
+    struct tide_tensor_view in[3] = {fview(cond, 2, DIMS(4, 1)), fview(x, 1, DIMS(3)),
+                                     fview(&y, 0, NULL)};
+    struct tide_tensor_view out = fview(z, 2, DIMS(4, 3));
+    node_init(&t, TIDE_OP_SELECT, "sel");
+    run(&t, in, 3, &out, 1);
+    const float want[12] = {-INFINITY, NAN, 5, 7, 7, 7, -INFINITY, NAN, 5, 7, 7, 7};
+    expect_exact("select", z, want, 12);
+
+    /* cond [3] over x [2, 3] and y [2, 1]: y's -inf and NaN where cond is 0, -0 kept from x. */
+    float c2[3] = {0.0f, 0.0f, -2.0f}, x2[6] = {1, 2, -0.0f, 4, 5, 6}, y2[2] = {-INFINITY, NAN};
+    float z2[6];
+    struct tide_tensor_view in2[3] = {fview(c2, 1, DIMS(3)), fview(x2, 2, DIMS(2, 3)),
+                                      fview(y2, 2, DIMS(2, 1))};
+    struct tide_tensor_view out2 = fview(z2, 2, DIMS(2, 3));
+    run(&t, in2, 3, &out2, 1);
+    const float want2[6] = {-INFINITY, -INFINITY, -0.0f, NAN, NAN, 6};
+    expect_exact("select y", z2, want2, 6);
+
+    /* Equal shapes, and a long broadcast cut into pieces: the same bits at every thread count. */
+    enum { R = 3, C = 20011 };
+    float *lc = falloc(C), *lx = falloc(R * C), *ly = falloc(R), *lz = falloc(R * C);
+    fill(lc, C, 5);
+    for (int k = 0; k < C; k++)
+        lc[k] = lc[k] > 0.0f ? 1.0f : 0.0f;
+    fill(lx, R * C, 6);
+    fill(ly, R, 7);
+    struct tide_tensor_view lin[3] = {fview(lc, 1, DIMS(C)), fview(lx, 2, DIMS(R, C)),
+                                      fview(ly, 2, DIMS(R, 1))};
+    struct tide_tensor_view lout = fview(lz, 2, DIMS(R, C));
+    expect_same_at_threads("select long", &t, lin, 3, &lout, 1, NULL, NULL);
+    for (int r = 0; r < R; r++) {
+        for (int k = 0; k < C; k++) {
+            float w = lc[k] != 0.0f ? lx[r * C + k] : ly[r];
+            if (memcmp(&lz[r * C + k], &w, sizeof(w)) != 0)
+                fail_msg("select long: element (%d, %d) is %g, want %g", r, k, lz[r * C + k], w);
+        }
+    }
+    float *mask = falloc(R * C), *same = falloc(R * C);
+    for (int k = 0; k < R * C; k++)
+        mask[k] = lx[k] > 0.0f ? 1.0f : 0.0f;
+    struct tide_tensor_view sin[3] = {fview(mask, 1, DIMS(R * C)), fview(lx, 1, DIMS(R * C)),
+                                      fview(lz, 1, DIMS(R * C))};
+    struct tide_tensor_view sout = fview(same, 1, DIMS(R * C));
+    expect_same_at_threads("select same", &t, sin, 3, &sout, 1, NULL, NULL);
+    for (int k = 0; k < R * C; k++) {
+        float w = mask[k] != 0.0f ? lx[k] : lz[k];
+        if (memcmp(&same[k], &w, sizeof(w)) != 0)
+            fail_msg("select same: element %d is %g, want %g", k, same[k], w);
+    }
+    free(lc);
+    free(lx);
+    free(ly);
+    free(lz);
+    free(mask);
+    free(same);
+}
+
 /* The math kernels over many pieces: the same bits at every thread count, and the host's values. */
 static void test_range_jobs_math(void **state)
 {
@@ -3930,6 +4106,9 @@ int main(void)
         cmocka_unit_test(test_math_unary),
         cmocka_unit_test(test_math_binary),
         cmocka_unit_test(test_select_grads),
+        cmocka_unit_test(test_cast),
+        cmocka_unit_test(test_compare),
+        cmocka_unit_test(test_select),
         cmocka_unit_test(test_range_jobs_math),
 
         /* batched products and axis permutation (BatchMatMul, Transpose) */

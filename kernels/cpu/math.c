@@ -2,7 +2,8 @@
 /*
  * math.c: CPU kernels for the element-wise math of sequence models: Exp,
  * Log, Sqrt and Gelu (unary), Div, Max and Min (binary, with NumPy
- * broadcasting), and the gradient helpers GeluGrad, MaxGrad and MinGrad.
+ * broadcasting), the gradient helpers GeluGrad, MaxGrad and MinGrad, and the
+ * mask ops Cast, Compare and Select.
  *
  * The binary ops and MaxGrad/MinGrad walk their broadcast with the rows of
  * tide__cpu_broadcast_rows (elementwise.c), as Add, Sub and Mul do. Every
@@ -15,8 +16,14 @@
  * kernels neither check nor clamp. Max and Min select input 1 only where it
  * compares strictly greater (less) than input 0, so ties and NaNs select
  * input 0, and MaxGrad/MinGrad route dy the same way.
+ *
+ * The mask ops (Cast, Compare, Select) compute each element by the rules of
+ * kernels/masks.h, which the CUDA kernels share: Compare broadcasts its two
+ * inputs (float32 or int32, read through the float pointers of the rows and
+ * cast back: both are 4 bytes, so the offsets agree) and Select its three.
  */
 #include "kernels/cpu/cpu-impl.h"
+#include "kernels/masks.h"
 
 #include <assert.h>
 #include <math.h>
@@ -267,4 +274,98 @@ enum tide_status tide__cpu_MAX_GRAD(const struct tide_kernel_args *args, struct 
 enum tide_status tide__cpu_MIN_GRAD(const struct tide_kernel_args *args, struct tide_error *err)
 {
     return select_grad(args, false);
+}
+
+/* ============================================================================
+ * Masks: Cast, Compare, Select
+ * ========================================================================== */
+
+/* Elements [begin, end) of Cast; ctx is the kernel's args. */
+static void cast_range(const void *ctx, int64_t begin, int64_t end)
+{
+    const struct tide_kernel_args *args = ctx;
+    const void *in = args->inputs[0].data;
+    void *out = args->outputs[0].data;
+    enum tide_dtype from = args->inputs[0].dtype, to = args->outputs[0].dtype;
+    if (from == to) {
+        size_t size = tide_dtype_size(to);
+        memcpy((char *)out + begin * size, (const char *)in + begin * size,
+               (size_t)(end - begin) * size);
+    } else if (to == TIDE_DTYPE_FLOAT32) {
+        const int32_t *x = in;
+        float *y = out;
+        for (int64_t i = begin; i < end; i++)
+            y[i] = (float)x[i];
+    } else {
+        const float *x = in;
+        int32_t *y = out;
+        for (int64_t i = begin; i < end; i++)
+            y[i] = tide__mask_float_to_int32(x[i]);
+    }
+}
+
+enum tide_status tide__cpu_CAST(const struct tide_kernel_args *args, struct tide_error *err)
+{
+    assert(args->outputs[0].dtype == (enum tide_dtype)args->node->attrs[TIDE_ATTR_CAST_to].i);
+    tide__kernel_same_size(args, 0);
+    tide__cpu_parallel_for(tide__cpu_numel(&args->outputs[0]), TIDE__CPU_GRAIN, cast_range, args);
+    return TIDE_OK;
+}
+
+/* Compare's mode and output, shared by the rows of its broadcast. */
+struct compare_job {
+    int mode;
+    float *z;
+};
+
+static void compare_float_row(const void *ctx, const float *a, int64_t sa, const float *b,
+                              int64_t sb, int64_t first, int64_t n)
+{
+    const struct compare_job *job = ctx;
+    float *z = job->z + first;
+    for (int64_t j = 0; j < n; j++)
+        z[j] = tide__mask_compare_float(a[j * sa], b[j * sb], job->mode);
+}
+
+static void compare_int32_row(const void *ctx, const float *a, int64_t sa, const float *b,
+                              int64_t sb, int64_t first, int64_t n)
+{
+    const struct compare_job *job = ctx;
+    const int32_t *x = (const int32_t *)(const void *)a, *y = (const int32_t *)(const void *)b;
+    float *z = job->z + first;
+    for (int64_t j = 0; j < n; j++)
+        z[j] = tide__mask_compare_int32(x[j * sa], y[j * sb], job->mode);
+}
+
+enum tide_status tide__cpu_COMPARE(const struct tide_kernel_args *args, struct tide_error *err)
+{
+    int64_t mode = args->node->attrs[TIDE_ATTR_COMPARE_mode].i;
+    assert(mode >= 0 && mode < TIDE_COMPARISON_COUNT &&
+           args->inputs[0].dtype == args->inputs[1].dtype);
+    struct compare_job job = {.mode = (int)mode, .z = tide__cpu_out(args, 0)};
+    bool ints = args->inputs[0].dtype == TIDE_DTYPE_INT32;
+    tide__cpu_broadcast_rows(&args->outputs[0].shape, &args->inputs[0].shape, tide__cpu_in(args, 0),
+                             &args->inputs[1].shape, tide__cpu_in(args, 1),
+                             ints ? compare_int32_row : compare_float_row, &job);
+    return TIDE_OK;
+}
+
+static void select_row(const void *ctx, const float *const *in, const int64_t *strides,
+                       int64_t first, int64_t n)
+{
+    float *z = (float *)ctx + first;
+    const float *c = in[0], *x = in[1], *y = in[2];
+    int64_t sc = strides[0], sx = strides[1], sy = strides[2];
+    for (int64_t j = 0; j < n; j++)
+        z[j] = tide__mask_select(c[j * sc], x[j * sx], y[j * sy]);
+}
+
+enum tide_status tide__cpu_SELECT(const struct tide_kernel_args *args, struct tide_error *err)
+{
+    const struct tide_shape *shapes[3] = {&args->inputs[0].shape, &args->inputs[1].shape,
+                                          &args->inputs[2].shape};
+    const float *in[3] = {tide__cpu_in(args, 0), tide__cpu_in(args, 1), tide__cpu_in(args, 2)};
+    tide__cpu_broadcast_rows3(&args->outputs[0].shape, shapes, in, select_row,
+                              tide__cpu_out(args, 0));
+    return TIDE_OK;
 }

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * math-impl.h: the launchers of the element-wise math kernels (Exp, Log,
- * Sqrt, Gelu, Div, Max, Min and their gradient helpers), shared by the host
+ * Sqrt, Gelu, Div, Max, Min and their gradient helpers, and the mask ops
+ * Cast, Compare and Select), shared by the host
  * half (math.c) and the device half (math.cu) only. Each launcher enqueues
  * on stream and returns cudaGetLastError(), as those of cuda-impl.h do.
  */
@@ -45,6 +46,27 @@ cudaError_t tide__cuda_launch_math_binary(cudaStream_t stream, enum tide__cuda_m
 cudaError_t tide__cuda_launch_select_grad(cudaStream_t stream, bool max, const float *a,
                                           const float *b, const float *dy, float *da, float *db,
                                           int64_t n, const struct tide__cuda_broadcast *plan);
+
+/*
+ * Cast of n elements: from int32 to float32 (float_to_int false) or from
+ * float32 to int32 (true), by kernels/masks.h's rules. A cast to the same
+ * dtype is a copy, which math.c enqueues itself.
+ */
+cudaError_t tide__cuda_launch_cast(cudaStream_t stream, bool float_to_int, const void *x, void *y,
+                                   int64_t n);
+
+/*
+ * Compare over n outputs: y = 1.0f where a <mode> b, else 0.0f, a and b
+ * int32 (ints set) or float32; plan NULL when a, b and y have one shape.
+ */
+cudaError_t tide__cuda_launch_compare(cudaStream_t stream, int mode, bool ints, const void *a,
+                                      const void *b, float *y, int64_t n,
+                                      const struct tide__cuda_broadcast *plan);
+
+/* Select over n outputs: y = cond != 0 ? x : y; plan NULL when all four have one shape. */
+cudaError_t tide__cuda_launch_select(cudaStream_t stream, const float *cond, const float *x,
+                                     const float *y, float *out, int64_t n,
+                                     const struct tide__cuda_broadcast *plan);
 
 #ifdef __cplusplus
 }

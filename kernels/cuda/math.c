@@ -2,7 +2,8 @@
 /*
  * math.c: the host half of the element-wise math kernels on CUDA: Exp, Log,
  * Sqrt, Gelu, GeluGrad, and Div, Max, Min, MaxGrad, MinGrad with NumPy
- * broadcasting (device half: math.cu).
+ * broadcasting, and the mask ops Cast, Compare and Select (device half:
+ * math.cu).
  *
  * Each checks its views as the CPU kernel does (kernels/cpu/math.c), plans
  * the broadcast where there is one, and enqueues the device half on the
@@ -149,4 +150,75 @@ enum tide_status tide__cuda_MAX_GRAD(const struct tide_kernel_args *args, struct
 enum tide_status tide__cuda_MIN_GRAD(const struct tide_kernel_args *args, struct tide_error *err)
 {
     return select_grad(args, false, err);
+}
+
+/* ============================================================================
+ * Masks: Cast, Compare, Select
+ * ========================================================================== */
+
+enum tide_status tide__cuda_CAST(const struct tide_kernel_args *args, struct tide_error *err)
+{
+    struct tide_cuda_launch *launch;
+    enum tide_status st = tide__cuda_context(args, &launch, err);
+    if (st != TIDE_OK)
+        return st;
+    const struct tide_tensor_view *x = &args->inputs[0], *y = &args->outputs[0];
+    assert(y->dtype == (enum tide_dtype)args->node->attrs[TIDE_ATTR_CAST_to].i);
+    tide__kernel_same_size(args, 0);
+    int64_t n = tide__cuda_numel(y);
+    if (n == 0)
+        return TIDE_OK;
+    if (x->dtype == y->dtype)
+        return TIDE_CUDA_CHECK(err, cudaMemcpyAsync(y->data, x->data, y->nbytes,
+                                                    cudaMemcpyDeviceToDevice, launch->stream));
+    return TIDE_CUDA_CHECK(err,
+                           tide__cuda_launch_cast(launch->stream, x->dtype == TIDE_DTYPE_FLOAT32,
+                                                  x->data, y->data, n));
+}
+
+enum tide_status tide__cuda_COMPARE(const struct tide_kernel_args *args, struct tide_error *err)
+{
+    struct tide_cuda_launch *launch;
+    enum tide_status st = tide__cuda_context(args, &launch, err);
+    if (st != TIDE_OK)
+        return st;
+    int64_t mode = args->node->attrs[TIDE_ATTR_COMPARE_mode].i;
+    assert(mode >= 0 && mode < TIDE_COMPARISON_COUNT &&
+           args->inputs[0].dtype == args->inputs[1].dtype);
+    const struct tide_tensor_view *out = &args->outputs[0];
+    int64_t total = tide__cuda_numel(out);
+    if (total == 0)
+        return TIDE_OK;
+    struct tide__cuda_broadcast plan;
+    const struct tide__cuda_broadcast *p = plan_of(args, &out->shape, &plan);
+    return TIDE_CUDA_CHECK(err, tide__cuda_launch_compare(
+                                    launch->stream, (int)mode,
+                                    args->inputs[0].dtype == TIDE_DTYPE_INT32, args->inputs[0].data,
+                                    args->inputs[1].data, tide__cuda_out(args, 0), total, p));
+}
+
+enum tide_status tide__cuda_SELECT(const struct tide_kernel_args *args, struct tide_error *err)
+{
+    struct tide_cuda_launch *launch;
+    enum tide_status st = tide__cuda_context(args, &launch, err);
+    if (st != TIDE_OK)
+        return st;
+    const struct tide_tensor_view *out = &args->outputs[0];
+    int64_t total = tide__cuda_numel(out);
+    if (total == 0)
+        return TIDE_OK;
+    const struct tide_shape *ins[3] = {&args->inputs[0].shape, &args->inputs[1].shape,
+                                       &args->inputs[2].shape};
+    struct tide__cuda_broadcast plan;
+    const struct tide__cuda_broadcast *p = NULL;
+    if (!tide_shape_equal(ins[0], &out->shape) || !tide_shape_equal(ins[1], &out->shape) ||
+        !tide_shape_equal(ins[2], &out->shape)) {
+        bool broadcasts = tide__cuda_broadcast_plan(&plan, &out->shape, ins, 3);
+        assert(broadcasts); /* infer made out the inputs' broadcast shape */
+        (void)broadcasts;
+        p = &plan;
+    }
+    return TIDE_CUDA_CHECK(err, tide__cuda_launch_select(
+                                    launch->stream, tide__cuda_in(args, 0), tide__cuda_in(args, 1),
+                                    tide__cuda_in(args, 2), tide__cuda_out(args, 0), total, p));
 }

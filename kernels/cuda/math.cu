@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * math.cu: the device half of the element-wise math kernels: Exp, Log,
- * Sqrt, Gelu and GeluGrad, Div, Max and Min with NumPy broadcasting, and
- * MaxGrad/MinGrad.
+ * Sqrt, Gelu and GeluGrad, Div, Max and Min with NumPy broadcasting,
+ * MaxGrad/MinGrad, and the mask ops Cast, Compare and Select (each element
+ * by kernels/masks.h, the CPU kernels' own rules).
  *
  * Each thread computes whole output elements from the matching input
  * elements with the CPU kernels' expressions (kernels/cpu/math.c), in a
@@ -13,6 +14,9 @@
  */
 #include "kernels/cuda/device.cuh"
 #include "kernels/cuda/math-impl.h"
+
+#define TIDE_MASKS_FN static inline __host__ __device__
+#include "kernels/masks.h"
 
 namespace
 {
@@ -113,6 +117,48 @@ __global__ void select_grad_kernel(bool max, const float *a, const float *b, con
     }
 }
 
+__global__ void cast_kernel(bool float_to_int, const void *x, void *y, int64_t n)
+{
+    for (int64_t i = first_index(); i < n; i += grid_stride()) {
+        if (float_to_int)
+            static_cast<int32_t *>(y)[i] =
+                tide__mask_float_to_int32(static_cast<const float *>(x)[i]);
+        else
+            static_cast<float *>(y)[i] = (float)static_cast<const int32_t *>(x)[i];
+    }
+}
+
+template <typename T>
+__global__ void compare_kernel(int mode, const T *a, const T *b, float *y, int64_t n,
+                               tide__cuda_broadcast plan, bool flat)
+{
+    for (int64_t i = first_index(); i < n; i += grid_stride()) {
+        int64_t oa, ob;
+        broadcast_offsets(plan, flat, i, &oa, &ob);
+        y[i] = TIDE__MASK_COMPARE(a[oa], b[ob], mode) ? 1.0f : 0.0f;
+    }
+}
+
+__global__ void select_kernel(const float *cond, const float *x, const float *y, float *out,
+                              int64_t n, tide__cuda_broadcast plan, bool flat)
+{
+    for (int64_t i = first_index(); i < n; i += grid_stride()) {
+        int64_t oc = i, ox = i, oy = i;
+        if (!flat) {
+            int64_t rest = i;
+            oc = ox = oy = 0;
+            for (int d = plan.rank - 1; d >= 0; d--) {
+                int64_t index = rest % plan.dims[d];
+                rest /= plan.dims[d];
+                oc += index * plan.strides[0][d];
+                ox += index * plan.strides[1][d];
+                oy += index * plan.strides[2][d];
+            }
+        }
+        out[i] = tide__mask_select(cond[oc], x[ox], y[oy]);
+    }
+}
+
 /* The plan to pass by value; a zeroed one, unread, when there is none (equal shapes). */
 inline tide__cuda_broadcast plan_or_empty(const tide__cuda_broadcast *plan)
 {
@@ -181,6 +227,43 @@ cudaError_t tide__cuda_launch_select_grad(cudaStream_t stream, bool max, const f
         return cudaSuccess;
     select_grad_kernel<<<blocks_for(n), kThreads, 0, stream>>>(max, a, b, dy, da, db, n,
                                                                plan_or_empty(plan), plan == NULL);
+    return cudaGetLastError();
+}
+
+cudaError_t tide__cuda_launch_cast(cudaStream_t stream, bool float_to_int, const void *x, void *y,
+                                   int64_t n)
+{
+    if (n <= 0)
+        return cudaSuccess;
+    cast_kernel<<<blocks_for(n), kThreads, 0, stream>>>(float_to_int, x, y, n);
+    return cudaGetLastError();
+}
+
+cudaError_t tide__cuda_launch_compare(cudaStream_t stream, int mode, bool ints, const void *a,
+                                      const void *b, float *y, int64_t n,
+                                      const struct tide__cuda_broadcast *plan)
+{
+    if (n <= 0)
+        return cudaSuccess;
+    tide__cuda_broadcast p = plan_or_empty(plan);
+    bool flat = plan == NULL;
+    if (ints)
+        compare_kernel<int32_t><<<blocks_for(n), kThreads, 0, stream>>>(
+            mode, static_cast<const int32_t *>(a), static_cast<const int32_t *>(b), y, n, p, flat);
+    else
+        compare_kernel<float><<<blocks_for(n), kThreads, 0, stream>>>(
+            mode, static_cast<const float *>(a), static_cast<const float *>(b), y, n, p, flat);
+    return cudaGetLastError();
+}
+
+cudaError_t tide__cuda_launch_select(cudaStream_t stream, const float *cond, const float *x,
+                                     const float *y, float *out, int64_t n,
+                                     const struct tide__cuda_broadcast *plan)
+{
+    if (n <= 0)
+        return cudaSuccess;
+    select_kernel<<<blocks_for(n), kThreads, 0, stream>>>(cond, x, y, out, n, plan_or_empty(plan),
+                                                          plan == NULL);
     return cudaGetLastError();
 }
 
