@@ -68,6 +68,13 @@ _Static_assert(TIDE_BUILDER_MAX_NAME == TIDE_MAX_NAME, "a builder name is a grap
 _Static_assert((int)TIDE_DT_FLOAT32 == (int)TIDE_DTYPE_FLOAT32 &&
                    (int)TIDE_DT_INT32 == (int)TIDE_DTYPE_INT32,
                "the builder's dtypes are the graph's");
+_Static_assert((int)TIDE_COMPARE_EQUAL == (int)TIDE_COMPARISON_EQUAL &&
+                   (int)TIDE_COMPARE_NOT_EQUAL == (int)TIDE_COMPARISON_NOT_EQUAL &&
+                   (int)TIDE_COMPARE_LESS == (int)TIDE_COMPARISON_LESS &&
+                   (int)TIDE_COMPARE_LESS_EQUAL == (int)TIDE_COMPARISON_LESS_EQUAL &&
+                   (int)TIDE_COMPARE_GREATER == (int)TIDE_COMPARISON_GREATER &&
+                   (int)TIDE_COMPARE_GREATER_EQUAL == (int)TIDE_COMPARISON_GREATER_EQUAL,
+               "the builder's comparisons are the graph's");
 
 /*
  * The limits under which the builder infers: no node count (the daemon's is
@@ -142,6 +149,11 @@ enum op_id {
     OP_SCALE,
     OP_BROADCAST_TO,
     OP_ERF,
+
+    /* masks computed from data (Cast, Compare, Select) */
+    OP_CAST,
+    OP_COMPARE,
+    OP_SELECT,
 };
 
 /* An op: its graph op (graph/ops.def, which gives its wire name) and its automatic names' stem. */
@@ -208,6 +220,11 @@ static const struct op_spec op_specs[] = {
     [OP_SCALE] = {TIDE_OP_SCALE, "scale"},
     [OP_BROADCAST_TO] = {TIDE_OP_BROADCAST_TO, "broadcast_to"},
     [OP_ERF] = {TIDE_OP_ERF, "erf"},
+
+    /* masks computed from data (Cast, Compare, Select) */
+    [OP_CAST] = {TIDE_OP_CAST, "cast"},
+    [OP_COMPARE] = {TIDE_OP_COMPARE, "compare"},
+    [OP_SELECT] = {TIDE_OP_SELECT, "select"},
 };
 
 /* The wire name of op ("MatMul"). */
@@ -1543,6 +1560,39 @@ tide_ref tide_builder_max(tide_builder *b, const char *name, tide_ref x, tide_re
 tide_ref tide_builder_min(tide_builder *b, const char *name, tide_ref x, tide_ref y)
 {
     return binary(b, OP_MIN, name, "x", x, "y", y);
+}
+
+/* ============================================================================
+ * Masks computed from data: Cast, Compare, Select
+ * ========================================================================== */
+
+tide_ref tide_builder_cast(tide_builder *b, const char *name, tide_ref x, enum tide_data_type to)
+{
+    struct call c;
+    if (!begin(b, &c, OP_CAST, name) || !input(&c, 0, "x", x))
+        return TIDE_REF_NONE;
+    attr_int(&c, "to", (int64_t)to);
+    return finish(&c);
+}
+
+tide_ref tide_builder_compare(tide_builder *b, const char *name, tide_ref x, tide_ref y,
+                              enum tide_compare_mode mode)
+{
+    struct call c;
+    if (!begin(b, &c, OP_COMPARE, name) || !input(&c, 0, "x", x) || !input(&c, 1, "y", y))
+        return TIDE_REF_NONE;
+    attr_int(&c, "mode", (int64_t)mode);
+    return finish(&c);
+}
+
+tide_ref tide_builder_select(tide_builder *b, const char *name, tide_ref cond, tide_ref x,
+                             tide_ref y)
+{
+    struct call c;
+    if (!begin(b, &c, OP_SELECT, name) || !input(&c, 0, "cond", cond) || !input(&c, 1, "x", x) ||
+        !input(&c, 2, "y", y))
+        return TIDE_REF_NONE;
+    return finish(&c);
 }
 
 /* ============================================================================

@@ -2031,6 +2031,97 @@ static void test_builder_math_ops(void **state)
     tide_builder_free(b);
 }
 
+/* ---- Masks computed from data (Cast, Compare, Select) ---- */
+
+/*
+ * Cast, Compare and Select through the builder: dtypes and broadcast shapes
+ * inferred as the daemon does, "to" and "mode" on the wire as the enums'
+ * numbers, a graph the daemon imports; bad values refused in its words.
+ */
+static void test_builder_masks(void **state)
+{
+    (void)state;
+    tide_builder *b = tide_builder_new();
+    tide_ref ids = tide_builder_placeholder(b, "ids", TIDE_DT_INT32, 2, (int64_t[]){2, 5});
+    tide_ref scores = tide_builder_placeholder(b, "scores", TIDE_DT_FLOAT32, 4,
+                                               (int64_t[]){2, 3, 5, 5});
+    tide_ref zero = tide_builder_constant(b, "zero", TIDE_DT_INT32, 0, NULL, (int32_t[]){0});
+    tide_ref keep = tide_builder_compare(b, "keep", ids, zero, TIDE_COMPARE_NOT_EQUAL);
+    tide_ref mask = tide_builder_reshape(b, "mask", keep, 4, (int64_t[]){2, 1, 1, 5});
+    tide_ref ninf =
+        tide_builder_constant(b, "ninf", TIDE_DT_FLOAT32, 0, NULL, (float[]){-INFINITY});
+    tide_ref masked = tide_builder_select(b, "masked", mask, scores, ninf);
+    tide_ref as_float = tide_builder_cast(b, NULL, ids, TIDE_DT_FLOAT32);
+    tide_ref as_int = tide_builder_cast(b, "as_int", scores, TIDE_DT_INT32);
+    tide_ref ge = tide_builder_compare(b, NULL, as_float, mask, TIDE_COMPARE_GREATER_EQUAL);
+    assert_null(tide_builder_error(b));
+    expect_shape(b, keep, 2, (int64_t[]){2, 5});
+    assert_int_equal(tide_builder_dtype(b, keep), TIDE_DT_FLOAT32);
+    expect_shape(b, masked, 4, (int64_t[]){2, 3, 5, 5});
+    expect_shape(b, as_float, 2, (int64_t[]){2, 5});
+    assert_int_equal(tide_builder_dtype(b, as_float), TIDE_DT_FLOAT32);
+    assert_int_equal(tide_builder_dtype(b, as_int), TIDE_DT_INT32);
+    expect_shape(b, ge, 4, (int64_t[]){2, 1, 2, 5}); /* [2, 5] against [2, 1, 1, 5] */
+    assert_string_equal(tide_builder_name(b, as_float), "cast_0");
+    assert_string_equal(tide_builder_name(b, ge), "compare_0");
+
+    Tide__V1__Graph *g = roundtrip(b);
+    check_against_op_table(g);
+    const Tide__V1__Node *n = node_named(g, "keep");
+    assert_string_equal(n->op, "Compare");
+    assert_int_equal(n->n_inputs, 2);
+    assert_string_equal(n->inputs[0], "ids");
+    assert_string_equal(n->inputs[1], "zero");
+    assert_int_equal(attr_of(n, "mode")->i, TIDE_COMPARE_NOT_EQUAL);
+    assert_int_equal(attr_of(node_named(g, "compare_0"), "mode")->i, 5);
+    n = node_named(g, "masked");
+    assert_string_equal(n->op, "Select");
+    assert_int_equal(n->n_inputs, 3);
+    assert_string_equal(n->inputs[0], "mask");
+    assert_string_equal(n->inputs[1], "scores");
+    assert_string_equal(n->inputs[2], "ninf");
+    assert_int_equal(n->n_attrs, 0);
+    n = node_named(g, "as_int");
+    assert_string_equal(n->op, "Cast");
+    assert_int_equal(attr_of(n, "to")->i, 2);
+    assert_int_equal(attr_of(node_named(g, "cast_0"), "to")->i, 1);
+    struct tide_graph *imported = NULL;
+    struct tide_error err = {0};
+    if (tide_graph_import_message(g, NULL, &imported, &err) != TIDE_OK)
+        fail_msg("import: %s", err.message);
+    tide_graph_free(imported);
+    tide__v1__graph__free_unpacked(g, NULL);
+    tide_builder_free(b);
+
+    /* Refusals, in the daemon's words. */
+    b = tide_builder_new();
+    tide_ref x = tide_builder_placeholder(b, "x", TIDE_DT_FLOAT32, 1, (int64_t[]){4});
+    assert_int_equal(tide_builder_cast(b, "c", x, (enum tide_data_type)7).id, -1);
+    assert_contains(tide_builder_error(b),
+                    "node \"c\" (Cast): attribute \"to\" is 7, wants 1 (float32) or 2 (int32)");
+    tide_builder_free(b);
+    b = tide_builder_new();
+    x = tide_builder_placeholder(b, "x", TIDE_DT_FLOAT32, 1, (int64_t[]){4});
+    assert_int_equal(tide_builder_compare(b, "m", x, x, (enum tide_compare_mode)6).id, -1);
+    assert_contains(tide_builder_error(b), "node \"m\" (Compare): attribute \"mode\" is 6, wants 0 "
+                                           "to 5");
+    tide_builder_free(b);
+    b = tide_builder_new();
+    x = tide_builder_placeholder(b, "x", TIDE_DT_FLOAT32, 1, (int64_t[]){4});
+    tide_ref l = tide_builder_placeholder(b, "l", TIDE_DT_INT32, 1, (int64_t[]){4});
+    assert_int_equal(tide_builder_compare(b, "m", x, l, TIDE_COMPARE_EQUAL).id, -1);
+    assert_contains(tide_builder_error(b), "node \"m\" (Compare): input 0 (x) is float32 and input "
+                                           "1 (y) is int32");
+    tide_builder_free(b);
+    b = tide_builder_new();
+    x = tide_builder_placeholder(b, "x", TIDE_DT_FLOAT32, 1, (int64_t[]){4});
+    tide_ref y = tide_builder_placeholder(b, "y", TIDE_DT_FLOAT32, 1, (int64_t[]){3});
+    assert_int_equal(tide_builder_select(b, "s", x, x, y).id, -1);
+    assert_contains(tide_builder_error(b), "node \"s\" (Select): input shapes [4] (cond), [4] (x) "
+                                           "and [3] (y) do not broadcast");
+    tide_builder_free(b);
+}
+
 /* ---- Sequence-model ops: batched products and axis permutation (BatchMatMul, Transpose) ---- */
 
 /*
@@ -2329,6 +2420,7 @@ int main(void)
         cmocka_unit_test(test_model_lstm),
         /* element-wise math (Exp, Log, Div, Sqrt, Max, Min, Gelu) */
         cmocka_unit_test(test_builder_math_ops),
+        cmocka_unit_test(test_builder_masks),
 
         /* batched products and axis permutation (BatchMatMul, Transpose) */
         cmocka_unit_test(test_builder_batch_matmul_and_transpose),

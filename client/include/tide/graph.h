@@ -404,6 +404,54 @@ tide_ref tide_builder_div(tide_builder *b, const char *name, tide_ref x, tide_re
 tide_ref tide_builder_max(tide_builder *b, const char *name, tide_ref x, tide_ref y);
 tide_ref tide_builder_min(tide_builder *b, const char *name, tide_ref x, tide_ref y);
 
+/* ---- Masks computed from data (Cast, Compare, Select) ---- */
+
+/*
+ * tide has no bool tensors: a mask is float32, 1.0 where a condition holds
+ * and 0.0 elsewhere, made by tide_builder_compare and read by
+ * tide_builder_select (or multiplied in).
+ */
+
+/*
+ * Element-wise conversion of x (float32 or int32) to `to` (TIDE_DT_FLOAT32
+ * or TIDE_DT_INT32; any other value is refused). int32 -> float32 rounds to
+ * the nearest float (ties to even); float32 -> int32 truncates toward zero,
+ * saturating at INT32_MIN and INT32_MAX, and a NaN becomes 0; to x's own
+ * dtype it copies. Only a float32 -> float32 Cast passes a gradient (the
+ * identity); a path through int32 contributes none.
+ */
+tide_ref tide_builder_cast(tide_builder *b, const char *name, tide_ref x, enum tide_data_type to);
+
+/* The comparison a Compare node makes; the numbers are its "mode" attribute on the wire. */
+enum tide_compare_mode {
+    TIDE_COMPARE_EQUAL = 0,
+    TIDE_COMPARE_NOT_EQUAL,
+    TIDE_COMPARE_LESS,
+    TIDE_COMPARE_LESS_EQUAL,
+    TIDE_COMPARE_GREATER,
+    TIDE_COMPARE_GREATER_EQUAL,
+};
+
+/*
+ * 1.0f where `x mode y` holds, else 0.0f (float32), with NumPy broadcasting
+ * (as tide_builder_add). x and y must have one dtype, both float32 or both
+ * int32 (ints are compared as ints, exactly). A NaN compares false, but
+ * for TIDE_COMPARE_NOT_EQUAL, where it is true (IEEE 754). No gradient: the
+ * inputs get none through a Compare.
+ */
+tide_ref tide_builder_compare(tide_builder *b, const char *name, tide_ref x, tide_ref y,
+                              enum tide_compare_mode mode);
+
+/*
+ * x where cond is not 0 (a NaN cond too), else y; cond, x and y are
+ * float32 and broadcast together by NumPy rules. Values pass untouched
+ * (-inf and NaN included), so Select(mask, scores, -inf) masks attention
+ * scores. The gradient goes to x where cond holds and to y elsewhere
+ * (summed back over broadcast axes); cond gets none.
+ */
+tide_ref tide_builder_select(tide_builder *b, const char *name, tide_ref cond, tide_ref x,
+                             tide_ref y);
+
 /* ---- Sequence-model ops: batched products and axis permutation (BatchMatMul, Transpose) ---- */
 
 /*
