@@ -98,7 +98,8 @@ static bool is_dir(const char *path)
  * One case, in the child
  * ========================================================================== */
 
-/* A TensorProto's values as doubles (float, int32, int64); NULL with msg set otherwise. */
+/* A TensorProto's values as doubles (float, int32, int64, bool as 0 and 1); NULL with msg set
+ * otherwise. */
 static double *tensor_values(const Onnx__TensorProto *t, int64_t *count, bool *is_float, char *msg,
                              size_t msg_size)
 {
@@ -114,10 +115,11 @@ static double *tensor_values(const Onnx__TensorProto *t, int64_t *count, bool *i
     const uint8_t *raw = t->has_raw_data ? t->raw_data.data : NULL;
     size_t raw_len = t->has_raw_data ? t->raw_data.len : 0;
     *is_float = t->data_type == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT;
-    size_t width = t->data_type == ONNX__TENSOR_PROTO__DATA_TYPE__INT64 ? 8 : 4;
+    bool is_bool = t->data_type == ONNX__TENSOR_PROTO__DATA_TYPE__BOOL; /* raw: a byte each */
+    size_t width = t->data_type == ONNX__TENSOR_PROTO__DATA_TYPE__INT64 ? 8 : is_bool ? 1 : 4;
     if (t->data_type != ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT &&
         t->data_type != ONNX__TENSOR_PROTO__DATA_TYPE__INT32 &&
-        t->data_type != ONNX__TENSOR_PROTO__DATA_TYPE__INT64) {
+        t->data_type != ONNX__TENSOR_PROTO__DATA_TYPE__INT64 && !is_bool) {
         snprintf(msg, msg_size, "test data of element type %d", (int)t->data_type);
         free(out);
         return NULL;
@@ -137,6 +139,8 @@ static double *tensor_values(const Onnx__TensorProto *t, int64_t *count, bool *i
                 int64_t v;
                 memcpy(&v, raw + 8 * k, 8);
                 out[k] = (double)v;
+            } else if (is_bool) {
+                out[k] = raw[k] != 0;
             } else {
                 int32_t v;
                 memcpy(&v, raw + 4 * k, 4);
@@ -148,6 +152,8 @@ static double *tensor_values(const Onnx__TensorProto *t, int64_t *count, bool *i
             out[k] = (double)t->int64_data[k];
         } else if (!*is_float && width == 4 && (size_t)n == t->n_int32_data) {
             out[k] = t->int32_data[k];
+        } else if (is_bool && (size_t)n == t->n_int32_data) {
+            out[k] = t->int32_data[k] != 0;
         } else {
             snprintf(msg, msg_size, "test data holds fewer values than its shape");
             free(out);
@@ -258,15 +264,20 @@ static enum outcome run_data_set(struct tide_session *s, tide_builder *b,
             return FAIL;
         }
         int64_t count;
-        bool is_float;
+        bool is_float, want_bool = t->data_type == ONNX__TENSOR_PROTO__DATA_TYPE__BOOL;
         double *want = tensor_values(t, &count, &is_float, msg, msg_size);
         onnx__tensor_proto__free_unpacked(t, NULL);
         if (!want)
             return UNSUPPORTED;
+        /* A bool output is a float32 mask in tide, which the import marks as bool. */
         enum tide_data_type dt = tide_builder_dtype(b, io->outputs[k]);
-        if ((dt == TIDE_DT_FLOAT32) != is_float) {
+        bool got_bool = io->output_bool[k];
+        if (got_bool != want_bool || (!got_bool && (dt == TIDE_DT_FLOAT32) != is_float)) {
             snprintf(msg, msg_size, "output %d: dtype %s, want %s", (int)k,
-                     dt == TIDE_DT_FLOAT32 ? "float32" : "int32", is_float ? "float" : "integer");
+                     got_bool                  ? "bool (a float32 mask)"
+                     : dt == TIDE_DT_FLOAT32   ? "float32"
+                                               : "int32",
+                     want_bool ? "bool" : is_float ? "float" : "integer");
             free(want);
             return FAIL;
         }

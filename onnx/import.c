@@ -53,6 +53,7 @@ struct value {
     bool trainable; /* a float initializer that becomes a Variable */
     bool has_ref;   /* ref names the node holding it */
     tide_ref ref;
+    bool mask;      /* an ONNX bool tensor in the graph, held as float32 0 / 1 */
     const char *missing; /* not NULL: an output tide does not compute, and why */
 };
 
@@ -363,9 +364,18 @@ static int materialize(struct ctx *c, struct value *v)
         return failf(c, "input \"%s\" %s", v->name, v->missing);
     if (!v->known)
         return failf(c, "input \"%s\" has no value", v->name);
-    if (v->type == CONST_BOOL)
-        return failf(c, "\"%s\" is a bool tensor, which tide has no type for", v->name);
     int64_t n = numel(v->rank, v->dims); /* of data the import holds: it fits in memory */
+    if (v->type == CONST_BOOL) {
+        /* A bool constant in the graph is a mask: float32 0 / 1, as the comparisons give. */
+        float *f = malloc((size_t)(n > 0 ? n : 1) * sizeof(float));
+        if (!f)
+            return failf(c, "out of memory");
+        for (int64_t k = 0; k < n; k++)
+            f[k] = v->i[k] ? 1.0f : 0.0f;
+        free(v->f);
+        v->f = f;
+        v->mask = true;
+    }
     int32_t *data = NULL;
     if (v->type == CONST_INT) {
         data = n > 0 && (uint64_t)n < SIZE_MAX / sizeof(int32_t)
@@ -391,7 +401,7 @@ static int materialize(struct ctx *c, struct value *v)
     tide_ref r;
     if (data)
         r = tide_builder_constant(c->b, name, TIDE_DT_INT32, v->rank, v->dims, data);
-    else if (v->trainable)
+    else if (v->trainable && !v->mask)
         r = tide_builder_variable_value(c->b, name, v->rank, v->dims, v->f);
     else
         r = tide_builder_constant(c->b, name, TIDE_DT_FLOAT32, v->rank, v->dims, v->f);
@@ -490,6 +500,28 @@ static int set_out(struct ctx *c, size_t k, tide_ref r)
     v->ref = r;
     v->has_ref = true;
     return 0;
+}
+
+/* Output k of the current node gets r, which holds an ONNX bool tensor as float32 0 / 1. */
+static int set_out_mask(struct ctx *c, size_t k, tide_ref r)
+{
+    if (set_out(c, k, r) != 0)
+        return -1;
+    if (k < c->node->n_output && *c->node->output[k])
+        lookup(c, c->node->output[k])->mask = true;
+    return 0;
+}
+
+/* Input k, which must be bool, as a mask in the graph (a bool constant is put there as one). */
+static int mask_in(struct ctx *c, size_t k, tide_ref *out)
+{
+    struct value *v = in_value(c, k);
+    if (!v)
+        return -1;
+    if (v->known ? v->type != CONST_BOOL : !v->mask)
+        return failf(c, "input %zu (\"%s\") is not a bool tensor; %s takes bool inputs", k,
+                     v->name, c->node->op_type);
+    return in_ref(c, k, out);
 }
 
 /* Output k of the current node is a host constant; v takes ownership of data. */
@@ -788,8 +820,17 @@ static int op_shape(struct ctx *c)
     return 0;
 }
 
+static tide_ref scalar(struct ctx *c, float value);
+
+/* An int32 scalar Const. */
+static tide_ref int_scalar(struct ctx *c, int32_t value)
+{
+    return tide_builder_constant(c->b, NULL, TIDE_DT_INT32, 0, NULL, &value);
+}
+
 /* Casts between the types tide has: float32 <-> float32 and integer <-> integer are
- * no-ops on graph tensors; constants are converted on the host. */
+ * no-ops on graph tensors; float <-> integer is tide's Cast (truncating toward zero,
+ * saturating); to bool, a NotEqual of 0, a mask. Constants are converted on the host. */
 static int op_cast(struct ctx *c)
 {
     struct value *x = in_value(c, 0);
@@ -835,10 +876,15 @@ static int op_cast(struct ctx *c)
     if (in_ref(c, 0, &r) != 0)
         return -1;
     enum tide_data_type dt = tide_builder_dtype(c->b, r);
-    if (to_bool || (to_float && dt != TIDE_DT_FLOAT32) || (to_int && dt != TIDE_DT_INT32))
-        return failf(c, "a cast between float and integer tensors computed in the graph is not "
-                        "supported");
-    return set_out(c, 0, r);
+    if (to_bool) {
+        if (x->mask)
+            return set_out_mask(c, 0, r);
+        tide_ref zero = dt == TIDE_DT_FLOAT32 ? scalar(c, 0.0f) : int_scalar(c, 0);
+        return set_out_mask(c, 0, tide_builder_compare(c->b, NULL, r, zero, TIDE_COMPARE_NOT_EQUAL));
+    }
+    /* A mask cast to float is its 0 / 1 values; to an integer, they are converted. */
+    enum tide_data_type want = to_float ? TIDE_DT_FLOAT32 : TIDE_DT_INT32;
+    return set_out(c, 0, dt == want ? r : tide_builder_cast(c->b, NULL, r, want));
 }
 
 /* Gives output 0 a copy of the constant x's values in the shape rank, dims (as many elements).
@@ -1000,6 +1046,7 @@ enum binop {
     BIN_GREATER_EQUAL,
     BIN_AND,
     BIN_OR,
+    BIN_XOR,
 };
 
 static bool is_logical(enum binop op)
@@ -1023,6 +1070,8 @@ static bool logical(enum binop op, double x, double y)
         return x >= y;
     case BIN_AND:
         return x != 0 && y != 0;
+    case BIN_XOR:
+        return (x != 0) != (y != 0);
     default:
         return x != 0 || y != 0;
     }
@@ -1044,6 +1093,8 @@ static bool logical_i(enum binop op, int64_t x, int64_t y)
         return x >= y;
     case BIN_AND:
         return x != 0 && y != 0;
+    case BIN_XOR:
+        return (x != 0) != (y != 0);
     default:
         return x != 0 || y != 0;
     }
@@ -1200,6 +1251,37 @@ static int same_shapes(struct ctx *c)
     return 0;
 }
 
+/*
+ * A comparison or logical op on tensors in the graph: a mask, float32 0 / 1 (tide has no bool
+ * type). The comparisons are tide's Compare, of two float32 or two int32 tensors (int64
+ * compared as int32: tide's integers); And is Mul, Or is Max and Xor is NotEqual of the two
+ * masks, exact on 0 and 1.
+ */
+static int logical_refs(struct ctx *c, enum binop op, tide_ref x, tide_ref y)
+{
+    enum tide_data_type dx = tide_builder_dtype(c->b, x), dy = tide_builder_dtype(c->b, y);
+    if (dx != dy)
+        return failf(c, "inputs 0 and 1 are %s and %s tensors; %s compares two of one type",
+                     dx == TIDE_DT_FLOAT32 ? "float" : "integer",
+                     dy == TIDE_DT_FLOAT32 ? "float" : "integer", c->node->op_type);
+    static const enum tide_compare_mode modes[] = {
+        [BIN_EQUAL] = TIDE_COMPARE_EQUAL,
+        [BIN_LESS] = TIDE_COMPARE_LESS,
+        [BIN_GREATER] = TIDE_COMPARE_GREATER,
+        [BIN_LESS_EQUAL] = TIDE_COMPARE_LESS_EQUAL,
+        [BIN_GREATER_EQUAL] = TIDE_COMPARE_GREATER_EQUAL,
+        [BIN_XOR] = TIDE_COMPARE_NOT_EQUAL,
+    };
+    tide_ref r;
+    if (op == BIN_AND)
+        r = tide_builder_mul(c->b, NULL, x, y);
+    else if (op == BIN_OR)
+        r = tide_builder_max(c->b, NULL, x, y);
+    else
+        r = tide_builder_compare(c->b, NULL, x, y, modes[op]);
+    return set_out_mask(c, 0, r);
+}
+
 static int binary(struct ctx *c, enum binop op)
 {
     struct value *a = in_value(c, 0), *b = a ? in_value(c, 1) : NULL;
@@ -1213,13 +1295,16 @@ static int binary(struct ctx *c, enum binop op)
     /* Fold constants, but never an initializer that is to be trained. */
     if (a->known && b->known && !a->trainable && !b->trainable)
         return fold_binary(c, op, 0, a, &legacy_b);
-    if (is_logical(op))
-        return failf(c, "%s of tensors computed in the graph is not supported (tide has no "
-                        "bool tensors); only constant conditions are folded",
-                     c->node->op_type);
     tide_ref x, y;
-    if (in_ref(c, 0, &x) != 0 || in_ref(c, 1, &y) != 0)
+    bool bools = op == BIN_AND || op == BIN_OR || op == BIN_XOR;
+    if (bools ? mask_in(c, 0, &x) != 0 || mask_in(c, 1, &y) != 0
+              : in_ref(c, 0, &x) != 0 || in_ref(c, 1, &y) != 0)
         return -1;
+    if (is_logical(op)) {
+        if (legacy && legacy_b.rank != b->rank)
+            y = tide_builder_reshape(c->b, NULL, y, legacy_b.rank, legacy_b.dims);
+        return logical_refs(c, op, x, y);
+    }
     if (tide_builder_dtype(c->b, x) != TIDE_DT_FLOAT32 ||
         tide_builder_dtype(c->b, y) != TIDE_DT_FLOAT32)
         return failf(c, "integer arithmetic on tensors computed in the graph is not supported");
@@ -1307,16 +1392,24 @@ static int op_or(struct ctx *c)
 {
     return logical_binary(c, BIN_OR);
 }
+static int op_xor(struct ctx *c)
+{
+    return logical_binary(c, BIN_XOR);
+}
 
-/* Not: folded on a constant bool input; refused on tensors as And and Or are. */
+/* Not: folded on a constant bool input; on a mask, Equal to 0. */
 static int op_not(struct ctx *c)
 {
     struct value *x = in_value(c, 0);
     if (!x)
         return -1;
-    if (!x->known || x->trainable)
-        return failf(c, "Not of tensors computed in the graph is not supported (tide has no bool "
-                        "tensors); only constant conditions are folded");
+    if (!x->known) {
+        tide_ref r;
+        if (mask_in(c, 0, &r) != 0)
+            return -1;
+        return set_out_mask(c, 0,
+                            tide_builder_compare(c->b, NULL, r, scalar(c, 0.0f), TIDE_COMPARE_EQUAL));
+    }
     if (x->type == CONST_FLOAT)
         return failf(c, "input 0 (\"%s\") is a float constant; Not takes a bool input", x->name);
     struct value src = *x;
@@ -1435,7 +1528,6 @@ static int op_identity(struct ctx *c)
 }
 
 /* Pow with a constant exponent that tide computes exactly: 1, 2 (x * x) and 0.5 (Sqrt). */
-static tide_ref scalar(struct ctx *c, float value);
 
 /*
  * Pow with one constant exponent p. Integers up to 64 in magnitude multiply
@@ -1496,9 +1588,19 @@ static int op_where(struct ctx *c)
                  *y = x ? in_value(c, 2) : NULL;
     if (!y)
         return -1;
-    if (!cond->known)
-        return failf(c, "a condition computed in the graph is not supported (tide has no select "
-                        "op); only constant conditions, such as a causal mask, are folded");
+    if (!cond->known) {
+        /* A mask computed in the graph (a padding mask): tide's Select, which passes the
+         * chosen values as they are (-inf included). */
+        tide_ref rc, rx, ry;
+        if (mask_in(c, 0, &rc) != 0 || in_ref(c, 1, &rx) != 0 || in_ref(c, 2, &ry) != 0)
+            return -1;
+        if (tide_builder_dtype(c->b, rx) != TIDE_DT_FLOAT32 ||
+            tide_builder_dtype(c->b, ry) != TIDE_DT_FLOAT32)
+            return failf(c, "Where of integer tensors is supported only with a constant condition "
+                            "(tide's Select is float32)");
+        tide_ref r = tide_builder_select(c->b, NULL, rc, rx, ry);
+        return x->mask && y->mask ? set_out_mask(c, 0, r) : set_out(c, 0, r);
+    }
     if (cond->type == CONST_FLOAT) /* it holds no integers to read as bools */
         return failf(c, "the condition (input \"%s\") is a float constant; Where takes a bool "
                         "condition",
@@ -5269,6 +5371,7 @@ static const struct op_entry ops[] = {
     {"Unsqueeze", op_unsqueeze, 1, {1, 11, 13, 21, 23, 24, 25}},
     {"Upsample", op_upsample, 1, {1, 7, 9, 10}},
     {"Where", op_where, 9, {9, 16}},
+    {"Xor", op_xor, 1, {1, 7}},
 };
 
 static const struct op_entry *find_op(const char *name)
@@ -5299,6 +5402,32 @@ static int select_version(struct ctx *c, const struct op_entry *e)
  * The model
  * ========================================================================== */
 
+/*
+ * After node n: an op that moves or picks elements without computing on them gives bool
+ * outputs from a bool input (input 1 of Where with a constant condition, which selects with
+ * exact 0 / 1 arithmetic; input 0 of the others).
+ */
+static void carry_mask(struct ctx *c, const Onnx__NodeProto *n)
+{
+    static const char *const moving[] = {
+        "Concat",    "DepthToSpace", "Expand",    "Flatten", "Gather", "GatherElements",
+        "Identity",  "Reshape",      "Slice",     "SpaceToDepth", "Split", "Squeeze",
+        "Tile",      "Transpose",    "Unsqueeze", "Where",
+    };
+    size_t from = strcmp(n->op_type, "Where") == 0 ? 1 : 0;
+    bool moves = false;
+    for (size_t k = 0; k < sizeof(moving) / sizeof(moving[0]); k++)
+        moves = moves || strcmp(n->op_type, moving[k]) == 0;
+    struct value *x = moves && has_input(n, from) ? lookup(c, n->input[from]) : NULL;
+    if (!x || !x->mask)
+        return;
+    for (size_t k = 0; k < n->n_output; k++) {
+        struct value *v = *n->output[k] ? lookup(c, n->output[k]) : NULL;
+        if (v && !v->known)
+            v->mask = true;
+    }
+}
+
 static bool is_frozen(const struct tide_onnx_options *o, const char *name)
 {
     for (size_t k = 0; o && k < o->n_frozen; k++)
@@ -5315,13 +5444,16 @@ static int add_input(struct ctx *c, const Onnx__ValueInfoProto *in, tide_ref *ou
         return failf(c, "graph input \"%s\" is not a tensor", name);
     const Onnx__TypeProto__Tensor *t = in->type->tensor_type;
     enum tide_data_type dt;
-    if (t->elem_type == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT)
-        dt = TIDE_DT_FLOAT32;
+    bool is_bool = t->elem_type == ONNX__TENSOR_PROTO__DATA_TYPE__BOOL;
+    if (t->elem_type == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT || is_bool)
+        dt = TIDE_DT_FLOAT32; /* bool: a mask, fed as 0 / 1 */
     else if (t->elem_type == ONNX__TENSOR_PROTO__DATA_TYPE__INT32 ||
              t->elem_type == ONNX__TENSOR_PROTO__DATA_TYPE__INT64)
         dt = TIDE_DT_INT32;
     else
-        return failf(c, "graph input \"%s\" has element type %d; tide takes float, int32 and int64",
+        return failf(c,
+                     "graph input \"%s\" has element type %d; tide takes float, int32, int64 "
+                     "and bool",
                      name, (int)t->elem_type);
     if (!t->shape)
         return failf(c, "graph input \"%s\" has no shape; tide needs static shapes", name);
@@ -5354,6 +5486,7 @@ static int add_input(struct ctx *c, const Onnx__ValueInfoProto *in, tide_ref *ou
     struct value *v = define(c, name);
     v->ref = r;
     v->has_ref = true;
+    v->mask = is_bool;
     *out = r;
     return 0;
 }
@@ -5399,13 +5532,17 @@ static int import_model(struct ctx *c, const Onnx__ModelProto *m, struct tide_on
     }
     res->inputs = calloc(g->n_input ? g->n_input : 1, sizeof(tide_ref));
     res->outputs = calloc(g->n_output ? g->n_output : 1, sizeof(tide_ref));
-    if (!res->inputs || !res->outputs)
+    res->input_bool = calloc(g->n_input ? g->n_input : 1, sizeof(bool));
+    res->output_bool = calloc(g->n_output ? g->n_output : 1, sizeof(bool));
+    if (!res->inputs || !res->outputs || !res->input_bool || !res->output_bool)
         return failf(c, "out of memory");
     for (size_t k = 0; k < g->n_input; k++) {
         if (g->input[k]->name && lookup(c, g->input[k]->name))
             continue;
         if (add_input(c, g->input[k], &res->inputs[res->n_inputs]) != 0)
             return -1;
+        res->input_bool[res->n_inputs] =
+            lookup(c, g->input[k]->name ? g->input[k]->name : "")->mask;
         res->n_inputs++;
     }
     if (tide_builder_push_scope(c->b, "onnx") != 0)
@@ -5424,8 +5561,8 @@ static int import_model(struct ctx *c, const Onnx__ModelProto *m, struct tide_on
             rc = -1;
         else if (n->n_output == 0)
             rc = failf(c, "no outputs");
-        else if (check_output_names(c, n) == 0)
-            rc = e->fn(c);
+        else if (check_output_names(c, n) == 0 && (rc = e->fn(c)) == 0)
+            carry_mask(c, n);
         else
             rc = -1;
     }
@@ -5451,6 +5588,7 @@ static int import_model(struct ctx *c, const Onnx__ModelProto *m, struct tide_on
         tide_ref r = tide_builder_identity(c->b, tname, v->ref);
         if (check_builder(c, r) != 0)
             return -1;
+        res->output_bool[res->n_outputs] = v->mask;
         res->outputs[res->n_outputs++] = r;
     }
     res->opset = c->opset;
@@ -5503,6 +5641,8 @@ void tide_onnx_result_free(struct tide_onnx_result *result)
         return;
     free(result->inputs);
     free(result->outputs);
+    free(result->input_bool);
+    free(result->output_bool);
     for (int32_t k = 0; k < result->n_variables; k++) {
         free(result->variables[k].onnx_name);
         free(result->variables[k].name);

@@ -683,7 +683,8 @@ static void test_graph_inputs_refused(void **state)
     tide_test_onnx_node(m, "Relu", "act", TIDE_TEST_NAMES("x"), TIDE_TEST_NAMES("y"));
     tide_test_onnx_output(m, "y");
     import_fails(m, NULL,
-                 "graph input \"x\" has element type 11; tide takes float, int32 and int64");
+                 "graph input \"x\" has element type 11; tide takes float, int32, int64 and "
+                 "bool");
     tide_test_onnx_free(m);
 
     m = tide_test_onnx_new(13);
@@ -3512,14 +3513,13 @@ static void test_comparisons_fold(void **state)
     tide_test_onnx_output(m, "y");
     expect_values(m, (float[]){1, 2}, 2, 1, (int64_t[]){2}, (float[]){-1, 2}, 2);
 
-    /* Refusals: a tensor operand, a float operand of And, Not of a tensor. */
+    /* Refusals: operands of two types, a float operand of And, Not of a float tensor. */
     m = tide_test_onnx_new(13);
     tide_test_onnx_init_i(m, "b", 1, (int64_t[]){1}, (int64_t[]){0});
     one_node(m, "GreaterOrEqual", 1, (int64_t[]){4}, TIDE_TEST_NAMES("x", "b"));
     import_fails(m, NULL,
-                 "node n (GreaterOrEqual, opset 13): GreaterOrEqual of tensors computed in the "
-                 "graph is not supported (tide has no bool tensors); only constant conditions are "
-                 "folded");
+                 "node n (GreaterOrEqual, opset 13): inputs 0 and 1 are float and integer "
+                 "tensors; GreaterOrEqual compares two of one type");
     tide_test_onnx_free(m);
     m = tide_test_onnx_new(13);
     float_constant(m, "f", 1, (int64_t[]){1}, (float[]){1});
@@ -3537,8 +3537,201 @@ static void test_comparisons_fold(void **state)
     m = tide_test_onnx_new(13);
     one_node(m, "Not", 1, (int64_t[]){4}, TIDE_TEST_NAMES("x"));
     import_fails(m, NULL,
-                 "node n (Not, opset 13): Not of tensors computed in the graph is not supported "
-                 "(tide has no bool tensors); only constant conditions are folded");
+                 "node n (Not, opset 13): input 0 (\"x\") is not a bool tensor; Not takes bool "
+                 "inputs");
+    tide_test_onnx_free(m);
+}
+
+/*
+ * A padding mask computed from an int attention_mask input, as exporters write it: PyTorch's
+ * nn.MultiheadAttention (Equal to 0, Where of -inf and 0) and Hugging Face's (Cast to float,
+ * (1 - mask) * -10000), added to scores before Softmax. Masked positions get probability 0;
+ * the others the Softmax of the unmasked scores alone.
+ */
+static void test_padding_mask(void **state)
+{
+    (void)state;
+    static const float scores[8] = {0.5f, -1, 2, 3, 1, 0, 4, 5};
+    static const int32_t mask[8] = {1, 1, 1, 0, 1, 1, 0, 0};
+    float want[8] = {0};
+    for (int row = 0; row < 2; row++) {
+        double sum = 0;
+        for (int k = 0; k < 4; k++)
+            sum += mask[row * 4 + k] ? exp(scores[row * 4 + k]) : 0;
+        for (int k = 0; k < 4; k++)
+            want[row * 4 + k] = mask[row * 4 + k] ? (float)(exp(scores[row * 4 + k]) / sum) : 0;
+    }
+    for (int style = 0; style < 2; style++) {
+        struct tide_test_onnx *m = tide_test_onnx_new(14);
+        tide_test_onnx_input(m, "mask", ONNX__TENSOR_PROTO__DATA_TYPE__INT64, 2,
+                             (int64_t[]){2, 4}, -1);
+        float_constant(m, "scores", 2, (int64_t[]){2, 4}, scores);
+        if (style == 0) {
+            tide_test_onnx_init_i(m, "zero", 0, NULL, (int64_t[]){0});
+            float_constant(m, "ninf", 0, NULL, (float[]){-INFINITY});
+            float_constant(m, "fzero", 0, NULL, (float[]){0});
+            tide_test_onnx_node(m, "Equal", "eq", TIDE_TEST_NAMES("mask", "zero"),
+                                TIDE_TEST_NAMES("pad"));
+            tide_test_onnx_node(m, "Where", "w", TIDE_TEST_NAMES("pad", "ninf", "fzero"),
+                                TIDE_TEST_NAMES("bias"));
+        } else {
+            float_constant(m, "one", 0, NULL, (float[]){1});
+            float_constant(m, "big", 0, NULL, (float[]){-10000});
+            Onnx__NodeProto *n = tide_test_onnx_node(m, "Cast", "cast", TIDE_TEST_NAMES("mask"),
+                                                     TIDE_TEST_NAMES("maskf"));
+            tide_test_onnx_attr_i(m, n, "to", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT);
+            tide_test_onnx_node(m, "Sub", "sub", TIDE_TEST_NAMES("one", "maskf"),
+                                TIDE_TEST_NAMES("inv"));
+            tide_test_onnx_node(m, "Mul", "mul", TIDE_TEST_NAMES("inv", "big"),
+                                TIDE_TEST_NAMES("bias"));
+        }
+        tide_test_onnx_node(m, "Add", "add", TIDE_TEST_NAMES("scores", "bias"),
+                            TIDE_TEST_NAMES("s"));
+        Onnx__NodeProto *sm =
+            tide_test_onnx_node(m, "Softmax", "sm", TIDE_TEST_NAMES("s"), TIDE_TEST_NAMES("p"));
+        tide_test_onnx_attr_i(m, sm, "axis", -1);
+        tide_test_onnx_output(m, "p");
+        struct tide_onnx_result r;
+        tide_builder *b = import_ok(m, NULL, &r);
+        assert_false(r.input_bool[0]);
+        assert_false(r.output_bool[0]);
+        float p[8];
+        run_forward(b, &r, mask, sizeof(mask), p, 8);
+        for (int k = 0; k < 8; k++) {
+            if (fabsf(p[k] - want[k]) > 1e-6f)
+                fail_msg("style %d: p[%d] is %.9g, want %.9g", style, k, p[k], want[k]);
+        }
+        tide_onnx_result_free(&r);
+        tide_builder_free(b);
+        tide_test_onnx_free(m);
+    }
+}
+
+/*
+ * Comparisons, And, Or, Xor, Not and Cast to bool on tensors give masks (float32 0 / 1), and a
+ * bool output says so; a Concat of masks is a mask. Cast float -> int truncates toward zero and
+ * saturates, as NumPy's astype does within int32.
+ */
+static void test_masks_on_tensors(void **state)
+{
+    (void)state;
+    static const float x[6] = {-2, -0.5f, 0, 0.5f, 2, 0.75f};
+    struct tide_test_onnx *m = tide_test_onnx_new(13);
+    tide_test_onnx_input(m, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 1, (int64_t[]){6}, -1);
+    float_constant(m, "zero", 0, NULL, (float[]){0});
+    float_constant(m, "one", 0, NULL, (float[]){1});
+    tide_test_onnx_node(m, "Greater", "gt", TIDE_TEST_NAMES("x", "zero"), TIDE_TEST_NAMES("a"));
+    tide_test_onnx_node(m, "Less", "lt", TIDE_TEST_NAMES("x", "one"), TIDE_TEST_NAMES("b"));
+    tide_test_onnx_node(m, "And", "and", TIDE_TEST_NAMES("a", "b"), TIDE_TEST_NAMES("c0"));
+    tide_test_onnx_node(m, "Not", "not", TIDE_TEST_NAMES("a"), TIDE_TEST_NAMES("na"));
+    tide_test_onnx_node(m, "Or", "or", TIDE_TEST_NAMES("na", "b"), TIDE_TEST_NAMES("c1"));
+    tide_test_onnx_node(m, "Xor", "xor", TIDE_TEST_NAMES("a", "b"), TIDE_TEST_NAMES("c2"));
+    Onnx__NodeProto *n =
+        tide_test_onnx_node(m, "Cast", "tobool", TIDE_TEST_NAMES("x"), TIDE_TEST_NAMES("c3"));
+    tide_test_onnx_attr_i(m, n, "to", ONNX__TENSOR_PROTO__DATA_TYPE__BOOL);
+    n = tide_test_onnx_node(m, "Concat", "cat", TIDE_TEST_NAMES("c0", "c1", "c2", "c3"),
+                            TIDE_TEST_NAMES("y"));
+    tide_test_onnx_attr_i(m, n, "axis", 0);
+    tide_test_onnx_output(m, "y");
+    struct tide_onnx_result r;
+    tide_builder *b = import_ok(m, NULL, &r);
+    assert_true(r.output_bool[0]);
+    assert_false(r.input_bool[0]);
+    /* a = x > 0: 000111; b = x < 1: 111101. */
+    static const float want[24] = {0, 0, 0, 1, 0, 1,  /* a and b */
+                                   1, 1, 1, 1, 0, 1,  /* (not a) or b */
+                                   1, 1, 1, 0, 1, 0,  /* a xor b */
+                                   1, 1, 0, 1, 1, 1}; /* x != 0 */
+    float y[24];
+    run_forward(b, &r, x, sizeof(x), y, 24);
+    for (int k = 0; k < 24; k++)
+        assert_float_equal(y[k], want[k], 0);
+    tide_onnx_result_free(&r);
+    tide_builder_free(b);
+    tide_test_onnx_free(m);
+
+    /* Cast to int64 and back. */
+    static const float big[6] = {-2.75f, -0.5f, 0.5f, 2.75f, 3e9f, -3e9f};
+    m = tide_test_onnx_new(13);
+    tide_test_onnx_input(m, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 1, (int64_t[]){6}, -1);
+    n = tide_test_onnx_node(m, "Cast", "toint", TIDE_TEST_NAMES("x"), TIDE_TEST_NAMES("i"));
+    tide_test_onnx_attr_i(m, n, "to", ONNX__TENSOR_PROTO__DATA_TYPE__INT64);
+    n = tide_test_onnx_node(m, "Cast", "tofloat", TIDE_TEST_NAMES("i"), TIDE_TEST_NAMES("y"));
+    tide_test_onnx_attr_i(m, n, "to", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT);
+    tide_test_onnx_output(m, "y");
+    expect_values(m, big, 6, 1, (int64_t[]){6},
+                  (float[]){-2, 0, 0, 2, 2147483648.0f, -2147483648.0f}, 6);
+
+    /* A bool graph input is a float32 Placeholder fed 0 and 1. */
+    m = tide_test_onnx_new(13);
+    tide_test_onnx_input(m, "c", ONNX__TENSOR_PROTO__DATA_TYPE__BOOL, 1, (int64_t[]){4}, -1);
+    float_constant(m, "p", 1, (int64_t[]){4}, (float[]){1, 2, 3, 4});
+    float_constant(m, "q", 1, (int64_t[]){4}, (float[]){-1, -2, -3, -4});
+    tide_test_onnx_node(m, "Where", "w", TIDE_TEST_NAMES("c", "p", "q"), TIDE_TEST_NAMES("y"));
+    tide_test_onnx_output(m, "y");
+    b = import_ok(m, NULL, &r);
+    assert_true(r.input_bool[0]);
+    assert_false(r.output_bool[0]);
+    run_forward(b, &r, (float[]){1, 0, 0, 1}, 4 * sizeof(float), y, 4);
+    static const float picked[4] = {1, -2, -3, 4};
+    for (int k = 0; k < 4; k++)
+        assert_float_equal(y[k], picked[k], 0);
+    tide_onnx_result_free(&r);
+    tide_builder_free(b);
+    tide_test_onnx_free(m);
+
+    /* Refusals: a float tensor where bools go, integer sides of a computed Where, operands of
+     * two types. */
+    m = tide_test_onnx_new(13);
+    one_node(m, "And", 1, (int64_t[]){4}, TIDE_TEST_NAMES("x", "x"));
+    import_fails(m, NULL, "node n (And, opset 13): input 0 (\"x\") is not a bool tensor; And "
+                          "takes bool inputs");
+    tide_test_onnx_free(m);
+    m = tide_test_onnx_new(13);
+    tide_test_onnx_input(m, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 1, (int64_t[]){4}, -1);
+    float_constant(m, "zero", 0, NULL, (float[]){0});
+    tide_test_onnx_init_i(m, "i", 1, (int64_t[]){4}, (int64_t[]){1, 2, 3, 4});
+    tide_test_onnx_node(m, "Greater", "gt", TIDE_TEST_NAMES("x", "zero"), TIDE_TEST_NAMES("c"));
+    tide_test_onnx_node(m, "Where", "n", TIDE_TEST_NAMES("c", "i", "i"), TIDE_TEST_NAMES("y"));
+    tide_test_onnx_output(m, "y");
+    import_fails(m, NULL, "node n (Where, opset 13): Where of integer tensors is supported only "
+                          "with a constant condition (tide's Select is float32)");
+    tide_test_onnx_free(m);
+    m = tide_test_onnx_new(13);
+    tide_test_onnx_input(m, "x", ONNX__TENSOR_PROTO__DATA_TYPE__INT64, 1, (int64_t[]){4}, -1);
+    float_constant(m, "f", 0, NULL, (float[]){0});
+    tide_test_onnx_node(m, "Equal", "n", TIDE_TEST_NAMES("x", "f"), TIDE_TEST_NAMES("y"));
+    tide_test_onnx_output(m, "y");
+    import_fails(m, NULL, "node n (Equal, opset 13): inputs 0 and 1 are integer and float "
+                          "tensors; Equal compares two of one type");
+    tide_test_onnx_free(m);
+}
+
+/*
+ * One SGD step through Where with a condition computed from a Variable: y = Where(x w > 0,
+ * x w, -w), loss mean(y^2). The condition passes no gradient; each side gets dy where it
+ * was chosen. x = [1, -2, 3, 0.5], w = [0.5, 0.25, -1, 2]: x w = [0.5, -0.5, -3, 1], so
+ * y = [0.5, -0.25, 1, 1], dL/dy = y / 2, dL/dw = [0.25 * 1, -0.125 * -1, 0.5 * -1,
+ * 0.5 * 0.5] and w - 0.1 dL/dw = [0.475, 0.2375, -0.95, 1.975].
+ */
+static void test_where_computed_trains(void **state)
+{
+    (void)state;
+    struct tide_test_onnx *m = tide_test_onnx_new(13);
+    tide_test_onnx_input(m, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 1, (int64_t[]){4}, -1);
+    tide_test_onnx_init_f(m, "w", 1, (int64_t[]){4}, (float[]){0.5f, 0.25f, -1, 2});
+    float_constant(m, "zero", 0, NULL, (float[]){0});
+    tide_test_onnx_node(m, "Mul", "xw", TIDE_TEST_NAMES("x", "w"), TIDE_TEST_NAMES("xw"));
+    tide_test_onnx_node(m, "Greater", "gt", TIDE_TEST_NAMES("xw", "zero"), TIDE_TEST_NAMES("c"));
+    tide_test_onnx_node(m, "Neg", "neg", TIDE_TEST_NAMES("w"), TIDE_TEST_NAMES("nw"));
+    tide_test_onnx_node(m, "Where", "where", TIDE_TEST_NAMES("c", "xw", "nw"),
+                        TIDE_TEST_NAMES("y"));
+    tide_test_onnx_output(m, "y");
+    float w[4];
+    train_one_step(m, (float[]){1, -2, 3, 0.5f}, 4 * sizeof(float), "w", w, 4);
+    static const float want[4] = {0.475f, 0.2375f, -0.95f, 1.975f};
+    for (int k = 0; k < 4; k++)
+        assert_float_equal(w[k], want[k], 1e-6);
     tide_test_onnx_free(m);
 }
 
@@ -3697,6 +3890,9 @@ int main(void)
         cmocka_unit_test(test_tile),
         cmocka_unit_test(test_depth_space),
         cmocka_unit_test(test_comparisons_fold),
+        cmocka_unit_test(test_padding_mask),
+        cmocka_unit_test(test_masks_on_tensors),
+        cmocka_unit_test(test_where_computed_trains),
         cmocka_unit_test(test_reduce_prod),
         cmocka_unit_test(test_bad_bytes),
     };

@@ -93,6 +93,13 @@ struct tide_onnx_result {
     int32_t n_inputs;
     tide_ref *outputs; /* malloc'd: the Identity nodes named after the graph outputs */
     int32_t n_outputs;
+    /*
+     * malloc'd, n_inputs and n_outputs long: true where the ONNX tensor is bool. tide has no
+     * bool type: such an input is a float32 Placeholder fed 0 and 1, such an output a float32
+     * mask of 0 and 1 (comparisons, And, Or, Not, Xor and bool Casts compute them).
+     */
+    bool *input_bool;
+    bool *output_bool;
     int64_t opset; /* the model's opset of the default domain */
     struct tide_onnx_variable *variables; /* malloc'd: the Variables made, in the order made */
     int32_t n_variables;
