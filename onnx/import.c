@@ -3120,9 +3120,39 @@ static int op_gather(struct ctx *c)
             free(outv == data ? src.f : sid.f), free(outv == data ? src.i : sid.i);
         return v ? 0 : -1;
     }
+    if (axis != 0 && ids->known && numel(ri, di) > 0) {
+        /* Constant indices along another axis (x[:, 0], a classifier's first token): the
+         * axis's rows picked by gather_axis, then the indices' shape in the axis's place. */
+        int64_t n_ids = numel(ri, di), out[MAX_RANK];
+        if (n_ids > INT32_MAX)
+            return failf(c, "%" PRId64 " indices are more than the import folds", n_ids);
+        int32_t *sel = malloc((size_t)n_ids * sizeof(int32_t)), ro = 0;
+        if (!sel)
+            return failf(c, "out of memory");
+        for (int64_t k = 0; k < n_ids; k++) {
+            if (ids->i[k] < -dims[axis] || ids->i[k] >= dims[axis]) {
+                free(sel);
+                return failf(c, "index %" PRId64 " is out of range for size %" PRId64,
+                             ids->i[k], dims[axis]);
+            }
+            sel[k] = (int32_t)(ids->i[k] < 0 ? ids->i[k] + dims[axis] : ids->i[k]);
+        }
+        for (int32_t a = 0; a < axis; a++)
+            out[ro++] = dims[a];
+        for (int32_t a = 0; a < ri; a++)
+            out[ro++] = di[a];
+        for (int32_t a = (int32_t)axis + 1; a < rank; a++)
+            out[ro++] = dims[a];
+        tide_ref x;
+        int rc = float_in(c, 0, &x) != 0 ||
+                 gather_axis(c, &x, rank, dims, (int32_t)axis, n_ids, 1, sel, NULL) != 0;
+        free(sel);
+        return rc ? -1 : set_out(c, 0, tide_builder_reshape(c->b, NULL, x, ro, out));
+    }
     if (axis != 0)
         return failf(c,
-                     "axis %" PRId64 " on a tensor computed in the graph is not supported (only 0)",
+                     "axis %" PRId64 " with indices computed in the graph is not supported (only "
+                     "0)",
                      axis);
     tide_ref table, idx;
     if (float_in(c, 0, &table) != 0)

@@ -3708,6 +3708,45 @@ static void test_masks_on_tensors(void **state)
 }
 
 /*
+ * Gather along an axis other than 0 with constant indices (BERT's x[:, 0]): a scalar index
+ * drops the axis, a list takes its place; one SGD step reaches only the picked column.
+ */
+static void test_gather_axis_constant_ids(void **state)
+{
+    (void)state;
+    float x[24];
+    for (int k = 0; k < 24; k++)
+        x[k] = (float)k;
+    struct tide_test_onnx *m = tide_test_onnx_new(13);
+    tide_test_onnx_init_i(m, "i", 0, NULL, (int64_t[]){-3});
+    Onnx__NodeProto *n = one_node(m, "Gather", 3, (int64_t[]){2, 3, 4}, TIDE_TEST_NAMES("x", "i"));
+    tide_test_onnx_attr_i(m, n, "axis", 1);
+    expect_values(m, x, 24, 2, (int64_t[]){2, 4}, (float[]){0, 1, 2, 3, 12, 13, 14, 15}, 8);
+    m = tide_test_onnx_new(13);
+    tide_test_onnx_init_i(m, "i", 1, (int64_t[]){2}, (int64_t[]){2, 0});
+    n = one_node(m, "Gather", 3, (int64_t[]){2, 3, 4}, TIDE_TEST_NAMES("x", "i"));
+    tide_test_onnx_attr_i(m, n, "axis", -1);
+    expect_values(m, x, 24, 3, (int64_t[]){2, 3, 2},
+                  (float[]){2, 0, 6, 4, 10, 8, 14, 12, 18, 16, 22, 20}, 12);
+
+    /* x [2, 3] times w, column 1 picked: y = [2, 1.25], dL/dw there y * x = [4, 6.25]. */
+    m = tide_test_onnx_new(13);
+    tide_test_onnx_input(m, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 2, (int64_t[]){2, 3}, -1);
+    tide_test_onnx_init_f(m, "w", 2, (int64_t[]){2, 3}, (float[]){0.5f, 1, -1, 2, 0.25f, 3});
+    tide_test_onnx_init_i(m, "i", 1, (int64_t[]){1}, (int64_t[]){1});
+    tide_test_onnx_node(m, "Mul", "xw", TIDE_TEST_NAMES("x", "w"), TIDE_TEST_NAMES("xw"));
+    n = tide_test_onnx_node(m, "Gather", "g", TIDE_TEST_NAMES("xw", "i"), TIDE_TEST_NAMES("y"));
+    tide_test_onnx_attr_i(m, n, "axis", 1);
+    tide_test_onnx_output(m, "y");
+    float w[6];
+    train_one_step(m, (float[]){1, 2, 3, 4, 5, 6}, 6 * sizeof(float), "w", w, 6);
+    static const float want[6] = {0.5f, 0.6f, -1, 2, -0.375f, 3};
+    for (int k = 0; k < 6; k++)
+        assert_float_equal(w[k], want[k], 1e-6);
+    tide_test_onnx_free(m);
+}
+
+/*
  * One SGD step through Where with a condition computed from a Variable: y = Where(x w > 0,
  * x w, -w), loss mean(y^2). The condition passes no gradient; each side gets dy where it
  * was chosen. x = [1, -2, 3, 0.5], w = [0.5, 0.25, -1, 2]: x w = [0.5, -0.5, -3, 1], so
@@ -3893,6 +3932,7 @@ int main(void)
         cmocka_unit_test(test_padding_mask),
         cmocka_unit_test(test_masks_on_tensors),
         cmocka_unit_test(test_where_computed_trains),
+        cmocka_unit_test(test_gather_axis_constant_ids),
         cmocka_unit_test(test_reduce_prod),
         cmocka_unit_test(test_bad_bytes),
     };
