@@ -165,6 +165,17 @@ static const struct example gpt = {
     .losses = {5.7855963706970215, 5.689533710479736, 5.691288948059082},
 };
 
+/* A padded-text classifier: its attention and pooling masks are computed from the tokens
+ * (Equal, Not, Where of -inf, Cast), as an exported BERT computes them from attention_mask. */
+static const struct example textclf = {
+    .model = "textclf.onnx",
+    .inputs = "textclf_tokens.npy",
+    .labels = "textclf_labels.npy",
+    .float_inputs = false,
+    .lr = 0.05f,
+    .losses = {1.4648630619049072, 1.4208770990371704, 1.312800645828247},
+};
+
 /* The session's plan at the smallest budget that fits, which swaps; its report checked. */
 static struct tide_session *swapping_session(const struct tide_onnx_training *t,
                                              const struct tide_train_options *train)
@@ -389,6 +400,12 @@ static void test_gpt_matches_pytorch(void **state)
     train_example(&gpt);
 }
 
+static void test_textclf_matches_pytorch(void **state)
+{
+    (void)state;
+    train_example(&textclf);
+}
+
 /*
  * The GPT's masks are buffers, frozen by name as Consts. Left trainable they
  * are Variables that count as parameters but take no gradient: they reach
@@ -545,6 +562,7 @@ int main(void)
         cmocka_unit_test(test_unet_matches_pytorch),
         cmocka_unit_test(test_mobilenet_matches_pytorch),
         cmocka_unit_test(test_gpt_matches_pytorch),
+        cmocka_unit_test(test_textclf_matches_pytorch),
         cmocka_unit_test(test_frozen_buffers),
         cmocka_unit_test(test_refusals),
     };

@@ -20,7 +20,8 @@ The batches are the rows [i * batch, (i + 1) * batch) of the input and label
 Writes, next to this script (or under --out):
   cnn.onnx, cnn_images.npy (float32 [24, 1, 28, 28]), cnn_labels.npy
   (int64 [24]); gpt.onnx, gpt_tokens.npy (int64 [12, 32]), gpt_labels.npy
-  (int64 [12, 32]); reference.json.
+  (int64 [12, 32]); textclf.onnx, textclf_tokens.npy (int64 [12, 32], padded
+  with 0), textclf_labels.npy (int64 [12]); reference.json.
 
 Run by hand, not by CI, on Debian 12:
   apt-get install --no-install-recommends python3-torch python3-onnx
@@ -223,6 +224,33 @@ class SmallGPT(nn.Module):
         return self.lm_head(self.ln_f(x))
 
 
+class PaddedTextClassifier(nn.Module):
+    """A classifier of byte strings padded with 0 to a fixed length, as a
+    BERT-style encoder reads them: token embedding plus learned positions,
+    one nn.TransformerEncoderLayer (post-LayerNorm, exact GELU, no dropout)
+    whose key_padding_mask is computed from the tokens (tokens == 0), and the
+    mean of the unpadded positions' features into a linear head. The masks are
+    computed in the graph from the input (Equal, Not, Where of -inf, Cast),
+    not constants: what an exported BERT does with its attention_mask."""
+
+    def __init__(self, vocab=256, seq=32, d_model=32, n_head=2, classes=4):
+        super().__init__()
+        self.wte = nn.Embedding(vocab, d_model)
+        self.wpe = nn.Embedding(seq, d_model)
+        self.enc = nn.TransformerEncoderLayer(d_model, n_head, 2 * d_model, dropout=0.0,
+                                              activation="gelu", batch_first=True)
+        self.head = nn.Linear(d_model, classes)
+
+    def forward(self, tokens):
+        b, t = tokens.size()
+        pos = torch.arange(0, t, dtype=torch.long, device=tokens.device)
+        x = self.wte(tokens) + self.wpe(pos)
+        pad = tokens == 0
+        x = self.enc(x, src_key_padding_mask=pad)
+        keep = (~pad).unsqueeze(-1).float()
+        return self.head((x * keep).sum(dim=1) / keep.sum(dim=1))
+
+
 # ---------------------------------------------------------------------------
 # Data
 # ---------------------------------------------------------------------------
@@ -260,6 +288,22 @@ def gpt_data(batches, batch, seq):
     buf = torch.tensor(list(text), dtype=torch.int64)
     tokens = torch.stack([buf[r * seq:r * seq + seq] for r in range(rows)])
     labels = torch.stack([buf[r * seq + 1:r * seq + seq + 1] for r in range(rows)])
+    return tokens, labels, text, files
+
+
+def padded_text_data(batches, batch, seq, classes):
+    """Row r: the corpus's bytes [r * seq, r * seq + n_r) with n_r = seq - (7 r
+    mod 13) (20 to 32 bytes), then zeros to seq (the corpus has no zero byte);
+    its label the count of spaces in those bytes, mod classes."""
+    rows = batches * batch
+    text, files = fortunes_bytes(rows * seq)
+    tokens = torch.zeros(rows, seq, dtype=torch.int64)
+    labels = torch.zeros(rows, dtype=torch.int64)
+    for r in range(rows):
+        n = seq - (7 * r) % 13
+        row = text[r * seq:r * seq + n]
+        tokens[r, :n] = torch.tensor(list(row), dtype=torch.int64)
+        labels[r] = row.count(b" ") % classes
     return tokens, labels, text, files
 
 
@@ -481,6 +525,17 @@ def onnx_forward(proto, feeds):
             out = [y if op == "Equal" else y.astype(x[0].dtype)]
         elif op == "Sqrt":
             out = [np.sqrt(x[0])]
+        elif op == "Not":
+            out = [np.logical_not(x[0])]
+        elif op == "Expand":
+            out = [x[0] * np.ones(tuple(int(i) for i in x[1]), dtype=x[0].dtype)]
+        elif op == "ReduceSum":
+            axes = tuple(int(i) for i in x[1]) if len(x) > 1 else None
+            out = [np.sum(x[0], axis=axes, keepdims=bool(a.get("keepdims", 1)))]
+        elif op == "Dropout":
+            if len(x) > 1 and x[1] is not None and float(x[1]) != 0.0:
+                raise NotImplementedError("Dropout: a nonzero ratio")
+            out = [x[0], np.ones(x[0].shape, dtype=bool)]
         elif op == "Erf":
             out = [_ERF(x[0]).astype(x[0].dtype)]
         elif op == "ReduceMean":
@@ -717,6 +772,50 @@ def main():
         "ops": op_counts(proto),
         "nodes": len(proto.graph.node),
         "model_seed": 1303,
+    }
+
+    # -- A padded-text classifier: masks computed from the tokens ----------------
+    batch, seq, classes, lr = 4, 32, 4, 0.05
+    torch.manual_seed(1308)
+    clf = PaddedTextClassifier(vocab=256, seq=seq, d_model=32, n_head=2, classes=classes)
+    tokens, labels, text, files = padded_text_data(steps, batch, seq, classes)
+    path = os.path.join(args.out, "textclf.onnx")
+    initial = copy.deepcopy(clf.state_dict())
+    proto = export(clf, tokens[:batch], "tokens", path)
+    clf.load_state_dict(initial)
+    init_names = check_initializers(proto, clf)
+    forward = check_forward(proto, clf, "tokens", tokens[:batch], labels[:batch])
+    np.save(os.path.join(args.out, "textclf_tokens.npy"), tokens.numpy())
+    np.save(os.path.join(args.out, "textclf_labels.npy"), labels.numpy())
+    losses, untrained = sgd_losses(clf, tokens, labels, batch, lr, steps)
+    reference["models"]["textclf"] = {
+        "file": "textclf.onnx",
+        "input": {"name": "tokens", "file": "textclf_tokens.npy", "dtype": "int64",
+                  "shape": list(tokens.shape), "batch_shape": [batch, seq],
+                  "content": (f"byte ids padded with 0: row r is bytes [r*{seq}, r*{seq}+n_r) "
+                              f"of the fortunes corpus with n_r = {seq} - (7 r mod 13), then "
+                              f"zeros (the first {len(text)} bytes, from {', '.join(files)}; "
+                              f"sha256 {hashlib.sha256(text).hexdigest()})")},
+        "labels": {"file": "textclf_labels.npy", "dtype": "int64", "shape": list(labels.shape),
+                   "content": f"the number of spaces in each row's bytes, mod {classes}"},
+        "output": "logits",
+        "output_shape": [batch, classes],
+        "batch": batch,
+        "config": {"vocab": 256, "seq": seq, "d_model": 32, "heads": 2, "layers": 1,
+                   "feedforward": 64, "norm": "post-LayerNorm (nn.TransformerEncoderLayer)",
+                   "gelu": "exact (erf)", "dropout": 0.0,
+                   "masks": "key_padding_mask = tokens == 0; mean over tokens != 0"},
+        "loss": "cross-entropy of logits against the class labels, mean over the batch",
+        "optimizer": {"name": "sgd", "lr": lr, "momentum": 0.0, "weight_decay": 0.0},
+        "losses": losses,
+        "losses_with_initial_weights": untrained,
+        "parameters": sum(p.numel() for p in clf.parameters()),
+        "initializers": init_names,
+        "buffers": [n for n in init_names if n not in dict(clf.named_parameters())],
+        "onnx_forward_check": forward,
+        "ops": op_counts(proto),
+        "nodes": len(proto.graph.node),
+        "model_seed": 1308,
     }
 
     for name, m in reference["models"].items():
