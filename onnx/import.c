@@ -3824,11 +3824,18 @@ static int op_reduce_min(struct ctx *c)
     return reduce_extreme(c, false);
 }
 
+/*
+ * ArgMax, ArgMin: TopK's index, the first on ties. With select_last_index,
+ * the last: the axis reversed (a Gather of constant indices), the first
+ * index j there, and n - 1 - j computed in float32 through Cast (exact while
+ * n <= 2^24, which is checked).
+ */
 static int arg_extreme(struct ctx *c, bool largest)
 {
     const Onnx__NodeProto *n = c->node;
-    if (attr_i(n, "select_last_index", 0) != 0)
-        return failf(c, "select_last_index 1 is not supported");
+    int64_t last = attr_i(n, "select_last_index", 0);
+    if (last != 0 && last != 1)
+        return failf(c, "select_last_index is %" PRId64 ", wants 0 or 1", last);
     tide_ref x;
     if (float_in(c, 0, &x) != 0)
         return -1;
@@ -3836,11 +3843,33 @@ static int arg_extreme(struct ctx *c, bool largest)
     int64_t dims[MAX_RANK], axis;
     if (ref_shape(c, x, &rank, dims) != 0 || norm_axis(c, attr_i(n, "axis", 0), rank, &axis) != 0)
         return -1;
+    int64_t len = dims[axis];
+    if (last) {
+        if (len > (1 << 24))
+            return failf(c,
+                         "select_last_index 1 over an axis of %" PRId64 " elements: tide counts "
+                         "the index back in float32, exact up to 16777216",
+                         len);
+        int32_t *rev = malloc((size_t)(len > 0 ? len : 1) * sizeof(int32_t));
+        if (!rev)
+            return failf(c, "out of memory");
+        for (int64_t k = 0; k < len; k++)
+            rev[k] = (int32_t)(len - 1 - k);
+        int rc = gather_axis(c, &x, rank, dims, (int32_t)axis, len, 1, rev, NULL);
+        free(rev);
+        if (rc != 0)
+            return -1;
+    }
     bool reduce[MAX_RANK] = {0};
     reduce[axis] = true;
     tide_ref index;
     if (select_one(c, x, reduce, largest, attr_i(n, "keepdims", 1) != 0, NULL, &index) != 0)
         return -1;
+    if (last) {
+        tide_ref j = tide_builder_cast(c->b, NULL, index, TIDE_DT_FLOAT32);
+        tide_ref from_end = tide_builder_sub(c->b, NULL, scalar(c, (float)(len - 1)), j);
+        index = tide_builder_cast(c->b, NULL, from_end, TIDE_DT_INT32);
+    }
     return set_out(c, 0, index);
 }
 

@@ -945,7 +945,11 @@ static void test_gru(void **state)
     }
 }
 
-/* ReduceMax, ReduceMin and ArgMax through TopK: ties give the first index, as NumPy's. */
+static Onnx__NodeProto *one_node(struct tide_test_onnx *m, const char *op, int32_t r,
+                                 const int64_t *d, const char *const *ins);
+
+/* ReduceMax, ReduceMin and ArgMax through TopK: ties give the first index, as NumPy's; with
+ * select_last_index 1, the last (row 0's two 3s: index 1, then 2). */
 static void test_reduce_max_and_arg_max(void **state)
 {
     (void)state;
@@ -961,20 +965,39 @@ static void test_reduce_max_and_arg_max(void **state)
     n = tide_test_onnx_node(m, "ArgMax", "argmax", TIDE_TEST_NAMES("x"), TIDE_TEST_NAMES("am"));
     tide_test_onnx_attr_i(m, n, "axis", 1);
     tide_test_onnx_node(m, "ReduceMin", "min", TIDE_TEST_NAMES("x"), TIDE_TEST_NAMES("mn"));
+    n = tide_test_onnx_node(m, "ArgMax", "argmax_last", TIDE_TEST_NAMES("x"),
+                            TIDE_TEST_NAMES("aml"));
+    tide_test_onnx_attr_i(m, n, "axis", -1);
+    tide_test_onnx_attr_i(m, n, "keepdims", 0);
+    tide_test_onnx_attr_i(m, n, "select_last_index", 1);
+    n = tide_test_onnx_node(m, "ArgMin", "argmin_last", TIDE_TEST_NAMES("x"),
+                            TIDE_TEST_NAMES("anl"));
+    tide_test_onnx_attr_i(m, n, "axis", 0);
+    tide_test_onnx_attr_i(m, n, "select_last_index", 1);
     tide_test_onnx_output(m, "mx");
     tide_test_onnx_output(m, "am");
     tide_test_onnx_output(m, "mn");
+    tide_test_onnx_output(m, "aml");
+    tide_test_onnx_output(m, "anl");
     struct tide_onnx_result r;
     tide_builder *b = import_ok(m, NULL, &r);
     assert_shape(b, r.outputs[0], 1, (int64_t[]){2});
     assert_shape(b, r.outputs[1], 2, (int64_t[]){2, 1});
     assert_int_equal(tide_builder_dtype(b, r.outputs[1]), TIDE_DT_INT32);
     assert_shape(b, r.outputs[2], 2, (int64_t[]){1, 1});
+    assert_shape(b, r.outputs[3], 1, (int64_t[]){2});
+    assert_shape(b, r.outputs[4], 2, (int64_t[]){1, 3});
+    assert_int_equal(tide_builder_dtype(b, r.outputs[4]), TIDE_DT_INT32);
     float x[6] = {1, 3, 3, -1, -5, -2}, mx[2], mn[1];
-    int32_t am[2];
-    float *outs[] = {mx, (float *)am, mn};
-    size_t counts[] = {2, 2, 1};
+    int32_t am[2], aml[2], anl[3];
+    float *outs[] = {mx, (float *)am, mn, (float *)aml, (float *)anl};
+    size_t counts[] = {2, 2, 1, 2, 3};
     run_forward_all(b, &r, x, sizeof(x), outs, counts);
+    assert_int_equal(aml[0], 2);
+    assert_int_equal(aml[1], 0);
+    assert_int_equal(anl[0], 1);
+    assert_int_equal(anl[1], 1);
+    assert_int_equal(anl[2], 1);
     assert_float_equal(mx[0], 3, 0);
     assert_float_equal(mx[1], -1, 0);
     assert_int_equal(am[0], 1);
@@ -982,6 +1005,12 @@ static void test_reduce_max_and_arg_max(void **state)
     assert_float_equal(mn[0], -5, 0);
     tide_onnx_result_free(&r);
     tide_builder_free(b);
+    tide_test_onnx_free(m);
+
+    m = tide_test_onnx_new(13);
+    n = one_node(m, "ArgMax", 1, (int64_t[]){4}, TIDE_TEST_NAMES("x"));
+    tide_test_onnx_attr_i(m, n, "select_last_index", 2);
+    import_fails(m, NULL, "node n (ArgMax, opset 13): select_last_index is 2, wants 0 or 1");
     tide_test_onnx_free(m);
 }
 
