@@ -795,6 +795,70 @@ static int op_constant_of_shape(struct ctx *c)
     return v ? 0 : -1;
 }
 
+/*
+ * EyeLike: ones on diagonal k (above the main one for k > 0) of a matrix of
+ * input 0's shape, zeros elsewhere, of type dtype (input 0's when absent).
+ * Only the input's shape is read, so the result is a constant.
+ */
+static int op_eye_like(struct ctx *c)
+{
+    struct value *x = in_value(c, 0);
+    if (!x)
+        return -1;
+    int32_t rank;
+    int64_t dims[MAX_RANK];
+    if (value_shape(c, x, &rank, dims) != 0)
+        return -1;
+    if (rank != 2)
+        return failf(c, "input 0 has rank %d; EyeLike takes a matrix", rank);
+    enum const_type t;
+    const Onnx__AttributeProto *a = attr(c->node, "dtype");
+    if (a && a->has_i) {
+        switch (a->i) {
+        case ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT:
+            t = CONST_FLOAT;
+            break;
+        case ONNX__TENSOR_PROTO__DATA_TYPE__BOOL:
+            t = CONST_BOOL;
+            break;
+        case ONNX__TENSOR_PROTO__DATA_TYPE__INT8:
+        case ONNX__TENSOR_PROTO__DATA_TYPE__INT16:
+        case ONNX__TENSOR_PROTO__DATA_TYPE__INT32:
+        case ONNX__TENSOR_PROTO__DATA_TYPE__INT64:
+        case ONNX__TENSOR_PROTO__DATA_TYPE__UINT8:
+        case ONNX__TENSOR_PROTO__DATA_TYPE__UINT16:
+        case ONNX__TENSOR_PROTO__DATA_TYPE__UINT32:
+        case ONNX__TENSOR_PROTO__DATA_TYPE__UINT64:
+            t = CONST_INT;
+            break;
+        default:
+            return failf(c, "dtype %" PRId64 " is not supported (float, integers, bool)", a->i);
+        }
+    } else if (x->known) {
+        t = x->type;
+    } else {
+        t = x->mask                                                   ? CONST_BOOL
+            : tide_builder_dtype(c->b, x->ref) == TIDE_DT_FLOAT32 ? CONST_FLOAT
+                                                                      : CONST_INT;
+    }
+    int64_t k = attr_i(c->node, "k", 0);
+    if (lookup(c, c->node->output[0]) == x) { /* a malformed model: its own input */
+        free(x->f), free(x->i);
+        x->f = NULL, x->i = NULL;
+    }
+    struct value *v = set_out_const(c, 0, t, 2, dims);
+    for (int64_t r = 0; v && r < dims[0]; r++) {
+        for (int64_t col = 0; col < dims[1]; col++) {
+            bool one = col - r == k;
+            if (t == CONST_FLOAT)
+                v->f[r * dims[1] + col] = one ? 1.0f : 0.0f;
+            else
+                v->i[r * dims[1] + col] = one;
+        }
+    }
+    return v ? 0 : -1;
+}
+
 static int op_shape(struct ctx *c)
 {
     struct value *x = in_value(c, 0);
@@ -5355,6 +5419,7 @@ static const struct op_entry ops[] = {
     {"Erf", op_erf, 9, {9, 13}},
     {"Exp", op_exp, 1, {1, 6, 13}},
     {"Expand", op_expand, 8, {8, 13}},
+    {"EyeLike", op_eye_like, 9, {9, 22}},
     {"Flatten", op_flatten, 1, {1, 9, 11, 13, 21, 23, 24, 25}},
     {"Gather", op_gather, 1, {1, 11, 13}},
     {"Greater", op_greater, 1, {1, 7, 9, 13}},

@@ -3775,6 +3775,38 @@ static void test_gather_axis_constant_ids(void **state)
     tide_test_onnx_free(m);
 }
 
+/* EyeLike: ones on diagonal k of the input's shape (a constant: the input's values are not
+ * read), of the input's type or dtype's; a tensor of rank 3 is refused. */
+static void test_eye_like(void **state)
+{
+    (void)state;
+    struct tide_test_onnx *m = tide_test_onnx_new(13);
+    Onnx__NodeProto *n = one_node(m, "EyeLike", 2, (int64_t[]){3, 4}, TIDE_TEST_NAMES("x"));
+    tide_test_onnx_attr_i(m, n, "k", 1);
+    float x[12] = {0};
+    expect_values(m, x, 12, 2, (int64_t[]){3, 4}, (float[]){0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1},
+                  12);
+    m = tide_test_onnx_new(13);
+    n = one_node(m, "EyeLike", 2, (int64_t[]){3, 2}, TIDE_TEST_NAMES("x"));
+    tide_test_onnx_attr_i(m, n, "k", -1);
+    tide_test_onnx_attr_i(m, n, "dtype", ONNX__TENSOR_PROTO__DATA_TYPE__INT64);
+    struct tide_onnx_result r;
+    tide_builder *b = import_ok(m, NULL, &r);
+    assert_int_equal(tide_builder_dtype(b, r.outputs[0]), TIDE_DT_INT32);
+    int32_t y[6];
+    run_forward(b, &r, x, 6 * sizeof(float), (float *)y, 6);
+    static const int32_t want[6] = {0, 0, 1, 0, 0, 1};
+    for (int k = 0; k < 6; k++)
+        assert_int_equal(y[k], want[k]);
+    tide_onnx_result_free(&r);
+    tide_builder_free(b);
+    tide_test_onnx_free(m);
+    m = tide_test_onnx_new(13);
+    one_node(m, "EyeLike", 3, (int64_t[]){2, 2, 2}, TIDE_TEST_NAMES("x"));
+    import_fails(m, NULL, "node n (EyeLike, opset 13): input 0 has rank 3; EyeLike takes a matrix");
+    tide_test_onnx_free(m);
+}
+
 /*
  * One SGD step through Where with a condition computed from a Variable: y = Where(x w > 0,
  * x w, -w), loss mean(y^2). The condition passes no gradient; each side gets dy where it
@@ -3962,6 +3994,7 @@ int main(void)
         cmocka_unit_test(test_masks_on_tensors),
         cmocka_unit_test(test_where_computed_trains),
         cmocka_unit_test(test_gather_axis_constant_ids),
+        cmocka_unit_test(test_eye_like),
         cmocka_unit_test(test_reduce_prod),
         cmocka_unit_test(test_bad_bytes),
     };
