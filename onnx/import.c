@@ -3481,6 +3481,85 @@ static int op_leaky_relu(struct ctx *c)
     return set_out(c, 0, tide_builder_max(c->b, NULL, x, tide_builder_scale(c->b, NULL, x, alpha)));
 }
 
+/* ---- selections by masks: ThresholdedRelu, Shrink, Sign, IsNaN, IsInf ---- */
+
+/* Compare of x with the float32 scalar v: a mask. */
+static tide_ref compare_scalar(struct ctx *c, tide_ref x, float v, enum tide_compare_mode mode)
+{
+    return tide_builder_compare(c->b, NULL, x, scalar(c, v), mode);
+}
+
+/* ThresholdedRelu: x where x > alpha, else 0 (Select: the gradient passes where x does). */
+static int op_thresholded_relu(struct ctx *c)
+{
+    tide_ref x;
+    if (float_in(c, 0, &x) != 0)
+        return -1;
+    tide_ref above = compare_scalar(c, x, attr_f(c->node, "alpha", 1.0f), TIDE_COMPARE_GREATER);
+    return set_out(c, 0, tide_builder_select(c->b, NULL, above, x, scalar(c, 0.0f)));
+}
+
+/* Shrink: x - bias where x > lambd, x + bias where x < -lambd, else 0. */
+static int op_shrink(struct ctx *c)
+{
+    tide_ref x;
+    if (float_in(c, 0, &x) != 0)
+        return -1;
+    float lambd = attr_f(c->node, "lambd", 0.5f), bias = attr_f(c->node, "bias", 0.0f);
+    tide_builder *b = c->b;
+    tide_ref low =
+        tide_builder_select(b, NULL, compare_scalar(c, x, -lambd, TIDE_COMPARE_LESS),
+                            tide_builder_add(b, NULL, x, scalar(c, bias)), scalar(c, 0.0f));
+    return set_out(c, 0,
+                   tide_builder_select(b, NULL, compare_scalar(c, x, lambd, TIDE_COMPARE_GREATER),
+                                       tide_builder_sub(b, NULL, x, scalar(c, bias)), low));
+}
+
+/*
+ * Sign: 1 where x > 0, -1 where x < 0, NaN where x is, else 0; constants
+ * chosen by Select, so no gradient reaches x but through a NaN.
+ */
+static int op_sign(struct ctx *c)
+{
+    tide_ref x;
+    if (float_in(c, 0, &x) != 0)
+        return -1;
+    tide_builder *b = c->b;
+    tide_ref rest = tide_builder_select(
+        b, NULL, tide_builder_compare(b, NULL, x, x, TIDE_COMPARE_NOT_EQUAL), x, scalar(c, 0.0f));
+    rest = tide_builder_select(b, NULL, compare_scalar(c, x, 0.0f, TIDE_COMPARE_LESS),
+                               scalar(c, -1.0f), rest);
+    return set_out(c, 0,
+                   tide_builder_select(b, NULL, compare_scalar(c, x, 0.0f, TIDE_COMPARE_GREATER),
+                                       scalar(c, 1.0f), rest));
+}
+
+/* IsNaN: x != x, a mask. */
+static int op_is_nan(struct ctx *c)
+{
+    tide_ref x;
+    if (float_in(c, 0, &x) != 0)
+        return -1;
+    return set_out_mask(c, 0, tide_builder_compare(c->b, NULL, x, x, TIDE_COMPARE_NOT_EQUAL));
+}
+
+/* IsInf: x equal to +inf (detect_positive) or to -inf (detect_negative), a mask. */
+static int op_is_inf(struct ctx *c)
+{
+    tide_ref x;
+    if (float_in(c, 0, &x) != 0)
+        return -1;
+    bool pos = attr_i(c->node, "detect_positive", 1) != 0,
+         neg = attr_i(c->node, "detect_negative", 1) != 0;
+    tide_ref p = compare_scalar(c, x, INFINITY, TIDE_COMPARE_EQUAL);
+    tide_ref n = compare_scalar(c, x, -INFINITY, TIDE_COMPARE_EQUAL);
+    tide_ref y = pos && neg ? tide_builder_max(c->b, NULL, p, n)
+                 : pos      ? p
+                 : neg      ? n
+                            : tide_builder_scale(c->b, NULL, p, 0.0f); /* all false */
+    return set_out_mask(c, 0, y);
+}
+
 /* PRelu: relu(x) + min(x, 0) * slope. */
 static int op_prelu(struct ctx *c)
 {
@@ -3935,6 +4014,131 @@ static int arg_extreme(struct ctx *c, bool largest)
         index = tide_builder_cast(c->b, NULL, from_end, TIDE_DT_INT32);
     }
     return set_out(c, 0, index);
+}
+
+/* An int32 Const of rank dims, 1 but along axis, where it counts 0 .. n - 1 (plus shift). */
+static tide_ref axis_positions(struct ctx *c, int32_t rank, int32_t axis, int64_t n, int64_t shift)
+{
+    int64_t dims[MAX_RANK];
+    for (int32_t a = 0; a < rank; a++)
+        dims[a] = a == axis ? n : 1;
+    int32_t *pos = malloc((size_t)(n > 0 ? n : 1) * sizeof(int32_t));
+    if (!pos) {
+        failf(c, "out of memory");
+        return (tide_ref){.id = -1, .output = 0};
+    }
+    for (int64_t k = 0; k < n; k++)
+        pos[k] = (int32_t)(k + shift);
+    tide_ref r = tide_builder_constant(c->b, NULL, TIDE_DT_INT32, rank, dims, pos);
+    free(pos);
+    return r;
+}
+
+/*
+ * Hardmax: 1 at the first largest element along axis, 0 elsewhere: TopK's
+ * index compared with the positions along the axis. Before version 13 the
+ * input is read as a matrix [outer, inner] split at axis, as Softmax's.
+ */
+static int op_hardmax(struct ctx *c)
+{
+    tide_ref x;
+    int32_t rank;
+    int64_t dims[MAX_RANK], axis;
+    if (float_in(c, 0, &x) != 0 || ref_shape(c, x, &rank, dims) != 0 ||
+        norm_axis(c, attr_i(c->node, "axis", c->version >= 13 ? -1 : 1), rank, &axis) != 0)
+        return -1;
+    int32_t r = rank;
+    int64_t n = dims[axis];
+    if (c->version < 13) {
+        int64_t flat[2] = {numel((int32_t)axis, dims), numel(rank - (int32_t)axis, dims + axis)};
+        x = tide_builder_reshape(c->b, NULL, x, 2, flat);
+        r = 2, axis = 1, n = flat[1];
+    }
+    if (n > INT32_MAX)
+        return failf(c, "an axis of %" PRId64 " elements is more than tide's int32 positions", n);
+    bool reduce[MAX_RANK] = {0};
+    reduce[axis] = true;
+    tide_ref index, pos = axis_positions(c, r, (int32_t)axis, n, 0);
+    if (pos.id < 0 || select_one(c, x, reduce, true, true, NULL, &index) != 0)
+        return -1;
+    tide_ref y = tide_builder_compare(c->b, NULL, pos, index, TIDE_COMPARE_EQUAL);
+    if (c->version < 13)
+        y = tide_builder_reshape(c->b, NULL, y, rank, dims);
+    return set_out(c, 0, y);
+}
+
+/*
+ * OneHot(indices, depth, values): along a new axis of depth positions, on
+ * (values[1]) where the position is the index (a negative index counts from
+ * the end), off (values[0]) elsewhere, out-of-range indices all off. Float
+ * indices are truncated (Cast). The positions are compared as int32, against
+ * the index and against the index + depth; values of an integer type are
+ * chosen in float32 and cast back, exact up to 2^24 in magnitude.
+ */
+static int op_one_hot(struct ctx *c)
+{
+    struct value *dv = in_const(c, 1, "depth"), *vv = dv ? in_value(c, 2) : NULL;
+    if (!vv)
+        return -1;
+    if (numel(dv->rank, dv->dims) != 1)
+        return failf(c, "depth must hold one value");
+    double depth = get_num(dv, 0);
+    if (!(depth >= 1 && depth <= INT32_MAX) || depth != floor(depth))
+        return failf(c, "depth %g is not a whole number from 1 to %d", depth, INT32_MAX);
+    int32_t rv;
+    int64_t dvals[MAX_RANK];
+    if (value_shape(c, vv, &rv, dvals) != 0)
+        return -1;
+    if (numel(rv, dvals) != 2)
+        return failf(c, "values must hold two elements, off and on");
+    tide_ref idx;
+    if (in_ref(c, 0, &idx) != 0)
+        return -1;
+    if (tide_builder_dtype(c->b, idx) == TIDE_DT_FLOAT32)
+        idx = tide_builder_cast(c->b, NULL, idx, TIDE_DT_INT32);
+    int32_t ri;
+    int64_t di[MAX_RANK], axis, shape[MAX_RANK];
+    if (ref_shape(c, idx, &ri, di) != 0)
+        return -1;
+    if (ri + 1 > MAX_RANK)
+        return failf(c, "the output's rank %d is more than tide's %d", ri + 1, MAX_RANK);
+    if (norm_axis(c, attr_i(c->node, "axis", -1), ri + 1, &axis) != 0)
+        return -1;
+    for (int32_t a = 0, k = 0; a <= ri; a++)
+        shape[a] = a == axis ? 1 : di[k++];
+    idx = tide_builder_reshape(c->b, NULL, idx, ri + 1, shape);
+    int64_t n = (int64_t)depth;
+    tide_ref pos = axis_positions(c, ri + 1, (int32_t)axis, n, 0),
+             back = axis_positions(c, ri + 1, (int32_t)axis, n, -n);
+    if (pos.id < 0 || back.id < 0)
+        return -1;
+    tide_builder *b = c->b;
+    tide_ref hit =
+        tide_builder_max(b, NULL, tide_builder_compare(b, NULL, idx, pos, TIDE_COMPARE_EQUAL),
+                         tide_builder_compare(b, NULL, idx, back, TIDE_COMPARE_EQUAL));
+    tide_ref off, on;
+    if (vv->known) {
+        if (vv->type != CONST_FLOAT &&
+            (fabs(get_num(vv, 0)) > (1 << 24) || fabs(get_num(vv, 1)) > (1 << 24)))
+            return failf(c, "integer values beyond 2^24 in magnitude are not supported");
+        off = scalar(c, (float)get_num(vv, 0));
+        on = scalar(c, (float)get_num(vv, 1));
+    } else {
+        tide_ref v;
+        if (float_in(c, 2, &v) != 0)
+            return -1;
+        int64_t begin = 0, one = 1;
+        v = tide_builder_reshape(b, NULL, v, 1, (int64_t[]){2});
+        off =
+            tide_builder_reshape(b, NULL, tide_builder_slice(b, NULL, v, &begin, &one, 1), 0, NULL);
+        begin = 1;
+        on =
+            tide_builder_reshape(b, NULL, tide_builder_slice(b, NULL, v, &begin, &one, 1), 0, NULL);
+    }
+    tide_ref y = tide_builder_select(b, NULL, hit, on, off);
+    if (vv->known && vv->type != CONST_FLOAT)
+        y = tide_builder_cast(b, NULL, y, TIDE_DT_INT32);
+    return set_out(c, 0, y);
 }
 
 static int op_arg_max(struct ctx *c)
@@ -5432,7 +5636,10 @@ static const struct op_entry ops[] = {
     {"GRU", op_gru, 7, {1, 3, 7, 14, 22}},
     {"HardSigmoid", op_hard_sigmoid, 1, {1, 6, 22}},
     {"HardSwish", op_hard_swish, 14, {14, 22}},
+    {"Hardmax", op_hardmax, 1, {1, 11, 13}},
     {"Identity", op_identity, 1, {1, 13, 14, 16, 19, 21, 23, 24, 25}},
+    {"IsInf", op_is_inf, 10, {10, 20}},
+    {"IsNaN", op_is_nan, 9, {9, 13, 20}},
     {"InstanceNormalization", op_instance_normalization, 1, {1, 6, 22}},
     {"LayerNormalization", op_layer_normalization, 17, {17}},
     {"LeakyRelu", op_leaky_relu, 1, {1, 6, 16}},
@@ -5452,6 +5659,7 @@ static const struct op_entry ops[] = {
     {"Neg", op_neg, 1, {1, 6, 13}},
     {"NegativeLogLikelihoodLoss", op_negative_log_likelihood_loss, 12, {12, 13, 22}},
     {"Not", op_not, 1, {1}},
+    {"OneHot", op_one_hot, 9, {9, 11}},
     {"Or", op_or, 1, {1, 7}},
     {"Pad", op_pad, 1, {1, 2, 11, 13, 18, 19, 21, 23, 24, 25}},
     {"Pow", op_pow, 1, {1, 7, 12, 13, 15}},
@@ -5474,7 +5682,9 @@ static const struct op_entry ops[] = {
     {"RNN", op_rnn, 7, {1, 7, 14, 22}},
     {"Selu", op_selu, 1, {1, 6, 22}},
     {"Shape", op_shape, 1, {1, 13, 15, 19, 21, 23, 24, 25}},
+    {"Shrink", op_shrink, 9, {9}},
     {"Sigmoid", op_sigmoid, 1, {1, 6, 13}},
+    {"Sign", op_sign, 9, {9, 13}},
     {"Size", op_size, 1, {1, 13, 19, 21, 23, 24, 25}},
     {"Slice", op_slice, 1, {1, 10, 11, 13}},
     {"Softmax", op_softmax, 1, {1, 11, 13}},
@@ -5488,6 +5698,7 @@ static const struct op_entry ops[] = {
     {"Sub", op_sub, 1, {1, 6, 7, 13, 14}},
     {"Sum", op_sum, 1, {1, 6, 8, 13}},
     {"Tanh", op_tanh, 1, {1, 6, 13}},
+    {"ThresholdedRelu", op_thresholded_relu, 10, {10, 22}},
     {"Tile", op_tile, 1, {1, 6, 13}},
     {"TopK", op_top_k, 1, {1, 10, 11, 24}},
     {"Transpose", op_transpose, 1, {1, 13, 21, 23, 24, 25}},

@@ -509,9 +509,9 @@ static void test_unsupported_op_and_opset(void **state)
     (void)state;
     struct tide_test_onnx *m = tide_test_onnx_new(13);
     tide_test_onnx_input(m, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 2, (int64_t[]){2, 3}, -1);
-    tide_test_onnx_node(m, "Hardmax", "hm", TIDE_TEST_NAMES("x"), TIDE_TEST_NAMES("y"));
+    tide_test_onnx_node(m, "Unique", "u", TIDE_TEST_NAMES("x"), TIDE_TEST_NAMES("y"));
     tide_test_onnx_output(m, "y");
-    import_fails(m, NULL, "node hm (Hardmax, opset 13): op Hardmax is not supported");
+    import_fails(m, NULL, "node u (Unique, opset 13): op Unique is not supported");
     tide_test_onnx_free(m);
 
     m = tide_test_onnx_new(0);
@@ -3807,6 +3807,126 @@ static void test_eye_like(void **state)
     tide_test_onnx_free(m);
 }
 
+/* Runs m (one float input x, one output) on x and returns the output's first n values in y. */
+static void forward_once(struct tide_test_onnx *m, const float *x, size_t n_x, float *y, size_t n,
+                         bool *output_bool)
+{
+    struct tide_onnx_result r;
+    tide_builder *b = import_ok(m, NULL, &r);
+    run_forward(b, &r, x, n_x * sizeof(float), y, n);
+    if (output_bool)
+        *output_bool = r.output_bool[0];
+    tide_onnx_result_free(&r);
+    tide_builder_free(b);
+    tide_test_onnx_free(m);
+}
+
+/*
+ * The ops that select by masks: ThresholdedRelu, Shrink, Sign (NaN stays
+ * NaN, -0 gives 0), IsNaN and IsInf (bool outputs), Hardmax (opset 13 along
+ * an axis; opset 11 over the matrix split at the axis), OneHot (a negative
+ * index from the end, one out of range all off, integer values); one SGD
+ * step through ThresholdedRelu reaches only the elements above alpha.
+ */
+static void test_mask_selections(void **state)
+{
+    (void)state;
+    float y[16];
+    bool is_bool;
+    struct tide_test_onnx *m = tide_test_onnx_new(13);
+    Onnx__NodeProto *n = one_node(m, "Shrink", 1, (int64_t[]){5}, TIDE_TEST_NAMES("x"));
+    tide_test_onnx_attr_f(m, n, "lambd", 1.5f);
+    tide_test_onnx_attr_f(m, n, "bias", 0.5f);
+    expect_values(m, (float[]){-3, -1, 0, 1, 2}, 5, 1, (int64_t[]){5},
+                  (float[]){-2.5f, 0, 0, 0, 1.5f}, 5);
+
+    m = tide_test_onnx_new(13);
+    one_node(m, "Sign", 1, (int64_t[]){5}, TIDE_TEST_NAMES("x"));
+    forward_once(m, (float[]){-2, 0, 3, NAN, -0.0f}, 5, y, 5, NULL);
+    assert_float_equal(y[0], -1, 0);
+    assert_float_equal(y[1], 0, 0);
+    assert_float_equal(y[2], 1, 0);
+    assert_true(isnan(y[3]));
+    assert_float_equal(y[4], 0, 0);
+
+    m = tide_test_onnx_new(13);
+    tide_test_onnx_input(m, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 1, (int64_t[]){4}, -1);
+    tide_test_onnx_node(m, "IsNaN", "nan", TIDE_TEST_NAMES("x"), TIDE_TEST_NAMES("a"));
+    tide_test_onnx_node(m, "IsInf", "inf", TIDE_TEST_NAMES("x"), TIDE_TEST_NAMES("b"));
+    n = tide_test_onnx_node(m, "IsInf", "pinf", TIDE_TEST_NAMES("x"), TIDE_TEST_NAMES("c"));
+    tide_test_onnx_attr_i(m, n, "detect_negative", 0);
+    n = tide_test_onnx_node(m, "Concat", "cat", TIDE_TEST_NAMES("a", "b", "c"),
+                            TIDE_TEST_NAMES("y"));
+    tide_test_onnx_attr_i(m, n, "axis", 0);
+    tide_test_onnx_output(m, "y");
+    forward_once(m, (float[]){1, NAN, INFINITY, -INFINITY}, 4, y, 12, &is_bool);
+    assert_true(is_bool);
+    static const float flags[12] = {0, 1, 0, 0, 0, 0, 1, 1, 0, 0, 1, 0};
+    for (int k = 0; k < 12; k++)
+        assert_float_equal(y[k], flags[k], 0);
+
+    static const float x6[6] = {1, 3, 3, -1, -5, -2};
+    m = tide_test_onnx_new(13);
+    n = one_node(m, "Hardmax", 2, (int64_t[]){2, 3}, TIDE_TEST_NAMES("x"));
+    expect_values(m, x6, 6, 2, (int64_t[]){2, 3}, (float[]){0, 1, 0, 1, 0, 0}, 6);
+    m = tide_test_onnx_new(11);
+    n = one_node(m, "Hardmax", 2, (int64_t[]){2, 3}, TIDE_TEST_NAMES("x"));
+    tide_test_onnx_attr_i(m, n, "axis", 0);
+    expect_values(m, x6, 6, 2, (int64_t[]){2, 3}, (float[]){0, 1, 0, 0, 0, 0}, 6);
+
+    m = tide_test_onnx_new(11);
+    tide_test_onnx_input(m, "i", ONNX__TENSOR_PROTO__DATA_TYPE__INT64, 1, (int64_t[]){3}, -1);
+    tide_test_onnx_init_i(m, "depth", 0, NULL, (int64_t[]){4});
+    float_constant(m, "values", 1, (int64_t[]){2}, (float[]){0.5f, 2});
+    tide_test_onnx_node(m, "OneHot", "oh", TIDE_TEST_NAMES("i", "depth", "values"),
+                        TIDE_TEST_NAMES("y"));
+    tide_test_onnx_output(m, "y");
+    struct tide_onnx_result r;
+    tide_builder *b = import_ok(m, NULL, &r);
+    assert_shape(b, r.outputs[0], 2, (int64_t[]){3, 4});
+    run_forward(b, &r, (int32_t[]){1, -1, 5}, 3 * sizeof(int32_t), y, 12);
+    static const float hot[12] = {0.5f, 2, 0.5f, 0.5f, 0.5f, 0.5f, 0.5f, 2, 0.5f, 0.5f, 0.5f, 0.5f};
+    for (int k = 0; k < 12; k++)
+        assert_float_equal(y[k], hot[k], 0);
+    tide_onnx_result_free(&r);
+    tide_builder_free(b);
+    tide_test_onnx_free(m);
+    m = tide_test_onnx_new(11);
+    tide_test_onnx_input(m, "i", ONNX__TENSOR_PROTO__DATA_TYPE__INT64, 1, (int64_t[]){3}, -1);
+    tide_test_onnx_init_i(m, "depth", 0, NULL, (int64_t[]){4});
+    tide_test_onnx_init_i(m, "values", 1, (int64_t[]){2}, (int64_t[]){0, 7});
+    n = tide_test_onnx_node(m, "OneHot", "oh", TIDE_TEST_NAMES("i", "depth", "values"),
+                            TIDE_TEST_NAMES("y"));
+    tide_test_onnx_attr_i(m, n, "axis", 0);
+    tide_test_onnx_output(m, "y");
+    b = import_ok(m, NULL, &r);
+    assert_shape(b, r.outputs[0], 2, (int64_t[]){4, 3});
+    assert_int_equal(tide_builder_dtype(b, r.outputs[0]), TIDE_DT_INT32);
+    int32_t iy[12];
+    run_forward(b, &r, (int32_t[]){1, -1, 5}, 3 * sizeof(int32_t), (float *)iy, 12);
+    static const int32_t ihot[12] = {0, 0, 0, 7, 0, 0, 0, 0, 0, 0, 7, 0};
+    for (int k = 0; k < 12; k++)
+        assert_int_equal(iy[k], ihot[k]);
+    tide_onnx_result_free(&r);
+    tide_builder_free(b);
+    tide_test_onnx_free(m);
+
+    /* ThresholdedRelu(x w), alpha 1: x w = [0.5, 2, 6], y = [0, 2, 6], dL/dy = 2 y / 3,
+     * dL/dw = dL/dy x = [0, 8/3, 12], so w - 0.1 dL/dw = [0.5, 1 - 0.8/3, 0.8]. */
+    m = tide_test_onnx_new(13);
+    tide_test_onnx_input(m, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 1, (int64_t[]){3}, -1);
+    tide_test_onnx_init_f(m, "w", 1, (int64_t[]){3}, (float[]){0.5f, 1, 2});
+    tide_test_onnx_node(m, "Mul", "xw", TIDE_TEST_NAMES("x", "w"), TIDE_TEST_NAMES("xw"));
+    tide_test_onnx_node(m, "ThresholdedRelu", "t", TIDE_TEST_NAMES("xw"), TIDE_TEST_NAMES("y"));
+    tide_test_onnx_output(m, "y");
+    float w[3];
+    train_one_step(m, (float[]){1, 2, 3}, 3 * sizeof(float), "w", w, 3);
+    assert_float_equal(w[0], 0.5f, 0);
+    assert_float_equal(w[1], 1 - 0.8f / 3, 1e-6);
+    assert_float_equal(w[2], 0.8f, 1e-6);
+    tide_test_onnx_free(m);
+}
+
 /*
  * One SGD step through Where with a condition computed from a Variable: y = Where(x w > 0,
  * x w, -w), loss mean(y^2). The condition passes no gradient; each side gets dy where it
@@ -3995,6 +4115,7 @@ int main(void)
         cmocka_unit_test(test_where_computed_trains),
         cmocka_unit_test(test_gather_axis_constant_ids),
         cmocka_unit_test(test_eye_like),
+        cmocka_unit_test(test_mask_selections),
         cmocka_unit_test(test_reduce_prod),
         cmocka_unit_test(test_bad_bytes),
     };
