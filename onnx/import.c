@@ -5771,7 +5771,8 @@ static bool is_frozen(const struct tide_onnx_options *o, const char *name)
     return false;
 }
 
-static int add_input(struct ctx *c, const Onnx__ValueInfoProto *in, tide_ref *out)
+/* Graph input in as a Placeholder (*out); *mask: it is bool, fed as float32 0 and 1. */
+static int add_input(struct ctx *c, const Onnx__ValueInfoProto *in, tide_ref *out, bool *mask)
 {
     const char *name = in->name ? in->name : "";
     if (!in->type || in->type->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE ||
@@ -5823,6 +5824,7 @@ static int add_input(struct ctx *c, const Onnx__ValueInfoProto *in, tide_ref *ou
     v->has_ref = true;
     v->mask = is_bool;
     *out = r;
+    *mask = is_bool;
     return 0;
 }
 
@@ -5874,10 +5876,9 @@ static int import_model(struct ctx *c, const Onnx__ModelProto *m, struct tide_on
     for (size_t k = 0; k < g->n_input; k++) {
         if (g->input[k]->name && lookup(c, g->input[k]->name))
             continue;
-        if (add_input(c, g->input[k], &res->inputs[res->n_inputs]) != 0)
+        if (add_input(c, g->input[k], &res->inputs[res->n_inputs],
+                      &res->input_bool[res->n_inputs]) != 0)
             return -1;
-        res->input_bool[res->n_inputs] =
-            lookup(c, g->input[k]->name ? g->input[k]->name : "")->mask;
         res->n_inputs++;
     }
     if (tide_builder_push_scope(c->b, "onnx") != 0)
