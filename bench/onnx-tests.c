@@ -274,10 +274,12 @@ static enum outcome run_data_set(struct tide_session *s, tide_builder *b,
         bool got_bool = io->output_bool[k];
         if (got_bool != want_bool || (!got_bool && (dt == TIDE_DT_FLOAT32) != is_float)) {
             snprintf(msg, msg_size, "output %d: dtype %s, want %s", (int)k,
-                     got_bool                  ? "bool (a float32 mask)"
-                     : dt == TIDE_DT_FLOAT32   ? "float32"
-                                               : "int32",
-                     want_bool ? "bool" : is_float ? "float" : "integer");
+                     got_bool                ? "bool (a float32 mask)"
+                     : dt == TIDE_DT_FLOAT32 ? "float32"
+                                             : "int32",
+                     want_bool  ? "bool"
+                     : is_float ? "float"
+                                : "integer");
             free(want);
             return FAIL;
         }

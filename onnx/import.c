@@ -53,7 +53,7 @@ struct value {
     bool trainable; /* a float initializer that becomes a Variable */
     bool has_ref;   /* ref names the node holding it */
     tide_ref ref;
-    bool mask;      /* an ONNX bool tensor in the graph, held as float32 0 / 1 */
+    bool mask;           /* an ONNX bool tensor in the graph, held as float32 0 / 1 */
     const char *missing; /* not NULL: an output tide does not compute, and why */
 };
 
@@ -519,8 +519,8 @@ static int mask_in(struct ctx *c, size_t k, tide_ref *out)
     if (!v)
         return -1;
     if (v->known ? v->type != CONST_BOOL : !v->mask)
-        return failf(c, "input %zu (\"%s\") is not a bool tensor; %s takes bool inputs", k,
-                     v->name, c->node->op_type);
+        return failf(c, "input %zu (\"%s\") is not a bool tensor; %s takes bool inputs", k, v->name,
+                     c->node->op_type);
     return in_ref(c, k, out);
 }
 
@@ -837,9 +837,9 @@ static int op_eye_like(struct ctx *c)
     } else if (x->known) {
         t = x->type;
     } else {
-        t = x->mask                                                   ? CONST_BOOL
+        t = x->mask                                               ? CONST_BOOL
             : tide_builder_dtype(c->b, x->ref) == TIDE_DT_FLOAT32 ? CONST_FLOAT
-                                                                      : CONST_INT;
+                                                                  : CONST_INT;
     }
     int64_t k = attr_i(c->node, "k", 0);
     if (lookup(c, c->node->output[0]) == x) { /* a malformed model: its own input */
@@ -944,7 +944,8 @@ static int op_cast(struct ctx *c)
         if (x->mask)
             return set_out_mask(c, 0, r);
         tide_ref zero = dt == TIDE_DT_FLOAT32 ? scalar(c, 0.0f) : int_scalar(c, 0);
-        return set_out_mask(c, 0, tide_builder_compare(c->b, NULL, r, zero, TIDE_COMPARE_NOT_EQUAL));
+        return set_out_mask(c, 0,
+                            tide_builder_compare(c->b, NULL, r, zero, TIDE_COMPARE_NOT_EQUAL));
     }
     /* A mask cast to float is its 0 / 1 values; to an integer, they are converted. */
     enum tide_data_type want = to_float ? TIDE_DT_FLOAT32 : TIDE_DT_INT32;
@@ -1471,8 +1472,8 @@ static int op_not(struct ctx *c)
         tide_ref r;
         if (mask_in(c, 0, &r) != 0)
             return -1;
-        return set_out_mask(c, 0,
-                            tide_builder_compare(c->b, NULL, r, scalar(c, 0.0f), TIDE_COMPARE_EQUAL));
+        return set_out_mask(
+            c, 0, tide_builder_compare(c->b, NULL, r, scalar(c, 0.0f), TIDE_COMPARE_EQUAL));
     }
     if (x->type == CONST_FLOAT)
         return failf(c, "input 0 (\"%s\") is a float constant; Not takes a bool input", x->name);
@@ -3196,8 +3197,8 @@ static int op_gather(struct ctx *c)
         for (int64_t k = 0; k < n_ids; k++) {
             if (ids->i[k] < -dims[axis] || ids->i[k] >= dims[axis]) {
                 free(sel);
-                return failf(c, "index %" PRId64 " is out of range for size %" PRId64,
-                             ids->i[k], dims[axis]);
+                return failf(c, "index %" PRId64 " is out of range for size %" PRId64, ids->i[k],
+                             dims[axis]);
             }
             sel[k] = (int32_t)(ids->i[k] < 0 ? ids->i[k] + dims[axis] : ids->i[k]);
         }
@@ -5745,9 +5746,9 @@ static int select_version(struct ctx *c, const struct op_entry *e)
 static void carry_mask(struct ctx *c, const Onnx__NodeProto *n)
 {
     static const char *const moving[] = {
-        "Concat",    "DepthToSpace", "Expand",    "Flatten", "Gather", "GatherElements",
-        "Identity",  "Reshape",      "Slice",     "SpaceToDepth", "Split", "Squeeze",
-        "Tile",      "Transpose",    "Unsqueeze", "Where",
+        "Concat",   "DepthToSpace", "Expand",    "Flatten",      "Gather", "GatherElements",
+        "Identity", "Reshape",      "Slice",     "SpaceToDepth", "Split",  "Squeeze",
+        "Tile",     "Transpose",    "Unsqueeze", "Where",
     };
     size_t from = strcmp(n->op_type, "Where") == 0 ? 1 : 0;
     bool moves = false;

@@ -3592,8 +3592,8 @@ static void test_padding_mask(void **state)
     }
     for (int style = 0; style < 2; style++) {
         struct tide_test_onnx *m = tide_test_onnx_new(14);
-        tide_test_onnx_input(m, "mask", ONNX__TENSOR_PROTO__DATA_TYPE__INT64, 2,
-                             (int64_t[]){2, 4}, -1);
+        tide_test_onnx_input(m, "mask", ONNX__TENSOR_PROTO__DATA_TYPE__INT64, 2, (int64_t[]){2, 4},
+                             -1);
         float_constant(m, "scores", 2, (int64_t[]){2, 4}, scores);
         if (style == 0) {
             tide_test_onnx_init_i(m, "zero", 0, NULL, (int64_t[]){0});
@@ -3713,8 +3713,9 @@ static void test_masks_on_tensors(void **state)
      * two types. */
     m = tide_test_onnx_new(13);
     one_node(m, "And", 1, (int64_t[]){4}, TIDE_TEST_NAMES("x", "x"));
-    import_fails(m, NULL, "node n (And, opset 13): input 0 (\"x\") is not a bool tensor; And "
-                          "takes bool inputs");
+    import_fails(m, NULL,
+                 "node n (And, opset 13): input 0 (\"x\") is not a bool tensor; And "
+                 "takes bool inputs");
     tide_test_onnx_free(m);
     m = tide_test_onnx_new(13);
     tide_test_onnx_input(m, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 1, (int64_t[]){4}, -1);
@@ -3723,16 +3724,18 @@ static void test_masks_on_tensors(void **state)
     tide_test_onnx_node(m, "Greater", "gt", TIDE_TEST_NAMES("x", "zero"), TIDE_TEST_NAMES("c"));
     tide_test_onnx_node(m, "Where", "n", TIDE_TEST_NAMES("c", "i", "i"), TIDE_TEST_NAMES("y"));
     tide_test_onnx_output(m, "y");
-    import_fails(m, NULL, "node n (Where, opset 13): Where of integer tensors is supported only "
-                          "with a constant condition (tide's Select is float32)");
+    import_fails(m, NULL,
+                 "node n (Where, opset 13): Where of integer tensors is supported only "
+                 "with a constant condition (tide's Select is float32)");
     tide_test_onnx_free(m);
     m = tide_test_onnx_new(13);
     tide_test_onnx_input(m, "x", ONNX__TENSOR_PROTO__DATA_TYPE__INT64, 1, (int64_t[]){4}, -1);
     float_constant(m, "f", 0, NULL, (float[]){0});
     tide_test_onnx_node(m, "Equal", "n", TIDE_TEST_NAMES("x", "f"), TIDE_TEST_NAMES("y"));
     tide_test_onnx_output(m, "y");
-    import_fails(m, NULL, "node n (Equal, opset 13): inputs 0 and 1 are integer and float "
-                          "tensors; Equal compares two of one type");
+    import_fails(m, NULL,
+                 "node n (Equal, opset 13): inputs 0 and 1 are integer and float "
+                 "tensors; Equal compares two of one type");
     tide_test_onnx_free(m);
 }
 

@@ -454,8 +454,7 @@ static void test_frozen_buffers(void **state)
         assert_int_equal(tide_session_fetch(s, not_frozen.loss, &loss, sizeof(loss), &serr),
                          TIDE_OK);
         if (!(fabs((double)loss - gpt.losses[i]) <= 1e-4 * gpt.losses[i]))
-            fail_msg("step %" PRId64 ": loss %.9g, PyTorch's %.9g", i, (double)loss,
-                     gpt.losses[i]);
+            fail_msg("step %" PRId64 ": loss %.9g, PyTorch's %.9g", i, (double)loss, gpt.losses[i]);
     }
     assert_int_equal(tide_session_fetch(s, "h.0.attn.mask", mask, sizeof(mask), &serr), TIDE_OK);
     for (int r = 0; r < 32; r++)
