@@ -75,6 +75,19 @@ _Static_assert((int)TIDE_COMPARE_EQUAL == (int)TIDE_COMPARISON_EQUAL &&
                    (int)TIDE_COMPARE_GREATER == (int)TIDE_COMPARISON_GREATER &&
                    (int)TIDE_COMPARE_GREATER_EQUAL == (int)TIDE_COMPARISON_GREATER_EQUAL,
                "the builder's comparisons are the graph's");
+_Static_assert((int)TIDE_TRIG_SIN == (int)TIDE_TRIG_FUNCTION_SIN &&
+                   (int)TIDE_TRIG_COS == (int)TIDE_TRIG_FUNCTION_COS &&
+                   (int)TIDE_TRIG_TAN == (int)TIDE_TRIG_FUNCTION_TAN &&
+                   (int)TIDE_TRIG_ASIN == (int)TIDE_TRIG_FUNCTION_ASIN &&
+                   (int)TIDE_TRIG_ACOS == (int)TIDE_TRIG_FUNCTION_ACOS &&
+                   (int)TIDE_TRIG_ATAN == (int)TIDE_TRIG_FUNCTION_ATAN &&
+                   (int)TIDE_TRIG_SINH == (int)TIDE_TRIG_FUNCTION_SINH &&
+                   (int)TIDE_TRIG_COSH == (int)TIDE_TRIG_FUNCTION_COSH &&
+                   (int)TIDE_TRIG_ASINH == (int)TIDE_TRIG_FUNCTION_ASINH &&
+                   (int)TIDE_TRIG_ACOSH == (int)TIDE_TRIG_FUNCTION_ACOSH &&
+                   (int)TIDE_TRIG_ATANH == (int)TIDE_TRIG_FUNCTION_ATANH &&
+                   (int)TIDE_TRIG_ATANH + 1 == (int)TIDE_TRIG_FUNCTION_COUNT,
+               "the builder's trigonometric functions are the graph's");
 
 /*
  * The limits under which the builder infers: no node count (the daemon's is
@@ -154,6 +167,9 @@ enum op_id {
     OP_CAST,
     OP_COMPARE,
     OP_SELECT,
+
+    /* trigonometric and hyperbolic functions (Trig) */
+    OP_TRIG,
 };
 
 /* An op: its graph op (graph/ops.def, which gives its wire name) and its automatic names' stem. */
@@ -225,6 +241,9 @@ static const struct op_spec op_specs[] = {
     [OP_CAST] = {TIDE_OP_CAST, "cast"},
     [OP_COMPARE] = {TIDE_OP_COMPARE, "compare"},
     [OP_SELECT] = {TIDE_OP_SELECT, "select"},
+
+    /* trigonometric and hyperbolic functions (Trig) */
+    [OP_TRIG] = {TIDE_OP_TRIG, "trig"},
 };
 
 /* The wire name of op ("MatMul"). */
@@ -1592,6 +1611,19 @@ tide_ref tide_builder_select(tide_builder *b, const char *name, tide_ref cond, t
     if (!begin(b, &c, OP_SELECT, name) || !input(&c, 0, "cond", cond) || !input(&c, 1, "x", x) ||
         !input(&c, 2, "y", y))
         return TIDE_REF_NONE;
+    return finish(&c);
+}
+
+/* ============================================================================
+ * Trigonometric and hyperbolic functions: Trig
+ * ========================================================================== */
+
+tide_ref tide_builder_trig(tide_builder *b, const char *name, tide_ref x, enum tide_trig_fn fn)
+{
+    struct call c;
+    if (!begin(b, &c, OP_TRIG, name) || !input(&c, 0, "x", x))
+        return TIDE_REF_NONE;
+    attr_int(&c, "fn", (int64_t)fn);
     return finish(&c);
 }
 

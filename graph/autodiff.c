@@ -910,6 +910,19 @@ static enum tide_status tide__grad_erf(struct grad_ctx *c)
     return st;
 }
 
+/* Trig: dx = TrigGrad(dy, x; fn), dy times fn's derivative at x (kernels/trig.h). */
+static enum tide_status tide__grad_trig(struct grad_ctx *c)
+{
+    int64_t fn = fwd_attr(c, TIDE_ATTR_TRIG_fn)->i; /* checked by infer */
+    uint32_t id;
+    enum tide_status st = emit2(c, TIDE_OP_TRIG_GRAD, 0, "x", c->dy[0], in_edge(c, 0), &id);
+    if (st != TIDE_OK)
+        return st;
+    tide_attr_set_int(c->ad->graph, id, TIDE_ATTR_TRIG_GRAD_fn, fn);
+    c->dx[0] = out0(id);
+    return TIDE_OK;
+}
+
 static enum tide_status tide__grad_gelu(struct grad_ctx *c)
 {
     uint32_t id;

@@ -77,6 +77,26 @@ enum tide_comparison {
     TIDE_COMPARISON_COUNT = 6,
 };
 
+/*
+ * The "fn" attribute of Trig and TrigGrad (ops.def): which function; the
+ * numbers are tide/graph.h's enum tide_trig_fn, which the builder checks
+ * against these.
+ */
+enum tide_trig_function {
+    TIDE_TRIG_FUNCTION_SIN = 0,
+    TIDE_TRIG_FUNCTION_COS = 1,
+    TIDE_TRIG_FUNCTION_TAN = 2,
+    TIDE_TRIG_FUNCTION_ASIN = 3,
+    TIDE_TRIG_FUNCTION_ACOS = 4,
+    TIDE_TRIG_FUNCTION_ATAN = 5,
+    TIDE_TRIG_FUNCTION_SINH = 6,
+    TIDE_TRIG_FUNCTION_COSH = 7,
+    TIDE_TRIG_FUNCTION_ASINH = 8,
+    TIDE_TRIG_FUNCTION_ACOSH = 9,
+    TIDE_TRIG_FUNCTION_ATANH = 10,
+    TIDE_TRIG_FUNCTION_COUNT = 11,
+};
+
 /* Bytes per element; 0 for TIDE_DTYPE_INVALID or an unknown value. */
 size_t tide_dtype_size(enum tide_dtype dtype);
 /* "float32", "int32", or "invalid". */

@@ -634,6 +634,44 @@ enum tide_status tide__infer_select(struct tide_graph *graph, struct tide_node *
     return tide__set_output(graph, node, 0, TIDE_DTYPE_FLOAT32, &out, err);
 }
 
+/* ---- Trigonometric and hyperbolic functions: Trig, TrigGrad ---- */
+
+/* Refuses an "fn" (attribute k of node) that is not an enum tide_trig_function value. */
+static enum tide_status check_trig_fn(const struct tide_node *node, int k, struct tide_error *err)
+{
+    int64_t fn = node->attrs[k].i;
+    if (fn < 0 || fn >= TIDE_TRIG_FUNCTION_COUNT)
+        return tide_node_error(err, TIDE_INVALID, node,
+                               "attribute \"fn\" is %" PRId64 ", wants 0 to %d (sin, cos, tan, "
+                               "asin, acos, atan, sinh, cosh, asinh, acosh, atanh)",
+                               fn, TIDE_TRIG_FUNCTION_COUNT - 1);
+    return TIDE_OK;
+}
+
+/* Trig(x; fn): x's shape. */
+enum tide_status tide__infer_trig(struct tide_graph *graph, struct tide_node *node,
+                                  struct tide_error *err)
+{
+    enum tide_status st = check_trig_fn(node, TIDE_ATTR_TRIG_fn, err);
+    if (st != TIDE_OK)
+        return st;
+    return tide__set_output(graph, node, 0, TIDE_DTYPE_FLOAT32, input_shape(graph, node, 0), err);
+}
+
+/* TrigGrad(dy, x; fn): dy has x's shape, and so has the output. */
+enum tide_status tide__infer_trig_grad(struct tide_graph *graph, struct tide_node *node,
+                                       struct tide_error *err)
+{
+    enum tide_status st = check_trig_fn(node, TIDE_ATTR_TRIG_GRAD_fn, err);
+    if (st != TIDE_OK)
+        return st;
+    const struct tide_shape *x = input_shape(graph, node, 1);
+    st = expect_input_shape(graph, node, 0, "dy", x, err, "the shape of input 1 (x)");
+    if (st != TIDE_OK)
+        return st;
+    return tide__set_output(graph, node, 0, TIDE_DTYPE_FLOAT32, x, err);
+}
+
 enum tide_status tide__infer_add_n(struct tide_graph *graph, struct tide_node *node,
                                    struct tide_error *err)
 {

@@ -1504,6 +1504,46 @@ static uint32_t build_select_masked(struct tide_graph *g, const uint32_t *in)
     return select3(g, "y", mask, in[0], in[1]);
 }
 
+/*
+ * Trig(a x + b; fn), with a and b putting x in [-1, 1) where fn's derivative
+ * is smooth: [-2, 2) for the functions defined everywhere, [-0.7, 0.7) for
+ * asin, acos and atanh (their derivatives grow without bound at +-1), [1.5,
+ * 2.5) for acosh (defined from 1), [-1, 1) for tan (away from pi / 2).
+ */
+static uint32_t build_trig(struct tide_graph *g, const uint32_t *in, int fn, double a, double b)
+{
+    uint32_t ax = op1(g, TIDE_OP_SCALE, "ax", in[0]);
+    tide_attr_set_float(g, ax, TIDE_ATTR_SCALE_scale, a);
+    uint32_t arg = ax;
+    if (b != 0.0) {
+        float bf = (float)b;
+        arg = op2(g, TIDE_OP_ADD, "ax_b", ax, constant(g, "b", TIDE_DTYPE_FLOAT32, 0, NULL, &bf));
+    }
+    uint32_t y = op1(g, TIDE_OP_TRIG, "y", arg);
+    tide_attr_set_int(g, y, TIDE_ATTR_TRIG_fn, fn);
+    return y;
+}
+
+#define BUILD_TRIG(NAME, FN, A, B)                                                                 \
+    static uint32_t build_trig_##NAME(struct tide_graph *g, const uint32_t *in)                    \
+    {                                                                                              \
+        return build_trig(g, in, FN, A, B);                                                        \
+    }
+// clang-format off
+BUILD_TRIG(sin, TIDE_TRIG_FUNCTION_SIN, 2.0, 0.0)
+BUILD_TRIG(cos, TIDE_TRIG_FUNCTION_COS, 2.0, 0.0)
+BUILD_TRIG(tan, TIDE_TRIG_FUNCTION_TAN, 1.0, 0.0)
+BUILD_TRIG(asin, TIDE_TRIG_FUNCTION_ASIN, 0.7, 0.0)
+BUILD_TRIG(acos, TIDE_TRIG_FUNCTION_ACOS, 0.7, 0.0)
+BUILD_TRIG(atan, TIDE_TRIG_FUNCTION_ATAN, 2.0, 0.0)
+BUILD_TRIG(sinh, TIDE_TRIG_FUNCTION_SINH, 2.0, 0.0)
+BUILD_TRIG(cosh, TIDE_TRIG_FUNCTION_COSH, 2.0, 0.0)
+BUILD_TRIG(asinh, TIDE_TRIG_FUNCTION_ASINH, 2.0, 0.0)
+BUILD_TRIG(acosh, TIDE_TRIG_FUNCTION_ACOSH, 0.5, 2.0)
+BUILD_TRIG(atanh, TIDE_TRIG_FUNCTION_ATANH, 0.7, 0.0)
+// clang-format on
+#undef BUILD_TRIG
+
 /* ---- Sequence-model ops: batched products and axis permutation (BatchMatMul, Transpose) ---- */
 
 static uint32_t build_batch_matmul(struct tide_graph *g, const uint32_t *in, bool ta, bool tb)
@@ -2205,6 +2245,17 @@ static const struct gc_case gc_cases[] = {
     {"Select_broadcast_y", IN2(T2(3, 4), T0), build_select_rows},
     {"Select_broadcast_both", IN2(T1(4), T2(3, 1)), build_select_rows},
     {"Select_masked", IN2(MATH_DISTINCT2(3, 4), T2(3, 4)), build_select_masked},
+    {"Trig_sin", IN1(T2(2, 5)), build_trig_sin},
+    {"Trig_cos", IN1(T2(2, 5)), build_trig_cos},
+    {"Trig_tan", IN1(T2(2, 5)), build_trig_tan},
+    {"Trig_asin", IN1(T2(2, 5)), build_trig_asin},
+    {"Trig_acos", IN1(T2(2, 5)), build_trig_acos},
+    {"Trig_atan", IN1(T2(2, 5)), build_trig_atan},
+    {"Trig_sinh", IN1(T2(2, 5)), build_trig_sinh},
+    {"Trig_cosh", IN1(T2(2, 5)), build_trig_cosh},
+    {"Trig_asinh", IN1(T2(2, 5)), build_trig_asinh},
+    {"Trig_acosh", IN1(T2(2, 5)), build_trig_acosh},
+    {"Trig_atanh", IN1(T2(2, 5)), build_trig_atanh},
 
     /* batched products and axis permutation (BatchMatMul, Transpose) */
     {"BatchMatMul", IN2(T3(2, 3, 4), T3(2, 4, 5)), build_batch_matmul_nn},

@@ -2008,6 +2008,59 @@ static void test_select(void **state)
 }
 
 /* ============================================================================
+ * Trigonometric and hyperbolic functions (Trig, TrigGrad)
+ * ========================================================================== */
+
+/*
+ * Trig and TrigGrad, every fn, over a range that reaches past the domain
+ * where there is one (NaN on both backends, which compare() accepts): a
+ * small odd shape and a long one. Both backends compute each element in
+ * double by kernels/trig.h and round once, so they differ by an ulp at
+ * most: TOL_EXACT.
+ */
+static void test_trig(void **state)
+{
+    (void)state;
+    static const float lo[TIDE_TRIG_FUNCTION_COUNT] = {-10.0f, -10.0f, -1.5f, -1.2f, -1.2f, -20.0f,
+                                                       -10.0f, -10.0f, -50.0f, 0.5f,  -1.1f};
+    static const float hi[TIDE_TRIG_FUNCTION_COUNT] = {10.0f, 10.0f, 1.5f,  1.2f, 1.2f, 20.0f,
+                                                       10.0f, 10.0f, 50.0f, 30.0f, 1.1f};
+    for (int fn = 0; fn < TIDE_TRIG_FUNCTION_COUNT; fn++) {
+        struct op_case c;
+        case_init(&c, TIDE_OP_TRIG, "trig", TOL_EXACT);
+        c.attrs[TIDE_ATTR_TRIG_fn].i = fn;
+        c.seed += (uint32_t)fn;
+        input_range(&c, 2, DIMS(4, 33), lo[fn], hi[fn]);
+        outf(&c, 2, DIMS(4, 33));
+        check_case(&c);
+
+        case_init(&c, TIDE_OP_TRIG, "trig_long", TOL_EXACT);
+        c.attrs[TIDE_ATTR_TRIG_fn].i = fn;
+        c.seed += 100u + (uint32_t)fn;
+        input_range(&c, 1, DIMS(40009), lo[fn], hi[fn]);
+        outf(&c, 1, DIMS(40009));
+        check_case(&c);
+
+        case_init(&c, TIDE_OP_TRIG_GRAD, "trig_grad", TOL_EXACT);
+        c.attrs[TIDE_ATTR_TRIG_GRAD_fn].i = fn;
+        c.seed += (uint32_t)fn;
+        input(&c, 2, DIMS(5, 37));                         /* dy */
+        input_range(&c, 2, DIMS(5, 37), lo[fn], hi[fn]); /* x */
+        outf(&c, 2, DIMS(5, 37));
+        check_case(&c);
+
+        case_init(&c, TIDE_OP_TRIG_GRAD, "trig_grad_long", TOL_EXACT);
+        c.attrs[TIDE_ATTR_TRIG_GRAD_fn].i = fn;
+        c.seed += 100u + (uint32_t)fn;
+        input(&c, 1, DIMS(30011));
+        input_range(&c, 1, DIMS(30011), lo[fn], hi[fn]);
+        outf(&c, 1, DIMS(30011));
+        check_case(&c);
+    }
+    REQUIRE_CUDA();
+}
+
+/* ============================================================================
  * Sequence-model ops: batched products and axis permutation (BatchMatMul, Transpose)
  * ========================================================================== */
 
@@ -2683,6 +2736,7 @@ int main(void)
         cmocka_unit_test(test_cast),
         cmocka_unit_test(test_compare),
         cmocka_unit_test(test_select),
+        cmocka_unit_test(test_trig),
 
         /* batched products and axis permutation (BatchMatMul, Transpose) */
         cmocka_unit_test(test_batch_matmul),

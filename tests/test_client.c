@@ -2122,6 +2122,63 @@ static void test_builder_masks(void **state)
     tide_builder_free(b);
 }
 
+/* ---- Trigonometric and hyperbolic functions (Trig) ---- */
+
+/*
+ * Trig through the builder: x's shape for each fn, "fn" on the wire as the
+ * enum's number, automatic names, a graph the daemon imports; an fn outside
+ * the enum and an int32 x refused in its words.
+ */
+static void test_builder_trig(void **state)
+{
+    (void)state;
+    tide_builder *b = tide_builder_new();
+    tide_ref x = tide_builder_placeholder(b, "x", TIDE_DT_FLOAT32, 2, (int64_t[]){3, 8});
+    tide_ref refs[TIDE_TRIG_ATANH + 1];
+    for (int fn = TIDE_TRIG_SIN; fn <= TIDE_TRIG_ATANH; fn++)
+        refs[fn] = tide_builder_trig(b, fn == TIDE_TRIG_COS ? "angle_cos" : NULL, x,
+                                     (enum tide_trig_fn)fn);
+    assert_null(tide_builder_error(b));
+    for (int fn = TIDE_TRIG_SIN; fn <= TIDE_TRIG_ATANH; fn++) {
+        expect_shape(b, refs[fn], 2, (int64_t[]){3, 8});
+        assert_int_equal(tide_builder_dtype(b, refs[fn]), TIDE_DT_FLOAT32);
+    }
+    assert_string_equal(tide_builder_name(b, refs[TIDE_TRIG_SIN]), "trig_0");
+    assert_string_equal(tide_builder_name(b, refs[TIDE_TRIG_ATANH]), "trig_9");
+
+    Tide__V1__Graph *g = roundtrip(b);
+    check_against_op_table(g);
+    const Tide__V1__Node *n = node_named(g, "angle_cos");
+    assert_string_equal(n->op, "Trig");
+    assert_int_equal(n->n_inputs, 1);
+    assert_string_equal(n->inputs[0], "x");
+    assert_int_equal(attr_of(n, "fn")->i, TIDE_TRIG_COS);
+    assert_int_equal(attr_of(node_named(g, "trig_0"), "fn")->i, 0);
+    assert_int_equal(attr_of(node_named(g, "trig_9"), "fn")->i, 10);
+    struct tide_graph *imported = NULL;
+    struct tide_error err = {0};
+    if (tide_graph_import_message(g, NULL, &imported, &err) != TIDE_OK)
+        fail_msg("import: %s", err.message);
+    tide_graph_free(imported);
+    tide__v1__graph__free_unpacked(g, NULL);
+    tide_builder_free(b);
+
+    /* Refusals, in the daemon's words. */
+    b = tide_builder_new();
+    x = tide_builder_placeholder(b, "x", TIDE_DT_FLOAT32, 1, (int64_t[]){4});
+    assert_int_equal(tide_builder_trig(b, "t", x, (enum tide_trig_fn)11).id, -1);
+    assert_contains(tide_builder_error(b), "node \"t\" (Trig): attribute \"fn\" is 11, wants 0 "
+                                           "to 10 (sin, cos, tan, asin, acos, atan, sinh, cosh, "
+                                           "asinh, acosh, atanh)");
+    tide_builder_free(b);
+    b = tide_builder_new();
+    tide_ref l = tide_builder_placeholder(b, "l", TIDE_DT_INT32, 1, (int64_t[]){4});
+    assert_int_equal(tide_builder_trig(b, "t", l, TIDE_TRIG_SIN).id, -1);
+    assert_contains(tide_builder_error(b), "node \"t\" (Trig): input 0 (\"l\") is int32, wants "
+                                           "float32");
+    tide_builder_free(b);
+}
+
 /* ---- Sequence-model ops: batched products and axis permutation (BatchMatMul, Transpose) ---- */
 
 /*
@@ -2421,6 +2478,7 @@ int main(void)
         /* element-wise math (Exp, Log, Div, Sqrt, Max, Min, Gelu) */
         cmocka_unit_test(test_builder_math_ops),
         cmocka_unit_test(test_builder_masks),
+        cmocka_unit_test(test_builder_trig),
 
         /* batched products and axis permutation (BatchMatMul, Transpose) */
         cmocka_unit_test(test_builder_batch_matmul_and_transpose),

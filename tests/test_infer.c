@@ -1764,6 +1764,76 @@ static void test_masks(void **state)
     FAILS(TIDE_INVALID, "bad", "has 2 data inputs, wants 3");
 }
 
+/* ---- Trigonometric and hyperbolic functions (Trig, TrigGrad) ---- */
+
+/*
+ * Trig keeps x's shape for every fn (a scalar and an empty tensor too);
+ * TrigGrad wants dy of x's shape; an fn out of range, or none, is refused
+ * naming the value, an int32 x by its dtype.
+ */
+static void test_trig(void **state)
+{
+    (void)state;
+    uint32_t x = ph("x", SHAPE(2, 3, 4)), s = ph("s", SCALAR), e = ph("e", SHAPE(0, 7));
+    uint32_t ids[TIDE_TRIG_FUNCTION_COUNT][3];
+    for (int fn = 0; fn < TIDE_TRIG_FUNCTION_COUNT; fn++) {
+        const uint32_t inputs[3] = {x, s, e};
+        for (int k = 0; k < 3; k++) {
+            char name[16];
+            snprintf(name, sizeof(name), "trig%d_%d", fn, k);
+            ids[fn][k] = OP(TIDE_OP_TRIG, name, inputs[k]);
+            tide_attr_set_int(g, ids[fn][k], TIDE_ATTR_TRIG_fn, fn);
+        }
+    }
+    uint32_t dy = ph("dy", SHAPE(2, 3, 4));
+    uint32_t grad = OP(TIDE_OP_TRIG_GRAD, "grad", dy, x);
+    tide_attr_set_int(g, grad, TIDE_ATTR_TRIG_GRAD_fn, TIDE_TRIG_FUNCTION_ATANH);
+    infer_ok();
+    for (int fn = 0; fn < TIDE_TRIG_FUNCTION_COUNT; fn++) {
+        expect_f32(ids[fn][0], SHAPE(2, 3, 4));
+        expect_f32(ids[fn][1], SCALAR);
+        expect_f32(ids[fn][2], SHAPE(0, 7));
+    }
+    expect_f32(grad, SHAPE(2, 3, 4));
+    static const enum tide_op ops[] = {TIDE_OP_TRIG, TIDE_OP_TRIG_GRAD};
+    for (int k = 0; k < 2; k++)
+        assert_true(tide_op_info(ops[k])->flags & TIDE_OP_F_CHEAP &&
+                    tide_op_info(ops[k])->flags & TIDE_OP_F_INPLACE);
+
+    const int64_t bad_fn[3] = {-1, 11, 1000};
+    for (int k = 0; k < 3; k++) {
+        char want[64];
+        snprintf(want, sizeof(want), "attribute \"fn\" is %d, wants 0 to 10 (sin, cos,",
+                 (int)bad_fn[k]);
+        reset();
+        x = ph("x", SHAPE(2));
+        uint32_t bad = OP(TIDE_OP_TRIG, "bad", x);
+        tide_attr_set_int(g, bad, TIDE_ATTR_TRIG_fn, bad_fn[k]);
+        FAILS(TIDE_INVALID, "bad", want, "acosh, atanh)");
+        reset();
+        x = ph("x", SHAPE(2));
+        bad = OP(TIDE_OP_TRIG_GRAD, "bad", x, x);
+        tide_attr_set_int(g, bad, TIDE_ATTR_TRIG_GRAD_fn, bad_fn[k]);
+        FAILS(TIDE_INVALID, "bad", want);
+    }
+    reset();
+    x = ph("x", SHAPE(2));
+    OP(TIDE_OP_TRIG, "bad", x);
+    FAILS(TIDE_INVALID, "bad", "\"fn\"");
+    reset();
+    uint32_t i = placeholder_of("i", TIDE_DTYPE_INT32, SHAPE(2));
+    uint32_t bad = OP(TIDE_OP_TRIG, "bad", i);
+    tide_attr_set_int(g, bad, TIDE_ATTR_TRIG_fn, TIDE_TRIG_FUNCTION_SIN);
+    FAILS(TIDE_INVALID, "bad", "input 0 (\"i\") is int32, wants float32");
+    reset();
+    dy = ph("dy", SHAPE(2, 4));
+    x = ph("x", SHAPE(2, 5));
+    bad = OP(TIDE_OP_TRIG_GRAD, "bad", dy, x);
+    tide_attr_set_int(g, bad, TIDE_ATTR_TRIG_GRAD_fn, TIDE_TRIG_FUNCTION_COS);
+    FAILS(TIDE_INVALID, "bad", "input 0 (dy) has shape [2, 4], wants [2, 5]",
+          "the shape of input 1 (x)");
+}
+
 /* ---- Sequence-model ops: batched products and axis permutation (BatchMatMul, Transpose) ---- */
 
 static void test_batch_matmul(void **state)
@@ -2713,6 +2783,7 @@ int main(void)
         TEST(test_math_binary),
         TEST(test_math_grads),
         TEST(test_masks),
+        TEST(test_trig),
 
         /* batched products and axis permutation (BatchMatMul, Transpose) */
         TEST(test_batch_matmul),

@@ -2761,6 +2761,189 @@ static void test_select(void **state)
     free(same);
 }
 
+/* ---- Trigonometric and hyperbolic functions (Trig, TrigGrad) ---- */
+
+/* fn(x) by libm in double: the reference Trig must equal once rounded to float. */
+static double trig_ref(int fn, double x)
+{
+    static double (*const f[TIDE_TRIG_FUNCTION_COUNT])(double) = {
+        sin, cos, tan, asin, acos, atan, sinh, cosh, asinh, acosh, atanh};
+    return f[fn](x);
+}
+
+/* fn'(x), written otherwise than kernels/trig.h where the formula allows. */
+static double trig_derivative_ref(int fn, double x)
+{
+    switch (fn) {
+    case TIDE_TRIG_FUNCTION_SIN:
+        return cos(x);
+    case TIDE_TRIG_FUNCTION_COS:
+        return -sin(x);
+    case TIDE_TRIG_FUNCTION_TAN:
+        return 1.0 + tan(x) * tan(x);
+    case TIDE_TRIG_FUNCTION_ASIN:
+        return 1.0 / sqrt((1.0 - x) * (1.0 + x));
+    case TIDE_TRIG_FUNCTION_ACOS:
+        return -1.0 / sqrt((1.0 - x) * (1.0 + x));
+    case TIDE_TRIG_FUNCTION_ATAN:
+        return 1.0 / (1.0 + x * x);
+    case TIDE_TRIG_FUNCTION_SINH:
+        return cosh(x);
+    case TIDE_TRIG_FUNCTION_COSH:
+        return sinh(x);
+    case TIDE_TRIG_FUNCTION_ASINH:
+        return 1.0 / hypot(x, 1.0);
+    case TIDE_TRIG_FUNCTION_ACOSH:
+        return 1.0 / sqrt((x - 1.0) * (x + 1.0));
+    default:
+        return 1.0 / ((1.0 - x) * (1.0 + x));
+    }
+}
+
+static void run_trig(int fn, float *x, float *y, int64_t n)
+{
+    struct tide_tensor_view in = fview(x, 1, DIMS(n)), out = fview(y, 1, DIMS(n));
+    struct test_node t;
+    node_init(&t, TIDE_OP_TRIG, "trig");
+    t.attrs[TIDE_ATTR_TRIG_fn].i = fn;
+    run(&t, &in, 1, &out, 1);
+}
+
+static void run_trig_grad(int fn, float *dy, float *x, float *dx, int64_t n)
+{
+    struct tide_tensor_view in[2] = {fview(dy, 1, DIMS(n)), fview(x, 1, DIMS(n))};
+    struct tide_tensor_view out = fview(dx, 1, DIMS(n));
+    struct test_node t;
+    node_init(&t, TIDE_OP_TRIG_GRAD, "trig_grad");
+    t.attrs[TIDE_ATTR_TRIG_GRAD_fn].i = fn;
+    run(&t, in, 2, &out, 1);
+}
+
+/*
+ * Trig: every fn at points across and beyond its domain is libm's double
+ * function rounded once to float (NaN where that is NaN), one value of
+ * each against tables, and the edges: asin(1.5), acos(-1.5), acosh(0.5) and
+ * atanh(2) NaN, atanh(+-1) +-inf, asin(1) pi/2, sinh(100) past float's range
+ * inf. TrigGrad: dy * fn'(x) within float's rounding of the exact value
+ * inside each domain, +inf at asin's and atanh's edge, NaN past asin's.
+ */
+static void test_trig(void **state)
+{
+    (void)state;
+    enum { N = 13 };
+    float x[N] = {-2.0f, -1.0f, -0.75f, -0.0f, 0.0f, 0.25f, 0.5f,
+                  1.0f,  1.5f,  2.0f,   10.0f, 100.0f, 1e-20f};
+    float y[N];
+    for (int fn = 0; fn < TIDE_TRIG_FUNCTION_COUNT; fn++) {
+        run_trig(fn, x, y, N);
+        for (int i = 0; i < N; i++) {
+            float want = (float)trig_ref(fn, x[i]);
+            if (isnan(want) ? !isnan(y[i]) : memcmp(&y[i], &want, sizeof(float)) != 0)
+                fail_msg("trig fn %d at %g is %.9g, want %.9g", fn, x[i], y[i], want);
+        }
+    }
+
+    /* One value of each from tables: fn at x[6] = 0.5, or 1 or 2 where that reads better. */
+    static const struct {
+        int fn;
+        float x;
+        double want;
+    } table[] = {
+        {TIDE_TRIG_FUNCTION_SIN, 0.5f, 0.479425538604203},
+        {TIDE_TRIG_FUNCTION_COS, 0.5f, 0.8775825618903728},
+        {TIDE_TRIG_FUNCTION_TAN, 0.5f, 0.5463024898437905},
+        {TIDE_TRIG_FUNCTION_ASIN, 0.5f, 0.5235987755982989}, /* pi / 6 */
+        {TIDE_TRIG_FUNCTION_ACOS, 0.5f, 1.0471975511965979}, /* pi / 3 */
+        {TIDE_TRIG_FUNCTION_ATAN, 1.0f, 0.7853981633974483}, /* pi / 4 */
+        {TIDE_TRIG_FUNCTION_SINH, 1.0f, 1.1752011936438014},
+        {TIDE_TRIG_FUNCTION_COSH, 1.0f, 1.5430806348152437},
+        {TIDE_TRIG_FUNCTION_ASINH, 1.0f, 0.881373587019543},
+        {TIDE_TRIG_FUNCTION_ACOSH, 2.0f, 1.3169578969248166},
+        {TIDE_TRIG_FUNCTION_ATANH, 0.5f, 0.5493061443340549},
+    };
+    for (size_t k = 0; k < sizeof(table) / sizeof(table[0]); k++) {
+        float in = table[k].x, got;
+        run_trig(table[k].fn, &in, &got, 1);
+        char what[32];
+        snprintf(what, sizeof(what), "trig fn %d table", table[k].fn);
+        expect_close(what, &got, &table[k].want, 1, 6e-8, 0);
+    }
+
+    /* The edges. */
+    float edge_x[9] = {1.5f, -1.5f, 0.5f, 2.0f, 1.0f, -1.0f, 1.0f, 100.0f, -0.0f}, edge_y;
+    const int edge_fn[9] = {TIDE_TRIG_FUNCTION_ASIN,  TIDE_TRIG_FUNCTION_ACOS,
+                            TIDE_TRIG_FUNCTION_ACOSH, TIDE_TRIG_FUNCTION_ATANH,
+                            TIDE_TRIG_FUNCTION_ATANH, TIDE_TRIG_FUNCTION_ATANH,
+                            TIDE_TRIG_FUNCTION_ASIN,  TIDE_TRIG_FUNCTION_SINH,
+                            TIDE_TRIG_FUNCTION_SIN};
+    float edge[9];
+    for (int k = 0; k < 9; k++) {
+        run_trig(edge_fn[k], &edge_x[k], &edge_y, 1);
+        edge[k] = edge_y;
+    }
+    assert_true(isnan(edge[0]) && isnan(edge[1]) && isnan(edge[2]) && isnan(edge[3]));
+    assert_true(isinf(edge[4]) && edge[4] > 0 && isinf(edge[5]) && edge[5] < 0);
+    assert_true(edge[6] == (float)(M_PI / 2));
+    assert_true(isinf(edge[7]) && edge[7] > 0);
+    assert_true(edge[8] == 0.0f && signbit(edge[8])); /* sin(-0) = -0 */
+
+    /* TrigGrad inside each domain: |x| < 1 for asin, acos, atanh; x > 1 for acosh. */
+    enum { M = 6 };
+    float inside[M] = {-0.9f, -0.3f, 0.0f, 0.2f, 0.6f, 0.95f};
+    float beyond_one[M] = {1.01f, 1.25f, 1.5f, 2.0f, 5.0f, 40.0f};
+    float dy[M] = {1.0f, -2.0f, 0.5f, 3.0f, -0.25f, 1.5f}, dx[M];
+    double want[M];
+    for (int fn = 0; fn < TIDE_TRIG_FUNCTION_COUNT; fn++) {
+        float *at = fn == TIDE_TRIG_FUNCTION_ACOSH ? beyond_one : inside;
+        run_trig_grad(fn, dy, at, dx, M);
+        for (int i = 0; i < M; i++)
+            want[i] = dy[i] * trig_derivative_ref(fn, at[i]);
+        char what[32];
+        snprintf(what, sizeof(what), "trig_grad fn %d", fn);
+        expect_close(what, dx, want, M, 1e-7, 0);
+    }
+    float one = 1.0f, past = 1.5f, unit = 1.0f, g;
+    run_trig_grad(TIDE_TRIG_FUNCTION_ASIN, &unit, &one, &g, 1);
+    assert_true(isinf(g) && g > 0);
+    run_trig_grad(TIDE_TRIG_FUNCTION_ATANH, &unit, &one, &g, 1);
+    assert_true(isinf(g) && g > 0);
+    run_trig_grad(TIDE_TRIG_FUNCTION_ASIN, &unit, &past, &g, 1);
+    assert_true(isnan(g));
+}
+
+/*
+ * Trig and TrigGrad split over the pool like the other element-wise kernels:
+ * the same bytes at 1, 2 and 3 threads, and every element as computed alone.
+ */
+static void test_range_jobs_trig(void **state)
+{
+    (void)state;
+    const int64_t n = 3 * 16384 + 77;
+    float *x = falloc(n), *dy = falloc(n), *y = falloc(n);
+    fill(x, n, 41);
+    fill(dy, n, 42);
+    struct tide_tensor_view in = fview(x, 1, DIMS(n)), out = fview(y, 1, DIMS(n));
+    struct test_node t;
+    node_init(&t, TIDE_OP_TRIG, "trig");
+    t.attrs[TIDE_ATTR_TRIG_fn].i = TIDE_TRIG_FUNCTION_ATANH;
+    expect_same_at_threads("trig", &t, &in, 1, &out, 1, NULL, NULL);
+    for (int64_t i = 0; i < n; i++) {
+        if (y[i] != (float)atanh((double)x[i]))
+            fail_msg("trig element %lld is %.9g, want %.9g", (long long)i, y[i],
+                     (float)atanh((double)x[i]));
+    }
+    struct tide_tensor_view gin[2] = {fview(dy, 1, DIMS(n)), fview(x, 1, DIMS(n))};
+    node_init(&t, TIDE_OP_TRIG_GRAD, "trig_grad");
+    t.attrs[TIDE_ATTR_TRIG_GRAD_fn].i = TIDE_TRIG_FUNCTION_COS;
+    expect_same_at_threads("trig_grad", &t, gin, 2, &out, 1, NULL, NULL);
+    for (int64_t i = 0; i < n; i++) {
+        float want = (float)(-(double)dy[i] * sin((double)x[i]));
+        if (y[i] != want)
+            fail_msg("trig_grad element %lld is %.9g, want %.9g", (long long)i, y[i], want);
+    }
+    free(x), free(dy), free(y);
+}
+
 /* The math kernels over many pieces: the same bits at every thread count, and the host's values. */
 static void test_range_jobs_math(void **state)
 {
@@ -4110,6 +4293,8 @@ int main(void)
         cmocka_unit_test(test_compare),
         cmocka_unit_test(test_select),
         cmocka_unit_test(test_range_jobs_math),
+        cmocka_unit_test(test_trig),
+        cmocka_unit_test(test_range_jobs_trig),
 
         /* batched products and axis permutation (BatchMatMul, Transpose) */
         cmocka_unit_test(test_batch_matmul),

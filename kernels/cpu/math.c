@@ -2,8 +2,9 @@
 /*
  * math.c: CPU kernels for the element-wise math of sequence models: Exp,
  * Log, Sqrt and Gelu (unary), Div, Max and Min (binary, with NumPy
- * broadcasting), the gradient helpers GeluGrad, MaxGrad and MinGrad, and the
- * mask ops Cast, Compare and Select.
+ * broadcasting), the gradient helpers GeluGrad, MaxGrad and MinGrad, the
+ * mask ops Cast, Compare and Select, and the trigonometric and hyperbolic
+ * functions (Trig, TrigGrad).
  *
  * The binary ops and MaxGrad/MinGrad walk their broadcast with the rows of
  * tide__cpu_broadcast_rows (elementwise.c), as Add, Sub and Mul do. Every
@@ -21,9 +22,13 @@
  * kernels/masks.h, which the CUDA kernels share: Compare broadcasts its two
  * inputs (float32 or int32, read through the float pointers of the rows and
  * cast back: both are 4 bytes, so the offsets agree) and Select its three.
+ *
+ * Trig and TrigGrad compute each element in double and round it once, by
+ * kernels/trig.h, which the CUDA kernels share too.
  */
 #include "kernels/cpu/cpu-impl.h"
 #include "kernels/masks.h"
+#include "kernels/trig.h"
 
 #include <assert.h>
 #include <math.h>
@@ -367,5 +372,53 @@ enum tide_status tide__cpu_SELECT(const struct tide_kernel_args *args, struct ti
     const float *in[3] = {tide__cpu_in(args, 0), tide__cpu_in(args, 1), tide__cpu_in(args, 2)};
     tide__cpu_broadcast_rows3(&args->outputs[0].shape, shapes, in, select_row,
                               tide__cpu_out(args, 0));
+    return TIDE_OK;
+}
+
+/* ============================================================================
+ * Trigonometric and hyperbolic functions: Trig, TrigGrad
+ * ========================================================================== */
+
+/* Elements [begin, end) of Trig(x; fn) by kernels/trig.h's rule; ctx is the kernel's args. */
+static void trig_range(const void *ctx, int64_t begin, int64_t end)
+{
+    const struct tide_kernel_args *args = ctx;
+    int fn = (int)args->node->attrs[TIDE_ATTR_TRIG_fn].i;
+    const float *x = tide__cpu_in(args, 0);
+    float *y = tide__cpu_out(args, 0);
+    for (int64_t i = begin; i < end; i++)
+        y[i] = tide__trig(fn, x[i]);
+}
+
+enum tide_status tide__cpu_TRIG(const struct tide_kernel_args *args, struct tide_error *err)
+{
+    int64_t fn = args->node->attrs[TIDE_ATTR_TRIG_fn].i;
+    assert(fn >= 0 && fn < TIDE_TRIG_FUNCTION_COUNT);
+    (void)fn;
+    tide__kernel_same_size(args, 0);
+    tide__cpu_parallel_for(tide__cpu_numel(&args->outputs[0]), TIDE__CPU_GRAIN, trig_range, args);
+    return TIDE_OK;
+}
+
+/* Elements [begin, end) of TrigGrad(dy, x; fn); ctx is the kernel's args. */
+static void trig_grad_range(const void *ctx, int64_t begin, int64_t end)
+{
+    const struct tide_kernel_args *args = ctx;
+    int fn = (int)args->node->attrs[TIDE_ATTR_TRIG_GRAD_fn].i;
+    const float *dy = tide__cpu_in(args, 0), *x = tide__cpu_in(args, 1);
+    float *dx = tide__cpu_out(args, 0);
+    for (int64_t i = begin; i < end; i++)
+        dx[i] = tide__trig_grad(fn, dy[i], x[i]);
+}
+
+enum tide_status tide__cpu_TRIG_GRAD(const struct tide_kernel_args *args, struct tide_error *err)
+{
+    int64_t fn = args->node->attrs[TIDE_ATTR_TRIG_GRAD_fn].i;
+    assert(fn >= 0 && fn < TIDE_TRIG_FUNCTION_COUNT);
+    (void)fn;
+    tide__kernel_same_size(args, 0);
+    tide__kernel_same_size(args, 1);
+    tide__cpu_parallel_for(tide__cpu_numel(&args->outputs[0]), TIDE__CPU_GRAIN, trig_grad_range,
+                           args);
     return TIDE_OK;
 }

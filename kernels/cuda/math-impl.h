@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * math-impl.h: the launchers of the element-wise math kernels (Exp, Log,
- * Sqrt, Gelu, Div, Max, Min and their gradient helpers, and the mask ops
- * Cast, Compare and Select), shared by the host
+ * Sqrt, Gelu, Div, Max, Min and their gradient helpers, the mask ops
+ * Cast, Compare and Select, and Trig and TrigGrad), shared by the host
  * half (math.c) and the device half (math.cu) only. Each launcher enqueues
  * on stream and returns cudaGetLastError(), as those of cuda-impl.h do.
  */
@@ -67,6 +67,14 @@ cudaError_t tide__cuda_launch_compare(cudaStream_t stream, int mode, bool ints, 
 cudaError_t tide__cuda_launch_select(cudaStream_t stream, const float *cond, const float *x,
                                      const float *y, float *out, int64_t n,
                                      const struct tide__cuda_broadcast *plan);
+
+/*
+ * Trig over n elements: out = fn(x) (dy NULL), or TrigGrad's
+ * out = dy * fn'(x), by kernels/trig.h's rules; fn an enum
+ * tide_trig_function value.
+ */
+cudaError_t tide__cuda_launch_trig(cudaStream_t stream, int fn, const float *x, const float *dy,
+                                   float *out, int64_t n);
 
 #ifdef __cplusplus
 }

@@ -2,8 +2,8 @@
 /*
  * math.c: the host half of the element-wise math kernels on CUDA: Exp, Log,
  * Sqrt, Gelu, GeluGrad, and Div, Max, Min, MaxGrad, MinGrad with NumPy
- * broadcasting, and the mask ops Cast, Compare and Select (device half:
- * math.cu).
+ * broadcasting, the mask ops Cast, Compare and Select, and Trig and
+ * TrigGrad (device half: math.cu).
  *
  * Each checks its views as the CPU kernel does (kernels/cpu/math.c), plans
  * the broadcast where there is one, and enqueues the device half on the
@@ -221,4 +221,37 @@ enum tide_status tide__cuda_SELECT(const struct tide_kernel_args *args, struct t
     return TIDE_CUDA_CHECK(err, tide__cuda_launch_select(
                                     launch->stream, tide__cuda_in(args, 0), tide__cuda_in(args, 1),
                                     tide__cuda_in(args, 2), tide__cuda_out(args, 0), total, p));
+}
+
+/* ============================================================================
+ * Trigonometric and hyperbolic functions: Trig, TrigGrad
+ * ========================================================================== */
+
+/* Trig: y = fn(x), x input 0; TrigGrad (gradient set): dx = dy * fn'(x), dy input 0, x input 1. */
+static enum tide_status trig(const struct tide_kernel_args *args, bool gradient, int64_t fn,
+                             struct tide_error *err)
+{
+    struct tide_cuda_launch *launch;
+    enum tide_status st = tide__cuda_context(args, &launch, err);
+    if (st != TIDE_OK)
+        return st;
+    assert(fn >= 0 && fn < TIDE_TRIG_FUNCTION_COUNT);
+    tide__kernel_same_size(args, 0);
+    if (gradient)
+        tide__kernel_same_size(args, 1);
+    const float *x = tide__cuda_in(args, gradient ? 1 : 0);
+    const float *dy = gradient ? tide__cuda_in(args, 0) : NULL;
+    return TIDE_CUDA_CHECK(err, tide__cuda_launch_trig(launch->stream, (int)fn, x, dy,
+                                                       tide__cuda_out(args, 0),
+                                                       tide__cuda_numel(&args->outputs[0])));
+}
+
+enum tide_status tide__cuda_TRIG(const struct tide_kernel_args *args, struct tide_error *err)
+{
+    return trig(args, false, args->node->attrs[TIDE_ATTR_TRIG_fn].i, err);
+}
+
+enum tide_status tide__cuda_TRIG_GRAD(const struct tide_kernel_args *args, struct tide_error *err)
+{
+    return trig(args, true, args->node->attrs[TIDE_ATTR_TRIG_GRAD_fn].i, err);
 }

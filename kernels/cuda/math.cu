@@ -2,8 +2,9 @@
 /*
  * math.cu: the device half of the element-wise math kernels: Exp, Log,
  * Sqrt, Gelu and GeluGrad, Div, Max and Min with NumPy broadcasting,
- * MaxGrad/MinGrad, and the mask ops Cast, Compare and Select (each element
- * by kernels/masks.h, the CPU kernels' own rules).
+ * MaxGrad/MinGrad, the mask ops Cast, Compare and Select (each element by
+ * kernels/masks.h, the CPU kernels' own rules), and Trig and TrigGrad
+ * (each element by kernels/trig.h, in double, as on the CPU).
  *
  * Each thread computes whole output elements from the matching input
  * elements with the CPU kernels' expressions (kernels/cpu/math.c), in a
@@ -17,6 +18,9 @@
 
 #define TIDE_MASKS_FN static inline __host__ __device__
 #include "kernels/masks.h"
+
+#define TIDE_TRIG_FN static inline __host__ __device__
+#include "kernels/trig.h"
 
 namespace
 {
@@ -159,6 +163,13 @@ __global__ void select_kernel(const float *cond, const float *x, const float *y,
     }
 }
 
+/* Trig (dy NULL) or TrigGrad over n elements. */
+__global__ void trig_kernel(int fn, const float *x, const float *dy, float *out, int64_t n)
+{
+    for (int64_t i = first_index(); i < n; i += grid_stride())
+        out[i] = dy ? tide__trig_grad(fn, dy[i], x[i]) : tide__trig(fn, x[i]);
+}
+
 /* The plan to pass by value; a zeroed one, unread, when there is none (equal shapes). */
 inline tide__cuda_broadcast plan_or_empty(const tide__cuda_broadcast *plan)
 {
@@ -264,6 +275,15 @@ cudaError_t tide__cuda_launch_select(cudaStream_t stream, const float *cond, con
         return cudaSuccess;
     select_kernel<<<blocks_for(n), kThreads, 0, stream>>>(cond, x, y, out, n, plan_or_empty(plan),
                                                           plan == NULL);
+    return cudaGetLastError();
+}
+
+cudaError_t tide__cuda_launch_trig(cudaStream_t stream, int fn, const float *x, const float *dy,
+                                   float *out, int64_t n)
+{
+    if (n <= 0)
+        return cudaSuccess;
+    trig_kernel<<<blocks_for(n), kThreads, 0, stream>>>(fn, x, dy, out, n);
     return cudaGetLastError();
 }
 

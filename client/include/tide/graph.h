@@ -452,6 +452,33 @@ tide_ref tide_builder_compare(tide_builder *b, const char *name, tide_ref x, tid
 tide_ref tide_builder_select(tide_builder *b, const char *name, tide_ref cond, tide_ref x,
                              tide_ref y);
 
+/* ---- Trigonometric and hyperbolic functions (Trig) ---- */
+
+/* The function a Trig node computes; the numbers are its "fn" attribute on the wire. */
+enum tide_trig_fn {
+    TIDE_TRIG_SIN = 0,
+    TIDE_TRIG_COS,
+    TIDE_TRIG_TAN,
+    TIDE_TRIG_ASIN,
+    TIDE_TRIG_ACOS,
+    TIDE_TRIG_ATAN,
+    TIDE_TRIG_SINH,
+    TIDE_TRIG_COSH,
+    TIDE_TRIG_ASINH,
+    TIDE_TRIG_ACOSH,
+    TIDE_TRIG_ATANH,
+};
+
+/*
+ * fn(x), element-wise on float32 x (rotary and sinusoidal position
+ * embeddings computed in the graph); a value outside the enum is refused.
+ * Each element is computed in double and rounded once, on every backend.
+ * Outside fn's domain the result is IEEE 754's: asin(1.5) and acosh(0.5)
+ * are NaN, atanh(1) is inf. The gradient is dy * fn'(x) (cos x for sin,
+ * 1 / (1 + x^2) for atan, ...), also in double.
+ */
+tide_ref tide_builder_trig(tide_builder *b, const char *name, tide_ref x, enum tide_trig_fn fn);
+
 /* ---- Sequence-model ops: batched products and axis permutation (BatchMatMul, Transpose) ---- */
 
 /*
