@@ -4739,6 +4739,64 @@ static int op_erf(struct ctx *c)
     return unary(c, tide_builder_erf);
 }
 
+/*
+ * Sin, Cos, Tan, Asin, Acos, Atan (7, 22) and Sinh, Cosh, Asinh, Acosh,
+ * Atanh (9, 22; 22 only adds bfloat16): tide's Trig with the function, each
+ * element computed in double and rounded once. Not folded on a constant,
+ * as Exp and Erf are not: a Const feeds the Trig node.
+ */
+static int trig_op(struct ctx *c, enum tide_trig_fn fn)
+{
+    tide_ref x;
+    if (float_in(c, 0, &x) != 0)
+        return -1;
+    return set_out(c, 0, tide_builder_trig(c->b, NULL, x, fn));
+}
+static int op_sin(struct ctx *c)
+{
+    return trig_op(c, TIDE_TRIG_SIN);
+}
+static int op_cos(struct ctx *c)
+{
+    return trig_op(c, TIDE_TRIG_COS);
+}
+static int op_tan(struct ctx *c)
+{
+    return trig_op(c, TIDE_TRIG_TAN);
+}
+static int op_asin(struct ctx *c)
+{
+    return trig_op(c, TIDE_TRIG_ASIN);
+}
+static int op_acos(struct ctx *c)
+{
+    return trig_op(c, TIDE_TRIG_ACOS);
+}
+static int op_atan(struct ctx *c)
+{
+    return trig_op(c, TIDE_TRIG_ATAN);
+}
+static int op_sinh(struct ctx *c)
+{
+    return trig_op(c, TIDE_TRIG_SINH);
+}
+static int op_cosh(struct ctx *c)
+{
+    return trig_op(c, TIDE_TRIG_COSH);
+}
+static int op_asinh(struct ctx *c)
+{
+    return trig_op(c, TIDE_TRIG_ASINH);
+}
+static int op_acosh(struct ctx *c)
+{
+    return trig_op(c, TIDE_TRIG_ACOSH);
+}
+static int op_atanh(struct ctx *c)
+{
+    return trig_op(c, TIDE_TRIG_ATANH);
+}
+
 /* Gelu-20: approximate "tanh" is tide's Gelu; "none" (the default) 0.5 x (1 + erf(x / sqrt 2)). */
 static int op_gelu(struct ctx *c)
 {
@@ -5603,10 +5661,16 @@ struct op_entry {
 
 static const struct op_entry ops[] = {
     {"Abs", op_abs, 1, {1, 6, 13}},
+    {"Acos", op_acos, 7, {7, 22}},
+    {"Acosh", op_acosh, 9, {9, 22}},
     {"Add", op_add, 1, {1, 6, 7, 13, 14}},
     {"And", op_and, 1, {1, 7}},
     {"ArgMax", op_arg_max, 1, {1, 11, 12, 13}},
     {"ArgMin", op_arg_min, 1, {1, 11, 12, 13}},
+    {"Asin", op_asin, 7, {7, 22}},
+    {"Asinh", op_asinh, 9, {9, 22}},
+    {"Atan", op_atan, 7, {7, 22}},
+    {"Atanh", op_atanh, 9, {9, 22}},
     {"AveragePool", op_average_pool, 1, {1, 7, 10, 11, 19, 22}},
     {"BatchNormalization", op_batch_normalization, 1, {1, 6, 7, 9, 14, 15}},
     {"Cast", op_cast, 6, {1, 6, 9, 13, 19, 21, 23, 24, 25}},
@@ -5616,6 +5680,8 @@ static const struct op_entry ops[] = {
     {"ConstantOfShape", op_constant_of_shape, 9, {9, 20, 21, 23, 24, 25}},
     {"Conv", op_conv, 1, {1, 11, 22}},
     {"ConvTranspose", op_conv_transpose, 1, {1, 11, 22}},
+    {"Cos", op_cos, 7, {7, 22}},
+    {"Cosh", op_cosh, 9, {9, 22}},
     {"DepthToSpace", op_depth_to_space, 1, {1, 11, 13}},
     {"Div", op_div, 1, {1, 6, 7, 13, 14}},
     {"Dropout", op_dropout, 1, {1, 6, 7, 10, 12, 13, 22}},
@@ -5686,6 +5752,8 @@ static const struct op_entry ops[] = {
     {"Shrink", op_shrink, 9, {9}},
     {"Sigmoid", op_sigmoid, 1, {1, 6, 13}},
     {"Sign", op_sign, 9, {9, 13}},
+    {"Sin", op_sin, 7, {7, 22}},
+    {"Sinh", op_sinh, 9, {9, 22}},
     {"Size", op_size, 1, {1, 13, 19, 21, 23, 24, 25}},
     {"Slice", op_slice, 1, {1, 10, 11, 13}},
     {"Softmax", op_softmax, 1, {1, 11, 13}},
@@ -5698,6 +5766,7 @@ static const struct op_entry ops[] = {
     {"Squeeze", op_squeeze, 1, {1, 11, 13, 21, 23, 24, 25}},
     {"Sub", op_sub, 1, {1, 6, 7, 13, 14}},
     {"Sum", op_sum, 1, {1, 6, 8, 13}},
+    {"Tan", op_tan, 7, {7, 22}},
     {"Tanh", op_tanh, 1, {1, 6, 13}},
     {"ThresholdedRelu", op_thresholded_relu, 10, {10, 22}},
     {"Tile", op_tile, 1, {1, 6, 13}},

@@ -4098,6 +4098,85 @@ static void test_bad_bytes(void **state)
     tide_builder_free(b);
 }
 
+/*
+ * Sin, Cos, Tan, Asin, Acos, Atan, Sinh, Cosh, Asinh, Acosh, Atanh: each imports as tide's Trig
+ * and gives libm's double function rounded to float (NaN outside the domain); each is refused
+ * before the opset that added it, and on an integer tensor. One SGD step through Sin of x w, w a
+ * trainable initializer (a rotary embedding's angle): x = [1, 2], w = [0.5, 0.25], so both
+ * angles are 0.5, y = sin(0.5) twice, loss mean(y^2), dL/dw_k = y cos(0.5) x_k = sin(1) / 2 x_k
+ * = 0.420735492 x_k, and w - 0.1 dL/dw = [0.457926451, 0.166852902].
+ */
+static void test_trig_ops(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *op;
+        int64_t since;
+        double (*f)(double);
+        float x[6];
+    } cases[] = {
+        {"Sin", 7, sin, {-3, -0.5f, 0, 0.25f, 1, 10}},
+        {"Cos", 7, cos, {-3, -0.5f, 0, 0.25f, 1, 10}},
+        {"Tan", 7, tan, {-1.5f, -0.5f, 0, 0.25f, 1, 1.5f}},
+        {"Asin", 7, asin, {-1, -0.5f, 0, 0.25f, 1, 1.5f}},
+        {"Acos", 7, acos, {-1, -0.5f, 0, 0.25f, 1, 1.5f}},
+        {"Atan", 7, atan, {-100, -0.5f, 0, 0.25f, 1, 100}},
+        {"Sinh", 9, sinh, {-5, -0.5f, 0, 0.25f, 1, 5}},
+        {"Cosh", 9, cosh, {-5, -0.5f, 0, 0.25f, 1, 5}},
+        {"Asinh", 9, asinh, {-100, -0.5f, 0, 0.25f, 1, 100}},
+        {"Acosh", 9, acosh, {0.5f, 1, 1.5f, 2, 10, 100}},
+        {"Atanh", 9, atanh, {-1, -0.5f, 0, 0.25f, 0.9f, 2}},
+    };
+    for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+        struct tide_test_onnx *m = tide_test_onnx_new(13);
+        one_node(m, cases[k].op, 1, (int64_t[]){6}, TIDE_TEST_NAMES("x"));
+        struct tide_onnx_result r;
+        tide_builder *b = import_ok(m, NULL, &r);
+        assert_shape(b, r.outputs[0], 1, (int64_t[]){6});
+        assert_string_equal(tide_builder_op(b, tide_builder_find(b, "onnx/trig_0")), "Trig");
+        float y[6];
+        run_forward(b, &r, cases[k].x, sizeof(cases[k].x), y, 6);
+        for (int i = 0; i < 6; i++) {
+            float want = (float)cases[k].f((double)cases[k].x[i]);
+            if (isnan(want) ? !isnan(y[i]) : memcmp(&y[i], &want, sizeof(float)) != 0)
+                fail_msg("%s(%g) is %.9g, want %.9g", cases[k].op, cases[k].x[i], y[i], want);
+        }
+        tide_onnx_result_free(&r);
+        tide_builder_free(b);
+        tide_test_onnx_free(m);
+
+        /* Before the opset that added it. */
+        m = tide_test_onnx_new(cases[k].since - 1);
+        one_node(m, cases[k].op, 1, (int64_t[]){6}, TIDE_TEST_NAMES("x"));
+        char want[160];
+        snprintf(want, sizeof(want),
+                 "node n (%s, opset %" PRId64 "): %s does not exist in opset %" PRId64
+                 " (ONNX added it in opset %" PRId64 ")",
+                 cases[k].op, cases[k].since - 1, cases[k].op, cases[k].since - 1, cases[k].since);
+        import_fails(m, NULL, want);
+        tide_test_onnx_free(m);
+    }
+    struct tide_test_onnx *m = tide_test_onnx_new(13);
+    tide_test_onnx_input(m, "x", ONNX__TENSOR_PROTO__DATA_TYPE__INT64, 1, (int64_t[]){2}, -1);
+    tide_test_onnx_node(m, "Cos", "n", TIDE_TEST_NAMES("x"), TIDE_TEST_NAMES("y"));
+    tide_test_onnx_output(m, "y");
+    import_fails(m, NULL, "node n (Cos, opset 13): input 0 is an integer tensor; tide computes this "
+                          "op in float32 only");
+    tide_test_onnx_free(m);
+
+    m = tide_test_onnx_new(13);
+    tide_test_onnx_input(m, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 1, (int64_t[]){2}, -1);
+    tide_test_onnx_init_f(m, "w", 1, (int64_t[]){2}, (float[]){0.5f, 0.25f});
+    tide_test_onnx_node(m, "Mul", "xw", TIDE_TEST_NAMES("x", "w"), TIDE_TEST_NAMES("xw"));
+    tide_test_onnx_node(m, "Sin", "sin", TIDE_TEST_NAMES("xw"), TIDE_TEST_NAMES("y"));
+    tide_test_onnx_output(m, "y");
+    float w[2];
+    train_one_step(m, (float[]){1, 2}, 2 * sizeof(float), "w", w, 2);
+    assert_float_equal(w[0], 0.5 - 0.1 * 0.42073549240394825, 1e-7);
+    assert_float_equal(w[1], 0.25 - 0.2 * 0.42073549240394825, 1e-7);
+    tide_test_onnx_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -4150,6 +4229,7 @@ int main(void)
         cmocka_unit_test(test_unnamed_graph_input),
         cmocka_unit_test(test_reduce_prod),
         cmocka_unit_test(test_bad_bytes),
+        cmocka_unit_test(test_trig_ops),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
