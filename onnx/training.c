@@ -199,25 +199,50 @@ int tide_onnx_training_graph(const uint8_t *bytes, size_t len,
     if (tide_onnx_import(b, bytes, len, &io, &r, err, err_size) != 0)
         goto out;
     tide_ref output;
-    /* One input, the examples; a model with its own loss also takes its labels, second. */
-    int32_t want_inputs = o->loss == TIDE_ONNX_LOSS_NONE ? 2 : 1;
-    if (r.n_inputs != want_inputs && !(o->loss == TIDE_ONNX_LOSS_NONE && r.n_inputs == 1)) {
+    /*
+     * Loss none: one input, the examples, and maybe a second, the labels the
+     * model's own loss reads. Else every graph input is examples (a BERT's
+     * ids and mask), all sharing the batch.
+     */
+    bool own_loss = o->loss == TIDE_ONNX_LOSS_NONE;
+    if (own_loss && r.n_inputs != 1 && r.n_inputs != 2) {
         fail(err, err_size,
-             "the model has %d graph inputs besides its initializers; tide trains a model of "
-             "one input, the batch of examples (two with loss none: the examples and the labels "
-             "its own loss reads)",
+             "the model has %d graph inputs besides its initializers; with loss none tide "
+             "trains a model of one input, the batch of examples, or two: the examples and the "
+             "labels its own loss reads",
              (int)r.n_inputs);
         goto out;
     }
-    if (r.n_inputs == 2 && describe(b, r.inputs[1], &out->labels) != 0) {
+    if (!own_loss && (r.n_inputs < 1 || r.n_inputs > TIDE_ONNX_MAX_INPUTS)) {
+        fail(err, err_size,
+             "the model has %d graph inputs besides its initializers; tide trains a model of 1 "
+             "to %d inputs of examples",
+             (int)r.n_inputs, TIDE_ONNX_MAX_INPUTS);
+        goto out;
+    }
+    if (own_loss && r.n_inputs == 2 && describe(b, r.inputs[1], &out->labels) != 0) {
         fail(err, err_size, "%s", tide_builder_error(b));
         goto out;
     }
-    if (describe(b, r.inputs[0], &out->input) != 0 || out->input.rank < 1) {
-        fail(err, err_size, "input \"%s\" is a scalar: it has no batch dimension",
-             tide_builder_name(b, r.inputs[0]));
-        goto out;
+    out->n_inputs = own_loss ? 1 : r.n_inputs;
+    for (int32_t k = 0; k < out->n_inputs; k++) {
+        struct tide_onnx_tensor *in = &out->inputs[k];
+        if (describe(b, r.inputs[k], in) != 0 || in->rank < 1) {
+            fail(err, err_size, "input \"%s\" is a scalar: it has no batch dimension",
+                 tide_builder_name(b, r.inputs[k]));
+            goto out;
+        }
+        if (in->dims[0] != out->inputs[0].dims[0]) {
+            char first[160], this[160];
+            fail(err, err_size,
+                 "inputs \"%s\" %s and \"%s\" %s differ in their first dimension, the batch "
+                 "both must share",
+                 out->inputs[0].name, fmt_dims(&out->inputs[0], first, sizeof(first)), in->name,
+                 fmt_dims(in, this, sizeof(this)));
+            goto out;
+        }
     }
+    out->input = out->inputs[0];
     out->batch = out->input.dims[0];
     out->opset = r.opset;
     if (find_output(b, &r, o->output, &output, err, err_size) != 0 ||
@@ -248,10 +273,17 @@ static const char *fmt_shape(const int64_t *dims, int32_t rank, char *buf, size_
     return fmt_dims(&t, buf, size);
 }
 
-int tide_onnx_training_check_dataset(const struct tide_onnx_training *t, int64_t batch,
-                                     int64_t example_elements, enum tide_data_type label_dtype,
-                                     const int64_t *label_dims, int32_t label_rank, int32_t classes,
-                                     char *err, size_t err_size)
+/* "float32" or "int32", for messages. */
+static const char *dtype_word(enum tide_data_type dtype)
+{
+    return dtype == TIDE_DT_FLOAT32 ? "float32" : dtype == TIDE_DT_INT32 ? "int32" : "other";
+}
+
+int tide_onnx_training_check_feeds(const struct tide_onnx_training *t, int64_t batch, int32_t n,
+                                   const enum tide_data_type *dtypes,
+                                   const int64_t *example_elements, const char *const *sources,
+                                   enum tide_data_type label_dtype, const int64_t *label_dims,
+                                   int32_t label_rank, int32_t classes, char *err, size_t err_size)
 {
     if (batch && t->batch != batch)
         return fail(err, err_size,
@@ -259,13 +291,36 @@ int tide_onnx_training_check_dataset(const struct tide_onnx_training *t, int64_t
                     " can only stand for a dynamic batch dimension (export the model with the "
                     "batch you want)",
                     t->batch, batch);
-    if (t->input.dtype != TIDE_DT_FLOAT32 || t->input.elements != t->batch * example_elements)
+    /* A tide_onnx_training filled before n_inputs existed has its one input in input. */
+    int32_t n_inputs = t->n_inputs > 0 ? t->n_inputs : 1;
+    const struct tide_onnx_tensor *inputs = t->n_inputs > 0 ? t->inputs : &t->input;
+    if (n != n_inputs) {
+        char listed[TIDE_ONNX_MAX_INPUTS * (TIDE_BUILDER_MAX_NAME + 4)] = "";
+        size_t used = 0;
+        for (int32_t k = 0; k < n_inputs && used < sizeof(listed); k++)
+            used += (size_t)snprintf(listed + used, sizeof(listed) - used, "%s\"%s\"",
+                                     k ? ", " : "", inputs[k].name);
+        return fail(err, err_size,
+                    "the model has %d graph inputs of examples (%s) but the examples come in %d "
+                    "array%s: give one per input, in the model's order",
+                    (int)n_inputs, listed, (int)n, n == 1 ? "" : "s");
+    }
+    for (int32_t k = 0; k < n; k++) {
+        const struct tide_onnx_tensor *in = &inputs[k];
+        if (in->dtype == dtypes[k] && in->elements == t->batch * example_elements[k])
+            continue;
+        if (sources && sources[k])
+            return fail(err, err_size,
+                        "input \"%s\" takes %" PRId64 " %s values per batch of %" PRId64
+                        "; the examples of %s are %" PRId64 " %s values each",
+                        in->name, in->elements, dtype_word(in->dtype), t->batch, sources[k],
+                        example_elements[k], dtype_word(dtypes[k]));
         return fail(err, err_size,
                     "input \"%s\" takes %" PRId64 " %s values per batch of %" PRId64
-                    "; the examples are %" PRId64 " float32 values each",
-                    t->input.name, t->input.elements,
-                    t->input.dtype == TIDE_DT_FLOAT32 ? "float32" : "int32", t->batch,
-                    example_elements);
+                    "; the examples are %" PRId64 " %s values each",
+                    in->name, in->elements, dtype_word(in->dtype), t->batch, example_elements[k],
+                    dtype_word(dtypes[k]));
+    }
     const struct tide_onnx_tensor *l = &t->labels;
     if (!l->name[0])
         return fail(err, err_size,
@@ -298,6 +353,16 @@ int tide_onnx_training_check_dataset(const struct tide_onnx_training *t, int64_t
         return fail(err, err_size, "the examples have %d classes; output \"%s\" scores %" PRId64,
                     (int)classes, t->output.name, t->classes);
     return 0;
+}
+
+int tide_onnx_training_check_dataset(const struct tide_onnx_training *t, int64_t batch,
+                                     int64_t example_elements, enum tide_data_type label_dtype,
+                                     const int64_t *label_dims, int32_t label_rank, int32_t classes,
+                                     char *err, size_t err_size)
+{
+    enum tide_data_type dtype = TIDE_DT_FLOAT32;
+    return tide_onnx_training_check_feeds(t, batch, 1, &dtype, &example_elements, NULL, label_dtype,
+                                          label_dims, label_rank, classes, err, err_size);
 }
 
 int tide_onnx_training_check_examples(const struct tide_onnx_training *t, int64_t batch,

@@ -28,6 +28,8 @@
 #include "tide/client.h"
 #include "tide/onnx.h"
 
+#include "onnx_builder.h"
+
 #ifndef TIDE_EXAMPLES_ONNX_DIR
 #error "TIDE_EXAMPLES_ONNX_DIR must name examples/onnx"
 #endif
@@ -554,6 +556,171 @@ static void test_refusals(void **state)
     free(model);
 }
 
+/*
+ * A classifier of two graph inputs, as a BERT's input_ids and attention_mask:
+ * float features x [bx, 4] and an int64 mask [bm, 4] whose zeros drop
+ * features (Where(Equal(mask, 0), 0, x)), then logits = x' w, w [4, 3]. extra
+ * adds that many more float inputs [bx, 1], unused.
+ */
+static uint8_t *two_input_model(int64_t bx, int64_t bm, int extra, size_t *len)
+{
+    struct tide_test_onnx *m = tide_test_onnx_new(14);
+    tide_test_onnx_input(m, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 2, (int64_t[]){bx, 4}, -1);
+    tide_test_onnx_input(m, "mask", ONNX__TENSOR_PROTO__DATA_TYPE__INT64, 2, (int64_t[]){bm, 4},
+                         -1);
+    for (int k = 0; k < extra; k++) {
+        char name[16];
+        snprintf(name, sizeof(name), "extra%d", k);
+        tide_test_onnx_input(m, name, ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 2, (int64_t[]){bx, 1},
+                             -1);
+    }
+    tide_test_onnx_init_i(m, "zero", 0, NULL, (int64_t[]){0});
+    /* A Constant, not an initializer: a float initializer would be a trained Variable. */
+    Onnx__NodeProto *c = tide_test_onnx_node(m, "Constant", "fzero_c", TIDE_TEST_NAMES(NULL),
+                                             TIDE_TEST_NAMES("fzero"));
+    tide_test_onnx_attr_t(m, c, "value",
+                          tide_test_onnx_tensor(m, "fzero_v", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT,
+                                                0, NULL, (float[]){0}));
+    static const float w[12] = {0.1f, -0.2f, 0.3f, 0.4f, 0.5f,  -0.6f,
+                                0.7f, -0.8f, 0.9f, 1.0f, -1.1f, 1.2f};
+    tide_test_onnx_init_f(m, "w", 2, (int64_t[]){4, 3}, w);
+    tide_test_onnx_node(m, "Equal", "eq", TIDE_TEST_NAMES("mask", "zero"), TIDE_TEST_NAMES("pad"));
+    tide_test_onnx_node(m, "Where", "where", TIDE_TEST_NAMES("pad", "fzero", "x"),
+                        TIDE_TEST_NAMES("kept"));
+    tide_test_onnx_node(m, "MatMul", "mm", TIDE_TEST_NAMES("kept", "w"), TIDE_TEST_NAMES("logits"));
+    tide_test_onnx_output(m, "logits");
+    uint8_t *bytes = tide_test_onnx_pack(m, len);
+    assert_non_null(bytes);
+    tide_test_onnx_free(m);
+    return bytes;
+}
+
+/*
+ * Several graph inputs of examples (xent, mse) are every input, sharing the
+ * batch; one step through the mask trains only the kept features' rows of w.
+ */
+static void test_several_inputs(void **state)
+{
+    (void)state;
+    size_t len;
+    uint8_t *model = two_input_model(2, 2, 0, &len);
+    struct tide_onnx_training t;
+    char err[512];
+    assert_int_equal(tide_onnx_training_graph(model, len, NULL, &t, err, sizeof(err)), 0);
+    assert_int_equal(t.n_inputs, 2);
+    assert_string_equal(t.input.name, "x");
+    assert_string_equal(t.inputs[0].name, "x");
+    assert_int_equal(t.inputs[0].dtype, TIDE_DT_FLOAT32);
+    assert_string_equal(t.inputs[1].name, "mask");
+    assert_int_equal(t.inputs[1].dtype, TIDE_DT_INT32);
+    assert_int_equal(t.inputs[1].elements, 8);
+    assert_int_equal(t.batch, 2);
+    assert_int_equal(t.classes, 3);
+    assert_int_equal(t.parameters, 12);
+    /* The examples: both arrays, in order, of the inputs' kinds. */
+    const enum tide_data_type dtypes[2] = {TIDE_DT_FLOAT32, TIDE_DT_INT32};
+    const char *const sources[2] = {"x.npy", "mask.npy"};
+    assert_int_equal(tide_onnx_training_check_feeds(&t, 0, 2, dtypes, (int64_t[]){4, 4}, sources,
+                                                    TIDE_DT_INT32, NULL, 0, 3, err, sizeof(err)),
+                     0);
+    assert_int_equal(tide_onnx_training_check_feeds(
+                         &t, 0, 2, (enum tide_data_type[]){TIDE_DT_FLOAT32, TIDE_DT_FLOAT32},
+                         (int64_t[]){4, 4}, sources, TIDE_DT_INT32, NULL, 0, 3, err, sizeof(err)),
+                     -1);
+    assert_string_equal(err, "input \"mask\" takes 8 int32 values per batch of 2; the examples "
+                             "of mask.npy are 4 float32 values each");
+    assert_int_equal(tide_onnx_training_check_feeds(&t, 0, 2, dtypes, (int64_t[]){4, 5}, NULL,
+                                                    TIDE_DT_INT32, NULL, 0, 3, err, sizeof(err)),
+                     -1);
+    assert_string_equal(err, "input \"mask\" takes 8 int32 values per batch of 2; the examples "
+                             "are 5 int32 values each");
+    assert_int_equal(tide_onnx_training_check_examples(&t, 0, 4, 3, err, sizeof(err)), -1);
+    assert_string_equal(err, "the model has 2 graph inputs of examples (\"x\", \"mask\") but "
+                             "the examples come in 1 array: give one per input, in the model's "
+                             "order");
+
+    /* One SGD step: w -= lr * kept^T (softmax - onehot) / B, with row 3 of w dropped by the mask.
+     */
+    struct tide_train_options train = {
+        .optimizer = TIDE_OPTIMIZER_SGD, .learning_rate = 0.5f, .loss = t.loss};
+    struct tide_session_options so = tide_session_options_default();
+    so.backend_name = "cpu";
+    so.train = &train;
+    struct tide_session *s;
+    struct tide_error e = {0};
+    if (tide_session_new(t.graph, t.graph_len, &so, &s, &e) != TIDE_OK)
+        fail_msg("%s", e.message);
+    static const float x[8] = {1, 2, -1, 0.5f, -0.5f, 1, 2, -2};
+    static const int32_t mask[8] = {1, 1, 1, 0, 1, 0, 1, 1}, labels[2] = {2, 0};
+    assert_int_equal(tide_session_feed(s, t.inputs[0].name, x, sizeof(x), &e), TIDE_OK);
+    assert_int_equal(tide_session_feed(s, t.inputs[1].name, mask, sizeof(mask), &e), TIDE_OK);
+    assert_int_equal(tide_session_feed(s, t.labels.name, labels, sizeof(labels), &e), TIDE_OK);
+    struct tide_step_stats stats;
+    if (tide_session_step(s, &stats, &e) != TIDE_OK)
+        fail_msg("%s", e.message);
+    static const float w0[12] = {0.1f, -0.2f, 0.3f, 0.4f, 0.5f,  -0.6f,
+                                 0.7f, -0.8f, 0.9f, 1.0f, -1.1f, 1.2f};
+    double want[12], loss = 0;
+    for (int i = 0; i < 12; i++)
+        want[i] = w0[i];
+    for (int row = 0; row < 2; row++) {
+        double kept[4], z[3], p[3], sum = 0;
+        for (int k = 0; k < 4; k++)
+            kept[k] = mask[row * 4 + k] ? x[row * 4 + k] : 0;
+        for (int c = 0; c < 3; c++) {
+            z[c] = 0;
+            for (int k = 0; k < 4; k++)
+                z[c] += kept[k] * w0[k * 3 + c];
+            sum += exp(z[c]);
+        }
+        for (int c = 0; c < 3; c++)
+            p[c] = exp(z[c]) / sum;
+        loss += -log(p[labels[row]]) / 2;
+        for (int k = 0; k < 4; k++)
+            for (int c = 0; c < 3; c++)
+                want[k * 3 + c] -= 0.5 * kept[k] * (p[c] - (c == labels[row])) / 2;
+    }
+    float got_loss, w[12];
+    assert_int_equal(tide_session_fetch(s, t.loss, &got_loss, sizeof(got_loss), &e), TIDE_OK);
+    assert_float_equal(got_loss, loss, 1e-6);
+    assert_int_equal(tide_session_fetch(s, "w", w, sizeof(w), &e), TIDE_OK);
+    for (int k = 0; k < 12; k++) {
+        if (fabs(w[k] - want[k]) > 1e-6)
+            fail_msg("w[%d] is %.9g, want %.9g", k, w[k], want[k]);
+    }
+    tide_session_free(s);
+    tide_onnx_training_free(&t);
+    free(model);
+
+    /* Inputs that disagree on the batch (a mask [1, 4] broadcasts, so the import takes it). */
+    model = two_input_model(2, 1, 0, &len);
+    assert_int_equal(tide_onnx_training_graph(model, len, NULL, &t, err, sizeof(err)), -1);
+    assert_string_equal(err, "inputs \"x\" [2, 4] and \"mask\" [1, 4] differ in their first "
+                             "dimension, the batch both must share");
+    assert_null(t.graph);
+    free(model);
+    /* Eight inputs are taken; nine are too many. */
+    model = two_input_model(2, 2, 6, &len);
+    assert_int_equal(tide_onnx_training_graph(model, len, NULL, &t, err, sizeof(err)), 0);
+    assert_int_equal(t.n_inputs, 8);
+    assert_string_equal(t.inputs[7].name, "extra5");
+    tide_onnx_training_free(&t);
+    free(model);
+    model = two_input_model(2, 2, 7, &len);
+    assert_int_equal(tide_onnx_training_graph(model, len, NULL, &t, err, sizeof(err)), -1);
+    assert_string_equal(err, "the model has 9 graph inputs besides its initializers; tide trains "
+                             "a model of 1 to 8 inputs of examples");
+    free(model);
+    /* Loss none keeps its rule: two inputs are the examples and the labels. */
+    model = two_input_model(2, 2, 1, &len);
+    struct tide_onnx_training_options none = {.loss = TIDE_ONNX_LOSS_NONE};
+    assert_int_equal(tide_onnx_training_graph(model, len, &none, &t, err, sizeof(err)), -1);
+    assert_string_equal(err, "the model has 3 graph inputs besides its initializers; with loss "
+                             "none tide trains a model of one input, the batch of examples, or "
+                             "two: the examples and the labels its own loss reads");
+    free(model);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -564,6 +731,7 @@ int main(void)
         cmocka_unit_test(test_textclf_matches_pytorch),
         cmocka_unit_test(test_frozen_buffers),
         cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_several_inputs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

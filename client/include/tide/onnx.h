@@ -172,11 +172,20 @@ struct tide_onnx_tensor {
     int64_t elements; /* the product of dims */
 };
 
+/* The most graph inputs of examples a trained model may have (a BERT's ids, mask, types: 3). */
+#define TIDE_ONNX_MAX_INPUTS 8
+
 /* A training graph made from a model: the graph's bytes and what a step feeds and fetches. */
 struct tide_onnx_training {
     uint8_t *graph; /* malloc'd tide.v1.Graph bytes; freed by tide_onnx_training_free() */
     size_t graph_len;
-    struct tide_onnx_tensor input;  /* the model's one graph input (a Placeholder) */
+    struct tide_onnx_tensor input;  /* the model's first graph input (a Placeholder): inputs[0] */
+    /*
+     * Every graph input of examples, in the model's order, each [batch, ...]
+     * (loss none: the first only, the second being the labels).
+     */
+    struct tide_onnx_tensor inputs[TIDE_ONNX_MAX_INPUTS];
+    int32_t n_inputs;
     struct tide_onnx_tensor labels; /* "labels"; loss none: the model's second input, or "" */
     struct tide_onnx_tensor output; /* the prediction output, to fetch */
     char loss[TIDE_BUILDER_MAX_NAME + 1]; /* the scalar to minimise: "loss", or the output's name */
@@ -190,12 +199,16 @@ struct tide_onnx_training {
  * Imports the ONNX model in bytes[0..len) (tide_onnx_import) and adds the
  * loss the options name on the output they name, so that the result trains
  * like tide's own models: submit or run out->graph with out->loss as what to
- * minimise, feed out->input and out->labels, fetch out->output. The model
- * must have exactly one graph input (initializers aside) of rank >= 1, whose
- * first dimension is the batch; with loss none it may have a second, the
- * labels its own loss reads (then out->labels names it). Returns 0, or -1 with a message in
- * err[0..err_size) (the import's, or which output, loss or shape does not
- * fit); out is zeroed on failure.
+ * minimise, feed out->inputs[0 .. n_inputs - 1] and out->labels, fetch
+ * out->output. With loss xent or mse the model takes 1 to
+ * TIDE_ONNX_MAX_INPUTS graph inputs (initializers aside; a BERT's input_ids
+ * and attention_mask), each of rank >= 1 and all of one first dimension,
+ * the batch (refused naming both inputs and shapes where they differ). With
+ * loss none it takes the examples as its one graph input and may have a
+ * second, the labels its own loss reads (then out->labels names it).
+ * Returns 0, or -1 with a message in err[0..err_size) (the import's, or
+ * which input, output, loss or shape does not fit); out is zeroed on
+ * failure.
  */
 int tide_onnx_training_graph(const uint8_t *bytes, size_t len,
                              const struct tide_onnx_training_options *options,
@@ -229,6 +242,21 @@ int tide_onnx_training_check_dataset(const struct tide_onnx_training *t, int64_t
                                      int64_t example_elements, enum tide_data_type label_dtype,
                                      const int64_t *label_dims, int32_t label_rank,
                                      int32_t classes, char *err, size_t err_size);
+
+/*
+ * As tide_onnx_training_check_dataset, for examples that come in n arrays,
+ * one for each of t->inputs in order (a BERT's ids and mask): array k holds
+ * example_elements[k] values of dtypes[k] (TIDE_DT_FLOAT32, or TIDE_DT_INT32
+ * for integer files) an example, which must be what input k takes per
+ * example. sources (NULL, or NULL entries) names the arrays in messages (a
+ * file). n other than t->n_inputs is refused, naming the model's inputs.
+ */
+int tide_onnx_training_check_feeds(const struct tide_onnx_training *t, int64_t batch, int32_t n,
+                                   const enum tide_data_type *dtypes,
+                                   const int64_t *example_elements, const char *const *sources,
+                                   enum tide_data_type label_dtype, const int64_t *label_dims,
+                                   int32_t label_rank, int32_t classes, char *err,
+                                   size_t err_size);
 
 /* Frees the graph bytes of out and zeroes it. NULL is a no-op. */
 void tide_onnx_training_free(struct tide_onnx_training *out);
