@@ -572,9 +572,13 @@ static int64_t integer_at(const struct array *a, uint64_t i)
  * Datasets
  * ========================================================================== */
 
-/* Fills ds's examples from the inputs array: shape, and pixels or values. */
-static int take_inputs(tide_dataset *ds, const struct array *a, const char *path, char *err,
-                       size_t err_size)
+/*
+ * Fills ds's examples from the inputs array: shape, and pixels or values;
+ * with ints_ok, int32 and int64 arrays too, as int32 (for a model's int
+ * input: token ids, an attention mask).
+ */
+static int take_inputs(tide_dataset *ds, const struct array *a, const char *path, bool ints_ok,
+                       char *err, size_t err_size)
 {
     char shape[160];
     if (a->rank < 2)
@@ -582,7 +586,7 @@ static int take_inputs(tide_dataset *ds, const struct array *a, const char *path
                     "%s: inputs of shape %s; want one row per example, [N, ...] with at least "
                     "two dimensions",
                     path, fmt_shape(a->dims, a->rank, shape, sizeof(shape)));
-    if (a->type != TIDE__ARRAY_FLOAT32 && a->type != TIDE__ARRAY_UINT8)
+    if (a->type != TIDE__ARRAY_FLOAT32 && a->type != TIDE__ARRAY_UINT8 && !ints_ok)
         return fail(err, err_size, TIDE_DATASET_INVALID,
                     "%s: inputs of dtype %s are not supported; want float32 '<f4' or uint8 "
                     "'|u1' (IDX: float32 0x0D or unsigned byte 0x08)",
@@ -608,6 +612,22 @@ static int take_inputs(tide_dataset *ds, const struct array *a, const char *path
     ds->height = r >= 2 ? ds->sample_dims[r - 2] : 1;
     ds->channels = size / (ds->width * ds->height);
     size_t bytes = (size_t)a->count * type_size(a->type);
+    if (a->type == TIDE__ARRAY_INT32 || a->type == TIDE__ARRAY_INT64) {
+        ds->ints = malloc((size_t)a->count * sizeof(int32_t));
+        if (!ds->ints)
+            return fail(err, err_size, TIDE_DATASET_NOMEM, "%s: out of memory for %zu bytes", path,
+                        (size_t)a->count * sizeof(int32_t));
+        for (uint64_t i = 0; i < a->count; i++) {
+            int64_t v = integer_at(a, i);
+            if (v < INT32_MIN || v > INT32_MAX)
+                return fail(err, err_size, TIDE_DATASET_INVALID,
+                            "%s: value %" PRId64 " at index %" PRIu64 " (example %" PRIu64
+                            ") does not fit the model's int32 input",
+                            path, v, i, i / (uint64_t)size);
+            ds->ints[i] = (int32_t)v;
+        }
+        return 0;
+    }
     if (a->type == TIDE__ARRAY_UINT8) {
         ds->pixels = malloc(bytes);
         if (!ds->pixels)
@@ -732,16 +752,73 @@ static int take_labels(tide_dataset *ds, const struct array *a, const char *path
     return 0;
 }
 
-int tide_dataset_open_files(const char *inputs_path, const char *labels_path,
-                            const tide_dataset *like, tide_dataset **out, char *err,
-                            size_t err_size)
+/* Checks that ds's examples are like like's: one sample shape, and both of ints or neither. */
+static int same_examples(const tide_dataset *ds, const tide_dataset *like, char *err,
+                         size_t err_size)
+{
+    int64_t dims[TIDE_DATASET_MAX_SAMPLE_RANK];
+    int32_t rank = tide_dataset_sample_shape(like, dims);
+    bool same = rank == ds->sample_rank;
+    for (int32_t i = 0; same && i < rank; i++)
+        same = dims[i] == ds->sample_dims[i];
+    char a[160], b[160];
+    if (!same)
+        return fail(err, err_size, TIDE_DATASET_INVALID,
+                    "%s: examples of shape %s, but the training examples%s%s are %s",
+                    ds->inputs_path, fmt_shape(ds->sample_dims, ds->sample_rank, a, sizeof(a)),
+                    like->inputs_path ? " of " : "", like->inputs_path ? like->inputs_path : "",
+                    fmt_shape(dims, rank, b, sizeof(b)));
+    if (!ds->ints != !like->ints)
+        return fail(err, err_size, TIDE_DATASET_INVALID,
+                    "%s: examples of %s, but the training examples%s%s are of %s", ds->inputs_path,
+                    ds->ints ? "ints" : "floats", like->inputs_path ? " of " : "",
+                    like->inputs_path ? like->inputs_path : "", like->ints ? "ints" : "floats");
+    return 0;
+}
+
+/* Opens path as a dataset of inputs alone: a model's further input. */
+static int open_more(const char *path, bool ints_ok, tide_dataset **out, char *err, size_t err_size)
+{
+    struct array a;
+    int rc = read_array(path, &a, err, err_size);
+    if (rc != 0)
+        return rc;
+    tide_dataset *ds = calloc(1, sizeof(*ds));
+    if (!ds || !(ds->inputs_path = strdup(path)))
+        rc = fail(err, err_size, TIDE_DATASET_NOMEM, "%s: out of memory", path);
+    if (rc == 0) {
+        ds->kind = TIDE__DATASET_FILES;
+        rc = take_inputs(ds, &a, path, ints_ok, err, err_size);
+    }
+    free(a.bytes);
+    if (rc != 0) {
+        tide_dataset_free(ds);
+        return rc;
+    }
+    *out = ds;
+    return 0;
+}
+
+static int open_files(const char *const *inputs_paths, int32_t n_inputs, const char *labels_path,
+                      const tide_dataset *like, bool ints_ok, tide_dataset **out, char *err,
+                      size_t err_size)
 {
     if (err && err_size > 0)
         err[0] = '\0';
-    if (!out || !inputs_path || !labels_path)
+    if (!out || !inputs_paths || !labels_path || n_inputs < 1 || !inputs_paths[0])
         return fail(err, err_size, TIDE_DATASET_INVALID,
                     "tide_dataset_open_files: inputs_path, labels_path and out must not be NULL");
     *out = NULL;
+    if (n_inputs > TIDE_DATASET_MAX_INPUTS)
+        return fail(err, err_size, TIDE_DATASET_INVALID,
+                    "%d files of examples; at most %d, one per model input, are read",
+                    (int)n_inputs, TIDE_DATASET_MAX_INPUTS);
+    if (like && n_inputs != 1 + like->n_more)
+        return fail(err, err_size, TIDE_DATASET_INVALID,
+                    "%d files of examples, but the training examples come in %d (one per model "
+                    "input)",
+                    (int)n_inputs, (int)(1 + like->n_more));
+    const char *inputs_path = inputs_paths[0];
     struct array inputs, labels = {0};
     int rc = read_array(inputs_path, &inputs, err, err_size);
     if (rc != 0)
@@ -755,24 +832,29 @@ int tide_dataset_open_files(const char *inputs_path, const char *labels_path,
     }
     if (rc == 0) {
         ds->kind = TIDE__DATASET_FILES;
-        rc = take_inputs(ds, &inputs, inputs_path, err, err_size);
+        rc = take_inputs(ds, &inputs, inputs_path, ints_ok, err, err_size);
     }
     if (rc == 0)
         rc = take_labels(ds, &labels, labels_path, inputs_path, &inputs, like, err, err_size);
-    if (rc == 0 && like) {
-        int64_t dims[TIDE_DATASET_MAX_SAMPLE_RANK];
-        int32_t rank = tide_dataset_sample_shape(like, dims);
-        bool same = rank == ds->sample_rank;
-        for (int32_t i = 0; same && i < rank; i++)
-            same = dims[i] == ds->sample_dims[i];
-        if (!same) {
-            char a[160], b[160];
+    if (rc == 0 && like)
+        rc = same_examples(ds, like, err, err_size);
+    for (int32_t k = 1; rc == 0 && k < n_inputs; k++) {
+        tide_dataset *more = NULL;
+        if (!inputs_paths[k])
             rc = fail(err, err_size, TIDE_DATASET_INVALID,
-                      "%s: examples of shape %s, but the training examples%s%s are %s", inputs_path,
-                      fmt_shape(ds->sample_dims, ds->sample_rank, a, sizeof(a)),
-                      like->inputs_path ? " of " : "",
-                      like->inputs_path ? like->inputs_path : "", fmt_shape(dims, rank, b, sizeof(b)));
-        }
+                      "tide_dataset_open_files_n: inputs_paths[%d] is NULL", (int)k);
+        else
+            rc = open_more(inputs_paths[k], ints_ok, &more, err, err_size);
+        if (rc != 0)
+            break;
+        ds->more[ds->n_more++] = more;
+        if (more->count != ds->count)
+            rc = fail(err, err_size, TIDE_DATASET_INVALID,
+                      "%s holds %" PRId64 " examples but %s holds %" PRId64
+                      ": every input's file has one row per example",
+                      inputs_path, ds->count, inputs_paths[k], more->count);
+        else if (like)
+            rc = same_examples(more, like->more[k - 1], err, err_size);
     }
     free(inputs.bytes);
     free(labels.bytes);
@@ -782,6 +864,39 @@ int tide_dataset_open_files(const char *inputs_path, const char *labels_path,
     }
     *out = ds;
     return 0;
+}
+
+int tide_dataset_open_files(const char *inputs_path, const char *labels_path,
+                            const tide_dataset *like, tide_dataset **out, char *err,
+                            size_t err_size)
+{
+    return open_files(&inputs_path, 1, labels_path, like, false, out, err, err_size);
+}
+
+int tide_dataset_open_files_n(const char *const *inputs_paths, int32_t n_inputs,
+                              const char *labels_path, const tide_dataset *like, tide_dataset **out,
+                              char *err, size_t err_size)
+{
+    return open_files(inputs_paths, n_inputs, labels_path, like, true, out, err, err_size);
+}
+
+int32_t tide_dataset_inputs(const tide_dataset *ds)
+{
+    return ds ? 1 + ds->n_more : 0;
+}
+
+int32_t tide_dataset_input_shape(const tide_dataset *ds, int32_t k, int64_t *dims)
+{
+    if (!ds || k < 0 || k > ds->n_more)
+        return 0;
+    return tide_dataset_sample_shape(k ? ds->more[k - 1] : ds, dims);
+}
+
+enum tide_data_type tide_dataset_input_dtype(const tide_dataset *ds, int32_t k)
+{
+    if (!ds || k < 0 || k > ds->n_more)
+        return TIDE_DT_FLOAT32;
+    return (k ? ds->more[k - 1] : ds)->ints ? TIDE_DT_INT32 : TIDE_DT_FLOAT32;
 }
 
 int32_t tide_dataset_sample_shape(const tide_dataset *ds, int64_t *dims)

@@ -51,6 +51,14 @@ struct tide_dataset {
     int32_t sample_rank;
     int64_t sample_dims[TIDE_DATASET_MAX_SAMPLE_RANK];
     char *inputs_path; /* what messages call the examples' file */
+    /* Files of int32 or int64 examples (for a model's int32 input), kept as int32. */
+    int32_t *ints; /* count * image_size, file order (when pixels and values are NULL) */
+    /*
+     * The examples of a model's further inputs (a BERT's attention_mask), one
+     * file each: datasets of inputs alone (no labels), of this count.
+     */
+    struct tide_dataset *more[TIDE_DATASET_MAX_INPUTS - 1];
+    int32_t n_more;
 
     /* Synthetic. */
     uint64_t seed;    /* of W and the images */

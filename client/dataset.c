@@ -480,6 +480,9 @@ void tide_dataset_free(tide_dataset *ds)
     free(ds->labels32);
     free(ds->targets);
     free(ds->inputs_path);
+    free(ds->ints);
+    for (int32_t k = 0; k < ds->n_more; k++)
+        tide_dataset_free(ds->more[k]);
     free(ds);
 }
 
@@ -587,7 +590,7 @@ static void copy_example(const tide_dataset *ds, int64_t index, float *image, in
 
 int tide_dataset_example(const tide_dataset *ds, int64_t index, float *image, int32_t *label)
 {
-    if (!ds || index < 0 || index >= ds->count || (label && ds->targets))
+    if (!ds || index < 0 || index >= ds->count || (label && ds->targets) || (image && ds->ints))
         return TIDE_DATASET_INVALID;
     if (ds->kind != TIDE__DATASET_SYNTHETIC) {
         copy_stored(ds, index, image, label);
@@ -677,8 +680,23 @@ void tide_dataset_iter_free(tide_dataset_iter *it)
     free(it);
 }
 
-/* The batch of iter_next and iter_next_targets: int32 labels or float targets, one set. */
-static int64_t iter_next(tide_dataset_iter *it, float *images, int32_t *labels, float *targets)
+/* Copies example index (valid) of a files dataset into input: floats, or int32 for ints. */
+static void copy_input(const tide_dataset *ds, int64_t index, void *input, int64_t slot)
+{
+    if (ds->ints)
+        memcpy((int32_t *)input + slot * ds->image_size, ds->ints + index * ds->image_size,
+               (size_t)ds->image_size * sizeof(int32_t));
+    else
+        copy_stored(ds, index, (float *)input + slot * ds->image_size, NULL);
+}
+
+/*
+ * The batch of the iter_next functions: int32 labels or float targets, one
+ * set; and the examples into images or, for a dataset of several inputs or
+ * int ones, into inputs[k] for each input k.
+ */
+static int64_t iter_next(tide_dataset_iter *it, float *images, void *const *inputs, int32_t *labels,
+                         float *targets)
 {
     const tide_dataset *ds = it->ds;
     int64_t left = ds->count - it->pos;
@@ -692,7 +710,16 @@ static int64_t iter_next(tide_dataset_iter *it, float *images, int32_t *labels, 
     for (int64_t i = 0; i < it->batch; i++) {
         /* Padding slots (i >= real) repeat the epoch's first examples. */
         int64_t index = i < real ? it->order[it->pos + i] : it->order[(i - real) % ds->count];
-        if (targets) {
+        if (inputs) {
+            /* One permutation for every input: example index is row index of each file. */
+            copy_input(ds, index, inputs[0], i);
+            for (int32_t k = 0; k < ds->n_more; k++)
+                copy_input(ds->more[k], index, inputs[k + 1], i);
+            if (targets)
+                copy_target(ds, index, targets + i * ds->target_size);
+            else
+                copy_stored(ds, index, NULL, &labels[i]);
+        } else if (targets) {
             copy_stored(ds, index, images + i * ds->image_size, NULL);
             copy_target(ds, index, targets + i * ds->target_size);
         } else {
@@ -705,16 +732,28 @@ static int64_t iter_next(tide_dataset_iter *it, float *images, int32_t *labels, 
 
 int64_t tide_dataset_iter_next(tide_dataset_iter *it, float *images, int32_t *labels)
 {
-    if (!it || !images || !labels || it->ds->targets)
+    if (!it || !images || !labels || it->ds->targets || it->ds->ints || it->ds->n_more)
         return -1;
-    return iter_next(it, images, labels, NULL);
+    return iter_next(it, images, NULL, labels, NULL);
 }
 
 int64_t tide_dataset_iter_next_targets(tide_dataset_iter *it, float *images, float *targets)
 {
-    if (!it || !images || !targets || !it->ds->targets)
+    if (!it || !images || !targets || !it->ds->targets || it->ds->ints || it->ds->n_more)
         return -1;
-    return iter_next(it, images, NULL, targets);
+    return iter_next(it, images, NULL, NULL, targets);
+}
+
+int64_t tide_dataset_iter_next_inputs(tide_dataset_iter *it, void *const *inputs, void *labels)
+{
+    if (!it || !inputs || !labels || it->ds->kind != TIDE__DATASET_FILES)
+        return -1;
+    for (int32_t k = 0; k <= it->ds->n_more; k++)
+        if (!inputs[k])
+            return -1;
+    if (it->ds->targets)
+        return iter_next(it, NULL, inputs, NULL, labels);
+    return iter_next(it, NULL, inputs, labels, NULL);
 }
 
 int64_t tide_dataset_iter_epoch(const tide_dataset_iter *it)

@@ -151,10 +151,11 @@ static int teardown(void **state)
 {
     (void)state;
     static const char *const names[] = {
-        "x.npy", "y.npy", "xu8.npy", "y64.npy", "yu8.npy", "x3.npy", "ximg.idx", "ylab.idx",
-        "ximg.idx.gz", "xf.idx", "yi.idx", "bad.npy", "bad.idx", "bad2.npy", "xt.npy", "yt.npy",
-        "weights.npz", "empty.npz", "x2.npy", "y2.npy", "yf.npy", "xi.npy", "ybig.npy",
-        "fuzz.npy", "y3.npy", "xs.npy"};
+        "x.npy",     "y.npy",       "xu8.npy",     "y64.npy",   "yu8.npy", "x3.npy",  "ximg.idx",
+        "ylab.idx",  "ximg.idx.gz", "xf.idx",      "yi.idx",    "bad.npy", "bad.idx", "bad2.npy",
+        "xt.npy",    "yt.npy",      "weights.npz", "empty.npz", "x2.npy",  "y2.npy",  "yf.npy",
+        "xi.npy",    "ybig.npy",    "fuzz.npy",    "y3.npy",    "xs.npy",  "ids.npy", "mask.npy",
+        "mask5.npy", "idsbig.npy",  "idst.npy",    "maskt.npy"};
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
         unlink(path_of(names[i]));
     return rmdir(dir);
@@ -222,6 +223,134 @@ static void test_npy_float32_and_int32(void **state)
     assert_int_equal(tide_dataset_iter_next(it, images, labels), 0); /* the epoch ends */
     tide_dataset_iter_free(it);
     tide_dataset_free(ds);
+}
+
+/*
+ * Several files of examples (a model's input_ids and attention_mask, int64
+ * and int32, beside float features): one permutation picks the same rows of
+ * each; ints stay ints; counts that differ, values outside int32 and test
+ * files unlike the training ones are refused by name.
+ */
+static void test_several_inputs(void **state)
+{
+    (void)state;
+    float x[5 * 2];
+    int64_t ids[5 * 3];
+    int32_t mask[5 * 3], y[5] = {0, 1, 2, 1, 0};
+    for (int i = 0; i < 5; i++) {
+        x[i * 2] = (float)i, x[i * 2 + 1] = -(float)i;
+        for (int k = 0; k < 3; k++)
+            ids[i * 3 + k] = 100 * i + k, mask[i * 3 + k] = (i + k) % 2;
+    }
+    write_npy("x.npy", 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (5, 2), }", x,
+              sizeof(x));
+    write_npy("ids.npy", 1, "{'descr': '<i8', 'fortran_order': False, 'shape': (5, 3), }", ids,
+              sizeof(ids));
+    write_npy("mask.npy", 1, "{'descr': '<i4', 'fortran_order': False, 'shape': (5, 3), }", mask,
+              sizeof(mask));
+    write_npy("y.npy", 1, "{'descr': '<i4', 'fortran_order': False, 'shape': (5,), }", y,
+              sizeof(y));
+    const char *paths[3] = {path_of("x.npy"), path_of("ids.npy"), path_of("mask.npy")};
+    tide_dataset *ds = NULL;
+    if (tide_dataset_open_files_n(paths, 3, path_of("y.npy"), NULL, &ds, err, sizeof(err)) != 0)
+        fail_msg("%s", err);
+    assert_int_equal(tide_dataset_inputs(ds), 3);
+    assert_int_equal(tide_dataset_count(ds), 5);
+    assert_int_equal(tide_dataset_classes(ds), 3);
+    assert_int_equal(tide_dataset_input_dtype(ds, 0), TIDE_DT_FLOAT32);
+    assert_int_equal(tide_dataset_input_dtype(ds, 1), TIDE_DT_INT32);
+    assert_int_equal(tide_dataset_input_dtype(ds, 2), TIDE_DT_INT32);
+    int64_t dims[TIDE_DATASET_MAX_SAMPLE_RANK];
+    assert_int_equal(tide_dataset_input_shape(ds, 1, dims), 1);
+    assert_int_equal(dims[0], 3);
+    assert_int_equal(tide_dataset_input_shape(ds, 3, dims), 0);
+    tide_dataset_iter *it;
+    assert_int_equal(tide_dataset_iter_new(ds, 2, 11, TIDE_DATASET_SHUFFLE, &it, err, sizeof(err)),
+                     0);
+    float bx[2 * 2], images[2 * 2];
+    int32_t bids[2 * 3], bmask[2 * 3], labels[2];
+    /* A dataset of several inputs has no batches of one images buffer. */
+    assert_int_equal(tide_dataset_iter_next(it, images, labels), -1);
+    int seen[5] = {0};
+    for (int b = 0; b < 2; b++) {
+        assert_int_equal(tide_dataset_iter_next_inputs(it, (void *[]){bx, bids, bmask}, labels), 2);
+        for (int r = 0; r < 2; r++) {
+            int i = (int)bx[r * 2]; /* the row the features come from */
+            assert_float_equal(bx[r * 2 + 1], -(float)i, 0);
+            for (int k = 0; k < 3; k++) {
+                assert_int_equal(bids[r * 3 + k], 100 * i + k);
+                assert_int_equal(bmask[r * 3 + k], (i + k) % 2);
+            }
+            assert_int_equal(labels[r], y[i]);
+            seen[i]++;
+        }
+    }
+    int twice = 0;
+    for (int i = 0; i < 5; i++)
+        twice += seen[i] > 1;
+    assert_int_equal(twice, 0);
+    tide_dataset_iter_free(it);
+
+    /* Test files: as many, each like its training file. */
+    tide_dataset *test = NULL;
+    assert_int_equal(
+        tide_dataset_open_files_n(paths, 3, path_of("y.npy"), ds, &test, err, sizeof(err)), 0);
+    tide_dataset_free(test);
+    test = (tide_dataset *)0x1;
+    assert_int_equal(
+        tide_dataset_open_files_n(paths, 2, path_of("y.npy"), ds, &test, err, sizeof(err)),
+        TIDE_DATASET_INVALID);
+    assert_null(test);
+    assert_string_equal(err, "2 files of examples, but the training examples come in 3 (one per "
+                             "model input)");
+    const char *swapped[3] = {paths[0], paths[1], path_of("x.npy")};
+    char want[1024];
+    assert_int_equal(
+        tide_dataset_open_files_n(swapped, 3, path_of("y.npy"), ds, &test, err, sizeof(err)),
+        TIDE_DATASET_INVALID);
+    snprintf(want, sizeof(want),
+             "%s: examples of shape [2], but the training examples of %s are [3]", path_of("x.npy"),
+             path_of("mask.npy"));
+    assert_string_equal(err, want);
+    tide_dataset_free(ds);
+
+    /* A mask file of another count. */
+    write_npy("mask5.npy", 1, "{'descr': '<i4', 'fortran_order': False, 'shape': (4, 3), }", mask,
+              4 * 3 * sizeof(int32_t));
+    const char *short_mask[2] = {path_of("x.npy"), path_of("mask5.npy")};
+    ds = (tide_dataset *)0x1;
+    assert_int_equal(
+        tide_dataset_open_files_n(short_mask, 2, path_of("y.npy"), NULL, &ds, err, sizeof(err)),
+        TIDE_DATASET_INVALID);
+    assert_null(ds);
+    snprintf(want, sizeof(want),
+             "%s holds 5 examples but %s holds 4: every input's file has one row per example",
+             path_of("x.npy"), path_of("mask5.npy"));
+    assert_string_equal(err, want);
+    /* int64 outside int32, by file and index. */
+    ids[7] = INT64_C(1) << 31;
+    write_npy("idsbig.npy", 1, "{'descr': '<i8', 'fortran_order': False, 'shape': (5, 3), }", ids,
+              sizeof(ids));
+    const char *big[2] = {path_of("x.npy"), path_of("idsbig.npy")};
+    assert_int_equal(
+        tide_dataset_open_files_n(big, 2, path_of("y.npy"), NULL, &ds, err, sizeof(err)),
+        TIDE_DATASET_INVALID);
+    snprintf(want, sizeof(want),
+             "%s: value 2147483648 at index 7 (example 2) does not fit the model's int32 input",
+             path_of("idsbig.npy"));
+    assert_string_equal(err, want);
+    /* Nine files are more than any model input list. */
+    const char *nine[9] = {paths[0], paths[0], paths[0], paths[0], paths[0],
+                           paths[0], paths[0], paths[0], paths[0]};
+    assert_int_equal(
+        tide_dataset_open_files_n(nine, 9, path_of("y.npy"), NULL, &ds, err, sizeof(err)),
+        TIDE_DATASET_INVALID);
+    assert_string_equal(err, "9 files of examples; at most 8, one per model input, are read");
+    /* One int file alone: the files of tide_dataset_open_files stay float or bytes. */
+    expect_error("ids.npy", "y.npy", NULL, TIDE_DATASET_INVALID,
+                 "%s: inputs of dtype int64 '<i8' are not supported; want float32 '<f4' or "
+                 "uint8 '|u1' (IDX: float32 0x0D or unsigned byte 0x08)",
+                 path_of("ids.npy"));
 }
 
 /* uint8 inputs (version 2.0) become byte / 255 exactly; int64 (3.0) and uint8 labels. */
@@ -970,6 +1099,7 @@ int main(void)
         cmocka_unit_test(test_header_malformed),
         cmocka_unit_test(test_header_fuzz),
         cmocka_unit_test(test_npz_round_trip),
+        cmocka_unit_test(test_several_inputs),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -12,8 +12,10 @@
  *   - .npy, format versions 1.0, 2.0 and 3.0, C order (fortran_order True is
  *     refused). Inputs: float32 ('<f4'), copied as they are, or uint8
  *     ('|u1'), scaled to [0, 1] as a byte / 255 exactly as Fashion-MNIST's
- *     pixels are. Labels: int32 ('<i4'), int64 ('<i8', each checked to fit
- *     an int32) or uint8 ('|u1', taken as they are) class indices, or float32
+ *     pixels are; through tide_dataset_open_files_n (a model's inputs, one
+ *     file each), int32 ('<i4') and int64 ('<i8') too, kept as int32 for an
+ *     int input (token ids, an attention mask). Labels: int32 ('<i4'), int64 ('<i8', each checked
+ * to fit an int32) or uint8 ('|u1', taken as they are) class indices, or float32
  *     ('<f4') targets of any per-example shape (for a regression loss,
  *     such as tidectl's --loss mse). The header dict is read
  *     by a strict parser of its small fixed grammar (a Python dict literal
@@ -66,6 +68,9 @@ extern "C" {
 /* The most dimensions of one example (the inputs file has one more). */
 #define TIDE_DATASET_MAX_SAMPLE_RANK 7
 
+/* The most files of examples, one per model input (tide_dataset_open_files_n). */
+#define TIDE_DATASET_MAX_INPUTS 8
+
 /*
  * Opens the dataset of inputs_path and labels_path (each .npy or IDX).
  * Without like (training data), the classes are the largest label + 1. With
@@ -81,6 +86,49 @@ extern "C" {
 int tide_dataset_open_files(const char *inputs_path, const char *labels_path,
                             const tide_dataset *like, tide_dataset **out, char *err,
                             size_t err_size);
+
+/*
+ * As tide_dataset_open_files, for a model of several inputs (a BERT's
+ * input_ids and attention_mask): inputs_paths[0 .. n_inputs - 1] hold one
+ * file of examples per input, in the model's order (1 to
+ * TIDE_DATASET_MAX_INPUTS), each [N, ...] of the same N, example i being
+ * row i of every file and of the labels. Besides float32 and uint8, an
+ * inputs file may be int32 or int64 (for a model's int input), kept as
+ * int32: a value outside int32 is refused naming the file and its index.
+ * Files whose N differ are refused naming both files and counts. The first
+ * file is the dataset's own examples (tide_dataset_sample_shape and the
+ * rest describe it); tide_dataset_input_shape and _input_dtype describe
+ * each. With like, the files must match like's in number, sample shape and
+ * kind (ints or floats). A dataset of several inputs or of int examples
+ * hands out its batches through tide_dataset_iter_next_inputs() only.
+ */
+int tide_dataset_open_files_n(const char *const *inputs_paths, int32_t n_inputs,
+                              const char *labels_path, const tide_dataset *like, tide_dataset **out,
+                              char *err, size_t err_size);
+
+/* The number of inputs ds's examples feed: its files of examples; 1 for the built-in datasets. */
+int32_t tide_dataset_inputs(const tide_dataset *ds);
+
+/*
+ * The shape of one example of input k (0 .. tide_dataset_inputs() - 1):
+ * writes up to TIDE_DATASET_MAX_SAMPLE_RANK dims and returns their number
+ * (0 for a k out of range).
+ */
+int32_t tide_dataset_input_shape(const tide_dataset *ds, int32_t k, int64_t *dims);
+
+/* TIDE_DT_INT32 for input k of int32 or int64 files, else TIDE_DT_FLOAT32. */
+enum tide_data_type tide_dataset_input_dtype(const tide_dataset *ds, int32_t k);
+
+/*
+ * The next batch of a files dataset, one permutation for every input:
+ * copies input k's examples into inputs[k] (batch times its values an
+ * example, float32, or int32 for int files) for each k of
+ * tide_dataset_inputs(), and the labels into labels (batch int32 class
+ * indices, or the float targets as tide_dataset_iter_next_targets() gives
+ * them). Returns as tide_dataset_iter_next(); -1 for NULL arguments or a
+ * dataset not read from files.
+ */
+int64_t tide_dataset_iter_next_inputs(tide_dataset_iter *it, void *const *inputs, void *labels);
 
 /*
  * The shape of one example: writes up to TIDE_DATASET_MAX_SAMPLE_RANK dims
