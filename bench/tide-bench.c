@@ -16,7 +16,7 @@
  *                    [--seed S] [--optimizer sgd|momentum|adam] [--lr X]
  *                    [--budget BYTES] [--backend cpu|cuda|auto] [--threads N] [--json]
  *                    [--math fp32|tf32] [--trace FILE] [--svg FILE] [--png FILE]
- *                    [--data X --labels Y [--test-data X2 --test-labels Y2]]
+ *                    [--data X[,X...] --labels Y [--test-data X2[,X2...] --test-labels Y2]]
  *                    [--save-npz OUT.npz]
  *                    [--onnx FILE [--output NAME] [--loss xent|mse|none] [--frozen A,B]
  *                     [--save OUT.onnx]]
@@ -200,15 +200,20 @@ static void usage(FILE *out)
             "                           uint8 labels; float32 targets [N, ...] for --onnx --loss\n"
             "                           mse or none) or IDX files; the examples' shape sets\n"
             "                           the model's input (mlp: any; cnn, resnet: [C, H, W] or\n"
-            "                           [H, W]; lstm: [S, F]), the largest label + 1 the classes\n"
+            "                           [H, W]; lstm: [S, F]), the largest label + 1 the classes;\n"
+            "                           with --onnx, X may list one file per model input,\n"
+            "                           X1,X2 in the model's input order (a BERT's ids and\n"
+            "                           mask), each [N, ...] of the same N, int32 or int64 ones\n"
+            "                           for int inputs\n"
             "  --test-data X2 --test-labels Y2\n"
             "                           train: the examples scored after training (with --data;\n"
             "                           without them, no test split)\n"
             "  --save-npz FILE          train: write the trained Variables as NumPy .npz\n"
             "  --onnx FILE              train, eval: an ONNX model instead of --model (as\n"
             "                           PyTorch exports it: see the README, \"Train your own\n"
-            "                           model\"); its one input takes the images, its static\n"
-            "                           batch is the batch (--batch only stands for a dynamic one)\n"
+            "                           model\"); its input takes the images (with --data, each\n"
+            "                           input its own file), its static batch is the batch\n"
+            "                           (--batch only stands for a dynamic one)\n"
             "  --output NAME            the ONNX output that predicts (default: its first)\n"
             "  --loss xent|mse|none     the loss on that output (default xent: cross-entropy\n"
             "                           against the class labels, output [B, classes]; mse:\n"
@@ -339,6 +344,9 @@ static int data_file_checks(const struct bench_options *o)
     else if (o->seq_len)
         problem = "--seq-len does not apply with --data: the examples' shape [S, F] sets the "
                   "sequence length";
+    else if (!o->onnx && (strchr(o->data, ',') || (o->test_data && strchr(o->test_data, ','))))
+        problem = "--data A,B (one file per model input) is for an --onnx model of several "
+                  "inputs; --model reads one file of examples";
     if (!problem)
         return 0;
     fprintf(stderr, "tide-bench: %s\n", problem);
@@ -780,12 +788,32 @@ void tide_bench_input_shape(const struct bench_options *o, int64_t *c, int64_t *
  * is NULL), and the images shape that --model reads them as. Returns 0, 1
  * (a bad file) or 2 (examples the model cannot read), having said why.
  */
+/*
+ * Opens the dataset of --data's files: with --onnx, a comma-separated list
+ * of one file per model input (int files allowed for int inputs), split into
+ * *paths (pointers into *copy; the caller frees both); else the one file.
+ */
+static int open_data(const struct bench_options *o, const char *list, const char *labels,
+                     const tide_dataset *like, tide_dataset **out, char **copy,
+                     const char ***paths, size_t *n, char *err, size_t err_size)
+{
+    *copy = NULL, *paths = NULL, *n = 0;
+    if (!o->onnx)
+        return tide_dataset_open_files(list, labels, like, out, err, err_size);
+    if (tide_onnx_split_names(list, copy, paths, n) != 0 || *n == 0) {
+        snprintf(err, err_size, "%s: %s", list, *n ? "out of memory" : "names no file");
+        return -1;
+    }
+    return tide_dataset_open_files_n(*paths, (int32_t)*n, labels, like, out, err, err_size);
+}
+
 static int open_files(const struct bench_options *o, tide_dataset **train, tide_dataset **test,
-                      int64_t *c, int64_t *h, int64_t *w)
+                      int64_t *c, int64_t *h, int64_t *w, char **copy, const char ***paths,
+                      size_t *n)
 {
     char err[1024];
     *train = *test = NULL;
-    if (tide_dataset_open_files(o->data, o->labels, NULL, train, err, sizeof(err)) != 0) {
+    if (open_data(o, o->data, o->labels, NULL, train, copy, paths, n, err, sizeof(err)) != 0) {
         fprintf(stderr, "tide-bench: %s\n", err);
         return 1;
     }
@@ -800,9 +828,16 @@ static int open_files(const struct bench_options *o, tide_dataset **train, tide_
         rc = 2;
     } else if (tide_dataset_model_input(*train, reader, c, h, w, err, sizeof(err)) != 0)
         rc = 2;
-    else if (o->test_data && tide_dataset_open_files(o->test_data, o->test_labels, *train, test,
-                                                     err, sizeof(err)) != 0)
-        rc = 1;
+    else if (o->test_data) {
+        char *test_copy;
+        const char **test_paths;
+        size_t test_n;
+        if (open_data(o, o->test_data, o->test_labels, *train, test, &test_copy, &test_paths,
+                      &test_n, err, sizeof(err)) != 0)
+            rc = 1;
+        free(test_copy);
+        free(test_paths);
+    }
     if (rc != 0) {
         fprintf(stderr, "tide-bench: %s\n", err);
         tide_dataset_free(*train);
@@ -929,10 +964,45 @@ static int64_t next_batch(tide_dataset_iter *it, bool targets, float *images, in
     return tide_dataset_iter_next(it, images, labels);
 }
 
+/*
+ * What a step feeds besides the labels: the images, or with --onnx and
+ * --data one buffer per model input (a BERT's ids and mask), filled from
+ * one permutation by tide_dataset_iter_next_inputs.
+ */
+struct batch_feeds {
+    bool per_input; /* --onnx --data: data[k] for input k */
+    int32_t n;
+    const char *names[TIDE_DATASET_MAX_INPUTS];
+    void *data[TIDE_DATASET_MAX_INPUTS];
+    uint64_t bytes[TIDE_DATASET_MAX_INPUTS];
+};
+
+/* The next batch into f's buffers and labels (targets: as next_batch). */
+static int64_t next_feeds(tide_dataset_iter *it, bool targets, const struct batch_feeds *f,
+                          int32_t *labels)
+{
+    if (f->per_input)
+        return tide_dataset_iter_next_inputs(it, f->data, labels);
+    return next_batch(it, targets, f->data[0], labels);
+}
+
+/* Feeds every buffer of f by its placeholder's name. */
+static enum tide_status feed_inputs(struct tide_session *s, const struct batch_feeds *f,
+                                    struct tide_error *err)
+{
+    for (int32_t k = 0; k < f->n; k++) {
+        enum tide_status st = tide_session_feed(s, f->names[k], f->data[k], f->bytes[k], err);
+        if (st != TIDE_OK)
+            return st;
+    }
+    return TIDE_OK;
+}
+
 /* Accuracy over the whole test split with the session's current variables. */
 static int evaluate(struct tide_session *s, const struct bench_options *o,
-                    const struct feed_names *names, tide_dataset *test, float *images,
-                    int32_t *labels, float *logits, double *accuracy)
+                    const struct feed_names *names, tide_dataset *test,
+                    const struct batch_feeds *feeds, int32_t *labels, float *logits,
+                    double *accuracy)
 {
     char err_text[512];
     tide_dataset_iter *it;
@@ -942,13 +1012,11 @@ static int evaluate(struct tide_session *s, const struct bench_options *o,
         return -1;
     }
     int32_t classes = tide_dataset_classes(test);
-    uint64_t image_bytes = (uint64_t)o->batch * (uint64_t)(tide_dataset_channels(test) *
-                           tide_dataset_height(test) * tide_dataset_width(test)) * sizeof(float);
     int64_t correct = 0, seen = 0, real;
     struct tide_error err = {0};
-    while ((real = tide_dataset_iter_next(it, images, labels)) > 0) {
+    while ((real = next_feeds(it, false, feeds, labels)) > 0) {
         struct tide_step_stats stats;
-        if (tide_session_feed(s, names->images, images, image_bytes, &err) != TIDE_OK ||
+        if (feed_inputs(s, feeds, &err) != TIDE_OK ||
             tide_session_feed(s, names->labels, labels, (uint64_t)o->batch * 4, &err) != TIDE_OK ||
             tide_session_eval(s, &stats, &err) != TIDE_OK ||
             tide_session_fetch(s, names->logits, logits,
@@ -1264,7 +1332,7 @@ static void onnx_model_clear(struct onnx_model *m)
  * static one. Returns 0, or -1 after saying why.
  */
 static int onnx_model_load(const struct bench_options *o, const tide_dataset *ds,
-                           struct onnx_model *m)
+                           const char *const *sources, struct onnx_model *m)
 {
     memset(m, 0, sizeof(*m));
     m->file = read_whole_file(o->onnx, &m->file_len);
@@ -1283,14 +1351,25 @@ static int onnx_model_load(const struct bench_options *o, const tide_dataset *ds
         fprintf(stderr, "tide-bench: %s: %s\n", o->onnx, err);
         return -1;
     }
-    int64_t per_example = tide_dataset_channels(ds) * tide_dataset_height(ds) *
-                          tide_dataset_width(ds);
     /* Class labels, or the float targets (--loss mse, none) of --labels, of any shape. */
     int64_t label_dims[TIDE_DATASET_MAX_SAMPLE_RANK];
     int32_t label_rank = tide_dataset_label_shape(ds, label_dims);
-    if (tide_onnx_training_check_dataset(&m->t, o->batch_given ? o->batch : 0, per_example,
-                                         tide_dataset_label_dtype(ds), label_dims, label_rank,
-                                         tide_dataset_classes(ds), err, sizeof(err)) != 0) {
+    /* --data's files: one per input, each of its own kind and shape. */
+    int32_t n = tide_dataset_inputs(ds);
+    enum tide_data_type dtypes[TIDE_DATASET_MAX_INPUTS];
+    int64_t elements[TIDE_DATASET_MAX_INPUTS];
+    for (int32_t k = 0; k < n; k++) {
+        int64_t dims[TIDE_DATASET_MAX_SAMPLE_RANK];
+        int32_t rank = tide_dataset_input_shape(ds, k, dims);
+        dtypes[k] = tide_dataset_input_dtype(ds, k);
+        elements[k] = 1;
+        for (int32_t d = 0; d < rank; d++)
+            elements[k] *= dims[d];
+    }
+    if (tide_onnx_training_check_feeds(&m->t, o->batch_given ? o->batch : 0, n, dtypes, elements,
+                                       sources, tide_dataset_label_dtype(ds), label_dims,
+                                       label_rank, tide_dataset_classes(ds), err,
+                                       sizeof(err)) != 0) {
         fprintf(stderr, "tide-bench: %s: %s\n", o->onnx, err);
         return -1;
     }
@@ -1352,10 +1431,17 @@ static int cmd_train(const struct bench_options *o)
         return 2;
     }
     int64_t files_c = 0, files_h = 0, files_w = 0;
+    char *paths_copy = NULL; /* --onnx --data A,B: the files, one per model input */
+    const char **paths = NULL;
+    size_t n_paths = 0;
     if (o->data) {
-        int files_rc = open_files(o, &train, &test, &files_c, &files_h, &files_w);
-        if (files_rc != 0)
+        int files_rc = open_files(o, &train, &test, &files_c, &files_h, &files_w, &paths_copy,
+                                  &paths, &n_paths);
+        if (files_rc != 0) {
+            free(paths_copy);
+            free(paths);
             return files_rc;
+        }
     } else {
         if (open_split(o, "train", &train) != 0)
             return 1;
@@ -1377,11 +1463,12 @@ static int cmd_train(const struct bench_options *o)
     uint64_t *measured = NULL, measured_step = 0;
     uint32_t n_measured = 0;
     struct tide_bench_trace_ab *ab = NULL; /* --trace-overhead */
+    struct batch_feeds feeds = {.n = 1};
     size_t len = 0;
     uint8_t *bytes = NULL;
     if (o->onnx) {
         /* The model's batch and names from here on. */
-        if (onnx_model_load(o, train, &onnx) != 0)
+        if (onnx_model_load(o, train, paths, &onnx) != 0)
             goto out;
         bytes = onnx.t.graph, len = onnx.t.graph_len;
         onnx.t.graph = NULL;
@@ -1442,6 +1529,22 @@ static int cmd_train(const struct bench_options *o)
         fprintf(stderr, "tide-bench: out of memory for batch buffers\n");
         goto out;
     }
+    uint64_t image_bytes = (uint64_t)(o->batch * per_example) * sizeof(float);
+    feeds.names[0] = names.images, feeds.data[0] = images, feeds.bytes[0] = image_bytes;
+    if (o->onnx && o->data) {
+        /* One buffer per model input, each fed by its placeholder's name; int32 ones too. */
+        feeds.per_input = true;
+        feeds.n = onnx.t.n_inputs;
+        for (int32_t k = 1; k < feeds.n; k++) {
+            feeds.names[k] = onnx.t.inputs[k].name;
+            feeds.bytes[k] = (uint64_t)onnx.t.inputs[k].elements * 4;
+            feeds.data[k] = malloc((size_t)feeds.bytes[k]);
+            if (!feeds.data[k]) {
+                fprintf(stderr, "tide-bench: out of memory for batch buffers\n");
+                goto out;
+            }
+        }
+    }
     char err_text[512];
     if (tide_dataset_iter_new(train, o->batch, o->seed, TIDE_DATASET_SHUFFLE, &it, err_text,
                               sizeof(err_text)) != 0) {
@@ -1473,17 +1576,16 @@ static int cmd_train(const struct bench_options *o)
         fprintf(stderr, "tide-bench: --trace: %s\n", err.message);
         goto out;
     }
-    uint64_t image_bytes = (uint64_t)(o->batch * per_example) * sizeof(float);
     double step_ms_sum = 0, loss_sum = 0, train_start = tide_bench_now_ms(),
            cpu_start = tide_bench_process_cpu_s();
     float loss = NAN;
     uint64_t high_water = 0;
     int64_t window = 0;
     for (int64_t step = 0; step < steps; step++) {
-        if (next_batch(it, targets, images, labels) == 0)
-            next_batch(it, targets, images, labels); /* the next epoch starts */
+        if (next_feeds(it, targets, &feeds, labels) == 0)
+            next_feeds(it, targets, &feeds, labels); /* the next epoch starts */
         struct tide_step_stats stats;
-        if (tide_session_feed(s, names.images, images, image_bytes, &err) != TIDE_OK ||
+        if (feed_inputs(s, &feeds, &err) != TIDE_OK ||
             tide_session_feed(s, names.labels, labels, (uint64_t)label_slots * 4, &err) !=
                 TIDE_OK ||
             (ab && tide_bench_trace_ab_before_step(ab, s, &err) != TIDE_OK) ||
@@ -1558,7 +1660,7 @@ static int cmd_train(const struct bench_options *o)
     double eval_start = tide_bench_now_ms();
     /* --data without --test-data: no test split; accuracy is of class labels only. */
     bool no_eval = o->no_eval || !test || (o->onnx && onnx.t.classes == 0);
-    if (!no_eval && evaluate(s, o, &names, test, images, labels, logits, &accuracy) != 0)
+    if (!no_eval && evaluate(s, o, &names, test, &feeds, labels, logits, &accuracy) != 0)
         goto out;
     if (o->save_npz && save_npz(s, bytes, len, o->save_npz) != 0)
         goto out;
@@ -1618,6 +1720,10 @@ out:
     free(images);
     free(labels);
     free(logits);
+    for (int32_t k = 1; k < feeds.n; k++)
+        free(feeds.data[k]);
+    free(paths_copy);
+    free(paths);
     tide_dataset_free(train);
     tide_dataset_free(test);
     onnx_model_clear(&onnx);
@@ -1644,7 +1750,7 @@ static int cmd_eval(const struct bench_options *o)
     float *images = NULL, *logits = NULL;
     int32_t *labels = NULL;
     int rc = 1;
-    if (onnx_model_load(o, test, &onnx) != 0)
+    if (onnx_model_load(o, test, NULL, &onnx) != 0)
         goto out;
     struct bench_options with_onnx = *o;
     with_onnx.batch = onnx.t.batch;
@@ -1680,7 +1786,11 @@ static int cmd_eval(const struct bench_options *o)
         goto out;
     }
     double accuracy, start = tide_bench_now_ms();
-    if (evaluate(s, o, &names, test, images, labels, logits, &accuracy) != 0)
+    struct batch_feeds feeds = {.n = 1,
+                                .names = {names.images},
+                                .data = {images},
+                                .bytes = {(uint64_t)onnx.t.input.elements * sizeof(float)}};
+    if (evaluate(s, o, &names, test, &feeds, labels, logits, &accuracy) != 0)
         goto out;
     double eval_s = (tide_bench_now_ms() - start) / 1e3;
     printf("model %s, dataset %s, batch %" PRId64 ": test accuracy %.4f (%" PRId64

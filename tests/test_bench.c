@@ -1077,6 +1077,109 @@ static void test_train_onnx_mse_and_own_loss(void **state)
 }
 
 /*
+ * train --onnx of a model of two graph inputs, as a BERT's features and
+ * attention_mask: float x [8, 4] and an int64 mask [8, 4] whose zeros drop
+ * features (Where(Equal(mask, 0), 0, x)), logits = x' W + b from zeros; fed
+ * from --data x.npy,mask.npy (int64 mask file) with class labels that only
+ * the kept features decide. 200 steps bring the loss far below the first
+ * step's log(3), and --test-data of two files is scored. A mask file of
+ * another count, one file for two inputs and a list for --model are refused
+ * by name.
+ */
+static void test_train_onnx_two_inputs(void **state)
+{
+    (void)state;
+    snprintf(files_dir, sizeof(files_dir), "/tmp/tide-test-bench-twoinputs-XXXXXX");
+    assert_non_null(mkdtemp(files_dir));
+    enum { N = 64, F = 4 };
+    static float x[N * F];
+    static int64_t mask[N * F], labels[N];
+    uint64_t seed = 11;
+    for (int i = 0; i < N * F; i++) {
+        seed = seed * 6364136223846793005u + 1442695040888963407u;
+        x[i] = (float)(seed >> 40) / (float)(1 << 24) * 2.0f - 1.0f;
+        mask[i] = (seed >> 20) % 4 != 0; /* a quarter of the features dropped */
+    }
+    for (int i = 0; i < N; i++) {
+        /* The class of the larger kept feature of the first two, or 2 when both are dropped. */
+        float a = mask[i * F] ? x[i * F] : 0, b = mask[i * F + 1] ? x[i * F + 1] : 0;
+        labels[i] = a == 0 && b == 0 ? 2 : a > b ? 0 : 1;
+    }
+    write_npy128("x.npy", "{'descr': '<f4', 'fortran_order': False, 'shape': (64, 4), }", x,
+                 sizeof(x));
+    write_npy128("mask.npy", "{'descr': '<i8', 'fortran_order': False, 'shape': (64, 4), }", mask,
+                 sizeof(mask));
+    write_npy128("mask60.npy", "{'descr': '<i8', 'fortran_order': False, 'shape': (60, 4), }",
+                 mask, 60 * F * sizeof(int64_t));
+    write_npy128("y.npy", "{'descr': '<i8', 'fortran_order': False, 'shape': (64,), }", labels,
+                 sizeof(labels));
+    struct tide_test_onnx *m = tide_test_onnx_new(14);
+    tide_test_onnx_input(m, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 2, (int64_t[]){8, F}, -1);
+    tide_test_onnx_input(m, "mask", ONNX__TENSOR_PROTO__DATA_TYPE__INT64, 2, (int64_t[]){8, F},
+                         -1);
+    tide_test_onnx_init_i(m, "zero", 0, NULL, (int64_t[]){0});
+    Onnx__NodeProto *c = tide_test_onnx_node(m, "Constant", "fzero_c", TIDE_TEST_NAMES(NULL),
+                                             TIDE_TEST_NAMES("fzero"));
+    tide_test_onnx_attr_t(m, c, "value",
+                          tide_test_onnx_tensor(m, "", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 0,
+                                                NULL, (float[]){0}));
+    tide_test_onnx_init_f(m, "W", 2, (int64_t[]){F, 3}, NULL);
+    tide_test_onnx_init_f(m, "b", 1, (int64_t[]){3}, NULL);
+    tide_test_onnx_node(m, "Equal", "eq", TIDE_TEST_NAMES("mask", "zero"), TIDE_TEST_NAMES("pad"));
+    tide_test_onnx_node(m, "Where", "where", TIDE_TEST_NAMES("pad", "fzero", "x"),
+                        TIDE_TEST_NAMES("kept"));
+    tide_test_onnx_node(m, "Gemm", "Gemm", TIDE_TEST_NAMES("kept", "W", "b"),
+                        TIDE_TEST_NAMES("logits"));
+    tide_test_onnx_output(m, "logits");
+    write_model(m, "two.onnx");
+
+    struct tide_test_run *r = malloc(sizeof(*r));
+    assert_non_null(r);
+    char *model = strdup(file_in("two.onnx")), *y_npy = strdup(file_in("y.npy"));
+    char both[1024], short_mask[1024];
+    snprintf(both, sizeof(both), "%s,%s", file_in("x.npy"), file_in("mask.npy"));
+    snprintf(short_mask, sizeof(short_mask), "%s,%s", file_in("x.npy"), file_in("mask60.npy"));
+    assert_true(model && y_npy);
+
+    double first = bench_loss(r, (char *[]){"train", "--onnx", model, "--data", both, "--labels",
+                                            y_npy, "--steps", "1", "--json", NULL});
+    assert_float_equal(first, log(3.0), 1e-5); /* zero weights: uniform over 3 classes */
+    struct json_object *line =
+        run_bench(r, 0, (char *[]){"train", "--onnx", model, "--data", both, "--labels", y_npy,
+                                   "--test-data", both, "--test-labels", y_npy, "--steps", "200",
+                                   "--lr", "0.5", "--json", NULL});
+    double last = tide_test_json_number(line, "loss");
+    double accuracy = tide_test_json_number(line, "test_accuracy");
+    json_object_put(line);
+    print_message("two inputs: first step %.4f, steps 151-200 %.4f, accuracy %.4f\n", first,
+                  last, accuracy);
+    assert_true(isfinite(last));
+    assert_true(last < 0.6 * first);
+    assert_true(accuracy > 0.75); /* 3 classes: a third by chance */
+
+    run_bench_fails(r, 1, (char *[]){"train", "--onnx", model, "--data", short_mask, "--labels",
+                                     y_npy, NULL},
+                    "x.npy holds 64 examples but ");
+    run_bench_fails(r, 1, (char *[]){"train", "--onnx", model, "--data", short_mask, "--labels",
+                                     y_npy, NULL},
+                    "mask60.npy holds 60: every input's file has one row per example");
+    run_bench_fails(r, 1, (char *[]){"train", "--onnx", model, "--data", (char *)file_in("x.npy"),
+                                     "--labels", y_npy, NULL},
+                    "the model has 2 graph inputs of examples (\"x\", \"mask\") but the "
+                    "examples come in 1 array: give one per input, in the model's order");
+    run_bench_fails(r, 2, (char *[]){"train", "--model", "mlp", "--data", both, "--labels", y_npy,
+                                     NULL},
+                    "tide-bench: --data A,B (one file per model input) is for an --onnx model "
+                    "of several inputs; --model reads one file of examples");
+    free(r);
+    const char *names[] = {"x.npy", "mask.npy", "mask60.npy", "y.npy", "two.onnx"};
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+        unlink(file_in(names[i]));
+    rmdir(files_dir);
+    free(model), free(y_npy);
+}
+
+/*
  * train --onnx: PyTorch's CNN (examples/onnx/cnn.onnx, static batch 8)
  * trained on Fashion-MNIST and written back with --save; eval of that file
  * gives train's test accuracy to the digit, and eval of the untrained file
@@ -1364,6 +1467,7 @@ int main(void)
         cmocka_unit_test(test_train_from_files),
         cmocka_unit_test(test_train_onnx_save_eval),
         cmocka_unit_test(test_train_onnx_mse_and_own_loss),
+        cmocka_unit_test(test_train_onnx_two_inputs),
         cmocka_unit_test(test_train_transformer_heldout),
         cmocka_unit_test(test_train_moe),
         cmocka_unit_test(test_max_moe_experts_exact),
