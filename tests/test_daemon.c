@@ -56,6 +56,7 @@
 
 #include "child.h"
 #include "json-lines.h"
+#include "onnx_builder.h"
 
 #include <json-c/json.h>
 #include <grpc/byte_buffer.h>
@@ -2396,6 +2397,89 @@ static uint8_t *slurp(const char *path, size_t *len)
 }
 
 /*
+ * tidectl train --onnx of a model of two graph inputs, as a BERT's features
+ * and attention_mask (float x [8, 4], int64 mask [8, 4] whose zeros drop
+ * features: Where(Equal(mask, 0), 0, x), then Gemm to 3 classes), from
+ * --data x.npy,mask.npy against the real daemon: the job's feeds are both
+ * inputs and the labels, the loss falls and the held-out files (two, as
+ * well) are scored above chance.
+ */
+static void test_tidectl_onnx_two_inputs(void **state)
+{
+    (void)state;
+    NEED_DAEMON();
+    enum { N = 64, F = 4 };
+    static float x[N * F];
+    static int64_t mask[N * F], labels[N];
+    uint64_t seed = 11;
+    for (int i = 0; i < N * F; i++) {
+        seed = seed * 6364136223846793005u + 1442695040888963407u;
+        x[i] = (float)(seed >> 40) / (float)(1 << 24) * 2.0f - 1.0f;
+        mask[i] = (seed >> 20) % 4 != 0;
+    }
+    for (int i = 0; i < N; i++) {
+        float a = mask[i * F] ? x[i * F] : 0, b = mask[i * F + 1] ? x[i * F + 1] : 0;
+        labels[i] = a == 0 && b == 0 ? 2 : a > b ? 0 : 1;
+    }
+    char xp[600], mp[600], yp[600], model[600], both[1300];
+    snprintf(xp, sizeof(xp), "%s/two-x.npy", temp_dir);
+    snprintf(mp, sizeof(mp), "%s/two-mask.npy", temp_dir);
+    snprintf(yp, sizeof(yp), "%s/two-y.npy", temp_dir);
+    snprintf(model, sizeof(model), "%s/two.onnx", temp_dir);
+    snprintf(both, sizeof(both), "%s,%s", xp, mp);
+    write_npy_file(xp, "{'descr': '<f4', 'fortran_order': False, 'shape': (64, 4), }", x,
+                   sizeof(x));
+    write_npy_file(mp, "{'descr': '<i8', 'fortran_order': False, 'shape': (64, 4), }", mask,
+                   sizeof(mask));
+    write_npy_file(yp, "{'descr': '<i8', 'fortran_order': False, 'shape': (64,), }", labels,
+                   sizeof(labels));
+    struct tide_test_onnx *m = tide_test_onnx_new(14);
+    tide_test_onnx_input(m, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 2, (int64_t[]){8, F}, -1);
+    tide_test_onnx_input(m, "mask", ONNX__TENSOR_PROTO__DATA_TYPE__INT64, 2, (int64_t[]){8, F},
+                         -1);
+    tide_test_onnx_init_i(m, "zero", 0, NULL, (int64_t[]){0});
+    Onnx__NodeProto *c = tide_test_onnx_node(m, "Constant", "fzero_c", TIDE_TEST_NAMES(NULL),
+                                             TIDE_TEST_NAMES("fzero"));
+    tide_test_onnx_attr_t(m, c, "value",
+                          tide_test_onnx_tensor(m, "", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 0,
+                                                NULL, (float[]){0}));
+    tide_test_onnx_init_f(m, "W", 2, (int64_t[]){F, 3}, NULL);
+    tide_test_onnx_init_f(m, "b", 1, (int64_t[]){3}, NULL);
+    tide_test_onnx_node(m, "Equal", "eq", TIDE_TEST_NAMES("mask", "zero"), TIDE_TEST_NAMES("pad"));
+    tide_test_onnx_node(m, "Where", "where", TIDE_TEST_NAMES("pad", "fzero", "x"),
+                        TIDE_TEST_NAMES("kept"));
+    tide_test_onnx_node(m, "Gemm", "Gemm", TIDE_TEST_NAMES("kept", "W", "b"),
+                        TIDE_TEST_NAMES("logits"));
+    tide_test_onnx_output(m, "logits");
+    size_t len;
+    uint8_t *bytes = tide_test_onnx_pack(m, &len);
+    tide_test_onnx_free(m);
+    FILE *f = fopen(model, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(bytes, 1, len, f), len);
+    assert_int_equal(fclose(f), 0);
+    free(bytes);
+
+    struct tide_test_run *r = malloc(sizeof(*r));
+    assert_non_null(r);
+    run_tidectl(r, -1, "--json", "train", "--onnx", model, "--data", both, "--labels", yp,
+                "--test-data", both, "--test-labels", yp, "--steps", "200", "--lr", "0.5",
+                "--budget", "64M", (char *)NULL);
+    if (r->exit_code != 0)
+        fail_msg("tidectl train --onnx, two inputs: exit %d\n%s\n%s", r->exit_code, r->out,
+                 r->err);
+    assert_non_null(strstr(r->out, "\"parameters\":15,"));
+    assert_non_null(strstr(r->out, "\"test_examples\":64,"));
+    const char *acc = strstr(r->out, "\"test_accuracy\":");
+    assert_non_null(acc);
+    double accuracy = strtod(acc + strlen("\"test_accuracy\":"), NULL);
+    print_message("tidectl, two inputs: test accuracy %.4f\n", accuracy);
+    assert_true(accuracy > 0.75); /* 3 classes: a third by chance */
+    free(r);
+    unlink(xp), unlink(mp), unlink(yp), unlink(model);
+}
+
+/*
  * tidectl plan and train --onnx on PyTorch's CNN (examples/onnx/cnn.onnx),
  * then export --onnx --from: the file written holds the job's Variables as
  * its initializers, byte for byte what libtide's tide_onnx_with_values makes
@@ -3680,6 +3764,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_train_finishes_job),
         cmocka_unit_test(test_tidectl_data_files_and_export),
         cmocka_unit_test(test_tidectl_onnx_train_and_export),
+        cmocka_unit_test(test_tidectl_onnx_two_inputs),
         cmocka_unit_test(test_tidectl_ctrl_c),
         cmocka_unit_test(test_tidectl_json_plan),
         cmocka_unit_test(test_tidectl_plan_policy),

@@ -526,6 +526,49 @@ static void test_onnx_labels_usage_errors(void **state)
     rmdir(dir);
 }
 
+/*
+ * --data A,B: one file per input of an --onnx model. Files whose example
+ * counts differ are refused naming both (before the model is read), and a
+ * list is no --model's data.
+ */
+static void test_onnx_several_inputs_usage_errors(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/tide-test-tidectl-inputs-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char x[128], mask[128], y[128], both[300];
+    snprintf(x, sizeof(x), "%s/x.npy", dir);
+    snprintf(mask, sizeof(mask), "%s/mask.npy", dir);
+    snprintf(y, sizeof(y), "%s/y.npy", dir);
+    snprintf(both, sizeof(both), "%s,%s", x, mask);
+    static float features[16 * 4];
+    static int64_t ones[12 * 4];
+    static int32_t classes[16];
+    write_npy128(x, "{'descr': '<f4', 'fortran_order': False, 'shape': (16, 4), }", features,
+                 sizeof(features));
+    write_npy128(mask, "{'descr': '<i8', 'fortran_order': False, 'shape': (12, 4), }", ones,
+                 sizeof(ones));
+    write_npy128(y, "{'descr': '<i4', 'fortran_order': False, 'shape': (16,), }", classes,
+                 sizeof(classes));
+    struct tide_test_run *r = malloc(sizeof(*r));
+    assert_non_null(r);
+    run_tidectl_argv(r, (char *[]){"--socket", NO_SOCKET, "train", "--onnx", "none.onnx",
+                                   "--data", both, "--labels", y, NULL});
+    char want[600];
+    snprintf(want, sizeof(want),
+             "tidectl: %s holds 16 examples but %s holds 12: every input's file has one row per "
+             "example\n",
+             x, mask);
+    if (r->exit_code != 1 || strcmp(r->err, want) != 0)
+        fail_msg("exit %d (wanted 1), stderr:\n%s\nwanted:\n%s", r->exit_code, r->err, want);
+    free(r);
+    expect_train_refused("--data A,B (one file per model input) is for an --onnx model of several "
+                         "inputs; --model reads one file of examples",
+                         (char *[]){"--model", "mlp", "--data", both, "--labels", y, NULL});
+    unlink(x), unlink(mask), unlink(y);
+    rmdir(dir);
+}
+
 /* ============================================================================
  * JSON lines without a daemon: tidectl's own errors
  * ========================================================================== */
@@ -616,6 +659,7 @@ int main(void)
         cmocka_unit_test(test_no_daemon),
         cmocka_unit_test(test_socket_permission_denied),
         cmocka_unit_test(test_onnx_labels_usage_errors),
+        cmocka_unit_test(test_onnx_several_inputs_usage_errors),
         cmocka_unit_test(test_json_dataset_error),
         cmocka_unit_test(test_json_usage_errors),
         cmocka_unit_test(test_language_model_usage_errors),

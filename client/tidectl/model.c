@@ -82,9 +82,21 @@ static int build_onnx_model(const struct tidectl_options *o, int64_t c, int64_t 
     /* --data's labels: class indices or float targets (--loss mse, none), of any shape. */
     int64_t label_dims[TIDE_DATASET_MAX_SAMPLE_RANK];
     int32_t label_rank = tide_dataset_label_shape(files, label_dims);
-    if (tide_onnx_training_check_dataset(t, o->batch_given ? o->batch : 0, c * h * w,
-                                         tide_dataset_label_dtype(files), label_dims, label_rank,
-                                         classes, err, sizeof(err)) != 0) {
+    /* --data's files: one per model input, each of its own kind (float, int) and shape. */
+    int32_t n = files ? tide_dataset_inputs(files) : 1;
+    enum tide_data_type dtypes[TIDE_DATASET_MAX_INPUTS] = {TIDE_DT_FLOAT32};
+    int64_t elements[TIDE_DATASET_MAX_INPUTS] = {c * h * w};
+    for (int32_t k = 0; files && k < n; k++) {
+        int64_t dims[TIDE_DATASET_MAX_SAMPLE_RANK];
+        int32_t rank = tide_dataset_input_shape(files, k, dims);
+        dtypes[k] = tide_dataset_input_dtype(files, k);
+        elements[k] = 1;
+        for (int32_t d = 0; d < rank; d++)
+            elements[k] *= dims[d];
+    }
+    if (tide_onnx_training_check_feeds(t, o->batch_given ? o->batch : 0, n, dtypes, elements, NULL,
+                                       tide_dataset_label_dtype(files), label_dims, label_rank,
+                                       classes, err, sizeof(err)) != 0) {
         fprintf(stderr, "tidectl: %s: %s\n", o->onnx, err);
         return TIDECTL_EXIT_USAGE;
     }
@@ -99,7 +111,11 @@ static int build_onnx_model(const struct tidectl_options *o, int64_t c, int64_t 
     m->images = t->input.name, m->labels = t->labels.name;
     m->logits = t->output.name, m->loss = t->loss;
     m->fetch = m->logits;
-    m->feeds[0] = m->images, m->feeds[1] = m->labels;
+    /* Every graph input is fed (a BERT's ids and mask), then the labels. */
+    for (int32_t k = 0; k < t->n_inputs; k++)
+        m->feeds[k] = t->inputs[k].name;
+    m->feeds[t->n_inputs] = m->labels;
+    m->n_feeds = t->n_inputs + 1;
     return TIDECTL_EXIT_OK;
 }
 
@@ -148,6 +164,7 @@ int tidectl_build_model(const struct tidectl_options *o, int64_t c, int64_t h, i
     /* A language model's step brings each token's loss, whose held-out mean train prints. */
     m->fetch = lm ? TIDE_MODEL_TOKEN_LOSS : TIDE_MODEL_LOGITS;
     m->feeds[0] = m->images, m->feeds[1] = m->labels;
+    m->n_feeds = 2;
     m->batch = o->batch;
     tide_builder *b = tide_builder_new();
     if (!b) {
@@ -221,7 +238,7 @@ void tidectl_make_spec(const struct tidectl_options *o, const struct tidectl_mod
     spec->learning_rate = (float)lr;
     spec->loss = m->loss;
     spec->feeds = m->feeds;
-    spec->n_feeds = 2;
+    spec->n_feeds = (size_t)m->n_feeds;
     spec->fetches = &m->fetch;
     spec->n_fetches = 1;
     spec->budget_bytes = o->budget;
@@ -299,6 +316,31 @@ static int files_error(const char *err, int exit_code)
     return exit_code;
 }
 
+/*
+ * The dataset of a --data list: with --onnx, one file per model input,
+ * comma-separated in the model's input order (int files for int inputs);
+ * else the one file.
+ */
+static int open_data(const struct tidectl_options *o, const char *list, const char *labels,
+                     const tide_dataset *like, tide_dataset **out, char *err, size_t err_size)
+{
+    if (!o->onnx)
+        return tide_dataset_open_files(list, labels, like, out, err, err_size);
+    char *copy;
+    const char **paths;
+    size_t n;
+    if (tide_onnx_split_names(list, &copy, &paths, &n) != 0 || n == 0) {
+        snprintf(err, err_size, "%s: %s", list, n ? "out of memory" : "names no file");
+        free(copy);
+        free(paths);
+        return -1;
+    }
+    int rc = tide_dataset_open_files_n(paths, (int32_t)n, labels, like, out, err, err_size);
+    free(copy);
+    free(paths);
+    return rc;
+}
+
 int tidectl_open_files(const struct tidectl_options *o, tide_dataset **train, tide_dataset **test,
                        int64_t *c, int64_t *h, int64_t *w)
 {
@@ -306,7 +348,7 @@ int tidectl_open_files(const struct tidectl_options *o, tide_dataset **train, ti
     *train = NULL;
     if (test)
         *test = NULL;
-    if (tide_dataset_open_files(o->data, o->labels, NULL, train, err, sizeof(err)) != 0)
+    if (open_data(o, o->data, o->labels, NULL, train, err, sizeof(err)) != 0)
         return files_error(err, TIDECTL_EXIT_RUNTIME);
     if (!o->onnx && tide_dataset_label_dtype(*train) != TIDE_DT_INT32) {
         snprintf(err, sizeof(err),
@@ -326,8 +368,7 @@ int tidectl_open_files(const struct tidectl_options *o, tide_dataset **train, ti
         return files_error(err, TIDECTL_EXIT_USAGE);
     }
     if (test && o->test_data &&
-        tide_dataset_open_files(o->test_data, o->test_labels, *train, test, err, sizeof(err)) !=
-            0) {
+        open_data(o, o->test_data, o->test_labels, *train, test, err, sizeof(err)) != 0) {
         tide_dataset_free(*train);
         *train = NULL;
         return files_error(err, TIDECTL_EXIT_RUNTIME);

@@ -319,6 +319,10 @@ static int data_file_checks(const char *command, struct tidectl_options *o)
     if (o->seq_len)
         return tidectl_usage_error(command, "--seq-len does not apply with --data: the examples' "
                                             "shape [S, F] sets the sequence length");
+    if (!o->onnx && (strchr(o->data, ',') || (o->test_data && strchr(o->test_data, ','))))
+        return tidectl_usage_error(command, "--data A,B (one file per model input) is for an "
+                                            "--onnx model of several inputs; --model reads one "
+                                            "file of examples");
     return TIDECTL_EXIT_OK;
 }
 

@@ -252,7 +252,10 @@ enum tidectl_option_id {
     "                           gzipped). The examples' shape sets the model's input: mlp\n"      \
     "                           reads any, cnn and resnet [C, H, W] or [H, W], lstm [S, F]\n"      \
     "                           (S steps of F features, so no --seq-len); the classes are\n"      \
-    "                           the largest label + 1.\n"                                          \
+    "                           the largest label + 1. With --onnx, FILE may list one file\n"   \
+    "                           per model input, A,B in the model's input order (a BERT's\n"    \
+    "                           ids and mask), each [N, ...] of the same N; int32 or int64\n"   \
+    "                           files feed int inputs.\n"                                        \
     "  --test-data FILE --test-labels FILE\n"                                                      \
     "                           The examples `train` scores after training (with --data;\n"      \
     "                           without them, no test split). Same example shape, labels\n"      \
@@ -262,8 +265,9 @@ enum tidectl_option_id {
 #define TIDECTL_ONNX_HELP                                                                          \
     "  --onnx FILE              Train the ONNX model in FILE instead of --model, as PyTorch's\n"   \
     "                           torch.onnx.export writes it (training=TrainingMode.TRAINING,\n"   \
-    "                           do_constant_folding=False, a static batch). Its one input\n"      \
-    "                           takes the examples; the batch is its static one (--batch only\n"  \
+    "                           do_constant_folding=False, a static batch). Its input takes\n"    \
+    "                           the examples (with --data, each input its own file); the\n"       \
+    "                           batch is its static one (--batch only\n"                          \
     "                           stands for a dynamic one); the optimizer defaults to sgd.\n"      \
     "  --output NAME            The output that predicts (default: the model's first).\n"        \
     "  --loss xent|mse|none     What to minimise on it: xent (default), cross-entropy against\n" \
@@ -575,7 +579,9 @@ struct tidectl_model {
     /* What a step feeds and fetches: tide's models' names, or an ONNX model's (in onnx). */
     const char *images, *labels, *logits, *loss; /* images: a language model's tokens */
     const char *fetch; /* what a step fetches: the logits, or a language model's token losses */
-    const char *feeds[2]; /* images and labels, for the job spec */
+    /* What the job spec feeds: images (an ONNX model's every input) then labels. */
+    const char *feeds[TIDE_ONNX_MAX_INPUTS + 1];
+    int32_t n_feeds;
     struct tide_onnx_training *onnx; /* malloc'd with --onnx, else NULL */
 };
 

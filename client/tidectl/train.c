@@ -146,12 +146,15 @@ static void draw_progress(struct train_state *t, bool final)
  * a float labels input; the build checked that the files hold such), in
  * the same 4-byte slots.
  */
-static int64_t next_batch(const struct train_state *t, tide_dataset_iter *it, float *images,
+static int64_t next_batch(const struct train_state *t, tide_dataset_iter *it, void *const *inputs,
                           int32_t *labels)
 {
+    /* --onnx --data: one file per model input, into inputs[k], from one permutation. */
+    if (t->m->onnx && t->o->data)
+        return tide_dataset_iter_next_inputs(it, inputs, labels);
     if (t->m->onnx && t->m->onnx->labels.dtype == TIDE_DT_FLOAT32)
-        return tide_dataset_iter_next_targets(it, images, (float *)(void *)labels);
-    return tide_dataset_iter_next(it, images, labels);
+        return tide_dataset_iter_next_targets(it, inputs[0], (float *)(void *)labels);
+    return tide_dataset_iter_next(it, inputs[0], labels);
 }
 
 static int train_feed(void *user, tide_feeds *feeds)
@@ -163,7 +166,6 @@ static int train_feed(void *user, tide_feeds *feeds)
         return 0; /* let the steps in flight finish; no evaluation either */
     int32_t *labels = t->labels[t->sent % RING];
     int64_t label_dims[1] = {t->o->batch};
-    float *images;
     if (!t->eval_phase && t->sent_train >= t->total_steps) {
         if (t->o->no_eval || !(t->test_it || t->corpus_test_it))
             return 0;
@@ -194,18 +196,27 @@ static int train_feed(void *user, tide_feeds *feeds)
         t->sent++;
         return 1;
     }
-    images = tide_feeds_buffer(feeds, t->m->images, TIDE_DT_FLOAT32, t->m->image_rank,
-                               t->m->image_dims);
-    if (!images)
-        return -1;
+    /* The images, or an ONNX model's inputs, each of its own kind and shape. */
+    void *inputs[TIDE_ONNX_MAX_INPUTS];
+    const struct tide_onnx_training *x = t->m->onnx;
+    int32_t n_inputs = x && t->o->data ? x->n_inputs : 1;
+    for (int32_t k = 0; k < n_inputs; k++) {
+        inputs[k] = x && t->o->data
+                        ? tide_feeds_buffer(feeds, x->inputs[k].name, x->inputs[k].dtype,
+                                            x->inputs[k].rank, x->inputs[k].dims)
+                        : tide_feeds_buffer(feeds, t->m->images, TIDE_DT_FLOAT32,
+                                            t->m->image_rank, t->m->image_dims);
+        if (!inputs[k])
+            return -1;
+    }
     int64_t n;
     if (!t->eval_phase) {
-        n = next_batch(t, t->train_it, images, labels);
+        n = next_batch(t, t->train_it, inputs, labels);
         if (n == 0) /* a new epoch */
-            n = next_batch(t, t->train_it, images, labels);
+            n = next_batch(t, t->train_it, inputs, labels);
         t->sent_train++;
     } else {
-        n = next_batch(t, t->test_it, images, labels);
+        n = next_batch(t, t->test_it, inputs, labels);
         if (n <= 0) {
             t->eval_done = true;
             return 0;
