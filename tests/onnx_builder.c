@@ -260,3 +260,42 @@ uint8_t *tide_test_onnx_pack(struct tide_test_onnx *m, size_t *len)
     onnx__model_proto__pack(&m->model, bytes);
     return bytes;
 }
+
+struct tide_test_onnx *tide_test_onnx_masked_pair(int64_t batch, int64_t features)
+{
+    struct tide_test_onnx *m = tide_test_onnx_new(14);
+    int64_t dims[2] = {batch, features};
+    tide_test_onnx_input(m, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 2, dims, -1);
+    tide_test_onnx_input(m, "mask", ONNX__TENSOR_PROTO__DATA_TYPE__INT64, 2, dims, -1);
+    tide_test_onnx_init_i(m, "zero", 0, NULL, (int64_t[]){0});
+    Onnx__NodeProto *c = tide_test_onnx_node(m, "Constant", "fzero_c", TIDE_TEST_NAMES(NULL),
+                                             TIDE_TEST_NAMES("fzero"));
+    tide_test_onnx_attr_t(
+        m, c, "value",
+        tide_test_onnx_tensor(m, "", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 0, NULL, (float[]){0}));
+    tide_test_onnx_init_f(m, "W", 2, (int64_t[]){features, 3}, NULL);
+    tide_test_onnx_init_f(m, "b", 1, (int64_t[]){3}, NULL);
+    tide_test_onnx_node(m, "Equal", "eq", TIDE_TEST_NAMES("mask", "zero"), TIDE_TEST_NAMES("pad"));
+    tide_test_onnx_node(m, "Where", "where", TIDE_TEST_NAMES("pad", "fzero", "x"),
+                        TIDE_TEST_NAMES("kept"));
+    tide_test_onnx_node(m, "Gemm", "Gemm", TIDE_TEST_NAMES("kept", "W", "b"),
+                        TIDE_TEST_NAMES("logits"));
+    tide_test_onnx_output(m, "logits");
+    return m;
+}
+
+void tide_test_onnx_masked_pair_data(int64_t n, int64_t features, float *x, int64_t *mask,
+                                     int64_t *labels)
+{
+    uint64_t seed = 11;
+    for (int64_t i = 0; i < n * features; i++) {
+        seed = seed * 6364136223846793005u + 1442695040888963407u;
+        x[i] = (float)(seed >> 40) / (float)(1 << 24) * 2.0f - 1.0f;
+        mask[i] = (seed >> 20) % 4 != 0; /* a quarter of the features dropped */
+    }
+    for (int64_t i = 0; i < n; i++) {
+        float a = mask[i * features] ? x[i * features] : 0,
+              b = mask[i * features + 1] ? x[i * features + 1] : 0;
+        labels[i] = a == 0 && b == 0 ? 2 : a > b ? 0 : 1;
+    }
+}

@@ -121,4 +121,20 @@ void tide_test_onnx_attr_t(struct tide_test_onnx *m, Onnx__NodeProto *n, const c
 /* The model's bytes, malloc'd (the caller frees them), their count in *len. */
 uint8_t *tide_test_onnx_pack(struct tide_test_onnx *m, size_t *len);
 
+/*
+ * The fixture of the tests that train a model of two graph inputs
+ * (test_bench, test_daemon): x float [batch, features] and mask int64 of the
+ * same shape, logits [batch, 3] = Gemm(Where(mask == 0, 0, x), W, b), W and
+ * b initializers of zeros.
+ */
+struct tide_test_onnx *tide_test_onnx_masked_pair(int64_t batch, int64_t features);
+
+/*
+ * n examples for it, from a fixed LCG: x uniform in [-1, 1), a quarter of
+ * the mask 0, and each label the class of the larger kept feature of the
+ * first two (0 or 1), or 2 when both are dropped.
+ */
+void tide_test_onnx_masked_pair_data(int64_t n, int64_t features, float *x, int64_t *mask,
+                                     int64_t *labels);
+
 #endif

@@ -2411,16 +2411,7 @@ static void test_tidectl_onnx_two_inputs(void **state)
     enum { N = 64, F = 4 };
     static float x[N * F];
     static int64_t mask[N * F], labels[N];
-    uint64_t seed = 11;
-    for (int i = 0; i < N * F; i++) {
-        seed = seed * 6364136223846793005u + 1442695040888963407u;
-        x[i] = (float)(seed >> 40) / (float)(1 << 24) * 2.0f - 1.0f;
-        mask[i] = (seed >> 20) % 4 != 0;
-    }
-    for (int i = 0; i < N; i++) {
-        float a = mask[i * F] ? x[i * F] : 0, b = mask[i * F + 1] ? x[i * F + 1] : 0;
-        labels[i] = a == 0 && b == 0 ? 2 : a > b ? 0 : 1;
-    }
+    tide_test_onnx_masked_pair_data(N, F, x, mask, labels);
     char xp[600], mp[600], yp[600], model[600], both[1300];
     snprintf(xp, sizeof(xp), "%s/two-x.npy", temp_dir);
     snprintf(mp, sizeof(mp), "%s/two-mask.npy", temp_dir);
@@ -2433,24 +2424,7 @@ static void test_tidectl_onnx_two_inputs(void **state)
                    sizeof(mask));
     write_npy_file(yp, "{'descr': '<i8', 'fortran_order': False, 'shape': (64,), }", labels,
                    sizeof(labels));
-    struct tide_test_onnx *m = tide_test_onnx_new(14);
-    tide_test_onnx_input(m, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 2, (int64_t[]){8, F}, -1);
-    tide_test_onnx_input(m, "mask", ONNX__TENSOR_PROTO__DATA_TYPE__INT64, 2, (int64_t[]){8, F},
-                         -1);
-    tide_test_onnx_init_i(m, "zero", 0, NULL, (int64_t[]){0});
-    Onnx__NodeProto *c = tide_test_onnx_node(m, "Constant", "fzero_c", TIDE_TEST_NAMES(NULL),
-                                             TIDE_TEST_NAMES("fzero"));
-    tide_test_onnx_attr_t(m, c, "value",
-                          tide_test_onnx_tensor(m, "", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 0,
-                                                NULL, (float[]){0}));
-    tide_test_onnx_init_f(m, "W", 2, (int64_t[]){F, 3}, NULL);
-    tide_test_onnx_init_f(m, "b", 1, (int64_t[]){3}, NULL);
-    tide_test_onnx_node(m, "Equal", "eq", TIDE_TEST_NAMES("mask", "zero"), TIDE_TEST_NAMES("pad"));
-    tide_test_onnx_node(m, "Where", "where", TIDE_TEST_NAMES("pad", "fzero", "x"),
-                        TIDE_TEST_NAMES("kept"));
-    tide_test_onnx_node(m, "Gemm", "Gemm", TIDE_TEST_NAMES("kept", "W", "b"),
-                        TIDE_TEST_NAMES("logits"));
-    tide_test_onnx_output(m, "logits");
+    struct tide_test_onnx *m = tide_test_onnx_masked_pair(8, F);
     size_t len;
     uint8_t *bytes = tide_test_onnx_pack(m, &len);
     tide_test_onnx_free(m);
