@@ -62,6 +62,7 @@ struct bench_options {
     const char *test_data, *test_labels; /* --test-data, --test-labels */
     bool dataset_given;                  /* --dataset was on the command line */
     bool batch_given; /* --batch was (the language models' default is 32; --onnx: the model's) */
+    bool eval;        /* the command is eval: --test-data alone is its data */
     const char *save_npz;                /* --save-npz: the trained Variables as NumPy .npz */
     /* train, eval, plan: an imported ONNX model instead of --model (tide/onnx.h); NULL: none */
     const char *onnx;      /* --onnx: the .onnx file */

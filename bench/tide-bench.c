@@ -21,7 +21,7 @@
  *                    [--onnx FILE [--output NAME] [--loss xent|mse|none] [--frozen A,B]
  *                     [--save OUT.onnx]]
  *   tide-bench eval  --onnx FILE [--output NAME] [--frozen A,B] [--dataset D |
- *                    --test-data X --test-labels Y] [--json]
+ *                    --test-data X[,X...] --test-labels Y] [--json]
  *   tide-bench plan  --model M [--depth D] [--batch B] --budget BYTES
  *                    [--partition-size K] [--swap auto|on|off] [--device-profile NAME]
  *                    [--host-budget BYTES] [--policy swap|recompute|checkpoint-sqrt] [--json]
@@ -79,8 +79,8 @@ static void usage(FILE *out)
             "train  trains a model in-process (the daemon's path from the graph on) and\n"
             "       prints loss, test accuracy (held-out loss in nats per byte for the\n"
             "       language models) and step time.\n"
-            "eval   scores an ONNX model (--onnx) on the test split, forward only, as train\n"
-            "       scores it after training: test accuracy.\n"
+            "eval   scores an ONNX model (--onnx) on the test split, or on --test-data's\n"
+            "       files, forward only, as train scores it after training: test accuracy.\n"
             "plan   compiles the training graph under a memory policy and prints the plan\n"
             "       (partitions, bytes moved, predicted peak, whether it fits) without\n"
             "       running anything.\n"
@@ -207,7 +207,9 @@ static void usage(FILE *out)
             "                           for int inputs\n"
             "  --test-data X2 --test-labels Y2\n"
             "                           train: the examples scored after training (with --data;\n"
-            "                           without them, no test split)\n"
+            "                           without them, no test split); eval: the examples it\n"
+            "                           scores instead of --dataset's test split (as --data:\n"
+            "                           one file per input of an --onnx model of several)\n"
             "  --save-npz FILE          train: write the trained Variables as NumPy .npz\n"
             "  --onnx FILE              train, eval: an ONNX model instead of --model (as\n"
             "                           PyTorch exports it: see the README, \"Train your own\n"
@@ -325,8 +327,8 @@ static int sequence_defaults(struct bench_options *o)
 
 /*
  * Data from files: --data and --labels together, --test-data and
- * --test-labels together and only with them; not with --dataset, nor with
- * --seq-len (the examples' shape [S, F] sets it).
+ * --test-labels together and only with them (eval: alone, its data); not
+ * with --dataset, nor with --seq-len (the examples' shape [S, F] sets it).
  */
 static int data_file_checks(const struct bench_options *o)
 {
@@ -337,10 +339,11 @@ static int data_file_checks(const struct bench_options *o)
         problem = "--data and --labels come together (examples and their labels)";
     else if (!o->test_data != !o->test_labels)
         problem = "--test-data and --test-labels come together";
-    else if (!o->data)
+    else if (!o->data && !o->eval)
         problem = "--test-data needs --data and --labels";
     else if (o->dataset_given)
-        problem = "--dataset and --data exclude each other";
+        problem = o->data ? "--dataset and --data exclude each other"
+                          : "--dataset and --test-data exclude each other";
     else if (o->seq_len)
         problem = "--seq-len does not apply with --data: the examples' shape [S, F] sets the "
                   "sequence length";
@@ -1742,15 +1745,27 @@ static int cmd_eval(const struct bench_options *o)
         fprintf(stderr, "tide-bench eval: --onnx FILE is required\n");
         return 2;
     }
+    /* The test split of --dataset, or --test-data's files (one per model input). */
     tide_dataset *test = NULL;
-    if (open_split(o, "test", &test) != 0)
+    char *copy = NULL, err_text[1024];
+    const char **paths = NULL;
+    size_t n_paths = 0;
+    if (o->test_data ? open_data(o, o->test_data, o->test_labels, NULL, &test, &copy, &paths,
+                                 &n_paths, err_text, sizeof(err_text)) != 0
+                     : open_split(o, "test", &test) != 0) {
+        if (o->test_data)
+            fprintf(stderr, "tide-bench: %s\n", err_text);
+        free(copy);
+        free(paths);
         return 1;
+    }
     struct onnx_model onnx;
     struct tide_session *s = NULL;
     float *images = NULL, *logits = NULL;
     int32_t *labels = NULL;
+    struct batch_feeds feeds = {.n = 1};
     int rc = 1;
-    if (onnx_model_load(o, test, NULL, &onnx) != 0)
+    if (onnx_model_load(o, test, paths, &onnx) != 0)
         goto out;
     struct bench_options with_onnx = *o;
     with_onnx.batch = onnx.t.batch;
@@ -1785,22 +1800,34 @@ static int cmd_eval(const struct bench_options *o)
         fprintf(stderr, "tide-bench: out of memory for batch buffers\n");
         goto out;
     }
+    feeds.names[0] = names.images, feeds.data[0] = images;
+    feeds.bytes[0] = (uint64_t)onnx.t.input.elements * sizeof(float);
+    if (o->test_data) {
+        /* One buffer per model input, each fed by its placeholder's name; int32 ones too. */
+        feeds.per_input = true;
+        feeds.n = onnx.t.n_inputs;
+        for (int32_t k = 1; k < feeds.n; k++) {
+            feeds.names[k] = onnx.t.inputs[k].name;
+            feeds.bytes[k] = (uint64_t)onnx.t.inputs[k].elements * 4;
+            if (!(feeds.data[k] = malloc((size_t)feeds.bytes[k]))) {
+                fprintf(stderr, "tide-bench: out of memory for batch buffers\n");
+                goto out;
+            }
+        }
+    }
     double accuracy, start = tide_bench_now_ms();
-    struct batch_feeds feeds = {.n = 1,
-                                .names = {names.images},
-                                .data = {images},
-                                .bytes = {(uint64_t)onnx.t.input.elements * sizeof(float)}};
     if (evaluate(s, o, &names, test, &feeds, labels, logits, &accuracy) != 0)
         goto out;
     double eval_s = (tide_bench_now_ms() - start) / 1e3;
+    const char *data_name = o->test_data ? o->test_data : o->dataset;
     printf("model %s, dataset %s, batch %" PRId64 ": test accuracy %.4f (%" PRId64
            " examples), eval %.1f s\n",
-           o->onnx, o->dataset, o->batch, accuracy, tide_dataset_count(test), eval_s);
+           o->onnx, data_name, o->batch, accuracy, tide_dataset_count(test), eval_s);
     rc = 0;
     if (o->json) {
         struct json_object *line = tide_bench_json_object();
         tide_bench_json_set_string(line, "model", o->onnx);
-        tide_bench_json_set_string(line, "dataset", o->dataset);
+        tide_bench_json_set_string(line, "dataset", data_name);
         tide_bench_json_set_int(line, "batch", o->batch);
         tide_bench_json_set_int(line, "test_examples", tide_dataset_count(test));
         tide_bench_json_set_fixed(line, "test_accuracy", accuracy, 6);
@@ -1813,6 +1840,10 @@ out:
     free(images);
     free(labels);
     free(logits);
+    for (int32_t k = 1; k < feeds.n; k++)
+        free(feeds.data[k]);
+    free(copy);
+    free(paths);
     onnx_model_clear(&onnx);
     tide_dataset_free(test);
     return rc;
@@ -1838,6 +1869,7 @@ int main(int argc, char **argv)
         run = cmd_train;
     } else if (strcmp(cmd, "eval") == 0) {
         run = cmd_eval;
+        o.eval = true;
     } else if (strcmp(cmd, "plan") == 0) {
         run = cmd_plan;
     } else if (strcmp(cmd, "depth") == 0) {

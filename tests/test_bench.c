@@ -1117,10 +1117,13 @@ static void test_train_onnx_two_inputs(void **state)
     double first = bench_loss(r, (char *[]){"train", "--onnx", model, "--data", both, "--labels",
                                             y_npy, "--steps", "1", "--json", NULL});
     assert_float_equal(first, log(3.0), 1e-5); /* zero weights: uniform over 3 classes */
+    char *saved = strdup(file_in("two-trained.onnx"));
+    assert_non_null(saved);
     struct json_object *line =
-        run_bench(r, 0, (char *[]){"train", "--onnx", model, "--data", both, "--labels", y_npy,
-                                   "--test-data", both, "--test-labels", y_npy, "--steps", "200",
-                                   "--lr", "0.5", "--json", NULL});
+        run_bench(r, 0,
+                  (char *[]){"train", "--onnx", model, "--data", both, "--labels", y_npy,
+                             "--test-data", both, "--test-labels", y_npy, "--steps", "200", "--lr",
+                             "0.5", "--save", saved, "--json", NULL});
     double last = tide_test_json_number(line, "loss");
     double accuracy = tide_test_json_number(line, "test_accuracy");
     json_object_put(line);
@@ -1129,6 +1132,19 @@ static void test_train_onnx_two_inputs(void **state)
     assert_true(isfinite(last));
     assert_true(last < 0.6 * first);
     assert_true(accuracy > 0.75); /* 3 classes: a third by chance */
+    /* eval of the written model on the same files: the same accuracy, to the last digit. */
+    line = run_bench(r, 0,
+                     (char *[]){"eval", "--onnx", saved, "--test-data", both, "--test-labels",
+                                y_npy, "--json", NULL});
+    assert_int_equal(tide_test_json_int(line, "test_examples"), N);
+    assert_true(tide_test_json_number(line, "test_accuracy") == accuracy);
+    json_object_put(line);
+    run_bench_fails(r, 2,
+                    (char *[]){"eval", "--onnx", saved, "--dataset", "fashion-mnist", "--test-data",
+                               both, "--test-labels", y_npy, NULL},
+                    "tide-bench: --dataset and --test-data exclude each other");
+    unlink(saved);
+    free(saved);
 
     run_bench_fails(r, 1, (char *[]){"train", "--onnx", model, "--data", short_mask, "--labels",
                                      y_npy, NULL},
