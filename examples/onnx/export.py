@@ -680,6 +680,47 @@ def image_model(reference, out, name, model_cls, model_seed, data_seed, steps, b
     }
 
 
+def token_model(reference, out, name, model, tokens, labels, batch, lr, steps, model_seed,
+                described):
+    """A model of int64 byte tokens [rows, seq]: its files and reference
+    entry, as image_model's: exported as name.onnx (input "tokens"), its
+    initializers and forward pass checked against the file, name_tokens.npy
+    and name_labels.npy, then a copy trained steps SGD steps. described
+    holds what differs between such models: input_content, labels_content,
+    output_shape, config and loss."""
+    initial = copy.deepcopy(model.state_dict())
+    proto = export(model, tokens[:batch], "tokens", os.path.join(out, name + ".onnx"))
+    model.load_state_dict(initial)
+    init_names = check_initializers(proto, model)
+    forward = check_forward(proto, model, "tokens", tokens[:batch], labels[:batch])
+    np.save(os.path.join(out, name + "_tokens.npy"), tokens.numpy())
+    np.save(os.path.join(out, name + "_labels.npy"), labels.numpy())
+    losses, untrained = sgd_losses(model, tokens, labels, batch, lr, steps)
+    reference["models"][name] = {
+        "file": name + ".onnx",
+        "input": {"name": "tokens", "file": name + "_tokens.npy", "dtype": "int64",
+                  "shape": list(tokens.shape), "batch_shape": [batch, tokens.shape[1]],
+                  "content": described["input_content"]},
+        "labels": {"file": name + "_labels.npy", "dtype": "int64", "shape": list(labels.shape),
+                   "content": described["labels_content"]},
+        "output": "logits",
+        "output_shape": described["output_shape"],
+        "batch": batch,
+        "config": described["config"],
+        "loss": described["loss"],
+        "optimizer": {"name": "sgd", "lr": lr, "momentum": 0.0, "weight_decay": 0.0},
+        "losses": losses,
+        "losses_with_initial_weights": untrained,
+        "parameters": sum(p.numel() for p in model.parameters()),
+        "initializers": init_names,
+        "buffers": [n for n in init_names if n not in dict(model.named_parameters())],
+        "onnx_forward_check": forward,
+        "ops": op_counts(proto),
+        "nodes": len(proto.graph.node),
+        "model_seed": model_seed,
+    }
+
+
 def debian_version(package):
     """The Debian package's version (torch.__version__ of Debian's build says
     1.13.0a0 for 1.13.1), or None off Debian."""
@@ -735,88 +776,38 @@ def main():
     torch.manual_seed(1303)
     gpt = SmallGPT(vocab=256, block_size=seq, d_model=64, n_head=2, n_layer=2)
     tokens, targets, text, files = gpt_data(steps, batch, seq)
-    path = os.path.join(args.out, "gpt.onnx")
-    initial = copy.deepcopy(gpt.state_dict())
-    proto = export(gpt, tokens[:batch], "tokens", path)
-    gpt.load_state_dict(initial)
-    init_names = check_initializers(proto, gpt)
-    forward = check_forward(proto, gpt, "tokens", tokens[:batch], targets[:batch])
-    np.save(os.path.join(args.out, "gpt_tokens.npy"), tokens.numpy())
-    np.save(os.path.join(args.out, "gpt_labels.npy"), targets.numpy())
-    losses, untrained = sgd_losses(gpt, tokens, targets, batch, lr, steps)
-    reference["models"]["gpt"] = {
-        "file": "gpt.onnx",
-        "input": {"name": "tokens", "file": "gpt_tokens.npy", "dtype": "int64",
-                  "shape": list(tokens.shape), "batch_shape": [batch, seq],
-                  "content": (f"byte ids; row r is bytes [r*{seq}, r*{seq}+{seq}) of the "
-                              f"fortunes corpus ({FORTUNES_DIR}, the files without an "
-                              f"extension concatenated in name order; the first "
-                              f"{len(text)} bytes, from {', '.join(files)}; sha256 "
-                              f"{hashlib.sha256(text).hexdigest()})")},
-        "labels": {"file": "gpt_labels.npy", "dtype": "int64", "shape": list(targets.shape),
-                   "content": "the next byte of each token: row r is bytes [r*32+1, r*32+33)"},
-        "output": "logits",
+    token_model(reference, args.out, "gpt", gpt, tokens, targets, batch, lr, steps, 1303, {
+        "input_content": (f"byte ids; row r is bytes [r*{seq}, r*{seq}+{seq}) of the "
+                          f"fortunes corpus ({FORTUNES_DIR}, the files without an "
+                          f"extension concatenated in name order; the first "
+                          f"{len(text)} bytes, from {', '.join(files)}; sha256 "
+                          f"{hashlib.sha256(text).hexdigest()})"),
+        "labels_content": "the next byte of each token: row r is bytes [r*32+1, r*32+33)",
         "output_shape": [batch, seq, 256],
-        "batch": batch,
         "config": {"vocab": 256, "seq": seq, "d_model": 64, "heads": 2, "layers": 2,
                    "mlp": 256, "norm": "pre-LayerNorm, eps 1e-5", "gelu": "exact (erf)",
                    "dropout": 0.0, "head": "untied Linear with bias"},
         "loss": "cross-entropy of logits against the next bytes, mean over all batch*seq tokens",
-        "optimizer": {"name": "sgd", "lr": lr, "momentum": 0.0, "weight_decay": 0.0},
-        "losses": losses,
-        "losses_with_initial_weights": untrained,
-        "parameters": sum(p.numel() for p in gpt.parameters()),
-        "initializers": init_names,
-        "buffers": [n for n in init_names if n not in dict(gpt.named_parameters())],
-        "onnx_forward_check": forward,
-        "ops": op_counts(proto),
-        "nodes": len(proto.graph.node),
-        "model_seed": 1303,
-    }
+    })
 
     # -- A padded-text classifier: masks computed from the tokens ----------------
     batch, seq, classes, lr = 4, 32, 4, 0.05
     torch.manual_seed(1308)
     clf = PaddedTextClassifier(vocab=256, seq=seq, d_model=32, n_head=2, classes=classes)
     tokens, labels, text, files = padded_text_data(steps, batch, seq, classes)
-    path = os.path.join(args.out, "textclf.onnx")
-    initial = copy.deepcopy(clf.state_dict())
-    proto = export(clf, tokens[:batch], "tokens", path)
-    clf.load_state_dict(initial)
-    init_names = check_initializers(proto, clf)
-    forward = check_forward(proto, clf, "tokens", tokens[:batch], labels[:batch])
-    np.save(os.path.join(args.out, "textclf_tokens.npy"), tokens.numpy())
-    np.save(os.path.join(args.out, "textclf_labels.npy"), labels.numpy())
-    losses, untrained = sgd_losses(clf, tokens, labels, batch, lr, steps)
-    reference["models"]["textclf"] = {
-        "file": "textclf.onnx",
-        "input": {"name": "tokens", "file": "textclf_tokens.npy", "dtype": "int64",
-                  "shape": list(tokens.shape), "batch_shape": [batch, seq],
-                  "content": (f"byte ids padded with 0: row r is bytes [r*{seq}, r*{seq}+n_r) "
-                              f"of the fortunes corpus with n_r = {seq} - (7 r mod 13), then "
-                              f"zeros (the first {len(text)} bytes, from {', '.join(files)}; "
-                              f"sha256 {hashlib.sha256(text).hexdigest()})")},
-        "labels": {"file": "textclf_labels.npy", "dtype": "int64", "shape": list(labels.shape),
-                   "content": f"the number of spaces in each row's bytes, mod {classes}"},
-        "output": "logits",
+    token_model(reference, args.out, "textclf", clf, tokens, labels, batch, lr, steps, 1308, {
+        "input_content": (f"byte ids padded with 0: row r is bytes [r*{seq}, r*{seq}+n_r) "
+                          f"of the fortunes corpus with n_r = {seq} - (7 r mod 13), then "
+                          f"zeros (the first {len(text)} bytes, from {', '.join(files)}; "
+                          f"sha256 {hashlib.sha256(text).hexdigest()})"),
+        "labels_content": f"the number of spaces in each row's bytes, mod {classes}",
         "output_shape": [batch, classes],
-        "batch": batch,
         "config": {"vocab": 256, "seq": seq, "d_model": 32, "heads": 2, "layers": 1,
                    "feedforward": 64, "norm": "post-LayerNorm (nn.TransformerEncoderLayer)",
                    "gelu": "exact (erf)", "dropout": 0.0,
                    "masks": "key_padding_mask = tokens == 0; mean over tokens != 0"},
         "loss": "cross-entropy of logits against the class labels, mean over the batch",
-        "optimizer": {"name": "sgd", "lr": lr, "momentum": 0.0, "weight_decay": 0.0},
-        "losses": losses,
-        "losses_with_initial_weights": untrained,
-        "parameters": sum(p.numel() for p in clf.parameters()),
-        "initializers": init_names,
-        "buffers": [n for n in init_names if n not in dict(clf.named_parameters())],
-        "onnx_forward_check": forward,
-        "ops": op_counts(proto),
-        "nodes": len(proto.graph.node),
-        "model_seed": 1308,
-    }
+    })
 
     for name, m in reference["models"].items():
         f = m["onnx_forward_check"]
