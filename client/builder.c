@@ -1585,13 +1585,20 @@ tide_ref tide_builder_min(tide_builder *b, const char *name, tide_ref x, tide_re
  * Masks computed from data: Cast, Compare, Select
  * ========================================================================== */
 
-tide_ref tide_builder_cast(tide_builder *b, const char *name, tide_ref x, enum tide_data_type to)
+/* An op of one input x and one int attribute (Cast's "to", Trig's "fn"). */
+static tide_ref unary_int(tide_builder *b, enum op_id op, const char *name, tide_ref x,
+                          const char *attr, int64_t value)
 {
     struct call c;
-    if (!begin(b, &c, OP_CAST, name) || !input(&c, 0, "x", x))
+    if (!begin(b, &c, op, name) || !input(&c, 0, "x", x))
         return TIDE_REF_NONE;
-    attr_int(&c, "to", (int64_t)to);
+    attr_int(&c, attr, value);
     return finish(&c);
+}
+
+tide_ref tide_builder_cast(tide_builder *b, const char *name, tide_ref x, enum tide_data_type to)
+{
+    return unary_int(b, OP_CAST, name, x, "to", (int64_t)to);
 }
 
 tide_ref tide_builder_compare(tide_builder *b, const char *name, tide_ref x, tide_ref y,
@@ -1620,11 +1627,7 @@ tide_ref tide_builder_select(tide_builder *b, const char *name, tide_ref cond, t
 
 tide_ref tide_builder_trig(tide_builder *b, const char *name, tide_ref x, enum tide_trig_fn fn)
 {
-    struct call c;
-    if (!begin(b, &c, OP_TRIG, name) || !input(&c, 0, "x", x))
-        return TIDE_REF_NONE;
-    attr_int(&c, "fn", (int64_t)fn);
-    return finish(&c);
+    return unary_int(b, OP_TRIG, name, x, "fn", (int64_t)fn);
 }
 
 /* ============================================================================
