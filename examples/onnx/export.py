@@ -636,37 +636,24 @@ def sgd_losses(model, inputs, labels, batch, lr, steps):
     return losses, untrained_losses
 
 
-def image_model(reference, out, name, model_cls, model_seed, data_seed, steps, batch=8, lr=0.1):
-    """An image classifier's files and reference entry: model_cls built after
-    torch.manual_seed(model_seed), exported as name.onnx, its initializers
-    and its forward pass checked against the file, then a copy trained
-    steps SGD steps on cnn_data(data_seed) (name_images.npy,
-    name_labels.npy)."""
-    torch.manual_seed(model_seed)
-    model = model_cls()
-    images, labels = cnn_data(data_seed, steps, batch)
+def exported_and_trained(out, name, model, inputs, labels, input_name, batch, lr, steps,
+                         model_seed):
+    """What every example does: export model as name.onnx (input_name), check
+    its initializers and its forward pass against the file, save the inputs
+    and labels as name_<input_name>.npy and name_labels.npy, train a copy
+    steps SGD steps; returns the reference entry's fields that follow its
+    "loss" (the same for every model)."""
     initial = copy.deepcopy(model.state_dict())
-    proto = export(model, images[:batch], "images", os.path.join(out, name + ".onnx"))
+    proto = export(model, inputs[:batch], input_name, os.path.join(out, name + ".onnx"))
     model.load_state_dict(initial)  # tracing in training mode moved BatchNorm's statistics
     init_names = check_initializers(proto, model)
     model.train()
-    forward = check_forward(proto, model, "images", images[:batch], labels[:batch])
+    forward = check_forward(proto, model, input_name, inputs[:batch], labels[:batch])
     model.load_state_dict(initial)  # and so did the check's forward pass
-    np.save(os.path.join(out, name + "_images.npy"), images.numpy())
+    np.save(os.path.join(out, f"{name}_{input_name}.npy"), inputs.numpy())
     np.save(os.path.join(out, name + "_labels.npy"), labels.numpy())
-    losses, untrained = sgd_losses(model, images, labels, batch, lr, steps)
-    reference["models"][name] = {
-        "file": name + ".onnx",
-        "input": {"name": "images", "file": name + "_images.npy", "dtype": "float32",
-                  "shape": list(images.shape), "batch_shape": [batch, 1, 28, 28],
-                  "content": (f"torch.rand with torch.Generator seed {data_seed}: "
-                              "uniform in [0, 1)")},
-        "labels": {"file": name + "_labels.npy", "dtype": "int64", "shape": list(labels.shape),
-                   "content": "torch.randint(0, 10) from the same generator, after the images"},
-        "output": "logits",
-        "output_shape": [batch, 10],
-        "batch": batch,
-        "loss": "cross-entropy of logits against the class labels, mean over the batch",
+    losses, untrained = sgd_losses(model, inputs, labels, batch, lr, steps)
+    return {
         "optimizer": {"name": "sgd", "lr": lr, "momentum": 0.0, "weight_decay": 0.0},
         "losses": losses,
         "losses_with_initial_weights": untrained,
@@ -680,22 +667,41 @@ def image_model(reference, out, name, model_cls, model_seed, data_seed, steps, b
     }
 
 
+def image_model(reference, out, name, model_cls, model_seed, data_seed, steps, batch=8, lr=0.1):
+    """An image classifier's files and reference entry: model_cls built after
+    torch.manual_seed(model_seed), exported as name.onnx, its initializers
+    and its forward pass checked against the file, then a copy trained
+    steps SGD steps on cnn_data(data_seed) (name_images.npy,
+    name_labels.npy)."""
+    torch.manual_seed(model_seed)
+    model = model_cls()
+    images, labels = cnn_data(data_seed, steps, batch)
+    trained = exported_and_trained(out, name, model, images, labels, "images", batch, lr, steps,
+                                   model_seed)
+    reference["models"][name] = {
+        "file": name + ".onnx",
+        "input": {"name": "images", "file": name + "_images.npy", "dtype": "float32",
+                  "shape": list(images.shape), "batch_shape": [batch, 1, 28, 28],
+                  "content": (f"torch.rand with torch.Generator seed {data_seed}: "
+                              "uniform in [0, 1)")},
+        "labels": {"file": name + "_labels.npy", "dtype": "int64", "shape": list(labels.shape),
+                   "content": "torch.randint(0, 10) from the same generator, after the images"},
+        "output": "logits",
+        "output_shape": [batch, 10],
+        "batch": batch,
+        "loss": "cross-entropy of logits against the class labels, mean over the batch",
+        **trained,
+    }
+
+
 def token_model(reference, out, name, model, tokens, labels, batch, lr, steps, model_seed,
                 described):
     """A model of int64 byte tokens [rows, seq]: its files and reference
-    entry, as image_model's: exported as name.onnx (input "tokens"), its
-    initializers and forward pass checked against the file, name_tokens.npy
-    and name_labels.npy, then a copy trained steps SGD steps. described
+    entry, as image_model's (input "tokens": name_tokens.npy). described
     holds what differs between such models: input_content, labels_content,
     output_shape, config and loss."""
-    initial = copy.deepcopy(model.state_dict())
-    proto = export(model, tokens[:batch], "tokens", os.path.join(out, name + ".onnx"))
-    model.load_state_dict(initial)
-    init_names = check_initializers(proto, model)
-    forward = check_forward(proto, model, "tokens", tokens[:batch], labels[:batch])
-    np.save(os.path.join(out, name + "_tokens.npy"), tokens.numpy())
-    np.save(os.path.join(out, name + "_labels.npy"), labels.numpy())
-    losses, untrained = sgd_losses(model, tokens, labels, batch, lr, steps)
+    trained = exported_and_trained(out, name, model, tokens, labels, "tokens", batch, lr, steps,
+                                   model_seed)
     reference["models"][name] = {
         "file": name + ".onnx",
         "input": {"name": "tokens", "file": name + "_tokens.npy", "dtype": "int64",
@@ -708,16 +714,7 @@ def token_model(reference, out, name, model, tokens, labels, batch, lr, steps, m
         "batch": batch,
         "config": described["config"],
         "loss": described["loss"],
-        "optimizer": {"name": "sgd", "lr": lr, "momentum": 0.0, "weight_decay": 0.0},
-        "losses": losses,
-        "losses_with_initial_weights": untrained,
-        "parameters": sum(p.numel() for p in model.parameters()),
-        "initializers": init_names,
-        "buffers": [n for n in init_names if n not in dict(model.named_parameters())],
-        "onnx_forward_check": forward,
-        "ops": op_counts(proto),
-        "nodes": len(proto.graph.node),
-        "model_seed": model_seed,
+        **trained,
     }
 
 
