@@ -1119,50 +1119,29 @@ static bool is_logical(enum binop op)
     return op >= BIN_EQUAL;
 }
 
-/* A comparison or logical op of x and y (And and Or read nonzero as true). */
+/*
+ * A comparison or logical op of x and y (And, Or and Xor read nonzero as
+ * true), one expression for doubles and for int64 values, which are compared
+ * as integers (a double cannot hold every int64).
+ */
+#define LOGICAL(op, x, y)                                                                          \
+    ((op) == BIN_EQUAL           ? (x) == (y)                                                      \
+     : (op) == BIN_LESS          ? (x) < (y)                                                       \
+     : (op) == BIN_GREATER       ? (x) > (y)                                                       \
+     : (op) == BIN_LESS_EQUAL    ? (x) <= (y)                                                      \
+     : (op) == BIN_GREATER_EQUAL ? (x) >= (y)                                                      \
+     : (op) == BIN_AND           ? (x) != 0 && (y) != 0                                            \
+     : (op) == BIN_XOR           ? ((x) != 0) != ((y) != 0)                                        \
+                                 : (x) != 0 || (y) != 0)
+
 static bool logical(enum binop op, double x, double y)
 {
-    switch (op) {
-    case BIN_EQUAL:
-        return x == y;
-    case BIN_LESS:
-        return x < y;
-    case BIN_GREATER:
-        return x > y;
-    case BIN_LESS_EQUAL:
-        return x <= y;
-    case BIN_GREATER_EQUAL:
-        return x >= y;
-    case BIN_AND:
-        return x != 0 && y != 0;
-    case BIN_XOR:
-        return (x != 0) != (y != 0);
-    default:
-        return x != 0 || y != 0;
-    }
+    return LOGICAL(op, x, y);
 }
 
-/* The same on int64 values, compared as integers (a double cannot hold every int64). */
 static bool logical_i(enum binop op, int64_t x, int64_t y)
 {
-    switch (op) {
-    case BIN_EQUAL:
-        return x == y;
-    case BIN_LESS:
-        return x < y;
-    case BIN_GREATER:
-        return x > y;
-    case BIN_LESS_EQUAL:
-        return x <= y;
-    case BIN_GREATER_EQUAL:
-        return x >= y;
-    case BIN_AND:
-        return x != 0 && y != 0;
-    case BIN_XOR:
-        return (x != 0) != (y != 0);
-    default:
-        return x != 0 || y != 0;
-    }
+    return LOGICAL(op, x, y);
 }
 
 /* Folds a binary op of two known values; the output's type is a's (bool for the comparisons
