@@ -4002,6 +4002,11 @@ static tide_ref axis_positions(struct ctx *c, int32_t rank, int32_t axis, int64_
     int64_t dims[MAX_RANK];
     for (int32_t a = 0; a < rank; a++)
         dims[a] = a == axis ? n : 1;
+    if (n > FOLD_MAX_ELEMENTS) {
+        failf(c, "%" PRId64 " positions along an axis are more than the import folds (%" PRId64 ")",
+              n, FOLD_MAX_ELEMENTS);
+        return (tide_ref){.id = -1, .output = 0};
+    }
     int32_t *pos = malloc((size_t)(n > 0 ? n : 1) * sizeof(int32_t));
     if (!pos) {
         failf(c, "out of memory");

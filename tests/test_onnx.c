@@ -3914,6 +3914,19 @@ static void test_mask_selections(void **state)
     tide_builder_free(b);
     tide_test_onnx_free(m);
 
+    /* A depth past what the import folds as constant positions is refused, not allocated. */
+    m = tide_test_onnx_new(11);
+    tide_test_onnx_input(m, "i", ONNX__TENSOR_PROTO__DATA_TYPE__INT64, 1, (int64_t[]){3}, -1);
+    tide_test_onnx_init_i(m, "depth", 0, NULL, (int64_t[]){(int64_t)1 << 26});
+    float_constant(m, "values", 1, (int64_t[]){2}, (float[]){0, 1});
+    tide_test_onnx_node(m, "OneHot", "oh", TIDE_TEST_NAMES("i", "depth", "values"),
+                        TIDE_TEST_NAMES("y"));
+    tide_test_onnx_output(m, "y");
+    import_fails(m, NULL,
+                 "node oh (OneHot, opset 11): 67108864 positions along an axis are more "
+                 "than the import folds (33554432)");
+    tide_test_onnx_free(m);
+
     /* ThresholdedRelu(x w), alpha 1: x w = [0.5, 2, 6], y = [0, 2, 6], dL/dy = 2 y / 3,
      * dL/dw = dL/dy x = [0, 8/3, 12], so w - 0.1 dL/dw = [0.5, 1 - 0.8/3, 0.8]. */
     m = tide_test_onnx_new(13);
