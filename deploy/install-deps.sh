@@ -31,6 +31,7 @@ packages=(
     python3-numpy                     # numpy.load reads what tidectl export --npz writes
     libonnx-dev                       # onnx.proto, compiled with protoc-c for ONNX import
     libonnx-testdata                  # ONNX's conformance cases (tide-bench onnx-tests)
+    python3-onnx                      # ONNX's own checker reads what tide-bench --save writes
 )
 
 missing=()
