@@ -1521,6 +1521,30 @@ static int float_in(struct ctx *c, size_t k, tide_ref *r)
     return 0;
 }
 
+/*
+ * Neg or Abs of a known integer tensor (axes and sizes computed from
+ * constants, as ONNX's function bodies of LayerNormalization do), folded:
+ * tide has no integer arithmetic in the graph. Two's complement wraps
+ * (-INT64_MIN is INT64_MIN, as numpy gives). 1 when x is not such a value.
+ */
+static int fold_int_unary(struct ctx *c, bool negate)
+{
+    struct value *x = in_value(c, 0);
+    if (!x)
+        return -1;
+    if (!x->known || x->type != CONST_INT)
+        return 1;
+    struct value vx = *x;
+    struct value *v = set_out_const(c, 0, CONST_INT, vx.rank, vx.dims);
+    if (!v)
+        return -1;
+    for (int64_t k = 0; k < numel(vx.rank, vx.dims); k++) {
+        int64_t i = vx.i[k];
+        v->i[k] = negate || i < 0 ? (int64_t)(0 - (uint64_t)i) : i;
+    }
+    return 0;
+}
+
 static int unary(struct ctx *c, tide_ref (*fn)(tide_builder *, const char *, tide_ref))
 {
     tide_ref x;
@@ -1555,7 +1579,8 @@ static int op_sqrt(struct ctx *c)
 }
 static int op_neg(struct ctx *c)
 {
-    return unary(c, tide_builder_neg);
+    int folded = fold_int_unary(c, true);
+    return folded <= 0 ? folded : unary(c, tide_builder_neg);
 }
 
 static int op_identity(struct ctx *c)
@@ -3586,6 +3611,9 @@ static tide_ref abs_of(struct ctx *c, tide_ref x)
 
 static int op_abs(struct ctx *c)
 {
+    int folded = fold_int_unary(c, false);
+    if (folded <= 0)
+        return folded;
     tide_ref x;
     if (float_in(c, 0, &x) != 0)
         return -1;

@@ -3572,6 +3572,60 @@ static void test_comparisons_fold(void **state)
 }
 
 /*
+ * Neg and Abs of integer constants fold, as ONNX's LayerNormalization
+ * function body negates its axis to size the reduced shape: here a Reshape
+ * target [-(-2), |-12|] = [2, 12]; -INT64_MIN wraps to INT64_MIN (numpy's
+ * answer) and |INT64_MIN| too, seen through Equal feeding Where. An integer
+ * tensor computed in the graph is still refused by name.
+ */
+static void test_int_neg_abs_fold(void **state)
+{
+    (void)state;
+    struct tide_test_onnx *m = tide_test_onnx_new(13);
+    tide_test_onnx_input(m, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 3, (int64_t[]){2, 3, 4}, -1);
+    tide_test_onnx_init_i(m, "a", 1, (int64_t[]){1}, (int64_t[]){-2});
+    tide_test_onnx_init_i(m, "b", 1, (int64_t[]){1}, (int64_t[]){-12});
+    tide_test_onnx_node(m, "Neg", "neg", TIDE_TEST_NAMES("a"), TIDE_TEST_NAMES("na"));
+    tide_test_onnx_node(m, "Abs", "abs", TIDE_TEST_NAMES("b"), TIDE_TEST_NAMES("ab"));
+    Onnx__NodeProto *cat =
+        tide_test_onnx_node(m, "Concat", "cat", TIDE_TEST_NAMES("na", "ab"), TIDE_TEST_NAMES("t"));
+    tide_test_onnx_attr_i(m, cat, "axis", 0);
+    tide_test_onnx_node(m, "Reshape", "flat", TIDE_TEST_NAMES("x", "t"), TIDE_TEST_NAMES("y"));
+    tide_test_onnx_output(m, "y");
+    struct tide_onnx_result r;
+    tide_builder *b = import_ok(m, NULL, &r);
+    assert_shape(b, r.outputs[0], 2, (int64_t[]){2, 12});
+    tide_onnx_result_free(&r);
+    tide_builder_free(b);
+    tide_test_onnx_free(m);
+
+    /* [INT64_MIN, 5, -7]: Neg gives [INT64_MIN, -5, 7], Abs [INT64_MIN, 5, 7]; equal to the
+     * input at [1 0 0] and [1 1 0]. */
+    for (int abs = 0; abs < 2; abs++) {
+        m = tide_test_onnx_new(13);
+        tide_test_onnx_init_i(m, "a", 1, (int64_t[]){3}, (int64_t[]){INT64_MIN, 5, -7});
+        tide_test_onnx_input(m, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 1, (int64_t[]){3}, -1);
+        tide_test_onnx_node(m, abs ? "Abs" : "Neg", "u", TIDE_TEST_NAMES("a"),
+                            TIDE_TEST_NAMES("ua"));
+        tide_test_onnx_node(m, "Equal", "eq", TIDE_TEST_NAMES("ua", "a"), TIDE_TEST_NAMES("c"));
+        tide_test_onnx_node(m, "Neg", "nx", TIDE_TEST_NAMES("x"), TIDE_TEST_NAMES("mx"));
+        tide_test_onnx_node(m, "Where", "w", TIDE_TEST_NAMES("c", "x", "mx"), TIDE_TEST_NAMES("y"));
+        tide_test_onnx_output(m, "y");
+        expect_values(m, (float[]){1, 2, 3}, 3, 1, (int64_t[]){3},
+                      abs ? (float[]){1, 2, -3} : (float[]){1, -2, -3}, 3);
+    }
+
+    m = tide_test_onnx_new(13);
+    tide_test_onnx_input(m, "ids", ONNX__TENSOR_PROTO__DATA_TYPE__INT64, 1, (int64_t[]){3}, -1);
+    tide_test_onnx_node(m, "Neg", "n", TIDE_TEST_NAMES("ids"), TIDE_TEST_NAMES("y"));
+    tide_test_onnx_output(m, "y");
+    import_fails(m, NULL,
+                 "node n (Neg, opset 13): input 0 is an integer tensor; tide computes this op in "
+                 "float32 only");
+    tide_test_onnx_free(m);
+}
+
+/*
  * A padding mask computed from an int attention_mask input, as exporters write it: PyTorch's
  * nn.MultiheadAttention (Equal to 0, Where of -inf and 0) and Hugging Face's (Cast to float,
  * (1 - mask) * -10000), added to scores before Softmax. Masked positions get probability 0;
@@ -4233,6 +4287,7 @@ int main(void)
         cmocka_unit_test(test_tile),
         cmocka_unit_test(test_depth_space),
         cmocka_unit_test(test_comparisons_fold),
+        cmocka_unit_test(test_int_neg_abs_fold),
         cmocka_unit_test(test_padding_mask),
         cmocka_unit_test(test_masks_on_tensors),
         cmocka_unit_test(test_where_computed_trains),
