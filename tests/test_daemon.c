@@ -2436,6 +2436,25 @@ static void test_tidectl_onnx_two_inputs(void **state)
 
     struct tide_test_run *r = malloc(sizeof(*r));
     assert_non_null(r);
+    /* plan needs no examples: the model's own inputs (a float and an int64 one) are planned,
+     * where tidectl used to check them against Fashion-MNIST's images and refuse. So is the
+     * GPT's single int input of tokens. */
+    run_tidectl(r, -1, "--json", "plan", "--onnx", model, "--budget", "64M", (char *)NULL);
+    if (r->exit_code != 0)
+        fail_msg("tidectl plan --onnx, two inputs: exit %d\n%s\n%s", r->exit_code, r->out, r->err);
+    assert_non_null(strstr(r->out, "\"parameters\":15,"));
+    assert_non_null(strstr(r->out, "\"fits\":true,"));
+    run_tidectl(r, -1, "--json", "plan", "--onnx", TIDE_EXAMPLES_ONNX_DIR "/gpt.onnx", "--budget",
+                "64M", (char *)NULL);
+    if (r->exit_code != 0)
+        fail_msg("tidectl plan --onnx gpt.onnx: exit %d\n%s\n%s", r->exit_code, r->out, r->err);
+    assert_non_null(strstr(r->out, "\"batch\":4,"));
+    /* With --data, the files are still checked against the inputs, as train checks them. */
+    run_tidectl(r, -1, "plan", "--onnx", model, "--data", xp, "--labels", yp, "--budget", "64M",
+                (char *)NULL);
+    assert_int_equal(r->exit_code, 2);
+    assert_non_null(strstr(r->err, "the model has 2 graph inputs of examples (\"x\", \"mask\") but "
+                                   "the examples come in 1 array"));
     run_tidectl(r, -1, "--json", "train", "--onnx", model, "--data", both, "--labels", yp,
                 "--test-data", both, "--test-labels", yp, "--steps", "200", "--lr", "0.5",
                 "--budget", "64M", (char *)NULL);

@@ -47,7 +47,8 @@ static uint8_t *read_model_file(const char *path, size_t *len)
 /*
  * --onnx: the model with the loss libtide adds (tide_onnx_training_graph),
  * checked against the examples it will be fed, images of c x h x w and
- * labels below classes (tide_onnx_training_check_examples).
+ * labels below classes, or files' (tide_onnx_training_check_feeds); c 0:
+ * against none (a plan of the model's own shapes).
  */
 static int build_onnx_model(const struct tidectl_options *o, int64_t c, int64_t h, int64_t w,
                             int32_t classes, const tide_dataset *files, struct tidectl_model *m)
@@ -94,7 +95,8 @@ static int build_onnx_model(const struct tidectl_options *o, int64_t c, int64_t 
         for (int32_t d = 0; d < rank; d++)
             elements[k] *= dims[d];
     }
-    if (tide_onnx_training_check_feeds(t, o->batch_given ? o->batch : 0, n, dtypes, elements, NULL,
+    if ((files || c) &&
+        tide_onnx_training_check_feeds(t, o->batch_given ? o->batch : 0, n, dtypes, elements, NULL,
                                        tide_dataset_label_dtype(files), label_dims, label_rank,
                                        classes, err, sizeof(err)) != 0) {
         fprintf(stderr, "tidectl: %s: %s\n", o->onnx, err);

@@ -62,6 +62,9 @@ static int run_plan(const struct tidectl_verb *verb, struct tidectl_options *o, 
         if (rc == TIDECTL_EXIT_OK && !o->onnx && (rc = tidectl_check_files_input(train, &m)) != 0)
             tidectl_model_clear(&m);
         tide_dataset_free(train);
+    } else if (o->onnx) {
+        /* The model's own inputs are planned: no dataset's examples to check them against. */
+        rc = tidectl_build_model(o, 0, 0, 0, 0, NULL, &m);
     } else {
         tidectl_dataset_shape(o, &ch, &h, &w, &classes);
         rc = tidectl_build_model(o, ch, h, w, classes, NULL, &m);
@@ -123,7 +126,9 @@ const struct tidectl_verb tidectl_verb_plan = {
             "  would fit (and the node that sets it), the bytes swapped in and out and\n"
             "  fetched and written back per step, and the partitioning the swapper settled\n"
             "  on. Use it to choose --budget: a budget below the peak of --swap off forces\n"
-            "  swapping. Nothing is submitted.\n"
+            "  swapping. Nothing is submitted. An --onnx model is planned at its own input\n"
+            "  shapes (every graph input of examples, any element type); --data, when given,\n"
+            "  is checked against them as train would.\n"
             "\n"
             "OPTIONS\n"
             "  --partitions             Also list the partitions: nodes, resident bytes, bytes\n"

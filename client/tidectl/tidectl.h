@@ -592,7 +592,9 @@ void tidectl_model_clear(struct tidectl_model *m);
  * Builds the model the options name for images of c x h x w and classes
  * into *m; prints why not on failure and returns the exit status. files is
  * the --data dataset (NULL without): an ONNX model is checked against its
- * labels (class indices or float targets, and their shape).
+ * labels (class indices or float targets, and their shape). c 0 (plan
+ * without --data): an ONNX model is checked against no examples, its own
+ * input shapes being what is planned.
  */
 int tidectl_build_model(const struct tidectl_options *o, int64_t c, int64_t h, int64_t w,
                         int32_t classes, const tide_dataset *files, struct tidectl_model *m);
