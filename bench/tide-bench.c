@@ -22,7 +22,8 @@
  *                     [--save OUT.onnx]]
  *   tide-bench eval  --onnx FILE [--output NAME] [--frozen A,B] [--dataset D |
  *                    --test-data X[,X...] --test-labels Y] [--json]
- *   tide-bench plan  --model M [--depth D] [--batch B] --budget BYTES
+ *   tide-bench plan  (--model M [--depth D] [--batch B] | --onnx FILE [--output NAME]
+ *                    [--loss xent|mse|none] [--frozen A,B]) --budget BYTES
  *                    [--partition-size K] [--swap auto|on|off] [--device-profile NAME]
  *                    [--host-budget BYTES] [--policy swap|recompute|checkpoint-sqrt] [--json]
  *                    [--svg FILE] [--png FILE]
@@ -83,7 +84,7 @@ static void usage(FILE *out)
             "       files, forward only, as train scores it after training: test accuracy.\n"
             "plan   compiles the training graph under a memory policy and prints the plan\n"
             "       (partitions, bytes moved, predicted peak, whether it fits) without\n"
-            "       running anything.\n"
+            "       running anything; an --onnx model at its own input shapes and batch.\n"
             "depth  finds the deepest ResNet whose plan fits the budget with swap off and\n"
             "       with swap auto (binary search), then trains one step at the swap-auto\n"
             "       maximum to confirm it runs within the budget.\n"
@@ -211,7 +212,7 @@ static void usage(FILE *out)
             "                           scores instead of --dataset's test split (as --data:\n"
             "                           one file per input of an --onnx model of several)\n"
             "  --save-npz FILE          train: write the trained Variables as NumPy .npz\n"
-            "  --onnx FILE              train, eval: an ONNX model instead of --model (as\n"
+            "  --onnx FILE              train, eval, plan: an ONNX model instead of --model (as\n"
             "                           PyTorch exports it: see the README, \"Train your own\n"
             "                           model\"); its input takes the images (with --data, each\n"
             "                           input its own file), its static batch is the batch\n"
@@ -1090,6 +1091,24 @@ struct tide_memory_policy tide_bench_memory_policy(const struct bench_options *o
     return p;
 }
 
+/* tide_bench_plan with the fetches given (an ONNX model's prediction output). */
+static enum tide_status plan_fetching(const char *const *fetches, uint32_t n_fetches,
+                                      const uint8_t *bytes, size_t len,
+                                      const struct tide_train_options *train,
+                                      const struct tide_memory_policy *policy, enum tide_math math,
+                                      struct tide_backend *backend, struct tide_session **session,
+                                      struct tide_error *err)
+{
+    struct tide_session_options so = tide_session_options_default();
+    so.backend = backend;
+    so.memory = policy;
+    so.train = train;
+    so.math = math;
+    so.fetches = fetches;
+    so.n_fetches = n_fetches;
+    return tide_session_plan(bytes, len, &so, session, err);
+}
+
 enum tide_status tide_bench_plan(const char *model, const uint8_t *bytes, size_t len,
                                  const struct tide_train_options *train,
                                  const struct tide_memory_policy *policy, enum tide_math math,
@@ -1102,13 +1121,10 @@ enum tide_status tide_bench_plan(const char *model, const uint8_t *bytes, size_t
      * without them would name a smallest budget short of what training at
      * it needs.
      */
-    struct tide_session_options so = tide_session_options_default();
-    so.backend = backend;
-    so.memory = policy;
-    so.train = train;
-    so.math = math;
-    so.fetches = tide_bench_fetches(model, &so.n_fetches);
-    return tide_session_plan(bytes, len, &so, session, err);
+    uint32_t n_fetches;
+    const char *const *fetches = tide_bench_fetches(model, &n_fetches);
+    return plan_fetching(fetches, n_fetches, bytes, len, train, policy, math, backend, session,
+                         err);
 }
 
 /* Prints the plan report, and its JSON line under --json; 0, or 1 when that line failed. */
@@ -1239,51 +1255,6 @@ static int draw_plan(const struct bench_options *o, const struct tide_session *s
     return 0;
 }
 
-static int cmd_plan(const struct bench_options *o)
-{
-    if (!o->budget) {
-        fprintf(stderr, "tide-bench plan: --budget BYTES is required (e.g. --budget 64M)\n");
-        return 2;
-    }
-    int64_t c, h, w;
-    tide_bench_input_shape(o, &c, &h, &w);
-    size_t len;
-    uint8_t *bytes = tide_bench_build_model(o, c, h, w, 10, &len);
-    if (!bytes)
-        return 1;
-    struct tide_train_options train;
-    struct tide_memory_policy policy = tide_bench_memory_policy(o);
-    struct tide_backend *backend = NULL;
-    struct tide_session *session = NULL;
-    struct tide_error err = {0};
-    int rc = 1;
-    if (tide_bench_train_options(o->optimizer, o->lr, &train) != 0)
-        goto out;
-    /* The pool's size sets the convolutions' workspace, so it is part of the plan. */
-    if (tide_backend_create(o->backend, &(struct tide_backend_options){.threads = o->threads},
-                            &backend, &err) != TIDE_OK) {
-        fprintf(stderr, "tide-bench: %s\n", err.message);
-        goto out;
-    }
-    enum tide_status st =
-        tide_bench_plan(o->model, bytes, len, &train, &policy, o->math, backend, &session, &err);
-    if (st != TIDE_OK && st != TIDE_DOES_NOT_FIT) {
-        fprintf(stderr, "tide-bench: %s\n", err.message);
-        goto out;
-    }
-    int printed = print_plan(o, tide_session_plan_report(session), tide_session_graph(session));
-    if (st == TIDE_DOES_NOT_FIT)
-        fprintf(stderr, "tide-bench: %s\n", err.message);
-    rc = st == TIDE_OK && printed == 0 ? 0 : 1;
-    if (draw_plan(o, session, policy.budget_bytes, NULL, 0, 0) != 0)
-        rc = 1;
-out:
-    tide_session_free(session); /* before the backend it borrows */
-    tide_backend_free(backend);
-    free(bytes);
-    return rc;
-}
-
 /* ============================================================================
  * ONNX models (--onnx, --save, and eval)
  * ========================================================================== */
@@ -1329,13 +1300,10 @@ static void onnx_model_clear(struct onnx_model *m)
 }
 
 /*
- * Reads --onnx, adds the loss (tide_onnx_training_graph) and checks that the
- * dataset ds feeds it (tide_onnx_training_check_dataset). The model's batch
- * is its static one; --batch stands for a dynamic one and must agree with a
- * static one. Returns 0, or -1 after saying why.
+ * Reads --onnx and adds the loss (tide_onnx_training_graph): the model at
+ * its own input shapes. Returns 0, or -1 after saying why.
  */
-static int onnx_model_load(const struct bench_options *o, const tide_dataset *ds,
-                           const char *const *sources, struct onnx_model *m)
+static int onnx_model_read(const struct bench_options *o, struct onnx_model *m)
 {
     memset(m, 0, sizeof(*m));
     m->file = read_whole_file(o->onnx, &m->file_len);
@@ -1354,6 +1322,21 @@ static int onnx_model_load(const struct bench_options *o, const tide_dataset *ds
         fprintf(stderr, "tide-bench: %s: %s\n", o->onnx, err);
         return -1;
     }
+    return 0;
+}
+
+/*
+ * onnx_model_read, then checks that the dataset ds feeds the model
+ * (tide_onnx_training_check_feeds). The model's batch is its static one;
+ * --batch stands for a dynamic one and must agree with a static one.
+ * Returns 0, or -1 after saying why.
+ */
+static int onnx_model_load(const struct bench_options *o, const tide_dataset *ds,
+                           const char *const *sources, struct onnx_model *m)
+{
+    if (onnx_model_read(o, m) != 0)
+        return -1;
+    char err[1024];
     /* Class labels, or the float targets (--loss mse, none) of --labels, of any shape. */
     int64_t label_dims[TIDE_DATASET_MAX_SAMPLE_RANK];
     int32_t label_rank = tide_dataset_label_shape(ds, label_dims);
@@ -1418,6 +1401,74 @@ static int save_onnx(struct tide_session *s, const uint8_t *graph, size_t graph_
     }
     free(bytes);
     free_variables(g, values, n);
+    return rc;
+}
+
+static int cmd_plan(const struct bench_options *o)
+{
+    if (!o->budget) {
+        fprintf(stderr, "tide-bench plan: --budget BYTES is required (e.g. --budget 64M)\n");
+        return 2;
+    }
+    size_t len;
+    uint8_t *bytes;
+    struct onnx_model onnx = {0};
+    struct bench_options with_onnx;
+    if (o->onnx) {
+        /* The model's own inputs and batch: no dataset's examples to check them against. */
+        if (onnx_model_read(o, &onnx) != 0) {
+            onnx_model_clear(&onnx);
+            return 1;
+        }
+        bytes = onnx.t.graph, len = onnx.t.graph_len;
+        onnx.t.graph = NULL;
+        with_onnx = *o;
+        with_onnx.batch = onnx.t.batch;
+        with_onnx.model = o->onnx;
+        o = &with_onnx;
+    } else {
+        int64_t c, h, w;
+        tide_bench_input_shape(o, &c, &h, &w);
+        bytes = tide_bench_build_model(o, c, h, w, 10, &len);
+        if (!bytes)
+            return 1;
+    }
+    struct tide_train_options train;
+    struct tide_memory_policy policy = tide_bench_memory_policy(o);
+    struct tide_backend *backend = NULL;
+    struct tide_session *session = NULL;
+    struct tide_error err = {0};
+    int rc = 1;
+    if (tide_bench_train_options(o->optimizer, o->lr, &train) != 0)
+        goto out;
+    if (o->onnx)
+        train.loss = onnx.t.loss;
+    /* The pool's size sets the convolutions' workspace, so it is part of the plan. */
+    if (tide_backend_create(o->backend, &(struct tide_backend_options){.threads = o->threads},
+                            &backend, &err) != TIDE_OK) {
+        fprintf(stderr, "tide-bench: %s\n", err.message);
+        goto out;
+    }
+    const char *const onnx_fetches[] = {onnx.t.output.name};
+    enum tide_status st = o->onnx ? plan_fetching(onnx_fetches, 1, bytes, len, &train, &policy,
+                                                  o->math, backend, &session, &err)
+                                  : tide_bench_plan(o->model, bytes, len, &train, &policy, o->math,
+                                                    backend, &session, &err);
+    if (st != TIDE_OK && st != TIDE_DOES_NOT_FIT) {
+        fprintf(stderr, "tide-bench: %s\n", err.message);
+        goto out;
+    }
+    int printed = print_plan(o, tide_session_plan_report(session), tide_session_graph(session));
+    if (st == TIDE_DOES_NOT_FIT)
+        fprintf(stderr, "tide-bench: %s\n", err.message);
+    rc = st == TIDE_OK && printed == 0 ? 0 : 1;
+    if (draw_plan(o, session, policy.budget_bytes, NULL, 0, 0) != 0)
+        rc = 1;
+out:
+    tide_session_free(session); /* before the backend it borrows */
+    tide_backend_free(backend);
+    free(bytes);
+    onnx_model_clear(&onnx);
     return rc;
 }
 
@@ -1897,13 +1948,17 @@ int main(int argc, char **argv)
                 o.data ? "--data" : "--save-npz", cmd);
         return 2;
     }
-    if (o.onnx && run != cmd_train && run != cmd_eval) {
-        fprintf(stderr, "tide-bench: --onnx applies to train and eval only, not to %s\n", cmd);
+    if (o.onnx && run != cmd_train && run != cmd_eval && run != cmd_plan) {
+        fprintf(stderr, "tide-bench: --onnx applies to train, eval and plan only, not to %s\n",
+                cmd);
         return 2;
     }
-    if ((o.save_onnx || o.loss) && run != cmd_train) {
-        fprintf(stderr, "tide-bench: %s applies to train only, not to %s\n",
-                o.save_onnx ? "--save" : "--loss", cmd);
+    if (o.save_onnx && run != cmd_train) {
+        fprintf(stderr, "tide-bench: --save applies to train only, not to %s\n", cmd);
+        return 2;
+    }
+    if (o.loss && run != cmd_train && run != cmd_plan) {
+        fprintf(stderr, "tide-bench: --loss applies to train and plan only, not to %s\n", cmd);
         return 2;
     }
     if (o.trace && run != cmd_train) {

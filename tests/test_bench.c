@@ -1114,6 +1114,13 @@ static void test_train_onnx_two_inputs(void **state)
     snprintf(short_mask, sizeof(short_mask), "%s,%s", file_in("x.npy"), file_in("mask60.npy"));
     assert_true(model && y_npy);
 
+    /* plan needs no files: the model at its own inputs, a float and an int64 one. */
+    struct json_object *planned =
+        run_bench(r, 0, (char *[]){"plan", "--onnx", model, "--budget", "1M", "--json", NULL});
+    assert_string_equal(tide_test_json_string(planned, "model"), model);
+    assert_int_equal(tide_test_json_int(planned, "batch"), 8);
+    assert_true(tide_test_json_bool(planned, "fits"));
+    json_object_put(planned);
     double first = bench_loss(r, (char *[]){"train", "--onnx", model, "--data", both, "--labels",
                                             y_npy, "--steps", "1", "--json", NULL});
     assert_float_equal(first, log(3.0), 1e-5); /* zero weights: uniform over 3 classes */
@@ -1166,6 +1173,48 @@ static void test_train_onnx_two_inputs(void **state)
         unlink(file_in(names[i]));
     rmdir(files_dir);
     free(model), free(y_npy);
+}
+
+/*
+ * plan --onnx: PyTorch's GPT (examples/onnx/gpt.onnx: int32 tokens [4, 128],
+ * no dataset needed) planned at its own batch: all resident under 64M;
+ * under a budget below that resident peak it fits by swapping, within the
+ * budget; below its largest node it does not, exit 1, naming that node.
+ */
+static void test_plan_onnx(void **state)
+{
+    (void)state;
+    char *model = TIDE_EXAMPLES_ONNX_DIR "/gpt.onnx";
+    struct tide_test_run *r = malloc(sizeof(*r));
+    assert_non_null(r);
+    struct json_object *line = run_bench(
+        r, 0,
+        (char *[]){"plan", "--onnx", model, "--budget", "64M", "--swap", "off", "--json", NULL});
+    assert_int_equal(tide_test_json_int(line, "batch"), 4);
+    assert_true(tide_test_json_bool(line, "fits"));
+    assert_int_equal(tide_test_json_int(line, "swap_in_bytes"), 0);
+    int64_t resident = tide_test_json_int(line, "predicted_peak_bytes");
+    int64_t floor_bytes = tide_test_json_int(line, "floor_bytes");
+    json_object_put(line);
+    assert_true(resident > 2 * floor_bytes);
+
+    char budget[32];
+    snprintf(budget, sizeof(budget), "%" PRId64, (resident + floor_bytes) / 2);
+    line = run_bench(r, 0, (char *[]){"plan", "--onnx", model, "--budget", budget, "--json", NULL});
+    assert_true(tide_test_json_bool(line, "fits"));
+    assert_true(tide_test_json_int(line, "swap_in_bytes") > 0);
+    assert_true(tide_test_json_int(line, "predicted_peak_bytes") <= (resident + floor_bytes) / 2);
+    json_object_put(line);
+
+    snprintf(budget, sizeof(budget), "%" PRId64, floor_bytes - 1);
+    line = run_bench(r, 1, (char *[]){"plan", "--onnx", model, "--budget", budget, "--json", NULL});
+    assert_false(tide_test_json_bool(line, "fits"));
+    assert_string_equal(tide_test_json_string(line, "floor_node"), "onnx/mul_5");
+    json_object_put(line);
+    run_bench_fails(
+        r, 2, (char *[]){"plan", "--onnx", model, "--budget", "64M", "--save", "x.onnx", NULL},
+        "tide-bench: --save applies to train only, not to plan");
+    free(r);
 }
 
 /*
@@ -1454,6 +1503,7 @@ int main(void)
         cmocka_unit_test(test_max_lstm_seq_exact),
         cmocka_unit_test(test_max_vary_errors),
         cmocka_unit_test(test_train_from_files),
+        cmocka_unit_test(test_plan_onnx),
         cmocka_unit_test(test_train_onnx_save_eval),
         cmocka_unit_test(test_train_onnx_mse_and_own_loss),
         cmocka_unit_test(test_train_onnx_two_inputs),
