@@ -1577,6 +1577,52 @@ static int op_sqrt(struct ctx *c)
 {
     return unary(c, tide_builder_sqrt);
 }
+/*
+ * Mod of two constants, folded (PyTorch's window shifts in a Swin
+ * Transformer compute their offsets so): integers with fmod 0 take the
+ * divisor's sign, as Python's %; with fmod 1 the dividend's, as C's; floats
+ * need fmod 1 (fmodf). Mod of tensors computed in the graph is refused.
+ */
+static int op_mod(struct ctx *c)
+{
+    struct value *a = in_value(c, 0), *b = a ? in_value(c, 1) : NULL;
+    if (!b)
+        return -1;
+    bool fmod_c = attr_i(c->node, "fmod", 0) != 0;
+    if (!a->known || !b->known || a->trainable || b->trainable)
+        return failf(c, "Mod of tensors computed in the graph is not supported (only of "
+                        "constants, which are folded)");
+    if ((a->type == CONST_FLOAT) != (b->type == CONST_FLOAT) || a->type == CONST_BOOL ||
+        b->type == CONST_BOOL)
+        return failf(c, "inputs 0 and 1 must be two integer or two float tensors");
+    if (a->type == CONST_FLOAT && !fmod_c)
+        return failf(c, "fmod 0 on float tensors (ONNX requires fmod 1 for them)");
+    int32_t r;
+    int64_t dims[MAX_RANK];
+    if (broadcast_shape(c, a->rank, a->dims, b->rank, b->dims, &r, dims) != 0)
+        return -1;
+    struct value va = *a, vb = *b;
+    struct value *v = set_out_const(c, 0, va.type, r, dims);
+    if (!v)
+        return -1;
+    for (int64_t k = 0; k < numel(r, dims); k++) {
+        int64_t ka = broadcast_index(r, dims, k, va.rank, va.dims);
+        int64_t kb = broadcast_index(r, dims, k, vb.rank, vb.dims);
+        if (va.type == CONST_FLOAT) {
+            v->f[k] = fmodf(va.f[ka], vb.f[kb]);
+            continue;
+        }
+        int64_t x = va.i[ka], y = vb.i[kb];
+        if (y == 0)
+            return failf(c, "integer Mod by zero (element %" PRId64 " of input 1)", kb);
+        int64_t m = y == -1 ? 0 : x % y; /* INT64_MIN % -1 overflows in C */
+        if (!fmod_c && m != 0 && (m < 0) != (y < 0))
+            m += y;
+        v->i[k] = m;
+    }
+    return 0;
+}
+
 static int op_neg(struct ctx *c)
 {
     int folded = fold_int_unary(c, true);
@@ -5653,6 +5699,101 @@ static int op_space_to_depth(struct ctx *c)
  * ========================================================================== */
 
 /*
+ * ScatterND of constants, folded: a copy of data with the slices that
+ * indices' last axis addresses replaced by (or, from version 16, combined
+ * by add, mul, max or min with) updates' values, in order. PyTorch writes
+ * it for an indexed assignment such as the attention mask a Swin
+ * Transformer builds from its window shifts. Negative indices count from
+ * the end; one out of range is refused naming it. ScatterND into a tensor
+ * computed in the graph is refused.
+ */
+static int op_scatter_nd(struct ctx *c)
+{
+    static const char *const reductions[] = {"none", "add", "mul", "max", "min", NULL};
+    int red = c->version >= 16 ? attr_choice(c, "reduction", reductions, 0) : 0;
+    if (red < 0)
+        return -1;
+    if (c->version < 18 && red >= 3)
+        return failf(c, "reduction %s needs version 18", reductions[red]);
+    struct value *d = in_value(c, 0), *ix = d ? in_value(c, 1) : NULL;
+    struct value *u = ix ? in_value(c, 2) : NULL;
+    if (!u)
+        return -1;
+    if (!d->known || !ix->known || !u->known || d->trainable || u->trainable)
+        return failf(c, "ScatterND into or of tensors computed in the graph is not supported "
+                        "(only of constants, which are folded)");
+    if (ix->type != CONST_INT)
+        return failf(c, "indices (input \"%s\") must be integers", ix->name);
+    if ((d->type == CONST_FLOAT) != (u->type == CONST_FLOAT))
+        return failf(c, "data and updates must be of one type");
+    if (ix->rank < 1)
+        return failf(c, "indices must have rank >= 1");
+    int64_t q = ix->dims[ix->rank - 1];
+    if (q < 1 || q > d->rank)
+        return failf(c, "indices' last dimension %" PRId64 " must be in [1, %d] (data's rank)", q,
+                     d->rank);
+    /* updates: indices.shape[:-1] + data.shape[q:] */
+    int32_t want_rank = ix->rank - 1 + d->rank - (int32_t)q;
+    bool shape_ok = u->rank == want_rank;
+    for (int32_t a = 0; shape_ok && a < ix->rank - 1; a++)
+        shape_ok = u->dims[a] == ix->dims[a];
+    for (int32_t a = 0; shape_ok && a < d->rank - q; a++)
+        shape_ok = u->dims[ix->rank - 1 + a] == d->dims[q + a];
+    if (!shape_ok) {
+        char have[96], want[96];
+        int64_t wd[2 * MAX_RANK];
+        memcpy(wd, ix->dims, sizeof(int64_t) * (size_t)(ix->rank - 1));
+        memcpy(wd + ix->rank - 1, d->dims + q, sizeof(int64_t) * (size_t)(d->rank - q));
+        return failf(c, "updates are %s; indices and data make them %s",
+                     dims_text(have, sizeof(have), u->rank, u->dims),
+                     dims_text(want, sizeof(want), want_rank, wd));
+    }
+    struct value vd = *d, vi = *ix, vu = *u;
+    struct value *v = set_out_const(c, 0, vd.type, vd.rank, vd.dims);
+    if (!v)
+        return -1;
+    int64_t n = numel(vd.rank, vd.dims);
+    if (vd.type == CONST_FLOAT)
+        memcpy(v->f, vd.f, sizeof(float) * (size_t)n);
+    else
+        memcpy(v->i, vd.i, sizeof(int64_t) * (size_t)n);
+    int64_t slice = numel(vd.rank - (int32_t)q, vd.dims + q);
+    int64_t n_idx = numel(vi.rank - 1, vi.dims);
+    for (int64_t t = 0; t < n_idx; t++) {
+        int64_t off = 0;
+        for (int64_t a = 0; a < q; a++) {
+            int64_t i = vi.i[t * q + a], dim = vd.dims[a];
+            if (i < -dim || i >= dim)
+                return failf(c,
+                             "index %" PRId64 " (tuple %" PRId64 ", axis %" PRId64
+                             ") is out of range [%" PRId64 ", %" PRId64 ")",
+                             i, t, a, -dim, dim);
+            off = off * dim + (i < 0 ? i + dim : i);
+        }
+        off *= slice;
+        for (int64_t k = 0; k < slice; k++) {
+            int64_t o = off + k, src = t * slice + k;
+            if (vd.type == CONST_FLOAT) {
+                float x = v->f[o], y = vu.f[src];
+                v->f[o] = red == 0   ? y
+                          : red == 1 ? x + y
+                          : red == 2 ? x * y
+                          : red == 3 ? (x > y ? x : y)
+                                     : (x < y ? x : y);
+            } else {
+                int64_t x = v->i[o], y = vu.i[src];
+                v->i[o] = red == 0   ? y
+                          : red == 1 ? (int64_t)((uint64_t)x + (uint64_t)y)
+                          : red == 2 ? (int64_t)((uint64_t)x * (uint64_t)y)
+                          : red == 3 ? (x > y ? x : y)
+                                     : (x < y ? x : y);
+            }
+        }
+    }
+    return 0;
+}
+
+/*
  * An op tide imports: its handler, the oldest of its versions the handler
  * implements, and every version ONNX defines, each named by the opset that
  * introduced it: up to opset 17 from onnx.defs.get_all_schemas_with_history()
@@ -5734,6 +5875,7 @@ static const struct op_entry ops[] = {
     {"Mean", op_mean, 1, {1, 6, 8, 13}},
     {"Min", op_min, 1, {1, 6, 8, 12, 13}},
     {"Mish", op_mish, 18, {18, 22}},
+    {"Mod", op_mod, 10, {10, 13}},
     {"Mul", op_mul, 1, {1, 6, 7, 13, 14}},
     {"Neg", op_neg, 1, {1, 6, 13}},
     {"NegativeLogLikelihoodLoss", op_negative_log_likelihood_loss, 12, {12, 13, 22}},
@@ -5759,6 +5901,7 @@ static const struct op_entry ops[] = {
     {"Reshape", op_reshape, 1, {1, 5, 13, 14, 19, 21, 23, 24, 25}},
     {"Resize", op_resize, 10, {10, 11, 13, 18, 19}},
     {"RNN", op_rnn, 7, {1, 7, 14, 22}},
+    {"ScatterND", op_scatter_nd, 11, {11, 13, 16, 18}},
     {"Selu", op_selu, 1, {1, 6, 22}},
     {"Shape", op_shape, 1, {1, 13, 15, 19, 21, 23, 24, 25}},
     {"Shrink", op_shrink, 9, {9}},

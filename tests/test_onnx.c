@@ -3625,6 +3625,138 @@ static void test_int_neg_abs_fold(void **state)
     tide_test_onnx_free(m);
 }
 
+/* y = x + Cast(Mod(a, b)) for int constants a and b, or x + Mod(a, b) for float ones;
+ * fmod -1: no attribute. */
+static struct tide_test_onnx *mod_plus_x(int64_t fmod, int64_t n, bool is_float, const void *a,
+                                         const void *b)
+{
+    struct tide_test_onnx *m = tide_test_onnx_new(13);
+    tide_test_onnx_input(m, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 1, (int64_t[]){n}, -1);
+    if (is_float) { /* Constants: float initializers are Variables, never folded */
+        float_constant(m, "a", 1, (int64_t[]){n}, a);
+        float_constant(m, "b", 1, (int64_t[]){n}, b);
+    } else {
+        tide_test_onnx_init_i(m, "a", 1, (int64_t[]){n}, a);
+        tide_test_onnx_init_i(m, "b", 1, (int64_t[]){n}, b);
+    }
+    Onnx__NodeProto *mod =
+        tide_test_onnx_node(m, "Mod", "n", TIDE_TEST_NAMES("a", "b"), TIDE_TEST_NAMES("r"));
+    if (fmod >= 0)
+        tide_test_onnx_attr_i(m, mod, "fmod", fmod);
+    if (!is_float) {
+        Onnx__NodeProto *cast =
+            tide_test_onnx_node(m, "Cast", "cast", TIDE_TEST_NAMES("r"), TIDE_TEST_NAMES("rf"));
+        tide_test_onnx_attr_i(m, cast, "to", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT);
+    }
+    tide_test_onnx_node(m, "Add", "add", TIDE_TEST_NAMES("x", is_float ? "r" : "rf"),
+                        TIDE_TEST_NAMES("y"));
+    tide_test_onnx_output(m, "y");
+    return m;
+}
+
+/*
+ * Mod of constants folds (a Swin Transformer's window shifts): integers
+ * take the divisor's sign with fmod 0 (Python's %) and the dividend's with
+ * fmod 1 (C's), INT64_MIN mod -1 is 0; floats are fmodf. Refused: Mod of a
+ * graph input, float with fmod 0, an integer divisor of zero.
+ */
+static void test_mod_fold(void **state)
+{
+    (void)state;
+    static const int64_t a[6] = {-7, 7, -7, 7, 6, INT64_MIN}, b[6] = {3, 3, -3, -3, 3, -1};
+    static const float zeros[6] = {0};
+    struct tide_test_onnx *m = mod_plus_x(-1, 6, false, a, b);
+    expect_values(m, zeros, 6, 1, (int64_t[]){6}, (float[]){2, 1, -1, -2, 0, 0}, 6);
+    m = mod_plus_x(1, 6, false, a, b);
+    expect_values(m, zeros, 6, 1, (int64_t[]){6}, (float[]){-1, 1, -1, 1, 0, 0}, 6);
+    m = mod_plus_x(1, 2, true, (float[]){5.5f, -5.5f}, (float[]){2, 2});
+    expect_values(m, (float[]){1, 1}, 2, 1, (int64_t[]){2}, (float[]){2.5f, -0.5f}, 2);
+
+    m = mod_plus_x(0, 2, true, (float[]){5.5f, -5.5f}, (float[]){2, 2});
+    import_fails(m, NULL,
+                 "node n (Mod, opset 13): fmod 0 on float tensors (ONNX requires fmod 1 for "
+                 "them)");
+    tide_test_onnx_free(m);
+    m = mod_plus_x(-1, 2, false, (int64_t[]){1, 2}, (int64_t[]){1, 0});
+    import_fails(m, NULL, "node n (Mod, opset 13): integer Mod by zero (element 1 of input 1)");
+    tide_test_onnx_free(m);
+    m = tide_test_onnx_new(13);
+    tide_test_onnx_init_f(m, "b", 1, (int64_t[]){1}, (float[]){2});
+    Onnx__NodeProto *n = one_node(m, "Mod", 1, (int64_t[]){4}, TIDE_TEST_NAMES("x", "b"));
+    tide_test_onnx_attr_i(m, n, "fmod", 1);
+    import_fails(m, NULL,
+                 "node n (Mod, opset 13): Mod of tensors computed in the graph is not supported "
+                 "(only of constants, which are folded)");
+    tide_test_onnx_free(m);
+}
+
+/* x [2, 3] + ScatterND(data, indices, updates) of constants, at opset 18. */
+static struct tide_test_onnx *scattered(const char *reduction, int32_t ri, const int64_t *di,
+                                        const int64_t *ids, int32_t ru, const int64_t *du,
+                                        const float *updates)
+{
+    struct tide_test_onnx *m = tide_test_onnx_new(18);
+    tide_test_onnx_input(m, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 2, (int64_t[]){2, 3}, -1);
+    float_constant(m, "data", 2, (int64_t[]){2, 3}, (float[]){1, 2, 3, 4, 5, 6});
+    tide_test_onnx_init_i(m, "ids", ri, di, ids);
+    float_constant(m, "upd", ru, du, updates);
+    Onnx__NodeProto *n = tide_test_onnx_node(
+        m, "ScatterND", "n", TIDE_TEST_NAMES("data", "ids", "upd"), TIDE_TEST_NAMES("s"));
+    if (reduction)
+        tide_test_onnx_attr_s(m, n, "reduction", reduction);
+    tide_test_onnx_node(m, "Add", "add", TIDE_TEST_NAMES("x", "s"), TIDE_TEST_NAMES("y"));
+    tide_test_onnx_output(m, "y");
+    return m;
+}
+
+/*
+ * ScatterND of constants folds (the attention mask a Swin Transformer
+ * builds by indexed assignment): whole rows by [[1], [0]] (swapped),
+ * elements by pairs with reduction add (one element twice), mul, max and
+ * min, a negative index from the end. Refused: an index out of range,
+ * updates of the wrong shape, a scatter into a graph input.
+ */
+static void test_scatter_nd_fold(void **state)
+{
+    (void)state;
+    static const float zeros[6] = {0};
+    const int64_t two[2] = {2, 1}, pairs[2] = {3, 2}, three[1] = {3};
+    struct tide_test_onnx *m = scattered(NULL, 2, two, (int64_t[]){1, 0}, 2, (int64_t[]){2, 3},
+                                         (float[]){10, 20, 30, 40, 50, 60});
+    expect_values(m, zeros, 6, 2, (int64_t[]){2, 3}, (float[]){40, 50, 60, 10, 20, 30}, 6);
+    /* (0, 2) gets 7 and 9, (1, 0) gets 8 (written -1, -3). */
+    const int64_t ids[6] = {0, 2, -1, -3, 0, 2};
+    const float upd[3] = {7, 8, 9};
+    m = scattered("add", 2, pairs, ids, 1, three, upd);
+    expect_values(m, zeros, 6, 2, (int64_t[]){2, 3}, (float[]){1, 2, 19, 12, 5, 6}, 6);
+    m = scattered("mul", 2, pairs, ids, 1, three, upd);
+    expect_values(m, zeros, 6, 2, (int64_t[]){2, 3}, (float[]){1, 2, 189, 32, 5, 6}, 6);
+    m = scattered("max", 2, pairs, ids, 1, three, (float[]){2, 1, 9});
+    expect_values(m, zeros, 6, 2, (int64_t[]){2, 3}, (float[]){1, 2, 9, 4, 5, 6}, 6);
+    m = scattered("min", 2, pairs, ids, 1, three, (float[]){2, 1, 9});
+    expect_values(m, zeros, 6, 2, (int64_t[]){2, 3}, (float[]){1, 2, 2, 1, 5, 6}, 6);
+    m = scattered(NULL, 2, pairs, ids, 1, three, upd); /* none: the last write wins */
+    expect_values(m, zeros, 6, 2, (int64_t[]){2, 3}, (float[]){1, 2, 9, 8, 5, 6}, 6);
+
+    m = scattered(NULL, 2, two, (int64_t[]){2, 0}, 2, (int64_t[]){2, 3}, zeros);
+    import_fails(m, NULL,
+                 "node n (ScatterND, opset 18): index 2 (tuple 0, axis 0) is out of range [-2, 2)");
+    tide_test_onnx_free(m);
+    m = scattered(NULL, 2, two, (int64_t[]){1, 0}, 2, (int64_t[]){3, 2}, zeros);
+    import_fails(m, NULL,
+                 "node n (ScatterND, opset 18): updates are [3, 2]; indices and data make them "
+                 "[2, 3]");
+    tide_test_onnx_free(m);
+    m = tide_test_onnx_new(18);
+    tide_test_onnx_init_i(m, "ids", 2, two, (int64_t[]){1, 0});
+    tide_test_onnx_init_f(m, "upd", 2, (int64_t[]){2, 4}, NULL);
+    one_node(m, "ScatterND", 2, (int64_t[]){2, 4}, TIDE_TEST_NAMES("x", "ids", "upd"));
+    import_fails(m, NULL,
+                 "node n (ScatterND, opset 18): ScatterND into or of tensors computed in the graph "
+                 "is not supported (only of constants, which are folded)");
+    tide_test_onnx_free(m);
+}
+
 /*
  * A padding mask computed from an int attention_mask input, as exporters write it: PyTorch's
  * nn.MultiheadAttention (Equal to 0, Where of -inf and 0) and Hugging Face's (Cast to float,
@@ -4288,6 +4420,8 @@ int main(void)
         cmocka_unit_test(test_depth_space),
         cmocka_unit_test(test_comparisons_fold),
         cmocka_unit_test(test_int_neg_abs_fold),
+        cmocka_unit_test(test_mod_fold),
+        cmocka_unit_test(test_scatter_nd_fold),
         cmocka_unit_test(test_padding_mask),
         cmocka_unit_test(test_masks_on_tensors),
         cmocka_unit_test(test_where_computed_trains),
