@@ -88,6 +88,12 @@ _Static_assert((int)TIDE_TRIG_SIN == (int)TIDE_TRIG_FUNCTION_SIN &&
                    (int)TIDE_TRIG_ATANH == (int)TIDE_TRIG_FUNCTION_ATANH &&
                    (int)TIDE_TRIG_ATANH + 1 == (int)TIDE_TRIG_FUNCTION_COUNT,
                "the builder's trigonometric functions are the graph's");
+_Static_assert((int)TIDE_ROUND_FLOOR == (int)TIDE_ROUNDING_FLOOR &&
+                   (int)TIDE_ROUND_CEIL == (int)TIDE_ROUNDING_CEIL &&
+                   (int)TIDE_ROUND_HALF_TO_EVEN == (int)TIDE_ROUNDING_HALF_TO_EVEN &&
+                   (int)TIDE_ROUND_TRUNC == (int)TIDE_ROUNDING_TRUNC &&
+                   (int)TIDE_ROUND_TRUNC + 1 == (int)TIDE_ROUNDING_COUNT,
+               "the builder's rounding modes are the graph's");
 
 /*
  * The limits under which the builder infers: no node count (the daemon's is
@@ -170,6 +176,9 @@ enum op_id {
 
     /* trigonometric and hyperbolic functions (Trig) */
     OP_TRIG,
+
+    /* rounding to integral values (Round) */
+    OP_ROUND,
 };
 
 /* An op: its graph op (graph/ops.def, which gives its wire name) and its automatic names' stem. */
@@ -244,6 +253,9 @@ static const struct op_spec op_specs[] = {
 
     /* trigonometric and hyperbolic functions (Trig) */
     [OP_TRIG] = {TIDE_OP_TRIG, "trig"},
+
+    /* rounding to integral values (Round) */
+    [OP_ROUND] = {TIDE_OP_ROUND, "round"},
 };
 
 /* The wire name of op ("MatMul"). */
@@ -1585,7 +1597,7 @@ tide_ref tide_builder_min(tide_builder *b, const char *name, tide_ref x, tide_re
  * Masks computed from data: Cast, Compare, Select
  * ========================================================================== */
 
-/* An op of one input x and one int attribute (Cast's "to", Trig's "fn"). */
+/* An op of one input x and one int attribute (Cast's "to", Trig's "fn", Round's "mode"). */
 static tide_ref unary_int(tide_builder *b, enum op_id op, const char *name, tide_ref x,
                           const char *attr, int64_t value)
 {
@@ -1628,6 +1640,16 @@ tide_ref tide_builder_select(tide_builder *b, const char *name, tide_ref cond, t
 tide_ref tide_builder_trig(tide_builder *b, const char *name, tide_ref x, enum tide_trig_fn fn)
 {
     return unary_int(b, OP_TRIG, name, x, "fn", (int64_t)fn);
+}
+
+/* ============================================================================
+ * Rounding to integral values: Round
+ * ========================================================================== */
+
+tide_ref tide_builder_round(tide_builder *b, const char *name, tide_ref x,
+                            enum tide_round_mode mode)
+{
+    return unary_int(b, OP_ROUND, name, x, "mode", (int64_t)mode);
 }
 
 /* ============================================================================

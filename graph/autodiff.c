@@ -16,11 +16,12 @@
  *     was. Each output ("slot") learns whether it depends on an edge we
  *     differentiate with respect to ("wrt"), through float32 edges only, and
  *     only through inputs that take a gradient (not Compare's operands,
- *     Select's condition or a Cast to int32: input_differentiable); each
- *     node learns whether it reaches the loss. A node on a path — it reaches
- *     the loss and has a float input that depends on a wrt edge — will run its
- *     gradient function; each such input is one gradient contribution to the
- *     slot it reads, so every slot knows how many contributions it will get.
+ *     Select's condition, Round's input or a Cast to int32:
+ *     input_differentiable); each node learns whether it reaches the loss.
+ *     A node on a path — it reaches the loss and has a float input that
+ *     depends on a wrt edge — will run its gradient function; each such
+ *     input is one gradient contribution to the slot it reads, so every slot
+ *     knows how many contributions it will get.
  *     An op without a gradient function on a path, or a gradient arriving at
  *     an output that its op cannot differentiate (the mean and inv_std of
  *     BatchNorm and LayerNorm), is refused here, naming the node.
@@ -167,9 +168,10 @@ static struct tide_shape forward_shape(const struct autodiff *ad, struct tide_ed
 
 /*
  * Whether any gradient flows from node back into its input i. Not into
- * Compare's operands (a step function: its derivative is 0 almost
- * everywhere), Select's condition (it only picks), or a Cast to int32
- * (integers carry none). Such an input is treated as an int32 one is: the
+ * Compare's operands or Round's input (step functions: their derivative is
+ * 0 almost everywhere, and PyTorch's round, floor, ceil and trunc give
+ * zeros), Select's condition (it only picks), or a Cast to int32 (integers
+ * carry none). Such an input is treated as an int32 one is: the
  * path through it contributes nothing, so it is neither refused nor waited
  * for, and a wrt edge whose every path to the loss crosses one does not
  * reach the loss.
@@ -178,6 +180,7 @@ static bool input_differentiable(const struct tide_node *node, uint32_t i)
 {
     switch (node->op) {
     case TIDE_OP_COMPARE:
+    case TIDE_OP_ROUND:
         return false;
     case TIDE_OP_SELECT:
         return i != 0;

@@ -97,6 +97,19 @@ enum tide_trig_function {
     TIDE_TRIG_FUNCTION_COUNT = 11,
 };
 
+/*
+ * The "mode" attribute of Round (ops.def): to which integral value; the
+ * numbers are tide/graph.h's enum tide_round_mode, which the builder checks
+ * against these. HALF_TO_EVEN is ONNX's Round and torch.round.
+ */
+enum tide_rounding {
+    TIDE_ROUNDING_FLOOR = 0,
+    TIDE_ROUNDING_CEIL = 1,
+    TIDE_ROUNDING_HALF_TO_EVEN = 2,
+    TIDE_ROUNDING_TRUNC = 3,
+    TIDE_ROUNDING_COUNT = 4,
+};
+
 /* Bytes per element; 0 for TIDE_DTYPE_INVALID or an unknown value. */
 size_t tide_dtype_size(enum tide_dtype dtype);
 /* "float32", "int32", or "invalid". */

@@ -672,6 +672,21 @@ enum tide_status tide__infer_trig_grad(struct tide_graph *graph, struct tide_nod
     return tide__set_output(graph, node, 0, TIDE_DTYPE_FLOAT32, x, err);
 }
 
+/* ---- Rounding to integral values: Round ---- */
+
+/* Round(x; mode): x's shape; a "mode" that is not an enum tide_rounding value is refused. */
+enum tide_status tide__infer_round(struct tide_graph *graph, struct tide_node *node,
+                                   struct tide_error *err)
+{
+    int64_t mode = node->attrs[TIDE_ATTR_ROUND_mode].i;
+    if (mode < 0 || mode >= TIDE_ROUNDING_COUNT)
+        return tide_node_error(err, TIDE_INVALID, node,
+                               "attribute \"mode\" is %" PRId64 ", wants 0 to %d (floor, ceil, "
+                               "half to even, toward zero)",
+                               mode, TIDE_ROUNDING_COUNT - 1);
+    return tide__set_output(graph, node, 0, TIDE_DTYPE_FLOAT32, input_shape(graph, node, 0), err);
+}
+
 enum tide_status tide__infer_add_n(struct tide_graph *graph, struct tide_node *node,
                                    struct tide_error *err)
 {

@@ -2379,6 +2379,71 @@ static void test_mask_paths(void **state)
     tide_session_free(s);
 }
 
+/*
+ * Round takes no gradient (PyTorch's round, floor, ceil and trunc give
+ * zeros): loss = sum(Round(x) * w + x * v + Floor(u)). d loss / d w is
+ * Round(x) (half to even: [0, 2, 2, -0, -2, 3]), d loss / d v is x, and
+ * d loss / d x is v alone: the path through Round adds nothing, and no
+ * node is made for it. u, whose only path crosses a Round, does not reach
+ * the loss.
+ */
+static void test_round_paths(void **state)
+{
+    (void)state;
+    struct tide_graph *g = tide_graph_new();
+    assert_non_null(g);
+    static const float xv[6] = {0.5f, 1.5f, 2.5f, -0.5f, -2.5f, 2.75f};
+    static const float wv[6] = {1.0f, 2.0f, 3.0f, 4.0f, 5.0f, 6.0f};
+    static const float vv[6] = {-1.0f, 0.25f, 2.0f, -3.0f, 0.5f, 1.5f};
+    static const float uv[6] = {0.25f, -1.75f, 3.5f, 0.0f, 9.0f, -0.5f};
+    const int64_t dims[1] = {6};
+    uint32_t x = variable(g, "x", 1, dims, xv), w = variable(g, "w", 1, dims, wv);
+    uint32_t v = variable(g, "v", 1, dims, vv), u = variable(g, "u", 1, dims, uv);
+    uint32_t rounded = op1(g, TIDE_OP_ROUND, "rounded", x);
+    tide_attr_set_int(g, rounded, TIDE_ATTR_ROUND_mode, TIDE_ROUNDING_HALF_TO_EVEN);
+    uint32_t floored = op1(g, TIDE_OP_ROUND, "floored", u);
+    tide_attr_set_int(g, floored, TIDE_ATTR_ROUND_mode, TIDE_ROUNDING_FLOOR);
+    uint32_t y = op2(g, TIDE_OP_ADD, "y", op2(g, TIDE_OP_MUL, "rw", rounded, w),
+                     op2(g, TIDE_OP_MUL, "xv", x, v));
+    y = op2(g, TIDE_OP_ADD, "y2", y, floored);
+    uint32_t loss = reduce_sum_all(g, "loss", y);
+    struct tide_error err = {0};
+    const uint32_t n_forward = g->n_nodes;
+    struct tide_edge wrt[4] = {edge_of(x), edge_of(w), edge_of(v), edge_of(u)}, grads[4];
+    if (tide_autodiff_gradients(g, edge_of(loss), wrt, 4, grads, &err) != TIDE_OK)
+        fail_msg("autodiff: %s", err.message);
+    for (int k = 0; k < 3; k++)
+        assert_int_not_equal(grads[k].node, TIDE_NO_NODE);
+    assert_int_equal(grads[3].node, TIDE_NO_NODE);
+    for (uint32_t id = n_forward; id < g->n_nodes; id++) {
+        const char *name = g->nodes[id].name;
+        if (strstr(name, "rounded") || strstr(name, "floored") || strstr(name, "grad/u"))
+            fail_msg("node \"%s\" was made for a path without a gradient", name);
+    }
+    char names[3][TIDE_MAX_NAME + 16];
+    const char *fetches[3];
+    for (int k = 0; k < 3; k++) {
+        snprintf(names[k], sizeof(names[k]), "%s:%u", g->nodes[grads[k].node].name,
+                 grads[k].output);
+        fetches[k] = names[k];
+    }
+    struct tide_session *s = gc_session(g, fetches, 3, "round paths");
+    if (tide_session_step(s, NULL, &err) != TIDE_OK)
+        fail_msg("step: %s", err.message);
+    float got[3][6];
+    static const float round_x[6] = {0.0f, 2.0f, 2.0f, -0.0f, -2.0f, 3.0f};
+    const float *want[3] = {vv, round_x, xv};
+    static const char *const of[3] = {"x", "w", "v"};
+    for (int k = 0; k < 3; k++) {
+        gc_fetch(s, names[k], got[k], 6, "round paths");
+        for (int i = 0; i < 6; i++) {
+            if (got[k][i] != want[k][i])
+                fail_msg("d loss / d %s[%d] is %g, want %g", of[k], i, got[k][i], want[k][i]);
+        }
+    }
+    tide_session_free(s);
+}
+
 /* Every op with a gradient in ops.def has a case above (by its wire name as a prefix). */
 static void test_gradient_check_covers_every_op(void **state)
 {
@@ -2523,6 +2588,7 @@ int main(void)
         cmocka_unit_test(test_pass_through),
         cmocka_unit_test(test_gradient_check_covers_every_op),
         cmocka_unit_test(test_mask_paths),
+        cmocka_unit_test(test_round_paths),
         cmocka_unit_test(test_gradient_check),
         cmocka_unit_test(test_attention_lse_refused),
         cmocka_unit_test(test_attention_equals_composition),

@@ -419,7 +419,8 @@ static void compare_runs(const struct op_case *c, const struct run *want, const 
                              w[k], want_name);
                 continue;
             }
-            if (isnan(w[k]) && isnan(g[k]))
+            /* Equal values pass (infinities too, whose difference is NaN), and two NaNs. */
+            if (w[k] == g[k] || (isnan(w[k]) && isnan(g[k])))
                 continue;
             double diff = fabs((double)g[k] - (double)w[k]);
             if (!(diff <= c->atol + c->rtol * fabs((double)w[k])))
@@ -2061,6 +2062,43 @@ static void test_trig(void **state)
 }
 
 /* ============================================================================
+ * Rounding to integral values (Round)
+ * ========================================================================== */
+
+/*
+ * Round, every mode: a small odd shape whose values are random in [-20,
+ * 20) but for the first ones, which are the hard cases (halves of both
+ * signs, the float under 0.5, 2^22 + 0.5, 2^23 - 0.5, 1e10, -0, +-inf,
+ * NaN), and a long shape of random values. Both backends give floorf,
+ * ceilf, rintf and truncf, exact: TOL_EXACT.
+ */
+static void test_round(void **state)
+{
+    (void)state;
+    static const float hard[] = {0.5f,        1.5f,       2.5f,       -0.5f, -2.5f,
+                                 0.49999997f, 4194304.5f, 8388607.5f, 1e10f, -0.0f,
+                                 INFINITY,    -INFINITY,  NAN,        -3.5f, 1e-45f};
+    for (int mode = 0; mode < TIDE_ROUNDING_COUNT; mode++) {
+        struct op_case c;
+        case_init(&c, TIDE_OP_ROUND, "round", TOL_EXACT);
+        c.attrs[TIDE_ATTR_ROUND_mode].i = mode;
+        c.seed += (uint32_t)mode;
+        float *x = input_range(&c, 2, DIMS(4, 33), -20.0f, 20.0f);
+        memcpy(x, hard, sizeof(hard));
+        outf(&c, 2, DIMS(4, 33));
+        check_case(&c);
+
+        case_init(&c, TIDE_OP_ROUND, "round_long", TOL_EXACT);
+        c.attrs[TIDE_ATTR_ROUND_mode].i = mode;
+        c.seed += 100u + (uint32_t)mode;
+        input_range(&c, 1, DIMS(40009), -1000.0f, 1000.0f);
+        outf(&c, 1, DIMS(40009));
+        check_case(&c);
+    }
+    REQUIRE_CUDA();
+}
+
+/* ============================================================================
  * Sequence-model ops: batched products and axis permutation (BatchMatMul, Transpose)
  * ========================================================================== */
 
@@ -2737,6 +2775,7 @@ int main(void)
         cmocka_unit_test(test_compare),
         cmocka_unit_test(test_select),
         cmocka_unit_test(test_trig),
+        cmocka_unit_test(test_round),
 
         /* batched products and axis permutation (BatchMatMul, Transpose) */
         cmocka_unit_test(test_batch_matmul),

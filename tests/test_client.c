@@ -2179,6 +2179,63 @@ static void test_builder_trig(void **state)
     tide_builder_free(b);
 }
 
+/* ---- Rounding to integral values (Round) ---- */
+
+/*
+ * Round through the builder: x's shape for each mode, "mode" on the wire as
+ * the enum's number, automatic names, a graph the daemon imports; a mode
+ * outside the enum and an int32 x refused in its words.
+ */
+static void test_builder_round(void **state)
+{
+    (void)state;
+    tide_builder *b = tide_builder_new();
+    tide_ref x = tide_builder_placeholder(b, "x", TIDE_DT_FLOAT32, 2, (int64_t[]){3, 8});
+    tide_ref refs[TIDE_ROUND_TRUNC + 1];
+    for (int mode = TIDE_ROUND_FLOOR; mode <= TIDE_ROUND_TRUNC; mode++)
+        refs[mode] = tide_builder_round(b, mode == TIDE_ROUND_HALF_TO_EVEN ? "bucket" : NULL, x,
+                                        (enum tide_round_mode)mode);
+    assert_null(tide_builder_error(b));
+    for (int mode = TIDE_ROUND_FLOOR; mode <= TIDE_ROUND_TRUNC; mode++) {
+        expect_shape(b, refs[mode], 2, (int64_t[]){3, 8});
+        assert_int_equal(tide_builder_dtype(b, refs[mode]), TIDE_DT_FLOAT32);
+    }
+    assert_string_equal(tide_builder_name(b, refs[TIDE_ROUND_FLOOR]), "round_0");
+    assert_string_equal(tide_builder_name(b, refs[TIDE_ROUND_TRUNC]), "round_2");
+
+    Tide__V1__Graph *g = roundtrip(b);
+    check_against_op_table(g);
+    const Tide__V1__Node *n = node_named(g, "bucket");
+    assert_string_equal(n->op, "Round");
+    assert_int_equal(n->n_inputs, 1);
+    assert_string_equal(n->inputs[0], "x");
+    assert_int_equal(attr_of(n, "mode")->i, 2);
+    assert_int_equal(attr_of(node_named(g, "round_0"), "mode")->i, 0);
+    assert_int_equal(attr_of(node_named(g, "round_1"), "mode")->i, 1);
+    assert_int_equal(attr_of(node_named(g, "round_2"), "mode")->i, 3);
+    struct tide_graph *imported = NULL;
+    struct tide_error err = {0};
+    if (tide_graph_import_message(g, NULL, &imported, &err) != TIDE_OK)
+        fail_msg("import: %s", err.message);
+    tide_graph_free(imported);
+    tide__v1__graph__free_unpacked(g, NULL);
+    tide_builder_free(b);
+
+    /* Refusals, in the daemon's words. */
+    b = tide_builder_new();
+    x = tide_builder_placeholder(b, "x", TIDE_DT_FLOAT32, 1, (int64_t[]){4});
+    assert_int_equal(tide_builder_round(b, "r", x, (enum tide_round_mode)4).id, -1);
+    assert_contains(tide_builder_error(b), "node \"r\" (Round): attribute \"mode\" is 4, wants 0 "
+                                           "to 3 (floor, ceil, half to even, toward zero)");
+    tide_builder_free(b);
+    b = tide_builder_new();
+    tide_ref l = tide_builder_placeholder(b, "l", TIDE_DT_INT32, 1, (int64_t[]){4});
+    assert_int_equal(tide_builder_round(b, "r", l, TIDE_ROUND_FLOOR).id, -1);
+    assert_contains(tide_builder_error(b), "node \"r\" (Round): input 0 (\"l\") is int32, wants "
+                                           "float32");
+    tide_builder_free(b);
+}
+
 /* ---- Sequence-model ops: batched products and axis permutation (BatchMatMul, Transpose) ---- */
 
 /*
@@ -2479,6 +2536,7 @@ int main(void)
         cmocka_unit_test(test_builder_math_ops),
         cmocka_unit_test(test_builder_masks),
         cmocka_unit_test(test_builder_trig),
+        cmocka_unit_test(test_builder_round),
 
         /* batched products and axis permutation (BatchMatMul, Transpose) */
         cmocka_unit_test(test_builder_batch_matmul_and_transpose),

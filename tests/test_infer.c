@@ -1834,6 +1834,58 @@ static void test_trig(void **state)
           "the shape of input 1 (x)");
 }
 
+/* ---- Rounding to integral values (Round) ---- */
+
+/*
+ * Round keeps x's shape for every mode (a scalar and an empty tensor too),
+ * and is cheap and in place; a mode out of range, or none, is refused
+ * naming the value, an int32 x by its dtype.
+ */
+static void test_round(void **state)
+{
+    (void)state;
+    uint32_t x = ph("x", SHAPE(2, 3, 4)), s = ph("s", SCALAR), e = ph("e", SHAPE(0, 7));
+    uint32_t ids[TIDE_ROUNDING_COUNT][3];
+    for (int mode = 0; mode < TIDE_ROUNDING_COUNT; mode++) {
+        const uint32_t inputs[3] = {x, s, e};
+        for (int k = 0; k < 3; k++) {
+            char name[16];
+            snprintf(name, sizeof(name), "round%d_%d", mode, k);
+            ids[mode][k] = OP(TIDE_OP_ROUND, name, inputs[k]);
+            tide_attr_set_int(g, ids[mode][k], TIDE_ATTR_ROUND_mode, mode);
+        }
+    }
+    infer_ok();
+    for (int mode = 0; mode < TIDE_ROUNDING_COUNT; mode++) {
+        expect_f32(ids[mode][0], SHAPE(2, 3, 4));
+        expect_f32(ids[mode][1], SCALAR);
+        expect_f32(ids[mode][2], SHAPE(0, 7));
+    }
+    assert_true(tide_op_info(TIDE_OP_ROUND)->flags & TIDE_OP_F_CHEAP &&
+                tide_op_info(TIDE_OP_ROUND)->flags & TIDE_OP_F_INPLACE);
+
+    const int64_t bad_mode[3] = {-1, 4, 1000};
+    for (int k = 0; k < 3; k++) {
+        char want[64];
+        snprintf(want, sizeof(want), "attribute \"mode\" is %d, wants 0 to 3 (floor, ceil,",
+                 (int)bad_mode[k]);
+        reset();
+        x = ph("x", SHAPE(2));
+        uint32_t bad = OP(TIDE_OP_ROUND, "bad", x);
+        tide_attr_set_int(g, bad, TIDE_ATTR_ROUND_mode, bad_mode[k]);
+        FAILS(TIDE_INVALID, "bad", want, "half to even, toward zero)");
+    }
+    reset();
+    x = ph("x", SHAPE(2));
+    OP(TIDE_OP_ROUND, "bad", x);
+    FAILS(TIDE_INVALID, "bad", "\"mode\"");
+    reset();
+    uint32_t i = placeholder_of("i", TIDE_DTYPE_INT32, SHAPE(2));
+    uint32_t bad = OP(TIDE_OP_ROUND, "bad", i);
+    tide_attr_set_int(g, bad, TIDE_ATTR_ROUND_mode, TIDE_ROUNDING_FLOOR);
+    FAILS(TIDE_INVALID, "bad", "input 0 (\"i\") is int32, wants float32");
+}
+
 /* ---- Sequence-model ops: batched products and axis permutation (BatchMatMul, Transpose) ---- */
 
 static void test_batch_matmul(void **state)
@@ -2784,6 +2836,7 @@ int main(void)
         TEST(test_math_grads),
         TEST(test_masks),
         TEST(test_trig),
+        TEST(test_round),
 
         /* batched products and axis permutation (BatchMatMul, Transpose) */
         TEST(test_batch_matmul),

@@ -3010,6 +3010,129 @@ static void test_range_jobs_math(void **state)
     free(zwant);
 }
 
+/* ---- Rounding to integral values (Round) ---- */
+
+/* x rounded by mode in double by libm (exact: the result is an integral float), as float. */
+static float round_ref(int mode, float x)
+{
+    static double (*const f[TIDE_ROUNDING_COUNT])(double) = {floor, ceil, rint, trunc};
+    return (float)f[mode]((double)x);
+}
+
+static void run_round(int mode, float *x, float *y, int64_t n)
+{
+    struct tide_tensor_view in = fview(x, 1, DIMS(n)), out = fview(y, 1, DIMS(n));
+    struct test_node t;
+    node_init(&t, TIDE_OP_ROUND, "round");
+    t.attrs[TIDE_ATTR_ROUND_mode].i = mode;
+    run(&t, &in, 1, &out, 1);
+}
+
+/* Fails unless got is want bit for bit, or both are NaN. */
+static void expect_round_bits(const char *what, int mode, float x, float got, float want)
+{
+    if (isnan(want) ? !isnan(got) : memcmp(&got, &want, sizeof(float)) != 0)
+        fail_msg("%s: mode %d of %.9g is %.9g, want %.9g", what, mode, x, got, want);
+}
+
+/*
+ * Round: every mode against a hand-worked table (halves both ways, ties to
+ * even, the float just under 0.5, values past 2^23 that are integral
+ * already, the float just under 2^23 and 2^22 + 0.5, the least subnormals,
+ * -0 and values that round to a signed zero, +-inf, NaN), each bit for bit
+ * (the sign of a zero included); then every mode against libm's double
+ * function on every k / 4 for |k| <= 400 and on random values.
+ */
+static void test_round(void **state)
+{
+    (void)state;
+    static const struct {
+        float x, want[TIDE_ROUNDING_COUNT]; /* floor, ceil, half to even, trunc */
+    } table[] = {
+        {0.5f, {0.0f, 1.0f, 0.0f, 0.0f}},
+        {1.5f, {1.0f, 2.0f, 2.0f, 1.0f}},
+        {2.5f, {2.0f, 3.0f, 2.0f, 2.0f}},
+        {3.5f, {3.0f, 4.0f, 4.0f, 3.0f}},
+        {-0.5f, {-1.0f, -0.0f, -0.0f, -0.0f}},
+        {-1.5f, {-2.0f, -1.0f, -2.0f, -1.0f}},
+        {-2.5f, {-3.0f, -2.0f, -2.0f, -2.0f}},
+        {2.25f, {2.0f, 3.0f, 2.0f, 2.0f}},
+        {-2.75f, {-3.0f, -2.0f, -3.0f, -2.0f}},
+        {0.49999997f, {0.0f, 1.0f, 0.0f, 0.0f}}, /* floorf(x + 0.5f) would give 1 */
+        {4194304.5f, {4194304.0f, 4194305.0f, 4194304.0f, 4194304.0f}},      /* 2^22 + 0.5 */
+        {-4194305.5f, {-4194306.0f, -4194305.0f, -4194306.0f, -4194305.0f}}, /* ties to even */
+        {8388607.5f, {8388607.0f, 8388608.0f, 8388608.0f, 8388607.0f}},      /* 2^23 - 0.5 */
+        {8388609.0f, {8388609.0f, 8388609.0f, 8388609.0f, 8388609.0f}},      /* 2^23 + 1 */
+        {1e10f, {1e10f, 1e10f, 1e10f, 1e10f}},
+        {-1e10f, {-1e10f, -1e10f, -1e10f, -1e10f}},
+        {3.40282347e38f, {3.40282347e38f, 3.40282347e38f, 3.40282347e38f, 3.40282347e38f}},
+        {1e-45f, {0.0f, 1.0f, 0.0f, 0.0f}}, /* the least subnormal */
+        {-1e-45f, {-1.0f, -0.0f, -0.0f, -0.0f}},
+        {0.0f, {0.0f, 0.0f, 0.0f, 0.0f}},
+        {-0.0f, {-0.0f, -0.0f, -0.0f, -0.0f}},
+        {INFINITY, {INFINITY, INFINITY, INFINITY, INFINITY}},
+        {-INFINITY, {-INFINITY, -INFINITY, -INFINITY, -INFINITY}},
+        {NAN, {NAN, NAN, NAN, NAN}},
+    };
+    enum { T = sizeof(table) / sizeof(table[0]) };
+    float x[T], y[T];
+    for (int i = 0; i < T; i++)
+        x[i] = table[i].x;
+    for (int mode = 0; mode < TIDE_ROUNDING_COUNT; mode++) {
+        run_round(mode, x, y, T);
+        for (int i = 0; i < T; i++) {
+            expect_round_bits("round table", mode, x[i], y[i], table[i].want[mode]);
+            expect_round_bits("round libm", mode, x[i], y[i], round_ref(mode, x[i]));
+        }
+    }
+
+    /* k / 4 for |k| <= 400: every quarter, half and whole from -100 to 100. */
+    enum { Q = 801, R = 1000 };
+    float quarters[Q], yq[Q], random[R], yr[R];
+    for (int k = 0; k < Q; k++)
+        quarters[k] = (float)(k - 400) / 4.0f;
+    fill(random, R, 77);
+    for (int i = 0; i < R; i++)
+        random[i] *= (i % 2 ? 1e3f : 1e7f);
+    for (int mode = 0; mode < TIDE_ROUNDING_COUNT; mode++) {
+        run_round(mode, quarters, yq, Q);
+        for (int k = 0; k < Q; k++)
+            expect_round_bits("round quarters", mode, quarters[k], yq[k],
+                              round_ref(mode, quarters[k]));
+        run_round(mode, random, yr, R);
+        for (int i = 0; i < R; i++)
+            expect_round_bits("round random", mode, random[i], yr[i], round_ref(mode, random[i]));
+    }
+}
+
+/*
+ * Round splits over the pool like the other element-wise kernels: the same
+ * bytes at 1, 2 and 3 threads for every mode, and every element libm's.
+ */
+static void test_range_jobs_round(void **state)
+{
+    (void)state;
+    const int64_t n = 3 * 16384 + 77;
+    float *x = falloc(n), *y = falloc(n);
+    fill(x, n, 43);
+    for (int64_t i = 0; i < n; i++)
+        x[i] = i % 3 ? x[i] * 50.0f : (float)(i % 201 - 100) + 0.5f; /* a third exact halves */
+    struct tide_tensor_view in = fview(x, 1, DIMS(n)), out = fview(y, 1, DIMS(n));
+    for (int mode = 0; mode < TIDE_ROUNDING_COUNT; mode++) {
+        struct test_node t;
+        node_init(&t, TIDE_OP_ROUND, "round");
+        t.attrs[TIDE_ATTR_ROUND_mode].i = mode;
+        expect_same_at_threads("round", &t, &in, 1, &out, 1, NULL, NULL);
+        for (int64_t i = 0; i < n; i++) {
+            float want = round_ref(mode, x[i]);
+            if (memcmp(&y[i], &want, sizeof(float)) != 0)
+                fail_msg("round mode %d element %lld of %.9g is %.9g, want %.9g", mode,
+                         (long long)i, x[i], y[i], want);
+        }
+    }
+    free(x), free(y);
+}
+
 /* ---- Sequence-model ops: batched products and axis permutation (BatchMatMul, Transpose) ---- */
 
 /*
@@ -4295,6 +4418,8 @@ int main(void)
         cmocka_unit_test(test_range_jobs_math),
         cmocka_unit_test(test_trig),
         cmocka_unit_test(test_range_jobs_trig),
+        cmocka_unit_test(test_round),
+        cmocka_unit_test(test_range_jobs_round),
 
         /* batched products and axis permutation (BatchMatMul, Transpose) */
         cmocka_unit_test(test_batch_matmul),

@@ -3,8 +3,8 @@
  * math.c: CPU kernels for the element-wise math of sequence models: Exp,
  * Log, Sqrt and Gelu (unary), Div, Max and Min (binary, with NumPy
  * broadcasting), the gradient helpers GeluGrad, MaxGrad and MinGrad, the
- * mask ops Cast, Compare and Select, and the trigonometric and hyperbolic
- * functions (Trig, TrigGrad).
+ * mask ops Cast, Compare and Select, the trigonometric and hyperbolic
+ * functions (Trig, TrigGrad), and rounding to integral values (Round).
  *
  * The binary ops and MaxGrad/MinGrad walk their broadcast with the rows of
  * tide__cpu_broadcast_rows (elementwise.c), as Add, Sub and Mul do. Every
@@ -24,10 +24,12 @@
  * cast back: both are 4 bytes, so the offsets agree) and Select its three.
  *
  * Trig and TrigGrad compute each element in double and round it once, by
- * kernels/trig.h, which the CUDA kernels share too.
+ * kernels/trig.h, which the CUDA kernels share too; Round rounds each by
+ * kernels/round.h's rule, also theirs.
  */
 #include "kernels/cpu/cpu-impl.h"
 #include "kernels/masks.h"
+#include "kernels/round.h"
 #include "kernels/trig.h"
 
 #include <assert.h>
@@ -420,5 +422,30 @@ enum tide_status tide__cpu_TRIG_GRAD(const struct tide_kernel_args *args, struct
     tide__kernel_same_size(args, 1);
     tide__cpu_parallel_for(tide__cpu_numel(&args->outputs[0]), TIDE__CPU_GRAIN, trig_grad_range,
                            args);
+    return TIDE_OK;
+}
+
+/* ============================================================================
+ * Rounding to integral values: Round
+ * ========================================================================== */
+
+/* Elements [begin, end) of Round(x; mode) by kernels/round.h's rule; ctx is the kernel's args. */
+static void round_range(const void *ctx, int64_t begin, int64_t end)
+{
+    const struct tide_kernel_args *args = ctx;
+    int mode = (int)args->node->attrs[TIDE_ATTR_ROUND_mode].i;
+    const float *x = tide__cpu_in(args, 0);
+    float *y = tide__cpu_out(args, 0);
+    for (int64_t i = begin; i < end; i++)
+        y[i] = tide__round(mode, x[i]);
+}
+
+enum tide_status tide__cpu_ROUND(const struct tide_kernel_args *args, struct tide_error *err)
+{
+    int64_t mode = args->node->attrs[TIDE_ATTR_ROUND_mode].i;
+    assert(mode >= 0 && mode < TIDE_ROUNDING_COUNT);
+    (void)mode;
+    tide__kernel_same_size(args, 0);
+    tide__cpu_parallel_for(tide__cpu_numel(&args->outputs[0]), TIDE__CPU_GRAIN, round_range, args);
     return TIDE_OK;
 }

@@ -2,7 +2,7 @@
 /*
  * math-impl.h: the launchers of the element-wise math kernels (Exp, Log,
  * Sqrt, Gelu, Div, Max, Min and their gradient helpers, the mask ops
- * Cast, Compare and Select, and Trig and TrigGrad), shared by the host
+ * Cast, Compare and Select, Trig and TrigGrad, and Round), shared by the host
  * half (math.c) and the device half (math.cu) only. Each launcher enqueues
  * on stream and returns cudaGetLastError(), as those of cuda-impl.h do.
  */
@@ -75,6 +75,11 @@ cudaError_t tide__cuda_launch_select(cudaStream_t stream, const float *cond, con
  */
 cudaError_t tide__cuda_launch_trig(cudaStream_t stream, int fn, const float *x, const float *dy,
                                    float *out, int64_t n);
+
+/* Round over n elements: out = x rounded by mode (an enum tide_rounding value), by
+ * kernels/round.h's rule. */
+cudaError_t tide__cuda_launch_round(cudaStream_t stream, int mode, const float *x, float *out,
+                                    int64_t n);
 
 #ifdef __cplusplus
 }

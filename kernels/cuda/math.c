@@ -2,8 +2,8 @@
 /*
  * math.c: the host half of the element-wise math kernels on CUDA: Exp, Log,
  * Sqrt, Gelu, GeluGrad, and Div, Max, Min, MaxGrad, MinGrad with NumPy
- * broadcasting, the mask ops Cast, Compare and Select, and Trig and
- * TrigGrad (device half: math.cu).
+ * broadcasting, the mask ops Cast, Compare and Select, Trig and TrigGrad,
+ * and Round (device half: math.cu).
  *
  * Each checks its views as the CPU kernel does (kernels/cpu/math.c), plans
  * the broadcast where there is one, and enqueues the device half on the
@@ -254,4 +254,22 @@ enum tide_status tide__cuda_TRIG(const struct tide_kernel_args *args, struct tid
 enum tide_status tide__cuda_TRIG_GRAD(const struct tide_kernel_args *args, struct tide_error *err)
 {
     return trig(args, true, args->node->attrs[TIDE_ATTR_TRIG_GRAD_fn].i, err);
+}
+
+/* ============================================================================
+ * Rounding to integral values: Round
+ * ========================================================================== */
+
+enum tide_status tide__cuda_ROUND(const struct tide_kernel_args *args, struct tide_error *err)
+{
+    struct tide_cuda_launch *launch;
+    enum tide_status st = tide__cuda_context(args, &launch, err);
+    if (st != TIDE_OK)
+        return st;
+    int64_t mode = args->node->attrs[TIDE_ATTR_ROUND_mode].i;
+    assert(mode >= 0 && mode < TIDE_ROUNDING_COUNT);
+    tide__kernel_same_size(args, 0);
+    return TIDE_CUDA_CHECK(
+        err, tide__cuda_launch_round(launch->stream, (int)mode, tide__cuda_in(args, 0),
+                                     tide__cuda_out(args, 0), tide__cuda_numel(&args->outputs[0])));
 }

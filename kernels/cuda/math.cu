@@ -3,8 +3,9 @@
  * math.cu: the device half of the element-wise math kernels: Exp, Log,
  * Sqrt, Gelu and GeluGrad, Div, Max and Min with NumPy broadcasting,
  * MaxGrad/MinGrad, the mask ops Cast, Compare and Select (each element by
- * kernels/masks.h, the CPU kernels' own rules), and Trig and TrigGrad
- * (each element by kernels/trig.h, in double, as on the CPU).
+ * kernels/masks.h, the CPU kernels' own rules), Trig and TrigGrad (each
+ * element by kernels/trig.h, in double, as on the CPU), and Round (by
+ * kernels/round.h).
  *
  * Each thread computes whole output elements from the matching input
  * elements with the CPU kernels' expressions (kernels/cpu/math.c), in a
@@ -21,6 +22,9 @@
 
 #define TIDE_TRIG_FN static inline __host__ __device__
 #include "kernels/trig.h"
+
+#define TIDE_ROUND_FN static inline __host__ __device__
+#include "kernels/round.h"
 
 namespace
 {
@@ -170,6 +174,13 @@ __global__ void trig_kernel(int fn, const float *x, const float *dy, float *out,
         out[i] = dy ? tide__trig_grad(fn, dy[i], x[i]) : tide__trig(fn, x[i]);
 }
 
+/* Round over n elements. */
+__global__ void round_kernel(int mode, const float *x, float *out, int64_t n)
+{
+    for (int64_t i = first_index(); i < n; i += grid_stride())
+        out[i] = tide__round(mode, x[i]);
+}
+
 /* The plan to pass by value; a zeroed one, unread, when there is none (equal shapes). */
 inline tide__cuda_broadcast plan_or_empty(const tide__cuda_broadcast *plan)
 {
@@ -284,6 +295,15 @@ cudaError_t tide__cuda_launch_trig(cudaStream_t stream, int fn, const float *x, 
     if (n <= 0)
         return cudaSuccess;
     trig_kernel<<<blocks_for(n), kThreads, 0, stream>>>(fn, x, dy, out, n);
+    return cudaGetLastError();
+}
+
+cudaError_t tide__cuda_launch_round(cudaStream_t stream, int mode, const float *x, float *out,
+                                    int64_t n)
+{
+    if (n <= 0)
+        return cudaSuccess;
+    round_kernel<<<blocks_for(n), kThreads, 0, stream>>>(mode, x, out, n);
     return cudaGetLastError();
 }
 

@@ -479,6 +479,28 @@ enum tide_trig_fn {
  */
 tide_ref tide_builder_trig(tide_builder *b, const char *name, tide_ref x, enum tide_trig_fn fn);
 
+/* ---- Rounding to integral values (Round) ---- */
+
+/* How a Round node rounds; the numbers are its "mode" attribute on the wire. */
+enum tide_round_mode {
+    TIDE_ROUND_FLOOR = 0,    /* down: floor(-2.5) = -3 */
+    TIDE_ROUND_CEIL,         /* up: ceil(-2.5) = -2 */
+    TIDE_ROUND_HALF_TO_EVEN, /* to nearest, ties to even: 0.5 -> 0, 1.5 -> 2, 2.5 -> 2 */
+    TIDE_ROUND_TRUNC,        /* toward zero: trunc(-2.5) = -2 */
+};
+
+/*
+ * x rounded to an integral value, element-wise on float32 x (quantising,
+ * bucketing); a mode outside the enum is refused. TIDE_ROUND_HALF_TO_EVEN
+ * is ONNX's Round and torch.round. Exact on every backend; NaN, +-inf and
+ * -0 come out as they went in, and a value rounded to zero keeps its sign
+ * (-0.5 -> -0). No gradient, as in PyTorch, where it is 0 everywhere: x
+ * gets none through a Round, and a Variable whose every path to the loss
+ * crosses one is left untrained.
+ */
+tide_ref tide_builder_round(tide_builder *b, const char *name, tide_ref x,
+                            enum tide_round_mode mode);
+
 /* ---- Sequence-model ops: batched products and axis permutation (BatchMatMul, Transpose) ---- */
 
 /*
