@@ -4855,6 +4855,50 @@ static int op_atanh(struct ctx *c)
     return trig_op(c, TIDE_TRIG_ATANH);
 }
 
+/*
+ * Floor (1, 6, 13), Ceil (1, 6, 13) and Round (11, 22; 22 only adds
+ * bfloat16): tide's Round with the mode, Round's being half to even, exact
+ * (floorf, ceilf, rintf). Unlike Exp and Erf, folded on a constant (not an
+ * initializer that is trained) by the same C functions, since these appear
+ * in shape computations: a size computed from a shape (the Floor of
+ * Cast(Shape(x)) times a scale) stays known for the Reshape, Resize or
+ * Range that reads it. In the graph, no gradient passes back through it
+ * (PyTorch's is 0).
+ */
+static int round_op(struct ctx *c, enum tide_round_mode mode)
+{
+    struct value *x = in_value(c, 0);
+    if (!x)
+        return -1;
+    if (x->known && !x->trainable && x->type == CONST_FLOAT) {
+        /* ONNX values are assigned once, so the output is not x. */
+        struct value vx = *x;
+        struct value *y = set_out_const(c, 0, CONST_FLOAT, vx.rank, vx.dims);
+        int64_t n = numel(vx.rank, vx.dims);
+        for (int64_t k = 0; y && k < n; k++)
+            y->f[k] = mode == TIDE_ROUND_FLOOR  ? floorf(vx.f[k])
+                      : mode == TIDE_ROUND_CEIL ? ceilf(vx.f[k])
+                                                : rintf(vx.f[k]);
+        return y ? 0 : -1;
+    }
+    tide_ref r;
+    if (float_in(c, 0, &r) != 0)
+        return -1;
+    return set_out(c, 0, tide_builder_round(c->b, NULL, r, mode));
+}
+static int op_floor(struct ctx *c)
+{
+    return round_op(c, TIDE_ROUND_FLOOR);
+}
+static int op_ceil(struct ctx *c)
+{
+    return round_op(c, TIDE_ROUND_CEIL);
+}
+static int op_round(struct ctx *c)
+{
+    return round_op(c, TIDE_ROUND_HALF_TO_EVEN);
+}
+
 /* Gelu-20: approximate "tanh" is tide's Gelu; "none" (the default) 0.5 x (1 + erf(x / sqrt 2)). */
 static int op_gelu(struct ctx *c)
 {
@@ -5827,6 +5871,7 @@ static const struct op_entry ops[] = {
     {"AveragePool", op_average_pool, 1, {1, 7, 10, 11, 19, 22}},
     {"BatchNormalization", op_batch_normalization, 1, {1, 6, 7, 9, 14, 15}},
     {"Cast", op_cast, 6, {1, 6, 9, 13, 19, 21, 23, 24, 25}},
+    {"Ceil", op_ceil, 1, {1, 6, 13}},
     {"Clip", op_clip, 1, {1, 6, 11, 12, 13}},
     {"Concat", op_concat, 1, {1, 4, 11, 13}},
     {"Constant", op_constant, 1, {1, 9, 11, 12, 13, 19, 21, 23, 24, 25}},
@@ -5845,6 +5890,7 @@ static const struct op_entry ops[] = {
     {"Expand", op_expand, 8, {8, 13}},
     {"EyeLike", op_eye_like, 9, {9, 22}},
     {"Flatten", op_flatten, 1, {1, 9, 11, 13, 21, 23, 24, 25}},
+    {"Floor", op_floor, 1, {1, 6, 13}},
     {"Gather", op_gather, 1, {1, 11, 13}},
     {"Greater", op_greater, 1, {1, 7, 9, 13}},
     {"GreaterOrEqual", op_greater_or_equal, 12, {12, 16}},
@@ -5901,6 +5947,7 @@ static const struct op_entry ops[] = {
     {"Reshape", op_reshape, 1, {1, 5, 13, 14, 19, 21, 23, 24, 25}},
     {"Resize", op_resize, 10, {10, 11, 13, 18, 19}},
     {"RNN", op_rnn, 7, {1, 7, 14, 22}},
+    {"Round", op_round, 11, {11, 22}},
     {"ScatterND", op_scatter_nd, 11, {11, 13, 16, 18}},
     {"Selu", op_selu, 1, {1, 6, 22}},
     {"Shape", op_shape, 1, {1, 13, 15, 19, 21, 23, 24, 25}},

@@ -4376,6 +4376,116 @@ static void test_trig_ops(void **state)
     tide_test_onnx_free(m);
 }
 
+/*
+ * Floor, Ceil and Round: each imports as tide's Round at every version of the op, with values
+ * worked by hand, the sign of each zero included: Round halves to even (-2.5 -> -2, -1.5 -> -2,
+ * 0.5 -> 0, 1.5 -> 2, 2.5 -> 2), Ceil(-0.5) is -0; 1e10, inf and NaN pass. Round is refused
+ * before opset 11, an integer tensor always. On a Constant each folds, so that Cast and Reshape
+ * read a known shape and the graph keeps only the Reshape: Round([2.5, 3.5]) = [2, 4], Floor([2.7,
+ * 4.2]) = [2, 4], Ceil([1.2, 3.5]) = [2, 4]. One SGD step through Floor(x w) + x v, w and v
+ * trainable initializers: x = [1, 2], w = [1.25, 0.75], v = [0.5, -0.25] give y = [1, 1] + [0.5,
+ * -0.5] = [1.5, 0.5]; loss mean(y^2), so dL/dv_k = y_k x_k = [1.5, 1] and v becomes [0.35,
+ * -0.35]; w, whose gradient through Floor is 0 (PyTorch's too), keeps its bits.
+ */
+static void test_round_ops(void **state)
+{
+    (void)state;
+    enum { N = 12 };
+    static const float x[N] = {-2.5f, -1.5f, -0.5f, -0.0f, 0.5f,     1.5f,
+                               2.5f,  2.7f,  -2.7f, 1e10f, INFINITY, NAN};
+    static const struct {
+        const char *op;
+        int64_t versions[3];
+        float want[N];
+    } cases[] = {
+        {"Floor", {1, 6, 13}, {-3, -2, -1, -0.0f, 0, 1, 2, 2, -3, 1e10f, INFINITY, NAN}},
+        {"Ceil", {1, 6, 13}, {-2, -1, -0.0f, -0.0f, 1, 2, 3, 3, -2, 1e10f, INFINITY, NAN}},
+        {"Round", {11, 22, 0}, {-2, -2, -0.0f, -0.0f, 0, 2, 2, 3, -3, 1e10f, INFINITY, NAN}},
+    };
+    for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+        for (int v = 0; v < 3 && cases[k].versions[v]; v++) {
+            struct tide_test_onnx *m = tide_test_onnx_new(cases[k].versions[v]);
+            one_node(m, cases[k].op, 1, (int64_t[]){N}, TIDE_TEST_NAMES("x"));
+            struct tide_onnx_result r;
+            tide_builder *b = import_ok(m, NULL, &r);
+            assert_shape(b, r.outputs[0], 1, (int64_t[]){N});
+            assert_string_equal(tide_builder_op(b, tide_builder_find(b, "onnx/round_0")), "Round");
+            float y[N];
+            run_forward(b, &r, x, sizeof(x), y, N);
+            for (int i = 0; i < N; i++) {
+                float want = cases[k].want[i];
+                if (isnan(want) ? !isnan(y[i]) : memcmp(&y[i], &want, sizeof(float)) != 0)
+                    fail_msg("%s-%" PRId64 "(%g) is %.9g, want %.9g", cases[k].op,
+                             cases[k].versions[v], x[i], y[i], want);
+            }
+            tide_onnx_result_free(&r);
+            tide_builder_free(b);
+            tide_test_onnx_free(m);
+        }
+    }
+    struct tide_test_onnx *m = tide_test_onnx_new(10);
+    one_node(m, "Round", 1, (int64_t[]){N}, TIDE_TEST_NAMES("x"));
+    import_fails(m, NULL,
+                 "node n (Round, opset 10): Round does not exist in opset 10 (ONNX added it in "
+                 "opset 11)");
+    tide_test_onnx_free(m);
+    m = tide_test_onnx_new(13);
+    tide_test_onnx_input(m, "x", ONNX__TENSOR_PROTO__DATA_TYPE__INT64, 1, (int64_t[]){2}, -1);
+    tide_test_onnx_node(m, "Floor", "n", TIDE_TEST_NAMES("x"), TIDE_TEST_NAMES("y"));
+    tide_test_onnx_output(m, "y");
+    import_fails(m, NULL,
+                 "node n (Floor, opset 13): input 0 is an integer tensor; tide computes "
+                 "this op in float32 only");
+    tide_test_onnx_free(m);
+
+    /* Folded on a Constant: the shape a Reshape reads. */
+    static const struct {
+        const char *op;
+        float k[2];
+    } folds[] = {{"Round", {2.5f, 3.5f}}, {"Floor", {2.7f, 4.2f}}, {"Ceil", {1.2f, 3.5f}}};
+    for (size_t k = 0; k < sizeof(folds) / sizeof(folds[0]); k++) {
+        m = tide_test_onnx_new(13);
+        tide_test_onnx_input(m, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 1, (int64_t[]){8}, -1);
+        Onnx__NodeProto *constant =
+            tide_test_onnx_node(m, "Constant", "k", TIDE_TEST_NAMES(NULL), TIDE_TEST_NAMES("k"));
+        tide_test_onnx_attr_t(m, constant, "value",
+                              tide_test_onnx_tensor(m, "", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 1,
+                                                    (int64_t[]){2}, folds[k].k));
+        tide_test_onnx_node(m, folds[k].op, "r", TIDE_TEST_NAMES("k"), TIDE_TEST_NAMES("rk"));
+        Onnx__NodeProto *cast =
+            tide_test_onnx_node(m, "Cast", "c", TIDE_TEST_NAMES("rk"), TIDE_TEST_NAMES("shape"));
+        tide_test_onnx_attr_i(m, cast, "to", ONNX__TENSOR_PROTO__DATA_TYPE__INT64);
+        tide_test_onnx_node(m, "Reshape", "rs", TIDE_TEST_NAMES("x", "shape"),
+                            TIDE_TEST_NAMES("y"));
+        tide_test_onnx_output(m, "y");
+        struct tide_onnx_result r;
+        tide_builder *b = import_ok(m, NULL, &r);
+        assert_shape(b, r.outputs[0], 2, (int64_t[]){2, 4});
+        /* Placeholder, Reshape, Identity: no Round node. */
+        assert_int_equal(tide_builder_node_count(b), 3);
+        tide_onnx_result_free(&r);
+        tide_builder_free(b);
+        tide_test_onnx_free(m);
+    }
+
+    m = tide_test_onnx_new(13);
+    tide_test_onnx_input(m, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 1, (int64_t[]){2}, -1);
+    tide_test_onnx_init_f(m, "w", 1, (int64_t[]){2}, (float[]){1.25f, 0.75f});
+    tide_test_onnx_init_f(m, "v", 1, (int64_t[]){2}, (float[]){0.5f, -0.25f});
+    tide_test_onnx_node(m, "Mul", "xw", TIDE_TEST_NAMES("x", "w"), TIDE_TEST_NAMES("xw"));
+    tide_test_onnx_node(m, "Floor", "floor", TIDE_TEST_NAMES("xw"), TIDE_TEST_NAMES("f"));
+    tide_test_onnx_node(m, "Mul", "xv", TIDE_TEST_NAMES("x", "v"), TIDE_TEST_NAMES("xv"));
+    tide_test_onnx_node(m, "Add", "add", TIDE_TEST_NAMES("f", "xv"), TIDE_TEST_NAMES("y"));
+    tide_test_onnx_output(m, "y");
+    float w[2], v[2];
+    train_one_step(m, (float[]){1, 2}, 2 * sizeof(float), "v", v, 2);
+    assert_float_equal(v[0], 0.5 - 0.1 * 1.5, 1e-7);
+    assert_float_equal(v[1], -0.25 - 0.1 * 1.0, 1e-7);
+    train_one_step(m, (float[]){1, 2}, 2 * sizeof(float), "w", w, 2);
+    assert_true(w[0] == 1.25f && w[1] == 0.75f);
+    tide_test_onnx_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -4432,6 +4542,7 @@ int main(void)
         cmocka_unit_test(test_reduce_prod),
         cmocka_unit_test(test_bad_bytes),
         cmocka_unit_test(test_trig_ops),
+        cmocka_unit_test(test_round_ops),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
