@@ -2632,22 +2632,69 @@ static int op_global_average_pool(struct ctx *c)
 
 /* ---- normalisation ---- */
 
+/* Whether BatchNormalization node n, at op version v, normalises with the batch's statistics:
+ * versions 7 to 13 when they give the statistics, 14 on with training_mode, 1 and 6 unless
+ * is_test is set. */
+static bool batch_norm_trains(const Onnx__NodeProto *n, int64_t v)
+{
+    return v >= 14  ? attr_i(n, "training_mode", 0) != 0
+           : v >= 7 ? n->n_output > 1
+                    : attr_i(n, "is_test", 0) == 0;
+}
+
+/*
+ * Inference-mode BatchNormalization: x normalised per channel (axis 1) with the frozen
+ * statistics of inputs 3 and 4, in ONNX's formula and order, Y = (X - mean) / sqrt(var +
+ * epsilon) * scale + B: Sub, Add, Sqrt, Div, Mul, Add, the [C] vectors as [C, 1, ..., 1].
+ * This is PyTorch's BatchNorm in eval mode: scale and B train, X gets its gradient through the
+ * per-channel affine map, and the statistics, initializers in its exports, are constants
+ * (freeze_running_statistics); momentum does not apply.
+ */
+static int batch_norm_frozen(struct ctx *c)
+{
+    static const char *const role[] = {"X", "scale", "B", "mean", "var"};
+    tide_ref in[5];
+    int32_t rank;
+    int64_t dims[MAX_RANK], per_channel[MAX_RANK];
+    if (float_in(c, 0, &in[0]) != 0 || ref_shape(c, in[0], &rank, dims) != 0)
+        return -1;
+    if (rank < 2)
+        return failf(c, "X has rank %d, wants N, C and any further axes", rank);
+    for (int32_t a = 0; a < rank - 1; a++)
+        per_channel[a] = a ? 1 : dims[1];
+    tide_builder *b = c->b;
+    for (size_t k = 1; k < 5; k++) {
+        int32_t r;
+        int64_t d[MAX_RANK];
+        if (float_in(c, k, &in[k]) != 0 || ref_shape(c, in[k], &r, d) != 0)
+            return -1;
+        if (r != 1 || d[0] != dims[1]) {
+            char got[160], x[160];
+            return failf(c,
+                         "%s \"%s\" has shape %s, want [%" PRId64 "]: one value per channel "
+                         "(dim 1 of X's %s)",
+                         role[k], c->node->input[k], dims_text(got, sizeof(got), r, d), dims[1],
+                         dims_text(x, sizeof(x), rank, dims));
+        }
+        if (rank > 2)
+            in[k] = tide_builder_reshape(b, NULL, in[k], rank - 1, per_channel);
+    }
+    mark_missing(c, 1, "is a training-mode output of BatchNormalization");
+    tide_ref sd = tide_builder_sqrt(
+        b, NULL, tide_builder_add(b, NULL, in[4], scalar(c, attr_f(c->node, "epsilon", 1e-5f))));
+    tide_ref y = tide_builder_div(b, NULL, tide_builder_sub(b, NULL, in[0], in[3]), sd);
+    return set_out(c, 0, tide_builder_add(b, NULL, tide_builder_mul(b, NULL, y, in[1]), in[2]));
+}
+
 static int op_batch_normalization(struct ctx *c)
 {
     const Onnx__NodeProto *n = c->node;
-    /* Versions 7 to 13 train when they give the statistics; 1 and 6 unless is_test is set. */
-    bool training = c->version >= 14  ? attr_i(n, "training_mode", 0) != 0
-                    : c->version >= 7 ? n->n_output > 1
-                                      : attr_i(n, "is_test", 0) == 0;
     if (c->version < 9 && attr_i(n, "spatial", 1) != 1)
         return failf(c, "spatial %" PRId64 " (statistics per element, not per channel) is not "
                         "supported",
                      attr_i(n, "spatial", 1));
-    if (!training)
-        return failf(c, "inference-mode BatchNormalization (running statistics) cannot be "
-                        "expressed exactly in tide, which normalises with the batch's statistics: "
-                        "export the model with training=torch.onnx.TrainingMode.TRAINING and "
-                        "do_constant_folding=False");
+    if (!batch_norm_trains(n, c->version))
+        return batch_norm_frozen(c);
     tide_ref x, gamma, beta;
     if (float_in(c, 0, &x) != 0 || float_in(c, 1, &gamma) != 0 || float_in(c, 2, &beta) != 0)
         return -1;
@@ -5989,13 +6036,20 @@ static const struct op_entry *find_op(const char *name)
     return NULL;
 }
 
+/* The version of e that opset selects: the newest up to it; 0 when e is newer. */
+static int64_t version_in(const struct op_entry *e, int64_t opset)
+{
+    int64_t v = 0;
+    for (size_t k = 0; k < sizeof(e->versions) && e->versions[k]; k++)
+        if (e->versions[k] <= opset)
+            v = e->versions[k];
+    return v;
+}
+
 /* Sets c->version to the version of e that c->opset selects; -1 when it is none tide handles. */
 static int select_version(struct ctx *c, const struct op_entry *e)
 {
-    c->version = 0;
-    for (size_t k = 0; k < sizeof(e->versions) && e->versions[k]; k++)
-        if (e->versions[k] <= c->opset)
-            c->version = e->versions[k];
+    c->version = version_in(e, c->opset);
     if (c->version == 0)
         return failf(c, "%s does not exist in opset %" PRId64 " (ONNX added it in opset %d)",
                      e->name, c->opset, e->versions[0]);
@@ -6032,6 +6086,29 @@ static void carry_mask(struct ctx *c, const Onnx__NodeProto *n)
         struct value *v = *n->output[k] ? lookup(c, n->output[k]) : NULL;
         if (v && !v->known)
             v->mask = true;
+    }
+}
+
+/*
+ * The running statistics an inference-mode BatchNormalization reads (inputs 3 and 4) are
+ * PyTorch's buffers, not parameters: an initializer read as one is a constant, never trained
+ * and written back as it was, wherever else the graph reads it. Done before any node is
+ * imported, so that no node order makes it a Variable first.
+ */
+static void freeze_running_statistics(struct ctx *c, const Onnx__GraphProto *g)
+{
+    int64_t v = version_in(find_op("BatchNormalization"), c->opset);
+    for (size_t k = 0; k < g->n_node; k++) {
+        const Onnx__NodeProto *n = g->node[k];
+        if (!n->op_type || strcmp(n->op_type, "BatchNormalization") != 0 ||
+            (n->domain && *n->domain && strcmp(n->domain, "ai.onnx") != 0) ||
+            batch_norm_trains(n, v))
+            continue;
+        for (size_t i = 3; i < 5 && i < n->n_input; i++) {
+            struct value *s = lookup(c, n->input[i]);
+            if (s && s->known)
+                s->trainable = false;
+        }
     }
 }
 
@@ -6139,6 +6216,7 @@ static int import_model(struct ctx *c, const Onnx__ModelProto *m, struct tide_on
             return -1;
         v->trainable = v->type == CONST_FLOAT && !is_frozen(c->o, t->name);
     }
+    freeze_running_statistics(c, g);
     res->inputs = calloc(g->n_input ? g->n_input : 1, sizeof(tide_ref));
     res->outputs = calloc(g->n_output ? g->n_output : 1, sizeof(tide_ref));
     res->input_bool = calloc(g->n_input ? g->n_input : 1, sizeof(bool));

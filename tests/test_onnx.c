@@ -21,6 +21,7 @@
 #include "onnx.pb-c.h"
 #include "onnx_builder.h"
 #include "runtime/session.h"
+#include "tide/client.h"
 #include "tide/graph.h"
 #include "tide/onnx.h"
 
@@ -525,25 +526,6 @@ static void test_unsupported_op_and_opset(void **state)
     tide_test_onnx_input(m, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 1, (int64_t[]){2}, -1);
     tide_test_onnx_output(m, "x");
     import_fails(m, NULL, "opset 28 is not supported (tide imports opsets 1 to 27)");
-    tide_test_onnx_free(m);
-
-    /* Inference-mode BatchNormalization cannot be expressed exactly. */
-    m = tide_test_onnx_new(15);
-    tide_test_onnx_input(m, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 4, (int64_t[]){1, 2, 2, 2},
-                         -1);
-    tide_test_onnx_init_f(m, "g", 1, (int64_t[]){2}, (float[]){1, 1});
-    tide_test_onnx_init_f(m, "b", 1, (int64_t[]){2}, (float[]){0, 0});
-    tide_test_onnx_init_f(m, "mean", 1, (int64_t[]){2}, (float[]){0, 0});
-    tide_test_onnx_init_f(m, "var", 1, (int64_t[]){2}, (float[]){1, 1});
-    tide_test_onnx_node(m, "BatchNormalization", "bn",
-                        TIDE_TEST_NAMES("x", "g", "b", "mean", "var"), TIDE_TEST_NAMES("y"));
-    tide_test_onnx_output(m, "y");
-    import_fails(m, NULL,
-                 "node bn (BatchNormalization, opset 15): inference-mode "
-                 "BatchNormalization (running statistics) cannot be expressed exactly in "
-                 "tide, which normalises with the batch's statistics: export the model "
-                 "with training=torch.onnx.TrainingMode.TRAINING and "
-                 "do_constant_folding=False");
     tide_test_onnx_free(m);
 
     /* A zero stride is refused before any arithmetic divides by it (fuzz_onnx found this with
@@ -1236,29 +1218,31 @@ static void test_legacy_modes(void **state)
         struct tide_test_onnx *m = tide_test_onnx_new(6);
         tide_test_onnx_init_f(m, "g", 1, (int64_t[]){2}, (float[]){1, 1});
         tide_test_onnx_init_f(m, "b", 1, (int64_t[]){2}, (float[]){0, 0});
-        tide_test_onnx_init_f(m, "mean", 1, (int64_t[]){2}, (float[]){0, 0});
-        tide_test_onnx_init_f(m, "var", 1, (int64_t[]){2}, (float[]){1, 1});
+        tide_test_onnx_init_f(m, "mean", 1, (int64_t[]){2}, (float[]){1, 2});
+        tide_test_onnx_init_f(m, "var", 1, (int64_t[]){2}, (float[]){3.75f, 0});
         Onnx__NodeProto *n = one_node(m, "BatchNormalization", 4, (int64_t[]){2, 2, 1, 1}, bn_ins);
         tide_test_onnx_attr_i(m, n, "is_test", is_test);
+        tide_test_onnx_attr_f(m, n, "epsilon", 0.25f);
+        tide_test_onnx_attr_f(m, n, "momentum", 0.5f); /* no part of either mode's output */
+        tide_builder *b = import_ok(m, NULL, &r);
+        float x[4] = {1, 5, 3, -1}, y[4];
+        run_forward(b, &r, x, sizeof(x), y, 4);
         if (is_test) {
-            import_fails(m, NULL,
-                         "node n (BatchNormalization, opset 6): inference-mode "
-                         "BatchNormalization (running statistics) cannot be expressed exactly in "
-                         "tide, which normalises with the batch's statistics: export the model "
-                         "with training=torch.onnx.TrainingMode.TRAINING and "
-                         "do_constant_folding=False");
+            /* The running statistics: (x - mean) / sqrt(var + 0.25), sqrt 2 and 0.5. */
+            assert_float_equal(y[0], 0, 0);
+            assert_float_equal(y[1], 6, 0);
+            assert_float_equal(y[2], 1, 0);
+            assert_float_equal(y[3], -6, 0);
         } else {
-            tide_builder *b = import_ok(m, NULL, &r);
-            float x[4] = {1, 5, 3, -1}, y[4];
-            run_forward(b, &r, x, sizeof(x), y, 4);
-            /* Each channel's two values normalised by the batch: -1 and 1 (within epsilon). */
-            assert_float_equal(y[0], -1, 1e-5);
-            assert_float_equal(y[2], 1, 1e-5);
-            assert_float_equal(y[1], 1, 1e-5);
-            assert_float_equal(y[3], -1, 1e-5);
-            tide_onnx_result_free(&r);
-            tide_builder_free(b);
+            /* Each channel's two values normalised by the batch (variance 1 and 9, epsilon
+             * 0.25). */
+            assert_float_equal(y[0], -1 / sqrt(1.25), 1e-6);
+            assert_float_equal(y[2], 1 / sqrt(1.25), 1e-6);
+            assert_float_equal(y[1], 3 / sqrt(9.25), 1e-6);
+            assert_float_equal(y[3], -3 / sqrt(9.25), 1e-6);
         }
+        tide_onnx_result_free(&r);
+        tide_builder_free(b);
         tide_test_onnx_free(m);
     }
     struct tide_test_onnx *m = tide_test_onnx_new(7);
@@ -1316,6 +1300,237 @@ static void test_legacy_modes(void **state)
     import_fails(m, NULL,
                  "node n (PRelu, opset 6): slope of shape [4] is neither one value nor one per "
                  "channel of x's [2, 3]");
+    tide_test_onnx_free(m);
+}
+
+/* Imports m (input x, output y), adds loss = mean(y^2), runs one SGD step of 0.1 on x and then
+ * y forward on x again with the stepped weights (count floats). */
+static void bn_step_then_forward(struct tide_test_onnx *m, const float *x, size_t x_bytes,
+                                 float *out, size_t count)
+{
+    struct tide_onnx_result r;
+    tide_builder *b = import_ok(m, NULL, &r);
+    tide_ref loss = tide_builder_reduce_mean(
+        b, "loss", tide_builder_mul(b, NULL, r.outputs[0], r.outputs[0]), NULL, 0, false);
+    assert_true(loss.id >= 0);
+    uint8_t *graph;
+    size_t len;
+    assert_int_equal(tide_builder_serialize(b, &graph, &len), 0);
+    const char *fetch = tide_builder_name(b, r.outputs[0]);
+    const char *input = tide_builder_name(b, r.inputs[0]);
+    struct tide_train_options train = {
+        .loss = "loss", .optimizer = TIDE_OPTIMIZER_SGD, .learning_rate = 0.1f};
+    struct tide_session_options o = tide_session_options_default();
+    o.threads = 1;
+    o.train = &train;
+    o.fetches = &fetch;
+    o.n_fetches = 1;
+    struct tide_session *sess;
+    struct tide_error err = {0};
+    if (tide_session_new(graph, len, &o, &sess, &err) != TIDE_OK)
+        fail_msg("training session: %s", err.message);
+    free(graph);
+    struct tide_step_stats stats;
+    assert_int_equal(tide_session_feed(sess, input, x, x_bytes, &err), TIDE_OK);
+    if (tide_session_step(sess, &stats, &err) != TIDE_OK)
+        fail_msg("step: %s", err.message);
+    assert_int_equal(tide_session_feed(sess, input, x, x_bytes, &err), TIDE_OK);
+    if (tide_session_eval(sess, &stats, &err) != TIDE_OK)
+        fail_msg("eval: %s", err.message);
+    assert_int_equal(tide_session_fetch(sess, fetch, out, count * sizeof(float), &err), TIDE_OK);
+    tide_session_free(sess);
+    tide_onnx_result_free(&r);
+    tide_builder_free(b);
+}
+
+/* Y of inference-mode BatchNormalization at x[i] of channel ch, in double from the floats. */
+static double bn_frozen_want(float x, int ch, const float *s, const float *bias, const float *mean,
+                             const float *var, float eps)
+{
+    return ((double)x - mean[ch]) / sqrt((double)var[ch] + eps) * s[ch] + bias[ch];
+}
+
+/*
+ * Inference-mode BatchNormalization (training_mode 0, or no statistics out before 14): the
+ * frozen statistics per channel, at rank 4 and rank 2 (BatchNorm1d after a Linear); trained as
+ * PyTorch trains a model in eval mode (scale, B and what feeds X move, the statistics are
+ * constants, and written back unchanged); the shapes refused.
+ */
+static void test_batch_norm_inference(void **state)
+{
+    (void)state;
+    struct tide_onnx_result r;
+    const float s[3] = {1.5f, -0.75f, 2}, bias[3] = {0.1f, -2, 0.5f};
+    const float mean[3] = {0.3f, -1.2f, 4}, var[3] = {0.8f, 2.5f, 0.05f};
+
+    /* Rank 4, [2, 3, 2, 1], opset 15. */
+    float x[12] = {1, -2, 0.5f, 3, 4.25f, -0.5f, 2, 0, -3, 1.75f, 5, 3.5f}, y[12];
+    struct tide_test_onnx *m = tide_test_onnx_new(15);
+    tide_test_onnx_init_f(m, "s", 1, (int64_t[]){3}, s);
+    tide_test_onnx_init_f(m, "bias", 1, (int64_t[]){3}, bias);
+    tide_test_onnx_init_f(m, "mean", 1, (int64_t[]){3}, mean);
+    tide_test_onnx_init_f(m, "var", 1, (int64_t[]){3}, var);
+    Onnx__NodeProto *n = one_node(m, "BatchNormalization", 4, (int64_t[]){2, 3, 2, 1},
+                                  TIDE_TEST_NAMES("x", "s", "bias", "mean", "var"));
+    tide_test_onnx_attr_f(m, n, "epsilon", 0.01f);
+    tide_builder *b = import_ok(m, NULL, &r);
+    assert_shape(b, r.outputs[0], 4, (int64_t[]){2, 3, 2, 1});
+    run_forward(b, &r, x, sizeof(x), y, 12);
+    for (int k = 0; k < 12; k++)
+        assert_float_equal(y[k], bn_frozen_want(x[k], k / 2 % 3, s, bias, mean, var, 0.01f), 1e-5);
+    tide_onnx_result_free(&r);
+    tide_builder_free(b);
+    tide_test_onnx_free(m);
+
+    /* Rank 2, [4, 3], opset 9 (one output: inference), default epsilon. */
+    m = tide_test_onnx_new(9);
+    tide_test_onnx_init_f(m, "s", 1, (int64_t[]){3}, s);
+    tide_test_onnx_init_f(m, "bias", 1, (int64_t[]){3}, bias);
+    tide_test_onnx_init_f(m, "mean", 1, (int64_t[]){3}, mean);
+    tide_test_onnx_init_f(m, "var", 1, (int64_t[]){3}, var);
+    one_node(m, "BatchNormalization", 2, (int64_t[]){4, 3},
+             TIDE_TEST_NAMES("x", "s", "bias", "mean", "var"));
+    b = import_ok(m, NULL, &r);
+    assert_shape(b, r.outputs[0], 2, (int64_t[]){4, 3});
+    run_forward(b, &r, x, sizeof(x), y, 12);
+    for (int k = 0; k < 12; k++)
+        assert_float_equal(y[k], bn_frozen_want(x[k], k % 3, s, bias, mean, var, 1e-5f), 1e-5);
+    tide_onnx_result_free(&r);
+    tide_builder_free(b);
+    tide_test_onnx_free(m);
+
+    /*
+     * x [2, 2] -> MatMul W -> BatchNormalization (epsilon 0.25) -> y, loss mean(y^2), one SGD
+     * step of 0.1. An Identity reads "mean" before the BatchNormalization does: the statistics
+     * are constants whichever node reads them first. By hand, with sqrt(var + 0.25) = 2, 0.5:
+     *   h = x W = [2.5 3; 0 2], z = (h - mean) / sd = [0.75 1; -0.5 -1],
+     *   y = z s + B = [1.75 0.5; -0.75 1.5], dL/dy = y / 2 = [0.875 0.25; -0.375 0.75];
+     *   dB = [0.5 1], ds = sum dy z = [0.84375 -0.5],
+     *   dh = dy s / sd = [0.875 -0.25; -0.375 -0.75], dW = x^T dh = [1.25 0.5; 1.5625 -0.875].
+     */
+    const float w0[4] = {0.5f, -1, 1, 2}, s0[2] = {2, -0.5f}, b0[2] = {0.25f, 1};
+    const float mean0[2] = {1, 2.5f}, var0[2] = {3.75f, 0};
+    const float xs[4] = {1, 2, -1, 0.5f};
+    m = tide_test_onnx_new(15);
+    tide_test_onnx_input(m, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 2, (int64_t[]){2, 2}, -1);
+    tide_test_onnx_init_f(m, "W", 2, (int64_t[]){2, 2}, w0);
+    tide_test_onnx_init_f(m, "s", 1, (int64_t[]){2}, s0);
+    tide_test_onnx_init_f(m, "B", 1, (int64_t[]){2}, b0);
+    tide_test_onnx_init_f(m, "mean", 1, (int64_t[]){2}, mean0);
+    tide_test_onnx_init_f(m, "var", 1, (int64_t[]){2}, var0);
+    tide_test_onnx_node(m, "Identity", "peek", TIDE_TEST_NAMES("mean"), TIDE_TEST_NAMES("seen"));
+    tide_test_onnx_node(m, "MatMul", "fc", TIDE_TEST_NAMES("x", "W"), TIDE_TEST_NAMES("h"));
+    n = tide_test_onnx_node(m, "BatchNormalization", "bn",
+                            TIDE_TEST_NAMES("h", "s", "B", "mean", "var"), TIDE_TEST_NAMES("y"));
+    tide_test_onnx_attr_f(m, n, "epsilon", 0.25f);
+    tide_test_onnx_output(m, "y");
+    b = import_ok(m, NULL, &r);
+    assert_string_equal(tide_builder_op(b, tide_builder_find(b, "mean")), "Const");
+    assert_string_equal(tide_builder_op(b, tide_builder_find(b, "var")), "Const");
+    assert_string_equal(tide_builder_op(b, tide_builder_find(b, "s")), "Variable");
+    assert_int_equal(r.n_variables, 3);
+    assert_int_equal(tide_builder_parameter_count(b), 8);
+    tide_onnx_result_free(&r);
+    tide_builder_free(b);
+    const struct {
+        const char *name;
+        float want[4];
+        size_t count;
+    } after[] = {
+        {"W", {0.5f - 0.125f, -1 - 0.05f, 1 - 0.15625f, 2 + 0.0875f}, 4},
+        {"s", {2 - 0.084375f, -0.5f + 0.05f}, 2},
+        {"B", {0.25f - 0.05f, 1 - 0.1f}, 2},
+    };
+    for (size_t k = 0; k < sizeof(after) / sizeof(after[0]); k++) {
+        float got[4];
+        train_one_step(m, xs, sizeof(xs), after[k].name, got, after[k].count);
+        for (size_t i = 0; i < after[k].count; i++)
+            if (fabsf(got[i] - after[k].want[i]) > 1e-6f)
+                fail_msg("%s[%zu] is %.9g after the step, want %.9g", after[k].name, i, got[i],
+                         after[k].want[i]);
+    }
+    /* y after the step: the moved W, s and B over the statistics as they were. */
+    float y_after[4];
+    bn_step_then_forward(m, xs, sizeof(xs), y_after, 4);
+    for (int i = 0; i < 2; i++) {
+        for (int ch = 0; ch < 2; ch++) {
+            double h = (double)xs[2 * i] * after[0].want[ch] +
+                       (double)xs[2 * i + 1] * after[0].want[2 + ch];
+            double want = (h - mean0[ch]) / sqrt((double)var0[ch] + 0.25) * after[1].want[ch] +
+                          after[2].want[ch];
+            assert_float_equal(y_after[2 * i + ch], want, 1e-5);
+        }
+    }
+
+    /* Written back: the three Variables replaced, the statistics byte for byte as they were. */
+    const float w1[4] = {9, 8, 7, 6};
+    struct tide_tensor values[3] = {
+        {.name = "W", .dtype = TIDE_DT_FLOAT32, .rank = 2, .dims = {2, 2}, .data = w1, 16},
+        {.name = "s", .dtype = TIDE_DT_FLOAT32, .rank = 1, .dims = {2}, .data = w1, 8},
+        {.name = "B", .dtype = TIDE_DT_FLOAT32, .rank = 1, .dims = {2}, .data = w1, 8},
+    };
+    size_t len, out_len, replaced;
+    uint8_t *bytes = tide_test_onnx_pack(m, &len), *out;
+    char err[256];
+    if (tide_onnx_with_values(bytes, len, NULL, 0, values, 3, &out, &out_len, &replaced, err,
+                              sizeof(err)) != 0)
+        fail_msg("with values: %s", err);
+    assert_int_equal(replaced, 3);
+    Onnx__ModelProto *back = onnx__model_proto__unpack(NULL, out_len, out);
+    assert_non_null(back);
+    assert_int_equal(back->graph->n_initializer, m->graph.n_initializer);
+    for (size_t k = 0; k < back->graph->n_initializer; k++) {
+        const Onnx__TensorProto *was = m->graph.initializer[k], *now = back->graph->initializer[k];
+        assert_string_equal(now->name, was->name);
+        uint8_t pw[64], pn[64];
+        assert_true(onnx__tensor_proto__get_packed_size(was) <= sizeof(pw));
+        assert_true(onnx__tensor_proto__get_packed_size(now) <= sizeof(pn));
+        size_t lw = onnx__tensor_proto__pack(was, pw), ln = onnx__tensor_proto__pack(now, pn);
+        bool statistic = strcmp(was->name, "mean") == 0 || strcmp(was->name, "var") == 0;
+        assert_int_equal(lw == ln && memcmp(pw, pn, lw) == 0, statistic);
+    }
+    onnx__model_proto__free_unpacked(back, NULL);
+    free(out);
+    free(bytes);
+    tide_test_onnx_free(m);
+
+    /* Each of scale, B, mean and var must hold X's C values, and X have N and C. */
+    const char *const role[4] = {"scale", "B", "mean", "var"};
+    const char *const names[4] = {"s", "bias", "mean", "var"};
+    for (int k = 0; k < 4; k++) {
+        m = tide_test_onnx_new(15);
+        for (int i = 0; i < 4; i++)
+            tide_test_onnx_init_f(m, names[i], i == k ? 2 : 1,
+                                  i == k ? (int64_t[]){1, 3} : (int64_t[]){3}, NULL);
+        one_node(m, "BatchNormalization", 4, (int64_t[]){2, 3, 2, 1},
+                 TIDE_TEST_NAMES("x", "s", "bias", "mean", "var"));
+        char want[256];
+        snprintf(want, sizeof(want),
+                 "node n (BatchNormalization, opset 15): %s \"%s\" has shape [1, 3], want [3]: "
+                 "one value per channel (dim 1 of X's [2, 3, 2, 1])",
+                 role[k], names[k]);
+        import_fails(m, NULL, want);
+        tide_test_onnx_free(m);
+    }
+    m = tide_test_onnx_new(14);
+    tide_test_onnx_init_f(m, "s", 1, (int64_t[]){3}, NULL);
+    tide_test_onnx_init_f(m, "bias", 1, (int64_t[]){3}, NULL);
+    tide_test_onnx_init_f(m, "mean", 1, (int64_t[]){4}, NULL);
+    tide_test_onnx_init_f(m, "var", 1, (int64_t[]){3}, NULL);
+    one_node(m, "BatchNormalization", 3, (int64_t[]){2, 3, 5},
+             TIDE_TEST_NAMES("x", "s", "bias", "mean", "var"));
+    import_fails(m, NULL,
+                 "node n (BatchNormalization, opset 14): mean \"mean\" has shape [4], want [3]: "
+                 "one value per channel (dim 1 of X's [2, 3, 5])");
+    tide_test_onnx_free(m);
+    m = tide_test_onnx_new(15);
+    for (int i = 0; i < 4; i++)
+        tide_test_onnx_init_f(m, names[i], 1, (int64_t[]){3}, NULL);
+    one_node(m, "BatchNormalization", 1, (int64_t[]){3},
+             TIDE_TEST_NAMES("x", "s", "bias", "mean", "var"));
+    import_fails(m, NULL,
+                 "node n (BatchNormalization, opset 15): X has rank 1, wants N, C and any "
+                 "further axes");
     tide_test_onnx_free(m);
 }
 
@@ -4508,6 +4723,7 @@ int main(void)
         cmocka_unit_test(test_op_versions),
         cmocka_unit_test(test_legacy_attributes),
         cmocka_unit_test(test_legacy_modes),
+        cmocka_unit_test(test_batch_norm_inference),
         cmocka_unit_test(test_opsets_18_on),
         cmocka_unit_test(test_instance_norm_global_max_pool),
         cmocka_unit_test(test_resize),
