@@ -136,7 +136,9 @@ static void usage(FILE *out)
             "                           holds consecutive ones\n"
             "  --dataset NAME           fashion-mnist (default) or synthetic; fortunes (Debian's\n"
             "                           fortunes package, byte-level, 90 %% train, 10 %% held\n"
-            "                           out) for transformer and moe, and their default\n"
+            "                           out) for transformer and moe, and their default;\n"
+            "                           synthetic for --onnx: random examples of the model's\n"
+            "                           (float) input shape, labels below its classes\n"
             "  --seed S                 seed for initialisation and shuffling (default 1)\n"
             "  --optimizer NAME         sgd (default for --onnx), momentum (default; adam for lstm,\n"
             "                           transformer, moe) or adam\n"
@@ -729,13 +731,18 @@ double tide_bench_process_cpu_s(void)
 }
 
 /* Split `split` of --dataset; synthetic images take the model's input shape. */
-static int open_split(const struct bench_options *o, const char *split, tide_dataset **out)
+/* Opens split of --dataset; synthetic data takes --onnx's model's shape when t is not NULL. */
+static int open_split(const struct bench_options *o, const struct tide_onnx_training *t,
+                      const char *split, tide_dataset **out)
 {
     char err[512];
     int rc;
     if (strcmp(o->dataset, "synthetic") == 0) {
         struct tide_synthetic_options s = {.seed = o->seed};
-        tide_bench_input_shape(o, &s.channels, &s.height, &s.width);
+        if (t)
+            tide_onnx_training_synthetic(t, &s);
+        else
+            tide_bench_input_shape(o, &s.channels, &s.height, &s.width);
         rc = tide_dataset_open_synthetic(&s, split, out, err, sizeof(err));
     } else {
         rc = tide_dataset_open(o->dataset, NULL, split, out, err, sizeof(err));
@@ -1326,16 +1333,14 @@ static int onnx_model_read(const struct bench_options *o, struct onnx_model *m)
 }
 
 /*
- * onnx_model_read, then checks that the dataset ds feeds the model
+ * Checks that the dataset ds feeds the model onnx_model_read read
  * (tide_onnx_training_check_feeds). The model's batch is its static one;
  * --batch stands for a dynamic one and must agree with a static one.
  * Returns 0, or -1 after saying why.
  */
-static int onnx_model_load(const struct bench_options *o, const tide_dataset *ds,
-                           const char *const *sources, struct onnx_model *m)
+static int onnx_model_check(const struct bench_options *o, const tide_dataset *ds,
+                            const char *const *sources, struct onnx_model *m)
 {
-    if (onnx_model_read(o, m) != 0)
-        return -1;
     char err[1024];
     /* Class labels, or the float targets (--loss mse, none) of --labels, of any shape. */
     int64_t label_dims[TIDE_DATASET_MAX_SAMPLE_RANK];
@@ -1488,24 +1493,31 @@ static int cmd_train(const struct bench_options *o)
     char *paths_copy = NULL; /* --onnx --data A,B: the files, one per model input */
     const char **paths = NULL;
     size_t n_paths = 0;
+    /* The model first: synthetic data takes its input's shape. */
+    struct onnx_model onnx = {0};
+    if (o->onnx && onnx_model_read(o, &onnx) != 0) {
+        onnx_model_clear(&onnx);
+        return 1;
+    }
+    const struct tide_onnx_training *shape_of = o->onnx ? &onnx.t : NULL;
     if (o->data) {
         int files_rc = open_files(o, &train, &test, &files_c, &files_h, &files_w, &paths_copy,
                                   &paths, &n_paths);
         if (files_rc != 0) {
             free(paths_copy);
             free(paths);
+            onnx_model_clear(&onnx);
             return files_rc;
         }
     } else {
-        if (open_split(o, "train", &train) != 0)
-            return 1;
-        if (open_split(o, "test", &test) != 0) {
+        if (open_split(o, shape_of, "train", &train) != 0 ||
+            open_split(o, shape_of, "test", &test) != 0) {
             tide_dataset_free(train);
+            onnx_model_clear(&onnx);
             return 1;
         }
     }
     const char *data_name = o->data ? o->data : o->dataset;
-    struct onnx_model onnx = {0};
     struct bench_options with_onnx;
     struct feed_names names = model_names;
     int rc = 1;
@@ -1522,7 +1534,7 @@ static int cmd_train(const struct bench_options *o)
     uint8_t *bytes = NULL;
     if (o->onnx) {
         /* The model's batch and names from here on. */
-        if (onnx_model_load(o, train, paths, &onnx) != 0)
+        if (onnx_model_check(o, train, paths, &onnx) != 0)
             goto out;
         bytes = onnx.t.graph, len = onnx.t.graph_len;
         onnx.t.graph = NULL;
@@ -1796,6 +1808,11 @@ static int cmd_eval(const struct bench_options *o)
         fprintf(stderr, "tide-bench eval: --onnx FILE is required\n");
         return 2;
     }
+    struct onnx_model onnx;
+    if (onnx_model_read(o, &onnx) != 0) {
+        onnx_model_clear(&onnx);
+        return 1;
+    }
     /* The test split of --dataset, or --test-data's files (one per model input). */
     tide_dataset *test = NULL;
     char *copy = NULL, err_text[1024];
@@ -1803,20 +1820,20 @@ static int cmd_eval(const struct bench_options *o)
     size_t n_paths = 0;
     if (o->test_data ? open_data(o, o->test_data, o->test_labels, NULL, &test, &copy, &paths,
                                  &n_paths, err_text, sizeof(err_text)) != 0
-                     : open_split(o, "test", &test) != 0) {
+                     : open_split(o, &onnx.t, "test", &test) != 0) {
         if (o->test_data)
             fprintf(stderr, "tide-bench: %s\n", err_text);
         free(copy);
         free(paths);
+        onnx_model_clear(&onnx);
         return 1;
     }
-    struct onnx_model onnx;
     struct tide_session *s = NULL;
     float *images = NULL, *logits = NULL;
     int32_t *labels = NULL;
     struct batch_feeds feeds = {.n = 1};
     int rc = 1;
-    if (onnx_model_load(o, test, paths, &onnx) != 0)
+    if (onnx_model_check(o, test, paths, &onnx) != 0)
         goto out;
     struct bench_options with_onnx = *o;
     with_onnx.batch = onnx.t.batch;

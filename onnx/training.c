@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tide/dataset.h"
 #include "tide/onnx.h"
 
 /* The names of the nodes the loss adds, as tide's models name theirs (tide/models.h). */
@@ -379,4 +380,18 @@ void tide_onnx_training_free(struct tide_onnx_training *out)
         return;
     free(out->graph);
     memset(out, 0, sizeof(*out));
+}
+
+void tide_onnx_training_synthetic(const struct tide_onnx_training *t,
+                                  struct tide_synthetic_options *s)
+{
+    const struct tide_onnx_tensor *in = &t->input;
+    int64_t d[3] = {1, 1, 1}; /* channels, height, width */
+    for (int32_t a = 1; a < in->rank; a++) {
+        int32_t k = 3 - (in->rank - a);
+        d[k < 0 ? 0 : k] *= in->dims[a];
+    }
+    s->channels = d[0], s->height = d[1], s->width = d[2];
+    if (t->classes > 0 && t->classes <= 65536)
+        s->classes = (int32_t)t->classes;
 }

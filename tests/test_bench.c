@@ -959,6 +959,67 @@ static double bench_loss(struct tide_test_run *r, char *const args[])
 }
 
 /*
+ * --dataset synthetic for an --onnx model: examples of the model's own
+ * input shape ([4, 3, 8, 8] here, not Fashion-MNIST's 1 x 28 x 28) and
+ * labels below its classes (3), for train and eval; a Gemm from zeros
+ * starts at ln 3 and learns the synthetic labels. A model whose input is
+ * not float (int tokens) is refused naming the input.
+ */
+static void test_train_onnx_synthetic(void **state)
+{
+    (void)state;
+    snprintf(files_dir, sizeof(files_dir), "/tmp/tide-test-bench-onnxsyn-XXXXXX");
+    assert_non_null(mkdtemp(files_dir));
+    struct tide_test_onnx *m = tide_test_onnx_new(13);
+    tide_test_onnx_input(m, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 4, (int64_t[]){4, 3, 8, 8},
+                         -1);
+    tide_test_onnx_init_f(m, "W", 2, (int64_t[]){192, 3}, NULL);
+    tide_test_onnx_init_f(m, "b", 1, (int64_t[]){3}, NULL);
+    tide_test_onnx_node(m, "Flatten", "flat", TIDE_TEST_NAMES("x"), TIDE_TEST_NAMES("f"));
+    tide_test_onnx_node(m, "Gemm", "Gemm", TIDE_TEST_NAMES("f", "W", "b"), TIDE_TEST_NAMES("y"));
+    tide_test_onnx_output(m, "y");
+    write_model(m, "images.onnx");
+    m = tide_test_onnx_new(13);
+    tide_test_onnx_input(m, "ids", ONNX__TENSOR_PROTO__DATA_TYPE__INT64, 2, (int64_t[]){4, 5}, -1);
+    tide_test_onnx_init_f(m, "E", 2, (int64_t[]){10, 3}, NULL);
+    tide_test_onnx_node(m, "Gather", "emb", TIDE_TEST_NAMES("E", "ids"), TIDE_TEST_NAMES("e"));
+    tide_test_onnx_node(m, "ReduceSum", "sum", TIDE_TEST_NAMES("e"), TIDE_TEST_NAMES("y"));
+    tide_test_onnx_output(m, "y");
+    write_model(m, "tokens.onnx");
+    char *images = strdup(file_in("images.onnx")), *tokens = strdup(file_in("tokens.onnx"));
+    assert_true(images && tokens);
+
+    struct tide_test_run *r = malloc(sizeof(*r));
+    assert_non_null(r);
+    double first = bench_loss(r, (char *[]){"train", "--onnx", images, "--dataset", "synthetic",
+                                            "--steps", "1", "--no-eval", "--json", NULL});
+    assert_float_equal(first, log(3.0), 1e-5);
+    struct json_object *line =
+        run_bench(r, 0,
+                  (char *[]){"train", "--onnx", images, "--dataset", "synthetic", "--steps", "300",
+                             "--lr", "0.1", "--json", NULL});
+    double last = tide_test_json_number(line, "loss");
+    double accuracy = tide_test_json_number(line, "test_accuracy");
+    json_object_put(line);
+    print_message("synthetic [3, 8, 8]: first step %.4f, steps 251-300 %.4f, accuracy %.4f\n",
+                  first, last, accuracy);
+    assert_true(last < 0.8 * first);
+    assert_true(accuracy > 0.5); /* 3 classes: a third by chance */
+    line = run_bench(
+        r, 0, (char *[]){"eval", "--onnx", images, "--dataset", "synthetic", "--json", NULL});
+    assert_int_equal(tide_test_json_int(line, "test_examples"), 10000);
+    json_object_put(line);
+    run_bench_fails(
+        r, 1, (char *[]){"train", "--onnx", tokens, "--dataset", "synthetic", "--steps", "1", NULL},
+        "input \"ids\" takes 20 int32 values per batch of 4; the examples are 5 "
+        "float32 values each");
+    free(r);
+    unlink(images), unlink(tokens);
+    free(images), free(tokens);
+    rmdir(files_dir);
+}
+
+/*
  * train --onnx --loss mse and --loss none from files: a linear regression
  * (Gemm, output [8, 2]) fed float32 targets [N, 2], and a classifier whose
  * graph computes its own loss (SoftmaxCrossEntropyLoss, output the scalar
@@ -1504,6 +1565,7 @@ int main(void)
         cmocka_unit_test(test_max_vary_errors),
         cmocka_unit_test(test_train_from_files),
         cmocka_unit_test(test_plan_onnx),
+        cmocka_unit_test(test_train_onnx_synthetic),
         cmocka_unit_test(test_train_onnx_save_eval),
         cmocka_unit_test(test_train_onnx_mse_and_own_loss),
         cmocka_unit_test(test_train_onnx_two_inputs),

@@ -2473,6 +2473,55 @@ static void test_tidectl_onnx_two_inputs(void **state)
 }
 
 /*
+ * tidectl train --onnx --dataset synthetic: the examples take the model's
+ * own input shape ([4, 3, 8, 8], not Fashion-MNIST's 1 x 28 x 28) and its
+ * classes (3), so a model of any image size can be tried on the daemon
+ * without data: 300 steps against the real daemon learn the synthetic
+ * labels (the loss falls well below the ln 3 of zero weights).
+ */
+static void test_tidectl_onnx_synthetic(void **state)
+{
+    (void)state;
+    NEED_DAEMON();
+    char model[600];
+    snprintf(model, sizeof(model), "%s/rgb8.onnx", temp_dir);
+    struct tide_test_onnx *m = tide_test_onnx_new(13);
+    tide_test_onnx_input(m, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 4, (int64_t[]){4, 3, 8, 8},
+                         -1);
+    tide_test_onnx_init_f(m, "W", 2, (int64_t[]){192, 3}, NULL);
+    tide_test_onnx_init_f(m, "b", 1, (int64_t[]){3}, NULL);
+    tide_test_onnx_node(m, "Flatten", "flat", TIDE_TEST_NAMES("x"), TIDE_TEST_NAMES("f"));
+    tide_test_onnx_node(m, "Gemm", "Gemm", TIDE_TEST_NAMES("f", "W", "b"), TIDE_TEST_NAMES("y"));
+    tide_test_onnx_output(m, "y");
+    size_t len;
+    uint8_t *bytes = tide_test_onnx_pack(m, &len);
+    tide_test_onnx_free(m);
+    FILE *f = fopen(model, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(bytes, 1, len, f), len);
+    assert_int_equal(fclose(f), 0);
+    free(bytes);
+
+    struct tide_test_run *r = malloc(sizeof(*r));
+    assert_non_null(r);
+    /* --no-eval: --json prints each of the 2,500 evaluation steps. */
+    run_tidectl(r, -1, "--json", "train", "--onnx", model, "--dataset", "synthetic", "--steps",
+                "300", "--lr", "0.1", "--budget", "64M", "--no-eval", (char *)NULL);
+    if (r->exit_code != 0)
+        fail_msg("tidectl train --onnx --dataset synthetic: exit %d\n%s\n%s", r->exit_code, r->out,
+                 r->err);
+    assert_non_null(strstr(r->out, "\"parameters\":579,"));
+    const char *final = strstr(r->out, "\"final_loss\":");
+    assert_non_null(final);
+    double loss = strtod(final + strlen("\"final_loss\":"), NULL);
+    print_message("tidectl, synthetic [3, 8, 8]: last loss %.4f (ln 3 = %.4f at the start)\n", loss,
+                  log(3.0));
+    assert_true(loss < 0.8 * log(3.0)); /* zero weights start at ln 3 */
+    free(r);
+    unlink(model);
+}
+
+/*
  * tidectl plan and train --onnx on PyTorch's CNN (examples/onnx/cnn.onnx),
  * then export --onnx --from: the file written holds the job's Variables as
  * its initializers, byte for byte what libtide's tide_onnx_with_values makes
@@ -3758,6 +3807,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_tidectl_data_files_and_export),
         cmocka_unit_test(test_tidectl_onnx_train_and_export),
         cmocka_unit_test(test_tidectl_onnx_two_inputs),
+        cmocka_unit_test(test_tidectl_onnx_synthetic),
         cmocka_unit_test(test_tidectl_ctrl_c),
         cmocka_unit_test(test_tidectl_json_plan),
         cmocka_unit_test(test_tidectl_plan_policy),

@@ -50,8 +50,8 @@ static uint8_t *read_model_file(const char *path, size_t *len)
  * labels below classes, or files' (tide_onnx_training_check_feeds); c 0:
  * against none (a plan of the model's own shapes).
  */
-static int build_onnx_model(const struct tidectl_options *o, int64_t c, int64_t h, int64_t w,
-                            int32_t classes, const tide_dataset *files, struct tidectl_model *m)
+/* --onnx with its loss (tide_onnx_training_graph) into *t; the exit status, having said why. */
+static int read_onnx_training(const struct tidectl_options *o, struct tide_onnx_training *t)
 {
     size_t len;
     uint8_t *file = read_model_file(o->onnx, &len);
@@ -60,8 +60,7 @@ static int build_onnx_model(const struct tidectl_options *o, int64_t c, int64_t 
     char *frozen_copy;
     const char **frozen;
     size_t n_frozen;
-    m->onnx = calloc(1, sizeof(*m->onnx));
-    if (!m->onnx || tide_onnx_split_names(o->frozen, &frozen_copy, &frozen, &n_frozen) != 0) {
+    if (tide_onnx_split_names(o->frozen, &frozen_copy, &frozen, &n_frozen) != 0) {
         free(file);
         fprintf(stderr, "tidectl: out of memory\n");
         return TIDECTL_EXIT_RUNTIME;
@@ -71,7 +70,7 @@ static int build_onnx_model(const struct tidectl_options *o, int64_t c, int64_t 
     if (o->loss)
         tide_onnx_loss_parse(o->loss, &to.loss);
     char err[1024];
-    int rc = tide_onnx_training_graph(file, len, &to, m->onnx, err, sizeof(err));
+    int rc = tide_onnx_training_graph(file, len, &to, t, err, sizeof(err));
     free(file);
     free(frozen_copy);
     free(frozen);
@@ -79,6 +78,21 @@ static int build_onnx_model(const struct tidectl_options *o, int64_t c, int64_t 
         fprintf(stderr, "tidectl: %s: %s\n", o->onnx, err);
         return TIDECTL_EXIT_USAGE;
     }
+    return TIDECTL_EXIT_OK;
+}
+
+static int build_onnx_model(const struct tidectl_options *o, int64_t c, int64_t h, int64_t w,
+                            int32_t classes, const tide_dataset *files, struct tidectl_model *m)
+{
+    m->onnx = calloc(1, sizeof(*m->onnx));
+    if (!m->onnx) {
+        fprintf(stderr, "tidectl: out of memory\n");
+        return TIDECTL_EXIT_RUNTIME;
+    }
+    int rc = read_onnx_training(o, m->onnx);
+    if (rc != TIDECTL_EXIT_OK)
+        return rc;
+    char err[1024];
     const struct tide_onnx_training *t = m->onnx;
     /* --data's labels: class indices or float targets (--loss mse, none), of any shape. */
     int64_t label_dims[TIDE_DATASET_MAX_SAMPLE_RANK];
@@ -267,6 +281,14 @@ int tidectl_open_dataset(const struct tidectl_options *o, const char *split, tid
         struct tide_synthetic_options s = {.seed = o->seed};
         int32_t classes;
         tidectl_dataset_shape(o, &s.channels, &s.height, &s.width, &classes);
+        if (o->onnx) {
+            /* Examples of the model's own input shape (the model is read again to build it). */
+            struct tide_onnx_training t;
+            if ((rc = read_onnx_training(o, &t)) != TIDECTL_EXIT_OK)
+                return rc;
+            tide_onnx_training_synthetic(&t, &s);
+            tide_onnx_training_free(&t);
+        }
         if (strcmp(split, "train") == 0)
             s.count = 60000;
         rc = tide_dataset_open_synthetic(&s, split, out, err, sizeof(err));

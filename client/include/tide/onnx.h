@@ -227,6 +227,19 @@ int tide_onnx_training_check_examples(const struct tide_onnx_training *t, int64_
                                       int64_t example_elements, int32_t classes, char *err,
                                       size_t err_size);
 
+struct tide_synthetic_options; /* tide/dataset.h */
+
+/*
+ * Shapes the synthetic dataset (tide/dataset.h) to feed t: the example
+ * shape of t's first input as channels, height and width (its last three
+ * dims after the batch; any before them merged into channels, fewer
+ * leaving ones) and, for loss xent, t's classes as the labels' count. Sets
+ * those four fields of s only. The synthetic examples are float32: a
+ * model whose input is int (tokens) is then refused by the checks below.
+ */
+void tide_onnx_training_synthetic(const struct tide_onnx_training *t,
+                                  struct tide_synthetic_options *s);
+
 /*
  * As tide_onnx_training_check_examples, for examples whose labels are of
  * label_dtype (TIDE_DT_INT32 class indices, or TIDE_DT_FLOAT32 targets) and
