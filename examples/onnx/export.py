@@ -3,13 +3,15 @@
 """export.py: the PyTorch-exported example models and their reference losses
 (issue 13, item 7).
 
-Builds, with fixed seeds, a small CNN for Fashion-MNIST and a small GPT-style
-byte-level language model, exports each to ONNX the way every tide user must
-(opset 14, torch.onnx.TrainingMode.TRAINING, do_constant_folding=False, a
-static batch size), and then trains a copy of the same initial weights in
-PyTorch for three steps of plain SGD on fixed batches. The losses of those
-three steps are what tide must reproduce when it trains the .onnx file on the
-same batches.
+Builds, with fixed seeds, small image classifiers (a CNN for Fashion-MNIST,
+a U-Net, a MobileNet, torchvision's Swin Transformer, a CNN with BatchNorms
+in eval mode), a small GPT-style byte-level language model and a padded-text
+classifier, exports each to ONNX the way every tide user must (opset 14,
+torch.onnx.TrainingMode.TRAINING, or EVAL for a model trained in .eval();
+do_constant_folding=False, a static batch size), and then trains a copy of
+the same initial weights in PyTorch for three steps of plain SGD on fixed
+batches. The losses of those three steps are what tide must reproduce when it
+trains the .onnx file on the same batches.
 
 Step i (0, 1, 2) computes the loss of batch i with the weights after i
 updates, then updates: loss 0 is the untrained model's, so it checks the
@@ -19,17 +21,22 @@ The batches are the rows [i * batch, (i + 1) * batch) of the input and label
 
 Writes, next to this script (or under --out):
   cnn.onnx, cnn_images.npy (float32 [24, 1, 28, 28]), cnn_labels.npy
-  (int64 [24]); gpt.onnx, gpt_tokens.npy (int64 [12, 32]), gpt_labels.npy
-  (int64 [12, 32]); textclf.onnx, textclf_tokens.npy (int64 [12, 32], padded
-  with 0), textclf_labels.npy (int64 [12]); reference.json.
+  (int64 [24]); the same three files of unet, mobilenet, bn_eval (exported
+  in eval mode and trained in .eval()) and swin (torchvision's Swin
+  Transformer; images float32 [24, 3, 32, 32]); gpt.onnx, gpt_tokens.npy
+  (int64 [12, 32]), gpt_labels.npy (int64 [12, 32]); textclf.onnx,
+  textclf_tokens.npy (int64 [12, 32], padded with 0), textclf_labels.npy
+  (int64 [12]); reference.json.
 
 Run by hand, not by CI, on Debian 12:
-  apt-get install --no-install-recommends python3-torch python3-onnx
-  /usr/bin/python3 examples/onnx/export.py [--out DIR]
+  apt-get install --no-install-recommends python3-torch python3-torchvision python3-onnx
+  OPENBLAS_CORETYPE=SkylakeX /usr/bin/python3 examples/onnx/export.py [--out DIR]
 The output is the same bit for bit from run to run on one machine (one
 thread, fixed seeds); another CPU or PyTorch build may change the last bits
 of the losses, so the committed files belong together and are regenerated
-together.
+together. The committed ones were written with OpenBLAS's SkylakeX kernels,
+which OPENBLAS_CORETYPE selects where OpenBLAS does not recognise the CPU
+(a virtual one) and would fall back to Prescott's.
 """
 import argparse
 import collections
@@ -49,6 +56,8 @@ import onnx.numpy_helper
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+import torchvision
+from torchvision.models.swin_transformer import SwinTransformer
 
 OPSET = 14
 FORTUNES_DIR = "/usr/share/games/fortunes"
@@ -251,6 +260,83 @@ class PaddedTextClassifier(nn.Module):
         return self.head((x * keep).sum(dim=1) / keep.sum(dim=1))
 
 
+# torchvision's Swin Transformer (V1) at sizes that shift windows in both
+# stages: patch 4 makes 8 x 8 patches of a 32 x 32 image, in 2 x 2 windows;
+# the second block of each stage (depth 2) rolls them by 1 and masks the
+# attention between the regions the roll brought together, the mask built in
+# the graph (zeros, nine regions assigned by slices: ConstantOfShape,
+# ScatterND; the padding of _patch_merging_pad and the window counts from the
+# shapes: Shape, Mod, Range). Stage 2 runs at 4 x 4, still larger than a
+# window. stochastic_depth_prob 0: PyTorch cannot export the Bernoulli of
+# stochastic depth; at 0 it is the identity.
+SWIN_CONFIG = {
+    "patch_size": [4, 4], "embed_dim": 8, "depths": [2, 2], "num_heads": [1, 2],
+    "window_size": [2, 2], "mlp_ratio": 4.0, "dropout": 0.0, "attention_dropout": 0.0,
+    "stochastic_depth_prob": 0.0, "num_classes": 10,
+}
+
+
+def tiny_swin():
+    """torchvision.models.swin_transformer.SwinTransformer(**SWIN_CONFIG):
+    [batch, 3, 32, 32] images to [batch, 10] logits, with larger initial
+    weights than torchvision's: every Linear drawn as nn.Linear draws it
+    (reset_parameters) and the relative position bias tables normal with std 1,
+    in module order. Under torchvision's trunc_normal(std 0.02) the logits are
+    near 0 and the loss near ln 10 whatever the windows do: without the
+    shifted windows' mask PyTorch's losses moved by 5e-5 relative at most,
+    inside the 1e-4 a comparison allows. With these weights, no mask, no
+    shift, a roll the wrong way, no relative position bias or its transpose
+    each move a loss by 1e-3 relative or more."""
+    model = SwinTransformer(**SWIN_CONFIG)
+    for m in model.modules():
+        if isinstance(m, nn.Linear):
+            m.reset_parameters()
+        elif hasattr(m, "relative_position_bias_table"):
+            nn.init.normal_(m.relative_position_bias_table, std=1.0)
+    return model
+
+
+class BatchNormEvalNet(nn.Module):
+    """A CNN exported in eval mode whose BatchNorms stay nodes: a BatchNorm2d
+    after a ReLU and a BatchNorm1d after a Linear (the exporter folds only a
+    BatchNorm that directly follows a Conv into the Conv), and a Dropout that
+    eval mode removes. Trained as PyTorch trains it in .eval(): the running
+    statistics normalise and stay as they are, the BatchNorms' weight and
+    bias train."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(1, 8, 3, padding=1)
+        self.bn2d = nn.BatchNorm2d(8)
+        self.fc1 = nn.Linear(8 * 7 * 7, 32)
+        self.bn1d = nn.BatchNorm1d(32)
+        self.drop = nn.Dropout(0.5)
+        self.fc2 = nn.Linear(32, 10)
+
+    def forward(self, images):
+        x = self.bn2d(F.relu(self.conv(images)))                         # [B, 8, 28, 28]
+        x = torch.flatten(F.max_pool2d(x, 4), 1)                          # [B, 392]
+        x = self.drop(F.relu(self.bn1d(self.fc1(x))))                     # [B, 32]
+        return self.fc2(x)
+
+
+BN_EVAL_WARMUP_SEED, BN_EVAL_WARMUP_BATCHES = 1311, 16
+
+
+def bn_eval_model():
+    """BatchNormEvalNet with running statistics that are neither 0 nor 1:
+    BN_EVAL_WARMUP_BATCHES forward passes in train mode (momentum 0.1) over
+    batches of 8 other random images (cnn_data(BN_EVAL_WARMUP_SEED)), without
+    gradients; then .eval()."""
+    model = BatchNormEvalNet()
+    images, _ = cnn_data(BN_EVAL_WARMUP_SEED, BN_EVAL_WARMUP_BATCHES, 8)
+    model.train()
+    with torch.no_grad():
+        for i in range(BN_EVAL_WARMUP_BATCHES):
+            model(images[i * 8:(i + 1) * 8])
+    return model.eval()
+
+
 # ---------------------------------------------------------------------------
 # Data
 # ---------------------------------------------------------------------------
@@ -272,10 +358,11 @@ def fortunes_bytes(count):
     return bytes(data[:count]), used
 
 
-def cnn_data(seed, batches, batch):
-    """Random images in [0, 1) and random labels, from a seeded generator."""
+def cnn_data(seed, batches, batch, shape=(1, 28, 28)):
+    """Random images of shape (channels, height, width) in [0, 1) and random
+    labels, from a seeded generator."""
     g = torch.Generator().manual_seed(seed)
-    images = torch.rand(batches * batch, 1, 28, 28, generator=g, dtype=torch.float32)
+    images = torch.rand(batches * batch, *shape, generator=g, dtype=torch.float32)
     labels = torch.randint(0, 10, (batches * batch,), generator=g, dtype=torch.int64)
     return images, labels
 
@@ -311,13 +398,15 @@ def padded_text_data(batches, batch, seq, classes):
 # Export, training and checks
 # ---------------------------------------------------------------------------
 
-def export(model, example, input_name, path):
-    """Exports with the flags that keep a model trainable as designed."""
+def export(model, example, input_name, path, training=True):
+    """Exports with the flags that keep a model trainable as designed; with
+    training False, in eval mode (TrainingMode.EVAL), as a model meant to
+    train in .eval() is exported."""
     torch.onnx.export(
         model, (example,), path,
         input_names=[input_name], output_names=["logits"],
         opset_version=OPSET,
-        training=torch.onnx.TrainingMode.TRAINING,
+        training=torch.onnx.TrainingMode.TRAINING if training else torch.onnx.TrainingMode.EVAL,
         do_constant_folding=False)
     proto = onnx.load(path)
     onnx.checker.check_model(proto, full_check=True)
@@ -329,15 +418,21 @@ def op_counts(proto):
     return dict(sorted(counts.items()))
 
 
-def check_initializers(proto, model):
+def check_initializers(proto, model, training=True):
     """Every parameter of the model is an initializer of the file with the
-    same values: tide starts from exactly the weights PyTorch trained."""
+    same values: tide starts from exactly the weights PyTorch trained. In eval
+    mode (training False) so is every float buffer (BatchNorm's running
+    statistics), which normalise as they are; in training mode the trace
+    moved them, and training-mode BatchNorm does not read them."""
     inits = {t.name: onnx.numpy_helper.to_array(t) for t in proto.graph.initializer}
-    for name, p in model.named_parameters():
+    tensors = list(model.named_parameters())
+    if not training:
+        tensors += [(n, b) for n, b in model.named_buffers() if b.is_floating_point()]
+    for name, p in tensors:
         if name not in inits:
-            sys.exit(f"export.py: parameter {name} is not an initializer of the export")
+            sys.exit(f"export.py: {name} is not an initializer of the export")
         if not np.array_equal(inits[name], p.detach().numpy()):
-            sys.exit(f"export.py: initializer {name} differs from the parameter")
+            sys.exit(f"export.py: initializer {name} differs from the model's")
     return sorted(inits)
 
 
@@ -467,7 +562,7 @@ _ERF = np.vectorize(math.erf, otypes=[np.float64])
 
 def onnx_forward(proto, feeds):
     """Runs the graph with NumPy, op by op, knowing only the ONNX operator
-    definitions of opset 14 (and only the ops and attributes these three
+    definitions of opset 14 (and only the ops and attributes these
     models use): a check on the exporter, independent of PyTorch's own kernels."""
     env = {t.name: onnx.numpy_helper.to_array(t) for t in proto.graph.initializer}
     env.update(feeds)
@@ -495,14 +590,17 @@ def onnx_forward(proto, feeds):
             v = x[0].astype(np.float64)
             out = [(v * np.clip(v / 6 + 0.5, 0, 1)).astype(x[0].dtype)]
         elif op == "BatchNormalization":
-            if not a.get("training_mode", 0):
-                raise NotImplementedError("BatchNormalization: inference mode")
-            # Training mode: the batch's mean and biased variance per channel.
             v = x[0].astype(np.float64)
-            axes = (0,) + tuple(range(2, v.ndim))
-            mean = v.mean(axis=axes, keepdims=True)
-            var = v.var(axis=axes, keepdims=True)
             shape = (1, -1) + (1,) * (v.ndim - 2)
+            if a.get("training_mode", 0):
+                # Training mode: the batch's mean and biased variance per channel.
+                axes = (0,) + tuple(range(2, v.ndim))
+                mean = v.mean(axis=axes, keepdims=True)
+                var = v.var(axis=axes, keepdims=True)
+            else:
+                # Inference mode: the running statistics, inputs 3 and 4.
+                mean = x[3].astype(np.float64).reshape(shape)
+                var = x[4].astype(np.float64).reshape(shape)
             y = (v - mean) / np.sqrt(var + a.get("epsilon", 1e-5))
             y = y * x[1].reshape(shape) + x[2].reshape(shape)
             out = [y.astype(x[0].dtype)]
@@ -594,6 +692,22 @@ def onnx_forward(proto, feeds):
             out = [np.full(tuple(int(i) for i in x[0]), value[0], dtype=value.dtype)]
         elif op == "GlobalAveragePool":
             out = [np.mean(x[0], axis=(2, 3), keepdims=True)]
+        elif op == "Mod":
+            if a.get("fmod", 0) or x[0].dtype.kind != "i":
+                raise NotImplementedError("Mod: fmod 1 or a float input")
+            out = [np.mod(x[0], x[1])]  # the sign of the divisor, as fmod 0
+        elif op == "Range":
+            out = [np.arange(x[0], x[1], x[2]).astype(x[0].dtype)]
+        elif op == "ScatterND":
+            if a.get("reduction", b"none") != b"none":
+                raise NotImplementedError("ScatterND: a reduction")
+            y = np.copy(x[0])
+            idx = x[1]
+            k = idx.shape[-1]
+            updates = x[2].reshape((-1,) + x[0].shape[k:])
+            for i, where in enumerate(idx.reshape(-1, k)):
+                y[tuple(int(j) for j in where)] = updates[i]
+            out = [y]
         else:
             raise NotImplementedError(f"onnx_forward: op {op}")
         env.update(zip(node.output, out))
@@ -637,17 +751,19 @@ def sgd_losses(model, inputs, labels, batch, lr, steps):
 
 
 def exported_and_trained(out, name, model, inputs, labels, input_name, batch, lr, steps,
-                         model_seed):
+                         model_seed, training=True):
     """What every example does: export model as name.onnx (input_name), check
     its initializers and its forward pass against the file, save the inputs
     and labels as name_<input_name>.npy and name_labels.npy, train a copy
     steps SGD steps; returns the reference entry's fields that follow its
-    "loss" (the same for every model)."""
+    "loss" (the same for every model). training False: exported, checked and
+    trained in eval mode (.eval())."""
     initial = copy.deepcopy(model.state_dict())
-    proto = export(model, inputs[:batch], input_name, os.path.join(out, name + ".onnx"))
+    proto = export(model, inputs[:batch], input_name, os.path.join(out, name + ".onnx"),
+                   training)
     model.load_state_dict(initial)  # tracing in training mode moved BatchNorm's statistics
-    init_names = check_initializers(proto, model)
-    model.train()
+    init_names = check_initializers(proto, model, training)
+    model.train(training)
     forward = check_forward(proto, model, input_name, inputs[:batch], labels[:batch])
     model.load_state_dict(initial)  # and so did the check's forward pass
     np.save(os.path.join(out, f"{name}_{input_name}.npy"), inputs.numpy())
@@ -667,21 +783,35 @@ def exported_and_trained(out, name, model, inputs, labels, input_name, batch, lr
     }
 
 
-def image_model(reference, out, name, model_cls, model_seed, data_seed, steps, batch=8, lr=0.1):
+def image_model(reference, out, name, model_cls, model_seed, data_seed, steps, batch=8, lr=0.1,
+                shape=(1, 28, 28), training=True, described=None):
     """An image classifier's files and reference entry: model_cls built after
     torch.manual_seed(model_seed), exported as name.onnx, its initializers
     and its forward pass checked against the file, then a copy trained
-    steps SGD steps on cnn_data(data_seed) (name_images.npy,
-    name_labels.npy)."""
+    steps SGD steps on cnn_data(data_seed) of images of the given shape
+    (name_images.npy, name_labels.npy). training False: exported with
+    TrainingMode.EVAL and trained in .eval(). described: further fields of
+    the entry (after "batch")."""
     torch.manual_seed(model_seed)
     model = model_cls()
-    images, labels = cnn_data(data_seed, steps, batch)
+    images, labels = cnn_data(data_seed, steps, batch, shape)
+    extra = dict(described or {})
+    if not training:
+        extra["export_flags"] = {"training": "torch.onnx.TrainingMode.EVAL",
+                                 "do_constant_folding": False, "dynamic_axes": None}
+        extra["pytorch_mode"] = "model.eval() while training: running statistics fixed"
+        # What batch 0 would cost with the batch's statistics instead: a file
+        # trained as in model.train() cannot match the losses.
+        batch_statistics = copy.deepcopy(model).train()
+        with torch.no_grad():
+            extra["loss0_with_batch_statistics"] = float(F.cross_entropy(
+                batch_statistics(images[:batch]), labels[:batch]).item())
     trained = exported_and_trained(out, name, model, images, labels, "images", batch, lr, steps,
-                                   model_seed)
+                                   model_seed, training)
     reference["models"][name] = {
         "file": name + ".onnx",
         "input": {"name": "images", "file": name + "_images.npy", "dtype": "float32",
-                  "shape": list(images.shape), "batch_shape": [batch, 1, 28, 28],
+                  "shape": list(images.shape), "batch_shape": [batch, *shape],
                   "content": (f"torch.rand with torch.Generator seed {data_seed}: "
                               "uniform in [0, 1)")},
         "labels": {"file": name + "_labels.npy", "dtype": "int64", "shape": list(labels.shape),
@@ -689,6 +819,7 @@ def image_model(reference, out, name, model_cls, model_seed, data_seed, steps, b
         "output": "logits",
         "output_shape": [batch, 10],
         "batch": batch,
+        **extra,
         "loss": "cross-entropy of logits against the class labels, mean over the batch",
         **trained,
     }
@@ -749,6 +880,7 @@ def main():
         "generator": "examples/onnx/export.py",
         "torch_version": torch.__version__,
         "torch_debian_package": debian_version("python3-torch"),
+        "torchvision_version": torchvision.__version__,
         "onnx_version": onnx.__version__,
         "opset": OPSET,
         "export_flags": {
@@ -767,6 +899,20 @@ def main():
     image_model(reference, args.out, "cnn", SmallCNN, 1301, 1302, steps)
     image_model(reference, args.out, "unet", SmallUNet, 1304, 1305, steps)
     image_model(reference, args.out, "mobilenet", SmallMobileNet, 1306, 1307, steps)
+    image_model(reference, args.out, "swin", tiny_swin, 1309, 1310, steps, shape=(3, 32, 32),
+                described={"config": {"torchvision": "models.swin_transformer.SwinTransformer",
+                                      **SWIN_CONFIG},
+                           "initial_weights": ("torchvision's, then every Linear redrawn by "
+                                               "nn.Linear.reset_parameters and each "
+                                               "relative_position_bias_table normal with std 1, "
+                                               "in module order (tiny_swin)")})
+    image_model(reference, args.out, "bn_eval", bn_eval_model, 1312, 1313, steps,
+                training=False,
+                described={"warmup": (f"before export, {BN_EVAL_WARMUP_BATCHES} forward passes "
+                                      "in train mode (momentum 0.1, no gradients) over batches "
+                                      "of 8 of cnn_data(seed "
+                                      f"{BN_EVAL_WARMUP_SEED}): running statistics neither 0 "
+                                      "nor 1")})
 
     # -- GPT ---------------------------------------------------------------
     batch, seq, lr = 4, 32, 0.05
