@@ -3,13 +3,16 @@
  * test_onnx_training.c: imported ONNX models trained in tide and written
  * back as ONNX (onnx/training.c and onnx/export.c, tide/onnx.h).
  *
- * The models are the ones PyTorch 1.13 exported in examples/onnx/: a CNN
- * and a byte-level GPT, with the first three SGD losses PyTorch computed
- * from the same initial weights on the same batches (reference.json). tide
- * trains each .onnx on those batches, at a budget that forces swapping, and
- * must give PyTorch's losses within 1e-4 relative. Then the trained weights
- * are written into the model (tide_onnx_with_values) and the file read back
- * must give the trained session's numbers exactly.
+ * The models are the ones PyTorch 1.13 exported in examples/onnx/ (a CNN, a
+ * U-Net, a MobileNet, a byte-level GPT, a padded-text classifier,
+ * torchvision's Swin Transformer, a CNN exported in eval mode), with the
+ * first three SGD losses PyTorch computed from the same initial weights on
+ * the same batches (reference.json). tide trains each .onnx on those
+ * batches, at a budget that forces swapping, and must give PyTorch's losses
+ * within 1e-4 relative. Then the trained weights are written into the model
+ * (tide_onnx_with_values) and the file read back must give the trained
+ * session's numbers exactly; initializers the import keeps constant (running
+ * statistics, int64 indices) come back byte for byte.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -120,6 +123,11 @@ struct example {
     bool float_inputs;
     const char *const *frozen; /* reference.json's buffers */
     size_t n_frozen;
+    /* Initializers the import keeps constant by itself (running statistics, int64 indices):
+     * no Variable of the name, and byte for byte as exported in the written model. */
+    const char *const *constants;
+    size_t n_constants;
+    int64_t parameters; /* reference.json's (the frozen buffers not counted) */
     float lr;
     double losses[3]; /* PyTorch's, reference.json */
 };
@@ -131,6 +139,7 @@ static const struct example cnn = {
     .inputs = "cnn_images.npy",
     .labels = "cnn_labels.npy",
     .float_inputs = true,
+    .parameters = 9098,
     .lr = 0.1f,
     .losses = {2.3454859256744385, 2.203578472137451, 2.136988639831543},
 };
@@ -141,6 +150,7 @@ static const struct example unet = {
     .inputs = "unet_images.npy",
     .labels = "unet_labels.npy",
     .float_inputs = true,
+    .parameters = 4842,
     .lr = 0.1f,
     .losses = {2.2489938735961914, 2.2258405685424805, 2.3026602268218994},
 };
@@ -152,6 +162,7 @@ static const struct example mobilenet = {
     .inputs = "mobilenet_images.npy",
     .labels = "mobilenet_labels.npy",
     .float_inputs = true,
+    .parameters = 1258,
     .lr = 0.1f,
     .losses = {2.2710423469543457, 2.284419059753418, 2.226470470428467},
 };
@@ -163,6 +174,7 @@ static const struct example gpt = {
     .float_inputs = false,
     .frozen = gpt_buffers,
     .n_frozen = 2,
+    .parameters = 135168,
     .lr = 0.05f,
     .losses = {5.7855963706970215, 5.689533710479736, 5.691288948059082},
 };
@@ -174,8 +186,47 @@ static const struct example textclf = {
     .inputs = "textclf_tokens.npy",
     .labels = "textclf_labels.npy",
     .float_inputs = false,
+    .parameters = 17892,
     .lr = 0.05f,
     .losses = {1.4648630619049072, 1.4208770990371704, 1.312800645828247},
+};
+
+static const char *const swin_indices[] = {
+    "features.1.0.attn.relative_position_index", "features.1.1.attn.relative_position_index",
+    "features.3.0.attn.relative_position_index", "features.3.1.attn.relative_position_index"};
+
+/* torchvision's Swin Transformer on [8, 3, 32, 32]: windowed attention with a relative position
+ * bias gathered by int64 indices; each stage's second block shifts its windows (a Slice and Concat
+ * roll) and masks across them, the mask built from zeros by ScatterND and the window counts by Mod
+ * of the shapes, all folded at import. */
+static const struct example swin = {
+    .model = "swin.onnx",
+    .inputs = "swin_images.npy",
+    .labels = "swin_labels.npy",
+    .float_inputs = true,
+    .constants = swin_indices,
+    .n_constants = 4,
+    .parameters = 9544,
+    .lr = 0.1f,
+    .losses = {2.256808280944824, 2.4324190616607666, 3.050323963165283},
+};
+
+static const char *const bn_eval_statistics[] = {"bn1d.running_mean", "bn1d.running_var",
+                                                 "bn2d.running_mean", "bn2d.running_var"};
+
+/* Exported in eval mode and trained as PyTorch trains it in .eval(): BatchNorm2d after a ReLU and
+ * BatchNorm1d after a Linear normalise with their running statistics, which stay as they are,
+ * while their scale and bias train; the Dropout is gone. */
+static const struct example bn_eval = {
+    .model = "bn_eval.onnx",
+    .inputs = "bn_eval_images.npy",
+    .labels = "bn_eval_labels.npy",
+    .float_inputs = true,
+    .constants = bn_eval_statistics,
+    .n_constants = 4,
+    .parameters = 13066,
+    .lr = 0.1f,
+    .losses = {2.298936128616333, 2.3708701133728027, 2.394526243209839},
 };
 
 /* The session's plan at the smallest budget that fits, which swaps; its report checked. */
@@ -274,6 +325,48 @@ static float eval_loss(struct tide_session *s, const struct tide_onnx_training *
     return loss;
 }
 
+/* The initializer of that name in the model; fails when there is none. */
+static const Onnx__TensorProto *initializer(const Onnx__ModelProto *m, const char *name)
+{
+    for (size_t k = 0; k < m->graph->n_initializer; k++)
+        if (strcmp(m->graph->initializer[k]->name, name) == 0)
+            return m->graph->initializer[k];
+    fail_msg("no initializer %s", name);
+    return NULL;
+}
+
+/* The example's constants: no Variable of their names, and the written model holds each as the
+ * exported one did, its TensorProto byte for byte. */
+static void check_constants(const struct example *e, const struct tide_onnx_result *r,
+                            const uint8_t *model, size_t len, const uint8_t *written,
+                            size_t written_len)
+{
+    Onnx__ModelProto *was = onnx__model_proto__unpack(NULL, len, model);
+    Onnx__ModelProto *now = onnx__model_proto__unpack(NULL, written_len, written);
+    assert_non_null(was);
+    assert_non_null(now);
+    for (size_t k = 0; k < e->n_constants; k++) {
+        for (int32_t v = 0; v < r->n_variables; v++)
+            if (strcmp(r->variables[v].name, e->constants[k]) == 0)
+                fail_msg("%s: %s is a Variable", e->model, e->constants[k]);
+        const Onnx__TensorProto *a = initializer(was, e->constants[k]);
+        const Onnx__TensorProto *b = initializer(now, e->constants[k]);
+        size_t na = onnx__tensor_proto__get_packed_size(a);
+        assert_int_equal(onnx__tensor_proto__get_packed_size(b), na);
+        uint8_t *pa = malloc(na), *pb = malloc(na);
+        assert_non_null(pa);
+        assert_non_null(pb);
+        assert_int_equal(onnx__tensor_proto__pack(a, pa), na);
+        assert_int_equal(onnx__tensor_proto__pack(b, pb), na);
+        if (memcmp(pa, pb, na) != 0)
+            fail_msg("%s: %s changed in the written model", e->model, e->constants[k]);
+        free(pa);
+        free(pb);
+    }
+    onnx__model_proto__free_unpacked(now, NULL);
+    onnx__model_proto__free_unpacked(was, NULL);
+}
+
 static void train_example(const struct example *e)
 {
     size_t len;
@@ -294,6 +387,7 @@ static void train_example(const struct example *e)
     assert_string_equal(t.labels.name, "labels");
     assert_string_equal(t.loss, "loss");
     assert_string_equal(t.output.name, "logits");
+    assert_int_equal(t.parameters, e->parameters);
 
     struct tide_train_options train = {
         .loss = t.loss, .optimizer = TIDE_OPTIMIZER_SGD, .learning_rate = e->lr};
@@ -338,6 +432,7 @@ static void train_example(const struct example *e)
                      -1);
     assert_null(none);
     assert_non_null(strstr(err_text, values[0].name));
+    check_constants(e, &r, model, len, written, written_len);
 
     /* Read back: the same Variables hold the trained values, bit for bit ... */
     struct tide_onnx_training back;
@@ -383,7 +478,6 @@ static void test_cnn_matches_pytorch(void **state)
     train_example(&cnn);
 }
 
-/* PyTorch's GPT: int64 tokens, the causal mask frozen, logits [4, 32, 256] and labels [4, 32]. */
 static void test_unet_matches_pytorch(void **state)
 {
     (void)state;
@@ -396,6 +490,7 @@ static void test_mobilenet_matches_pytorch(void **state)
     train_example(&mobilenet);
 }
 
+/* PyTorch's GPT: int64 tokens, the causal mask frozen, logits [4, 32, 256] and labels [4, 32]. */
 static void test_gpt_matches_pytorch(void **state)
 {
     (void)state;
@@ -406,6 +501,18 @@ static void test_textclf_matches_pytorch(void **state)
 {
     (void)state;
     train_example(&textclf);
+}
+
+static void test_swin_matches_pytorch(void **state)
+{
+    (void)state;
+    train_example(&swin);
+}
+
+static void test_bn_eval_matches_pytorch(void **state)
+{
+    (void)state;
+    train_example(&bn_eval);
 }
 
 /*
@@ -729,6 +836,8 @@ int main(void)
         cmocka_unit_test(test_mobilenet_matches_pytorch),
         cmocka_unit_test(test_gpt_matches_pytorch),
         cmocka_unit_test(test_textclf_matches_pytorch),
+        cmocka_unit_test(test_swin_matches_pytorch),
+        cmocka_unit_test(test_bn_eval_matches_pytorch),
         cmocka_unit_test(test_frozen_buffers),
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_several_inputs),
