@@ -199,7 +199,8 @@ enum tidectl_option_id {
     "  --layers L               Stacked LSTM layers (default 1); transformer, moe: blocks\n"       \
     "                           (default 4).\n"                                                    \
     "  --dataset NAME           fashion-mnist (default; Debian's dataset-fashion-mnist) or\n"      \
-    "                           synthetic (random images with learnable labels, any size);\n"      \
+    "                           synthetic (random images with learnable labels, any size;\n"       \
+    "                           with --onnx, the model's input shape and classes);\n"              \
     "                           for transformer and moe, fortunes (their default; Debian's\n"      \
     "                           fortunes, byte-level: 90 % to train, the last 10 % held out).\n"   \
     "  --data-dir DIR           Where the Fashion-MNIST files are\n"                               \
