@@ -13,6 +13,7 @@
 #include "runtime/backend.h"
 #include "runtime/session.h"
 #include "swapper/swapper.h"
+#include "tide/onnx.h"
 
 struct bench_options {
     const char *model;
@@ -111,6 +112,23 @@ enum tide_status tide_bench_plan(const char *model, const uint8_t *bytes, size_t
                                  const struct tide_memory_policy *policy, enum tide_math math,
                                  struct tide_backend *backend, struct tide_session **session,
                                  struct tide_error *err);
+
+/* tide_bench_plan with the fetches given (an ONNX model's prediction output). */
+enum tide_status tide_bench_plan_fetching(const char *const *fetches, uint32_t n_fetches,
+                                          const uint8_t *bytes, size_t len,
+                                          const struct tide_train_options *train,
+                                          const struct tide_memory_policy *policy,
+                                          enum tide_math math, struct tide_backend *backend,
+                                          struct tide_session **session, struct tide_error *err);
+
+/*
+ * --onnx (with --output, --loss, --frozen) as a training graph, its dynamic
+ * batch dimension set to batch (0: none given; a static batch stays the
+ * model's, which t->batch says). 0, or -1 after saying why; free t with
+ * tide_onnx_training_free.
+ */
+int tide_bench_onnx_training(const struct bench_options *o, int64_t batch,
+                             struct tide_onnx_training *t);
 
 /*
  * The largest size in [1, max] whose plan fits (search.c): fits(ctx, size)

@@ -103,6 +103,15 @@ static const struct axis axes[] = {
 /* The row of o->vary for o->model, or NULL after saying which sizes the model has. */
 static const struct axis *find_axis(const struct bench_options *o)
 {
+    if (o->onnx && strcmp(o->vary, "batch") != 0) {
+        fprintf(stderr,
+                "tide-bench max: --vary %s does not apply to an --onnx model, which can "
+                "vary: batch\n",
+                o->vary);
+        return NULL;
+    }
+    if (o->onnx)
+        return &axes[0];
     static const char *const known[] = {"batch", "depth", "seq", "experts"};
     bool is_known = false;
     for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++)
@@ -169,20 +178,58 @@ static uint8_t *build_at(const struct search *s, int64_t v, struct bench_options
 }
 
 /* 1 when the model's training plan at value v fits under s->policy, 0 when not, -1 on error. */
+/*
+ * An --onnx model's plan at batch v, as tide_bench_plan's: its prediction output fetched, its
+ * loss minimised. A model whose batch is static is refused (every v would be the same model).
+ */
+static enum tide_status plan_onnx_at(struct search *s, int64_t v, struct tide_session **session,
+                                     struct tide_error *err, bool *refused)
+{
+    struct tide_onnx_training t;
+    *refused = true;
+    if (tide_bench_onnx_training(s->o, v, &t) != 0)
+        return TIDE_INVALID;
+    if (t.batch != v) {
+        fprintf(stderr,
+                "tide-bench max: %s has a static batch of %" PRId64 ": --vary batch needs a "
+                "model exported with a dynamic batch dimension (torch.onnx.export's "
+                "dynamic_axes)\n",
+                s->o->onnx, t.batch);
+        tide_onnx_training_free(&t);
+        return TIDE_INVALID;
+    }
+    *refused = false;
+    struct tide_train_options train = s->train;
+    train.loss = t.loss;
+    const char *const fetches[] = {t.output.name};
+    enum tide_status st = tide_bench_plan_fetching(
+        fetches, 1, t.graph, t.graph_len, &train, &s->policy, s->o->math, s->backend, session, err);
+    tide_onnx_training_free(&t);
+    return st;
+}
+
 static int fits(void *ctx, int64_t v)
 {
     struct search *s = ctx;
     struct bench_options o;
-    int64_t c, h, w;
-    size_t len;
-    uint8_t *bytes = build_at(s, v, &o, &c, &h, &w, &len);
-    if (!bytes)
-        return -1;
     struct tide_session *session = NULL;
     struct tide_error err = {0};
-    enum tide_status st =
-        tide_bench_plan(o.model, bytes, len, &s->train, &s->policy, o.math, s->backend, &session,
-                        &err);
+    enum tide_status st;
+    uint8_t *bytes = NULL;
+    if (s->o->onnx) {
+        bool refused;
+        st = plan_onnx_at(s, v, &session, &err, &refused);
+        if (refused)
+            return -1;
+    } else {
+        int64_t c, h, w;
+        size_t len;
+        bytes = build_at(s, v, &o, &c, &h, &w, &len);
+        if (!bytes)
+            return -1;
+        st = tide_bench_plan(o.model, bytes, len, &s->train, &s->policy, o.math, s->backend,
+                             &session, &err);
+    }
     s->plans++;
     fprintf(stderr, "  %s %7" PRId64 ": %s", s->axis->field, shown(s->axis, v),
             st == TIDE_OK             ? "fits"
@@ -236,7 +283,9 @@ static int64_t largest(struct search *s, const char *command, const char *name)
 static void print_model(const struct bench_options *o, const char *command)
 {
     fprintf(stderr, "tide-bench %s: ", command);
-    if (strcmp(o->model, "resnet") == 0)
+    if (o->onnx)
+        fprintf(stderr, "%s, ", o->onnx);
+    else if (strcmp(o->model, "resnet") == 0)
         fprintf(stderr, "ResNet-%d, width %" PRId64 ", %" PRId64 "x%" PRId64 ", ", o->depth,
                 o->width, o->image_size, o->image_size);
     else if (strcmp(o->model, "lstm") == 0)
@@ -299,9 +348,22 @@ static int run(const struct bench_options *o, const char *command, bool legacy)
         fprintf(stderr, "tide-bench max: --vary batch|depth|seq|experts is required\n");
         return 2;
     }
+    struct bench_options named;
+    if (o->onnx) { /* reports name the file */
+        named = *o;
+        named.model = o->onnx;
+        o = &named;
+    }
     struct search s = {.o = o, .axis = find_axis(o)};
     if (!s.axis)
         return 2;
+    if (o->confirm && o->onnx) {
+        fprintf(stderr,
+                "tide-bench %s: --confirm trains a step of a built-in model; for an "
+                "--onnx model run train --dataset synthetic at the batch found\n",
+                command);
+        return 2;
+    }
     if (o->confirm && tide_bench_is_lm(o->model)) {
         fprintf(stderr, "tide-bench %s: --confirm trains a step on images; --model %s reads "
                         "tokens (run train at the value found instead)\n", command, o->model);
@@ -324,6 +386,8 @@ static int run(const struct bench_options *o, const char *command, bool legacy)
     off.policy = NULL; /* the baseline: swap off is keep only, whatever --policy says */
     s.policy = tide_bench_memory_policy(&off);
     int64_t off_value = largest(&s, command, "swap off (as plan --swap off)");
+    if (off_value < 0)
+        goto out;
     bool off_limited = s.limited;
     char off_message[TIDE_ERROR_MESSAGE_MAX];
     snprintf(off_message, sizeof(off_message), "%s", s.limit_message);

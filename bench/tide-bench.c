@@ -92,7 +92,8 @@ static void usage(FILE *out)
             "       --budget with swap off (as plan --swap off) and with the automatic plan\n"
             "       (as plan), the other sizes as their flags say: value 1, 2, 4, ... until\n"
             "       a plan does not fit, then bisection. --vary batch: any model, up to\n"
-            "       1048576; depth: resnet (its layers, up to 3104), lstm, transformer\n"
+            "       1048576 (an --onnx model exported with a dynamic batch: batch only);\n"
+            "       depth: resnet (its layers, up to 3104), lstm, transformer\n"
             "       and moe (--layers, up to 1024); seq: lstm, transformer and moe\n"
             "       (--seq-len, up to 1048576); experts: moe (--experts, 2 up to 65537).\n"
             "       --confirm does not apply to transformer and moe. It plans about\n"
@@ -214,8 +215,8 @@ static void usage(FILE *out)
             "                           scores instead of --dataset's test split (as --data:\n"
             "                           one file per input of an --onnx model of several)\n"
             "  --save-npz FILE          train: write the trained Variables as NumPy .npz\n"
-            "  --onnx FILE              train, eval, plan: an ONNX model instead of --model (as\n"
-            "                           PyTorch exports it: see the README, \"Train your own\n"
+            "  --onnx FILE              train, eval, plan, max: an ONNX model instead of --model\n"
+            "                           (as PyTorch exports it: see the README, \"Train your own\n"
             "                           model\"); its input takes the images (with --data, each\n"
             "                           input its own file), its static batch is the batch\n"
             "                           (--batch only stands for a dynamic one)\n"
@@ -1098,13 +1099,12 @@ struct tide_memory_policy tide_bench_memory_policy(const struct bench_options *o
     return p;
 }
 
-/* tide_bench_plan with the fetches given (an ONNX model's prediction output). */
-static enum tide_status plan_fetching(const char *const *fetches, uint32_t n_fetches,
-                                      const uint8_t *bytes, size_t len,
-                                      const struct tide_train_options *train,
-                                      const struct tide_memory_policy *policy, enum tide_math math,
-                                      struct tide_backend *backend, struct tide_session **session,
-                                      struct tide_error *err)
+enum tide_status tide_bench_plan_fetching(const char *const *fetches, uint32_t n_fetches,
+                                          const uint8_t *bytes, size_t len,
+                                          const struct tide_train_options *train,
+                                          const struct tide_memory_policy *policy,
+                                          enum tide_math math, struct tide_backend *backend,
+                                          struct tide_session **session, struct tide_error *err)
 {
     struct tide_session_options so = tide_session_options_default();
     so.backend = backend;
@@ -1130,8 +1130,8 @@ enum tide_status tide_bench_plan(const char *model, const uint8_t *bytes, size_t
      */
     uint32_t n_fetches;
     const char *const *fetches = tide_bench_fetches(model, &n_fetches);
-    return plan_fetching(fetches, n_fetches, bytes, len, train, policy, math, backend, session,
-                         err);
+    return tide_bench_plan_fetching(fetches, n_fetches, bytes, len, train, policy, math, backend,
+                                    session, err);
 }
 
 /* Prints the plan report, and its JSON line under --json; 0, or 1 when that line failed. */
@@ -1332,6 +1332,21 @@ static int onnx_model_read(const struct bench_options *o, struct onnx_model *m)
     return 0;
 }
 
+int tide_bench_onnx_training(const struct bench_options *o, int64_t batch,
+                             struct tide_onnx_training *t)
+{
+    struct bench_options at = *o;
+    at.batch = batch;
+    struct onnx_model m;
+    int rc = onnx_model_read(&at, &m);
+    *t = m.t;
+    memset(&m.t, 0, sizeof(m.t));
+    onnx_model_clear(&m);
+    if (rc != 0)
+        tide_onnx_training_free(t);
+    return rc;
+}
+
 /*
  * Checks that the dataset ds feeds the model onnx_model_read read
  * (tide_onnx_training_check_feeds). The model's batch is its static one;
@@ -1455,10 +1470,11 @@ static int cmd_plan(const struct bench_options *o)
         goto out;
     }
     const char *const onnx_fetches[] = {onnx.t.output.name};
-    enum tide_status st = o->onnx ? plan_fetching(onnx_fetches, 1, bytes, len, &train, &policy,
-                                                  o->math, backend, &session, &err)
-                                  : tide_bench_plan(o->model, bytes, len, &train, &policy, o->math,
-                                                    backend, &session, &err);
+    enum tide_status st = o->onnx
+                              ? tide_bench_plan_fetching(onnx_fetches, 1, bytes, len, &train,
+                                                         &policy, o->math, backend, &session, &err)
+                              : tide_bench_plan(o->model, bytes, len, &train, &policy, o->math,
+                                                backend, &session, &err);
     if (st != TIDE_OK && st != TIDE_DOES_NOT_FIT) {
         fprintf(stderr, "tide-bench: %s\n", err.message);
         goto out;
@@ -1965,8 +1981,11 @@ int main(int argc, char **argv)
                 o.data ? "--data" : "--save-npz", cmd);
         return 2;
     }
-    if (o.onnx && run != cmd_train && run != cmd_eval && run != cmd_plan) {
-        fprintf(stderr, "tide-bench: --onnx applies to train, eval and plan only, not to %s\n",
+    if (o.onnx && run != cmd_train && run != cmd_eval && run != cmd_plan && run != tide_bench_max &&
+        run != tide_bench_maxbatch) {
+        fprintf(stderr,
+                "tide-bench: --onnx applies to train, eval, plan, max and maxbatch only, not to "
+                "%s\n",
                 cmd);
         return 2;
     }
@@ -1974,8 +1993,11 @@ int main(int argc, char **argv)
         fprintf(stderr, "tide-bench: --save applies to train only, not to %s\n", cmd);
         return 2;
     }
-    if (o.loss && run != cmd_train && run != cmd_plan) {
-        fprintf(stderr, "tide-bench: --loss applies to train and plan only, not to %s\n", cmd);
+    if (o.loss && run == cmd_eval) {
+        fprintf(stderr,
+                "tide-bench: --loss applies to train, plan, max and maxbatch only, not "
+                "to %s\n",
+                cmd);
         return 2;
     }
     if (o.trace && run != cmd_train) {

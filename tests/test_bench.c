@@ -958,6 +958,82 @@ static double bench_loss(struct tide_test_run *r, char *const args[])
     return loss;
 }
 
+/* The plan's exit status for --onnx model at batch b under budget, swap off or automatic. */
+static int plan_exit(struct tide_test_run *r, char *model, int64_t b, const char *budget,
+                     bool swap_off)
+{
+    char batch[32];
+    snprintf(batch, sizeof(batch), "%" PRId64, b);
+    char *args[] = {bench_path, "plan",         "--onnx", model, "--batch", batch,
+                    "--budget", (char *)budget, "--swap", "off", NULL};
+    if (!swap_off)
+        args[8] = NULL;
+    tide_test_run_program(args, -1, -1, r);
+    return r->exit_code;
+}
+
+/*
+ * max --onnx --vary batch on a model exported with a dynamic batch (three
+ * MatMuls of 256, input [N, 256]): the batch found with swap off and with
+ * the automatic plan each fits under plan at that batch and not one above,
+ * and the automatic one is larger. A static batch is refused by name, as is
+ * a size an ONNX model cannot vary.
+ */
+static void test_max_onnx_batch(void **state)
+{
+    (void)state;
+    snprintf(files_dir, sizeof(files_dir), "/tmp/tide-test-bench-onnxmax-XXXXXX");
+    assert_non_null(mkdtemp(files_dir));
+    struct tide_test_onnx *m = tide_test_onnx_new(13);
+    tide_test_onnx_input(m, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 2, (int64_t[]){1, 256}, 0);
+    const char *in = "x";
+    char names[6][8];
+    for (int i = 0; i < 3; i++) {
+        snprintf(names[2 * i], sizeof(names[0]), "W%d", i);
+        snprintf(names[2 * i + 1], sizeof(names[0]), "h%d", i);
+        tide_test_onnx_init_f(m, names[2 * i], 2, (int64_t[]){256, i < 2 ? 256 : 10}, NULL);
+        tide_test_onnx_node(m, "MatMul", names[2 * i + 1], TIDE_TEST_NAMES(in, names[2 * i]),
+                            TIDE_TEST_NAMES(names[2 * i + 1]));
+        in = names[2 * i + 1];
+    }
+    tide_test_onnx_output(m, in);
+    write_model(m, "dynamic.onnx");
+    char *model = strdup(file_in("dynamic.onnx"));
+    assert_non_null(model);
+
+    struct tide_test_run *r = malloc(sizeof(*r));
+    assert_non_null(r);
+    struct json_object *line = run_bench(
+        r, 0,
+        (char *[]){"max", "--onnx", model, "--vary", "batch", "--budget", "2M", "--json", NULL});
+    assert_string_equal(tide_test_json_string(line, "model"), model);
+    int64_t off = tide_test_json_int(line, "value_swap_off");
+    int64_t automatic = tide_test_json_int(line, "value_auto");
+    json_object_put(line);
+    print_message("max --onnx --vary batch in 2M: swap off %" PRId64 ", automatic %" PRId64 "\n",
+                  off, automatic);
+    assert_true(off >= 1 && automatic > off);
+    assert_int_equal(plan_exit(r, model, off, "2M", true), 0);
+    assert_int_equal(plan_exit(r, model, off + 1, "2M", true), 1);
+    assert_int_equal(plan_exit(r, model, automatic, "2M", false), 0);
+    assert_int_equal(plan_exit(r, model, automatic + 1, "2M", false), 1);
+
+    char *cnn = TIDE_EXAMPLES_ONNX_DIR "/cnn.onnx";
+    run_bench_fails(r, 1,
+                    (char *[]){"max", "--onnx", cnn, "--vary", "batch", "--budget", "2M", NULL},
+                    "tide-bench max: " TIDE_EXAMPLES_ONNX_DIR "/cnn.onnx has a static batch of 8: "
+                    "--vary batch needs a model exported with a dynamic batch dimension "
+                    "(torch.onnx.export's dynamic_axes)");
+    run_bench_fails(r, 2,
+                    (char *[]){"max", "--onnx", model, "--vary", "depth", "--budget", "2M", NULL},
+                    "tide-bench max: --vary depth does not apply to an --onnx model, which can "
+                    "vary: batch");
+    free(r);
+    unlink(model);
+    free(model);
+    rmdir(files_dir);
+}
+
 /*
  * --dataset synthetic for an --onnx model: examples of the model's own
  * input shape ([4, 3, 8, 8] here, not Fashion-MNIST's 1 x 28 x 28) and
@@ -1566,6 +1642,7 @@ int main(void)
         cmocka_unit_test(test_train_from_files),
         cmocka_unit_test(test_plan_onnx),
         cmocka_unit_test(test_train_onnx_synthetic),
+        cmocka_unit_test(test_max_onnx_batch),
         cmocka_unit_test(test_train_onnx_save_eval),
         cmocka_unit_test(test_train_onnx_mse_and_own_loss),
         cmocka_unit_test(test_train_onnx_two_inputs),
