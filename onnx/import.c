@@ -1577,6 +1577,7 @@ static int op_sqrt(struct ctx *c)
 {
     return unary(c, tide_builder_sqrt);
 }
+
 /*
  * Mod of two constants, folded (PyTorch's window shifts in a Swin
  * Transformer compute their offsets so): integers with fmod 0 take the
@@ -5785,10 +5786,6 @@ static int op_space_to_depth(struct ctx *c)
     return depth_space(c, false);
 }
 
-/* ============================================================================
- * The op table
- * ========================================================================== */
-
 /*
  * ScatterND of constants, folded: a copy of data with the slices that
  * indices' last axis addresses replaced by (or, from version 16, combined
@@ -5883,6 +5880,10 @@ static int op_scatter_nd(struct ctx *c)
     }
     return 0;
 }
+
+/* ============================================================================
+ * The op table
+ * ========================================================================== */
 
 /*
  * An op tide imports: its handler, the oldest of its versions the handler
