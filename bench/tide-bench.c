@@ -1348,6 +1348,23 @@ int tide_bench_onnx_training(const struct bench_options *o, int64_t batch,
 }
 
 /*
+ * The model onnx_model_read read, as what runs: its graph's bytes, taken
+ * from m, and o with the model's batch and its file as the model's name in
+ * reports, in *with; returns with.
+ */
+static const struct bench_options *onnx_adopt(const struct bench_options *o,
+                                              struct onnx_model *m, struct bench_options *with,
+                                              uint8_t **bytes, size_t *len)
+{
+    *bytes = m->t.graph, *len = m->t.graph_len;
+    m->t.graph = NULL;
+    *with = *o;
+    with->batch = m->t.batch;
+    with->model = o->onnx;
+    return with;
+}
+
+/*
  * Checks that the dataset ds feeds the model onnx_model_read read
  * (tide_onnx_training_check_feeds). The model's batch is its static one;
  * --batch stands for a dynamic one and must agree with a static one.
@@ -1440,12 +1457,7 @@ static int cmd_plan(const struct bench_options *o)
             onnx_model_clear(&onnx);
             return 1;
         }
-        bytes = onnx.t.graph, len = onnx.t.graph_len;
-        onnx.t.graph = NULL;
-        with_onnx = *o;
-        with_onnx.batch = onnx.t.batch;
-        with_onnx.model = o->onnx;
-        o = &with_onnx;
+        o = onnx_adopt(o, &onnx, &with_onnx, &bytes, &len);
     } else {
         int64_t c, h, w;
         tide_bench_input_shape(o, &c, &h, &w);
@@ -1552,12 +1564,7 @@ static int cmd_train(const struct bench_options *o)
         /* The model's batch and names from here on. */
         if (onnx_model_check(o, train, paths, &onnx) != 0)
             goto out;
-        bytes = onnx.t.graph, len = onnx.t.graph_len;
-        onnx.t.graph = NULL;
-        with_onnx = *o;
-        with_onnx.batch = onnx.t.batch;
-        with_onnx.model = o->onnx;
-        o = &with_onnx;
+        o = onnx_adopt(o, &onnx, &with_onnx, &bytes, &len);
         names = (struct feed_names){onnx.t.input.name, onnx.t.labels.name, onnx.t.output.name,
                                     onnx.t.loss};
     } else {

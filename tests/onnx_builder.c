@@ -261,6 +261,19 @@ uint8_t *tide_test_onnx_pack(struct tide_test_onnx *m, size_t *len)
     return bytes;
 }
 
+struct tide_test_onnx *tide_test_onnx_rgb_gemm(void)
+{
+    struct tide_test_onnx *m = tide_test_onnx_new(13);
+    tide_test_onnx_input(m, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 4, (int64_t[]){4, 3, 8, 8},
+                         -1);
+    tide_test_onnx_init_f(m, "W", 2, (int64_t[]){192, 3}, NULL);
+    tide_test_onnx_init_f(m, "b", 1, (int64_t[]){3}, NULL);
+    tide_test_onnx_node(m, "Flatten", "flat", TIDE_TEST_NAMES("x"), TIDE_TEST_NAMES("f"));
+    tide_test_onnx_node(m, "Gemm", "Gemm", TIDE_TEST_NAMES("f", "W", "b"), TIDE_TEST_NAMES("y"));
+    tide_test_onnx_output(m, "y");
+    return m;
+}
+
 struct tide_test_onnx *tide_test_onnx_masked_pair(int64_t batch, int64_t features)
 {
     struct tide_test_onnx *m = tide_test_onnx_new(14);

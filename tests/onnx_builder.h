@@ -130,6 +130,14 @@ uint8_t *tide_test_onnx_pack(struct tide_test_onnx *m, size_t *len);
 struct tide_test_onnx *tide_test_onnx_masked_pair(int64_t batch, int64_t features);
 
 /*
+ * The fixture of the tests that train an --onnx model on synthetic data of
+ * its own shape (test_bench, test_daemon): x float [4, 3, 8, 8], logits
+ * [4, 3] = Gemm(Flatten(x), W, b), W [192, 3] and b [3] zeros (579
+ * parameters).
+ */
+struct tide_test_onnx *tide_test_onnx_rgb_gemm(void);
+
+/*
  * n examples for it, from a fixed LCG: x uniform in [-1, 1), a quarter of
  * the mask 0, and each label the class of the larger kept feature of the
  * first two (0 or 1), or 2 when both are dropped.

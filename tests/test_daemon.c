@@ -2396,6 +2396,19 @@ static uint8_t *slurp(const char *path, size_t *len)
     return bytes;
 }
 
+/* Writes model m (freed) to path. */
+static void write_onnx_file(struct tide_test_onnx *m, const char *path)
+{
+    size_t len;
+    uint8_t *bytes = tide_test_onnx_pack(m, &len);
+    tide_test_onnx_free(m);
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(bytes, 1, len, f), len);
+    assert_int_equal(fclose(f), 0);
+    free(bytes);
+}
+
 /*
  * tidectl train --onnx of a model of two graph inputs, as a BERT's features
  * and attention_mask (float x [8, 4], int64 mask [8, 4] whose zeros drop
@@ -2424,15 +2437,7 @@ static void test_tidectl_onnx_two_inputs(void **state)
                    sizeof(mask));
     write_npy_file(yp, "{'descr': '<i8', 'fortran_order': False, 'shape': (64,), }", labels,
                    sizeof(labels));
-    struct tide_test_onnx *m = tide_test_onnx_masked_pair(8, F);
-    size_t len;
-    uint8_t *bytes = tide_test_onnx_pack(m, &len);
-    tide_test_onnx_free(m);
-    FILE *f = fopen(model, "wb");
-    assert_non_null(f);
-    assert_int_equal(fwrite(bytes, 1, len, f), len);
-    assert_int_equal(fclose(f), 0);
-    free(bytes);
+    write_onnx_file(tide_test_onnx_masked_pair(8, F), model);
 
     struct tide_test_run *r = malloc(sizeof(*r));
     assert_non_null(r);
@@ -2485,22 +2490,7 @@ static void test_tidectl_onnx_synthetic(void **state)
     NEED_DAEMON();
     char model[600];
     snprintf(model, sizeof(model), "%s/rgb8.onnx", temp_dir);
-    struct tide_test_onnx *m = tide_test_onnx_new(13);
-    tide_test_onnx_input(m, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 4, (int64_t[]){4, 3, 8, 8},
-                         -1);
-    tide_test_onnx_init_f(m, "W", 2, (int64_t[]){192, 3}, NULL);
-    tide_test_onnx_init_f(m, "b", 1, (int64_t[]){3}, NULL);
-    tide_test_onnx_node(m, "Flatten", "flat", TIDE_TEST_NAMES("x"), TIDE_TEST_NAMES("f"));
-    tide_test_onnx_node(m, "Gemm", "Gemm", TIDE_TEST_NAMES("f", "W", "b"), TIDE_TEST_NAMES("y"));
-    tide_test_onnx_output(m, "y");
-    size_t len;
-    uint8_t *bytes = tide_test_onnx_pack(m, &len);
-    tide_test_onnx_free(m);
-    FILE *f = fopen(model, "wb");
-    assert_non_null(f);
-    assert_int_equal(fwrite(bytes, 1, len, f), len);
-    assert_int_equal(fclose(f), 0);
-    free(bytes);
+    write_onnx_file(tide_test_onnx_rgb_gemm(), model);
 
     struct tide_test_run *r = malloc(sizeof(*r));
     assert_non_null(r);
