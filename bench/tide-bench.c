@@ -1350,12 +1350,16 @@ int tide_bench_onnx_training(const struct bench_options *o, int64_t batch,
 /*
  * The model onnx_model_read read, as what runs: its graph's bytes, taken
  * from m, and o with the model's batch and its file as the model's name in
- * reports, in *with; returns with.
+ * reports, in *with; returns with. Notes BatchNormalization nodes in
+ * inference mode (an eval-mode export) on stderr.
  */
 static const struct bench_options *onnx_adopt(const struct bench_options *o,
                                               struct onnx_model *m, struct bench_options *with,
                                               uint8_t **bytes, size_t *len)
 {
+    char note[512];
+    if (*tide_onnx_training_note(&m->t, note, sizeof(note)))
+        fprintf(stderr, "tide-bench: note: %s: %s\n", o->onnx, note);
     *bytes = m->t.graph, *len = m->t.graph_len;
     m->t.graph = NULL;
     *with = *o;

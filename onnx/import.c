@@ -2694,8 +2694,10 @@ static int op_batch_normalization(struct ctx *c)
         return failf(c, "spatial %" PRId64 " (statistics per element, not per channel) is not "
                         "supported",
                      attr_i(n, "spatial", 1));
-    if (!batch_norm_trains(n, c->version))
+    if (!batch_norm_trains(n, c->version)) {
+        c->res->inference_batch_norms++;
         return batch_norm_frozen(c);
+    }
     tide_ref x, gamma, beta;
     if (float_in(c, 0, &x) != 0 || float_in(c, 1, &gamma) != 0 || float_in(c, 2, &beta) != 0)
         return -1;

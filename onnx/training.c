@@ -246,6 +246,7 @@ int tide_onnx_training_graph(const uint8_t *bytes, size_t len,
     out->input = out->inputs[0];
     out->batch = out->input.dims[0];
     out->opset = r.opset;
+    out->inference_batch_norms = r.inference_batch_norms;
     if (find_output(b, &r, o->output, &output, err, err_size) != 0 ||
         describe(b, output, &out->output) != 0 || add_loss(b, o, output, out, err, err_size) != 0)
         goto out;
@@ -394,4 +395,20 @@ void tide_onnx_training_synthetic(const struct tide_onnx_training *t,
     s->channels = d[0], s->height = d[1], s->width = d[2];
     if (t->classes > 0 && t->classes <= 65536)
         s->classes = (int32_t)t->classes;
+}
+
+const char *tide_onnx_training_note(const struct tide_onnx_training *t, char *buf, size_t size)
+{
+    if (size == 0)
+        return buf;
+    buf[0] = 0;
+    int32_t n = t->inference_batch_norms;
+    if (n > 0)
+        snprintf(buf, size,
+                 "%d BatchNormalization node%s %s in inference mode (an eval-mode export): %s "
+                 "running statistics stay fixed while the model trains, as in PyTorch's .eval(); "
+                 "export with training=torch.onnx.TrainingMode.TRAINING to normalise with each "
+                 "batch's statistics",
+                 (int)n, n == 1 ? "" : "s", n == 1 ? "is" : "are", n == 1 ? "its" : "their");
+    return buf;
 }

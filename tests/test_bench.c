@@ -1309,6 +1309,7 @@ static void test_train_onnx_two_inputs(void **state)
  * no dataset needed) planned at its own batch: all resident under 64M;
  * under a budget below that resident peak it fits by swapping, within the
  * budget; below its largest node it does not, exit 1, naming that node.
+ * An eval-mode export (bn_eval.onnx) gets a note on its BatchNorms.
  */
 static void test_plan_onnx(void **state)
 {
@@ -1340,6 +1341,15 @@ static void test_plan_onnx(void **state)
     assert_false(tide_test_json_bool(line, "fits"));
     assert_string_equal(tide_test_json_string(line, "floor_node"), "onnx/mul_5");
     json_object_put(line);
+    assert_null(strstr(r->err, "note:"));
+    /* An eval-mode export is noted: its BatchNorms' statistics stay fixed. */
+    line = run_bench(r, 0,
+                     (char *[]){"plan", "--onnx", TIDE_EXAMPLES_ONNX_DIR "/bn_eval.onnx",
+                                "--budget", "64M", "--json", NULL});
+    json_object_put(line);
+    assert_non_null(strstr(r->err, "tide-bench: note: " TIDE_EXAMPLES_ONNX_DIR
+                                   "/bn_eval.onnx: 2 BatchNormalization nodes are in inference "
+                                   "mode (an eval-mode export)"));
     run_bench_fails(
         r, 2, (char *[]){"plan", "--onnx", model, "--budget", "64M", "--save", "x.onnx", NULL},
         "tide-bench: --save applies to train only, not to plan");

@@ -2507,6 +2507,14 @@ static void test_tidectl_onnx_synthetic(void **state)
     print_message("tidectl, synthetic [3, 8, 8]: last loss %.4f (ln 3 = %.4f at the start)\n", loss,
                   log(3.0));
     assert_true(loss < 0.8 * log(3.0)); /* zero weights start at ln 3 */
+    assert_null(strstr(r->err, "note:"));
+    /* An eval-mode export is noted: its BatchNorms' running statistics stay fixed. */
+    run_tidectl(r, -1, "plan", "--onnx", TIDE_EXAMPLES_ONNX_DIR "/bn_eval.onnx", "--budget", "64M",
+                (char *)NULL);
+    assert_int_equal(r->exit_code, 0);
+    assert_non_null(strstr(r->err, "tidectl: note: " TIDE_EXAMPLES_ONNX_DIR
+                                   "/bn_eval.onnx: 2 BatchNormalization nodes are in inference "
+                                   "mode (an eval-mode export)"));
     free(r);
     unlink(model);
 }

@@ -1225,6 +1225,7 @@ static void test_legacy_modes(void **state)
         tide_test_onnx_attr_f(m, n, "epsilon", 0.25f);
         tide_test_onnx_attr_f(m, n, "momentum", 0.5f); /* no part of either mode's output */
         tide_builder *b = import_ok(m, NULL, &r);
+        assert_int_equal(r.inference_batch_norms, is_test); /* counted for tools to note */
         float x[4] = {1, 5, 3, -1}, y[4];
         run_forward(b, &r, x, sizeof(x), y, 4);
         if (is_test) {

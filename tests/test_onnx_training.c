@@ -128,6 +128,7 @@ struct example {
     const char *const *constants;
     size_t n_constants;
     int64_t parameters; /* reference.json's (the frozen buffers not counted) */
+    int32_t inference_batch_norms; /* BatchNormalization nodes exported in eval mode */
     float lr;
     double losses[3]; /* PyTorch's, reference.json */
 };
@@ -225,6 +226,7 @@ static const struct example bn_eval = {
     .constants = bn_eval_statistics,
     .n_constants = 4,
     .parameters = 13066,
+    .inference_batch_norms = 2,
     .lr = 0.1f,
     .losses = {2.298936128616333, 2.3708701133728027, 2.394526243209839},
 };
@@ -388,6 +390,19 @@ static void train_example(const struct example *e)
     assert_string_equal(t.loss, "loss");
     assert_string_equal(t.output.name, "logits");
     assert_int_equal(t.parameters, e->parameters);
+    /* Eval-mode BatchNorms are counted and noted (the CNNs' training-mode ones are not). */
+    assert_int_equal(t.inference_batch_norms, e->inference_batch_norms);
+    char note[512];
+    tide_onnx_training_note(&t, note, sizeof(note));
+    if (e->inference_batch_norms)
+        assert_non_null(strstr(note, "2 BatchNormalization nodes are in inference mode (an "
+                                     "eval-mode export): their running statistics stay fixed"));
+    else
+        assert_string_equal(note, "");
+    struct tide_onnx_training one = {.inference_batch_norms = 1};
+    assert_non_null(strstr(tide_onnx_training_note(&one, note, sizeof(note)),
+                           "1 BatchNormalization node is in inference mode (an eval-mode "
+                           "export): its running statistics stay fixed"));
 
     struct tide_train_options train = {
         .loss = t.loss, .optimizer = TIDE_OPTIMIZER_SGD, .learning_rate = e->lr};

@@ -94,6 +94,9 @@ static int build_onnx_model(const struct tidectl_options *o, int64_t c, int64_t 
         return rc;
     char err[1024];
     const struct tide_onnx_training *t = m->onnx;
+    char note[512];
+    if (*tide_onnx_training_note(t, note, sizeof(note)))
+        fprintf(stderr, "tidectl: note: %s: %s\n", o->onnx, note);
     /* --data's labels: class indices or float targets (--loss mse, none), of any shape. */
     int64_t label_dims[TIDE_DATASET_MAX_SAMPLE_RANK];
     int32_t label_rank = tide_dataset_label_shape(files, label_dims);

@@ -103,6 +103,13 @@ struct tide_onnx_result {
     int64_t opset; /* the model's opset of the default domain */
     struct tide_onnx_variable *variables; /* malloc'd: the Variables made, in the order made */
     int32_t n_variables;
+    /*
+     * BatchNormalization nodes in inference mode (a model exported in eval mode): they
+     * normalise with their running statistics, which stay fixed while the model trains, as
+     * PyTorch's BatchNorm in .eval(). Tools say so, since an eval-mode export is PyTorch's
+     * default and a user may have meant to train the statistics.
+     */
+    int32_t inference_batch_norms;
 };
 
 /*
@@ -193,6 +200,7 @@ struct tide_onnx_training {
     int64_t classes;    /* xent: the output's last dimension; else 0 */
     int64_t parameters; /* elements of the trainable Variables */
     int64_t opset;
+    int32_t inference_batch_norms; /* as tide_onnx_result's */
 };
 
 /*
@@ -226,6 +234,14 @@ int tide_onnx_training_graph(const uint8_t *bytes, size_t len,
 int tide_onnx_training_check_examples(const struct tide_onnx_training *t, int64_t batch,
                                       int64_t example_elements, int32_t classes, char *err,
                                       size_t err_size);
+
+/*
+ * What a tool should tell its user about t before training it, in
+ * buf[0..size) ("" when nothing): inference-mode BatchNormalization nodes
+ * (an eval-mode export, PyTorch's default), whose running statistics stay
+ * fixed while the model trains, and how to export instead. Returns buf.
+ */
+const char *tide_onnx_training_note(const struct tide_onnx_training *t, char *buf, size_t size);
 
 struct tide_synthetic_options; /* tide/dataset.h */
 
