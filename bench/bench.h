@@ -180,9 +180,10 @@ int tide_bench_maxbatch(const struct bench_options *o);
 int tide_bench_timemodel(const struct bench_options *o);
 
 /*
- * tide-bench onnx-tests DIR [--json] [--timeout S] (onnx-tests.c): ONNX's
- * conformance cases under DIR, each imported and run forward in a forked
- * child; argv[0] is "onnx-tests". Returns 0 when no case failed or crashed.
+ * tide-bench onnx-tests DIR [--json] [--timeout S] [--backend NAME] [--jobs N]
+ * (onnx-tests.c): ONNX's conformance cases under DIR, each imported and run
+ * forward on the backend in a forked child, N at a time; argv[0] is
+ * "onnx-tests". Returns 0 when no case failed or crashed.
  */
 int tide_bench_onnx_tests(int argc, char **argv);
 

@@ -1,12 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * onnx-tests.c: tide-bench onnx-tests DIR [--json] [--timeout S], ONNX's own
- * conformance cases run through tide's importer and CPU backend.
+ * onnx-tests.c: tide-bench onnx-tests DIR [--json] [--timeout S] [--backend NAME]
+ * [--jobs N], ONNX's own conformance cases run through tide's importer and a
+ * backend (the CPU's by default; cuda checks the GPU's kernels against ONNX).
  *
  * A case is a directory holding model.onnx and test_data_set_N/ folders of
  * input_K.pb and output_K.pb, each a serialized onnx.TensorProto (the layout
  * of Debian's libonnx-testdata). DIR is one case or a tree of them. Each case
- * is imported (tide/onnx.h), compiled into a forward-only session on the CPU
+ * is imported (tide/onnx.h), compiled into a forward-only session on the
  * backend, fed every data set's inputs and compared output by output with
  * the expected values: dtype and shape exactly (int64 expectations against
  * tide's int32, the type import maps them to), numbers within
@@ -15,7 +16,13 @@
  * Each case runs in a forked child with a time limit, so that a crash or a
  * hang is counted and the run goes on. The child reports on a pipe one line,
  * "<outcome> <message>"; the parent prints "<outcome> <dir> [message]" per
- * case and a summary, and with --json a last JSON line of the counts.
+ * case and a summary, and with --json a last JSON line of the counts. With
+ * --jobs N, N workers (forked processes) take the cases from a shared counter,
+ * each running its cases' children as above and printing each line as its
+ * case ends (in the order they end); the counts are the parent's, from a
+ * shared array of outcomes. A backend other than the CPU's is first created
+ * in a child of its own (CUDA cannot be used across fork()), so that a
+ * machine without it is one error, not every case refused.
  * Outcomes: pass; fail (wrong numbers, shape or dtype, or a run that failed
  * for another reason); unsupported (refused by the import, by tide's graph
  * check, or by a kernel's check of the data, such as a negative Gather index,
@@ -31,6 +38,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -40,6 +48,7 @@
 #include "bench/bench.h"
 #include "common/status.h"
 #include "onnx.pb-c.h"
+#include "runtime/backend.h"
 #include "runtime/session.h"
 #include "tide/graph.h"
 #include "tide/onnx.h"
@@ -314,7 +323,7 @@ static int compare_names(const void *a, const void *b)
     return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
-static enum outcome run_case(const char *dir, char *msg, size_t msg_size)
+static enum outcome run_case(const char *dir, const char *backend, char *msg, size_t msg_size)
 {
     char path[4096];
     snprintf(path, sizeof(path), "%.4000s/model.onnx", dir);
@@ -346,7 +355,7 @@ static enum outcome run_case(const char *dir, char *msg, size_t msg_size)
     for (int32_t k = 0; fetches && k < io.n_outputs; k++)
         fetches[k] = tide_builder_name(b, io.outputs[k]);
     struct tide_session_options o = tide_session_options_default();
-    o.backend_name = "cpu";
+    o.backend_name = backend;
     o.threads = 1;
     o.fetches = fetches;
     o.n_fetches = (uint32_t)io.n_outputs;
@@ -397,8 +406,9 @@ static enum outcome run_case(const char *dir, char *msg, size_t msg_size)
  * The parent: cases, children, counts
  * ========================================================================== */
 
-/* Runs dir in a child within timeout_s; fills msg. */
-static enum outcome run_child(const char *dir, int timeout_s, char *msg, size_t msg_size)
+/* Runs dir on backend in a child within timeout_s; fills msg. */
+static enum outcome run_child(const char *dir, const char *backend, int timeout_s, char *msg,
+                              size_t msg_size)
 {
     int fds[2];
     msg[0] = 0;
@@ -416,7 +426,7 @@ static enum outcome run_child(const char *dir, int timeout_s, char *msg, size_t 
     if (pid == 0) {
         close(fds[0]);
         char text[2048];
-        enum outcome r = run_case(dir, text, sizeof(text));
+        enum outcome r = run_case(dir, backend, text, sizeof(text));
         char line[2200];
         int n = snprintf(line, sizeof(line), "%d %s", (int)r, r == PASS ? "" : text);
         if (n > 0 &&
@@ -522,11 +532,151 @@ static void collect(const char *dir, int depth, struct case_list *l)
         free(names);
 }
 
+/* Whether backend can be created here, tried in a child (a CUDA context made in this process
+ * would not survive the cases' fork()); msg says why not. */
+static bool backend_usable(const char *backend, char *msg, size_t msg_size)
+{
+    int fds[2];
+    if (pipe(fds) != 0) {
+        snprintf(msg, msg_size, "pipe: %s", strerror(errno));
+        return false;
+    }
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid < 0) {
+        close(fds[0]), close(fds[1]);
+        snprintf(msg, msg_size, "fork: %s", strerror(errno));
+        return false;
+    }
+    if (pid == 0) {
+        close(fds[0]);
+        struct tide_backend_options bo = {.device_bytes = 1 << 20, .threads = 1};
+        struct tide_backend *b = NULL;
+        struct tide_error err = {0};
+        int ok = tide_backend_create(backend, &bo, &b, &err) == TIDE_OK;
+        if (ok)
+            tide_backend_free(b);
+        else if (write(fds[1], err.message, strnlen(err.message, sizeof(err.message))) < 0)
+            _exit(3);
+        close(fds[1]);
+        exit(ok ? 0 : 1);
+    }
+    close(fds[1]);
+    size_t got = 0;
+    for (ssize_t n; got < msg_size - 1 && (n = read(fds[0], msg + got, msg_size - 1 - got)) != 0;) {
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            break;
+        got += (size_t)n;
+    }
+    msg[got] = 0;
+    close(fds[0]);
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+        ;
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
+        return true;
+    if (got == 0)
+        snprintf(msg, msg_size, "creating it failed (status 0x%x)", status);
+    return false;
+}
+
+/* Prints one case's line with a single write, whole even beside other workers' lines. */
+static void print_case(enum outcome r, const char *dir, const char *msg)
+{
+    char line[4096 + 2048 + 32];
+    int n =
+        snprintf(line, sizeof(line), "%s %s%s%s\n", outcome_names[r], dir, msg[0] ? " " : "", msg);
+    if (n >= (int)sizeof(line)) {
+        n = (int)sizeof(line) - 1;
+        line[n - 1] = '\n';
+    }
+    fflush(stdout);
+    for (int off = 0; n > 0 && off < n;) {
+        ssize_t w = write(STDOUT_FILENO, line + off, (size_t)(n - off));
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            break;
+        off += (int)w;
+    }
+}
+
+/* What the workers of --jobs share: the next case to take and each case's outcome (-1 until
+ * its worker records it). */
+struct shared_cases {
+    size_t next;
+    int32_t outcome[];
+};
+
+/* Runs the cases of l, jobs at a time, into counts. */
+static void run_cases(const struct case_list *l, const char *backend, int timeout_s, int jobs,
+                      int64_t counts[4])
+{
+    size_t bytes = sizeof(struct shared_cases) + (l->n ? l->n : 1) * sizeof(int32_t);
+    struct shared_cases *sh =
+        jobs > 1 ? mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0)
+                 : MAP_FAILED;
+    if (sh == MAP_FAILED) {
+        if (jobs > 1)
+            fprintf(stderr, "tide-bench onnx-tests: --jobs: mmap: %s; running one case at a time\n",
+                    strerror(errno));
+        for (size_t k = 0; k < l->n; k++) {
+            char msg[2048];
+            enum outcome r = run_child(l->dirs[k], backend, timeout_s, msg, sizeof(msg));
+            counts[r]++;
+            print_case(r, l->dirs[k], msg);
+        }
+        return;
+    }
+    sh->next = 0;
+    for (size_t k = 0; k < l->n; k++)
+        sh->outcome[k] = -1;
+    fflush(stdout);
+    int started = 0;
+    for (int w = 0; w < jobs; w++) {
+        pid_t pid = fork();
+        if (pid < 0) {
+            fprintf(stderr, "tide-bench onnx-tests: fork of worker %d: %s\n", w, strerror(errno));
+            break;
+        }
+        if (pid == 0) {
+            for (size_t k; (k = __atomic_fetch_add(&sh->next, 1, __ATOMIC_RELAXED)) < l->n;) {
+                char msg[2048];
+                enum outcome r = run_child(l->dirs[k], backend, timeout_s, msg, sizeof(msg));
+                __atomic_store_n(&sh->outcome[k], (int32_t)r, __ATOMIC_RELEASE);
+                print_case(r, l->dirs[k], msg);
+            }
+            _exit(0);
+        }
+        started++;
+    }
+    for (int w = 0; w < started; w++) {
+        int status;
+        while (wait(&status) < 0 && errno == EINTR)
+            ;
+    }
+    /* A case no worker finished (a worker killed, or none started) counts as crashed. */
+    for (size_t k = 0; k < l->n; k++) {
+        int32_t r = __atomic_load_n(&sh->outcome[k], __ATOMIC_ACQUIRE);
+        if (r < PASS || r > CRASHED) {
+            print_case(CRASHED, l->dirs[k], "no worker ran it to the end");
+            r = CRASHED;
+        }
+        counts[r]++;
+    }
+    munmap(sh, bytes);
+}
+
+#define USAGE                                                                                      \
+    "usage: tide-bench onnx-tests DIR [--json] [--timeout S] [--backend NAME] [--jobs N]\n"
+
 int tide_bench_onnx_tests(int argc, char **argv)
 {
-    const char *dir = NULL;
+    const char *dir = NULL, *backend = "cpu";
     bool json = false;
-    int timeout_s = 60;
+    int timeout_s = 60, jobs = 1;
     for (int k = 1; k < argc; k++) {
         if (strcmp(argv[k], "--json") == 0) {
             json = true;
@@ -536,35 +686,48 @@ int tide_bench_onnx_tests(int argc, char **argv)
                 fprintf(stderr, "tide-bench onnx-tests: --timeout wants seconds >= 1\n");
                 return 2;
             }
+        } else if (strcmp(argv[k], "--backend") == 0 && k + 1 < argc) {
+            backend = argv[++k];
+        } else if (strcmp(argv[k], "--jobs") == 0 && k + 1 < argc) {
+            char *end;
+            long v = strtol(argv[++k], &end, 10);
+            if (*end || end == argv[k] || v < 1 || v > 256) {
+                fprintf(stderr,
+                        "tide-bench onnx-tests: --jobs wants a count from 1 to 256, not '%s'\n",
+                        argv[k]);
+                return 2;
+            }
+            jobs = (int)v;
         } else if (argv[k][0] == '-' || dir) {
-            fprintf(stderr, "usage: tide-bench onnx-tests DIR [--json] [--timeout S]\n");
+            fprintf(stderr, USAGE);
             return 2;
         } else {
             dir = argv[k];
         }
     }
     if (!dir) {
-        fprintf(stderr, "usage: tide-bench onnx-tests DIR [--json] [--timeout S]\n");
+        fprintf(stderr, USAGE);
         return 2;
     }
     if (!is_dir(dir)) {
         fprintf(stderr, "tide-bench onnx-tests: %s is not a directory\n", dir);
         return 1;
     }
+    char why[1024];
+    if (strcmp(backend, "cpu") != 0 && !backend_usable(backend, why, sizeof(why))) {
+        fprintf(stderr, "tide-bench onnx-tests: backend '%s' cannot run here: %s\n", backend, why);
+        return 1;
+    }
     struct case_list l = {0};
     collect(dir, 3, &l);
     int64_t counts[4] = {0, 0, 0, 0};
-    for (size_t k = 0; k < l.n; k++) {
-        char msg[2048];
-        enum outcome r = run_child(l.dirs[k], timeout_s, msg, sizeof(msg));
-        counts[r]++;
-        printf("%s %s%s%s\n", outcome_names[r], l.dirs[k], msg[0] ? " " : "", msg);
+    run_cases(&l, backend, timeout_s, jobs, counts);
+    for (size_t k = 0; k < l.n; k++)
         free(l.dirs[k]);
-    }
     free(l.dirs);
     printf("onnx-tests: %" PRId64 " passed, %" PRId64 " failed, %" PRId64 " unsupported, %" PRId64
-           " crashed, %zu total\n",
-           counts[PASS], counts[FAIL], counts[UNSUPPORTED], counts[CRASHED], l.n);
+           " crashed, %zu total (backend %s)\n",
+           counts[PASS], counts[FAIL], counts[UNSUPPORTED], counts[CRASHED], l.n, backend);
     if (json) {
         struct json_object *line = tide_bench_json_object();
         tide_bench_json_set_int(line, "passed", counts[PASS]);
@@ -572,6 +735,7 @@ int tide_bench_onnx_tests(int argc, char **argv)
         tide_bench_json_set_int(line, "unsupported", counts[UNSUPPORTED]);
         tide_bench_json_set_int(line, "crashed", counts[CRASHED]);
         tide_bench_json_set_int(line, "total", (int64_t)l.n);
+        tide_bench_json_set_string(line, "backend", backend);
         if (tide_bench_json_print_line(line) != 0)
             return 1;
     }
