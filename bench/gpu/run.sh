@@ -18,8 +18,10 @@
 #   device          nvidia-smi -L and the GPU's name, driver, memory
 #   backend_ops     test_backend_ops: every op, CPU vs CUDA, and determinism;
 #                   on a GPU machine any skipped test is a failure
-#   onnx_*          examples/onnx's MobileNet and U-Net trained on CUDA: loss against the
-#                   CPU backend's, and swapping under a budget against resident
+#   onnx_*          examples/onnx's MobileNet, U-Net, Swin and eval-mode CNN trained on
+#                   CUDA: loss against the CPU backend's, and swapping under a budget
+#                   against resident; ONNX's conformance cases on CUDA against the CPU's
+#                   (TIDE_ONNX_TESTDATA, default libonnx-testdata's data/)
 #   backend         test_backend and test_executor (the registry picks CUDA
 #                   for "auto" now; their CPU tests still run)
 #   swap_tests      test_swap with TIDE_TEST_BACKEND=cuda: swap transparency
@@ -139,10 +141,11 @@ if ran backend_ops && grep -q 'SKIPPED' "$out/backend_ops.log"; then
   failed=1
 fi
 # The exported models of examples/onnx/ (grouped, depthwise, dilated and transposed
-# convolutions, Resize, Pad, GatherElements through the import) trained on CUDA: their loss
+# convolutions, Resize, Pad, GatherElements through the import; Swin's shifted-window
+# attention; an eval-mode export's frozen BatchNormalization) trained on CUDA: their loss
 # after 20 steps within 1e-3 (relative) of the CPU backend's, and with every feature map
 # swapped (--swap on) equal to the resident CUDA run's.
-for model in mobilenet unet; do
+for model in mobilenet unet swin bn_eval; do
   onnx_run=(tide-bench train --onnx "examples/onnx/$model.onnx" --dataset synthetic --batch 8
     --steps 20 --no-eval --json)
   step "onnx_${model}_cpu" 300 check "${onnx_run[@]}" --backend cpu && record_train "onnx_${model}_cpu"
@@ -170,6 +173,30 @@ sys.exit(0 if abs(a - b) <= 1e-3 * abs(a) else 1)' "$loss_cpu" "$loss_cuda" 2> /
     fi
   fi
 done
+
+# ONNX's conformance cases (libonnx-testdata's node/ and pytorch-converted/, or
+# $TIDE_ONNX_TESTDATA) on the CUDA backend, 16 at a time: no case may fail or crash, and the
+# cases passed are compared with the CPU backend's on the same data (a case the CPU passes
+# that CUDA refuses is an op the CUDA backend lacks: listed, and a failure).
+onnx_data=${TIDE_ONNX_TESTDATA:-/usr/share/libonnx-testdata/data}
+if [[ -d $onnx_data ]]; then
+  step onnx_conformance_cpu 300 check tide-bench onnx-tests "$onnx_data" --jobs 16 --json
+  step onnx_conformance_cuda 600 check tide-bench onnx-tests "$onnx_data" --backend cuda \
+    --jobs 16 --json
+  if ran onnx_conformance_cpu && ran onnx_conformance_cuda; then
+    only_cpu=$(comm -23 <(grep '^pass ' "$out/onnx_conformance_cpu.log" | cut -d' ' -f2 | sort) \
+      <(grep '^pass ' "$out/onnx_conformance_cuda.log" | cut -d' ' -f2 | sort))
+    log "onnx conformance: $(json_field onnx_conformance_cuda passed) passed on CUDA," \
+      "$(json_field onnx_conformance_cpu passed) on the CPU"
+    if [[ -n $only_cpu ]]; then
+      log "onnx conformance: passed on the CPU, not on CUDA:"
+      printf '%s\n' "$only_cpu" | sed 's/^/    /' | tee -a "$out/run.log"
+      failed=1
+    fi
+  fi
+else
+  log "onnx conformance: no test data at $onnx_data (set TIDE_ONNX_TESTDATA); not run"
+fi
 
 step backend 300 check test_backend
 step executor 300 check test_executor
