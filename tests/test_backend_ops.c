@@ -895,6 +895,10 @@ static const struct conv_case conv_cases[] = {
     {"grouped_3x3", 2, 6, 7, 7, 4, 3, 3, 1, 1, 1, 1, 2, 1, 1},
     {"depthwise_3x3", 2, 4, 7, 7, 4, 3, 3, 2, 2, 1, 1, 4, 1, 1},
     {"depthwise_x2", 3, 3, 6, 5, 6, 3, 2, 1, 1, 1, 0, 3, 1, 1},
+    /* CUDA's own depthwise filter gradient (kernels/cuda/conv.cu, from 1,024 taps): more
+     * products per tap than a block has threads, and dilated with unequal strides and pads. */
+    {"depthwise_wide", 2, 128, 20, 19, 128, 3, 3, 1, 1, 1, 1, 128, 1, 1},
+    {"depthwise_wide_dilated", 2, 120, 11, 9, 120, 3, 3, 2, 1, 2, 1, 120, 2, 3},
     {"grouped_pointwise", 2, 6, 5, 5, 9, 1, 1, 1, 1, 0, 0, 3, 1, 1},
     {"dilated_3x3", 2, 3, 9, 9, 4, 3, 3, 1, 1, 2, 2, 1, 2, 2},
     {"dilated_strided", 2, 3, 11, 10, 4, 3, 3, 2, 1, 1, 3, 1, 3, 2},

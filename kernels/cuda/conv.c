@@ -29,6 +29,11 @@
  *
  * Descriptors are made and destroyed per call: host work of a few
  * microseconds against kernels of much more.
+ *
+ * One exception: under fp32, the filter gradient of a depthwise convolution
+ * (a filter per channel) with at least 1,024 taps runs tide's own kernel
+ * (conv.cu), as cuDNN's deterministic FP32 algorithms are slow for most such
+ * shapes (conv_own_kernel).
  */
 #include "kernels/cuda/cuda-impl.h"
 
@@ -404,6 +409,22 @@ static bool conv_shapes(const struct tide_graph *graph, const struct tide_node *
     }
 }
 
+/*
+ * Whether node's Conv2DBackpropFilter of cv runs conv.cu's kernel: one filter
+ * per channel, fp32 math, and at least 1,024 taps (K x R x S), the kernel's
+ * blocks, so that they fill the GPU. Measured on an H200 (cuDNN 9, MobileNet
+ * v2 at batch 32, 2026-11-26; docs/benchmarks.md): cuDNN's deterministic FP32
+ * choice took 2 to 27 ms for the shapes of 144 channels and more (1,296 taps
+ * and more), the kernel 0.1 to 0.6 ms; at 32 channels of 112 x 112 (288 taps
+ * of 401,408 products each) cuDNN took 0.14 ms and the kernel 0.91. Under
+ * tf32, cuDNN's choice was fast at every shape (at most 0.5 ms) and stays.
+ */
+static bool conv_own_kernel(const struct tide_node *node, const struct tide__kernel_conv *cv)
+{
+    return node->op == TIDE_OP_CONV2D_BACKPROP_FILTER && tide_node_math(node) == TIDE_MATH_FP32 &&
+           cv->group > 1 && cv->group == cv->c && cv->k == cv->c && cv->k * cv->r * cv->s >= 1024;
+}
+
 uint64_t tide__cuda_conv_workspace(struct tide_cuda_launch *launch, const struct tide_graph *graph,
                                    const struct tide_node *node)
 {
@@ -412,6 +433,8 @@ uint64_t tide__cuda_conv_workspace(struct tide_cuda_launch *launch, const struct
     if (!launch || !launch->cudnn || !conv_shapes(graph, node, &x, &w, &y) ||
         conv_setup(node, x, w, y, &cv, NULL) != TIDE_OK || conv_empty(&cv))
         return 0; /* the kernel reports the fault when it runs */
+    if (conv_own_kernel(node, &cv))
+        return 0; /* conv.cu's kernel needs none */
     struct conv_desc d;
     if (conv_desc_make(&cv, tide_node_math(node), &d, NULL) != TIDE_OK)
         return 0;
@@ -532,6 +555,10 @@ enum tide_status tide__cuda_CONV2D_BACKPROP_FILTER(const struct tide_kernel_args
         return st;
     if (conv_empty(&cv))
         return zero_output(args, launch, err);
+    if (conv_own_kernel(args->node, &cv))
+        return TIDE_CUDA_CHECK(err, tide__cuda_launch_depthwise_filter_grad(
+                                        launch->stream, &cv, tide__cuda_in(args, 0),
+                                        tide__cuda_in(args, 1), tide__cuda_out(args, 0)));
     return conv_run(args, launch, &cv, args->inputs[0].data, NULL, args->inputs[1].data,
                     args->outputs[0].data, err);
 }

@@ -177,6 +177,11 @@ cudaError_t tide__cuda_launch_max_pool_grad(cudaStream_t stream, const struct ti
 cudaError_t tide__cuda_launch_avg_pool_grad(cudaStream_t stream, const struct tide__cuda_pool *p,
                                             const float *dy, float *dx);
 
+/* conv.cu; Conv2DBackpropFilter of a depthwise convolution (tide__cuda_conv_depthwise). */
+cudaError_t tide__cuda_launch_depthwise_filter_grad(cudaStream_t stream,
+                                                    const struct tide__kernel_conv *cv,
+                                                    const float *x, const float *dy, float *dw);
+
 /*
  * attention.cu: Attention and AttentionGrad of geometry a; scratch is the
  * workspace of tide__cuda_attention_workspace.
