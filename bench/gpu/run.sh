@@ -35,6 +35,9 @@
 #                   12 GiB (plans), the Transformer trained on CUDA (defaults, longest)
 #   resnet50_*      ResNet-50 at 224x224, swap off and on, in fp32 and in tf32 (whose
 #                   losses must be equal too)
+#   torchvision_*   torchvision's models ($TIDE_TORCHVISION_ONNX: *.onnx with a dynamic
+#                   batch) at batch 32 on CUDA, fp32, tf32 and half the peak, beside
+#                   PyTorch's step for the same model (torch_torchvision.py)
 #   depth           tide-bench depth at batch 16, 224x224, 12 GiB (Wei et al.),
 #                   a training run at the swap-off depth, and PyTorch's figure for
 #                   the same models (torch_resnet.py, when torch imports)
@@ -331,6 +334,38 @@ if command -v python3 > /dev/null && python3 -c 'import torch' 2> /dev/null; the
     --batch 16 --image-size 224 --steps 30 --budget-gib 12 --math tf32 --deterministic
   ran torch_resnet_tf32_det &&
     { grep -E '^\{' "$out/torch_resnet_tf32_det.log" >> "$out/torch.jsonl" || true; }
+fi
+
+# torchvision's image models, exported with a dynamic batch on the build machine
+# (examples/onnx/torchvision_cases.py DIR --dynamic-batch MODEL...) and carried here as
+# $TIDE_TORCHVISION_ONNX: each trained at batch 32, 224x224, on CUDA in fp32 and tf32 and in
+# fp32 under half its resident peak (swapping), and PyTorch's step for the same model under
+# tide's rules (fp32, deterministic) and its default (tf32) by torch_torchvision.py, where
+# the machine's PyTorch has torchvision.
+tv_dir=${TIDE_TORCHVISION_ONNX:-}
+if [[ -n $tv_dir && -d $tv_dir ]]; then
+  for f in "$tv_dir"/*.onnx; do
+    m=$(basename "$f" .onnx)
+    tv_run=(tide-bench train --onnx "$f" --dataset synthetic --batch 32 --steps 30 --no-eval
+      --backend cuda --json)
+    for math in fp32 tf32; do
+      step "torchvision_${m}_$math" 120 bench "${tv_run[@]}" --math "$math" &&
+        record_train "torchvision_${m}_$math"
+    done
+    tv_peak=$(json_field "torchvision_${m}_fp32" predicted_peak_bytes)
+    if [[ -n $tv_peak ]]; then
+      step "torchvision_${m}_half" 120 bench "${tv_run[@]}" --budget "$((tv_peak / 2))" &&
+        record_train "torchvision_${m}_half"
+    fi
+    for math in fp32 tf32; do
+      det=(); [[ $math == fp32 ]] && det=(--deterministic)
+      step "torchvision_${m}_torch_$math" 120 bench python3 "$(dirname "$0")/torch_torchvision.py" \
+        "$m" --batch 32 --math "$math" "${det[@]}" &&
+        { grep -E '^\{' "$out/torchvision_${m}_torch_$math.log" >> "$out/torch.jsonl" || true; }
+    done
+  done
+elif [[ -n $tv_dir ]]; then
+  log "torchvision: no directory $tv_dir; not run"
 fi
 
 # The sequence models (#12) under 12 GiB: the longest Transformer sequence and the most MoE
