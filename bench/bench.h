@@ -70,6 +70,7 @@ struct bench_options {
     const char *output;    /* --output: the prediction output; NULL: the model's first */
     const char *loss;      /* --loss xent|mse|none; NULL: xent */
     const char *frozen;    /* --frozen: comma-separated initializers kept as they are */
+    const char *dims;      /* --dim: NAME=N,... sizes of dynamic dimensions by name */
     const char *save_onnx; /* --save: the model with its trained weights, as ONNX */
     /* plan, max, maxbatch, train: the time model and the host budget (swapper/timemodel.h) */
     bool has_profile;                   /* --device-profile was given: profile is it */

@@ -19,7 +19,7 @@
  *                    [--data X[,X...] --labels Y [--test-data X2[,X2...] --test-labels Y2]]
  *                    [--save-npz OUT.npz]
  *                    [--onnx FILE [--output NAME] [--loss xent|mse|none] [--frozen A,B]
- *                     [--save OUT.onnx]]
+ *                     [--dim NAME=N[,...]] [--save OUT.onnx]]
  *   tide-bench eval  --onnx FILE [--output NAME] [--frozen A,B] [--dataset D |
  *                    --test-data X[,X...] --test-labels Y] [--json]
  *   tide-bench plan  (--model M [--depth D] [--batch B] | --onnx FILE [--output NAME]
@@ -230,6 +230,10 @@ static void usage(FILE *out)
             "                           feeds its second graph input)\n"
             "  --frozen A,B             float initializers to keep as they are, not train\n"
             "                           (buffers such as a causal mask)\n"
+            "  --dim NAME=N[,NAME=N]    sizes of an --onnx model's dynamic dimensions other\n"
+            "                           than the batch, by their names in the file (an export\n"
+            "                           with dynamic_axes {0: \"batch\", 1: \"seq\"} takes\n"
+            "                           --dim seq=128; --batch sets the batch)\n"
             "  --save OUT.onnx          train --onnx: write the model with its trained weights\n"
             "  --json                   end with one JSON line on stdout\n"
             "  -h, --help               this text\n");
@@ -366,8 +370,10 @@ static int data_file_checks(const struct bench_options *o)
 static int onnx_checks(const struct bench_options *o)
 {
     const char *problem = NULL;
-    if (!o->onnx && (o->output || o->loss || o->frozen || o->save_onnx))
-        problem = "--output, --loss, --frozen and --save apply to an ONNX model: give --onnx FILE";
+    if (!o->onnx && (o->output || o->loss || o->frozen || o->dims || o->save_onnx))
+        problem =
+            "--output, --loss, --frozen, --dim and --save apply to an ONNX model: give --onnx "
+            "FILE";
     else if (o->onnx && (strcmp(o->model, "cnn") != 0 || o->depth != 38 || o->width != 16 ||
                          o->seq_len || o->hidden || o->layers || o->d_model || o->heads ||
                          o->vocab || o->experts || o->capacity_factor > 0 || o->dropout >= 0))
@@ -387,7 +393,7 @@ static int parse_options(int argc, char **argv, struct bench_options *o)
            O_PREFETCH, O_TRACE, O_SVG, O_PNG, O_NO_EVAL, O_TRACE_OVERHEAD, O_CONFIRM,
            O_SEQ_LEN, O_HIDDEN, O_LAYERS, O_VARY,
            O_DATA, O_LABELS, O_TEST_DATA, O_TEST_LABELS, O_SAVE_NPZ,
-           O_ONNX, O_OUTPUT, O_LOSS, O_FROZEN, O_SAVE,
+           O_ONNX, O_OUTPUT, O_LOSS, O_FROZEN, O_DIM, O_SAVE,
            /* the language models */
            O_D_MODEL, O_HEADS, O_VOCAB, O_EXPERTS, O_CAPACITY, O_DROPOUT,
            O_DEVICE_PROFILE, O_HOST_BUDGET, O_POLICY, O_MATH };
@@ -423,7 +429,7 @@ static int parse_options(int argc, char **argv, struct bench_options *o)
         /* ONNX models */
         {"onnx", required_argument, 0, O_ONNX}, {"output", required_argument, 0, O_OUTPUT},
         {"loss", required_argument, 0, O_LOSS}, {"frozen", required_argument, 0, O_FROZEN},
-        {"save", required_argument, 0, O_SAVE},
+        {"dim", required_argument, 0, O_DIM}, {"save", required_argument, 0, O_SAVE},
         /* the language models */
         {"d-model", required_argument, 0, O_D_MODEL}, {"heads", required_argument, 0, O_HEADS},
         {"vocab", required_argument, 0, O_VOCAB}, {"experts", required_argument, 0, O_EXPERTS},
@@ -630,6 +636,18 @@ static int parse_options(int argc, char **argv, struct bench_options *o)
         case O_FROZEN:
             o->frozen = optarg;
             break;
+        case O_DIM: {
+            char *copy, err[256];
+            struct tide_onnx_dim *dims;
+            size_t n;
+            if (tide_onnx_parse_dims(optarg, &copy, &dims, &n, err, sizeof(err)) != 0) {
+                fprintf(stderr, "tide-bench: --dim: %s\n", err);
+                return -1;
+            }
+            free(copy), free(dims);
+            o->dims = optarg;
+            break;
+        }
         case O_SAVE:
             o->save_onnx = optarg;
             break;
@@ -1296,6 +1314,9 @@ struct onnx_model {
     char *frozen_copy;
     const char **frozen;
     size_t n_frozen;
+    char *dims_copy;
+    struct tide_onnx_dim *dims; /* --dim */
+    size_t n_dims;
     struct tide_onnx_training t;
 };
 
@@ -1304,6 +1325,8 @@ static void onnx_model_clear(struct onnx_model *m)
     free(m->file);
     free(m->frozen_copy);
     free(m->frozen);
+    free(m->dims_copy);
+    free(m->dims);
     tide_onnx_training_free(&m->t);
     memset(m, 0, sizeof(*m));
 }
@@ -1318,15 +1341,23 @@ static int onnx_model_read(const struct bench_options *o, struct onnx_model *m)
     m->file = read_whole_file(o->onnx, &m->file_len);
     if (!m->file)
         return -1;
+    char err[1024];
     if (tide_onnx_split_names(o->frozen, &m->frozen_copy, &m->frozen, &m->n_frozen) != 0) {
         fprintf(stderr, "tide-bench: out of memory\n");
         return -1;
     }
-    struct tide_onnx_training_options to = {.batch_size = o->batch, .output = o->output,
-                                            .frozen = m->frozen, .n_frozen = m->n_frozen};
+    if (tide_onnx_parse_dims(o->dims, &m->dims_copy, &m->dims, &m->n_dims, err, sizeof(err)) != 0) {
+        fprintf(stderr, "tide-bench: --dim: %s\n", err);
+        return -1;
+    }
+    struct tide_onnx_training_options to = {.batch_size = o->batch,
+                                            .dims = m->dims,
+                                            .n_dims = m->n_dims,
+                                            .output = o->output,
+                                            .frozen = m->frozen,
+                                            .n_frozen = m->n_frozen};
     if (o->loss)
         tide_onnx_loss_parse(o->loss, &to.loss);
-    char err[1024];
     if (tide_onnx_training_graph(m->file, m->file_len, &to, &m->t, err, sizeof(err)) != 0) {
         fprintf(stderr, "tide-bench: %s: %s\n", o->onnx, err);
         return -1;

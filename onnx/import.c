@@ -70,6 +70,8 @@ struct ctx {
     bool scoped;                 /* inside the builder scope "onnx" (the nodes' own ops) */
     struct tide_onnx_result *res; /* where the Variables made are listed */
     int32_t variables_cap;
+    const Onnx__GraphProto *graph; /* the model's graph, for the inputs' dynamic dimensions */
+    bool *dim_used;                /* per options->dims[k]: some input's dimension took it */
 };
 
 static uint64_t hash_name(const char *s)
@@ -6123,6 +6125,62 @@ static bool is_frozen(const struct tide_onnx_options *o, const char *name)
     return false;
 }
 
+/* The dim_param of dimension k of graph input in: "" for a static one or one without a name. */
+static const char *dim_name(const Onnx__ValueInfoProto *in, size_t k)
+{
+    if (!in || !in->type || in->type->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE ||
+        !in->type->tensor_type || !in->type->tensor_type->shape ||
+        k >= in->type->tensor_type->shape->n_dim)
+        return "";
+    const Onnx__TensorShapeProto__Dimension *d = in->type->tensor_type->shape->dim[k];
+    return d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM && d->dim_param
+               ? d->dim_param
+               : "";
+}
+
+/* Whether the dynamic dimension named param is the batch: some graph input's dimension 0. */
+static bool names_batch(const struct ctx *c, const char *param)
+{
+    for (size_t k = 0; *param && c->graph && k < c->graph->n_input; k++)
+        if (strcmp(dim_name(c->graph->input[k], 0), param) == 0)
+            return true;
+    return false;
+}
+
+/*
+ * The size of dynamic dimension k (named param, "" for none) of graph input
+ * name: options' dims by name, else the batch size where it is the batch;
+ * -1 after failf otherwise.
+ */
+static int64_t dynamic_size(struct ctx *c, const char *name, size_t k, const char *param)
+{
+    for (size_t i = 0; *param && c->o && i < c->o->n_dims; i++) {
+        if (c->o->dims[i].name && strcmp(c->o->dims[i].name, param) == 0) {
+            c->dim_used[i] = true;
+            return c->o->dims[i].size;
+        }
+    }
+    bool batch = k == 0 || names_batch(c, param);
+    if (batch && c->o && c->o->batch_size > 0)
+        return c->o->batch_size;
+    if (batch)
+        return failf(c,
+                     "graph input \"%s\" has a dynamic dimension %zu (%s): tide needs static "
+                     "shapes; set a batch size in the import options",
+                     name, k, *param ? param : "no value");
+    if (!*param)
+        return failf(c,
+                     "graph input \"%s\" has a dynamic dimension %zu without a name, and it is "
+                     "not the batch (dimension 0): export the model with that dimension static "
+                     "or named",
+                     name, k);
+    return failf(c,
+                 "graph input \"%s\" has a dynamic dimension %zu (%s) that is not the batch: "
+                 "give its size by name in the import options (tidectl and tide-bench: --dim "
+                 "%s=N)",
+                 name, k, param, param);
+}
+
 /* Graph input in as a Placeholder (*out); *mask: it is bool, fed as float32 0 and 1. */
 static int add_input(struct ctx *c, const Onnx__ValueInfoProto *in, tide_ref *out, bool *mask)
 {
@@ -6154,16 +6212,8 @@ static int add_input(struct ctx *c, const Onnx__ValueInfoProto *in, tide_ref *ou
         if (d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE &&
             d->dim_value >= 0) {
             dims[k] = d->dim_value;
-        } else if (c->o && c->o->batch_size > 0) {
-            dims[k] = c->o->batch_size;
-        } else {
-            return failf(c,
-                         "graph input \"%s\" has a dynamic dimension %zu (%s): tide needs static "
-                         "shapes; set a batch size in the import options",
-                         name, k,
-                         d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM
-                             ? d->dim_param
-                             : "no value");
+        } else if ((dims[k] = dynamic_size(c, name, k, dim_name(in, k))) < 0) {
+            return -1;
         }
     }
     char tname[TIDE_BUILDER_MAX_NAME + 1];
@@ -6177,6 +6227,38 @@ static int add_input(struct ctx *c, const Onnx__ValueInfoProto *in, tide_ref *ou
     v->mask = is_bool;
     *out = r;
     *mask = is_bool;
+    return 0;
+}
+
+/*
+ * Every size options' dims gives must have been taken by some input's dynamic dimension
+ * (a name mistyped or absent would leave the size the user meant unused); the message lists
+ * the names the inputs have.
+ */
+static int check_dims_used(struct ctx *c)
+{
+    for (size_t i = 0; c->o && i < c->o->n_dims; i++) {
+        if (c->dim_used[i])
+            continue;
+        char names[256] = "";
+        size_t at = 0;
+        for (size_t k = 0; k < c->graph->n_input && at < sizeof(names) - 1; k++) {
+            for (size_t a = 0; a < MAX_RANK && at < sizeof(names) - 1; a++) {
+                const char *p = dim_name(c->graph->input[k], a);
+                char quoted[80];
+                snprintf(quoted, sizeof(quoted), "\"%.60s\"", p);
+                if (!*p || strstr(names, quoted))
+                    continue;
+                int w = snprintf(names + at, sizeof(names) - at, "%s%s", at ? ", " : "", quoted);
+                at = w < 0 ? at : at + (size_t)w;
+            }
+        }
+        return failf(c,
+                     "dimension \"%s\" (size %" PRId64 ") is not a dynamic dimension of the "
+                     "model's inputs (%s%s)",
+                     c->o->dims[i].name ? c->o->dims[i].name : "", c->o->dims[i].size,
+                     *names ? "theirs: " : "they have no named dynamic dimension", names);
+    }
     return 0;
 }
 
@@ -6226,6 +6308,7 @@ static int import_model(struct ctx *c, const Onnx__ModelProto *m, struct tide_on
     res->output_bool = calloc(g->n_output ? g->n_output : 1, sizeof(bool));
     if (!res->inputs || !res->outputs || !res->input_bool || !res->output_bool)
         return failf(c, "out of memory");
+    c->graph = g;
     for (size_t k = 0; k < g->n_input; k++) {
         if (g->input[k]->name && lookup(c, g->input[k]->name))
             continue;
@@ -6234,6 +6317,8 @@ static int import_model(struct ctx *c, const Onnx__ModelProto *m, struct tide_on
             return -1;
         res->n_inputs++;
     }
+    if (check_dims_used(c) != 0)
+        return -1;
     if (tide_builder_push_scope(c->b, "onnx") != 0)
         return failf(c, "%s", tide_builder_error(c->b));
     c->scoped = true;
@@ -6300,12 +6385,27 @@ int tide_onnx_import(tide_builder *b, const uint8_t *bytes, size_t len,
         return failf(&c, "the bytes are NULL");
     if (tide_builder_error(b))
         return failf(&c, "the builder already holds an error: %s", tide_builder_error(b));
+    for (size_t i = 0; options && i < options->n_dims; i++) {
+        const struct tide_onnx_dim *d = &options->dims[i];
+        if (!d->name || !*d->name || d->size < 1 || d->size > INT32_MAX)
+            return failf(&c, "dimension %zu of the options (\"%s\", size %" PRId64 "): %s", i,
+                         d->name ? d->name : "", d->size,
+                         !d->name || !*d->name ? "it has no name"
+                                               : "a size must be 1 to 2147483647");
+    }
+    bool one = false; /* dim_used's storage when there are no dims */
+    c.dim_used = options && options->n_dims ? calloc(options->n_dims, sizeof(bool)) : &one;
+    if (!c.dim_used)
+        return failf(&c, "out of memory");
     Onnx__ModelProto *m = onnx__model_proto__unpack(NULL, len, bytes);
-    if (!m)
+    if (!m) {
+        if (c.dim_used != &one)
+            free(c.dim_used);
         return failf(&c,
                      "not an ONNX model: %zu bytes that do not parse as an onnx.ModelProto "
                      "(truncated, or another format)",
                      len);
+    }
     int rc = 0;
     if (!m->graph || (!m->has_ir_version && m->n_opset_import == 0))
         rc = failf(&c, "not an ONNX model: the message has no graph or no ir_version and opset");
@@ -6319,6 +6419,8 @@ int tide_onnx_import(tide_builder *b, const uint8_t *bytes, size_t len,
         free(c.values);
     }
     onnx__model_proto__free_unpacked(m, NULL);
+    if (c.dim_used != &one)
+        free(c.dim_used);
     if (rc != 0 || result == NULL)
         tide_onnx_result_free(res);
     return rc;

@@ -8,6 +8,7 @@
  * own models spell theirs (SoftmaxCrossEntropy then ReduceMean, "labels" and
  * "loss"), so gradients and updates come from autodiff as for any graph.
  */
+#include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -74,6 +75,54 @@ static int fail(char *err, size_t size, const char *fmt, ...)
         va_end(ap);
     }
     return -1;
+}
+
+int tide_onnx_parse_dims(const char *list, char **copy, struct tide_onnx_dim **dims, size_t *n,
+                         char *err, size_t err_size)
+{
+    *copy = NULL, *dims = NULL, *n = 0;
+    if (!list)
+        return 0;
+    *copy = strdup(list);
+    *dims = calloc(strlen(list) / 2 + 2, sizeof(**dims)); /* at most one per two bytes, + 1 */
+    if (!*copy || !*dims) {
+        free(*copy), free(*dims);
+        *copy = NULL, *dims = NULL;
+        return fail(err, err_size, "out of memory");
+    }
+    const char *why = NULL;
+    char *entry = NULL;
+    for (char *save = NULL, *e = strtok_r(*copy, ",", &save); e && !why;
+         e = strtok_r(NULL, ",", &save)) {
+        entry = e;
+        char *eq = strchr(e, '='), *end = NULL;
+        if (!eq || eq == e) {
+            why = "is not NAME=SIZE (as seq=128)";
+            break;
+        }
+        *eq = 0;
+        errno = 0;
+        long long size = strtoll(eq + 1, &end, 10);
+        if (end == eq + 1 || *end || errno || size < 1 || size > INT32_MAX) {
+            *eq = '=';
+            why = "has a SIZE that is not a whole number from 1 to 2147483647";
+            break;
+        }
+        for (size_t k = 0; k < *n && !why; k++)
+            if (strcmp((*dims)[k].name, e) == 0)
+                why = "names a dimension given before";
+        if (!why)
+            (*dims)[(*n)++] = (struct tide_onnx_dim){e, (int64_t)size};
+        else
+            *eq = '=';
+    }
+    if (why) {
+        fail(err, err_size, "dimension \"%s\" %s", entry, why);
+        free(*copy), free(*dims);
+        *copy = NULL, *dims = NULL, *n = 0;
+        return -1;
+    }
+    return 0;
 }
 
 /* Fills t with the name, dtype and shape of ref's output; -1 when ref names none. */
@@ -193,8 +242,11 @@ int tide_onnx_training_graph(const uint8_t *bytes, size_t len,
     tide_builder *b = tide_builder_new();
     if (!b)
         return fail(err, err_size, "out of memory");
-    struct tide_onnx_options io = {
-        .batch_size = o->batch_size, .frozen = o->frozen, .n_frozen = o->n_frozen};
+    struct tide_onnx_options io = {.batch_size = o->batch_size,
+                                   .dims = o->dims,
+                                   .n_dims = o->n_dims,
+                                   .frozen = o->frozen,
+                                   .n_frozen = o->n_frozen};
     struct tide_onnx_result r;
     int rc = -1;
     if (tide_onnx_import(b, bytes, len, &io, &r, err, err_size) != 0)

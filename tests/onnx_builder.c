@@ -113,6 +113,26 @@ void tide_test_onnx_input(struct tide_test_onnx *m, const char *name, int32_t el
     m->inputs[m->graph.n_input++] = value_info(m, name, elem_type, rank, dims, dynamic_at);
 }
 
+void tide_test_onnx_dynamic(struct tide_test_onnx *m, const char *input, int32_t axis,
+                            const char *dim_param)
+{
+    for (size_t k = 0; k < m->graph.n_input; k++) {
+        if (strcmp(m->inputs[k]->name, input) != 0)
+            continue;
+        Onnx__TensorShapeProto *shape = m->inputs[k]->type->tensor_type->shape;
+        assert_true(axis >= 0 && (size_t)axis < shape->n_dim);
+        Onnx__TensorShapeProto__Dimension *d = shape->dim[axis];
+        /* dim_value and dim_param share a union (a oneof): set the one value_case names. */
+        d->value_case = dim_param ? ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM
+                                  : ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE__NOT_SET;
+        d->dim_value = 0;
+        if (dim_param)
+            d->dim_param = tide_test_onnx_own_str(m, dim_param);
+        return;
+    }
+    fail_msg("no graph input \"%s\"", input);
+}
+
 void tide_test_onnx_output(struct tide_test_onnx *m, const char *name)
 {
     assert_true(m->graph.n_output < TIDE_TEST_ONNX_MAX);

@@ -71,6 +71,13 @@ char *tide_test_onnx_own_str(struct tide_test_onnx *m, const char *s);
 void tide_test_onnx_input(struct tide_test_onnx *m, const char *name, int32_t elem_type,
                           int32_t rank, const int64_t *dims, int32_t dynamic_at);
 
+/*
+ * Makes dimension axis of the graph input called input dynamic: named
+ * dim_param, or without a value or name when dim_param is NULL.
+ */
+void tide_test_onnx_dynamic(struct tide_test_onnx *m, const char *input, int32_t axis,
+                            const char *dim_param);
+
 /* A graph output, without a type (the importer infers it). */
 void tide_test_onnx_output(struct tide_test_onnx *m, const char *name);
 

@@ -1357,6 +1357,70 @@ static void test_plan_onnx(void **state)
 }
 
 /*
+ * A model exported with dynamic_axes {0: "batch", 1: "seq"} (x [batch, seq, 8] times W [8, 5],
+ * a language model's [B, S, V] logits): plan takes the sequence from --dim seq=N, a longer one
+ * planning a larger peak; without --dim it is refused naming the dimension and the flag; a
+ * malformed --dim, and --dim without --onnx, are usage errors.
+ */
+static void test_plan_onnx_dims(void **state)
+{
+    (void)state;
+    snprintf(files_dir, sizeof(files_dir), "/tmp/tide-test-bench-onnxdims-XXXXXX");
+    assert_non_null(mkdtemp(files_dir));
+    struct tide_test_onnx *m = tide_test_onnx_new(17);
+    tide_test_onnx_input(m, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 3, (int64_t[]){0, 0, 8}, -1);
+    tide_test_onnx_dynamic(m, "x", 0, "batch");
+    tide_test_onnx_dynamic(m, "x", 1, "seq");
+    tide_test_onnx_init_f(m, "W", 2, (int64_t[]){8, 5}, NULL);
+    tide_test_onnx_node(m, "MatMul", "mm", TIDE_TEST_NAMES("x", "W"), TIDE_TEST_NAMES("logits"));
+    tide_test_onnx_output(m, "logits");
+    write_model(m, "seq.onnx");
+    char *model = strdup(file_in("seq.onnx"));
+    assert_non_null(model);
+    struct tide_test_run *r = malloc(sizeof(*r));
+    assert_non_null(r);
+    int64_t peaks[2];
+    char *seqs[2] = {"seq=16", "seq=64"};
+    for (int k = 0; k < 2; k++) {
+        struct json_object *line =
+            run_bench(r, 0,
+                      (char *[]){"plan", "--onnx", model, "--batch", "4", "--dim", seqs[k],
+                                 "--budget", "64M", "--json", NULL});
+        assert_int_equal(tide_test_json_int(line, "batch"), 4);
+        assert_true(tide_test_json_bool(line, "fits"));
+        peaks[k] = tide_test_json_int(line, "predicted_peak_bytes");
+        json_object_put(line);
+    }
+    /* x, logits and their gradients scale with the sequence; W does not. */
+    assert_true(peaks[1] > 3 * peaks[0]);
+    char want[512];
+    snprintf(want, sizeof(want),
+             "tide-bench: %s: graph input \"x\" has a dynamic dimension 1 (seq) that is not the "
+             "batch: give its size by name in the import options (tidectl and tide-bench: --dim "
+             "seq=N)",
+             model);
+    run_bench_fails(r, 1, (char *[]){"plan", "--onnx", model, "--budget", "64M", NULL}, want);
+    snprintf(want, sizeof(want),
+             "tide-bench: %s: dimension \"sequence\" (size 16) is not a dynamic dimension of the "
+             "model's inputs (theirs: \"batch\", \"seq\")",
+             model);
+    run_bench_fails(
+        r, 1,
+        (char *[]){"plan", "--onnx", model, "--dim", "seq=16,sequence=16", "--budget", "64M", NULL},
+        want);
+    run_bench_fails(r, 2,
+                    (char *[]){"plan", "--onnx", model, "--dim", "seq:16", "--budget", "64M", NULL},
+                    "tide-bench: --dim: dimension \"seq:16\" is not NAME=SIZE (as seq=128)");
+    run_bench_fails(r, 2, (char *[]){"plan", "--dim", "seq=16", "--budget", "64M", NULL},
+                    "tide-bench: --output, --loss, --frozen, --dim and --save apply to an ONNX "
+                    "model: give --onnx FILE");
+    free(r);
+    unlink(model);
+    free(model);
+    rmdir(files_dir);
+}
+
+/*
  * train --onnx: PyTorch's CNN (examples/onnx/cnn.onnx, static batch 8)
  * trained on Fashion-MNIST and written back with --save; eval of that file
  * gives train's test accuracy to the digit, and eval of the untrained file
@@ -1410,8 +1474,9 @@ static void test_train_onnx_save_eval(void **state)
                     "for a dynamic batch dimension");
     run_bench_fails(r, 1, (char *[]){"train", "--onnx", model, "--output", "probs", NULL},
                     "the model has no output \"probs\"; its outputs: logits");
-    run_bench_fails(r, 2, (char *[]){"train", "--save", saved, NULL},
-                    "--output, --loss, --frozen and --save apply to an ONNX model: give --onnx");
+    run_bench_fails(
+        r, 2, (char *[]){"train", "--save", saved, NULL},
+        "--output, --loss, --frozen, --dim and --save apply to an ONNX model: give --onnx");
     /* The language models' flags are --model's, which --onnx replaces. */
     run_bench_fails(r, 2, (char *[]){"train", "--onnx", model, "--model", "transformer", NULL},
                     "--onnx names the model: --model and its sizes");
@@ -1643,6 +1708,7 @@ int main(void)
         cmocka_unit_test(test_max_vary_errors),
         cmocka_unit_test(test_train_from_files),
         cmocka_unit_test(test_plan_onnx),
+        cmocka_unit_test(test_plan_onnx_dims),
         cmocka_unit_test(test_train_onnx_synthetic),
         cmocka_unit_test(test_max_onnx_batch),
         cmocka_unit_test(test_train_onnx_save_eval),

@@ -2478,6 +2478,70 @@ static void test_tidectl_onnx_two_inputs(void **state)
 }
 
 /*
+ * tidectl with a model exported with dynamic_axes {0: "batch", 1: "seq"} (x [batch, seq, 4],
+ * flattened and times W [24, 3]: a classifier of whole sequences of 6): without --dim the
+ * sequence is refused, naming the dimension and the flag; with --dim seq=6 and --batch 8 the
+ * daemon trains it from files of [32, 6, 4] examples and [32] labels (a fixed linear rule)
+ * and scores the held-out files well above the third of chance.
+ */
+static void test_tidectl_onnx_dims(void **state)
+{
+    (void)state;
+    NEED_DAEMON();
+    enum { N = 32, S = 6, F = 4, K = 3 };
+    static float x[N * S * F];
+    static int64_t labels[N];
+    for (int n = 0; n < N; n++) {
+        float v[K] = {0, 0, 0};
+        for (int e = 0; e < S * F; e++) {
+            float xe = sinf((float)(n * 31 + e * 7) * 0.37f);
+            x[n * S * F + e] = xe;
+            v[e % K] += xe; /* class k: the positions e = k (mod 3) sum highest */
+        }
+        labels[n] = v[0] >= v[1] && v[0] >= v[2] ? 0 : v[1] >= v[2] ? 1 : 2;
+    }
+    char xp[600], yp[600], model[600];
+    snprintf(xp, sizeof(xp), "%s/seq-x.npy", temp_dir);
+    snprintf(yp, sizeof(yp), "%s/seq-y.npy", temp_dir);
+    snprintf(model, sizeof(model), "%s/seq.onnx", temp_dir);
+    write_npy_file(xp, "{'descr': '<f4', 'fortran_order': False, 'shape': (32, 6, 4), }", x,
+                   sizeof(x));
+    write_npy_file(yp, "{'descr': '<i8', 'fortran_order': False, 'shape': (32,), }", labels,
+                   sizeof(labels));
+    struct tide_test_onnx *m = tide_test_onnx_new(17);
+    tide_test_onnx_input(m, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 3, (int64_t[]){0, 0, F}, -1);
+    tide_test_onnx_dynamic(m, "x", 0, "batch");
+    tide_test_onnx_dynamic(m, "x", 1, "seq");
+    tide_test_onnx_init_f(m, "W", 2, (int64_t[]){S * F, K}, NULL);
+    tide_test_onnx_node(m, "Flatten", "flat", TIDE_TEST_NAMES("x"), TIDE_TEST_NAMES("xf"));
+    tide_test_onnx_node(m, "MatMul", "mm", TIDE_TEST_NAMES("xf", "W"), TIDE_TEST_NAMES("logits"));
+    tide_test_onnx_output(m, "logits");
+    write_onnx_file(m, model);
+
+    struct tide_test_run *r = malloc(sizeof(*r));
+    assert_non_null(r);
+    run_tidectl(r, -1, "plan", "--onnx", model, "--batch", "8", "--budget", "64M", (char *)NULL);
+    assert_int_equal(r->exit_code, 2);
+    assert_non_null(strstr(r->err, "graph input \"x\" has a dynamic dimension 1 (seq) that is "
+                                   "not the batch: give its size by name in the import options "
+                                   "(tidectl and tide-bench: --dim seq=N)"));
+    run_tidectl(r, -1, "--json", "train", "--onnx", model, "--dim", "seq=6", "--batch", "8",
+                "--data", xp, "--labels", yp, "--test-data", xp, "--test-labels", yp, "--steps",
+                "200", "--lr", "0.5", "--budget", "64M", (char *)NULL);
+    if (r->exit_code != 0)
+        fail_msg("tidectl train --onnx --dim seq=6: exit %d\n%s\n%s", r->exit_code, r->out, r->err);
+    assert_non_null(strstr(r->out, "\"parameters\":72,"));
+    assert_non_null(strstr(r->out, "\"test_examples\":32,"));
+    const char *acc = strstr(r->out, "\"test_accuracy\":");
+    assert_non_null(acc);
+    double accuracy = strtod(acc + strlen("\"test_accuracy\":"), NULL);
+    print_message("tidectl --dim seq=6: test accuracy %.4f\n", accuracy);
+    assert_true(accuracy > 0.7);
+    free(r);
+    unlink(xp), unlink(yp), unlink(model);
+}
+
+/*
  * tidectl train --onnx --dataset synthetic: the examples take the model's
  * own input shape ([4, 3, 8, 8], not Fashion-MNIST's 1 x 28 x 28) and its
  * classes (3), so a model of any image size can be tried on the daemon
@@ -3806,6 +3870,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_tidectl_onnx_train_and_export),
         cmocka_unit_test(test_tidectl_onnx_two_inputs),
         cmocka_unit_test(test_tidectl_onnx_synthetic),
+        cmocka_unit_test(test_tidectl_onnx_dims),
         cmocka_unit_test(test_tidectl_ctrl_c),
         cmocka_unit_test(test_tidectl_json_plan),
         cmocka_unit_test(test_tidectl_plan_policy),

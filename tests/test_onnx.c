@@ -468,6 +468,90 @@ static void test_dynamic_batch(void **state)
     tide_test_onnx_free(m);
 }
 
+/*
+ * Dynamic dimensions by name (PyTorch's dynamic_axes {0: "batch", 1: "seq"}): the batch size
+ * stands for dimension 0 and for its name wherever else it appears; any other takes its size
+ * from dims, by name, or is refused naming the input, the dimension and the name; a name in
+ * dims that no input has is refused listing theirs.
+ */
+static void test_dynamic_dims_by_name(void **state)
+{
+    (void)state;
+    struct tide_test_onnx *m = tide_test_onnx_new(17);
+    tide_test_onnx_input(m, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 3, (int64_t[]){0, 0, 3}, -1);
+    tide_test_onnx_dynamic(m, "x", 0, "batch");
+    tide_test_onnx_dynamic(m, "x", 1, "seq");
+    tide_test_onnx_input(m, "w", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 2, (int64_t[]){2, 0}, -1);
+    tide_test_onnx_dynamic(m, "w", 1, "batch"); /* the batch's name, not at dimension 0 */
+    tide_test_onnx_node(m, "Relu", "act", TIDE_TEST_NAMES("x"), TIDE_TEST_NAMES("y"));
+    tide_test_onnx_node(m, "Relu", "act2", TIDE_TEST_NAMES("w"), TIDE_TEST_NAMES("z"));
+    tide_test_onnx_output(m, "y");
+    tide_test_onnx_output(m, "z");
+
+    struct tide_onnx_options o = {.batch_size = 5};
+    import_fails(m, &o,
+                 "graph input \"x\" has a dynamic dimension 1 (seq) that is not the batch: give "
+                 "its size by name in the import options (tidectl and tide-bench: --dim seq=N)");
+    struct tide_onnx_dim dims[] = {{"seq", 4}, {"heads", 2}};
+    o.dims = dims, o.n_dims = 1;
+    struct tide_onnx_result r;
+    tide_builder *b = import_ok(m, &o, &r);
+    assert_shape(b, r.inputs[0], 3, (int64_t[]){5, 4, 3});
+    assert_shape(b, r.inputs[1], 2, (int64_t[]){2, 5});
+    tide_onnx_result_free(&r);
+    tide_builder_free(b);
+
+    /* Without a batch size, the batch is refused as before. */
+    o.batch_size = 0;
+    import_fails(m, &o,
+                 "graph input \"x\" has a dynamic dimension 0 (batch): tide needs static "
+                 "shapes; set a batch size in the import options");
+    /* A name no input has is refused, listing theirs. */
+    o.batch_size = 5, o.n_dims = 2;
+    import_fails(m, &o,
+                 "dimension \"heads\" (size 2) is not a dynamic dimension of the model's inputs "
+                 "(theirs: \"batch\", \"seq\")");
+    /* dims names the batch too, before batch_size. */
+    struct tide_onnx_dim both[] = {{"seq", 4}, {"batch", 7}};
+    o.dims = both, o.n_dims = 2;
+    b = import_ok(m, &o, &r);
+    assert_shape(b, r.inputs[0], 3, (int64_t[]){7, 4, 3});
+    assert_shape(b, r.inputs[1], 2, (int64_t[]){2, 7});
+    tide_onnx_result_free(&r);
+    tide_builder_free(b);
+    /* A size out of range, and a dims entry without a name. */
+    struct tide_onnx_dim bad[] = {{"seq", 0}};
+    o.dims = bad, o.n_dims = 1;
+    import_fails(m, &o,
+                 "dimension 0 of the options (\"seq\", size 0): a size must be 1 to 2147483647");
+    bad[0] = (struct tide_onnx_dim){NULL, 3};
+    import_fails(m, &o, "dimension 0 of the options (\"\", size 3): it has no name");
+    tide_test_onnx_free(m);
+
+    /* A dynamic dimension without a name that is not dimension 0 cannot be sized. */
+    m = tide_test_onnx_new(17);
+    tide_test_onnx_input(m, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 2, (int64_t[]){2, 0}, -1);
+    tide_test_onnx_dynamic(m, "x", 1, NULL);
+    tide_test_onnx_node(m, "Relu", "act", TIDE_TEST_NAMES("x"), TIDE_TEST_NAMES("y"));
+    tide_test_onnx_output(m, "y");
+    o = (struct tide_onnx_options){.batch_size = 5};
+    import_fails(m, &o,
+                 "graph input \"x\" has a dynamic dimension 1 without a name, and it is not the "
+                 "batch (dimension 0): export the model with that dimension static or named");
+    /* With no named dynamic dimension at all, a dims entry says so. */
+    tide_test_onnx_free(m);
+    m = tide_test_onnx_new(17);
+    tide_test_onnx_input(m, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 2, (int64_t[]){2, 3}, -1);
+    tide_test_onnx_node(m, "Relu", "act", TIDE_TEST_NAMES("x"), TIDE_TEST_NAMES("y"));
+    tide_test_onnx_output(m, "y");
+    struct tide_onnx_dim seq[] = {{"seq", 4}};
+    o.dims = seq, o.n_dims = 1;
+    import_fails(m, &o,
+                 "dimension \"seq\" (size 4) is not a dynamic dimension of the model's inputs "
+                 "(they have no named dynamic dimension)");
+    tide_test_onnx_free(m);
+}
+
 /* A shape computed from data cannot be folded: refused naming the node and the input. */
 static void test_dynamic_shape_refused(void **state)
 {
@@ -4712,6 +4796,7 @@ int main(void)
         cmocka_unit_test(test_constant_copies),
         cmocka_unit_test(test_initializers),
         cmocka_unit_test(test_dynamic_batch),
+        cmocka_unit_test(test_dynamic_dims_by_name),
         cmocka_unit_test(test_dynamic_shape_refused),
         cmocka_unit_test(test_unsupported_op_and_opset),
         cmocka_unit_test(test_missing_input),

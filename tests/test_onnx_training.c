@@ -679,6 +679,82 @@ static void test_refusals(void **state)
 }
 
 /*
+ * --dim's list (tide_onnx_parse_dims): NAME=SIZE between commas, each name once, each size
+ * 1 to 2^31 - 1; anything else refused naming the entry. And a training graph takes the
+ * sizes: a model whose input x is [batch, seq, 4] (dynamic_axes {0: "batch", 1: "seq"}).
+ */
+static void test_dims(void **state)
+{
+    (void)state;
+    char *copy, err[256];
+    struct tide_onnx_dim *dims;
+    size_t n;
+    assert_int_equal(tide_onnx_parse_dims("seq=128,,heads=4,", &copy, &dims, &n, err, sizeof(err)),
+                     0);
+    assert_int_equal(n, 2);
+    assert_string_equal(dims[0].name, "seq");
+    assert_int_equal(dims[0].size, 128);
+    assert_string_equal(dims[1].name, "heads");
+    assert_int_equal(dims[1].size, 4);
+    free(copy), free(dims);
+    assert_int_equal(tide_onnx_parse_dims(NULL, &copy, &dims, &n, err, sizeof(err)), 0);
+    assert_int_equal(n, 0);
+    assert_null(dims);
+    static const struct {
+        const char *list, *want;
+    } bad[] = {
+        {"seq", "dimension \"seq\" is not NAME=SIZE (as seq=128)"},
+        {"=4", "dimension \"=4\" is not NAME=SIZE (as seq=128)"},
+        {"seq=0", "dimension \"seq=0\" has a SIZE that is not a whole number from 1 to "
+                  "2147483647"},
+        {"seq=2147483648", "dimension \"seq=2147483648\" has a SIZE that is not a whole number "
+                           "from 1 to 2147483647"},
+        {"seq=12x", "dimension \"seq=12x\" has a SIZE that is not a whole number from 1 to "
+                    "2147483647"},
+        {"seq=", "dimension \"seq=\" has a SIZE that is not a whole number from 1 to "
+                 "2147483647"},
+        {"seq=8,batch=2,seq=9", "dimension \"seq=9\" names a dimension given before"},
+    };
+    for (size_t k = 0; k < sizeof(bad) / sizeof(bad[0]); k++) {
+        assert_int_equal(tide_onnx_parse_dims(bad[k].list, &copy, &dims, &n, err, sizeof(err)), -1);
+        assert_string_equal(err, bad[k].want);
+        assert_null(copy);
+        assert_null(dims);
+        assert_int_equal(n, 0);
+    }
+    assert_int_equal(tide_onnx_parse_dims("seq=2147483647", &copy, &dims, &n, err, sizeof(err)), 0);
+    assert_int_equal(dims[0].size, 2147483647);
+    free(copy), free(dims);
+
+    struct tide_test_onnx *m = tide_test_onnx_new(17);
+    tide_test_onnx_input(m, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 3, (int64_t[]){0, 0, 4}, -1);
+    tide_test_onnx_dynamic(m, "x", 0, "batch");
+    tide_test_onnx_dynamic(m, "x", 1, "seq");
+    tide_test_onnx_init_f(m, "w", 2, (int64_t[]){4, 3}, NULL);
+    tide_test_onnx_node(m, "MatMul", "mm", TIDE_TEST_NAMES("x", "w"), TIDE_TEST_NAMES("logits"));
+    tide_test_onnx_output(m, "logits");
+    size_t len;
+    uint8_t *model = tide_test_onnx_pack(m, &len);
+    tide_test_onnx_free(m);
+    struct tide_onnx_training t;
+    struct tide_onnx_dim seq = {"seq", 6};
+    struct tide_onnx_training_options o = {.batch_size = 2, .dims = &seq, .n_dims = 1};
+    assert_int_equal(tide_onnx_training_graph(model, len, &o, &t, err, sizeof(err)), 0);
+    assert_int_equal(t.input.rank, 3);
+    assert_int_equal(t.input.dims[0], 2);
+    assert_int_equal(t.input.dims[1], 6);
+    assert_int_equal(t.input.dims[2], 4);
+    assert_int_equal(t.labels.elements, 12); /* xent over [B, S, V]: labels [B, S] */
+    tide_onnx_training_free(&t);
+    o.n_dims = 0;
+    assert_int_equal(tide_onnx_training_graph(model, len, &o, &t, err, sizeof(err)), -1);
+    assert_string_equal(err, "graph input \"x\" has a dynamic dimension 1 (seq) that is not the "
+                             "batch: give its size by name in the import options (tidectl and "
+                             "tide-bench: --dim seq=N)");
+    free(model);
+}
+
+/*
  * A classifier of two graph inputs, as a BERT's input_ids and attention_mask:
  * float features x [bx, 4] and an int64 mask [bm, 4] whose zeros drop
  * features (Where(Equal(mask, 0), 0, x)), then logits = x' w, w [4, 3]. extra
@@ -855,6 +931,7 @@ int main(void)
         cmocka_unit_test(test_bn_eval_matches_pytorch),
         cmocka_unit_test(test_frozen_buffers),
         cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_dims),
         cmocka_unit_test(test_several_inputs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -270,9 +270,15 @@ static void test_usage_errors(void **state)
                        "OUT.onnx --from MODEL.onnx (see tidectl export --help)\n",
                        "--socket", "/nonexistent/tided.sock", "export", "j-1", (char *)NULL);
     /* ONNX: the flags that go with --onnx, and what --onnx excludes. */
-    expect_usage_error("tidectl: train: --output, --loss and --frozen apply to an ONNX model: "
-                       "give --onnx FILE (see tidectl train --help)\n",
+    expect_usage_error("tidectl: train: --output, --loss, --frozen and --dim apply to an ONNX "
+                       "model: give --onnx FILE (see tidectl train --help)\n",
                        "train", "--loss", "mse", (char *)NULL);
+    expect_usage_error("tidectl: plan: --output, --loss, --frozen and --dim apply to an ONNX "
+                       "model: give --onnx FILE (see tidectl plan --help)\n",
+                       "plan", "--dim", "seq=8", (char *)NULL);
+    expect_usage_error("tidectl: train: --dim: dimension \"seq=0\" has a SIZE that is not a whole "
+                       "number from 1 to 2147483647 (see tidectl train --help)\n",
+                       "train", "--onnx", "m.onnx", "--dim", "seq=0", (char *)NULL);
     expect_usage_error("tidectl: train: --loss wants xent, mse or none, got \"nll\" (see tidectl "
                        "train --help)\n",
                        "train", "--onnx", "m.onnx", "--loss", "nll", (char *)NULL);

@@ -57,23 +57,34 @@ static int read_onnx_training(const struct tidectl_options *o, struct tide_onnx_
     uint8_t *file = read_model_file(o->onnx, &len);
     if (!file)
         return TIDECTL_EXIT_RUNTIME;
-    char *frozen_copy;
+    char *frozen_copy, *dims_copy, err[1024];
     const char **frozen;
-    size_t n_frozen;
+    size_t n_frozen, n_dims;
+    struct tide_onnx_dim *dims;
     if (tide_onnx_split_names(o->frozen, &frozen_copy, &frozen, &n_frozen) != 0) {
         free(file);
         fprintf(stderr, "tidectl: out of memory\n");
         return TIDECTL_EXIT_RUNTIME;
     }
-    struct tide_onnx_training_options to = {
-        .batch_size = o->batch, .output = o->output, .frozen = frozen, .n_frozen = n_frozen};
+    if (tide_onnx_parse_dims(o->dims, &dims_copy, &dims, &n_dims, err, sizeof(err)) != 0) {
+        free(file), free(frozen_copy), free(frozen);
+        fprintf(stderr, "tidectl: --dim: %s\n", err);
+        return TIDECTL_EXIT_USAGE;
+    }
+    struct tide_onnx_training_options to = {.batch_size = o->batch,
+                                            .dims = dims,
+                                            .n_dims = n_dims,
+                                            .output = o->output,
+                                            .frozen = frozen,
+                                            .n_frozen = n_frozen};
     if (o->loss)
         tide_onnx_loss_parse(o->loss, &to.loss);
-    char err[1024];
     int rc = tide_onnx_training_graph(file, len, &to, t, err, sizeof(err));
     free(file);
     free(frozen_copy);
     free(frozen);
+    free(dims_copy);
+    free(dims);
     if (rc != 0) {
         fprintf(stderr, "tidectl: %s: %s\n", o->onnx, err);
         return TIDECTL_EXIT_USAGE;

@@ -81,6 +81,7 @@ static const struct option long_options[] = {
     {"onnx", required_argument, 0, TIDECTL_OPT_ONNX},
     {"loss", required_argument, 0, TIDECTL_OPT_LOSS},
     {"frozen", required_argument, 0, TIDECTL_OPT_FROZEN},
+    {"dim", required_argument, 0, TIDECTL_OPT_DIM},
     {"from", required_argument, 0, TIDECTL_OPT_FROM},
     {0, 0, 0, 0},
 };
@@ -342,10 +343,10 @@ static int onnx_checks(const char *command, struct tidectl_options *o)
                                                 "together (the model the job was trained from)");
         return TIDECTL_EXIT_OK;
     }
-    if (!o->onnx && (o->loss || o->frozen || (o->output && command &&
-                                              strcmp(command, "trace") != 0)))
-        return tidectl_usage_error(command, "--output, --loss and --frozen apply to an ONNX "
-                                            "model: give --onnx FILE");
+    if (!o->onnx && (o->loss || o->frozen || o->dims ||
+                     (o->output && command && strcmp(command, "trace") != 0)))
+        return tidectl_usage_error(command, "--output, --loss, --frozen and --dim apply to an "
+                                            "ONNX model: give --onnx FILE");
     if (!o->onnx)
         return TIDECTL_EXIT_OK;
     if (strcmp(o->model, "cnn") != 0 || o->depth || o->seq_len || o->hidden || o->layers ||
@@ -633,6 +634,16 @@ int tidectl_parse_options(int argc, char **argv, const struct tidectl_verb *verb
             break;
         }
         /* ONNX models. */
+        case TIDECTL_OPT_DIM: {
+            char *copy, err[256];
+            struct tide_onnx_dim *dims;
+            size_t n;
+            if (tide_onnx_parse_dims(optarg, &copy, &dims, &n, err, sizeof(err)) != 0)
+                return tidectl_usage_error(name, "--dim: %s", err);
+            free(copy), free(dims);
+            o->dims = optarg;
+            break;
+        }
         case TIDECTL_OPT_ONNX:
         case TIDECTL_OPT_FROZEN:
         case TIDECTL_OPT_FROM: {

@@ -145,6 +145,7 @@ enum tidectl_option_id {
     TIDECTL_OPT_ONNX,
     TIDECTL_OPT_LOSS,
     TIDECTL_OPT_FROZEN,
+    TIDECTL_OPT_DIM,
     TIDECTL_OPT_FROM,
     /* train: the queue */
     TIDECTL_OPT_PRIORITY,
@@ -172,7 +173,7 @@ enum tidectl_option_id {
 
 /* An ONNX model instead of --model (a block of its own in the model options). */
 #define TIDECTL_ONNX_OPTIONS                                                                       \
-    TIDECTL_OPT_ONNX, TIDECTL_OPT_OUTPUT, TIDECTL_OPT_LOSS, TIDECTL_OPT_FROZEN
+    TIDECTL_OPT_ONNX, TIDECTL_OPT_OUTPUT, TIDECTL_OPT_LOSS, TIDECTL_OPT_FROZEN, TIDECTL_OPT_DIM
 
 /* The help of TIDECTL_MODEL_OPTIONS, appended to a verb's help text. */
 #define TIDECTL_MODEL_HELP                                                                         \
@@ -265,19 +266,22 @@ enum tidectl_option_id {
 /* The help of TIDECTL_ONNX_OPTIONS, inside TIDECTL_MODEL_HELP. */
 #define TIDECTL_ONNX_HELP                                                                          \
     "  --onnx FILE              Train the ONNX model in FILE instead of --model, as PyTorch's\n"   \
-    "                           torch.onnx.export writes it (training=TrainingMode.TRAINING,\n"   \
-    "                           do_constant_folding=False, a static batch). Its input takes\n"    \
-    "                           the examples (with --data, each input its own file); the\n"       \
-    "                           batch is its static one (--batch only\n"                          \
-    "                           stands for a dynamic one); the optimizer defaults to sgd.\n"      \
-    "  --output NAME            The output that predicts (default: the model's first).\n"        \
-    "  --loss xent|mse|none     What to minimise on it: xent (default), cross-entropy against\n" \
-    "                           the class labels of an output [B, classes]; mse, float32\n"     \
-    "                           targets (--labels) of the output's per-example shape; none,\n"   \
-    "                           the output is the model's loss, and --labels feeds its second\n" \
-    "                           graph input (int or float, as the input says).\n"                \
-    "  --frozen A,B             Float initializers to keep as they are, not train (buffers\n"    \
-    "                           such as a causal mask; pass the same list to export).\n"
+    "                           torch.onnx.export writes it (training=TrainingMode.TRAINING,\n"    \
+    "                           do_constant_folding=False, a static batch). Its input takes\n"     \
+    "                           the examples (with --data, each input its own file); the\n"        \
+    "                           batch is its static one (--batch only\n"                           \
+    "                           stands for a dynamic one); the optimizer defaults to sgd.\n"       \
+    "  --output NAME            The output that predicts (default: the model's first).\n"          \
+    "  --loss xent|mse|none     What to minimise on it: xent (default), cross-entropy against\n"   \
+    "                           the class labels of an output [B, classes]; mse, float32\n"        \
+    "                           targets (--labels) of the output's per-example shape; none,\n"     \
+    "                           the output is the model's loss, and --labels feeds its second\n"   \
+    "                           graph input (int or float, as the input says).\n"                  \
+    "  --frozen A,B             Float initializers to keep as they are, not train (buffers\n"      \
+    "                           such as a causal mask; pass the same list to export).\n"           \
+    "  --dim NAME=N[,NAME=N]    Sizes of the model's dynamic dimensions other than the batch,\n"   \
+    "                           by their names in the file (dynamic_axes {1: \"seq\"}: --dim\n"    \
+    "                           seq=128; --batch sets the batch).\n"
 
 /* What the command line said: the global options, every command's, and the arguments. */
 struct tidectl_options {
@@ -349,6 +353,7 @@ struct tidectl_options {
     const char *onnx;    /* --onnx: the model (plan, train) or the file to write (export) */
     const char *loss;    /* --loss xent|mse|none; NULL: xent */
     const char *frozen;  /* --frozen: comma-separated initializers kept as they are */
+    const char *dims;    /* --dim: NAME=N,... sizes of dynamic dimensions by name */
     const char *from;    /* export --from: the model the job was trained from */
     bool batch_given;    /* --batch was on the command line */
     /* positional arguments after the command */

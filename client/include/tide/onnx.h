@@ -13,9 +13,11 @@
  * What becomes what:
  *   - a graph input that is not an initializer -> a Placeholder named after
  *     it (float32, or int32 for int32/int64 inputs). Every dimension must be
- *     known; a dynamic one (dim_param, or none) is an error naming the input,
- *     unless options.batch_size is set, which then stands for every dynamic
- *     dimension;
+ *     known. A dynamic one (a dim_param such as "seq", or none) takes its
+ *     size from options.dims by its name; else, when it is the batch
+ *     (dimension 0 of an input, or a dim_param that names some input's
+ *     dimension 0), from options.batch_size; else it is an error naming the
+ *     input, the dimension and its name;
  *   - a float initializer -> a trainable Variable with the initializer's
  *     values, or a Const when options.frozen lists it;
  *   - an integer initializer -> an int32 Const (int64 values that do not fit
@@ -64,14 +66,28 @@
 extern "C" {
 #endif
 
+/* The size of the dynamic dimensions named name (an ONNX dim_param, such as "seq"). */
+struct tide_onnx_dim {
+    const char *name;
+    int64_t size; /* > 0 */
+};
+
 /* Options of tide_onnx_import; all zero (or a NULL pointer) is the default. */
 struct tide_onnx_options {
     /*
-     * The size that stands for every dynamic dimension of the graph inputs
-     * (a dim_param such as "batch_size", or a dimension without a value);
-     * 0: a dynamic dimension is an error.
+     * The size of the batch: the graph inputs' dynamic dimension 0, and any
+     * other dynamic dimension of the same name (dim_param) as one of those;
+     * 0: such a dimension is an error (unless dims names it).
      */
     int64_t batch_size;
+    /*
+     * Sizes of dynamic dimensions by name, before batch_size: a model exported
+     * with dynamic_axes {0: "batch", 1: "seq"} takes seq here. A name that no
+     * dynamic dimension of the graph inputs has is an error (a typo would
+     * otherwise go unseen).
+     */
+    const struct tide_onnx_dim *dims;
+    size_t n_dims;
     /* Names of float initializers to import as Consts, not trainable Variables. */
     const char *const *frozen;
     size_t n_frozen;
@@ -161,9 +177,22 @@ const char *tide_onnx_loss_name(enum tide_onnx_loss loss);
  */
 int tide_onnx_split_names(const char *list, char **copy, const char ***names, size_t *n);
 
+/*
+ * Splits a comma-separated list of NAME=SIZE, as tidectl's and tide-bench's
+ * --dim take it ("seq=128,heads=4"), into (*dims)[0..*n), whose names point
+ * into *copy, a malloc'd copy of list. Each SIZE is a decimal integer from 1
+ * to 2^31 - 1, each NAME non-empty and given once. The caller frees *dims
+ * and *copy. A NULL list gives none. Returns 0, or -1 with a message in err
+ * naming the entry at fault (both NULL).
+ */
+int tide_onnx_parse_dims(const char *list, char **copy, struct tide_onnx_dim **dims, size_t *n,
+                         char *err, size_t err_size);
+
 /* Options of tide_onnx_training_graph; all zero is the default. */
 struct tide_onnx_training_options {
-    int64_t batch_size;          /* as tide_onnx_options.batch_size: stands for dynamic dims */
+    int64_t batch_size; /* as tide_onnx_options.batch_size: the batch's dynamic dims */
+    const struct tide_onnx_dim *dims; /* as tide_onnx_options.dims: other dynamic dims by name */
+    size_t n_dims;
     const char *output;          /* the prediction output's ONNX name; NULL: the model's first */
     enum tide_onnx_loss loss;    /* default xent */
     const char *const *frozen;   /* float initializers to keep as they are (buffers) */
