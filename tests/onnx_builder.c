@@ -294,6 +294,25 @@ struct tide_test_onnx *tide_test_onnx_rgb_gemm(void)
     return m;
 }
 
+struct tide_test_onnx *tide_test_onnx_seq_linear(int64_t features, int64_t classes, int64_t seq)
+{
+    struct tide_test_onnx *m = tide_test_onnx_new(17);
+    tide_test_onnx_input(m, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 3,
+                         (int64_t[]){0, 0, features}, -1);
+    tide_test_onnx_dynamic(m, "x", 0, "batch");
+    tide_test_onnx_dynamic(m, "x", 1, "seq");
+    tide_test_onnx_init_f(m, "W", 2, (int64_t[]){seq > 0 ? seq * features : features, classes},
+                          NULL);
+    const char *in = "x";
+    if (seq > 0) {
+        tide_test_onnx_node(m, "Flatten", "flat", TIDE_TEST_NAMES("x"), TIDE_TEST_NAMES("xf"));
+        in = "xf";
+    }
+    tide_test_onnx_node(m, "MatMul", "mm", TIDE_TEST_NAMES(in, "W"), TIDE_TEST_NAMES("logits"));
+    tide_test_onnx_output(m, "logits");
+    return m;
+}
+
 struct tide_test_onnx *tide_test_onnx_masked_pair(int64_t batch, int64_t features)
 {
     struct tide_test_onnx *m = tide_test_onnx_new(14);

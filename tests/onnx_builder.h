@@ -137,6 +137,14 @@ uint8_t *tide_test_onnx_pack(struct tide_test_onnx *m, size_t *len);
 struct tide_test_onnx *tide_test_onnx_masked_pair(int64_t batch, int64_t features);
 
 /*
+ * A model exported with dynamic_axes {0: "batch", 1: "seq"}: x float [batch, seq, features]
+ * times W [features, classes] (zeros), logits [batch, seq, classes]; or, with seq > 0 (the one
+ * length it is built for), Flatten(x) times W [seq * features, classes], logits [batch,
+ * classes]. The fixture of the tests of --dim (test_onnx_training, test_bench, test_daemon).
+ */
+struct tide_test_onnx *tide_test_onnx_seq_linear(int64_t features, int64_t classes, int64_t seq);
+
+/*
  * The fixture of the tests that train an --onnx model on synthetic data of
  * its own shape (test_bench, test_daemon): x float [4, 3, 8, 8], logits
  * [4, 3] = Gemm(Flatten(x), W, b), W [192, 3] and b [3] zeros (579

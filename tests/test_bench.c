@@ -1367,14 +1367,7 @@ static void test_plan_onnx_dims(void **state)
     (void)state;
     snprintf(files_dir, sizeof(files_dir), "/tmp/tide-test-bench-onnxdims-XXXXXX");
     assert_non_null(mkdtemp(files_dir));
-    struct tide_test_onnx *m = tide_test_onnx_new(17);
-    tide_test_onnx_input(m, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 3, (int64_t[]){0, 0, 8}, -1);
-    tide_test_onnx_dynamic(m, "x", 0, "batch");
-    tide_test_onnx_dynamic(m, "x", 1, "seq");
-    tide_test_onnx_init_f(m, "W", 2, (int64_t[]){8, 5}, NULL);
-    tide_test_onnx_node(m, "MatMul", "mm", TIDE_TEST_NAMES("x", "W"), TIDE_TEST_NAMES("logits"));
-    tide_test_onnx_output(m, "logits");
-    write_model(m, "seq.onnx");
+    write_model(tide_test_onnx_seq_linear(8, 5, 0), "seq.onnx");
     char *model = strdup(file_in("seq.onnx"));
     assert_non_null(model);
     struct tide_test_run *r = malloc(sizeof(*r));

@@ -2397,6 +2397,14 @@ static uint8_t *slurp(const char *path, size_t *len)
 }
 
 /* Writes model m (freed) to path. */
+/* The "test_accuracy" of tidectl's --json output (a test failure when it has none). */
+static double json_test_accuracy(const char *out)
+{
+    const char *acc = strstr(out, "\"test_accuracy\":");
+    assert_non_null(acc);
+    return strtod(acc + strlen("\"test_accuracy\":"), NULL);
+}
+
 static void write_onnx_file(struct tide_test_onnx *m, const char *path)
 {
     size_t len;
@@ -2468,9 +2476,7 @@ static void test_tidectl_onnx_two_inputs(void **state)
                  r->err);
     assert_non_null(strstr(r->out, "\"parameters\":15,"));
     assert_non_null(strstr(r->out, "\"test_examples\":64,"));
-    const char *acc = strstr(r->out, "\"test_accuracy\":");
-    assert_non_null(acc);
-    double accuracy = strtod(acc + strlen("\"test_accuracy\":"), NULL);
+    double accuracy = json_test_accuracy(r->out);
     print_message("tidectl, two inputs: test accuracy %.4f\n", accuracy);
     assert_true(accuracy > 0.75); /* 3 classes: a third by chance */
     free(r);
@@ -2508,15 +2514,7 @@ static void test_tidectl_onnx_dims(void **state)
                    sizeof(x));
     write_npy_file(yp, "{'descr': '<i8', 'fortran_order': False, 'shape': (32,), }", labels,
                    sizeof(labels));
-    struct tide_test_onnx *m = tide_test_onnx_new(17);
-    tide_test_onnx_input(m, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 3, (int64_t[]){0, 0, F}, -1);
-    tide_test_onnx_dynamic(m, "x", 0, "batch");
-    tide_test_onnx_dynamic(m, "x", 1, "seq");
-    tide_test_onnx_init_f(m, "W", 2, (int64_t[]){S * F, K}, NULL);
-    tide_test_onnx_node(m, "Flatten", "flat", TIDE_TEST_NAMES("x"), TIDE_TEST_NAMES("xf"));
-    tide_test_onnx_node(m, "MatMul", "mm", TIDE_TEST_NAMES("xf", "W"), TIDE_TEST_NAMES("logits"));
-    tide_test_onnx_output(m, "logits");
-    write_onnx_file(m, model);
+    write_onnx_file(tide_test_onnx_seq_linear(F, K, S), model);
 
     struct tide_test_run *r = malloc(sizeof(*r));
     assert_non_null(r);
@@ -2532,9 +2530,7 @@ static void test_tidectl_onnx_dims(void **state)
         fail_msg("tidectl train --onnx --dim seq=6: exit %d\n%s\n%s", r->exit_code, r->out, r->err);
     assert_non_null(strstr(r->out, "\"parameters\":72,"));
     assert_non_null(strstr(r->out, "\"test_examples\":32,"));
-    const char *acc = strstr(r->out, "\"test_accuracy\":");
-    assert_non_null(acc);
-    double accuracy = strtod(acc + strlen("\"test_accuracy\":"), NULL);
+    double accuracy = json_test_accuracy(r->out);
     print_message("tidectl --dim seq=6: test accuracy %.4f\n", accuracy);
     assert_true(accuracy > 0.7);
     free(r);

@@ -726,13 +726,7 @@ static void test_dims(void **state)
     assert_int_equal(dims[0].size, 2147483647);
     free(copy), free(dims);
 
-    struct tide_test_onnx *m = tide_test_onnx_new(17);
-    tide_test_onnx_input(m, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 3, (int64_t[]){0, 0, 4}, -1);
-    tide_test_onnx_dynamic(m, "x", 0, "batch");
-    tide_test_onnx_dynamic(m, "x", 1, "seq");
-    tide_test_onnx_init_f(m, "w", 2, (int64_t[]){4, 3}, NULL);
-    tide_test_onnx_node(m, "MatMul", "mm", TIDE_TEST_NAMES("x", "w"), TIDE_TEST_NAMES("logits"));
-    tide_test_onnx_output(m, "logits");
+    struct tide_test_onnx *m = tide_test_onnx_seq_linear(4, 3, 0);
     size_t len;
     uint8_t *model = tide_test_onnx_pack(m, &len);
     tide_test_onnx_free(m);
