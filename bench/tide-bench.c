@@ -852,10 +852,18 @@ static int open_files(const struct bench_options *o, tide_dataset **train, tide_
     int rc = 0;
     /* An ONNX model reads any example shape of its input's size, as the MLP does. */
     const char *reader = o->onnx ? "mlp" : o->model;
+    int64_t label_dims[TIDE_DATASET_MAX_SAMPLE_RANK];
     if (!o->onnx && tide_dataset_label_dtype(*train) != TIDE_DT_INT32) {
         snprintf(err, sizeof(err),
                  "%s: float32 labels are targets, for an --onnx model with --loss mse or none; "
                  "--model %s learns int class labels",
+                 o->labels, o->model);
+        rc = 2;
+    } else if (!o->onnx && tide_dataset_label_shape(*train, label_dims) > 0) {
+        snprintf(err, sizeof(err),
+                 "%s: a class label per position ([N, S] labels) is for an --onnx model whose "
+                 "output has one per position (a language model's [B, S, V]); --model %s learns "
+                 "one class an example ([N] labels)",
                  o->labels, o->model);
         rc = 2;
     } else if (tide_dataset_model_input(*train, reader, c, h, w, err, sizeof(err)) != 0)
@@ -1034,7 +1042,7 @@ static enum tide_status feed_inputs(struct tide_session *s, const struct batch_f
 static int evaluate(struct tide_session *s, const struct bench_options *o,
                     const struct feed_names *names, tide_dataset *test,
                     const struct batch_feeds *feeds, int32_t *labels, float *logits,
-                    double *accuracy)
+                    int32_t classes, int64_t positions, double *accuracy)
 {
     char err_text[512];
     tide_dataset_iter *it;
@@ -1043,23 +1051,23 @@ static int evaluate(struct tide_session *s, const struct bench_options *o,
         fprintf(stderr, "tide-bench: %s\n", err_text);
         return -1;
     }
-    int32_t classes = tide_dataset_classes(test);
-    int64_t correct = 0, seen = 0, real;
+    /* A row of logits per label: per example, or per position of a language model's. */
+    int64_t rows = o->batch * positions, correct = 0, seen = 0, real;
     struct tide_error err = {0};
     while ((real = next_feeds(it, false, feeds, labels)) > 0) {
         struct tide_step_stats stats;
         if (feed_inputs(s, feeds, &err) != TIDE_OK ||
-            tide_session_feed(s, names->labels, labels, (uint64_t)o->batch * 4, &err) != TIDE_OK ||
+            tide_session_feed(s, names->labels, labels, (uint64_t)rows * 4, &err) != TIDE_OK ||
             tide_session_eval(s, &stats, &err) != TIDE_OK ||
-            tide_session_fetch(s, names->logits, logits,
-                               (uint64_t)o->batch * (uint64_t)classes * 4, &err) != TIDE_OK) {
+            tide_session_fetch(s, names->logits, logits, (uint64_t)rows * (uint64_t)classes * 4,
+                               &err) != TIDE_OK) {
             fprintf(stderr, "tide-bench: evaluation: %s\n", err.message);
             tide_dataset_iter_free(it);
             return -1;
         }
-        for (int64_t i = 0; i < real; i++)
+        for (int64_t i = 0; i < real * positions; i++)
             correct += argmax(logits + i * classes, classes) == labels[i];
-        seen += real;
+        seen += real * positions;
         if (tide_dataset_iter_epoch(it) > 0)
             break;
     }
@@ -1644,13 +1652,17 @@ static int cmd_train(const struct bench_options *o)
 
     int64_t per_example = tide_dataset_channels(train) * tide_dataset_height(train) *
                           tide_dataset_width(train);
-    int32_t classes = tide_dataset_classes(train);
-    /* An ONNX model's labels are its loss's: [B] class indices, [B, ...] targets, its own input. */
+    /* An ONNX model's classes are its output's last dimension (the labels may use fewer). */
+    int32_t classes = o->onnx && onnx.t.classes > 0 ? (int32_t)onnx.t.classes
+                                                     : tide_dataset_classes(train);
+    /* An ONNX model's labels are its loss's: [B] class indices, [B, S] a language model's (one
+     * per position), [B, ...] targets, its own input. */
     int64_t label_slots = o->onnx ? onnx.t.labels.elements : o->batch;
+    int64_t positions = label_slots / o->batch > 0 ? label_slots / o->batch : 1;
     bool targets = o->onnx && onnx.t.labels.dtype == TIDE_DT_FLOAT32;
     images = malloc((size_t)(o->batch * per_example) * sizeof(float));
     labels = malloc((size_t)(label_slots > 0 ? label_slots : 1) * sizeof(int32_t));
-    logits = malloc((size_t)(o->batch * (classes > 0 ? classes : 1)) * sizeof(float));
+    logits = malloc((size_t)(o->batch * positions * (classes > 0 ? classes : 1)) * sizeof(float));
     if (!images || !labels || !logits) {
         fprintf(stderr, "tide-bench: out of memory for batch buffers\n");
         goto out;
@@ -1786,7 +1798,8 @@ static int cmd_train(const struct bench_options *o)
     double eval_start = tide_bench_now_ms();
     /* --data without --test-data: no test split; accuracy is of class labels only. */
     bool no_eval = o->no_eval || !test || (o->onnx && onnx.t.classes == 0);
-    if (!no_eval && evaluate(s, o, &names, test, &feeds, labels, logits, &accuracy) != 0)
+    if (!no_eval &&
+        evaluate(s, o, &names, test, &feeds, labels, logits, classes, positions, &accuracy) != 0)
         goto out;
     if (o->save_npz && save_npz(s, bytes, len, o->save_npz) != 0)
         goto out;
@@ -1922,7 +1935,7 @@ static int cmd_eval(const struct bench_options *o)
         goto out;
     }
     images = malloc((size_t)onnx.t.input.elements * sizeof(float));
-    labels = malloc((size_t)onnx.t.batch * sizeof(int32_t));
+    labels = malloc((size_t)onnx.t.labels.elements * sizeof(int32_t));
     logits = malloc((size_t)onnx.t.output.elements * sizeof(float));
     if (!images || !labels || !logits) {
         fprintf(stderr, "tide-bench: out of memory for batch buffers\n");
@@ -1944,7 +1957,11 @@ static int cmd_eval(const struct bench_options *o)
         }
     }
     double accuracy, start = tide_bench_now_ms();
-    if (evaluate(s, o, &names, test, &feeds, labels, logits, &accuracy) != 0)
+    int32_t classes = onnx.t.classes > 0 ? (int32_t)onnx.t.classes : tide_dataset_classes(test);
+    int64_t positions = onnx.t.labels.elements / onnx.t.batch > 0
+                            ? onnx.t.labels.elements / onnx.t.batch
+                            : 1;
+    if (evaluate(s, o, &names, test, &feeds, labels, logits, classes, positions, &accuracy) != 0)
         goto out;
     double eval_s = (tide_bench_now_ms() - start) / 1e3;
     const char *data_name = o->test_data ? o->test_data : o->dataset;

@@ -717,28 +717,52 @@ static int take_labels(tide_dataset *ds, const struct array *a, const char *path
         return fail(err, err_size, TIDE_DATASET_INVALID,
                     "%s: labels of dtype %s, but the training labels are float32 targets", path,
                     a->spelled);
-    if (a->rank != 1 && !(a->rank == 2 && a->dims[1] == 1))
+    /* [N] or [N, 1]: one class index an example; [N, S, ...]: one per position. */
+    ds->label_rank = a->rank == 1 || (a->rank == 2 && a->dims[1] == 1) ? 0 : a->rank - 1;
+    ds->label_size = 1;
+    for (int32_t i = 0; i < ds->label_rank; i++) {
+        ds->label_dims[i] = a->dims[i + 1];
+        ds->label_size *= a->dims[i + 1];
+    }
+    if (ds->label_size < 1 || ds->label_size > MAX_SAMPLE_VALUES)
         return fail(err, err_size, TIDE_DATASET_INVALID,
-                    "%s: labels of shape %s; want [N] or [N, 1], one class index per example "
-                    "(or float32 targets of any shape)",
-                    path, fmt_shape(a->dims, a->rank, shape, sizeof(shape)));
-    ds->labels32 = malloc((size_t)ds->count * sizeof(int32_t));
+                    "%s: labels of shape %s hold %" PRId64 " class indices an example; want 1 "
+                    "to 2^31",
+                    path, fmt_shape(a->dims, a->rank, shape, sizeof(shape)), ds->label_size);
+    if (like) {
+        bool same = like->label_rank == ds->label_rank;
+        for (int32_t i = 0; same && i < ds->label_rank; i++)
+            same = like->label_dims[i] == ds->label_dims[i];
+        char want[160];
+        if (!same)
+            return fail(err, err_size, TIDE_DATASET_INVALID,
+                        "%s: class labels of shape %s an example, but the training labels are "
+                        "of shape %s",
+                        path, fmt_shape(ds->label_dims, ds->label_rank, shape, sizeof(shape)),
+                        fmt_shape(like->label_dims, like->label_rank, want, sizeof(want)));
+    }
+    int64_t n = ds->count * ds->label_size;
+    ds->labels32 = malloc((size_t)n * sizeof(int32_t));
     if (!ds->labels32)
         return fail(err, err_size, TIDE_DATASET_NOMEM, "%s: out of memory", path);
     int64_t largest = 0;
-    for (int64_t i = 0; i < ds->count; i++) {
+    for (int64_t i = 0; i < n; i++) {
         int64_t v = integer_at(a, (uint64_t)i);
+        char where[64] = "";
+        if (ds->label_rank > 0)
+            snprintf(where, sizeof(where), " (example %" PRId64 ", position %" PRId64 ")",
+                     i / ds->label_size, i % ds->label_size);
         if (v < 0)
             return fail(err, err_size, TIDE_DATASET_INVALID,
                         "%s: label %" PRId64 " at index %" PRId64
-                        " is negative; labels are class indices 0, 1, ...",
-                        path, v, i);
+                        "%s is negative; labels are class indices 0, 1, ...",
+                        path, v, i, where);
         if (like && v >= like->classes)
             return fail(err, err_size, TIDE_DATASET_INVALID,
                         "%s: label %" PRId64 " at index %" PRId64
-                        " is out of range for the model's %" PRId32 " classes (0..%" PRId32
+                        "%s is out of range for the model's %" PRId32 " classes (0..%" PRId32
                         ", from the training labels)",
-                        path, v, i, like->classes, like->classes - 1);
+                        path, v, i, where, like->classes, like->classes - 1);
         if (v >= MAX_CLASSES)
             return fail(err, err_size, TIDE_DATASET_INVALID,
                         "%s: label %" PRId64 " at index %" PRId64
@@ -918,6 +942,10 @@ enum tide_data_type tide_dataset_label_dtype(const tide_dataset *ds)
 
 int32_t tide_dataset_label_shape(const tide_dataset *ds, int64_t *dims)
 {
+    if (ds && !ds->targets && ds->label_rank > 0) {
+        memcpy(dims, ds->label_dims, (size_t)ds->label_rank * sizeof(int64_t));
+        return ds->label_rank;
+    }
     if (!ds || !ds->targets)
         return 0;
     memcpy(dims, ds->target_dims, (size_t)ds->target_rank * sizeof(int64_t));

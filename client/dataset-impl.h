@@ -42,7 +42,14 @@ struct tide_dataset {
 
     /* Files: float examples, int32 labels, and the shape of one example as the file has it. */
     float *values;     /* count * image_size floats, file order (when pixels is NULL) */
-    int32_t *labels32; /* count labels (when labels and targets are NULL) */
+    int32_t *labels32; /* count * label_size labels (when labels and targets are NULL) */
+    /*
+     * Files of int labels: a class index per example (label_rank 0, label_size 1), or one per
+     * position of an example of shape label_dims (a language model's next tokens, [N, S]).
+     */
+    int64_t label_size;
+    int32_t label_rank;
+    int64_t label_dims[TIDE_DATASET_MAX_SAMPLE_RANK];
     /* Files of float32 labels: regression targets of any per-example shape (classes is 0). */
     float *targets;        /* count * target_size floats, file order */
     int64_t target_size;   /* the product of target_dims */

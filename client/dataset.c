@@ -590,7 +590,8 @@ static void copy_example(const tide_dataset *ds, int64_t index, float *image, in
 
 int tide_dataset_example(const tide_dataset *ds, int64_t index, float *image, int32_t *label)
 {
-    if (!ds || index < 0 || index >= ds->count || (label && ds->targets) || (image && ds->ints))
+    if (!ds || index < 0 || index >= ds->count || (label && (ds->targets || ds->label_size > 1)) ||
+        (image && ds->ints))
         return TIDE_DATASET_INVALID;
     if (ds->kind != TIDE__DATASET_SYNTHETIC) {
         copy_stored(ds, index, image, label);
@@ -717,6 +718,9 @@ static int64_t iter_next(tide_dataset_iter *it, float *images, void *const *inpu
                 copy_input(ds->more[k], index, inputs[k + 1], i);
             if (targets)
                 copy_target(ds, index, targets + i * ds->target_size);
+            else if (ds->label_size > 1) /* a class index per position */
+                memcpy(labels + i * ds->label_size, ds->labels32 + index * ds->label_size,
+                       (size_t)ds->label_size * sizeof(int32_t));
             else
                 copy_stored(ds, index, NULL, &labels[i]);
         } else if (targets) {
@@ -732,7 +736,8 @@ static int64_t iter_next(tide_dataset_iter *it, float *images, void *const *inpu
 
 int64_t tide_dataset_iter_next(tide_dataset_iter *it, float *images, int32_t *labels)
 {
-    if (!it || !images || !labels || it->ds->targets || it->ds->ints || it->ds->n_more)
+    if (!it || !images || !labels || it->ds->targets || it->ds->ints || it->ds->n_more ||
+        it->ds->label_size > 1)
         return -1;
     return iter_next(it, images, NULL, labels, NULL);
 }

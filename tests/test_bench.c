@@ -1414,6 +1414,55 @@ static void test_plan_onnx_dims(void **state)
 }
 
 /*
+ * A language model from its own files: examples/onnx/gpt.onnx with gpt_tokens.npy [12, 32]
+ * and gpt_labels.npy [12, 32] (the next byte at each position). The untrained model scores
+ * near chance per token (eval); 150 SGD steps at lr 0.5 memorise the 12 windows (train's
+ * held-out accuracy, per token, on the same files). Labels per position are refused for a
+ * model of one class an example.
+ */
+static void test_train_onnx_language_model_files(void **state)
+{
+    (void)state;
+    char *model = TIDE_EXAMPLES_ONNX_DIR "/gpt.onnx";
+    char *tokens = TIDE_EXAMPLES_ONNX_DIR "/gpt_tokens.npy";
+    char *next = TIDE_EXAMPLES_ONNX_DIR "/gpt_labels.npy";
+    struct tide_test_run *r = malloc(sizeof(*r));
+    assert_non_null(r);
+    struct json_object *line = run_bench(r, 0,
+                                         (char *[]){"eval", "--onnx", model, "--test-data", tokens,
+                                                    "--test-labels", next, "--json", NULL});
+    double before = tide_test_json_number(line, "test_accuracy");
+    json_object_put(line);
+    line = run_bench(r, 0,
+                     (char *[]){"train", "--onnx", model, "--data", tokens, "--labels", next,
+                                "--test-data", tokens, "--test-labels", next, "--steps", "150",
+                                "--lr", "0.5", "--json", NULL});
+    double loss = tide_test_json_number(line, "loss");
+    double after = tide_test_json_number(line, "test_accuracy");
+    json_object_put(line);
+    print_message("gpt.onnx from its files: token accuracy %.4f untrained, %.4f after 150 steps "
+                  "(loss %.4f)\n",
+                  before, after, loss);
+    assert_true(before < 0.05); /* 256 byte values */
+    assert_true(after > 0.9);
+    assert_true(loss < 0.5); /* from ln 256 = 5.55 */
+    snprintf(files_dir, sizeof(files_dir), "/tmp/tide-test-bench-lmfiles-XXXXXX");
+    assert_non_null(mkdtemp(files_dir));
+    static float x[12 * 4];
+    write_npy128("x.npy", "{'descr': '<f4', 'fortran_order': False, 'shape': (12, 4), }", x,
+                 sizeof(x));
+    run_bench_fails(r, 2,
+                    (char *[]){"train", "--model", "mlp", "--data", (char *)file_in("x.npy"),
+                               "--labels", next, "--steps", "1", NULL},
+                    "gpt_labels.npy: a class label per position ([N, S] labels) is for an --onnx "
+                    "model whose output has one per position (a language model's [B, S, V]); "
+                    "--model mlp learns one class an example ([N] labels)");
+    unlink(file_in("x.npy"));
+    rmdir(files_dir);
+    free(r);
+}
+
+/*
  * train --onnx: PyTorch's CNN (examples/onnx/cnn.onnx, static batch 8)
  * trained on Fashion-MNIST and written back with --save; eval of that file
  * gives train's test accuracy to the digit, and eval of the untrained file
@@ -1702,6 +1751,7 @@ int main(void)
         cmocka_unit_test(test_train_from_files),
         cmocka_unit_test(test_plan_onnx),
         cmocka_unit_test(test_plan_onnx_dims),
+        cmocka_unit_test(test_train_onnx_language_model_files),
         cmocka_unit_test(test_train_onnx_synthetic),
         cmocka_unit_test(test_max_onnx_batch),
         cmocka_unit_test(test_train_onnx_save_eval),

@@ -2538,6 +2538,33 @@ static void test_tidectl_onnx_dims(void **state)
 }
 
 /*
+ * tidectl trains a language model from its own files through the real daemon:
+ * examples/onnx/gpt.onnx with gpt_tokens.npy and gpt_labels.npy, [12, 32] each (the next
+ * byte at every position); the held-out accuracy is per token, and 150 steps memorise the
+ * 12 windows.
+ */
+static void test_tidectl_onnx_language_model_files(void **state)
+{
+    (void)state;
+    NEED_DAEMON();
+    const char *tokens = TIDE_EXAMPLES_ONNX_DIR "/gpt_tokens.npy";
+    const char *next = TIDE_EXAMPLES_ONNX_DIR "/gpt_labels.npy";
+    struct tide_test_run *r = malloc(sizeof(*r));
+    assert_non_null(r);
+    run_tidectl(r, -1, "--json", "train", "--onnx", TIDE_EXAMPLES_ONNX_DIR "/gpt.onnx", "--data",
+                tokens, "--labels", next, "--test-data", tokens, "--test-labels", next, "--steps",
+                "150", "--lr", "0.5", "--budget", "64M", (char *)NULL);
+    if (r->exit_code != 0)
+        fail_msg("tidectl train --onnx gpt.onnx from its files: exit %d\n%s\n%s", r->exit_code,
+                 r->out, r->err);
+    assert_non_null(strstr(r->out, "\"test_examples\":12,"));
+    double accuracy = json_test_accuracy(r->out);
+    print_message("tidectl, gpt.onnx from its files: token accuracy %.4f\n", accuracy);
+    assert_true(accuracy > 0.9); /* 256 byte values */
+    free(r);
+}
+
+/*
  * tidectl train --onnx --dataset synthetic: the examples take the model's
  * own input shape ([4, 3, 8, 8], not Fashion-MNIST's 1 x 28 x 28) and its
  * classes (3), so a model of any image size can be tried on the daemon
@@ -3867,6 +3894,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_tidectl_onnx_two_inputs),
         cmocka_unit_test(test_tidectl_onnx_synthetic),
         cmocka_unit_test(test_tidectl_onnx_dims),
+        cmocka_unit_test(test_tidectl_onnx_language_model_files),
         cmocka_unit_test(test_tidectl_ctrl_c),
         cmocka_unit_test(test_tidectl_json_plan),
         cmocka_unit_test(test_tidectl_plan_policy),

@@ -397,6 +397,17 @@ int tidectl_open_files(const struct tidectl_options *o, tide_dataset **train, ti
         *train = NULL;
         return files_error(err, TIDECTL_EXIT_USAGE);
     }
+    int64_t label_dims[TIDE_DATASET_MAX_SAMPLE_RANK];
+    if (!o->onnx && tide_dataset_label_shape(*train, label_dims) > 0) {
+        snprintf(err, sizeof(err),
+                 "%s: a class label per position ([N, S] labels) is for an --onnx model whose "
+                 "output has one per position (a language model's [B, S, V]); --model %s learns "
+                 "one class an example ([N] labels)",
+                 o->labels, o->model);
+        tide_dataset_free(*train);
+        *train = NULL;
+        return files_error(err, TIDECTL_EXIT_USAGE);
+    }
     /* A shape the model cannot read is a usage error: another --model or other files. */
     /* An ONNX model reads any example shape of its input's size, as the MLP does. */
     const char *reader = o->onnx ? "mlp" : o->model;

@@ -54,7 +54,8 @@ struct train_state {
     bool bar_drawn;
     bool json_failed; /* a --json line could not be written: exit 1 at the end */
     /* evaluation */
-    int64_t eval_correct, eval_seen;
+    int64_t eval_correct, eval_seen; /* eval_seen: examples */
+    int64_t eval_labels;             /* labels scored: examples, or a language model's tokens */
     double eval_loss_sum;
     int64_t eval_steps;
     double eval_token_loss_sum; /* language models: the held-out tokens' losses */
@@ -88,17 +89,28 @@ static int64_t argmax_row(const float *row, int32_t n)
     return best;
 }
 
-/* Counts the correct predictions among the first n rows of the step's logits, or -1. */
+/* Labels an example: 1, or an ONNX language model's S (its labels [B, S], logits [B, S, V]). */
+static int64_t label_positions(const struct train_state *t)
+{
+    const struct tide_onnx_training *x = t->m->onnx;
+    return x && x->batch > 0 && x->labels.elements > x->batch ? x->labels.elements / x->batch : 1;
+}
+
+/*
+ * Counts the correct predictions among the first n examples' rows of the step's logits (a row
+ * per label: per position for a language model), or -1.
+ */
 static int64_t count_correct(const struct train_state *t, const struct tide_step_result *r,
                              const int32_t *labels, int64_t n)
 {
     const struct tide_tensor *logits = tide_step_result_fetch(r, t->m->logits);
-    size_t want = (size_t)t->o->batch * (size_t)t->m->classes * sizeof(float);
+    int64_t positions = label_positions(t);
+    size_t want = (size_t)(t->o->batch * positions) * (size_t)t->m->classes * sizeof(float);
     if (!logits || logits->dtype != TIDE_DT_FLOAT32 || logits->bytes != want)
         return -1;
     const float *rows = logits->data;
     int64_t correct = 0;
-    for (int64_t i = 0; i < n; i++)
+    for (int64_t i = 0; i < n * positions; i++)
         correct += argmax_row(rows + i * t->m->classes, t->m->classes) == labels[i];
     return correct;
 }
@@ -255,13 +267,15 @@ static int train_step(void *user, const struct tide_step_result *r)
         if (correct >= 0) {
             t->eval_correct += correct;
             t->eval_seen += n;
+            t->eval_labels += n * label_positions(t);
         }
     } else {
         t->done_train++;
         t->last = *r;
         t->last.fetches = NULL;
         t->last.n_fetches = 0;
-        t->last_accuracy = correct >= 0 && n > 0 ? (double)correct / (double)n : NAN;
+        t->last_accuracy =
+            correct >= 0 && n > 0 ? (double)correct / (double)(n * label_positions(t)) : NAN;
         if (r->device_high_water_bytes > t->max_high_water)
             t->max_high_water = r->device_high_water_bytes;
         t->copy_bytes_total += r->h2d_bytes + r->d2h_bytes;
@@ -284,8 +298,9 @@ static int train_step(void *user, const struct tide_step_result *r)
         tidectl_json_set_string(line, "job", t->job.id);
         tidectl_json_set(line, "result", tidectl_json_step(r));
         if (!t->m->language_model)
-            tidectl_json_set_double(line, "batch_accuracy",
-                                    correct >= 0 && n > 0 ? (double)correct / (double)n : NAN);
+            tidectl_json_set_double(
+                line, "batch_accuracy",
+                correct >= 0 && n > 0 ? (double)correct / (double)(n * label_positions(t)) : NAN);
         if (tidectl_json_print_line(line) != TIDECTL_EXIT_OK)
             t->json_failed = true;
     }
@@ -483,7 +498,7 @@ static int run_train(const struct tidectl_verb *verb, struct tidectl_options *o,
         tide_client_free(c);
         goto out;
     }
-    double test_accuracy = t.eval_seen ? (double)t.eval_correct / (double)t.eval_seen : NAN;
+    double test_accuracy = t.eval_labels ? (double)t.eval_correct / (double)t.eval_labels : NAN;
     double test_loss = t.eval_seen ? t.eval_loss_sum / (double)t.eval_seen : NAN;
     double heldout_loss =
         t.eval_windows ? t.eval_token_loss_sum / (double)(t.eval_windows * t.seq_len) : NAN;

@@ -28,7 +28,8 @@
  *
  * Which format a file has is told by its first bytes (\x93NUMPY, or an IDX
  * header), not its name. Inputs are [N, ...] (the sample shape is the rest,
- * 1 to 7 dimensions), class labels [N] or [N, 1], float targets [N, ...].
+ * 1 to 7 dimensions), class labels [N] or [N, 1] (or [N, S, ...]: one per
+ * position, for an ONNX language model), float targets [N, ...].
  * A dataset of float targets has 0 classes and hands out its batches
  * through tide_dataset_iter_next_targets(), not tide_dataset_iter_next().
  *
@@ -124,9 +125,10 @@ enum tide_data_type tide_dataset_input_dtype(const tide_dataset *ds, int32_t k);
  * copies input k's examples into inputs[k] (batch times its values an
  * example, float32, or int32 for int files) for each k of
  * tide_dataset_inputs(), and the labels into labels (batch int32 class
- * indices, or the float targets as tide_dataset_iter_next_targets() gives
- * them). Returns as tide_dataset_iter_next(); -1 for NULL arguments or a
- * dataset not read from files.
+ * indices; batch times the label shape's product for labels per position;
+ * or the float targets as tide_dataset_iter_next_targets() gives them).
+ * Returns as tide_dataset_iter_next(); -1 for NULL arguments or a dataset
+ * not read from files.
  */
 int64_t tide_dataset_iter_next_inputs(tide_dataset_iter *it, void *const *inputs, void *labels);
 
@@ -145,9 +147,12 @@ int32_t tide_dataset_sample_shape(const tide_dataset *ds, int64_t *dims);
 enum tide_data_type tide_dataset_label_dtype(const tide_dataset *ds);
 
 /*
- * The shape of one example's labels: for float targets, writes up to
- * TIDE_DATASET_MAX_SAMPLE_RANK dims (the file's shape without its first)
- * and returns their number; 0 (one scalar) for class labels and NULL.
+ * The shape of one example's labels: for float targets and for class labels
+ * per position (a labels file [N, S, ...] of ints: a language model's next
+ * tokens), writes up to TIDE_DATASET_MAX_SAMPLE_RANK dims (the file's shape
+ * without its first) and returns their number; 0 (one scalar) for a class
+ * label an example and NULL. A dataset of labels per position hands out its
+ * batches through tide_dataset_iter_next_inputs() only.
  */
 int32_t tide_dataset_label_shape(const tide_dataset *ds, int64_t *dims);
 
