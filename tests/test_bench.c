@@ -1414,6 +1414,41 @@ static void test_plan_onnx_dims(void **state)
 }
 
 /*
+ * Labels that use fewer classes than the model has (cnn.onnx's 10, labels of 0 and 1 only):
+ * the held-out accuracy reads the model's 10 logits a row; tide-bench used to size them by the
+ * labels' largest class + 1 and failed the evaluation's fetch.
+ */
+static void test_train_onnx_labels_fewer_classes(void **state)
+{
+    (void)state;
+    snprintf(files_dir, sizeof(files_dir), "/tmp/tide-test-bench-fewer-XXXXXX");
+    assert_non_null(mkdtemp(files_dir));
+    int64_t y[24];
+    for (int i = 0; i < 24; i++)
+        y[i] = i % 2;
+    write_npy128("y01.npy", "{'descr': '<i8', 'fortran_order': False, 'shape': (24,), }", y,
+                 sizeof(y));
+    char *images = TIDE_EXAMPLES_ONNX_DIR "/cnn_images.npy";
+    char labels[128];
+    snprintf(labels, sizeof(labels), "%s", file_in("y01.npy"));
+    struct tide_test_run *r = malloc(sizeof(*r));
+    assert_non_null(r);
+    struct json_object *line =
+        run_bench(r, 0,
+                  (char *[]){"train", "--onnx", TIDE_EXAMPLES_ONNX_DIR "/cnn.onnx", "--data",
+                             images, "--labels", labels, "--test-data", images, "--test-labels",
+                             labels, "--steps", "60", "--json", NULL});
+    double accuracy = tide_test_json_number(line, "test_accuracy");
+    json_object_put(line);
+    print_message("cnn.onnx, labels of 2 of its 10 classes: accuracy %.4f\n", accuracy);
+    /* The labels alternate, unrelated to the images: the point is that evaluation ran. */
+    assert_true(accuracy >= 0 && accuracy <= 1);
+    unlink(labels);
+    rmdir(files_dir);
+    free(r);
+}
+
+/*
  * A language model from its own files: examples/onnx/gpt.onnx with gpt_tokens.npy [12, 32]
  * and gpt_labels.npy [12, 32] (the next byte at each position). The untrained model scores
  * near chance per token (eval); 150 SGD steps at lr 0.5 memorise the 12 windows (train's
@@ -1752,6 +1787,7 @@ int main(void)
         cmocka_unit_test(test_plan_onnx),
         cmocka_unit_test(test_plan_onnx_dims),
         cmocka_unit_test(test_train_onnx_language_model_files),
+        cmocka_unit_test(test_train_onnx_labels_fewer_classes),
         cmocka_unit_test(test_train_onnx_synthetic),
         cmocka_unit_test(test_max_onnx_batch),
         cmocka_unit_test(test_train_onnx_save_eval),
