@@ -446,15 +446,26 @@ static void test_park_moves_device_bit_identical(void **state)
     static const char *const busy[] = {"--budget", "48M", "--device", "0", NULL};
     pid_t blocker = tide_test_train_in_background_with(d, "blocker", 1000000, "blocker.log", busy);
     assert_true(blocker > 0);
+    /* RUNNING on device 0 with a step done: its tidectl streams, and has its SIGINT handler
+     * (a loaded machine can take seconds to get there, and a SIGINT before it kills tidectl
+     * instead of stopping it with 130). */
     deadline = tide_test_now_s() + DEADLINE_S;
     for (;;) {
         struct tide_daemon_status s;
-        CHECK_OK(c, tide_client_status(c, &s, NULL, NULL));
-        if (s.devices[0].reserved_bytes == 48 * MIB)
+        struct tide_job_info *jobs = NULL;
+        size_t n = 0;
+        CHECK_OK(c, tide_client_status(c, &s, &jobs, &n));
+        bool streaming = false;
+        for (size_t i = 0; i < n; i++)
+            streaming |= strcmp(jobs[i].name, "blocker") == 0 &&
+                         jobs[i].state == TIDE_JOB_RUNNING && jobs[i].steps >= 1 &&
+                         jobs[i].device == 0;
+        free(jobs);
+        if (s.devices[0].reserved_bytes == 48 * MIB && streaming)
             break;
         if (tide_test_now_s() > deadline) {
             kill(blocker, SIGKILL);
-            fail_msg("the blocker did not take device 0");
+            fail_msg("the blocker did not train on device 0");
         }
         tide_test_sleep_ms(100);
     }
