@@ -760,11 +760,13 @@ static int open_split(const struct bench_options *o, const struct tide_onnx_trai
     int rc;
     if (strcmp(o->dataset, "synthetic") == 0) {
         struct tide_synthetic_options s = {.seed = o->seed};
+        rc = 0;
         if (t)
-            tide_onnx_training_synthetic(t, &s);
+            rc = tide_onnx_training_synthetic(t, &s, err, sizeof(err));
         else
             tide_bench_input_shape(o, &s.channels, &s.height, &s.width);
-        rc = tide_dataset_open_synthetic(&s, split, out, err, sizeof(err));
+        if (rc == 0)
+            rc = tide_dataset_open_synthetic(&s, split, out, err, sizeof(err));
     } else {
         rc = tide_dataset_open(o->dataset, NULL, split, out, err, sizeof(err));
     }

@@ -435,10 +435,22 @@ void tide_onnx_training_free(struct tide_onnx_training *out)
     memset(out, 0, sizeof(*out));
 }
 
-void tide_onnx_training_synthetic(const struct tide_onnx_training *t,
-                                  struct tide_synthetic_options *s)
+int tide_onnx_training_synthetic(const struct tide_onnx_training *t,
+                                 struct tide_synthetic_options *s, char *err, size_t err_size)
 {
     const struct tide_onnx_tensor *in = &t->input;
+    if (t->n_inputs > 1)
+        return fail(err, err_size,
+                    "--dataset synthetic makes one float32 array of examples, and the model has "
+                    "%d graph inputs of examples (\"%s\", \"%s\"%s): give one file per input, "
+                    "--data A,B",
+                    (int)t->n_inputs, t->inputs[0].name, t->inputs[1].name,
+                    t->n_inputs > 2 ? ", ..." : "");
+    if (in->dtype != TIDE_DT_FLOAT32)
+        return fail(err, err_size,
+                    "--dataset synthetic makes float32 examples, and input \"%s\" takes int32 "
+                    "values (token ids, indices): give them in a file, --data",
+                    in->name);
     int64_t d[3] = {1, 1, 1}; /* channels, height, width */
     for (int32_t a = 1; a < in->rank; a++) {
         int32_t k = 3 - (in->rank - a);
@@ -447,6 +459,7 @@ void tide_onnx_training_synthetic(const struct tide_onnx_training *t,
     s->channels = d[0], s->height = d[1], s->width = d[2];
     if (t->classes > 0 && t->classes <= 65536)
         s->classes = (int32_t)t->classes;
+    return 0;
 }
 
 const char *tide_onnx_training_note(const struct tide_onnx_training *t, char *buf, size_t size)

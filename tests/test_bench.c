@@ -1079,8 +1079,8 @@ static void test_train_onnx_synthetic(void **state)
     json_object_put(line);
     run_bench_fails(
         r, 1, (char *[]){"train", "--onnx", tokens, "--dataset", "synthetic", "--steps", "1", NULL},
-        "input \"ids\" takes 20 int32 values per batch of 4; the examples are 5 "
-        "float32 values each");
+        "tide-bench: --dataset synthetic makes float32 examples, and input \"ids\" takes int32 "
+        "values (token ids, indices): give them in a file, --data");
     free(r);
     unlink(images), unlink(tokens);
     free(images), free(tokens);

@@ -2551,6 +2551,13 @@ static void test_tidectl_onnx_language_model_files(void **state)
     const char *next = TIDE_EXAMPLES_ONNX_DIR "/gpt_labels.npy";
     struct tide_test_run *r = malloc(sizeof(*r));
     assert_non_null(r);
+    /* Synthetic examples are float32: token ids come from files, and the refusal says so. */
+    run_tidectl(r, -1, "train", "--onnx", TIDE_EXAMPLES_ONNX_DIR "/gpt.onnx", "--dataset",
+                "synthetic", "--steps", "1", (char *)NULL);
+    assert_int_equal(r->exit_code, 2);
+    assert_non_null(strstr(r->err, "gpt.onnx: --dataset synthetic makes float32 examples, and "
+                                   "input \"tokens\" takes int32 values (token ids, indices): "
+                                   "give them in a file, --data"));
     run_tidectl(r, -1, "--json", "train", "--onnx", TIDE_EXAMPLES_ONNX_DIR "/gpt.onnx", "--data",
                 tokens, "--labels", next, "--test-data", tokens, "--test-labels", next, "--steps",
                 "150", "--lr", "0.5", "--budget", "64M", (char *)NULL);

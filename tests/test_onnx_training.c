@@ -29,6 +29,7 @@
 #include "common/status.h"
 #include "runtime/session.h"
 #include "tide/client.h"
+#include "tide/dataset.h"
 #include "tide/onnx.h"
 
 #include "onnx_builder.h"
@@ -830,6 +831,12 @@ static void test_several_inputs(void **state)
     assert_string_equal(err, "the model has 2 graph inputs of examples (\"x\", \"mask\") but "
                              "the examples come in 1 array: give one per input, in the model's "
                              "order");
+    /* Synthetic examples are one float32 array: refused for it, naming both inputs. */
+    struct tide_synthetic_options syn = {0};
+    assert_int_equal(tide_onnx_training_synthetic(&t, &syn, err, sizeof(err)), -1);
+    assert_string_equal(err, "--dataset synthetic makes one float32 array of examples, and the "
+                             "model has 2 graph inputs of examples (\"x\", \"mask\"): give one "
+                             "file per input, --data A,B");
 
     /* One SGD step: w -= lr * kept^T (softmax - onehot) / B, with row 3 of w dropped by the mask.
      */

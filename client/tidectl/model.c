@@ -300,8 +300,14 @@ int tidectl_open_dataset(const struct tidectl_options *o, const char *split, tid
             struct tide_onnx_training t;
             if ((rc = read_onnx_training(o, &t)) != TIDECTL_EXIT_OK)
                 return rc;
-            tide_onnx_training_synthetic(&t, &s);
+            rc = tide_onnx_training_synthetic(&t, &s, err, sizeof(err));
             tide_onnx_training_free(&t);
+            if (rc != 0) {
+                fprintf(stderr, "tidectl: %s: %s\n", o->onnx, err);
+                if (tidectl_json)
+                    tidectl_json_print_error("DATASET", -1, err, TIDECTL_EXIT_USAGE);
+                return TIDECTL_EXIT_USAGE;
+            }
         }
         if (strcmp(split, "train") == 0)
             s.count = 60000;

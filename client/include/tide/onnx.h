@@ -279,11 +279,13 @@ struct tide_synthetic_options; /* tide/dataset.h */
  * shape of t's first input as channels, height and width (its last three
  * dims after the batch; any before them merged into channels, fewer
  * leaving ones) and, for loss xent, t's classes as the labels' count. Sets
- * those four fields of s only. The synthetic examples are float32: a
- * model whose input is int (tokens) is then refused by the checks below.
+ * those four fields of s only. Returns 0, or -1 with a message in err when
+ * synthetic examples cannot feed t: they are one float32 array, so a model
+ * of several graph inputs of examples, or of an int input (token ids), is
+ * refused naming the inputs and pointing to --data.
  */
-void tide_onnx_training_synthetic(const struct tide_onnx_training *t,
-                                  struct tide_synthetic_options *s);
+int tide_onnx_training_synthetic(const struct tide_onnx_training *t,
+                                 struct tide_synthetic_options *s, char *err, size_t err_size);
 
 /*
  * As tide_onnx_training_check_examples, for examples whose labels are of
