@@ -597,16 +597,32 @@ enum tide_status tide__infer_cast(struct tide_graph *graph, struct tide_node *no
     return tide__set_output(graph, node, 0, (enum tide_dtype)to, input_shape(graph, node, 0), err);
 }
 
+/*
+ * Refuses an enum attribute (attribute k of node, called name) outside 0 .. count - 1, listing
+ * the values' meanings in order (values).
+ */
+static enum tide_status check_enum_attr(const struct tide_node *node, int k, const char *name,
+                                        int count, const char *values, struct tide_error *err)
+{
+    int64_t v = node->attrs[k].i;
+    if (v < 0 || v >= count)
+        return tide_node_error(err, TIDE_INVALID, node,
+                               "attribute \"%s\" is %" PRId64 ", wants 0 to %d (%s)", name, v,
+                               count - 1, values);
+    return TIDE_OK;
+}
+
 /* Compare(x, y; mode): x and y of one dtype, broadcast; the output is float32 0.0 / 1.0. */
 enum tide_status tide__infer_compare(struct tide_graph *graph, struct tide_node *node,
                                      struct tide_error *err)
 {
-    int64_t mode = node->attrs[TIDE_ATTR_COMPARE_mode].i;
-    if (mode < 0 || mode >= TIDE_COMPARISON_COUNT)
-        return tide_node_error(err, TIDE_INVALID, node,
-                               "attribute \"mode\" is %" PRId64 ", wants 0 to %d (equal, not "
-                               "equal, less, less or equal, greater, greater or equal)",
-                               mode, TIDE_COMPARISON_COUNT - 1);
+    enum tide_status st =
+        check_enum_attr(node, TIDE_ATTR_COMPARE_mode, "mode", TIDE_COMPARISON_COUNT,
+                        "equal, not equal, less, less or equal, greater, "
+                        "greater or equal",
+                        err);
+    if (st != TIDE_OK)
+        return st;
     enum tide_dtype a = tide_graph_input(graph, node, 0)->dtype;
     enum tide_dtype b = tide_graph_input(graph, node, 1)->dtype;
     if (a != b)
@@ -639,13 +655,8 @@ enum tide_status tide__infer_select(struct tide_graph *graph, struct tide_node *
 /* Refuses an "fn" (attribute k of node) that is not an enum tide_trig_function value. */
 static enum tide_status check_trig_fn(const struct tide_node *node, int k, struct tide_error *err)
 {
-    int64_t fn = node->attrs[k].i;
-    if (fn < 0 || fn >= TIDE_TRIG_FUNCTION_COUNT)
-        return tide_node_error(err, TIDE_INVALID, node,
-                               "attribute \"fn\" is %" PRId64 ", wants 0 to %d (sin, cos, tan, "
-                               "asin, acos, atan, sinh, cosh, asinh, acosh, atanh)",
-                               fn, TIDE_TRIG_FUNCTION_COUNT - 1);
-    return TIDE_OK;
+    return check_enum_attr(node, k, "fn", TIDE_TRIG_FUNCTION_COUNT,
+                           "sin, cos, tan, asin, acos, atan, sinh, cosh, asinh, acosh, atanh", err);
 }
 
 /* Trig(x; fn): x's shape. */
@@ -678,12 +689,10 @@ enum tide_status tide__infer_trig_grad(struct tide_graph *graph, struct tide_nod
 enum tide_status tide__infer_round(struct tide_graph *graph, struct tide_node *node,
                                    struct tide_error *err)
 {
-    int64_t mode = node->attrs[TIDE_ATTR_ROUND_mode].i;
-    if (mode < 0 || mode >= TIDE_ROUNDING_COUNT)
-        return tide_node_error(err, TIDE_INVALID, node,
-                               "attribute \"mode\" is %" PRId64 ", wants 0 to %d (floor, ceil, "
-                               "half to even, toward zero)",
-                               mode, TIDE_ROUNDING_COUNT - 1);
+    enum tide_status st = check_enum_attr(node, TIDE_ATTR_ROUND_mode, "mode", TIDE_ROUNDING_COUNT,
+                                          "floor, ceil, half to even, toward zero", err);
+    if (st != TIDE_OK)
+        return st;
     return tide__set_output(graph, node, 0, TIDE_DTYPE_FLOAT32, input_shape(graph, node, 0), err);
 }
 
