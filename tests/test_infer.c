@@ -1764,42 +1764,80 @@ static void test_masks(void **state)
     FAILS(TIDE_INVALID, "bad", "has 2 data inputs, wants 3");
 }
 
-/* ---- Trigonometric and hyperbolic functions (Trig, TrigGrad) ---- */
+/* ---- Element-wise ops of an enum attribute: Trig, TrigGrad, Round ---- */
 
 /*
- * Trig keeps x's shape for every fn (a scalar and an empty tensor too);
- * TrigGrad wants dy of x's shape; an fn out of range, or none, is refused
- * naming the value, an int32 x by its dtype.
+ * An op of one float32 x and an enum attribute attr (values 0 .. count - 1):
+ * each value keeps x's shape, float32, for x [2, 3, 4], a scalar and [0, 7]
+ * (one graph, inferred at once), and the op is cheap and in place; -1, count
+ * and 1000 are refused naming the value and the meanings (from first to
+ * last), no attribute by its name, and an int32 x by its dtype.
+ */
+static void check_enum_unary(enum tide_op op, int attr, const char *attr_name, int count,
+                             const char *first, const char *last)
+{
+    reset();
+    uint32_t x = ph("x", SHAPE(2, 3, 4)), s = ph("s", SCALAR), e = ph("e", SHAPE(0, 7));
+    uint32_t ids[16][3];
+    assert_true(count <= 16);
+    for (int v = 0; v < count; v++) {
+        const uint32_t inputs[3] = {x, s, e};
+        for (int k = 0; k < 3; k++) {
+            char name[16];
+            snprintf(name, sizeof(name), "op%d_%d", v, k);
+            ids[v][k] = OP(op, name, inputs[k]);
+            tide_attr_set_int(g, ids[v][k], attr, v);
+        }
+    }
+    infer_ok();
+    for (int v = 0; v < count; v++) {
+        expect_f32(ids[v][0], SHAPE(2, 3, 4));
+        expect_f32(ids[v][1], SCALAR);
+        expect_f32(ids[v][2], SHAPE(0, 7));
+    }
+    assert_true(tide_op_info(op)->flags & TIDE_OP_F_CHEAP &&
+                tide_op_info(op)->flags & TIDE_OP_F_INPLACE);
+    const int64_t bad_values[3] = {-1, count, 1000};
+    for (int k = 0; k < 3; k++) {
+        char want[96];
+        snprintf(want, sizeof(want), "attribute \"%s\" is %d, wants 0 to %d (%s", attr_name,
+                 (int)bad_values[k], count - 1, first);
+        reset();
+        x = ph("x", SHAPE(2));
+        uint32_t bad = OP(op, "bad", x);
+        tide_attr_set_int(g, bad, attr, bad_values[k]);
+        FAILS(TIDE_INVALID, "bad", want, last);
+    }
+    char quoted[32];
+    snprintf(quoted, sizeof(quoted), "\"%s\"", attr_name);
+    reset();
+    x = ph("x", SHAPE(2));
+    OP(op, "bad", x);
+    FAILS(TIDE_INVALID, "bad", quoted);
+    reset();
+    uint32_t i = placeholder_of("i", TIDE_DTYPE_INT32, SHAPE(2));
+    uint32_t bad = OP(op, "bad", i);
+    tide_attr_set_int(g, bad, attr, 0);
+    FAILS(TIDE_INVALID, "bad", "input 0 (\"i\") is int32, wants float32");
+}
+
+/*
+ * Trig as above for every fn; TrigGrad wants dy of x's shape and refuses an
+ * fn out of range as Trig does.
  */
 static void test_trig(void **state)
 {
     (void)state;
-    uint32_t x = ph("x", SHAPE(2, 3, 4)), s = ph("s", SCALAR), e = ph("e", SHAPE(0, 7));
-    uint32_t ids[TIDE_TRIG_FUNCTION_COUNT][3];
-    for (int fn = 0; fn < TIDE_TRIG_FUNCTION_COUNT; fn++) {
-        const uint32_t inputs[3] = {x, s, e};
-        for (int k = 0; k < 3; k++) {
-            char name[16];
-            snprintf(name, sizeof(name), "trig%d_%d", fn, k);
-            ids[fn][k] = OP(TIDE_OP_TRIG, name, inputs[k]);
-            tide_attr_set_int(g, ids[fn][k], TIDE_ATTR_TRIG_fn, fn);
-        }
-    }
-    uint32_t dy = ph("dy", SHAPE(2, 3, 4));
+    check_enum_unary(TIDE_OP_TRIG, TIDE_ATTR_TRIG_fn, "fn", TIDE_TRIG_FUNCTION_COUNT, "sin, cos,",
+                     "acosh, atanh)");
+    reset();
+    uint32_t x = ph("x", SHAPE(2, 3, 4)), dy = ph("dy", SHAPE(2, 3, 4));
     uint32_t grad = OP(TIDE_OP_TRIG_GRAD, "grad", dy, x);
     tide_attr_set_int(g, grad, TIDE_ATTR_TRIG_GRAD_fn, TIDE_TRIG_FUNCTION_ATANH);
     infer_ok();
-    for (int fn = 0; fn < TIDE_TRIG_FUNCTION_COUNT; fn++) {
-        expect_f32(ids[fn][0], SHAPE(2, 3, 4));
-        expect_f32(ids[fn][1], SCALAR);
-        expect_f32(ids[fn][2], SHAPE(0, 7));
-    }
     expect_f32(grad, SHAPE(2, 3, 4));
-    static const enum tide_op ops[] = {TIDE_OP_TRIG, TIDE_OP_TRIG_GRAD};
-    for (int k = 0; k < 2; k++)
-        assert_true(tide_op_info(ops[k])->flags & TIDE_OP_F_CHEAP &&
-                    tide_op_info(ops[k])->flags & TIDE_OP_F_INPLACE);
-
+    assert_true(tide_op_info(TIDE_OP_TRIG_GRAD)->flags & TIDE_OP_F_CHEAP &&
+                tide_op_info(TIDE_OP_TRIG_GRAD)->flags & TIDE_OP_F_INPLACE);
     const int64_t bad_fn[3] = {-1, 11, 1000};
     for (int k = 0; k < 3; k++) {
         char want[64];
@@ -1807,83 +1845,25 @@ static void test_trig(void **state)
                  (int)bad_fn[k]);
         reset();
         x = ph("x", SHAPE(2));
-        uint32_t bad = OP(TIDE_OP_TRIG, "bad", x);
-        tide_attr_set_int(g, bad, TIDE_ATTR_TRIG_fn, bad_fn[k]);
-        FAILS(TIDE_INVALID, "bad", want, "acosh, atanh)");
-        reset();
-        x = ph("x", SHAPE(2));
-        bad = OP(TIDE_OP_TRIG_GRAD, "bad", x, x);
+        uint32_t bad = OP(TIDE_OP_TRIG_GRAD, "bad", x, x);
         tide_attr_set_int(g, bad, TIDE_ATTR_TRIG_GRAD_fn, bad_fn[k]);
         FAILS(TIDE_INVALID, "bad", want);
     }
     reset();
-    x = ph("x", SHAPE(2));
-    OP(TIDE_OP_TRIG, "bad", x);
-    FAILS(TIDE_INVALID, "bad", "\"fn\"");
-    reset();
-    uint32_t i = placeholder_of("i", TIDE_DTYPE_INT32, SHAPE(2));
-    uint32_t bad = OP(TIDE_OP_TRIG, "bad", i);
-    tide_attr_set_int(g, bad, TIDE_ATTR_TRIG_fn, TIDE_TRIG_FUNCTION_SIN);
-    FAILS(TIDE_INVALID, "bad", "input 0 (\"i\") is int32, wants float32");
-    reset();
     dy = ph("dy", SHAPE(2, 4));
     x = ph("x", SHAPE(2, 5));
-    bad = OP(TIDE_OP_TRIG_GRAD, "bad", dy, x);
+    uint32_t bad = OP(TIDE_OP_TRIG_GRAD, "bad", dy, x);
     tide_attr_set_int(g, bad, TIDE_ATTR_TRIG_GRAD_fn, TIDE_TRIG_FUNCTION_COS);
     FAILS(TIDE_INVALID, "bad", "input 0 (dy) has shape [2, 4], wants [2, 5]",
           "the shape of input 1 (x)");
 }
 
-/* ---- Rounding to integral values (Round) ---- */
-
-/*
- * Round keeps x's shape for every mode (a scalar and an empty tensor too),
- * and is cheap and in place; a mode out of range, or none, is refused
- * naming the value, an int32 x by its dtype.
- */
+/* Round as above for every mode. */
 static void test_round(void **state)
 {
     (void)state;
-    uint32_t x = ph("x", SHAPE(2, 3, 4)), s = ph("s", SCALAR), e = ph("e", SHAPE(0, 7));
-    uint32_t ids[TIDE_ROUNDING_COUNT][3];
-    for (int mode = 0; mode < TIDE_ROUNDING_COUNT; mode++) {
-        const uint32_t inputs[3] = {x, s, e};
-        for (int k = 0; k < 3; k++) {
-            char name[16];
-            snprintf(name, sizeof(name), "round%d_%d", mode, k);
-            ids[mode][k] = OP(TIDE_OP_ROUND, name, inputs[k]);
-            tide_attr_set_int(g, ids[mode][k], TIDE_ATTR_ROUND_mode, mode);
-        }
-    }
-    infer_ok();
-    for (int mode = 0; mode < TIDE_ROUNDING_COUNT; mode++) {
-        expect_f32(ids[mode][0], SHAPE(2, 3, 4));
-        expect_f32(ids[mode][1], SCALAR);
-        expect_f32(ids[mode][2], SHAPE(0, 7));
-    }
-    assert_true(tide_op_info(TIDE_OP_ROUND)->flags & TIDE_OP_F_CHEAP &&
-                tide_op_info(TIDE_OP_ROUND)->flags & TIDE_OP_F_INPLACE);
-
-    const int64_t bad_mode[3] = {-1, 4, 1000};
-    for (int k = 0; k < 3; k++) {
-        char want[64];
-        snprintf(want, sizeof(want), "attribute \"mode\" is %d, wants 0 to 3 (floor, ceil,",
-                 (int)bad_mode[k]);
-        reset();
-        x = ph("x", SHAPE(2));
-        uint32_t bad = OP(TIDE_OP_ROUND, "bad", x);
-        tide_attr_set_int(g, bad, TIDE_ATTR_ROUND_mode, bad_mode[k]);
-        FAILS(TIDE_INVALID, "bad", want, "half to even, toward zero)");
-    }
-    reset();
-    x = ph("x", SHAPE(2));
-    OP(TIDE_OP_ROUND, "bad", x);
-    FAILS(TIDE_INVALID, "bad", "\"mode\"");
-    reset();
-    uint32_t i = placeholder_of("i", TIDE_DTYPE_INT32, SHAPE(2));
-    uint32_t bad = OP(TIDE_OP_ROUND, "bad", i);
-    tide_attr_set_int(g, bad, TIDE_ATTR_ROUND_mode, TIDE_ROUNDING_FLOOR);
-    FAILS(TIDE_INVALID, "bad", "input 0 (\"i\") is int32, wants float32");
+    check_enum_unary(TIDE_OP_ROUND, TIDE_ATTR_ROUND_mode, "mode", TIDE_ROUNDING_COUNT,
+                     "floor, ceil,", "half to even, toward zero)");
 }
 
 /* ---- Sequence-model ops: batched products and axis permutation (BatchMatMul, Transpose) ---- */
