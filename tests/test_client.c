@@ -100,6 +100,16 @@ static Tide__V1__Graph *roundtrip(tide_builder *b)
     return g;
 }
 
+/* Fails unless the daemon's importer takes g (the graph a builder test made). */
+static void expect_daemon_imports(const Tide__V1__Graph *g)
+{
+    struct tide_graph *imported = NULL;
+    struct tide_error err = {0};
+    if (tide_graph_import_message(g, NULL, &imported, &err) != TIDE_OK)
+        fail_msg("import: %s", err.message);
+    tide_graph_free(imported);
+}
+
 static const Tide__V1__Node *node_named(const Tide__V1__Graph *g, const char *name)
 {
     for (size_t i = 0; i < g->n_nodes; i++) {
@@ -2085,11 +2095,7 @@ static void test_builder_masks(void **state)
     assert_string_equal(n->op, "Cast");
     assert_int_equal(attr_of(n, "to")->i, 2);
     assert_int_equal(attr_of(node_named(g, "cast_0"), "to")->i, 1);
-    struct tide_graph *imported = NULL;
-    struct tide_error err = {0};
-    if (tide_graph_import_message(g, NULL, &imported, &err) != TIDE_OK)
-        fail_msg("import: %s", err.message);
-    tide_graph_free(imported);
+    expect_daemon_imports(g);
     tide__v1__graph__free_unpacked(g, NULL);
     tide_builder_free(b);
 
@@ -2155,11 +2161,7 @@ static void test_builder_trig(void **state)
     assert_int_equal(attr_of(n, "fn")->i, TIDE_TRIG_COS);
     assert_int_equal(attr_of(node_named(g, "trig_0"), "fn")->i, 0);
     assert_int_equal(attr_of(node_named(g, "trig_9"), "fn")->i, 10);
-    struct tide_graph *imported = NULL;
-    struct tide_error err = {0};
-    if (tide_graph_import_message(g, NULL, &imported, &err) != TIDE_OK)
-        fail_msg("import: %s", err.message);
-    tide_graph_free(imported);
+    expect_daemon_imports(g);
     tide__v1__graph__free_unpacked(g, NULL);
     tide_builder_free(b);
 
@@ -2213,11 +2215,7 @@ static void test_builder_round(void **state)
     assert_int_equal(attr_of(node_named(g, "round_0"), "mode")->i, 0);
     assert_int_equal(attr_of(node_named(g, "round_1"), "mode")->i, 1);
     assert_int_equal(attr_of(node_named(g, "round_2"), "mode")->i, 3);
-    struct tide_graph *imported = NULL;
-    struct tide_error err = {0};
-    if (tide_graph_import_message(g, NULL, &imported, &err) != TIDE_OK)
-        fail_msg("import: %s", err.message);
-    tide_graph_free(imported);
+    expect_daemon_imports(g);
     tide__v1__graph__free_unpacked(g, NULL);
     tide_builder_free(b);
 
@@ -2275,11 +2273,7 @@ static void test_builder_batch_matmul_and_transpose(void **state)
     expect_ints(attr_of(n, "perm"), 4, (int64_t[]){0, 2, 1, 3});
     n = node_named(g, "transpose_0");
     assert_string_equal(n->inputs[0], "ids");
-    struct tide_graph *imported = NULL;
-    struct tide_error err = {0};
-    if (tide_graph_import_message(g, NULL, &imported, &err) != TIDE_OK)
-        fail_msg("import: %s", err.message);
-    tide_graph_free(imported);
+    expect_daemon_imports(g);
     tide__v1__graph__free_unpacked(g, NULL);
     tide_builder_free(b);
 
@@ -2365,11 +2359,7 @@ static void test_builder_moe_routing(void **state)
     const Tide__V1__Node *gb = node_named(g, "back");
     assert_string_equal(gb->op, "Gather");
     assert_string_equal(gb->inputs[1], "route:1");
-    struct tide_graph *imported = NULL;
-    struct tide_error err = {0};
-    if (tide_graph_import_message(g, NULL, &imported, &err) != TIDE_OK)
-        fail_msg("import: %s", err.message);
-    tide_graph_free(imported);
+    expect_daemon_imports(g);
     tide__v1__graph__free_unpacked(g, NULL);
     tide_builder_free(b);
 }
