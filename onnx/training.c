@@ -90,31 +90,25 @@ int tide_onnx_parse_dims(const char *list, char **copy, struct tide_onnx_dim **d
         *copy = NULL, *dims = NULL;
         return fail(err, err_size, "out of memory");
     }
-    const char *why = NULL;
-    char *entry = NULL;
+    const char *why = NULL, *entry = NULL;
     for (char *save = NULL, *e = strtok_r(*copy, ",", &save); e && !why;
          e = strtok_r(NULL, ",", &save)) {
         entry = e;
         char *eq = strchr(e, '='), *end = NULL;
-        if (!eq || eq == e) {
-            why = "is not NAME=SIZE (as seq=128)";
-            break;
-        }
-        *eq = 0;
+        size_t name_len = eq ? (size_t)(eq - e) : 0;
         errno = 0;
-        long long size = strtoll(eq + 1, &end, 10);
-        if (end == eq + 1 || *end || errno || size < 1 || size > INT32_MAX) {
-            *eq = '=';
+        long long size = name_len ? strtoll(eq + 1, &end, 10) : 0;
+        if (!name_len)
+            why = "is not NAME=SIZE (as seq=128)";
+        else if (end == eq + 1 || *end || errno || size < 1 || size > INT32_MAX)
             why = "has a SIZE that is not a whole number from 1 to 2147483647";
-            break;
-        }
         for (size_t k = 0; k < *n && !why; k++)
-            if (strcmp((*dims)[k].name, e) == 0)
+            if (strlen((*dims)[k].name) == name_len && strncmp((*dims)[k].name, e, name_len) == 0)
                 why = "names a dimension given before";
-        if (!why)
+        if (!why) {
+            *eq = 0; /* the name ends at its '=' */
             (*dims)[(*n)++] = (struct tide_onnx_dim){e, (int64_t)size};
-        else
-            *eq = '=';
+        }
     }
     if (why) {
         fail(err, err_size, "dimension \"%s\" %s", entry, why);
