@@ -287,6 +287,16 @@ void tidectl_make_spec(const struct tidectl_options *o, const struct tidectl_mod
     spec->seed = o->seed;
 }
 
+/* Says what went wrong with the data (files, or --dataset), on stderr and as a --json error line.
+ */
+static int files_error(const char *err, int exit_code)
+{
+    fprintf(stderr, "tidectl: %s\n", err);
+    if (tidectl_json)
+        tidectl_json_print_error("DATASET", -1, err, exit_code);
+    return exit_code;
+}
+
 int tidectl_open_dataset(const struct tidectl_options *o, const char *split, tide_dataset **out)
 {
     char err[512];
@@ -300,13 +310,12 @@ int tidectl_open_dataset(const struct tidectl_options *o, const char *split, tid
             struct tide_onnx_training t;
             if ((rc = read_onnx_training(o, &t)) != TIDECTL_EXIT_OK)
                 return rc;
-            rc = tide_onnx_training_synthetic(&t, &s, err, sizeof(err));
+            char why[256];
+            rc = tide_onnx_training_synthetic(&t, &s, why, sizeof(why));
             tide_onnx_training_free(&t);
             if (rc != 0) {
-                fprintf(stderr, "tidectl: %s: %s\n", o->onnx, err);
-                if (tidectl_json)
-                    tidectl_json_print_error("DATASET", -1, err, TIDECTL_EXIT_USAGE);
-                return TIDECTL_EXIT_USAGE;
+                snprintf(err, sizeof(err), "%s: %s", o->onnx, why);
+                return files_error(err, TIDECTL_EXIT_USAGE);
             }
         }
         if (strcmp(split, "train") == 0)
@@ -350,15 +359,6 @@ void tidectl_dataset_shape(const struct tidectl_options *o, int64_t *c, int64_t 
 /* ============================================================================
  * Data from files (--data, --labels, --test-data, --test-labels)
  * ========================================================================== */
-
-/* Says what went wrong with the files, on stderr and as a --json error line. */
-static int files_error(const char *err, int exit_code)
-{
-    fprintf(stderr, "tidectl: %s\n", err);
-    if (tidectl_json)
-        tidectl_json_print_error("DATASET", -1, err, exit_code);
-    return exit_code;
-}
 
 /*
  * The dataset of a --data list: with --onnx, one file per model input,
