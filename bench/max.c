@@ -177,7 +177,6 @@ static uint8_t *build_at(const struct search *s, int64_t v, struct bench_options
     return tide_bench_build_model(o, *c, *h, *w, 10, len);
 }
 
-/* 1 when the model's training plan at value v fits under s->policy, 0 when not, -1 on error. */
 /*
  * An --onnx model's plan at batch v, as tide_bench_plan's: its prediction output fetched, its
  * loss minimised. A model whose batch is static is refused (every v would be the same model).
@@ -208,6 +207,7 @@ static enum tide_status plan_onnx_at(struct search *s, int64_t v, struct tide_se
     return st;
 }
 
+/* 1 when the model's training plan at value v fits under s->policy, 0 when not, -1 on error. */
 static int fits(void *ctx, int64_t v)
 {
     struct search *s = ctx;
