@@ -1429,10 +1429,42 @@ static void bn_step_then_forward(struct tide_test_onnx *m, const float *x, size_
 }
 
 /* Y of inference-mode BatchNormalization at x[i] of channel ch, in double from the floats. */
-static double bn_frozen_want(float x, int ch, const float *s, const float *bias, const float *mean,
-                             const float *var, float eps)
+/*
+ * One inference-mode BatchNormalization of x (shape dims, 3 channels at dim 1, 12 values) at
+ * opset over fixed statistics, run forward: y = (x - mean) / sqrt(var + epsilon) * s + bias per
+ * channel; epsilon < 0 leaves the attribute out (ONNX's 1e-5).
+ */
+static void check_bn_inference(int64_t opset, int32_t rank, const int64_t *dims, float epsilon)
 {
-    return ((double)x - mean[ch]) / sqrt((double)var[ch] + eps) * s[ch] + bias[ch];
+    static const float s[3] = {1.5f, -0.75f, 2}, bias[3] = {0.1f, -2, 0.5f};
+    static const float mean[3] = {0.3f, -1.2f, 4}, var[3] = {0.8f, 2.5f, 0.05f};
+    static const float x[12] = {1, -2, 0.5f, 3, 4.25f, -0.5f, 2, 0, -3, 1.75f, 5, 3.5f};
+    struct tide_test_onnx *m = tide_test_onnx_new(opset);
+    tide_test_onnx_init_f(m, "s", 1, (int64_t[]){3}, s);
+    tide_test_onnx_init_f(m, "bias", 1, (int64_t[]){3}, bias);
+    tide_test_onnx_init_f(m, "mean", 1, (int64_t[]){3}, mean);
+    tide_test_onnx_init_f(m, "var", 1, (int64_t[]){3}, var);
+    Onnx__NodeProto *n = one_node(m, "BatchNormalization", rank, dims,
+                                  TIDE_TEST_NAMES("x", "s", "bias", "mean", "var"));
+    if (epsilon >= 0)
+        tide_test_onnx_attr_f(m, n, "epsilon", epsilon);
+    struct tide_onnx_result r;
+    tide_builder *b = import_ok(m, NULL, &r);
+    assert_shape(b, r.outputs[0], rank, dims);
+    float y[12];
+    run_forward(b, &r, x, sizeof(x), y, 12);
+    int64_t inner = 1; /* the elements of one channel of one example */
+    for (int32_t a = 2; a < rank; a++)
+        inner *= dims[a];
+    double eps = epsilon >= 0 ? epsilon : 1e-5f;
+    for (int k = 0; k < 12; k++) {
+        int ch = (int)(k / inner % 3);
+        assert_float_equal(
+            y[k], ((double)x[k] - mean[ch]) / sqrt((double)var[ch] + eps) * s[ch] + bias[ch], 1e-5);
+    }
+    tide_onnx_result_free(&r);
+    tide_builder_free(b);
+    tide_test_onnx_free(m);
 }
 
 /*
@@ -1444,45 +1476,10 @@ static double bn_frozen_want(float x, int ch, const float *s, const float *bias,
 static void test_batch_norm_inference(void **state)
 {
     (void)state;
+    /* Rank 4, [2, 3, 2, 1], opset 15; rank 2, [4, 3], opset 9 (one output: inference). */
+    check_bn_inference(15, 4, (int64_t[]){2, 3, 2, 1}, 0.01f);
+    check_bn_inference(9, 2, (int64_t[]){4, 3}, -1);
     struct tide_onnx_result r;
-    const float s[3] = {1.5f, -0.75f, 2}, bias[3] = {0.1f, -2, 0.5f};
-    const float mean[3] = {0.3f, -1.2f, 4}, var[3] = {0.8f, 2.5f, 0.05f};
-
-    /* Rank 4, [2, 3, 2, 1], opset 15. */
-    float x[12] = {1, -2, 0.5f, 3, 4.25f, -0.5f, 2, 0, -3, 1.75f, 5, 3.5f}, y[12];
-    struct tide_test_onnx *m = tide_test_onnx_new(15);
-    tide_test_onnx_init_f(m, "s", 1, (int64_t[]){3}, s);
-    tide_test_onnx_init_f(m, "bias", 1, (int64_t[]){3}, bias);
-    tide_test_onnx_init_f(m, "mean", 1, (int64_t[]){3}, mean);
-    tide_test_onnx_init_f(m, "var", 1, (int64_t[]){3}, var);
-    Onnx__NodeProto *n = one_node(m, "BatchNormalization", 4, (int64_t[]){2, 3, 2, 1},
-                                  TIDE_TEST_NAMES("x", "s", "bias", "mean", "var"));
-    tide_test_onnx_attr_f(m, n, "epsilon", 0.01f);
-    tide_builder *b = import_ok(m, NULL, &r);
-    assert_shape(b, r.outputs[0], 4, (int64_t[]){2, 3, 2, 1});
-    run_forward(b, &r, x, sizeof(x), y, 12);
-    for (int k = 0; k < 12; k++)
-        assert_float_equal(y[k], bn_frozen_want(x[k], k / 2 % 3, s, bias, mean, var, 0.01f), 1e-5);
-    tide_onnx_result_free(&r);
-    tide_builder_free(b);
-    tide_test_onnx_free(m);
-
-    /* Rank 2, [4, 3], opset 9 (one output: inference), default epsilon. */
-    m = tide_test_onnx_new(9);
-    tide_test_onnx_init_f(m, "s", 1, (int64_t[]){3}, s);
-    tide_test_onnx_init_f(m, "bias", 1, (int64_t[]){3}, bias);
-    tide_test_onnx_init_f(m, "mean", 1, (int64_t[]){3}, mean);
-    tide_test_onnx_init_f(m, "var", 1, (int64_t[]){3}, var);
-    one_node(m, "BatchNormalization", 2, (int64_t[]){4, 3},
-             TIDE_TEST_NAMES("x", "s", "bias", "mean", "var"));
-    b = import_ok(m, NULL, &r);
-    assert_shape(b, r.outputs[0], 2, (int64_t[]){4, 3});
-    run_forward(b, &r, x, sizeof(x), y, 12);
-    for (int k = 0; k < 12; k++)
-        assert_float_equal(y[k], bn_frozen_want(x[k], k % 3, s, bias, mean, var, 1e-5f), 1e-5);
-    tide_onnx_result_free(&r);
-    tide_builder_free(b);
-    tide_test_onnx_free(m);
 
     /*
      * x [2, 2] -> MatMul W -> BatchNormalization (epsilon 0.25) -> y, loss mean(y^2), one SGD
@@ -1496,7 +1493,7 @@ static void test_batch_norm_inference(void **state)
     const float w0[4] = {0.5f, -1, 1, 2}, s0[2] = {2, -0.5f}, b0[2] = {0.25f, 1};
     const float mean0[2] = {1, 2.5f}, var0[2] = {3.75f, 0};
     const float xs[4] = {1, 2, -1, 0.5f};
-    m = tide_test_onnx_new(15);
+    struct tide_test_onnx *m = tide_test_onnx_new(15);
     tide_test_onnx_input(m, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 2, (int64_t[]){2, 2}, -1);
     tide_test_onnx_init_f(m, "W", 2, (int64_t[]){2, 2}, w0);
     tide_test_onnx_init_f(m, "s", 1, (int64_t[]){2}, s0);
@@ -1505,11 +1502,12 @@ static void test_batch_norm_inference(void **state)
     tide_test_onnx_init_f(m, "var", 1, (int64_t[]){2}, var0);
     tide_test_onnx_node(m, "Identity", "peek", TIDE_TEST_NAMES("mean"), TIDE_TEST_NAMES("seen"));
     tide_test_onnx_node(m, "MatMul", "fc", TIDE_TEST_NAMES("x", "W"), TIDE_TEST_NAMES("h"));
-    n = tide_test_onnx_node(m, "BatchNormalization", "bn",
+    Onnx__NodeProto *n =
+        tide_test_onnx_node(m, "BatchNormalization", "bn",
                             TIDE_TEST_NAMES("h", "s", "B", "mean", "var"), TIDE_TEST_NAMES("y"));
     tide_test_onnx_attr_f(m, n, "epsilon", 0.25f);
     tide_test_onnx_output(m, "y");
-    b = import_ok(m, NULL, &r);
+    tide_builder *b = import_ok(m, NULL, &r);
     assert_string_equal(tide_builder_op(b, tide_builder_find(b, "mean")), "Const");
     assert_string_equal(tide_builder_op(b, tide_builder_find(b, "var")), "Const");
     assert_string_equal(tide_builder_op(b, tide_builder_find(b, "s")), "Variable");
