@@ -259,6 +259,13 @@ void tided__batch_free(struct batch *b);
 /* Ends the job's Train stream (if any) with a status and forgets it. */
 void tided__job_detach_train(struct job *j, grpc_status_code code, const char *message);
 
+/*
+ * Cancels the job (not ended): ends its stream, releases its session behind
+ * the step in flight or abandons its compilation, CANCELLED with why
+ * ("cancelled by uid 1000"), which also ends the stream's message.
+ */
+void tided__job_cancel(struct tided_daemon *d, struct job *j, const char *why);
+
 /* Fails the job: ends its stream, releases its session, FAILED with message. */
 void tided__job_fail(struct tided_daemon *d, struct job *j, enum tide_status status,
                      const char *message);

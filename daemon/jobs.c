@@ -543,11 +543,26 @@ struct job *tided__job_for_call(struct tided_daemon *d, struct tided_call *call,
     return j;
 }
 
+/*
+ * The call waiting for t ended before its answer. A submission's client that
+ * leaves while its job compiles (it disconnected, was interrupted, or its
+ * deadline passed) never learns the job's id and was told the submission
+ * failed: the job is cancelled, rather than left READY with its budget until
+ * idle-timeout parks it.
+ */
 static void task_call_done(void *owner, struct tided_call *call, bool cancelled)
 {
-    (void)call, (void)cancelled;
+    (void)call;
     struct tided_task *t = owner;
     t->call = NULL;
+    struct job *j = t->job;
+    if (cancelled && t->kind == TIDED_TASK_COMPILE && j && j->compiling == t && !j->resuming &&
+        !tided__job_terminal(j)) {
+        TIDE_LOG_INFO("job %s: its submitter left while it compiled: cancelled", j->id);
+        tided__job_cancel(j->daemon, j,
+                          "cancelled: its submitter left before the reply (disconnected, "
+                          "interrupted or past its deadline)");
+    }
 }
 
 static const struct tided_call_ops task_call_ops = {.done = task_call_done};

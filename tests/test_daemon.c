@@ -1167,6 +1167,74 @@ static void test_cancel(void **state)
     tide_client_free(c);
 }
 
+/*
+ * A client that submits and dies while its job compiles (kill -9: no
+ * Cancel call) was told nothing, so the job is cancelled rather than left
+ * READY with its budget until idle-timeout.
+ */
+static void test_submitter_killed_while_compiling(void **state)
+{
+    (void)state;
+    NEED_DAEMON();
+    tide_client *c = connect_client(5000);
+    assert_non_null(c);
+    struct tide_daemon_status before, after;
+    CHECK_OK(c, tide_client_status(c, &before, NULL, NULL));
+    fflush(NULL);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        int null = open("/dev/null", O_WRONLY);
+        if (null < 0)
+            _exit(126);
+        dup2(null, STDOUT_FILENO);
+        dup2(null, STDERR_FILENO);
+        /* An unrolled LSTM of 400 steps: its plan takes a good part of a second. */
+        execl(tidectl_path, tidectl_path, "--socket", socket_path, "train", "--name", "abandoned",
+              "--model", "lstm", "--seq-len", "400", "--dataset", "synthetic", "--steps", "5",
+              "--no-eval", (char *)NULL);
+        _exit(127);
+    }
+    char id[TIDE_JOB_ID_MAX] = "";
+    enum tide_job_state seen = TIDE_JOB_UNSPECIFIED;
+    for (double deadline = now_s() + 60; !id[0] && now_s() < deadline; sleep_ms(1)) {
+        struct tide_job_info *jobs;
+        size_t n;
+        CHECK_OK(c, tide_client_list(c, false, &jobs, &n));
+        for (size_t i = 0; i < n; i++) {
+            if (strcmp(jobs[i].name, "abandoned") == 0) {
+                snprintf(id, sizeof(id), "%s", jobs[i].id);
+                seen = jobs[i].state;
+            }
+        }
+        free(jobs);
+    }
+    kill(pid, SIGKILL);
+    int status;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(id[0]);
+    if (seen != TIDE_JOB_COMPILING)
+        fail_msg("job %s was %s when first seen, not COMPILING: the test needs a slower plan", id,
+                 tide_job_state_name(seen));
+
+    struct tide_job_info job;
+    for (double deadline = now_s() + 30;; sleep_ms(20)) {
+        CHECK_OK(c, tide_client_get(c, id, &job));
+        if (job.state != TIDE_JOB_COMPILING || now_s() > deadline)
+            break;
+    }
+    assert_int_equal(job.state, TIDE_JOB_CANCELLED);
+    assert_non_null(strstr(job.message, "its submitter left before the reply"));
+    /* Its budget comes back once the compilation stopped at its next pass. */
+    for (double deadline = now_s() + 30;; sleep_ms(20)) {
+        CHECK_OK(c, tide_client_status(c, &after, NULL, NULL));
+        if (after.device_reserved_bytes == before.device_reserved_bytes || now_s() > deadline)
+            break;
+    }
+    assert_int_equal(after.device_reserved_bytes, before.device_reserved_bytes);
+    tide_client_free(c);
+}
+
 /* A checkpoint lands under <state-dir>/jobs/<id>/ and the job remembers its step. */
 static void test_checkpoint(void **state)
 {
@@ -3880,6 +3948,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_eval_only_and_read_variables),
         cmocka_unit_test(test_watch),
         cmocka_unit_test(test_cancel),
+        cmocka_unit_test(test_submitter_killed_while_compiling),
         cmocka_unit_test(test_checkpoint),
         cmocka_unit_test(test_checkpoint_keep),
         cmocka_unit_test(test_adam_resume_matches_uninterrupted),
