@@ -2705,8 +2705,22 @@ static int op_batch_normalization(struct ctx *c)
     if (float_in(c, 0, &x) != 0 || float_in(c, 1, &gamma) != 0 || float_in(c, 2, &beta) != 0)
         return -1;
     mark_missing(c, 1, "is a BatchNormalization running statistic, which tide does not compute");
-    return set_out(
-        c, 0, tide_builder_batch_norm(c->b, NULL, x, gamma, beta, attr_f(n, "epsilon", 1e-5f)));
+    /* tide's BatchNorm takes [N, C] or [N, C, H, W]; [N, C, L] (BatchNorm1d over a sequence)
+     * and [N, C, D, H, W] (BatchNorm3d) have the same per-channel statistics as
+     * [N, C, 1, L] and [N, C, D * H, W]. */
+    int32_t rank;
+    int64_t dims[MAX_RANK];
+    if (ref_shape(c, x, &rank, dims) != 0)
+        return -1;
+    bool reshaped = rank == 3 || rank > 4;
+    if (reshaped) {
+        int64_t as4[4] = {dims[0], dims[1], numel(rank - 3, dims + 2), dims[rank - 1]};
+        x = tide_builder_reshape(c->b, NULL, x, 4, as4);
+    }
+    tide_ref y = tide_builder_batch_norm(c->b, NULL, x, gamma, beta, attr_f(n, "epsilon", 1e-5f));
+    if (reshaped && check_builder(c, y) == 0)
+        y = tide_builder_reshape(c->b, NULL, y, rank, dims);
+    return set_out(c, 0, y);
 }
 
 /* A [D] vector from a tensor of D elements in any shape (LayerNorm's scale and bias). */

@@ -1617,6 +1617,56 @@ static void test_batch_norm_inference(void **state)
     tide_test_onnx_free(m);
 }
 
+/*
+ * Training-mode BatchNormalization at ranks 3 (BatchNorm1d over a sequence, [N, C, L]) and 5
+ * (BatchNorm3d): each channel normalised by the batch's mean and biased variance over N and
+ * every further axis, as at ranks 2 and 4; tide's BatchNorm takes those, the import reshapes.
+ */
+static void test_batch_norm_training_ranks(void **state)
+{
+    (void)state;
+    static const float s[3] = {1.5f, -0.75f, 2}, bias[3] = {0.1f, -2, 0.5f};
+    static const float x[12] = {1, -2, 0.5f, 3, 4.25f, -0.5f, 2, 0, -3, 1.75f, 5, 3.5f};
+    static const int64_t shapes[2][5] = {{2, 3, 2}, {2, 3, 1, 2, 1}};
+    for (int k = 0; k < 2; k++) {
+        int32_t rank = k == 0 ? 3 : 5;
+        const int64_t *dims = shapes[k];
+        struct tide_test_onnx *m = tide_test_onnx_new(15);
+        tide_test_onnx_init_f(m, "s", 1, (int64_t[]){3}, s);
+        tide_test_onnx_init_f(m, "bias", 1, (int64_t[]){3}, bias);
+        tide_test_onnx_init_f(m, "mean", 1, (int64_t[]){3}, NULL);
+        tide_test_onnx_init_f(m, "var", 1, (int64_t[]){3}, NULL);
+        Onnx__NodeProto *n = one_node(m, "BatchNormalization", rank, dims,
+                                      TIDE_TEST_NAMES("x", "s", "bias", "mean", "var"));
+        tide_test_onnx_attr_i(m, n, "training_mode", 1);
+        tide_test_onnx_attr_f(m, n, "epsilon", 0.01f);
+        struct tide_onnx_result r;
+        tide_builder *b = import_ok(m, NULL, &r);
+        assert_int_equal(r.inference_batch_norms, 0);
+        assert_shape(b, r.outputs[0], rank, dims);
+        float y[12];
+        run_forward(b, &r, x, sizeof(x), y, 12);
+        /* Channel ch holds x[n * 6 + ch * 2 + j] for n, j in {0, 1}. */
+        for (int ch = 0; ch < 3; ch++) {
+            double mean = 0, var = 0;
+            for (int i = 0; i < 4; i++)
+                mean += x[(i / 2) * 6 + ch * 2 + i % 2] / 4.0;
+            for (int i = 0; i < 4; i++) {
+                double d = x[(i / 2) * 6 + ch * 2 + i % 2] - mean;
+                var += d * d / 4;
+            }
+            for (int i = 0; i < 4; i++) {
+                int at = (i / 2) * 6 + ch * 2 + i % 2;
+                assert_float_equal(y[at], (x[at] - mean) / sqrt(var + 0.01) * s[ch] + bias[ch],
+                                   1e-5);
+            }
+        }
+        tide_onnx_result_free(&r);
+        tide_builder_free(b);
+        tide_test_onnx_free(m);
+    }
+}
+
 /* Opsets 18 on: reductions take their axes as an input, Split-18's num_outputs, Gelu-20. */
 static void test_opsets_18_on(void **state)
 {
@@ -4808,6 +4858,7 @@ int main(void)
         cmocka_unit_test(test_legacy_attributes),
         cmocka_unit_test(test_legacy_modes),
         cmocka_unit_test(test_batch_norm_inference),
+        cmocka_unit_test(test_batch_norm_training_ranks),
         cmocka_unit_test(test_opsets_18_on),
         cmocka_unit_test(test_instance_norm_global_max_pool),
         cmocka_unit_test(test_resize),
