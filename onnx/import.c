@@ -929,9 +929,13 @@ static int op_cast(struct ctx *c)
                 } else if (src.type != CONST_FLOAT) {
                     v->i[k] = src.i[k];
                 } else if (!float_to_int(d, &v->i[k])) {
-                    v = NULL;
-                    failf(c, "%g has no int64 value", d);
-                    break;
+                    /*
+                     * NaN, an infinity or out of range: undefined in ONNX; x86, and so
+                     * PyTorch and NumPy there, give the "integer indefinite" INT64_MIN,
+                     * which a shape, index or count that reads it refuses. T5's buckets
+                     * Cast log(0) = -inf on a branch that their Where drops.
+                     */
+                    v->i[k] = INT64_MIN;
                 }
             }
         }
@@ -1568,17 +1572,40 @@ static int op_tanh(struct ctx *c)
 {
     return unary(c, tide_builder_tanh);
 }
+/*
+ * Exp, Log and Sqrt of a constant (not an initializer that is trained) are
+ * folded by the CPU kernels' functions (kernels/cpu/math.c), since they
+ * appear in index computations: T5's relative-position buckets take the Log
+ * of a distance, Cast to an integer, then Min and Add it, which tide does in
+ * integers only on constants. Otherwise tide's op.
+ */
+static int unary_folded(struct ctx *c, float (*host)(float),
+                        tide_ref (*fn)(tide_builder *, const char *, tide_ref))
+{
+    struct value *x = in_value(c, 0);
+    if (!x)
+        return -1;
+    if (!x->known || x->trainable || x->type != CONST_FLOAT)
+        return unary(c, fn);
+    /* ONNX values are assigned once, so the output is not x. */
+    struct value vx = *x;
+    struct value *y = set_out_const(c, 0, CONST_FLOAT, vx.rank, vx.dims);
+    int64_t n = numel(vx.rank, vx.dims);
+    for (int64_t k = 0; y && k < n; k++)
+        y->f[k] = host(vx.f[k]);
+    return y ? 0 : -1;
+}
 static int op_exp(struct ctx *c)
 {
-    return unary(c, tide_builder_exp);
+    return unary_folded(c, expf, tide_builder_exp);
 }
 static int op_log(struct ctx *c)
 {
-    return unary(c, tide_builder_log);
+    return unary_folded(c, logf, tide_builder_log);
 }
 static int op_sqrt(struct ctx *c)
 {
-    return unary(c, tide_builder_sqrt);
+    return unary_folded(c, sqrtf, tide_builder_sqrt);
 }
 
 /*
@@ -4867,8 +4894,8 @@ static int op_erf(struct ctx *c)
 /*
  * Sin, Cos, Tan, Asin, Acos, Atan (7, 22) and Sinh, Cosh, Asinh, Acosh,
  * Atanh (9, 22; 22 only adds bfloat16): tide's Trig with the function, each
- * element computed in double and rounded once. Not folded on a constant,
- * as Exp and Erf are not: a Const feeds the Trig node.
+ * element computed in double and rounded once. Not folded on a constant
+ * (Erf is not either; Exp, Log and Sqrt are): a Const feeds the Trig node.
  */
 static int trig_op(struct ctx *c, enum tide_trig_fn fn)
 {
@@ -4925,7 +4952,7 @@ static int op_atanh(struct ctx *c)
 /*
  * Floor (1, 6, 13), Ceil (1, 6, 13) and Round (11, 22; 22 only adds
  * bfloat16): tide's Round with the mode, Round's being half to even, exact
- * (floorf, ceilf, rintf). Unlike Exp and Erf, folded on a constant (not an
+ * (floorf, ceilf, rintf). Unlike Erf, folded on a constant (not an
  * initializer that is trained) by the same C functions, since these appear
  * in shape computations: a size computed from a shape (the Floor of
  * Cast(Shape(x)) times a scale) stays known for the Reshape, Resize or

@@ -3860,6 +3860,41 @@ static void expect_condition(const char *op, const int64_t *a, const int64_t *b,
     expect_values(m, (float[]){1, 2, 3, 4}, 4, 1, (int64_t[]){4}, want, 4);
 }
 
+/*
+ * Log, Sqrt and Exp of constants folded, so that T5's relative-position buckets import: integer
+ * indices from Cast(Log(distance)) with Min, Add and Where, where log(0) = -inf Casts to
+ * INT64_MIN (x86's, PyTorch's and NumPy's value) on the branch Where drops. Then Gather.
+ */
+static void test_float_math_folded_for_indices(void **state)
+{
+    (void)state;
+    struct tide_test_onnx *m = tide_test_onnx_new(13);
+    static const char *const casts[3][2] = {{"l", "li"}, {"s", "si"}, {"e", "ei"}};
+    float_constant(m, "d", 1, (int64_t[]){4}, (float[]){0, 1, 2, 8});
+    float_constant(m, "q", 1, (int64_t[]){4}, (float[]){9, 1, 4, 0.25f});
+    float_constant(m, "p", 1, (int64_t[]){4}, (float[]){0, 1, 0.5f, 0});
+    tide_test_onnx_node(m, "Log", "log", TIDE_TEST_NAMES("d"), TIDE_TEST_NAMES("l"));
+    tide_test_onnx_node(m, "Sqrt", "sqrt", TIDE_TEST_NAMES("q"), TIDE_TEST_NAMES("s"));
+    tide_test_onnx_node(m, "Exp", "exp", TIDE_TEST_NAMES("p"), TIDE_TEST_NAMES("e"));
+    for (int k = 0; k < 3; k++) {
+        Onnx__NodeProto *n = tide_test_onnx_node(
+            m, "Cast", casts[k][1], TIDE_TEST_NAMES(casts[k][0]), TIDE_TEST_NAMES(casts[k][1]));
+        tide_test_onnx_attr_i(m, n, "to", ONNX__TENSOR_PROTO__DATA_TYPE__INT64);
+    }
+    /* li = [INT64_MIN, 0, 0, 2], si = [3, 1, 2, 0], ei = [1, 2, 1, 1]. */
+    tide_test_onnx_init_i(m, "zero", 1, (int64_t[]){1}, (int64_t[]){0});
+    tide_test_onnx_init_i(m, "three", 1, (int64_t[]){1}, (int64_t[]){3});
+    tide_test_onnx_node(m, "Less", "neg", TIDE_TEST_NAMES("li", "zero"), TIDE_TEST_NAMES("c"));
+    tide_test_onnx_node(m, "Where", "w", TIDE_TEST_NAMES("c", "si", "li"), TIDE_TEST_NAMES("k"));
+    tide_test_onnx_node(m, "Add", "add", TIDE_TEST_NAMES("k", "ei"), TIDE_TEST_NAMES("k1"));
+    tide_test_onnx_node(m, "Min", "min", TIDE_TEST_NAMES("k1", "three"), TIDE_TEST_NAMES("ids"));
+    /* k = [3, 0, 0, 2], k1 = [4, 2, 1, 3], ids = [3, 2, 1, 3]. */
+    tide_test_onnx_input(m, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 1, (int64_t[]){4}, -1);
+    tide_test_onnx_node(m, "Gather", "g", TIDE_TEST_NAMES("x", "ids"), TIDE_TEST_NAMES("y"));
+    tide_test_onnx_output(m, "y");
+    expect_values(m, (float[]){10, 20, 30, 40}, 4, 1, (int64_t[]){4}, (float[]){40, 30, 20, 40}, 4);
+}
+
 /* Less, Greater, LessOrEqual, GreaterOrEqual, And, Or, Not folded on constants (a mask feeding
  * Where); on tensors refused by name, as Equal is. */
 static void test_comparisons_fold(void **state)
@@ -4880,6 +4915,7 @@ int main(void)
         cmocka_unit_test(test_tile),
         cmocka_unit_test(test_depth_space),
         cmocka_unit_test(test_comparisons_fold),
+        cmocka_unit_test(test_float_math_folded_for_indices),
         cmocka_unit_test(test_int_neg_abs_fold),
         cmocka_unit_test(test_mod_fold),
         cmocka_unit_test(test_scatter_nd_fold),
