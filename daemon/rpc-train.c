@@ -6,6 +6,7 @@
  * Threads: main thread only (jobs.c's DESIGN section).
  */
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -398,6 +399,34 @@ void tided__train_resume(struct tided_daemon *d, struct job *j)
     pump_train(d, j);
 }
 
+/*
+ * A training step's loss came back NaN or infinite: the update that step
+ * applied has made the variables unusable, so the job fails before another
+ * step or checkpoint overwrites what it had, instead of spending its share
+ * of the device on NaNs until the client stops. Its last checkpoint stays.
+ */
+static void fail_not_finite(struct tided_daemon *d, struct job *j, float loss)
+{
+    char kept[128], text[512];
+    if (j->has_checkpoint)
+        snprintf(kept, sizeof(kept), "its checkpoint of step %" PRIu64 " is kept",
+                 j->last_checkpoint_step);
+    else
+        snprintf(kept, sizeof(kept),
+                 "it has no checkpoint (CheckpointPolicy.every_steps, tidectl train's "
+                 "--checkpoint-every, keeps one)");
+    snprintf(text, sizeof(text),
+             "step %" PRIu64 ": the training loss is %s, not finite (a learning rate too high, "
+             "or bad data); the job stopped without keeping this step's variables; %s",
+             j->steps,
+             isnan(loss) ? "nan"
+             : loss > 0  ? "inf"
+                         : "-inf",
+             kept);
+    TIDE_LOG_WARN("job %s: %s", j->id, text);
+    tided__job_fail(d, j, TIDE_INVALID, text);
+}
+
 void tided__step_done(struct tided_daemon *d, struct tided_task *t)
 {
     struct job *j = t->job;
@@ -464,6 +493,10 @@ void tided__step_done(struct tided_daemon *d, struct tided_task *t)
     }
 
     tided__trace_step_done(d, j, t);
+    if (!t->step.eval && j->loss && !isfinite(t->step.loss_value)) {
+        fail_not_finite(d, j, t->step.loss_value);
+        return;
+    }
     if (!t->step.eval && j->every_steps && j->steps % j->every_steps == 0) {
         struct tided_task *c = tided_task_new(TIDED_TASK_CHECKPOINT, j);
         if (c && (c->checkpoint.dir = strdup(j->dir))) {

@@ -2682,6 +2682,62 @@ static void test_tidectl_onnx_synthetic(void **state)
 }
 
 /*
+ * A training loss that is not finite (SGD at a learning rate of 1e30) fails the job at that
+ * step, naming it, before another step or checkpoint: the checkpoint of the step before holds
+ * finite variables, and tidectl says why and exits 1.
+ */
+static void test_loss_not_finite_fails_job(void **state)
+{
+    (void)state;
+    NEED_DAEMON();
+    struct tide_test_run *r = malloc(sizeof(*r));
+    assert_non_null(r);
+    run_tidectl(r, -1, "train", "--name", "diverging", "--model", "mlp", "--dataset", "synthetic",
+                "--lr", "1e30", "--steps", "20", "--checkpoint-every", "1", "--no-eval",
+                (char *)NULL);
+    assert_int_equal(r->exit_code, 1);
+    const char *said = strstr(r->err, "tidectl: train: INVALID_ARGUMENT: step ");
+    if (!said)
+        fail_msg("tidectl train at --lr 1e30: exit %d\n%s", r->exit_code, r->err);
+    char *end;
+    long step = strtol(said + strlen("tidectl: train: INVALID_ARGUMENT: step "), &end, 10);
+    assert_true(step >= 2);
+    assert_non_null(strstr(end, ": the training loss is "));
+    assert_non_null(strstr(end, ", not finite"));
+    char kept[64];
+    snprintf(kept, sizeof(kept), "its checkpoint of step %ld is kept", step - 1);
+    assert_non_null(strstr(end, kept));
+    free(r);
+
+    tide_client *c = connect_client(5000);
+    assert_non_null(c);
+    struct tide_job_info *jobs;
+    size_t n;
+    CHECK_OK(c, tide_client_list(c, false, &jobs, &n));
+    char id[TIDE_JOB_ID_MAX] = "";
+    for (size_t i = 0; i < n; i++) {
+        if (strcmp(jobs[i].name, "diverging") == 0) {
+            assert_int_equal(jobs[i].state, TIDE_JOB_FAILED);
+            assert_non_null(strstr(jobs[i].message, kept));
+            snprintf(id, sizeof(id), "%s", jobs[i].id);
+        }
+    }
+    free(jobs);
+    assert_true(id[0]);
+    tide_variables *v = read_all(c, id);
+    for (size_t i = 0; i < tide_variables_count(v); i++) {
+        const struct tide_tensor *t = tide_variables_at(v, i);
+        const float *x = (const float *)t->data;
+        for (size_t k = 0; k < t->bytes / sizeof(float); k++) {
+            if (!isfinite(x[k]))
+                fail_msg("variable %s[%zu] is %g in the kept checkpoint", t->name, k, x[k]);
+        }
+    }
+    tide_variables_free(v);
+    tide_client_free(c);
+}
+
+/*
  * tidectl plan and train --onnx on PyTorch's CNN (examples/onnx/cnn.onnx),
  * then export --onnx --from: the file written holds the job's Variables as
  * its initializers, byte for byte what libtide's tide_onnx_with_values makes
@@ -3972,6 +4028,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_tidectl_onnx_dims),
         cmocka_unit_test(test_tidectl_onnx_language_model_files),
         cmocka_unit_test(test_tidectl_ctrl_c),
+        cmocka_unit_test(test_loss_not_finite_fails_job),
         cmocka_unit_test(test_tidectl_json_plan),
         cmocka_unit_test(test_tidectl_plan_policy),
         cmocka_unit_test(test_tidectl_plan_partitions_table),
