@@ -38,7 +38,7 @@
 
 /* The element type of a host constant. */
 enum const_type {
-    CONST_FLOAT, /* float32 (float64 initializers are refused) */
+    CONST_FLOAT, /* float32 (float64 constants narrowed to it: read_tensor) */
     CONST_INT,   /* any ONNX integer type, held as int64 */
     CONST_BOOL,  /* held as int64 0 / 1 */
 };
@@ -251,6 +251,10 @@ static int read_tensor(struct ctx *c, const Onnx__TensorProto *t, struct value *
         v->type = CONST_FLOAT;
         width = 4;
         break;
+    case ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE:
+        v->type = CONST_FLOAT;
+        width = 8;
+        break;
     case ONNX__TENSOR_PROTO__DATA_TYPE__INT64:
         v->type = CONST_INT;
         width = 8;
@@ -266,18 +270,43 @@ static int read_tensor(struct ctx *c, const Onnx__TensorProto *t, struct value *
         width = 1;
         break;
     default:
-        return failf(c, "%s: element type %d is not supported (float, int32, int64, bool)", what,
-                     (int)t->data_type);
+        return failf(c, "%s: element type %d is not supported (float, double, int32, int64, bool)",
+                     what, (int)t->data_type);
     }
     size_t count = (size_t)n;
     if (raw && raw_len != count * width)
         return failf(c, "%s: raw_data holds %zu bytes, but shape needs %zu", what, raw_len,
                      count * width);
-    size_t listed = v->type == CONST_FLOAT                                 ? t->n_float_data
+    bool is_double = t->data_type == ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE;
+    size_t listed = is_double                                              ? t->n_double_data
+                    : v->type == CONST_FLOAT                               ? t->n_float_data
                     : t->data_type == ONNX__TENSOR_PROTO__DATA_TYPE__INT64 ? t->n_int64_data
                                                                            : t->n_int32_data;
     if (!raw && listed != count)
         return failf(c, "%s: holds %zu values, but shape needs %zu", what, listed, count);
+    if (is_double) {
+        /* tide computes float32: each value rounded once to it, a finite one past its range
+         * refused rather than made infinite (NaN and the infinities stay what they are). */
+        v->f = malloc((count ? count : 1) * sizeof(float));
+        if (!v->f)
+            return failf(c, "%s: out of memory", what);
+        for (size_t k = 0; k < count; k++) {
+            double d;
+            if (raw) {
+                uint64_t u = le64(raw + 8 * k);
+                memcpy(&d, &u, 8);
+            } else {
+                d = t->double_data[k];
+            }
+            v->f[k] = (float)d;
+            if (isfinite(d) && !isfinite(v->f[k]))
+                return failf(c,
+                             "%s: double %.9g at %zu is outside float32's range, which tide "
+                             "computes in",
+                             what, d, k);
+        }
+        return 0;
+    }
     if (v->type == CONST_FLOAT) {
         v->f = malloc((count ? count : 1) * sizeof(float));
         if (!v->f)
@@ -6343,6 +6372,17 @@ static int import_model(struct ctx *c, const Onnx__ModelProto *m, struct tide_on
         v->trainable = v->type == CONST_FLOAT && !is_frozen(c->o, t->name);
     }
     freeze_running_statistics(c, g);
+    /* PyTorch trains a float64 parameter in float64: a float32 Variable would take other steps
+     * (and be written back as float32). A frozen one is a constant, narrowed as the others. */
+    for (size_t k = 0; k < g->n_initializer; k++) {
+        const Onnx__TensorProto *t = g->initializer[k];
+        if (t->data_type == ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE && lookup(c, t->name)->trainable)
+            return failf(c,
+                         "initializer \"%.200s\" is float64: tide trains float32 weights only "
+                         "(export the model in float32, or list it as frozen to use it as a "
+                         "float32 constant)",
+                         t->name);
+    }
     res->inputs = calloc(g->n_input ? g->n_input : 1, sizeof(tide_ref));
     res->outputs = calloc(g->n_output ? g->n_output : 1, sizeof(tide_ref));
     res->input_bool = calloc(g->n_input ? g->n_input : 1, sizeof(bool));

@@ -143,6 +143,7 @@ Onnx__TensorProto *tide_test_onnx_tensor(struct tide_test_onnx *m, const char *n
                                          int32_t rank, const int64_t *dims, const void *data)
 {
     assert_true(type == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT ||
+                type == ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE ||
                 type == ONNX__TENSOR_PROTO__DATA_TYPE__INT64);
     Onnx__TensorProto *t = tide_test_onnx_own(m, sizeof(*t));
     onnx__tensor_proto__init(t);
@@ -155,12 +156,16 @@ Onnx__TensorProto *tide_test_onnx_tensor(struct tide_test_onnx *m, const char *n
     for (int32_t k = 0; k < rank; k++)
         t->dims[k] = dims[k], n *= dims[k];
     size_t elem = type == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT ? sizeof(float) : sizeof(int64_t);
+    _Static_assert(sizeof(double) == sizeof(int64_t), "a double takes an int64's bytes");
     void *values = tide_test_onnx_own(m, elem * (size_t)n);
     if (data)
         memcpy(values, data, elem * (size_t)n);
     if (type == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT) {
         t->n_float_data = (size_t)n;
         t->float_data = values;
+    } else if (type == ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE) {
+        t->n_double_data = (size_t)n;
+        t->double_data = values;
     } else {
         t->n_int64_data = (size_t)n;
         t->int64_data = values;

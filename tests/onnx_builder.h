@@ -82,8 +82,8 @@ void tide_test_onnx_dynamic(struct tide_test_onnx *m, const char *input, int32_t
 void tide_test_onnx_output(struct tide_test_onnx *m, const char *name);
 
 /*
- * A tensor of type FLOAT (data: floats) or INT64 (data: int64_t values) and
- * the shape dims[0..rank), owned by the model but in no list of it: for a
+ * A tensor of type FLOAT (data: floats), DOUBLE (doubles) or INT64 (int64_t
+ * values) and the shape dims[0..rank), owned by the model but in no list of it: for a
  * Constant's value attribute, or an initializer a test changes first. data
  * NULL gives zeros.
  */

@@ -4869,6 +4869,123 @@ static void test_round_ops(void **state)
     tide_test_onnx_free(m);
 }
 
+/* The tensor t's double_data moved to raw_data, little-endian, as PyTorch writes its constants. */
+static void double_to_raw(struct tide_test_onnx *m, Onnx__TensorProto *t)
+{
+    uint8_t *raw = tide_test_onnx_own(m, 8 * t->n_double_data);
+    for (size_t k = 0; k < t->n_double_data; k++) {
+        uint64_t u;
+        memcpy(&u, &t->double_data[k], 8);
+        for (int i = 0; i < 8; i++)
+            raw[8 * k + (size_t)i] = (uint8_t)(u >> (8 * i));
+    }
+    t->has_raw_data = true;
+    t->raw_data.data = raw;
+    t->raw_data.len = 8 * t->n_double_data;
+    t->n_double_data = 0;
+    t->double_data = NULL;
+}
+
+/* A Constant node named name holding a double tensor in raw_data. */
+static void double_constant(struct tide_test_onnx *m, const char *name, int32_t rank,
+                            const int64_t *dims, const double *data)
+{
+    Onnx__NodeProto *k =
+        tide_test_onnx_node(m, "Constant", name, TIDE_TEST_NAMES(NULL), TIDE_TEST_NAMES(name));
+    Onnx__TensorProto *t =
+        tide_test_onnx_tensor(m, "", ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE, rank, dims, data);
+    double_to_raw(m, t);
+    tide_test_onnx_attr_t(m, k, "value", t);
+}
+
+/*
+ * float64 constants are narrowed to float32: F.normalize(x, dim=-1) as PyTorch exports it
+ * (x / Expand(Clip(ReduceL2(x), Cast(Constant double 1e-12)))), where a zero row stays 0 and a
+ * row of norm 2e-13 is divided by 1e-12; a frozen double initializer (double_data) is a float32
+ * constant, an unfrozen one is refused (PyTorch would train it in float64), and a finite double
+ * beyond float32's range is refused naming the node or initializer and the value.
+ */
+static void test_double_constants(void **state)
+{
+    (void)state;
+    struct tide_test_onnx *m = tide_test_onnx_new(14);
+    tide_test_onnx_input(m, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 2, (int64_t[]){4, 4}, -1);
+    Onnx__NodeProto *n =
+        tide_test_onnx_node(m, "ReduceL2", "l2", TIDE_TEST_NAMES("x"), TIDE_TEST_NAMES("norm"));
+    tide_test_onnx_attr_ints(m, n, "axes", 1, (int64_t[]){-1});
+    double_constant(m, "eps", 0, NULL, (double[]){1e-12});
+    n = tide_test_onnx_node(m, "Cast", "cast", TIDE_TEST_NAMES("eps"), TIDE_TEST_NAMES("eps_f"));
+    tide_test_onnx_attr_i(m, n, "to", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT);
+    tide_test_onnx_node(m, "Clip", "clip", TIDE_TEST_NAMES("norm", "eps_f", ""),
+                        TIDE_TEST_NAMES("clipped"));
+    tide_test_onnx_node(m, "Shape", "shape", TIDE_TEST_NAMES("x"), TIDE_TEST_NAMES("s"));
+    tide_test_onnx_node(m, "Expand", "expand", TIDE_TEST_NAMES("clipped", "s"),
+                        TIDE_TEST_NAMES("denominator"));
+    tide_test_onnx_node(m, "Div", "div", TIDE_TEST_NAMES("x", "denominator"), TIDE_TEST_NAMES("y"));
+    tide_test_onnx_output(m, "y");
+    static const float x[16] = {1,      2,       2,      4,      0, 0, 0,  0,
+                                1e-13f, -1e-13f, 1e-13f, 1e-13f, 3, 0, -4, 0};
+    float want[16];
+    for (int i = 0; i < 4; i++) {
+        double sq = 0;
+        for (int j = 0; j < 4; j++)
+            sq += (double)x[i * 4 + j] * x[i * 4 + j];
+        for (int j = 0; j < 4; j++)
+            want[i * 4 + j] = (float)(x[i * 4 + j] / fmax(sqrt(sq), 1e-12));
+    }
+    assert_float_equal(want[8], 0.1, 1e-6); /* the row of norm 2e-13 is divided by 1e-12 */
+    expect_values(m, x, 16, 2, (int64_t[]){4, 4}, want, 16);
+
+    /* A double initializer: refused as a weight, a float32 constant when frozen. */
+    m = tide_test_onnx_new(14);
+    tide_test_onnx_input(m, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 1, (int64_t[]){3}, -1);
+    assert_true(m->graph.n_initializer < TIDE_TEST_ONNX_MAX);
+    m->inits[m->graph.n_initializer++] =
+        tide_test_onnx_tensor(m, "scale", ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE, 1, (int64_t[]){3},
+                              (double[]){0.5, -3.25, 0.1});
+    n = tide_test_onnx_node(m, "Cast", "cast", TIDE_TEST_NAMES("scale"), TIDE_TEST_NAMES("s"));
+    tide_test_onnx_attr_i(m, n, "to", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT);
+    tide_test_onnx_node(m, "Mul", "mul", TIDE_TEST_NAMES("x", "s"), TIDE_TEST_NAMES("y"));
+    tide_test_onnx_output(m, "y");
+    import_fails(m, NULL,
+                 "initializer \"scale\" is float64: tide trains float32 weights only (export the "
+                 "model in float32, or list it as frozen to use it as a float32 constant)");
+    const char *frozen = "scale";
+    struct tide_onnx_options o = {.frozen = &frozen, .n_frozen = 1};
+    struct tide_onnx_result r;
+    tide_builder *b = import_ok(m, &o, &r);
+    assert_int_equal(tide_builder_parameter_count(b), 0);
+    float y[3];
+    run_forward(b, &r, (float[]){2, 1, 10}, 3 * sizeof(float), y, 3);
+    assert_true(y[0] == 1.0f && y[1] == -3.25f && y[2] == 10 * 0.1f);
+    tide_onnx_result_free(&r);
+    tide_builder_free(b);
+    tide_test_onnx_free(m);
+
+    /* Finite doubles past float32's range. */
+    m = tide_test_onnx_new(14);
+    tide_test_onnx_input(m, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 1, (int64_t[]){2}, -1);
+    double_constant(m, "big", 1, (int64_t[]){2}, (double[]){3.4e38, -1e39});
+    n = tide_test_onnx_node(m, "Cast", "cast", TIDE_TEST_NAMES("big"), TIDE_TEST_NAMES("b"));
+    tide_test_onnx_attr_i(m, n, "to", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT);
+    tide_test_onnx_node(m, "Mul", "mul", TIDE_TEST_NAMES("x", "b"), TIDE_TEST_NAMES("y"));
+    tide_test_onnx_output(m, "y");
+    import_fails(m, NULL,
+                 "node big (Constant, opset 14): attribute value: double -1e+39 at 1 is outside "
+                 "float32's range, which tide computes in");
+    tide_test_onnx_free(m);
+    m = tide_test_onnx_new(14);
+    tide_test_onnx_input(m, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 1, (int64_t[]){2}, -1);
+    m->inits[m->graph.n_initializer++] = tide_test_onnx_tensor(
+        m, "huge", ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE, 1, (int64_t[]){2}, (double[]){1e300, 0});
+    tide_test_onnx_node(m, "Mul", "mul", TIDE_TEST_NAMES("x", "huge"), TIDE_TEST_NAMES("y"));
+    tide_test_onnx_output(m, "y");
+    import_fails(m, &o,
+                 "initializer \"huge\": double 1e+300 at 0 is outside float32's range, which tide "
+                 "computes in");
+    tide_test_onnx_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -4930,6 +5047,7 @@ int main(void)
         cmocka_unit_test(test_bad_bytes),
         cmocka_unit_test(test_trig_ops),
         cmocka_unit_test(test_round_ops),
+        cmocka_unit_test(test_double_constants),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
