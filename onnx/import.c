@@ -3513,8 +3513,90 @@ static int reduce_axes(struct ctx *c, bool sum, int64_t axes[MAX_RANK], int64_t 
     return 0;
 }
 
+/* The reductions folded on integer constants (fold_int_reduce). */
+enum int_reduction { INT_REDUCE_SUM, INT_REDUCE_PROD, INT_REDUCE_MAX, INT_REDUCE_MIN };
+
+/*
+ * ReduceSum, ReduceProd, ReduceMax or ReduceMin of a known integer tensor
+ * (x.var() and x.std() export the count of elements as ReduceProd of a
+ * Shape's Gather), folded on the host with the axes, keepdims and
+ * noop_with_empty_axes of the node's version: tide has no integer
+ * arithmetic in the graph. A sum or product past int64 is refused, as is the
+ * largest or smallest of no elements. 1 when x is not such a value.
+ */
+static int fold_int_reduce(struct ctx *c, enum int_reduction kind)
+{
+    struct value *x = in_value(c, 0);
+    if (!x)
+        return -1;
+    if (!x->known || x->type != CONST_INT)
+        return 1;
+    int64_t axes[MAX_RANK], n_axes, out[MAX_RANK];
+    bool noop, reduce[MAX_RANK], keep = attr_i(c->node, "keepdims", 1) != 0;
+    if (reduce_axes(c, kind == INT_REDUCE_SUM, axes, &n_axes, &noop) != 0)
+        return -1;
+    for (int32_t a = 0; a < x->rank; a++)
+        reduce[a] = n_axes == 0 && !noop;
+    for (int64_t k = 0; k < n_axes; k++) {
+        int64_t a;
+        if (norm_axis(c, axes[k], x->rank, &a) != 0)
+            return -1;
+        reduce[a] = true;
+    }
+    int32_t no = 0;
+    int64_t reduced = 1; /* the elements each result combines */
+    for (int32_t a = 0; a < x->rank; a++) {
+        if (!reduce[a])
+            out[no++] = x->dims[a];
+        else if (keep)
+            out[no++] = 1;
+        reduced *= reduce[a] ? x->dims[a] : 1;
+    }
+    if (reduced == 0 && (kind == INT_REDUCE_MAX || kind == INT_REDUCE_MIN))
+        return failf(c, "%s of no elements (a reduced axis of \"%s\" is empty)", c->node->op_type,
+                     x->name);
+    struct value *v = set_out_const(c, 0, CONST_INT, no, out); /* x stays: another name */
+    if (!v)
+        return -1;
+    int64_t n_out = numel(no, out), start = kind == INT_REDUCE_SUM    ? 0
+                                            : kind == INT_REDUCE_PROD ? 1
+                                            : kind == INT_REDUCE_MAX  ? INT64_MIN
+                                                                      : INT64_MAX;
+    for (int64_t k = 0; k < n_out; k++)
+        v->i[k] = start;
+    for (int64_t k = 0, count = numel(x->rank, x->dims); k < count; k++) {
+        /* The result element of x's element k: its coordinates on the kept axes. */
+        int64_t rest = k, at = 0, stride = 1;
+        for (int32_t a = x->rank - 1; a >= 0; a--) {
+            int64_t coord = rest % x->dims[a];
+            rest /= x->dims[a];
+            if (!reduce[a]) {
+                at += coord * stride;
+                stride *= x->dims[a];
+            }
+        }
+        int64_t *r = &v->i[at], e = x->i[k];
+        bool overflow = false;
+        if (kind == INT_REDUCE_SUM)
+            overflow = __builtin_add_overflow(*r, e, r);
+        else if (kind == INT_REDUCE_PROD)
+            overflow = __builtin_mul_overflow(*r, e, r);
+        else if (kind == INT_REDUCE_MAX ? e > *r : e < *r)
+            *r = e;
+        if (overflow)
+            return failf(c, "the %s of \"%s\" overflows int64 at element %" PRId64 " of the result",
+                         kind == INT_REDUCE_SUM ? "sum" : "product", x->name, at);
+    }
+    return 0;
+}
+
 static int reduce(struct ctx *c, enum reduction kind)
 {
+    if (kind == REDUCE_SUM) {
+        int folded = fold_int_reduce(c, INT_REDUCE_SUM);
+        if (folded <= 0)
+            return folded;
+    }
     const Onnx__NodeProto *n = c->node;
     tide_ref x;
     if (float_in(c, 0, &x) != 0)
@@ -4026,6 +4108,9 @@ static int reduce_mask(struct ctx *c, tide_ref x, bool reduce[MAX_RANK], bool *n
 
 static int reduce_extreme(struct ctx *c, bool largest)
 {
+    int folded = fold_int_reduce(c, largest ? INT_REDUCE_MAX : INT_REDUCE_MIN);
+    if (folded <= 0)
+        return folded;
     tide_ref x, v;
     bool reduce[MAX_RANK], noop;
     if (float_in(c, 0, &x) != 0 || reduce_mask(c, x, reduce, &noop) != 0)
@@ -4046,6 +4131,9 @@ static int reduce_extreme(struct ctx *c, bool largest)
  */
 static int op_reduce_prod(struct ctx *c)
 {
+    int folded = fold_int_reduce(c, INT_REDUCE_PROD);
+    if (folded <= 0)
+        return folded;
     tide_ref x;
     bool reduce[MAX_RANK], noop;
     if (float_in(c, 0, &x) != 0 || reduce_mask(c, x, reduce, &noop) != 0)

@@ -4986,6 +4986,134 @@ static void test_double_constants(void **state)
     tide_test_onnx_free(m);
 }
 
+/*
+ * y = x + Cast(op(c)) for the int64 initializer c [2, 3] = {2, -3, 4, 5, 1, -6}: axes (n_axes -1:
+ * none) an input from ReduceSum-13 and the others' 18, else an attribute; keepdims and
+ * noop_with_empty_axes -1 when absent; x float of the result's shape.
+ */
+static struct tide_test_onnx *int_reduced(const char *op, int64_t opset, const int64_t *data,
+                                          int64_t n_axes, const int64_t *axes, int64_t keepdims,
+                                          int64_t noop, int32_t out_rank, const int64_t *out_dims)
+{
+    struct tide_test_onnx *m = tide_test_onnx_new(opset);
+    tide_test_onnx_input(m, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, out_rank, out_dims, -1);
+    tide_test_onnx_init_i(m, "c", 2, (int64_t[]){2, 3}, data);
+    bool axes_input = opset >= (strcmp(op, "ReduceSum") == 0 ? 13 : 18);
+    if (n_axes >= 0 && axes_input)
+        tide_test_onnx_init_i(m, "axes", 1, (int64_t[]){n_axes}, axes);
+    Onnx__NodeProto *n = tide_test_onnx_node(
+        m, op, "n", n_axes >= 0 && axes_input ? TIDE_TEST_NAMES("c", "axes") : TIDE_TEST_NAMES("c"),
+        TIDE_TEST_NAMES("r"));
+    if (n_axes >= 0 && !axes_input)
+        tide_test_onnx_attr_ints(m, n, "axes", (size_t)n_axes, axes);
+    if (keepdims >= 0)
+        tide_test_onnx_attr_i(m, n, "keepdims", keepdims);
+    if (noop >= 0)
+        tide_test_onnx_attr_i(m, n, "noop_with_empty_axes", noop);
+    n = tide_test_onnx_node(m, "Cast", "cast", TIDE_TEST_NAMES("r"), TIDE_TEST_NAMES("rf"));
+    tide_test_onnx_attr_i(m, n, "to", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT);
+    tide_test_onnx_node(m, "Add", "add", TIDE_TEST_NAMES("x", "rf"), TIDE_TEST_NAMES("y"));
+    tide_test_onnx_output(m, "y");
+    return m;
+}
+
+/*
+ * ReduceProd, ReduceSum, ReduceMax and ReduceMin of integer constants fold on the host (axes,
+ * keepdims, noop_with_empty_axes; overflow refused), and x.var(-1) + x.std(-1) as PyTorch
+ * exports them (the count n as ReduceProd(Gather(Shape(x), [-1])), then mean((x - mean)^2) * n
+ * / (n - 1)) give the unbiased variance.
+ */
+static void test_reduce_int_constants(void **state)
+{
+    (void)state;
+    static const int64_t c[6] = {2, -3, 4, 5, 1, -6};
+    static const float zeros[6] = {0};
+    struct tide_test_onnx *m = int_reduced("ReduceProd", 14, c, -1, NULL, 0, -1, 0, NULL);
+    expect_values(m, zeros, 1, 0, NULL, (float[]){720}, 1);
+    m = int_reduced("ReduceProd", 14, c, 1, (int64_t[]){1}, -1, -1, 2, (int64_t[]){2, 1});
+    expect_values(m, zeros, 2, 2, (int64_t[]){2, 1}, (float[]){-24, -30}, 2);
+    m = int_reduced("ReduceSum", 13, c, 1, (int64_t[]){0}, 0, -1, 1, (int64_t[]){3});
+    expect_values(m, zeros, 3, 1, (int64_t[]){3}, (float[]){7, -2, -2}, 3);
+    m = int_reduced("ReduceMax", 13, c, 1, (int64_t[]){-1}, 0, -1, 1, (int64_t[]){2});
+    expect_values(m, zeros, 2, 1, (int64_t[]){2}, (float[]){4, 5}, 2);
+    m = int_reduced("ReduceMin", 18, c, 2, (int64_t[]){1, 0}, 1, -1, 2, (int64_t[]){1, 1});
+    expect_values(m, zeros, 1, 2, (int64_t[]){1, 1}, (float[]){-6}, 1);
+    m = int_reduced("ReduceMin", 11, c, 1, (int64_t[]){0}, 1, -1, 2, (int64_t[]){1, 3});
+    expect_values(m, zeros, 3, 2, (int64_t[]){1, 3}, (float[]){2, -3, -6}, 3);
+    m = int_reduced("ReduceSum", 13, c, -1, NULL, -1, 1, 2, (int64_t[]){2, 3});
+    expect_values(m, zeros, 6, 2, (int64_t[]){2, 3}, (float[]){2, -3, 4, 5, 1, -6}, 6);
+    m = int_reduced("ReduceSum", 13, c, -1, NULL, 0, -1, 0, NULL);
+    expect_values(m, zeros, 1, 0, NULL, (float[]){3}, 1);
+
+    m = int_reduced("ReduceProd", 14, (int64_t[]){1, (int64_t)1 << 40, 1, 1, (int64_t)1 << 23, 1},
+                    -1, NULL, 0, -1, 0, NULL);
+    import_fails(m, NULL,
+                 "node n (ReduceProd, opset 14): the product of \"c\" overflows int64 at element 0 "
+                 "of the result");
+    tide_test_onnx_free(m);
+    m = int_reduced("ReduceSum", 13, (int64_t[]){1, 2, 3, INT64_MAX, 0, 1}, 1, (int64_t[]){1}, 0,
+                    -1, 1, (int64_t[]){2});
+    import_fails(m, NULL,
+                 "node n (ReduceSum, opset 13): the sum of \"c\" overflows int64 at element 1 of "
+                 "the result");
+    tide_test_onnx_free(m);
+    m = tide_test_onnx_new(13);
+    tide_test_onnx_input(m, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 1, (int64_t[]){2}, -1);
+    tide_test_onnx_init_i(m, "c", 2, (int64_t[]){2, 0}, NULL);
+    Onnx__NodeProto *n =
+        tide_test_onnx_node(m, "ReduceMax", "n", TIDE_TEST_NAMES("c"), TIDE_TEST_NAMES("r"));
+    tide_test_onnx_attr_ints(m, n, "axes", 1, (int64_t[]){1});
+    tide_test_onnx_attr_i(m, n, "keepdims", 0);
+    tide_test_onnx_node(m, "Add", "add", TIDE_TEST_NAMES("x", "r"), TIDE_TEST_NAMES("y"));
+    tide_test_onnx_output(m, "y");
+    import_fails(m, NULL,
+                 "node n (ReduceMax, opset 13): ReduceMax of no elements (a reduced axis of \"c\" "
+                 "is empty)");
+    tide_test_onnx_free(m);
+
+    /* y = x.var(-1, keepdim=True) + x.std(-1, keepdim=True) for x [3, 5], as exported. */
+    m = tide_test_onnx_new(14);
+    tide_test_onnx_input(m, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 2, (int64_t[]){3, 5}, -1);
+    n = tide_test_onnx_node(m, "ReduceMean", "mean", TIDE_TEST_NAMES("x"), TIDE_TEST_NAMES("mu"));
+    tide_test_onnx_attr_ints(m, n, "axes", 1, (int64_t[]){-1});
+    tide_test_onnx_node(m, "Shape", "shape", TIDE_TEST_NAMES("x"), TIDE_TEST_NAMES("s"));
+    Onnx__NodeProto *k =
+        tide_test_onnx_node(m, "Constant", "last", TIDE_TEST_NAMES(NULL), TIDE_TEST_NAMES("last"));
+    tide_test_onnx_attr_t(m, k, "value",
+                          tide_test_onnx_tensor(m, "", ONNX__TENSOR_PROTO__DATA_TYPE__INT64, 1,
+                                                (int64_t[]){1}, (int64_t[]){-1}));
+    n = tide_test_onnx_node(m, "Gather", "gather", TIDE_TEST_NAMES("s", "last"),
+                            TIDE_TEST_NAMES("len"));
+    tide_test_onnx_attr_i(m, n, "axis", 0);
+    n = tide_test_onnx_node(m, "ReduceProd", "prod", TIDE_TEST_NAMES("len"), TIDE_TEST_NAMES("nr"));
+    tide_test_onnx_attr_i(m, n, "keepdims", 0);
+    tide_test_onnx_node(m, "Sub", "d", TIDE_TEST_NAMES("x", "mu"), TIDE_TEST_NAMES("d"));
+    tide_test_onnx_node(m, "Mul", "sq", TIDE_TEST_NAMES("d", "d"), TIDE_TEST_NAMES("sq"));
+    n = tide_test_onnx_node(m, "ReduceMean", "mean2", TIDE_TEST_NAMES("sq"), TIDE_TEST_NAMES("m2"));
+    tide_test_onnx_attr_ints(m, n, "axes", 1, (int64_t[]){-1});
+    n = tide_test_onnx_node(m, "Cast", "cast", TIDE_TEST_NAMES("nr"), TIDE_TEST_NAMES("nf"));
+    tide_test_onnx_attr_i(m, n, "to", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT);
+    tide_test_onnx_node(m, "Mul", "times_n", TIDE_TEST_NAMES("m2", "nf"), TIDE_TEST_NAMES("ss"));
+    float_constant(m, "one", 0, NULL, (float[]){1});
+    tide_test_onnx_node(m, "Sub", "n_1", TIDE_TEST_NAMES("nf", "one"), TIDE_TEST_NAMES("nm1"));
+    tide_test_onnx_node(m, "Div", "var", TIDE_TEST_NAMES("ss", "nm1"), TIDE_TEST_NAMES("var"));
+    tide_test_onnx_node(m, "Sqrt", "std", TIDE_TEST_NAMES("var"), TIDE_TEST_NAMES("std"));
+    tide_test_onnx_node(m, "Add", "y", TIDE_TEST_NAMES("var", "std"), TIDE_TEST_NAMES("y"));
+    tide_test_onnx_output(m, "y");
+    float x[15], want[3];
+    for (int i = 0; i < 15; i++)
+        x[i] = 0.5f * (float)((i * 7) % 11) - 2;
+    for (int i = 0; i < 3; i++) {
+        double mean = 0, ss = 0;
+        for (int j = 0; j < 5; j++)
+            mean += x[i * 5 + j] / 5.0;
+        for (int j = 0; j < 5; j++)
+            ss += (x[i * 5 + j] - mean) * (x[i * 5 + j] - mean);
+        want[i] = (float)(ss / 4 + sqrt(ss / 4));
+    }
+    expect_values(m, x, 15, 2, (int64_t[]){3, 1}, want, 3);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -5048,6 +5176,7 @@ int main(void)
         cmocka_unit_test(test_trig_ops),
         cmocka_unit_test(test_round_ops),
         cmocka_unit_test(test_double_constants),
+        cmocka_unit_test(test_reduce_int_constants),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
