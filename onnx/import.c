@@ -1939,6 +1939,325 @@ static int op_gemm(struct ctx *c)
     return set_out(c, 0, r);
 }
 
+/*
+ * ---- Einsum: lowered to Transpose, Reshape, ReduceSum and (Batch)MatMul ----
+ *
+ * Indices are numbered 0..51 for A-Z and a-z (ASCII order, the implicit
+ * output's order as NumPy has it), then EINSUM_ELLIPSIS + j for the
+ * ellipsis' dimensions, right-aligned across operands. The operands are
+ * folded left to right: an index no later operand and not the output has is
+ * summed out of each side first; then the indices both sides have are batch
+ * (still needed later) or contracted (not), each side is transposed to
+ * [batch, own, contracted] (the other's [batch, contracted, own]),
+ * flattened to a matrix per batch entry and multiplied. The result is
+ * transposed to the output's order. Every step is an op with a gradient.
+ */
+#define EINSUM_ELLIPSIS     52
+#define EINSUM_INDICES      (EINSUM_ELLIPSIS + MAX_RANK)
+#define EINSUM_MAX_OPERANDS 16
+
+/* An index's letter, or '.' for one of the ellipsis' dimensions. */
+static char einsum_letter(int id)
+{
+    return (char)(id < 26 ? 'A' + id : id < EINSUM_ELLIPSIS ? 'a' + id - 26 : '.');
+}
+
+/* Of a term's indices (at most MAX_RANK), in the order of its axes. */
+struct einsum_term {
+    int32_t n;
+    int8_t id[MAX_RANK];
+};
+
+/*
+ * Reads term text[0..len) (letters and at most one "...") into t, the
+ * ellipsis standing for ell dimensions (*has_ellipsis: it is there); ell -1
+ * counts them only: *letters gets the number of letters. what names the term.
+ */
+static int einsum_parse(struct ctx *c, const char *eq, const char *text, size_t len,
+                        const char *what, int32_t ell, int32_t total_ell, struct einsum_term *t,
+                        int32_t *letters, bool *has_ellipsis)
+{
+    t->n = 0;
+    *letters = 0;
+    *has_ellipsis = false;
+    for (size_t k = 0; k < len; k++) {
+        char ch = text[k];
+        if (ch == '.') {
+            if (*has_ellipsis || k + 2 >= len || text[k + 1] != '.' || text[k + 2] != '.')
+                return failf(c, "equation \"%s\": %s has a '.' that is not one \"...\"", eq, what);
+            *has_ellipsis = true;
+            k += 2;
+            for (int32_t j = 0; ell >= 0 && j < ell; j++) {
+                if (t->n == MAX_RANK)
+                    return failf(c, "equation \"%s\": %s has more than %d indices", eq, what,
+                                 MAX_RANK);
+                t->id[t->n++] = (int8_t)(EINSUM_ELLIPSIS + total_ell - ell + j);
+            }
+            continue;
+        }
+        int id = ch >= 'A' && ch <= 'Z' ? ch - 'A' : ch >= 'a' && ch <= 'z' ? 26 + ch - 'a' : -1;
+        if (id < 0)
+            return failf(c, "equation \"%s\": %s has '%c', which is not an index (A-Z, a-z)", eq,
+                         what, ch);
+        (*letters)++;
+        if (ell < 0)
+            continue;
+        for (int32_t j = 0; j < t->n; j++) {
+            if (t->id[j] == id)
+                return failf(c,
+                             "equation \"%s\": index '%c' appears twice in %s (a diagonal), "
+                             "which tide does not lower",
+                             eq, ch, what);
+        }
+        if (t->n == MAX_RANK)
+            return failf(c, "equation \"%s\": %s has more than %d indices", eq, what, MAX_RANK);
+        t->id[t->n++] = (int8_t)id;
+    }
+    return 0;
+}
+
+static int einsum_find(const int8_t *ids, int32_t n, int id)
+{
+    for (int32_t k = 0; k < n; k++)
+        if (ids[k] == id)
+            return k;
+    return -1;
+}
+
+/* x (indices have[0..n)) transposed so that its indices follow want[0..n), a permutation. */
+static tide_ref einsum_order(struct ctx *c, tide_ref x, const int8_t *have, const int8_t *want,
+                             int32_t n)
+{
+    int64_t perm[MAX_RANK];
+    bool moved = false;
+    for (int32_t k = 0; k < n; k++) {
+        perm[k] = einsum_find(have, n, want[k]);
+        moved |= perm[k] != k;
+    }
+    return moved ? tide_builder_transpose(c->b, NULL, x, perm, n) : x;
+}
+
+/* Sums x (indices t) over the indices that keep[] does not hold; t keeps the others. */
+static int einsum_sum_out(struct ctx *c, tide_ref *x, struct einsum_term *t, const bool *keep)
+{
+    int64_t axes[MAX_RANK];
+    int32_t n_axes = 0, n = 0;
+    for (int32_t k = 0; k < t->n; k++) {
+        if (keep[t->id[k]])
+            t->id[n++] = t->id[k];
+        else
+            axes[n_axes++] = k;
+    }
+    if (n_axes == 0)
+        return 0;
+    t->n = n;
+    *x = tide_builder_reduce_sum(c->b, NULL, *x, axes, n_axes, false);
+    return check_builder(c, *x);
+}
+
+/* The sizes of indices ids[0..n) into dims (when not NULL); their product returned. */
+static int64_t einsum_sizes(const int8_t *ids, int32_t n, const int64_t *size, int64_t *dims)
+{
+    int64_t p = 1;
+    for (int32_t k = 0; k < n; k++) {
+        if (dims)
+            dims[k] = size[ids[k]];
+        p *= size[ids[k]];
+    }
+    return p;
+}
+
+/*
+ * *a (indices ta) times b (indices tb), summed over the indices both hold
+ * that keep[] does not: *a becomes the product, its indices the batch ones,
+ * then a's own, then b's own. Each side holds only indices that are kept or
+ * that the other holds.
+ */
+static int einsum_pair(struct ctx *c, tide_ref *a, struct einsum_term *ta, tide_ref b,
+                       const struct einsum_term *tb, const bool *keep, const int64_t *size)
+{
+    int8_t batch[MAX_RANK], own_a[MAX_RANK], own_b[MAX_RANK], sum[MAX_RANK];
+    int32_t nb = 0, na = 0, nn = 0, ns = 0;
+    for (int32_t k = 0; k < ta->n; k++) {
+        int id = ta->id[k];
+        if (einsum_find(tb->id, tb->n, id) < 0)
+            own_a[na++] = (int8_t)id;
+        else if (keep[id])
+            batch[nb++] = (int8_t)id;
+        else
+            sum[ns++] = (int8_t)id;
+    }
+    for (int32_t k = 0; k < tb->n; k++)
+        if (einsum_find(ta->id, ta->n, tb->id[k]) < 0)
+            own_b[nn++] = tb->id[k];
+    if (nb + na + nn > MAX_RANK)
+        return failf(c, "the product of two operands would have %d indices, more than %d",
+                     nb + na + nn, MAX_RANK);
+    int8_t want_a[MAX_RANK], want_b[MAX_RANK];
+    memcpy(want_a, batch, (size_t)nb), memcpy(want_a + nb, own_a, (size_t)na);
+    memcpy(want_a + nb + na, sum, (size_t)ns);
+    memcpy(want_b, batch, (size_t)nb), memcpy(want_b + nb, sum, (size_t)ns);
+    memcpy(want_b + nb + ns, own_b, (size_t)nn);
+    int64_t batches = einsum_sizes(batch, nb, size, NULL), m = einsum_sizes(own_a, na, size, NULL),
+            k = einsum_sizes(sum, ns, size, NULL), n = einsum_sizes(own_b, nn, size, NULL);
+    tide_ref x = einsum_order(c, *a, ta->id, want_a, ta->n);
+    tide_ref y = einsum_order(c, b, tb->id, want_b, tb->n);
+    tide_ref r;
+    if (nb > 0) {
+        x = tide_builder_reshape(c->b, NULL, x, 3, (int64_t[]){batches, m, k});
+        y = tide_builder_reshape(c->b, NULL, y, 3, (int64_t[]){batches, k, n});
+        r = tide_builder_batch_matmul(c->b, NULL, x, y, false, false);
+    } else {
+        x = tide_builder_reshape(c->b, NULL, x, 2, (int64_t[]){m, k});
+        y = tide_builder_reshape(c->b, NULL, y, 2, (int64_t[]){k, n});
+        r = tide_builder_matmul(c->b, NULL, x, y, false, false);
+    }
+    ta->n = 0;
+    int64_t dims[MAX_RANK];
+    for (int32_t j = 0; j < nb; j++)
+        ta->id[ta->n++] = batch[j];
+    for (int32_t j = 0; j < na; j++)
+        ta->id[ta->n++] = own_a[j];
+    for (int32_t j = 0; j < nn; j++)
+        ta->id[ta->n++] = own_b[j];
+    einsum_sizes(ta->id, ta->n, size, dims);
+    *a = tide_builder_reshape(c->b, NULL, r, ta->n, dims);
+    return check_builder(c, *a);
+}
+
+static int op_einsum(struct ctx *c)
+{
+    const Onnx__NodeProto *node = c->node;
+    const Onnx__AttributeProto *at = attr(node, "equation");
+    if (!at || !at->has_s)
+        return failf(c, "attribute equation is required");
+    char eq[256];
+    size_t len = 0;
+    for (size_t k = 0; k < at->s.len; k++) {
+        if (at->s.data[k] == ' ')
+            continue;
+        if (len + 1 == sizeof(eq) || at->s.data[k] == 0)
+            return failf(c, "the equation is longer than %zu characters or holds a NUL",
+                         sizeof(eq) - 1);
+        eq[len++] = (char)at->s.data[k];
+    }
+    eq[len] = 0;
+    size_t n_in = node->n_input;
+    if (n_in == 0 || n_in > EINSUM_MAX_OPERANDS)
+        return failf(c, "%zu inputs; tide lowers Einsum of 1 to %d", n_in, EINSUM_MAX_OPERANDS);
+    tide_ref x[EINSUM_MAX_OPERANDS];
+    int32_t rank[EINSUM_MAX_OPERANDS];
+    int64_t dims[EINSUM_MAX_OPERANDS][MAX_RANK];
+    for (size_t k = 0; k < n_in; k++) {
+        if (float_in(c, k, &x[k]) != 0 || ref_shape(c, x[k], &rank[k], dims[k]) != 0)
+            return -1;
+    }
+    const char *arrow = strstr(eq, "->");
+    size_t lhs_len = arrow ? (size_t)(arrow - eq) : len;
+    /* Operand terms: their text, then (once the ellipsis' longest is known) their indices. */
+    const char *text[EINSUM_MAX_OPERANDS];
+    size_t text_len[EINSUM_MAX_OPERANDS], n_terms = 0;
+    for (size_t start = 0, k = 0; k <= lhs_len; k++) {
+        if (k < lhs_len && eq[k] != ',')
+            continue;
+        if (n_terms == EINSUM_MAX_OPERANDS)
+            return failf(c, "equation \"%s\" has more than %d operands", eq, EINSUM_MAX_OPERANDS);
+        text[n_terms] = eq + start, text_len[n_terms++] = k - start;
+        start = k + 1;
+    }
+    if (n_terms != n_in)
+        return failf(c, "equation \"%s\" has %zu operands, the node %zu inputs", eq, n_terms, n_in);
+    struct einsum_term term[EINSUM_MAX_OPERANDS], out;
+    int32_t ell[EINSUM_MAX_OPERANDS], total_ell = 0, letters;
+    bool has_ellipsis;
+    char what[32];
+    for (size_t k = 0; k < n_in; k++) {
+        snprintf(what, sizeof(what), "input %zu", k);
+        if (einsum_parse(c, eq, text[k], text_len[k], what, -1, 0, &term[k], &letters,
+                         &has_ellipsis) != 0)
+            return -1;
+        ell[k] = rank[k] - letters;
+        if (has_ellipsis ? ell[k] < 0 : ell[k] != 0)
+            return failf(c, "equation \"%s\": input %zu has rank %d, its term %d indices%s", eq, k,
+                         rank[k], letters, has_ellipsis ? " and \"...\"" : "");
+        total_ell = ell[k] > total_ell ? ell[k] : total_ell;
+    }
+    int64_t size[EINSUM_INDICES];
+    int count[EINSUM_INDICES] = {0};
+    int source[EINSUM_INDICES] = {0};
+    for (size_t k = 0; k < n_in; k++) {
+        snprintf(what, sizeof(what), "input %zu", k);
+        if (einsum_parse(c, eq, text[k], text_len[k], what, ell[k], total_ell, &term[k], &letters,
+                         &has_ellipsis) != 0)
+            return -1;
+        for (int32_t a = 0; a < term[k].n; a++) {
+            int id = term[k].id[a];
+            if (count[id]++ == 0) {
+                size[id] = dims[k][a];
+                source[id] = (int)k;
+            } else if (size[id] != dims[k][a]) {
+                return failf(c,
+                             "equation \"%s\": index '%c' is %" PRId64 " in input %d and %" PRId64
+                             " in input %zu (tide does not broadcast Einsum's indices)",
+                             eq, einsum_letter(id), size[id], source[id], dims[k][a], k);
+            }
+        }
+    }
+    bool in_out[EINSUM_INDICES] = {0};
+    if (arrow) {
+        if (einsum_parse(c, eq, arrow + 2, strlen(arrow + 2), "the output", total_ell, total_ell,
+                         &out, &letters, &has_ellipsis) != 0)
+            return -1;
+        if (total_ell > 0 && !has_ellipsis)
+            return failf(c, "equation \"%s\": the inputs' \"...\" is not in the output", eq);
+        for (int32_t a = 0; a < out.n; a++) {
+            if (count[out.id[a]] == 0)
+                return failf(c, "equation \"%s\": output index '%c' is in no input", eq,
+                             einsum_letter(out.id[a]));
+        }
+    } else {
+        /* Implicit: the ellipsis' dimensions, then the indices met once, in ASCII order. */
+        out.n = 0;
+        for (int id = 0; id < EINSUM_INDICES; id++) {
+            int label = (id + EINSUM_ELLIPSIS) % EINSUM_INDICES; /* "..." first */
+            if (label >= EINSUM_ELLIPSIS ? label >= EINSUM_ELLIPSIS + total_ell : count[label] != 1)
+                continue;
+            if (out.n == MAX_RANK)
+                return failf(c, "equation \"%s\": the output has more than %d indices", eq,
+                             MAX_RANK);
+            out.id[out.n++] = (int8_t)label;
+        }
+    }
+    for (int32_t a = 0; a < out.n; a++)
+        in_out[out.id[a]] = true;
+    /* Fold left to right; keep[id]: the output or an operand not yet folded has id. */
+    bool keep[EINSUM_INDICES];
+    tide_ref acc = x[0];
+    struct einsum_term t = term[0];
+    for (size_t k = 0; k < n_in; k++) {
+        memcpy(keep, in_out, sizeof(keep));
+        for (size_t j = k + 1; j < n_in; j++)
+            for (int32_t a = 0; a < term[j].n; a++)
+                keep[term[j].id[a]] = true;
+        if (k == 0) {
+            if (einsum_sum_out(c, &acc, &t, keep) != 0)
+                return -1;
+            continue;
+        }
+        /* b's own indices that nothing after needs are summed first. */
+        bool keep_b[EINSUM_INDICES];
+        memcpy(keep_b, keep, sizeof(keep_b));
+        for (int32_t a = 0; a < t.n; a++)
+            keep_b[t.id[a]] = true;
+        tide_ref b = x[k];
+        struct einsum_term tb = term[k];
+        if (einsum_sum_out(c, &b, &tb, keep_b) != 0 ||
+            einsum_pair(c, &acc, &t, b, &tb, keep, size) != 0)
+            return -1;
+    }
+    return set_out(c, 0, einsum_order(c, acc, t.id, out.id, out.n));
+}
+
 /* ---- softmax ---- */
 
 static int softmax_common(struct ctx *c, bool log_of)
@@ -6093,6 +6412,7 @@ static const struct op_entry ops[] = {
     {"DepthToSpace", op_depth_to_space, 1, {1, 11, 13}},
     {"Div", op_div, 1, {1, 6, 7, 13, 14}},
     {"Dropout", op_dropout, 1, {1, 6, 7, 10, 12, 13, 22}},
+    {"Einsum", op_einsum, 12, {12}},
     {"Elu", op_elu, 1, {1, 6, 22}},
     {"Equal", op_equal, 1, {1, 7, 11, 13, 19}},
     {"Erf", op_erf, 9, {9, 13}},

@@ -5114,6 +5114,220 @@ static void test_reduce_int_constants(void **state)
     expect_values(m, x, 15, 2, (int64_t[]){3, 1}, want, 3);
 }
 
+/* An Einsum case: the equation, the same with every index spelt out and the output explicit
+ * (the reference's), and the operands' shapes. */
+struct einsum_case {
+    const char *equation, *spelt;
+    int n;
+    int32_t rank[3];
+    int64_t dims[3][4];
+};
+
+/* Operand k's element i in the Einsum tests. */
+static float einsum_operand(int k, int64_t i)
+{
+    return 0.25f * (float)((i * 7 + k * 3) % 9) - 1;
+}
+
+/*
+ * The Einsum e by plain loops over every combination of its indices: y (as
+ * many as the output holds, *n_y), and g, the gradient of mean(y^2) with
+ * respect to operand 1 (when there is one).
+ */
+static void einsum_reference(const struct einsum_case *e, double *y, int64_t *n_y, double *g)
+{
+    const char *terms[4];
+    size_t lens[4];
+    int n_terms = 0;
+    for (const char *p = e->spelt;; p++) {
+        const char *end = p + strcspn(p, ",-");
+        terms[n_terms] = p, lens[n_terms++] = (size_t)(end - p);
+        if (*end == 0)
+            break;
+        p = *end == '-' ? end + 1 : end;
+    }
+    assert_int_equal(n_terms, e->n + 1);
+    int64_t size[128] = {0};
+    char letters[16];
+    int n_letters = 0;
+    for (int k = 0; k < e->n; k++)
+        for (size_t a = 0; a < lens[k]; a++) {
+            unsigned char ch = (unsigned char)terms[k][a];
+            if (size[ch] == 0)
+                letters[n_letters++] = (char)ch;
+            size[ch] = e->dims[k][a];
+        }
+    int64_t combos = 1, operand_size[3] = {1, 1, 1};
+    for (int l = 0; l < n_letters; l++)
+        combos *= size[(unsigned char)letters[l]];
+    *n_y = 1;
+    for (size_t a = 0; a < lens[e->n]; a++)
+        *n_y *= size[(unsigned char)terms[e->n][a]];
+    for (int k = 0; k < e->n; k++)
+        for (int32_t a = 0; a < e->rank[k]; a++)
+            operand_size[k] *= e->dims[k][a];
+    memset(y, 0, sizeof(double) * (size_t)*n_y);
+    if (g)
+        memset(g, 0, sizeof(double) * (size_t)operand_size[1]);
+    for (int pass = 0; pass < (g ? 2 : 1); pass++) {
+        for (int64_t combo = 0; combo < combos; combo++) {
+            int64_t value[128], rest = combo, at[4];
+            for (int l = n_letters - 1; l >= 0; l--) {
+                value[(unsigned char)letters[l]] = rest % size[(unsigned char)letters[l]];
+                rest /= size[(unsigned char)letters[l]];
+            }
+            for (int k = 0; k <= e->n; k++) {
+                at[k] = 0;
+                for (size_t a = 0; a < lens[k]; a++) {
+                    unsigned char ch = (unsigned char)terms[k][a];
+                    at[k] = at[k] * size[ch] + value[ch];
+                }
+            }
+            double product = 1, others = 1;
+            for (int k = 0; k < e->n; k++) {
+                product *= einsum_operand(k, at[k]);
+                others *= k == 1 ? 1 : einsum_operand(k, at[k]);
+            }
+            if (pass == 0)
+                y[at[e->n]] += product;
+            else
+                g[at[1]] += 2 * y[at[e->n]] / (double)*n_y * others;
+        }
+    }
+}
+
+/* The model of e: operand 0 the graph input x, the others float initializers w1, w2. */
+static struct tide_test_onnx *einsum_model(const struct einsum_case *e)
+{
+    static const char *const names[3] = {"x", "w1", "w2"};
+    struct tide_test_onnx *m = tide_test_onnx_new(12);
+    tide_test_onnx_input(m, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, e->rank[0], e->dims[0], -1);
+    for (int k = 1; k < e->n; k++) {
+        float w[128];
+        int64_t count = 1;
+        for (int32_t a = 0; a < e->rank[k]; a++)
+            count *= e->dims[k][a];
+        assert_true(count <= 128);
+        for (int64_t i = 0; i < count; i++)
+            w[i] = einsum_operand(k, i);
+        tide_test_onnx_init_f(m, names[k], e->rank[k], e->dims[k], w);
+    }
+    Onnx__NodeProto *n = tide_test_onnx_node(m, "Einsum", "e",
+                                             e->n == 1   ? TIDE_TEST_NAMES("x")
+                                             : e->n == 2 ? TIDE_TEST_NAMES("x", "w1")
+                                                         : TIDE_TEST_NAMES("x", "w1", "w2"),
+                                             TIDE_TEST_NAMES("y"));
+    tide_test_onnx_attr_s(m, n, "equation", e->equation);
+    tide_test_onnx_output(m, "y");
+    return m;
+}
+
+/*
+ * Einsum against plain loops over all its indices: batch, contracted and
+ * free indices, an index summed out of one operand first, outer and inner
+ * products, one operand (transpose, a full sum), "...", three operands, the
+ * implicit output (ASCII order: upper case first); one SGD step through
+ * every product of two or more operands checks the gradient of operand 1.
+ * Refused: a diagonal, sizes that would broadcast, an output index in no
+ * input.
+ */
+static void test_einsum(void **state)
+{
+    (void)state;
+    static const struct einsum_case cases[] = {
+        {"bij,jk->bik", "bij,jk->bik", 2, {3, 2}, {{2, 3, 4}, {4, 5}}},
+        {"bhqd,bhkd->bhqk", "bhqd,bhkd->bhqk", 2, {4, 4}, {{2, 2, 3, 4}, {2, 2, 5, 4}}},
+        {"bhqk,bhkd->bhqd", "bhqk,bhkd->bhqd", 2, {4, 4}, {{2, 2, 3, 5}, {2, 2, 5, 4}}},
+        {"i,j->ij", "i,j->ij", 2, {1, 1}, {{3}, {4}}},
+        {"bi,bi->b", "bi,bi->b", 2, {2, 2}, {{3, 5}, {3, 5}}},
+        {"ij->ji", "ij->ji", 1, {2}, {{3, 4}}},
+        {"bij->", "bij->", 1, {3}, {{2, 3, 4}}},
+        {"bij -> jb", "bij->jb", 1, {3}, {{2, 3, 4}}},
+        {"...ij,...jk->...ik", "xyij,xyjk->xyik", 2, {4, 4}, {{2, 3, 2, 4}, {2, 3, 4, 3}}},
+        {"...ij,jk", "xij,jk->xik", 2, {3, 2}, {{2, 3, 4}, {4, 2}}},
+        {"ab,bc,cd->ad", "ab,bc,cd->ad", 3, {2, 2, 2}, {{2, 3}, {3, 4}, {4, 5}}},
+        {"bn,anm,bm->ba", "bn,anm,bm->ba", 3, {2, 3, 2}, {{2, 3}, {4, 3, 2}, {2, 2}}},
+        {"ij,jk", "ij,jk->ik", 2, {2, 2}, {{3, 4}, {4, 2}}},
+        {"ba,Bc", "ba,Bc->Babc", 2, {2, 2}, {{2, 3}, {4, 2}}},
+        {"bij,jk->bk", "bij,jk->bk", 2, {3, 2}, {{2, 3, 4}, {4, 5}}},
+    };
+    for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+        const struct einsum_case *e = &cases[c];
+        double want[128], grad[128];
+        int64_t n_y, n_x = 1;
+        einsum_reference(e, want, &n_y, e->n > 1 ? grad : NULL);
+        for (int32_t a = 0; a < e->rank[0]; a++)
+            n_x *= e->dims[0][a];
+        float x[128], y[128];
+        for (int64_t i = 0; i < n_x; i++)
+            x[i] = einsum_operand(0, i);
+        struct tide_test_onnx *m = einsum_model(e);
+        forward_once(m, x, (size_t)n_x, y, (size_t)n_y, NULL);
+        for (int64_t i = 0; i < n_y; i++) {
+            if (fabs(y[i] - want[i]) > 1e-5 * (1 + fabs(want[i])))
+                fail_msg("%s: y[%" PRId64 "] is %.9g, want %.9g", e->equation, i, y[i], want[i]);
+        }
+        if (e->n == 1)
+            continue;
+        int64_t n_w = 1;
+        for (int32_t a = 0; a < e->rank[1]; a++)
+            n_w *= e->dims[1][a];
+        float w[128];
+        m = einsum_model(e);
+        train_one_step(m, x, (size_t)n_x * sizeof(float), "w1", w, (size_t)n_w);
+        tide_test_onnx_free(m);
+        for (int64_t i = 0; i < n_w; i++) {
+            double after = einsum_operand(1, i) - 0.1 * grad[i];
+            if (fabs(w[i] - after) > 1e-5 * (1 + fabs(after)))
+                fail_msg("%s: w1[%" PRId64 "] is %.9g after a step, want %.9g", e->equation, i,
+                         w[i], after);
+        }
+    }
+
+    static const struct {
+        const char *equation;
+        int n;
+        int32_t rank[2];
+        int64_t dims[2][2];
+        const char *want;
+    } refused[] = {
+        {"ii->i",
+         1,
+         {2},
+         {{3, 3}},
+         "node e (Einsum, opset 12): equation \"ii->i\": index 'i' appears twice in input 0 (a "
+         "diagonal), which tide does not lower"},
+        {"ij,jk->ik",
+         2,
+         {2, 2},
+         {{2, 3}, {1, 4}},
+         "node e (Einsum, opset 12): equation \"ij,jk->ik\": index 'j' is 3 in input 0 and 1 in "
+         "input 1 (tide does not broadcast Einsum's indices)"},
+        {"ij,jk->iz",
+         2,
+         {2, 2},
+         {{2, 3}, {3, 4}},
+         "node e (Einsum, opset 12): equation \"ij,jk->iz\": output index 'z' is in no input"},
+        {"ijk,jk->ik",
+         2,
+         {2, 2},
+         {{2, 3}, {3, 4}},
+         "node e (Einsum, opset 12): equation \"ijk,jk->ik\": input 0 has rank 2, its term 3 "
+         "indices"},
+    };
+    for (size_t c = 0; c < sizeof(refused) / sizeof(refused[0]); c++) {
+        struct einsum_case e = {refused[c].equation,
+                                NULL,
+                                refused[c].n,
+                                {refused[c].rank[0], refused[c].rank[1]},
+                                {{refused[c].dims[0][0], refused[c].dims[0][1]},
+                                 {refused[c].dims[1][0], refused[c].dims[1][1]}}};
+        struct tide_test_onnx *m = einsum_model(&e);
+        import_fails(m, NULL, refused[c].want);
+        tide_test_onnx_free(m);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -5177,6 +5391,7 @@ int main(void)
         cmocka_unit_test(test_round_ops),
         cmocka_unit_test(test_double_constants),
         cmocka_unit_test(test_reduce_int_constants),
+        cmocka_unit_test(test_einsum),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
