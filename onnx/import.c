@@ -2258,6 +2258,99 @@ static int op_einsum(struct ctx *c)
     return set_out(c, 0, einsum_order(c, acc, t.id, out.id, out.n));
 }
 
+/*
+ * ---- CumSum: a MatMul by a constant 0/1 triangular matrix ----
+ *
+ * y[..., j] = sum over i of x[..., i] T[i, j] along the axis (moved last and
+ * back by Transposes), T[i, j] 1 where i <= j (i < j exclusive; i >= j,
+ * i > j reversed): MatMul's gradient, dy T^T, is the reversed running sum
+ * PyTorch's is. T takes n^2 floats, so the axis is limited to
+ * CUMSUM_MAX_LENGTH elements: 16 MiB of constant and 2048 multiply-adds an
+ * element (4096 would be 64 MiB, a quarter of tided's default message).
+ * An inf or NaN in x makes the sums that leave it out NaN too (0 * inf).
+ * Integer CumSum of a constant is folded on the host.
+ */
+#define CUMSUM_MAX_LENGTH 2048
+
+static int op_cum_sum(struct ctx *c)
+{
+    struct value *x = in_value(c, 0), *axis_in = x ? in_const(c, 1, "the axis") : NULL;
+    if (!axis_in)
+        return -1;
+    if (axis_in->type == CONST_FLOAT || numel(axis_in->rank, axis_in->dims) != 1 ||
+        axis_in->rank > 1)
+        return failf(c, "the axis (input \"%s\") must be one integer", axis_in->name);
+    bool exclusive = attr_i(c->node, "exclusive", 0) != 0;
+    bool reverse = attr_i(c->node, "reverse", 0) != 0;
+    int32_t rank;
+    int64_t dims[MAX_RANK], axis;
+    if (value_shape(c, x, &rank, dims) != 0 || norm_axis(c, axis_in->i[0], rank, &axis) != 0)
+        return -1;
+    int64_t n = dims[axis], inner = 1, outer = 1;
+    for (int32_t a = 0; a < rank; a++) {
+        if (a < axis)
+            outer *= dims[a];
+        else if (a > axis)
+            inner *= dims[a];
+    }
+    if (x->known && x->type == CONST_INT) {
+        struct value *v = set_out_const(c, 0, CONST_INT, rank, dims); /* x stays: another name */
+        for (int64_t o = 0; v && o < outer; o++) {
+            for (int64_t in = 0; in < inner; in++) {
+                int64_t sum = 0;
+                for (int64_t step = 0; step < n; step++) {
+                    int64_t at = (o * n + (reverse ? n - 1 - step : step)) * inner + in;
+                    int64_t e = x->i[at];
+                    if (exclusive)
+                        v->i[at] = sum;
+                    if (__builtin_add_overflow(sum, e, &sum))
+                        return failf(
+                            c, "the running sum of \"%s\" overflows int64 at element %" PRId64,
+                            x->name, at);
+                    if (!exclusive)
+                        v->i[at] = sum;
+                }
+            }
+        }
+        return v ? 0 : -1;
+    }
+    tide_ref r;
+    if (float_in(c, 0, &r) != 0)
+        return -1;
+    if (n > CUMSUM_MAX_LENGTH)
+        return failf(c,
+                     "axis %" PRId64 " has %" PRId64 " elements; tide lowers CumSum to a MatMul by "
+                     "an n x n matrix, up to n = %d",
+                     axis, n, CUMSUM_MAX_LENGTH);
+    float *tri = calloc((size_t)(n > 0 ? n * n : 1), sizeof(float));
+    if (!tri)
+        return failf(c, "out of memory");
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t j = 0; j < n; j++)
+            tri[i * n + j] = (reverse ? (exclusive ? i > j : i >= j) : (exclusive ? i < j : i <= j))
+                                 ? 1.0f
+                                 : 0.0f;
+    tide_ref t = tide_builder_constant(c->b, NULL, TIDE_DT_FLOAT32, 2, (int64_t[]){n, n}, tri);
+    free(tri);
+    if (check_builder(c, t) != 0)
+        return -1;
+    /* The axis swapped with the last one (its own inverse), flattened to [rest, n]. */
+    int64_t perm[MAX_RANK], swapped[MAX_RANK];
+    for (int32_t a = 0; a < rank; a++)
+        perm[a] = a == axis ? rank - 1 : a == rank - 1 ? axis : a;
+    for (int32_t a = 0; a < rank; a++)
+        swapped[a] = dims[perm[a]];
+    bool moved = axis != rank - 1;
+    if (moved)
+        r = tide_builder_transpose(c->b, NULL, r, perm, rank);
+    r = tide_builder_reshape(c->b, NULL, r, 2, (int64_t[]){outer * inner, n});
+    r = tide_builder_matmul(c->b, NULL, r, t, false, false);
+    r = tide_builder_reshape(c->b, NULL, r, rank, swapped);
+    if (moved)
+        r = tide_builder_transpose(c->b, NULL, r, perm, rank);
+    return set_out(c, 0, r);
+}
+
 /* ---- softmax ---- */
 
 static int softmax_common(struct ctx *c, bool log_of)
@@ -6409,6 +6502,7 @@ static const struct op_entry ops[] = {
     {"ConvTranspose", op_conv_transpose, 1, {1, 11, 22}},
     {"Cos", op_cos, 7, {7, 22}},
     {"Cosh", op_cosh, 9, {9, 22}},
+    {"CumSum", op_cum_sum, 11, {11, 14}},
     {"DepthToSpace", op_depth_to_space, 1, {1, 11, 13}},
     {"Div", op_div, 1, {1, 6, 7, 13, 14}},
     {"Dropout", op_dropout, 1, {1, 6, 7, 10, 12, 13, 22}},

@@ -5328,6 +5328,144 @@ static void test_einsum(void **state)
     }
 }
 
+/* y = CumSum(x, axis) with exclusive and reverse (-1: absent), x a float graph input [rows,
+ * cols] and axis an int64 initializer. */
+static struct tide_test_onnx *cum_sum_model(int64_t rows, int64_t cols, int64_t axis,
+                                            int64_t exclusive, int64_t reverse)
+{
+    struct tide_test_onnx *m = tide_test_onnx_new(14);
+    tide_test_onnx_input(m, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 2, (int64_t[]){rows, cols},
+                         -1);
+    tide_test_onnx_init_i(m, "axis", 0, NULL, &axis);
+    Onnx__NodeProto *n =
+        tide_test_onnx_node(m, "CumSum", "c", TIDE_TEST_NAMES("x", "axis"), TIDE_TEST_NAMES("y"));
+    if (exclusive >= 0)
+        tide_test_onnx_attr_i(m, n, "exclusive", exclusive);
+    if (reverse >= 0)
+        tide_test_onnx_attr_i(m, n, "reverse", reverse);
+    tide_test_onnx_output(m, "y");
+    return m;
+}
+
+/* Whether CumSum adds element i into the result at j along its axis. */
+static bool cum_sum_takes(int64_t i, int64_t j, bool exclusive, bool reverse)
+{
+    return reverse ? (exclusive ? i > j : i >= j) : (exclusive ? i < j : i <= j);
+}
+
+/*
+ * CumSum: the four exclusive / reverse combinations along both axes of a
+ * [3, 4] input against loops (axis 1 given as -1 once), one SGD step
+ * through the reversed exclusive sum along axis 0 (MatMul's gradient), an
+ * integer constant folded; refused: an axis longer than 2048, an axis
+ * computed in the graph, an int64 overflow.
+ */
+static void test_cum_sum(void **state)
+{
+    (void)state;
+    float x[12];
+    for (int k = 0; k < 12; k++)
+        x[k] = 0.5f * (float)((k * 5) % 7) - 1.25f;
+    for (int axis = 0; axis < 2; axis++) {
+        for (int combo = 0; combo < 4; combo++) {
+            bool exclusive = combo & 1, reverse = combo & 2;
+            float want[12];
+            for (int i = 0; i < 3; i++)
+                for (int j = 0; j < 4; j++) {
+                    double sum = 0;
+                    for (int k = 0; k < (axis ? 4 : 3); k++) {
+                        if (cum_sum_takes(k, axis ? j : i, exclusive, reverse))
+                            sum += x[axis ? i * 4 + k : k * 4 + j];
+                    }
+                    want[i * 4 + j] = (float)sum;
+                }
+            struct tide_test_onnx *m = cum_sum_model(3, 4, axis && combo == 3 ? -1 : axis,
+                                                     combo ? exclusive : -1, combo ? reverse : -1);
+            expect_values(m, x, 12, 2, (int64_t[]){3, 4}, want, 12);
+        }
+    }
+
+    /* y = CumSum(w x) along axis 0, exclusive and reversed: y[i, j] = sum over i' > i of
+     * (w x)[i', j]; loss mean(y^2) over 12, so w[i', j] moves by -0.1 x[i', j] * sum over
+     * i < i' of y[i, j] / 6. */
+    struct tide_test_onnx *m = tide_test_onnx_new(14);
+    tide_test_onnx_input(m, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 2, (int64_t[]){3, 4}, -1);
+    float w0[12], w[12];
+    for (int k = 0; k < 12; k++)
+        w0[k] = 0.25f * (float)(k % 5) - 0.5f;
+    tide_test_onnx_init_f(m, "w", 2, (int64_t[]){3, 4}, w0);
+    tide_test_onnx_init_i(m, "axis", 0, NULL, (int64_t[]){0});
+    tide_test_onnx_node(m, "Mul", "wx", TIDE_TEST_NAMES("w", "x"), TIDE_TEST_NAMES("wx"));
+    Onnx__NodeProto *n =
+        tide_test_onnx_node(m, "CumSum", "c", TIDE_TEST_NAMES("wx", "axis"), TIDE_TEST_NAMES("y"));
+    tide_test_onnx_attr_i(m, n, "exclusive", 1);
+    tide_test_onnx_attr_i(m, n, "reverse", 1);
+    tide_test_onnx_output(m, "y");
+    train_one_step(m, x, sizeof(x), "w", w, 12);
+    tide_test_onnx_free(m);
+    double y[12];
+    for (int i = 0; i < 3; i++)
+        for (int j = 0; j < 4; j++) {
+            y[i * 4 + j] = 0;
+            for (int k = i + 1; k < 3; k++)
+                y[i * 4 + j] += (double)w0[k * 4 + j] * x[k * 4 + j];
+        }
+    for (int k = 0; k < 3; k++)
+        for (int j = 0; j < 4; j++) {
+            double dy = 0;
+            for (int i = 0; i < k; i++)
+                dy += y[i * 4 + j] / 6;
+            assert_float_equal(w[k * 4 + j], w0[k * 4 + j] - 0.1 * x[k * 4 + j] * dy, 1e-6);
+        }
+
+    /* An integer constant: y = x + Cast(CumSum(c)), folded. */
+    static const struct {
+        int64_t axis, exclusive, reverse;
+        float want[6];
+    } folds[] = {
+        {0, 0, 0, {1, 2, 3, 5, 7, 9}},
+        {1, 0, 1, {6, 5, 3, 15, 11, 6}},
+        {-1, 1, 1, {5, 3, 0, 11, 6, 0}},
+    };
+    for (size_t f = 0; f < sizeof(folds) / sizeof(folds[0]); f++) {
+        m = tide_test_onnx_new(14);
+        tide_test_onnx_input(m, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 2, (int64_t[]){2, 3},
+                             -1);
+        tide_test_onnx_init_i(m, "c", 2, (int64_t[]){2, 3}, (int64_t[]){1, 2, 3, 4, 5, 6});
+        tide_test_onnx_init_i(m, "axis", 1, (int64_t[]){1}, &folds[f].axis);
+        n = tide_test_onnx_node(m, "CumSum", "c", TIDE_TEST_NAMES("c", "axis"),
+                                TIDE_TEST_NAMES("s"));
+        tide_test_onnx_attr_i(m, n, "exclusive", folds[f].exclusive);
+        tide_test_onnx_attr_i(m, n, "reverse", folds[f].reverse);
+        n = tide_test_onnx_node(m, "Cast", "cast", TIDE_TEST_NAMES("s"), TIDE_TEST_NAMES("sf"));
+        tide_test_onnx_attr_i(m, n, "to", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT);
+        tide_test_onnx_node(m, "Add", "add", TIDE_TEST_NAMES("x", "sf"), TIDE_TEST_NAMES("y"));
+        tide_test_onnx_output(m, "y");
+        if (f == 0) {
+            m->inits[0]->int64_data[4] = INT64_MAX;
+            import_fails(m, NULL,
+                         "node c (CumSum, opset 14): the running sum of \"c\" overflows int64 at "
+                         "element 4");
+            m->inits[0]->int64_data[4] = 5;
+        }
+        static const float zeros[6] = {0};
+        expect_values(m, zeros, 6, 2, (int64_t[]){2, 3}, folds[f].want, 6);
+    }
+
+    m = cum_sum_model(2, 2049, 1, -1, -1);
+    import_fails(m, NULL,
+                 "node c (CumSum, opset 14): axis 1 has 2049 elements; tide lowers CumSum to a "
+                 "MatMul by an n x n matrix, up to n = 2048");
+    tide_test_onnx_free(m);
+    m = cum_sum_model(2, 3, 0, -1, -1);
+    m->graph.n_initializer = 0;
+    tide_test_onnx_input(m, "axis", ONNX__TENSOR_PROTO__DATA_TYPE__INT64, 0, NULL, -1);
+    import_fails(m, NULL,
+                 "node c (CumSum, opset 14): the axis (input \"axis\") must be a constant known at "
+                 "import");
+    tide_test_onnx_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -5392,6 +5530,7 @@ int main(void)
         cmocka_unit_test(test_double_constants),
         cmocka_unit_test(test_reduce_int_constants),
         cmocka_unit_test(test_einsum),
+        cmocka_unit_test(test_cum_sum),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
