@@ -72,6 +72,8 @@ struct ctx {
     struct tide_onnx_result *res; /* where the Variables made are listed */
     int32_t variables_cap;
     const Onnx__GraphProto *graph; /* the model's graph, for the inputs' dynamic dimensions */
+    void **owned;                  /* what inlining functions allocated: freed after import */
+    size_t n_owned, cap_owned, owned_bytes;
     bool *dim_used;                /* per options->dims[k]: some input's dimension took it */
 };
 
@@ -6672,11 +6674,12 @@ static void carry_mask(struct ctx *c, const Onnx__NodeProto *n)
  * and written back as it was, wherever else the graph reads it. Done before any node is
  * imported, so that no node order makes it a Variable first.
  */
-static void freeze_running_statistics(struct ctx *c, const Onnx__GraphProto *g)
+static void freeze_running_statistics(struct ctx *c, const Onnx__NodeProto *const *nodes,
+                                      size_t n_nodes)
 {
     int64_t v = version_in(find_op("BatchNormalization"), c->opset);
-    for (size_t k = 0; k < g->n_node; k++) {
-        const Onnx__NodeProto *n = g->node[k];
+    for (size_t k = 0; k < n_nodes; k++) {
+        const Onnx__NodeProto *n = nodes[k];
         if (!n->op_type || strcmp(n->op_type, "BatchNormalization") != 0 ||
             (n->domain && *n->domain && strcmp(n->domain, "ai.onnx") != 0) ||
             batch_norm_trains(n, v))
@@ -6834,6 +6837,254 @@ static int check_dims_used(struct ctx *c)
     return 0;
 }
 
+/* ============================================================================
+ * Model-local functions (ModelProto.functions), inlined
+ * ========================================================================== */
+
+/*
+ * A node whose domain and op_type name one of the model's functions (as
+ * PyTorch writes with export_modules_as_functions, and older dynamo exports)
+ * is replaced by the function's nodes before anything is imported: each
+ * formal input and output renamed to the call's, every other value to
+ * "<call>/<name>" (unique per call), attributes with a ref_attr_name taken
+ * from the call's, nested calls expanded the same way. The handlers then see
+ * plain nodes; a message names the inlined node as "<call>/<node>".
+ */
+#define INLINE_MAX_DEPTH 32
+#define INLINE_MAX_NODES 1000000            /* tide_graph_limits_default's */
+#define INLINE_MAX_BYTES ((size_t)64 << 20) /* of copies and names: a bomb stops early */
+
+struct inliner {
+    struct ctx *c;
+    const Onnx__ModelProto *m;
+    const Onnx__NodeProto **nodes; /* the expanded list */
+    size_t n, cap;
+    unsigned calls; /* makes each call's prefix unique */
+};
+
+/*
+ * p (size bytes), remembered to be freed after the import; NULL (with a
+ * message) when out of memory or past INLINE_MAX_BYTES in all.
+ */
+static void *own(struct ctx *c, void *p, size_t size)
+{
+    c->owned_bytes += size;
+    if (p && c->owned_bytes > INLINE_MAX_BYTES) {
+        free(p);
+        failf(c, "inlining the model's functions takes more than %zu MiB", INLINE_MAX_BYTES >> 20);
+        return NULL;
+    }
+    if (p && c->n_owned == c->cap_owned) {
+        size_t cap = c->cap_owned ? c->cap_owned * 2 : 256;
+        void **owned = realloc(c->owned, cap * sizeof(*owned));
+        if (!owned) {
+            free(p);
+            p = NULL;
+        } else {
+            c->owned = owned;
+            c->cap_owned = cap;
+        }
+    }
+    if (!p) {
+        failf(c, "out of memory inlining functions");
+        return NULL;
+    }
+    c->owned[c->n_owned++] = p;
+    return p;
+}
+
+static char *own_printf(struct ctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static char *own_printf(struct ctx *c, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    char *s = NULL;
+    int n = vasprintf(&s, fmt, ap);
+    va_end(ap);
+    return own(c, n < 0 ? NULL : s, n < 0 ? 0 : (size_t)n + 1);
+}
+
+static const Onnx__FunctionProto *find_function(const Onnx__ModelProto *m, const Onnx__NodeProto *n)
+{
+    const char *domain = n->domain ? n->domain : "";
+    for (size_t k = 0; n->op_type && k < m->n_functions; k++) {
+        const Onnx__FunctionProto *f = m->functions[k];
+        if (f->name && strcmp(f->name, n->op_type) == 0 &&
+            strcmp(f->domain ? f->domain : "", domain) == 0)
+            return f;
+    }
+    return NULL;
+}
+
+/* One call being expanded: the call node (already renamed) and its function. */
+struct inline_call {
+    const Onnx__NodeProto *call;
+    const Onnx__FunctionProto *f;
+    const char *prefix;
+};
+
+/* The name in the caller's scope of a function's value name. */
+static const char *inline_rename(struct ctx *c, const struct inline_call *k, const char *name)
+{
+    if (!name || !*name)
+        return "";
+    for (size_t i = 0; i < k->f->n_input; i++)
+        if (strcmp(k->f->input[i], name) == 0)
+            return i < k->call->n_input ? k->call->input[i] : "";
+    for (size_t i = 0; i < k->f->n_output; i++)
+        if (strcmp(k->f->output[i], name) == 0 && i < k->call->n_output && *k->call->output[i])
+            return k->call->output[i];
+    return own_printf(c, "%s/%s", k->prefix, name);
+}
+
+/* Whether f carries fields this onnx.proto (1.12) does not know, such as attribute defaults. */
+static bool has_unknown_fields(const Onnx__FunctionProto *f)
+{
+    return f->base.n_unknown_fields > 0;
+}
+
+static int inline_nodes(struct inliner *in, Onnx__NodeProto *const *nodes, size_t n_nodes,
+                        const struct inline_call *k, int depth);
+
+static int push_node(struct inliner *in, const Onnx__NodeProto *n)
+{
+    if (in->n == in->cap) {
+        size_t cap = in->cap ? in->cap * 2 : 256;
+        if (cap > INLINE_MAX_NODES)
+            return failf(in->c, "inlining the model's functions makes more than %d nodes",
+                         INLINE_MAX_NODES);
+        const Onnx__NodeProto **nodes = realloc(in->nodes, cap * sizeof(*nodes));
+        if (!nodes)
+            return failf(in->c, "out of memory inlining functions");
+        in->nodes = nodes;
+        in->cap = cap;
+    }
+    in->nodes[in->n++] = n;
+    return 0;
+}
+
+/* n, a node of k's function, renamed into the caller's scope; NULL on failure. */
+static Onnx__NodeProto *inline_copy(struct inliner *in, const Onnx__NodeProto *n,
+                                    const struct inline_call *k)
+{
+    struct ctx *c = in->c;
+    Onnx__NodeProto *copy = own(c, malloc(sizeof(*copy)), sizeof(*copy));
+    if (!copy)
+        return NULL;
+    *copy = *n;
+    copy->name = own_printf(c, "%s/%s", k->prefix, n->name && *n->name ? n->name : n->op_type);
+    copy->input = own(c, calloc(n->n_input + 1, sizeof(char *)), (n->n_input + 1) * sizeof(char *));
+    copy->output =
+        own(c, calloc(n->n_output + 1, sizeof(char *)), (n->n_output + 1) * sizeof(char *));
+    copy->attribute = own(c, calloc(n->n_attribute + 1, sizeof(*copy->attribute)),
+                          (n->n_attribute + 1) * sizeof(*copy->attribute));
+    if (!copy->name || !copy->input || !copy->output || !copy->attribute)
+        return NULL;
+    for (size_t i = 0; i < n->n_input; i++)
+        if (!(copy->input[i] = (char *)inline_rename(c, k, n->input[i])))
+            return NULL;
+    for (size_t i = 0; i < n->n_output; i++)
+        if (!(copy->output[i] = (char *)inline_rename(c, k, n->output[i])))
+            return NULL;
+    copy->n_attribute = 0;
+    for (size_t a = 0; a < n->n_attribute; a++) {
+        const Onnx__AttributeProto *at = n->attribute[a];
+        if (!at->ref_attr_name || !*at->ref_attr_name) {
+            copy->attribute[copy->n_attribute++] = (Onnx__AttributeProto *)at;
+            continue;
+        }
+        const Onnx__AttributeProto *given = NULL;
+        for (size_t j = 0; j < k->call->n_attribute; j++)
+            if (k->call->attribute[j]->name &&
+                strcmp(k->call->attribute[j]->name, at->ref_attr_name) == 0)
+                given = k->call->attribute[j];
+        if (!given) {
+            /* Left out: the op's default, unless the function declares its own default,
+             * which this onnx.proto cannot read. */
+            if (has_unknown_fields(k->f)) {
+                c->node = k->call;
+                failf(c,
+                      "function %s's attribute %s is not given, and its default (a field newer "
+                      "than the ONNX 1.12 that tide reads) is unknown; give it in the call",
+                      k->f->name, at->ref_attr_name);
+                return NULL;
+            }
+            continue;
+        }
+        Onnx__AttributeProto *renamed = own(c, malloc(sizeof(*renamed)), sizeof(*renamed));
+        if (!renamed)
+            return NULL;
+        *renamed = *given;
+        renamed->name = at->name;
+        renamed->ref_attr_name = NULL;
+        copy->attribute[copy->n_attribute++] = renamed;
+    }
+    return copy;
+}
+
+/* Appends nodes (of k's function, or the graph's when k is NULL), calls expanded. */
+static int inline_nodes(struct inliner *in, Onnx__NodeProto *const *nodes, size_t n_nodes,
+                        const struct inline_call *k, int depth)
+{
+    struct ctx *c = in->c;
+    for (size_t j = 0; j < n_nodes; j++) {
+        const Onnx__NodeProto *n = k ? inline_copy(in, nodes[j], k) : nodes[j];
+        if (!n)
+            return -1;
+        const Onnx__FunctionProto *f = find_function(in->m, n);
+        if (!f) {
+            if (push_node(in, n) != 0)
+                return -1;
+            continue;
+        }
+        c->node = n;
+        if (depth == INLINE_MAX_DEPTH)
+            return failf(c, "function %s calls functions %d deep (a recursion?)", f->name,
+                         INLINE_MAX_DEPTH);
+        if (n->n_input > f->n_input || n->n_output > f->n_output)
+            return failf(c, "%zu inputs and %zu outputs; function %s takes %zu and gives %zu",
+                         n->n_input, n->n_output, f->name, f->n_input, f->n_output);
+        for (size_t i = 0; i < f->n_opset_import; i++) {
+            const Onnx__OperatorSetIdProto *op = f->opset_import[i];
+            if ((!op->domain || !*op->domain || strcmp(op->domain, "ai.onnx") == 0) &&
+                op->version != c->opset)
+                return failf(c,
+                             "function %s imports opset %" PRId64 " of the default domain, the "
+                             "model %" PRId64 "; tide imports a model at one opset",
+                             f->name, op->version, c->opset);
+        }
+        struct inline_call call = {
+            .call = n,
+            .f = f,
+            .prefix = own_printf(c, "%s#%u", n->name && *n->name ? n->name : f->name, in->calls++),
+        };
+        if (!call.prefix || inline_nodes(in, f->node, f->n_node, &call, depth + 1) != 0)
+            return -1;
+        c->node = NULL;
+    }
+    return 0;
+}
+
+/* The graph's nodes with the model's functions inlined, into *nodes (owned by c) and *n. */
+static int inline_functions(struct ctx *c, const Onnx__ModelProto *m,
+                            const Onnx__NodeProto *const **nodes, size_t *n)
+{
+    const Onnx__GraphProto *g = m->graph;
+    if (m->n_functions == 0) {
+        *nodes = (const Onnx__NodeProto *const *)g->node;
+        *n = g->n_node;
+        return 0;
+    }
+    struct inliner in = {.c = c, .m = m};
+    int rc = inline_nodes(&in, g->node, g->n_node, NULL, 0);
+    c->node = NULL;
+    if ((in.nodes && !own(c, in.nodes, in.cap * sizeof(*in.nodes))) || rc != 0)
+        return -1;
+    *nodes = in.nodes;
+    *n = in.n;
+    return 0;
+}
+
 static int import_model(struct ctx *c, const Onnx__ModelProto *m, struct tide_onnx_result *res)
 {
     c->opset = -1;
@@ -6850,9 +7101,13 @@ static int import_model(struct ctx *c, const Onnx__ModelProto *m, struct tide_on
     const Onnx__GraphProto *g = m->graph;
     if (!g)
         return failf(c, "the model has no graph");
+    const Onnx__NodeProto *const *nodes;
+    size_t n_nodes;
+    if (inline_functions(c, m, &nodes, &n_nodes) != 0)
+        return -1;
     size_t want = 64 + 2 * (g->n_initializer + g->n_input);
-    for (size_t k = 0; k < g->n_node; k++)
-        want += 2 * g->node[k]->n_output;
+    for (size_t k = 0; k < n_nodes; k++)
+        want += 2 * nodes[k]->n_output;
     c->cap = 64;
     while (c->cap < want)
         c->cap *= 2;
@@ -6873,7 +7128,7 @@ static int import_model(struct ctx *c, const Onnx__ModelProto *m, struct tide_on
             return -1;
         v->trainable = v->type == CONST_FLOAT && !is_frozen(c->o, t->name);
     }
-    freeze_running_statistics(c, g);
+    freeze_running_statistics(c, nodes, n_nodes);
     /* PyTorch trains a float64 parameter in float64: a float32 Variable would take other steps
      * (and be written back as float32). A frozen one is a constant, narrowed as the others. */
     for (size_t k = 0; k < g->n_initializer; k++) {
@@ -6906,8 +7161,8 @@ static int import_model(struct ctx *c, const Onnx__ModelProto *m, struct tide_on
         return failf(c, "%s", tide_builder_error(c->b));
     c->scoped = true;
     int rc = 0;
-    for (size_t k = 0; k < g->n_node && rc == 0; k++) {
-        const Onnx__NodeProto *n = g->node[k];
+    for (size_t k = 0; k < n_nodes && rc == 0; k++) {
+        const Onnx__NodeProto *n = nodes[k];
         c->node = n;
         const struct op_entry *e = find_op(n->op_type ? n->op_type : "");
         if (n->domain && *n->domain && strcmp(n->domain, "ai.onnx") != 0)
@@ -7001,6 +7256,9 @@ int tide_onnx_import(tide_builder *b, const uint8_t *bytes, size_t len,
         }
         free(c.values);
     }
+    for (size_t k = 0; k < c.n_owned; k++)
+        free(c.owned[k]);
+    free(c.owned);
     onnx__model_proto__free_unpacked(m, NULL);
     if (c.dim_used != &one)
         free(c.dim_used);

@@ -277,6 +277,37 @@ void tide_test_onnx_attr_t(struct tide_test_onnx *m, Onnx__NodeProto *n, const c
     a->t = t;
 }
 
+Onnx__FunctionProto *tide_test_onnx_function(struct tide_test_onnx *m, const char *domain,
+                                             const char *name, size_t n_nodes,
+                                             const char *const *ins, const char *const *outs)
+{
+    assert_true(m->model.n_functions < TIDE_TEST_ONNX_MAX && n_nodes <= m->graph.n_node);
+    Onnx__FunctionProto *f = tide_test_onnx_own(m, sizeof(*f));
+    onnx__function_proto__init(f);
+    f->domain = tide_test_onnx_own_str(m, domain);
+    f->name = tide_test_onnx_own_str(m, name);
+    size_t ni = 0, no = 0;
+    while (ins[ni])
+        ni++;
+    while (outs[no])
+        no++;
+    f->input = tide_test_onnx_own(m, sizeof(char *) * (ni + 1));
+    f->output = tide_test_onnx_own(m, sizeof(char *) * (no + 1));
+    for (size_t k = 0; k < ni; k++)
+        f->input[k] = tide_test_onnx_own_str(m, ins[k]);
+    for (size_t k = 0; k < no; k++)
+        f->output[k] = tide_test_onnx_own_str(m, outs[k]);
+    f->n_input = ni;
+    f->n_output = no;
+    f->node = tide_test_onnx_own(m, sizeof(Onnx__NodeProto *) * (n_nodes + 1));
+    m->graph.n_node -= n_nodes;
+    memcpy(f->node, m->nodes + m->graph.n_node, sizeof(Onnx__NodeProto *) * n_nodes);
+    f->n_node = n_nodes;
+    m->functions[m->model.n_functions++] = f;
+    m->model.functions = m->functions;
+    return f;
+}
+
 uint8_t *tide_test_onnx_pack(struct tide_test_onnx *m, size_t *len)
 {
     *len = onnx__model_proto__get_packed_size(&m->model);

@@ -44,7 +44,8 @@ struct tide_test_onnx {
     Onnx__NodeProto *nodes[TIDE_TEST_ONNX_MAX];
     Onnx__ValueInfoProto *inputs[TIDE_TEST_ONNX_MAX], *outputs[TIDE_TEST_ONNX_MAX];
     Onnx__TensorProto *inits[TIDE_TEST_ONNX_MAX];
-    void *owned[TIDE_TEST_ONNX_MAX * 16]; /* everything calloc'd, freed by tide_test_onnx_free */
+    Onnx__FunctionProto *functions[TIDE_TEST_ONNX_MAX];
+    void *owned[TIDE_TEST_ONNX_MAX * 64]; /* everything calloc'd, freed by tide_test_onnx_free */
     int n_owned;
 };
 
@@ -124,6 +125,16 @@ void tide_test_onnx_attr_ints(struct tide_test_onnx *m, Onnx__NodeProto *n, cons
 /* A TENSOR attribute of n (t from tide_test_onnx_tensor). */
 void tide_test_onnx_attr_t(struct tide_test_onnx *m, Onnx__NodeProto *n, const char *name,
                            Onnx__TensorProto *t);
+
+/*
+ * Moves the model's last n_nodes graph nodes into a new model-local function
+ * domain.name (ModelProto.functions) with formal inputs ins and outputs outs
+ * (NULL-terminated); a node of the graph or of another function calls it
+ * with op type name and that domain (set the node's domain field).
+ */
+Onnx__FunctionProto *tide_test_onnx_function(struct tide_test_onnx *m, const char *domain,
+                                             const char *name, size_t n_nodes,
+                                             const char *const *ins, const char *const *outs);
 
 /* The model's bytes, malloc'd (the caller frees them), their count in *len. */
 uint8_t *tide_test_onnx_pack(struct tide_test_onnx *m, size_t *len);

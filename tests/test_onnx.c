@@ -1667,6 +1667,159 @@ static void test_batch_norm_training_ranks(void **state)
     }
 }
 
+/* A node of the graph, or of a function's body, that calls function lib.fn. */
+static Onnx__NodeProto *call_node(struct tide_test_onnx *m, const char *fn, const char *name,
+                                  const char *const *ins, const char *const *outs)
+{
+    Onnx__NodeProto *n = tide_test_onnx_node(m, fn, name, ins, outs);
+    n->domain = tide_test_onnx_own_str(m, "lib");
+    return n;
+}
+
+/* An attribute of n that takes the value of the calling node's attribute ref. */
+static void attr_ref(struct tide_test_onnx *m, Onnx__NodeProto *n, const char *name,
+                     const char *ref)
+{
+    Onnx__AttributeProto *a = tide_test_onnx_attr(m, n, name);
+    a->ref_attr_name = tide_test_onnx_own_str(m, ref);
+    a->has_type = true;
+    a->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT;
+}
+
+/* y = LeakyRelu(v, slope) of y's 3 columns, for the expected values. */
+static void affine_leaky(const float *v, const float *w, const float *bias, float slope, float *y)
+{
+    for (int i = 0; i < 2; i++) {
+        for (int j = 0; j < 3; j++) {
+            float t = bias[j];
+            for (int k = 0; k < 3; k++)
+                t += v[i * 3 + k] * w[k * 3 + j];
+            y[i * 3 + j] = slope < 0 || t >= 0 ? t : slope * t;
+        }
+    }
+}
+
+/*
+ * Model-local functions (PyTorch's export_modules_as_functions): calls are inlined, nested calls
+ * too, each call's own values kept apart (every function names its inner value "t", and so
+ * does the graph), attributes passed through ref_attr_name at two levels. Refused: a recursion,
+ * a call with more inputs than the function has, a function at another opset; a node inside a
+ * function is named with its call in messages.
+ */
+static void test_local_functions(void **state)
+{
+    (void)state;
+    static const float x[6] = {1, -2, 0.5f, 3, -1, 2};
+    static const float w[9] = {0.5f, -1, 0.25f, 1, 0.5f, -0.5f, -0.25f, 2, 1};
+    static const float bias[3] = {0.1f, -0.2f, 0.3f};
+    struct tide_test_onnx *m = tide_test_onnx_new(13);
+    tide_test_onnx_input(m, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 2, (int64_t[]){2, 3}, -1);
+    tide_test_onnx_init_f(m, "W", 2, (int64_t[]){3, 3}, w);
+    tide_test_onnx_init_f(m, "b", 1, (int64_t[]){3}, bias);
+    /* lib.Affine(x, w, b) = x w + b; lib.Act(x) = LeakyRelu(x, alpha = slope). */
+    tide_test_onnx_node(m, "MatMul", "mm", TIDE_TEST_NAMES("x", "w"), TIDE_TEST_NAMES("t"));
+    tide_test_onnx_node(m, "Add", "add", TIDE_TEST_NAMES("t", "b"), TIDE_TEST_NAMES("y"));
+    tide_test_onnx_function(m, "lib", "Affine", 2, TIDE_TEST_NAMES("x", "w", "b"),
+                            TIDE_TEST_NAMES("y"));
+    Onnx__NodeProto *act =
+        tide_test_onnx_node(m, "LeakyRelu", "leaky", TIDE_TEST_NAMES("x"), TIDE_TEST_NAMES("y"));
+    attr_ref(m, act, "alpha", "slope");
+    tide_test_onnx_function(m, "lib", "Act", 1, TIDE_TEST_NAMES("x"), TIDE_TEST_NAMES("y"));
+    /* lib.Block(x, w, b) = Act(Affine(x, w, b)), its slope passed on. */
+    call_node(m, "Affine", "affine", TIDE_TEST_NAMES("x", "w", "b"), TIDE_TEST_NAMES("t"));
+    attr_ref(m, call_node(m, "Act", "act", TIDE_TEST_NAMES("t"), TIDE_TEST_NAMES("y")), "slope",
+             "slope");
+    tide_test_onnx_function(m, "lib", "Block", 2, TIDE_TEST_NAMES("x", "w", "b"),
+                            TIDE_TEST_NAMES("y"));
+    /* The graph: Affine(Block(Block(x, slope 0.5), slope 0.25)). */
+    tide_test_onnx_attr_f(
+        m, call_node(m, "Block", "b1", TIDE_TEST_NAMES("x", "W", "b"), TIDE_TEST_NAMES("t")),
+        "slope", 0.5f);
+    tide_test_onnx_attr_f(
+        m, call_node(m, "Block", "b2", TIDE_TEST_NAMES("t", "W", "b"), TIDE_TEST_NAMES("u")),
+        "slope", 0.25f);
+    call_node(m, "Affine", "head", TIDE_TEST_NAMES("u", "W", "b"), TIDE_TEST_NAMES("y"));
+    tide_test_onnx_output(m, "y");
+    float h[6], u[6], want[6];
+    affine_leaky(x, w, bias, 0.5f, h);
+    affine_leaky(h, w, bias, 0.25f, u);
+    affine_leaky(u, w, bias, -1, want);
+    struct tide_onnx_result r;
+    tide_builder *b = import_ok(m, NULL, &r);
+    assert_int_equal(r.n_variables, 2); /* W and b, read by every call */
+    float y[6];
+    run_forward(b, &r, x, sizeof(x), y, 6);
+    for (int k = 0; k < 6; k++)
+        assert_float_equal(y[k], want[k], 1e-5);
+    tide_onnx_result_free(&r);
+    tide_builder_free(b);
+    tide_test_onnx_free(m);
+
+    /* A function that calls itself. */
+    m = tide_test_onnx_new(13);
+    tide_test_onnx_input(m, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 1, (int64_t[]){3}, -1);
+    call_node(m, "Again", "again", TIDE_TEST_NAMES("x"), TIDE_TEST_NAMES("y"));
+    tide_test_onnx_function(m, "lib", "Again", 1, TIDE_TEST_NAMES("x"), TIDE_TEST_NAMES("y"));
+    call_node(m, "Again", "first", TIDE_TEST_NAMES("x"), TIDE_TEST_NAMES("y"));
+    tide_test_onnx_output(m, "y");
+    import_fails(m, NULL,
+                 "node first#0/again#1/again#2/again#3/again#4/again#5/again#6/again#7/again#8/"
+                 "again#9/again#10/again#11/again#12/again#13/again#14/again#15/again#16/again#17/"
+                 "again#18/again#19/again#20/again#21/again#22/again#23/again#24/again#25/"
+                 "again#26/again#27/again#28/again#29/again#30/again#31/again (Again, opset 13): "
+                 "function Again calls functions 32 deep (a recursion?)");
+    tide_test_onnx_free(m);
+
+    /* More inputs than the function takes; a function at another opset; a bad inner node. */
+    m = tide_test_onnx_new(13);
+    tide_test_onnx_input(m, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 1, (int64_t[]){3}, -1);
+    tide_test_onnx_node(m, "Relu", "relu", TIDE_TEST_NAMES("x"), TIDE_TEST_NAMES("y"));
+    Onnx__FunctionProto *f =
+        tide_test_onnx_function(m, "lib", "R", 1, TIDE_TEST_NAMES("x"), TIDE_TEST_NAMES("y"));
+    call_node(m, "R", "r", TIDE_TEST_NAMES("x", "x"), TIDE_TEST_NAMES("y"));
+    tide_test_onnx_output(m, "y");
+    import_fails(m, NULL,
+                 "node r (R, opset 13): 2 inputs and 1 outputs; function R takes 1 and gives 1");
+    m->nodes[0]->n_input = 1;
+    Onnx__OperatorSetIdProto *older = tide_test_onnx_own(m, sizeof(*older));
+    onnx__operator_set_id_proto__init(older);
+    older->domain = tide_test_onnx_own_str(m, "");
+    older->has_version = true;
+    older->version = 11;
+    Onnx__OperatorSetIdProto **imports = tide_test_onnx_own(m, sizeof(*imports));
+    imports[0] = older;
+    f->n_opset_import = 1;
+    f->opset_import = imports;
+    import_fails(m, NULL,
+                 "node r (R, opset 13): function R imports opset 11 of the default "
+                 "domain, the model 13; tide imports a model at one opset");
+    older->version = 13;
+    f->node[0]->op_type = tide_test_onnx_own_str(m, "Relux");
+    import_fails(m, NULL, "node r#0/relu (Relux, opset 13): op Relux is not supported");
+    tide_test_onnx_free(m);
+
+    /* Each of 24 functions calls the next twice: 2^23 Relus are refused before they are made. */
+    m = tide_test_onnx_new(13);
+    tide_test_onnx_input(m, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 1, (int64_t[]){3}, -1);
+    for (int k = 23; k >= 0; k--) {
+        char name[8], next[8];
+        snprintf(name, sizeof(name), "F%d", k);
+        snprintf(next, sizeof(next), "F%d", k + 1);
+        if (k == 23) {
+            tide_test_onnx_node(m, "Relu", "relu", TIDE_TEST_NAMES("x"), TIDE_TEST_NAMES("y"));
+        } else {
+            call_node(m, next, "a", TIDE_TEST_NAMES("x"), TIDE_TEST_NAMES("t"));
+            call_node(m, next, "b", TIDE_TEST_NAMES("t"), TIDE_TEST_NAMES("y"));
+        }
+        tide_test_onnx_function(m, "lib", name, k == 23 ? 1 : 2, TIDE_TEST_NAMES("x"),
+                                TIDE_TEST_NAMES("y"));
+    }
+    call_node(m, "F0", "top", TIDE_TEST_NAMES("x"), TIDE_TEST_NAMES("y"));
+    tide_test_onnx_output(m, "y");
+    import_fails(m, NULL, "inlining the model's functions takes more than 64 MiB");
+    tide_test_onnx_free(m);
+}
+
 /* Opsets 18 on: reductions take their axes as an input, Split-18's num_outputs, Gelu-20. */
 static void test_opsets_18_on(void **state)
 {
@@ -5491,6 +5644,7 @@ int main(void)
         cmocka_unit_test(test_legacy_modes),
         cmocka_unit_test(test_batch_norm_inference),
         cmocka_unit_test(test_batch_norm_training_ranks),
+        cmocka_unit_test(test_local_functions),
         cmocka_unit_test(test_opsets_18_on),
         cmocka_unit_test(test_instance_norm_global_max_pool),
         cmocka_unit_test(test_resize),

@@ -7,7 +7,8 @@ and Decoder layers, MultiheadAttention, LSTM and GRU, the normalisations,
 cumsum, var and std, F.normalize, T5's relative-position buckets, rotary
 embeddings, ALiBi, SwiGLU, ...), each a small module with random weights
 (fixed seed), exported as a user exports for training in tide (opset 14,
-TrainingMode.TRAINING, no constant folding; BatchNorm1d also in eval mode),
+TrainingMode.TRAINING, no constant folding; BatchNorm1d also in eval mode;
+one model with every module a model-local function, opset 15),
 with PyTorch's forward pass on one random input as the expected output, in
 the conformance suite's layout:
 
@@ -100,7 +101,7 @@ def conv(cin=3, cout=3):
 
 
 def cases():
-    """name -> (module, input, training mode)."""
+    """name -> (module, input, training mode, modules exported as functions)."""
     r = torch.randn
     enc = dict(dropout=0.0, batch_first=True)
     c = {
@@ -172,11 +173,13 @@ def cases():
         "rotary_embedding_broadcast": (Fn(lambda s, x: rotary(s, x, False), l=nn.Linear(8, 8)), r(2, 5, 8)),
         "alibi_causal_attention": (Fn(alibi, l=nn.Linear(8, 8)), r(2, 5, 8)),
         "embedding_bag": (Fn(lambda s, x: s.e(x), e=nn.EmbeddingBag(20, 6, mode="mean")), torch.randint(0, 20, (3, 5))),
+        # Every module a model-local function (export_modules_as_functions), nested.
+        "modules_as_functions": (Fn(lambda s, x: s.h(s.t(s.b(x))), b=nn.Sequential(nn.LayerNorm(8), nn.Linear(8, 8), nn.ReLU()), t=nn.TransformerEncoderLayer(8, 2, 16, **enc), h=nn.Linear(8, 3)), r(2, 4, 8), True, True),
     }
-    return {name: v if len(v) == 3 else v + (True,) for name, v in c.items()}
+    return {name: v + (True, False)[len(v) - 2:] for name, v in c.items()}
 
 
-def write_case(out, name, model, x, training):
+def write_case(out, name, model, x, training, functions):
     case = os.path.join(out, name)
     os.makedirs(os.path.join(case, "test_data_set_0"), exist_ok=True)
     if training:
@@ -189,8 +192,9 @@ def write_case(out, name, model, x, training):
         model.eval()
     mode = torch.onnx.TrainingMode.TRAINING if training else torch.onnx.TrainingMode.EVAL
     torch.onnx.export(model, (x,), os.path.join(case, "model.onnx"), input_names=["x"],
-                      output_names=["y"], opset_version=14, training=mode,
-                      do_constant_folding=False)
+                      output_names=["y"], opset_version=15 if functions else 14,
+                      training=mode, do_constant_folding=False,
+                      export_modules_as_functions=functions)
     with torch.no_grad():
         y = model(x)
     for path, array, tensor_name in (("input_0.pb", x, "x"), ("output_0.pb", y, "y")):
@@ -208,11 +212,11 @@ def main():
     unknown = [name for name in wanted if name not in all_cases]
     if unknown:
         sys.exit(f"module_cases.py: no case {', '.join(unknown)}; the cases: {', '.join(all_cases)}")
-    for name, (model, x, training) in all_cases.items():
+    for name, (model, x, training, functions) in all_cases.items():
         if wanted and name not in wanted:
             continue
         try:
-            write_case(out, name, model, x, training)
+            write_case(out, name, model, x, training, functions)
         except Exception as e:  # PyTorch's exporter refuses some modules
             print(f"not exported {name}: {str(e).splitlines()[0][:160]}", flush=True)
             continue
