@@ -4106,35 +4106,38 @@ static tide_ref scalar(struct ctx *c, float value)
 static int op_clip(struct ctx *c)
 {
     const Onnx__NodeProto *n = c->node;
-    tide_ref x;
+    tide_ref x, bounds[2];
+    bool has[2] = {false, false};
     if (float_in(c, 0, &x) != 0)
         return -1;
-    bool has_lo = false, has_hi = false;
-    float lo = 0, hi = 0;
     if (c->opset >= 11) {
-        struct value *v;
-        if (has_input(n, 1)) {
-            if (!(v = in_const(c, 1, "min")))
+        /* A bound computed in the graph (or trained) is taken as that tensor: its gradient
+         * goes where the bound was taken, as with PyTorch's clamp of tensor bounds. */
+        for (size_t k = 1; k < 3; k++) {
+            if (!has_input(n, k))
+                continue;
+            struct value *v = in_value(c, k);
+            if (!v)
                 return -1;
-            has_lo = true, lo = (float)get_num(v, 0);
-        }
-        if (has_input(n, 2)) {
-            if (!(v = in_const(c, 2, "max")))
+            has[k - 1] = true;
+            if (v->known && !v->trainable)
+                bounds[k - 1] = scalar(c, (float)get_num(v, 0));
+            else if (float_in(c, k, &bounds[k - 1]) != 0)
                 return -1;
-            has_hi = true, hi = (float)get_num(v, 0);
         }
     } else { /* Clip-1 and Clip-6: the bounds are attributes */
         const Onnx__AttributeProto *a;
-        if ((a = attr(n, "min")) && a->has_f)
-            has_lo = true, lo = a->f;
-        if ((a = attr(n, "max")) && a->has_f)
-            has_hi = true, hi = a->f;
+        for (int k = 0; k < 2; k++) {
+            if ((a = attr(n, k == 0 ? "min" : "max")) && a->has_f)
+                has[k] = true, bounds[k] = scalar(c, a->f);
+        }
     }
-    if (has_lo)
-        x = tide_builder_max(c->b, NULL, x, scalar(c, lo));
-    if (has_hi)
-        x = tide_builder_min(c->b, NULL, x, scalar(c, hi));
-    if (!has_lo && !has_hi)
+    /* min first: where min > max every value is max, as ONNX says. */
+    if (has[0])
+        x = tide_builder_max(c->b, NULL, x, bounds[0]);
+    if (has[1])
+        x = tide_builder_min(c->b, NULL, x, bounds[1]);
+    if (!has[0] && !has[1])
         x = tide_builder_identity(c->b, NULL, x);
     return set_out(c, 0, x);
 }

@@ -1820,6 +1820,43 @@ static void test_local_functions(void **state)
     tide_test_onnx_free(m);
 }
 
+/*
+ * Clip-11 on with bounds that are not constants: min a trained initializer (a Variable), max
+ * computed in the graph (half of ReduceMax(x)); min greater than max makes every value max.
+ */
+static void test_clip_tensor_bounds(void **state)
+{
+    (void)state;
+    static const float x[6] = {1, -4, 3, 0.5f, 2, -1};
+    for (int big_min = 0; big_min <= 1; big_min++) {
+        struct tide_test_onnx *m = tide_test_onnx_new(13);
+        tide_test_onnx_input(m, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 2, (int64_t[]){2, 3},
+                             -1);
+        tide_test_onnx_init_f(m, "lo", 0, NULL, (float[]){big_min ? 2.0f : 0.25f});
+        tide_test_onnx_init_f(m, "half", 0, NULL, (float[]){0.5f});
+        Onnx__NodeProto *top =
+            tide_test_onnx_node(m, "ReduceMax", "top", TIDE_TEST_NAMES("x"), TIDE_TEST_NAMES("t"));
+        tide_test_onnx_attr_i(m, top, "keepdims", 0);
+        tide_test_onnx_node(m, "Mul", "hi", TIDE_TEST_NAMES("t", "half"), TIDE_TEST_NAMES("hi"));
+        tide_test_onnx_node(m, "Clip", "clip", TIDE_TEST_NAMES("x", "lo", "hi"),
+                            TIDE_TEST_NAMES("y"));
+        tide_test_onnx_output(m, "y");
+        struct tide_onnx_options o = {.frozen = (const char *const[]){"half"}, .n_frozen = 1};
+        struct tide_onnx_result r;
+        tide_builder *b = import_ok(m, &o, &r);
+        assert_int_equal(r.n_variables, 1); /* lo */
+        float y[6];
+        run_forward(b, &r, x, sizeof(x), y, 6);
+        static const float want[2][6] = {{1, 0.25f, 1.5f, 0.5f, 1.5f, 0.25f},
+                                         {1.5f, 1.5f, 1.5f, 1.5f, 1.5f, 1.5f}};
+        for (int k = 0; k < 6; k++)
+            assert_float_equal(y[k], want[big_min][k], 0);
+        tide_onnx_result_free(&r);
+        tide_builder_free(b);
+        tide_test_onnx_free(m);
+    }
+}
+
 /* Opsets 18 on: reductions take their axes as an input, Split-18's num_outputs, Gelu-20. */
 static void test_opsets_18_on(void **state)
 {
@@ -5645,6 +5682,7 @@ int main(void)
         cmocka_unit_test(test_batch_norm_inference),
         cmocka_unit_test(test_batch_norm_training_ranks),
         cmocka_unit_test(test_local_functions),
+        cmocka_unit_test(test_clip_tensor_bounds),
         cmocka_unit_test(test_opsets_18_on),
         cmocka_unit_test(test_instance_norm_global_max_pool),
         cmocka_unit_test(test_resize),
