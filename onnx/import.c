@@ -3271,26 +3271,40 @@ static int op_dropout(struct ctx *c)
     float ratio = attr_f(n, "ratio", 0.5f);
     /* Versions 7 to 10 have no mode (tide runs them as in inference); 1 and 6 have is_test. */
     bool training = c->version < 7 && attr_i(n, "is_test", 0) == 0;
-    if (c->version >= 12) {
-        if (has_input(n, 1)) {
-            struct value *r = in_const(c, 1, "ratio");
-            if (!r)
-                return -1;
-            ratio = (float)get_num(r, 0);
-        }
-        if (has_input(n, 2)) {
-            struct value *t = in_const(c, 2, "training_mode");
-            if (!t)
-                return -1;
-            training = get_num(t, 0) != 0;
-        }
+    if (c->version >= 12 && has_input(n, 2)) {
+        struct value *t = in_const(c, 2, "training_mode");
+        if (!t)
+            return -1;
+        training = get_num(t, 0) != 0;
     }
-    if (n->n_output > 1 && *n->output[1])
-        mark_missing(c, 1, "is a Dropout mask, which tide does not give");
+    /* The ratio matters only in training: in inference it may be computed in the graph. */
+    if (c->version >= 12 && training && has_input(n, 1)) {
+        struct value *r = in_const(c, 1, "ratio");
+        if (!r)
+            return -1;
+        ratio = (float)get_num(r, 0);
+    }
     tide_ref x;
     if (float_in(c, 0, &x) != 0)
         return -1;
-    if (!training || ratio == 0.0f)
+    bool kept = !training || ratio == 0.0f; /* every element kept */
+    if (n->n_output > 1 && *n->output[1]) {
+        if (!kept) {
+            mark_missing(c, 1, "is a Dropout mask, which tide does not give");
+        } else {
+            /* Nothing dropped: the mask is all true, a constant of x's shape. */
+            int32_t rank;
+            int64_t dims[MAX_RANK];
+            if (ref_shape(c, x, &rank, dims) != 0)
+                return -1;
+            struct value *mask = set_out_const(c, 1, CONST_BOOL, rank, dims);
+            if (!mask)
+                return -1;
+            for (int64_t k = 0, count = numel(rank, dims); k < count; k++)
+                mask->i[k] = 1;
+        }
+    }
+    if (kept)
         return set_out(c, 0, tide_builder_identity(c->b, NULL, x));
     return set_out(c, 0, tide_builder_dropout(c->b, NULL, x, ratio, 0));
 }

@@ -61,6 +61,9 @@ static void import_fails(struct tide_test_onnx *m, const struct tide_onnx_option
     tide_builder_free(b);
 }
 
+static void expect_values(struct tide_test_onnx *m, const float *x, size_t n_x, int32_t rank,
+                          const int64_t *dims, const float *want, size_t n_want);
+
 /* Runs b forward: feeds float input data to the first input, fetches the first output. */
 static void run_forward(tide_builder *b, const struct tide_onnx_result *r, const void *in,
                         size_t in_bytes, float *out, size_t out_count)
@@ -706,19 +709,35 @@ static void test_missing_input(void **state)
     import_fails(m, NULL, "graph output \"z\" is produced by no node, initializer or input");
     tide_test_onnx_free(m);
 
-    /* An output tide does not compute (Dropout's mask), read by a node or as a graph output. */
+    /*
+     * An output tide does not compute (a training Dropout's mask), read by a node or as a graph
+     * output. In inference nothing is dropped: the mask is all true.
+     */
+    for (int training = 1; training >= 0; training--) {
+        m = tide_test_onnx_new(13);
+        tide_test_onnx_input(m, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 1, (int64_t[]){2}, -1);
+        tide_test_onnx_init_f(m, "ratio", 0, NULL, (float[]){0.5f});
+        tide_test_onnx_init_i(m, "mode", 0, NULL, (int64_t[]){training});
+        tide_test_onnx_node(m, "Dropout", "drop", TIDE_TEST_NAMES("x", "ratio", "mode"),
+                            TIDE_TEST_NAMES("y", "mask"));
+        Onnx__NodeProto *use =
+            tide_test_onnx_node(m, "Cast", "use", TIDE_TEST_NAMES("mask"), TIDE_TEST_NAMES("m"));
+        tide_test_onnx_attr_i(m, use, "to", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT);
+        tide_test_onnx_output(m, "m");
+        if (training) {
+            import_fails(m, NULL,
+                         "node use (Cast, opset 13): input \"mask\" is a Dropout mask, which "
+                         "tide does not give");
+            tide_test_onnx_free(m);
+        } else {
+            expect_values(m, (float[]){3, -2}, 2, 1, (int64_t[]){2}, (float[]){1, 1}, 2);
+        }
+    }
     m = tide_test_onnx_new(13);
     tide_test_onnx_input(m, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 1, (int64_t[]){2}, -1);
-    tide_test_onnx_node(m, "Dropout", "drop", TIDE_TEST_NAMES("x"), TIDE_TEST_NAMES("y", "mask"));
-    tide_test_onnx_node(m, "Cast", "use", TIDE_TEST_NAMES("mask"), TIDE_TEST_NAMES("m"));
-    tide_test_onnx_output(m, "m");
-    import_fails(m, NULL,
-                 "node use (Cast, opset 13): input \"mask\" is a Dropout mask, which tide does "
-                 "not give");
-    tide_test_onnx_free(m);
-    m = tide_test_onnx_new(13);
-    tide_test_onnx_input(m, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 1, (int64_t[]){2}, -1);
-    tide_test_onnx_node(m, "Dropout", "drop", TIDE_TEST_NAMES("x"), TIDE_TEST_NAMES("y", "mask"));
+    tide_test_onnx_init_i(m, "mode", 0, NULL, (int64_t[]){1});
+    tide_test_onnx_node(m, "Dropout", "drop", TIDE_TEST_NAMES("x", "", "mode"),
+                        TIDE_TEST_NAMES("y", "mask"));
     tide_test_onnx_output(m, "y");
     tide_test_onnx_output(m, "mask");
     import_fails(m, NULL, "graph output \"mask\" is a Dropout mask, which tide does not give");
