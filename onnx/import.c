@@ -3815,14 +3815,26 @@ static int op_gather(struct ctx *c)
         free(sel);
         return rc ? -1 : set_out(c, 0, tide_builder_reshape(c->b, NULL, x, ro, out));
     }
-    if (axis != 0)
-        return failf(c,
-                     "axis %" PRId64 " with indices computed in the graph is not supported (only "
-                     "0)",
-                     axis);
     tide_ref table, idx;
     if (float_in(c, 0, &table) != 0)
         return -1;
+    if (axis != 0 && !ids->known) {
+        /* Indices computed in the graph along another axis: that axis moved first, Gather's
+         * rows picked, then the axes before it moved back in front of the indices' own. */
+        int64_t perm[MAX_RANK], back[MAX_RANK];
+        for (int32_t a = 0; a < rank; a++)
+            perm[a] = a == 0 ? axis : a <= axis ? a - 1 : a;
+        int32_t ro = rank - 1 + ri;
+        for (int32_t a = 0; a < ro; a++)
+            back[a] = a < axis ? ri + a : a < axis + ri ? a - axis : a;
+        if (in_ref(c, 1, &idx) != 0)
+            return -1;
+        if (tide_builder_dtype(c->b, idx) != TIDE_DT_INT32)
+            return failf(c, "indices must be integers");
+        tide_ref front = tide_builder_transpose(c->b, NULL, table, perm, rank);
+        tide_ref g = tide_builder_gather(c->b, NULL, front, idx);
+        return set_out(c, 0, tide_builder_transpose(c->b, NULL, g, back, ro));
+    }
     if (ids->known) {
         /* Negative indices count from the end: fix them up here, where they are known. */
         int64_t n_ids = numel(ri, di);

@@ -1876,6 +1876,38 @@ static void test_clip_tensor_bounds(void **state)
     }
 }
 
+/*
+ * Gather along axis 1 of [2, 3, 2] with indices computed in the graph: the ArgMax over axis 0
+ * of x[0] ([[1, 2], [9, 0], [3, 3]]) is [1, 2]; y[i, k, j] = x[i, ids[k], j], the axis moved
+ * first and back around tide's Gather.
+ */
+static void test_gather_axis_graph_indices(void **state)
+{
+    (void)state;
+    static const float x[12] = {1, 2, 9, 0, 3, 3, -1, -2, 4, 4, 0, 1};
+    struct tide_test_onnx *m = tide_test_onnx_new(13);
+    tide_test_onnx_input(m, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 3, (int64_t[]){2, 3, 2}, -1);
+    tide_test_onnx_init_i(m, "zero", 1, (int64_t[]){1}, (int64_t[]){0});
+    tide_test_onnx_node(m, "Gather", "first", TIDE_TEST_NAMES("x", "zero"), TIDE_TEST_NAMES("x0"));
+    tide_test_onnx_node(m, "Squeeze", "squeeze", TIDE_TEST_NAMES("x0", "zero"),
+                        TIDE_TEST_NAMES("rows"));
+    Onnx__NodeProto *am =
+        tide_test_onnx_node(m, "ArgMax", "am", TIDE_TEST_NAMES("rows"), TIDE_TEST_NAMES("ids"));
+    tide_test_onnx_attr_i(m, am, "axis", 0);
+    tide_test_onnx_attr_i(m, am, "keepdims", 0);
+    Onnx__NodeProto *g =
+        tide_test_onnx_node(m, "Gather", "g", TIDE_TEST_NAMES("x", "ids"), TIDE_TEST_NAMES("y"));
+    tide_test_onnx_attr_i(m, g, "axis", 1);
+    tide_test_onnx_output(m, "y");
+    static const int ids[2] = {1, 2};
+    float want[8];
+    for (int i = 0; i < 2; i++)
+        for (int k = 0; k < 2; k++)
+            for (int j = 0; j < 2; j++)
+                want[(i * 2 + k) * 2 + j] = x[(i * 3 + ids[k]) * 2 + j];
+    expect_values(m, x, 12, 3, (int64_t[]){2, 2, 2}, want, 8);
+}
+
 /* Opsets 18 on: reductions take their axes as an input, Split-18's num_outputs, Gelu-20. */
 static void test_opsets_18_on(void **state)
 {
@@ -5702,6 +5734,7 @@ int main(void)
         cmocka_unit_test(test_batch_norm_training_ranks),
         cmocka_unit_test(test_local_functions),
         cmocka_unit_test(test_clip_tensor_bounds),
+        cmocka_unit_test(test_gather_axis_graph_indices),
         cmocka_unit_test(test_opsets_18_on),
         cmocka_unit_test(test_instance_norm_global_max_pool),
         cmocka_unit_test(test_resize),
