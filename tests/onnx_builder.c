@@ -189,6 +189,17 @@ void tide_test_onnx_init_i(struct tide_test_onnx *m, const char *name, int32_t r
         tide_test_onnx_tensor(m, name, ONNX__TENSOR_PROTO__DATA_TYPE__INT64, rank, dims, data);
 }
 
+/* A copy of the NULL-terminated names that the model owns; *n gets their count. */
+static char **own_names(struct tide_test_onnx *m, const char *const *names, size_t *n)
+{
+    for (*n = 0; names[*n]; (*n)++)
+        ;
+    char **copy = tide_test_onnx_own(m, sizeof(char *) * (*n + 1));
+    for (size_t k = 0; k < *n; k++)
+        copy[k] = tide_test_onnx_own_str(m, names[k]);
+    return copy;
+}
+
 Onnx__NodeProto *tide_test_onnx_node(struct tide_test_onnx *m, const char *op, const char *name,
                                      const char *const *ins, const char *const *outs)
 {
@@ -197,19 +208,8 @@ Onnx__NodeProto *tide_test_onnx_node(struct tide_test_onnx *m, const char *op, c
     onnx__node_proto__init(n);
     n->op_type = tide_test_onnx_own_str(m, op);
     n->name = tide_test_onnx_own_str(m, name);
-    size_t ni = 0, no = 0;
-    while (ins[ni])
-        ni++;
-    while (outs[no])
-        no++;
-    n->input = tide_test_onnx_own(m, sizeof(char *) * ni);
-    n->output = tide_test_onnx_own(m, sizeof(char *) * no);
-    for (size_t k = 0; k < ni; k++)
-        n->input[k] = tide_test_onnx_own_str(m, ins[k]);
-    for (size_t k = 0; k < no; k++)
-        n->output[k] = tide_test_onnx_own_str(m, outs[k]);
-    n->n_input = ni;
-    n->n_output = no;
+    n->input = own_names(m, ins, &n->n_input);
+    n->output = own_names(m, outs, &n->n_output);
     n->attribute = tide_test_onnx_own(m, sizeof(Onnx__AttributeProto *) * NODE_MAX_ATTRIBUTES);
     m->nodes[m->graph.n_node++] = n;
     return n;
@@ -286,19 +286,8 @@ Onnx__FunctionProto *tide_test_onnx_function(struct tide_test_onnx *m, const cha
     onnx__function_proto__init(f);
     f->domain = tide_test_onnx_own_str(m, domain);
     f->name = tide_test_onnx_own_str(m, name);
-    size_t ni = 0, no = 0;
-    while (ins[ni])
-        ni++;
-    while (outs[no])
-        no++;
-    f->input = tide_test_onnx_own(m, sizeof(char *) * (ni + 1));
-    f->output = tide_test_onnx_own(m, sizeof(char *) * (no + 1));
-    for (size_t k = 0; k < ni; k++)
-        f->input[k] = tide_test_onnx_own_str(m, ins[k]);
-    for (size_t k = 0; k < no; k++)
-        f->output[k] = tide_test_onnx_own_str(m, outs[k]);
-    f->n_input = ni;
-    f->n_output = no;
+    f->input = own_names(m, ins, &f->n_input);
+    f->output = own_names(m, outs, &f->n_output);
     f->node = tide_test_onnx_own(m, sizeof(Onnx__NodeProto *) * (n_nodes + 1));
     m->graph.n_node -= n_nodes;
     memcpy(f->node, m->nodes + m->graph.n_node, sizeof(Onnx__NodeProto *) * n_nodes);
