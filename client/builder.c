@@ -144,6 +144,7 @@ enum op_id {
     OP_DIV,
     OP_MAX,
     OP_MIN,
+    OP_POW,
 
     /* batched products and axis permutation (BatchMatMul, Transpose) */
     OP_BATCH_MATMUL,
@@ -221,6 +222,7 @@ static const struct op_spec op_specs[] = {
     [OP_DIV] = {TIDE_OP_DIV, "div"},
     [OP_MAX] = {TIDE_OP_MAX, "max"},
     [OP_MIN] = {TIDE_OP_MIN, "min"},
+    [OP_POW] = {TIDE_OP_POW, "pow"},
 
     /* batched products and axis permutation (BatchMatMul, Transpose) */
     [OP_BATCH_MATMUL] = {TIDE_OP_BATCH_MATMUL, "batch_matmul"},
@@ -1591,6 +1593,11 @@ tide_ref tide_builder_max(tide_builder *b, const char *name, tide_ref x, tide_re
 tide_ref tide_builder_min(tide_builder *b, const char *name, tide_ref x, tide_ref y)
 {
     return binary(b, OP_MIN, name, "x", x, "y", y);
+}
+
+tide_ref tide_builder_pow(tide_builder *b, const char *name, tide_ref x, tide_ref y)
+{
+    return binary(b, OP_POW, name, "x", x, "y", y);
 }
 
 /* ============================================================================

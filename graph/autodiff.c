@@ -969,7 +969,7 @@ static enum tide_status tide__grad_div(struct grad_ctx *c)
 /*
  * Max and Min: helper op (MaxGrad or MinGrad) routes dy to the input that
  * was selected, input 0 on ties; each part is then summed to its input's
- * shape.
+ * shape. Pow's helper (PowGrad) makes its two parts the same way.
  */
 static enum tide_status grad_select(struct grad_ctx *c, enum tide_op helper)
 {
@@ -992,6 +992,17 @@ static enum tide_status tide__grad_max(struct grad_ctx *c)
 static enum tide_status tide__grad_min(struct grad_ctx *c)
 {
     return grad_select(c, TIDE_OP_MIN_GRAD);
+}
+
+/*
+ * Pow, y = a^b: PowGrad(a, b, dy) gives da = dy * b * a^(b - 1) and
+ * db = dy * y * log(a) at the broadcast shape, with PyTorch's masks (da 0
+ * where b == 0; db dy * 0 where a == 0 and b >= 0: kernels/pow.h), each
+ * summed to its input's shape as MaxGrad's parts are.
+ */
+static enum tide_status tide__grad_pow(struct grad_ctx *c)
+{
+    return grad_select(c, TIDE_OP_POW_GRAD);
 }
 
 /* ---- Masks: Cast, Compare, Select ---- */

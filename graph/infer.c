@@ -1407,7 +1407,7 @@ enum tide_status tide__infer_apply_adam(struct tide_graph *graph, struct tide_no
  * Sequence-model ops: element-wise math (Exp, Log, Div, Sqrt, Max, Min, Gelu)
  * ========================================================================== */
 
-/* Exp, Log, Sqrt and Gelu are tide__infer_unary; Div, Max and Min are tide__infer_broadcast. */
+/* Exp, Log, Sqrt and Gelu are tide__infer_unary; Div, Max, Min and Pow tide__infer_broadcast. */
 
 /* GeluGrad(dy, x): dy has x's shape, and so has the output. */
 enum tide_status tide__infer_gelu_grad(struct tide_graph *graph, struct tide_node *node,
@@ -1422,8 +1422,8 @@ enum tide_status tide__infer_gelu_grad(struct tide_graph *graph, struct tide_nod
 }
 
 /*
- * MaxGrad and MinGrad (a, b, dy): a and b broadcast as for Max and Min, dy
- * has their broadcast shape, and so have both outputs.
+ * MaxGrad, MinGrad and PowGrad (a, b, dy): a and b broadcast as for Max, Min
+ * and Pow, dy has their broadcast shape, and so have both outputs.
  */
 enum tide_status tide__infer_select_grad(struct tide_graph *graph, struct tide_node *node,
                                          struct tide_error *err)

@@ -1432,11 +1432,35 @@ static uint32_t build_min_const_a(struct tide_graph *g, const uint32_t *in)
     return build_select_const(g, in, TIDE_OP_MIN, true);
 }
 
+static uint32_t build_pow(struct tide_graph *g, const uint32_t *in)
+{
+    return op2(g, TIDE_OP_POW, "y", in[0], in[1]);
+}
+
+/* x^x: both gradients reach the one input, x^x (log x + 1) together. */
+static uint32_t build_pow_self(struct tide_graph *g, const uint32_t *in)
+{
+    return op2(g, TIDE_OP_POW, "y", in[0], in[0]);
+}
+
+/*
+ * x [3, 4] of either sign to a Const exponent [4] of integers, 0 among
+ * them: only PowGrad's da is read, exact in sign for negative bases, and 0
+ * under the exponent 0.
+ */
+static uint32_t build_pow_integral(struct tide_graph *g, const uint32_t *in)
+{
+    static const float exponents[4] = {2.0f, 3.0f, 0.0f, 1.0f};
+    uint32_t k = constant(g, "k", TIDE_DTYPE_FLOAT32, 1, (const int64_t[]){4}, exponents);
+    return op2(g, TIDE_OP_POW, "y", in[0], k);
+}
+
 /* Inputs of this family's gc_cases: grids for Max and Min, positive values for Log, Sqrt, Div. */
 // clang-format off
 #define MATH_DISTINCT2(A, B) {2, {A, B}, GC_DISTINCT}
 #define MATH_BETWEEN1(A) {1, {A}, GC_BETWEEN}
 #define MATH_BETWEEN2(A, B) {2, {A, B}, GC_BETWEEN}
+#define MATH_POSITIVE0 {0, {0}, GC_POSITIVE}
 #define MATH_POSITIVE1(A) {1, {A}, GC_POSITIVE}
 #define MATH_POSITIVE2(A, B) {2, {A, B}, GC_POSITIVE}
 // clang-format on
@@ -2238,6 +2262,13 @@ static const struct gc_case gc_cases[] = {
     {"Min_broadcast_both", IN2(MATH_DISTINCT2(3, 1), MATH_BETWEEN2(1, 4)), build_min},
     {"Max_const_b", IN1(MATH_DISTINCT2(3, 4)), build_max_const_b},
     {"Min_const_a", IN1(MATH_DISTINCT2(3, 4)), build_min_const_a},
+    {"Pow", IN2(MATH_POSITIVE2(2, 3), T2(2, 3)), build_pow},
+    {"Pow_broadcast_b", IN2(MATH_POSITIVE2(2, 3), T1(3)), build_pow},
+    {"Pow_broadcast_both", IN2(MATH_POSITIVE2(3, 1), T2(1, 4)), build_pow},
+    {"Pow_scalar_b", IN2(MATH_POSITIVE2(4, 3), T0), build_pow},
+    {"Pow_scalar_a", IN2(MATH_POSITIVE0, T2(2, 3)), build_pow},
+    {"Pow_self", IN1(MATH_POSITIVE2(2, 3)), build_pow_self},
+    {"Pow_integral_exponent", IN1(T2(3, 4)), build_pow_integral},
     {"Cast", IN1(T2(2, 3)), build_cast},
     {"Cast_int_path", IN1(MATH_DISTINCT2(2, 3)), build_cast_int_path},
     {"Select", IN2(T2(3, 4), T2(3, 4)), build_select},

@@ -1826,6 +1826,95 @@ static void test_math_binary(void **state)
     REQUIRE_CUDA();
 }
 
+/*
+ * Pow's inputs: a base of values in [lo, hi) with every fifth one 0, and an
+ * exponent of integers in [-3, 3] (integral: one side's negative bases stay
+ * real) or of values in [-2, 2).
+ */
+static void pow_inputs(struct op_case *c, int32_t rank_a, const int64_t *dims_a, int32_t rank_b,
+                       const int64_t *dims_b, float lo, bool integral)
+{
+    float *a = input_range(c, rank_a, dims_a, lo, 2.0f);
+    int64_t n = tide_shape_numel(&c->in[c->n_in - 1].shape);
+    for (int64_t i = 0; i < n; i += 5)
+        a[i] = 0.0f;
+    float *b = input_range(c, rank_b, dims_b, integral ? -3.49f : -2.0f, integral ? 3.49f : 2.0f);
+    n = tide_shape_numel(&c->in[c->n_in - 1].shape);
+    for (int64_t i = 0; integral && i < n; i++)
+        b[i] = roundf(b[i]);
+}
+
+/*
+ * Pow and PowGrad: positive bases with any exponent, negative bases with
+ * integral ones, zeros (0^0, 0^-k = inf, PowGrad's masks), broadcasts of
+ * either input and both, a scalar exponent (GeM pooling's p), long rows.
+ */
+static void test_pow(void **state)
+{
+    (void)state;
+    static const enum tide_op ops[] = {TIDE_OP_POW, TIDE_OP_POW_GRAD};
+    for (int k = 0; k < 2; k++) {
+        bool grad = ops[k] == TIDE_OP_POW_GRAD;
+        struct op_case c;
+        case_init(&c, ops[k], "pow_positive", TOL_ELEM);
+        pow_inputs(&c, 2, DIMS(4, 33), 2, DIMS(4, 33), 0.25f, false);
+        if (grad)
+            input(&c, 2, DIMS(4, 33));
+        for (int o = 0; o < (grad ? 2 : 1); o++)
+            outf(&c, 2, DIMS(4, 33));
+        check_case(&c);
+
+        case_init(&c, ops[k], "pow_integral", TOL_ELEM);
+        pow_inputs(&c, 2, DIMS(6, 35), 1, DIMS(35), -2.0f, true);
+        if (grad)
+            input(&c, 2, DIMS(6, 35));
+        for (int o = 0; o < (grad ? 2 : 1); o++)
+            outf(&c, 2, DIMS(6, 35));
+        check_case(&c);
+
+        case_init(&c, ops[k], "pow_channels", TOL_ELEM);
+        pow_inputs(&c, 4, DIMS(2, 3, 4, 5), 3, DIMS(3, 1, 1), 0.0f, false);
+        if (grad)
+            input(&c, 4, DIMS(2, 3, 4, 5));
+        for (int o = 0; o < (grad ? 2 : 1); o++)
+            outf(&c, 4, DIMS(2, 3, 4, 5));
+        check_case(&c);
+
+        case_init(&c, ops[k], "pow_outer", TOL_ELEM);
+        pow_inputs(&c, 2, DIMS(7, 1), 2, DIMS(1, 5), -2.0f, true);
+        if (grad)
+            input(&c, 2, DIMS(7, 5));
+        for (int o = 0; o < (grad ? 2 : 1); o++)
+            outf(&c, 2, DIMS(7, 5));
+        check_case(&c);
+
+        case_init(&c, ops[k], "pow_scalar_b", TOL_ELEM);
+        pow_inputs(&c, 4, DIMS(2, 3, 2, 2), 0, NULL, 0.0f, false);
+        if (grad)
+            input(&c, 4, DIMS(2, 3, 2, 2));
+        for (int o = 0; o < (grad ? 2 : 1); o++)
+            outf(&c, 4, DIMS(2, 3, 2, 2));
+        check_case(&c);
+
+        case_init(&c, ops[k], "pow_long_rows", TOL_ELEM);
+        pow_inputs(&c, 3, DIMS(70, 1, 513), 2, DIMS(3, 1), -2.0f, true);
+        if (grad)
+            input(&c, 3, DIMS(70, 3, 513));
+        for (int o = 0; o < (grad ? 2 : 1); o++)
+            outf(&c, 3, DIMS(70, 3, 513));
+        check_case(&c);
+
+        case_init(&c, ops[k], "pow_long_same", TOL_ELEM);
+        pow_inputs(&c, 1, DIMS(50021), 1, DIMS(50021), 0.25f, false);
+        if (grad)
+            input(&c, 1, DIMS(50021));
+        for (int o = 0; o < (grad ? 2 : 1); o++)
+            outf(&c, 1, DIMS(50021));
+        check_case(&c);
+    }
+    REQUIRE_CUDA();
+}
+
 /* MaxGrad and MinGrad: ties (input 0 takes dy), broadcasts of either input, long rows. */
 static void test_select_grads(void **state)
 {
@@ -2775,6 +2864,7 @@ int main(void)
         cmocka_unit_test(test_math_unary),
         cmocka_unit_test(test_math_binary),
         cmocka_unit_test(test_select_grads),
+        cmocka_unit_test(test_pow),
         cmocka_unit_test(test_cast),
         cmocka_unit_test(test_compare),
         cmocka_unit_test(test_select),

@@ -1975,7 +1975,7 @@ static void test_builder_errors_equal_import_errors(void **state)
 
 /*
  * The element-wise math builders: wire op, inputs in order, automatic
- * names, shapes (broadcast for Div, Max and Min), and the daemon's words
+ * names, shapes (broadcast for Div, Max, Min and Pow), and the daemon's words
  * for a refused node.
  */
 static void test_builder_math_ops(void **state)
@@ -1990,18 +1990,21 @@ static void test_builder_math_ops(void **state)
     tide_ref d = tide_builder_div(b, NULL, x, y);
     tide_ref mx = tide_builder_max(b, "mx", y, x);
     tide_ref mn = tide_builder_min(b, NULL, x, y);
+    tide_ref pw = tide_builder_pow(b, NULL, y, x);
     assert_null(tide_builder_error(b));
     for (int i = 0; i < 4; i++)
         expect_shape(b, u[i], 3, (int64_t[]){2, 1, 5});
     expect_shape(b, d, 3, (int64_t[]){2, 3, 5});
     expect_shape(b, mx, 3, (int64_t[]){2, 3, 5});
     expect_shape(b, mn, 3, (int64_t[]){2, 3, 5});
+    expect_shape(b, pw, 3, (int64_t[]){2, 3, 5});
     assert_string_equal(tide_builder_name(b, u[0]), "exp_0");
     assert_string_equal(tide_builder_name(b, u[1]), "log_0");
     assert_string_equal(tide_builder_name(b, u[2]), "root");
     assert_string_equal(tide_builder_name(b, u[3]), "gelu_0");
     assert_string_equal(tide_builder_name(b, d), "div_0");
     assert_string_equal(tide_builder_name(b, mn), "min_0");
+    assert_string_equal(tide_builder_name(b, pw), "pow_0");
 
     Tide__V1__Graph *g = roundtrip(b);
     check_against_op_table(g);
@@ -2014,8 +2017,11 @@ static void test_builder_math_ops(void **state)
     }
     static const struct {
         const char *name, *op, *in0, *in1;
-    } binary[] = {{"div_0", "Div", "x", "y"}, {"mx", "Max", "y", "x"}, {"min_0", "Min", "x", "y"}};
-    for (int i = 0; i < 3; i++) {
+    } binary[] = {{"div_0", "Div", "x", "y"},
+                  {"mx", "Max", "y", "x"},
+                  {"min_0", "Min", "x", "y"},
+                  {"pow_0", "Pow", "y", "x"}};
+    for (int i = 0; i < 4; i++) {
         const Tide__V1__Node *n = node_named(g, binary[i].name);
         assert_string_equal(n->op, binary[i].op);
         assert_int_equal(n->n_inputs, 2);
@@ -2032,6 +2038,13 @@ static void test_builder_math_ops(void **state)
     assert_int_equal(tide_builder_max(b, "m", x, y).id, -1);
     assert_contains(tide_builder_error(b), "node \"m\" (Max): input shapes [2, 3] and [4] do not "
                                            "broadcast: dimensions 3 and 4 differ");
+    tide_builder_free(b);
+    b = tide_builder_new();
+    x = tide_builder_placeholder(b, "x", TIDE_DT_FLOAT32, 2, (int64_t[]){2, 3});
+    tide_ref e = tide_builder_placeholder(b, "e", TIDE_DT_INT32, 0, NULL);
+    assert_int_equal(tide_builder_pow(b, "p", x, e).id, -1);
+    assert_contains(tide_builder_error(b), "node \"p\" (Pow): input 1 (\"e\") is int32, wants "
+                                           "float32");
     tide_builder_free(b);
     b = tide_builder_new();
     tide_ref l = tide_builder_placeholder(b, "l", TIDE_DT_INT32, 1, (int64_t[]){4});

@@ -1574,12 +1574,13 @@ static void test_math_unary(void **state)
 static void test_math_binary(void **state)
 {
     (void)state;
-    static const enum tide_op ops[] = {TIDE_OP_DIV, TIDE_OP_MAX, TIDE_OP_MIN};
+    static const enum tide_op ops[] = {TIDE_OP_DIV, TIDE_OP_MAX, TIDE_OP_MIN, TIDE_OP_POW};
+    enum { N_OPS = sizeof(ops) / sizeof(ops[0]) };
     uint32_t a = ph("a", SHAPE(2, 3, 4)), b = ph("b", SHAPE(4)), c = ph("c", SHAPE(2, 1, 4));
     uint32_t d = ph("d", SHAPE(3, 1)), s = ph("s", SCALAR);
-    uint32_t ids[3][4];
+    uint32_t ids[N_OPS][4];
     char name[16];
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < N_OPS; i++) {
         snprintf(name, sizeof(name), "op%d_ab", i);
         ids[i][0] = OP(ops[i], name, a, b);
         snprintf(name, sizeof(name), "op%d_ba", i);
@@ -1590,7 +1591,7 @@ static void test_math_binary(void **state)
         ids[i][3] = OP(ops[i], name, s, d);
     }
     infer_ok();
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < N_OPS; i++) {
         expect_f32(ids[i][0], SHAPE(2, 3, 4));
         expect_f32(ids[i][1], SHAPE(2, 3, 4));
         expect_f32(ids[i][2], SHAPE(2, 3, 4));
@@ -1598,7 +1599,7 @@ static void test_math_binary(void **state)
         assert_true(tide_op_info(ops[i])->flags & TIDE_OP_F_CHEAP);
     }
 
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < N_OPS; i++) {
         reset();
         a = ph("a", SHAPE(2, 3));
         b = ph("b", SHAPE(4, 3));
@@ -1620,11 +1621,13 @@ static void test_math_grads(void **state)
     uint32_t a = ph("a", SHAPE(2, 1, 5)), b = ph("b", SHAPE(3, 1)), gy = ph("gy", SHAPE(2, 3, 5));
     uint32_t max = OP(TIDE_OP_MAX_GRAD, "max", a, b, gy);
     uint32_t min = OP(TIDE_OP_MIN_GRAD, "min", b, a, gy);
+    uint32_t pw = OP(TIDE_OP_POW_GRAD, "pow", a, b, gy);
     infer_ok();
     expect_f32(gelu, SHAPE(2, 5));
     for (uint32_t k = 0; k < 2; k++) {
         expect_out(max, k, TIDE_DTYPE_FLOAT32, SHAPE(2, 3, 5));
         expect_out(min, k, TIDE_DTYPE_FLOAT32, SHAPE(2, 3, 5));
+        expect_out(pw, k, TIDE_DTYPE_FLOAT32, SHAPE(2, 3, 5));
     }
 
     reset();
@@ -1634,8 +1637,8 @@ static void test_math_grads(void **state)
     FAILS(TIDE_INVALID, "bad", "input 0 (dy) has shape [2, 4], wants [2, 5]",
           "the shape of input 1 (x)");
 
-    static const enum tide_op select_ops[] = {TIDE_OP_MAX_GRAD, TIDE_OP_MIN_GRAD};
-    for (int i = 0; i < 2; i++) {
+    static const enum tide_op select_ops[] = {TIDE_OP_MAX_GRAD, TIDE_OP_MIN_GRAD, TIDE_OP_POW_GRAD};
+    for (int i = 0; i < 3; i++) {
         reset();
         a = ph("a", SHAPE(2, 3));
         b = ph("b", SHAPE(3));

@@ -2585,6 +2585,79 @@ static void test_select_grads(void **state)
     expect_exact("max_grad scalar db", gb, (const float[]){0, 0, 3, 0}, 4);
 }
 
+/*
+ * Fails unless got[i] is want[i] for every i: NaN where want is NaN, else
+ * within rtol of it (0 for the same value; infinities and zeros by sign too).
+ */
+static void expect_values(const char *what, const float *got, const float *want, int64_t n,
+                          double rtol)
+{
+    for (int64_t i = 0; i < n; i++) {
+        bool same = isnan(want[i])
+                        ? isnan(got[i])
+                        : signbit(got[i]) == signbit(want[i]) &&
+                              (got[i] == want[i] ||
+                               fabs((double)got[i] - (double)want[i]) <= rtol * fabs(want[i]));
+        if (!same)
+            fail_msg("%s: element %lld is %.9g, want %.9g", what, (long long)i, got[i], want[i]);
+    }
+}
+
+/*
+ * Pow and PowGrad element by element against PyTorch 1.13's torch.pow and
+ * its backward on the same values (worked out once with it): negative
+ * bases with integral exponents keep the power's sign, other exponents give
+ * NaN; 0^0 = 1, 0^-1 = inf; da is 0 where b == 0 even against an infinite
+ * or NaN dy, db is dy * 0 where a == 0 and b >= 0 (NaN for dy = inf), NaN
+ * for a < 0. Then a broadcast of [2, 1] against [3].
+ */
+static void test_pow(void **state)
+{
+    (void)state;
+    enum { N = 12 };
+    float a[N] = {0, 0, 0, -2, -2, 2, 0, NAN, 0, -2, -2, 2};
+    float b[N] = {0, 2, -1, 3, 0.5f, 0, 0.5f, 0, NAN, 2, -1, 0.5f};
+    float dy[N] = {INFINITY, 1, 1, 1, 1, NAN, INFINITY, 1, 1, 1, 1, 1};
+    const float y_want[N] = {1, 0, INFINITY, -8, NAN, 1, 0, 1, NAN, 4, -0.5f, 1.41421354f};
+    const float da_want[N] = {0,        0, -INFINITY, 12, NAN,    0,
+                              INFINITY, 0, NAN,       -4, -0.25f, 0.353553385f};
+    const float db_want[N] = {NAN, 0,   -INFINITY, NAN, NAN, NAN,
+                              NAN, NAN, NAN,       NAN, NAN, 0.980258107f};
+    float y[N], da[N], db[N];
+    struct tide_tensor_view in[3] = {fview(a, 1, DIMS(N)), fview(b, 1, DIMS(N)),
+                                     fview(dy, 1, DIMS(N))};
+    struct tide_tensor_view out[2] = {fview(da, 1, DIMS(N)), fview(db, 1, DIMS(N))};
+    struct tide_tensor_view yout = fview(y, 1, DIMS(N));
+    struct test_node t;
+    node_init(&t, TIDE_OP_POW, "pow");
+    run(&t, in, 2, &yout, 1);
+    expect_values("pow", y, y_want, N, 1e-7);
+    node_init(&t, TIDE_OP_POW_GRAD, "pow_grad");
+    run(&t, in, 3, out, 2);
+    expect_values("pow_grad da", da, da_want, N, 1e-7);
+    expect_values("pow_grad db", db, db_want, N, 1e-7);
+
+    /* [2, 1] ^ [3]: both broadcast; every power is exact in float. */
+    float col[2] = {-3.0f, 0.5f}, row[3] = {2.0f, -2.0f, 0.0f}, z[6];
+    struct tide_tensor_view in2[2] = {fview(col, 2, DIMS(2, 1)), fview(row, 1, DIMS(3))};
+    struct tide_tensor_view out2 = fview(z, 2, DIMS(2, 3));
+    node_init(&t, TIDE_OP_POW, "pow_outer");
+    run(&t, in2, 2, &out2, 1);
+    expect_exact("pow outer", z, (const float[]){9, 1.0f / 9.0f, 1, 0.25f, 4, 1}, 6);
+
+    /* PowGrad of the same pair with dy = 1: da = b a^(b - 1), db = a^b log(a) (NaN for -3). */
+    float ones[6] = {1, 1, 1, 1, 1, 1}, ga[6], gb[6];
+    struct tide_tensor_view in3[3] = {in2[0], in2[1], fview(ones, 2, DIMS(2, 3))};
+    struct tide_tensor_view out3[2] = {fview(ga, 2, DIMS(2, 3)), fview(gb, 2, DIMS(2, 3))};
+    node_init(&t, TIDE_OP_POW_GRAD, "pow_grad_outer");
+    run(&t, in3, 3, out3, 2);
+    const float ln_half = logf(0.5f);
+    expect_values("pow_grad outer da", ga, (const float[]){-6, 2.0f / 27.0f, 0, 1, -16, 0}, 6,
+                  1e-7);
+    expect_values("pow_grad outer db", gb,
+                  (const float[]){NAN, NAN, NAN, 0.25f * ln_half, 4 * ln_half, ln_half}, 6, 1e-7);
+}
+
 /* ---- Masks: Cast, Compare, Select ---- */
 
 /* Fails unless got[i] == want[i] for every i. */
@@ -2997,6 +3070,27 @@ static void test_range_jobs_math(void **state)
                 bool take_b = b[j * K + k] > a[i * K + k];
                 if (da[o] != (take_b ? 0.0f : dy[o]) || db[o] != (take_b ? dy[o] : 0.0f))
                     fail_msg("max_grad: element %d is %g, %g", o, da[o], db[o]);
+            }
+
+    /* Pow and PowGrad of the same pair, the base made positive, against double references. */
+    for (int k = 0; k < I * K; k++)
+        a[k] = fabsf(a[k]) + 0.25f;
+    node_init(&t, TIDE_OP_POW, "pow");
+    expect_same_at_threads("pow broadcast", &t, in, 2, &out, 1, NULL, NULL);
+    node_init(&t, TIDE_OP_POW_GRAD, "pow_grad");
+    expect_same_at_threads("pow_grad broadcast", &t, in, 3, outs, 2, NULL, NULL);
+    for (int i = 0; i < I; i++)
+        for (int j = 0; j < J; j++)
+            for (int k = 0; k < K; k++) {
+                int o = (i * J + j) * K + k;
+                double base = a[i * K + k], e = b[j * K + k], g = dy[o];
+                double p = pow(base, e);
+                double want3[3] = {p, g * e * pow(base, e - 1), g * p * log(base)};
+                const float got3[3] = {z[o], da[o], db[o]};
+                for (int m = 0; m < 3; m++)
+                    if (!(fabs(got3[m] - want3[m]) <= 1e-6 + 1e-5 * fabs(want3[m])))
+                        fail_msg("pow broadcast: output %d element %d is %.9g, want %.9g", m, o,
+                                 got3[m], want3[m]);
             }
     free(x);
     free(y);
@@ -4412,6 +4506,7 @@ int main(void)
         cmocka_unit_test(test_math_unary),
         cmocka_unit_test(test_math_binary),
         cmocka_unit_test(test_select_grads),
+        cmocka_unit_test(test_pow),
         cmocka_unit_test(test_cast),
         cmocka_unit_test(test_compare),
         cmocka_unit_test(test_select),

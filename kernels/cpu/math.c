@@ -4,9 +4,10 @@
  * Log, Sqrt and Gelu (unary), Div, Max and Min (binary, with NumPy
  * broadcasting), the gradient helpers GeluGrad, MaxGrad and MinGrad, the
  * mask ops Cast, Compare and Select, the trigonometric and hyperbolic
- * functions (Trig, TrigGrad), and rounding to integral values (Round).
+ * functions (Trig, TrigGrad), rounding to integral values (Round), and
+ * powers (Pow, PowGrad).
  *
- * The binary ops and MaxGrad/MinGrad walk their broadcast with the rows of
+ * The binary ops, MaxGrad/MinGrad and PowGrad walk their broadcast with the rows of
  * tide__cpu_broadcast_rows (elementwise.c), as Add, Sub and Mul do. Every
  * output element depends on the matching input elements alone, so the
  * pieces on the pool change which thread computes an element, never its
@@ -25,10 +26,12 @@
  *
  * Trig and TrigGrad compute each element in double and round it once, by
  * kernels/trig.h, which the CUDA kernels share too; Round rounds each by
- * kernels/round.h's rule, also theirs.
+ * kernels/round.h's rule, also theirs, and Pow and PowGrad compute each by
+ * kernels/pow.h's (powf, and PyTorch's masks at a zero base or exponent).
  */
 #include "kernels/cpu/cpu-impl.h"
 #include "kernels/masks.h"
+#include "kernels/pow.h"
 #include "kernels/round.h"
 #include "kernels/trig.h"
 
@@ -184,7 +187,7 @@ enum tide_status tide__cpu_GELU_GRAD(const struct tide_kernel_args *args, struct
  * Broadcasting binary ops
  * ========================================================================== */
 
-enum math_binary_op { MATH_DIV, MATH_MAX, MATH_MIN };
+enum math_binary_op { MATH_DIV, MATH_MAX, MATH_MIN, MATH_POW };
 
 /* A binary op's operator and output, shared by the rows of its broadcast. */
 struct math_binary_job {
@@ -206,6 +209,9 @@ static void math_binary_row(const void *ctx, const float *a, int64_t sa, const f
         break;
     case MATH_MIN:
         TIDE__CPU_BINARY_ROW(y < x ? y : x);
+        break;
+    case MATH_POW:
+        TIDE__CPU_BINARY_ROW(tide__pow(x, y));
         break;
     }
 }
@@ -231,6 +237,11 @@ enum tide_status tide__cpu_MAX(const struct tide_kernel_args *args, struct tide_
 enum tide_status tide__cpu_MIN(const struct tide_kernel_args *args, struct tide_error *err)
 {
     return math_binary(args, MATH_MIN);
+}
+
+enum tide_status tide__cpu_POW(const struct tide_kernel_args *args, struct tide_error *err)
+{
+    return math_binary(args, MATH_POW);
 }
 
 /* ============================================================================
@@ -447,5 +458,41 @@ enum tide_status tide__cpu_ROUND(const struct tide_kernel_args *args, struct tid
     (void)mode;
     tide__kernel_same_size(args, 0);
     tide__cpu_parallel_for(tide__cpu_numel(&args->outputs[0]), TIDE__CPU_GRAIN, round_range, args);
+    return TIDE_OK;
+}
+
+/* ============================================================================
+ * Powers: PowGrad (Pow is a broadcasting binary op above)
+ * ========================================================================== */
+
+/* PowGrad's dy and outputs, shared by the rows of its broadcast. */
+struct pow_grad_job {
+    const float *dy;
+    float *da, *db;
+};
+
+/* da and db of one row, by kernels/pow.h's rules. */
+static void pow_grad_row(const void *ctx, const float *a, int64_t sa, const float *b, int64_t sb,
+                         int64_t first, int64_t n)
+{
+    const struct pow_grad_job *job = ctx;
+    const float *dy = job->dy + first;
+    float *da = job->da + first, *db = job->db + first;
+    for (int64_t j = 0; j < n; j++) {
+        float x = a[j * sa], y = b[j * sb];
+        da[j] = tide__pow_grad_base(x, y, dy[j]);
+        db[j] = tide__pow_grad_exponent(x, y, dy[j]);
+    }
+}
+
+/* (a, b, dy) -> (da, db), both of dy's shape: infer made it the broadcast of a and b. */
+enum tide_status tide__cpu_POW_GRAD(const struct tide_kernel_args *args, struct tide_error *err)
+{
+    assert(tide_shape_equal(&args->inputs[2].shape, &args->outputs[0].shape) &&
+           tide_shape_equal(&args->outputs[1].shape, &args->outputs[0].shape));
+    struct pow_grad_job job = {
+        .dy = tide__cpu_in(args, 2), .da = tide__cpu_out(args, 0), .db = tide__cpu_out(args, 1)};
+    tide__cpu_broadcast_rows(&args->outputs[0].shape, &args->inputs[0].shape, tide__cpu_in(args, 0),
+                             &args->inputs[1].shape, tide__cpu_in(args, 1), pow_grad_row, &job);
     return TIDE_OK;
 }

@@ -2,7 +2,7 @@
 /*
  * math-impl.h: the launchers of the element-wise math kernels (Exp, Log,
  * Sqrt, Gelu, Div, Max, Min and their gradient helpers, the mask ops
- * Cast, Compare and Select, Trig and TrigGrad, and Round), shared by the host
+ * Cast, Compare and Select, Trig and TrigGrad, Round, and Pow and PowGrad), shared by the host
  * half (math.c) and the device half (math.cu) only. Each launcher enqueues
  * on stream and returns cudaGetLastError(), as those of cuda-impl.h do.
  */
@@ -25,6 +25,7 @@ enum tide__cuda_math_op {
     TIDE__CUDA_MAX,
     TIDE__CUDA_MIN,
     TIDE__CUDA_ERF, /* unary */
+    TIDE__CUDA_POW, /* binary, broadcast */
 };
 
 /*
@@ -34,7 +35,7 @@ enum tide__cuda_math_op {
 cudaError_t tide__cuda_launch_math_unary(cudaStream_t stream, enum tide__cuda_math_op op,
                                          const float *x, const float *dy, float *out, int64_t n);
 
-/* y = op(a, b) for Div, Max and Min over n outputs; plan NULL when a, b and y have one shape. */
+/* y = op(a, b) for Div, Max, Min and Pow over n outputs; plan NULL when a, b, y have one shape. */
 cudaError_t tide__cuda_launch_math_binary(cudaStream_t stream, enum tide__cuda_math_op op,
                                           const float *a, const float *b, float *y, int64_t n,
                                           const struct tide__cuda_broadcast *plan);
@@ -46,6 +47,14 @@ cudaError_t tide__cuda_launch_math_binary(cudaStream_t stream, enum tide__cuda_m
 cudaError_t tide__cuda_launch_select_grad(cudaStream_t stream, bool max, const float *a,
                                           const float *b, const float *dy, float *da, float *db,
                                           int64_t n, const struct tide__cuda_broadcast *plan);
+
+/*
+ * PowGrad: da and db by kernels/pow.h's rules (PyTorch's masks at a zero
+ * base or exponent). n elements of dy's shape; plan as for the binary ops.
+ */
+cudaError_t tide__cuda_launch_pow_grad(cudaStream_t stream, const float *a, const float *b,
+                                       const float *dy, float *da, float *db, int64_t n,
+                                       const struct tide__cuda_broadcast *plan);
 
 /*
  * Cast of n elements: from int32 to float32 (float_to_int false) or from

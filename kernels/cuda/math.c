@@ -3,7 +3,8 @@
  * math.c: the host half of the element-wise math kernels on CUDA: Exp, Log,
  * Sqrt, Gelu, GeluGrad, and Div, Max, Min, MaxGrad, MinGrad with NumPy
  * broadcasting, the mask ops Cast, Compare and Select, Trig and TrigGrad,
- * and Round (device half: math.cu).
+ * Round, and Pow and PowGrad with NumPy broadcasting (device half:
+ * math.cu).
  *
  * Each checks its views as the CPU kernel does (kernels/cpu/math.c), plans
  * the broadcast where there is one, and enqueues the device half on the
@@ -67,7 +68,7 @@ enum tide_status tide__cuda_GELU_GRAD(const struct tide_kernel_args *args, struc
 }
 
 /* ============================================================================
- * Broadcasting binary ops, MaxGrad and MinGrad
+ * Broadcasting binary ops, MaxGrad, MinGrad and PowGrad
  * ========================================================================== */
 
 /*
@@ -120,8 +121,16 @@ enum tide_status tide__cuda_MIN(const struct tide_kernel_args *args, struct tide
     return binary(args, TIDE__CUDA_MIN, err);
 }
 
-/* (a, b, dy) -> (da, db), both of dy's shape: infer made it the broadcast of a and b. */
-static enum tide_status select_grad(const struct tide_kernel_args *args, bool max,
+enum tide_status tide__cuda_POW(const struct tide_kernel_args *args, struct tide_error *err)
+{
+    return binary(args, TIDE__CUDA_POW, err);
+}
+
+/*
+ * (a, b, dy) -> (da, db), both of dy's shape: infer made it the broadcast of
+ * a and b. MaxGrad (max set) or MinGrad, or PowGrad (pow set).
+ */
+static enum tide_status select_grad(const struct tide_kernel_args *args, bool max, bool pow,
                                     struct tide_error *err)
 {
     struct tide_cuda_launch *launch;
@@ -136,20 +145,27 @@ static enum tide_status select_grad(const struct tide_kernel_args *args, bool ma
         return TIDE_OK;
     struct tide__cuda_broadcast plan;
     const struct tide__cuda_broadcast *p = plan_of(args, &out->shape, &plan);
-    return TIDE_CUDA_CHECK(err, tide__cuda_launch_select_grad(
-                                    launch->stream, max, tide__cuda_in(args, 0),
-                                    tide__cuda_in(args, 1), tide__cuda_in(args, 2),
-                                    tide__cuda_out(args, 0), tide__cuda_out(args, 1), total, p));
+    const float *a = tide__cuda_in(args, 0), *b = tide__cuda_in(args, 1),
+                *dy = tide__cuda_in(args, 2);
+    float *da = tide__cuda_out(args, 0), *db = tide__cuda_out(args, 1);
+    return TIDE_CUDA_CHECK(
+        err, pow ? tide__cuda_launch_pow_grad(launch->stream, a, b, dy, da, db, total, p)
+                 : tide__cuda_launch_select_grad(launch->stream, max, a, b, dy, da, db, total, p));
 }
 
 enum tide_status tide__cuda_MAX_GRAD(const struct tide_kernel_args *args, struct tide_error *err)
 {
-    return select_grad(args, true, err);
+    return select_grad(args, true, false, err);
 }
 
 enum tide_status tide__cuda_MIN_GRAD(const struct tide_kernel_args *args, struct tide_error *err)
 {
-    return select_grad(args, false, err);
+    return select_grad(args, false, false, err);
+}
+
+enum tide_status tide__cuda_POW_GRAD(const struct tide_kernel_args *args, struct tide_error *err)
+{
+    return select_grad(args, false, true, err);
 }
 
 /* ============================================================================

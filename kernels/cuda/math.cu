@@ -4,8 +4,9 @@
  * Sqrt, Gelu and GeluGrad, Div, Max and Min with NumPy broadcasting,
  * MaxGrad/MinGrad, the mask ops Cast, Compare and Select (each element by
  * kernels/masks.h, the CPU kernels' own rules), Trig and TrigGrad (each
- * element by kernels/trig.h, in double, as on the CPU), and Round (by
- * kernels/round.h).
+ * element by kernels/trig.h, in double, as on the CPU), Round (by
+ * kernels/round.h), and Pow and PowGrad with NumPy broadcasting (by
+ * kernels/pow.h).
  *
  * Each thread computes whole output elements from the matching input
  * elements with the CPU kernels' expressions (kernels/cpu/math.c), in a
@@ -25,6 +26,9 @@
 
 #define TIDE_ROUND_FN static inline __host__ __device__
 #include "kernels/round.h"
+
+#define TIDE_POW_FN static inline __host__ __device__
+#include "kernels/pow.h"
 
 namespace
 {
@@ -76,6 +80,8 @@ template <int Op> __device__ inline float binary_apply(float x, float y)
         return y > x ? y : x;
     case TIDE__CUDA_MIN:
         return y < x ? y : x;
+    case TIDE__CUDA_POW:
+        return tide__pow(x, y);
     default:
         return x;
     }
@@ -122,6 +128,18 @@ __global__ void select_grad_kernel(bool max, const float *a, const float *b, con
         bool take_b = max ? y > x : y < x;
         da[i] = take_b ? 0.0f : g;
         db[i] = take_b ? g : 0.0f;
+    }
+}
+
+__global__ void pow_grad_kernel(const float *a, const float *b, const float *dy, float *da,
+                                float *db, int64_t n, tide__cuda_broadcast plan, bool flat)
+{
+    for (int64_t i = first_index(); i < n; i += grid_stride()) {
+        int64_t oa, ob;
+        broadcast_offsets(plan, flat, i, &oa, &ob);
+        float x = a[oa], y = b[ob], g = dy[i];
+        da[i] = tide__pow_grad_base(x, y, g);
+        db[i] = tide__pow_grad_exponent(x, y, g);
     }
 }
 
@@ -235,6 +253,9 @@ cudaError_t tide__cuda_launch_math_binary(cudaStream_t stream, enum tide__cuda_m
     case TIDE__CUDA_MIN:
         binary_kernel<TIDE__CUDA_MIN><<<blocks, kThreads, 0, stream>>>(a, b, y, n, p, flat);
         break;
+    case TIDE__CUDA_POW:
+        binary_kernel<TIDE__CUDA_POW><<<blocks, kThreads, 0, stream>>>(a, b, y, n, p, flat);
+        break;
     default:
         return cudaErrorInvalidValue;
     }
@@ -249,6 +270,17 @@ cudaError_t tide__cuda_launch_select_grad(cudaStream_t stream, bool max, const f
         return cudaSuccess;
     select_grad_kernel<<<blocks_for(n), kThreads, 0, stream>>>(max, a, b, dy, da, db, n,
                                                                plan_or_empty(plan), plan == NULL);
+    return cudaGetLastError();
+}
+
+cudaError_t tide__cuda_launch_pow_grad(cudaStream_t stream, const float *a, const float *b,
+                                       const float *dy, float *da, float *db, int64_t n,
+                                       const struct tide__cuda_broadcast *plan)
+{
+    if (n <= 0)
+        return cudaSuccess;
+    pow_grad_kernel<<<blocks_for(n), kThreads, 0, stream>>>(a, b, dy, da, db, n,
+                                                            plan_or_empty(plan), plan == NULL);
     return cudaGetLastError();
 }
 

@@ -404,6 +404,17 @@ tide_ref tide_builder_div(tide_builder *b, const char *name, tide_ref x, tide_re
 tide_ref tide_builder_max(tide_builder *b, const char *name, tide_ref x, tide_ref y);
 tide_ref tide_builder_min(tide_builder *b, const char *name, tide_ref x, tide_ref y);
 
+/*
+ * Element-wise x raised to y (C's powf) with NumPy broadcasting, as ONNX's
+ * Pow and torch.pow of two tensors: a negative x with an integral y keeps
+ * the power's sign ((-2)^3 = -8), with any other y is NaN; x^0 = 1 for
+ * every x, and 0^y is 0 for y > 0, inf for y < 0. Both inputs train, with
+ * PyTorch's gradients: a gradient g at the output reaches x as
+ * g y x^(y - 1), 0 where y == 0, and y as g x^y log(x), 0 where x == 0 and
+ * y >= 0 and NaN where x < 0 (log's domain).
+ */
+tide_ref tide_builder_pow(tide_builder *b, const char *name, tide_ref x, tide_ref y);
+
 /* ---- Masks computed from data (Cast, Compare, Select) ---- */
 
 /*
