@@ -1704,35 +1704,67 @@ static int op_identity(struct ctx *c)
     return set_out(c, 0, r);
 }
 
-/* Pow with a constant exponent that tide computes exactly: 1, 2 (x * x) and 0.5 (Sqrt). */
+/*
+ * Pow of two tensors, a base and an exponent computed in the graph (or a
+ * trainable initializer: GeM pooling's p): tide's Pow, powf with NumPy
+ * broadcasting (before opset 7, the legacy broadcast of B), whose gradient
+ * reaches both, as PyTorch's does. float32 only: an integer base or
+ * exponent is refused, naming it.
+ */
+static int pow_tensors(struct ctx *c, tide_ref x)
+{
+    static const char *const roles[2] = {"base", "exponent"};
+    tide_ref y;
+    if (in_ref(c, 1, &y) != 0)
+        return -1;
+    const tide_ref refs[2] = {x, y};
+    for (size_t k = 0; k < 2; k++)
+        if (tide_builder_dtype(c->b, refs[k]) != TIDE_DT_FLOAT32)
+            return failf(c,
+                         "input %zu (\"%s\", the %s) is an integer tensor; Pow of tensors "
+                         "computed in the graph is float32 only",
+                         k, c->node->input[k], roles[k]);
+    if (c->version < 7) {
+        struct value *a = in_value(c, 0), *b = in_value(c, 1);
+        int32_t rank;
+        int64_t dims[MAX_RANK];
+        if (legacy_broadcast(c, a, b, &rank, dims) != 0)
+            return -1;
+        if (rank != b->rank)
+            y = tide_builder_reshape(c->b, NULL, y, rank, dims);
+    }
+    return set_out(c, 0, tide_builder_pow(c->b, NULL, x, y));
+}
 
 /*
- * Pow with one constant exponent p. Integers up to 64 in magnitude multiply
- * x by itself (by squaring; 1 / that for a negative p), exact in sign for a
- * negative base; 0.5 is Sqrt. Any other p is exp(p log x), which for a
- * non-integer p gives what powf gives at every x: NaN below 0, 0 or inf
- * at 0, the power above.
+ * Pow. With one constant exponent p (not one to train) of rank up to the
+ * base's: integers up to 64 in magnitude multiply x by itself (by squaring;
+ * 1 / that for a negative p), exact in sign for a negative base; 0.5 is
+ * Sqrt. Any other p is exp(p log x), which for a non-integer p gives what
+ * powf gives at every x: NaN below 0, 0 or inf at 0, the power above.
+ * Any other exponent (an infinite or NaN p too) goes to pow_tensors.
  */
 static int op_pow(struct ctx *c)
 {
     struct value *e = in_value(c, 1);
     if (!e)
         return -1;
-    if (!e->known || numel(e->rank, e->dims) != 1)
-        return failf(c, "the exponent must be one constant");
-    double p = get_num(e, 0);
     tide_ref x;
+    if (!e->known || e->trainable || numel(e->rank, e->dims) != 1) {
+        if (in_ref(c, 0, &x) != 0)
+            return -1;
+        return pow_tensors(c, x);
+    }
+    double p = get_num(e, 0);
     if (float_in(c, 0, &x) != 0)
         return -1;
-    /* An exponent of more dims than x would change the output's rank. */
+    /* An exponent of more dims than x changes the output's rank: Pow's broadcast gives it. */
     int32_t xr;
     int64_t xd[MAX_RANK];
     if (ref_shape(c, x, &xr, xd) != 0)
         return -1;
-    if (e->rank > xr)
-        return failf(c, "an exponent of rank %d above the base's %d is not supported", e->rank, xr);
-    if (!isfinite(p))
-        return failf(c, "exponent %g is not supported (only finite ones)", p);
+    if (e->rank > xr || !isfinite(p))
+        return pow_tensors(c, x);
     if (p == 0.5)
         return set_out(c, 0, tide_builder_sqrt(c->b, NULL, x));
     if (p == 0) /* 1 everywhere, NaN included, as powf */

@@ -3638,6 +3638,99 @@ static void test_pow_activations_lrn(void **state)
 }
 
 /*
+ * Pow of two tensors: x [2, 3] ^ y [3], both graph inputs, against powf
+ * (negative bases with integral exponents, 0^0, 0^-1, a fractional power of
+ * a negative base); a trainable exponent initializer p [1] (GeM pooling's)
+ * takes one SGD step by its gradient, a zero base contributing 0 to it as
+ * in PyTorch; integer bases and exponents are refused, naming them.
+ */
+static void test_pow_tensors(void **state)
+{
+    (void)state;
+    struct tide_test_onnx *m = tide_test_onnx_new(15);
+    tide_test_onnx_input(m, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 2, (int64_t[]){2, 3}, -1);
+    tide_test_onnx_input(m, "y", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 1, (int64_t[]){3}, -1);
+    tide_test_onnx_node(m, "Pow", "pow", TIDE_TEST_NAMES("x", "y"), TIDE_TEST_NAMES("z"));
+    tide_test_onnx_output(m, "z");
+    struct tide_onnx_result r;
+    tide_builder *b = import_ok(m, NULL, &r);
+    assert_shape(b, r.outputs[0], 2, (int64_t[]){2, 3});
+    uint8_t *graph;
+    size_t len;
+    assert_int_equal(tide_builder_serialize(b, &graph, &len), 0);
+    const char *fetch = tide_builder_name(b, r.outputs[0]);
+    struct tide_session_options o = tide_session_options_default();
+    o.threads = 1;
+    o.fetches = &fetch;
+    o.n_fetches = 1;
+    struct tide_session *s;
+    struct tide_error err = {0};
+    if (tide_session_new(graph, len, &o, &s, &err) != TIDE_OK)
+        fail_msg("session: %s", err.message);
+    free(graph);
+    const float x[6] = {-2, 0, 0, -3, 1.5f, -4}, y[3] = {3, 0, -1.5f};
+    assert_int_equal(tide_session_feed(s, tide_builder_name(b, r.inputs[0]), x, sizeof(x), &err),
+                     TIDE_OK);
+    assert_int_equal(tide_session_feed(s, tide_builder_name(b, r.inputs[1]), y, sizeof(y), &err),
+                     TIDE_OK);
+    struct tide_step_stats stats;
+    if (tide_session_eval(s, &stats, &err) != TIDE_OK)
+        fail_msg("eval: %s", err.message);
+    float z[6];
+    assert_int_equal(tide_session_fetch(s, fetch, z, sizeof(z), &err), TIDE_OK);
+    for (int k = 0; k < 6; k++) {
+        float want = powf(x[k], y[k % 3]);
+        if (isnan(want) ? !isnan(z[k]) : memcmp(&z[k], &want, sizeof(float)) != 0)
+            fail_msg("Pow %g ^ %g is %.9g, want %.9g", x[k], y[k % 3], z[k], want);
+    }
+    assert_true(z[0] == -8 && z[1] == 1 && z[2] == INFINITY && z[3] == -27 && z[4] == 1 &&
+                isnan(z[5]));
+    tide_session_free(s);
+    tide_onnx_result_free(&r);
+    tide_builder_free(b);
+    tide_test_onnx_free(m);
+
+    /*
+     * y = x^p with p = 3 an initializer, trained; loss mean(y^2) over 4, so
+     * dL/dp = (2 / 4) sum y_k * y_k ln x_k, and x = 0 adds 0 (not 0 * -inf).
+     */
+    m = tide_test_onnx_new(15);
+    tide_test_onnx_init_f(m, "p", 1, (int64_t[]){1}, (float[]){3});
+    one_node(m, "Pow", 1, (int64_t[]){4}, TIDE_TEST_NAMES("x", "p"));
+    const float xp[4] = {0.5f, 0, 1.25f, 2};
+    float p_after;
+    train_one_step(m, xp, sizeof(xp), "p", &p_after, 1);
+    double grad = 0;
+    for (int k = 0; k < 4; k++)
+        if (xp[k] != 0)
+            grad += 0.5 * pow(xp[k], 6) * log(xp[k]);
+    assert_true(grad > 1); /* a step the test can see */
+    /* Not assert_float_equal, which a NaN passes. */
+    if (!(fabs(p_after - (3 - 0.1 * grad)) <= 1e-5))
+        fail_msg("p after one step is %.9g, want %.9g", p_after, 3 - 0.1 * grad);
+    tide_test_onnx_free(m);
+
+    /* Integer tensors: the base, then the exponent, named. */
+    for (int k = 0; k < 2; k++) {
+        m = tide_test_onnx_new(15);
+        tide_test_onnx_input(
+            m, "x", k ? ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT : ONNX__TENSOR_PROTO__DATA_TYPE__INT32,
+            1, (int64_t[]){3}, -1);
+        tide_test_onnx_input(
+            m, "e", k ? ONNX__TENSOR_PROTO__DATA_TYPE__INT64 : ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT,
+            1, (int64_t[]){3}, -1);
+        tide_test_onnx_node(m, "Pow", "pw", TIDE_TEST_NAMES("x", "e"), TIDE_TEST_NAMES("z"));
+        tide_test_onnx_output(m, "z");
+        import_fails(m, NULL,
+                     k ? "node pw (Pow, opset 15): input 1 (\"e\", the exponent) is an integer "
+                         "tensor; Pow of tensors computed in the graph is float32 only"
+                       : "node pw (Pow, opset 15): input 0 (\"x\", the base) is an integer "
+                         "tensor; Pow of tensors computed in the graph is float32 only");
+        tide_test_onnx_free(m);
+    }
+}
+
+/*
  * 3-D windows, against their definitions: Conv (2 groups, strides, pads, bias; and one SGD
  * step, whose weight update is -lr dL/dw worked out by loops) and the pools (ceil_mode and
  * count_include_pad through the depth).
@@ -5751,6 +5844,7 @@ int main(void)
         cmocka_unit_test(test_slice_steps),
         cmocka_unit_test(test_window_pads),
         cmocka_unit_test(test_pow_activations_lrn),
+        cmocka_unit_test(test_pow_tensors),
         cmocka_unit_test(test_windows_3d),
         cmocka_unit_test(test_expand_trains),
         cmocka_unit_test(test_tile),
