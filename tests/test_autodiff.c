@@ -32,6 +32,7 @@
 
 #include "graph/autodiff.h"
 #include "runtime/session.h"
+#include "float_assert.h"
 
 /* ============================================================================
  * Graph building

@@ -31,6 +31,7 @@
 #include "runtime/cpu/backend_cpu.h"
 #include "runtime/executor.h"
 #include "runtime/session.h"
+#include "float_assert.h"
 
 #define MIB (UINT64_C(1) << 20)
 

@@ -31,6 +31,7 @@
 #include "json-lines.h"
 #include "onnx_builder.h"
 #include "tide/dataset.h"
+#include "float_assert.h"
 
 static char bench_path[PATH_MAX];
 

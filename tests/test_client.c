@@ -35,6 +35,7 @@
 #include "graph/import.h"
 #include "tide/tide.h"
 #include "tide/v1/tide.pb-c.h"
+#include "float_assert.h"
 
 /* ============================================================================
  * The op table, from graph/ops.def

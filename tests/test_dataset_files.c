@@ -27,6 +27,7 @@
 
 #include "client/dataset-impl.h"
 #include "tide/dataset-files.h"
+#include "float_assert.h"
 
 static char dir[64];
 static char err[1024];

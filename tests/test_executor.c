@@ -28,6 +28,7 @@
 #include "runtime/backend.h"
 #include "runtime/cpu/backend_cpu.h"
 #include "runtime/executor.h"
+#include "float_assert.h"
 
 #define BATCH   4
 #define IN      3

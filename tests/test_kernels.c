@@ -31,6 +31,7 @@
 #include <string.h>
 
 #include "kernels/kernels.h"
+#include "float_assert.h"
 
 /* ============================================================================
  * Harness

@@ -24,6 +24,7 @@
 #include "tide/client.h"
 #include "tide/graph.h"
 #include "tide/onnx.h"
+#include "float_assert.h"
 
 /* ============================================================================
  * Import and run

@@ -33,6 +33,7 @@
 #include "tide/onnx.h"
 
 #include "onnx_builder.h"
+#include "float_assert.h"
 
 #ifndef TIDE_EXAMPLES_ONNX_DIR
 #error "TIDE_EXAMPLES_ONNX_DIR must name examples/onnx"
