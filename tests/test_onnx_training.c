@@ -5,7 +5,8 @@
  *
  * The models are the ones PyTorch 1.13 exported in examples/onnx/ (a CNN, a
  * U-Net, a MobileNet, a byte-level GPT, a padded-text classifier,
- * torchvision's Swin Transformer, a CNN exported in eval mode), with the
+ * torchvision's Swin Transformer, a CNN exported in eval mode, a GRU and
+ * LSTM reading image rows), with the
  * first three SGD losses PyTorch computed from the same initial weights on
  * the same batches (reference.json). tide trains each .onnx on those
  * batches, at a budget that forces swapping, and must give PyTorch's losses
@@ -231,6 +232,18 @@ static const struct example bn_eval = {
     .inference_batch_norms = 2,
     .lr = 0.1f,
     .losses = {2.298936128616333, 2.3708701133728027, 2.394526243209839},
+};
+
+/* A recurrent classifier of image rows: Conv1d and BatchNorm1d over [B, C, T], a bidirectional
+ * GRU and a two-layer LSTM, which the import unrolls, and the last step's state. */
+static const struct example rnn = {
+    .model = "rnn.onnx",
+    .inputs = "rnn_images.npy",
+    .labels = "rnn_labels.npy",
+    .float_inputs = true,
+    .parameters = 8586,
+    .lr = 1.0f,
+    .losses = {2.3163254261016846, 2.380641222000122, 2.3237123489379883},
 };
 
 /* The session's plan at the smallest budget that fits, which swaps; its report checked. */
@@ -530,6 +543,12 @@ static void test_bn_eval_matches_pytorch(void **state)
 {
     (void)state;
     train_example(&bn_eval);
+}
+
+static void test_rnn_matches_pytorch(void **state)
+{
+    (void)state;
+    train_example(&rnn);
 }
 
 /*
@@ -931,6 +950,7 @@ int main(void)
         cmocka_unit_test(test_textclf_matches_pytorch),
         cmocka_unit_test(test_swin_matches_pytorch),
         cmocka_unit_test(test_bn_eval_matches_pytorch),
+        cmocka_unit_test(test_rnn_matches_pytorch),
         cmocka_unit_test(test_frozen_buffers),
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_dims),

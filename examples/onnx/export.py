@@ -5,7 +5,7 @@
 
 Builds, with fixed seeds, small image classifiers (a CNN for Fashion-MNIST,
 a U-Net, a MobileNet, torchvision's Swin Transformer, a CNN with BatchNorms
-in eval mode), a small GPT-style byte-level language model and a padded-text
+in eval mode, a recurrent classifier of image rows), a small GPT-style byte-level language model and a padded-text
 classifier, exports each to ONNX the way every tide user must (opset 14,
 torch.onnx.TrainingMode.TRAINING, or EVAL for a model trained in .eval();
 do_constant_folding=False, a static batch size), and then trains a copy of
@@ -22,8 +22,9 @@ The batches are the rows [i * batch, (i + 1) * batch) of the input and label
 Writes, next to this script (or under --out):
   cnn.onnx, cnn_images.npy (float32 [24, 1, 28, 28]), cnn_labels.npy
   (int64 [24]); the same three files of unet, mobilenet, bn_eval (exported
-  in eval mode and trained in .eval()) and swin (torchvision's Swin
-  Transformer; images float32 [24, 3, 32, 32]); gpt.onnx, gpt_tokens.npy
+  in eval mode and trained in .eval()), rnn (a GRU and an LSTM over image
+  rows) and swin (torchvision's Swin Transformer; images float32
+  [24, 3, 32, 32]); gpt.onnx, gpt_tokens.npy
   (int64 [12, 32]), gpt_labels.npy (int64 [12, 32]); textclf.onnx,
   textclf_tokens.npy (int64 [12, 32], padded with 0), textclf_labels.npy
   (int64 [12]); reference.json.
@@ -337,6 +338,29 @@ def bn_eval_model():
     return model.eval()
 
 
+class RowRNN(nn.Module):
+    """A recurrent classifier that reads each image row by row, as tide's
+    built-in lstm model does: the 28 rows are 28 time steps of 28 pixels, a
+    Conv1d over time with a BatchNorm1d of [B, C, T] (batch statistics), a
+    bidirectional GRU, a two-layer LSTM, and the last step's state to a
+    Linear. PyTorch exports nn.GRU and nn.LSTM as ONNX's GRU (with
+    linear_before_reset) and LSTM nodes, their gates reordered."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv1d(28, 16, 3, padding=1)
+        self.bn = nn.BatchNorm1d(16)
+        self.gru = nn.GRU(16, 12, batch_first=True, bidirectional=True)
+        self.lstm = nn.LSTM(24, 16, num_layers=2, batch_first=True)
+        self.fc = nn.Linear(16, 10)
+
+    def forward(self, images):
+        x = images.squeeze(1)                                             # [B, 28, 28]
+        h = F.relu(self.bn(self.conv(x.transpose(1, 2)))).transpose(1, 2)  # [B, 28, 16]
+        h = self.lstm(self.gru(h)[0])[0]                                  # [B, 28, 16]
+        return self.fc(h[:, -1])
+
+
 # ---------------------------------------------------------------------------
 # Data
 # ---------------------------------------------------------------------------
@@ -463,6 +487,64 @@ def _np_conv2d(x, w, b, pads, strides, dilations, group):
     return out.astype(np.float32)
 
 
+def _np_conv(x, w, b, pads, strides, dilations, group):
+    """Conv of rank 2 (_np_conv2d) or 1, the 1-D one as 2-D of height 1."""
+    if x.ndim == 4:
+        return _np_conv2d(x, w, b, pads, strides, dilations, group)
+    y = _np_conv2d(x[:, :, None, :], w[:, :, None, :], b, [0, pads[0], 0, pads[1]],
+                   [1, strides[0]], [1, dilations[0]], group)
+    return y[:, :, 0, :]
+
+
+def _np_sigmoid(v):
+    return 1 / (1 + np.exp(-v))
+
+
+def _np_recurrent(op, x, w, r, b, h0, c0, a):
+    """ONNX's GRU (gates z, r, h) and LSTM (gates i, o, f, c; no peepholes)
+    by their equations, in float64, layout 0: x [S, B, I] -> Y [S, D, B, H],
+    Y_h [D, B, H] (and Y_c for LSTM); the reverse direction runs from the
+    last step back."""
+    if a.get("layout", 0) or a.get("clip") is not None or "activations" in a:
+        raise NotImplementedError(f"{op}: layout, clip or activations")
+    hidden = a["hidden_size"]
+    gates = 3 if op == "GRU" else 4
+    dirs = 2 if a.get("direction", b"forward") == b"bidirectional" else 1
+    x, w, r = (t.astype(np.float64) for t in (x, w, r))
+    s_len, batch = x.shape[0], x.shape[1]
+    b = np.zeros((dirs, 2 * gates * hidden)) if b is None else b.astype(np.float64)
+    h0 = np.zeros((dirs, batch, hidden)) if h0 is None else h0.astype(np.float64)
+    c0 = np.zeros((dirs, batch, hidden)) if c0 is None else c0.astype(np.float64)
+    y = np.zeros((s_len, dirs, batch, hidden))
+    y_h, y_c = np.zeros((dirs, batch, hidden)), np.zeros((dirs, batch, hidden))
+    for d in range(dirs):
+        reverse = d == 1 or a.get("direction", b"forward") == b"reverse"
+        wb, rb = b[d, :gates * hidden], b[d, gates * hidden:]
+        h, c = h0[d], c0[d]
+        for t in (range(s_len - 1, -1, -1) if reverse else range(s_len)):
+            xw = x[t] @ w[d].T + wb
+            hr = h @ r[d].T + rb
+            split = lambda v: [v[:, k * hidden:(k + 1) * hidden] for k in range(gates)]
+            if op == "GRU":
+                (xz, xr, xh), (hz, hrr, hh) = split(xw), split(hr)
+                z, rg = _np_sigmoid(xz + hz), _np_sigmoid(xr + hrr)
+                if a.get("linear_before_reset", 0):
+                    cand = np.tanh(xh + rg * hh)
+                else:
+                    rh = r[d][2 * hidden:]
+                    cand = np.tanh(xh + (rg * h) @ rh.T + rb[2 * hidden:])
+                h = (1 - z) * cand + z * h
+            else:
+                (xi, xo, xf, xc), (hi, ho, hf, hc) = split(xw), split(hr)
+                i, o, f = _np_sigmoid(xi + hi), _np_sigmoid(xo + ho), _np_sigmoid(xf + hf)
+                c = f * c + i * np.tanh(xc + hc)
+                h = o * np.tanh(c)
+            y[t, d] = h
+        y_h[d], y_c[d] = h, c
+    out = [y.astype(np.float32), y_h.astype(np.float32)]
+    return out + [y_c.astype(np.float32)] if op == "LSTM" else out
+
+
 def _np_conv_transpose2d(x, w, b, a):
     """ConvTranspose by its definition: input cell (ih, iw) adds x * w[:, :, r, s] at
     (ih * stride + r, iw * stride + s) of the full result, which the pads then crop."""
@@ -573,9 +655,17 @@ def onnx_forward(proto, feeds):
         if op == "Constant":
             out = [onnx.numpy_helper.to_array(a["value"])]
         elif op == "Conv":
-            out = [_np_conv2d(x[0], x[1], x[2] if len(x) > 2 else None, a.get("pads", [0] * 4),
-                              a.get("strides", [1, 1]), a.get("dilations", [1, 1]),
-                              a.get("group", 1))]
+            sp = x[0].ndim - 2
+            out = [_np_conv(x[0], x[1], x[2] if len(x) > 2 else None, a.get("pads", [0] * 2 * sp),
+                            a.get("strides", [1] * sp), a.get("dilations", [1] * sp),
+                            a.get("group", 1))]
+        elif op in ("GRU", "LSTM"):
+            if len(x) > 4 and x[4] is not None:
+                raise NotImplementedError(f"{op}: sequence_lens")
+            get = lambda k: x[k] if len(x) > k else None
+            out = _np_recurrent(op, x[0], x[1], x[2], get(3), get(5), get(6), a)
+        elif op == "Squeeze":
+            out = [np.squeeze(x[0], axis=tuple(int(i) for i in x[1]))]
         elif op == "MaxPool":
             out = [_np_maxpool(x[0], a["kernel_shape"], a.get("strides", [1, 1]),
                                a.get("pads", [0] * 4), a.get("ceil_mode", 0))]
@@ -651,9 +741,11 @@ def onnx_forward(proto, feeds):
         elif op == "Concat":
             out = [np.concatenate(x, axis=a["axis"])]
         elif op == "Reshape":
-            if a.get("allowzero", 0) or 0 in x[1]:
-                raise NotImplementedError("Reshape: zeros in the shape")
-            out = [x[0].reshape(tuple(int(i) for i in x[1]))]
+            if a.get("allowzero", 0):
+                raise NotImplementedError("Reshape: allowzero")
+            # A 0 copies the input's dimension at that place (as GRU's export uses).
+            out = [x[0].reshape(tuple(x[0].shape[k] if int(i) == 0 else int(i)
+                                      for k, i in enumerate(x[1])))]
         elif op == "Slice":
             starts, ends = x[1], x[2]
             axes = x[3] if len(x) > 3 else range(len(starts))
@@ -913,6 +1005,13 @@ def main():
                                       "of 8 of cnn_data(seed "
                                       f"{BN_EVAL_WARMUP_SEED}): running statistics neither 0 "
                                       "nor 1")})
+
+    image_model(reference, args.out, "rnn", RowRNN, 1314, 1315, steps, lr=1.0,
+                described={"config": {"reads": "each image's 28 rows as 28 time steps",
+                                      "conv1d": "28 -> 16, kernel 3, padding 1",
+                                      "batchnorm1d": "16 channels of [B, 16, 28]",
+                                      "gru": "16 -> 12, bidirectional",
+                                      "lstm": "24 -> 16, 2 layers", "head": "last step"}})
 
     # -- GPT ---------------------------------------------------------------
     batch, seq, lr = 4, 32, 0.05
