@@ -18,7 +18,7 @@
 #   device          nvidia-smi -L and the GPU's name, driver, memory
 #   backend_ops     test_backend_ops: every op, CPU vs CUDA, and determinism;
 #                   on a GPU machine any skipped test is a failure
-#   onnx_*          examples/onnx's MobileNet, U-Net, Swin and eval-mode CNN trained on
+#   onnx_*          examples/onnx's MobileNet, U-Net, Swin, eval-mode CNN and RNN trained on
 #                   CUDA: loss against the CPU backend's, and swapping under a budget
 #                   against resident; ONNX's conformance cases on CUDA against the CPU's
 #                   (TIDE_ONNX_TESTDATA, default libonnx-testdata's data/)
@@ -145,10 +145,10 @@ if ran backend_ops && grep -q 'SKIPPED' "$out/backend_ops.log"; then
 fi
 # The exported models of examples/onnx/ (grouped, depthwise, dilated and transposed
 # convolutions, Resize, Pad, GatherElements through the import; Swin's shifted-window
-# attention; an eval-mode export's frozen BatchNormalization) trained on CUDA: their loss
-# after 20 steps within 1e-3 (relative) of the CPU backend's, and with every feature map
-# swapped (--swap on) equal to the resident CUDA run's.
-for model in mobilenet unet swin bn_eval; do
+# attention; an eval-mode export's frozen BatchNormalization; the GRU and LSTM the import
+# unrolls) trained on CUDA: their loss after 20 steps within 1e-3 (relative) of the CPU
+# backend's, and with every feature map swapped (--swap on) equal to the resident CUDA run's.
+for model in mobilenet unet swin bn_eval rnn; do
   onnx_run=(tide-bench train --onnx "examples/onnx/$model.onnx" --dataset synthetic --batch 8
     --steps 20 --no-eval --json)
   step "onnx_${model}_cpu" 300 check "${onnx_run[@]}" --backend cpu && record_train "onnx_${model}_cpu"
@@ -178,7 +178,8 @@ sys.exit(0 if abs(a - b) <= 1e-3 * abs(a) else 1)' "$loss_cpu" "$loss_cuda" 2> /
 done
 
 # ONNX's conformance cases (libonnx-testdata's node/ and pytorch-converted/, or
-# $TIDE_ONNX_TESTDATA) on the CUDA backend, 16 at a time: no case may fail or crash, and the
+# $TIDE_ONNX_TESTDATA, which may hold a folder of examples/onnx/module_cases.py's cases
+# beside them) on the CUDA backend, 16 at a time: no case may fail or crash, and the
 # cases passed are compared with the CPU backend's on the same data (a case the CPU passes
 # that CUDA refuses is an op the CUDA backend lacks: listed, and a failure).
 onnx_data=${TIDE_ONNX_TESTDATA:-/usr/share/libonnx-testdata/data}
