@@ -115,6 +115,7 @@ struct job {
 
     /* ---- lifecycle.c: parking ---- */
     int64_t idle_since_us; /* when it last became READY; idle-timeout counts from here */
+    int64_t contact_us;    /* its owner's (or an admin's) last call about it: Submit, Get, ... */
     bool resuming;         /* a parked job's COMPILE is with the worker */
     bool removing;         /* ended, its REMOVE with the worker: calls see no such job */
     bool removed;          /* its files are gone: forgotten when its last task is back */

@@ -540,6 +540,8 @@ struct job *tided__job_for_call(struct tided_daemon *d, struct tided_call *call,
                         "a monitor token may only get, list and watch jobs");
         return NULL;
     }
+    if (tided__job_may_control(who, j))
+        j->contact_us = tided_now_us(); /* someone who may train it is still about */
     return j;
 }
 

@@ -114,7 +114,7 @@ void tided_rpc_submit(struct tided_daemon *d, struct tided_call *call, ProtobufC
     }
     j->name = strdup(spec->name);
     j->owner = who->uid;
-    j->created_us = j->updated_us = tided_now_us();
+    j->created_us = j->updated_us = j->contact_us = tided_now_us();
     j->budget = budget;
     j->priority = spec->priority;
     j->asked_device = asked;
@@ -291,6 +291,14 @@ void tided__compile_done(struct tided_daemon *d, struct tided_task *t)
                   tided_format_bytes(j->budget, b, sizeof(b)));
     /* READY; RUNNING when a Train stream waits for a job admitted from the queue. */
     tided__train_resume(d, j);
+    /*
+     * Admitted from the queue with no Train stream waiting: idle since its
+     * owner last called about it (Submit, Get, ...), not since now, so that
+     * the job of a client that died while it waited gives its budget back at
+     * the next idle check instead of holding it for another idle-timeout.
+     */
+    if (!call && j->late_start && j->state == STATE(READY) && j->contact_us < j->idle_since_us)
+        j->idle_since_us = j->contact_us;
     if (call) {
         Tide__V1__JobInfo info;
         tided__job_info(j, &info, true);

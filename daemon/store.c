@@ -689,6 +689,7 @@ void tided__store_load_job(struct tided_jobs *jobs, const char *id)
     j->owner = info->owner_uid;
     j->created_us = info->created_us;
     j->updated_us = info->updated_us;
+    j->contact_us = tided_now_us(); /* its clients get an idle-timeout from the restart */
     j->budget = info->device_budget_bytes;
     j->device = info->device; /* where it ran; its files' tasks go to that device's thread */
     j->asked_device = -1;

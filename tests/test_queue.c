@@ -255,6 +255,74 @@ static void test_interrupt_while_queued(void **state)
     tide_test_stop_daemon(d);
 }
 
+/* The state and message of the job called name in c's list; false when it is not there. */
+static bool listed_state(tide_client *c, const char *name, struct tide_job_info *out)
+{
+    struct tide_job_info *jobs = NULL;
+    size_t n = 0;
+    CHECK_OK(c, tide_client_list(c, false, &jobs, &n));
+    bool found = false;
+    for (size_t i = 0; i < n && !found; i++) {
+        if (strcmp(jobs[i].name, name) == 0) {
+            *out = jobs[i];
+            found = true;
+        }
+    }
+    free(jobs);
+    return found;
+}
+
+/*
+ * A job whose client submitted it and then went quiet (died, or never asked
+ * again) while it waited QUEUED: admitted once the holder idles out, it is
+ * idle since its owner's last call, not since its admission, so it is
+ * parked at the next idle check and gives the budget back, instead of
+ * holding it for another idle-timeout. The test only lists jobs, which is
+ * no call about the job.
+ */
+static void test_quiet_queued_job_parks_at_admission(void **state)
+{
+    (void)state;
+    static const char *const extra[] = {"--device-memory", "64M", "--idle-timeout", "6", NULL};
+    struct tide_test_daemon *d = tide_test_start_daemon("queuequiet", extra);
+    tide_client *c = tide_test_connect(d, 300000);
+    struct tide_test_mlp m;
+    tide_test_mlp_build(&m);
+    struct tide_job_spec spec;
+    struct tide_job_info holder, waiter, job;
+    make_spec(&m, "holder", 48 * MIB, 0, &spec);
+    submit(c, &spec, &holder);
+    assert_int_equal(holder.state, TIDE_JOB_READY);
+    make_spec(&m, "quiet", 48 * MIB, 0, &spec);
+    submit(c, &spec, &waiter);
+    assert_int_equal(waiter.state, TIDE_JOB_QUEUED);
+    double admitted = 0, parked = 0, deadline = tide_test_now_s() + DEADLINE_S;
+    while (!parked) {
+        assert_true(listed_state(c, "quiet", &job));
+        double now = tide_test_now_s();
+        if (job.state != TIDE_JOB_QUEUED && !admitted)
+            admitted = now;
+        if (job.state == TIDE_JOB_PARKED)
+            parked = now;
+        if (now > deadline)
+            fail_msg("job quiet is %s after %.0f s", tide_job_state_name(job.state), DEADLINE_S);
+        tide_test_sleep_ms(50);
+    }
+    print_message("quiet: parked %.2f s after its admission: %s\n", parked - admitted, job.message);
+    /* Its idle time counts from Submit, 6 s or more before; the check runs every second. */
+    if (parked - admitted >= 3.0)
+        fail_msg("job quiet was parked %.2f s after its admission, a new idle-timeout",
+                 parked - admitted);
+    const char *idle = strstr(job.message, "idle for ");
+    assert_non_null(idle);
+    assert_true(atoi(idle + strlen("idle for ")) >= 6);
+    assert_true(listed_state(c, "holder", &job));
+    assert_int_equal(job.state, TIDE_JOB_PARKED);
+    tide_client_free(c);
+    free(m.bytes);
+    tide_test_stop_daemon(d);
+}
+
 /*
  * Jobs queued behind a READY job: Submit answers QUEUED with the position;
  * `tidectl queue --json` lists them in order; a budget larger than the
@@ -915,6 +983,7 @@ int main(void)
         cmocka_unit_test(test_two_big_trains_both_succeed),
         cmocka_unit_test(test_queue_positions),
         cmocka_unit_test(test_interrupt_while_queued),
+        cmocka_unit_test(test_quiet_queued_job_parks_at_admission),
         cmocka_unit_test(test_quotas),
         cmocka_unit_test(test_quota_groups_malformed),
         cmocka_unit_test(test_priority_rules),
