@@ -2293,18 +2293,29 @@ static int op_einsum(struct ctx *c)
 }
 
 /*
- * ---- CumSum: a MatMul by a constant 0/1 triangular matrix ----
+ * ---- CumSum: a running sum in log2(n) rounds of Slice, Add and Concat ----
  *
- * y[..., j] = sum over i of x[..., i] T[i, j] along the axis (moved last and
- * back by Transposes), T[i, j] 1 where i <= j (i < j exclusive; i >= j,
- * i > j reversed): MatMul's gradient, dy T^T, is the reversed running sum
- * PyTorch's is. T takes n^2 floats, so the axis is limited to
- * CUMSUM_MAX_LENGTH elements: 16 MiB of constant and 2048 multiply-adds an
- * element (4096 would be 64 MiB, a quarter of tided's default message).
- * An inf or NaN in x makes the sums that leave it out NaN too (0 * inf).
- * Integer CumSum of a constant is folded on the host.
+ * Hillis and Steele's scan along the axis of n elements: in round k (shift
+ * s = 1, 2, 4, ... < n), y[i] += y[i - s] for i >= s (reversed: y[i] +=
+ * y[i + s] for i < n - s), each round a Concat of the untouched first s
+ * (last s) elements and the Add of two Slices. After the rounds y[i] is
+ * the sum of x[0..i] (x[i..n)); exclusive shifts that by one, a zero block
+ * (a broadcast 0) in front (behind). Every op passes its gradient, which is
+ * the reversed running sum PyTorch's is; nothing is saved for it, no
+ * constant grows with n, and an inf or NaN reaches only the sums that
+ * include it. The order of the additions differs from a sequential sum's by
+ * rounding. Integer CumSum of a constant is folded on the host.
  */
-#define CUMSUM_MAX_LENGTH 2048
+/* The elements [from, from + count) of x (rank, dims) along axis. */
+static tide_ref axis_slice(struct ctx *c, tide_ref x, int32_t rank, const int64_t *dims,
+                           int64_t axis, int64_t from, int64_t count)
+{
+    int64_t begin[MAX_RANK] = {0}, size[MAX_RANK];
+    for (int32_t a = 0; a < rank; a++)
+        size[a] = dims[a];
+    begin[axis] = from, size[axis] = count;
+    return tide_builder_slice(c->b, NULL, x, begin, size, rank);
+}
 
 static int op_cum_sum(struct ctx *c)
 {
@@ -2348,41 +2359,38 @@ static int op_cum_sum(struct ctx *c)
         }
         return v ? 0 : -1;
     }
-    tide_ref r;
-    if (float_in(c, 0, &r) != 0)
+    tide_ref y;
+    if (float_in(c, 0, &y) != 0)
         return -1;
-    if (n > CUMSUM_MAX_LENGTH)
-        return failf(c,
-                     "axis %" PRId64 " has %" PRId64 " elements; tide lowers CumSum to a MatMul by "
-                     "an n x n matrix, up to n = %d",
-                     axis, n, CUMSUM_MAX_LENGTH);
-    float *tri = calloc((size_t)(n > 0 ? n * n : 1), sizeof(float));
-    if (!tri)
-        return failf(c, "out of memory");
-    for (int64_t i = 0; i < n; i++)
-        for (int64_t j = 0; j < n; j++)
-            tri[i * n + j] = (reverse ? (exclusive ? i > j : i >= j) : (exclusive ? i < j : i <= j))
-                                 ? 1.0f
-                                 : 0.0f;
-    tide_ref t = tide_builder_constant(c->b, NULL, TIDE_DT_FLOAT32, 2, (int64_t[]){n, n}, tri);
-    free(tri);
-    if (check_builder(c, t) != 0)
-        return -1;
-    /* The axis swapped with the last one (its own inverse), flattened to [rest, n]. */
-    int64_t perm[MAX_RANK], swapped[MAX_RANK];
-    for (int32_t a = 0; a < rank; a++)
-        perm[a] = a == axis ? rank - 1 : a == rank - 1 ? axis : a;
-    for (int32_t a = 0; a < rank; a++)
-        swapped[a] = dims[perm[a]];
-    bool moved = axis != rank - 1;
-    if (moved)
-        r = tide_builder_transpose(c->b, NULL, r, perm, rank);
-    r = tide_builder_reshape(c->b, NULL, r, 2, (int64_t[]){outer * inner, n});
-    r = tide_builder_matmul(c->b, NULL, r, t, false, false);
-    r = tide_builder_reshape(c->b, NULL, r, rank, swapped);
-    if (moved)
-        r = tide_builder_transpose(c->b, NULL, r, perm, rank);
-    return set_out(c, 0, r);
+    for (int64_t shift = 1; shift < n; shift *= 2) {
+        tide_ref kept = reverse ? axis_slice(c, y, rank, dims, axis, n - shift, shift)
+                                : axis_slice(c, y, rank, dims, axis, 0, shift);
+        tide_ref later = axis_slice(c, y, rank, dims, axis, reverse ? 0 : shift, n - shift);
+        tide_ref earlier = axis_slice(c, y, rank, dims, axis, reverse ? shift : 0, n - shift);
+        tide_ref parts[2] = {kept, tide_builder_add(c->b, NULL, later, earlier)};
+        if (reverse)
+            parts[0] = parts[1], parts[1] = kept;
+        y = tide_builder_concat(c->b, NULL, parts, 2, axis);
+        if (check_builder(c, y) != 0)
+            return -1;
+    }
+    if (exclusive && n > 0) {
+        int64_t ones[MAX_RANK], block[MAX_RANK];
+        for (int32_t a = 0; a < rank; a++)
+            ones[a] = 1, block[a] = a == axis ? 1 : dims[a];
+        tide_ref zero = tide_builder_broadcast_to(
+            c->b, NULL,
+            tide_builder_constant(c->b, NULL, TIDE_DT_FLOAT32, rank, ones, (float[]){0}), rank,
+            block);
+        if (n == 1) {
+            y = zero; /* nothing before (after) the one element */
+        } else {
+            tide_ref moved = axis_slice(c, y, rank, dims, axis, reverse ? 1 : 0, n - 1);
+            tide_ref parts[2] = {reverse ? moved : zero, reverse ? zero : moved};
+            y = tide_builder_concat(c->b, NULL, parts, 2, axis);
+        }
+    }
+    return set_out(c, 0, y);
 }
 
 /* ---- softmax ---- */

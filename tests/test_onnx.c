@@ -2117,7 +2117,10 @@ static void expect_values(struct tide_test_onnx *m, const float *x, size_t n_x, 
     assert_shape(b, r.outputs[0], rank, dims);
     run_forward(b, &r, x, n_x * sizeof(float), y, n_want);
     for (size_t k = 0; k < n_want; k++) {
-        if (fabsf(y[k] - want[k]) > 1e-6f)
+        /* Equal (infinities too), both NaN, or within 1e-6; a NaN against a number fails. */
+        bool same =
+            y[k] == want[k] || (isnan(y[k]) && isnan(want[k])) || fabsf(y[k] - want[k]) <= 1e-6f;
+        if (!same)
             fail_msg("output %zu is %.9g, want %.9g", k, y[k], want[k]);
     }
     tide_onnx_result_free(&r);
@@ -5691,9 +5694,10 @@ static bool cum_sum_takes(int64_t i, int64_t j, bool exclusive, bool reverse)
 /*
  * CumSum: the four exclusive / reverse combinations along both axes of a
  * [3, 4] input against loops (axis 1 given as -1 once), one SGD step
- * through the reversed exclusive sum along axis 0 (MatMul's gradient), an
- * integer constant folded; refused: an axis longer than 2048, an axis
- * computed in the graph, an int64 overflow.
+ * through the reversed exclusive sum along axis 0 (the gradient of the
+ * scan's Slices, Adds and Concats), an integer constant folded, an axis of
+ * 3000, infinities, one element; refused: an axis computed in the graph,
+ * an int64 overflow.
  */
 static void test_cum_sum(void **state)
 {
@@ -5787,11 +5791,44 @@ static void test_cum_sum(void **state)
         expect_values(m, zeros, 6, 2, (int64_t[]){2, 3}, folds[f].want, 6);
     }
 
-    m = cum_sum_model(2, 2049, 1, -1, -1);
-    import_fails(m, NULL,
-                 "node c (CumSum, opset 14): axis 1 has 2049 elements; tide lowers CumSum to a "
-                 "MatMul by an n x n matrix, up to n = 2048");
-    tide_test_onnx_free(m);
+    /* A long axis (3000 elements, 12 rounds of the scan), every combination, against sums in
+     * double; and an infinity reaches only the sums that include it: [1, inf, 2] gives
+     * [1, inf, inf] (and [inf, inf, 2] reversed), as PyTorch's; one element, exclusive, is 0. */
+    enum { LONG = 3000 };
+    float *xs = malloc(2 * LONG * sizeof(float)), *ys = malloc(2 * LONG * sizeof(float));
+    assert_true(xs && ys);
+    for (int64_t k = 0; k < 2 * LONG; k++)
+        xs[k] = (float)((k * 7919) % 201 - 100) / 64.0f;
+    for (int combo = 0; combo < 4; combo++) {
+        bool exclusive = combo & 1, reverse = combo & 2;
+        struct tide_onnx_result r;
+        m = cum_sum_model(2, LONG, 1, exclusive, reverse);
+        tide_builder *b = import_ok(m, NULL, &r);
+        run_forward(b, &r, xs, 2 * LONG * sizeof(float), ys, 2 * LONG);
+        for (int64_t row = 0; row < 2; row++) {
+            for (int64_t j = 0; j < LONG; j++) {
+                double want = 0;
+                for (int64_t i = 0; i < LONG; i++)
+                    if (cum_sum_takes(i, j, exclusive, reverse))
+                        want += xs[row * LONG + i];
+                assert_float_equal(ys[row * LONG + j], want, 1e-3);
+            }
+        }
+        tide_onnx_result_free(&r);
+        tide_builder_free(b);
+        tide_test_onnx_free(m);
+    }
+    free(xs);
+    free(ys);
+    m = cum_sum_model(1, 3, 1, -1, -1);
+    expect_values(m, (float[]){1, INFINITY, 2}, 3, 2, (int64_t[]){1, 3},
+                  (float[]){1, INFINITY, INFINITY}, 3);
+    m = cum_sum_model(1, 3, 1, -1, 1);
+    expect_values(m, (float[]){1, INFINITY, 2}, 3, 2, (int64_t[]){1, 3},
+                  (float[]){INFINITY, INFINITY, 2}, 3);
+    m = cum_sum_model(2, 1, 1, 1, 1);
+    expect_values(m, (float[]){5, -3}, 2, 2, (int64_t[]){2, 1}, (float[]){0, 0}, 2);
+
     m = cum_sum_model(2, 3, 0, -1, -1);
     m->graph.n_initializer = 0;
     tide_test_onnx_input(m, "axis", ONNX__TENSOR_PROTO__DATA_TYPE__INT64, 0, NULL, -1);
