@@ -16,6 +16,7 @@
 #include <unistd.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -50,14 +51,19 @@ int tide_test_free_port(void)
 /*
  * Forks and execs argv with stdout and stderr to the given files (NULL:
  * /dev/null) and TIDE_SOCKET / TIDE_TOKEN unset; returns the pid, -1 on
- * failure.
+ * failure. The child gets SIGTERM when the test process ends: a test that
+ * fails between starting a daemon or a trainer and stopping it (cmocka
+ * jumps out of it) leaves nothing running behind it.
  */
 static pid_t spawn(char *const argv[], const char *out_path, const char *err_path)
 {
     fflush(NULL);
+    pid_t parent = getpid();
     pid_t pid = fork();
     if (pid != 0)
         return pid;
+    if (prctl(PR_SET_PDEATHSIG, SIGTERM) != 0 || getppid() != parent)
+        _exit(125); /* the test is already gone */
     /* Both appending: stdout and stderr to one file must not write over each other. */
     int out =
         open(out_path ? out_path : "/dev/null", O_WRONLY | O_CREAT | O_TRUNC | O_APPEND, 0644);
