@@ -155,6 +155,12 @@ int tide_test_feeder_feed(void *user, tide_feeds *feeds)
     struct tide_test_feeder *f = user;
     if (f->steps_left == 0)
         return 0;
+    if (f->hold) {
+        pthread_mutex_lock(&f->lock);
+        while (f->signalled && !f->released)
+            pthread_cond_wait(&f->cond, &f->lock);
+        pthread_mutex_unlock(&f->lock);
+    }
     f->steps_left--;
     float *images = tide_feeds_buffer(feeds, TIDE_MODEL_IMAGES, TIDE_DT_FLOAT32, f->m->image_rank,
                                       f->m->image_dims);
@@ -178,7 +184,7 @@ int tide_test_feeder_step(void *user, const struct tide_step_result *r)
     if (f->signal_at && f->results == f->signal_at) {
         pthread_mutex_lock(&f->lock);
         f->signalled = true;
-        pthread_cond_signal(&f->cond);
+        pthread_cond_broadcast(&f->cond);
         pthread_mutex_unlock(&f->lock);
     }
     return 0;
@@ -189,6 +195,14 @@ void tide_test_feeder_wait(struct tide_test_feeder *f)
     pthread_mutex_lock(&f->lock);
     while (!f->signalled)
         pthread_cond_wait(&f->cond, &f->lock);
+    pthread_mutex_unlock(&f->lock);
+}
+
+void tide_test_feeder_release(struct tide_test_feeder *f)
+{
+    pthread_mutex_lock(&f->lock);
+    f->released = true;
+    pthread_cond_broadcast(&f->cond);
     pthread_mutex_unlock(&f->lock);
 }
 

@@ -80,7 +80,9 @@ void tide_test_assert_same_variables(const tide_variables *a, const tide_variabl
  * feeder of the same seed; the Train callbacks (feed, step) count the step
  * results, the first and last step numbers and any non-finite loss. A test
  * that must act mid-stream sets signal_at: tide_test_feeder_wait returns
- * once that many results came.
+ * once that many results came. With hold too, the feeder then sends no
+ * further batch until tide_test_feeder_release: the stream cannot run to
+ * its end before the test has acted, however loaded the machine is.
  */
 struct tide_test_feeder {
     const struct tide_test_mlp *m;
@@ -91,9 +93,10 @@ struct tide_test_feeder {
     uint64_t first_step, last_step;
     bool bad_loss;
     int64_t signal_at; /* 0: never */
+    bool hold;         /* after the signal, feed nothing until released */
     pthread_mutex_t lock;
     pthread_cond_t cond;
-    bool signalled;
+    bool signalled, released;
 };
 
 void tide_test_feeder_init(struct tide_test_feeder *f, const struct tide_test_mlp *m,
@@ -104,6 +107,8 @@ int tide_test_feeder_feed(void *user, tide_feeds *feeds);
 int tide_test_feeder_step(void *user, const struct tide_step_result *r);
 /* Blocks until signal_at results came. */
 void tide_test_feeder_wait(struct tide_test_feeder *f);
+/* Lets a holding feeder go on. */
+void tide_test_feeder_release(struct tide_test_feeder *f);
 
 /* Trains steps steps of job id over one Train stream; each must come back with a finite loss. */
 void tide_test_train_steps(tide_client *c, const char *id, struct tide_test_feeder *f,

@@ -38,6 +38,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -652,13 +653,20 @@ static void test_preemption_resumes_bit_identical(void **state)
     /* Watch everything, as a user would, in the background. */
     char watch_path[600];
     snprintf(watch_path, sizeof(watch_path), "%s/watch.json", d->dir);
+    fflush(NULL);
+    pid_t test = getpid();
     pid_t watcher = fork();
     assert_true(watcher >= 0);
     if (watcher == 0) {
         char *argv[] = {d->tidectl,       (char *)"--socket", (char *)d->socket_path,
                         (char *)"--json", (char *)"watch",    NULL};
+        /* Gone with the test, and off its stderr, should the test fail before it stops it:
+         * ctest would wait for its output to close until the timeout. */
+        if (prctl(PR_SET_PDEATHSIG, SIGTERM) != 0 || getppid() != test)
+            _exit(125);
         FILE *out = freopen(watch_path, "w", stdout);
-        if (!out)
+        FILE *err = freopen("/dev/null", "w", stderr);
+        if (!out || !err)
             _exit(127);
         execv(argv[0], argv);
         _exit(127);
@@ -680,6 +688,7 @@ static void test_preemption_resumes_bit_identical(void **state)
     submit(c, &spec, &low);
     tide_test_feeder_init(&f, &m, 11);
     f.signal_at = K;
+    f.hold = true; /* no batch after the K-th result until the preemption is seen */
     struct low_trainer lt = {.d = d, .id = low.id, .f = &f, .steps = N};
     pthread_t thread;
     assert_int_equal(pthread_create(&thread, NULL, low_trainer_main, &lt), 0);
@@ -692,6 +701,7 @@ static void test_preemption_resumes_bit_identical(void **state)
     assert_int_equal(job.queue_position, 1);
     uint64_t parked_at = job.steps;
     assert_true(parked_at >= K && parked_at < N);
+    tide_test_feeder_release(&f); /* its next batch waits with the paused stream */
     tide_test_wait_for_state(c, high.id, TIDE_JOB_READY, &job, 50);
 
     struct tide_test_feeder g;
