@@ -2137,7 +2137,22 @@ static int einsum_pair(struct ctx *c, tide_ref *a, struct einsum_term *ta, tide_
     tide_ref x = einsum_order(c, *a, ta->id, want_a, ta->n);
     tide_ref y = einsum_order(c, b, tb->id, want_b, tb->n);
     tide_ref r;
-    if (nb > 0) {
+    if (ns == 0) {
+        /* Nothing contracted (an outer or element-wise product): a broadcasting Mul of
+         * [batch, own a, 1...] and [batch, 1..., own b], not MatMuls of 1 x 1 matrices. */
+        int64_t dx[MAX_RANK], dy[MAX_RANK];
+        int32_t n_out = nb + na + nn;
+        einsum_sizes(want_a, nb + na, size, dx);
+        einsum_sizes(want_b, nb, size, dy);
+        einsum_sizes(own_b, nn, size, dy + nb + na);
+        for (int32_t j = nb + na; j < n_out; j++)
+            dx[j] = 1;
+        for (int32_t j = nb; j < nb + na; j++)
+            dy[j] = 1;
+        x = tide_builder_reshape(c->b, NULL, x, n_out, dx);
+        y = tide_builder_reshape(c->b, NULL, y, n_out, dy);
+        r = tide_builder_mul(c->b, NULL, x, y);
+    } else if (nb > 0) {
         x = tide_builder_reshape(c->b, NULL, x, 3, (int64_t[]){batches, m, k});
         y = tide_builder_reshape(c->b, NULL, y, 3, (int64_t[]){batches, k, n});
         r = tide_builder_batch_matmul(c->b, NULL, x, y, false, false);
@@ -2155,7 +2170,7 @@ static int einsum_pair(struct ctx *c, tide_ref *a, struct einsum_term *ta, tide_
     for (int32_t j = 0; j < nn; j++)
         ta->id[ta->n++] = own_b[j];
     einsum_sizes(ta->id, ta->n, size, dims);
-    *a = tide_builder_reshape(c->b, NULL, r, ta->n, dims);
+    *a = ns == 0 ? r : tide_builder_reshape(c->b, NULL, r, ta->n, dims); /* Mul's is that shape */
     return check_builder(c, *a);
 }
 

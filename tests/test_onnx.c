@@ -5563,8 +5563,8 @@ static struct tide_test_onnx *einsum_model(const struct einsum_case *e)
 /*
  * Einsum against plain loops over all its indices: batch, contracted and
  * free indices, an index summed out of one operand first, outer and inner
- * products, one operand (transpose, a full sum), "...", three operands, the
- * implicit output (ASCII order: upper case first); one SGD step through
+ * products, element-wise and batched outer products (a Mul), one operand (transpose, a full sum),
+ * "...", three operands, the implicit output (ASCII order: upper case first); one SGD step through
  * every product of two or more operands checks the gradient of operand 1.
  * Refused: a diagonal, sizes that would broadcast, an output index in no
  * input.
@@ -5588,6 +5588,9 @@ static void test_einsum(void **state)
         {"ij,jk", "ij,jk->ik", 2, {2, 2}, {{3, 4}, {4, 2}}},
         {"ba,Bc", "ba,Bc->Babc", 2, {2, 2}, {{2, 3}, {4, 2}}},
         {"bij,jk->bk", "bij,jk->bk", 2, {3, 2}, {{2, 3, 4}, {4, 5}}},
+        /* Nothing contracted: a broadcasting Mul. */
+        {"bi,bi->bi", "bi,bi->bi", 2, {2, 2}, {{3, 5}, {3, 5}}},
+        {"bi,bj->bji", "bi,bj->bji", 2, {2, 2}, {{3, 4}, {3, 2}}},
     };
     for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
         const struct einsum_case *e = &cases[c];
