@@ -1604,39 +1604,55 @@ static int op_tanh(struct ctx *c)
     return unary(c, tide_builder_tanh);
 }
 /*
+ * Output 0 as f(mode, e) of each element e of input 0 when that is a known
+ * float constant (not an initializer that is trained): 0 when folded, 1
+ * when input 0 is not such a constant (nothing done), -1 on error.
+ */
+static int fold_float_unary(struct ctx *c, float (*f)(int, float), int mode)
+{
+    struct value *x = in_value(c, 0);
+    if (!x)
+        return -1;
+    if (!x->known || x->trainable || x->type != CONST_FLOAT)
+        return 1;
+    /* ONNX values are assigned once, so the output is not x. */
+    struct value vx = *x;
+    struct value *y = set_out_const(c, 0, CONST_FLOAT, vx.rank, vx.dims);
+    int64_t n = numel(vx.rank, vx.dims);
+    for (int64_t k = 0; y && k < n; k++)
+        y->f[k] = f(mode, vx.f[k]);
+    return y ? 0 : -1;
+}
+
+/*
  * Exp, Log and Sqrt of a constant (not an initializer that is trained) are
  * folded by the CPU kernels' functions (kernels/cpu/math.c), since they
  * appear in index computations: T5's relative-position buckets take the Log
  * of a distance, Cast to an integer, then Min and Add it, which tide does in
  * integers only on constants. Otherwise tide's op.
  */
-static int unary_folded(struct ctx *c, float (*host)(float),
-                        tide_ref (*fn)(tide_builder *, const char *, tide_ref))
+enum host_math { HOST_EXP, HOST_LOG, HOST_SQRT };
+static float host_math(int fn, float x)
 {
-    struct value *x = in_value(c, 0);
-    if (!x)
-        return -1;
-    if (!x->known || x->trainable || x->type != CONST_FLOAT)
-        return unary(c, fn);
-    /* ONNX values are assigned once, so the output is not x. */
-    struct value vx = *x;
-    struct value *y = set_out_const(c, 0, CONST_FLOAT, vx.rank, vx.dims);
-    int64_t n = numel(vx.rank, vx.dims);
-    for (int64_t k = 0; y && k < n; k++)
-        y->f[k] = host(vx.f[k]);
-    return y ? 0 : -1;
+    return fn == HOST_EXP ? expf(x) : fn == HOST_LOG ? logf(x) : sqrtf(x);
+}
+static int unary_folded(struct ctx *c, enum host_math fn,
+                        tide_ref (*op)(tide_builder *, const char *, tide_ref))
+{
+    int folded = fold_float_unary(c, host_math, fn);
+    return folded <= 0 ? folded : unary(c, op);
 }
 static int op_exp(struct ctx *c)
 {
-    return unary_folded(c, expf, tide_builder_exp);
+    return unary_folded(c, HOST_EXP, tide_builder_exp);
 }
 static int op_log(struct ctx *c)
 {
-    return unary_folded(c, logf, tide_builder_log);
+    return unary_folded(c, HOST_LOG, tide_builder_log);
 }
 static int op_sqrt(struct ctx *c)
 {
-    return unary_folded(c, sqrtf, tide_builder_sqrt);
+    return unary_folded(c, HOST_SQRT, tide_builder_sqrt);
 }
 
 /*
@@ -5576,19 +5592,10 @@ static int op_atanh(struct ctx *c)
  */
 static int round_op(struct ctx *c, enum tide_round_mode mode)
 {
-    struct value *x = in_value(c, 0);
-    if (!x)
-        return -1;
-    if (x->known && !x->trainable && x->type == CONST_FLOAT) {
-        /* ONNX values are assigned once, so the output is not x. */
-        struct value vx = *x;
-        struct value *y = set_out_const(c, 0, CONST_FLOAT, vx.rank, vx.dims);
-        int64_t n = numel(vx.rank, vx.dims);
-        /* The kernels' own rule (the builder's modes are the graph's: builder.c asserts it). */
-        for (int64_t k = 0; y && k < n; k++)
-            y->f[k] = tide__round((int)mode, vx.f[k]);
-        return y ? 0 : -1;
-    }
+    /* The kernels' own rule (the builder's modes are the graph's: builder.c asserts it). */
+    int folded = fold_float_unary(c, tide__round, (int)mode);
+    if (folded <= 0)
+        return folded;
     tide_ref r;
     if (float_in(c, 0, &r) != 0)
         return -1;
