@@ -535,12 +535,13 @@ struct job *tided__job_for_call(struct tided_daemon *d, struct tided_call *call,
                         who->peer);
         return NULL;
     }
-    if (control && !tided__job_may_control(who, j)) {
+    bool controls = tided__job_may_control(who, j);
+    if (control && !controls) {
         tided_call_fail(call, GRPC_STATUS_PERMISSION_DENIED,
                         "a monitor token may only get, list and watch jobs");
         return NULL;
     }
-    if (tided__job_may_control(who, j))
+    if (controls)
         j->contact_us = tided_now_us(); /* someone who may train it is still about */
     return j;
 }
