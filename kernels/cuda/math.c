@@ -127,11 +127,10 @@ enum tide_status tide__cuda_POW(const struct tide_kernel_args *args, struct tide
 }
 
 /*
- * (a, b, dy) -> (da, db), both of dy's shape: infer made it the broadcast of
- * a and b. MaxGrad (max set) or MinGrad, or PowGrad (pow set).
+ * MaxGrad, MinGrad or PowGrad (the node's op): (a, b, dy) -> (da, db), both
+ * of dy's shape: infer made it the broadcast of a and b.
  */
-static enum tide_status select_grad(const struct tide_kernel_args *args, bool max, bool pow,
-                                    struct tide_error *err)
+static enum tide_status select_grad(const struct tide_kernel_args *args, struct tide_error *err)
 {
     struct tide_cuda_launch *launch;
     enum tide_status st = tide__cuda_context(args, &launch, err);
@@ -148,24 +147,27 @@ static enum tide_status select_grad(const struct tide_kernel_args *args, bool ma
     const float *a = tide__cuda_in(args, 0), *b = tide__cuda_in(args, 1),
                 *dy = tide__cuda_in(args, 2);
     float *da = tide__cuda_out(args, 0), *db = tide__cuda_out(args, 1);
+    enum tide_op op = args->node->op;
     return TIDE_CUDA_CHECK(
-        err, pow ? tide__cuda_launch_pow_grad(launch->stream, a, b, dy, da, db, total, p)
-                 : tide__cuda_launch_select_grad(launch->stream, max, a, b, dy, da, db, total, p));
+        err, op == TIDE_OP_POW_GRAD
+                 ? tide__cuda_launch_pow_grad(launch->stream, a, b, dy, da, db, total, p)
+                 : tide__cuda_launch_select_grad(launch->stream, op == TIDE_OP_MAX_GRAD, a, b, dy,
+                                                 da, db, total, p));
 }
 
 enum tide_status tide__cuda_MAX_GRAD(const struct tide_kernel_args *args, struct tide_error *err)
 {
-    return select_grad(args, true, false, err);
+    return select_grad(args, err);
 }
 
 enum tide_status tide__cuda_MIN_GRAD(const struct tide_kernel_args *args, struct tide_error *err)
 {
-    return select_grad(args, false, false, err);
+    return select_grad(args, err);
 }
 
 enum tide_status tide__cuda_POW_GRAD(const struct tide_kernel_args *args, struct tide_error *err)
 {
-    return select_grad(args, false, true, err);
+    return select_grad(args, err);
 }
 
 /* ============================================================================
