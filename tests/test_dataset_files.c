@@ -234,6 +234,27 @@ static void test_npy_float32_and_int32(void **state)
  * files unlike the training ones are refused by name.
  */
 /*
+ * int64 labels data (bytes) of the given npy shape, written as name, are refused as the labels
+ * of the inputs paths (like: the training dataset they must match, or NULL) with want after
+ * the file's path.
+ */
+static void expect_labels_refused(const char *const *paths, const char *name, const char *shape,
+                                  const int64_t *data, size_t bytes, const tide_dataset *like,
+                                  const char *want)
+{
+    char dict[128], full[768];
+    snprintf(dict, sizeof(dict), "{'descr': '<i8', 'fortran_order': False, 'shape': %s, }",
+             shape);
+    write_npy(name, 1, dict, data, bytes);
+    tide_dataset *out = (tide_dataset *)0x1;
+    assert_int_equal(
+        tide_dataset_open_files_n(paths, 1, path_of(name), like, &out, err, sizeof(err)),
+        TIDE_DATASET_INVALID);
+    snprintf(full, sizeof(full), "%s: %s", path_of(name), want);
+    assert_string_equal(err, full);
+}
+
+/*
  * Int labels [N, S]: a class index per position (a language model's next tokens, as
  * examples/onnx/gpt_labels.npy). The label shape is [S], a batch hands out S labels an
  * example through tide_dataset_iter_next_inputs (the images path and tide_dataset_example,
@@ -286,43 +307,18 @@ static void test_labels_per_position(void **state)
     tide_dataset_iter_free(it);
 
     /* Test files: the same label shape, classes within the training labels'. */
-    tide_dataset *test = (tide_dataset *)0x1;
-    write_npy("next2.npy", 1, "{'descr': '<i8', 'fortran_order': False, 'shape': (4, 1, 3), }",
-              next, sizeof(next));
-    assert_int_equal(
-        tide_dataset_open_files_n(paths, 1, path_of("next2.npy"), ds, &test, err, sizeof(err)),
-        TIDE_DATASET_INVALID);
-    char want[512];
-    snprintf(want, sizeof(want),
-             "%s: class labels of shape [1, 3] an example, but the training labels are of shape "
-             "[3]",
-             path_of("next2.npy"));
-    assert_string_equal(err, want);
+    expect_labels_refused(paths, "next2.npy", "(4, 1, 3)", next, sizeof(next), ds,
+                          "class labels of shape [1, 3] an example, but the training labels are "
+                          "of shape [3]");
     next[5] = 11;
-    write_npy("next3.npy", 1, "{'descr': '<i8', 'fortran_order': False, 'shape': (4, 3), }", next,
-              sizeof(next));
-    test = (tide_dataset *)0x1;
-    assert_int_equal(
-        tide_dataset_open_files_n(paths, 1, path_of("next3.npy"), ds, &test, err, sizeof(err)),
-        TIDE_DATASET_INVALID);
-    snprintf(want, sizeof(want),
-             "%s: label 11 at index 5 (example 1, position 2) is out of range for the model's 11 "
-             "classes (0..10, from the training labels)",
-             path_of("next3.npy"));
-    assert_string_equal(err, want);
+    expect_labels_refused(paths, "next3.npy", "(4, 3)", next, sizeof(next), ds,
+                          "label 11 at index 5 (example 1, position 2) is out of range for the "
+                          "model's 11 classes (0..10, from the training labels)");
     tide_dataset_free(ds);
     next[5] = -1;
-    write_npy("next4.npy", 1, "{'descr': '<i8', 'fortran_order': False, 'shape': (4, 3), }", next,
-              sizeof(next));
-    ds = (tide_dataset *)0x1;
-    assert_int_equal(
-        tide_dataset_open_files_n(paths, 1, path_of("next4.npy"), NULL, &ds, err, sizeof(err)),
-        TIDE_DATASET_INVALID);
-    snprintf(want, sizeof(want),
-             "%s: label -1 at index 5 (example 1, position 2) is negative; labels are class "
-             "indices 0, 1, ...",
-             path_of("next4.npy"));
-    assert_string_equal(err, want);
+    expect_labels_refused(paths, "next4.npy", "(4, 3)", next, sizeof(next), NULL,
+                          "label -1 at index 5 (example 1, position 2) is negative; labels are "
+                          "class indices 0, 1, ...");
 }
 
 static void test_several_inputs(void **state)
