@@ -2362,15 +2362,14 @@ static int op_cum_sum(struct ctx *c)
     int64_t dims[MAX_RANK], axis;
     if (value_shape(c, x, &rank, dims) != 0 || norm_axis(c, axis_in->i[0], rank, &axis) != 0)
         return -1;
-    int64_t n = dims[axis], inner = 1, outer = 1;
-    for (int32_t a = 0; a < rank; a++) {
-        if (a < axis)
-            outer *= dims[a];
-        else if (a > axis)
-            inner *= dims[a];
-    }
+    int64_t n = dims[axis];
     if (x->known && x->type == CONST_INT) {
         struct value *v = set_out_const(c, 0, CONST_INT, rank, dims); /* x stays: another name */
+        /* A known constant holds few elements; with none, nothing is summed (and the other
+         * dimensions may be anything). */
+        bool empty = numel(rank, dims) == 0;
+        int64_t outer = empty ? 0 : numel((int32_t)axis, dims);
+        int64_t inner = empty ? 0 : numel(rank - (int32_t)axis - 1, dims + axis + 1);
         for (int64_t o = 0; v && o < outer; o++) {
             for (int64_t in = 0; in < inner; in++) {
                 int64_t sum = 0;
@@ -4055,15 +4054,15 @@ static int fold_int_reduce(struct ctx *c, enum int_reduction kind)
         reduce[a] = true;
     }
     int32_t no = 0;
-    int64_t reduced = 1; /* the elements each result combines */
+    bool none = false; /* a reduced axis is empty: each result combines no elements */
     for (int32_t a = 0; a < x->rank; a++) {
         if (!reduce[a])
             out[no++] = x->dims[a];
         else if (keep)
             out[no++] = 1;
-        reduced *= reduce[a] ? x->dims[a] : 1;
+        none = none || (reduce[a] && x->dims[a] == 0);
     }
-    if (reduced == 0 && (kind == INT_REDUCE_MAX || kind == INT_REDUCE_MIN))
+    if (none && (kind == INT_REDUCE_MAX || kind == INT_REDUCE_MIN))
         return failf(c, "%s of no elements (a reduced axis of \"%s\" is empty)", c->node->op_type,
                      x->name);
     struct value *v = set_out_const(c, 0, CONST_INT, no, out); /* x stays: another name */
