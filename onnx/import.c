@@ -7062,7 +7062,8 @@ static Onnx__NodeProto *inline_copy(struct inliner *in, const Onnx__NodeProto *n
     if (!copy)
         return NULL;
     *copy = *n;
-    copy->name = own_printf(c, "%s/%s", k->prefix, n->name && *n->name ? n->name : n->op_type);
+    copy->name = own_printf(c, "%s/%s", k->prefix,
+                            n->name && *n->name ? n->name : n->op_type ? n->op_type : "node");
     copy->input = own(c, calloc(n->n_input + 1, sizeof(char *)), (n->n_input + 1) * sizeof(char *));
     copy->output =
         own(c, calloc(n->n_output + 1, sizeof(char *)), (n->n_output + 1) * sizeof(char *));
