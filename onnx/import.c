@@ -75,6 +75,8 @@ struct ctx {
     void **owned;                  /* what inlining functions allocated: freed after import */
     size_t n_owned, cap_owned, owned_bytes;
     bool *dim_used;                /* per options->dims[k]: some input's dimension took it */
+    const Onnx__NodeProto *const *nodes; /* the nodes imported (functions inlined), in order */
+    size_t n_nodes, at;                  /* their count, and the node being imported */
 };
 
 static uint64_t hash_name(const char *s)
@@ -3335,6 +3337,19 @@ static int op_layer_normalization(struct ctx *c)
     return 0;
 }
 
+/* Whether a node after the current one, or a graph output, reads the value called name. */
+static bool read_later(const struct ctx *c, const char *name)
+{
+    for (size_t k = c->at + 1; k < c->n_nodes; k++)
+        for (size_t i = 0; i < c->nodes[k]->n_input; i++)
+            if (strcmp(c->nodes[k]->input[i], name) == 0)
+                return true;
+    for (size_t k = 0; c->graph && k < c->graph->n_output; k++)
+        if (c->graph->output[k]->name && strcmp(c->graph->output[k]->name, name) == 0)
+            return true;
+    return false;
+}
+
 static int op_dropout(struct ctx *c)
 {
     const Onnx__NodeProto *n = c->node;
@@ -3361,8 +3376,9 @@ static int op_dropout(struct ctx *c)
     if (n->n_output > 1 && *n->output[1]) {
         if (!kept) {
             mark_missing(c, 1, "is a Dropout mask, which tide does not give");
-        } else {
-            /* Nothing dropped: the mask is all true, a constant of x's shape. */
+        } else if (read_later(c, n->output[1])) {
+            /* Nothing dropped: the mask is all true, a constant of x's shape (made only when
+             * read: PyTorch's exports name a mask on every Dropout and read none). */
             int32_t rank;
             int64_t dims[MAX_RANK];
             if (ref_shape(c, x, &rank, dims) != 0)
@@ -7252,9 +7268,10 @@ static int import_model(struct ctx *c, const Onnx__ModelProto *m, struct tide_on
         return failf(c, "%s", tide_builder_error(c->b));
     c->scoped = true;
     int rc = 0;
+    c->nodes = nodes, c->n_nodes = n_nodes;
     for (size_t k = 0; k < n_nodes && rc == 0; k++) {
         const Onnx__NodeProto *n = nodes[k];
-        c->node = n;
+        c->node = n, c->at = k;
         const struct op_entry *e = find_op(n->op_type ? n->op_type : "");
         if (n->domain && *n->domain && strcmp(n->domain, "ai.onnx") != 0)
             rc = failf(c, "domain \"%s\" is not supported", n->domain);

@@ -734,6 +734,17 @@ static void test_missing_input(void **state)
             expect_values(m, (float[]){3, -2}, 2, 1, (int64_t[]){2}, (float[]){1, 1}, 2);
         }
     }
+    /* A mask nothing reads (every Dropout of PyTorch's exports names one) is not made, however
+     * large: [64, 1024, 1024] is more than the import folds. */
+    m = tide_test_onnx_new(13);
+    tide_test_onnx_input(m, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 3,
+                         (int64_t[]){64, 1024, 1024}, -1);
+    tide_test_onnx_node(m, "Dropout", "drop", TIDE_TEST_NAMES("x"), TIDE_TEST_NAMES("y", "mask"));
+    tide_test_onnx_output(m, "y");
+    struct tide_onnx_result r;
+    tide_builder_free(import_ok(m, NULL, &r));
+    tide_onnx_result_free(&r);
+    tide_test_onnx_free(m);
     m = tide_test_onnx_new(13);
     tide_test_onnx_input(m, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 1, (int64_t[]){2}, -1);
     tide_test_onnx_init_i(m, "mode", 0, NULL, (int64_t[]){1});
